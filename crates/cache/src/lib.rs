@@ -1,0 +1,1 @@
+//! berth-cache

@@ -1,0 +1,153 @@
+//! Bodies of the REST API under `/v1` (what the CLI sends and reads).
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::{Binding, JobId, JobSpec, JobState, PendingReason, Topology};
+
+/// `POST /v1/jobs`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SubmitRequest {
+    pub spec: JobSpec,
+}
+
+/// A job as `berth ps` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct JobView {
+    pub id: JobId,
+    pub name: Option<String>,
+    pub user: String,
+    pub state: JobState,
+    pub queue: String,
+    pub priority: i32,
+    /// 1-based position among the queue's pending jobs, in the order the scheduler considers them.
+    pub position: Option<u32>,
+    /// Why a pending job waits.
+    pub pending_reason: Option<PendingReason>,
+    /// Nodes the job runs or ran on.
+    pub nodes: Vec<String>,
+    pub cpu_milli: u64,
+    pub mem_bytes: u64,
+    pub gpu_milli: u64,
+    pub submitted_at: jiff::Timestamp,
+    pub started_at: Option<jiff::Timestamp>,
+    pub ended_at: Option<jiff::Timestamp>,
+    /// Exit code of the main kernel once it ended.
+    pub exit_code: Option<i32>,
+    /// Reason of the last transition (`out of memory`, `cancelled by alice`, ...).
+    pub reason: Option<String>,
+}
+
+/// One state change, stored before it is acted on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Transition {
+    pub at: jiff::Timestamp,
+    pub from: Option<JobState>,
+    pub to: JobState,
+    pub reason: String,
+}
+
+/// One kernel of a job: where it runs and what it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KernelView {
+    pub index: u32,
+    /// `main` for index 0, `sub1`, `sub2`, ... for the others.
+    pub role: String,
+    pub binding: Binding,
+    pub exit_code: Option<i32>,
+}
+
+/// `GET /v1/jobs/{id}`: everything `berth show` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct JobDetail {
+    pub job: JobView,
+    pub spec: JobSpec,
+    pub kernels: Vec<KernelView>,
+    pub transitions: Vec<Transition>,
+}
+
+/// `GET /v1/jobs` query.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams, ToSchema)]
+pub struct JobListQuery {
+    /// Only jobs in this state (e.g. `PENDING`).
+    pub state: Option<String>,
+    /// Include finished jobs (default: only jobs not yet finished).
+    #[serde(default)]
+    pub all: bool,
+    /// Most recent N jobs at most.
+    pub limit: Option<u32>,
+}
+
+/// `GET /v1/jobs/{id}/logs` query. The answer is the raw bytes from `offset`; the header
+/// `berth-next-offset` gives the offset to ask for next and `berth-job-done: true` says that
+/// the job has ended, so nothing more will come once the bytes run out.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams, ToSchema)]
+pub struct LogQuery {
+    #[serde(default)]
+    pub stream: crate::protocol::LogStream,
+    #[serde(default)]
+    pub kernel: u32,
+    #[serde(default)]
+    pub offset: u64,
+}
+
+/// A GPU's capacity and use on a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct GpuView {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub total_milli: u64,
+    pub used_milli: u64,
+}
+
+/// A node as `berth nodes` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NodeView {
+    pub name: String,
+    /// `ready`, `draining`, `drained` or `lost`.
+    pub state: String,
+    pub queue: String,
+    pub version: String,
+    pub last_heartbeat: Option<jiff::Timestamp>,
+    pub cpus_total: u32,
+    pub cpus_used: u32,
+    pub mem_total: u64,
+    pub mem_used: u64,
+    pub gpus: Vec<GpuView>,
+    pub running_jobs: u32,
+    pub topology: Topology,
+}
+
+/// `GET /v1/whoami`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WhoAmI {
+    pub user: String,
+    pub role: String,
+}
+
+/// `POST /v1/jobs/{id}/cancel` answer, and `berth cancel` output per job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CancelResult {
+    pub id: JobId,
+    pub state: JobState,
+}
+
+/// `POST /v1/admin/join-tokens` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JoinTokenCreated {
+    pub token: String,
+}
+
+/// `GET /v1/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+}
+
+/// Every error answer: what was wrong and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: String,
+}

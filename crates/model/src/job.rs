@@ -1,0 +1,285 @@
+//! Job specs as users submit them, and the states a job moves through (DESIGN.md §6).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use utoipa::ToSchema;
+
+/// Jobs are numbered from 1 in submit order, like Slurm job ids.
+pub type JobId = i64;
+
+/// How CPUs and memory are placed relative to NUMA nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NumaPolicy {
+    /// Take CPUs and memory from one NUMA node (the GPUs' node first) when one fits; spill otherwise.
+    #[default]
+    PreferLocal,
+    /// Only place when everything fits on one NUMA node.
+    RequireLocal,
+    /// Like `require-local`, and the GPUs must sit on that node too.
+    SingleNode,
+    /// Spread CPUs and memory evenly across NUMA nodes.
+    Interleave,
+    /// Any CPUs, any memory node.
+    None,
+}
+
+/// What one kernel asks for. `gpu_milli` below 1000 is a fraction of one device; 1000 or more
+/// must be whole devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ResourceRequest {
+    pub cpu_milli: u64,
+    pub mem_bytes: u64,
+    #[serde(default)]
+    pub gpu_milli: u64,
+}
+
+impl Default for ResourceRequest {
+    fn default() -> Self {
+        Self { cpu_milli: 1000, mem_bytes: 1 << 30, gpu_milli: 0 }
+    }
+}
+
+impl ResourceRequest {
+    /// Whole CPUs the kernel gets in its cpuset (a fraction rounds up to one CPU).
+    pub fn whole_cpus(&self) -> u32 {
+        self.cpu_milli.div_ceil(1000) as u32
+    }
+}
+
+/// A job as submitted: what to run and what it needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct JobSpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Program and arguments; run directly, not through a shell.
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub resources: ResourceRequest,
+    /// Nodes the job spans (one kernel per node).
+    #[serde(default = "one")]
+    pub nodes: u32,
+    #[serde(default)]
+    pub time_limit_secs: Option<u64>,
+    /// Higher runs first. Bands are compared before arrival order.
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default)]
+    pub queue: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub workdir: Option<String>,
+    #[serde(default)]
+    pub numa: NumaPolicy,
+    /// Put the job back in the queue when its node is lost.
+    #[serde(default)]
+    pub requeue: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl JobSpec {
+    /// A spec running `command` with default resources.
+    pub fn command<S: Into<String>>(command: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            name: None,
+            command: command.into_iter().map(Into::into).collect(),
+            resources: ResourceRequest::default(),
+            nodes: 1,
+            time_limit_secs: None,
+            priority: 0,
+            queue: None,
+            env: BTreeMap::new(),
+            workdir: None,
+            numa: NumaPolicy::default(),
+            requeue: false,
+        }
+    }
+
+    /// The queue the job goes to.
+    pub fn queue_name(&self) -> &str {
+        self.queue.as_deref().unwrap_or(crate::DEFAULT_QUEUE)
+    }
+
+    /// Checks what can be checked without knowing the cluster.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let bad = |m: &str| Err(SpecError(m.to_string()));
+        if self.command.is_empty() || self.command[0].trim().is_empty() {
+            return bad("empty command: give the program to run after `--`, e.g. `berth submit -- python train.py`");
+        }
+        if self.command.iter().any(|a| a.contains('\0')) {
+            return bad("command arguments must not contain NUL bytes");
+        }
+        let r = &self.resources;
+        if r.cpu_milli == 0 {
+            return bad("cpus must be greater than zero");
+        }
+        if r.mem_bytes == 0 {
+            return bad("memory must be greater than zero");
+        }
+        if r.gpu_milli > 1000 && r.gpu_milli % 1000 != 0 {
+            return bad("a request above one GPU must be a whole number of GPUs (fractions share a single GPU)");
+        }
+        if self.nodes == 0 {
+            return bad("nodes must be at least 1");
+        }
+        if self.time_limit_secs == Some(0) {
+            return bad("time limit must be greater than zero");
+        }
+        if let Some(n) = &self.name {
+            if n.len() > 200 || n.chars().any(|c| c.is_control()) {
+                return bad("name must be at most 200 characters with no control characters");
+            }
+        }
+        for k in self.env.keys() {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return bad(&format!("invalid environment variable name `{k}`: use NAME=value"));
+            }
+        }
+        if let Some(q) = &self.queue {
+            if q.is_empty() || !q.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return bad("queue names use letters, digits, `-` and `_`");
+            }
+        }
+        if let Some(w) = &self.workdir {
+            if !w.starts_with('/') {
+                return bad("workdir must be an absolute path");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A spec that can never be valid, with the reason and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct SpecError(pub String);
+
+/// The states of DESIGN.md §6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    Pending,
+    Scheduled,
+    Preparing,
+    Running,
+    Terminating,
+    Succeeded,
+    Failed,
+    Cancelled,
+    Timeout,
+    Lost,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 10] = [
+        JobState::Pending,
+        JobState::Scheduled,
+        JobState::Preparing,
+        JobState::Running,
+        JobState::Terminating,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Timeout,
+        JobState::Lost,
+    ];
+
+    /// A final state: the job will never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled | JobState::Timeout | JobState::Lost
+        )
+    }
+
+    /// A state in which the job holds devices on a node.
+    pub fn holds_resources(self) -> bool {
+        matches!(self, JobState::Scheduled | JobState::Preparing | JobState::Running | JobState::Terminating)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Scheduled => "SCHEDULED",
+            JobState::Preparing => "PREPARING",
+            JobState::Running => "RUNNING",
+            JobState::Terminating => "TERMINATING",
+            JobState::Succeeded => "SUCCEEDED",
+            JobState::Failed => "FAILED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Timeout => "TIMEOUT",
+            JobState::Lost => "LOST",
+        }
+    }
+
+    /// Whether the lifecycle allows `self → to`.
+    pub fn can_become(self, to: JobState) -> bool {
+        use JobState::*;
+        if self.is_terminal() {
+            return false;
+        }
+        match (self, to) {
+            (Pending, Scheduled | Cancelled) => true,
+            (Scheduled, Preparing | Running | Pending | Terminating) => true,
+            (Preparing, Running | Pending | Terminating) => true,
+            (Running, Terminating) => true,
+            (_, Succeeded | Failed | Timeout | Lost | Cancelled) => self != Pending || to == Cancelled,
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        JobState::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown job state `{s}`"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_rejects_bad_specs_with_a_fix() {
+        assert!(JobSpec::command(["true"]).validate().is_ok());
+        let e = JobSpec::command(Vec::<String>::new()).validate().unwrap_err();
+        assert!(e.0.contains("empty command"));
+        let mut s = JobSpec::command(["x"]);
+        s.resources.gpu_milli = 1500;
+        assert!(s.validate().is_err());
+        let mut s = JobSpec::command(["x"]);
+        s.workdir = Some("rel".into());
+        assert!(s.validate().unwrap_err().0.contains("absolute"));
+    }
+
+    #[test]
+    fn lifecycle_edges() {
+        use JobState::*;
+        assert!(Pending.can_become(Scheduled));
+        assert!(Pending.can_become(Cancelled));
+        assert!(!Pending.can_become(Running));
+        assert!(!Pending.can_become(Failed));
+        assert!(Running.can_become(Succeeded));
+        assert!(Running.can_become(Timeout));
+        assert!(Scheduled.can_become(Pending));
+        assert!(!Succeeded.can_become(Running));
+        assert!(!Cancelled.can_become(Cancelled));
+        assert_eq!("running".parse::<JobState>().unwrap(), Running);
+    }
+}

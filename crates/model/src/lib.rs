@@ -1,0 +1,22 @@
+//! Plain data shared by every berth crate: resource quantities, node topology, job specs and
+//! states, device bindings, pending reasons, REST bodies and agent-protocol messages.
+//!
+//! Nothing here does I/O. Quantities are fixed-point integers (millicores, bytes, thousandths
+//! of a GPU) so that sums and comparisons are exact everywhere (DESIGN.md §4).
+
+pub mod api;
+pub mod binding;
+pub mod job;
+pub mod protocol;
+pub mod quantity;
+pub mod reason;
+pub mod topology;
+
+pub use binding::{Binding, GpuShare};
+pub use job::{JobId, JobSpec, JobState, NumaPolicy, ResourceRequest, SpecError};
+pub use quantity::{QuantityError, format_bytes, format_gpu_milli, parse_cpus, parse_duration, parse_gpus, parse_mem};
+pub use reason::{PendingKind, PendingReason};
+pub use topology::{Cpu, Gpu, NumaNode, Topology};
+
+/// The name of the queue jobs go to when they name none, and the queue nodes join by default.
+pub const DEFAULT_QUEUE: &str = "default";

@@ -1,0 +1,159 @@
+//! The manager ↔ agent protocol (DESIGN.md §7): JSON messages over one WebSocket that the
+//! agent dials at `/v1/agents/connect` with `Authorization: Bearer <join token>`.
+//!
+//! Every command carries an id and is idempotent: a StartKernel for a kernel the agent already
+//! runs, or a StopKernel for one that already ended, only gets the current state reported again,
+//! so the manager may replay commands after a reconnect.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::{Binding, JobId, JobSpec, Topology};
+
+/// Bumped on any incompatible change; a manager refuses agents of another version.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Identifies one kernel run: a requeued job gets a new `attempt`, so late reports of an
+/// old run never touch the new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+pub struct KernelKey {
+    pub job_id: JobId,
+    pub attempt: u32,
+    pub index: u32,
+}
+
+/// How a kernel ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelOutcome {
+    /// Exited with code 0.
+    Succeeded,
+    /// Exited non-zero or was killed by a signal it did not ask for.
+    Failed,
+    /// Killed by the agent at its time limit.
+    Timeout,
+    /// Stopped because the manager asked (cancel).
+    Stopped,
+    /// Killed by the kernel's OOM killer inside its memory limit.
+    OutOfMemory,
+    /// Never started: bad binding, missing program, cgroup error, ...
+    LaunchFailed,
+}
+
+/// What happened to a kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum KernelEvent {
+    /// The program is running.
+    Started { pid: u32, at: jiff::Timestamp },
+    /// The kernel is over; `exit_code` is the process's code (128+signal when killed).
+    Finished { outcome: KernelOutcome, exit_code: Option<i32>, message: String, at: jiff::Timestamp },
+}
+
+/// A kernel the agent knows about, reported on (re)connect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct KernelReport {
+    pub key: KernelKey,
+    /// The last event: `Started` while it runs, `Finished` once it ended.
+    pub last: KernelEvent,
+}
+
+/// Which log of a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LogStream {
+    #[default]
+    Stdout,
+    Stderr,
+}
+
+/// Agent → manager.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum AgentMessage {
+    /// First message on every connection.
+    Register {
+        protocol_version: u32,
+        node: String,
+        agent_version: String,
+        queue: String,
+        topology: Topology,
+        kernels: Vec<KernelReport>,
+    },
+    Heartbeat {
+        at: jiff::Timestamp,
+    },
+    Kernel {
+        key: KernelKey,
+        event: KernelEvent,
+    },
+    /// Answer to a command the agent could not carry out at all (e.g. a binding that clashes
+    /// with its ledger).
+    CommandFailed {
+        cmd_id: u64,
+        key: KernelKey,
+        error: String,
+    },
+    /// Answer to `FetchLogs`; `data` is base64.
+    LogData {
+        req_id: u64,
+        data: String,
+        next_offset: u64,
+        found: bool,
+    },
+}
+
+/// Manager → agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum ManagerMessage {
+    /// Answer to `Register`.
+    Welcome {
+        heartbeat_interval_ms: u64,
+    },
+    /// Refusal (bad version, duplicate node name, ...); the manager closes after it.
+    Refused {
+        reason: String,
+    },
+    StartKernel {
+        cmd_id: u64,
+        key: KernelKey,
+        spec: JobSpec,
+        binding: Binding,
+        /// Variables the manager adds (`BERTH_JOB_ID`, cluster variables, ...).
+        env: BTreeMap<String, String>,
+    },
+    StopKernel {
+        cmd_id: u64,
+        key: KernelKey,
+        reason: String,
+        grace_ms: u64,
+    },
+    /// The manager has recorded the kernel's end; the agent may forget it (logs stay on disk).
+    Forget {
+        key: KernelKey,
+    },
+    FetchLogs {
+        req_id: u64,
+        key: KernelKey,
+        stream: LogStream,
+        offset: u64,
+        max_bytes: u64,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_tagged_json() {
+        let m = AgentMessage::Heartbeat { at: jiff::Timestamp::UNIX_EPOCH };
+        let s = serde_json::to_string(&m).unwrap();
+        assert!(s.contains("\"type\":\"heartbeat\""), "{s}");
+        let back: AgentMessage = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, m);
+    }
+}

@@ -1,0 +1,229 @@
+//! Parsing and printing of resource quantities as users type them.
+//!
+//! Memory accepts both unit families and keeps them apart, because `4GB` and `4GiB` differ by
+//! 7%: binary units (`KiB`, `MiB`, `GiB`, `TiB`, and Slurm's bare `K`, `M`, `G`, `T`) are powers
+//! of 1024; decimal units (`kB`/`KB`, `MB`, `GB`, `TB`) are powers of 1000. A bare number is
+//! refused: Slurm reads it as MiB, Kubernetes as bytes, so either guess surprises someone.
+
+use thiserror::Error;
+
+/// A quantity the user typed that berth cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum QuantityError {
+    #[error("invalid {what} `{input}`: {hint}")]
+    Invalid { what: &'static str, input: String, hint: String },
+}
+
+fn invalid(what: &'static str, input: &str, hint: impl Into<String>) -> QuantityError {
+    QuantityError::Invalid { what, input: input.to_string(), hint: hint.into() }
+}
+
+/// Parses a non-negative decimal with at most three fractional digits into thousandths.
+fn parse_milli(what: &'static str, s: &str) -> Result<u64, QuantityError> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(invalid(what, s, "must not be negative"));
+    }
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.chars().all(|c| c.is_ascii_digit())
+        || !frac.chars().all(|c| c.is_ascii_digit())
+    {
+        return Err(invalid(what, s, "expected a number such as 2 or 0.5"));
+    }
+    if frac.len() > 3 {
+        return Err(invalid(what, s, "at most three decimal places (thousandths) are supported"));
+    }
+    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| invalid(what, s, "number too large"))? };
+    let mut f: u64 = if frac.is_empty() { 0 } else { frac.parse().unwrap_or(0) };
+    for _ in frac.len()..3 {
+        f *= 10;
+    }
+    int.checked_mul(1000).and_then(|v| v.checked_add(f)).ok_or_else(|| invalid(what, s, "number too large"))
+}
+
+/// Parses a CPU count (`2`, `0.5`) into millicores. Zero is refused.
+pub fn parse_cpus(s: &str) -> Result<u64, QuantityError> {
+    let v = parse_milli("cpus", s)?;
+    if v == 0 {
+        return Err(invalid("cpus", s, "must be greater than zero"));
+    }
+    Ok(v)
+}
+
+/// Parses a GPU count into thousandths of a device. A fraction below one (`0.5`) shares one
+/// device; one or more must be whole devices (`1`, `2`). `0` means no GPU.
+pub fn parse_gpus(s: &str) -> Result<u64, QuantityError> {
+    let v = parse_milli("gpus", s)?;
+    if v > 1000 && v % 1000 != 0 {
+        return Err(invalid(
+            "gpus",
+            s,
+            "a request above one GPU must be a whole number (fractions share a single GPU: use 0.5, not 1.5)",
+        ));
+    }
+    Ok(v)
+}
+
+/// Parses a memory size such as `4GiB`, `512MiB`, `4GB` or `4G` into bytes (see module doc).
+pub fn parse_mem(s: &str) -> Result<u64, QuantityError> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u64 = match unit.trim() {
+        "" => {
+            return Err(invalid(
+                "memory size",
+                s,
+                "add a unit: 4GiB (binary, 4×2^30 bytes) or 4GB (decimal, 4×10^9 bytes)",
+            ));
+        }
+        "B" | "b" => 1,
+        "K" | "k" | "KiB" | "Ki" => 1 << 10,
+        "M" | "m" | "MiB" | "Mi" => 1 << 20,
+        "G" | "g" | "GiB" | "Gi" => 1 << 30,
+        "T" | "t" | "TiB" | "Ti" => 1 << 40,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        u => {
+            return Err(invalid(
+                "memory size",
+                s,
+                format!("unknown unit `{u}`: use B, KiB, MiB, GiB, TiB (binary) or kB, MB, GB, TB (decimal)"),
+            ));
+        }
+    };
+    let milli = parse_milli("memory size", num)?;
+    if milli == 0 {
+        return Err(invalid("memory size", s, "must be greater than zero"));
+    }
+    let bytes = (milli as u128 * mult as u128) / 1000;
+    u64::try_from(bytes).map_err(|_| invalid("memory size", s, "too large"))
+}
+
+/// Parses a duration: `90` (seconds), `90s`, `30m`, `2h`, `1d`, `1h30m`, or Slurm's `HH:MM:SS`
+/// and `D-HH:MM:SS`. Returns seconds; zero is refused.
+pub fn parse_duration(s: &str) -> Result<u64, QuantityError> {
+    let t = s.trim();
+    let bad = || invalid("duration", s, "use 90s, 30m, 2h, 1d, 1h30m or HH:MM:SS");
+    let secs = if t.contains(':') {
+        let (days, rest) = match t.split_once('-') {
+            Some((d, r)) => (d.parse::<u64>().map_err(|_| bad())?, r),
+            None => (0, t),
+        };
+        let parts: Vec<u64> = rest.split(':').map(|p| p.parse::<u64>()).collect::<Result<_, _>>().map_err(|_| bad())?;
+        let hms = match parts.as_slice() {
+            [m, s] => m * 60 + s,
+            [h, m, s] => h * 3600 + m * 60 + s,
+            _ => return Err(bad()),
+        };
+        days * 86400 + hms
+    } else if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
+        t.parse().map_err(|_| bad())?
+    } else {
+        let mut total = 0u64;
+        let mut num = String::new();
+        for c in t.chars() {
+            if c.is_ascii_digit() {
+                num.push(c);
+                continue;
+            }
+            let n: u64 = num.parse().map_err(|_| bad())?;
+            num.clear();
+            total += n * match c {
+                's' => 1,
+                'm' => 60,
+                'h' => 3600,
+                'd' => 86400,
+                _ => return Err(bad()),
+            };
+        }
+        if !num.is_empty() || t.is_empty() {
+            return Err(bad());
+        }
+        total
+    };
+    if secs == 0 {
+        return Err(invalid("duration", s, "must be greater than zero"));
+    }
+    Ok(secs)
+}
+
+/// Prints bytes with the largest binary unit that keeps one decimal (`1.5GiB`).
+pub fn format_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 || (v.fract() == 0.0) { format!("{}{}", v as u64, UNITS[i]) } else { format!("{v:.1}{}", UNITS[i]) }
+}
+
+/// Prints thousandths as a decimal without trailing zeros (`500` → `0.5`, `2000` → `2`).
+pub fn format_gpu_milli(m: u64) -> String {
+    if m % 1000 == 0 {
+        return (m / 1000).to_string();
+    }
+    let s = format!("{}.{:03}", m / 1000, m % 1000);
+    s.trim_end_matches('0').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_units_keep_binary_and_decimal_apart() {
+        assert_eq!(parse_mem("4GiB").unwrap(), 4 << 30);
+        assert_eq!(parse_mem("4G").unwrap(), 4 << 30);
+        assert_eq!(parse_mem("4GB").unwrap(), 4_000_000_000);
+        assert_eq!(parse_mem("1.5MiB").unwrap(), 3 << 19);
+        assert_eq!(parse_mem("512MB").unwrap(), 512_000_000);
+        assert!(parse_mem("4").unwrap_err().to_string().contains("add a unit"));
+        assert!(parse_mem("4XB").is_err());
+        assert!(parse_mem("-4GiB").unwrap_err().to_string().contains("negative"));
+        assert!(parse_mem("0GiB").unwrap_err().to_string().contains("greater than zero"));
+    }
+
+    #[test]
+    fn cpus_and_gpus_are_thousandths() {
+        assert_eq!(parse_cpus("2").unwrap(), 2000);
+        assert_eq!(parse_cpus("0.25").unwrap(), 250);
+        assert!(parse_cpus("0").is_err());
+        assert!(parse_cpus("-1").is_err());
+        assert!(parse_cpus("1.0001").is_err());
+        assert_eq!(parse_gpus("0.5").unwrap(), 500);
+        assert_eq!(parse_gpus("2").unwrap(), 2000);
+        assert_eq!(parse_gpus("0").unwrap(), 0);
+        assert!(parse_gpus("1.5").unwrap_err().to_string().contains("whole number"));
+        assert!(parse_gpus("abc").is_err());
+    }
+
+    #[test]
+    fn durations_in_every_accepted_shape() {
+        assert_eq!(parse_duration("90").unwrap(), 90);
+        assert_eq!(parse_duration("1h30m").unwrap(), 5400);
+        assert_eq!(parse_duration("2d").unwrap(), 172800);
+        assert_eq!(parse_duration("01:00:00").unwrap(), 3600);
+        assert_eq!(parse_duration("1-00:00:10").unwrap(), 86410);
+        assert_eq!(parse_duration("10:05").unwrap(), 605);
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("1x").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(format_bytes(4 << 30), "4GiB");
+        assert_eq!(format_bytes(1536 << 20), "1.5GiB");
+        assert_eq!(format_bytes(12), "12B");
+        assert_eq!(format_gpu_milli(500), "0.5");
+        assert_eq!(format_gpu_milli(2000), "2");
+        assert_eq!(format_gpu_milli(250), "0.25");
+    }
+}

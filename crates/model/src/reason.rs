@@ -1,0 +1,39 @@
+//! Why a job waits: a machine-readable kind and a sentence for people.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The category of a pending reason, stable for scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PendingKind {
+    /// Not yet looked at by the scheduler.
+    Queued,
+    /// No node has the free resources now.
+    Resources,
+    /// A job ahead of it in the queue is blocked and the policy keeps order.
+    Priority,
+    /// The queue has no ready node.
+    NoNodes,
+    /// The queue the job names does not exist.
+    Queue,
+}
+
+/// Why a job is still pending, e.g. `resources: needs 1 GPU, node n1 has 0.5 free`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PendingReason {
+    pub kind: PendingKind,
+    pub message: String,
+}
+
+impl PendingReason {
+    pub fn new(kind: PendingKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for PendingReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
