@@ -151,3 +151,20 @@ pub struct Health {
 pub struct ErrorBody {
     pub error: String,
 }
+
+/// `POST /v1/admin/users` (admin only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CreateUserRequest {
+    pub name: String,
+    /// `admin` or `user` (default).
+    #[serde(default)]
+    pub role: Option<String>,
+}
+
+/// Answer to `POST /v1/admin/users`: the new user's first API token, shown once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UserCreated {
+    pub user: String,
+    pub role: String,
+    pub token: String,
+}
