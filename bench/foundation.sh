@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Foundation benchmarks (issue 2): idle submit→start latency, makespan of 1,000 trivial jobs,
+# sustained submissions/s from 8 clients. Each figure runs against a fresh `berth up` on a temp
+# data dir with the machine's real CPUs (one local agent). Prints the figures; docs/perf.md
+# keeps the ones we report.
+#
+#   bench/foundation.sh [LATENCY_JOBS=200] [MAKESPAN_JOBS=1000] [SUBMIT_SECS=10]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LAT_N=${1:-200}
+MAKE_N=${2:-1000}
+SUB_SECS=${3:-10}
+
+cargo build --release --quiet --bin berth --example loadgen
+BIN=target/release/berth
+LOADGEN=target/release/examples/loadgen
+
+run_with_berth() {
+  local tmp pid url
+  tmp=$(mktemp -d)
+  HOME=$tmp XDG_CONFIG_HOME= "$BIN" up --data-dir "$tmp/data" --listen 127.0.0.1:0 >"$tmp/up.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 200); do
+    url=$(grep -o 'http://[0-9.:]*' "$tmp/up.log" | head -n1 || true)
+    [ -n "$url" ] && break
+    sleep 0.05
+  done
+  [ -n "$url" ] || { cat "$tmp/up.log"; kill "$pid"; exit 1; }
+  # wait for the local agent to register
+  for _ in $(seq 1 100); do
+    HOME=$tmp XDG_CONFIG_HOME= "$BIN" nodes -o json | grep -q '"ready"' && break
+    sleep 0.05
+  done
+  local token
+  token=$(sed -n 's/^token *= *"\(.*\)"/\1/p' "$tmp/.config/berth/credentials")
+  BERTH_URL=$url BERTH_TOKEN=$token BENCH_NODE_CPUS=$(nproc) "$LOADGEN" "$@" || true
+  kill -INT "$pid"; wait "$pid" || true
+  rm -rf "$tmp"
+}
+
+echo "== machine: $(nproc) CPUs, $(uname -r), $(date -u +%F)"
+echo "== 1. idle submit->start latency ($LAT_N sequential jobs)"
+run_with_berth latency "$LAT_N"
+echo "== 2. makespan of $MAKE_N trivial 1-CPU jobs"
+run_with_berth makespan "$MAKE_N"
+echo "== 3. sustained submissions/s, 8 clients, ${SUB_SECS}s, jobs wait in the queue"
+run_with_berth submit-rate "$SUB_SECS" 8

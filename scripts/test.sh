@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs berth's whole test suite on a fresh machine: installs what the tests need, then runs
+# every test in the workspace. CI calls exactly this (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+warn() { printf '\033[1;33mWARNING: %s\033[0m\n' "$*" >&2; }
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+
+# --- what the tests need -------------------------------------------------------------------
+need_pkgs=()
+command -v python3 >/dev/null || need_pkgs+=(python3)
+command -v ip >/dev/null || need_pkgs+=(iproute2)
+command -v pkill >/dev/null || need_pkgs+=(procps)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing ${need_pkgs[*]} with apt"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+# The process runtime's limits (cpuset, memory, pids, OOM) need root and writable cgroups.
+# Without them those tests print SKIPPED lines; say so loudly here too.
+if [ "$(id -u)" -ne 0 ]; then
+  warn "not running as root: cgroup limits, OOM and run-as-nobody checks will be SKIPPED"
+fi
+if [ ! -w /sys/fs/cgroup ] && [ ! -w /sys/fs/cgroup/memory ] && [ ! -w /sys/fs/cgroup/unified ]; then
+  warn "no writable cgroup hierarchy: cgroup limit checks will be SKIPPED"
+fi
+if ! ldconfig -p 2>/dev/null | grep -q libnvidia-ml; then
+  log "no NVML library: GPU tests use fake GPUs (--fake-gpus / --topology); real-GPU checks are SKIPPED"
+fi
+
+# --- the tests -----------------------------------------------------------------------------
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
+export RUST_BACKTRACE=1
+if cargo nextest --version >/dev/null 2>&1; then
+  log "cargo nextest run --workspace"
+  cargo nextest run --workspace --no-fail-fast "$@"
+  # nextest does not run doctests
+  log "cargo test --workspace --doc"
+  cargo test --workspace --doc
+else
+  log "cargo test --workspace (cargo-nextest not found)"
+  cargo test --workspace --no-fail-fast "$@"
+fi
