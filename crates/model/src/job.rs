@@ -228,6 +228,8 @@ impl JobState {
             (Pending, Scheduled | Cancelled) => true,
             (Scheduled, Preparing | Running | Pending | Terminating) => true,
             (Preparing, Running | Pending | Terminating) => true,
+            // Back to the queue when the node is lost and the job asked for `requeue`.
+            (Running | Terminating, Pending) => true,
             (Running, Terminating) => true,
             (_, Succeeded | Failed | Timeout | Lost | Cancelled) => self != Pending || to == Cancelled,
             _ => false,
@@ -278,6 +280,7 @@ mod tests {
         assert!(Running.can_become(Succeeded));
         assert!(Running.can_become(Timeout));
         assert!(Scheduled.can_become(Pending));
+        assert!(Running.can_become(Pending), "requeue on node loss");
         assert!(!Succeeded.can_become(Running));
         assert!(!Cancelled.can_become(Cancelled));
         assert_eq!("running".parse::<JobState>().unwrap(), Running);

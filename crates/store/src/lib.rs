@@ -1,1 +1,93 @@
-//! berth-store
+//! berth's persistence: the [`Store`] trait the manager talks to, and its adapters
+//! (DESIGN.md §11). SQLite ([`SqliteStore`]) is the default; a PostgreSQL adapter implements
+//! the same trait later and runs the same [`conformance`] suite.
+//!
+//! The store is the truth across restarts. The manager keeps a live copy of unfinished jobs in
+//! memory and writes every state change here first ([`Store::apply`], one transaction per
+//! batch, compare-and-set on the job state) before it acts on it.
+
+pub mod conformance;
+mod sqlite;
+mod types;
+
+use async_trait::async_trait;
+use berth_model::api::Transition;
+use berth_model::{JobId, JobSpec, JobState};
+use jiff::Timestamp;
+use thiserror::Error;
+
+pub use sqlite::SqliteStore;
+pub use types::{Change, JobFilter, JobRow, KernelRow, NodeRow, UserRow};
+
+/// What can go wrong in a store call.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// A compare-and-set failed: the job is not in the state the change expected. Nothing of
+    /// the batch was written.
+    #[error("job {job_id} is {actual}, not {expected}")]
+    Conflict { job_id: JobId, expected: JobState, actual: String },
+    /// The lifecycle does not allow this transition (see `JobState::can_become`).
+    #[error("job {job_id} cannot go from {from} to {to}")]
+    InvalidTransition { job_id: JobId, from: JobState, to: JobState },
+    /// A row the call needs does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A unique name is already taken.
+    #[error("{0} already exists")]
+    Duplicate(String),
+    /// A stored value could not be read back (corrupt JSON, unknown state, ...).
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Everything the manager persists. Implementations must be safe to share (`Arc<dyn Store>`).
+#[async_trait]
+pub trait Store: Send + Sync {
+    // --- users and tokens -------------------------------------------------------------
+    /// Creates a user; `Duplicate` if the name is taken.
+    async fn create_user(&self, name: &str, role: &str, at: Timestamp) -> Result<UserRow>;
+    async fn user_by_name(&self, name: &str) -> Result<Option<UserRow>>;
+    /// Stores the sha256 (hex) of an API token for `user_id`.
+    async fn add_api_token(&self, user_id: i64, hash: &str, label: &str, at: Timestamp) -> Result<()>;
+    /// The (enabled or disabled) user owning the token with this hash.
+    async fn user_by_token_hash(&self, hash: &str) -> Result<Option<UserRow>>;
+    /// Stores the hash of an agent join token; adding a known hash again is a no-op.
+    async fn add_join_token(&self, hash: &str, at: Timestamp) -> Result<()>;
+    async fn join_token_exists(&self, hash: &str) -> Result<bool>;
+    /// Every join token hash (the manager caches them).
+    async fn join_token_hashes(&self) -> Result<Vec<String>>;
+
+    // --- jobs -------------------------------------------------------------------------
+    /// Inserts a PENDING job and its first transition (`submitted`) in one transaction.
+    async fn insert_job(&self, user_id: i64, spec: &JobSpec, at: Timestamp) -> Result<JobId>;
+    async fn job(&self, id: JobId) -> Result<Option<JobRow>>;
+    /// Jobs matching `filter`, newest first.
+    async fn jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>>;
+    /// Every job not in a terminal state, oldest first (rebuilds the manager on restart).
+    async fn unfinished_jobs(&self) -> Result<Vec<JobRow>>;
+    /// The job's history, in the order it happened.
+    async fn transitions(&self, id: JobId) -> Result<Vec<Transition>>;
+    /// The job's kernels of every attempt, by attempt then index.
+    async fn kernels(&self, id: JobId) -> Result<Vec<KernelRow>>;
+    /// Commits all changes in one transaction, or none of them (see [`Change`]).
+    async fn apply(&self, changes: &[Change]) -> Result<()>;
+
+    // --- nodes ------------------------------------------------------------------------
+    /// Inserts or replaces a node (on agent register).
+    async fn upsert_node(&self, node: &NodeRow) -> Result<()>;
+    async fn set_node_state(&self, name: &str, state: &str, last_heartbeat: Option<Timestamp>) -> Result<()>;
+    async fn nodes(&self) -> Result<Vec<NodeRow>>;
+
+    // --- meta -------------------------------------------------------------------------
+    async fn meta_get(&self, key: &str) -> Result<Option<String>>;
+    async fn meta_set(&self, key: &str, value: &str) -> Result<()>;
+
+    /// Waits for in-flight writes and closes the connections.
+    async fn close(&self);
+}

@@ -1,0 +1,240 @@
+//! The conformance suite every [`Store`] adapter must pass. Written against `&dyn Store` so
+//! the SQLite adapter's tests (`tests/sqlite.rs`) and a future PostgreSQL adapter run the same
+//! checks. Each check panics with a message on failure, like a test.
+
+use berth_model::{Binding, JobSpec, JobState, PendingKind, PendingReason};
+use jiff::Timestamp;
+
+use crate::{Change, JobFilter, NodeRow, Store, StoreError};
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000 + secs).unwrap()
+}
+
+fn binding(node: &str) -> Binding {
+    Binding { node: node.into(), cpus: vec![0, 1], cpu_milli: 1500, mems: vec![0], mem_bytes: 1 << 30, gpus: vec![] }
+}
+
+fn tr(job_id: i64, from: JobState, to: JobState, secs: i64, reason: &str) -> Change {
+    Change::Transition { job_id, from, to, at: at(secs), reason: reason.into(), exit_code: None }
+}
+
+/// Users, API tokens and join tokens.
+pub async fn users_and_tokens(s: &dyn Store) {
+    let alice = s.create_user("alice", "admin", at(0)).await.unwrap();
+    assert_eq!(alice.name, "alice");
+    assert_eq!(alice.role, "admin");
+    assert!(!alice.disabled);
+    assert!(matches!(s.create_user("alice", "user", at(1)).await, Err(StoreError::Duplicate(_))));
+    assert_eq!(s.user_by_name("alice").await.unwrap().unwrap().id, alice.id);
+    assert!(s.user_by_name("nobody").await.unwrap().is_none());
+
+    s.add_api_token(alice.id, "abc123", "bootstrap", at(2)).await.unwrap();
+    assert_eq!(s.user_by_token_hash("abc123").await.unwrap().unwrap().name, "alice");
+    assert!(s.user_by_token_hash("nope").await.unwrap().is_none());
+
+    assert!(!s.join_token_exists("j1").await.unwrap());
+    s.add_join_token("j1", at(3)).await.unwrap();
+    s.add_join_token("j1", at(4)).await.unwrap();
+    assert!(s.join_token_exists("j1").await.unwrap());
+    assert_eq!(s.join_token_hashes().await.unwrap(), vec!["j1".to_string()]);
+}
+
+/// Job ids start at 1; insert writes the first transition; lists are newest first.
+pub async fn jobs_insert_and_list(s: &dyn Store) {
+    let u = s.create_user("bob", "user", at(0)).await.unwrap();
+    let v = s.create_user("carol", "user", at(0)).await.unwrap();
+    let mut spec = JobSpec::command(["echo", "hi"]);
+    spec.priority = 5;
+    let id1 = s.insert_job(u.id, &spec, at(10)).await.unwrap();
+    assert_eq!(id1, 1, "job ids start at 1");
+    let id2 = s.insert_job(v.id, &JobSpec::command(["true"]), at(11)).await.unwrap();
+    assert_eq!(id2, 2);
+
+    let j = s.job(id1).await.unwrap().unwrap();
+    assert_eq!(j.user, "bob");
+    assert_eq!(j.spec, spec);
+    assert_eq!(j.state, JobState::Pending);
+    assert_eq!(j.priority, 5);
+    assert_eq!(j.queue, "default");
+    assert_eq!(j.attempt, 0);
+    assert_eq!(j.submitted_at, at(10));
+    assert!(s.job(99).await.unwrap().is_none());
+
+    let t = s.transitions(id1).await.unwrap();
+    assert_eq!(t.len(), 1);
+    assert_eq!((t[0].from, t[0].to, t[0].reason.as_str()), (None, JobState::Pending, "submitted"));
+
+    let all = s.jobs(&JobFilter::default()).await.unwrap();
+    assert_eq!(all.iter().map(|j| j.id).collect::<Vec<_>>(), vec![2, 1], "newest first");
+    let bobs = s.jobs(&JobFilter { user_id: Some(u.id), ..Default::default() }).await.unwrap();
+    assert_eq!(bobs.len(), 1);
+    let one = s.jobs(&JobFilter { limit: Some(1), ..Default::default() }).await.unwrap();
+    assert_eq!(one[0].id, 2);
+    let running = s.jobs(&JobFilter { states: Some(vec![JobState::Running]), ..Default::default() }).await.unwrap();
+    assert!(running.is_empty());
+    assert_eq!(s.unfinished_jobs().await.unwrap().iter().map(|j| j.id).collect::<Vec<_>>(), vec![1, 2]);
+}
+
+/// A whole life: schedule with kernels, run, finish; history in order; timestamps set.
+pub async fn lifecycle_and_history(s: &dyn Store) {
+    let u = s.create_user("dave", "user", at(0)).await.unwrap();
+    let id = s.insert_job(u.id, &JobSpec::command(["x"]), at(0)).await.unwrap();
+    let waiting = PendingReason::new(PendingKind::Resources, "resources: needs 1 GPU");
+    s.apply(&[Change::PendingReason { job_id: id, reason: Some(waiting.clone()) }]).await.unwrap();
+    assert_eq!(s.job(id).await.unwrap().unwrap().pending_reason, Some(waiting));
+
+    s.apply(&[
+        tr(id, JobState::Pending, JobState::Scheduled, 1, "scheduled on n1"),
+        Change::SetKernels { job_id: id, attempt: 0, bindings: vec![binding("n1")] },
+    ])
+    .await
+    .unwrap();
+    let j = s.job(id).await.unwrap().unwrap();
+    assert_eq!(j.state, JobState::Scheduled);
+    assert_eq!(j.pending_reason, None, "leaving PENDING clears the reason");
+    let k = s.kernels(id).await.unwrap();
+    assert_eq!(k.len(), 1);
+    assert_eq!((k[0].index, k[0].node.as_str(), &k[0].binding), (0, "n1", &binding("n1")));
+
+    s.apply(&[tr(id, JobState::Scheduled, JobState::Running, 2, "started")]).await.unwrap();
+    s.apply(&[
+        Change::KernelExit { job_id: id, attempt: 0, index: 0, exit_code: Some(3) },
+        Change::Transition {
+            job_id: id,
+            from: JobState::Running,
+            to: JobState::Failed,
+            at: at(3),
+            reason: "exit code 3".into(),
+            exit_code: Some(3),
+        },
+    ])
+    .await
+    .unwrap();
+    let j = s.job(id).await.unwrap().unwrap();
+    assert_eq!(j.state, JobState::Failed);
+    assert_eq!((j.started_at, j.ended_at, j.exit_code), (Some(at(2)), Some(at(3)), Some(3)));
+    assert_eq!(j.reason.as_deref(), Some("exit code 3"));
+    assert_eq!(s.kernels(id).await.unwrap()[0].exit_code, Some(3));
+    let t = s.transitions(id).await.unwrap();
+    let states: Vec<_> = t.iter().map(|t| t.to).collect();
+    assert_eq!(states, vec![JobState::Pending, JobState::Scheduled, JobState::Running, JobState::Failed]);
+    assert_eq!(t[1].from, Some(JobState::Pending));
+    assert!(t.windows(2).all(|w| w[0].at <= w[1].at));
+    assert!(s.unfinished_jobs().await.unwrap().iter().all(|j| j.id != id));
+    // A terminal job never moves again.
+    let again = s.apply(&[tr(id, JobState::Failed, JobState::Running, 4, "x")]).await;
+    assert!(matches!(again, Err(StoreError::InvalidTransition { .. })), "{again:?}");
+}
+
+/// A failed compare-and-set rolls back the whole batch.
+pub async fn cas_conflict_leaves_store_untouched(s: &dyn Store) {
+    let u = s.create_user("erin", "user", at(0)).await.unwrap();
+    let a = s.insert_job(u.id, &JobSpec::command(["a"]), at(0)).await.unwrap();
+    let b = s.insert_job(u.id, &JobSpec::command(["b"]), at(0)).await.unwrap();
+    let before_a = s.job(a).await.unwrap();
+    let before_b = s.job(b).await.unwrap();
+    let err = s
+        .apply(&[
+            tr(a, JobState::Pending, JobState::Scheduled, 1, "scheduled on n1"),
+            Change::SetKernels { job_id: a, attempt: 0, bindings: vec![binding("n1")] },
+            Change::PendingReason { job_id: b, reason: Some(PendingReason::new(PendingKind::Priority, "behind 1")) },
+            // b is PENDING, not RUNNING: the whole batch must fail.
+            tr(b, JobState::Running, JobState::Succeeded, 1, "done"),
+        ])
+        .await
+        .unwrap_err();
+    match err {
+        StoreError::Conflict { job_id, expected, actual } => {
+            assert_eq!((job_id, expected, actual.as_str()), (b, JobState::Running, "PENDING"));
+        }
+        e => panic!("expected a conflict, got {e:?}"),
+    }
+    assert_eq!(s.job(a).await.unwrap(), before_a);
+    assert_eq!(s.job(b).await.unwrap(), before_b);
+    assert!(s.kernels(a).await.unwrap().is_empty());
+    assert_eq!(s.transitions(a).await.unwrap().len(), 1);
+}
+
+/// Back to PENDING is a requeue: a new attempt, with its own kernels.
+pub async fn requeue_bumps_attempt(s: &dyn Store) {
+    let u = s.create_user("frank", "user", at(0)).await.unwrap();
+    let id = s.insert_job(u.id, &JobSpec::command(["a"]), at(0)).await.unwrap();
+    s.apply(&[
+        tr(id, JobState::Pending, JobState::Scheduled, 1, "scheduled on n1"),
+        Change::SetKernels { job_id: id, attempt: 0, bindings: vec![binding("n1")] },
+        tr(id, JobState::Scheduled, JobState::Running, 2, "started"),
+    ])
+    .await
+    .unwrap();
+    s.apply(&[tr(id, JobState::Running, JobState::Pending, 3, "requeued: node n1 lost")]).await.unwrap();
+    let j = s.job(id).await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempt, j.started_at), (JobState::Pending, 1, None));
+    s.apply(&[
+        tr(id, JobState::Pending, JobState::Scheduled, 4, "scheduled on n2"),
+        Change::SetKernels { job_id: id, attempt: 1, bindings: vec![binding("n2")] },
+    ])
+    .await
+    .unwrap();
+    let k = s.kernels(id).await.unwrap();
+    assert_eq!(k.iter().map(|k| (k.attempt, k.node.as_str())).collect::<Vec<_>>(), vec![(0, "n1"), (1, "n2")]);
+}
+
+/// Nodes and meta values.
+pub async fn nodes_and_meta(s: &dyn Store) {
+    let mut n = NodeRow {
+        name: "n1".into(),
+        queue: "default".into(),
+        topology: berth_model::Topology::synthetic(1, 4, 8 << 30, 1),
+        version: "0.1.0".into(),
+        state: "ready".into(),
+        last_heartbeat: Some(at(1)),
+    };
+    s.upsert_node(&n).await.unwrap();
+    n.version = "0.2.0".into();
+    s.upsert_node(&n).await.unwrap();
+    s.set_node_state("n1", "lost", None).await.unwrap();
+    let nodes = s.nodes().await.unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!((nodes[0].version.as_str(), nodes[0].state.as_str()), ("0.2.0", "lost"));
+    assert_eq!(nodes[0].last_heartbeat, Some(at(1)));
+    assert_eq!(nodes[0].topology, n.topology);
+    assert!(matches!(s.set_node_state("zz", "lost", None).await, Err(StoreError::NotFound(_))));
+
+    assert_eq!(s.meta_get("k").await.unwrap(), None);
+    s.meta_set("k", "1").await.unwrap();
+    s.meta_set("k", "2").await.unwrap();
+    assert_eq!(s.meta_get("k").await.unwrap().as_deref(), Some("2"));
+}
+
+/// Writes data for [`check_after_reopen`]: call on a fresh store, close, reopen, then check.
+pub async fn fill_before_reopen(s: &dyn Store) {
+    let u = s.create_user("gina", "admin", at(0)).await.unwrap();
+    s.add_api_token(u.id, "h1", "t", at(0)).await.unwrap();
+    s.add_join_token("jt", at(0)).await.unwrap();
+    for i in 0..3 {
+        s.insert_job(u.id, &JobSpec::command([format!("job{i}")]), at(i)).await.unwrap();
+    }
+    s.apply(&[
+        tr(1, JobState::Pending, JobState::Scheduled, 5, "scheduled on n1"),
+        Change::SetKernels { job_id: 1, attempt: 0, bindings: vec![binding("n1")] },
+    ])
+    .await
+    .unwrap();
+    s.apply(&[tr(2, JobState::Pending, JobState::Cancelled, 6, "cancelled by gina")]).await.unwrap();
+    s.meta_set("bootstrapped", "1").await.unwrap();
+}
+
+/// Everything [`fill_before_reopen`] wrote is still there, and ids keep counting.
+pub async fn check_after_reopen(s: &dyn Store) {
+    let u = s.user_by_token_hash("h1").await.unwrap().expect("token survives reopen");
+    assert_eq!(u.name, "gina");
+    assert!(s.join_token_exists("jt").await.unwrap());
+    assert_eq!(s.meta_get("bootstrapped").await.unwrap().as_deref(), Some("1"));
+    let unfinished: Vec<_> = s.unfinished_jobs().await.unwrap().iter().map(|j| (j.id, j.state)).collect();
+    assert_eq!(unfinished, vec![(1, JobState::Scheduled), (3, JobState::Pending)]);
+    assert_eq!(s.kernels(1).await.unwrap().len(), 1);
+    assert_eq!(s.transitions(2).await.unwrap().last().unwrap().reason, "cancelled by gina");
+    let next = s.insert_job(u.id, &JobSpec::command(["again"]), at(9)).await.unwrap();
+    assert_eq!(next, 4, "ids keep counting after reopen");
+}

@@ -1,0 +1,486 @@
+//! The SQLite adapter: every SQL statement for SQLite lives in this module.
+//!
+//! One writer pool of exactly one connection serialises all writes inside the process, so two
+//! writers never race for the database lock (no `SQLITE_BUSY` under load); a separate reader
+//! pool serves queries concurrently thanks to WAL. The SQL sticks to what PostgreSQL also
+//! accepts (`RETURNING`, `ON CONFLICT`, plain types) so the other adapter can mirror it.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use berth_model::api::Transition;
+use berth_model::{JobId, JobSpec, JobState};
+use jiff::Timestamp;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+
+use crate::{Change, JobFilter, JobRow, KernelRow, NodeRow, Result, Store, StoreError, UserRow};
+
+/// The SQLite store (a file in the data directory, WAL mode).
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+const READERS: u32 = 4;
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and runs the migrations.
+    pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        let base = SqliteConnectOptions::new()
+            .filename(path.as_ref())
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(base.clone().create_if_missing(true))
+            .await?;
+        sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(READERS)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(base.read_only(true))
+            .await?;
+        Ok(SqliteStore { writer, reader })
+    }
+}
+
+fn ts(t: Timestamp) -> i64 {
+    t.as_microsecond()
+}
+
+fn from_ts(v: i64) -> Result<Timestamp> {
+    Timestamp::from_microsecond(v).map_err(|e| StoreError::Corrupt(format!("timestamp {v}: {e}")))
+}
+
+fn opt_ts(v: Option<i64>) -> Result<Option<Timestamp>> {
+    v.map(from_ts).transpose()
+}
+
+fn state(s: &str) -> Result<JobState> {
+    JobState::from_str(s).map_err(StoreError::Corrupt)
+}
+
+fn json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> Result<T> {
+    serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    // Model types always serialise (no maps with non-string keys, no failing impls).
+    serde_json::to_string(v).expect("model types serialise to json")
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+fn user_row(r: &SqliteRow) -> Result<UserRow> {
+    Ok(UserRow {
+        id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        role: r.try_get("role")?,
+        disabled: r.try_get::<i64, _>("disabled")? != 0,
+        created_at: from_ts(r.try_get("created_at")?)?,
+    })
+}
+
+const JOB_COLUMNS: &str = "j.id, j.user_id, u.name AS user_name, j.spec, j.queue, j.priority, j.state, j.attempt, \
+     j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason";
+
+fn job_row(r: &SqliteRow) -> Result<JobRow> {
+    let pending: Option<String> = r.try_get("pending_reason")?;
+    Ok(JobRow {
+        id: r.try_get("id")?,
+        user_id: r.try_get("user_id")?,
+        user: r.try_get("user_name")?,
+        spec: json("job spec", r.try_get::<&str, _>("spec")?)?,
+        queue: r.try_get("queue")?,
+        priority: r.try_get::<i64, _>("priority")? as i32,
+        state: state(r.try_get::<&str, _>("state")?)?,
+        attempt: r.try_get::<i64, _>("attempt")? as u32,
+        submitted_at: from_ts(r.try_get("submitted_at")?)?,
+        started_at: opt_ts(r.try_get("started_at")?)?,
+        ended_at: opt_ts(r.try_get("ended_at")?)?,
+        exit_code: r.try_get::<Option<i64>, _>("exit_code")?.map(|v| v as i32),
+        reason: r.try_get("reason")?,
+        pending_reason: pending.as_deref().map(|p| json("pending reason", p)).transpose()?,
+    })
+}
+
+fn node_row(r: &SqliteRow) -> Result<NodeRow> {
+    Ok(NodeRow {
+        name: r.try_get("name")?,
+        queue: r.try_get("queue")?,
+        topology: json("topology", r.try_get::<&str, _>("topology")?)?,
+        version: r.try_get("version")?,
+        state: r.try_get("state")?,
+        last_heartbeat: opt_ts(r.try_get("last_heartbeat")?)?,
+    })
+}
+
+/// Applies one transition inside `tx` (compare-and-set on the state).
+async fn transition(
+    tx: &mut sqlx::SqliteConnection,
+    job_id: JobId,
+    from: JobState,
+    to: JobState,
+    at: Timestamp,
+    reason: &str,
+    exit_code: Option<i32>,
+) -> Result<()> {
+    let cur =
+        sqlx::query("SELECT state, attempt, started_at, ended_at, exit_code, pending_reason FROM jobs WHERE id = ?")
+            .bind(job_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
+    let actual: String = cur.try_get("state")?;
+    if actual != from.as_str() {
+        return Err(StoreError::Conflict { job_id, expected: from, actual });
+    }
+    if !from.can_become(to) {
+        return Err(StoreError::InvalidTransition { job_id, from, to });
+    }
+    let mut attempt: i64 = cur.try_get("attempt")?;
+    let mut started_at: Option<i64> = cur.try_get("started_at")?;
+    let mut ended_at: Option<i64> = cur.try_get("ended_at")?;
+    let mut exit: Option<i64> = cur.try_get("exit_code")?;
+    let mut pending: Option<String> = cur.try_get("pending_reason")?;
+    if to == JobState::Running && started_at.is_none() {
+        started_at = Some(ts(at));
+    }
+    if to.is_terminal() {
+        ended_at = Some(ts(at));
+        if let Some(c) = exit_code {
+            exit = Some(c as i64);
+        }
+    }
+    if to == JobState::Pending && from != JobState::Pending {
+        attempt += 1;
+        started_at = None;
+    }
+    if from == JobState::Pending && to != JobState::Pending {
+        pending = None;
+    }
+    let done = sqlx::query(
+        "UPDATE jobs SET state = ?, reason = ?, attempt = ?, started_at = ?, ended_at = ?, exit_code = ?, \
+         pending_reason = ? WHERE id = ? AND state = ?",
+    )
+    .bind(to.as_str())
+    .bind(reason)
+    .bind(attempt)
+    .bind(started_at)
+    .bind(ended_at)
+    .bind(exit)
+    .bind(pending)
+    .bind(job_id)
+    .bind(from.as_str())
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() != 1 {
+        return Err(StoreError::Conflict { job_id, expected: from, actual: "changed".into() });
+    }
+    sqlx::query("INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)")
+        .bind(job_id)
+        .bind(ts(at))
+        .bind(from.as_str())
+        .bind(to.as_str())
+        .bind(reason)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_user(&self, name: &str, role: &str, at: Timestamp) -> Result<UserRow> {
+        let r = sqlx::query("INSERT INTO users (name, role, disabled, created_at) VALUES (?, ?, 0, ?) RETURNING *")
+            .bind(name)
+            .bind(role)
+            .bind(ts(at))
+            .fetch_one(&self.writer)
+            .await
+            .map_err(
+                |e| if is_unique_violation(&e) { StoreError::Duplicate(format!("user {name}")) } else { e.into() },
+            )?;
+        user_row(&r)
+    }
+
+    async fn user_by_name(&self, name: &str) -> Result<Option<UserRow>> {
+        let r = sqlx::query("SELECT * FROM users WHERE name = ?").bind(name).fetch_optional(&self.reader).await?;
+        r.as_ref().map(user_row).transpose()
+    }
+
+    async fn add_api_token(&self, user_id: i64, hash: &str, label: &str, at: Timestamp) -> Result<()> {
+        sqlx::query("INSERT INTO api_tokens (hash, user_id, label, created_at) VALUES (?, ?, ?, ?)")
+            .bind(hash)
+            .bind(user_id)
+            .bind(label)
+            .bind(ts(at))
+            .execute(&self.writer)
+            .await
+            .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate("api token".into()) } else { e.into() })?;
+        Ok(())
+    }
+
+    async fn user_by_token_hash(&self, hash: &str) -> Result<Option<UserRow>> {
+        let r = sqlx::query("SELECT u.* FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?")
+            .bind(hash)
+            .fetch_optional(&self.reader)
+            .await?;
+        r.as_ref().map(user_row).transpose()
+    }
+
+    async fn add_join_token(&self, hash: &str, at: Timestamp) -> Result<()> {
+        sqlx::query("INSERT INTO join_tokens (hash, created_at) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING")
+            .bind(hash)
+            .bind(ts(at))
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn join_token_exists(&self, hash: &str) -> Result<bool> {
+        let r = sqlx::query("SELECT 1 FROM join_tokens WHERE hash = ?").bind(hash).fetch_optional(&self.reader).await?;
+        Ok(r.is_some())
+    }
+
+    async fn join_token_hashes(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query("SELECT hash FROM join_tokens ORDER BY created_at").fetch_all(&self.reader).await?;
+        rows.iter().map(|r| Ok(r.try_get("hash")?)).collect()
+    }
+
+    async fn insert_job(&self, user_id: i64, spec: &JobSpec, at: Timestamp) -> Result<JobId> {
+        let mut tx = self.writer.begin().await?;
+        let id: i64 = sqlx::query(
+            "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at) \
+             VALUES (?, ?, ?, ?, ?, 0, ?) RETURNING id",
+        )
+        .bind(user_id)
+        .bind(to_json(spec))
+        .bind(spec.queue_name())
+        .bind(spec.priority as i64)
+        .bind(JobState::Pending.as_str())
+        .bind(ts(at))
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("id")?;
+        sqlx::query("INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, NULL, ?, ?)")
+            .bind(id)
+            .bind(ts(at))
+            .bind(JobState::Pending.as_str())
+            .bind("submitted")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    async fn job(&self, id: JobId) -> Result<Option<JobRow>> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id WHERE j.id = ?");
+        let r = sqlx::query(&sql).bind(id).fetch_optional(&self.reader).await?;
+        r.as_ref().map(job_row).transpose()
+    }
+
+    async fn jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>> {
+        let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id WHERE 1 = 1");
+        if filter.user_id.is_some() {
+            sql.push_str(" AND j.user_id = ?");
+        }
+        if let Some(states) = &filter.states {
+            if states.is_empty() {
+                return Ok(Vec::new());
+            }
+            sql.push_str(" AND j.state IN (");
+            sql.push_str(&vec!["?"; states.len()].join(", "));
+            sql.push(')');
+        }
+        sql.push_str(" ORDER BY j.id DESC");
+        if filter.limit.is_some() {
+            sql.push_str(" LIMIT ?");
+        }
+        let mut q = sqlx::query(&sql);
+        if let Some(u) = filter.user_id {
+            q = q.bind(u);
+        }
+        for s in filter.states.iter().flatten() {
+            q = q.bind(s.as_str());
+        }
+        if let Some(l) = filter.limit {
+            q = q.bind(l as i64);
+        }
+        let rows = q.fetch_all(&self.reader).await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn unfinished_jobs(&self) -> Result<Vec<JobRow>> {
+        let live: Vec<&str> = JobState::ALL.iter().filter(|s| !s.is_terminal()).map(|s| s.as_str()).collect();
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id WHERE j.state IN ({}) ORDER BY j.id",
+            vec!["?"; live.len()].join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for s in live {
+            q = q.bind(s);
+        }
+        let rows = q.fetch_all(&self.reader).await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn transitions(&self, id: JobId) -> Result<Vec<Transition>> {
+        let rows =
+            sqlx::query("SELECT at, from_state, to_state, reason FROM transitions WHERE job_id = ? ORDER BY seq")
+                .bind(id)
+                .fetch_all(&self.reader)
+                .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Transition {
+                    at: from_ts(r.try_get("at")?)?,
+                    from: r.try_get::<Option<&str>, _>("from_state")?.map(state).transpose()?,
+                    to: state(r.try_get("to_state")?)?,
+                    reason: r.try_get("reason")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn kernels(&self, id: JobId) -> Result<Vec<KernelRow>> {
+        let rows = sqlx::query("SELECT * FROM kernels WHERE job_id = ? ORDER BY attempt, idx")
+            .bind(id)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(KernelRow {
+                    job_id: r.try_get("job_id")?,
+                    attempt: r.try_get::<i64, _>("attempt")? as u32,
+                    index: r.try_get::<i64, _>("idx")? as u32,
+                    node: r.try_get("node")?,
+                    binding: json("binding", r.try_get::<&str, _>("binding")?)?,
+                    exit_code: r.try_get::<Option<i64>, _>("exit_code")?.map(|v| v as i32),
+                })
+            })
+            .collect()
+    }
+
+    async fn apply(&self, changes: &[Change]) -> Result<()> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        // Dropping `tx` on an early return rolls everything back.
+        let mut tx = self.writer.begin().await?;
+        for c in changes {
+            match c {
+                Change::Transition { job_id, from, to, at, reason, exit_code } => {
+                    transition(&mut tx, *job_id, *from, *to, *at, reason, *exit_code).await?;
+                }
+                Change::SetKernels { job_id, attempt, bindings } => {
+                    sqlx::query("DELETE FROM kernels WHERE job_id = ? AND attempt = ?")
+                        .bind(job_id)
+                        .bind(*attempt as i64)
+                        .execute(&mut *tx)
+                        .await?;
+                    for (i, b) in bindings.iter().enumerate() {
+                        sqlx::query("INSERT INTO kernels (job_id, attempt, idx, node, binding) VALUES (?, ?, ?, ?, ?)")
+                            .bind(job_id)
+                            .bind(*attempt as i64)
+                            .bind(i as i64)
+                            .bind(&b.node)
+                            .bind(to_json(b))
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+                Change::KernelExit { job_id, attempt, index, exit_code } => {
+                    let done =
+                        sqlx::query("UPDATE kernels SET exit_code = ? WHERE job_id = ? AND attempt = ? AND idx = ?")
+                            .bind(exit_code.map(|c| c as i64))
+                            .bind(job_id)
+                            .bind(*attempt as i64)
+                            .bind(*index as i64)
+                            .execute(&mut *tx)
+                            .await?;
+                    if done.rows_affected() != 1 {
+                        return Err(StoreError::NotFound(format!("kernel {index} of job {job_id} attempt {attempt}")));
+                    }
+                }
+                Change::PendingReason { job_id, reason } => {
+                    let done = sqlx::query("UPDATE jobs SET pending_reason = ? WHERE id = ?")
+                        .bind(reason.as_ref().map(to_json))
+                        .bind(job_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    if done.rows_affected() != 1 {
+                        return Err(StoreError::NotFound(format!("job {job_id}")));
+                    }
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn upsert_node(&self, n: &NodeRow) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO nodes (name, queue, topology, version, state, last_heartbeat) VALUES (?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, topology = excluded.topology, \
+             version = excluded.version, state = excluded.state, last_heartbeat = excluded.last_heartbeat",
+        )
+        .bind(&n.name)
+        .bind(&n.queue)
+        .bind(to_json(&n.topology))
+        .bind(&n.version)
+        .bind(&n.state)
+        .bind(n.last_heartbeat.map(ts))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn set_node_state(&self, name: &str, state: &str, last_heartbeat: Option<Timestamp>) -> Result<()> {
+        let done =
+            sqlx::query("UPDATE nodes SET state = ?, last_heartbeat = COALESCE(?, last_heartbeat) WHERE name = ?")
+                .bind(state)
+                .bind(last_heartbeat.map(ts))
+                .bind(name)
+                .execute(&self.writer)
+                .await?;
+        if done.rows_affected() != 1 {
+            return Err(StoreError::NotFound(format!("node {name}")));
+        }
+        Ok(())
+    }
+
+    async fn nodes(&self) -> Result<Vec<NodeRow>> {
+        let rows = sqlx::query("SELECT * FROM nodes ORDER BY name").fetch_all(&self.reader).await?;
+        rows.iter().map(node_row).collect()
+    }
+
+    async fn meta_get(&self, key: &str) -> Result<Option<String>> {
+        let r = sqlx::query("SELECT value FROM meta WHERE key = ?").bind(key).fetch_optional(&self.reader).await?;
+        Ok(r.map(|r| r.try_get("value")).transpose()?)
+    }
+
+    async fn meta_set(&self, key: &str, value: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        )
+        .bind(key)
+        .bind(value)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}

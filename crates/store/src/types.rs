@@ -1,0 +1,86 @@
+//! Rows the store returns and the changes it applies. Adapter-independent.
+
+use berth_model::{Binding, JobId, JobSpec, JobState, PendingReason, Topology};
+use jiff::Timestamp;
+
+/// A user account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRow {
+    pub id: i64,
+    pub name: String,
+    /// `admin` or `user`.
+    pub role: String,
+    pub disabled: bool,
+    pub created_at: Timestamp,
+}
+
+/// A job as stored, with its owner's name joined in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    pub id: JobId,
+    pub user_id: i64,
+    pub user: String,
+    pub spec: JobSpec,
+    pub queue: String,
+    pub priority: i32,
+    pub state: JobState,
+    /// 0 for the first run; a requeue (back to PENDING) adds one.
+    pub attempt: u32,
+    pub submitted_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub ended_at: Option<Timestamp>,
+    pub exit_code: Option<i32>,
+    /// Reason of the last transition.
+    pub reason: Option<String>,
+    pub pending_reason: Option<PendingReason>,
+}
+
+/// One kernel of one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelRow {
+    pub job_id: JobId,
+    pub attempt: u32,
+    pub index: u32,
+    pub node: String,
+    pub binding: Binding,
+    pub exit_code: Option<i32>,
+}
+
+/// A node as last registered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    pub name: String,
+    pub queue: String,
+    pub topology: Topology,
+    pub version: String,
+    /// `ready` or `lost`.
+    pub state: String,
+    pub last_heartbeat: Option<Timestamp>,
+}
+
+/// Which jobs [`crate::Store::jobs`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    pub user_id: Option<i64>,
+    /// Only jobs in one of these states; `None` means any state.
+    pub states: Option<Vec<JobState>>,
+    /// At most this many (the newest).
+    pub limit: Option<u32>,
+}
+
+/// One change of an [`crate::Store::apply`] batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Compare-and-set of a job's state, recorded in its history. Fails the whole batch with
+    /// `Conflict` when the job is not in `from`. Side effects on the job row: `reason` becomes
+    /// the transition's; RUNNING sets `started_at` once; a terminal state sets `ended_at` and
+    /// `exit_code` (when given); PENDING from another state is a requeue: `attempt + 1`, and
+    /// `started_at` cleared; leaving PENDING clears the pending reason.
+    Transition { job_id: JobId, from: JobState, to: JobState, at: Timestamp, reason: String, exit_code: Option<i32> },
+    /// The bindings of an attempt's kernels (index = position), replacing earlier ones.
+    SetKernels { job_id: JobId, attempt: u32, bindings: Vec<Binding> },
+    /// A kernel's exit code.
+    KernelExit { job_id: JobId, attempt: u32, index: u32, exit_code: Option<i32> },
+    /// Why a pending job waits (`None` clears it).
+    PendingReason { job_id: JobId, reason: Option<PendingReason> },
+}
