@@ -14,6 +14,21 @@
 //! - `schedule(&PassInput) -> PassOutput`.
 //! - `check_feasible(&ResourceRequest, nodes_needed, &[NodeLedger], queue) -> Result<(), String>`.
 
+mod bind;
+mod feasible;
+mod ledger;
+mod pass;
+mod place;
+mod shortfall;
+mod water;
+
+#[cfg(test)]
+mod test_support;
+
+pub use feasible::{check_feasible, check_feasible_with};
+pub use ledger::{LedgerError, NodeLedger};
+pub use pass::schedule;
+
 use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};
 
 /// How a queue treats a job at its head that cannot start.
@@ -47,6 +62,7 @@ pub struct PendingJob {
 }
 
 /// Input of one scheduling pass.
+#[derive(Debug, Clone, Copy)]
 pub struct PassInput<'a> {
     pub queues: &'a [QueueConfig],
     pub nodes: &'a [NodeLedger],
@@ -76,10 +92,4 @@ pub struct Waiting {
 pub struct PassOutput {
     pub starts: Vec<Start>,
     pub waiting: Vec<Waiting>,
-}
-
-pub struct NodeLedger; // placeholder: to be implemented
-
-pub fn schedule(_input: &PassInput) -> PassOutput {
-    todo!()
 }

@@ -1,0 +1,406 @@
+//! The per-node free map: which logical CPUs are taken, how much memory each NUMA node has
+//! left and how many thousandths of each GPU are in use.
+//!
+//! The manager keeps one [`NodeLedger`] per node and updates it incrementally with
+//! [`NodeLedger::allocate`] / [`NodeLedger::release`]; a scheduling pass works on clones. The
+//! device binder itself (choosing CPUs, GPUs and memory nodes) lives in `bind.rs`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use berth_model::{Binding, Topology, format_bytes, format_gpu_milli};
+use thiserror::Error;
+
+use crate::water::water_fill;
+
+/// Why [`NodeLedger::allocate`] refused a binding. The ledger is unchanged when it does.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LedgerError {
+    #[error("binding is for node {binding}, not {node}")]
+    WrongNode { binding: String, node: String },
+    #[error("cpu {cpu} does not exist on node {node}")]
+    UnknownCpu { node: String, cpu: u32 },
+    #[error("cpu {cpu} on node {node} is already taken")]
+    CpuTaken { node: String, cpu: u32 },
+    #[error("gpu {index} does not exist on node {node}")]
+    UnknownGpu { node: String, index: u32 },
+    #[error("gpu {index} on node {node} has uuid {actual}, binding says {uuid}")]
+    GpuUuidMismatch { node: String, index: u32, uuid: String, actual: String },
+    #[error("gpu {index} on node {node} has {free} free, binding wants {want}")]
+    GpuOverbooked { node: String, index: u32, free: String, want: String },
+    #[error("numa node {numa} does not exist on node {node}")]
+    UnknownNuma { node: String, numa: u32 },
+    #[error("binding wants {want} memory, node {node} has {free} free on numa nodes {mems}")]
+    MemoryOver { node: String, want: String, free: String, mems: String },
+}
+
+/// One logical CPU as the ledger sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CpuSlot {
+    pub id: u32,
+    /// Index into `NodeLedger::numas`.
+    pub numa: usize,
+    pub taken: bool,
+}
+
+/// One NUMA node: memory and the physical cores whose CPUs belong to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NumaSlot {
+    pub id: u32,
+    pub mem_cap: u64,
+    pub mem_used: u64,
+    pub cpu_total: u32,
+    pub cpu_free: u32,
+    /// Indices into `NodeLedger::cores`, ordered by their lowest CPU id.
+    pub cores: Vec<usize>,
+}
+
+impl NumaSlot {
+    pub fn mem_free(&self) -> u64 {
+        self.mem_cap.saturating_sub(self.mem_used)
+    }
+}
+
+/// One GPU and how many thousandths of it are in use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GpuSlot {
+    pub uuid: String,
+    pub index: u32,
+    /// Index into `NodeLedger::numas`; `None` when the topology does not say.
+    pub numa: Option<usize>,
+    pub used: u64,
+}
+
+impl GpuSlot {
+    pub fn free(&self) -> u64 {
+        1000u64.saturating_sub(self.used)
+    }
+}
+
+/// Identifies an allocated binding so that `release` undoes exactly what `allocate` did.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct AllocKey {
+    cpus: Vec<u32>,
+    cpu_milli: u64,
+    mems: Vec<u32>,
+    mem_bytes: u64,
+    gpus: Vec<(u32, u64)>,
+}
+
+impl AllocKey {
+    fn of(b: &Binding) -> Self {
+        let mut cpus = b.cpus.clone();
+        cpus.sort_unstable();
+        let mut mems = b.mems.clone();
+        mems.sort_unstable();
+        let mut gpus: Vec<(u32, u64)> = b.gpus.iter().map(|g| (g.index, g.milli)).collect();
+        gpus.sort_unstable();
+        AllocKey { cpus, cpu_milli: b.cpu_milli, mems, mem_bytes: b.mem_bytes, gpus }
+    }
+}
+
+/// The free map of one node. Cheap to clone: the topology is shared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLedger {
+    name: String,
+    queue: String,
+    topology: Arc<Topology>,
+    schedulable: bool,
+    /// Sorted by CPU id.
+    pub(crate) cpus: Vec<CpuSlot>,
+    /// SMT cores: indices into `cpus`, siblings ordered by id; cores ordered by lowest id.
+    pub(crate) cores: Vec<Vec<usize>>,
+    /// Sorted by NUMA id.
+    pub(crate) numas: Vec<NumaSlot>,
+    /// Sorted by GPU index.
+    pub(crate) gpus: Vec<GpuSlot>,
+    cpus_used: u32,
+    /// Memory per NUMA node that each allocated binding took (a multiset: identical bindings
+    /// without CPUs may coexist). A binding names its memory nodes but not how much it took
+    /// from each, and the split `allocate` chose depends on what was free then, so it is
+    /// remembered rather than recomputed.
+    splits: BTreeMap<AllocKey, Vec<Vec<(usize, u64)>>>,
+}
+
+impl NodeLedger {
+    /// An empty ledger for a node of `queue` with this topology. A topology without NUMA nodes
+    /// is treated as one NUMA node 0 holding all CPUs and `mem_bytes`; CPUs that name a NUMA
+    /// node the topology does not list get a memory-less NUMA node of that id.
+    pub fn new(name: impl Into<String>, queue: impl Into<String>, topology: Topology) -> Self {
+        let mut numa_mem: BTreeMap<u32, u64> = BTreeMap::new();
+        if topology.numa_nodes.is_empty() {
+            numa_mem.insert(0, topology.mem_bytes);
+        } else {
+            for n in &topology.numa_nodes {
+                *numa_mem.entry(n.id).or_default() += n.mem_bytes;
+            }
+        }
+        let single = topology.numa_nodes.is_empty();
+        let mut topo_cpus = topology.cpus.clone();
+        topo_cpus.sort_by_key(|c| c.id);
+        topo_cpus.dedup_by_key(|c| c.id);
+        for c in &topo_cpus {
+            numa_mem.entry(if single { 0 } else { c.numa }).or_default();
+        }
+        let numa_index: BTreeMap<u32, usize> = numa_mem.keys().enumerate().map(|(i, &id)| (id, i)).collect();
+        let mut numas: Vec<NumaSlot> = numa_mem
+            .iter()
+            .map(|(&id, &mem)| NumaSlot { id, mem_cap: mem, mem_used: 0, cpu_total: 0, cpu_free: 0, cores: vec![] })
+            .collect();
+        let cpus: Vec<CpuSlot> = topo_cpus
+            .iter()
+            .map(|c| CpuSlot { id: c.id, numa: numa_index[&if single { 0 } else { c.numa }], taken: false })
+            .collect();
+        // Group SMT siblings: same package, same core id. Cores are ordered by their lowest
+        // CPU id because `cpus` is sorted and a core is created at its first CPU.
+        let mut core_of: BTreeMap<(u32, u32, usize), usize> = BTreeMap::new();
+        let mut cores: Vec<Vec<usize>> = Vec::new();
+        for (i, c) in topo_cpus.iter().enumerate() {
+            let key = (c.package, c.core, cpus[i].numa);
+            let ci = *core_of.entry(key).or_insert_with(|| {
+                cores.push(Vec::new());
+                cores.len() - 1
+            });
+            cores[ci].push(i);
+        }
+        for (ci, core) in cores.iter().enumerate() {
+            let numa = &mut numas[cpus[core[0]].numa];
+            numa.cores.push(ci);
+            numa.cpu_total += core.len() as u32;
+            numa.cpu_free += core.len() as u32;
+        }
+        let mut gpus: Vec<GpuSlot> = topology
+            .gpus
+            .iter()
+            .map(|g| GpuSlot {
+                uuid: g.uuid.clone(),
+                index: g.index,
+                numa: if numas.len() == 1 { Some(0) } else { g.numa.and_then(|n| numa_index.get(&n).copied()) },
+                used: 0,
+            })
+            .collect();
+        gpus.sort_by_key(|g| g.index);
+        gpus.dedup_by_key(|g| g.index);
+        NodeLedger {
+            name: name.into(),
+            queue: queue.into(),
+            topology: Arc::new(topology),
+            schedulable: true,
+            cpus,
+            cores,
+            numas,
+            gpus,
+            cpus_used: 0,
+            splits: BTreeMap::new(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// False when the node is lost or draining: it keeps its allocations but takes no new ones.
+    pub fn schedulable(&self) -> bool {
+        self.schedulable
+    }
+
+    pub fn set_schedulable(&mut self, schedulable: bool) {
+        self.schedulable = schedulable;
+    }
+
+    /// Logical CPUs taken by bindings.
+    pub fn cpus_used(&self) -> u32 {
+        self.cpus_used
+    }
+
+    /// Logical CPUs on the node.
+    pub fn cpus_total(&self) -> u32 {
+        self.cpus.len() as u32
+    }
+
+    pub(crate) fn cpus_free(&self) -> u32 {
+        self.cpus_total() - self.cpus_used
+    }
+
+    /// Bytes of memory taken by bindings.
+    pub fn mem_used(&self) -> u64 {
+        self.numas.iter().map(|n| n.mem_used).sum()
+    }
+
+    /// Bytes of memory the ledger manages (the sum over NUMA nodes).
+    pub fn mem_total(&self) -> u64 {
+        self.numas.iter().map(|n| n.mem_cap).sum()
+    }
+
+    pub(crate) fn mem_free(&self) -> u64 {
+        self.numas.iter().map(|n| n.mem_free()).sum()
+    }
+
+    /// Thousandths of GPU `gpu_index` in use; 0 for an unknown index.
+    pub fn gpu_used_milli(&self, gpu_index: u32) -> u64 {
+        self.gpu_slot(gpu_index).map_or(0, |i| self.gpus[i].used)
+    }
+
+    /// Thousandths of all GPUs in use.
+    pub fn gpus_used_milli(&self) -> u64 {
+        self.gpus.iter().map(|g| g.used).sum()
+    }
+
+    /// GPUs with nothing allocated on them.
+    pub(crate) fn whole_gpus_free(&self) -> u32 {
+        self.gpus.iter().filter(|g| g.used == 0).count() as u32
+    }
+
+    /// The most thousandths free on any single GPU.
+    pub(crate) fn max_gpu_free(&self) -> u64 {
+        self.gpus.iter().map(|g| g.free()).max().unwrap_or(0)
+    }
+
+    /// The largest fraction free on a GPU that is already shared (0 if none is).
+    pub(crate) fn max_partial_gpu_free(&self) -> u64 {
+        self.gpus.iter().filter(|g| g.used > 0).map(|g| g.free()).max().unwrap_or(0)
+    }
+
+    fn gpu_slot(&self, index: u32) -> Option<usize> {
+        self.gpus.binary_search_by_key(&index, |g| g.index).ok()
+    }
+
+    fn cpu_slot(&self, id: u32) -> Option<usize> {
+        self.cpus.binary_search_by_key(&id, |c| c.id).ok()
+    }
+
+    fn numa_slot(&self, id: u32) -> Option<usize> {
+        self.numas.binary_search_by_key(&id, |n| n.id).ok()
+    }
+
+    /// Records a binding: when the manager restores running jobs after a restart, and when a
+    /// pass's starts are committed. Rejects anything that would double-book a device or exceed
+    /// a capacity, and then leaves the ledger unchanged.
+    pub fn allocate(&mut self, b: &Binding) -> Result<(), LedgerError> {
+        let node = || self.name.clone();
+        if b.node != self.name {
+            return Err(LedgerError::WrongNode { binding: b.node.clone(), node: node() });
+        }
+        // Validate everything first so that a refusal changes nothing.
+        let mut cpu_slots = Vec::with_capacity(b.cpus.len());
+        for &cpu in &b.cpus {
+            let i = self.cpu_slot(cpu).ok_or_else(|| LedgerError::UnknownCpu { node: node(), cpu })?;
+            if self.cpus[i].taken || cpu_slots.contains(&i) {
+                return Err(LedgerError::CpuTaken { node: node(), cpu });
+            }
+            cpu_slots.push(i);
+        }
+        let mut gpu_want: BTreeMap<usize, u64> = BTreeMap::new();
+        for g in &b.gpus {
+            let i = self.gpu_slot(g.index).ok_or_else(|| LedgerError::UnknownGpu { node: node(), index: g.index })?;
+            if self.gpus[i].uuid != g.uuid {
+                return Err(LedgerError::GpuUuidMismatch {
+                    node: node(),
+                    index: g.index,
+                    uuid: g.uuid.clone(),
+                    actual: self.gpus[i].uuid.clone(),
+                });
+            }
+            *gpu_want.entry(i).or_default() += g.milli;
+        }
+        for (&i, &want) in &gpu_want {
+            if want > self.gpus[i].free() {
+                return Err(LedgerError::GpuOverbooked {
+                    node: node(),
+                    index: self.gpus[i].index,
+                    free: format_gpu_milli(self.gpus[i].free()),
+                    want: format_gpu_milli(want),
+                });
+            }
+        }
+        // A binding without memory nodes (an older agent) may use any of them.
+        let mut mem_slots = Vec::new();
+        if b.mems.is_empty() {
+            mem_slots.extend(0..self.numas.len());
+        } else {
+            for &m in &b.mems {
+                let i = self.numa_slot(m).ok_or_else(|| LedgerError::UnknownNuma { node: node(), numa: m })?;
+                if !mem_slots.contains(&i) {
+                    mem_slots.push(i);
+                }
+            }
+        }
+        mem_slots.sort_unstable();
+        let free: Vec<u64> = mem_slots.iter().map(|&i| self.numas[i].mem_free()).collect();
+        let Some(shares) = water_fill(&free, b.mem_bytes) else {
+            return Err(LedgerError::MemoryOver {
+                node: node(),
+                want: format_bytes(b.mem_bytes),
+                free: format_bytes(free.iter().sum()),
+                mems: berth_model::binding::list_to_ranges(
+                    &mem_slots.iter().map(|&i| self.numas[i].id).collect::<Vec<_>>(),
+                ),
+            });
+        };
+
+        for &i in &cpu_slots {
+            self.cpus[i].taken = true;
+            self.numas[self.cpus[i].numa].cpu_free -= 1;
+        }
+        self.cpus_used += cpu_slots.len() as u32;
+        for (&i, &want) in &gpu_want {
+            self.gpus[i].used += want;
+        }
+        let split: Vec<(usize, u64)> = mem_slots.iter().copied().zip(shares).filter(|&(_, s)| s > 0).collect();
+        for &(i, s) in &split {
+            self.numas[i].mem_used += s;
+        }
+        self.splits.entry(AllocKey::of(b)).or_default().push(split);
+        Ok(())
+    }
+
+    /// Frees a binding recorded by [`allocate`](Self::allocate). Releasing a binding the
+    /// ledger does not hold (twice, or never allocated) does nothing, so it can never free
+    /// devices that another binding owns.
+    pub fn release(&mut self, b: &Binding) {
+        if b.node != self.name {
+            return;
+        }
+        let key = AllocKey::of(b);
+        let Some(list) = self.splits.get_mut(&key) else { return };
+        let split = list.pop().unwrap_or_default();
+        if list.is_empty() {
+            self.splits.remove(&key);
+        }
+        for &cpu in &key.cpus {
+            match self.cpu_slot(cpu) {
+                Some(i) if self.cpus[i].taken => {
+                    self.cpus[i].taken = false;
+                    self.numas[self.cpus[i].numa].cpu_free += 1;
+                    self.cpus_used -= 1;
+                }
+                _ => {}
+            }
+        }
+        for &(index, milli) in &key.gpus {
+            if let Some(i) = self.gpu_slot(index) {
+                self.gpus[i].used = self.gpus[i].used.saturating_sub(milli);
+            }
+        }
+        for (i, s) in split {
+            self.numas[i].mem_used = self.numas[i].mem_used.saturating_sub(s);
+        }
+    }
+
+    /// Bindings currently recorded (for diagnostics and tests).
+    pub fn allocations(&self) -> usize {
+        self.splits.values().map(Vec::len).sum()
+    }
+}
+
+#[cfg(test)]
+#[path = "ledger_tests.rs"]
+mod tests;
