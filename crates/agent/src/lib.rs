@@ -4,8 +4,19 @@
 //! CONTRACT (the `berth` binary builds against these names; keep them stable):
 //! - `AgentConfig` (fields below) and `pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()>`.
 //! - `pub fn discover(&AgentConfig) -> anyhow::Result<Topology>` (sysfs, NVML, fake GPUs, topology file).
+//!
+//! Layout: `discover` builds the topology, `runtime` starts and watches kernel processes,
+//! `kernels` is the agent's table of kernels and its ledger, `conn` speaks the protocol.
 
+use std::future::Future;
 use std::path::PathBuf;
+
+mod conn;
+pub mod discover;
+mod kernels;
+pub mod ledger;
+pub mod logs;
+pub mod runtime;
 
 /// How to start an agent.
 #[derive(Debug, Clone)]
@@ -28,4 +39,26 @@ pub struct AgentConfig {
     pub run_as: Option<String>,
     /// Grace between SIGTERM and SIGKILL when a kernel is stopped.
     pub stop_grace: std::time::Duration,
+}
+
+/// Discovers this node's topology (see the `discover` module for the sources and their order).
+pub fn discover(config: &AgentConfig) -> anyhow::Result<berth_model::Topology> {
+    discover::discover(config)
+}
+
+/// Runs the agent until `shutdown` resolves: discovers the node, prepares the runtime, and keeps
+/// a connection to the manager (reconnecting with backoff) while kernels run. On shutdown every
+/// running kernel is stopped and reported before the socket is closed.
+pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+    let topology = discover(&config)?;
+    tracing::info!(
+        node = %config.name,
+        cpus = topology.cpus.len(),
+        numa = topology.numa_nodes.len(),
+        gpus = topology.gpus.len(),
+        mem = %berth_model::format_bytes(topology.mem_bytes),
+        "discovered topology"
+    );
+    let runtime = runtime::Runtime::new(runtime::RuntimeOptions::from_config(&config, &topology))?;
+    conn::run(config, topology, runtime, shutdown).await
 }

@@ -1,0 +1,157 @@
+//! The agent's table of kernels: what it runs, what ended and is not yet forgotten, and the
+//! handling of the manager's commands against it.
+//!
+//! One task owns the table (no locks): commands come from the connection, `Finished` events
+//! from the runtime's watch tasks. Every event is recorded here before it is sent, so a report
+//! made on reconnect always carries what the manager might have missed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use base64::Engine;
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelKey, KernelOutcome, KernelReport, ManagerMessage};
+use berth_model::{Binding, Topology};
+use tokio::sync::mpsc;
+
+use crate::runtime::{KernelHandle, KernelUpdate, Runtime};
+use crate::{ledger, logs};
+
+struct Entry {
+    binding: Binding,
+    last: KernelEvent,
+    /// Present while the process runs.
+    handle: Option<KernelHandle>,
+    stopping: bool,
+}
+
+pub(crate) struct Kernels {
+    node: String,
+    topology: Topology,
+    data_dir: std::path::PathBuf,
+    runtime: Runtime,
+    map: BTreeMap<KernelKey, Entry>,
+    events: mpsc::UnboundedSender<KernelUpdate>,
+}
+
+impl Kernels {
+    pub fn new(
+        node: String,
+        topology: Topology,
+        data_dir: std::path::PathBuf,
+        runtime: Runtime,
+        events: mpsc::UnboundedSender<KernelUpdate>,
+    ) -> Kernels {
+        Kernels { node, topology, data_dir, runtime, map: BTreeMap::new(), events }
+    }
+
+    /// Every kernel not yet forgotten, with its last event, for `Register`.
+    pub fn reports(&self) -> Vec<KernelReport> {
+        self.map.iter().map(|(key, e)| KernelReport { key: *key, last: e.last.clone() }).collect()
+    }
+
+    /// How many kernels still run.
+    pub fn running(&self) -> usize {
+        self.map.values().filter(|e| e.handle.is_some()).count()
+    }
+
+    /// Records an event from the runtime and returns the message reporting it.
+    pub fn record(&mut self, (key, event): KernelUpdate) -> AgentMessage {
+        if let Some(e) = self.map.get_mut(&key) {
+            if matches!(event, KernelEvent::Finished { .. }) {
+                e.handle = None;
+            }
+            e.last = event.clone();
+        }
+        AgentMessage::Kernel { key, event }
+    }
+
+    /// Stops every running kernel (agent shutdown); their `Finished` events follow.
+    pub fn stop_all(&mut self, message: &str, grace: Duration) {
+        for e in self.map.values_mut() {
+            if let Some(h) = &e.handle {
+                h.stop(message, grace);
+                e.stopping = true;
+            }
+        }
+    }
+
+    /// Carries out one command; returns the answers to send.
+    pub fn handle(&mut self, msg: ManagerMessage) -> Vec<AgentMessage> {
+        match msg {
+            ManagerMessage::StartKernel { cmd_id, key, spec, binding, env } => {
+                if let Some(e) = self.map.get(&key) {
+                    // A replay: report where the kernel is and do nothing else.
+                    return vec![AgentMessage::Kernel { key, event: e.last.clone() }];
+                }
+                let live = self.map.values().filter(|e| e.handle.is_some()).map(|e| &e.binding);
+                if let Err(err) = ledger::check(&self.topology, &self.node, &binding, live) {
+                    tracing::warn!(?key, "refusing kernel: {err}");
+                    return vec![AgentMessage::CommandFailed { cmd_id, key, error: err.to_string() }];
+                }
+                let now = jiff::Timestamp::now();
+                let (last, handle) = match self.runtime.start(key, &spec, &binding, &env, &self.events) {
+                    Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h)),
+                    Err(message) => {
+                        tracing::info!(?key, "{message}");
+                        let ev = KernelEvent::Finished {
+                            outcome: KernelOutcome::LaunchFailed,
+                            exit_code: None,
+                            message,
+                            at: now,
+                        };
+                        (ev, None)
+                    }
+                };
+                self.map.insert(key, Entry { binding, last: last.clone(), handle, stopping: false });
+                vec![AgentMessage::Kernel { key, event: last }]
+            }
+            ManagerMessage::StopKernel { key, reason, grace_ms, .. } => match self.map.get_mut(&key) {
+                None => vec![AgentMessage::Kernel {
+                    key,
+                    event: KernelEvent::Finished {
+                        outcome: KernelOutcome::Stopped,
+                        exit_code: None,
+                        message: "not running on this node".into(),
+                        at: jiff::Timestamp::now(),
+                    },
+                }],
+                Some(e) => match &e.handle {
+                    // Already stopping: the Finished event will come once.
+                    Some(_) if e.stopping => Vec::new(),
+                    Some(h) => {
+                        let message = if reason.is_empty() { "stopped by the manager".to_string() } else { reason };
+                        h.stop(message, Duration::from_millis(grace_ms));
+                        e.stopping = true;
+                        Vec::new()
+                    }
+                    None => vec![AgentMessage::Kernel { key, event: e.last.clone() }],
+                },
+            },
+            ManagerMessage::Forget { key } => {
+                match self.map.get(&key) {
+                    Some(e) if e.handle.is_some() => {
+                        tracing::warn!(?key, "manager asked to forget a running kernel; keeping it")
+                    }
+                    _ => {
+                        self.map.remove(&key);
+                    }
+                }
+                Vec::new()
+            }
+            ManagerMessage::FetchLogs { req_id, key, stream, offset, max_bytes } => {
+                let path = logs::log_path(&self.data_dir, &key, stream);
+                let chunk = logs::read_log(&path, offset, max_bytes).unwrap_or_else(|e| {
+                    tracing::warn!("cannot read `{}`: {e}", path.display());
+                    logs::LogChunk { data: Vec::new(), next_offset: offset, found: false }
+                });
+                vec![AgentMessage::LogData {
+                    req_id,
+                    data: base64::engine::general_purpose::STANDARD.encode(&chunk.data),
+                    next_offset: chunk.next_offset,
+                    found: chunk.found,
+                }]
+            }
+            ManagerMessage::Welcome { .. } | ManagerMessage::Refused { .. } => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Per-kernel cgroups: cpuset, memory limit (no swap) and pids limit, on cgroup v2 or v1.
+//!
+//! Layout: kernels live under the agent's own cgroup, `<agent cgroup>/berth/<node>/<job>.<attempt>.<index>`,
+//! so a systemd unit with `Delegate=yes` (v2) or a container's memory cgroup (v1) keeps
+//! containing them. On v1 this is done per controller (cpuset, memory, pids each have their
+//! own hierarchy and the agent may sit at a different path in each).
+//!
+//! `cgroups-rs` finds the hierarchies and writes the typed limit files. The directory work is
+//! done here because that crate's `create` swallows mkdir errors, its `delete` sleeps between
+//! retries, and it has no way to join a child before exec: we pre-open each `cgroup.procs` and
+//! the child writes `0` to them between fork and exec, so no fork of the kernel can escape.
+
+use std::fs::File;
+use std::io::ErrorKind;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use berth_model::Binding;
+use cgroups_rs::cpuset::CpuSetController;
+use cgroups_rs::hierarchies::{self, V1};
+use cgroups_rs::memory::MemController;
+use cgroups_rs::pid::PidController;
+use cgroups_rs::{Controllers, MaxValue};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum CgroupError {
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("cannot {what} `{path}`: {source}")]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("cannot set {what}: {source}")]
+    Limit { what: &'static str, source: cgroups_rs::error::Error },
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> CgroupError + 'a {
+    move |source| CgroupError::Io { what, path: path.to_path_buf(), source }
+}
+
+/// Where kernel cgroups go on this machine.
+#[derive(Debug, Clone)]
+pub struct Cgroups {
+    v2: bool,
+    /// v2: one base; v1: the cpuset, memory and pids bases, in that order.
+    bases: Vec<PathBuf>,
+    /// The parent's cpus/mems, for kernels whose binding leaves them empty (v1 needs values).
+    parent_cpus: String,
+    parent_mems: String,
+}
+
+/// One kernel's cgroup (a directory per v1 controller, or one on v2).
+#[derive(Debug)]
+pub struct KernelCgroup {
+    v2: bool,
+    dirs: Vec<PathBuf>,
+    procs: Vec<File>,
+    pub mem_limit: u64,
+}
+
+impl Cgroups {
+    /// Finds the hierarchy and prepares `<agent cgroup>/berth/<node>`.
+    pub fn detect(node: &str) -> Result<Cgroups, CgroupError> {
+        if !nix::unistd::Uid::effective().is_root() {
+            return Err(CgroupError::Unavailable("the agent is not root".into()));
+        }
+        let own = cgroups_rs::cgroup::get_cgroups_relative_paths()
+            .map_err(|e| CgroupError::Unavailable(format!("cannot read /proc/self/cgroup: {e}")))?;
+        let sub = Path::new("berth").join(node);
+        if hierarchies::is_cgroup2_unified_mode() {
+            let root = PathBuf::from(hierarchies::UNIFIED_MOUNTPOINT);
+            let own_rel = own.get("").map(|s| s.trim_start_matches('/').to_string()).unwrap_or_default();
+            let parent = v2_leave_own_cgroup(&root, &own_rel)?;
+            let base = parent.join(&sub);
+            // Every level between the agent's cgroup and the kernels must delegate the controllers.
+            let mut dir = parent.clone();
+            v2_enable(&dir)?;
+            for part in sub.iter() {
+                dir.push(part);
+                mkdir(&dir)?;
+                v2_enable(&dir)?;
+            }
+            let parent_cpus = read_trim(&base.join("cpuset.cpus.effective"));
+            let parent_mems = read_trim(&base.join("cpuset.mems.effective"));
+            return Ok(Cgroups { v2: true, bases: vec![base], parent_cpus, parent_mems });
+        }
+        let v1 = V1::new();
+        let mut bases = Vec::new();
+        for (ctrl, name) in [(Controllers::CpuSet, "cpuset"), (Controllers::Mem, "memory"), (Controllers::Pids, "pids")]
+        {
+            let mount = v1
+                .get_mount_point(ctrl)
+                .ok_or_else(|| CgroupError::Unavailable(format!("no cgroup v1 `{name}` controller is mounted")))?;
+            let own_rel = own.get(name).map(|s| s.trim_start_matches('/').to_string()).unwrap_or_default();
+            let mut dir = mount.join(own_rel);
+            for part in sub.iter() {
+                dir.push(part);
+                mkdir(&dir)?;
+                if name == "cpuset" {
+                    // A new v1 cpuset starts empty and refuses tasks: inherit the parent's sets.
+                    for f in ["cpuset.cpus", "cpuset.mems"] {
+                        let parent = read_trim(&dir.parent().unwrap().join(f));
+                        if read_trim(&dir.join(f)).is_empty() {
+                            std::fs::write(dir.join(f), &parent).map_err(io("write", &dir.join(f)))?;
+                        }
+                    }
+                }
+            }
+            bases.push(dir);
+        }
+        let parent_cpus = read_trim(&bases[0].join("cpuset.cpus"));
+        let parent_mems = read_trim(&bases[0].join("cpuset.mems"));
+        Ok(Cgroups { v2: false, bases, parent_cpus, parent_mems })
+    }
+
+    /// Whether this is cgroup v2.
+    pub fn is_v2(&self) -> bool {
+        self.v2
+    }
+
+    /// Creates the kernel's cgroup with the binding's limits and opens its `cgroup.procs`.
+    pub fn create(&self, name: &str, binding: &Binding, pids_max: i64) -> Result<KernelCgroup, CgroupError> {
+        let v2 = self.v2;
+        let dirs: Vec<PathBuf> = self.bases.iter().map(|b| b.join(name)).collect();
+        let mut cg = KernelCgroup { v2, dirs: Vec::new(), procs: Vec::new(), mem_limit: binding.mem_bytes };
+        for d in &dirs {
+            match std::fs::create_dir(d) {
+                Ok(()) => {}
+                // Left over from a crashed agent: reuse it (it has no live tasks of ours).
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io("create cgroup", d)(e)),
+            }
+            cg.dirs.push(d.clone());
+        }
+        let (cpuset_dir, mem_dir, pids_dir) =
+            if v2 { (&dirs[0], &dirs[0], &dirs[0]) } else { (&dirs[0], &dirs[1], &dirs[2]) };
+        let cpus = if binding.cpus.is_empty() { self.parent_cpus.clone() } else { binding.cpuset() };
+        let mems = if binding.mems.is_empty() { self.parent_mems.clone() } else { binding.memset() };
+        let cs = CpuSetController::new(cpuset_dir.clone(), v2);
+        if !cpus.is_empty() {
+            cs.set_cpus(&cpus).map_err(|source| CgroupError::Limit { what: "cpuset.cpus", source })?;
+        }
+        if !mems.is_empty() {
+            cs.set_mems(&mems).map_err(|source| CgroupError::Limit { what: "cpuset.mems", source })?;
+        }
+        if binding.mem_bytes > 0 {
+            let mem = MemController::new(mem_dir.clone(), v2);
+            let limit = i64::try_from(binding.mem_bytes).unwrap_or(i64::MAX);
+            mem.set_limit(limit).map_err(|source| CgroupError::Limit { what: "memory limit", source })?;
+            // No swap: v1 caps memory+swap at the same limit, v2 caps swap at zero. Either file
+            // is missing when swap accounting is off, and then there is no swap to limit.
+            let _ = mem.set_memswap_limit(if v2 { 0 } else { limit });
+            if !v2 {
+                let _ = mem.set_swappiness(0);
+            }
+        }
+        PidController::new(pids_dir.clone(), v2)
+            .set_pid_max(MaxValue::Value(pids_max))
+            .map_err(|source| CgroupError::Limit { what: "pids.max", source })?;
+        for d in &dirs {
+            let p = d.join("cgroup.procs");
+            cg.procs.push(std::fs::OpenOptions::new().write(true).open(&p).map_err(io("open", &p))?);
+        }
+        Ok(cg)
+    }
+}
+
+impl KernelCgroup {
+    /// The pre-opened `cgroup.procs` files the child writes `0` to before exec.
+    pub fn procs_fds(&self) -> Vec<RawFd> {
+        self.procs.iter().map(|f| f.as_raw_fd()).collect()
+    }
+
+    /// Closes the `cgroup.procs` files once the child has been spawned.
+    pub fn close_procs(&mut self) {
+        self.procs.clear();
+    }
+
+    /// How many times the OOM killer fired inside this cgroup (v1 `memory.oom_control`,
+    /// v2 `memory.events`); `None` when the kernel keeps no such counter.
+    pub fn oom_kills(&self) -> Option<u64> {
+        let (dir, file) =
+            if self.v2 { (&self.dirs[0], "memory.events") } else { (&self.dirs[1], "memory.oom_control") };
+        counter(&read_trim(&dir.join(file)), "oom_kill")
+    }
+
+    /// v1 without an `oom_kill` counter (kernels before 4.13): whether the limit was ever hit.
+    pub fn limit_hit(&self) -> bool {
+        !self.v2 && read_trim(&self.dirs[1].join("memory.failcnt")).parse::<u64>().unwrap_or(0) > 0
+    }
+
+    /// SIGKILLs whatever is left in the cgroup (daemons the kernel forked) until it is empty.
+    pub async fn kill_remaining(&self) {
+        let procs = self.dirs.last().expect("a cgroup has a directory").join("cgroup.procs");
+        for round in 0..100 {
+            let pids: Vec<i32> = read_trim(&procs).lines().filter_map(|l| l.trim().parse().ok()).collect();
+            if pids.is_empty() {
+                return;
+            }
+            for pid in pids {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
+            // Killed tasks leave the cgroup asynchronously; give them a moment, growing slowly.
+            tokio::time::sleep(std::time::Duration::from_millis(1 + round)).await;
+        }
+        tracing::warn!(cgroup = %procs.display(), "processes survive SIGKILL in a kernel cgroup");
+    }
+
+    /// Removes the cgroup directories (retrying briefly while the kernel drains them).
+    pub async fn remove(self) {
+        for d in &self.dirs {
+            for attempt in 0..20u64 {
+                match std::fs::remove_dir(d) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == ErrorKind::NotFound => break,
+                    Err(e) if attempt == 19 => tracing::warn!("cannot remove cgroup `{}`: {e}", d.display()),
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(1 + attempt * 5)).await,
+                }
+            }
+        }
+    }
+}
+
+fn mkdir(dir: &Path) -> Result<(), CgroupError> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io("create cgroup", dir)(e)),
+    }
+}
+
+fn read_trim(p: &Path) -> String {
+    std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// A `name value` line of a flat-keyed cgroup file.
+fn counter(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.split_once(' ').filter(|(k, _)| *k == name).and_then(|(_, v)| v.trim().parse().ok()))
+}
+
+/// On v2 a cgroup with processes cannot delegate controllers ("no internal processes"), so an
+/// agent that is not in the root cgroup first moves itself into a leaf `<own>/agent` and then
+/// creates kernels beside it. Returns the directory under which `berth/` goes.
+fn v2_leave_own_cgroup(root: &Path, own_rel: &str) -> Result<PathBuf, CgroupError> {
+    let own = root.join(own_rel);
+    if own_rel.is_empty() {
+        return Ok(own);
+    }
+    let leaf = own.join("agent");
+    mkdir(&leaf)?;
+    let procs = leaf.join("cgroup.procs");
+    std::fs::write(&procs, std::process::id().to_string()).map_err(io("move the agent into", &procs))?;
+    Ok(own)
+}
+
+fn v2_enable(dir: &Path) -> Result<(), CgroupError> {
+    let f = dir.join("cgroup.subtree_control");
+    std::fs::write(&f, "+cpuset +memory +pids").map_err(io("enable controllers in", &f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_flat_counters() {
+        assert_eq!(counter("oom_kill_disable 0\nunder_oom 0\noom_kill 3", "oom_kill"), Some(3));
+        assert_eq!(counter("low 0\nhigh 0\nmax 2\noom 1\noom_kill 1\noom_group_kill 0", "oom_kill"), Some(1));
+        assert_eq!(counter("oom_kill_disable 0\nunder_oom 0", "oom_kill"), None);
+    }
+}

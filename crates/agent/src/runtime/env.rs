@@ -1,0 +1,120 @@
+//! The environment of a kernel: a clean base, the job's and the manager's variables, and the
+//! variables that carry the binding (visible GPUs, GPU sharing limits, cpuset).
+//!
+//! Order matters: the agent's device variables come last so a job cannot widen its own GPU
+//! set, while `OMP_NUM_THREADS` is only a default the job may override.
+
+use std::collections::{BTreeMap, HashMap};
+
+use berth_model::{Binding, JobSpec};
+
+use super::user::RunUser;
+
+/// PATH given to kernels of a root agent (the agent's own PATH may hold root-only tools).
+const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Builds the full environment of a kernel. `gpu_memory` maps GPU uuids to their memory, for
+/// the memory limits of fractional GPUs.
+pub fn build_env(
+    user: &RunUser,
+    spec: &JobSpec,
+    binding: &Binding,
+    manager_env: &BTreeMap<String, String>,
+    gpu_memory: &HashMap<String, u64>,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    // A non-root agent runs kernels as its own user, whose PATH (pyenv, conda, ...) is the
+    // one that user expects; a root agent must not leak root's PATH to `nobody`.
+    let path = if user.switch { SAFE_PATH.to_string() } else { std::env::var("PATH").unwrap_or(SAFE_PATH.into()) };
+    env.insert("PATH".into(), path);
+    env.insert("HOME".into(), user.home.clone());
+    env.insert("USER".into(), user.name.clone());
+    env.insert("LOGNAME".into(), user.name.clone());
+    env.insert("LANG".into(), std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".into()));
+    let whole_cpus =
+        if binding.cpus.is_empty() { binding.cpu_milli.div_ceil(1000).max(1) } else { binding.cpus.len() as u64 };
+    env.insert("OMP_NUM_THREADS".into(), whole_cpus.to_string());
+
+    env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.extend(manager_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+
+    let visible: Vec<&str> = binding.gpus.iter().map(|g| g.uuid.as_str()).collect();
+    env.insert("CUDA_VISIBLE_DEVICES".into(), visible.join(","));
+    env.insert("BERTH_CPUS".into(), binding.cpuset());
+    for (ordinal, share) in binding.gpus.iter().enumerate() {
+        if share.milli >= 1000 {
+            continue;
+        }
+        // One fraction per kernel (a request above one GPU is whole devices), so these
+        // process-wide variables describe that one device.
+        let percent = (share.milli / 10).max(1);
+        env.insert("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".into(), percent.to_string());
+        env.insert("CUDA_DEVICE_SM_LIMIT".into(), percent.to_string());
+        if let Some(total) = gpu_memory.get(&share.uuid) {
+            let mib = (*total as u128 * share.milli as u128 / 1000 / (1 << 20)) as u64;
+            // MPS names devices by ordinal among the visible ones; HAMi-core takes MiB with `m`.
+            env.insert("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".into(), format!("{ordinal}={mib}M"));
+            env.insert("CUDA_DEVICE_MEMORY_LIMIT".into(), format!("{mib}m"));
+        }
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::GpuShare;
+
+    fn user() -> RunUser {
+        RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/nonexistent".into(), switch: true }
+    }
+
+    fn binding(gpus: Vec<GpuShare>) -> Binding {
+        Binding { node: "n".into(), cpus: vec![2, 3], cpu_milli: 1500, mems: vec![0], mem_bytes: 1 << 30, gpus }
+    }
+
+    #[test]
+    fn base_job_manager_and_devices() {
+        let mut spec = JobSpec::command(["true"]);
+        spec.env.insert("FOO".into(), "job".into());
+        spec.env.insert("CUDA_VISIBLE_DEVICES".into(), "all".into());
+        spec.env.insert("OMP_NUM_THREADS".into(), "7".into());
+        let mut menv = BTreeMap::new();
+        menv.insert("BERTH_JOB_ID".into(), "17".into());
+        menv.insert("FOO".into(), "manager".into());
+        let env = build_env(&user(), &spec, &binding(vec![]), &menv, &HashMap::new());
+        assert_eq!(env["PATH"], SAFE_PATH);
+        assert_eq!(env["HOME"], "/nonexistent");
+        assert_eq!(env["USER"], "nobody");
+        assert_eq!(env["FOO"], "manager");
+        assert_eq!(env["BERTH_JOB_ID"], "17");
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "", "the job cannot widen its GPU set");
+        assert_eq!(env["BERTH_CPUS"], "2-3");
+        assert_eq!(env["OMP_NUM_THREADS"], "7", "the job may choose its thread count");
+        assert!(!env.contains_key("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
+        // Nothing of the agent's own environment leaks beyond the base.
+        assert!(env.keys().all(|k| k != "CARGO_MANIFEST_DIR"));
+    }
+
+    #[test]
+    fn whole_and_fractional_gpus() {
+        let spec = JobSpec::command(["true"]);
+        let whole = vec![
+            GpuShare { uuid: "GPU-a".into(), index: 0, milli: 1000 },
+            GpuShare { uuid: "GPU-b".into(), index: 1, milli: 1000 },
+        ];
+        let env = build_env(&user(), &spec, &binding(whole), &BTreeMap::new(), &HashMap::new());
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "GPU-a,GPU-b");
+        assert_eq!(env["OMP_NUM_THREADS"], "2");
+        assert!(!env.contains_key("CUDA_DEVICE_SM_LIMIT"));
+
+        let mem: HashMap<String, u64> = [("GPU-a".to_string(), 16u64 << 30)].into();
+        let half = vec![GpuShare { uuid: "GPU-a".into(), index: 0, milli: 250 }];
+        let env = build_env(&user(), &spec, &binding(half), &BTreeMap::new(), &mem);
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "GPU-a");
+        assert_eq!(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "25");
+        assert_eq!(env["CUDA_DEVICE_SM_LIMIT"], "25");
+        assert_eq!(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=4096M");
+        assert_eq!(env["CUDA_DEVICE_MEMORY_LIMIT"], "4096m");
+    }
+}

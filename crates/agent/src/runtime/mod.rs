@@ -1,0 +1,255 @@
+//! The `process` runtime (DESIGN.md §8): runs a kernel's command directly (no shell) in its own
+//! session, cgroup and user, with stdout/stderr to its log files, and reports its end.
+//!
+//! Everything is event-driven: `start` forks synchronously (the `Started` event is ready when
+//! it returns) and a task per kernel waits for the exit, the time limit or a stop request, and
+//! sends the `Finished` event on the agent's channel.
+
+mod cgroup;
+mod env;
+mod user;
+mod watch;
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use berth_model::protocol::{KernelEvent, KernelKey};
+use berth_model::{Binding, JobSpec, Topology};
+use tokio::sync::mpsc;
+
+pub use cgroup::{CgroupError, Cgroups};
+pub use env::build_env;
+pub use user::{RunUser, UserError};
+
+use crate::logs;
+
+/// Default `pids.max` of a kernel: generous for real work, fatal to fork bombs.
+pub const DEFAULT_PIDS_MAX: i64 = 4096;
+
+/// A kernel's event, as the runtime sends it to the agent.
+pub type KernelUpdate = (KernelKey, KernelEvent);
+
+/// How to build a runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    pub data_dir: PathBuf,
+    pub node: String,
+    pub run_as: Option<String>,
+    /// GPU memory by uuid, for fractional-GPU memory limits.
+    pub gpu_memory: HashMap<String, u64>,
+    pub pids_max: i64,
+    /// Grace between SIGTERM and SIGKILL when a kernel hits its time limit.
+    pub stop_grace: Duration,
+    /// Put kernels in cgroups when the machine allows it.
+    pub use_cgroups: bool,
+}
+
+impl RuntimeOptions {
+    pub fn from_config(config: &crate::AgentConfig, topology: &Topology) -> RuntimeOptions {
+        RuntimeOptions {
+            data_dir: config.data_dir.clone(),
+            node: config.name.clone(),
+            run_as: config.run_as.clone(),
+            gpu_memory: topology.gpus.iter().map(|g| (g.uuid.clone(), g.mem_bytes)).collect(),
+            pids_max: DEFAULT_PIDS_MAX,
+            stop_grace: config.stop_grace,
+            use_cgroups: true,
+        }
+    }
+}
+
+/// Starts kernels. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    opts: std::sync::Arc<RuntimeOptions>,
+    user: RunUser,
+    cgroups: Option<Cgroups>,
+}
+
+/// A request to stop a running kernel.
+#[derive(Debug, Clone)]
+pub struct StopRequest {
+    /// The `Finished` message (`agent shut down`, the manager's reason, ...).
+    pub message: String,
+    pub grace: Duration,
+}
+
+/// A running kernel: its pid and the way to stop it.
+#[derive(Debug, Clone)]
+pub struct KernelHandle {
+    pub pid: u32,
+    stop: mpsc::UnboundedSender<StopRequest>,
+}
+
+impl KernelHandle {
+    /// Asks the kernel to stop: SIGTERM to its process group, SIGKILL after `grace`. The
+    /// `Finished` event (outcome `Stopped`) follows on the events channel.
+    pub fn stop(&self, message: impl Into<String>, grace: Duration) {
+        let _ = self.stop.send(StopRequest { message: message.into(), grace });
+    }
+}
+
+impl Runtime {
+    /// Resolves the run user, prepares the data dir and finds the cgroup hierarchy. A machine
+    /// without usable cgroups runs kernels without limits (warned once, here).
+    pub fn new(opts: RuntimeOptions) -> anyhow::Result<Runtime> {
+        let user = RunUser::resolve(opts.run_as.as_deref())?;
+        let kernels = opts.data_dir.join("kernels");
+        std::fs::create_dir_all(&kernels).map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", kernels.display()))?;
+        if user.switch {
+            // The run user must reach its work dir below the data dir: allow traversal only.
+            for d in [&opts.data_dir, &kernels] {
+                if let Ok(m) = std::fs::metadata(d) {
+                    let mut p = m.permissions();
+                    p.set_mode(p.mode() | 0o111);
+                    let _ = std::fs::set_permissions(d, p);
+                }
+            }
+        }
+        let cgroups = if opts.use_cgroups {
+            match Cgroups::detect(&opts.node) {
+                Ok(c) => {
+                    tracing::info!(v2 = c.is_v2(), "kernels run in cgroups");
+                    Some(c)
+                }
+                Err(e) => {
+                    tracing::warn!("cgroups unavailable ({e}): kernels run WITHOUT cpu, memory and pids limits");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        tracing::info!(user = %user.name, uid = user.uid, "kernels run as");
+        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups })
+    }
+
+    /// Whether kernels get cgroups on this machine.
+    pub fn has_cgroups(&self) -> bool {
+        self.cgroups.is_some()
+    }
+
+    /// The user kernels run as.
+    pub fn run_user(&self) -> &RunUser {
+        &self.user
+    }
+
+    /// Starts a kernel. On success the process runs and its `Finished` event will arrive on
+    /// `events`; on failure the returned message (`launch failed: ...`) is the `Finished`
+    /// message of a `LaunchFailed` kernel.
+    pub fn start(
+        &self,
+        key: KernelKey,
+        spec: &JobSpec,
+        binding: &Binding,
+        manager_env: &BTreeMap<String, String>,
+        events: &mpsc::UnboundedSender<KernelUpdate>,
+    ) -> Result<KernelHandle, String> {
+        let name = logs::key_name(&key);
+        let dir = logs::kernel_dir(&self.opts.data_dir, &key);
+        let fail = |what: String| format!("launch failed: {what}");
+        let Some(program) = spec.command.first() else { return Err(fail("empty command".into())) };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| fail(format!("cannot create `{}`: {}", dir.display(), errno_text(&e))))?;
+        let workdir = match &spec.workdir {
+            Some(w) => {
+                if !std::path::Path::new(w).is_dir() {
+                    return Err(fail(format!("workdir `{w}` is not a directory")));
+                }
+                PathBuf::from(w)
+            }
+            None => {
+                let w = dir.join("work");
+                std::fs::create_dir_all(&w).map_err(|e| fail(format!("cannot create workdir: {}", errno_text(&e))))?;
+                if self.user.switch {
+                    let _ = std::os::unix::fs::chown(&w, Some(self.user.uid), Some(self.user.gid));
+                }
+                w
+            }
+        };
+        let open_log = |stream| {
+            let p = logs::log_path(&self.opts.data_dir, &key, stream);
+            std::fs::File::create(&p).map_err(|e| fail(format!("cannot create `{}`: {}", p.display(), errno_text(&e))))
+        };
+        let stdout = open_log(berth_model::protocol::LogStream::Stdout)?;
+        let stderr = open_log(berth_model::protocol::LogStream::Stderr)?;
+
+        let mut cg = match &self.cgroups {
+            Some(c) => match c.create(&name, binding, self.opts.pids_max) {
+                Ok(cg) => Some(cg),
+                Err(e) => return Err(fail(format!("cgroup: {e}"))),
+            },
+            None => None,
+        };
+
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&spec.command[1..])
+            .env_clear()
+            .envs(build_env(&self.user, spec, binding, manager_env, &self.opts.gpu_memory))
+            .current_dir(&workdir)
+            .stdin(std::process::Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            // The watch task owns the child; if the agent dies the kernel must live on.
+            .kill_on_drop(false);
+        if self.user.switch {
+            cmd.uid(self.user.uid).gid(self.user.gid);
+        }
+        let fds = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
+        // SAFETY: between fork and exec only async-signal-safe calls (setsid, write).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                for &fd in &fds {
+                    if libc::write(fd, b"0".as_ptr().cast(), 1) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(cg) = cg {
+                    tokio::spawn(cg.remove());
+                }
+                return Err(fail(format!("cannot run `{program}`: {}", errno_text(&e))));
+            }
+        };
+        if let Some(c) = cg.as_mut() {
+            c.close_procs();
+        }
+        let pid = child.id().unwrap_or(0);
+        let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+        tokio::spawn(watch::watch(watch::Watch {
+            key,
+            child,
+            pid,
+            cgroup: cg,
+            time_limit: spec.time_limit_secs.map(Duration::from_secs),
+            grace: self.opts.stop_grace,
+            mem_limit: binding.mem_bytes,
+            stop: stop_rx,
+            events: events.clone(),
+        }));
+        Ok(KernelHandle { pid, stop: stop_tx })
+    }
+}
+
+/// An I/O error as lowercase text without the `(os error N)` suffix.
+fn errno_text(e: &std::io::Error) -> String {
+    let s = match e.raw_os_error() {
+        Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
+        None => e.to_string(),
+    };
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => s,
+    }
+}

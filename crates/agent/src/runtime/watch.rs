@@ -1,0 +1,131 @@
+//! The task that owns one running kernel: waits for its exit, enforces the time limit, carries
+//! out stop requests, classifies the end and cleans up the cgroup.
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+use berth_model::format_bytes;
+use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::sync::mpsc;
+
+use super::cgroup::KernelCgroup;
+use super::{KernelUpdate, StopRequest};
+
+pub(super) struct Watch {
+    pub key: KernelKey,
+    pub child: tokio::process::Child,
+    pub pid: u32,
+    pub cgroup: Option<KernelCgroup>,
+    pub time_limit: Option<Duration>,
+    /// Grace between SIGTERM and SIGKILL at the time limit.
+    pub grace: Duration,
+    pub mem_limit: u64,
+    pub stop: mpsc::UnboundedReceiver<StopRequest>,
+    pub events: mpsc::UnboundedSender<KernelUpdate>,
+}
+
+enum Why {
+    Exited,
+    Timeout(u64),
+    Stopped(String),
+}
+
+pub(super) async fn watch(mut w: Watch) {
+    let pgid = Pid::from_raw(w.pid as i32);
+    let timer = async {
+        match w.time_limit {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(timer);
+    let (status, why) = tokio::select! {
+        s = w.child.wait() => (s, Why::Exited),
+        _ = &mut timer => {
+            let secs = w.time_limit.unwrap_or_default().as_secs();
+            (terminate(&mut w.child, pgid, w.grace).await, Why::Timeout(secs))
+        }
+        Some(req) = w.stop.recv() => (terminate(&mut w.child, pgid, req.grace).await, Why::Stopped(req.message)),
+    };
+    // The session leader is gone; its group and any daemons it left in the cgroup go too.
+    let _ = killpg(pgid, Signal::SIGKILL);
+    let (exit_code, signal) = match &status {
+        Ok(s) => (s.code().or(s.signal().map(|sig| 128 + sig)), s.signal()),
+        Err(_) => (None, None),
+    };
+    let oom = w.cgroup.as_ref().is_some_and(|cg| match cg.oom_kills() {
+        Some(n) => n > 0,
+        // Old v1 kernels count no OOM kills: a SIGKILL after hitting the limit is the OOM killer.
+        None => signal == Some(libc::SIGKILL) && cg.limit_hit(),
+    });
+    if let Some(cg) = &w.cgroup {
+        cg.kill_remaining().await;
+    }
+    let (outcome, message) = match (why, &status) {
+        (Why::Stopped(msg), _) => (KernelOutcome::Stopped, msg),
+        (Why::Timeout(secs), _) => (KernelOutcome::Timeout, format!("time limit {} exceeded", format_secs(secs))),
+        (Why::Exited, _) if oom => {
+            (KernelOutcome::OutOfMemory, format!("out of memory (limit {})", format_bytes(w.mem_limit)))
+        }
+        (Why::Exited, Err(e)) => (KernelOutcome::Failed, format!("cannot wait for the kernel: {e}")),
+        (Why::Exited, Ok(s)) => match (s.code(), s.signal()) {
+            (Some(0), _) => (KernelOutcome::Succeeded, String::new()),
+            (Some(c), _) => (KernelOutcome::Failed, format!("exit code {c}")),
+            (None, Some(sig)) => (KernelOutcome::Failed, format!("killed by signal {sig} ({})", signal_name(sig))),
+            (None, None) => (KernelOutcome::Failed, "ended without an exit code".into()),
+        },
+    };
+    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
+    let _ = w.events.send((w.key, event));
+    if let Some(cg) = w.cgroup {
+        cg.remove().await;
+    }
+}
+
+/// SIGTERM to the group, SIGKILL after `grace` if the leader is still there.
+async fn terminate(
+    child: &mut tokio::process::Child,
+    pgid: Pid,
+    grace: Duration,
+) -> std::io::Result<std::process::ExitStatus> {
+    let _ = killpg(pgid, Signal::SIGTERM);
+    tokio::select! {
+        s = child.wait() => s,
+        _ = tokio::time::sleep(grace) => {
+            let _ = killpg(pgid, Signal::SIGKILL);
+            child.wait().await
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    Signal::try_from(sig).map(|s| s.as_str()).unwrap_or("unknown signal")
+}
+
+/// `90` → `1m30s`, `3600` → `1h`.
+pub(crate) fn format_secs(secs: u64) -> String {
+    let mut out = String::new();
+    let (d, h, m, s) = (secs / 86400, secs % 86400 / 3600, secs % 3600 / 60, secs % 60);
+    for (v, u) in [(d, "d"), (h, "h"), (m, "m"), (s, "s")] {
+        if v > 0 {
+            out.push_str(&format!("{v}{u}"));
+        }
+    }
+    if out.is_empty() { "0s".into() } else { out }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_signals_print_short() {
+        assert_eq!(format_secs(60), "1m");
+        assert_eq!(format_secs(90), "1m30s");
+        assert_eq!(format_secs(3600), "1h");
+        assert_eq!(format_secs(1), "1s");
+        assert_eq!(signal_name(9), "SIGKILL");
+    }
+}
