@@ -1,0 +1,361 @@
+//! Data-driven scheduler decisions: each case is a scenario script (see `support/mod.rs`)
+//! and an inline snapshot of every pass it runs.
+
+mod support;
+
+#[test]
+fn fifo_in_submit_order_and_strict_head_of_line() {
+    insta::assert_snapshot!(support::run("
+        node n1 cpus=4
+        job 1 cpus=2
+        job 2 cpus=2
+        job 3 cpus=2
+        job 4 cpus=1
+        pass
+        finish 1
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0-1 mems=0 mem=1GiB
+          start 2 n1 cpus=2-3 mems=0 mem=1GiB
+          wait 3 #3 Resources "resources: needs 2 CPUs, node n1 has 0 free" blocked=1
+          wait 4 #4 Priority "priority: waiting behind job 3 (position 3)"
+        finish 1
+        pass 2
+          start 3 n1 cpus=0-1 mems=0 mem=1GiB
+          wait 4 #2 Resources "resources: needs 1 CPU, node n1 has 0 free" blocked=1
+        "#);
+}
+
+#[test]
+fn priority_bands_before_fifo() {
+    insta::assert_snapshot!(support::run("
+        node n1 cpus=2
+        job 1 prio=0
+        job 2 prio=10
+        job 3 prio=10
+        job 4 prio=-5
+        pass
+    "), @r#"
+        pass 1
+          start 2 n1 cpus=0 mems=0 mem=1GiB
+          start 3 n1 cpus=1 mems=0 mem=1GiB
+          wait 1 #3 Resources "resources: needs 1 CPU, node n1 has 0 free" blocked=1
+          wait 4 #4 Priority "priority: waiting behind job 1 (position 3)"
+        "#);
+}
+
+#[test]
+fn strict_never_lets_a_small_job_pass() {
+    insta::assert_snapshot!(support::run("
+        queue default strict
+        node n1 cpus=4
+        job 1 cpus=3
+        job 2 cpus=4
+        job 3 cpus=1
+        pass
+        pass
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0-2 mems=0 mem=1GiB
+          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=1
+          wait 3 #3 Priority "priority: waiting behind job 2 (position 2)"
+        pass 2
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=2
+          wait 3 #2 Priority "priority: waiting behind job 2 (position 1)"
+        pass 3
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=3
+          wait 3 #2 Priority "priority: waiting behind job 2 (position 1)"
+        "#);
+}
+
+#[test]
+fn skip_after_two_passes_lets_later_jobs_start() {
+    insta::assert_snapshot!(support::run("
+        queue default skip=2
+        node n1 cpus=4
+        job 1 cpus=3
+        job 2 cpus=4
+        job 3 cpus=1
+        job 4 cpus=1
+        pass
+        pass
+        pass
+        finish 1
+        finish 3
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0-2 mems=0 mem=1GiB
+          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=1
+          wait 3 #3 Priority "priority: waiting behind job 2 (position 2)"
+          wait 4 #4 Priority "priority: waiting behind job 2 (position 2)"
+        pass 2
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=2
+          wait 3 #2 Priority "priority: waiting behind job 2 (position 1)"
+          wait 4 #3 Priority "priority: waiting behind job 2 (position 1)"
+        pass 3
+          start 3 n1 cpus=3 mems=0 mem=1GiB
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=2
+          wait 4 #3 Resources "resources: needs 1 CPU, node n1 has 0 free" blocked=1
+        finish 1
+        finish 3
+        pass 4
+          start 2 n1 cpus=0-3 mems=0 mem=1GiB
+          wait 4 #2 Resources "resources: needs 1 CPU, node n1 has 0 free" blocked=2
+        "#);
+}
+
+#[test]
+fn skip_after_zero_never_blocks() {
+    insta::assert_snapshot!(support::run("
+        queue default skip=0
+        node n1 cpus=2
+        job 1 cpus=4
+        job 2 cpus=1
+        pass
+    "), @r#"
+        pass 1
+          start 2 n1 cpus=0 mems=0 mem=1GiB
+          wait 1 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free"
+        "#);
+}
+
+#[test]
+fn backend_ai_demo_three_half_gpus_on_one_gpu() {
+    insta::assert_snapshot!(support::run("
+        node n1 cpus=8 gpus=1
+        job 1 gpus=0.5
+        job 2 gpus=0.5
+        job 3 gpus=0.5
+        pass
+        finish 1
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0 mems=0 mem=1GiB gpus=0:0.5
+          start 2 n1 cpus=1 mems=0 mem=1GiB gpus=0:0.5
+          wait 3 #3 Resources "resources: needs 0.5 GPU, node n1 has 0 free" blocked=1
+        finish 1
+        pass 2
+          start 3 n1 cpus=0 mems=0 mem=1GiB gpus=0:0.5
+        "#);
+}
+
+#[test]
+fn half_and_seven_tenths_do_not_share() {
+    insta::assert_snapshot!(support::run("
+        node n1 cpus=8 gpus=2
+        job 1 gpus=0.5
+        job 2 gpus=0.7
+        job 3 gpus=0.5
+        job 4 gpus=1
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0 mems=0 mem=1GiB gpus=0:0.5
+          start 2 n1 cpus=1 mems=0 mem=1GiB gpus=1:0.7
+          start 3 n1 cpus=2 mems=0 mem=1GiB gpus=0:0.5
+          wait 4 #4 Resources "resources: needs 1 GPU, node n1 has 0.3 free" blocked=1
+        "#);
+}
+
+#[test]
+fn gang_is_all_or_nothing() {
+    insta::assert_snapshot!(support::run("
+        node n1 gpus=1
+        node n2 gpus=1
+        node n3 gpus=1
+        job 1 gpus=1
+        job 2 gpus=1 nodes=3
+        pass
+        finish 1
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0 mems=0 mem=1GiB gpus=0:1
+          wait 2 #2 Resources "resources: needs 3 nodes with 1 GPU, 1 CPU and 1GiB memory free, 2 have" blocked=1
+        finish 1
+        pass 2
+          start 2
+            kernel 0 n1 cpus=0 mems=0 mem=1GiB gpus=0:1
+            kernel 1 n2 cpus=0 mems=0 mem=1GiB gpus=0:1
+            kernel 2 n3 cpus=0 mems=0 mem=1GiB gpus=0:1
+        "#);
+}
+
+#[test]
+fn gang_that_fits_gets_distinct_nodes() {
+    insta::assert_snapshot!(support::run("
+        node n1 gpus=2
+        node n2 gpus=2
+        node n3 gpus=2
+        job 1 gpus=2 cpus=4 nodes=2
+        job 2 gpus=1 nodes=2
+        job 3 gpus=1 nodes=2
+        pass
+    "), @r#"
+        pass 1
+          start 1
+            kernel 0 n1 cpus=0-3 mems=0 mem=1GiB gpus=0:1,1:1
+            kernel 1 n2 cpus=0-3 mems=0 mem=1GiB gpus=0:1,1:1
+          wait 2 #2 Resources "resources: needs 2 nodes with 1 GPU, 1 CPU and 1GiB memory free, 1 has" blocked=1
+          wait 3 #3 Priority "priority: waiting behind job 2 (position 2)"
+        "#);
+}
+
+#[test]
+fn unknown_queue_and_queues_without_nodes() {
+    insta::assert_snapshot!(support::run("
+        queue default
+        queue batch
+        queue empty
+        node n1 queue=batch
+        node n2 queue=default down
+        job 1 queue=nope
+        job 2 queue=batch
+        job 3 queue=empty
+        job 4
+        job 5 queue=nope
+        pass
+        up n2
+        pass
+    "), @r#"
+        pass 1
+          start 2 n1 cpus=0 mems=0 mem=1GiB
+          wait 4 #1 NoNodes "no ready node in queue default"
+          wait 3 #1 NoNodes "no ready node in queue empty"
+          wait 1 #1 Queue "queue `nope` does not exist"
+          wait 5 #2 Queue "queue `nope` does not exist"
+        up n2
+        pass 2
+          start 4 n2 cpus=0 mems=0 mem=1GiB
+          wait 3 #1 NoNodes "no ready node in queue empty"
+          wait 1 #1 Queue "queue `nope` does not exist"
+          wait 5 #2 Queue "queue `nope` does not exist"
+        "#);
+}
+
+#[test]
+fn best_node_summary_over_several_nodes() {
+    insta::assert_snapshot!(support::run("
+        node n1 gpus=0
+        node n2 gpus=1
+        node n3 gpus=2
+        node n4 gpus=2
+        job 1 gpus=1
+        job 2 gpus=1
+        job 3 gpus=2
+        job 4 gpus=2
+        job 5 cpus=9 prio=-1
+        pass
+    "), @r#"
+        pass 1
+          start 1 n2 cpus=0 mems=0 mem=1GiB gpus=0:1
+          start 2 n3 cpus=0 mems=0 mem=1GiB gpus=0:1
+          start 3 n4 cpus=0 mems=0 mem=1GiB gpus=0:1,1:1
+          wait 4 #4 Resources "resources: needs 2 GPUs; best node n3 has 1 free (4 nodes in queue)" blocked=1
+          wait 5 #5 Priority "priority: waiting behind job 4 (position 4)"
+        "#);
+}
+
+#[test]
+fn resource_reasons_name_the_missing_resource() {
+    insta::assert_snapshot!(support::run("
+        queue default skip=0
+        node n1 cpus=4 mem=8GiB gpus=1
+        job 1 cpus=6
+        job 2 mem=10GiB
+        job 3 cpus=1.5 mem=2GiB
+        job 4 gpus=2
+        pass
+    "), @r#"
+        pass 1
+          start 3 n1 cpus=0-1 mems=0 mem=2GiB
+          wait 1 #1 Resources "resources: needs 6 CPUs, node n1 has 4 free"
+          wait 2 #2 Resources "resources: needs 10GiB memory, node n1 has 8GiB free"
+          wait 4 #4 Resources "resources: needs 2 GPUs, node n1 has 1 free"
+        "#);
+}
+
+#[test]
+fn binpack_fills_one_node_before_the_next() {
+    insta::assert_snapshot!(support::run("
+        node n2 cpus=4
+        node n1 cpus=4
+        job 1 cpus=2
+        job 2 cpus=2
+        job 3 cpus=2
+        pass
+        finish 1
+        finish 2
+        job 4 cpus=1
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0-1 mems=0 mem=1GiB
+          start 2 n1 cpus=2-3 mems=0 mem=1GiB
+          start 3 n2 cpus=0-1 mems=0 mem=1GiB
+        finish 1
+        finish 2
+        pass 2
+          start 4 n2 cpus=2 mems=0 mem=1GiB
+        "#);
+}
+
+#[test]
+fn numa_local_cpus_next_to_the_gpus() {
+    insta::assert_snapshot!(support::run("
+        node n1 cpus=16 mem=64GiB gpus=2 numa=2 smt
+        job 1 gpus=1 cpus=4 mem=8GiB
+        job 2 gpus=1 cpus=4 mem=8GiB
+        job 3 cpus=2 numa=interleave
+        job 4 cpus=3 numa=none
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0-1,8-9 mems=0 mem=8GiB gpus=0:1
+          start 2 n1 cpus=4-5,12-13 mems=1 mem=8GiB gpus=1:1
+          start 3 n1 cpus=2,6 mems=0-1 mem=1GiB
+          start 4 n1 cpus=3,10-11 mems=0-1 mem=1GiB
+        "#);
+}
+
+#[test]
+fn require_local_and_single_node_wait_for_a_whole_numa_node() {
+    insta::assert_snapshot!(support::run("
+        queue default skip=0
+        node n1 cpus=8 mem=32GiB gpus=2 numa=2
+        job 1 cpus=3
+        job 2 cpus=3 numa=require-local
+        job 3 cpus=3 gpus=1 numa=single-node
+        job 4 cpus=2 gpus=1 numa=single-node
+        job 5 cpus=1 gpus=1 numa=single-node
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0-2 mems=0 mem=1GiB
+          start 2 n1 cpus=4-6 mems=1 mem=1GiB
+          start 5 n1 cpus=3 mems=0 mem=1GiB gpus=0:1
+          wait 3 #3 Resources "resources: needs 3 CPUs, node n1 has 2 free"
+          wait 4 #4 Resources "resources: needs 1 GPU, 2 CPUs and 1GiB memory on one NUMA node (single-node), node n1 has no such NUMA node free"
+        "#);
+}
+
+#[test]
+fn draining_node_takes_no_new_work() {
+    insta::assert_snapshot!(support::run("
+        node n1 cpus=4
+        node n2 cpus=4
+        down n1
+        job 1 cpus=4
+        job 2 cpus=4
+        pass
+    "), @r#"
+        down n1
+        pass 1
+          start 1 n2 cpus=0-3 mems=0 mem=1GiB
+          wait 2 #2 Resources "resources: needs 4 CPUs, node n2 has 0 free" blocked=1
+        "#);
+}
