@@ -9,8 +9,29 @@
 //! - `Bootstrap { pub user: String, pub token: String }` is `Some` only on the first start of a
 //!   data dir: the admin user and its API token, shown once.
 
+mod api;
+mod auth;
+pub mod config;
+mod error;
+mod heartbeat;
+mod hub;
+mod lifecycle;
+mod manager;
+mod openapi;
+mod scheduler;
+mod state;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use berth_store::{SqliteStore, Store};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use openapi::ApiDoc;
 
 /// How to start a manager.
 #[derive(Debug, Clone)]
@@ -24,4 +45,100 @@ pub struct ManagerConfig {
     pub config_file: Option<PathBuf>,
     /// Seconds without heartbeat before a node is `lost`.
     pub heartbeat_timeout: std::time::Duration,
+}
+
+/// The admin user and its API token, shown once on the first start of a data dir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bootstrap {
+    pub user: String,
+    pub token: String,
+}
+
+/// A running manager.
+pub struct ManagerHandle {
+    /// `http://<addr>`.
+    pub url: String,
+    pub local_addr: SocketAddr,
+    pub bootstrap: Option<Bootstrap>,
+    /// The local agent's join token (the same across restarts of a data dir).
+    pub join_token: String,
+    shutdown: watch::Sender<bool>,
+    server: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
+    store: Arc<dyn Store>,
+}
+
+/// How long shutdown waits for open connections (agents' WebSockets, slow clients).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl ManagerHandle {
+    /// Stops accepting requests, lets in-flight requests and the current scheduling pass
+    /// finish their store writes, then closes the store.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        self.finish().await;
+    }
+
+    /// Waits until the server stops (it only stops through [`ManagerHandle::shutdown`] or an
+    /// accept error).
+    pub async fn wait(mut self) {
+        let _ = (&mut self.server).await;
+        let _ = self.shutdown.send(true);
+        self.finish().await;
+    }
+
+    async fn finish(self) {
+        let mut server = self.server;
+        if tokio::time::timeout(DRAIN_TIMEOUT, &mut server).await.is_err() {
+            tracing::warn!("connections still open after {}s: closing them", DRAIN_TIMEOUT.as_secs());
+            server.abort();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        self.store.close().await;
+    }
+}
+
+/// Opens the store in `config.data_dir`, bootstraps, binds `config.listen` and spawns the
+/// HTTP server, the scheduling loop and the heartbeat checker.
+pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
+    let queues = config::load(config.config_file.as_deref())?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+    let db = config.data_dir.join("berth.db");
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&db).await.with_context(|| format!("cannot open the store {}", db.display()))?);
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let m = Arc::new(manager::Manager::new(store.clone(), queues, config.heartbeat_timeout, shutdown_rx.clone()));
+    let bootstrap = auth::bootstrap(&m, &config.admin_user).await.context("cannot create the admin user")?;
+    let join_token = auth::local_join_token(&m, &config.data_dir).await.context("cannot set up the join token")?;
+    m.rebuild().await.context("cannot load jobs and nodes from the store")?;
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local_addr = listener.local_addr()?;
+    let app = api::router(m.clone());
+    let mut stop = shutdown_rx.clone();
+    let server = tokio::spawn(async move {
+        let graceful = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(graceful).await {
+            tracing::error!("http server failed: {e}");
+        }
+    });
+    let tasks = vec![tokio::spawn(scheduler::run(m.clone())), tokio::spawn(heartbeat::run(m.clone()))];
+    tracing::info!(%local_addr, "berth manager listening");
+    Ok(ManagerHandle {
+        url: format!("http://{local_addr}"),
+        local_addr,
+        bootstrap,
+        join_token,
+        shutdown: shutdown_tx,
+        server,
+        tasks,
+        store,
+    })
 }

@@ -1,0 +1,197 @@
+//! `/v1/jobs`: submit, list, show and cancel.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use berth_model::api::{CancelResult, JobDetail, JobListQuery, JobView, KernelView, SubmitRequest};
+use berth_model::{JobId, JobState};
+use berth_store::{JobFilter, JobRow};
+
+use crate::auth::{Auth, User};
+use crate::error::{ApiError, Json, Path, Query};
+use crate::lifecycle::send_all;
+use crate::manager::Manager;
+use crate::scheduler::role;
+use crate::state::{Job, row_view};
+
+/// Submit a job.
+#[utoipa::path(post, path = "/v1/jobs", request_body = SubmitRequest, tag = "jobs",
+    responses((status = 201, body = JobView), (status = 400, body = berth_model::api::ErrorBody),
+        (status = 401, body = berth_model::api::ErrorBody), (status = 422, body = berth_model::api::ErrorBody)))]
+pub async fn submit(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Json(req): Json<SubmitRequest>,
+) -> Result<(StatusCode, axum::Json<JobView>), ApiError> {
+    let spec = req.spec;
+    spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
+    let queue = spec.queue_name().to_string();
+    if m.queue(&queue).is_none() {
+        return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queue_names())));
+    }
+    {
+        let st = m.state.lock().await;
+        berth_sched::check_feasible_with(&spec.resources, spec.nodes, spec.numa, &st.ledgers, &queue)
+            .map_err(ApiError::unprocessable)?;
+    }
+    let now = jiff::Timestamp::now();
+    let id = m.store.insert_job(user.id, &spec, now).await?;
+    let job = Job {
+        id,
+        user_id: user.id,
+        user: user.name.clone(),
+        spec: Arc::new(spec),
+        queue,
+        state: JobState::Pending,
+        attempt: 0,
+        submitted_at: now,
+        started_at: None,
+        reason: Some("submitted".into()),
+        pending_reason: None,
+        position: None,
+        blocked_passes: 0,
+        bindings: Vec::new(),
+        ends: Vec::new(),
+        cancelled_by: None,
+    };
+    let view = job.view();
+    m.state.lock().await.jobs.insert(id, job);
+    m.wake.notify_one();
+    Ok((StatusCode::CREATED, axum::Json(view)))
+}
+
+/// List jobs: your own (admins: all), unfinished unless `all=true`, newest first.
+#[utoipa::path(get, path = "/v1/jobs", params(JobListQuery), tag = "jobs",
+    responses((status = 200, body = Vec<JobView>), (status = 400, body = berth_model::api::ErrorBody)))]
+pub async fn list(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Query(q): Query<JobListQuery>,
+) -> Result<axum::Json<Vec<JobView>>, ApiError> {
+    let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
+        Some(s) => Some(s.parse::<JobState>().map_err(|e| {
+            let all: Vec<_> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+            ApiError::bad_request(format!("{e}: use one of {}", all.join(", ")))
+        })?),
+        None => None,
+    };
+    let limit = q.limit.map(|l| l as usize).unwrap_or(usize::MAX);
+    let mine = |owner: i64| user.is_admin() || owner == user.id;
+    let st = m.state.lock().await;
+    // Unfinished jobs live in memory: no query needed.
+    if !q.all && state.is_none_or(|s| !s.is_terminal()) {
+        let views = st
+            .jobs
+            .values()
+            .rev()
+            .filter(|j| mine(j.user_id) && state.is_none_or(|s| s == j.state))
+            .take(limit)
+            .map(Job::view)
+            .collect();
+        return Ok(axum::Json(views));
+    }
+    drop(st);
+    let filter = JobFilter {
+        user_id: (!user.is_admin()).then_some(user.id),
+        states: state.map(|s| vec![s]),
+        limit: q.limit,
+    };
+    let rows = m.store.jobs(&filter).await?;
+    let st = m.state.lock().await;
+    let views = rows
+        .iter()
+        .map(|r| match st.jobs.get(&r.id) {
+            Some(j) => j.view(),
+            None => row_view(r, Vec::new()),
+        })
+        .collect();
+    Ok(axum::Json(views))
+}
+
+/// Loads a job the user may see: 404 if missing, 403 if someone else's.
+async fn visible_job(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
+    let row = m.store.job(id).await?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
+    if !user.is_admin() && row.user_id != user.id {
+        return Err(ApiError::forbidden(format!("job {id} belongs to {}; only its owner or an admin can see it", row.user)));
+    }
+    Ok(row)
+}
+
+/// Everything about one job: spec, kernels, history.
+#[utoipa::path(get, path = "/v1/jobs/{id}", params(("id" = i64, Path, description = "job id")), tag = "jobs",
+    responses((status = 200, body = JobDetail), (status = 403, body = berth_model::api::ErrorBody),
+        (status = 404, body = berth_model::api::ErrorBody)))]
+pub async fn show(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(id): Path<JobId>,
+) -> Result<axum::Json<JobDetail>, ApiError> {
+    let row = visible_job(&m, &user, id).await?;
+    let kernels: Vec<KernelView> = m
+        .store
+        .kernels(id)
+        .await?
+        .into_iter()
+        .filter(|k| k.attempt == row.attempt)
+        .map(|k| KernelView { index: k.index, role: role(k.index), binding: k.binding, exit_code: k.exit_code })
+        .collect();
+    let transitions = m.store.transitions(id).await?;
+    let mut nodes: Vec<String> = kernels.iter().map(|k| k.binding.node.clone()).collect();
+    nodes.dedup();
+    let mut job = row_view(&row, nodes);
+    if let Some(j) = m.state.lock().await.jobs.get(&id) {
+        if j.state == JobState::Pending {
+            job.position = j.position;
+            job.pending_reason = Some(crate::scheduler::reason_or_queued(j.pending_reason.as_ref()));
+        }
+    }
+    Ok(axum::Json(JobDetail { job, spec: row.spec, kernels, transitions }))
+}
+
+/// Cancel a job: at once while pending, by stopping its kernels otherwise.
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", params(("id" = i64, Path, description = "job id")), tag = "jobs",
+    responses((status = 200, body = CancelResult), (status = 403, body = berth_model::api::ErrorBody),
+        (status = 404, body = berth_model::api::ErrorBody), (status = 409, body = berth_model::api::ErrorBody)))]
+pub async fn cancel(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(id): Path<JobId>,
+) -> Result<axum::Json<CancelResult>, ApiError> {
+    let mut st = m.state.lock().await;
+    let Some(job) = st.jobs.get(&id) else {
+        drop(st);
+        let row = m.store.job(id).await?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
+        if !user.is_admin() && row.user_id != user.id {
+            return Err(not_yours(id, &row.user));
+        }
+        if row.state.is_terminal() {
+            return Err(ApiError::conflict(format!("job {id} already finished ({})", row.state)));
+        }
+        return Err(ApiError::conflict(format!("job {id} is being submitted; try again")));
+    };
+    if !user.is_admin() && job.user_id != user.id {
+        return Err(not_yours(id, &job.user));
+    }
+    match job.state {
+        JobState::Pending => {
+            m.transition(&mut st, id, JobState::Cancelled, format!("cancelled by {}", user.name), None, vec![]).await?;
+            Ok(axum::Json(CancelResult { id, state: JobState::Cancelled }))
+        }
+        JobState::Terminating => Ok(axum::Json(CancelResult { id, state: JobState::Terminating })),
+        _ => {
+            let reason = format!("cancel requested by {}", user.name);
+            let stops = m.stop_commands(&st, id, &reason);
+            m.transition(&mut st, id, JobState::Terminating, reason, None, vec![]).await?;
+            if let Some(j) = st.jobs.get_mut(&id) {
+                j.cancelled_by = Some(user.name.clone());
+            }
+            send_all(&st, stops);
+            Ok(axum::Json(CancelResult { id, state: JobState::Terminating }))
+        }
+    }
+}
+
+fn not_yours(id: JobId, owner: &str) -> ApiError {
+    ApiError::forbidden(format!("job {id} belongs to {owner}; only its owner or an admin can cancel it"))
+}

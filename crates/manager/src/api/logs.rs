@@ -1,0 +1,92 @@
+//! `GET /v1/jobs/{id}/logs`: the manager asks the kernel's agent over its WebSocket
+//! (`FetchLogs`, answered by `LogData` with the same `req_id`) and relays the bytes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use berth_model::JobId;
+use berth_model::api::LogQuery;
+use berth_model::protocol::{KernelKey, ManagerMessage};
+
+use crate::auth::Auth;
+use crate::error::{ApiError, Path, Query};
+use crate::manager::Manager;
+
+/// At most this much per call; clients follow `berth-next-offset`.
+const MAX_BYTES: u64 = 1 << 20;
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Raw log bytes of one kernel from `offset`.
+#[utoipa::path(get, path = "/v1/jobs/{id}/logs", params(("id" = i64, Path, description = "job id"), LogQuery),
+    tag = "jobs",
+    responses((status = 200, description = "raw bytes; headers berth-next-offset and berth-job-done",
+        content_type = "application/octet-stream"),
+        (status = 404, body = berth_model::api::ErrorBody), (status = 503, body = berth_model::api::ErrorBody),
+        (status = 504, body = berth_model::api::ErrorBody)))]
+pub async fn logs(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(id): Path<JobId>,
+    Query(q): Query<LogQuery>,
+) -> Result<Response, ApiError> {
+    let row = m.store.job(id).await?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
+    if !user.is_admin() && row.user_id != user.id {
+        return Err(ApiError::forbidden(format!("job {id} belongs to {}; only its owner or an admin can read its logs", row.user)));
+    }
+    let done = row.state.is_terminal();
+    let kernel = m
+        .store
+        .kernels(id)
+        .await?
+        .into_iter()
+        .filter(|k| k.attempt == row.attempt)
+        .find(|k| k.index == q.kernel);
+    let Some(kernel) = kernel else {
+        if row.state == berth_model::JobState::Pending || (done && q.kernel == 0) {
+            // Nothing ran (yet): no bytes.
+            return Ok(answer(Vec::new(), 0, done));
+        }
+        return Err(ApiError::not_found(format!("job {id} has no kernel {}", q.kernel)));
+    };
+    let key = KernelKey { job_id: id, attempt: row.attempt, index: q.kernel };
+    let req_id = m.next_id();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    m.log_waiters.lock().expect("log waiters lock").insert(req_id, tx);
+    let sent = {
+        let st = m.state.lock().await;
+        let msg = ManagerMessage::FetchLogs { req_id, key, stream: q.stream, offset: q.offset, max_bytes: MAX_BYTES };
+        st.send(&kernel.node, msg)
+    };
+    let forget = || m.log_waiters.lock().expect("log waiters lock").remove(&req_id);
+    if !sent {
+        forget();
+        return Err(ApiError::unavailable(format!(
+            "node {} is not connected, so the logs of job {id} cannot be read now; try again when its agent is back",
+            kernel.node
+        )));
+    }
+    match tokio::time::timeout(FETCH_TIMEOUT, rx).await {
+        Ok(Ok(reply)) if reply.found => Ok(answer(reply.data, reply.next_offset, done)),
+        Ok(Ok(_)) => Err(ApiError::not_found(format!("node {} has no {:?} log for job {id}", kernel.node, q.stream))),
+        Ok(Err(_)) => Err(ApiError::unavailable(format!("node {} disconnected while sending logs", kernel.node))),
+        Err(_) => {
+            forget();
+            Err(ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("node {} did not send the logs within {}s", kernel.node, FETCH_TIMEOUT.as_secs()),
+            ))
+        }
+    }
+}
+
+fn answer(data: Vec<u8>, next_offset: u64, done: bool) -> Response {
+    let mut r = (StatusCode::OK, data).into_response();
+    let h = r.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/octet-stream"));
+    h.insert("berth-next-offset", HeaderValue::from(next_offset));
+    h.insert("berth-job-done", HeaderValue::from_static(if done { "true" } else { "false" }));
+    r
+}

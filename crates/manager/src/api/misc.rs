@@ -1,0 +1,78 @@
+//! Health, whoami, nodes and the admin routes (users, join tokens).
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use berth_model::api::{CreateUserRequest, Health, JoinTokenCreated, NodeView, UserCreated, WhoAmI};
+use berth_store::StoreError;
+
+use crate::auth::{Admin, Auth, hash_token, new_token};
+use crate::error::{ApiError, Json};
+use crate::manager::Manager;
+
+/// Liveness; needs no token.
+#[utoipa::path(get, path = "/v1/health", tag = "meta", responses((status = 200, body = Health)))]
+pub async fn health() -> axum::Json<Health> {
+    axum::Json(Health { status: "ok".into(), version: env!("CARGO_PKG_VERSION").into() })
+}
+
+/// The user behind the token.
+#[utoipa::path(get, path = "/v1/whoami", tag = "meta",
+    responses((status = 200, body = WhoAmI), (status = 401, body = berth_model::api::ErrorBody)))]
+pub async fn whoami(Auth(user): Auth) -> axum::Json<WhoAmI> {
+    axum::Json(WhoAmI { user: user.name.clone(), role: user.role.clone() })
+}
+
+/// Every node with its capacity and use.
+#[utoipa::path(get, path = "/v1/nodes", tag = "nodes", responses((status = 200, body = Vec<NodeView>)))]
+pub async fn nodes(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<NodeView>> {
+    let st = m.state.lock().await;
+    let mut names: Vec<&String> = st.nodes.keys().collect();
+    names.sort();
+    axum::Json(names.into_iter().filter_map(|n| st.node_view(n)).collect())
+}
+
+/// Create a user and its first API token (admin only).
+#[utoipa::path(post, path = "/v1/admin/users", request_body = CreateUserRequest, tag = "admin",
+    responses((status = 201, body = UserCreated), (status = 400, body = berth_model::api::ErrorBody),
+        (status = 403, body = berth_model::api::ErrorBody), (status = 409, body = berth_model::api::ErrorBody)))]
+pub async fn create_user(
+    State(m): State<Arc<Manager>>,
+    Admin(_admin): Admin,
+    Json(req): Json<CreateUserRequest>,
+) -> Result<(StatusCode, axum::Json<UserCreated>), ApiError> {
+    let name = req.name.trim();
+    if name.is_empty()
+        || name.len() > 64
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid user name `{}`: use 1-64 letters, digits, `-`, `_` or `.`",
+            req.name
+        )));
+    }
+    let role = req.role.as_deref().unwrap_or("user");
+    if role != "user" && role != "admin" {
+        return Err(ApiError::bad_request(format!("invalid role `{role}`: use `user` or `admin`")));
+    }
+    let now = jiff::Timestamp::now();
+    let user = match m.store.create_user(name, role, now).await {
+        Ok(u) => u,
+        Err(StoreError::Duplicate(_)) => return Err(ApiError::conflict(format!("user {name} already exists"))),
+        Err(e) => return Err(e.into()),
+    };
+    let token = new_token();
+    m.store.add_api_token(user.id, &hash_token(&token), "created by admin", now).await?;
+    Ok((StatusCode::CREATED, axum::Json(UserCreated { user: user.name, role: user.role, token })))
+}
+
+/// Create a join token for another agent (admin only).
+#[utoipa::path(post, path = "/v1/admin/join-tokens", tag = "admin",
+    responses((status = 200, body = JoinTokenCreated), (status = 403, body = berth_model::api::ErrorBody)))]
+pub async fn create_join_token(
+    State(m): State<Arc<Manager>>,
+    Admin(_admin): Admin,
+) -> Result<axum::Json<JoinTokenCreated>, ApiError> {
+    Ok(axum::Json(JoinTokenCreated { token: m.create_join_token().await? }))
+}

@@ -1,0 +1,38 @@
+//! The REST API under `/v1`: the router, with JSON errors for unknown routes and methods.
+
+pub mod jobs;
+pub mod logs;
+pub mod misc;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+use crate::error::ApiError;
+use crate::manager::Manager;
+
+pub fn router(m: Arc<Manager>) -> Router {
+    Router::new()
+        .route("/v1/health", get(misc::health))
+        .route("/openapi.json", get(crate::openapi::spec))
+        .route("/v1/whoami", get(misc::whoami))
+        .route("/v1/jobs", post(jobs::submit).get(jobs::list))
+        .route("/v1/jobs/{id}", get(jobs::show))
+        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/v1/jobs/{id}/logs", get(logs::logs))
+        .route("/v1/nodes", get(misc::nodes))
+        .route("/v1/admin/users", post(misc::create_user))
+        .route("/v1/admin/join-tokens", post(misc::create_join_token))
+        .route("/v1/agents/connect", get(crate::hub::connect))
+        .fallback(|uri: axum::http::Uri| async move {
+            ApiError::not_found(format!("no route {uri}: see /openapi.json for the API"))
+        })
+        .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
+            ApiError::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                format!("{method} is not allowed on {}: see /openapi.json", uri.path()),
+            )
+        })
+        .with_state(m)
+}

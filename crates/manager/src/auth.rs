@@ -1,0 +1,194 @@
+//! API tokens, join tokens and the bootstrap of a fresh data directory.
+//!
+//! Tokens are 32 random bytes in hex, shown once; only their sha256 is stored. An API token
+//! is looked up by its hash (knowing a hash does not help forge the token, so a map lookup on
+//! it leaks nothing useful); join tokens are few and compared in constant time.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+use crate::manager::Manager;
+
+/// An authenticated user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: i64,
+    pub name: String,
+    pub role: String,
+}
+
+impl User {
+    pub fn is_admin(&self) -> bool {
+        self.role == "admin"
+    }
+}
+
+/// A new random token (64 hex characters).
+pub fn new_token() -> String {
+    let mut b = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut b);
+    hex::encode(b)
+}
+
+pub fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Equality whose time does not depend on where the inputs differ.
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The bearer token of a request, if any.
+pub fn bearer(parts: &Parts) -> Option<&str> {
+    bearer_of(&parts.headers)
+}
+
+/// The bearer token in `headers`, if any.
+pub fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let v = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+impl Manager {
+    /// The user owning an API token (cached after the first lookup).
+    pub async fn authenticate(&self, token: &str) -> Result<Arc<User>, ApiError> {
+        let hash = hash_token(token);
+        if let Some(u) = self.tokens.read().expect("token cache lock").get(&hash) {
+            return Ok(u.clone());
+        }
+        let row = self.store.user_by_token_hash(&hash).await?;
+        match row {
+            Some(u) if !u.disabled => {
+                let user = Arc::new(User { id: u.id, name: u.name, role: u.role });
+                self.tokens.write().expect("token cache lock").insert(hash, user.clone());
+                Ok(user)
+            }
+            Some(u) => Err(ApiError::unauthorized(format!("user {} is disabled", u.name))),
+            None => Err(ApiError::unauthorized("invalid API token: check BERTH_TOKEN or your credentials file")),
+        }
+    }
+
+    pub fn join_token_valid(&self, token: &str) -> bool {
+        let h = hash_token(token);
+        let hashes = self.join_hashes.read().expect("join token lock");
+        // Compare against all of them so the time does not tell which one matched.
+        hashes.iter().fold(false, |ok, k| ct_eq(k.as_bytes(), h.as_bytes()) | ok)
+    }
+
+    /// Creates a join token, stores its hash and returns the plain token.
+    pub async fn create_join_token(&self) -> Result<String, ApiError> {
+        let token = new_token();
+        let hash = hash_token(&token);
+        self.store.add_join_token(&hash, jiff::Timestamp::now()).await?;
+        self.join_hashes.write().expect("join token lock").push(hash);
+        Ok(token)
+    }
+}
+
+/// Creates the admin and its first token on the first start of a data dir.
+pub async fn bootstrap(m: &Manager, admin: &str) -> anyhow::Result<Option<crate::Bootstrap>> {
+    if m.store.meta_get("bootstrapped").await?.is_some() {
+        return Ok(None);
+    }
+    let now = jiff::Timestamp::now();
+    // A start that died half-way may have created the user already: give it a fresh token.
+    let user = match m.store.user_by_name(admin).await? {
+        Some(u) => u,
+        None => m.store.create_user(admin, "admin", now).await?,
+    };
+    let token = new_token();
+    m.store.add_api_token(user.id, &hash_token(&token), "bootstrap", now).await?;
+    m.store.meta_set("bootstrapped", "1").await?;
+    Ok(Some(crate::Bootstrap { user: admin.to_string(), token }))
+}
+
+/// Makes sure the local agent's join token exists: kept in plain text (mode 0600) in
+/// `<data_dir>/join-token` because the store only has its hash.
+pub async fn local_join_token(m: &Manager, data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join("join-token");
+    let token = match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+        Ok(_) => anyhow::bail!("{} is empty: delete it to make a new join token", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let t = new_token();
+            write_private(&path, &t)?;
+            t
+        }
+        Err(e) => return Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+    };
+    m.store.add_join_token(&hash_token(&token), jiff::Timestamp::now()).await?;
+    *m.join_hashes.write().expect("join token lock") = m.store.join_token_hashes().await?;
+    Ok(token)
+}
+
+fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts.open(path).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+    f.write_all(content.as_bytes())?;
+    Ok(())
+}
+
+/// Extractor: the user behind the request's `Authorization: Bearer` token (401 otherwise).
+pub struct Auth(pub Arc<User>);
+
+impl FromRequestParts<Arc<Manager>> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, m: &Arc<Manager>) -> Result<Self, ApiError> {
+        let token = bearer(parts).ok_or_else(|| {
+            ApiError::unauthorized("missing API token: send `Authorization: Bearer <token>` (set BERTH_TOKEN)")
+        })?;
+        Ok(Auth(m.authenticate(token).await?))
+    }
+}
+
+/// Extractor: an authenticated admin (403 for other users).
+pub struct Admin(pub Arc<User>);
+
+impl FromRequestParts<Arc<Manager>> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, m: &Arc<Manager>) -> Result<Self, ApiError> {
+        let Auth(u) = Auth::from_request_parts(parts, m).await?;
+        if !u.is_admin() {
+            return Err(ApiError::forbidden(format!("only admins may do this; {} is a {}", u.name, u.role)));
+        }
+        Ok(Admin(u))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_hex_and_hash_is_stable() {
+        let a = new_token();
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, new_token());
+        assert_eq!(hash_token("x"), hash_token("x"));
+        assert_ne!(hash_token("x"), hash_token("y"));
+    }
+
+    #[test]
+    fn constant_time_eq() {
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(!ct_eq(b"abc", b"ab"));
+    }
+}

@@ -1,0 +1,118 @@
+//! API errors: a status and a message that says what to fix, always as JSON `ErrorBody`.
+//!
+//! axum's own rejections (bad JSON, bad query, bad path) are turned into the same shape by
+//! the [`Json`], [`Query`] and [`Path`] extractors below, so clients never see plain text.
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use berth_model::api::ErrorBody;
+use berth_store::StoreError;
+use serde::de::DeserializeOwned;
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status}: {message}")]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError { status, message: message.into() }
+    }
+    pub fn bad_request(m: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, m)
+    }
+    pub fn unauthorized(m: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, m)
+    }
+    pub fn forbidden(m: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, m)
+    }
+    pub fn not_found(m: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, m)
+    }
+    pub fn conflict(m: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, m)
+    }
+    pub fn unprocessable(m: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, m)
+    }
+    pub fn unavailable(m: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, m)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        tracing::error!("store error: {e}");
+        match e {
+            StoreError::Conflict { .. } => ApiError::conflict(format!("{e}; try again")),
+            _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("internal error: {e}")),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(ErrorBody { error: self.message })).into_response()
+    }
+}
+
+/// A JSON body whose rejection is a JSON 400 (415 when the content type is wrong).
+pub struct Json<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Json(v)),
+            Err(e) => Err(json_rejection(e)),
+        }
+    }
+}
+
+fn json_rejection(e: JsonRejection) -> ApiError {
+    match e {
+        JsonRejection::MissingJsonContentType(_) => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "expected a JSON body: send `Content-Type: application/json`",
+        ),
+        JsonRejection::JsonSyntaxError(e) => ApiError::bad_request(format!("malformed JSON: {}", e.body_text())),
+        JsonRejection::JsonDataError(e) => ApiError::bad_request(format!("invalid request body: {}", e.body_text())),
+        e => ApiError::bad_request(format!("invalid request body: {}", e.body_text())),
+    }
+}
+
+/// A query string whose rejection is a JSON 400.
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| Query(q.0))
+            .map_err(|e: QueryRejection| ApiError::bad_request(format!("invalid query: {}", e.body_text())))
+    }
+}
+
+/// Path parameters whose rejection is a JSON 400 (e.g. a job id that is not a number).
+pub struct Path<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Path(p.0))
+            .map_err(|e: PathRejection| ApiError::bad_request(format!("invalid path: {}", e.body_text())))
+    }
+}

@@ -1,0 +1,63 @@
+//! The heartbeat checker: a node silent past the timeout is `lost`, its connection closed
+//! (the agent must reconnect and reconcile) and its jobs LOST or requeued. After a manager
+//! restart, nodes whose agent does not come back within the timeout lose their jobs the same way.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth_model::JobState;
+
+use crate::manager::Manager;
+
+pub async fn run(m: Arc<Manager>) {
+    let tick = (m.heartbeat_timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let mut shutdown = m.shutdown.clone();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = shutdown.changed() => break,
+        }
+        check(&m).await;
+    }
+}
+
+/// One round of checks.
+pub async fn check(m: &Manager) {
+    let mut st = m.state.lock().await;
+    let now = Instant::now();
+    let timeout = m.heartbeat_timeout;
+    let mut lost = Vec::new();
+    let mut orphaned = Vec::new();
+    for (name, n) in &st.nodes {
+        if n.ready && now.duration_since(n.last_seen) > timeout {
+            lost.push(name.clone());
+        } else if !n.ready && n.orphan_deadline.is_some_and(|d| now > d) {
+            orphaned.push(name.clone());
+        }
+    }
+    for name in lost {
+        if let Err(e) = m.store.set_node_state(&name, "lost", None).await {
+            tracing::error!(node = name, "cannot record lost node: {e}");
+            continue;
+        }
+        let n = st.nodes.get_mut(&name).expect("listed above");
+        n.ready = false;
+        n.conn = None;
+        let idx = n.ledger;
+        st.ledgers[idx].set_schedulable(false);
+        tracing::warn!(node = name, "node lost: no heartbeat for {}s", timeout.as_secs_f64());
+        let reason = format!("node {name} lost: no heartbeat for {}s", timeout.as_secs_f64());
+        for id in st.jobs_on(&name) {
+            m.lose_job(&mut st, id, JobState::Lost, reason.clone()).await;
+        }
+    }
+    for name in orphaned {
+        if let Some(n) = st.nodes.get_mut(&name) {
+            n.orphan_deadline = None;
+        }
+        let reason = format!("node {name} lost: its agent did not reconnect after the manager restarted");
+        for id in st.jobs_on(&name) {
+            m.lose_job(&mut st, id, JobState::Lost, reason.clone()).await;
+        }
+    }
+}

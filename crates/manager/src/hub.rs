@@ -1,0 +1,314 @@
+//! The agent hub: one WebSocket per agent at `/v1/agents/connect` (protocol in
+//! `berth_model::protocol`). Handles `Register` (with reconciliation), heartbeats, kernel
+//! events, command failures and log answers.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, KernelReport, ManagerMessage, PROTOCOL_VERSION};
+use berth_model::{JobState, Topology};
+use berth_sched::NodeLedger;
+use berth_store::NodeRow;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+
+use crate::error::ApiError;
+use crate::manager::{LogReply, Manager};
+use crate::scheduler::send_start_one;
+use crate::state::{Conn, Node};
+
+/// How long a new connection may take to send `Register`.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `GET /v1/agents/connect`: checks the join token, then upgrades to a WebSocket.
+pub async fn connect(
+    State(m): State<Arc<Manager>>,
+    headers: HeaderMap,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let ok = crate::auth::bearer_of(&headers).is_some_and(|t| m.join_token_valid(t));
+    if !ok {
+        return ApiError::unauthorized("invalid or missing join token: start the agent with --join-token <token>")
+            .into_response();
+    }
+    match ws {
+        Ok(ws) => ws.on_upgrade(move |socket| serve(m, socket)),
+        Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
+    }
+}
+
+fn valid_node_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+async fn serve(m: Arc<Manager>, socket: WebSocket) {
+    let (mut sink, mut stream) = socket.split();
+    let first = tokio::time::timeout(REGISTER_TIMEOUT, next_message(&mut stream)).await;
+    let refuse = |reason: String| ManagerMessage::Refused { reason };
+    let register = match first {
+        Ok(Some(Ok(msg))) => msg,
+        Ok(Some(Err(e))) => {
+            let _ = send(&mut sink, &refuse(format!("bad message: {e}"))).await;
+            return;
+        }
+        _ => return,
+    };
+    let AgentMessage::Register { protocol_version, node, agent_version, queue, topology, kernels } = register else {
+        let _ = send(&mut sink, &refuse("the first message must be register".into())).await;
+        return;
+    };
+    if protocol_version != PROTOCOL_VERSION {
+        let reason = format!(
+            "agent speaks protocol version {protocol_version}, this manager speaks {PROTOCOL_VERSION}: \
+             run the same berth version on the agent and the manager"
+        );
+        let _ = send(&mut sink, &refuse(reason)).await;
+        let _ = sink.close().await;
+        return;
+    }
+    if !valid_node_name(&node) {
+        let _ = send(&mut sink, &refuse(format!("invalid node name `{node}`: use letters, digits, `-`, `_`, `.`"))).await;
+        let _ = sink.close().await;
+        return;
+    }
+
+    let (tx, mut rx) = mpsc::unbounded_channel::<ManagerMessage>();
+    let conn_id = m.next_id();
+    let mut writer = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            if send(&mut sink, &msg).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    if let Err(e) = m.register(Conn { id: conn_id, tx }, &node, agent_version, queue, topology, kernels).await {
+        tracing::error!(node, "cannot register node: {e}");
+        writer.abort();
+        return;
+    }
+
+    let mut shutdown = m.shutdown.clone();
+    loop {
+        tokio::select! {
+            msg = next_message(&mut stream) => match msg {
+                Some(Ok(msg)) => m.on_message(&node, msg).await,
+                Some(Err(e)) => tracing::warn!(node, "ignoring bad message from agent: {e}"),
+                None => break,
+            },
+            // The writer ends when this connection was replaced or the node declared lost.
+            _ = &mut writer => break,
+            _ = shutdown.changed() => break,
+        }
+    }
+    m.disconnected(&node, conn_id).await;
+    writer.abort();
+}
+
+async fn send(
+    sink: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    msg: &ManagerMessage,
+) -> Result<(), axum::Error> {
+    let text = serde_json::to_string(msg).expect("protocol messages serialise");
+    sink.send(Message::Text(text.into())).await
+}
+
+/// The next protocol message; `None` when the connection is over.
+async fn next_message(
+    stream: &mut futures_util::stream::SplitStream<WebSocket>,
+) -> Option<Result<AgentMessage, String>> {
+    loop {
+        match stream.next().await? {
+            Ok(Message::Text(t)) => return Some(serde_json::from_str(t.as_str()).map_err(|e| e.to_string())),
+            Ok(Message::Binary(b)) => return Some(serde_json::from_slice(&b).map_err(|e| e.to_string())),
+            Ok(Message::Close(_)) | Err(_) => return None,
+            Ok(_) => continue,
+        }
+    }
+}
+
+impl Manager {
+    /// Registers (or re-registers) a node and reconciles its kernels with what the store says.
+    pub async fn register(
+        &self,
+        conn: Conn,
+        node: &str,
+        version: String,
+        queue: String,
+        topology: Topology,
+        kernels: Vec<KernelReport>,
+    ) -> Result<(), berth_store::StoreError> {
+        let mut st = self.state.lock().await;
+        let now = jiff::Timestamp::now();
+        self.store
+            .upsert_node(&NodeRow {
+                name: node.to_string(),
+                queue: queue.clone(),
+                topology: topology.clone(),
+                version: version.clone(),
+                state: "ready".into(),
+                last_heartbeat: Some(now),
+            })
+            .await?;
+        if self.queue(&queue).is_none() {
+            tracing::warn!(node, queue, "node joined a queue that is not configured: no job will run on it");
+        }
+        let ledger = NodeLedger::new(node, queue.clone(), topology);
+        let idx = match st.nodes.get(node).map(|n| n.ledger) {
+            Some(i) => {
+                st.ledgers[i] = ledger;
+                i
+            }
+            None => {
+                st.ledgers.push(ledger);
+                st.ledgers.len() - 1
+            }
+        };
+        // Replacing the entry drops the old connection's sender, which closes it.
+        st.nodes.insert(
+            node.to_string(),
+            Node {
+                ledger: idx,
+                queue,
+                version,
+                ready: true,
+                last_heartbeat: Some(now),
+                last_seen: Instant::now(),
+                conn: Some(conn.clone()),
+                orphan_deadline: None,
+            },
+        );
+        for id in st.jobs_on(node) {
+            let mine: Vec<_> = st.jobs[&id].bindings.iter().filter(|b| b.node == node).cloned().collect();
+            st.allocate(id, &mine);
+        }
+        let _ = conn.tx.send(ManagerMessage::Welcome { heartbeat_interval_ms: self.heartbeat_interval.as_millis() as u64 });
+        tracing::info!(node, kernels = kernels.len(), "agent registered");
+
+        // Reconcile what the agent reports with what the manager wants.
+        let mut reported = std::collections::HashSet::new();
+        for r in kernels {
+            let wanted = st.jobs.get(&r.key.job_id).is_some_and(|j| {
+                j.attempt == r.key.attempt && j.state.holds_resources() && j.on_node(r.key.index, node)
+            });
+            if wanted {
+                reported.insert(r.key);
+            }
+            match r.last {
+                KernelEvent::Started { .. } if wanted => {
+                    self.kernel_started(&mut st, node, r.key).await;
+                    let job = &st.jobs[&r.key.job_id];
+                    if job.state == JobState::Terminating {
+                        // The stop may have been lost with the old connection.
+                        let stops = self.stop_commands(&st, r.key.job_id, "cancelled");
+                        crate::lifecycle::send_all(&st, stops.into_iter().filter(|(n, _)| n == node).collect());
+                    }
+                }
+                KernelEvent::Started { .. } => {
+                    let reason = "not wanted by the manager after reconnect".to_string();
+                    let cmd_id = self.next_id();
+                    st.send(node, ManagerMessage::StopKernel { cmd_id, key: r.key, reason, grace_ms: 10_000 });
+                }
+                KernelEvent::Finished { outcome, exit_code, message, .. } => {
+                    self.kernel_finished(&mut st, node, r.key, outcome, exit_code, &message).await;
+                }
+            }
+        }
+        for id in st.jobs_on(node) {
+            let Some(job) = st.jobs.get(&id) else { continue };
+            let missing: Vec<u32> = (0..job.bindings.len() as u32)
+                .filter(|&i| job.on_node(i, node) && !reported.contains(&job.key(i)))
+                .filter(|&i| job.ends.get(i as usize).is_some_and(|e| e.is_none()))
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            match job.state {
+                JobState::Scheduled | JobState::Preparing => {
+                    let job = job.clone();
+                    for i in missing {
+                        send_start_one(self, &st, &job, i);
+                    }
+                }
+                JobState::Running => {
+                    let reason = format!("kernel lost: not running on {node} after agent reconnect");
+                    self.lose_job(&mut st, id, JobState::Failed, reason).await;
+                }
+                JobState::Terminating => {
+                    // Nothing left to stop: the cancel is complete.
+                    let key = job.key(missing[0]);
+                    self.kernel_finished(&mut st, node, key, KernelOutcome::Stopped, None, "").await;
+                }
+                _ => {}
+            }
+        }
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// A connection ended: forget it unless a newer one already replaced it. The node stays
+    /// `ready` (but takes no new jobs) until the heartbeat timeout declares it lost.
+    pub async fn disconnected(&self, node: &str, conn_id: u64) {
+        let mut st = self.state.lock().await;
+        let Some(n) = st.nodes.get_mut(node) else { return };
+        if n.conn.as_ref().is_some_and(|c| c.id == conn_id) {
+            n.conn = None;
+            let idx = n.ledger;
+            st.ledgers[idx].set_schedulable(false);
+            tracing::info!(node, "agent disconnected");
+        }
+    }
+
+    /// Handles one message after `Register`.
+    pub async fn on_message(&self, node: &str, msg: AgentMessage) {
+        match msg {
+            AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
+            AgentMessage::Heartbeat { at } => {
+                let mut st = self.state.lock().await;
+                if let Some(n) = st.nodes.get_mut(node) {
+                    n.last_seen = Instant::now();
+                    n.last_heartbeat = Some(at);
+                }
+            }
+            AgentMessage::Kernel { key, event } => {
+                let mut st = self.state.lock().await;
+                match event {
+                    KernelEvent::Started { .. } => {
+                        if !self.kernel_started(&mut st, node, key).await {
+                            tracing::debug!(node, ?key, "ignoring start of a kernel the manager does not want");
+                        }
+                    }
+                    KernelEvent::Finished { outcome, exit_code, message, .. } => {
+                        self.kernel_finished(&mut st, node, key, outcome, exit_code, &message).await;
+                    }
+                }
+            }
+            AgentMessage::CommandFailed { key, error, .. } => {
+                let mut st = self.state.lock().await;
+                let live = st.jobs.get(&key.job_id).is_some_and(|j| {
+                    j.attempt == key.attempt
+                        && j.on_node(key.index, node)
+                        && matches!(j.state, JobState::Scheduled | JobState::Preparing | JobState::Running)
+                });
+                if live {
+                    self.kernel_finished(&mut st, node, key, KernelOutcome::Failed, None, &error).await;
+                } else {
+                    tracing::warn!(node, ?key, "agent command failed: {error}");
+                }
+            }
+            AgentMessage::LogData { req_id, data, next_offset, found } => {
+                let waiter = self.log_waiters.lock().expect("log waiters lock").remove(&req_id);
+                if let Some(w) = waiter {
+                    let data = base64::engine::general_purpose::STANDARD.decode(data.as_bytes()).unwrap_or_default();
+                    let _ = w.send(LogReply { data, next_offset, found });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The scheduling loop: woken by events (submit, cancel, kernel end, node register) and by a
+//! one-second safety timer, it runs `berth_sched::schedule` on the in-memory snapshot and
+//! commits every start and every changed pending reason of the pass in ONE store batch
+//! before it allocates ledgers and sends `StartKernel`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_model::protocol::ManagerMessage;
+use berth_model::{JobState, PendingReason};
+use berth_sched::{PassInput, PendingJob};
+use berth_store::Change;
+use jiff::Timestamp;
+
+use crate::manager::Manager;
+use crate::state::{Job, State};
+
+/// Runs passes until shutdown.
+pub async fn run(m: Arc<Manager>) {
+    let mut shutdown = m.shutdown.clone();
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        tokio::select! {
+            _ = m.wake.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = shutdown.changed() => break,
+        }
+        // A pass is never interrupted half-way: shutdown waits for its store batch.
+        pass(&m).await;
+    }
+}
+
+/// One scheduling pass. Returns how many jobs it started.
+pub async fn pass(m: &Manager) -> usize {
+    let mut st = m.state.lock().await;
+    let pending: Vec<PendingJob> = st
+        .jobs
+        .values()
+        .filter(|j| j.state == JobState::Pending)
+        .map(|j| PendingJob {
+            id: j.id,
+            priority: j.spec.priority,
+            queue: j.queue.clone(),
+            request: j.spec.resources,
+            nodes: j.spec.nodes,
+            numa: j.spec.numa,
+            blocked_passes: j.blocked_passes,
+        })
+        .collect();
+    if pending.is_empty() {
+        return 0;
+    }
+    let out = berth_sched::schedule(&PassInput { queues: &m.queues, nodes: &st.ledgers, pending: &pending });
+
+    let now = Timestamp::now();
+    let mut changes = Vec::with_capacity(out.starts.len() * 2);
+    for s in &out.starts {
+        let Some(job) = st.jobs.get(&s.job) else { continue };
+        changes.push(Change::Transition {
+            job_id: s.job,
+            from: JobState::Pending,
+            to: JobState::Scheduled,
+            at: now,
+            reason: format!("scheduled on {}", node_list(&s.bindings)),
+            exit_code: None,
+        });
+        changes.push(Change::SetKernels { job_id: s.job, attempt: job.attempt, bindings: s.bindings.clone() });
+    }
+    for w in &out.waiting {
+        let Some(job) = st.jobs.get(&w.job) else { continue };
+        if job.pending_reason.as_ref() != Some(&w.reason) {
+            changes.push(Change::PendingReason { job_id: w.job, reason: Some(w.reason.clone()) });
+        }
+    }
+    if let Err(e) = m.store.apply(&changes).await {
+        // Nothing was written, so nothing is acted on; the next pass tries again.
+        tracing::warn!("scheduling pass not committed: {e}");
+        return 0;
+    }
+
+    for w in out.waiting {
+        if let Some(job) = st.jobs.get_mut(&w.job) {
+            job.position = Some(w.position);
+            job.blocked_passes = w.blocked_passes;
+            job.pending_reason = Some(w.reason);
+        }
+    }
+    let started = out.starts.len();
+    for s in out.starts {
+        st.allocate(s.job, &s.bindings);
+        let Some(job) = st.jobs.get_mut(&s.job) else { continue };
+        job.state = JobState::Scheduled;
+        job.reason = Some(format!("scheduled on {}", node_list(&s.bindings)));
+        job.position = None;
+        job.pending_reason = None;
+        job.ends = vec![None; s.bindings.len()];
+        job.bindings = s.bindings;
+        let job = job.clone();
+        send_start(m, &st, &job);
+    }
+    started
+}
+
+fn node_list(bindings: &[berth_model::Binding]) -> String {
+    let mut nodes: Vec<&str> = bindings.iter().map(|b| b.node.as_str()).collect();
+    nodes.dedup();
+    nodes.join(", ")
+}
+
+/// Sends `StartKernel` for every kernel of `job` that has not ended (a no-op for nodes whose
+/// agent is away: reconcile re-sends on reconnect).
+pub fn send_start(m: &Manager, st: &State, job: &Job) {
+    for i in 0..job.bindings.len() {
+        if job.ends.get(i).is_some_and(|e| e.is_some()) {
+            continue;
+        }
+        send_start_one(m, st, job, i as u32);
+    }
+}
+
+/// Sends `StartKernel` for kernel `index` of `job`.
+pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
+    let Some(b) = job.bindings.get(index as usize) else { return };
+    let msg = ManagerMessage::StartKernel {
+        cmd_id: m.next_id(),
+        key: job.key(index),
+        spec: (*job.spec).clone(),
+        binding: b.clone(),
+        env: kernel_env(job, index),
+    };
+    st.send(&b.node, msg);
+}
+
+/// The variables the manager adds to a kernel's environment (DESIGN.md §8).
+pub fn kernel_env(job: &Job, index: u32) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let hosts: Vec<&str> = job.bindings.iter().map(|b| b.node.as_str()).collect();
+    env.insert("BERTH_JOB_ID".into(), job.id.to_string());
+    env.insert("BERTH_JOB_NAME".into(), job.spec.name.clone().unwrap_or_else(|| format!("job-{}", job.id)));
+    env.insert("BERTH_USER".into(), job.user.clone());
+    env.insert("BERTH_KERNEL_INDEX".into(), index.to_string());
+    env.insert("BERTH_CLUSTER_SIZE".into(), job.bindings.len().to_string());
+    env.insert("BERTH_CLUSTER_ROLE".into(), role(index));
+    env.insert("BERTH_CLUSTER_INDEX".into(), index.to_string());
+    env.insert("BERTH_CLUSTER_HOSTS".into(), hosts.join(","));
+    env
+}
+
+/// `main` for kernel 0, `sub1`, `sub2`, ... for the others.
+pub fn role(index: u32) -> String {
+    if index == 0 { "main".into() } else { format!("sub{index}") }
+}
+
+/// The reason shown while a job waits; kept for views of jobs no pass has seen.
+pub fn reason_or_queued(r: Option<&PendingReason>) -> PendingReason {
+    r.cloned().unwrap_or_else(crate::state::queued)
+}

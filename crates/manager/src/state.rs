@@ -1,0 +1,245 @@
+//! The manager's in-memory view: unfinished jobs, node ledgers and agent connections.
+//!
+//! The store is the truth; this is a cache of it that makes submit one INSERT and a
+//! scheduling pass free of queries. Everything here is changed only after the matching store
+//! write succeeded, under the one `tokio::sync::Mutex<State>` of [`crate::manager::Manager`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use berth_model::api::{GpuView, JobView, NodeView};
+use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
+use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, Topology};
+use berth_sched::NodeLedger;
+use berth_store::JobRow;
+use jiff::Timestamp;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// How a kernel ended, as far as the manager has recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelEnd {
+    pub outcome: Option<KernelOutcome>,
+    pub exit_code: Option<i32>,
+}
+
+/// An unfinished job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: JobId,
+    pub user_id: i64,
+    pub user: String,
+    pub spec: Arc<JobSpec>,
+    pub queue: String,
+    pub state: JobState,
+    pub attempt: u32,
+    pub submitted_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub reason: Option<String>,
+    pub pending_reason: Option<PendingReason>,
+    pub position: Option<u32>,
+    pub blocked_passes: u32,
+    /// Bindings of the current attempt (empty while pending).
+    pub bindings: Vec<Binding>,
+    /// Per kernel of the current attempt: its end once reported.
+    pub ends: Vec<Option<KernelEnd>>,
+    /// Who asked to cancel (while TERMINATING).
+    pub cancelled_by: Option<String>,
+}
+
+impl Job {
+    pub fn from_row(r: JobRow) -> Job {
+        Job {
+            id: r.id,
+            user_id: r.user_id,
+            user: r.user,
+            queue: r.queue,
+            state: r.state,
+            attempt: r.attempt,
+            submitted_at: r.submitted_at,
+            started_at: r.started_at,
+            pending_reason: r.pending_reason,
+            position: None,
+            blocked_passes: 0,
+            bindings: Vec::new(),
+            ends: Vec::new(),
+            // A restart loses who cancelled; the stored reason still says it.
+            cancelled_by: (r.state == JobState::Terminating).then(|| {
+                r.reason.as_deref().and_then(|s| s.strip_prefix("cancel requested by ")).unwrap_or("?").to_string()
+            }),
+            reason: r.reason,
+            spec: Arc::new(r.spec),
+        }
+    }
+
+    pub fn key(&self, index: u32) -> KernelKey {
+        KernelKey { job_id: self.id, attempt: self.attempt, index }
+    }
+
+    /// Whether kernel `index` of this attempt runs on `node`.
+    pub fn on_node(&self, index: u32, node: &str) -> bool {
+        self.bindings.get(index as usize).is_some_and(|b| b.node == node)
+    }
+
+    pub fn view(&self) -> JobView {
+        let mut nodes: Vec<String> = self.bindings.iter().map(|b| b.node.clone()).collect();
+        nodes.dedup();
+        JobView {
+            id: self.id,
+            name: self.spec.name.clone(),
+            user: self.user.clone(),
+            state: self.state,
+            queue: self.queue.clone(),
+            priority: self.spec.priority,
+            position: if self.state == JobState::Pending { self.position } else { None },
+            pending_reason: if self.state == JobState::Pending {
+                Some(self.pending_reason.clone().unwrap_or_else(queued))
+            } else {
+                None
+            },
+            nodes,
+            cpu_milli: self.spec.resources.cpu_milli,
+            mem_bytes: self.spec.resources.mem_bytes,
+            gpu_milli: self.spec.resources.gpu_milli,
+            submitted_at: self.submitted_at,
+            started_at: self.started_at,
+            ended_at: None,
+            exit_code: None,
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+/// The reason of a job no pass has looked at yet.
+pub fn queued() -> PendingReason {
+    PendingReason::new(PendingKind::Queued, "queued: waiting for the next scheduling pass")
+}
+
+/// A job as stored (finished, or not in memory), for lists and details.
+pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
+    JobView {
+        id: r.id,
+        name: r.spec.name.clone(),
+        user: r.user.clone(),
+        state: r.state,
+        queue: r.queue.clone(),
+        priority: r.priority,
+        position: None,
+        pending_reason: if r.state == JobState::Pending { r.pending_reason.clone() } else { None },
+        nodes,
+        cpu_milli: r.spec.resources.cpu_milli,
+        mem_bytes: r.spec.resources.mem_bytes,
+        gpu_milli: r.spec.resources.gpu_milli,
+        submitted_at: r.submitted_at,
+        started_at: r.started_at,
+        ended_at: r.ended_at,
+        exit_code: r.exit_code,
+        reason: r.reason.clone(),
+    }
+}
+
+/// A live agent connection: messages pushed here are written to its WebSocket.
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub id: u64,
+    pub tx: UnboundedSender<ManagerMessage>,
+}
+
+/// A node the manager knows (registered now or in an earlier run).
+#[derive(Debug)]
+pub struct Node {
+    /// Index of its ledger in [`State::ledgers`].
+    pub ledger: usize,
+    pub queue: String,
+    pub version: String,
+    pub ready: bool,
+    pub last_heartbeat: Option<Timestamp>,
+    pub last_seen: Instant,
+    pub conn: Option<Conn>,
+    /// After a manager restart: when the node's jobs count as lost if its agent has not
+    /// reconnected by then.
+    pub orphan_deadline: Option<Instant>,
+}
+
+/// Everything the manager keeps in memory.
+#[derive(Default)]
+pub struct State {
+    pub jobs: BTreeMap<JobId, Job>,
+    /// One ledger per node; a slice because `schedule` takes `&[NodeLedger]`.
+    pub ledgers: Vec<NodeLedger>,
+    pub nodes: HashMap<String, Node>,
+}
+
+impl State {
+    /// Sends `msg` to the agent of `node`; false if it is not connected.
+    pub fn send(&self, node: &str, msg: ManagerMessage) -> bool {
+        match self.nodes.get(node).and_then(|n| n.conn.as_ref()) {
+            Some(c) => c.tx.send(msg).is_ok(),
+            None => false,
+        }
+    }
+
+    pub fn ledger_mut(&mut self, node: &str) -> Option<&mut NodeLedger> {
+        let i = self.nodes.get(node)?.ledger;
+        self.ledgers.get_mut(i)
+    }
+
+    /// Frees the devices of `bindings` on their nodes' ledgers.
+    pub fn release(&mut self, bindings: &[Binding]) {
+        for b in bindings {
+            if let Some(l) = self.ledger_mut(&b.node) {
+                l.release(b);
+            }
+        }
+    }
+
+    /// Takes the devices of `bindings` on their nodes' ledgers (logs clashes: the store wins).
+    pub fn allocate(&mut self, job: JobId, bindings: &[Binding]) {
+        for b in bindings {
+            if let Some(l) = self.ledger_mut(&b.node) {
+                if let Err(e) = l.allocate(b) {
+                    tracing::warn!(job, node = %b.node, "cannot restore allocation: {e}");
+                }
+            }
+        }
+    }
+
+    /// Jobs holding resources with a kernel on `node`.
+    pub fn jobs_on(&self, node: &str) -> Vec<JobId> {
+        self.jobs
+            .values()
+            .filter(|j| j.state.holds_resources() && j.bindings.iter().any(|b| b.node == node))
+            .map(|j| j.id)
+            .collect()
+    }
+
+    pub fn node_view(&self, name: &str) -> Option<NodeView> {
+        let n = self.nodes.get(name)?;
+        let l = self.ledgers.get(n.ledger)?;
+        let topo: &Topology = l.topology();
+        Some(NodeView {
+            name: name.to_string(),
+            state: if n.ready { "ready" } else { "lost" }.to_string(),
+            queue: n.queue.clone(),
+            version: n.version.clone(),
+            last_heartbeat: n.last_heartbeat,
+            cpus_total: topo.cpus.len() as u32,
+            cpus_used: l.cpus_used(),
+            mem_total: topo.mem_bytes,
+            mem_used: l.mem_used(),
+            gpus: topo
+                .gpus
+                .iter()
+                .map(|g| GpuView {
+                    index: g.index,
+                    uuid: g.uuid.clone(),
+                    model: g.model.clone(),
+                    total_milli: 1000,
+                    used_milli: l.gpu_used_milli(g.index),
+                })
+                .collect(),
+            running_jobs: self.jobs_on(name).len() as u32,
+            topology: topo.clone(),
+        })
+    }
+}
