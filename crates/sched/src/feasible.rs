@@ -85,3 +85,92 @@ pub fn check_feasible_with(
     }
     never(format!("needs {} on one node, no node in queue {queue} has all of them", request_text(req)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::smt;
+
+    const GIB: u64 = 1 << 30;
+
+    fn req(cpus: u64, mem_gib: u64, gpu_milli: u64) -> ResourceRequest {
+        ResourceRequest { cpu_milli: cpus * 1000, mem_bytes: mem_gib * GIB, gpu_milli }
+    }
+
+    /// n1: 2 NUMA × 4 cores × 2 threads, 16GiB each, 1 GPU each; n2: CPU only, one NUMA node.
+    /// n1 is drained and full: feasibility looks at empty nodes, schedulable or not.
+    fn cluster() -> Vec<NodeLedger> {
+        let mut n1 = NodeLedger::new("n1", "default", smt(2, 4, 16 * GIB, 1));
+        let b = n1.try_bind(&req(16, 32, 2000), NumaPolicy::PreferLocal).unwrap();
+        n1.allocate(&b).unwrap();
+        n1.set_schedulable(false);
+        vec![
+            n1,
+            NodeLedger::new("n2", "default", smt(1, 16, 64 * GIB, 0)),
+            NodeLedger::new("x", "other", smt(1, 1, GIB, 0)),
+        ]
+    }
+
+    fn check(r: ResourceRequest, nodes: u32, numa: NumaPolicy) -> Result<(), String> {
+        check_feasible_with(&r, nodes, numa, &cluster(), "default")
+    }
+
+    #[test]
+    fn what_fits_an_empty_node_is_feasible() {
+        assert_eq!(check(req(16, 32, 2000), 1, NumaPolicy::PreferLocal), Ok(()));
+        assert_eq!(check(req(32, 64, 0), 1, NumaPolicy::PreferLocal), Ok(()));
+        assert_eq!(check(req(1, 1, 0), 2, NumaPolicy::PreferLocal), Ok(()));
+        assert_eq!(check_feasible(&req(99, 1, 0), 1, &cluster(), "empty"), Ok(()), "no nodes yet: accept");
+    }
+
+    #[test]
+    fn each_resource_names_the_largest_node() {
+        let never = |r, n, p| check(r, n, p).unwrap_err();
+        assert_eq!(
+            never(req(1, 1, 4000), 1, NumaPolicy::PreferLocal),
+            "no node can ever run this: needs 4 GPUs, the largest node in queue default has 2"
+        );
+        assert_eq!(
+            never(req(64, 1, 0), 1, NumaPolicy::PreferLocal),
+            "no node can ever run this: needs 64 CPUs, the largest node in queue default has 32"
+        );
+        assert_eq!(
+            never(req(1, 65, 0), 1, NumaPolicy::PreferLocal),
+            "no node can ever run this: needs 65GiB memory, the largest node in queue default has 64GiB"
+        );
+        assert_eq!(
+            never(req(20, 1, 1000), 1, NumaPolicy::PreferLocal),
+            "no node can ever run this: needs 1 GPU, 20 CPUs and 1GiB memory on one node, no node in queue default has all of them"
+        );
+        assert_eq!(
+            never(req(1, 1, 0), 3, NumaPolicy::PreferLocal),
+            "no node can ever run this: needs 3 nodes, queue default has 2"
+        );
+        assert_eq!(
+            never(req(1, 1, 1000), 2, NumaPolicy::PreferLocal),
+            "no node can ever run this: needs 2 nodes with 1 GPU, 1 CPU and 1GiB memory, queue default has 1"
+        );
+    }
+
+    #[test]
+    fn fractions_need_a_node_with_a_gpu() {
+        let cpu_only = vec![NodeLedger::new("n2", "default", smt(1, 16, 64 * GIB, 0))];
+        assert_eq!(
+            check_feasible(&req(1, 1, 500), 1, &cpu_only, "default").unwrap_err(),
+            "no node can ever run this: needs 0.5 GPU, no node in queue default has a GPU"
+        );
+    }
+
+    #[test]
+    fn local_policies_need_a_numa_node_that_large() {
+        assert_eq!(check(req(10, 1, 1000), 1, NumaPolicy::PreferLocal), Ok(()));
+        assert_eq!(
+            check(req(10, 1, 1000), 1, NumaPolicy::RequireLocal).unwrap_err(),
+            "no node can ever run this: needs 10 CPUs and 1GiB memory on one NUMA node (require-local), no NUMA node in queue default is that large"
+        );
+        assert_eq!(
+            check(req(1, 1, 2000), 1, NumaPolicy::SingleNode).unwrap_err(),
+            "no node can ever run this: needs 2 GPUs, 1 CPU and 1GiB memory on one NUMA node (single-node), no NUMA node in queue default is that large"
+        );
+    }
+}

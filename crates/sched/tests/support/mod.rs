@@ -100,7 +100,10 @@ impl Scenario {
 }
 
 fn kv(words: &[&str]) -> BTreeMap<String, String> {
-    words.iter().map(|w| w.split_once('=').map_or((w.to_string(), String::new()), |(k, v)| (k.into(), v.into()))).collect()
+    words
+        .iter()
+        .map(|w| w.split_once('=').map_or((w.to_string(), String::new()), |(k, v)| (k.into(), v.into())))
+        .collect()
 }
 
 /// Runs a scenario script and prints every pass.

@@ -1,0 +1,239 @@
+//! Property tests of the scheduler's invariants over random clusters and queues.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use berth_model::{NumaPolicy, PendingKind, ResourceRequest};
+use berth_sched::{HeadOfLine, NodeLedger, PassInput, PassOutput, PendingJob, QueueConfig, schedule};
+use proptest::prelude::*;
+
+const GIB: u64 = 1 << 30;
+const POLICIES: [NumaPolicy; 5] = [
+    NumaPolicy::PreferLocal,
+    NumaPolicy::RequireLocal,
+    NumaPolicy::SingleNode,
+    NumaPolicy::Interleave,
+    NumaPolicy::None,
+];
+
+fn node_strategy() -> impl Strategy<Value = (u32, u32, bool, u32, u64, usize, bool)> {
+    // (numa, cores per numa, smt, gpus, GiB per numa, queue, schedulable)
+    (1u32..=2, 1u32..=4, any::<bool>(), 0u32..=4, 1u64..=8, 0usize..2, prop::bool::weighted(0.85))
+}
+
+fn build_nodes(specs: &[(u32, u32, bool, u32, u64, usize, bool)]) -> Vec<NodeLedger> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, &(numa, cores, smt, gpus, gib, q, up))| {
+            let threads = if smt { 2 } else { 1 };
+            let t = support::topology(numa * cores * threads, numa as u64 * gib * GIB, gpus, numa, smt);
+            let mut l = NodeLedger::new(format!("n{i}"), ["a", "b"][q], t);
+            l.set_schedulable(up);
+            l
+        })
+        .collect()
+}
+
+fn request_strategy() -> impl Strategy<Value = ResourceRequest> {
+    (0u64..=12, 0u64..=24, prop::sample::select(vec![0u64, 0, 250, 500, 700, 1000, 2000, 3000])).prop_map(
+        |(half_cpus, quarter_gib, gpu_milli)| ResourceRequest {
+            cpu_milli: half_cpus * 500,
+            mem_bytes: quarter_gib * (GIB / 4),
+            gpu_milli,
+        },
+    )
+}
+
+fn job_strategy() -> impl Strategy<Value = (i32, usize, ResourceRequest, u32, usize, u32)> {
+    // (priority, queue, request, nodes, numa policy, blocked passes)
+    (-2i32..=2, 0usize..3, request_strategy(), prop::sample::select(vec![1u32, 1, 1, 2, 3]), 0usize..5, 0u32..=3)
+}
+
+fn build_jobs(specs: &[(i32, usize, ResourceRequest, u32, usize, u32)], first_id: i64) -> Vec<PendingJob> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, &(priority, q, request, nodes, p, blocked))| PendingJob {
+            id: first_id + i as i64,
+            priority,
+            queue: ["a", "b", "nope"][q].into(),
+            request,
+            nodes,
+            numa: POLICIES[p],
+            blocked_passes: blocked,
+        })
+        .collect()
+}
+
+fn queues(skip: u32) -> Vec<QueueConfig> {
+    vec![
+        QueueConfig { name: "a".into(), head_of_line: HeadOfLine::Strict },
+        QueueConfig { name: "b".into(), head_of_line: HeadOfLine::SkipAfter(skip) },
+    ]
+}
+
+/// Checks every invariant of one pass and returns the ledgers with its starts applied.
+fn check_pass(qs: &[QueueConfig], nodes: &[NodeLedger], pending: &[PendingJob], out: &PassOutput) -> Vec<NodeLedger> {
+    // Every pending job exactly once.
+    let mut seen: Vec<i64> = out.starts.iter().map(|s| s.job).chain(out.waiting.iter().map(|w| w.job)).collect();
+    seen.sort_unstable();
+    let mut want: Vec<i64> = pending.iter().map(|j| j.id).collect();
+    want.sort_unstable();
+    assert_eq!(seen, want, "every pending job appears exactly once");
+
+    let by_id: BTreeMap<i64, &PendingJob> = pending.iter().map(|j| (j.id, j)).collect();
+    let mut after: Vec<NodeLedger> = nodes.to_vec();
+    for s in &out.starts {
+        let job = by_id[&s.job];
+        // Gang: all kernels, on distinct ready nodes of the job's queue.
+        assert_eq!(s.bindings.len(), job.nodes.max(1) as usize, "gang all-or-nothing");
+        let distinct: BTreeSet<&str> = s.bindings.iter().map(|b| b.node.as_str()).collect();
+        assert_eq!(distinct.len(), s.bindings.len(), "kernels on distinct nodes");
+        for b in &s.bindings {
+            let l = after.iter_mut().find(|l| l.name() == b.node).expect("known node");
+            assert_eq!(l.queue(), job.queue);
+            assert!(l.schedulable());
+            assert_eq!(b.cpus.len() as u32, job.request.whole_cpus());
+            assert_eq!((b.cpu_milli, b.mem_bytes), (job.request.cpu_milli, job.request.mem_bytes));
+            assert_eq!(b.gpus.iter().map(|g| g.milli).sum::<u64>(), job.request.gpu_milli);
+            if job.request.gpu_milli < 1000 {
+                assert!(b.gpus.len() <= 1, "a fraction sits on one GPU");
+            } else {
+                assert!(b.gpus.iter().all(|g| g.milli == 1000));
+            }
+            let topo = l.topology();
+            let numa_of = |cpu: u32| topo.cpus.iter().find(|c| c.id == cpu).unwrap().numa;
+            if matches!(job.numa, NumaPolicy::RequireLocal | NumaPolicy::SingleNode) {
+                assert_eq!(b.mems.len(), 1, "{:?} uses one memory node", job.numa);
+                assert!(b.cpus.iter().all(|&c| numa_of(c) == b.mems[0]));
+            }
+            if job.numa == NumaPolicy::SingleNode {
+                for g in &b.gpus {
+                    let gn = topo.gpus.iter().find(|x| x.index == g.index).unwrap().numa;
+                    assert!(gn == Some(b.mems[0]) || topo.numa_nodes.len() == 1);
+                }
+            }
+            // No double booking: the ledger refuses any.
+            l.allocate(b).unwrap_or_else(|e| panic!("start of job {} does not fit: {e}", s.job));
+        }
+    }
+    for l in &after {
+        assert!(l.cpus_used() <= l.topology().cpus.len() as u32);
+        assert!(l.mem_used() <= l.topology().mem_bytes);
+        for g in &l.topology().gpus {
+            assert!(l.gpu_used_milli(g.index) <= 1000);
+        }
+    }
+
+    // Strict queues: nothing after a job that waits for resources starts.
+    for q in qs.iter().filter(|q| q.head_of_line == HeadOfLine::Strict) {
+        let mut order: Vec<&PendingJob> = pending.iter().filter(|j| j.queue == q.name).collect();
+        order.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
+        let pos = |id: i64| order.iter().position(|j| j.id == id).unwrap();
+        let first_blocked = out
+            .waiting
+            .iter()
+            .filter(|w| w.reason.kind == PendingKind::Resources && by_id[&w.job].queue == q.name)
+            .map(|w| pos(w.job))
+            .min();
+        if let Some(b) = first_blocked {
+            assert!(out.starts.iter().filter(|s| by_id[&s.job].queue == q.name).all(|s| pos(s.job) < b));
+        }
+    }
+    for w in &out.waiting {
+        let job = by_id[&w.job];
+        assert!(w.blocked_passes == job.blocked_passes || w.blocked_passes == job.blocked_passes + 1);
+        if w.reason.kind == PendingKind::Queue {
+            assert_eq!(job.queue, "nope");
+        }
+    }
+    after
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn passes_keep_every_invariant(
+        node_specs in prop::collection::vec(node_strategy(), 0..6),
+        first in prop::collection::vec(job_strategy(), 0..20),
+        second in prop::collection::vec(job_strategy(), 0..20),
+        finish_mask in any::<u64>(),
+        skip in 0u32..3,
+    ) {
+        let qs = queues(skip);
+        let nodes = build_nodes(&node_specs);
+        let pending = build_jobs(&first, 1);
+        let out = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending });
+        let mut nodes = check_pass(&qs, &nodes, &pending, &out);
+
+        // Same input, same output, whatever the order of the input slices.
+        let before = build_nodes(&node_specs);
+        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &before, pending: &pending }), &out);
+        let mut rev_before = before.clone();
+        rev_before.reverse();
+        let mut rev_pending = pending.clone();
+        rev_pending.reverse();
+        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &rev_before, pending: &rev_pending }), &out);
+
+        // Finish some of the started jobs, then run a second pass on the fragmented cluster.
+        for (i, s) in out.starts.iter().enumerate() {
+            if finish_mask >> (i % 64) & 1 == 1 {
+                for b in &s.bindings {
+                    nodes.iter_mut().find(|l| l.name() == b.node).unwrap().release(b);
+                }
+            }
+        }
+        let mut pending2: Vec<PendingJob> =
+            pending.iter().filter(|j| !out.starts.iter().any(|s| s.job == j.id)).cloned().collect();
+        pending2.extend(build_jobs(&second, 1000));
+        let out2 = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending2 });
+        check_pass(&qs, &nodes, &pending2, &out2);
+    }
+
+    #[test]
+    fn allocate_then_release_restores_the_ledger(
+        spec in node_strategy(),
+        reqs in prop::collection::vec((request_strategy(), 0usize..5), 1..30),
+        order_seed in any::<u64>(),
+    ) {
+        let empty = build_nodes(&[spec]).remove(0);
+        let mut l = empty.clone();
+        l.set_schedulable(true);
+        let start = l.clone();
+        let mut held = Vec::new();
+        let mut states = vec![l.clone()];
+        for (r, p) in &reqs {
+            if let Ok(b) = l.try_bind(r, POLICIES[*p]) {
+                l.allocate(&b).unwrap();
+                // A second allocate of the same binding is a double booking whenever it holds
+                // a CPU or a whole GPU, and must change nothing when refused.
+                let snapshot = l.clone();
+                if !b.cpus.is_empty() && l.allocate(&b).is_ok() {
+                    prop_assert!(false, "double booking accepted: {:?}", b);
+                }
+                prop_assert_eq!(&l, &snapshot);
+                held.push(b);
+                states.push(l.clone());
+            }
+        }
+        // Undo in reverse: every intermediate state comes back exactly.
+        let mut lifo = l.clone();
+        for (i, b) in held.iter().enumerate().rev() {
+            lifo.release(b);
+            prop_assert_eq!(&lifo, &states[i]);
+        }
+        // Undo in a scrambled order: the empty ledger comes back.
+        let mut idx: Vec<usize> = (0..held.len()).collect();
+        idx.sort_by_key(|&i| (i as u64).wrapping_mul(order_seed | 1).rotate_left(17));
+        for &i in &idx {
+            l.release(&held[i]);
+            l.release(&held[i]);
+        }
+        prop_assert_eq!(l.cpus_used(), 0);
+        prop_assert_eq!(l.mem_used(), 0);
+        prop_assert_eq!(&l, &start);
+    }
+}
