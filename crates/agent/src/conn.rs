@@ -41,7 +41,7 @@ enum DialError {
 
 /// How one connection ended.
 enum End {
-    Shutdown(Option<Ws>),
+    Shutdown(Option<Box<Ws>>),
     Lost(String),
     Refused(String),
 }
@@ -121,7 +121,7 @@ pub(crate) async fn run(
             Err(e @ DialError::Url(_)) => return agent.fail(e.to_string()).await,
             Err(DialError::Other(e)) => e,
             Ok(ws) => match agent.session(ws, &mut shutdown, &mut backoff).await {
-                End::Shutdown(ws) => return agent.shut_down(ws).await,
+                End::Shutdown(ws) => return agent.shut_down(ws.map(|b| *b)).await,
                 End::Refused(reason) if is_fatal_refusal(&reason) => {
                     return agent.fail(format!("the manager refused this agent: {reason}")).await;
                 }
@@ -165,7 +165,7 @@ impl Agent {
         // Runtime events wait in the channel until Welcome: they happened after the
         // Register snapshot, so they are sent (not lost) once the session is up.
         let welcome = tokio::select! {
-            _ = &mut *shutdown => return End::Shutdown(Some(ws)),
+            _ = &mut *shutdown => return End::Shutdown(Some(Box::new(ws))),
             r = tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(&mut ws)) => r,
         };
         let interval = match welcome {
@@ -182,7 +182,7 @@ impl Agent {
         heartbeat.tick().await;
         loop {
             let out: Vec<AgentMessage> = tokio::select! {
-                _ = &mut *shutdown => return End::Shutdown(Some(ws)),
+                _ = &mut *shutdown => return End::Shutdown(Some(Box::new(ws))),
                 m = next_message(&mut ws) => match m {
                     Ok(ManagerMessage::Refused { reason }) => return End::Refused(reason),
                     Ok(cmd) => self.kernels.handle(cmd),
@@ -209,10 +209,12 @@ impl Agent {
         while self.kernels.running() > 0 {
             let Some(u) = self.events.recv().await else { break };
             let m = self.kernels.record(u);
-            if let Some(s) = ws.as_mut() {
-                if send(s, &m).await.is_err() {
-                    ws = None;
-                }
+            let failed = match ws.as_mut() {
+                Some(s) => send(s, &m).await.is_err(),
+                None => false,
+            };
+            if failed {
+                ws = None;
             }
         }
         if let Some(mut s) = ws {
@@ -220,6 +222,7 @@ impl Agent {
             // Read until the manager acknowledges the close, briefly.
             let _ = tokio::time::timeout(Duration::from_secs(2), async { while s.next().await.is_some() {} }).await;
         }
+        self.kernels.runtime().cleanup();
         Ok(())
     }
 

@@ -44,6 +44,10 @@ impl Kernels {
         Kernels { node, topology, data_dir, runtime, map: BTreeMap::new(), events }
     }
 
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
     /// Every kernel not yet forgotten, with its last event, for `Register`.
     pub fn reports(&self) -> Vec<KernelReport> {
         self.map.iter().map(|(key, e)| KernelReport { key: *key, last: e.last.clone() }).collect()

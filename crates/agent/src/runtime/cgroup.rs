@@ -112,6 +112,15 @@ impl Cgroups {
         Ok(Cgroups { v2: false, bases, parent_cpus, parent_mems })
     }
 
+    /// Removes `berth/<node>` and `berth` where they are empty (errors mean still in use).
+    pub fn remove_parents(&self) {
+        for b in &self.bases {
+            if std::fs::remove_dir(b).is_ok() {
+                let _ = b.parent().map(std::fs::remove_dir);
+            }
+        }
+    }
+
     /// Whether this is cgroup v2.
     pub fn is_v2(&self) -> bool {
         self.v2
@@ -203,6 +212,13 @@ impl KernelCgroup {
             tokio::time::sleep(std::time::Duration::from_millis(1 + round)).await;
         }
         tracing::warn!(cgroup = %procs.display(), "processes survive SIGKILL in a kernel cgroup");
+    }
+
+    /// Removes the cgroup of a kernel that never started (nothing ever ran in it).
+    pub fn discard(self) {
+        for d in &self.dirs {
+            let _ = std::fs::remove_dir(d);
+        }
     }
 
     /// Removes the cgroup directories (retrying briefly while the kernel drains them).

@@ -126,6 +126,14 @@ impl Runtime {
         Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups })
     }
 
+    /// Removes the node's empty cgroup parents (`berth/<node>`, then `berth` if empty) when
+    /// the agent stops; kernels still running keep theirs.
+    pub fn cleanup(&self) {
+        if let Some(c) = &self.cgroups {
+            c.remove_parents();
+        }
+    }
+
     /// Whether kernels get cgroups on this machine.
     pub fn has_cgroups(&self) -> bool {
         self.cgroups.is_some()
@@ -216,7 +224,7 @@ impl Runtime {
             Ok(c) => c,
             Err(e) => {
                 if let Some(cg) = cg {
-                    tokio::spawn(cg.remove());
+                    cg.discard();
                 }
                 return Err(fail(format!("cannot run `{program}`: {}", errno_text(&e))));
             }

@@ -77,11 +77,12 @@ pub(super) async fn watch(mut w: Watch) {
             (None, None) => (KernelOutcome::Failed, "ended without an exit code".into()),
         },
     };
-    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
-    let _ = w.events.send((w.key, event));
+    // Removed before reporting: once Finished is out, nothing of the kernel is left.
     if let Some(cg) = w.cgroup {
         cg.remove().await;
     }
+    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
+    let _ = w.events.send((w.key, event));
 }
 
 /// SIGTERM to the group, SIGKILL after `grace` if the leader is still there.

@@ -1,0 +1,264 @@
+//! The agent against a small in-test manager (axum WebSocket server): register, commands and
+//! their idempotent replays, logs, reconnect with a kernel still running, auth failure and
+//! shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use berth_agent::AgentConfig;
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelKey, KernelOutcome, LogStream, ManagerMessage};
+use berth_model::{Binding, JobSpec};
+use tokio::sync::mpsc;
+
+#[derive(Clone)]
+struct Manager {
+    sockets: mpsc::UnboundedSender<WebSocket>,
+    accept: Arc<AtomicBool>,
+}
+
+async fn connect(State(m): State<Manager>, headers: HeaderMap, ws: WebSocketUpgrade) -> Response {
+    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some("Bearer good-token") {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    if !m.accept.load(Ordering::SeqCst) {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    ws.on_upgrade(move |s| async move {
+        let _ = m.sockets.send(s);
+    })
+}
+
+/// Starts the fake manager; returns its URL, the stream of agent sockets and the accept switch.
+async fn manager() -> (String, mpsc::UnboundedReceiver<WebSocket>, Arc<AtomicBool>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let accept = Arc::new(AtomicBool::new(true));
+    let app = axum::Router::new()
+        .route("/v1/agents/connect", axum::routing::get(connect))
+        .with_state(Manager { sockets: tx, accept: accept.clone() });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, rx, accept)
+}
+
+fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentConfig {
+    AgentConfig {
+        manager_url: url.into(),
+        join_token: token.into(),
+        name: name.into(),
+        queue: "default".into(),
+        data_dir: dir.to_path_buf(),
+        sysfs_root: "/sys".into(),
+        fake_gpus: Some(2),
+        topology_file: None,
+        run_as: None,
+        stop_grace: Duration::from_millis(200),
+    }
+}
+
+async fn send(ws: &mut WebSocket, m: &ManagerMessage) {
+    ws.send(Message::Text(serde_json::to_string(m).unwrap().into())).await.unwrap();
+}
+
+/// The next agent message other than a heartbeat.
+async fn recv(ws: &mut WebSocket) -> AgentMessage {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(30), ws.recv()).await.expect("agent is silent");
+        match m {
+            Some(Ok(Message::Text(t))) => match serde_json::from_str(t.as_str()).unwrap() {
+                AgentMessage::Heartbeat { .. } => continue,
+                m => return m,
+            },
+            Some(Ok(_)) => continue,
+            other => panic!("socket ended: {other:?}"),
+        }
+    }
+}
+
+fn key(job: i64) -> KernelKey {
+    KernelKey { job_id: job, attempt: 1, index: 0 }
+}
+
+fn start(cmd_id: u64, job: i64, node: &str, cpus: &[u32], command: &[&str]) -> ManagerMessage {
+    ManagerMessage::StartKernel {
+        cmd_id,
+        key: key(job),
+        spec: JobSpec::command(command.iter().copied()),
+        binding: Binding {
+            node: node.into(),
+            cpus: cpus.to_vec(),
+            cpu_milli: 1000,
+            mems: vec![0],
+            mem_bytes: 64 << 20,
+            gpus: vec![],
+        },
+        env: [("BERTH_JOB_ID".to_string(), job.to_string())].into(),
+    }
+}
+
+fn finished(m: &AgentMessage) -> Option<(KernelKey, KernelOutcome, String)> {
+    match m {
+        AgentMessage::Kernel { key, event: KernelEvent::Finished { outcome, message, .. } } => {
+            Some((*key, *outcome, message.clone()))
+        }
+        _ => None,
+    }
+}
+
+async fn register(ws: &mut WebSocket, node: &str) -> Vec<berth_model::protocol::KernelReport> {
+    match recv(ws).await {
+        AgentMessage::Register { protocol_version, node: n, queue, topology, kernels, .. } => {
+            assert_eq!(protocol_version, berth_model::protocol::PROTOCOL_VERSION);
+            assert_eq!((n.as_str(), queue.as_str()), (node, "default"));
+            assert_eq!(topology.gpus.len(), 2);
+            assert!(!topology.cpus.is_empty());
+            send(ws, &ManagerMessage::Welcome { heartbeat_interval_ms: 200 }).await;
+            kernels
+        }
+        other => panic!("expected register, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn full_protocol_flow() {
+    let (url, mut sockets, accept) = manager().await;
+    let dir = tempfile::tempdir().unwrap();
+    let node = format!("proto-{}", std::process::id());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let agent = tokio::spawn(berth_agent::run(config(&url, "good-token", dir.path(), &node), async {
+        let _ = stop_rx.await;
+    }));
+
+    let mut ws = sockets.recv().await.unwrap();
+    assert!(register(&mut ws, &node).await.is_empty());
+
+    // Start → Started, Finished.
+    send(&mut ws, &start(1, 1, &node, &[0], &["sh", "-c", "echo hello $BERTH_JOB_ID"])).await;
+    let started = recv(&mut ws).await;
+    assert!(
+        matches!(started, AgentMessage::Kernel { key: k, event: KernelEvent::Started { pid, .. } } if k == key(1) && pid > 0)
+    );
+    let done = recv(&mut ws).await;
+    assert_eq!(finished(&done), Some((key(1), KernelOutcome::Succeeded, String::new())));
+
+    // Replays only report the current state.
+    send(&mut ws, &start(1, 1, &node, &[0], &["sh", "-c", "echo again"])).await;
+    assert_eq!(recv(&mut ws).await, done);
+    send(&mut ws, &ManagerMessage::StopKernel { cmd_id: 2, key: key(1), reason: "x".into(), grace_ms: 10 }).await;
+    assert_eq!(recv(&mut ws).await, done);
+    send(&mut ws, &ManagerMessage::StopKernel { cmd_id: 3, key: key(99), reason: "x".into(), grace_ms: 10 }).await;
+    assert_eq!(
+        finished(&recv(&mut ws).await),
+        Some((key(99), KernelOutcome::Stopped, "not running on this node".into()))
+    );
+
+    // Logs by offset, also after Forget.
+    let fetch = |req_id, offset, max_bytes| ManagerMessage::FetchLogs {
+        req_id,
+        key: key(1),
+        stream: LogStream::Stdout,
+        offset,
+        max_bytes,
+    };
+    send(&mut ws, &fetch(7, 0, 1000)).await;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    match recv(&mut ws).await {
+        AgentMessage::LogData { req_id: 7, data, next_offset: 8, found: true } => {
+            assert_eq!(b64.decode(data).unwrap(), b"hello 1\n");
+        }
+        other => panic!("{other:?}"),
+    }
+    send(&mut ws, &ManagerMessage::Forget { key: key(1) }).await;
+    send(&mut ws, &fetch(8, 2, 3)).await;
+    match recv(&mut ws).await {
+        AgentMessage::LogData { req_id: 8, data, next_offset: 5, found: true } => {
+            assert_eq!(b64.decode(data).unwrap(), b"llo")
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // The ledger refuses a binding that clashes with a running kernel.
+    send(&mut ws, &start(4, 2, &node, &[0], &["sleep", "60"])).await;
+    let pid = match recv(&mut ws).await {
+        AgentMessage::Kernel { event: KernelEvent::Started { pid, .. }, .. } => pid,
+        other => panic!("{other:?}"),
+    };
+    send(&mut ws, &start(5, 3, &node, &[0], &["true"])).await;
+    match recv(&mut ws).await {
+        AgentMessage::CommandFailed { cmd_id: 5, key: k, error } => {
+            assert_eq!(k, key(3));
+            assert_eq!(error, "CPU 0 is already used by another kernel");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A kernel that will end while the agent is disconnected.
+    let gate = dir.path().join("go");
+    let wait_gate = format!("while [ ! -e {} ]; do sleep 0.01; done", gate.display());
+    send(&mut ws, &start(6, 4, &node, &[], &["sh", "-c", &wait_gate])).await;
+    assert!(matches!(recv(&mut ws).await, AgentMessage::Kernel { event: KernelEvent::Started { .. }, .. }));
+
+    // The manager drops the connection and refuses new ones for a while: kernels go on.
+    accept.store(false, Ordering::SeqCst);
+    drop(ws);
+    std::fs::write(&gate, "").unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    accept.store(true, Ordering::SeqCst);
+    let mut ws = sockets.recv().await.unwrap();
+    let reports = register(&mut ws, &node).await;
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "kernel 2 kept running");
+    let r2 = reports.iter().find(|r| r.key == key(2)).expect("kernel 2 reported");
+    assert!(matches!(r2.last, KernelEvent::Started { pid: p, .. } if p == pid));
+    assert!(reports.iter().all(|r| r.key != key(1)), "forgotten kernels are not reported");
+    // Kernel 4 ended while disconnected: in the report, or sent right after Welcome.
+    let r4 = reports.iter().find(|r| r.key == key(4)).expect("kernel 4 reported");
+    if !matches!(r4.last, KernelEvent::Finished { .. }) {
+        assert_eq!(finished(&recv(&mut ws).await).map(|f| (f.0, f.1)), Some((key(4), KernelOutcome::Succeeded)));
+    }
+
+    // Stop after reconnect.
+    send(&mut ws, &ManagerMessage::StopKernel { cmd_id: 9, key: key(2), reason: "cancelled".into(), grace_ms: 100 })
+        .await;
+    assert_eq!(finished(&recv(&mut ws).await), Some((key(2), KernelOutcome::Stopped, "cancelled".into())));
+
+    // Agent shutdown stops what runs, reports it and closes.
+    send(&mut ws, &start(10, 5, &node, &[0], &["sleep", "60"])).await;
+    assert!(matches!(recv(&mut ws).await, AgentMessage::Kernel { event: KernelEvent::Started { .. }, .. }));
+    stop_tx.send(()).unwrap();
+    assert_eq!(finished(&recv(&mut ws).await), Some((key(5), KernelOutcome::Stopped, "agent shut down".into())));
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), ws.recv()).await.unwrap() {
+            Some(Ok(Message::Close(_))) | None => break,
+            Some(Ok(_)) => continue,
+            Some(Err(_)) => break,
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(10), agent).await.unwrap().unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn rejected_join_token_is_fatal() {
+    let (url, _sockets, _) = manager().await;
+    let dir = tempfile::tempdir().unwrap();
+    let run = berth_agent::run(config(&url, "wrong", dir.path(), "badtoken"), std::future::pending());
+    let err = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap_err();
+    assert_eq!(err.to_string(), "join token rejected by the manager");
+}
+
+#[tokio::test]
+async fn version_refusal_is_fatal() {
+    let (url, mut sockets, _) = manager().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent =
+        tokio::spawn(berth_agent::run(config(&url, "good-token", dir.path(), "refused"), std::future::pending()));
+    let mut ws = sockets.recv().await.unwrap();
+    assert!(matches!(recv(&mut ws).await, AgentMessage::Register { .. }));
+    send(&mut ws, &ManagerMessage::Refused { reason: "protocol version 1 is not supported".into() }).await;
+    let err = tokio::time::timeout(Duration::from_secs(30), agent).await.unwrap().unwrap().unwrap_err();
+    assert!(err.to_string().contains("protocol version 1 is not supported"), "{err}");
+}

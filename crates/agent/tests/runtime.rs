@@ -1,0 +1,223 @@
+//! The process runtime for real on this machine: exit codes, logs, time limit, stop, OOM,
+//! cpuset, run user, leftover processes. Checks that need root or cgroups print
+//! `SKIPPED: ...` when the machine cannot do them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use berth_agent::runtime::{Runtime, RuntimeOptions};
+use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
+use berth_model::{Binding, JobSpec};
+use tokio::sync::mpsc;
+
+struct Rt {
+    rt: Runtime,
+    tx: mpsc::UnboundedSender<(KernelKey, KernelEvent)>,
+    rx: mpsc::UnboundedReceiver<(KernelKey, KernelEvent)>,
+    dir: tempfile::TempDir,
+}
+
+fn runtime(test: &str) -> Rt {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(RuntimeOptions {
+        data_dir: dir.path().to_path_buf(),
+        node: format!("test-{}-{test}", std::process::id()),
+        run_as: None,
+        gpu_memory: Default::default(),
+        pids_max: 256,
+        stop_grace: Duration::from_millis(300),
+        use_cgroups: true,
+    })
+    .unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    Rt { rt, tx, rx, dir }
+}
+
+fn key(job: i64) -> KernelKey {
+    KernelKey { job_id: job, attempt: 0, index: 0 }
+}
+
+fn binding(cpus: &[u32], mem: u64) -> Binding {
+    Binding { node: "n".into(), cpus: cpus.to_vec(), cpu_milli: 1000, mems: vec![0], mem_bytes: mem, gpus: vec![] }
+}
+
+fn spec(cmd: &[&str]) -> JobSpec {
+    JobSpec::command(cmd.iter().copied())
+}
+
+struct End {
+    outcome: KernelOutcome,
+    exit_code: Option<i32>,
+    message: String,
+}
+
+impl Rt {
+    async fn run(&mut self, job: i64, spec: &JobSpec, b: &Binding) -> End {
+        match self.rt.start(key(job), spec, b, &BTreeMap::new(), &self.tx) {
+            Err(message) => End { outcome: KernelOutcome::LaunchFailed, exit_code: None, message },
+            Ok(_) => self.finished(job).await,
+        }
+    }
+
+    async fn finished(&mut self, job: i64) -> End {
+        let (k, ev) = tokio::time::timeout(Duration::from_secs(60), self.rx.recv()).await.unwrap().unwrap();
+        assert_eq!(k, key(job));
+        match ev {
+            KernelEvent::Finished { outcome, exit_code, message, .. } => End { outcome, exit_code, message },
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn log(&self, job: i64, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("kernels/{job}.0.0/{name}.log"))).unwrap_or_default()
+    }
+}
+
+impl Drop for Rt {
+    fn drop(&mut self) {
+        self.rt.cleanup();
+    }
+}
+
+fn skip_without_cgroups(rt: &Rt, what: &str) -> bool {
+    if !rt.rt.has_cgroups() {
+        eprintln!("SKIPPED: {what}: cgroups are not available on this machine (not root or no delegation)");
+        return true;
+    }
+    false
+}
+
+#[tokio::test]
+async fn exit_codes_and_log_files() {
+    let mut rt = runtime("exit");
+    let b = binding(&[], 64 << 20);
+    let e = rt.run(1, &spec(&["true"]), &b).await;
+    assert_eq!((e.outcome, e.exit_code, e.message.as_str()), (KernelOutcome::Succeeded, Some(0), ""));
+
+    let e = rt.run(2, &spec(&["sh", "-c", "echo out; echo err >&2; exit 3"]), &b).await;
+    assert_eq!((e.outcome, e.exit_code, e.message.as_str()), (KernelOutcome::Failed, Some(3), "exit code 3"));
+    assert_eq!(rt.log(2, "stdout"), "out\n");
+    assert_eq!(rt.log(2, "stderr"), "err\n");
+
+    let e = rt.run(3, &spec(&["sh", "-c", "kill -9 $$"]), &b).await;
+    assert_eq!((e.outcome, e.exit_code), (KernelOutcome::Failed, Some(137)));
+    assert_eq!(e.message, "killed by signal 9 (SIGKILL)");
+}
+
+#[tokio::test]
+async fn launch_failures() {
+    let mut rt = runtime("launch");
+    let b = binding(&[], 64 << 20);
+    let e = rt.run(1, &spec(&["no-such-program-berth"]), &b).await;
+    assert_eq!(e.outcome, KernelOutcome::LaunchFailed);
+    assert_eq!(e.message, "launch failed: cannot run `no-such-program-berth`: no such file or directory");
+    let mut s = spec(&["true"]);
+    s.workdir = Some("/no/such/dir".into());
+    let e = rt.run(2, &s, &b).await;
+    assert_eq!(e.message, "launch failed: workdir `/no/such/dir` is not a directory");
+}
+
+#[tokio::test]
+async fn environment_and_workdir() {
+    let mut rt = runtime("env");
+    let mut s = spec(&["sh", "-c", "echo $BERTH_CPUS/$CUDA_VISIBLE_DEVICES/$FOO/$OMP_NUM_THREADS; pwd"]);
+    s.env.insert("FOO".into(), "bar".into());
+    let e = rt.run(1, &s, &binding(&[0], 64 << 20)).await;
+    assert_eq!(e.outcome, KernelOutcome::Succeeded, "{}", e.message);
+    let out = rt.log(1, "stdout");
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("0//bar/1"));
+    let work = rt.dir.path().join("kernels/1.0.0/work");
+    assert_eq!(Path::new(lines.next().unwrap()).canonicalize().unwrap(), work.canonicalize().unwrap());
+}
+
+#[tokio::test]
+async fn time_limit_is_a_timeout() {
+    let mut rt = runtime("timeout");
+    let mut s = spec(&["sleep", "30"]);
+    s.time_limit_secs = Some(1);
+    let e = rt.run(1, &s, &binding(&[], 64 << 20)).await;
+    assert_eq!(e.outcome, KernelOutcome::Timeout);
+    assert_eq!(e.message, "time limit 1s exceeded");
+    assert_eq!(e.exit_code, Some(128 + 15), "sleep dies of the SIGTERM");
+}
+
+#[tokio::test]
+async fn stop_sends_term_then_kill() {
+    let mut rt = runtime("stop");
+    // The shell traps TERM (and says so) and keeps going, so only the SIGKILL ends it.
+    let s = spec(&["sh", "-c", "trap 'echo got TERM' TERM; echo ready; while :; do sleep 0.05; done"]);
+    let h = rt.rt.start(key(1), &s, &binding(&[], 64 << 20), &BTreeMap::new(), &rt.tx).unwrap();
+    while !rt.log(1, "stdout").contains("ready") {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    h.stop("cancelled by user", Duration::from_millis(500));
+    let e = rt.finished(1).await;
+    assert_eq!((e.outcome, e.message.as_str()), (KernelOutcome::Stopped, "cancelled by user"));
+    assert_eq!(e.exit_code, Some(137), "killed by SIGKILL after the grace");
+    assert!(rt.log(1, "stdout").contains("got TERM"), "SIGTERM came first: {}", rt.log(1, "stdout"));
+}
+
+#[tokio::test]
+async fn out_of_memory_in_its_cgroup() {
+    let mut rt = runtime("oom");
+    if skip_without_cgroups(&rt, "out_of_memory_in_its_cgroup") {
+        return;
+    }
+    // `tail` keeps the whole line it is reading; /dev/zero has no newline.
+    let e = rt.run(1, &spec(&["tail", "/dev/zero"]), &binding(&[], 32 << 20)).await;
+    assert_eq!(e.outcome, KernelOutcome::OutOfMemory, "{}", e.message);
+    assert_eq!(e.message, "out of memory (limit 32MiB)");
+    assert_eq!(e.exit_code, Some(137));
+}
+
+#[tokio::test]
+async fn cpuset_is_applied() {
+    let mut rt = runtime("cpuset");
+    if skip_without_cgroups(&rt, "cpuset_is_applied") {
+        return;
+    }
+    let cpus: Vec<u32> = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .and_then(|l| berth_model::binding::parse_ranges(l.trim()))
+        .unwrap();
+    let last = *cpus.last().unwrap();
+    let e = rt.run(1, &spec(&["grep", "Cpus_allowed_list", "/proc/self/status"]), &binding(&[last], 64 << 20)).await;
+    assert_eq!(e.outcome, KernelOutcome::Succeeded, "{}", e.message);
+    assert_eq!(rt.log(1, "stdout").split_whitespace().last(), Some(last.to_string().as_str()));
+}
+
+#[tokio::test]
+async fn runs_as_nobody_when_root() {
+    let mut rt = runtime("user");
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("SKIPPED: runs_as_nobody_when_root: the tests do not run as root");
+        return;
+    }
+    let e = rt.run(1, &spec(&["sh", "-c", "id -u; id -G; echo $HOME"]), &binding(&[], 64 << 20)).await;
+    assert_eq!(e.outcome, KernelOutcome::Succeeded, "{}", e.message);
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    let out = rt.log(1, "stdout");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], nobody.uid.to_string());
+    assert_eq!(lines[1], nobody.gid.to_string(), "no supplementary groups of root survive");
+}
+
+#[tokio::test]
+async fn leftover_processes_are_killed() {
+    let mut rt = runtime("leftover");
+    if skip_without_cgroups(&rt, "leftover_processes_are_killed") {
+        return;
+    }
+    // The background sleep escapes the process group but not the cgroup.
+    let s = spec(&["sh", "-c", "setsid sleep 100 > /dev/null 2>&1 & echo $!"]);
+    let e = rt.run(1, &s, &binding(&[], 64 << 20)).await;
+    assert_eq!(e.outcome, KernelOutcome::Succeeded, "{}", e.message);
+    let pid: i32 = rt.log(1, "stdout").trim().parse().unwrap();
+    // Once Finished is reported the daemon is dead (a zombie at most, until init reaps it).
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(state.is_empty() || state.contains(") Z "), "leftover still runs: {state}");
+}
