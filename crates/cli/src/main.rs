@@ -1,1 +1,132 @@
-fn main() {}
+//! `berth`: one binary for every role. The daemons (`up`, `manager`, `agent`) live in
+//! `daemon.rs`; the user commands talk to a manager over its REST API (`client.rs`).
+//!
+//! Errors print as `error: <message>` with the whole cause chain; usage mistakes exit 2 like
+//! clap's own errors, everything else 1 (or, for `submit --wait`, the job's exit code).
+
+mod client;
+mod commands;
+mod credentials;
+mod daemon;
+mod jobfile;
+mod output;
+mod script;
+mod specflags;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// berth: a GPU/HPC cluster scheduler (batch queues, exact CPU/GPU placement, multi-tenancy)
+#[derive(Debug, Parser)]
+#[command(name = "berth", version, propagate_version = true, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a manager and a local agent in one process (all-in-one)
+    Up(daemon::UpArgs),
+    /// Run the manager: REST API, scheduler and agent hub
+    Manager(daemon::ManagerArgs),
+    /// Run a node's agent, which dials the manager and runs its kernels
+    Agent(daemon::AgentArgs),
+    /// Submit a job: flags and a command, a job file (job.toml) or a batch script
+    Submit(commands::submit::SubmitArgs),
+    /// List jobs with their state, queue position and why they wait
+    Ps(commands::ps::PsArgs),
+    /// Show a job in full: spec, devices per kernel, history, exit code
+    Show(commands::show::ShowArgs),
+    /// Print a job's output
+    Logs(commands::logs::LogsArgs),
+    /// Cancel jobs
+    Cancel(commands::cancel::CancelArgs),
+    /// List nodes and their GPUs with what is used and free
+    Nodes(commands::nodes::NodesArgs),
+    /// Show who the configured token belongs to
+    Whoami(commands::admin::WhoamiArgs),
+    /// Administration: users and join tokens
+    Admin(commands::admin::AdminArgs),
+}
+
+/// A mistake in how berth was called (not in the cluster): exits 2, like a clap error.
+#[derive(Debug)]
+pub struct UsageError(String);
+
+impl UsageError {
+    pub fn error(msg: impl Into<String>) -> anyhow::Error {
+        anyhow::Error::new(UsageError(msg.into()))
+    }
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let daemon = matches!(cli.command, Command::Up(_) | Command::Manager(_) | Command::Agent(_));
+    init_tracing(if daemon { "info" } else { "warn" });
+    if !daemon {
+        // Let `berth ps | head` end quietly on a closed pipe instead of panicking in
+        // `println!`; daemons keep the default so that a dropped socket is an error, not death.
+        // SAFETY: called before any thread starts; resetting a signal to its default is sound.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<UsageError>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
+        }
+    }
+}
+
+fn init_tracing(default: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    use commands::*;
+    match command {
+        Command::Up(a) => daemon::up(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Manager(a) => daemon::manager(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Agent(a) => daemon::agent(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Submit(a) => submit::run(a).await,
+        Command::Ps(a) => ps::run(a).await,
+        Command::Show(a) => show::run(a).await,
+        Command::Logs(a) => logs::run(a).await,
+        Command::Cancel(a) => cancel::run(a).await,
+        Command::Nodes(a) => nodes::run(a).await,
+        Command::Whoami(a) => admin::whoami(a).await,
+        Command::Admin(a) => admin::run(a).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

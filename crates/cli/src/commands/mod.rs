@@ -1,0 +1,10 @@
+//! The user commands, one module each. Each takes its clap `Args` and returns the process exit
+//! code, so that `submit --wait` and `cancel` can report partial failure without an error.
+
+pub mod admin;
+pub mod cancel;
+pub mod logs;
+pub mod nodes;
+pub mod ps;
+pub mod show;
+pub mod submit;

@@ -1,0 +1,106 @@
+//! `berth nodes`: each node's state and use, then each GPU with its free share.
+
+use std::process::ExitCode;
+
+use berth_model::api::NodeView;
+use berth_model::{format_bytes, format_gpu_milli};
+use clap::Args;
+
+use crate::client::Client;
+use crate::output::{self, OutputArgs};
+
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub async fn run(args: NodesArgs) -> anyhow::Result<ExitCode> {
+    let nodes = Client::from_env()?.nodes().await?;
+    if args.output.json() {
+        output::print_json(&nodes)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if nodes.is_empty() {
+        println!("no nodes: start an agent with `berth agent --manager URL --join-token TOKEN`");
+        return Ok(ExitCode::SUCCESS);
+    }
+    output::print_table(node_table(&nodes));
+    if nodes.iter().any(|n| !n.gpus.is_empty()) {
+        println!();
+        output::print_table(gpu_table(&nodes));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn node_table(nodes: &[NodeView]) -> comfy_table::Table {
+    let mut t = output::table(["NAME", "STATE", "QUEUE", "CPUS", "MEM", "GPUS", "JOBS", "HEARTBEAT"]);
+    for n in nodes {
+        let gpu_used: u64 = n.gpus.iter().map(|g| g.used_milli).sum();
+        let gpu_total: u64 = n.gpus.iter().map(|g| g.total_milli).sum();
+        t.add_row([
+            n.name.clone(),
+            n.state.clone(),
+            n.queue.clone(),
+            format!("{}/{}", n.cpus_used, n.cpus_total),
+            format!("{}/{}", format_bytes(n.mem_used), format_bytes(n.mem_total)),
+            format!("{}/{}", format_gpu_milli(gpu_used), format_gpu_milli(gpu_total)),
+            n.running_jobs.to_string(),
+            n.last_heartbeat.map(|h| format!("{} ago", output::age(h))).unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    t
+}
+
+fn gpu_table(nodes: &[NodeView]) -> comfy_table::Table {
+    let mut t = output::table(["NODE", "GPU", "MODEL", "UUID", "USED", "FREE", "TOTAL"]);
+    for n in nodes {
+        for g in &n.gpus {
+            t.add_row([
+                n.name.clone(),
+                g.index.to_string(),
+                g.model.clone(),
+                g.uuid.clone(),
+                format_gpu_milli(g.used_milli),
+                format_gpu_milli(g.total_milli.saturating_sub(g.used_milli)),
+                format_gpu_milli(g.total_milli),
+            ]);
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::Topology;
+    use berth_model::api::GpuView;
+
+    #[test]
+    fn fractions_per_gpu() {
+        let n = NodeView {
+            name: "n1".into(),
+            state: "ready".into(),
+            queue: "default".into(),
+            version: "0.1.0".into(),
+            last_heartbeat: Some(jiff::Timestamp::now()),
+            cpus_total: 16,
+            cpus_used: 4,
+            mem_total: 64 << 30,
+            mem_used: 16 << 30,
+            gpus: vec![GpuView {
+                index: 0,
+                uuid: "GPU-1".into(),
+                model: "H100".into(),
+                total_milli: 1000,
+                used_milli: 500,
+            }],
+            running_jobs: 1,
+            topology: Topology::default(),
+        };
+        let nodes: Vec<String> = node_table(std::slice::from_ref(&n)).lines().collect();
+        assert!(nodes[1].contains("4/16") && nodes[1].contains("16GiB/64GiB") && nodes[1].contains("0.5/1"));
+        let gpus: Vec<String> = gpu_table(&[n]).lines().collect();
+        assert!(gpus[1].contains("H100") && gpus[1].contains("GPU-1"), "{gpus:?}");
+    }
+}

@@ -1,0 +1,114 @@
+//! `berth ps`: the queue, with each waiting job's position and the reason it waits.
+
+use std::process::ExitCode;
+
+use berth_model::JobState;
+use berth_model::api::{JobListQuery, JobView};
+use clap::Args;
+
+use crate::client::Client;
+use crate::output::{self, OutputArgs, or_dash};
+
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Include finished jobs
+    #[arg(short, long)]
+    pub all: bool,
+
+    /// Only jobs in this state (PENDING, RUNNING, FAILED, ...)
+    #[arg(long, value_name = "STATE", value_parser = parse_state)]
+    pub state: Option<JobState>,
+
+    /// Show at most the N most recent jobs
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+fn parse_state(s: &str) -> Result<JobState, String> {
+    s.parse::<JobState>().map_err(|e| {
+        let all: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+        format!("{e}: use one of {}", all.join(", "))
+    })
+}
+
+pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
+    let client = Client::from_env()?;
+    // Asking for a finished state implies --all: `--state FAILED` alone would otherwise
+    // always answer nothing.
+    let all = args.all || args.state.is_some_and(JobState::is_terminal);
+    let q = JobListQuery { state: args.state.map(|s| s.as_str().to_string()), all, limit: args.limit };
+    let jobs = client.jobs(&q).await?;
+    if args.output.json() {
+        output::print_json(&jobs)?;
+    } else {
+        output::print_table(table(&jobs));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(jobs: &[JobView]) -> comfy_table::Table {
+    let mut t = output::table(["ID", "NAME", "USER", "STATE", "POS", "REASON", "NODE", "AGE"]);
+    for j in jobs {
+        t.add_row([
+            j.id.to_string(),
+            or_dash(j.name.clone().unwrap_or_default()),
+            j.user.clone(),
+            j.state.to_string(),
+            or_dash(j.position.map(|p| p.to_string()).unwrap_or_default()),
+            or_dash(reason(j)),
+            or_dash(j.nodes.join(",")),
+            output::age(j.submitted_at),
+        ]);
+    }
+    t
+}
+
+/// Why a job waits; for a finished job that did not succeed, why it ended.
+fn reason(j: &JobView) -> String {
+    if let Some(r) = &j.pending_reason {
+        return r.message.clone();
+    }
+    match j.state {
+        JobState::Failed | JobState::Cancelled | JobState::Timeout | JobState::Lost | JobState::Terminating => {
+            j.reason.clone().unwrap_or_default()
+        }
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::{PendingKind, PendingReason};
+
+    #[test]
+    fn rows_show_position_and_reason() {
+        let j = JobView {
+            id: 17,
+            name: Some("train".into()),
+            user: "alice".into(),
+            state: JobState::Pending,
+            queue: "default".into(),
+            priority: 0,
+            position: Some(2),
+            pending_reason: Some(PendingReason::new(PendingKind::Resources, "resources: needs 1 GPU")),
+            nodes: vec![],
+            cpu_milli: 1000,
+            mem_bytes: 1 << 30,
+            gpu_milli: 1000,
+            submitted_at: jiff::Timestamp::now(),
+            started_at: None,
+            ended_at: None,
+            exit_code: None,
+            reason: None,
+        };
+        let lines: Vec<String> = table(&[j]).lines().collect();
+        assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");
+        assert!(lines[1].contains("resources: needs 1 GPU") && lines[1].contains("PENDING"), "{lines:?}");
+        assert!(parse_state("running").is_ok());
+        assert!(parse_state("bogus").unwrap_err().contains("PENDING"));
+    }
+}

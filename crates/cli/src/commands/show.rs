@@ -1,0 +1,185 @@
+//! `berth show ID`: everything about one job: its spec, where each kernel runs with which
+//! devices, and every state change with its time and reason.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use berth_model::api::JobDetail;
+use berth_model::{JobId, format_bytes, format_gpu_milli};
+use clap::Args;
+
+use crate::client::Client;
+use crate::output::{self, OutputArgs};
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The job's id
+    #[arg(value_parser = clap::value_parser!(JobId).range(1..))]
+    pub id: JobId,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub async fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let d = Client::from_env()?.job(args.id).await?;
+    if args.output.json() {
+        output::print_json(&d)?;
+    } else {
+        print!("{}", render(&d));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text `berth show` prints: `label: value` lines, then the kernels and the history.
+fn render(d: &JobDetail) -> String {
+    let (j, s) = (&d.job, &d.spec);
+    let mut o = String::new();
+    let mut line = |k: &str, v: String| {
+        let _ = writeln!(o, "{:<12}{v}", format!("{k}:"));
+    };
+    line("job", format!("{}{}", j.id, j.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()));
+    line("user", j.user.clone());
+    line("state", j.state.to_string());
+    if let Some(r) = &j.pending_reason {
+        line("waiting", format!("{}{}", r.message, j.position.map(|p| format!(" (position {p})")).unwrap_or_default()));
+    }
+    if let Some(r) = j.reason.as_ref().filter(|r| !r.is_empty()) {
+        line("reason", r.clone());
+    }
+    if let Some(c) = j.exit_code {
+        line("exit code", c.to_string());
+    }
+    line("command", output::command_line(&s.command));
+    if s.command.iter().any(|a| a.contains('\n')) {
+        line("", "(the script text is in `berth show -o json`)".into());
+    }
+    let r = &s.resources;
+    line(
+        "resources",
+        format!(
+            "{} cpus, {} memory, {} gpus per node; {} node{}; numa {}",
+            format_gpu_milli(r.cpu_milli),
+            format_bytes(r.mem_bytes),
+            format_gpu_milli(r.gpu_milli),
+            s.nodes,
+            if s.nodes == 1 { "" } else { "s" },
+            numa_name(s.numa),
+        ),
+    );
+    line("time limit", s.time_limit_secs.map(output::duration).unwrap_or_else(|| "none".into()));
+    line("queue", format!("{} (priority {})", j.queue, s.priority));
+    if s.requeue {
+        line("requeue", "yes, if its node is lost".into());
+    }
+    if let Some(w) = &s.workdir {
+        line("workdir", w.clone());
+    }
+    for (k, v) in &s.env {
+        line("env", format!("{k}={}", output::shell_quote(v)));
+    }
+    line("submitted", output::local_time(j.submitted_at));
+    if let Some(t) = j.started_at {
+        line("started", output::local_time(t));
+    }
+    if let Some(t) = j.ended_at {
+        line("ended", output::local_time(t));
+    }
+    if !d.kernels.is_empty() {
+        let _ = writeln!(o, "\nkernels:");
+        for k in &d.kernels {
+            let b = &k.binding;
+            let gpus = if b.gpus.is_empty() {
+                "none".to_string()
+            } else {
+                b.gpus
+                    .iter()
+                    .map(|g| format!("{} {} ({}/1)", g.index, g.uuid, format_gpu_milli(g.milli)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let _ = writeln!(
+                o,
+                "  {} {} on {}: cpus {} ({} cpus), memory nodes {}, {} memory, gpus {}{}",
+                k.index,
+                k.role,
+                b.node,
+                output::or_dash(b.cpuset()),
+                format_gpu_milli(b.cpu_milli),
+                output::or_dash(b.memset()),
+                format_bytes(b.mem_bytes),
+                gpus,
+                k.exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default(),
+            );
+        }
+    }
+    if !d.transitions.is_empty() {
+        let _ = writeln!(o, "\nhistory:");
+        for t in &d.transitions {
+            let from = t.from.map(|f| format!("{f} → ")).unwrap_or_default();
+            let _ = writeln!(o, "  {}  {from}{}  {}", output::local_time(t.at), t.to, t.reason);
+        }
+    }
+    o
+}
+
+fn numa_name(n: berth_model::NumaPolicy) -> String {
+    serde_json::to_value(n).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::api::{JobView, KernelView, Transition};
+    use berth_model::{Binding, GpuShare, JobSpec, JobState};
+
+    #[test]
+    fn renders_binding_and_history() {
+        let now = jiff::Timestamp::now();
+        let mut spec = JobSpec::command(["python", "train.py"]);
+        spec.time_limit_secs = Some(3600);
+        spec.resources.gpu_milli = 500;
+        let d = JobDetail {
+            job: JobView {
+                id: 3,
+                name: Some("t".into()),
+                user: "bob".into(),
+                state: JobState::Succeeded,
+                queue: "default".into(),
+                priority: 0,
+                position: None,
+                pending_reason: None,
+                nodes: vec!["n1".into()],
+                cpu_milli: 1000,
+                mem_bytes: 1 << 30,
+                gpu_milli: 500,
+                submitted_at: now,
+                started_at: Some(now),
+                ended_at: Some(now),
+                exit_code: Some(0),
+                reason: None,
+            },
+            spec,
+            kernels: vec![KernelView {
+                index: 0,
+                role: "main".into(),
+                binding: Binding {
+                    node: "n1".into(),
+                    cpus: vec![0, 1],
+                    cpu_milli: 1000,
+                    mems: vec![0],
+                    mem_bytes: 1 << 30,
+                    gpus: vec![GpuShare { uuid: "GPU-abc".into(), index: 0, milli: 500 }],
+                },
+                exit_code: Some(0),
+            }],
+            transitions: vec![Transition { at: now, from: None, to: JobState::Pending, reason: "submitted".into() }],
+        };
+        let s = render(&d);
+        assert!(s.contains("time limit: 1h"), "{s}");
+        assert!(s.contains("0 main on n1: cpus 0-1"), "{s}");
+        assert!(s.contains("GPU-abc (0.5/1)"), "{s}");
+        assert!(s.contains("numa prefer-local"), "{s}");
+        assert!(s.contains("PENDING  submitted"), "{s}");
+    }
+}

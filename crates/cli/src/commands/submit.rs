@@ -1,0 +1,271 @@
+//! `berth submit`: build a job spec from flags, a job file or a batch script, send it, and
+//! with `--wait` follow the job to its end and exit with its exit code (like `srun`).
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use berth_model::api::{JobDetail, SubmitRequest};
+use berth_model::{JobSpec, JobState};
+use clap::Args;
+
+use crate::UsageError;
+use crate::client::Client;
+use crate::output::{self, OutputArgs};
+use crate::specflags::SpecFlags;
+use crate::{jobfile, script};
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  berth submit --gpus 1 --cpus 4 --mem 16GiB -- python train.py --epochs 3
+  berth submit job.toml                  # flags on the command line override the file
+  berth submit train.sh ARG...           # #BERTH / #SBATCH lines at the top give flags
+
+Memory units: 4GiB, 4Gi and 4G (as in Slurm) are 4×2^30 bytes; 4GB is 4×10^9 bytes.")]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub flags: SpecFlags,
+
+    /// Wait until the job ends and exit with its exit code
+    #[arg(long)]
+    pub wait: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// A job file (*.toml), a batch script and its arguments, or a command
+    #[arg(value_name = "FILE|COMMAND")]
+    pub target: Vec<OsString>,
+
+    /// The program to run and its arguments
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    let spec = build_spec(&args)?;
+    let client = Client::from_env()?;
+    let job = client.submit(&SubmitRequest { spec }).await?;
+    if args.output.json() {
+        output::print_json(&job)?;
+    } else {
+        println!("submitted job {}", job.id);
+    }
+    if !args.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let detail = wait(&client, job.id).await?;
+    Ok(ExitCode::from(finish(&detail)))
+}
+
+/// Turns the arguments into a valid spec, without talking to the manager.
+fn build_spec(args: &SubmitArgs) -> anyhow::Result<JobSpec> {
+    let target = utf8_args(&args.target, 1)?;
+    let after_dashes = utf8_args(&args.command, target.len() + 1)?;
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+
+    let (base, command) = match target.first() {
+        None => (SpecFlags::default(), after_dashes),
+        Some(file) if file.ends_with(".toml") => {
+            if target.len() > 1 {
+                return Err(UsageError::error(format!(
+                    "a job file takes no arguments (got `{}`): to replace its command use `berth submit {file} -- \
+                     COMMAND...`",
+                    target[1]
+                )));
+            }
+            let loaded = jobfile::load(Path::new(file))?;
+            let command = if after_dashes.is_empty() { loaded.command.unwrap_or_default() } else { after_dashes };
+            if command.is_empty() {
+                return Err(UsageError::error(format!(
+                    "job file {file} has no `command` or `script`: add one, or give the command after `--`"
+                )));
+            }
+            (loaded.flags, command)
+        }
+        Some(first) => match script::read_if_script(Path::new(first))? {
+            Some(text) => {
+                let name = Path::new(first).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let mut rest = target[1..].to_vec();
+                rest.extend(after_dashes);
+                let s = script::parse(&text, &name, rest)?;
+                for w in &s.warnings {
+                    eprintln!("warning: {w}");
+                }
+                (s.flags, s.command)
+            }
+            None => {
+                let mut cmd = target.clone();
+                cmd.extend(after_dashes);
+                (SpecFlags::default(), cmd)
+            }
+        },
+    };
+
+    let mut cli = args.flags.clone();
+    cli.resolve_workdir(&cwd);
+    let flags = base.overlay(cli);
+    let mut spec = flags.to_spec(command);
+    if spec.name.is_none() {
+        spec.name = default_name(&spec.command);
+    }
+    spec.validate().map_err(|e| UsageError::error(e.0))?;
+    Ok(spec)
+}
+
+/// Checks that every argument is UTF-8 (the API carries text). `first` is the 1-based number
+/// of the first one, counted over everything after the flags, so the message points at it.
+fn utf8_args(args: &[OsString], first: usize) -> anyhow::Result<Vec<String>> {
+    args.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            a.to_str().map(str::to_string).ok_or_else(|| {
+                UsageError::error(format!(
+                    "argument {} is not valid UTF-8: berth passes commands as UTF-8 text",
+                    first + i
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The program's file name, so `berth ps` shows something better than nothing.
+fn default_name(command: &[String]) -> Option<String> {
+    let prog = command.first()?;
+    Path::new(prog).file_name().map(|n| n.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
+}
+
+/// Polls the job until it is terminal, quickly at first (short jobs end in milliseconds),
+/// backing off to half a second so that long jobs cost the manager little.
+async fn wait(client: &Client, id: berth_model::JobId) -> anyhow::Result<JobDetail> {
+    let mut delay = Duration::from_millis(20);
+    loop {
+        let d = client.job(id).await?;
+        if d.job.state.is_terminal() {
+            return Ok(d);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// The exit code for a finished job, and a line on stderr when it did not succeed.
+fn finish(d: &JobDetail) -> u8 {
+    let j = &d.job;
+    let default_reason = || match j.state {
+        JobState::Timeout => match d.spec.time_limit_secs {
+            Some(s) => format!("time limit {} exceeded", output::duration(s)),
+            None => "time limit exceeded".into(),
+        },
+        JobState::Failed => match j.exit_code {
+            Some(c) => format!("exit code {c}"),
+            None => "failed".into(),
+        },
+        JobState::Lost => "its node was lost".into(),
+        _ => j.state.as_str().to_lowercase(),
+    };
+    if j.state == JobState::Succeeded {
+        return 0;
+    }
+    let reason = j.reason.clone().filter(|r| !r.is_empty()).unwrap_or_else(default_reason);
+    eprintln!("job {} {}: {reason}", j.id, j.state);
+    match (j.state, j.exit_code) {
+        (JobState::Failed, Some(c)) => exit_byte(c),
+        _ => 1,
+    }
+}
+
+/// A kernel exit code as a process exit code: 1..=255 as is, a signal (negative) as 128+N like
+/// a shell, anything else 1 so that a failure never reads as success.
+fn exit_byte(code: i32) -> u8 {
+    match code {
+        1..=255 => code as u8,
+        -127..=-1 => 128 + (-code) as u8,
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: SubmitArgs,
+    }
+
+    fn spec(args: &[&str]) -> anyhow::Result<JobSpec> {
+        let t = T::try_parse_from(std::iter::once("submit").chain(args.iter().copied()))?;
+        build_spec(&t.a)
+    }
+
+    #[test]
+    fn command_after_dashes_and_without() {
+        let s = spec(&["--cpus", "2", "--", "python", "train.py", "--epochs", "3"]).unwrap();
+        assert_eq!(s.command, ["python", "train.py", "--epochs", "3"]);
+        assert_eq!(s.resources.cpu_milli, 2000);
+        assert_eq!(s.name.as_deref(), Some("python"));
+        let s = spec(&["--mem", "2GiB", "sleep", "10"]).unwrap();
+        assert_eq!(s.command, ["sleep", "10"]);
+        assert!(s.env.is_empty(), "the submitter's environment is not sent");
+        assert!(s.workdir.is_none());
+    }
+
+    #[test]
+    fn empty_command_is_a_usage_error() {
+        let e = spec(&["--cpus", "1"]).unwrap_err();
+        assert!(e.downcast_ref::<UsageError>().is_some());
+        assert!(e.to_string().contains("empty command"), "{e}");
+    }
+
+    #[test]
+    fn flags_override_the_job_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("job.toml");
+        std::fs::write(&p, "command = [\"python\", \"a.py\"]\ncpus = 2\nmem = \"8GiB\"\n[env]\nA = \"1\"\n").unwrap();
+        let f = p.to_str().unwrap();
+        let s = spec(&["--cpus", "4", "--env", "B=2", f]).unwrap();
+        assert_eq!(s.resources.cpu_milli, 4000);
+        assert_eq!(s.resources.mem_bytes, 8 << 30);
+        assert_eq!(s.env.len(), 2);
+        assert_eq!(s.name.as_deref(), Some("job"));
+        let s = spec(&[f, "--", "echo", "hi"]).unwrap();
+        assert_eq!(s.command, ["echo", "hi"]);
+        let e = spec(&[f, "extra"]).unwrap_err();
+        assert!(e.to_string().contains("takes no arguments"), "{e}");
+    }
+
+    #[test]
+    fn scripts_with_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.sh");
+        std::fs::write(&p, "#!/bin/sh\n#BERTH --cpus 3\necho \"$@\"\n").unwrap();
+        let f = p.to_str().unwrap();
+        let s = spec(&["--mem", "1GiB", f, "a", "--", "--b"]).unwrap();
+        assert_eq!(s.resources.cpu_milli, 3000);
+        assert_eq!(s.command[3..], ["run.sh", "a", "--b"]);
+        let s = spec(&["--cpus", "1", f, "--", "-x"]).unwrap();
+        assert_eq!(s.resources.cpu_milli, 1000, "the command line beats #BERTH");
+        assert_eq!(s.command.last().map(String::as_str), Some("-x"));
+    }
+
+    #[test]
+    fn relative_workdir_becomes_absolute() {
+        let s = spec(&["--workdir", "out", "--", "true"]).unwrap();
+        let w = s.workdir.unwrap();
+        assert!(w.starts_with('/') && w.ends_with("/out"), "{w}");
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(exit_byte(3), 3);
+        assert_eq!(exit_byte(0), 1);
+        assert_eq!(exit_byte(-9), 137);
+        assert_eq!(exit_byte(1000), 1);
+    }
+}

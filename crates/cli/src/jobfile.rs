@@ -1,0 +1,248 @@
+//! Job files (`berth submit job.toml`): a flat TOML file with the same fields as the flags.
+//!
+//! ```toml
+//! name = "train"                      # default: the file name without .toml
+//! command = ["python", "train.py"]    # or: script = "..." (run with /bin/sh -c)
+//! cpus = 2                            # number or string; 0.5 is half a CPU
+//! mem = "16GiB"                       # a unit is required (GiB/G binary, GB decimal)
+//! gpus = 0.5                          # below one shares a GPU; 1, 2, ... whole GPUs
+//! time_limit = "2h"                   # or a number of seconds
+//! priority = 10
+//! queue = "gpu"
+//! workdir = "runs/a"                  # relative to the job file's directory
+//! nodes = 1
+//! numa = "prefer-local"               # require-local, single-node, interleave, none
+//! requeue = true
+//!
+//! [env]
+//! WANDB_MODE = "offline"
+//! ```
+//!
+//! Unknown keys are errors (a typo such as `gpu = 1` must not silently run a CPU job), and
+//! quantities are checked while parsing so that errors point at the line and column.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use berth_model::{NumaPolicy, QuantityError};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+
+use crate::specflags::SpecFlags;
+
+/// The file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobFile {
+    name: Option<String>,
+    command: Option<Vec<String>>,
+    script: Option<String>,
+    #[serde(default, deserialize_with = "de_cpus")]
+    cpus: Option<u64>,
+    #[serde(default, deserialize_with = "de_mem")]
+    mem: Option<u64>,
+    #[serde(default, deserialize_with = "de_gpus")]
+    gpus: Option<u64>,
+    #[serde(default, deserialize_with = "de_duration")]
+    time_limit: Option<u64>,
+    priority: Option<i32>,
+    queue: Option<String>,
+    workdir: Option<String>,
+    nodes: Option<u32>,
+    numa: Option<NumaPolicy>,
+    requeue: Option<bool>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+/// What a job file contributes: flags (to be overridden by the command line) and, unless the
+/// command line gives one after `--`, the command.
+#[derive(Debug)]
+pub struct Loaded {
+    pub flags: SpecFlags,
+    pub command: Option<Vec<String>>,
+}
+
+/// Reads and parses the job file at `path`.
+pub fn load(path: &Path) -> anyhow::Result<Loaded> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read job file {}", path.display()))?;
+    let dir = std::path::absolute(path)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| std::path::PathBuf::from("/"));
+    parse(&text, path, &dir)
+}
+
+/// Parses a job file's text; `path` names it in errors and `dir` anchors a relative workdir.
+pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
+    let f: JobFile = toml::from_str(text).with_context(|| format!("invalid job file {}", path.display()))?;
+    let bad = |m: &str| anyhow::anyhow!("invalid job file {}: {m}", path.display());
+    let command = match (f.command, f.script) {
+        (Some(_), Some(_)) => return Err(bad("give either `command` or `script`, not both")),
+        (Some(c), None) => {
+            if c.is_empty() {
+                return Err(bad(
+                    "`command` is empty: give the program and its arguments, e.g. [\"python\", \"train.py\"]",
+                ));
+            }
+            Some(c)
+        }
+        (None, Some(s)) => {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            Some(vec!["/bin/sh".into(), "-c".into(), s, name])
+        }
+        (None, None) => None,
+    };
+    let name = f.name.or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()));
+    let mut flags = SpecFlags {
+        cpus: f.cpus,
+        mem: f.mem,
+        gpus: f.gpus,
+        nodes: f.nodes,
+        numa: f.numa.map(Into::into),
+        time_limit: f.time_limit,
+        name,
+        priority: f.priority,
+        queue: f.queue,
+        requeue: f.requeue.unwrap_or(false),
+        env: f.env.into_iter().collect(),
+        workdir: f.workdir,
+    };
+    flags.resolve_workdir(dir);
+    Ok(Loaded { flags, command })
+}
+
+/// Accepts a TOML integer, float or string and runs the model's parser on its text, so that
+/// `cpus = 2`, `cpus = 0.5` and `cpus = "0.5"` all work and errors keep their position.
+fn de_quantity<'de, D>(d: D, parse: fn(&str) -> Result<u64, QuantityError>) -> Result<Option<u64>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct Text;
+    impl Visitor<'_> for Text {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a number or a string")
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+    }
+    let text = d.deserialize_any(Text)?;
+    parse(&text).map(Some).map_err(de::Error::custom)
+}
+
+fn de_cpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_quantity(d, berth_model::parse_cpus)
+}
+
+fn de_mem<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_quantity(d, berth_model::parse_mem)
+}
+
+fn de_gpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_quantity(d, berth_model::parse_gpus)
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_quantity(d, berth_model::parse_duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::specflags::NumaArg;
+
+    fn p(text: &str) -> anyhow::Result<Loaded> {
+        parse(text, Path::new("job.toml"), Path::new("/work/jobs"))
+    }
+
+    #[test]
+    fn a_full_file() {
+        let l = p(r#"
+name = "train"
+command = ["python", "train.py", "--epochs", "3"]
+cpus = 2
+mem = "16GiB"
+gpus = 0.5
+time_limit = "2h"
+priority = -3
+queue = "gpu"
+workdir = "runs/a"
+nodes = 2
+numa = "single-node"
+requeue = true
+
+[env]
+WANDB_MODE = "offline"
+"#)
+        .unwrap();
+        let f = &l.flags;
+        assert_eq!(l.command.as_deref().unwrap()[1], "train.py");
+        assert_eq!(f.name.as_deref(), Some("train"));
+        assert_eq!((f.cpus, f.mem, f.gpus, f.time_limit), (Some(2000), Some(16 << 30), Some(500), Some(7200)));
+        assert_eq!((f.priority, f.nodes), (Some(-3), Some(2)));
+        assert_eq!(f.queue.as_deref(), Some("gpu"));
+        assert_eq!(f.workdir.as_deref(), Some("/work/jobs/runs/a"));
+        assert_eq!(f.numa, Some(NumaArg::SingleNode));
+        assert!(f.requeue);
+        assert_eq!(f.env, vec![("WANDB_MODE".to_string(), "offline".to_string())]);
+    }
+
+    #[test]
+    fn quantities_in_any_shape() {
+        let l = p("cpus = \"0.5\"\ngpus = 1\ntime_limit = 90\nmem = \"4GB\"").unwrap();
+        assert_eq!((l.flags.cpus, l.flags.gpus, l.flags.time_limit), (Some(500), Some(1000), Some(90)));
+        assert_eq!(l.flags.mem, Some(4_000_000_000));
+        assert!(l.command.is_none());
+        assert_eq!(l.flags.name.as_deref(), Some("job"), "the name defaults to the file stem");
+    }
+
+    #[test]
+    fn a_script_runs_through_sh() {
+        let l = p("script = \"echo hi\\nsleep 1\\n\"").unwrap();
+        assert_eq!(l.command.unwrap(), vec!["/bin/sh", "-c", "echo hi\nsleep 1\n", "job.toml"]);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = format!("{:#}", p("command = [\"x\"]\ngpu = 1").unwrap_err());
+        assert!(e.contains("invalid job file job.toml"), "{e}");
+        assert!(e.contains("unknown field `gpu`"), "{e}");
+        assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn malformed_toml_shows_the_position() {
+        let e = format!("{:#}", p("command = [\"x\"\ncpus = 2").unwrap_err());
+        assert!(e.contains("invalid job file job.toml"), "{e}");
+        assert!(e.contains("line") && e.contains("column"), "{e}");
+    }
+
+    #[test]
+    fn bad_quantities_point_at_their_line() {
+        let e = format!("{:#}", p("command = [\"x\"]\n\nmem = \"4\"").unwrap_err());
+        assert!(e.contains("line 3") && e.contains("add a unit"), "{e}");
+        let e = format!("{:#}", p("gpus = 1.5").unwrap_err());
+        assert!(e.contains("whole number"), "{e}");
+        let e = format!("{:#}", p("numa = \"sometimes\"").unwrap_err());
+        assert!(e.contains("prefer-local"), "{e}");
+    }
+
+    #[test]
+    fn command_and_script_conflict() {
+        let e = p("command = [\"x\"]\nscript = \"y\"").unwrap_err().to_string();
+        assert!(e.contains("not both"), "{e}");
+        assert!(p("command = []").unwrap_err().to_string().contains("`command` is empty"));
+    }
+}

@@ -1,0 +1,155 @@
+//! How user commands print: a table for people, pretty JSON (the API objects unchanged) for
+//! scripts, plus the small formatters the tables share (ages, fractions, shell quoting).
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use comfy_table::{ContentArrangement, Table, presets};
+use serde::Serialize;
+
+/// `-o`/`--output`, flattened into every user command so each one accepts it after its name.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct OutputArgs {
+    /// Output format: `table` for people, `json` (the API objects, pretty-printed) for scripts.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table, value_name = "FORMAT")]
+    pub format: Format,
+}
+
+impl OutputArgs {
+    pub fn json(&self) -> bool {
+        self.format == Format::Json
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    #[default]
+    Table,
+    Json,
+}
+
+/// Prints any API object as pretty JSON on stdout.
+pub fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    let s = serde_json::to_string_pretty(value).context("cannot encode the answer as JSON")?;
+    println!("{s}");
+    Ok(())
+}
+
+/// A borderless table with the given header. Wrapping is off: a table piped into `grep` or
+/// `awk` must keep one row per line whatever the terminal width.
+pub fn table<I, S>(header: I) -> Table
+where
+    I: IntoIterator<Item = S>,
+    S: Into<comfy_table::Cell>,
+{
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING).set_content_arrangement(ContentArrangement::Disabled).set_header(header);
+    t
+}
+
+/// Prints a table built by [`table`] with two spaces between columns and no leading space,
+/// so that the first column starts at the left margin like `ps` and `squeue`.
+pub fn print_table(mut t: Table) {
+    let last = t.column_count().saturating_sub(1);
+    for (i, col) in t.column_iter_mut().enumerate() {
+        col.set_padding((0, if i == last { 0 } else { 2 }));
+    }
+    for line in t.lines() {
+        println!("{}", line.trim_end());
+    }
+}
+
+/// Seconds as a short age: `3s`, `4m`, `2h`, `3d` (floored, like `kubectl get`). Negative
+/// ages (a clock ahead of ours) print as `0s` rather than confuse.
+pub fn age_secs(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// The age of `ts` now.
+pub fn age(ts: jiff::Timestamp) -> String {
+    age_secs(jiff::Timestamp::now().as_second() - ts.as_second())
+}
+
+/// A timestamp in the local time zone, to the second.
+pub fn local_time(ts: jiff::Timestamp) -> String {
+    ts.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// A duration in seconds as the user would type it back: `1h30m`, `45s`, `2d`.
+pub fn duration(secs: u64) -> String {
+    if secs == 0 {
+        return "0s".into();
+    }
+    let mut out = String::new();
+    let mut rest = secs;
+    for (unit, len) in [("d", 86400), ("h", 3600), ("m", 60), ("s", 1)] {
+        if rest >= len {
+            out.push_str(&format!("{}{unit}", rest / len));
+            rest %= len;
+        }
+    }
+    out
+}
+
+/// Quotes one argument for display so that a copied command line means the same in a shell.
+pub fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', r"'\''")) }
+}
+
+/// A command for display. Inline scripts (arguments with newlines) are summarised: the whole
+/// script is in `-o json` for whoever needs it.
+pub fn command_line(cmd: &[String]) -> String {
+    cmd.iter()
+        .map(|a| match a.lines().count() {
+            n if n > 1 => format!("<script, {n} lines>"),
+            _ => shell_quote(a),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `-` for an empty cell, so that whitespace-splitting scripts still see one field per column.
+pub fn or_dash(s: impl Into<String>) -> String {
+    let s = s.into();
+    if s.is_empty() { "-".into() } else { s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_are_short_and_floored() {
+        assert_eq!(age_secs(0), "0s");
+        assert_eq!(age_secs(3), "3s");
+        assert_eq!(age_secs(59), "59s");
+        assert_eq!(age_secs(60), "1m");
+        assert_eq!(age_secs(4 * 60 + 59), "4m");
+        assert_eq!(age_secs(2 * 3600 + 10), "2h");
+        assert_eq!(age_secs(3 * 86400 + 5), "3d");
+        assert_eq!(age_secs(-5), "0s");
+    }
+
+    #[test]
+    fn durations_read_back() {
+        assert_eq!(duration(60), "1m");
+        assert_eq!(duration(5400), "1h30m");
+        assert_eq!(duration(86410), "1d10s");
+        assert_eq!(duration(0), "0s");
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("train.py"), "train.py");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(command_line(&["sh".into(), "-c".into(), "a\nb\n".into()]), "sh -c <script, 2 lines>");
+    }
+}

@@ -1,0 +1,418 @@
+//! Batch scripts (`berth submit train.sh [ARGS...]`): `#BERTH` and `#SBATCH` directives at the
+//! top of the script give flags, and the script's text is sent inline in the command, so the
+//! node needs no copy of the submit host's files.
+//!
+//! As in Slurm, directives are read from the comment block at the top: scanning stops at the
+//! first line that is neither blank nor a comment. `#BERTH` lines are parsed by the very clap
+//! definition of `berth submit`'s flags. `#SBATCH` lines are translated for the flags the two
+//! share; the others are ignored with a warning, never silently. Precedence, lowest first:
+//! `#SBATCH`, `#BERTH`, the command line.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail};
+use clap::Parser;
+
+use crate::specflags::SpecFlags;
+
+/// Linux refuses a single argument longer than this (MAX_ARG_STRLEN), and the script travels
+/// as one argument.
+const MAX_INLINE: usize = 128 * 1024 - 1;
+
+/// A script ready to submit.
+#[derive(Debug)]
+pub struct Script {
+    pub flags: SpecFlags,
+    pub command: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// `#BERTH` arguments, parsed like `berth submit`'s flags.
+#[derive(Parser)]
+#[command(no_binary_name = true, disable_help_flag = true)]
+struct Directive {
+    #[command(flatten)]
+    flags: SpecFlags,
+}
+
+/// Reads `path` when it is a batch script: a file starting with `#!`, or one with `#BERTH` or
+/// `#SBATCH` lines at the top. Anything else (a binary, a missing file) is `None`, to be run
+/// as a command.
+pub fn read_if_script(path: &Path) -> anyhow::Result<Option<String>> {
+    let Ok(meta) = std::fs::metadata(path) else { return Ok(None) };
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("cannot read {}: {e}", path.display()))?;
+    let shebang = bytes.starts_with(b"#!");
+    let Ok(text) = String::from_utf8(bytes) else {
+        if shebang {
+            bail!("script {} is not valid UTF-8: berth sends scripts as UTF-8 text", path.display());
+        }
+        return Ok(None);
+    };
+    if shebang || header(&text).any(|(_, l)| directive_body(l).is_some()) {
+        return Ok(Some(text));
+    }
+    Ok(None)
+}
+
+/// The lines of the top comment block, with 1-based line numbers.
+fn header(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
+        .skip_while(|(i, l)| *i == 1 && l.starts_with("#!"))
+        .take_while(|(_, l)| l.trim().is_empty() || l.trim_start().starts_with('#'))
+}
+
+enum Kind {
+    Berth,
+    Sbatch,
+}
+
+/// The arguments of a directive line (`#BERTH --cpus 2` → `--cpus 2`).
+fn directive_body(line: &str) -> Option<(Kind, &str)> {
+    for (tag, kind) in [("#BERTH", Kind::Berth), ("#SBATCH", Kind::Sbatch)] {
+        if let Some(rest) = line.strip_prefix(tag).filter(|r| r.is_empty() || r.starts_with(char::is_whitespace)) {
+            return Some((kind, rest));
+        }
+    }
+    None
+}
+
+/// Parses the script `text` named `name` (for messages and `$0`), run with `args`.
+pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script> {
+    if text.len() > MAX_INLINE {
+        bail!("script {name} is too large to send inline ({} bytes, at most {MAX_INLINE})", text.len());
+    }
+    let mut sbatch = SpecFlags::default();
+    let mut berth = SpecFlags::default();
+    let mut warnings = Vec::new();
+    for (line_no, line) in header(text) {
+        let Some((kind, body)) = directive_body(line) else { continue };
+        let at = |m: String| anyhow!("{name}:{line_no}: {m}");
+        let words = split_words(body).map_err(|m| at(m.to_string()))?;
+        let (words, layer) = match kind {
+            Kind::Berth => (words, &mut berth),
+            Kind::Sbatch => {
+                let (w, ignored) = translate_sbatch(&words);
+                for flag in ignored {
+                    warnings.push(format!("{name}:{line_no}: ignoring #SBATCH {flag}: berth has no equivalent"));
+                }
+                (w, &mut sbatch)
+            }
+        };
+        if words.is_empty() {
+            continue;
+        }
+        let parsed = Directive::try_parse_from(&words).map_err(|e| at(clap_message(&e)))?;
+        *layer = std::mem::take(layer).overlay(parsed.flags);
+    }
+    let mut flags = sbatch.overlay(berth);
+    if flags.name.is_none() {
+        flags.name = Some(name.to_string());
+    }
+    Ok(Script { flags, command: command_for(text, name, args)?, warnings })
+}
+
+/// The first line of a clap error without its `error: ` prefix, for use inside our own message.
+pub fn clap_message(e: &clap::Error) -> String {
+    let s = e.to_string();
+    let first = s.lines().next().unwrap_or_default();
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}
+
+/// The command that runs the script text on the node, through the interpreter its `#!` names.
+/// Shells take `-c TEXT NAME ARGS...` (NAME becomes `$0`); Python takes `-c TEXT ARGS...`.
+fn command_for(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Vec<String>> {
+    let first = text.lines().next().unwrap_or_default();
+    let mut interp: Vec<String> = match first.strip_prefix("#!") {
+        Some(rest) => rest.split_whitespace().map(str::to_string).collect(),
+        None => vec!["/bin/sh".into()],
+    };
+    if interp.is_empty() {
+        bail!("script {name} has an empty `#!` line");
+    }
+    // `#!/usr/bin/env [-S] prog args`: the program that decides how to pass the text.
+    let prog_at = match Path::new(&interp[0]).file_name().and_then(|n| n.to_str()) {
+        Some("env") => {
+            if interp.get(1).is_some_and(|a| a == "-S") {
+                interp.remove(1);
+            }
+            1
+        }
+        _ => 0,
+    };
+    let prog = interp
+        .get(prog_at)
+        .and_then(|p| Path::new(p).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let shell = matches!(prog.as_str(), "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "busybox");
+    let python = prog.starts_with("python");
+    if !shell && !python {
+        bail!(
+            "script {name} starts with `{first}`: berth sends scripts inline and can run them with sh, bash, zsh, \
+             ksh or python; submit `-- INTERPRETER PATH` with a path the node can read instead"
+        );
+    }
+    interp.push("-c".into());
+    interp.push(text.to_string());
+    if shell {
+        interp.push(name.to_string());
+    }
+    interp.extend(args);
+    Ok(interp)
+}
+
+/// Splits a directive's arguments like a shell would, for quotes only (no expansion). An
+/// unquoted `#` starts a comment, as Slurm allows (`#SBATCH --mem=4G  # for the tokenizer`).
+fn split_words(s: &str) -> Result<Vec<String>, &'static str> {
+    let mut words = Vec::new();
+    let mut cur: Option<String> = None;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if let Some(w) = cur.take() {
+                    words.push(w);
+                }
+            }
+            '#' if cur.is_none() => break,
+            '\'' | '"' => {
+                let w = cur.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some(q) if q == c => break,
+                        Some('\\') if c == '"' => w.extend(chars.next()),
+                        Some(other) => w.push(other),
+                        None => return Err("unclosed quote"),
+                    }
+                }
+            }
+            '\\' => cur.get_or_insert_with(String::new).extend(chars.next()),
+            c => cur.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(cur);
+    Ok(words)
+}
+
+/// Translates `#SBATCH` words into `berth submit` flags. Returns the flags and the Slurm
+/// options that have no berth equivalent.
+fn translate_sbatch(words: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut ignored = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        i += 1;
+        // `--opt=value`, `--opt value`, `-c4`, `-c 4`.
+        let (opt, inline) = if let Some(long) = w.strip_prefix("--") {
+            match long.split_once('=') {
+                Some((o, v)) => (format!("--{o}"), Some(v.to_string())),
+                None => (w.clone(), None),
+            }
+        } else if w.starts_with('-') && w.len() > 2 {
+            (w[..2].to_string(), Some(w[2..].trim_start_matches('=').to_string()))
+        } else {
+            (w.clone(), None)
+        };
+        let flag_only = matches!(opt.as_str(), "--requeue" | "--no-requeue" | "--exclusive" | "--hold" | "--wait");
+        let mut value = || match &inline {
+            Some(v) => Some(v.clone()),
+            None if !flag_only && i < words.len() && !words[i].starts_with('-') => {
+                i += 1;
+                Some(words[i - 1].clone())
+            }
+            None => None,
+        };
+        let berth: Option<(&str, Option<String>)> = match opt.as_str() {
+            "--cpus-per-task" | "-c" => Some(("--cpus", value())),
+            "--mem" => Some(("--mem", value().map(|v| slurm_mem(&v)))),
+            "--gres" | "--gpus" | "--gpus-per-node" | "-G" => {
+                let v = value();
+                match v.as_deref().and_then(|v| slurm_gpus(&opt, v)) {
+                    Some(n) => Some(("--gpus", Some(n))),
+                    None => {
+                        ignored.push(as_written(w, &inline, &opt, v));
+                        None
+                    }
+                }
+            }
+            "--time" | "-t" => Some(("--time-limit", value().map(|v| slurm_time(&v)))),
+            "--job-name" | "-J" => Some(("--name", value())),
+            "--priority" => Some(("--priority", value())),
+            "--partition" | "-p" => Some(("--queue", value())),
+            "--nodes" | "-N" => Some(("--nodes", value().map(|v| v.split('-').next().unwrap_or_default().to_string()))),
+            "--chdir" | "-D" => Some(("--workdir", value())),
+            "--requeue" => Some(("--requeue", None)),
+            _ => {
+                let v = value();
+                ignored.push(as_written(w, &inline, &opt, v));
+                None
+            }
+        };
+        if let Some((flag, v)) = berth {
+            out.push(flag.to_string());
+            out.extend(v);
+        }
+    }
+    (out, ignored)
+}
+
+/// An ignored option as the user wrote it, for the warning.
+fn as_written(word: &str, inline: &Option<String>, opt: &str, value: Option<String>) -> String {
+    match (inline, value) {
+        (Some(_), _) => word.to_string(),
+        (None, Some(v)) => format!("{opt} {v}"),
+        (None, None) => opt.to_string(),
+    }
+}
+
+/// Slurm reads a bare `--mem` number as MiB; berth wants a unit, so add Slurm's.
+fn slurm_mem(v: &str) -> String {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()) { format!("{v}M") } else { v.to_string() }
+}
+
+/// The GPU count of `--gres=gpu[:type]:N` (or `--gpus=[type:]N`); `None` for other resources.
+fn slurm_gpus(opt: &str, v: &str) -> Option<String> {
+    if opt == "--gres" {
+        let gpu = v.split(',').find(|g| g.starts_with("gpu"))?;
+        let mut parts = gpu.split(':');
+        if parts.next()? != "gpu" {
+            return None;
+        }
+        let n = parts.next_back().unwrap_or("1");
+        return Some(if n.chars().all(|c| c.is_ascii_digit()) { n.to_string() } else { "1".into() });
+    }
+    Some(v.rsplit(':').next().unwrap_or(v).to_string())
+}
+
+/// Slurm time (`minutes`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`) as seconds; a value Slurm
+/// would not read is passed through for berth's own parser (`1h30m`) to judge.
+fn slurm_time(v: &str) -> String {
+    let nums = |s: &str| s.split(':').map(|p| p.parse::<u64>().ok()).collect::<Option<Vec<u64>>>();
+    let secs = match v.split_once('-') {
+        Some((d, rest)) => d.parse::<u64>().ok().zip(nums(rest)).and_then(|(d, hms)| {
+            let t = match hms.as_slice() {
+                [h] => h * 3600,
+                [h, m] => h * 3600 + m * 60,
+                [h, m, s] => h * 3600 + m * 60 + s,
+                _ => return None,
+            };
+            Some(d * 86400 + t)
+        }),
+        None => nums(v).and_then(|p| match p.as_slice() {
+            [m] => Some(m * 60),
+            [m, s] => Some(m * 60 + s),
+            [h, m, s] => Some(h * 3600 + m * 60 + s),
+            _ => None,
+        }),
+    };
+    secs.map(|s| s.to_string()).unwrap_or_else(|| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCRIPT: &str = "#!/bin/bash
+#SBATCH --job-name=slurmname
+#SBATCH -c 8
+#SBATCH --mem=4000
+#SBATCH --gres=gpu:a100:2
+#SBATCH --time=1-02:00:00
+#SBATCH -p gpu
+#SBATCH --output=out.log
+#SBATCH --mail-type ALL
+# a plain comment
+
+#BERTH --cpus 4 --env A=1   # berth wins over sbatch
+#BERTH --name 'my job'
+python train.py
+#BERTH --cpus 99
+";
+
+    #[test]
+    fn directives_layer_sbatch_then_berth() {
+        let s = parse(SCRIPT, "train.sh", vec!["x".into()]).unwrap();
+        let f = &s.flags;
+        assert_eq!(f.cpus, Some(4000), "#BERTH beats #SBATCH, and lines after the header are not read");
+        assert_eq!(f.mem, Some(4000 << 20), "a bare Slurm --mem is MiB");
+        assert_eq!(f.gpus, Some(2000));
+        assert_eq!(f.time_limit, Some(86400 + 7200));
+        assert_eq!(f.queue.as_deref(), Some("gpu"));
+        assert_eq!(f.name.as_deref(), Some("my job"));
+        assert_eq!(f.env, vec![("A".into(), "1".into())]);
+        assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
+        assert!(s.warnings[0].contains("train.sh:8: ignoring #SBATCH --output=out.log"), "{:?}", s.warnings);
+        assert!(s.warnings[1].contains("--mail-type ALL"), "{:?}", s.warnings);
+        assert_eq!(s.command[..2], ["/bin/bash", "-c"]);
+        assert_eq!(s.command[2], SCRIPT);
+        assert_eq!(s.command[3..], ["train.sh", "x"]);
+    }
+
+    #[test]
+    fn bad_directives_name_the_line_and_flag() {
+        let e = parse("#!/bin/sh\n#BERTH --mem 4X\n", "a.sh", vec![]).unwrap_err().to_string();
+        assert!(e.starts_with("a.sh:2: invalid value '4X' for '--mem <SIZE>'"), "{e}");
+        let e = parse("#!/bin/sh\n#BERTH --bogus\n", "a.sh", vec![]).unwrap_err().to_string();
+        assert!(e.contains("a.sh:2") && e.contains("--bogus"), "{e}");
+        let e = parse("#BERTH --name 'x\n", "a.sh", vec![]).unwrap_err().to_string();
+        assert!(e.contains("unclosed quote"), "{e}");
+    }
+
+    #[test]
+    fn interpreters() {
+        let s = parse("echo hi\n", "a.sh", vec![]).unwrap();
+        assert_eq!(s.command, ["/bin/sh", "-c", "echo hi\n", "a.sh"]);
+        assert_eq!(s.flags.name.as_deref(), Some("a.sh"));
+        let s = parse("#!/usr/bin/env python3\nprint(1)\n", "t.py", vec!["--lr".into()]).unwrap();
+        assert_eq!(s.command, ["/usr/bin/env", "python3", "-c", "#!/usr/bin/env python3\nprint(1)\n", "--lr"]);
+        let s = parse("#!/bin/bash -e\ntrue\n", "b.sh", vec![]).unwrap();
+        assert_eq!(s.command[..3], ["/bin/bash", "-e", "-c"]);
+        let e = parse("#!/usr/bin/perl\n", "p.pl", vec![]).unwrap_err().to_string();
+        assert!(e.contains("perl") && e.contains("INTERPRETER"), "{e}");
+    }
+
+    #[test]
+    fn sbatch_translation_details() {
+        let w = |s: &str| split_words(s).unwrap();
+        assert_eq!(translate_sbatch(&w("-c4")).0, ["--cpus", "4"]);
+        assert_eq!(translate_sbatch(&w("--gres=gpu:1")).0, ["--gpus", "1"]);
+        assert_eq!(translate_sbatch(&w("--gpus=v100:2")).0, ["--gpus", "2"]);
+        assert_eq!(translate_sbatch(&w("--gres=nvme:1")).1, ["--gres=nvme:1"]);
+        assert_eq!(translate_sbatch(&w("-J name --requeue")).0, ["--name", "name", "--requeue"]);
+        assert_eq!(translate_sbatch(&w("-N 2-4")).0, ["--nodes", "2"]);
+        assert_eq!(slurm_time("30"), "1800");
+        assert_eq!(slurm_time("10:30"), "630");
+        assert_eq!(slurm_time("2-12"), (2 * 86400 + 12 * 3600).to_string());
+        assert_eq!(slurm_time("1h"), "1h");
+        assert_eq!(slurm_mem("4G"), "4G");
+    }
+
+    #[test]
+    fn words_and_quotes() {
+        assert_eq!(split_words(r#" --name "a b" --env 'X=y z' # c"#).unwrap(), ["--name", "a b", "--env", "X=y z"]);
+        assert_eq!(split_words(r"a\ b").unwrap(), ["a b"]);
+    }
+
+    #[test]
+    fn detection() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = |n: &str, b: &[u8]| {
+            let p = dir.path().join(n);
+            std::fs::write(&p, b).unwrap();
+            p
+        };
+        assert!(read_if_script(&w("a.sh", b"#!/bin/sh\necho\n")).unwrap().is_some());
+        assert!(read_if_script(&w("b", b"# hi\n#BERTH --cpus 1\necho\n")).unwrap().is_some());
+        assert!(read_if_script(&w("c", b"echo\n#BERTH --cpus 1\n")).unwrap().is_none());
+        assert!(read_if_script(&w("d", b"\x7fELF\xff\xfe")).unwrap().is_none());
+        assert!(read_if_script(&dir.path().join("missing")).unwrap().is_none());
+        assert!(read_if_script(&w("e", b"#!/bin/sh\n\xff")).is_err());
+    }
+}

@@ -1,0 +1,244 @@
+//! The job flags shared by `berth submit`, job files and `#BERTH` script directives: one clap
+//! definition, so a directive is read exactly like the same flag on the command line.
+//!
+//! Every field is optional so that sources can be layered (job file or `#SBATCH`, then
+//! `#BERTH`, then the command line) and only what the user gave overrides what is below.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use berth_model::{JobSpec, NumaPolicy, ResourceRequest};
+use clap::{Args, ValueEnum};
+
+/// Resource and scheduling flags of a job.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct SpecFlags {
+    /// CPUs per node, e.g. 2 or 0.5 [default: 1]
+    #[arg(long, value_name = "N", value_parser = berth_model::parse_cpus, help_heading = "Resources")]
+    pub cpus: Option<u64>,
+
+    /// Memory per node [default: 1GiB]. A unit is required: 4GiB, 4Gi and 4G (as in Slurm) mean
+    /// 4×2^30 bytes; 4GB means 4×10^9 bytes; also B, KiB/K, MiB/M, TiB/T, kB, MB, TB
+    #[arg(long, value_name = "SIZE", value_parser = berth_model::parse_mem, help_heading = "Resources")]
+    pub mem: Option<u64>,
+
+    /// GPUs per node: a fraction below one shares a GPU (0.5), otherwise whole GPUs (1, 2)
+    #[arg(long, value_name = "N", value_parser = berth_model::parse_gpus, help_heading = "Resources")]
+    pub gpus: Option<u64>,
+
+    /// Nodes the job spans, one kernel per node [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Resources")]
+    pub nodes: Option<u32>,
+
+    /// How CPUs and memory sit relative to NUMA nodes [default: prefer-local]
+    #[arg(long, value_name = "POLICY", value_enum, help_heading = "Resources")]
+    pub numa: Option<NumaArg>,
+
+    /// Wall-clock limit: 90s, 30m, 2h, 1d, 1h30m, HH:MM:SS or D-HH:MM:SS (a bare number is seconds)
+    #[arg(long, value_name = "DURATION", value_parser = berth_model::parse_duration, help_heading = "Scheduling")]
+    pub time_limit: Option<u64>,
+
+    /// Job name shown by `berth ps` [default: the program or script name]
+    #[arg(long, value_name = "NAME", help_heading = "Scheduling")]
+    pub name: Option<String>,
+
+    /// Priority: higher runs first; negative values are allowed [default: 0]
+    #[arg(long, value_name = "P", allow_negative_numbers = true, help_heading = "Scheduling")]
+    pub priority: Option<i32>,
+
+    /// Queue to submit to [default: default]
+    #[arg(long, value_name = "QUEUE", help_heading = "Scheduling")]
+    pub queue: Option<String>,
+
+    /// Put the job back in the queue if its node is lost
+    #[arg(long, help_heading = "Scheduling")]
+    pub requeue: bool,
+
+    /// Set an environment variable for the job (repeatable). Unlike Slurm, berth does not copy
+    /// your environment: only these variables (and berth's own) are set
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env, help_heading = "Environment")]
+    pub env: Vec<(String, String)>,
+
+    /// Working directory on the node (absolute; a relative one is taken from the current
+    /// directory) [default: the agent's choice]
+    #[arg(long, value_name = "DIR", help_heading = "Environment")]
+    pub workdir: Option<String>,
+}
+
+/// `--numa` values, named as in job files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NumaArg {
+    /// One NUMA node (the GPUs' node first) when it fits, spill otherwise
+    PreferLocal,
+    /// Only place when everything fits on one NUMA node
+    RequireLocal,
+    /// Like require-local, and the GPUs must sit on that node too
+    SingleNode,
+    /// Spread CPUs and memory evenly across NUMA nodes
+    Interleave,
+    /// Any CPUs, any memory node
+    None,
+}
+
+impl From<NumaArg> for NumaPolicy {
+    fn from(n: NumaArg) -> Self {
+        match n {
+            NumaArg::PreferLocal => NumaPolicy::PreferLocal,
+            NumaArg::RequireLocal => NumaPolicy::RequireLocal,
+            NumaArg::SingleNode => NumaPolicy::SingleNode,
+            NumaArg::Interleave => NumaPolicy::Interleave,
+            NumaArg::None => NumaPolicy::None,
+        }
+    }
+}
+
+impl From<NumaPolicy> for NumaArg {
+    fn from(n: NumaPolicy) -> Self {
+        match n {
+            NumaPolicy::PreferLocal => NumaArg::PreferLocal,
+            NumaPolicy::RequireLocal => NumaArg::RequireLocal,
+            NumaPolicy::SingleNode => NumaArg::SingleNode,
+            NumaPolicy::Interleave => NumaArg::Interleave,
+            NumaPolicy::None => NumaArg::None,
+        }
+    }
+}
+
+/// `--env NAME=VALUE`. The value may itself contain `=`; only the first one splits.
+pub fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        Some(_) => Err(format!("`{s}` has an empty name: use NAME=value")),
+        None => Err(format!("`{s}` has no `=`: use NAME=value")),
+    }
+}
+
+impl SpecFlags {
+    /// `self` with every flag given in `over` replacing it. Environment variables merge, the
+    /// upper layer winning per name; `requeue` is set when either layer sets it.
+    pub fn overlay(self, over: SpecFlags) -> SpecFlags {
+        let mut env = self.env;
+        env.extend(over.env);
+        SpecFlags {
+            cpus: over.cpus.or(self.cpus),
+            mem: over.mem.or(self.mem),
+            gpus: over.gpus.or(self.gpus),
+            nodes: over.nodes.or(self.nodes),
+            numa: over.numa.or(self.numa),
+            time_limit: over.time_limit.or(self.time_limit),
+            name: over.name.or(self.name),
+            priority: over.priority.or(self.priority),
+            queue: over.queue.or(self.queue),
+            requeue: over.requeue || self.requeue,
+            env,
+            workdir: over.workdir.or(self.workdir),
+        }
+    }
+
+    /// Makes a relative `workdir` absolute against `base` (the current directory for flags,
+    /// the file's directory for job files), since the node cannot know where we stood.
+    pub fn resolve_workdir(&mut self, base: &Path) {
+        let relative = self.workdir.as_ref().filter(|w| !Path::new(w).is_absolute());
+        if let Some(abs) = relative.map(|w| base.join(w).to_string_lossy().into_owned()) {
+            self.workdir = Some(abs);
+        }
+    }
+
+    /// The spec to send: these flags over berth's defaults, running `command`.
+    pub fn to_spec(&self, command: Vec<String>) -> JobSpec {
+        let d = ResourceRequest::default();
+        let mut spec = JobSpec::command(command);
+        spec.name = self.name.clone();
+        spec.resources = ResourceRequest {
+            cpu_milli: self.cpus.unwrap_or(d.cpu_milli),
+            mem_bytes: self.mem.unwrap_or(d.mem_bytes),
+            gpu_milli: self.gpus.unwrap_or(d.gpu_milli),
+        };
+        spec.nodes = self.nodes.unwrap_or(1);
+        spec.time_limit_secs = self.time_limit;
+        spec.priority = self.priority.unwrap_or(0);
+        spec.queue = self.queue.clone();
+        spec.env = self.env.iter().cloned().collect::<BTreeMap<_, _>>();
+        spec.workdir = self.workdir.clone();
+        spec.numa = self.numa.map(Into::into).unwrap_or_default();
+        spec.requeue = self.requeue;
+        spec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    #[command(no_binary_name = true)]
+    struct P {
+        #[command(flatten)]
+        f: SpecFlags,
+    }
+
+    fn parse(args: &[&str]) -> Result<SpecFlags, String> {
+        P::try_parse_from(args).map(|p| p.f).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn quantity_flags_use_the_model_parsers() {
+        let f = parse(&["--cpus", "0.5", "--mem", "4G", "--gpus", "0.5", "--time-limit", "1h30m"]).unwrap();
+        assert_eq!((f.cpus, f.mem, f.gpus, f.time_limit), (Some(500), Some(4 << 30), Some(500), Some(5400)));
+        assert_eq!(parse(&["--mem", "4GB"]).unwrap().mem, Some(4_000_000_000));
+        assert_eq!(parse(&["--mem", "4GiB"]).unwrap().mem, Some(4 << 30));
+        assert_eq!(parse(&["--priority", "-5"]).unwrap().priority, Some(-5));
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        let e = parse(&["--mem", "4X"]).unwrap_err();
+        assert!(e.contains("invalid value '4X' for '--mem <SIZE>'"), "{e}");
+        assert!(e.contains("unknown unit"), "{e}");
+        let e = parse(&["--gpus", "1.5"]).unwrap_err();
+        assert!(e.contains("'--gpus <N>'") && e.contains("whole number"), "{e}");
+        let e = parse(&["--cpus", "0"]).unwrap_err();
+        assert!(e.contains("--cpus"), "{e}");
+        let e = parse(&["--time-limit", "soon"]).unwrap_err();
+        assert!(e.contains("--time-limit"), "{e}");
+        let e = parse(&["--env", "FOO"]).unwrap_err();
+        assert!(e.contains("--env") && e.contains("`FOO` has no `=`"), "{e}");
+        let e = parse(&["--nodes", "0"]).unwrap_err();
+        assert!(e.contains("--nodes"), "{e}");
+        let e = parse(&["--numa", "sometimes"]).unwrap_err();
+        assert!(e.contains("prefer-local"), "{e}");
+    }
+
+    #[test]
+    fn env_values_keep_later_equals_signs() {
+        assert_eq!(parse_env("A=b=c").unwrap(), ("A".into(), "b=c".into()));
+        assert_eq!(parse_env("A=").unwrap(), ("A".into(), "".into()));
+        assert!(parse_env("=x").is_err());
+    }
+
+    #[test]
+    fn overlay_lets_the_upper_layer_win() {
+        let file = parse(&["--cpus", "2", "--mem", "8GiB", "--env", "A=1", "--env", "B=1", "--requeue"]).unwrap();
+        let cli = parse(&["--cpus", "4", "--env", "B=2"]).unwrap();
+        let f = file.overlay(cli);
+        assert_eq!(f.cpus, Some(4000));
+        assert_eq!(f.mem, Some(8 << 30));
+        assert!(f.requeue);
+        let spec = f.to_spec(vec!["x".into()]);
+        assert_eq!(spec.env.get("A").map(String::as_str), Some("1"));
+        assert_eq!(spec.env.get("B").map(String::as_str), Some("2"));
+    }
+
+    #[test]
+    fn defaults_and_workdir() {
+        let mut f = parse(&["--workdir", "out"]).unwrap();
+        f.resolve_workdir(Path::new("/home/a"));
+        let spec = f.to_spec(vec!["x".into()]);
+        assert_eq!(spec.workdir.as_deref(), Some("/home/a/out"));
+        assert_eq!(spec.resources, ResourceRequest::default());
+        assert_eq!(spec.nodes, 1);
+        assert!(spec.env.is_empty());
+        assert!(spec.validate().is_ok());
+    }
+}
