@@ -73,14 +73,14 @@ pub fn parse_head_of_line(s: &str) -> Result<HeadOfLine, String> {
     if s == "strict" {
         return Ok(HeadOfLine::Strict);
     }
-    if let Some(n) = s.strip_prefix("skip-after-") {
-        if let Ok(n) = n.parse::<u32>() {
-            if n > 0 {
-                return Ok(HeadOfLine::SkipAfter(n));
-            }
-        }
+    if let Some(n) = s.strip_prefix("skip-after-").and_then(|n| n.parse::<u32>().ok())
+        && n > 0
+    {
+        return Ok(HeadOfLine::SkipAfter(n));
     }
-    Err(format!("head_of_line `{s}` is not valid: use \"strict\" or \"skip-after-N\" with N ≥ 1, e.g. \"skip-after-3\""))
+    Err(format!(
+        "head_of_line `{s}` is not valid: use \"strict\" or \"skip-after-N\" with N ≥ 1, e.g. \"skip-after-3\""
+    ))
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ pub async fn check(m: &Manager) {
         tracing::warn!(node = name, "node lost: no heartbeat for {}s", timeout.as_secs_f64());
         let reason = format!("node {name} lost: no heartbeat for {}s", timeout.as_secs_f64());
         for id in st.jobs_on(&name) {
-            m.lose_job(&mut st, id, JobState::Lost, reason.clone()).await;
+            m.lose_job(&mut st, id, &name, JobState::Lost, reason.clone()).await;
         }
     }
     for name in orphaned {
@@ -57,7 +57,7 @@ pub async fn check(m: &Manager) {
         }
         let reason = format!("node {name} lost: its agent did not reconnect after the manager restarted");
         for id in st.jobs_on(&name) {
-            m.lose_job(&mut st, id, JobState::Lost, reason.clone()).await;
+            m.lose_job(&mut st, id, &name, JobState::Lost, reason.clone()).await;
         }
     }
 }

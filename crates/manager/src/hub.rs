@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -73,7 +73,8 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         return;
     }
     if !valid_node_name(&node) {
-        let _ = send(&mut sink, &refuse(format!("invalid node name `{node}`: use letters, digits, `-`, `_`, `.`"))).await;
+        let _ =
+            send(&mut sink, &refuse(format!("invalid node name `{node}`: use letters, digits, `-`, `_`, `.`"))).await;
         let _ = sink.close().await;
         return;
     }
@@ -188,7 +189,8 @@ impl Manager {
             let mine: Vec<_> = st.jobs[&id].bindings.iter().filter(|b| b.node == node).cloned().collect();
             st.allocate(id, &mine);
         }
-        let _ = conn.tx.send(ManagerMessage::Welcome { heartbeat_interval_ms: self.heartbeat_interval.as_millis() as u64 });
+        let _ =
+            conn.tx.send(ManagerMessage::Welcome { heartbeat_interval_ms: self.heartbeat_interval.as_millis() as u64 });
         tracing::info!(node, kernels = kernels.len(), "agent registered");
 
         // Reconcile what the agent reports with what the manager wants.
@@ -238,7 +240,7 @@ impl Manager {
                 }
                 JobState::Running => {
                     let reason = format!("kernel lost: not running on {node} after agent reconnect");
-                    self.lose_job(&mut st, id, JobState::Failed, reason).await;
+                    self.lose_job(&mut st, id, node, JobState::Failed, reason).await;
                 }
                 JobState::Terminating => {
                     // Nothing left to stop: the cancel is complete.

@@ -83,11 +83,13 @@ impl Manager {
     /// The job's node(s) are gone: requeue it if it asked for that, otherwise end it in
     /// `to` (LOST on heartbeat timeout, FAILED when the agent no longer has the kernel). A
     /// job being cancelled just becomes CANCELLED.
-    pub async fn lose_job(&self, st: &mut State, job_id: JobId, to: JobState, reason: String) {
+    /// `node` is where the kernel was lost; kernels there are not stopped.
+    pub async fn lose_job(&self, st: &mut State, job_id: JobId, node: &str, to: JobState, reason: String) {
         let Some(job) = st.jobs.get(&job_id) else { return };
         let (state, requeue, by) = (job.state, job.spec.requeue, job.cancelled_by.clone());
         // Kernels on other, still connected nodes of a multi-node job must stop too.
-        let stops = self.stop_commands(st, job_id, &reason);
+        let mut stops = self.stop_commands(st, job_id, &reason);
+        stops.retain(|(n, _)| n != node);
         let res = if state == JobState::Terminating {
             let who = by.unwrap_or_else(|| "?".into());
             self.transition(st, job_id, JobState::Cancelled, format!("cancelled by {who} ({reason})"), None, vec![])

@@ -196,10 +196,10 @@ impl State {
     /// Takes the devices of `bindings` on their nodes' ledgers (logs clashes: the store wins).
     pub fn allocate(&mut self, job: JobId, bindings: &[Binding]) {
         for b in bindings {
-            if let Some(l) = self.ledger_mut(&b.node) {
-                if let Err(e) = l.allocate(b) {
-                    tracing::warn!(job, node = %b.node, "cannot restore allocation: {e}");
-                }
+            if let Some(l) = self.ledger_mut(&b.node)
+                && let Err(e) = l.allocate(b)
+            {
+                tracing::warn!(job, node = %b.node, "cannot restore allocation: {e}");
             }
         }
     }

@@ -191,8 +191,11 @@ async fn config_file_queues_and_errors() {
     assert!(err.contains("skip-after-N"), "{err}");
 
     let good = dir.path().join("good.toml");
-    std::fs::write(&good, "[[queue]]\nname = \"default\"\n[[queue]]\nname = \"gpu\"\nhead_of_line = \"skip-after-3\"\n")
-        .unwrap();
+    std::fs::write(
+        &good,
+        "[[queue]]\nname = \"default\"\n[[queue]]\nname = \"gpu\"\nhead_of_line = \"skip-after-3\"\n",
+    )
+    .unwrap();
     c.config_file = Some(good);
     let m = berth_manager::start(c).await.unwrap();
     let admin = Client::new(&m.url, &m.bootstrap.clone().unwrap().token);

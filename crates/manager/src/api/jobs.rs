@@ -92,11 +92,8 @@ pub async fn list(
         return Ok(axum::Json(views));
     }
     drop(st);
-    let filter = JobFilter {
-        user_id: (!user.is_admin()).then_some(user.id),
-        states: state.map(|s| vec![s]),
-        limit: q.limit,
-    };
+    let filter =
+        JobFilter { user_id: (!user.is_admin()).then_some(user.id), states: state.map(|s| vec![s]), limit: q.limit };
     let rows = m.store.jobs(&filter).await?;
     let st = m.state.lock().await;
     let views = rows
@@ -113,7 +110,10 @@ pub async fn list(
 async fn visible_job(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
     let row = m.store.job(id).await?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
     if !user.is_admin() && row.user_id != user.id {
-        return Err(ApiError::forbidden(format!("job {id} belongs to {}; only its owner or an admin can see it", row.user)));
+        return Err(ApiError::forbidden(format!(
+            "job {id} belongs to {}; only its owner or an admin can see it",
+            row.user
+        )));
     }
     Ok(row)
 }
@@ -140,11 +140,11 @@ pub async fn show(
     let mut nodes: Vec<String> = kernels.iter().map(|k| k.binding.node.clone()).collect();
     nodes.dedup();
     let mut job = row_view(&row, nodes);
-    if let Some(j) = m.state.lock().await.jobs.get(&id) {
-        if j.state == JobState::Pending {
-            job.position = j.position;
-            job.pending_reason = Some(crate::scheduler::reason_or_queued(j.pending_reason.as_ref()));
-        }
+    if let Some(j) = m.state.lock().await.jobs.get(&id)
+        && j.state == JobState::Pending
+    {
+        job.position = j.position;
+        job.pending_reason = Some(crate::scheduler::reason_or_queued(j.pending_reason.as_ref()));
     }
     Ok(axum::Json(JobDetail { job, spec: row.spec, kernels, transitions }))
 }

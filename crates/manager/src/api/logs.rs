@@ -34,16 +34,14 @@ pub async fn logs(
 ) -> Result<Response, ApiError> {
     let row = m.store.job(id).await?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
     if !user.is_admin() && row.user_id != user.id {
-        return Err(ApiError::forbidden(format!("job {id} belongs to {}; only its owner or an admin can read its logs", row.user)));
+        return Err(ApiError::forbidden(format!(
+            "job {id} belongs to {}; only its owner or an admin can read its logs",
+            row.user
+        )));
     }
     let done = row.state.is_terminal();
-    let kernel = m
-        .store
-        .kernels(id)
-        .await?
-        .into_iter()
-        .filter(|k| k.attempt == row.attempt)
-        .find(|k| k.index == q.kernel);
+    let kernel =
+        m.store.kernels(id).await?.into_iter().filter(|k| k.attempt == row.attempt).find(|k| k.index == q.kernel);
     let Some(kernel) = kernel else {
         if row.state == berth_model::JobState::Pending || (done && q.kernel == 0) {
             // Nothing ran (yet): no bytes.

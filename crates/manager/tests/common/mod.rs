@@ -65,7 +65,8 @@ impl Client {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let r = self.http.post(format!("{}{path}", self.url)).bearer_auth(&self.token).json(&body).send().await.unwrap();
+        let r =
+            self.http.post(format!("{}{path}", self.url)).bearer_auth(&self.token).json(&body).send().await.unwrap();
         decode(r).await
     }
 
