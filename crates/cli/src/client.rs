@@ -204,6 +204,68 @@ mod tests {
         assert_eq!(e.to_string(), "the berth manager failed (500): store unavailable");
     }
 
+    /// A one-route-per-call HTTP server: answers every request with `respond(request head)`
+    /// and closes the connection. Enough to check what the client sends and how it reads.
+    async fn fake(respond: fn(&str) -> String) -> Client {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        tokio::spawn(async move {
+            loop {
+                let (mut c, _) = l.accept().await.unwrap();
+                let mut buf = Vec::new();
+                let mut b = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = c.read(&mut b).await.unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&b[..n]);
+                }
+                let answer = respond(&String::from_utf8_lossy(&buf));
+                c.write_all(answer.as_bytes()).await.unwrap();
+            }
+        });
+        Client::new(Credentials { url, token: "sekret".into() }).unwrap()
+    }
+
+    fn answer(status: &str, headers: &str, body: &str) -> String {
+        format!("HTTP/1.1 {status}\r\nconnection: close\r\ncontent-length: {}\r\n{headers}\r\n{body}", body.len())
+    }
+
+    #[tokio::test]
+    async fn sends_the_token_and_reads_logs_headers() {
+        let c = fake(|req| {
+            if !req.to_lowercase().contains("authorization: bearer sekret") {
+                return answer("401 Unauthorized", "", r#"{"error":"no token"}"#);
+            }
+            assert!(req.starts_with("GET /v1/jobs/7/logs?stream=stderr&kernel=1&offset=3 "), "{req}");
+            answer("200 OK", "berth-next-offset: 8\r\nberth-job-done: true\r\n", "hello")
+        })
+        .await;
+        let chunk = c.logs(7, LogStream::Stderr, 1, 3).await.unwrap();
+        assert_eq!(chunk.bytes, b"hello");
+        assert_eq!(chunk.next_offset, 8);
+        assert!(chunk.done);
+    }
+
+    #[tokio::test]
+    async fn error_bodies_become_messages() {
+        let c = fake(|req| {
+            if req.starts_with("POST /v1/jobs/9/cancel") {
+                answer("409 Conflict", "", r#"{"error":"job 9 already finished"}"#)
+            } else if req.starts_with("GET /v1/jobs/1 ") {
+                answer("500 Internal Server Error", "", r#"{"error":"store unavailable"}"#)
+            } else {
+                answer("404 Not Found", "", "")
+            }
+        })
+        .await;
+        assert_eq!(c.cancel(9).await.unwrap_err().to_string(), "job 9 already finished");
+        assert_eq!(c.job(1).await.unwrap_err().to_string(), "the berth manager failed (500): store unavailable");
+        assert_eq!(c.nodes().await.unwrap_err().to_string(), "not found");
+    }
+
     #[test]
     fn bad_urls_are_refused_early() {
         let c = |u: &str| Client::new(Credentials { url: u.into(), token: "t".into() });

@@ -33,7 +33,7 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => {
                 // Per job, so that one bad id does not hide the others' results.
-                eprintln!("error: job {id}: {e:#}");
+                eprintln!("error: job {id}: {}", without_job_prefix(id, &format!("{e:#}")));
                 failed = true;
             }
         }
@@ -42,6 +42,12 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
         output::print_json(&done)?;
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// The manager's messages usually start with `job N ...`; after our own `job N: ` prefix
+/// that would say it twice.
+fn without_job_prefix(id: JobId, msg: &str) -> String {
+    msg.strip_prefix(&format!("job {id} ")).unwrap_or(msg).to_string()
 }
 
 fn describe(r: &CancelResult) -> String {
@@ -60,5 +66,8 @@ mod tests {
     fn messages() {
         assert_eq!(describe(&CancelResult { id: 7, state: JobState::Cancelled }), "cancelled job 7");
         assert_eq!(describe(&CancelResult { id: 7, state: JobState::Terminating }), "job 7 is stopping");
+        assert_eq!(without_job_prefix(9, "job 9 not found"), "not found");
+        assert_eq!(without_job_prefix(9, "job 99 not found"), "job 99 not found");
+        assert_eq!(without_job_prefix(9, "forbidden"), "forbidden");
     }
 }

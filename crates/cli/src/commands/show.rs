@@ -58,7 +58,7 @@ fn render(d: &JobDetail) -> String {
     line(
         "resources",
         format!(
-            "{} cpus, {} memory, {} gpus per node; {} node{}; numa {}",
+            "cpus {}, memory {}, gpus {} (per node); {} node{}; numa {}",
             format_gpu_milli(r.cpu_milli),
             format_bytes(r.mem_bytes),
             format_gpu_milli(r.gpu_milli),
@@ -100,7 +100,7 @@ fn render(d: &JobDetail) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {} {} on {}: cpus {} ({} cpus), memory nodes {}, {} memory, gpus {}{}",
+                "  {} {} on {}: cpuset {} ({} cpu), memory nodes {}, memory {}, gpus {}{}",
                 k.index,
                 k.role,
                 b.node,
@@ -177,7 +177,7 @@ mod tests {
         };
         let s = render(&d);
         assert!(s.contains("time limit: 1h"), "{s}");
-        assert!(s.contains("0 main on n1: cpus 0-1"), "{s}");
+        assert!(s.contains("0 main on n1: cpuset 0-1 (1 cpu)"), "{s}");
         assert!(s.contains("GPU-abc (0.5/1)"), "{s}");
         assert!(s.contains("numa prefer-local"), "{s}");
         assert!(s.contains("PENDING  submitted"), "{s}");
