@@ -8,74 +8,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use berth_model::{Binding, Topology, format_bytes, format_gpu_milli};
-use thiserror::Error;
-
+use crate::slots::{Aggregates, CpuSlot, GpuSlot, NumaSlot};
 use crate::water::water_fill;
+use berth_model::{Binding, Topology, format_bytes, format_gpu_milli};
 
-/// Why [`NodeLedger::allocate`] refused a binding. The ledger is unchanged when it does.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum LedgerError {
-    #[error("binding is for node {binding}, not {node}")]
-    WrongNode { binding: String, node: String },
-    #[error("cpu {cpu} does not exist on node {node}")]
-    UnknownCpu { node: String, cpu: u32 },
-    #[error("cpu {cpu} on node {node} is already taken")]
-    CpuTaken { node: String, cpu: u32 },
-    #[error("gpu {index} does not exist on node {node}")]
-    UnknownGpu { node: String, index: u32 },
-    #[error("gpu {index} on node {node} has uuid {actual}, binding says {uuid}")]
-    GpuUuidMismatch { node: String, index: u32, uuid: String, actual: String },
-    #[error("gpu {index} on node {node} has {free} free, binding wants {want}")]
-    GpuOverbooked { node: String, index: u32, free: String, want: String },
-    #[error("numa node {numa} does not exist on node {node}")]
-    UnknownNuma { node: String, numa: u32 },
-    #[error("binding wants {want} memory, node {node} has {free} free on numa nodes {mems}")]
-    MemoryOver { node: String, want: String, free: String, mems: String },
-}
-
-/// One logical CPU as the ledger sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CpuSlot {
-    pub id: u32,
-    /// Index into `NodeLedger::numas`.
-    pub numa: usize,
-    pub taken: bool,
-}
-
-/// One NUMA node: memory and the physical cores whose CPUs belong to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NumaSlot {
-    pub id: u32,
-    pub mem_cap: u64,
-    pub mem_used: u64,
-    pub cpu_total: u32,
-    pub cpu_free: u32,
-    /// Indices into `NodeLedger::cores`, ordered by their lowest CPU id.
-    pub cores: Vec<usize>,
-}
-
-impl NumaSlot {
-    pub fn mem_free(&self) -> u64 {
-        self.mem_cap.saturating_sub(self.mem_used)
-    }
-}
-
-/// One GPU and how many thousandths of it are in use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct GpuSlot {
-    pub uuid: String,
-    pub index: u32,
-    /// Index into `NodeLedger::numas`; `None` when the topology does not say.
-    pub numa: Option<usize>,
-    pub used: u64,
-}
-
-impl GpuSlot {
-    pub fn free(&self) -> u64 {
-        1000u64.saturating_sub(self.used)
-    }
-}
+pub use crate::slots::LedgerError;
 
 /// Identifies an allocated binding so that `release` undoes exactly what `allocate` did.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -115,6 +52,9 @@ pub struct NodeLedger {
     /// Sorted by GPU index.
     pub(crate) gpus: Vec<GpuSlot>,
     cpus_used: u32,
+    /// Totals kept up to date by `allocate`/`release`, because a pass reads them for every
+    /// node and every job (the quick check and the score) and they rarely change.
+    agg: Aggregates,
     /// Memory per NUMA node that each allocated binding took (a multiset: identical bindings
     /// without CPUs may coexist). A binding names its memory nodes but not how much it took
     /// from each, and the split `allocate` chose depends on what was free then, so it is
@@ -181,7 +121,7 @@ impl NodeLedger {
             .collect();
         gpus.sort_by_key(|g| g.index);
         gpus.dedup_by_key(|g| g.index);
-        NodeLedger {
+        let mut l = NodeLedger {
             name: name.into(),
             queue: queue.into(),
             topology: Arc::new(topology),
@@ -191,8 +131,24 @@ impl NodeLedger {
             numas,
             gpus,
             cpus_used: 0,
+            agg: Aggregates::default(),
             splits: BTreeMap::new(),
-        }
+        };
+        l.refresh();
+        l
+    }
+
+    /// Recomputes the totals from the slots (after every change; O(NUMA nodes + GPUs)).
+    fn refresh(&mut self) {
+        let g = &self.gpus;
+        self.agg = Aggregates {
+            mem_cap: self.numas.iter().map(|n| n.mem_cap).sum(),
+            mem_used: self.numas.iter().map(|n| n.mem_used).sum(),
+            gpu_used: g.iter().map(|g| g.used).sum(),
+            whole_gpus_free: g.iter().filter(|g| g.used == 0).count() as u32,
+            max_gpu_free: g.iter().map(|g| g.free()).max().unwrap_or(0),
+            max_partial_gpu_free: g.iter().filter(|g| g.used > 0).map(|g| g.free()).max().unwrap_or(0),
+        };
     }
 
     pub fn name(&self) -> &str {
@@ -232,16 +188,16 @@ impl NodeLedger {
 
     /// Bytes of memory taken by bindings.
     pub fn mem_used(&self) -> u64 {
-        self.numas.iter().map(|n| n.mem_used).sum()
+        self.agg.mem_used
     }
 
     /// Bytes of memory the ledger manages (the sum over NUMA nodes).
     pub fn mem_total(&self) -> u64 {
-        self.numas.iter().map(|n| n.mem_cap).sum()
+        self.agg.mem_cap
     }
 
     pub(crate) fn mem_free(&self) -> u64 {
-        self.numas.iter().map(|n| n.mem_free()).sum()
+        self.agg.mem_cap.saturating_sub(self.agg.mem_used)
     }
 
     /// Thousandths of GPU `gpu_index` in use; 0 for an unknown index.
@@ -251,22 +207,22 @@ impl NodeLedger {
 
     /// Thousandths of all GPUs in use.
     pub fn gpus_used_milli(&self) -> u64 {
-        self.gpus.iter().map(|g| g.used).sum()
+        self.agg.gpu_used
     }
 
     /// GPUs with nothing allocated on them.
     pub(crate) fn whole_gpus_free(&self) -> u32 {
-        self.gpus.iter().filter(|g| g.used == 0).count() as u32
+        self.agg.whole_gpus_free
     }
 
     /// The most thousandths free on any single GPU.
     pub(crate) fn max_gpu_free(&self) -> u64 {
-        self.gpus.iter().map(|g| g.free()).max().unwrap_or(0)
+        self.agg.max_gpu_free
     }
 
     /// The largest fraction free on a GPU that is already shared (0 if none is).
     pub(crate) fn max_partial_gpu_free(&self) -> u64 {
-        self.gpus.iter().filter(|g| g.used > 0).map(|g| g.free()).max().unwrap_or(0)
+        self.agg.max_partial_gpu_free
     }
 
     fn gpu_slot(&self, index: u32) -> Option<usize> {
@@ -359,6 +315,7 @@ impl NodeLedger {
             self.numas[i].mem_used += s;
         }
         self.splits.entry(AllocKey::of(b)).or_default().push(split);
+        self.refresh();
         Ok(())
     }
 
@@ -393,6 +350,7 @@ impl NodeLedger {
         for (i, s) in split {
             self.numas[i].mem_used = self.numas[i].mem_used.saturating_sub(s);
         }
+        self.refresh();
     }
 
     /// Bindings currently recorded (for diagnostics and tests).

@@ -13,6 +13,20 @@
 //!   `.try_bind(&ResourceRequest, NumaPolicy) -> Result<Binding, String>`.
 //! - `schedule(&PassInput) -> PassOutput`.
 //! - `check_feasible(&ResourceRequest, nodes_needed, &[NodeLedger], queue) -> Result<(), String>`.
+//!
+//! Also public: [`check_feasible_with`] (the same with the job's NUMA policy), [`LedgerError`],
+//! and the read-only `NodeLedger::{cpus_total, mem_total, gpus_used_milli, allocations}`.
+//!
+//! How the manager uses it:
+//! - at start, build one ledger per known node and `allocate` the binding of every kernel that
+//!   still holds resources (SCHEDULED..TERMINATING); an error there means the store disagrees
+//!   with itself (two kernels on one CPU) and should be logged, not ignored;
+//! - after a pass, `allocate` every binding of every start on the real ledgers (in the same
+//!   transaction that records the starts), and store each waiting job's `position`, `reason`
+//!   and `blocked_passes`;
+//! - when a kernel ends, `release` its binding (releasing twice is harmless); when a node is
+//!   lost or drained, `set_schedulable(false)`; when its agent re-registers, rebuild its
+//!   ledger from the topology and re-allocate the kernels it still runs.
 
 mod bind;
 mod feasible;
@@ -20,6 +34,7 @@ mod ledger;
 mod pass;
 mod place;
 mod shortfall;
+mod slots;
 mod water;
 
 #[cfg(test)]

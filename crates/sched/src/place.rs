@@ -28,17 +28,13 @@ impl Scoring {
 /// The node's mean allocated share over the resources it has (CPU, memory, GPU), in parts
 /// per million. Integer arithmetic so that ties are exact and the order is deterministic.
 pub(crate) fn allocated_ppm(l: &NodeLedger) -> u64 {
-    let share = |used: u64, total: u64| (total > 0).then(|| (used as u128 * 1_000_000 / total as u128) as u64);
+    let share = |used: u64, total: u64| if total > 0 { (used as u128 * 1_000_000 / total as u128) as u64 } else { 0 };
     let gpu_total = l.topology().gpus.len() as u64 * 1000;
-    let shares: Vec<u64> = [
-        share(l.cpus_used() as u64, l.cpus_total() as u64),
-        share(l.mem_used(), l.mem_total()),
-        share(l.gpus_used_milli(), gpu_total),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if shares.is_empty() { 0 } else { shares.iter().sum::<u64>() / shares.len() as u64 }
+    let (cpu_total, mem_total) = (l.cpus_total() as u64, l.mem_total());
+    let sum =
+        share(l.cpus_used() as u64, cpu_total) + share(l.mem_used(), mem_total) + share(l.gpus_used_milli(), gpu_total);
+    let count = [cpu_total, mem_total, gpu_total].iter().filter(|&&t| t > 0).count() as u64;
+    sum.checked_div(count).unwrap_or(0)
 }
 
 /// Places every kernel of `job` on distinct ready nodes of `nodes` (one queue's working
