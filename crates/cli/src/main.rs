@@ -10,6 +10,7 @@ mod credentials;
 mod daemon;
 mod jobfile;
 mod output;
+mod sbatch;
 mod script;
 mod specflags;
 

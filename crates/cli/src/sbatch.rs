@@ -1,0 +1,143 @@
+//! `#SBATCH` directives in batch scripts, translated into `berth submit` flags so that a script
+//! written for Slurm runs on berth unchanged where the two share a meaning.
+//!
+//! Translated: `--cpus-per-task`/`-c`, `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N`
+//! and `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
+//! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
+//! `--requeue`. Everything else is returned as ignored, for the caller to warn about.
+
+/// Translates `#SBATCH` words into `berth submit` flags. Returns the flags and the Slurm
+/// options that have no berth equivalent.
+pub fn translate(words: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut ignored = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        i += 1;
+        // `--opt=value`, `--opt value`, `-c4`, `-c 4`.
+        let (opt, inline) = if let Some(long) = w.strip_prefix("--") {
+            match long.split_once('=') {
+                Some((o, v)) => (format!("--{o}"), Some(v.to_string())),
+                None => (w.clone(), None),
+            }
+        } else if w.starts_with('-') && w.len() > 2 {
+            (w[..2].to_string(), Some(w[2..].trim_start_matches('=').to_string()))
+        } else {
+            (w.clone(), None)
+        };
+        let flag_only = matches!(opt.as_str(), "--requeue" | "--no-requeue" | "--exclusive" | "--hold" | "--wait");
+        let mut value = || match &inline {
+            Some(v) => Some(v.clone()),
+            None if !flag_only && i < words.len() && !words[i].starts_with('-') => {
+                i += 1;
+                Some(words[i - 1].clone())
+            }
+            None => None,
+        };
+        let berth: Option<(&str, Option<String>)> = match opt.as_str() {
+            "--cpus-per-task" | "-c" => Some(("--cpus", value())),
+            "--mem" => Some(("--mem", value().map(|v| slurm_mem(&v)))),
+            "--gres" | "--gpus" | "--gpus-per-node" | "-G" => {
+                let v = value();
+                match v.as_deref().and_then(|v| slurm_gpus(&opt, v)) {
+                    Some(n) => Some(("--gpus", Some(n))),
+                    None => {
+                        ignored.push(as_written(w, &inline, &opt, v));
+                        None
+                    }
+                }
+            }
+            "--time" | "-t" => Some(("--time-limit", value().map(|v| slurm_time(&v)))),
+            "--job-name" | "-J" => Some(("--name", value())),
+            "--priority" => Some(("--priority", value())),
+            "--partition" | "-p" => Some(("--queue", value())),
+            "--nodes" | "-N" => Some(("--nodes", value().map(|v| v.split('-').next().unwrap_or_default().to_string()))),
+            "--chdir" | "-D" => Some(("--workdir", value())),
+            "--requeue" => Some(("--requeue", None)),
+            _ => {
+                let v = value();
+                ignored.push(as_written(w, &inline, &opt, v));
+                None
+            }
+        };
+        if let Some((flag, v)) = berth {
+            out.push(flag.to_string());
+            out.extend(v);
+        }
+    }
+    (out, ignored)
+}
+
+/// An ignored option as the user wrote it, for the warning.
+fn as_written(word: &str, inline: &Option<String>, opt: &str, value: Option<String>) -> String {
+    match (inline, value) {
+        (Some(_), _) => word.to_string(),
+        (None, Some(v)) => format!("{opt} {v}"),
+        (None, None) => opt.to_string(),
+    }
+}
+
+/// Slurm reads a bare `--mem` number as MiB; berth wants a unit, so add Slurm's.
+fn slurm_mem(v: &str) -> String {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()) { format!("{v}M") } else { v.to_string() }
+}
+
+/// The GPU count of `--gres=gpu[:type]:N` (or `--gpus=[type:]N`); `None` for other resources.
+fn slurm_gpus(opt: &str, v: &str) -> Option<String> {
+    if opt == "--gres" {
+        let gpu = v.split(',').find(|g| g.starts_with("gpu"))?;
+        let mut parts = gpu.split(':');
+        if parts.next()? != "gpu" {
+            return None;
+        }
+        let n = parts.next_back().unwrap_or("1");
+        return Some(if n.chars().all(|c| c.is_ascii_digit()) { n.to_string() } else { "1".into() });
+    }
+    Some(v.rsplit(':').next().unwrap_or(v).to_string())
+}
+
+/// Slurm time (`minutes`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`) as seconds; a value Slurm
+/// would not read is passed through for berth's own parser (`1h30m`) to judge.
+fn slurm_time(v: &str) -> String {
+    let nums = |s: &str| s.split(':').map(|p| p.parse::<u64>().ok()).collect::<Option<Vec<u64>>>();
+    let secs = match v.split_once('-') {
+        Some((d, rest)) => d.parse::<u64>().ok().zip(nums(rest)).and_then(|(d, hms)| {
+            let t = match hms.as_slice() {
+                [h] => h * 3600,
+                [h, m] => h * 3600 + m * 60,
+                [h, m, s] => h * 3600 + m * 60 + s,
+                _ => return None,
+            };
+            Some(d * 86400 + t)
+        }),
+        None => nums(v).and_then(|p| match p.as_slice() {
+            [m] => Some(m * 60),
+            [m, s] => Some(m * 60 + s),
+            [h, m, s] => Some(h * 3600 + m * 60 + s),
+            _ => None,
+        }),
+    };
+    secs.map(|s| s.to_string()).unwrap_or_else(|| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sbatch_translation_details() {
+        let w = |s: &str| crate::script::split_words(s).unwrap();
+        assert_eq!(translate(&w("-c4")).0, ["--cpus", "4"]);
+        assert_eq!(translate(&w("--gres=gpu:1")).0, ["--gpus", "1"]);
+        assert_eq!(translate(&w("--gpus=v100:2")).0, ["--gpus", "2"]);
+        assert_eq!(translate(&w("--gres=nvme:1")).1, ["--gres=nvme:1"]);
+        assert_eq!(translate(&w("-J name --requeue")).0, ["--name", "name", "--requeue"]);
+        assert_eq!(translate(&w("-N 2-4")).0, ["--nodes", "2"]);
+        assert_eq!(slurm_time("30"), "1800");
+        assert_eq!(slurm_time("10:30"), "630");
+        assert_eq!(slurm_time("2-12"), (2 * 86400 + 12 * 3600).to_string());
+        assert_eq!(slurm_time("1h"), "1h");
+        assert_eq!(slurm_mem("4G"), "4G");
+    }
+}
