@@ -37,7 +37,8 @@ impl NodeLedger {
             }
         } else if g >= 1000 {
             let whole = self.whole_gpus_free() as u64;
-            if whole * 1000 < g {
+            // Whole devices only; a malformed 1.5 (refused at submit) counts as 2.
+            if whole < g.div_ceil(1000) {
                 return Err(Shortfall::Gpu { need: g, have: whole * 1000 + self.max_partial_gpu_free() });
             }
         }
@@ -109,7 +110,7 @@ impl NodeLedger {
                 .min_by_key(|&i| (self.gpus[i].free(), !local_fit(self.gpus[i].numa), self.gpus[i].index));
             return best.into_iter().collect();
         }
-        let k = (g / 1000) as usize;
+        let k = g.div_ceil(1000) as usize;
         let free: Vec<usize> = (0..self.gpus.len()).filter(|&i| self.gpus[i].used == 0).collect();
         let on = |x: usize| free.iter().copied().filter(move |&i| self.gpus[i].numa == Some(x));
         let home = (0..self.numas.len())
@@ -218,10 +219,10 @@ impl NodeLedger {
                 }
             } else {
                 let free: Vec<usize> = local.filter(|&i| self.gpus[i].used == 0).collect();
-                if (free.len() as u64) < g / 1000 {
+                if (free.len() as u64) < g.div_ceil(1000) {
                     continue;
                 }
-                (free.len() as u64, free[..(g / 1000) as usize].to_vec())
+                (free.len() as u64, free[..g.div_ceil(1000) as usize].to_vec())
             };
             let key = (gpu_key, self.numas[x].cpu_free, x);
             if best.as_ref().is_none_or(|(k, _)| key < *k) {
