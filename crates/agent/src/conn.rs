@@ -35,6 +35,11 @@ enum DialError {
     Auth,
     #[error("invalid manager url `{0}`: use http://host:port or https://host:port")]
     Url(String),
+    /// `wss://` needs a TLS feature of tokio-tungstenite that this build does not enable.
+    #[error(
+        "cannot reach `{0}`: this build has no TLS support for wss://; use http:// (e.g. behind a TLS-terminating proxy on the manager host)"
+    )]
+    NoTls(String),
     #[error("{0}")]
     Other(String),
 }
@@ -63,6 +68,10 @@ pub(crate) fn connect_url(manager_url: &str) -> Result<String, String> {
 
 async fn dial(config: &AgentConfig) -> Result<Ws, DialError> {
     let url = connect_url(&config.manager_url).map_err(DialError::Url)?;
+    if url.starts_with("wss://") {
+        // Known before dialing: retrying could never succeed.
+        return Err(DialError::NoTls(url));
+    }
     let mut req = url.as_str().into_client_request().map_err(|_| DialError::Url(config.manager_url.clone()))?;
     let auth = format!("Bearer {}", config.join_token).parse().map_err(|_| DialError::Auth)?;
     req.headers_mut().insert(tungstenite::http::header::AUTHORIZATION, auth);
@@ -70,6 +79,9 @@ async fn dial(config: &AgentConfig) -> Result<Ws, DialError> {
         Err(_) => Err(DialError::Other(format!("no answer from {url}"))),
         Ok(Ok((ws, _))) => Ok(ws),
         Ok(Err(tungstenite::Error::Http(resp))) if resp.status() == 401 || resp.status() == 403 => Err(DialError::Auth),
+        Ok(Err(tungstenite::Error::Url(tungstenite::error::UrlError::TlsFeatureNotEnabled))) => {
+            Err(DialError::NoTls(url))
+        }
         Ok(Err(e)) => Err(DialError::Other(format!("cannot connect to {url}: {e}"))),
     }
 }
@@ -118,7 +130,7 @@ pub(crate) async fn run(
         };
         let why = match dialed {
             Err(DialError::Auth) => return agent.fail(DialError::Auth.to_string()).await,
-            Err(e @ DialError::Url(_)) => return agent.fail(e.to_string()).await,
+            Err(e @ (DialError::Url(_) | DialError::NoTls(_))) => return agent.fail(e.to_string()).await,
             Err(DialError::Other(e)) => e,
             Ok(ws) => match agent.session(ws, &mut shutdown, &mut backoff).await {
                 End::Shutdown(ws) => return agent.shut_down(ws.map(|b| *b)).await,

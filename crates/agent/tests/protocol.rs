@@ -262,3 +262,11 @@ async fn version_refusal_is_fatal() {
     let err = tokio::time::timeout(Duration::from_secs(30), agent).await.unwrap().unwrap().unwrap_err();
     assert!(err.to_string().contains("protocol version 1 is not supported"), "{err}");
 }
+
+#[tokio::test]
+async fn https_without_tls_support_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = berth_agent::run(config("https://127.0.0.1:1", "t", dir.path(), "tls"), std::future::pending());
+    let err = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap_err().to_string();
+    assert!(err.contains("no TLS support for wss://"), "{err}");
+}

@@ -27,7 +27,7 @@ fn runtime(test: &str) -> Rt {
         gpu_memory: Default::default(),
         pids_max: 256,
         stop_grace: Duration::from_millis(300),
-        use_cgroups: true,
+        use_cgroups: std::env::var_os("BERTH_TEST_NO_CGROUPS").is_none(),
     })
     .unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
@@ -220,4 +220,29 @@ async fn leftover_processes_are_killed() {
     // Once Finished is reported the daemon is dead (a zombie at most, until init reaps it).
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     assert!(state.is_empty() || state.contains(") Z "), "leftover still runs: {state}");
+}
+
+/// A figure, not a check (never assert wall-clock times): `cargo test -p berth-agent --test
+/// runtime -- --ignored --nocapture throughput`.
+#[tokio::test]
+#[ignore]
+async fn throughput_of_true_jobs() {
+    let mut rt = runtime("bench");
+    let n = 1000;
+    let t0 = std::time::Instant::now();
+    let mut start_total = Duration::ZERO;
+    let b = binding(&[0], 64 << 20);
+    for job in 0..n {
+        let t = std::time::Instant::now();
+        rt.rt.start(key(job), &spec(&["true"]), &b, &BTreeMap::new(), &rt.tx).unwrap();
+        start_total += t.elapsed();
+        let e = rt.finished(job).await;
+        assert_eq!(e.outcome, KernelOutcome::Succeeded);
+    }
+    eprintln!(
+        "{n} `true` kernels one after another: {:?} total, start() {:?} each on average, cgroups: {}",
+        t0.elapsed(),
+        start_total / n as u32,
+        rt.rt.has_cgroups()
+    );
 }

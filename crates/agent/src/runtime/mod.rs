@@ -159,10 +159,14 @@ impl Runtime {
         let dir = logs::kernel_dir(&self.opts.data_dir, &key);
         let fail = |what: String| format!("launch failed: {what}");
         let Some(program) = spec.command.first() else { return Err(fail("empty command".into())) };
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| fail(format!("cannot create `{}`: {}", dir.display(), errno_text(&e))))?;
+        let mkdir = |d: &std::path::Path| {
+            std::fs::create_dir_all(d).map_err(|e| fail(format!("cannot create `{}`: {}", d.display(), errno_text(&e))))
+        };
+        // Metadata operations are the slow part of a start on small VMs: one mkdir -p makes
+        // both the kernel dir and its default work dir.
         let workdir = match &spec.workdir {
             Some(w) => {
+                mkdir(&dir)?;
                 if !std::path::Path::new(w).is_dir() {
                     return Err(fail(format!("workdir `{w}` is not a directory")));
                 }
@@ -170,7 +174,7 @@ impl Runtime {
             }
             None => {
                 let w = dir.join("work");
-                std::fs::create_dir_all(&w).map_err(|e| fail(format!("cannot create workdir: {}", errno_text(&e))))?;
+                mkdir(&w)?;
                 if self.user.switch {
                     let _ = std::os::unix::fs::chown(&w, Some(self.user.uid), Some(self.user.gid));
                 }
