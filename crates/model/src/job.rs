@@ -122,7 +122,7 @@ impl JobSpec {
         if r.mem_bytes == 0 {
             return bad("memory must be greater than zero");
         }
-        if r.gpu_milli > 1000 && r.gpu_milli % 1000 != 0 {
+        if r.gpu_milli > 1000 && !r.gpu_milli.is_multiple_of(1000) {
             return bad("a request above one GPU must be a whole number of GPUs (fractions share a single GPU)");
         }
         if self.nodes == 0 {
@@ -131,25 +131,25 @@ impl JobSpec {
         if self.time_limit_secs == Some(0) {
             return bad("time limit must be greater than zero");
         }
-        if let Some(n) = &self.name {
-            if n.len() > 200 || n.chars().any(|c| c.is_control()) {
-                return bad("name must be at most 200 characters with no control characters");
-            }
+        if let Some(n) = &self.name
+            && (n.len() > 200 || n.chars().any(|c| c.is_control()))
+        {
+            return bad("name must be at most 200 characters with no control characters");
         }
         for k in self.env.keys() {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
                 return bad(&format!("invalid environment variable name `{k}`: use NAME=value"));
             }
         }
-        if let Some(q) = &self.queue {
-            if q.is_empty() || !q.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-                return bad("queue names use letters, digits, `-` and `_`");
-            }
+        if let Some(q) = &self.queue
+            && (q.is_empty() || !q.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        {
+            return bad("queue names use letters, digits, `-` and `_`");
         }
-        if let Some(w) = &self.workdir {
-            if !w.starts_with('/') {
-                return bad("workdir must be an absolute path");
-            }
+        if let Some(w) = &self.workdir
+            && !w.starts_with('/')
+        {
+            return bad("workdir must be an absolute path");
         }
         Ok(())
     }

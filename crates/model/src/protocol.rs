@@ -105,7 +105,9 @@ pub enum AgentMessage {
     },
 }
 
-/// Manager → agent.
+/// Manager → agent. `StartKernel` is much larger than the others; messages are short-lived,
+/// so boxing it would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum ManagerMessage {

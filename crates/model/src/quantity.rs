@@ -55,7 +55,7 @@ pub fn parse_cpus(s: &str) -> Result<u64, QuantityError> {
 /// device; one or more must be whole devices (`1`, `2`). `0` means no GPU.
 pub fn parse_gpus(s: &str) -> Result<u64, QuantityError> {
     let v = parse_milli("gpus", s)?;
-    if v > 1000 && v % 1000 != 0 {
+    if v > 1000 && !v.is_multiple_of(1000) {
         return Err(invalid(
             "gpus",
             s,
@@ -165,7 +165,7 @@ pub fn format_bytes(b: u64) -> String {
 
 /// Prints thousandths as a decimal without trailing zeros (`500` → `0.5`, `2000` → `2`).
 pub fn format_gpu_milli(m: u64) -> String {
-    if m % 1000 == 0 {
+    if m.is_multiple_of(1000) {
         return (m / 1000).to_string();
     }
     let s = format!("{}.{:03}", m / 1000, m % 1000);
