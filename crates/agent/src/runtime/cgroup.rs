@@ -221,18 +221,31 @@ impl KernelCgroup {
         }
     }
 
-    /// Removes the cgroup directories (retrying briefly while the kernel drains them).
-    pub async fn remove(self) {
-        for d in &self.dirs {
-            for attempt in 0..20u64 {
-                match std::fs::remove_dir(d) {
-                    Ok(()) => break,
-                    Err(e) if e.kind() == ErrorKind::NotFound => break,
-                    Err(e) if attempt == 19 => tracing::warn!("cannot remove cgroup `{}`: {e}", d.display()),
-                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(1 + attempt * 5)).await,
-                }
+    /// Removes the cgroup directories, trying for about `patience`; returns whether all went.
+    /// A cgroup stays busy while a killed task is not yet reaped (a zombie reparented to an
+    /// init that reaps slowly), so callers try again later rather than give up.
+    pub async fn remove(&mut self, patience: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut delay = std::time::Duration::from_millis(1);
+        loop {
+            self.dirs.retain(|d| match std::fs::remove_dir(d) {
+                Ok(()) => false,
+                Err(e) => e.kind() != ErrorKind::NotFound,
+            });
+            if self.dirs.is_empty() {
+                return true;
             }
+            if tokio::time::Instant::now() + delay > deadline {
+                return false;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(std::time::Duration::from_secs(5));
         }
+    }
+
+    /// The directories not yet removed.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
     }
 }
 

@@ -77,12 +77,19 @@ pub(super) async fn watch(mut w: Watch) {
             (None, None) => (KernelOutcome::Failed, "ended without an exit code".into()),
         },
     };
-    // Removed before reporting: once Finished is out, nothing of the kernel is left.
-    if let Some(cg) = w.cgroup {
-        cg.remove().await;
-    }
+    // Removed before reporting where possible, so that once Finished is out nothing of the
+    // kernel is left; a cgroup still busy after that is retried in the background.
+    let mut cgroup = w.cgroup;
+    let clean = match cgroup.as_mut() {
+        Some(cg) => cg.remove(Duration::from_millis(50)).await,
+        None => true,
+    };
     let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
     let _ = w.events.send((w.key, event));
+    let Some(mut cg) = cgroup.filter(|_| !clean) else { return };
+    if !cg.remove(Duration::from_secs(120)).await {
+        tracing::warn!("cannot remove kernel cgroups {:?}: still busy", cg.dirs());
+    }
 }
 
 /// SIGTERM to the group, SIGKILL after `grace` if the leader is still there.
