@@ -27,7 +27,8 @@ pub struct AgentConfig {
     /// Node name; defaults to the host name.
     pub name: String,
     pub queue: String,
-    /// Where the agent keeps kernel logs, work dirs and its state (`<data_dir>/agent`).
+    /// Where the agent keeps kernel logs and default work dirs:
+    /// `<data_dir>/kernels/<job>.<attempt>.<index>/{stdout.log,stderr.log,work/}`.
     pub data_dir: PathBuf,
     /// Root of sysfs for discovery (`/sys`); tests point it at fixture trees.
     pub sysfs_root: PathBuf,
