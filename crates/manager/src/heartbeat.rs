@@ -23,7 +23,7 @@ pub async fn run(m: Arc<Manager>) {
 
 /// One round of checks.
 pub async fn check(m: &Manager) {
-    let mut st = m.state.lock().await;
+    let mut st = m.lock_state().await;
     let now = Instant::now();
     let timeout = m.heartbeat_timeout;
     let mut lost = Vec::new();

@@ -145,7 +145,7 @@ impl Manager {
         topology: Topology,
         kernels: Vec<KernelReport>,
     ) -> Result<(), berth_store::StoreError> {
-        let mut st = self.state.lock().await;
+        let mut st = self.lock_state().await;
         let now = jiff::Timestamp::now();
         self.store
             .upsert_node(&NodeRow {
@@ -160,6 +160,7 @@ impl Manager {
         if self.queue(&queue).is_none() {
             tracing::warn!(node, queue, "node joined a queue that is not configured: no job will run on it");
         }
+        self.set_shape(node, &queue, &topology);
         let ledger = NodeLedger::new(node, queue.clone(), topology);
         let idx = match st.nodes.get(node).map(|n| n.ledger) {
             Some(i) => {
@@ -257,7 +258,7 @@ impl Manager {
     /// A connection ended: forget it unless a newer one already replaced it. The node stays
     /// `ready` (but takes no new jobs) until the heartbeat timeout declares it lost.
     pub async fn disconnected(&self, node: &str, conn_id: u64) {
-        let mut st = self.state.lock().await;
+        let mut st = self.lock_state().await;
         let Some(n) = st.nodes.get_mut(node) else { return };
         if n.conn.as_ref().is_some_and(|c| c.id == conn_id) {
             n.conn = None;
@@ -272,14 +273,14 @@ impl Manager {
         match msg {
             AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
             AgentMessage::Heartbeat { at } => {
-                let mut st = self.state.lock().await;
+                let mut st = self.lock_state().await;
                 if let Some(n) = st.nodes.get_mut(node) {
                     n.last_seen = Instant::now();
                     n.last_heartbeat = Some(at);
                 }
             }
             AgentMessage::Kernel { key, event } => {
-                let mut st = self.state.lock().await;
+                let mut st = self.lock_state().await;
                 match event {
                     KernelEvent::Started { .. } => {
                         if !self.kernel_started(&mut st, node, key).await {
@@ -292,7 +293,7 @@ impl Manager {
                 }
             }
             AgentMessage::CommandFailed { key, error, .. } => {
-                let mut st = self.state.lock().await;
+                let mut st = self.lock_state().await;
                 let live = st.jobs.get(&key.job_id).is_some_and(|j| {
                     j.attempt == key.attempt
                         && j.on_node(key.index, node)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use berth_model::JobState;
 use berth_sched::{NodeLedger, QueueConfig};
 use berth_store::{Store, StoreError};
-use tokio::sync::{Mutex, Notify, oneshot, watch};
+use tokio::sync::{Mutex, MutexGuard, Notify, oneshot, watch};
 
 use crate::auth::User;
 use crate::state::{Job, KernelEnd, Node, State};
@@ -39,6 +39,11 @@ pub struct Manager {
     next_id: AtomicU64,
     pub log_waiters: LogWaiters,
     pub shutdown: watch::Receiver<bool>,
+    /// Jobs submitted since the last [`Manager::lock_state`]: submit appends here instead of
+    /// waiting for the state lock a scheduling pass may hold.
+    inbox: StdMutex<Vec<Job>>,
+    /// An empty ledger per known node, for submit-time feasibility checks without the state lock.
+    pub shapes: RwLock<Vec<NodeLedger>>,
 }
 
 impl Manager {
@@ -62,7 +67,32 @@ impl Manager {
             next_id: AtomicU64::new(1),
             log_waiters: StdMutex::new(HashMap::new()),
             shutdown,
+            inbox: StdMutex::new(Vec::new()),
+            shapes: RwLock::new(Vec::new()),
         }
+    }
+
+    /// Locks the in-memory state, first moving freshly submitted jobs into it.
+    pub async fn lock_state(&self) -> MutexGuard<'_, State> {
+        let mut st = self.state.lock().await;
+        let new = std::mem::take(&mut *self.inbox.lock().expect("inbox lock"));
+        for j in new {
+            st.jobs.insert(j.id, j);
+        }
+        st
+    }
+
+    /// Hands a just-inserted job to the scheduler.
+    pub fn enqueue(&self, job: Job) {
+        self.inbox.lock().expect("inbox lock").push(job);
+        self.wake.notify_one();
+    }
+
+    /// Records a node's shape for feasibility checks (replacing an older one).
+    pub fn set_shape(&self, name: &str, queue: &str, topology: &berth_model::Topology) {
+        let mut shapes = self.shapes.write().expect("shapes lock");
+        shapes.retain(|l| l.name() != name);
+        shapes.push(NodeLedger::new(name, queue, topology.clone()));
     }
 
     /// A fresh id for commands, log requests and connections.
@@ -81,12 +111,13 @@ impl Manager {
     /// Rebuilds memory from the store after a (re)start: known nodes come back `lost` until
     /// their agent reconnects, unfinished jobs come back with their bindings and allocations.
     pub async fn rebuild(&self) -> Result<(), StoreError> {
-        let mut st = self.state.lock().await;
+        let mut st = self.lock_state().await;
         let deadline = Instant::now() + self.heartbeat_timeout;
         for n in self.store.nodes().await? {
             if n.state != "lost" {
                 self.store.set_node_state(&n.name, "lost", None).await?;
             }
+            self.set_shape(&n.name, &n.queue, &n.topology);
             let mut ledger = NodeLedger::new(n.name.clone(), n.queue.clone(), n.topology.clone());
             ledger.set_schedulable(false);
             st.ledgers.push(ledger);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_model::protocol::ManagerMessage;
-use berth_model::{JobState, PendingReason};
+use berth_model::{JobState, PendingKind, PendingReason};
 use berth_sched::{PassInput, PendingJob};
 use berth_store::Change;
 use jiff::Timestamp;
@@ -35,7 +35,7 @@ pub async fn run(m: Arc<Manager>) {
 
 /// One scheduling pass. Returns how many jobs it started.
 pub async fn pass(m: &Manager) -> usize {
-    let mut st = m.state.lock().await;
+    let mut st = m.lock_state().await;
     let pending: Vec<PendingJob> = st
         .jobs
         .values()
@@ -71,7 +71,7 @@ pub async fn pass(m: &Manager) -> usize {
     }
     for w in &out.waiting {
         let Some(job) = st.jobs.get(&w.job) else { continue };
-        if job.pending_reason.as_ref() != Some(&w.reason) {
+        if needs_persisting(job.pending_reason.as_ref(), &w.reason) {
             changes.push(Change::PendingReason { job_id: w.job, reason: Some(w.reason.clone()) });
         }
     }
@@ -89,6 +89,7 @@ pub async fn pass(m: &Manager) -> usize {
         }
     }
     let started = out.starts.len();
+
     for s in out.starts {
         st.allocate(s.job, &s.bindings);
         let Some(job) = st.jobs.get_mut(&s.job) else { continue };
@@ -102,6 +103,20 @@ pub async fn pass(m: &Manager) -> usize {
         send_start(m, &st, &job);
     }
     started
+}
+
+/// Whether a new pending reason must be written to the store. The live reason is served from
+/// memory; the store copy only matters after a restart (when the first pass recomputes it).
+/// `priority` reasons name the job ahead, which changes for every waiting job each time the
+/// head starts, so rewriting them would cost O(pending) writes per start: only a change of
+/// kind is written for them.
+fn needs_persisting(old: Option<&PendingReason>, new: &PendingReason) -> bool {
+    match old {
+        None => true,
+        Some(o) if o.kind != new.kind => true,
+        Some(_) if new.kind == PendingKind::Priority => false,
+        Some(o) => o.message != new.message,
+    }
 }
 
 fn node_list(bindings: &[berth_model::Binding]) -> String {
@@ -157,4 +172,20 @@ pub fn role(index: u32) -> String {
 /// The reason shown while a job waits; kept for views of jobs no pass has seen.
 pub fn reason_or_queued(r: Option<&PendingReason>) -> PendingReason {
     r.cloned().unwrap_or_else(crate::state::queued)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priority_reasons_are_persisted_on_kind_change_only() {
+        let p = |m: &str| PendingReason::new(PendingKind::Priority, m);
+        let r = |m: &str| PendingReason::new(PendingKind::Resources, m);
+        assert!(needs_persisting(None, &p("behind 1")));
+        assert!(!needs_persisting(Some(&p("behind 1")), &p("behind 2")));
+        assert!(needs_persisting(Some(&p("behind 1")), &r("needs 1 GPU")));
+        assert!(needs_persisting(Some(&r("needs 1 GPU")), &r("needs 2 GPUs")));
+        assert!(!needs_persisting(Some(&r("needs 1 GPU")), &r("needs 1 GPU")));
+    }
 }

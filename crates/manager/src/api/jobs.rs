@@ -31,8 +31,8 @@ pub async fn submit(
         return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queue_names())));
     }
     {
-        let st = m.state.lock().await;
-        berth_sched::check_feasible_with(&spec.resources, spec.nodes, spec.numa, &st.ledgers, &queue)
+        let shapes = m.shapes.read().expect("shapes lock");
+        berth_sched::check_feasible_with(&spec.resources, spec.nodes, spec.numa, &shapes, &queue)
             .map_err(ApiError::unprocessable)?;
     }
     let now = jiff::Timestamp::now();
@@ -56,8 +56,7 @@ pub async fn submit(
         cancelled_by: None,
     };
     let view = job.view();
-    m.state.lock().await.jobs.insert(id, job);
-    m.wake.notify_one();
+    m.enqueue(job);
     Ok((StatusCode::CREATED, axum::Json(view)))
 }
 
@@ -78,7 +77,7 @@ pub async fn list(
     };
     let limit = q.limit.map(|l| l as usize).unwrap_or(usize::MAX);
     let mine = |owner: i64| user.is_admin() || owner == user.id;
-    let st = m.state.lock().await;
+    let st = m.lock_state().await;
     // Unfinished jobs live in memory: no query needed.
     if !q.all && state.is_none_or(|s| !s.is_terminal()) {
         let views = st
@@ -95,7 +94,7 @@ pub async fn list(
     let filter =
         JobFilter { user_id: (!user.is_admin()).then_some(user.id), states: state.map(|s| vec![s]), limit: q.limit };
     let rows = m.store.jobs(&filter).await?;
-    let st = m.state.lock().await;
+    let st = m.lock_state().await;
     let views = rows
         .iter()
         .map(|r| match st.jobs.get(&r.id) {
@@ -140,7 +139,7 @@ pub async fn show(
     let mut nodes: Vec<String> = kernels.iter().map(|k| k.binding.node.clone()).collect();
     nodes.dedup();
     let mut job = row_view(&row, nodes);
-    if let Some(j) = m.state.lock().await.jobs.get(&id)
+    if let Some(j) = m.lock_state().await.jobs.get(&id)
         && j.state == JobState::Pending
     {
         job.position = j.position;
@@ -158,7 +157,7 @@ pub async fn cancel(
     Auth(user): Auth,
     Path(id): Path<JobId>,
 ) -> Result<axum::Json<CancelResult>, ApiError> {
-    let mut st = m.state.lock().await;
+    let mut st = m.lock_state().await;
     let Some(job) = st.jobs.get(&id) else {
         drop(st);
         let row = m.store.job(id).await?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;

@@ -54,7 +54,7 @@ pub async fn logs(
     let (tx, rx) = tokio::sync::oneshot::channel();
     m.log_waiters.lock().expect("log waiters lock").insert(req_id, tx);
     let sent = {
-        let st = m.state.lock().await;
+        let st = m.lock_state().await;
         let msg = ManagerMessage::FetchLogs { req_id, key, stream: q.stream, offset: q.offset, max_bytes: MAX_BYTES };
         st.send(&kernel.node, msg)
     };

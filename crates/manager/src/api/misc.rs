@@ -27,7 +27,7 @@ pub async fn whoami(Auth(user): Auth) -> axum::Json<WhoAmI> {
 /// Every node with its capacity and use.
 #[utoipa::path(get, path = "/v1/nodes", tag = "nodes", responses((status = 200, body = Vec<NodeView>)))]
 pub async fn nodes(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<NodeView>> {
-    let st = m.state.lock().await;
+    let st = m.lock_state().await;
     let mut names: Vec<&String> = st.nodes.keys().collect();
     names.sort();
     axum::Json(names.into_iter().filter_map(|n| st.node_view(n)).collect())
