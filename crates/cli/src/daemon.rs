@@ -4,6 +4,12 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use berth_agent::AgentConfig;
+use berth_manager::{Bootstrap, ManagerConfig};
 use clap::Args;
 
 /// `berth up`: manager and one local agent, all in one process.
@@ -63,14 +69,173 @@ pub struct AgentArgs {
     pub sysfs_root: PathBuf,
 }
 
-pub async fn up(_args: UpArgs) -> anyhow::Result<()> {
-    anyhow::bail!("berth up is not wired yet")
+/// How long `berth up` waits for the local agent to stop its kernels on Ctrl-C.
+const AGENT_STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Grace between SIGTERM and SIGKILL when kernels are stopped.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Seconds without a heartbeat before a node counts as lost.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let data_dir = prepare_data_dir(&args.data_dir)?;
+    let handle = start_manager(&data_dir, args.listen, args.config).await?;
+    let url = handle.url.clone();
+    let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
+    let cred_path = match &token {
+        Some(t) => Some(crate::credentials::write(&url, t)?),
+        None => None,
+    };
+
+    let agent = AgentConfig {
+        manager_url: url.clone(),
+        join_token: handle.join_token.clone(),
+        name: host_name(),
+        queue: berth_model::DEFAULT_QUEUE.to_string(),
+        data_dir: data_dir.join("agent"),
+        sysfs_root: PathBuf::from("/sys"),
+        fake_gpus: args.fake_gpus,
+        topology_file: args.topology,
+        run_as: None,
+        stop_grace: STOP_GRACE,
+    };
+    // Discover before printing "up" so a bad --topology file fails the command at once.
+    berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
+    let (stop_agent, agent_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut agent_task = tokio::spawn(berth_agent::run(agent, async move {
+        let _ = agent_stopped.await;
+    }));
+
+    match &cred_path {
+        Some(p) => println!("berth is up: {url}  token written to {}", p.display()),
+        None => println!("berth is up: {url}  (no admin token on record: set BERTH_URL and BERTH_TOKEN)"),
+    }
+    println!("press Ctrl-C to stop");
+
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        res = &mut agent_task => {
+            handle.shutdown().await;
+            return match res {
+                Ok(Ok(())) => Err(anyhow::anyhow!("the local agent stopped unexpectedly")),
+                Ok(Err(e)) => Err(e.context("the local agent failed")),
+                Err(e) => Err(anyhow::anyhow!("the local agent crashed: {e}")),
+            };
+        }
+    }
+    eprintln!("stopping berth: stopping running kernels, then the manager");
+    let _ = stop_agent.send(());
+    match tokio::time::timeout(AGENT_STOP_TIMEOUT, agent_task).await {
+        Ok(Ok(Err(e))) => eprintln!("warning: agent stopped with an error: {e:#}"),
+        Err(_) => eprintln!("warning: agent did not stop within {}s", AGENT_STOP_TIMEOUT.as_secs()),
+        _ => {}
+    }
+    handle.shutdown().await;
+    eprintln!("berth stopped");
+    Ok(())
 }
 
-pub async fn manager(_args: ManagerArgs) -> anyhow::Result<()> {
-    anyhow::bail!("berth manager is not wired yet")
+pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
+    let data_dir = prepare_data_dir(&args.data_dir)?;
+    let handle = start_manager(&data_dir, args.listen, args.config).await?;
+    let url = handle.url.clone();
+    if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
+        let p = crate::credentials::write(&url, &token)?;
+        println!("berth manager is up: {url}  token written to {}", p.display());
+    } else {
+        println!("berth manager is up: {url}");
+    }
+    println!("join token for agents: {}", handle.join_token);
+    println!("  berth agent --manager {url} --join-token {}", handle.join_token);
+    shutdown_signal().await;
+    eprintln!("stopping the berth manager");
+    handle.shutdown().await;
+    Ok(())
 }
 
-pub async fn agent(_args: AgentArgs) -> anyhow::Result<()> {
-    anyhow::bail!("berth agent is not wired yet")
+pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
+    let data_dir = prepare_data_dir(&args.data_dir)?;
+    let config = AgentConfig {
+        manager_url: args.manager.trim_end_matches('/').to_string(),
+        join_token: args.join_token,
+        name: args.name.unwrap_or_else(host_name),
+        queue: args.queue,
+        data_dir,
+        sysfs_root: args.sysfs_root,
+        fake_gpus: args.fake_gpus,
+        topology_file: args.topology,
+        run_as: None,
+        stop_grace: STOP_GRACE,
+    };
+    berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
+    berth_agent::run(config, shutdown_signal()).await
+}
+
+async fn start_manager(
+    data_dir: &Path,
+    listen: SocketAddr,
+    config_file: Option<PathBuf>,
+) -> anyhow::Result<berth_manager::ManagerHandle> {
+    let config = ManagerConfig {
+        data_dir: data_dir.to_path_buf(),
+        listen,
+        admin_user: std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "admin".into()),
+        config_file,
+        heartbeat_timeout: HEARTBEAT_TIMEOUT,
+    };
+    berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
+}
+
+fn prepare_data_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create data directory {}", dir.display()))?;
+    dir.canonicalize().with_context(|| format!("cannot resolve data directory {}", dir.display()))
+}
+
+/// The admin token of this data dir. The manager stores only its hash and shows the plain
+/// token once, on the first start; `berth up` keeps a copy (mode 0600) beside the store so
+/// that later starts on another address can still write a working credentials file.
+fn remember_admin_token(data_dir: &Path, bootstrap: Option<&Bootstrap>) -> anyhow::Result<Option<String>> {
+    let path = data_dir.join("admin-token");
+    if let Some(b) = bootstrap {
+        write_private(&path, &b.token)?;
+        return Ok(Some(b.token.clone()));
+    }
+    match std::fs::read_to_string(&path) {
+        Ok(t) => Ok(Some(t.trim().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(content.as_bytes())?;
+    Ok(())
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }

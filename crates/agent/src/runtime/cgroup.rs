@@ -58,14 +58,14 @@ pub struct KernelCgroup {
 }
 
 impl Cgroups {
-    /// Finds the hierarchy and prepares `<agent cgroup>/berth/<node>`.
-    pub fn detect(node: &str) -> Result<Cgroups, CgroupError> {
+    /// Finds the hierarchy and prepares `<agent cgroup>/berth/<scope>` (see `cgroup_scope`).
+    pub fn detect(scope: &str) -> Result<Cgroups, CgroupError> {
         if !nix::unistd::Uid::effective().is_root() {
             return Err(CgroupError::Unavailable("the agent is not root".into()));
         }
         let own = cgroups_rs::cgroup::get_cgroups_relative_paths()
             .map_err(|e| CgroupError::Unavailable(format!("cannot read /proc/self/cgroup: {e}")))?;
-        let sub = Path::new("berth").join(node);
+        let sub = Path::new("berth").join(scope);
         if hierarchies::is_cgroup2_unified_mode() {
             let root = PathBuf::from(hierarchies::UNIFIED_MOUNTPOINT);
             let own_rel = own.get("").map(|s| s.trim_start_matches('/').to_string()).unwrap_or_default();

@@ -109,7 +109,7 @@ impl Runtime {
             }
         }
         let cgroups = if opts.use_cgroups {
-            match Cgroups::detect(&opts.node) {
+            match Cgroups::detect(&cgroup_scope(&opts.node, &opts.data_dir)) {
                 Ok(c) => {
                     tracing::info!(v2 = c.is_v2(), "kernels run in cgroups");
                     Some(c)
@@ -264,4 +264,13 @@ fn errno_text(e: &std::io::Error) -> String {
         Some(f) => f.to_lowercase().chain(c).collect(),
         None => s,
     }
+}
+
+/// The name of this agent's cgroup subtree: the node name plus a stable hash of the data dir,
+/// so two agents on one machine (tests, or several `berth up` data dirs) never share kernel
+/// cgroups, while a restarted agent finds its own subtree again.
+fn cgroup_scope(node: &str, data_dir: &std::path::Path) -> String {
+    let dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
+    let h = xxhash_rust::xxh3::xxh3_64(dir.as_os_str().as_encoded_bytes());
+    format!("{node}-{:08x}", h as u32)
 }

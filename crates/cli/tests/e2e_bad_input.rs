@@ -1,0 +1,107 @@
+//! Bad input through the real binary: each gets a clear error and a non-zero exit, and the
+//! store is untouched.
+
+mod support;
+
+use support::{Berth, text};
+
+fn job_count(b: &Berth) -> usize {
+    b.json(&["ps", "--all"]).as_array().unwrap().len()
+}
+
+fn fails_with(b: &Berth, args: &[&str], needle: &str) {
+    let o = b.cli(args);
+    assert!(!o.status.success(), "berth {args:?} should fail");
+    let err = text(&o.stderr);
+    assert!(err.to_lowercase().contains(&needle.to_lowercase()), "berth {args:?}: stderr `{err}` lacks `{needle}`");
+}
+
+#[test]
+fn rejected_submissions_leave_the_store_untouched() {
+    let b = Berth::up(&["--fake-gpus", "1"]);
+    let before = job_count(&b);
+    fails_with(&b, &["submit", "--bogus-flag", "--", "true"], "--bogus-flag");
+    fails_with(&b, &["submit", "--mem", "4", "--", "true"], "unit");
+    fails_with(&b, &["submit", "--mem=-4GiB", "--", "true"], "mem");
+    fails_with(&b, &["submit", "--cpus", "0", "--", "true"], "greater than zero");
+    fails_with(&b, &["submit", "--gpus", "1.5", "--", "true"], "whole");
+    fails_with(&b, &["submit", "--gpus", "4", "--", "true"], "no node can ever run this");
+    fails_with(&b, &["submit", "--cpus", "4096", "--", "true"], "no node can ever run this");
+    fails_with(&b, &["submit", "--"], "command");
+    fails_with(&b, &["submit", "--queue", "nope", "--", "true"], "queue");
+    let bad = b.home.path().join("bad.toml");
+    std::fs::write(&bad, "command = [\"true\"\nmem = 4GiB\n").unwrap();
+    fails_with(&b, &["submit", bad.to_str().unwrap()], "bad.toml");
+    let unknown = b.home.path().join("unknown.toml");
+    std::fs::write(&unknown, "command = [\"true\"]\ngpu = 1\n").unwrap();
+    fails_with(&b, &["submit", unknown.to_str().unwrap()], "gpu");
+    assert_eq!(job_count(&b), before, "a rejected submission must not create a job");
+
+    // --mem accepts both unit families and keeps them apart
+    let gib = b.submit(&["--mem", "1GiB", "--", "true"]);
+    let gb = b.submit(&["--mem", "1GB", "--", "true"]);
+    assert_eq!(b.job(gib)["job"]["mem_bytes"], 1u64 << 30);
+    assert_eq!(b.job(gb)["job"]["mem_bytes"], 1_000_000_000u64);
+}
+
+#[test]
+fn non_utf8_arguments_are_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    let b = Berth::up(&[]);
+    let before = job_count(&b);
+    let o = std::process::Command::new(support::BIN)
+        .env("HOME", b.home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .arg("submit")
+        .arg("--")
+        .arg("echo")
+        .arg(std::ffi::OsStr::from_bytes(b"\xff\xfe"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("UTF-8"), "{}", text(&o.stderr));
+    assert_eq!(job_count(&b), before);
+}
+
+#[test]
+fn cancel_of_a_missing_or_someone_elses_job_is_refused() {
+    let b = Berth::up(&[]);
+    let mine = b.submit(&["--", "sleep", "300"]);
+    fails_with(&b, &["cancel", "999999"], "not found");
+    fails_with(&b, &["show", "999999"], "not found");
+    fails_with(&b, &["cancel", "abc"], "abc");
+
+    let created = b.json(&["admin", "user", "create", "bob"]);
+    let bob = created["token"].as_str().unwrap().to_string();
+    let o = b.cli_as(&bob, &["cancel", &mine.to_string()]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("belongs to"), "{}", text(&o.stderr));
+    assert_ne!(b.state(mine), "CANCELLED");
+    // bob does not even see it
+    let o = b.cli_as(&bob, &["ps", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.as_array().unwrap().is_empty(), "{v}");
+    // a finished job cannot be cancelled again
+    b.ok(&["cancel", &mine.to_string()]);
+    b.wait_state(mine, "CANCELLED");
+    fails_with(&b, &["cancel", &mine.to_string()], "already finished");
+}
+
+#[test]
+fn the_api_requires_a_token_and_describes_itself() {
+    let b = Berth::up(&[]);
+    let o = b.cli_as("not-a-real-token", &["ps"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).to_lowercase().contains("token"), "{}", text(&o.stderr));
+    let health = reqwest_get(&format!("{}/v1/health", b.url));
+    assert!(health.contains("ok"), "{health}");
+    let spec = reqwest_get(&format!("{}/openapi.json", b.url));
+    let v: serde_json::Value = serde_json::from_str(&spec).unwrap();
+    assert!(v["paths"]["/v1/jobs"].is_object(), "{spec}");
+    assert!(v["paths"]["/v1/jobs/{id}/cancel"].is_object());
+}
+
+fn reqwest_get(url: &str) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async { reqwest::get(url).await.unwrap().text().await.unwrap() })
+}

@@ -1,0 +1,226 @@
+//! Harness for end-to-end tests: runs the real `berth` binary (`berth up`, or `berth manager`
+//! plus `berth agent`) on 127.0.0.1 with an ephemeral port, a temp data dir and a temp HOME
+//! (so the credentials file is the test's own), and drives it through the CLI.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_berth");
+
+/// Generous bound for a condition to become true: never a performance assertion, only a
+/// guard so that a broken build fails instead of hanging.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A running berth: `berth up` in one process, or a manager and an agent.
+pub struct Berth {
+    pub home: tempfile::TempDir,
+    pub data: PathBuf,
+    pub url: String,
+    procs: Vec<Child>,
+    extra: Vec<String>,
+}
+
+fn base_cmd(home: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.env("HOME", home).env_remove("XDG_CONFIG_HOME").env_remove("BERTH_URL").env_remove("BERTH_TOKEN");
+    c.env("RUST_LOG", "info");
+    c
+}
+
+/// Reads the child's stdout until a line holding `http://...`, returns the URL; the rest of
+/// the output keeps being drained in a thread so the child never blocks on a full pipe.
+fn read_url(child: &mut Child, log: PathBuf) -> String {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        let mut all = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = std::fs::write(&log, &all);
+            if !sent && let Some(i) = line.find("http://") {
+                let url: String = line[i..].chars().take_while(|c| !c.is_whitespace()).collect();
+                let _ = tx.send(url);
+                sent = true;
+            }
+        }
+    });
+    rx.recv_timeout(PATIENCE).expect("berth printed its URL")
+}
+
+impl Berth {
+    /// `berth up --data-dir <tmp> --listen 127.0.0.1:0 <extra...>`, waits until the local node is ready.
+    pub fn up(extra: &[&str]) -> Berth {
+        let home = tempfile::tempdir().unwrap();
+        let data = home.path().join("data");
+        let mut b = Berth {
+            home,
+            data,
+            url: String::new(),
+            procs: vec![],
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        b.start_up();
+        b
+    }
+
+    fn start_up(&mut self) {
+        let mut child = base_cmd(self.home.path())
+            .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&self.data)
+            .args(&self.extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(self.home.path().join("up.stderr")).unwrap()))
+            .spawn()
+            .expect("spawn berth up");
+        self.url = read_url(&mut child, self.home.path().join("up.stdout"));
+        self.procs.push(child);
+        self.wait_nodes_ready(1);
+    }
+
+    /// Stops `berth up` with SIGINT (Ctrl-C) and starts it again on the same data dir.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.start_up();
+    }
+
+    /// Sends SIGINT to every berth process and waits for them to exit; returns their statuses.
+    pub fn stop(&mut self) -> Vec<std::process::ExitStatus> {
+        let mut out = vec![];
+        for mut p in self.procs.drain(..).rev() {
+            unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
+            out.push(wait_timeout(&mut p, PATIENCE).expect("berth stopped after SIGINT"));
+        }
+        out
+    }
+
+    /// Runs `berth <args>` as the admin whose credentials `berth up` wrote.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        base_cmd(self.home.path()).args(args).stdin(Stdio::null()).output().expect("run berth")
+    }
+
+    /// Runs `berth <args>` with an explicit URL and token (another user).
+    pub fn cli_as(&self, token: &str, args: &[&str]) -> Output {
+        base_cmd(self.home.path())
+            .env("BERTH_URL", &self.url)
+            .env("BERTH_TOKEN", token)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run berth")
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.cli(args);
+        assert!(o.status.success(), "berth {args:?} failed: {}\n{}", o.status, text(&o.stderr));
+        text(&o.stdout)
+    }
+
+    /// Runs a command with `-o json` and parses its output.
+    pub fn json(&self, args: &[&str]) -> Value {
+        // `-o json` must come before `--`, after which everything is the job's command
+        let mut a = args.to_vec();
+        let at = a.iter().position(|x| *x == "--").unwrap_or(a.len());
+        a.splice(at..at, ["-o", "json"]);
+        let out = self.ok(&a);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("berth {a:?} printed no JSON ({e}): {out}"))
+    }
+
+    /// `berth submit <args>` → the new job id.
+    pub fn submit(&self, args: &[&str]) -> i64 {
+        let mut a = vec!["submit"];
+        a.extend(args);
+        self.json(&a)["id"].as_i64().expect("job id")
+    }
+
+    pub fn job(&self, id: i64) -> Value {
+        self.json(&["show", &id.to_string()])
+    }
+
+    pub fn state(&self, id: i64) -> String {
+        self.job(id)["job"]["state"].as_str().unwrap().to_string()
+    }
+
+    /// Waits until job `id` is in `state`; panics with its detail if it never gets there.
+    pub fn wait_state(&self, id: i64, state: &str) -> Value {
+        let start = Instant::now();
+        loop {
+            let j = self.job(id);
+            let s = j["job"]["state"].as_str().unwrap().to_string();
+            if s == state {
+                return j;
+            }
+            let terminal = ["SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT", "LOST"].contains(&s.as_str());
+            if terminal || start.elapsed() > PATIENCE {
+                panic!("job {id} is {s}, expected {state}: {j:#}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn wait_nodes_ready(&self, n: usize) {
+        let start = Instant::now();
+        loop {
+            let o = self.cli(&["nodes", "-o", "json"]);
+            if o.status.success() {
+                let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+                let ready = v.as_array().map(|a| a.iter().filter(|n| n["state"] == "ready").count()).unwrap_or(0);
+                if ready >= n {
+                    return;
+                }
+            }
+            assert!(start.elapsed() < PATIENCE, "{n} node(s) never became ready: {}", text(&o.stdout));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The admin's token from the credentials file `berth up` wrote.
+    pub fn admin_token(&self) -> String {
+        let c = std::fs::read_to_string(self.home.path().join(".config/berth/credentials")).unwrap();
+        let v: toml::Table = toml::from_str(&c).expect("credentials are TOML");
+        v["token"].as_str().expect("token in credentials").to_string()
+    }
+}
+
+impl Drop for Berth {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn wait_timeout(p: &mut Child, t: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < t {
+        if let Some(s) = p.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Whether this machine lets the tests check cgroup limits (root and a writable hierarchy).
+pub fn cgroups_usable() -> bool {
+    let root = unsafe { libc::geteuid() } == 0;
+    let writable = ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .iter()
+        .any(|p| Path::new(p).join("cgroup.procs").exists());
+    if !(root && writable) {
+        eprintln!("SKIPPED: cgroup limit checks need root and a writable cgroup hierarchy");
+    }
+    root && writable
+}
