@@ -31,7 +31,9 @@ fn a_job_runs_to_completion_and_its_output_and_history_are_visible() {
 
     // finished jobs leave `ps` but stay in `ps --all`
     let all = b.json(&["ps", "--all"]);
-    assert!(all.as_array().unwrap().iter().any(|j| j["id"] == id));
+    let finished = all.as_array().unwrap().iter().find(|j| j["id"] == id).expect("finished job in ps --all");
+    // regression: finished jobs listed from the store lost the node they ran on
+    assert_eq!(finished["nodes"].as_array().unwrap().len(), 1, "{finished}");
 }
 
 #[test]

@@ -162,6 +162,10 @@ impl Manager {
                 None => (JobState::Cancelled, non_empty(message, "stopped by the agent")),
             },
             KernelOutcome::OutOfMemory => (JobState::Failed, "out of memory".to_string()),
+            // the agent's message already says `launch failed: ...`
+            KernelOutcome::LaunchFailed if message.starts_with("launch failed") => {
+                (JobState::Failed, message.to_string())
+            }
             KernelOutcome::LaunchFailed => (JobState::Failed, format!("launch failed: {message}")),
         };
         let finished: Vec<(String, KernelKey)> = job

@@ -91,7 +91,7 @@ fn user_row(r: &SqliteRow) -> Result<UserRow> {
 }
 
 const JOB_COLUMNS: &str = "j.id, j.user_id, u.name AS user_name, j.spec, j.queue, j.priority, j.state, j.attempt, \
-     j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason";
+     j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason, j.nodes";
 
 fn job_row(r: &SqliteRow) -> Result<JobRow> {
     let pending: Option<String> = r.try_get("pending_reason")?;
@@ -110,6 +110,7 @@ fn job_row(r: &SqliteRow) -> Result<JobRow> {
         exit_code: r.try_get::<Option<i64>, _>("exit_code")?.map(|v| v as i32),
         reason: r.try_get("reason")?,
         pending_reason: pending.as_deref().map(|p| json("pending reason", p)).transpose()?,
+        nodes: r.try_get::<&str, _>("nodes")?.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect(),
     })
 }
 
@@ -385,6 +386,13 @@ impl Store for SqliteStore {
                     sqlx::query("DELETE FROM kernels WHERE job_id = ? AND attempt = ?")
                         .bind(job_id)
                         .bind(*attempt as i64)
+                        .execute(&mut *tx)
+                        .await?;
+                    let mut nodes: Vec<&str> = bindings.iter().map(|b| b.node.as_str()).collect();
+                    nodes.dedup();
+                    sqlx::query("UPDATE jobs SET nodes = ? WHERE id = ?")
+                        .bind(nodes.join(","))
+                        .bind(job_id)
                         .execute(&mut *tx)
                         .await?;
                     for (i, b) in bindings.iter().enumerate() {

@@ -33,6 +33,8 @@ pub struct JobRow {
     /// Reason of the last transition.
     pub reason: Option<String>,
     pub pending_reason: Option<PendingReason>,
+    /// Nodes of the latest attempt's kernels (empty before the first placement).
+    pub nodes: Vec<String>,
 }
 
 /// One kernel of one attempt.

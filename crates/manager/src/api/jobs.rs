@@ -99,7 +99,7 @@ pub async fn list(
         .iter()
         .map(|r| match st.jobs.get(&r.id) {
             Some(j) => j.view(),
-            None => row_view(r, Vec::new()),
+            None => row_view(r, r.nodes.clone()),
         })
         .collect();
     Ok(axum::Json(views))

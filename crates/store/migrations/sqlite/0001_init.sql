@@ -35,7 +35,9 @@ CREATE TABLE jobs (
     ended_at        BIGINT,
     exit_code       BIGINT,
     reason          TEXT,
-    pending_reason  TEXT
+    pending_reason  TEXT,
+    -- comma-separated node names of the latest attempt's kernels, so lists need no join
+    nodes           TEXT    NOT NULL DEFAULT ''
 );
 CREATE INDEX jobs_state ON jobs(state);
 CREATE INDEX jobs_user ON jobs(user_id, id);
