@@ -36,11 +36,11 @@ fi
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 export RUST_BACKTRACE=1
 if cargo nextest --version >/dev/null 2>&1; then
-  log "cargo nextest run --workspace"
-  cargo nextest run --workspace --no-fail-fast "$@"
-  # nextest does not run doctests
+  # nextest does not run doctests; run them first so the suite's summary line comes last
   log "cargo test --workspace --doc"
   cargo test --workspace --doc
+  log "cargo nextest run --workspace"
+  cargo nextest run --workspace --no-fail-fast "$@"
 else
   log "cargo test --workspace (cargo-nextest not found)"
   cargo test --workspace --no-fail-fast "$@"
