@@ -14,16 +14,16 @@ use clap::{Args, ValueEnum};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct SpecFlags {
     /// CPUs per node, e.g. 2 or 0.5 [default: 1]
-    #[arg(long, value_name = "N", value_parser = berth_model::parse_cpus, help_heading = "Resources")]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", value_parser = berth_model::parse_cpus, help_heading = "Resources")]
     pub cpus: Option<u64>,
 
     /// Memory per node [default: 1GiB]. A unit is required: 4GiB, 4Gi and 4G (as in Slurm) mean
     /// 4×2^30 bytes; 4GB means 4×10^9 bytes; also B, KiB/K, MiB/M, TiB/T, kB, MB, TB
-    #[arg(long, value_name = "SIZE", value_parser = berth_model::parse_mem, help_heading = "Resources")]
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE", value_parser = berth_model::parse_mem, help_heading = "Resources")]
     pub mem: Option<u64>,
 
     /// GPUs per node: a fraction below one shares a GPU (0.5), otherwise whole GPUs (1, 2)
-    #[arg(long, value_name = "N", value_parser = berth_model::parse_gpus, help_heading = "Resources")]
+    #[arg(long, allow_hyphen_values = true, value_name = "N", value_parser = berth_model::parse_gpus, help_heading = "Resources")]
     pub gpus: Option<u64>,
 
     /// Nodes the job spans, one kernel per node [default: 1]
@@ -35,7 +35,7 @@ pub struct SpecFlags {
     pub numa: Option<NumaArg>,
 
     /// Wall-clock limit: 90s, 30m, 2h, 1d, 1h30m, HH:MM:SS or D-HH:MM:SS (a bare number is seconds)
-    #[arg(long, value_name = "DURATION", value_parser = berth_model::parse_duration, help_heading = "Scheduling")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION", value_parser = berth_model::parse_duration, help_heading = "Scheduling")]
     pub time_limit: Option<u64>,
 
     /// Job name shown by `berth ps` [default: the program or script name]

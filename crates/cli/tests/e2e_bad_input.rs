@@ -22,7 +22,7 @@ fn rejected_submissions_leave_the_store_untouched() {
     let before = job_count(&b);
     fails_with(&b, &["submit", "--bogus-flag", "--", "true"], "--bogus-flag");
     fails_with(&b, &["submit", "--mem", "4", "--", "true"], "unit");
-    fails_with(&b, &["submit", "--mem=-4GiB", "--", "true"], "mem");
+    fails_with(&b, &["submit", "--mem", "-4GiB", "--", "true"], "must not be negative");
     fails_with(&b, &["submit", "--cpus", "0", "--", "true"], "greater than zero");
     fails_with(&b, &["submit", "--gpus", "1.5", "--", "true"], "whole");
     fails_with(&b, &["submit", "--gpus", "4", "--", "true"], "no node can ever run this");

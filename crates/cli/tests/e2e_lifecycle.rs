@@ -134,3 +134,13 @@ fn nodes_shows_the_local_agent_with_its_cpus_and_gpus() {
     let table = b.ok(&["nodes"]);
     assert!(table.contains("ready"), "{table}");
 }
+
+/// Regression: `berth up` as root with its data dir under a 0700 directory (like `/root`) made
+/// every job fail with "permission denied", because `nobody` could not reach its work dir.
+#[test]
+fn jobs_run_when_the_data_dir_is_closed_to_the_run_user() {
+    let b = Berth::up_private(&[]);
+    let id = b.submit(&["--", "sh", "-c", "pwd > /dev/null && echo ran"]);
+    b.wait_state(id, "SUCCEEDED");
+    assert_eq!(b.ok(&["logs", &id.to_string()]), "ran\n");
+}

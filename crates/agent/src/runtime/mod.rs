@@ -66,6 +66,10 @@ pub struct Runtime {
     opts: std::sync::Arc<RuntimeOptions>,
     user: RunUser,
     cgroups: Option<Cgroups>,
+    /// Where default work dirs go: `<data_dir>/kernels`, or a world-traversable base under
+    /// the temp dir when the run user cannot reach the data dir (e.g. `berth up` as root in
+    /// `/root/project`, whose `/root` is 0700).
+    work_base: PathBuf,
 }
 
 /// A request to stop a running kernel.
@@ -122,8 +126,22 @@ impl Runtime {
         } else {
             None
         };
+        let work_base = if user.switch && !others_can_traverse(&kernels) {
+            let base = std::env::temp_dir().join(format!("berth-work-{}", cgroup_scope(&opts.node, &opts.data_dir)));
+            std::fs::create_dir_all(&base).map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", base.display()))?;
+            let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o711));
+            tracing::info!(
+                "user {} cannot reach `{}`; default work dirs go to `{}`",
+                user.name,
+                kernels.display(),
+                base.display()
+            );
+            base
+        } else {
+            kernels.clone()
+        };
         tracing::info!(user = %user.name, uid = user.uid, "kernels run as");
-        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups })
+        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base })
     }
 
     /// Removes the node's empty cgroup parents (`berth/<node>`, then `berth` if empty) when
@@ -173,7 +191,12 @@ impl Runtime {
                 PathBuf::from(w)
             }
             None => {
-                let w = dir.join("work");
+                let w = if self.work_base == dir.parent().unwrap_or(&dir) {
+                    dir.join("work")
+                } else {
+                    mkdir(&dir)?;
+                    self.work_base.join(&name)
+                };
                 mkdir(&w)?;
                 if self.user.switch {
                     let _ = std::os::unix::fs::chown(&w, Some(self.user.uid), Some(self.user.gid));
@@ -230,7 +253,18 @@ impl Runtime {
                 if let Some(cg) = cg {
                     cg.discard();
                 }
-                return Err(fail(format!("cannot run `{program}`: {}", errno_text(&e))));
+                // EACCES as another user is mostly the work dir or the program's directory
+                // being closed to that user: name both so the fix is obvious.
+                return Err(fail(if self.user.switch && e.kind() == std::io::ErrorKind::PermissionDenied {
+                    format!(
+                        "cannot run `{program}` as user {} in `{}`: {}",
+                        self.user.name,
+                        workdir.display(),
+                        errno_text(&e)
+                    )
+                } else {
+                    format!("cannot run `{program}`: {}", errno_text(&e))
+                }));
             }
         };
         if let Some(c) = cg.as_mut() {
@@ -273,4 +307,10 @@ fn cgroup_scope(node: &str, data_dir: &std::path::Path) -> String {
     let dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
     let h = xxhash_rust::xxh3::xxh3_64(dir.as_os_str().as_encoded_bytes());
     format!("{node}-{:08x}", h as u32)
+}
+
+/// Whether users other than the owner may traverse every directory from `/` down to `dir`.
+fn others_can_traverse(dir: &std::path::Path) -> bool {
+    let Ok(dir) = dir.canonicalize() else { return false };
+    dir.ancestors().all(|d| std::fs::metadata(d).map(|m| m.permissions().mode() & 0o001 != 0).unwrap_or(false))
 }

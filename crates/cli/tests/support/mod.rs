@@ -70,6 +70,23 @@ impl Berth {
         b
     }
 
+    /// Like `up`, with the temp HOME (and so the data dir's parent) closed to other users (0700).
+    pub fn up_private(extra: &[&str]) -> Berth {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let data = home.path().join("data");
+        let mut b = Berth {
+            home,
+            data,
+            url: String::new(),
+            procs: vec![],
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        b.start_up();
+        b
+    }
+
     fn start_up(&mut self) {
         let mut child = base_cmd(self.home.path())
             .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
