@@ -93,7 +93,10 @@ impl Kernels {
                     return vec![AgentMessage::CommandFailed { cmd_id, key, error: err.to_string() }];
                 }
                 let now = jiff::Timestamp::now();
-                let (last, handle) = match self.runtime.start(key, &spec, &binding, &env, &self.events) {
+                // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
+                // the parent waits for exec): let the runtime move other tasks off this thread.
+                let started = blocking(|| self.runtime.start(key, &spec, &binding, &env, &self.events));
+                let (last, handle) = match started {
                     Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h)),
                     Err(message) => {
                         tracing::info!(?key, "{message}");
@@ -157,5 +160,14 @@ impl Kernels {
             }
             ManagerMessage::Welcome { .. } | ManagerMessage::Refused { .. } => Vec::new(),
         }
+    }
+}
+
+/// Runs `f`, telling a multi-threaded tokio runtime that this thread blocks meanwhile (on a
+/// current-thread runtime, as in some tests, it just runs).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }

@@ -120,13 +120,13 @@ async fn latency(api: &Api, n: usize) -> anyhow::Result<()> {
         let v = api.submit(trivial(&["date", "+%s%N"])).await?;
         let d = api.wait_done(v.id).await?;
         if let Some(start) = d.job.started_at {
-            agent_seen.push((start - d.job.submitted_at).get_microseconds() as f64 / 1000.0);
+            agent_seen.push((start.as_microsecond() - d.job.submitted_at.as_microsecond()) as f64 / 1000.0);
         }
         let out = api.stdout(v.id).await?;
         let started: i128 = out.trim().parse().with_context(|| format!("job {} printed `{out}`", v.id))?;
         job_seen.push((started - t0) as f64 / 1e6);
     }
-    summary("submit->start (manager submitted_at -> agent started_at)", agent_seen);
+    summary("submit->start (manager: submitted_at -> RUNNING recorded)", agent_seen);
     summary("submit->start (client before POST -> job's own clock)", job_seen);
     Ok(())
 }

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use berth_store::{SqliteStore, Store};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -125,7 +126,16 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         let graceful = async move {
             let _ = stop.wait_for(|s| *s).await;
         };
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(graceful).await {
+        if let Err(e) = axum::serve(
+            listener.tap_io(|tcp| {
+                // Small WebSocket frames to agents must not wait for delayed ACKs (Nagle).
+                let _ = tcp.set_nodelay(true);
+            }),
+            app,
+        )
+        .with_graceful_shutdown(graceful)
+        .await
+        {
             tracing::error!("http server failed: {e}");
         }
     });

@@ -107,15 +107,15 @@ pub async fn pass(m: &Manager) -> usize {
 
 /// Whether a new pending reason must be written to the store. The live reason is served from
 /// memory; the store copy only matters after a restart (when the first pass recomputes it).
-/// `priority` reasons name the job ahead, which changes for every waiting job each time the
-/// head starts, so rewriting them would cost O(pending) writes per start: only a change of
-/// kind is written for them.
+/// `priority` reasons only say "behind job N": they follow from the queue order, name the job
+/// ahead (which changes for every waiting job each time the head starts) and would cost a
+/// write per submitted job, so a job's first one is not written; a change of kind is, so a
+/// stored reason never outlives the state it described.
 fn needs_persisting(old: Option<&PendingReason>, new: &PendingReason) -> bool {
     match old {
-        None => true,
-        Some(o) if o.kind != new.kind => true,
-        Some(_) if new.kind == PendingKind::Priority => false,
-        Some(o) => o.message != new.message,
+        None => new.kind != PendingKind::Priority,
+        Some(o) if o.kind == PendingKind::Priority && new.kind == PendingKind::Priority => false,
+        Some(o) => o.kind != new.kind || o.message != new.message,
     }
 }
 
@@ -179,10 +179,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn priority_reasons_are_persisted_on_kind_change_only() {
+    fn priority_reasons_are_never_written_for_new_jobs_and_kind_changes_always_are() {
         let p = |m: &str| PendingReason::new(PendingKind::Priority, m);
         let r = |m: &str| PendingReason::new(PendingKind::Resources, m);
-        assert!(needs_persisting(None, &p("behind 1")));
+        assert!(!needs_persisting(None, &p("behind 1")), "a submit must cost one write, not two");
+        assert!(needs_persisting(None, &r("needs 1 GPU")));
+        assert!(needs_persisting(Some(&r("needs 1 GPU")), &p("behind 3")));
         assert!(!needs_persisting(Some(&p("behind 1")), &p("behind 2")));
         assert!(needs_persisting(Some(&p("behind 1")), &r("needs 1 GPU")));
         assert!(needs_persisting(Some(&r("needs 1 GPU")), &r("needs 2 GPUs")));

@@ -77,11 +77,13 @@ pub(super) async fn watch(mut w: Watch) {
             (None, None) => (KernelOutcome::Failed, "ended without an exit code".into()),
         },
     };
-    // Removed before reporting where possible, so that once Finished is out nothing of the
-    // kernel is left; a cgroup still busy after that is retried in the background.
+    // Its processes are gone (kill_remaining emptied the cgroup), so the kernel is over: one
+    // removal try now, and a cgroup the kernel still holds busy for a moment (v1 memory
+    // cgroups linger briefly after their last task) is removed in the background rather
+    // than delaying the Finished report, which frees the kernel's devices for the next job.
     let mut cgroup = w.cgroup;
     let clean = match cgroup.as_mut() {
-        Some(cg) => cg.remove(Duration::from_millis(50)).await,
+        Some(cg) => cg.remove(Duration::ZERO).await,
         None => true,
     };
     let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
