@@ -60,7 +60,7 @@ fn kernels_keep_running_while_the_manager_restarts() {
             .spawn()
             .unwrap()
     };
-    let mut manager = start_manager();
+    let mut manager = KillOnDrop(start_manager());
     let url = format!("http://{listen}");
     let join_path = data.join("join-token");
     let start = std::time::Instant::now();
@@ -69,14 +69,16 @@ fn kernels_keep_running_while_the_manager_restarts() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let join = std::fs::read_to_string(&join_path).unwrap().trim().to_string();
-    let mut agent = Command::new(support::BIN)
-        .env("HOME", home.path())
-        .args(["agent", "--manager", &url, "--join-token", &join, "--name", "n1", "--data-dir"])
-        .arg(home.path().join("agent"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut agent = KillOnDrop(
+        Command::new(support::BIN)
+            .env("HOME", home.path())
+            .args(["agent", "--manager", &url, "--join-token", &join, "--name", "n1", "--data-dir"])
+            .arg(home.path().join("agent"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
 
     let cli = |args: &[&str]| {
         Command::new(support::BIN).env("HOME", home.path()).env_remove("XDG_CONFIG_HOME").args(args).output().unwrap()
@@ -105,11 +107,11 @@ fn kernels_keep_running_while_the_manager_restarts() {
     let id = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["id"].to_string();
     wait_for(&id, "RUNNING");
 
-    manager.kill().unwrap();
-    manager.wait().unwrap();
+    manager.0.kill().unwrap();
+    manager.0.wait().unwrap();
     std::fs::write(&gate, "").unwrap(); // the kernel finishes while the manager is down
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let mut manager = start_manager();
+    let mut manager = KillOnDrop(start_manager());
 
     let d = wait_for(&id, "SUCCEEDED");
     let ends = d["transitions"].as_array().unwrap().iter().filter(|t| t["to"] == "SUCCEEDED").count();
@@ -121,7 +123,7 @@ fn kernels_keep_running_while_the_manager_restarts() {
     let o = cli(&["submit", "--wait", "--", "true"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 
-    for p in [&mut agent, &mut manager] {
+    for p in [&mut agent.0, &mut manager.0] {
         unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
         support::wait_timeout(p, PATIENCE).expect("stops on SIGINT");
     }
@@ -129,4 +131,14 @@ fn kernels_keep_running_while_the_manager_restarts() {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Kills the daemon if the test fails half-way, so no process outlives the test.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
