@@ -36,7 +36,7 @@ struct QueueEntry {
 
 /// The queues when there is no config file: one `default` queue, strict order.
 pub fn default_queues() -> Vec<QueueConfig> {
-    vec![QueueConfig { name: berth_model::DEFAULT_QUEUE.to_string(), head_of_line: HeadOfLine::Strict }]
+    vec![QueueConfig { head_of_line: HeadOfLine::Strict, ..QueueConfig::new(berth_model::DEFAULT_QUEUE.to_string()) }]
 }
 
 /// Reads the queues from `path`, or the defaults without a file.
@@ -63,7 +63,7 @@ pub fn parse(text: &str) -> Result<Vec<QueueConfig>, String> {
         }
         let head_of_line = parse_head_of_line(q.head_of_line.as_deref().unwrap_or("strict"))
             .map_err(|e| format!("queue `{}`: {e}", q.name))?;
-        out.push(QueueConfig { name: q.name, head_of_line });
+        out.push(QueueConfig { head_of_line, ..QueueConfig::new(q.name) });
     }
     Ok(out)
 }

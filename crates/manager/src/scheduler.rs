@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use berth_model::protocol::ManagerMessage;
 use berth_model::{JobState, PendingKind, PendingReason};
-use berth_sched::{PassInput, PendingJob};
+use berth_sched::{NO_FAIR_SHARE, PassInput, PendingJob};
 use berth_store::Change;
 use jiff::Timestamp;
 
@@ -48,12 +48,23 @@ pub async fn pass(m: &Manager) -> usize {
             nodes: j.spec.nodes,
             numa: j.spec.numa,
             blocked_passes: j.blocked_passes,
+            user: j.user.clone(),
+            project: j.user.clone(),
+            submitted_at: j.submitted_at.as_millisecond(),
+            time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
         })
         .collect();
     if pending.is_empty() {
         return 0;
     }
-    let out = berth_sched::schedule(&PassInput { queues: &m.queues, nodes: &st.ledgers, pending: &pending });
+    let out = berth_sched::schedule(&PassInput {
+        queues: &m.queues,
+        nodes: &st.ledgers,
+        pending: &pending,
+        running: &[],
+        fair_share: &NO_FAIR_SHARE,
+        now: Timestamp::now().as_millisecond(),
+    });
 
     let now = Timestamp::now();
     let mut changes = Vec::with_capacity(out.starts.len() * 2);

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use berth_model::{NumaPolicy, ResourceRequest, Topology};
-use berth_sched::{HeadOfLine, NodeLedger, PassInput, PendingJob, QueueConfig, schedule};
+use berth_sched::{HeadOfLine, NO_FAIR_SHARE, NodeLedger, PassInput, PendingJob, QueueConfig, schedule};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
 const GIB: u64 = 1 << 30;
@@ -42,6 +42,10 @@ fn jobs(n: usize) -> Vec<PendingJob> {
                 nodes: if i % 50 == 0 { 2 } else { 1 },
                 numa: if i % 7 == 0 { NumaPolicy::RequireLocal } else { NumaPolicy::PreferLocal },
                 blocked_passes: 0,
+                user: "u".into(),
+                project: "u".into(),
+                submitted_at: 0,
+                time_limit_ms: None,
             }
         })
         .collect()
@@ -54,8 +58,15 @@ fn bench(c: &mut Criterion) {
         let nodes = nodes(cluster);
         let jobs = jobs(pending);
         // Skip-after-0: every job is tried, the worst case for a pass.
-        let queues = [QueueConfig { name: "default".into(), head_of_line: HeadOfLine::SkipAfter(0) }];
-        let input = PassInput { queues: &queues, nodes: &nodes, pending: &jobs };
+        let queues = [QueueConfig { head_of_line: HeadOfLine::SkipAfter(0), ..QueueConfig::new("default") }];
+        let input = PassInput {
+            queues: &queues,
+            nodes: &nodes,
+            pending: &jobs,
+            running: &[],
+            fair_share: &NO_FAIR_SHARE,
+            now: 0,
+        };
         let out = schedule(&input);
         eprintln!("{pending} pending x {cluster} nodes: {} start, {} wait", out.starts.len(), out.waiting.len());
         g.bench_with_input(BenchmarkId::from_parameter(format!("{pending}x{cluster}")), &input, |b, input| {

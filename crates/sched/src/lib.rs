@@ -46,6 +46,27 @@ pub use pass::schedule;
 
 use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};
 
+/// Time in the scheduler: milliseconds since an epoch the caller chooses (the Unix epoch in
+/// the manager, the trace's start in `berth sim`). The scheduler never reads a clock.
+pub type Millis = i64;
+
+/// How a queue orders jobs of the same priority band.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ordering {
+    /// Oldest first (by job id).
+    #[default]
+    Fifo,
+    /// Newest first.
+    Lifo,
+    /// Dominant resource fairness over users: the user with the smallest dominant share of the
+    /// queue's capacity (counting running jobs and this pass's starts) goes next.
+    Drf,
+    /// Slurm-style fair share: users of projects that used less than their weight's share of
+    /// decayed past usage go first ([`FairShare`]).
+    FairShare,
+}
+
 /// How a queue treats a job at its head that cannot start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -54,13 +75,62 @@ pub enum HeadOfLine {
     Strict,
     /// A blocked job keeps its place for N passes, then steps aside so later jobs may start.
     SkipAfter(u32),
+    /// EASY backfill: the first blocked job gets a reservation (its earliest start, from the
+    /// running jobs' time limits); a later job may start only if it cannot delay it.
+    Backfill,
+}
+
+/// How nodes are scored when several fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scoring {
+    /// Fill the most-used node first (keeps whole nodes and whole GPUs free).
+    #[default]
+    Binpack,
+    /// Use the least-used node first.
+    Spread,
+}
+
+/// What happens to a preempted job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreemptAction {
+    Requeue,
+    Cancel,
+}
+
+/// A queue's preemption policy (off when `QueueConfig::preemption` is `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preemption {
+    pub action: PreemptAction,
+    /// A job that has run less than this is never a victim.
+    pub min_runtime_ms: Millis,
 }
 
 /// One queue's policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueConfig {
     pub name: String,
+    pub ordering: Ordering,
     pub head_of_line: HeadOfLine,
+    pub scoring: Scoring,
+    /// Time limit assumed (for backfill reservations) for jobs that set none.
+    pub default_time_limit_ms: Millis,
+    pub preemption: Option<Preemption>,
+}
+
+impl QueueConfig {
+    /// A queue with the defaults: fifo, strict, binpack, 1 h default limit, no preemption.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ordering: Ordering::Fifo,
+            head_of_line: HeadOfLine::Strict,
+            scoring: Scoring::Binpack,
+            default_time_limit_ms: 3_600_000,
+            preemption: None,
+        }
+    }
 }
 
 /// A job waiting to be placed.
@@ -74,7 +144,44 @@ pub struct PendingJob {
     pub numa: NumaPolicy,
     /// Passes in which this job was blocked while it could hold others back (for `SkipAfter`).
     pub blocked_passes: u32,
+    pub user: String,
+    /// Project the job is accounted to (fair share); the user's name when it has none.
+    pub project: String,
+    pub submitted_at: Millis,
+    pub time_limit_ms: Option<Millis>,
 }
+
+/// A job that holds resources (its bindings are allocated on the ledgers passed in).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningJob {
+    pub id: JobId,
+    pub queue: String,
+    pub priority: i32,
+    pub user: String,
+    pub project: String,
+    pub bindings: Vec<Binding>,
+    pub started_at: Millis,
+    pub time_limit_ms: Option<Millis>,
+    /// Whether the job may be stopped for a higher-priority one.
+    pub preemptible: bool,
+}
+
+/// Input of fair-share ordering: each user's decayed past usage (resource-milliseconds, any
+/// consistent unit) and each project's weight; see [`decay_usage`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FairShare {
+    pub usage_by_user: std::collections::BTreeMap<String, f64>,
+    pub usage_by_project: std::collections::BTreeMap<String, f64>,
+    /// Weight per project (missing: 1.0).
+    pub project_weights: std::collections::BTreeMap<String, f64>,
+}
+
+/// Fair-share input with no history, for callers that do not use fair share.
+pub static NO_FAIR_SHARE: FairShare = FairShare {
+    usage_by_user: std::collections::BTreeMap::new(),
+    usage_by_project: std::collections::BTreeMap::new(),
+    project_weights: std::collections::BTreeMap::new(),
+};
 
 /// Input of one scheduling pass.
 #[derive(Debug, Clone, Copy)]
@@ -82,6 +189,9 @@ pub struct PassInput<'a> {
     pub queues: &'a [QueueConfig],
     pub nodes: &'a [NodeLedger],
     pub pending: &'a [PendingJob],
+    pub running: &'a [RunningJob],
+    pub fair_share: &'a FairShare,
+    pub now: Millis,
 }
 
 /// A job to start now, with one binding per kernel (index 0 is `main`).
@@ -100,6 +210,16 @@ pub struct Waiting {
     pub reason: PendingReason,
     /// New value of `PendingJob::blocked_passes`.
     pub blocked_passes: u32,
+    /// When the job is expected to start (the backfill reservation), if known.
+    pub expected_start: Option<Millis>,
+}
+
+/// A running job to stop so that `for_job` can start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preempt {
+    pub victim: JobId,
+    pub for_job: JobId,
+    pub action: PreemptAction,
 }
 
 /// Output of one pass.
@@ -107,4 +227,14 @@ pub struct Waiting {
 pub struct PassOutput {
     pub starts: Vec<Start>,
     pub waiting: Vec<Waiting>,
+    pub preemptions: Vec<Preempt>,
+}
+
+/// Decays a usage figure by `elapsed_ms` with the given half-life (Slurm's
+/// `PriorityDecayHalfLife`): `usage × 2^(−elapsed/half_life)`.
+pub fn decay_usage(usage: f64, elapsed_ms: Millis, half_life_ms: Millis) -> f64 {
+    if half_life_ms <= 0 || elapsed_ms <= 0 {
+        return usage;
+    }
+    usage * (-(elapsed_ms as f64) / half_life_ms as f64).exp2()
 }

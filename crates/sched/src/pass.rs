@@ -43,6 +43,7 @@ pub fn schedule(input: &PassInput) -> PassOutput {
 fn wait_all(jobs: &[&PendingJob], reason: PendingReason, out: &mut PassOutput) {
     for (pos, job) in jobs.iter().enumerate() {
         out.waiting.push(Waiting {
+            expected_start: None,
             job: job.id,
             position: pos as u32 + 1,
             reason: reason.clone(),
@@ -63,6 +64,7 @@ fn run_queue(q: &QueueConfig, nodes: &mut [NodeLedger], jobs: &[&PendingJob], ou
         let position = pos as u32 + 1;
         if let Some((id, at)) = blocker {
             out.waiting.push(Waiting {
+                expected_start: None,
                 job: job.id,
                 position,
                 reason: PendingReason::new(
@@ -81,11 +83,14 @@ fn run_queue(q: &QueueConfig, nodes: &mut [NodeLedger], jobs: &[&PendingJob], ou
                 let blocks = match q.head_of_line {
                     HeadOfLine::Strict => true,
                     HeadOfLine::SkipAfter(n) => job.blocked_passes < n,
+                    // TODO(issue 3): EASY backfill with reservations; strict until then.
+                    HeadOfLine::Backfill => true,
                 };
                 if blocks {
                     blocker = Some((job.id, position));
                 }
                 out.waiting.push(Waiting {
+                    expected_start: None,
                     job: job.id,
                     position,
                     reason: PendingReason::new(PendingKind::Resources, format!("resources: {why}")),

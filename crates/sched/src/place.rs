@@ -111,6 +111,10 @@ mod tests {
             nodes,
             numa: NumaPolicy::PreferLocal,
             blocked_passes: 0,
+            user: "u".into(),
+            project: "u".into(),
+            submitted_at: 0,
+            time_limit_ms: None,
         }
     }
 

@@ -5,7 +5,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_model::{NumaPolicy, PendingKind, ResourceRequest};
-use berth_sched::{HeadOfLine, NodeLedger, PassInput, PassOutput, PendingJob, QueueConfig, schedule};
+use berth_sched::{HeadOfLine, NO_FAIR_SHARE, NodeLedger, PassInput, PassOutput, PendingJob, QueueConfig, schedule};
 use proptest::prelude::*;
 
 const GIB: u64 = 1 << 30;
@@ -63,14 +63,18 @@ fn build_jobs(specs: &[(i32, usize, ResourceRequest, u32, usize, u32)], first_id
             nodes,
             numa: POLICIES[p],
             blocked_passes: blocked,
+            user: "u".into(),
+            project: "u".into(),
+            submitted_at: 0,
+            time_limit_ms: None,
         })
         .collect()
 }
 
 fn queues(skip: u32) -> Vec<QueueConfig> {
     vec![
-        QueueConfig { name: "a".into(), head_of_line: HeadOfLine::Strict },
-        QueueConfig { name: "b".into(), head_of_line: HeadOfLine::SkipAfter(skip) },
+        QueueConfig { head_of_line: HeadOfLine::Strict, ..QueueConfig::new("a") },
+        QueueConfig { head_of_line: HeadOfLine::SkipAfter(skip), ..QueueConfig::new("b") },
     ]
 }
 
@@ -166,17 +170,17 @@ proptest! {
         let qs = queues(skip);
         let nodes = build_nodes(&node_specs);
         let pending = build_jobs(&first, 1);
-        let out = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending });
+        let out = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 });
         let mut nodes = check_pass(&qs, &nodes, &pending, &out);
 
         // Same input, same output, whatever the order of the input slices.
         let before = build_nodes(&node_specs);
-        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &before, pending: &pending }), &out);
+        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &before, pending: &pending, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 }), &out);
         let mut rev_before = before.clone();
         rev_before.reverse();
         let mut rev_pending = pending.clone();
         rev_pending.reverse();
-        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &rev_before, pending: &rev_pending }), &out);
+        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &rev_before, pending: &rev_pending, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 }), &out);
 
         // Finish some of the started jobs, then run a second pass on the fragmented cluster.
         for (i, s) in out.starts.iter().enumerate() {
@@ -189,7 +193,7 @@ proptest! {
         let mut pending2: Vec<PendingJob> =
             pending.iter().filter(|j| !out.starts.iter().any(|s| s.job == j.id)).cloned().collect();
         pending2.extend(build_jobs(&second, 1000));
-        let out2 = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending2 });
+        let out2 = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending2, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 });
         check_pass(&qs, &nodes, &pending2, &out2);
     }
 

@@ -18,7 +18,7 @@ use std::fmt::Write;
 
 use berth_model::{Binding, Cpu, Gpu, NumaNode, NumaPolicy, ResourceRequest, Topology, format_bytes};
 use berth_model::{JobId, format_gpu_milli, parse_cpus, parse_gpus, parse_mem};
-use berth_sched::{HeadOfLine, NodeLedger, PassInput, PassOutput, PendingJob, QueueConfig, schedule};
+use berth_sched::{HeadOfLine, NO_FAIR_SHARE, NodeLedger, PassInput, PassOutput, PendingJob, QueueConfig, schedule};
 
 /// `cpus` logical CPUs and `mem` bytes split evenly over `numa` nodes; with `smt` two threads
 /// per core numbered like Linux (core c has CPUs c and c + cores); `gpus` spread over nodes.
@@ -64,11 +64,18 @@ pub struct Scenario {
 impl Scenario {
     pub fn pass(&mut self) -> PassOutput {
         let queues = if self.queues.is_empty() {
-            vec![QueueConfig { name: "default".into(), head_of_line: HeadOfLine::Strict }]
+            vec![QueueConfig { head_of_line: HeadOfLine::Strict, ..QueueConfig::new("default") }]
         } else {
             self.queues.clone()
         };
-        let out = schedule(&PassInput { queues: &queues, nodes: &self.nodes, pending: &self.pending });
+        let out = schedule(&PassInput {
+            queues: &queues,
+            nodes: &self.nodes,
+            pending: &self.pending,
+            running: &[],
+            fair_share: &NO_FAIR_SHARE,
+            now: 0,
+        });
         self.commit(&out);
         out
     }
@@ -118,7 +125,7 @@ pub fn run(script: &str) -> String {
                     None | Some("strict") => HeadOfLine::Strict,
                     Some(s) => HeadOfLine::SkipAfter(s.strip_prefix("skip=").expect("skip=N").parse().unwrap()),
                 };
-                sc.queues.push(QueueConfig { name: words[1].into(), head_of_line: hol });
+                sc.queues.push(QueueConfig { head_of_line: hol, ..QueueConfig::new(words[1]) });
             }
             "node" => {
                 let o = kv(&words[2..]);
@@ -149,6 +156,10 @@ pub fn run(script: &str) -> String {
                     nodes: get("nodes", "1").parse().unwrap(),
                     numa: numa_policy(&get("numa", "prefer-local")),
                     blocked_passes: 0,
+                    user: "u".into(),
+                    project: "u".into(),
+                    submitted_at: 0,
+                    time_limit_ms: None,
                 });
             }
             "pass" => {
