@@ -37,6 +37,8 @@ mod shortfall;
 mod slots;
 mod water;
 
+pub mod sim;
+
 #[cfg(test)]
 mod test_support;
 
