@@ -50,6 +50,8 @@ enum Command {
     Whoami(commands::admin::WhoamiArgs),
     /// Administration: users and join tokens
     Admin(commands::admin::AdminArgs),
+    /// Replay a job trace (Philly CSV, SWF) in virtual time and compare queue policies
+    Sim(commands::sim::SimArgs),
 }
 
 /// A mistake in how berth was called (not in the cluster): exits 2, like a clap error.
@@ -118,6 +120,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Nodes(a) => nodes::run(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Admin(a) => admin::run(a).await,
+        Command::Sim(a) => sim::run(a),
     }
 }
 

@@ -7,4 +7,5 @@ pub mod logs;
 pub mod nodes;
 pub mod ps;
 pub mod show;
+pub mod sim;
 pub mod submit;

@@ -1,0 +1,315 @@
+//! `berth sim`: replays a job trace in virtual time through the scheduler core, once per
+//! policy, and prints JCT, queueing delay, utilisation and fairness (`berth_sched::sim`).
+//! Runs offline: no manager needed.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use berth_model::{parse_duration, parse_mem};
+use berth_sched::sim::{
+    self, Cluster, Metrics, PhillyOptions, Policy, SimError, SimOptions, SwfOptions, Trace, TraceFormat, Window,
+};
+use clap::Args;
+use serde::Serialize;
+
+use crate::UsageError;
+use crate::output::{self, OutputArgs};
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Trace file: Philly job CSV (`.csv`) or Standard Workload Format (`.swf`, `.swf.gz`)
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+
+    /// Trace format (default: from the file name)
+    #[arg(long, value_name = "FORMAT", value_parser = ["philly", "swf"])]
+    pub format: Option<String>,
+
+    /// Nodes of the simulated cluster
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub nodes: u32,
+
+    /// GPUs per node (needed for GPU traces such as Philly)
+    #[arg(long, value_name = "G", default_value_t = 0)]
+    pub gpus_per_node: u32,
+
+    /// CPUs per node (GPU jobs get CPUs/G CPUs per GPU)
+    #[arg(long, value_name = "C", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cpus_per_node: u32,
+
+    /// Memory per node (jobs get a share proportional to their GPUs or CPUs)
+    #[arg(long, value_name = "SIZE", default_value = "512GiB")]
+    pub mem_per_node: String,
+
+    /// Policies to compare, comma-separated, or `all`: fifo, lifo, skip, backfill, drf,
+    /// fair-share, spread, preempt
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "fifo,backfill")]
+    pub policy: Vec<String>,
+
+    /// Multiply submit times by X (0.5 = arrivals twice as dense: about twice the load)
+    #[arg(long, value_name = "X")]
+    pub time_scale: Option<f64>,
+
+    /// Replay only the first N jobs (after cleaning and the window)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+
+    /// Keep jobs submitted at least this long after the trace's start (`30d`, `12h`)
+    #[arg(long, value_name = "DURATION")]
+    pub start: Option<String>,
+
+    /// Keep jobs submitted less than this long after the trace's start
+    #[arg(long, value_name = "DURATION")]
+    pub end: Option<String>,
+
+    /// Time limit assumed by backfill for jobs without one (all Philly jobs); jobs are never
+    /// killed at it
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub default_time_limit: String,
+
+    /// Oracle: every job's time limit is its true duration (perfect runtime estimates)
+    #[arg(long)]
+    pub time_limit_from_duration: bool,
+
+    /// Half-life of the decayed usage behind fair-share
+    #[arg(long, value_name = "DURATION", default_value = "7d")]
+    pub half_life: String,
+
+    /// Preempted jobs resume where they stopped instead of starting over
+    #[arg(long)]
+    pub checkpoint: bool,
+
+    /// Philly: keep the jobs submitted before 2017-09-24 (dropped by default)
+    #[arg(long)]
+    pub keep_early: bool,
+
+    /// SWF: keep the run time of jobs that ran past their requested time (the limit is raised)
+    /// instead of clamping it to the limit
+    #[arg(long)]
+    pub no_clamp: bool,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// One policy's result as `-o json` prints it.
+#[derive(Debug, Serialize)]
+struct PolicyResult {
+    #[serde(flatten)]
+    metrics: Metrics,
+    /// The simulator's own wall time for this policy, in seconds.
+    wall_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Skipped {
+    policy: String,
+    why: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    trace: String,
+    format: TraceFormat,
+    jobs: usize,
+    nodes: u32,
+    gpus_per_node: u32,
+    cpus_per_node: u32,
+    mem_per_node: u64,
+    notes: Vec<String>,
+    results: Vec<PolicyResult>,
+    skipped: Vec<Skipped>,
+}
+
+fn usage(flag: &str, e: impl std::fmt::Display) -> anyhow::Error {
+    UsageError::error(format!("{flag}: {e}"))
+}
+
+fn millis(flag: &str, s: &str) -> anyhow::Result<i64> {
+    Ok(parse_duration(s).map_err(|e| usage(flag, e))? as i64 * 1000)
+}
+
+/// Opens a trace file, decompressing `.gz`.
+fn open(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open trace {}", path.display()))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        Ok(Box::new(BufReader::with_capacity(1 << 20, flate2::read::MultiGzDecoder::new(file))))
+    } else {
+        Ok(Box::new(BufReader::with_capacity(1 << 20, file)))
+    }
+}
+
+pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
+    let path_text = args.trace.display().to_string();
+    let format = match &args.format {
+        Some(f) => f.parse::<TraceFormat>().map_err(|e| usage("--format", e))?,
+        None => TraceFormat::from_path(&path_text).ok_or_else(|| {
+            UsageError::error(format!(
+                "cannot tell the format of {path_text} from its name (.csv, .swf, .swf.gz): give --format philly|swf"
+            ))
+        })?,
+    };
+    let mut policies: Vec<Policy> = Vec::new();
+    for name in &args.policy {
+        let name = name.trim();
+        if name == "all" {
+            policies.extend(Policy::ALL);
+        } else if !name.is_empty() {
+            policies.push(name.parse().map_err(|e| usage("--policy", e))?);
+        }
+    }
+    if policies.is_empty() {
+        return Err(UsageError::error("--policy: give at least one policy"));
+    }
+    if format == TraceFormat::Philly && args.gpus_per_node == 0 {
+        return Err(UsageError::error("philly is a GPU trace: give --gpus-per-node"));
+    }
+    if let Some(x) = args.time_scale
+        && !(x.is_finite() && x > 0.0)
+    {
+        return Err(usage("--time-scale", format!("`{x}` must be a number above 0")));
+    }
+    let cluster = Cluster {
+        nodes: args.nodes,
+        gpus_per_node: args.gpus_per_node,
+        cpus_per_node: args.cpus_per_node,
+        mem_per_node: parse_mem(&args.mem_per_node).map_err(|e| usage("--mem-per-node", e))?,
+    };
+    let opts = SimOptions {
+        default_time_limit_ms: millis("--default-time-limit", &args.default_time_limit)?,
+        time_limit_from_duration: args.time_limit_from_duration,
+        half_life_ms: millis("--half-life", &args.half_life)?,
+        checkpoint: args.checkpoint,
+        ..SimOptions::default()
+    };
+    let window = Window {
+        start_ms: args.start.as_deref().map(|s| millis("--start", s)).transpose()?,
+        end_ms: args.end.as_deref().map(|s| millis("--end", s)).transpose()?,
+        limit: args.limit,
+    };
+
+    let reader = open(&args.trace)?;
+    let parsed = match format {
+        TraceFormat::Philly => sim::parse_philly(reader, PhillyOptions { keep_early: args.keep_early }),
+        TraceFormat::Swf => sim::parse_swf(reader, SwfOptions { no_clamp: args.no_clamp }),
+    };
+    let mut trace: Trace = parsed.with_context(|| format!("{path_text}: not a valid {} trace", format.name()))?;
+    trace.select(window);
+    if let Some(x) = args.time_scale {
+        trace.scale_arrivals(x);
+    }
+    let mut notes = trace.notes.clone();
+    let too_big = sim::too_big(&trace, &cluster);
+    if let Some((line, why)) = too_big.first() {
+        notes.push(format!(
+            "{} jobs are larger than the cluster and are skipped (first: line {line}, {why})",
+            too_big.len()
+        ));
+    }
+    let json = args.output.json();
+    if !json {
+        for n in &notes {
+            eprintln!("note: {n}");
+        }
+    }
+
+    let mut results = Vec::new();
+    let mut skipped = Vec::new();
+    for p in policies {
+        let t0 = Instant::now();
+        match sim::simulate(&trace, &cluster, p, &opts) {
+            Ok(metrics) => results.push(PolicyResult { metrics, wall_s: t0.elapsed().as_secs_f64() }),
+            Err(e @ SimError::NotApplicable { .. }) => {
+                if !json {
+                    eprintln!("note: skipped {e}");
+                }
+                skipped.push(Skipped { policy: p.name().to_string(), why: e.to_string() });
+            }
+            Err(e) => return Err(UsageError::error(e.to_string())),
+        }
+    }
+    if json {
+        output::print_json(&Report {
+            trace: path_text,
+            format: trace.format,
+            jobs: trace.jobs.len(),
+            nodes: cluster.nodes,
+            gpus_per_node: cluster.gpus_per_node,
+            cpus_per_node: cluster.cpus_per_node,
+            mem_per_node: cluster.mem_per_node,
+            notes,
+            results,
+            skipped,
+        })?;
+    } else {
+        output::print_table(table(&results));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A span of seconds in a unit that keeps 2–3 significant digits: `45s`, `12.5m`, `3.21h`, `4.2d`.
+fn span(secs: f64) -> String {
+    if secs < 120.0 {
+        format!("{secs:.0}s")
+    } else if secs < 7200.0 {
+        format!("{:.1}m", secs / 60.0)
+    } else if secs < 172_800.0 {
+        format!("{:.2}h", secs / 3600.0)
+    } else {
+        format!("{:.1}d", secs / 86_400.0)
+    }
+}
+
+fn table(results: &[PolicyResult]) -> comfy_table::Table {
+    let alloc = results.first().map(|r| r.metrics.resource.to_uppercase()).unwrap_or_else(|| "GPU".into());
+    let mut t = output::table([
+        "POLICY".to_string(),
+        "JOBS".into(),
+        "JCT-MEAN".into(),
+        "JCT-MED".into(),
+        "JCT-P99".into(),
+        "WAIT-MEAN".into(),
+        "WAIT-P99".into(),
+        "MAKESPAN".into(),
+        format!("{alloc}-ALLOC"),
+        "JAIN".into(),
+        "BIG-WAIT-MAX".into(),
+        "PREEMPT".into(),
+        "WALL".into(),
+    ]);
+    for r in results {
+        let m = &r.metrics;
+        t.add_row([
+            m.policy.clone(),
+            if m.unfinished > 0 { format!("{}/{}", m.finished, m.jobs) } else { m.finished.to_string() },
+            span(m.jct_mean_s),
+            span(m.jct_median_s),
+            span(m.jct_p99_s),
+            span(m.wait_mean_s),
+            span(m.wait_p99_s),
+            span(m.makespan_s),
+            format!("{:.3}", m.allocation),
+            format!("{:.3}", m.jain_slowdown),
+            if m.big_jobs > 0 { span(m.big_wait_max_s) } else { "-".into() },
+            m.preemptions.to_string(),
+            format!("{:.1}s", r.wall_s),
+        ]);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans() {
+        assert_eq!(span(45.0), "45s");
+        assert_eq!(span(750.0), "12.5m");
+        assert_eq!(span(3.0 * 3600.0), "3.00h");
+        assert_eq!(span(3.0 * 86_400.0), "3.0d");
+    }
+}
