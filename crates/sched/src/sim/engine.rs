@@ -207,8 +207,31 @@ struct JobState {
     started_now: bool,
 }
 
+/// What happened to one trace job in a replay (times in trace milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct JobOutcome {
+    pub submit_ms: Millis,
+    /// First start (`None`: never started, or skipped as too big).
+    pub start_ms: Option<Millis>,
+    /// End of its last run (completion, or cancellation by preemption).
+    pub end_ms: Option<Millis>,
+    pub duration_ms: Millis,
+    /// Whether it ran to completion.
+    pub finished: bool,
+}
+
 /// Replays `trace` on `cluster` under `policy`. Deterministic.
 pub fn simulate(trace: &Trace, cluster: &Cluster, policy: Policy, opts: &SimOptions) -> Result<Metrics, SimError> {
+    simulate_detailed(trace, cluster, policy, opts).map(|(m, _)| m)
+}
+
+/// [`simulate`], with each trace job's outcome (in trace order).
+pub fn simulate_detailed(
+    trace: &Trace,
+    cluster: &Cluster,
+    policy: Policy,
+    opts: &SimOptions,
+) -> Result<(Metrics, Vec<JobOutcome>), SimError> {
     if cluster.nodes == 0 || cluster.cpus_per_node == 0 {
         return Err(SimError::EmptyCluster);
     }
@@ -479,8 +502,19 @@ pub fn simulate(trace: &Trace, cluster: &Cluster, policy: Policy, opts: &SimOpti
             _ => unfinished += 1,
         }
     }
+    let outcomes = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| JobOutcome {
+            submit_ms: trace.jobs[i].submit_ms,
+            start_ms: j.first_start,
+            end_ms: j.end,
+            duration_ms: trace.jobs[i].duration_ms,
+            finished: j.nodes > 0 && j.end.is_some() && j.remaining_ms == 0,
+        })
+        .collect();
     let per_node = if gpu_trace { cluster.gpus_per_node } else { cluster.cpus_per_node };
-    Ok(compute(
+    let metrics = compute(
         &done,
         Totals {
             policy: policy.name().to_string(),
@@ -496,7 +530,8 @@ pub fn simulate(trace: &Trace, cluster: &Cluster, policy: Policy, opts: &SimOpti
             preemptions,
             passes,
         },
-    ))
+    );
+    Ok((metrics, outcomes))
 }
 
 /// Allocates every binding of a start, or none (a start the ledgers refuse stays pending).

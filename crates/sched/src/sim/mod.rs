@@ -16,7 +16,7 @@ mod engine;
 mod metrics;
 mod trace;
 
-pub use engine::{Cluster, Policy, SimError, SimOptions, simulate, too_big};
+pub use engine::{Cluster, JobOutcome, Policy, SimError, SimOptions, simulate, simulate_detailed, too_big};
 pub use metrics::{Metrics, jain, percentile};
 pub use trace::{
     PhillyOptions, SwfOptions, Trace, TraceError, TraceFormat, TraceJob, Window, parse, parse_philly, parse_swf,

@@ -1,0 +1,107 @@
+//! `berth sim` through the real binary, on the tiny traces of crates/sched/tests/traces.
+
+use std::process::Command;
+
+fn berth(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_berth")).args(args).output().unwrap()
+}
+
+fn trace(name: &str) -> String {
+    format!("{}/../sched/tests/traces/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn sim_prints_json_per_policy() {
+    let t = trace("backfill4.swf");
+    let out = berth(&[
+        "sim",
+        "--trace",
+        &t,
+        "--nodes",
+        "1",
+        "--cpus-per-node",
+        "8",
+        "--policy",
+        "fifo,backfill,preempt",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["format"], "swf");
+    assert_eq!(v["jobs"], 4);
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0]["policy"], "fifo");
+    assert_eq!(r[0]["jct_mean_s"], 185.0);
+    assert_eq!(r[1]["policy"], "backfill");
+    assert_eq!(r[1]["jct_mean_s"], 152.5);
+    assert_eq!(r[1]["finished"], 4);
+    assert_eq!(r[1]["resource"], "cpu");
+    assert!(r[1]["wall_s"].as_f64().unwrap() >= 0.0);
+    // No priorities in this trace: preempt is skipped with a reason.
+    assert_eq!(v["skipped"][0]["policy"], "preempt");
+}
+
+#[test]
+fn sim_prints_a_table() {
+    let t = trace("fifo3.csv");
+    let out = berth(&[
+        "sim",
+        "--trace",
+        &t,
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "1",
+        "--cpus-per-node",
+        "8",
+        "--policy",
+        "fifo,lifo",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("POLICY"));
+    assert!(lines[1].starts_with("fifo "));
+    assert!(lines[2].starts_with("lifo "));
+}
+
+#[test]
+fn sim_reports_bad_input() {
+    let t = trace("fifo3.csv");
+    let base = ["sim", "--trace", &t, "--nodes", "1", "--gpus-per-node", "1", "--cpus-per-node", "8"];
+    let out = berth(&[&base[..], &["--policy", "fifo,sjf"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown policy `sjf`"));
+    let out = berth(&[
+        "sim",
+        "--trace",
+        "/nonexistent/x.csv",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "1",
+        "--cpus-per-node",
+        "8",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open trace /nonexistent/x.csv"));
+    let out = berth(&[&base[..], &["--time-scale", "-1"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    let out = berth(&[
+        "sim",
+        "--trace",
+        &trace("backfill4.swf"),
+        "--nodes",
+        "1",
+        "--cpus-per-node",
+        "8",
+        "--format",
+        "philly",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 1") || err.contains("line 3"), "{err}");
+}
