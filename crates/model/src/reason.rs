@@ -17,6 +17,11 @@ pub enum PendingKind {
     NoNodes,
     /// The queue the job names does not exist.
     Queue,
+    /// The job could start now but would delay the reserved start of a job ahead (EASY
+    /// backfill).
+    Backfill,
+    /// Running lower-priority jobs are being stopped to make room for this one.
+    Preempting,
 }
 
 /// Why a job is still pending, e.g. `resources: needs 1 GPU, node n1 has 0.5 free`.

@@ -28,11 +28,15 @@
 //!   lost or drained, `set_schedulable(false)`; when its agent re-registers, rebuild its
 //!   ledger from the topology and re-allocate the kernels it still runs.
 
+mod backfill;
 mod bind;
 mod feasible;
 mod ledger;
+mod order;
 mod pass;
 mod place;
+mod pool;
+mod preempt;
 mod shortfall;
 mod slots;
 mod water;
@@ -44,6 +48,7 @@ mod test_support;
 
 pub use feasible::{check_feasible, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
+pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::schedule;
 
 use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};

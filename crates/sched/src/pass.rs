@@ -1,101 +1,233 @@
-//! One scheduling pass: per queue, order the pending jobs (priority, then FIFO), walk them
-//! placing each on working copies of the ledgers, and apply the head-of-line policy.
+//! One scheduling pass: per queue, order the pending jobs (`order.rs`), walk them placing each
+//! on the pass's working ledgers (`pool.rs`), and when one cannot start, try preemption
+//! (`preempt.rs`) and then apply the head-of-line policy (strict, skip-after-N, or EASY
+//! backfill in `backfill.rs`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use berth_model::{JobId, PendingKind, PendingReason};
+use berth_model::{Binding, JobId, PendingKind, PendingReason};
 
+use crate::backfill::{Holding, Reservation, reserve};
 use crate::ledger::NodeLedger;
-use crate::place::{Scoring, place};
-use crate::{HeadOfLine, PassInput, PassOutput, PendingJob, QueueConfig, Start, Waiting};
+use crate::order::Order;
+use crate::pool::Pool;
+use crate::{
+    HeadOfLine, Millis, PassInput, PassOutput, PendingJob, Preempt, QueueConfig, RunningJob, Start, Waiting, preempt,
+};
+
+/// Blocked jobs that may try for a reservation in one queue and pass: each try walks the
+/// running jobs' ends, and a job that gets none (its nodes are down) should not make every
+/// later blocked job pay for the walk again.
+const MAX_RESERVATION_TRIES: u32 = 4;
 
 /// Runs one pass. Pure: the caller's ledgers are not touched; commit the returned starts with
 /// [`NodeLedger::allocate`] and store each waiting job's reason, position and `blocked_passes`.
 ///
 /// Queues are handled in the order configured (a repeated name counts once), then jobs of
 /// unknown queues by queue name. Within a queue, starts come in placement order and waiting
-/// jobs in position order.
+/// jobs in position order; preemptions in the order they were decided.
+///
+/// Victims stay in `PassInput::running` until their resources are released; until then the
+/// next pass names them again (the same decision), which the caller treats as in progress.
 pub fn schedule(input: &PassInput) -> PassOutput {
     let mut by_queue: BTreeMap<&str, Vec<&PendingJob>> = BTreeMap::new();
     for job in input.pending {
         by_queue.entry(job.queue.as_str()).or_default().push(job);
     }
-    for jobs in by_queue.values_mut() {
-        // Priority bands (higher first), then submit order; job ids are unique, so the order
-        // does not depend on the order of the input.
-        jobs.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
+    let mut running: BTreeMap<&str, Vec<&RunningJob>> = BTreeMap::new();
+    for r in input.running {
+        running.entry(r.queue.as_str()).or_default().push(r);
+    }
+    for list in running.values_mut() {
+        // Same output whatever the input order.
+        list.sort_by_key(|r| r.id);
     }
     let mut out = PassOutput::default();
     for q in input.queues {
         let Some(jobs) = by_queue.remove(q.name.as_str()) else { continue };
-        let mut nodes: Vec<NodeLedger> = input.nodes.iter().filter(|l| l.queue() == q.name).cloned().collect();
+        let mut nodes: Vec<&NodeLedger> = input.nodes.iter().filter(|l| l.queue() == q.name).collect();
         nodes.sort_by(|a, b| a.name().cmp(b.name()));
-        run_queue(q, &mut nodes, &jobs, &mut out);
+        let none = Vec::new();
+        let run = QueueRun { input, q, running: running.get(q.name.as_str()).unwrap_or(&none) };
+        run.run(nodes, jobs, &mut out);
     }
     for (name, jobs) in by_queue {
         let reason = PendingReason::new(PendingKind::Queue, format!("queue `{name}` does not exist"));
-        wait_all(&jobs, reason, &mut out);
+        let mut jobs = jobs;
+        jobs.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
+        for (pos, job) in jobs.iter().enumerate() {
+            out.waiting.push(wait(job, pos as u32 + 1, reason.clone(), job.blocked_passes));
+        }
     }
     out
 }
 
-/// Every job waits for the same reason, keeping its `blocked_passes`.
-fn wait_all(jobs: &[&PendingJob], reason: PendingReason, out: &mut PassOutput) {
-    for (pos, job) in jobs.iter().enumerate() {
-        out.waiting.push(Waiting {
-            expected_start: None,
-            job: job.id,
-            position: pos as u32 + 1,
-            reason: reason.clone(),
-            blocked_passes: job.blocked_passes,
-        });
-    }
+fn wait(job: &PendingJob, position: u32, reason: PendingReason, blocked_passes: u32) -> Waiting {
+    Waiting { job: job.id, position, reason, blocked_passes, expected_start: None }
 }
 
-fn run_queue(q: &QueueConfig, nodes: &mut [NodeLedger], jobs: &[&PendingJob], out: &mut PassOutput) {
-    if !nodes.iter().any(NodeLedger::schedulable) {
-        let reason = PendingReason::new(PendingKind::NoNodes, format!("no ready node in queue {}", q.name));
-        wait_all(jobs, reason, out);
-        return;
+struct QueueRun<'i, 'a> {
+    input: &'i PassInput<'a>,
+    q: &'i QueueConfig,
+    /// This queue's running jobs, by id.
+    running: &'i Vec<&'a RunningJob>,
+}
+
+impl<'i, 'a> QueueRun<'i, 'a> {
+    fn limit(&self, job: &PendingJob) -> Millis {
+        job.time_limit_ms.unwrap_or(self.q.default_time_limit_ms)
     }
-    // The job that holds the rest of the queue back, with its position.
-    let mut blocker: Option<(JobId, u32)> = None;
-    for (pos, job) in jobs.iter().enumerate() {
-        let position = pos as u32 + 1;
-        if let Some((id, at)) = blocker {
-            out.waiting.push(Waiting {
-                expected_start: None,
-                job: job.id,
-                position,
-                reason: PendingReason::new(
-                    PendingKind::Priority,
-                    format!("priority: waiting behind job {id} (position {at})"),
-                ),
-                blocked_passes: job.blocked_passes,
-            });
-            continue;
+
+    /// When each binding on the queue's nodes is released: running jobs at the end of their
+    /// limit (or now, when past it), jobs started in this pass at `now + limit`.
+    fn holdings<'b>(&self, started: &'b [(Millis, JobId, Vec<Binding>)]) -> Vec<Holding<'b>>
+    where
+        'i: 'b,
+        'a: 'b,
+    {
+        let now = self.input.now;
+        let default_of = |name: &str| {
+            self.input
+                .queues
+                .iter()
+                .find(|q| q.name == name)
+                .map_or(self.q.default_time_limit_ms, |q| q.default_time_limit_ms)
+        };
+        let mut out = Vec::new();
+        for r in self.input.running {
+            let limit = r.time_limit_ms.unwrap_or_else(|| default_of(&r.queue));
+            let end = r.started_at.saturating_add(limit).max(now);
+            out.extend(r.bindings.iter().map(|binding| Holding { end, job: r.id, binding }));
         }
-        match place(nodes, job, Scoring::default()) {
-            Ok(bindings) => out.starts.push(Start { job: job.id, bindings }),
-            Err(why) => {
+        for (end, job, bindings) in started {
+            out.extend(bindings.iter().map(|binding| Holding { end: *end, job: *job, binding }));
+        }
+        out
+    }
+
+    fn run(&self, nodes: Vec<&NodeLedger>, jobs: Vec<&PendingJob>, out: &mut PassOutput) {
+        let (q, now) = (self.q, self.input.now);
+        let totals = [
+            nodes.iter().map(|l| l.cpus_total() as u64 * 1000).sum(),
+            nodes.iter().map(|l| l.mem_total()).sum(),
+            nodes.iter().map(|l| l.topology().gpus.len() as u64 * 1000).sum(),
+        ];
+        let mut pool = Pool::new(nodes, q.scoring, &jobs);
+        let mut order = Order::new(q.ordering, jobs, self.running, self.input.fair_share, totals);
+        let mut pos = 0u32;
+        if pool.ready() == 0 {
+            let reason = PendingReason::new(PendingKind::NoNodes, format!("no ready node in queue {}", q.name));
+            while let Some(job) = order.next() {
+                pos += 1;
+                out.waiting.push(wait(job, pos, reason.clone(), job.blocked_passes));
+            }
+            return;
+        }
+        // The job that holds the rest of the queue back (strict, skip-after), with its position.
+        let mut blocker: Option<(JobId, u32)> = None;
+        let mut reservation: Option<Reservation> = None;
+        let mut tries = 0u32;
+        // Jobs started in this pass (end, id, bindings), for backfill's timeline.
+        let mut started: Vec<(Millis, JobId, Vec<Binding>)> = Vec::new();
+        let backfill = q.head_of_line == HeadOfLine::Backfill;
+        let mut victims: BTreeSet<JobId> = BTreeSet::new();
+        while let Some(job) = order.next() {
+            pos += 1;
+            if let Some((id, at)) = blocker {
+                let text = format!("priority: waiting behind job {id} (position {at})");
+                out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Priority, text), job.blocked_passes));
+                continue;
+            }
+            let why = match pool.place(job) {
+                Ok(mut chosen) => {
+                    let end = now.saturating_add(self.limit(job));
+                    if let Some(r) = reservation.as_mut()
+                        && !r.admits(&chosen, end)
+                    {
+                        // Placed where it would delay the reservation: try away from its nodes.
+                        pool.uncommit(&chosen);
+                        chosen = pool.find(job, &r.nodes);
+                        if chosen.len() < job.nodes.max(1) as usize {
+                            let text = format!("backfill: would delay job {}'s reserved start", r.job);
+                            let reason = PendingReason::new(PendingKind::Backfill, text);
+                            out.waiting.push(wait(job, pos, reason, job.blocked_passes));
+                            continue;
+                        }
+                        pool.commit(&chosen);
+                    }
+                    order.started(job);
+                    let bindings: Vec<Binding> = chosen.into_iter().map(|(_, b)| b).collect();
+                    if backfill {
+                        started.push((end, job.id, bindings.clone()));
+                    }
+                    out.starts.push(Start { job: job.id, bindings });
+                    continue;
+                }
+                Err(why) => why,
+            };
+            if let Some(policy) = q.preemption
+                && let Some(plan) = preempt::plan(&pool, job, self.running, &victims, policy, now)
+            {
+                let mut names = Vec::new();
+                for &v in &plan.victims {
+                    let prio = self.running.iter().find(|r| r.id == v).map_or(0, |r| r.priority);
+                    names.push(format!("{v} (priority {prio})"));
+                    victims.insert(v);
+                    out.preemptions.push(Preempt { victim: v, for_job: job.id, action: policy.action });
+                }
+                for &i in &plan.nodes {
+                    pool.hold(i);
+                }
+                let s = if names.len() == 1 { "" } else { "s" };
+                let text = format!("preempting: stopping job{s} {} to free {}", names.join(", "), plan.frees);
+                out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Preempting, text), job.blocked_passes));
+                continue;
+            }
+            let resources = |text: String| PendingReason::new(PendingKind::Resources, text);
+            match q.head_of_line {
+                HeadOfLine::Strict => {
+                    blocker = Some((job.id, pos));
+                    out.waiting.push(wait(
+                        job,
+                        pos,
+                        resources(format!("resources: {why}")),
+                        job.blocked_passes.saturating_add(1),
+                    ));
+                }
                 // `SkipAfter(n)`: the job holds the line for n passes, then steps aside and
                 // only waits for itself, so one huge job cannot stall a queue forever.
-                let blocks = match q.head_of_line {
-                    HeadOfLine::Strict => true,
-                    HeadOfLine::SkipAfter(n) => job.blocked_passes < n,
-                    // TODO(issue 3): EASY backfill with reservations; strict until then.
-                    HeadOfLine::Backfill => true,
-                };
-                if blocks {
-                    blocker = Some((job.id, position));
+                HeadOfLine::SkipAfter(n) => {
+                    let blocks = job.blocked_passes < n;
+                    if blocks {
+                        blocker = Some((job.id, pos));
+                    }
+                    let passes = if blocks { job.blocked_passes.saturating_add(1) } else { job.blocked_passes };
+                    out.waiting.push(wait(job, pos, resources(format!("resources: {why}")), passes));
                 }
-                out.waiting.push(Waiting {
-                    expected_start: None,
-                    job: job.id,
-                    position,
-                    reason: PendingReason::new(PendingKind::Resources, format!("resources: {why}")),
-                    blocked_passes: if blocks { job.blocked_passes.saturating_add(1) } else { job.blocked_passes },
-                });
+                HeadOfLine::Backfill => {
+                    if reservation.is_some() || tries >= MAX_RESERVATION_TRIES {
+                        out.waiting.push(wait(job, pos, resources(format!("resources: {why}")), job.blocked_passes));
+                        continue;
+                    }
+                    tries += 1;
+                    reservation = reserve(&pool, job, self.holdings(&started), now);
+                    let mut w = match &reservation {
+                        Some(r) => {
+                            let text = format!("resources: {why}; {}", r.describe(&pool, now));
+                            let mut w = wait(job, pos, resources(text), job.blocked_passes.saturating_add(1));
+                            w.expected_start = Some(r.start);
+                            w
+                        }
+                        None => {
+                            let text = format!(
+                                "resources: {why}; no reservation: it does not fit even when every running job has ended"
+                            );
+                            wait(job, pos, resources(text), job.blocked_passes)
+                        }
+                    };
+                    w.position = pos;
+                    out.waiting.push(w);
+                }
             }
         }
     }

@@ -1,0 +1,139 @@
+//! EASY backfill: one reservation per queue and pass (classic EASY, as in Slurm's and Maui's
+//! original): the first job in order that cannot start now, and that could start once running
+//! jobs end, gets a reservation. A later job may start now only if it cannot delay it.
+//!
+//! The reservation's time comes from the running jobs' ends (`started_at + time_limit`, the
+//! queue's default limit when a job has none; a job past its limit counts as ending now) and
+//! the ends of the jobs started earlier in the pass (`now + limit`): their bindings are released
+//! in end order (ties by job id) on copies of the affected ledgers until enough nodes can take
+//! the job; its start is that end time and its nodes are the best-scored among those that fit
+//! then. A job that fits nowhere even when every running job has ended (its nodes are down or
+//! held) gets no reservation, and the next blocked job may get it instead.
+//!
+//! A later job that can start now is allowed when either it ends before the reserved start
+//! (`now + limit ≤ start`), or every one of its kernels on a reserved node leaves room for the
+//! reserved kernel there at the reserved start (checked on the copy of that node at that time,
+//! which then keeps the new job's binding for the next checks). Otherwise it is placed again
+//! away from the reserved nodes, and waits only if that fails too.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use berth_model::{Binding, JobId};
+
+use crate::pool::Pool;
+use crate::{Millis, PendingJob};
+
+/// A binding that holds resources until `end`.
+pub(crate) struct Holding<'b> {
+    pub end: Millis,
+    pub job: JobId,
+    pub binding: &'b Binding,
+}
+
+pub(crate) struct Reservation {
+    pub job: JobId,
+    pub start: Millis,
+    /// Reserved node indices in the pool, in placement order.
+    pub nodes: Vec<usize>,
+    /// The reserved nodes' ledgers at `start`, without the reserved job.
+    at_start: BTreeMap<usize, crate::NodeLedger>,
+    job_req: PendingJob,
+}
+
+/// The reservation for `job` (which cannot start now), or `None` when it never fits.
+pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>, now: Millis) -> Option<Reservation> {
+    let want = job.nodes.max(1) as usize;
+    let fits_on = |l: &crate::NodeLedger| l.bind(&job.request, job.numa).is_ok();
+    // Nodes that take a kernel already (a gang that lacks only some nodes).
+    let mut fits: BTreeSet<usize> = BTreeSet::new();
+    if want > 1 {
+        fits.extend((0..pool.nodes.len()).filter(|&i| pool.usable(i) && fits_on(&pool.nodes[i])));
+    }
+    holdings.sort_by_key(|h| (h.end, h.job));
+    let mut later: BTreeMap<usize, crate::NodeLedger> = BTreeMap::new();
+    let mut k = 0;
+    while k < holdings.len() {
+        let end = holdings[k].end;
+        let mut changed = BTreeSet::new();
+        while k < holdings.len() && holdings[k].end == end {
+            if let Some(i) = pool.index_of(&holdings[k].binding.node) {
+                later.entry(i).or_insert_with(|| pool.nodes[i].clone().into_owned()).release(holdings[k].binding);
+                changed.insert(i);
+            }
+            k += 1;
+        }
+        for i in changed {
+            if pool.usable(i) && fits_on(&later[&i]) {
+                fits.insert(i);
+            }
+        }
+        if fits.len() >= want {
+            let at = |i: usize| later.get(&i).unwrap_or(&pool.nodes[i]);
+            let mut best: Vec<usize> = fits.iter().copied().collect();
+            best.sort_by_key(|&i| (crate::place::score_key(pool.scoring(), at(i)), i));
+            best.truncate(want);
+            let at_start = best.iter().map(|&i| (i, at(i).clone())).collect();
+            return Some(Reservation { job: job.id, start: end.max(now), nodes: best, at_start, job_req: job.clone() });
+        }
+    }
+    None
+}
+
+impl Reservation {
+    /// Whether a job placed now with `chosen` bindings, ending at `end`, leaves the reserved
+    /// start intact; if so, records its kernels on the reserved nodes.
+    pub fn admits(&mut self, chosen: &[(usize, Binding)], end: Millis) -> bool {
+        if end <= self.start {
+            return true;
+        }
+        let mut trial: Vec<(usize, crate::NodeLedger)> = Vec::new();
+        for (i, b) in chosen {
+            let Some(l) = self.at_start.get(i) else { continue };
+            let mut l = l.clone();
+            if l.allocate(b).is_err() || l.bind(&self.job_req.request, self.job_req.numa).is_err() {
+                return false;
+            }
+            trial.push((*i, l));
+        }
+        self.at_start.extend(trial);
+        true
+    }
+
+    /// `t+1h30m on n3, n4`.
+    pub fn describe(&self, pool: &Pool, now: Millis) -> String {
+        let names: Vec<&str> = self.nodes.iter().map(|&i| pool.nodes[i].name()).collect();
+        format!("reserved to start at t+{} on {} (backfill)", duration_text(self.start - now), names.join(", "))
+    }
+}
+
+/// `1h30m`, `45s`, `0s`; milliseconds round up to the next second.
+pub(crate) fn duration_text(ms: Millis) -> String {
+    let s = (ms.max(0) + 999) / 1000;
+    let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if sec > 0 || out.is_empty() {
+        out.push_str(&format!("{sec}s"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration_text;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration_text(0), "0s");
+        assert_eq!(duration_text(1), "1s");
+        assert_eq!(duration_text(3_600_000), "1h");
+        assert_eq!(duration_text(5_400_000), "1h30m");
+        assert_eq!(duration_text(3_661_000), "1h1m1s");
+        assert_eq!(duration_text(-5), "0s");
+    }
+}

@@ -1,0 +1,278 @@
+//! The pass's working copy of one queue's nodes, indexed so that placing a job costs far less
+//! than a scan of every node.
+//!
+//! - Ledgers are copy-on-write: a pass clones only the nodes it places something on.
+//! - Ready nodes sit in buckets by their count of wholly free GPUs, each bucket ordered by the
+//!   queue's score (then name). A job needing k whole GPUs looks only at buckets ≥ k, merging
+//!   them in score order, so it never visits a node without k free GPUs.
+//! - A node that cannot take even the smallest request of the queue (fewer free CPUs or less
+//!   free memory than any pending job asks) leaves the index for the rest of the pass.
+//! - Failures are memoised. Within a pass resources only shrink, so "fewer than n nodes pass
+//!   the quick check for R" stays true, and also holds for any R' ≥ R (every dimension at
+//!   least as large, GPU level ordered none < fraction < whole): such a job is refused
+//!   without looking at any node, and its reason is computed on the node that came closest
+//!   for R. A job whose quick check passed but whose NUMA binding failed is memoised by its
+//!   exact shape.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use berth_model::{Binding, NumaPolicy, ResourceRequest};
+
+use crate::ledger::NodeLedger;
+use crate::place::score_key;
+use crate::shortfall::{Shortfall, request_text};
+use crate::{PendingJob, Scoring};
+
+/// Buckets of wholly free GPU counts; nodes with more share the last one.
+const MAX_BUCKET: usize = 16;
+
+/// A request's GPU ask as one monotone level: 0 none, 1..999 a fraction, 1000·k whole GPUs.
+/// A node that lacks level L lacks every level above it (see the module doc).
+fn gpu_level(r: &ResourceRequest) -> u64 {
+    if r.gpu_milli >= 1000 { r.gpu_milli.div_ceil(1000) * 1000 } else { r.gpu_milli }
+}
+
+fn numa_code(p: NumaPolicy) -> u8 {
+    match p {
+        NumaPolicy::PreferLocal => 0,
+        NumaPolicy::RequireLocal => 1,
+        NumaPolicy::SingleNode => 2,
+        NumaPolicy::Interleave => 3,
+        NumaPolicy::None => 4,
+    }
+}
+
+/// "Fewer than `want` nodes pass the quick check for this request", and the closest node.
+#[derive(Debug, Clone, Copy)]
+struct Dominated {
+    gpu: u64,
+    cpus: u32,
+    mem: u64,
+    want: u32,
+    closest: Option<usize>,
+}
+
+type ShapeKey = (u64, u64, u64, u8, u32);
+
+pub(crate) struct Pool<'a> {
+    /// One queue's nodes, sorted by name.
+    pub nodes: Vec<Cow<'a, NodeLedger>>,
+    scoring: Scoring,
+    /// `buckets[w]`: indexed nodes with `min(whole GPUs free, MAX_BUCKET) == w`, by key.
+    buckets: Vec<BTreeSet<(u64, u32)>>,
+    /// Each node's place in `buckets`, `None` when it is not indexed.
+    slot: Vec<Option<(usize, u64)>>,
+    /// Nodes held for a job that is preempting: nothing else may start there this pass.
+    held: Vec<bool>,
+    ready: usize,
+    floor_cpus: u32,
+    floor_mem: u64,
+    dominated: Vec<Dominated>,
+    exact: BTreeMap<ShapeKey, String>,
+}
+
+impl<'a> Pool<'a> {
+    /// Indexes `nodes` (one queue's, sorted by name) for placing `jobs`.
+    pub fn new(nodes: Vec<&'a NodeLedger>, scoring: Scoring, jobs: &[&PendingJob]) -> Self {
+        let n = nodes.len();
+        let floor_cpus = jobs.iter().map(|j| j.request.whole_cpus()).min().unwrap_or(0);
+        let floor_mem = jobs.iter().map(|j| j.request.mem_bytes).min().unwrap_or(0);
+        let mut p = Pool {
+            ready: nodes.iter().filter(|l| l.schedulable()).count(),
+            nodes: nodes.into_iter().map(Cow::Borrowed).collect(),
+            scoring,
+            buckets: vec![BTreeSet::new(); MAX_BUCKET + 1],
+            slot: vec![None; n],
+            held: vec![false; n],
+            floor_cpus,
+            floor_mem,
+            dominated: Vec::new(),
+            exact: BTreeMap::new(),
+        };
+        for i in 0..n {
+            p.reindex(i);
+        }
+        p
+    }
+
+    pub fn scoring(&self) -> Scoring {
+        self.scoring
+    }
+
+    /// Number of schedulable nodes (for reason texts).
+    pub fn ready(&self) -> usize {
+        self.ready
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.nodes.binary_search_by(|l| l.name().cmp(name)).ok()
+    }
+
+    /// Whether node `i` may take new work in this pass.
+    pub fn usable(&self, i: usize) -> bool {
+        self.nodes[i].schedulable() && !self.held[i]
+    }
+
+    /// Puts node `i` back in the right bucket after a change (or takes it out).
+    fn reindex(&mut self, i: usize) {
+        if let Some((b, k)) = self.slot[i].take() {
+            self.buckets[b].remove(&(k, i as u32));
+        }
+        let l = &self.nodes[i];
+        let alive = l.cpus_free() >= self.floor_cpus && l.mem_free() >= self.floor_mem;
+        if self.usable(i) && alive {
+            let b = (l.whole_gpus_free() as usize).min(MAX_BUCKET);
+            let k = score_key(self.scoring, l);
+            self.buckets[b].insert((k, i as u32));
+            self.slot[i] = Some((b, k));
+        }
+    }
+
+    /// Keeps every job off node `i` for the rest of the pass.
+    pub fn hold(&mut self, i: usize) {
+        self.held[i] = true;
+        self.reindex(i);
+    }
+
+    /// Allocates bindings chosen by [`find`](Self::find) on the working ledgers.
+    pub fn commit(&mut self, chosen: &[(usize, Binding)]) {
+        for (i, b) in chosen {
+            let ok = self.nodes[*i].to_mut().allocate(b).is_ok();
+            debug_assert!(ok, "binder produced a binding the ledger refuses");
+            self.reindex(*i);
+        }
+    }
+
+    /// Undoes [`commit`](Self::commit) (a backfill candidate that would delay the reservation).
+    pub fn uncommit(&mut self, chosen: &[(usize, Binding)]) {
+        for (i, b) in chosen {
+            self.nodes[*i].to_mut().release(b);
+            self.reindex(*i);
+        }
+    }
+
+    /// The best `want` distinct nodes for the job in score order, with their bindings, not
+    /// yet allocated; `avoid` nodes are skipped. Returns what it found, possibly too few.
+    pub fn find(&self, job: &PendingJob, avoid: &[usize]) -> Vec<(usize, Binding)> {
+        let req = &job.request;
+        let want = job.nodes.max(1) as usize;
+        let lo = if req.gpu_milli >= 1000 { (req.gpu_milli.div_ceil(1000) as usize).min(MAX_BUCKET) } else { 0 };
+        let mut iters: Vec<_> = self.buckets[lo..].iter().map(|s| s.iter().peekable()).collect();
+        let mut out = Vec::with_capacity(want);
+        while out.len() < want {
+            // The smallest head over the buckets: a k-way merge in score order.
+            let mut best: Option<(usize, (u64, u32))> = None;
+            for (b, it) in iters.iter_mut().enumerate() {
+                if let Some(&&h) = it.peek()
+                    && best.is_none_or(|(_, x)| h < x)
+                {
+                    best = Some((b, h));
+                }
+            }
+            let Some((b, (_, i))) = best else { break };
+            iters[b].next();
+            let i = i as usize;
+            if avoid.contains(&i) {
+                continue;
+            }
+            if let Ok(binding) = self.nodes[i].bind(req, job.numa) {
+                out.push((i, binding));
+            }
+        }
+        out
+    }
+
+    /// Places the job (allocating on the working ledgers) or says why it cannot start now.
+    pub fn place(&mut self, job: &PendingJob) -> Result<Vec<(usize, Binding)>, String> {
+        if let Some(why) = self.memo(job) {
+            return Err(why);
+        }
+        let chosen = self.find(job, &[]);
+        if chosen.len() == job.nodes.max(1) as usize {
+            self.commit(&chosen);
+            return Ok(chosen);
+        }
+        Err(self.refuse(job, chosen.len()))
+    }
+
+    /// A memoised refusal for this job, if one applies.
+    fn memo(&self, job: &PendingJob) -> Option<String> {
+        let r = &job.request;
+        let want = job.nodes.max(1);
+        if let Some(why) = self.exact.get(&shape(job)) {
+            return Some(why.clone());
+        }
+        if want != 1 {
+            return None;
+        }
+        let (g, c) = (gpu_level(r), r.whole_cpus());
+        let d = self.dominated.iter().find(|d| d.want == 1 && g >= d.gpu && c >= d.cpus && r.mem_bytes >= d.mem)?;
+        Some(match d.closest {
+            Some(i) => {
+                let s = self.nodes[i].quick_check(r).err().unwrap_or(Shortfall::Numa { policy: job.numa });
+                self.render(i, s, r)
+            }
+            None => "no ready node".to_string(),
+        })
+    }
+
+    fn render(&self, i: usize, s: Shortfall, req: &ResourceRequest) -> String {
+        let name = self.nodes[i].name();
+        if self.ready == 1 { s.on_node(name, req) } else { s.best_of(name, self.ready, req) }
+    }
+
+    /// Builds the reason for a job that found only `capable` nodes, and memoises it.
+    fn refuse(&mut self, job: &PendingJob, capable: usize) -> String {
+        let req = &job.request;
+        let want = job.nodes.max(1);
+        // The closest node over every usable one, first in name order among equals, as
+        // the reason a user reads names it; and how many pass the quick check.
+        let mut closest: Option<(usize, Shortfall)> = None;
+        let mut quick = 0u32;
+        for i in (0..self.nodes.len()).filter(|&i| self.usable(i)) {
+            let s = match self.nodes[i].quick_check(req) {
+                Ok(()) => {
+                    quick += 1;
+                    Shortfall::Numa { policy: job.numa }
+                }
+                Err(s) => s,
+            };
+            if closest.as_ref().is_none_or(|(_, c)| s.closeness() > c.closeness()) {
+                closest = Some((i, s));
+            }
+        }
+        let why = if want > 1 {
+            let have = match capable {
+                0 => "none has".to_string(),
+                1 => "1 has".to_string(),
+                k => format!("{k} have"),
+            };
+            format!("needs {want} nodes with {} free, {have}", request_text(req))
+        } else {
+            match closest {
+                Some((i, s)) => self.render(i, s, req),
+                None => "no ready node".to_string(),
+            }
+        };
+        if quick < want {
+            let d = Dominated {
+                gpu: gpu_level(req),
+                cpus: req.whole_cpus(),
+                mem: req.mem_bytes,
+                want,
+                closest: closest.map(|(i, _)| i),
+            };
+            // Keep only the minimal entries: a new one replaces those it is below.
+            self.dominated.retain(|e| !(e.want == d.want && e.gpu >= d.gpu && e.cpus >= d.cpus && e.mem >= d.mem));
+            self.dominated.push(d);
+        }
+        self.exact.insert(shape(job), why.clone());
+        why
+    }
+}
+
+fn shape(job: &PendingJob) -> ShapeKey {
+    let r = &job.request;
+    (r.cpu_milli, r.mem_bytes, r.gpu_milli, numa_code(job.numa), job.nodes.max(1))
+}
