@@ -7,7 +7,7 @@ use anyhow::{Context, anyhow};
 use berth_model::JobId;
 use berth_model::api::{
     CancelResult, CreateUserRequest, ErrorBody, Health, JobDetail, JobListQuery, JobView, JoinTokenCreated, NodeView,
-    SubmitRequest, UserCreated, WhoAmI,
+    QueueUpdate, QueueView, SubmitRequest, UserCreated, WhoAmI,
 };
 use berth_model::protocol::LogStream;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -153,6 +153,15 @@ impl Client {
         self.json(self.request(Method::GET, "/v1/nodes")).await
     }
 
+    pub async fn queues(&self) -> anyhow::Result<Vec<QueueView>> {
+        self.json(self.request(Method::GET, "/v1/queues")).await
+    }
+
+    pub async fn put_queue(&self, name: &str, update: &QueueUpdate) -> anyhow::Result<QueueView> {
+        let path = format!("/v1/queues/{}", encode_path_segment(name));
+        self.json(self.request(Method::PUT, &path).json(update)).await
+    }
+
     pub async fn create_user(&self, req: &CreateUserRequest) -> anyhow::Result<UserCreated> {
         self.json(self.request(Method::POST, "/v1/admin/users").json(req)).await
     }
@@ -160,6 +169,16 @@ impl Client {
     pub async fn create_join_token(&self) -> anyhow::Result<JoinTokenCreated> {
         self.json(self.request(Method::POST, "/v1/admin/join-tokens")).await
     }
+}
+
+/// Percent-encodes everything but unreserved characters, so a name cannot change the path.
+fn encode_path_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// The message of an error answer: the manager's own `ErrorBody` text, with the status for

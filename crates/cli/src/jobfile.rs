@@ -13,6 +13,7 @@
 //! nodes = 1
 //! numa = "prefer-local"               # require-local, single-node, interleave, none
 //! requeue = true
+//! preemptible = true                 # a higher-priority job may stop it (queue's preemption)
 //!
 //! [env]
 //! WANDB_MODE = "offline"
@@ -52,6 +53,7 @@ struct JobFile {
     nodes: Option<u32>,
     numa: Option<NumaPolicy>,
     requeue: Option<bool>,
+    preemptible: Option<bool>,
     #[serde(default)]
     env: BTreeMap<String, String>,
 }
@@ -106,6 +108,7 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         priority: f.priority,
         queue: f.queue,
         requeue: f.requeue.unwrap_or(false),
+        preemptible: f.preemptible.unwrap_or(false),
         env: f.env.into_iter().collect(),
         workdir: f.workdir,
     };
@@ -182,6 +185,7 @@ workdir = "runs/a"
 nodes = 2
 numa = "single-node"
 requeue = true
+preemptible = true
 
 [env]
 WANDB_MODE = "offline"
@@ -196,6 +200,7 @@ WANDB_MODE = "offline"
         assert_eq!(f.workdir.as_deref(), Some("/work/jobs/runs/a"));
         assert_eq!(f.numa, Some(NumaArg::SingleNode));
         assert!(f.requeue);
+        assert!(f.preemptible);
         assert_eq!(f.env, vec![("WANDB_MODE".to_string(), "offline".to_string())]);
     }
 

@@ -46,9 +46,11 @@ enum Command {
     Cancel(commands::cancel::CancelArgs),
     /// List nodes and their GPUs with what is used and free
     Nodes(commands::nodes::NodesArgs),
+    /// List queues with their scheduling policy, nodes and load
+    Queues(commands::queues::QueuesArgs),
     /// Show who the configured token belongs to
     Whoami(commands::admin::WhoamiArgs),
-    /// Administration: users and join tokens
+    /// Administration: users, join tokens and queues
     Admin(commands::admin::AdminArgs),
     /// Replay a job trace (Philly CSV, SWF) in virtual time and compare queue policies
     Sim(commands::sim::SimArgs),
@@ -118,6 +120,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Logs(a) => logs::run(a).await,
         Command::Cancel(a) => cancel::run(a).await,
         Command::Nodes(a) => nodes::run(a).await,
+        Command::Queues(a) => queues::run(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Admin(a) => admin::run(a).await,
         Command::Sim(a) => sim::run(a),

@@ -75,6 +75,16 @@ pub fn age(ts: jiff::Timestamp) -> String {
     age_secs(jiff::Timestamp::now().as_second() - ts.as_second())
 }
 
+/// How long until `ts`, for people: `in 12m`, `in 2h`; `now` once it has passed.
+pub fn until(ts: jiff::Timestamp) -> String {
+    until_secs(ts.as_second() - jiff::Timestamp::now().as_second())
+}
+
+/// [`until`] for a number of seconds from now.
+pub fn until_secs(secs: i64) -> String {
+    if secs <= 0 { "now".into() } else { format!("in {}", age_secs(secs)) }
+}
+
 /// A timestamp in the local time zone, to the second.
 pub fn local_time(ts: jiff::Timestamp) -> String {
     ts.to_zoned(jiff::tz::TimeZone::system()).strftime("%Y-%m-%d %H:%M:%S").to_string()
@@ -134,6 +144,14 @@ mod tests {
         assert_eq!(age_secs(2 * 3600 + 10), "2h");
         assert_eq!(age_secs(3 * 86400 + 5), "3d");
         assert_eq!(age_secs(-5), "0s");
+    }
+
+    #[test]
+    fn times_until() {
+        assert_eq!(until_secs(12 * 60 + 5), "in 12m");
+        assert_eq!(until_secs(30), "in 30s");
+        assert_eq!(until_secs(0), "now");
+        assert_eq!(until_secs(-10), "now");
     }
 
     #[test]

@@ -54,6 +54,11 @@ pub struct SpecFlags {
     #[arg(long, help_heading = "Scheduling")]
     pub requeue: bool,
 
+    /// Let a higher-priority job stop this one when the queue has preemption on (the job is
+    /// then requeued or cancelled, per the queue)
+    #[arg(long, help_heading = "Scheduling")]
+    pub preemptible: bool,
+
     /// Set an environment variable for the job (repeatable). Unlike Slurm, berth does not copy
     /// your environment: only these variables (and berth's own) are set
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env, help_heading = "Environment")]
@@ -115,7 +120,7 @@ pub fn parse_env(s: &str) -> Result<(String, String), String> {
 
 impl SpecFlags {
     /// `self` with every flag given in `over` replacing it. Environment variables merge, the
-    /// upper layer winning per name; `requeue` is set when either layer sets it.
+    /// upper layer winning per name; `requeue` and `preemptible` are set when either layer sets them.
     pub fn overlay(self, over: SpecFlags) -> SpecFlags {
         let mut env = self.env;
         env.extend(over.env);
@@ -130,6 +135,7 @@ impl SpecFlags {
             priority: over.priority.or(self.priority),
             queue: over.queue.or(self.queue),
             requeue: over.requeue || self.requeue,
+            preemptible: over.preemptible || self.preemptible,
             env,
             workdir: over.workdir.or(self.workdir),
         }
@@ -162,6 +168,7 @@ impl SpecFlags {
         spec.workdir = self.workdir.clone();
         spec.numa = self.numa.map(Into::into).unwrap_or_default();
         spec.requeue = self.requeue;
+        spec.preemptible = self.preemptible;
         spec
     }
 }
@@ -225,6 +232,8 @@ mod tests {
         assert_eq!(f.cpus, Some(4000));
         assert_eq!(f.mem, Some(8 << 30));
         assert!(f.requeue);
+        assert!(!f.preemptible);
+        assert!(parse(&["--preemptible"]).unwrap().to_spec(vec!["x".into()]).preemptible);
         let spec = f.to_spec(vec!["x".into()]);
         assert_eq!(spec.env.get("A").map(String::as_str), Some("1"));
         assert_eq!(spec.env.get("B").map(String::as_str), Some("2"));

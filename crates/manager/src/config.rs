@@ -1,14 +1,31 @@
-//! The optional TOML config file: the queues and their head-of-line policy.
+//! The optional TOML config file: queues with their policies, and fair-share settings.
 //!
 //! ```toml
 //! [[queue]]
-//! name = "default"
-//! head_of_line = "strict"   # or "skip-after-3"
+//! name = "gpu"
+//! ordering = "fifo"            # fifo | lifo | drf | fair-share
+//! head_of_line = "backfill"    # strict | skip-after-N | backfill
+//! scoring = "binpack"          # binpack | spread
+//! default_time_limit = "1h"    # assumed for jobs without --time-limit (backfill)
+//! preemption = "off"           # off | requeue | cancel
+//! preempt_min_runtime = "10m"  # a job that ran less is never preempted
+//!
+//! [fair_share]
+//! half_life = "7d"             # past usage counts half after this long
+//!
+//! [fair_share.weights]         # per project (missing: 1.0)
+//! projecta = 2.0
 //! ```
+//!
+//! Queues are stored; the file seeds them. A queue whose file entry is unchanged since the
+//! last start keeps what an admin set through the API (`berth admin queue set`); a queue whose
+//! entry changed (or is new) takes the file's values, like `slurm.conf` over `scontrol update`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use berth_sched::{HeadOfLine, QueueConfig};
+use berth_model::api::{QueuePolicy, QueueUpdate};
+use berth_sched::{HeadOfLine, Ordering, PreemptAction, Preemption, QueueConfig, Scoring};
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,11 +36,61 @@ pub enum ConfigError {
     Invalid { path: String, msg: String },
 }
 
+/// What the config file says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The queues the file defines (empty: the file defines none).
+    pub queues: Vec<QueueConfig>,
+    pub fair_share: FairShareConfig,
+}
+
+/// Fair-share settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FairShareConfig {
+    pub half_life_ms: i64,
+    /// Weight per project (missing: 1.0).
+    pub weights: BTreeMap<String, f64>,
+}
+
+impl Default for FairShareConfig {
+    fn default() -> Self {
+        Self { half_life_ms: 7 * 86_400_000, weights: BTreeMap::new() }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default)]
     queue: Vec<QueueEntry>,
+    #[serde(default)]
+    fair_share: Option<FairShareEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FairShareEntry {
+    #[serde(default)]
+    half_life: Option<Duration>,
+    #[serde(default)]
+    weights: BTreeMap<String, f64>,
+}
+
+/// A duration as text (`"1h"`) or seconds (`3600`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Duration {
+    Secs(u64),
+    Text(String),
+}
+
+impl Duration {
+    fn text(&self) -> String {
+        match self {
+            Duration::Secs(s) => s.to_string(),
+            Duration::Text(t) => t.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -31,47 +98,88 @@ struct File {
 struct QueueEntry {
     name: String,
     #[serde(default)]
+    ordering: Option<String>,
+    #[serde(default)]
     head_of_line: Option<String>,
+    #[serde(default)]
+    scoring: Option<String>,
+    #[serde(default)]
+    default_time_limit: Option<Duration>,
+    #[serde(default)]
+    preemption: Option<String>,
+    #[serde(default)]
+    preempt_min_runtime: Option<Duration>,
 }
+
+/// Minimum runtime before a job may be preempted when the config names none.
+pub const DEFAULT_PREEMPT_MIN_RUNTIME_MS: i64 = 600_000;
 
 /// The queues when there is no config file: one `default` queue, strict order.
 pub fn default_queues() -> Vec<QueueConfig> {
     vec![QueueConfig { head_of_line: HeadOfLine::Strict, ..QueueConfig::new(berth_model::DEFAULT_QUEUE.to_string()) }]
 }
 
-/// Reads the queues from `path`, or the defaults without a file.
-pub fn load(path: Option<&Path>) -> Result<Vec<QueueConfig>, ConfigError> {
-    let Some(path) = path else { return Ok(default_queues()) };
+/// Reads the config from `path`; without a file, no queues (the caller seeds `default`).
+pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    let Some(path) = path else { return Ok(Config { queues: vec![], fair_share: FairShareConfig::default() }) };
     let p = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read { path: p.clone(), err })?;
     parse(&text).map_err(|msg| ConfigError::Invalid { path: p, msg })
 }
 
-/// Parses the config text (errors say what to fix).
-pub fn parse(text: &str) -> Result<Vec<QueueConfig>, String> {
+/// Parses the config text (errors name the key and say what to fix).
+pub fn parse(text: &str) -> Result<Config, String> {
     let file: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
-    if file.queue.is_empty() {
-        return Ok(default_queues());
-    }
     let mut out: Vec<QueueConfig> = Vec::new();
     for q in file.queue {
-        if q.name.is_empty() || !q.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err(format!("queue name `{}`: use letters, digits, `-` and `_`", q.name));
-        }
+        check_queue_name(&q.name)?;
         if out.iter().any(|o| o.name == q.name) {
             return Err(format!("queue `{}` is defined twice", q.name));
         }
-        let head_of_line = parse_head_of_line(q.head_of_line.as_deref().unwrap_or("strict"))
+        let update = QueueUpdate {
+            ordering: q.ordering,
+            head_of_line: q.head_of_line,
+            scoring: q.scoring,
+            default_time_limit: q.default_time_limit.as_ref().map(Duration::text),
+            preemption: q.preemption,
+            preempt_min_runtime: q.preempt_min_runtime.as_ref().map(Duration::text),
+        };
+        let policy = apply_update(&to_policy(&QueueConfig::new(q.name.clone())), &update)
             .map_err(|e| format!("queue `{}`: {e}", q.name))?;
-        out.push(QueueConfig { head_of_line, ..QueueConfig::new(q.name) });
+        out.push(from_policy(&q.name, &policy).map_err(|e| format!("queue `{}`: {e}", q.name))?);
     }
-    Ok(out)
+    let mut fair_share = FairShareConfig::default();
+    if let Some(fs) = file.fair_share {
+        if let Some(h) = fs.half_life {
+            let secs = berth_model::parse_duration(&h.text())
+                .map_err(|e| format!("fair_share.half_life: {e}"))
+                .and_then(|s| if s == 0 { Err("fair_share.half_life must be more than 0s".into()) } else { Ok(s) })?;
+            fair_share.half_life_ms = secs as i64 * 1000;
+        }
+        for (project, w) in fs.weights {
+            if !(w.is_finite() && w > 0.0) {
+                return Err(format!("fair_share.weights.{project} = {w}: a weight must be a number above 0"));
+            }
+            fair_share.weights.insert(project, w);
+        }
+    }
+    Ok(Config { queues: out, fair_share })
 }
 
-/// `strict` or `skip-after-N`.
+/// Queue names: letters, digits, `-` and `_`.
+pub fn check_queue_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(format!("queue name `{name}`: use 1-64 letters, digits, `-` and `_`"));
+    }
+    Ok(())
+}
+
+/// `strict`, `skip-after-N` or `backfill`.
 pub fn parse_head_of_line(s: &str) -> Result<HeadOfLine, String> {
-    if s == "strict" {
-        return Ok(HeadOfLine::Strict);
+    match s {
+        "strict" => return Ok(HeadOfLine::Strict),
+        "backfill" => return Ok(HeadOfLine::Backfill),
+        _ => {}
     }
     if let Some(n) = s.strip_prefix("skip-after-").and_then(|n| n.parse::<u32>().ok())
         && n > 0
@@ -79,8 +187,121 @@ pub fn parse_head_of_line(s: &str) -> Result<HeadOfLine, String> {
         return Ok(HeadOfLine::SkipAfter(n));
     }
     Err(format!(
-        "head_of_line `{s}` is not valid: use \"strict\" or \"skip-after-N\" with N ≥ 1, e.g. \"skip-after-3\""
+        "head_of_line `{s}` is not valid: use \"strict\", \"backfill\" or \"skip-after-N\" with N ≥ 1, e.g. \
+         \"skip-after-3\""
     ))
+}
+
+pub fn parse_ordering(s: &str) -> Result<Ordering, String> {
+    match s {
+        "fifo" => Ok(Ordering::Fifo),
+        "lifo" => Ok(Ordering::Lifo),
+        "drf" => Ok(Ordering::Drf),
+        "fair-share" => Ok(Ordering::FairShare),
+        _ => Err(format!("ordering `{s}` is not valid: use \"fifo\", \"lifo\", \"drf\" or \"fair-share\"")),
+    }
+}
+
+pub fn parse_scoring(s: &str) -> Result<Scoring, String> {
+    match s {
+        "binpack" => Ok(Scoring::Binpack),
+        "spread" => Ok(Scoring::Spread),
+        _ => Err(format!("scoring `{s}` is not valid: use \"binpack\" or \"spread\"")),
+    }
+}
+
+/// `off` (None), `requeue` or `cancel`.
+pub fn parse_preemption(s: &str) -> Result<Option<PreemptAction>, String> {
+    match s {
+        "off" => Ok(None),
+        "requeue" => Ok(Some(PreemptAction::Requeue)),
+        "cancel" => Ok(Some(PreemptAction::Cancel)),
+        _ => Err(format!("preemption `{s}` is not valid: use \"off\", \"requeue\" or \"cancel\"")),
+    }
+}
+
+fn head_of_line_name(h: HeadOfLine) -> String {
+    match h {
+        HeadOfLine::Strict => "strict".into(),
+        HeadOfLine::SkipAfter(n) => format!("skip-after-{n}"),
+        HeadOfLine::Backfill => "backfill".into(),
+    }
+}
+
+fn kebab<T: serde::Serialize>(v: T) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// The policy of a queue as the API shows it.
+pub fn to_policy(q: &QueueConfig) -> QueuePolicy {
+    QueuePolicy {
+        ordering: kebab(q.ordering),
+        head_of_line: head_of_line_name(q.head_of_line),
+        scoring: kebab(q.scoring),
+        default_time_limit_secs: (q.default_time_limit_ms / 1000).max(0) as u64,
+        preemption: q.preemption.map(|p| kebab(p.action)).unwrap_or_else(|| "off".into()),
+        preempt_min_runtime_secs: (q.preemption.map(|p| p.min_runtime_ms).unwrap_or(DEFAULT_PREEMPT_MIN_RUNTIME_MS)
+            / 1000)
+            .max(0) as u64,
+    }
+}
+
+/// The scheduler's queue config from a stored or requested policy.
+pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, String> {
+    if p.default_time_limit_secs == 0 {
+        return Err("default_time_limit must be more than 0s".into());
+    }
+    Ok(QueueConfig {
+        name: name.to_string(),
+        ordering: parse_ordering(&p.ordering)?,
+        head_of_line: parse_head_of_line(&p.head_of_line)?,
+        scoring: parse_scoring(&p.scoring)?,
+        default_time_limit_ms: p.default_time_limit_secs as i64 * 1000,
+        preemption: parse_preemption(&p.preemption)?
+            .map(|action| Preemption { action, min_runtime_ms: p.preempt_min_runtime_secs as i64 * 1000 }),
+    })
+}
+
+/// `base` with the keys of `u` applied and checked; errors name the key.
+pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, String> {
+    let mut p = base.clone();
+    if let Some(v) = &u.ordering {
+        parse_ordering(v)?;
+        p.ordering = v.clone();
+    }
+    if let Some(v) = &u.head_of_line {
+        parse_head_of_line(v)?;
+        p.head_of_line = v.clone();
+    }
+    if let Some(v) = &u.scoring {
+        parse_scoring(v)?;
+        p.scoring = v.clone();
+    }
+    if let Some(v) = &u.preemption {
+        parse_preemption(v)?;
+        p.preemption = v.clone();
+    }
+    if let Some(v) = &u.default_time_limit {
+        let s = berth_model::parse_duration(v).map_err(|e| format!("default_time_limit: {e}"))?;
+        if s == 0 {
+            return Err("default_time_limit must be more than 0s".into());
+        }
+        p.default_time_limit_secs = s;
+    }
+    if let Some(v) = &u.preempt_min_runtime {
+        p.preempt_min_runtime_secs = parse_duration_or_zero(v).map_err(|e| format!("preempt_min_runtime: {e}"))?;
+    }
+    Ok(p)
+}
+
+/// A duration that may be zero (`0`, `0s`, `0m`, ...).
+fn parse_duration_or_zero(s: &str) -> Result<u64, berth_model::QuantityError> {
+    let t = s.trim();
+    let digits = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    if !digits.is_empty() && digits.chars().all(|c| c == '0') && t.len() - digits.len() <= 1 {
+        return Ok(0);
+    }
+    berth_model::parse_duration(s)
 }
 
 #[cfg(test)]
@@ -89,19 +310,65 @@ mod tests {
 
     #[test]
     fn parses_queues() {
-        let q = parse("[[queue]]\nname = \"default\"\n\n[[queue]]\nname = \"gpu\"\nhead_of_line = \"skip-after-3\"\n")
+        let c = parse("[[queue]]\nname = \"default\"\n\n[[queue]]\nname = \"gpu\"\nhead_of_line = \"skip-after-3\"\n")
             .unwrap();
+        let q = c.queues;
         assert_eq!(q.len(), 2);
         assert_eq!(q[0].head_of_line, HeadOfLine::Strict);
         assert_eq!(q[1].head_of_line, HeadOfLine::SkipAfter(3));
-        assert_eq!(parse("").unwrap(), default_queues());
+        assert!(parse("").unwrap().queues.is_empty());
+        assert_eq!(QueueConfig::new("default"), default_queues()[0]);
+    }
+
+    #[test]
+    fn parses_every_policy_key() {
+        let c = parse(
+            r#"
+            [[queue]]
+            name = "gpu"
+            ordering = "fair-share"
+            head_of_line = "backfill"
+            scoring = "spread"
+            default_time_limit = "2h"
+            preemption = "requeue"
+            preempt_min_runtime = 300
+
+            [fair_share]
+            half_life = "1d"
+            [fair_share.weights]
+            projecta = 2.0
+            "#,
+        )
+        .unwrap();
+        let q = &c.queues[0];
+        assert_eq!(q.ordering, Ordering::FairShare);
+        assert_eq!(q.head_of_line, HeadOfLine::Backfill);
+        assert_eq!(q.scoring, Scoring::Spread);
+        assert_eq!(q.default_time_limit_ms, 7_200_000);
+        assert_eq!(q.preemption, Some(Preemption { action: PreemptAction::Requeue, min_runtime_ms: 300_000 }));
+        assert_eq!(c.fair_share.half_life_ms, 86_400_000);
+        assert_eq!(c.fair_share.weights["projecta"], 2.0);
+        // round trip through the API's policy
+        assert_eq!(&from_policy("gpu", &to_policy(q)).unwrap(), q);
     }
 
     #[test]
     fn bad_config_says_what_to_fix() {
-        assert!(parse("[[queue]]\nname = \"a\"\nhead_of_line = \"lifo\"").unwrap_err().contains("skip-after-N"));
+        let e = parse("[[queue]]\nname = \"a\"\nhead_of_line = \"lifo\"").unwrap_err();
+        assert!(e.contains("queue `a`") && e.contains("head_of_line") && e.contains("skip-after-N"), "{e}");
         assert!(parse("[[queue]]\nname = \"a\"\n[[queue]]\nname = \"a\"").unwrap_err().contains("twice"));
         assert!(parse("[[queue]]\nnam = \"a\"").is_err());
         assert!(parse("[[queue]]\nname = \"a b\"").unwrap_err().contains("letters"));
+        assert!(parse("[[queue]]\nname = \"a\"\nordering = \"random\"").unwrap_err().contains("ordering `random`"));
+        assert!(parse("[[queue]]\nname = \"a\"\nscoring = \"x\"").unwrap_err().contains("scoring"));
+        assert!(parse("[[queue]]\nname = \"a\"\npreemption = \"yes\"").unwrap_err().contains("preemption"));
+        assert!(
+            parse("[[queue]]\nname = \"a\"\ndefault_time_limit = \"soon\"").unwrap_err().contains("default_time_limit")
+        );
+        assert!(parse("[[queue]]\nname = \"a\"\ndefault_time_limit = 0").unwrap_err().contains("default_time_limit"));
+        assert!(parse("[fair_share]\nhalf_life = \"x\"").unwrap_err().contains("fair_share.half_life"));
+        let zero = parse("[[queue]]\nname = \"a\"\npreemption = \"cancel\"\npreempt_min_runtime = \"0s\"").unwrap();
+        assert_eq!(zero.queues[0].preemption.unwrap().min_runtime_ms, 0);
+        assert!(parse("[fair_share.weights]\np = -1.0").unwrap_err().contains("fair_share.weights.p"));
     }
 }

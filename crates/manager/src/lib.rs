@@ -42,7 +42,8 @@ pub struct ManagerConfig {
     pub listen: SocketAddr,
     /// Name of the admin user created on first start.
     pub admin_user: String,
-    /// Optional TOML config file with queues (`[[queue]] name = "default" head_of_line = "strict"`).
+    /// Optional TOML config file with queues and their policies, and fair-share settings
+    /// (see [`config`]).
     pub config_file: Option<PathBuf>,
     /// Seconds without heartbeat before a node is `lost`.
     pub heartbeat_timeout: std::time::Duration,
@@ -104,14 +105,21 @@ impl ManagerHandle {
 /// Opens the store in `config.data_dir`, bootstraps, binds `config.listen` and spawns the
 /// HTTP server, the scheduling loop and the heartbeat checker.
 pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
-    let queues = config::load(config.config_file.as_deref())?;
+    let cfg = config::load(config.config_file.as_deref())?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let db = config.data_dir.join("berth.db");
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&db).await.with_context(|| format!("cannot open the store {}", db.display()))?);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let m = Arc::new(manager::Manager::new(store.clone(), queues, config.heartbeat_timeout, shutdown_rx.clone()));
+    let m = Arc::new(manager::Manager::new(
+        store.clone(),
+        Vec::new(),
+        cfg.fair_share.clone(),
+        config.heartbeat_timeout,
+        shutdown_rx.clone(),
+    ));
+    m.load_queues(&cfg).await.context("cannot load the queues")?;
     let bootstrap = auth::bootstrap(&m, &config.admin_user).await.context("cannot create the admin user")?;
     let join_token = auth::local_join_token(&m, &config.data_dir).await.context("cannot set up the join token")?;
     m.rebuild().await.context("cannot load jobs and nodes from the store")?;

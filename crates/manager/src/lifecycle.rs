@@ -33,8 +33,19 @@ impl Manager {
         };
         let from = job.state;
         let now = Timestamp::now();
+        // A job that gives its resources back is charged for them (fair share), in the same
+        // batch as its state change: O(1), one row per user and project.
+        let usage = if from.holds_resources() && (to.is_terminal() || to == JobState::Pending) {
+            let now_ms = now.as_millisecond();
+            let amount = job.usage_rate() * (now_ms - job.accounted_ms).max(0) as f64 / 1000.0;
+            st.usage.charge(&[(&job.user, job.project(), amount)], now_ms, self.fair_share.half_life_ms)
+        } else {
+            Vec::new()
+        };
+        extra.extend(usage.iter().cloned().map(Change::Usage));
         extra.push(Change::Transition { job_id, from, to, at: now, reason: reason.clone(), exit_code });
         self.store.apply(&extra).await?;
+        st.usage.set(&usage);
         let job = st.jobs.get_mut(&job_id).expect("checked above");
         job.state = to;
         job.reason = Some(reason);
@@ -49,6 +60,9 @@ impl Manager {
                 job.started_at = None;
                 job.pending_reason = None;
                 job.blocked_passes = 0;
+                job.preempt = None;
+                job.placed_at = None;
+                job.expected_start = None;
             }
             if from.holds_resources() {
                 st.release(&bindings);
@@ -86,11 +100,14 @@ impl Manager {
     /// `node` is where the kernel was lost; kernels there are not stopped.
     pub async fn lose_job(&self, st: &mut State, job_id: JobId, node: &str, to: JobState, reason: String) {
         let Some(job) = st.jobs.get(&job_id) else { return };
-        let (state, requeue, by) = (job.state, job.spec.requeue, job.cancelled_by.clone());
+        let (state, requeue, by, preempt) = (job.state, job.spec.requeue, job.cancelled_by.clone(), job.preempt);
         // Kernels on other, still connected nodes of a multi-node job must stop too.
         let mut stops = self.stop_commands(st, job_id, &reason);
         stops.retain(|(n, _)| n != node);
-        let res = if state == JobState::Terminating {
+        let res = if let Some(p) = preempt.filter(|_| state == JobState::Terminating) {
+            let (to, why) = preempted_end(p);
+            self.transition(st, job_id, to, why, None, vec![]).await
+        } else if state == JobState::Terminating {
             let who = by.unwrap_or_else(|| "?".into());
             self.transition(st, job_id, JobState::Cancelled, format!("cancelled by {who} ({reason})"), None, vec![])
                 .await
@@ -152,7 +169,12 @@ impl Manager {
             return;
         }
         let main_exit = job.ends[0].and_then(|e| e.exit_code).or(exit_code);
+        let preempted = job.preempt.filter(|_| job.state == JobState::Terminating);
         let (to, reason) = match outcome {
+            // A preempted job's kernel stopped (or failed while stopping): requeue or cancel it.
+            o if o != KernelOutcome::Succeeded && preempted.is_some() => {
+                preempted_end(preempted.expect("checked in the guard"))
+            }
             KernelOutcome::Succeeded => (JobState::Succeeded, "exit code 0".to_string()),
             KernelOutcome::Failed if !message.is_empty() => (JobState::Failed, message.to_string()),
             KernelOutcome::Failed => (JobState::Failed, format!("exit code {}", exit_code.unwrap_or(-1))),
@@ -191,6 +213,16 @@ impl Manager {
                     j.ends[key.index as usize] = None;
                 }
             }
+        }
+    }
+}
+
+/// Where a preempted job goes once its kernels stopped, and why.
+fn preempted_end(p: crate::state::PreemptedBy) -> (JobState, String) {
+    match p.action {
+        berth_sched::PreemptAction::Requeue => (JobState::Pending, format!("requeued: preempted by job {}", p.for_job)),
+        berth_sched::PreemptAction::Cancel => {
+            (JobState::Cancelled, format!("cancelled: preempted by job {}", p.for_job))
         }
     }
 }

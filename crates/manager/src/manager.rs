@@ -6,12 +6,13 @@ use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::{Duration, Instant};
 
 use berth_model::JobState;
-use berth_sched::{NodeLedger, QueueConfig};
-use berth_store::{Store, StoreError};
+use berth_sched::{NodeLedger, PreemptAction, QueueConfig};
+use berth_store::{QueueRow, Store, StoreError};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot, watch};
 
 use crate::auth::User;
-use crate::state::{Job, KernelEnd, Node, State};
+use crate::config::{Config, FairShareConfig};
+use crate::state::{Job, KernelEnd, Node, PreemptedBy, State};
 
 /// An agent's answer to `FetchLogs`.
 #[derive(Debug)]
@@ -26,7 +27,9 @@ pub type LogWaiters = StdMutex<HashMap<u64, oneshot::Sender<LogReply>>>;
 
 pub struct Manager {
     pub store: Arc<dyn Store>,
-    pub queues: Vec<QueueConfig>,
+    /// The queues' policies (stored; changed through `PUT /v1/queues/{name}`).
+    queues: RwLock<Arc<Vec<QueueConfig>>>,
+    pub fair_share: FairShareConfig,
     pub heartbeat_timeout: Duration,
     pub heartbeat_interval: Duration,
     pub state: Mutex<State>,
@@ -50,6 +53,7 @@ impl Manager {
     pub fn new(
         store: Arc<dyn Store>,
         queues: Vec<QueueConfig>,
+        fair_share: FairShareConfig,
         heartbeat_timeout: Duration,
         shutdown: watch::Receiver<bool>,
     ) -> Manager {
@@ -57,7 +61,8 @@ impl Manager {
         let heartbeat_interval = (heartbeat_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
         Manager {
             store,
-            queues,
+            queues: RwLock::new(Arc::new(queues)),
+            fair_share,
             heartbeat_timeout,
             heartbeat_interval,
             state: Mutex::new(State::default()),
@@ -100,12 +105,71 @@ impl Manager {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub fn queue(&self, name: &str) -> Option<&QueueConfig> {
-        self.queues.iter().find(|q| q.name == name)
+    /// The queues now (cheap: a shared snapshot).
+    pub fn queues(&self) -> Arc<Vec<QueueConfig>> {
+        self.queues.read().expect("queues lock").clone()
+    }
+
+    pub fn queue(&self, name: &str) -> Option<QueueConfig> {
+        self.queues().iter().find(|q| q.name == name).cloned()
     }
 
     pub fn queue_names(&self) -> String {
-        self.queues.iter().map(|q| q.name.as_str()).collect::<Vec<_>>().join(", ")
+        self.queues().iter().map(|q| q.name.as_str()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Replaces (or adds) one queue's policy in memory; the caller stored it first.
+    pub fn set_queue(&self, q: QueueConfig) {
+        let mut qs = self.queues.write().expect("queues lock");
+        let mut v: Vec<QueueConfig> = qs.as_ref().clone();
+        match v.iter_mut().find(|o| o.name == q.name) {
+            Some(o) => *o = q,
+            None => {
+                v.push(q);
+                v.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+        }
+        *qs = Arc::new(v);
+    }
+
+    /// Loads the stored queues, seeding them from the config file: a queue whose file entry
+    /// is new or changed since the last start takes the file's policy; one whose entry is
+    /// unchanged keeps its stored policy (an admin's API change survives restarts until the
+    /// file's entry changes). Without any queue, `default` is created (strict FIFO).
+    pub async fn load_queues(&self, cfg: &Config) -> anyhow::Result<()> {
+        let mut rows = self.store.queues().await?;
+        let mut seeds = cfg.queues.clone();
+        if seeds.is_empty() && rows.is_empty() {
+            seeds = crate::config::default_queues();
+        }
+        let now = jiff::Timestamp::now();
+        for q in &seeds {
+            let policy = crate::config::to_policy(q);
+            let seed = serde_json::to_string(&policy)?;
+            match rows.iter_mut().find(|r| r.name == q.name) {
+                Some(r) if r.seed.as_deref() == Some(seed.as_str()) => {}
+                existing => {
+                    if existing.is_some() {
+                        tracing::info!(queue = %q.name, "config file entry changed: it replaces the stored policy");
+                    }
+                    let row = QueueRow { name: q.name.clone(), policy, seed: Some(seed), updated_at: now };
+                    self.store.put_queue(&row).await?;
+                    match existing {
+                        Some(r) => *r = row,
+                        None => rows.push(row),
+                    }
+                }
+            }
+        }
+        let mut queues = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let q = crate::config::from_policy(&r.name, &r.policy)
+                .map_err(|e| anyhow::anyhow!("stored policy of queue `{}` is invalid: {e}", r.name))?;
+            queues.push(q);
+        }
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        *self.queues.write().expect("queues lock") = Arc::new(queues);
+        Ok(())
     }
 
     /// Rebuilds memory from the store after a (re)start: known nodes come back `lost` until
@@ -136,8 +200,36 @@ impl Manager {
                 },
             );
         }
+        let mut flushed_ms = None;
+        for u in self.store.usage().await? {
+            let at = u.at.as_millisecond();
+            match u.kind.as_str() {
+                "user" => st.usage.users.insert(u.name, (u.value, at)),
+                "project" => st.usage.projects.insert(u.name, (u.value, at)),
+                _ if u.kind == crate::state::CLOCK => {
+                    flushed_ms = Some(at);
+                    None
+                }
+                _ => None,
+            };
+        }
+        let now_ms = jiff::Timestamp::now().as_millisecond();
         for row in self.store.unfinished_jobs().await? {
             let mut job = Job::from_row(row);
+            if job.state == JobState::Terminating
+                && let Some(for_job) = job.reason.as_deref().and_then(crate::state::preempted_by)
+            {
+                let action = self
+                    .queue(&job.queue)
+                    .and_then(|q| q.preemption)
+                    .map(|p| p.action)
+                    .unwrap_or(PreemptAction::Requeue);
+                job.preempt = Some(PreemptedBy { for_job, action });
+                job.cancelled_by = None;
+            }
+            // Usage was counted up to the last flush; kernels ran on while the manager was down.
+            let base = job.started_at.map(|t| t.as_millisecond()).unwrap_or(now_ms);
+            job.accounted_ms = flushed_ms.map_or(base, |f| f.max(base));
             if job.state.holds_resources() {
                 let kernels = self.store.kernels(job.id).await?;
                 for k in kernels.into_iter().filter(|k| k.attempt == job.attempt) {

@@ -3,7 +3,7 @@
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
 
-use crate::api::{jobs, logs, misc};
+use crate::api::{jobs, logs, misc, queues};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -19,6 +19,8 @@ use crate::api::{jobs, logs, misc};
         jobs::show,
         jobs::cancel,
         logs::logs,
+        queues::list,
+        queues::put,
     ),
     modifiers(&BearerAuth)
 )]

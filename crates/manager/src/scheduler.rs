@@ -9,17 +9,27 @@ use std::time::Duration;
 
 use berth_model::protocol::ManagerMessage;
 use berth_model::{JobState, PendingKind, PendingReason};
-use berth_sched::{NO_FAIR_SHARE, PassInput, PendingJob};
+use berth_sched::{FairShare, HeadOfLine, Ordering, PassInput, PendingJob, Preempt, RunningJob};
 use berth_store::Change;
 use jiff::Timestamp;
 
+use crate::lifecycle::send_all;
 use crate::manager::Manager;
-use crate::state::{Job, State};
+use crate::state::{Job, PreemptedBy, State};
+
+/// How often the usage of running jobs is added to their users' and projects' fair-share
+/// usage (ended jobs are charged when they end).
+pub const USAGE_FLUSH: Duration = Duration::from_secs(30);
 
 /// Runs passes until shutdown.
 pub async fn run(m: Arc<Manager>) {
     let mut shutdown = m.shutdown.clone();
+    let mut last_flush = std::time::Instant::now();
     loop {
+        if last_flush.elapsed() >= USAGE_FLUSH {
+            last_flush = std::time::Instant::now();
+            account_running(&m).await;
+        }
         if *shutdown.borrow() {
             break;
         }
@@ -30,6 +40,36 @@ pub async fn run(m: Arc<Manager>) {
         }
         // A pass is never interrupted half-way: shutdown waits for its store batch.
         pass(&m).await;
+    }
+}
+
+/// Adds the usage of every job holding resources since it was last counted, in one batch
+/// (plus the clock row that tells a restarted manager where counting stopped).
+pub async fn account_running(m: &Manager) {
+    let mut st = m.lock_state().await;
+    let now = Timestamp::now();
+    let now_ms = now.as_millisecond();
+    let items: Vec<(&str, &str, f64)> = st
+        .jobs
+        .values()
+        .filter(|j| j.state.holds_resources())
+        .map(|j| (j.user.as_str(), j.project(), j.usage_rate() * (now_ms - j.accounted_ms).max(0) as f64 / 1000.0))
+        .collect();
+    let rows = st.usage.charge(&items, now_ms, m.fair_share.half_life_ms);
+    let mut changes: Vec<Change> = rows.iter().cloned().map(Change::Usage).collect();
+    changes.push(Change::Usage(berth_store::UsageRow {
+        kind: crate::state::CLOCK.into(),
+        name: "flush".into(),
+        value: 0.0,
+        at: now,
+    }));
+    if let Err(e) = m.store.apply(&changes).await {
+        tracing::warn!("usage not recorded: {e}");
+        return;
+    }
+    st.usage.set(&rows);
+    for j in st.jobs.values_mut().filter(|j| j.state.holds_resources()) {
+        j.accounted_ms = now_ms;
     }
 }
 
@@ -49,7 +89,7 @@ pub async fn pass(m: &Manager) -> usize {
             numa: j.spec.numa,
             blocked_passes: j.blocked_passes,
             user: j.user.clone(),
-            project: j.user.clone(),
+            project: j.project().to_string(),
             submitted_at: j.submitted_at.as_millisecond(),
             time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
         })
@@ -57,16 +97,33 @@ pub async fn pass(m: &Manager) -> usize {
     if pending.is_empty() {
         return 0;
     }
+    let queues = m.queues();
+    let now = Timestamp::now();
+    let now_ms = now.as_millisecond();
+    // Running jobs matter to backfill, preemption and the fair orderings; a plain strict/skip
+    // FIFO queue does not need them, so the default pass stays free of that work.
+    let needs_running = queues
+        .iter()
+        .any(|q| q.head_of_line == HeadOfLine::Backfill || q.preemption.is_some() || q.ordering != Ordering::Fifo);
+    let running: Vec<RunningJob> = if needs_running {
+        st.jobs.values().filter(|j| j.state.holds_resources()).map(|j| running_job(j, now_ms)).collect()
+    } else {
+        Vec::new()
+    };
+    let fair_share = if queues.iter().any(|q| q.ordering == Ordering::FairShare) {
+        st.usage.fair_share(&m.fair_share.weights, now_ms, m.fair_share.half_life_ms)
+    } else {
+        FairShare::default()
+    };
     let out = berth_sched::schedule(&PassInput {
-        queues: &m.queues,
+        queues: &queues,
         nodes: &st.ledgers,
         pending: &pending,
-        running: &[],
-        fair_share: &NO_FAIR_SHARE,
-        now: Timestamp::now().as_millisecond(),
+        running: &running,
+        fair_share: &fair_share,
+        now: now_ms,
     });
 
-    let now = Timestamp::now();
     let mut changes = Vec::with_capacity(out.starts.len() * 2);
     for s in &out.starts {
         let Some(job) = st.jobs.get(&s.job) else { continue };
@@ -97,6 +154,7 @@ pub async fn pass(m: &Manager) -> usize {
             job.position = Some(w.position);
             job.blocked_passes = w.blocked_passes;
             job.pending_reason = Some(w.reason);
+            job.expected_start = w.expected_start.and_then(|ms| Timestamp::from_millisecond(ms).ok());
         }
     }
     let started = out.starts.len();
@@ -108,12 +166,73 @@ pub async fn pass(m: &Manager) -> usize {
         job.reason = Some(format!("scheduled on {}", node_list(&s.bindings)));
         job.position = None;
         job.pending_reason = None;
+        job.expected_start = None;
+        job.placed_at = Some(now);
+        job.accounted_ms = now_ms;
         job.ends = vec![None; s.bindings.len()];
         job.bindings = s.bindings;
         let job = job.clone();
         send_start(m, &st, &job);
     }
+    preempt(m, &mut st, &out.preemptions).await;
     started
+}
+
+/// A job holding resources as the scheduler sees it. A job already stopping is never a
+/// victim again.
+fn running_job(j: &Job, now_ms: i64) -> RunningJob {
+    RunningJob {
+        id: j.id,
+        queue: j.queue.clone(),
+        priority: j.spec.priority,
+        user: j.user.clone(),
+        project: j.project().to_string(),
+        bindings: j.bindings.clone(),
+        started_at: j.started_at.or(j.placed_at).map(|t| t.as_millisecond()).unwrap_or(now_ms),
+        time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
+        preemptible: j.spec.preemptible && j.state != JobState::Terminating && j.preempt.is_none(),
+    }
+}
+
+/// Carries out a pass's preemptions: each victim's move to TERMINATING (reason `preempted by
+/// job N (priority P)`) is stored, then its kernels are told to stop; when they have stopped
+/// the job is requeued or cancelled (`lifecycle`), and the preemptor starts in a later pass.
+/// A victim is never preempted twice, and a job whose earlier victims are still stopping
+/// gets no new ones (their resources are on the way).
+async fn preempt(m: &Manager, st: &mut State, list: &[Preempt]) {
+    if list.is_empty() {
+        return;
+    }
+    let busy: std::collections::HashSet<berth_model::JobId> = st
+        .jobs
+        .values()
+        .filter(|j| j.state == JobState::Terminating)
+        .filter_map(|j| j.preempt.map(|p| p.for_job))
+        .collect();
+    for p in list {
+        if busy.contains(&p.for_job) {
+            continue;
+        }
+        let Some(victim) = st.jobs.get(&p.victim) else { continue };
+        if victim.preempt.is_some()
+            || !matches!(victim.state, JobState::Scheduled | JobState::Preparing | JobState::Running)
+        {
+            continue;
+        }
+        let priority = st.jobs.get(&p.for_job).map(|j| j.spec.priority).unwrap_or_default();
+        let reason = format!("preempted by job {} (priority {priority})", p.for_job);
+        let stops = m.stop_commands(st, p.victim, &reason);
+        match m.transition(st, p.victim, JobState::Terminating, reason, None, vec![]).await {
+            Ok(()) => {
+                if let Some(j) = st.jobs.get_mut(&p.victim) {
+                    j.preempt = Some(PreemptedBy { for_job: p.for_job, action: p.action });
+                }
+                tracing::info!(victim = p.victim, for_job = p.for_job, "preempting");
+                send_all(st, stops);
+            }
+            Err(e) => tracing::warn!(job = p.victim, "cannot record preemption: {e}"),
+        }
+    }
 }
 
 /// Whether a new pending reason must be written to the store. The live reason is served from

@@ -11,8 +11,8 @@ use std::time::Instant;
 use berth_model::api::{GpuView, JobView, NodeView};
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
 use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, Topology};
-use berth_sched::NodeLedger;
-use berth_store::JobRow;
+use berth_sched::{FairShare, Millis, NodeLedger, PreemptAction};
+use berth_store::{JobRow, UsageRow};
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -45,7 +45,34 @@ pub struct Job {
     pub ends: Vec<Option<KernelEnd>>,
     /// Who asked to cancel (while TERMINATING).
     pub cancelled_by: Option<String>,
+    /// Set while TERMINATING because a higher-priority job preempted this one.
+    pub preempt: Option<PreemptedBy>,
+    /// When the current attempt was placed (SCHEDULED).
+    pub placed_at: Option<Timestamp>,
+    /// While the job holds resources: its usage is counted up to this time (ms).
+    pub accounted_ms: Millis,
+    /// When a pending job is expected to start (the scheduler's reservation).
+    pub expected_start: Option<Timestamp>,
 }
+
+/// Why a TERMINATING job stops: preempted for `for_job`, then requeued or cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreemptedBy {
+    pub for_job: JobId,
+    pub action: PreemptAction,
+}
+
+/// The job named by a `preempted by job N (...)` reason.
+pub fn preempted_by(reason: &str) -> Option<JobId> {
+    let rest = reason.strip_prefix("preempted by job ")?;
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// How much one GPU counts against one CPU core in fair-share usage.
+pub const GPU_WEIGHT: f64 = 10.0;
+
+/// Kind of the usage row that records when running jobs' usage was last added.
+pub const CLOCK: &str = "clock";
 
 impl Job {
     pub fn from_row(r: JobRow) -> Job {
@@ -69,7 +96,23 @@ impl Job {
             }),
             reason: r.reason,
             spec: Arc::new(r.spec),
+            preempt: None,
+            placed_at: None,
+            accounted_ms: 0,
+            expected_start: None,
         }
+    }
+
+    /// Fair-share usage per second while the job holds resources, in billing units: one CPU
+    /// core counts 1, one GPU [`GPU_WEIGHT`], per kernel (what it asked for, not what it used).
+    pub fn usage_rate(&self) -> f64 {
+        let r = &self.spec.resources;
+        self.spec.nodes.max(1) as f64 * (r.cpu_milli as f64 / 1000.0 + GPU_WEIGHT * r.gpu_milli as f64 / 1000.0)
+    }
+
+    /// The project the job is accounted to (the user until projects exist).
+    pub fn project(&self) -> &str {
+        &self.user
     }
 
     pub fn key(&self, index: u32) -> KernelKey {
@@ -106,6 +149,7 @@ impl Job {
             ended_at: None,
             exit_code: None,
             reason: self.reason.clone(),
+            expected_start: if self.state == JobState::Pending { self.expected_start } else { None },
         }
     }
 }
@@ -135,6 +179,7 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
         ended_at: r.ended_at,
         exit_code: r.exit_code,
         reason: r.reason.clone(),
+        expected_start: None,
     }
 }
 
@@ -161,10 +206,65 @@ pub struct Node {
     pub orphan_deadline: Option<Instant>,
 }
 
+/// Fair-share usage per user and project: (value in billing-seconds, decayed to this ms).
+/// Every change is O(1): decay the one figure to now, add, write that row.
+#[derive(Debug, Default)]
+pub struct Usage {
+    pub users: HashMap<String, (f64, Millis)>,
+    pub projects: HashMap<String, (f64, Millis)>,
+}
+
+impl Usage {
+    /// The rows after adding `amount` (billing-seconds) for each (user, project, amount) at
+    /// `now`; amounts of the same name add up. Memory is unchanged until [`Usage::set`].
+    pub fn charge(&self, items: &[(&str, &str, f64)], now: Millis, half_life_ms: Millis) -> Vec<UsageRow> {
+        let mut users: BTreeMap<&str, f64> = BTreeMap::new();
+        let mut projects: BTreeMap<&str, f64> = BTreeMap::new();
+        for (u, p, a) in items {
+            *users.entry(u).or_default() += a;
+            *projects.entry(p).or_default() += a;
+        }
+        let at = Timestamp::from_millisecond(now).unwrap_or_else(|_| Timestamp::now());
+        let row = |kind: &str, map: &HashMap<String, (f64, Millis)>, name: &str, add: f64| {
+            let (v, t) = map.get(name).copied().unwrap_or((0.0, now));
+            let value = berth_sched::decay_usage(v, now - t, half_life_ms) + add;
+            UsageRow { kind: kind.into(), name: name.into(), value, at }
+        };
+        let mut out: Vec<UsageRow> = users.iter().map(|(n, a)| row("user", &self.users, n, *a)).collect();
+        out.extend(projects.iter().map(|(n, a)| row("project", &self.projects, n, *a)));
+        out
+    }
+
+    /// Takes rows made by [`Usage::charge`] once they are stored.
+    pub fn set(&mut self, rows: &[UsageRow]) {
+        for r in rows {
+            let map = match r.kind.as_str() {
+                "user" => &mut self.users,
+                "project" => &mut self.projects,
+                _ => continue,
+            };
+            map.insert(r.name.clone(), (r.value, r.at.as_millisecond()));
+        }
+    }
+
+    /// The scheduler's fair-share input: every figure decayed to `now`.
+    pub fn fair_share(&self, weights: &BTreeMap<String, f64>, now: Millis, half_life_ms: Millis) -> FairShare {
+        let decayed = |m: &HashMap<String, (f64, Millis)>| {
+            m.iter().map(|(k, (v, t))| (k.clone(), berth_sched::decay_usage(*v, now - t, half_life_ms))).collect()
+        };
+        FairShare {
+            usage_by_user: decayed(&self.users),
+            usage_by_project: decayed(&self.projects),
+            project_weights: weights.clone(),
+        }
+    }
+}
+
 /// Everything the manager keeps in memory.
 #[derive(Default)]
 pub struct State {
     pub jobs: BTreeMap<JobId, Job>,
+    pub usage: Usage,
     /// One ledger per node; a slice because `schedule` takes `&[NodeLedger]`.
     pub ledgers: Vec<NodeLedger>,
     pub nodes: HashMap<String, Node>,

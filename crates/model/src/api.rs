@@ -36,6 +36,9 @@ pub struct JobView {
     pub exit_code: Option<i32>,
     /// Reason of the last transition (`out of memory`, `cancelled by alice`, ...).
     pub reason: Option<String>,
+    /// When a pending job is expected to start (its backfill reservation), if known.
+    #[serde(default)]
+    pub expected_start: Option<jiff::Timestamp>,
 }
 
 /// One state change, stored before it is acted on.
@@ -167,4 +170,57 @@ pub struct UserCreated {
     pub user: String,
     pub role: String,
     pub token: String,
+}
+
+/// A queue's scheduling policy, with the same keys as a `[[queue]]` entry of the manager's
+/// config file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct QueuePolicy {
+    /// `fifo`, `lifo`, `drf` or `fair-share` (within a priority band).
+    pub ordering: String,
+    /// `strict`, `skip-after-N` or `backfill`.
+    pub head_of_line: String,
+    /// `binpack` or `spread`.
+    pub scoring: String,
+    /// Time limit assumed for jobs that set none (backfill reservations), in seconds.
+    pub default_time_limit_secs: u64,
+    /// `off`, `requeue` or `cancel`: what happens to a preemptible job stopped for a
+    /// higher-priority one.
+    pub preemption: String,
+    /// A job that has run less than this (seconds) is never preempted.
+    pub preempt_min_runtime_secs: u64,
+}
+
+/// A queue as `GET /v1/queues` and `berth queues` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct QueueView {
+    pub name: String,
+    pub policy: QueuePolicy,
+    /// Nodes that serve the queue (connected or not).
+    pub nodes: u32,
+    pub pending: u32,
+    /// Jobs holding resources (scheduled, running or stopping).
+    pub running: u32,
+}
+
+/// `PUT /v1/queues/{name}` (admin only): creates the queue or changes the keys given; keys
+/// left out keep their value (a new queue starts from the defaults: fifo, strict, binpack,
+/// 1h, preemption off, 10m).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueUpdate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_of_line: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scoring: Option<String>,
+    /// A duration: `90s`, `30m`, `2h`, `1d`, `HH:MM:SS` or seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_time_limit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<String>,
+    /// A duration, like `default_time_limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempt_min_runtime: Option<String>,
 }

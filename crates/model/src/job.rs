@@ -77,6 +77,10 @@ pub struct JobSpec {
     /// Put the job back in the queue when its node is lost.
     #[serde(default)]
     pub requeue: bool,
+    /// The job may be stopped (requeued or cancelled, per its queue) for a higher-priority job
+    /// when its queue has preemption on.
+    #[serde(default)]
+    pub preemptible: bool,
 }
 
 fn one() -> u32 {
@@ -98,6 +102,7 @@ impl JobSpec {
             workdir: None,
             numa: NumaPolicy::default(),
             requeue: false,
+            preemptible: false,
         }
     }
 

@@ -238,3 +238,40 @@ pub async fn check_after_reopen(s: &dyn Store) {
     let next = s.insert_job(u.id, &JobSpec::command(["again"]), at(9)).await.unwrap();
     assert_eq!(next, 4, "ids keep counting after reopen");
 }
+
+/// Queue policies: insert, replace, list by name.
+pub async fn queues_and_usage(s: &dyn Store) {
+    use crate::{QueueRow, UsageRow};
+    use berth_model::api::QueuePolicy;
+    assert!(s.queues().await.unwrap().is_empty());
+    let policy = |ordering: &str| QueuePolicy {
+        ordering: ordering.into(),
+        head_of_line: "backfill".into(),
+        scoring: "spread".into(),
+        default_time_limit_secs: 3600,
+        preemption: "requeue".into(),
+        preempt_min_runtime_secs: 600,
+    };
+    let gpu = QueueRow { name: "gpu".into(), policy: policy("fifo"), seed: Some("{}".into()), updated_at: at(1) };
+    s.put_queue(&gpu).await.unwrap();
+    s.put_queue(&QueueRow { name: "cpu".into(), policy: policy("drf"), seed: None, updated_at: at(1) }).await.unwrap();
+    let changed = QueueRow { policy: policy("lifo"), seed: None, updated_at: at(2), ..gpu };
+    s.put_queue(&changed).await.unwrap();
+    let qs = s.queues().await.unwrap();
+    assert_eq!(qs.iter().map(|q| q.name.as_str()).collect::<Vec<_>>(), ["cpu", "gpu"]);
+    assert_eq!(qs[1], changed);
+
+    assert!(s.usage().await.unwrap().is_empty());
+    let u = |name: &str, value: f64, secs: i64| {
+        Change::Usage(UsageRow { kind: "user".into(), name: name.into(), value, at: at(secs) })
+    };
+    s.apply(&[u("bob", 1.5, 1), u("carol", 2.0, 1)]).await.unwrap();
+    s.apply(&[u("bob", 3.25, 2)]).await.unwrap();
+    let rows = s.usage().await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0].name.as_str(), rows[0].value, rows[0].at), ("bob", 3.25, at(2)));
+    // a usage change in a failed batch is not written either
+    let bad = tr(999, JobState::Pending, JobState::Scheduled, 3, "x");
+    assert!(s.apply(&[u("bob", 9.0, 3), bad]).await.is_err());
+    assert_eq!(s.usage().await.unwrap()[0].value, 3.25);
+}

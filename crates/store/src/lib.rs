@@ -17,7 +17,7 @@ use jiff::Timestamp;
 use thiserror::Error;
 
 pub use sqlite::SqliteStore;
-pub use types::{Change, JobFilter, JobRow, KernelRow, NodeRow, UserRow};
+pub use types::{Change, JobFilter, JobRow, KernelRow, NodeRow, QueueRow, UsageRow, UserRow};
 
 /// What can go wrong in a store call.
 #[derive(Debug, Error)]
@@ -83,6 +83,14 @@ pub trait Store: Send + Sync {
     async fn upsert_node(&self, node: &NodeRow) -> Result<()>;
     async fn set_node_state(&self, name: &str, state: &str, last_heartbeat: Option<Timestamp>) -> Result<()>;
     async fn nodes(&self) -> Result<Vec<NodeRow>>;
+
+    // --- queues and usage -------------------------------------------------------------
+    /// Every stored queue, by name.
+    async fn queues(&self) -> Result<Vec<QueueRow>>;
+    /// Inserts or replaces a queue.
+    async fn put_queue(&self, q: &QueueRow) -> Result<()>;
+    /// Every usage row (written through [`Change::Usage`]).
+    async fn usage(&self) -> Result<Vec<UsageRow>>;
 
     // --- meta -------------------------------------------------------------------------
     async fn meta_get(&self, key: &str) -> Result<Option<String>>;

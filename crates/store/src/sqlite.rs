@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
-use crate::{Change, JobFilter, JobRow, KernelRow, NodeRow, Result, Store, StoreError, UserRow};
+use crate::{Change, JobFilter, JobRow, KernelRow, NodeRow, QueueRow, Result, Store, StoreError, UsageRow, UserRow};
 
 /// The SQLite store (a file in the data directory, WAL mode).
 pub struct SqliteStore {
@@ -419,6 +419,18 @@ impl Store for SqliteStore {
                         return Err(StoreError::NotFound(format!("kernel {index} of job {job_id} attempt {attempt}")));
                     }
                 }
+                Change::Usage(u) => {
+                    sqlx::query(
+                        "INSERT INTO usage (kind, name, value, at) VALUES (?, ?, ?, ?) \
+                         ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, at = excluded.at",
+                    )
+                    .bind(&u.kind)
+                    .bind(&u.name)
+                    .bind(u.value)
+                    .bind(ts(u.at))
+                    .execute(&mut *tx)
+                    .await?;
+                }
                 Change::PendingReason { job_id, reason } => {
                     let done = sqlx::query("UPDATE jobs SET pending_reason = ? WHERE id = ?")
                         .bind(reason.as_ref().map(to_json))
@@ -469,6 +481,48 @@ impl Store for SqliteStore {
     async fn nodes(&self) -> Result<Vec<NodeRow>> {
         let rows = sqlx::query("SELECT * FROM nodes ORDER BY name").fetch_all(&self.reader).await?;
         rows.iter().map(node_row).collect()
+    }
+
+    async fn queues(&self) -> Result<Vec<QueueRow>> {
+        let rows = sqlx::query("SELECT * FROM queues ORDER BY name").fetch_all(&self.reader).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(QueueRow {
+                    name: r.try_get("name")?,
+                    policy: json("queue policy", r.try_get::<&str, _>("policy")?)?,
+                    seed: r.try_get("seed")?,
+                    updated_at: from_ts(r.try_get("updated_at")?)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn put_queue(&self, q: &QueueRow) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO queues (name, policy, seed, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) \
+             DO UPDATE SET policy = excluded.policy, seed = excluded.seed, updated_at = excluded.updated_at",
+        )
+        .bind(&q.name)
+        .bind(to_json(&q.policy))
+        .bind(&q.seed)
+        .bind(ts(q.updated_at))
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    async fn usage(&self) -> Result<Vec<UsageRow>> {
+        let rows = sqlx::query("SELECT * FROM usage ORDER BY kind, name").fetch_all(&self.reader).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(UsageRow {
+                    kind: r.try_get("kind")?,
+                    name: r.try_get("name")?,
+                    value: r.try_get("value")?,
+                    at: from_ts(r.try_get("at")?)?,
+                })
+            })
+            .collect()
     }
 
     async fn meta_get(&self, key: &str) -> Result<Option<String>> {

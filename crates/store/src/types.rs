@@ -1,5 +1,6 @@
 //! Rows the store returns and the changes it applies. Adapter-independent.
 
+use berth_model::api::QueuePolicy;
 use berth_model::{Binding, JobId, JobSpec, JobState, PendingReason, Topology};
 use jiff::Timestamp;
 
@@ -85,4 +86,27 @@ pub enum Change {
     KernelExit { job_id: JobId, attempt: u32, index: u32, exit_code: Option<i32> },
     /// Why a pending job waits (`None` clears it).
     PendingReason { job_id: JobId, reason: Option<PendingReason> },
+    /// Sets a usage figure (insert or replace), see [`UsageRow`].
+    Usage(UsageRow),
+}
+
+/// A queue's stored policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueRow {
+    pub name: String,
+    pub policy: QueuePolicy,
+    /// The config file entry (JSON) the row was last seeded from; `None` for a queue created
+    /// through the API. Changing a queue through the API keeps it.
+    pub seed: Option<String>,
+    pub updated_at: Timestamp,
+}
+
+/// A fair-share usage figure: `value` (billing-seconds) decayed to `at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageRow {
+    /// `user`, `project`, or `clock` (bookkeeping rows).
+    pub kind: String,
+    pub name: String,
+    pub value: f64,
+    pub at: Timestamp,
 }

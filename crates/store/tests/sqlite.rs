@@ -26,6 +26,7 @@ conformance_tests!(
     cas_conflict_leaves_store_untouched,
     requeue_bumps_attempt,
     nodes_and_meta,
+    queues_and_usage,
 );
 
 #[tokio::test]

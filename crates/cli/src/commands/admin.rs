@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use berth_model::api::CreateUserRequest;
+use berth_model::api::{CreateUserRequest, QueueUpdate};
 use clap::{Args, Subcommand};
 
 use crate::client::Client;
@@ -44,6 +44,44 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: JoinTokenCommand,
     },
+    /// Manage queues and their scheduling policies
+    Queue {
+        #[command(subcommand)]
+        command: QueueCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Create a queue or change its policy; options left out keep their value. The change is
+    /// stored and survives restarts until the queue's entry in the config file changes
+    Set(QueueSetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct QueueSetArgs {
+    /// The queue's name
+    pub name: String,
+    /// Order within a priority band: fifo, lifo, drf or fair-share
+    #[arg(long, value_name = "ORDERING")]
+    pub ordering: Option<String>,
+    /// What a blocked head job does to the jobs behind it: strict, skip-after-N or backfill
+    #[arg(long, value_name = "POLICY")]
+    pub head_of_line: Option<String>,
+    /// Node scoring: binpack or spread
+    #[arg(long, value_name = "SCORING")]
+    pub scoring: Option<String>,
+    /// Time limit assumed for jobs without one (backfill), e.g. 1h
+    #[arg(long, value_name = "DURATION")]
+    pub default_time_limit: Option<String>,
+    /// What happens to a preemptible job stopped for a higher-priority one: off, requeue or cancel
+    #[arg(long, value_name = "ACTION")]
+    pub preemption: Option<String>,
+    /// A job that has run less than this is never preempted, e.g. 10m
+    #[arg(long, value_name = "DURATION")]
+    pub preempt_min_runtime: Option<String>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,6 +123,22 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                     u.user,
                     client.base_url()
                 );
+            }
+        }
+        AdminCommand::Queue { command: QueueCommand::Set(a) } => {
+            let update = QueueUpdate {
+                ordering: a.ordering,
+                head_of_line: a.head_of_line,
+                scoring: a.scoring,
+                default_time_limit: a.default_time_limit,
+                preemption: a.preemption,
+                preempt_min_runtime: a.preempt_min_runtime,
+            };
+            let q = client.put_queue(&a.name, &update).await?;
+            if a.output.json() {
+                output::print_json(&q)?;
+            } else {
+                output::print_table(crate::commands::queues::table(std::slice::from_ref(&q)));
             }
         }
         AdminCommand::JoinToken { command: JoinTokenCommand::Create { output } } => {

@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod logs;
 pub mod nodes;
 pub mod ps;
+pub mod queues;
 pub mod show;
 pub mod sim;
 pub mod submit;

@@ -49,19 +49,30 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The table; the `EXPECTED START` column appears only when some job has one (a queue with
+/// backfill gives the jobs it reserves for one).
 fn table(jobs: &[JobView]) -> comfy_table::Table {
-    let mut t = output::table(["ID", "NAME", "USER", "STATE", "POS", "REASON", "NODE", "AGE"]);
+    let expected = jobs.iter().any(|j| j.expected_start.is_some());
+    let mut header = vec!["ID", "NAME", "USER", "STATE", "POS", "REASON"];
+    if expected {
+        header.push("EXPECTED START");
+    }
+    header.extend(["NODE", "AGE"]);
+    let mut t = output::table(header);
     for j in jobs {
-        t.add_row([
+        let mut row = vec![
             j.id.to_string(),
             or_dash(j.name.clone().unwrap_or_default()),
             j.user.clone(),
             j.state.to_string(),
             or_dash(j.position.map(|p| p.to_string()).unwrap_or_default()),
             or_dash(reason(j)),
-            or_dash(j.nodes.join(",")),
-            output::age(j.submitted_at),
-        ]);
+        ];
+        if expected {
+            row.push(or_dash(j.expected_start.map(output::until).unwrap_or_default()));
+        }
+        row.extend([or_dash(j.nodes.join(",")), output::age(j.submitted_at)]);
+        t.add_row(row);
     }
     t
 }
@@ -104,10 +115,16 @@ mod tests {
             ended_at: None,
             exit_code: None,
             reason: None,
+            expected_start: None,
         };
-        let lines: Vec<String> = table(&[j]).lines().collect();
+        let lines: Vec<String> = table(std::slice::from_ref(&j)).lines().collect();
         assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");
+        assert!(!lines[0].contains("EXPECTED"), "no column without an expected start: {lines:?}");
         assert!(lines[1].contains("resources: needs 1 GPU") && lines[1].contains("PENDING"), "{lines:?}");
+        let soon = JobView { expected_start: Some(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(725)), ..j };
+        let lines: Vec<String> = table(&[soon]).lines().collect();
+        assert!(lines[0].contains("EXPECTED START"), "{lines:?}");
+        assert!(lines[1].contains("in 12m"), "{lines:?}");
         assert!(parse_state("running").is_ok());
         assert!(parse_state("bogus").unwrap_err().contains("PENDING"));
     }

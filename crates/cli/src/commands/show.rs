@@ -44,6 +44,9 @@ fn render(d: &JobDetail) -> String {
     if let Some(r) = &j.pending_reason {
         line("waiting", format!("{}{}", r.message, j.position.map(|p| format!(" (position {p})")).unwrap_or_default()));
     }
+    if let Some(t) = j.expected_start {
+        line("expected", format!("to start {} ({})", output::until(t), output::local_time(t)));
+    }
     if let Some(r) = j.reason.as_ref().filter(|r| !r.is_empty()) {
         line("reason", r.clone());
     }
@@ -71,6 +74,9 @@ fn render(d: &JobDetail) -> String {
     line("queue", format!("{} (priority {})", j.queue, s.priority));
     if s.requeue {
         line("requeue", "yes, if its node is lost".into());
+    }
+    if s.preemptible {
+        line("preemptible", "yes: a higher-priority job may stop it (the queue requeues or cancels it)".into());
     }
     if let Some(w) = &s.workdir {
         line("workdir", w.clone());
@@ -158,6 +164,7 @@ mod tests {
                 ended_at: Some(now),
                 exit_code: Some(0),
                 reason: None,
+                expected_start: None,
             },
             spec,
             kernels: vec![KernelView {

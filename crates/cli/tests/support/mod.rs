@@ -70,6 +70,61 @@ impl Berth {
         b
     }
 
+    /// Like `up`, with a manager config file (`--config`) holding `config` (TOML). The file
+    /// lives in the temp HOME as `berth.toml`; [`Berth::write_config`] changes it for a restart.
+    pub fn up_with_config(config: &str, extra: &[&str]) -> Berth {
+        let home = tempfile::tempdir().unwrap();
+        let data = home.path().join("data");
+        let path = home.path().join("berth.toml");
+        std::fs::write(&path, config).unwrap();
+        let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        extra.extend(["--config".to_string(), path.display().to_string()]);
+        let mut b = Berth { home, data, url: String::new(), procs: vec![], extra };
+        b.start_up();
+        b
+    }
+
+    /// `berth manager --config <config>` plus one `berth agent` per entry of `agents` (its
+    /// name, then extra flags such as `--fake-gpus 2`), waits until every node is ready.
+    /// ([`Berth::restart`] is for `berth up` only.)
+    pub fn cluster(config: &str, agents: &[(&str, &[&str])]) -> Berth {
+        let home = tempfile::tempdir().unwrap();
+        let data = home.path().join("data");
+        let path = home.path().join("berth.toml");
+        std::fs::write(&path, config).unwrap();
+        let mut b = Berth { home, data, url: String::new(), procs: vec![], extra: vec![] };
+        let mut manager = base_cmd(b.home.path())
+            .args(["manager", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&path)
+            .arg("--data-dir")
+            .arg(&b.data)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(b.home.path().join("manager.stderr")).unwrap()))
+            .spawn()
+            .expect("spawn berth manager");
+        b.url = read_url(&mut manager, b.home.path().join("manager.stdout"));
+        b.procs.push(manager);
+        let join = std::fs::read_to_string(b.data.join("join-token")).expect("join token").trim().to_string();
+        for (name, extra) in agents {
+            let agent = base_cmd(b.home.path())
+                .args(["agent", "--manager", &b.url, "--join-token", &join, "--name", name, "--data-dir"])
+                .arg(b.home.path().join(format!("agent-{name}")))
+                .args(*extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(std::fs::File::create(b.home.path().join(format!("{name}.stderr"))).unwrap()))
+                .spawn()
+                .expect("spawn berth agent");
+            b.procs.push(agent);
+        }
+        b.wait_nodes_ready(agents.len());
+        b
+    }
+
+    /// Rewrites the config file of [`Berth::up_with_config`] (read on the next start).
+    pub fn write_config(&self, config: &str) {
+        std::fs::write(self.home.path().join("berth.toml"), config).unwrap();
+    }
+
     /// Like `up`, with the temp HOME (and so the data dir's parent) closed to other users (0700).
     pub fn up_private(extra: &[&str]) -> Berth {
         use std::os::unix::fs::PermissionsExt;
@@ -194,6 +249,25 @@ impl Berth {
                 }
             }
             assert!(start.elapsed() < PATIENCE, "{n} node(s) never became ready: {}", text(&o.stdout));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Creates a user with `berth admin user create NAME`; returns their token.
+    pub fn create_user(&self, name: &str) -> String {
+        let v = self.json(&["admin", "user", "create", name]);
+        v["token"].as_str().expect("token of the new user").to_string()
+    }
+
+    /// Waits until `f(job detail)` holds for job `id`; returns the detail.
+    pub fn wait_job(&self, id: i64, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let j = self.job(id);
+            if f(&j) {
+                return j;
+            }
+            assert!(start.elapsed() < PATIENCE, "job {id} never got {what}: {j:#}");
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -54,6 +54,10 @@ pub async fn submit(
         bindings: Vec::new(),
         ends: Vec::new(),
         cancelled_by: None,
+        preempt: None,
+        placed_at: None,
+        accounted_ms: 0,
+        expected_start: None,
     };
     let view = job.view();
     m.enqueue(job);
@@ -144,6 +148,7 @@ pub async fn show(
     {
         job.position = j.position;
         job.pending_reason = Some(crate::scheduler::reason_or_queued(j.pending_reason.as_ref()));
+        job.expected_start = j.expected_start;
     }
     Ok(axum::Json(JobDetail { job, spec: row.spec, kernels, transitions }))
 }

@@ -3,11 +3,12 @@
 pub mod jobs;
 pub mod logs;
 pub mod misc;
+pub mod queues;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 
 use crate::error::ApiError;
 use crate::manager::Manager;
@@ -22,6 +23,8 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/logs", get(logs::logs))
         .route("/v1/nodes", get(misc::nodes))
+        .route("/v1/queues", get(queues::list))
+        .route("/v1/queues/{name}", put(queues::put))
         .route("/v1/admin/users", post(misc::create_user))
         .route("/v1/admin/join-tokens", post(misc::create_join_token))
         .route("/v1/agents/connect", get(crate::hub::connect))

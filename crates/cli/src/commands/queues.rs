@@ -1,0 +1,88 @@
+//! `berth queues`: every queue with its scheduling policy, nodes and load.
+
+use std::process::ExitCode;
+
+use berth_model::api::QueueView;
+use clap::Args;
+
+use crate::client::Client;
+use crate::output::{self, OutputArgs};
+
+#[derive(Debug, Args)]
+pub struct QueuesArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub async fn run(args: QueuesArgs) -> anyhow::Result<ExitCode> {
+    let queues = Client::from_env()?.queues().await?;
+    if args.output.json() {
+        output::print_json(&queues)?;
+    } else {
+        output::print_table(table(&queues));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn table(queues: &[QueueView]) -> comfy_table::Table {
+    let mut t = output::table([
+        "QUEUE",
+        "ORDERING",
+        "HEAD-OF-LINE",
+        "SCORING",
+        "DEFAULT LIMIT",
+        "PREEMPTION",
+        "NODES",
+        "PENDING",
+        "RUNNING",
+    ]);
+    for q in queues {
+        let p = &q.policy;
+        let preemption = if p.preemption == "off" {
+            "off".to_string()
+        } else {
+            format!("{} (after {})", p.preemption, output::duration(p.preempt_min_runtime_secs))
+        };
+        t.add_row([
+            q.name.clone(),
+            p.ordering.clone(),
+            p.head_of_line.clone(),
+            p.scoring.clone(),
+            output::duration(p.default_time_limit_secs),
+            preemption,
+            q.nodes.to_string(),
+            q.pending.to_string(),
+            q.running.to_string(),
+        ]);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::api::QueuePolicy;
+
+    #[test]
+    fn rows_show_the_policy() {
+        let q = QueueView {
+            name: "gpu".into(),
+            policy: QueuePolicy {
+                ordering: "drf".into(),
+                head_of_line: "backfill".into(),
+                scoring: "spread".into(),
+                default_time_limit_secs: 3600,
+                preemption: "requeue".into(),
+                preempt_min_runtime_secs: 600,
+            },
+            nodes: 2,
+            pending: 3,
+            running: 1,
+        };
+        let lines: Vec<String> = table(&[q]).lines().collect();
+        assert!(lines[0].contains("ORDERING") && lines[0].contains("PREEMPTION"), "{lines:?}");
+        for word in ["gpu", "drf", "backfill", "spread", "1h", "requeue (after 10m)"] {
+            assert!(lines[1].contains(word), "{word}: {lines:?}");
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! `/v1/queues`: every queue with its policy and load; admins create or change policies.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use berth_model::JobState;
+use berth_model::api::{QueueUpdate, QueueView};
+use berth_sched::QueueConfig;
+use berth_store::QueueRow;
+
+use crate::auth::{Admin, Auth};
+use crate::config;
+use crate::error::{ApiError, Json, Path};
+use crate::manager::Manager;
+
+fn view(st: &crate::state::State, q: &QueueConfig) -> QueueView {
+    let (mut pending, mut running) = (0, 0);
+    for j in st.jobs.values().filter(|j| j.queue == q.name) {
+        if j.state == JobState::Pending {
+            pending += 1;
+        } else if j.state.holds_resources() {
+            running += 1;
+        }
+    }
+    QueueView {
+        name: q.name.clone(),
+        policy: config::to_policy(q),
+        nodes: st.nodes.values().filter(|n| n.queue == q.name).count() as u32,
+        pending,
+        running,
+    }
+}
+
+/// Every queue: its policy, how many nodes serve it, and its pending and running jobs.
+#[utoipa::path(get, path = "/v1/queues", tag = "queues",
+    responses((status = 200, body = Vec<QueueView>), (status = 401, body = berth_model::api::ErrorBody)))]
+pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<QueueView>> {
+    let queues = m.queues();
+    let st = m.lock_state().await;
+    axum::Json(queues.iter().map(|q| view(&st, q)).collect())
+}
+
+/// Create a queue or change its policy (admin only). Keys left out keep their value; a new
+/// queue starts from the defaults. The change is stored and survives restarts until the
+/// queue's entry in the config file changes.
+#[utoipa::path(put, path = "/v1/queues/{name}", request_body = QueueUpdate, tag = "queues",
+    params(("name" = String, Path, description = "queue name")),
+    responses((status = 200, body = QueueView, description = "changed"), (status = 201, body = QueueView, description = "created"),
+        (status = 400, body = berth_model::api::ErrorBody), (status = 403, body = berth_model::api::ErrorBody)))]
+pub async fn put(
+    State(m): State<Arc<Manager>>,
+    Admin(_admin): Admin,
+    Path(name): Path<String>,
+    Json(update): Json<QueueUpdate>,
+) -> Result<(StatusCode, axum::Json<QueueView>), ApiError> {
+    config::check_queue_name(&name).map_err(ApiError::bad_request)?;
+    let existing = m.queue(&name);
+    let base = config::to_policy(existing.as_ref().unwrap_or(&QueueConfig::new(name.clone())));
+    let policy = config::apply_update(&base, &update).map_err(ApiError::bad_request)?;
+    let q = config::from_policy(&name, &policy).map_err(ApiError::bad_request)?;
+    // Keep the config file seed: an unchanged file entry must not undo this change on restart.
+    let seed = m.store.queues().await?.into_iter().find(|r| r.name == name).and_then(|r| r.seed);
+    m.store.put_queue(&QueueRow { name: name.clone(), policy, seed, updated_at: jiff::Timestamp::now() }).await?;
+    m.set_queue(q.clone());
+    tracing::info!(queue = %name, "queue policy changed through the API");
+    m.wake.notify_one();
+    let st = m.lock_state().await;
+    let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, axum::Json(view(&st, &q))))
+}
