@@ -1,0 +1,156 @@
+//! Queue policies at the manager (issue 3): the queue API, preemption driven through a fake
+//! agent over the real WebSocket, and fair-share usage that survives a restart.
+
+mod common;
+
+use std::time::Duration;
+
+use berth_model::Topology;
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, ManagerMessage};
+use berth_store::{SqliteStore, Store};
+use common::*;
+use serde_json::json;
+
+async fn start_config(toml: &str) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("berth.toml");
+    std::fs::write(&path, toml).unwrap();
+    let mut c = config(dir.path(), Duration::from_secs(60));
+    c.config_file = Some(path);
+    let m = berth_manager::start(c).await.unwrap();
+    let admin = Client::new(&m.url, &m.bootstrap.clone().unwrap().token);
+    Env { dir, m, admin }
+}
+
+impl Client {
+    async fn put(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+        let r = self.http.put(format!("{}{path}", self.url)).bearer_auth(&self.token).json(&body).send().await.unwrap();
+        let s = r.status().as_u16();
+        (s, r.json().await.unwrap())
+    }
+}
+
+fn started() -> KernelEvent {
+    KernelEvent::Started { pid: 42, at: jiff::Timestamp::now() }
+}
+
+#[tokio::test]
+async fn queue_api_lists_validates_and_is_admin_only() {
+    let e = start().await;
+    let (s, v) = e.admin.get("/v1/queues").await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v[0]["name"], "default");
+    assert_eq!(v[0]["policy"]["ordering"], "fifo");
+    assert_eq!(v[0]["policy"]["head_of_line"], "strict", "strict stays the default");
+    assert_eq!(v[0]["policy"]["preemption"], "off");
+
+    let (s, u) = e.admin.post("/v1/admin/users", json!({"name": "bob"})).await;
+    assert_eq!(s, 201, "{u}");
+    let bob = Client::new(&e.m.url, u["token"].as_str().unwrap());
+    let (s, _) = bob.get("/v1/queues").await;
+    assert_eq!(s, 200, "everyone may list queues");
+    let (s, v) = bob.put("/v1/queues/default", json!({"ordering": "lifo"})).await;
+    assert_eq!(s, 403, "{v}");
+
+    let (s, v) = e.admin.put("/v1/queues/default", json!({"ordering": "random"})).await;
+    assert_eq!(s, 400);
+    assert!(v["error"].as_str().unwrap().contains("ordering `random`"), "{v}");
+    let (s, v) = e.admin.put("/v1/queues/default", json!({"preempt_min_runtime": "later"})).await;
+    assert_eq!(s, 400);
+    assert!(v["error"].as_str().unwrap().contains("preempt_min_runtime"), "{v}");
+    let (s, v) = e.admin.put("/v1/queues/default", json!({"orderin": "lifo"})).await;
+    assert_eq!(s, 400, "unknown keys are refused: {v}");
+    let (s, v) = e.admin.put("/v1/queues/a%20b", json!({})).await;
+    assert_eq!(s, 400, "{v}");
+
+    let (s, v) = e.admin.put("/v1/queues/default", json!({"head_of_line": "backfill", "scoring": "spread"})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["policy"]["head_of_line"], "backfill");
+    assert_eq!(v["policy"]["ordering"], "fifo", "keys left out keep their value");
+    let (s, v) = e.admin.put("/v1/queues/gpu", json!({"preemption": "cancel", "default_time_limit": "2h"})).await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["policy"]["default_time_limit_secs"], 7200);
+    let mut sp = spec(1.0, 0.0);
+    sp.queue = Some("gpu".into());
+    e.admin.submit_ok(&sp).await;
+    let (_, v) = e.admin.get("/v1/queues").await;
+    assert_eq!(v[1]["name"], "gpu");
+    assert_eq!(v[1]["pending"], 1);
+
+    let (_, api) = e.admin.get("/openapi.json").await;
+    assert!(api["paths"]["/v1/queues"]["get"].is_object(), "openapi lists GET /v1/queues");
+    assert!(api["paths"]["/v1/queues/{name}"]["put"].is_object(), "openapi lists PUT /v1/queues/{{name}}");
+    e.m.shutdown().await;
+}
+
+/// A preemptible job on the only GPU is stopped for a higher-priority one: TERMINATING with
+/// the reason first, then `StopKernel`; once the agent reports it stopped, it is PENDING
+/// again (new attempt) and the preemptor starts.
+#[tokio::test]
+async fn preemption_stops_the_victim_then_requeues_it() {
+    let e =
+        start_config("[[queue]]\nname = \"default\"\npreemption = \"requeue\"\npreempt_min_runtime = \"0s\"\n").await;
+    let mut a = Agent::connect(&e.m, "n1", Topology::synthetic(1, 4, 16 << 30, 1), vec![]).await;
+    let mut low = spec(1.0, 1.0);
+    low.preemptible = true;
+    let low_id = e.admin.submit_ok(&low).await;
+    let s = a.expect_start().await;
+    a.send(AgentMessage::Kernel { key: start_key(&s), event: started() }).await;
+    e.admin.wait_state(low_id, "RUNNING").await;
+
+    let mut high = spec(1.0, 1.0);
+    high.priority = 5;
+    let high_id = e.admin.submit_ok(&high).await;
+    let stop = a.expect("stop-kernel", |m| matches!(m, ManagerMessage::StopKernel { .. })).await;
+    let ManagerMessage::StopKernel { key, .. } = stop else { unreachable!() };
+    assert_eq!(key, start_key(&s));
+    let d = e.admin.job(low_id).await;
+    assert_eq!(d["job"]["state"], "TERMINATING");
+    assert_eq!(d["job"]["reason"], format!("preempted by job {high_id} (priority 5)"));
+
+    let end = KernelEvent::Finished {
+        outcome: KernelOutcome::Stopped,
+        exit_code: Some(143),
+        message: "stopped".into(),
+        at: jiff::Timestamp::now(),
+    };
+    a.send(AgentMessage::Kernel { key, event: end }).await;
+    let s2 = a.expect_start().await;
+    assert_eq!(start_key(&s2).job_id, high_id, "the preemptor starts next");
+    let d = e.admin.job(low_id).await;
+    assert_eq!(d["job"]["state"], "PENDING");
+    assert_eq!(d["job"]["reason"], format!("requeued: preempted by job {high_id}"));
+    // a second pass must not pick another victim or stop the job again
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stops = d["transitions"].as_array().unwrap().iter().filter(|t| t["to"] == "TERMINATING").count();
+    assert_eq!(stops, 1);
+    e.m.shutdown().await;
+}
+
+/// A finished job's resource-time is added to its user's usage, in the store.
+#[tokio::test]
+async fn usage_is_recorded_when_a_job_ends() {
+    let e = start().await;
+    let mut a = Agent::connect(&e.m, "n1", Topology::synthetic(1, 4, 16 << 30, 1), vec![]).await;
+    let id = e.admin.submit_ok(&spec(2.0, 1.0)).await;
+    let s = a.expect_start().await;
+    a.send(AgentMessage::Kernel { key: start_key(&s), event: started() }).await;
+    e.admin.wait_state(id, "RUNNING").await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let end = KernelEvent::Finished {
+        outcome: KernelOutcome::Succeeded,
+        exit_code: Some(0),
+        message: String::new(),
+        at: jiff::Timestamp::now(),
+    };
+    a.send(AgentMessage::Kernel { key: start_key(&s), event: end }).await;
+    e.admin.wait_state(id, "SUCCEEDED").await;
+    let Env { dir, m, .. } = e;
+    m.shutdown().await;
+    let store = SqliteStore::open(dir.path().join("berth.db")).await.unwrap();
+    let rows = store.usage().await.unwrap();
+    let user = rows.iter().find(|r| r.kind == "user" && r.name == "alice").expect("usage of alice");
+    assert!(user.value > 0.0, "2 CPUs + 1 GPU for some ms: {user:?}");
+    assert!(rows.iter().any(|r| r.kind == "project" && r.name == "alice"), "{rows:?}");
+    store.close().await;
+}
