@@ -1,11 +1,12 @@
-//! One full scheduling pass over a synthetic cluster: 1k pending jobs × 100 nodes and
-//! 10k × 1k, with a mix of CPU-only, fractional-GPU and whole-GPU requests and some gangs.
+//! One full scheduling pass over a synthetic cluster: 1k / 10k / 100k pending jobs × 100 / 1k /
+//! 10k nodes, with a mix of CPU-only, fractional-GPU and whole-GPU requests and some gangs;
+//! the pass after one job finishes (10k × 1k); and an EASY backfill pass with running jobs.
 //! Figures only; nothing here asserts a time.
 
 use std::time::Duration;
 
 use berth_model::{NumaPolicy, ResourceRequest, Topology};
-use berth_sched::{HeadOfLine, NO_FAIR_SHARE, NodeLedger, PassInput, PendingJob, QueueConfig, schedule};
+use berth_sched::{HeadOfLine, NO_FAIR_SHARE, NodeLedger, PassInput, PendingJob, QueueConfig, RunningJob, schedule};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
 const GIB: u64 = 1 << 30;
@@ -14,7 +15,7 @@ const GIB: u64 = 1 << 30;
 fn nodes(n: usize) -> Vec<NodeLedger> {
     (0..n)
         .map(|i| {
-            let mut l = NodeLedger::new(format!("node{i:04}"), "default", Topology::synthetic(2, 32, 128 * GIB, 4));
+            let mut l = NodeLedger::new(format!("node{i:05}"), "default", Topology::synthetic(2, 32, 128 * GIB, 4));
             if i % 10 == 0 {
                 let r = ResourceRequest { cpu_milli: 32_000, mem_bytes: 128 * GIB, gpu_milli: 4000 };
                 let b = l.try_bind(&r, NumaPolicy::PreferLocal).unwrap();
@@ -42,39 +43,122 @@ fn jobs(n: usize) -> Vec<PendingJob> {
                 nodes: if i % 50 == 0 { 2 } else { 1 },
                 numa: if i % 7 == 0 { NumaPolicy::RequireLocal } else { NumaPolicy::PreferLocal },
                 blocked_passes: 0,
-                user: "u".into(),
-                project: "u".into(),
+                user: format!("u{}", i % 10),
+                project: format!("p{}", i % 3),
                 submitted_at: 0,
-                time_limit_ms: None,
+                time_limit_ms: Some(60_000 * (1 + (i % 120) as i64)),
             }
         })
         .collect()
 }
 
-fn bench(c: &mut Criterion) {
+/// Skip-after-0: every job is tried, the worst case for a pass.
+fn queue(hol: HeadOfLine) -> [QueueConfig; 1] {
+    [QueueConfig { head_of_line: hol, ..QueueConfig::new("default") }]
+}
+
+fn full_pass(c: &mut Criterion) {
     let mut g = c.benchmark_group("pass");
-    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
-    for (pending, cluster) in [(1_000, 100), (10_000, 1_000)] {
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    let queues = queue(HeadOfLine::SkipAfter(0));
+    for cluster in [100, 1_000, 10_000] {
         let nodes = nodes(cluster);
-        let jobs = jobs(pending);
-        // Skip-after-0: every job is tried, the worst case for a pass.
-        let queues = [QueueConfig { head_of_line: HeadOfLine::SkipAfter(0), ..QueueConfig::new("default") }];
+        for pending in [1_000, 10_000, 100_000] {
+            let jobs = jobs(pending);
+            let input = PassInput {
+                queues: &queues,
+                nodes: &nodes,
+                pending: &jobs,
+                running: &[],
+                fair_share: &NO_FAIR_SHARE,
+                now: 0,
+            };
+            let out = schedule(&input);
+            eprintln!("{pending} pending x {cluster} nodes: {} start, {} wait", out.starts.len(), out.waiting.len());
+            g.bench_with_input(BenchmarkId::from_parameter(format!("{pending}x{cluster}")), &input, |b, input| {
+                b.iter(|| schedule(input))
+            });
+        }
+    }
+    g.finish();
+}
+
+/// The cluster after a first pass (its starts committed and running), then one job finishes;
+/// `want` jobs wait.
+fn after_first_pass(
+    queues: &[QueueConfig],
+    want: usize,
+    cluster: usize,
+) -> (Vec<NodeLedger>, Vec<PendingJob>, Vec<RunningJob>) {
+    let mut nodes = nodes(cluster);
+    let jobs = jobs(want);
+    let out = schedule(&PassInput {
+        queues,
+        nodes: &nodes,
+        pending: &jobs,
+        running: &[],
+        fair_share: &NO_FAIR_SHARE,
+        now: 0,
+    });
+    let mut running = Vec::new();
+    for s in &out.starts {
+        for b in &s.bindings {
+            nodes.iter_mut().find(|l| l.name() == b.node).unwrap().allocate(b).unwrap();
+        }
+        let j = jobs.iter().find(|j| j.id == s.job).unwrap();
+        running.push(RunningJob {
+            id: j.id,
+            queue: j.queue.clone(),
+            priority: j.priority,
+            user: j.user.clone(),
+            project: j.project.clone(),
+            bindings: s.bindings.clone(),
+            started_at: 0,
+            time_limit_ms: j.time_limit_ms,
+            preemptible: false,
+        });
+    }
+    // One job (a 1-GPU one, in the middle) finishes.
+    let k = running.iter().position(|r| r.bindings[0].gpus.len() == 1).unwrap_or(0);
+    let done = running.remove(k);
+    for b in &done.bindings {
+        nodes.iter_mut().find(|l| l.name() == b.node).unwrap().release(b);
+    }
+    let started: std::collections::BTreeSet<i64> = out.starts.iter().map(|s| s.job).collect();
+    let mut pending: Vec<PendingJob> = jobs.into_iter().filter(|j| !started.contains(&j.id)).collect();
+    // Top up with later submissions so that exactly `want` jobs wait.
+    let more = want.saturating_sub(pending.len());
+    pending.extend(self::jobs(more).into_iter().map(|mut j| {
+        j.id += 1_000_000;
+        j
+    }));
+    (nodes, pending, running)
+}
+
+fn incremental(c: &mut Criterion) {
+    let mut g = c.benchmark_group("after_one_finish");
+    g.sample_size(20).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    for (name, hol) in
+        [("skip0", HeadOfLine::SkipAfter(0)), ("strict", HeadOfLine::Strict), ("backfill", HeadOfLine::Backfill)]
+    {
+        let queues = queue(hol);
+        let (nodes, pending, running) = after_first_pass(&queues, 10_000, 1_000);
         let input = PassInput {
             queues: &queues,
             nodes: &nodes,
-            pending: &jobs,
-            running: &[],
+            pending: &pending,
+            running: &running,
             fair_share: &NO_FAIR_SHARE,
-            now: 0,
+            now: 30_000,
         };
         let out = schedule(&input);
-        eprintln!("{pending} pending x {cluster} nodes: {} start, {} wait", out.starts.len(), out.waiting.len());
-        g.bench_with_input(BenchmarkId::from_parameter(format!("{pending}x{cluster}")), &input, |b, input| {
+        eprintln!("{name}: {} pending, {} running: {} start", pending.len(), running.len(), out.starts.len());
+        g.bench_with_input(BenchmarkId::from_parameter(format!("{name}_10000x1000")), &input, |b, input| {
             b.iter(|| schedule(input))
         });
     }
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, full_pass, incremental);
 criterion_main!(benches);

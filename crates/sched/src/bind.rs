@@ -77,7 +77,7 @@ impl NodeLedger {
         mems.sort_unstable();
         let mut gpus: Vec<GpuShare> = gpus
             .iter()
-            .map(|&i| GpuShare { uuid: self.gpus[i].uuid.clone(), index: self.gpus[i].index, milli })
+            .map(|&i| GpuShare { uuid: self.gpus[i].uuid.to_string(), index: self.gpus[i].index, milli })
             .collect();
         gpus.sort_by_key(|g| g.index);
         Ok(Binding {

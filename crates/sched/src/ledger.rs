@@ -46,7 +46,8 @@ pub struct NodeLedger {
     /// Sorted by CPU id.
     pub(crate) cpus: Vec<CpuSlot>,
     /// SMT cores: indices into `cpus`, siblings ordered by id; cores ordered by lowest id.
-    pub(crate) cores: Vec<Vec<usize>>,
+    /// Shared, like the topology: a pass clones ledgers and this never changes.
+    pub(crate) cores: Arc<Vec<Vec<usize>>>,
     /// Sorted by NUMA id.
     pub(crate) numas: Vec<NumaSlot>,
     /// Sorted by GPU index.
@@ -113,7 +114,7 @@ impl NodeLedger {
             .gpus
             .iter()
             .map(|g| GpuSlot {
-                uuid: g.uuid.clone(),
+                uuid: Arc::from(g.uuid.as_str()),
                 index: g.index,
                 numa: if numas.len() == 1 { Some(0) } else { g.numa.and_then(|n| numa_index.get(&n).copied()) },
                 used: 0,
@@ -127,7 +128,7 @@ impl NodeLedger {
             topology: Arc::new(topology),
             schedulable: true,
             cpus,
-            cores,
+            cores: Arc::new(cores),
             numas,
             gpus,
             cpus_used: 0,
@@ -257,12 +258,12 @@ impl NodeLedger {
         let mut gpu_want: BTreeMap<usize, u64> = BTreeMap::new();
         for g in &b.gpus {
             let i = self.gpu_slot(g.index).ok_or_else(|| LedgerError::UnknownGpu { node: node(), index: g.index })?;
-            if self.gpus[i].uuid != g.uuid {
+            if *self.gpus[i].uuid != *g.uuid {
                 return Err(LedgerError::GpuUuidMismatch {
                     node: node(),
                     index: g.index,
                     uuid: g.uuid.clone(),
-                    actual: self.gpus[i].uuid.clone(),
+                    actual: self.gpus[i].uuid.to_string(),
                 });
             }
             *gpu_want.entry(i).or_default() += g.milli;

@@ -2,9 +2,10 @@
 //! than a scan of every node.
 //!
 //! - Ledgers are copy-on-write: a pass clones only the nodes it places something on.
-//! - Ready nodes sit in buckets by their count of wholly free GPUs, each bucket ordered by the
-//!   queue's score (then name). A job needing k whole GPUs looks only at buckets ≥ k, merging
-//!   them in score order, so it never visits a node without k free GPUs.
+//! - Ready nodes sit in buckets by GPU class (wholly free GPUs, or the largest free fraction
+//!   in quarters when none is whole) and CPU class (free CPUs in powers of two), each bucket
+//!   ordered by the queue's score (then name). A job looks only at the buckets that may hold
+//!   it, merging them in score order, so it rarely visits a node that cannot take it.
 //! - A node that cannot take even the smallest request of the queue (fewer free CPUs or less
 //!   free memory than any pending job asks) leaves the index for the rest of the pass.
 //! - Failures are memoised. Within a pass resources only shrink, so "fewer than n nodes pass
@@ -24,8 +25,36 @@ use crate::place::score_key;
 use crate::shortfall::{Shortfall, request_text};
 use crate::{PendingJob, Scoring};
 
-/// Buckets of wholly free GPU counts; nodes with more share the last one.
-const MAX_BUCKET: usize = 16;
+/// GPU classes of a node without a wholly free GPU, by the largest fraction free on one GPU:
+/// `[0, 0.25)`, `[0.25, 0.5)`, `[0.5, 0.75)`, `[0.75, 1)`.
+const FRAC_CLASSES: usize = 4;
+/// GPU classes in all: the fraction classes, then 1..=16 wholly free GPUs (more share the last).
+const GPU_CLASSES: usize = FRAC_CLASSES + 16;
+
+/// A node's GPU class (see [`GPU_CLASSES`]).
+fn node_gpu_class(l: &NodeLedger) -> usize {
+    match l.whole_gpus_free() as usize {
+        0 => (l.max_gpu_free() as usize * FRAC_CLASSES / 1000).min(FRAC_CLASSES - 1),
+        w => (FRAC_CLASSES + w - 1).min(GPU_CLASSES - 1),
+    }
+}
+
+/// The lowest GPU class that may hold the request (the class itself may still fall short).
+fn request_gpu_class(r: &ResourceRequest) -> usize {
+    match r.gpu_milli {
+        0 => 0,
+        g if g < 1000 => g as usize * FRAC_CLASSES / 1000,
+        g => (FRAC_CLASSES + g.div_ceil(1000) as usize - 1).min(GPU_CLASSES - 1),
+    }
+}
+/// Classes of free CPUs: 0, 1, 2-3, 4-7, ... (`cpu_class`); larger counts share the last.
+const CPU_CLASSES: usize = 12;
+
+/// `⌊log2 n⌋ + 1` (0 for 0), capped: a node in class c has at least `2^(c-1)` free CPUs, so a
+/// request for n CPUs needs only look at classes ≥ `cpu_class(n)`.
+fn cpu_class(n: u32) -> usize {
+    ((32 - n.leading_zeros()) as usize).min(CPU_CLASSES - 1)
+}
 
 /// A request's GPU ask as one monotone level: 0 none, 1..999 a fraction, 1000·k whole GPUs.
 /// A node that lacks level L lacks every level above it (see the module doc).
@@ -59,7 +88,7 @@ pub(crate) struct Pool<'a> {
     /// One queue's nodes, sorted by name.
     pub nodes: Vec<Cow<'a, NodeLedger>>,
     scoring: Scoring,
-    /// `buckets[w]`: indexed nodes with `min(whole GPUs free, MAX_BUCKET) == w`, by key.
+    /// `buckets[g * CPU_CLASSES + c]`: indexed nodes of GPU class g and CPU class c, by key.
     buckets: Vec<BTreeSet<(u64, u32)>>,
     /// Each node's place in `buckets`, `None` when it is not indexed.
     slot: Vec<Option<(usize, u64)>>,
@@ -82,7 +111,7 @@ impl<'a> Pool<'a> {
             ready: nodes.iter().filter(|l| l.schedulable()).count(),
             nodes: nodes.into_iter().map(Cow::Borrowed).collect(),
             scoring,
-            buckets: vec![BTreeSet::new(); MAX_BUCKET + 1],
+            buckets: vec![BTreeSet::new(); GPU_CLASSES * CPU_CLASSES],
             slot: vec![None; n],
             held: vec![false; n],
             floor_cpus,
@@ -122,7 +151,7 @@ impl<'a> Pool<'a> {
         let l = &self.nodes[i];
         let alive = l.cpus_free() >= self.floor_cpus && l.mem_free() >= self.floor_mem;
         if self.usable(i) && alive {
-            let b = (l.whole_gpus_free() as usize).min(MAX_BUCKET);
+            let b = node_gpu_class(l) * CPU_CLASSES + cpu_class(l.cpus_free());
             let k = score_key(self.scoring, l);
             self.buckets[b].insert((k, i as u32));
             self.slot[i] = Some((b, k));
@@ -157,8 +186,13 @@ impl<'a> Pool<'a> {
     pub fn find(&self, job: &PendingJob, avoid: &[usize]) -> Vec<(usize, Binding)> {
         let req = &job.request;
         let want = job.nodes.max(1) as usize;
-        let lo = if req.gpu_milli >= 1000 { (req.gpu_milli.div_ceil(1000) as usize).min(MAX_BUCKET) } else { 0 };
-        let mut iters: Vec<_> = self.buckets[lo..].iter().map(|s| s.iter().peekable()).collect();
+        let lo = request_gpu_class(req);
+        let c = cpu_class(req.whole_cpus());
+        let mut iters: Vec<_> = (lo..GPU_CLASSES)
+            .flat_map(|w| (c..CPU_CLASSES).map(move |c| w * CPU_CLASSES + c))
+            .filter(|&b| !self.buckets[b].is_empty())
+            .map(|b| self.buckets[b].iter().peekable())
+            .collect();
         let mut out = Vec::with_capacity(want);
         while out.len() < want {
             // The smallest head over the buckets: a k-way merge in score order.

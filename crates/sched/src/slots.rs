@@ -54,7 +54,8 @@ impl NumaSlot {
 /// One GPU and how many thousandths of it are in use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct GpuSlot {
-    pub uuid: String,
+    /// Shared: cloning a ledger should not allocate a string per GPU.
+    pub uuid: std::sync::Arc<str>,
     pub index: u32,
     /// Index into `NodeLedger::numas`; `None` when the topology does not say.
     pub numa: Option<usize>,
