@@ -25,8 +25,8 @@ pub struct SimArgs {
     pub trace: PathBuf,
 
     /// Trace format (default: from the file name)
-    #[arg(long, value_name = "FORMAT", value_parser = ["philly", "swf"])]
-    pub format: Option<String>,
+    #[arg(long = "format", value_name = "FORMAT", value_parser = ["philly", "swf"])]
+    pub trace_format: Option<String>,
 
     /// Nodes of the simulated cluster
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -144,7 +144,7 @@ fn open(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
 
 pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     let path_text = args.trace.display().to_string();
-    let format = match &args.format {
+    let format = match &args.trace_format {
         Some(f) => f.parse::<TraceFormat>().map_err(|e| usage("--format", e))?,
         None => TraceFormat::from_path(&path_text).ok_or_else(|| {
             UsageError::error(format!(
