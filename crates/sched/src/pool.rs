@@ -247,13 +247,18 @@ impl<'a> Pool<'a> {
                 let s = self.nodes[i].quick_check(r).err().unwrap_or(Shortfall::Numa { policy: job.numa });
                 self.render(i, s, r)
             }
-            None => "no ready node".to_string(),
+            None => self.none_usable(r),
         })
     }
 
     fn render(&self, i: usize, s: Shortfall, req: &ResourceRequest) -> String {
         let name = self.nodes[i].name();
         if self.ready == 1 { s.on_node(name, req) } else { s.best_of(name, self.ready, req) }
+    }
+
+    /// The reason when every ready node is held for preempting jobs.
+    fn none_usable(&self, req: &ResourceRequest) -> String {
+        format!("needs {}; every ready node is held for a job that is preempting", request_text(req))
     }
 
     /// Builds the reason for a job that found only `capable` nodes, and memoises it.
@@ -286,7 +291,7 @@ impl<'a> Pool<'a> {
         } else {
             match closest {
                 Some((i, s)) => self.render(i, s, req),
-                None => "no ready node".to_string(),
+                None => self.none_usable(req),
             }
         };
         if quick < want {

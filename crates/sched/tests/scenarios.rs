@@ -359,3 +359,226 @@ fn draining_node_takes_no_new_work() {
           wait 2 #2 Resources "resources: needs 4 CPUs, node n2 has 0 free" blocked=1
         "#);
 }
+
+#[test]
+fn lifo_takes_the_newest_first() {
+    insta::assert_snapshot!(support::run("
+        queue default ordering=lifo
+        node n1 cpus=2
+        job 1
+        job 2
+        job 3
+        job 4 prio=1
+        pass
+    "), @r#"
+        pass 1
+          start 4 n1 cpus=0 mems=0 mem=1GiB
+          start 3 n1 cpus=1 mems=0 mem=1GiB
+          wait 2 #3 Resources "resources: needs 1 CPU, node n1 has 0 free" blocked=1
+          wait 1 #4 Priority "priority: waiting behind job 2 (position 3)"
+        "#);
+}
+
+#[test]
+fn drf_alternates_between_two_users() {
+    insta::assert_snapshot!(support::run("
+        queue default ordering=drf skip=0
+        node n1 cpus=8 gpus=4 mem=64GiB
+        run 1 gpus=1 user=alice
+        job 2 gpus=1 user=alice
+        job 3 gpus=1 user=alice
+        job 4 cpus=2 user=bob
+        job 5 cpus=2 user=bob
+        job 6 gpus=1 user=bob
+        pass
+    "), @r#"
+        pass 1
+          start 4 n1 cpus=1-2 mems=0 mem=1GiB
+          start 2 n1 cpus=3 mems=0 mem=1GiB gpus=1:1
+          start 5 n1 cpus=4-5 mems=0 mem=1GiB
+          start 3 n1 cpus=6 mems=0 mem=1GiB gpus=2:1
+          start 6 n1 cpus=7 mems=0 mem=1GiB gpus=3:1
+        "#);
+}
+
+#[test]
+fn fair_share_prefers_the_project_under_its_share() {
+    insta::assert_snapshot!(support::run("
+        queue default ordering=fair-share
+        node n1 cpus=2
+        weight big 3
+        usage project big 60
+        usage project small 40
+        usage user ann 50
+        usage user al 10
+        job 1 user=ann project=big
+        job 2 user=sam project=small
+        job 3 user=al project=big
+        job 4 user=ann project=big
+        pass
+    "), @r#"
+        pass 1
+          start 3 n1 cpus=0 mems=0 mem=1GiB
+          start 1 n1 cpus=1 mems=0 mem=1GiB
+          wait 4 #3 Resources "resources: needs 1 CPU, node n1 has 0 free" blocked=1
+          wait 2 #4 Priority "priority: waiting behind job 4 (position 3)"
+        "#);
+}
+
+#[test]
+fn backfill_starts_a_short_job_before_the_reservation_and_refuses_a_long_one() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill
+        node n1 cpus=4 gpus=4
+        node n2 cpus=4 gpus=2
+        run 1 gpus=3 cpus=1 start=-30m limit=1h on=n1
+        run 2 gpus=2 cpus=2 start=-10m limit=2h on=n2
+        job 3 gpus=4 cpus=4 limit=4h
+        job 4 gpus=1 limit=3h
+        job 5 gpus=1 limit=20m
+        job 6 cpus=1 limit=3h
+        pass
+    "), @r#"
+        pass 1
+          start 5 n1 cpus=1 mems=0 mem=1GiB gpus=3:1
+          start 6 n2 cpus=2 mems=0 mem=1GiB
+          wait 3 #1 Resources "resources: needs 4 GPUs; best node n1 has 1 free (2 nodes in queue); reserved to start at t+30m on n1 (backfill)" blocked=1 expect=+1800s
+          wait 4 #2 Backfill "backfill: would delay job 3's reserved start"
+        "#);
+}
+
+#[test]
+fn backfill_without_limits_uses_the_queue_default_and_overdue_jobs_end_now() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill default=2h
+        node n1 cpus=4
+        run 1 cpus=3 start=-3h
+        job 2 cpus=4
+        job 3 cpus=1 limit=1h
+        pass
+    "), @r#"
+        pass 1
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start at t+0s on n1 (backfill)" blocked=1 expect=+0s
+          wait 3 #2 Backfill "backfill: would delay job 2's reserved start"
+        "#);
+}
+
+#[test]
+fn gang_under_backfill_reserves_every_node() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill
+        node n1 gpus=1
+        node n2 gpus=1
+        node n3 gpus=1
+        run 1 gpus=1 limit=1h on=n1
+        run 2 gpus=1 limit=2h on=n2
+        job 3 gpus=1 nodes=3 limit=1h
+        job 4 gpus=1 limit=30m
+        job 5 gpus=1 limit=90m
+        job 6 cpus=1 limit=5h
+        pass
+    "), @r#"
+        pass 1
+          start 4 n3 cpus=0 mems=0 mem=1GiB gpus=0:1
+          start 6 n1 cpus=1 mems=0 mem=1GiB
+          wait 3 #1 Resources "resources: needs 3 nodes with 1 GPU, 1 CPU and 1GiB memory free, 1 has; reserved to start at t+2h on n1, n2, n3 (backfill)" blocked=1 expect=+7200s
+          wait 5 #3 Resources "resources: needs 1 GPU; best node n1 has 0 free (3 nodes in queue)"
+        "#);
+}
+
+#[test]
+fn spread_versus_binpack() {
+    insta::assert_snapshot!(support::run("
+        queue default scoring=spread
+        queue packed
+        node n1 cpus=4
+        node n2 cpus=4
+        node n3 cpus=4
+        node p1 cpus=4 queue=packed
+        node p2 cpus=4 queue=packed
+        job 1
+        job 2
+        job 3
+        job 4
+        job 11 queue=packed
+        job 12 queue=packed
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0 mems=0 mem=1GiB
+          start 2 n2 cpus=0 mems=0 mem=1GiB
+          start 3 n3 cpus=0 mems=0 mem=1GiB
+          start 4 n1 cpus=1 mems=0 mem=1GiB
+          start 11 p1 cpus=0 mems=0 mem=1GiB
+          start 12 p1 cpus=1 mems=0 mem=1GiB
+        "#);
+}
+
+#[test]
+fn preemption_stops_exactly_the_needed_victims() {
+    insta::assert_snapshot!(support::run("
+        queue default preempt=requeue,min=10m
+        node n1 gpus=4 cpus=8
+        node n2 gpus=4 cpus=8
+        run 1 gpus=2 start=-1h preemptible on=n1
+        run 2 gpus=1 start=-2h preemptible on=n1
+        run 3 gpus=1 start=-1h preemptible prio=1 on=n1
+        run 4 gpus=2 start=-1h preemptible on=n2
+        run 5 gpus=2 start=-5m preemptible on=n2
+        job 9 gpus=3 prio=5
+        job 10 cpus=1
+        pass
+        pass
+    "), @r#"
+        pass 1
+          start 10 n2 cpus=2 mems=0 mem=1GiB
+          wait 9 #1 Preempting "preempting: stopping jobs 1 (priority 0), 2 (priority 0) to free 3 GPUs"
+          preempt 1 for 9 Requeue
+          preempt 2 for 9 Requeue
+        pass 2
+          start 9 n1 cpus=0 mems=0 mem=1GiB gpus=0:1,1:1,2:1
+          wait 1 #2 Resources "resources: needs 2 GPUs; best node n1 has 0 free (2 nodes in queue)" blocked=1
+          wait 2 #3 Priority "priority: waiting behind job 1 (position 2)"
+        "#);
+}
+
+#[test]
+fn preemption_respects_min_runtime_equal_priority_and_preemptible() {
+    insta::assert_snapshot!(support::run("
+        queue default preempt=cancel,min=10m
+        node n1 gpus=2
+        run 1 gpus=1 start=-5m preemptible
+        run 2 gpus=1 start=-1h prio=5 preemptible
+        job 3 gpus=1 prio=5
+        pass
+        now 10m
+        pass
+    "), @r#"
+        pass 1
+          wait 3 #1 Resources "resources: needs 1 GPU, node n1 has 0 free" blocked=1
+        pass 2
+          wait 3 #1 Preempting "preempting: stopping job 1 (priority 0) to free 1 GPU" blocked=1
+          preempt 1 for 3 Cancel
+        "#);
+}
+
+#[test]
+fn preemption_for_a_gang_and_never_twice_the_same_victim() {
+    insta::assert_snapshot!(support::run("
+        queue default preempt=requeue
+        node n1 gpus=1
+        node n2 gpus=1
+        node n3 gpus=1
+        run 1 gpus=1 preemptible on=n1
+        run 2 gpus=1 preemptible prio=1 on=n2
+        job 5 gpus=1 nodes=3 prio=3
+        job 6 gpus=1 prio=2
+        pass
+    "), @r#"
+        pass 1
+          wait 5 #1 Preempting "preempting: stopping jobs 1 (priority 0), 2 (priority 1) to free 1 GPU on 2 nodes"
+          wait 6 #2 Resources "resources: needs 1 GPU, 1 CPU and 1GiB memory; every ready node is held for a job that is preempting" blocked=1
+          preempt 1 for 5 Requeue
+          preempt 2 for 5 Requeue
+        "#);
+}

@@ -2,12 +2,19 @@
 //!
 //! ```text
 //! queue default skip=2          # or `strict` (the default when no queue line is given)
+//! queue q backfill ordering=drf scoring=spread preempt=requeue,min=10m default=1h
 //! node n1 cpus=8 mem=32GiB gpus=1 numa=2 smt queue=batch down
 //! job 1 cpus=2 mem=4GiB gpus=0.5 prio=5 nodes=2 numa=require-local queue=batch
+//! job 2 user=alice project=ml limit=30m
+//! run 7 gpus=1 start=-2h limit=3h prio=0 preemptible user=bob   # a running job, placed now
+//! usage user alice 100 / usage project ml 50 / weight ml 3         # fair-share input
+//! now 1h                        # the pass's clock (durations: 500ms, 30s, 10m, 2h, -1h)
 //! pass                          # run schedule(), print it, commit the starts
 //! finish 1                      # release job 1's bindings
 //! down n1 / up n1               # set_schedulable
 //! ```
+//!
+//! After a pass, preempted jobs are stopped (released) and, with `requeue`, pending again.
 //!
 //! [`run`] returns the printed passes, for an insta snapshot.
 
@@ -18,7 +25,10 @@ use std::fmt::Write;
 
 use berth_model::{Binding, Cpu, Gpu, NumaNode, NumaPolicy, ResourceRequest, Topology, format_bytes};
 use berth_model::{JobId, format_gpu_milli, parse_cpus, parse_gpus, parse_mem};
-use berth_sched::{HeadOfLine, NO_FAIR_SHARE, NodeLedger, PassInput, PassOutput, PendingJob, QueueConfig, schedule};
+use berth_sched::{
+    FairShare, HeadOfLine, Millis, NodeLedger, Ordering, PassInput, PassOutput, PendingJob, PreemptAction, Preemption,
+    QueueConfig, RunningJob, Scoring, schedule,
+};
 
 /// `cpus` logical CPUs and `mem` bytes split evenly over `numa` nodes; with `smt` two threads
 /// per core numbered like Linux (core c has CPUs c and c + cores); `gpus` spread over nodes.
@@ -57,8 +67,92 @@ pub struct Scenario {
     pub queues: Vec<QueueConfig>,
     pub nodes: Vec<NodeLedger>,
     pub pending: Vec<PendingJob>,
-    pub running: BTreeMap<JobId, Vec<Binding>>,
+    /// Running jobs, with the spec they were submitted with (for requeue).
+    pub running: BTreeMap<JobId, (RunningJob, PendingJob)>,
+    pub fair_share: FairShare,
+    pub now: Millis,
     pub passes: u32,
+}
+
+/// `500ms`, `30s`, `10m`, `2h`, `-1h`.
+pub fn duration(s: &str) -> Millis {
+    let (neg, s) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: Millis = s[..split].parse().expect("duration");
+    let unit = match &s[split..] {
+        "ms" => 1,
+        "s" | "" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        u => panic!("unknown unit {u}"),
+    };
+    if neg { -n * unit } else { n * unit }
+}
+
+fn queue_config(words: &[&str]) -> QueueConfig {
+    let mut q = QueueConfig::new(words[1]);
+    for w in &words[2..] {
+        let (k, v) = w.split_once('=').unwrap_or((w, ""));
+        match k {
+            "strict" => q.head_of_line = HeadOfLine::Strict,
+            "backfill" => q.head_of_line = HeadOfLine::Backfill,
+            "skip" => q.head_of_line = HeadOfLine::SkipAfter(v.parse().unwrap()),
+            "ordering" => q.ordering = serde_json::from_value(serde_json::Value::String(v.into())).expect("ordering"),
+            "scoring" => q.scoring = serde_json::from_value(serde_json::Value::String(v.into())).expect("scoring"),
+            "default" => q.default_time_limit_ms = duration(v),
+            "preempt" => {
+                let mut p = Preemption { action: PreemptAction::Requeue, min_runtime_ms: 0 };
+                for part in v.split(',') {
+                    match part.split_once('=') {
+                        Some(("min", d)) => p.min_runtime_ms = duration(d),
+                        _ if part == "cancel" => p.action = PreemptAction::Cancel,
+                        _ if part == "requeue" => p.action = PreemptAction::Requeue,
+                        _ => panic!("preempt option {part}"),
+                    }
+                }
+                q.preemption = Some(p);
+            }
+            _ => panic!("queue option {w}"),
+        }
+    }
+    let _ = (Ordering::Fifo, Scoring::Binpack);
+    q
+}
+
+fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
+    let get = |k: &str, d: &str| o.get(k).cloned().unwrap_or_else(|| d.to_string());
+    let user = get("user", "u");
+    PendingJob {
+        id,
+        priority: get("prio", "0").parse().unwrap(),
+        queue: get("queue", "default"),
+        request: ResourceRequest {
+            cpu_milli: parse_cpus(&get("cpus", "1")).unwrap(),
+            mem_bytes: parse_mem(&get("mem", "1GiB")).unwrap(),
+            gpu_milli: parse_gpus(&get("gpus", "0")).unwrap(),
+        },
+        nodes: get("nodes", "1").parse().unwrap(),
+        numa: numa_policy(&get("numa", "prefer-local")),
+        blocked_passes: 0,
+        project: get("project", &user),
+        user,
+        submitted_at: 0,
+        time_limit_ms: o.get("limit").map(|d| duration(d)),
+    }
+}
+
+fn running_job(spec: &PendingJob, bindings: Vec<Binding>, started_at: Millis, preemptible: bool) -> RunningJob {
+    RunningJob {
+        id: spec.id,
+        queue: spec.queue.clone(),
+        priority: spec.priority,
+        user: spec.user.clone(),
+        project: spec.project.clone(),
+        bindings,
+        started_at,
+        time_limit_ms: spec.time_limit_ms,
+        preemptible,
+    }
 }
 
 impl Scenario {
@@ -68,13 +162,14 @@ impl Scenario {
         } else {
             self.queues.clone()
         };
+        let running: Vec<RunningJob> = self.running.values().map(|(r, _)| r.clone()).collect();
         let out = schedule(&PassInput {
             queues: &queues,
             nodes: &self.nodes,
             pending: &self.pending,
-            running: &[],
-            fair_share: &NO_FAIR_SHARE,
-            now: 0,
+            running: &running,
+            fair_share: &self.fair_share,
+            now: self.now,
         });
         self.commit(&out);
         out
@@ -88,9 +183,19 @@ impl Scenario {
                 let l = self.nodes.iter_mut().find(|l| l.name() == b.node).expect("node");
                 l.allocate(b).expect("a start must fit its ledger");
             }
-            self.running.insert(s.job, s.bindings.clone());
+            let spec = self.pending.iter().find(|j| j.id == s.job).expect("pending").clone();
+            let preemptible = self.running.get(&s.job).is_some_and(|(r, _)| r.preemptible);
+            self.running.insert(s.job, (running_job(&spec, s.bindings.clone(), self.now, preemptible), spec));
         }
         self.pending.retain(|j| !out.starts.iter().any(|s| s.job == j.id));
+        for p in &out.preemptions {
+            if let Some((_, spec)) = self.running.get(&p.victim).cloned() {
+                self.finish(p.victim);
+                if p.action == PreemptAction::Requeue {
+                    self.pending.push(spec);
+                }
+            }
+        }
         for w in &out.waiting {
             if let Some(j) = self.pending.iter_mut().find(|j| j.id == w.job) {
                 j.blocked_passes = w.blocked_passes;
@@ -100,7 +205,7 @@ impl Scenario {
     }
 
     pub fn finish(&mut self, job: JobId) {
-        for b in self.running.remove(&job).expect("running job") {
+        for b in self.running.remove(&job).expect("running job").0.bindings {
             self.nodes.iter_mut().find(|l| l.name() == b.node).expect("node").release(&b);
         }
     }
@@ -120,12 +225,43 @@ pub fn run(script: &str) -> String {
     for line in script.lines().map(|l| l.split('#').next().unwrap().trim()).filter(|l| !l.is_empty()) {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words[0] {
-            "queue" => {
-                let hol = match words.get(2).copied() {
-                    None | Some("strict") => HeadOfLine::Strict,
-                    Some(s) => HeadOfLine::SkipAfter(s.strip_prefix("skip=").expect("skip=N").parse().unwrap()),
+            "queue" => sc.queues.push(queue_config(&words)),
+            "now" => sc.now = duration(words[1]),
+            "usage" => {
+                let map = if words[1] == "user" {
+                    &mut sc.fair_share.usage_by_user
+                } else {
+                    &mut sc.fair_share.usage_by_project
                 };
-                sc.queues.push(QueueConfig { head_of_line: hol, ..QueueConfig::new(words[1]) });
+                map.insert(words[2].into(), words[3].parse().unwrap());
+            }
+            "weight" => {
+                sc.fair_share.project_weights.insert(words[1].into(), words[2].parse().unwrap());
+            }
+            "run" => {
+                let o = kv(&words[2..]);
+                let spec = job_spec(words[1].parse().unwrap(), &o);
+                let mut bindings = Vec::new();
+                let mut names: Vec<String> =
+                    sc.nodes.iter().filter(|l| l.queue() == spec.queue).map(|l| l.name().to_string()).collect();
+                names.sort();
+                if let Some(on) = o.get("on") {
+                    names = on.split(',').map(String::from).collect();
+                }
+                for name in names {
+                    if bindings.len() == spec.nodes.max(1) as usize {
+                        break;
+                    }
+                    let l = sc.nodes.iter_mut().find(|l| l.name() == name).expect("node");
+                    if let Ok(b) = l.try_bind(&spec.request, spec.numa) {
+                        l.allocate(&b).unwrap();
+                        bindings.push(b);
+                    }
+                }
+                assert_eq!(bindings.len(), spec.nodes.max(1) as usize, "running job {} does not fit", spec.id);
+                let start = o.get("start").map_or(sc.now, |d| sc.now + duration(d));
+                let r = running_job(&spec, bindings, start, o.contains_key("preemptible"));
+                sc.running.insert(spec.id, (r, spec));
             }
             "node" => {
                 let o = kv(&words[2..]);
@@ -143,29 +279,12 @@ pub fn run(script: &str) -> String {
             }
             "job" => {
                 let o = kv(&words[2..]);
-                let get = |k: &str, d: &str| o.get(k).cloned().unwrap_or_else(|| d.to_string());
-                sc.pending.push(PendingJob {
-                    id: words[1].parse().unwrap(),
-                    priority: get("prio", "0").parse().unwrap(),
-                    queue: get("queue", "default"),
-                    request: ResourceRequest {
-                        cpu_milli: parse_cpus(&get("cpus", "1")).unwrap(),
-                        mem_bytes: parse_mem(&get("mem", "1GiB")).unwrap(),
-                        gpu_milli: parse_gpus(&get("gpus", "0")).unwrap(),
-                    },
-                    nodes: get("nodes", "1").parse().unwrap(),
-                    numa: numa_policy(&get("numa", "prefer-local")),
-                    blocked_passes: 0,
-                    user: "u".into(),
-                    project: "u".into(),
-                    submitted_at: 0,
-                    time_limit_ms: None,
-                });
+                sc.pending.push(job_spec(words[1].parse().unwrap(), &o));
             }
             "pass" => {
                 let p = sc.pass();
                 writeln!(out, "pass {}", sc.passes).unwrap();
-                out.push_str(&render(&p));
+                out.push_str(&render(&p, sc.now));
             }
             "finish" => {
                 let id = words[1].parse().unwrap();
@@ -193,7 +312,7 @@ pub fn render_binding(b: &Binding) -> String {
 }
 
 /// One line per start (one per kernel for gangs) and per waiting job.
-pub fn render(p: &PassOutput) -> String {
+pub fn render(p: &PassOutput, now: Millis) -> String {
     let mut out = String::new();
     for s in &p.starts {
         if let [b] = s.bindings.as_slice() {
@@ -210,7 +329,13 @@ pub fn render(p: &PassOutput) -> String {
         if w.blocked_passes > 0 {
             write!(out, " blocked={}", w.blocked_passes).unwrap();
         }
+        if let Some(t) = w.expected_start {
+            write!(out, " expect=+{}s", (t - now) / 1000).unwrap();
+        }
         out.push('\n');
+    }
+    for x in &p.preemptions {
+        writeln!(out, "  preempt {} for {} {:?}", x.victim, x.for_job, x.action).unwrap();
     }
     out
 }
