@@ -5,7 +5,10 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_model::{NumaPolicy, PendingKind, ResourceRequest};
-use berth_sched::{HeadOfLine, NO_FAIR_SHARE, NodeLedger, PassInput, PassOutput, PendingJob, QueueConfig, schedule};
+use berth_sched::{
+    FairShare, HeadOfLine, NO_FAIR_SHARE, NodeLedger, Ordering, PassInput, PassOutput, PendingJob, PreemptAction,
+    Preemption, QueueConfig, RunningJob, Scoring, schedule,
+};
 use proptest::prelude::*;
 
 const GIB: u64 = 1 << 30;
@@ -239,5 +242,183 @@ proptest! {
         prop_assert_eq!(l.cpus_used(), 0);
         prop_assert_eq!(l.mem_used(), 0);
         prop_assert_eq!(&l, &start);
+    }
+}
+
+/// A queue with random policies: (ordering, head of line 0 strict / 1 skip / 2 backfill,
+/// spread, preemption with min runtime in minutes).
+fn policy_strategy() -> impl Strategy<Value = (usize, usize, bool, Option<i64>)> {
+    (0usize..4, 0usize..3, any::<bool>(), prop::option::of(0i64..30))
+}
+
+fn policy_queue(name: &str, (o, h, spread, pre): (usize, usize, bool, Option<i64>)) -> QueueConfig {
+    let mut q = QueueConfig::new(name);
+    q.ordering = [Ordering::Fifo, Ordering::Lifo, Ordering::Drf, Ordering::FairShare][o];
+    q.head_of_line = [HeadOfLine::Strict, HeadOfLine::SkipAfter(1), HeadOfLine::Backfill][h];
+    q.scoring = if spread { Scoring::Spread } else { Scoring::Binpack };
+    q.preemption = pre.map(|m| Preemption { action: PreemptAction::Requeue, min_runtime_ms: m * 60_000 });
+    q.default_time_limit_ms = 3_600_000;
+    q
+}
+
+/// Runs `jobs` on the empty cluster to get running jobs, with random start times, limits,
+/// preemptibility and users.
+fn start_some(qs: &[QueueConfig], nodes: &mut [NodeLedger], jobs: &[PendingJob], seed: u64) -> Vec<RunningJob> {
+    let out =
+        schedule(&PassInput { queues: qs, nodes, pending: jobs, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 });
+    out.starts
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            for b in &s.bindings {
+                nodes.iter_mut().find(|l| l.name() == b.node).unwrap().allocate(b).unwrap();
+            }
+            let j = jobs.iter().find(|j| j.id == s.job).unwrap();
+            let r = seed.wrapping_mul(k as u64 * 2 + 1).rotate_left(k as u32 % 64);
+            RunningJob {
+                id: j.id,
+                queue: j.queue.clone(),
+                priority: j.priority,
+                user: j.user.clone(),
+                project: j.project.clone(),
+                bindings: s.bindings.clone(),
+                started_at: -((r % 120) as i64) * 60_000,
+                time_limit_ms: if r & 1 == 0 { None } else { Some(((r >> 8) % 180 + 1) as i64 * 60_000) },
+                preemptible: r & 2 == 0,
+            }
+        })
+        .collect()
+}
+
+/// Whether `job` alone can start on these ledgers.
+fn fits(qs: &[QueueConfig], nodes: &[NodeLedger], job: &PendingJob) -> bool {
+    let mut j = job.clone();
+    j.blocked_passes = 0;
+    let qs: Vec<QueueConfig> = qs.iter().map(|q| QueueConfig { preemption: None, ..q.clone() }).collect();
+    let out =
+        schedule(&PassInput { queues: &qs, nodes, pending: &[j], running: &[], fair_share: &NO_FAIR_SHARE, now: 0 });
+    out.starts.len() == 1
+}
+
+fn release(nodes: &mut [NodeLedger], bindings: &[berth_model::Binding]) {
+    for b in bindings {
+        if let Some(l) = nodes.iter_mut().find(|l| l.name() == b.node) {
+            l.release(b);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn policies_keep_every_invariant(
+        node_specs in prop::collection::vec(node_strategy(), 1..6),
+        first in prop::collection::vec(job_strategy(), 4..30),
+        second in prop::collection::vec(job_strategy(), 0..16),
+        users in prop::collection::vec(0usize..3, 32),
+        pa in policy_strategy(),
+        pb in policy_strategy(),
+        seed in any::<u64>(),
+        now_min in 0i64..120,
+    ) {
+        let qs = vec![policy_queue("a", pa), policy_queue("b", pb)];
+        let mut nodes = build_nodes(&node_specs);
+        for l in &mut nodes {
+            l.set_schedulable(true);
+        }
+        let name = |i: usize| ["ann", "bob", "cy"][users[i % users.len()]].to_string();
+        let with_users = |mut js: Vec<PendingJob>| {
+            for (i, j) in js.iter_mut().enumerate() {
+                j.user = name(i);
+                j.project = format!("p{}", users[(i + 7) % users.len()]);
+                j.time_limit_ms = if users[(i + 3) % users.len()] == 0 { None } else { Some((i as i64 % 5 + 1) * 1_200_000) };
+            }
+            js
+        };
+        let running = start_some(&qs, &mut nodes, &with_users(build_jobs(&first, 1)), seed);
+        // Later jobs tend to rank higher, so that preemption has candidates.
+        let pending: Vec<PendingJob> = with_users(build_jobs(&second, 1000))
+            .into_iter()
+            .map(|mut j| {
+                j.priority += 1;
+                j
+            })
+            .collect();
+        let mut fs = FairShare::default();
+        fs.usage_by_user.insert("ann".into(), 10.0);
+        fs.usage_by_project.insert("p1".into(), 5.0);
+        fs.project_weights.insert("p2".into(), 2.0);
+        let now = now_min * 60_000;
+        let input = PassInput { queues: &qs, nodes: &nodes, pending: &pending, running: &running, fair_share: &fs, now };
+        let out = schedule(&input);
+        let after = check_pass(&[], &nodes, &pending, &out);
+
+        // Same output whatever the order of the inputs.
+        let (mut n2, mut p2, mut r2) = (nodes.clone(), pending.clone(), running.clone());
+        n2.reverse();
+        let half = p2.len() / 2;
+        p2.rotate_left(half);
+        r2.reverse();
+        let shuffled = PassInput { queues: &qs, nodes: &n2, pending: &p2, running: &r2, fair_share: &fs, now };
+        prop_assert_eq!(&schedule(&shuffled), &out);
+
+        let by_id: BTreeMap<i64, &PendingJob> = pending.iter().map(|j| (j.id, j)).collect();
+        let run_by_id: BTreeMap<i64, &RunningJob> = running.iter().map(|r| (r.id, r)).collect();
+        let queue_of = |name: &str| qs.iter().find(|q| q.name == name).cloned();
+
+        // Preemption: allowed victims only, each once, preemptors do not start now.
+        let mut seen = BTreeSet::new();
+        for p in &out.preemptions {
+            let (v, j) = (run_by_id[&p.victim], by_id[&p.for_job]);
+            let q = queue_of(&j.queue).unwrap();
+            let policy = q.preemption.expect("preemption only where enabled");
+            prop_assert!(v.preemptible && v.priority < j.priority && v.queue == j.queue);
+            prop_assert!(now - v.started_at >= policy.min_runtime_ms);
+            prop_assert!(seen.insert(p.victim), "victim {} chosen twice", p.victim);
+            prop_assert!(!out.starts.iter().any(|s| s.job == p.for_job));
+        }
+        // The first preemptor of each queue (before any node was held) needs every victim.
+        for qname in ["a", "b"] {
+            let Some(first) = out.preemptions.iter().find(|p| by_id[&p.for_job].queue == qname) else { continue };
+            let job = by_id[&first.for_job];
+            let victims: Vec<&RunningJob> =
+                out.preemptions.iter().filter(|p| p.for_job == job.id).map(|p| run_by_id[&p.victim]).collect();
+            let mut all = after.clone();
+            for v in &victims {
+                release(&mut all, &v.bindings);
+            }
+            prop_assert!(fits(&qs, &all, job), "job {} does not fit once its victims stop", job.id);
+            for keep in &victims {
+                let mut some = after.clone();
+                for v in victims.iter().filter(|v| v.id != keep.id) {
+                    release(&mut some, &v.bindings);
+                }
+                prop_assert!(!fits(&qs, &some, job), "victim {} of job {} is not needed", keep.id, job.id);
+            }
+        }
+
+        // Backfill: the reserved job fits at its reserved start once every binding that ends
+        // by then (running jobs, this pass's starts) is released.
+        for w in out.waiting.iter().filter(|w| w.expected_start.is_some()) {
+            let t = w.expected_start.unwrap();
+            let job = by_id[&w.job];
+            let default = |q: &str| queue_of(q).map_or(3_600_000, |q| q.default_time_limit_ms);
+            let mut at_t = after.clone();
+            for r in &running {
+                let end = (r.started_at + r.time_limit_ms.unwrap_or_else(|| default(&r.queue))).max(now);
+                if end <= t {
+                    release(&mut at_t, &r.bindings);
+                }
+            }
+            for s in &out.starts {
+                let j = by_id[&s.job];
+                if now + j.time_limit_ms.unwrap_or_else(|| default(&j.queue)) <= t {
+                    release(&mut at_t, &s.bindings);
+                }
+            }
+            prop_assert!(fits(&qs, &at_t, job), "job {} does not fit at its reserved start", job.id);
+            prop_assert_eq!(queue_of(&job.queue).unwrap().head_of_line, HeadOfLine::Backfill);
+        }
     }
 }

@@ -26,8 +26,8 @@ use std::fmt::Write;
 use berth_model::{Binding, Cpu, Gpu, NumaNode, NumaPolicy, ResourceRequest, Topology, format_bytes};
 use berth_model::{JobId, format_gpu_milli, parse_cpus, parse_gpus, parse_mem};
 use berth_sched::{
-    FairShare, HeadOfLine, Millis, NodeLedger, Ordering, PassInput, PassOutput, PendingJob, PreemptAction, Preemption,
-    QueueConfig, RunningJob, Scoring, schedule,
+    FairShare, HeadOfLine, Millis, NodeLedger, PassInput, PassOutput, PendingJob, PreemptAction, Preemption,
+    QueueConfig, RunningJob, schedule,
 };
 
 /// `cpus` logical CPUs and `mem` bytes split evenly over `numa` nodes; with `smt` two threads
@@ -115,7 +115,6 @@ fn queue_config(words: &[&str]) -> QueueConfig {
             _ => panic!("queue option {w}"),
         }
     }
-    let _ = (Ordering::Fifo, Scoring::Binpack);
     q
 }
 
