@@ -213,11 +213,14 @@ fn malformed_philly_lines_are_errors_with_line_numbers() {
     }
 }
 
+/// line, submit s, duration s, cpus, limit s, priority, user
+type Row<'a> = (usize, i64, i64, u32, Option<i64>, i32, &'a str);
+
 #[test]
 fn swf_cleaning_rules() {
     let trace = load("clean.swf");
     // Job 12 (run 0) is dropped; the rest sorted by submit and rebased on job 11's.
-    let got: Vec<(usize, i64, i64, u32, Option<i64>, i32, &str)> = trace
+    let got: Vec<Row> = trace
         .jobs
         .iter()
         .map(|j| {
