@@ -98,6 +98,8 @@ fn sim_reports_bad_input() {
         "1",
         "--cpus-per-node",
         "8",
+        "--gpus-per-node",
+        "1",
         "--format",
         "philly",
     ]);
