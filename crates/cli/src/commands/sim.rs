@@ -222,11 +222,11 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         let t0 = Instant::now();
         match sim::simulate(&trace, &cluster, p, &opts) {
             Ok(metrics) => results.push(PolicyResult { metrics, wall_s: t0.elapsed().as_secs_f64() }),
-            Err(e @ SimError::NotApplicable { .. }) => {
+            Err(SimError::NotApplicable { policy, why }) => {
                 if !json {
-                    eprintln!("note: skipped {e}");
+                    eprintln!("note: skipped policy {policy}: {why}");
                 }
-                skipped.push(Skipped { policy: p.name().to_string(), why: e.to_string() });
+                skipped.push(Skipped { policy: policy.to_string(), why });
             }
             Err(e) => return Err(UsageError::error(e.to_string())),
         }
