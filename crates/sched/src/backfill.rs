@@ -43,7 +43,20 @@ pub(crate) struct Reservation {
 /// The reservation for `job` (which cannot start now), or `None` when it never fits.
 pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>, now: Millis) -> Option<Reservation> {
     let want = job.nodes.max(1) as usize;
-    let fits_on = |l: &crate::NodeLedger| l.bind(&job.request, job.numa).is_ok();
+    // The aggregate counts reject most nodes in O(1) before the detailed binder runs: the
+    // replay of a busy trace asks this for every released node of every reservation.
+    let r = &job.request;
+    let fits_on = |l: &crate::NodeLedger| {
+        let gpus_ok = if r.gpu_milli >= 1000 {
+            l.whole_gpus_free() as u64 >= r.gpu_milli / 1000
+        } else {
+            l.max_gpu_free() >= r.gpu_milli
+        };
+        gpus_ok
+            && l.cpus_free() >= r.whole_cpus()
+            && l.mem_free() >= r.mem_bytes
+            && l.bind(&job.request, job.numa).is_ok()
+    };
     // Nodes that take a kernel already (a gang that lacks only some nodes).
     let mut fits: BTreeSet<usize> = BTreeSet::new();
     if want > 1 {
