@@ -92,18 +92,7 @@ pub fn local_time(ts: jiff::Timestamp) -> String {
 
 /// A duration in seconds as the user would type it back: `1h30m`, `45s`, `2d`.
 pub fn duration(secs: u64) -> String {
-    if secs == 0 {
-        return "0s".into();
-    }
-    let mut out = String::new();
-    let mut rest = secs;
-    for (unit, len) in [("d", 86400), ("h", 3600), ("m", 60), ("s", 1)] {
-        if rest >= len {
-            out.push_str(&format!("{}{unit}", rest / len));
-            rest %= len;
-        }
-    }
-    out
+    berth_model::format_duration(secs)
 }
 
 /// Quotes one argument for display so that a copied command line means the same in a shell.

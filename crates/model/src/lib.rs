@@ -14,7 +14,9 @@ pub mod topology;
 
 pub use binding::{Binding, GpuShare};
 pub use job::{JobId, JobSpec, JobState, NumaPolicy, ResourceRequest, SpecError};
-pub use quantity::{QuantityError, format_bytes, format_gpu_milli, parse_cpus, parse_duration, parse_gpus, parse_mem};
+pub use quantity::{
+    QuantityError, format_bytes, format_duration, format_gpu_milli, parse_cpus, parse_duration, parse_gpus, parse_mem,
+};
 pub use reason::{PendingKind, PendingReason};
 pub use topology::{Cpu, Gpu, NumaNode, Topology};
 

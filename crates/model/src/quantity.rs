@@ -151,6 +151,18 @@ pub fn parse_duration(s: &str) -> Result<u64, QuantityError> {
     Ok(secs)
 }
 
+/// Prints seconds the way `parse_duration` reads them (`1d2h`, `1h30m`, `45s`, `0s`).
+pub fn format_duration(secs: u64) -> String {
+    let mut out = String::new();
+    let (d, h, m, s) = (secs / 86400, secs % 86400 / 3600, secs % 3600 / 60, secs % 60);
+    for (v, unit) in [(d, "d"), (h, "h"), (m, "m"), (s, "s")] {
+        if v > 0 {
+            out.push_str(&format!("{v}{unit}"));
+        }
+    }
+    if out.is_empty() { "0s".into() } else { out }
+}
+
 /// Prints bytes with the largest binary unit that keeps one decimal (`1.5GiB`).
 pub fn format_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -215,6 +227,17 @@ mod tests {
         assert!(parse_duration("1x").is_err());
         assert!(parse_duration("h").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn durations_print_as_they_parse() {
+        assert_eq!(format_duration(0), "0s");
+        assert_eq!(format_duration(90), "1m30s");
+        assert_eq!(format_duration(3600), "1h");
+        assert_eq!(format_duration(93_784), "1d2h3m4s");
+        for s in [1, 59, 61, 3599, 86_400, 200_000] {
+            assert_eq!(parse_duration(&format_duration(s)).unwrap(), s);
+        }
     }
 
     #[test]

@@ -121,19 +121,7 @@ impl Reservation {
 
 /// `1h30m`, `45s`, `0s`; milliseconds round up to the next second.
 pub(crate) fn duration_text(ms: Millis) -> String {
-    let s = (ms.max(0) + 999) / 1000;
-    let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if sec > 0 || out.is_empty() {
-        out.push_str(&format!("{sec}s"));
-    }
-    out
+    berth_model::format_duration(((ms.max(0) + 999) / 1000) as u64)
 }
 
 #[cfg(test)]

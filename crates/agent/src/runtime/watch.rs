@@ -65,7 +65,9 @@ pub(super) async fn watch(mut w: Watch) {
     }
     let (outcome, message) = match (why, &status) {
         (Why::Stopped(msg), _) => (KernelOutcome::Stopped, msg),
-        (Why::Timeout(secs), _) => (KernelOutcome::Timeout, format!("time limit {} exceeded", format_secs(secs))),
+        (Why::Timeout(secs), _) => {
+            (KernelOutcome::Timeout, format!("time limit {} exceeded", berth_model::format_duration(secs)))
+        }
         (Why::Exited, _) if oom => {
             (KernelOutcome::OutOfMemory, format!("out of memory (limit {})", format_bytes(w.mem_limit)))
         }
@@ -114,28 +116,12 @@ fn signal_name(sig: i32) -> &'static str {
     Signal::try_from(sig).map(|s| s.as_str()).unwrap_or("unknown signal")
 }
 
-/// `90` → `1m30s`, `3600` → `1h`.
-pub(crate) fn format_secs(secs: u64) -> String {
-    let mut out = String::new();
-    let (d, h, m, s) = (secs / 86400, secs % 86400 / 3600, secs % 3600 / 60, secs % 60);
-    for (v, u) in [(d, "d"), (h, "h"), (m, "m"), (s, "s")] {
-        if v > 0 {
-            out.push_str(&format!("{v}{u}"));
-        }
-    }
-    if out.is_empty() { "0s".into() } else { out }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn durations_and_signals_print_short() {
-        assert_eq!(format_secs(60), "1m");
-        assert_eq!(format_secs(90), "1m30s");
-        assert_eq!(format_secs(3600), "1h");
-        assert_eq!(format_secs(1), "1s");
+    fn signals_print_by_name() {
         assert_eq!(signal_name(9), "SIGKILL");
     }
 }
