@@ -259,30 +259,37 @@ impl NodeLedger {
         if n == 0 {
             return Some(vec![]);
         }
-        let avail: Vec<Vec<usize>> = cores
-            .iter()
-            .map(|&c| self.cores[c].iter().copied().filter(|&i| !self.cpus[i].taken).collect::<Vec<_>>())
-            .filter(|v| !v.is_empty())
-            .collect();
-        let maxc = avail.iter().map(Vec::len).max()?;
-        // buckets[c]: cores (indices into avail, in order) with exactly c free CPUs.
-        let mut buckets: Vec<std::collections::VecDeque<usize>> = vec![Default::default(); maxc + 1];
-        for (i, v) in avail.iter().enumerate() {
-            buckets[v.len()].push_back(i);
+        // Free CPU slots of every core with any, flattened (one allocation, not one per core:
+        // this runs for every node a pass or a reservation tries).
+        let mut flat: Vec<usize> = Vec::new();
+        let mut spans: Vec<(usize, usize)> = Vec::new(); // (start in flat, free count)
+        for &c in cores {
+            let start = flat.len();
+            flat.extend(self.cores[c].iter().copied().filter(|&i| !self.cpus[i].taken));
+            if flat.len() > start {
+                spans.push((start, flat.len() - start));
+            }
         }
+        let maxc = spans.iter().map(|s| s.1).max()?;
+        // buckets[c]: cores (indices into spans, in order) with exactly c free CPUs, taken from
+        // the front (cursor) so the lowest ids go first.
+        let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); maxc + 1];
+        for (i, s) in spans.iter().enumerate() {
+            buckets[s.1].push(i);
+        }
+        let mut cursor = vec![0usize; maxc + 1];
         let mut out = Vec::with_capacity(n as usize);
         let mut left = n as usize;
         while left > 0 {
-            if let Some(c) = (1..=left.min(maxc)).rev().find(|&c| !buckets[c].is_empty()) {
-                let i = buckets[c].pop_front()?;
-                out.extend_from_slice(&avail[i]);
-                left -= c;
-            } else {
-                let c = (left + 1..=maxc).find(|&c| !buckets[c].is_empty())?;
-                let i = buckets[c].pop_front()?;
-                out.extend_from_slice(&avail[i][..left]);
-                left = 0;
-            }
+            let has = |c: usize| cursor[c] < buckets[c].len();
+            let (c, take) = match (1..=left.min(maxc)).rev().find(|&c| has(c)) {
+                Some(c) => (c, c),
+                None => ((left + 1..=maxc).find(|&c| has(c))?, left),
+            };
+            let (start, _) = spans[buckets[c][cursor[c]]];
+            cursor[c] += 1;
+            out.extend_from_slice(&flat[start..start + take]);
+            left -= take;
         }
         out.sort_unstable();
         Some(out)
