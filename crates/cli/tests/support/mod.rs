@@ -57,15 +57,18 @@ fn read_url(child: &mut Child, log: PathBuf) -> String {
 impl Berth {
     /// `berth up --data-dir <tmp> --listen 127.0.0.1:0 <extra...>`, waits until the local node is ready.
     pub fn up(extra: &[&str]) -> Berth {
-        let home = tempfile::tempdir().unwrap();
+        Self::started(tempfile::tempdir().unwrap(), extra.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// A not-yet-started berth in `home` (data dir `<home>/data`).
+    fn unstarted(home: tempfile::TempDir, extra: Vec<String>) -> Berth {
         let data = home.path().join("data");
-        let mut b = Berth {
-            home,
-            data,
-            url: String::new(),
-            procs: vec![],
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
+        Berth { home, data, url: String::new(), procs: vec![], extra }
+    }
+
+    /// `berth up` in `home` with `extra` flags, waiting until its node is ready.
+    fn started(home: tempfile::TempDir, extra: Vec<String>) -> Berth {
+        let mut b = Self::unstarted(home, extra);
         b.start_up();
         b
     }
@@ -74,14 +77,11 @@ impl Berth {
     /// lives in the temp HOME as `berth.toml`; [`Berth::write_config`] changes it for a restart.
     pub fn up_with_config(config: &str, extra: &[&str]) -> Berth {
         let home = tempfile::tempdir().unwrap();
-        let data = home.path().join("data");
         let path = home.path().join("berth.toml");
         std::fs::write(&path, config).unwrap();
         let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         extra.extend(["--config".to_string(), path.display().to_string()]);
-        let mut b = Berth { home, data, url: String::new(), procs: vec![], extra };
-        b.start_up();
-        b
+        Self::started(home, extra)
     }
 
     /// `berth manager --config <config>` plus one `berth agent` per entry of `agents` (its
@@ -89,10 +89,9 @@ impl Berth {
     /// ([`Berth::restart`] is for `berth up` only.)
     pub fn cluster(config: &str, agents: &[(&str, &[&str])]) -> Berth {
         let home = tempfile::tempdir().unwrap();
-        let data = home.path().join("data");
         let path = home.path().join("berth.toml");
         std::fs::write(&path, config).unwrap();
-        let mut b = Berth { home, data, url: String::new(), procs: vec![], extra: vec![] };
+        let mut b = Self::unstarted(home, vec![]);
         let mut manager = base_cmd(b.home.path())
             .args(["manager", "--listen", "127.0.0.1:0", "--config"])
             .arg(&path)
@@ -130,16 +129,7 @@ impl Berth {
         use std::os::unix::fs::PermissionsExt;
         let home = tempfile::tempdir().unwrap();
         std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        let data = home.path().join("data");
-        let mut b = Berth {
-            home,
-            data,
-            url: String::new(),
-            procs: vec![],
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        b.start_up();
-        b
+        Self::started(home, extra.iter().map(|s| s.to_string()).collect())
     }
 
     fn start_up(&mut self) {
