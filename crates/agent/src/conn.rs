@@ -40,6 +40,10 @@ enum DialError {
         "cannot reach `{0}`: this build has no TLS support for wss://; use http:// (e.g. behind a TLS-terminating proxy on the manager host)"
     )]
     NoTls(String),
+    /// The manager's host answered but nothing listens (connection refused): the manager
+    /// process is down, so nobody can be declaring this node lost; kernels keep running.
+    #[error("{0}")]
+    Down(String),
     #[error("{0}")]
     Other(String),
 }
@@ -84,6 +88,9 @@ async fn dial(config: &AgentConfig) -> Result<Ws, DialError> {
         Ok(Err(tungstenite::Error::Url(tungstenite::error::UrlError::TlsFeatureNotEnabled))) => {
             Err(DialError::NoTls(url))
         }
+        Ok(Err(tungstenite::Error::Io(e))) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(DialError::Down(format!("cannot connect to {url}: {e} (is the manager running?)")))
+        }
         Ok(Err(e)) => Err(DialError::Other(format!("cannot connect to {url}: {e}"))),
     }
 }
@@ -104,6 +111,37 @@ struct Agent {
     topology: Topology,
     kernels: Kernels,
     events: mpsc::UnboundedReceiver<KernelUpdate>,
+    fence: Fence,
+}
+
+/// Self-fencing. The manager declares a node lost after `heartbeat_timeout` without a
+/// heartbeat and requeues its jobs elsewhere. An agent that has heard nothing from the
+/// manager (commands or its pings) for half of that stops its kernels first, SIGKILL
+/// included well before the manager's deadline, so a partitioned node never runs a kernel
+/// that also runs elsewhere. Connection refused counts as contact: the manager's host is up
+/// and its process down, and a restarted manager waits a full timeout for agents to return.
+struct Fence {
+    /// Half the manager's heartbeat timeout (from `Welcome`); `None` until the first one.
+    lease: Option<Duration>,
+    timeout: Duration,
+    last_contact: std::time::Instant,
+    fenced: bool,
+}
+
+impl Fence {
+    fn heard(&mut self) {
+        self.last_contact = std::time::Instant::now();
+        self.fenced = false;
+    }
+
+    fn expired(&self) -> bool {
+        !self.fenced && self.lease.is_some_and(|l| self.last_contact.elapsed() > l)
+    }
+
+    /// How often to look: often enough to fence within a few percent of the lease.
+    fn check_every(&self) -> Duration {
+        self.lease.map_or(Duration::from_secs(1), |l| (l / 20).clamp(Duration::from_millis(20), Duration::from_secs(1)))
+    }
 }
 
 pub(crate) async fn run(
@@ -114,7 +152,8 @@ pub(crate) async fn run(
 ) -> anyhow::Result<()> {
     let (tx, rx) = mpsc::unbounded_channel();
     let kernels = Kernels::new(config.name.clone(), topology.clone(), config.data_dir.clone(), runtime, tx);
-    let mut agent = Agent { config, topology, kernels, events: rx };
+    let fence = Fence { lease: None, timeout: Duration::ZERO, last_contact: std::time::Instant::now(), fenced: false };
+    let mut agent = Agent { config, topology, kernels, events: rx, fence };
     let mut shutdown = std::pin::pin!(shutdown);
     let mut backoff = BACKOFF_MIN;
     loop {
@@ -122,10 +161,12 @@ pub(crate) async fn run(
             let config = agent.config.clone();
             let dial = dial(&config);
             tokio::pin!(dial);
+            let mut fence_tick = tokio::time::interval(agent.fence.check_every());
             loop {
                 tokio::select! {
                     _ = &mut shutdown => return agent.shut_down(None).await,
                     Some(u) = agent.events.recv() => { agent.kernels.record(u); }
+                    _ = fence_tick.tick() => agent.check_fence(),
                     r = &mut dial => break r,
                 }
             }
@@ -133,6 +174,10 @@ pub(crate) async fn run(
         let why = match dialed {
             Err(DialError::Auth) => return agent.fail(DialError::Auth.to_string()).await,
             Err(e @ (DialError::Url(_) | DialError::NoTls(_))) => return agent.fail(e.to_string()).await,
+            Err(DialError::Down(e)) => {
+                agent.fence.heard();
+                e
+            }
             Err(DialError::Other(e)) => e,
             Ok(ws) => match agent.session(ws, &mut shutdown, &mut backoff).await {
                 End::Shutdown(ws) => return agent.shut_down(ws.map(|b| *b)).await,
@@ -146,10 +191,12 @@ pub(crate) async fn run(
         tracing::warn!("manager connection: {why}; retrying in {}ms", backoff.as_millis());
         let sleep = tokio::time::sleep(backoff);
         tokio::pin!(sleep);
+        let mut fence_tick = tokio::time::interval(agent.fence.check_every());
         loop {
             tokio::select! {
                 _ = &mut shutdown => return agent.shut_down(None).await,
                 Some(u) = agent.events.recv() => { agent.kernels.record(u); }
+                _ = fence_tick.tick() => agent.check_fence(),
                 _ = &mut sleep => break,
             }
         }
@@ -172,6 +219,10 @@ impl Agent {
             queue: self.config.queue.clone(),
             topology: self.topology.clone(),
             kernels: self.kernels.reports(),
+            address: match &self.config.address {
+                Some(a) => Some(a.clone()),
+                None => route_address(&self.config.manager_url).await,
+            },
         };
         if let Err(e) = send(&mut ws, &register).await {
             return End::Lost(e);
@@ -180,12 +231,17 @@ impl Agent {
         // Register snapshot, so they are sent (not lost) once the session is up.
         let welcome = tokio::select! {
             _ = &mut *shutdown => return End::Shutdown(Some(Box::new(ws))),
-            r = tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(&mut ws)) => r,
+            r = tokio::time::timeout(HANDSHAKE_TIMEOUT, next_command(&mut ws)) => r,
         };
         let interval = match welcome {
             Err(_) => return End::Lost("no welcome from the manager".into()),
             Ok(Err(e)) => return End::Lost(e),
-            Ok(Ok(ManagerMessage::Welcome { heartbeat_interval_ms })) => heartbeat_interval_ms.max(100),
+            Ok(Ok(ManagerMessage::Welcome { heartbeat_interval_ms, heartbeat_timeout_ms })) => {
+                self.fence.heard();
+                self.fence.timeout = Duration::from_millis(heartbeat_timeout_ms);
+                self.fence.lease = (heartbeat_timeout_ms > 0).then(|| self.fence.timeout / 2);
+                heartbeat_interval_ms.max(20)
+            }
             Ok(Ok(ManagerMessage::Refused { reason })) => return End::Refused(reason),
             Ok(Ok(other)) => return End::Lost(format!("expected welcome, got {other:?}")),
         };
@@ -194,14 +250,30 @@ impl Agent {
         let mut heartbeat = tokio::time::interval(Duration::from_millis(interval));
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         heartbeat.tick().await;
+        let mut fence_tick = tokio::time::interval(self.fence.check_every());
         loop {
             let out: Vec<AgentMessage> = tokio::select! {
                 _ = &mut *shutdown => return End::Shutdown(Some(Box::new(ws))),
                 m = next_message(&mut ws) => match m {
-                    Ok(ManagerMessage::Refused { reason }) => return End::Refused(reason),
-                    Ok(cmd) => self.kernels.handle(cmd),
+                    Ok(Some(ManagerMessage::Refused { reason })) => return End::Refused(reason),
+                    Ok(Some(cmd)) => {
+                        self.fence.heard();
+                        self.kernels.handle(cmd)
+                    }
+                    Ok(None) => {
+                        self.fence.heard();
+                        Vec::new()
+                    }
                     Err(e) => return End::Lost(e),
                 },
+                _ = fence_tick.tick() => {
+                    if self.fence.expired() {
+                        self.check_fence();
+                        let secs = self.fence.last_contact.elapsed().as_secs_f64();
+                        return End::Lost(format!("no word from the manager for {secs:.1}s"));
+                    }
+                    Vec::new()
+                }
                 Some(u) = self.events.recv() => vec![self.kernels.record(u)],
                 _ = heartbeat.tick() => vec![AgentMessage::Heartbeat { at: jiff::Timestamp::now() }],
             };
@@ -211,6 +283,27 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// Fences when the lease ran out: stops every kernel, SIGKILL after at most an eighth of
+    /// the manager's timeout, so they are gone before the manager can requeue them.
+    fn check_fence(&mut self) {
+        if !self.fence.expired() {
+            return;
+        }
+        self.fence.fenced = true;
+        let running = self.kernels.running();
+        let secs = self.fence.last_contact.elapsed().as_secs_f64();
+        if running == 0 {
+            tracing::warn!("no word from the manager for {secs:.1}s");
+            return;
+        }
+        tracing::warn!(
+            "no word from the manager for {secs:.1}s: stopping {running} kernels before it declares this node lost"
+        );
+        let grace = self.config.stop_grace.min(self.fence.timeout / 8);
+        let message = format!("fenced: the agent lost contact with the manager for {secs:.0}s");
+        self.kernels.fence_all(&message, grace);
     }
 
     /// Stops every kernel, reports their ends if connected, and closes the socket.
@@ -248,21 +341,46 @@ impl Agent {
     }
 }
 
-/// The next manager message; pings and unknown messages are skipped.
-async fn next_message(ws: &mut Ws) -> Result<ManagerMessage, String> {
+/// The next frame from the manager: `Some` command, or `None` for a frame that is only a
+/// sign of life (pings, and messages of a newer manager this agent does not know).
+async fn next_message(ws: &mut Ws) -> Result<Option<ManagerMessage>, String> {
+    match ws.next().await {
+        None => Err("connection closed".into()),
+        Some(Err(e)) => Err(e.to_string()),
+        Some(Ok(Message::Close(_))) => Err("closed by the manager".into()),
+        Some(Ok(Message::Text(t))) => match serde_json::from_str(t.as_str()) {
+            Ok(m) => Ok(Some(m)),
+            Err(e) => {
+                tracing::warn!("ignoring a manager message: {e}");
+                Ok(None)
+            }
+        },
+        Some(Ok(_)) => Ok(None),
+    }
+}
+
+/// The next command, skipping frames that carry none.
+async fn next_command(ws: &mut Ws) -> Result<ManagerMessage, String> {
     loop {
-        match ws.next().await {
-            None => return Err("connection closed".into()),
-            Some(Err(e)) => return Err(e.to_string()),
-            Some(Ok(Message::Close(_))) => return Err("closed by the manager".into()),
-            Some(Ok(Message::Text(t))) => match serde_json::from_str(t.as_str()) {
-                Ok(m) => return Ok(m),
-                // A newer manager may send messages this agent does not know; skip them.
-                Err(e) => tracing::warn!("ignoring a manager message: {e}"),
-            },
-            Some(Ok(_)) => {}
+        if let Some(m) = next_message(ws).await? {
+            return Ok(m);
         }
     }
+}
+
+/// The local address this host uses to reach the manager: what other nodes most likely reach
+/// it at too (the `MASTER_ADDR` of multi-node jobs). A connected UDP socket asks the routing
+/// table without sending anything. `--address` overrides it.
+async fn route_address(manager_url: &str) -> Option<String> {
+    let uri: tungstenite::http::Uri = manager_url.parse().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_string();
+    let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
+    let target = tokio::net::lookup_host((host.as_str(), port)).await.ok()?.next()?;
+    let bind: std::net::SocketAddr =
+        if target.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+    let sock = tokio::net::UdpSocket::bind(bind).await.ok()?;
+    sock.connect(target).await.ok()?;
+    Some(sock.local_addr().ok()?.ip().to_string())
 }
 
 #[cfg(test)]
@@ -276,5 +394,31 @@ mod tests {
         assert!(connect_url("h:7070").is_err());
         assert!(is_fatal_refusal("protocol version 2 is not supported"));
         assert!(!is_fatal_refusal("node n1 is already connected"));
+    }
+
+    #[tokio::test]
+    async fn the_route_to_a_loopback_manager_is_loopback() {
+        assert_eq!(route_address("http://127.0.0.1:7070").await.as_deref(), Some("127.0.0.1"));
+        assert_eq!(
+            route_address("http://localhost:7070/").await.as_deref().map(|a| a.starts_with("127.") || a == "::1"),
+            Some(true)
+        );
+        assert_eq!(route_address("not a url").await, None);
+    }
+
+    #[test]
+    fn the_fence_lease_runs_from_the_last_contact() {
+        let mut f =
+            Fence { lease: None, timeout: Duration::ZERO, last_contact: std::time::Instant::now(), fenced: false };
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(!f.expired(), "no lease before the first welcome: never fence");
+        f.lease = Some(Duration::from_millis(1));
+        assert!(f.expired());
+        f.fenced = true;
+        assert!(!f.expired(), "fence once per loss of contact");
+        f.heard();
+        assert!(!f.expired());
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(f.expired());
     }
 }

@@ -69,6 +69,17 @@ impl Kernels {
         AgentMessage::Kernel { key, event }
     }
 
+    /// Fences every running kernel (lost contact with the manager); their `Finished` events
+    /// (outcome `Fenced`) follow.
+    pub fn fence_all(&mut self, message: &str, grace: Duration) {
+        for e in self.map.values_mut() {
+            if let Some(h) = &e.handle {
+                h.fence(message, grace);
+                e.stopping = true;
+            }
+        }
+    }
+
     /// Stops every running kernel (agent shutdown); their `Finished` events follow.
     pub fn stop_all(&mut self, message: &str, grace: Duration) {
         for e in self.map.values_mut() {

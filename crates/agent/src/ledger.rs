@@ -104,6 +104,7 @@ mod tests {
             mems: vec![0],
             mem_bytes: mem_gib << 30,
             gpus: gpus.iter().map(|(u, m)| GpuShare { uuid: u.to_string(), index: 0, milli: *m }).collect(),
+            port: None,
         }
     }
 

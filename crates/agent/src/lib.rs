@@ -40,6 +40,9 @@ pub struct AgentConfig {
     pub run_as: Option<String>,
     /// Grace between SIGTERM and SIGKILL when a kernel is stopped.
     pub stop_grace: std::time::Duration,
+    /// Where other nodes reach this one (`MASTER_ADDR`); `None`: the local address of the
+    /// route to the manager.
+    pub address: Option<String>,
 }
 
 /// Discovers this node's topology (see the `discover` module for the sources and their order).

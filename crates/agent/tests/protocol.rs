@@ -59,6 +59,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         topology_file: None,
         run_as: None,
         stop_grace: Duration::from_millis(200),
+        address: None,
     }
 }
 
@@ -97,6 +98,7 @@ fn start(cmd_id: u64, job: i64, node: &str, cpus: &[u32], command: &[&str]) -> M
             mems: vec![0],
             mem_bytes: 64 << 20,
             gpus: vec![],
+            port: None,
         },
         env: [("BERTH_JOB_ID".to_string(), job.to_string())].into(),
     }
@@ -112,13 +114,21 @@ fn finished(m: &AgentMessage) -> Option<(KernelKey, KernelOutcome, String)> {
 }
 
 async fn register(ws: &mut WebSocket, node: &str) -> Vec<berth_model::protocol::KernelReport> {
+    register_with(ws, node, 0).await
+}
+
+/// Answers the agent's `Register` with a `Welcome` naming `timeout_ms` as the heartbeat timeout
+/// (0: no fencing).
+async fn register_with(ws: &mut WebSocket, node: &str, timeout_ms: u64) -> Vec<berth_model::protocol::KernelReport> {
     match recv(ws).await {
-        AgentMessage::Register { protocol_version, node: n, queue, topology, kernels, .. } => {
+        AgentMessage::Register { protocol_version, node: n, queue, topology, kernels, address, .. } => {
+            assert_eq!(address.as_deref(), Some("127.0.0.1"), "the route to a loopback manager");
             assert_eq!(protocol_version, berth_model::protocol::PROTOCOL_VERSION);
             assert_eq!((n.as_str(), queue.as_str()), (node, "default"));
             assert_eq!(topology.gpus.len(), 2);
             assert!(!topology.cpus.is_empty());
-            send(ws, &ManagerMessage::Welcome { heartbeat_interval_ms: 200 }).await;
+            let welcome = ManagerMessage::Welcome { heartbeat_interval_ms: 200, heartbeat_timeout_ms: timeout_ms };
+            send(ws, &welcome).await;
             kernels
         }
         other => panic!("expected register, got {other:?}"),
@@ -269,4 +279,54 @@ async fn https_without_tls_support_is_a_clear_error() {
     let run = berth_agent::run(config("https://127.0.0.1:1", "t", dir.path(), "tls"), std::future::pending());
     let err = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap_err().to_string();
     assert!(err.contains("no TLS support for wss://"), "{err}");
+}
+
+/// A manager that goes silent (a partition: no commands, no pings) makes the agent fence: it
+/// stops its kernels after half the heartbeat timeout, reports them `fenced` on the next
+/// connection, and a manager that keeps pinging keeps them alive.
+#[tokio::test]
+async fn a_silent_manager_makes_the_agent_fence_its_kernels() {
+    let (url, mut sockets, _accept) = manager().await;
+    let dir = tempfile::tempdir().unwrap();
+    let node = format!("fence-{}", std::process::id());
+    let (_stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let _agent = tokio::spawn(berth_agent::run(config(&url, "good-token", dir.path(), &node), async {
+        let _ = stop_rx.await;
+    }));
+    let mut ws = sockets.recv().await.unwrap();
+    register_with(&mut ws, &node, 1000).await;
+    send(&mut ws, &start(1, 7, &node, &[0], &["sleep", "60"])).await;
+    assert!(matches!(recv(&mut ws).await, AgentMessage::Kernel { event: KernelEvent::Started { .. }, .. }));
+
+    // Pings alone keep the lease: 1.5 s of pings at 100 ms, three times the 0.5 s lease.
+    for _ in 0..15 {
+        ws.send(Message::Ping(Default::default())).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Silence: the agent fences within the lease (plus the 1/8-timeout grace) and drops this
+    // connection; the kernel's end arrives on the next one.
+    let ended = loop {
+        match tokio::time::timeout(Duration::from_secs(10), ws.recv()).await.expect("agent is silent") {
+            Some(Ok(Message::Text(t))) => match serde_json::from_str::<AgentMessage>(t.as_str()).unwrap() {
+                m @ AgentMessage::Kernel { event: KernelEvent::Finished { .. }, .. } => break Some(m),
+                _ => continue,
+            },
+            Some(Ok(_)) => continue,
+            _ => break None,
+        }
+    };
+    let report = match ended {
+        Some(m) => finished(&m).unwrap(),
+        None => {
+            let mut ws = sockets.recv().await.unwrap();
+            let kernels = register_with(&mut ws, &node, 1000).await;
+            let k = kernels.iter().find(|k| k.key == key(7)).expect("the fenced kernel is reported");
+            match &k.last {
+                KernelEvent::Finished { outcome, message, .. } => (k.key, *outcome, message.clone()),
+                other => panic!("expected the kernel to have ended, got {other:?}"),
+            }
+        }
+    };
+    assert_eq!(report.1, KernelOutcome::Fenced, "{report:?}");
+    assert!(report.2.contains("lost contact with the manager"), "{report:?}");
 }

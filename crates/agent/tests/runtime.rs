@@ -39,7 +39,15 @@ fn key(job: i64) -> KernelKey {
 }
 
 fn binding(cpus: &[u32], mem: u64) -> Binding {
-    Binding { node: "n".into(), cpus: cpus.to_vec(), cpu_milli: 1000, mems: vec![0], mem_bytes: mem, gpus: vec![] }
+    Binding {
+        node: "n".into(),
+        cpus: cpus.to_vec(),
+        cpu_milli: 1000,
+        mems: vec![0],
+        mem_bytes: mem,
+        gpus: vec![],
+        port: None,
+    }
 }
 
 fn spec(cmd: &[&str]) -> JobSpec {

@@ -6,8 +6,8 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use berth_model::JobId;
 use berth_model::api::{
-    CancelResult, CreateUserRequest, ErrorBody, Health, JobDetail, JobListQuery, JobView, JoinTokenCreated, NodeView,
-    QueueUpdate, QueueView, SubmitRequest, UserCreated, WhoAmI,
+    CancelResult, CreateUserRequest, DrainRequest, ErrorBody, Health, JobDetail, JobListQuery, JobView,
+    JoinTokenCreated, NodeView, QueueUpdate, QueueView, SubmitRequest, UserCreated, WhoAmI,
 };
 use berth_model::protocol::LogStream;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -151,6 +151,15 @@ impl Client {
 
     pub async fn nodes(&self) -> anyhow::Result<Vec<NodeView>> {
         self.json(self.request(Method::GET, "/v1/nodes")).await
+    }
+
+    /// Drains (`Some(reason)` may be empty) or undrains (`None`) a node.
+    pub async fn drain_node(&self, name: &str, drain: Option<&DrainRequest>) -> anyhow::Result<NodeView> {
+        let node = encode_path_segment(name);
+        match drain {
+            Some(req) => self.json(self.request(Method::POST, &format!("/v1/nodes/{node}/drain")).json(req)).await,
+            None => self.json(self.request(Method::POST, &format!("/v1/nodes/{node}/undrain"))).await,
+        }
     }
 
     pub async fn queues(&self) -> anyhow::Result<Vec<QueueView>> {

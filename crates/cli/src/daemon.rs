@@ -30,6 +30,9 @@ pub struct UpArgs {
     /// Manager config file (queues and their policies).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// A node silent this long is `lost`: its jobs are requeued (`--requeue`) or LOST
+    #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
+    pub heartbeat_timeout: Duration,
 }
 
 /// `berth manager`: the manager alone.
@@ -41,6 +44,10 @@ pub struct ManagerArgs {
     pub listen: SocketAddr,
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// A node silent this long is `lost`: its jobs are requeued (`--requeue`) or LOST. Agents
+    /// stop their kernels after half of it without word from the manager (fencing)
+    #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
+    pub heartbeat_timeout: Duration,
 }
 
 /// `berth agent`: one node's agent.
@@ -64,6 +71,10 @@ pub struct AgentArgs {
     pub fake_gpus: Option<u32>,
     #[arg(long)]
     pub topology: Option<PathBuf>,
+    /// Address other nodes reach this one at (MASTER_ADDR of multi-node jobs); default: this
+    /// host's address on the route to the manager
+    #[arg(long)]
+    pub address: Option<std::net::IpAddr>,
     /// Root of sysfs used for hardware discovery.
     #[arg(long, default_value = "/sys", hide = true)]
     pub sysfs_root: PathBuf,
@@ -75,12 +86,18 @@ const AGENT_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Grace between SIGTERM and SIGKILL when kernels are stopped.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// Seconds without a heartbeat before a node counts as lost.
-const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(30);
+/// `--heartbeat-timeout`: a duration (`30s`, `2m`) between 1 second and 1 day.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs = berth_model::parse_duration(s).map_err(|e| e.to_string())?;
+    if !(1..=86_400).contains(&secs) {
+        return Err(format!("`{s}` is out of range: use 1s to 24h (e.g. 30s)"));
+    }
+    Ok(Duration::from_secs(secs))
+}
 
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let data_dir = prepare_data_dir(&args.data_dir)?;
-    let handle = start_manager(&data_dir, args.listen, args.config).await?;
+    let handle = start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout).await?;
     let url = handle.url.clone();
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
     let cred_path = match &token {
@@ -99,6 +116,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         topology_file: args.topology,
         run_as: None,
         stop_grace: STOP_GRACE,
+        address: None,
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -138,7 +156,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
 pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     let data_dir = prepare_data_dir(&args.data_dir)?;
-    let handle = start_manager(&data_dir, args.listen, args.config).await?;
+    let handle = start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout).await?;
     let url = handle.url.clone();
     if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
         let p = crate::credentials::write(&url, &token)?;
@@ -167,6 +185,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         topology_file: args.topology,
         run_as: None,
         stop_grace: STOP_GRACE,
+        address: args.address.map(|a| a.to_string()),
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await
@@ -176,13 +195,14 @@ async fn start_manager(
     data_dir: &Path,
     listen: SocketAddr,
     config_file: Option<PathBuf>,
+    heartbeat_timeout: Duration,
 ) -> anyhow::Result<berth_manager::ManagerHandle> {
     let config = ManagerConfig {
         data_dir: data_dir.to_path_buf(),
         listen,
         admin_user: std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "admin".into()),
         config_file,
-        heartbeat_timeout: HEARTBEAT_TIMEOUT,
+        heartbeat_timeout,
     };
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }

@@ -43,8 +43,7 @@ pub async fn check(m: &Manager) {
         let n = st.nodes.get_mut(&name).expect("listed above");
         n.ready = false;
         n.conn = None;
-        let idx = n.ledger;
-        st.ledgers[idx].set_schedulable(false);
+        st.refresh_schedulable(&name);
         tracing::warn!(node = name, "node lost: no heartbeat for {}s", timeout.as_secs_f64());
         let reason = format!("node {name} lost: no heartbeat for {}s", timeout.as_secs_f64());
         for id in st.jobs_on(&name) {

@@ -59,7 +59,8 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         }
         _ => return,
     };
-    let AgentMessage::Register { protocol_version, node, agent_version, queue, topology, kernels } = register else {
+    let AgentMessage::Register { protocol_version, node, agent_version, queue, topology, kernels, address } = register
+    else {
         let _ = send(&mut sink, &refuse("the first message must be register".into())).await;
         return;
     };
@@ -81,15 +82,28 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
 
     let (tx, mut rx) = mpsc::unbounded_channel::<ManagerMessage>();
     let conn_id = m.next_id();
+    // Pings tell the agent the manager still hears it: an agent that gets no frame for half
+    // the heartbeat timeout fences itself (stops its kernels), see berth-agent's `conn`.
+    let ping_every = m.heartbeat_interval;
     let mut writer = tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
-            if send(&mut sink, &msg).await.is_err() {
+        let mut ping = tokio::time::interval(ping_every);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let sent = tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(msg) => send(&mut sink, &msg).await,
+                    None => break,
+                },
+                _ = ping.tick() => sink.send(Message::Ping(Default::default())).await,
+            };
+            if sent.is_err() {
                 break;
             }
         }
         let _ = sink.close().await;
     });
-    if let Err(e) = m.register(Conn { id: conn_id, tx }, &node, agent_version, queue, topology, kernels).await {
+    let agent = Registration { version: agent_version, queue, topology, address };
+    if let Err(e) = m.register(Conn { id: conn_id, tx }, &node, agent, kernels).await {
         tracing::error!(node, "cannot register node: {e}");
         writer.abort();
         return;
@@ -134,17 +148,24 @@ async fn next_message(
     }
 }
 
+/// What an agent says about its node when it registers.
+pub struct Registration {
+    pub version: String,
+    pub queue: String,
+    pub topology: Topology,
+    pub address: Option<String>,
+}
+
 impl Manager {
     /// Registers (or re-registers) a node and reconciles its kernels with what the store says.
     pub async fn register(
         &self,
         conn: Conn,
         node: &str,
-        version: String,
-        queue: String,
-        topology: Topology,
+        agent: Registration,
         kernels: Vec<KernelReport>,
     ) -> Result<(), berth_store::StoreError> {
+        let Registration { version, queue, topology, address } = agent;
         let mut st = self.lock_state().await;
         let now = jiff::Timestamp::now();
         self.store
@@ -155,8 +176,12 @@ impl Manager {
                 version: version.clone(),
                 state: "ready".into(),
                 last_heartbeat: Some(now),
+                address: address.clone(),
+                drain_reason: None,
             })
             .await?;
+        // A drain outlives the agent's connections: keep it (it was loaded from the store).
+        let drain = st.nodes.get(node).and_then(|n| n.drain.clone());
         if self.queue(&queue).is_none() {
             tracing::warn!(node, queue, "node joined a queue that is not configured: no job will run on it");
         }
@@ -180,18 +205,23 @@ impl Manager {
                 queue,
                 version,
                 ready: true,
+                address,
+                drain,
                 last_heartbeat: Some(now),
                 last_seen: Instant::now(),
                 conn: Some(conn.clone()),
                 orphan_deadline: None,
             },
         );
+        st.refresh_schedulable(node);
         for id in st.jobs_on(node) {
             let mine: Vec<_> = st.jobs[&id].bindings.iter().filter(|b| b.node == node).cloned().collect();
             st.allocate(id, &mine);
         }
-        let _ =
-            conn.tx.send(ManagerMessage::Welcome { heartbeat_interval_ms: self.heartbeat_interval.as_millis() as u64 });
+        let _ = conn.tx.send(ManagerMessage::Welcome {
+            heartbeat_interval_ms: self.heartbeat_interval.as_millis() as u64,
+            heartbeat_timeout_ms: self.heartbeat_timeout.as_millis() as u64,
+        });
         tracing::info!(node, kernels = kernels.len(), "agent registered");
 
         // Reconcile what the agent reports with what the manager wants.
@@ -262,8 +292,7 @@ impl Manager {
         let Some(n) = st.nodes.get_mut(node) else { return };
         if n.conn.as_ref().is_some_and(|c| c.id == conn_id) {
             n.conn = None;
-            let idx = n.ledger;
-            st.ledgers[idx].set_schedulable(false);
+            st.refresh_schedulable(node);
             tracing::info!(node, "agent disconnected");
         }
     }

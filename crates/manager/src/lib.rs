@@ -11,12 +11,14 @@
 
 mod api;
 mod auth;
+mod cluster_env;
 pub mod config;
 mod error;
 mod heartbeat;
 mod hub;
 mod lifecycle;
 mod manager;
+mod nodes;
 mod openapi;
 mod scheduler;
 mod state;

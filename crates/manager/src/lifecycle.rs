@@ -156,12 +156,22 @@ impl Manager {
             st.send(node, ManagerMessage::Forget { key });
             return;
         }
+        if outcome == KernelOutcome::Fenced {
+            // The agent lost the manager for half the heartbeat timeout and stopped its
+            // kernels: the same outcome as the node being lost (requeue or LOST), reached
+            // earlier because the partition healed before the manager's own timeout.
+            let reason = format!("node {node} lost contact with the manager: {message}");
+            self.lose_job(st, key.job_id, node, JobState::Lost, reason).await;
+            st.send(node, ManagerMessage::Forget { key });
+            return;
+        }
         let job = st.jobs.get_mut(&key.job_id).expect("checked above");
         job.ends[key.index as usize] = Some(KernelEnd { outcome: Some(outcome), exit_code });
         let all_done = job.ends.iter().all(|e| e.is_some());
         let kernel_exit = Change::KernelExit { job_id: key.job_id, attempt: key.attempt, index: key.index, exit_code };
-        if outcome == KernelOutcome::Succeeded && !all_done {
-            // One kernel of a multi-node job is done; the job goes on.
+        if outcome == KernelOutcome::Succeeded && !all_done && key.index != 0 {
+            // A sub kernel of a multi-node job is done; the job goes on until `main` ends
+            // (like torchrun's agents, the workers may finish before the coordinator).
             if let Err(e) = self.store.apply(&[kernel_exit]).await {
                 tracing::warn!(job = key.job_id, "cannot record kernel exit: {e}");
             }
@@ -175,6 +185,7 @@ impl Manager {
             o if o != KernelOutcome::Succeeded && preempted.is_some() => {
                 preempted_end(preempted.expect("checked in the guard"))
             }
+            // `main` ended: the job is over, and sub kernels still running are stopped.
             KernelOutcome::Succeeded => (JobState::Succeeded, "exit code 0".to_string()),
             KernelOutcome::Failed if !message.is_empty() => (JobState::Failed, message.to_string()),
             KernelOutcome::Failed => (JobState::Failed, format!("exit code {}", exit_code.unwrap_or(-1))),
@@ -189,6 +200,8 @@ impl Manager {
                 (JobState::Failed, message.to_string())
             }
             KernelOutcome::LaunchFailed => (JobState::Failed, format!("launch failed: {message}")),
+            // Handled above (the job is lost or requeued); kept total for the compiler.
+            KernelOutcome::Fenced => (JobState::Lost, non_empty(message, "fenced by its agent")),
         };
         let finished: Vec<(String, KernelKey)> = job
             .bindings
@@ -197,7 +210,8 @@ impl Manager {
             .filter(|(i, _)| job.ends[*i].is_some())
             .map(|(i, b)| (b.node.clone(), job.key(i as u32)))
             .collect();
-        // Other kernels of a failed multi-node job are stopped; their reports are then unwanted.
+        // Other kernels of a multi-node job that failed, or whose main ended, are stopped;
+        // their reports are then unwanted.
         let stops = self.stop_commands(st, key.job_id, &reason);
         match self.transition(st, key.job_id, to, reason, main_exit, vec![kernel_exit]).await {
             Ok(()) => {

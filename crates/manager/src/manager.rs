@@ -193,6 +193,8 @@ impl Manager {
                     queue: n.queue,
                     version: n.version,
                     ready: false,
+                    address: n.address,
+                    drain: n.drain_reason,
                     last_heartbeat: n.last_heartbeat,
                     last_seen: Instant::now(),
                     conn: None,

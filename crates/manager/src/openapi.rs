@@ -3,7 +3,7 @@
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
 
-use crate::api::{jobs, logs, misc, queues};
+use crate::api::{jobs, logs, misc, nodes, queues};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -11,7 +11,9 @@ use crate::api::{jobs, logs, misc, queues};
     paths(
         misc::health,
         misc::whoami,
-        misc::nodes,
+        nodes::list,
+        nodes::drain,
+        nodes::undrain,
         misc::create_user,
         misc::create_join_token,
         jobs::submit,

@@ -3,7 +3,6 @@
 //! commits every start and every changed pending reason of the pass in ONE store batch
 //! before it allocates ledgers and sends `StartKernel`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -124,6 +123,13 @@ pub async fn pass(m: &Manager) -> usize {
         now: now_ms,
     });
 
+    let mut out = out;
+    if !out.starts.is_empty() {
+        let mut ports = crate::cluster_env::ports_in_use(&st);
+        for s in &mut out.starts {
+            crate::cluster_env::assign_port(&mut ports, s.job, &mut s.bindings);
+        }
+    }
     let mut changes = Vec::with_capacity(out.starts.len() * 2);
     for s in &out.starts {
         let Some(job) = st.jobs.get(&s.job) else { continue };
@@ -274,29 +280,9 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
         key: job.key(index),
         spec: (*job.spec).clone(),
         binding: b.clone(),
-        env: kernel_env(job, index),
+        env: crate::cluster_env::kernel_env(st, job, index),
     };
     st.send(&b.node, msg);
-}
-
-/// The variables the manager adds to a kernel's environment (DESIGN.md §8).
-pub fn kernel_env(job: &Job, index: u32) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
-    let hosts: Vec<&str> = job.bindings.iter().map(|b| b.node.as_str()).collect();
-    env.insert("BERTH_JOB_ID".into(), job.id.to_string());
-    env.insert("BERTH_JOB_NAME".into(), job.spec.name.clone().unwrap_or_else(|| format!("job-{}", job.id)));
-    env.insert("BERTH_USER".into(), job.user.clone());
-    env.insert("BERTH_KERNEL_INDEX".into(), index.to_string());
-    env.insert("BERTH_CLUSTER_SIZE".into(), job.bindings.len().to_string());
-    env.insert("BERTH_CLUSTER_ROLE".into(), role(index));
-    env.insert("BERTH_CLUSTER_INDEX".into(), index.to_string());
-    env.insert("BERTH_CLUSTER_HOSTS".into(), hosts.join(","));
-    env
-}
-
-/// `main` for kernel 0, `sub1`, `sub2`, ... for the others.
-pub fn role(index: u32) -> String {
-    if index == 0 { "main".into() } else { format!("sub{index}") }
 }
 
 /// The reason shown while a job waits; kept for views of jobs no pass has seen.

@@ -197,7 +197,12 @@ pub struct Node {
     pub ledger: usize,
     pub queue: String,
     pub version: String,
+    /// Registered and heard from within the heartbeat timeout (false: `lost`).
     pub ready: bool,
+    /// Where other nodes reach it (`MASTER_ADDR`).
+    pub address: Option<String>,
+    /// Why an admin drained it; `None` when not drained.
+    pub drain: Option<String>,
     pub last_heartbeat: Option<Timestamp>,
     pub last_seen: Instant,
     pub conn: Option<Conn>,
@@ -319,7 +324,10 @@ impl State {
         let topo: &Topology = l.topology();
         Some(NodeView {
             name: name.to_string(),
-            state: if n.ready { "ready" } else { "lost" }.to_string(),
+            state: self.node_state(name)?,
+            drain_reason: n.drain.clone(),
+            address: n.address.clone(),
+            connected: n.conn.is_some(),
             queue: n.queue.clone(),
             version: n.version.clone(),
             last_heartbeat: n.last_heartbeat,

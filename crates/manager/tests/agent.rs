@@ -248,6 +248,7 @@ async fn agent_auth_and_version() {
         queue: "default".into(),
         topology: gpu_node(),
         kernels: vec![],
+        address: None,
     })
     .await;
     match a.recv().await {

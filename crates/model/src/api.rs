@@ -104,13 +104,63 @@ pub struct GpuView {
     pub used_milli: u64,
 }
 
+/// A node's state as admins see it (like Slurm's `idle/mix/drain/down`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeState {
+    /// Connected (or within the heartbeat timeout) and taking jobs.
+    Ready,
+    /// Drained by an admin: running jobs go on, no new ones start.
+    Draining,
+    /// Drained and no job left on it: safe to take down.
+    Drained,
+    /// No heartbeat within the timeout (or not back after a manager restart): its jobs were
+    /// requeued or marked LOST.
+    Lost,
+}
+
+impl NodeState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Ready => "ready",
+            NodeState::Draining => "draining",
+            NodeState::Drained => "drained",
+            NodeState::Lost => "lost",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `POST /v1/nodes/{name}/drain`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DrainRequest {
+    /// Shown in `berth nodes` (e.g. `disk replacement`).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
 /// A node as `berth nodes` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct NodeView {
     pub name: String,
-    /// `ready`, `draining`, `drained` or `lost`.
-    pub state: String,
+    pub state: NodeState,
+    /// Why an admin drained the node (while `draining` or `drained`).
+    #[serde(default)]
+    pub drain_reason: Option<String>,
+    /// Where other nodes reach this one (`MASTER_ADDR` of multi-node jobs).
+    #[serde(default)]
+    pub address: Option<String>,
+    /// Whether the agent's connection is up right now (a node whose connection dropped stays
+    /// `ready` until the heartbeat timeout, but takes no new jobs).
+    #[serde(default)]
+    pub connected: bool,
     pub queue: String,
+    /// The agent's berth version.
     pub version: String,
     pub last_heartbeat: Option<jiff::Timestamp>,
     pub cpus_total: u32,

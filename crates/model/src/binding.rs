@@ -26,6 +26,10 @@ pub struct Binding {
     pub mem_bytes: u64,
     #[serde(default)]
     pub gpus: Vec<GpuShare>,
+    /// A TCP port on the node reserved for the kernel: `MASTER_PORT` of a multi-node job's
+    /// main kernel (chosen by the manager so two jobs never rendezvous on one port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 impl Binding {

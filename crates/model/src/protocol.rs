@@ -40,6 +40,9 @@ pub enum KernelOutcome {
     OutOfMemory,
     /// Never started: bad binding, missing program, cgroup error, ...
     LaunchFailed,
+    /// Stopped by the agent itself because it lost contact with the manager for half the
+    /// heartbeat timeout (so the manager may requeue the job elsewhere without it running twice).
+    Fenced,
 }
 
 /// What happened to a kernel.
@@ -81,6 +84,10 @@ pub enum AgentMessage {
         queue: String,
         topology: Topology,
         kernels: Vec<KernelReport>,
+        /// Where other nodes reach this one (`MASTER_ADDR` of multi-node jobs); `None` lets
+        /// the manager use the address the connection came from.
+        #[serde(default)]
+        address: Option<String>,
     },
     Heartbeat {
         at: jiff::Timestamp,
@@ -114,6 +121,12 @@ pub enum ManagerMessage {
     /// Answer to `Register`.
     Welcome {
         heartbeat_interval_ms: u64,
+        /// The manager declares a node lost after this long without a heartbeat. The agent
+        /// fences itself (stops its kernels) after half of it without word from the manager,
+        /// so a partitioned node never runs a kernel the manager has requeued elsewhere.
+        /// 0: no fencing.
+        #[serde(default)]
+        heartbeat_timeout_ms: u64,
     },
     /// Refusal (bad version, duplicate node name, ...); the manager closes after it.
     Refused {

@@ -87,6 +87,7 @@ impl NodeLedger {
             mems,
             mem_bytes: req.mem_bytes,
             gpus,
+            port: None,
         })
     }
 

@@ -15,6 +15,7 @@ fn binding(cpus: &[u32], mems: &[u32], mem: u64, gpus: &[(u32, u64)]) -> Binding
         mems: mems.to_vec(),
         mem_bytes: mem,
         gpus: gpus.iter().map(|&(index, milli)| GpuShare { uuid: format!("GPU-{index}"), index, milli }).collect(),
+        port: None,
     }
 }
 

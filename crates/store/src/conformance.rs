@@ -12,7 +12,15 @@ fn at(secs: i64) -> Timestamp {
 }
 
 fn binding(node: &str) -> Binding {
-    Binding { node: node.into(), cpus: vec![0, 1], cpu_milli: 1500, mems: vec![0], mem_bytes: 1 << 30, gpus: vec![] }
+    Binding {
+        node: node.into(),
+        cpus: vec![0, 1],
+        cpu_milli: 1500,
+        mems: vec![0],
+        mem_bytes: 1 << 30,
+        gpus: vec![],
+        port: None,
+    }
 }
 
 fn tr(job_id: i64, from: JobState, to: JobState, secs: i64, reason: &str) -> Change {
@@ -189,9 +197,15 @@ pub async fn nodes_and_meta(s: &dyn Store) {
         version: "0.1.0".into(),
         state: "ready".into(),
         last_heartbeat: Some(at(1)),
+        address: Some("10.0.0.1".into()),
+        drain_reason: None,
     };
     s.upsert_node(&n).await.unwrap();
+    s.set_node_drain("n1", Some("disk swap")).await.unwrap();
     n.version = "0.2.0".into();
+    n.address = Some("10.0.0.2".into());
+    // A re-registering agent must not undo an admin's drain.
+    n.drain_reason = None;
     s.upsert_node(&n).await.unwrap();
     s.set_node_state("n1", "lost", None).await.unwrap();
     let nodes = s.nodes().await.unwrap();
@@ -199,7 +213,12 @@ pub async fn nodes_and_meta(s: &dyn Store) {
     assert_eq!((nodes[0].version.as_str(), nodes[0].state.as_str()), ("0.2.0", "lost"));
     assert_eq!(nodes[0].last_heartbeat, Some(at(1)));
     assert_eq!(nodes[0].topology, n.topology);
+    assert_eq!(nodes[0].address.as_deref(), Some("10.0.0.2"));
+    assert_eq!(nodes[0].drain_reason.as_deref(), Some("disk swap"));
+    s.set_node_drain("n1", None).await.unwrap();
+    assert_eq!(s.nodes().await.unwrap()[0].drain_reason, None);
     assert!(matches!(s.set_node_state("zz", "lost", None).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(s.set_node_drain("zz", Some("x")).await, Err(StoreError::NotFound(_))));
 
     assert_eq!(s.meta_get("k").await.unwrap(), None);
     s.meta_set("k", "1").await.unwrap();

@@ -82,6 +82,8 @@ pub trait Store: Send + Sync {
     /// Inserts or replaces a node (on agent register).
     async fn upsert_node(&self, node: &NodeRow) -> Result<()>;
     async fn set_node_state(&self, name: &str, state: &str, last_heartbeat: Option<Timestamp>) -> Result<()>;
+    /// Drains (`Some(reason)`) or undrains (`None`) a node; `NotFound` for an unknown node.
+    async fn set_node_drain(&self, name: &str, reason: Option<&str>) -> Result<()>;
     async fn nodes(&self) -> Result<Vec<NodeRow>>;
 
     // --- queues and usage -------------------------------------------------------------

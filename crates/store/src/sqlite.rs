@@ -114,6 +114,14 @@ fn job_row(r: &SqliteRow) -> Result<JobRow> {
     })
 }
 
+/// An update of node `name` must have hit exactly its row.
+fn one_node(done: sqlx::sqlite::SqliteQueryResult, name: &str) -> Result<()> {
+    if done.rows_affected() != 1 {
+        return Err(StoreError::NotFound(format!("node {name}")));
+    }
+    Ok(())
+}
+
 fn node_row(r: &SqliteRow) -> Result<NodeRow> {
     Ok(NodeRow {
         name: r.try_get("name")?,
@@ -122,6 +130,8 @@ fn node_row(r: &SqliteRow) -> Result<NodeRow> {
         version: r.try_get("version")?,
         state: r.try_get("state")?,
         last_heartbeat: opt_ts(r.try_get("last_heartbeat")?)?,
+        address: r.try_get("address")?,
+        drain_reason: r.try_get("drain_reason")?,
     })
 }
 
@@ -449,9 +459,11 @@ impl Store for SqliteStore {
 
     async fn upsert_node(&self, n: &NodeRow) -> Result<()> {
         sqlx::query(
-            "INSERT INTO nodes (name, queue, topology, version, state, last_heartbeat) VALUES (?, ?, ?, ?, ?, ?) \
+            "INSERT INTO nodes (name, queue, topology, version, state, last_heartbeat, address) \
+             VALUES (?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, topology = excluded.topology, \
-             version = excluded.version, state = excluded.state, last_heartbeat = excluded.last_heartbeat",
+             version = excluded.version, state = excluded.state, last_heartbeat = excluded.last_heartbeat, \
+             address = excluded.address",
         )
         .bind(&n.name)
         .bind(&n.queue)
@@ -459,9 +471,19 @@ impl Store for SqliteStore {
         .bind(&n.version)
         .bind(&n.state)
         .bind(n.last_heartbeat.map(ts))
+        .bind(&n.address)
         .execute(&self.writer)
         .await?;
         Ok(())
+    }
+
+    async fn set_node_drain(&self, name: &str, reason: Option<&str>) -> Result<()> {
+        let done = sqlx::query("UPDATE nodes SET drain_reason = ? WHERE name = ?")
+            .bind(reason)
+            .bind(name)
+            .execute(&self.writer)
+            .await?;
+        one_node(done, name)
     }
 
     async fn set_node_state(&self, name: &str, state: &str, last_heartbeat: Option<Timestamp>) -> Result<()> {
@@ -472,10 +494,7 @@ impl Store for SqliteStore {
                 .bind(name)
                 .execute(&self.writer)
                 .await?;
-        if done.rows_affected() != 1 {
-            return Err(StoreError::NotFound(format!("node {name}")));
-        }
-        Ok(())
+        one_node(done, name)
     }
 
     async fn nodes(&self) -> Result<Vec<NodeRow>> {

@@ -56,9 +56,14 @@ pub struct NodeRow {
     pub queue: String,
     pub topology: Topology,
     pub version: String,
-    /// `ready` or `lost`.
+    /// `ready` or `lost` (a drain is kept apart, in `drain_reason`).
     pub state: String,
     pub last_heartbeat: Option<Timestamp>,
+    /// Where other nodes reach this one.
+    pub address: Option<String>,
+    /// Set while an admin has the node drained. [`crate::Store::upsert_node`] leaves it alone:
+    /// only [`crate::Store::set_node_drain`] changes it.
+    pub drain_reason: Option<String>,
 }
 
 /// Which jobs [`crate::Store::jobs`] returns.

@@ -58,6 +58,7 @@ mod tests {
             topology_file: file,
             run_as: None,
             stop_grace: std::time::Duration::from_secs(1),
+            address: None,
         }
     }
 

@@ -121,6 +121,49 @@ impl Cgroups {
         }
     }
 
+    /// Kills every process in the kernel cgroups of this agent's subtree and removes them:
+    /// they belong to kernels of an earlier agent process (see `stale`). Returns how many
+    /// kernel cgroups still had processes.
+    pub fn reap_stale(&self) -> usize {
+        let procs_base = self.bases.last().expect("at least one hierarchy");
+        let Ok(entries) = std::fs::read_dir(procs_base) else { return 0 };
+        let names: Vec<std::ffi::OsString> =
+            entries.flatten().filter(|e| e.path().is_dir()).map(|e| e.file_name()).collect();
+        let mut busy = 0;
+        for name in names {
+            let procs = procs_base.join(&name).join("cgroup.procs");
+            let mut had = false;
+            for round in 0..200u64 {
+                let pids: Vec<i32> = read_trim(&procs).lines().filter_map(|l| l.trim().parse().ok()).collect();
+                if pids.is_empty() {
+                    break;
+                }
+                had = true;
+                for pid in pids {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1 + round / 4));
+            }
+            if had {
+                busy += 1;
+                tracing::warn!(cgroup = ?name, "killed a kernel left by a previous agent process");
+            }
+            for b in &self.bases {
+                let d = b.join(&name);
+                // A killed task leaves its cgroup a moment after it is reaped: retry briefly.
+                for _ in 0..100 {
+                    match std::fs::remove_dir(&d) {
+                        Err(e) if e.kind() != ErrorKind::NotFound => {
+                            std::thread::sleep(std::time::Duration::from_millis(10))
+                        }
+                        _ => break,
+                    }
+                }
+            }
+        }
+        busy
+    }
+
     /// Whether this is cgroup v2.
     pub fn is_v2(&self) -> bool {
         self.v2

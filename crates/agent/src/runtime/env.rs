@@ -70,7 +70,15 @@ mod tests {
     }
 
     fn binding(gpus: Vec<GpuShare>) -> Binding {
-        Binding { node: "n".into(), cpus: vec![2, 3], cpu_milli: 1500, mems: vec![0], mem_bytes: 1 << 30, gpus }
+        Binding {
+            node: "n".into(),
+            cpus: vec![2, 3],
+            cpu_milli: 1500,
+            mems: vec![0],
+            mem_bytes: 1 << 30,
+            gpus,
+            port: None,
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 mod cgroup;
 mod env;
+mod stale;
 mod user;
 mod watch;
 
@@ -15,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use berth_model::protocol::{KernelEvent, KernelKey};
+use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
 use berth_model::{Binding, JobSpec, Topology};
 use tokio::sync::mpsc;
 
@@ -78,6 +79,8 @@ pub struct StopRequest {
     /// The `Finished` message (`agent shut down`, the manager's reason, ...).
     pub message: String,
     pub grace: Duration,
+    /// `Stopped`, or `Fenced` when the agent stops it because it lost the manager.
+    pub outcome: KernelOutcome,
 }
 
 /// A running kernel: its pid and the way to stop it.
@@ -91,7 +94,13 @@ impl KernelHandle {
     /// Asks the kernel to stop: SIGTERM to its process group, SIGKILL after `grace`. The
     /// `Finished` event (outcome `Stopped`) follows on the events channel.
     pub fn stop(&self, message: impl Into<String>, grace: Duration) {
-        let _ = self.stop.send(StopRequest { message: message.into(), grace });
+        let _ = self.stop.send(StopRequest { message: message.into(), grace, outcome: KernelOutcome::Stopped });
+    }
+
+    /// Like [`KernelHandle::stop`], but the kernel ends `Fenced`: the agent lost the manager
+    /// and stops its kernels before the manager requeues them elsewhere.
+    pub fn fence(&self, message: impl Into<String>, grace: Duration) {
+        let _ = self.stop.send(StopRequest { message: message.into(), grace, outcome: KernelOutcome::Fenced });
     }
 }
 
@@ -140,6 +149,11 @@ impl Runtime {
         } else {
             kernels.clone()
         };
+        // Kernels of an earlier agent process with this data dir: nobody supervises them now.
+        let stale = cgroups.as_ref().map_or(0, Cgroups::reap_stale) + stale::reap_pid_files(&kernels);
+        if stale > 0 {
+            tracing::warn!("killed {stale} kernels left running by a previous agent process");
+        }
         tracing::info!(user = %user.name, uid = user.uid, "kernels run as");
         Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base })
     }
@@ -271,6 +285,7 @@ impl Runtime {
             c.close_procs();
         }
         let pid = child.id().unwrap_or(0);
+        stale::write_pid_file(&dir, pid);
         let (stop_tx, stop_rx) = mpsc::unbounded_channel();
         tokio::spawn(watch::watch(watch::Watch {
             key,
@@ -282,6 +297,7 @@ impl Runtime {
             mem_limit: binding.mem_bytes,
             stop: stop_rx,
             events: events.clone(),
+            pid_file: dir.join(stale::PID_FILE),
         }));
         Ok(KernelHandle { pid, stop: stop_tx })
     }

@@ -24,12 +24,14 @@ pub(super) struct Watch {
     pub mem_limit: u64,
     pub stop: mpsc::UnboundedReceiver<StopRequest>,
     pub events: mpsc::UnboundedSender<KernelUpdate>,
+    /// `<kernel dir>/pid`, removed once the kernel's processes are gone.
+    pub pid_file: std::path::PathBuf,
 }
 
 enum Why {
     Exited,
     Timeout(u64),
-    Stopped(String),
+    Stopped(String, KernelOutcome),
 }
 
 pub(super) async fn watch(mut w: Watch) {
@@ -47,7 +49,9 @@ pub(super) async fn watch(mut w: Watch) {
             let secs = w.time_limit.unwrap_or_default().as_secs();
             (terminate(&mut w.child, pgid, w.grace).await, Why::Timeout(secs))
         }
-        Some(req) = w.stop.recv() => (terminate(&mut w.child, pgid, req.grace).await, Why::Stopped(req.message)),
+        Some(req) = w.stop.recv() => {
+            (terminate(&mut w.child, pgid, req.grace).await, Why::Stopped(req.message, req.outcome))
+        }
     };
     // The session leader is gone; its group and any daemons it left in the cgroup go too.
     let _ = killpg(pgid, Signal::SIGKILL);
@@ -64,7 +68,7 @@ pub(super) async fn watch(mut w: Watch) {
         cg.kill_remaining().await;
     }
     let (outcome, message) = match (why, &status) {
-        (Why::Stopped(msg), _) => (KernelOutcome::Stopped, msg),
+        (Why::Stopped(msg, outcome), _) => (outcome, msg),
         (Why::Timeout(secs), _) => {
             (KernelOutcome::Timeout, format!("time limit {} exceeded", berth_model::format_duration(secs)))
         }
@@ -88,6 +92,7 @@ pub(super) async fn watch(mut w: Watch) {
         Some(cg) => cg.remove(Duration::ZERO).await,
         None => true,
     };
+    let _ = std::fs::remove_file(&w.pid_file);
     let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
     let _ = w.events.send((w.key, event));
     let Some(mut cg) = cgroup.filter(|_| !clean) else { return };

@@ -1,23 +1,68 @@
-//! `berth nodes`: each node's state and use, then each GPU with its free share.
+//! `berth nodes`: each node's state and use, then each GPU with its free share; `berth nodes
+//! drain|undrain NODE` takes a node out of (or back into) scheduling, like `scontrol update
+//! nodename=N state=drain` or `kubectl drain`.
 
 use std::process::ExitCode;
 
-use berth_model::api::NodeView;
+use berth_model::api::{DrainRequest, NodeState, NodeView};
 use berth_model::{format_bytes, format_gpu_milli};
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct NodesArgs {
+    #[command(subcommand)]
+    pub command: Option<NodesCommand>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum NodesCommand {
+    /// Let the node's running jobs finish and start no new ones there (admin)
+    Drain {
+        node: String,
+        /// Why, shown in `berth nodes` (e.g. "disk replacement")
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Let a drained node take jobs again (admin)
+    Undrain {
+        node: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+}
+
 pub async fn run(args: NodesArgs) -> anyhow::Result<ExitCode> {
-    let nodes = Client::from_env()?.nodes().await?;
-    if args.output.json() {
+    let client = Client::from_env()?;
+    let (node, output, drain) = match args.command {
+        None => return list(&client, &args.output).await,
+        Some(NodesCommand::Drain { node, reason, output }) => (node, output, Some(DrainRequest { reason })),
+        Some(NodesCommand::Undrain { node, output }) => (node, output, None),
+    };
+    let n = client.drain_node(&node, drain.as_ref()).await?;
+    if output.json() {
+        output::print_json(&n)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let jobs = match n.running_jobs {
+        0 => String::new(),
+        1 => ": 1 job still running there".into(),
+        j => format!(": {j} jobs still running there"),
+    };
+    println!("node {} is {}{jobs}", n.name, n.state);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn list(client: &Client, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+    let nodes = client.nodes().await?;
+    if out.json() {
         output::print_json(&nodes)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -33,20 +78,32 @@ pub async fn run(args: NodesArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The state column: `ready`, `draining (disk swap)`, `ready (disconnected)`, ...
+fn state_cell(n: &NodeView) -> String {
+    match (&n.drain_reason, n.connected) {
+        (Some(r), _) if n.state != NodeState::Lost => format!("{} ({r})", n.state),
+        (_, false) if n.state != NodeState::Lost => format!("{} (disconnected)", n.state),
+        _ => n.state.to_string(),
+    }
+}
+
 fn node_table(nodes: &[NodeView]) -> comfy_table::Table {
-    let mut t = output::table(["NAME", "STATE", "QUEUE", "CPUS", "MEM", "GPUS", "JOBS", "HEARTBEAT"]);
+    let mut t =
+        output::table(["NAME", "STATE", "ADDRESS", "QUEUE", "CPUS", "MEM", "GPUS", "JOBS", "HEARTBEAT", "VERSION"]);
     for n in nodes {
         let gpu_used: u64 = n.gpus.iter().map(|g| g.used_milli).sum();
         let gpu_total: u64 = n.gpus.iter().map(|g| g.total_milli).sum();
         t.add_row([
             n.name.clone(),
-            n.state.clone(),
+            state_cell(n),
+            n.address.clone().unwrap_or_else(|| "-".into()),
             n.queue.clone(),
             format!("{}/{}", n.cpus_used, n.cpus_total),
             format!("{}/{}", format_bytes(n.mem_used), format_bytes(n.mem_total)),
             format!("{}/{}", format_gpu_milli(gpu_used), format_gpu_milli(gpu_total)),
             n.running_jobs.to_string(),
             n.last_heartbeat.map(|h| format!("{} ago", output::age(h))).unwrap_or_else(|| "-".into()),
+            n.version.clone(),
         ]);
     }
     t
@@ -80,7 +137,10 @@ mod tests {
     fn fractions_per_gpu() {
         let n = NodeView {
             name: "n1".into(),
-            state: "ready".into(),
+            state: NodeState::Draining,
+            drain_reason: Some("disk swap".into()),
+            address: Some("10.0.0.1".into()),
+            connected: true,
             queue: "default".into(),
             version: "0.1.0".into(),
             last_heartbeat: Some(jiff::Timestamp::now()),
@@ -100,6 +160,7 @@ mod tests {
         };
         let nodes: Vec<String> = node_table(std::slice::from_ref(&n)).lines().collect();
         assert!(nodes[1].contains("4/16") && nodes[1].contains("16GiB/64GiB") && nodes[1].contains("0.5/1"));
+        assert!(nodes[1].contains("draining (disk swap)") && nodes[1].contains("10.0.0.1"), "{nodes:?}");
         let gpus: Vec<String> = gpu_table(&[n]).lines().collect();
         assert!(gpus[1].contains("H100") && gpus[1].contains("GPU-1"), "{gpus:?}");
     }

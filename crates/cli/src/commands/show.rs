@@ -177,6 +177,7 @@ mod tests {
                     mems: vec![0],
                     mem_bytes: 1 << 30,
                     gpus: vec![GpuShare { uuid: "GPU-abc".into(), index: 0, milli: 500 }],
+                    port: None,
                 },
                 exit_code: Some(0),
             }],

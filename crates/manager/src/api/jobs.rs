@@ -9,10 +9,10 @@ use berth_model::{JobId, JobState};
 use berth_store::{JobFilter, JobRow};
 
 use crate::auth::{Auth, User};
+use crate::cluster_env::role;
 use crate::error::{ApiError, Json, Path, Query};
 use crate::lifecycle::send_all;
 use crate::manager::Manager;
-use crate::scheduler::role;
 use crate::state::{Job, row_view};
 
 /// Submit a job.

@@ -1,10 +1,10 @@
-//! Health, whoami, nodes and the admin routes (users, join tokens).
+//! Health, whoami and the admin routes (users, join tokens).
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use berth_model::api::{CreateUserRequest, Health, JoinTokenCreated, NodeView, UserCreated, WhoAmI};
+use berth_model::api::{CreateUserRequest, Health, JoinTokenCreated, UserCreated, WhoAmI};
 use berth_store::StoreError;
 
 use crate::auth::{Admin, Auth, hash_token, new_token};
@@ -22,15 +22,6 @@ pub async fn health() -> axum::Json<Health> {
     responses((status = 200, body = WhoAmI), (status = 401, body = berth_model::api::ErrorBody)))]
 pub async fn whoami(Auth(user): Auth) -> axum::Json<WhoAmI> {
     axum::Json(WhoAmI { user: user.name.clone(), role: user.role.clone() })
-}
-
-/// Every node with its capacity and use.
-#[utoipa::path(get, path = "/v1/nodes", tag = "nodes", responses((status = 200, body = Vec<NodeView>)))]
-pub async fn nodes(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<NodeView>> {
-    let st = m.lock_state().await;
-    let mut names: Vec<&String> = st.nodes.keys().collect();
-    names.sort();
-    axum::Json(names.into_iter().filter_map(|n| st.node_view(n)).collect())
 }
 
 /// Create a user and its first API token (admin only).

@@ -3,6 +3,7 @@
 pub mod jobs;
 pub mod logs;
 pub mod misc;
+pub mod nodes;
 pub mod queues;
 
 use std::sync::Arc;
@@ -22,7 +23,9 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}", get(jobs::show))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/logs", get(logs::logs))
-        .route("/v1/nodes", get(misc::nodes))
+        .route("/v1/nodes", get(nodes::list))
+        .route("/v1/nodes/{name}/drain", post(nodes::drain))
+        .route("/v1/nodes/{name}/undrain", post(nodes::undrain))
         .route("/v1/queues", get(queues::list))
         .route("/v1/queues/{name}", put(queues::put))
         .route("/v1/admin/users", post(misc::create_user))

@@ -172,6 +172,7 @@ impl Agent {
             queue: "default".into(),
             topology: topo,
             kernels,
+            address: Some(format!("{node}.addr")),
         })
         .await;
         match a.recv().await {

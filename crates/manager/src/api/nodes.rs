@@ -1,0 +1,61 @@
+//! `/v1/nodes`: list nodes, and drain/undrain one (admin only).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use berth_model::api::{DrainRequest, NodeView};
+
+use crate::auth::{Admin, Auth};
+use crate::error::ApiError;
+use crate::manager::Manager;
+
+/// Every node with its state, capacity and use.
+#[utoipa::path(get, path = "/v1/nodes", tag = "nodes", responses((status = 200, body = Vec<NodeView>)))]
+pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<NodeView>> {
+    let st = m.lock_state().await;
+    let mut names: Vec<&String> = st.nodes.keys().collect();
+    names.sort();
+    axum::Json(names.into_iter().filter_map(|n| st.node_view(n)).collect())
+}
+
+/// Drain a node: running jobs finish, no new job starts there (admin only).
+#[utoipa::path(post, path = "/v1/nodes/{name}/drain", tag = "nodes", request_body = DrainRequest,
+    params(("name" = String, Path, description = "node name")),
+    responses((status = 200, body = NodeView), (status = 403, body = berth_model::api::ErrorBody),
+        (status = 404, body = berth_model::api::ErrorBody)))]
+pub async fn drain(
+    State(m): State<Arc<Manager>>,
+    Admin(admin): Admin,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<axum::Json<NodeView>, ApiError> {
+    // The body is optional: `curl -X POST .../drain` drains with a default reason.
+    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        serde_json::from_slice::<DrainRequest>(&body)
+            .map_err(|e| ApiError::bad_request(format!("invalid drain request: {e}: send {{\"reason\": \"...\"}}")))?
+            .reason
+    };
+    m.drain(&name, reason, &admin.name).await?;
+    view(&m, &name).await
+}
+
+/// Undrain a node: it takes new jobs again (admin only).
+#[utoipa::path(post, path = "/v1/nodes/{name}/undrain", tag = "nodes",
+    params(("name" = String, Path, description = "node name")),
+    responses((status = 200, body = NodeView), (status = 403, body = berth_model::api::ErrorBody),
+        (status = 404, body = berth_model::api::ErrorBody)))]
+pub async fn undrain(
+    State(m): State<Arc<Manager>>,
+    Admin(admin): Admin,
+    Path(name): Path<String>,
+) -> Result<axum::Json<NodeView>, ApiError> {
+    m.undrain(&name, &admin.name).await?;
+    view(&m, &name).await
+}
+
+async fn view(m: &Manager, name: &str) -> Result<axum::Json<NodeView>, ApiError> {
+    let st = m.lock_state().await;
+    st.node_view(name).map(axum::Json).ok_or_else(|| ApiError::not_found(format!("no node `{name}`")))
+}

@@ -1,0 +1,204 @@
+//! Cluster-mode behaviour of the manager with fake agents over the real WebSocket: the
+//! multi-node environment (torchrun's variables), `main` ending the job, a failing sub kernel
+//! stopping the others, and node drain/undrain.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelKey, KernelOutcome, ManagerMessage};
+use berth_model::{JobSpec, Topology};
+use common::*;
+use serde_json::json;
+
+fn node() -> Topology {
+    Topology::synthetic(1, 4, 16 << 30, 0)
+}
+
+fn started() -> KernelEvent {
+    KernelEvent::Started { pid: 42, at: jiff::Timestamp::now() }
+}
+
+fn finished(outcome: KernelOutcome, code: Option<i32>) -> KernelEvent {
+    KernelEvent::Finished { outcome, exit_code: code, message: String::new(), at: jiff::Timestamp::now() }
+}
+
+fn two_nodes() -> JobSpec {
+    let mut s = spec(1.0, 0.0);
+    s.nodes = 2;
+    s
+}
+
+fn start_env(m: &ManagerMessage) -> (KernelKey, BTreeMap<String, String>, Option<u16>) {
+    match m {
+        ManagerMessage::StartKernel { key, env, binding, .. } => (*key, env.clone(), binding.port),
+        m => panic!("not a start: {m:?}"),
+    }
+}
+
+/// Starts a 2-node job on agents n1 and n2; returns (job id, [(agent, key, env)] by kernel index).
+async fn start_two(
+    e: &Env,
+    a1: &mut Agent,
+    a2: &mut Agent,
+) -> (i64, Vec<(String, KernelKey, BTreeMap<String, String>)>) {
+    let id = e.admin.submit_ok(&two_nodes()).await;
+    let (k1, env1, _) = start_env(&a1.expect_start().await);
+    let (k2, env2, _) = start_env(&a2.expect_start().await);
+    assert_eq!((k1.job_id, k2.job_id), (id, id));
+    let mut ks = vec![("n1".to_string(), k1, env1), ("n2".to_string(), k2, env2)];
+    ks.sort_by_key(|(_, k, _)| k.index);
+    a1.send(AgentMessage::Kernel { key: k1, event: started() }).await;
+    a2.send(AgentMessage::Kernel { key: k2, event: started() }).await;
+    e.admin.wait_state(id, "RUNNING").await;
+    (id, ks)
+}
+
+fn agent_of<'a>(name: &str, a1: &'a mut Agent, a2: &'a mut Agent) -> &'a mut Agent {
+    if name == "n1" { a1 } else { a2 }
+}
+
+#[tokio::test]
+async fn multi_node_env_and_main_ends_the_job() {
+    let e = start().await;
+    let mut a1 = Agent::connect(&e.m, "n1", node(), vec![]).await;
+    let mut a2 = Agent::connect(&e.m, "n2", node(), vec![]).await;
+    let (id, ks) = start_two(&e, &mut a1, &mut a2).await;
+
+    let (main_node, main_key, main_env) = &ks[0];
+    let (sub_node, sub_key, sub_env) = &ks[1];
+    assert_ne!(main_node, sub_node, "one kernel per node");
+    let port: u16 = main_env["MASTER_PORT"].parse().unwrap();
+    assert!((29500..30500).contains(&port), "{port}");
+    for (i, env) in [main_env, sub_env].into_iter().enumerate() {
+        assert_eq!(env["MASTER_ADDR"], format!("{main_node}.addr"), "main's registered address");
+        assert_eq!(env["MASTER_PORT"], port.to_string(), "every rank gets the same port");
+        assert_eq!(env["WORLD_SIZE"], "2");
+        assert_eq!(env["RANK"], i.to_string());
+        assert_eq!(env["NODE_RANK"], i.to_string());
+        assert_eq!(env["LOCAL_RANK"], "0");
+        assert_eq!(env["BERTH_CLUSTER_SIZE"], "2");
+        assert_eq!(env["BERTH_CLUSTER_INDEX"], i.to_string());
+        assert_eq!(env["BERTH_CLUSTER_HOSTS"], format!("{main_node}.addr,{sub_node}.addr"));
+        assert_eq!(env["BERTH_CLUSTER_NODES"], format!("{main_node},{sub_node}"));
+    }
+    assert_eq!(main_env["BERTH_CLUSTER_ROLE"], "main");
+    assert_eq!(sub_env["BERTH_CLUSTER_ROLE"], "sub1");
+
+    // A second job whose main lands on the same node gets another port.
+    let id2 = e.admin.submit_ok(&two_nodes()).await;
+    let s1 = a1.expect_start().await;
+    let s2 = a2.expect_start().await;
+    let other_port = [s1, s2]
+        .iter()
+        .map(start_env)
+        .find(|(k, _, _)| k.index == 0 && k.job_id == id2)
+        .and_then(|(_, env, _)| env.get("MASTER_PORT").cloned())
+        .unwrap();
+    assert_ne!(other_port, port.to_string());
+
+    // `main` ends: the job succeeds and the sub kernel still running is stopped.
+    let main_key = *main_key;
+    let sub_key = *sub_key;
+    let (mn, sn) = (main_node.clone(), sub_node.clone());
+    agent_of(&mn, &mut a1, &mut a2)
+        .send(AgentMessage::Kernel { key: main_key, event: finished(KernelOutcome::Succeeded, Some(0)) })
+        .await;
+    let d = e.admin.wait_state(id, "SUCCEEDED").await;
+    assert_eq!(d["job"]["exit_code"], 0);
+    let sub = agent_of(&sn, &mut a1, &mut a2);
+    sub.expect("stop of the sub kernel", |m| matches!(m, ManagerMessage::StopKernel { key, .. } if *key == sub_key))
+        .await;
+    // Its late report is only forgotten; the job stays SUCCEEDED.
+    sub.send(AgentMessage::Kernel { key: sub_key, event: finished(KernelOutcome::Stopped, Some(143)) }).await;
+    sub.expect("forget", |m| matches!(m, ManagerMessage::Forget { key } if *key == sub_key)).await;
+    assert_eq!(e.admin.state(id).await, "SUCCEEDED");
+    e.m.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_failing_sub_kernel_fails_the_job_and_stops_main() {
+    let e = start().await;
+    let mut a1 = Agent::connect(&e.m, "n1", node(), vec![]).await;
+    let mut a2 = Agent::connect(&e.m, "n2", node(), vec![]).await;
+    let (id, ks) = start_two(&e, &mut a1, &mut a2).await;
+    let (main_node, main_key, _) = ks[0].clone();
+    let (sub_node, sub_key, _) = ks[1].clone();
+    agent_of(&sub_node, &mut a1, &mut a2)
+        .send(AgentMessage::Kernel { key: sub_key, event: finished(KernelOutcome::Failed, Some(3)) })
+        .await;
+    let d = e.admin.wait_state(id, "FAILED").await;
+    assert_eq!(d["job"]["reason"], "exit code 3", "{d}");
+    agent_of(&main_node, &mut a1, &mut a2)
+        .expect("stop of main", |m| matches!(m, ManagerMessage::StopKernel { key, .. } if *key == main_key))
+        .await;
+
+    // A sub kernel that succeeds early does not end the job: main decides.
+    let (id, ks) = start_two(&e, &mut a1, &mut a2).await;
+    let (sub_node, sub_key, _) = ks[1].clone();
+    agent_of(&sub_node, &mut a1, &mut a2)
+        .send(AgentMessage::Kernel { key: sub_key, event: finished(KernelOutcome::Succeeded, Some(0)) })
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(e.admin.state(id).await, "RUNNING");
+    let (main_node, main_key, _) = ks[0].clone();
+    agent_of(&main_node, &mut a1, &mut a2)
+        .send(AgentMessage::Kernel { key: main_key, event: finished(KernelOutcome::Succeeded, Some(0)) })
+        .await;
+    e.admin.wait_state(id, "SUCCEEDED").await;
+    e.m.shutdown().await;
+}
+
+async fn node_json(e: &Env, name: &str) -> serde_json::Value {
+    let (_, nodes) = e.admin.get("/v1/nodes").await;
+    nodes.as_array().unwrap().iter().find(|n| n["name"] == name).cloned().unwrap()
+}
+
+#[tokio::test]
+async fn drain_lets_running_jobs_finish_and_takes_no_new_ones() {
+    let e = start().await;
+    let mut a = Agent::connect(&e.m, "n1", node(), vec![]).await;
+    let running = e.admin.submit_ok(&spec(1.0, 0.0)).await;
+    let k = start_key(&a.expect_start().await);
+    a.send(AgentMessage::Kernel { key: k, event: started() }).await;
+    e.admin.wait_state(running, "RUNNING").await;
+
+    // Only admins drain; unknown nodes are 404 with the known ones listed.
+    let (_, user) = e.admin.post("/v1/admin/users", json!({"name": "bob"})).await;
+    let bob = Client::new(&e.m.url, user["token"].as_str().unwrap());
+    assert_eq!(bob.post("/v1/nodes/n1/drain", json!({})).await.0, 403);
+    let (code, body) = e.admin.post("/v1/nodes/nope/drain", json!({})).await;
+    assert_eq!(code, 404);
+    assert!(body["error"].as_str().unwrap().contains("known nodes are n1"), "{body}");
+
+    let (code, n) = e.admin.post("/v1/nodes/n1/drain", json!({"reason": "disk swap"})).await;
+    assert_eq!(code, 200, "{n}");
+    assert_eq!((n["state"].as_str(), n["drain_reason"].as_str()), (Some("draining"), Some("disk swap")));
+    let waiting = e.admin.submit_ok(&spec(1.0, 0.0)).await;
+    let j = eventually("the new job to be looked at", || async {
+        let j = e.admin.job(waiting).await;
+        (j["job"]["pending_reason"]["kind"] != "queued").then_some(j)
+    })
+    .await;
+    assert_eq!(j["job"]["state"], "PENDING", "a drained node takes no new job: {j}");
+
+    // The agent reconnecting does not undo the drain.
+    drop(a);
+    let mut a =
+        Agent::connect(&e.m, "n1", node(), vec![berth_model::protocol::KernelReport { key: k, last: started() }]).await;
+    assert_eq!(node_json(&e, "n1").await["state"], "draining");
+
+    // The running job ends: the node is drained.
+    a.send(AgentMessage::Kernel { key: k, event: finished(KernelOutcome::Succeeded, Some(0)) }).await;
+    e.admin.wait_state(running, "SUCCEEDED").await;
+    eventually("drained", || async { (node_json(&e, "n1").await["state"] == "drained").then_some(()) }).await;
+    assert_eq!(e.admin.state(waiting).await, "PENDING");
+
+    // Undrain: the waiting job starts.
+    let (code, n) = e.admin.post("/v1/nodes/n1/undrain", json!({})).await;
+    assert_eq!((code, n["state"].as_str()), (200, Some("ready")), "{n}");
+    assert_eq!(n["drain_reason"], serde_json::Value::Null);
+    let k = start_key(&a.expect_start().await);
+    assert_eq!(k.job_id, waiting);
+    e.m.shutdown().await;
+}
