@@ -13,7 +13,8 @@ use utoipa::ToSchema;
 use crate::{Binding, JobId, JobSpec, Topology};
 
 /// Bumped on any incompatible change; a manager refuses agents of another version.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: `fenced` kernel outcome, agent addresses, the heartbeat timeout in `Welcome`.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Identifies one kernel run: a requeued job gets a new `attempt`, so late reports of an
 /// old run never touch the new one.
