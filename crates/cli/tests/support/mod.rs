@@ -3,6 +3,8 @@
 //! (so the credentials file is the test's own), and drives it through the CLI.
 #![allow(dead_code)]
 
+pub mod netns;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
