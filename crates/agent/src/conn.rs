@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use berth_model::Topology;
@@ -16,11 +17,12 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::AgentConfig;
 use crate::kernels::Kernels;
 use crate::runtime::{KernelUpdate, Runtime};
+use crate::tls::TlsFailure;
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -35,11 +37,6 @@ enum DialError {
     Auth,
     #[error("invalid manager url `{0}`: use http://host:port or https://host:port")]
     Url(String),
-    /// `wss://` needs a TLS feature of tokio-tungstenite that this build does not enable.
-    #[error(
-        "cannot reach `{0}`: this build has no TLS support for wss://; use http:// (e.g. behind a TLS-terminating proxy on the manager host)"
-    )]
-    NoTls(String),
     /// The manager's host answered but nothing listens (connection refused): the manager
     /// process is down, so nobody can be declaring this node lost; kernels keep running.
     #[error("{0}")]
@@ -72,26 +69,44 @@ pub(crate) fn connect_url(manager_url: &str) -> Result<String, String> {
 
 async fn dial(config: &AgentConfig) -> Result<Ws, DialError> {
     let url = connect_url(&config.manager_url).map_err(DialError::Url)?;
-    if url.starts_with("wss://") {
-        // Known before dialing: retrying could never succeed.
-        return Err(DialError::NoTls(url));
-    }
+    // The CA file is read on every dial: a file the admin fixed counts from the next retry.
+    let connector = match url.starts_with("wss://") {
+        true => {
+            let tls =
+                crate::tls::client_config(config.ca_file.as_deref()).map_err(|e| DialError::Other(e.to_string()))?;
+            Some(Connector::Rustls(Arc::new(tls)))
+        }
+        false => None,
+    };
     let mut req = url.as_str().into_client_request().map_err(|_| DialError::Url(config.manager_url.clone()))?;
     let auth = format!("Bearer {}", config.join_token).parse().map_err(|_| DialError::Auth)?;
     req.headers_mut().insert(tungstenite::http::header::AUTHORIZATION, auth);
     // Nagle off: commands and events are small frames, and Nagle + delayed ACK held each one
     // back ~40 ms on loopback (it capped a 2-CPU node at 20 jobs/s).
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::connect_async_with_config(req, None, true)).await {
+    let connect = tokio_tungstenite::connect_async_tls_with_config(req, None, true, connector);
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
         Err(_) => Err(DialError::Other(format!("no answer from {url}"))),
         Ok(Ok((ws, _))) => Ok(ws),
         Ok(Err(tungstenite::Error::Http(resp))) if resp.status() == 401 || resp.status() == 403 => Err(DialError::Auth),
-        Ok(Err(tungstenite::Error::Url(tungstenite::error::UrlError::TlsFeatureNotEnabled))) => {
-            Err(DialError::NoTls(url))
+        Ok(Err(tungstenite::Error::Http(resp))) => {
+            // e.g. a TLS manager answering plain http:// with the URL to use.
+            let body = resp.body().as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+            let said = serde_json::from_str::<berth_model::api::ErrorBody>(&body).map(|b| b.error);
+            let said = said.map(|e| format!(": {e}")).unwrap_or_default();
+            Err(DialError::Other(format!("cannot connect to {url}: the manager answered {}{said}", resp.status())))
         }
         Ok(Err(tungstenite::Error::Io(e))) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             Err(DialError::Down(format!("cannot connect to {url}: {e} (is the manager running?)")))
         }
-        Ok(Err(e)) => Err(DialError::Other(format!("cannot connect to {url}: {e}"))),
+        Ok(Err(e)) => Err(DialError::Other(match crate::tls::classify(&e) {
+            Some(TlsFailure::Untrusted(why)) => format!(
+                "cannot connect to {url}: manager certificate not trusted ({why}): pass --ca-file with the CA that signed it"
+            ),
+            Some(TlsFailure::NotTls) => {
+                format!("cannot connect to {url}: the manager does not speak TLS: use http:// in --manager")
+            }
+            None => format!("cannot connect to {url}: {e}"),
+        })),
     }
 }
 
@@ -173,7 +188,7 @@ pub(crate) async fn run(
         };
         let why = match dialed {
             Err(DialError::Auth) => return agent.fail(DialError::Auth.to_string()).await,
-            Err(e @ (DialError::Url(_) | DialError::NoTls(_))) => return agent.fail(e.to_string()).await,
+            Err(e @ DialError::Url(_)) => return agent.fail(e.to_string()).await,
             Err(DialError::Down(e)) => {
                 agent.fence.heard();
                 e

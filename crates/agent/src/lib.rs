@@ -17,6 +17,7 @@ mod kernels;
 pub mod ledger;
 pub mod logs;
 pub mod runtime;
+pub mod tls;
 
 /// How to start an agent.
 #[derive(Debug, Clone)]
@@ -43,6 +44,10 @@ pub struct AgentConfig {
     /// Where other nodes reach this one (`MASTER_ADDR`); `None`: the local address of the
     /// route to the manager.
     pub address: Option<String>,
+    /// PEM certificates trusted for an `https://` manager besides the public roots
+    /// (`--ca-file`; see [`tls`]). Read at start, and again on every dial so a fixed file is
+    /// picked up without a restart.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Discovers this node's topology (see the `discover` module for the sources and their order).
@@ -54,6 +59,8 @@ pub fn discover(config: &AgentConfig) -> anyhow::Result<berth_model::Topology> {
 /// a connection to the manager (reconnecting with backoff) while kernels run. On shutdown every
 /// running kernel is stopped and reported before the socket is closed.
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+    // A CA file that cannot be used fails the start: retrying would never help.
+    tls::client_config(config.ca_file.as_deref())?;
     let topology = discover(&config)?;
     tracing::info!(
         node = %config.name,

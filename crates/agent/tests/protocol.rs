@@ -60,6 +60,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         run_as: None,
         stop_grace: Duration::from_millis(200),
         address: None,
+        ca_file: None,
     }
 }
 

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
+use berth_agent::tls::TlsFailure;
 use berth_model::JobId;
 use berth_model::api::{
     CancelResult, CreateUserRequest, DrainRequest, ErrorBody, Health, JobDetail, JobListQuery, JobView,
@@ -45,13 +46,17 @@ impl Client {
         if !matches!(url.scheme(), "http" | "https") {
             anyhow::bail!("invalid manager url `{}`: use http:// or https://", creds.url);
         }
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .user_agent(concat!("berth-cli/", env!("CARGO_PKG_VERSION")))
             // A dead host should fail fast; an answer may still take long (big logs), so only
             // the connect step has a short limit.
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .context("cannot set up the HTTP client")?;
+            .connect_timeout(Duration::from_secs(5));
+        if let Some(ca) = &creds.ca_file {
+            // The agent's trust rules (public roots + the CA file's certificates), so the CLI
+            // and the agents accept the same managers.
+            http = http.use_preconfigured_tls(berth_agent::tls::client_config(Some(ca))?);
+        }
+        let http = http.build().context("cannot set up the HTTP client")?;
         Ok(Self { http, base: creds.url.trim_end_matches('/').to_string(), token: creds.token })
     }
 
@@ -74,6 +79,19 @@ impl Client {
 
     fn transport_error(&self, e: reqwest::Error) -> anyhow::Error {
         tracing::debug!(error = ?e, "request failed");
+        // TLS failures happen while connecting: tell them apart from a manager that is down.
+        match berth_agent::tls::classify(&e) {
+            Some(TlsFailure::Untrusted(why)) => {
+                return anyhow!(
+                    "the berth manager's certificate at {} is not trusted ({why}): set BERTH_CA_FILE to the CA certificate (PEM) that signed it",
+                    self.base
+                );
+            }
+            Some(TlsFailure::NotTls) => {
+                return anyhow!("the berth manager at {} does not speak TLS: use http:// in BERTH_URL", self.base);
+            }
+            None => {}
+        }
         if e.is_connect() {
             anyhow!("cannot reach the berth manager at {}: is `berth up` running?", self.base)
         } else if e.is_timeout() {
@@ -254,7 +272,7 @@ mod tests {
                 c.write_all(answer.as_bytes()).await.unwrap();
             }
         });
-        Client::new(Credentials { url, token: "sekret".into() }).unwrap()
+        Client::new(Credentials { url, token: "sekret".into(), ca_file: None }).unwrap()
     }
 
     fn answer(status: &str, headers: &str, body: &str) -> String {
@@ -296,7 +314,7 @@ mod tests {
 
     #[test]
     fn bad_urls_are_refused_early() {
-        let c = |u: &str| Client::new(Credentials { url: u.into(), token: "t".into() });
+        let c = |u: &str| Client::new(Credentials { url: u.into(), token: "t".into(), ca_file: None });
         assert!(c("http://127.0.0.1:7070/").is_ok());
         assert!(c("127.0.0.1:7070").is_err());
         assert!(c("ftp://x").is_err());

@@ -33,6 +33,8 @@ pub struct UpArgs {
     /// A node silent this long is `lost`: its jobs are requeued (`--requeue`) or LOST
     #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
     pub heartbeat_timeout: Duration,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// `berth manager`: the manager alone.
@@ -48,6 +50,35 @@ pub struct ManagerArgs {
     /// stop their kernels after half of it without word from the manager (fencing)
     #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
     pub heartbeat_timeout: Duration,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// `--tls-cert`/`--tls-key` of `berth up` and `berth manager`: both or neither.
+#[derive(Debug, Args)]
+pub struct TlsArgs {
+    /// Serve HTTPS/WSS only, with this PEM certificate (the server's first, then intermediates).
+    #[arg(long, value_name = "CERT.pem", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "KEY.pem", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    fn files(&self) -> Option<berth_manager::tls::TlsFiles> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(berth_manager::tls::TlsFiles { cert: cert.clone(), key: key.clone() }),
+            _ => None,
+        }
+    }
+
+    /// The certificate as an absolute path, for the credentials file and the local agent: a
+    /// certificate in a CA file is trusted as itself (see `berth_agent::tls`), so `berth up`
+    /// and the CLI on this host trust this manager whatever its certificate's issuer.
+    fn trusted_cert(&self) -> Option<PathBuf> {
+        self.tls_cert.as_ref().map(|c| std::path::absolute(c).unwrap_or_else(|_| c.clone()))
+    }
 }
 
 /// `berth agent`: one node's agent.
@@ -78,6 +109,10 @@ pub struct AgentArgs {
     /// Root of sysfs used for hardware discovery.
     #[arg(long, default_value = "/sys", hide = true)]
     pub sysfs_root: PathBuf,
+    /// PEM certificate(s) to trust for an https:// manager besides the public CAs: the CA that
+    /// signed the manager's certificate, or that certificate itself.
+    #[arg(long, env = "BERTH_CA_FILE", value_name = "CA.pem")]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// How long `berth up` waits for the local agent to stop its kernels on Ctrl-C.
@@ -97,11 +132,12 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let data_dir = prepare_data_dir(&args.data_dir)?;
-    let handle = start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout).await?;
+    let handle = start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files()).await?;
     let url = handle.url.clone();
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
+    let trusted_cert = args.tls.trusted_cert();
     let cred_path = match &token {
-        Some(t) => Some(crate::credentials::write(&url, t)?),
+        Some(t) => Some(crate::credentials::write(&url, t, trusted_cert.as_deref())?),
         None => None,
     };
 
@@ -117,6 +153,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         run_as: None,
         stop_grace: STOP_GRACE,
         address: None,
+        ca_file: trusted_cert,
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -156,16 +193,19 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
 pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     let data_dir = prepare_data_dir(&args.data_dir)?;
-    let handle = start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout).await?;
+    let handle = start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files()).await?;
     let url = handle.url.clone();
+    let trusted_cert = args.tls.trusted_cert();
     if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
-        let p = crate::credentials::write(&url, &token)?;
+        let p = crate::credentials::write(&url, &token, trusted_cert.as_deref())?;
         println!("berth manager is up: {url}  token written to {}", p.display());
     } else {
         println!("berth manager is up: {url}");
     }
     println!("join token for agents: {}", handle.join_token);
-    println!("  berth agent --manager {url} --join-token {}", handle.join_token);
+    // With TLS, agents need the certificate (or its CA) unless a public CA signed it.
+    let ca = trusted_cert.map(|c| format!(" --ca-file {}", c.display())).unwrap_or_default();
+    println!("  berth agent --manager {url} --join-token {}{ca}", handle.join_token);
     shutdown_signal().await;
     eprintln!("stopping the berth manager");
     handle.shutdown().await;
@@ -186,6 +226,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         run_as: None,
         stop_grace: STOP_GRACE,
         address: args.address.map(|a| a.to_string()),
+        ca_file: args.ca_file,
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await
@@ -196,6 +237,7 @@ async fn start_manager(
     listen: SocketAddr,
     config_file: Option<PathBuf>,
     heartbeat_timeout: Duration,
+    tls: Option<berth_manager::tls::TlsFiles>,
 ) -> anyhow::Result<berth_manager::ManagerHandle> {
     let config = ManagerConfig {
         data_dir: data_dir.to_path_buf(),
@@ -203,6 +245,7 @@ async fn start_manager(
         admin_user: std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "admin".into()),
         config_file,
         heartbeat_timeout,
+        tls,
     };
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }

@@ -22,6 +22,7 @@ mod nodes;
 mod openapi;
 mod scheduler;
 mod state;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,6 +50,8 @@ pub struct ManagerConfig {
     pub config_file: Option<PathBuf>,
     /// Seconds without heartbeat before a node is `lost`.
     pub heartbeat_timeout: std::time::Duration,
+    /// Serve HTTPS/WSS only, with this certificate and key (`--tls-cert`/`--tls-key`).
+    pub tls: Option<tls::TlsFiles>,
 }
 
 /// The admin user and its API token, shown once on the first start of a data dir.
@@ -60,7 +63,7 @@ pub struct Bootstrap {
 
 /// A running manager.
 pub struct ManagerHandle {
-    /// `http://<addr>`.
+    /// `http://<addr>`, or `https://<addr>` with TLS.
     pub url: String,
     pub local_addr: SocketAddr,
     pub bootstrap: Option<Bootstrap>,
@@ -108,6 +111,8 @@ impl ManagerHandle {
 /// HTTP server, the scheduling loop and the heartbeat checker.
 pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     let cfg = config::load(config.config_file.as_deref())?;
+    // Bad certificate files fail the start before anything is opened.
+    let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let db = config.data_dir.join("berth.db");
@@ -132,27 +137,27 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     let local_addr = listener.local_addr()?;
     let app = api::router(m.clone());
     let mut stop = shutdown_rx.clone();
-    let server = tokio::spawn(async move {
-        let graceful = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        if let Err(e) = axum::serve(
-            listener.tap_io(|tcp| {
+    let graceful = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let server = match tls {
+        Some(tls) => {
+            let listener = tls::TlsListener::new(listener, tls)?;
+            tokio::spawn(async move { report(axum::serve(listener, app).with_graceful_shutdown(graceful).await) })
+        }
+        None => tokio::spawn(async move {
+            let listener = listener.tap_io(|tcp| {
                 // Small WebSocket frames to agents must not wait for delayed ACKs (Nagle).
                 let _ = tcp.set_nodelay(true);
-            }),
-            app,
-        )
-        .with_graceful_shutdown(graceful)
-        .await
-        {
-            tracing::error!("http server failed: {e}");
-        }
-    });
+            });
+            report(axum::serve(listener, app).with_graceful_shutdown(graceful).await)
+        }),
+    };
     let tasks = vec![tokio::spawn(scheduler::run(m.clone())), tokio::spawn(heartbeat::run(m.clone()))];
     tracing::info!(%local_addr, "berth manager listening");
     Ok(ManagerHandle {
-        url: format!("http://{local_addr}"),
+        url: format!("{scheme}://{local_addr}"),
         local_addr,
         bootstrap,
         join_token,
@@ -161,4 +166,10 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         tasks,
         store,
     })
+}
+
+fn report(served: std::io::Result<()>) {
+    if let Err(e) = served {
+        tracing::error!("http server failed: {e}");
+    }
 }

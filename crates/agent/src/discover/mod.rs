@@ -59,6 +59,7 @@ mod tests {
             run_as: None,
             stop_grace: std::time::Duration::from_secs(1),
             address: None,
+            ca_file: None,
         }
     }
 

@@ -25,6 +25,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         admin_user: "alice".into(),
         config_file: None,
         heartbeat_timeout: heartbeat,
+        tls: None,
     }
 }
 
