@@ -102,6 +102,9 @@ async fn dial(config: &AgentConfig) -> Result<Ws, DialError> {
             Some(TlsFailure::Untrusted(why)) => format!(
                 "cannot connect to {url}: manager certificate not trusted ({why}): pass --ca-file with the CA that signed it"
             ),
+            Some(TlsFailure::WrongName(why)) => format!(
+                "cannot connect to {url}: manager certificate not valid for this address ({why}): use a name it is valid for in --manager, or pass the certificate itself as --ca-file"
+            ),
             Some(TlsFailure::NotTls) => {
                 format!("cannot connect to {url}: the manager does not speak TLS: use http:// in --manager")
             }

@@ -130,6 +130,8 @@ impl ServerCertVerifier for Verifier {
 pub enum TlsFailure {
     /// The manager's certificate was refused; why, e.g. `signed by an unknown CA`.
     Untrusted(String),
+    /// The certificate is trusted but names other hosts than the one dialed; rustls's words.
+    WrongName(String),
     /// The other end does not speak TLS (a plain `http://` manager dialed as `https://`).
     NotTls,
 }
@@ -139,6 +141,9 @@ pub fn classify(err: &(dyn StdError + 'static)) -> Option<TlsFailure> {
     let mut next = Some(err);
     while let Some(e) = next {
         match e.downcast_ref::<rustls::Error>() {
+            Some(rustls::Error::InvalidCertificate(
+                c @ (CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }),
+            )) => return Some(TlsFailure::WrongName(c.to_string())),
             Some(rustls::Error::InvalidCertificate(c)) => {
                 return Some(TlsFailure::Untrusted(match c {
                     CertificateError::UnknownIssuer => "signed by an unknown CA".to_string(),

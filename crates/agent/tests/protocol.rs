@@ -275,11 +275,17 @@ async fn version_refusal_is_fatal() {
 }
 
 #[tokio::test]
-async fn https_without_tls_support_is_a_clear_error() {
+async fn an_unusable_ca_file_fails_the_start_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let run = berth_agent::run(config("https://127.0.0.1:1", "t", dir.path(), "tls"), std::future::pending());
-    let err = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap_err().to_string();
-    assert!(err.contains("no TLS support for wss://"), "{err}");
+    let mut c = config("https://127.0.0.1:1", "t", dir.path(), "tls");
+    c.ca_file = Some(dir.path().join("missing-ca.pem"));
+    // Without the check at start this would retry the dead address forever.
+    let err = tokio::time::timeout(Duration::from_secs(30), berth_agent::run(c, std::future::pending()))
+        .await
+        .expect("the agent gave up at once")
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("cannot read the CA file") && err.contains("missing-ca.pem"), "{err}");
 }
 
 /// A manager that goes silent (a partition: no commands, no pings) makes the agent fence: it

@@ -87,6 +87,12 @@ impl Client {
                     self.base
                 );
             }
+            Some(TlsFailure::WrongName(why)) => {
+                return anyhow!(
+                    "the berth manager's certificate at {} is not valid for this address ({why}): use a name it is valid for in BERTH_URL, or set BERTH_CA_FILE to the certificate itself",
+                    self.base
+                );
+            }
             Some(TlsFailure::NotTls) => {
                 return anyhow!("the berth manager at {} does not speak TLS: use http:// in BERTH_URL", self.base);
             }

@@ -30,11 +30,12 @@ pub struct Berth {
 fn base_cmd(home: &Path) -> Command {
     let mut c = Command::new(BIN);
     c.env("HOME", home).env_remove("XDG_CONFIG_HOME").env_remove("BERTH_URL").env_remove("BERTH_TOKEN");
+    c.env_remove("BERTH_CA_FILE");
     c.env("RUST_LOG", "info");
     c
 }
 
-/// Reads the child's stdout until a line holding `http://...`, returns the URL; the rest of
+/// Reads the child's stdout until a line holding `http://...` or `https://...`, returns the URL; the rest of
 /// the output keeps being drained in a thread so the child never blocks on a full pipe.
 fn read_url(child: &mut Child, log: PathBuf) -> String {
     let stdout = child.stdout.take().expect("piped stdout");
@@ -46,7 +47,7 @@ fn read_url(child: &mut Child, log: PathBuf) -> String {
             all.push_str(&line);
             all.push('\n');
             let _ = std::fs::write(&log, &all);
-            if !sent && let Some(i) = line.find("http://") {
+            if !sent && let Some(i) = line.find("http://").or_else(|| line.find("https://")) {
                 let url: String = line[i..].chars().take_while(|c| !c.is_whitespace()).collect();
                 let _ = tx.send(url);
                 sent = true;
@@ -90,6 +91,11 @@ impl Berth {
     /// name, then extra flags such as `--fake-gpus 2`), waits until every node is ready.
     /// ([`Berth::restart`] is for `berth up` only.)
     pub fn cluster(config: &str, agents: &[(&str, &[&str])]) -> Berth {
+        Self::cluster_with(config, &[], agents)
+    }
+
+    /// Like [`Berth::cluster`], with `manager_extra` flags for `berth manager` (e.g. TLS).
+    pub fn cluster_with(config: &str, manager_extra: &[&str], agents: &[(&str, &[&str])]) -> Berth {
         let home = tempfile::tempdir().unwrap();
         let path = home.path().join("berth.toml");
         std::fs::write(&path, config).unwrap();
@@ -99,26 +105,33 @@ impl Berth {
             .arg(&path)
             .arg("--data-dir")
             .arg(&b.data)
+            .args(manager_extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(std::fs::File::create(b.home.path().join("manager.stderr")).unwrap()))
             .spawn()
             .expect("spawn berth manager");
         b.url = read_url(&mut manager, b.home.path().join("manager.stdout"));
         b.procs.push(manager);
-        let join = std::fs::read_to_string(b.data.join("join-token")).expect("join token").trim().to_string();
         for (name, extra) in agents {
-            let agent = base_cmd(b.home.path())
-                .args(["agent", "--manager", &b.url, "--join-token", &join, "--name", name, "--data-dir"])
-                .arg(b.home.path().join(format!("agent-{name}")))
-                .args(*extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::from(std::fs::File::create(b.home.path().join(format!("{name}.stderr"))).unwrap()))
-                .spawn()
-                .expect("spawn berth agent");
-            b.procs.push(agent);
+            b.add_agent(name, extra);
         }
         b.wait_nodes_ready(agents.len());
         b
+    }
+
+    /// Starts `berth agent --name <name> <extra...>` against this manager (stderr in
+    /// `<home>/<name>.stderr`); does not wait for it to register.
+    pub fn add_agent(&mut self, name: &str, extra: &[&str]) {
+        let join = std::fs::read_to_string(self.data.join("join-token")).expect("join token").trim().to_string();
+        let agent = base_cmd(self.home.path())
+            .args(["agent", "--manager", &self.url, "--join-token", &join, "--name", name, "--data-dir"])
+            .arg(self.home.path().join(format!("agent-{name}")))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(self.home.path().join(format!("{name}.stderr"))).unwrap()))
+            .spawn()
+            .expect("spawn berth agent");
+        self.procs.push(agent);
     }
 
     /// Rewrites the config file of [`Berth::up_with_config`] (read on the next start).
