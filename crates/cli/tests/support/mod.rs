@@ -35,8 +35,9 @@ fn base_cmd(home: &Path) -> Command {
     c
 }
 
-/// Reads the child's stdout until a line holding `http://...` or `https://...`, returns the URL; the rest of
-/// the output keeps being drained in a thread so the child never blocks on a full pipe.
+/// Reads the child's stdout until a line holding `http://...` or `https://...`, returns the
+/// URL; the rest of the output keeps being drained in a thread so the child never blocks on a
+/// full pipe.
 fn read_url(child: &mut Child, log: PathBuf) -> String {
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
