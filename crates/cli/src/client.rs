@@ -70,7 +70,11 @@ impl Client {
 
     /// Sends a request and turns transport failures and error answers into messages.
     async fn send(&self, req: RequestBuilder) -> anyhow::Result<Response> {
-        let resp = req.send().await.map_err(|e| self.transport_error(e))?;
+        // On a runtime thread, where SIGPIPE is blocked (main.rs): the connection, its TLS
+        // handshake and the task hyper spawns for it never write from the main thread, which
+        // keeps the default SIGPIPE for `berth ps | head`.
+        let sent = tokio::spawn(req.send()).await.context("the request task failed")?;
+        let resp = sent.map_err(|e| self.transport_error(e))?;
         if resp.status().is_success() {
             return Ok(resp);
         }

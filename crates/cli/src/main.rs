@@ -86,7 +86,22 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if !daemon {
+        // ...but a socket write to a peer that hung up must stay an error (EPIPE), not death:
+        // rustls writes alerts with writev, which has no MSG_NOSIGNAL. The runtime's threads
+        // block SIGPIPE and the client does its network I/O there (see `client::Client::send`).
+        builder.on_thread_start(|| {
+            // SAFETY: changes only this thread's signal mask.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGPIPE);
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            }
+        });
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

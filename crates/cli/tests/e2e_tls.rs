@@ -185,3 +185,13 @@ fn berth_up_with_tls_trusts_its_own_certificate() {
     let err = text(&o.stderr);
     assert!(err.contains("not valid for name \"127.0.0.1\"") && err.contains("certificate itself"), "{err}");
 }
+
+#[test]
+fn https_to_a_plain_manager_says_so() {
+    let b = Berth::cluster("", &[]);
+    let tls = b.url.replace("http://", "https://");
+    // Once killed by SIGPIPE: rustls writes its alert after the plain server hung up.
+    let o = cli_env(&b, &tls, &[], &["ps"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("does not speak TLS: use http://"), "{}", text(&o.stderr));
+}
