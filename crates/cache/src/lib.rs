@@ -1,1 +1,63 @@
-//! The dataset cache (DESIGN.md §10): not built yet; it arrives with the dataset-cache issue.
+//! berth's dataset cache (DESIGN.md §10): an HTTP object cache on every node's local disk.
+//!
+//! - [`maglev`]: which node owns a key (consistent hashing with a fixed, versioned hash).
+//! - [`store`]: one node's objects on disk (crash-safe PUTs, index rebuilt at start).
+//! - [`evict`] and [`sieve`]: SIEVE eviction per bucket, quotas and fair shares.
+//! - [`token`]: HMAC-signed tokens nodes verify locally.
+//! - [`server`]: the HTTP API (objects, forwarding to the owner, members, buckets, metrics).
+//! - [`sim`]: eviction policies replayed on traces, for the figures in docs/perf.md.
+
+pub mod bucket;
+pub mod evict;
+pub mod header;
+pub mod maglev;
+pub mod metrics;
+pub mod server;
+pub mod sieve;
+pub mod sim;
+pub mod store;
+pub mod token;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use bucket::BucketConfig;
+pub use maglev::{Maglev, Member};
+pub use store::Store;
+
+/// Counters and usage of one bucket on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketStats {
+    pub bucket: String,
+    pub objects: u64,
+    pub bytes: u64,
+    pub quota: Option<u64>,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub evicted_bytes: u64,
+    pub puts: u64,
+    pub put_bytes: u64,
+}
+
+/// What can go wrong in the store; each maps to one HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("bucket `{0}` does not exist: create it with `berth cache bucket create {0}`")]
+    NoBucket(String),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("{0}")]
+    Corrupt(String),
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+impl StoreError {
+    pub fn io(path: &Path, source: std::io::Error) -> StoreError {
+        StoreError::Io { path: path.display().to_string(), source }
+    }
+}

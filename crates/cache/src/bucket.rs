@@ -1,0 +1,108 @@
+//! Buckets: their settings (public, quota, projects allowed), name and key rules, and the
+//! `buckets.json` file that keeps them across restarts (written to a temp file, fsynced and
+//! renamed, so a crash leaves the old or the new file, never half of one).
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::StoreError;
+
+/// Longest key accepted (bytes, after percent-decoding); PFIO sends whole URLs as keys.
+pub const MAX_KEY_LEN: usize = 4096;
+
+/// A bucket's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketConfig {
+    pub name: String,
+    /// Anyone may read without a token; writes still need a valid token.
+    #[serde(default)]
+    pub public: bool,
+    /// Most bytes the bucket may hold; `None` = a share of what is left of the capacity.
+    #[serde(default)]
+    pub quota: Option<u64>,
+    /// Projects whose tokens may read and write a private bucket (admins always may).
+    #[serde(default)]
+    pub projects: Vec<String>,
+}
+
+/// Checks a bucket name: 1–63 of `a-z 0-9 . _ -`, starting with a letter or digit.
+pub fn validate_bucket_name(name: &str) -> Result<(), StoreError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(&c))
+        && name.as_bytes()[0].is_ascii_alphanumeric();
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::BadRequest(format!(
+            "bucket name `{name}` is not valid: use 1-63 lowercase letters, digits, `.`, `_` or `-`, starting with a letter or digit"
+        )))
+    }
+}
+
+/// Checks a key: any bytes (including `:`, `//` and `..`: keys never become paths) but not
+/// empty and at most [`MAX_KEY_LEN`] bytes.
+pub fn validate_key(key: &[u8]) -> Result<(), StoreError> {
+    if key.is_empty() {
+        return Err(StoreError::BadRequest("the object key is empty: use /v1/objects/BUCKET/KEY".into()));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(StoreError::BadRequest(format!(
+            "the object key is {} bytes long: keys may be at most {MAX_KEY_LEN} bytes",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn load(path: &Path) -> Result<Vec<BucketConfig>, StoreError> {
+    match std::fs::read(path) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            StoreError::Corrupt(format!("{} is not valid bucket JSON ({e}): fix or remove it", path.display()))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(vec![]),
+        Err(e) => Err(StoreError::io(path, e)),
+    }
+}
+
+pub(crate) fn save(path: &Path, buckets: &[BucketConfig]) -> Result<(), StoreError> {
+    let tmp = path.with_extension("json.tmp");
+    let body = serde_json::to_vec_pretty(buckets).expect("bucket configs serialize");
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&body)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| StoreError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_keys() {
+        for good in ["imagenet", "a", "ds-2024.v1_x"] {
+            validate_bucket_name(good).unwrap();
+        }
+        for bad in ["", "Upper", "-x", "a/b", "a b", &"x".repeat(64), ".."] {
+            assert!(validate_bucket_name(bad).is_err(), "{bad:?} accepted");
+        }
+        validate_key(b"s3://host/bucket//a/../../etc/passwd").unwrap();
+        assert!(validate_key(b"").is_err());
+        assert!(validate_key(&vec![b'k'; MAX_KEY_LEN + 1]).is_err());
+    }
+
+    #[test]
+    fn save_then_load() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("buckets.json");
+        assert_eq!(load(&p).unwrap(), vec![]);
+        let b = vec![BucketConfig { name: "x".into(), public: true, quota: Some(5), projects: vec!["p".into()] }];
+        save(&p, &b).unwrap();
+        assert_eq!(load(&p).unwrap(), b);
+    }
+}

@@ -1,0 +1,124 @@
+//! Members, buckets, stats and metrics.
+
+use std::sync::Arc;
+
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Body, Node, auth, error};
+use crate::bucket::BucketConfig;
+use crate::maglev::{HASH_VERSION, Member};
+
+/// Largest JSON body the admin routes read.
+const MAX_JSON: usize = 1024 * 1024;
+
+pub fn metrics(node: &Node) -> Response<Body> {
+    let text = crate::metrics::render(&node.store.stats(), node.store.used(), node.store.capacity(), &node.counters);
+    Response::builder()
+        .header(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")
+        .body(Body::full(text.into()))
+        .expect("response")
+}
+
+pub fn stats(node: &Node) -> Response<Body> {
+    super::json(
+        StatusCode::OK,
+        &json!({
+            "node": node.name,
+            "used": node.store.used(),
+            "capacity": node.store.capacity(),
+            "buckets": node.store.stats(),
+        }),
+    )
+}
+
+/// The member list with what a client needs to route by itself.
+pub fn members(node: &Node) -> Response<Body> {
+    let m = node.maglev();
+    let members: Vec<_> = m.members().iter().map(|m| json!({"name": m.name, "weight": m.weight})).collect();
+    super::json(
+        StatusCode::OK,
+        &json!({
+            "self": node.name,
+            "hash": format!("maglev-xxh3-v{HASH_VERSION}"),
+            "table_size": m.table_size(),
+            "members": members,
+        }),
+    )
+}
+
+async fn read_json<T: for<'de> Deserialize<'de>>(req: Request<Incoming>) -> Result<T, Response<Body>> {
+    let body = http_body_util::Limited::new(req.into_body(), MAX_JSON)
+        .collect()
+        .await
+        .map_err(|e| error(StatusCode::BAD_REQUEST, &format!("reading the body failed: {e}")))?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|e| error(StatusCode::BAD_REQUEST, &format!("the body is not the expected JSON: {e}")))
+}
+
+#[derive(Deserialize)]
+struct MemberIn {
+    name: String,
+    #[serde(default = "one")]
+    weight: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
+    if let Err(r) = auth::admin(node, req.headers()) {
+        return r;
+    }
+    let list: Vec<MemberIn> = match read_json(req).await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    if list.iter().any(|m| !m.name.starts_with("http://")) {
+        return error(StatusCode::BAD_REQUEST, "members are base URLs such as http://10.0.0.2:7171");
+    }
+    match node.set_members(list.into_iter().map(|m| Member { name: m.name, weight: m.weight }).collect()) {
+        Ok(()) => members(node),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("saving members.json failed: {e}")),
+    }
+}
+
+pub fn buckets(node: &Node, req: &Request<Incoming>) -> Response<Body> {
+    if let Err(r) = auth::claims(node, req.headers()) {
+        return r;
+    }
+    super::json(StatusCode::OK, &serde_json::to_value(node.store.buckets()).expect("json"))
+}
+
+#[derive(Deserialize)]
+struct BucketIn {
+    #[serde(default)]
+    public: bool,
+    #[serde(default)]
+    quota: Option<u64>,
+    #[serde(default)]
+    projects: Vec<String>,
+}
+
+pub async fn put_bucket(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
+    if let Err(r) = auth::admin(node, req.headers()) {
+        return r;
+    }
+    let name = req.uri().path().trim_start_matches("/v1/buckets/").to_string();
+    let b: BucketIn = match read_json(req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let cfg = BucketConfig { name, public: b.public, quota: b.quota, projects: b.projects };
+    let store = node.store.clone();
+    let c = cfg.clone();
+    match tokio::task::spawn_blocking(move || store.put_bucket(c)).await {
+        Ok(Ok(())) => super::json(StatusCode::OK, &serde_json::to_value(cfg).expect("json")),
+        Ok(Err(e)) => error(StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("bucket update failed: {e}")),
+    }
+}

@@ -1,0 +1,179 @@
+//! The cache node's HTTP server, on hyper 1 directly (HTTP/1.1 keep-alive, no router: the
+//! few routes are matched by hand on the raw path, which also keeps `//` inside keys intact).
+//!
+//! Routes:
+//! - `PUT|GET|HEAD|DELETE /v1/objects/{bucket}/{key}`: objects ([`objects`]); a node that does
+//!   not own the key forwards to its owner ([`forward`]).
+//! - `GET /v1/members`, `PUT /v1/members` (admin): the Maglev member list.
+//! - `GET /v1/buckets`, `PUT /v1/buckets/{name}` (admin): bucket settings.
+//! - `GET /v1/stats` (JSON) and `GET /metrics` (Prometheus): per-bucket counters.
+
+mod admin;
+mod auth;
+mod body;
+mod forward;
+mod objects;
+mod range;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::maglev::{Maglev, Member};
+use crate::metrics::NodeCounters;
+use crate::store::Store;
+use crate::token::Key;
+
+pub use body::Body;
+
+/// Header a node sets on a forwarded request, so the owner serves it itself (no loops even
+/// when two nodes briefly disagree on the member list).
+pub const FORWARDED: &str = "x-berth-forwarded";
+
+/// Everything a node needs to serve.
+#[derive(Debug)]
+pub struct Node {
+    pub store: Arc<Store>,
+    pub key: Key,
+    /// This node's name in the member list (the URL others reach it at).
+    pub name: String,
+    members: RwLock<Arc<Maglev>>,
+    members_file: PathBuf,
+    pub counters: NodeCounters,
+    forwarder: forward::Forwarder,
+}
+
+impl Node {
+    /// A node named `name` (its URL) serving `store`, routing over `members` (just itself
+    /// when empty; the list is kept in `<data dir>/members.json` across restarts when it is
+    /// changed through the API).
+    pub fn new(store: Arc<Store>, key: Key, name: String, members: Vec<Member>) -> Node {
+        let members_file = store.root().join("members.json");
+        let members = if members.is_empty() {
+            load_members(&members_file).unwrap_or_else(|| vec![Member { name: name.clone(), weight: 1 }])
+        } else {
+            members
+        };
+        Node {
+            store,
+            key,
+            name,
+            members: RwLock::new(Arc::new(Maglev::new(members))),
+            members_file,
+            counters: NodeCounters::default(),
+            forwarder: forward::Forwarder::new(),
+        }
+    }
+
+    pub fn maglev(&self) -> Arc<Maglev> {
+        self.members.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the member list (and keeps it for restarts).
+    pub fn set_members(&self, members: Vec<Member>) -> std::io::Result<()> {
+        let json: Vec<_> =
+            members.iter().map(|m| serde_json::json!({"name": m.name, "weight": m.weight})).collect();
+        let tmp = self.members_file.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&json).expect("members serialize"))?;
+        std::fs::rename(&tmp, &self.members_file)?;
+        *self.members.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Maglev::new(members));
+        Ok(())
+    }
+}
+
+fn load_members(path: &std::path::Path) -> Option<Vec<Member>> {
+    let v: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    v.iter()
+        .map(|m| {
+            Some(Member { name: m.get("name")?.as_str()?.to_string(), weight: m.get("weight")?.as_u64()? as u32 })
+        })
+        .collect()
+}
+
+/// Accepts connections on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, node: Arc<Node>) -> std::io::Result<()> {
+    loop {
+        let (stream, _peer) = match listener.accept().await {
+            Ok(s) => s,
+            // out of file descriptors and the like: keep serving the connections we have
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let node = node.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let node = node.clone();
+                async move { Ok::<_, std::convert::Infallible>(route(&node, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+/// Binds `addr` (port 0 = any free port) and returns the listener and its real address.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind(addr).await?;
+    let a = l.local_addr()?;
+    Ok((l, a))
+}
+
+async fn route(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path();
+    if let Some(rest) = path.strip_prefix("/v1/objects/") {
+        return match objects::parse_target(rest) {
+            Ok((bucket, key)) => objects::handle(node, req, bucket, key).await,
+            Err(msg) => error(StatusCode::BAD_REQUEST, &msg),
+        };
+    }
+    match (req.method(), path) {
+        (&Method::GET, "/metrics") => admin::metrics(node),
+        (&Method::GET, "/v1/stats") => admin::stats(node),
+        (&Method::GET, "/v1/members") => admin::members(node),
+        (&Method::PUT, "/v1/members") => admin::put_members(node, req).await,
+        (&Method::GET, "/v1/buckets") => admin::buckets(node, &req),
+        (&Method::PUT, p) if p.starts_with("/v1/buckets/") => admin::put_bucket(node, req).await,
+        (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
+        _ => error(StatusCode::NOT_FOUND, &format!("no route {} {path}: see /v1/objects/BUCKET/KEY", req.method())),
+    }
+}
+
+/// A plain-text response.
+pub(crate) fn text(status: StatusCode, body: &str) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Body::full(Bytes::copy_from_slice(body.as_bytes())))
+        .expect("valid response")
+}
+
+/// An error response: JSON `{"error": msg}`, like the manager's API.
+pub(crate) fn error(status: StatusCode, msg: &str) -> Response<Body> {
+    let b = serde_json::to_vec(&serde_json::json!({ "error": msg })).expect("json");
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::full(Bytes::from(b)))
+        .expect("valid response")
+}
+
+pub(crate) fn json(status: StatusCode, v: &serde_json::Value) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::full(Bytes::from(serde_json::to_vec(v).expect("json"))))
+        .expect("valid response")
+}

@@ -1,0 +1,276 @@
+//! `PUT|GET|HEAD|DELETE /v1/objects/{bucket}/{key}`.
+//!
+//! GET of a small object reads it inline on the async worker (a page-cache read of a few KiB
+//! costs less than a hop to the blocking pool); bigger objects are streamed by a blocking
+//! reader in 1 MiB chunks through a small channel, so a slow client holds back the reader
+//! instead of filling memory. PUT bodies are buffered in memory up to 1 MiB and written in one
+//! blocking task; bigger ones are written in 4 MiB steps as they arrive.
+
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use percent_encoding::percent_decode_str;
+
+use super::forward::ForwardError;
+use super::range::{self, Want};
+use super::{Body, FORWARDED, Node, auth, error};
+use crate::StoreError;
+use crate::metrics::NodeCounters;
+use crate::store::Opened;
+
+/// Objects up to this size are read inline; larger ones are streamed.
+const INLINE_READ: u64 = 256 * 1024;
+const CHUNK: usize = 1024 * 1024;
+/// PUT bodies up to this size are buffered and written in one go.
+const BUFFERED_PUT: u64 = 1024 * 1024;
+const PUT_STEP: usize = 4 * 1024 * 1024;
+
+/// Splits `{bucket}/{key}` (still percent-encoded) into the bucket name and the key bytes.
+pub fn parse_target(rest: &str) -> Result<(String, Vec<u8>), String> {
+    let Some((b, k)) = rest.split_once('/') else {
+        return Err("the path names no key: use /v1/objects/BUCKET/KEY".into());
+    };
+    let bucket = percent_decode_str(b)
+        .decode_utf8()
+        .map_err(|_| "the bucket name is not UTF-8: use lowercase letters, digits, `.`, `_` or `-`".to_string())?
+        .into_owned();
+    let key: Vec<u8> = percent_decode_str(k).collect();
+    crate::bucket::validate_key(&key).map_err(|e| e.to_string())?;
+    Ok((bucket, key))
+}
+
+fn status_of(e: &StoreError) -> StatusCode {
+    match e {
+        StoreError::BadRequest(_) => StatusCode::BAD_REQUEST,
+        StoreError::NoBucket(_) => StatusCode::NOT_FOUND,
+        StoreError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        StoreError::Corrupt(_) | StoreError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn store_error(e: StoreError) -> Response<Body> {
+    if matches!(e, StoreError::Io { .. } | StoreError::Corrupt(_)) {
+        tracing::error!(error = %e, "cache store error");
+    }
+    error(status_of(&e), &e.to_string())
+}
+
+fn etag(v: u64) -> String {
+    format!("\"{v:016x}\"")
+}
+
+fn miss(why: &'static str) -> Response<Body> {
+    let mut r = error(StatusCode::NOT_FOUND, "not in the cache: read it from the source (and PUT it here)");
+    r.headers_mut().insert("x-berth-cache", HeaderValue::from_static(why));
+    r
+}
+
+pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, key: Vec<u8>) -> Response<Body> {
+    if !req.headers().contains_key(FORWARDED) {
+        let maglev = node.maglev();
+        if let Some(owner) = maglev.owner(&bucket, &key)
+            && owner.name != node.name
+        {
+            let owner = owner.name.clone();
+            let method = req.method().clone();
+            NodeCounters::bump(&node.counters.forwarded);
+            return match node.forwarder.forward(&owner, req).await {
+                Ok(r) => r,
+                Err(e) => {
+                    NodeCounters::bump(&node.counters.forward_errors);
+                    if let ForwardError::Failed(why) = &e {
+                        tracing::warn!(%owner, %why, "cache owner did not answer; serving a miss");
+                    }
+                    if method == Method::GET || method == Method::HEAD {
+                        miss("owner-unreachable")
+                    } else {
+                        error(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            &format!("the key's owner {owner} is unreachable, nothing was changed: retry later, or read from the source meanwhile"),
+                        )
+                    }
+                }
+            };
+        }
+    }
+    let Some(cfg) = node.store.bucket(&bucket) else {
+        return store_error(StoreError::NoBucket(bucket));
+    };
+    let write = matches!(*req.method(), Method::PUT | Method::DELETE);
+    if let Err(r) = auth::bucket_access(node, req.headers(), &cfg, write) {
+        return r;
+    }
+    match *req.method() {
+        Method::GET | Method::HEAD => get(node, &req, &bucket, &key),
+        Method::PUT => put(node, req, bucket, key).await,
+        Method::DELETE => {
+            let store = node.store.clone();
+            match tokio::task::spawn_blocking(move || store.delete(&bucket, &key)).await {
+                Ok(true) => Response::builder().status(StatusCode::NO_CONTENT).body(Body::empty()).expect("response"),
+                Ok(false) => miss("miss"),
+                Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("delete failed: {e}")),
+            }
+        }
+        _ => {
+            let mut r = error(StatusCode::METHOD_NOT_ALLOWED, "objects support GET, HEAD, PUT and DELETE");
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD, PUT, DELETE"));
+            r
+        }
+    }
+}
+
+fn get(node: &Node, req: &Request<Incoming>, bucket: &str, key: &[u8]) -> Response<Body> {
+    let head = req.method() == Method::HEAD;
+    let Some(found) = node.store.lookup(bucket, key, !head) else { return miss("miss") };
+    let opened = match node.store.open_object(bucket, key, &found) {
+        Ok(Some(o)) => o,
+        Ok(None) => return miss("miss"),
+        Err(e) => return store_error(StoreError::io(&found.path, e)),
+    };
+    let size = opened.header.size;
+    let tag = etag(opened.header.etag);
+    let builder = Response::builder()
+        .header(header::ETAG, &tag)
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header("x-berth-cache", "hit");
+    if let Some(inm) = req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok())
+        && inm.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == tag)
+    {
+        return builder.status(StatusCode::NOT_MODIFIED).body(Body::empty()).expect("response");
+    }
+    let (status, start, len, builder) =
+        match range::parse(req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()), size) {
+            Want::All => (StatusCode::OK, 0, size, builder),
+            Want::Part { start, end } => (
+                StatusCode::PARTIAL_CONTENT,
+                start,
+                end - start + 1,
+                builder.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{size}")),
+            ),
+            Want::Unsatisfiable => {
+                let mut r = error(StatusCode::RANGE_NOT_SATISFIABLE, &format!("the object has {size} bytes"));
+                r.headers_mut().insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{size}")).expect("ascii"));
+                return r;
+            }
+        };
+    let builder = builder
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .header(header::CONTENT_LENGTH, len);
+    if head {
+        return builder.body(Body::empty()).expect("response");
+    }
+    let body = if len <= INLINE_READ {
+        let mut buf = BytesMut::zeroed(len as usize);
+        match read_exact_at(&opened, &mut buf, start) {
+            Ok(()) => Body::full(buf.freeze()),
+            Err(e) => return store_error(StoreError::io(&found.path, e)),
+        }
+    } else {
+        stream(opened, start, len)
+    };
+    builder.body(body).expect("response")
+}
+
+fn read_exact_at(o: &Opened, buf: &mut [u8], start: u64) -> std::io::Result<()> {
+    o.file.read_exact_at(buf, o.data_offset + start)
+}
+
+/// Streams `len` bytes from `start` by a blocking reader; a read error ends the body with an
+/// error, so the client sees a cut connection, never a short object passed off as whole.
+fn stream(o: Opened, start: u64, len: u64) -> Body {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::task::spawn_blocking(move || {
+        let mut off = start;
+        let end = start + len;
+        while off < end {
+            let n = CHUNK.min((end - off) as usize);
+            let mut buf = BytesMut::zeroed(n);
+            let r = read_exact_at(&o, &mut buf, off).map(|()| buf.freeze());
+            let failed = r.is_err();
+            if tx.blocking_send(r).is_err() || failed {
+                return; // client gone, or the error is sent
+            }
+            off += n as u64;
+        }
+    });
+    Body::Chunks { rx, left: len }
+}
+
+async fn put(node: &Arc<Node>, req: Request<Incoming>, bucket: String, key: Vec<u8>) -> Response<Body> {
+    let Some(size) = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    else {
+        return error(StatusCode::LENGTH_REQUIRED, "PUT needs a Content-Length header: send the object's size (no chunked uploads)");
+    };
+    let store = node.store.clone();
+    let mut body = req.into_body();
+    let result = if size <= BUFFERED_PUT {
+        let mut buf = Vec::with_capacity(size as usize);
+        while let Some(f) = body.frame().await {
+            match f {
+                Ok(f) => {
+                    if let Some(d) = f.data_ref() {
+                        buf.extend_from_slice(d);
+                    }
+                }
+                Err(e) => return error(StatusCode::BAD_REQUEST, &format!("reading the body failed: {e}")),
+            }
+        }
+        tokio::task::spawn_blocking(move || {
+            let mut p = store.begin_put(&bucket, &key, size)?;
+            p.write(&buf)?;
+            store.commit(p)
+        })
+        .await
+    } else {
+        let s = store.clone();
+        let mut p = match tokio::task::spawn_blocking(move || s.begin_put(&bucket, &key, size)).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => return store_error(e),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &format!("put failed: {e}")),
+        };
+        let mut buf = BytesMut::with_capacity(PUT_STEP);
+        loop {
+            let frame = body.frame().await;
+            let done = frame.is_none();
+            match frame {
+                Some(Ok(f)) => {
+                    if let Some(d) = f.data_ref() {
+                        buf.extend_from_slice(d);
+                    }
+                }
+                Some(Err(e)) => return error(StatusCode::BAD_REQUEST, &format!("reading the body failed: {e}")),
+                None => {}
+            }
+            if buf.len() >= PUT_STEP || (done && !buf.is_empty()) {
+                let chunk: Bytes = buf.split().freeze();
+                p = match tokio::task::spawn_blocking(move || p.write(&chunk).map(|()| p)).await {
+                    Ok(Ok(p)) => p,
+                    Ok(Err(e)) => return store_error(e),
+                    Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &format!("put failed: {e}")),
+                };
+            }
+            if done {
+                break;
+            }
+        }
+        tokio::task::spawn_blocking(move || store.commit(p)).await
+    };
+    match result {
+        Ok(Ok(h)) => Response::builder()
+            .status(StatusCode::CREATED)
+            .header(header::ETAG, etag(h.etag))
+            .body(Body::empty())
+            .expect("response"),
+        Ok(Err(e)) => store_error(e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("put failed: {e}")),
+    }
+}

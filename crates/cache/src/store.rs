@@ -1,0 +1,350 @@
+//! The on-disk object store of one cache node.
+//!
+//! Layout under the data directory:
+//! - `objects/ab/<32 hex>`: one file per object, named by the xxh3-128 of bucket and key (so no
+//!   key, whatever bytes it holds, can name a path outside the directory), holding a
+//!   [`Header`] and then the data.
+//! - `tmp/`: PUTs being written. A PUT writes header and data to a temp file, fsyncs it and
+//!   renames it over the object's name: the rename is atomic, so a reader (or a restart after
+//!   `kill -9`) sees the old object, the new one or none, never half of one. Leftover temp
+//!   files are removed at start.
+//! - `buckets.json`: bucket settings.
+//!
+//! The index (key → size and eviction slot) lives in memory and is rebuilt from the object
+//! headers at start. One mutex guards index, eviction queues and counters; renames and
+//! unlinks happen under it, so the index and the files never disagree for long enough to
+//! serve a wrong object (a reader also checks the header it opened names its key).
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use xxhash_rust::xxh3::{Xxh3, xxh3_128_with_seed};
+
+use crate::bucket::{self, BucketConfig, validate_bucket_name, validate_key};
+use crate::evict::Buckets;
+use crate::header::Header;
+use crate::{BucketStats, StoreError};
+
+const SEED_FILE: u64 = 0x6265_7274_685f_6669; // "berth_fi"
+
+/// An object's id: names its file. Fixed across releases like the routing hash.
+pub fn object_id(bucket: &str, key: &[u8]) -> u128 {
+    let mut buf = Vec::with_capacity(bucket.len() + 1 + key.len());
+    buf.extend_from_slice(bucket.as_bytes());
+    buf.push(0);
+    buf.extend_from_slice(key);
+    xxh3_128_with_seed(&buf, SEED_FILE)
+}
+
+fn object_path(root: &Path, id: u128) -> PathBuf {
+    let hex = format!("{id:032x}");
+    root.join("objects").join(&hex[..2]).join(hex)
+}
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
+/// One node's store.
+#[derive(Debug)]
+pub struct Store {
+    root: PathBuf,
+    capacity: u64,
+    inner: Mutex<Buckets>,
+}
+
+/// An object found in the index (the file is the truth: see [`Store::open_object`]).
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// An opened object: its file, header and where its data starts.
+#[derive(Debug)]
+pub struct Opened {
+    pub file: File,
+    pub header: Header,
+    pub data_offset: u64,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `root` with `capacity` bytes of object data,
+    /// rebuilding the index from the object files.
+    pub fn open(root: &Path, capacity: u64) -> Result<Store, StoreError> {
+        for d in ["objects", "tmp"] {
+            std::fs::create_dir_all(root.join(d)).map_err(|e| StoreError::io(&root.join(d), e))?;
+        }
+        // PUTs that were cut off: never objects
+        if let Ok(rd) = std::fs::read_dir(root.join("tmp")) {
+            for e in rd.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let configs = bucket::load(&root.join("buckets.json"))?;
+        let mut b = Buckets::new(capacity, configs);
+        let mut found = load_objects(root);
+        found.sort_by_key(|(h, _)| h.created_us);
+        for (h, id) in found {
+            let bi = b.index_or_create(&h.bucket);
+            b.insert(id, bi, h.key.into_boxed_slice(), h.size);
+        }
+        // objects of a bucket whose settings were lost stay, in a private bucket only admins use
+        bucket::save(&root.join("buckets.json"), &b.configs())?;
+        // over capacity (it was lowered): evict now
+        let evicted = b.evict_to_fit(None);
+        let store = Store { root: root.to_path_buf(), capacity, inner: Mutex::new(b) };
+        store.unlink(&evicted);
+        Ok(store)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Buckets> {
+        // a panic while holding the lock leaves counters possibly off by one, never unsafe
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn unlink(&self, ids: &[u128]) {
+        for &id in ids {
+            let _ = std::fs::remove_file(object_path(&self.root, id));
+        }
+    }
+
+    /// Creates or updates a bucket.
+    pub fn put_bucket(&self, cfg: BucketConfig) -> Result<(), StoreError> {
+        validate_bucket_name(&cfg.name)?;
+        let mut b = self.lock();
+        b.set_config(cfg);
+        bucket::save(&self.root.join("buckets.json"), &b.configs())?;
+        let evicted = b.evict_to_fit(None);
+        for &id in &evicted {
+            let _ = std::fs::remove_file(object_path(&self.root, id));
+        }
+        Ok(())
+    }
+
+    pub fn bucket(&self, name: &str) -> Option<BucketConfig> {
+        self.lock().config(name).cloned()
+    }
+
+    pub fn buckets(&self) -> Vec<BucketConfig> {
+        self.lock().configs()
+    }
+
+    /// Per-bucket counters and usage, sorted by bucket name.
+    pub fn stats(&self) -> Vec<BucketStats> {
+        self.lock().stats()
+    }
+
+    /// Looks an object up; with `count` a GET's hit or miss is counted and a hit marked for
+    /// the eviction policy.
+    pub fn lookup(&self, bucket: &str, key: &[u8], count: bool) -> Option<Found> {
+        let id = object_id(bucket, key);
+        let size = self.lock().lookup(id, bucket, key, count)?;
+        Some(Found { path: object_path(&self.root, id), size })
+    }
+
+    /// Opens a found object; `None` if it went away meanwhile (evicted, deleted) or the file
+    /// now holds another key (a hash collision replaced it), which both read as a miss.
+    pub fn open_object(&self, bucket: &str, key: &[u8], found: &Found) -> std::io::Result<Option<Opened>> {
+        let file = match File::open(&found.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut buf = vec![0u8; Header::len_for(bucket, key)];
+        let n = read_full_at(&file, &mut buf, 0)?;
+        match Header::decode(&buf[..n]) {
+            Some(h) if h.bucket == bucket && h.key == key => {
+                let data_offset = buf.len() as u64;
+                Ok(Some(Opened { file, header: h, data_offset }))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Starts a PUT of `size` bytes; the data is then written with [`PutFile::write`] and made
+    /// visible by [`Store::commit`]. Refuses early what can never fit.
+    pub fn begin_put(&self, bucket: &str, key: &[u8], size: u64) -> Result<PutFile, StoreError> {
+        validate_key(key)?;
+        {
+            let b = self.lock();
+            let Some(cfg) = b.config(bucket) else {
+                return Err(StoreError::NoBucket(bucket.to_string()));
+            };
+            let limit = cfg.quota.unwrap_or(self.capacity).min(self.capacity);
+            if size > limit {
+                return Err(StoreError::TooLarge(format!(
+                    "the object is {size} bytes but bucket `{bucket}` can hold at most {limit}: raise the bucket quota or the node capacity"
+                )));
+            }
+        }
+        let tmp = self.root.join("tmp").join(format!("{:032x}.{}", rand::random::<u128>(), std::process::id()));
+        let mut file = File::options().write(true).create_new(true).open(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        let header = Header { size, etag: 0, created_us: now_us(), bucket: bucket.to_string(), key: key.to_vec() };
+        // placeholder header, rewritten with the etag once the data is in
+        file.write_all(&header.encode()).map_err(|e| StoreError::io(&tmp, e))?;
+        Ok(PutFile { tmp, file: Some(file), header, written: 0, hasher: Xxh3::new() })
+    }
+
+    /// Makes a fully written PUT visible: header with etag, fsync, rename, index, eviction.
+    pub fn commit(&self, mut put: PutFile) -> Result<Header, StoreError> {
+        if put.written != put.header.size {
+            return Err(StoreError::BadRequest(format!(
+                "the body had {} bytes but Content-Length said {}: send the whole object",
+                put.written, put.header.size
+            )));
+        }
+        put.header.etag = put.hasher.digest();
+        let file = put.file.take().expect("an uncommitted put has its file");
+        let enc = put.header.encode();
+        file.write_all_at(&enc, 0).map_err(|e| StoreError::io(&put.tmp, e))?;
+        file.sync_data().map_err(|e| StoreError::io(&put.tmp, e))?;
+        drop(file);
+        let id = object_id(&put.header.bucket, &put.header.key);
+        let path = object_path(&self.root, id);
+        let mut b = self.lock();
+        let Some(bi) = b.index(&put.header.bucket) else {
+            return Err(StoreError::NoBucket(put.header.bucket.clone()));
+        };
+        if let Err(e) = std::fs::rename(&put.tmp, &path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(StoreError::io(&path, e));
+            }
+            let dir = path.parent().expect("object paths have a parent");
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+            std::fs::rename(&put.tmp, &path).map_err(|e| StoreError::io(&path, e))?;
+        }
+        put.tmp = PathBuf::new(); // renamed: nothing for Drop to remove
+        b.insert(id, bi, put.header.key.clone().into_boxed_slice(), put.header.size);
+        b.count_put(bi, put.header.size);
+        let evicted = b.evict_to_fit(Some(id));
+        for &v in &evicted {
+            let _ = std::fs::remove_file(object_path(&self.root, v));
+        }
+        Ok(put.header.clone())
+    }
+
+    /// Deletes an object; `false` if there was none.
+    pub fn delete(&self, bucket: &str, key: &[u8]) -> bool {
+        let id = object_id(bucket, key);
+        let mut b = self.lock();
+        if b.remove(id, bucket, key) {
+            let _ = std::fs::remove_file(object_path(&self.root, id));
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Bytes of object data held.
+    pub fn used(&self) -> u64 {
+        self.lock().used()
+    }
+}
+
+/// A PUT being written to its temp file; dropped without [`Store::commit`], the temp file goes.
+pub struct PutFile {
+    tmp: PathBuf,
+    file: Option<File>,
+    header: Header,
+    written: u64,
+    hasher: Xxh3,
+}
+
+impl std::fmt::Debug for PutFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PutFile").field("tmp", &self.tmp).field("written", &self.written).finish()
+    }
+}
+
+impl PutFile {
+    /// Appends data; more than the announced size is refused.
+    pub fn write(&mut self, data: &[u8]) -> Result<(), StoreError> {
+        if self.written + data.len() as u64 > self.header.size {
+            return Err(StoreError::BadRequest(format!(
+                "the body is longer than Content-Length ({} bytes): send a matching Content-Length",
+                self.header.size
+            )));
+        }
+        let f = self.file.as_mut().expect("an uncommitted put has its file");
+        f.write_all(data).map_err(|e| StoreError::io(&self.tmp, e))?;
+        self.hasher.update(data);
+        self.written += data.len() as u64;
+        Ok(())
+    }
+}
+
+impl Drop for PutFile {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn read_full_at(f: &File, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], off)? {
+            0 => break,
+            k => {
+                n += k;
+                off += k as u64;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Reads every object header; damaged or misnamed files are removed.
+fn load_objects(root: &Path) -> Vec<(Header, u128)> {
+    let mut out = vec![];
+    let Ok(dirs) = std::fs::read_dir(root.join("objects")) else { return out };
+    for d in dirs.flatten() {
+        let Ok(files) = std::fs::read_dir(d.path()) else { continue };
+        for f in files.flatten() {
+            let path = f.path();
+            match read_header(&path) {
+                Some(h)
+                    if format!("{:032x}", object_id(&h.bucket, &h.key))
+                        == path.file_name().and_then(|n| n.to_str()).unwrap_or_default() =>
+                {
+                    let id = object_id(&h.bucket, &h.key);
+                    out.push((h, id));
+                }
+                _ => {
+                    tracing::warn!(path = %path.display(), "removing a damaged object file");
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn read_header(path: &Path) -> Option<Header> {
+    let mut f = File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let mut start = [0u8; 12];
+    f.read_exact(&mut start).ok()?;
+    let hl = Header::peek_len(&start)?;
+    if hl > 64 * 1024 {
+        return None;
+    }
+    let mut buf = vec![0u8; hl];
+    buf[..12].copy_from_slice(&start);
+    f.read_exact(&mut buf[12..]).ok()?;
+    let h = Header::decode(&buf)?;
+    (len == hl as u64 + h.size).then_some(h)
+}
