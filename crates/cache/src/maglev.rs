@@ -50,7 +50,7 @@ pub fn next_prime(n: usize) -> usize {
         }
         let mut d = 2;
         while d * d <= p {
-            if p % d == 0 {
+            if p.is_multiple_of(d) {
                 return false;
             }
             d += 1;
@@ -255,6 +255,6 @@ mod tests {
         let a = Maglev::with_table_size(members(20), 65_537);
         let b = Maglev::with_table_size(members(21), 65_537);
         let moved = moved(&a, &b) as f64 / 65_537.0;
-        assert!(moved >= 1.0 / 21.0 - 0.001 && moved < 2.0 / 21.0, "moved {moved}");
+        assert!((1.0 / 21.0 - 0.001..2.0 / 21.0).contains(&moved), "moved {moved}");
     }
 }

@@ -51,9 +51,24 @@ pub fn render(buckets: &[BucketStats], used: u64, capacity: u64, node: &NodeCoun
     let node_gauges = [
         ("berth_cache_used_bytes", "gauge", "bytes of object data on this node", used),
         ("berth_cache_capacity_bytes", "gauge", "capacity of this node", capacity),
-        ("berth_cache_forwarded_total", "counter", "requests forwarded to the key's owner", node.forwarded.load(Ordering::Relaxed)),
-        ("berth_cache_forward_errors_total", "counter", "forwards whose owner did not answer (served as misses)", node.forward_errors.load(Ordering::Relaxed)),
-        ("berth_cache_auth_failures_total", "counter", "requests refused for a missing or bad token", node.auth_failures.load(Ordering::Relaxed)),
+        (
+            "berth_cache_forwarded_total",
+            "counter",
+            "requests forwarded to the key's owner",
+            node.forwarded.load(Ordering::Relaxed),
+        ),
+        (
+            "berth_cache_forward_errors_total",
+            "counter",
+            "forwards whose owner did not answer (served as misses)",
+            node.forward_errors.load(Ordering::Relaxed),
+        ),
+        (
+            "berth_cache_auth_failures_total",
+            "counter",
+            "requests refused for a missing or bad token",
+            node.auth_failures.load(Ordering::Relaxed),
+        ),
     ];
     for (name, kind, help, v) in node_gauges {
         let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");

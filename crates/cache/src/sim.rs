@@ -208,7 +208,9 @@ mod tests {
     #[test]
     fn a_trace_that_fits_hits_after_the_first_epoch_for_every_policy() {
         let t = shuffled_epochs(100, 3, 1);
-        for p in [&mut Lru::new(100) as &mut dyn Policy, &mut Fifo::new(100), &mut SieveSim::new(100), &mut S3Fifo::new(100)] {
+        for p in
+            [&mut Lru::new(100) as &mut dyn Policy, &mut Fifo::new(100), &mut SieveSim::new(100), &mut S3Fifo::new(100)]
+        {
             assert!((hit_ratio(p, &t) - 2.0 / 3.0).abs() < 1e-9);
         }
     }

@@ -57,10 +57,16 @@ impl Key {
     pub fn load(path: &Path) -> Result<Key, StoreError> {
         let text = std::fs::read_to_string(path).map_err(|e| StoreError::io(path, e))?;
         let bytes = hex::decode(text.trim()).map_err(|_| {
-            StoreError::BadRequest(format!("{} is not a cache key file (hex): create one with `berth cache key`", path.display()))
+            StoreError::BadRequest(format!(
+                "{} is not a cache key file (hex): create one with `berth cache key`",
+                path.display()
+            ))
         })?;
         if bytes.len() < 16 {
-            return Err(StoreError::BadRequest(format!("{} holds a key under 16 bytes: use 32 random bytes", path.display())));
+            return Err(StoreError::BadRequest(format!(
+                "{} holds a key under 16 bytes: use 32 random bytes",
+                path.display()
+            )));
         }
         Ok(Key(bytes))
     }
@@ -106,8 +112,8 @@ impl Key {
         m.update(PREFIX.as_bytes());
         m.update(body.as_bytes());
         m.verify_slice(&sig).map_err(|_| TokenError::BadSignature)?;
-        let claims: Claims =
-            serde_json::from_slice(&B64.decode(body).map_err(|_| TokenError::Malformed)?).map_err(|_| TokenError::Malformed)?;
+        let claims: Claims = serde_json::from_slice(&B64.decode(body).map_err(|_| TokenError::Malformed)?)
+            .map_err(|_| TokenError::Malformed)?;
         if claims.exp <= now {
             return Err(TokenError::Expired);
         }
@@ -120,7 +126,9 @@ impl Key {
 pub enum TokenError {
     #[error("the cache token is malformed: use a token from `berth cache token` or BERTH_CACHE_TOKEN")]
     Malformed,
-    #[error("the cache token's signature does not match this cache's key: mint it with the key file the cache nodes use")]
+    #[error(
+        "the cache token's signature does not match this cache's key: mint it with the key file the cache nodes use"
+    )]
     BadSignature,
     #[error("the cache token has expired: ask for a new one (`berth cache token`)")]
     Expired,

@@ -52,6 +52,8 @@ enum Command {
     Whoami(commands::admin::WhoamiArgs),
     /// Administration: users, join tokens and queues
     Admin(commands::admin::AdminArgs),
+    /// Dataset cache: run a node, manage buckets, warm a dataset, show hit ratios
+    Cache(commands::cache::CacheArgs),
     /// Replay a job trace (Philly CSV, SWF) in virtual time and compare queue policies
     Sim(commands::sim::SimArgs),
 }
@@ -76,7 +78,11 @@ impl std::error::Error for UsageError {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let daemon = matches!(cli.command, Command::Up(_) | Command::Manager(_) | Command::Agent(_));
+    let daemon = match &cli.command {
+        Command::Up(_) | Command::Manager(_) | Command::Agent(_) => true,
+        Command::Cache(c) => c.is_daemon(),
+        _ => false,
+    };
     init_tracing(if daemon { "info" } else { "warn" });
     if !daemon {
         // Let `berth ps | head` end quietly on a closed pipe instead of panicking in
@@ -138,6 +144,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Queues(a) => queues::run(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Admin(a) => admin::run(a).await,
+        Command::Cache(a) => cache::run(a).await,
         Command::Sim(a) => sim::run(a),
     }
 }

@@ -50,13 +50,14 @@ pub fn members(node: &Node) -> Response<Body> {
     )
 }
 
-async fn read_json<T: for<'de> Deserialize<'de>>(req: Request<Incoming>) -> Result<T, Response<Body>> {
+async fn read_json<T: for<'de> Deserialize<'de>>(req: Request<Incoming>) -> Result<T, auth::Refusal> {
     let body = http_body_util::Limited::new(req.into_body(), MAX_JSON)
         .collect()
         .await
-        .map_err(|e| error(StatusCode::BAD_REQUEST, &format!("reading the body failed: {e}")))?
+        .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, &format!("reading the body failed: {e}"))))?
         .to_bytes();
-    serde_json::from_slice(&body).map_err(|e| error(StatusCode::BAD_REQUEST, &format!("the body is not the expected JSON: {e}")))
+    serde_json::from_slice(&body)
+        .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, &format!("the body is not the expected JSON: {e}"))))
 }
 
 #[derive(Deserialize)]
@@ -72,11 +73,11 @@ fn one() -> u32 {
 
 pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
     if let Err(r) = auth::admin(node, req.headers()) {
-        return r;
+        return *r;
     }
     let list: Vec<MemberIn> = match read_json(req).await {
         Ok(l) => l,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if list.iter().any(|m| !m.name.starts_with("http://")) {
         return error(StatusCode::BAD_REQUEST, "members are base URLs such as http://10.0.0.2:7171");
@@ -89,7 +90,7 @@ pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<B
 
 pub fn buckets(node: &Node, req: &Request<Incoming>) -> Response<Body> {
     if let Err(r) = auth::claims(node, req.headers()) {
-        return r;
+        return *r;
     }
     super::json(StatusCode::OK, &serde_json::to_value(node.store.buckets()).expect("json"))
 }
@@ -106,12 +107,12 @@ struct BucketIn {
 
 pub async fn put_bucket(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
     if let Err(r) = auth::admin(node, req.headers()) {
-        return r;
+        return *r;
     }
     let name = req.uri().path().trim_start_matches("/v1/buckets/").to_string();
     let b: BucketIn = match read_json(req).await {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let cfg = BucketConfig { name, public: b.public, quota: b.quota, projects: b.projects };
     let store = node.store.clone();

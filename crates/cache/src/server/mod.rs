@@ -78,8 +78,7 @@ impl Node {
 
     /// Replaces the member list (and keeps it for restarts).
     pub fn set_members(&self, members: Vec<Member>) -> std::io::Result<()> {
-        let json: Vec<_> =
-            members.iter().map(|m| serde_json::json!({"name": m.name, "weight": m.weight})).collect();
+        let json: Vec<_> = members.iter().map(|m| serde_json::json!({"name": m.name, "weight": m.weight})).collect();
         let tmp = self.members_file.with_extension("json.tmp");
         std::fs::write(&tmp, serde_json::to_vec_pretty(&json).expect("members serialize"))?;
         std::fs::rename(&tmp, &self.members_file)?;
@@ -91,9 +90,7 @@ impl Node {
 fn load_members(path: &std::path::Path) -> Option<Vec<Member>> {
     let v: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     v.iter()
-        .map(|m| {
-            Some(Member { name: m.get("name")?.as_str()?.to_string(), weight: m.get("weight")?.as_u64()? as u32 })
-        })
+        .map(|m| Some(Member { name: m.get("name")?.as_str()?.to_string(), weight: m.get("weight")?.as_u64()? as u32 }))
         .collect()
 }
 

@@ -90,7 +90,9 @@ pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, ke
                     } else {
                         error(
                             StatusCode::SERVICE_UNAVAILABLE,
-                            &format!("the key's owner {owner} is unreachable, nothing was changed: retry later, or read from the source meanwhile"),
+                            &format!(
+                                "the key's owner {owner} is unreachable, nothing was changed: retry later, or read from the source meanwhile"
+                            ),
                         )
                     }
                 }
@@ -102,7 +104,7 @@ pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, ke
     };
     let write = matches!(*req.method(), Method::PUT | Method::DELETE);
     if let Err(r) = auth::bucket_access(node, req.headers(), &cfg, write) {
-        return r;
+        return *r;
     }
     match *req.method() {
         Method::GET | Method::HEAD => get(node, &req, &bucket, &key),
@@ -153,7 +155,8 @@ fn get(node: &Node, req: &Request<Incoming>, bucket: &str, key: &[u8]) -> Respon
             ),
             Want::Unsatisfiable => {
                 let mut r = error(StatusCode::RANGE_NOT_SATISFIABLE, &format!("the object has {size} bytes"));
-                r.headers_mut().insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{size}")).expect("ascii"));
+                r.headers_mut()
+                    .insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{size}")).expect("ascii"));
                 return r;
             }
         };
@@ -208,7 +211,10 @@ async fn put(node: &Arc<Node>, req: Request<Incoming>, bucket: String, key: Vec<
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
     else {
-        return error(StatusCode::LENGTH_REQUIRED, "PUT needs a Content-Length header: send the object's size (no chunked uploads)");
+        return error(
+            StatusCode::LENGTH_REQUIRED,
+            "PUT needs a Content-Length header: send the object's size (no chunked uploads)",
+        );
     };
     let store = node.store.clone();
     let mut body = req.into_body();

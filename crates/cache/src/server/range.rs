@@ -7,7 +7,10 @@
 pub enum Want {
     All,
     /// `start..=end`, both within the object.
-    Part { start: u64, end: u64 },
+    Part {
+        start: u64,
+        end: u64,
+    },
     Unsatisfiable,
 }
 

@@ -2,6 +2,8 @@
 //! code, so that `submit --wait` and `cancel` can report partial failure without an error.
 
 pub mod admin;
+pub mod cache;
+pub mod cache_warm;
 pub mod cancel;
 pub mod logs;
 pub mod nodes;
