@@ -389,6 +389,20 @@ impl Cluster {
         ip_must(&["-n", &self.net.switch, "link", "set", "dev", &Net::port_name(i), "up"]);
     }
 
+    /// Destroys agent `i`'s TCP connections to the manager on the agent's side (`ss -K`), as
+    /// if its host had rebooted its network stack: with the agent partitioned, the reset never
+    /// reaches the manager, and the agent has to reconnect once healed.
+    pub fn drop_connections(&self, i: usize) {
+        let mut cmd = Command::new("ss");
+        cmd.args(["-K", "-t", "dst", &self.net.addr(0)]).stdin(Stdio::null()).stdout(Stdio::piped());
+        let out = self.net.spawn_in(i, &mut cmd).wait_with_output().expect("run ss -K");
+        let listed = text(&out.stdout);
+        assert!(
+            out.status.success() && listed.contains(&format!("{}:{MANAGER_PORT}", self.net.addr(0))),
+            "ss -K killed no connection to the manager: {listed}"
+        );
+    }
+
     /// `berth nodes -o json`'s entry for `name`.
     pub fn node(&self, name: &str) -> Value {
         let nodes = self.json(&["nodes"]);
@@ -440,7 +454,8 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        // BERTH_TEST_LOGS=1 shows them for passing tests too
+        if std::thread::panicking() || std::env::var_os("BERTH_TEST_LOGS").is_some() {
             self.dump_logs();
         }
         // kill the daemons we started, then whatever else lives in the namespaces (kernels);
