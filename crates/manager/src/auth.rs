@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -21,13 +22,35 @@ pub struct User {
     pub id: i64,
     pub name: String,
     pub role: String,
+    /// Projects the user belongs to (as of the token's first use since the last change).
+    pub projects: Vec<String>,
+    /// Hash of the token the request came with.
+    pub token_hash: String,
 }
 
 impl User {
     pub fn is_admin(&self) -> bool {
         self.role == "admin"
     }
+
+    pub fn member_of(&self, project: &str) -> bool {
+        self.projects.iter().any(|p| p == project)
+    }
 }
+
+/// A token the manager has seen: its user and lifetime. Revoking a token, disabling a user
+/// or changing their projects drops the entries concerned ([`Manager::forget_tokens`]), so
+/// the change holds from the next request on.
+#[derive(Debug)]
+pub struct CachedToken {
+    pub user: Arc<User>,
+    pub expires_at: Option<jiff::Timestamp>,
+    /// When `last_used_at` was last written (unix seconds): at most once a minute.
+    touched: AtomicI64,
+}
+
+/// How often a token's `last_used_at` is written.
+const TOUCH_EVERY_SECS: i64 = 60;
 
 /// A new random token (64 hex characters).
 pub fn new_token() -> String {
@@ -61,21 +84,67 @@ pub fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&str> {
 }
 
 impl Manager {
-    /// The user owning an API token (cached after the first lookup).
+    /// The user owning an API token (cached after the first lookup). Unknown and revoked
+    /// tokens get the same answer; an expired one says so, since only its holder can send it.
     pub async fn authenticate(&self, token: &str) -> Result<Arc<User>, ApiError> {
+        let invalid = || ApiError::unauthorized("invalid API token: check BERTH_TOKEN or your credentials file");
         let hash = hash_token(token);
-        if let Some(u) = self.tokens.read().expect("token cache lock").get(&hash) {
-            return Ok(u.clone());
-        }
-        let row = self.store.user_by_token_hash(&hash).await?;
-        match row {
-            Some(u) if !u.disabled => {
-                let user = Arc::new(User { id: u.id, name: u.name, role: u.role });
-                self.tokens.write().expect("token cache lock").insert(hash, user.clone());
-                Ok(user)
+        let now = jiff::Timestamp::now();
+        let cached = self.tokens.read().expect("token cache lock").get(&hash).cloned();
+        let entry = match cached {
+            Some(e) => e,
+            None => {
+                let Some((t, u)) = self.store.token(&hash).await? else { return Err(invalid()) };
+                if t.revoked_at.is_some() {
+                    self.audit(&u.name, "auth.revoked-token", t.id(), "a revoked token was used").await;
+                    return Err(invalid());
+                }
+                if u.disabled {
+                    return Err(ApiError::unauthorized(format!(
+                        "user {} is disabled: ask an admin (berth admin user enable)",
+                        u.name
+                    )));
+                }
+                let projects = self.store.memberships(u.id).await?;
+                let user = User { id: u.id, name: u.name, role: u.role, projects, token_hash: hash.clone() };
+                let last = t.last_used_at.map_or(0, |l| l.as_second());
+                let e = Arc::new(CachedToken { user: Arc::new(user), expires_at: t.expires_at, touched: last.into() });
+                self.tokens.write().expect("token cache lock").insert(hash.clone(), e.clone());
+                e
             }
-            Some(u) => Err(ApiError::unauthorized(format!("user {} is disabled", u.name))),
-            None => Err(ApiError::unauthorized("invalid API token: check BERTH_TOKEN or your credentials file")),
+        };
+        if entry.expires_at.is_some_and(|x| now >= x) {
+            self.tokens.write().expect("token cache lock").remove(&hash);
+            self.audit(&entry.user.name, "auth.expired-token", &hash[..12], "an expired token was used").await;
+            return Err(ApiError::unauthorized(
+                "API token expired: log in with a new one (berth token create, then berth login)",
+            ));
+        }
+        let secs = now.as_second();
+        let last = entry.touched.load(Ordering::Relaxed);
+        if secs - last >= TOUCH_EVERY_SECS
+            && entry.touched.compare_exchange(last, secs, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            let store = self.store.clone();
+            tokio::spawn(async move {
+                if let Err(e) = store.touch_token(&hash, now).await {
+                    tracing::warn!("cannot record token use: {e}");
+                }
+            });
+        }
+        Ok(entry.user.clone())
+    }
+
+    /// Drops cached tokens matching `pred`: their next use reloads (or refuses) them.
+    pub fn forget_tokens(&self, pred: impl Fn(&CachedToken) -> bool) {
+        self.tokens.write().expect("token cache lock").retain(|_, e| !pred(e));
+    }
+
+    /// Appends to the audit log; a failure is logged, never fails the request (the action
+    /// itself is already stored).
+    pub async fn audit(&self, actor: &str, action: &str, target: &str, detail: &str) {
+        if let Err(e) = self.store.audit(jiff::Timestamp::now(), actor, action, target, detail).await {
+            tracing::error!(actor, action, target, "cannot write the audit log: {e}");
         }
     }
 

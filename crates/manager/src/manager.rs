@@ -10,7 +10,7 @@ use berth_sched::{NodeLedger, PreemptAction, QueueConfig};
 use berth_store::{QueueRow, Store, StoreError};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot, watch};
 
-use crate::auth::User;
+use crate::auth::CachedToken;
 use crate::config::{Config, FairShareConfig};
 use crate::state::{Job, KernelEnd, Node, PreemptedBy, State};
 
@@ -36,7 +36,7 @@ pub struct Manager {
     /// Wakes the scheduling loop (submit, cancel, kernel end, node register).
     pub wake: Notify,
     /// API token hash → user; filled on first use of a token.
-    pub tokens: RwLock<HashMap<String, Arc<User>>>,
+    pub tokens: RwLock<HashMap<String, Arc<CachedToken>>>,
     /// Hashes of valid join tokens (few; compared in constant time).
     pub join_hashes: RwLock<Vec<String>>,
     next_id: AtomicU64,

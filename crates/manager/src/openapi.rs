@@ -3,7 +3,7 @@
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
 
-use crate::api::{jobs, logs, misc, nodes, queues};
+use crate::api::{jobs, logs, misc, nodes, queues, tenancy};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -16,6 +16,17 @@ use crate::api::{jobs, logs, misc, nodes, queues};
         nodes::undrain,
         misc::create_user,
         misc::create_join_token,
+        tenancy::list_users,
+        tenancy::disable_user,
+        tenancy::enable_user,
+        tenancy::list_projects,
+        tenancy::create_project,
+        tenancy::add_member,
+        tenancy::remove_member,
+        tenancy::create_token,
+        tenancy::list_tokens,
+        tenancy::revoke_token,
+        tenancy::audit_log,
         jobs::submit,
         jobs::list,
         jobs::show,

@@ -110,9 +110,9 @@ impl Job {
         self.spec.nodes.max(1) as f64 * (r.cpu_milli as f64 / 1000.0 + GPU_WEIGHT * r.gpu_milli as f64 / 1000.0)
     }
 
-    /// The project the job is accounted to (the user until projects exist).
+    /// The project the job is accounted to: its `--project`, else its user's own account.
     pub fn project(&self) -> &str {
-        &self.user
+        self.spec.project.as_deref().unwrap_or(&self.user)
     }
 
     pub fn key(&self, index: u32) -> KernelKey {

@@ -137,11 +137,16 @@ async fn users_see_and_touch_only_their_jobs() {
     assert_eq!(bob.list("").await.len(), 1);
     assert!(carol.list("").await.is_empty());
     assert_eq!(e.admin.list("").await.len(), 1, "admins see all jobs");
-    let (s, _) = carol.get(&format!("/v1/jobs/{id}")).await;
-    assert_eq!(s, 403);
+    // Someone else's job answers exactly like a job that does not exist.
+    let (s, v) = carol.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(s, 404);
+    assert_eq!(v["error"], "job 1 not found");
+    assert_eq!(carol.get("/v1/jobs/99").await, (404, json!({"error": "job 99 not found"})));
     let (s, v) = carol.post(&format!("/v1/jobs/{id}/cancel"), json!({})).await;
-    assert_eq!(s, 403);
-    assert_eq!(v["error"], "job 1 belongs to bob; only its owner or an admin can cancel it");
+    assert_eq!(s, 404);
+    assert_eq!(v["error"], "job 1 not found");
+    let (s, _) = carol.get(&format!("/v1/jobs/{id}/logs")).await;
+    assert_eq!(s, 404);
     let (s, _) = carol.post("/v1/admin/users", json!({"name": "dave"})).await;
     assert_eq!(s, 403);
     let (s, _) = carol.post("/v1/admin/join-tokens", json!({})).await;

@@ -5,6 +5,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::{Binding, JobId, JobSpec, JobState, PendingReason, Topology};
 
+pub use crate::tenancy_api::*;
+
 /// `POST /v1/jobs`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SubmitRequest {
@@ -177,6 +179,9 @@ pub struct NodeView {
 pub struct WhoAmI {
     pub user: String,
     pub role: String,
+    /// Projects the user belongs to.
+    #[serde(default)]
+    pub projects: Vec<String>,
 }
 
 /// `POST /v1/jobs/{id}/cancel` answer, and `berth cancel` output per job.

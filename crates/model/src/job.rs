@@ -81,6 +81,14 @@ pub struct JobSpec {
     /// when its queue has preemption on.
     #[serde(default)]
     pub preemptible: bool,
+    /// The project the job is accounted to (quotas, fair share, usage); the submitter must be
+    /// a member. `None`: the user's own account.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Members of the job's project may see it (`ps`, `show`, `logs`); only its owner and
+    /// admins may cancel it.
+    #[serde(default)]
+    pub shared: bool,
 }
 
 fn one() -> u32 {
@@ -103,6 +111,8 @@ impl JobSpec {
             numa: NumaPolicy::default(),
             requeue: false,
             preemptible: false,
+            project: None,
+            shared: false,
         }
     }
 
@@ -156,8 +166,21 @@ impl JobSpec {
         {
             return bad("workdir must be an absolute path");
         }
+        if let Some(p) = &self.project
+            && !valid_name(p)
+        {
+            return bad(&format!("invalid project name `{p}`: use 1-64 letters, digits, `-`, `_` or `.`"));
+        }
+        if self.shared && self.project.is_none() {
+            return bad("a shared job needs a project: add --project NAME (the project whose members may see it)");
+        }
         Ok(())
     }
+}
+
+/// Whether `s` is a valid user or project name: 1-64 letters, digits, `-`, `_` or `.`.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// A spec that can never be valid, with the reason and the fix.

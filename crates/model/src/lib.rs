@@ -10,10 +10,11 @@ pub mod job;
 pub mod protocol;
 pub mod quantity;
 pub mod reason;
+mod tenancy_api;
 pub mod topology;
 
 pub use binding::{Binding, GpuShare};
-pub use job::{JobId, JobSpec, JobState, NumaPolicy, ResourceRequest, SpecError};
+pub use job::{JobId, JobSpec, JobState, NumaPolicy, ResourceRequest, SpecError, valid_name};
 pub use quantity::{
     QuantityError, format_bytes, format_duration, format_gpu_milli, parse_cpus, parse_duration, parse_gpus, parse_mem,
 };

@@ -8,6 +8,8 @@
 
 pub mod conformance;
 mod sqlite;
+mod sqlite_tenancy;
+pub mod tenancy;
 mod types;
 
 use async_trait::async_trait;
@@ -17,6 +19,7 @@ use jiff::Timestamp;
 use thiserror::Error;
 
 pub use sqlite::SqliteStore;
+pub use tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
 pub use types::{Change, JobFilter, JobRow, KernelRow, NodeRow, QueueRow, UsageRow, UserRow};
 
 /// What can go wrong in a store call.
@@ -48,7 +51,7 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Everything the manager persists. Implementations must be safe to share (`Arc<dyn Store>`).
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait Store: Tenancy + Send + Sync {
     // --- users and tokens -------------------------------------------------------------
     /// Creates a user; `Duplicate` if the name is taken.
     async fn create_user(&self, name: &str, role: &str, at: Timestamp) -> Result<UserRow>;

@@ -20,8 +20,8 @@ use crate::{Change, JobFilter, JobRow, KernelRow, NodeRow, QueueRow, Result, Sto
 
 /// The SQLite store (a file in the data directory, WAL mode).
 pub struct SqliteStore {
-    writer: SqlitePool,
-    reader: SqlitePool,
+    pub(crate) writer: SqlitePool,
+    pub(crate) reader: SqlitePool,
 }
 
 const READERS: u32 = 4;
@@ -51,15 +51,15 @@ impl SqliteStore {
     }
 }
 
-fn ts(t: Timestamp) -> i64 {
+pub(crate) fn ts(t: Timestamp) -> i64 {
     t.as_microsecond()
 }
 
-fn from_ts(v: i64) -> Result<Timestamp> {
+pub(crate) fn from_ts(v: i64) -> Result<Timestamp> {
     Timestamp::from_microsecond(v).map_err(|e| StoreError::Corrupt(format!("timestamp {v}: {e}")))
 }
 
-fn opt_ts(v: Option<i64>) -> Result<Option<Timestamp>> {
+pub(crate) fn opt_ts(v: Option<i64>) -> Result<Option<Timestamp>> {
     v.map(from_ts).transpose()
 }
 
@@ -76,11 +76,11 @@ fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("model types serialise to json")
 }
 
-fn is_unique_violation(e: &sqlx::Error) -> bool {
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
-fn user_row(r: &SqliteRow) -> Result<UserRow> {
+pub(crate) fn user_row(r: &SqliteRow) -> Result<UserRow> {
     Ok(UserRow {
         id: r.try_get("id")?,
         name: r.try_get("name")?,
@@ -270,8 +270,8 @@ impl Store for SqliteStore {
     async fn insert_job(&self, user_id: i64, spec: &JobSpec, at: Timestamp) -> Result<JobId> {
         let mut tx = self.writer.begin().await?;
         let id: i64 = sqlx::query(
-            "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at) \
-             VALUES (?, ?, ?, ?, ?, 0, ?) RETURNING id",
+            "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared) \
+             VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?) RETURNING id",
         )
         .bind(user_id)
         .bind(to_json(spec))
@@ -279,6 +279,8 @@ impl Store for SqliteStore {
         .bind(spec.priority as i64)
         .bind(JobState::Pending.as_str())
         .bind(ts(at))
+        .bind(spec.project.as_deref().unwrap_or(""))
+        .bind(spec.shared as i64)
         .fetch_one(&mut *tx)
         .await?
         .try_get("id")?;
@@ -302,7 +304,13 @@ impl Store for SqliteStore {
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>> {
         let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id WHERE 1 = 1");
         if filter.user_id.is_some() {
-            sql.push_str(" AND j.user_id = ?");
+            if filter.projects.is_empty() {
+                sql.push_str(" AND j.user_id = ?");
+            } else {
+                sql.push_str(" AND (j.user_id = ? OR (j.shared = 1 AND j.project IN (");
+                sql.push_str(&vec!["?"; filter.projects.len()].join(", "));
+                sql.push_str(")))");
+            }
         }
         if let Some(states) = &filter.states {
             if states.is_empty() {
@@ -319,6 +327,9 @@ impl Store for SqliteStore {
         let mut q = sqlx::query(&sql);
         if let Some(u) = filter.user_id {
             q = q.bind(u);
+            for p in &filter.projects {
+                q = q.bind(p);
+            }
         }
         for s in filter.states.iter().flatten() {
             q = q.bind(s.as_str());

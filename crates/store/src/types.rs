@@ -69,7 +69,10 @@ pub struct NodeRow {
 /// Which jobs [`crate::Store::jobs`] returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobFilter {
+    /// Only this user's jobs, plus the shared jobs of `projects`.
     pub user_id: Option<i64>,
+    /// With `user_id`: also jobs shared with these projects.
+    pub projects: Vec<String>,
     /// Only jobs in one of these states; `None` means any state.
     pub states: Option<Vec<JobState>>,
     /// At most this many (the newest).

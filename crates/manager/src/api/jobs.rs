@@ -26,6 +26,9 @@ pub async fn submit(
 ) -> Result<(StatusCode, axum::Json<JobView>), ApiError> {
     let spec = req.spec;
     spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
+    if let Some(p) = &spec.project {
+        check_project(&m, &user, p).await?;
+    }
     let queue = spec.queue_name().to_string();
     if m.queue(&queue).is_none() {
         return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queue_names())));
@@ -80,7 +83,6 @@ pub async fn list(
         None => None,
     };
     let limit = q.limit.map(|l| l as usize).unwrap_or(usize::MAX);
-    let mine = |owner: i64| user.is_admin() || owner == user.id;
     let st = m.lock_state().await;
     // Unfinished jobs live in memory: no query needed.
     if !q.all && state.is_none_or(|s| !s.is_terminal()) {
@@ -88,15 +90,19 @@ pub async fn list(
             .jobs
             .values()
             .rev()
-            .filter(|j| mine(j.user_id) && state.is_none_or(|s| s == j.state))
+            .filter(|j| can_see(&user, j.user_id, &j.spec) && state.is_none_or(|s| s == j.state))
             .take(limit)
             .map(Job::view)
             .collect();
         return Ok(axum::Json(views));
     }
     drop(st);
-    let filter =
-        JobFilter { user_id: (!user.is_admin()).then_some(user.id), states: state.map(|s| vec![s]), limit: q.limit };
+    let filter = JobFilter {
+        user_id: (!user.is_admin()).then_some(user.id),
+        projects: user.projects.clone(),
+        states: state.map(|s| vec![s]),
+        limit: q.limit,
+    };
     let rows = m.store.jobs(&filter).await?;
     let st = m.lock_state().await;
     let views = rows
@@ -109,16 +115,43 @@ pub async fn list(
     Ok(axum::Json(views))
 }
 
-/// Loads a job the user may see: 404 if missing, 403 if someone else's.
-async fn visible_job(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
-    let row = m.store.job(id).await?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
-    if !user.is_admin() && row.user_id != user.id {
-        return Err(ApiError::forbidden(format!(
-            "job {id} belongs to {}; only its owner or an admin can see it",
-            row.user
+/// Whether `user` may see a job of `owner`: admins, the owner, and members of the job's
+/// project when it is shared with them.
+pub fn can_see(user: &User, owner: i64, spec: &berth_model::JobSpec) -> bool {
+    user.is_admin() || owner == user.id || (spec.shared && spec.project.as_deref().is_some_and(|p| user.member_of(p)))
+}
+
+/// The answer for a job that does not exist or that `user` may not see: the same, so ids
+/// of other users' jobs reveal nothing.
+pub fn no_such_job(id: JobId) -> ApiError {
+    ApiError::not_found(format!("job {id} not found"))
+}
+
+/// Loads a job the user may see; 404 otherwise.
+pub async fn visible_job(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
+    match m.store.job(id).await? {
+        Some(row) if can_see(user, row.user_id, &row.spec) => Ok(row),
+        _ => Err(no_such_job(id)),
+    }
+}
+
+/// A job may go to a project its submitter belongs to (admins: any existing project).
+async fn check_project(m: &Manager, user: &User, project: &str) -> Result<(), ApiError> {
+    if user.member_of(project) {
+        return Ok(());
+    }
+    if user.is_admin() {
+        if m.store.projects().await?.iter().any(|p| p.name == project) {
+            return Ok(());
+        }
+        return Err(ApiError::not_found(format!(
+            "no project `{project}`: create it with `berth admin project create {project}`"
         )));
     }
-    Ok(row)
+    Err(ApiError::forbidden(format!(
+        "you are not a member of project `{project}`: ask an admin to run `berth admin project add-member {project} {}`",
+        user.name
+    )))
 }
 
 /// Everything about one job: spec, kernels, history.
@@ -165,7 +198,7 @@ pub async fn cancel(
     let mut st = m.lock_state().await;
     let Some(job) = st.jobs.get(&id) else {
         drop(st);
-        let row = m.store.job(id).await?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
+        let row = visible_job(&m, &user, id).await?;
         if !user.is_admin() && row.user_id != user.id {
             return Err(not_yours(id, &row.user));
         }
@@ -174,6 +207,9 @@ pub async fn cancel(
         }
         return Err(ApiError::conflict(format!("job {id} is being submitted; try again")));
     };
+    if !can_see(&user, job.user_id, &job.spec) {
+        return Err(no_such_job(id));
+    }
     if !user.is_admin() && job.user_id != user.id {
         return Err(not_yours(id, &job.user));
     }
@@ -196,6 +232,7 @@ pub async fn cancel(
     }
 }
 
+/// A shared job of one's project: visible, but only its owner or an admin may cancel it.
 fn not_yours(id: JobId, owner: &str) -> ApiError {
     ApiError::forbidden(format!("job {id} belongs to {owner}; only its owner or an admin can cancel it"))
 }

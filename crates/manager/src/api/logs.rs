@@ -32,13 +32,7 @@ pub async fn logs(
     Path(id): Path<JobId>,
     Query(q): Query<LogQuery>,
 ) -> Result<Response, ApiError> {
-    let row = m.store.job(id).await?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))?;
-    if !user.is_admin() && row.user_id != user.id {
-        return Err(ApiError::forbidden(format!(
-            "job {id} belongs to {}; only its owner or an admin can read its logs",
-            row.user
-        )));
-    }
+    let row = crate::api::jobs::visible_job(&m, &user, id).await?;
     let done = row.state.is_terminal();
     let kernel =
         m.store.kernels(id).await?.into_iter().filter(|k| k.attempt == row.attempt).find(|k| k.index == q.kernel);

@@ -21,7 +21,7 @@ pub async fn health() -> axum::Json<Health> {
 #[utoipa::path(get, path = "/v1/whoami", tag = "meta",
     responses((status = 200, body = WhoAmI), (status = 401, body = berth_model::api::ErrorBody)))]
 pub async fn whoami(Auth(user): Auth) -> axum::Json<WhoAmI> {
-    axum::Json(WhoAmI { user: user.name.clone(), role: user.role.clone() })
+    axum::Json(WhoAmI { user: user.name.clone(), role: user.role.clone(), projects: user.projects.clone() })
 }
 
 /// Create a user and its first API token (admin only).
@@ -30,7 +30,7 @@ pub async fn whoami(Auth(user): Auth) -> axum::Json<WhoAmI> {
         (status = 403, body = berth_model::api::ErrorBody), (status = 409, body = berth_model::api::ErrorBody)))]
 pub async fn create_user(
     State(m): State<Arc<Manager>>,
-    Admin(_admin): Admin,
+    Admin(admin): Admin,
     Json(req): Json<CreateUserRequest>,
 ) -> Result<(StatusCode, axum::Json<UserCreated>), ApiError> {
     let name = req.name.trim();
@@ -55,6 +55,7 @@ pub async fn create_user(
     };
     let token = new_token();
     m.store.add_api_token(user.id, &hash_token(&token), "created by admin", now).await?;
+    m.audit(&admin.name, "user.create", &user.name, &format!("role {}", user.role)).await;
     Ok((StatusCode::CREATED, axum::Json(UserCreated { user: user.name, role: user.role, token })))
 }
 
@@ -63,7 +64,9 @@ pub async fn create_user(
     responses((status = 200, body = JoinTokenCreated), (status = 403, body = berth_model::api::ErrorBody)))]
 pub async fn create_join_token(
     State(m): State<Arc<Manager>>,
-    Admin(_admin): Admin,
+    Admin(admin): Admin,
 ) -> Result<axum::Json<JoinTokenCreated>, ApiError> {
-    Ok(axum::Json(JoinTokenCreated { token: m.create_join_token().await? }))
+    let token = m.create_join_token().await?;
+    m.audit(&admin.name, "join-token.create", &crate::auth::hash_token(&token)[..12], "").await;
+    Ok(axum::Json(JoinTokenCreated { token }))
 }

@@ -5,11 +5,12 @@ pub mod logs;
 pub mod misc;
 pub mod nodes;
 pub mod queues;
+pub mod tenancy;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 
 use crate::error::ApiError;
 use crate::manager::Manager;
@@ -28,7 +29,16 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/nodes/{name}/undrain", post(nodes::undrain))
         .route("/v1/queues", get(queues::list))
         .route("/v1/queues/{name}", put(queues::put))
-        .route("/v1/admin/users", post(misc::create_user))
+        .route("/v1/admin/users", post(misc::create_user).get(tenancy::list_users))
+        .route("/v1/admin/users/{name}/disable", post(tenancy::disable_user))
+        .route("/v1/admin/users/{name}/enable", post(tenancy::enable_user))
+        .route("/v1/projects", get(tenancy::list_projects))
+        .route("/v1/admin/projects", post(tenancy::create_project))
+        .route("/v1/admin/projects/{name}/members", post(tenancy::add_member))
+        .route("/v1/admin/projects/{name}/members/{user}", delete(tenancy::remove_member))
+        .route("/v1/tokens", post(tenancy::create_token).get(tenancy::list_tokens))
+        .route("/v1/tokens/{id}", delete(tenancy::revoke_token))
+        .route("/v1/admin/audit", get(tenancy::audit_log))
         .route("/v1/admin/join-tokens", post(misc::create_join_token))
         .route("/v1/agents/connect", get(crate::hub::connect))
         .fallback(|uri: axum::http::Uri| async move {

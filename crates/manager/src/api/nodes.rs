@@ -37,7 +37,8 @@ pub async fn drain(
             .map_err(|e| ApiError::bad_request(format!("invalid drain request: {e}: send {{\"reason\": \"...\"}}")))?
             .reason
     };
-    m.drain(&name, reason, &admin.name).await?;
+    m.drain(&name, reason.clone(), &admin.name).await?;
+    m.audit(&admin.name, "node.drain", &name, reason.as_deref().unwrap_or("")).await;
     view(&m, &name).await
 }
 
@@ -52,6 +53,7 @@ pub async fn undrain(
     Path(name): Path<String>,
 ) -> Result<axum::Json<NodeView>, ApiError> {
     m.undrain(&name, &admin.name).await?;
+    m.audit(&admin.name, "node.undrain", &name, "").await;
     view(&m, &name).await
 }
 

@@ -50,7 +50,7 @@ pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Jso
         (status = 400, body = berth_model::api::ErrorBody), (status = 403, body = berth_model::api::ErrorBody)))]
 pub async fn put(
     State(m): State<Arc<Manager>>,
-    Admin(_admin): Admin,
+    Admin(admin): Admin,
     Path(name): Path<String>,
     Json(update): Json<QueueUpdate>,
 ) -> Result<(StatusCode, axum::Json<QueueView>), ApiError> {
@@ -64,6 +64,8 @@ pub async fn put(
     m.store.put_queue(&QueueRow { name: name.clone(), policy, seed, updated_at: jiff::Timestamp::now() }).await?;
     m.set_queue(q.clone());
     tracing::info!(queue = %name, "queue policy changed through the API");
+    let detail = serde_json::to_string(&update).unwrap_or_default();
+    m.audit(&admin.name, if existing.is_some() { "queue.update" } else { "queue.create" }, &name, &detail).await;
     m.wake.notify_one();
     let st = m.lock_state().await;
     let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };

@@ -71,6 +71,11 @@ impl Client {
         decode(r).await
     }
 
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        let r = self.http.delete(format!("{}{path}", self.url)).bearer_auth(&self.token).send().await.unwrap();
+        decode(r).await
+    }
+
     pub async fn submit(&self, spec: &JobSpec) -> (u16, Value) {
         self.post("/v1/jobs", serde_json::json!({ "spec": spec })).await
     }
@@ -116,6 +121,9 @@ impl Client {
 async fn decode(r: reqwest::Response) -> (u16, Value) {
     let s = r.status().as_u16();
     let text = r.text().await.unwrap();
+    if s == 204 && text.is_empty() {
+        return (s, Value::Null);
+    }
     let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("status {s}: body is not JSON: {text:?}"));
     (s, v)
 }

@@ -1,0 +1,136 @@
+//! Tenancy through the REST API: projects and shared jobs, token lifetimes (revoke, expiry,
+//! disabled users) taking effect at once, admin-only routes, and the audit log.
+
+mod common;
+
+use berth_model::JobSpec;
+use common::*;
+use serde_json::json;
+
+async fn user(e: &Env, name: &str) -> Client {
+    let (s, v) = e.admin.post("/v1/admin/users", json!({"name": name})).await;
+    assert_eq!(s, 201, "{v}");
+    Client::new(&e.m.url, v["token"].as_str().unwrap())
+}
+
+fn in_project(project: &str, shared: bool) -> JobSpec {
+    let mut s = JobSpec::command(["true"]);
+    s.project = Some(project.into());
+    s.shared = shared;
+    s
+}
+
+#[tokio::test]
+async fn project_members_see_shared_jobs_and_nothing_else() {
+    let e = start().await;
+    let (bob, carol, dave) = (user(&e, "bob").await, user(&e, "carol").await, user(&e, "dave").await);
+    assert_eq!(e.admin.post("/v1/admin/projects", json!({"name": "vision"})).await.0, 201);
+    assert_eq!(e.admin.post("/v1/admin/projects", json!({"name": "vision"})).await.0, 409);
+    assert_eq!(e.admin.post("/v1/admin/projects", json!({"name": "../x"})).await.0, 400);
+    for u in ["bob", "carol"] {
+        assert_eq!(e.admin.post("/v1/admin/projects/vision/members", json!({"user": u})).await.0, 204);
+    }
+    assert_eq!(e.admin.post("/v1/admin/projects/vision/members", json!({"user": "zed"})).await.0, 404);
+    assert_eq!(bob.get("/v1/whoami").await.1["projects"], json!(["vision"]));
+
+    // dave is not a member: he cannot submit to the project.
+    let (s, v) = dave.submit(&in_project("vision", true)).await;
+    assert_eq!(s, 403, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("add-member vision dave"), "{v}");
+    let (s, _) = bob.submit(&in_project("nope", false)).await;
+    assert_eq!(s, 403);
+
+    let shared = bob.submit_ok(&in_project("vision", true)).await;
+    let private = bob.submit_ok(&in_project("vision", false)).await;
+    // carol sees the shared one (list, show, logs) but may not cancel it; not the private one.
+    let seen: Vec<i64> = carol.list("").await.iter().map(|j| j.id).collect();
+    assert_eq!(seen, vec![shared]);
+    assert_eq!(carol.get(&format!("/v1/jobs/{shared}")).await.0, 200);
+    assert_eq!(carol.get(&format!("/v1/jobs/{private}")).await.0, 404);
+    let (s, v) = carol.post(&format!("/v1/jobs/{shared}/cancel"), json!({})).await;
+    assert_eq!(s, 403, "{v}");
+    // dave sees neither; the finished-jobs path (the store's filter) agrees.
+    assert!(dave.list("").await.is_empty());
+    assert_eq!(dave.get(&format!("/v1/jobs/{shared}")).await.0, 404);
+    assert_eq!(bob.post(&format!("/v1/jobs/{shared}/cancel"), json!({})).await.0, 200);
+    assert_eq!(bob.post(&format!("/v1/jobs/{private}/cancel"), json!({})).await.0, 200);
+    let seen: Vec<i64> = carol.list("?all=true").await.iter().map(|j| j.id).collect();
+    assert_eq!(seen, vec![shared]);
+    assert!(dave.list("?all=true").await.is_empty());
+
+    // Removing carol from the project hides the job from her at once.
+    assert_eq!(e.admin.delete("/v1/admin/projects/vision/members/carol").await.0, 204);
+    assert_eq!(carol.get(&format!("/v1/jobs/{shared}")).await.0, 404);
+    assert_eq!(e.admin.delete("/v1/admin/projects/vision/members/carol").await.0, 404);
+    let (_, projects) = bob.get("/v1/projects").await;
+    assert_eq!(projects[0]["members"], json!(["bob"]));
+    assert_eq!(carol.get("/v1/projects").await.1, json!([]));
+    e.m.shutdown().await;
+}
+
+#[tokio::test]
+async fn revoked_expired_and_disabled_tokens_stop_working_at_once() {
+    let e = start().await;
+    let bob = user(&e, "bob").await;
+    assert_eq!(bob.get("/v1/whoami").await.0, 200);
+
+    let (s, t) = bob.post("/v1/tokens", json!({"label": "laptop", "expires_in": "30d"})).await;
+    assert_eq!(s, 201, "{t}");
+    let laptop = Client::new(&e.m.url, t["token"].as_str().unwrap());
+    assert_eq!(laptop.get("/v1/whoami").await.1["user"], "bob");
+    let (_, list) = bob.get("/v1/tokens").await;
+    let ids: Vec<&str> = list.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&t["id"].as_str().unwrap()), "{list}");
+    assert!(!list.to_string().contains(t["token"].as_str().unwrap()), "the secret is never listed");
+    assert_eq!(list.as_array().unwrap().iter().filter(|t| t["current"] == true).count(), 1);
+
+    // Revoke: the very next request fails, with the same answer as an unknown token.
+    let (s, v) = bob.delete(&format!("/v1/tokens/{}", t["id"].as_str().unwrap())).await;
+    assert_eq!(s, 200, "{v}");
+    assert!(v["revoked_at"].is_string());
+    let (s, v) = laptop.get("/v1/whoami").await;
+    assert_eq!(s, 401);
+    assert_eq!(v, Client::new(&e.m.url, "made-up").get("/v1/whoami").await.1);
+    // Another user's token id is not found (not forbidden).
+    let carol = user(&e, "carol").await;
+    let (_, ct) = carol.post("/v1/tokens", json!({})).await;
+    assert_eq!(bob.delete(&format!("/v1/tokens/{}", ct["id"].as_str().unwrap())).await.0, 404);
+    assert_eq!(bob.delete("/v1/tokens/zz").await.0, 404);
+    assert_eq!(bob.get("/v1/tokens?all=true").await.0, 403);
+    assert_eq!(e.admin.get("/v1/tokens?all=true").await.0, 200);
+
+    // Expiry: a token that expires in a second works, then stops.
+    let (_, short) = bob.post("/v1/tokens", json!({"expires_in": "1s"})).await;
+    let short = Client::new(&e.m.url, short["token"].as_str().unwrap());
+    assert_eq!(short.get("/v1/whoami").await.0, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (s, v) = short.get("/v1/whoami").await;
+    assert_eq!(s, 401);
+    assert!(v["error"].as_str().unwrap().contains("expired"), "{v}");
+    assert_eq!(bob.post("/v1/tokens", json!({"expires_in": "soon"})).await.0, 400);
+
+    // Disabling a user stops all their tokens at once; enabling brings them back.
+    assert_eq!(bob.post("/v1/admin/users/carol/disable", json!({})).await.0, 403);
+    assert_eq!(e.admin.post("/v1/admin/users/bob/disable", json!({})).await.0, 204);
+    assert_eq!(bob.get("/v1/whoami").await.0, 401);
+    assert_eq!(e.admin.post("/v1/admin/users/bob/enable", json!({})).await.0, 204);
+    assert_eq!(bob.get("/v1/whoami").await.0, 200);
+    assert_eq!(e.admin.post("/v1/admin/users/alice/disable", json!({})).await.0, 400, "not yourself");
+    assert_eq!(e.admin.post("/v1/admin/users/zed/disable", json!({})).await.0, 404);
+
+    let (_, users) = e.admin.get("/v1/admin/users").await;
+    let names: Vec<&str> = users.as_array().unwrap().iter().map(|u| u["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["alice", "bob", "carol"]);
+
+    // The audit log has the admin actions and token events, newest first; users cannot read it.
+    assert_eq!(bob.get("/v1/admin/audit").await.0, 403);
+    let (_, log) = e.admin.get("/v1/admin/audit?limit=100").await;
+    let actions: Vec<&str> = log.as_array().unwrap().iter().map(|a| a["action"].as_str().unwrap()).collect();
+    for a in ["user.create", "token.create", "token.revoke", "auth.revoked-token", "auth.expired-token", "user.disable", "user.enable"] {
+        assert!(actions.contains(&a), "{a} missing from {actions:?}");
+    }
+    assert_eq!(actions[0], "user.enable", "newest first");
+    assert_eq!(e.admin.get("/v1/admin/audit?since=1h").await.1.as_array().unwrap().len(), actions.len());
+    assert_eq!(e.admin.get("/v1/admin/audit?since=later").await.0, 400);
+    e.m.shutdown().await;
+}

@@ -1,0 +1,100 @@
+//! REST bodies of tenancy (DESIGN.md §9): users, projects, API tokens, the audit log.
+//! Re-exported from [`crate::api`].
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+/// A user as admins list them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UserView {
+    pub name: String,
+    pub role: String,
+    pub disabled: bool,
+    pub created_at: jiff::Timestamp,
+    pub projects: Vec<String>,
+}
+
+/// `POST /v1/admin/projects`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CreateProjectRequest {
+    pub name: String,
+}
+
+/// `POST /v1/admin/projects/{name}/members`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MemberRequest {
+    pub user: String,
+}
+
+/// A project with its members.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProjectView {
+    pub name: String,
+    pub created_at: jiff::Timestamp,
+    pub members: Vec<String>,
+}
+
+/// `POST /v1/tokens`: a new API token for the caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CreateTokenRequest {
+    /// What the token is for (`laptop`, `ci`); shown in `berth token list`.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Lifetime, e.g. `30d`, `12h`; none: until revoked.
+    #[serde(default)]
+    pub expires_in: Option<String>,
+}
+
+/// The new token: shown once, only its hash is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TokenCreated {
+    pub id: String,
+    pub token: String,
+    pub expires_at: Option<jiff::Timestamp>,
+}
+
+/// A token as `berth token list` shows it (never the secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TokenView {
+    /// The first 12 hex digits of the token's hash: what `berth token revoke` takes.
+    pub id: String,
+    pub user: String,
+    pub label: String,
+    pub created_at: jiff::Timestamp,
+    pub expires_at: Option<jiff::Timestamp>,
+    pub revoked_at: Option<jiff::Timestamp>,
+    /// Updated at most once a minute.
+    pub last_used_at: Option<jiff::Timestamp>,
+    /// Whether this is the token of the request listing it.
+    pub current: bool,
+}
+
+/// `GET /v1/tokens`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+pub struct TokenListQuery {
+    /// Admins only: every user's tokens.
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// One audit log entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AuditView {
+    pub id: i64,
+    pub at: jiff::Timestamp,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub detail: String,
+}
+
+/// `GET /v1/admin/audit`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+pub struct AuditQuery {
+    /// Only entries newer than this long ago (`7d`, `12h`).
+    #[serde(default)]
+    pub since: Option<String>,
+    /// At most this many (default 100, at most 10,000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
