@@ -64,12 +64,12 @@ impl Client {
         &self.base
     }
 
-    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+    pub(crate) fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token)
     }
 
     /// Sends a request and turns transport failures and error answers into messages.
-    async fn send(&self, req: RequestBuilder) -> anyhow::Result<Response> {
+    pub(crate) async fn send(&self, req: RequestBuilder) -> anyhow::Result<Response> {
         // On a runtime thread, where SIGPIPE is blocked (main.rs): the connection, its TLS
         // handshake and the task hyper spawns for it never write from the main thread, which
         // keeps the default SIGPIPE for `berth ps | head`.
@@ -111,7 +111,7 @@ impl Client {
         }
     }
 
-    async fn json<T: DeserializeOwned>(&self, req: RequestBuilder) -> anyhow::Result<T> {
+    pub(crate) async fn json<T: DeserializeOwned>(&self, req: RequestBuilder) -> anyhow::Result<T> {
         let resp = self.send(req).await?;
         let url = resp.url().path().to_string();
         let bytes = resp.bytes().await.map_err(|e| self.transport_error(e))?;
@@ -209,7 +209,7 @@ impl Client {
 }
 
 /// Percent-encodes everything but unreserved characters, so a name cannot change the path.
-fn encode_path_segment(s: &str) -> String {
+pub(crate) fn encode_path_segment(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),

@@ -14,6 +14,8 @@
 //! numa = "prefer-local"               # require-local, single-node, interleave, none
 //! requeue = true
 //! preemptible = true                 # a higher-priority job may stop it (queue's preemption)
+//! project = "vision"                 # accounted to this project (you must be a member)
+//! shared = true                      # the project's members may see it
 //!
 //! [env]
 //! WANDB_MODE = "offline"
@@ -54,6 +56,8 @@ struct JobFile {
     numa: Option<NumaPolicy>,
     requeue: Option<bool>,
     preemptible: Option<bool>,
+    project: Option<String>,
+    shared: Option<bool>,
     #[serde(default)]
     env: BTreeMap<String, String>,
 }
@@ -109,6 +113,8 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         queue: f.queue,
         requeue: f.requeue.unwrap_or(false),
         preemptible: f.preemptible.unwrap_or(false),
+        project: f.project,
+        share: f.shared.unwrap_or(false),
         env: f.env.into_iter().collect(),
         workdir: f.workdir,
     };

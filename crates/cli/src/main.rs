@@ -5,6 +5,7 @@
 //! clap's own errors, everything else 1 (or, for `submit --wait`, the job's exit code).
 
 mod client;
+mod client_tenancy;
 mod commands;
 mod credentials;
 mod daemon;
@@ -48,9 +49,13 @@ enum Command {
     Nodes(commands::nodes::NodesArgs),
     /// List queues with their scheduling policy, nodes and load
     Queues(commands::queues::QueuesArgs),
-    /// Show who the configured token belongs to
+    /// Show who the configured token belongs to, and their projects
     Whoami(commands::admin::WhoamiArgs),
-    /// Administration: users, join tokens and queues
+    /// Store a manager's URL and your API token (read from stdin) in the credentials file
+    Login(commands::login::LoginArgs),
+    /// Create, list and revoke your API tokens
+    Token(commands::token::TokenArgs),
+    /// Administration: users, projects, join tokens, queues and the audit log
     Admin(commands::admin::AdminArgs),
     /// Dataset cache: run a node, manage buckets, warm a dataset, show hit ratios
     Cache(commands::cache::CacheArgs),
@@ -143,6 +148,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Nodes(a) => nodes::run(a).await,
         Command::Queues(a) => queues::run(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
+        Command::Login(a) => login::run(a).await,
+        Command::Token(a) => token::run(a).await,
         Command::Admin(a) => admin::run(a).await,
         Command::Cache(a) => cache::run(a).await,
         Command::Sim(a) => sim::run(a),

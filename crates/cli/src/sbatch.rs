@@ -55,6 +55,8 @@ pub fn translate(words: &[String]) -> (Vec<String>, Vec<String>) {
             "--nodes" | "-N" => Some(("--nodes", value().map(|v| v.split('-').next().unwrap_or_default().to_string()))),
             "--chdir" | "-D" => Some(("--workdir", value())),
             "--requeue" => Some(("--requeue", None)),
+            // Slurm's accounts are berth's projects.
+            "--account" | "-A" => Some(("--project", value())),
             _ => {
                 let v = value();
                 ignored.push(as_written(w, &inline, &opt, v));
@@ -134,6 +136,8 @@ mod tests {
         assert_eq!(translate(&w("--gres=nvme:1")).1, ["--gres=nvme:1"]);
         assert_eq!(translate(&w("-J name --requeue")).0, ["--name", "name", "--requeue"]);
         assert_eq!(translate(&w("-N 2-4")).0, ["--nodes", "2"]);
+        assert_eq!(translate(&w("--account=vision")).0, ["--project", "vision"]);
+        assert_eq!(translate(&w("-A vision")).0, ["--project", "vision"]);
         assert_eq!(slurm_time("30"), "1800");
         assert_eq!(slurm_time("10:30"), "630");
         assert_eq!(slurm_time("2-12"), (2 * 86400 + 12 * 3600).to_string());

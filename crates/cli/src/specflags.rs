@@ -59,6 +59,15 @@ pub struct SpecFlags {
     #[arg(long, help_heading = "Scheduling")]
     pub preemptible: bool,
 
+    /// Project the job is accounted to (quotas, fair share, usage); you must be a member
+    /// [default: your own account]
+    #[arg(long, value_name = "PROJECT", help_heading = "Scheduling")]
+    pub project: Option<String>,
+
+    /// Let the members of the job's project see it (ps, show, logs)
+    #[arg(long, requires = "project", help_heading = "Scheduling")]
+    pub share: bool,
+
     /// Set an environment variable for the job (repeatable). Unlike Slurm, berth does not copy
     /// your environment: only these variables (and berth's own) are set
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env, help_heading = "Environment")]
@@ -136,6 +145,8 @@ impl SpecFlags {
             queue: over.queue.or(self.queue),
             requeue: over.requeue || self.requeue,
             preemptible: over.preemptible || self.preemptible,
+            project: over.project.or(self.project),
+            share: over.share || self.share,
             env,
             workdir: over.workdir.or(self.workdir),
         }
@@ -169,6 +180,8 @@ impl SpecFlags {
         spec.numa = self.numa.map(Into::into).unwrap_or_default();
         spec.requeue = self.requeue;
         spec.preemptible = self.preemptible;
+        spec.project = self.project.clone();
+        spec.shared = self.share;
         spec
     }
 }

@@ -126,7 +126,15 @@ async fn revoked_expired_and_disabled_tokens_stop_working_at_once() {
     assert_eq!(bob.get("/v1/admin/audit").await.0, 403);
     let (_, log) = e.admin.get("/v1/admin/audit?limit=100").await;
     let actions: Vec<&str> = log.as_array().unwrap().iter().map(|a| a["action"].as_str().unwrap()).collect();
-    for a in ["user.create", "token.create", "token.revoke", "auth.revoked-token", "auth.expired-token", "user.disable", "user.enable"] {
+    for a in [
+        "user.create",
+        "token.create",
+        "token.revoke",
+        "auth.revoked-token",
+        "auth.expired-token",
+        "user.disable",
+        "user.enable",
+    ] {
         assert!(actions.contains(&a), "{a} missing from {actions:?}");
     }
     assert_eq!(actions[0], "user.enable", "newest first");

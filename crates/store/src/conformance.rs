@@ -294,3 +294,57 @@ pub async fn queues_and_usage(s: &dyn Store) {
     assert!(s.apply(&[u("bob", 9.0, 3), bad]).await.is_err());
     assert_eq!(s.usage().await.unwrap()[0].value, 3.25);
 }
+
+/// Tokens with lifetimes, projects and members, the job visibility filter, the audit log.
+pub async fn tenancy(s: &dyn Store) {
+    let bob = s.create_user("bob", "user", at(0)).await.unwrap();
+    let carol = s.create_user("carol", "user", at(0)).await.unwrap();
+    let hash = "ab".repeat(32);
+    s.add_token(bob.id, &hash, "laptop", at(1), Some(at(100))).await.unwrap();
+    let (t, u) = s.token(&hash).await.unwrap().unwrap();
+    assert_eq!((t.id(), t.label.as_str(), u.name.as_str()), (&hash[..12], "laptop", "bob"));
+    assert!(t.usable(at(99)) && !t.usable(at(100)), "expiry is exclusive");
+    s.touch_token(&hash, at(5)).await.unwrap();
+    assert_eq!(s.token(&hash).await.unwrap().unwrap().0.last_used_at, Some(at(5)));
+    assert!(matches!(s.revoke_token(Some(carol.id), &hash[..12], at(6)).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(s.revoke_token(Some(bob.id), "abab", at(6)).await, Err(StoreError::NotFound(_))), "too short");
+    let r = s.revoke_token(Some(bob.id), &hash[..12], at(6)).await.unwrap();
+    assert_eq!(r.revoked_at, Some(at(6)));
+    assert!(!s.token(&hash).await.unwrap().unwrap().0.usable(at(7)));
+    assert_eq!(s.tokens(Some(bob.id)).await.unwrap().len(), 1);
+    assert!(s.tokens(Some(carol.id)).await.unwrap().is_empty());
+
+    assert!(s.set_user_disabled("bob", true).await.unwrap().disabled);
+    assert!(matches!(s.set_user_disabled("zed", true).await, Err(StoreError::NotFound(_))));
+    assert_eq!(s.users().await.unwrap().len(), 2);
+
+    s.create_project("vision", at(0)).await.unwrap();
+    assert!(matches!(s.create_project("vision", at(0)).await, Err(StoreError::Duplicate(_))));
+    s.add_member("vision", "bob", at(1)).await.unwrap();
+    s.add_member("vision", "bob", at(2)).await.unwrap();
+    assert!(matches!(s.add_member("nope", "bob", at(1)).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(s.add_member("vision", "zed", at(1)).await, Err(StoreError::NotFound(_))));
+    assert_eq!(s.memberships(bob.id).await.unwrap(), vec!["vision".to_string()]);
+    assert_eq!(s.projects().await.unwrap()[0].members, vec!["bob".to_string()]);
+
+    let mut shared = JobSpec::command(["true"]);
+    shared.project = Some("vision".into());
+    shared.shared = true;
+    let mut private = shared.clone();
+    private.shared = false;
+    let a = s.insert_job(carol.id, &shared, at(10)).await.unwrap();
+    let _b = s.insert_job(carol.id, &private, at(11)).await.unwrap();
+    let filter = JobFilter { user_id: Some(bob.id), projects: vec!["vision".into()], ..Default::default() };
+    let seen = s.jobs(&filter).await.unwrap();
+    assert_eq!(seen.iter().map(|j| j.id).collect::<Vec<_>>(), vec![a]);
+    assert!(s.jobs(&JobFilter { user_id: Some(bob.id), ..Default::default() }).await.unwrap().is_empty());
+    s.remove_member("vision", "bob").await.unwrap();
+    assert!(matches!(s.remove_member("vision", "bob").await, Err(StoreError::NotFound(_))));
+
+    s.audit(at(1), "alice", "user.create", "bob", "").await.unwrap();
+    s.audit(at(2), "alice", "token.revoke", "abab", "").await.unwrap();
+    let log = s.audit_log(None, 10).await.unwrap();
+    assert_eq!(log.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["token.revoke", "user.create"]);
+    assert_eq!(s.audit_log(Some(at(2)), 10).await.unwrap().len(), 1);
+    assert_eq!(s.audit_log(None, 1).await.unwrap().len(), 1);
+}

@@ -113,12 +113,8 @@ impl Tenancy for SqliteStore {
         if id.len() < 8 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
             return Err(not_found());
         }
-        let matches: Vec<TokenRow> = self
-            .tokens(user_id)
-            .await?
-            .into_iter()
-            .filter(|t| t.hash.starts_with(&id.to_ascii_lowercase()))
-            .collect();
+        let matches: Vec<TokenRow> =
+            self.tokens(user_id).await?.into_iter().filter(|t| t.hash.starts_with(&id.to_ascii_lowercase())).collect();
         let [t] = matches.as_slice() else { return Err(not_found()) };
         sqlx::query("UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE hash = ?")
             .bind(ts(at))
@@ -145,9 +141,9 @@ impl Tenancy for SqliteStore {
             .bind(ts(at))
             .fetch_one(&self.writer)
             .await
-            .map_err(
-                |e| if is_unique_violation(&e) { StoreError::Duplicate(format!("project {name}")) } else { e.into() },
-            )?;
+            .map_err(|e| {
+                if is_unique_violation(&e) { StoreError::Duplicate(format!("project {name}")) } else { e.into() }
+            })?;
         Ok(ProjectRow { id, name: name.to_string(), created_at: at, members: Vec::new() })
     }
 

@@ -27,6 +27,7 @@ conformance_tests!(
     requeue_bumps_attempt,
     nodes_and_meta,
     queues_and_usage,
+    tenancy,
 );
 
 #[tokio::test]

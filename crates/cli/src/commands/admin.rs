@@ -1,5 +1,5 @@
-//! `berth whoami` and the admin commands: creating users (their token is shown once) and join
-//! tokens for new agents.
+//! `berth whoami` and the admin commands: users (a new user's token is shown once), projects,
+//! join tokens for new agents, queues and the audit log (the tenancy ones in `tenancy.rs`).
 
 use std::process::ExitCode;
 
@@ -21,7 +21,9 @@ pub async fn whoami(args: WhoamiArgs) -> anyhow::Result<ExitCode> {
     if args.output.json() {
         output::print_json(&me)?;
     } else {
-        println!("{} ({}) at {}", me.user, me.role, client.base_url());
+        let projects =
+            if me.projects.is_empty() { String::new() } else { format!(", projects {}", me.projects.join(",")) };
+        println!("{} ({}) at {}{projects}", me.user, me.role, client.base_url());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -38,6 +40,22 @@ pub enum AdminCommand {
     User {
         #[command(subcommand)]
         command: UserCommand,
+    },
+    /// Manage projects and their members
+    Project {
+        #[command(subcommand)]
+        command: crate::commands::tenancy::ProjectCommand,
+    },
+    /// Show the audit log of admin actions and token events, newest first
+    Audit {
+        /// Only entries newer than this, e.g. 7d
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
+        /// At most this many entries
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Manage join tokens for agents
     JoinToken {
@@ -96,6 +114,15 @@ pub enum UserCommand {
         #[command(flatten)]
         output: OutputArgs,
     },
+    /// List users with their role, state and projects
+    List {
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Disable a user: their tokens stop working at once (their jobs stay)
+    Disable { name: String },
+    /// Enable a disabled user again
+    Enable { name: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,6 +151,21 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                     client.base_url()
                 );
             }
+        }
+        AdminCommand::User { command: UserCommand::List { output } } => {
+            crate::commands::tenancy::list_users(&client, &output).await?;
+        }
+        AdminCommand::User { command: UserCommand::Disable { name } } => {
+            client.set_user_disabled(&name, true).await?;
+            println!("user {name} disabled: their tokens no longer work");
+        }
+        AdminCommand::User { command: UserCommand::Enable { name } } => {
+            client.set_user_disabled(&name, false).await?;
+            println!("user {name} enabled");
+        }
+        AdminCommand::Project { command } => crate::commands::tenancy::project(&client, command).await?,
+        AdminCommand::Audit { since, limit, output } => {
+            crate::commands::tenancy::audit(&client, since.as_deref(), limit, &output).await?;
         }
         AdminCommand::Queue { command: QueueCommand::Set(a) } => {
             let update = QueueUpdate {

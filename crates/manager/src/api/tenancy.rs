@@ -18,7 +18,10 @@ use crate::manager::Manager;
 /// Every user with their projects (admin only).
 #[utoipa::path(get, path = "/v1/admin/users", tag = "admin",
     responses((status = 200, body = Vec<UserView>), (status = 403, body = berth_model::api::ErrorBody)))]
-pub async fn list_users(State(m): State<Arc<Manager>>, Admin(_a): Admin) -> Result<axum::Json<Vec<UserView>>, ApiError> {
+pub async fn list_users(
+    State(m): State<Arc<Manager>>,
+    Admin(_a): Admin,
+) -> Result<axum::Json<Vec<UserView>>, ApiError> {
     let projects = m.store.projects().await?;
     let users = m.store.users().await?;
     Ok(axum::Json(
@@ -63,7 +66,8 @@ async fn set_disabled(m: &Manager, admin: &str, name: &str, disabled: bool) -> R
     if disabled && name == admin {
         return Err(ApiError::bad_request("you cannot disable yourself: ask another admin"));
     }
-    let u = m.store.set_user_disabled(name, disabled).await.map_err(|e| not_found_as(e, format!("no user `{name}`")))?;
+    let u =
+        m.store.set_user_disabled(name, disabled).await.map_err(|e| not_found_as(e, format!("no user `{name}`")))?;
     m.forget_tokens(|t| t.user.id == u.id);
     m.audit(admin, if disabled { "user.disable" } else { "user.enable" }, name, "").await;
     Ok(StatusCode::NO_CONTENT)
@@ -246,7 +250,14 @@ pub async fn audit_log(
     let rows = m.store.audit_log(since, limit).await?;
     Ok(axum::Json(
         rows.into_iter()
-            .map(|r| AuditView { id: r.id, at: r.at, actor: r.actor, action: r.action, target: r.target, detail: r.detail })
+            .map(|r| AuditView {
+                id: r.id,
+                at: r.at,
+                actor: r.actor,
+                action: r.action,
+                target: r.target,
+                detail: r.detail,
+            })
             .collect(),
     ))
 }

@@ -1,0 +1,133 @@
+//! Tenancy through the real binary (issue 6): projects and shared jobs, `berth login`,
+//! `berth token create|list|revoke` taking effect at once, disabled users, the audit log.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use support::{BIN, Berth, text};
+
+fn submit_as(b: &Berth, token: &str, args: &[&str]) -> i64 {
+    let mut a = vec!["submit", "-o", "json"];
+    a.extend(args);
+    let o = b.cli_as(token, &a);
+    assert!(o.status.success(), "submit failed: {}", text(&o.stderr));
+    serde_json::from_slice::<Value>(&o.stdout).unwrap()["id"].as_i64().unwrap()
+}
+
+fn ids(out: &[u8]) -> Vec<i64> {
+    let v: Value = serde_json::from_slice(out).unwrap();
+    v.as_array().unwrap().iter().map(|j| j["id"].as_i64().unwrap()).collect()
+}
+
+#[test]
+fn projects_share_jobs_with_members_only() {
+    let b = Berth::up(&[]);
+    let bob = b.create_user("bob");
+    let carol = b.create_user("carol");
+    let dave = b.create_user("dave");
+    assert_eq!(b.ok(&["admin", "project", "create", "vision"]).trim(), "created project vision");
+    for u in ["bob", "carol"] {
+        b.ok(&["admin", "project", "add-member", "vision", u]);
+    }
+    let list = b.ok(&["admin", "project", "list"]);
+    assert!(list.contains("vision") && list.contains("bob,carol"), "{list}");
+    let who = b.cli_as(&bob, &["whoami"]);
+    assert!(text(&who.stdout).contains("projects vision"), "{}", text(&who.stdout));
+
+    let shared = submit_as(&b, &bob, &["--project", "vision", "--share", "--", "sleep", "30"]);
+    let private = submit_as(&b, &bob, &["--project", "vision", "--", "sleep", "30"]);
+    assert_eq!(ids(&b.cli_as(&carol, &["ps", "-o", "json"]).stdout), vec![shared]);
+    assert!(b.cli_as(&carol, &["show", &shared.to_string()]).status.success());
+    let o = b.cli_as(&carol, &["show", &private.to_string()]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains(&format!("job {private} not found")), "{}", text(&o.stderr));
+    let o = b.cli_as(&carol, &["cancel", &shared.to_string()]);
+    assert!(!o.status.success(), "members see shared jobs but only the owner cancels");
+    assert!(ids(&b.cli_as(&dave, &["ps", "-o", "json"]).stdout).is_empty());
+
+    // dave is not in the project; --share needs a project; an unknown project is refused.
+    let o = b.cli_as(&dave, &["submit", "--project", "vision", "--", "true"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("not a member of project `vision`"), "{}", text(&o.stderr));
+    let o = b.cli_as(&bob, &["submit", "--share", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    b.ok(&["cancel", &shared.to_string(), &private.to_string()]);
+
+    // Slurm's --account is the project.
+    let script = b.home.path().join("job.sh");
+    std::fs::write(&script, "#!/bin/sh\n#SBATCH --account=vision\ntrue\n").unwrap();
+    let id = submit_as(&b, &bob, &[script.to_str().unwrap()]);
+    let o = b.cli_as(&bob, &["show", "-o", "json", &id.to_string()]);
+    let detail: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(detail["spec"]["project"], "vision");
+}
+
+#[test]
+fn login_tokens_revoke_and_disable_take_effect_at_once() {
+    let b = Berth::up(&[]);
+    let bob = b.create_user("bob");
+
+    // `berth login` with the token on stdin writes bob's own credentials file.
+    let home = tempfile::tempdir().unwrap();
+    let berth_as_bob = |args: &[&str], stdin: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.env("HOME", home.path()).env_remove("XDG_CONFIG_HOME").env_remove("BERTH_URL").env_remove("BERTH_TOKEN");
+        c.env_remove("BERTH_CA_FILE").args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let mut input = child.stdin.take().unwrap();
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).unwrap();
+        }
+        drop(input);
+        child.wait_with_output().unwrap()
+    };
+    let o = berth_as_bob(&["login", &b.url, "--token-stdin"], Some("not-a-token\n"));
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("invalid API token"), "{}", text(&o.stderr));
+    let o = berth_as_bob(&["login", &b.url, "--token-stdin"], Some(&format!("{bob}\n")));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("as bob (user)"), "{}", text(&o.stdout));
+    assert!(berth_as_bob(&["whoami"], None).status.success());
+
+    // A second token with an expiry; list shows both, never a secret.
+    let o = berth_as_bob(&["token", "create", "--label", "ci", "--expires", "30d", "-o", "json"], None);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let created: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ci = created["token"].as_str().unwrap().to_string();
+    assert!(b.cli_as(&ci, &["whoami"]).status.success());
+    let o = berth_as_bob(&["token", "list"], None);
+    let table = text(&o.stdout);
+    assert!(table.contains("ci") && table.contains("active (this one)"), "{table}");
+    assert!(!table.contains(&ci) && !table.contains(&bob));
+
+    // Revoke: the very next command with it fails.
+    let id = created["id"].as_str().unwrap();
+    let o = berth_as_bob(&["token", "revoke", id], None);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = b.cli_as(&ci, &["whoami"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("invalid API token"), "{}", text(&o.stderr));
+    let o = berth_as_bob(&["token", "revoke", "0123456789ab"], None);
+    assert!(!o.status.success());
+
+    // Disabling bob stops his login at once; non-admins cannot disable anyone.
+    assert!(!b.cli_as(&bob, &["admin", "user", "disable", "alice"]).status.success());
+    b.ok(&["admin", "user", "disable", "bob"]);
+    let o = berth_as_bob(&["whoami"], None);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("disabled"), "{}", text(&o.stderr));
+    let users = b.ok(&["admin", "user", "list"]);
+    assert!(users.lines().any(|l| l.starts_with("bob") && l.contains("disabled")), "{users}");
+    b.ok(&["admin", "user", "enable", "bob"]);
+    assert!(berth_as_bob(&["whoami"], None).status.success());
+
+    let audit: Value = b.json(&["admin", "audit", "--since", "1h"]);
+    let actions: Vec<&str> = audit.as_array().unwrap().iter().map(|a| a["action"].as_str().unwrap()).collect();
+    for a in ["user.create", "token.create", "token.revoke", "auth.revoked-token", "user.disable", "user.enable"] {
+        assert!(actions.contains(&a), "{a} not in {actions:?}");
+    }
+    assert!(!b.cli_as(&bob, &["admin", "audit"]).status.success(), "users cannot read the audit log");
+}
