@@ -46,12 +46,15 @@ pub async fn run(args: NodesArgs) -> anyhow::Result<ExitCode> {
         Some(NodesCommand::Drain { node, reason, output }) => (node, output, Some(DrainRequest { reason })),
         Some(NodesCommand::Undrain { node, output }) => (node, output, None),
     };
+    let draining = drain.is_some();
     let n = client.drain_node(&node, drain.as_ref()).await?;
     if output.json() {
         output::print_json(&n)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let jobs = match n.running_jobs {
+    // Only a drain waits for jobs; after an undrain new jobs may start there at once.
+    let running = if draining { n.running_jobs } else { 0 };
+    let jobs = match running {
         0 => String::new(),
         1 => ": 1 job still running there".into(),
         j => format!(": {j} jobs still running there"),
