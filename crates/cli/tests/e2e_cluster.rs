@@ -292,12 +292,14 @@ fn a_partitioned_node_is_fenced_before_its_job_runs_elsewhere() {
 
 /// Rank 0 listens on MASTER_ADDR:MASTER_PORT; the others connect and send their RANK; rank 0
 /// answers each with the sum of all ranks. Each prints its cluster variables and what it got.
+/// Rank 0 ends last (it waits for the others to hang up, after they printed), since the job
+/// ends, and its other kernels are stopped, when rank 0 ends.
 const RENDEZVOUS: &str = r#"
 import os, socket, sys, time
 keys = ["BERTH_CLUSTER_SIZE", "BERTH_CLUSTER_HOSTS", "BERTH_CLUSTER_ROLE", "BERTH_CLUSTER_INDEX",
         "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "LOCAL_RANK"]
 for k in keys:
-    print(f"{k}={os.environ.get(k, '<unset>')}")
+    print(f"{k}={os.environ.get(k, '<unset>')}", flush=True)
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
 if rank == 0:
@@ -313,8 +315,11 @@ if rank == 0:
     total = rank + sum(got)
     for c in conns:
         c.sendall(f"{total}\n".encode())
+    for c in conns:
+        while c.recv(64):
+            pass
         c.close()
-    print(f"rank 0 got {sorted(got)} sum {total}")
+    print(f"rank 0 got {sorted(got)} sum {total}", flush=True)
 else:
     deadline = time.time() + 60
     while True:
@@ -326,7 +331,8 @@ else:
                 raise
             time.sleep(0.2)
     c.sendall(f"{rank}\n".encode())
-    print(f"rank {rank} got sum {int(c.makefile().readline())}")
+    print(f"rank {rank} got sum {int(c.makefile().readline())}", flush=True)
+    c.close()
 "#;
 
 fn vars(log: &str) -> std::collections::BTreeMap<String, String> {
