@@ -60,3 +60,25 @@ impl Client {
         self.json(req).await
     }
 }
+
+impl Client {
+    pub async fn quotas(&self) -> anyhow::Result<Vec<berth_model::QuotaView>> {
+        self.json(self.request(Method::GET, "/v1/quotas")).await
+    }
+
+    /// Sets (`Some`) or removes (`None`) a quota.
+    pub async fn set_quota(
+        &self,
+        kind: berth_model::QuotaKind,
+        name: &str,
+        limits: Option<&berth_model::QuotaLimits>,
+    ) -> anyhow::Result<()> {
+        let path = format!("/v1/admin/quotas/{}/{}", kind.as_str(), seg(name));
+        let req = match limits {
+            Some(l) => self.request(Method::PUT, &path).json(l),
+            None => self.request(Method::DELETE, &path),
+        };
+        self.send(req).await?;
+        Ok(())
+    }
+}

@@ -49,6 +49,8 @@ enum Command {
     Nodes(commands::nodes::NodesArgs),
     /// List queues with their scheduling policy, nodes and load
     Queues(commands::queues::QueuesArgs),
+    /// Show the quotas that apply to you (admins: all) with what is in use
+    Quotas(commands::quota::QuotasArgs),
     /// Show who the configured token belongs to, and their projects
     Whoami(commands::admin::WhoamiArgs),
     /// Store a manager's URL and your API token (read from stdin) in the credentials file
@@ -147,6 +149,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Cancel(a) => cancel::run(a).await,
         Command::Nodes(a) => nodes::run(a).await,
         Command::Queues(a) => queues::run(a).await,
+        Command::Quotas(a) => quota::list(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Login(a) => login::run(a).await,
         Command::Token(a) => token::run(a).await,

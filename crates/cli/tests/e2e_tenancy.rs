@@ -131,3 +131,25 @@ fn login_tokens_revoke_and_disable_take_effect_at_once() {
     }
     assert!(!b.cli_as(&bob, &["admin", "audit"]).status.success(), "users cannot read the audit log");
 }
+
+#[test]
+fn quotas_from_the_cli_hold_jobs_with_a_reason() {
+    let b = Berth::up(&["--fake-gpus", "2"]);
+    let bob = b.create_user("bob");
+    let o = b.cli(&["admin", "quota", "set", "--user", "bob"]);
+    assert_eq!(o.status.code(), Some(2), "no limit given: {}", text(&o.stderr));
+    b.ok(&["admin", "quota", "set", "--user", "bob", "--gpus", "1", "--pending", "10"]);
+    let first = submit_as(&b, &bob, &["--gpus", "1", "--", "sleep", "30"]);
+    let second = submit_as(&b, &bob, &["--gpus", "1", "--", "sleep", "30"]);
+    b.wait_state(first, "RUNNING");
+    let j = b.wait_job(second, "a quota reason", |j| j["job"]["pending_reason"]["kind"] == "quota");
+    assert_eq!(j["job"]["pending_reason"]["message"], "quota: user bob gpu 1/1 in use");
+    let mine = text(&b.cli_as(&bob, &["quotas"]).stdout);
+    assert!(mine.contains("bob") && mine.contains("1/1") && mine.contains("1/10"), "{mine}");
+    let o = b.cli_as(&bob, &["submit", "--gpus", "2", "--", "true"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("could never start within the quota"), "{}", text(&o.stderr));
+    b.ok(&["admin", "quota", "rm", "--user", "bob"]);
+    b.wait_state(second, "RUNNING");
+    b.ok(&["cancel", &first.to_string(), &second.to_string()]);
+}

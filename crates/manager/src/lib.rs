@@ -20,6 +20,7 @@ mod lifecycle;
 mod manager;
 mod nodes;
 mod openapi;
+mod quotas;
 mod scheduler;
 mod state;
 pub mod tls;
@@ -127,6 +128,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         shutdown_rx.clone(),
     ));
     m.load_queues(&cfg).await.context("cannot load the queues")?;
+    m.load_quotas().await.context("cannot load the quotas")?;
     let bootstrap = auth::bootstrap(&m, &config.admin_user).await.context("cannot create the admin user")?;
     let join_token = auth::local_join_token(&m, &config.data_dir).await.context("cannot set up the join token")?;
     m.rebuild().await.context("cannot load jobs and nodes from the store")?;

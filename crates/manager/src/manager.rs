@@ -47,6 +47,8 @@ pub struct Manager {
     inbox: StdMutex<Vec<Job>>,
     /// An empty ledger per known node, for submit-time feasibility checks without the state lock.
     pub shapes: RwLock<Vec<NodeLedger>>,
+    /// Quotas per user and project (a snapshot, replaced on change).
+    pub quotas: RwLock<Arc<crate::quotas::QuotaTable>>,
 }
 
 impl Manager {
@@ -74,6 +76,7 @@ impl Manager {
             shutdown,
             inbox: StdMutex::new(Vec::new()),
             shapes: RwLock::new(Vec::new()),
+            quotas: RwLock::new(Arc::default()),
         }
     }
 

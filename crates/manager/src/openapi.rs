@@ -3,7 +3,7 @@
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
 
-use crate::api::{jobs, logs, misc, nodes, queues, tenancy};
+use crate::api::{jobs, logs, misc, nodes, queues, quota, tenancy};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -27,6 +27,9 @@ use crate::api::{jobs, logs, misc, nodes, queues, tenancy};
         tenancy::list_tokens,
         tenancy::revoke_token,
         tenancy::audit_log,
+        quota::list,
+        quota::put,
+        quota::delete,
         jobs::submit,
         jobs::list,
         jobs::show,

@@ -114,12 +114,14 @@ pub async fn pass(m: &Manager) -> usize {
     } else {
         FairShare::default()
     };
+    let quotas = m.pass_quotas(&st);
     let out = berth_sched::schedule(&PassInput {
         queues: &queues,
         nodes: &st.ledgers,
         pending: &pending,
         running: &running,
         fair_share: &fair_share,
+        quotas: &quotas,
         now: now_ms,
     });
 

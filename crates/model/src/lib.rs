@@ -9,6 +9,7 @@ pub mod binding;
 pub mod job;
 pub mod protocol;
 pub mod quantity;
+pub mod quota;
 pub mod reason;
 mod tenancy_api;
 pub mod topology;
@@ -18,6 +19,7 @@ pub use job::{JobId, JobSpec, JobState, NumaPolicy, ResourceRequest, SpecError, 
 pub use quantity::{
     QuantityError, format_bytes, format_duration, format_gpu_milli, parse_cpus, parse_duration, parse_gpus, parse_mem,
 };
+pub use quota::{QuotaKind, QuotaLimits, QuotaView};
 pub use reason::{PendingKind, PendingReason};
 pub use topology::{Cpu, Gpu, NumaNode, Topology};
 

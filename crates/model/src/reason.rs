@@ -22,6 +22,8 @@ pub enum PendingKind {
     Backfill,
     /// Running lower-priority jobs are being stopped to make room for this one.
     Preempting,
+    /// Starting it would exceed its user's or project's quota.
+    Quota,
 }
 
 /// Why a job is still pending, e.g. `resources: needs 1 GPU, node n1 has 0.5 free`.

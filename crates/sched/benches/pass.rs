@@ -71,6 +71,7 @@ fn full_pass(c: &mut Criterion) {
                 pending: &jobs,
                 running: &[],
                 fair_share: &NO_FAIR_SHARE,
+                quotas: &berth_sched::NO_QUOTAS,
                 now: 0,
             };
             let out = schedule(&input);
@@ -98,6 +99,7 @@ fn after_first_pass(
         pending: &jobs,
         running: &[],
         fair_share: &NO_FAIR_SHARE,
+        quotas: &berth_sched::NO_QUOTAS,
         now: 0,
     });
     let mut running = Vec::new();
@@ -149,6 +151,7 @@ fn incremental(c: &mut Criterion) {
             pending: &pending,
             running: &running,
             fair_share: &NO_FAIR_SHARE,
+            quotas: &berth_sched::NO_QUOTAS,
             now: 30_000,
         };
         let out = schedule(&input);

@@ -37,6 +37,7 @@ mod pass;
 mod place;
 mod pool;
 mod preempt;
+mod quota;
 mod shortfall;
 mod slots;
 mod water;
@@ -50,6 +51,7 @@ pub use feasible::{check_feasible, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
 pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::schedule;
+pub use quota::{NO_QUOTAS, QuotaUse, Quotas, never_fits};
 
 use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};
 
@@ -198,6 +200,8 @@ pub struct PassInput<'a> {
     pub pending: &'a [PendingJob],
     pub running: &'a [RunningJob],
     pub fair_share: &'a FairShare,
+    /// Per-user and per-project limits with current use ([`NO_QUOTAS`] for none).
+    pub quotas: &'a Quotas,
     pub now: Millis,
 }
 

@@ -11,6 +11,7 @@ use crate::backfill::{Holding, Reservation, reserve};
 use crate::ledger::NodeLedger;
 use crate::order::Order;
 use crate::pool::Pool;
+use crate::quota::Book;
 use crate::{
     HeadOfLine, Millis, PassInput, PassOutput, PendingJob, Preempt, QueueConfig, RunningJob, Start, Waiting, preempt,
 };
@@ -43,13 +44,15 @@ pub fn schedule(input: &PassInput) -> PassOutput {
         list.sort_by_key(|r| r.id);
     }
     let mut out = PassOutput::default();
+    // Quotas span queues: a project's jobs in two queues share its limits.
+    let mut book = Book::new(input.quotas);
     for q in input.queues {
         let Some(jobs) = by_queue.remove(q.name.as_str()) else { continue };
         let mut nodes: Vec<&NodeLedger> = input.nodes.iter().filter(|l| l.queue() == q.name).collect();
         nodes.sort_by(|a, b| a.name().cmp(b.name()));
         let none = Vec::new();
         let run = QueueRun { input, q, running: running.get(q.name.as_str()).unwrap_or(&none) };
-        run.run(nodes, jobs, &mut out);
+        run.run(nodes, jobs, &mut book, &mut out);
     }
     for (name, jobs) in by_queue {
         let reason = PendingReason::new(PendingKind::Queue, format!("queue `{name}` does not exist"));
@@ -105,7 +108,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
         out
     }
 
-    fn run(&self, nodes: Vec<&NodeLedger>, jobs: Vec<&PendingJob>, out: &mut PassOutput) {
+    fn run(&self, nodes: Vec<&NodeLedger>, jobs: Vec<&PendingJob>, book: &mut Book, out: &mut PassOutput) {
         let (q, now) = (self.q, self.input.now);
         let totals = [
             nodes.iter().map(|l| l.cpus_total() as u64 * 1000).sum(),
@@ -138,6 +141,11 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Priority, text), job.blocked_passes));
                 continue;
             }
+            // Over quota: it waits for its own user's or project's jobs, never holds others.
+            if let Err(text) = book.admits(job) {
+                out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Quota, text), job.blocked_passes));
+                continue;
+            }
             let why = match pool.place(job) {
                 Ok(mut chosen) => {
                     let end = now.saturating_add(self.limit(job));
@@ -156,6 +164,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                         pool.commit(&chosen);
                     }
                     order.started(job);
+                    book.started(job);
                     let bindings: Vec<Binding> = chosen.into_iter().map(|(_, b)| b).collect();
                     if backfill {
                         started.push((end, job.id, bindings.clone()));

@@ -173,17 +173,17 @@ proptest! {
         let qs = queues(skip);
         let nodes = build_nodes(&node_specs);
         let pending = build_jobs(&first, 1);
-        let out = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 });
+        let out = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending, running: &[], fair_share: &NO_FAIR_SHARE, quotas: &berth_sched::NO_QUOTAS, now: 0 });
         let mut nodes = check_pass(&qs, &nodes, &pending, &out);
 
         // Same input, same output, whatever the order of the input slices.
         let before = build_nodes(&node_specs);
-        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &before, pending: &pending, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 }), &out);
+        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &before, pending: &pending, running: &[], fair_share: &NO_FAIR_SHARE, quotas: &berth_sched::NO_QUOTAS, now: 0 }), &out);
         let mut rev_before = before.clone();
         rev_before.reverse();
         let mut rev_pending = pending.clone();
         rev_pending.reverse();
-        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &rev_before, pending: &rev_pending, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 }), &out);
+        prop_assert_eq!(&schedule(&PassInput { queues: &qs, nodes: &rev_before, pending: &rev_pending, running: &[], fair_share: &NO_FAIR_SHARE, quotas: &berth_sched::NO_QUOTAS, now: 0 }), &out);
 
         // Finish some of the started jobs, then run a second pass on the fragmented cluster.
         for (i, s) in out.starts.iter().enumerate() {
@@ -196,7 +196,7 @@ proptest! {
         let mut pending2: Vec<PendingJob> =
             pending.iter().filter(|j| !out.starts.iter().any(|s| s.job == j.id)).cloned().collect();
         pending2.extend(build_jobs(&second, 1000));
-        let out2 = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending2, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 });
+        let out2 = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending2, running: &[], fair_share: &NO_FAIR_SHARE, quotas: &berth_sched::NO_QUOTAS, now: 0 });
         check_pass(&qs, &nodes, &pending2, &out2);
     }
 
@@ -264,8 +264,15 @@ fn policy_queue(name: &str, (o, h, spread, pre): (usize, usize, bool, Option<i64
 /// Runs `jobs` on the empty cluster to get running jobs, with random start times, limits,
 /// preemptibility and users.
 fn start_some(qs: &[QueueConfig], nodes: &mut [NodeLedger], jobs: &[PendingJob], seed: u64) -> Vec<RunningJob> {
-    let out =
-        schedule(&PassInput { queues: qs, nodes, pending: jobs, running: &[], fair_share: &NO_FAIR_SHARE, now: 0 });
+    let out = schedule(&PassInput {
+        queues: qs,
+        nodes,
+        pending: jobs,
+        running: &[],
+        fair_share: &NO_FAIR_SHARE,
+        quotas: &berth_sched::NO_QUOTAS,
+        now: 0,
+    });
     out.starts
         .iter()
         .enumerate()
@@ -295,8 +302,15 @@ fn fits(qs: &[QueueConfig], nodes: &[NodeLedger], job: &PendingJob) -> bool {
     let mut j = job.clone();
     j.blocked_passes = 0;
     let qs: Vec<QueueConfig> = qs.iter().map(|q| QueueConfig { preemption: None, ..q.clone() }).collect();
-    let out =
-        schedule(&PassInput { queues: &qs, nodes, pending: &[j], running: &[], fair_share: &NO_FAIR_SHARE, now: 0 });
+    let out = schedule(&PassInput {
+        queues: &qs,
+        nodes,
+        pending: &[j],
+        running: &[],
+        fair_share: &NO_FAIR_SHARE,
+        quotas: &berth_sched::NO_QUOTAS,
+        now: 0,
+    });
     out.starts.len() == 1
 }
 
@@ -350,7 +364,7 @@ proptest! {
         fs.usage_by_project.insert("p1".into(), 5.0);
         fs.project_weights.insert("p2".into(), 2.0);
         let now = now_min * 60_000;
-        let input = PassInput { queues: &qs, nodes: &nodes, pending: &pending, running: &running, fair_share: &fs, now };
+        let input = PassInput { queues: &qs, nodes: &nodes, pending: &pending, running: &running, fair_share: &fs, quotas: &berth_sched::NO_QUOTAS, now };
         let out = schedule(&input);
         let after = check_pass(&[], &nodes, &pending, &out);
 
@@ -360,7 +374,7 @@ proptest! {
         let half = p2.len() / 2;
         p2.rotate_left(half);
         r2.reverse();
-        let shuffled = PassInput { queues: &qs, nodes: &n2, pending: &p2, running: &r2, fair_share: &fs, now };
+        let shuffled = PassInput { queues: &qs, nodes: &n2, pending: &p2, running: &r2, fair_share: &fs, quotas: &berth_sched::NO_QUOTAS, now };
         prop_assert_eq!(&schedule(&shuffled), &out);
 
         let by_id: BTreeMap<i64, &PendingJob> = pending.iter().map(|j| (j.id, j)).collect();
@@ -419,6 +433,67 @@ proptest! {
             }
             prop_assert!(fits(&qs, &at_t, job), "job {} does not fit at its reserved start", job.id);
             prop_assert_eq!(queue_of(&job.queue).unwrap().head_of_line, HeadOfLine::Backfill);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Whatever the cluster, the jobs and the current use, a pass never takes a user or a
+    /// project past a limit, and every job it leaves waiting for quota really would break one.
+    #[test]
+    fn quotas_are_never_exceeded(
+        node_specs in prop::collection::vec(node_strategy(), 1..6),
+        jobs in prop::collection::vec((job_strategy(), 0usize..3, 0usize..2), 0..30),
+        limits in prop::collection::vec((prop::option::of(0u64..4000), prop::option::of(0u64..8000), prop::option::of(0u32..4)), 5),
+        used in prop::collection::vec((0u64..2000, 0u64..4000, 0u32..3), 5),
+    ) {
+        use berth_model::QuotaLimits;
+        use berth_sched::{QuotaUse, Quotas};
+        let qs = queues(1);
+        let nodes = build_nodes(&node_specs);
+        let users = ["u0", "u1", "u2"];
+        let projects = ["p0", "p1"];
+        let mut pending = build_jobs(&jobs.iter().map(|(j, _, _)| *j).collect::<Vec<_>>(), 1);
+        for (p, (_, u, pr)) in pending.iter_mut().zip(&jobs) {
+            p.user = users[*u].into();
+            p.project = projects[*pr].into();
+        }
+        let mut quotas = Quotas::default();
+        let names: Vec<(bool, &str)> = users.iter().map(|u| (true, *u)).chain(projects.iter().map(|p| (false, *p))).collect();
+        for (i, (is_user, name)) in names.iter().enumerate() {
+            let (gpu, cpu, run) = limits[i];
+            let l = QuotaLimits { gpu_milli: gpu, cpu_milli: cpu, running_jobs: run, ..Default::default() };
+            let u = QuotaUse { gpu_milli: used[i].0, cpu_milli: used[i].1, mem_bytes: 0, running_jobs: used[i].2 };
+            if *is_user {
+                quotas.users.insert(name.to_string(), l);
+                quotas.used_by_user.insert(name.to_string(), u);
+            } else {
+                quotas.projects.insert(name.to_string(), l);
+                quotas.used_by_project.insert(name.to_string(), u);
+            }
+        }
+        let out = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending, running: &[], fair_share: &NO_FAIR_SHARE, quotas: &quotas, now: 0 });
+        let mut by_user = quotas.used_by_user.clone();
+        let mut by_project = quotas.used_by_project.clone();
+        for s in &out.starts {
+            let j = pending.iter().find(|j| j.id == s.job).unwrap();
+            let add = QuotaUse::of(&j.request, j.nodes);
+            for (map, limits, name) in [(&mut by_user, &quotas.users, &j.user), (&mut by_project, &quotas.projects, &j.project)] {
+                let before = map[name.as_str()];
+                let l = limits[name.as_str()];
+                let mut after = before;
+                after.add(&add);
+                // A limit already exceeded by running jobs only blocks jobs that add to it.
+                if let Some(m) = l.gpu_milli { prop_assert!(add.gpu_milli == 0 || after.gpu_milli <= m, "gpu of {name}: {after:?} > {m}"); }
+                if let Some(m) = l.cpu_milli { prop_assert!(after.cpu_milli <= m, "cpu of {name}: {after:?} > {m}"); }
+                if let Some(m) = l.running_jobs { prop_assert!(after.running_jobs <= m, "jobs of {name}: {after:?} > {m}"); }
+                map.insert(name.clone(), after);
+            }
+        }
+        for w in out.waiting.iter().filter(|w| w.reason.kind == PendingKind::Quota) {
+            prop_assert!(w.reason.message.starts_with("quota: "), "{}", w.reason.message);
         }
     }
 }

@@ -341,6 +341,18 @@ pub async fn tenancy(s: &dyn Store) {
     s.remove_member("vision", "bob").await.unwrap();
     assert!(matches!(s.remove_member("vision", "bob").await, Err(StoreError::NotFound(_))));
 
+    let l = berth_model::QuotaLimits { gpu_milli: Some(8000), pending_jobs: Some(10), ..Default::default() };
+    s.set_quota(berth_model::QuotaKind::Project, "vision", Some(&l), at(1)).await.unwrap();
+    let l2 = berth_model::QuotaLimits { running_jobs: Some(2), ..l };
+    s.set_quota(berth_model::QuotaKind::Project, "vision", Some(&l2), at(2)).await.unwrap();
+    assert_eq!(s.quotas().await.unwrap(), vec![(berth_model::QuotaKind::Project, "vision".to_string(), l2)]);
+    s.set_quota(berth_model::QuotaKind::Project, "vision", None, at(3)).await.unwrap();
+    assert!(s.quotas().await.unwrap().is_empty());
+    assert!(matches!(
+        s.set_quota(berth_model::QuotaKind::User, "bob", None, at(3)).await,
+        Err(StoreError::NotFound(_))
+    ));
+
     s.audit(at(1), "alice", "user.create", "bob", "").await.unwrap();
     s.audit(at(2), "alice", "token.revoke", "abab", "").await.unwrap();
     let log = s.audit_log(None, 10).await.unwrap();

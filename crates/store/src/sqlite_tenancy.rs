@@ -1,6 +1,7 @@
 //! [`Tenancy`] for SQLite: tokens, projects, members and the audit log.
 
 use async_trait::async_trait;
+use berth_model::{QuotaKind, QuotaLimits};
 use jiff::Timestamp;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
@@ -208,6 +209,49 @@ impl Tenancy for SqliteStore {
         .bind(user_id)
         .fetch_all(&self.reader)
         .await?)
+    }
+
+    async fn quotas(&self) -> Result<Vec<(QuotaKind, String, QuotaLimits)>> {
+        let rows =
+            sqlx::query("SELECT kind, name, limits FROM quotas ORDER BY kind, name").fetch_all(&self.reader).await?;
+        rows.iter()
+            .map(|r| {
+                let kind: String = r.try_get("kind")?;
+                let kind = kind.parse::<QuotaKind>().map_err(StoreError::Corrupt)?;
+                let limits: String = r.try_get("limits")?;
+                let limits = serde_json::from_str(&limits).map_err(|e| StoreError::Corrupt(format!("quota: {e}")))?;
+                Ok((kind, r.try_get("name")?, limits))
+            })
+            .collect()
+    }
+
+    async fn set_quota(&self, kind: QuotaKind, name: &str, limits: Option<&QuotaLimits>, at: Timestamp) -> Result<()> {
+        match limits {
+            Some(l) => {
+                let json = serde_json::to_string(l).expect("quota limits serialise");
+                sqlx::query(
+                    "INSERT INTO quotas (kind, name, limits, updated_at) VALUES (?, ?, ?, ?) \
+                     ON CONFLICT (kind, name) DO UPDATE SET limits = excluded.limits, updated_at = excluded.updated_at",
+                )
+                .bind(kind.as_str())
+                .bind(name)
+                .bind(json)
+                .bind(ts(at))
+                .execute(&self.writer)
+                .await?;
+            }
+            None => {
+                let done = sqlx::query("DELETE FROM quotas WHERE kind = ? AND name = ?")
+                    .bind(kind.as_str())
+                    .bind(name)
+                    .execute(&self.writer)
+                    .await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::NotFound(format!("quota of {} {name}", kind.as_str())));
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn audit(&self, at: Timestamp, actor: &str, action: &str, target: &str, detail: &str) -> Result<()> {

@@ -3,6 +3,7 @@
 //! stays readable; every adapter implements both.
 
 use async_trait::async_trait;
+use berth_model::{QuotaKind, QuotaLimits};
 use jiff::Timestamp;
 
 use crate::{Result, UserRow};
@@ -91,6 +92,12 @@ pub trait Tenancy: Send + Sync {
     async fn remove_member(&self, project: &str, user: &str) -> Result<()>;
     /// Names of the projects `user_id` belongs to.
     async fn memberships(&self, user_id: i64) -> Result<Vec<String>>;
+
+    // --- quotas --------------------------------------------------------------------------
+    /// Every quota: (kind, name, limits).
+    async fn quotas(&self) -> Result<Vec<(QuotaKind, String, QuotaLimits)>>;
+    /// Sets (replaces) or, with `None`, removes a quota; removing a missing one is `NotFound`.
+    async fn set_quota(&self, kind: QuotaKind, name: &str, limits: Option<&QuotaLimits>, at: Timestamp) -> Result<()>;
 
     // --- audit ---------------------------------------------------------------------------
     async fn audit(&self, at: Timestamp, actor: &str, action: &str, target: &str, detail: &str) -> Result<()>;

@@ -41,6 +41,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Set or remove quotas of users and projects
+    Quota {
+        #[command(subcommand)]
+        command: crate::commands::quota::QuotaCommand,
+    },
     /// Manage projects and their members
     Project {
         #[command(subcommand)]
@@ -163,6 +168,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             client.set_user_disabled(&name, false).await?;
             println!("user {name} enabled");
         }
+        AdminCommand::Quota { command } => crate::commands::quota::admin(command).await?,
         AdminCommand::Project { command } => crate::commands::tenancy::project(&client, command).await?,
         AdminCommand::Audit { since, limit, output } => {
             crate::commands::tenancy::audit(&client, since.as_deref(), limit, &output).await?;

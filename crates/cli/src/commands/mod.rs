@@ -10,6 +10,7 @@ pub mod logs;
 pub mod nodes;
 pub mod ps;
 pub mod queues;
+pub mod quota;
 pub mod show;
 pub mod sim;
 pub mod submit;

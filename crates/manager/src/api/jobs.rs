@@ -38,6 +38,15 @@ pub async fn submit(
         berth_sched::check_feasible_with(&spec.resources, spec.nodes, spec.numa, &shapes, &queue)
             .map_err(ApiError::unprocessable)?;
     }
+    m.check_quota_at_submit(&user, &spec)?;
+    // A pending-jobs limit is checked and the job inserted under the state lock, so that
+    // concurrent submits cannot overshoot it.
+    let mut locked = None;
+    if m.pending_limited(&user.name, &spec) {
+        let st = m.lock_state().await;
+        m.check_pending_quota(&st, &user.name, &spec)?;
+        locked = Some(st);
+    }
     let now = jiff::Timestamp::now();
     let id = m.store.insert_job(user.id, &spec, now).await?;
     let job = Job {
@@ -63,7 +72,13 @@ pub async fn submit(
         expected_start: None,
     };
     let view = job.view();
-    m.enqueue(job);
+    match locked {
+        Some(mut st) => {
+            st.jobs.insert(job.id, job);
+            m.wake.notify_one();
+        }
+        None => m.enqueue(job),
+    }
     Ok((StatusCode::CREATED, axum::Json(view)))
 }
 

@@ -5,6 +5,7 @@ pub mod logs;
 pub mod misc;
 pub mod nodes;
 pub mod queues;
+pub mod quota;
 pub mod tenancy;
 
 use std::sync::Arc;
@@ -39,6 +40,8 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/tokens", post(tenancy::create_token).get(tenancy::list_tokens))
         .route("/v1/tokens/{id}", delete(tenancy::revoke_token))
         .route("/v1/admin/audit", get(tenancy::audit_log))
+        .route("/v1/quotas", get(quota::list))
+        .route("/v1/admin/quotas/{kind}/{name}", put(quota::put).delete(quota::delete))
         .route("/v1/admin/join-tokens", post(misc::create_join_token))
         .route("/v1/agents/connect", get(crate::hub::connect))
         .fallback(|uri: axum::http::Uri| async move {

@@ -399,6 +399,7 @@ pub fn simulate_detailed(
                 pending: &pending,
                 running: &running,
                 fair_share: &fair,
+                quotas: &crate::NO_QUOTAS,
                 now,
             });
             passes += 1;

@@ -168,6 +168,7 @@ impl Scenario {
             pending: &self.pending,
             running: &running,
             fair_share: &self.fair_share,
+            quotas: &berth_sched::NO_QUOTAS,
             now: self.now,
         });
         self.commit(&out);

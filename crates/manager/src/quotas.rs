@@ -1,0 +1,212 @@
+//! Quotas in the manager: the table (loaded from the store, changed through the API), the
+//! checks at submit (maximum priority, a request the quota could never hold, the pending-jobs
+//! limit) and the scheduler's input (each limited user's and project's current use).
+//!
+//! The pending-jobs limit is checked and the job inserted under the state lock, so concurrent
+//! submits can never overshoot it; submits of users and projects without that limit keep the
+//! lock-free path.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use berth_model::{JobSpec, JobState, QuotaKind, QuotaLimits, QuotaView};
+use berth_sched::{QuotaUse, Quotas};
+
+use crate::auth::User;
+use crate::error::ApiError;
+use crate::manager::Manager;
+use crate::state::{Job, State};
+
+/// Every quota, by kind and name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QuotaTable {
+    pub users: BTreeMap<String, QuotaLimits>,
+    pub projects: BTreeMap<String, QuotaLimits>,
+}
+
+impl QuotaTable {
+    fn map(&self, kind: QuotaKind) -> &BTreeMap<String, QuotaLimits> {
+        match kind {
+            QuotaKind::User => &self.users,
+            QuotaKind::Project => &self.projects,
+        }
+    }
+
+    /// The limits that apply to a job of `user` accounted to `project`: (kind, name, limits).
+    fn applying<'a>(
+        &'a self,
+        user: &'a str,
+        project: &'a str,
+    ) -> impl Iterator<Item = (QuotaKind, &'a str, &'a QuotaLimits)> {
+        let u = self.users.get(user).map(|l| (QuotaKind::User, user, l));
+        let p = self.projects.get(project).map(|l| (QuotaKind::Project, project, l));
+        u.into_iter().chain(p)
+    }
+
+    fn limits_running(&self) -> bool {
+        self.users.values().chain(self.projects.values()).any(QuotaLimits::limits_running)
+    }
+}
+
+/// The project a job of `user` with `spec` is accounted to.
+pub fn project_of<'a>(user: &'a str, spec: &'a JobSpec) -> &'a str {
+    spec.project.as_deref().unwrap_or(user)
+}
+
+impl Manager {
+    /// Loads the quotas from the store (at start).
+    pub async fn load_quotas(&self) -> Result<(), berth_store::StoreError> {
+        let mut t = QuotaTable::default();
+        for (kind, name, l) in self.store.quotas().await? {
+            match kind {
+                QuotaKind::User => t.users.insert(name, l),
+                QuotaKind::Project => t.projects.insert(name, l),
+            };
+        }
+        *self.quotas.write().expect("quota lock") = Arc::new(t);
+        Ok(())
+    }
+
+    pub fn quota_table(&self) -> Arc<QuotaTable> {
+        self.quotas.read().expect("quota lock").clone()
+    }
+
+    /// Stores and applies a quota (`None` removes it); the next pass uses it.
+    pub async fn set_quota(&self, kind: QuotaKind, name: &str, limits: Option<QuotaLimits>) -> Result<(), ApiError> {
+        let limits = limits.filter(|l| !l.is_empty());
+        self.store.set_quota(kind, name, limits.as_ref(), jiff::Timestamp::now()).await.map_err(|e| match e {
+            berth_store::StoreError::NotFound(_) => {
+                ApiError::not_found(format!("no quota for {} `{name}`", kind.as_str()))
+            }
+            e => e.into(),
+        })?;
+        let mut t = (*self.quota_table()).clone();
+        let map = match kind {
+            QuotaKind::User => &mut t.users,
+            QuotaKind::Project => &mut t.projects,
+        };
+        match limits {
+            Some(l) => map.insert(name.to_string(), l),
+            None => map.remove(name),
+        };
+        *self.quotas.write().expect("quota lock") = Arc::new(t);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// The checks that need no state: the priority cap, and requests no quota could ever hold.
+    pub fn check_quota_at_submit(&self, user: &User, spec: &JobSpec) -> Result<(), ApiError> {
+        let table = self.quota_table();
+        for (kind, name, l) in table.applying(&user.name, project_of(&user.name, spec)) {
+            let who = format!("{} {name}", kind.as_str());
+            if let Some(max) = l.max_priority
+                && spec.priority > max
+            {
+                return Err(ApiError::forbidden(format!(
+                    "quota: priority {} is above the maximum {max} for {who}: use --priority {max} or lower",
+                    spec.priority
+                )));
+            }
+            if let Some(why) = berth_sched::never_fits(l, &spec.resources, spec.nodes) {
+                return Err(ApiError::unprocessable(format!(
+                    "quota: the job could never start within the quota of {who} ({why}): ask for less, or ask an admin to raise it"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a job of `user` with `spec` falls under a pending-jobs limit (then it must be
+    /// submitted through [`Manager::check_pending_quota`] under the state lock).
+    pub fn pending_limited(&self, user: &str, spec: &JobSpec) -> bool {
+        self.quota_table().applying(user, project_of(user, spec)).any(|(_, _, l)| l.pending_jobs.is_some())
+    }
+
+    /// With the state lock held: refuses a submit that would pass a pending-jobs limit.
+    pub fn check_pending_quota(&self, st: &State, user: &str, spec: &JobSpec) -> Result<(), ApiError> {
+        let table = self.quota_table();
+        let project = project_of(user, spec);
+        for (kind, name, l) in table.applying(user, project) {
+            let Some(max) = l.pending_jobs else { continue };
+            let waiting = st
+                .jobs
+                .values()
+                .filter(|j| j.state == JobState::Pending)
+                .filter(|j| match kind {
+                    QuotaKind::User => j.user == name,
+                    QuotaKind::Project => j.project() == name,
+                })
+                .count() as u32;
+            if waiting >= max {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "quota: {} {name} pending jobs {waiting}/{max}: wait for some to start or cancel some",
+                        kind.as_str()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The scheduler's quota input: limits, and the use of jobs holding resources.
+    pub fn pass_quotas(&self, st: &State) -> Quotas {
+        let table = self.quota_table();
+        if !table.limits_running() {
+            return Quotas::default();
+        }
+        let mut q = Quotas { users: table.users.clone(), projects: table.projects.clone(), ..Default::default() };
+        for j in st.jobs.values().filter(|j| j.state.holds_resources()) {
+            let add = QuotaUse::of(&j.spec.resources, j.spec.nodes);
+            if table.users.contains_key(&j.user) {
+                q.used_by_user.entry(j.user.clone()).or_default().add(&add);
+            }
+            if table.projects.contains_key(j.project()) {
+                q.used_by_project.entry(j.project().to_string()).or_default().add(&add);
+            }
+        }
+        q
+    }
+
+    /// Quotas with their current use; users see their own and their projects'.
+    pub fn quota_views(&self, st: &State, user: &User) -> Vec<QuotaView> {
+        let table = self.quota_table();
+        let mut out = Vec::new();
+        for kind in [QuotaKind::User, QuotaKind::Project] {
+            for (name, l) in table.map(kind) {
+                let mine = match kind {
+                    QuotaKind::User => *name == user.name,
+                    QuotaKind::Project => user.member_of(name),
+                };
+                if !user.is_admin() && !mine {
+                    continue;
+                }
+                let of = |j: &&Job| match kind {
+                    QuotaKind::User => j.user == *name,
+                    QuotaKind::Project => j.project() == name,
+                };
+                let mut used = QuotaUse::default();
+                let mut pending = 0;
+                for j in st.jobs.values().filter(of) {
+                    if j.state.holds_resources() {
+                        used.add(&QuotaUse::of(&j.spec.resources, j.spec.nodes));
+                    } else if j.state == JobState::Pending {
+                        pending += 1;
+                    }
+                }
+                out.push(QuotaView {
+                    kind,
+                    name: name.clone(),
+                    limits: *l,
+                    used_gpu_milli: used.gpu_milli,
+                    used_cpu_milli: used.cpu_milli,
+                    used_mem_bytes: used.mem_bytes,
+                    running_jobs: used.running_jobs,
+                    pending_jobs: pending,
+                });
+            }
+        }
+        out
+    }
+}

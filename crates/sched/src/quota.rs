@@ -1,0 +1,209 @@
+//! Quotas in a pass: a job starts only if its user's and its project's running totals stay
+//! within their limits (GPUs, CPUs, memory, running jobs). A job over quota waits with a
+//! `quota` reason and never holds its queue back (like a Kueue workload that is not admitted):
+//! jobs behind it, of other users or projects, may start.
+//!
+//! The caller gives each user's and project's current use (jobs holding resources); the pass
+//! adds what it starts, across queues, so no pass can overshoot.
+
+use std::collections::BTreeMap;
+
+use berth_model::{QuotaLimits, ResourceRequest, format_bytes, format_gpu_milli};
+
+use crate::PendingJob;
+
+/// What a user or a project holds now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuotaUse {
+    pub gpu_milli: u64,
+    pub cpu_milli: u64,
+    pub mem_bytes: u64,
+    pub running_jobs: u32,
+}
+
+impl QuotaUse {
+    /// The use of one job: its request times its kernels.
+    pub fn of(request: &ResourceRequest, kernels: u32) -> QuotaUse {
+        let k = kernels.max(1) as u64;
+        QuotaUse {
+            gpu_milli: request.gpu_milli * k,
+            cpu_milli: request.cpu_milli * k,
+            mem_bytes: request.mem_bytes * k,
+            running_jobs: 1,
+        }
+    }
+
+    pub fn add(&mut self, o: &QuotaUse) {
+        self.gpu_milli += o.gpu_milli;
+        self.cpu_milli += o.cpu_milli;
+        self.mem_bytes += o.mem_bytes;
+        self.running_jobs += o.running_jobs;
+    }
+}
+
+/// Limits and current use per user and per project. Names without limits are not limited.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Quotas {
+    pub users: BTreeMap<String, QuotaLimits>,
+    pub projects: BTreeMap<String, QuotaLimits>,
+    pub used_by_user: BTreeMap<String, QuotaUse>,
+    pub used_by_project: BTreeMap<String, QuotaUse>,
+}
+
+/// No quotas at all.
+pub static NO_QUOTAS: Quotas = Quotas {
+    users: BTreeMap::new(),
+    projects: BTreeMap::new(),
+    used_by_user: BTreeMap::new(),
+    used_by_project: BTreeMap::new(),
+};
+
+impl Quotas {
+    pub fn is_empty(&self) -> bool {
+        self.users.is_empty() && self.projects.is_empty()
+    }
+}
+
+/// The pass's running tally, starting from the input's use.
+pub(crate) struct Book<'a> {
+    quotas: &'a Quotas,
+    users: BTreeMap<String, QuotaUse>,
+    projects: BTreeMap<String, QuotaUse>,
+}
+
+impl<'a> Book<'a> {
+    pub fn new(quotas: &'a Quotas) -> Self {
+        Book { quotas, users: quotas.used_by_user.clone(), projects: quotas.used_by_project.clone() }
+    }
+
+    /// `Err(reason)` when starting `job` would take its user or project past a limit.
+    pub fn admits(&self, job: &PendingJob) -> Result<(), String> {
+        if self.quotas.is_empty() {
+            return Ok(());
+        }
+        let add = QuotaUse::of(&job.request, job.nodes);
+        let checks = [
+            ("user", &job.user, &self.quotas.users, &self.users),
+            ("project", &job.project, &self.quotas.projects, &self.projects),
+        ];
+        for (kind, name, limits, used) in checks {
+            let Some(l) = limits.get(name.as_str()) else { continue };
+            let u = used.get(name.as_str()).copied().unwrap_or_default();
+            if let Some(why) = exceeds(l, &u, &add) {
+                return Err(format!("quota: {kind} {name} {why}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a job the pass starts.
+    pub fn started(&mut self, job: &PendingJob) {
+        if self.quotas.is_empty() {
+            return;
+        }
+        let add = QuotaUse::of(&job.request, job.nodes);
+        self.users.entry(job.user.clone()).or_default().add(&add);
+        self.projects.entry(job.project.clone()).or_default().add(&add);
+    }
+}
+
+/// Which limit `used + add` would break, as `gpu 8/8 in use` (what is in use now and the limit).
+fn exceeds(l: &QuotaLimits, used: &QuotaUse, add: &QuotaUse) -> Option<String> {
+    if let Some(max) = l.gpu_milli
+        && add.gpu_milli > 0
+        && used.gpu_milli + add.gpu_milli > max
+    {
+        return Some(format!("gpu {}/{} in use", format_gpu_milli(used.gpu_milli), format_gpu_milli(max)));
+    }
+    if let Some(max) = l.cpu_milli
+        && used.cpu_milli + add.cpu_milli > max
+    {
+        let cores = |m: u64| format_gpu_milli(m); // same thousandths formatting: 1.5, 8
+        return Some(format!("cpu {}/{} in use", cores(used.cpu_milli), cores(max)));
+    }
+    if let Some(max) = l.mem_bytes
+        && used.mem_bytes + add.mem_bytes > max
+    {
+        return Some(format!("memory {}/{} in use", format_bytes(used.mem_bytes), format_bytes(max)));
+    }
+    if let Some(max) = l.running_jobs
+        && used.running_jobs + 1 > max
+    {
+        return Some(format!("running jobs {}/{max}", used.running_jobs));
+    }
+    None
+}
+
+/// Why a job could never start within `l`, whatever else runs (for a refusal at submit).
+pub fn never_fits(l: &QuotaLimits, request: &ResourceRequest, kernels: u32) -> Option<String> {
+    let need = QuotaUse::of(request, kernels);
+    exceeds(l, &QuotaUse::default(), &need).map(|why| why.replace(" in use", "").replace("0/", "needs more than "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::NumaPolicy;
+
+    fn job(id: i64, cpu_milli: u64, mem_bytes: u64, gpu_milli: u64) -> PendingJob {
+        PendingJob {
+            id,
+            priority: 0,
+            queue: "q".into(),
+            request: ResourceRequest { cpu_milli, mem_bytes, gpu_milli },
+            nodes: 1,
+            numa: NumaPolicy::None,
+            blocked_passes: 0,
+            user: "u".into(),
+            project: "u".into(),
+            submitted_at: 0,
+            time_limit_ms: None,
+        }
+    }
+
+    fn gpus(n: u64) -> QuotaLimits {
+        QuotaLimits { gpu_milli: Some(n * 1000), ..Default::default() }
+    }
+
+    #[test]
+    fn a_project_at_its_gpu_limit_admits_no_gpu_job_but_a_cpu_job() {
+        let mut q = Quotas::default();
+        q.projects.insert("vision".into(), gpus(2));
+        q.used_by_project.insert("vision".into(), QuotaUse { gpu_milli: 1500, ..Default::default() });
+        let mut book = Book::new(&q);
+        let mut half = job(1, 1000, 1 << 30, 500);
+        half.project = "vision".into();
+        assert_eq!(book.admits(&half), Ok(()));
+        book.started(&half);
+        let mut more = half.clone();
+        more.id = 2;
+        assert_eq!(book.admits(&more), Err("quota: project vision gpu 2/2 in use".into()));
+        let mut cpu = job(3, 1000, 1 << 30, 0);
+        cpu.project = "vision".into();
+        assert_eq!(book.admits(&cpu), Ok(()), "a GPU limit does not hold back CPU-only jobs");
+    }
+
+    #[test]
+    fn user_limits_count_kernels_and_jobs() {
+        let mut q = Quotas::default();
+        q.users.insert("u1".into(), QuotaLimits { cpu_milli: Some(4000), running_jobs: Some(2), ..Default::default() });
+        let mut book = Book::new(&q);
+        let mut wide = job(1, 3000, 1 << 30, 0);
+        wide.user = "u1".into();
+        wide.nodes = 2;
+        assert_eq!(book.admits(&wide), Err("quota: user u1 cpu 0/4 in use".into()), "3 CPUs × 2 kernels");
+        let mut one = job(2, 1000, 1 << 30, 0);
+        one.user = "u1".into();
+        book.started(&one);
+        book.started(&one);
+        assert_eq!(book.admits(&one), Err("quota: user u1 running jobs 2/2".into()));
+    }
+
+    #[test]
+    fn never_fits_names_the_limit() {
+        let r = ResourceRequest { cpu_milli: 1000, mem_bytes: 1 << 30, gpu_milli: 4000 };
+        assert_eq!(never_fits(&gpus(2), &r, 1).as_deref(), Some("gpu needs more than 2"));
+        assert_eq!(never_fits(&gpus(8), &r, 2), None);
+        assert!(never_fits(&gpus(7), &r, 2).is_some());
+    }
+}
