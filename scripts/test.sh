@@ -32,6 +32,23 @@ if ! ldconfig -p 2>/dev/null | grep -q libnvidia-ml; then
   log "no NVML library: GPU tests use fake GPUs (--fake-gpus / --topology); real-GPU checks are SKIPPED"
 fi
 
+# The dataset cache's PFIO test needs `pfio` from PyPI, in a venv of its own.
+venv="${BERTH_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/pfio-venv}"
+if ! "$venv/bin/python" -c 'import pfio.v2' 2>/dev/null; then
+  if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    log "installing python3-venv and python3-pip with apt"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip >/dev/null || true
+  fi
+  log "installing pfio from PyPI into $venv"
+  { python3 -m venv "$venv" && "$venv/bin/pip" install -q pfio; } || true
+fi
+if "$venv/bin/python" -c 'import pfio.v2' 2>/dev/null; then
+  export BERTH_TEST_PYTHON="$venv/bin/python"
+else
+  warn "SKIPPED: pfio could not be installed (no venv/pip or no PyPI): the PFIO dataset-cache test will be SKIPPED"
+fi
+
 # --- the tests -----------------------------------------------------------------------------
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 export RUST_BACKTRACE=1
