@@ -63,12 +63,14 @@ pub struct Found {
     pub size: u64,
 }
 
-/// An opened object: its file, header and where its data starts.
+/// An opened object: its file, header and where its data starts; small objects come with
+/// their data, read together with the header in one read.
 #[derive(Debug)]
 pub struct Opened {
     pub file: File,
     pub header: Header,
     pub data_offset: u64,
+    pub data: Option<bytes::Bytes>,
 }
 
 impl Store {
@@ -156,18 +158,36 @@ impl Store {
 
     /// Opens a found object; `None` if it went away meanwhile (evicted, deleted) or the file
     /// now holds another key (a hash collision replaced it), which both read as a miss.
-    pub fn open_object(&self, bucket: &str, key: &[u8], found: &Found) -> std::io::Result<Option<Opened>> {
+    /// Objects of at most `read_whole` bytes are read with their header in one go (into a
+    /// buffer that is not zeroed first: for small objects that is a good part of the cost).
+    pub fn open_object(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        found: &Found,
+        read_whole: u64,
+    ) -> std::io::Result<Option<Opened>> {
         let file = match File::open(&found.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut buf = vec![0u8; Header::len_for(bucket, key)];
-        let n = read_full_at(&file, &mut buf, 0)?;
-        match Header::decode(&buf[..n]) {
+        let hl = Header::len_for(bucket, key);
+        let mut buf;
+        if found.size <= read_whole {
+            buf = Vec::with_capacity(hl + found.size as usize);
+            (&file).take(hl as u64 + found.size).read_to_end(&mut buf)?;
+        } else {
+            buf = vec![0u8; hl];
+            let n = read_full_at(&file, &mut buf, 0)?;
+            buf.truncate(n);
+        }
+        match Header::decode(&buf) {
             Some(h) if h.bucket == bucket && h.key == key => {
-                let data_offset = buf.len() as u64;
-                Ok(Some(Opened { file, header: h, data_offset }))
+                // a newer, bigger version replaced the file since the lookup: read it at offsets
+                let data = (buf.len() as u64 == hl as u64 + h.size && found.size <= read_whole)
+                    .then(|| bytes::Bytes::from(buf).slice(hl..));
+                Ok(Some(Opened { file, header: h, data_offset: hl as u64, data }))
             }
             _ => Ok(None),
         }

@@ -28,10 +28,47 @@ pub fn claims(node: &Node, headers: &HeaderMap) -> Result<Claims, Refusal> {
             "this request needs a cache token: send `Authorization: Bearer <token>` (jobs get BERTH_CACHE_TOKEN)",
         )));
     };
-    node.key.verify(t, unix_now()).map_err(|e| {
+    let now = unix_now();
+    if let Some(c) = node.tokens.get(t, now) {
+        return Ok(c);
+    }
+    let c = node.key.verify(t, now).map_err(|e| {
         NodeCounters::bump(&node.counters.auth_failures);
         Box::new(error(StatusCode::UNAUTHORIZED, &e.to_string()))
-    })
+    })?;
+    node.tokens.put(t, &c);
+    Ok(c)
+}
+
+/// Tokens verified recently, so that a job's thousands of requests cost one HMAC. Keyed by
+/// an xxh3 of the token; the token itself is kept and compared in constant time, so the map
+/// only ever answers for the exact token that was verified. Expiry is checked on every use.
+#[derive(Debug, Default)]
+pub struct TokenCache {
+    map: std::sync::Mutex<std::collections::HashMap<u128, (String, Claims)>>,
+}
+
+/// Entries kept before the cache starts over (a job has one token; nodes see few).
+const TOKEN_CACHE_MAX: usize = 4096;
+
+impl TokenCache {
+    fn get(&self, token: &str, now: i64) -> Option<Claims> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let (t, c) = map.get(&xxhash_rust::xxh3::xxh3_128(token.as_bytes()))?;
+        (c.exp > now && ct_eq(t.as_bytes(), token.as_bytes())).then(|| c.clone())
+    }
+
+    fn put(&self, token: &str, c: &Claims) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= TOKEN_CACHE_MAX {
+            map.clear();
+        }
+        map.insert(xxhash_rust::xxh3::xxh3_128(token.as_bytes()), (token.to_string(), c.clone()));
+    }
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Only admin tokens.

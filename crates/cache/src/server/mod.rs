@@ -48,6 +48,7 @@ pub struct Node {
     members_file: PathBuf,
     pub counters: NodeCounters,
     forwarder: forward::Forwarder,
+    tokens: auth::TokenCache,
 }
 
 impl Node {
@@ -69,6 +70,7 @@ impl Node {
             members_file,
             counters: NodeCounters::default(),
             forwarder: forward::Forwarder::new(),
+            tokens: auth::TokenCache::default(),
         }
     }
 

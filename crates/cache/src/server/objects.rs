@@ -128,7 +128,7 @@ pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, ke
 fn get(node: &Node, req: &Request<Incoming>, bucket: &str, key: &[u8]) -> Response<Body> {
     let head = req.method() == Method::HEAD;
     let Some(found) = node.store.lookup(bucket, key, !head) else { return miss("miss") };
-    let opened = match node.store.open_object(bucket, key, &found) {
+    let opened = match node.store.open_object(bucket, key, &found, if head { 0 } else { INLINE_READ }) {
         Ok(Some(o)) => o,
         Ok(None) => return miss("miss"),
         Err(e) => return store_error(StoreError::io(&found.path, e)),
@@ -167,14 +167,16 @@ fn get(node: &Node, req: &Request<Incoming>, bucket: &str, key: &[u8]) -> Respon
     if head {
         return builder.body(Body::empty()).expect("response");
     }
-    let body = if len <= INLINE_READ {
-        let mut buf = BytesMut::zeroed(len as usize);
-        match read_exact_at(&opened, &mut buf, start) {
-            Ok(()) => Body::full(buf.freeze()),
-            Err(e) => return store_error(StoreError::io(&found.path, e)),
+    let body = match &opened.data {
+        Some(d) => Body::full(d.slice(start as usize..(start + len) as usize)),
+        None if len <= INLINE_READ => {
+            let mut buf = BytesMut::zeroed(len as usize);
+            match read_exact_at(&opened, &mut buf, start) {
+                Ok(()) => Body::full(buf.freeze()),
+                Err(e) => return store_error(StoreError::io(&found.path, e)),
+            }
         }
-    } else {
-        stream(opened, start, len)
+        None => stream(opened, start, len),
     };
     builder.body(body).expect("response")
 }

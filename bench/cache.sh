@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Dataset cache figures (issue 7), all on this machine in one run:
+#  1. GET throughput of `berth cache serve` vs nginx (from apt) serving the same files:
+#     requests/s for 4 KiB and 64 KiB objects with keep-alive, GB/s for 64 MiB objects.
+#     Load from wrk (apt) with the same threads/connections/duration for both servers.
+#  2. Maglev balance, disruption and build time; eviction hit ratios (examples/cache_figures).
+#
+#   bench/cache.sh [SECONDS=10] [CONNECTIONS=32]
+# Both servers get the machine to themselves in turn; on a small machine wrk shares its cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-10}
+CONNS=${2:-32}
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+need=()
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
+command -v wrk >/dev/null || need+=(wrk)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]} with apt" >&2
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+cargo build --release --quiet --bin berth --example cache_figures
+BIN=${CARGO_TARGET_DIR:-target}/release/berth
+FIG=${CARGO_TARGET_DIR:-target}/release/examples/cache_figures
+
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+mkdir -p "$tmp/files"
+head -c 4096 /dev/urandom >"$tmp/files/4k.bin"
+head -c 65536 /dev/urandom >"$tmp/files/64k.bin"
+head -c $((64 << 20)) /dev/urandom >"$tmp/files/64m.bin"
+chmod -R a+rX "$tmp/files"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# --- nginx: static files, sendfile, keep-alive, no access log --------------------------------
+NPORT=$(free_port)
+mkdir -p "$tmp/nginx/logs"
+cat >"$tmp/nginx/nginx.conf" <<CONF
+worker_processes auto;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/logs/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 100000000;
+  keepalive_timeout 120s;
+  client_body_temp_path $tmp/nginx/body;
+  proxy_temp_path $tmp/nginx/proxy;
+  fastcgi_temp_path $tmp/nginx/fastcgi;
+  uwsgi_temp_path $tmp/nginx/uwsgi;
+  scgi_temp_path $tmp/nginx/scgi;
+  server {
+    listen 127.0.0.1:$NPORT;
+    root $tmp/files;
+  }
+}
+CONF
+"$NGINX" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' &
+pids+=($!)
+
+# --- berth cache serve: the same files PUT into a private bucket, read with a job token ----
+"$BIN" cache serve --data-dir "$tmp/cache" --capacity 1GiB --listen 127.0.0.1:0 >"$tmp/cache.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 200); do
+  CURL=$(grep -o 'http://[0-9.:]*' "$tmp/cache.log" | head -n1 || true)
+  [ -n "$CURL" ] && break
+  sleep 0.05
+done
+[ -n "$CURL" ] || { cat "$tmp/cache.log"; exit 1; }
+ADMIN=$("$BIN" cache token --key-file "$tmp/cache/cache.key" --admin)
+JOB=$("$BIN" cache token --key-file "$tmp/cache/cache.key" --projects bench --sub job-1)
+BERTH_CACHE_URL=$CURL BERTH_CACHE_TOKEN=$ADMIN "$BIN" cache bucket create bench --projects bench >/dev/null
+for f in 4k 64k 64m; do
+  curl -sf -X PUT -H "Authorization: Bearer $ADMIN" --data-binary @"$tmp/files/$f.bin" "$CURL/v1/objects/bench/$f.bin" >/dev/null
+done
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$NPORT/4k.bin" >/dev/null && break; sleep 0.05; done
+
+# wrk prints "Requests/sec: N" and "Transfer/sec: X[KMG]B"
+wrk_run() { # url conns -> "req/s bytes/s"
+  local out
+  out=$(wrk -t2 -c"$2" -d"${SECS}s" -H "Authorization: Bearer $JOB" "$1")
+  echo "$out" | awk '/Requests\/sec/ {r=$2} /Transfer\/sec/ {v=$2; m=1; if (v ~ /KB$/) m=1024; if (v ~ /MB$/) m=1048576; if (v ~ /GB$/) m=1073741824; sub(/[KMG]?B$/, "", v); b=v*m} END {printf "%.0f %.0f\n", r, b}'
+}
+
+echo "## GET: berth cache vs nginx, $(nproc) cores, wrk -t2, ${SECS}s each"
+echo
+echo "| object | connections | nginx | berth cache | berth / nginx |"
+echo "|---|---:|---:|---:|---:|"
+for f in 4k 64k 64m; do
+  c=$CONNS
+  [ "$f" = 64m ] && c=4
+  read -r nr nb < <(wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c")
+  read -r br bb < <(wrk_run "$CURL/v1/objects/bench/$f.bin" "$c")
+  if [ "$f" = 64m ]; then
+    awk -v f="$f" -v c="$c" -v n="$nb" -v b="$bb" 'BEGIN {printf "| %s | %s | %.2f GB/s | %.2f GB/s | %.2f |\n", f, c, n/1e9, b/1e9, b/n}'
+  else
+    awk -v f="$f" -v c="$c" -v n="$nr" -v b="$br" 'BEGIN {printf "| %s | %s | %.0f req/s | %.0f req/s | %.2f |\n", f, c, n, b, b/n}'
+  fi
+done
+echo
+hits=$(curl -s "$CURL/metrics" | awk '/^berth_cache_hits_total\{bucket="bench"\}/ {print $2}')
+echo "(berth served $hits hits; every request carried a job token checked with HMAC-SHA256)"
+echo
+"$FIG"
