@@ -5,12 +5,15 @@
 #     Load from wrk (apt) with the same threads/connections/duration for both servers.
 #  2. Maglev balance, disruption and build time; eviction hit ratios (examples/cache_figures).
 #
-#   bench/cache.sh [SECONDS=10] [CONNECTIONS=32]
-# Both servers get the machine to themselves in turn; on a small machine wrk shares its cores.
+#   bench/cache.sh [SECONDS=5] [CONNECTIONS=32] [ROUNDS=5]
+# The two servers take turns (nginx, berth, nginx, berth, ...) for ROUNDS rounds and the
+# median of each is reported, so that load from other work on the machine hits both alike.
+# wrk shares the machine's cores with the server under test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECS=${1:-10}
+SECS=${1:-5}
 CONNS=${2:-32}
+ROUNDS=${3:-5}
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 need=()
@@ -93,15 +96,25 @@ wrk_run() { # url conns -> "req/s bytes/s"
   echo "$out" | awk '/Requests\/sec/ {r=$2} /Transfer\/sec/ {v=$2; m=1; if (v ~ /KB$/) m=1024; if (v ~ /MB$/) m=1048576; if (v ~ /GB$/) m=1073741824; sub(/[KMG]?B$/, "", v); b=v*m} END {printf "%.0f %.0f\n", r, b}'
 }
 
-echo "## GET: berth cache vs nginx, $(nproc) cores, wrk -t2, ${SECS}s each"
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "## GET: berth cache vs nginx, $(nproc) cores, wrk -t2, median of $ROUNDS alternating ${SECS}s runs"
 echo
 echo "| object | connections | nginx | berth cache | berth / nginx |"
 echo "|---|---:|---:|---:|---:|"
 for f in 4k 64k 64m; do
   c=$CONNS
   [ "$f" = 64m ] && c=4
-  read -r nr nb < <(wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c")
-  read -r br bb < <(wrk_run "$CURL/v1/objects/bench/$f.bin" "$c")
+  : >"$tmp/n.txt"
+  : >"$tmp/b.txt"
+  for _ in $(seq 1 "$ROUNDS"); do
+    wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" >>"$tmp/n.txt"
+    wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" >>"$tmp/b.txt"
+  done
+  nr=$(cut -d' ' -f1 "$tmp/n.txt" | median)
+  nb=$(cut -d' ' -f2 "$tmp/n.txt" | median)
+  br=$(cut -d' ' -f1 "$tmp/b.txt" | median)
+  bb=$(cut -d' ' -f2 "$tmp/b.txt" | median)
   if [ "$f" = 64m ]; then
     awk -v f="$f" -v c="$c" -v n="$nb" -v b="$bb" 'BEGIN {printf "| %s | %s | %.2f GB/s | %.2f GB/s | %.2f |\n", f, c, n/1e9, b/1e9, b/n}'
   else
