@@ -35,6 +35,8 @@ pub struct UpArgs {
     pub heartbeat_timeout: Duration,
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub cache: crate::commands::cache::UpCacheArgs,
 }
 
 /// `berth manager`: the manager alone.
@@ -52,6 +54,8 @@ pub struct ManagerArgs {
     pub heartbeat_timeout: Duration,
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub cache: crate::commands::cache::ManagerCacheArgs,
 }
 
 /// `--tls-cert`/`--tls-key` of `berth up` and `berth manager`: both or neither.
@@ -132,7 +136,10 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let data_dir = prepare_data_dir(&args.data_dir)?;
-    let handle = start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files()).await?;
+    let cache = args.cache.start(&data_dir).await?;
+    let cache_env = cache.as_ref().map(|c| c.env.clone());
+    let handle =
+        start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files(), cache_env).await?;
     let url = handle.url.clone();
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
     let trusted_cert = args.tls.trusted_cert();
@@ -166,6 +173,13 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         Some(p) => println!("berth is up: {url}  token written to {}", p.display()),
         None => println!("berth is up: {url}  (no admin token on record: set BERTH_URL and BERTH_TOKEN)"),
     }
+    if let Some(c) = &cache {
+        println!(
+            "dataset cache: {} (jobs get BERTH_CACHE_URL and a job token; admin token: berth cache token --admin --key-file {})",
+            c.url,
+            c.key_file.display()
+        );
+    }
     println!("press Ctrl-C to stop");
 
     tokio::select! {
@@ -187,13 +201,18 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         _ => {}
     }
     handle.shutdown().await;
+    if let Some(c) = cache {
+        c.task.abort();
+    }
     eprintln!("berth stopped");
     Ok(())
 }
 
 pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     let data_dir = prepare_data_dir(&args.data_dir)?;
-    let handle = start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files()).await?;
+    let cache_env = args.cache.env()?;
+    let handle =
+        start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files(), cache_env).await?;
     let url = handle.url.clone();
     let trusted_cert = args.tls.trusted_cert();
     if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
@@ -238,6 +257,7 @@ async fn start_manager(
     config_file: Option<PathBuf>,
     heartbeat_timeout: Duration,
     tls: Option<berth_manager::tls::TlsFiles>,
+    cache: Option<berth_manager::cache_env::CacheEnv>,
 ) -> anyhow::Result<berth_manager::ManagerHandle> {
     let config = ManagerConfig {
         data_dir: data_dir.to_path_buf(),
@@ -246,6 +266,7 @@ async fn start_manager(
         config_file,
         heartbeat_timeout,
         tls,
+        cache,
     };
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }

@@ -11,6 +11,7 @@
 
 mod api;
 mod auth;
+pub mod cache_env;
 mod cluster_env;
 pub mod config;
 mod error;
@@ -53,6 +54,8 @@ pub struct ManagerConfig {
     pub heartbeat_timeout: std::time::Duration,
     /// Serve HTTPS/WSS only, with this certificate and key (`--tls-cert`/`--tls-key`).
     pub tls: Option<tls::TlsFiles>,
+    /// The dataset cache to hand jobs (`BERTH_CACHE_URL` and a job-scoped token).
+    pub cache: Option<cache_env::CacheEnv>,
 }
 
 /// The admin user and its API token, shown once on the first start of a data dir.
@@ -127,6 +130,9 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         config.heartbeat_timeout,
         shutdown_rx.clone(),
     ));
+    if let Some(c) = config.cache.clone() {
+        let _ = m.cache.set(c);
+    }
     m.load_queues(&cfg).await.context("cannot load the queues")?;
     m.load_quotas().await.context("cannot load the quotas")?;
     let bootstrap = auth::bootstrap(&m, &config.admin_user).await.context("cannot create the admin user")?;

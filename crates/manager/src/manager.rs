@@ -49,6 +49,8 @@ pub struct Manager {
     pub shapes: RwLock<Vec<NodeLedger>>,
     /// Quotas per user and project (a snapshot, replaced on change).
     pub quotas: RwLock<Arc<crate::quotas::QuotaTable>>,
+    /// The dataset cache jobs are told about (`BERTH_CACHE_URL`/`_TOKEN`), if any.
+    pub cache: std::sync::OnceLock<crate::cache_env::CacheEnv>,
 }
 
 impl Manager {
@@ -77,6 +79,7 @@ impl Manager {
             inbox: StdMutex::new(Vec::new()),
             shapes: RwLock::new(Vec::new()),
             quotas: RwLock::new(Arc::default()),
+            cache: std::sync::OnceLock::new(),
         }
     }
 

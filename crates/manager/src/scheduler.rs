@@ -277,12 +277,16 @@ pub fn send_start(m: &Manager, st: &State, job: &Job) {
 /// Sends `StartKernel` for kernel `index` of `job`.
 pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
     let Some(b) = job.bindings.get(index as usize) else { return };
+    let mut env = crate::cluster_env::kernel_env(st, job, index);
+    if let Some(c) = m.cache.get() {
+        c.add_to(&mut env, job);
+    }
     let msg = ManagerMessage::StartKernel {
         cmd_id: m.next_id(),
         key: job.key(index),
         spec: (*job.spec).clone(),
         binding: b.clone(),
-        env: crate::cluster_env::kernel_env(st, job, index),
+        env,
     };
     st.send(&b.node, msg);
 }

@@ -505,3 +505,98 @@ pub(crate) fn normalised_absolute(path: &Path) -> anyhow::Result<PathBuf> {
     }
     Ok(out)
 }
+
+const DEFAULT_CACHE_PORT: u16 = 7171;
+
+/// The cache flags of `berth up`, which runs a cache node in-process by default.
+#[derive(Debug, Args)]
+pub struct UpCacheArgs {
+    /// Do not run a dataset cache (jobs then get no BERTH_CACHE_URL).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Capacity of the local dataset cache (in <data-dir>/cache).
+    #[arg(long, default_value = "10GiB", value_parser = parse_size)]
+    pub cache_capacity: u64,
+    /// Address the dataset cache listens on (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:7171")]
+    pub cache_listen: SocketAddr,
+}
+
+/// The cache flags of `berth manager`: which cache to tell jobs about, and the key to sign
+/// their tokens with (the cache nodes' key file).
+#[derive(Debug, Args)]
+pub struct ManagerCacheArgs {
+    /// A cache node's URL, handed to jobs as BERTH_CACHE_URL.
+    #[arg(long, requires = "cache_key_file")]
+    pub cache_url: Option<String>,
+    /// The cache nodes' key file, to sign each job's BERTH_CACHE_TOKEN.
+    #[arg(long, requires = "cache_url")]
+    pub cache_key_file: Option<PathBuf>,
+}
+
+/// Job tokens signed with `key`.
+fn cache_env(url: String, key: Key) -> berth_manager::cache_env::CacheEnv {
+    let mint = move |sub: &str, projects: &[String], exp: i64| {
+        key.sign(&Claims { sub: sub.to_string(), projects: projects.to_vec(), admin: false, exp })
+    };
+    berth_manager::cache_env::CacheEnv { url, mint: Arc::new(mint) }
+}
+
+impl ManagerCacheArgs {
+    pub fn env(&self) -> anyhow::Result<Option<berth_manager::cache_env::CacheEnv>> {
+        match (&self.cache_url, &self.cache_key_file) {
+            (Some(u), Some(k)) => {
+                let key = Key::load(k).with_context(|| format!("cannot use --cache-key-file {}", k.display()))?;
+                Ok(Some(cache_env(u.trim_end_matches('/').to_string(), key)))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A cache node running inside `berth up`.
+pub struct Embedded {
+    pub url: String,
+    pub key_file: PathBuf,
+    pub env: berth_manager::cache_env::CacheEnv,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl UpCacheArgs {
+    /// Starts the local cache node in `<data_dir>/cache` unless `--no-cache`.
+    pub async fn start(&self, data_dir: &Path) -> anyhow::Result<Option<Embedded>> {
+        if self.no_cache {
+            return Ok(None);
+        }
+        let dir = data_dir.join("cache");
+        let key_file = dir.join("cache.key");
+        let key = Key::load_or_create(&key_file)
+            .with_context(|| format!("cannot use the key file {}", key_file.display()))?;
+        let (d, cap) = (dir.clone(), self.cache_capacity);
+        let store = tokio::task::spawn_blocking(move || Store::open(&d, cap))
+            .await?
+            .with_context(|| format!("cannot open the dataset cache in {}", dir.display()))?;
+        // the default port taken (another berth up, a test run): any free port, printed at start
+        let bound = match server::bind(self.cache_listen).await {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && self.cache_listen.port() == DEFAULT_CACHE_PORT => {
+                tracing::warn!("port {DEFAULT_CACHE_PORT} is taken: the dataset cache listens on a free port instead");
+                server::bind(SocketAddr::new(self.cache_listen.ip(), 0)).await
+            }
+            r => r,
+        };
+        let (listener, addr) = bound.with_context(|| {
+            format!(
+                "cannot listen on {} for the dataset cache: pick another --cache-listen, or --no-cache",
+                self.cache_listen
+            )
+        })?;
+        let url = format!("http://{addr}");
+        let node = Arc::new(Node::new(Arc::new(store), key.clone(), url.clone(), vec![]));
+        let task = tokio::spawn(async move {
+            if let Err(e) = server::serve(listener, node).await {
+                tracing::error!(error = %e, "the dataset cache stopped");
+            }
+        });
+        Ok(Some(Embedded { env: cache_env(url.clone(), key), url, key_file, task }))
+    }
+}

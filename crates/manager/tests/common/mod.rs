@@ -20,6 +20,7 @@ pub const WAIT: Duration = Duration::from_secs(15);
 
 pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
     ManagerConfig {
+        cache: None,
         data_dir: dir.to_path_buf(),
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_user: "alice".into(),

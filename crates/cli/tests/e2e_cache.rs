@@ -1,0 +1,74 @@
+//! `berth up` runs a dataset cache by default and hands each job `BERTH_CACHE_URL` and a
+//! token scoped to the job's project: the job can use its project's private bucket and is
+//! refused another project's.
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+/// The `dataset cache: http://...` URL `berth up` printed.
+fn cache_url(b: &Berth) -> String {
+    let t0 = Instant::now();
+    loop {
+        let out = std::fs::read_to_string(b.home.path().join("up.stdout")).unwrap_or_default();
+        if let Some(l) = out.lines().find(|l| l.starts_with("dataset cache: ")) {
+            return l["dataset cache: ".len()..].split_whitespace().next().unwrap().to_string();
+        }
+        assert!(t0.elapsed() < PATIENCE, "berth up printed no dataset cache line:\n{out}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn cache_cli(url: &str, token: &str, args: &[&str]) -> String {
+    let o = Command::new(BIN)
+        .arg("cache")
+        .args(args)
+        .env("BERTH_CACHE_URL", url)
+        .env("BERTH_CACHE_TOKEN", token)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "berth cache {args:?}: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+const JOB: &str = r#"
+import os, urllib.request as u, urllib.error as e
+base, tok = os.environ["BERTH_CACHE_URL"], os.environ["BERTH_CACHE_TOKEN"]
+def call(method, path, data=None):
+    r = u.Request(base + "/v1/objects/" + path, data=data, method=method, headers={"Authorization": "Bearer " + tok})
+    try:
+        with u.urlopen(r) as resp:
+            return resp.status, resp.read()
+    except e.HTTPError as x:
+        return x.code, b""
+print("put", call("PUT", "mine/s3://h/b//k", b"cached bytes")[0])
+print("get", *call("GET", "mine/s3://h/b//k"))
+print("other", call("GET", "theirs/k")[0])
+"#;
+
+#[test]
+fn a_job_gets_the_cache_url_and_a_token_of_its_project() {
+    let b = Berth::up(&[]);
+    let url = cache_url(&b);
+    let key = b.data.join("cache").join("cache.key");
+    let o = Command::new(BIN).args(["cache", "token", "--admin", "--key-file"]).arg(&key).output().unwrap();
+    let admin = text(&o.stdout).trim().to_string();
+    let me = b.json(&["whoami"])["user"].as_str().unwrap().to_string();
+    cache_cli(&url, &admin, &["bucket", "create", "mine", "--projects", &me]);
+    cache_cli(&url, &admin, &["bucket", "create", "theirs", "--projects", "someone-else"]);
+
+    let id = b.submit(&["--", "python3", "-c", JOB]);
+    b.wait_state(id, "SUCCEEDED");
+    let out = b.ok(&["logs", &id.to_string()]);
+    assert!(out.contains("put 201"), "{out}");
+    assert!(out.contains("get 200 b'cached bytes'"), "{out}");
+    assert!(out.contains("other 403"), "{out}");
+    let stats = cache_cli(&url, &admin, &["stats"]);
+    assert!(
+        stats.lines().any(|l| l.contains(" mine ") && l.split_whitespace().nth(5) == Some("1")),
+        "one hit:\n{stats}"
+    );
+}
