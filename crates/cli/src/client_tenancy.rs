@@ -82,3 +82,9 @@ impl Client {
         Ok(())
     }
 }
+
+impl Client {
+    pub async fn usage(&self, q: &berth_model::api::UsageQuery) -> anyhow::Result<Vec<berth_model::api::UsageLine>> {
+        self.json(self.request(Method::GET, "/v1/usage").query(q)).await
+    }
+}

@@ -51,6 +51,8 @@ enum Command {
     Queues(commands::queues::QueuesArgs),
     /// Show the quotas that apply to you (admins: all) with what is in use
     Quotas(commands::quota::QuotasArgs),
+    /// GPU-hours, CPU-hours, jobs by final state and mean wait per user or project (sreport)
+    Usage(commands::usage::UsageArgs),
     /// Show who the configured token belongs to, and their projects
     Whoami(commands::admin::WhoamiArgs),
     /// Store a manager's URL and your API token (read from stdin) in the credentials file
@@ -150,6 +152,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Nodes(a) => nodes::run(a).await,
         Command::Queues(a) => queues::run(a).await,
         Command::Quotas(a) => quota::list(a).await,
+        Command::Usage(a) => usage::run(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Login(a) => login::run(a).await,
         Command::Token(a) => token::run(a).await,

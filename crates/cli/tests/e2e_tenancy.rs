@@ -153,3 +153,37 @@ fn quotas_from_the_cli_hold_jobs_with_a_reason() {
     b.wait_state(second, "RUNNING");
     b.ok(&["cancel", &first.to_string(), &second.to_string()]);
 }
+
+#[test]
+fn usage_reports_per_user_and_project_as_table_json_and_csv() {
+    let b = Berth::up(&[]);
+    let bob = b.create_user("bob");
+    b.ok(&["admin", "project", "create", "vision"]);
+    b.ok(&["admin", "project", "add-member", "vision", "bob"]);
+    let ok = submit_as(&b, &bob, &["--project", "vision", "--cpus", "2", "--", "sleep", "0.2"]);
+    let bad = submit_as(&b, &bob, &["--", "false"]);
+    let mine = b.submit(&["--", "true"]);
+    b.wait_state(ok, "SUCCEEDED");
+    b.wait_state(bad, "FAILED");
+    b.wait_state(mine, "SUCCEEDED");
+
+    let o = b.cli(&["usage", "-o", "csv"]);
+    let csv = text(&o.stdout);
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().starts_with("user,jobs,succeeded,failed,"), "{csv}");
+    let bob_line = csv.lines().find(|l| l.starts_with("bob,")).unwrap_or_else(|| panic!("{csv}"));
+    let f: Vec<&str> = bob_line.split(',').collect();
+    assert_eq!(&f[1..4], ["2", "1", "1"], "{bob_line}");
+    assert!(f[9].parse::<f64>().unwrap() > 0.0, "cpu-hours: {bob_line}");
+
+    let by_project: Value = b.json(&["usage", "--by", "project", "--since", "1h"]);
+    let vision = by_project.as_array().unwrap().iter().find(|l| l["name"] == "vision").unwrap();
+    assert_eq!((vision["jobs"].as_u64(), vision["succeeded"].as_u64()), (Some(1), Some(1)));
+
+    // bob sees only himself.
+    let o = b.cli_as(&bob, &["usage", "-o", "json"]);
+    let lines: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(lines.as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect::<Vec<_>>(), ["bob"]);
+    let o = b.cli(&["usage", "--since", "soon"]);
+    assert!(!o.status.success());
+}

@@ -85,7 +85,11 @@ fn json_rejection(e: JsonRejection) -> ApiError {
         ),
         JsonRejection::JsonSyntaxError(e) => ApiError::bad_request(format!("malformed JSON: {}", e.body_text())),
         JsonRejection::JsonDataError(e) => ApiError::bad_request(format!("invalid request body: {}", e.body_text())),
-        e => ApiError::bad_request(format!("invalid request body: {}", e.body_text())),
+        e if e.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body too large: at most {} bytes", crate::api::MAX_BODY),
+        ),
+        e => ApiError::new(e.status(), format!("invalid request body: {}", e.body_text())),
     }
 }
 

@@ -3,7 +3,7 @@
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
 
-use crate::api::{jobs, logs, misc, nodes, queues, quota, tenancy};
+use crate::api::{jobs, logs, misc, nodes, queues, quota, tenancy, usage};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -30,6 +30,7 @@ use crate::api::{jobs, logs, misc, nodes, queues, quota, tenancy};
         quota::list,
         quota::put,
         quota::delete,
+        usage::usage,
         jobs::submit,
         jobs::list,
         jobs::show,

@@ -96,6 +96,15 @@ async fn bad_input_is_400_json_and_store_untouched() {
     let v: serde_json::Value = r.json().await.unwrap();
     assert!(v["error"].as_str().unwrap().contains("malformed JSON"), "{v}");
 
+    // An oversized body is 413, with a JSON error and nothing stored.
+    let big = json!({"spec": {"command": ["echo", "x".repeat(2 << 20)]}});
+    let (s, v) = e.admin.post("/v1/jobs", big).await;
+    assert_eq!(s, 413, "{v}");
+    assert!(v["error"].as_str().unwrap().starts_with("request body too large"), "{v}");
+    // A tampered token is 401 and says nothing about why.
+    let (s, v) = Client::new(&e.m.url, &format!("{}x", e.admin.token)).get("/v1/jobs").await;
+    assert_eq!((s, v["error"].as_str()), (401, Some("invalid API token: check BERTH_TOKEN or your credentials file")));
+
     let (s, v) = e.admin.post("/v1/jobs", json!({"spec": {"command": []}})).await;
     assert_eq!(s, 400);
     assert!(v["error"].as_str().unwrap().contains("empty command"), "{v}");

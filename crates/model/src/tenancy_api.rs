@@ -98,3 +98,35 @@ pub struct AuditQuery {
     #[serde(default)]
     pub limit: Option<u32>,
 }
+
+/// `GET /v1/usage`: who to group by and from when.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+pub struct UsageQuery {
+    /// `user` (default) or `project`.
+    #[serde(default)]
+    pub by: Option<String>,
+    /// How far back, e.g. `7d` (default `30d`).
+    #[serde(default)]
+    pub since: Option<String>,
+}
+
+/// One line of `berth usage` (like `sreport cluster AccountUtilizationByUser`): what one user or
+/// project used in the period. Resources count what jobs asked for, over the part of their
+/// run inside the period.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageLine {
+    pub name: String,
+    /// Jobs submitted, running or ended in the period.
+    pub jobs: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+    pub cancelled: u32,
+    pub timeout: u32,
+    pub lost: u32,
+    /// Not finished yet (pending or running).
+    pub unfinished: u32,
+    pub gpu_hours: f64,
+    pub cpu_hours: f64,
+    /// Mean time from submit to start of the jobs that started, in seconds.
+    pub mean_wait_secs: Option<f64>,
+}

@@ -72,6 +72,9 @@ pub trait Store: Tenancy + Send + Sync {
     async fn job(&self, id: JobId) -> Result<Option<JobRow>>;
     /// Jobs matching `filter`, newest first.
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>>;
+    /// Jobs submitted at or after `since`, or unfinished, or ended at or after it (usage
+    /// reports), oldest first.
+    async fn jobs_active_since(&self, since: Timestamp) -> Result<Vec<JobRow>>;
     /// Every job not in a terminal state, oldest first (rebuilds the manager on restart).
     async fn unfinished_jobs(&self) -> Result<Vec<JobRow>>;
     /// The job's history, in the order it happened.

@@ -341,6 +341,15 @@ impl Store for SqliteStore {
         rows.iter().map(job_row).collect()
     }
 
+    async fn jobs_active_since(&self, since: Timestamp) -> Result<Vec<JobRow>> {
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id \
+             WHERE j.submitted_at >= ? OR j.ended_at IS NULL OR j.ended_at >= ? ORDER BY j.id"
+        );
+        let rows = sqlx::query(&sql).bind(ts(since)).bind(ts(since)).fetch_all(&self.reader).await?;
+        rows.iter().map(job_row).collect()
+    }
+
     async fn unfinished_jobs(&self) -> Result<Vec<JobRow>> {
         let live: Vec<&str> = JobState::ALL.iter().filter(|s| !s.is_terminal()).map(|s| s.as_str()).collect();
         let sql = format!(

@@ -16,3 +16,4 @@ pub mod sim;
 pub mod submit;
 pub mod tenancy;
 pub mod token;
+pub mod usage;

@@ -7,6 +7,7 @@ pub mod nodes;
 pub mod queues;
 pub mod quota;
 pub mod tenancy;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -41,6 +42,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/tokens/{id}", delete(tenancy::revoke_token))
         .route("/v1/admin/audit", get(tenancy::audit_log))
         .route("/v1/quotas", get(quota::list))
+        .route("/v1/usage", get(usage::usage))
         .route("/v1/admin/quotas/{kind}/{name}", put(quota::put).delete(quota::delete))
         .route("/v1/admin/join-tokens", post(misc::create_join_token))
         .route("/v1/agents/connect", get(crate::hub::connect))
@@ -53,5 +55,11 @@ pub fn router(m: Arc<Manager>) -> Router {
                 format!("{method} is not allowed on {}: see /openapi.json", uri.path()),
             )
         })
+        // Job specs and admin requests are small; a bigger body is refused (413) before it
+        // is read, so nobody can make the manager buffer megabytes.
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(m)
 }
+
+/// The largest request body the API reads: 1 MiB.
+pub const MAX_BODY: usize = 1 << 20;
