@@ -468,6 +468,59 @@ fn a_failing_sub_kernel_fails_the_job_and_stops_the_main_kernel() {
 }
 
 #[test]
+#[ignore = "fails on main: the requeued attempt is placed at once on the surviving nodes whose first-attempt \
+            kernels are still stopping; their agents refuse it (CPU already used) and the job FAILS"]
+fn a_multi_node_job_losing_a_node_is_stopped_everywhere_and_requeued_whole() {
+    let Some(mut c) = Cluster::new(4, &QUICK) else { return };
+    for i in 1..=3 {
+        c.start_agent(i);
+    }
+    let prefix = c.path("m").display().to_string();
+    // each kernel ticks into m.<rank>.<pid>
+    let kernel = format!("f={prefix}.$RANK.$$; while :; do date +%s.%N >> $f; sleep 0.1; done");
+    let id = c.submit(&["--nodes", "3", "--requeue", "--", "sh", "-c", &kernel]);
+    let d = c.wait_state(id, "RUNNING");
+    let node_of = |d: &Value, k: usize| -> String {
+        let kernels = d["kernels"].as_array().unwrap();
+        kernels.iter().find(|x| x["index"] == k).unwrap()["binding"]["node"].as_str().unwrap().to_string()
+    };
+    let first: Vec<i32> = (0..3).map(|k| wait_runs(&c, &format!("m.{k}"), 1)[0].pid).collect();
+    c.start_agent(4);
+
+    // the node of sub1 dies
+    let dead = node_of(&d, 1);
+    c.kill_agent(c.agent_index(&dead));
+    c.wait_node(&dead, "lost");
+    // the kernels on the surviving nodes are stopped, and the job starts again, whole,
+    // without the dead node
+    for k in [0, 2] {
+        wait_dead(first[k], &format!("the first attempt's kernel {k}"));
+    }
+    let d = c.wait_job(id, "RUNNING again", |j| j["job"]["state"] == "RUNNING" && entered(j, "RUNNING") == 2);
+    assert_eq!(entered(&d, "PENDING"), 2, "{d:#}");
+    let now: BTreeSet<String> = (0..3).map(|k| node_of(&d, k)).collect();
+    assert_eq!(now.len(), 3, "{d:#}");
+    assert!(!now.contains(&dead), "the new attempt avoids the lost node: {now:?}");
+    let second: Vec<Run> = (0..3).map(|k| wait_runs(&c, &format!("m.{k}"), 2).remove(1)).collect();
+    // the surviving kernels of the first attempt ended before any of the second started (the
+    // dead node's orphan is its own matter: the agent is gone, not the machine)
+    let new_start = second.iter().map(|r| r.ticks[0]).fold(f64::INFINITY, f64::min);
+    for k in [0, 2] {
+        let old = &runs(&c, &format!("m.{k}"))[0];
+        assert_eq!(old.pid, first[k]);
+        assert!(*old.ticks.last().unwrap() < new_start, "kernel {k}'s first run overlapped the second attempt");
+    }
+    for r in &second {
+        assert!(alive(r.pid), "{r:?}");
+    }
+    c.ok(&["cancel", &id.to_string()]);
+    c.wait_state(id, "CANCELLED");
+    for r in &second {
+        wait_dead(r.pid, "a cancelled kernel");
+    }
+}
+
+#[test]
 fn commands_replayed_after_a_reconnect_run_and_stop_the_kernel_once() {
     // a 20 s timeout: the agent fences itself only after 10 s without the manager, far more
     // than the cuts below plus a reconnect
