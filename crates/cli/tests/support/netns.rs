@@ -340,6 +340,14 @@ impl Cluster {
         self.net.addr(0)
     }
 
+    /// Gives agent `i`'s host a second address (10.231.X.(110+i)) and returns it: for
+    /// `berth agent --address`, the address other nodes reach it at.
+    pub fn add_address(&self, i: usize) -> String {
+        let addr = format!("10.231.{}.{}", self.net.x, 110 + i);
+        ip_must(&["-n", &self.net.hosts[i], "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
+        addr
+    }
+
     /// Extra flags for agent `i`'s next start.
     pub fn set_agent_flags(&mut self, i: usize, flags: &[&str]) {
         self.agents[i - 1].extra = flags.iter().map(|s| s.to_string()).collect();
