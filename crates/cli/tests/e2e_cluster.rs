@@ -223,6 +223,60 @@ fn a_killed_manager_restarts_without_losing_or_duplicating_jobs() {
     c.wait_state(after, "SUCCEEDED");
 }
 
+#[test]
+fn a_restarted_manager_loses_the_jobs_of_an_agent_that_never_comes_back() {
+    let Some(mut c) = Cluster::new(2, &QUICK) else { return };
+    c.start_agent(1);
+    let requeue = c.submit(&["--requeue", "--cpus", "1", "--", "sh", "-c", &ticker(&c, "r")]);
+    let plain = c.submit(&["--cpus", "1", "--", "sh", "-c", &ticker(&c, "p")]);
+    for id in [requeue, plain] {
+        assert_eq!(nodes_of(&c.wait_state(id, "RUNNING")), ["a1"]);
+    }
+    wait_runs(&c, "r", 1);
+    c.start_agent(2);
+    // the manager dies, and a1 with it while it is down
+    c.kill_manager();
+    c.kill_agent(1);
+    c.start_manager();
+    // a2 comes back; a1 does not, and its jobs go as on any lost node
+    c.wait_node("a2", "ready");
+    c.wait_node("a1", "lost");
+    let p = c.wait_state(plain, "LOST");
+    assert_eq!(entered(&p, "RUNNING"), 1, "{p:#}");
+    let r = c.wait_job(requeue, "RUNNING on a2", |j| j["job"]["state"] == "RUNNING" && nodes_of(j) == ["a2"]);
+    assert_eq!(entered(&r, "RUNNING"), 2, "{r:#}");
+    wait_runs(&c, "r", 2);
+    c.ok(&["cancel", &requeue.to_string()]);
+    c.wait_state(requeue, "CANCELLED");
+}
+
+#[test]
+fn every_agent_cut_off_at_once_fences_all_and_the_job_runs_again_once_healed() {
+    let Some(c) = Cluster::start(2, &QUICK) else { return };
+    let id = c.submit(&["--requeue", "--", "sh", "-c", &ticker(&c, "r")]);
+    c.wait_state(id, "RUNNING");
+    let first = wait_runs(&c, "r", 1)[0].pid;
+    // the manager's side of the network is gone: no node can take the job meanwhile
+    c.partition(1);
+    c.partition(2);
+    wait_dead(first, "the kernel cut off from the manager");
+    c.wait_node("a1", "lost");
+    c.wait_node("a2", "lost");
+    let d = c.wait_state(id, "PENDING");
+    assert_eq!(entered(&d, "RUNNING"), 1, "{d:#}");
+    c.heal(1);
+    c.heal(2);
+    c.wait_nodes_ready(2);
+    let d = c.wait_job(id, "RUNNING again", |j| j["job"]["state"] == "RUNNING" && entered(j, "RUNNING") == 2);
+    assert_eq!(entered(&d, "LOST"), 0, "{d:#}");
+    let r = wait_runs(&c, "r", 2);
+    assert!(r[0].ticks.last().unwrap() < &r[1].ticks[0], "the runs overlapped: {r:?}");
+    sleep(1.0);
+    assert_eq!(runs(&c, "r").len(), 2, "started once after the heal");
+    c.ok(&["cancel", &id.to_string()]);
+    c.wait_state(id, "CANCELLED");
+}
+
 /// A manager outage longer than the agents' reconnect backoff: a refused connection is not a
 /// partition, so kernels must keep running however long the manager is down. With a short
 /// timeout the agents' backoff (up to 5 s) outgrows the fencing lease (half the timeout), and
