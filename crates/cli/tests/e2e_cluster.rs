@@ -151,6 +151,34 @@ fn started_once(c: &Cluster, tag: &str) -> i32 {
 }
 
 #[test]
+fn an_agent_restarted_before_the_timeout_kills_its_old_kernels_and_their_jobs_end_or_requeue() {
+    // the default timeout: the node is never lost here, the restart alone must settle things
+    let Some(mut c) = Cluster::new(1, &[]) else { return };
+    c.start_agent(1);
+    let requeue = c.submit(&["--requeue", "--cpus", "1", "--", "sh", "-c", &ticker(&c, "r")]);
+    let plain = c.submit(&["--cpus", "1", "--", "sh", "-c", &ticker(&c, "p")]);
+    for id in [requeue, plain] {
+        c.wait_state(id, "RUNNING");
+    }
+    let orphans = [wait_runs(&c, "r", 1)[0].pid, wait_runs(&c, "p", 1)[0].pid];
+    c.kill_agent(1);
+    c.start_agent(1);
+    for pid in orphans {
+        wait_dead(pid, "a kernel of the killed agent");
+    }
+    let p = c.wait_job(plain, "ended", |j| ["FAILED", "LOST"].contains(&j["job"]["state"].as_str().unwrap()));
+    assert_eq!(entered(&p, "RUNNING"), 1, "{p:#}");
+    // the requeued job may well start on the same node again: never beside its old kernel
+    let r = c.wait_job(requeue, "RUNNING again", |j| j["job"]["state"] == "RUNNING" && entered(j, "RUNNING") == 2);
+    assert_eq!(entered(&r, "PENDING"), 2, "{r:#}");
+    let runs = wait_runs(&c, "r", 2);
+    assert!(runs[0].ticks.last().unwrap() < &runs[1].ticks[0], "the runs overlapped: {runs:?}");
+    assert_eq!(c.node("a1")["state"], "ready");
+    c.ok(&["cancel", &requeue.to_string()]);
+    c.wait_state(requeue, "CANCELLED");
+}
+
+#[test]
 fn a_killed_manager_restarts_without_losing_or_duplicating_jobs() {
     // 8 s: agents retry a refused connection with a backoff of up to 5 s, and a restarted
     // manager loses the jobs of agents not back within one timeout
