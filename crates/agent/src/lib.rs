@@ -39,6 +39,8 @@ pub struct AgentConfig {
     pub topology_file: Option<PathBuf>,
     /// Unix user kernels run as when the agent runs as root (default `nobody`).
     pub run_as: Option<String>,
+    /// How a root agent gives each berth user its own Unix uid (default: a uid range).
+    pub user_map: runtime::UserMap,
     /// Grace between SIGTERM and SIGKILL when a kernel is stopped.
     pub stop_grace: std::time::Duration,
     /// Where other nodes reach this one (`MASTER_ADDR`); `None`: the local address of the

@@ -58,6 +58,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         fake_gpus: Some(2),
         topology_file: None,
         run_as: None,
+        user_map: Default::default(),
         stop_grace: Duration::from_millis(200),
         address: None,
         ca_file: None,

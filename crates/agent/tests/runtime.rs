@@ -24,6 +24,7 @@ fn runtime(test: &str) -> Rt {
         data_dir: dir.path().to_path_buf(),
         node: format!("test-{}-{test}", std::process::id()),
         run_as: None,
+        user_map: berth_agent::runtime::UserMap::Fixed,
         gpu_memory: Default::default(),
         pids_max: 256,
         stop_grace: Duration::from_millis(300),
@@ -253,4 +254,71 @@ async fn throughput_of_true_jobs() {
         start_total / n as u32,
         rt.rt.has_cgroups()
     );
+}
+
+/// Kernels of different berth users run under different uids from the agent's range: one
+/// cannot read the other's work dir or logs, nor signal its processes.
+#[tokio::test]
+async fn users_are_kept_apart_by_uid() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("SKIPPED: users_are_kept_apart_by_uid: the tests do not run as root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(RuntimeOptions {
+        data_dir: dir.path().to_path_buf(),
+        node: format!("test-{}-uids", std::process::id()),
+        run_as: None,
+        user_map: berth_agent::runtime::UserMap::Range { first: 300_000, count: 1000 },
+        gpu_memory: Default::default(),
+        pids_max: 256,
+        stop_grace: Duration::from_millis(300),
+        use_cgroups: false,
+    })
+    .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let owner = |name: &str, id: i64| -> BTreeMap<String, String> {
+        [("BERTH_USER".to_string(), name.to_string()), ("BERTH_USER_ID".to_string(), id.to_string())].into()
+    };
+    // alice: writes a secret in her work dir, then waits.
+    let alice = spec(&["sh", "-c", "id -u; echo $HOME; echo secret > $HOME/secret; sleep 30"]);
+    let h = rt.start(key(1), &alice, &binding(&[], 64 << 20), &owner("alice", 7), &tx).unwrap();
+    let alice_log = dir.path().join("kernels/1.0.0/stdout.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&alice_log).unwrap_or_default().lines().count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "alice's kernel printed nothing");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = std::fs::read_to_string(&alice_log).unwrap();
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("300007"), "uid = first + user id");
+    let home = lines.next().unwrap().to_string();
+    let secret = format!("{home}/secret");
+    while !std::path::Path::new(&secret).exists() {
+        assert!(std::time::Instant::now() < deadline, "alice wrote no secret");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // bob: tries to read alice's secret and log, and to signal her kernel.
+    let bob_cmd = format!(
+        "id -u; cat {secret} && echo READ; cat {log} && echo LOG; kill -0 {pid} && echo SIGNALLED; true",
+        log = alice_log.display(),
+        pid = h.pid
+    );
+    rt.start(key(2), &spec(&["sh", "-c", &bob_cmd]), &binding(&[], 64 << 20), &owner("bob", 8), &tx).unwrap();
+    let bob_end = loop {
+        let (k, ev) = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap();
+        if k == key(2) && matches!(ev, KernelEvent::Finished { .. }) {
+            break ev;
+        }
+    };
+    assert!(matches!(bob_end, KernelEvent::Finished { outcome: KernelOutcome::Succeeded, .. }), "{bob_end:?}");
+    let bob_out = std::fs::read_to_string(dir.path().join("kernels/2.0.0/stdout.log")).unwrap();
+    assert!(bob_out.starts_with("300008\n"), "{bob_out}");
+    for leak in ["READ", "LOG", "SIGNALLED"] {
+        assert!(!bob_out.contains(leak), "bob could do {leak}: {bob_out}");
+    }
+    let bob_err = std::fs::read_to_string(dir.path().join("kernels/2.0.0/stderr.log")).unwrap();
+    assert!(bob_err.contains("Permission denied") || bob_err.contains("Operation not permitted"), "{bob_err}");
+    h.stop("test over", Duration::from_millis(100));
+    let _ = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
 }

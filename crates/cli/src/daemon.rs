@@ -110,6 +110,11 @@ pub struct AgentArgs {
     /// host's address on the route to the manager
     #[arg(long)]
     pub address: Option<std::net::IpAddr>,
+    /// How a root agent gives each berth user its own Unix user: range:FIRST-LAST (uid =
+    /// FIRST + the user's id; no accounts needed), passwd (the node's account of the same
+    /// name), or fixed (everyone as nobody: no separation)
+    #[arg(long, default_value = "range:200000-299999", value_name = "MAP")]
+    pub user_map: berth_agent::runtime::UserMap,
     /// Root of sysfs used for hardware discovery.
     #[arg(long, default_value = "/sys", hide = true)]
     pub sysfs_root: PathBuf,
@@ -158,6 +163,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         fake_gpus: args.fake_gpus,
         topology_file: args.topology,
         run_as: None,
+        user_map: Default::default(),
         stop_grace: STOP_GRACE,
         address: None,
         ca_file: trusted_cert,
@@ -243,6 +249,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         fake_gpus: args.fake_gpus,
         topology_file: args.topology,
         run_as: None,
+        user_map: args.user_map,
         stop_grace: STOP_GRACE,
         address: args.address.map(|a| a.to_string()),
         ca_file: args.ca_file,

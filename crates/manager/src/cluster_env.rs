@@ -32,6 +32,8 @@ pub fn kernel_env(st: &State, job: &Job, index: u32) -> BTreeMap<String, String>
     set("BERTH_JOB_ID", job.id.to_string());
     set("BERTH_JOB_NAME", job.spec.name.clone().unwrap_or_else(|| format!("job-{}", job.id)));
     set("BERTH_USER", job.user.clone());
+    // The agent maps it to the kernel's Unix uid (`--user-map`).
+    set("BERTH_USER_ID", job.user_id.to_string());
     set("BERTH_KERNEL_INDEX", index.to_string());
     set("BERTH_CLUSTER_SIZE", size.clone());
     set("BERTH_CLUSTER_ROLE", role(index));

@@ -57,6 +57,7 @@ mod tests {
             fake_gpus: fake,
             topology_file: file,
             run_as: None,
+            user_map: Default::default(),
             stop_grace: std::time::Duration::from_secs(1),
             address: None,
             ca_file: None,

@@ -12,7 +12,7 @@ mod user;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 
 pub use cgroup::{CgroupError, Cgroups};
 pub use env::build_env;
-pub use user::{RunUser, UserError};
+pub use user::{RunUser, UserError, UserMap};
 
 use crate::logs;
 
@@ -38,6 +38,8 @@ pub struct RuntimeOptions {
     pub data_dir: PathBuf,
     pub node: String,
     pub run_as: Option<String>,
+    /// How kernels of different berth users get different Unix users (root agents).
+    pub user_map: UserMap,
     /// GPU memory by uuid, for fractional-GPU memory limits.
     pub gpu_memory: HashMap<String, u64>,
     pub pids_max: i64,
@@ -53,6 +55,7 @@ impl RuntimeOptions {
             data_dir: config.data_dir.clone(),
             node: config.name.clone(),
             run_as: config.run_as.clone(),
+            user_map: config.user_map,
             gpu_memory: topology.gpus.iter().map(|g| (g.uuid.clone(), g.mem_bytes)).collect(),
             pids_max: DEFAULT_PIDS_MAX,
             stop_grace: config.stop_grace,
@@ -190,6 +193,8 @@ impl Runtime {
         let name = logs::key_name(&key);
         let dir = logs::kernel_dir(&self.opts.data_dir, &key);
         let fail = |what: String| format!("launch failed: {what}");
+        let user = self.kernel_user(manager_env).map_err(fail)?;
+        let user = &user;
         let Some(program) = spec.command.first() else { return Err(fail("empty command".into())) };
         let mkdir = |d: &std::path::Path| {
             std::fs::create_dir_all(d).map_err(|e| fail(format!("cannot create `{}`: {}", d.display(), errno_text(&e))))
@@ -212,15 +217,27 @@ impl Runtime {
                     self.work_base.join(&name)
                 };
                 mkdir(&w)?;
-                if self.user.switch {
-                    let _ = std::os::unix::fs::chown(&w, Some(self.user.uid), Some(self.user.gid));
+                if user.switch {
+                    // Only its owner may enter: kernels of other users run as other uids.
+                    let _ = std::os::unix::fs::chown(&w, Some(user.uid), Some(user.gid));
+                    let _ = std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o700));
                 }
                 w
             }
         };
+        if user.switch {
+            // Other users' kernels may pass through to their own dirs, never list or read here.
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
+        }
         let open_log = |stream| {
             let p = logs::log_path(&self.opts.data_dir, &key, stream);
-            std::fs::File::create(&p).map_err(|e| fail(format!("cannot create `{}`: {}", p.display(), errno_text(&e))))
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&p)
+                .map_err(|e| fail(format!("cannot create `{}`: {}", p.display(), errno_text(&e))))
         };
         let stdout = open_log(berth_model::protocol::LogStream::Stdout)?;
         let stderr = open_log(berth_model::protocol::LogStream::Stderr)?;
@@ -236,15 +253,15 @@ impl Runtime {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(&spec.command[1..])
             .env_clear()
-            .envs(build_env(&self.user, spec, binding, manager_env, &self.opts.gpu_memory))
+            .envs(kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir))
             .current_dir(&workdir)
             .stdin(std::process::Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
             // The watch task owns the child; if the agent dies the kernel must live on.
             .kill_on_drop(false);
-        if self.user.switch {
-            cmd.uid(self.user.uid).gid(self.user.gid);
+        if user.switch {
+            cmd.uid(user.uid).gid(user.gid);
         }
         let fds = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
         // SAFETY: between fork and exec only async-signal-safe calls (setsid, write).
@@ -269,10 +286,10 @@ impl Runtime {
                 }
                 // EACCES as another user is mostly the work dir or the program's directory
                 // being closed to that user: name both so the fix is obvious.
-                return Err(fail(if self.user.switch && e.kind() == std::io::ErrorKind::PermissionDenied {
+                return Err(fail(if user.switch && e.kind() == std::io::ErrorKind::PermissionDenied {
                     format!(
                         "cannot run `{program}` as user {} in `{}`: {}",
-                        self.user.name,
+                        user.name,
                         workdir.display(),
                         errno_text(&e)
                     )
@@ -301,6 +318,33 @@ impl Runtime {
         }));
         Ok(KernelHandle { pid, stop: stop_tx })
     }
+}
+
+impl Runtime {
+    /// The Unix user of a kernel: from its owner (`BERTH_USER`, `BERTH_USER_ID` in the
+    /// manager's variables) through the user map.
+    fn kernel_user(&self, manager_env: &BTreeMap<String, String>) -> Result<RunUser, String> {
+        let name = manager_env.get("BERTH_USER");
+        let id = manager_env.get("BERTH_USER_ID").and_then(|i| i.parse::<i64>().ok());
+        let owner = name.zip(id).map(|(n, i)| (n.as_str(), i));
+        self.user.for_owner(self.opts.user_map, owner)
+    }
+}
+
+/// The kernel's environment; a user without a home (a mapped uid) gets its work dir.
+fn kernel_env(
+    user: &RunUser,
+    spec: &JobSpec,
+    binding: &Binding,
+    manager_env: &BTreeMap<String, String>,
+    gpu_memory: &HashMap<String, u64>,
+    workdir: &std::path::Path,
+) -> BTreeMap<String, String> {
+    let mut env = build_env(user, spec, binding, manager_env, gpu_memory);
+    if user.home.is_empty() {
+        env.insert("HOME".into(), workdir.to_string_lossy().into_owned());
+    }
+    env
 }
 
 /// An I/O error as lowercase text without the `(os error N)` suffix.

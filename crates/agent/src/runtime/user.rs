@@ -60,3 +60,99 @@ impl RunUser {
         }
     }
 }
+
+/// How a root agent maps berth users to Unix users (`berth agent --user-map`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserMap {
+    /// One unprivileged uid per berth user: `first + <berth user id>` (gid the same), while it
+    /// stays below `first + count`. Users are kept apart without any account on the node.
+    Range { first: u32, count: u32 },
+    /// The node's Unix account with the berth user's name (sites where both come from LDAP).
+    Passwd,
+    /// Every kernel as the agent's `--run-as` user (default `nobody`): no separation.
+    Fixed,
+}
+
+impl Default for UserMap {
+    fn default() -> Self {
+        UserMap::Range { first: 200_000, count: 100_000 }
+    }
+}
+
+impl std::str::FromStr for UserMap {
+    type Err = String;
+
+    /// `range:FIRST-LAST`, `passwd` or `fixed`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("invalid user map `{s}`: use range:FIRST-LAST (e.g. range:200000-299999), passwd or fixed");
+        match s {
+            "passwd" => Ok(UserMap::Passwd),
+            "fixed" => Ok(UserMap::Fixed),
+            _ => {
+                let (a, b) = s.strip_prefix("range:").and_then(|r| r.split_once('-')).ok_or_else(bad)?;
+                let (first, last): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if first < 1000 || last < first || last >= u32::MAX - 1 {
+                    return Err(format!(
+                        "invalid user map `{s}`: the range must start at 1000 or above (system accounts live below) and end after it starts"
+                    ));
+                }
+                Ok(UserMap::Range { first, count: last - first + 1 })
+            }
+        }
+    }
+}
+
+impl RunUser {
+    /// The user a kernel of berth user `owner` (name, id) runs as under `map`; `self` is the
+    /// agent's default (`--run-as`, or the agent's own user when it is not root).
+    pub fn for_owner(&self, map: UserMap, owner: Option<(&str, i64)>) -> Result<RunUser, String> {
+        let (Some((name, id)), true) = (owner, self.switch) else { return Ok(self.clone()) };
+        match map {
+            UserMap::Fixed => Ok(self.clone()),
+            UserMap::Range { first, count } => {
+                let uid = u32::try_from(id).ok().filter(|i| *i < count).map(|i| first + i).ok_or_else(|| {
+                    format!(
+                        "berth user {name} (id {id}) is outside the agent's uid range of {count} ids: widen --user-map"
+                    )
+                })?;
+                // No passwd entry: HOME is the kernel's work dir (set by the runtime).
+                Ok(RunUser { name: format!("berth-{name}"), uid, gid: uid, home: String::new(), switch: true })
+            }
+            UserMap::Passwd => match User::from_name(name) {
+                Ok(Some(u)) if u.uid.is_root() => Err(format!("refusing to run a kernel of {name} as root")),
+                Ok(Some(u)) => Ok(RunUser::from_user(u, true)),
+                Ok(None) => Err(format!("user {name} has no Unix account on this node (--user-map passwd)")),
+                Err(e) => Err(format!("cannot look up user {name}: {e}")),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root_default() -> RunUser {
+        RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/nonexistent".into(), switch: true }
+    }
+
+    #[test]
+    fn user_maps_parse_and_map() {
+        assert_eq!("range:200000-299999".parse(), Ok(UserMap::Range { first: 200_000, count: 100_000 }));
+        assert_eq!("passwd".parse(), Ok(UserMap::Passwd));
+        assert!("range:0-10".parse::<UserMap>().is_err(), "system uids are refused");
+        assert!("range:5000".parse::<UserMap>().is_err());
+        assert!("ldap".parse::<UserMap>().unwrap_err().contains("range:FIRST-LAST"));
+
+        let map = UserMap::Range { first: 200_000, count: 10 };
+        let bob = root_default().for_owner(map, Some(("bob", 3))).unwrap();
+        assert_eq!((bob.uid, bob.gid, bob.name.as_str()), (200_003, 200_003, "berth-bob"));
+        assert!(root_default().for_owner(map, Some(("eve", 10))).unwrap_err().contains("outside"));
+        assert_eq!(root_default().for_owner(UserMap::Fixed, Some(("bob", 3))).unwrap().uid, 65534);
+        assert_eq!(root_default().for_owner(map, None).unwrap().uid, 65534, "no owner: the default user");
+        let not_root = RunUser { switch: false, ..root_default() };
+        assert_eq!(not_root.for_owner(map, Some(("bob", 3))).unwrap(), not_root, "a non-root agent cannot switch");
+        assert!(root_default().for_owner(UserMap::Passwd, Some(("no-such-user-here", 3))).is_err());
+    }
+}
