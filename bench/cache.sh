@@ -5,7 +5,7 @@
 #     Load from wrk (apt) with the same threads/connections/duration for both servers.
 #  2. Maglev balance, disruption and build time; eviction hit ratios (examples/cache_figures).
 #
-#   bench/cache.sh [SECONDS=5] [CONNECTIONS=32] [ROUNDS=5]
+#   bench/cache.sh [SECONDS=5] [CONNECTIONS=32] [ROUNDS=5]   (env: OBJECTS="4k 64k 64m", NO_FIGURES=1)
 # The two servers take turns (nginx, berth, nginx, berth, ...) for ROUNDS rounds and the
 # median of each is reported, so that load from other work on the machine hits both alike.
 # wrk shares the machine's cores with the server under test.
@@ -102,7 +102,7 @@ echo "## GET: berth cache vs nginx, $(nproc) cores, wrk -t2, median of $ROUNDS a
 echo
 echo "| object | connections | nginx | berth cache | berth / nginx |"
 echo "|---|---:|---:|---:|---:|"
-for f in 4k 64k 64m; do
+for f in ${OBJECTS:-4k 64k 64m}; do
   c=$CONNS
   [ "$f" = 64m ] && c=4
   : >"$tmp/n.txt"
@@ -125,4 +125,4 @@ echo
 hits=$(curl -s "$CURL/metrics" | awk '/^berth_cache_hits_total\{bucket="bench"\}/ {print $2}')
 echo "(berth served $hits hits; every request carried a job token checked with HMAC-SHA256)"
 echo
-"$FIG"
+[ -n "${NO_FIGURES:-}" ] || "$FIG"

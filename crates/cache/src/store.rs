@@ -63,6 +63,13 @@ pub struct Found {
     pub size: u64,
 }
 
+/// Why [`Store::lookup_checked`] did not look.
+#[derive(Debug)]
+pub enum Checked<E> {
+    NoBucket,
+    Refused(E),
+}
+
 /// An opened object: its file, header and where its data starts; small objects come with
 /// their data, read together with the header in one read.
 #[derive(Debug)]
@@ -154,6 +161,25 @@ impl Store {
         let id = object_id(bucket, key);
         let size = self.lock().lookup(id, bucket, key, count)?;
         Some(Found { path: object_path(&self.root, id), size })
+    }
+
+    /// Like [`Store::lookup`], after `check` passed on the bucket's settings, all under one
+    /// lock acquisition (the GET path: access check and index in one step).
+    pub fn lookup_checked<E>(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        count: bool,
+        check: impl FnOnce(&BucketConfig) -> Result<(), E>,
+    ) -> Result<Option<Found>, Checked<E>> {
+        let id = object_id(bucket, key);
+        let size = {
+            let mut b = self.lock();
+            let cfg = b.config(bucket).ok_or(Checked::NoBucket)?;
+            check(cfg).map_err(Checked::Refused)?;
+            b.lookup(id, bucket, key, count)
+        };
+        Ok(size.map(|size| Found { path: object_path(&self.root, id), size }))
     }
 
     /// Opens a found object; `None` if it went away meanwhile (evicted, deleted) or the file

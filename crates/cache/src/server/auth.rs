@@ -2,6 +2,8 @@
 //! Public buckets are readable without a token; writes always need one. Private buckets are
 //! for tokens naming one of their projects; admin tokens may do anything.
 
+use std::sync::Arc;
+
 use http::{HeaderMap, Response, StatusCode};
 
 use super::{Body, Node, error};
@@ -20,7 +22,7 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// The request's verified claims, or the 401 to answer.
-pub fn claims(node: &Node, headers: &HeaderMap) -> Result<Claims, Refusal> {
+pub fn claims(node: &Node, headers: &HeaderMap) -> Result<Arc<Claims>, Refusal> {
     let Some(t) = bearer(headers) else {
         NodeCounters::bump(&node.counters.auth_failures);
         return Err(Box::new(error(
@@ -32,7 +34,7 @@ pub fn claims(node: &Node, headers: &HeaderMap) -> Result<Claims, Refusal> {
     if let Some(c) = node.tokens.get(t, now) {
         return Ok(c);
     }
-    let c = node.key.verify(t, now).map_err(|e| {
+    let c = node.key.verify(t, now).map(Arc::new).map_err(|e| {
         NodeCounters::bump(&node.counters.auth_failures);
         Box::new(error(StatusCode::UNAUTHORIZED, &e.to_string()))
     })?;
@@ -45,20 +47,20 @@ pub fn claims(node: &Node, headers: &HeaderMap) -> Result<Claims, Refusal> {
 /// only ever answers for the exact token that was verified. Expiry is checked on every use.
 #[derive(Debug, Default)]
 pub struct TokenCache {
-    map: std::sync::Mutex<std::collections::HashMap<u128, (String, Claims)>>,
+    map: std::sync::Mutex<std::collections::HashMap<u128, (String, Arc<Claims>)>>,
 }
 
 /// Entries kept before the cache starts over (a job has one token; nodes see few).
 const TOKEN_CACHE_MAX: usize = 4096;
 
 impl TokenCache {
-    fn get(&self, token: &str, now: i64) -> Option<Claims> {
+    fn get(&self, token: &str, now: i64) -> Option<Arc<Claims>> {
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let (t, c) = map.get(&xxhash_rust::xxh3::xxh3_128(token.as_bytes()))?;
         (c.exp > now && ct_eq(t.as_bytes(), token.as_bytes())).then(|| c.clone())
     }
 
-    fn put(&self, token: &str, c: &Claims) {
+    fn put(&self, token: &str, c: &Arc<Claims>) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= TOKEN_CACHE_MAX {
             map.clear();
@@ -72,7 +74,7 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Only admin tokens.
-pub fn admin(node: &Node, headers: &HeaderMap) -> Result<Claims, Refusal> {
+pub fn admin(node: &Node, headers: &HeaderMap) -> Result<Arc<Claims>, Refusal> {
     let c = claims(node, headers)?;
     if c.admin {
         Ok(c)

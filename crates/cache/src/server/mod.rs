@@ -123,6 +123,63 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) -> std::io::Result<()
     }
 }
 
+/// Serves on `threads` threads, each with its own single-threaded runtime and its own
+/// `SO_REUSEPORT` listener on the same address, the kernel spreading connections over them
+/// (nginx's worker model). One shared multi-threaded runtime spent most of a 4 KiB GET's time
+/// waking threads up and switching between them (`perf`: ~75 % kernel time, docs/perf.md).
+/// Returns the bound address (a port 0 in `addr` is chosen by the first worker).
+pub fn spawn_workers(addr: SocketAddr, node: Arc<Node>, threads: usize) -> std::io::Result<SocketAddr> {
+    let mut bound = addr;
+    for i in 0..threads.max(1) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let node = node.clone();
+        std::thread::Builder::new().name(format!("cache-worker-{i}")).spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let listener = match reuseport_listener(bound) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = tx.send(listener.local_addr());
+                if let Err(e) = serve(listener, node).await {
+                    tracing::error!(error = %e, "cache worker stopped");
+                }
+            });
+        })?;
+        bound = rx.recv().map_err(|_| std::io::Error::other("a cache worker thread died at start"))??;
+    }
+    Ok(bound)
+}
+
+fn reuseport_socket(addr: SocketAddr) -> std::io::Result<tokio::net::TcpSocket> {
+    let s = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    s.set_reuseport(true)?;
+    s.set_reuseaddr(true)?;
+    s.bind(addr)?;
+    Ok(s)
+}
+
+fn reuseport_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    reuseport_socket(addr)?.listen(1024)
+}
+
+/// Binds (without listening) an `SO_REUSEPORT` socket on `addr`, choosing the port when it is
+/// 0, so that the port is known and held before [`spawn_workers`] listens on it.
+pub fn reserve(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpSocket, SocketAddr)> {
+    let s = reuseport_socket(addr)?;
+    let a = s.local_addr()?;
+    Ok((s, a))
+}
+
 /// Binds `addr` (port 0 = any free port) and returns the listener and its real address.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
     let l = TcpListener::bind(addr).await?;

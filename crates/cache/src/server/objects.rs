@@ -20,7 +20,7 @@ use super::range::{self, Want};
 use super::{Body, FORWARDED, Node, auth, error};
 use crate::StoreError;
 use crate::metrics::NodeCounters;
-use crate::store::Opened;
+use crate::store::{Checked, Found, Opened};
 
 /// Objects up to this size are read inline; larger ones are streamed.
 const INLINE_READ: u64 = 256 * 1024;
@@ -99,15 +99,22 @@ pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, ke
             };
         }
     }
+    if matches!(*req.method(), Method::GET | Method::HEAD) {
+        let count = req.method() == Method::GET;
+        let check = |cfg: &crate::BucketConfig| auth::bucket_access(node, req.headers(), cfg, false);
+        return match node.store.lookup_checked(&bucket, &key, count, check) {
+            Ok(found) => get(node, &req, &bucket, &key, found),
+            Err(Checked::NoBucket) => store_error(StoreError::NoBucket(bucket)),
+            Err(Checked::Refused(r)) => *r,
+        };
+    }
     let Some(cfg) = node.store.bucket(&bucket) else {
         return store_error(StoreError::NoBucket(bucket));
     };
-    let write = matches!(*req.method(), Method::PUT | Method::DELETE);
-    if let Err(r) = auth::bucket_access(node, req.headers(), &cfg, write) {
+    if let Err(r) = auth::bucket_access(node, req.headers(), &cfg, true) {
         return *r;
     }
     match *req.method() {
-        Method::GET | Method::HEAD => get(node, &req, &bucket, &key),
         Method::PUT => put(node, req, bucket, key).await,
         Method::DELETE => {
             let store = node.store.clone();
@@ -125,9 +132,9 @@ pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, ke
     }
 }
 
-fn get(node: &Node, req: &Request<Incoming>, bucket: &str, key: &[u8]) -> Response<Body> {
+fn get(node: &Node, req: &Request<Incoming>, bucket: &str, key: &[u8], found: Option<Found>) -> Response<Body> {
     let head = req.method() == Method::HEAD;
-    let Some(found) = node.store.lookup(bucket, key, !head) else { return miss("miss") };
+    let Some(found) = found else { return miss("miss") };
     let opened = match node.store.open_object(bucket, key, &found, if head { 0 } else { INLINE_READ }) {
         Ok(Some(o)) => o,
         Ok(None) => return miss("miss"),

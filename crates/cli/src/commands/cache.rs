@@ -73,6 +73,9 @@ pub struct ServeArgs {
     /// Key file shared by the nodes and the manager (default: <data-dir>/cache.key, created).
     #[arg(long)]
     key_file: Option<PathBuf>,
+    /// Server threads, each with its own event loop (default: one per CPU).
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -211,8 +214,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let store = tokio::task::spawn_blocking(move || Store::open(&dir, cap))
         .await?
         .with_context(|| format!("cannot open the cache in {}", a.data_dir.display()))?;
-    let (listener, addr) = server::bind(a.listen)
-        .await
+    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let store = Arc::new(store);
+    // the node's name is its URL, known once a port is chosen: hold the port (a bound,
+    // not listening SO_REUSEPORT socket) until the workers listen on it
+    let (hold, addr) = server::reserve(a.listen)
         .with_context(|| format!("cannot listen on {}: pick a free address with --listen", a.listen))?;
     let name = match a.advertise {
         Some(u) => u.trim_end_matches('/').to_string(),
@@ -228,19 +234,20 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         bail!("--members does not list this node ({name}): add it, or set --advertise to the URL it is listed under");
     }
     let used = store.used();
-    let node = Arc::new(Node::new(Arc::new(store), key, name.clone(), members));
+    let node = Arc::new(Node::new(store, key, name.clone(), members));
+    let members = node.maglev().members().len();
+    server::spawn_workers(addr, node, threads)
+        .with_context(|| format!("cannot listen on {addr}: pick a free address with --listen"))?;
+    drop(hold);
     println!(
-        "berth cache node {name} serving {} ({} of {} used, {} members, key {})",
+        "berth cache node {name} serving {} ({} of {} used, {members} members, {threads} threads, key {})",
         a.data_dir.display(),
         format_bytes(used),
         format_bytes(a.capacity),
-        node.maglev().members().len(),
         key_file.display()
     );
-    tokio::select! {
-        r = server::serve(listener, node) => r.context("the cache server stopped"),
-        _ = shutdown_signal() => Ok(()),
-    }
+    shutdown_signal().await;
+    Ok(())
 }
 
 async fn shutdown_signal() {
