@@ -1,6 +1,8 @@
 //! Submit-time feasibility: could a request ever run in its queue, on an empty cluster?
 //! Refusing at submit beats a job that waits forever with a reason nobody reads.
 
+use std::borrow::Cow;
+
 use berth_model::{NumaPolicy, ResourceRequest, format_bytes, format_gpu_milli};
 
 use crate::ledger::NodeLedger;
@@ -27,19 +29,29 @@ pub fn check_feasible_with(
     nodes: &[NodeLedger],
     queue: &str,
 ) -> Result<(), String> {
-    let empty: Vec<NodeLedger> = nodes
+    // Callers usually pass empty ledgers already (the manager keeps one per node for this):
+    // those are used as they are, only a ledger with allocations or not schedulable is
+    // rebuilt empty. Rebuilding all of them cost ~1 ms per submit with 500 nodes.
+    let empty: Vec<Cow<'_, NodeLedger>> = nodes
         .iter()
         .filter(|l| l.queue() == queue)
-        .map(|l| NodeLedger::new(l.name(), queue, l.topology().clone()))
+        .map(|l| {
+            if l.schedulable() && l.is_empty() {
+                Cow::Borrowed(l)
+            } else {
+                Cow::Owned(NodeLedger::new(l.name(), queue, l.topology().clone()))
+            }
+        })
         .collect();
     if empty.is_empty() {
         return Ok(());
     }
     let want = nodes_needed.max(1) as usize;
-    let capable = empty.iter().filter(|l| l.bind(req, numa).is_ok()).count();
-    if capable >= want {
+    // The common case stops at the first `want` nodes that fit.
+    if empty.iter().filter(|l| l.bind(req, numa).is_ok()).take(want).count() >= want {
         return Ok(());
     }
+    let capable = empty.iter().filter(|l| l.bind(req, numa).is_ok()).count();
     let never = |why: String| Err(format!("no node can ever run this: {why}"));
     if capable > 0 {
         let with = if capable == empty.len() { String::new() } else { format!(" with {}", request_text(req)) };
@@ -57,14 +69,14 @@ pub fn check_feasible_with(
             format_gpu_milli(max_gpus * 1000)
         ));
     }
-    let max_cpus = empty.iter().map(NodeLedger::cpus_total).max().unwrap_or(0);
+    let max_cpus = empty.iter().map(|l| l.cpus_total()).max().unwrap_or(0);
     if req.whole_cpus() > max_cpus {
         return never(format!(
             "needs {}, the largest node in queue {queue} has {max_cpus}",
             cpus_text(req.whole_cpus())
         ));
     }
-    let max_mem = empty.iter().map(NodeLedger::mem_total).max().unwrap_or(0);
+    let max_mem = empty.iter().map(|l| l.mem_total()).max().unwrap_or(0);
     if req.mem_bytes > max_mem {
         return never(format!(
             "needs {} memory, the largest node in queue {queue} has {}",

@@ -354,6 +354,11 @@ impl NodeLedger {
         self.refresh();
     }
 
+    /// Nothing allocated: the ledger is as [`NodeLedger::new`] made it (schedulable aside).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.splits.is_empty() && self.cpus_used == 0
+    }
+
     /// Bindings currently recorded (for diagnostics and tests).
     pub fn allocations(&self) -> usize {
         self.splits.values().map(Vec::len).sum()

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Scale of one manager (issue 4): a fresh `berth manager` (SQLite store on a temp data dir, the
+# default strict-FIFO queue), AGENTS fake agents from crates/cli/examples/swarm.rs (one
+# process, real protocol, a runtime that only sleeps RUN_MS), JOBS 1-CPU jobs submitted by
+# CLIENTS REST clients as fast as the API takes them. Prints submissions/s, jobs started/s,
+# submit->start, the manager's CPU time and peak RSS, and the store's size. docs/perf.md keeps
+# the figures we report.
+#
+#   bench/scale.sh [AGENTS=500] [JOBS=50000] [RUN_MS=1000] [CLIENTS=8]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+AGENTS=${1:-500}
+JOBS=${2:-50000}
+RUN_MS=${3:-1000}
+CLIENTS=${4:-8}
+
+cargo build --release --quiet --bin berth --example swarm
+TARGET=${CARGO_TARGET_DIR:-target}
+BIN=$TARGET/release/berth
+SWARM=$TARGET/release/examples/swarm
+
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill -INT "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+HOME=$tmp XDG_CONFIG_HOME= RUST_LOG=${RUST_LOG:-warn} "$BIN" manager --data-dir "$tmp/data" --listen 127.0.0.1:0 \
+  >"$tmp/manager.log" 2>&1 &
+pid=$!
+url=
+for _ in $(seq 1 200); do
+  url=$(grep -o 'http://[0-9.:]*' "$tmp/manager.log" | head -n1 || true)
+  [ -n "$url" ] && break
+  sleep 0.05
+done
+[ -n "$url" ] || { cat "$tmp/manager.log"; exit 1; }
+join=$(sed -n 's/^join token for agents: *//p' "$tmp/manager.log")
+token=$(cat "$tmp/data/admin-token")
+
+echo "== machine: $(nproc) CPUs, $(uname -r), $(date -u '+%F %H:%M')Z, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== one manager ($url), $AGENTS agents, $JOBS jobs of 1 CPU running ${RUN_MS} ms, $CLIENTS clients"
+BERTH_URL=$url BERTH_TOKEN=$token BERTH_JOIN_TOKEN=$join "$SWARM" --agents "$AGENTS" --jobs "$JOBS" \
+  --run-ms "$RUN_MS" --clients "$CLIENTS" --manager-pid "$pid"
+echo "store: $(du -cb "$tmp"/data/berth.db* | tail -n1 | awk '{printf "%.1f MiB", $1 / 1048576}') ($(ls "$tmp"/data | grep berth.db | tr '\n' ' '))"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+if grep -qiE 'warn|error' "$tmp/manager.log"; then
+  echo "manager warnings (first 10):"
+  grep -iE 'warn|error' "$tmp/manager.log" | head -n 10
+fi
