@@ -15,13 +15,16 @@ use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, KernelRepo
 use berth_model::{JobState, Topology};
 use berth_sched::NodeLedger;
 use berth_store::NodeRow;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
 use crate::manager::{LogReply, Manager};
 use crate::scheduler::send_start_one;
 use crate::state::{Conn, Node};
+
+/// Most agent messages handled under one state lock.
+const MAX_BATCH: usize = 256;
 
 /// How long a new connection may take to send `Register`.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -113,7 +116,28 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
     loop {
         tokio::select! {
             msg = next_message(&mut stream) => match msg {
-                Some(Ok(msg)) => m.on_message(&node, msg).await,
+                Some(Ok(msg)) => {
+                    // The rest of a burst goes along: one state lock for all of it. One lock
+                    // round per message let a busy agent's heartbeat wait behind its own kernel
+                    // events for 30 s with 500 agents (the node was declared lost).
+                    let mut batch = vec![msg];
+                    let mut closed = false;
+                    while batch.len() < MAX_BATCH {
+                        match next_message(&mut stream).now_or_never() {
+                            Some(Some(Ok(msg))) => batch.push(msg),
+                            Some(Some(Err(e))) => tracing::warn!(node, "ignoring bad message from agent: {e}"),
+                            Some(None) => {
+                                closed = true;
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                    m.on_messages(&node, batch).await;
+                    if closed {
+                        break;
+                    }
+                }
                 Some(Err(e)) => tracing::warn!(node, "ignoring bad message from agent: {e}"),
                 None => break,
             },
@@ -297,39 +321,42 @@ impl Manager {
         }
     }
 
+    /// Handles messages (after `Register`) that arrived together, in order, under one state lock.
+    pub async fn on_messages(&self, node: &str, msgs: Vec<AgentMessage>) {
+        let mut st = self.lock_state().await;
+        for msg in msgs {
+            self.handle(&mut st, node, msg).await;
+        }
+    }
+
     /// Handles one message after `Register`.
-    pub async fn on_message(&self, node: &str, msg: AgentMessage) {
+    async fn handle(&self, st: &mut crate::state::State, node: &str, msg: AgentMessage) {
         match msg {
             AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
             AgentMessage::Heartbeat { at } => {
-                let mut st = self.lock_state().await;
                 if let Some(n) = st.nodes.get_mut(node) {
                     n.last_seen = Instant::now();
                     n.last_heartbeat = Some(at);
                 }
             }
-            AgentMessage::Kernel { key, event } => {
-                let mut st = self.lock_state().await;
-                match event {
-                    KernelEvent::Started { .. } => {
-                        if !self.kernel_started(&mut st, node, key).await {
-                            tracing::debug!(node, ?key, "ignoring start of a kernel the manager does not want");
-                        }
-                    }
-                    KernelEvent::Finished { outcome, exit_code, message, .. } => {
-                        self.kernel_finished(&mut st, node, key, outcome, exit_code, &message).await;
+            AgentMessage::Kernel { key, event } => match event {
+                KernelEvent::Started { .. } => {
+                    if !self.kernel_started(st, node, key).await {
+                        tracing::debug!(node, ?key, "ignoring start of a kernel the manager does not want");
                     }
                 }
-            }
+                KernelEvent::Finished { outcome, exit_code, message, .. } => {
+                    self.kernel_finished(st, node, key, outcome, exit_code, &message).await;
+                }
+            },
             AgentMessage::CommandFailed { key, error, .. } => {
-                let mut st = self.lock_state().await;
                 let live = st.jobs.get(&key.job_id).is_some_and(|j| {
                     j.attempt == key.attempt
                         && j.on_node(key.index, node)
                         && matches!(j.state, JobState::Scheduled | JobState::Preparing | JobState::Running)
                 });
                 if live {
-                    self.kernel_finished(&mut st, node, key, KernelOutcome::Failed, None, &error).await;
+                    self.kernel_finished(st, node, key, KernelOutcome::Failed, None, &error).await;
                 } else {
                     tracing::warn!(node, ?key, "agent command failed: {error}");
                 }
