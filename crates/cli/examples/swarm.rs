@@ -5,7 +5,8 @@
 //! a `Heartbeat` every `heartbeat_interval_ms` from `Welcome`, and a runtime that only sleeps:
 //! `StartKernel` is answered with `Started` at once and `Finished` (succeeded, exit 0) after
 //! `--run-ms`; `StopKernel` ends the kernel as `stopped`; `Forget` drops it. Commands are
-//! idempotent like the real agent's (a repeated start or stop only re-reports the state).
+//! idempotent like the real agent's (a repeated start or stop only re-reports the state), and
+//! a lost connection is redialled with a `Register` that reports the fake kernels.
 //!
 //! Then `--clients` REST clients submit `--jobs` 1-CPU jobs as fast as the API takes them, and
 //! the swarm records when each `StartKernel` arrives, which gives jobs started/s and
@@ -84,6 +85,7 @@ struct Shared {
     finished: AtomicU64,
     stops: AtomicU64,
     duplicates: AtomicU64,
+    /// Connections lost (each is redialled).
     lost: AtomicUsize,
 }
 
@@ -114,122 +116,154 @@ async fn agent(
     shared: Arc<Shared>,
     dial_slots: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+) {
     let name = format!("{}-{index:04}", args.prefix);
-    let base = args.url.trim_end_matches('/').replacen("http://", "ws://", 1);
-    let mut req = format!("{base}/v1/agents/connect").into_client_request()?;
-    req.headers_mut().insert(tungstenite::http::header::AUTHORIZATION, format!("Bearer {}", args.join_token).parse()?);
-    let mut ws = {
-        let _slot = dial_slots.acquire().await?;
-        // Nagle off, as the real agent does: small frames would wait ~40 ms for delayed ACKs.
-        let (mut ws, _) = tokio_tungstenite::connect_async_with_config(req, None, true)
-            .await
-            .with_context(|| format!("{name}: cannot connect"))?;
-        let register = AgentMessage::Register {
-            protocol_version: PROTOCOL_VERSION,
-            node: name.clone(),
-            agent_version: env!("CARGO_PKG_VERSION").to_string(),
-            queue: berth_model::DEFAULT_QUEUE.to_string(),
-            topology,
-            kernels: Vec::<KernelReport>::new(),
-        };
-        ws.send(Message::text(serde_json::to_string(&register)?)).await?;
-        ws
-    };
-    let interval = loop {
-        match ws.next().await {
-            Some(Ok(Message::Text(t))) => match serde_json::from_str::<ManagerMessage>(t.as_str())? {
-                ManagerMessage::Welcome { heartbeat_interval_ms } => break heartbeat_interval_ms.max(100),
-                ManagerMessage::Refused { reason } => bail!("{name}: refused: {reason}"),
-                other => bail!("{name}: expected welcome, got {other:?}"),
-            },
-            Some(Ok(_)) => continue,
-            Some(Err(e)) => bail!("{name}: {e}"),
-            None => bail!("{name}: closed before welcome"),
-        }
-    };
-    shared.registered.fetch_add(1, Ordering::Relaxed);
-    let mut heartbeat = tokio::time::interval(Duration::from_millis(interval));
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    heartbeat.tick().await;
-    let run = Duration::from_millis(args.run_ms);
-    let mut kernels: HashMap<KernelKey, Kernel> = HashMap::new();
-    // Every kernel runs for the same time, so deadlines come in start order: a queue, no timers.
-    let mut due: VecDeque<(tokio::time::Instant, KernelKey)> = VecDeque::new();
+    let mut node = FakeNode { kernels: HashMap::new(), due: VecDeque::new(), registered: false };
+    // Like the real agent: reconnect after a lost connection and report what it runs.
     loop {
-        let next_due = due.front().map(|d| d.0);
-        let mut out: Vec<AgentMessage> = Vec::new();
-        tokio::select! {
-            _ = stop.changed() => break,
-            _ = heartbeat.tick() => out.push(AgentMessage::Heartbeat { at: jiff::Timestamp::now() }),
-            _ = async { tokio::time::sleep_until(next_due.expect("guarded")).await }, if next_due.is_some() => {
-                let now = tokio::time::Instant::now();
-                while let Some(&(at, key)) = due.front() {
-                    if at > now {
-                        break;
-                    }
-                    due.pop_front();
-                    if let Some(k @ Kernel::Running) = kernels.get_mut(&key) {
-                        *k = Kernel::Ended(KernelOutcome::Succeeded, Some(0));
-                        shared.finished.fetch_add(1, Ordering::Relaxed);
-                        out.push(AgentMessage::Kernel { key, event: event(*k) });
-                    }
-                }
+        match node.session(&args, &name, &topology, &shared, &dial_slots, &mut stop).await {
+            Ok(()) => return,
+            Err(e) if *stop.borrow() => {
+                eprintln!("{name}: {e:#}");
+                return;
             }
-            m = ws.next() => {
-                let text = match m {
-                    Some(Ok(Message::Text(t))) => t,
-                    Some(Ok(Message::Close(_))) | None => {
-                        shared.lost.fetch_add(1, Ordering::Relaxed);
-                        bail!("{name}: the manager closed the connection");
-                    }
-                    Some(Ok(_)) => continue,
-                    Some(Err(e)) => {
-                        shared.lost.fetch_add(1, Ordering::Relaxed);
-                        bail!("{name}: {e}");
-                    }
-                };
-                match serde_json::from_str::<ManagerMessage>(text.as_str())? {
-                    ManagerMessage::StartKernel { key, .. } => match kernels.get(&key) {
-                        Some(k) => {
-                            shared.duplicates.fetch_add(1, Ordering::Relaxed);
-                            out.push(AgentMessage::Kernel { key, event: event(*k) });
-                        }
-                        None => {
-                            shared.starts.lock().expect("starts lock").push((key.job_id, now_us()));
-                            kernels.insert(key, Kernel::Running);
-                            due.push_back((tokio::time::Instant::now() + run, key));
-                            out.push(AgentMessage::Kernel { key, event: event(Kernel::Running) });
-                        }
-                    },
-                    ManagerMessage::StopKernel { key, .. } => {
-                        let k = kernels.entry(key).or_insert(Kernel::Ended(KernelOutcome::Stopped, None));
-                        if let Kernel::Running = k {
-                            *k = Kernel::Ended(KernelOutcome::Stopped, Some(143));
-                            shared.stops.fetch_add(1, Ordering::Relaxed);
-                        }
-                        out.push(AgentMessage::Kernel { key, event: event(*k) });
-                    }
-                    ManagerMessage::Forget { key } => {
-                        kernels.remove(&key);
-                    }
-                    ManagerMessage::FetchLogs { req_id, .. } => {
-                        out.push(AgentMessage::LogData { req_id, data: String::new(), next_offset: 0, found: false });
-                    }
-                    ManagerMessage::Refused { reason } => bail!("{name}: refused: {reason}"),
-                    ManagerMessage::Welcome { .. } => {}
-                }
+            Err(e) => {
+                shared.lost.fetch_add(1, Ordering::Relaxed);
+                eprintln!("{name}: {e:#}; reconnecting");
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
-        }
-        for m in &out {
-            ws.feed(Message::text(serde_json::to_string(m)?)).await?;
-        }
-        if !out.is_empty() {
-            ws.flush().await?;
         }
     }
-    let _ = ws.close(None).await;
-    Ok(())
+}
+
+/// One fake agent's kernels; they outlive its connections.
+struct FakeNode {
+    kernels: HashMap<KernelKey, Kernel>,
+    /// Every kernel runs for the same time, so deadlines come in start order: a queue, no timers.
+    due: VecDeque<(tokio::time::Instant, KernelKey)>,
+    registered: bool,
+}
+
+impl FakeNode {
+    async fn session(
+        &mut self,
+        args: &Args,
+        name: &str,
+        topology: &Topology,
+        shared: &Shared,
+        dial_slots: &Semaphore,
+        stop: &mut watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
+        let base = args.url.trim_end_matches('/').replacen("http://", "ws://", 1);
+        let mut req = format!("{base}/v1/agents/connect").into_client_request()?;
+        let auth = format!("Bearer {}", args.join_token).parse()?;
+        req.headers_mut().insert(tungstenite::http::header::AUTHORIZATION, auth);
+        let mut ws = {
+            let _slot = dial_slots.acquire().await?;
+            // Nagle off, as the real agent does: small frames would wait ~40 ms for delayed ACKs.
+            let (mut ws, _) =
+                tokio_tungstenite::connect_async_with_config(req, None, true).await.context("cannot connect")?;
+            let register = AgentMessage::Register {
+                protocol_version: PROTOCOL_VERSION,
+                node: name.to_string(),
+                agent_version: env!("CARGO_PKG_VERSION").to_string(),
+                queue: berth_model::DEFAULT_QUEUE.to_string(),
+                topology: topology.clone(),
+                kernels: self.kernels.iter().map(|(key, k)| KernelReport { key: *key, last: event(*k) }).collect(),
+                address: Some("127.0.0.1".into()),
+            };
+            ws.send(Message::text(serde_json::to_string(&register)?)).await?;
+            ws
+        };
+        let interval = loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => match serde_json::from_str::<ManagerMessage>(t.as_str())? {
+                    ManagerMessage::Welcome { heartbeat_interval_ms, .. } => break heartbeat_interval_ms.max(100),
+                    ManagerMessage::Refused { reason } => bail!("refused: {reason}"),
+                    other => bail!("expected welcome, got {other:?}"),
+                },
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => bail!("{e}"),
+                None => bail!("closed before welcome"),
+            }
+        };
+        if !self.registered {
+            self.registered = true;
+            shared.registered.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut heartbeat = tokio::time::interval(Duration::from_millis(interval));
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        heartbeat.tick().await;
+        let run = Duration::from_millis(args.run_ms);
+        loop {
+            let next_due = self.due.front().map(|d| d.0);
+            let mut out: Vec<AgentMessage> = Vec::new();
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = heartbeat.tick() => out.push(AgentMessage::Heartbeat { at: jiff::Timestamp::now() }),
+                _ = async { tokio::time::sleep_until(next_due.expect("guarded")).await }, if next_due.is_some() => {
+                    let now = tokio::time::Instant::now();
+                    while let Some(&(at, key)) = self.due.front() {
+                        if at > now {
+                            break;
+                        }
+                        self.due.pop_front();
+                        if let Some(k @ Kernel::Running) = self.kernels.get_mut(&key) {
+                            *k = Kernel::Ended(KernelOutcome::Succeeded, Some(0));
+                            shared.finished.fetch_add(1, Ordering::Relaxed);
+                            out.push(AgentMessage::Kernel { key, event: event(*k) });
+                        }
+                    }
+                }
+                m = ws.next() => {
+                    let text = match m {
+                        Some(Ok(Message::Text(t))) => t,
+                        Some(Ok(Message::Close(_))) | None => bail!("the manager closed the connection"),
+                        Some(Ok(_)) => continue,
+                        Some(Err(e)) => bail!("{e}"),
+                    };
+                    match serde_json::from_str::<ManagerMessage>(text.as_str())? {
+                        ManagerMessage::StartKernel { key, .. } => match self.kernels.get(&key) {
+                            Some(k) => {
+                                shared.duplicates.fetch_add(1, Ordering::Relaxed);
+                                out.push(AgentMessage::Kernel { key, event: event(*k) });
+                            }
+                            None => {
+                                shared.starts.lock().expect("starts lock").push((key.job_id, now_us()));
+                                self.kernels.insert(key, Kernel::Running);
+                                self.due.push_back((tokio::time::Instant::now() + run, key));
+                                out.push(AgentMessage::Kernel { key, event: event(Kernel::Running) });
+                            }
+                        },
+                        ManagerMessage::StopKernel { key, .. } => {
+                            let k = self.kernels.entry(key).or_insert(Kernel::Ended(KernelOutcome::Stopped, None));
+                            if let Kernel::Running = k {
+                                *k = Kernel::Ended(KernelOutcome::Stopped, Some(143));
+                                shared.stops.fetch_add(1, Ordering::Relaxed);
+                            }
+                            out.push(AgentMessage::Kernel { key, event: event(*k) });
+                        }
+                        ManagerMessage::Forget { key } => {
+                            self.kernels.remove(&key);
+                        }
+                        ManagerMessage::FetchLogs { req_id, .. } => {
+                            out.push(AgentMessage::LogData { req_id, data: String::new(), next_offset: 0, found: false });
+                        }
+                        ManagerMessage::Refused { reason } => bail!("refused: {reason}"),
+                        ManagerMessage::Welcome { .. } => {}
+                    }
+                }
+            }
+            for m in &out {
+                ws.feed(Message::text(serde_json::to_string(m)?)).await?;
+            }
+            if !out.is_empty() {
+                ws.flush().await?;
+            }
+        }
+        let _ = ws.close(None).await;
+        Ok(())
+    }
 }
 
 /// utime + stime (seconds) and VmHWM / VmRSS (bytes) of a process.
@@ -306,11 +340,7 @@ async fn main() -> anyhow::Result<()> {
     let mut agents = Vec::new();
     for i in 0..args.agents {
         let a = agent(args.clone(), i, topology.clone(), shared.clone(), dial_slots.clone(), stop_rx.clone());
-        agents.push(tokio::spawn(async move {
-            if let Err(e) = a.await {
-                eprintln!("agent: {e:#}");
-            }
-        }));
+        agents.push(tokio::spawn(a));
     }
     while shared.registered.load(Ordering::Relaxed) < args.agents {
         if t_dial.elapsed() > Duration::from_secs(120) {
@@ -363,8 +393,17 @@ async fn main() -> anyhow::Result<()> {
         args.jobs as f64 / submit_secs
     );
     let deadline = Instant::now() + Duration::from_secs(args.timeout_s);
+    // Until every job ran, or nothing moved for a minute (jobs of lost nodes never start again).
+    let (mut seen, mut moved) = (0, Instant::now());
     while (shared.finished.load(Ordering::Relaxed) as usize) < args.jobs && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = shared.finished.load(Ordering::Relaxed) + shared.starts.lock().expect("starts lock").len() as u64;
+        if now != seen {
+            (seen, moved) = (now, Instant::now());
+        } else if moved.elapsed() > Duration::from_secs(60) {
+            eprintln!("no start or end for 60 s: giving up");
+            break;
+        }
     }
     let elapsed = t0.elapsed().as_secs_f64();
     let proc1 = args.manager_pid.and_then(proc_figures);
@@ -383,7 +422,7 @@ async fn main() -> anyhow::Result<()> {
     lat.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
     let n = times.len();
     println!(
-        "started {n}/{} ({} duplicate starts), finished {}, stopped {}, agents lost {}, after {elapsed:.2}s",
+        "started {n}/{} ({} duplicate starts), finished {}, stopped {}, connections lost {}, after {elapsed:.2}s",
         args.jobs,
         shared.duplicates.load(Ordering::Relaxed),
         shared.finished.load(Ordering::Relaxed),

@@ -136,6 +136,11 @@ fn node_row(r: &SqliteRow) -> Result<NodeRow> {
 }
 
 /// Applies one transition inside `tx` (compare-and-set on the state).
+///
+/// The UPDATE and the INSERT into `transitions` go to SQLite as ONE query: each sqlx query
+/// is a round trip to the connection's worker thread, and those hops (not SQLite) were most
+/// of the manager's time under load. The INSERT only happens when the UPDATE matched
+/// (`changes() = 1`); the old row is read only to explain a failure.
 async fn transition(
     tx: &mut sqlx::SqliteConnection,
     job_id: JobId,
@@ -145,59 +150,40 @@ async fn transition(
     reason: &str,
     exit_code: Option<i32>,
 ) -> Result<()> {
-    let cur =
-        sqlx::query("SELECT state, attempt, started_at, ended_at, exit_code, pending_reason FROM jobs WHERE id = ?")
-            .bind(job_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
-    let actual: String = cur.try_get("state")?;
-    if actual != from.as_str() {
-        return Err(StoreError::Conflict { job_id, expected: from, actual });
-    }
     if !from.can_become(to) {
         return Err(StoreError::InvalidTransition { job_id, from, to });
     }
-    let mut attempt: i64 = cur.try_get("attempt")?;
-    let mut started_at: Option<i64> = cur.try_get("started_at")?;
-    let mut ended_at: Option<i64> = cur.try_get("ended_at")?;
-    let mut exit: Option<i64> = cur.try_get("exit_code")?;
-    let mut pending: Option<String> = cur.try_get("pending_reason")?;
-    if to == JobState::Running && started_at.is_none() {
-        started_at = Some(ts(at));
+    let requeue = to == JobState::Pending && from != JobState::Pending;
+    let started_at = if requeue {
+        "NULL"
+    } else if to == JobState::Running {
+        "COALESCE(started_at, ?)"
+    } else {
+        "started_at"
+    };
+    let ended_at = if to.is_terminal() { "?" } else { "ended_at" };
+    let exit = if to.is_terminal() && exit_code.is_some() { "?" } else { "exit_code" };
+    let attempt = if requeue { "attempt + 1" } else { "attempt" };
+    let pending = if from == JobState::Pending && to != JobState::Pending { "NULL" } else { "pending_reason" };
+    let sql = format!(
+        "UPDATE jobs SET state = ?, reason = ?, started_at = {started_at}, ended_at = {ended_at}, \
+         exit_code = {exit}, attempt = {attempt}, pending_reason = {pending} WHERE id = ? AND state = ?; \
+         INSERT INTO transitions (job_id, at, from_state, to_state, reason) \
+         SELECT ?, ?, ?, ?, ? WHERE changes() = 1"
+    );
+    let mut q = sqlx::query(&sql).bind(to.as_str()).bind(reason);
+    if to == JobState::Running && !requeue {
+        q = q.bind(ts(at));
     }
     if to.is_terminal() {
-        ended_at = Some(ts(at));
+        q = q.bind(ts(at));
         if let Some(c) = exit_code {
-            exit = Some(c as i64);
+            q = q.bind(c as i64);
         }
     }
-    if to == JobState::Pending && from != JobState::Pending {
-        attempt += 1;
-        started_at = None;
-    }
-    if from == JobState::Pending && to != JobState::Pending {
-        pending = None;
-    }
-    let done = sqlx::query(
-        "UPDATE jobs SET state = ?, reason = ?, attempt = ?, started_at = ?, ended_at = ?, exit_code = ?, \
-         pending_reason = ? WHERE id = ? AND state = ?",
-    )
-    .bind(to.as_str())
-    .bind(reason)
-    .bind(attempt)
-    .bind(started_at)
-    .bind(ended_at)
-    .bind(exit)
-    .bind(pending)
-    .bind(job_id)
-    .bind(from.as_str())
-    .execute(&mut *tx)
-    .await?;
-    if done.rows_affected() != 1 {
-        return Err(StoreError::Conflict { job_id, expected: from, actual: "changed".into() });
-    }
-    sqlx::query("INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)")
+    let done = q
+        .bind(job_id)
+        .bind(from.as_str())
         .bind(job_id)
         .bind(ts(at))
         .bind(from.as_str())
@@ -205,6 +191,38 @@ async fn transition(
         .bind(reason)
         .execute(&mut *tx)
         .await?;
+    if done.rows_affected() == 2 {
+        return Ok(());
+    }
+    let cur = sqlx::query("SELECT state FROM jobs WHERE id = ?")
+        .bind(job_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
+    let actual: String = cur.try_get("state")?;
+    Err(StoreError::Conflict { job_id, expected: from, actual })
+}
+
+/// Records the kernels of a job's attempt, in one query (see [`transition`] for why).
+async fn set_kernels(
+    tx: &mut sqlx::SqliteConnection,
+    job_id: JobId,
+    attempt: u32,
+    bindings: &[berth_model::Binding],
+) -> Result<()> {
+    let mut nodes: Vec<&str> = bindings.iter().map(|b| b.node.as_str()).collect();
+    nodes.dedup();
+    let mut sql =
+        String::from("DELETE FROM kernels WHERE job_id = ? AND attempt = ?; UPDATE jobs SET nodes = ? WHERE id = ?");
+    if !bindings.is_empty() {
+        sql.push_str("; INSERT INTO kernels (job_id, attempt, idx, node, binding) VALUES ");
+        sql.push_str(&vec!["(?, ?, ?, ?, ?)"; bindings.len()].join(", "));
+    }
+    let mut q = sqlx::query(&sql).bind(job_id).bind(attempt as i64).bind(nodes.join(",")).bind(job_id);
+    for (i, b) in bindings.iter().enumerate() {
+        q = q.bind(job_id).bind(attempt as i64).bind(i as i64).bind(&b.node).bind(to_json(b));
+    }
+    q.execute(&mut *tx).await?;
     Ok(())
 }
 
@@ -413,28 +431,7 @@ impl Store for SqliteStore {
                     transition(&mut tx, *job_id, *from, *to, *at, reason, *exit_code).await?;
                 }
                 Change::SetKernels { job_id, attempt, bindings } => {
-                    sqlx::query("DELETE FROM kernels WHERE job_id = ? AND attempt = ?")
-                        .bind(job_id)
-                        .bind(*attempt as i64)
-                        .execute(&mut *tx)
-                        .await?;
-                    let mut nodes: Vec<&str> = bindings.iter().map(|b| b.node.as_str()).collect();
-                    nodes.dedup();
-                    sqlx::query("UPDATE jobs SET nodes = ? WHERE id = ?")
-                        .bind(nodes.join(","))
-                        .bind(job_id)
-                        .execute(&mut *tx)
-                        .await?;
-                    for (i, b) in bindings.iter().enumerate() {
-                        sqlx::query("INSERT INTO kernels (job_id, attempt, idx, node, binding) VALUES (?, ?, ?, ?, ?)")
-                            .bind(job_id)
-                            .bind(*attempt as i64)
-                            .bind(i as i64)
-                            .bind(&b.node)
-                            .bind(to_json(b))
-                            .execute(&mut *tx)
-                            .await?;
-                    }
+                    set_kernels(&mut tx, *job_id, *attempt, bindings).await?;
                 }
                 Change::KernelExit { job_id, attempt, index, exit_code } => {
                     let done =
