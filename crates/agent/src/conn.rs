@@ -218,7 +218,10 @@ pub(crate) async fn run(
                 _ = &mut sleep => break,
             }
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
+        // A refused connection renews the fencing lease only when a dial sees it: retry well
+        // within the lease, or kernels would be fenced while the manager merely restarts.
+        let cap = agent.fence.lease.map_or(BACKOFF_MAX, |l| (l / 4).clamp(BACKOFF_MIN, BACKOFF_MAX));
+        backoff = (backoff * 2).min(cap);
     }
 }
 
@@ -269,6 +272,12 @@ impl Agent {
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         heartbeat.tick().await;
         let mut fence_tick = tokio::time::interval(self.fence.check_every());
+        // Starts that waited for stopping kernels while the connection was down.
+        for m in self.kernels.retry_deferred() {
+            if let Err(e) = send(&mut ws, &m).await {
+                return End::Lost(e);
+            }
+        }
         loop {
             let out: Vec<AgentMessage> = tokio::select! {
                 _ = &mut *shutdown => return End::Shutdown(Some(Box::new(ws))),
@@ -292,7 +301,11 @@ impl Agent {
                     }
                     Vec::new()
                 }
-                Some(u) = self.events.recv() => vec![self.kernels.record(u)],
+                Some(u) = self.events.recv() => {
+                    let mut out = vec![self.kernels.record(u)];
+                    out.extend(self.kernels.retry_deferred());
+                    out
+                }
                 _ = heartbeat.tick() => vec![AgentMessage::Heartbeat { at: jiff::Timestamp::now() }],
             };
             for m in &out {

@@ -31,6 +31,9 @@ pub(crate) struct Kernels {
     runtime: Runtime,
     map: BTreeMap<KernelKey, Entry>,
     events: mpsc::UnboundedSender<KernelUpdate>,
+    /// Starts waiting for kernels that are being stopped to give their devices back (a
+    /// requeued multi-node job placed again on a node where its old kernel still stops).
+    deferred: Vec<ManagerMessage>,
 }
 
 impl Kernels {
@@ -41,7 +44,7 @@ impl Kernels {
         runtime: Runtime,
         events: mpsc::UnboundedSender<KernelUpdate>,
     ) -> Kernels {
-        Kernels { node, topology, data_dir, runtime, map: BTreeMap::new(), events }
+        Kernels { node, topology, data_dir, runtime, map: BTreeMap::new(), events, deferred: Vec::new() }
     }
 
     pub fn runtime(&self) -> &Runtime {
@@ -90,6 +93,22 @@ impl Kernels {
         }
     }
 
+    /// Removes the waiting start of `key`; whether there was one.
+    fn take_deferred(&mut self, key: KernelKey) -> bool {
+        let before = self.deferred.len();
+        self.deferred.retain(|m| !matches!(m, ManagerMessage::StartKernel { key: k, .. } if *k == key));
+        self.deferred.len() != before
+    }
+
+    /// Tries the waiting starts again (after a kernel ended); returns what to report.
+    pub fn retry_deferred(&mut self) -> Vec<AgentMessage> {
+        if self.deferred.is_empty() {
+            return Vec::new();
+        }
+        let waiting = std::mem::take(&mut self.deferred);
+        waiting.into_iter().flat_map(|m| self.handle(m)).collect()
+    }
+
     /// Carries out one command; returns the answers to send.
     pub fn handle(&mut self, msg: ManagerMessage) -> Vec<AgentMessage> {
         match msg {
@@ -98,8 +117,20 @@ impl Kernels {
                     // A replay: report where the kernel is and do nothing else.
                     return vec![AgentMessage::Kernel { key, event: e.last.clone() }];
                 }
+                if self.deferred.iter().any(|m| matches!(m, ManagerMessage::StartKernel { key: k, .. } if *k == key)) {
+                    return Vec::new();
+                }
                 let live = self.map.values().filter(|e| e.handle.is_some()).map(|e| &e.binding);
                 if let Err(err) = ledger::check(&self.topology, &self.node, &binding, live) {
+                    // The manager frees a kernel's devices when it decides to stop it; the
+                    // kernel holds them until it has stopped (SIGKILL after the grace). A start
+                    // that only clashes with stopping kernels waits for them.
+                    let staying = self.map.values().filter(|e| e.handle.is_some() && !e.stopping).map(|e| &e.binding);
+                    if ledger::check(&self.topology, &self.node, &binding, staying).is_ok() {
+                        tracing::info!(?key, "start waits for stopping kernels to give back their devices");
+                        self.deferred.push(ManagerMessage::StartKernel { cmd_id, key, spec, binding, env });
+                        return Vec::new();
+                    }
                     tracing::warn!(?key, "refusing kernel: {err}");
                     return vec![AgentMessage::CommandFailed { cmd_id, key, error: err.to_string() }];
                 }
@@ -122,6 +153,20 @@ impl Kernels {
                 };
                 self.map.insert(key, Entry { binding, last: last.clone(), handle, stopping: false });
                 vec![AgentMessage::Kernel { key, event: last }]
+            }
+            // Stopped before it could start: drop the waiting start.
+            ManagerMessage::StopKernel { key, reason, .. }
+                if !self.map.contains_key(&key) && self.take_deferred(key) =>
+            {
+                vec![AgentMessage::Kernel {
+                    key,
+                    event: KernelEvent::Finished {
+                        outcome: KernelOutcome::Stopped,
+                        exit_code: None,
+                        message: if reason.is_empty() { "stopped before it started".into() } else { reason },
+                        at: jiff::Timestamp::now(),
+                    },
+                }]
             }
             ManagerMessage::StopKernel { key, reason, grace_ms, .. } => match self.map.get_mut(&key) {
                 None => vec![AgentMessage::Kernel {

@@ -338,3 +338,43 @@ async fn a_silent_manager_makes_the_agent_fence_its_kernels() {
     assert_eq!(report.1, KernelOutcome::Fenced, "{report:?}");
     assert!(report.2.contains("lost contact with the manager"), "{report:?}");
 }
+
+/// Regression (cluster tests, a multi-node `--requeue` job losing one node): the manager frees
+/// a kernel's devices when it decides to stop it, so the job's new attempt may be sent to a
+/// node whose old kernel is still within its stop grace. The start waits for the stop instead
+/// of failing the job; a start that clashes with a kernel nobody stops is still refused.
+#[tokio::test]
+async fn a_start_waits_for_a_stopping_kernel_that_holds_its_devices() {
+    let (url, mut sockets, _accept) = manager().await;
+    let dir = tempfile::tempdir().unwrap();
+    let node = format!("defer-{}", std::process::id());
+    let (_stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let _agent = tokio::spawn(berth_agent::run(config(&url, "good-token", dir.path(), &node), async {
+        let _ = stop_rx.await;
+    }));
+    let mut ws = sockets.recv().await.unwrap();
+    register(&mut ws, &node).await;
+    // The old kernel ignores SIGTERM: it holds CPU 0 until the SIGKILL after its grace.
+    send(&mut ws, &start(1, 1, &node, &[0], &["sh", "-c", "trap '' TERM; sleep 30"])).await;
+    assert!(matches!(recv(&mut ws).await, AgentMessage::Kernel { event: KernelEvent::Started { .. }, .. }));
+    // Nobody stops it yet: a clashing start is refused.
+    send(&mut ws, &start(2, 3, &node, &[0], &["true"])).await;
+    assert!(matches!(recv(&mut ws).await, AgentMessage::CommandFailed { cmd_id: 2, .. }));
+
+    send(&mut ws, &ManagerMessage::StopKernel { cmd_id: 3, key: key(1), reason: "node lost".into(), grace_ms: 800 })
+        .await;
+    send(&mut ws, &start(4, 2, &node, &[0], &["true"])).await;
+    // First the old kernel's end, then the waiting start runs (and ends).
+    let mut order = Vec::new();
+    while order.len() < 3 {
+        match recv(&mut ws).await {
+            AgentMessage::Kernel { key: k, event } => {
+                order.push((k.job_id, matches!(event, KernelEvent::Started { .. })))
+            }
+            AgentMessage::CommandFailed { error, .. } => panic!("the start was refused: {error}"),
+            _ => {}
+        }
+    }
+    assert_eq!(order[0], (1, false), "{order:?}");
+    assert_eq!(order[1], (2, true), "{order:?}");
+}
