@@ -97,6 +97,13 @@ fn kernels_keep_running_while_the_manager_restarts() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     };
+    // Submit only once the agent is registered: before that no node could ever run the job
+    // and the submit is refused (this raced under load).
+    let start = std::time::Instant::now();
+    while !text(&cli(&["nodes", "-o", "json"]).stdout).contains("\"ready\"") {
+        assert!(start.elapsed() < PATIENCE, "the agent never registered");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     // the job waits for a file the test creates once the manager is back
     let gate = home.path().join("gate");
     let script = format!("while [ ! -e {} ]; do sleep 0.05; done; echo finished", gate.display());

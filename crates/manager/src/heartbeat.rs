@@ -10,7 +10,9 @@ use berth_model::JobState;
 use crate::manager::Manager;
 
 pub async fn run(m: Arc<Manager>) {
-    let tick = (m.heartbeat_timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    // Often enough that a node is declared lost within a few percent of the timeout (the
+    // failover figure); a check only walks the nodes.
+    let tick = (m.heartbeat_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
     let mut shutdown = m.shutdown.clone();
     loop {
         tokio::select! {
