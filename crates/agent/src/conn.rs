@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_model::Topology;
-use berth_model::protocol::{AgentMessage, ManagerMessage, PROTOCOL_VERSION};
+use berth_model::protocol::{AgentMessage, ContainerInfo, ManagerMessage, PROTOCOL_VERSION};
 use futures_util::{SinkExt, StreamExt};
 use thiserror::Error;
 use tokio::net::TcpStream;
@@ -30,6 +30,8 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long the agent waits for the TCP/WebSocket handshake and for `Welcome`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the agent looks at Docker (daemon up, images) to report changes.
+const CONTAINER_POLL: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Error)]
 enum DialError {
@@ -130,6 +132,8 @@ struct Agent {
     kernels: Kernels,
     events: mpsc::UnboundedReceiver<KernelUpdate>,
     fence: Fence,
+    /// The node's Docker state, kept fresh by a polling task.
+    containers: tokio::sync::watch::Receiver<ContainerInfo>,
 }
 
 /// Self-fencing. The manager declares a node lost after `heartbeat_timeout` without a
@@ -169,9 +173,35 @@ pub(crate) async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let kernels = Kernels::new(config.name.clone(), topology.clone(), config.data_dir.clone(), runtime, tx);
+    // Containers of a previous agent process are taken over before the first Register.
+    let docker = runtime.docker().clone();
+    let adopted = docker.adopt(&tx).await;
+    let mut kernels = Kernels::new(config.name.clone(), topology.clone(), config.data_dir.clone(), runtime, tx);
+    kernels.adopt(adopted);
+    let first = docker.info().await;
+    if let Some(e) = &first.error {
+        tracing::warn!("docker runtime unavailable: {e}; jobs with an image will not be placed on this node");
+    }
+    let (info_tx, containers) = tokio::sync::watch::channel(first);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(CONTAINER_POLL).await;
+            let info = docker.info().await;
+            if info_tx.is_closed() {
+                break;
+            }
+            info_tx.send_if_modified(|cur| {
+                let changed = *cur != info;
+                if changed {
+                    tracing::info!(docker_ok = info.docker_ok, images = info.images.len(), "docker state changed");
+                    *cur = info;
+                }
+                changed
+            });
+        }
+    });
     let fence = Fence { lease: None, timeout: Duration::ZERO, last_contact: std::time::Instant::now(), fenced: false };
-    let mut agent = Agent { config, topology, kernels, events: rx, fence };
+    let mut agent = Agent { config, topology, kernels, events: rx, fence, containers };
     let mut shutdown = std::pin::pin!(shutdown);
     let mut backoff = BACKOFF_MIN;
     loop {
@@ -244,6 +274,7 @@ impl Agent {
                 Some(a) => Some(a.clone()),
                 None => route_address(&self.config.manager_url).await,
             },
+            containers: self.containers.borrow_and_update().clone(),
         };
         if let Err(e) = send(&mut ws, &register).await {
             return End::Lost(e);
@@ -305,6 +336,9 @@ impl Agent {
                     let mut out = vec![self.kernels.record(u)];
                     out.extend(self.kernels.retry_deferred());
                     out
+                }
+                Ok(()) = self.containers.changed() => {
+                    vec![AgentMessage::Containers { info: self.containers.borrow_and_update().clone() }]
                 }
                 _ = heartbeat.tick() => vec![AgentMessage::Heartbeat { at: jiff::Timestamp::now() }],
             };

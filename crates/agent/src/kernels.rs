@@ -51,6 +51,14 @@ impl Kernels {
         &self.runtime
     }
 
+    /// Takes over the kernels a previous agent process left (containers, see
+    /// [`crate::runtime::Docker::adopt`]), so `Register` reports them.
+    pub fn adopt(&mut self, adopted: Vec<crate::runtime::Adopted>) {
+        for a in adopted {
+            self.map.insert(a.key, Entry { binding: a.binding, last: a.event, handle: a.handle, stopping: false });
+        }
+    }
+
     /// Every kernel not yet forgotten, with its last event, for `Register`.
     pub fn reports(&self) -> Vec<KernelReport> {
         self.map.iter().map(|(key, e)| KernelReport { key: *key, last: e.last.clone() }).collect()
@@ -139,6 +147,12 @@ impl Kernels {
                 // the parent waits for exec): let the runtime move other tasks off this thread.
                 let started = blocking(|| self.runtime.start(key, &spec, &binding, &env, &self.events));
                 let (last, handle) = match started {
+                    // A container: its `Started` (or launch failure) comes as an event.
+                    Ok(h) if h.deferred() => {
+                        let last = KernelEvent::Started { pid: 0, at: now };
+                        self.map.insert(key, Entry { binding, last, handle: Some(h), stopping: false });
+                        return Vec::new();
+                    }
                     Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h)),
                     Err(message) => {
                         tracing::info!(?key, "{message}");

@@ -50,6 +50,8 @@ pub struct AgentConfig {
     /// (`--ca-file`; see [`tls`]). Read at start, and again on every dial so a fixed file is
     /// picked up without a restart.
     pub ca_file: Option<PathBuf>,
+    /// The `docker` runtime: on or off, mount allow-list, pulling of missing images.
+    pub docker: runtime::DockerOptions,
 }
 
 /// Discovers this node's topology (see the `discover` module for the sources and their order).

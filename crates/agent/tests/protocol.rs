@@ -62,6 +62,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         stop_grace: Duration::from_millis(200),
         address: None,
         ca_file: None,
+        docker: Default::default(),
     }
 }
 

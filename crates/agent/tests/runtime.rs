@@ -29,6 +29,8 @@ fn runtime(test: &str) -> Rt {
         pids_max: 256,
         stop_grace: Duration::from_millis(300),
         use_cgroups: std::env::var_os("BERTH_TEST_NO_CGROUPS").is_none(),
+        docker: Default::default(),
+        fake_gpus: false,
     })
     .unwrap();
     let (tx, rx) = mpsc::unbounded_channel();

@@ -89,6 +89,83 @@ pub struct JobSpec {
     /// admins may cancel it.
     #[serde(default)]
     pub shared: bool,
+    /// Container image: the kernels run as containers in the agent's `docker` runtime
+    /// (DESIGN.md §8); `None` runs them as plain processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Host paths mounted into the containers (only with `image`); each node allows only the
+    /// paths its admin listed (`berth agent --allow-mount`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<Mount>,
+}
+
+/// A host path mounted into a job's containers, read-only unless `rw`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Mount {
+    pub source: String,
+    pub target: String,
+    #[serde(default)]
+    pub rw: bool,
+}
+
+impl std::str::FromStr for Mount {
+    type Err = SpecError;
+
+    /// `SOURCE:TARGET[:ro|:rw]` (the `docker run -v` shape; read-only by default).
+    fn from_str(s: &str) -> Result<Mount, SpecError> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let (source, target, rw) = match parts.as_slice() {
+            [src, dst] => (*src, *dst, false),
+            [src, dst, "ro"] => (*src, *dst, false),
+            [src, dst, "rw"] => (*src, *dst, true),
+            _ => {
+                return Err(SpecError(format!(
+                    "invalid mount `{s}`: use HOST_PATH:CONTAINER_PATH[:ro|:rw], e.g. /data/imagenet:/data"
+                )));
+            }
+        };
+        let m = Mount { source: source.into(), target: target.into(), rw };
+        m.validate()?;
+        Ok(m)
+    }
+}
+
+impl Mount {
+    /// Both paths absolute, without `..` (a mount must not escape the allowed host paths).
+    pub fn validate(&self) -> Result<(), SpecError> {
+        for (what, p) in [("host", &self.source), ("container", &self.target)] {
+            if !p.starts_with('/') || p.split('/').any(|c| c == "..") || p.contains('\0') || p.contains(',') {
+                return Err(SpecError(format!(
+                    "mount {what} path `{p}` must be absolute, without `..` or `,`: e.g. /data/imagenet:/data"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks an image reference (`pytorch:2.4`, `registry:5000/team/img@sha256:...`).
+pub fn validate_image(image: &str) -> Result<(), SpecError> {
+    let ok = !image.is_empty()
+        && image.len() <= 255
+        && !image.starts_with(['-', ':', '@', '/'])
+        && image.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(SpecError(format!(
+            "invalid image `{image}`: use an image reference such as pytorch:2.4 or registry.example:5000/team/img:tag"
+        )))
+    }
+}
+
+/// The name Docker lists an image under, for comparing a job's image with what nodes have:
+/// `busybox` is `busybox:latest`, and Docker Hub's `docker.io/library/` prefix is dropped.
+pub fn image_key(image: &str) -> String {
+    let s = image.strip_prefix("docker.io/").unwrap_or(image);
+    let s = s.strip_prefix("library/").unwrap_or(s);
+    let last = s.rsplit('/').next().unwrap_or(s);
+    if s.contains('@') || last.contains(':') { s.to_string() } else { format!("{s}:latest") }
 }
 
 fn one() -> u32 {
@@ -113,6 +190,8 @@ impl JobSpec {
             preemptible: false,
             project: None,
             shared: false,
+            image: None,
+            mounts: Vec::new(),
         }
     }
 
@@ -173,6 +252,15 @@ impl JobSpec {
         }
         if self.shared && self.project.is_none() {
             return bad("a shared job needs a project: add --project NAME (the project whose members may see it)");
+        }
+        if let Some(image) = &self.image {
+            validate_image(image)?;
+        }
+        if !self.mounts.is_empty() && self.image.is_none() {
+            return bad("mounts need an image (--image): a process job sees the node's file system already");
+        }
+        for m in &self.mounts {
+            m.validate()?;
         }
         Ok(())
     }
@@ -296,6 +384,27 @@ mod tests {
         let mut s = JobSpec::command(["x"]);
         s.workdir = Some("rel".into());
         assert!(s.validate().unwrap_err().0.contains("absolute"));
+    }
+
+    #[test]
+    fn images_and_mounts() {
+        let mut s = JobSpec::command(["python", "train.py"]);
+        s.image = Some("registry.example:5000/team/pytorch:2.4".into());
+        s.mounts.push("/data/imagenet:/data".parse().unwrap());
+        assert!(s.validate().is_ok());
+        assert!(!s.mounts[0].rw, "read-only by default");
+        assert!("/scratch:/scratch:rw".parse::<Mount>().unwrap().rw);
+        assert!("/a:/b:xx".parse::<Mount>().unwrap_err().0.contains("HOST_PATH:CONTAINER_PATH"));
+        assert!("data:/data".parse::<Mount>().unwrap_err().0.contains("absolute"));
+        assert!("/data/../etc:/x".parse::<Mount>().is_err());
+        assert_eq!(image_key("busybox"), "busybox:latest");
+        assert_eq!(image_key("docker.io/library/busybox:1"), "busybox:1");
+        assert_eq!(image_key("reg:5000/team/img"), "reg:5000/team/img:latest");
+        assert_eq!(image_key("img@sha256:ab"), "img@sha256:ab");
+        s.image = Some("bad image".into());
+        assert!(s.validate().unwrap_err().0.contains("invalid image"));
+        s.image = None;
+        assert!(s.validate().unwrap_err().0.contains("need an image"));
     }
 
     #[test]

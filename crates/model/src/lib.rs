@@ -15,7 +15,7 @@ mod tenancy_api;
 pub mod topology;
 
 pub use binding::{Binding, GpuShare};
-pub use job::{JobId, JobSpec, JobState, NumaPolicy, ResourceRequest, SpecError, valid_name};
+pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, valid_name};
 pub use quantity::{
     QuantityError, format_bytes, format_duration, format_gpu_milli, parse_cpus, parse_duration, parse_gpus, parse_mem,
 };

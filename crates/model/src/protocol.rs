@@ -14,7 +14,25 @@ use crate::{Binding, JobId, JobSpec, Topology};
 
 /// Bumped on any incompatible change; a manager refuses agents of another version.
 /// 2: `fenced` kernel outcome, agent addresses, the heartbeat timeout in `Welcome`.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 3: container runtime state (`containers` in `Register`, the `containers` message).
+pub const PROTOCOL_VERSION: u32 = 3;
+
+/// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
+/// takes jobs of any image.
+pub const ANY_IMAGE: &str = "*";
+
+/// What a node's container runtime (Docker) offers: whether it runs and its images.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub struct ContainerInfo {
+    /// The Docker daemon answered the last look.
+    pub docker_ok: bool,
+    /// Why it is not usable (`cannot reach the Docker daemon ...`), when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Image references the node has (`busybox:1`, `pytorch:2.4`), sorted.
+    #[serde(default)]
+    pub images: Vec<String>,
+}
 
 /// Identifies one kernel run: a requeued job gets a new `attempt`, so late reports of an
 /// old run never touch the new one.
@@ -89,6 +107,13 @@ pub enum AgentMessage {
         /// the manager use the address the connection came from.
         #[serde(default)]
         address: Option<String>,
+        /// The node's container runtime; sent again as `Containers` when it changes.
+        #[serde(default)]
+        containers: ContainerInfo,
+    },
+    /// The node's container runtime changed (an image pulled or removed, Docker down or up).
+    Containers {
+        info: ContainerInfo,
     },
     Heartbeat {
         at: jiff::Timestamp,

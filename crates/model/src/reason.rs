@@ -24,6 +24,8 @@ pub enum PendingKind {
     Preempting,
     /// Starting it would exceed its user's or project's quota.
     Quota,
+    /// No ready node of the queue has the job's container image (or a running Docker daemon).
+    Image,
 }
 
 /// Why a job is still pending, e.g. `resources: needs 1 GPU, node n1 has 0.5 free`.

@@ -61,6 +61,7 @@ mod tests {
             stop_grace: std::time::Duration::from_secs(1),
             address: None,
             ca_file: None,
+            docker: Default::default(),
         }
     }
 

@@ -6,6 +6,7 @@
 //! sends the `Finished` event on the agent's channel.
 
 mod cgroup;
+pub mod docker;
 mod env;
 mod stale;
 mod user;
@@ -21,6 +22,7 @@ use berth_model::{Binding, JobSpec, Topology};
 use tokio::sync::mpsc;
 
 pub use cgroup::{CgroupError, Cgroups};
+pub use docker::{Adopted, Docker, DockerOptions};
 pub use env::build_env;
 pub use user::{RunUser, UserError, UserMap};
 
@@ -47,6 +49,10 @@ pub struct RuntimeOptions {
     pub stop_grace: Duration,
     /// Put kernels in cgroups when the machine allows it.
     pub use_cgroups: bool,
+    /// The `docker` runtime of jobs with an image.
+    pub docker: DockerOptions,
+    /// The node's GPUs are fake (`--fake-gpus`): containers get no GPU device requests.
+    pub fake_gpus: bool,
 }
 
 impl RuntimeOptions {
@@ -60,6 +66,8 @@ impl RuntimeOptions {
             pids_max: DEFAULT_PIDS_MAX,
             stop_grace: config.stop_grace,
             use_cgroups: true,
+            docker: config.docker.clone(),
+            fake_gpus: config.fake_gpus.is_some(),
         }
     }
 }
@@ -74,6 +82,7 @@ pub struct Runtime {
     /// the temp dir when the run user cannot reach the data dir (e.g. `berth up` as root in
     /// `/root/project`, whose `/root` is 0700).
     work_base: PathBuf,
+    docker: Docker,
 }
 
 /// A request to stop a running kernel.
@@ -91,9 +100,17 @@ pub struct StopRequest {
 pub struct KernelHandle {
     pub pid: u32,
     stop: mpsc::UnboundedSender<StopRequest>,
+    /// The runtime reports `Started` itself once the kernel runs (containers start in the
+    /// background); otherwise it runs when `start` returns.
+    deferred: bool,
 }
 
 impl KernelHandle {
+    /// Whether `Started` comes later as an event (see the field).
+    pub fn deferred(&self) -> bool {
+        self.deferred
+    }
+
     /// Asks the kernel to stop: SIGTERM to its process group, SIGKILL after `grace`. The
     /// `Finished` event (outcome `Stopped`) follows on the events channel.
     pub fn stop(&self, message: impl Into<String>, grace: Duration) {
@@ -158,7 +175,8 @@ impl Runtime {
             tracing::warn!("killed {stale} kernels left running by a previous agent process");
         }
         tracing::info!(user = %user.name, uid = user.uid, "kernels run as");
-        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base })
+        let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir), user.clone());
+        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base, docker })
     }
 
     /// Removes the node's empty cgroup parents (`berth/<node>`, then `berth` if empty) when
@@ -172,6 +190,11 @@ impl Runtime {
     /// Whether kernels get cgroups on this machine.
     pub fn has_cgroups(&self) -> bool {
         self.cgroups.is_some()
+    }
+
+    /// The `docker` runtime (jobs with an image).
+    pub fn docker(&self) -> &Docker {
+        &self.docker
     }
 
     /// The user kernels run as.
@@ -190,6 +213,9 @@ impl Runtime {
         manager_env: &BTreeMap<String, String>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, String> {
+        if spec.image.is_some() {
+            return Ok(self.docker.start(key, spec, binding, manager_env, events));
+        }
         let name = logs::key_name(&key);
         let dir = logs::kernel_dir(&self.opts.data_dir, &key);
         let fail = |what: String| format!("launch failed: {what}");
@@ -316,7 +342,7 @@ impl Runtime {
             events: events.clone(),
             pid_file: dir.join(stale::PID_FILE),
         }));
-        Ok(KernelHandle { pid, stop: stop_tx })
+        Ok(KernelHandle { pid, stop: stop_tx, deferred: false })
     }
 }
 

@@ -1,0 +1,236 @@
+//! What a kernel's container looks like, as pure functions of the job and its binding: the
+//! create body (limits, user, environment, mounts, GPUs, network), its labels, and the checks
+//! against the admin's mount allow-list. No Docker calls here, so all of it is unit-tested.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use berth_model::protocol::KernelKey;
+use berth_model::{Binding, JobSpec, Mount};
+use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig};
+
+use crate::runtime::RunUser;
+
+/// Label holding the agent's scope (node + data dir hash): containers of other agents on
+/// the same Docker daemon are never touched.
+pub const LABEL_SCOPE: &str = "berth.scope";
+/// `<job>.<attempt>.<index>`.
+pub const LABEL_KERNEL: &str = "berth.kernel";
+pub const LABEL_JOB: &str = "berth.job";
+/// The binding as JSON, so a restarted agent re-adopts the container with its devices.
+pub const LABEL_BINDING: &str = "berth.binding";
+/// Unix milliseconds at which the time limit ends (absent: no limit).
+pub const LABEL_DEADLINE: &str = "berth.deadline-ms";
+/// The job's time limit in seconds (for the `time limit ... exceeded` message).
+pub const LABEL_LIMIT: &str = "berth.time-limit-secs";
+
+/// Variables of the process environment that the image must define for itself: the host's
+/// PATH or HOME mean nothing inside the container.
+const HOST_ONLY: [&str; 4] = ["PATH", "HOME", "USER", "LOGNAME"];
+
+/// The container name of a kernel: stable, so a repeated create finds the old one.
+pub fn container_name(scope: &str, key: &KernelKey) -> String {
+    format!("berth-{scope}-{}.{}.{}", key.job_id, key.attempt, key.index)
+}
+
+/// Parses `<job>.<attempt>.<index>` back into a key.
+pub fn parse_key(s: &str) -> Option<KernelKey> {
+    let mut it = s.split('.');
+    let k = KernelKey { job_id: it.next()?.parse().ok()?, attempt: it.next()?.parse().ok()?, index: it.next()?.parse().ok()? };
+    it.next().is_none().then_some(k)
+}
+
+/// Everything `create` needs besides the job.
+pub struct Inputs<'a> {
+    pub scope: &'a str,
+    pub key: KernelKey,
+    pub spec: &'a JobSpec,
+    pub binding: &'a Binding,
+    /// The full environment the process runtime would give (`build_env`).
+    pub env: BTreeMap<String, String>,
+    pub user: &'a RunUser,
+    /// The image's own `USER`, if it sets one (then it wins over the run user).
+    pub image_user: Option<&'a str>,
+    pub pids_max: i64,
+    /// Fake GPUs (tests, `--fake-gpus`): no device requests, the environment only.
+    pub fake_gpus: bool,
+    pub deadline_ms: Option<i64>,
+}
+
+/// The create body of a kernel's container.
+pub fn create_body(i: &Inputs) -> ContainerCreateBody {
+    let mut labels = HashMap::new();
+    labels.insert(LABEL_SCOPE.to_string(), i.scope.to_string());
+    labels.insert(LABEL_KERNEL.to_string(), crate::logs::key_name(&i.key));
+    labels.insert(LABEL_JOB.to_string(), i.key.job_id.to_string());
+    labels.insert(LABEL_BINDING.to_string(), serde_json::to_string(i.binding).expect("bindings serialise"));
+    if let Some(d) = i.deadline_ms {
+        labels.insert(LABEL_DEADLINE.to_string(), d.to_string());
+    }
+    if let Some(l) = i.spec.time_limit_secs {
+        labels.insert(LABEL_LIMIT.to_string(), l.to_string());
+    }
+    let env: Vec<String> = i
+        .env
+        .iter()
+        .filter(|(k, _)| !HOST_ONLY.contains(&k.as_str()) || i.spec.env.contains_key(*k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let user = match i.image_user.filter(|u| !u.is_empty()) {
+        Some(_) => None,
+        None => Some(format!("{}:{}", i.user.uid, i.user.gid)),
+    };
+    let device_requests = (!i.binding.gpus.is_empty() && !i.fake_gpus).then(|| {
+        vec![DeviceRequest {
+            driver: Some("nvidia".into()),
+            device_ids: Some(i.binding.gpus.iter().map(|g| g.uuid.clone()).collect()),
+            capabilities: Some(vec![vec!["gpu".into()]]),
+            ..Default::default()
+        }]
+    });
+    let mem = i.binding.mem_bytes as i64;
+    let host_config = HostConfig {
+        cpuset_cpus: (!i.binding.cpus.is_empty()).then(|| i.binding.cpuset()),
+        cpuset_mems: (!i.binding.mems.is_empty()).then(|| i.binding.memset()),
+        memory: (mem > 0).then_some(mem),
+        // No swap, like the process runtime's cgroups.
+        memory_swap: (mem > 0).then_some(mem),
+        pids_limit: Some(i.pids_max),
+        // Host networking: kernels see the node's network like processes do, and multi-node
+        // jobs rendezvous on MASTER_ADDR:MASTER_PORT of the node.
+        network_mode: Some("host".into()),
+        // An init as PID 1 forwards SIGTERM to the command and reaps zombies, so stop and
+        // time limit end a container with the same exit codes as a process.
+        init: Some(true),
+        binds: Some(i.spec.mounts.iter().map(bind_text).collect()),
+        device_requests,
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: i.spec.image.clone(),
+        cmd: Some(i.spec.command.clone()),
+        env: Some(env),
+        working_dir: i.spec.workdir.clone(),
+        user,
+        labels: Some(labels),
+        attach_stdin: Some(false),
+        attach_stdout: Some(false),
+        attach_stderr: Some(false),
+        tty: Some(false),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
+}
+
+/// `source:target:ro|rw`, the `Binds` entry of a mount.
+fn bind_text(m: &Mount) -> String {
+    format!("{}:{}:{}", m.source, m.target, if m.rw { "rw" } else { "ro" })
+}
+
+/// Checks every mount of the job against the admin's allow-list: the host path, with
+/// symlinks resolved, must lie under an allowed path.
+pub fn check_mounts(mounts: &[Mount], allowed: &[PathBuf], node: &str) -> Result<(), String> {
+    for m in mounts {
+        let src = Path::new(&m.source);
+        let real = src.canonicalize().map_err(|e| format!("mount source `{}` on node {node}: {e}", m.source))?;
+        if !allowed.iter().any(|a| real.starts_with(a.canonicalize().unwrap_or_else(|_| a.clone()))) {
+            let list = if allowed.is_empty() {
+                "none".to_string()
+            } else {
+                allowed.iter().map(|a| a.display().to_string()).collect::<Vec<_>>().join(", ")
+            };
+            return Err(format!(
+                "mount `{}` is not allowed on node {node} (allowed: {list}): ask the admin to add it with `berth agent --allow-mount`",
+                m.source
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A reference as Docker lists it: `busybox` is `busybox:latest`, and Docker Hub's
+/// `docker.io/library/` prefix is dropped.
+pub fn normalize_image(image: &str) -> String {
+    berth_model::job::image_key(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::GpuShare;
+
+    fn inputs<'a>(spec: &'a JobSpec, binding: &'a Binding, user: &'a RunUser) -> Inputs<'a> {
+        Inputs {
+            scope: "n1-abcd",
+            key: KernelKey { job_id: 7, attempt: 1, index: 0 },
+            spec,
+            binding,
+            env: [("PATH", "/host/bin"), ("BERTH_JOB_ID", "7"), ("HOME", "/nonexistent")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            user,
+            image_user: None,
+            pids_max: 99,
+            fake_gpus: false,
+            deadline_ms: Some(1000),
+        }
+    }
+
+    #[test]
+    fn the_body_carries_limits_user_env_mounts_and_gpus() {
+        let mut spec = JobSpec::command(["python", "train.py"]);
+        spec.image = Some("pytorch:2.4".into());
+        spec.mounts.push("/data/imagenet:/data".parse().unwrap());
+        spec.mounts.push("/scratch:/scratch:rw".parse().unwrap());
+        let binding = Binding {
+            node: "n1".into(),
+            cpus: vec![0, 1, 2, 3],
+            cpu_milli: 4000,
+            mems: vec![0],
+            mem_bytes: 1 << 30,
+            gpus: vec![GpuShare { uuid: "GPU-abc".into(), index: 0, milli: 500 }],
+            port: None,
+        };
+        let user = RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/".into(), switch: true };
+        let body = create_body(&inputs(&spec, &binding, &user));
+        let hc = body.host_config.as_ref().unwrap();
+        assert_eq!(hc.cpuset_cpus.as_deref(), Some("0-3"));
+        assert_eq!(hc.cpuset_mems.as_deref(), Some("0"));
+        assert_eq!((hc.memory, hc.memory_swap, hc.pids_limit), (Some(1 << 30), Some(1 << 30), Some(99)));
+        assert_eq!(hc.network_mode.as_deref(), Some("host"));
+        assert_eq!(hc.binds.as_ref().unwrap(), &["/data/imagenet:/data:ro", "/scratch:/scratch:rw"]);
+        let dr = &hc.device_requests.as_ref().unwrap()[0];
+        assert_eq!(dr.device_ids.as_ref().unwrap(), &["GPU-abc"]);
+        assert_eq!(body.user.as_deref(), Some("65534:65534"));
+        assert_eq!(body.env.as_ref().unwrap(), &["BERTH_JOB_ID=7"], "host PATH/HOME stay out");
+        let labels = body.labels.as_ref().unwrap();
+        assert_eq!(labels[LABEL_KERNEL], "7.1.0");
+        assert_eq!(parse_key(&labels[LABEL_KERNEL]), Some(KernelKey { job_id: 7, attempt: 1, index: 0 }));
+        assert_eq!(serde_json::from_str::<Binding>(&labels[LABEL_BINDING]).unwrap(), binding);
+
+        let mut i = inputs(&spec, &binding, &user);
+        i.image_user = Some("trainer");
+        i.fake_gpus = true;
+        let body = create_body(&i);
+        assert_eq!(body.user, None, "the image's USER wins");
+        assert!(body.host_config.unwrap().device_requests.is_none());
+    }
+
+    #[test]
+    fn mounts_outside_the_allow_list_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("data");
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(ok.join("imagenet")).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        let m = |s: &Path| Mount { source: s.display().to_string(), target: "/x".into(), rw: false };
+        assert!(check_mounts(&[m(&ok.join("imagenet"))], std::slice::from_ref(&ok), "n1").is_ok());
+        let e = check_mounts(&[m(&other)], std::slice::from_ref(&ok), "n1").unwrap_err();
+        assert!(e.contains("is not allowed on node n1") && e.contains("--allow-mount"), "{e}");
+        // A symlink inside the allowed tree that points out of it is refused too.
+        std::os::unix::fs::symlink(&other, ok.join("escape")).unwrap();
+        assert!(check_mounts(&[m(&ok.join("escape"))], std::slice::from_ref(&ok), "n1").is_err());
+        assert!(check_mounts(&[m(&ok)], &[], "n1").unwrap_err().contains("allowed: none"));
+    }
+}

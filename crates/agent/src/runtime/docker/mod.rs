@@ -1,0 +1,365 @@
+//! The `docker` runtime (DESIGN.md §8): kernels of jobs that name an image run as containers
+//! through the Docker Engine API, with the same limits, environment, logs and ends as the
+//! `process` runtime.
+//!
+//! A start returns at once; a task creates and starts the container (the image may have to be
+//! pulled) and sends `Started` once it runs, or `Finished` (`launch failed: ...`). Containers
+//! carry labels (the agent's scope, the kernel key, the binding, the deadline), so an agent
+//! that restarts re-adopts the running ones instead of killing them ([`Docker::adopt`]).
+
+mod body;
+mod supervise;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_model::protocol::{ContainerInfo, KernelEvent, KernelKey, KernelOutcome};
+use berth_model::{Binding, JobSpec};
+use bollard::query_parameters::{
+    CreateContainerOptions, CreateImageOptions, InspectContainerOptions, ListContainersOptions, ListImagesOptions, StartContainerOptions,
+};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+pub use body::{check_mounts, container_name, create_body, normalize_image};
+
+use super::{KernelHandle, KernelUpdate, RunUser, StopRequest, build_env};
+use crate::logs;
+
+/// How the agent uses Docker (`berth agent --no-docker`, `--allow-mount`, `--pull`).
+#[derive(Debug, Clone, Default)]
+pub struct DockerOptions {
+    pub enabled: bool,
+    /// Host paths jobs may mount (read-only unless they ask for `rw`).
+    pub allow_mounts: Vec<PathBuf>,
+    /// Pull an image a job needs when the node lacks it (from the registries the Docker
+    /// daemon is configured with); the node then takes jobs of any image.
+    pub pull: bool,
+}
+
+/// Where a started kernel's container is, after [`Docker::adopt`].
+pub struct Adopted {
+    pub key: KernelKey,
+    pub binding: Binding,
+    pub event: KernelEvent,
+    pub handle: Option<KernelHandle>,
+}
+
+/// The docker runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct Docker {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Docker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Docker").field("scope", &self.inner.scope).finish()
+    }
+}
+
+struct Inner {
+    opts: DockerOptions,
+    scope: String,
+    node: String,
+    data_dir: PathBuf,
+    user: RunUser,
+    gpu_memory: std::collections::HashMap<String, u64>,
+    pids_max: i64,
+    stop_grace: Duration,
+    fake_gpus: bool,
+    /// Connected and version-negotiated on first use; a daemon that is down is asked again
+    /// next time.
+    client: tokio::sync::OnceCell<bollard::Docker>,
+}
+
+/// Whether a Docker error is a 404.
+fn is_not_found(e: &bollard::errors::Error) -> bool {
+    matches!(e, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
+}
+
+/// A Docker error as a short lowercase sentence.
+fn text(e: &bollard::errors::Error) -> String {
+    match e {
+        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+        e => e.to_string(),
+    }
+}
+
+impl Docker {
+    pub(super) fn new(opts: &super::RuntimeOptions, scope: String, user: RunUser) -> Docker {
+        Docker {
+            inner: Arc::new(Inner {
+                opts: opts.docker.clone(),
+                scope,
+                node: opts.node.clone(),
+                data_dir: opts.data_dir.clone(),
+                user,
+                gpu_memory: opts.gpu_memory.clone(),
+                pids_max: opts.pids_max,
+                stop_grace: opts.stop_grace,
+                fake_gpus: opts.fake_gpus,
+                client: tokio::sync::OnceCell::new(),
+            }),
+        }
+    }
+
+    /// The scope label value of this agent's containers.
+    pub fn scope(&self) -> &str {
+        &self.inner.scope
+    }
+
+    async fn client(&self) -> Result<&bollard::Docker, String> {
+        if !self.inner.opts.enabled {
+            return Err("the docker runtime is off on this node (berth agent --no-docker)".into());
+        }
+        self.inner
+            .client
+            .get_or_try_init(|| async {
+                let down = |e: bollard::errors::Error| {
+                    format!("cannot reach the Docker daemon ({e}): start dockerd (or set DOCKER_HOST) on this node")
+                };
+                let c = bollard::Docker::connect_with_local_defaults().map_err(down)?;
+                c.negotiate_version().await.map_err(down)
+            })
+            .await
+    }
+
+    /// What the node's Docker offers now: whether the daemon answers, and its images.
+    pub async fn info(&self) -> ContainerInfo {
+        let down = |error: String| ContainerInfo { docker_ok: false, error: Some(error), images: Vec::new() };
+        let client = match self.client().await {
+            Ok(c) => c,
+            Err(e) => return down(e),
+        };
+        let images = match client.list_images(Some(ListImagesOptions::default())).await {
+            Ok(list) => list,
+            Err(e) => {
+                return down(format!(
+                    "cannot reach the Docker daemon ({}): start dockerd (or set DOCKER_HOST) on this node",
+                    text(&e)
+                ));
+            }
+        };
+        let mut names: Vec<String> = images
+            .into_iter()
+            .flat_map(|i| i.repo_tags)
+            .filter(|t| t != "<none>:<none>")
+            .map(|t| normalize_image(&t))
+            .collect();
+        if self.inner.opts.pull {
+            names.push(berth_model::protocol::ANY_IMAGE.to_string());
+        }
+        names.sort();
+        names.dedup();
+        ContainerInfo { docker_ok: true, error: None, images: names }
+    }
+
+    /// Starts a kernel's container in the background; `Started` (or `Finished` when it cannot
+    /// start) follows on `events`.
+    pub fn start(
+        &self,
+        key: KernelKey,
+        spec: &JobSpec,
+        binding: &Binding,
+        manager_env: &BTreeMap<String, String>,
+        events: &mpsc::UnboundedSender<KernelUpdate>,
+    ) -> KernelHandle {
+        let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+        let me = self.clone();
+        let env = build_env(&self.inner.user, spec, binding, manager_env, &self.inner.gpu_memory);
+        let (spec, binding, events) = (spec.clone(), binding.clone(), events.clone());
+        tokio::spawn(async move {
+            me.launch(key, spec, binding, env, stop_rx, events).await;
+        });
+        KernelHandle { pid: 0, stop: stop_tx, deferred: true }
+    }
+
+    async fn launch(
+        self,
+        key: KernelKey,
+        spec: JobSpec,
+        binding: Binding,
+        env: BTreeMap<String, String>,
+        mut stop: mpsc::UnboundedReceiver<StopRequest>,
+        events: mpsc::UnboundedSender<KernelUpdate>,
+    ) {
+        let name = container_name(&self.inner.scope, &key);
+        let finish = |outcome, message: String| {
+            let ev = KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now() };
+            let _ = events.send((key, ev));
+        };
+        let created = self.create(&name, key, &spec, &binding, env).await;
+        let client = match created {
+            Ok(c) => c,
+            Err(e) => return finish(KernelOutcome::LaunchFailed, format!("launch failed: {e}")),
+        };
+        // A stop that came while the image was pulled or the container created.
+        if let Ok(req) = stop.try_recv() {
+            supervise::remove(&client, &name).await;
+            return finish(req.outcome, req.message);
+        }
+        if let Err(e) = client.start_container(&name, None::<StartContainerOptions>).await {
+            supervise::remove(&client, &name).await;
+            return finish(KernelOutcome::LaunchFailed, format!("launch failed: cannot start the container: {}", text(&e)));
+        }
+        let pid = client
+            .inspect_container(&name, None::<InspectContainerOptions>)
+            .await
+            .ok()
+            .and_then(|c| c.state?.pid)
+            .unwrap_or(0);
+        let _ = events.send((key, KernelEvent::Started { pid: pid as u32, at: jiff::Timestamp::now() }));
+        supervise::supervise(supervise::Supervise {
+            client,
+            name,
+            key,
+            data_dir: self.inner.data_dir.clone(),
+            time_left: spec.time_limit_secs.map(Duration::from_secs),
+            grace: self.inner.stop_grace,
+            mem_limit: binding.mem_bytes,
+            stop,
+            events,
+        })
+        .await;
+    }
+
+    /// Checks mounts, finds (or pulls) the image and creates the container.
+    async fn create(
+        &self,
+        name: &str,
+        key: KernelKey,
+        spec: &JobSpec,
+        binding: &Binding,
+        env: BTreeMap<String, String>,
+    ) -> Result<bollard::Docker, String> {
+        let dir = logs::kernel_dir(&self.inner.data_dir, &key);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+        for s in [berth_model::protocol::LogStream::Stdout, berth_model::protocol::LogStream::Stderr] {
+            let p = logs::log_path(&self.inner.data_dir, &key, s);
+            std::fs::File::create(&p).map_err(|e| format!("cannot create `{}`: {e}", p.display()))?;
+        }
+        check_mounts(&spec.mounts, &self.inner.opts.allow_mounts, &self.inner.node)?;
+        let client = self.client().await?.clone();
+        let image = spec.image.clone().unwrap_or_default();
+        let inspect = match client.inspect_image(&image).await {
+            Err(e) if is_not_found(&e) && self.inner.opts.pull => {
+                self.pull(&client, &image).await?;
+                client.inspect_image(&image).await
+            }
+            r => r,
+        };
+        let inspect = inspect.map_err(|e| {
+            if is_not_found(&e) {
+                format!("image `{image}` is not on node {}: load it there (docker load / docker pull) or run the agent with --pull", self.inner.node)
+            } else {
+                format!("cannot inspect image `{image}`: {}", text(&e))
+            }
+        })?;
+        let image_user = inspect.config.and_then(|c| c.user);
+        let deadline_ms =
+            spec.time_limit_secs.map(|s| jiff::Timestamp::now().as_millisecond().saturating_add(s as i64 * 1000));
+        let inputs = body::Inputs {
+            scope: &self.inner.scope,
+            key,
+            spec,
+            binding,
+            env,
+            user: &self.inner.user,
+            image_user: image_user.as_deref(),
+            pids_max: self.inner.pids_max,
+            fake_gpus: self.inner.fake_gpus,
+            deadline_ms,
+        };
+        let opts = || Some(CreateContainerOptions { name: Some(name.to_string()), ..Default::default() });
+        match client.create_container(opts(), create_body(&inputs)).await {
+            Ok(_) => Ok(client),
+            // A container of this kernel from a start that did not finish: replace it.
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
+                supervise::remove(&client, name).await;
+                client
+                    .create_container(opts(), create_body(&inputs))
+                    .await
+                    .map(|_| client.clone())
+                    .map_err(|e| format!("cannot create the container: {}", text(&e)))
+            }
+            Err(e) => Err(format!("cannot create the container: {}", text(&e))),
+        }
+    }
+
+    async fn pull(&self, client: &bollard::Docker, image: &str) -> Result<(), String> {
+        tracing::info!(image, "pulling image");
+        let opts = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
+        let mut s = client.create_image(Some(opts), None, None);
+        while let Some(r) = s.next().await {
+            r.map_err(|e| format!("cannot pull image `{image}`: {}", text(&e)))?;
+        }
+        Ok(())
+    }
+
+    /// Finds this agent's containers left by a previous agent process: running ones are
+    /// supervised again (their `Started` is reported in `Register`, and the manager stops the
+    /// ones it does not want); ended ones are read (exit code, OOM, logs), removed and
+    /// reported as `Finished`; created-but-never-started ones are removed unreported (the
+    /// manager sends their start again).
+    pub async fn adopt(&self, events: &mpsc::UnboundedSender<KernelUpdate>) -> Vec<Adopted> {
+        let Ok(client) = self.client().await.cloned() else { return Vec::new() };
+        let filters = [("label".to_string(), vec![format!("{}={}", body::LABEL_SCOPE, self.inner.scope)])].into();
+        let opts = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        let list = match client.list_containers(Some(opts)).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!("cannot list containers of a previous agent: {}", text(&e));
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for c in list {
+            let labels = c.labels.unwrap_or_default();
+            let Some(key) = labels.get(body::LABEL_KERNEL).and_then(|k| body::parse_key(k)) else { continue };
+            let name = container_name(&self.inner.scope, &key);
+            let binding: Binding =
+                labels.get(body::LABEL_BINDING).and_then(|b| serde_json::from_str(b).ok()).unwrap_or_default();
+            let Ok(info) = client.inspect_container(&name, None::<InspectContainerOptions>).await else { continue };
+            let state = info.state.unwrap_or_default();
+            let now = jiff::Timestamp::now();
+            if state.running == Some(true) {
+                let deadline: Option<i64> = labels.get(body::LABEL_DEADLINE).and_then(|d| d.parse().ok());
+                let time_left =
+                    deadline.map(|d| Duration::from_millis(d.saturating_sub(now.as_millisecond()).max(0) as u64));
+                let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+                tokio::spawn(supervise::supervise(supervise::Supervise {
+                    client: client.clone(),
+                    name,
+                    key,
+                    data_dir: self.inner.data_dir.clone(),
+                    time_left,
+                    grace: self.inner.stop_grace,
+                    mem_limit: binding.mem_bytes,
+                    stop: stop_rx,
+                    events: events.clone(),
+                }));
+                let pid = state.pid.unwrap_or(0) as u32;
+                tracing::info!(?key, "re-adopted a running container");
+                let handle = KernelHandle { pid, stop: stop_tx, deferred: false };
+                out.push(Adopted { key, binding, event: KernelEvent::Started { pid, at: now }, handle: Some(handle) });
+            } else if state.started_at.as_deref().is_some_and(|s| !s.starts_with("0001-")) {
+                // It ran and ended while no agent watched it.
+                supervise::copy_logs(client.clone(), name.clone(), self.inner.data_dir.clone(), key, false).await;
+                let code = state.exit_code.map(|c| c as i32);
+                let (outcome, message) =
+                    supervise::classify(code, state.oom_killed.unwrap_or(false), binding.mem_bytes);
+                supervise::remove(&client, &name).await;
+                let event = KernelEvent::Finished { outcome, exit_code: code, message, at: now };
+                out.push(Adopted { key, binding, event, handle: None });
+            } else {
+                supervise::remove(&client, &name).await;
+            }
+        }
+        if !out.is_empty() {
+            tracing::info!("found {} containers of a previous agent process", out.len());
+        }
+        out
+    }
+}

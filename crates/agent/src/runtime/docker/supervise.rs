@@ -1,0 +1,163 @@
+//! The task that owns one running container: copies its output into the kernel's log files,
+//! waits for its end, the time limit or a stop request, reads how it ended (`OOMKilled`, exit
+//! code), removes the container and reports `Finished`, like the process runtime's `watch`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use berth_model::format_bytes;
+use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome, LogStream};
+use bollard::container::LogOutput;
+use bollard::query_parameters::{
+    InspectContainerOptions, KillContainerOptions, LogsOptions, RemoveContainerOptions, WaitContainerOptions,
+};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::runtime::{KernelUpdate, StopRequest};
+
+pub(super) struct Supervise {
+    pub client: bollard::Docker,
+    pub name: String,
+    pub key: KernelKey,
+    pub data_dir: PathBuf,
+    /// How long until the time limit, if there is one.
+    pub time_left: Option<Duration>,
+    pub grace: Duration,
+    pub mem_limit: u64,
+    pub stop: mpsc::UnboundedReceiver<StopRequest>,
+    pub events: mpsc::UnboundedSender<KernelUpdate>,
+}
+
+enum Why {
+    Exited,
+    Timeout(u64),
+    Stopped(String, KernelOutcome),
+}
+
+/// Copies the container's whole output (from its start) into the log files, which are
+/// truncated first: a re-adopted container's output is written again from the beginning.
+/// Ends when the container stops (the stream is followed).
+pub(super) async fn copy_logs(client: bollard::Docker, name: String, data_dir: PathBuf, key: KernelKey, follow: bool) {
+    let open = |s| std::fs::File::create(crate::logs::log_path(&data_dir, &key, s));
+    let (Ok(mut out), Ok(mut err)) = (open(LogStream::Stdout), open(LogStream::Stderr)) else {
+        tracing::warn!(?key, "cannot create the log files of a container");
+        return;
+    };
+    let opts = LogsOptions { follow, stdout: true, stderr: true, ..Default::default() };
+    let mut logs = client.logs(&name, Some(opts));
+    while let Some(chunk) = logs.next().await {
+        let r = match chunk {
+            Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => out.write_all(&message),
+            Ok(LogOutput::StdErr { message }) => err.write_all(&message),
+            Ok(LogOutput::StdIn { .. }) => Ok(()),
+            Err(e) => {
+                tracing::debug!(?key, "container log stream ended: {e}");
+                break;
+            }
+        };
+        if let Err(e) = r {
+            tracing::warn!(?key, "cannot write a container log: {e}");
+            break;
+        }
+    }
+}
+
+pub(super) async fn supervise(mut s: Supervise) {
+    let logs = tokio::spawn(copy_logs(s.client.clone(), s.name.clone(), s.data_dir.clone(), s.key, true));
+    let timer = async {
+        match s.time_left {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(timer);
+    let why = tokio::select! {
+        _ = wait(&s.client, &s.name) => Why::Exited,
+        _ = &mut timer => {
+            terminate(&s.client, &s.name, s.grace).await;
+            // The limit the job asked for (a re-adopted container only has what was left).
+            Why::Timeout(s.time_left.unwrap_or_default().as_secs())
+        }
+        Some(req) = s.stop.recv() => {
+            terminate(&s.client, &s.name, req.grace).await;
+            Why::Stopped(req.message, req.outcome)
+        }
+    };
+    let why = match why {
+        Why::Timeout(_) => Why::Timeout(limit_secs(&s.client, &s.name).await.unwrap_or(0)),
+        w => w,
+    };
+    let state = s.client.inspect_container(&s.name, None::<InspectContainerOptions>).await.ok().and_then(|c| c.state);
+    let exit_code = state.as_ref().and_then(|st| st.exit_code).map(|c| c as i32);
+    let oom = state.as_ref().and_then(|st| st.oom_killed).unwrap_or(false);
+    // The log stream ends with the container; give it a moment to drain its last bytes.
+    let _ = tokio::time::timeout(Duration::from_secs(10), logs).await;
+    let (outcome, message) = match why {
+        Why::Stopped(msg, outcome) => (outcome, msg),
+        Why::Timeout(secs) => {
+            (KernelOutcome::Timeout, format!("time limit {} exceeded", berth_model::format_duration(secs)))
+        }
+        Why::Exited => classify(exit_code, oom, s.mem_limit),
+    };
+    remove(&s.client, &s.name).await;
+    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
+    let _ = s.events.send((s.key, event));
+}
+
+/// How an exited container ended.
+pub(super) fn classify(exit_code: Option<i32>, oom: bool, mem_limit: u64) -> (KernelOutcome, String) {
+    match exit_code {
+        _ if oom => (KernelOutcome::OutOfMemory, format!("out of memory (limit {})", format_bytes(mem_limit))),
+        Some(0) => (KernelOutcome::Succeeded, String::new()),
+        Some(c) => (KernelOutcome::Failed, format!("exit code {c}")),
+        None => (KernelOutcome::Failed, "ended without an exit code (the container is gone)".into()),
+    }
+}
+
+/// The job's time limit in seconds, from the container's labels (for the message).
+async fn limit_secs(client: &bollard::Docker, name: &str) -> Option<u64> {
+    let c = client.inspect_container(name, None::<InspectContainerOptions>).await.ok()?;
+    c.config?.labels?.get(super::body::LABEL_LIMIT)?.parse().ok()
+}
+
+/// Waits until the container is not running (returns at once if it already stopped).
+async fn wait(client: &bollard::Docker, name: &str) {
+    let opts = WaitContainerOptions { condition: "not-running".into() };
+    let mut w = client.wait_container(name, Some(opts));
+    // Non-zero exits come as errors; either way the container stopped, or the daemon is gone
+    // (then inspect tells what is known).
+    let _ = w.next().await;
+}
+
+/// SIGTERM (the init forwards it to the command), SIGKILL after `grace`.
+pub(super) async fn terminate(client: &bollard::Docker, name: &str, grace: Duration) {
+    let _ = client.kill_container(name, Some(KillContainerOptions { signal: "SIGTERM".into() })).await;
+    if tokio::time::timeout(grace, wait(client, name)).await.is_err() {
+        let _ = client.kill_container(name, Some(KillContainerOptions { signal: "SIGKILL".into() })).await;
+        wait(client, name).await;
+    }
+}
+
+/// Removes the container (and its anonymous volumes); a missing one is fine.
+pub(super) async fn remove(client: &bollard::Docker, name: &str) {
+    let opts = RemoveContainerOptions { force: true, v: true, ..Default::default() };
+    if let Err(e) = client.remove_container(name, Some(opts)).await
+        && !super::is_not_found(&e)
+    {
+        tracing::warn!("cannot remove container {name}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ends_are_classified_like_processes() {
+        assert_eq!(classify(Some(0), false, 1).0, KernelOutcome::Succeeded);
+        assert_eq!(classify(Some(3), false, 1), (KernelOutcome::Failed, "exit code 3".into()));
+        assert_eq!(classify(Some(137), true, 32 << 20), (KernelOutcome::OutOfMemory, "out of memory (limit 32MiB)".into()));
+    }
+}
