@@ -31,11 +31,7 @@ fn docker_ready() -> Result<(), String> {
         .get_or_init(|| {
             let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-image.sh");
             let out = std::process::Command::new("bash").arg(script).output().map_err(|e| e.to_string())?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-            }
+            if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_string()) }
         })
         .clone()
 }
@@ -86,7 +82,15 @@ fn key(job: i64) -> KernelKey {
 }
 
 fn binding(cpus: &[u32], mem: u64) -> Binding {
-    Binding { node: "n".into(), cpus: cpus.to_vec(), cpu_milli: 1000, mems: vec![0], mem_bytes: mem, gpus: vec![], port: None }
+    Binding {
+        node: "n".into(),
+        cpus: cpus.to_vec(),
+        cpu_milli: 1000,
+        mems: vec![0],
+        mem_bytes: mem,
+        gpus: vec![],
+        port: None,
+    }
 }
 
 #[derive(Debug)]
@@ -122,7 +126,9 @@ impl Rt {
             let (k, ev) = tokio::time::timeout(Duration::from_secs(60), self.rx.recv()).await.unwrap().unwrap();
             assert_eq!(k, key(job));
             match ev {
-                KernelEvent::Finished { outcome, exit_code, message, .. } => return End { outcome, exit_code, message },
+                KernelEvent::Finished { outcome, exit_code, message, .. } => {
+                    return End { outcome, exit_code, message };
+                }
                 KernelEvent::Started { .. } => continue,
             }
         }
@@ -144,7 +150,9 @@ impl Rt {
 
     fn no_limits(&self, test: &str) -> bool {
         if self.is_process() && !self.rt.has_cgroups() {
-            eprintln!("SKIPPED: {test} (process): cgroups are not available on this machine (not root or no delegation)");
+            eprintln!(
+                "SKIPPED: {test} (process): cgroups are not available on this machine (not root or no delegation)"
+            );
             return true;
         }
         false
@@ -182,7 +190,16 @@ macro_rules! both {
     };
 }
 
-both!(exit_codes_and_logs, environment, time_limit, stop_is_term_then_kill, out_of_memory, cpuset, run_user, launch_failure);
+both!(
+    exit_codes_and_logs,
+    environment,
+    time_limit,
+    stop_is_term_then_kill,
+    out_of_memory,
+    cpuset,
+    run_user,
+    launch_failure
+);
 
 async fn exit_codes_and_logs(kind: Kind) {
     if skip(kind, "exit_codes_and_logs") {
@@ -412,8 +429,13 @@ fn agent_restart(kind: Kind) {
                 assert_eq!(log(1), "before\n", "the old agent's kernel was killed");
             }
             Kind::Docker => {
-                let mut by_job: BTreeMap<i64, KernelEvent> = adopted.iter().map(|a| (a.key.job_id, a.event.clone())).collect();
-                assert!(matches!(by_job.remove(&1), Some(KernelEvent::Started { .. })), "{adopted:?}", adopted = by_job);
+                let mut by_job: BTreeMap<i64, KernelEvent> =
+                    adopted.iter().map(|a| (a.key.job_id, a.event.clone())).collect();
+                assert!(
+                    matches!(by_job.remove(&1), Some(KernelEvent::Started { .. })),
+                    "{adopted:?}",
+                    adopted = by_job
+                );
                 match by_job.remove(&2) {
                     Some(KernelEvent::Finished { outcome, exit_code, .. }) => {
                         assert_eq!((outcome, exit_code), (KernelOutcome::Failed, Some(4)))

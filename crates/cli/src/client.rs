@@ -181,6 +181,10 @@ impl Client {
         self.json(self.request(Method::GET, "/v1/nodes")).await
     }
 
+    pub async fn images(&self) -> anyhow::Result<berth_model::api::ImagesView> {
+        self.json(self.request(Method::GET, "/v1/images")).await
+    }
+
     /// Drains (`Some(reason)` may be empty) or undrains (`None`) a node.
     pub async fn drain_node(&self, name: &str, drain: Option<&DrainRequest>) -> anyhow::Result<NodeView> {
         let node = encode_path_segment(name);

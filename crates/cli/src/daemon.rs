@@ -37,6 +37,33 @@ pub struct UpArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub cache: crate::commands::cache::UpCacheArgs,
+    #[command(flatten)]
+    pub docker: DockerArgs,
+}
+
+/// How the agent runs container jobs (jobs with `--image`).
+#[derive(Debug, Clone, Args)]
+pub struct DockerArgs {
+    /// Do not run container jobs on this node (Docker is never contacted)
+    #[arg(long, help_heading = "Containers")]
+    pub no_docker: bool,
+    /// Host paths container jobs may mount, e.g. /data,/scratch (repeatable or comma-separated)
+    #[arg(long, value_delimiter = ',', value_name = "PATH", help_heading = "Containers")]
+    pub allow_mount: Vec<PathBuf>,
+    /// Pull images that jobs need and the node lacks (from the registries the Docker daemon
+    /// is configured with); the node then takes jobs of any image
+    #[arg(long, help_heading = "Containers")]
+    pub pull: bool,
+}
+
+impl DockerArgs {
+    fn options(&self) -> berth_agent::runtime::DockerOptions {
+        berth_agent::runtime::DockerOptions {
+            enabled: !self.no_docker,
+            allow_mounts: self.allow_mount.clone(),
+            pull: self.pull,
+        }
+    }
 }
 
 /// `berth manager`: the manager alone.
@@ -122,6 +149,8 @@ pub struct AgentArgs {
     /// signed the manager's certificate, or that certificate itself.
     #[arg(long, env = "BERTH_CA_FILE", value_name = "CA.pem")]
     pub ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub docker: DockerArgs,
 }
 
 /// How long `berth up` waits for the local agent to stop its kernels on Ctrl-C.
@@ -167,6 +196,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         stop_grace: STOP_GRACE,
         address: None,
         ca_file: trusted_cert,
+        docker: args.docker.options(),
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -253,6 +283,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         stop_grace: STOP_GRACE,
         address: args.address.map(|a| a.to_string()),
         ca_file: args.ca_file,
+        docker: args.docker.options(),
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await

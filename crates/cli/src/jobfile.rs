@@ -16,6 +16,8 @@
 //! preemptible = true                 # a higher-priority job may stop it (queue's preemption)
 //! project = "vision"                 # accounted to this project (you must be a member)
 //! shared = true                      # the project's members may see it
+//! image = "pytorch:2.4"              # run as containers of this image (Docker)
+//! mounts = ["/data/imagenet:/data"]  # host:container[:rw], read-only by default
 //!
 //! [env]
 //! WANDB_MODE = "offline"
@@ -58,6 +60,9 @@ struct JobFile {
     preemptible: Option<bool>,
     project: Option<String>,
     shared: Option<bool>,
+    image: Option<String>,
+    #[serde(default)]
+    mounts: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
 }
@@ -117,6 +122,13 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         share: f.shared.unwrap_or(false),
         env: f.env.into_iter().collect(),
         workdir: f.workdir,
+        image: f.image,
+        mounts: f
+            .mounts
+            .iter()
+            .map(|m| crate::specflags::parse_mount(m))
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(&e))?,
     };
     flags.resolve_workdir(dir);
     Ok(Loaded { flags, command })
@@ -255,5 +267,18 @@ WANDB_MODE = "offline"
         let e = p("command = [\"x\"]\nscript = \"y\"").unwrap_err().to_string();
         assert!(e.contains("not both"), "{e}");
         assert!(p("command = []").unwrap_err().to_string().contains("`command` is empty"));
+    }
+
+    #[test]
+    fn image_and_mounts() {
+        let p = Path::new("/work/jobs/c.toml");
+        let text = "command = [\"python\"]\nimage = \"pytorch:2.4\"\nworkdir = \"/workspace\"\nmounts = [\"/data:/data\", \"/scratch:/s:rw\"]\n";
+        let l = parse(text, p, Path::new("/work/jobs")).unwrap();
+        let spec = l.flags.to_spec(l.command.unwrap());
+        assert_eq!(spec.image.as_deref(), Some("pytorch:2.4"));
+        assert_eq!((spec.mounts[0].rw, spec.mounts[1].rw), (false, true));
+        assert_eq!(spec.workdir.as_deref(), Some("/workspace"));
+        let e = parse("command = [\"x\"]\nmounts = [\"data\"]\n", p, Path::new("/")).unwrap_err();
+        assert!(e.to_string().contains("HOST_PATH:CONTAINER_PATH"), "{e}");
     }
 }

@@ -53,6 +53,8 @@ enum Command {
     Quotas(commands::quota::QuotasArgs),
     /// GPU-hours, CPU-hours, jobs by final state and mean wait per user or project (sreport)
     Usage(commands::usage::UsageArgs),
+    /// List the container images each node has (for jobs with --image)
+    Images(commands::images::ImagesArgs),
     /// Show who the configured token belongs to, and their projects
     Whoami(commands::admin::WhoamiArgs),
     /// Store a manager's URL and your API token (read from stdin) in the credentials file
@@ -153,6 +155,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Queues(a) => queues::run(a).await,
         Command::Quotas(a) => quota::list(a).await,
         Command::Usage(a) => usage::run(a).await,
+        Command::Images(a) => commands::images::run(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Login(a) => login::run(a).await,
         Command::Token(a) => token::run(a).await,

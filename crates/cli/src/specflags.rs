@@ -77,6 +77,21 @@ pub struct SpecFlags {
     /// directory) [default: the agent's choice]
     #[arg(long, value_name = "DIR", help_heading = "Environment")]
     pub workdir: Option<String>,
+
+    /// Run the job as containers of this image through Docker (e.g. pytorch:2.4); the job
+    /// waits until a node has the image (`berth images`)
+    #[arg(long, value_name = "IMAGE", help_heading = "Containers")]
+    pub image: Option<String>,
+
+    /// Mount a host path into the container, read-only unless `:rw` (repeatable); the node's
+    /// admin allows paths with `berth agent --allow-mount`
+    #[arg(long = "mount", value_name = "HOST:CONTAINER[:rw]", value_parser = parse_mount, help_heading = "Containers")]
+    pub mounts: Vec<berth_model::Mount>,
+}
+
+/// `--mount SRC:DST[:ro|:rw]`.
+pub fn parse_mount(s: &str) -> Result<berth_model::Mount, String> {
+    s.parse().map_err(|e: berth_model::SpecError| e.0)
 }
 
 /// `--numa` values, named as in job files.
@@ -149,12 +164,18 @@ impl SpecFlags {
             share: over.share || self.share,
             env,
             workdir: over.workdir.or(self.workdir),
+            image: over.image.or(self.image),
+            mounts: if over.mounts.is_empty() { self.mounts } else { over.mounts },
         }
     }
 
     /// Makes a relative `workdir` absolute against `base` (the current directory for flags,
     /// the file's directory for job files), since the node cannot know where we stood.
     pub fn resolve_workdir(&mut self, base: &Path) {
+        if self.image.is_some() {
+            // A path inside the container, not on the submitting machine.
+            return;
+        }
         let relative = self.workdir.as_ref().filter(|w| !Path::new(w).is_absolute());
         if let Some(abs) = relative.map(|w| base.join(w).to_string_lossy().into_owned()) {
             self.workdir = Some(abs);
@@ -182,6 +203,8 @@ impl SpecFlags {
         spec.preemptible = self.preemptible;
         spec.project = self.project.clone();
         spec.shared = self.share;
+        spec.image = self.image.clone();
+        spec.mounts = self.mounts.clone();
         spec
     }
 }

@@ -62,7 +62,8 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         }
         _ => return,
     };
-    let AgentMessage::Register { protocol_version, node, agent_version, queue, topology, kernels, address } = register
+    let AgentMessage::Register { protocol_version, node, agent_version, queue, topology, kernels, address, containers } =
+        register
     else {
         let _ = send(&mut sink, &refuse("the first message must be register".into())).await;
         return;
@@ -105,7 +106,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         }
         let _ = sink.close().await;
     });
-    let agent = Registration { version: agent_version, queue, topology, address };
+    let agent = Registration { version: agent_version, queue, topology, address, containers };
     if let Err(e) = m.register(Conn { id: conn_id, tx }, &node, agent, kernels).await {
         tracing::error!(node, "cannot register node: {e}");
         writer.abort();
@@ -178,6 +179,7 @@ pub struct Registration {
     pub queue: String,
     pub topology: Topology,
     pub address: Option<String>,
+    pub containers: berth_model::protocol::ContainerInfo,
 }
 
 impl Manager {
@@ -189,7 +191,7 @@ impl Manager {
         agent: Registration,
         kernels: Vec<KernelReport>,
     ) -> Result<(), berth_store::StoreError> {
-        let Registration { version, queue, topology, address } = agent;
+        let Registration { version, queue, topology, address, containers } = agent;
         let mut st = self.lock_state().await;
         let now = jiff::Timestamp::now();
         self.store
@@ -210,7 +212,8 @@ impl Manager {
             tracing::warn!(node, queue, "node joined a queue that is not configured: no job will run on it");
         }
         self.set_shape(node, &queue, &topology);
-        let ledger = NodeLedger::new(node, queue.clone(), topology);
+        let mut ledger = NodeLedger::new(node, queue.clone(), topology);
+        ledger.set_images(crate::images::ledger_images(&containers));
         let idx = match st.nodes.get(node).map(|n| n.ledger) {
             Some(i) => {
                 st.ledgers[i] = ledger;
@@ -235,6 +238,7 @@ impl Manager {
                 last_seen: Instant::now(),
                 conn: Some(conn.clone()),
                 orphan_deadline: None,
+                containers,
             },
         );
         st.refresh_schedulable(node);
@@ -333,6 +337,7 @@ impl Manager {
     async fn handle(&self, st: &mut crate::state::State, node: &str, msg: AgentMessage) {
         match msg {
             AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
+            AgentMessage::Containers { info } => self.containers_changed(node, info).await,
             AgentMessage::Heartbeat { at } => {
                 if let Some(n) = st.nodes.get_mut(node) {
                     n.last_seen = Instant::now();

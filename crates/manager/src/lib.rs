@@ -17,6 +17,7 @@ pub mod config;
 mod error;
 mod heartbeat;
 mod hub;
+mod images;
 mod lifecycle;
 mod manager;
 mod nodes;

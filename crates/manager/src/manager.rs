@@ -205,6 +205,7 @@ impl Manager {
                     last_seen: Instant::now(),
                     conn: None,
                     orphan_deadline: Some(deadline),
+                    containers: Default::default(),
                 },
             );
         }

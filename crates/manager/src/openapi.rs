@@ -14,6 +14,7 @@ use crate::api::{jobs, logs, misc, nodes, queues, quota, tenancy, usage};
         nodes::list,
         nodes::drain,
         nodes::undrain,
+        crate::images::list,
         misc::create_user,
         misc::create_join_token,
         tenancy::list_users,

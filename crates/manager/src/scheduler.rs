@@ -91,6 +91,7 @@ pub async fn pass(m: &Manager) -> usize {
             project: j.project().to_string(),
             submitted_at: j.submitted_at.as_millisecond(),
             time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
+            image: j.spec.image.as_deref().map(berth_model::job::image_key),
         })
         .collect();
     if pending.is_empty() {
@@ -126,6 +127,7 @@ pub async fn pass(m: &Manager) -> usize {
     });
 
     let mut out = out;
+    crate::images::explain_waits(&st, &mut out);
     if !out.starts.is_empty() {
         let mut ports = crate::cluster_env::ports_in_use(&st);
         for s in &mut out.starts {

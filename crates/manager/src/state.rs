@@ -209,6 +209,8 @@ pub struct Node {
     /// After a manager restart: when the node's jobs count as lost if its agent has not
     /// reconnected by then.
     pub orphan_deadline: Option<Instant>,
+    /// The node's Docker as its agent last reported it.
+    pub containers: berth_model::protocol::ContainerInfo,
 }
 
 /// Fair-share usage per user and project: (value in billing-seconds, decayed to this ms).
@@ -348,6 +350,7 @@ impl State {
                 .collect(),
             running_jobs: self.jobs_on(name).len() as u32,
             topology: topo.clone(),
+            containers: n.containers.clone(),
         })
     }
 }

@@ -249,6 +249,7 @@ async fn agent_auth_and_version() {
         topology: gpu_node(),
         kernels: vec![],
         address: None,
+        containers: Default::default(),
     })
     .await;
     match a.recv().await {
@@ -264,5 +265,48 @@ async fn agent_auth_and_version() {
     .await;
     let kind: PendingKind = serde_json::from_value(j["job"]["pending_reason"]["kind"].clone()).unwrap();
     assert_eq!(kind, PendingKind::NoNodes, "{j}");
+    e.m.shutdown().await;
+}
+
+/// Image jobs go only to nodes that report the image: one whose image no node has waits with
+/// an `image:` reason naming the nodes whose Docker is down, and starts once a node reports
+/// the image; `GET /v1/images` lists what nodes have. Process jobs are unaffected.
+#[tokio::test]
+async fn image_jobs_wait_for_a_node_with_the_image() {
+    use berth_model::protocol::ContainerInfo;
+    let e = start().await;
+    let mut a = Agent::connect(&e.m, "n1", gpu_node(), vec![]).await;
+    let down = ContainerInfo { docker_ok: false, error: Some("cannot reach the Docker daemon".into()), images: vec![] };
+    a.send(AgentMessage::Containers { info: down }).await;
+    let mut s = spec(1.0, 0.0);
+    s.image = Some("pytorch:2.4".into());
+    let id = e.admin.submit_ok(&s).await;
+    let j = eventually("an image reason", || async {
+        let j = e.admin.job(id).await;
+        (j["job"]["pending_reason"]["kind"] == "image").then_some(j)
+    })
+    .await;
+    assert_eq!(
+        j["job"]["pending_reason"]["message"],
+        "image: pytorch:2.4 not on any node; docker is not usable on n1 (cannot reach the Docker daemon)",
+        "{j}"
+    );
+    let (_, v) = e.admin.get("/v1/images").await;
+    assert_eq!(v["docker_down"][0]["node"], "n1", "{v}");
+
+    // A process job runs meanwhile.
+    let p = e.admin.submit_ok(&spec(1.0, 0.0)).await;
+    assert_eq!(start_key(&a.expect_start().await).job_id, p);
+
+    let up =
+        ContainerInfo { docker_ok: true, error: None, images: vec!["busybox:latest".into(), "pytorch:2.4".into()] };
+    a.send(AgentMessage::Containers { info: up }).await;
+    let m = a.expect_start().await;
+    assert_eq!(start_key(&m).job_id, id);
+    if let ManagerMessage::StartKernel { spec, .. } = &m {
+        assert_eq!(spec.image.as_deref(), Some("pytorch:2.4"));
+    }
+    let (_, v) = e.admin.get("/v1/images").await;
+    assert_eq!(v["images"][1], json!({"image": "pytorch:2.4", "nodes": ["n1"]}), "{v}");
     e.m.shutdown().await;
 }

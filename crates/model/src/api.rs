@@ -172,6 +172,34 @@ pub struct NodeView {
     pub gpus: Vec<GpuView>,
     pub running_jobs: u32,
     pub topology: Topology,
+    /// The node's Docker: up or not, and its images.
+    #[serde(default)]
+    pub containers: crate::protocol::ContainerInfo,
+}
+
+/// `GET /v1/images`: which node has which container image.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub struct ImagesView {
+    /// Every image some node has, sorted, with the nodes that have it.
+    pub images: Vec<ImageView>,
+    /// Nodes that pull missing images (`berth agent --pull`): they take jobs of any image.
+    #[serde(default)]
+    pub pulling_nodes: Vec<String>,
+    /// Nodes whose Docker is not usable, with why.
+    #[serde(default)]
+    pub docker_down: Vec<DockerDown>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ImageView {
+    pub image: String,
+    pub nodes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DockerDown {
+    pub node: String,
+    pub error: String,
 }
 
 /// `GET /v1/whoami`.

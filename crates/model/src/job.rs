@@ -162,6 +162,9 @@ pub fn validate_image(image: &str) -> Result<(), SpecError> {
 /// The name Docker lists an image under, for comparing a job's image with what nodes have:
 /// `busybox` is `busybox:latest`, and Docker Hub's `docker.io/library/` prefix is dropped.
 pub fn image_key(image: &str) -> String {
+    if image == crate::protocol::ANY_IMAGE {
+        return image.to_string();
+    }
     let s = image.strip_prefix("docker.io/").unwrap_or(image);
     let s = s.strip_prefix("library/").unwrap_or(s);
     let last = s.rsplit('/').next().unwrap_or(s);

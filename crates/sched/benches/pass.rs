@@ -47,6 +47,7 @@ fn jobs(n: usize) -> Vec<PendingJob> {
                 project: format!("p{}", i % 3),
                 submitted_at: 0,
                 time_limit_ms: Some(60_000 * (1 + (i % 120) as i64)),
+                image: None,
             }
         })
         .collect()

@@ -60,7 +60,7 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
     // Nodes that take a kernel already (a gang that lacks only some nodes).
     let mut fits: BTreeSet<usize> = BTreeSet::new();
     if want > 1 {
-        fits.extend((0..pool.nodes.len()).filter(|&i| pool.usable(i) && fits_on(&pool.nodes[i])));
+        fits.extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && fits_on(&pool.nodes[i])));
     }
     holdings.sort_by_key(|h| (h.end, h.job));
     let mut later: BTreeMap<usize, crate::NodeLedger> = BTreeMap::new();
@@ -76,7 +76,7 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
             k += 1;
         }
         for i in changed {
-            if pool.usable(i) && fits_on(&later[&i]) {
+            if pool.eligible(i, job) && fits_on(&later[&i]) {
                 fits.insert(i);
             }
         }

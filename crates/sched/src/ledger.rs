@@ -5,7 +5,7 @@
 //! [`NodeLedger::allocate`] / [`NodeLedger::release`]; a scheduling pass works on clones. The
 //! device binder itself (choosing CPUs, GPUs and memory nodes) lives in `bind.rs`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::slots::{Aggregates, CpuSlot, GpuSlot, NumaSlot};
@@ -61,9 +61,28 @@ pub struct NodeLedger {
     /// from each, and the split `allocate` chose depends on what was free then, so it is
     /// remembered rather than recomputed.
     splits: BTreeMap<AllocKey, Vec<Vec<(usize, u64)>>>,
+    /// Container images the node has (`berth_model::job::image_key` form); `*` means it
+    /// pulls any. Shared: a pass clones ledgers and this changes only when the agent reports.
+    images: Arc<BTreeSet<String>>,
 }
 
 impl NodeLedger {
+    /// Sets the container images the node has (see the field); jobs that name an image are
+    /// placed only where [`NodeLedger::has_image`] holds.
+    pub fn set_images(&mut self, images: impl IntoIterator<Item = String>) {
+        self.images = Arc::new(images.into_iter().collect());
+    }
+
+    /// Whether the node can run a container of `image` (an `image_key`).
+    pub fn has_image(&self, image: &str) -> bool {
+        self.images.contains(image) || self.images.contains(berth_model::protocol::ANY_IMAGE)
+    }
+
+    /// The container images the node reported.
+    pub fn images(&self) -> &BTreeSet<String> {
+        &self.images
+    }
+
     /// An empty ledger for a node of `queue` with this topology. A topology without NUMA nodes
     /// is treated as one NUMA node 0 holding all CPUs and `mem_bytes`; CPUs that name a NUMA
     /// node the topology does not list get a memory-less NUMA node of that id.
@@ -134,6 +153,7 @@ impl NodeLedger {
             cpus_used: 0,
             agg: Aggregates::default(),
             splits: BTreeMap::new(),
+            images: Arc::default(),
         };
         l.refresh();
         l

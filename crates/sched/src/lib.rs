@@ -158,6 +158,9 @@ pub struct PendingJob {
     pub project: String,
     pub submitted_at: Millis,
     pub time_limit_ms: Option<Millis>,
+    /// The container image the job runs (`berth_model::job::image_key` form): only nodes
+    /// that have it ([`NodeLedger::has_image`]) are considered.
+    pub image: Option<String>,
 }
 
 /// A job that holds resources (its bindings are allocated on the ledgers passed in).

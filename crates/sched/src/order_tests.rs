@@ -19,6 +19,7 @@ fn job(id: JobId, user: &str, project: &str, prio: i32, gpu_milli: u64) -> Pendi
         project: project.into(),
         submitted_at: 0,
         time_limit_ms: None,
+        image: None,
     }
 }
 

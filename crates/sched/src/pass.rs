@@ -146,6 +146,15 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Quota, text), job.blocked_passes));
                 continue;
             }
+            // A job whose image no node has waits without holding the queue back: loading
+            // the image somewhere, not the jobs behind it, is what lets it start.
+            if let Some(image) = &job.image
+                && !pool.any_has_image(image)
+            {
+                let reason = PendingReason::new(PendingKind::Image, format!("image: {image} not on any node"));
+                out.waiting.push(wait(job, pos, reason, job.blocked_passes));
+                continue;
+            }
             let why = match pool.place(job) {
                 Ok(mut chosen) => {
                     let end = now.saturating_add(self.limit(job));

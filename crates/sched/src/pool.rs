@@ -143,6 +143,17 @@ impl<'a> Pool<'a> {
         self.nodes[i].schedulable() && !self.held[i]
     }
 
+    /// Whether node `i` may take this job in this pass: usable and, for a container job,
+    /// holding its image.
+    pub fn eligible(&self, i: usize, job: &PendingJob) -> bool {
+        self.usable(i) && job.image.as_deref().is_none_or(|img| self.nodes[i].has_image(img))
+    }
+
+    /// Whether some usable node has the image.
+    pub fn any_has_image(&self, image: &str) -> bool {
+        (0..self.nodes.len()).any(|i| self.usable(i) && self.nodes[i].has_image(image))
+    }
+
     /// Puts node `i` back in the right bucket after a change (or takes it out).
     fn reindex(&mut self, i: usize) {
         if let Some((b, k)) = self.slot[i].take() {
@@ -207,7 +218,7 @@ impl<'a> Pool<'a> {
             let Some((b, (_, i))) = best else { break };
             iters[b].next();
             let i = i as usize;
-            if avoid.contains(&i) {
+            if avoid.contains(&i) || !self.eligible(i, job) {
                 continue;
             }
             if let Ok(binding) = self.nodes[i].bind(req, job.numa) {
@@ -234,6 +245,10 @@ impl<'a> Pool<'a> {
     fn memo(&self, job: &PendingJob) -> Option<String> {
         let r = &job.request;
         let want = job.nodes.max(1);
+        if job.image.is_some() {
+            // The memos hold for every node; an image job sees only some of them.
+            return None;
+        }
         if let Some(why) = self.exact.get(&shape(job)) {
             return Some(why.clone());
         }
@@ -269,7 +284,7 @@ impl<'a> Pool<'a> {
         // the reason a user reads names it; and how many pass the quick check.
         let mut closest: Option<(usize, Shortfall)> = None;
         let mut quick = 0u32;
-        for i in (0..self.nodes.len()).filter(|&i| self.usable(i)) {
+        for i in (0..self.nodes.len()).filter(|&i| self.eligible(i, job)) {
             let s = match self.nodes[i].quick_check(req) {
                 Ok(()) => {
                     quick += 1;
@@ -294,6 +309,9 @@ impl<'a> Pool<'a> {
                 None => self.none_usable(req),
             }
         };
+        if job.image.is_some() {
+            return why;
+        }
         if quick < want {
             let d = Dominated {
                 gpu: gpu_level(req),

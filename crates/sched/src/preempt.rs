@@ -150,12 +150,12 @@ pub(crate) fn plan(
     let mut on: Vec<Vec<usize>> = vec![Vec::new(); pool.nodes.len()];
     for (v, r) in ctx.cands.iter().enumerate() {
         let nodes: BTreeSet<usize> = r.bindings.iter().filter_map(|b| pool.index_of(&b.node)).collect();
-        for i in nodes.into_iter().filter(|&i| pool.usable(i)) {
+        for i in nodes.into_iter().filter(|&i| pool.eligible(i, job)) {
             on[i].push(v);
         }
     }
     let now_fit: BTreeSet<usize> = if want > 1 {
-        (0..pool.nodes.len()).filter(|&i| pool.usable(i) && ctx.fits(i, &[])).collect()
+        (0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && ctx.fits(i, &[])).collect()
     } else {
         BTreeSet::new()
     };

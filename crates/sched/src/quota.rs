@@ -158,6 +158,7 @@ mod tests {
             project: "u".into(),
             submitted_at: 0,
             time_limit_ms: None,
+            image: None,
         }
     }
 

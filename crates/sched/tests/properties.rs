@@ -70,6 +70,7 @@ fn build_jobs(specs: &[(i32, usize, ResourceRequest, u32, usize, u32)], first_id
             project: "u".into(),
             submitted_at: 0,
             time_limit_ms: None,
+            image: None,
         })
         .collect()
 }

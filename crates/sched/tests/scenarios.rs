@@ -582,3 +582,43 @@ fn preemption_for_a_gang_and_never_twice_the_same_victim() {
           preempt 2 for 5 Requeue
         "#);
 }
+
+#[test]
+fn image_jobs_go_only_where_the_image_is() {
+    insta::assert_snapshot!(support::run("
+        queue default skip=0
+        node n1 cpus=4
+        node n2 cpus=4 images=pytorch:2.4,busybox
+        node n3 cpus=4 images=*
+        job 1 cpus=4 image=pytorch:2.4
+        job 2 cpus=4 image=pytorch:2.4
+        job 3 cpus=1 image=tensorflow:2.2
+        job 4 cpus=4 image=busybox:latest
+        job 5 cpus=4
+        pass
+    "), @r#"
+        pass 1
+          start 1 n2 cpus=0-3 mems=0 mem=1GiB
+          start 2 n3 cpus=0-3 mems=0 mem=1GiB
+          start 5 n1 cpus=0-3 mems=0 mem=1GiB
+          wait 3 #3 Resources "resources: needs 1 CPU; best node n3 has 0 free (3 nodes in queue)"
+          wait 4 #4 Resources "resources: needs 4 CPUs; best node n2 has 0 free (3 nodes in queue)"
+        "#);
+}
+
+#[test]
+fn a_job_whose_image_no_node_has_waits_without_holding_the_queue() {
+    insta::assert_snapshot!(support::run("
+        queue default strict
+        node n1 cpus=4 images=busybox:1
+        job 1 cpus=1 image=pytorch:2.4
+        job 2 cpus=1 image=busybox:1
+        job 3 cpus=1
+        pass
+    "), @r#"
+        pass 1
+          start 2 n1 cpus=0 mems=0 mem=1GiB
+          start 3 n1 cpus=1 mems=0 mem=1GiB
+          wait 1 #1 Image "image: pytorch:2.4 not on any node"
+        "#);
+}

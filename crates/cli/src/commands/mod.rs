@@ -5,6 +5,7 @@ pub mod admin;
 pub mod cache;
 pub mod cache_warm;
 pub mod cancel;
+pub mod images;
 pub mod login;
 pub mod logs;
 pub mod nodes;

@@ -160,6 +160,7 @@ mod tests {
             }],
             running_jobs: 1,
             topology: Topology::default(),
+            containers: Default::default(),
         };
         let nodes: Vec<String> = node_table(std::slice::from_ref(&n)).lines().collect();
         assert!(nodes[1].contains("4/16") && nodes[1].contains("16GiB/64GiB") && nodes[1].contains("0.5/1"));

@@ -124,15 +124,29 @@ impl Berth {
     /// `<home>/<name>.stderr`); does not wait for it to register.
     pub fn add_agent(&mut self, name: &str, extra: &[&str]) {
         let join = std::fs::read_to_string(self.data.join("join-token")).expect("join token").trim().to_string();
+        // Appended to: an agent started again on the same name keeps its predecessor's log.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.path().join(format!("{name}.stderr")))
+            .unwrap();
         let agent = base_cmd(self.home.path())
             .args(["agent", "--manager", &self.url, "--join-token", &join, "--name", name, "--data-dir"])
             .arg(self.home.path().join(format!("agent-{name}")))
             .args(extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::from(std::fs::File::create(self.home.path().join(format!("{name}.stderr"))).unwrap()))
+            .stderr(Stdio::from(log))
             .spawn()
             .expect("spawn berth agent");
         self.procs.push(agent);
+    }
+
+    /// Kills the `i`-th agent started on a [`Berth::cluster`] (0 is the first) with SIGKILL,
+    /// like a crash: nothing is stopped or reported. Later agents shift down by one.
+    pub fn kill_agent(&mut self, i: usize) {
+        let mut p = self.procs.remove(i + 1);
+        let _ = p.kill();
+        let _ = p.wait();
     }
 
     /// Rewrites the config file of [`Berth::up_with_config`] (read on the next start).

@@ -183,6 +183,7 @@ impl Agent {
             topology: topo,
             kernels,
             address: Some(format!("{node}.addr")),
+            containers: Default::default(),
         })
         .await;
         match a.recv().await {

@@ -298,6 +298,7 @@ pub fn simulate_detailed(
         } else {
             trace.jobs[i].time_limit_ms
         },
+        image: None,
     };
 
     let mut pending: Vec<PendingJob> = Vec::new();

@@ -3,8 +3,8 @@
 //! ```text
 //! queue default skip=2          # or `strict` (the default when no queue line is given)
 //! queue q backfill ordering=drf scoring=spread preempt=requeue,min=10m default=1h
-//! node n1 cpus=8 mem=32GiB gpus=1 numa=2 smt queue=batch down
-//! job 1 cpus=2 mem=4GiB gpus=0.5 prio=5 nodes=2 numa=require-local queue=batch
+//! node n1 cpus=8 mem=32GiB gpus=1 numa=2 smt queue=batch down images=busybox:1,pytorch:2.4
+//! job 1 cpus=2 mem=4GiB gpus=0.5 prio=5 nodes=2 numa=require-local queue=batch image=pytorch:2.4
 //! job 2 user=alice project=ml limit=30m
 //! run 7 gpus=1 start=-2h limit=3h prio=0 preemptible user=bob   # a running job, placed now
 //! usage user alice 100 / usage project ml 50 / weight ml 3         # fair-share input
@@ -137,6 +137,7 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
         user,
         submitted_at: 0,
         time_limit_ms: o.get("limit").map(|d| duration(d)),
+        image: o.get("image").map(|i| berth_model::job::image_key(i)),
     }
 }
 
@@ -275,6 +276,9 @@ pub fn run(script: &str) -> String {
                 );
                 let mut l = NodeLedger::new(words[1], get("queue", "default"), t);
                 l.set_schedulable(!o.contains_key("down"));
+                if let Some(images) = o.get("images") {
+                    l.set_images(images.split(',').map(berth_model::job::image_key));
+                }
                 sc.nodes.push(l);
             }
             "job" => {

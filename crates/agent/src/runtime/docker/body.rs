@@ -36,7 +36,11 @@ pub fn container_name(scope: &str, key: &KernelKey) -> String {
 /// Parses `<job>.<attempt>.<index>` back into a key.
 pub fn parse_key(s: &str) -> Option<KernelKey> {
     let mut it = s.split('.');
-    let k = KernelKey { job_id: it.next()?.parse().ok()?, attempt: it.next()?.parse().ok()?, index: it.next()?.parse().ok()? };
+    let k = KernelKey {
+        job_id: it.next()?.parse().ok()?,
+        attempt: it.next()?.parse().ok()?,
+        index: it.next()?.parse().ok()?,
+    };
     it.next().is_none().then_some(k)
 }
 

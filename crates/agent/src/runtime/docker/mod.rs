@@ -18,7 +18,8 @@ use std::time::Duration;
 use berth_model::protocol::{ContainerInfo, KernelEvent, KernelKey, KernelOutcome};
 use berth_model::{Binding, JobSpec};
 use bollard::query_parameters::{
-    CreateContainerOptions, CreateImageOptions, InspectContainerOptions, ListContainersOptions, ListImagesOptions, StartContainerOptions,
+    CreateContainerOptions, CreateImageOptions, InspectContainerOptions, ListContainersOptions, ListImagesOptions,
+    StartContainerOptions,
 };
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
@@ -202,7 +203,10 @@ impl Docker {
         }
         if let Err(e) = client.start_container(&name, None::<StartContainerOptions>).await {
             supervise::remove(&client, &name).await;
-            return finish(KernelOutcome::LaunchFailed, format!("launch failed: cannot start the container: {}", text(&e)));
+            return finish(
+                KernelOutcome::LaunchFailed,
+                format!("launch failed: cannot start the container: {}", text(&e)),
+            );
         }
         let pid = client
             .inspect_container(&name, None::<InspectContainerOptions>)

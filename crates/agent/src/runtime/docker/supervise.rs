@@ -158,6 +158,9 @@ mod tests {
     fn ends_are_classified_like_processes() {
         assert_eq!(classify(Some(0), false, 1).0, KernelOutcome::Succeeded);
         assert_eq!(classify(Some(3), false, 1), (KernelOutcome::Failed, "exit code 3".into()));
-        assert_eq!(classify(Some(137), true, 32 << 20), (KernelOutcome::OutOfMemory, "out of memory (limit 32MiB)".into()));
+        assert_eq!(
+            classify(Some(137), true, 32 << 20),
+            (KernelOutcome::OutOfMemory, "out of memory (limit 32MiB)".into())
+        );
     }
 }

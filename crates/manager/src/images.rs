@@ -1,0 +1,94 @@
+//! Container images per node: what agents report about their Docker (`Register`,
+//! `Containers`), the image sets the scheduler places image jobs by, the reasons of jobs
+//! that wait for an image, and `GET /v1/images`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::State as AxState;
+use berth_model::PendingKind;
+use berth_model::api::{DockerDown, ImageView, ImagesView};
+use berth_model::protocol::{ANY_IMAGE, ContainerInfo};
+use berth_sched::PassOutput;
+
+use crate::auth::Auth;
+use crate::manager::Manager;
+use crate::state::State;
+
+/// The images a node can run now: none while its Docker is down.
+pub fn ledger_images(info: &ContainerInfo) -> Vec<String> {
+    if info.docker_ok { info.images.iter().map(|i| berth_model::job::image_key(i)).collect() } else { Vec::new() }
+}
+
+/// Adds to each `image:` reason the nodes of the job's queue whose Docker is down, since
+/// that, not a missing image, may be what to fix.
+pub fn explain_waits(st: &State, out: &mut PassOutput) {
+    for w in out.waiting.iter_mut().filter(|w| w.reason.kind == PendingKind::Image) {
+        let Some(job) = st.jobs.get(&w.job) else { continue };
+        let mut down: Vec<String> = st
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.queue == job.queue && n.ready && !n.containers.docker_ok)
+            .map(|(name, n)| match &n.containers.error {
+                Some(e) => format!("{name} ({e})"),
+                None => name.clone(),
+            })
+            .collect();
+        down.sort();
+        if !down.is_empty() {
+            w.reason.message = format!("{}; docker is not usable on {}", w.reason.message, down.join(", "));
+        }
+    }
+}
+
+impl Manager {
+    /// An agent reported a change of its Docker: new image sets for the scheduler.
+    pub async fn containers_changed(&self, node: &str, info: ContainerInfo) {
+        let mut st = self.lock_state().await;
+        let Some(n) = st.nodes.get_mut(node) else { return };
+        let idx = n.ledger;
+        tracing::info!(node, docker_ok = info.docker_ok, images = info.images.len(), "node's docker changed");
+        let images = ledger_images(&info);
+        n.containers = info;
+        if let Some(l) = st.ledgers.get_mut(idx) {
+            l.set_images(images);
+        }
+        drop(st);
+        self.wake.notify_one();
+    }
+}
+
+/// Which node has which container image, and where Docker is down.
+#[utoipa::path(get, path = "/v1/images", tag = "nodes", responses((status = 200, body = ImagesView)))]
+pub async fn list(AxState(m): AxState<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<ImagesView> {
+    let st = m.lock_state().await;
+    let mut by_image: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut view = ImagesView::default();
+    for (name, n) in &st.nodes {
+        if !n.ready {
+            continue;
+        }
+        if !n.containers.docker_ok {
+            let error = n.containers.error.clone().unwrap_or_else(|| "docker is not available".into());
+            view.docker_down.push(DockerDown { node: name.clone(), error });
+            continue;
+        }
+        for image in &n.containers.images {
+            if image == ANY_IMAGE {
+                view.pulling_nodes.push(name.clone());
+            } else {
+                by_image.entry(image).or_default().push(name.clone());
+            }
+        }
+    }
+    view.images = by_image
+        .into_iter()
+        .map(|(image, mut nodes)| {
+            nodes.sort();
+            ImageView { image: image.to_string(), nodes }
+        })
+        .collect();
+    view.pulling_nodes.sort();
+    view.docker_down.sort_by(|a, b| a.node.cmp(&b.node));
+    axum::Json(view)
+}
