@@ -61,6 +61,7 @@ fn options(dir: &Path, test: &str) -> RuntimeOptions {
         data_dir: dir.to_path_buf(),
         node: format!("conf-{}-{test}", std::process::id()),
         run_as: None,
+        user_map: berth_agent::runtime::UserMap::Fixed,
         gpu_memory: Default::default(),
         pids_max: 256,
         stop_grace: Duration::from_millis(500),

@@ -276,6 +276,8 @@ async fn users_are_kept_apart_by_uid() {
         pids_max: 256,
         stop_grace: Duration::from_millis(300),
         use_cgroups: false,
+        docker: Default::default(),
+        fake_gpus: false,
     })
     .unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();

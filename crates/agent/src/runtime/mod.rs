@@ -175,7 +175,7 @@ impl Runtime {
             tracing::warn!("killed {stale} kernels left running by a previous agent process");
         }
         tracing::info!(user = %user.name, uid = user.uid, "kernels run as");
-        let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir), user.clone());
+        let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir));
         Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base, docker })
     }
 
@@ -214,7 +214,9 @@ impl Runtime {
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, String> {
         if spec.image.is_some() {
-            return Ok(self.docker.start(key, spec, binding, manager_env, events));
+            // The container runs as the owner's mapped uid too (unless the image names a USER).
+            let user = self.kernel_user(manager_env).map_err(|e| format!("launch failed: {e}"))?;
+            return Ok(self.docker.start(key, spec, binding, manager_env, events, user));
         }
         let name = logs::key_name(&key);
         let dir = logs::kernel_dir(&self.opts.data_dir, &key);

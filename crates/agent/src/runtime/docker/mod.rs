@@ -40,6 +40,15 @@ pub struct DockerOptions {
     pub pull: bool,
 }
 
+/// What one container is started with.
+struct Launch {
+    key: KernelKey,
+    spec: JobSpec,
+    binding: Binding,
+    env: BTreeMap<String, String>,
+    user: RunUser,
+}
+
 /// Where a started kernel's container is, after [`Docker::adopt`].
 pub struct Adopted {
     pub key: KernelKey,
@@ -65,7 +74,6 @@ struct Inner {
     scope: String,
     node: String,
     data_dir: PathBuf,
-    user: RunUser,
     gpu_memory: std::collections::HashMap<String, u64>,
     pids_max: i64,
     stop_grace: Duration,
@@ -89,14 +97,13 @@ fn text(e: &bollard::errors::Error) -> String {
 }
 
 impl Docker {
-    pub(super) fn new(opts: &super::RuntimeOptions, scope: String, user: RunUser) -> Docker {
+    pub(super) fn new(opts: &super::RuntimeOptions, scope: String) -> Docker {
         Docker {
             inner: Arc::new(Inner {
                 opts: opts.docker.clone(),
                 scope,
                 node: opts.node.clone(),
                 data_dir: opts.data_dir.clone(),
-                user,
                 gpu_memory: opts.gpu_memory.clone(),
                 pids_max: opts.pids_max,
                 stop_grace: opts.stop_grace,
@@ -166,23 +173,21 @@ impl Docker {
         binding: &Binding,
         manager_env: &BTreeMap<String, String>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
+        user: RunUser,
     ) -> KernelHandle {
         let (stop_tx, stop_rx) = mpsc::unbounded_channel();
         let me = self.clone();
-        let env = build_env(&self.inner.user, spec, binding, manager_env, &self.inner.gpu_memory);
+        let env = build_env(&user, spec, binding, manager_env, &self.inner.gpu_memory);
         let (spec, binding, events) = (spec.clone(), binding.clone(), events.clone());
         tokio::spawn(async move {
-            me.launch(key, spec, binding, env, stop_rx, events).await;
+            me.launch(Launch { key, spec, binding, env, user }, stop_rx, events).await;
         });
         KernelHandle { pid: 0, stop: stop_tx, deferred: true }
     }
 
     async fn launch(
         self,
-        key: KernelKey,
-        spec: JobSpec,
-        binding: Binding,
-        env: BTreeMap<String, String>,
+        Launch { key, spec, binding, env, user }: Launch,
         mut stop: mpsc::UnboundedReceiver<StopRequest>,
         events: mpsc::UnboundedSender<KernelUpdate>,
     ) {
@@ -191,7 +196,7 @@ impl Docker {
             let ev = KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now() };
             let _ = events.send((key, ev));
         };
-        let created = self.create(&name, key, &spec, &binding, env).await;
+        let created = self.create(&name, key, &spec, &binding, env, &user).await;
         let client = match created {
             Ok(c) => c,
             Err(e) => return finish(KernelOutcome::LaunchFailed, format!("launch failed: {e}")),
@@ -237,6 +242,7 @@ impl Docker {
         spec: &JobSpec,
         binding: &Binding,
         env: BTreeMap<String, String>,
+        user: &RunUser,
     ) -> Result<bollard::Docker, String> {
         let dir = logs::kernel_dir(&self.inner.data_dir, &key);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
@@ -270,7 +276,7 @@ impl Docker {
             spec,
             binding,
             env,
-            user: &self.inner.user,
+            user,
             image_user: image_user.as_deref(),
             pids_max: self.inner.pids_max,
             fake_gpus: self.inner.fake_gpus,
