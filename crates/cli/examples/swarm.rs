@@ -171,6 +171,7 @@ impl FakeNode {
                 topology: topology.clone(),
                 kernels: self.kernels.iter().map(|(key, k)| KernelReport { key: *key, last: event(*k) }).collect(),
                 address: Some("127.0.0.1".into()),
+                containers: Default::default(),
             };
             ws.send(Message::text(serde_json::to_string(&register)?)).await?;
             ws

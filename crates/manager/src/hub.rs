@@ -337,7 +337,7 @@ impl Manager {
     async fn handle(&self, st: &mut crate::state::State, node: &str, msg: AgentMessage) {
         match msg {
             AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
-            AgentMessage::Containers { info } => self.containers_changed(node, info).await,
+            AgentMessage::Containers { info } => self.containers_changed(st, node, info),
             AgentMessage::Heartbeat { at } => {
                 if let Some(n) = st.nodes.get_mut(node) {
                     n.last_seen = Instant::now();

@@ -42,9 +42,9 @@ pub fn explain_waits(st: &State, out: &mut PassOutput) {
 }
 
 impl Manager {
-    /// An agent reported a change of its Docker: new image sets for the scheduler.
-    pub async fn containers_changed(&self, node: &str, info: ContainerInfo) {
-        let mut st = self.lock_state().await;
+    /// An agent reported a change of its Docker: new image sets for the scheduler (called
+    /// with the state locked, among the agent's other messages).
+    pub fn containers_changed(&self, st: &mut State, node: &str, info: ContainerInfo) {
         let Some(n) = st.nodes.get_mut(node) else { return };
         let idx = n.ledger;
         tracing::info!(node, docker_ok = info.docker_ok, images = info.images.len(), "node's docker changed");
@@ -53,7 +53,6 @@ impl Manager {
         if let Some(l) = st.ledgers.get_mut(idx) {
             l.set_images(images);
         }
-        drop(st);
         self.wake.notify_one();
     }
 }
