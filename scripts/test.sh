@@ -49,6 +49,31 @@ else
   warn "SKIPPED: pfio could not be installed (no venv/pip or no PyPI): the PFIO dataset-cache test will be SKIPPED"
 fi
 
+# The docker runtime's tests need a running dockerd and a static busybox, from which
+# scripts/test-image.sh builds the test images (no registry is reached). dockerd is started
+# in the background when it is not running; it keeps running after the tests.
+need_pkgs=()
+command -v dockerd >/dev/null || need_pkgs+=(docker.io)
+if [ ! -x /bin/busybox ] || ldd /bin/busybox >/dev/null 2>&1; then need_pkgs+=(busybox-static); fi
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing ${need_pkgs[*]} with apt"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null || true
+fi
+if command -v dockerd >/dev/null && ! docker info >/dev/null 2>&1; then
+  log "starting dockerd in the background (log: ${TMPDIR:-/tmp}/berth-dockerd.log)"
+  as_root sh -c "nohup dockerd >'${TMPDIR:-/tmp}/berth-dockerd.log' 2>&1 </dev/null &" || true
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 1
+  done
+fi
+if docker info >/dev/null 2>&1; then
+  bash scripts/test-image.sh || warn "cannot build the docker test images: docker tests will be SKIPPED"
+else
+  warn "SKIPPED: no running Docker daemon (see ${TMPDIR:-/tmp}/berth-dockerd.log): every docker runtime test will be SKIPPED"
+fi
+
 # --- the tests -----------------------------------------------------------------------------
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 export RUST_BACKTRACE=1
