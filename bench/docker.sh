@@ -16,9 +16,14 @@ MAKE_N=${2:-200}
 IMAGE=berth-test/busybox:1
 
 bash scripts/test-image.sh
-cargo build --release --quiet --bin berth --example loadgen
-BIN=${CARGO_TARGET_DIR:-target}/release/berth
-LOADGEN=${CARGO_TARGET_DIR:-target}/release/examples/loadgen
+# BENCH_BIN_DIR: a directory holding prebuilt release `berth` and `loadgen` (skips the build).
+if [ -n "${BENCH_BIN_DIR:-}" ]; then
+  BIN=$BENCH_BIN_DIR/berth LOADGEN=$BENCH_BIN_DIR/loadgen
+else
+  cargo build --release --quiet --bin berth --example loadgen
+  BIN=${CARGO_TARGET_DIR:-target}/release/berth
+  LOADGEN=${CARGO_TARGET_DIR:-target}/release/examples/loadgen
+fi
 
 run_with_berth() {
   local tmp pid url token
