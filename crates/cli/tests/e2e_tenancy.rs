@@ -187,3 +187,21 @@ fn usage_reports_per_user_and_project_as_table_json_and_csv() {
     let o = b.cli(&["usage", "--since", "soon"]);
     assert!(!o.status.success());
 }
+
+#[test]
+fn admin_queue_create_and_update_with_projects_and_a_maximum() {
+    let b = Berth::up(&[]);
+    b.ok(&["admin", "project", "create", "vision"]);
+    b.ok(&["admin", "queue", "create", "gpu", "--projects", "vision", "--max-time-limit", "24h"]);
+    let o = b.cli(&["admin", "queue", "create", "gpu"]);
+    assert!(!o.status.success() && text(&o.stderr).contains("already exists"), "{}", text(&o.stderr));
+    let o = b.cli(&["admin", "queue", "update", "nope", "--ordering", "lifo"]);
+    assert!(!o.status.success() && text(&o.stderr).contains("does not exist"), "{}", text(&o.stderr));
+    let table = b.ok(&["queues"]);
+    let row = table.lines().find(|l| l.starts_with("gpu")).unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("vision") && (row.contains("24h") || row.contains("1d")), "{row}");
+    b.ok(&["admin", "queue", "update", "gpu", "--projects", "all", "--max-time-limit", "none"]);
+    let q: Value = b.json(&["queues"]);
+    let gpu = q.as_array().unwrap().iter().find(|q| q["name"] == "gpu").unwrap();
+    assert!(gpu["policy"].get("projects").is_none() && gpu["policy"].get("max_time_limit_secs").is_none(), "{gpu}");
+}

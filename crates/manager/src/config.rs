@@ -109,6 +109,10 @@ struct QueueEntry {
     preemption: Option<String>,
     #[serde(default)]
     preempt_min_runtime: Option<Duration>,
+    #[serde(default)]
+    projects: Option<Vec<String>>,
+    #[serde(default)]
+    max_time_limit: Option<Duration>,
 }
 
 /// Minimum runtime before a job may be preempted when the config names none.
@@ -143,6 +147,8 @@ pub fn parse(text: &str) -> Result<Config, String> {
             default_time_limit: q.default_time_limit.as_ref().map(Duration::text),
             preemption: q.preemption,
             preempt_min_runtime: q.preempt_min_runtime.as_ref().map(Duration::text),
+            projects: q.projects,
+            max_time_limit: q.max_time_limit.as_ref().map(Duration::text),
         };
         let policy = apply_update(&to_policy(&QueueConfig::new(q.name.clone())), &update)
             .map_err(|e| format!("queue `{}`: {e}", q.name))?;
@@ -243,6 +249,8 @@ pub fn to_policy(q: &QueueConfig) -> QueuePolicy {
         preempt_min_runtime_secs: (q.preemption.map(|p| p.min_runtime_ms).unwrap_or(DEFAULT_PREEMPT_MIN_RUNTIME_MS)
             / 1000)
             .max(0) as u64,
+        projects: q.projects.clone(),
+        max_time_limit_secs: q.max_time_limit_ms.map(|m| (m / 1000).max(0) as u64),
     }
 }
 
@@ -259,6 +267,8 @@ pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, String> {
         default_time_limit_ms: p.default_time_limit_secs as i64 * 1000,
         preemption: parse_preemption(&p.preemption)?
             .map(|action| Preemption { action, min_runtime_ms: p.preempt_min_runtime_secs as i64 * 1000 }),
+        projects: p.projects.clone(),
+        max_time_limit_ms: p.max_time_limit_secs.map(|s| s as i64 * 1000),
     })
 }
 
@@ -290,6 +300,31 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
     }
     if let Some(v) = &u.preempt_min_runtime {
         p.preempt_min_runtime_secs = parse_duration_or_zero(v).map_err(|e| format!("preempt_min_runtime: {e}"))?;
+    }
+    if let Some(list) = &u.projects {
+        let list: Vec<String> = list.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+        if let Some(bad) = list.iter().find(|s| !berth_model::valid_name(s)) {
+            return Err(format!("projects: `{bad}` is not a project name (1-64 letters, digits, `-`, `_`, `.`)"));
+        }
+        p.projects = list;
+    }
+    if let Some(v) = &u.max_time_limit {
+        p.max_time_limit_secs = match v.trim() {
+            "none" | "" => None,
+            v => match berth_model::parse_duration(v).map_err(|e| format!("max_time_limit: {e}"))? {
+                0 => return Err("max_time_limit must be more than 0s (or `none`)".into()),
+                s => Some(s),
+            },
+        };
+    }
+    if let Some(max) = p.max_time_limit_secs
+        && p.default_time_limit_secs > max
+    {
+        return Err(format!(
+            "default_time_limit ({}) is above max_time_limit ({}): lower the default or raise the maximum",
+            berth_model::format_duration(p.default_time_limit_secs),
+            berth_model::format_duration(max)
+        ));
     }
     Ok(p)
 }
@@ -350,6 +385,21 @@ mod tests {
         assert_eq!(c.fair_share.weights["projecta"], 2.0);
         // round trip through the API's policy
         assert_eq!(&from_policy("gpu", &to_policy(q)).unwrap(), q);
+    }
+
+    #[test]
+    fn queue_projects_and_maximum_from_the_file() {
+        let c = parse("[[queue]]\nname = \"gpu\"\nprojects = [\"vision\"]\nmax_time_limit = \"1d\"\n").unwrap();
+        assert_eq!(c.queues[0].projects, vec!["vision".to_string()]);
+        assert_eq!(c.queues[0].max_time_limit_ms, Some(86_400_000));
+        assert!(
+            parse("[[queue]]\nname = \"gpu\"\nmax_time_limit = \"30m\"\n")
+                .unwrap_err()
+                .contains("above max_time_limit")
+        );
+        assert!(
+            parse("[[queue]]\nname = \"gpu\"\nprojects = [\"../x\"]\n").unwrap_err().contains("not a project name")
+        );
     }
 
     #[test]

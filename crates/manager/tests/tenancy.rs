@@ -142,3 +142,52 @@ async fn revoked_expired_and_disabled_tokens_stop_working_at_once() {
     assert_eq!(e.admin.get("/v1/admin/audit?since=later").await.0, 400);
     e.m.shutdown().await;
 }
+
+#[tokio::test]
+async fn queues_limited_to_projects_and_a_maximum_time_limit() {
+    let e = start().await;
+    let bob = user(&e, "bob").await;
+    let carol = user(&e, "carol").await;
+    assert_eq!(e.admin.post("/v1/admin/projects", json!({"name": "vision"})).await.0, 201);
+    assert_eq!(e.admin.post("/v1/admin/projects/vision/members", json!({"user": "bob"})).await.0, 204);
+    let put = |body: serde_json::Value| {
+        let c = e.admin.clone();
+        async move {
+            let r = c.http.put(format!("{}/v1/queues/gpu", c.url)).bearer_auth(&c.token).json(&body).send().await;
+            let r = r.unwrap();
+            (r.status().as_u16(), r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (s, v) = put(json!({"projects": ["vision"], "max_time_limit": "2h", "default_time_limit": "3h"})).await;
+    assert_eq!(s, 400, "a default above the maximum: {v}");
+    let (s, v) = put(json!({"projects": ["vision"], "max_time_limit": "2h", "default_time_limit": "1h"})).await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(
+        (v["policy"]["projects"].clone(), v["policy"]["max_time_limit_secs"].as_u64()),
+        (json!(["vision"]), Some(7200))
+    );
+
+    let in_gpu = |project: Option<&str>, limit: Option<u64>| {
+        let mut s = JobSpec::command(["true"]);
+        s.queue = Some("gpu".into());
+        s.project = project.map(Into::into);
+        s.time_limit_secs = limit;
+        s
+    };
+    let (s, v) = bob.submit(&in_gpu(None, None)).await;
+    assert_eq!(s, 403, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("submit with --project vision"), "{v}");
+    let (s, v) = carol.submit(&in_gpu(None, None)).await;
+    assert!(s == 403 && v["error"].as_str().unwrap().contains("ask an admin"), "{v}");
+    let (s, v) = bob.submit(&in_gpu(Some("vision"), Some(3 * 3600))).await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("use --time-limit 2h or less"), "{v}");
+    // No limit given: the queue's default (1 h) becomes the job's real limit.
+    let id = bob.submit_ok(&in_gpu(Some("vision"), None)).await;
+    assert_eq!(bob.job(id).await["spec"]["time_limit_secs"], 3600);
+    // Opening the queue again.
+    let (s, v) = put(json!({"projects": [], "max_time_limit": "none"})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(carol.submit(&in_gpu(None, Some(10 * 3600))).await.0, 201);
+    e.m.shutdown().await;
+}

@@ -272,6 +272,13 @@ pub struct QueuePolicy {
     pub preemption: String,
     /// A job that has run less than this (seconds) is never preempted.
     pub preempt_min_runtime_secs: u64,
+    /// Projects whose jobs may use the queue; empty: everyone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<String>,
+    /// The longest time limit a job may ask for, in seconds; jobs without one get
+    /// `default_time_limit_secs` as their limit. `None`: no maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_time_limit_secs: Option<u64>,
 }
 
 /// A queue as `GET /v1/queues` and `berth queues` show it.
@@ -306,4 +313,10 @@ pub struct QueueUpdate {
     /// A duration, like `default_time_limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempt_min_runtime: Option<String>,
+    /// Projects allowed to use the queue (replaces the list; empty: everyone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projects: Option<Vec<String>>,
+    /// A duration, or `none` for no maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_time_limit: Option<String>,
 }

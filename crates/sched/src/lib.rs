@@ -126,6 +126,12 @@ pub struct QueueConfig {
     /// Time limit assumed (for backfill reservations) for jobs that set none.
     pub default_time_limit_ms: Millis,
     pub preemption: Option<Preemption>,
+    /// Projects whose jobs may use the queue; empty: every project. Checked at submit (the
+    /// manager), not in the pass.
+    pub projects: Vec<String>,
+    /// The longest time limit a job may ask for (jobs without one get the default, capped by
+    /// it); `None`: no maximum. Checked at submit.
+    pub max_time_limit_ms: Option<Millis>,
 }
 
 impl QueueConfig {
@@ -138,6 +144,8 @@ impl QueueConfig {
             scoring: Scoring::Binpack,
             default_time_limit_ms: 3_600_000,
             preemption: None,
+            projects: Vec::new(),
+            max_time_limit_ms: None,
         }
     }
 }

@@ -270,6 +270,8 @@ pub async fn queues_and_usage(s: &dyn Store) {
         default_time_limit_secs: 3600,
         preemption: "requeue".into(),
         preempt_min_runtime_secs: 600,
+        projects: vec!["vision".into()],
+        max_time_limit_secs: Some(86_400),
     };
     let gpu = QueueRow { name: "gpu".into(), policy: policy("fifo"), seed: Some("{}".into()), updated_at: at(1) };
     s.put_queue(&gpu).await.unwrap();

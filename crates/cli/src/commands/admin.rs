@@ -79,6 +79,10 @@ pub enum QueueCommand {
     /// Create a queue or change its policy; options left out keep their value. The change is
     /// stored and survives restarts until the queue's entry in the config file changes
     Set(QueueSetArgs),
+    /// Create a queue (fails if it exists); options left out take the defaults
+    Create(QueueSetArgs),
+    /// Change an existing queue (fails if it does not exist); options left out keep their value
+    Update(QueueSetArgs),
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +107,13 @@ pub struct QueueSetArgs {
     /// A job that has run less than this is never preempted, e.g. 10m
     #[arg(long, value_name = "DURATION")]
     pub preempt_min_runtime: Option<String>,
+    /// Projects whose jobs may use the queue, comma-separated; `all` opens it to everyone
+    #[arg(long, value_name = "P1,P2")]
+    pub projects: Option<String>,
+    /// Longest time limit a job may ask for, e.g. 24h (`none`: no maximum); jobs without a
+    /// limit get the default one
+    #[arg(long, value_name = "DURATION")]
+    pub max_time_limit: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -173,8 +184,30 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         AdminCommand::Audit { since, limit, output } => {
             crate::commands::tenancy::audit(&client, since.as_deref(), limit, &output).await?;
         }
-        AdminCommand::Queue { command: QueueCommand::Set(a) } => {
+        AdminCommand::Queue { command } => {
+            let (a, must_exist) = match command {
+                QueueCommand::Set(a) => (a, None),
+                QueueCommand::Create(a) => (a, Some(false)),
+                QueueCommand::Update(a) => (a, Some(true)),
+            };
+            if let Some(must) = must_exist {
+                let exists = client.queues().await?.iter().any(|q| q.name == a.name);
+                if exists != must {
+                    let why = if must {
+                        "does not exist: create it with `berth admin queue create`"
+                    } else {
+                        "already exists: change it with `berth admin queue update`"
+                    };
+                    anyhow::bail!("queue `{}` {why}", a.name);
+                }
+            }
+            let projects = a.projects.as_deref().map(|p| match p.trim() {
+                "all" | "" => Vec::new(),
+                p => p.split(',').map(|s| s.trim().to_string()).collect(),
+            });
             let update = QueueUpdate {
+                projects,
+                max_time_limit: a.max_time_limit,
                 ordering: a.ordering,
                 head_of_line: a.head_of_line,
                 scoring: a.scoring,

@@ -24,15 +24,16 @@ pub async fn submit(
     Auth(user): Auth,
     Json(req): Json<SubmitRequest>,
 ) -> Result<(StatusCode, axum::Json<JobView>), ApiError> {
-    let spec = req.spec;
+    let mut spec = req.spec;
     spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
     if let Some(p) = &spec.project {
         check_project(&m, &user, p).await?;
     }
     let queue = spec.queue_name().to_string();
-    if m.queue(&queue).is_none() {
+    let Some(q) = m.queue(&queue) else {
         return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queue_names())));
-    }
+    };
+    check_queue_access(&q, &user, &mut spec)?;
     {
         let shapes = m.shapes.read().expect("shapes lock");
         berth_sched::check_feasible_with(&spec.resources, spec.nodes, spec.numa, &shapes, &queue)
@@ -148,6 +149,44 @@ pub async fn visible_job(m: &Manager, user: &User, id: JobId) -> Result<JobRow, 
         Some(row) if can_see(user, row.user_id, &row.spec) => Ok(row),
         _ => Err(no_such_job(id)),
     }
+}
+
+/// The queue's own rules: which projects may use it, and its maximum time limit (a job
+/// without a limit gets the queue's default, capped by the maximum, as its real limit).
+fn check_queue_access(
+    q: &berth_sched::QueueConfig,
+    user: &User,
+    spec: &mut berth_model::JobSpec,
+) -> Result<(), ApiError> {
+    if !q.projects.is_empty() && !spec.project.as_ref().is_some_and(|p| q.projects.contains(p)) {
+        let mine: Vec<&String> = q.projects.iter().filter(|p| user.member_of(p)).collect();
+        let hint = match mine.first() {
+            Some(p) => format!("submit with --project {p}"),
+            None => "ask an admin to add you to one of them".to_string(),
+        };
+        return Err(ApiError::forbidden(format!(
+            "queue `{}` is open to projects {} only: {hint}",
+            q.name,
+            q.projects.join(", ")
+        )));
+    }
+    if let Some(max_ms) = q.max_time_limit_ms {
+        let max = (max_ms / 1000).max(1) as u64;
+        match spec.time_limit_secs {
+            Some(t) if t > max => {
+                return Err(ApiError::bad_request(format!(
+                    "time limit {} is above queue `{}`'s maximum of {}: use --time-limit {} or less",
+                    berth_model::format_duration(t),
+                    q.name,
+                    berth_model::format_duration(max),
+                    berth_model::format_duration(max)
+                )));
+            }
+            Some(_) => {}
+            None => spec.time_limit_secs = Some(((q.default_time_limit_ms / 1000).max(1) as u64).min(max)),
+        }
+    }
+    Ok(())
 }
 
 /// A job may go to a project its submitter belongs to (admins: any existing project).
