@@ -248,7 +248,7 @@ impl Docker {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
         for s in [berth_model::protocol::LogStream::Stdout, berth_model::protocol::LogStream::Stderr] {
             let p = logs::log_path(&self.inner.data_dir, &key, s);
-            std::fs::File::create(&p).map_err(|e| format!("cannot create `{}`: {e}", p.display()))?;
+            supervise::create_log(&p).map_err(|e| format!("cannot create `{}`: {e}", p.display()))?;
         }
         check_mounts(&spec.mounts, &self.inner.opts.allow_mounts, &self.inner.node)?;
         let client = self.client().await?.clone();

@@ -40,7 +40,7 @@ enum Why {
 /// truncated first: a re-adopted container's output is written again from the beginning.
 /// Ends when the container stops (the stream is followed).
 pub(super) async fn copy_logs(client: bollard::Docker, name: String, data_dir: PathBuf, key: KernelKey, follow: bool) {
-    let open = |s| std::fs::File::create(crate::logs::log_path(&data_dir, &key, s));
+    let open = |s| create_log(&crate::logs::log_path(&data_dir, &key, s));
     let (Ok(mut out), Ok(mut err)) = (open(LogStream::Stdout), open(LogStream::Stderr)) else {
         tracing::warn!(?key, "cannot create the log files of a container");
         return;
@@ -62,6 +62,13 @@ pub(super) async fn copy_logs(client: bollard::Docker, name: String, data_dir: P
             break;
         }
     }
+}
+
+/// Creates (or truncates) a log file readable by the agent only, like a process kernel's: the
+/// output of one user's job is not for other users on the node.
+pub(super) fn create_log(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)
 }
 
 pub(super) async fn supervise(mut s: Supervise) {
