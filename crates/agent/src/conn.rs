@@ -275,6 +275,7 @@ impl Agent {
                 None => route_address(&self.config.manager_url).await,
             },
             containers: self.containers.borrow_and_update().clone(),
+            labels: self.config.labels.clone(),
         };
         if let Err(e) = send(&mut ws, &register).await {
             return End::Lost(e);

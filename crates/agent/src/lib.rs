@@ -46,6 +46,8 @@ pub struct AgentConfig {
     /// Where other nodes reach this one (`MASTER_ADDR`); `None`: the local address of the
     /// route to the manager.
     pub address: Option<String>,
+    /// Labels queues may select this node by (`--label gpu=a100`).
+    pub labels: std::collections::BTreeMap<String, String>,
     /// PEM certificates trusted for an `https://` manager besides the public roots
     /// (`--ca-file`; see [`tls`]). Read at start, and again on every dial so a fixed file is
     /// picked up without a restart.

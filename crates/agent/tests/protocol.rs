@@ -61,6 +61,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         user_map: Default::default(),
         stop_grace: Duration::from_millis(200),
         address: None,
+        labels: Default::default(),
         ca_file: None,
         docker: Default::default(),
     }

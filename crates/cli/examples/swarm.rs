@@ -172,6 +172,7 @@ impl FakeNode {
                 kernels: self.kernels.iter().map(|(key, k)| KernelReport { key: *key, last: event(*k) }).collect(),
                 address: Some("127.0.0.1".into()),
                 containers: Default::default(),
+                labels: Default::default(),
             };
             ws.send(Message::text(serde_json::to_string(&register)?)).await?;
             ws

@@ -142,6 +142,9 @@ pub struct AgentArgs {
     /// name), or fixed (everyone as nobody: no separation)
     #[arg(long, default_value = "range:200000-299999", value_name = "MAP")]
     pub user_map: berth_agent::runtime::UserMap,
+    /// A label queues may select this node by (repeatable), e.g. --label gpu=a100
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub label: Vec<(String, String)>,
     /// Root of sysfs used for hardware discovery.
     #[arg(long, default_value = "/sys", hide = true)]
     pub sysfs_root: PathBuf,
@@ -158,6 +161,16 @@ const AGENT_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Grace between SIGTERM and SIGKILL when kernels are stopped.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// `--label KEY=VALUE`.
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("invalid label `{s}`: use KEY=VALUE, e.g. gpu=a100"))?;
+    let ok = berth_manager::config::valid_label;
+    if !ok(k) || !ok(v) {
+        return Err(format!("invalid label `{s}`: keys and values are 1-63 letters, digits, `-`, `_`, `.`, `/`"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
 
 /// `--heartbeat-timeout`: a duration (`30s`, `2m`) between 1 second and 1 day.
 fn parse_timeout(s: &str) -> Result<Duration, String> {
@@ -195,6 +208,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         user_map: Default::default(),
         stop_grace: STOP_GRACE,
         address: None,
+        labels: Default::default(),
         ca_file: trusted_cert,
         docker: args.docker.options(),
     };
@@ -282,6 +296,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         user_map: args.user_map,
         stop_grace: STOP_GRACE,
         address: args.address.map(|a| a.to_string()),
+        labels: args.label.into_iter().collect(),
         ca_file: args.ca_file,
         docker: args.docker.options(),
     };

@@ -78,3 +78,20 @@ fn only_admins_drain_and_unknown_nodes_are_named() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("out of range"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn a_queue_takes_the_nodes_labelled_for_it() {
+    let b = Berth::cluster("", &[("n1", &["--label", "gpu=a100"]), ("n2", &[])]);
+    assert_eq!(node(&b, "n1")["labels"]["gpu"], "a100");
+    let o = b.cli(&["agent", "--manager", &b.url, "--join-token", "x", "--label", "gpu"]);
+    assert_eq!(o.status.code(), Some(2), "a label without a value is a usage error");
+    b.ok(&["admin", "queue", "create", "gpu", "--node-labels", "gpu=a100"]);
+    assert_eq!(node(&b, "n1")["queue"], "gpu");
+    assert_eq!(node(&b, "n2")["queue"], "default");
+    let id = b.submit(&["--queue", "gpu", "--", "true"]);
+    let done = b.wait_state(id, "SUCCEEDED");
+    assert_eq!(done["job"]["nodes"], serde_json::json!(["n1"]));
+    b.ok(&["admin", "queue", "update", "gpu", "--node-labels", "none", "--nodes", "n2"]);
+    assert_eq!(node(&b, "n1")["queue"], "default");
+    assert_eq!(node(&b, "n2")["queue"], "gpu");
+}

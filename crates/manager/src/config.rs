@@ -113,6 +113,10 @@ struct QueueEntry {
     projects: Option<Vec<String>>,
     #[serde(default)]
     max_time_limit: Option<Duration>,
+    #[serde(default)]
+    nodes: Option<Vec<String>>,
+    #[serde(default)]
+    node_labels: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Minimum runtime before a job may be preempted when the config names none.
@@ -149,6 +153,8 @@ pub fn parse(text: &str) -> Result<Config, String> {
             preempt_min_runtime: q.preempt_min_runtime.as_ref().map(Duration::text),
             projects: q.projects,
             max_time_limit: q.max_time_limit.as_ref().map(Duration::text),
+            nodes: q.nodes,
+            node_labels: q.node_labels,
         };
         let policy = apply_update(&to_policy(&QueueConfig::new(q.name.clone())), &update)
             .map_err(|e| format!("queue `{}`: {e}", q.name))?;
@@ -251,6 +257,8 @@ pub fn to_policy(q: &QueueConfig) -> QueuePolicy {
             .max(0) as u64,
         projects: q.projects.clone(),
         max_time_limit_secs: q.max_time_limit_ms.map(|m| (m / 1000).max(0) as u64),
+        nodes: q.node_names.clone(),
+        node_labels: q.node_labels.clone(),
     }
 }
 
@@ -269,6 +277,8 @@ pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, String> {
             .map(|action| Preemption { action, min_runtime_ms: p.preempt_min_runtime_secs as i64 * 1000 }),
         projects: p.projects.clone(),
         max_time_limit_ms: p.max_time_limit_secs.map(|s| s as i64 * 1000),
+        node_names: p.nodes.clone(),
+        node_labels: p.node_labels.clone(),
     })
 }
 
@@ -317,6 +327,19 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
             },
         };
     }
+    if let Some(list) = &u.nodes {
+        let list: Vec<String> = list.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+        if let Some(bad) = list.iter().find(|s| !crate::nodes::valid_node_name(s)) {
+            return Err(format!("nodes: `{bad}` is not a node name (letters, digits, `-`, `_`, `.`)"));
+        }
+        p.nodes = list;
+    }
+    if let Some(labels) = &u.node_labels {
+        if let Some((k, v)) = labels.iter().find(|(k, v)| !valid_label(k) || !valid_label(v)) {
+            return Err(format!("node_labels: `{k}={v}` is not a label (1-63 letters, digits, `-`, `_`, `.`, `/`)"));
+        }
+        p.node_labels = labels.clone();
+    }
     if let Some(max) = p.max_time_limit_secs
         && p.default_time_limit_secs > max
     {
@@ -327,6 +350,11 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
         ));
     }
     Ok(p)
+}
+
+/// A label key or value: 1-63 letters, digits, `-`, `_`, `.` or `/`.
+pub fn valid_label(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 63 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
 /// A duration that may be zero (`0`, `0s`, `0m`, ...).

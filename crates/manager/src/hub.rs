@@ -46,10 +46,6 @@ pub async fn connect(
     }
 }
 
-fn valid_node_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
 async fn serve(m: Arc<Manager>, socket: WebSocket) {
     let (mut sink, mut stream) = socket.split();
     let first = tokio::time::timeout(REGISTER_TIMEOUT, next_message(&mut stream)).await;
@@ -62,8 +58,17 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         }
         _ => return,
     };
-    let AgentMessage::Register { protocol_version, node, agent_version, queue, topology, kernels, address, containers } =
-        register
+    let AgentMessage::Register {
+        protocol_version,
+        node,
+        agent_version,
+        queue,
+        topology,
+        kernels,
+        address,
+        containers,
+        labels,
+    } = register
     else {
         let _ = send(&mut sink, &refuse("the first message must be register".into())).await;
         return;
@@ -77,7 +82,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         let _ = sink.close().await;
         return;
     }
-    if !valid_node_name(&node) {
+    if !crate::nodes::valid_node_name(&node) {
         let _ =
             send(&mut sink, &refuse(format!("invalid node name `{node}`: use letters, digits, `-`, `_`, `.`"))).await;
         let _ = sink.close().await;
@@ -106,7 +111,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         }
         let _ = sink.close().await;
     });
-    let agent = Registration { version: agent_version, queue, topology, address, containers };
+    let agent = Registration { version: agent_version, queue, topology, address, containers, labels };
     if let Err(e) = m.register(Conn { id: conn_id, tx }, &node, agent, kernels).await {
         tracing::error!(node, "cannot register node: {e}");
         writer.abort();
@@ -180,6 +185,7 @@ pub struct Registration {
     pub topology: Topology,
     pub address: Option<String>,
     pub containers: berth_model::protocol::ContainerInfo,
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl Manager {
@@ -191,7 +197,9 @@ impl Manager {
         agent: Registration,
         kernels: Vec<KernelReport>,
     ) -> Result<(), berth_store::StoreError> {
-        let Registration { version, queue, topology, address, containers } = agent;
+        let Registration { version, queue: asked_queue, topology, address, containers, labels } = agent;
+        // A queue that selects this node by name or label takes it; else the agent's choice.
+        let queue = crate::nodes::queue_for(&self.queues(), node, &labels, &asked_queue);
         let mut st = self.lock_state().await;
         let now = jiff::Timestamp::now();
         self.store
@@ -230,6 +238,8 @@ impl Manager {
             Node {
                 ledger: idx,
                 queue,
+                asked_queue,
+                labels,
                 version,
                 ready: true,
                 address,

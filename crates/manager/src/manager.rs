@@ -196,7 +196,9 @@ impl Manager {
                 n.name.clone(),
                 Node {
                     ledger: idx,
+                    asked_queue: n.queue.clone(),
                     queue: n.queue,
+                    labels: Default::default(),
                     version: n.version,
                     ready: false,
                     address: n.address,

@@ -195,7 +195,12 @@ pub struct Conn {
 pub struct Node {
     /// Index of its ledger in [`State::ledgers`].
     pub ledger: usize,
+    /// The queue it serves: one that selects it by name or label, else `asked_queue`.
     pub queue: String,
+    /// The queue its agent asked for (`berth agent --queue`).
+    pub asked_queue: String,
+    /// The agent's labels.
+    pub labels: std::collections::BTreeMap<String, String>,
     pub version: String,
     /// Registered and heard from within the heartbeat timeout (false: `lost`).
     pub ready: bool,
@@ -331,6 +336,7 @@ impl State {
             address: n.address.clone(),
             connected: n.conn.is_some(),
             queue: n.queue.clone(),
+            labels: n.labels.clone(),
             version: n.version.clone(),
             last_heartbeat: n.last_heartbeat,
             cpus_total: topo.cpus.len() as u32,

@@ -250,6 +250,7 @@ async fn agent_auth_and_version() {
         kernels: vec![],
         address: None,
         containers: Default::default(),
+        labels: Default::default(),
     })
     .await;
     match a.recv().await {

@@ -202,3 +202,40 @@ async fn drain_lets_running_jobs_finish_and_takes_no_new_ones() {
     assert_eq!(k.job_id, waiting);
     e.m.shutdown().await;
 }
+
+async fn put_queue(e: &Env, name: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let c = &e.admin;
+    let r = c.http.put(format!("{}/v1/queues/{name}", c.url)).bearer_auth(&c.token).json(&body).send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn queues_select_their_nodes_by_label_or_name() {
+    let e = start().await;
+    let (s, v) = put_queue(&e, "gpu", json!({"node_labels": {"gpu": "a100"}})).await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(put_queue(&e, "gpu", json!({"node_labels": {"gpu": "a 100"}})).await.0, 400);
+    let mut a1 = Agent::connect_labelled(&e.m, "n1", node(), vec![], &[("gpu", "a100")]).await;
+    let mut a2 = Agent::connect(&e.m, "n2", node(), vec![]).await;
+    let n1 = node_json(&e, "n1").await;
+    assert_eq!((n1["queue"].as_str(), n1["labels"]["gpu"].as_str()), (Some("gpu"), Some("a100")));
+    assert_eq!(node_json(&e, "n2").await["queue"], "default");
+
+    let mut to_gpu = spec(1.0, 0.0);
+    to_gpu.queue = Some("gpu".into());
+    let id = e.admin.submit_ok(&to_gpu).await;
+    let k = start_key(&a1.expect_start().await);
+    assert_eq!(k.job_id, id, "the labelled node serves gpu");
+
+    // Select by name instead: n2 moves to gpu, n1 back to the queue its agent asked for.
+    let (s, v) = put_queue(&e, "gpu", json!({"node_labels": {}, "nodes": ["n2"]})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(node_json(&e, "n1").await["queue"], "default");
+    assert_eq!(node_json(&e, "n2").await["queue"], "gpu");
+    let id2 = e.admin.submit_ok(&to_gpu).await;
+    assert_eq!(start_key(&a2.expect_start().await).job_id, id2);
+    let (_, qs) = e.admin.get("/v1/queues").await;
+    let gpu = qs.as_array().unwrap().iter().find(|q| q["name"] == "gpu").unwrap();
+    assert_eq!((gpu["nodes"].as_u64(), gpu["policy"]["nodes"].clone()), (Some(1), json!(["n2"])));
+    e.m.shutdown().await;
+}

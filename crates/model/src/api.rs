@@ -1,5 +1,7 @@
 //! Bodies of the REST API under `/v1` (what the CLI sends and reads).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -162,6 +164,9 @@ pub struct NodeView {
     #[serde(default)]
     pub connected: bool,
     pub queue: String,
+    /// The agent's labels (`berth agent --label k=v`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     /// The agent's berth version.
     pub version: String,
     pub last_heartbeat: Option<jiff::Timestamp>,
@@ -279,6 +284,12 @@ pub struct QueuePolicy {
     /// `default_time_limit_secs` as their limit. `None`: no maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_time_limit_secs: Option<u64>,
+    /// Nodes the queue takes by name (whatever queue their agent asked for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// Nodes the queue takes by label (all must match), e.g. `{"gpu": "a100"}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_labels: BTreeMap<String, String>,
 }
 
 /// A queue as `GET /v1/queues` and `berth queues` show it.
@@ -319,4 +330,10 @@ pub struct QueueUpdate {
     /// A duration, or `none` for no maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_time_limit: Option<String>,
+    /// Node names the queue takes (replaces the list; empty: none by name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<String>>,
+    /// Labels selecting the queue's nodes (replaces them; empty: none by label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_labels: Option<BTreeMap<String, String>>,
 }

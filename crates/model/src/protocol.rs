@@ -91,7 +91,9 @@ pub enum LogStream {
     Stderr,
 }
 
-/// Agent → manager.
+/// Agent → manager. `Register` is much larger than the others and sent once per connection;
+/// boxing it would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum AgentMessage {
@@ -110,6 +112,9 @@ pub enum AgentMessage {
         /// The node's container runtime; sent again as `Containers` when it changes.
         #[serde(default)]
         containers: ContainerInfo,
+        /// Labels an admin gave the agent (`--label gpu=a100`); queues may select nodes by them.
+        #[serde(default)]
+        labels: BTreeMap<String, String>,
     },
     /// The node's container runtime changed (an image pulled or removed, Docker down or up).
     Containers {

@@ -180,6 +180,11 @@ impl NodeLedger {
         &self.queue
     }
 
+    /// Moves the node to another queue (a queue's node selector changed); allocations stay.
+    pub fn set_queue(&mut self, queue: impl Into<String>) {
+        self.queue = queue.into();
+    }
+
     pub fn topology(&self) -> &Topology {
         &self.topology
     }

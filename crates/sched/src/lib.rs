@@ -132,6 +132,11 @@ pub struct QueueConfig {
     /// The longest time limit a job may ask for (jobs without one get the default, capped by
     /// it); `None`: no maximum. Checked at submit.
     pub max_time_limit_ms: Option<Millis>,
+    /// Nodes the queue takes by name, whatever queue their agent asked for (the manager
+    /// assigns them when they register). Empty: none by name.
+    pub node_names: Vec<String>,
+    /// Nodes the queue takes by label: every label here must match. Empty: none by label.
+    pub node_labels: std::collections::BTreeMap<String, String>,
 }
 
 impl QueueConfig {
@@ -146,6 +151,8 @@ impl QueueConfig {
             preemption: None,
             projects: Vec::new(),
             max_time_limit_ms: None,
+            node_names: Vec::new(),
+            node_labels: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -272,6 +272,8 @@ pub async fn queues_and_usage(s: &dyn Store) {
         preempt_min_runtime_secs: 600,
         projects: vec!["vision".into()],
         max_time_limit_secs: Some(86_400),
+        nodes: vec!["n1".into()],
+        node_labels: [("gpu".to_string(), "a100".to_string())].into(),
     };
     let gpu = QueueRow { name: "gpu".into(), policy: policy("fifo"), seed: Some("{}".into()), updated_at: at(1) };
     s.put_queue(&gpu).await.unwrap();

@@ -60,6 +60,7 @@ mod tests {
             user_map: Default::default(),
             stop_grace: std::time::Duration::from_secs(1),
             address: None,
+            labels: Default::default(),
             ca_file: None,
             docker: Default::default(),
         }

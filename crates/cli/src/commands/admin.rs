@@ -114,6 +114,13 @@ pub struct QueueSetArgs {
     /// limit get the default one
     #[arg(long, value_name = "DURATION")]
     pub max_time_limit: Option<String>,
+    /// Nodes the queue takes by name, comma-separated (`none` to clear), whatever queue their
+    /// agent asked for
+    #[arg(long, value_name = "N1,N2")]
+    pub nodes: Option<String>,
+    /// Nodes the queue takes by label: KEY=VALUE,... all must match (`none` to clear)
+    #[arg(long, value_name = "K=V,...")]
+    pub node_labels: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -205,7 +212,29 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 "all" | "" => Vec::new(),
                 p => p.split(',').map(|s| s.trim().to_string()).collect(),
             });
+            let list = |s: &str| -> Vec<String> {
+                match s.trim() {
+                    "none" | "" => Vec::new(),
+                    s => s.split(',').map(|x| x.trim().to_string()).collect(),
+                }
+            };
+            let node_labels = match a.node_labels.as_deref().map(list) {
+                None => None,
+                Some(pairs) => Some(
+                    pairs
+                        .iter()
+                        .map(|p| match p.split_once('=') {
+                            Some((k, v)) => Ok((k.to_string(), v.to_string())),
+                            None => Err(crate::UsageError::error(format!(
+                                "invalid node label `{p}`: use KEY=VALUE, e.g. --node-labels gpu=a100"
+                            ))),
+                        })
+                        .collect::<Result<std::collections::BTreeMap<_, _>, _>>()?,
+                ),
+            };
             let update = QueueUpdate {
+                nodes: a.nodes.as_deref().map(list),
+                node_labels,
                 projects,
                 max_time_limit: a.max_time_limit,
                 ordering: a.ordering,

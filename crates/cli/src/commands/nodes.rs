@@ -145,6 +145,7 @@ mod tests {
             address: Some("10.0.0.1".into()),
             connected: true,
             queue: "default".into(),
+            labels: Default::default(),
             version: "0.1.0".into(),
             last_heartbeat: Some(jiff::Timestamp::now()),
             cpus_total: 16,

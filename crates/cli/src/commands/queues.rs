@@ -80,6 +80,8 @@ mod tests {
                 preempt_min_runtime_secs: 600,
                 projects: vec!["vision".into(), "nlp".into()],
                 max_time_limit_secs: Some(86_400),
+                nodes: vec![],
+                node_labels: Default::default(),
             },
             nodes: 2,
             pending: 3,

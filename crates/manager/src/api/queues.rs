@@ -63,6 +63,7 @@ pub async fn put(
     let seed = m.store.queues().await?.into_iter().find(|r| r.name == name).and_then(|r| r.seed);
     m.store.put_queue(&QueueRow { name: name.clone(), policy, seed, updated_at: jiff::Timestamp::now() }).await?;
     m.set_queue(q.clone());
+    m.reassign_nodes().await;
     tracing::info!(queue = %name, "queue policy changed through the API");
     let detail = serde_json::to_string(&update).unwrap_or_default();
     m.audit(&admin.name, if existing.is_some() { "queue.update" } else { "queue.create" }, &name, &detail).await;

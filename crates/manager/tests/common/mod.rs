@@ -173,6 +173,17 @@ impl Agent {
 
     /// Connects and registers; returns once `Welcome` arrived.
     pub async fn connect(m: &ManagerHandle, node: &str, topo: Topology, kernels: Vec<KernelReport>) -> Agent {
+        Agent::connect_labelled(m, node, topo, kernels, &[]).await
+    }
+
+    /// [`Agent::connect`] with agent labels (`berth agent --label k=v`).
+    pub async fn connect_labelled(
+        m: &ManagerHandle,
+        node: &str,
+        topo: Topology,
+        kernels: Vec<KernelReport>,
+        labels: &[(&str, &str)],
+    ) -> Agent {
         let ws = Agent::dial(&m.url, &m.join_token).await.unwrap();
         let mut a = Agent { ws, node: node.to_string() };
         a.send(AgentMessage::Register {
@@ -184,6 +195,7 @@ impl Agent {
             kernels,
             address: Some(format!("{node}.addr")),
             containers: Default::default(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         })
         .await;
         match a.recv().await {
