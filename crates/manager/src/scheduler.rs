@@ -100,11 +100,19 @@ pub async fn pass(m: &Manager) -> usize {
     let queues = m.queues();
     let now = Timestamp::now();
     let now_ms = now.as_millisecond();
-    // Running jobs matter to backfill, preemption and the fair orderings; a plain strict/skip
-    // FIFO queue does not need them, so the default pass stays free of that work.
-    let needs_running = queues
-        .iter()
-        .any(|q| q.head_of_line == HeadOfLine::Backfill || q.preemption.is_some() || q.ordering != Ordering::Fifo);
+    // Running jobs matter to backfill, preemption, the fair orderings and the reclaim of
+    // borrowed work; a plain strict/skip FIFO queue without borrowing does not need them, so
+    // the default pass stays free of that work.
+    let quotas = m.pass_quotas(&st);
+    let borrowing = quotas
+        .users
+        .values()
+        .chain(quotas.projects.values())
+        .any(|l| l.borrow_gpu_milli.is_some() || l.borrow_cpu_milli.is_some());
+    let needs_running = borrowing
+        || queues
+            .iter()
+            .any(|q| q.head_of_line == HeadOfLine::Backfill || q.preemption.is_some() || q.ordering != Ordering::Fifo);
     let running: Vec<RunningJob> = if needs_running {
         st.jobs.values().filter(|j| j.state.holds_resources()).map(|j| running_job(j, now_ms)).collect()
     } else {
@@ -115,7 +123,6 @@ pub async fn pass(m: &Manager) -> usize {
     } else {
         FairShare::default()
     };
-    let quotas = m.pass_quotas(&st);
     let out = berth_sched::schedule(&PassInput {
         queues: &queues,
         nodes: &st.ledgers,
@@ -168,6 +175,7 @@ pub async fn pass(m: &Manager) -> usize {
         }
     }
     let started = out.starts.len();
+    let borrowed: std::collections::HashSet<berth_model::JobId> = out.borrowed.iter().copied().collect();
 
     for s in out.starts {
         st.allocate(s.job, &s.bindings);
@@ -180,6 +188,7 @@ pub async fn pass(m: &Manager) -> usize {
         job.placed_at = Some(now);
         job.accounted_ms = now_ms;
         job.ends = vec![None; s.bindings.len()];
+        job.borrowed = borrowed.contains(&s.job);
         job.bindings = s.bindings;
         let job = job.clone();
         send_start(m, &st, &job);
@@ -201,6 +210,7 @@ fn running_job(j: &Job, now_ms: i64) -> RunningJob {
         started_at: j.started_at.or(j.placed_at).map(|t| t.as_millisecond()).unwrap_or(now_ms),
         time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
         preemptible: j.spec.preemptible && j.state != JobState::Terminating && j.preempt.is_none(),
+        borrowed: j.borrowed && j.state != JobState::Terminating && j.preempt.is_none(),
     }
 }
 

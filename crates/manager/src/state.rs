@@ -53,6 +53,9 @@ pub struct Job {
     pub accounted_ms: Millis,
     /// When a pending job is expected to start (the scheduler's reservation).
     pub expected_start: Option<Timestamp>,
+    /// The current attempt started beyond its quota (borrowing): preempted first. Kept in
+    /// memory only: after a manager restart running jobs count as within their quota.
+    pub borrowed: bool,
 }
 
 /// Why a TERMINATING job stops: preempted for `for_job`, then requeued or cancelled.
@@ -100,6 +103,7 @@ impl Job {
             placed_at: None,
             accounted_ms: 0,
             expected_start: None,
+            borrowed: false,
         }
     }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome};
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, ManagerMessage};
 use berth_model::{JobSpec, Topology};
 use common::*;
 use serde_json::json;
@@ -137,5 +137,47 @@ async fn hopeless_and_too_urgent_submits_are_refused_at_once() {
     assert!(v["error"].as_str().unwrap().contains("--priority 5"), "{v}");
     urgent.priority = 5;
     assert_eq!(bob.submit(&urgent).await.0, 201);
+    e.m.shutdown().await;
+}
+
+#[tokio::test]
+async fn borrowed_capacity_is_reclaimed_for_a_job_within_its_quota() {
+    let e = start().await;
+    let bob = user(&e, "bob").await;
+    let carol = user(&e, "carol").await;
+    project(&e, "vision", &["bob"]).await;
+    project(&e, "nlp", &["carol"]).await;
+    let borrow = json!({"gpu_milli": 1000, "borrow_gpu_milli": 1000});
+    assert_eq!(put(&e.admin, "/v1/admin/quotas/project/vision", borrow).await, 204);
+    assert_eq!(put(&e.admin, "/v1/admin/quotas/project/nlp", json!({"gpu_milli": 1000})).await, 204);
+    let mut a = Agent::connect(&e.m, "n1", Topology::synthetic(1, 8, 32 << 30, 2), vec![]).await;
+    let first = bob.submit_ok(&gpu_job("vision")).await;
+    let s1 = a.expect_start().await;
+    assert_eq!(start_key(&s1).job_id, first);
+    let second = bob.submit_ok(&gpu_job("vision")).await;
+    let s2 = a.expect_start().await;
+    assert_eq!(start_key(&s2).job_id, second, "the idle GPU is borrowed");
+    let now = jiff::Timestamp::now();
+    for s in [&s1, &s2] {
+        a.send(AgentMessage::Kernel { key: start_key(s), event: KernelEvent::Started { pid: 1, at: now } }).await;
+    }
+    e.admin.wait_state(second, "RUNNING").await;
+
+    // nlp's job is within its quota: vision's borrowed job is stopped for it and requeued.
+    let theirs = carol.submit_ok(&gpu_job("nlp")).await;
+    let stop = a.expect("the borrowed job's stop", |m| matches!(m, ManagerMessage::StopKernel { .. })).await;
+    let ManagerMessage::StopKernel { key, .. } = stop else { panic!("not a stop: {stop:?}") };
+    assert_eq!(key.job_id, second, "the borrower goes, never the job within its quota");
+    let end = KernelEvent::Finished {
+        outcome: KernelOutcome::Stopped,
+        exit_code: Some(143),
+        message: String::new(),
+        at: now,
+    };
+    a.send(AgentMessage::Kernel { key, event: end }).await;
+    assert_eq!(start_key(&a.expect_start().await).job_id, theirs);
+    let d = bob.wait_state(second, "PENDING").await;
+    assert!(d["job"]["reason"].as_str().unwrap().contains(&format!("preempted by job {theirs}")), "{d}");
+    assert_eq!(bob.state(first).await, "RUNNING");
     e.m.shutdown().await;
 }

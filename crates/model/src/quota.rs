@@ -25,6 +25,13 @@ pub struct QuotaLimits {
     /// The highest priority a job may ask for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_priority: Option<i32>,
+    /// Borrowing: how many GPUs (thousandths) beyond `gpu_milli` the jobs may hold while that
+    /// capacity is idle. Borrowed work is preempted first: a job within its own quota stops it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_gpu_milli: Option<u64>,
+    /// Borrowing beyond `cpu_milli`, like `borrow_gpu_milli`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrow_cpu_milli: Option<u64>,
 }
 
 impl QuotaLimits {

@@ -110,6 +110,7 @@ fn after_first_pass(
         }
         let j = jobs.iter().find(|j| j.id == s.job).unwrap();
         running.push(RunningJob {
+            borrowed: false,
             id: j.id,
             queue: j.queue.clone(),
             priority: j.priority,

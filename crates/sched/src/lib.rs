@@ -191,6 +191,9 @@ pub struct RunningJob {
     pub time_limit_ms: Option<Millis>,
     /// Whether the job may be stopped for a higher-priority one.
     pub preemptible: bool,
+    /// Started beyond its user's or project's quota (borrowing idle capacity): a job within
+    /// its own quota, of another project, may stop it whatever the priorities.
+    pub borrowed: bool,
 }
 
 /// Input of fair-share ordering: each user's decayed past usage (resource-milliseconds, any
@@ -255,6 +258,8 @@ pub struct Preempt {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PassOutput {
     pub starts: Vec<Start>,
+    /// The starts (job ids) that borrow beyond a quota.
+    pub borrowed: Vec<JobId>,
     pub waiting: Vec<Waiting>,
     pub preemptions: Vec<Preempt>,
 }

@@ -21,6 +21,10 @@ use crate::{
 /// later blocked job pay for the walk again.
 const MAX_RESERVATION_TRIES: u32 = 4;
 
+/// How borrowed work is reclaimed in a queue without preemption: requeued, at once.
+const BORROW_RECLAIM: crate::Preemption =
+    crate::Preemption { action: crate::PreemptAction::Requeue, min_runtime_ms: 0 };
+
 /// Runs one pass. Pure: the caller's ledgers are not touched; commit the returned starts with
 /// [`NodeLedger::allocate`] and store each waiting job's reason, position and `blocked_passes`.
 ///
@@ -134,6 +138,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
         let mut started: Vec<(Millis, JobId, Vec<Binding>)> = Vec::new();
         let backfill = q.head_of_line == HeadOfLine::Backfill;
         let mut victims: BTreeSet<JobId> = BTreeSet::new();
+        let mut borrowers: Vec<(&PendingJob, u32)> = Vec::new();
         while let Some(job) = order.next() {
             pos += 1;
             if let Some((id, at)) = blocker {
@@ -142,10 +147,21 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 continue;
             }
             // Over quota: it waits for its own user's or project's jobs, never holds others.
-            if let Err(text) = book.admits(job) {
-                out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Quota, text), job.blocked_passes));
-                continue;
+            match book.admits(job) {
+                Ok(false) => {}
+                // Borrowing takes only what is left once every job within its quota had its
+                // turn in this pass (else a requeued borrower would take back the room it was
+                // preempted for): it is tried after the queue's other jobs.
+                Ok(true) => {
+                    borrowers.push((job, pos));
+                    continue;
+                }
+                Err(text) => {
+                    out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Quota, text), job.blocked_passes));
+                    continue;
+                }
             }
+
             // A job whose image no node has waits without holding the queue back: loading
             // the image somewhere, not the jobs behind it, is what lets it start.
             if let Some(image) = &job.image
@@ -183,8 +199,17 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 }
                 Err(why) => why,
             };
-            if let Some(policy) = q.preemption
-                && let Some(plan) = preempt::plan(&pool, job, self.running, &victims, policy, now)
+            // Borrowed work of other projects is preempted first, even in a queue without
+            // preemption (then requeued at once); a borrowing job never preempts.
+            let policy = q.preemption.or(Some(BORROW_RECLAIM));
+            if let Some(policy) = policy
+                && let Some(plan) = preempt::plan(
+                    &pool,
+                    job,
+                    self.running,
+                    &victims,
+                    preempt::Rules { policy, by_priority: q.preemption.is_some(), borrowing: false, now },
+                )
             {
                 let mut names = Vec::new();
                 for &v in &plan.victims {
@@ -247,6 +272,42 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                     out.waiting.push(w);
                 }
             }
+        }
+        self.borrow(borrowers, blocker.is_some() || reservation.is_some(), &mut pool, book, out);
+    }
+
+    /// The second round: jobs that can start only by borrowing beyond their quota take what
+    /// idle capacity is left. They never preempt, never pass a blocked head or a backfill
+    /// reservation, and their starts are marked borrowed (preempted first later).
+    fn borrow(
+        &self,
+        borrowers: Vec<(&PendingJob, u32)>,
+        held_back: bool,
+        pool: &mut Pool,
+        book: &mut Book,
+        out: &mut PassOutput,
+    ) {
+        let borrow_wait = |why: String| PendingReason::new(PendingKind::Quota, why);
+        for (job, pos) in borrowers {
+            let admitted = book.admits(job);
+            let why = match admitted {
+                Err(text) => text,
+                Ok(_) if held_back => {
+                    "quota: over its quota, may only borrow idle capacity, and the queue is held back".into()
+                }
+                Ok(borrowing) => match pool.place(job) {
+                    Ok(chosen) => {
+                        book.started(job);
+                        if borrowing {
+                            out.borrowed.push(job.id);
+                        }
+                        out.starts.push(Start { job: job.id, bindings: chosen.into_iter().map(|(_, b)| b).collect() });
+                        continue;
+                    }
+                    Err(why) => format!("quota: over its quota, borrowing waits for idle capacity ({why})"),
+                },
+            };
+            out.waiting.push(wait(job, pos, borrow_wait(why), job.blocked_passes));
         }
     }
 }

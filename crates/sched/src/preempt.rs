@@ -125,20 +125,38 @@ impl Ctx<'_, '_, '_> {
     }
 }
 
+/// Who may be stopped for a job.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules {
+    /// The queue's policy (or the borrowed-work reclaim in a queue without preemption).
+    pub policy: Preemption,
+    /// Whether the queue preempts lower-priority preemptible jobs.
+    pub by_priority: bool,
+    /// Whether the job itself would borrow beyond its quota (then it reclaims nothing).
+    pub borrowing: bool,
+    pub now: Millis,
+}
+
 /// Plans the preemption for `job`, or `None` when no allowed set of victims makes room.
 pub(crate) fn plan(
     pool: &Pool,
     job: &PendingJob,
     running: &[&RunningJob],
     taken: &BTreeSet<JobId>,
-    policy: Preemption,
-    now: Millis,
+    rules: Rules,
 ) -> Option<Plan> {
+    let Rules { policy, by_priority, borrowing, now } = rules;
+    // Lower-priority preemptible jobs (when the queue preempts), and borrowed work of other
+    // projects for a job within its own quota (whatever the priorities: borrowed capacity is
+    // lent, not owned). A borrowed victim never borrowed from the job's project's quota, so
+    // two jobs can still never preempt each other.
+    let reclaims = |r: &RunningJob| !borrowing && r.borrowed && r.project != job.project;
     let mut cands: Vec<&RunningJob> = running
         .iter()
         .copied()
-        .filter(|r| r.preemptible && r.priority < job.priority && !taken.contains(&r.id))
-        .filter(|r| now.saturating_sub(r.started_at) >= policy.min_runtime_ms)
+        .filter(|r| !taken.contains(&r.id))
+        .filter(|r| (by_priority && r.preemptible && r.priority < job.priority) || reclaims(r))
+        .filter(|r| reclaims(r) || now.saturating_sub(r.started_at) >= policy.min_runtime_ms)
         .collect();
     if cands.is_empty() {
         return None;

@@ -76,24 +76,29 @@ impl<'a> Book<'a> {
         Book { quotas, users: quotas.used_by_user.clone(), projects: quotas.used_by_project.clone() }
     }
 
-    /// `Err(reason)` when starting `job` would take its user or project past a limit.
-    pub fn admits(&self, job: &PendingJob) -> Result<(), String> {
+    /// `Ok(false)` when `job` fits its quotas, `Ok(true)` when it fits only by borrowing,
+    /// `Err(reason)` when it would take its user or project past a limit.
+    pub fn admits(&self, job: &PendingJob) -> Result<bool, String> {
         if self.quotas.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let add = QuotaUse::of(&job.request, job.nodes);
         let checks = [
             ("user", &job.user, &self.quotas.users, &self.users),
             ("project", &job.project, &self.quotas.projects, &self.projects),
         ];
+        let mut borrowing = false;
         for (kind, name, limits, used) in checks {
             let Some(l) = limits.get(name.as_str()) else { continue };
             let u = used.get(name.as_str()).copied().unwrap_or_default();
             if let Some(why) = exceeds(l, &u, &add) {
-                return Err(format!("quota: {kind} {name} {why}"));
+                if exceeds(&with_borrowing(l), &u, &add).is_some() {
+                    return Err(format!("quota: {kind} {name} {why}"));
+                }
+                borrowing = true;
             }
         }
-        Ok(())
+        Ok(borrowing)
     }
 
     /// Counts a job the pass starts.
@@ -134,10 +139,20 @@ fn exceeds(l: &QuotaLimits, used: &QuotaUse, add: &QuotaUse) -> Option<String> {
     None
 }
 
+/// The limits a borrowing job must stay within: GPU and CPU limits raised by their borrowing.
+fn with_borrowing(l: &QuotaLimits) -> QuotaLimits {
+    QuotaLimits {
+        gpu_milli: l.gpu_milli.map(|g| g + l.borrow_gpu_milli.unwrap_or(0)),
+        cpu_milli: l.cpu_milli.map(|c| c + l.borrow_cpu_milli.unwrap_or(0)),
+        ..*l
+    }
+}
+
 /// Why a job could never start within `l`, whatever else runs (for a refusal at submit).
 pub fn never_fits(l: &QuotaLimits, request: &ResourceRequest, kernels: u32) -> Option<String> {
     let need = QuotaUse::of(request, kernels);
-    exceeds(l, &QuotaUse::default(), &need).map(|why| why.replace(" in use", "").replace("0/", "needs more than "))
+    exceeds(&with_borrowing(l), &QuotaUse::default(), &need)
+        .map(|why| why.replace(" in use", "").replace("0/", "needs more than "))
 }
 
 #[cfg(test)]
@@ -174,14 +189,14 @@ mod tests {
         let mut book = Book::new(&q);
         let mut half = job(1, 1000, 1 << 30, 500);
         half.project = "vision".into();
-        assert_eq!(book.admits(&half), Ok(()));
+        assert_eq!(book.admits(&half), Ok(false));
         book.started(&half);
         let mut more = half.clone();
         more.id = 2;
         assert_eq!(book.admits(&more), Err("quota: project vision gpu 2/2 in use".into()));
         let mut cpu = job(3, 1000, 1 << 30, 0);
         cpu.project = "vision".into();
-        assert_eq!(book.admits(&cpu), Ok(()), "a GPU limit does not hold back CPU-only jobs");
+        assert_eq!(book.admits(&cpu), Ok(false), "a GPU limit does not hold back CPU-only jobs");
     }
 
     #[test]
@@ -198,6 +213,23 @@ mod tests {
         book.started(&one);
         book.started(&one);
         assert_eq!(book.admits(&one), Err("quota: user u1 running jobs 2/2".into()));
+    }
+
+    #[test]
+    fn borrowing_admits_beyond_the_quota_up_to_its_limit() {
+        let mut q = Quotas::default();
+        let l = QuotaLimits { gpu_milli: Some(1000), borrow_gpu_milli: Some(1000), ..Default::default() };
+        q.projects.insert("vision".into(), l);
+        let mut book = Book::new(&q);
+        let mut one = job(1, 1000, 1 << 30, 1000);
+        one.project = "vision".into();
+        assert_eq!(book.admits(&one), Ok(false), "within the quota");
+        book.started(&one);
+        assert_eq!(book.admits(&one), Ok(true), "beyond the quota, within borrowing");
+        book.started(&one);
+        assert_eq!(book.admits(&one), Err("quota: project vision gpu 2/1 in use".into()));
+        let two = ResourceRequest { cpu_milli: 1000, mem_bytes: 1 << 30, gpu_milli: 2000 };
+        assert_eq!(never_fits(&l, &two, 1), None, "borrowing counts for what could ever fit");
     }
 
     #[test]

@@ -284,6 +284,7 @@ fn start_some(qs: &[QueueConfig], nodes: &mut [NodeLedger], jobs: &[PendingJob],
             let j = jobs.iter().find(|j| j.id == s.job).unwrap();
             let r = seed.wrapping_mul(k as u64 * 2 + 1).rotate_left(k as u32 % 64);
             RunningJob {
+                borrowed: false,
                 id: j.id,
                 queue: j.queue.clone(),
                 priority: j.priority,

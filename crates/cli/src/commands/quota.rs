@@ -102,6 +102,13 @@ pub struct QuotaSetArgs {
     /// Highest priority a job may ask for
     #[arg(long, value_name = "P", allow_negative_numbers = true)]
     pub max_priority: Option<i32>,
+    /// GPUs its jobs may borrow beyond --gpus while they are idle (borrowed work is
+    /// preempted first when a job within its own quota needs the room)
+    #[arg(long, value_parser = parse_gpu_total, value_name = "N", requires = "gpus")]
+    pub borrow_gpus: Option<u64>,
+    /// CPUs its jobs may borrow beyond --cpus while they are idle
+    #[arg(long, value_parser = berth_model::parse_cpus, value_name = "N", requires = "cpus")]
+    pub borrow_cpus: Option<u64>,
 }
 
 /// A GPU total: any number of thousandths, 0 included (no GPUs at all).
@@ -123,6 +130,8 @@ pub async fn admin(cmd: QuotaCommand) -> anyhow::Result<()> {
                 running_jobs: a.running,
                 pending_jobs: a.pending,
                 max_priority: a.max_priority,
+                borrow_gpu_milli: a.borrow_gpus,
+                borrow_cpu_milli: a.borrow_cpus,
             };
             if limits.is_empty() {
                 return Err(crate::UsageError::error(

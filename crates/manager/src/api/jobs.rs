@@ -71,6 +71,7 @@ pub async fn submit(
         placed_at: None,
         accounted_ms: 0,
         expected_start: None,
+        borrowed: false,
     };
     let view = job.view();
     match locked {

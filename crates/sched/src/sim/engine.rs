@@ -443,6 +443,7 @@ pub fn simulate_detailed(
                 let tj = &trace.jobs[i];
                 let preemptible = policy == Policy::Preempt && tj.priority <= opts.preemptible_max_priority;
                 running.push(RunningJob {
+                    borrowed: false,
                     id: s.job,
                     queue: QUEUE.to_string(),
                     priority: tj.priority,

@@ -143,6 +143,7 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
 
 fn running_job(spec: &PendingJob, bindings: Vec<Binding>, started_at: Millis, preemptible: bool) -> RunningJob {
     RunningJob {
+        borrowed: false,
         id: spec.id,
         queue: spec.queue.clone(),
         priority: spec.priority,
