@@ -450,6 +450,7 @@ proptest! {
         jobs in prop::collection::vec((job_strategy(), 0usize..3, 0usize..2), 0..30),
         limits in prop::collection::vec((prop::option::of(0u64..4000), prop::option::of(0u64..8000), prop::option::of(0u32..4)), 5),
         used in prop::collection::vec((0u64..2000, 0u64..4000, 0u32..3), 5),
+        borrow in prop::collection::vec((prop::option::of(0u64..2000), prop::option::of(0u64..4000)), 5),
     ) {
         use berth_model::QuotaLimits;
         use berth_sched::{QuotaUse, Quotas};
@@ -466,7 +467,8 @@ proptest! {
         let names: Vec<(bool, &str)> = users.iter().map(|u| (true, *u)).chain(projects.iter().map(|p| (false, *p))).collect();
         for (i, (is_user, name)) in names.iter().enumerate() {
             let (gpu, cpu, run) = limits[i];
-            let l = QuotaLimits { gpu_milli: gpu, cpu_milli: cpu, running_jobs: run, ..Default::default() };
+            let (borrow_gpu_milli, borrow_cpu_milli) = borrow[i];
+            let l = QuotaLimits { gpu_milli: gpu, cpu_milli: cpu, running_jobs: run, borrow_gpu_milli, borrow_cpu_milli, ..Default::default() };
             let u = QuotaUse { gpu_milli: used[i].0, cpu_milli: used[i].1, mem_bytes: 0, running_jobs: used[i].2 };
             if *is_user {
                 quotas.users.insert(name.to_string(), l);
@@ -477,6 +479,7 @@ proptest! {
             }
         }
         let out = schedule(&PassInput { queues: &qs, nodes: &nodes, pending: &pending, running: &[], fair_share: &NO_FAIR_SHARE, quotas: &quotas, now: 0 });
+        let mut borrowed_now = BTreeSet::new();
         let mut by_user = quotas.used_by_user.clone();
         let mut by_project = quotas.used_by_project.clone();
         for s in &out.starts {
@@ -487,12 +490,24 @@ proptest! {
                 let l = limits[name.as_str()];
                 let mut after = before;
                 after.add(&add);
+                let over = l.gpu_milli.is_some_and(|m| add.gpu_milli > 0 && after.gpu_milli > m)
+                    || l.cpu_milli.is_some_and(|m| after.cpu_milli > m);
+                if over {
+                    borrowed_now.insert(s.job);
+                }
                 // A limit already exceeded by running jobs only blocks jobs that add to it.
-                if let Some(m) = l.gpu_milli { prop_assert!(add.gpu_milli == 0 || after.gpu_milli <= m, "gpu of {name}: {after:?} > {m}"); }
-                if let Some(m) = l.cpu_milli { prop_assert!(after.cpu_milli <= m, "cpu of {name}: {after:?} > {m}"); }
+                // Borrowing may go past a GPU or CPU limit by at most its borrowing allowance.
+                let bg = l.borrow_gpu_milli.unwrap_or(0);
+                let bc = l.borrow_cpu_milli.unwrap_or(0);
+                if let Some(m) = l.gpu_milli { prop_assert!(add.gpu_milli == 0 || after.gpu_milli <= m + bg, "gpu of {name}: {after:?} > {m}+{bg}"); }
+                if let Some(m) = l.cpu_milli { prop_assert!(after.cpu_milli <= m + bc, "cpu of {name}: {after:?} > {m}+{bc}"); }
                 if let Some(m) = l.running_jobs { prop_assert!(after.running_jobs <= m, "jobs of {name}: {after:?} > {m}"); }
                 map.insert(name.clone(), after);
             }
+        }
+        // A start is marked borrowed exactly when it took its user or project past a limit.
+        for s in &out.starts {
+            prop_assert_eq!(out.borrowed.contains(&s.job), borrowed_now.contains(&s.job));
         }
         for w in out.waiting.iter().filter(|w| w.reason.kind == PendingKind::Quota) {
             prop_assert!(w.reason.message.starts_with("quota: "), "{}", w.reason.message);
