@@ -34,6 +34,14 @@ fn used_of(used: String, limit: Option<String>) -> String {
     }
 }
 
+/// `used/limit`, and `(+borrow)` when the quota may borrow beyond its limit.
+fn with_borrow(cell: String, borrow: Option<u64>) -> String {
+    match borrow {
+        Some(b) if b > 0 => format!("{cell} (+{})", format_gpu_milli(b)),
+        _ => cell,
+    }
+}
+
 fn table(qs: &[QuotaView]) -> comfy_table::Table {
     let mut t = output::table(["KIND", "NAME", "GPUS", "CPUS", "MEM", "RUNNING", "PENDING", "MAX PRIO"]);
     for q in qs {
@@ -41,8 +49,14 @@ fn table(qs: &[QuotaView]) -> comfy_table::Table {
         t.add_row([
             q.kind.as_str().to_string(),
             q.name.clone(),
-            used_of(format_gpu_milli(q.used_gpu_milli), l.gpu_milli.map(format_gpu_milli)),
-            used_of(format_gpu_milli(q.used_cpu_milli), l.cpu_milli.map(format_gpu_milli)),
+            with_borrow(
+                used_of(format_gpu_milli(q.used_gpu_milli), l.gpu_milli.map(format_gpu_milli)),
+                l.borrow_gpu_milli,
+            ),
+            with_borrow(
+                used_of(format_gpu_milli(q.used_cpu_milli), l.cpu_milli.map(format_gpu_milli)),
+                l.borrow_cpu_milli,
+            ),
             used_of(format_bytes(q.used_mem_bytes), l.mem_bytes.map(format_bytes)),
             used_of(q.running_jobs.to_string(), l.running_jobs.map(|n| n.to_string())),
             used_of(q.pending_jobs.to_string(), l.pending_jobs.map(|n| n.to_string())),
@@ -149,4 +163,30 @@ pub async fn admin(cmd: QuotaCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_shows_use_limits_and_borrowing() {
+        let q = QuotaView {
+            kind: QuotaKind::Project,
+            name: "vision".into(),
+            limits: QuotaLimits {
+                gpu_milli: Some(8000),
+                borrow_gpu_milli: Some(4000),
+                pending_jobs: Some(10),
+                ..Default::default()
+            },
+            used_gpu_milli: 9000,
+            used_cpu_milli: 2000,
+            used_mem_bytes: 0,
+            running_jobs: 3,
+            pending_jobs: 2,
+        };
+        let row = table(&[q]).lines().nth(1).unwrap();
+        assert!(row.contains("9/8 (+4)") && row.contains("2/10") && row.contains("vision"), "{row}");
+    }
 }
