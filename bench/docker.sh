@@ -25,26 +25,7 @@ else
   LOADGEN=${CARGO_TARGET_DIR:-target}/release/examples/loadgen
 fi
 
-run_with_berth() {
-  local tmp pid url token
-  tmp=$(mktemp -d)
-  HOME=$tmp XDG_CONFIG_HOME= "$BIN" up --data-dir "$tmp/data" --listen 127.0.0.1:0 >"$tmp/up.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 200); do
-    url=$(grep -o 'http://[0-9.:]*' "$tmp/up.log" | head -n1 || true)
-    [ -n "$url" ] && break
-    sleep 0.05
-  done
-  [ -n "$url" ] || { cat "$tmp/up.log"; kill "$pid"; exit 1; }
-  for _ in $(seq 1 100); do
-    HOME=$tmp XDG_CONFIG_HOME= "$BIN" nodes -o json | grep -q '"ready"' && break
-    sleep 0.05
-  done
-  token=$(sed -n 's/^token *= *"\(.*\)"/\1/p' "$tmp/.config/berth/credentials")
-  BERTH_URL=$url BERTH_TOKEN=$token BENCH_NODE_CPUS=$(nproc) "$LOADGEN" "$@" || true
-  kill -INT "$pid"; wait "$pid" || true
-  rm -rf "$tmp"
-}
+source bench/lib.sh
 
 # Percentiles (ms) of the numbers on stdin.
 pct() { python3 -c 'import sys
@@ -55,14 +36,14 @@ print(f"n={len(v)} p50 {p(.5):.1f} ms, p90 {p(.9):.1f} ms, p99 {p(.99):.1f} ms")
 echo "== machine: $(nproc) CPUs, $(uname -r), docker $(docker version -f '{{.Server.Version}}'), $(date -u +%F)"
 echo "== 1. idle submit->start, $LAT_N sequential jobs"
 echo "-- container jobs ($IMAGE)"
-BENCH_IMAGE=$IMAGE run_with_berth latency "$LAT_N"
+BENCH_IMAGE=$IMAGE run_with_berth "$LOADGEN" latency "$LAT_N"
 echo "-- process jobs"
-run_with_berth latency "$LAT_N"
+run_with_berth "$LOADGEN" latency "$LAT_N"
 echo "== 2. makespan of $MAKE_N trivial 1-CPU jobs"
 echo "-- container jobs ($IMAGE)"
-BENCH_IMAGE=$IMAGE run_with_berth makespan "$MAKE_N"
+BENCH_IMAGE=$IMAGE run_with_berth "$LOADGEN" makespan "$MAKE_N"
 echo "-- process jobs"
-run_with_berth makespan "$MAKE_N"
+run_with_berth "$LOADGEN" makespan "$MAKE_N"
 echo "== 3. plain docker run --rm --network host $IMAGE true"
 for _ in $(seq 1 "$LAT_N"); do
   s=$(date +%s%N); docker run --rm --network host "$IMAGE" true; e=$(date +%s%N)

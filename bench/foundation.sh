@@ -15,33 +15,12 @@ cargo build --release --quiet --bin berth --example loadgen
 BIN=target/release/berth
 LOADGEN=target/release/examples/loadgen
 
-run_with_berth() {
-  local tmp pid url
-  tmp=$(mktemp -d)
-  HOME=$tmp XDG_CONFIG_HOME= "$BIN" up --data-dir "$tmp/data" --listen 127.0.0.1:0 >"$tmp/up.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 200); do
-    url=$(grep -o 'http://[0-9.:]*' "$tmp/up.log" | head -n1 || true)
-    [ -n "$url" ] && break
-    sleep 0.05
-  done
-  [ -n "$url" ] || { cat "$tmp/up.log"; kill "$pid"; exit 1; }
-  # wait for the local agent to register
-  for _ in $(seq 1 100); do
-    HOME=$tmp XDG_CONFIG_HOME= "$BIN" nodes -o json | grep -q '"ready"' && break
-    sleep 0.05
-  done
-  local token
-  token=$(sed -n 's/^token *= *"\(.*\)"/\1/p' "$tmp/.config/berth/credentials")
-  BERTH_URL=$url BERTH_TOKEN=$token BENCH_NODE_CPUS=$(nproc) "$LOADGEN" "$@" || true
-  kill -INT "$pid"; wait "$pid" || true
-  rm -rf "$tmp"
-}
+source bench/lib.sh
 
 echo "== machine: $(nproc) CPUs, $(uname -r), $(date -u +%F)"
 echo "== 1. idle submit->start latency ($LAT_N sequential jobs)"
-run_with_berth latency "$LAT_N"
+run_with_berth "$LOADGEN" latency "$LAT_N"
 echo "== 2. makespan of $MAKE_N trivial 1-CPU jobs"
-run_with_berth makespan "$MAKE_N"
+run_with_berth "$LOADGEN" makespan "$MAKE_N"
 echo "== 3. sustained submissions/s, 8 clients, ${SUB_SECS}s, jobs wait in the queue"
-run_with_berth submit-rate "$SUB_SECS" 8
+run_with_berth "$LOADGEN" submit-rate "$SUB_SECS" 8

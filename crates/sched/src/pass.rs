@@ -208,7 +208,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                     job,
                     self.running,
                     &victims,
-                    preempt::Rules { policy, by_priority: q.preemption.is_some(), borrowing: false, now },
+                    preempt::Rules { policy, by_priority: q.preemption.is_some(), now },
                 )
             {
                 let mut names = Vec::new();

@@ -132,8 +132,6 @@ pub(crate) struct Rules {
     pub policy: Preemption,
     /// Whether the queue preempts lower-priority preemptible jobs.
     pub by_priority: bool,
-    /// Whether the job itself would borrow beyond its quota (then it reclaims nothing).
-    pub borrowing: bool,
     pub now: Millis,
 }
 
@@ -145,12 +143,12 @@ pub(crate) fn plan(
     taken: &BTreeSet<JobId>,
     rules: Rules,
 ) -> Option<Plan> {
-    let Rules { policy, by_priority, borrowing, now } = rules;
+    let Rules { policy, by_priority, now } = rules;
     // Lower-priority preemptible jobs (when the queue preempts), and borrowed work of other
-    // projects for a job within its own quota (whatever the priorities: borrowed capacity is
-    // lent, not owned). A borrowed victim never borrowed from the job's project's quota, so
-    // two jobs can still never preempt each other.
-    let reclaims = |r: &RunningJob| !borrowing && r.borrowed && r.project != job.project;
+    // projects (whatever the priorities: borrowed capacity is lent, not owned). Only jobs
+    // within their quota get here (borrowers are placed in a later round and never preempt),
+    // so two jobs can still never preempt each other.
+    let reclaims = |r: &RunningJob| r.borrowed && r.project != job.project;
     let mut cands: Vec<&RunningJob> = running
         .iter()
         .copied()
