@@ -93,9 +93,10 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
 }
 
 impl Reservation {
-    /// Whether a job placed now with `chosen` bindings, ending at `end`, leaves the reserved
-    /// start intact; if so, records its kernels on the reserved nodes.
-    pub fn admits(&mut self, chosen: &[(usize, Binding)], end: Millis) -> bool {
+    /// Whether a job placed now with `chosen` bindings (already committed to `pool`), ending
+    /// at `end`, leaves the reserved start intact; if so, records its kernels on the reserved
+    /// nodes, each with the memory split it got in `pool`.
+    pub fn admits(&mut self, pool: &Pool, chosen: &[(usize, Binding)], end: Millis) -> bool {
         if end <= self.start {
             return true;
         }
@@ -103,7 +104,8 @@ impl Reservation {
         for (i, b) in chosen {
             let Some(l) = self.at_start.get(i) else { continue };
             let mut l = l.clone();
-            if l.allocate(b).is_err() || l.bind(&self.job_req.request, self.job_req.numa).is_err() {
+            if l.allocate_like(b, &pool.nodes[*i]).is_err() || l.bind(&self.job_req.request, self.job_req.numa).is_err()
+            {
                 return false;
             }
             trial.push((*i, l));

@@ -267,6 +267,20 @@ impl NodeLedger {
     /// pass's starts are committed. Rejects anything that would double-book a device or exceed
     /// a capacity, and then leaves the ledger unchanged.
     pub fn allocate(&mut self, b: &Binding) -> Result<(), LedgerError> {
+        self.allocate_split(b, None)
+    }
+
+    /// Records `b` with the per-NUMA memory split that `other` (a ledger of the same node)
+    /// chose for it, falling back to a fresh split when `other` does not hold it or its split
+    /// does not fit here. A backfill reservation's copy of a node at the reserved start uses
+    /// this: a job started now keeps the split it got now, whatever is freed before then, so
+    /// the copy must not split it afresh against memory that is not free yet.
+    pub(crate) fn allocate_like(&mut self, b: &Binding, other: &NodeLedger) -> Result<(), LedgerError> {
+        let split = other.splits.get(&AllocKey::of(b)).and_then(|l| l.last()).cloned();
+        self.allocate_split(b, split)
+    }
+
+    fn allocate_split(&mut self, b: &Binding, given: Option<Vec<(usize, u64)>>) -> Result<(), LedgerError> {
         let node = || self.name.clone();
         if b.node != self.name {
             return Err(LedgerError::WrongNode { binding: b.node.clone(), node: node() });
@@ -317,7 +331,13 @@ impl NodeLedger {
         }
         mem_slots.sort_unstable();
         let free: Vec<u64> = mem_slots.iter().map(|&i| self.numas[i].mem_free()).collect();
-        let Some(shares) = water_fill(&free, b.mem_bytes) else {
+        let given = given.filter(|g| {
+            g.iter().map(|&(_, s)| s).sum::<u64>() == b.mem_bytes
+                && g.iter().all(|&(i, s)| mem_slots.iter().position(|&m| m == i).is_some_and(|k| s <= free[k]))
+        });
+        let shares =
+            given.map(|g| mem_slots.iter().map(|&i| g.iter().find(|&&(j, _)| j == i).map_or(0, |&(_, s)| s)).collect());
+        let Some(shares) = shares.or_else(|| water_fill(&free, b.mem_bytes)) else {
             return Err(LedgerError::MemoryOver {
                 node: node(),
                 want: format_bytes(b.mem_bytes),

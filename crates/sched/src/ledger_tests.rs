@@ -107,6 +107,30 @@ fn memory_over_several_nodes_is_split_evenly_and_released_exactly() {
     assert_eq!(l, ledger());
 }
 
+/// Regression (backfill reservation that did not fit at its start): a copy of the node where
+/// other memory was freed must keep the split the binding got on the real ledger.
+#[test]
+fn allocate_like_keeps_the_split_of_the_other_ledger() {
+    let mut now = ledger();
+    let local = binding(&[0], &[0], 6 * GIB, &[]);
+    now.allocate(&local).unwrap();
+    // 2 GiB free on node 0 and 8 on node 1: the wide binding takes 2 + 4.
+    let wide = binding(&[], &[0, 1], 6 * GIB, &[]);
+    now.allocate(&wide).unwrap();
+    assert_eq!((now.numas[0].mem_free(), now.numas[1].mem_free()), (0, 4 * GIB));
+    // Once `local` has ended, `wide` still holds 2 + 4, not the even 3 + 3 a fresh split gives.
+    let mut later = ledger();
+    later.allocate_like(&wide, &now).unwrap();
+    assert_eq!((later.numas[0].mem_free(), later.numas[1].mem_free()), (6 * GIB, 4 * GIB));
+    let mut fresh = ledger();
+    fresh.allocate(&wide).unwrap();
+    assert_eq!((fresh.numas[0].mem_free(), fresh.numas[1].mem_free()), (5 * GIB, 5 * GIB));
+    // A ledger that does not hold the binding falls back to a fresh split.
+    let mut other = ledger();
+    other.allocate_like(&wide, &ledger()).unwrap();
+    assert_eq!(other, fresh);
+}
+
 #[test]
 fn a_binding_without_memory_nodes_may_use_all() {
     let mut l = ledger();

@@ -175,7 +175,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 Ok(mut chosen) => {
                     let end = now.saturating_add(self.limit(job));
                     if let Some(r) = reservation.as_mut()
-                        && !r.admits(&chosen, end)
+                        && !r.admits(&pool, &chosen, end)
                     {
                         // Placed where it would delay the reservation: try away from its nodes.
                         pool.uncommit(&chosen);

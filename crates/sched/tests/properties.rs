@@ -324,6 +324,10 @@ fn release(nodes: &mut [NodeLedger], bindings: &[berth_model::Binding]) {
     }
 }
 
+type NodeSpec = (u32, u32, bool, u32, u64, usize, bool);
+type JobSpec = (i32, usize, ResourceRequest, u32, usize, u32);
+type PolicySpec = (usize, usize, bool, Option<i64>);
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
 
@@ -338,105 +342,157 @@ proptest! {
         seed in any::<u64>(),
         now_min in 0i64..120,
     ) {
-        let qs = vec![policy_queue("a", pa), policy_queue("b", pb)];
-        let mut nodes = build_nodes(&node_specs);
-        for l in &mut nodes {
-            l.set_schedulable(true);
+        check_policies(&node_specs, &first, &second, &users, pa, pb, seed, now_min)?;
+    }
+}
+
+/// Regression: a backfill reservation was made on a node where the job's NUMA-local placement
+/// did not fit at the reserved start ("job 1000 does not fit at its reserved start", found by
+/// `policies_keep_every_invariant` in CI).
+#[test]
+fn reservation_fits_the_numa_placement_at_its_start() {
+    let req = |cpu_milli, mem_bytes, gpu_milli| ResourceRequest { cpu_milli, mem_bytes, gpu_milli };
+    let nodes = [(2, 3, true, 4, 5, 1, false)];
+    let first = [
+        (0, 1, req(0, 1_610_612_736, 250), 1, 0, 0),
+        (1, 1, req(4500, 5_637_144_576, 2000), 1, 4, 0),
+        (0, 0, req(0, 0, 0), 1, 0, 0),
+        (0, 2, req(0, 0, 0), 1, 0, 0),
+    ];
+    let second = [(1, 1, req(0, 3_489_660_928, 0), 1, 1, 0), (0, 1, req(0, 2_952_790_016, 0), 1, 3, 0)];
+    check_policies(&nodes, &first, &second, &[0; 32], (0, 0, false, None), (0, 2, false, None), 3493714048149019503, 0)
+        .unwrap();
+}
+
+/// One case of `policies_keep_every_invariant`: runs some jobs, then one pass under queues
+/// `a` and `b` with the given policies, and checks preemption and backfill invariants.
+#[allow(clippy::too_many_arguments)]
+fn check_policies(
+    node_specs: &[NodeSpec],
+    first: &[JobSpec],
+    second: &[JobSpec],
+    users: &[usize],
+    pa: PolicySpec,
+    pb: PolicySpec,
+    seed: u64,
+    now_min: i64,
+) -> Result<(), TestCaseError> {
+    let qs = vec![policy_queue("a", pa), policy_queue("b", pb)];
+    let mut nodes = build_nodes(node_specs);
+    for l in &mut nodes {
+        l.set_schedulable(true);
+    }
+    let name = |i: usize| ["ann", "bob", "cy"][users[i % users.len()]].to_string();
+    let with_users = |mut js: Vec<PendingJob>| {
+        for (i, j) in js.iter_mut().enumerate() {
+            j.user = name(i);
+            j.project = format!("p{}", users[(i + 7) % users.len()]);
+            j.time_limit_ms =
+                if users[(i + 3) % users.len()] == 0 { None } else { Some((i as i64 % 5 + 1) * 1_200_000) };
         }
-        let name = |i: usize| ["ann", "bob", "cy"][users[i % users.len()]].to_string();
-        let with_users = |mut js: Vec<PendingJob>| {
-            for (i, j) in js.iter_mut().enumerate() {
-                j.user = name(i);
-                j.project = format!("p{}", users[(i + 7) % users.len()]);
-                j.time_limit_ms = if users[(i + 3) % users.len()] == 0 { None } else { Some((i as i64 % 5 + 1) * 1_200_000) };
-            }
-            js
-        };
-        let running = start_some(&qs, &mut nodes, &with_users(build_jobs(&first, 1)), seed);
-        // Later jobs tend to rank higher, so that preemption has candidates.
-        let pending: Vec<PendingJob> = with_users(build_jobs(&second, 1000))
-            .into_iter()
-            .map(|mut j| {
-                j.priority += 1;
-                j
-            })
-            .collect();
-        let mut fs = FairShare::default();
-        fs.usage_by_user.insert("ann".into(), 10.0);
-        fs.usage_by_project.insert("p1".into(), 5.0);
-        fs.project_weights.insert("p2".into(), 2.0);
-        let now = now_min * 60_000;
-        let input = PassInput { queues: &qs, nodes: &nodes, pending: &pending, running: &running, fair_share: &fs, quotas: &berth_sched::NO_QUOTAS, now };
-        let out = schedule(&input);
-        let after = check_pass(&[], &nodes, &pending, &out);
+        js
+    };
+    let running = start_some(&qs, &mut nodes, &with_users(build_jobs(first, 1)), seed);
+    // Later jobs tend to rank higher, so that preemption has candidates.
+    let pending: Vec<PendingJob> = with_users(build_jobs(second, 1000))
+        .into_iter()
+        .map(|mut j| {
+            j.priority += 1;
+            j
+        })
+        .collect();
+    let mut fs = FairShare::default();
+    fs.usage_by_user.insert("ann".into(), 10.0);
+    fs.usage_by_project.insert("p1".into(), 5.0);
+    fs.project_weights.insert("p2".into(), 2.0);
+    let now = now_min * 60_000;
+    let input = PassInput {
+        queues: &qs,
+        nodes: &nodes,
+        pending: &pending,
+        running: &running,
+        fair_share: &fs,
+        quotas: &berth_sched::NO_QUOTAS,
+        now,
+    };
+    let out = schedule(&input);
+    let after = check_pass(&[], &nodes, &pending, &out);
 
-        // Same output whatever the order of the inputs.
-        let (mut n2, mut p2, mut r2) = (nodes.clone(), pending.clone(), running.clone());
-        n2.reverse();
-        let half = p2.len() / 2;
-        p2.rotate_left(half);
-        r2.reverse();
-        let shuffled = PassInput { queues: &qs, nodes: &n2, pending: &p2, running: &r2, fair_share: &fs, quotas: &berth_sched::NO_QUOTAS, now };
-        prop_assert_eq!(&schedule(&shuffled), &out);
+    // Same output whatever the order of the inputs.
+    let (mut n2, mut p2, mut r2) = (nodes.clone(), pending.clone(), running.clone());
+    n2.reverse();
+    let half = p2.len() / 2;
+    p2.rotate_left(half);
+    r2.reverse();
+    let shuffled = PassInput {
+        queues: &qs,
+        nodes: &n2,
+        pending: &p2,
+        running: &r2,
+        fair_share: &fs,
+        quotas: &berth_sched::NO_QUOTAS,
+        now,
+    };
+    prop_assert_eq!(&schedule(&shuffled), &out);
 
-        let by_id: BTreeMap<i64, &PendingJob> = pending.iter().map(|j| (j.id, j)).collect();
-        let run_by_id: BTreeMap<i64, &RunningJob> = running.iter().map(|r| (r.id, r)).collect();
-        let queue_of = |name: &str| qs.iter().find(|q| q.name == name).cloned();
+    let by_id: BTreeMap<i64, &PendingJob> = pending.iter().map(|j| (j.id, j)).collect();
+    let run_by_id: BTreeMap<i64, &RunningJob> = running.iter().map(|r| (r.id, r)).collect();
+    let queue_of = |name: &str| qs.iter().find(|q| q.name == name).cloned();
 
-        // Preemption: allowed victims only, each once, preemptors do not start now.
-        let mut seen = BTreeSet::new();
-        for p in &out.preemptions {
-            let (v, j) = (run_by_id[&p.victim], by_id[&p.for_job]);
-            let q = queue_of(&j.queue).unwrap();
-            let policy = q.preemption.expect("preemption only where enabled");
-            prop_assert!(v.preemptible && v.priority < j.priority && v.queue == j.queue);
-            prop_assert!(now - v.started_at >= policy.min_runtime_ms);
-            prop_assert!(seen.insert(p.victim), "victim {} chosen twice", p.victim);
-            prop_assert!(!out.starts.iter().any(|s| s.job == p.for_job));
+    // Preemption: allowed victims only, each once, preemptors do not start now.
+    let mut seen = BTreeSet::new();
+    for p in &out.preemptions {
+        let (v, j) = (run_by_id[&p.victim], by_id[&p.for_job]);
+        let q = queue_of(&j.queue).unwrap();
+        let policy = q.preemption.expect("preemption only where enabled");
+        prop_assert!(v.preemptible && v.priority < j.priority && v.queue == j.queue);
+        prop_assert!(now - v.started_at >= policy.min_runtime_ms);
+        prop_assert!(seen.insert(p.victim), "victim {} chosen twice", p.victim);
+        prop_assert!(!out.starts.iter().any(|s| s.job == p.for_job));
+    }
+    // The first preemptor of each queue (before any node was held) needs every victim.
+    for qname in ["a", "b"] {
+        let Some(first) = out.preemptions.iter().find(|p| by_id[&p.for_job].queue == qname) else { continue };
+        let job = by_id[&first.for_job];
+        let victims: Vec<&RunningJob> =
+            out.preemptions.iter().filter(|p| p.for_job == job.id).map(|p| run_by_id[&p.victim]).collect();
+        let mut all = after.clone();
+        for v in &victims {
+            release(&mut all, &v.bindings);
         }
-        // The first preemptor of each queue (before any node was held) needs every victim.
-        for qname in ["a", "b"] {
-            let Some(first) = out.preemptions.iter().find(|p| by_id[&p.for_job].queue == qname) else { continue };
-            let job = by_id[&first.for_job];
-            let victims: Vec<&RunningJob> =
-                out.preemptions.iter().filter(|p| p.for_job == job.id).map(|p| run_by_id[&p.victim]).collect();
-            let mut all = after.clone();
-            for v in &victims {
-                release(&mut all, &v.bindings);
+        prop_assert!(fits(&qs, &all, job), "job {} does not fit once its victims stop", job.id);
+        for keep in &victims {
+            let mut some = after.clone();
+            for v in victims.iter().filter(|v| v.id != keep.id) {
+                release(&mut some, &v.bindings);
             }
-            prop_assert!(fits(&qs, &all, job), "job {} does not fit once its victims stop", job.id);
-            for keep in &victims {
-                let mut some = after.clone();
-                for v in victims.iter().filter(|v| v.id != keep.id) {
-                    release(&mut some, &v.bindings);
-                }
-                prop_assert!(!fits(&qs, &some, job), "victim {} of job {} is not needed", keep.id, job.id);
-            }
-        }
-
-        // Backfill: the reserved job fits at its reserved start once every binding that ends
-        // by then (running jobs, this pass's starts) is released.
-        for w in out.waiting.iter().filter(|w| w.expected_start.is_some()) {
-            let t = w.expected_start.unwrap();
-            let job = by_id[&w.job];
-            let default = |q: &str| queue_of(q).map_or(3_600_000, |q| q.default_time_limit_ms);
-            let mut at_t = after.clone();
-            for r in &running {
-                let end = (r.started_at + r.time_limit_ms.unwrap_or_else(|| default(&r.queue))).max(now);
-                if end <= t {
-                    release(&mut at_t, &r.bindings);
-                }
-            }
-            for s in &out.starts {
-                let j = by_id[&s.job];
-                if now + j.time_limit_ms.unwrap_or_else(|| default(&j.queue)) <= t {
-                    release(&mut at_t, &s.bindings);
-                }
-            }
-            prop_assert!(fits(&qs, &at_t, job), "job {} does not fit at its reserved start", job.id);
-            prop_assert_eq!(queue_of(&job.queue).unwrap().head_of_line, HeadOfLine::Backfill);
+            prop_assert!(!fits(&qs, &some, job), "victim {} of job {} is not needed", keep.id, job.id);
         }
     }
+
+    // Backfill: the reserved job fits at its reserved start once every binding that ends
+    // by then (running jobs, this pass's starts) is released.
+    for w in out.waiting.iter().filter(|w| w.expected_start.is_some()) {
+        let t = w.expected_start.unwrap();
+        let job = by_id[&w.job];
+        let default = |q: &str| queue_of(q).map_or(3_600_000, |q| q.default_time_limit_ms);
+        let mut at_t = after.clone();
+        for r in &running {
+            let end = (r.started_at + r.time_limit_ms.unwrap_or_else(|| default(&r.queue))).max(now);
+            if end <= t {
+                release(&mut at_t, &r.bindings);
+            }
+        }
+        for s in &out.starts {
+            let j = by_id[&s.job];
+            if now + j.time_limit_ms.unwrap_or_else(|| default(&j.queue)) <= t {
+                release(&mut at_t, &s.bindings);
+            }
+        }
+        prop_assert!(fits(&qs, &at_t, job), "job {} does not fit at its reserved start", job.id);
+        prop_assert_eq!(queue_of(&job.queue).unwrap().head_of_line, HeadOfLine::Backfill);
+    }
+    Ok(())
 }
 
 proptest! {
