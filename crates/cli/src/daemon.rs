@@ -274,7 +274,14 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     println!("join token for agents: {}", handle.join_token);
     // With TLS, agents need the certificate (or its CA) unless a public CA signed it.
     let ca = trusted_cert.map(|c| format!(" --ca-file {}", c.display())).unwrap_or_default();
-    println!("  berth agent --manager {url} --join-token {}{ca}", handle.join_token);
+    // Listening on every address: other machines reach this one by its name, not loopback.
+    let agent_url = if handle.local_addr.ip().is_unspecified() {
+        let scheme = url.split("://").next().unwrap_or("http");
+        format!("{scheme}://{}:{}", host_name(), handle.local_addr.port())
+    } else {
+        url.clone()
+    };
+    println!("  berth agent --manager {agent_url} --join-token {}{ca}", handle.join_token);
     shutdown_signal().await;
     eprintln!("stopping the berth manager");
     handle.shutdown().await;

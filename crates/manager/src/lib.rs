@@ -166,7 +166,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     let tasks = vec![tokio::spawn(scheduler::run(m.clone())), tokio::spawn(heartbeat::run(m.clone()))];
     tracing::info!(%local_addr, "berth manager listening");
     Ok(ManagerHandle {
-        url: format!("{scheme}://{local_addr}"),
+        url: local_url(scheme, local_addr),
         local_addr,
         bootstrap,
         join_token,
@@ -180,5 +180,30 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
 fn report(served: std::io::Result<()>) {
     if let Err(e) = served {
         tracing::error!("http server failed: {e}");
+    }
+}
+
+/// The URL this process (and the local CLI) reaches the manager at: a manager listening on
+/// every address (`0.0.0.0`, `::`) is reached at the loopback address, never at `0.0.0.0`.
+fn local_url(scheme: &str, addr: SocketAddr) -> String {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let ip = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("{scheme}://{}", SocketAddr::new(ip, addr.port()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_url;
+
+    /// Regression: `--listen 0.0.0.0:P` printed `http://0.0.0.0:P` as the URL to use.
+    #[test]
+    fn listening_everywhere_is_reached_at_loopback() {
+        assert_eq!(local_url("http", "0.0.0.0:7070".parse().unwrap()), "http://127.0.0.1:7070");
+        assert_eq!(local_url("https", "[::]:7070".parse().unwrap()), "https://[::1]:7070");
+        assert_eq!(local_url("http", "10.1.2.3:80".parse().unwrap()), "http://10.1.2.3:80");
     }
 }
