@@ -252,6 +252,7 @@ impl Manager {
             }
             st.jobs.insert(job.id, job);
         }
+        self.restore_borrowed(&mut st);
         let pending = st.jobs.values().filter(|j| j.state == JobState::Pending).count();
         tracing::info!(jobs = st.jobs.len(), pending, nodes = st.nodes.len(), "rebuilt state from the store");
         Ok(())

@@ -169,6 +169,33 @@ impl Manager {
         q
     }
 
+    /// Marks the jobs holding resources beyond their quota as borrowed after a restart (the
+    /// mark lives in memory): counted in start order, the ones started last past a limit.
+    pub fn restore_borrowed(&self, st: &mut State) {
+        let table = self.quota_table();
+        if !table.limits_running() {
+            return;
+        }
+        let limits = Quotas { users: table.users.clone(), projects: table.projects.clone(), ..Default::default() };
+        let held: Vec<berth_sched::HeldJob> = st
+            .jobs
+            .values()
+            .filter(|j| j.state.holds_resources())
+            .map(|j| berth_sched::HeldJob {
+                id: j.id,
+                user: j.user.clone(),
+                project: j.project().to_string(),
+                usage: QuotaUse::of(&j.spec.resources, j.spec.nodes),
+                started_at: j.started_at.map_or(i64::MAX, |t| t.as_millisecond()),
+            })
+            .collect();
+        for id in berth_sched::borrowed_by_start_order(&limits, &held) {
+            if let Some(j) = st.jobs.get_mut(&id) {
+                j.borrowed = true;
+            }
+        }
+    }
+
     /// Quotas with their current use; users see their own and their projects'.
     pub fn quota_views(&self, st: &State, user: &User) -> Vec<QuotaView> {
         let table = self.quota_table();

@@ -54,7 +54,7 @@ pub struct Job {
     /// When a pending job is expected to start (the scheduler's reservation).
     pub expected_start: Option<Timestamp>,
     /// The current attempt started beyond its quota (borrowing): preempted first. Kept in
-    /// memory only: after a manager restart running jobs count as within their quota.
+    /// memory only; a restart recomputes it from the start order (`restore_borrowed`).
     pub borrowed: bool,
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, ManagerMessage};
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, KernelReport, ManagerMessage};
 use berth_model::{JobSpec, Topology};
 use common::*;
 use serde_json::json;
@@ -142,6 +142,17 @@ async fn hopeless_and_too_urgent_submits_are_refused_at_once() {
 
 #[tokio::test]
 async fn borrowed_capacity_is_reclaimed_for_a_job_within_its_quota() {
+    borrowed_capacity_is_reclaimed(false).await;
+}
+
+/// Regression: the borrowed mark lived only in the manager's memory, so after a restart the
+/// borrower counted as within its quota and was never preempted for the job that was.
+#[tokio::test]
+async fn borrowed_capacity_is_reclaimed_after_a_manager_restart() {
+    borrowed_capacity_is_reclaimed(true).await;
+}
+
+async fn borrowed_capacity_is_reclaimed(restart: bool) {
     let e = start().await;
     let bob = user(&e, "bob").await;
     let carol = user(&e, "carol").await;
@@ -150,7 +161,8 @@ async fn borrowed_capacity_is_reclaimed_for_a_job_within_its_quota() {
     let borrow = json!({"gpu_milli": 1000, "borrow_gpu_milli": 1000});
     assert_eq!(put(&e.admin, "/v1/admin/quotas/project/vision", borrow).await, 204);
     assert_eq!(put(&e.admin, "/v1/admin/quotas/project/nlp", json!({"gpu_milli": 1000})).await, 204);
-    let mut a = Agent::connect(&e.m, "n1", Topology::synthetic(1, 8, 32 << 30, 2), vec![]).await;
+    let node = || Topology::synthetic(1, 8, 32 << 30, 2);
+    let mut a = Agent::connect(&e.m, "n1", node(), vec![]).await;
     let first = bob.submit_ok(&gpu_job("vision")).await;
     let s1 = a.expect_start().await;
     assert_eq!(start_key(&s1).job_id, first);
@@ -158,10 +170,26 @@ async fn borrowed_capacity_is_reclaimed_for_a_job_within_its_quota() {
     let s2 = a.expect_start().await;
     assert_eq!(start_key(&s2).job_id, second, "the idle GPU is borrowed");
     let now = jiff::Timestamp::now();
+    let started = |s: &ManagerMessage| KernelEvent::Started {
+        pid: 1,
+        at: if start_key(s).job_id == first { now - jiff::SignedDuration::from_secs(1) } else { now },
+    };
     for s in [&s1, &s2] {
-        a.send(AgentMessage::Kernel { key: start_key(s), event: KernelEvent::Started { pid: 1, at: now } }).await;
+        a.send(AgentMessage::Kernel { key: start_key(s), event: started(s) }).await;
     }
     e.admin.wait_state(second, "RUNNING").await;
+
+    let (m, bob, carol) = if restart {
+        drop(a);
+        e.m.shutdown().await;
+        let m = berth_manager::start(config(e.dir.path(), std::time::Duration::from_secs(60))).await.unwrap();
+        let running = [&s1, &s2].map(|s| KernelReport { key: start_key(s), last: started(s) }).to_vec();
+        a = Agent::connect(&m, "n1", node(), running).await;
+        let (bob, carol) = (Client::new(&m.url, &bob.token), Client::new(&m.url, &carol.token));
+        (m, bob, carol)
+    } else {
+        (e.m, bob, carol)
+    };
 
     // nlp's job is within its quota: vision's borrowed job is stopped for it and requeued.
     let theirs = carol.submit_ok(&gpu_job("nlp")).await;
@@ -179,5 +207,5 @@ async fn borrowed_capacity_is_reclaimed_for_a_job_within_its_quota() {
     let d = bob.wait_state(second, "PENDING").await;
     assert!(d["job"]["reason"].as_str().unwrap().contains(&format!("preempted by job {theirs}")), "{d}");
     assert_eq!(bob.state(first).await, "RUNNING");
-    e.m.shutdown().await;
+    m.shutdown().await;
 }

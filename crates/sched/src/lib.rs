@@ -51,7 +51,7 @@ pub use feasible::{check_feasible, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
 pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::schedule;
-pub use quota::{NO_QUOTAS, QuotaUse, Quotas, never_fits};
+pub use quota::{HeldJob, NO_QUOTAS, QuotaUse, Quotas, borrowed_by_start_order, never_fits};
 
 use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};
 

@@ -6,11 +6,13 @@
 //! The caller gives each user's and project's current use (jobs holding resources); the pass
 //! adds what it starts, across queues, so no pass can overshoot.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use berth_model::{QuotaLimits, ResourceRequest, format_bytes, format_gpu_milli};
 
-use crate::PendingJob;
+use berth_model::JobId;
+
+use crate::{Millis, PendingJob};
 
 /// What a user or a project holds now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,20 +81,23 @@ impl<'a> Book<'a> {
     /// `Ok(false)` when `job` fits its quotas, `Ok(true)` when it fits only by borrowing,
     /// `Err(reason)` when it would take its user or project past a limit.
     pub fn admits(&self, job: &PendingJob) -> Result<bool, String> {
+        self.admits_use(&job.user, &job.project, &QuotaUse::of(&job.request, job.nodes))
+    }
+
+    fn admits_use(&self, user: &str, project: &str, add: &QuotaUse) -> Result<bool, String> {
         if self.quotas.is_empty() {
             return Ok(false);
         }
-        let add = QuotaUse::of(&job.request, job.nodes);
         let checks = [
-            ("user", &job.user, &self.quotas.users, &self.users),
-            ("project", &job.project, &self.quotas.projects, &self.projects),
+            ("user", user, &self.quotas.users, &self.users),
+            ("project", project, &self.quotas.projects, &self.projects),
         ];
         let mut borrowing = false;
         for (kind, name, limits, used) in checks {
-            let Some(l) = limits.get(name.as_str()) else { continue };
-            let u = used.get(name.as_str()).copied().unwrap_or_default();
-            if let Some(why) = exceeds(l, &u, &add) {
-                if exceeds(&with_borrowing(l), &u, &add).is_some() {
+            let Some(l) = limits.get(name) else { continue };
+            let u = used.get(name).copied().unwrap_or_default();
+            if let Some(why) = exceeds(l, &u, add) {
+                if exceeds(&with_borrowing(l), &u, add).is_some() {
                     return Err(format!("quota: {kind} {name} {why}"));
                 }
                 borrowing = true;
@@ -103,13 +108,46 @@ impl<'a> Book<'a> {
 
     /// Counts a job the pass starts.
     pub fn started(&mut self, job: &PendingJob) {
+        self.started_use(&job.user, &job.project, &QuotaUse::of(&job.request, job.nodes));
+    }
+
+    fn started_use(&mut self, user: &str, project: &str, add: &QuotaUse) {
         if self.quotas.is_empty() {
             return;
         }
-        let add = QuotaUse::of(&job.request, job.nodes);
-        self.users.entry(job.user.clone()).or_default().add(&add);
-        self.projects.entry(job.project.clone()).or_default().add(&add);
+        self.users.entry(user.to_string()).or_default().add(add);
+        self.projects.entry(project.to_string()).or_default().add(add);
     }
+}
+
+/// A job holding resources, for [`borrowed_by_start_order`].
+#[derive(Debug, Clone)]
+pub struct HeldJob {
+    pub id: JobId,
+    pub user: String,
+    pub project: String,
+    pub usage: QuotaUse,
+    pub started_at: Millis,
+}
+
+/// Which of the jobs holding resources are beyond their user's or project's quota: they are
+/// counted in start order (ties by id) from nothing, and a job that takes a limit past its
+/// quota (by borrowing, or beyond even that after a quota was lowered) is borrowed. The manager
+/// keeps the borrowed mark in memory; after a restart it recomputes it with this, so that
+/// borrowed work is still the first to be preempted for jobs within their quota.
+pub fn borrowed_by_start_order(limits: &Quotas, held: &[HeldJob]) -> BTreeSet<JobId> {
+    let quotas = Quotas { users: limits.users.clone(), projects: limits.projects.clone(), ..Quotas::default() };
+    let mut book = Book::new(&quotas);
+    let mut order: Vec<&HeldJob> = held.iter().collect();
+    order.sort_by_key(|h| (h.started_at, h.id));
+    let mut borrowed = BTreeSet::new();
+    for h in order {
+        if book.admits_use(&h.user, &h.project, &h.usage) != Ok(false) {
+            borrowed.insert(h.id);
+        }
+        book.started_use(&h.user, &h.project, &h.usage);
+    }
+    borrowed
 }
 
 /// Which limit `used + add` would break, as `gpu 8/8 in use` (what is in use now and the limit).
@@ -238,5 +276,37 @@ mod tests {
         assert_eq!(never_fits(&gpus(2), &r, 1).as_deref(), Some("gpu needs more than 2"));
         assert_eq!(never_fits(&gpus(8), &r, 2), None);
         assert!(never_fits(&gpus(7), &r, 2).is_some());
+    }
+
+    #[test]
+    fn after_a_restart_the_jobs_started_last_past_the_quota_are_the_borrowed_ones() {
+        let mut q = Quotas::default();
+        let l = QuotaLimits { gpu_milli: Some(2000), borrow_gpu_milli: Some(2000), ..Default::default() };
+        q.projects.insert("vision".into(), l);
+        // Use in the input is ignored: the replay counts from nothing.
+        q.used_by_project.insert("vision".into(), QuotaUse { gpu_milli: 9000, ..Default::default() });
+        let held = |id, project: &str, started_at| HeldJob {
+            id,
+            user: "u".into(),
+            project: project.into(),
+            usage: QuotaUse { gpu_milli: 1000, running_jobs: 1, ..Default::default() },
+            started_at,
+        };
+        let jobs = [
+            held(4, "vision", 30),
+            held(1, "vision", 10),
+            held(3, "vision", 20),
+            held(2, "vision", 20),
+            held(9, "nlp", 0),
+        ];
+        assert_eq!(
+            borrowed_by_start_order(&q, &jobs),
+            BTreeSet::from([3, 4]),
+            "1 and 2 fit the 2 GPUs, 3 and 4 borrow"
+        );
+        // Lowered below what runs: the jobs beyond even the borrowing count as borrowed too.
+        q.projects.insert("vision".into(), QuotaLimits { gpu_milli: Some(1000), ..Default::default() });
+        assert_eq!(borrowed_by_start_order(&q, &jobs), BTreeSet::from([2, 3, 4]));
+        assert!(borrowed_by_start_order(&Quotas::default(), &jobs).is_empty(), "no quotas, nothing borrowed");
     }
 }
