@@ -173,9 +173,11 @@ pub(crate) async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let (tx, rx) = mpsc::unbounded_channel();
-    // Containers of a previous agent process are taken over before the first Register.
+    // Containers and shim kernels of a previous agent process are taken over before the
+    // first Register.
     let docker = runtime.docker().clone();
-    let adopted = docker.adopt(&tx).await;
+    let mut adopted = docker.adopt(&tx).await;
+    adopted.extend(runtime.adopt_processes(&tx));
     let mut kernels = Kernels::new(config.name.clone(), topology.clone(), config.data_dir.clone(), runtime, tx);
     kernels.adopt(adopted);
     let first = docker.info().await;

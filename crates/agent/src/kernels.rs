@@ -52,7 +52,8 @@ impl Kernels {
     }
 
     /// Takes over the kernels a previous agent process left (containers, see
-    /// [`crate::runtime::Docker::adopt`]), so `Register` reports them.
+    /// [`crate::runtime::Docker::adopt`], and process kernels under shims, see
+    /// [`crate::runtime::Runtime::adopt_processes`]), so `Register` reports them.
     pub fn adopt(&mut self, adopted: Vec<crate::runtime::Adopted>) {
         for a in adopted {
             self.map.insert(a.key, Entry { binding: a.binding, last: a.event, handle: a.handle, stopping: false });

@@ -54,6 +54,10 @@ pub struct AgentConfig {
     pub ca_file: Option<PathBuf>,
     /// The `docker` runtime: on or off, mount allow-list, pulling of missing images.
     pub docker: runtime::DockerOptions,
+    /// An executable with the `kernel-shim` subcommand (the `berth` binary itself) that
+    /// process kernels run under, so a restarted agent takes them over (see
+    /// [`runtime::shim`]); `None` runs them as the agent's children.
+    pub kernel_shim: Option<PathBuf>,
 }
 
 /// Discovers this node's topology (see the `discover` module for the sources and their order).

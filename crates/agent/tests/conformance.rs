@@ -68,6 +68,8 @@ fn options(dir: &Path, test: &str) -> RuntimeOptions {
         use_cgroups: std::env::var_os("BERTH_TEST_NO_CGROUPS").is_none(),
         docker: DockerOptions { enabled: true, allow_mounts: vec![std::env::temp_dir()], pull: false },
         fake_gpus: true,
+        // Process kernels run under the shim, as the `berth` binary runs them.
+        shim: Some(env!("CARGO_BIN_EXE_berth-kernel-shim").into()),
     }
 }
 
@@ -367,22 +369,32 @@ async fn launch_failure(kind: Kind) {
 }
 
 /// An agent that dies (its tasks vanish without stopping anything) and starts again on the
-/// same data dir: the process runtime kills the kernels it finds (nobody can supervise a bare
-/// process), the docker runtime re-adopts running containers and reports ended ones.
+/// same data dir: both runtimes take over the running kernels (processes through their shims,
+/// containers by label) and report the ones that ended meanwhile with their exit codes.
 #[test]
 fn agent_restart_process() {
-    agent_restart(Kind::Process);
+    agent_restart(Kind::Process, true);
 }
 
 #[test]
 fn agent_restart_docker() {
-    agent_restart(Kind::Docker);
+    agent_restart(Kind::Docker, true);
 }
 
-fn agent_restart(kind: Kind) {
+/// Without a shim nobody can supervise a bare process: the new agent kills what it finds.
+#[test]
+fn agent_restart_process_without_shim() {
+    agent_restart(Kind::Process, false);
+}
+
+fn agent_restart(kind: Kind, shim: bool) {
     if skip(kind, "agent_restart") {
         return;
     }
+    let options = |dir: &Path, test: &str| RuntimeOptions {
+        shim: options(dir, test).shim.filter(|_| shim),
+        ..options(dir, test)
+    };
     let tmp = tempfile::tempdir().unwrap();
     let test = "restart";
     let spec = |cmd: &[&str]| {
@@ -401,13 +413,11 @@ fn agent_restart(kind: Kind) {
         rt.start(key(1), &long, &binding(&[], 64 << 20), &BTreeMap::new(), &tx).unwrap();
         rt.start(key(2), &spec(&["sh", "-c", "sleep 1; exit 4"]), &binding(&[], 64 << 20), &BTreeMap::new(), &tx)
             .unwrap();
+        // Containers start in the background; processes run once `start` returns.
         let mut started = 0;
-        while started < 2 {
+        while kind == Kind::Docker && started < 2 {
             if let (_, KernelEvent::Started { .. }) = rx.recv().await.unwrap() {
                 started += 1;
-            }
-            if kind == Kind::Process {
-                break;
             }
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -420,37 +430,42 @@ fn agent_restart(kind: Kind) {
     new.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let rt = Runtime::new(options(tmp.path(), test)).unwrap();
-        let adopted = rt.docker().adopt(&tx).await;
+        let mut adopted = rt.docker().adopt(&tx).await;
+        adopted.extend(rt.adopt_processes(&tx));
         let log = |job: i64| std::fs::read_to_string(tmp.path().join(format!("kernels/{job}.0.0/stdout.log"))).unwrap();
-        match kind {
-            Kind::Process => {
-                assert!(adopted.is_empty());
-                // The old kernel was killed at the new start: "after" is never written.
-                tokio::time::sleep(Duration::from_secs(3)).await;
-                assert_eq!(log(1), "before\n", "the old agent's kernel was killed");
+        if !shim {
+            assert!(adopted.is_empty());
+            // The old kernel was killed at the new start: "after" is never written.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            assert_eq!(log(1), "before\n", "the old agent's kernel was killed");
+            return;
+        }
+        let running = adopted.iter().find(|a| a.key.job_id == 1).expect("job 1 is taken over");
+        assert!(
+            matches!(running.event, KernelEvent::Started { .. }) && running.handle.is_some(),
+            "{:?}",
+            running.event
+        );
+        // Job 2 ended while no agent ran: reported at once (containers) or right after (shims).
+        let mut ends: BTreeMap<i64, (KernelOutcome, Option<i32>)> = adopted
+            .iter()
+            .filter_map(|a| match &a.event {
+                KernelEvent::Finished { outcome, exit_code, .. } => Some((a.key.job_id, (*outcome, *exit_code))),
+                _ => None,
+            })
+            .collect();
+        while ends.len() < 2 {
+            let (k, ev) = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap();
+            if let KernelEvent::Finished { outcome, exit_code, .. } = ev {
+                assert!(ends.insert(k.job_id, (outcome, exit_code)).is_none(), "job {} ended twice", k.job_id);
             }
+        }
+        assert_eq!(ends[&2], (KernelOutcome::Failed, Some(4)), "the exit code of a kernel that ended unwatched");
+        assert_eq!(ends[&1], (KernelOutcome::Succeeded, Some(0)), "the taken-over kernel ends normally");
+        assert_eq!(log(1), "before\nafter\n", "the whole output, written once");
+        match kind {
+            Kind::Process => {}
             Kind::Docker => {
-                let mut by_job: BTreeMap<i64, KernelEvent> =
-                    adopted.iter().map(|a| (a.key.job_id, a.event.clone())).collect();
-                assert!(
-                    matches!(by_job.remove(&1), Some(KernelEvent::Started { .. })),
-                    "{adopted:?}",
-                    adopted = by_job
-                );
-                match by_job.remove(&2) {
-                    Some(KernelEvent::Finished { outcome, exit_code, .. }) => {
-                        assert_eq!((outcome, exit_code), (KernelOutcome::Failed, Some(4)))
-                    }
-                    other => panic!("job 2 should be reported ended: {other:?}"),
-                }
-                assert!(adopted.iter().find(|a| a.key.job_id == 1).unwrap().handle.is_some());
-                let (k, ev) = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap();
-                assert_eq!(k, key(1));
-                assert!(
-                    matches!(ev, KernelEvent::Finished { outcome: KernelOutcome::Succeeded, .. }),
-                    "the re-adopted container ends normally: {ev:?}"
-                );
-                assert_eq!(log(1), "before\nafter\n", "the whole output, written once");
                 let left = std::process::Command::new("docker")
                     .args(["ps", "-aq", "--filter", &format!("label=berth.scope={}", rt.docker().scope())])
                     .output()

@@ -64,6 +64,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         labels: Default::default(),
         ca_file: None,
         docker: Default::default(),
+        kernel_shim: None,
     }
 }
 

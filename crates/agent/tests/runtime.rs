@@ -31,6 +31,7 @@ fn runtime(test: &str) -> Rt {
         use_cgroups: std::env::var_os("BERTH_TEST_NO_CGROUPS").is_none(),
         docker: Default::default(),
         fake_gpus: false,
+        shim: None,
     })
     .unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
@@ -278,6 +279,7 @@ async fn users_are_kept_apart_by_uid() {
         use_cgroups: false,
         docker: Default::default(),
         fake_gpus: false,
+        shim: None,
     })
     .unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();

@@ -211,6 +211,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         labels: Default::default(),
         ca_file: trusted_cert,
         docker: args.docker.options(),
+        kernel_shim: kernel_shim(),
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -306,6 +307,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         labels: args.label.into_iter().collect(),
         ca_file: args.ca_file,
         docker: args.docker.options(),
+        kernel_shim: kernel_shim(),
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await
@@ -364,6 +366,13 @@ fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))?;
     f.write_all(content.as_bytes())?;
     Ok(())
+}
+
+/// The kernel shim process kernels run under: this very binary (`berth kernel-shim`), by
+/// `/proc/self/exe` so that it works for any kernel user wherever the binary lives, and keeps
+/// working when the file is replaced (a rebuild, an upgrade) while the agent runs.
+fn kernel_shim() -> Option<PathBuf> {
+    Some(PathBuf::from("/proc/self/exe"))
 }
 
 fn host_name() -> String {

@@ -63,6 +63,7 @@ mod tests {
             labels: Default::default(),
             ca_file: None,
             docker: Default::default(),
+            kernel_shim: None,
         }
     }
 

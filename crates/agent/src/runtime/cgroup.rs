@@ -121,14 +121,17 @@ impl Cgroups {
         }
     }
 
-    /// Kills every process in the kernel cgroups of this agent's subtree and removes them:
-    /// they belong to kernels of an earlier agent process (see `stale`). Returns how many
-    /// kernel cgroups still had processes.
-    pub fn reap_stale(&self) -> usize {
+    /// Kills every process in the kernel cgroups of this agent's subtree, except those named
+    /// in `keep` (kernels taken over, see `adopt`), and removes them: they belong to kernels of
+    /// an earlier agent process (see `stale`). Returns how many kernel cgroups had processes.
+    pub fn reap_stale(&self, keep: &[String]) -> usize {
         let procs_base = self.bases.last().expect("at least one hierarchy");
         let Ok(entries) = std::fs::read_dir(procs_base) else { return 0 };
-        let names: Vec<std::ffi::OsString> =
-            entries.flatten().filter(|e| e.path().is_dir()).map(|e| e.file_name()).collect();
+        let names: Vec<std::ffi::OsString> = entries
+            .flatten()
+            .filter(|e| e.path().is_dir() && !keep.iter().any(|k| e.file_name() == k.as_str()))
+            .map(|e| e.file_name())
+            .collect();
         let mut busy = 0;
         for name in names {
             let procs = procs_base.join(&name).join("cgroup.procs");
@@ -167,6 +170,13 @@ impl Cgroups {
     /// Whether this is cgroup v2.
     pub fn is_v2(&self) -> bool {
         self.v2
+    }
+
+    /// The existing cgroup of a kernel an earlier agent process started (to watch it again),
+    /// or `None` when it is gone.
+    pub fn open(&self, name: &str, mem_limit: u64) -> Option<KernelCgroup> {
+        let dirs: Vec<PathBuf> = self.bases.iter().map(|b| b.join(name)).collect();
+        dirs.iter().all(|d| d.is_dir()).then_some(KernelCgroup { v2: self.v2, dirs, procs: Vec::new(), mem_limit })
     }
 
     /// Creates the kernel's cgroup with the binding's limits and opens its `cgroup.procs`.

@@ -4,15 +4,22 @@
 //! Everything is event-driven: `start` forks synchronously (the `Started` event is ready when
 //! it returns) and a task per kernel waits for the exit, the time limit or a stop request, and
 //! sends the `Finished` event on the agent's channel.
+//!
+//! With a shim executable (`berth kernel-shim`, see [`shim`]) each kernel runs under a shim
+//! that records its exit status, so a restarted agent takes running kernels over ([`adopt`])
+//! instead of killing them.
 
+mod adopt;
 mod cgroup;
 pub mod docker;
 mod env;
+pub mod shim;
 mod stale;
 mod user;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +31,7 @@ use tokio::sync::mpsc;
 pub use cgroup::{CgroupError, Cgroups};
 pub use docker::{Adopted, Docker, DockerOptions};
 pub use env::build_env;
+pub use shim::{SHIM_SUBCOMMAND, shim_main};
 pub use user::{RunUser, UserError, UserMap};
 
 use crate::logs;
@@ -53,6 +61,10 @@ pub struct RuntimeOptions {
     pub docker: DockerOptions,
     /// The node's GPUs are fake (`--fake-gpus`): containers get no GPU device requests.
     pub fake_gpus: bool,
+    /// An executable with the `kernel-shim` subcommand (the `berth` binary) to run process
+    /// kernels under; `None`: kernels are the agent's own children, and an agent started
+    /// after this one dies kills them instead of taking them over.
+    pub shim: Option<PathBuf>,
 }
 
 impl RuntimeOptions {
@@ -68,6 +80,7 @@ impl RuntimeOptions {
             use_cgroups: true,
             docker: config.docker.clone(),
             fake_gpus: config.fake_gpus.is_some(),
+            shim: config.kernel_shim.clone(),
         }
     }
 }
@@ -83,6 +96,8 @@ pub struct Runtime {
     /// `/root/project`, whose `/root` is 0700).
     work_base: PathBuf,
     docker: Docker,
+    /// Kernels an earlier agent process left under shims, until [`Runtime::adopt_processes`].
+    left: std::sync::Arc<std::sync::Mutex<Vec<adopt::LeftKernel>>>,
 }
 
 /// A request to stop a running kernel.
@@ -169,14 +184,20 @@ impl Runtime {
         } else {
             kernels.clone()
         };
-        // Kernels of an earlier agent process with this data dir: nobody supervises them now.
-        let stale = cgroups.as_ref().map_or(0, Cgroups::reap_stale) + stale::reap_pid_files(&kernels);
+        // Kernels of an earlier agent process with this data dir: those under a shim are taken
+        // over (`adopt_processes`); nobody can supervise the others, so they are killed.
+        let left = adopt::find(&kernels);
+        let keep_cgroups: Vec<String> = left.iter().map(adopt::LeftKernel::name).collect();
+        let keep_dirs: Vec<PathBuf> = left.iter().map(|k| k.dir.clone()).collect();
+        let stale =
+            cgroups.as_ref().map_or(0, |c| c.reap_stale(&keep_cgroups)) + stale::reap_pid_files(&kernels, &keep_dirs);
         if stale > 0 {
             tracing::warn!("killed {stale} kernels left running by a previous agent process");
         }
         tracing::info!(user = %user.name, uid = user.uid, "kernels run as");
         let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir));
-        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base, docker })
+        let left = std::sync::Arc::new(std::sync::Mutex::new(left));
+        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base, docker, left })
     }
 
     /// Removes the node's empty cgroup parents (`berth/<node>`, then `berth` if empty) when
@@ -278,7 +299,20 @@ impl Runtime {
             None => None,
         };
 
-        let mut cmd = tokio::process::Command::new(program);
+        // Under a shim: the kernel's record (for a later agent), its exit file (created here,
+        // owned by the kernel's user, who runs the shim) and the shim's status pipe.
+        let shim = match &self.opts.shim {
+            Some(exe) => Some(self.prepare_shim(exe, &key, spec, binding, &dir, user).map_err(fail)?),
+            None => None,
+        };
+        let mut cmd = match &shim {
+            Some(sh) => {
+                let mut c = tokio::process::Command::new(&sh.exe);
+                c.arg0("berth").arg(SHIM_SUBCOMMAND).arg(shim::STATUS_FD.to_string()).arg(&sh.exit_file).arg(program);
+                c
+            }
+            None => tokio::process::Command::new(program),
+        };
         cmd.args(&spec.command[1..])
             .env_clear()
             .envs(kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir))
@@ -292,7 +326,8 @@ impl Runtime {
             cmd.uid(user.uid).gid(user.gid);
         }
         let fds = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
-        // SAFETY: between fork and exec only async-signal-safe calls (setsid, write).
+        let status_w = shim.as_ref().map(|sh| sh.status_w.as_raw_fd());
+        // SAFETY: between fork and exec only async-signal-safe calls (setsid, write, dup2, fcntl).
         unsafe {
             cmd.pre_exec(move || {
                 if libc::setsid() < 0 {
@@ -303,29 +338,55 @@ impl Runtime {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
+                // After the cgroup writes: their descriptors may have the status fd's number.
+                if let Some(w) = status_w {
+                    let r = if w == shim::STATUS_FD {
+                        libc::fcntl(w, libc::F_SETFD, 0)
+                    } else {
+                        libc::dup2(w, shim::STATUS_FD)
+                    };
+                    if r < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 Ok(())
             });
         }
-        let child = match cmd.spawn() {
+        // EACCES as another user is mostly the work dir or the program's directory being
+        // closed to that user: name both so the fix is obvious.
+        let cannot_run = |e: &std::io::Error| {
+            fail(if user.switch && e.kind() == std::io::ErrorKind::PermissionDenied {
+                format!("cannot run `{program}` as user {} in `{}`: {}", user.name, workdir.display(), errno_text(e))
+            } else {
+                format!("cannot run `{program}`: {}", errno_text(e))
+            })
+        };
+        let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
                 if let Some(cg) = cg {
                     cg.discard();
                 }
-                // EACCES as another user is mostly the work dir or the program's directory
-                // being closed to that user: name both so the fix is obvious.
-                return Err(fail(if user.switch && e.kind() == std::io::ErrorKind::PermissionDenied {
-                    format!(
-                        "cannot run `{program}` as user {} in `{}`: {}",
-                        user.name,
-                        workdir.display(),
-                        errno_text(&e)
-                    )
-                } else {
-                    format!("cannot run `{program}`: {}", errno_text(&e))
-                }));
+                return Err(cannot_run(&e));
             }
         };
+        if let Some(sh) = shim {
+            // The shim says whether the kernel's program started (a missing one is still a
+            // launch failure, not a kernel that failed).
+            if let Err(errno) = sh.started() {
+                let e = match errno {
+                    Some(n) => cannot_run(&std::io::Error::from_raw_os_error(n)),
+                    None => fail("the kernel shim ended before it started the kernel".into()),
+                };
+                tokio::spawn(async move {
+                    let _ = child.wait().await;
+                    if let Some(cg) = cg {
+                        cg.discard();
+                    }
+                });
+                return Err(e);
+            }
+        }
         if let Some(c) = cg.as_mut() {
             c.close_procs();
         }
@@ -334,7 +395,7 @@ impl Runtime {
         let (stop_tx, stop_rx) = mpsc::unbounded_channel();
         tokio::spawn(watch::watch(watch::Watch {
             key,
-            child,
+            child: watch::Proc::Child(child),
             pid,
             cgroup: cg,
             time_limit: spec.time_limit_secs.map(Duration::from_secs),
@@ -348,7 +409,92 @@ impl Runtime {
     }
 }
 
+/// A shim about to start: its executable, exit file and the write end of its status pipe.
+struct ShimLaunch {
+    exe: PathBuf,
+    exit_file: PathBuf,
+    status_r: std::os::fd::OwnedFd,
+    status_w: std::os::fd::OwnedFd,
+}
+
+impl ShimLaunch {
+    /// Once the shim runs: waits for its word on whether the kernel started.
+    fn started(self) -> Result<(), Option<i32>> {
+        use std::io::Read;
+        drop(self.status_w);
+        let mut text = String::new();
+        let _ = std::fs::File::from(self.status_r).read_to_string(&mut text);
+        shim::parse_status(&text)
+    }
+}
+
 impl Runtime {
+    /// Writes the kernel's record and empty exit file and opens the shim's status pipe.
+    fn prepare_shim(
+        &self,
+        exe: &std::path::Path,
+        key: &KernelKey,
+        spec: &JobSpec,
+        binding: &Binding,
+        dir: &std::path::Path,
+        user: &RunUser,
+    ) -> Result<ShimLaunch, String> {
+        let now_ms = jiff::Timestamp::now().as_millisecond();
+        let deadline_ms = spec.time_limit_secs.map(|t| now_ms.saturating_add((t as i64).saturating_mul(1000)));
+        let record = adopt::KernelRecord { key: *key, binding: binding.clone(), deadline_ms };
+        record
+            .write(dir)
+            .map_err(|e| format!("cannot write the kernel record in `{}`: {}", dir.display(), errno_text(&e)))?;
+        let exit_file = dir.join(adopt::EXIT_FILE);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&exit_file)
+            .map_err(|e| format!("cannot create `{}`: {}", exit_file.display(), errno_text(&e)))?;
+        if user.switch {
+            let _ = std::os::unix::fs::chown(&exit_file, Some(user.uid), Some(user.gid));
+        }
+        let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| format!("cannot create the kernel shim's status pipe: {}", e.desc().to_lowercase()))?;
+        Ok(ShimLaunch { exe: exe.to_path_buf(), exit_file, status_r, status_w })
+    }
+
+    /// Takes over the kernels an earlier agent process left under shims (found when this
+    /// runtime was made): each is watched again and reported `Started`; one that ended while
+    /// no agent ran reports its recorded end right after. Only the first call finds any.
+    pub fn adopt_processes(&self, events: &mpsc::UnboundedSender<KernelUpdate>) -> Vec<Adopted> {
+        let left = std::mem::take(&mut *self.left.lock().unwrap_or_else(|e| e.into_inner()));
+        let now = jiff::Timestamp::now();
+        left.into_iter()
+            .map(|k| {
+                let name = k.name();
+                let cgroup = self.cgroups.as_ref().and_then(|c| c.open(&name, k.record.binding.mem_bytes));
+                let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+                tracing::info!(kernel = %name, pid = k.pid, "took over a kernel left by a previous agent process");
+                tokio::spawn(watch::watch(watch::Watch {
+                    key: k.record.key,
+                    child: watch::Proc::Adopted { pid: k.pid, start: k.start, exit_file: k.dir.join(adopt::EXIT_FILE) },
+                    pid: k.pid,
+                    cgroup,
+                    time_limit: k.record.time_left(now.as_millisecond()),
+                    grace: self.opts.stop_grace,
+                    mem_limit: k.record.binding.mem_bytes,
+                    stop: stop_rx,
+                    events: events.clone(),
+                    pid_file: k.dir.join(stale::PID_FILE),
+                }));
+                Adopted {
+                    key: k.record.key,
+                    binding: k.record.binding,
+                    event: KernelEvent::Started { pid: k.pid, at: now },
+                    handle: Some(KernelHandle { pid: k.pid, stop: stop_tx, deferred: false }),
+                }
+            })
+            .collect()
+    }
+
     /// The Unix user of a kernel: from its owner (`BERTH_USER`, `BERTH_USER_ID` in the
     /// manager's variables) through the user map.
     fn kernel_user(&self, manager_env: &BTreeMap<String, String>) -> Result<RunUser, String> {

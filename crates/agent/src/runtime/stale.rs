@@ -23,27 +23,48 @@ pub fn write_pid_file(kernel_dir: &Path, pid: u32) {
     }
 }
 
-/// The start time of `pid` in clock ticks since boot, if it runs.
+/// The start time of `pid` in clock ticks since boot while it runs (not once it is a zombie).
 fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if rest.next()? == "Z" {
+        return None;
+    }
+    rest.nth(18)?.parse().ok()
+}
+
+/// Whether the process `pid` started at `start` still runs (a reused pid does not count).
+pub fn is_running(pid: u32, start: u64) -> bool {
+    start_time(pid) == Some(start)
+}
+
+/// The pid and start time a kernel dir's pid file records.
+pub fn read_pid_file(kernel_dir: &Path) -> Option<(u32, u64)> {
+    let text = std::fs::read_to_string(kernel_dir.join(PID_FILE)).ok()?;
+    let mut parts = text.split_whitespace().map(str::parse::<u64>);
+    match (parts.next(), parts.next()) {
+        (Some(Ok(pid)), Some(Ok(start))) if pid > 1 && pid <= i32::MAX as u64 => Some((pid as u32, start)),
+        _ => None,
+    }
 }
 
 /// Kills the kernels named by pid files under `kernels_dir` whose process still runs with the
-/// recorded start time; removes every pid file. Returns how many were still running.
-pub fn reap_pid_files(kernels_dir: &Path) -> usize {
+/// recorded start time, except in the dirs of `keep` (kernels taken over); removes their pid
+/// files. Returns how many were still running.
+pub fn reap_pid_files(kernels_dir: &Path, keep: &[PathBuf]) -> usize {
     let Ok(entries) = std::fs::read_dir(kernels_dir) else { return 0 };
     let mut killed = 0;
     for e in entries.flatten() {
+        if keep.contains(&e.path()) {
+            continue;
+        }
         let file: PathBuf = e.path().join(PID_FILE);
-        let Ok(text) = std::fs::read_to_string(&file) else { continue };
-        let mut parts = text.split_whitespace().map(str::parse::<u64>);
-        if let (Some(Ok(pid)), Some(Ok(start))) = (parts.next(), parts.next())
-            && pid > 1
-            && pid <= i32::MAX as u64
-            && start_time(pid as u32) == Some(start)
+        if !file.exists() {
+            continue;
+        }
+        if let Some((pid, start)) = read_pid_file(&e.path())
+            && is_running(pid, start)
         {
             // Kernels run as session (and so group) leaders: the group takes their children.
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
@@ -74,7 +95,7 @@ mod tests {
         let mut other = std::process::Command::new("sleep").arg("60").spawn().unwrap();
         std::fs::write(reused.join(PID_FILE), format!("{} 1\n", other.id())).unwrap();
 
-        assert_eq!(reap_pid_files(dir.path()), 1);
+        assert_eq!(reap_pid_files(dir.path(), &[]), 1);
         let status = child.wait().unwrap();
         assert!(status.code().is_none(), "killed by a signal: {status:?}");
         assert!(other.try_wait().unwrap().is_none(), "a process with another start time must survive");

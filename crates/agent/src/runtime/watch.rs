@@ -13,9 +13,25 @@ use tokio::sync::mpsc;
 use super::cgroup::KernelCgroup;
 use super::{KernelUpdate, StopRequest};
 
+/// The process the watch waits for: the agent's own child, or a shim an earlier agent
+/// process started (see `adopt`).
+pub(super) enum Proc {
+    Child(tokio::process::Child),
+    Adopted { pid: u32, start: u64, exit_file: std::path::PathBuf },
+}
+
+impl Proc {
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Proc::Child(c) => c.wait().await,
+            Proc::Adopted { pid, start, exit_file } => super::adopt::wait(*pid, *start, exit_file).await,
+        }
+    }
+}
+
 pub(super) struct Watch {
     pub key: KernelKey,
-    pub child: tokio::process::Child,
+    pub child: Proc,
     pub pid: u32,
     pub cgroup: Option<KernelCgroup>,
     pub time_limit: Option<Duration>,
@@ -102,11 +118,7 @@ pub(super) async fn watch(mut w: Watch) {
 }
 
 /// SIGTERM to the group, SIGKILL after `grace` if the leader is still there.
-async fn terminate(
-    child: &mut tokio::process::Child,
-    pgid: Pid,
-    grace: Duration,
-) -> std::io::Result<std::process::ExitStatus> {
+async fn terminate(child: &mut Proc, pgid: Pid, grace: Duration) -> std::io::Result<std::process::ExitStatus> {
     let _ = killpg(pgid, Signal::SIGTERM);
     tokio::select! {
         s = child.wait() => s,
