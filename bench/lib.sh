@@ -1,13 +1,14 @@
 # Shared by the bench scripts (source it): `run_with_berth TOOL ARGS...` starts a fresh
 # `berth up` ($BIN) on a temp data dir and an ephemeral port, waits for its local agent, runs
 # TOOL ARGS with BERTH_URL, BERTH_TOKEN (the admin's) and BENCH_NODE_CPUS set, then stops berth
-# with Ctrl-C and removes the temp dir. Extra variables for TOOL can be set on the call.
+# with Ctrl-C and removes the temp dir. Extra variables for TOOL can be set on the call;
+# BERTH_UP_FLAGS adds flags to `berth up` (e.g. --no-kernel-shim).
 
 run_with_berth() {
   local tool=$1 tmp pid url token
   shift
   tmp=$(mktemp -d)
-  HOME=$tmp XDG_CONFIG_HOME= "$BIN" up --data-dir "$tmp/data" --listen 127.0.0.1:0 >"$tmp/up.log" 2>&1 &
+  HOME=$tmp XDG_CONFIG_HOME= "$BIN" up --data-dir "$tmp/data" --listen 127.0.0.1:0 ${BERTH_UP_FLAGS:-} >"$tmp/up.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 200); do
     url=$(grep -o 'http://[0-9.:]*' "$tmp/up.log" | head -n1 || true)

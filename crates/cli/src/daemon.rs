@@ -39,6 +39,17 @@ pub struct UpArgs {
     pub cache: crate::commands::cache::UpCacheArgs,
     #[command(flatten)]
     pub docker: DockerArgs,
+    #[command(flatten)]
+    pub shim: ShimArgs,
+}
+
+/// Whether process kernels run under the kernel shim.
+#[derive(Debug, Clone, Args)]
+pub struct ShimArgs {
+    /// Run process kernels as the agent's direct children, without `berth kernel-shim`: a
+    /// restarted agent then kills the kernels of a crashed one instead of taking them over
+    #[arg(long)]
+    pub no_kernel_shim: bool,
 }
 
 /// How the agent runs container jobs (jobs with `--image`).
@@ -154,6 +165,8 @@ pub struct AgentArgs {
     pub ca_file: Option<PathBuf>,
     #[command(flatten)]
     pub docker: DockerArgs,
+    #[command(flatten)]
+    pub shim: ShimArgs,
 }
 
 /// How long `berth up` waits for the local agent to stop its kernels on Ctrl-C.
@@ -211,7 +224,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         labels: Default::default(),
         ca_file: trusted_cert,
         docker: args.docker.options(),
-        kernel_shim: kernel_shim(),
+        kernel_shim: kernel_shim(&args.shim),
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -307,7 +320,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         labels: args.label.into_iter().collect(),
         ca_file: args.ca_file,
         docker: args.docker.options(),
-        kernel_shim: kernel_shim(),
+        kernel_shim: kernel_shim(&args.shim),
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await
@@ -371,8 +384,8 @@ fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
 /// The kernel shim process kernels run under: this very binary (`berth kernel-shim`), by
 /// `/proc/self/exe` so that it works for any kernel user wherever the binary lives, and keeps
 /// working when the file is replaced (a rebuild, an upgrade) while the agent runs.
-fn kernel_shim() -> Option<PathBuf> {
-    Some(PathBuf::from("/proc/self/exe"))
+fn kernel_shim(args: &ShimArgs) -> Option<PathBuf> {
+    (!args.no_kernel_shim).then(|| PathBuf::from("/proc/self/exe"))
 }
 
 fn host_name() -> String {

@@ -352,49 +352,36 @@ impl Runtime {
                 Ok(())
             });
         }
-        // EACCES as another user is mostly the work dir or the program's directory being
-        // closed to that user: name both so the fix is obvious.
-        let cannot_run = |e: &std::io::Error| {
-            fail(if user.switch && e.kind() == std::io::ErrorKind::PermissionDenied {
-                format!("cannot run `{program}` as user {} in `{}`: {}", user.name, workdir.display(), errno_text(e))
-            } else {
-                format!("cannot run `{program}`: {}", errno_text(e))
-            })
+        let launch = LaunchText {
+            program: program.clone(),
+            as_user: user.switch.then(|| user.name.clone()),
+            workdir: workdir.clone(),
         };
-        let mut child = match cmd.spawn() {
+        let child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
                 if let Some(cg) = cg {
                     cg.discard();
                 }
-                return Err(cannot_run(&e));
+                return Err(launch.cannot_run(&e));
             }
         };
-        if let Some(sh) = shim {
-            // The shim says whether the kernel's program started (a missing one is still a
-            // launch failure, not a kernel that failed).
-            if let Err(errno) = sh.started() {
-                let e = match errno {
-                    Some(n) => cannot_run(&std::io::Error::from_raw_os_error(n)),
-                    None => fail("the kernel shim ended before it started the kernel".into()),
-                };
-                tokio::spawn(async move {
-                    let _ = child.wait().await;
-                    if let Some(cg) = cg {
-                        cg.discard();
-                    }
-                });
-                return Err(e);
-            }
-        }
+        // The shim tells the watch whether the kernel's program started (a missing one is
+        // still a launch failure, not a kernel that failed); the agent does not wait for it.
+        let status = shim.map(|sh| {
+            drop(sh.status_w);
+            watch::ShimStatus { read: sh.status_r, launch }
+        });
         if let Some(c) = cg.as_mut() {
             c.close_procs();
         }
         let pid = child.id().unwrap_or(0);
         stale::write_pid_file(&dir, pid);
         let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+        let deferred = status.is_some();
         tokio::spawn(watch::watch(watch::Watch {
             key,
+            status,
             child: watch::Proc::Child(child),
             pid,
             cgroup: cg,
@@ -405,7 +392,31 @@ impl Runtime {
             events: events.clone(),
             pid_file: dir.join(stale::PID_FILE),
         }));
-        Ok(KernelHandle { pid, stop: stop_tx, deferred: false })
+        Ok(KernelHandle { pid, stop: stop_tx, deferred })
+    }
+}
+
+/// What a launch failure message names: the program, the user it ran as (when the agent
+/// switches users) and the work dir.
+pub(crate) struct LaunchText {
+    program: String,
+    as_user: Option<String>,
+    workdir: PathBuf,
+}
+
+impl LaunchText {
+    /// `launch failed: cannot run ...`. EACCES as another user is mostly the work dir or the
+    /// program's directory being closed to that user: name both so the fix is obvious.
+    pub(crate) fn cannot_run(&self, e: &std::io::Error) -> String {
+        let program = &self.program;
+        match &self.as_user {
+            Some(user) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
+                "launch failed: cannot run `{program}` as user {user} in `{}`: {}",
+                self.workdir.display(),
+                errno_text(e)
+            ),
+            _ => format!("launch failed: cannot run `{program}`: {}", errno_text(e)),
+        }
     }
 }
 
@@ -415,17 +426,6 @@ struct ShimLaunch {
     exit_file: PathBuf,
     status_r: std::os::fd::OwnedFd,
     status_w: std::os::fd::OwnedFd,
-}
-
-impl ShimLaunch {
-    /// Once the shim runs: waits for its word on whether the kernel started.
-    fn started(self) -> Result<(), Option<i32>> {
-        use std::io::Read;
-        drop(self.status_w);
-        let mut text = String::new();
-        let _ = std::fs::File::from(self.status_r).read_to_string(&mut text);
-        shim::parse_status(&text)
-    }
 }
 
 impl Runtime {
@@ -475,6 +475,7 @@ impl Runtime {
                 tracing::info!(kernel = %name, pid = k.pid, "took over a kernel left by a previous agent process");
                 tokio::spawn(watch::watch(watch::Watch {
                     key: k.record.key,
+                    status: None,
                     child: watch::Proc::Adopted { pid: k.pid, start: k.start, exit_file: k.dir.join(adopt::EXIT_FILE) },
                     pid: k.pid,
                     cgroup,

@@ -29,8 +29,17 @@ impl Proc {
     }
 }
 
+/// The read end of a just-started shim's status pipe (see `shim`).
+pub(super) struct ShimStatus {
+    pub read: std::os::fd::OwnedFd,
+    pub launch: super::LaunchText,
+}
+
 pub(super) struct Watch {
     pub key: KernelKey,
+    /// A kernel started under a shim: `Started` (or the launch failure) is sent once the
+    /// shim says whether the program started.
+    pub status: Option<ShimStatus>,
     pub child: Proc,
     pub pid: u32,
     pub cgroup: Option<KernelCgroup>,
@@ -51,6 +60,11 @@ enum Why {
 }
 
 pub(super) async fn watch(mut w: Watch) {
+    if let Some(status) = w.status.take()
+        && !shim_started(&mut w, status).await
+    {
+        return;
+    }
     let pgid = Pid::from_raw(w.pid as i32);
     let timer = async {
         match w.time_limit {
@@ -115,6 +129,41 @@ pub(super) async fn watch(mut w: Watch) {
     if !cg.remove(Duration::from_secs(120)).await {
         tracing::warn!("cannot remove kernel cgroups {:?}: still busy", cg.dirs());
     }
+}
+
+/// Waits for the shim's word and reports `Started`; or, when the program could not start,
+/// waits for the shim to end, cleans up and reports the launch failure (returns false).
+async fn shim_started(w: &mut Watch, status: ShimStatus) -> bool {
+    let read = status.read;
+    let text = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut text = String::new();
+        let _ = std::fs::File::from(read).read_to_string(&mut text);
+        text
+    })
+    .await
+    .unwrap_or_default();
+    let message = match super::shim::parse_status(&text) {
+        Ok(()) => {
+            let _ = w.events.send((w.key, KernelEvent::Started { pid: w.pid, at: jiff::Timestamp::now() }));
+            return true;
+        }
+        Err(Some(errno)) => status.launch.cannot_run(&std::io::Error::from_raw_os_error(errno)),
+        Err(None) => "launch failed: the kernel shim ended before it started the kernel".to_string(),
+    };
+    let _ = w.child.wait().await;
+    if let Some(cg) = w.cgroup.take() {
+        cg.discard();
+    }
+    let _ = std::fs::remove_file(&w.pid_file);
+    let event = KernelEvent::Finished {
+        outcome: KernelOutcome::LaunchFailed,
+        exit_code: None,
+        message,
+        at: jiff::Timestamp::now(),
+    };
+    let _ = w.events.send((w.key, event));
+    false
 }
 
 /// SIGTERM to the group, SIGKILL after `grace` if the leader is still there.
