@@ -278,6 +278,7 @@ impl Agent {
             },
             containers: self.containers.borrow_and_update().clone(),
             labels: self.config.labels.clone(),
+            cache_url: self.config.cache_url.clone(),
         };
         if let Err(e) = send(&mut ws, &register).await {
             return End::Lost(e);

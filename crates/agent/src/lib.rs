@@ -58,6 +58,8 @@ pub struct AgentConfig {
     /// process kernels run under, so a restarted agent takes them over (see
     /// [`runtime::shim`]); `None` runs them as the agent's children.
     pub kernel_shim: Option<PathBuf>,
+    /// The dataset cache node on this machine, reported to the manager at registration.
+    pub cache_url: Option<String>,
 }
 
 /// Discovers this node's topology (see the `discover` module for the sources and their order).

@@ -5,40 +5,21 @@
 use std::io::Write;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use crate::StoreError;
 
 /// Longest key accepted (bytes, after percent-decoding); PFIO sends whole URLs as keys.
 pub const MAX_KEY_LEN: usize = 4096;
 
-/// A bucket's settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BucketConfig {
-    pub name: String,
-    /// Anyone may read without a token; writes still need a valid token.
-    #[serde(default)]
-    pub public: bool,
-    /// Most bytes the bucket may hold; `None` = a share of what is left of the capacity.
-    #[serde(default)]
-    pub quota: Option<u64>,
-    /// Projects whose tokens may read and write a private bucket (admins always may).
-    #[serde(default)]
-    pub projects: Vec<String>,
-}
+/// A bucket's settings (public, quota, projects): the manager's API type, so what the
+/// manager keeps and pushes is exactly what a node stores.
+pub use berth_model::api::CacheBucket as BucketConfig;
 
 /// Checks a bucket name: 1–63 of `a-z 0-9 . _ -`, starting with a letter or digit.
 pub fn validate_bucket_name(name: &str) -> Result<(), StoreError> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(&c))
-        && name.as_bytes()[0].is_ascii_alphanumeric();
-    if ok {
+    if berth_model::api::valid_bucket_name(name) {
         Ok(())
     } else {
-        Err(StoreError::BadRequest(format!(
-            "bucket name `{name}` is not valid: use 1-63 lowercase letters, digits, `.`, `_` or `-`, starting with a letter or digit"
-        )))
+        Err(StoreError::BadRequest(berth_model::api::bucket_name_error(name)))
     }
 }
 

@@ -173,6 +173,7 @@ impl FakeNode {
                 address: Some("127.0.0.1".into()),
                 containers: Default::default(),
                 labels: Default::default(),
+                cache_url: None,
             };
             ws.send(Message::text(serde_json::to_string(&register)?)).await?;
             ws

@@ -36,7 +36,7 @@ pub struct UpArgs {
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]
-    pub cache: crate::commands::cache::UpCacheArgs,
+    pub cache: crate::commands::cache_daemon::UpCacheArgs,
     #[command(flatten)]
     pub docker: DockerArgs,
     #[command(flatten)]
@@ -93,7 +93,7 @@ pub struct ManagerArgs {
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]
-    pub cache: crate::commands::cache::ManagerCacheArgs,
+    pub cache: crate::commands::cache_daemon::ManagerCacheArgs,
 }
 
 /// `--tls-cert`/`--tls-key` of `berth up` and `berth manager`: both or neither.
@@ -108,7 +108,7 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
-    fn files(&self) -> Option<berth_manager::tls::TlsFiles> {
+    pub(crate) fn files(&self) -> Option<berth_manager::tls::TlsFiles> {
         match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(berth_manager::tls::TlsFiles { cert: cert.clone(), key: key.clone() }),
             _ => None,
@@ -167,6 +167,10 @@ pub struct AgentArgs {
     pub docker: DockerArgs,
     #[command(flatten)]
     pub shim: ShimArgs,
+    /// The dataset cache node on this machine (`berth cache serve`), e.g. http://10.0.0.5:7171:
+    /// the manager adds it to the cache's members and hands it to the kernels run here.
+    #[arg(long, value_name = "URL")]
+    pub cache_url: Option<String>,
 }
 
 /// How long `berth up` waits for the local agent to stop its kernels on Ctrl-C.
@@ -196,13 +200,13 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let data_dir = prepare_data_dir(&args.data_dir)?;
-    let cache = args.cache.start(&data_dir).await?;
+    let trusted_cert = args.tls.trusted_cert();
+    let cache = args.cache.start(&data_dir, args.tls.files().as_ref(), trusted_cert.as_deref()).await?;
     let cache_env = cache.as_ref().map(|c| c.env.clone());
     let handle =
         start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files(), cache_env).await?;
     let url = handle.url.clone();
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
-    let trusted_cert = args.tls.trusted_cert();
     let cred_path = match &token {
         Some(t) => Some(crate::credentials::write(&url, t, trusted_cert.as_deref())?),
         None => None,
@@ -225,6 +229,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         ca_file: trusted_cert,
         docker: args.docker.options(),
         kernel_shim: kernel_shim(&args.shim),
+        cache_url: cache.as_ref().map(|c| c.url.clone()),
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -321,6 +326,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         ca_file: args.ca_file,
         docker: args.docker.options(),
         kernel_shim: kernel_shim(&args.shim),
+        cache_url: args.cache_url.map(|u| u.trim_end_matches('/').to_string()),
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await

@@ -229,7 +229,7 @@ async fn any_node_serves_any_key_and_a_dead_owner_is_a_miss() {
     let m: serde_json::Value =
         http.get(format!("{}/v1/members", nodes[1].url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(m["members"].as_array().unwrap().len(), 3);
-    assert_eq!(m["hash"], "maglev-xxh3-v1");
+    assert_eq!(m["hash"], "maglev-xxh3-v2");
 
     // node 2 dies: its keys are misses through the others, the rest still hits
     nodes[2].kill9();
@@ -247,9 +247,7 @@ async fn any_node_serves_any_key_and_a_dead_owner_is_a_miss() {
     assert_eq!(hits as u64, per_node[0] + per_node[1]);
     // a write to a dead owner says so instead of pretending
     let dead_key = keys.iter().find(|k| {
-        let mg = berth_cache::Maglev::new(
-            nodes.iter().map(|n| berth_cache::Member { name: n.url.clone(), weight: 1 }).collect(),
-        );
+        let mg = berth_cache::Maglev::new(nodes.iter().map(|n| berth_cache::Member::up(n.url.clone())).collect());
         mg.owner("ds", k.as_bytes()).unwrap().name == nodes[2].url
     });
     let r = http.put(obj(&nodes[0].url, "ds", dead_key.unwrap())).bearer_auth(&admin).body("z").send().await.unwrap();

@@ -37,6 +37,10 @@ pub async fn check(m: &Manager) {
             orphaned.push(name.clone());
         }
     }
+    if !lost.is_empty() || !orphaned.is_empty() {
+        // their cache nodes are down now; the pusher runs once this lock is released
+        m.cache_members.changed.notify_one();
+    }
     for name in lost {
         if let Err(e) = m.store.set_node_state(&name, "lost", None).await {
             tracing::error!(node = name, "cannot record lost node: {e}");

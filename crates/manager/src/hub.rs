@@ -68,6 +68,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         address,
         containers,
         labels,
+        cache_url,
     } = register
     else {
         let _ = send(&mut sink, &refuse("the first message must be register".into())).await;
@@ -111,7 +112,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         }
         let _ = sink.close().await;
     });
-    let agent = Registration { version: agent_version, queue, topology, address, containers, labels };
+    let agent = Registration { version: agent_version, queue, topology, address, containers, labels, cache_url };
     if let Err(e) = m.register(Conn { id: conn_id, tx }, &node, agent, kernels).await {
         tracing::error!(node, "cannot register node: {e}");
         writer.abort();
@@ -186,6 +187,8 @@ pub struct Registration {
     pub address: Option<String>,
     pub containers: berth_model::protocol::ContainerInfo,
     pub labels: std::collections::BTreeMap<String, String>,
+    /// The dataset cache node on the agent's machine (`berth agent --cache-url`).
+    pub cache_url: Option<String>,
 }
 
 impl Manager {
@@ -197,7 +200,8 @@ impl Manager {
         agent: Registration,
         kernels: Vec<KernelReport>,
     ) -> Result<(), berth_store::StoreError> {
-        let Registration { version, queue: asked_queue, topology, address, containers, labels } = agent;
+        let Registration { version, queue: asked_queue, topology, address, containers, labels, cache_url } = agent;
+        self.cache_members.reported(&*self.store, node, cache_url.as_deref()).await?;
         // A queue that selects this node by name or label takes it; else the agent's choice.
         let queue = crate::nodes::queue_for(&self.queues(), node, &labels, &asked_queue);
         let mut st = self.lock_state().await;
@@ -320,6 +324,8 @@ impl Manager {
             }
         }
         self.wake.notify_one();
+        // after the node is ready: the pusher then sees its cache up
+        self.cache_members.changed.notify_one();
         Ok(())
     }
 

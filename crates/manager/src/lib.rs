@@ -12,6 +12,7 @@
 mod api;
 mod auth;
 pub mod cache_env;
+mod cache_members;
 mod cluster_env;
 pub mod config;
 mod error;
@@ -139,6 +140,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     let bootstrap = auth::bootstrap(&m, &config.admin_user).await.context("cannot create the admin user")?;
     let join_token = auth::local_join_token(&m, &config.data_dir).await.context("cannot set up the join token")?;
     m.rebuild().await.context("cannot load jobs and nodes from the store")?;
+    m.cache_members.load(&*store).await.context("cannot load the dataset cache's members and buckets")?;
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -163,7 +165,11 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
             report(axum::serve(listener, app).with_graceful_shutdown(graceful).await)
         }),
     };
-    let tasks = vec![tokio::spawn(scheduler::run(m.clone())), tokio::spawn(heartbeat::run(m.clone()))];
+    let tasks = vec![
+        tokio::spawn(scheduler::run(m.clone())),
+        tokio::spawn(heartbeat::run(m.clone())),
+        tokio::spawn(cache_members::run(m.clone())),
+    ];
     tracing::info!(%local_addr, "berth manager listening");
     Ok(ManagerHandle {
         url: local_url(scheme, local_addr),

@@ -51,6 +51,8 @@ pub struct Manager {
     pub quotas: RwLock<Arc<crate::quotas::QuotaTable>>,
     /// The dataset cache jobs are told about (`BERTH_CACHE_URL`/`_TOKEN`), if any.
     pub cache: std::sync::OnceLock<crate::cache_env::CacheEnv>,
+    /// The cache nodes the agents reported and the buckets, pushed to every cache node.
+    pub cache_members: crate::cache_members::CacheMembers,
 }
 
 impl Manager {
@@ -80,6 +82,7 @@ impl Manager {
             shapes: RwLock::new(Vec::new()),
             quotas: RwLock::new(Arc::default()),
             cache: std::sync::OnceLock::new(),
+            cache_members: Default::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 use axum::response::IntoResponse;
 use utoipa::OpenApi;
 
-use crate::api::{jobs, logs, misc, nodes, queues, quota, tenancy, usage};
+use crate::api::{cache, jobs, logs, misc, nodes, queues, quota, tenancy, usage};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -39,6 +39,9 @@ use crate::api::{jobs, logs, misc, nodes, queues, quota, tenancy, usage};
         logs::logs,
         queues::list,
         queues::put,
+        cache::members,
+        cache::buckets,
+        cache::put_bucket,
     ),
     modifiers(&BearerAuth)
 )]

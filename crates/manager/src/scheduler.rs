@@ -290,8 +290,10 @@ pub fn send_start(m: &Manager, st: &State, job: &Job) {
 pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
     let Some(b) = job.bindings.get(index as usize) else { return };
     let mut env = crate::cluster_env::kernel_env(st, job, index);
-    if let Some(c) = m.cache.get() {
-        c.add_to(&mut env, job);
+    if let Some(c) = m.cache.get()
+        && let Some(url) = m.cache_members.url_for(st, &b.node, job.id).or_else(|| c.url.clone())
+    {
+        c.add_to(&mut env, job, &url);
     }
     let msg = ManagerMessage::StartKernel {
         cmd_id: m.next_id(),

@@ -251,6 +251,7 @@ async fn agent_auth_and_version() {
         address: None,
         containers: Default::default(),
         labels: Default::default(),
+        cache_url: None,
     })
     .await;
     match a.recv().await {

@@ -7,6 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::{Binding, JobId, JobSpec, JobState, PendingReason, Topology};
 
+pub use crate::cache_api::*;
 pub use crate::tenancy_api::*;
 
 /// `POST /v1/jobs`.

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod binding;
+mod cache_api;
 pub mod job;
 pub mod protocol;
 pub mod quantity;

@@ -115,6 +115,10 @@ pub enum AgentMessage {
         /// Labels an admin gave the agent (`--label gpu=a100`); queues may select nodes by them.
         #[serde(default)]
         labels: BTreeMap<String, String>,
+        /// The dataset cache node on this machine (`berth agent --cache-url`), which the
+        /// manager makes a member of the cache and hands to the kernels it runs here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_url: Option<String>,
     },
     /// The node's container runtime changed (an image pulled or removed, Docker down or up).
     Containers {

@@ -364,3 +364,40 @@ pub async fn tenancy(s: &dyn Store) {
     assert_eq!(s.audit_log(Some(at(2)), 10).await.unwrap().len(), 1);
     assert_eq!(s.audit_log(None, 1).await.unwrap().len(), 1);
 }
+
+/// The dataset cache's nodes and buckets: put replaces, lists are sorted by name.
+pub async fn cache_state(s: &dyn Store) {
+    use crate::CacheBucketRow;
+    assert!(s.cache_nodes().await.unwrap().is_empty());
+    s.put_cache_node("n2", "http://10.0.0.2:7171", at(1)).await.unwrap();
+    s.put_cache_node("n1", "http://10.0.0.1:7171", at(2)).await.unwrap();
+    s.put_cache_node("n2", "https://n2:7171", at(3)).await.unwrap();
+    let nodes: Vec<(String, String)> = s.cache_nodes().await.unwrap().into_iter().map(|r| (r.node, r.url)).collect();
+    assert_eq!(nodes, vec![("n1".into(), "http://10.0.0.1:7171".into()), ("n2".into(), "https://n2:7171".into())]);
+
+    let b = CacheBucketRow {
+        name: "imagenet".into(),
+        public: false,
+        quota: Some(100 << 30),
+        projects: vec!["vision".into(), "ml".into()],
+        updated_at: at(4),
+    };
+    s.put_cache_bucket(&b).await.unwrap();
+    s.put_cache_bucket(&CacheBucketRow {
+        name: "a-public".into(),
+        public: true,
+        quota: None,
+        projects: vec![],
+        updated_at: at(5),
+    })
+    .await
+    .unwrap();
+    let all = s.cache_buckets().await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].name, "a-public");
+    assert!(all[0].public && all[0].quota.is_none());
+    assert_eq!(all[1], b);
+    let changed = CacheBucketRow { public: true, quota: None, projects: vec![], updated_at: at(6), ..b };
+    s.put_cache_bucket(&changed).await.unwrap();
+    assert_eq!(s.cache_buckets().await.unwrap()[1], changed);
+}

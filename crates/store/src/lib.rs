@@ -6,8 +6,10 @@
 //! memory and writes every state change here first ([`Store::apply`], one transaction per
 //! batch, compare-and-set on the job state) before it acts on it.
 
+pub mod cache;
 pub mod conformance;
 mod sqlite;
+mod sqlite_cache;
 mod sqlite_tenancy;
 pub mod tenancy;
 mod types;
@@ -18,6 +20,7 @@ use berth_model::{JobId, JobSpec, JobState};
 use jiff::Timestamp;
 use thiserror::Error;
 
+pub use cache::{CacheBucketRow, CacheNodeRow, CacheState};
 pub use sqlite::SqliteStore;
 pub use tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
 pub use types::{Change, JobFilter, JobRow, KernelRow, NodeRow, QueueRow, UsageRow, UserRow};
@@ -51,7 +54,7 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Everything the manager persists. Implementations must be safe to share (`Arc<dyn Store>`).
 #[async_trait]
-pub trait Store: Tenancy + Send + Sync {
+pub trait Store: Tenancy + CacheState + Send + Sync {
     // --- users and tokens -------------------------------------------------------------
     /// Creates a user; `Duplicate` if the name is taken.
     async fn create_user(&self, name: &str, role: &str, at: Timestamp) -> Result<UserRow>;

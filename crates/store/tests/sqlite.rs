@@ -28,6 +28,7 @@ conformance_tests!(
     nodes_and_meta,
     queues_and_usage,
     tenancy,
+    cache_state,
 );
 
 #[tokio::test]

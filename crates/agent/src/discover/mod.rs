@@ -64,6 +64,7 @@ mod tests {
             ca_file: None,
             docker: Default::default(),
             kernel_shim: None,
+            cache_url: None,
         }
     }
 

@@ -38,14 +38,13 @@ pub fn stats(node: &Node) -> Response<Body> {
 /// The member list with what a client needs to route by itself.
 pub fn members(node: &Node) -> Response<Body> {
     let m = node.maglev();
-    let members: Vec<_> = m.members().iter().map(|m| json!({"name": m.name, "weight": m.weight})).collect();
     super::json(
         StatusCode::OK,
         &json!({
             "self": node.name,
             "hash": format!("maglev-xxh3-v{HASH_VERSION}"),
             "table_size": m.table_size(),
-            "members": members,
+            "members": m.members(),
         }),
     )
 }
@@ -60,31 +59,56 @@ async fn read_json<T: for<'de> Deserialize<'de>>(req: Request<Incoming>) -> Resu
         .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, &format!("the body is not the expected JSON: {e}"))))
 }
 
+/// `PUT /v1/members`: a list of members, or `{"members": [...], "buckets": [...]}` (what the
+/// manager pushes: the members it knows, up or down, and every bucket's settings, so that a
+/// node joining later learns the buckets created before it).
 #[derive(Deserialize)]
-struct MemberIn {
-    name: String,
-    #[serde(default = "one")]
-    weight: u32,
-}
-
-fn one() -> u32 {
-    1
+#[serde(untagged)]
+enum MembersIn {
+    List(Vec<Member>),
+    Cluster {
+        members: Vec<Member>,
+        #[serde(default)]
+        buckets: Vec<BucketConfig>,
+    },
 }
 
 pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
     if let Err(r) = auth::admin(node, req.headers()) {
         return *r;
     }
-    let list: Vec<MemberIn> = match read_json(req).await {
-        Ok(l) => l,
+    let (list, buckets) = match read_json(req).await {
+        Ok(MembersIn::List(l)) => (l, vec![]),
+        Ok(MembersIn::Cluster { members, buckets }) => (members, buckets),
         Err(r) => return *r,
     };
-    if list.iter().any(|m| !m.name.starts_with("http://")) {
+    if list.iter().any(|m| !m.name.starts_with("http://") && !m.name.starts_with("https://")) {
         return error(StatusCode::BAD_REQUEST, "members are base URLs such as http://10.0.0.2:7171");
     }
-    match node.set_members(list.into_iter().map(|m| Member { name: m.name, weight: m.weight }).collect()) {
-        Ok(()) => members(node),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("saving members.json failed: {e}")),
+    for b in &buckets {
+        if let Err(e) = crate::bucket::validate_bucket_name(&b.name) {
+            return error(StatusCode::BAD_REQUEST, &e.to_string());
+        }
+    }
+    if !list.is_empty() && !list.iter().any(|m| m.name == node.name) {
+        // it then forwards its own keys to the URL it is listed under: works, costs a hop
+        tracing::warn!(node = %node.name, "the member list does not name this node: set --advertise to the URL its agent reports");
+    }
+    let n = node.clone();
+    let applied = tokio::task::spawn_blocking(move || -> Result<(), String> {
+        for b in buckets {
+            if n.store.bucket(&b.name).as_ref() != Some(&b) {
+                n.store.put_bucket(b).map_err(|e| format!("saving a bucket failed: {e}"))?;
+            }
+        }
+        n.set_members(list).map_err(|e| format!("saving members.json failed: {e}"))?;
+        Ok(())
+    })
+    .await;
+    match applied {
+        Ok(Ok(())) => members(node),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, &e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("member update failed: {e}")),
     }
 }
 

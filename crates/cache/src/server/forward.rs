@@ -1,6 +1,8 @@
 //! Forwarding a request to the key's owner, bodies streamed both ways over pooled keep-alive
 //! connections. An owner that does not answer is remembered as down for a few seconds, so
 //! that while a node is dead its keys cost clients one fast miss, not a connect timeout each.
+//! `https://` members are reached with the rustls client config the node was given (the CLI
+//! builds it with berth's trust rules: public roots plus `--ca-file`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -8,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -22,7 +25,7 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 pub struct Forwarder {
-    client: Client<HttpConnector, Incoming>,
+    client: Client<HttpsConnector<HttpConnector>, Incoming>,
     down: Mutex<HashMap<String, Instant>>,
 }
 
@@ -36,10 +39,19 @@ pub enum ForwardError {
 }
 
 impl Forwarder {
-    pub fn new() -> Forwarder {
+    /// A forwarder speaking plain HTTP, and HTTPS with `tls` (without it an `https://` owner
+    /// cannot be reached: the forward fails and the key reads as a miss).
+    pub fn new(tls: Option<std::sync::Arc<rustls::ClientConfig>>) -> Forwarder {
         let mut conn = HttpConnector::new();
         conn.set_connect_timeout(Some(CONNECT_TIMEOUT));
         conn.set_nodelay(true);
+        conn.enforce_http(false);
+        let tls = tls.map(|c| (*c).clone()).unwrap_or_else(no_trust);
+        let conn = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(conn);
         let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(60)).build(conn);
         Forwarder { client, down: Mutex::new(HashMap::new()) }
     }
@@ -87,4 +99,15 @@ impl Forwarder {
             }
         }
     }
+}
+
+/// A client config that trusts no certificate: what a node without `--ca-file` or TLS uses
+/// for `https://` owners it should not be forwarding to anyway.
+fn no_trust() -> rustls::ClientConfig {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth()
 }

@@ -3,25 +3,28 @@
 //!
 //! The client commands find a node through `--url`/`BERTH_CACHE_URL` and authenticate with
 //! `--token`/`BERTH_CACHE_TOKEN` (or `--token-file`); they ask that node for `/v1/members` and
-//! then talk to every member (bucket settings, stats) or to each key's owner (warm).
+//! then talk to every member (stats) or to each key's owner (warm). Buckets are kept by the
+//! manager, which pushes them to every cache node including later ones: `bucket create|list`
+//! go through the manager's API (admin credentials) unless a cache token is given, which
+//! talks to the cache nodes directly (a cache run without a manager).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
-use berth_cache::maglev::{Maglev, Member};
-use berth_cache::server::{self, Node};
+use anyhow::{Context, bail};
+use berth_cache::maglev::Member;
+use berth_cache::server::{self, Node, NodeTls};
 use berth_cache::token::{Claims, Key, unix_now};
 use berth_cache::{BucketStats, Store};
+use berth_model::api::CacheBucket;
 use berth_model::{format_bytes, parse_duration, parse_mem};
 use clap::{Args, Subcommand};
 use futures_util::StreamExt;
-use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
 use serde_json::Value;
 
+use super::cache_client::{CacheClient, Endpoint, answer};
 use crate::UsageError;
 use crate::output::{OutputArgs, print_json, print_table, table};
 
@@ -63,7 +66,8 @@ pub struct ServeArgs {
     capacity: u64,
     #[arg(long, default_value = "127.0.0.1:7171")]
     listen: SocketAddr,
-    /// URL the other nodes and clients reach this node at (default: http://<listen address>).
+    /// URL the other nodes and clients reach this node at (default: http://<listen address>,
+    /// https:// with --tls-cert).
     #[arg(long)]
     advertise: Option<String>,
     /// Every cache node's URL, this one included, comma-separated; `URL=WEIGHT` for weights.
@@ -76,6 +80,20 @@ pub struct ServeArgs {
     /// Server threads, each with its own event loop (default: one per CPU).
     #[arg(long)]
     threads: Option<usize>,
+    #[command(flatten)]
+    tls: crate::daemon::TlsArgs,
+    /// PEM certificate(s) to trust for https:// members besides the public CAs (the CA that
+    /// signed their certificates).
+    #[arg(long, env = "BERTH_CA_FILE", value_name = "CA.pem")]
+    ca_file: Option<PathBuf>,
+}
+
+/// The TLS of a cache node: serve with `tls` (cert and key files) when given, reach https://
+/// members trusting berth's roots plus `ca_file`. The manager's and agents' loaders.
+pub(crate) fn node_tls(tls: Option<&berth_manager::tls::TlsFiles>, ca_file: Option<&Path>) -> anyhow::Result<NodeTls> {
+    let server = tls.map(berth_manager::tls::server_config).transpose()?;
+    let client = Arc::new(berth_agent::tls::client_config(ca_file)?);
+    Ok(NodeTls { server, client: Some(client) })
 }
 
 #[derive(Debug, Args)]
@@ -98,20 +116,6 @@ pub struct TokenArgs {
     /// Write the token to this file (0600, no newline: what PFIO_HTTP_BEARER_TOKEN_PATH reads).
     #[arg(long)]
     out: Option<PathBuf>,
-}
-
-/// Where a cache node is and the token to use.
-#[derive(Debug, Args)]
-pub struct Endpoint {
-    /// A cache node's URL.
-    #[arg(long, env = "BERTH_CACHE_URL", default_value = "http://127.0.0.1:7171")]
-    url: String,
-    /// Cache token.
-    #[arg(long, env = "BERTH_CACHE_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// File holding the cache token.
-    #[arg(long, conflicts_with = "token")]
-    token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -175,7 +179,7 @@ pub struct StatsArgs {
     output: OutputArgs,
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     parse_mem(s).map_err(|e| e.to_string())
 }
 
@@ -199,10 +203,10 @@ fn parse_member(s: &str) -> anyhow::Result<Member> {
         ),
         None => (s, 1),
     };
-    if !name.starts_with("http://") {
+    if !name.starts_with("http://") && !name.starts_with("https://") {
         return Err(UsageError::error(format!("member `{s}` is not a URL: use http://HOST:PORT")));
     }
-    Ok(Member { name: name.trim_end_matches('/').to_string(), weight })
+    Ok(Member { weight, ..Member::up(name.trim_end_matches('/')) })
 }
 
 async fn serve(a: ServeArgs) -> anyhow::Result<()> {
@@ -218,23 +222,25 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let store = Arc::new(store);
     // the node's name is its URL, known once a port is chosen: hold the port (a bound,
     // not listening SO_REUSEPORT socket) until the workers listen on it
+    let tls = node_tls(a.tls.files().as_ref(), a.ca_file.as_deref())?;
+    let scheme = if tls.server.is_some() { "https" } else { "http" };
     let (hold, addr) = server::reserve(a.listen)
         .with_context(|| format!("cannot listen on {}: pick a free address with --listen", a.listen))?;
     let name = match a.advertise {
         Some(u) => u.trim_end_matches('/').to_string(),
         None if addr.ip().is_unspecified() => {
             bail!(
-                "listening on {addr}, other nodes cannot reach that address: pass --advertise http://HOST:{}",
+                "listening on {addr}, other nodes cannot reach that address: pass --advertise {scheme}://HOST:{}",
                 addr.port()
             )
         }
-        None => format!("http://{addr}"),
+        None => format!("{scheme}://{addr}"),
     };
     if !members.is_empty() && !members.iter().any(|m| m.name == name) {
         bail!("--members does not list this node ({name}): add it, or set --advertise to the URL it is listed under");
     }
     let used = store.used();
-    let node = Arc::new(Node::new(store, key, name.clone(), members));
+    let node = Arc::new(Node::new(store, key, name.clone(), members, tls));
     let members = node.maglev().members().len();
     server::spawn_workers(addr, node, threads)
         .with_context(|| format!("cannot listen on {addr}: pick a free address with --listen"))?;
@@ -281,121 +287,44 @@ fn token(a: TokenArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// An HTTP client for cache nodes.
-pub(crate) struct CacheClient {
-    pub http: reqwest::Client,
-    pub base: String,
-    pub token: Option<String>,
-}
-
-impl CacheClient {
-    pub fn new(e: &Endpoint) -> anyhow::Result<CacheClient> {
-        let token = match (&e.token, &e.token_file) {
-            (Some(t), _) => Some(t.trim().to_string()),
-            (None, Some(p)) => Some(
-                std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?.trim().to_string(),
-            ),
-            (None, None) => None,
-        };
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .context("cannot set up the HTTP client")?;
-        Ok(CacheClient { http, base: e.url.trim_end_matches('/').to_string(), token })
-    }
-
-    pub fn req(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
-        let r = self.http.request(method, url);
-        match &self.token {
-            Some(t) => r.bearer_auth(t),
-            None => r,
-        }
-    }
-
-    /// GETs JSON from `base` + `path`, turning error answers into their message.
-    pub async fn get_json(&self, base: &str, path: &str) -> anyhow::Result<Value> {
-        let url = format!("{base}{path}");
-        let r = self
-            .req(reqwest::Method::GET, &url)
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the cache node {base}"))?;
-        answer(r).await
-    }
-
-    /// The members' URLs, from the configured node.
-    pub async fn members(&self) -> anyhow::Result<(Maglev, Value)> {
-        let v = self.get_json(&self.base, "/v1/members").await?;
-        let members: Vec<Member> = v["members"]
-            .as_array()
-            .ok_or_else(|| {
-                anyhow!("{} answered /v1/members without a member list: is it a berth cache node?", self.base)
-            })?
-            .iter()
-            .filter_map(|m| {
-                Some(Member { name: m["name"].as_str()?.to_string(), weight: m["weight"].as_u64()? as u32 })
-            })
-            .collect();
-        let m = Maglev::new(members);
-        if v["table_size"].as_u64() != Some(m.table_size() as u64)
-            || v["hash"] != format!("maglev-xxh3-v{}", berth_cache::maglev::HASH_VERSION)
-        {
-            bail!(
-                "the cache node {} routes with {} over {} slots, this berth does not: use the same berth version",
-                self.base,
-                v["hash"],
-                v["table_size"]
-            );
-        }
-        Ok((m, v))
-    }
-}
-
-/// The JSON of a 2xx answer, or the error message of another.
-pub(crate) async fn answer(r: reqwest::Response) -> anyhow::Result<Value> {
-    let status = r.status();
-    let body = r.bytes().await.context("the cache node's answer was cut off")?;
-    if status.is_success() {
-        return serde_json::from_slice(&body).with_context(|| format!("the cache node answered {status} with no JSON"));
-    }
-    let msg = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|v| v["error"].as_str().map(str::to_string))
-        .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
-    bail!("{msg} ({status})")
-}
-
-/// Characters a key may hold that must be escaped in a URL path (`/` and `:` stay).
-pub(crate) const KEY_ESCAPE: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'|');
-
-pub(crate) fn object_url(base: &str, bucket: &str, key: &[u8]) -> String {
-    format!("{base}/v1/objects/{bucket}/{}", percent_encode(key, KEY_ESCAPE))
-}
-
 async fn bucket_create(a: BucketCreateArgs) -> anyhow::Result<ExitCode> {
     berth_cache::bucket::validate_bucket_name(&a.name).map_err(|e| UsageError::error(e.to_string()))?;
-    let c = CacheClient::new(&a.endpoint)?;
+    let body = CacheBucket { name: a.name.clone(), public: a.public, quota: a.quota, projects: a.projects.clone() };
+    let whom = if a.endpoint.has_token() {
+        match bucket_create_on_nodes(&a.endpoint, &body).await? {
+            Some(n) => format!("on {n} cache nodes"),
+            None => return Ok(ExitCode::FAILURE),
+        }
+    } else {
+        let c = crate::client::Client::from_env().context(
+            "buckets are kept by the berth manager: log in as an admin (BERTH_URL, BERTH_TOKEN), or give a cache admin token (--token) to set it on the cache nodes directly",
+        )?;
+        let _: CacheBucket =
+            c.json(c.request(reqwest::Method::PUT, &format!("/v1/admin/cache/buckets/{}", a.name)).json(&body)).await?;
+        "on the manager (pushed to every cache node)".to_string()
+    };
+    let quota = a.quota.map(format_bytes).unwrap_or_else(|| "none".into());
+    println!(
+        "bucket `{}` {whom}: {}, quota {quota} per node{}",
+        a.name,
+        if a.public { "public" } else { "private" },
+        if a.projects.is_empty() { String::new() } else { format!(", projects {}", a.projects.join(",")) }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Sets a bucket on every up member the node at `e` knows (a cache without a manager); the
+/// number of nodes, or `None` when some failed (said on stderr).
+async fn bucket_create_on_nodes(e: &Endpoint, b: &CacheBucket) -> anyhow::Result<Option<usize>> {
+    let c = CacheClient::new(e)?;
     let (m, _) = c.members().await?;
-    let body = serde_json::json!({ "public": a.public, "quota": a.quota, "projects": a.projects });
+    let up: Vec<&Member> = m.members().iter().filter(|m| m.is_up()).collect();
     let mut failed = 0;
-    for member in m.members() {
-        let url = format!("{}/v1/buckets/{}", member.name, a.name);
-        let r = match c.req(reqwest::Method::PUT, &url).json(&body).send().await {
+    for member in &up {
+        let url = format!("{}/v1/buckets/{}", member.name, b.name);
+        let r = match c.req(reqwest::Method::PUT, &url).json(b).send().await {
             Ok(r) => answer(r).await,
-            Err(e) => Err(anyhow!("cannot reach it: {e}")),
+            Err(e) => Err(super::cache_client::transport_error(&member.name, e)),
         };
         if let Err(e) = r {
             eprintln!("error: {}: {e:#}", member.name);
@@ -404,39 +333,38 @@ async fn bucket_create(a: BucketCreateArgs) -> anyhow::Result<ExitCode> {
     }
     if failed > 0 {
         eprintln!(
-            "bucket `{}` is set on {} of {} members: run the command again once they are up",
-            a.name,
-            m.members().len() - failed,
-            m.members().len()
+            "bucket `{}` is set on {} of {} cache nodes: run the command again once they are up",
+            b.name,
+            up.len() - failed,
+            up.len()
         );
-        return Ok(ExitCode::FAILURE);
+        return Ok(None);
     }
-    let quota = a.quota.map(format_bytes).unwrap_or_else(|| "none".into());
-    println!(
-        "bucket `{}` on {} members: {}, quota {quota} per node{}",
-        a.name,
-        m.members().len(),
-        if a.public { "public" } else { "private" },
-        if a.projects.is_empty() { String::new() } else { format!(", projects {}", a.projects.join(",")) }
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(Some(up.len()))
 }
 
 async fn bucket_list(a: BucketListArgs) -> anyhow::Result<ExitCode> {
-    let c = CacheClient::new(&a.endpoint)?;
-    let v = c.get_json(&c.base, "/v1/buckets").await?;
+    let v = if a.endpoint.has_token() {
+        let c = CacheClient::new(&a.endpoint)?;
+        c.get_json(&c.base, "/v1/buckets").await?
+    } else {
+        let c = crate::client::Client::from_env().context(
+            "buckets are kept by the berth manager: log in as an admin (BERTH_URL, BERTH_TOKEN), or give a cache token (--token) to ask a cache node",
+        )?;
+        c.json(c.request(reqwest::Method::GET, "/v1/admin/cache/buckets")).await?
+    };
     if a.output.json() {
         print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = table(["BUCKET", "ACCESS", "QUOTA", "PROJECTS"]);
-    for b in v.as_array().into_iter().flatten() {
-        let projects: Vec<&str> = b["projects"].as_array().into_iter().flatten().filter_map(|p| p.as_str()).collect();
+    let buckets: Vec<CacheBucket> = serde_json::from_value(v).context("unexpected bucket list")?;
+    for b in buckets {
         t.add_row(vec![
-            b["name"].as_str().unwrap_or("").to_string(),
-            if b["public"].as_bool() == Some(true) { "public" } else { "private" }.to_string(),
-            b["quota"].as_u64().map(format_bytes).unwrap_or_else(|| "-".into()),
-            if projects.is_empty() { "-".into() } else { projects.join(",") },
+            b.name,
+            if b.public { "public" } else { "private" }.to_string(),
+            b.quota.map(format_bytes).unwrap_or_else(|| "-".into()),
+            if b.projects.is_empty() { "-".into() } else { b.projects.join(",") },
         ]);
     }
     print_table(t);
@@ -448,7 +376,8 @@ async fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     let (m, _) = c.members().await?;
     let answers = futures_util::stream::iter(m.members().iter().map(|mm| {
         let c = &c;
-        async move { (mm.name.clone(), c.get_json(&mm.name, "/v1/stats").await) }
+        let state = if mm.is_up() { "unreachable" } else { "down" };
+        async move { (mm.name.clone(), c.get_json(&mm.name, "/v1/stats").await.map_err(|e| e.context(state))) }
     }))
     .buffered(16)
     .collect::<Vec<_>>()
@@ -470,7 +399,7 @@ async fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
         let v = match r {
             Ok(v) => v,
             Err(e) => {
-                t.add_row(vec![node.clone(), format!("unreachable: {e:#}")]);
+                t.add_row(vec![node.clone(), format!("{e:#}")]);
                 continue;
             }
         };
@@ -511,99 +440,4 @@ pub(crate) fn normalised_absolute(path: &Path) -> anyhow::Result<PathBuf> {
         }
     }
     Ok(out)
-}
-
-const DEFAULT_CACHE_PORT: u16 = 7171;
-
-/// The cache flags of `berth up`, which runs a cache node in-process by default.
-#[derive(Debug, Args)]
-pub struct UpCacheArgs {
-    /// Do not run a dataset cache (jobs then get no BERTH_CACHE_URL).
-    #[arg(long)]
-    pub no_cache: bool,
-    /// Capacity of the local dataset cache (in <data-dir>/cache).
-    #[arg(long, default_value = "10GiB", value_parser = parse_size)]
-    pub cache_capacity: u64,
-    /// Address the dataset cache listens on (port 0: any free port, printed at start).
-    #[arg(long, default_value = "127.0.0.1:7171")]
-    pub cache_listen: SocketAddr,
-}
-
-/// The cache flags of `berth manager`: which cache to tell jobs about, and the key to sign
-/// their tokens with (the cache nodes' key file).
-#[derive(Debug, Args)]
-pub struct ManagerCacheArgs {
-    /// A cache node's URL, handed to jobs as BERTH_CACHE_URL.
-    #[arg(long, requires = "cache_key_file")]
-    pub cache_url: Option<String>,
-    /// The cache nodes' key file, to sign each job's BERTH_CACHE_TOKEN.
-    #[arg(long, requires = "cache_url")]
-    pub cache_key_file: Option<PathBuf>,
-}
-
-/// Job tokens signed with `key`.
-fn cache_env(url: String, key: Key) -> berth_manager::cache_env::CacheEnv {
-    let mint = move |sub: &str, projects: &[String], exp: i64| {
-        key.sign(&Claims { sub: sub.to_string(), projects: projects.to_vec(), admin: false, exp })
-    };
-    berth_manager::cache_env::CacheEnv { url, mint: Arc::new(mint) }
-}
-
-impl ManagerCacheArgs {
-    pub fn env(&self) -> anyhow::Result<Option<berth_manager::cache_env::CacheEnv>> {
-        match (&self.cache_url, &self.cache_key_file) {
-            (Some(u), Some(k)) => {
-                let key = Key::load(k).with_context(|| format!("cannot use --cache-key-file {}", k.display()))?;
-                Ok(Some(cache_env(u.trim_end_matches('/').to_string(), key)))
-            }
-            _ => Ok(None),
-        }
-    }
-}
-
-/// A cache node running inside `berth up`.
-pub struct Embedded {
-    pub url: String,
-    pub key_file: PathBuf,
-    pub env: berth_manager::cache_env::CacheEnv,
-    pub task: tokio::task::JoinHandle<()>,
-}
-
-impl UpCacheArgs {
-    /// Starts the local cache node in `<data_dir>/cache` unless `--no-cache`.
-    pub async fn start(&self, data_dir: &Path) -> anyhow::Result<Option<Embedded>> {
-        if self.no_cache {
-            return Ok(None);
-        }
-        let dir = data_dir.join("cache");
-        let key_file = dir.join("cache.key");
-        let key = Key::load_or_create(&key_file)
-            .with_context(|| format!("cannot use the key file {}", key_file.display()))?;
-        let (d, cap) = (dir.clone(), self.cache_capacity);
-        let store = tokio::task::spawn_blocking(move || Store::open(&d, cap))
-            .await?
-            .with_context(|| format!("cannot open the dataset cache in {}", dir.display()))?;
-        // the default port taken (another berth up, a test run): any free port, printed at start
-        let bound = match server::bind(self.cache_listen).await {
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && self.cache_listen.port() == DEFAULT_CACHE_PORT => {
-                tracing::warn!("port {DEFAULT_CACHE_PORT} is taken: the dataset cache listens on a free port instead");
-                server::bind(SocketAddr::new(self.cache_listen.ip(), 0)).await
-            }
-            r => r,
-        };
-        let (listener, addr) = bound.with_context(|| {
-            format!(
-                "cannot listen on {} for the dataset cache: pick another --cache-listen, or --no-cache",
-                self.cache_listen
-            )
-        })?;
-        let url = format!("http://{addr}");
-        let node = Arc::new(Node::new(Arc::new(store), key.clone(), url.clone(), vec![]));
-        let task = tokio::spawn(async move {
-            if let Err(e) = server::serve(listener, node).await {
-                tracing::error!(error = %e, "the dataset cache stopped");
-            }
-        });
-        Ok(Some(Embedded { env: cache_env(url.clone(), key), url, key_file, task }))
-    }
 }

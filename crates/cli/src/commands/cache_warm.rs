@@ -12,7 +12,8 @@ use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::{Method, StatusCode};
 
-use super::cache::{CacheClient, WarmArgs, normalised_absolute, object_url};
+use super::cache::{WarmArgs, normalised_absolute};
+use super::cache_client::{CacheClient, answer, object_url};
 use crate::UsageError;
 
 /// Every regular file under `dir` (symlinked directories are not followed: no loops).
@@ -95,7 +96,7 @@ pub async fn warm(a: WarmArgs) -> anyhow::Result<ExitCode> {
     println!(
         "warmed bucket `{}` on {} nodes: {stored} files stored ({}), {skipped} already cached ({}), {failed} failed",
         a.bucket,
-        maglev.members().len(),
+        maglev.members().iter().filter(|m| m.is_up()).count(),
         format_bytes(stored_b),
         format_bytes(skipped_b)
     );
@@ -114,9 +115,5 @@ async fn upload(c: &CacheClient, path: &Path, size: u64, url: &str, force: bool)
     let data = tokio::fs::read(path).await.with_context(|| format!("cannot read {}", path.display()))?;
     let len = data.len() as u64;
     let r = c.req(Method::PUT, url).body(data).send().await.context("cannot reach the key's owner")?;
-    if r.status() == StatusCode::CREATED {
-        Ok(Outcome::Stored(len))
-    } else {
-        super::cache::answer(r).await.map(|_| Outcome::Failed)
-    }
+    if r.status() == StatusCode::CREATED { Ok(Outcome::Stored(len)) } else { answer(r).await.map(|_| Outcome::Failed) }
 }

@@ -3,6 +3,8 @@
 
 pub mod admin;
 pub mod cache;
+pub mod cache_client;
+pub mod cache_daemon;
 pub mod cache_warm;
 pub mod cancel;
 pub mod images;

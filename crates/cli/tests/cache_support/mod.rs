@@ -28,6 +28,7 @@ impl Node {
             .arg(key)
             .args(extra)
             .env("RUST_LOG", "info")
+            .env_remove("BERTH_CA_FILE")
             .stdout(Stdio::piped())
             .stderr(Stdio::from(std::fs::File::create(data.with_extension("stderr")).unwrap()))
             .spawn()
@@ -36,7 +37,7 @@ impl Node {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(i) = line.find("http://") {
+                if let Some(i) = line.find("http://").or_else(|| line.find("https://")) {
                     let url: String = line[i..].chars().take_while(|c| !c.is_whitespace()).collect();
                     let _ = tx.send(url);
                 }
@@ -80,11 +81,18 @@ pub fn token(key: &Path, args: &[&str]) -> String {
 
 /// Runs `berth cache <args>` against `url` with `token`.
 pub fn cli(url: &str, token: &str, args: &[&str]) -> std::process::Output {
+    cli_env(url, token, &[], args)
+}
+
+/// [`cli`] with more environment, and none of the caller's BERTH_CA_FILE.
+pub fn cli_env(url: &str, token: &str, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
     Command::new(BIN)
         .arg("cache")
         .args(args)
         .env("BERTH_CACHE_URL", url)
         .env("BERTH_CACHE_TOKEN", token)
+        .env_remove("BERTH_CA_FILE")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .unwrap()

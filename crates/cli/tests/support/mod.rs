@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod pki;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

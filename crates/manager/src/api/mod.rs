@@ -1,5 +1,6 @@
 //! The REST API under `/v1`: the router, with JSON errors for unknown routes and methods.
 
+pub mod cache;
 pub mod jobs;
 pub mod logs;
 pub mod misc;
@@ -46,6 +47,9 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/usage", get(usage::usage))
         .route("/v1/admin/quotas/{kind}/{name}", put(quota::put).delete(quota::delete))
         .route("/v1/admin/join-tokens", post(misc::create_join_token))
+        .route("/v1/cache/members", get(cache::members))
+        .route("/v1/admin/cache/buckets", get(cache::buckets))
+        .route("/v1/admin/cache/buckets/{name}", put(cache::put_bucket))
         .route("/v1/agents/connect", get(crate::hub::connect))
         .fallback(|uri: axum::http::Uri| async move {
             ApiError::not_found(format!("no route {uri}: see /openapi.json for the API"))

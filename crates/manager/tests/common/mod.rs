@@ -184,6 +184,18 @@ impl Agent {
         kernels: Vec<KernelReport>,
         labels: &[(&str, &str)],
     ) -> Agent {
+        Agent::connect_with(m, node, topo, kernels, labels, None).await
+    }
+
+    /// [`Agent::connect_labelled`] with the URL of the node's cache (`berth agent --cache-url`).
+    pub async fn connect_with(
+        m: &ManagerHandle,
+        node: &str,
+        topo: Topology,
+        kernels: Vec<KernelReport>,
+        labels: &[(&str, &str)],
+        cache_url: Option<&str>,
+    ) -> Agent {
         let ws = Agent::dial(&m.url, &m.join_token).await.unwrap();
         let mut a = Agent { ws, node: node.to_string() };
         a.send(AgentMessage::Register {
@@ -196,6 +208,7 @@ impl Agent {
             address: Some(format!("{node}.addr")),
             containers: Default::default(),
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            cache_url: cache_url.map(str::to_string),
         })
         .await;
         match a.recv().await {
