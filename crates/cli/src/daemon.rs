@@ -169,7 +169,7 @@ pub struct AgentArgs {
     pub shim: ShimArgs,
     /// The dataset cache node on this machine (`berth cache serve`), e.g. http://10.0.0.5:7171:
     /// the manager adds it to the cache's members and hands it to the kernels run here.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = parse_cache_url)]
     pub cache_url: Option<String>,
 }
 
@@ -178,6 +178,15 @@ const AGENT_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Grace between SIGTERM and SIGKILL when kernels are stopped.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// `--cache-url`: an http:// or https:// base URL, kept without a trailing `/`.
+fn parse_cache_url(s: &str) -> Result<String, String> {
+    let ok = ["http://", "https://"].iter().any(|p| s.strip_prefix(p).is_some_and(|h| !h.is_empty()));
+    if !ok {
+        return Err(format!("`{s}` is not a cache node URL: use http://HOST:PORT (https:// with TLS)"));
+    }
+    Ok(s.trim_end_matches('/').to_string())
+}
 
 /// `--label KEY=VALUE`.
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -326,7 +335,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         ca_file: args.ca_file,
         docker: args.docker.options(),
         kernel_shim: kernel_shim(&args.shim),
-        cache_url: args.cache_url.map(|u| u.trim_end_matches('/').to_string()),
+        cache_url: args.cache_url,
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await

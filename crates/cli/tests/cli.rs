@@ -71,6 +71,18 @@ fn bad_mem_names_the_flag() {
 }
 
 #[test]
+fn a_cache_url_that_is_no_url_names_the_fix() {
+    let home = tempfile::tempdir().unwrap();
+    let o = run(
+        home.path(),
+        ["agent", "--manager", "http://127.0.0.1:1", "--join-token", "t", "--cache-url", "node1:7171"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("--cache-url") && e.contains("use http://HOST:PORT"), "{e}");
+}
+
+#[test]
 fn empty_command_is_explained() {
     let home = tempfile::tempdir().unwrap();
     let o = run(home.path(), ["submit", "--cpus", "2"]);

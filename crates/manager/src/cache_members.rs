@@ -60,6 +60,11 @@ impl CacheMembers {
     /// an agent restarted without `--cache-url` does not drop its node's cache from the list).
     pub async fn reported(&self, store: &dyn Store, node: &str, url: Option<&str>) -> Result<(), StoreError> {
         let Some(url) = url.map(|u| u.trim_end_matches('/')) else { return Ok(()) };
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            // one bad name would make every cache node refuse the whole list
+            tracing::warn!(node, url, "ignoring a cache URL that is not http:// or https://");
+            return Ok(());
+        }
         if self.urls.lock().expect("cache urls").get(node).map(String::as_str) == Some(url) {
             return Ok(());
         }
