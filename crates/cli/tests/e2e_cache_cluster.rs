@@ -2,7 +2,8 @@
 //! (`berth agent --cache-url`, here separate `berth cache serve` processes on ephemeral
 //! ports), the manager pushes the member list and the buckets to every cache node; a lost
 //! node's cache goes down on the others and its keys read as misses; a bucket created before a
-//! cache node joins reaches it; a job gets the cache node of the node it runs on.
+//! cache node joins reaches it, and a cache node restarted empty gets both back; a job gets
+//! the cache node of the node it runs on.
 
 mod cache_support;
 mod support;
@@ -150,4 +151,11 @@ async fn the_manager_pushes_members_and_buckets_and_a_lost_nodes_keys_are_misses
     assert_eq!(r.status(), StatusCode::CREATED);
     let r = http.get(obj(&urls[0], k)).bearer_auth(&admin).send().await.unwrap();
     assert_eq!(r.text().await.unwrap(), "again");
+
+    // n2's cache node comes back empty (new disk, same address): the manager's periodic
+    // reconcile gives it the list (itself down while its agent is) and the buckets
+    let port = caches[1].port();
+    caches[1] = Node::start(&dir.path().join("c1-new"), &key, port, &[]);
+    wait_members(&http, &urls[1], &[(&urls[0], "up"), (&urls[1], "down"), (&urls[2], "up")]).await;
+    wait_bucket(&http, &urls[1], &admin, "ds").await;
 }
