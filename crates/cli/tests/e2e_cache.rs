@@ -1,6 +1,6 @@
 //! `berth up` runs a dataset cache by default and hands each job `BERTH_CACHE_URL` and a
-//! token scoped to the job's project: the job can use its project's private bucket and is
-//! refused another project's.
+//! token scoped to the job's project (also in the file PFIO reads, `PFIO_HTTP_BEARER_TOKEN_PATH`):
+//! the job can use its project's private bucket and is refused another project's.
 
 mod support;
 
@@ -37,6 +37,10 @@ fn cache_cli(url: &str, token: &str, args: &[&str]) -> String {
 const JOB: &str = r#"
 import os, urllib.request as u, urllib.error as e
 base, tok = os.environ["BERTH_CACHE_URL"], os.environ["BERTH_CACHE_TOKEN"]
+# PFIO reads the token from PFIO_HTTP_BEARER_TOKEN_PATH: berth writes it there for the job
+path = os.environ["PFIO_HTTP_BEARER_TOKEN_PATH"]
+print("token file", path == os.environ["BERTH_CACHE_TOKEN_FILE"], open(path).read() == tok, oct(os.stat(path).st_mode & 0o777))
+tok = open(path).read()
 def call(method, path, data=None):
     r = u.Request(base + "/v1/objects/" + path, data=data, method=method, headers={"Authorization": "Bearer " + tok})
     try:
@@ -63,6 +67,7 @@ fn a_job_gets_the_cache_url_and_a_token_of_its_project() {
     let id = b.submit(&["--", "python3", "-c", JOB]);
     b.wait_state(id, "SUCCEEDED");
     let out = b.ok(&["logs", &id.to_string()]);
+    assert!(out.contains("token file True True 0o600"), "{out}");
     assert!(out.contains("put 201"), "{out}");
     assert!(out.contains("get 200 b'cached bytes'"), "{out}");
     assert!(out.contains("other 403"), "{out}");

@@ -305,6 +305,8 @@ impl Runtime {
             Some(exe) => Some(self.prepare_shim(exe, &key, spec, binding, &dir, user).map_err(fail)?),
             None => None,
         };
+        let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir);
+        write_cache_token(&dir, user, &mut env).map_err(fail)?;
         let mut cmd = match &shim {
             Some(sh) => {
                 let mut c = tokio::process::Command::new(&sh.exe);
@@ -315,7 +317,7 @@ impl Runtime {
         };
         cmd.args(&spec.command[1..])
             .env_clear()
-            .envs(kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir))
+            .envs(env)
             .current_dir(&workdir)
             .stdin(std::process::Stdio::null())
             .stdout(stdout)
@@ -520,6 +522,34 @@ fn kernel_env(
         env.insert("HOME".into(), workdir.to_string_lossy().into_owned());
     }
     env
+}
+
+/// Name of the file in a kernel's dir holding its dataset cache token.
+const CACHE_TOKEN_FILE: &str = "cache-token";
+
+/// Clients such as PFIO read the cache's bearer token from a file
+/// (`PFIO_HTTP_BEARER_TOKEN_PATH`): a kernel given `BERTH_CACHE_TOKEN` also gets it in
+/// `<kernel dir>/cache-token` (0600, its user's; no trailing newline, which PFIO would send
+/// along), named by `BERTH_CACHE_TOKEN_FILE` and, unless
+/// the job set it, `PFIO_HTTP_BEARER_TOKEN_PATH`, so PFIO uses the cache with no setup.
+fn write_cache_token(dir: &std::path::Path, user: &RunUser, env: &mut BTreeMap<String, String>) -> Result<(), String> {
+    let Some(token) = env.get("BERTH_CACHE_TOKEN") else { return Ok(()) };
+    let path = dir.join(CACHE_TOKEN_FILE);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, token.as_bytes()));
+    written.map_err(|e| format!("cannot write `{}`: {}", path.display(), errno_text(&e)))?;
+    if user.switch {
+        let _ = std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid));
+    }
+    let path = path.to_string_lossy().into_owned();
+    env.entry("PFIO_HTTP_BEARER_TOKEN_PATH".into()).or_insert_with(|| path.clone());
+    env.insert("BERTH_CACHE_TOKEN_FILE".into(), path);
+    Ok(())
 }
 
 /// An I/O error as lowercase text without the `(os error N)` suffix.
