@@ -26,6 +26,8 @@ pub enum PendingKind {
     Quota,
     /// No ready node of the queue has the job's container image (or a running Docker daemon).
     Image,
+    /// No ready node of the queue allows the job's host mounts (`berth agent --allow-mount`).
+    Mount,
 }
 
 /// Why a job is still pending, e.g. `resources: needs 1 GPU, node n1 has 0.5 free`.

@@ -48,6 +48,8 @@ fn jobs(n: usize) -> Vec<PendingJob> {
                 submitted_at: 0,
                 time_limit_ms: Some(60_000 * (1 + (i % 120) as i64)),
                 image: None,
+                kernels: 1,
+                mounts: Vec::new(),
             }
         })
         .collect()

@@ -52,10 +52,7 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
         } else {
             l.max_gpu_free() >= r.gpu_milli
         };
-        gpus_ok
-            && l.cpus_free() >= r.whole_cpus()
-            && l.mem_free() >= r.mem_bytes
-            && l.bind(&job.request, job.numa).is_ok()
+        gpus_ok && l.cpus_free() >= r.whole_cpus() && l.mem_free() >= r.mem_bytes && l.bind_job(job).is_ok()
     };
     // Nodes that take a kernel already (a gang that lacks only some nodes).
     let mut fits: BTreeSet<usize> = BTreeSet::new();
@@ -100,15 +97,15 @@ impl Reservation {
         if end <= self.start {
             return true;
         }
-        let mut trial: Vec<(usize, crate::NodeLedger)> = Vec::new();
+        // Keyed by node: a job with several kernels per node has several bindings on one.
+        let mut trial: BTreeMap<usize, crate::NodeLedger> = BTreeMap::new();
         for (i, b) in chosen {
-            let Some(l) = self.at_start.get(i) else { continue };
+            let Some(l) = trial.get(i).or_else(|| self.at_start.get(i)) else { continue };
             let mut l = l.clone();
-            if l.allocate_like(b, &pool.nodes[*i]).is_err() || l.bind(&self.job_req.request, self.job_req.numa).is_err()
-            {
+            if l.allocate_like(b, &pool.nodes[*i]).is_err() || l.bind_job(&self.job_req).is_err() {
                 return false;
             }
-            trial.push((*i, l));
+            trial.insert(*i, l);
         }
         self.at_start.extend(trial);
         true

@@ -29,6 +29,20 @@ pub fn check_feasible_with(
     nodes: &[NodeLedger],
     queue: &str,
 ) -> Result<(), String> {
+    check_feasible_kernels(req, nodes_needed, 1, numa, nodes, queue)
+}
+
+/// [`check_feasible_with`] for a job with `kernels` kernels of `req` on each node
+/// (`berth submit --kernels N`): can that many fit on one empty node, side by side?
+pub fn check_feasible_kernels(
+    req: &ResourceRequest,
+    nodes_needed: u32,
+    kernels: u32,
+    numa: NumaPolicy,
+    nodes: &[NodeLedger],
+    queue: &str,
+) -> Result<(), String> {
+    let k = kernels.max(1);
     // Callers usually pass empty ledgers already (the manager keeps one per node for this):
     // those are used as they are, only a ledger with allocations or not schedulable is
     // rebuilt empty. Rebuilding all of them cost ~1 ms per submit with 500 nodes.
@@ -48,14 +62,25 @@ pub fn check_feasible_with(
     }
     let want = nodes_needed.max(1) as usize;
     // The common case stops at the first `want` nodes that fit.
-    if empty.iter().filter(|l| l.bind(req, numa).is_ok()).take(want).count() >= want {
+    if empty.iter().filter(|l| l.bind_kernels(req, numa, k).is_ok()).take(want).count() >= want {
         return Ok(());
     }
-    let capable = empty.iter().filter(|l| l.bind(req, numa).is_ok()).count();
+    let capable = empty.iter().filter(|l| l.bind_kernels(req, numa, k).is_ok()).count();
     let never = |why: String| Err(format!("no node can ever run this: {why}"));
     if capable > 0 {
         let with = if capable == empty.len() { String::new() } else { format!(" with {}", request_text(req)) };
         return never(format!("needs {want} nodes{with}, queue {queue} has {capable}"));
+    }
+    if k > 1 {
+        // How many kernels the roomiest node holds side by side.
+        let most =
+            empty.iter().map(|l| (1..k).rev().find(|&j| l.bind_kernels(req, numa, j).is_ok()).unwrap_or(0)).max();
+        if let Some(m) = most.filter(|&m| m > 0) {
+            return never(format!(
+                "needs {k} kernels with {} each on one node, the largest node in queue {queue} holds {m}",
+                request_text(req)
+            ));
+        }
     }
     let g = req.gpu_milli;
     let max_gpus = empty.iter().map(|l| l.topology().gpus.len() as u64).max().unwrap_or(0);
@@ -125,6 +150,20 @@ mod tests {
 
     fn check(r: ResourceRequest, nodes: u32, numa: NumaPolicy) -> Result<(), String> {
         check_feasible_with(&r, nodes, numa, &cluster(), "default")
+    }
+
+    #[test]
+    fn kernels_must_fit_side_by_side_on_one_node() {
+        let nodes = cluster();
+        // n1 (empty) has 16 CPUs and 2 GPUs: two kernels of 1 GPU and 4 CPUs fit, three do not.
+        let r = req(4, 4, 1000);
+        assert!(check_feasible_kernels(&r, 1, 2, NumaPolicy::PreferLocal, &nodes, "default").is_ok());
+        let e = check_feasible_kernels(&r, 1, 3, NumaPolicy::PreferLocal, &nodes, "default").unwrap_err();
+        assert_eq!(
+            e,
+            "no node can ever run this: needs 3 kernels with 1 GPU, 4 CPUs and 4GiB memory each on one node, \
+             the largest node in queue default holds 2"
+        );
     }
 
     #[test]

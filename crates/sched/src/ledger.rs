@@ -64,6 +64,9 @@ pub struct NodeLedger {
     /// Container images the node has (`berth_model::job::image_key` form); `*` means it
     /// pulls any. Shared: a pass clones ledgers and this changes only when the agent reports.
     images: Arc<BTreeSet<String>>,
+    /// Host paths the node lets containers mount (`berth agent --allow-mount`), as the agent
+    /// reported them; `None` until it has (see `mounts.rs`).
+    pub(crate) allowed_mounts: Option<Arc<[String]>>,
 }
 
 impl NodeLedger {
@@ -154,6 +157,7 @@ impl NodeLedger {
             agg: Aggregates::default(),
             splits: BTreeMap::new(),
             images: Arc::default(),
+            allowed_mounts: None,
         };
         l.refresh();
         l

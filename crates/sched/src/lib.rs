@@ -31,7 +31,9 @@
 mod backfill;
 mod bind;
 mod feasible;
+mod kernels;
 mod ledger;
+mod mounts;
 mod order;
 mod pass;
 mod place;
@@ -47,8 +49,9 @@ pub mod sim;
 #[cfg(test)]
 mod test_support;
 
-pub use feasible::{check_feasible, check_feasible_with};
+pub use feasible::{check_feasible, check_feasible_kernels, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
+pub use mounts::{check_mounts, mount_allowed};
 pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::schedule;
 pub use quota::{HeldJob, NO_QUOTAS, QuotaUse, Quotas, borrowed_by_start_order, never_fits};
@@ -176,6 +179,12 @@ pub struct PendingJob {
     /// The container image the job runs (`berth_model::job::image_key` form): only nodes
     /// that have it ([`NodeLedger::has_image`]) are considered.
     pub image: Option<String>,
+    /// Kernels on each node (`--kernels`, several containers of one job on one node), each
+    /// with the full `request` and its own binding; 1 for most jobs.
+    pub kernels: u32,
+    /// Host paths the job's containers mount: only nodes that allow all of them
+    /// ([`NodeLedger::allows_mounts`]) are considered.
+    pub mounts: Vec<String>,
 }
 
 /// A job that holds resources (its bindings are allocated on the ledgers passed in).
@@ -226,7 +235,8 @@ pub struct PassInput<'a> {
     pub now: Millis,
 }
 
-/// A job to start now, with one binding per kernel (index 0 is `main`).
+/// A job to start now, with one binding per kernel (index 0 is `main`); the kernels of one
+/// node follow each other.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Start {
     pub job: JobId,

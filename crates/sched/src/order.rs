@@ -111,7 +111,7 @@ impl<'a> Order<'a> {
     /// The job last returned by `next` started: DRF charges it to its user.
     pub fn started(&mut self, job: &PendingJob) {
         if let Order::Drf(d) = self {
-            d.charge(&job.user, &job.request, job.nodes.max(1) as u64);
+            d.charge(&job.user, &job.request, job.kernel_count() as u64);
         }
     }
 }

@@ -20,6 +20,8 @@ fn job(id: JobId, user: &str, project: &str, prio: i32, gpu_milli: u64) -> Pendi
         submitted_at: 0,
         time_limit_ms: None,
         image: None,
+        kernels: 1,
+        mounts: Vec::new(),
     }
 }
 

@@ -171,6 +171,14 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 out.waiting.push(wait(job, pos, reason, job.blocked_passes));
                 continue;
             }
+            // Likewise a job whose host mounts no such node allows: an admin's allow-list,
+            // not the jobs behind it, is what lets it start.
+            if !job.mounts.is_empty()
+                && let Some(text) = pool.mounts_refused(job)
+            {
+                out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Mount, text), job.blocked_passes));
+                continue;
+            }
             let why = match pool.place(job) {
                 Ok(mut chosen) => {
                     let end = now.saturating_add(self.limit(job));
@@ -180,7 +188,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                         // Placed where it would delay the reservation: try away from its nodes.
                         pool.uncommit(&chosen);
                         chosen = pool.find(job, &r.nodes);
-                        if chosen.len() < job.nodes.max(1) as usize {
+                        if chosen.len() < job.kernel_count() as usize {
                             let text = format!("backfill: would delay job {}'s reserved start", r.job);
                             let reason = PendingReason::new(PendingKind::Backfill, text);
                             out.waiting.push(wait(job, pos, reason, job.blocked_passes));

@@ -47,6 +47,8 @@ mod tests {
             submitted_at: 0,
             time_limit_ms: None,
             image: None,
+            kernels: 1,
+            mounts: Vec::new(),
         }
     }
 

@@ -144,9 +144,19 @@ impl<'a> Pool<'a> {
     }
 
     /// Whether node `i` may take this job in this pass: usable and, for a container job,
-    /// holding its image.
+    /// holding its image and allowing its mounts.
     pub fn eligible(&self, i: usize, job: &PendingJob) -> bool {
-        self.usable(i) && job.image.as_deref().is_none_or(|img| self.nodes[i].has_image(img))
+        self.usable(i)
+            && job.image.as_deref().is_none_or(|img| self.nodes[i].has_image(img))
+            && self.nodes[i].allows_mounts(&job.mounts)
+    }
+
+    /// Why no usable node holding the job's image allows its mounts, if none does.
+    pub fn mounts_refused(&self, job: &PendingJob) -> Option<String> {
+        let with_image = (0..self.nodes.len())
+            .filter(|&i| self.usable(i) && job.image.as_deref().is_none_or(|img| self.nodes[i].has_image(img)))
+            .map(|i| &*self.nodes[i]);
+        crate::mounts::mounts_refused(&job.mounts, with_image)
     }
 
     /// Whether some usable node has the image.
@@ -192,11 +202,13 @@ impl<'a> Pool<'a> {
         }
     }
 
-    /// The best `want` distinct nodes for the job in score order, with their bindings, not
-    /// yet allocated; `avoid` nodes are skipped. Returns what it found, possibly too few.
+    /// The best `want` distinct nodes for the job in score order, with their bindings (the
+    /// job's kernels per node on each, one after the other), not yet allocated; `avoid`
+    /// nodes are skipped. Returns what it found, possibly too few.
     pub fn find(&self, job: &PendingJob, avoid: &[usize]) -> Vec<(usize, Binding)> {
         let req = &job.request;
         let want = job.nodes.max(1) as usize;
+        let mut found = 0;
         let lo = request_gpu_class(req);
         let c = cpu_class(req.whole_cpus());
         let mut iters: Vec<_> = (lo..GPU_CLASSES)
@@ -204,8 +216,8 @@ impl<'a> Pool<'a> {
             .filter(|&b| !self.buckets[b].is_empty())
             .map(|b| self.buckets[b].iter().peekable())
             .collect();
-        let mut out = Vec::with_capacity(want);
-        while out.len() < want {
+        let mut out = Vec::with_capacity(job.kernel_count() as usize);
+        while found < want {
             // The smallest head over the buckets: a k-way merge in score order.
             let mut best: Option<(usize, (u64, u32))> = None;
             for (b, it) in iters.iter_mut().enumerate() {
@@ -221,8 +233,9 @@ impl<'a> Pool<'a> {
             if avoid.contains(&i) || !self.eligible(i, job) {
                 continue;
             }
-            if let Ok(binding) = self.nodes[i].bind(req, job.numa) {
-                out.push((i, binding));
+            if let Ok(bindings) = self.nodes[i].bind_job(job) {
+                out.extend(bindings.into_iter().map(|b| (i, b)));
+                found += 1;
             }
         }
         out
@@ -234,19 +247,18 @@ impl<'a> Pool<'a> {
             return Err(why);
         }
         let chosen = self.find(job, &[]);
-        if chosen.len() == job.nodes.max(1) as usize {
+        if chosen.len() == job.kernel_count() as usize {
             self.commit(&chosen);
             return Ok(chosen);
         }
-        Err(self.refuse(job, chosen.len()))
+        Err(self.refuse(job, chosen.len() / job.kernels_per_node() as usize))
     }
 
     /// A memoised refusal for this job, if one applies.
     fn memo(&self, job: &PendingJob) -> Option<String> {
         let r = &job.request;
         let want = job.nodes.max(1);
-        if job.image.is_some() {
-            // The memos hold for every node; an image job sees only some of them.
+        if narrow(job) {
             return None;
         }
         if let Some(why) = self.exact.get(&shape(job)) {
@@ -296,7 +308,15 @@ impl<'a> Pool<'a> {
                 closest = Some((i, s));
             }
         }
-        let why = if want > 1 {
+        let why = if job.kernels_per_node() > 1 {
+            let k = job.kernels_per_node();
+            let of = if want > 1 { format!("each of {want} nodes") } else { "one node".to_string() };
+            format!(
+                "needs {k} kernels with {} each free on {of}, {capable} of {} ready nodes can take them",
+                request_text(req),
+                self.ready
+            )
+        } else if want > 1 {
             let have = match capable {
                 0 => "none has".to_string(),
                 1 => "1 has".to_string(),
@@ -309,7 +329,7 @@ impl<'a> Pool<'a> {
                 None => self.none_usable(req),
             }
         };
-        if job.image.is_some() {
+        if narrow(job) {
             return why;
         }
         if quick < want {
@@ -327,6 +347,12 @@ impl<'a> Pool<'a> {
         self.exact.insert(shape(job), why.clone());
         why
     }
+}
+
+/// Whether the job sees only some nodes (its image, its mounts) or takes several kernels per
+/// node: the memos, which hold for one kernel on every node, do not apply to it.
+fn narrow(job: &PendingJob) -> bool {
+    job.image.is_some() || !job.mounts.is_empty() || job.kernels_per_node() > 1
 }
 
 fn shape(job: &PendingJob) -> ShapeKey {

@@ -59,7 +59,7 @@ impl Ctx<'_, '_, '_> {
     }
 
     fn fits(&self, i: usize, victims: &[usize]) -> bool {
-        self.without(i, victims).bind(&self.job.request, self.job.numa).is_ok()
+        self.without(i, victims).bind_job(self.job).is_ok()
     }
 
     /// Usable nodes where the job fits once `victims` are stopped.
@@ -213,7 +213,7 @@ pub(crate) fn plan(
     rest.sort_by_key(|&i| (crate::place::score_key(pool.scoring(), &pool.nodes[i]), i));
     nodes.extend(rest);
     nodes.truncate(want);
-    let first = nodes.iter().copied().find_map(|i| pool.nodes[i].bind(&job.request, job.numa).err());
+    let first = nodes.iter().copied().find_map(|i| pool.nodes[i].bind_job(job).err());
     let mut frees = first.unwrap_or(Shortfall::Numa { policy: job.numa }).needs(&job.request);
     if want > 1 {
         frees = format!("{frees} on {} nodes", need);

@@ -81,7 +81,7 @@ impl<'a> Book<'a> {
     /// `Ok(false)` when `job` fits its quotas, `Ok(true)` when it fits only by borrowing,
     /// `Err(reason)` when it would take its user or project past a limit.
     pub fn admits(&self, job: &PendingJob) -> Result<bool, String> {
-        self.admits_use(&job.user, &job.project, &QuotaUse::of(&job.request, job.nodes))
+        self.admits_use(&job.user, &job.project, &QuotaUse::of(&job.request, job.kernel_count()))
     }
 
     fn admits_use(&self, user: &str, project: &str, add: &QuotaUse) -> Result<bool, String> {
@@ -108,7 +108,7 @@ impl<'a> Book<'a> {
 
     /// Counts a job the pass starts.
     pub fn started(&mut self, job: &PendingJob) {
-        self.started_use(&job.user, &job.project, &QuotaUse::of(&job.request, job.nodes));
+        self.started_use(&job.user, &job.project, &QuotaUse::of(&job.request, job.kernel_count()));
     }
 
     fn started_use(&mut self, user: &str, project: &str, add: &QuotaUse) {
@@ -212,6 +212,8 @@ mod tests {
             submitted_at: 0,
             time_limit_ms: None,
             image: None,
+            kernels: 1,
+            mounts: Vec::new(),
         }
     }
 

@@ -21,6 +21,8 @@ fn gpu_job(id: i64, project: &str, priority: i32) -> PendingJob {
         submitted_at: 0,
         time_limit_ms: None,
         image: None,
+        kernels: 1,
+        mounts: Vec::new(),
     }
 }
 

@@ -71,6 +71,8 @@ fn build_jobs(specs: &[(i32, usize, ResourceRequest, u32, usize, u32)], first_id
             submitted_at: 0,
             time_limit_ms: None,
             image: None,
+            kernels: 1,
+            mounts: Vec::new(),
         })
         .collect()
 }

@@ -299,6 +299,8 @@ pub fn simulate_detailed(
             trace.jobs[i].time_limit_ms
         },
         image: None,
+        kernels: 1,
+        mounts: Vec::new(),
     };
 
     let mut pending: Vec<PendingJob> = Vec::new();

@@ -3,8 +3,9 @@
 //! ```text
 //! queue default skip=2          # or `strict` (the default when no queue line is given)
 //! queue q backfill ordering=drf scoring=spread preempt=requeue,min=10m default=1h
-//! node n1 cpus=8 mem=32GiB gpus=1 numa=2 smt queue=batch down images=busybox:1,pytorch:2.4
+//! node n1 cpus=8 mem=32GiB gpus=1 numa=2 smt queue=batch down images=busybox:1,pytorch:2.4 mounts=/data
 //! job 1 cpus=2 mem=4GiB gpus=0.5 prio=5 nodes=2 numa=require-local queue=batch image=pytorch:2.4
+//! job 3 kernels=3 mounts=/data/a,/scratch   # 3 kernels on one node; host paths it mounts
 //! job 2 user=alice project=ml limit=30m
 //! run 7 gpus=1 start=-2h limit=3h prio=0 preemptible user=bob   # a running job, placed now
 //! usage user alice 100 / usage project ml 50 / weight ml 3         # fair-share input
@@ -138,6 +139,8 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
         submitted_at: 0,
         time_limit_ms: o.get("limit").map(|d| duration(d)),
         image: o.get("image").map(|i| berth_model::job::image_key(i)),
+        kernels: get("kernels", "1").parse().unwrap(),
+        mounts: o.get("mounts").map_or(Vec::new(), |m| m.split(',').map(String::from).collect()),
     }
 }
 
@@ -279,6 +282,10 @@ pub fn run(script: &str) -> String {
                 l.set_schedulable(!o.contains_key("down"));
                 if let Some(images) = o.get("images") {
                     l.set_images(images.split(',').map(berth_model::job::image_key));
+                }
+                // `mounts=/data,/scratch` (`mounts=` for none); absent: not reported.
+                if let Some(m) = o.get("mounts") {
+                    l.set_allowed_mounts(Some(m.split(',').filter(|p| !p.is_empty()).map(String::from).collect()));
                 }
                 sc.nodes.push(l);
             }

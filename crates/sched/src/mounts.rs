@@ -1,0 +1,128 @@
+//! Host-path mounts of container jobs: which nodes allow them.
+//!
+//! Each agent reports the paths its admin allows (`berth agent --allow-mount`). The pass
+//! places a job with mounts only on nodes that allow every one of them, and the manager
+//! refuses at submit a job whose mounts no node of its queue allows ([`check_mounts`]).
+//! Paths are compared as written, component by component (`/data` covers `/data/imagenet`,
+//! not `/database`); the agent still resolves symlinks when the container is created, so a
+//! path that only looks allowed (a symlink out of `/data`) still fails there.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::ledger::NodeLedger;
+
+/// Whether `path` lies under one of `allowed`.
+pub fn mount_allowed(path: &str, allowed: &[String]) -> bool {
+    allowed.iter().any(|a| Path::new(path).starts_with(Path::new(a)))
+}
+
+impl NodeLedger {
+    /// Sets the host paths the node allows containers to mount; `None`: not reported yet
+    /// (the node then takes no job with mounts, and submit checks skip it).
+    pub fn set_allowed_mounts(&mut self, allowed: Option<Vec<String>>) {
+        self.allowed_mounts = allowed.map(Arc::from);
+    }
+
+    /// The allow-list the node reported, if it has.
+    pub fn allowed_mounts(&self) -> Option<&[String]> {
+        self.allowed_mounts.as_deref()
+    }
+
+    /// Whether the node allows every one of `mounts` (host paths); always true without mounts.
+    pub fn allows_mounts(&self, mounts: &[String]) -> bool {
+        mounts.is_empty() || self.allowed_mounts.as_deref().is_some_and(|a| mounts.iter().all(|m| mount_allowed(m, a)))
+    }
+}
+
+/// The reason a job with `mounts` cannot run on any of `nodes`, naming the first path no node
+/// allows (or saying that no one node allows them all), e.g.
+/// `mount: /data not allowed on any node`. `None` when some node allows them all.
+pub fn mounts_refused<'a>(mounts: &[String], nodes: impl Iterator<Item = &'a NodeLedger> + Clone) -> Option<String> {
+    if mounts.is_empty() || nodes.clone().any(|l| l.allows_mounts(mounts)) {
+        return None;
+    }
+    let lists: Vec<&[String]> = nodes.filter_map(|l| l.allowed_mounts()).collect();
+    Some(match mounts.iter().find(|m| !lists.iter().any(|a| mount_allowed(m, a))) {
+        Some(m) => format!("mount: {m} not allowed on any node"),
+        None => format!("mount: no one node allows all of {}", mounts.join(", ")),
+    })
+}
+
+/// Submit-time check: can some node of `queue` ever run a job with these host mounts? Only
+/// nodes whose agents reported an allow-list since the manager started count (a queue without
+/// any passes: nodes may join later). The error says which path and how to fix it.
+pub fn check_mounts(mounts: &[String], nodes: &[NodeLedger], queue: &str) -> Result<(), String> {
+    let known = nodes.iter().filter(|l| l.queue() == queue && l.allowed_mounts().is_some());
+    if mounts.is_empty() || known.clone().next().is_none() {
+        return Ok(());
+    }
+    match mounts_refused(mounts, known.clone()) {
+        None => Ok(()),
+        Some(why) => {
+            let mut allowed: Vec<&str> =
+                known.flat_map(|l| l.allowed_mounts().unwrap_or_default()).map(|s| s.as_str()).collect();
+            allowed.sort_unstable();
+            allowed.dedup();
+            let list = if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") };
+            Err(format!(
+                "{why} of queue {queue} (allowed: {list}): mount a path under an allowed one, or ask the admin to allow it with `berth agent --allow-mount PATH`"
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::Topology;
+
+    fn node(name: &str, allowed: Option<&[&str]>) -> NodeLedger {
+        let mut l = NodeLedger::new(name, "q", Topology::synthetic(1, 2, 1 << 30, 0));
+        l.set_allowed_mounts(allowed.map(|a| a.iter().map(|s| s.to_string()).collect()));
+        l
+    }
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn paths_are_compared_by_component() {
+        let a = v(&["/data", "/scratch/"]);
+        assert!(mount_allowed("/data", &a));
+        assert!(mount_allowed("/data/imagenet/train", &a));
+        assert!(mount_allowed("/scratch/x", &a));
+        assert!(!mount_allowed("/database", &a));
+        assert!(!mount_allowed("/", &a));
+        assert!(!mount_allowed("/home/u", &[]));
+    }
+
+    #[test]
+    fn nodes_allow_or_refuse_with_the_path() {
+        let nodes = [node("a", Some(&["/data"])), node("b", Some(&["/scratch"])), node("c", None)];
+        assert!(nodes[0].allows_mounts(&[]));
+        assert!(nodes[2].allows_mounts(&[]), "no mounts: any node");
+        assert!(!nodes[2].allows_mounts(&v(&["/data"])), "unreported: no mounts");
+        assert_eq!(mounts_refused(&v(&["/data/x"]), nodes.iter()), None);
+        assert_eq!(mounts_refused(&v(&["/home"]), nodes.iter()).unwrap(), "mount: /home not allowed on any node");
+        assert_eq!(
+            mounts_refused(&v(&["/data", "/scratch"]), nodes.iter()).unwrap(),
+            "mount: no one node allows all of /data, /scratch"
+        );
+    }
+
+    #[test]
+    fn submit_check_counts_only_reporting_nodes() {
+        let known = [node("a", Some(&["/data"])), node("b", Some(&[]))];
+        let e = check_mounts(&v(&["/home/u"]), &known, "q").unwrap_err();
+        assert!(e.starts_with("mount: /home/u not allowed on any node of queue q (allowed: /data)"), "{e}");
+        assert!(e.contains("berth agent --allow-mount"), "{e}");
+        assert!(check_mounts(&v(&["/data/imagenet"]), &known, "q").is_ok());
+        assert!(check_mounts(&v(&["/home/u"]), &known, "other").is_ok(), "a queue without nodes passes");
+        // Nodes that have not reported (a manager restart) do not count either way.
+        let mixed = [node("a", Some(&["/data"])), node("c", None)];
+        assert!(check_mounts(&v(&["/home/u"]), &mixed, "q").is_err());
+        assert!(check_mounts(&v(&["/home/u"]), &mixed[1..], "q").is_ok());
+    }
+}
