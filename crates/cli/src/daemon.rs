@@ -65,6 +65,11 @@ pub struct DockerArgs {
     /// is configured with); the node then takes jobs of any image
     #[arg(long, help_heading = "Containers")]
     pub pull: bool,
+    /// Make the private networks of jobs with several kernels on a node (`--kernels N`)
+    /// Docker `internal` networks: the kernels reach each other only, not the host or the
+    /// outside world (by default they reach out like `docker run` on a bridge)
+    #[arg(long, help_heading = "Containers")]
+    pub internal_job_networks: bool,
 }
 
 impl DockerArgs {
@@ -73,6 +78,7 @@ impl DockerArgs {
             enabled: !self.no_docker,
             allow_mounts: self.allow_mount.clone(),
             pull: self.pull,
+            internal_networks: self.internal_job_networks,
         }
     }
 }

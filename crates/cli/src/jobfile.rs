@@ -11,6 +11,7 @@
 //! queue = "gpu"
 //! workdir = "runs/a"                  # relative to the job file's directory
 //! nodes = 1
+//! kernels = 2                         # containers of the job on its node (needs image)
 //! numa = "prefer-local"               # require-local, single-node, interleave, none
 //! requeue = true
 //! preemptible = true                 # a higher-priority job may stop it (queue's preemption)
@@ -55,6 +56,7 @@ struct JobFile {
     queue: Option<String>,
     workdir: Option<String>,
     nodes: Option<u32>,
+    kernels: Option<u32>,
     numa: Option<NumaPolicy>,
     requeue: Option<bool>,
     preemptible: Option<bool>,
@@ -111,6 +113,7 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         mem: f.mem,
         gpus: f.gpus,
         nodes: f.nodes,
+        kernels: f.kernels,
         numa: f.numa.map(Into::into),
         time_limit: f.time_limit,
         name,
@@ -220,6 +223,15 @@ WANDB_MODE = "offline"
         assert!(f.requeue);
         assert!(f.preemptible);
         assert_eq!(f.env, vec![("WANDB_MODE".to_string(), "offline".to_string())]);
+    }
+
+    #[test]
+    fn kernels_of_a_container_job() {
+        let l = p("image = \"busybox\"\nkernels = 3\ncommand = [\"sh\"]").unwrap();
+        assert_eq!(l.flags.kernels, Some(3));
+        let spec = l.flags.to_spec(l.command.unwrap());
+        assert_eq!((spec.kernels, spec.nodes), (3, 1));
+        assert!(spec.validate().is_ok());
     }
 
     #[test]

@@ -30,6 +30,11 @@ pub struct SpecFlags {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Resources")]
     pub nodes: Option<u32>,
 
+    /// Kernels on the node, each with the resources above: containers of one job (needs
+    /// --image) on a private network, reaching each other as main, sub1, ... [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=berth_model::job::MAX_KERNELS as i64), help_heading = "Resources")]
+    pub kernels: Option<u32>,
+
     /// How CPUs and memory sit relative to NUMA nodes [default: prefer-local]
     #[arg(long, value_name = "POLICY", value_enum, help_heading = "Resources")]
     pub numa: Option<NumaArg>,
@@ -153,6 +158,7 @@ impl SpecFlags {
             mem: over.mem.or(self.mem),
             gpus: over.gpus.or(self.gpus),
             nodes: over.nodes.or(self.nodes),
+            kernels: over.kernels.or(self.kernels),
             numa: over.numa.or(self.numa),
             time_limit: over.time_limit.or(self.time_limit),
             name: over.name.or(self.name),
@@ -193,6 +199,7 @@ impl SpecFlags {
             gpu_milli: self.gpus.unwrap_or(d.gpu_milli),
         };
         spec.nodes = self.nodes.unwrap_or(1);
+        spec.kernels = self.kernels.unwrap_or(1);
         spec.time_limit_secs = self.time_limit;
         spec.priority = self.priority.unwrap_or(0);
         spec.queue = self.queue.clone();

@@ -1,7 +1,10 @@
 //! Container jobs through the real binary: `--image` jobs run through Docker with logs, exit
 //! codes, mounts, time limits and cancel like process jobs; `berth images` lists what nodes
 //! have; a job whose image no node has waits with an `image:` reason; a killed agent's
-//! container is re-adopted by the next agent and its end is recorded.
+//! container is re-adopted by the next agent and its end is recorded; mounts no node allows
+//! are refused at submit. Jobs with several kernels on one node (`--kernels N`) run on a
+//! private network where the kernels reach each other as `main`, `sub1`, ... (the agents
+//! here make it `internal`, so test traffic stays between the test's containers).
 //!
 //! Needs a running dockerd and a static busybox to build the test image
 //! (`scripts/test-image.sh`); without them every test prints `SKIPPED: ...`.
@@ -50,7 +53,38 @@ impl Drop for Containers {
         for n in self.names() {
             let _ = std::process::Command::new("docker").args(["rm", "-f", &n]).output();
         }
+        for n in self.networks() {
+            let _ = std::process::Command::new("docker").args(["network", "rm", &n]).output();
+        }
     }
+}
+
+impl Containers {
+    /// The job networks of the same agents.
+    fn networks(&self) -> Vec<String> {
+        let o = std::process::Command::new("docker")
+            .args(["network", "ls", "--format", "{{.Name}}", "--filter", &format!("name=berth-{}", self.0)])
+            .output()
+            .unwrap();
+        text(&o.stdout).lines().map(String::from).collect()
+    }
+
+    /// Waits until no container and no job network of these agents is left.
+    fn wait_gone(&self) {
+        let start = Instant::now();
+        while !self.names().is_empty() || !self.networks().is_empty() {
+            let left = (self.names(), self.networks());
+            assert!(start.elapsed() < PATIENCE, "containers and networks left behind: {left:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// `docker inspect` of a container or network, as JSON.
+fn inspect(what: &[&str]) -> serde_json::Value {
+    let o = std::process::Command::new("docker").args(what).output().unwrap();
+    assert!(o.status.success(), "docker {what:?}: {}", text(&o.stderr));
+    serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()[0].clone()
 }
 
 fn node_name(tag: &str) -> String {
@@ -100,11 +134,19 @@ fn container_jobs_run_like_processes() {
     b.wait_state(id, "SUCCEEDED");
     assert_eq!(b.ok(&["logs", &id.to_string()]), format!("hi from the host\nhey {id}\nread-only\n"));
 
-    // A mount outside the allow-list fails with the reason.
-    let id = b.submit(&["--image", IMAGE, "--mount", "/etc:/host-etc", "--", "true"]);
+    // A mount outside every node's allow-list is refused at submit, saying how to fix it.
+    let o = b.cli(&["submit", "--image", IMAGE, "--mount", "/etc:/host-etc", "--", "true"]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains(&format!("mount: /etc not allowed on any node of queue default (allowed: {allow}")), "{err}");
+    assert!(err.contains("berth agent --allow-mount"), "{err}");
+    // One that only looks allowed (a symlink out of the allowed tree) fails at start.
+    std::os::unix::fs::symlink("/etc", data.path().join("escape")).unwrap();
+    let escape = format!("{allow}/escape:/host-etc");
+    let id = b.submit(&["--image", IMAGE, "--mount", &escape, "--", "true"]);
     let d = b.wait_state(id, "FAILED");
     let reason = d["job"]["reason"].as_str().unwrap_or_default();
-    assert!(reason.contains("mount `/etc` is not allowed on node"), "{d:#}");
+    assert!(reason.contains("/escape` is not allowed on node"), "{d:#}");
 
     // Time limit and cancel.
     let id = b.submit(&["--image", IMAGE, "--time-limit", "1s", "--", "sleep", "300"]);
@@ -153,4 +195,137 @@ fn a_restarted_agent_re_adopts_its_containers() {
         assert!(start.elapsed() < PATIENCE, "containers left behind: {:?}", left.names());
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// What each kernel of the test jobs prints: its cluster variables and host name; then `main`
+/// serves a page and waits for a message from `sub1`, which fetches the page from `main` by
+/// name and sends what it got back to `main` by name.
+const TALK: &str = r#"env | grep -E '^(BERTH_CLUSTER_(SIZE|HOSTS|ROLE|INDEX)|MASTER_ADDR|WORLD_SIZE|RANK|LOCAL_RANK|NODE_RANK)=' | sort
+echo host=$(hostname)
+if [ "$BERTH_CLUSTER_ROLE" = main ]; then
+  mkdir -p /tmp/www && echo "hello from $(hostname)" > /tmp/www/index.html && httpd -p 8080 -h /tmp/www
+  nc -l -p 9000
+else
+  until page=$(wget -qO- http://main:8080/); do sleep 0.2; done
+  until echo "$(hostname) got: $page" | nc main 9000; do sleep 0.2; done
+  echo sent
+fi"#;
+
+fn env_lines(index: u32) -> String {
+    let role = if index == 0 { "main" } else { "sub1" };
+    format!(
+        "BERTH_CLUSTER_HOSTS=main,sub1\nBERTH_CLUSTER_INDEX={index}\nBERTH_CLUSTER_ROLE={role}\n\
+         BERTH_CLUSTER_SIZE=2\nLOCAL_RANK={index}\nMASTER_ADDR=main\nNODE_RANK=0\nRANK={index}\nWORLD_SIZE=2\n\
+         host={role}\n"
+    )
+}
+
+#[test]
+fn kernels_of_one_job_reach_each_other_by_name() {
+    if !docker_ready("kernels_of_one_job_reach_each_other_by_name") {
+        return;
+    }
+    let node = node_name("k");
+    let left = Containers(node.clone());
+    let b = Berth::cluster("", &[(&node, &["--internal-job-networks"])]);
+
+    // Two kernels (this machine may have only 2 CPUs: one each) talk over their network.
+    let id = b.submit(&["--kernels", "2", "--image", IMAGE, "--", "sh", "-c", TALK]);
+    let d = b.wait_state(id, "SUCCEEDED");
+    let kernels = d["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 2, "{d:#}");
+    assert!(kernels.iter().all(|k| k["binding"]["node"] == node.as_str()), "{d:#}");
+    let logs = |k: &str| b.ok(&["logs", &id.to_string(), "--kernel", k]);
+    assert_eq!(logs("0"), format!("{}sub1 got: hello from main\n", env_lines(0)));
+    assert_eq!(logs("1"), format!("{}sent\n", env_lines(1)));
+    left.wait_gone();
+
+    // Without an image, or more kernels than the node can ever hold: refused at submit.
+    let o = b.cli(&["submit", "--kernels", "2", "--", "true"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--kernels needs --image"), "{}", text(&o.stderr));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let too_many = (cpus + 1).to_string();
+    let o = b.cli(&["submit", "--kernels", &too_many, "--image", IMAGE, "--", "true"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains(&format!("needs {too_many} kernels with 1 CPU")), "{}", text(&o.stderr));
+
+    // A failing sub kernel fails the job; main is stopped and everything removed.
+    let script = r#"if [ "$BERTH_CLUSTER_ROLE" = main ]; then sleep 300; else exit 7; fi"#;
+    let id = b.submit(&["--kernels", "2", "--image", IMAGE, "--", "sh", "-c", script]);
+    let d = b.wait_state(id, "FAILED");
+    assert_eq!(d["job"]["reason"], "exit code 7", "{d:#}");
+    left.wait_gone();
+
+    // While a job runs: two containers named by role on one internal network of the job.
+    let id = b.submit(&["--kernels", "2", "--image", IMAGE, "--", "sleep", "300"]);
+    b.wait_state(id, "RUNNING");
+    let start = Instant::now();
+    while left.names().len() < 2 {
+        assert!(start.elapsed() < PATIENCE, "containers: {:?}", left.names());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let nets = left.networks();
+    assert_eq!(nets.len(), 1, "{nets:?}");
+    assert!(nets[0].ends_with(&format!("-job-{id}.0")), "{nets:?}");
+    let net = inspect(&["network", "inspect", &nets[0]]);
+    assert_eq!(net["Internal"], true, "{net:#}");
+    assert_eq!(net["Labels"]["berth.job"], id.to_string(), "{net:#}");
+    let mut hosts: Vec<String> = left
+        .names()
+        .iter()
+        .map(|c| inspect(&["container", "inspect", c])["Config"]["Hostname"].as_str().unwrap().to_string())
+        .collect();
+    hosts.sort();
+    assert_eq!(hosts, ["main", "sub1"]);
+    // Cancel removes both containers and the network.
+    b.ok(&["cancel", &id.to_string()]);
+    b.wait_state(id, "CANCELLED");
+    left.wait_gone();
+}
+
+/// The agent is killed while a 2-kernel job runs; the next agent re-adopts both containers
+/// and keeps their network, removes a job network that no container uses (left by a crash),
+/// and the job's end removes the rest.
+#[test]
+fn a_restarted_agent_re_adopts_kernels_and_reconciles_networks() {
+    if !docker_ready("a_restarted_agent_re_adopts_kernels_and_reconciles_networks") {
+        return;
+    }
+    let node = node_name("n");
+    let left = Containers(node.clone());
+    let flags: &[&str] = &["--internal-job-networks"];
+    let mut b = Berth::cluster("", &[(&node, flags)]);
+    let script = r#"if [ "$BERTH_CLUSTER_ROLE" = main ]; then echo before; sleep 5; echo after; else sleep 300; fi"#;
+    let id = b.submit(&["--kernels", "2", "--image", IMAGE, "--", "sh", "-c", script]);
+    b.wait_state(id, "RUNNING");
+    let start = Instant::now();
+    while left.names().len() < 2 {
+        assert!(start.elapsed() < PATIENCE, "containers: {:?}", left.names());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    b.kill_agent(0);
+    let nets = left.networks();
+    assert_eq!((left.names().len(), nets.len()), (2, 1), "they outlive the agent: {nets:?}");
+    // A network of this agent's scope that no container uses, as a crash between creating
+    // a job's network and its containers leaves.
+    let scope = inspect(&["network", "inspect", &nets[0]])["Labels"]["berth.scope"].as_str().unwrap().to_string();
+    let stray = format!("berth-{scope}-job-999999.0");
+    let o = std::process::Command::new("docker")
+        .args(["network", "create", "--internal", "--label", &format!("berth.scope={scope}"), &stray])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    b.add_agent(&node, flags);
+    let start = Instant::now();
+    while left.networks().contains(&stray) {
+        assert!(start.elapsed() < PATIENCE, "the unused network was not removed: {:?}", left.networks());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(left.networks(), nets, "the running job's network stays");
+    let d = b.wait_state(id, "SUCCEEDED");
+    assert_eq!(d["job"]["exit_code"], 0, "{d:#}");
+    assert_eq!(b.ok(&["logs", &id.to_string(), "--kernel", "0"]), "before\nafter\n");
+    left.wait_gone();
 }

@@ -5,6 +5,11 @@
 //! One kernel runs per node, so a kernel's rank is its index and `LOCAL_RANK` is 0; torchrun,
 //! started in each kernel, spreads its own workers over the node's GPUs from there.
 //!
+//! A job with several kernels on its node (`--kernels N`, containers on the job's private
+//! network) is one node of N local ranks: the hosts are the kernels' roles (`main`, `sub1`,
+//! ..., their host names on that network), `MASTER_ADDR` is `main`, `LOCAL_RANK` the index,
+//! `LOCAL_WORLD_SIZE` N and `NODE_RANK` 0.
+//!
 //! `MASTER_PORT` is a port of the main kernel's node reserved by the manager when the job is
 //! placed ([`assign_ports`]), stored in the main kernel's binding, so a re-sent `StartKernel`
 //! after a reconnect or a manager restart carries the same value, and two jobs whose main
@@ -24,7 +29,12 @@ pub const PORT_COUNT: u16 = 1000;
 pub fn kernel_env(st: &State, job: &Job, index: u32) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     let nodes: Vec<&str> = job.bindings.iter().map(|b| b.node.as_str()).collect();
-    let hosts: Vec<String> = nodes.iter().map(|n| address_of(st, n)).collect();
+    let per_node = job.spec.kernels.max(1);
+    let hosts: Vec<String> = if per_node > 1 {
+        (0..job.bindings.len() as u32).map(role).collect()
+    } else {
+        nodes.iter().map(|n| address_of(st, n)).collect()
+    };
     let size = job.bindings.len().to_string();
     let mut set = |k: &str, v: String| {
         env.insert(k.to_string(), v);
@@ -48,15 +58,15 @@ pub fn kernel_env(st: &State, job: &Job, index: u32) -> BTreeMap<String, String>
     }
     set("WORLD_SIZE", size);
     set("RANK", index.to_string());
-    set("NODE_RANK", index.to_string());
-    set("LOCAL_RANK", "0".into());
-    set("LOCAL_WORLD_SIZE", "1".into());
+    set("NODE_RANK", (index / per_node).to_string());
+    set("LOCAL_RANK", (index % per_node).to_string());
+    set("LOCAL_WORLD_SIZE", per_node.to_string());
     env
 }
 
 /// `main` for kernel 0, `sub1`, `sub2`, ... for the others.
 pub fn role(index: u32) -> String {
-    if index == 0 { "main".into() } else { format!("sub{index}") }
+    berth_model::job::kernel_role(index)
 }
 
 /// Where other nodes reach `node`: the address its agent registered, else its name.

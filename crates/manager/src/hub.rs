@@ -223,9 +223,10 @@ impl Manager {
         if self.queue(&queue).is_none() {
             tracing::warn!(node, queue, "node joined a queue that is not configured: no job will run on it");
         }
-        self.set_shape(node, &queue, &topology);
+        self.set_shape(node, &queue, &topology, Some(containers.allow_mounts.clone()));
         let mut ledger = NodeLedger::new(node, queue.clone(), topology);
         ledger.set_images(crate::images::ledger_images(&containers));
+        ledger.set_allowed_mounts(Some(containers.allow_mounts.clone()));
         let idx = match st.nodes.get(node).map(|n| n.ledger) {
             Some(i) => {
                 st.ledgers[i] = ledger;

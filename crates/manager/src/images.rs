@@ -49,9 +49,15 @@ impl Manager {
         let idx = n.ledger;
         tracing::info!(node, docker_ok = info.docker_ok, images = info.images.len(), "node's docker changed");
         let images = ledger_images(&info);
+        let mounts = info.allow_mounts.clone();
+        let mounts_changed = n.containers.allow_mounts != mounts;
         n.containers = info;
         if let Some(l) = st.ledgers.get_mut(idx) {
             l.set_images(images);
+            l.set_allowed_mounts(Some(mounts.clone()));
+            if mounts_changed {
+                self.set_shape(node, &l.queue().to_string(), &l.topology().clone(), Some(mounts));
+            }
         }
         self.wake.notify_one();
     }

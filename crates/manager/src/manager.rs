@@ -102,11 +102,14 @@ impl Manager {
         self.wake.notify_one();
     }
 
-    /// Records a node's shape for feasibility checks (replacing an older one).
-    pub fn set_shape(&self, name: &str, queue: &str, topology: &berth_model::Topology) {
+    /// Records a node's shape for feasibility checks (replacing an older one): its topology
+    /// and the host paths it lets containers mount (`None`: not reported since this start).
+    pub fn set_shape(&self, name: &str, queue: &str, topology: &berth_model::Topology, mounts: Option<Vec<String>>) {
+        let mut shape = NodeLedger::new(name, queue, topology.clone());
+        shape.set_allowed_mounts(mounts);
         let mut shapes = self.shapes.write().expect("shapes lock");
         shapes.retain(|l| l.name() != name);
-        shapes.push(NodeLedger::new(name, queue, topology.clone()));
+        shapes.push(shape);
     }
 
     /// A fresh id for commands, log requests and connections.
@@ -190,7 +193,7 @@ impl Manager {
             if n.state != "lost" {
                 self.store.set_node_state(&n.name, "lost", None).await?;
             }
-            self.set_shape(&n.name, &n.queue, &n.topology);
+            self.set_shape(&n.name, &n.queue, &n.topology, None);
             let mut ledger = NodeLedger::new(n.name.clone(), n.queue.clone(), n.topology.clone());
             ledger.set_schedulable(false);
             st.ledgers.push(ledger);

@@ -107,7 +107,7 @@ impl Manager {
                     spec.priority
                 )));
             }
-            if let Some(why) = berth_sched::never_fits(l, &spec.resources, spec.nodes) {
+            if let Some(why) = berth_sched::never_fits(l, &spec.resources, spec.kernel_count()) {
                 return Err(ApiError::unprocessable(format!(
                     "quota: the job could never start within the quota of {who} ({why}): ask for less, or ask an admin to raise it"
                 )));
@@ -158,7 +158,7 @@ impl Manager {
         }
         let mut q = Quotas { users: table.users.clone(), projects: table.projects.clone(), ..Default::default() };
         for j in st.jobs.values().filter(|j| j.state.holds_resources()) {
-            let add = QuotaUse::of(&j.spec.resources, j.spec.nodes);
+            let add = QuotaUse::of(&j.spec.resources, j.spec.kernel_count());
             if table.users.contains_key(&j.user) {
                 q.used_by_user.entry(j.user.clone()).or_default().add(&add);
             }
@@ -217,7 +217,7 @@ impl Manager {
                 let mut pending = 0;
                 for j in st.jobs.values().filter(of) {
                     if j.state.holds_resources() {
-                        used.add(&QuotaUse::of(&j.spec.resources, j.spec.nodes));
+                        used.add(&QuotaUse::of(&j.spec.resources, j.spec.kernel_count()));
                     } else if j.state == JobState::Pending {
                         pending += 1;
                     }

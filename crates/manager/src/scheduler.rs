@@ -92,6 +92,8 @@ pub async fn pass(m: &Manager) -> usize {
             submitted_at: j.submitted_at.as_millisecond(),
             time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
             image: j.spec.image.as_deref().map(berth_model::job::image_key),
+            kernels: j.spec.kernels,
+            mounts: j.spec.mounts.iter().map(|m| m.source.clone()).collect(),
         })
         .collect();
     if pending.is_empty() {

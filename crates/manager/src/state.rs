@@ -111,7 +111,7 @@ impl Job {
     /// core counts 1, one GPU [`GPU_WEIGHT`], per kernel (what it asked for, not what it used).
     pub fn usage_rate(&self) -> f64 {
         let r = &self.spec.resources;
-        self.spec.nodes.max(1) as f64 * (r.cpu_milli as f64 / 1000.0 + GPU_WEIGHT * r.gpu_milli as f64 / 1000.0)
+        self.spec.kernel_count() as f64 * (r.cpu_milli as f64 / 1000.0 + GPU_WEIGHT * r.gpu_milli as f64 / 1000.0)
     }
 
     /// The project the job is accounted to: its `--project`, else its user's own account.

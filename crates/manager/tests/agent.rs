@@ -278,7 +278,12 @@ async fn image_jobs_wait_for_a_node_with_the_image() {
     use berth_model::protocol::ContainerInfo;
     let e = start().await;
     let mut a = Agent::connect(&e.m, "n1", gpu_node(), vec![]).await;
-    let down = ContainerInfo { docker_ok: false, error: Some("cannot reach the Docker daemon".into()), images: vec![] };
+    let down = ContainerInfo {
+        docker_ok: false,
+        error: Some("cannot reach the Docker daemon".into()),
+        images: vec![],
+        ..Default::default()
+    };
     a.send(AgentMessage::Containers { info: down }).await;
     let mut s = spec(1.0, 0.0);
     s.image = Some("pytorch:2.4".into());
@@ -300,8 +305,12 @@ async fn image_jobs_wait_for_a_node_with_the_image() {
     let p = e.admin.submit_ok(&spec(1.0, 0.0)).await;
     assert_eq!(start_key(&a.expect_start().await).job_id, p);
 
-    let up =
-        ContainerInfo { docker_ok: true, error: None, images: vec!["busybox:latest".into(), "pytorch:2.4".into()] };
+    let up = ContainerInfo {
+        docker_ok: true,
+        error: None,
+        images: vec!["busybox:latest".into(), "pytorch:2.4".into()],
+        ..Default::default()
+    };
     a.send(AgentMessage::Containers { info: up }).await;
     let m = a.expect_start().await;
     assert_eq!(start_key(&m).job_id, id);

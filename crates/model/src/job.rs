@@ -58,9 +58,13 @@ pub struct JobSpec {
     pub command: Vec<String>,
     #[serde(default)]
     pub resources: ResourceRequest,
-    /// Nodes the job spans (one kernel per node).
+    /// Nodes the job spans (one kernel per node, unless `kernels` says more).
     #[serde(default = "one")]
     pub nodes: u32,
+    /// Kernels on the node (`--kernels N`): containers of one job on one node, each with the
+    /// full `resources`, on a private network where they are `main`, `sub1`, ...
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub kernels: u32,
     #[serde(default)]
     pub time_limit_secs: Option<u64>,
     /// Higher runs first. Bands are compared before arrival order.
@@ -175,6 +179,13 @@ fn one() -> u32 {
     1
 }
 
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// The most kernels one job may run on one node.
+pub const MAX_KERNELS: u32 = 64;
+
 impl JobSpec {
     /// A spec running `command` with default resources.
     pub fn command<S: Into<String>>(command: impl IntoIterator<Item = S>) -> Self {
@@ -183,6 +194,7 @@ impl JobSpec {
             command: command.into_iter().map(Into::into).collect(),
             resources: ResourceRequest::default(),
             nodes: 1,
+            kernels: 1,
             time_limit_secs: None,
             priority: 0,
             queue: None,
@@ -196,6 +208,11 @@ impl JobSpec {
             image: None,
             mounts: Vec::new(),
         }
+    }
+
+    /// Kernels of the job in all: nodes × kernels per node.
+    pub fn kernel_count(&self) -> u32 {
+        self.nodes.max(1).saturating_mul(self.kernels.max(1))
     }
 
     /// The queue the job goes to.
@@ -224,6 +241,18 @@ impl JobSpec {
         }
         if self.nodes == 0 {
             return bad("nodes must be at least 1");
+        }
+        if self.kernels == 0 || self.kernels > MAX_KERNELS {
+            return bad(&format!("kernels must be between 1 and {MAX_KERNELS}"));
+        }
+        if self.kernels > 1 && self.nodes > 1 {
+            return bad("--kernels N runs N kernels on one node and cannot be combined with --nodes M yet: \
+                 use --nodes 1 --kernels N (containers on one node), or --nodes M (one kernel per node)");
+        }
+        if self.kernels > 1 && self.image.is_none() {
+            return bad("--kernels needs --image: several kernels of one node run as containers on a private network \
+                 where they reach each other as main, sub1, ...; add --image IMAGE, or use --nodes N for one \
+                 process kernel per node");
         }
         if self.time_limit_secs == Some(0) {
             return bad("time limit must be greater than zero");
@@ -267,6 +296,12 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+/// The role of kernel `index` of a job: `main` for 0, `sub1`, `sub2`, ... for the others
+/// (`BERTH_CLUSTER_ROLE`, and the host name of a container on its job's network).
+pub fn kernel_role(index: u32) -> String {
+    if index == 0 { "main".into() } else { format!("sub{index}") }
 }
 
 /// Whether `s` is a valid user or project name: 1-64 letters, digits, `-`, `_` or `.`.
@@ -408,6 +443,25 @@ mod tests {
         assert!(s.validate().unwrap_err().0.contains("invalid image"));
         s.image = None;
         assert!(s.validate().unwrap_err().0.contains("need an image"));
+    }
+
+    #[test]
+    fn kernels_need_an_image_and_one_node() {
+        let mut s = JobSpec::command(["python", "train.py"]);
+        s.kernels = 3;
+        assert!(s.validate().unwrap_err().0.starts_with("--kernels needs --image: "));
+        s.image = Some("pytorch:2.4".into());
+        assert!(s.validate().is_ok());
+        assert_eq!(s.kernel_count(), 3);
+        s.nodes = 2;
+        assert!(s.validate().unwrap_err().0.contains("cannot be combined with --nodes"));
+        s.nodes = 1;
+        s.kernels = 0;
+        assert!(s.validate().is_err());
+        // Old rows and clients without the field mean one kernel per node.
+        let spec: JobSpec = serde_json::from_str(r#"{"command":["x"]}"#).unwrap();
+        assert_eq!(spec.kernels, 1);
+        assert!(!serde_json::to_string(&spec).unwrap().contains("kernels"));
     }
 
     #[test]

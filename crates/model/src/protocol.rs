@@ -15,7 +15,10 @@ use crate::{Binding, JobId, JobSpec, Topology};
 /// Bumped on any incompatible change; a manager refuses agents of another version.
 /// 2: `fenced` kernel outcome, agent addresses, the heartbeat timeout in `Welcome`.
 /// 3: container runtime state (`containers` in `Register`, the `containers` message).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// 4: several kernels of one job on one node (`kernels` in the spec: an older agent would run
+///    them on the host network, where their host names mean nothing), and the mount
+///    allow-list in [`ContainerInfo`].
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
 /// takes jobs of any image.
@@ -32,6 +35,11 @@ pub struct ContainerInfo {
     /// Image references the node has (`busybox:1`, `pytorch:2.4`), sorted.
     #[serde(default)]
     pub images: Vec<String>,
+    /// Host paths containers may mount (`berth agent --allow-mount`), as given and with
+    /// symlinks resolved; the manager refuses at submit, and the scheduler keeps away from
+    /// the node, jobs whose mounts lie outside them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_mounts: Vec<String>,
 }
 
 /// Identifies one kernel run: a requeued job gets a new `attempt`, so late reports of an

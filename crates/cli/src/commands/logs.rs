@@ -26,7 +26,7 @@ pub struct LogsArgs {
     #[arg(long)]
     pub stderr: bool,
 
-    /// Which kernel of a multi-node job (0 is the main one)
+    /// Which kernel of a job with several (--nodes, --kernels): 0 is main, 1 is sub1, ...
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub kernel: u32,
 }

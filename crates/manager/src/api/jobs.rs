@@ -36,8 +36,10 @@ pub async fn submit(
     check_queue_access(&q, &user, &mut spec)?;
     {
         let shapes = m.shapes.read().expect("shapes lock");
-        berth_sched::check_feasible_with(&spec.resources, spec.nodes, spec.numa, &shapes, &queue)
+        berth_sched::check_feasible_kernels(&spec.resources, spec.nodes, spec.kernels, spec.numa, &shapes, &queue)
             .map_err(ApiError::unprocessable)?;
+        let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
+        berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(ApiError::unprocessable)?;
     }
     m.check_quota_at_submit(&user, &spec)?;
     // A pending-jobs limit is checked and the job inserted under the state lock, so that

@@ -79,7 +79,7 @@ pub fn aggregate(rows: &[JobRow], by_project: bool, since: Timestamp, now: Times
             let from = start.max(since);
             let to = r.ended_at.unwrap_or(now).min(now);
             let hours = to.duration_since(from).as_secs_f64().max(0.0) / 3600.0;
-            let kernels = r.spec.nodes.max(1) as f64;
+            let kernels = r.spec.kernel_count() as f64;
             line.gpu_hours += hours * kernels * r.spec.resources.gpu_milli as f64 / 1000.0;
             line.cpu_hours += hours * kernels * r.spec.resources.cpu_milli as f64 / 1000.0;
         }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use berth_model::protocol::KernelKey;
 use berth_model::{Binding, JobSpec, Mount};
-use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig};
+use bollard::models::{ContainerCreateBody, DeviceRequest, EndpointSettings, HostConfig, NetworkingConfig};
 
 use crate::runtime::RunUser;
 
@@ -23,6 +23,8 @@ pub const LABEL_BINDING: &str = "berth.binding";
 pub const LABEL_DEADLINE: &str = "berth.deadline-ms";
 /// The job's time limit in seconds (for the `time limit ... exceeded` message).
 pub const LABEL_LIMIT: &str = "berth.time-limit-secs";
+/// The job network the container is on (jobs with several kernels on the node).
+pub const LABEL_NETWORK: &str = "berth.network";
 
 /// Variables of the process environment that the image must define for itself: the host's
 /// PATH or HOME mean nothing inside the container.
@@ -59,6 +61,9 @@ pub struct Inputs<'a> {
     /// Fake GPUs (tests, `--fake-gpus`): no device requests, the environment only.
     pub fake_gpus: bool,
     pub deadline_ms: Option<i64>,
+    /// The job's private network ([`super::network`]) when it has several kernels on the
+    /// node; `None`: host networking.
+    pub network: Option<&'a str>,
 }
 
 /// The create body of a kernel's container.
@@ -74,6 +79,18 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
     if let Some(l) = i.spec.time_limit_secs {
         labels.insert(LABEL_LIMIT.to_string(), l.to_string());
     }
+    if let Some(n) = i.network {
+        labels.insert(LABEL_NETWORK.to_string(), n.to_string());
+    }
+    // On a job network the kernel is `main`, `sub1`, ... by host name and by alias, so the
+    // others reach it by that name (Docker's embedded DNS resolves aliases).
+    let role = i.network.map(|_| berth_model::job::kernel_role(i.key.index));
+    let networking_config = i.network.zip(role.clone()).map(|(n, r)| NetworkingConfig {
+        endpoints_config: Some(HashMap::from([(
+            n.to_string(),
+            EndpointSettings { aliases: Some(vec![r]), ..Default::default() },
+        )])),
+    });
     let env: Vec<String> = i
         .env
         .iter()
@@ -101,8 +118,9 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         memory_swap: (mem > 0).then_some(mem),
         pids_limit: Some(i.pids_max),
         // Host networking: kernels see the node's network like processes do, and multi-node
-        // jobs rendezvous on MASTER_ADDR:MASTER_PORT of the node.
-        network_mode: Some("host".into()),
+        // jobs rendezvous on MASTER_ADDR:MASTER_PORT of the node. Several kernels of a job on
+        // one node get the job's network instead (host names cannot work on the host's).
+        network_mode: Some(i.network.unwrap_or("host").to_string()),
         // An init as PID 1 forwards SIGTERM to the command and reaps zombies, so stop and
         // time limit end a container with the same exit codes as a process.
         init: Some(true),
@@ -113,6 +131,8 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
     ContainerCreateBody {
         image: i.spec.image.clone(),
         cmd: Some(i.spec.command.clone()),
+        hostname: role,
+        networking_config,
         env: Some(env),
         working_dir: i.spec.workdir.clone(),
         user,
@@ -178,6 +198,7 @@ mod tests {
             pids_max: 99,
             fake_gpus: false,
             deadline_ms: Some(1000),
+            network: None,
         }
     }
 
@@ -219,6 +240,27 @@ mod tests {
         let body = create_body(&i);
         assert_eq!(body.user, None, "the image's USER wins");
         assert!(body.host_config.unwrap().device_requests.is_none());
+        assert_eq!(body.hostname, None, "host networking keeps the node's host name");
+    }
+
+    #[test]
+    fn kernels_on_a_job_network_are_named_by_role() {
+        let mut spec = JobSpec::command(["sh"]);
+        spec.image = Some("busybox".into());
+        spec.kernels = 3;
+        let binding = Binding::default();
+        let user = RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/".into(), switch: true };
+        let mut i = inputs(&spec, &binding, &user);
+        i.network = Some("berth-n1-abcd-job-7.1");
+        i.key.index = 2;
+        let body = create_body(&i);
+        assert_eq!(body.host_config.as_ref().unwrap().network_mode.as_deref(), Some("berth-n1-abcd-job-7.1"));
+        assert_eq!(body.hostname.as_deref(), Some("sub2"));
+        let eps = body.networking_config.unwrap().endpoints_config.unwrap();
+        assert_eq!(eps["berth-n1-abcd-job-7.1"].aliases.as_deref(), Some(&["sub2".to_string()][..]));
+        assert_eq!(body.labels.unwrap()[LABEL_NETWORK], "berth-n1-abcd-job-7.1");
+        i.key.index = 0;
+        assert_eq!(create_body(&i).hostname.as_deref(), Some("main"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! that restarts re-adopts the running ones instead of killing them ([`Docker::adopt`]).
 
 mod body;
+mod network;
 mod supervise;
 
 use std::collections::BTreeMap;
@@ -24,7 +25,8 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-pub use body::{check_mounts, container_name, create_body, normalize_image};
+pub use body::{LABEL_JOB, LABEL_NETWORK, LABEL_SCOPE, check_mounts, container_name, create_body, normalize_image};
+pub use network::network_name;
 
 use super::{KernelHandle, KernelUpdate, RunUser, StopRequest, build_env};
 use crate::logs;
@@ -38,6 +40,9 @@ pub struct DockerOptions {
     /// Pull an image a job needs when the node lacks it (from the registries the Docker
     /// daemon is configured with); the node then takes jobs of any image.
     pub pull: bool,
+    /// Job networks (several kernels of a job on the node) are Docker `internal` networks:
+    /// the kernels reach each other only, not the host or the outside world.
+    pub internal_networks: bool,
 }
 
 /// What one container is started with.
@@ -78,6 +83,7 @@ struct Inner {
     pids_max: i64,
     stop_grace: Duration,
     fake_gpus: bool,
+    networks: network::Networks,
     /// Connected and version-negotiated on first use; a daemon that is down is asked again
     /// next time.
     client: tokio::sync::OnceCell<bollard::Docker>,
@@ -98,6 +104,7 @@ fn text(e: &bollard::errors::Error) -> String {
 
 impl Docker {
     pub(super) fn new(opts: &super::RuntimeOptions, scope: String) -> Docker {
+        let networks = network::Networks::new(&scope, opts.docker.internal_networks);
         Docker {
             inner: Arc::new(Inner {
                 opts: opts.docker.clone(),
@@ -108,6 +115,7 @@ impl Docker {
                 pids_max: opts.pids_max,
                 stop_grace: opts.stop_grace,
                 fake_gpus: opts.fake_gpus,
+                networks,
                 client: tokio::sync::OnceCell::new(),
             }),
         }
@@ -136,7 +144,13 @@ impl Docker {
 
     /// What the node's Docker offers now: whether the daemon answers, and its images.
     pub async fn info(&self) -> ContainerInfo {
-        let down = |error: String| ContainerInfo { docker_ok: false, error: Some(error), images: Vec::new() };
+        let allow_mounts = self.allow_mounts();
+        let down = |error: String| ContainerInfo {
+            docker_ok: false,
+            error: Some(error),
+            images: Vec::new(),
+            allow_mounts: allow_mounts.clone(),
+        };
         let client = match self.client().await {
             Ok(c) => c,
             Err(e) => return down(e),
@@ -161,7 +175,22 @@ impl Docker {
         }
         names.sort();
         names.dedup();
-        ContainerInfo { docker_ok: true, error: None, images: names }
+        ContainerInfo { docker_ok: true, error: None, images: names, allow_mounts }
+    }
+
+    /// The mount allow-list as the manager compares job paths with it: each path as given
+    /// and, when it differs, with symlinks resolved (the form [`check_mounts`] accepts).
+    fn allow_mounts(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for a in &self.inner.opts.allow_mounts {
+            out.push(a.display().to_string());
+            if let Ok(real) = a.canonicalize() {
+                out.push(real.display().to_string());
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Starts a kernel's container in the background; `Started` (or `Finished` when it cannot
@@ -196,23 +225,36 @@ impl Docker {
             let ev = KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now() };
             let _ = events.send((key, ev));
         };
-        let created = self.create(&name, key, &spec, &binding, env, &user).await;
-        let client = match created {
+        let network = (spec.kernels > 1).then(|| network_name(&self.inner.scope, &key));
+        let created = self.create(&name, key, &spec, &binding, env, &user, network.as_deref()).await;
+        let (client, held) = match created {
             Ok(c) => c,
             Err(e) => return finish(KernelOutcome::LaunchFailed, format!("launch failed: {e}")),
         };
+        // Removes the container that did not run, and the job network when it was the last.
+        let undo = |client: bollard::Docker, held: Option<network::Held>| {
+            let (name, network, nets) = (name.clone(), network.clone(), self.inner.networks.clone());
+            async move {
+                supervise::remove(&client, &name).await;
+                if let (Some(n), Some(h)) = (network, held) {
+                    nets.release_held(&client, &n, &h).await;
+                }
+            }
+        };
         // A stop that came while the image was pulled or the container created.
         if let Ok(req) = stop.try_recv() {
-            supervise::remove(&client, &name).await;
+            undo(client, held).await;
             return finish(req.outcome, req.message);
         }
         if let Err(e) = client.start_container(&name, None::<StartContainerOptions>).await {
-            supervise::remove(&client, &name).await;
+            undo(client.clone(), held).await;
             return finish(
                 KernelOutcome::LaunchFailed,
                 format!("launch failed: cannot start the container: {}", text(&e)),
             );
         }
+        // It runs on the network now: another kernel's end no longer removes it.
+        drop(held);
         let pid = client
             .inspect_container(&name, None::<InspectContainerOptions>)
             .await
@@ -230,11 +272,15 @@ impl Docker {
             mem_limit: binding.mem_bytes,
             stop,
             events,
+            network: network.map(|n| (n, self.inner.networks.clone())),
         })
         .await;
     }
 
-    /// Checks mounts, finds (or pulls) the image and creates the container.
+    /// Checks mounts, finds (or pulls) the image and creates the container; on a job
+    /// `network`, makes sure it exists first and returns with the network lock held (the
+    /// caller starts the container, then lets go).
+    #[allow(clippy::too_many_arguments)]
     async fn create(
         &self,
         name: &str,
@@ -243,7 +289,8 @@ impl Docker {
         binding: &Binding,
         env: BTreeMap<String, String>,
         user: &RunUser,
-    ) -> Result<bollard::Docker, String> {
+        network: Option<&str>,
+    ) -> Result<(bollard::Docker, Option<network::Held>), String> {
         let dir = logs::kernel_dir(&self.inner.data_dir, &key);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
         for s in [berth_model::protocol::LogStream::Stdout, berth_model::protocol::LogStream::Stderr] {
@@ -281,20 +328,34 @@ impl Docker {
             pids_max: self.inner.pids_max,
             fake_gpus: self.inner.fake_gpus,
             deadline_ms,
+            network,
+        };
+        let held = match network {
+            Some(n) => {
+                let held = self.inner.networks.lock().await;
+                self.inner.networks.ensure(&client, n, &key, &held).await?;
+                Some(held)
+            }
+            None => None,
         };
         let opts = || Some(CreateContainerOptions { name: Some(name.to_string()), ..Default::default() });
-        match client.create_container(opts(), create_body(&inputs)).await {
-            Ok(_) => Ok(client),
+        let created = match client.create_container(opts(), create_body(&inputs)).await {
+            Ok(_) => Ok(()),
             // A container of this kernel from a start that did not finish: replace it.
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
                 supervise::remove(&client, name).await;
-                client
-                    .create_container(opts(), create_body(&inputs))
-                    .await
-                    .map(|_| client.clone())
-                    .map_err(|e| format!("cannot create the container: {}", text(&e)))
+                client.create_container(opts(), create_body(&inputs)).await.map(|_| ())
             }
-            Err(e) => Err(format!("cannot create the container: {}", text(&e))),
+            Err(e) => Err(e),
+        };
+        match created {
+            Ok(()) => Ok((client, held)),
+            Err(e) => {
+                if let (Some(n), Some(h)) = (network, &held) {
+                    self.inner.networks.release_held(&client, n, h).await;
+                }
+                Err(format!("cannot create the container: {}", text(&e)))
+            }
         }
     }
 
@@ -349,6 +410,7 @@ impl Docker {
                     mem_limit: binding.mem_bytes,
                     stop: stop_rx,
                     events: events.clone(),
+                    network: labels.get(LABEL_NETWORK).map(|n| (n.clone(), self.inner.networks.clone())),
                 }));
                 let pid = state.pid.unwrap_or(0) as u32;
                 tracing::info!(?key, "re-adopted a running container");
@@ -367,6 +429,9 @@ impl Docker {
                 supervise::remove(&client, &name).await;
             }
         }
+        // Job networks that no container is on any more (their kernels ended above, or
+        // before the previous agent stopped) go; those of re-adopted kernels stay.
+        self.inner.networks.prune(&client).await;
         if !out.is_empty() {
             tracing::info!("found {} containers of a previous agent process", out.len());
         }

@@ -28,6 +28,8 @@ pub(super) struct Supervise {
     pub mem_limit: u64,
     pub stop: mpsc::UnboundedReceiver<StopRequest>,
     pub events: mpsc::UnboundedSender<KernelUpdate>,
+    /// The job network the container is on, removed after it when no other kernel uses it.
+    pub network: Option<(String, super::network::Networks)>,
 }
 
 enum Why {
@@ -109,6 +111,9 @@ pub(super) async fn supervise(mut s: Supervise) {
         Why::Exited => classify(exit_code, oom, s.mem_limit),
     };
     remove(&s.client, &s.name).await;
+    if let Some((name, nets)) = &s.network {
+        nets.release(&s.client, name).await;
+    }
     let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
     let _ = s.events.send((s.key, event));
 }
