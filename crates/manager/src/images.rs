@@ -56,7 +56,7 @@ impl Manager {
             l.set_images(images);
             l.set_allowed_mounts(Some(mounts.clone()));
             if mounts_changed {
-                self.set_shape(node, &l.queue().to_string(), &l.topology().clone(), Some(mounts));
+                self.set_shape(node, l.queue(), l.topology(), Some(mounts));
             }
         }
         self.wake.notify_one();

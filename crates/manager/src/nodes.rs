@@ -109,7 +109,7 @@ impl Manager {
             let idx = n.ledger;
             if let Some(l) = st.ledgers.get_mut(idx) {
                 l.set_queue(queue.clone());
-                self.set_shape(&name, &queue, &l.topology().clone(), l.allowed_mounts().map(<[String]>::to_vec));
+                self.set_shape(&name, &queue, l.topology(), l.allowed_mounts().map(<[String]>::to_vec));
             }
         }
         self.wake.notify_one();
