@@ -34,17 +34,28 @@ fn docker_ready(test: &str) -> bool {
     }
 }
 
-/// The containers of agents whose node name starts with `prefix`; removes them on drop, so
-/// that a failed test leaves nothing behind either.
+/// The containers (and job networks) of agents whose node name starts with `prefix`;
+/// removes them on drop, so that a failed test leaves nothing behind either.
 struct Containers(String);
 
 impl Containers {
-    fn names(&self) -> Vec<String> {
+    /// What `docker <list...>` prints for the names with this prefix.
+    fn list(&self, list: &[&str]) -> Vec<String> {
         let o = std::process::Command::new("docker")
-            .args(["ps", "-a", "--format", "{{.Names}}", "--filter", &format!("name=berth-{}", self.0)])
+            .args(list)
+            .args(["--filter", &format!("name=berth-{}", self.0)])
             .output()
             .unwrap();
         text(&o.stdout).lines().map(String::from).collect()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.list(&["container", "ls", "-a", "--format", "{{.Names}}"])
+    }
+
+    /// The job networks of the same agents.
+    fn networks(&self) -> Vec<String> {
+        self.list(&["network", "ls", "--format", "{{.Name}}"])
     }
 }
 
@@ -60,13 +71,13 @@ impl Drop for Containers {
 }
 
 impl Containers {
-    /// The job networks of the same agents.
-    fn networks(&self) -> Vec<String> {
-        let o = std::process::Command::new("docker")
-            .args(["network", "ls", "--format", "{{.Name}}", "--filter", &format!("name=berth-{}", self.0)])
-            .output()
-            .unwrap();
-        text(&o.stdout).lines().map(String::from).collect()
+    /// Waits until `n` containers of these agents exist.
+    fn wait_count(&self, n: usize) {
+        let start = Instant::now();
+        while self.names().len() < n {
+            assert!(start.elapsed() < PATIENCE, "expected {n} containers: {:?}", self.names());
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Waits until no container and no job network of these agents is left.
@@ -165,11 +176,7 @@ fn container_jobs_run_like_processes() {
     b.ok(&["cancel", &id.to_string()]);
 
     // Every container is gone once its job ended.
-    let start = Instant::now();
-    while !left.names().is_empty() {
-        assert!(start.elapsed() < PATIENCE, "containers left behind: {:?}", left.names());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    left.wait_gone();
 }
 
 /// The agent is killed (SIGKILL) while a container job runs; the next agent on the same data
@@ -190,11 +197,7 @@ fn a_restarted_agent_re_adopts_its_containers() {
     let d = b.wait_state(id, "SUCCEEDED");
     assert_eq!(d["job"]["exit_code"], 0, "{d:#}");
     assert_eq!(b.ok(&["logs", &id.to_string()]), "before\nafter\n");
-    let start = Instant::now();
-    while !left.names().is_empty() {
-        assert!(start.elapsed() < PATIENCE, "containers left behind: {:?}", left.names());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    left.wait_gone();
 }
 
 /// What each kernel of the test jobs prints: its cluster variables and host name; then `main`
@@ -260,11 +263,7 @@ fn kernels_of_one_job_reach_each_other_by_name() {
     // While a job runs: two containers named by role on one internal network of the job.
     let id = b.submit(&["--kernels", "2", "--image", IMAGE, "--", "sleep", "300"]);
     b.wait_state(id, "RUNNING");
-    let start = Instant::now();
-    while left.names().len() < 2 {
-        assert!(start.elapsed() < PATIENCE, "containers: {:?}", left.names());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    left.wait_count(2);
     let nets = left.networks();
     assert_eq!(nets.len(), 1, "{nets:?}");
     assert!(nets[0].ends_with(&format!("-job-{id}.0")), "{nets:?}");
@@ -299,11 +298,7 @@ fn a_restarted_agent_re_adopts_kernels_and_reconciles_networks() {
     let script = r#"if [ "$BERTH_CLUSTER_ROLE" = main ]; then echo before; sleep 5; echo after; else sleep 300; fi"#;
     let id = b.submit(&["--kernels", "2", "--image", IMAGE, "--", "sh", "-c", script]);
     b.wait_state(id, "RUNNING");
-    let start = Instant::now();
-    while left.names().len() < 2 {
-        assert!(start.elapsed() < PATIENCE, "containers: {:?}", left.names());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    left.wait_count(2);
     b.kill_agent(0);
     let nets = left.networks();
     assert_eq!((left.names().len(), nets.len()), (2, 1), "they outlive the agent: {nets:?}");
