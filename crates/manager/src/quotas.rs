@@ -185,7 +185,7 @@ impl Manager {
                 id: j.id,
                 user: j.user.clone(),
                 project: j.project().to_string(),
-                usage: QuotaUse::of(&j.spec.resources, j.spec.nodes),
+                usage: QuotaUse::of(&j.spec.resources, j.spec.kernel_count()),
                 started_at: j.started_at.map_or(i64::MAX, |t| t.as_millisecond()),
             })
             .collect();
