@@ -323,4 +323,20 @@ fn a_restarted_agent_re_adopts_kernels_and_reconciles_networks() {
     assert_eq!(d["job"]["exit_code"], 0, "{d:#}");
     assert_eq!(b.ok(&["logs", &id.to_string(), "--kernel", "0"]), "before\nafter\n");
     left.wait_gone();
+
+    // A network of the next job's name that berth did not create is not used: the job fails
+    // saying how to fix it, and the foreign network is left alone.
+    let clash = format!("berth-{scope}-job-{}.0", id + 1);
+    let o = std::process::Command::new("docker").args(["network", "create", "--internal", &clash]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let next = b.submit(&["--kernels", "2", "--image", IMAGE, "--", "true"]);
+    assert_eq!(next, id + 1);
+    let d = b.wait_state(next, "FAILED");
+    let reason = d["job"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("exists that this agent did not create: remove it (docker network rm {clash})")),
+        "{d:#}"
+    );
+    assert_eq!(left.networks(), [clash.clone()]);
+    assert!(left.names().is_empty(), "{:?}", left.names());
 }
