@@ -337,6 +337,6 @@ fn a_restarted_agent_re_adopts_kernels_and_reconciles_networks() {
         reason.contains(&format!("exists that this agent did not create: remove it (docker network rm {clash})")),
         "{d:#}"
     );
-    assert_eq!(left.networks(), [clash.clone()]);
+    assert_eq!(left.networks(), vec![clash]);
     assert!(left.names().is_empty(), "{:?}", left.names());
 }
