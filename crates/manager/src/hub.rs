@@ -312,6 +312,15 @@ impl Manager {
                         send_start_one(self, &st, &job, i);
                     }
                 }
+                // Kernels that never ran (the agent died while starting them, e.g. a container
+                // created but not started) are started again; a kernel that ran and is gone
+                // loses the job.
+                JobState::Running if missing.iter().all(|i| job.unstarted.contains(i)) => {
+                    let job = job.clone();
+                    for i in missing {
+                        send_start_one(self, &st, &job, i);
+                    }
+                }
                 JobState::Running => {
                     let reason = format!("kernel lost: not running on {node} after agent reconnect");
                     self.lose_job(&mut st, id, node, JobState::Failed, reason).await;

@@ -57,6 +57,7 @@ impl Manager {
             if to == JobState::Pending {
                 job.attempt += 1;
                 job.ends.clear();
+                job.unstarted.clear();
                 job.started_at = None;
                 job.pending_reason = None;
                 job.blocked_passes = 0;
@@ -124,10 +125,11 @@ impl Manager {
 
     /// A kernel reported `Started` on `node`.
     pub async fn kernel_started(&self, st: &mut State, node: &str, key: KernelKey) -> bool {
-        let Some(job) = st.jobs.get(&key.job_id) else { return false };
+        let Some(job) = st.jobs.get_mut(&key.job_id) else { return false };
         if job.attempt != key.attempt || !job.on_node(key.index, node) {
             return false;
         }
+        job.unstarted.remove(&key.index);
         if matches!(job.state, JobState::Scheduled | JobState::Preparing) {
             let reason = format!("started on {node}");
             if let Err(e) = self.transition(st, key.job_id, JobState::Running, reason, None, vec![]).await {

@@ -190,6 +190,7 @@ pub async fn pass(m: &Manager) -> usize {
         job.placed_at = Some(now);
         job.accounted_ms = now_ms;
         job.ends = vec![None; s.bindings.len()];
+        job.unstarted = (0..s.bindings.len() as u32).collect();
         job.borrowed = borrowed.contains(&s.job);
         job.bindings = s.bindings;
         let job = job.clone();

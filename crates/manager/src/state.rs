@@ -43,6 +43,11 @@ pub struct Job {
     pub bindings: Vec<Binding>,
     /// Per kernel of the current attempt: its end once reported.
     pub ends: Vec<Option<KernelEnd>>,
+    /// Kernels of the current attempt placed but not yet reported `Started`: an agent that
+    /// reconnects without one of them gets its start again (it may have died before the
+    /// kernel ran) instead of the job failing with `kernel lost`. Memory only: after a
+    /// manager restart a RUNNING job's kernels count as started.
+    pub unstarted: std::collections::BTreeSet<u32>,
     /// Who asked to cancel (while TERMINATING).
     pub cancelled_by: Option<String>,
     /// Set while TERMINATING because a higher-priority job preempted this one.
@@ -93,6 +98,7 @@ impl Job {
             blocked_passes: 0,
             bindings: Vec::new(),
             ends: Vec::new(),
+            unstarted: Default::default(),
             // A restart loses who cancelled; the stored reason still says it.
             cancelled_by: (r.state == JobState::Terminating).then(|| {
                 r.reason.as_deref().and_then(|s| s.strip_prefix("cancel requested by ")).unwrap_or("?").to_string()

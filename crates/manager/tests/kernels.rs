@@ -160,3 +160,38 @@ async fn mounts_are_checked_at_submit_and_placed_only_where_allowed() {
     assert_eq!(j["job"]["pending_reason"]["message"], "mount: /data/imagenet not allowed on any node", "{j}");
     e.m.shutdown().await;
 }
+
+/// An agent that dies while starting a job's kernels comes back without the one it never
+/// ran: that kernel is started again and the job goes on; a kernel that had run and is gone
+/// still loses the job.
+#[tokio::test]
+async fn a_kernel_that_never_started_is_started_again_after_a_reconnect() {
+    use berth_model::protocol::KernelReport;
+    let e = start().await;
+    let mut a = docker_agent(&e, "n1", &[]).await;
+    let id = e.admin.submit_ok(&kernels_spec(2)).await;
+    let mut keys = vec![start_parts(&a.expect_start().await).0, start_parts(&a.expect_start().await).0];
+    keys.sort_by_key(|k| k.index);
+    let started = || KernelEvent::Started { pid: 1, at: jiff::Timestamp::now() };
+    a.send(AgentMessage::Kernel { key: keys[0], event: started() }).await;
+    e.admin.wait_state(id, "RUNNING").await;
+
+    // The agent restarts having run main only.
+    drop(a);
+    let mut a = Agent::connect(&e.m, "n1", node(), vec![KernelReport { key: keys[0], last: started() }]).await;
+    let (k, _, env) = start_parts(&a.expect_start().await);
+    assert_eq!(k, keys[1], "sub1 is started again");
+    assert_eq!(env["BERTH_CLUSTER_ROLE"], "sub1");
+    assert_eq!(e.admin.state(id).await, "RUNNING");
+
+    // Now both run (reported when the agent registers, before its welcome); an agent that
+    // comes back without sub1 after that loses the job.
+    drop(a);
+    let both = keys.iter().map(|&key| KernelReport { key, last: started() }).collect();
+    let a = Agent::connect(&e.m, "n1", node(), both).await;
+    drop(a);
+    let _a = Agent::connect(&e.m, "n1", node(), vec![KernelReport { key: keys[0], last: started() }]).await;
+    let d = e.admin.wait_state(id, "FAILED").await;
+    assert!(d["job"]["reason"].as_str().unwrap().starts_with("kernel lost"), "{d}");
+    e.m.shutdown().await;
+}

@@ -68,6 +68,7 @@ pub async fn submit(
         blocked_passes: 0,
         bindings: Vec::new(),
         ends: Vec::new(),
+        unstarted: Default::default(),
         cancelled_by: None,
         preempt: None,
         placed_at: None,
