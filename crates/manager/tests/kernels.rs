@@ -170,7 +170,7 @@ async fn a_kernel_that_never_started_is_started_again_after_a_reconnect() {
     let e = start().await;
     let mut a = docker_agent(&e, "n1", &[]).await;
     let id = e.admin.submit_ok(&kernels_spec(2)).await;
-    let mut keys = vec![start_parts(&a.expect_start().await).0, start_parts(&a.expect_start().await).0];
+    let mut keys = [start_parts(&a.expect_start().await).0, start_parts(&a.expect_start().await).0];
     keys.sort_by_key(|k| k.index);
     let started = || KernelEvent::Started { pid: 1, at: jiff::Timestamp::now() };
     a.send(AgentMessage::Kernel { key: keys[0], event: started() }).await;
