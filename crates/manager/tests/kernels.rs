@@ -131,10 +131,11 @@ async fn mounts_are_checked_at_submit_and_placed_only_where_allowed() {
         s.mounts.push(format!("{src}:/mnt").parse().unwrap());
         s
     };
-    // The agents' reports arrive before the submit is looked at.
-    let body = eventually("the allow-lists to be known", || async {
+    // Until n1's report arrives both nodes allow nothing (registered with no list): also 422.
+    let body = eventually("n1's allow-list to be known", || async {
         let (code, body) = e.admin.submit(&mounting("/home/alice")).await;
-        (code == 422).then_some(body)
+        assert_eq!(code, 422, "{body}");
+        body["error"].as_str().unwrap().contains("(allowed: /data)").then_some(body)
     })
     .await;
     let msg = body["error"].as_str().unwrap();
