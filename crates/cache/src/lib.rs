@@ -2,6 +2,7 @@
 //!
 //! - [`maglev`]: which node owns a key (consistent hashing with a fixed, versioned hash).
 //! - [`store`]: one node's objects on disk (crash-safe PUTs, index rebuilt at start).
+//! - [`hot`]: the small objects most read, kept in memory in front of the disk.
 //! - [`evict`] and [`sieve`]: SIEVE eviction per bucket, quotas and fair shares.
 //! - [`token`]: HMAC-signed tokens nodes verify locally.
 //! - [`server`]: the HTTP API (objects, forwarding to the owner, members, buckets, metrics).
@@ -10,6 +11,7 @@
 pub mod bucket;
 pub mod evict;
 pub mod header;
+pub mod hot;
 pub mod maglev;
 pub mod metrics;
 pub mod server;

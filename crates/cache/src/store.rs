@@ -11,9 +11,10 @@
 //! - `buckets.json`: bucket settings.
 //!
 //! The index (key → size and eviction slot) lives in memory and is rebuilt from the object
-//! headers at start. One mutex guards index, eviction queues and counters; renames and
-//! unlinks happen under it, so the index and the files never disagree for long enough to
-//! serve a wrong object (a reader also checks the header it opened names its key).
+//! headers at start. One mutex guards index, eviction queues, counters and the memory tier
+//! ([`crate::hot`]); renames and unlinks happen under it, so the index and the files never
+//! disagree for long enough to serve a wrong object (a reader also checks the header it
+//! opened names its key), and an object leaves memory in the same step as it leaves the index.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -26,9 +27,14 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_128_with_seed};
 use crate::bucket::{self, BucketConfig, validate_bucket_name, validate_key};
 use crate::evict::Buckets;
 use crate::header::Header;
+use crate::hot::{Hot, HotObject};
 use crate::{BucketStats, StoreError};
 
 const SEED_FILE: u64 = 0x6265_7274_685f_6669; // "berth_fi"
+
+/// Bytes of small objects kept in memory unless [`Store::set_memory_limit`] says otherwise
+/// (at most the capacity).
+pub const DEFAULT_MEMORY: u64 = 256 << 20;
 
 /// An object's id: names its file. Fixed across releases like the routing hash.
 pub fn object_id(bucket: &str, key: &[u8]) -> u128 {
@@ -53,14 +59,25 @@ fn now_us() -> i64 {
 pub struct Store {
     root: PathBuf,
     capacity: u64,
-    inner: Mutex<Buckets>,
+    inner: Mutex<Inner>,
 }
 
-/// An object found in the index (the file is the truth: see [`Store::open_object`]).
+/// What the store's lock guards.
+#[derive(Debug)]
+struct Inner {
+    b: Buckets,
+    hot: Hot,
+}
+
+/// An object found in the index (the file is the truth: see [`Store::open_object`]), with its
+/// data when the memory tier holds it.
 #[derive(Debug, Clone)]
 pub struct Found {
-    pub path: PathBuf,
+    pub id: u128,
     pub size: u64,
+    pub hot: Option<HotObject>,
+    /// The memory tier's epoch at the lookup, for [`Store::keep_in_memory`].
+    epoch: u64,
 }
 
 /// Why [`Store::lookup_checked`] did not look.
@@ -105,9 +122,25 @@ impl Store {
         bucket::save(&root.join("buckets.json"), &b.configs())?;
         // over capacity (it was lowered): evict now
         let evicted = b.evict_to_fit(None);
-        let store = Store { root: root.to_path_buf(), capacity, inner: Mutex::new(b) };
+        let hot = Hot::new(DEFAULT_MEMORY.min(capacity));
+        let store = Store { root: root.to_path_buf(), capacity, inner: Mutex::new(Inner { b, hot }) };
         store.unlink(&evicted);
         Ok(store)
+    }
+
+    /// Bounds the bytes of small objects kept in memory (0: none; reads then go to the files).
+    pub fn set_memory_limit(&self, bytes: u64) {
+        self.lock().hot.set_limit(bytes);
+    }
+
+    /// Bytes of object data held in memory.
+    pub fn memory_used(&self) -> u64 {
+        self.lock().hot.used()
+    }
+
+    /// The file an object lives in.
+    pub fn path_of(&self, found: &Found) -> PathBuf {
+        object_path(&self.root, found.id)
     }
 
     pub fn root(&self) -> &Path {
@@ -118,7 +151,7 @@ impl Store {
         self.capacity
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Buckets> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // a panic while holding the lock leaves counters possibly off by one, never unsafe
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -132,35 +165,37 @@ impl Store {
     /// Creates or updates a bucket.
     pub fn put_bucket(&self, cfg: BucketConfig) -> Result<(), StoreError> {
         validate_bucket_name(&cfg.name)?;
-        let mut b = self.lock();
-        b.set_config(cfg);
-        bucket::save(&self.root.join("buckets.json"), &b.configs())?;
-        let evicted = b.evict_to_fit(None);
+        let mut inner = self.lock();
+        inner.b.set_config(cfg);
+        bucket::save(&self.root.join("buckets.json"), &inner.b.configs())?;
+        let evicted = inner.b.evict_to_fit(None);
         for &id in &evicted {
+            inner.hot.invalidate(id);
             let _ = std::fs::remove_file(object_path(&self.root, id));
         }
         Ok(())
     }
 
     pub fn bucket(&self, name: &str) -> Option<BucketConfig> {
-        self.lock().config(name).cloned()
+        self.lock().b.config(name).cloned()
     }
 
     pub fn buckets(&self) -> Vec<BucketConfig> {
-        self.lock().configs()
+        self.lock().b.configs()
     }
 
     /// Per-bucket counters and usage, sorted by bucket name.
     pub fn stats(&self) -> Vec<BucketStats> {
-        self.lock().stats()
+        self.lock().b.stats()
     }
 
     /// Looks an object up; with `count` a GET's hit or miss is counted and a hit marked for
     /// the eviction policy.
     pub fn lookup(&self, bucket: &str, key: &[u8], count: bool) -> Option<Found> {
         let id = object_id(bucket, key);
-        let size = self.lock().lookup(id, bucket, key, count)?;
-        Some(Found { path: object_path(&self.root, id), size })
+        let mut inner = self.lock();
+        let size = inner.b.lookup(id, bucket, key, count)?;
+        Some(Found { id, size, hot: inner.hot.get(id), epoch: inner.hot.epoch() })
     }
 
     /// Like [`Store::lookup`], after `check` passed on the bucket's settings, all under one
@@ -173,13 +208,22 @@ impl Store {
         check: impl FnOnce(&BucketConfig) -> Result<(), E>,
     ) -> Result<Option<Found>, Checked<E>> {
         let id = object_id(bucket, key);
-        let size = {
-            let mut b = self.lock();
-            let cfg = b.config(bucket).ok_or(Checked::NoBucket)?;
-            check(cfg).map_err(Checked::Refused)?;
-            b.lookup(id, bucket, key, count)
-        };
-        Ok(size.map(|size| Found { path: object_path(&self.root, id), size }))
+        let mut inner = self.lock();
+        let cfg = inner.b.config(bucket).ok_or(Checked::NoBucket)?;
+        check(cfg).map_err(Checked::Refused)?;
+        let Some(size) = inner.b.lookup(id, bucket, key, count) else { return Ok(None) };
+        Ok(Some(Found { id, size, hot: inner.hot.get(id), epoch: inner.hot.epoch() }))
+    }
+
+    /// Keeps a small object just read whole from its file in memory, unless the index changed
+    /// since `found` was looked up (the file read may then be an older version).
+    pub fn keep_in_memory(&self, found: &Found, opened: &Opened) {
+        let Some(data) = &opened.data else { return };
+        if found.hot.is_some() || data.len() as u64 != found.size || found.size > crate::hot::MAX_OBJECT {
+            return;
+        }
+        let obj = HotObject { data: data.clone(), etag: opened.header.etag };
+        self.lock().hot.fill(found.id, found.epoch, obj);
     }
 
     /// Opens a found object; `None` if it went away meanwhile (evicted, deleted) or the file
@@ -193,7 +237,7 @@ impl Store {
         found: &Found,
         read_whole: u64,
     ) -> std::io::Result<Option<Opened>> {
-        let file = match File::open(&found.path) {
+        let file = match File::open(object_path(&self.root, found.id)) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
@@ -224,8 +268,8 @@ impl Store {
     pub fn begin_put(&self, bucket: &str, key: &[u8], size: u64) -> Result<PutFile, StoreError> {
         validate_key(key)?;
         {
-            let b = self.lock();
-            let Some(cfg) = b.config(bucket) else {
+            let inner = self.lock();
+            let Some(cfg) = inner.b.config(bucket) else {
                 return Err(StoreError::NoBucket(bucket.to_string()));
             };
             let limit = cfg.quota.unwrap_or(self.capacity).min(self.capacity);
@@ -259,8 +303,8 @@ impl Store {
         drop(file);
         let id = object_id(&put.header.bucket, &put.header.key);
         let path = object_path(&self.root, id);
-        let mut b = self.lock();
-        let Some(bi) = b.index(&put.header.bucket) else {
+        let mut inner = self.lock();
+        let Some(bi) = inner.b.index(&put.header.bucket) else {
             return Err(StoreError::NoBucket(put.header.bucket.clone()));
         };
         if let Err(e) = std::fs::rename(&put.tmp, &path) {
@@ -272,10 +316,12 @@ impl Store {
             std::fs::rename(&put.tmp, &path).map_err(|e| StoreError::io(&path, e))?;
         }
         put.tmp = PathBuf::new(); // renamed: nothing for Drop to remove
-        b.insert(id, bi, put.header.key.clone().into_boxed_slice(), put.header.size);
-        b.count_put(bi, put.header.size);
-        let evicted = b.evict_to_fit(Some(id));
+        inner.hot.invalidate(id);
+        inner.b.insert(id, bi, put.header.key.clone().into_boxed_slice(), put.header.size);
+        inner.b.count_put(bi, put.header.size);
+        let evicted = inner.b.evict_to_fit(Some(id));
         for &v in &evicted {
+            inner.hot.invalidate(v);
             let _ = std::fs::remove_file(object_path(&self.root, v));
         }
         Ok(put.header.clone())
@@ -284,8 +330,9 @@ impl Store {
     /// Deletes an object; `false` if there was none.
     pub fn delete(&self, bucket: &str, key: &[u8]) -> bool {
         let id = object_id(bucket, key);
-        let mut b = self.lock();
-        if b.remove(id, bucket, key) {
+        let mut inner = self.lock();
+        if inner.b.remove(id, bucket, key) {
+            inner.hot.invalidate(id);
             let _ = std::fs::remove_file(object_path(&self.root, id));
             true
         } else {
@@ -295,7 +342,7 @@ impl Store {
 
     /// Bytes of object data held.
     pub fn used(&self) -> u64 {
-        self.lock().used()
+        self.lock().b.used()
     }
 }
 

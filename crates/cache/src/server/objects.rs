@@ -1,16 +1,17 @@
 //! `PUT|GET|HEAD|DELETE /v1/objects/{bucket}/{key}`.
 //!
-//! GET of a small object reads it inline on the async worker (a page-cache read of a few KiB
-//! costs less than a hop to the blocking pool); bigger objects are streamed by a blocking
-//! reader in 1 MiB chunks through a small channel, so a slow client holds back the reader
-//! instead of filling memory. PUT bodies are buffered in memory up to 1 MiB and written in one
+//! GET of a small object is answered from memory when the store's memory tier holds it
+//! ([`crate::hot`]); otherwise it is read inline on the async worker (a page-cache read of a
+//! few KiB costs less than a hop to the blocking pool) and then kept in memory. Bigger objects
+//! are streamed by a blocking reader in 1 MiB chunks through a small channel, so a slow client
+//! holds back the reader instead of filling memory. PUT bodies are buffered in memory up to 1 MiB and written in one
 //! blocking task; bigger ones are written in 4 MiB steps as they arrive.
 
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use percent_encoding::percent_decode_str;
@@ -59,9 +60,17 @@ fn store_error(e: StoreError) -> Response<Body> {
     error(status_of(&e), &e.to_string())
 }
 
-fn etag(v: u64) -> String {
-    format!("\"{v:016x}\"")
+/// `"<16 hex digits>"` as a header value, without the formatting machinery (every GET sends one).
+fn etag_value(v: u64) -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut b = [b'"'; 18];
+    for (i, d) in b[1..17].iter_mut().enumerate() {
+        *d = HEX[((v >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&b).expect("hex digits and quotes are a valid header value")
 }
+
+static X_BERTH_CACHE: HeaderName = HeaderName::from_static("x-berth-cache");
 
 fn miss(why: &'static str) -> Response<Body> {
     let mut r = error(StatusCode::NOT_FOUND, "not in the cache: read it from the source (and PUT it here)");
@@ -132,64 +141,95 @@ pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, ke
     }
 }
 
+/// Where a GET's bytes come from.
+enum Source {
+    Memory(Bytes),
+    File(Opened),
+}
+
 fn get(node: &Node, req: &Request<Incoming>, bucket: &str, key: &[u8], found: Option<Found>) -> Response<Body> {
     let head = req.method() == Method::HEAD;
     let Some(found) = found else { return miss("miss") };
-    let opened = match node.store.open_object(bucket, key, &found, if head { 0 } else { INLINE_READ }) {
-        Ok(Some(o)) => o,
-        Ok(None) => return miss("miss"),
-        Err(e) => return store_error(StoreError::io(&found.path, e)),
+    let (source, size, etag) = match &found.hot {
+        Some(h) => (Source::Memory(h.data.clone()), h.data.len() as u64, h.etag),
+        None => match node.store.open_object(bucket, key, &found, if head { 0 } else { INLINE_READ }) {
+            Ok(Some(o)) => {
+                node.store.keep_in_memory(&found, &o);
+                let (size, tag) = (o.header.size, o.header.etag);
+                match o.data {
+                    Some(d) => (Source::Memory(d), size, tag),
+                    None => (Source::File(o), size, tag),
+                }
+            }
+            Ok(None) => return miss("miss"),
+            Err(e) => return store_error(StoreError::io(&node.store.path_of(&found), e)),
+        },
     };
-    let size = opened.header.size;
-    let tag = etag(opened.header.etag);
-    let builder = Response::builder()
-        .header(header::ETAG, &tag)
-        .header(header::ACCEPT_RANGES, "bytes")
-        .header("x-berth-cache", "hit");
+    let tag = etag_value(etag);
+    // built by hand, not with `Response::builder()`: the builder parses every name and value
+    let mut headers = HeaderMap::with_capacity(8);
+    headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    headers.insert(X_BERTH_CACHE.clone(), HeaderValue::from_static("hit"));
     if let Some(inm) = req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok())
-        && inm.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == tag)
+        && inm.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/").as_bytes() == tag.as_bytes())
     {
-        return builder.status(StatusCode::NOT_MODIFIED).body(Body::empty()).expect("response");
+        headers.insert(header::ETAG, tag);
+        return response(StatusCode::NOT_MODIFIED, headers, Body::empty());
     }
-    let (status, start, len, builder) =
-        match range::parse(req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()), size) {
-            Want::All => (StatusCode::OK, 0, size, builder),
-            Want::Part { start, end } => (
-                StatusCode::PARTIAL_CONTENT,
-                start,
-                end - start + 1,
-                builder.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{size}")),
-            ),
-            Want::Unsatisfiable => {
-                let mut r = error(StatusCode::RANGE_NOT_SATISFIABLE, &format!("the object has {size} bytes"));
-                r.headers_mut()
-                    .insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{size}")).expect("ascii"));
-                return r;
-            }
-        };
-    let builder = builder
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/octet-stream")
-        .header(header::CONTENT_LENGTH, len);
-    if head {
-        return builder.body(Body::empty()).expect("response");
-    }
-    let body = match &opened.data {
-        Some(d) => Body::full(d.slice(start as usize..(start + len) as usize)),
-        None if len <= INLINE_READ => {
-            let mut buf = BytesMut::zeroed(len as usize);
-            match read_exact_at(&opened, &mut buf, start) {
-                Ok(()) => Body::full(buf.freeze()),
-                Err(e) => return store_error(StoreError::io(&found.path, e)),
-            }
+    headers.insert(header::ETAG, tag);
+    let (status, start, len) = match range::parse(req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()), size)
+    {
+        Want::All => (StatusCode::OK, 0, size),
+        Want::Part { start, end } => {
+            let v = HeaderValue::from_str(&format!("bytes {start}-{end}/{size}")).expect("ascii");
+            headers.insert(header::CONTENT_RANGE, v);
+            (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
         }
-        None => stream(opened, start, len),
+        Want::Unsatisfiable => {
+            let mut r = error(StatusCode::RANGE_NOT_SATISFIABLE, &format!("the object has {size} bytes"));
+            r.headers_mut()
+                .insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{size}")).expect("ascii"));
+            return r;
+        }
     };
-    builder.body(body).expect("response")
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    if head {
+        return response(status, headers, Body::empty());
+    }
+    let body = match source {
+        Source::Memory(d) => Body::full(d.slice(start as usize..(start + len) as usize)),
+        Source::File(opened) if len <= INLINE_READ => match read_at(&opened, start, len as usize) {
+            Ok(b) => Body::full(b),
+            Err(e) => return store_error(StoreError::io(&node.store.path_of(&found), e)),
+        },
+        Source::File(opened) => stream(opened, start, len),
+    };
+    response(status, headers, body)
 }
 
-fn read_exact_at(o: &Opened, buf: &mut [u8], start: u64) -> std::io::Result<()> {
-    o.file.read_exact_at(buf, o.data_offset + start)
+fn response(status: StatusCode, headers: HeaderMap, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    *r.headers_mut() = headers;
+    r
+}
+
+/// Reads `len` bytes of the object's data from `start` into a buffer that is not zeroed first
+/// (zeroing a 1 MiB chunk costs about as much as reading it from the page cache); a short
+/// file is an error.
+fn read_at(o: &Opened, start: u64, len: usize) -> std::io::Result<Bytes> {
+    let mut f = &o.file;
+    f.seek(SeekFrom::Start(o.data_offset + start))?;
+    let mut buf = Vec::with_capacity(len);
+    f.take(len as u64).read_to_end(&mut buf)?;
+    if buf.len() != len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the object file is shorter than its header says",
+        ));
+    }
+    Ok(Bytes::from(buf))
 }
 
 /// Streams `len` bytes from `start` by a blocking reader; a read error ends the body with an
@@ -201,8 +241,7 @@ fn stream(o: Opened, start: u64, len: u64) -> Body {
         let end = start + len;
         while off < end {
             let n = CHUNK.min((end - off) as usize);
-            let mut buf = BytesMut::zeroed(n);
-            let r = read_exact_at(&o, &mut buf, off).map(|()| buf.freeze());
+            let r = read_at(&o, off, n);
             let failed = r.is_err();
             if tx.blocking_send(r).is_err() || failed {
                 return; // client gone, or the error is sent
@@ -282,7 +321,7 @@ async fn put(node: &Arc<Node>, req: Request<Incoming>, bucket: String, key: Vec<
     match result {
         Ok(Ok(h)) => Response::builder()
             .status(StatusCode::CREATED)
-            .header(header::ETAG, etag(h.etag))
+            .header(header::ETAG, etag_value(h.etag))
             .body(Body::empty())
             .expect("response"),
         Ok(Err(e)) => store_error(e),

@@ -80,6 +80,10 @@ pub struct ServeArgs {
     /// Server threads, each with its own event loop (default: one per CPU).
     #[arg(long)]
     threads: Option<usize>,
+    /// Bytes of small objects (up to 256 KiB each) kept in memory in front of the disk, so
+    /// that the most read ones cost no file access; 0 turns it off.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    memory: u64,
     #[command(flatten)]
     tls: crate::daemon::TlsArgs,
     /// PEM certificate(s) to trust for https:// members besides the public CAs (the CA that
@@ -219,6 +223,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         .await?
         .with_context(|| format!("cannot open the cache in {}", a.data_dir.display()))?;
     let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    store.set_memory_limit(a.memory);
     let store = Arc::new(store);
     // the node's name is its URL, known once a port is chosen: hold the port (a bound,
     // not listening SO_REUSEPORT socket) until the workers listen on it
