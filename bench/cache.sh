@@ -5,15 +5,21 @@
 #     Load from wrk (apt) with the same threads/connections/duration for both servers.
 #  2. Maglev balance, disruption and build time; eviction hit ratios (examples/cache_figures).
 #
-#   bench/cache.sh [SECONDS=5] [CONNECTIONS=32] [ROUNDS=5]   (env: OBJECTS="4k 64k 64m", NO_FIGURES=1)
-# The two servers take turns (nginx, berth, nginx, berth, ...) for ROUNDS rounds and the
-# median of each is reported, so that load from other work on the machine hits both alike.
+#   bench/cache.sh [SECONDS=5] [CONNECTIONS=32] [ROUNDS=5]
+#   env: OBJECTS="4k 64k 64m", NO_FIGURES=1, WORKERS=<nginx worker processes = berth threads,
+#        default: the number of CPUs>
+# Each round runs both servers back to back, in turns (nginx first in odd rounds, berth first
+# in even ones), and gives one ratio; the table shows the medians and every round's ratio, so
+# that load from other work on the machine hits both alike and its spread is visible. Also
+# printed: the server's CPU time per request (all its threads or worker processes, from
+# /proc), which does not depend on how much of the machine other work left to the server.
 # wrk shares the machine's cores with the server under test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-5}
 CONNS=${2:-32}
 ROUNDS=${3:-5}
+WORKERS=${WORKERS:-$(nproc)}
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 need=()
@@ -48,7 +54,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 NPORT=$(free_port)
 mkdir -p "$tmp/nginx/logs"
 cat >"$tmp/nginx/nginx.conf" <<CONF
-worker_processes auto;
+worker_processes $WORKERS;
 pid $tmp/nginx/nginx.pid;
 error_log $tmp/nginx/logs/error.log;
 events { worker_connections 4096; }
@@ -73,7 +79,7 @@ CONF
 pids+=($!)
 
 # --- berth cache serve: the same files PUT into a private bucket, read with a job token ----
-"$BIN" cache serve --data-dir "$tmp/cache" --capacity 1GiB --listen 127.0.0.1:0 >"$tmp/cache.log" 2>&1 &
+"$BIN" cache serve --data-dir "$tmp/cache" --capacity 1GiB --listen 127.0.0.1:0 --threads "$WORKERS" >"$tmp/cache.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 200); do
   CURL=$(grep -o 'http://[0-9.:]*' "$tmp/cache.log" | head -n1 || true)
@@ -89,36 +95,61 @@ for f in 4k 64k 64m; do
 done
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$NPORT/4k.bin" >/dev/null && break; sleep 0.05; done
 
-# wrk prints "Requests/sec: N" and "Transfer/sec: X[KMG]B"
-wrk_run() { # url conns -> "req/s bytes/s"
-  local out
-  out=$(wrk -t2 -c"$2" -d"${SECS}s" -H "Authorization: Bearer $JOB" "$1")
-  echo "$out" | awk '/Requests\/sec/ {r=$2} /Transfer\/sec/ {v=$2; m=1; if (v ~ /KB$/) m=1024; if (v ~ /MB$/) m=1048576; if (v ~ /GB$/) m=1073741824; sub(/[KMG]?B$/, "", v); b=v*m} END {printf "%.0f %.0f\n", r, b}'
+NGINX_MASTER=${pids[0]}
+BERTH_PID=${pids[1]}
+TCK=$(getconf CLK_TCK)
+cpu_ticks() { # pids... -> user+system ticks of all their threads
+  local t=0 p
+  for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
+}
+
+# wrk prints "N requests in", "Requests/sec: N" and "Transfer/sec: X[KMG]B"
+wrk_run() { # url conns pids... -> "req/s bytes/s cpu_us_per_request"
+  local url=$1 conns=$2 out c0 c1
+  shift 2
+  c0=$(cpu_ticks "$@")
+  out=$(wrk -t2 -c"$conns" -d"${SECS}s" -H "Authorization: Bearer $JOB" "$url")
+  c1=$(cpu_ticks "$@")
+  echo "$out" | awk -v d=$((c1 - c0)) -v tck="$TCK" '/requests in/ {n=$1} /Requests\/sec/ {r=$2} /Transfer\/sec/ {v=$2; m=1; if (v ~ /KB$/) m=1024; if (v ~ /MB$/) m=1048576; if (v ~ /GB$/) m=1073741824; sub(/[KMG]?B$/, "", v); b=v*m} END {printf "%.0f %.0f %.1f\n", r, b, (n > 0 ? d / tck * 1e6 / n : 0)}'
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-echo "## GET: berth cache vs nginx, $(nproc) cores, wrk -t2, median of $ROUNDS alternating ${SECS}s runs"
+echo "## GET: berth cache vs nginx, $(nproc) cores, $WORKERS nginx workers = $WORKERS berth threads, wrk -t2, $ROUNDS rounds of ${SECS}s"
 echo
-echo "| object | connections | nginx | berth cache | berth / nginx |"
-echo "|---|---:|---:|---:|---:|"
+echo "| object | connections | nginx | berth cache | berth / nginx (median) | each round | CPU per request nginx / berth |"
+echo "|---|---:|---:|---:|---:|---|---:|"
 for f in ${OBJECTS:-4k 64k 64m}; do
   c=$CONNS
   [ "$f" = 64m ] && c=4
   : >"$tmp/n.txt"
   : >"$tmp/b.txt"
-  for _ in $(seq 1 "$ROUNDS"); do
-    wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" >>"$tmp/n.txt"
-    wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" >>"$tmp/b.txt"
+  for r in $(seq 1 "$ROUNDS"); do
+    nworkers=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    if [ $((r % 2)) -eq 1 ]; then
+      wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" $nworkers >>"$tmp/n.txt"
+      wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" "$BERTH_PID" >>"$tmp/b.txt"
+    else
+      wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" "$BERTH_PID" >>"$tmp/b.txt"
+      wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" $nworkers >>"$tmp/n.txt"
+    fi
   done
-  nr=$(cut -d' ' -f1 "$tmp/n.txt" | median)
-  nb=$(cut -d' ' -f2 "$tmp/n.txt" | median)
-  br=$(cut -d' ' -f1 "$tmp/b.txt" | median)
-  bb=$(cut -d' ' -f2 "$tmp/b.txt" | median)
+  col=1
+  [ "$f" = 64m ] && col=2
+  ratios=$(paste -d' ' "$tmp/n.txt" "$tmp/b.txt" | awk -v c=$col '{printf "%.2f ", ($(c) > 0 ? $(c+3) / $(c) : 0)}')
+  rmed=$(echo "$ratios" | tr ' ' '\n' | grep . | median)
+  n=$(cut -d' ' -f$col "$tmp/n.txt" | median)
+  b=$(cut -d' ' -f$col "$tmp/b.txt" | median)
+  ncpu=$(cut -d' ' -f3 "$tmp/n.txt" | median)
+  bcpu=$(cut -d' ' -f3 "$tmp/b.txt" | median)
   if [ "$f" = 64m ]; then
-    awk -v f="$f" -v c="$c" -v n="$nb" -v b="$bb" 'BEGIN {printf "| %s | %s | %.2f GB/s | %.2f GB/s | %.2f |\n", f, c, n/1e9, b/1e9, b/n}'
+    awk -v f="$f" -v c="$c" -v n="$n" -v b="$b" -v r="$rmed" -v rs="$ratios" -v nc="$ncpu" -v bc="$bcpu" \
+      'BEGIN {printf "| %s | %s | %.2f GB/s | %.2f GB/s | **%.2f** | %s| %.0f / %.0f µs |\n", f, c, n/1e9, b/1e9, r, rs, nc, bc}'
   else
-    awk -v f="$f" -v c="$c" -v n="$nr" -v b="$br" 'BEGIN {printf "| %s | %s | %.0f req/s | %.0f req/s | %.2f |\n", f, c, n, b, b/n}'
+    awk -v f="$f" -v c="$c" -v n="$n" -v b="$b" -v r="$rmed" -v rs="$ratios" -v nc="$ncpu" -v bc="$bcpu" \
+      'BEGIN {printf "| %s | %s | %.0f req/s | %.0f req/s | **%.2f** | %s| %.1f / %.1f µs |\n", f, c, n, b, r, rs, nc, bc}'
   fi
 done
 echo

@@ -38,11 +38,20 @@ pub const DEFAULT_MEMORY: u64 = 256 << 20;
 
 /// An object's id: names its file. Fixed across releases like the routing hash.
 pub fn object_id(bucket: &str, key: &[u8]) -> u128 {
-    let mut buf = Vec::with_capacity(bucket.len() + 1 + key.len());
-    buf.extend_from_slice(bucket.as_bytes());
-    buf.push(0);
-    buf.extend_from_slice(key);
-    xxh3_128_with_seed(&buf, SEED_FILE)
+    let n = bucket.len() + 1 + key.len();
+    // on the stack for the usual key (every request computes one)
+    let mut stack = [0u8; 512];
+    let mut heap = vec![];
+    let buf = if n <= stack.len() {
+        &mut stack[..n]
+    } else {
+        heap.resize(n, 0);
+        &mut heap[..]
+    };
+    buf[..bucket.len()].copy_from_slice(bucket.as_bytes());
+    buf[bucket.len()] = 0;
+    buf[bucket.len() + 1..].copy_from_slice(key);
+    xxh3_128_with_seed(buf, SEED_FILE)
 }
 
 fn object_path(root: &Path, id: u128) -> PathBuf {
