@@ -7,7 +7,7 @@
 //! holds back the reader instead of filling memory. PUT bodies are buffered in memory up to 1 MiB and written in one
 //! blocking task; bigger ones are written in 4 MiB steps as they arrive.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -205,10 +205,13 @@ fn get(node: &Node, req: &Request<Incoming>, bucket: &str, key: &[u8], found: Op
     let body = match source {
         Source::Memory(d) if len == size => Body::full(d),
         Source::Memory(d) => Body::full(d.slice(start as usize..(start + len) as usize)),
-        Source::File(opened) if len <= INLINE_READ => match read_at(&opened, start, len as usize) {
-            Ok(b) => Body::full(b),
-            Err(e) => return store_error(StoreError::io(&node.store.path_of(&found), e)),
-        },
+        Source::File(opened) if len <= INLINE_READ => {
+            let mut buf = BytesMut::zeroed(len as usize);
+            match read_exact_at(&opened, &mut buf, start) {
+                Ok(()) => Body::full(buf.freeze()),
+                Err(e) => return store_error(StoreError::io(&node.store.path_of(&found), e)),
+            }
+        }
         Source::File(opened) => stream(opened, start, len),
     };
     response(status, headers, body)
@@ -221,21 +224,8 @@ fn response(status: StatusCode, headers: HeaderMap, body: Body) -> Response<Body
     r
 }
 
-/// Reads `len` bytes of the object's data from `start` into a buffer that is not zeroed first
-/// (zeroing a 1 MiB chunk costs about as much as reading it from the page cache); a short
-/// file is an error.
-fn read_at(o: &Opened, start: u64, len: usize) -> std::io::Result<Bytes> {
-    let mut f = &o.file;
-    f.seek(SeekFrom::Start(o.data_offset + start))?;
-    let mut buf = Vec::with_capacity(len);
-    f.take(len as u64).read_to_end(&mut buf)?;
-    if buf.len() != len {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "the object file is shorter than its header says",
-        ));
-    }
-    Ok(Bytes::from(buf))
+fn read_exact_at(o: &Opened, buf: &mut [u8], start: u64) -> std::io::Result<()> {
+    o.file.read_exact_at(buf, o.data_offset + start)
 }
 
 /// Streams `len` bytes from `start` by a blocking reader; a read error ends the body with an
@@ -247,7 +237,8 @@ fn stream(o: Opened, start: u64, len: u64) -> Body {
         let end = start + len;
         while off < end {
             let n = CHUNK.min((end - off) as usize);
-            let r = read_at(&o, off, n);
+            let mut buf = BytesMut::zeroed(n);
+            let r = read_exact_at(&o, &mut buf, off).map(|()| buf.freeze());
             let failed = r.is_err();
             if tx.blocking_send(r).is_err() || failed {
                 return; // client gone, or the error is sent
