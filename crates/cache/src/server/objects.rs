@@ -4,8 +4,8 @@
 //! ([`crate::hot`]); otherwise it is read inline on the async worker (a page-cache read of a
 //! few KiB costs less than a hop to the blocking pool) and then kept in memory. Bigger objects
 //! are streamed by a blocking reader in 1 MiB chunks through a small channel, so a slow client
-//! holds back the reader instead of filling memory. PUT bodies are buffered in memory up to 1 MiB and written in one
-//! blocking task; bigger ones are written in 4 MiB steps as they arrive.
+//! holds back the reader instead of filling memory. PUT bodies are buffered in memory up to
+//! 1 MiB and written in one blocking task; bigger ones are written in 4 MiB steps as they arrive.
 
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
