@@ -409,22 +409,29 @@ fn agent_restart(kind: Kind, shim: bool) {
     old.block_on(async {
         let rt = Runtime::new(options(tmp.path(), test)).unwrap();
         // Job 1 runs on past the restart; job 2 ends while no agent watches.
-        let long = spec(&["sh", "-c", "echo before; sleep 3; echo after"]);
+        let long = spec(&["sh", "-c", "echo before; sleep 4; echo after"]);
         rt.start(key(1), &long, &binding(&[], 64 << 20), &BTreeMap::new(), &tx).unwrap();
-        rt.start(key(2), &spec(&["sh", "-c", "sleep 1; exit 4"]), &binding(&[], 64 << 20), &BTreeMap::new(), &tx)
+        rt.start(key(2), &spec(&["sh", "-c", "sleep 2; exit 4"]), &binding(&[], 64 << 20), &BTreeMap::new(), &tx)
             .unwrap();
-        // Containers start in the background; processes run once `start` returns.
+        // Containers and shim kernels report `Started` once running; bare processes run
+        // once `start` returns.
         let mut started = 0;
-        while kind == Kind::Docker && started < 2 {
+        while (kind == Kind::Docker || shim) && started < 2 {
             if let (_, KernelEvent::Started { .. }) = rx.recv().await.unwrap() {
                 started += 1;
             }
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Job 1 has written its first line before the crash (a loaded machine may take a while).
+        let log1 = tmp.path().join("kernels/1.0.0/stdout.log");
+        let t0 = std::time::Instant::now();
+        while std::fs::read_to_string(&log1).unwrap_or_default() != "before\n" {
+            assert!(t0.elapsed() < Duration::from_secs(30), "job 1 never wrote its first line");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     });
     // The agent "crashes": its tasks are dropped, nothing is stopped.
     old.shutdown_background();
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(2500));
 
     let new = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     new.block_on(async {
@@ -436,7 +443,7 @@ fn agent_restart(kind: Kind, shim: bool) {
         if !shim {
             assert!(adopted.is_empty());
             // The old kernel was killed at the new start: "after" is never written.
-            tokio::time::sleep(Duration::from_secs(3)).await;
+            tokio::time::sleep(Duration::from_secs(4)).await;
             assert_eq!(log(1), "before\n", "the old agent's kernel was killed");
             return;
         }
