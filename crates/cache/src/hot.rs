@@ -38,12 +38,14 @@ pub struct Hot {
     map: HashMap<u128, Entry>,
     queue: Sieve<u128>,
     epoch: u64,
+    /// GETs answered from memory, for `/metrics`.
+    hits: u64,
 }
 
 impl Hot {
     /// A tier of at most `limit` bytes of object data (0: keeps nothing).
     pub fn new(limit: u64) -> Hot {
-        Hot { limit, used: 0, map: HashMap::new(), queue: Sieve::default(), epoch: 0 }
+        Hot { limit, used: 0, map: HashMap::new(), queue: Sieve::default(), epoch: 0, hits: 0 }
     }
 
     /// Changes the bound, dropping objects until it holds.
@@ -54,6 +56,15 @@ impl Hot {
 
     pub fn used(&self) -> u64 {
         self.used
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// How many lookups found their object here.
+    pub fn hits(&self) -> u64 {
+        self.hits
     }
 
     pub fn len(&self) -> usize {
@@ -73,6 +84,7 @@ impl Hot {
     pub fn get(&mut self, id: u128) -> Option<HotObject> {
         let e = self.map.get(&id)?;
         self.queue.touch(e.slot);
+        self.hits += 1;
         Some(e.obj.clone())
     }
 
@@ -130,9 +142,10 @@ mod tests {
         assert!(h.fill(1, e, obj(100, 7)));
         let got = h.get(1).expect("held");
         assert_eq!((got.data.len(), got.etag), (100, 7));
+        assert_eq!(h.hits(), 1, "the lookup that found it counts");
         h.invalidate(1);
         assert!(h.get(1).is_none(), "a replaced or deleted object is gone from memory");
-        assert_eq!(h.used(), 0);
+        assert_eq!((h.used(), h.hits()), (0, 1), "a miss is not a memory hit");
     }
 
     #[test]

@@ -20,12 +20,20 @@ impl NodeCounters {
     }
 }
 
+/// The memory tier of small objects (see `hot`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MemoryStats {
+    pub used: u64,
+    pub limit: u64,
+    pub hits: u64,
+}
+
 fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// Renders the exposition text.
-pub fn render(buckets: &[BucketStats], used: u64, capacity: u64, node: &NodeCounters) -> String {
+pub fn render(buckets: &[BucketStats], used: u64, capacity: u64, memory: MemoryStats, node: &NodeCounters) -> String {
     let mut s = String::new();
     type Field = fn(&BucketStats) -> u64;
     let families: [(&str, &str, &str, Field); 8] = [
@@ -51,6 +59,9 @@ pub fn render(buckets: &[BucketStats], used: u64, capacity: u64, node: &NodeCoun
     let node_gauges = [
         ("berth_cache_used_bytes", "gauge", "bytes of object data on this node", used),
         ("berth_cache_capacity_bytes", "gauge", "capacity of this node", capacity),
+        ("berth_cache_memory_bytes", "gauge", "bytes of small objects also kept in memory", memory.used),
+        ("berth_cache_memory_limit_bytes", "gauge", "bound of the memory tier (--memory)", memory.limit),
+        ("berth_cache_memory_hits_total", "counter", "GETs answered from memory (also counted as hits)", memory.hits),
         (
             "berth_cache_forwarded_total",
             "counter",
@@ -94,9 +105,12 @@ mod tests {
             puts: 7,
             put_bytes: 8,
         };
-        let t = render(&[b], 10, 1000, &NodeCounters::default());
+        let t = render(&[b], 10, 1000, MemoryStats { used: 4, limit: 8, hits: 9 }, &NodeCounters::default());
         for line in [
             "berth_cache_hits_total{bucket=\"ds\\\"1\"} 3",
+            "berth_cache_memory_bytes 4",
+            "berth_cache_memory_limit_bytes 8",
+            "berth_cache_memory_hits_total 9",
             "berth_cache_misses_total{bucket=\"ds\\\"1\"} 4",
             "berth_cache_evicted_bytes_total{bucket=\"ds\\\"1\"} 6",
             "berth_cache_quota_bytes{bucket=\"ds\\\"1\"} 100",

@@ -147,6 +147,12 @@ impl Store {
         self.lock().hot.used()
     }
 
+    /// The memory tier for `/metrics`: bytes held, its bound, GETs it answered.
+    pub fn memory_stats(&self) -> crate::metrics::MemoryStats {
+        let inner = self.lock();
+        crate::metrics::MemoryStats { used: inner.hot.used(), limit: inner.hot.limit(), hits: inner.hot.hits() }
+    }
+
     /// The file an object lives in.
     pub fn path_of(&self, found: &Found) -> PathBuf {
         object_path(&self.root, found.id)

@@ -16,7 +16,13 @@ use crate::maglev::{HASH_VERSION, Member};
 const MAX_JSON: usize = 1024 * 1024;
 
 pub fn metrics(node: &Node) -> Response<Body> {
-    let text = crate::metrics::render(&node.store.stats(), node.store.used(), node.store.capacity(), &node.counters);
+    let text = crate::metrics::render(
+        &node.store.stats(),
+        node.store.used(),
+        node.store.capacity(),
+        node.store.memory_stats(),
+        &node.counters,
+    );
     Response::builder()
         .header(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")
         .body(Body::full(text.into()))
