@@ -1,5 +1,6 @@
-//! An agent killed with SIGKILL and started again on the same data dir takes its running
-//! process kernels over through their shims (`berth kernel-shim`), through the real binary:
+//! An agent (`--kernel-shim`) killed with SIGKILL and started again on the same data dir takes
+//! its running process kernels over through their shims (`berth kernel-shim`), through the real
+//! binary:
 //! jobs stay RUNNING (same attempt), end with their real exit codes (also the ones that ended
 //! while no agent ran), keep their time limits, and can still be cancelled.
 
@@ -27,7 +28,7 @@ fn printed_pid(b: &Berth, id: i64) -> u32 {
 
 #[test]
 fn a_restarted_agent_takes_over_its_process_kernels() {
-    let mut b = Berth::cluster("", &[("n1", &[])]);
+    let mut b = Berth::cluster("", &[("n1", &["--kernel-shim"])]);
     let runs_on = submit(&b, &[], "echo before; sleep 12; echo after");
     let ends_unwatched = submit(&b, &[], "sleep 1; exit 3");
     let limited = submit(&b, &["--time-limit", "4s"], "sleep 60");
@@ -42,7 +43,7 @@ fn a_restarted_agent_takes_over_its_process_kernels() {
     // Long enough for the 1-second job to end with nobody watching.
     std::thread::sleep(Duration::from_millis(1500));
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "the kernel outlives its agent");
-    b.add_agent("n1", &[]);
+    b.add_agent("n1", &["--kernel-shim"]);
     b.wait_nodes_ready(1);
 
     let d = b.wait_state(ends_unwatched, "FAILED");

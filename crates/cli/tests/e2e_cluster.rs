@@ -150,12 +150,14 @@ fn started_once(c: &Cluster, tag: &str) -> i32 {
     body.trim().parse().unwrap()
 }
 
-/// An agent killed and restarted before the timeout takes its kernels over (through their
-/// shims): the same processes run on, each job runs once, and cancelling still stops them.
+/// An agent (`--kernel-shim`) killed and restarted before the timeout takes its kernels over
+/// (through their shims): the same processes run on, each job runs once, and cancelling still
+/// stops them. Without the shim the restart kills them (see the test above).
 #[test]
 fn an_agent_restarted_before_the_timeout_takes_over_its_kernels() {
     // the default timeout: the node is never lost here, the restart alone must settle things
     let Some(mut c) = Cluster::new(1, &[]) else { return };
+    c.set_agent_flags(1, &["--kernel-shim"]);
     c.start_agent(1);
     let requeue = c.submit(&["--requeue", "--cpus", "1", "--", "sh", "-c", &ticker(&c, "r")]);
     let plain = c.submit(&["--cpus", "1", "--", "sh", "-c", &ticker(&c, "p")]);

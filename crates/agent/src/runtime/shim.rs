@@ -17,7 +17,7 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::fd::{FromRawFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
 /// The hidden `berth` subcommand that runs [`shim_main`].
@@ -56,18 +56,10 @@ pub fn shim_main(args: &[OsString]) -> ! {
     // The kernel must not inherit the pipe, or the agent would wait for the kernel's end.
     // SAFETY: fcntl on a descriptor this process owns.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    let old_mask = block_signals();
+    // Without a pre-exec hook std spawns with posix_spawn (no copy of this process), which
+    // keeps the signal mask: the kernel starts first, with the mask the shim got (empty).
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest);
-    // SAFETY: the child only restores its signal mask (async-signal-safe) before exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::sigprocmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     let mut child = match cmd.spawn() {
         Ok(c) => {
             let _ = status.write_all(b"ok\n");
@@ -79,6 +71,9 @@ pub fn shim_main(args: &[OsString]) -> ! {
         }
     };
     drop(status);
+    // From here the group's SIGTERM is the kernel's alone. A signal in the instant before
+    // ends the shim, but it is then the agent's stop, which reaches the kernel too.
+    block_signals();
     let raw = match child.wait() {
         Ok(s) => s.into_raw(),
         Err(e) => {
@@ -90,18 +85,16 @@ pub fn shim_main(args: &[OsString]) -> ! {
     mirror(std::process::ExitStatus::from_raw(raw))
 }
 
-/// Blocks [`BLOCKED`] in this (single-threaded) process and returns the mask before.
-fn block_signals() -> libc::sigset_t {
+/// Blocks [`BLOCKED`] in this (single-threaded) process.
+fn block_signals() {
     // SAFETY: plain signal-set manipulation on local values.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         for s in BLOCKED {
             libc::sigaddset(&mut set, s);
         }
-        libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old);
-        old
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
 

@@ -302,10 +302,22 @@ impl Berth {
 }
 
 impl Drop for Berth {
+    /// SIGTERM first, so agents stop their kernels and remove their cgroups (a SIGKILLed agent
+    /// leaves its cgroup directories behind, and thousands of them slowed every later start),
+    /// then SIGKILL whatever has not ended within a few seconds.
     fn drop(&mut self) {
         for p in &mut self.procs {
-            let _ = p.kill();
-            let _ = p.wait();
+            // Only children still running (or unreaped): their pid cannot have been reused.
+            if matches!(p.try_wait(), Ok(None)) {
+                // SAFETY: signalling a child this harness spawned and has not reaped.
+                unsafe { libc::kill(p.id() as i32, libc::SIGTERM) };
+            }
+        }
+        for p in &mut self.procs {
+            if wait_timeout(p, Duration::from_secs(5)).is_none() {
+                let _ = p.kill();
+                let _ = p.wait();
+            }
         }
     }
 }
