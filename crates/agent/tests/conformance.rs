@@ -6,6 +6,8 @@
 //! (`scripts/test-image.sh`, which `scripts/test.sh` prepares); without them they print
 //! `SKIPPED: ...`. Process scenarios that need cgroups skip the same way as in `runtime.rs`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use berth_agent::runtime::{DockerOptions, Runtime, RuntimeOptions};
 use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
 use berth_model::{Binding, JobSpec};
+use common::{binding, key};
 use tokio::sync::mpsc;
 
 const IMAGE: &str = "berth-test/busybox:1";
@@ -78,22 +81,6 @@ fn runtime(kind: Kind, test: &str) -> Rt {
     let rt = Runtime::new(options(tmp.path(), test)).unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     Rt { kind, rt, tx, rx, dir: tmp.path().to_path_buf(), _tmp: Some(tmp) }
-}
-
-fn key(job: i64) -> KernelKey {
-    KernelKey { job_id: job, attempt: 0, index: 0 }
-}
-
-fn binding(cpus: &[u32], mem: u64) -> Binding {
-    Binding {
-        node: "n".into(),
-        cpus: cpus.to_vec(),
-        cpu_milli: 1000,
-        mems: vec![0],
-        mem_bytes: mem,
-        gpus: vec![],
-        port: None,
-    }
 }
 
 #[derive(Debug)]

@@ -2,6 +2,8 @@
 //! cpuset, run user, leftover processes. Checks that need root or cgroups print
 //! `SKIPPED: ...` when the machine cannot do them.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use berth_agent::runtime::{Runtime, RuntimeOptions};
 use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
 use berth_model::{Binding, JobSpec};
+use common::{binding, key};
 use tokio::sync::mpsc;
 
 struct Rt {
@@ -36,22 +39,6 @@ fn runtime(test: &str) -> Rt {
     .unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
     Rt { rt, tx, rx, dir }
-}
-
-fn key(job: i64) -> KernelKey {
-    KernelKey { job_id: job, attempt: 0, index: 0 }
-}
-
-fn binding(cpus: &[u32], mem: u64) -> Binding {
-    Binding {
-        node: "n".into(),
-        cpus: cpus.to_vec(),
-        cpu_milli: 1000,
-        mems: vec![0],
-        mem_bytes: mem,
-        gpus: vec![],
-        port: None,
-    }
 }
 
 fn spec(cmd: &[&str]) -> JobSpec {

@@ -7,21 +7,12 @@ use crate::{FairShare, decay_usage};
 use berth_model::ResourceRequest;
 
 fn job(id: JobId, user: &str, project: &str, prio: i32, gpu_milli: u64) -> PendingJob {
+    let request = ResourceRequest { cpu_milli: 1000, mem_bytes: 1 << 30, gpu_milli };
     PendingJob {
-        id,
         priority: prio,
-        queue: "q".into(),
-        request: ResourceRequest { cpu_milli: 1000, mem_bytes: 1 << 30, gpu_milli },
-        nodes: 1,
-        numa: berth_model::NumaPolicy::PreferLocal,
-        blocked_passes: 0,
         user: user.into(),
         project: project.into(),
-        submitted_at: 0,
-        time_limit_ms: None,
-        image: None,
-        kernels: 1,
-        mounts: Vec::new(),
+        ..crate::test_support::pending(id, request)
     }
 }
 

@@ -31,25 +31,11 @@ mod tests {
     use super::*;
     use crate::PendingJob;
     use crate::pool::Pool;
-    use berth_model::{NumaPolicy, ResourceRequest, Topology};
+    use berth_model::{ResourceRequest, Topology};
 
     fn job(gpu_milli: u64, nodes: u32) -> PendingJob {
-        PendingJob {
-            id: 1,
-            priority: 0,
-            queue: "q".into(),
-            request: ResourceRequest { cpu_milli: 1000, mem_bytes: 1 << 30, gpu_milli },
-            nodes,
-            numa: NumaPolicy::PreferLocal,
-            blocked_passes: 0,
-            user: "u".into(),
-            project: "u".into(),
-            submitted_at: 0,
-            time_limit_ms: None,
-            image: None,
-            kernels: 1,
-            mounts: Vec::new(),
-        }
+        let request = ResourceRequest { cpu_milli: 1000, mem_bytes: 1 << 30, gpu_milli };
+        PendingJob { nodes, ..crate::test_support::pending(1, request) }
     }
 
     fn place(nodes: &mut [NodeLedger], j: &PendingJob, scoring: Scoring) -> Result<Vec<berth_model::Binding>, String> {

@@ -199,22 +199,8 @@ mod tests {
     use berth_model::NumaPolicy;
 
     fn job(id: i64, cpu_milli: u64, mem_bytes: u64, gpu_milli: u64) -> PendingJob {
-        PendingJob {
-            id,
-            priority: 0,
-            queue: "q".into(),
-            request: ResourceRequest { cpu_milli, mem_bytes, gpu_milli },
-            nodes: 1,
-            numa: NumaPolicy::None,
-            blocked_passes: 0,
-            user: "u".into(),
-            project: "u".into(),
-            submitted_at: 0,
-            time_limit_ms: None,
-            image: None,
-            kernels: 1,
-            mounts: Vec::new(),
-        }
+        let request = ResourceRequest { cpu_milli, mem_bytes, gpu_milli };
+        PendingJob { numa: NumaPolicy::None, ..crate::test_support::pending(id, request) }
     }
 
     fn gpus(n: u64) -> QuotaLimits {

@@ -1,6 +1,30 @@
-//! Topologies for unit tests: machines with SMT laid out the way Linux numbers them.
+//! Shared by unit tests: machines with SMT laid out the way Linux numbers them, and pending
+//! jobs with neutral defaults.
 
-use berth_model::{Cpu, Gpu, NumaNode, Topology};
+use berth_model::{Cpu, Gpu, JobId, NumaNode, NumaPolicy, ResourceRequest, Topology};
+
+use crate::PendingJob;
+
+/// A one-kernel job of user and project `u` in queue `q` asking for `request` (tests change
+/// the fields they care about).
+pub fn pending(id: JobId, request: ResourceRequest) -> PendingJob {
+    PendingJob {
+        id,
+        priority: 0,
+        queue: "q".into(),
+        request,
+        nodes: 1,
+        numa: NumaPolicy::PreferLocal,
+        blocked_passes: 0,
+        user: "u".into(),
+        project: "u".into(),
+        submitted_at: 0,
+        time_limit_ms: None,
+        image: None,
+        kernels: 1,
+        mounts: Vec::new(),
+    }
+}
 
 /// `numa` NUMA nodes with `cores` physical cores each and two threads per core, numbered like
 /// Linux does on most x86 machines: core `c` has CPUs `c` and `c + total_cores`. GPUs are
