@@ -288,9 +288,12 @@ async fn image_jobs_wait_for_a_node_with_the_image() {
     let mut s = spec(1.0, 0.0);
     s.image = Some("pytorch:2.4".into());
     let id = e.admin.submit_ok(&s).await;
-    let j = eventually("an image reason", || async {
+    // A pass may run between the registration (Docker state not yet known) and the report of
+    // the error: wait for the reason that names it.
+    let j = eventually("an image reason naming the docker error", || async {
         let j = e.admin.job(id).await;
-        (j["job"]["pending_reason"]["kind"] == "image").then_some(j)
+        let named = j["job"]["pending_reason"]["message"].as_str().is_some_and(|m| m.contains("(cannot reach"));
+        (j["job"]["pending_reason"]["kind"] == "image" && named).then_some(j)
     })
     .await;
     assert_eq!(
