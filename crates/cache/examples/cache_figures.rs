@@ -4,8 +4,9 @@
 //! - Maglev for 16…1000 nodes, with M = 65537, M = prime ≥ 100 × N and the default (prime ≥
 //!   max(65537, 1000 × N)): max/mean slots per node with all up and with one down, max/mean of
 //!   10⁷ real keys per node, share of slots moved when one node goes down (vs its own share and
-//!   the ideal 1/N), moved back when it comes back, moved when a brand-new node joins (a full
-//!   rebuild), and build times.
+//!   the ideal 1/N), moved back when it comes back, moved when a brand-new node joins as a
+//!   later member (`seq`, the manager's way) and as part of the first generation (a full
+//!   Maglev rebuild), and build times, also for a table whose every member joined one by one.
 //! - Hit ratio of LRU, FIFO, S3-FIFO and SIEVE on shuffled multi-epoch reads of a dataset
 //!   larger than the cache.
 
@@ -16,6 +17,12 @@ use berth_cache::sim::{Fifo, Lru, Policy, S3Fifo, SieveSim, hit_ratio, shuffled_
 
 fn members(n: usize) -> Vec<Member> {
     (0..n).map(|i| Member::up(format!("http://10.{}.{}.1:7171", i / 250, i % 250))).collect()
+}
+
+/// The same members, each joined one by one after the first (what a manager that saw the nodes
+/// register one at a time pushes).
+fn one_by_one(ms: Vec<Member>) -> Vec<Member> {
+    ms.into_iter().enumerate().map(|(i, m)| m.with_seq(i as u64)).collect()
 }
 
 fn down(mut ms: Vec<Member>, i: usize) -> Vec<Member> {
@@ -59,9 +66,9 @@ fn main() {
 fn maglev_table(title: &str, size: fn(usize) -> usize) {
     println!("## Maglev, {title}\n");
     println!(
-        "| nodes | M | max/mean slots | max/mean slots, one down | max/mean of 1e7 keys | moved when one goes down | its share | moved back when it returns | moved when a new node joins | ideal 1/N | build | build, one down |"
+        "| nodes | M | max/mean slots | max/mean slots, one down | max/mean of 1e7 keys | moved when one goes down | its share | moved back when it returns | moved when a new node joins (later seq) | moved when it joins the first generation | ideal 1/N | max/mean, joined one by one | build | build, one down | build, joined one by one |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for n in [16, 64, 100, 256, 500, 1000] {
         let m = size(n);
         let (t, build) = timed(|| Maglev::with_table_size(members(n), m));
@@ -85,17 +92,23 @@ fn maglev_table(title: &str, size: fn(usize) -> usize) {
             back += moved(&u, &Maglev::with_table_size(members(n), m));
         }
         let k = leavers.len() as f64;
-        // a brand-new member: the table is rebuilt over n + 1 names
-        let grown = Maglev::with_table_size(members(n + 1), m);
-        let joined = moved(&t, &grown);
+        // a brand-new member: with a later seq it takes its share; in the first generation
+        // the table is rebuilt over n + 1 names
+        let mut later = members(n + 1);
+        later[n].seq = 1;
+        let joined = moved(&t, &Maglev::with_table_size(later, m));
+        let rebuilt = moved(&t, &Maglev::with_table_size(members(n + 1), m));
+        let (seq_t, seq_build) = timed(|| Maglev::with_table_size(one_by_one(members(n)), m));
         println!(
-            "| {n} | {m} | {max_slots:.4} | {bal:.4} | {max_keys:.3} | {:.4} | {:.4} | {:.4} | {joined:.4} | {:.4} | {:.1} ms | {:.1} ms |",
+            "| {n} | {m} | {max_slots:.4} | {bal:.4} | {max_keys:.3} | {:.4} | {:.4} | {:.4} | {joined:.4} | {rebuilt:.4} | {:.4} | {:.4} | {:.1} ms | {:.1} ms | {:.1} ms |",
             gone / k,
             share / k,
             back / k,
             1.0 / n as f64,
+            imbalance(&seq_t),
             build.as_secs_f64() * 1e3,
-            build_down.as_secs_f64() * 1e3
+            build_down.as_secs_f64() * 1e3,
+            seq_build.as_secs_f64() * 1e3
         );
     }
     println!();

@@ -6,20 +6,28 @@
 //! `DefaultHasher`, whose output may change between Rust releases and would silently move
 //! every key after an upgrade. Changing a seed or the key encoding means bumping the version.
 //!
-//! Members are *known* (in the list) and *up* or *down*. The Maglev table is built over every
-//! known member, so a member going down does not change it; the slots of down members are then
-//! handed to up members ([`Maglev::with_table_size`]). A member going down thus moves exactly
-//! its own slots, and coming back moves exactly those slots back. Only a brand-new member
-//! (or one removed from the list) rebuilds the table, where Maglev's fill order moves a little
-//! more than its share (docs/perf.md).
-
+//! Members are *known* (in the list) and *up*, *down* or *removed*; each has a join sequence
+//! number `seq` (the manager numbers cache nodes in the order it first saw them). The table
+//! is built in three steps ([`Maglev::with_table_size`]):
+//!
+//! 1. Maglev's population over the first generation (the members with the lowest `seq`; all
+//!    of them when a list has no `seq`s, as in `berth cache serve --members`).
+//! 2. Every later member joins in `seq` order by taking exactly its weighted share of the
+//!    slots, an even part from each member before it. Plain Maglev rebuilds the table for a
+//!    newcomer and moves 1.4–3 × the newcomer's share (docs/perf.md); this moves its share.
+//! 3. The slots of members that are down or removed are handed to the up members.
+//!
+//! So a member going down, being removed or coming back moves exactly its own slots, and a
+//! brand-new member moves exactly its share. Only a change of weight (or of `seq`) replays
+//! the joins after it differently and moves more.
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Version of the hash functions, key encoding and table construction below; shown in
 /// `/v1/members` so that clients routing by themselves can refuse a table they do not
-/// understand. v2: members sorted by name, down members' slots handed to up members.
-pub const HASH_VERSION: u32 = 2;
+/// understand. v2: members sorted by name, down members' slots handed to up members. v3:
+/// members after the first generation join by `seq`, taking exactly their share.
+pub const HASH_VERSION: u32 = 3;
 
 const SEED_OFFSET: u64 = 0x6265_7274_685f_6f66; // "berth_of"
 const SEED_SKIP: u64 = 0x6265_7274_685f_736b; // "berth_sk"
@@ -29,14 +37,17 @@ const SEED_RANK: u64 = 0x6265_7274_685f_726b; // "berth_rk"
 /// The table size used when nodes are few: the paper's 65537, a prime.
 pub const DEFAULT_TABLE_SIZE: usize = 65_537;
 
-/// Whether a member serves now. A down member keeps its place in the table (so the table does
-/// not move when it goes down or comes back), but its slots are served by up members.
+/// Whether a member serves now. A down or removed member keeps its place in the table (so the
+/// table does not move when it goes down or comes back), but its slots are served by up
+/// members. `Removed` routes like `Down`; it says an admin took the node out for good
+/// (`berth cache member remove`), so nobody waits for it to come back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MemberState {
     #[default]
     Up,
     Down,
+    Removed,
 }
 
 impl MemberState {
@@ -44,12 +55,13 @@ impl MemberState {
         match self {
             MemberState::Up => "up",
             MemberState::Down => "down",
+            MemberState::Removed => "removed",
         }
     }
 }
 
-/// One member: its name (the URL other nodes and clients reach it at), relative weight and
-/// state.
+/// One member: its name (the URL other nodes and clients reach it at), relative weight,
+/// state and join sequence number.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
     pub name: String,
@@ -57,6 +69,10 @@ pub struct Member {
     pub weight: u32,
     #[serde(default)]
     pub state: MemberState,
+    /// Join order: members sharing the lowest `seq` form the first generation, later ones
+    /// join one by one in (`seq`, name) order. 0 for lists written by hand.
+    #[serde(default)]
+    pub seq: u64,
 }
 
 fn one() -> u32 {
@@ -66,7 +82,13 @@ fn one() -> u32 {
 impl Member {
     /// An up member of weight 1.
     pub fn up(name: impl Into<String>) -> Member {
-        Member { name: name.into(), weight: 1, state: MemberState::Up }
+        Member { name: name.into(), weight: 1, state: MemberState::Up, seq: 0 }
+    }
+
+    /// The same member with join sequence number `seq`.
+    pub fn with_seq(mut self, seq: u64) -> Member {
+        self.seq = seq;
+        self
     }
 
     pub fn is_up(&self) -> bool {
@@ -114,8 +136,7 @@ pub const SLOTS_PER_MEMBER: usize = 1000;
 /// The table size for `nodes` known members: 65537, or the first prime ≥ 1000 × nodes when
 /// that is larger. Balance needs ≥ 100 slots per node (Maglev gives each node its share ± 1
 /// slot) and a down node's slots spread evenly only when it has more of them than there are
-/// up nodes; a brand-new node joining moves close to its share only with many slots per node
-/// (3 × 1/N at 1000 nodes with 1000 per node, 7 × with 65). Measured in docs/perf.md.
+/// up nodes. Measured in docs/perf.md.
 pub fn table_size_for(nodes: usize) -> usize {
     DEFAULT_TABLE_SIZE.max(next_prime(SLOTS_PER_MEMBER * nodes))
 }
@@ -128,15 +149,18 @@ impl Maglev {
     }
 
     /// Builds the table with `m` slots (`m` must be prime for every member's permutation to
-    /// visit every slot). Members are sorted by name (the table depends on the set, not on the
-    /// order it was listed in; a repeated name counts once).
+    /// visit every slot). Members are sorted by name, and the join order is (`seq`, name), so
+    /// the table depends on the set, not on the order it was listed in; a repeated name counts
+    /// once.
     ///
-    /// 1. Maglev's population over every known member of positive weight, up or down.
-    /// 2. Each down member's slots, in slot order, are spread over the other members in an
-    ///    order fixed per pair of names (a hash of both), each of them taking a run of slots
-    ///    in proportion to its weight; a slot landing on a member that is down too goes to the
-    ///    next up member in that order. So each up member gets an even part of a down member's
-    ///    slots, and a second member going down moves only the slots it held.
+    /// 1. Maglev's population over the first generation: the members of positive weight with
+    ///    the lowest `seq`, up or down.
+    /// 2. Each later member of positive weight, up or down, joins ([`join_in_order`]): every
+    ///    member before it gives up the slots above its new weighted share, and the newcomer
+    ///    takes them. All members stay within a slot of their share.
+    /// 3. Each slot of a down or removed member goes to the up member that scores it best
+    ///    ([`hand_over_down_slots`]), so each up member gets a part of it in proportion to its
+    ///    weight, and a second member going down moves only the slots it held.
     ///
     /// A member with weight 0 owns nothing; with no up member of positive weight the table is
     /// empty and [`Maglev::owner`] answers `None`.
@@ -148,7 +172,15 @@ impl Maglev {
         if !live.iter().any(|&i| members[i].is_up()) {
             return Maglev { members, table: vec![] };
         }
-        let mut table = populate(&members, &live, m);
+        // a stable sort keeps names in order within one seq
+        let mut order = live.clone();
+        order.sort_by_key(|&i| members[i].seq);
+        let first_seq = members[order[0]].seq;
+        let first = order.partition_point(|&i| members[i].seq == first_seq);
+        let mut table = populate(&members, &order[..first], m);
+        if first < order.len() {
+            join_in_order(&members, &order, first, &mut table);
+        }
         if live.iter().any(|&i| !members[i].is_up()) {
             hand_over_down_slots(&members, &live, &mut table);
         }
@@ -232,52 +264,105 @@ fn populate(members: &[Member], live: &[usize], m: usize) -> Vec<u32> {
     }
 }
 
-/// Step 2 of [`Maglev::with_table_size`]: the slots of down members go to up members. Integer
+/// Step 2 of [`Maglev::with_table_size`]: `order[first..]` join one at a time. A newcomer
+/// takes its weighted share of the slots (rounded): every earlier member gives the whole
+/// slots it holds above its own new share, and the rounding rest comes one slot each from the
+/// members most above their share, so everyone stays within a slot of their share. Each member keeps its slots in the order it got them and gives from the
+/// end. A join thus moves exactly the newcomer's share, all of it to the newcomer. Integer
 /// arithmetic only, so every node and client computes the same table.
-fn hand_over_down_slots(members: &[Member], live: &[usize], table: &mut [u32]) {
-    let mut slots: Vec<Vec<usize>> = vec![vec![]; members.len()];
+fn join_in_order(members: &[Member], order: &[usize], first: usize, table: &mut [u32]) {
+    let m = table.len() as i128;
+    let mut slots: Vec<Vec<u32>> = vec![vec![]; members.len()];
     for (s, &o) in table.iter().enumerate() {
-        if !members[o as usize].is_up() {
-            slots[o as usize].push(s);
+        slots[o as usize].push(s as u32);
+    }
+    let rank: Vec<u64> = members.iter().map(|mb| xxh3_64_with_seed(mb.name.as_bytes(), SEED_RANK)).collect();
+    let mut total: i128 = order[..first].iter().map(|&i| members[i].weight as i128).sum();
+    for &newcomer in &order[first..] {
+        let w = members[newcomer].weight as i128;
+        total += w;
+        // share = m·w/total rounded half up; a member's excess over its new share, scaled by
+        // `total` to stay an integer: count·total − m·weight (they add up to m·w)
+        let want = ((2 * m * w + total) / (2 * total)) as usize;
+        let earlier: Vec<usize> = order.iter().copied().take_while(|&i| i != newcomer).collect();
+        let mut excess: Vec<i128> =
+            earlier.iter().map(|&i| slots[i].len() as i128 * total - m * members[i].weight as i128).collect();
+        // each gives the whole slots it has above its share, then the rest of the newcomer's
+        // share comes one slot each from those most above it
+        let mut give: Vec<usize> = excess.iter().map(|&e| (e.max(0) / total) as usize).collect();
+        let mut left = want.saturating_sub(give.iter().sum());
+        for (e, g) in excess.iter_mut().zip(&give) {
+            *e -= *g as i128 * total;
+        }
+        while left > 0 {
+            let mut by_excess: Vec<usize> = (0..earlier.len()).filter(|&j| slots[earlier[j]].len() > give[j]).collect();
+            if by_excess.is_empty() {
+                break;
+            }
+            by_excess.sort_by_key(|&j| (std::cmp::Reverse(excess[j]), rank[earlier[j]]));
+            for &j in by_excess.iter().take(left) {
+                give[j] += 1;
+                excess[j] -= total;
+                left -= 1;
+            }
+        }
+        for (j, &i) in earlier.iter().enumerate() {
+            let from = slots[i].len() - give[j];
+            let given: Vec<u32> = slots[i].drain(from..).rev().collect();
+            for &s in &given {
+                table[s as usize] = newcomer as u32;
+            }
+            slots[newcomer].extend(given);
         }
     }
-    let name_hash: Vec<u64> = members.iter().map(|m| xxh3_64_with_seed(m.name.as_bytes(), SEED_RANK)).collect();
-    for &d in live {
-        let mine = &slots[d];
-        if mine.is_empty() {
+}
+
+/// Step 3 of [`Maglev::with_table_size`]: each slot of a down or removed member goes to the
+/// up member that scores it best (weighted rendezvous hashing per slot). A slot's winner
+/// depends only on the slot and the set of up members, so a member going down moves only
+/// its own slots (others' winners stay), and a newcomer takes only slots it wins: the table
+/// moves exactly its share even while other members are down.
+fn hand_over_down_slots(members: &[Member], live: &[usize], table: &mut [u32]) {
+    let up: Vec<(usize, u64)> = live
+        .iter()
+        .filter(|&&i| members[i].is_up())
+        .map(|&i| (i, xxh3_64_with_seed(members[i].name.as_bytes(), SEED_RANK)))
+        .collect();
+    for (s, owner) in table.iter_mut().enumerate() {
+        if members[*owner as usize].is_up() {
             continue;
         }
-        // the other members in an order fixed for this pair of names, up or down, so that
-        // another member's state changes neither the order nor the runs below
-        let mut order: Vec<(u64, usize)> = live
-            .iter()
-            .filter(|&&i| i != d)
-            .map(|&i| {
-                let mut pair = [0u8; 16];
-                pair[..8].copy_from_slice(&name_hash[d].to_le_bytes());
-                pair[8..].copy_from_slice(&name_hash[i].to_le_bytes());
-                (xxh3_64_with_seed(&pair, SEED_RANK), i)
-            })
-            .collect();
-        order.sort_unstable();
-        // member j of the order covers [end[j-1], end[j]) of a line of length total weight
-        let mut end = Vec::with_capacity(order.len());
-        let mut total = 0u64;
-        for &(_, i) in &order {
-            total += members[i].weight as u64;
-            end.push(total);
-        }
-        let n = mine.len() as u128;
-        for (k, &slot) in mine.iter().enumerate() {
-            // slot k of n sits at the middle of the k-th n-th of the line
-            let point = ((2 * k as u128 + 1) * total as u128 / (2 * n)) as u64;
-            let mut p = end.partition_point(|&e| e <= point);
-            while !members[order[p].1].is_up() {
-                p = (p + 1) % order.len();
+        // the smallest -log2(u)/weight wins: weight-proportional odds (the exponential
+        // trick), compared by cross-multiplying so that no division rounds
+        let mut best: Option<(u128, u128, usize)> = None;
+        for &(i, seed) in &up {
+            let score = neg_log2(xxh3_64_with_seed(&(s as u64).to_le_bytes(), seed)) as u128;
+            let w = members[i].weight as u128;
+            if best.is_none_or(|(bs, bw, _)| score * bw < bs * w) {
+                best = Some((score, w, i));
             }
-            table[slot] = order[p].1 as u32;
+        }
+        *owner = best.expect("an up member exists").2 as u32;
+    }
+}
+
+/// −log2(h / 2⁶⁴) in fixed point with 32 fractional bits. Integer-only: `f64::ln` comes from
+/// the platform's libm and may differ in the last bit between machines, and every node and
+/// client must pick the same winner.
+fn neg_log2(h: u64) -> u64 {
+    let h = h.max(1);
+    let lz = h.leading_zeros();
+    // h / 2⁶⁴ = 2^-(lz+1) × y / 2⁶³ with y / 2⁶³ in [1, 2); its log2 bits come from squaring
+    let mut y = (h << lz) as u128;
+    let mut frac = 0u64;
+    for bit in (0..32).rev() {
+        y = (y * y) >> 63;
+        if y >= 1 << 64 {
+            y >>= 1;
+            frac |= 1 << bit;
         }
     }
+    (((lz + 1) as u64) << 32) - frac
 }
 
 #[cfg(test)]
@@ -287,6 +372,11 @@ mod tests {
 
     fn members(n: usize) -> Vec<Member> {
         (0..n).map(|i| Member::up(format!("http://10.0.{}.{}:7171", i / 250, i % 250))).collect()
+    }
+
+    /// Members `first..` join one by one after the first generation `..first`.
+    fn joined(ms: Vec<Member>, first: usize) -> Vec<Member> {
+        ms.into_iter().enumerate().map(|(i, m)| m.with_seq(i.saturating_sub(first - 1) as u64 + 1)).collect()
     }
 
     fn with_down(mut ms: Vec<Member>, down: &[usize]) -> Vec<Member> {
@@ -323,11 +413,30 @@ mod tests {
         assert_eq!(key_hash("imagenet", b"s3://host/bucket/train/0001.jpg"), 2285748668382159609);
         assert_eq!(crate::store::object_id("imagenet", b"train/0001.jpg"), 157327889988272737172821022754439033201);
         assert_ne!(key_hash("a", b"bc"), key_hash("ab", b"c"), "bucket and key are separated");
-        // and the table built from a fixed list (v2)
+        // and the table built from a fixed list: one generation (as in v2)...
+        let digest = |t: &Maglev| xxhash_rust::xxh3::xxh3_64(t.slot_owners().collect::<Vec<_>>().join("\n").as_bytes());
         let t = Maglev::with_table_size(with_down(members(5), &[3]), 65_537);
-        let owners: Vec<&str> = t.slot_owners().collect();
-        let digest = xxhash_rust::xxh3::xxh3_64(owners.join("\n").as_bytes());
-        assert_eq!(digest, 10039606668436342502, "the v2 table changed: bump HASH_VERSION");
+        assert_eq!(digest(&t), 14233526086857233539, "the one-generation table changed: bump HASH_VERSION");
+        // ...and with later joins (v3)
+        let t = Maglev::with_table_size(with_down(joined(members(5), 2), &[3]), 65_537);
+        assert_eq!(digest(&t), 8807068351535213872, "the v3 table with joins changed: bump HASH_VERSION");
+    }
+
+    #[test]
+    fn neg_log2_is_exact_enough_and_monotone() {
+        let f = |h: u64| neg_log2(h) as f64 / 4_294_967_296.0;
+        assert_eq!(neg_log2(1 << 63), 1 << 32, "log2(1/2) = -1");
+        assert_eq!(neg_log2(1 << 62), 2 << 32);
+        for h in [3u64, 1_000_003, 0x1234_5678_9abc_def0, u64::MAX] {
+            let want = -(h as f64 / 2f64.powi(64)).log2();
+            assert!((f(h) - want).abs() < 1e-8, "{h}: {} vs {want}", f(h));
+        }
+        let mut prev = u64::MAX;
+        for k in 1..10_000u64 {
+            let v = neg_log2(k << 40);
+            assert!(v <= prev, "not monotone at {k}");
+            prev = v;
+        }
     }
 
     #[test]
@@ -353,10 +462,13 @@ mod tests {
         let after = t.slots_per_member();
         assert_eq!(after[0], 0);
         let gained: Vec<usize> = (1..4).map(|i| after[i] - before[i]).collect();
-        // weights 3:1:1 of member 0's slots, to the slot
-        let share = before[0] as f64 / 5.0;
-        assert!((gained[0] as f64 - 3.0 * share).abs() <= 2.0, "{gained:?} of {}", before[0]);
-        assert!((gained[1] as f64 - share).abs() <= 2.0, "{gained:?} of {}", before[0]);
+        // weights 3:1:1 of member 0's slots, each slot drawn by weight: within 4 standard
+        // deviations of a binomial (the table is fixed, so this cannot flake)
+        let n = before[0] as f64;
+        for (got, p) in [(gained[0], 0.6), (gained[1], 0.2), (gained[2], 0.2)] {
+            let sd = (n * p * (1.0 - p)).sqrt();
+            assert!((got as f64 - n * p).abs() <= 4.0 * sd, "{gained:?} of {n}");
+        }
     }
 
     #[test]
@@ -383,22 +495,28 @@ mod tests {
             }
         }
 
-        /// With the default table size, balance stays within 1 % with one member down.
+        /// With the default table size, balance stays within 2 % with one member down: its
+        /// slots are drawn per slot (rendezvous), so the up members' gains vary like a
+        /// binomial (measured ≤ 1.012 in docs/perf.md); all up, Maglev's ±1 slot holds.
         #[test]
         fn balance_with_one_down(n in 2usize..400, gone in 0usize..400) {
             let t = Maglev::new(with_down(members(n), &[gone % n]));
             let b = imbalance(&t);
-            prop_assert!(b <= 1.01, "max/mean {} with n={}", b, n);
+            prop_assert!(b <= 1.02, "max/mean {} with n={}", b, n);
         }
 
         /// A member going down moves exactly the slots it owned, all to up members, even when
-        /// others are down already; it coming back restores the table slot for slot.
+        /// others are down already and whether or not members joined after the first
+        /// generation; it coming back restores the table slot for slot.
         #[test]
         fn a_leaver_moves_exactly_its_slots_and_a_rejoin_restores_them(
             n in 2usize..200,
             gone in 0usize..200,
             already in proptest::collection::vec(0usize..200, 0..5),
+            first in 1usize..250,
         ) {
+            // members first.. joined later (first ≥ n: one generation)
+            let members = |n: usize| joined(members(n), first.min(n));
             let gone = gone % n;
             let already: Vec<usize> = already.into_iter().map(|d| d % n).filter(|&d| d != gone).collect();
             let before = Maglev::with_table_size(with_down(members(n), &already), 65_537);
@@ -439,12 +557,82 @@ mod tests {
     }
 
     #[test]
-    fn a_new_member_takes_about_its_share() {
-        // a brand-new member rebuilds the table: Maglev's fill order moves a little more
-        // than the newcomer's share
+    fn a_new_member_of_the_first_generation_rebuilds_the_table() {
+        // without seqs a newcomer is part of the first generation: Maglev's fill order moves
+        // a little more than the newcomer's share
         let a = Maglev::with_table_size(members(20), 65_537);
         let b = Maglev::with_table_size(members(21), 65_537);
         let moved = moved(&a, &b) as f64 / 65_537.0;
         assert!((1.0 / 21.0 - 0.001..2.0 / 21.0).contains(&moved), "moved {moved}");
+    }
+
+    #[test]
+    fn removed_routes_like_down() {
+        let down = Maglev::new(with_down(joined(members(6), 3), &[4]));
+        let mut ms = joined(members(6), 3);
+        ms[4].state = MemberState::Removed;
+        let removed = Maglev::new(ms);
+        assert_eq!(moved(&down, &removed), 0);
+        assert_eq!(removed.slots_per_member()[4], 0);
+        let v: Member = serde_json::from_str(r#"{"name":"http://a:1","state":"removed","seq":7}"#).unwrap();
+        assert_eq!((v.state, v.seq, v.weight), (MemberState::Removed, 7, 1));
+    }
+
+    #[test]
+    fn joins_keep_weights_proportional() {
+        let mut ms = joined(members(4), 1);
+        ms[3].weight = 3;
+        let t = Maglev::with_table_size(ms, 65_537);
+        // weights 1:1:1:3 → 1/6 each and 1/2, to the slot
+        let s = t.slots_per_member();
+        for (i, want) in [(0, 65_537.0 / 6.0), (1, 65_537.0 / 6.0), (3, 65_537.0 / 2.0)] {
+            assert!((s[i] as f64 - want).abs() <= 1.0, "{s:?}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// A brand-new member (a later seq) moves exactly the slots it ends up owning, all of
+        /// them from others to it, and that is its share within a slot; every member stays
+        /// within a slot of its share. Also with members down.
+        #[test]
+        fn a_joiner_moves_exactly_its_share(
+            n in 1usize..120,
+            first in 1usize..10,
+            down in proptest::collection::vec(0usize..120, 0..4),
+        ) {
+            let first = first.min(n);
+            let down: Vec<usize> = down.into_iter().map(|d| d % n).collect();
+            let before = Maglev::with_table_size(with_down(joined(members(n), first), &down), 65_537);
+            let mut grown = joined(members(n + 1), first);
+            grown[n].seq = 1_000;
+            let after = Maglev::with_table_size(with_down(grown, &down), 65_537);
+            let name = members(n + 1)[n].name.clone();
+            let owned = after.slot_owners().filter(|o| *o == name).count();
+            if before.table_size() > 0 {
+                prop_assert_eq!(moved(&before, &after), owned);
+                for (b, a) in before.slot_owners().zip(after.slot_owners()) {
+                    prop_assert!(a == b || a == name.as_str());
+                }
+                if down.is_empty() {
+                    let share = 65_537.0 / (n + 1) as f64;
+                    for c in after.slots_per_member() {
+                        prop_assert!((c as f64 - share).abs() <= 1.0 + 1e-9, "{} vs {}", c, share);
+                    }
+                }
+            }
+        }
+
+        /// The join order comes from seq and names only: any listing order builds the same
+        /// table.
+        #[test]
+        fn joins_do_not_depend_on_listing_order(n in 2usize..60, first in 1usize..5, rot in 0usize..60) {
+            let ms = with_down(joined(members(n), first.min(n)), &[n / 2]);
+            let mut shuffled = ms.clone();
+            shuffled.rotate_left(rot % n);
+            shuffled.reverse();
+            prop_assert_eq!(moved(&Maglev::new(ms), &Maglev::new(shuffled)), 0);
+        }
     }
 }
