@@ -229,7 +229,7 @@ async fn any_node_serves_any_key_and_a_dead_owner_is_a_miss() {
     let m: serde_json::Value =
         http.get(format!("{}/v1/members", nodes[1].url)).send().await.unwrap().json().await.unwrap();
     assert_eq!(m["members"].as_array().unwrap().len(), 3);
-    assert_eq!(m["hash"], "maglev-xxh3-v2");
+    assert_eq!(m["hash"], "maglev-xxh3-v3");
 
     // node 2 dies: its keys are misses through the others, the rest still hits
     nodes[2].kill9();
