@@ -279,6 +279,7 @@ impl Agent {
             containers: self.containers.borrow_and_update().clone(),
             labels: self.config.labels.clone(),
             cache_url: self.config.cache_url.clone(),
+            cache_weight: self.config.cache_url.as_ref().map(|_| self.config.cache_weight),
         };
         if let Err(e) = send(&mut ws, &register).await {
             return End::Lost(e);

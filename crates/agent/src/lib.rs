@@ -60,6 +60,9 @@ pub struct AgentConfig {
     pub kernel_shim: Option<PathBuf>,
     /// The dataset cache node on this machine, reported to the manager at registration.
     pub cache_url: Option<String>,
+    /// Its relative weight in the cache's routing, reported with it (an admin's weight set
+    /// on the manager wins).
+    pub cache_weight: u32,
 }
 
 /// Discovers this node's topology (see the `discover` module for the sources and their order).

@@ -66,6 +66,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         docker: Default::default(),
         kernel_shim: None,
         cache_url: None,
+        cache_weight: 1,
     }
 }
 

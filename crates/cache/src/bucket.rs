@@ -1,6 +1,7 @@
 //! Buckets: their settings (public, quota, projects allowed), name and key rules, and the
-//! `buckets.json` file that keeps them across restarts (written to a temp file, fsynced and
-//! renamed, so a crash leaves the old or the new file, never half of one).
+//! `buckets.json` file that keeps them across restarts, next to `deleting.json`, the buckets
+//! whose deletion has begun (both written to a temp file, fsynced and renamed, so a crash
+//! leaves the old or the new file, never half of one).
 
 use std::io::Write;
 use std::path::Path;
@@ -38,7 +39,8 @@ pub fn validate_key(key: &[u8]) -> Result<(), StoreError> {
     Ok(())
 }
 
-pub(crate) fn load(path: &Path) -> Result<Vec<BucketConfig>, StoreError> {
+/// Reads `buckets.json` (bucket settings) or `deleting.json` (bucket names); none: empty.
+pub(crate) fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
     match std::fs::read(path) {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| {
             StoreError::Corrupt(format!("{} is not valid bucket JSON ({e}): fix or remove it", path.display()))
@@ -48,9 +50,9 @@ pub(crate) fn load(path: &Path) -> Result<Vec<BucketConfig>, StoreError> {
     }
 }
 
-pub(crate) fn save(path: &Path, buckets: &[BucketConfig]) -> Result<(), StoreError> {
+pub(crate) fn save<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<(), StoreError> {
     let tmp = path.with_extension("json.tmp");
-    let body = serde_json::to_vec_pretty(buckets).expect("bucket configs serialize");
+    let body = serde_json::to_vec_pretty(items).expect("bucket configs and names serialize");
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&body)?;
@@ -81,9 +83,9 @@ mod tests {
     fn save_then_load() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("buckets.json");
-        assert_eq!(load(&p).unwrap(), vec![]);
+        assert_eq!(load::<BucketConfig>(&p).unwrap(), vec![]);
         let b = vec![BucketConfig { name: "x".into(), public: true, quota: Some(5), projects: vec!["p".into()] }];
         save(&p, &b).unwrap();
-        assert_eq!(load(&p).unwrap(), b);
+        assert_eq!(load::<BucketConfig>(&p).unwrap(), b);
     }
 }

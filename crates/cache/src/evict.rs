@@ -36,6 +36,10 @@ struct Bucket {
     evicted_bytes: u64,
     puts: u64,
     put_bytes: u64,
+    /// Deleted ([`Buckets::delete`]): no longer named, holds nothing. Its place in the list is
+    /// kept rather than reused, so a place names one bucket for good: a PUT started before
+    /// its bucket was deleted (and maybe created again) can tell at commit.
+    deleted: bool,
 }
 
 /// Index, per-bucket queues and counters of one store.
@@ -70,7 +74,7 @@ impl Buckets {
     }
 
     pub fn configs(&self) -> Vec<BucketConfig> {
-        let mut v: Vec<_> = self.buckets.iter().map(|b| b.cfg.clone()).collect();
+        let mut v: Vec<_> = self.live().map(|b| b.cfg.clone()).collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }
@@ -91,8 +95,32 @@ impl Buckets {
             evicted_bytes: 0,
             puts: 0,
             put_bytes: 0,
+            deleted: false,
         });
         self.buckets.len() - 1
+    }
+
+    fn live(&self) -> impl Iterator<Item = &Bucket> {
+        self.buckets.iter().filter(|b| !b.deleted)
+    }
+
+    /// Deletes a bucket and forgets its objects; returns their ids (the caller unlinks the
+    /// files) and bytes, or `None` for an unknown bucket. A bucket of that name created later
+    /// is another bucket, at another index.
+    pub fn delete(&mut self, name: &str) -> Option<(Vec<u128>, u64)> {
+        let bi = self.by_name.remove(name)?;
+        let b = &mut self.buckets[bi];
+        let ids: Vec<u128> = b.queue.iter().copied().collect();
+        let bytes = b.used;
+        b.deleted = true;
+        b.cfg.quota = None;
+        b.queue = Sieve::default();
+        b.used = 0;
+        for id in &ids {
+            self.index.remove(id);
+        }
+        self.used -= bytes;
+        Some((ids, bytes))
     }
 
     /// The bucket's index, creating it private (admins only) when unknown: objects found on
@@ -206,8 +234,7 @@ impl Buckets {
 
     pub fn stats(&self) -> Vec<BucketStats> {
         let mut v: Vec<_> = self
-            .buckets
-            .iter()
+            .live()
             .map(|b| BucketStats {
                 bucket: b.cfg.name.clone(),
                 objects: b.queue.len() as u64,
@@ -285,6 +312,28 @@ mod tests {
         assert_eq!(put(&mut b, 0, 4, 100), vec![2], "1 was hit, so 2 (the next oldest) goes");
         let s = &b.stats()[0];
         assert_eq!((s.hits, s.misses), (1, 1));
+    }
+
+    #[test]
+    fn a_deleted_bucket_leaves_index_usage_and_stats_and_comes_back_as_another() {
+        let mut b = Buckets::new(1000, vec![cfg("a", Some(500)), cfg("b", None)]);
+        put(&mut b, 0, 1, 100);
+        put(&mut b, 0, 2, 50);
+        put(&mut b, 1, 3, 10);
+        let (mut ids, bytes) = b.delete("a").unwrap();
+        ids.sort();
+        assert_eq!((ids, bytes), (vec![1, 2], 150));
+        assert_eq!(b.used(), 10);
+        assert!(b.delete("a").is_none(), "deleted twice");
+        assert_eq!(b.lookup(1, "a", &1u128.to_le_bytes(), true), None);
+        assert_eq!(b.stats().iter().map(|s| s.bucket.as_str()).collect::<Vec<_>>(), vec!["b"]);
+        assert_eq!(b.configs().len(), 1);
+        let again = b.set_config(cfg("a", None));
+        assert_ne!(again, 0, "a bucket created again is another bucket");
+        assert_eq!(b.index("a"), Some(again));
+        put(&mut b, again, 1, 100);
+        assert_eq!(b.lookup(1, "a", &1u128.to_le_bytes(), true), Some(100));
+        assert_eq!(b.used(), 110);
     }
 
     proptest! {

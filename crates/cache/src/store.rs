@@ -9,6 +9,11 @@
 //!   `kill -9`) sees the old object, the new one or none, never half of one. Leftover temp
 //!   files are removed at start.
 //! - `buckets.json`: bucket settings.
+//! - `deleting.json`: buckets whose deletion has begun ([`Store::delete_bucket`]). A bucket
+//!   is named there before its settings, index entries and files go, and leaves it once its
+//!   last file is unlinked; a start finds the names a crash left there and finishes the job
+//!   (their objects are unlinked instead of indexed), so a half-deleted bucket is never
+//!   served and its space never leaks.
 //!
 //! The index (key → size and eviction slot) lives in memory and is rebuilt from the object
 //! headers at start. One mutex guards index, eviction queues, counters and the memory tier
@@ -31,6 +36,9 @@ use crate::hot::{Hot, HotObject};
 use crate::{BucketStats, StoreError};
 
 const SEED_FILE: u64 = 0x6265_7274_685f_6669; // "berth_fi"
+
+/// Buckets whose deletion has begun (see the module doc).
+const DELETING: &str = "deleting.json";
 
 /// Bytes of small objects kept in memory unless [`Store::set_memory_limit`] says otherwise
 /// (at most the capacity).
@@ -69,6 +77,9 @@ pub struct Store {
     root: PathBuf,
     capacity: u64,
     inner: Mutex<Inner>,
+    /// Bucket creations and deletions one at a time, so a bucket is not created again while
+    /// the files of its deleted namesake are still being unlinked (outside the main lock).
+    bucket_changes: Mutex<()>,
 }
 
 /// What the store's lock guards.
@@ -76,6 +87,15 @@ pub struct Store {
 struct Inner {
     b: Buckets,
     hot: Hot,
+    /// What `deleting.json` holds.
+    deleting: Vec<String>,
+}
+
+/// What [`Store::delete_bucket`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketDeleted {
+    pub objects: u64,
+    pub bytes: u64,
 }
 
 /// An object found in the index (the file is the truth: see [`Store::open_object`]), with its
@@ -119,20 +139,33 @@ impl Store {
                 let _ = std::fs::remove_file(e.path());
             }
         }
-        let configs = bucket::load(&root.join("buckets.json"))?;
+        let deleting: Vec<String> = bucket::load(&root.join(DELETING))?;
+        let configs: Vec<BucketConfig> = bucket::load(&root.join("buckets.json"))?;
+        let configs = configs.into_iter().filter(|c| !deleting.contains(&c.name)).collect();
         let mut b = Buckets::new(capacity, configs);
         let mut found = load_objects(root);
         found.sort_by_key(|(h, _)| h.created_us);
         for (h, id) in found {
+            if deleting.contains(&h.bucket) {
+                // a deletion a crash cut short: finish it
+                let _ = std::fs::remove_file(object_path(root, id));
+                continue;
+            }
             let bi = b.index_or_create(&h.bucket);
             b.insert(id, bi, h.key.into_boxed_slice(), h.size);
         }
         // objects of a bucket whose settings were lost stay, in a private bucket only admins use
         bucket::save(&root.join("buckets.json"), &b.configs())?;
+        if !deleting.is_empty() {
+            tracing::info!(buckets = ?deleting, "finished deleting buckets a restart cut short");
+            bucket::save::<String>(&root.join(DELETING), &[])?;
+        }
         // over capacity (it was lowered): evict now
         let evicted = b.evict_to_fit(None);
         let hot = Hot::new(DEFAULT_MEMORY.min(capacity));
-        let store = Store { root: root.to_path_buf(), capacity, inner: Mutex::new(Inner { b, hot }) };
+        let inner = Inner { b, hot, deleting: vec![] };
+        let store =
+            Store { root: root.to_path_buf(), capacity, inner: Mutex::new(inner), bucket_changes: Mutex::new(()) };
         store.unlink(&evicted);
         Ok(store)
     }
@@ -180,6 +213,7 @@ impl Store {
     /// Creates or updates a bucket.
     pub fn put_bucket(&self, cfg: BucketConfig) -> Result<(), StoreError> {
         validate_bucket_name(&cfg.name)?;
+        let _changes = self.bucket_changes.lock().unwrap_or_else(|p| p.into_inner());
         let mut inner = self.lock();
         inner.b.set_config(cfg);
         bucket::save(&self.root.join("buckets.json"), &inner.b.configs())?;
@@ -189,6 +223,45 @@ impl Store {
             let _ = std::fs::remove_file(object_path(&self.root, id));
         }
         Ok(())
+    }
+
+    /// Deletes a bucket with every object in it (index, memory tier, files); a later
+    /// lookup, GET or PUT finds no bucket. Crash-safe: the bucket is first named in
+    /// `deleting.json`, then forgotten in memory and in `buckets.json` (one step under the
+    /// lock, so nothing of it is served from then on), then its files are unlinked outside
+    /// the lock, and only then does it leave `deleting.json`; a start finishes a deletion a
+    /// crash cut short. A PUT begun before and committed after finds its bucket gone (or
+    /// another bucket of the same name) and is dropped. Blocks for the unlinks: call from a
+    /// blocking thread.
+    pub fn delete_bucket(&self, name: &str) -> Result<BucketDeleted, StoreError> {
+        let _changes = self.bucket_changes.lock().unwrap_or_else(|p| p.into_inner());
+        let (ids, bytes) = {
+            let mut inner = self.lock();
+            if inner.b.config(name).is_none() {
+                return Err(StoreError::NoBucket(name.to_string()));
+            }
+            let mut deleting = inner.deleting.clone();
+            deleting.push(name.to_string());
+            bucket::save(&self.root.join(DELETING), &deleting)?;
+            inner.deleting = deleting;
+            let (ids, bytes) = inner.b.delete(name).expect("the bucket was just found");
+            for &id in &ids {
+                inner.hot.invalidate(id);
+            }
+            if let Err(e) = bucket::save(&self.root.join("buckets.json"), &inner.b.configs()) {
+                // still named in deleting.json: a start drops it from buckets.json
+                tracing::warn!(bucket = name, "cannot save buckets.json after a deletion: {e}");
+            }
+            (ids, bytes)
+        };
+        for &id in &ids {
+            let _ = std::fs::remove_file(object_path(&self.root, id));
+        }
+        let mut inner = self.lock();
+        let deleting: Vec<String> = inner.deleting.iter().filter(|d| *d != name).cloned().collect();
+        bucket::save(&self.root.join(DELETING), &deleting)?;
+        inner.deleting = deleting;
+        Ok(BucketDeleted { objects: ids.len() as u64, bytes })
     }
 
     pub fn bucket(&self, name: &str) -> Option<BucketConfig> {
@@ -282,24 +355,26 @@ impl Store {
     /// visible by [`Store::commit`]. Refuses early what can never fit.
     pub fn begin_put(&self, bucket: &str, key: &[u8], size: u64) -> Result<PutFile, StoreError> {
         validate_key(key)?;
-        {
+        let bucket_index = {
             let inner = self.lock();
-            let Some(cfg) = inner.b.config(bucket) else {
+            let Some(bi) = inner.b.index(bucket) else {
                 return Err(StoreError::NoBucket(bucket.to_string()));
             };
+            let cfg = inner.b.config(bucket).expect("an indexed bucket has settings");
             let limit = cfg.quota.unwrap_or(self.capacity).min(self.capacity);
             if size > limit {
                 return Err(StoreError::TooLarge(format!(
                     "the object is {size} bytes but bucket `{bucket}` can hold at most {limit}: raise the bucket quota or the node capacity"
                 )));
             }
-        }
+            bi
+        };
         let tmp = self.root.join("tmp").join(format!("{:032x}.{}", rand::random::<u128>(), std::process::id()));
         let mut file = File::options().write(true).create_new(true).open(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
         let header = Header { size, etag: 0, created_us: now_us(), bucket: bucket.to_string(), key: key.to_vec() };
         // placeholder header, rewritten with the etag once the data is in
         file.write_all(&header.encode()).map_err(|e| StoreError::io(&tmp, e))?;
-        Ok(PutFile { tmp, file: Some(file), header, written: 0, hasher: Xxh3::new() })
+        Ok(PutFile { tmp, file: Some(file), header, written: 0, hasher: Xxh3::new(), bucket_index })
     }
 
     /// Makes a fully written PUT visible: header with etag, fsync, rename, index, eviction.
@@ -319,7 +394,9 @@ impl Store {
         let id = object_id(&put.header.bucket, &put.header.key);
         let path = object_path(&self.root, id);
         let mut inner = self.lock();
-        let Some(bi) = inner.b.index(&put.header.bucket) else {
+        // the bucket was deleted since the PUT began (maybe created again: another index):
+        // its objects must not come back
+        let Some(bi) = inner.b.index(&put.header.bucket).filter(|&bi| bi == put.bucket_index) else {
             return Err(StoreError::NoBucket(put.header.bucket.clone()));
         };
         if let Err(e) = std::fs::rename(&put.tmp, &path) {
@@ -368,6 +445,8 @@ pub struct PutFile {
     header: Header,
     written: u64,
     hasher: Xxh3,
+    /// The bucket's index at [`Store::begin_put`] (see [`Buckets::delete`]).
+    bucket_index: usize,
 }
 
 impl std::fmt::Debug for PutFile {

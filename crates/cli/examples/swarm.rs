@@ -174,6 +174,7 @@ impl FakeNode {
                 containers: Default::default(),
                 labels: Default::default(),
                 cache_url: None,
+                cache_weight: None,
             };
             ws.send(Message::text(serde_json::to_string(&register)?)).await?;
             ws

@@ -178,6 +178,10 @@ pub struct AgentArgs {
     /// the manager adds it to the cache's members and hands it to the kernels run here.
     #[arg(long, value_name = "URL", value_parser = parse_cache_url)]
     pub cache_url: Option<String>,
+    /// That cache node's relative share of the keys (1-1000), e.g. 2 for twice the disk of
+    /// the others; an admin's `berth cache member set --weight` wins over it.
+    #[arg(long, value_name = "W", default_value_t = 1, value_parser = parse_cache_weight)]
+    pub cache_weight: u32,
 }
 
 /// How long `berth up` waits for the local agent to stop its kernels on Ctrl-C.
@@ -193,6 +197,17 @@ fn parse_cache_url(s: &str) -> Result<String, String> {
         return Err(format!("`{s}` is not a cache node URL: use http://HOST:PORT (https:// with TLS)"));
     }
     Ok(s.trim_end_matches('/').to_string())
+}
+
+/// `--cache-weight`: 1 to the largest weight.
+pub(crate) fn parse_cache_weight(s: &str) -> Result<u32, String> {
+    let w: u64 = s.trim().parse().map_err(|_| {
+        format!("cache weight `{s}` is not a whole number: use 1 to {}", berth_model::api::MAX_CACHE_WEIGHT)
+    })?;
+    match berth_model::api::cache_weight_error(w) {
+        Some(e) => Err(e),
+        None => Ok(w as u32),
+    }
 }
 
 /// `--label KEY=VALUE`.
@@ -246,6 +261,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         docker: args.docker.options(),
         kernel_shim: kernel_shim(&args.shim),
         cache_url: cache.as_ref().map(|c| c.url.clone()),
+        cache_weight: 1,
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -343,6 +359,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         docker: args.docker.options(),
         kernel_shim: kernel_shim(&args.shim),
         cache_url: args.cache_url,
+        cache_weight: args.cache_weight,
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await

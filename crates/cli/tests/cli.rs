@@ -83,6 +83,18 @@ fn a_cache_url_that_is_no_url_names_the_fix() {
 }
 
 #[test]
+fn a_cache_weight_out_of_range_names_the_range() {
+    let home = tempfile::tempdir().unwrap();
+    for bad in ["0", "1001", "two", "-1"] {
+        let flag = format!("--cache-weight={bad}");
+        let o = run(home.path(), ["agent", "--manager", "http://127.0.0.1:1", "--join-token", "t", &flag]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        let e = stderr(&o);
+        assert!(e.contains("--cache-weight") && e.contains("1 to 1000"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn empty_command_is_explained() {
     let home = tempfile::tempdir().unwrap();
     let o = run(home.path(), ["submit", "--cpus", "2"]);

@@ -16,26 +16,10 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use support::{Berth, PATIENCE};
 
-/// `(name, state)` of the members a cache node routes by.
-async fn members(http: &reqwest::Client, url: &str) -> Vec<(String, String)> {
-    let v: Value = http.get(format!("{url}/v1/members")).send().await.unwrap().json().await.unwrap();
-    let ms: Vec<Member> = serde_json::from_value(v["members"].clone()).unwrap();
-    ms.into_iter().map(|m| (m.name, m.state.as_str().to_string())).collect()
-}
-
-/// Waits until the node at `url` routes by exactly `want` (sorted by name).
+/// Waits until the node at `url` routes by exactly `want` (all of weight 1).
 async fn wait_members(http: &reqwest::Client, url: &str, want: &[(&str, &str)]) {
-    let mut want: Vec<(String, String)> = want.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect();
-    want.sort();
-    let t0 = Instant::now();
-    loop {
-        let got = members(http, url).await;
-        if got == want {
-            return;
-        }
-        assert!(t0.elapsed() < PATIENCE, "{url} never got the members {want:?}: it has {got:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let want: Vec<(&str, &str, u32)> = want.iter().map(|(n, s)| (*n, *s, 1)).collect();
+    cache_support::wait_routed(http, url, &want).await
 }
 
 /// Waits until the node at `url` knows bucket `name`; returns its settings.

@@ -9,13 +9,21 @@
 //! after a manager restart once the timeout has passed); the cache nodes then hand its slots
 //! to the others, so its keys read as misses, never as errors. A drained node stays `up`: its
 //! cache still serves, only new jobs stay off it.
+//!
+//! Admins weigh members (`berth cache member set NODE --weight W`, over the agent's
+//! `--cache-weight`) and remove them for good (`berth cache member remove`: its agent
+//! reporting the cache again does not bring it back, `berth cache member add` does). Each
+//! member is pushed with its join sequence number `seq` (given by the store when its URL is
+//! first seen or it is added back), which the cache nodes order the members by, and the list
+//! is sent in that order. The buckets pushed are the whole list: a cache node deletes a
+//! bucket the manager no longer has, objects and all.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use berth_model::api::{CacheBucket, CacheMemberView};
-use berth_store::{CacheBucketRow, Store, StoreError};
+use berth_model::api::{CacheBucket, CacheMemberView, MAX_CACHE_WEIGHT, cache_weight_error};
+use berth_store::{CacheBucketRow, CacheNodeRow, Store, StoreError};
 use serde_json::json;
 
 use crate::cache_env::unix_now;
@@ -28,10 +36,14 @@ pub const RECONCILE: Duration = Duration::from_secs(10);
 /// What the manager knows about the cache nodes and buckets.
 #[derive(Debug, Default)]
 pub struct CacheMembers {
-    /// node → its cache URL, as its agent last reported it.
-    urls: Mutex<BTreeMap<String, String>>,
+    /// node → its cache, as the store has it (URL and weight its agent last reported, the
+    /// admin's weight and removal, its seq).
+    nodes: Mutex<BTreeMap<String, CacheNodeRow>>,
     buckets: Mutex<BTreeMap<String, CacheBucket>>,
-    /// Wakes the pusher: a member registered or was lost, a bucket changed.
+    /// Removed members whose agents reported their cache again, warned about once.
+    warned: Mutex<BTreeSet<String>>,
+    /// Wakes the pusher: a member registered, was lost or was changed by an admin, a bucket
+    /// changed.
     pub changed: tokio::sync::Notify,
 }
 
@@ -41,11 +53,29 @@ fn is_up(st: &State, node: &str) -> bool {
     st.nodes.get(node).is_some_and(|n| n.ready || n.orphan_deadline.is_some())
 }
 
+fn view(st: &State, r: &CacheNodeRow) -> CacheMemberView {
+    let state = if r.removed {
+        "removed"
+    } else if is_up(st, &r.node) {
+        "up"
+    } else {
+        "down"
+    };
+    CacheMemberView {
+        node: r.node.clone(),
+        url: r.url.clone(),
+        state: state.to_string(),
+        weight: r.effective_weight(),
+        weight_set: r.weight.is_some(),
+        seq: r.seq,
+    }
+}
+
 impl CacheMembers {
-    /// Loads the nodes' cache URLs and the buckets from the store (at start).
+    /// Loads the nodes' caches and the buckets from the store (at start).
     pub async fn load(&self, store: &dyn Store) -> Result<(), StoreError> {
         let nodes = store.cache_nodes().await?;
-        *self.urls.lock().expect("cache urls") = nodes.into_iter().map(|r| (r.node, r.url)).collect();
+        *self.nodes.lock().expect("cache nodes") = nodes.into_iter().map(|r| (r.node.clone(), r)).collect();
         let buckets = store.cache_buckets().await?;
         *self.buckets.lock().expect("cache buckets") = buckets
             .into_iter()
@@ -56,44 +86,94 @@ impl CacheMembers {
         Ok(())
     }
 
-    /// Records the cache URL an agent reported at registration (`None`: keeps what was known,
-    /// an agent restarted without `--cache-url` does not drop its node's cache from the list).
-    pub async fn reported(&self, store: &dyn Store, node: &str, url: Option<&str>) -> Result<(), StoreError> {
+    /// Records the cache URL and weight an agent reported at registration (`None`: keeps what
+    /// was known, an agent restarted without `--cache-url` does not drop its node's cache from
+    /// the list). A removed member stays removed.
+    pub async fn reported(
+        &self,
+        store: &dyn Store,
+        node: &str,
+        url: Option<&str>,
+        weight: Option<u32>,
+    ) -> Result<(), StoreError> {
         let Some(url) = url.map(|u| u.trim_end_matches('/')) else { return Ok(()) };
         if !url.starts_with("http://") && !url.starts_with("https://") {
             // one bad name would make every cache node refuse the whole list
             tracing::warn!(node, url, "ignoring a cache URL that is not http:// or https://");
             return Ok(());
         }
-        if self.urls.lock().expect("cache urls").get(node).map(String::as_str) == Some(url) {
-            return Ok(());
+        let weight = weight.unwrap_or(1);
+        let weight = match cache_weight_error(weight.into()) {
+            Some(e) => {
+                tracing::warn!(node, "{e}; using {}", weight.clamp(1, MAX_CACHE_WEIGHT));
+                weight.clamp(1, MAX_CACHE_WEIGHT)
+            }
+            None => weight,
+        };
+        let known = self.nodes.lock().expect("cache nodes").get(node).cloned();
+        let row = match known {
+            Some(k) if k.url == url && k.reported_weight == weight => k,
+            _ => {
+                let row = store.put_cache_node(node, url, weight, jiff::Timestamp::now()).await?;
+                self.nodes.lock().expect("cache nodes").insert(node.to_string(), row.clone());
+                row
+            }
+        };
+        if row.removed && self.warned.lock().expect("cache warned").insert(node.to_string()) {
+            tracing::warn!(
+                node,
+                url,
+                "the agent reports its cache node, but an admin removed it from the cache members: it stays out (`berth cache member add {node}` adds it back)"
+            );
         }
-        store.put_cache_node(node, url, jiff::Timestamp::now()).await?;
-        self.urls.lock().expect("cache urls").insert(node.to_string(), url.to_string());
         Ok(())
     }
 
-    /// Every node's cache with its state, by node name.
+    /// Every node's cache with its state (`up`, `down`, `removed`) and weight, by node name.
     pub fn views(&self, st: &State) -> Vec<CacheMemberView> {
-        let urls = self.urls.lock().expect("cache urls");
-        urls.iter()
-            .map(|(node, url)| CacheMemberView {
-                node: node.clone(),
-                url: url.clone(),
-                state: if is_up(st, node) { "up" } else { "down" }.to_string(),
-            })
-            .collect()
+        self.nodes.lock().expect("cache nodes").values().map(|r| view(st, r)).collect()
+    }
+
+    /// One node's cache, if its agent ever reported one.
+    pub fn view(&self, st: &State, node: &str) -> Option<CacheMemberView> {
+        self.nodes.lock().expect("cache nodes").get(node).map(|r| view(st, r))
     }
 
     /// The cache node a kernel of job `job_id` on `node` should use: its node's own when up,
-    /// else one of the up members (spread by job), else `None`.
+    /// else one of the up members (spread by job), else `None`. Removed members are not used.
     pub fn url_for(&self, st: &State, node: &str, job_id: i64) -> Option<String> {
-        let urls = self.urls.lock().expect("cache urls");
-        if let Some(u) = urls.get(node).filter(|_| is_up(st, node)) {
-            return Some(u.clone());
+        let nodes = self.nodes.lock().expect("cache nodes");
+        let usable = |r: &CacheNodeRow| !r.removed && is_up(st, &r.node);
+        if let Some(r) = nodes.get(node).filter(|r| usable(r)) {
+            return Some(r.url.clone());
         }
-        let up: Vec<&String> = urls.iter().filter(|(n, _)| is_up(st, n)).map(|(_, u)| u).collect();
+        let up: Vec<&String> = nodes.values().filter(|r| usable(r)).map(|r| &r.url).collect();
         (!up.is_empty()).then(|| up[job_id.unsigned_abs() as usize % up.len()].clone())
+    }
+
+    /// Sets the admin's weight of `node`'s cache (`None`: back to its agent's), stored first;
+    /// `false` when no such node reported a cache.
+    pub async fn set_weight(&self, store: &dyn Store, node: &str, weight: Option<u32>) -> Result<bool, StoreError> {
+        let Some(row) = store.set_cache_node_weight(node, weight, jiff::Timestamp::now()).await? else {
+            return Ok(false);
+        };
+        self.nodes.lock().expect("cache nodes").insert(node.to_string(), row);
+        self.changed.notify_one();
+        Ok(true)
+    }
+
+    /// Removes `node`'s cache from the members for good, or adds it back; `false` when no
+    /// such node reported a cache.
+    pub async fn set_removed(&self, store: &dyn Store, node: &str, removed: bool) -> Result<bool, StoreError> {
+        let Some(row) = store.set_cache_node_removed(node, removed, jiff::Timestamp::now()).await? else {
+            return Ok(false);
+        };
+        self.nodes.lock().expect("cache nodes").insert(node.to_string(), row);
+        if !removed {
+            self.warned.lock().expect("cache warned").remove(node);
+        }
+        self.changed.notify_one();
+        Ok(true)
     }
 
     pub fn buckets(&self) -> Vec<CacheBucket> {
@@ -115,19 +195,42 @@ impl CacheMembers {
         Ok(())
     }
 
-    /// The URLs to push to and the body: the members (a URL reported by several nodes is up
-    /// when any of them is) and every bucket.
-    fn desired(&self, st: &State) -> (Vec<String>, Vec<u8>) {
-        let mut members: BTreeMap<String, bool> = BTreeMap::new();
-        for v in self.views(st) {
-            *members.entry(v.url).or_default() |= v.state == "up";
+    /// Deletes a bucket (from the store first), then wakes the pusher: the cache nodes delete
+    /// it, with its objects, when the list they are sent no longer names it. `false` when
+    /// there was no such bucket.
+    pub async fn delete_bucket(&self, store: &dyn Store, name: &str) -> Result<bool, StoreError> {
+        let existed = store.delete_cache_bucket(name).await?;
+        let known = self.buckets.lock().expect("cache buckets").remove(name).is_some();
+        if existed || known {
+            self.changed.notify_one();
         }
+        Ok(existed || known)
+    }
+
+    /// The URLs to push to and the body: the members that are not removed, in `seq` order (a
+    /// URL reported by several nodes is up when any of them is, and has the weight and seq
+    /// of the first of them to join), and every bucket.
+    fn desired(&self, st: &State) -> (Vec<String>, Vec<u8>) {
+        // url → (up, weight, seq)
+        let mut members: BTreeMap<String, (bool, u32, u64)> = BTreeMap::new();
+        for r in self.nodes.lock().expect("cache nodes").values().filter(|r| !r.removed) {
+            let up = is_up(st, &r.node);
+            let e = members.entry(r.url.clone()).or_insert((up, r.effective_weight(), r.seq));
+            e.0 |= up;
+            if r.seq < e.2 {
+                (e.1, e.2) = (r.effective_weight(), r.seq);
+            }
+        }
+        let mut members: Vec<_> = members.into_iter().collect();
+        members.sort_by_key(|(_, (_, _, seq))| *seq);
         let list: Vec<_> = members
             .iter()
-            .map(|(url, up)| json!({"name": url, "weight": 1, "state": if *up { "up" } else { "down" }}))
+            .map(|(url, (up, weight, seq))| {
+                json!({"name": url, "weight": weight, "state": if *up { "up" } else { "down" }, "seq": seq})
+            })
             .collect();
         let body = json!({"members": list, "buckets": self.buckets()});
-        (members.into_keys().collect(), serde_json::to_vec(&body).expect("json"))
+        (members.into_iter().map(|(url, _)| url).collect(), serde_json::to_vec(&body).expect("json"))
     }
 }
 

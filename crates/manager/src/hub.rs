@@ -69,6 +69,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         containers,
         labels,
         cache_url,
+        cache_weight,
     } = register
     else {
         let _ = send(&mut sink, &refuse("the first message must be register".into())).await;
@@ -112,7 +113,8 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         }
         let _ = sink.close().await;
     });
-    let agent = Registration { version: agent_version, queue, topology, address, containers, labels, cache_url };
+    let agent =
+        Registration { version: agent_version, queue, topology, address, containers, labels, cache_url, cache_weight };
     if let Err(e) = m.register(Conn { id: conn_id, tx }, &node, agent, kernels).await {
         tracing::error!(node, "cannot register node: {e}");
         writer.abort();
@@ -189,6 +191,8 @@ pub struct Registration {
     pub labels: std::collections::BTreeMap<String, String>,
     /// The dataset cache node on the agent's machine (`berth agent --cache-url`).
     pub cache_url: Option<String>,
+    /// Its weight (`berth agent --cache-weight`; none: 1).
+    pub cache_weight: Option<u32>,
 }
 
 impl Manager {
@@ -200,8 +204,17 @@ impl Manager {
         agent: Registration,
         kernels: Vec<KernelReport>,
     ) -> Result<(), berth_store::StoreError> {
-        let Registration { version, queue: asked_queue, topology, address, containers, labels, cache_url } = agent;
-        self.cache_members.reported(&*self.store, node, cache_url.as_deref()).await?;
+        let Registration {
+            version,
+            queue: asked_queue,
+            topology,
+            address,
+            containers,
+            labels,
+            cache_url,
+            cache_weight,
+        } = agent;
+        self.cache_members.reported(&*self.store, node, cache_url.as_deref(), cache_weight).await?;
         // A queue that selects this node by name or label takes it; else the agent's choice.
         let queue = crate::nodes::queue_for(&self.queues(), node, &labels, &asked_queue);
         let mut st = self.lock_state().await;

@@ -42,6 +42,10 @@ use crate::api::{cache, jobs, logs, misc, nodes, queues, quota, tenancy, usage};
         cache::members,
         cache::buckets,
         cache::put_bucket,
+        cache::delete_bucket,
+        cache::put_member,
+        cache::remove_member,
+        cache::add_member,
     ),
     modifiers(&BearerAuth)
 )]

@@ -252,6 +252,7 @@ async fn agent_auth_and_version() {
         containers: Default::default(),
         labels: Default::default(),
         cache_url: None,
+        cache_weight: None,
     })
     .await;
     match a.recv().await {

@@ -1,7 +1,9 @@
 //! The manager's side of the dataset cache, with closures in place of the CLI's (tokens are
 //! plain strings, pushes are recorded): agents report their cache node, the manager pushes
 //! the members (up, then down once the node is lost) and the buckets, kernels get the cache
-//! of their node, and the list and buckets survive a restart.
+//! of their node, and the list and buckets survive a restart. Admins delete buckets (gone from
+//! the next push), weigh members over their agents' weights, and remove members for good; each
+//! member is pushed with a join sequence number that only goes up and survives restarts.
 
 mod common;
 
@@ -42,6 +44,13 @@ async fn pushed(pushes: &Pushes, url: &str, what: &str, f: impl Fn(&Value) -> bo
     .await
 }
 
+/// A manager on `dir` whose cache pushes go to `pushes`.
+async fn start_cached(dir: &std::path::Path, pushes: &Pushes) -> berth_manager::ManagerHandle {
+    let mut cfg = config(dir, Duration::from_secs(5));
+    cfg.cache = Some(cache_env(pushes));
+    berth_manager::start(cfg).await.unwrap()
+}
+
 fn member_state(body: &Value, name: &str) -> Option<String> {
     body["members"].as_array()?.iter().find(|m| m["name"] == name).map(|m| m["state"].as_str().unwrap().to_string())
 }
@@ -50,9 +59,7 @@ fn member_state(body: &Value, name: &str) -> Option<String> {
 async fn agents_cache_nodes_become_members_and_buckets_reach_them() {
     let dir = tempfile::tempdir().unwrap();
     let pushes: Pushes = Arc::default();
-    let mut cfg = config(dir.path(), Duration::from_secs(5));
-    cfg.cache = Some(cache_env(&pushes));
-    let m = berth_manager::start(cfg).await.unwrap();
+    let m = start_cached(dir.path(), &pushes).await;
     let admin = Client::new(&m.url, &m.bootstrap.clone().unwrap().token);
     let topo = || Topology::synthetic(1, 4, 16 << 30, 0);
     let mut a1 = Agent::connect_with(&m, "n1", topo(), vec![], &[], Some("http://c1:7171/")).await;
@@ -114,18 +121,175 @@ async fn agents_cache_nodes_become_members_and_buckets_reach_them() {
     let (_, v) = admin.get("/v1/cache/members").await;
     assert_eq!(
         v,
-        json!([{"node": "n1", "url": "http://c1:7171", "state": "down"}, {"node": "n2", "url": "http://c2:7171", "state": "up"}])
+        json!([{"node": "n1", "url": "http://c1:7171", "state": "down", "weight": 1, "weight_set": false, "seq": 1},
+            {"node": "n2", "url": "http://c2:7171", "state": "up", "weight": 1, "weight_set": false, "seq": 2}])
     );
 
     // a restart keeps the members (n2 is up until the timeout, as for its jobs) and buckets
     m.shutdown().await;
-    let mut cfg = config(dir.path(), Duration::from_secs(5));
-    cfg.cache = Some(cache_env(&pushes));
-    let m = berth_manager::start(cfg).await.unwrap();
+    let m = start_cached(dir.path(), &pushes).await;
     let admin = Client::new(&m.url, &admin.token);
     let (_, v) = admin.get("/v1/cache/members").await;
     assert_eq!(v.as_array().unwrap().len(), 2, "{v}");
     let (_, v) = admin.get("/v1/admin/cache/buckets").await;
     assert_eq!(v[0]["name"], "ds");
+    m.shutdown().await;
+}
+
+async fn put(c: &Client, path: &str, body: Value) -> (u16, Value) {
+    let r = c.http.put(format!("{}{path}", c.url)).bearer_auth(&c.token).json(&body).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn bucket_names(body: &Value) -> Vec<String> {
+    body["buckets"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap().to_string()).collect()
+}
+
+/// The pushed members as (name, weight, seq), in the order sent.
+fn pushed_members(body: &Value) -> Vec<(String, u64, u64)> {
+    body["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap().to_string(), m["weight"].as_u64().unwrap(), m["seq"].as_u64().unwrap()))
+        .collect()
+}
+
+async fn audited(admin: &Client, action: &str, target: &str) {
+    let (_, audit) = admin.get("/v1/admin/audit").await;
+    let hit = audit.as_array().unwrap().iter().any(|e| e["action"] == action && e["target"] == target);
+    assert!(hit, "no {action} {target} in {audit}");
+}
+
+#[tokio::test]
+async fn a_deleted_bucket_leaves_the_pushes_and_stays_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let pushes: Pushes = Arc::default();
+    let m = start_cached(dir.path(), &pushes).await;
+    let admin = Client::new(&m.url, &m.bootstrap.clone().unwrap().token);
+    let _a = Agent::connect_with(&m, "n1", Topology::synthetic(1, 4, 16 << 30, 0), vec![], &[], Some("http://c1:7171"))
+        .await;
+    for name in ["ds", "keep"] {
+        assert_eq!(put(&admin, &format!("/v1/admin/cache/buckets/{name}"), json!({})).await.0, 200);
+    }
+    let both = |b: &Value| bucket_names(b) == ["ds", "keep"];
+    pushed(&pushes, "http://c1:7171", "both buckets pushed", both).await;
+
+    let (_, bob) = admin.post("/v1/admin/users", json!({"name": "bob"})).await;
+    let bob = Client::new(&m.url, bob["token"].as_str().unwrap());
+    assert_eq!(bob.delete("/v1/admin/cache/buckets/ds").await.0, 403);
+    let (s, _) = admin.delete("/v1/admin/cache/buckets/ds").await;
+    assert_eq!(s, 204);
+    let (s, v) = admin.delete("/v1/admin/cache/buckets/ds").await;
+    assert_eq!(s, 404);
+    assert!(v["error"].as_str().unwrap().contains("no bucket `ds`"), "{v}");
+    pushed(&pushes, "http://c1:7171", "the push without ds", |b| bucket_names(b) == ["keep"]).await;
+    audited(&admin, "cache.bucket.delete", "ds").await;
+    let (_, v) = admin.get("/v1/admin/cache/buckets").await;
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    let (_, api) = admin.get("/openapi.json").await;
+    for (path, method) in [
+        ("/v1/admin/cache/buckets/{name}", "delete"),
+        ("/v1/admin/cache/members/{node}", "put"),
+        ("/v1/admin/cache/members/{node}", "delete"),
+        ("/v1/admin/cache/members/{node}/add", "post"),
+    ] {
+        assert!(api["paths"][path][method].is_object(), "openapi lacks {method} {path}");
+    }
+
+    m.shutdown().await;
+    let m = start_cached(dir.path(), &pushes).await;
+    let admin = Client::new(&m.url, &admin.token);
+    let (_, v) = admin.get("/v1/admin/cache/buckets").await;
+    assert_eq!(v, json!([{"name": "keep", "public": false, "quota": null, "projects": []}]));
+    m.shutdown().await;
+}
+
+#[tokio::test]
+async fn members_are_weighed_removed_for_good_and_numbered_in_join_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let pushes: Pushes = Arc::default();
+    let m = start_cached(dir.path(), &pushes).await;
+    let admin = Client::new(&m.url, &m.bootstrap.clone().unwrap().token);
+    let topo = || Topology::synthetic(1, 4, 16 << 30, 0);
+    let _a1 = Agent::connect_cache(&m, "n1", topo(), vec![], &[], Some("http://c1:7171"), Some(3)).await;
+    let a2 = Agent::connect_cache(&m, "n2", topo(), vec![], &[], Some("http://c2:7171"), None).await;
+
+    // the agents' weights, and seq in join order: the list is sent in that order
+    let body = pushed(&pushes, "http://c1:7171", "both members", |b| pushed_members(b).len() == 2).await;
+    let first = pushed_members(&body);
+    assert_eq!((first[0].0.as_str(), first[0].1), ("http://c1:7171", 3));
+    assert_eq!((first[1].0.as_str(), first[1].1), ("http://c2:7171", 1));
+    let (s1, s2) = (first[0].2, first[1].2);
+    assert!(s2 > s1, "{first:?}");
+
+    // an admin's weight wins over the agent's; checked, admin only, audited
+    let (s, v) = put(&admin, "/v1/admin/cache/members/n2", json!({"weight": 5})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        (v["weight"].as_u64(), v["weight_set"].as_bool(), v["state"].as_str()),
+        (Some(5), Some(true), Some("up"))
+    );
+    for bad in [0, 1001] {
+        let (s, v) = put(&admin, "/v1/admin/cache/members/n2", json!({"weight": bad})).await;
+        assert_eq!(s, 400, "{bad}: {v}");
+        assert!(v["error"].as_str().unwrap().contains("from 1 to 1000"), "{v}");
+    }
+    let (s, v) = put(&admin, "/v1/admin/cache/members/nope", json!({"weight": 2})).await;
+    assert_eq!(s, 404);
+    assert!(v["error"].as_str().unwrap().contains("berth cache members"), "{v}");
+    let (_, bob) = admin.post("/v1/admin/users", json!({"name": "bob"})).await;
+    let bob = Client::new(&m.url, bob["token"].as_str().unwrap());
+    assert_eq!(put(&bob, "/v1/admin/cache/members/n2", json!({"weight": 2})).await.0, 403);
+    assert_eq!(bob.delete("/v1/admin/cache/members/n2").await.0, 403);
+    let weighed = |b: &Value| pushed_members(b).iter().any(|m| m.0 == "http://c2:7171" && m.1 == 5);
+    pushed(&pushes, "http://c1:7171", "n2's cache pushed with weight 5", weighed).await;
+    audited(&admin, "cache.member.set", "n2").await;
+
+    // removed: out of the pushes (sent only to the members left), and stays out when its
+    // agent registers again (with another URL, which is recorded)
+    let (s, v) = admin.delete("/v1/admin/cache/members/n2").await;
+    assert_eq!((s, v["state"].as_str()), (200, Some("removed")));
+    audited(&admin, "cache.member.remove", "n2").await;
+    let only_c1 = |b: &Value| pushed_members(b).iter().map(|m| m.0.clone()).collect::<Vec<_>>() == ["http://c1:7171"];
+    pushed(&pushes, "http://c1:7171", "the push without n2's cache", only_c1).await;
+    drop(a2);
+    let a2 = Agent::connect_cache(&m, "n2", topo(), vec![], &[], Some("http://c2b:7171"), Some(2)).await;
+    let (_, v) = admin.get("/v1/cache/members").await;
+    assert_eq!(v[1]["state"], "removed", "{v}");
+    assert_eq!(v[1]["url"], "http://c2b:7171", "{v}");
+    let n = pushes.lock().unwrap().len();
+    put(&admin, "/v1/admin/cache/buckets/poke", json!({})).await;
+    let body =
+        pushed(&pushes, "http://c1:7171", "a push after the re-registration", |b| bucket_names(b) == ["poke"]).await;
+    assert!(only_c1(&body), "{body}");
+    assert!(pushes.lock().unwrap()[n..].iter().all(|(u, _, _)| u == "http://c1:7171"), "pushed to a removed member");
+    drop(a2);
+
+    // a restart keeps weights, removal and seq
+    m.shutdown().await;
+    let m = start_cached(dir.path(), &pushes).await;
+    let admin = Client::new(&m.url, &admin.token);
+    let (_, v) = admin.get("/v1/cache/members").await;
+    assert_eq!((v[0]["node"].as_str(), v[0]["weight"].as_u64(), v[0]["seq"].as_u64()), (Some("n1"), Some(3), Some(s1)));
+    assert_eq!((v[1]["state"].as_str(), v[1]["weight"].as_u64()), (Some("removed"), Some(5)), "{v}");
+    let _a2 = Agent::connect_cache(&m, "n2", topo(), vec![], &[], Some("http://c2b:7171"), Some(2)).await;
+    let (_, v) = admin.get("/v1/cache/members").await;
+    assert_eq!(v[1]["state"], "removed", "a re-registration after a restart does not add it back: {v}");
+
+    // added back at the URL last reported, as the newest member; a new node comes after it
+    let (s, v) = admin.post("/v1/admin/cache/members/n2/add", json!({})).await;
+    assert_eq!((s, v["state"].as_str(), v["url"].as_str()), (200, Some("up"), Some("http://c2b:7171")), "{v}");
+    let s_back = v["seq"].as_u64().unwrap();
+    assert!(s_back > s2, "added back with a new seq: {v}");
+    audited(&admin, "cache.member.add", "n2").await;
+    let _a3 = Agent::connect_with(&m, "n3", topo(), vec![], &[], Some("http://c3:7171")).await;
+    let body = pushed(&pushes, "http://c2b:7171", "three members", |b| pushed_members(b).len() == 3).await;
+    let list = pushed_members(&body);
+    let names: Vec<&str> = list.iter().map(|m| m.0.as_str()).collect();
+    assert_eq!(names, ["http://c1:7171", "http://c2b:7171", "http://c3:7171"], "in seq order: {list:?}");
+    assert_eq!(list[1], ("http://c2b:7171".to_string(), 5, s_back), "the admin's weight is kept");
+    assert!(list[2].2 > s_back, "{list:?}");
     m.shutdown().await;
 }

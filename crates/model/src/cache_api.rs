@@ -12,9 +12,44 @@ pub struct CacheMemberView {
     pub node: String,
     /// Its base URL, its name in the cache's member list.
     pub url: String,
-    /// `up`, or `down` while its node is lost (its keys are then served, as misses at first,
-    /// by the other members).
+    /// `up`, `down` while its node is lost (its keys are then served, as misses at first,
+    /// by the other members), or `removed` by an admin (`berth cache member remove`: out of
+    /// the members until `berth cache member add`).
     pub state: String,
+    /// Its relative share of the keys: the weight an admin set, else its agent's.
+    #[serde(default = "one")]
+    pub weight: u32,
+    /// Whether `weight` is the admin's (`berth cache member set`) rather than the agent's.
+    #[serde(default)]
+    pub weight_set: bool,
+    /// Join sequence number: given when its URL was first seen or it was added back, never
+    /// reused; the cache nodes order their members by it.
+    #[serde(default)]
+    pub seq: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The largest cache member weight (`berth cache member set --weight`, `berth agent
+/// --cache-weight`): a member of weight 1 next to one of this still owns slots of the
+/// 65537-slot table.
+pub const MAX_CACHE_WEIGHT: u32 = 1000;
+
+/// Why a weight is refused, or `None` when it is in 1..=[`MAX_CACHE_WEIGHT`].
+pub fn cache_weight_error(weight: u64) -> Option<String> {
+    (weight == 0 || weight > u64::from(MAX_CACHE_WEIGHT)).then(|| {
+        format!("cache weight {weight} is out of range: use a whole number from 1 to {MAX_CACHE_WEIGHT} (relative to the other members' weights)")
+    })
+}
+
+/// `PUT /v1/admin/cache/members/{node}`: what an admin changes about a member.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub struct CacheMemberUpdate {
+    /// Its weight, 1 to [`MAX_CACHE_WEIGHT`]; `null`: back to the weight its agent reports.
+    #[serde(default)]
+    pub weight: Option<u32>,
 }
 
 /// A bucket's settings: `PUT /v1/admin/cache/buckets/{name}` (the name comes from the path)

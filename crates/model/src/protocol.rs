@@ -127,6 +127,11 @@ pub enum AgentMessage {
         /// manager makes a member of the cache and hands to the kernels it runs here.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cache_url: Option<String>,
+        /// Its relative weight in the cache's routing (`berth agent --cache-weight`, 1 to
+        /// [`crate::api::MAX_CACHE_WEIGHT`]); none: 1. An admin's `berth cache member set`
+        /// wins over it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_weight: Option<u32>,
     },
     /// The node's container runtime changed (an image pulled or removed, Docker down or up).
     Containers {

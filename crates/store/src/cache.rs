@@ -1,5 +1,6 @@
 //! What the manager keeps about the dataset cache (DESIGN.md §10): the cache node each agent
-//! reported (`berth agent --cache-url`) and the buckets' settings. The manager pushes both to
+//! reported (`berth agent --cache-url`, `--cache-weight`), what an admin decided about it
+//! (its weight, its removal) and the buckets' settings. The manager pushes both to
 //! every cache node, so the member list survives a manager restart (a node not yet
 //! reconnected stays in the list, as down) and a cache node joining later learns the buckets
 //! created before it. A supertrait of [`crate::Store`], like [`crate::Tenancy`].
@@ -14,9 +15,28 @@ use crate::Result;
 pub struct CacheNodeRow {
     /// The berth node (agent) name.
     pub node: String,
-    /// The base URL other cache nodes and clients reach it at.
+    /// The base URL other cache nodes and clients reach it at (the last one its agent
+    /// reported, also while removed).
     pub url: String,
+    /// The weight its agent reported (`berth agent --cache-weight`).
+    pub reported_weight: u32,
+    /// The weight an admin set (`berth cache member set`); wins over the reported one.
+    pub weight: Option<u32>,
+    /// Removed by an admin (`berth cache member remove`): out of the member list whatever its
+    /// agent reports, until `berth cache member add`.
+    pub removed: bool,
+    /// Join sequence number: given when its URL is first seen (a new node, or a node whose
+    /// URL changed) or when it is added back, from a counter that never goes back, so no two
+    /// members ever share one and a member keeps its number across restarts.
+    pub seq: u64,
     pub updated_at: Timestamp,
+}
+
+impl CacheNodeRow {
+    /// The weight it is pushed with: the admin's, else its agent's.
+    pub fn effective_weight(&self) -> u32 {
+        self.weight.unwrap_or(self.reported_weight)
+    }
 }
 
 /// A bucket's settings, as `berth cache bucket create` set them.
@@ -32,12 +52,27 @@ pub struct CacheBucketRow {
 
 #[async_trait]
 pub trait CacheState: Send + Sync {
-    /// Records (or replaces) the cache URL of `node`.
-    async fn put_cache_node(&self, node: &str, url: &str, at: Timestamp) -> Result<()>;
+    /// Records the cache URL and weight `node`'s agent reported; a new node, or a URL other
+    /// than the one known, gets the next `seq`. Keeps the admin's weight and removal.
+    /// Returns the row as stored.
+    async fn put_cache_node(&self, node: &str, url: &str, weight: u32, at: Timestamp) -> Result<CacheNodeRow>;
     /// Every node's cache, by node name.
     async fn cache_nodes(&self) -> Result<Vec<CacheNodeRow>>;
+    /// Sets (or, with `None`, clears) the admin's weight of `node`'s cache; `None` when no
+    /// such node reported a cache.
+    async fn set_cache_node_weight(
+        &self,
+        node: &str,
+        weight: Option<u32>,
+        at: Timestamp,
+    ) -> Result<Option<CacheNodeRow>>;
+    /// Removes `node`'s cache from the members for good, or adds it back (with the next
+    /// `seq`); no change when it already is so. `None` when no such node reported a cache.
+    async fn set_cache_node_removed(&self, node: &str, removed: bool, at: Timestamp) -> Result<Option<CacheNodeRow>>;
     /// Creates or replaces a bucket's settings.
     async fn put_cache_bucket(&self, bucket: &CacheBucketRow) -> Result<()>;
     /// Every bucket, by name.
     async fn cache_buckets(&self) -> Result<Vec<CacheBucketRow>>;
+    /// Deletes a bucket's settings; `false` when there was no such bucket.
+    async fn delete_cache_bucket(&self, name: &str) -> Result<bool>;
 }

@@ -242,6 +242,10 @@ pub async fn fill_before_reopen(s: &dyn Store) {
     .unwrap();
     s.apply(&[tr(2, JobState::Pending, JobState::Cancelled, 6, "cancelled by gina")]).await.unwrap();
     s.meta_set("bootstrapped", "1").await.unwrap();
+    s.put_cache_node("n1", "http://n1:7171", 1, at(7)).await.unwrap();
+    s.put_cache_node("n2", "http://n2:7171", 2, at(7)).await.unwrap();
+    s.set_cache_node_removed("n2", true, at(8)).await.unwrap();
+    s.set_cache_node_weight("n1", Some(5), at(8)).await.unwrap();
 }
 
 /// Everything [`fill_before_reopen`] wrote is still there, and ids keep counting.
@@ -256,6 +260,13 @@ pub async fn check_after_reopen(s: &dyn Store) {
     assert_eq!(s.transitions(2).await.unwrap().last().unwrap().reason, "cancelled by gina");
     let next = s.insert_job(u.id, &JobSpec::command(["again"]), at(9)).await.unwrap();
     assert_eq!(next, 4, "ids keep counting after reopen");
+    let cache = s.cache_nodes().await.unwrap();
+    let view: Vec<_> = cache.iter().map(|r| (r.node.as_str(), r.effective_weight(), r.removed, r.seq)).collect();
+    assert_eq!(view, vec![("n1", 5, false, 1), ("n2", 2, true, 2)]);
+    let n3 = s.put_cache_node("n3", "http://n3:7171", 1, at(9)).await.unwrap();
+    assert_eq!(n3.seq, 3, "seq keeps counting after reopen");
+    let back = s.set_cache_node_removed("n2", false, at(9)).await.unwrap().unwrap();
+    assert_eq!(back.seq, 4);
 }
 
 /// Queue policies: insert, replace, list by name.
@@ -369,9 +380,9 @@ pub async fn tenancy(s: &dyn Store) {
 pub async fn cache_state(s: &dyn Store) {
     use crate::CacheBucketRow;
     assert!(s.cache_nodes().await.unwrap().is_empty());
-    s.put_cache_node("n2", "http://10.0.0.2:7171", at(1)).await.unwrap();
-    s.put_cache_node("n1", "http://10.0.0.1:7171", at(2)).await.unwrap();
-    s.put_cache_node("n2", "https://n2:7171", at(3)).await.unwrap();
+    s.put_cache_node("n2", "http://10.0.0.2:7171", 1, at(1)).await.unwrap();
+    s.put_cache_node("n1", "http://10.0.0.1:7171", 1, at(2)).await.unwrap();
+    s.put_cache_node("n2", "https://n2:7171", 1, at(3)).await.unwrap();
     let nodes: Vec<(String, String)> = s.cache_nodes().await.unwrap().into_iter().map(|r| (r.node, r.url)).collect();
     assert_eq!(nodes, vec![("n1".into(), "http://10.0.0.1:7171".into()), ("n2".into(), "https://n2:7171".into())]);
 
@@ -400,4 +411,54 @@ pub async fn cache_state(s: &dyn Store) {
     let changed = CacheBucketRow { public: true, quota: None, projects: vec![], updated_at: at(6), ..b };
     s.put_cache_bucket(&changed).await.unwrap();
     assert_eq!(s.cache_buckets().await.unwrap()[1], changed);
+
+    assert!(s.delete_cache_bucket("imagenet").await.unwrap());
+    assert!(!s.delete_cache_bucket("imagenet").await.unwrap(), "deleted twice");
+    assert!(!s.delete_cache_bucket("never").await.unwrap());
+    let names: Vec<String> = s.cache_buckets().await.unwrap().into_iter().map(|b| b.name).collect();
+    assert_eq!(names, vec!["a-public"]);
+}
+
+/// Cache members: weights (the admin's wins over the agent's), sticky removal, and join
+/// sequence numbers that only go up and are kept as long as the member's URL is.
+pub async fn cache_members(s: &dyn Store) {
+    let a = s.put_cache_node("a", "http://a:7171", 2, at(1)).await.unwrap();
+    let b = s.put_cache_node("b", "http://b:7171", 1, at(2)).await.unwrap();
+    assert_eq!((a.reported_weight, a.weight, a.removed, a.effective_weight()), (2, None, false, 2));
+    assert!(b.seq > a.seq, "seq goes up: {} then {}", a.seq, b.seq);
+
+    // the same URL again keeps the seq (a weight change too); another URL is a new member
+    let again = s.put_cache_node("a", "http://a:7171", 3, at(3)).await.unwrap();
+    assert_eq!((again.seq, again.reported_weight), (a.seq, 3));
+    let moved = s.put_cache_node("b", "http://b2:7171", 1, at(4)).await.unwrap();
+    assert!(moved.seq > b.seq, "a new URL gets a new seq");
+
+    // the admin's weight wins, is kept across reports, and can be cleared
+    let w = s.set_cache_node_weight("a", Some(10), at(5)).await.unwrap().unwrap();
+    assert_eq!((w.weight, w.effective_weight()), (Some(10), 10));
+    let r = s.put_cache_node("a", "http://a:7171", 4, at(6)).await.unwrap();
+    assert_eq!((r.weight, r.reported_weight, r.effective_weight(), r.seq), (Some(10), 4, 10, a.seq));
+    assert!(s.set_cache_node_weight("nope", Some(2), at(6)).await.unwrap().is_none());
+
+    // removal is sticky across reports (which still record the URL); adding back renumbers
+    let gone = s.set_cache_node_removed("a", true, at(7)).await.unwrap().unwrap();
+    assert!(gone.removed);
+    assert_eq!(gone.seq, a.seq);
+    let r = s.put_cache_node("a", "http://a-new:7171", 4, at(8)).await.unwrap();
+    assert!(r.removed, "a report does not add a removed member back");
+    assert_eq!(r.url, "http://a-new:7171");
+    let twice = s.set_cache_node_removed("a", true, at(9)).await.unwrap().unwrap();
+    assert_eq!(twice, r, "removing twice changes nothing");
+    let back = s.set_cache_node_removed("a", false, at(10)).await.unwrap().unwrap();
+    assert!(!back.removed);
+    assert!(back.seq > r.seq && back.seq > moved.seq, "added back: the newest member");
+    assert_eq!(back.weight, Some(10), "the admin's weight is kept");
+    assert!(s.set_cache_node_removed("nope", true, at(10)).await.unwrap().is_none());
+
+    let all = s.cache_nodes().await.unwrap();
+    assert_eq!(all.iter().map(|r| r.node.as_str()).collect::<Vec<_>>(), vec!["a", "b"]);
+    assert_eq!(all[0], back);
+    assert_eq!(all[1], moved);
+    let seqs = [a.seq, b.seq, moved.seq, r.seq, back.seq];
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "every new URL and every re-add a higher seq: {seqs:?}");
 }

@@ -1,40 +1,113 @@
-//! [`CacheState`] for SQLite: the `cache_nodes` and `cache_buckets` tables.
+//! [`CacheState`] for SQLite: the `cache_nodes`, `cache_seq` and `cache_buckets` tables.
 
 use async_trait::async_trait;
 use jiff::Timestamp;
-use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, Sqlite, Transaction};
 
 use crate::cache::{CacheBucketRow, CacheNodeRow, CacheState};
 use crate::sqlite::{from_ts, ts};
 use crate::{Result, SqliteStore, StoreError};
 
+const NODE_COLUMNS: &str = "node, url, reported_weight, weight, removed, seq, updated_at";
+
+fn node_row(r: &SqliteRow) -> Result<CacheNodeRow> {
+    let weight = |v: i64| u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("cache member weight {v}")));
+    Ok(CacheNodeRow {
+        node: r.try_get("node")?,
+        url: r.try_get("url")?,
+        reported_weight: weight(r.try_get("reported_weight")?)?,
+        weight: r.try_get::<Option<i64>, _>("weight")?.map(weight).transpose()?,
+        removed: r.try_get::<i64, _>("removed")? != 0,
+        seq: r.try_get::<i64, _>("seq")? as u64,
+        updated_at: from_ts(r.try_get("updated_at")?)?,
+    })
+}
+
+async fn node_in(tx: &mut Transaction<'_, Sqlite>, node: &str) -> Result<Option<CacheNodeRow>> {
+    let r = sqlx::query(&format!("SELECT {NODE_COLUMNS} FROM cache_nodes WHERE node = ?"))
+        .bind(node)
+        .fetch_optional(&mut **tx)
+        .await?;
+    r.as_ref().map(node_row).transpose()
+}
+
+/// The next join sequence number (the counter only goes up, inside the caller's transaction).
+async fn next_seq(tx: &mut Transaction<'_, Sqlite>) -> Result<u64> {
+    let last: i64 =
+        sqlx::query_scalar("UPDATE cache_seq SET last = last + 1 RETURNING last").fetch_one(&mut **tx).await?;
+    Ok(last as u64)
+}
+
 #[async_trait]
 impl CacheState for SqliteStore {
-    async fn put_cache_node(&self, node: &str, url: &str, at: Timestamp) -> Result<()> {
+    async fn put_cache_node(&self, node: &str, url: &str, weight: u32, at: Timestamp) -> Result<CacheNodeRow> {
+        let mut tx = self.writer.begin().await?;
+        let old = node_in(&mut tx, node).await?;
+        let seq = match &old {
+            Some(o) if o.url == url => o.seq,
+            _ => next_seq(&mut tx).await?,
+        };
         sqlx::query(
-            "INSERT INTO cache_nodes (node, url, updated_at) VALUES (?, ?, ?) \
-             ON CONFLICT (node) DO UPDATE SET url = excluded.url, updated_at = excluded.updated_at",
+            "INSERT INTO cache_nodes (node, url, reported_weight, weight, removed, seq, updated_at) \
+             VALUES (?, ?, ?, NULL, 0, ?, ?) \
+             ON CONFLICT (node) DO UPDATE SET url = excluded.url, reported_weight = excluded.reported_weight, \
+             seq = excluded.seq, updated_at = excluded.updated_at",
         )
         .bind(node)
         .bind(url)
+        .bind(i64::from(weight))
+        .bind(seq as i64)
         .bind(ts(at))
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
-        Ok(())
+        let row = node_in(&mut tx, node).await?.expect("the row was just written");
+        tx.commit().await?;
+        Ok(row)
     }
 
     async fn cache_nodes(&self) -> Result<Vec<CacheNodeRow>> {
-        let rows =
-            sqlx::query("SELECT node, url, updated_at FROM cache_nodes ORDER BY node").fetch_all(&self.reader).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(CacheNodeRow {
-                    node: r.try_get("node")?,
-                    url: r.try_get("url")?,
-                    updated_at: from_ts(r.try_get("updated_at")?)?,
-                })
-            })
-            .collect()
+        let rows = sqlx::query(&format!("SELECT {NODE_COLUMNS} FROM cache_nodes ORDER BY node"))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(node_row).collect()
+    }
+
+    async fn set_cache_node_weight(
+        &self,
+        node: &str,
+        weight: Option<u32>,
+        at: Timestamp,
+    ) -> Result<Option<CacheNodeRow>> {
+        let r = sqlx::query(&format!(
+            "UPDATE cache_nodes SET weight = ?, updated_at = ? WHERE node = ? RETURNING {NODE_COLUMNS}"
+        ))
+        .bind(weight.map(i64::from))
+        .bind(ts(at))
+        .bind(node)
+        .fetch_optional(&self.writer)
+        .await?;
+        r.as_ref().map(node_row).transpose()
+    }
+
+    async fn set_cache_node_removed(&self, node: &str, removed: bool, at: Timestamp) -> Result<Option<CacheNodeRow>> {
+        let mut tx = self.writer.begin().await?;
+        let Some(old) = node_in(&mut tx, node).await? else { return Ok(None) };
+        if old.removed == removed {
+            return Ok(Some(old));
+        }
+        // added back: a new member as far as the cache nodes' order goes
+        let seq = if removed { old.seq } else { next_seq(&mut tx).await? };
+        sqlx::query("UPDATE cache_nodes SET removed = ?, seq = ?, updated_at = ? WHERE node = ?")
+            .bind(removed as i64)
+            .bind(seq as i64)
+            .bind(ts(at))
+            .bind(node)
+            .execute(&mut *tx)
+            .await?;
+        let row = node_in(&mut tx, node).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     async fn put_cache_bucket(&self, b: &CacheBucketRow) -> Result<()> {
@@ -71,5 +144,10 @@ impl CacheState for SqliteStore {
                 })
             })
             .collect()
+    }
+
+    async fn delete_cache_bucket(&self, name: &str) -> Result<bool> {
+        let r = sqlx::query("DELETE FROM cache_buckets WHERE name = ?").bind(name).execute(&self.writer).await?;
+        Ok(r.rows_affected() > 0)
     }
 }

@@ -1,6 +1,6 @@
 //! Runs the shared conformance suite on a SQLite store in a temp dir, plus SQLite specifics.
 
-use berth_store::{SqliteStore, Store, conformance};
+use berth_store::{CacheState, SqliteStore, Store, conformance};
 
 async fn fresh() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
@@ -29,7 +29,40 @@ conformance_tests!(
     queues_and_usage,
     tenancy,
     cache_state,
+    cache_members,
 );
+
+/// A database from before migration 0008 (cache nodes without weights or seq): the members
+/// known get 1, 2, ... in node-name order, and new ones count on from there.
+#[tokio::test]
+async fn cache_members_known_before_the_seq_migration_are_numbered_by_name() {
+    use sqlx::migrate::Migrate;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("berth.db");
+    {
+        let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+        let mut conn = sqlx::ConnectOptions::connect(&opts).await.unwrap();
+        let migrator = sqlx::migrate!("./migrations/sqlite");
+        conn.ensure_migrations_table().await.unwrap();
+        for m in migrator.iter().filter(|m| m.version < 8) {
+            conn.apply(m).await.unwrap();
+        }
+        for (node, url) in [("zeta", "http://z:7171"), ("alpha", "http://a:7171")] {
+            sqlx::query("INSERT INTO cache_nodes (node, url, updated_at) VALUES (?, ?, 0)")
+                .bind(node)
+                .bind(url)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+    }
+    let s = SqliteStore::open(&path).await.unwrap();
+    let rows = s.cache_nodes().await.unwrap();
+    let view: Vec<_> = rows.iter().map(|r| (r.node.as_str(), r.seq, r.effective_weight(), r.removed)).collect();
+    assert_eq!(view, vec![("alpha", 1, 1, false), ("zeta", 2, 1, false)]);
+    assert_eq!(s.put_cache_node("new", "http://n:7171", 1, jiff::Timestamp::now()).await.unwrap().seq, 3);
+    s.close().await;
+}
 
 #[tokio::test]
 async fn reopen_keeps_everything() {

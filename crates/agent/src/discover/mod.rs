@@ -65,6 +65,7 @@ mod tests {
             docker: Default::default(),
             kernel_shim: None,
             cache_url: None,
+            cache_weight: 1,
         }
     }
 

@@ -67,7 +67,9 @@ async fn read_json<T: for<'de> Deserialize<'de>>(req: Request<Incoming>) -> Resu
 
 /// `PUT /v1/members`: a list of members, or `{"members": [...], "buckets": [...]}` (what the
 /// manager pushes: the members it knows, up or down, and every bucket's settings, so that a
-/// node joining later learns the buckets created before it).
+/// node joining later learns the buckets created before it). The manager's list of buckets
+/// is the whole list: a bucket it does not name is deleted here, objects and all (only
+/// when `buckets` is there; a plain list changes no bucket).
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum MembersIn {
@@ -75,7 +77,7 @@ enum MembersIn {
     Cluster {
         members: Vec<Member>,
         #[serde(default)]
-        buckets: Vec<BucketConfig>,
+        buckets: Option<Vec<BucketConfig>>,
     },
 }
 
@@ -84,14 +86,14 @@ pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<B
         return *r;
     }
     let (list, buckets) = match read_json(req).await {
-        Ok(MembersIn::List(l)) => (l, vec![]),
+        Ok(MembersIn::List(l)) => (l, None),
         Ok(MembersIn::Cluster { members, buckets }) => (members, buckets),
         Err(r) => return *r,
     };
     if list.iter().any(|m| !m.name.starts_with("http://") && !m.name.starts_with("https://")) {
         return error(StatusCode::BAD_REQUEST, "members are base URLs such as http://10.0.0.2:7171");
     }
-    for b in &buckets {
+    for b in buckets.iter().flatten() {
         if let Err(e) = crate::bucket::validate_bucket_name(&b.name) {
             return error(StatusCode::BAD_REQUEST, &e.to_string());
         }
@@ -102,6 +104,7 @@ pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<B
     }
     let n = node.clone();
     let applied = tokio::task::spawn_blocking(move || -> Result<(), String> {
+        let buckets = buckets.map(|b| apply_bucket_list(&n, b)).transpose()?.unwrap_or_default();
         for b in buckets {
             if n.store.bucket(&b.name).as_ref() != Some(&b) {
                 n.store.put_bucket(b).map_err(|e| format!("saving a bucket failed: {e}"))?;
@@ -116,6 +119,23 @@ pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<B
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, &e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("member update failed: {e}")),
     }
+}
+
+/// Deletes the buckets the manager's full list no longer names; returns the list (blocks on
+/// the deletions' unlinks).
+fn apply_bucket_list(node: &Node, wanted: Vec<BucketConfig>) -> Result<Vec<BucketConfig>, String> {
+    for b in node.store.buckets() {
+        if wanted.iter().all(|w| w.name != b.name) {
+            match node.store.delete_bucket(&b.name) {
+                Ok(d) => tracing::info!(bucket = %b.name, objects = d.objects, bytes = d.bytes,
+                    "deleted a bucket the manager no longer has"),
+                // deleted meanwhile by a DELETE
+                Err(crate::StoreError::NoBucket(_)) => {}
+                Err(e) => return Err(format!("deleting bucket `{}` failed: {e}", b.name)),
+            }
+        }
+    }
+    Ok(wanted)
 }
 
 pub fn buckets(node: &Node, req: &Request<Incoming>) -> Response<Body> {
@@ -151,5 +171,22 @@ pub async fn put_bucket(node: &Arc<Node>, req: Request<Incoming>) -> Response<Bo
         Ok(Ok(())) => super::json(StatusCode::OK, &serde_json::to_value(cfg).expect("json")),
         Ok(Err(e)) => error(StatusCode::BAD_REQUEST, &e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("bucket update failed: {e}")),
+    }
+}
+
+/// `DELETE /v1/buckets/{name}` (admin): deletes a bucket and every object in it on this node
+/// (a cache run without a manager; the manager deletes through its pushes).
+pub async fn delete_bucket(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
+    if let Err(r) = auth::admin(node, req.headers()) {
+        return *r;
+    }
+    let name = req.uri().path().trim_start_matches("/v1/buckets/").to_string();
+    let store = node.store.clone();
+    let n = name.clone();
+    match tokio::task::spawn_blocking(move || store.delete_bucket(&n)).await {
+        Ok(Ok(d)) => super::json(StatusCode::OK, &json!({"bucket": name, "objects": d.objects, "bytes": d.bytes})),
+        Ok(Err(e @ crate::StoreError::NoBucket(_))) => error(StatusCode::NOT_FOUND, &e.to_string()),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("deleting bucket `{name}` failed: {e}")),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("bucket deletion failed: {e}")),
     }
 }

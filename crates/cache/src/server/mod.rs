@@ -5,7 +5,8 @@
 //! - `PUT|GET|HEAD|DELETE /v1/objects/{bucket}/{key}`: objects ([`objects`]); a node that does
 //!   not own the key forwards to its owner ([`forward`]).
 //! - `GET /v1/members`, `PUT /v1/members` (admin): the Maglev member list.
-//! - `GET /v1/buckets`, `PUT /v1/buckets/{name}` (admin): bucket settings.
+//! - `GET /v1/buckets`, `PUT|DELETE /v1/buckets/{name}` (admin): bucket settings; a deleted
+//!   bucket takes its objects with it.
 //! - `GET /v1/stats` (JSON) and `GET /metrics` (Prometheus): per-bucket counters.
 
 mod admin;
@@ -235,6 +236,7 @@ async fn route(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
         (&Method::PUT, "/v1/members") => admin::put_members(node, req).await,
         (&Method::GET, "/v1/buckets") => admin::buckets(node, &req),
         (&Method::PUT, p) if p.starts_with("/v1/buckets/") => admin::put_bucket(node, req).await,
+        (&Method::DELETE, p) if p.starts_with("/v1/buckets/") => admin::delete_bucket(node, req).await,
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
         _ => error(StatusCode::NOT_FOUND, &format!("no route {} {path}: see /v1/objects/BUCKET/KEY", req.method())),
     }

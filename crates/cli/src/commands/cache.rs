@@ -1,5 +1,6 @@
 //! `berth cache ...`: run a dataset cache node (`serve`), mint tokens (`token`), manage
-//! buckets (`bucket create|list`), prefetch a dataset (`warm`) and show counters (`stats`).
+//! buckets (`bucket create|list|delete`) and members (`members`, `member set|remove|add`: in
+//! [`super::cache_admin`]), prefetch a dataset (`warm`) and show counters (`stats`).
 //!
 //! The client commands find a node through `--url`/`BERTH_CACHE_URL` and authenticate with
 //! `--token`/`BERTH_CACHE_TOKEN` (or `--token-file`); they ask that node for `/v1/members` and
@@ -18,13 +19,13 @@ use berth_cache::maglev::Member;
 use berth_cache::server::{self, Node, NodeTls};
 use berth_cache::token::{Claims, Key, unix_now};
 use berth_cache::{BucketStats, Store};
-use berth_model::api::CacheBucket;
 use berth_model::{format_bytes, parse_duration, parse_mem};
 use clap::{Args, Subcommand};
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::cache_client::{CacheClient, Endpoint, answer};
+use super::cache_admin::{BucketCommand, MemberCommand, MembersArgs};
+use super::cache_client::{CacheClient, Endpoint};
 use crate::UsageError;
 use crate::output::{OutputArgs, print_json, print_table, table};
 
@@ -47,9 +48,14 @@ enum CacheCommand {
     Serve(ServeArgs),
     /// Mint a signed cache token with the nodes' key file
     Token(TokenArgs),
-    /// Create or list buckets (on every member)
+    /// Create, list or delete buckets (on every member)
     #[command(subcommand)]
     Bucket(BucketCommand),
+    /// The cache members the manager knows: node, URL, state, weight
+    Members(MembersArgs),
+    /// Weigh, remove or add back a cache member (admin)
+    #[command(subcommand)]
+    Member(MemberCommand),
     /// Prefetch a directory into a bucket, with a progress bar
     Warm(WarmArgs),
     /// Per-node, per-bucket objects, bytes, hits, misses and evictions
@@ -122,38 +128,6 @@ pub struct TokenArgs {
     out: Option<PathBuf>,
 }
 
-#[derive(Debug, Subcommand)]
-enum BucketCommand {
-    /// Create a bucket, or change its settings, on every member
-    Create(BucketCreateArgs),
-    /// List buckets and their settings
-    List(BucketListArgs),
-}
-
-#[derive(Debug, Args)]
-struct BucketCreateArgs {
-    name: String,
-    /// Readable without a token (writes still need one).
-    #[arg(long)]
-    public: bool,
-    /// Most bytes the bucket may use on each node, e.g. 100GiB.
-    #[arg(long, value_parser = parse_size)]
-    quota: Option<u64>,
-    /// Projects whose tokens may use the bucket, comma-separated.
-    #[arg(long, value_delimiter = ',')]
-    projects: Vec<String>,
-    #[command(flatten)]
-    endpoint: Endpoint,
-}
-
-#[derive(Debug, Args)]
-struct BucketListArgs {
-    #[command(flatten)]
-    endpoint: Endpoint,
-    #[command(flatten)]
-    output: OutputArgs,
-}
-
 #[derive(Debug, Args)]
 pub struct WarmArgs {
     /// Directory whose files to load (recursively).
@@ -191,8 +165,9 @@ pub async fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
     match a.command {
         CacheCommand::Serve(a) => serve(a).await.map(|()| ExitCode::SUCCESS),
         CacheCommand::Token(a) => token(a),
-        CacheCommand::Bucket(BucketCommand::Create(a)) => bucket_create(a).await,
-        CacheCommand::Bucket(BucketCommand::List(a)) => bucket_list(a).await,
+        CacheCommand::Bucket(c) => super::cache_admin::bucket(c).await,
+        CacheCommand::Members(a) => super::cache_admin::members(a).await,
+        CacheCommand::Member(c) => super::cache_admin::member(c).await,
         CacheCommand::Warm(a) => crate::commands::cache_warm::warm(a).await,
         CacheCommand::Stats(a) => stats(a).await,
     }
@@ -289,90 +264,6 @@ fn token(a: TokenArgs) -> anyhow::Result<ExitCode> {
         }
         None => println!("{t}"),
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn bucket_create(a: BucketCreateArgs) -> anyhow::Result<ExitCode> {
-    berth_cache::bucket::validate_bucket_name(&a.name).map_err(|e| UsageError::error(e.to_string()))?;
-    let body = CacheBucket { name: a.name.clone(), public: a.public, quota: a.quota, projects: a.projects.clone() };
-    let whom = if a.endpoint.has_token() {
-        match bucket_create_on_nodes(&a.endpoint, &body).await? {
-            Some(n) => format!("on {n} cache nodes"),
-            None => return Ok(ExitCode::FAILURE),
-        }
-    } else {
-        let c = crate::client::Client::from_env().context(
-            "buckets are kept by the berth manager: log in as an admin (BERTH_URL, BERTH_TOKEN), or give a cache admin token (--token) to set it on the cache nodes directly",
-        )?;
-        let _: CacheBucket =
-            c.json(c.request(reqwest::Method::PUT, &format!("/v1/admin/cache/buckets/{}", a.name)).json(&body)).await?;
-        "on the manager (pushed to every cache node)".to_string()
-    };
-    let quota = a.quota.map(format_bytes).unwrap_or_else(|| "none".into());
-    println!(
-        "bucket `{}` {whom}: {}, quota {quota} per node{}",
-        a.name,
-        if a.public { "public" } else { "private" },
-        if a.projects.is_empty() { String::new() } else { format!(", projects {}", a.projects.join(",")) }
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Sets a bucket on every up member the node at `e` knows (a cache without a manager); the
-/// number of nodes, or `None` when some failed (said on stderr).
-async fn bucket_create_on_nodes(e: &Endpoint, b: &CacheBucket) -> anyhow::Result<Option<usize>> {
-    let c = CacheClient::new(e)?;
-    let (m, _) = c.members().await?;
-    let up: Vec<&Member> = m.members().iter().filter(|m| m.is_up()).collect();
-    let mut failed = 0;
-    for member in &up {
-        let url = format!("{}/v1/buckets/{}", member.name, b.name);
-        let r = match c.req(reqwest::Method::PUT, &url).json(b).send().await {
-            Ok(r) => answer(r).await,
-            Err(e) => Err(super::cache_client::transport_error(&member.name, e)),
-        };
-        if let Err(e) = r {
-            eprintln!("error: {}: {e:#}", member.name);
-            failed += 1;
-        }
-    }
-    if failed > 0 {
-        eprintln!(
-            "bucket `{}` is set on {} of {} cache nodes: run the command again once they are up",
-            b.name,
-            up.len() - failed,
-            up.len()
-        );
-        return Ok(None);
-    }
-    Ok(Some(up.len()))
-}
-
-async fn bucket_list(a: BucketListArgs) -> anyhow::Result<ExitCode> {
-    let v = if a.endpoint.has_token() {
-        let c = CacheClient::new(&a.endpoint)?;
-        c.get_json(&c.base, "/v1/buckets").await?
-    } else {
-        let c = crate::client::Client::from_env().context(
-            "buckets are kept by the berth manager: log in as an admin (BERTH_URL, BERTH_TOKEN), or give a cache token (--token) to ask a cache node",
-        )?;
-        c.json(c.request(reqwest::Method::GET, "/v1/admin/cache/buckets")).await?
-    };
-    if a.output.json() {
-        print_json(&v)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut t = table(["BUCKET", "ACCESS", "QUOTA", "PROJECTS"]);
-    let buckets: Vec<CacheBucket> = serde_json::from_value(v).context("unexpected bucket list")?;
-    for b in buckets {
-        t.add_row(vec![
-            b.name,
-            if b.public { "public" } else { "private" }.to_string(),
-            b.quota.map(format_bytes).unwrap_or_else(|| "-".into()),
-            if b.projects.is_empty() { "-".into() } else { b.projects.join(",") },
-        ]);
-    }
-    print_table(t);
     Ok(ExitCode::SUCCESS)
 }
 

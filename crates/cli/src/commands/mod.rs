@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod cache;
+pub mod cache_admin;
 pub mod cache_client;
 pub mod cache_daemon;
 pub mod cache_warm;

@@ -6,9 +6,15 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use berth_cache::Member;
+use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_berth");
+
+/// How long a node may take to get a member list pushed to it.
+const WAIT: Duration = Duration::from_secs(60);
 
 /// A running cache node; killed (SIGKILL) when dropped.
 pub struct Node {
@@ -124,4 +130,28 @@ pub async fn metric(http: &reqwest::Client, url: &str, series: &str) -> u64 {
     t.lines()
         .find_map(|l| l.strip_prefix(series).and_then(|r| r.strip_prefix(' ')).map(|v| v.parse().unwrap()))
         .unwrap_or(0)
+}
+
+/// The members a cache node routes by: `(name, state, weight)`, sorted by name.
+pub async fn routed(http: &reqwest::Client, url: &str) -> Vec<(String, String, u32)> {
+    let v: Value = http.get(format!("{url}/v1/members")).send().await.unwrap().json().await.unwrap();
+    let ms: Vec<Member> = serde_json::from_value(v["members"].clone()).unwrap();
+    let mut out: Vec<_> = ms.into_iter().map(|m| (m.name, m.state.as_str().to_string(), m.weight)).collect();
+    out.sort();
+    out
+}
+
+pub async fn wait_routed(http: &reqwest::Client, url: &str, want: &[(&str, &str, u32)]) {
+    let mut want: Vec<(String, String, u32)> =
+        want.iter().map(|(n, s, w)| (n.to_string(), s.to_string(), *w)).collect();
+    want.sort();
+    let t0 = Instant::now();
+    loop {
+        let got = routed(http, url).await;
+        if got == want {
+            return;
+        }
+        assert!(t0.elapsed() < WAIT, "{url} never routed by {want:?}: it has {got:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -49,7 +49,9 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/admin/join-tokens", post(misc::create_join_token))
         .route("/v1/cache/members", get(cache::members))
         .route("/v1/admin/cache/buckets", get(cache::buckets))
-        .route("/v1/admin/cache/buckets/{name}", put(cache::put_bucket))
+        .route("/v1/admin/cache/buckets/{name}", put(cache::put_bucket).delete(cache::delete_bucket))
+        .route("/v1/admin/cache/members/{node}", put(cache::put_member).delete(cache::remove_member))
+        .route("/v1/admin/cache/members/{node}/add", post(cache::add_member))
         .route("/v1/agents/connect", get(crate::hub::connect))
         .fallback(|uri: axum::http::Uri| async move {
             ApiError::not_found(format!("no route {uri}: see /openapi.json for the API"))

@@ -196,6 +196,19 @@ impl Agent {
         labels: &[(&str, &str)],
         cache_url: Option<&str>,
     ) -> Agent {
+        Agent::connect_cache(m, node, topo, kernels, labels, cache_url, None).await
+    }
+
+    /// [`Agent::connect_with`] with the weight of the node's cache (`berth agent --cache-weight`).
+    pub async fn connect_cache(
+        m: &ManagerHandle,
+        node: &str,
+        topo: Topology,
+        kernels: Vec<KernelReport>,
+        labels: &[(&str, &str)],
+        cache_url: Option<&str>,
+        cache_weight: Option<u32>,
+    ) -> Agent {
         let ws = Agent::dial(&m.url, &m.join_token).await.unwrap();
         let mut a = Agent { ws, node: node.to_string() };
         a.send(AgentMessage::Register {
@@ -209,6 +222,7 @@ impl Agent {
             containers: Default::default(),
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             cache_url: cache_url.map(str::to_string),
+            cache_weight,
         })
         .await;
         match a.recv().await {
