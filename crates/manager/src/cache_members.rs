@@ -12,7 +12,8 @@
 //!
 //! Admins weigh members (`berth cache member set NODE --weight W`, over the agent's
 //! `--cache-weight`) and remove them for good (`berth cache member remove`: its agent
-//! reporting the cache again does not bring it back, `berth cache member add` does). Each
+//! reporting the cache again does not bring it back, `berth cache member add` does; it stays
+//! in the pushed list as `removed`, so that only its own keys move). Each
 //! member is pushed with its join sequence number `seq` (given by the store when its URL is
 //! first seen or it is added back), which the cache nodes order the members by, and the list
 //! is sent in that order. The buckets pushed are the whole list: a cache node deletes a
@@ -207,16 +208,18 @@ impl CacheMembers {
         Ok(existed || known)
     }
 
-    /// The URLs to push to and the body: the members that are not removed, in `seq` order (a
-    /// URL reported by several nodes is up when any of them is, and has the weight and seq
-    /// of the first of them to join), and every bucket.
+    /// The URLs to push to and the body: every member in `seq` order, and every bucket. A
+    /// removed member stays in the list as `removed` (the cache nodes keep its place in the
+    /// table and hand its slots to the others, so removing it moves only its own keys) but is
+    /// sent nothing. A URL reported by several nodes is up when any of them is (removed when
+    /// all are), with the weight and seq of the first of them to join.
     fn desired(&self, st: &State) -> (Vec<String>, Vec<u8>) {
-        // url → (up, weight, seq)
-        let mut members: BTreeMap<String, (bool, u32, u64)> = BTreeMap::new();
-        for r in self.nodes.lock().expect("cache nodes").values().filter(|r| !r.removed) {
-            let up = is_up(st, &r.node);
-            let e = members.entry(r.url.clone()).or_insert((up, r.effective_weight(), r.seq));
-            e.0 |= up;
+        // url → (state, weight, seq); states ordered removed < down < up
+        let mut members: BTreeMap<String, (u8, u32, u64)> = BTreeMap::new();
+        for r in self.nodes.lock().expect("cache nodes").values() {
+            let state = if r.removed { 0 } else { 1 + u8::from(is_up(st, &r.node)) };
+            let e = members.entry(r.url.clone()).or_insert((state, r.effective_weight(), r.seq));
+            e.0 = e.0.max(state);
             if r.seq < e.2 {
                 (e.1, e.2) = (r.effective_weight(), r.seq);
             }
@@ -225,12 +228,14 @@ impl CacheMembers {
         members.sort_by_key(|(_, (_, _, seq))| *seq);
         let list: Vec<_> = members
             .iter()
-            .map(|(url, (up, weight, seq))| {
-                json!({"name": url, "weight": weight, "state": if *up { "up" } else { "down" }, "seq": seq})
+            .map(|(url, (state, weight, seq))| {
+                let state = ["removed", "down", "up"][*state as usize];
+                json!({"name": url, "weight": weight, "state": state, "seq": seq})
             })
             .collect();
         let body = json!({"members": list, "buckets": self.buckets()});
-        (members.into_iter().map(|(url, _)| url).collect(), serde_json::to_vec(&body).expect("json"))
+        let urls = members.into_iter().filter(|(_, (state, _, _))| *state > 0).map(|(url, _)| url).collect();
+        (urls, serde_json::to_vec(&body).expect("json"))
     }
 }
 

@@ -247,13 +247,16 @@ async fn members_are_weighed_removed_for_good_and_numbered_in_join_order() {
     pushed(&pushes, "http://c1:7171", "n2's cache pushed with weight 5", weighed).await;
     audited(&admin, "cache.member.set", "n2").await;
 
-    // removed: out of the pushes (sent only to the members left), and stays out when its
-    // agent registers again (with another URL, which is recorded)
+    // removed: pushed as `removed` (its place kept, its slots served by the others) and sent
+    // nothing, and stays so when its agent registers again (with another URL, recorded)
     let (s, v) = admin.delete("/v1/admin/cache/members/n2").await;
-    assert_eq!((s, v["state"].as_str()), (200, Some("removed")));
+    assert_eq!((s, v["state"].as_str(), v["seq"].as_u64()), (200, Some("removed"), Some(s2)));
     audited(&admin, "cache.member.remove", "n2").await;
-    let only_c1 = |b: &Value| pushed_members(b).iter().map(|m| m.0.clone()).collect::<Vec<_>>() == ["http://c1:7171"];
-    pushed(&pushes, "http://c1:7171", "the push without n2's cache", only_c1).await;
+    let only_c1 = |b: &Value| {
+        let ms = b["members"].as_array().unwrap();
+        ms.len() == 2 && ms[0]["state"] == "up" && ms[1]["state"] == "removed"
+    };
+    pushed(&pushes, "http://c1:7171", "n2's cache pushed as removed", only_c1).await;
     drop(a2);
     let a2 = Agent::connect_cache(&m, "n2", topo(), vec![], &[], Some("http://c2b:7171"), Some(2)).await;
     let (_, v) = admin.get("/v1/cache/members").await;
@@ -278,11 +281,12 @@ async fn members_are_weighed_removed_for_good_and_numbered_in_join_order() {
     let (_, v) = admin.get("/v1/cache/members").await;
     assert_eq!(v[1]["state"], "removed", "a re-registration after a restart does not add it back: {v}");
 
-    // added back at the URL last reported, as the newest member; a new node comes after it
+    // added back at the URL last reported (a new URL: a new seq, given when it was first
+    // reported); a new node comes after it
     let (s, v) = admin.post("/v1/admin/cache/members/n2/add", json!({})).await;
     assert_eq!((s, v["state"].as_str(), v["url"].as_str()), (200, Some("up"), Some("http://c2b:7171")), "{v}");
     let s_back = v["seq"].as_u64().unwrap();
-    assert!(s_back > s2, "added back with a new seq: {v}");
+    assert!(s_back > s2, "a new URL, a new seq: {v}");
     audited(&admin, "cache.member.add", "n2").await;
     let _a3 = Agent::connect_with(&m, "n3", topo(), vec![], &[], Some("http://c3:7171")).await;
     let body = pushed(&pushes, "http://c2b:7171", "three members", |b| pushed_members(b).len() == 3).await;
@@ -291,5 +295,10 @@ async fn members_are_weighed_removed_for_good_and_numbered_in_join_order() {
     assert_eq!(names, ["http://c1:7171", "http://c2b:7171", "http://c3:7171"], "in seq order: {list:?}");
     assert_eq!(list[1], ("http://c2b:7171".to_string(), 5, s_back), "the admin's weight is kept");
     assert!(list[2].2 > s_back, "{list:?}");
+
+    // removed and added back at the same URL: same seq, so its keys move back exactly
+    admin.delete("/v1/admin/cache/members/n1").await;
+    let (_, v) = admin.post("/v1/admin/cache/members/n1/add", json!({})).await;
+    assert_eq!((v["state"].as_str(), v["seq"].as_u64()), (Some("up"), Some(s1)), "{v}");
     m.shutdown().await;
 }

@@ -22,8 +22,8 @@ pub struct CacheMemberView {
     /// Whether `weight` is the admin's (`berth cache member set`) rather than the agent's.
     #[serde(default)]
     pub weight_set: bool,
-    /// Join sequence number: given when its URL was first seen or it was added back, never
-    /// reused; the cache nodes order their members by it.
+    /// Join sequence number: given when its URL was first seen, never reused, kept while it
+    /// is removed and added back; the cache nodes order their members by it.
     #[serde(default)]
     pub seq: u64,
 }

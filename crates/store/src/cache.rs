@@ -26,8 +26,9 @@ pub struct CacheNodeRow {
     /// agent reports, until `berth cache member add`.
     pub removed: bool,
     /// Join sequence number: given when its URL is first seen (a new node, or a node whose
-    /// URL changed) or when it is added back, from a counter that never goes back, so no two
-    /// members ever share one and a member keeps its number across restarts.
+    /// URL changed), from a counter that never goes back, so no two members ever share one;
+    /// a member keeps it across restarts, removal and re-adding (a removed member keeps its
+    /// place in the cache nodes' table, so coming back moves exactly its own keys).
     pub seq: u64,
     pub updated_at: Timestamp,
 }
@@ -66,8 +67,8 @@ pub trait CacheState: Send + Sync {
         weight: Option<u32>,
         at: Timestamp,
     ) -> Result<Option<CacheNodeRow>>;
-    /// Removes `node`'s cache from the members for good, or adds it back (with the next
-    /// `seq`); no change when it already is so. `None` when no such node reported a cache.
+    /// Removes `node`'s cache from the members for good, or adds it back (same `seq`); no
+    /// change when it already is so. `None` when no such node reported a cache.
     async fn set_cache_node_removed(&self, node: &str, removed: bool, at: Timestamp) -> Result<Option<CacheNodeRow>>;
     /// Creates or replaces a bucket's settings.
     async fn put_cache_bucket(&self, bucket: &CacheBucketRow) -> Result<()>;

@@ -96,11 +96,8 @@ impl CacheState for SqliteStore {
         if old.removed == removed {
             return Ok(Some(old));
         }
-        // added back: a new member as far as the cache nodes' order goes
-        let seq = if removed { old.seq } else { next_seq(&mut tx).await? };
-        sqlx::query("UPDATE cache_nodes SET removed = ?, seq = ?, updated_at = ? WHERE node = ?")
+        sqlx::query("UPDATE cache_nodes SET removed = ?, updated_at = ? WHERE node = ?")
             .bind(removed as i64)
-            .bind(seq as i64)
             .bind(ts(at))
             .bind(node)
             .execute(&mut *tx)

@@ -312,7 +312,7 @@ pub async fn member(c: MemberCommand) -> anyhow::Result<ExitCode> {
     match c {
         MemberCommand::Set(_) => println!("cache member `{}` ({}): weight {}", v.node, v.url, v.weight),
         MemberCommand::Remove(_) => println!(
-            "cache member `{}` ({}) removed: out of the member list until `berth cache member add {}` (its cache node keeps running)",
+            "cache member `{}` ({}) removed: the other members serve its keys until `berth cache member add {}` (its cache node keeps running)",
             v.node, v.url, v.node
         ),
         MemberCommand::Add(_) => {

@@ -1,8 +1,8 @@
 -- Dataset cache administration (issue 7): each member's weight (the one its agent reports,
 -- and the one an admin set, which wins), a sticky `removed` flag (the member stays out of
 -- the list whatever its agent reports, until an admin adds it back), and a join sequence
--- number `seq`, given when a URL is first seen or re-added and never reused, which the cache
--- nodes order their members by. Members known before get 1, 2, ... in node-name order.
+-- number `seq`, given when a URL is first seen and never reused, which the cache nodes order
+-- their members by. Members known before get 1, 2, ... in node-name order.
 ALTER TABLE cache_nodes ADD COLUMN reported_weight BIGINT NOT NULL DEFAULT 1;
 ALTER TABLE cache_nodes ADD COLUMN weight BIGINT;
 ALTER TABLE cache_nodes ADD COLUMN removed INTEGER NOT NULL DEFAULT 0;
