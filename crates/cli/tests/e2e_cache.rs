@@ -61,8 +61,15 @@ fn a_job_gets_the_cache_url_and_a_token_of_its_project() {
     let o = Command::new(BIN).args(["cache", "token", "--admin", "--key-file"]).arg(&key).output().unwrap();
     let admin = text(&o.stdout).trim().to_string();
     let me = b.json(&["whoami"])["user"].as_str().unwrap().to_string();
-    cache_cli(&url, &admin, &["bucket", "create", "mine", "--projects", &me]);
-    cache_cli(&url, &admin, &["bucket", "create", "theirs", "--projects", "someone-else"]);
+    // through the manager: its pushes carry the whole bucket list, so a bucket made on the
+    // cache node alone would be deleted by the next one
+    b.ok(&["cache", "bucket", "create", "mine", "--projects", &me]);
+    b.ok(&["cache", "bucket", "create", "theirs", "--projects", "someone-else"]);
+    let t0 = Instant::now();
+    while !cache_cli(&url, &admin, &["bucket", "list"]).contains("theirs") {
+        assert!(t0.elapsed() < PATIENCE, "the manager never pushed the buckets to its cache node");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     let id = b.submit(&["--", "python3", "-c", JOB]);
     b.wait_state(id, "SUCCEEDED");
