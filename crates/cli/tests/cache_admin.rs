@@ -77,6 +77,13 @@ async fn a_bucket_deleted_on_the_nodes_takes_its_objects_and_counters_with_it() 
     }
     assert_eq!(nodes.iter().map(|n| object_files(&n.data)).sum::<usize>(), 50);
     assert!(metrics(&http, &nodes[1].url).await.contains("bucket=\"ds\""));
+    // a member list without buckets (plain, or the manager's form without them) deletes none
+    for body in [json!(members), json!({"members": members})] {
+        let r = http.put(format!("{}/v1/members", nodes[0].url)).bearer_auth(&admin).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(routed_buckets(&http, &nodes[0].url, &admin).await.len(), 2);
+    }
+    assert_eq!(nodes.iter().map(|n| object_files(&n.data)).sum::<usize>(), 50);
 
     // only admins delete
     let o = cli(&nodes[0].url, &user, &["bucket", "delete", "ds"]);
