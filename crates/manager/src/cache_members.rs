@@ -15,9 +15,11 @@
 //! reporting the cache again does not bring it back, `berth cache member add` does; it stays
 //! in the pushed list as `removed`, so that only its own keys move). Each
 //! member is pushed with its join sequence number `seq` (given by the store when its URL is
-//! first seen or it is added back), which the cache nodes order the members by, and the list
-//! is sent in that order. The buckets pushed are the whole list: a cache node deletes a
-//! bucket the manager no longer has, objects and all.
+//! first seen; kept when it is added back), which the cache nodes order the members by, and
+//! the list is sent in that order. Deleted buckets are pushed by name (`deleted_buckets`,
+//! tombstones in the store until a bucket of that name is created again): a cache node
+//! deletes those, objects and all, and nothing else, so a manager that merely does not know
+//! a bucket (a fresh database, a bucket made on a node alone) never deletes data.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -41,6 +43,8 @@ pub struct CacheMembers {
     /// admin's weight and removal, its seq).
     nodes: Mutex<BTreeMap<String, CacheNodeRow>>,
     buckets: Mutex<BTreeMap<String, CacheBucket>>,
+    /// Buckets deleted (and not created again): the cache nodes are told to delete them.
+    deleted: Mutex<BTreeSet<String>>,
     /// Removed members whose agents reported their cache again, warned about once.
     warned: Mutex<BTreeSet<String>>,
     /// Wakes the pusher: a member registered, was lost or was changed by an admin, a bucket
@@ -84,6 +88,7 @@ impl CacheMembers {
                 (b.name.clone(), CacheBucket { name: b.name, public: b.public, quota: b.quota, projects: b.projects })
             })
             .collect();
+        *self.deleted.lock().expect("deleted buckets") = store.deleted_cache_buckets().await?.into_iter().collect();
         Ok(())
     }
 
@@ -191,16 +196,20 @@ impl CacheMembers {
             updated_at: jiff::Timestamp::now(),
         };
         store.put_cache_bucket(&row).await?;
+        self.deleted.lock().expect("deleted buckets").remove(&b.name);
         self.buckets.lock().expect("cache buckets").insert(b.name.clone(), b);
         self.changed.notify_one();
         Ok(())
     }
 
-    /// Deletes a bucket (from the store first), then wakes the pusher: the cache nodes delete
-    /// it, with its objects, when the list they are sent no longer names it. `false` when
-    /// there was no such bucket.
+    /// Deletes a bucket (from the store first, which remembers the deletion), then wakes the
+    /// pusher: the cache nodes delete the buckets named as deleted, with their objects.
+    /// `false` when there was no such bucket.
     pub async fn delete_bucket(&self, store: &dyn Store, name: &str) -> Result<bool, StoreError> {
-        let existed = store.delete_cache_bucket(name).await?;
+        let existed = store.delete_cache_bucket(name, jiff::Timestamp::now()).await?;
+        if existed {
+            self.deleted.lock().expect("deleted buckets").insert(name.to_string());
+        }
         let known = self.buckets.lock().expect("cache buckets").remove(name).is_some();
         if existed || known {
             self.changed.notify_one();
@@ -208,7 +217,9 @@ impl CacheMembers {
         Ok(existed || known)
     }
 
-    /// The URLs to push to and the body: every member in `seq` order, and every bucket. A
+    /// The URLs to push to and the body: every member in `seq` order, every bucket, and the
+    /// names of deleted buckets (a node deletes only those: one the manager merely does not
+    /// know, say after a start on a fresh database, is left alone). A
     /// removed member stays in the list as `removed` (the cache nodes keep its place in the
     /// table and hand its slots to the others, so removing it moves only its own keys) but is
     /// sent nothing. A URL reported by several nodes is up when any of them is (removed when
@@ -233,7 +244,8 @@ impl CacheMembers {
                 json!({"name": url, "weight": weight, "state": state, "seq": seq})
             })
             .collect();
-        let body = json!({"members": list, "buckets": self.buckets()});
+        let deleted: Vec<String> = self.deleted.lock().expect("deleted buckets").iter().cloned().collect();
+        let body = json!({"members": list, "buckets": self.buckets(), "deleted_buckets": deleted});
         let urls = members.into_iter().filter(|(_, (state, _, _))| *state > 0).map(|(url, _)| url).collect();
         (urls, serde_json::to_vec(&body).expect("json"))
     }

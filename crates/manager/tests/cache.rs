@@ -184,7 +184,9 @@ async fn a_deleted_bucket_leaves_the_pushes_and_stays_deleted() {
     let (s, v) = admin.delete("/v1/admin/cache/buckets/ds").await;
     assert_eq!(s, 404);
     assert!(v["error"].as_str().unwrap().contains("no bucket `ds`"), "{v}");
-    pushed(&pushes, "http://c1:7171", "the push without ds", |b| bucket_names(b) == ["keep"]).await;
+    // the nodes are told to delete it by name (they delete nothing the push merely omits)
+    let gone = |b: &Value| bucket_names(b) == ["keep"] && b["deleted_buckets"] == json!(["ds"]);
+    pushed(&pushes, "http://c1:7171", "the push naming ds as deleted", gone).await;
     audited(&admin, "cache.bucket.delete", "ds").await;
     let (_, v) = admin.get("/v1/admin/cache/buckets").await;
     assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
@@ -203,6 +205,13 @@ async fn a_deleted_bucket_leaves_the_pushes_and_stays_deleted() {
     let admin = Client::new(&m.url, &admin.token);
     let (_, v) = admin.get("/v1/admin/cache/buckets").await;
     assert_eq!(v, json!([{"name": "keep", "public": false, "quota": null, "projects": []}]));
+    // the deletion is remembered across the restart, and forgotten when ds is created again
+    let _a = Agent::connect_with(&m, "n1", Topology::synthetic(1, 4, 16 << 30, 0), vec![], &[], Some("http://c1:7171"))
+        .await;
+    pushed(&pushes, "http://c1:7171", "ds still deleted after a restart", gone).await;
+    assert_eq!(put(&admin, "/v1/admin/cache/buckets/ds", json!({})).await.0, 200);
+    let back = |b: &Value| bucket_names(b) == ["ds", "keep"] && b["deleted_buckets"] == json!([]);
+    pushed(&pushes, "http://c1:7171", "ds created again", back).await;
     m.shutdown().await;
 }
 

@@ -70,10 +70,14 @@ pub trait CacheState: Send + Sync {
     /// Removes `node`'s cache from the members for good, or adds it back (same `seq`); no
     /// change when it already is so. `None` when no such node reported a cache.
     async fn set_cache_node_removed(&self, node: &str, removed: bool, at: Timestamp) -> Result<Option<CacheNodeRow>>;
-    /// Creates or replaces a bucket's settings.
+    /// Creates or replaces a bucket's settings (and forgets that a bucket of that name was
+    /// deleted).
     async fn put_cache_bucket(&self, bucket: &CacheBucketRow) -> Result<()>;
     /// Every bucket, by name.
     async fn cache_buckets(&self) -> Result<Vec<CacheBucketRow>>;
-    /// Deletes a bucket's settings; `false` when there was no such bucket.
-    async fn delete_cache_bucket(&self, name: &str) -> Result<bool>;
+    /// Deletes a bucket's settings and records its name as deleted (in one transaction);
+    /// `false` when there was no such bucket.
+    async fn delete_cache_bucket(&self, name: &str, at: Timestamp) -> Result<bool>;
+    /// The names of deleted buckets not created again, by name.
+    async fn deleted_cache_buckets(&self) -> Result<Vec<String>>;
 }

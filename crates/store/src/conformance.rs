@@ -412,11 +412,18 @@ pub async fn cache_state(s: &dyn Store) {
     s.put_cache_bucket(&changed).await.unwrap();
     assert_eq!(s.cache_buckets().await.unwrap()[1], changed);
 
-    assert!(s.delete_cache_bucket("imagenet").await.unwrap());
-    assert!(!s.delete_cache_bucket("imagenet").await.unwrap(), "deleted twice");
-    assert!(!s.delete_cache_bucket("never").await.unwrap());
+    assert!(s.deleted_cache_buckets().await.unwrap().is_empty());
+    assert!(s.delete_cache_bucket("imagenet", at(7)).await.unwrap());
+    assert!(!s.delete_cache_bucket("imagenet", at(8)).await.unwrap(), "deleted twice");
+    assert!(!s.delete_cache_bucket("never", at(8)).await.unwrap());
     let names: Vec<String> = s.cache_buckets().await.unwrap().into_iter().map(|b| b.name).collect();
     assert_eq!(names, vec!["a-public"]);
+    // a deleted bucket is remembered (the cache nodes are told to delete it), an unknown
+    // name is not, and creating the bucket again forgets the deletion
+    assert_eq!(s.deleted_cache_buckets().await.unwrap(), vec!["imagenet"]);
+    s.put_cache_bucket(&CacheBucketRow { updated_at: at(9), ..changed.clone() }).await.unwrap();
+    assert!(s.deleted_cache_buckets().await.unwrap().is_empty());
+    assert_eq!(s.cache_buckets().await.unwrap().len(), 2);
 }
 
 /// Cache members: weights (the admin's wins over the agent's), sticky removal, and join

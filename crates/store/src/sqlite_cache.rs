@@ -1,4 +1,5 @@
-//! [`CacheState`] for SQLite: the `cache_nodes`, `cache_seq` and `cache_buckets` tables.
+//! [`CacheState`] for SQLite: the `cache_nodes`, `cache_seq`, `cache_buckets` and
+//! `cache_bucket_tombstones` tables.
 
 use async_trait::async_trait;
 use jiff::Timestamp;
@@ -109,6 +110,8 @@ impl CacheState for SqliteStore {
 
     async fn put_cache_bucket(&self, b: &CacheBucketRow) -> Result<()> {
         let projects = serde_json::to_string(&b.projects).expect("project names serialise");
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("DELETE FROM cache_bucket_tombstones WHERE name = ?").bind(&b.name).execute(&mut *tx).await?;
         sqlx::query(
             "INSERT INTO cache_buckets (name, public, quota, projects, updated_at) VALUES (?, ?, ?, ?, ?) \
              ON CONFLICT (name) DO UPDATE SET public = excluded.public, quota = excluded.quota, \
@@ -119,8 +122,9 @@ impl CacheState for SqliteStore {
         .bind(b.quota.map(|q| q as i64))
         .bind(projects)
         .bind(ts(b.updated_at))
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -143,8 +147,26 @@ impl CacheState for SqliteStore {
             .collect()
     }
 
-    async fn delete_cache_bucket(&self, name: &str) -> Result<bool> {
-        let r = sqlx::query("DELETE FROM cache_buckets WHERE name = ?").bind(name).execute(&self.writer).await?;
+    async fn delete_cache_bucket(&self, name: &str, at: Timestamp) -> Result<bool> {
+        let mut tx = self.writer.begin().await?;
+        let r = sqlx::query("DELETE FROM cache_buckets WHERE name = ?").bind(name).execute(&mut *tx).await?;
+        if r.rows_affected() > 0 {
+            sqlx::query(
+                "INSERT INTO cache_bucket_tombstones (name, deleted_at) VALUES (?, ?) \
+                 ON CONFLICT (name) DO UPDATE SET deleted_at = excluded.deleted_at",
+            )
+            .bind(name)
+            .bind(ts(at))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
         Ok(r.rows_affected() > 0)
+    }
+
+    async fn deleted_cache_buckets(&self) -> Result<Vec<String>> {
+        let rows =
+            sqlx::query("SELECT name FROM cache_bucket_tombstones ORDER BY name").fetch_all(&self.reader).await?;
+        rows.iter().map(|r| Ok(r.try_get("name")?)).collect()
     }
 }

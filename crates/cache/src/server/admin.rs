@@ -65,11 +65,11 @@ async fn read_json<T: for<'de> Deserialize<'de>>(req: Request<Incoming>) -> Resu
         .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, &format!("the body is not the expected JSON: {e}"))))
 }
 
-/// `PUT /v1/members`: a list of members, or `{"members": [...], "buckets": [...]}` (what the
-/// manager pushes: the members it knows, up or down, and every bucket's settings, so that a
-/// node joining later learns the buckets created before it). The manager's list of buckets
-/// is the whole list: a bucket it does not name is deleted here, objects and all (only
-/// when `buckets` is there; a plain list changes no bucket).
+/// `PUT /v1/members`: a list of members, or `{"members": [...], "buckets": [...],
+/// "deleted_buckets": [...]}` (what the manager pushes: the members it knows, every bucket's
+/// settings, so that a node joining later learns the buckets created before it, and the
+/// names of deleted buckets, which are deleted here, objects and all). A bucket the push
+/// does not name either way is left alone.
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum MembersIn {
@@ -77,7 +77,9 @@ enum MembersIn {
     Cluster {
         members: Vec<Member>,
         #[serde(default)]
-        buckets: Option<Vec<BucketConfig>>,
+        buckets: Vec<BucketConfig>,
+        #[serde(default)]
+        deleted_buckets: Vec<String>,
     },
 }
 
@@ -85,18 +87,21 @@ pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<B
     if let Err(r) = auth::admin(node, req.headers()) {
         return *r;
     }
-    let (list, buckets) = match read_json(req).await {
-        Ok(MembersIn::List(l)) => (l, None),
-        Ok(MembersIn::Cluster { members, buckets }) => (members, buckets),
+    let (list, buckets, deleted) = match read_json(req).await {
+        Ok(MembersIn::List(l)) => (l, vec![], vec![]),
+        Ok(MembersIn::Cluster { members, buckets, deleted_buckets }) => (members, buckets, deleted_buckets),
         Err(r) => return *r,
     };
     if list.iter().any(|m| !m.name.starts_with("http://") && !m.name.starts_with("https://")) {
         return error(StatusCode::BAD_REQUEST, "members are base URLs such as http://10.0.0.2:7171");
     }
-    for b in buckets.iter().flatten() {
-        if let Err(e) = crate::bucket::validate_bucket_name(&b.name) {
+    for name in buckets.iter().map(|b| &b.name).chain(&deleted) {
+        if let Err(e) = crate::bucket::validate_bucket_name(name) {
             return error(StatusCode::BAD_REQUEST, &e.to_string());
         }
+    }
+    if let Some(b) = buckets.iter().find(|b| deleted.contains(&b.name)) {
+        return error(StatusCode::BAD_REQUEST, &format!("bucket `{}` is both in buckets and deleted_buckets", b.name));
     }
     if !list.is_empty() && !list.iter().any(|m| m.name == node.name) {
         // it then forwards its own keys to the URL it is listed under: works, costs a hop
@@ -104,7 +109,7 @@ pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<B
     }
     let n = node.clone();
     let applied = tokio::task::spawn_blocking(move || -> Result<(), String> {
-        let buckets = buckets.map(|b| apply_bucket_list(&n, b)).transpose()?.unwrap_or_default();
+        delete_buckets(&n, &deleted)?;
         for b in buckets {
             if n.store.bucket(&b.name).as_ref() != Some(&b) {
                 n.store.put_bucket(b).map_err(|e| format!("saving a bucket failed: {e}"))?;
@@ -121,21 +126,23 @@ pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<B
     }
 }
 
-/// Deletes the buckets the manager's full list no longer names; returns the list (blocks on
-/// the deletions' unlinks).
-fn apply_bucket_list(node: &Node, wanted: Vec<BucketConfig>) -> Result<Vec<BucketConfig>, String> {
-    for b in node.store.buckets() {
-        if wanted.iter().all(|w| w.name != b.name) {
-            match node.store.delete_bucket(&b.name) {
-                Ok(d) => tracing::info!(bucket = %b.name, objects = d.objects, bytes = d.bytes,
-                    "deleted a bucket the manager no longer has"),
-                // deleted meanwhile by a DELETE
-                Err(crate::StoreError::NoBucket(_)) => {}
-                Err(e) => return Err(format!("deleting bucket `{}` failed: {e}", b.name)),
+/// Deletes the buckets the manager deleted that this node still has (blocks on the
+/// deletions' unlinks).
+fn delete_buckets(node: &Node, deleted: &[String]) -> Result<(), String> {
+    for name in deleted {
+        if node.store.bucket(name).is_none() {
+            continue;
+        }
+        match node.store.delete_bucket(name) {
+            Ok(d) => {
+                tracing::info!(bucket = %name, objects = d.objects, bytes = d.bytes, "deleted a bucket the manager deleted")
             }
+            // deleted meanwhile by a DELETE
+            Err(crate::StoreError::NoBucket(_)) => {}
+            Err(e) => return Err(format!("deleting bucket `{name}` failed: {e}")),
         }
     }
-    Ok(wanted)
+    Ok(())
 }
 
 pub fn buckets(node: &Node, req: &Request<Incoming>) -> Response<Body> {
