@@ -221,6 +221,7 @@ async fn the_manager_deletes_buckets_and_weighs_and_removes_members_on_real_cach
 
     // removed: its slots go to the others (it keeps its place in the table), also after its
     // agent registers again
+    let before_removal = table(&http, &urls[0]).await;
     let out = b.ok(&["cache", "member", "remove", "n2"]);
     assert!(out.contains("removed"), "{out}");
     let removed = [(urls[0].as_str(), "up", 3), (urls[1].as_str(), "removed", 2)];
@@ -250,10 +251,38 @@ async fn the_manager_deletes_buckets_and_weighs_and_removes_members_on_real_cach
     let rows = members_table(&b);
     let seq_back: u64 = rows[1][5].parse().unwrap();
     assert_eq!(seq_back, seq2, "{rows:?}");
+    let restored = table(&http, &urls[0]).await;
+    assert_eq!(moved(&before_removal, &restored), 0, "adding n2 back did not restore the table");
+
+    // a brand-new cache node joins (a later seq): exactly its weighted share of the table
+    // moves, all of it to the newcomer
+    let c3 = Node::start(&dir.path().join("c2"), &key, 0, &[]);
+    b.add_agent("n3", &["--cache-url", &c3.url]);
+    let three = [(urls[0].as_str(), "up", 3), (urls[1].as_str(), "up", 2), (c3.url.as_str(), "up", 1)];
+    for u in urls.iter().chain([&c3.url]) {
+        wait_routed(&http, u, &three).await;
+    }
+    let grown = table(&http, &urls[0]).await;
+    let mine = grown.slot_owners().filter(|o| *o == c3.url).count();
+    assert_eq!(moved(&restored, &grown), mine);
+    assert!(restored.slot_owners().zip(grown.slot_owners()).all(|(a, b)| a == b || b == c3.url));
+    let share = grown.table_size() as f64 / 6.0;
+    assert!((mine as f64 - share).abs() <= 1.0, "{mine} slots vs a share of {share}");
     let audit = b.ok(&["admin", "audit"]);
     for action in ["cache.bucket.delete", "cache.member.set", "cache.member.remove", "cache.member.add"] {
         assert!(audit.contains(action), "{action} not audited:\n{audit}");
     }
+}
+
+/// The routing table of the node at `url`, built from its own member list.
+async fn table(http: &reqwest::Client, url: &str) -> berth_cache::Maglev {
+    let v: Value = http.get(format!("{url}/v1/members")).send().await.unwrap().json().await.unwrap();
+    berth_cache::Maglev::new(serde_json::from_value(v["members"].clone()).unwrap())
+}
+
+/// How many slots of two tables of one size have different owners.
+fn moved(a: &berth_cache::Maglev, b: &berth_cache::Maglev) -> usize {
+    a.slot_owners().zip(b.slot_owners()).filter(|(x, y)| x != y).count()
 }
 
 async fn routed_buckets(http: &reqwest::Client, url: &str, admin: &str) -> Vec<Value> {
