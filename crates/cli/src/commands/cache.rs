@@ -270,7 +270,9 @@ fn token(a: TokenArgs) -> anyhow::Result<ExitCode> {
 async fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     let c = CacheClient::new(&a.endpoint)?;
     let (m, _) = c.members().await?;
-    let answers = futures_util::stream::iter(m.members().iter().map(|mm| {
+    // a removed member is out of the cache for good, whatever its process still holds
+    let listed = m.members().iter().filter(|mm| mm.state != berth_cache::maglev::MemberState::Removed);
+    let answers = futures_util::stream::iter(listed.map(|mm| {
         let c = &c;
         let state = if mm.is_up() { "unreachable" } else { "down" };
         async move { (mm.name.clone(), c.get_json(&mm.name, "/v1/stats").await.map_err(|e| e.context(state))) }
