@@ -7,7 +7,9 @@
 #
 #   bench/cache.sh [SECONDS=5] [CONNECTIONS=32] [ROUNDS=5]
 #   env: OBJECTS="4k 64k 64m", NO_FIGURES=1, WORKERS=<nginx worker processes = berth threads,
-#        default: the number of CPUs>
+#        default: the number of CPUs>, BERTH_BIN=<a berth binary to measure instead of building
+#        this checkout's (e.g. a copy of an older build, for before/after figures)>,
+#        PERF_DIR=<directory: `perf record -g` each server during every object size's first round>
 # Each round runs both servers back to back, in turns (nginx first in odd rounds, berth first
 # in even ones), and gives one ratio; the table shows the medians and every round's ratio, so
 # that load from other work on the machine hits both alike and its spread is visible. Also
@@ -32,8 +34,13 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
-cargo build --release --quiet --bin berth --example cache_figures
-BIN=${CARGO_TARGET_DIR:-target}/release/berth
+if [ -n "${BERTH_BIN:-}" ]; then
+  BIN=$BERTH_BIN
+  [ -n "${NO_FIGURES:-}" ] || cargo build --release --quiet --example cache_figures
+else
+  cargo build --release --quiet --bin berth --example cache_figures
+  BIN=${CARGO_TARGET_DIR:-target}/release/berth
+fi
 FIG=${CARGO_TARGET_DIR:-target}/release/examples/cache_figures
 
 tmp=$(mktemp -d)
@@ -105,12 +112,18 @@ cpu_ticks() { # pids... -> user+system ticks of all their threads
 }
 
 # wrk prints "N requests in", "Requests/sec: N" and "Transfer/sec: X[KMG]B"
-wrk_run() { # url conns pids... -> "req/s bytes/s cpu_us_per_request"
-  local url=$1 conns=$2 out c0 c1
-  shift 2
+wrk_run() { # url conns perf-name pids... -> "req/s bytes/s cpu_us_per_request"
+  local url=$1 conns=$2 name=$3 out c0 c1 perf=""
+  shift 3
+  if [ -n "${PERF_DIR:-}" ] && [ -n "$name" ]; then
+    mkdir -p "$PERF_DIR"
+    perf record -q -g -F 1999 -p "$(echo "$@" | tr ' ' ',')" -o "$PERF_DIR/$name.data" -- sleep "$SECS" 2>/dev/null &
+    perf=$!
+  fi
   c0=$(cpu_ticks "$@")
   out=$(wrk -t2 -c"$conns" -d"${SECS}s" -H "Authorization: Bearer $JOB" "$url")
   c1=$(cpu_ticks "$@")
+  [ -z "$perf" ] || wait "$perf" || true
   echo "$out" | awk -v d=$((c1 - c0)) -v tck="$TCK" '/requests in/ {n=$1} /Requests\/sec/ {r=$2} /Transfer\/sec/ {v=$2; m=1; if (v ~ /KB$/) m=1024; if (v ~ /MB$/) m=1048576; if (v ~ /GB$/) m=1073741824; sub(/[KMG]?B$/, "", v); b=v*m} END {printf "%.0f %.0f %.1f\n", r, b, (n > 0 ? d / tck * 1e6 / n : 0)}'
 }
 
@@ -127,13 +140,15 @@ for f in ${OBJECTS:-4k 64k 64m}; do
   : >"$tmp/b.txt"
   for r in $(seq 1 "$ROUNDS"); do
     nworkers=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
+    pn="" pb=""
+    [ "$r" -gt 1 ] || { pn="nginx-$f"; pb="berth-$f"; }
     # shellcheck disable=SC2086
     if [ $((r % 2)) -eq 1 ]; then
-      wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" $nworkers >>"$tmp/n.txt"
-      wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" "$BERTH_PID" >>"$tmp/b.txt"
+      wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" "$pn" $nworkers >>"$tmp/n.txt"
+      wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" "$pb" "$BERTH_PID" >>"$tmp/b.txt"
     else
-      wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" "$BERTH_PID" >>"$tmp/b.txt"
-      wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" $nworkers >>"$tmp/n.txt"
+      wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" "$pb" "$BERTH_PID" >>"$tmp/b.txt"
+      wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" "$pn" $nworkers >>"$tmp/n.txt"
     fi
   done
   col=1

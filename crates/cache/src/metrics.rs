@@ -12,6 +12,9 @@ pub struct NodeCounters {
     pub forwarded: AtomicU64,
     pub forward_errors: AtomicU64,
     pub auth_failures: AtomicU64,
+    /// Requests the fast path answered without hyper (`server/fast.rs`); not on `/metrics`,
+    /// whose text stays as it was: for tests and debugging.
+    pub fast_path: AtomicU64,
 }
 
 impl NodeCounters {

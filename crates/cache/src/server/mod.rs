@@ -12,9 +12,13 @@
 mod admin;
 mod auth;
 mod body;
+mod date;
+mod fast;
 mod forward;
 mod objects;
 mod range;
+mod replay;
+mod sendfile;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -129,12 +133,13 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) -> std::io::Result<()
         let node = node.clone();
         tokio::spawn(async move {
             match node.tls.clone() {
-                None => serve_connection(node, stream).await,
+                // whole-object GETs without hyper; everything else handed on to it
+                None => fast::serve(node, stream).await,
                 Some(tls) => {
                     // a client that never finishes its handshake must not hold a task forever
                     let accept = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
                     if let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
-                        serve_connection(node, s).await;
+                        serve_connection(node, s, None).await;
                     }
                 }
             }
@@ -145,13 +150,22 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) -> std::io::Result<()
 /// How long a client may take to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-async fn serve_connection<S>(node: Arc<Node>, stream: S)
+/// Serves HTTP/1.1 on `stream` with hyper; `first`, when given, is the answer to the first
+/// request (made by the fast path before it handed the connection over).
+async fn serve_connection<S>(node: Arc<Node>, stream: S, first: Option<Response<Body>>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let first = std::sync::Mutex::new(first);
     let svc = service_fn(move |req| {
         let node = node.clone();
-        async move { Ok::<_, std::convert::Infallible>(route(&node, req).await) }
+        let made = first.lock().unwrap_or_else(|p| p.into_inner()).take();
+        async move {
+            Ok::<_, std::convert::Infallible>(match made {
+                Some(r) => r,
+                None => route(&node, req).await,
+            })
+        }
     });
     let _ =
         hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), svc).await;

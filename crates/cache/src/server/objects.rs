@@ -62,12 +62,7 @@ fn store_error(e: StoreError) -> Response<Body> {
 
 /// `"<16 hex digits>"` as a header value, without the formatting machinery (every GET sends one).
 fn etag_value(v: u64) -> HeaderValue {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut b = [b'"'; 18];
-    for (i, d) in b[1..17].iter_mut().enumerate() {
-        *d = HEX[((v >> (60 - 4 * i)) & 0xf) as usize];
-    }
-    HeaderValue::from_bytes(&b).expect("hex digits and quotes are a valid header value")
+    HeaderValue::from_bytes(&etag_bytes(v)).expect("hex digits and quotes are a valid header value")
 }
 
 static X_BERTH_CACHE: HeaderName = HeaderName::from_static("x-berth-cache");
@@ -78,43 +73,45 @@ fn miss(why: &'static str) -> Response<Body> {
     r
 }
 
+/// The node a request for `bucket/key` must be forwarded to: the key's owner when that is
+/// another node and the request was not already forwarded here (it is then served here, so
+/// that two nodes briefly disagreeing on the member list never bounce it between them).
+pub(super) fn owner_elsewhere(node: &Node, forwarded: bool, bucket: &str, key: &[u8]) -> Option<String> {
+    if forwarded {
+        return None;
+    }
+    let maglev = node.maglev();
+    maglev.owner(bucket, key).filter(|o| o.name != node.name).map(|o| o.name.clone())
+}
+
 pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, key: Vec<u8>) -> Response<Body> {
-    if !req.headers().contains_key(FORWARDED) {
-        let maglev = node.maglev();
-        if let Some(owner) = maglev.owner(&bucket, &key)
-            && owner.name != node.name
-        {
-            let owner = owner.name.clone();
-            let method = req.method().clone();
-            NodeCounters::bump(&node.counters.forwarded);
-            return match node.forwarder.forward(&owner, req).await {
-                Ok(r) => r,
-                Err(e) => {
-                    NodeCounters::bump(&node.counters.forward_errors);
-                    if let ForwardError::Failed(why) = &e {
-                        tracing::warn!(%owner, %why, "cache owner did not answer; serving a miss");
-                    }
-                    if method == Method::GET || method == Method::HEAD {
-                        miss("owner-unreachable")
-                    } else {
-                        error(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            &format!(
-                                "the key's owner {owner} is unreachable, nothing was changed: retry later, or read from the source meanwhile"
-                            ),
-                        )
-                    }
+    if let Some(owner) = owner_elsewhere(node, req.headers().contains_key(FORWARDED), &bucket, &key) {
+        let method = req.method().clone();
+        NodeCounters::bump(&node.counters.forwarded);
+        return match node.forwarder.forward(&owner, req).await {
+            Ok(r) => r,
+            Err(e) => {
+                NodeCounters::bump(&node.counters.forward_errors);
+                if let ForwardError::Failed(why) = &e {
+                    tracing::warn!(%owner, %why, "cache owner did not answer; serving a miss");
                 }
-            };
-        }
+                if method == Method::GET || method == Method::HEAD {
+                    miss("owner-unreachable")
+                } else {
+                    error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &format!(
+                            "the key's owner {owner} is unreachable, nothing was changed: retry later, or read from the source meanwhile"
+                        ),
+                    )
+                }
+            }
+        };
     }
     if matches!(*req.method(), Method::GET | Method::HEAD) {
-        let count = req.method() == Method::GET;
-        let check = |cfg: &crate::BucketConfig| auth::bucket_access(node, req.headers(), cfg, false);
-        return match node.store.lookup_checked(&bucket, &key, count, check) {
-            Ok(found) => get(node, &req, &bucket, &key, found),
-            Err(Checked::NoBucket) => store_error(StoreError::NoBucket(bucket)),
-            Err(Checked::Refused(r)) => *r,
+        return match read(node, req.method() == Method::HEAD, req.headers(), &bucket, &key) {
+            Ok(obj) => get(node, req.method() == Method::HEAD, req.headers(), obj),
+            Err(r) => *r,
         };
     }
     let Some(cfg) = node.store.bucket(&bucket) else {
@@ -142,48 +139,87 @@ pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, ke
 }
 
 /// Where a GET's bytes come from.
-enum Source {
+pub(super) enum Source {
     Memory(Bytes),
     File(Opened),
 }
 
-fn get(node: &Node, req: &Request<Incoming>, bucket: &str, key: &[u8], found: Option<Found>) -> Response<Body> {
-    let head = req.method() == Method::HEAD;
-    let Some(mut found) = found else { return miss("miss") };
+/// An object a GET or HEAD found and may read.
+pub(super) struct Object {
+    pub source: Source,
+    pub size: u64,
+    pub etag: u64,
+    pub found: Found,
+}
+
+/// The part of a GET or HEAD that both the hyper path and the fast path ([`super::fast`]) run:
+/// access check, lookup (a GET's hit or miss counted), and the object's bytes, from memory,
+/// read whole (small objects, then kept in memory) or an open file; or the response to answer
+/// instead (miss, unknown bucket, refused token, read error).
+pub(super) fn read(
+    node: &Node,
+    head: bool,
+    headers: &HeaderMap,
+    bucket: &str,
+    key: &[u8],
+) -> Result<Object, auth::Refusal> {
+    let check = |cfg: &crate::BucketConfig| auth::bucket_access(node, headers, cfg, false);
+    let mut found = match node.store.lookup_checked(bucket, key, !head, check) {
+        Ok(Some(found)) => found,
+        Ok(None) => return Err(Box::new(miss("miss"))),
+        Err(Checked::NoBucket) => return Err(Box::new(store_error(StoreError::NoBucket(bucket.to_string())))),
+        Err(Checked::Refused(r)) => return Err(r),
+    };
     // taken, not cloned: every clone of a shared buffer is an atomic on a cache line that the
     // other worker threads serving the same object also write
-    let (source, size, etag) = match found.hot.take() {
-        Some(h) => {
-            let size = h.data.len() as u64;
-            (Source::Memory(h.data), size, h.etag)
+    if let Some(h) = found.hot.take() {
+        return Ok(Object { size: h.data.len() as u64, etag: h.etag, source: Source::Memory(h.data), found });
+    }
+    match node.store.open_object(bucket, key, &found, if head { 0 } else { INLINE_READ }) {
+        Ok(Some(o)) => {
+            node.store.keep_in_memory(&found, &o);
+            let (size, etag) = (o.header.size, o.header.etag);
+            let source = match o.data {
+                Some(d) => Source::Memory(d),
+                None => Source::File(o),
+            };
+            Ok(Object { source, size, etag, found })
         }
-        None => match node.store.open_object(bucket, key, &found, if head { 0 } else { INLINE_READ }) {
-            Ok(Some(o)) => {
-                node.store.keep_in_memory(&found, &o);
-                let (size, tag) = (o.header.size, o.header.etag);
-                match o.data {
-                    Some(d) => (Source::Memory(d), size, tag),
-                    None => (Source::File(o), size, tag),
-                }
-            }
-            Ok(None) => return miss("miss"),
-            Err(e) => return store_error(StoreError::io(&node.store.path_of(&found), e)),
-        },
-    };
+        Ok(None) => Err(Box::new(miss("miss"))),
+        Err(e) => Err(Box::new(store_error(StoreError::io(&node.store.path_of(&found), e)))),
+    }
+}
+
+/// Bytes of an ETag value: a quoted 64-bit hash in hex.
+pub(super) const ETAG_LEN: usize = 18;
+
+/// `"<16 hex digits>"`, the object's ETag.
+pub(super) fn etag_bytes(v: u64) -> [u8; ETAG_LEN] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut b = [b'"'; ETAG_LEN];
+    for (i, d) in b[1..17].iter_mut().enumerate() {
+        *d = HEX[((v >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    b
+}
+
+/// The answer to a GET or HEAD of `obj`: the whole object, the part `Range` asks for, or a
+/// 304 when `If-None-Match` names its ETag.
+pub(super) fn get(node: &Node, head: bool, req_headers: &HeaderMap, obj: Object) -> Response<Body> {
+    let Object { source, size, etag, found } = obj;
     let tag = etag_value(etag);
     // built by hand, not with `Response::builder()`: the builder parses every name and value
     let mut headers = HeaderMap::with_capacity(8);
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     headers.insert(X_BERTH_CACHE.clone(), HeaderValue::from_static("hit"));
-    if let Some(inm) = req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok())
+    if let Some(inm) = req_headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok())
         && inm.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/").as_bytes() == tag.as_bytes())
     {
         headers.insert(header::ETAG, tag);
         return response(StatusCode::NOT_MODIFIED, headers, Body::empty());
     }
     headers.insert(header::ETAG, tag);
-    let (status, start, len) = match range::parse(req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()), size)
-    {
+    let (status, start, len) = match range::parse(req_headers.get(header::RANGE).and_then(|v| v.to_str().ok()), size) {
         Want::All => (StatusCode::OK, 0, size),
         Want::Part { start, end } => {
             let v = HeaderValue::from_str(&format!("bytes {start}-{end}/{size}")).expect("ascii");

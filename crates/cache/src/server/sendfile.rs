@@ -1,0 +1,126 @@
+//! Sending an object's bytes from its file with `sendfile(2)` (the fast path, [`super::fast`]),
+//! and the open object files each worker thread keeps for it.
+//!
+//! `sendfile` hands page-cache pages to the socket: no copy of the body in this process (the
+//! `writev` of a 64 KiB body from memory spent a quarter of the server's CPU copying it,
+//! docs/perf.md). Opening, checking and closing the file for every GET then cost half as much
+//! again (`perf`: openat, pread, close), so each worker keeps the last [`FILES_PER_WORKER`]
+//! files it sent. A kept file is used only when its header names the version the index holds
+//! now (same ETag and size): a PUT replaces an object's file by a rename, never writes into it,
+//! so an open file always holds the bytes its header describes. The price: a replaced or
+//! deleted object's disk space is freed only when its file leaves the cache (at most
+//! `FILES_PER_WORKER` × 256 KiB per worker), and each worker holds that many descriptors (fewer
+//! when the process may open few, see [`files_per_worker`]).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+use std::sync::OnceLock;
+
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+use super::Node;
+use super::objects::Object;
+
+/// Files each worker keeps open at most (fewer under a low descriptor limit).
+const FILES_PER_WORKER: usize = 64;
+
+/// An object file opened and checked: its data starts at `offset`.
+struct Kept {
+    file: Arc<File>,
+    offset: u64,
+    etag: u64,
+    size: u64,
+}
+
+thread_local!(static KEPT: RefCell<HashMap<u128, Kept>> = RefCell::new(HashMap::new()));
+
+/// How many files a worker may keep: an eighth of the descriptor limit shared by the worker
+/// threads the machine can run, at most [`FILES_PER_WORKER`], so that connections never run
+/// short of descriptors because of this cache.
+fn files_per_worker() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(1024, |l| l.0);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        (soft / 8 / threads).min(FILES_PER_WORKER as u64) as usize
+    })
+}
+
+/// The open file holding `obj`'s current version, from this worker's cache or opened now;
+/// `None` when the file is gone or holds another version (the caller sends from memory).
+fn file_of(node: &Node, bucket: &str, key: &[u8], obj: &Object) -> Option<(Arc<File>, u64)> {
+    let id = obj.found.id;
+    let cached = KEPT.with(|k| {
+        k.borrow().get(&id).filter(|f| f.etag == obj.etag && f.size == obj.size).map(|f| (f.file.clone(), f.offset))
+    });
+    if cached.is_some() {
+        return cached;
+    }
+    let o = node.store.open_object(bucket, key, &obj.found, 0).ok()??;
+    if o.header.etag != obj.etag || o.header.size != obj.size {
+        return None;
+    }
+    let file = Arc::new(o.file);
+    let max = files_per_worker();
+    if max > 0 {
+        KEPT.with(|k| {
+            let mut k = k.borrow_mut();
+            if k.len() >= max && !k.contains_key(&id) {
+                // any one: the map's order is as good as random
+                let old = *k.keys().next().expect("a full map has a key");
+                k.remove(&old);
+            }
+            k.insert(id, Kept { file: file.clone(), offset: o.data_offset, etag: o.header.etag, size: o.header.size });
+        });
+    }
+    Some((file, o.data_offset))
+}
+
+/// Sends `head` and then the body of `obj` (held in memory) from its file; `Ok(false)` when
+/// its file could not be used and nothing was sent.
+pub async fn send_object(
+    node: &Node,
+    stream: &TcpStream,
+    head: &[u8],
+    bucket: &str,
+    key: &[u8],
+    obj: &Object,
+) -> std::io::Result<bool> {
+    let Some((file, offset)) = file_of(node, bucket, key, obj) else { return Ok(false) };
+    send_file(stream, head, &file, offset, obj.size).await?;
+    Ok(true)
+}
+
+/// `head` (held back by `MSG_MORE` so that it leaves in the body's first segment), then `len`
+/// bytes of `file` from `offset` with `sendfile`. A file shorter than its header says ends the
+/// connection: the client sees a cut body, never a short one passed off as whole.
+pub async fn send_file(stream: &TcpStream, head: &[u8], file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    use nix::sys::socket::{MsgFlags, send};
+    let more = MsgFlags::from_bits_retain(nix::libc::MSG_MORE | nix::libc::MSG_NOSIGNAL);
+    let mut done = 0;
+    while done < head.len() {
+        match stream.try_io(Interest::WRITABLE, || Ok(send(stream.as_raw_fd(), &head[done..], more)?)) {
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    let mut off = offset as nix::libc::off_t;
+    let end = (offset + len) as nix::libc::off_t;
+    while off < end {
+        let left = (end - off) as usize;
+        match stream.try_io(Interest::WRITABLE, || {
+            Ok(nix::sys::sendfile::sendfile(stream, file.as_fd(), Some(&mut off), left)?)
+        }) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
