@@ -138,7 +138,8 @@ fn data(n: usize, seed: u8) -> Vec<u8> {
 fn whole_object_answers_equal_hypers_byte_for_byte() {
     let s = &start(1)[0];
     // memory (written), memory (sendfile from the file), a big file (handed to the stream)
-    for (key, size) in [("small", 100), ("4k", 4096), ("64k", 65536), ("256k", 256 * 1024), ("big", 300 * 1024)] {
+    let sizes = [("empty", 0), ("small", 100), ("4k", 4096), ("64k", 65536), ("256k", 256 * 1024), ("big", 300 * 1024)];
+    for (key, size) in sizes {
         let obj = data(size, size as u8);
         put(s, key, &obj);
         for method in ["GET", "HEAD"] {
@@ -162,11 +163,16 @@ fn whole_object_answers_equal_hypers_byte_for_byte() {
             }
         }
     }
-    // keys with `:` and `//` and percent-escapes read the same object on both paths
-    put(s, "s3:%2F%2Fh/b//k%20x", b"odd key");
-    let req = get_req("GET", "s3:%2F%2Fh/b//k%20x", &s.reader, "");
-    assert_eq!(fast(s, &req, false).body, b"odd key");
-    assert_eq!(fast(s, &req, false), by_hyper(s, &req, false));
+    // keys with `:`, `//`, percent-escapes and every other byte the fast path takes read the
+    // same object on both paths
+    for key in ["s3:%2F%2Fh/b//k%20x", "a!$&'()*+,;=:@~.-_%41/Z9"] {
+        put(s, key, b"odd key");
+        let req = get_req("GET", key, &s.reader, "");
+        let served = fast_served(s);
+        assert_eq!(fast(s, &req, false).body, b"odd key", "{key}");
+        assert_eq!(fast_served(s), served + 1, "{key}");
+        assert_eq!(fast(s, &req, false), by_hyper(s, &req, false), "{key}");
+    }
 }
 
 #[test]
@@ -290,13 +296,18 @@ fn heads_in_pieces_oversized_heads_and_cut_connections() {
     let pad = format!("X-Pad: {}\r\n", "a".repeat(20 * 1024));
     let r = fast(s, &get_req("GET", "k", &s.reader, &pad), false);
     assert_eq!((r.status, r.body == obj), (200, true));
-    // ...and refused past hyper's own
-    let huge = format!("X-Pad: {}\r\n", "a".repeat(500 * 1024));
+    // ...and refused well past hyper's own (~400 KiB, which its last read may overshoot)
+    let huge = format!("X-Pad: {}\r\n", "a".repeat(2 << 20));
     let mut c = connect(s);
     let _ = c.write_all(get_req("GET", "k", &s.reader, &huge).as_bytes());
     let mut got = vec![];
     let _ = c.read_to_end(&mut got);
-    assert!(got.is_empty() || got.starts_with(b"HTTP/1.1 431"), "{}", String::from_utf8_lossy(&got));
+    // (an empty read: the reset for the unread rest of the head overtook the answer)
+    assert!(
+        got.is_empty() || got.starts_with(b"HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&got[..got.len().min(200)])
+    );
 
     // clients that leave in the middle of a body, or of a head
     for _ in 0..20 {

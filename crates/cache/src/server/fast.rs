@@ -96,10 +96,10 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
             let answer = objects::get(&node, head, &headers, obj);
             return handover(node, stream, buf, Some(answer)).await;
         }
+        NodeCounters::bump(&node.counters.fast_path);
         if send(&node, &mut stream, head, &bucket, &key, obj).await.is_err() {
             return;
         }
-        NodeCounters::bump(&node.counters.fast_path);
         buf.clear();
     }
 }
