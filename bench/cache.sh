@@ -9,7 +9,8 @@
 #   env: OBJECTS="4k 64k 64m", NO_FIGURES=1, WORKERS=<nginx worker processes = berth threads,
 #        default: the number of CPUs>, BERTH_BIN=<a berth binary to measure instead of building
 #        this checkout's (e.g. a copy of an older build, for before/after figures)>,
-#        PERF_DIR=<directory: `perf record -g` each server during every object size's first round>
+#        PERF_DIR=<directory: `perf record -g` each server during every object size's first round>,
+#        NGINX_EXTRA=<directives added to nginx's http block, e.g. 'open_file_cache max=1000;'>
 # Each round runs both servers back to back, in turns (nginx first in odd rounds, berth first
 # in even ones), and gives one ratio; the table shows the medians and every round's ratio, so
 # that load from other work on the machine hits both alike and its spread is visible. Also
@@ -71,6 +72,7 @@ http {
   tcp_nopush on;
   keepalive_requests 100000000;
   keepalive_timeout 120s;
+  ${NGINX_EXTRA:-}
   client_body_temp_path $tmp/nginx/body;
   proxy_temp_path $tmp/nginx/proxy;
   fastcgi_temp_path $tmp/nginx/fastcgi;
