@@ -175,6 +175,20 @@ fn whole_object_answers_equal_hypers_byte_for_byte() {
             }
         }
     }
+    // what Python's `requests` (PFIO's client) sends is served here and answered alike
+    let py = "User-Agent: python-requests/2.32.3\r\nAccept-Encoding: gzip, deflate\r\nAccept: */*\r\nConnection: keep-alive\r\n";
+    let req = get_req("GET", "64k", &s.reader, py);
+    let served = fast_served(s);
+    assert_eq!(fast(s, &req, false), by_hyper(s, &req, false));
+    assert_eq!(fast_served(s), served + 1, "`Connection: keep-alive` stays on the fast path");
+    // `Connection: close` is hyper's, which says so and closes
+    let mut c = connect(s);
+    c.write_all(get_req("GET", "64k", &s.reader, "Connection: close\r\n").as_bytes()).unwrap();
+    let a = read_answer(&mut c, false);
+    assert!(a.head.contains("connection: close") && a.body.len() == 65536, "{}", a.head);
+    assert_eq!(c.read(&mut [0u8; 1]).unwrap(), 0, "closed after the answer");
+    assert_eq!(fast_served(s), served + 1);
+
     // keys with `:`, `//`, percent-escapes and every other byte the fast path takes read the
     // same object on both paths
     for key in ["s3:%2F%2Fh/b//k%20x", "a!$&'()*+,;=:@~.-_%41/Z9"] {

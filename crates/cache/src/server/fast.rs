@@ -8,7 +8,8 @@
 //!
 //! It only serves what it can answer exactly as the hyper path would: an HTTP/1.1 `GET` or
 //! `HEAD` of an object this node owns, with no body, no `Range`, no `If-None-Match`, no
-//! `Connection`/`Expect`/`Upgrade` headers and nothing pipelined after it, that the token may
+//! `Expect`/`Upgrade` headers, no `Connection` but `keep-alive`, nothing pipelined after it,
+//! that the token may
 //! read and that is found. Everything else — other routes and methods, a key owned by another
 //! node, a refusal or miss, a head it cannot parse or longer than [`MAX_HEAD`] — goes to the
 //! hyper service together with the bytes already read ([`super::replay`]), so hyper sees the
@@ -142,6 +143,12 @@ fn parse(buf: &[u8]) -> Head {
             }
         } else if name.eq_ignore_ascii_case(FORWARDED) {
             forwarded = true;
+        } else if name.eq_ignore_ascii_case("connection") {
+            // what HTTP/1.1 means anyway, and hyper's answer is the same without it; Python's
+            // `requests` (PFIO's client) sends it with every request
+            if !h.value.eq_ignore_ascii_case(b"keep-alive") {
+                return Head::Handover;
+            }
         } else if HANDED_OVER.iter().any(|n| name.eq_ignore_ascii_case(n)) {
             return Head::Handover;
         }
@@ -155,7 +162,6 @@ const HANDED_OVER: &[&str] = &[
     "content-length",
     "transfer-encoding",
     "expect",
-    "connection",
     "upgrade",
     "te",
     "trailer",
