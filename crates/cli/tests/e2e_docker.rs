@@ -4,7 +4,8 @@
 //! container is re-adopted by the next agent and its end is recorded; mounts no node allows
 //! are refused at submit. Jobs with several kernels on one node (`--kernels N`) run on a
 //! private network where the kernels reach each other as `main`, `sub1`, ... (the agents
-//! here make it `internal`, so test traffic stays between the test's containers).
+//! here make it `internal`, so test traffic stays between the test's containers), and reach
+//! `berth up`'s loopback dataset cache through the agent's forwarder on the network's gateway.
 //!
 //! Needs a running dockerd and a static busybox to build the test image
 //! (`scripts/test-image.sh`); without them every test prints `SKIPPED: ...`.
@@ -34,18 +35,26 @@ fn docker_ready(test: &str) -> bool {
     }
 }
 
-/// The containers (and job networks) of agents whose node name starts with `prefix`;
-/// removes them on drop, so that a failed test leaves nothing behind either.
-struct Containers(String);
+/// The containers (and job networks) that match some `docker ... --filter`s; removes them on
+/// drop, so that a failed test leaves nothing behind either.
+struct Containers(Vec<String>);
 
 impl Containers {
-    /// What `docker <list...>` prints for the names with this prefix.
+    /// Those of agents whose node name starts with `prefix`.
+    fn of_agent(prefix: &str) -> Containers {
+        Containers(vec![format!("name=berth-{prefix}")])
+    }
+
+    /// Those of job `id` of a `berth up` agent (named after this host).
+    fn of_up_job(id: i64) -> Containers {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        Containers(vec![format!("label=berth.job={id}"), format!("name=berth-{}-", host.trim())])
+    }
+
+    /// What `docker <list...>` prints for the ones that match.
     fn list(&self, list: &[&str]) -> Vec<String> {
-        let o = std::process::Command::new("docker")
-            .args(list)
-            .args(["--filter", &format!("name=berth-{}", self.0)])
-            .output()
-            .unwrap();
+        let filters = self.0.iter().flat_map(|f| ["--filter", f.as_str()]);
+        let o = std::process::Command::new("docker").args(list).args(filters).output().unwrap();
         text(&o.stdout).lines().map(String::from).collect()
     }
 
@@ -110,7 +119,7 @@ fn container_jobs_run_like_processes() {
     let data = tempfile::tempdir().unwrap();
     std::fs::write(data.path().join("hello.txt"), "hi from the host\n").unwrap();
     let node = node_name("a");
-    let left = Containers(node.clone());
+    let left = Containers::of_agent(&node);
     let allow = data.path().display().to_string();
     let b = Berth::cluster("", &[(&node, &["--allow-mount", &allow])]);
 
@@ -187,7 +196,7 @@ fn a_restarted_agent_re_adopts_its_containers() {
         return;
     }
     let node = node_name("r");
-    let left = Containers(node.clone());
+    let left = Containers::of_agent(&node);
     let mut b = Berth::cluster("", &[(&node, &[])]);
     let id = b.submit(&["--image", IMAGE, "--", "sh", "-c", "echo before; sleep 4; echo after"]);
     b.wait_state(id, "RUNNING");
@@ -229,7 +238,7 @@ fn kernels_of_one_job_reach_each_other_by_name() {
         return;
     }
     let node = node_name("k");
-    let left = Containers(node.clone());
+    let left = Containers::of_agent(&node);
     let b = Berth::cluster("", &[(&node, &["--internal-job-networks"])]);
 
     // Two kernels (this machine may have only 2 CPUs: one each) talk over their network.
@@ -292,7 +301,7 @@ fn a_restarted_agent_re_adopts_kernels_and_reconciles_networks() {
         return;
     }
     let node = node_name("n");
-    let left = Containers(node.clone());
+    let left = Containers::of_agent(&node);
     let flags: &[&str] = &["--internal-job-networks"];
     let mut b = Berth::cluster("", &[(&node, flags)]);
     let script = r#"if [ "$BERTH_CLUSTER_ROLE" = main ]; then echo before; sleep 5; echo after; else sleep 300; fi"#;
@@ -339,4 +348,36 @@ fn a_restarted_agent_re_adopts_kernels_and_reconciles_networks() {
     );
     assert_eq!(left.networks(), vec![clash]);
     assert!(left.names().is_empty(), "{:?}", left.names());
+}
+
+/// `berth up` hands kernels its in-process dataset cache at a loopback address, which a
+/// kernel on a job network cannot reach as such: the agent forwards it from the network's
+/// gateway (an `internal` one here) and the kernel gets that address instead.
+#[test]
+fn kernels_on_a_job_network_reach_the_node_cache() {
+    if !docker_ready("kernels_on_a_job_network_reach_the_node_cache") {
+        return;
+    }
+    let b = Berth::up(&["--internal-job-networks", "--cache-listen", "127.0.0.1:0"]);
+    // (sub1 may not even have started when main's end ends the job.)
+    let script = r#"if [ "$BERTH_CLUSTER_ROLE" = main ]; then
+  echo "url=$BERTH_CACHE_URL"; wget -q -O- "$BERTH_CACHE_URL/healthz"
+else
+  sleep 300
+fi"#;
+    let id = b.submit(&["--kernels", "2", "--image", IMAGE, "--", "sh", "-c", script]);
+    let left = Containers::of_up_job(id);
+    let d = b.wait_state(id, "SUCCEEDED");
+    assert_eq!(d["job"]["exit_code"], 0, "{d:#}");
+    let main = b.ok(&["logs", &id.to_string(), "--kernel", "0"]);
+    let lines: Vec<&str> = main.lines().collect();
+    assert_eq!(lines.len(), 2, "{main}");
+    assert_eq!(lines[1], "ok", "{main}");
+    let url = lines[0].strip_prefix("url=http://").unwrap_or_else(|| panic!("not an http URL: {main}"));
+    let host = url.split(':').next().unwrap();
+    let ip: std::net::Ipv4Addr = host.parse().unwrap_or_else(|e| panic!("{host}: {e}"));
+    assert!(!ip.is_loopback() && !ip.is_unspecified(), "{main}");
+    left.wait_gone();
+    // The forwarder went with its kernel: nothing listens there any more.
+    assert!(std::net::TcpStream::connect(url).is_err(), "{url} still listens after the job");
 }

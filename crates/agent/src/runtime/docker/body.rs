@@ -25,6 +25,9 @@ pub const LABEL_DEADLINE: &str = "berth.deadline-ms";
 pub const LABEL_LIMIT: &str = "berth.time-limit-secs";
 /// The job network the container is on (jobs with several kernels on the node).
 pub const LABEL_NETWORK: &str = "berth.network";
+/// `<listen address> <loopback address>` of the kernel's dataset cache forwarder
+/// ([`super::cache_forward`]), so a restarted agent binds it again.
+pub const LABEL_CACHE_FORWARD: &str = "berth.cache-forward";
 
 /// Variables of the process environment that the image must define for itself: the host's
 /// PATH or HOME mean nothing inside the container.
@@ -64,6 +67,8 @@ pub struct Inputs<'a> {
     /// The job's private network ([`super::network`]) when it has several kernels on the
     /// node; `None`: host networking.
     pub network: Option<&'a str>,
+    /// The [`LABEL_CACHE_FORWARD`] value when the kernel's cache is forwarded.
+    pub cache_forward: Option<String>,
 }
 
 /// The create body of a kernel's container.
@@ -75,6 +80,9 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
     labels.insert(LABEL_BINDING.to_string(), serde_json::to_string(i.binding).expect("bindings serialise"));
     if let Some(d) = i.deadline_ms {
         labels.insert(LABEL_DEADLINE.to_string(), d.to_string());
+    }
+    if let Some(f) = &i.cache_forward {
+        labels.insert(LABEL_CACHE_FORWARD.to_string(), f.clone());
     }
     if let Some(l) = i.spec.time_limit_secs {
         labels.insert(LABEL_LIMIT.to_string(), l.to_string());
@@ -199,6 +207,7 @@ mod tests {
             fake_gpus: false,
             deadline_ms: Some(1000),
             network: None,
+            cache_forward: None,
         }
     }
 

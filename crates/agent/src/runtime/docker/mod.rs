@@ -8,6 +8,7 @@
 //! that restarts re-adopts the running ones instead of killing them ([`Docker::adopt`]).
 
 mod body;
+mod cache_forward;
 mod network;
 mod supervise;
 
@@ -227,7 +228,8 @@ impl Docker {
         };
         let network = (spec.kernels > 1).then(|| network_name(&self.inner.scope, &key));
         let created = self.create(&name, key, &spec, &binding, env, &user, network.as_deref()).await;
-        let (client, held) = match created {
+        // Lives until the kernel ends: every return below drops it, and with it the listener.
+        let (client, held, _forward) = match created {
             Ok(c) => c,
             Err(e) => return finish(KernelOutcome::LaunchFailed, format!("launch failed: {e}")),
         };
@@ -279,7 +281,8 @@ impl Docker {
 
     /// Checks mounts, finds (or pulls) the image and creates the container; on a job
     /// `network`, makes sure it exists first and returns with the network lock held (the
-    /// caller starts the container, then lets go).
+    /// caller starts the container, then lets go), and the kernel's way to a loopback dataset
+    /// cache ([`cache_forward`]), which must live as long as the kernel.
     #[allow(clippy::too_many_arguments)]
     async fn create(
         &self,
@@ -290,7 +293,7 @@ impl Docker {
         env: BTreeMap<String, String>,
         user: &RunUser,
         network: Option<&str>,
-    ) -> Result<(bollard::Docker, Option<network::Held>), String> {
+    ) -> Result<(bollard::Docker, Option<network::Held>, Option<cache_forward::Forward>), String> {
         let dir = logs::kernel_dir(&self.inner.data_dir, &key);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
         for s in [berth_model::protocol::LogStream::Stdout, berth_model::protocol::LogStream::Stderr] {
@@ -317,7 +320,7 @@ impl Docker {
         let image_user = inspect.config.and_then(|c| c.user);
         let deadline_ms =
             spec.time_limit_secs.map(|s| jiff::Timestamp::now().as_millisecond().saturating_add(s as i64 * 1000));
-        let inputs = body::Inputs {
+        let mut inputs = body::Inputs {
             scope: &self.inner.scope,
             key,
             spec,
@@ -329,14 +332,17 @@ impl Docker {
             fake_gpus: self.inner.fake_gpus,
             deadline_ms,
             network,
+            cache_forward: None,
         };
-        let held = match network {
+        let (held, forward) = match network {
             Some(n) => {
                 let held = self.inner.networks.lock().await;
                 self.inner.networks.ensure(&client, n, &key, &held).await?;
-                Some(held)
+                let forward = cache_forward::start(&client, n, &mut inputs.env).await;
+                inputs.cache_forward = forward.as_ref().map(cache_forward::Forward::label);
+                (Some(held), forward)
             }
-            None => None,
+            None => (None, None),
         };
         let opts = || Some(CreateContainerOptions { name: Some(name.to_string()), ..Default::default() });
         let created = match client.create_container(opts(), create_body(&inputs)).await {
@@ -349,7 +355,7 @@ impl Docker {
             Err(e) => Err(e),
         };
         match created {
-            Ok(()) => Ok((client, held)),
+            Ok(()) => Ok((client, held, forward)),
             Err(e) => {
                 if let (Some(n), Some(h)) = (network, &held) {
                     self.inner.networks.release_held(&client, n, h).await;
@@ -400,7 +406,12 @@ impl Docker {
                 let time_left =
                     deadline.map(|d| Duration::from_millis(d.saturating_sub(now.as_millisecond()).max(0) as u64));
                 let (stop_tx, stop_rx) = mpsc::unbounded_channel();
-                tokio::spawn(supervise::supervise(supervise::Supervise {
+                // Its way to the dataset cache, on the address its environment names.
+                let forward = match labels.get(body::LABEL_CACHE_FORWARD) {
+                    Some(l) => cache_forward::resume(l).await,
+                    None => None,
+                };
+                let supervised = supervise::supervise(supervise::Supervise {
                     client: client.clone(),
                     name,
                     key,
@@ -411,7 +422,11 @@ impl Docker {
                     stop: stop_rx,
                     events: events.clone(),
                     network: labels.get(LABEL_NETWORK).map(|n| (n.clone(), self.inner.networks.clone())),
-                }));
+                });
+                tokio::spawn(async move {
+                    let _forward = forward;
+                    supervised.await
+                });
                 let pid = state.pid.unwrap_or(0) as u32;
                 tracing::info!(?key, "re-adopted a running container");
                 let handle = KernelHandle { pid, stop: stop_tx, deferred: false };
