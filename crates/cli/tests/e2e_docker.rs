@@ -10,6 +10,7 @@
 //! Needs a running dockerd and a static busybox to build the test image
 //! (`scripts/test-image.sh`); without them every test prints `SKIPPED: ...`.
 
+mod cache_support;
 mod support;
 
 use std::path::Path;
@@ -380,4 +381,57 @@ fi"#;
     left.wait_gone();
     // The forwarder went with its kernel: nothing listens there any more.
     assert!(std::net::TcpStream::connect(url).is_err(), "{url} still listens after the job");
+}
+
+/// The agent is killed while a job-network kernel uses a node cache on loopback (`berth
+/// cache serve` here, the agent's `--cache-url`); the next agent re-adopts the container and
+/// binds its forwarder again on the address the kernel was given, so the kernel reaches the
+/// cache after the restart too.
+#[test]
+fn a_re_adopted_kernel_reaches_the_cache_again() {
+    if !docker_ready("a_re_adopted_kernel_reaches_the_cache_again") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("cache.key");
+    let cache = cache_support::Node::start(&dir.path().join("c"), &key, 0, &[]);
+    let node = node_name("c");
+    let left = Containers::of_agent(&node);
+    let flags: &[&str] = &["--internal-job-networks", "--cache-url", &cache.url];
+    let key_arg = key.display().to_string();
+    let mut b = Berth::cluster_with("", &["--cache-key-file", &key_arg], &[(&node, flags)]);
+    // main asks the cache, waits for the test's go (a file it makes), and asks again.
+    let script = r#"if [ "$BERTH_CLUSTER_ROLE" = main ]; then
+  wget -q -O- "$BERTH_CACHE_URL/healthz"
+  until [ -e /tmp/go ]; do sleep 0.1; done
+  wget -q -O- "$BERTH_CACHE_URL/healthz"
+else
+  sleep 300
+fi"#;
+    let id = b.submit(&["--kernels", "2", "--image", IMAGE, "--", "sh", "-c", script]);
+    b.wait_state(id, "RUNNING");
+    let start = Instant::now();
+    while b.ok(&["logs", &id.to_string(), "--kernel", "0"]) != "ok\n" {
+        assert!(start.elapsed() < PATIENCE, "main did not reach the cache: {:?}", b.job(id));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let main = left.names().into_iter().find(|n| n.ends_with(&format!("-{id}.0.0"))).expect("main's container");
+    let labels = inspect(&["container", "inspect", &main])["Config"]["Labels"].clone();
+    let forward = labels["berth.cache-forward"].as_str().unwrap_or_else(|| panic!("{labels:#}")).to_string();
+    let (at, target) = forward.split_once(' ').unwrap();
+    assert_eq!(format!("http://{target}"), cache.url, "{forward}");
+
+    b.kill_agent(0);
+    b.add_agent(&node, flags);
+    let start = Instant::now();
+    while std::net::TcpStream::connect(at).is_err() {
+        assert!(start.elapsed() < PATIENCE, "the re-adopting agent does not listen on {at} again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = std::process::Command::new("docker").args(["exec", &main, "touch", "/tmp/go"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let d = b.wait_state(id, "SUCCEEDED");
+    assert_eq!(d["job"]["exit_code"], 0, "{d:#}");
+    assert_eq!(b.ok(&["logs", &id.to_string(), "--kernel", "0"]), "ok\nok\n");
+    left.wait_gone();
 }
