@@ -74,37 +74,29 @@ struct Loopback {
     path: String,
 }
 
-/// The loopback address and path of `url` when it is an `http://` URL with a loopback host
-/// (and no user info); `None` for anything else.
+/// The loopback address and path (with any query) of `url` when it is an `http://` URL with
+/// a loopback host and no user info; `None` for anything else.
 fn loopback(url: &str) -> Option<Loopback> {
-    let rest = url.get(..7).filter(|s| s.eq_ignore_ascii_case("http://")).map(|_| &url[7..])?;
-    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
-    if authority.contains('@') {
+    let u = url::Url::parse(url).ok()?;
+    if u.scheme() != "http" || !u.username().is_empty() || u.password().is_some() {
         return None;
     }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (h, after) = v6.split_once(']')?;
-        (h, if after.is_empty() { None } else { Some(after.strip_prefix(':')?) })
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
+    let ip = match u.host()? {
+        url::Host::Domain(d) if d.eq_ignore_ascii_case("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        url::Host::Domain(_) => return None,
+        url::Host::Ipv4(v4) => IpAddr::V4(v4),
+        url::Host::Ipv6(v6) => IpAddr::V6(v6),
     };
-    let port: u16 = match port {
-        Some(p) => p.parse().ok()?,
-        None => 80,
-    };
-    let ip = if host.eq_ignore_ascii_case("localhost") {
-        IpAddr::V4(Ipv4Addr::LOCALHOST)
-    } else {
-        host.parse::<IpAddr>().ok().filter(IpAddr::is_loopback)?
-    };
-    // `[::1]` only: a bare `::1` host cannot carry a port and is no valid URL host.
-    if matches!(ip, IpAddr::V6(_)) && !authority.starts_with('[') {
+    if !ip.is_loopback() {
         return None;
     }
-    Some(Loopback { target: SocketAddr::new(ip, port), path: path.to_string() })
+    // `Url` writes an empty path as `/`: a URL given without one is rewritten without one
+    let path = match u.query() {
+        None if u.path() == "/" && !url.ends_with('/') => String::new(),
+        None => u.path().to_string(),
+        Some(q) => format!("{}?{q}", u.path()),
+    };
+    Some(Loopback { target: SocketAddr::new(ip, u.port_or_known_default()?), path })
 }
 
 /// The URL a kernel on the job network uses instead: the forwarder's address, same path.
