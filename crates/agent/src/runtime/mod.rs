@@ -567,8 +567,9 @@ fn errno_text(e: &std::io::Error) -> String {
 
 /// The name of this agent's cgroup subtree: the node name plus a stable hash of the data dir,
 /// so two agents on one machine (tests, or several `berth up` data dirs) never share kernel
-/// cgroups, while a restarted agent finds its own subtree again.
-fn cgroup_scope(node: &str, data_dir: &std::path::Path) -> String {
+/// cgroups, while a restarted agent finds its own subtree again. Public for test harnesses
+/// that clean up after agents they killed.
+pub fn cgroup_scope(node: &str, data_dir: &std::path::Path) -> String {
     let dir = data_dir.canonicalize().unwrap_or_else(|_| data_dir.to_path_buf());
     let h = xxhash_rust::xxh3::xxh3_64(dir.as_os_str().as_encoded_bytes());
     format!("{node}-{:08x}", h as u32)

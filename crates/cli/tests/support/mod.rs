@@ -319,7 +319,59 @@ impl Drop for Berth {
                 let _ = p.wait();
             }
         }
+        // agents killed on purpose ([`Berth::kill_agent`]) left their scopes: remove this
+        // home's agents' scopes (named from their data dirs, so no other test's)
+        let scopes: Vec<String> = std::fs::read_dir(self.home.path())
+            .map(|r| r.flatten().collect::<Vec<_>>())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| {
+                let dir = e.file_name().to_string_lossy().into_owned();
+                let node = dir.strip_prefix("agent-")?;
+                Some(berth_agent::runtime::cgroup_scope(node, &e.path()))
+            })
+            .collect();
+        if !scopes.is_empty() {
+            // briefly: kernels a killed agent left running keep theirs, and that is no reason
+            // to hold up every test
+            remove_scopes(|scope| scopes.iter().any(|s| s == scope), 10);
+        }
     }
+}
+
+/// Removes the empty cgroup scope directories (`berth/<scope>` in every hierarchy) whose
+/// name `matches`, deepest first, trying `attempts` times 100 ms apart while their last
+/// processes exit; whether none is left. SIGKILLed agents leave their scopes behind, and thousands of empty
+/// ones slowed every later start on the machine.
+pub fn remove_scopes(matches: impl Fn(&str) -> bool, attempts: usize) -> bool {
+    fn remove(dir: &Path) -> bool {
+        let subs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|r| r.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        // Every child is tried, even after one fails (no short-circuit).
+        let children_gone = subs.iter().map(|d| remove(d)).filter(|ok| !ok).count() == 0;
+        children_gone && (std::fs::remove_dir(dir).is_ok() || !dir.exists())
+    }
+    let once = || {
+        let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else { return true };
+        let mut all = true;
+        for h in hierarchies.flatten() {
+            let Ok(scopes) = std::fs::read_dir(h.path().join("berth")) else { continue };
+            for sc in scopes.flatten() {
+                if matches(&sc.file_name().to_string_lossy()) {
+                    all &= remove(&sc.path());
+                }
+            }
+        }
+        all
+    };
+    for _ in 1..attempts {
+        if once() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    once()
 }
 
 pub fn text(b: &[u8]) -> String {

@@ -488,38 +488,8 @@ impl Drop for Cluster {
         // empty ones slow every later start on the machine. Cluster tests run one at a time,
         // so every `a<N>-*` scope is this test's.
         let names: Vec<String> = self.agents.iter().map(|a| format!("{}-", a.name)).collect();
-        for _ in 0..50 {
-            if remove_scopes(&names) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        super::remove_scopes(|scope| names.iter().any(|p| scope.starts_with(p.as_str())), 50);
     }
-}
-
-/// Removes the (empty) cgroup scope directories whose name starts with one of `prefixes`,
-/// deepest first, in every hierarchy; whether none is left.
-fn remove_scopes(prefixes: &[String]) -> bool {
-    fn remove(dir: &Path) -> bool {
-        let subs: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map(|r| r.flatten().filter(|e| e.path().is_dir()).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        // Every child is tried, even after one fails (no short-circuit).
-        let children_gone = subs.iter().map(|d| remove(d)).filter(|ok| !ok).count() == 0;
-        children_gone && (std::fs::remove_dir(dir).is_ok() || !dir.exists())
-    }
-    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else { return true };
-    let mut all = true;
-    for h in hierarchies.flatten() {
-        let Ok(scopes) = std::fs::read_dir(h.path().join("berth")) else { continue };
-        for sc in scopes.flatten() {
-            let name = sc.file_name().to_string_lossy().into_owned();
-            if prefixes.iter().any(|p| name.starts_with(p.as_str())) {
-                all &= remove(&sc.path());
-            }
-        }
-    }
-    all
 }
 
 /// Polls `f` until it holds; panics with `what` after [`PATIENCE`].
