@@ -130,14 +130,11 @@ pub async fn put_members(node: &Arc<Node>, req: Request<Incoming>) -> Response<B
 /// deletions' unlinks).
 fn delete_buckets(node: &Node, deleted: &[String]) -> Result<(), String> {
     for name in deleted {
-        if node.store.bucket(name).is_none() {
-            continue;
-        }
         match node.store.delete_bucket(name) {
             Ok(d) => {
                 tracing::info!(bucket = %name, objects = d.objects, bytes = d.bytes, "deleted a bucket the manager deleted")
             }
-            // deleted meanwhile by a DELETE
+            // gone already: an earlier push, or a DELETE
             Err(crate::StoreError::NoBucket(_)) => {}
             Err(e) => return Err(format!("deleting bucket `{name}` failed: {e}")),
         }
