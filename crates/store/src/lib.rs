@@ -44,10 +44,27 @@ pub enum StoreError {
     /// A stored value could not be read back (corrupt JSON, unknown state, ...).
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
+    /// The database's disk is full (SQLite `SQLITE_FULL`): nothing of the call was written.
+    #[error("the database's disk is full: {0}")]
+    DiskFull(String),
     #[error("database error: {0}")]
-    Db(#[from] sqlx::Error),
+    Db(sqlx::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl StoreError {
+    /// Whether the call failed because the database's disk is full (a write may work again
+    /// once space is freed; reads still work).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, StoreError::DiskFull(_))
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> StoreError {
+        if sqlite::is_disk_full(&e) { StoreError::DiskFull(e.to_string()) } else { StoreError::Db(e) }
+    }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -39,6 +39,7 @@ impl SqliteStore {
             .max_connections(1)
             .min_connections(1)
             .acquire_timeout(Duration::from_secs(30))
+            .after_release(|conn, _| Box::pin(async move { Ok(!left_in_transaction(conn).await) }))
             .connect_with(base.clone().create_if_missing(true))
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&writer).await?;
@@ -49,6 +50,29 @@ impl SqliteStore {
             .await?;
         Ok(SqliteStore { writer, reader })
     }
+}
+
+/// Whether a connection going back to the pool is still inside a transaction, in sqlx's books or
+/// in SQLite's. Then it must be closed (SQLite rolls back on close), never reused.
+///
+/// Why: when SQLite fails a statement or a `COMMIT` with `SQLITE_FULL` it may roll the whole
+/// transaction back itself; sqlx's `ROLLBACK` on drop then fails ("no transaction is active")
+/// and sqlx keeps counting the transaction as open, so the next `begin` became a `SAVEPOINT`
+/// whose `RELEASE` never committed: a full disk turned into writes acknowledged and lost, with
+/// the database locked for everyone else (issue 13). A fresh connection has neither problem.
+async fn left_in_transaction(conn: &mut sqlx::SqliteConnection) -> bool {
+    use sqlx::{Sqlite, TransactionManager};
+    let sqlx_depth = <Sqlite as sqlx::Database>::TransactionManager::get_transaction_depth(conn);
+    let in_sqlite = match conn.lock_handle().await {
+        // SAFETY: the handle is a live connection, locked for this call; get_autocommit only reads.
+        Ok(mut h) => unsafe { libsqlite3_sys::sqlite3_get_autocommit(h.as_raw_handle().as_ptr()) == 0 },
+        Err(_) => true,
+    };
+    if sqlx_depth > 0 || in_sqlite {
+        tracing::warn!(sqlx_depth, in_sqlite, "store: the writer connection was left inside a transaction; reopening it");
+        return true;
+    }
+    false
 }
 
 pub(crate) fn ts(t: Timestamp) -> i64 {
@@ -74,6 +98,13 @@ fn json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> Result<T> {
 fn to_json<T: serde::Serialize>(v: &T) -> String {
     // Model types always serialise (no maps with non-string keys, no failing impls).
     serde_json::to_string(v).expect("model types serialise to json")
+}
+
+/// `SQLITE_FULL` (13), alone or as the primary code of an extended one.
+pub(crate) fn is_disk_full(e: &sqlx::Error) -> bool {
+    const SQLITE_FULL: i32 = 13;
+    matches!(e, sqlx::Error::Database(d)
+        if d.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| c & 0xff == SQLITE_FULL))
 }
 
 pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
