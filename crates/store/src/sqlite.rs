@@ -107,6 +107,16 @@ pub(crate) fn is_disk_full(e: &sqlx::Error) -> bool {
         if d.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| c & 0xff == SQLITE_FULL))
 }
 
+/// The one row a write's `RETURNING` gave.
+///
+/// Writes with `RETURNING` are read with `fetch_all`, never `fetch_one`/`fetch_optional`: SQLite
+/// hands the row out before the statement has finished (and, outside a transaction, before it
+/// has committed), and those stop reading at the first row, so a failure after it (a full disk
+/// at commit) went unseen and the caller got a row that was never stored (issue 13).
+pub(crate) fn returned<R>(rows: &[R]) -> Result<&R> {
+    rows.first().ok_or_else(|| StoreError::Corrupt("a write's RETURNING gave no row".into()))
+}
+
 pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
@@ -264,12 +274,12 @@ impl Store for SqliteStore {
             .bind(name)
             .bind(role)
             .bind(ts(at))
-            .fetch_one(&self.writer)
+            .fetch_all(&self.writer)
             .await
             .map_err(
                 |e| if is_unique_violation(&e) { StoreError::Duplicate(format!("user {name}")) } else { e.into() },
             )?;
-        user_row(&r)
+        user_row(returned(&r)?)
     }
 
     async fn user_by_name(&self, name: &str) -> Result<Option<UserRow>> {
@@ -318,7 +328,7 @@ impl Store for SqliteStore {
 
     async fn insert_job(&self, user_id: i64, spec: &JobSpec, at: Timestamp) -> Result<JobId> {
         let mut tx = self.writer.begin().await?;
-        let id: i64 = sqlx::query(
+        let id = sqlx::query(
             "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared) \
              VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?) RETURNING id",
         )
@@ -330,9 +340,9 @@ impl Store for SqliteStore {
         .bind(ts(at))
         .bind(spec.project.as_deref().unwrap_or(""))
         .bind(spec.shared as i64)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("id")?;
+        .fetch_all(&mut *tx)
+        .await?;
+        let id: i64 = returned(&id)?.try_get("id")?;
         sqlx::query("INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, NULL, ?, ?)")
             .bind(id)
             .bind(ts(at))

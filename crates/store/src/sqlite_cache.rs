@@ -35,9 +35,9 @@ async fn node_in(tx: &mut Transaction<'_, Sqlite>, node: &str) -> Result<Option<
 
 /// The next join sequence number (the counter only goes up, inside the caller's transaction).
 async fn next_seq(tx: &mut Transaction<'_, Sqlite>) -> Result<u64> {
-    let last: i64 =
-        sqlx::query_scalar("UPDATE cache_seq SET last = last + 1 RETURNING last").fetch_one(&mut **tx).await?;
-    Ok(last as u64)
+    let last: Vec<i64> =
+        sqlx::query_scalar("UPDATE cache_seq SET last = last + 1 RETURNING last").fetch_all(&mut **tx).await?;
+    Ok(*crate::sqlite::returned(&last)? as u64)
 }
 
 #[async_trait]
@@ -86,9 +86,9 @@ impl CacheState for SqliteStore {
         .bind(weight.map(i64::from))
         .bind(ts(at))
         .bind(node)
-        .fetch_optional(&self.writer)
+        .fetch_all(&self.writer)
         .await?;
-        r.as_ref().map(node_row).transpose()
+        r.first().map(node_row).transpose()
     }
 
     async fn set_cache_node_removed(&self, node: &str, removed: bool, at: Timestamp) -> Result<Option<CacheNodeRow>> {

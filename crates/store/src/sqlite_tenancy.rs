@@ -55,9 +55,9 @@ impl Tenancy for SqliteStore {
         let r = sqlx::query("UPDATE users SET disabled = ? WHERE name = ? RETURNING *")
             .bind(disabled as i64)
             .bind(name)
-            .fetch_optional(&self.writer)
+            .fetch_all(&self.writer)
             .await?;
-        r.as_ref().map(user_row).transpose()?.ok_or_else(|| StoreError::NotFound(format!("user {name}")))
+        r.first().map(user_row).transpose()?.ok_or_else(|| StoreError::NotFound(format!("user {name}")))
     }
 
     async fn add_token(
@@ -137,14 +137,15 @@ impl Tenancy for SqliteStore {
     }
 
     async fn create_project(&self, name: &str, at: Timestamp) -> Result<ProjectRow> {
-        let id: i64 = sqlx::query_scalar("INSERT INTO projects (name, created_at) VALUES (?, ?) RETURNING id")
+        let ids: Vec<i64> = sqlx::query_scalar("INSERT INTO projects (name, created_at) VALUES (?, ?) RETURNING id")
             .bind(name)
             .bind(ts(at))
-            .fetch_one(&self.writer)
+            .fetch_all(&self.writer)
             .await
             .map_err(|e| {
                 if is_unique_violation(&e) { StoreError::Duplicate(format!("project {name}")) } else { e.into() }
             })?;
+        let id = *crate::sqlite::returned(&ids)?;
         Ok(ProjectRow { id, name: name.to_string(), created_at: at, members: Vec::new() })
     }
 

@@ -136,3 +136,40 @@ async fn rusqlite_like_begin_immediate(db: &Path) -> Result<(), sqlx::Error> {
     sqlx::query("ROLLBACK").execute(&mut c).await?;
     c.close().await
 }
+
+/// Regression (issue 13): `admin user create` on a full disk printed a token that never
+/// worked: the user's `INSERT ... RETURNING` handed its row out and the failed commit after it
+/// went unseen, so the token's row then failed its foreign key.
+#[tokio::test]
+async fn a_created_user_or_project_on_a_full_disk_exists_or_is_an_error() {
+    use berth_store::Tenancy;
+    let Some(disk) = SmallDisk::mount("4m", "a_created_user_or_project_on_a_full_disk_exists_or_is_an_error") else {
+        return;
+    };
+    let db = disk.path().join("berth.db");
+    let store = SqliteStore::open(&db).await.unwrap();
+    let pad = "x".repeat(48);
+    let filler = disk.fill();
+    let (mut failures, mut made) = (0, Vec::new());
+    for i in 0..400 {
+        let name = format!("u{i}{pad}");
+        match store.create_user(&name, "user", jiff::Timestamp::now()).await {
+            Ok(_) => made.push(name),
+            Err(e) => {
+                assert!(e.is_disk_full(), "a full disk reads as such, not {e}");
+                failures += 1;
+            }
+        }
+        if let Err(e) = store.create_project(&format!("p{i}{pad}"), jiff::Timestamp::now()).await {
+            assert!(e.is_disk_full(), "a full disk reads as such, not {e}");
+        }
+    }
+    assert!(failures > 0, "the disk never filled up: the test proves nothing");
+    for name in &made {
+        assert!(store.user_by_name(name).await.unwrap().is_some(), "user {name} was created but is not stored");
+    }
+    std::fs::remove_file(&filler).unwrap();
+    let u = store.create_user("after", "user", jiff::Timestamp::now()).await.unwrap();
+    store.add_api_token(u.id, "hash", "t", jiff::Timestamp::now()).await.unwrap();
+    store.close().await;
+}
