@@ -52,6 +52,11 @@ impl From<StoreError> for ApiError {
         tracing::error!("store error: {e}");
         match e {
             StoreError::Conflict { .. } => ApiError::conflict(format!("{e}; try again")),
+            // The API's layer (`api::track_store_health`) puts the data dir into the message.
+            StoreError::DiskFull(_) => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "the manager's disk is full: nothing was written; free space in its data dir and try again",
+            ),
             _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("internal error: {e}")),
         }
     }

@@ -15,6 +15,7 @@ pub mod cache_env;
 mod cache_members;
 mod cluster_env;
 pub mod config;
+mod deferred;
 mod error;
 mod heartbeat;
 mod hub;
@@ -26,6 +27,7 @@ mod openapi;
 mod quotas;
 mod scheduler;
 mod state;
+mod store_health;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -131,6 +133,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         cfg.fair_share.clone(),
         config.heartbeat_timeout,
         shutdown_rx.clone(),
+        &config.data_dir,
     ));
     if let Some(c) = config.cache.clone() {
         let _ = m.cache.set(c);

@@ -10,6 +10,7 @@ use berth_model::{JobId, JobState};
 use berth_store::{Change, StoreError};
 use jiff::Timestamp;
 
+use crate::deferred::{Deferred, worth_retrying};
 use crate::manager::Manager;
 use crate::state::{KernelEnd, State};
 
@@ -115,11 +116,16 @@ impl Manager {
         } else if requeue {
             self.transition(st, job_id, JobState::Pending, format!("requeued: {reason}"), None, vec![]).await
         } else {
-            self.transition(st, job_id, to, reason, None, vec![]).await
+            self.transition(st, job_id, to, reason.clone(), None, vec![]).await
         };
         match res {
             Ok(()) => send_all(st, stops),
-            Err(e) => tracing::warn!(job_id, "cannot record lost job: {e}"),
+            Err(e) => {
+                tracing::warn!(job_id, "cannot record lost job: {e}");
+                if worth_retrying(&e) {
+                    st.deferred.push(Deferred::Lost { job_id, node: node.to_string(), to, reason });
+                }
+            }
         }
     }
 
@@ -134,6 +140,9 @@ impl Manager {
             let reason = format!("started on {node}");
             if let Err(e) = self.transition(st, key.job_id, JobState::Running, reason, None, vec![]).await {
                 tracing::warn!(job = key.job_id, "cannot record start: {e}");
+                if worth_retrying(&e) {
+                    st.deferred.push(Deferred::Started { node: node.to_string(), key });
+                }
             }
         }
         true
@@ -224,9 +233,13 @@ impl Manager {
             }
             Err(e) => {
                 tracing::warn!(job = key.job_id, "cannot record kernel end: {e}");
-                // Not recorded: let a repeated report try again.
+                // Not recorded: try again later (and let a repeated report do so too).
                 if let Some(j) = st.jobs.get_mut(&key.job_id) {
                     j.ends[key.index as usize] = None;
+                }
+                if worth_retrying(&e) {
+                    let message = message.to_string();
+                    st.deferred.push(Deferred::Finished { node: node.to_string(), key, outcome, exit_code, message });
                 }
             }
         }

@@ -53,6 +53,8 @@ pub struct Manager {
     pub cache: std::sync::OnceLock<crate::cache_env::CacheEnv>,
     /// The cache nodes the agents reported and the buckets, pushed to every cache node.
     pub cache_members: crate::cache_members::CacheMembers,
+    /// Whether the store takes writes (a full disk under the data dir).
+    pub store_health: crate::store_health::StoreHealth,
 }
 
 impl Manager {
@@ -62,6 +64,7 @@ impl Manager {
         fair_share: FairShareConfig,
         heartbeat_timeout: Duration,
         shutdown: watch::Receiver<bool>,
+        data_dir: &std::path::Path,
     ) -> Manager {
         // Heartbeats a few times per timeout, at most once a second.
         let heartbeat_interval = (heartbeat_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
@@ -83,6 +86,7 @@ impl Manager {
             quotas: RwLock::new(Arc::default()),
             cache: std::sync::OnceLock::new(),
             cache_members: Default::default(),
+            store_health: crate::store_health::StoreHealth::new(data_dir),
         }
     }
 

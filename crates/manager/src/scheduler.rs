@@ -37,6 +37,7 @@ pub async fn run(m: Arc<Manager>) {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = shutdown.changed() => break,
         }
+        m.retry_deferred().await;
         // A pass is never interrupted half-way: shutdown waits for its store batch.
         pass(&m).await;
     }
@@ -62,7 +63,9 @@ pub async fn account_running(m: &Manager) {
         value: 0.0,
         at: now,
     }));
-    if let Err(e) = m.store.apply(&changes).await {
+    let stored = m.store.apply(&changes).await;
+    m.store_health.observe_write(&stored);
+    if let Err(e) = stored {
         tracing::warn!("usage not recorded: {e}");
         return;
     }
@@ -162,7 +165,11 @@ pub async fn pass(m: &Manager) -> usize {
             changes.push(Change::PendingReason { job_id: w.job, reason: Some(w.reason.clone()) });
         }
     }
-    if let Err(e) = m.store.apply(&changes).await {
+    let stored = m.store.apply(&changes).await;
+    if !changes.is_empty() {
+        m.store_health.observe_write(&stored);
+    }
+    if let Err(e) = stored {
         // Nothing was written, so nothing is acted on; the next pass tries again.
         tracing::warn!("scheduling pass not committed: {e}");
         return 0;

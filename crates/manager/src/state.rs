@@ -290,6 +290,8 @@ pub struct State {
     /// One ledger per node; a slice because `schedule` takes `&[NodeLedger]`.
     pub ledgers: Vec<NodeLedger>,
     pub nodes: HashMap<String, Node>,
+    /// Agent reports to apply again: the store refused their change (`deferred.rs`).
+    pub deferred: Vec<crate::deferred::Deferred>,
 }
 
 impl State {

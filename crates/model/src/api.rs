@@ -234,8 +234,12 @@ pub struct JoinTokenCreated {
 /// `GET /v1/health`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Health {
+    /// `ok`, or `degraded` when something works only partly (see `problems`).
     pub status: String,
     pub version: String,
+    /// What does not work now and how to fix it; empty when `status` is `ok`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 /// Every error answer: what was wrong and how to fix it.

@@ -69,7 +69,11 @@ async fn left_in_transaction(conn: &mut sqlx::SqliteConnection) -> bool {
         Err(_) => true,
     };
     if sqlx_depth > 0 || in_sqlite {
-        tracing::warn!(sqlx_depth, in_sqlite, "store: the writer connection was left inside a transaction; reopening it");
+        tracing::warn!(
+            sqlx_depth,
+            in_sqlite,
+            "store: the writer connection was left inside a transaction; reopening it"
+        );
         return true;
     }
     false

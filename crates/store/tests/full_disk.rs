@@ -128,9 +128,8 @@ async fn writes_on_a_full_disk_fail_and_never_leave_a_transaction_open() {
 /// Opens a separate connection and tries `BEGIN IMMEDIATE` (what `sqlite3 berth.db` did).
 async fn rusqlite_like_begin_immediate(db: &Path) -> Result<(), sqlx::Error> {
     use sqlx::Connection;
-    let opts = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(db)
-        .busy_timeout(std::time::Duration::from_millis(500));
+    let opts =
+        sqlx::sqlite::SqliteConnectOptions::new().filename(db).busy_timeout(std::time::Duration::from_millis(500));
     let mut c = sqlx::SqliteConnection::connect_with(&opts).await?;
     sqlx::query("BEGIN IMMEDIATE").execute(&mut c).await?;
     sqlx::query("ROLLBACK").execute(&mut c).await?;

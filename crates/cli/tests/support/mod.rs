@@ -65,6 +65,12 @@ impl Berth {
         Self::started(tempfile::tempdir().unwrap(), extra.iter().map(|s| s.to_string()).collect())
     }
 
+    /// `berth up` in `home` (data dir `<home>/data`, which the caller may have prepared, e.g.
+    /// as a mount point), waits until the local node is ready.
+    pub fn up_in(home: tempfile::TempDir, extra: &[&str]) -> Berth {
+        Self::started(home, extra.iter().map(|s| s.to_string()).collect())
+    }
+
     /// A not-yet-started berth in `home` (data dir `<home>/data`).
     fn unstarted(home: tempfile::TempDir, extra: Vec<String>) -> Berth {
         let data = home.path().join("data");

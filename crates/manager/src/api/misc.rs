@@ -11,10 +11,14 @@ use crate::auth::{Admin, Auth, hash_token, new_token};
 use crate::error::{ApiError, Json};
 use crate::manager::Manager;
 
-/// Liveness; needs no token.
+/// Liveness, and what works only partly (`status` `degraded` with `problems`, e.g. a full
+/// disk refusing writes); needs no token.
 #[utoipa::path(get, path = "/v1/health", tag = "meta", responses((status = 200, body = Health)))]
-pub async fn health() -> axum::Json<Health> {
-    axum::Json(Health { status: "ok".into(), version: env!("CARGO_PKG_VERSION").into() })
+pub async fn health(State(m): State<Arc<Manager>>) -> axum::Json<Health> {
+    m.probe_store().await;
+    let problems: Vec<String> = m.store_health.problem().into_iter().collect();
+    let status = if problems.is_empty() { "ok" } else { "degraded" };
+    axum::Json(Health { status: status.into(), version: env!("CARGO_PKG_VERSION").into(), problems })
 }
 
 /// The user behind the token.

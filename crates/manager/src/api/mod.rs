@@ -65,7 +65,30 @@ pub fn router(m: Arc<Manager>) -> Router {
         // Job specs and admin requests are small; a bigger body is refused (413) before it
         // is read, so nobody can make the manager buffer megabytes.
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn_with_state(m.clone(), track_store_health))
         .with_state(m)
+}
+
+/// Keeps [`crate::store_health::StoreHealth`] up to date from the answers: a 507 (a write the
+/// full disk refused) marks the store full and gets the data dir named in its message; a
+/// successful write clears it once a probe write commits (a request may succeed without writing).
+async fn track_store_health(
+    axum::extract::State(m): axum::extract::State<Arc<Manager>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{Method, StatusCode};
+    use axum::response::IntoResponse;
+    let write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let res = next.run(req).await;
+    if res.status() == StatusCode::INSUFFICIENT_STORAGE {
+        m.store_health.refused("a write of the API");
+        return ApiError::new(StatusCode::INSUFFICIENT_STORAGE, m.store_health.refusal()).into_response();
+    }
+    if write && res.status().is_success() && m.store_health.is_full() {
+        m.probe_store().await;
+    }
+    res
 }
 
 /// The largest request body the API reads: 1 MiB.
