@@ -46,6 +46,13 @@ pub async fn users_and_tokens(s: &dyn Store) {
     s.add_join_token("j1", at(4)).await.unwrap();
     assert!(s.join_token_exists("j1").await.unwrap());
     assert_eq!(s.join_token_hashes().await.unwrap(), vec!["j1".to_string()]);
+
+    // A user and its first token go in together, or not at all.
+    let bob = s.create_user_with_token("bob", "user", "bobhash", "created by admin", at(5)).await.unwrap();
+    assert_eq!(s.user_by_token_hash("bobhash").await.unwrap().unwrap().id, bob.id);
+    let dup = s.create_user_with_token("carol", "user", "bobhash", "created by admin", at(6)).await;
+    assert!(matches!(dup, Err(StoreError::Duplicate(_))), "{dup:?}");
+    assert!(s.user_by_name("carol").await.unwrap().is_none(), "a user whose token failed was kept");
 }
 
 /// Job ids start at 1; insert writes the first transition; lists are newest first.

@@ -75,6 +75,15 @@ pub trait Store: Tenancy + CacheState + Send + Sync {
     // --- users and tokens -------------------------------------------------------------
     /// Creates a user; `Duplicate` if the name is taken.
     async fn create_user(&self, name: &str, role: &str, at: Timestamp) -> Result<UserRow>;
+    /// Creates a user and its first API token (sha256 hex) in one transaction: both or neither.
+    async fn create_user_with_token(
+        &self,
+        name: &str,
+        role: &str,
+        hash: &str,
+        label: &str,
+        at: Timestamp,
+    ) -> Result<UserRow>;
     async fn user_by_name(&self, name: &str) -> Result<Option<UserRow>>;
     /// Stores the sha256 (hex) of an API token for `user_id`.
     async fn add_api_token(&self, user_id: i64, hash: &str, label: &str, at: Timestamp) -> Result<()>;

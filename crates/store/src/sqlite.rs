@@ -286,6 +286,37 @@ impl Store for SqliteStore {
         user_row(returned(&r)?)
     }
 
+    async fn create_user_with_token(
+        &self,
+        name: &str,
+        role: &str,
+        hash: &str,
+        label: &str,
+        at: Timestamp,
+    ) -> Result<UserRow> {
+        let mut tx = self.writer.begin().await?;
+        let rows = sqlx::query("INSERT INTO users (name, role, disabled, created_at) VALUES (?, ?, 0, ?) RETURNING *")
+            .bind(name)
+            .bind(role)
+            .bind(ts(at))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(
+                |e| if is_unique_violation(&e) { StoreError::Duplicate(format!("user {name}")) } else { e.into() },
+            )?;
+        let user = user_row(returned(&rows)?)?;
+        sqlx::query("INSERT INTO api_tokens (hash, user_id, label, created_at) VALUES (?, ?, ?, ?)")
+            .bind(hash)
+            .bind(user.id)
+            .bind(label)
+            .bind(ts(at))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate("api token".into()) } else { e.into() })?;
+        tx.commit().await?;
+        Ok(user)
+    }
+
     async fn user_by_name(&self, name: &str) -> Result<Option<UserRow>> {
         let r = sqlx::query("SELECT * FROM users WHERE name = ?").bind(name).fetch_optional(&self.reader).await?;
         r.as_ref().map(user_row).transpose()

@@ -52,13 +52,12 @@ pub async fn create_user(
         return Err(ApiError::bad_request(format!("invalid role `{role}`: use `user` or `admin`")));
     }
     let now = jiff::Timestamp::now();
-    let user = match m.store.create_user(name, role, now).await {
+    let token = new_token();
+    let user = match m.store.create_user_with_token(name, role, &hash_token(&token), "created by admin", now).await {
         Ok(u) => u,
         Err(StoreError::Duplicate(_)) => return Err(ApiError::conflict(format!("user {name} already exists"))),
         Err(e) => return Err(e.into()),
     };
-    let token = new_token();
-    m.store.add_api_token(user.id, &hash_token(&token), "created by admin", now).await?;
     m.audit(&admin.name, "user.create", &user.name, &format!("role {}", user.role)).await;
     Ok((StatusCode::CREATED, axum::Json(UserCreated { user: user.name, role: user.role, token })))
 }
