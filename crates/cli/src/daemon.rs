@@ -230,7 +230,8 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 }
 
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
-    let data_dir = prepare_data_dir(&args.data_dir)?;
+    // Kernels' dirs live below it (`agent/kernels`), so their users must be able to pass.
+    let data_dir = prepare_data_dir(&args.data_dir, Traverse::Allowed)?;
     let trusted_cert = args.tls.trusted_cert();
     let cache = args.cache.start(&data_dir, args.tls.files().as_ref(), trusted_cert.as_deref()).await?;
     let cache_env = cache.as_ref().map(|c| c.env.clone());
@@ -310,7 +311,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 }
 
 pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
-    let data_dir = prepare_data_dir(&args.data_dir)?;
+    let data_dir = prepare_data_dir(&args.data_dir, Traverse::Denied)?;
     let cache_env = args.cache.env()?;
     let handle =
         start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files(), cache_env).await?;
@@ -340,7 +341,7 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
 }
 
 pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
-    let data_dir = prepare_data_dir(&args.data_dir)?;
+    let data_dir = prepare_data_dir(&args.data_dir, Traverse::Denied)?;
     let config = AgentConfig {
         manager_url: args.manager.trim_end_matches('/').to_string(),
         join_token: args.join_token,
@@ -385,9 +386,34 @@ async fn start_manager(
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }
 
-fn prepare_data_dir(dir: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create data directory {}", dir.display()))?;
-    dir.canonicalize().with_context(|| format!("cannot resolve data directory {}", dir.display()))
+/// Whether others may pass through a data dir (never list or change it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Traverse {
+    Allowed,
+    Denied,
+}
+
+/// Creates the data dir (0700) or tightens an existing one: nobody but the daemon lists,
+/// reads or writes it (`berth.db` holds every job's environment, and the tokens sit beside
+/// it), and only `berth up`'s, which kernels' own dirs are below, lets others pass (0711).
+fn prepare_data_dir(dir: &Path, traverse: Traverse) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create data directory {}", dir.display()))?;
+    let dir = dir.canonicalize().with_context(|| format!("cannot resolve data directory {}", dir.display()))?;
+    let mode = match traverse {
+        Traverse::Allowed => 0o711,
+        Traverse::Denied => 0o700,
+    };
+    let old = std::fs::metadata(&dir).with_context(|| format!("cannot read data directory {}", dir.display()))?;
+    if old.permissions().mode() & 0o777 != mode {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("cannot make data directory {} private (mode {mode:o})", dir.display()))?;
+    }
+    Ok(dir)
 }
 
 /// The admin token of this data dir. The manager stores only its hash and shows the plain

@@ -49,6 +49,9 @@ pub enum StoreError {
     DiskFull(String),
     #[error("database error: {0}")]
     Db(sqlx::Error),
+    /// The store's files could not be prepared (created, made private).
+    #[error("cannot prepare the database file {0}")]
+    Io(String),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }

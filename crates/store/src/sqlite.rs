@@ -29,6 +29,7 @@ const READERS: u32 = 4;
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and runs the migrations.
     pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        make_private(path.as_ref())?;
         let base = SqliteConnectOptions::new()
             .filename(path.as_ref())
             .journal_mode(SqliteJournalMode::Wal)
@@ -77,6 +78,28 @@ async fn left_in_transaction(conn: &mut sqlx::SqliteConnection) -> bool {
         return true;
     }
     false
+}
+
+/// The database and its `-wal`/`-shm` files are the daemon's alone (0600): they hold every job's
+/// spec, environment variables included. SQLite gives the side files the database file's mode,
+/// so the file is made 0600 before SQLite first creates it, and files of an older install are
+/// tightened.
+fn make_private(db: &Path) -> Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let io = |e: std::io::Error, p: &Path| StoreError::Io(format!("{}: {e}", p.display()));
+    std::fs::OpenOptions::new().append(true).create(true).mode(0o600).open(db).map_err(|e| io(e, db))?;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = db.as_os_str().to_owned();
+        p.push(suffix);
+        let p = std::path::PathBuf::from(p);
+        match std::fs::metadata(&p) {
+            Ok(m) if m.permissions().mode() & 0o077 != 0 => {
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).map_err(|e| io(e, &p))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn ts(t: Timestamp) -> i64 {

@@ -33,7 +33,7 @@ pub(super) struct KernelRecord {
 
 impl KernelRecord {
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        std::fs::write(dir.join(RECORD_FILE), serde_json::to_vec(self).map_err(std::io::Error::other)?)
+        super::stale::write_private(&dir.join(RECORD_FILE), &serde_json::to_vec(self).map_err(std::io::Error::other)?)
     }
 
     /// The time left until the deadline (zero once past it).

@@ -146,15 +146,11 @@ impl Runtime {
         let user = RunUser::resolve(opts.run_as.as_deref())?;
         let kernels = opts.data_dir.join("kernels");
         std::fs::create_dir_all(&kernels).map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", kernels.display()))?;
-        if user.switch {
-            // The run user must reach its work dir below the data dir: allow traversal only.
-            for d in [&opts.data_dir, &kernels] {
-                if let Ok(m) = std::fs::metadata(d) {
-                    let mut p = m.permissions();
-                    p.set_mode(p.mode() | 0o111);
-                    let _ = std::fs::set_permissions(d, p);
-                }
-            }
+        // Nobody else lists or changes the data dir or the kernels' dirs; when kernels run as
+        // other users they must reach their own dir below it: traversal only.
+        let mode = if user.switch { 0o711 } else { 0o700 };
+        for d in [&opts.data_dir, &kernels] {
+            let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode));
         }
         let cgroups = if opts.use_cgroups {
             match Cgroups::detect(&cgroup_scope(&opts.node, &opts.data_dir)) {

@@ -18,9 +18,17 @@ pub const PID_FILE: &str = "pid";
 /// Records a started kernel's process in `<kernel dir>/pid`.
 pub fn write_pid_file(kernel_dir: &Path, pid: u32) {
     let Some(start) = start_time(pid) else { return };
-    if let Err(e) = std::fs::write(kernel_dir.join(PID_FILE), format!("{pid} {start}\n")) {
+    if let Err(e) = write_private(&kernel_dir.join(PID_FILE), format!("{pid} {start}\n").as_bytes()) {
         tracing::warn!("cannot write the pid file of a kernel in `{}`: {e}", kernel_dir.display());
     }
+}
+
+/// Writes (replacing) a file of the agent's own: 0600, whoever may pass through its dir.
+pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    f.write_all(data)
 }
 
 /// The start time of `pid` in clock ticks since boot while it runs (not once it is a zombie).
