@@ -55,7 +55,11 @@ impl CacheEnv {
     /// chosen for the kernel.
     pub fn add_to(&self, env: &mut BTreeMap<String, String>, job: &Job, url: &str) {
         let ttl = job.spec.time_limit_secs.map(|t| t + SLACK_SECS).unwrap_or(DEFAULT_TOKEN_SECS);
-        let token = (self.mint)(&format!("job-{}", job.id), &[job.project().to_string()], (unix_now() + ttl) as i64);
+        let token = (self.mint)(
+            &format!("job-{}", job.id),
+            &job.spec.project.iter().cloned().collect::<Vec<_>>(),
+            (unix_now() + ttl) as i64,
+        );
         env.insert("BERTH_CACHE_URL".into(), url.to_string());
         env.insert("BERTH_CACHE_TOKEN".into(), token);
     }

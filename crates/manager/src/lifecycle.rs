@@ -39,7 +39,7 @@ impl Manager {
         let usage = if from.holds_resources() && (to.is_terminal() || to == JobState::Pending) {
             let now_ms = now.as_millisecond();
             let amount = job.usage_rate() * (now_ms - job.accounted_ms).max(0) as f64 / 1000.0;
-            st.usage.charge(&[(&job.user, job.project(), amount)], now_ms, self.fair_share.half_life_ms)
+            st.usage.charge(&[(&job.user, &job.account(), amount)], now_ms, self.fair_share.half_life_ms)
         } else {
             Vec::new()
         };

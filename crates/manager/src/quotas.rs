@@ -134,7 +134,7 @@ impl Manager {
                 .filter(|j| j.state == JobState::Pending)
                 .filter(|j| match kind {
                     QuotaKind::User => j.user == name,
-                    QuotaKind::Project => j.project() == name,
+                    QuotaKind::Project => j.project() == Some(name),
                 })
                 .count() as u32;
             if waiting >= max {
@@ -162,8 +162,8 @@ impl Manager {
             if table.users.contains_key(&j.user) {
                 q.used_by_user.entry(j.user.clone()).or_default().add(&add);
             }
-            if table.projects.contains_key(j.project()) {
-                q.used_by_project.entry(j.project().to_string()).or_default().add(&add);
+            if let Some(p) = j.project().filter(|p| table.projects.contains_key(*p)) {
+                q.used_by_project.entry(p.to_string()).or_default().add(&add);
             }
         }
         q
@@ -184,7 +184,7 @@ impl Manager {
             .map(|j| berth_sched::HeldJob {
                 id: j.id,
                 user: j.user.clone(),
-                project: j.project().to_string(),
+                project: j.account().into_owned(),
                 usage: QuotaUse::of(&j.spec.resources, j.spec.kernel_count()),
                 started_at: j.started_at.map_or(i64::MAX, |t| t.as_millisecond()),
             })
@@ -211,7 +211,7 @@ impl Manager {
                 }
                 let of = |j: &&Job| match kind {
                     QuotaKind::User => j.user == *name,
-                    QuotaKind::Project => j.project() == name,
+                    QuotaKind::Project => j.project() == Some(name),
                 };
                 let mut used = QuotaUse::default();
                 let mut pending = 0;

@@ -49,12 +49,13 @@ pub async fn account_running(m: &Manager) {
     let mut st = m.lock_state().await;
     let now = Timestamp::now();
     let now_ms = now.as_millisecond();
-    let items: Vec<(&str, &str, f64)> = st
+    let accounts: Vec<(&str, std::borrow::Cow<'_, str>, f64)> = st
         .jobs
         .values()
         .filter(|j| j.state.holds_resources())
-        .map(|j| (j.user.as_str(), j.project(), j.usage_rate() * (now_ms - j.accounted_ms).max(0) as f64 / 1000.0))
+        .map(|j| (j.user.as_str(), j.account(), j.usage_rate() * (now_ms - j.accounted_ms).max(0) as f64 / 1000.0))
         .collect();
+    let items: Vec<(&str, &str, f64)> = accounts.iter().map(|(u, a, x)| (*u, a.as_ref(), *x)).collect();
     let rows = st.usage.charge(&items, now_ms, m.fair_share.half_life_ms);
     let mut changes: Vec<Change> = rows.iter().cloned().map(Change::Usage).collect();
     changes.push(Change::Usage(berth_store::UsageRow {
@@ -91,7 +92,7 @@ pub async fn pass(m: &Manager) -> usize {
             numa: j.spec.numa,
             blocked_passes: j.blocked_passes,
             user: j.user.clone(),
-            project: j.project().to_string(),
+            project: j.account().into_owned(),
             submitted_at: j.submitted_at.as_millisecond(),
             time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
             image: j.spec.image.as_deref().map(berth_model::job::image_key),
@@ -215,7 +216,7 @@ fn running_job(j: &Job, now_ms: i64) -> RunningJob {
         queue: j.queue.clone(),
         priority: j.spec.priority,
         user: j.user.clone(),
-        project: j.project().to_string(),
+        project: j.account().into_owned(),
         bindings: j.bindings.clone(),
         started_at: j.started_at.or(j.placed_at).map(|t| t.as_millisecond()).unwrap_or(now_ms),
         time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),

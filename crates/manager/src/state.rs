@@ -120,9 +120,19 @@ impl Job {
         self.spec.kernel_count() as f64 * (r.cpu_milli as f64 / 1000.0 + GPU_WEIGHT * r.gpu_milli as f64 / 1000.0)
     }
 
-    /// The project the job is accounted to: its `--project`, else its user's own account.
-    pub fn project(&self) -> &str {
-        self.spec.project.as_deref().unwrap_or(&self.user)
+    /// The job's project (`--project`), if it has one.
+    pub fn project(&self) -> Option<&str> {
+        self.spec.project.as_deref()
+    }
+
+    /// The account fair share and the scheduler's per-project books charge the job to: its
+    /// project, else its user's own account, spelt [`personal_account`] so that it can never
+    /// be taken for a project (user `vision`'s jobs once counted as project `vision`'s).
+    pub fn account(&self) -> std::borrow::Cow<'_, str> {
+        match self.project() {
+            Some(p) => p.into(),
+            None => personal_account(&self.user).into(),
+        }
     }
 
     pub fn key(&self, index: u32) -> KernelKey {
@@ -292,6 +302,12 @@ pub struct State {
     pub nodes: HashMap<String, Node>,
     /// Agent reports to apply again: the store refused their change (`deferred.rs`).
     pub deferred: Vec<crate::deferred::Deferred>,
+}
+
+/// The account of `user`'s jobs without a project: `user:NAME`, a name no project can have
+/// (project names are letters, digits, `-`, `_` and `.`).
+pub fn personal_account(user: &str) -> String {
+    format!("user:{user}")
 }
 
 impl State {

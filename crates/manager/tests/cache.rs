@@ -104,7 +104,9 @@ async fn agents_cache_nodes_become_members_and_buckets_reach_them() {
     };
     let ManagerMessage::StartKernel { env, .. } = start else { unreachable!() };
     assert_eq!(env["BERTH_CACHE_URL"], cache);
-    assert!(env["BERTH_CACHE_TOKEN"].starts_with(&format!("job-token:job-{id}:")), "{env:?}");
+    // Regression (issue 13): a job without --project got a token for a project named like its
+    // user (user `vision` then read project `vision`'s private bucket).
+    assert_eq!(env["BERTH_CACHE_TOKEN"], format!("job-token:job-{id}:"), "a job without a project names none");
 
     // n1 goes silent: lost after the timeout, its cache down everywhere; n2 keeps beating
     drop(a1);

@@ -151,6 +151,9 @@ async fn usage_is_recorded_when_a_job_ends() {
     let rows = store.usage().await.unwrap();
     let user = rows.iter().find(|r| r.kind == "user" && r.name == "alice").expect("usage of alice");
     assert!(user.value > 0.0, "2 CPUs + 1 GPU for some ms: {user:?}");
-    assert!(rows.iter().any(|r| r.kind == "project" && r.name == "alice"), "{rows:?}");
+    assert!(
+        rows.iter().any(|r| r.kind == "project" && r.name == "user:alice"),
+        "a job without a project is charged to its user's own account: {rows:?}"
+    );
     store.close().await;
 }

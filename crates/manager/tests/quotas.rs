@@ -209,3 +209,36 @@ async fn borrowed_capacity_is_reclaimed(restart: bool) {
     assert_eq!(bob.state(first).await, "RUNNING");
     m.shutdown().await;
 }
+
+/// Regression (issue 13): user names and project names shared one namespace. User `vision`,
+/// not a member of project `vision`, had its jobs without `--project` held to project
+/// `vision`'s quota and counted in its usage.
+#[tokio::test]
+async fn a_user_named_like_a_project_is_never_taken_for_it() {
+    let e = start().await;
+    let vision = user(&e, "vision").await;
+    project(&e, "vision", &[]).await;
+    assert_eq!(put(&e.admin, "/v1/admin/quotas/project/vision", json!({"gpu_milli": 1000})).await, 204);
+    let mut a = Agent::connect(&e.m, "n1", Topology::synthetic(1, 8, 32 << 30, 4), vec![]).await;
+    // The project's quota is in use by the project's own job ...
+    let theirs = e.admin.submit_ok(&gpu_job("vision")).await;
+    assert_eq!(start_key(&a.expect_start().await).job_id, theirs);
+    // ... and user vision's job, which has no project, starts beside it.
+    let mine = vision.submit_ok(&spec(1.0, 1.0)).await;
+    let s = a.expect_start().await;
+    assert_eq!(start_key(&s).job_id, mine, "user vision's job was held by project vision's quota");
+
+    let (_, q) = e.admin.get("/v1/quotas").await;
+    let line = q.as_array().unwrap().iter().find(|l| l["name"] == "vision" && l["kind"] == "project").unwrap();
+    assert_eq!(line["used_gpu_milli"], 1000, "only the project's own job counts: {q}");
+    let (_, u) = e.admin.get("/v1/usage?by=project").await;
+    let names: Vec<&str> = u.as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["user:vision", "vision"], "jobs without a project count for their user's account: {u}");
+    let (_, mine_only) = vision.get("/v1/usage?by=project").await;
+    assert_eq!(
+        mine_only.as_array().unwrap().len(),
+        1,
+        "user vision sees its own account, not project vision: {mine_only}"
+    );
+    assert_eq!(mine_only[0]["name"], "user:vision");
+}

@@ -14,6 +14,7 @@ use jiff::Timestamp;
 use crate::auth::Auth;
 use crate::error::{ApiError, Query};
 use crate::manager::Manager;
+use crate::state::personal_account;
 
 /// Usage per user or project since a time.
 #[utoipa::path(get, path = "/v1/usage", tag = "usage", params(UsageQuery),
@@ -37,7 +38,8 @@ pub async fn usage(
     let rows = m.store.jobs_active_since(since).await?;
     let mut lines = aggregate(&rows, by_project, since, now);
     if !u.is_admin() {
-        lines.retain(|l| if by_project { u.member_of(&l.name) } else { l.name == u.name });
+        let own = personal_account(&u.name);
+        lines.retain(|l| if by_project { u.member_of(&l.name) || l.name == own } else { l.name == u.name });
     }
     Ok(axum::Json(lines))
 }
@@ -47,7 +49,13 @@ pub async fn usage(
 pub fn aggregate(rows: &[JobRow], by_project: bool, since: Timestamp, now: Timestamp) -> Vec<UsageLine> {
     let mut lines: BTreeMap<String, (UsageLine, f64, u32)> = BTreeMap::new();
     for r in rows {
-        let key = if by_project { r.spec.project.clone().unwrap_or_else(|| r.user.clone()) } else { r.user.clone() };
+        // Jobs without a project count for their user's personal account, never for a project
+        // that happens to share the user's name.
+        let key = match (by_project, &r.spec.project) {
+            (true, Some(p)) => p.clone(),
+            (true, None) => personal_account(&r.user),
+            (false, _) => r.user.clone(),
+        };
         let (line, wait_sum, started) = lines.entry(key.clone()).or_insert_with(|| {
             let l = UsageLine {
                 name: key,
@@ -150,7 +158,7 @@ mod tests {
 
         let by_project = aggregate(&rows, true, t(2400), t(4200));
         let names: Vec<&str> = by_project.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["bob", "vision"], "a job without a project counts for its user's own account");
+        assert_eq!(names, ["user:bob", "vision"], "a job without a project counts for its user's own account");
         assert_eq!(by_project[1].jobs, 2);
     }
 }
