@@ -268,8 +268,8 @@ async fn preempt(m: &Manager, st: &mut State, list: &[Preempt]) {
 
 /// Whether a new pending reason must be written to the store. The live reason is served from
 /// memory; the store copy only matters after a restart (when the first pass recomputes it).
-/// `priority` reasons only say "behind job N": they follow from the queue order, name the job
-/// ahead (which changes for every waiting job each time the head starts) and would cost a
+/// `priority` reasons only say "behind the job at position N": they follow from the queue
+/// order, name the position ahead (which changes for every waiting job each time the head starts) and would cost a
 /// write per submitted job, so a job's first one is not written; a change of kind is, so a
 /// stored reason never outlives the state it described.
 fn needs_persisting(old: Option<&PendingReason>, new: &PendingReason) -> bool {

@@ -191,3 +191,26 @@ async fn queues_limited_to_projects_and_a_maximum_time_limit() {
     assert_eq!(carol.submit(&in_gpu(None, Some(10 * 3600))).await.0, 201);
     e.m.shutdown().await;
 }
+
+/// Regression (issue 13): a pending reason said `priority: waiting behind job 3`, where job 3
+/// was another user's private job. Reasons name the job ahead by its queue position.
+#[tokio::test]
+async fn pending_reasons_never_name_a_job_the_user_cannot_see() {
+    use berth_model::Topology;
+    let e = start().await;
+    let (carol, bob) = (user(&e, "carol").await, user(&e, "bob").await);
+    let mut a = Agent::connect(&e.m, "n1", Topology::synthetic(1, 8, 32 << 30, 0), vec![]).await;
+    e.admin.submit_ok(&spec(8.0, 0.0)).await;
+    a.expect_start().await;
+    let head = carol.submit_ok(&spec(8.0, 0.0)).await;
+    let behind = bob.submit_ok(&spec(1.0, 0.0)).await;
+    let j = eventually("a priority reason", || async {
+        let j = bob.job(behind).await;
+        (j["job"]["pending_reason"]["kind"] == "priority").then_some(j)
+    })
+    .await;
+    let message = j["job"]["pending_reason"]["message"].as_str().unwrap().to_string();
+    assert!(!message.contains(&head.to_string()), "bob's reason names carol's private job {head}: {message}");
+    assert_eq!(message, "priority: waiting behind the job at position 1");
+    assert_eq!(bob.get(&format!("/v1/jobs/{head}")).await.0, 404, "carol's job stays invisible to bob");
+}

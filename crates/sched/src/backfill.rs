@@ -31,7 +31,6 @@ pub(crate) struct Holding<'b> {
 }
 
 pub(crate) struct Reservation {
-    pub job: JobId,
     pub start: Millis,
     /// Reserved node indices in the pool, in placement order.
     pub nodes: Vec<usize>,
@@ -83,7 +82,7 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
             best.sort_by_key(|&i| (crate::place::score_key(pool.scoring(), at(i)), i));
             best.truncate(want);
             let at_start = best.iter().map(|&i| (i, at(i).clone())).collect();
-            return Some(Reservation { job: job.id, start: end.max(now), nodes: best, at_start, job_req: job.clone() });
+            return Some(Reservation { start: end.max(now), nodes: best, at_start, job_req: job.clone() });
         }
     }
     None

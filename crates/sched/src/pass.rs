@@ -133,6 +133,8 @@ impl<'i, 'a> QueueRun<'i, 'a> {
         // The job that holds the rest of the queue back (strict, skip-after), with its position.
         let mut blocker: Option<(JobId, u32)> = None;
         let mut reservation: Option<Reservation> = None;
+        // The queue position of the reservation's job (named by position, as above).
+        let mut reserved_pos = 0u32;
         let mut tries = 0u32;
         // Jobs started in this pass (end, id, bindings), for backfill's timeline.
         let mut started: Vec<(Millis, JobId, Vec<Binding>)> = Vec::new();
@@ -141,8 +143,10 @@ impl<'i, 'a> QueueRun<'i, 'a> {
         let mut borrowers: Vec<(&PendingJob, u32)> = Vec::new();
         while let Some(job) = order.next() {
             pos += 1;
-            if let Some((id, at)) = blocker {
-                let text = format!("priority: waiting behind job {id} (position {at})");
+            if let Some((_, at)) = blocker {
+                // By position, never by id: the job ahead may be another user's private job
+                // (the reason is shown to this job's owner).
+                let text = format!("priority: waiting behind the job at position {at}");
                 out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Priority, text), job.blocked_passes));
                 continue;
             }
@@ -189,7 +193,9 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                         pool.uncommit(&chosen);
                         chosen = pool.find(job, &r.nodes);
                         if chosen.len() < job.kernel_count() as usize {
-                            let text = format!("backfill: would delay job {}'s reserved start", r.job);
+                            let text = format!(
+                                "backfill: would delay the reserved start of the job at position {reserved_pos}"
+                            );
                             let reason = PendingReason::new(PendingKind::Backfill, text);
                             out.waiting.push(wait(job, pos, reason, job.blocked_passes));
                             continue;
@@ -262,6 +268,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                     }
                     tries += 1;
                     reservation = reserve(&pool, job, self.holdings(&started), now);
+                    reserved_pos = pos;
                     let mut w = match &reservation {
                         Some(r) => {
                             let text = format!("resources: {why}; {}", r.describe(&pool, now));

@@ -45,7 +45,7 @@ fn mounts_go_only_where_allowed_and_do_not_hold_the_queue() {
           wait 2 #2 Mount "mount: /home/alice not allowed on any node"
           wait 3 #3 Mount "mount: /home not allowed on any node"
           wait 4 #4 Resources "resources: needs 4 CPUs; best node n1 has 0 free (3 nodes in queue)" blocked=1
-          wait 5 #5 Priority "priority: waiting behind job 4 (position 4)"
+          wait 5 #5 Priority "priority: waiting behind the job at position 4"
         "#);
 }
 

@@ -19,7 +19,7 @@ fn fifo_in_submit_order_and_strict_head_of_line() {
           start 1 n1 cpus=0-1 mems=0 mem=1GiB
           start 2 n1 cpus=2-3 mems=0 mem=1GiB
           wait 3 #3 Resources "resources: needs 2 CPUs, node n1 has 0 free" blocked=1
-          wait 4 #4 Priority "priority: waiting behind job 3 (position 3)"
+          wait 4 #4 Priority "priority: waiting behind the job at position 3"
         finish 1
         pass 2
           start 3 n1 cpus=0-1 mems=0 mem=1GiB
@@ -41,7 +41,7 @@ fn priority_bands_before_fifo() {
           start 2 n1 cpus=0 mems=0 mem=1GiB
           start 3 n1 cpus=1 mems=0 mem=1GiB
           wait 1 #3 Resources "resources: needs 1 CPU, node n1 has 0 free" blocked=1
-          wait 4 #4 Priority "priority: waiting behind job 1 (position 3)"
+          wait 4 #4 Priority "priority: waiting behind the job at position 3"
         "#);
 }
 
@@ -60,13 +60,13 @@ fn strict_never_lets_a_small_job_pass() {
         pass 1
           start 1 n1 cpus=0-2 mems=0 mem=1GiB
           wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=1
-          wait 3 #3 Priority "priority: waiting behind job 2 (position 2)"
+          wait 3 #3 Priority "priority: waiting behind the job at position 2"
         pass 2
           wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=2
-          wait 3 #2 Priority "priority: waiting behind job 2 (position 1)"
+          wait 3 #2 Priority "priority: waiting behind the job at position 1"
         pass 3
           wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=3
-          wait 3 #2 Priority "priority: waiting behind job 2 (position 1)"
+          wait 3 #2 Priority "priority: waiting behind the job at position 1"
         "#);
 }
 
@@ -89,12 +89,12 @@ fn skip_after_two_passes_lets_later_jobs_start() {
         pass 1
           start 1 n1 cpus=0-2 mems=0 mem=1GiB
           wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=1
-          wait 3 #3 Priority "priority: waiting behind job 2 (position 2)"
-          wait 4 #4 Priority "priority: waiting behind job 2 (position 2)"
+          wait 3 #3 Priority "priority: waiting behind the job at position 2"
+          wait 4 #4 Priority "priority: waiting behind the job at position 2"
         pass 2
           wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=2
-          wait 3 #2 Priority "priority: waiting behind job 2 (position 1)"
-          wait 4 #3 Priority "priority: waiting behind job 2 (position 1)"
+          wait 3 #2 Priority "priority: waiting behind the job at position 1"
+          wait 4 #3 Priority "priority: waiting behind the job at position 1"
         pass 3
           start 3 n1 cpus=3 mems=0 mem=1GiB
           wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free" blocked=2
@@ -201,7 +201,7 @@ fn gang_that_fits_gets_distinct_nodes() {
             kernel 0 n1 cpus=0-3 mems=0 mem=1GiB gpus=0:1,1:1
             kernel 1 n2 cpus=0-3 mems=0 mem=1GiB gpus=0:1,1:1
           wait 2 #2 Resources "resources: needs 2 nodes with 1 GPU, 1 CPU and 1GiB memory free, 1 has" blocked=1
-          wait 3 #3 Priority "priority: waiting behind job 2 (position 2)"
+          wait 3 #3 Priority "priority: waiting behind the job at position 2"
         "#);
 }
 
@@ -256,7 +256,7 @@ fn best_node_summary_over_several_nodes() {
           start 2 n3 cpus=0 mems=0 mem=1GiB gpus=0:1
           start 3 n4 cpus=0 mems=0 mem=1GiB gpus=0:1,1:1
           wait 4 #4 Resources "resources: needs 2 GPUs; best node n3 has 1 free (4 nodes in queue)" blocked=1
-          wait 5 #5 Priority "priority: waiting behind job 4 (position 4)"
+          wait 5 #5 Priority "priority: waiting behind the job at position 4"
         "#);
 }
 
@@ -375,7 +375,7 @@ fn lifo_takes_the_newest_first() {
           start 4 n1 cpus=0 mems=0 mem=1GiB
           start 3 n1 cpus=1 mems=0 mem=1GiB
           wait 2 #3 Resources "resources: needs 1 CPU, node n1 has 0 free" blocked=1
-          wait 1 #4 Priority "priority: waiting behind job 2 (position 3)"
+          wait 1 #4 Priority "priority: waiting behind the job at position 3"
         "#);
 }
 
@@ -421,7 +421,7 @@ fn fair_share_prefers_the_project_under_its_share() {
           start 3 n1 cpus=0 mems=0 mem=1GiB
           start 1 n1 cpus=1 mems=0 mem=1GiB
           wait 4 #3 Resources "resources: needs 1 CPU, node n1 has 0 free" blocked=1
-          wait 2 #4 Priority "priority: waiting behind job 4 (position 3)"
+          wait 2 #4 Priority "priority: waiting behind the job at position 3"
         "#);
 }
 
@@ -443,7 +443,7 @@ fn backfill_starts_a_short_job_before_the_reservation_and_refuses_a_long_one() {
           start 5 n1 cpus=1 mems=0 mem=1GiB gpus=3:1
           start 6 n2 cpus=2 mems=0 mem=1GiB
           wait 3 #1 Resources "resources: needs 4 GPUs; best node n1 has 1 free (2 nodes in queue); reserved to start at t+30m on n1 (backfill)" blocked=1 expect=+1800s
-          wait 4 #2 Backfill "backfill: would delay job 3's reserved start"
+          wait 4 #2 Backfill "backfill: would delay the reserved start of the job at position 1"
         "#);
 }
 
@@ -459,7 +459,7 @@ fn backfill_without_limits_uses_the_queue_default_and_overdue_jobs_end_now() {
     "), @r#"
         pass 1
           wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start at t+0s on n1 (backfill)" blocked=1 expect=+0s
-          wait 3 #2 Backfill "backfill: would delay job 2's reserved start"
+          wait 3 #2 Backfill "backfill: would delay the reserved start of the job at position 1"
         "#);
 }
 
@@ -538,7 +538,7 @@ fn preemption_stops_exactly_the_needed_victims() {
         pass 2
           start 9 n1 cpus=0 mems=0 mem=1GiB gpus=0:1,1:1,2:1
           wait 1 #2 Resources "resources: needs 2 GPUs; best node n1 has 0 free (2 nodes in queue)" blocked=1
-          wait 2 #3 Priority "priority: waiting behind job 1 (position 2)"
+          wait 2 #3 Priority "priority: waiting behind the job at position 2"
         "#);
 }
 
