@@ -63,7 +63,11 @@ fn a_job_gets_the_cache_url_and_a_token_of_its_project() {
     let me = b.json(&["whoami"])["user"].as_str().unwrap().to_string();
     // through the manager: its pushes carry the whole bucket list, so a bucket made on the
     // cache node alone would be deleted by the next one
-    b.ok(&["cache", "bucket", "create", "mine", "--projects", &me]);
+    // A job's token names its project; a job without one gets none (never one named like its
+    // user: issue 13).
+    b.ok(&["admin", "project", "create", "vision"]);
+    b.ok(&["admin", "project", "add-member", "vision", &me]);
+    b.ok(&["cache", "bucket", "create", "mine", "--projects", "vision"]);
     b.ok(&["cache", "bucket", "create", "theirs", "--projects", "someone-else"]);
     let t0 = Instant::now();
     while !cache_cli(&url, &admin, &["bucket", "list"]).contains("theirs") {
@@ -71,7 +75,7 @@ fn a_job_gets_the_cache_url_and_a_token_of_its_project() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    let id = b.submit(&["--", "python3", "-c", JOB]);
+    let id = b.submit(&["--project", "vision", "--", "python3", "-c", JOB]);
     b.wait_state(id, "SUCCEEDED");
     let out = b.ok(&["logs", &id.to_string()]);
     assert!(out.contains("token file True True 0o600"), "{out}");
