@@ -78,8 +78,8 @@ impl Key {
         if path.exists() {
             return Self::load(path);
         }
-        if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(|e| StoreError::io(d, e))?;
+        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+            crate::private::create_dir(d).map_err(|e| StoreError::io(d, e))?;
         }
         let key = Key::random();
         let mut f = std::fs::File::options()
