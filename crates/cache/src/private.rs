@@ -5,7 +5,7 @@
 //!
 //! Modes are given at creation ([`create_dir`], [`create_file`]), never set afterwards, so no
 //! file is ever readable by others, not even for an instant. A data directory made by an older
-//! release (0755 directories, 0644 files) is fixed at start ([`secure_tree`], and
+//! release (0755 directories, 0644 files) is fixed at start ([`secure_data_dir`], and
 //! [`secure_open_file`] for the object files the start reads anyway), so an upgraded node is
 //! safe too.
 
@@ -32,7 +32,7 @@ pub fn create_file(path: &Path) -> std::io::Result<File> {
 /// Replaces `path` with `body`: written to a new 0600 temp file beside it, fsynced and renamed
 /// over it, so a crash leaves the old or the new file, never half of one. The temp name is
 /// unique, so concurrent writers never share a temp file (the last rename wins); leftovers of
-/// a crash end in `.tmp` and are removed by [`secure_tree`].
+/// a crash end in `.tmp` and are removed by [`secure_data_dir`].
 pub fn write_atomic(path: &Path, body: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = path.with_file_name(format!(".{name}.{:016x}.tmp", rand::random::<u64>()));
@@ -65,29 +65,30 @@ pub fn secure_open_file(f: &File, meta: &Metadata) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Makes `root` and everything under it but what is inside `skip` (a subdirectory the caller
-/// fixes itself, e.g. while reading it) the daemon's: directories 0700, files 0600, each owned by
-/// the daemon's user; leftover `.tmp` files of [`write_atomic`] go. Symbolic links are left
-/// alone (never followed), except that `root` itself may be one. Returns how many entries
-/// had to change, for the log.
-pub fn secure_tree(root: &Path, skip: Option<&str>) -> std::io::Result<u64> {
-    let mut changed = 0;
-    let meta = std::fs::metadata(root)?;
-    changed += secure_path(root, &meta, DIR_MODE)?;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir)? {
-            let e = e?;
-            let path = e.path();
-            let is_dir = e.file_type()?.is_dir();
-            if !is_dir && e.file_name().to_str().is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp")) {
-                std::fs::remove_file(&path)?;
-                continue;
-            }
+/// What a data dir holds at its top level besides `objects/` (whose entries the store fixes
+/// while it reads them) and `tmp/` (emptied at start): the files the cache writes.
+const KNOWN_FILES: &[&str] = &["buckets.json", "deleting.json", "members.json", "cache.key"];
+
+/// Makes a data dir made by an older release the daemon's: `root`, `objects/`, `tmp/` and
+/// the cache's own files 0700/0600 and owned by the daemon's user; leftover temp files of
+/// [`write_atomic`] (and of the releases before it, `NAME.json.tmp`) go. Only what the cache
+/// itself writes is touched, never followed through a link and never anything else found in
+/// `root` (a data dir pointed at the wrong directory must not have its files taken over).
+/// Returns how many entries had to change, for the log.
+pub fn secure_data_dir(root: &Path) -> std::io::Result<u64> {
+    // the data dir may be a link to where the space is: its target is the data dir
+    let root = root.canonicalize()?;
+    let mut changed = secure_entry(&root)?;
+    for e in std::fs::read_dir(&root)? {
+        let e = e?;
+        let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+        let path = e.path();
+        let leftover =
+            name.ends_with(".tmp") && (name.starts_with('.') || KNOWN_FILES.iter().any(|k| name == format!("{k}.tmp")));
+        if leftover && e.file_type()?.is_file() {
+            std::fs::remove_file(&path)?;
+        } else if KNOWN_FILES.contains(&name.as_str()) || name == "objects" || name == "tmp" {
             changed += secure_entry(&path)?;
-            if is_dir && !(dir == root && skip.is_some_and(|s| e.file_name() == s)) {
-                stack.push(path);
-            }
         }
     }
     Ok(changed)
@@ -155,31 +156,38 @@ mod tests {
     fn an_old_data_dir_is_made_private_at_start() {
         let d = tempfile::tempdir().unwrap();
         let root = d.path().join("cache");
-        std::fs::create_dir_all(root.join("tmp/x")).unwrap();
+        std::fs::create_dir_all(root.join("tmp")).unwrap();
         std::fs::create_dir_all(root.join("objects/ab")).unwrap();
-        for p in ["buckets.json", "tmp/x/y", "objects/ab/o", ".buckets.json.0123.tmp"] {
+        std::fs::create_dir_all(root.join("unknown")).unwrap();
+        let files = ["buckets.json", "members.json", "cache.key", "objects/ab/o", "unknown/f", "other.txt"];
+        let leftovers = [".buckets.json.0123.tmp", "members.json.tmp"];
+        for p in files.iter().chain(&leftovers) {
             std::fs::write(root.join(p), "z").unwrap();
             std::fs::set_permissions(root.join(p), std::fs::Permissions::from_mode(0o644)).unwrap();
         }
-        for p in ["", "tmp", "tmp/x", "objects", "objects/ab"] {
+        for p in ["", "tmp", "objects", "objects/ab", "unknown"] {
             std::fs::set_permissions(root.join(p), std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let outside = d.path().join("outside");
         std::fs::write(&outside, "o").unwrap();
         std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
-        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
-        assert!(secure_tree(&root, Some("objects")).unwrap() >= 5);
-        for p in ["", "tmp", "tmp/x", "objects"] {
+        std::os::unix::fs::symlink(&outside, root.join("cache.key.link")).unwrap();
+        assert_eq!(secure_data_dir(&root).unwrap(), 6);
+        for p in ["", "tmp", "objects"] {
             assert_eq!(mode(&root.join(p)), DIR_MODE, "{p}");
         }
-        for p in ["buckets.json", "tmp/x/y"] {
+        for p in ["buckets.json", "members.json", "cache.key"] {
             assert_eq!(mode(&root.join(p)), FILE_MODE, "{p}");
         }
-        assert!(!root.join(".buckets.json.0123.tmp").exists(), "a crash's temp file is removed");
-        // skipped: the caller fixes those while reading them
-        assert_eq!(mode(&root.join("objects/ab/o")), 0o644);
-        // a link is not followed
-        assert_eq!(mode(&outside), 0o644);
-        assert_eq!(secure_tree(&root, Some("objects")).unwrap(), 0, "nothing left to change");
+        for p in leftovers {
+            assert!(!root.join(p).exists(), "a crash's temp file {p} is removed");
+        }
+        // the store fixes objects as it reads them; what is not the cache's is left alone
+        for p in ["objects/ab/o", "unknown/f", "other.txt"] {
+            assert_eq!(mode(&root.join(p)), 0o644, "{p}");
+        }
+        assert_eq!(mode(&root.join("unknown")), 0o755);
+        assert_eq!(mode(&outside), 0o644, "a link is not followed");
+        assert_eq!(secure_data_dir(&root).unwrap(), 0, "nothing left to change");
     }
 }

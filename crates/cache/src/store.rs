@@ -136,7 +136,7 @@ impl Store {
         }
         // a data dir an older release made readable by others (the objects are fixed as
         // they are read below)
-        match private::secure_tree(root, Some("objects")) {
+        match private::secure_data_dir(root) {
             Ok(0) => {}
             Ok(n) => tracing::info!(dir = %root.display(), changed = n, "made the cache's files private (0600/0700)"),
             Err(e) => return Err(StoreError::Private { path: root.display().to_string(), source: e }),

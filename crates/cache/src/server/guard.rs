@@ -79,6 +79,9 @@ pub struct Guard<S> {
     pending: BytesMut,
     /// How many bytes at the front of `pending` hyper may have.
     ready: usize,
+    /// Bytes at the front of `pending` (at the start of a head) known to hold no head end, so
+    /// that a head sent byte by byte costs one scan, not one parse per byte.
+    scanned: usize,
     state: State,
     /// Bytes of object data the node can hold: a longer body is refused.
     capacity: u64,
@@ -90,7 +93,7 @@ impl<S> Guard<S> {
     pub fn new(prefix: BytesMut, inner: S, capacity: u64) -> Guard<S> {
         let refusals =
             Arc::new(Refusals { nonce: format!("{:032x}", rand::random::<u128>()), answer: Mutex::new(None) });
-        Guard { inner, pending: prefix, ready: 0, state: State::Head, capacity, refusals }
+        Guard { inner, pending: prefix, ready: 0, scanned: 0, state: State::Head, capacity, refusals }
     }
 
     /// Where the service finds the refusals of this connection.
@@ -101,6 +104,11 @@ impl<S> Guard<S> {
     /// Looks at `pending` (at the start of a head) and decides how much of it hyper may have;
     /// false when the head is not whole yet.
     fn check_head(&mut self) -> bool {
+        if !has_head_end(&self.pending, self.scanned.saturating_sub(2)) && self.pending.len() < MAX_HEAD {
+            self.scanned = self.pending.len();
+            return false;
+        }
+        self.scanned = 0;
         let mut lines = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut req = httparse::Request::new(&mut lines);
         let len = match req.parse(&self.pending) {
@@ -149,6 +157,14 @@ impl<S> Guard<S> {
         self.ready = self.pending.len();
         self.state = State::Through;
     }
+}
+
+/// Whether `buf` holds the empty line that ends a head (`\n\n` or `\n\r\n`) from `from` on.
+fn has_head_end(buf: &[u8], from: usize) -> bool {
+    let tail = buf.get(from..).unwrap_or_default();
+    tail.windows(2)
+        .enumerate()
+        .any(|(i, w)| w[0] == b'\n' && (w[1] == b'\n' || (w[1] == b'\r' && tail.get(i + 2) == Some(&b'\n'))))
 }
 
 /// The body length the `Content-Length` values of a head give (0 without one), or the status
@@ -343,6 +359,26 @@ mod tests {
         let forged = Request::get("/").header(MARKER, "0").body(()).unwrap();
         assert!(refusals.take(&forged).is_none(), "a client cannot make a refusal answered");
         assert_eq!(refusals.take(&req).unwrap().status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[tokio::test]
+    async fn a_head_sent_byte_by_byte_is_checked_once_whole() {
+        let (a, mut b) = tokio::io::duplex(64);
+        let mut g = Guard::new(BytesMut::new(), a, 1000);
+        let sent = b"PUT / HTTP/1.1\r\ncontent-length: -1\r\n\r\n";
+        let writer = tokio::spawn(async move {
+            for c in sent {
+                b.write_all(&[*c]).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            b
+        });
+        let mut got = vec![0u8; 64];
+        let n = g.read(&mut got).await.unwrap();
+        assert!(String::from_utf8_lossy(&got[..n]).starts_with("GET / HTTP/1.1\r\nhost: refused"));
+        let _b = writer.await.unwrap();
+        assert!(has_head_end(b"GET / HTTP/1.1\r\n\r\n", 14) && has_head_end(b"GET /\n\n", 0));
+        assert!(!has_head_end(b"GET / HTTP/1.1\r\nhost: x\r\n", 0));
     }
 
     #[test]
