@@ -1,6 +1,6 @@
 //! The on-disk object store of one cache node.
 //!
-//! Layout under the data directory:
+//! Layout under the data directory (directories 0700, files 0600: [`crate::private`]):
 //! - `objects/ab/<32 hex>`: one file per object, named by the xxh3-128 of bucket and key (so no
 //!   key, whatever bytes it holds, can name a path outside the directory), holding a
 //!   [`Header`] and then the data.
