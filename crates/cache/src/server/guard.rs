@@ -234,20 +234,21 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guard<S> {
                 }
                 State::Through if !this.pending.is_empty() => this.ready = this.pending.len(),
                 State::Head if !this.pending.is_empty() && this.check_head() => {}
-                State::Body(left) if buf.remaining() as u64 <= left => {
-                    // body bytes straight into hyper's buffer
-                    let before = buf.filled().len();
-                    std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-                    this.state = State::Body(left - (buf.filled().len() - before) as u64);
-                    return Poll::Ready(Ok(()));
-                }
                 State::Body(left) => {
-                    // the end of a body: never read past it (the next head must be checked)
-                    let mut chunk = [0u8; 4096];
-                    let mut part = ReadBuf::new(&mut chunk[..(left as usize).min(4096)]);
+                    // body bytes straight into hyper's buffer, never past the body's end (the
+                    // next head must be checked): tokio's `Take`, inline
+                    let mut part = buf.take(usize::try_from(left).unwrap_or(usize::MAX));
+                    let start = part.filled().as_ptr();
                     std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, &mut part))?;
-                    buf.put_slice(part.filled());
-                    this.state = State::Body(left - part.filled().len() as u64);
+                    if part.filled().as_ptr() != start {
+                        return Poll::Ready(Err(std::io::Error::other("a stream swapped the buffer it read into")));
+                    }
+                    let n = part.filled().len();
+                    // SAFETY: the reader filled (so initialized) these `n` bytes of `buf`'s
+                    // unfilled part: `part` is a view of that same memory (checked above)
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    this.state = State::Body(left - n as u64);
                     return Poll::Ready(Ok(()));
                 }
                 State::Through => return Pin::new(&mut this.inner).poll_read(cx, buf),
@@ -342,6 +343,14 @@ mod tests {
         // the second head's bytes sit right after the first body, which looks like a head
         let sent = b"PUT /a HTTP/1.1\r\ncontent-length: 18\r\n\r\nGET / HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n";
         assert_eq!(guarded(sent).await.0, sent);
+        // a body longer than one read, made of bytes that look like heads with bad lengths
+        let mut sent = b"PUT /a HTTP/1.1\r\ncontent-length: 990\r\n\r\n".to_vec();
+        sent.extend(b"GET / HTTP/1.1\r\ncontent-length: -1\r\n\r\n".iter().cycle().take(990));
+        sent.extend_from_slice(b"GET /b HTTP/1.1\r\n\r\n");
+        assert_eq!(guarded(&sent).await.0, sent);
+        sent.extend_from_slice(b"PUT /c HTTP/1.1\r\ncontent-length: 1001\r\n\r\n");
+        let (got, refusals) = guarded(&sent).await;
+        assert!(got.ends_with(format!("{}\r\nconnection: close\r\n\r\n", refusals.nonce).as_bytes()), "refused");
         // a chunked body is not counted: the rest goes through as it is
         let sent = b"PUT /a HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nPUT /b HTTP/1.1\r\ncontent-length: -1\r\n\r\n";
         assert_eq!(guarded(sent).await.0, sent);
