@@ -87,8 +87,7 @@ fn absurd_content_lengths_get_400_or_413_with_a_message_on_a_new_connection() {
     }
     // two different lengths
     let mut c = s.connect();
-    c.write_all(b"PUT /v1/objects/ds/k HTTP/1.1\r\nhost: x\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab")
-        .unwrap();
+    c.write_all(b"PUT /v1/objects/ds/k HTTP/1.1\r\nhost: x\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n").unwrap();
     let (st, _, body) = read_one(&mut c);
     assert_eq!(st, 400, "{body}");
     assert!(body.contains("several Content-Length"), "{body}");
@@ -119,4 +118,19 @@ fn absurd_content_lengths_are_refused_on_a_connection_already_in_use() {
     // nothing was stored by the refused requests, and the GETs were the fast path's
     assert!(s.node.store.lookup("ds", b"k", false).is_none());
     assert!(s.node.counters.fast_path.load(std::sync::atomic::Ordering::Relaxed) >= CASES.len() as u64);
+}
+
+#[test]
+fn a_member_push_longer_than_a_small_nodes_capacity_is_taken() {
+    // what the guard refuses is more than any route takes: a node of 64 KiB still takes a
+    // member list of up to 1 MiB (the admin routes' limit)
+    let s = Srv::start(64 << 10);
+    let admin = s.token(&[], true);
+    let list = format!(r#"[{{"name":"{}","weight":2}}{}]"#, s.node.name, " ".repeat(200 << 10));
+    let (st, body) = s.request("PUT", "/v1/members", Some(&admin), list.as_bytes());
+    assert_eq!(st, 200, "{body}");
+    let head = format!(
+        "PUT /v1/members HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {admin}\r\ncontent-length: 2097152\r\n\r\n"
+    );
+    refused(&mut s.connect(), &head, "2097152", 413);
 }

@@ -6,8 +6,9 @@
 //! 2`) with `431 Request Header Fields Too Large`, and one that is not a number (`-1`, `abc`,
 //! `99999999999999999999`) with a bare `400`, both without saying what was wrong and without
 //! asking us. So each head is parsed here first (httparse, as hyper does); one whose length is
-//! not a whole number below 2^64 is answered `400`, one longer than the node could ever hold
-//! `413`, each with a message. The answer must come from hyper, in its place after the answers
+//! not a whole number below 2^64 is answered `400`, one longer than any route of the node
+//! could take (its capacity, or the admin routes' JSON limit if more) `413`, each with a
+//! message. The answer must come from hyper, in its place after the answers
 //! to earlier requests on the connection: the head is replaced by a short `GET` carrying a
 //! per-connection random marker ([`Refusals`]), which the service answers with the refusal, and
 //! the connection then ends (`connection: close`, nothing more is read from the client, and
@@ -83,17 +84,18 @@ pub struct Guard<S> {
     /// that a head sent byte by byte costs one scan, not one parse per byte.
     scanned: usize,
     state: State,
-    /// Bytes of object data the node can hold: a longer body is refused.
-    capacity: u64,
+    /// The longest body any route could take: a longer one is refused.
+    max_body: u64,
     refusals: Arc<Refusals>,
 }
 
 impl<S> Guard<S> {
-    /// Guards `inner`, whose first bytes (at the start of a head) are `prefix`.
-    pub fn new(prefix: BytesMut, inner: S, capacity: u64) -> Guard<S> {
+    /// Guards `inner`, whose first bytes (at the start of a head) are `prefix`, refusing
+    /// bodies over `max_body` bytes.
+    pub fn new(prefix: BytesMut, inner: S, max_body: u64) -> Guard<S> {
         let refusals =
             Arc::new(Refusals { nonce: format!("{:032x}", rand::random::<u128>()), answer: Mutex::new(None) });
-        Guard { inner, pending: prefix, ready: 0, scanned: 0, state: State::Head, capacity, refusals }
+        Guard { inner, pending: prefix, ready: 0, scanned: 0, state: State::Head, max_body, refusals }
     }
 
     /// Where the service finds the refusals of this connection.
@@ -131,7 +133,7 @@ impl<S> Guard<S> {
             self.through();
             return true;
         }
-        match body_length(&lengths, self.capacity) {
+        match body_length(&lengths, self.max_body) {
             Ok(n) => {
                 self.ready = len;
                 self.state = State::Body(n);
@@ -169,7 +171,7 @@ fn has_head_end(buf: &[u8], from: usize) -> bool {
 
 /// The body length the `Content-Length` values of a head give (0 without one), or the status
 /// and message to refuse the request with.
-fn body_length(values: &[&[u8]], capacity: u64) -> Result<u64, (StatusCode, String)> {
+fn body_length(values: &[&[u8]], max_body: u64) -> Result<u64, (StatusCode, String)> {
     let mut length = None;
     for v in values.iter().flat_map(|v| v.split(|&b| b == b',')) {
         let v = v.trim_ascii();
@@ -199,11 +201,11 @@ fn body_length(values: &[&[u8]], capacity: u64) -> Result<u64, (StatusCode, Stri
         length = Some(n);
     }
     let n = length.unwrap_or(0);
-    if n > capacity {
+    if n > max_body {
         return Err((
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
-                "Content-Length {n} is more than this cache node can hold ({capacity} bytes): store a smaller object, or raise the node's capacity"
+                "Content-Length {n} is more than this cache node can take in one request ({max_body} bytes): store a smaller object, or raise the node's capacity"
             ),
         ));
     }

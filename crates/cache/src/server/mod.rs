@@ -156,7 +156,9 @@ async fn serve_connection<S>(node: Arc<Node>, read: bytes::BytesMut, stream: S, 
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let stream = guard::Guard::new(read, stream, node.store.capacity());
+    // no route takes more than an object the node can hold, or the admin routes' JSON
+    let max_body = node.store.capacity().max(admin::MAX_JSON as u64);
+    let stream = guard::Guard::new(read, stream, max_body);
     let refusals = stream.refusals();
     let first = std::sync::Mutex::new(first);
     let svc = service_fn(move |req| {
