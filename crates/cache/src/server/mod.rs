@@ -16,6 +16,7 @@ mod date;
 mod fast;
 mod forward;
 mod guard;
+mod head;
 mod objects;
 mod range;
 mod sendfile;
