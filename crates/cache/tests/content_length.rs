@@ -2,21 +2,22 @@
 //! (more than the node can hold) with a message saying what was wrong (issue 13, item 12),
 //! not hyper's bare 431 or 400: as the first request of a connection (which the fast path
 //! reads first), after a request the fast path served, and on a connection hyper already owns
-//! (after a PUT). Raw bytes over a `TcpStream`.
+//! (after a PUT), and over HTTPS (no fast path). Raw bytes over a `TcpStream`.
 
 mod support;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::sync::Arc;
 
 use berth_cache::BucketConfig;
+use berth_cache::server::NodeTls;
 use support::Srv;
 
 /// Capacity of the node: 1 MiB.
 const CAPACITY: u64 = 1 << 20;
 
 /// One answer read off `c`: status, head (lowercase) and body.
-fn read_one(c: &mut TcpStream) -> (u16, String, String) {
+fn read_one(c: &mut impl Read) -> (u16, String, String) {
     let mut head = vec![];
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -39,7 +40,7 @@ fn put_head(token: &str, key: &str, length: &str) -> String {
 
 /// Sends `head` on `c` and checks the refusal: `status`, a message naming the value, and the
 /// end of the connection.
-fn refused(c: &mut TcpStream, head: &str, length: &str, status: u16) {
+fn refused<C: Read + Write>(c: &mut C, head: &str, length: &str, status: u16) {
     c.write_all(head.as_bytes()).unwrap();
     let (st, h, body) = read_one(c);
     assert_eq!(st, status, "Content-Length {length:?}: {h}{body}");
@@ -133,4 +134,52 @@ fn a_member_push_longer_than_a_small_nodes_capacity_is_taken() {
         "PUT /v1/members HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {admin}\r\ncontent-length: 2097152\r\n\r\n"
     );
     refused(&mut s.connect(), &head, "2097152", 413);
+}
+
+/// A node serving HTTPS with a self-signed certificate for `localhost`, and a client config
+/// trusting it.
+fn tls_node() -> (Srv, Arc<rustls::ClientConfig>) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let der = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], der.into())
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let s = Srv::start_tls(CAPACITY, NodeTls { server: Some(Arc::new(server)), client: None });
+    s.node
+        .store
+        .put_bucket(BucketConfig { name: "ds".into(), public: false, quota: None, projects: vec!["p".into()] })
+        .unwrap();
+    (s, Arc::new(client))
+}
+
+#[test]
+fn absurd_content_lengths_are_refused_over_https_too() {
+    let (s, client) = tls_node();
+    let admin = s.token(&[], true);
+    let connect = || {
+        let conn = rustls::ClientConnection::new(client.clone(), "localhost".try_into().unwrap()).unwrap();
+        rustls::StreamOwned::new(conn, s.connect())
+    };
+    for &(length, status) in CASES {
+        refused(&mut connect(), &put_head(&admin, "k", length), length, status);
+        // after a PUT on the same connection
+        let mut c = connect();
+        let mut put = put_head(&admin, "ok", "5").into_bytes();
+        put.extend_from_slice(b"hello");
+        c.write_all(&put).unwrap();
+        assert_eq!(read_one(&mut c).0, 201);
+        refused(&mut c, &put_head(&admin, "k", length), length, status);
+    }
 }

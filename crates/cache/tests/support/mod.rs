@@ -34,11 +34,23 @@ impl Srv {
 
     /// Starts a node on `dir` (inside `tmp`), which may hold an older node's data.
     pub fn start_in(tmp: tempfile::TempDir, dir: PathBuf, capacity: u64) -> Srv {
+        Self::start_with(tmp, dir, capacity, NodeTls::default())
+    }
+
+    /// Starts a node serving HTTPS with `tls`.
+    pub fn start_tls(capacity: u64, tls: NodeTls) -> Srv {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        Self::start_with(tmp, dir, capacity, tls)
+    }
+
+    fn start_with(tmp: tempfile::TempDir, dir: PathBuf, capacity: u64, tls: NodeTls) -> Srv {
         let key = Key::load_or_create(&dir.join("cache.key")).unwrap();
         let store = Arc::new(Store::open(&dir, capacity).unwrap());
         let addr = "127.0.0.1:0".parse().unwrap();
         let (hold, addr) = server::reserve(addr).unwrap();
-        let node = Arc::new(Node::new(store, key.clone(), format!("http://{addr}"), vec![], NodeTls::default()));
+        let scheme = if tls.server.is_some() { "https" } else { "http" };
+        let node = Arc::new(Node::new(store, key.clone(), format!("{scheme}://{addr}"), vec![], tls));
         let addr = server::spawn_workers(addr, node.clone(), 1).unwrap();
         drop(hold);
         Srv { addr, node, key, dir, tmp }
