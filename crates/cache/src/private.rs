@@ -19,9 +19,16 @@ pub const DIR_MODE: u32 = 0o700;
 /// Mode of every file of the cache.
 pub const FILE_MODE: u32 = 0o600;
 
-/// Creates `dir` and any missing parents, each 0700.
+/// Creates `dir` 0700 if it is missing, and its missing parents as usual (they are not the
+/// cache's: a data dir `/nvme/berth/cache` must not make `/nvme/berth` private).
 pub fn create_dir(dir: &Path) -> std::io::Result<()> {
-    DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir)
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    match DirBuilder::new().mode(DIR_MODE).create(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        r => r,
+    }
 }
 
 /// Creates a new file (it must not exist), 0600, for writing.
@@ -141,7 +148,9 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let sub = d.path().join("a/b");
         create_dir(&sub).unwrap();
-        assert_eq!(mode(&d.path().join("a")), DIR_MODE);
+        create_dir(&sub).unwrap();
+        std::fs::create_dir(d.path().join("reference")).unwrap();
+        assert_eq!(mode(&d.path().join("a")), mode(&d.path().join("reference")), "a parent is not the cache's");
         assert_eq!(mode(&sub), DIR_MODE);
         drop(create_file(&sub.join("f")).unwrap());
         assert_eq!(mode(&sub.join("f")), FILE_MODE);

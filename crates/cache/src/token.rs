@@ -90,8 +90,9 @@ impl Key {
         if path.exists() {
             return Self::load(path);
         }
-        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
-            crate::private::create_dir(d).map_err(|e| StoreError::io(d, e))?;
+        // the directory as usual: it may be shared (`/etc/berth`, read by the manager too)
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(|e| StoreError::io(d, e))?;
         }
         let key = Key::random();
         let mut f = std::fs::File::options()

@@ -45,8 +45,9 @@ impl Srv {
     }
 
     fn start_with(tmp: tempfile::TempDir, dir: PathBuf, capacity: u64, tls: NodeTls) -> Srv {
-        let key = Key::load_or_create(&dir.join("cache.key")).unwrap();
+        // in `berth cache serve`'s order: the store makes an older data dir private first
         let store = Arc::new(Store::open(&dir, capacity).unwrap());
+        let key = Key::load_or_create(&dir.join("cache.key")).unwrap();
         let addr = "127.0.0.1:0".parse().unwrap();
         let (hold, addr) = server::reserve(addr).unwrap();
         let scheme = if tls.server.is_some() { "https" } else { "http" };
