@@ -123,13 +123,14 @@ pub fn open_nofollow(path: &Path) -> std::io::Result<File> {
 /// meanwhile is not followed; `chmod` would follow one, but a directory only the daemon can
 /// write holds no link it did not make). 1 if something changed.
 fn secure_path(path: &Path, meta: &Metadata, mode: u32) -> std::io::Result<u64> {
+    let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let mut changed = 0;
     if meta.uid() != owner() {
-        std::os::unix::fs::lchown(path, Some(owner()), None)?;
+        std::os::unix::fs::lchown(path, Some(owner()), None).map_err(named)?;
         changed = 1;
     }
     if meta.mode() & 0o7777 != mode {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(named)?;
         changed = 1;
     }
     Ok(changed)

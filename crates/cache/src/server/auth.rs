@@ -98,7 +98,11 @@ pub fn bucket_access(node: &Node, headers: &HeaderMap, b: &BucketConfig, write: 
         return Ok(());
     }
     let what = if b.public {
-        format!("bucket `{}` is public to read, but only projects [{}] may write to it", b.name, b.projects.join(", "))
+        format!(
+            "bucket `{}` is public to read, but only projects [{}] may write to it or delete from it",
+            b.name,
+            b.projects.join(", ")
+        )
     } else {
         format!("bucket `{}` is private to projects [{}]", b.name, b.projects.join(", "))
     };
