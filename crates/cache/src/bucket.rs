@@ -1,9 +1,8 @@
 //! Buckets: their settings (public, quota, projects allowed), name and key rules, and the
 //! `buckets.json` file that keeps them across restarts, next to `deleting.json`, the buckets
-//! whose deletion has begun (both written to a temp file, fsynced and renamed, so a crash
-//! leaves the old or the new file, never half of one).
+//! whose deletion has begun (both 0600, written to a temp file, fsynced and renamed, so a
+//! crash leaves the old or the new file, never half of one).
 
-use std::io::Write;
 use std::path::Path;
 
 use crate::StoreError;
@@ -50,16 +49,10 @@ pub(crate) fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>
     }
 }
 
+/// Replaces `buckets.json` or `deleting.json` (0600, like every file of the cache).
 pub(crate) fn save<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<(), StoreError> {
-    let tmp = path.with_extension("json.tmp");
     let body = serde_json::to_vec_pretty(items).expect("bucket configs and names serialize");
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&body)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| StoreError::io(path, e))
+    crate::private::write_atomic(path, &body).map_err(|e| StoreError::io(path, e))
 }
 
 #[cfg(test)]
@@ -87,5 +80,7 @@ mod tests {
         let b = vec![BucketConfig { name: "x".into(), public: true, quota: Some(5), projects: vec!["p".into()] }];
         save(&p, &b).unwrap();
         assert_eq!(load::<BucketConfig>(&p).unwrap(), b);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
     }
 }

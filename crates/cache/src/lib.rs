@@ -5,6 +5,7 @@
 //! - [`hot`]: the small objects most read, kept in memory in front of the disk.
 //! - [`evict`] and [`sieve`]: SIEVE eviction per bucket, quotas and fair shares.
 //! - [`token`]: HMAC-signed tokens nodes verify locally.
+//! - [`private`]: the cache's files readable by the daemon only (0600/0700).
 //! - [`server`]: the HTTP API (objects, forwarding to the owner, members, buckets, metrics).
 //! - [`sim`]: eviction policies replayed on traces, for the figures in docs/perf.md.
 
@@ -14,6 +15,7 @@ pub mod header;
 pub mod hot;
 pub mod maglev;
 pub mod metrics;
+pub mod private;
 pub mod server;
 pub mod sieve;
 pub mod sim;
@@ -56,6 +58,10 @@ pub enum StoreError {
     Corrupt(String),
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
+    #[error(
+        "cannot make {path} readable by the cache daemon only ({source}): run the cache as the user owning its data dir, or fix its owner"
+    )]
+    Private { path: String, source: std::io::Error },
 }
 
 impl StoreError {

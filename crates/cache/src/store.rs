@@ -1,6 +1,6 @@
 //! The on-disk object store of one cache node.
 //!
-//! Layout under the data directory:
+//! Layout under the data directory (directories 0700, files 0600: [`crate::private`]):
 //! - `objects/ab/<32 hex>`: one file per object, named by the xxh3-128 of bucket and key (so no
 //!   key, whatever bytes it holds, can name a path outside the directory), holding a
 //!   [`Header`] and then the data.
@@ -33,6 +33,7 @@ use crate::bucket::{self, BucketConfig, validate_bucket_name, validate_key};
 use crate::evict::Buckets;
 use crate::header::Header;
 use crate::hot::{Hot, HotObject};
+use crate::private;
 use crate::{BucketStats, StoreError};
 
 const SEED_FILE: u64 = 0x6265_7274_685f_6669; // "berth_fi"
@@ -131,7 +132,14 @@ impl Store {
     /// rebuilding the index from the object files.
     pub fn open(root: &Path, capacity: u64) -> Result<Store, StoreError> {
         for d in ["objects", "tmp"] {
-            std::fs::create_dir_all(root.join(d)).map_err(|e| StoreError::io(&root.join(d), e))?;
+            private::create_dir(&root.join(d)).map_err(|e| StoreError::io(&root.join(d), e))?;
+        }
+        // a data dir an older release made readable by others (the objects are fixed as
+        // they are read below)
+        match private::secure_data_dir(root) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(dir = %root.display(), changed = n, "made the cache's files private (0600/0700)"),
+            Err(e) => return Err(StoreError::Private { path: root.display().to_string(), source: e }),
         }
         // PUTs that were cut off: never objects
         if let Ok(rd) = std::fs::read_dir(root.join("tmp")) {
@@ -143,7 +151,7 @@ impl Store {
         let configs: Vec<BucketConfig> = bucket::load(&root.join("buckets.json"))?;
         let configs = configs.into_iter().filter(|c| !deleting.contains(&c.name)).collect();
         let mut b = Buckets::new(capacity, configs);
-        let mut found = load_objects(root);
+        let mut found = load_objects(root)?;
         found.sort_by_key(|(h, _)| h.created_us);
         for (h, id) in found {
             if deleting.contains(&h.bucket) {
@@ -370,7 +378,7 @@ impl Store {
             bi
         };
         let tmp = self.root.join("tmp").join(format!("{:032x}.{}", rand::random::<u128>(), std::process::id()));
-        let mut file = File::options().write(true).create_new(true).open(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        let mut file = private::create_file(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
         let header = Header { size, etag: 0, created_us: now_us(), bucket: bucket.to_string(), key: key.to_vec() };
         // placeholder header, rewritten with the etag once the data is in
         file.write_all(&header.encode()).map_err(|e| StoreError::io(&tmp, e))?;
@@ -404,7 +412,7 @@ impl Store {
                 return Err(StoreError::io(&path, e));
             }
             let dir = path.parent().expect("object paths have a parent");
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+            private::create_dir(dir).map_err(|e| StoreError::io(dir, e))?;
             std::fs::rename(&put.tmp, &path).map_err(|e| StoreError::io(&path, e))?;
         }
         put.tmp = PathBuf::new(); // renamed: nothing for Drop to remove
@@ -494,15 +502,27 @@ fn read_full_at(f: &File, buf: &mut [u8], mut off: u64) -> std::io::Result<usize
     Ok(n)
 }
 
-/// Reads every object header; damaged or misnamed files are removed.
-fn load_objects(root: &Path) -> Vec<(Header, u128)> {
+/// Reads every object header, making each directory and file private on the way (an older
+/// release made them readable by others); damaged or misnamed files are removed.
+fn load_objects(root: &Path) -> Result<Vec<(Header, u128)>, StoreError> {
     let mut out = vec![];
-    let Ok(dirs) = std::fs::read_dir(root.join("objects")) else { return out };
+    let Ok(dirs) = std::fs::read_dir(root.join("objects")) else { return Ok(out) };
+    let private_err = |path: &Path, source| StoreError::Private { path: path.display().to_string(), source };
     for d in dirs.flatten() {
+        private::secure_entry(&d.path()).map_err(|e| private_err(&d.path(), e))?;
         let Ok(files) = std::fs::read_dir(d.path()) else { continue };
         for f in files.flatten() {
             let path = f.path();
-            match read_header(&path) {
+            // a link or a fifo is no object this cache wrote: never followed, never opened
+            if !f.file_type().is_ok_and(|t| t.is_file()) {
+                tracing::warn!(path = %path.display(), "ignoring what is not a plain file among the objects");
+                continue;
+            }
+            let header = match read_header(&path) {
+                Ok(h) => h,
+                Err(e) => return Err(private_err(&path, e)),
+            };
+            match header {
                 Some(h)
                     if format!("{:032x}", object_id(&h.bucket, &h.key))
                         == path.file_name().and_then(|n| n.to_str()).unwrap_or_default() =>
@@ -517,12 +537,22 @@ fn load_objects(root: &Path) -> Vec<(Header, u128)> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
-fn read_header(path: &Path) -> Option<Header> {
-    let mut f = File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
+/// The header of an object file (`None`: not a whole object file), after making the file
+/// private; `Err` only when that fails.
+fn read_header(path: &Path) -> std::io::Result<Option<Header>> {
+    let Ok(f) = private::open_nofollow(path) else { return Ok(None) };
+    let Ok(meta) = f.metadata() else { return Ok(None) };
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    private::secure_open_file(&f, &meta)?;
+    Ok(check_header(f, meta.len()))
+}
+
+fn check_header(mut f: File, len: u64) -> Option<Header> {
     let mut start = [0u8; 12];
     f.read_exact(&mut start).ok()?;
     let hl = Header::peek_len(&start)?;

@@ -53,9 +53,21 @@ impl Key {
         Key(rand::random::<[u8; 32]>().to_vec())
     }
 
-    /// Reads a key file (hex).
+    /// Reads a key file (hex). One that other users can read is used, with a warning: it may
+    /// be shared on purpose (a group of the manager and the nodes), so it is not changed here;
+    /// the key in a cache's data dir is made private at start like the rest of it.
     pub fn load(path: &Path) -> Result<Key, StoreError> {
+        use std::os::unix::fs::MetadataExt;
         let text = std::fs::read_to_string(path).map_err(|e| StoreError::io(path, e))?;
+        if let Ok(m) = std::fs::metadata(path)
+            && m.mode() & 0o007 != 0
+        {
+            tracing::warn!(
+                "the cache key file {} can be read by every user (mode {:o}), who can then mint admin tokens: `chmod 600` it",
+                path.display(),
+                m.mode() & 0o7777
+            );
+        }
         let bytes = hex::decode(text.trim()).map_err(|_| {
             StoreError::BadRequest(format!(
                 "{} is not a cache key file (hex): create one with `berth cache key`",
@@ -78,6 +90,7 @@ impl Key {
         if path.exists() {
             return Self::load(path);
         }
+        // the directory as usual: it may be shared (`/etc/berth`, read by the manager too)
         if let Some(d) = path.parent() {
             std::fs::create_dir_all(d).map_err(|e| StoreError::io(d, e))?;
         }

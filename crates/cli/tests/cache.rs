@@ -123,10 +123,11 @@ async fn tokens_and_private_buckets() {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert!(r.text().await.unwrap().contains("signature"));
 
-    // public: anyone reads, writes need a valid token
+    // public: anyone reads; writes need a token of the bucket's projects (or an admin's)
     let q = obj(&node.url, "pub", "b");
     assert_eq!(http.put(&q).body("y").send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
-    assert_eq!(http.put(&q).bearer_auth(&other).body("y").send().await.unwrap().status(), StatusCode::CREATED);
+    assert_eq!(http.put(&q).bearer_auth(&other).body("y").send().await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert_eq!(http.put(&q).bearer_auth(&admin).body("y").send().await.unwrap().status(), StatusCode::CREATED);
     assert_eq!(http.get(&q).send().await.unwrap().text().await.unwrap(), "y");
 
     // only admins create buckets

@@ -58,13 +58,14 @@ pub struct CacheMemberUpdate {
 pub struct CacheBucket {
     #[serde(default)]
     pub name: String,
-    /// Readable without a token (writes still need one).
+    /// Readable by everyone, without a token; writes and deletes still need a token of one of
+    /// `projects` (or an admin token).
     #[serde(default)]
     pub public: bool,
     /// Most bytes the bucket may use on each cache node; none: a fair share.
     #[serde(default)]
     pub quota: Option<u64>,
-    /// Projects whose tokens may use a private bucket.
+    /// Projects whose tokens may use the bucket: read a private one, write to any.
     #[serde(default)]
     pub projects: Vec<String>,
 }

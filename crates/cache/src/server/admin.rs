@@ -13,7 +13,7 @@ use crate::bucket::BucketConfig;
 use crate::maglev::{HASH_VERSION, Member};
 
 /// Largest JSON body the admin routes read.
-const MAX_JSON: usize = 1024 * 1024;
+pub(super) const MAX_JSON: usize = 1024 * 1024;
 
 pub fn metrics(node: &Node) -> Response<Body> {
     let text = crate::metrics::render(

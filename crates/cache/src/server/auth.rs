@@ -1,6 +1,8 @@
 //! Who may do what: tokens are checked locally against the node's key ([`crate::token`]).
-//! Public buckets are readable without a token; writes always need one. Private buckets are
-//! for tokens naming one of their projects; admin tokens may do anything.
+//! Public buckets are readable by everyone, without a token; everything else (writes and
+//! deletes in any bucket, reads of a private one) needs a token naming one of the bucket's
+//! projects, or an admin token. Public is about reading only: a token of another project may
+//! not write to or delete from a public bucket.
 
 use std::sync::Arc;
 
@@ -92,15 +94,22 @@ pub fn bucket_access(node: &Node, headers: &HeaderMap, b: &BucketConfig, write: 
         return Ok(());
     }
     let c = claims(node, headers)?;
-    if c.admin || b.public || b.projects.iter().any(|p| c.projects.contains(p)) {
+    if c.admin || b.projects.iter().any(|p| c.projects.contains(p)) {
         return Ok(());
     }
+    let what = if b.public {
+        format!(
+            "bucket `{}` is public to read, but only projects [{}] may write to it or delete from it",
+            b.name,
+            b.projects.join(", ")
+        )
+    } else {
+        format!("bucket `{}` is private to projects [{}]", b.name, b.projects.join(", "))
+    };
     Err(Box::new(error(
         StatusCode::FORBIDDEN,
         &format!(
-            "bucket `{}` is private to projects [{}] and this token (for `{}`) is for projects [{}]: use a token of one of the bucket's projects",
-            b.name,
-            b.projects.join(", "),
+            "{what} and this token (for `{}`) is for projects [{}]: use a token of one of the bucket's projects, or an admin token",
             c.sub,
             c.projects.join(", ")
         ),

@@ -12,7 +12,7 @@
 //! that the token may
 //! read and that is found. Everything else — other routes and methods, a key owned by another
 //! node, a refusal or miss, a head it cannot parse or longer than [`MAX_HEAD`] — goes to the
-//! hyper service together with the bytes already read ([`super::replay`]), so hyper sees the
+//! hyper service together with the bytes already read ([`super::guard`]), so hyper sees the
 //! request as the client sent it and answers as before; answers decided after the lookup
 //! (404, 401, 403) are handed over already made, so that counters move once. A connection
 //! once handed over stays with hyper.
@@ -26,7 +26,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::objects::{self, Object, Source};
-use super::replay::Replay;
 use super::sendfile;
 use super::{Body, FORWARDED, Node};
 use crate::metrics::NodeCounters;
@@ -106,7 +105,7 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
 }
 
 async fn handover(node: Arc<Node>, stream: TcpStream, buf: BytesMut, first: Option<Response<Body>>) {
-    super::serve_connection(node, Replay::new(buf, stream), first).await
+    super::serve_connection(node, buf, stream, first).await
 }
 
 /// Parses the head at the front of `buf`.

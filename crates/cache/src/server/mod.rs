@@ -15,9 +15,10 @@ mod body;
 mod date;
 mod fast;
 mod forward;
+mod guard;
+mod head;
 mod objects;
 mod range;
-mod replay;
 mod sendfile;
 
 use std::net::SocketAddr;
@@ -105,9 +106,8 @@ impl Node {
             return Ok(false);
         }
         let table = Maglev::new(members);
-        let tmp = self.members_file.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(table.members()).expect("members serialize"))?;
-        std::fs::rename(&tmp, &self.members_file)?;
+        let body = serde_json::to_vec_pretty(table.members()).expect("members serialize");
+        crate::private::write_atomic(&self.members_file, &body)?;
         *self.members.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(table);
         Ok(true)
     }
@@ -139,7 +139,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) -> std::io::Result<()
                     // a client that never finishes its handshake must not hold a task forever
                     let accept = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
                     if let Ok(Ok(s)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
-                        serve_connection(node, s, None).await;
+                        serve_connection(node, bytes::BytesMut::new(), s, None).await;
                     }
                 }
             }
@@ -150,16 +150,21 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) -> std::io::Result<()
 /// How long a client may take to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Serves HTTP/1.1 on `stream` with hyper; `first`, when given, is the answer to the first
-/// request (made by the fast path before it handed the connection over).
-async fn serve_connection<S>(node: Arc<Node>, stream: S, first: Option<Response<Body>>)
+/// Serves HTTP/1.1 on `stream` with hyper, each request head checked first ([`guard`]);
+/// `read` are bytes already read from it (by the fast path), and `first`, when given, the
+/// answer to the first request (made by the fast path before it handed the connection over).
+async fn serve_connection<S>(node: Arc<Node>, read: bytes::BytesMut, stream: S, first: Option<Response<Body>>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    // no route takes more than an object the node can hold, or the admin routes' JSON
+    let max_body = node.store.capacity().max(admin::MAX_JSON as u64);
+    let stream = guard::Guard::new(read, stream, max_body);
+    let refusals = stream.refusals();
     let first = std::sync::Mutex::new(first);
     let svc = service_fn(move |req| {
         let node = node.clone();
-        let made = first.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let made = refusals.take(&req).or_else(|| first.lock().unwrap_or_else(|p| p.into_inner()).take());
         async move {
             Ok::<_, std::convert::Infallible>(match made {
                 Some(r) => r,

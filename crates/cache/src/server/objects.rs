@@ -49,12 +49,14 @@ fn status_of(e: &StoreError) -> StatusCode {
         StoreError::BadRequest(_) => StatusCode::BAD_REQUEST,
         StoreError::NoBucket(_) => StatusCode::NOT_FOUND,
         StoreError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-        StoreError::Corrupt(_) | StoreError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        StoreError::Corrupt(_) | StoreError::Io { .. } | StoreError::Private { .. } => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
     }
 }
 
 fn store_error(e: StoreError) -> Response<Body> {
-    if matches!(e, StoreError::Io { .. } | StoreError::Corrupt(_)) {
+    if matches!(e, StoreError::Io { .. } | StoreError::Corrupt(_) | StoreError::Private { .. }) {
         tracing::error!(error = %e, "cache store error");
     }
     error(status_of(&e), &e.to_string())

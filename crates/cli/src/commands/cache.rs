@@ -191,12 +191,13 @@ fn parse_member(s: &str) -> anyhow::Result<Member> {
 async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let members = a.members.iter().map(|m| parse_member(m)).collect::<anyhow::Result<Vec<_>>>()?;
     let key_file = a.key_file.clone().unwrap_or_else(|| a.data_dir.join("cache.key"));
-    let key =
-        Key::load_or_create(&key_file).with_context(|| format!("cannot use the key file {}", key_file.display()))?;
+    // the store first: it makes an older release's data dir (and the key in it) private
     let (dir, cap) = (a.data_dir.clone(), a.capacity);
     let store = tokio::task::spawn_blocking(move || Store::open(&dir, cap))
         .await?
         .with_context(|| format!("cannot open the cache in {}", a.data_dir.display()))?;
+    let key =
+        Key::load_or_create(&key_file).with_context(|| format!("cannot use the key file {}", key_file.display()))?;
     let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     store.set_memory_limit(a.memory);
     let store = Arc::new(store);

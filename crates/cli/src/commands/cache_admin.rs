@@ -36,7 +36,7 @@ pub enum BucketCommand {
 #[derive(Debug, Args)]
 pub struct BucketCreateArgs {
     name: String,
-    /// Readable without a token (writes still need one).
+    /// Readable by everyone without a token (writes and deletes: --projects tokens or admins).
     #[arg(long)]
     public: bool,
     /// Most bytes the bucket may use on each node, e.g. 100GiB.

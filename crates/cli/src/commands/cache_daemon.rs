@@ -111,12 +111,13 @@ impl UpCacheArgs {
         }
         let dir = data_dir.join("cache");
         let key_file = dir.join("cache.key");
-        let key = Key::load_or_create(&key_file)
-            .with_context(|| format!("cannot use the key file {}", key_file.display()))?;
+        // the store first: it makes an older release's cache dir (and the key in it) private
         let (d, cap) = (dir.clone(), self.cache_capacity);
         let store = tokio::task::spawn_blocking(move || Store::open(&d, cap))
             .await?
             .with_context(|| format!("cannot open the dataset cache in {}", dir.display()))?;
+        let key = Key::load_or_create(&key_file)
+            .with_context(|| format!("cannot use the key file {}", key_file.display()))?;
         let node_tls = node_tls(tls, trusted)?;
         let scheme = if node_tls.server.is_some() { "https" } else { "http" };
         // the default port taken (another berth up, a test run): any free port, printed at start
