@@ -12,6 +12,7 @@ use std::future::Future;
 use std::path::PathBuf;
 
 mod conn;
+mod disk;
 pub mod discover;
 mod kernels;
 pub mod ledger;
