@@ -55,9 +55,12 @@ pub fn logs_lost(node: &str, data_dir: &Path) -> String {
 /// how it exited); other ends, and ends with space left, are unchanged.
 pub fn check_end(node: &str, data_dir: &Path, log_dir: &Path, event: KernelEvent) -> KernelEvent {
     match event {
-        KernelEvent::Finished { outcome: outcome @ (KernelOutcome::Succeeded | KernelOutcome::Failed), exit_code, message, at }
-            if no_space_left(log_dir) =>
-        {
+        KernelEvent::Finished {
+            outcome: outcome @ (KernelOutcome::Succeeded | KernelOutcome::Failed),
+            exit_code,
+            message,
+            at,
+        } if no_space_left(log_dir) => {
             let how = match (outcome, message.is_empty()) {
                 (KernelOutcome::Succeeded, _) | (_, true) => format!("exit code {}", exit_code.unwrap_or(0)),
                 _ => message,

@@ -12,8 +12,8 @@ use std::future::Future;
 use std::path::PathBuf;
 
 mod conn;
-mod disk;
 pub mod discover;
+mod disk;
 mod kernels;
 pub mod ledger;
 pub mod logs;

@@ -214,7 +214,7 @@ fn a_containers_dev_shm_and_tmp_are_its_own_and_bounded_by_its_memory() {
     };
     assert!(out.starts_with("secret\nsecret\n"), "{out}");
     for point in ["/dev/shm", "/tmp"] {
-        let line = out.lines().find(|l| l.split(' ').nth(1) == Some(point)).unwrap_or_default();
+        let line = out.lines().rfind(|l| l.split(' ').nth(1) == Some(point)).unwrap_or_default();
         assert!(line.contains("tmpfs") && line.contains("size=98304k"), "{point} is a tmpfs of --mem: {out}");
     }
     let look = "test ! -e /dev/shm/mine && test ! -e /tmp/mine && echo unseen";

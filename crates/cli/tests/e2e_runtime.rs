@@ -207,7 +207,8 @@ fn a_kernels_dev_shm_and_tmp_are_its_own_and_go_with_it() {
     let out = wait_logs(&b, writer, "ready");
     assert!(out.starts_with("secret\nsecret\n"), "the kernel reads its own files: {out}");
     for point in ["/dev/shm", "/tmp"] {
-        let line = out.lines().find(|l| l.split(' ').nth(4) == Some(point)).unwrap_or_default();
+        // the last mount on a point is the one the kernel sees
+        let line = out.lines().rfind(|l| l.split(' ').nth(4) == Some(point)).unwrap_or_default();
         assert!(line.contains(" - tmpfs ") && line.contains("size=98304k"), "{point} is a tmpfs of --mem: {out}");
     }
     assert!(host.existing().is_empty(), "the node sees the kernel's files: {:?}", host.existing());

@@ -312,7 +312,10 @@ impl Runtime {
         };
         // With private mounts the child switches to the kernel's user itself, after mounting.
         let private = match &self.private_tmp {
-            Some(p) => Some(p.plan(binding.mem_bytes, &[&dir, &workdir], user.switch.then_some((user.uid, user.gid)), &workdir).map_err(fail)?),
+            Some(p) => Some(
+                p.plan(binding.mem_bytes, &[&dir, &workdir], user.switch.then_some((user.uid, user.gid)), &workdir)
+                    .map_err(fail)?,
+            ),
             None => None,
         };
         let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir);

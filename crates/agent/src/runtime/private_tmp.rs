@@ -250,9 +250,10 @@ fn probe(point: &Path) -> Result<(), String> {
         },
         Ok(nix::unistd::ForkResult::Parent { child }) => match nix::sys::wait::waitpid(child, None) {
             Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
-            Ok(nix::sys::wait::WaitStatus::Exited(_, errno)) => {
-                Err(format!("cannot make a mount namespace: {}", nix::errno::Errno::from_raw(errno).desc().to_lowercase()))
-            }
+            Ok(nix::sys::wait::WaitStatus::Exited(_, errno)) => Err(format!(
+                "cannot make a mount namespace: {}",
+                nix::errno::Errno::from_raw(errno).desc().to_lowercase()
+            )),
             other => Err(format!("the mount namespace probe ended oddly: {other:?}")),
         },
         Err(e) => Err(format!("cannot fork the mount namespace probe: {}", e.desc().to_lowercase())),
