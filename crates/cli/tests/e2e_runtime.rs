@@ -282,3 +282,22 @@ fn an_agent_on_a_full_disk_ends_jobs_with_a_reason_and_recovers() {
     let log = std::fs::read_to_string(b.home.path().join("n1.stderr")).unwrap();
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// With the data dir closed to the run user, work dirs go under the node's `/tmp`, which the
+/// kernel does not see: its work dir (HOME) and its kernel dir are bound back into its
+/// private `/tmp`, so it works in HOME and reads its cache token file there.
+#[test]
+fn a_kernels_home_under_tmp_stays_reachable_in_its_private_tmp() {
+    if !support::cgroups_usable() {
+        return;
+    }
+    let b = Berth::up_private(&[]);
+    let script = "cd && echo kept > f && cat f && pwd && test -s \"$BERTH_CACHE_TOKEN_FILE\" && echo token";
+    let id = b.submit(&["--", "sh", "-c", script]);
+    b.wait_state(id, "SUCCEEDED");
+    let out = text(&b.cli(&["logs", &id.to_string()]).stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!((lines[0], lines[2]), ("kept", "token"), "{out}");
+    assert!(lines[1].starts_with("/tmp/berth-work-"), "the fallback work dir: {out}");
+}
