@@ -72,6 +72,8 @@ impl Kernels {
 
     /// Records an event from the runtime and returns the message reporting it.
     pub fn record(&mut self, (key, event): KernelUpdate) -> AgentMessage {
+        // A kernel that ended while its logs could not be written says so (not `exit code 1`).
+        let event = crate::disk::check_end(&self.node, &self.data_dir, &logs::kernel_dir(&self.data_dir, &key), event);
         if let Some(e) = self.map.get_mut(&key) {
             if matches!(event, KernelEvent::Finished { .. }) {
                 e.handle = None;

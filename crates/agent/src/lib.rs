@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 mod conn;
 pub mod discover;
+mod disk;
 mod kernels;
 pub mod ledger;
 pub mod logs;

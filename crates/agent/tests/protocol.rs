@@ -214,8 +214,10 @@ async fn full_protocol_flow() {
         }
         other => panic!("{other:?}"),
     }
-    // A kernel that will end while the agent is disconnected.
-    let gate = dir.path().join("go");
+    // A kernel that will end while the agent is disconnected. Its gate lies outside /tmp:
+    // kernels of a root agent get a private /tmp.
+    let gates = tempfile::tempdir_in("/var/tmp").unwrap();
+    let gate = gates.path().join("go");
     let wait_gate = format!("while [ ! -e {} ]; do sleep 0.01; done", gate.display());
     send(&mut ws, &start(6, 4, &node, &[], &["sh", "-c", &wait_gate])).await;
     assert!(matches!(recv(&mut ws).await, AgentMessage::Kernel { event: KernelEvent::Started { .. }, .. }));

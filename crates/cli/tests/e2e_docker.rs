@@ -189,6 +189,49 @@ fn container_jobs_run_like_processes() {
     left.wait_gone();
 }
 
+/// A container's `/dev/shm` and `/tmp` are tmpfs of its memory limit, private to it and gone
+/// with it: another container does not see the files, and 200 MiB written into `/dev/shm`
+/// under `--mem 64MiB` does not succeed.
+#[test]
+fn a_containers_dev_shm_and_tmp_are_its_own_and_bounded_by_its_memory() {
+    if !docker_ready("a_containers_dev_shm_and_tmp_are_its_own_and_bounded_by_its_memory") {
+        return;
+    }
+    let node = node_name("s");
+    let left = Containers::of_agent(&node);
+    let b = Berth::cluster("", &[(&node, &[])]);
+    let script = "echo secret > /dev/shm/mine && echo secret > /tmp/mine && cat /dev/shm/mine /tmp/mine && \
+                  grep -E ' (/dev/shm|/tmp) ' /proc/self/mounts; echo ready; sleep 300";
+    let writer = b.submit(&["--image", IMAGE, "--mem", "96MiB", "--", "sh", "-c", script]);
+    let start = Instant::now();
+    let out = loop {
+        let out = text(&b.cli(&["logs", &writer.to_string()]).stdout);
+        if out.contains("ready") {
+            break out;
+        }
+        assert!(start.elapsed() < PATIENCE, "the writer never got ready: {out}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(out.starts_with("secret\nsecret\n"), "{out}");
+    for point in ["/dev/shm", "/tmp"] {
+        let line = out.lines().rfind(|l| l.split(' ').nth(1) == Some(point)).unwrap_or_default();
+        assert!(line.contains("tmpfs") && line.contains("size=98304k"), "{point} is a tmpfs of --mem: {out}");
+    }
+    let look = "test ! -e /dev/shm/mine && test ! -e /tmp/mine && echo unseen";
+    let other = b.submit(&["--image", IMAGE, "--", "sh", "-c", look]);
+    b.wait_state(other, "SUCCEEDED");
+    assert_eq!(b.ok(&["logs", &other.to_string()]), "unseen\n");
+    b.ok(&["cancel", &writer.to_string()]);
+    b.wait_state(writer, "CANCELLED");
+
+    let fill = "dd if=/dev/zero of=/dev/shm/fill bs=1M count=200";
+    let id = b.submit(&["--image", IMAGE, "--mem", "64MiB", "--", "sh", "-c", fill]);
+    let d = b.wait_state(id, "FAILED");
+    let reason = d["job"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("out of memory") || reason.contains("exit code"), "{d:#}");
+    left.wait_gone();
+}
+
 /// The agent is killed (SIGKILL) while a container job runs; the next agent on the same data
 /// dir re-adopts the container, the manager keeps the job RUNNING and records its end.
 #[test]

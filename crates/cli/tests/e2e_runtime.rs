@@ -1,9 +1,12 @@
 //! The process runtime through the real binary: time limits, out-of-memory kills, exit codes,
-//! and kernels that keep running while the manager restarts.
+//! kernels that keep running while the manager restarts, each kernel's private `/dev/shm` and
+//! `/tmp`, and an agent whose data dir is full.
 
 mod support;
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use support::{Berth, PATIENCE, text};
 
@@ -104,11 +107,12 @@ fn kernels_keep_running_while_the_manager_restarts() {
         assert!(start.elapsed() < PATIENCE, "the agent never registered");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // the job waits for a file the test creates once the manager is back
-    let gate = home.path().join("gate");
+    // the job waits for a file the test creates once the manager is back (outside /tmp, which
+    // is the kernel's own)
+    let gate_dir = support::shared_tempdir();
+    let gate = gate_dir.path().join("gate");
     let script = format!("while [ ! -e {} ]; do sleep 0.05; done; echo finished", gate.display());
-    let gate_dir = home.path();
-    std::fs::set_permissions(gate_dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(gate_dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let o = cli(&["submit", "-o", "json", "--", "sh", "-c", &script]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let id = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["id"].to_string();
@@ -148,4 +152,152 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Files of a test's jobs in the node's `/dev/shm` and `/tmp`, removed on drop (they exist only
+/// when a kernel wrote to the node's own, the defect these tests pin).
+struct HostFiles(Vec<PathBuf>);
+
+impl HostFiles {
+    fn named(tag: &str) -> HostFiles {
+        HostFiles(["/dev/shm", "/tmp"].iter().map(|d| Path::new(d).join(tag)).collect())
+    }
+
+    fn existing(&self) -> Vec<&PathBuf> {
+        self.0.iter().filter(|p| p.exists()).collect()
+    }
+}
+
+impl Drop for HostFiles {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Waits until the job's stdout holds `what`; returns it.
+fn wait_logs(b: &Berth, id: i64, what: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let out = text(&b.cli(&["logs", &id.to_string()]).stdout);
+        if out.contains(what) {
+            return out;
+        }
+        assert!(start.elapsed() < PATIENCE, "job {id} never printed `{what}`: {out}\n{:#}", b.job(id));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A kernel writes to `/dev/shm` and `/tmp`: it sees its own files, the node and another job
+/// see none of them while it runs nor after it ends, and both are tmpfs of its memory limit.
+#[test]
+fn a_kernels_dev_shm_and_tmp_are_its_own_and_go_with_it() {
+    if !support::cgroups_usable() {
+        return;
+    }
+    let b = Berth::up(&[]);
+    let tag = format!("berth-private-{}", std::process::id());
+    let host = HostFiles::named(&tag);
+    let script = format!(
+        "echo secret > /dev/shm/{tag} && echo secret > /tmp/{tag} && cat /dev/shm/{tag} /tmp/{tag} && \
+         grep -E ' (/dev/shm|/tmp) ' /proc/self/mountinfo; echo ready; sleep 300"
+    );
+    let writer = b.submit(&["--mem", "96MiB", "--", "sh", "-c", &script]);
+    let out = wait_logs(&b, writer, "ready");
+    assert!(out.starts_with("secret\nsecret\n"), "the kernel reads its own files: {out}");
+    for point in ["/dev/shm", "/tmp"] {
+        // the last mount on a point is the one the kernel sees
+        let line = out.lines().rfind(|l| l.split(' ').nth(4) == Some(point)).unwrap_or_default();
+        assert!(line.contains(" - tmpfs ") && line.contains("size=98304k"), "{point} is a tmpfs of --mem: {out}");
+    }
+    assert!(host.existing().is_empty(), "the node sees the kernel's files: {:?}", host.existing());
+    let look = format!("test ! -e /dev/shm/{tag} && test ! -e /tmp/{tag} && echo unseen");
+    let other = b.submit(&["--", "sh", "-c", &look]);
+    b.wait_state(other, "SUCCEEDED");
+    assert_eq!(text(&b.cli(&["logs", &other.to_string()]).stdout), "unseen\n");
+    b.ok(&["cancel", &writer.to_string()]);
+    b.wait_state(writer, "CANCELLED");
+    assert!(host.existing().is_empty(), "the kernel's files outlived it: {:?}", host.existing());
+}
+
+/// `--mem 64MiB` and 200 MiB written into `/dev/shm`: the job does not succeed (OOM-killed, or
+/// ENOSPC at the tmpfs's size) and leaves nothing behind on the node.
+#[test]
+fn a_job_filling_dev_shm_past_its_memory_limit_fails_and_leaves_nothing() {
+    if !support::cgroups_usable() {
+        return;
+    }
+    let b = Berth::up(&[]);
+    let tag = format!("berth-shm-fill-{}", std::process::id());
+    let host = HostFiles::named(&tag);
+    let fill = format!("dd if=/dev/zero of=/dev/shm/{tag} bs=1M count=200");
+    let id = b.submit(&["--mem", "64MiB", "--", "sh", "-c", &fill]);
+    let d = b.wait_state(id, "FAILED");
+    let reason = d["job"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("out of memory") || reason.contains("exit code"), "{d:#}");
+    assert!(host.existing().is_empty(), "the job left {:?}", host.existing());
+}
+
+/// The agent's data dir on a small tmpfs that fills up: a job whose logs cannot be written
+/// fails with a reason naming the full disk and the data dir, a start that cannot make its
+/// dirs fails with `launch failed: no space left on device ...`, and once space is freed jobs
+/// run again without a restart; the agent never panics.
+#[test]
+fn an_agent_on_a_full_disk_ends_jobs_with_a_reason_and_recovers() {
+    if !support::cgroups_usable() {
+        return;
+    }
+    let mut b = Berth::cluster("", &[]);
+    let data = b.home.path().join("agent-n1");
+    let Some(disk) = support::Tmpfs::mount(&data, "size=8m,nr_inodes=512") else { return };
+    b.add_agent("n1", &[]);
+    b.wait_nodes_ready(1);
+    let ok = b.submit(&["--", "echo", "before"]);
+    b.wait_state(ok, "SUCCEEDED");
+
+    // The logs' blocks are gone: the job's writes fail and it ends with the reason.
+    let filler = disk.fill_blocks();
+    let id = b.submit(&["--", "sh", "-c", "seq 1 100000; echo done"]);
+    let d = b.wait_state(id, "FAILED");
+    let reason = d["job"]["reason"].as_str().unwrap_or_default();
+    let want = format!("node n1: no space left on device writing logs under {}", data.display());
+    assert!(reason.starts_with(&want), "{d:#}");
+
+    // No inode either: the kernel's dirs cannot be made.
+    let inodes = disk.fill_inodes();
+    let id = b.submit(&["--", "true"]);
+    let d = b.wait_state(id, "FAILED");
+    let reason = d["job"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("launch failed: no space left on device on node n1 creating"), "{d:#}");
+    assert!(reason.contains(&data.display().to_string()), "{d:#}");
+
+    // Space is back: jobs run again, with their logs, without a restart.
+    for f in inodes.iter().chain([&filler]) {
+        std::fs::remove_file(f).unwrap();
+    }
+    let id = b.submit(&["--", "echo", "after"]);
+    b.wait_state(id, "SUCCEEDED");
+    assert_eq!(text(&b.cli(&["logs", &id.to_string()]).stdout), "after\n");
+    let log = std::fs::read_to_string(b.home.path().join("n1.stderr")).unwrap();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// With the data dir closed to the run user, work dirs go under the node's `/tmp`, which the
+/// kernel does not see: its work dir (HOME) and its kernel dir are bound back into its
+/// private `/tmp`, so it works in HOME and reads its cache token file there.
+#[test]
+fn a_kernels_home_under_tmp_stays_reachable_in_its_private_tmp() {
+    if !support::cgroups_usable() {
+        return;
+    }
+    let b = Berth::up_private(&[]);
+    let script = "cd && echo kept > f && cat f && pwd && test -s \"$BERTH_CACHE_TOKEN_FILE\" && echo token";
+    let id = b.submit(&["--", "sh", "-c", script]);
+    b.wait_state(id, "SUCCEEDED");
+    let out = text(&b.cli(&["logs", &id.to_string()]).stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!((lines[0], lines[2]), ("kept", "token"), "{out}");
+    assert!(lines[1].starts_with("/tmp/berth-work-"), "the fallback work dir: {out}");
 }

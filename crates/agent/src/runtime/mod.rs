@@ -13,6 +13,7 @@ mod adopt;
 mod cgroup;
 pub mod docker;
 mod env;
+mod private_tmp;
 pub mod shim;
 mod stale;
 mod user;
@@ -34,6 +35,7 @@ pub use env::build_env;
 pub use shim::{SHIM_SUBCOMMAND, shim_main};
 pub use user::{RunUser, UserError, UserMap};
 
+use crate::disk::{FileOp, io_text};
 use crate::logs;
 
 /// Default `pids.max` of a kernel: generous for real work, fatal to fork bombs.
@@ -96,6 +98,8 @@ pub struct Runtime {
     /// `/root/project`, whose `/root` is 0700).
     work_base: PathBuf,
     docker: Docker,
+    /// Each kernel's own `/dev/shm` and `/tmp` (root agents; see [`private_tmp`]).
+    private_tmp: Option<private_tmp::PrivateTmp>,
     /// Kernels an earlier agent process left under shims, until [`Runtime::adopt_processes`].
     left: std::sync::Arc<std::sync::Mutex<Vec<adopt::LeftKernel>>>,
 }
@@ -193,7 +197,8 @@ impl Runtime {
         tracing::info!(user = %user.name, uid = user.uid, "kernels run as");
         let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir));
         let left = std::sync::Arc::new(std::sync::Mutex::new(left));
-        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base, docker, left })
+        let private_tmp = private_tmp::PrivateTmp::detect();
+        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base, docker, private_tmp, left })
     }
 
     /// Removes the node's empty cgroup parents (`berth/<node>`, then `berth` if empty) when
@@ -241,9 +246,9 @@ impl Runtime {
         let user = self.kernel_user(manager_env).map_err(fail)?;
         let user = &user;
         let Some(program) = spec.command.first() else { return Err(fail("empty command".into())) };
-        let mkdir = |d: &std::path::Path| {
-            std::fs::create_dir_all(d).map_err(|e| fail(format!("cannot create `{}`: {}", d.display(), errno_text(&e))))
-        };
+        let node = &self.opts.node;
+        let mkdir =
+            |d: &std::path::Path| std::fs::create_dir_all(d).map_err(|e| fail(io_text(node, FileOp::Create, d, &e)));
         // Metadata operations are the slow part of a start on small VMs: one mkdir -p makes
         // both the kernel dir and its default work dir.
         let workdir = match &spec.workdir {
@@ -282,7 +287,7 @@ impl Runtime {
                 .truncate(true)
                 .mode(0o600)
                 .open(&p)
-                .map_err(|e| fail(format!("cannot create `{}`: {}", p.display(), errno_text(&e))))
+                .map_err(|e| fail(io_text(node, FileOp::Create, &p, &e)))
         };
         let stdout = open_log(berth_model::protocol::LogStream::Stdout)?;
         let stderr = open_log(berth_model::protocol::LogStream::Stderr)?;
@@ -301,8 +306,16 @@ impl Runtime {
             Some(exe) => Some(self.prepare_shim(exe, &key, spec, binding, &dir, user).map_err(fail)?),
             None => None,
         };
+        // With private mounts the child switches to the kernel's user itself, after mounting.
+        let private = match &self.private_tmp {
+            Some(p) => Some(
+                p.plan(binding.mem_bytes, &[&dir, &workdir], user.switch.then_some((user.uid, user.gid)), &workdir)
+                    .map_err(fail)?,
+            ),
+            None => None,
+        };
         let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir);
-        write_cache_token(&dir, user, &mut env).map_err(fail)?;
+        write_cache_token(node, &dir, user, &mut env).map_err(fail)?;
         let mut cmd = match &shim {
             Some(sh) => {
                 let mut c = tokio::process::Command::new(&sh.exe);
@@ -320,12 +333,13 @@ impl Runtime {
             .stderr(stderr)
             // The watch task owns the child; if the agent dies the kernel must live on.
             .kill_on_drop(false);
-        if user.switch {
+        if user.switch && private.is_none() {
             cmd.uid(user.uid).gid(user.gid);
         }
         let fds = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
         let status_w = shim.as_ref().map(|sh| sh.status_w.as_raw_fd());
-        // SAFETY: between fork and exec only async-signal-safe calls (setsid, write, dup2, fcntl).
+        // SAFETY: between fork and exec only async-signal-safe calls (setsid, write, dup2, fcntl,
+        // and the mounts and user switch of `Plan::enter`).
         unsafe {
             cmd.pre_exec(move || {
                 if libc::setsid() < 0 {
@@ -335,6 +349,10 @@ impl Runtime {
                     if libc::write(fd, b"0".as_ptr().cast(), 1) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
+                }
+                // In the cgroup first, so that the private mounts' pages are charged to it.
+                if let Some(p) = &private {
+                    p.enter()?;
                 }
                 // After the cgroup writes: their descriptors may have the status fd's number.
                 if let Some(w) = status_w {
@@ -528,7 +546,12 @@ const CACHE_TOKEN_FILE: &str = "cache-token";
 /// `<kernel dir>/cache-token` (0600, its user's; no trailing newline, which PFIO would send
 /// along), named by `BERTH_CACHE_TOKEN_FILE` and, unless
 /// the job set it, `PFIO_HTTP_BEARER_TOKEN_PATH`, so PFIO uses the cache with no setup.
-fn write_cache_token(dir: &std::path::Path, user: &RunUser, env: &mut BTreeMap<String, String>) -> Result<(), String> {
+fn write_cache_token(
+    node: &str,
+    dir: &std::path::Path,
+    user: &RunUser,
+    env: &mut BTreeMap<String, String>,
+) -> Result<(), String> {
     let Some(token) = env.get("BERTH_CACHE_TOKEN") else { return Ok(()) };
     let path = dir.join(CACHE_TOKEN_FILE);
     let written = std::fs::OpenOptions::new()
@@ -538,7 +561,7 @@ fn write_cache_token(dir: &std::path::Path, user: &RunUser, env: &mut BTreeMap<S
         .mode(0o600)
         .open(&path)
         .and_then(|mut f| std::io::Write::write_all(&mut f, token.as_bytes()));
-    written.map_err(|e| format!("cannot write `{}`: {}", path.display(), errno_text(&e)))?;
+    written.map_err(|e| io_text(node, FileOp::Write, &path, &e))?;
     if user.switch {
         let _ = std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid));
     }
@@ -549,7 +572,7 @@ fn write_cache_token(dir: &std::path::Path, user: &RunUser, env: &mut BTreeMap<S
 }
 
 /// An I/O error as lowercase text without the `(os error N)` suffix.
-fn errno_text(e: &std::io::Error) -> String {
+pub(crate) fn errno_text(e: &std::io::Error) -> String {
     let s = match e.raw_os_error() {
         Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
         None => e.to_string(),

@@ -380,6 +380,62 @@ pub fn remove_scopes(matches: impl Fn(&str) -> bool, attempts: usize) -> bool {
     once()
 }
 
+/// A temp dir that both the test and its jobs see: kernels of a root agent get a private
+/// `/tmp` (and `/dev/shm`), so files a test shares with its jobs live under `/var/tmp`.
+pub fn shared_tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("berth-test-").tempdir_in("/var/tmp").expect("a temp dir under /var/tmp")
+}
+
+/// A tmpfs mounted on a dir for the life of the value, for tests of a full disk; unmounted
+/// (lazily: processes may still hold it) on drop.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs with `options` on `dir` (created); `None` after a SKIPPED line when
+    /// this machine does not allow it (not root).
+    pub fn mount(dir: &Path, options: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let o = Command::new("mount").args(["-t", "tmpfs", "-o", options, "tmpfs"]).arg(dir).output().unwrap();
+        if !o.status.success() {
+            eprintln!("SKIPPED: cannot mount a tmpfs on {}: {}", dir.display(), text(&o.stderr).trim());
+            return None;
+        }
+        Some(Tmpfs(dir.to_path_buf()))
+    }
+
+    /// Fills only its blocks (inodes stay): a file of all the space left.
+    pub fn fill_blocks(&self) -> PathBuf {
+        use std::io::Write;
+        let big = self.0.join("filler");
+        let mut f = std::fs::File::create(&big).unwrap();
+        let chunk = vec![0u8; 64 << 10];
+        while f.write_all(&chunk).is_ok() {}
+        while f.write_all(&chunk[..1]).is_ok() {}
+        big
+    }
+
+    /// Uses up its inodes: empty files until none can be made; returns them.
+    pub fn fill_inodes(&self) -> Vec<PathBuf> {
+        let mut made = vec![];
+        for i in 0.. {
+            let p = self.0.join(format!("inode-{i}"));
+            if std::fs::File::create(&p).is_err() {
+                break;
+            }
+            made.push(p);
+        }
+        made
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let c = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: umount2 on a path this value mounted.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

@@ -262,7 +262,7 @@ impl Cluster {
         };
         let home = tempfile::tempdir().unwrap();
         let data = home.path().join("data");
-        let shared = tempfile::tempdir().unwrap();
+        let shared = super::shared_tempdir();
         std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         let agents = (1..=agents)
             .map(|i| Agent {

@@ -133,6 +133,10 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         // time limit end a container with the same exit codes as a process.
         init: Some(true),
         binds: Some(i.spec.mounts.iter().map(bind_text).collect()),
+        // A private /dev/shm and /tmp, as for processes: tmpfs charged to the container's
+        // memory cgroup, bounded by its limit, removed with the container.
+        shm_size: Some(if mem > 0 { mem } else { DEFAULT_SHM_BYTES }),
+        tmpfs: tmp_tmpfs(i.spec, i.binding.mem_bytes),
         device_requests,
         ..Default::default()
     };
@@ -152,6 +156,19 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         host_config: Some(host_config),
         ..Default::default()
     }
+}
+
+/// Docker's own `/dev/shm` size, for containers without a memory limit.
+const DEFAULT_SHM_BYTES: i64 = 64 << 20;
+
+/// The container's `/tmp` as a tmpfs of at most `mem_bytes` (0: tmpfs's default), unless the
+/// job mounts a host path there (Docker refuses two mounts on one target).
+fn tmp_tmpfs(spec: &JobSpec, mem_bytes: u64) -> Option<HashMap<String, String>> {
+    if spec.mounts.iter().any(|m| Path::new(&m.target) == Path::new("/tmp")) {
+        return None;
+    }
+    let size = if mem_bytes > 0 { format!(",size={mem_bytes}") } else { String::new() };
+    Some(HashMap::from([("/tmp".to_string(), format!("rw,nosuid,nodev,mode=1777{size}"))]))
 }
 
 /// `source:target:ro|rw`, the `Binds` entry of a mount.
@@ -233,6 +250,9 @@ mod tests {
         assert_eq!(hc.cpuset_mems.as_deref(), Some("0"));
         assert_eq!((hc.memory, hc.memory_swap, hc.pids_limit), (Some(1 << 30), Some(1 << 30), Some(99)));
         assert_eq!(hc.network_mode.as_deref(), Some("host"));
+        assert_eq!(hc.shm_size, Some(1 << 30), "/dev/shm is bounded by the memory limit");
+        let tmpfs = hc.tmpfs.as_ref().unwrap();
+        assert_eq!(tmpfs["/tmp"], format!("rw,nosuid,nodev,mode=1777,size={}", 1u64 << 30));
         assert_eq!(hc.binds.as_ref().unwrap(), &["/data/imagenet:/data:ro", "/scratch:/scratch:rw"]);
         let dr = &hc.device_requests.as_ref().unwrap()[0];
         assert_eq!(dr.device_ids.as_ref().unwrap(), &["GPU-abc"]);
@@ -250,6 +270,12 @@ mod tests {
         assert_eq!(body.user, None, "the image's USER wins");
         assert!(body.host_config.unwrap().device_requests.is_none());
         assert_eq!(body.hostname, None, "host networking keeps the node's host name");
+
+        // A job that mounts a host path on /tmp keeps it; no limit: Docker's default /dev/shm.
+        spec.mounts.push("/scratch:/tmp:rw".parse().unwrap());
+        let body = create_body(&inputs(&spec, &Binding::default(), &user));
+        let hc = body.host_config.unwrap();
+        assert_eq!((hc.tmpfs, hc.shm_size), (None, Some(64 << 20)));
     }
 
     #[test]

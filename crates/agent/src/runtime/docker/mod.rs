@@ -30,6 +30,7 @@ pub use body::{LABEL_JOB, LABEL_NETWORK, LABEL_SCOPE, check_mounts, container_na
 pub use network::network_name;
 
 use super::{KernelHandle, KernelUpdate, RunUser, StopRequest, build_env};
+use crate::disk::{FileOp, io_text};
 use crate::logs;
 
 /// How the agent uses Docker (`berth agent --no-docker`, `--allow-mount`, `--pull`).
@@ -268,6 +269,7 @@ impl Docker {
             client,
             name,
             key,
+            node: self.inner.node.clone(),
             data_dir: self.inner.data_dir.clone(),
             time_left: spec.time_limit_secs.map(Duration::from_secs),
             grace: self.inner.stop_grace,
@@ -295,10 +297,11 @@ impl Docker {
         network: Option<&str>,
     ) -> Result<(bollard::Docker, Option<network::Held>, Option<cache_forward::Forward>), String> {
         let dir = logs::kernel_dir(&self.inner.data_dir, &key);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+        let node = &self.inner.node;
+        std::fs::create_dir_all(&dir).map_err(|e| io_text(node, FileOp::Create, &dir, &e))?;
         for s in [berth_model::protocol::LogStream::Stdout, berth_model::protocol::LogStream::Stderr] {
             let p = logs::log_path(&self.inner.data_dir, &key, s);
-            supervise::create_log(&p).map_err(|e| format!("cannot create `{}`: {e}", p.display()))?;
+            supervise::create_log(&p).map_err(|e| io_text(node, FileOp::Create, &p, &e))?;
         }
         check_mounts(&spec.mounts, &self.inner.opts.allow_mounts, &self.inner.node)?;
         let client = self.client().await?.clone();
@@ -415,6 +418,7 @@ impl Docker {
                     client: client.clone(),
                     name,
                     key,
+                    node: self.inner.node.clone(),
                     data_dir: self.inner.data_dir.clone(),
                     time_left,
                     grace: self.inner.stop_grace,
@@ -433,7 +437,11 @@ impl Docker {
                 out.push(Adopted { key, binding, event: KernelEvent::Started { pid, at: now }, handle: Some(handle) });
             } else if state.started_at.as_deref().is_some_and(|s| !s.starts_with("0001-")) {
                 // It ran and ended while no agent watched it.
-                supervise::copy_logs(client.clone(), name.clone(), self.inner.data_dir.clone(), key, false).await;
+                if let Err(e) =
+                    supervise::copy_logs(client.clone(), name.clone(), self.inner.data_dir.clone(), key, false).await
+                {
+                    tracing::warn!(?key, "cannot keep the logs of an ended container: {e}");
+                }
                 let code = state.exit_code.map(|c| c as i32);
                 let (outcome, message) =
                     supervise::classify(code, state.oom_killed.unwrap_or(false), binding.mem_bytes);

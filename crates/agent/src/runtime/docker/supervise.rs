@@ -21,6 +21,8 @@ pub(super) struct Supervise {
     pub client: bollard::Docker,
     pub name: String,
     pub key: KernelKey,
+    /// The node's name, for the reason of a kernel whose logs cannot be written.
+    pub node: String,
     pub data_dir: PathBuf,
     /// How long until the time limit, if there is one.
     pub time_left: Option<Duration>,
@@ -40,13 +42,17 @@ enum Why {
 
 /// Copies the container's whole output (from its start) into the log files, which are
 /// truncated first: a re-adopted container's output is written again from the beginning.
-/// Ends when the container stops (the stream is followed).
-pub(super) async fn copy_logs(client: bollard::Docker, name: String, data_dir: PathBuf, key: KernelKey, follow: bool) {
+/// Ends when the container stops (the stream is followed), or with the error of the first
+/// log file that cannot be created or written (a full disk), which ends the kernel.
+pub(super) async fn copy_logs(
+    client: bollard::Docker,
+    name: String,
+    data_dir: PathBuf,
+    key: KernelKey,
+    follow: bool,
+) -> std::io::Result<()> {
     let open = |s| create_log(&crate::logs::log_path(&data_dir, &key, s));
-    let (Ok(mut out), Ok(mut err)) = (open(LogStream::Stdout), open(LogStream::Stderr)) else {
-        tracing::warn!(?key, "cannot create the log files of a container");
-        return;
-    };
+    let (mut out, mut err) = (open(LogStream::Stdout)?, open(LogStream::Stderr)?);
     let opts = LogsOptions { follow, stdout: true, stderr: true, ..Default::default() };
     let mut logs = client.logs(&name, Some(opts));
     while let Some(chunk) = logs.next().await {
@@ -61,9 +67,10 @@ pub(super) async fn copy_logs(client: bollard::Docker, name: String, data_dir: P
         };
         if let Err(e) = r {
             tracing::warn!(?key, "cannot write a container log: {e}");
-            break;
+            return Err(e);
         }
     }
+    Ok(())
 }
 
 /// Creates (or truncates) a log file readable by the agent only, like a process kernel's: the
@@ -74,7 +81,14 @@ pub(super) fn create_log(path: &std::path::Path) -> std::io::Result<std::fs::Fil
 }
 
 pub(super) async fn supervise(mut s: Supervise) {
-    let logs = tokio::spawn(copy_logs(s.client.clone(), s.name.clone(), s.data_dir.clone(), s.key, true));
+    // The container's output cannot be kept: the kernel ends (its logs would be lost).
+    let (log_failed, mut log_error) = tokio::sync::oneshot::channel();
+    let copy = copy_logs(s.client.clone(), s.name.clone(), s.data_dir.clone(), s.key, true);
+    let logs = tokio::spawn(async move {
+        if let Err(e) = copy.await {
+            let _ = log_failed.send(e);
+        }
+    });
     let timer = async {
         match s.time_left {
             Some(d) => tokio::time::sleep(d).await,
@@ -92,6 +106,10 @@ pub(super) async fn supervise(mut s: Supervise) {
         Some(req) = s.stop.recv() => {
             terminate(&s.client, &s.name, req.grace).await;
             Why::Stopped(req.message, req.outcome)
+        }
+        Ok(e) = &mut log_error => {
+            terminate(&s.client, &s.name, s.grace).await;
+            Why::Stopped(log_reason(&s.node, &s.data_dir, &e), KernelOutcome::Failed)
         }
     };
     let why = match why {
@@ -116,6 +134,15 @@ pub(super) async fn supervise(mut s: Supervise) {
     }
     let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
     let _ = s.events.send((s.key, event));
+}
+
+/// Why a kernel whose log could not be written ended.
+fn log_reason(node: &str, data_dir: &std::path::Path, e: &std::io::Error) -> String {
+    if crate::disk::is_full(e) {
+        crate::disk::logs_lost(node, data_dir)
+    } else {
+        format!("node {node}: cannot write logs under {}: {}", data_dir.display(), crate::runtime::errno_text(e))
+    }
 }
 
 /// How an exited container ended.

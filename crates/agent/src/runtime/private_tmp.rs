@@ -1,0 +1,302 @@
+//! A private `/dev/shm` and `/tmp` for each process kernel, charged to its memory limit and
+//! gone with it (issue 13: files a job left in the node's `/dev/shm` outlived it, beyond its
+//! `--mem`, readable by other users' jobs).
+//!
+//! Between fork and exec the kernel's first process enters a mount namespace of its own
+//! (`unshare(CLONE_NEWNS)`), makes every mount a slave of the host's (host mounts still show
+//! up in the kernel, nothing the kernel mounts reaches the host), and mounts a fresh tmpfs
+//! (mode 1777, `size` = the kernel's memory limit) on `/dev/shm` and on `/tmp`. tmpfs pages are
+//! charged to the memory cgroup of the process that writes them, so a kernel that fills them
+//! past its `--mem` is OOM-killed (or gets ENOSPC at `size`), and the namespace, with both
+//! mounts and their pages, goes when the kernel's last process exits.
+//!
+//! Mounts need CAP_SYS_ADMIN: [`Plan::enter`] runs after the cgroup join and does the switch
+//! to the kernel's uid itself, after the mounts. The kernel's own dir and work dir may lie
+//! under `/tmp` (test data dirs, the work-dir fallback of a root agent whose data dir the run
+//! user cannot reach): they are bound back at the same path inside the private `/tmp`, so
+//! `HOME`, the work dir and the cache token file keep working; nothing else of the host's
+//! `/tmp` is visible. An agent that is not root (or may not make namespaces) runs kernels
+//! on the node's `/dev/shm` and `/tmp` and says so once.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The mount points a kernel gets privately.
+const POINTS: [&str; 2] = ["/dev/shm", "/tmp"];
+
+/// At most this many of a kernel's paths are bound back into one private mount (its kernel
+/// dir and work dir), so the child needs no allocation.
+const MAX_BINDS: usize = 4;
+
+/// Dirs recreated inside a private mount on the way to a bound path: traversable only.
+const DIR_MODE: libc::mode_t = 0o711;
+
+/// That this node can give kernels private mounts, and on which of [`POINTS`].
+#[derive(Debug, Clone)]
+pub(crate) struct PrivateTmp {
+    points: Vec<PathBuf>,
+}
+
+impl PrivateTmp {
+    /// Probes once (a forked child tries the namespace and a tmpfs mount): `None`, after a
+    /// warning, when kernels must share the node's `/dev/shm` and `/tmp`.
+    pub(crate) fn detect() -> Option<PrivateTmp> {
+        let points: Vec<PathBuf> = POINTS.iter().map(PathBuf::from).filter(|p| p.is_dir()).collect();
+        if points.is_empty() {
+            return None;
+        }
+        let why = if !nix::unistd::Uid::effective().is_root() {
+            Some("the agent is not root".to_string())
+        } else {
+            probe(&points[0]).err()
+        };
+        match why {
+            None => Some(PrivateTmp { points }),
+            Some(why) => {
+                tracing::warn!(
+                    "kernels share the node's /dev/shm and /tmp ({why}): files they leave there outlive them and \
+                     are not charged to their memory limit; run the agent as root for a private /dev/shm and /tmp per kernel"
+                );
+                None
+            }
+        }
+    }
+
+    /// What the kernel's child does before exec: private mounts of `size` bytes (0: tmpfs's
+    /// default), `keep` bound back when under a mount point, then the switch to `user`
+    /// (uid, gid) and `chdir(workdir)` as that user.
+    pub(crate) fn plan(
+        &self,
+        size: u64,
+        keep: &[&Path],
+        user: Option<(u32, u32)>,
+        workdir: &Path,
+    ) -> Result<Plan, String> {
+        let c = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("path `{}` holds a NUL byte", p.display()))
+        };
+        let data = match size {
+            0 => CString::new("mode=1777"),
+            n => CString::new(format!("size={n},mode=1777")),
+        }
+        .map_err(|_| "bad tmpfs options".to_string())?;
+        let keep: Vec<PathBuf> = keep.iter().filter_map(|p| p.canonicalize().ok()).collect();
+        let mut mounts = Vec::new();
+        for point in &self.points {
+            let mut under: Vec<&PathBuf> = keep.iter().filter(|k| k.starts_with(point) && *k != point).collect();
+            under.sort();
+            under.dedup();
+            // A path inside another bound one comes along with it.
+            let outer: Vec<&PathBuf> =
+                under.iter().copied().filter(|k| !under.iter().any(|o| o != k && k.starts_with(o))).collect();
+            let mut binds = Vec::new();
+            for k in outer.into_iter().take(MAX_BINDS) {
+                let rel = k.strip_prefix(point).unwrap_or(k);
+                let mut dirs = Vec::new();
+                let mut at = point.clone();
+                for part in rel.iter() {
+                    at.push(part);
+                    dirs.push(c(&at)?);
+                }
+                binds.push(Bind { source: c(k)?, dirs });
+            }
+            mounts.push(PrivateMount { target: c(point)?, binds });
+        }
+        Ok(Plan { mounts, data, user, workdir: c(workdir)? })
+    }
+}
+
+/// One private mount and the kernel's paths bound back into it.
+#[derive(Debug)]
+struct PrivateMount {
+    target: CString,
+    binds: Vec<Bind>,
+}
+
+/// A path under a mount point that the kernel keeps seeing: `dirs` are the dirs from the
+/// mount point down to it (the last one is the bind target).
+#[derive(Debug)]
+struct Bind {
+    source: CString,
+    dirs: Vec<CString>,
+}
+
+/// Everything the child does before exec, prepared by the parent (the child may not allocate).
+#[derive(Debug)]
+pub(crate) struct Plan {
+    mounts: Vec<PrivateMount>,
+    /// tmpfs options: `size=N,mode=1777`.
+    data: CString,
+    user: Option<(u32, u32)>,
+    workdir: CString,
+}
+
+impl Plan {
+    /// Enters the kernel's mount namespace, mounts its private `/dev/shm` and `/tmp`, switches
+    /// to its user and enters its work dir. Runs between fork and exec, after the cgroup join
+    /// (so the kernel's tmpfs pages are charged to it), as root: only async-signal-safe calls.
+    pub(crate) fn enter(&self) -> std::io::Result<()> {
+        let check = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) };
+        // SAFETY: plain system calls on NUL-terminated strings the parent built.
+        unsafe {
+            check(libc::unshare(libc::CLONE_NEWNS))?;
+            // Slave, not shared: the kernel's mounts never reach the host (or other kernels).
+            let root = c"/";
+            check(libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_SLAVE,
+                std::ptr::null(),
+            ))?;
+            for m in &self.mounts {
+                // Opened in the new namespace, before the tmpfs hides them: a bind's source
+                // must be a mount of the caller's namespace.
+                let mut fds = [-1; MAX_BINDS];
+                for (fd, b) in fds.iter_mut().zip(&m.binds) {
+                    *fd = libc::open(b.source.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+                    check(*fd)?;
+                }
+                check(libc::mount(
+                    c"tmpfs".as_ptr(),
+                    m.target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    self.data.as_ptr().cast(),
+                ))?;
+                for (&fd, b) in fds.iter().zip(&m.binds) {
+                    for d in &b.dirs {
+                        if libc::mkdir(d.as_ptr(), DIR_MODE) == 0 {
+                            // Whatever the agent's umask: the kernel's user must pass through.
+                            check(libc::chmod(d.as_ptr(), DIR_MODE))?;
+                        } else {
+                            let e = std::io::Error::last_os_error();
+                            if e.raw_os_error() != Some(libc::EEXIST) {
+                                return Err(e);
+                            }
+                        }
+                    }
+                    let mut buf = [0u8; 32];
+                    let source = fd_path(fd, &mut buf);
+                    let Some(target) = b.dirs.last() else { continue };
+                    check(libc::mount(
+                        source.cast(),
+                        target.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND | libc::MS_REC,
+                        std::ptr::null(),
+                    ))?;
+                    libc::close(fd);
+                }
+            }
+            if let Some((uid, gid)) = self.user {
+                check(libc::setgroups(0, std::ptr::null()))?;
+                check(libc::setgid(gid))?;
+                check(libc::setuid(uid))?;
+            }
+            // As the kernel's user, in its namespace: a work dir it may not enter fails here,
+            // as it would without private mounts.
+            check(libc::chdir(self.workdir.as_ptr()))
+        }
+    }
+}
+
+/// `/proc/self/fd/<fd>` into `buf` (NUL-terminated), without allocating.
+fn fd_path(fd: libc::c_int, buf: &mut [u8; 32]) -> *const u8 {
+    const PREFIX: &[u8] = b"/proc/self/fd/";
+    buf[..PREFIX.len()].copy_from_slice(PREFIX);
+    let mut digits = [0u8; 10];
+    let (mut n, mut len) = (fd.unsigned_abs(), 0);
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        buf[PREFIX.len() + i] = digits[len - 1 - i];
+    }
+    buf[PREFIX.len() + len] = 0;
+    buf.as_ptr()
+}
+
+/// Whether a child of this process may enter a mount namespace and mount a tmpfs on `point`
+/// there (a container without CAP_SYS_ADMIN may not); the error says why not.
+fn probe(point: &Path) -> Result<(), String> {
+    let target = CString::new(point.as_os_str().as_bytes()).map_err(|_| "bad mount point".to_string())?;
+    // SAFETY: the child makes only async-signal-safe calls and leaves with `_exit`.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => unsafe {
+            let ok = libc::unshare(libc::CLONE_NEWNS) == 0
+                && libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                ) == 0
+                && libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    c"size=4096".as_ptr().cast(),
+                ) == 0;
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL);
+            libc::_exit(if ok { 0 } else { errno & 0xff })
+        },
+        Ok(nix::unistd::ForkResult::Parent { child }) => match nix::sys::wait::waitpid(child, None) {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
+            Ok(nix::sys::wait::WaitStatus::Exited(_, errno)) => Err(format!(
+                "cannot make a mount namespace: {}",
+                nix::errno::Errno::from_raw(errno).desc().to_lowercase()
+            )),
+            other => Err(format!("the mount namespace probe ended oddly: {other:?}")),
+        },
+        Err(e) => Err(format!("cannot fork the mount namespace probe: {}", e.desc().to_lowercase())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fd_paths_are_written_without_allocating() {
+        let mut buf = [0u8; 32];
+        for (fd, want) in [(0, "/proc/self/fd/0"), (7, "/proc/self/fd/7"), (1234, "/proc/self/fd/1234")] {
+            let p = fd_path(fd, &mut buf);
+            // SAFETY: fd_path NUL-terminates within buf.
+            let s = unsafe { std::ffi::CStr::from_ptr(p.cast()) };
+            assert_eq!(s.to_str().unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn paths_under_a_mount_point_are_bound_back_once() {
+        let base = tempfile::tempdir_in("/tmp").unwrap();
+        let kernel = base.path().join("kernels/1.1.0");
+        let work = kernel.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let outside = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let p = PrivateTmp { points: vec!["/dev/shm".into(), "/tmp".into()] };
+        let plan = p.plan(64 << 20, &[&kernel, &work, outside.path()], Some((7, 8)), &work).unwrap();
+        assert_eq!(plan.data.to_str().unwrap(), format!("size={},mode=1777", 64 << 20));
+        assert_eq!(plan.mounts.len(), 2);
+        assert!(plan.mounts[0].binds.is_empty(), "nothing of the kernel's lies in /dev/shm");
+        let tmp = &plan.mounts[1];
+        assert_eq!(tmp.target.to_str().unwrap(), "/tmp");
+        assert_eq!(tmp.binds.len(), 1, "the work dir comes along with the kernel dir: {:?}", tmp.binds);
+        let kernel = kernel.canonicalize().unwrap();
+        assert_eq!(tmp.binds[0].source.to_str().unwrap(), kernel.to_str().unwrap());
+        let dirs: Vec<&str> = tmp.binds[0].dirs.iter().map(|d| d.to_str().unwrap()).collect();
+        assert_eq!(dirs.len(), 3, "{dirs:?}");
+        assert_eq!(dirs[2], kernel.to_str().unwrap());
+        assert!(kernel.starts_with(dirs[0]) && Path::new(dirs[0]).parent() == Some(Path::new("/tmp")));
+        let plan = p.plan(0, &[], None, &work).unwrap();
+        assert_eq!(plan.data.to_str().unwrap(), "mode=1777", "no memory limit: tmpfs's default size");
+    }
+}
