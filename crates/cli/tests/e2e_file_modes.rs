@@ -61,7 +61,11 @@ fn another_users_job_reads_nothing_of_the_store_or_other_kernels() {
     if skip_unless_root("another_users_job_reads_nothing_of_the_store_or_other_kernels") {
         return;
     }
-    let b = Berth::up(&["--no-docker"]);
+    // Outside /tmp (kernels get a private one) and open to all up to the data dir, as
+    // /var/lib is: what guards berth's files must be berth's own modes.
+    let home = support::shared_tempdir();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let b = Berth::up_in(home, &["--no-docker"]);
     let alice = b.create_user("alice");
     let bob = b.create_user("bob");
     let secret = format!("s3cr3t{}", std::process::id());
@@ -83,6 +87,7 @@ fn another_users_job_reads_nothing_of_the_store_or_other_kernels() {
          for f in berth.db berth.db-wal admin-token join-token; do cat {data}/$f >/dev/null 2>&1 && echo READ $f; done; \
          cat {data}/agent/kernels/{a}.0.0/stdout >/dev/null 2>&1 && echo READ alice-log; \
          cat {data}/agent/kernels/{a}.0.0/work/mine >/dev/null 2>&1 && echo READ alice-file; \
+         test -e {data}/berth.db && echo REACHED; \
          echo done"
     );
     let spy = submit_as(&b, &bob, &["--", "sh", "-c", &script]);
@@ -90,6 +95,8 @@ fn another_users_job_reads_nothing_of_the_store_or_other_kernels() {
     let o = b.cli_as(&bob, &["logs", &spy.to_string()]);
     let log = text(&o.stdout);
     assert!(log.contains("done"), "bob's job did not run to its end: {log}{}", text(&o.stderr));
+    // The control: bob's job does reach the data dir, so what stopped it was the modes.
+    assert!(log.contains("REACHED"), "bob's job cannot even reach the data dir: the test proves nothing\n{log}");
     for needle in ["FOUND", "LISTED", "READ"] {
         assert!(!log.contains(needle), "another user's job got at what is not its own:\n{log}");
     }

@@ -4,53 +4,13 @@
 //! are never given out twice.
 //!
 //! The data dir is a 20 MiB tmpfs of the test's own (root only; `CI=true` without root fails).
+//! `disk` is declared before `b`, so berth stops before it is unmounted.
 
 mod support;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use support::{Berth, text};
-
-/// A tmpfs on `<home>/data`, unmounted (and its mount point removed) on drop.
-struct Mounted(PathBuf);
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn mount_small_data_dir(home: &Path, test: &str) -> Option<Mounted> {
-    let data = home.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ok = root
-        && Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=20m,mode=0700", "tmpfs"])
-            .arg(&data)
-            .status()
-            .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{test}: cannot mount a tmpfs (needs root)");
-        eprintln!("SKIPPED: {test}: cannot mount a tmpfs (needs root)");
-        return None;
-    }
-    Some(Mounted(data))
-}
-
-/// Fills the file system of `dir` with one file; returns it (remove it to free the space).
-fn fill(dir: &Path) -> PathBuf {
-    let p = dir.join("filler");
-    let mut f = std::fs::File::create(&p).unwrap();
-    let chunk = vec![0u8; 64 << 10];
-    while f.write(&chunk).is_ok_and(|n| n > 0) {}
-    while f.write(&[0u8]).is_ok_and(|n| n == 1) {}
-    p
-}
+use support::{Berth, Tmpfs, text};
 
 /// `GET /v1/health` as JSON (no token needed).
 fn health(url: &str) -> serde_json::Value {
@@ -73,17 +33,13 @@ fn job_ids(b: &Berth) -> Vec<i64> {
 #[test]
 fn a_full_disk_refuses_writes_with_507_and_berth_recovers_without_a_restart() {
     let home = tempfile::tempdir().unwrap();
-    let Some(_mount) =
-        mount_small_data_dir(home.path(), "a_full_disk_refuses_writes_with_507_and_berth_recovers_without_a_restart")
-    else {
-        return;
-    };
+    let Some(disk) = Tmpfs::mount(&home.path().join("data"), "size=20m,mode=0700") else { return };
     let mut b = Berth::up_in(home, &["--no-cache", "--no-docker"]);
     let data = b.data.clone();
     let running = b.submit(&["--", "sleep", "3"]);
     b.wait_state(running, "RUNNING");
 
-    let filler = fill(&data);
+    let filler = disk.fill_blocks();
     let pad = format!("PAD={}", "x".repeat(16 << 10));
     let mut acknowledged = vec![running];
     let mut refused = 0;
