@@ -9,7 +9,6 @@ mod support;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use serde_json::Value;
 use support::{Berth, text};
 
 fn is_root() -> bool {
@@ -24,14 +23,6 @@ fn skip_unless_root(test: &str) -> bool {
     assert!(std::env::var("CI").as_deref() != Ok("true"), "{test}: needs root (kernels of two users, two uids)");
     eprintln!("SKIPPED: {test}: needs root (kernels of two users, two uids)");
     true
-}
-
-fn submit_as(b: &Berth, token: &str, args: &[&str]) -> i64 {
-    let mut a = vec!["submit", "-o", "json"];
-    a.extend(args);
-    let o = b.cli_as(token, &a);
-    assert!(o.status.success(), "submit failed: {}", text(&o.stderr));
-    serde_json::from_slice::<Value>(&o.stdout).unwrap()["id"].as_i64().unwrap()
 }
 
 /// Every path under `dir` that others (group or world) may read or change, skipping the
@@ -69,11 +60,8 @@ fn another_users_job_reads_nothing_of_the_store_or_other_kernels() {
     let alice = b.create_user("alice");
     let bob = b.create_user("bob");
     let secret = format!("s3cr3t{}", std::process::id());
-    let a = submit_as(
-        &b,
-        &alice,
-        &["--env", &format!("SECRET={secret}"), "--", "sh", "-c", "echo $SECRET > mine; sleep 60"],
-    );
+    let a =
+        b.submit_as(&alice, &["--env", &format!("SECRET={secret}"), "--", "sh", "-c", "echo $SECRET > mine; sleep 60"]);
     b.wait_state(a, "RUNNING");
 
     // Bob's job looks for the secret (spelt so that his own spec does not hold it) everywhere
@@ -90,7 +78,7 @@ fn another_users_job_reads_nothing_of_the_store_or_other_kernels() {
          test -e {data}/berth.db && echo REACHED; \
          echo done"
     );
-    let spy = submit_as(&b, &bob, &["--", "sh", "-c", &script]);
+    let spy = b.submit_as(&bob, &["--", "sh", "-c", &script]);
     b.wait_state(spy, "SUCCEEDED");
     let o = b.cli_as(&bob, &["logs", &spy.to_string()]);
     let log = text(&o.stdout);

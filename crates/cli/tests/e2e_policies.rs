@@ -16,14 +16,6 @@ fn ps_row(b: &Berth, id: i64) -> Value {
     ps.as_array().unwrap().iter().find(|j| j["id"] == id).cloned().unwrap_or(Value::Null)
 }
 
-fn submit_as(b: &Berth, token: &str, args: &[&str]) -> i64 {
-    let mut a = vec!["submit", "-o", "json"];
-    a.extend(args);
-    let o = b.cli_as(token, &a);
-    assert!(o.status.success(), "submit as another user failed: {}", text(&o.stderr));
-    serde_json::from_slice::<Value>(&o.stdout).unwrap()["id"].as_i64().unwrap()
-}
-
 fn cancel(b: &Berth, ids: &[i64]) {
     let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
     let mut a = vec!["cancel"];
@@ -63,7 +55,7 @@ fn drf_lets_the_user_with_the_smaller_share_go_first() {
     b.wait_state(a1, "RUNNING");
     b.wait_state(a2, "RUNNING");
     let a3 = b.submit(&["--gpus", "1", "--", "sleep", "300"]);
-    let b1 = submit_as(&b, &bob, &["--gpus", "1", "--", "sleep", "300"]);
+    let b1 = b.submit_as(&bob, &["--gpus", "1", "--", "sleep", "300"]);
     b.wait_job(b1, "a pass", pending_reason);
     assert_eq!(ps_row(&b, b1)["position"], 1, "bob holds nothing, the admin both GPUs");
     cancel(&b, &[a1]);

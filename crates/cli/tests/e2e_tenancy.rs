@@ -9,14 +9,6 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 use support::{BIN, Berth, text};
 
-fn submit_as(b: &Berth, token: &str, args: &[&str]) -> i64 {
-    let mut a = vec!["submit", "-o", "json"];
-    a.extend(args);
-    let o = b.cli_as(token, &a);
-    assert!(o.status.success(), "submit failed: {}", text(&o.stderr));
-    serde_json::from_slice::<Value>(&o.stdout).unwrap()["id"].as_i64().unwrap()
-}
-
 fn ids(out: &[u8]) -> Vec<i64> {
     let v: Value = serde_json::from_slice(out).unwrap();
     v.as_array().unwrap().iter().map(|j| j["id"].as_i64().unwrap()).collect()
@@ -37,8 +29,8 @@ fn projects_share_jobs_with_members_only() {
     let who = b.cli_as(&bob, &["whoami"]);
     assert!(text(&who.stdout).contains("projects vision"), "{}", text(&who.stdout));
 
-    let shared = submit_as(&b, &bob, &["--project", "vision", "--share", "--", "sleep", "30"]);
-    let private = submit_as(&b, &bob, &["--project", "vision", "--", "sleep", "30"]);
+    let shared = b.submit_as(&bob, &["--project", "vision", "--share", "--", "sleep", "30"]);
+    let private = b.submit_as(&bob, &["--project", "vision", "--", "sleep", "30"]);
     assert_eq!(ids(&b.cli_as(&carol, &["ps", "-o", "json"]).stdout), vec![shared]);
     assert!(b.cli_as(&carol, &["show", &shared.to_string()]).status.success());
     let o = b.cli_as(&carol, &["show", &private.to_string()]);
@@ -59,7 +51,7 @@ fn projects_share_jobs_with_members_only() {
     // Slurm's --account is the project.
     let script = b.home.path().join("job.sh");
     std::fs::write(&script, "#!/bin/sh\n#SBATCH --account=vision\ntrue\n").unwrap();
-    let id = submit_as(&b, &bob, &[script.to_str().unwrap()]);
+    let id = b.submit_as(&bob, &[script.to_str().unwrap()]);
     let o = b.cli_as(&bob, &["show", "-o", "json", &id.to_string()]);
     let detail: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(detail["spec"]["project"], "vision");
@@ -139,8 +131,8 @@ fn quotas_from_the_cli_hold_jobs_with_a_reason() {
     let o = b.cli(&["admin", "quota", "set", "--user", "bob"]);
     assert_eq!(o.status.code(), Some(2), "no limit given: {}", text(&o.stderr));
     b.ok(&["admin", "quota", "set", "--user", "bob", "--gpus", "1", "--pending", "10"]);
-    let first = submit_as(&b, &bob, &["--gpus", "1", "--", "sleep", "30"]);
-    let second = submit_as(&b, &bob, &["--gpus", "1", "--", "sleep", "30"]);
+    let first = b.submit_as(&bob, &["--gpus", "1", "--", "sleep", "30"]);
+    let second = b.submit_as(&bob, &["--gpus", "1", "--", "sleep", "30"]);
     b.wait_state(first, "RUNNING");
     let j = b.wait_job(second, "a quota reason", |j| j["job"]["pending_reason"]["kind"] == "quota");
     assert_eq!(j["job"]["pending_reason"]["message"], "quota: user bob gpu 1/1 in use");
@@ -160,8 +152,8 @@ fn usage_reports_per_user_and_project_as_table_json_and_csv() {
     let bob = b.create_user("bob");
     b.ok(&["admin", "project", "create", "vision"]);
     b.ok(&["admin", "project", "add-member", "vision", "bob"]);
-    let ok = submit_as(&b, &bob, &["--project", "vision", "--cpus", "2", "--", "sleep", "0.2"]);
-    let bad = submit_as(&b, &bob, &["--", "false"]);
+    let ok = b.submit_as(&bob, &["--project", "vision", "--cpus", "2", "--", "sleep", "0.2"]);
+    let bad = b.submit_as(&bob, &["--", "false"]);
     let mine = b.submit(&["--", "true"]);
     b.wait_state(ok, "SUCCEEDED");
     b.wait_state(bad, "FAILED");

@@ -215,6 +215,15 @@ impl Berth {
             .expect("run berth")
     }
 
+    /// `berth submit <args>` as another user (its token) → the new job id.
+    pub fn submit_as(&self, token: &str, args: &[&str]) -> i64 {
+        let mut a = vec!["submit", "-o", "json"];
+        a.extend(args);
+        let o = self.cli_as(token, &a);
+        assert!(o.status.success(), "submit as another user failed: {}", text(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()["id"].as_i64().unwrap()
+    }
+
     /// Runs a command that must succeed; returns its stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let o = self.cli(args);
