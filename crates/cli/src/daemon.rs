@@ -433,17 +433,9 @@ fn remember_admin_token(data_dir: &Path, bootstrap: Option<&Bootstrap>) -> anyho
 }
 
 fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    f.write_all(content.as_bytes())?;
-    Ok(())
+    // A new 0600 file renamed over the old one: truncating an existing file keeps its mode.
+    berth_cache::private::write_atomic(path, content.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The kernel shim process kernels run under: this very binary (`berth kernel-shim`), by

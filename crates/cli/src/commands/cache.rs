@@ -251,18 +251,10 @@ fn token(a: TokenArgs) -> anyhow::Result<ExitCode> {
     let ttl = parse_duration(&a.ttl).map_err(|e| UsageError::error(format!("--ttl: {e}")))?;
     let t = key.sign(&Claims { sub: a.sub, projects: a.projects, admin: a.admin, exp: unix_now() + ttl as i64 });
     match a.out {
-        Some(p) => {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::File::options()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&p)
-                .with_context(|| format!("cannot write {}", p.display()))?;
-            f.write_all(t.as_bytes())?;
-        }
+        // A new 0600 file renamed over the old one: an existing file readable by others
+        // (truncating keeps its mode) never holds the token.
+        Some(p) => berth_cache::private::write_atomic(&p, t.as_bytes())
+            .with_context(|| format!("cannot write {}", p.display()))?,
         None => println!("{t}"),
     }
     Ok(ExitCode::SUCCESS)
