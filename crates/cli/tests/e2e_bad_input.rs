@@ -28,6 +28,12 @@ fn rejected_submissions_leave_the_store_untouched() {
     fails_with(&b, &["submit", "--gpus", "4", "--", "true"], "no node can ever run this");
     fails_with(&b, &["submit", "--cpus", "4096", "--", "true"], "no node can ever run this");
     fails_with(&b, &["submit", "--"], "command");
+    // These wrapped to a 44 s and a 61,184 s limit (u64 overflow) and were accepted.
+    fails_with(&b, &["submit", "--time-limit", "307445734561825861m", "--", "true"], "maximum, 36500d");
+    fails_with(&b, &["submit", "--time-limit", "213503982334602d", "--", "true"], "maximum, 36500d");
+    let sbatch = b.home.path().join("long.sh");
+    std::fs::write(&sbatch, "#!/bin/sh\n#SBATCH --time=307445734561825861\ntrue\n").unwrap();
+    fails_with(&b, &["submit", sbatch.to_str().unwrap()], "maximum, 36500d");
     fails_with(&b, &["submit", "--queue", "nope", "--", "true"], "queue");
     let bad = b.home.path().join("bad.toml");
     std::fs::write(&bad, "command = [\"true\"\nmem = 4GiB\n").unwrap();
