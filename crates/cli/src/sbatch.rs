@@ -108,11 +108,12 @@ fn slurm_time(v: &str) -> String {
         let parts: Vec<&str> = s.split(':').collect();
         parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())).then_some(parts)
     }
-    let units = |parts: &[&str], names: &[&str]| parts.iter().zip(names).map(|(p, u)| format!("{p}{u}")).collect::<String>();
+    let units =
+        |parts: &[&str], names: &[&str]| parts.iter().zip(names).map(|(p, u)| format!("{p}{u}")).collect::<String>();
     let t = match v.split_once('-') {
-        Some((d, rest)) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => nums(rest).and_then(|p| {
-            (1..=3).contains(&p.len()).then(|| format!("{d}d{}", units(&p, &["h", "m", "s"])))
-        }),
+        Some((d, rest)) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => {
+            nums(rest).and_then(|p| (1..=3).contains(&p.len()).then(|| format!("{d}d{}", units(&p, &["h", "m", "s"]))))
+        }
         Some(_) => None,
         None => nums(v).and_then(|p| match p.len() {
             1 => Some(units(&p, &["m"])),

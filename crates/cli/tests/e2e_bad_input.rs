@@ -109,6 +109,25 @@ fn the_api_requires_a_token_and_describes_itself() {
     assert!(v["paths"]["/v1/jobs/{id}/cancel"].is_object());
 }
 
+#[test]
+fn a_log_offset_past_the_end_is_an_empty_page_with_the_log_size() {
+    let b = Berth::up(&[]);
+    let id = b.submit(&["--", "echo", "hello"]);
+    b.wait_state(id, "SUCCEEDED");
+    let token = b.admin_token();
+    // The first answered 404 `node ... has no Stdout log` (lseek past ext4's largest file).
+    for offset in ["755378507596559", "9223372036854775808", "18446744073709551615", "6", "100"] {
+        let url = format!("{}/v1/jobs/{id}/logs?offset={offset}", b.url);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (status, next, body) = rt.block_on(async {
+            let r = reqwest::Client::new().get(&url).bearer_auth(&token).send().await.unwrap();
+            let next = r.headers().get("berth-next-offset").map(|v| v.to_str().unwrap().to_string());
+            (r.status().as_u16(), next, r.bytes().await.unwrap())
+        });
+        assert_eq!((status, next.as_deref(), body.len()), (200, Some("6"), 0), "offset {offset}: {body:?}");
+    }
+}
+
 fn reqwest_get(url: &str) -> String {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async { reqwest::get(url).await.unwrap().text().await.unwrap() })

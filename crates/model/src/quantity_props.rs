@@ -31,7 +31,10 @@ fn around(max: u128, weight: u128) -> BoxedStrategy<u128> {
     .boxed()
 }
 
-fn unit_then_number(units: &'static [(&'static str, u128)], max: u64) -> impl Strategy<Value = (&'static str, u128, u128)> {
+fn unit_then_number(
+    units: &'static [(&'static str, u128)],
+    max: u64,
+) -> impl Strategy<Value = (&'static str, u128, u128)> {
     prop::sample::select(units).prop_flat_map(move |(u, w)| (Just(u), Just(w), around(max as u128, w)))
 }
 
@@ -98,7 +101,12 @@ proptest! {
 
 #[test]
 fn the_reported_overflows_are_refused_with_the_maximum() {
-    for s in ["307445734561825861m", "213503982334602d", "18446744073709551616", "99999999999999999999999999999999999999999d"] {
+    for s in [
+        "307445734561825861m",
+        "213503982334602d",
+        "18446744073709551616",
+        "99999999999999999999999999999999999999999d",
+    ] {
         let e = parse_duration(s).unwrap_err().to_string();
         assert!(e.contains(s) && e.contains("maximum, 36500d"), "{e}");
     }

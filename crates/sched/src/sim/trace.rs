@@ -166,10 +166,12 @@ pub fn parse_philly(reader: impl BufRead, opts: PhillyOptions) -> Result<Trace, 
         }
         let ts = parse_timestamp(f[0])
             .ok_or_else(|| err(n, format!("bad timestamp `{}`: expected YYYY-MM-DD HH:MM:SS", f[0])))?;
-        let dur = parse_secs(f[1])
-            .filter(|d| *d >= 0.0 && *d <= berth_model::MAX_DURATION_SECS as f64)
-            .ok_or_else(|| {
-                err(n, format!("bad duration `{}`: expected seconds from 0 to {}", f[1], berth_model::MAX_DURATION_SECS))
+        let dur =
+            parse_secs(f[1]).filter(|d| *d >= 0.0 && *d <= berth_model::MAX_DURATION_SECS as f64).ok_or_else(|| {
+                err(
+                    n,
+                    format!("bad duration `{}`: expected seconds from 0 to {}", f[1], berth_model::MAX_DURATION_SECS),
+                )
             })?;
         let gpus: u32 = f[2]
             .trim()
@@ -263,7 +265,10 @@ pub fn parse_swf(reader: impl BufRead, opts: SwfOptions) -> Result<Trace, TraceE
         let secs = |k: usize, what: &str| -> Result<i64, TraceError> {
             let v = num(k, what)?;
             if v > berth_model::MAX_DURATION_SECS as i64 {
-                return Err(err(n, format!("field {k} ({what}) `{v}` is too large: at most {}", berth_model::MAX_DURATION_SECS)));
+                return Err(err(
+                    n,
+                    format!("field {k} ({what}) `{v}` is too large: at most {}", berth_model::MAX_DURATION_SECS),
+                ));
             }
             Ok(v)
         };
