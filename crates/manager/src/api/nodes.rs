@@ -19,7 +19,7 @@ pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Jso
 }
 
 /// Drain a node: running jobs finish, no new job starts there (admin only).
-#[utoipa::path(post, path = "/v1/nodes/{name}/drain", tag = "nodes", request_body = DrainRequest,
+#[utoipa::path(post, path = "/v1/nodes/{name}/drain", tag = "nodes", request_body = Option<DrainRequest>,
     params(("name" = String, Path, description = "node name")),
     responses((status = 200, body = NodeView), (status = 403, body = berth_model::api::ErrorBody),
         (status = 404, body = berth_model::api::ErrorBody)))]
