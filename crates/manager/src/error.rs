@@ -99,7 +99,7 @@ fn past_int64(v: &serde_json::Value) -> Option<u64> {
 }
 
 /// `T` read from a JSON object only.
-struct Object<T>(T);
+pub struct Object<T>(pub T);
 
 impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Object<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

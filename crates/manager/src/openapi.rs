@@ -119,9 +119,34 @@ fn unsigned(v: &mut Value) {
     }
 }
 
+/// The ranges and shapes `JobSpec::validate` and the handlers enforce on bodies, stated in
+/// the spec so that clients (and fuzzers) know them: (schema, property, what to merge in).
+fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
+    use berth_model::{MAX_DURATION_SECS, MAX_MEM_BYTES, MAX_MILLI};
+    vec![
+        ("JobSpec", "command", json!({"minItems": 1})),
+        ("JobSpec", "nodes", json!({"minimum": 1})),
+        ("JobSpec", "kernels", json!({"minimum": 1, "maximum": berth_model::job::MAX_KERNELS})),
+        ("JobSpec", "time_limit_secs", json!({"minimum": 1, "maximum": MAX_DURATION_SECS})),
+        ("JobSpec", "workdir", json!({"pattern": "^/"})),
+        ("JobSpec", "queue", json!({"pattern": "^[A-Za-z0-9_-]+$"})),
+        ("JobSpec", "project", json!({"pattern": NAME})),
+        ("ResourceRequest", "cpu_milli", json!({"minimum": 1, "maximum": MAX_MILLI})),
+        ("ResourceRequest", "mem_bytes", json!({"minimum": 1, "maximum": MAX_MEM_BYTES})),
+        ("ResourceRequest", "gpu_milli", json!({"maximum": MAX_MILLI})),
+        ("CacheMemberUpdate", "weight", json!({"minimum": 1, "maximum": berth_model::api::MAX_CACHE_WEIGHT})),
+    ]
+}
+
 /// See [`Shared`].
 fn complete(v: &mut Value) {
     unsigned(v);
+    for (schema, prop, rule) in body_rules() {
+        let at = format!("/components/schemas/{schema}/properties/{prop}");
+        if let (Some(Value::Object(p)), Value::Object(rule)) = (v.pointer_mut(&at), rule) {
+            p.extend(rule);
+        }
+    }
     let Some(paths) = v.get_mut("paths").and_then(Value::as_object_mut) else { return };
     for (path, item) in paths.iter_mut() {
         let Some(item) = item.as_object_mut() else { continue };
@@ -253,5 +278,13 @@ mod tests {
         );
         assert_eq!(schema_of(&params("/v1/usage", "get"), "by")["enum"], json!(["user", "project"]));
         assert_eq!(schema_of(&params("/v1/jobs", "get"), "state")["enum"][0], "PENDING");
+        // A `u32` is what serde reads, not int32; the body rules landed.
+        let spec_schema = &s["components"]["schemas"]["JobSpec"]["properties"];
+        assert_eq!(
+            (spec_schema["nodes"]["format"].as_str(), spec_schema["nodes"]["minimum"].as_u64()),
+            (Some("uint32"), Some(1))
+        );
+        assert_eq!(spec_schema["kernels"]["maximum"], 64);
+        assert_eq!(spec_schema["command"]["minItems"], 1);
     }
 }

@@ -33,8 +33,9 @@ pub async fn drain(
     let reason = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        serde_json::from_slice::<DrainRequest>(&body)
+        serde_json::from_slice::<crate::error::Object<DrainRequest>>(&body)
             .map_err(|e| ApiError::bad_request(format!("invalid drain request: {e}: send {{\"reason\": \"...\"}}")))?
+            .0
             .reason
     };
     m.drain(&name, reason.clone(), &admin.name).await?;
