@@ -18,7 +18,11 @@ use crate::state::{Job, row_view};
 /// Submit a job.
 #[utoipa::path(post, path = "/v1/jobs", request_body = SubmitRequest, tag = "jobs",
     responses((status = 201, body = JobView), (status = 400, body = berth_model::api::ErrorBody),
-        (status = 401, body = berth_model::api::ErrorBody), (status = 422, body = berth_model::api::ErrorBody)))]
+        (status = 401, body = berth_model::api::ErrorBody),
+        (status = 403, description = "not a member of the project, or a priority above the quota's", body = berth_model::api::ErrorBody),
+        (status = 404, description = "no such project or queue", body = berth_model::api::ErrorBody),
+        (status = 422, body = berth_model::api::ErrorBody),
+        (status = 429, description = "the pending-jobs quota is full", body = berth_model::api::ErrorBody)))]
 pub async fn submit(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
