@@ -72,8 +72,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let axum::Json(Object(v)) =
+        let axum::Json(Object(mut v)) =
             axum::Json::<Object<serde_json::Value>>::from_request(req, state).await.map_err(json_rejection)?;
+        integral(&mut v);
         if let Some(n) = past_int64(&v) {
             return Err(ApiError::bad_request(format!(
                 "invalid request body: {n} is too large: integers are at most {} (int64)",
@@ -84,6 +85,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
         serde_path_to_error::deserialize(v)
             .map(Json)
             .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}")))
+    }
+}
+
+/// Turns numbers like `50.0` into `50`: JSON (and JSON Schema) call them integers, serde's
+/// integer fields would refuse them.
+fn integral(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15) {
+                *n = serde_json::Number::from(f as i64);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(integral),
+        serde_json::Value::Object(m) => m.values_mut().for_each(integral),
+        _ => {}
     }
 }
 

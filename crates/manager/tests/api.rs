@@ -246,6 +246,10 @@ async fn what_the_spec_refuses_is_refused() {
         .await;
     assert_eq!(s, 400, "{v}");
     assert!(v["error"].as_str().unwrap().contains("int64"), "{v}");
+    // `50.0` is an integer in JSON: accepted where an integer is wanted.
+    let (s, v) = e.admin.put("/v1/admin/quotas/user/alice", json!({"gpu_milli": 2000.0})).await;
+    assert_eq!(s, 204, "{v}");
+    assert_eq!(e.admin.put("/v1/admin/quotas/user/alice", json!({"gpu_milli": 2000.5})).await.0, 400);
     // An empty state is no state.
     assert_eq!(e.admin.get("/v1/jobs?state=").await.0, 400);
     assert_eq!(e.admin.get("/v1/jobs?state=pending").await.0, 200);

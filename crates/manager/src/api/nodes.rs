@@ -29,8 +29,8 @@ pub async fn drain(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<axum::Json<NodeView>, ApiError> {
-    // The body is optional: `curl -X POST .../drain` drains with a default reason.
-    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+    // The body is optional: `curl -X POST .../drain` (or a `null` body) drains with a default reason.
+    let reason = if body.iter().all(u8::is_ascii_whitespace) || body.trim_ascii() == b"null" {
         None
     } else {
         serde_json::from_slice::<crate::error::Object<DrainRequest>>(&body)
