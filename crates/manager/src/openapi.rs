@@ -135,6 +135,12 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("ResourceRequest", "mem_bytes", json!({"minimum": 1, "maximum": MAX_MEM_BYTES})),
         ("ResourceRequest", "gpu_milli", json!({"maximum": MAX_MILLI})),
         ("CacheMemberUpdate", "weight", json!({"minimum": 1, "maximum": berth_model::api::MAX_CACHE_WEIGHT})),
+        ("CacheBucket", "projects", json!({"items": {"type": "string", "pattern": NAME}})),
+        // `null` leaves a queue's key as it is.
+        ("QueueUpdate", "ordering", json!({"enum": ["fifo", "lifo", "drf", "fair-share", null]})),
+        ("QueueUpdate", "scoring", json!({"enum": ["binpack", "spread", null]})),
+        ("QueueUpdate", "preemption", json!({"enum": ["off", "requeue", "cancel", null]})),
+        ("QueueUpdate", "head_of_line", json!({"pattern": "^(strict|backfill|skip-after-0*[1-9][0-9]{0,8})$"})),
     ]
 }
 
@@ -204,6 +210,9 @@ fn constrain(path: &str, p: &mut Value) {
             json!({"type": "string", "pattern": NAME})
         }
         ("name", "path") if path.starts_with("/v1/admin/quotas/") => json!({"type": "string", "pattern": NAME}),
+        ("name", "path") if path.starts_with("/v1/admin/cache/buckets/") => {
+            json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,62}$"})
+        }
         _ => return,
     };
     p["schema"] = schema;
