@@ -20,6 +20,7 @@
 # mostly random program names that fail to start. Run it on a machine where that is fine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 EXAMPLES=${1:-50}
 
 venv=${BERTH_FUZZ_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/fuzz-venv}
@@ -53,13 +54,7 @@ trap cleanup EXIT
 HOME=$tmp XDG_CONFIG_HOME= "$BERTH_BIN" up --data-dir "$tmp/data" --listen 127.0.0.1:0 --no-docker --fake-gpus 2 \
   >"$tmp/up.log" 2>&1 &
 pid=$!
-url=
-for _ in $(seq 1 600); do
-  url=$(grep -o 'http://[0-9.:]*' "$tmp/up.log" | head -n1 || true)
-  [ -n "$url" ] && break
-  sleep 0.1
-done
-[ -n "$url" ] || { cat "$tmp/up.log"; echo "berth up did not start" >&2; exit 1; }
+url=$(berth_url "$tmp/up.log")
 token=$(sed -n 's/^token *= *"\(.*\)"/\1/p' "$tmp/.config/berth/credentials")
 for _ in $(seq 1 100); do
   HOME=$tmp XDG_CONFIG_HOME= "$BERTH_BIN" nodes -o json | grep -q '"ready"' && break
