@@ -28,6 +28,8 @@ struct Open {
     actor: String,
     what: &'static str,
     uses: u64,
+    /// When the last of `uses` happened.
+    last: jiff::Timestamp,
 }
 
 /// The tokens whose minute is open.
@@ -36,10 +38,10 @@ pub struct BadTokenAudit {
     open: Mutex<HashMap<Key, Open>>,
 }
 
-/// The row that stands for `n` uses after the one before.
-fn summary(what: &str, n: u64) -> String {
+/// The row that stands for `n` uses after the one before, the last at `last`.
+fn summary(what: &str, n: u64, last: jiff::Timestamp) -> String {
     let times = if n == 1 { "time" } else { "times" };
-    format!("{what} {n} more {times} within a minute of the entry before")
+    format!("{what} {n} more {times} within a minute of the entry before, the last at {last:.0}")
 }
 
 impl BadTokenAudit {
@@ -50,10 +52,12 @@ impl BadTokenAudit {
         match open.get_mut(&(action, target.to_string())) {
             Some(o) => {
                 o.uses += 1;
+                o.last = jiff::Timestamp::now();
                 false
             }
             None => {
-                open.insert((action, target.to_string()), Open { actor: actor.to_string(), what, uses: 0 });
+                let o = Open { actor: actor.to_string(), what, uses: 0, last: jiff::Timestamp::now() };
+                open.insert((action, target.to_string()), o);
                 true
             }
         }
@@ -70,13 +74,13 @@ impl BadTokenAudit {
             open.remove(&key);
             return None;
         }
-        Some((o.actor.clone(), summary(o.what, std::mem::take(&mut o.uses))))
+        Some((o.actor.clone(), summary(o.what, std::mem::take(&mut o.uses), o.last)))
     }
 
     /// Ends every minute (at shutdown): the rows for the uses counted so far.
     fn drain(&self) -> Vec<(Key, String, String)> {
         let mut open = self.open.lock().expect("bad token audit lock");
-        open.drain().filter(|(_, o)| o.uses > 0).map(|(k, o)| (k, o.actor, summary(o.what, o.uses))).collect()
+        open.drain().filter(|(_, o)| o.uses > 0).map(|(k, o)| (k, o.actor, summary(o.what, o.uses, o.last))).collect()
     }
 }
 
@@ -128,11 +132,10 @@ mod tests {
         // Another token, or another action on it, has its own minute.
         assert!(use_("auth.revoked-token", "def"));
         assert!(use_("auth.expired-token", "abc"));
-        let row = a.close("auth.revoked-token", "abc").unwrap();
-        assert_eq!(
-            row,
-            ("bob".into(), "a revoked token was used 1999 more times within a minute of the entry before".into())
-        );
+        let (actor, detail) = a.close("auth.revoked-token", "abc").unwrap();
+        assert_eq!(actor, "bob");
+        let want = "a revoked token was used 1999 more times within a minute of the entry before, the last at ";
+        assert!(detail.starts_with(want), "{detail}");
         // Uses go on: counted for the next row, not written one by one.
         assert!(!use_("auth.revoked-token", "abc"));
         assert!(a.close("auth.revoked-token", "abc").unwrap().1.contains(" 1 more time within"));
