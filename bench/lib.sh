@@ -4,18 +4,26 @@
 # with Ctrl-C and removes the temp dir. Extra variables for TOOL can be set on the call;
 # BERTH_UP_FLAGS adds flags to `berth up` (e.g. --kernel-shim).
 
+# Prints the URL a starting `berth up` or `berth manager` writes to its log LOG, waiting up to
+# 30 s; prints the log and fails when none comes.
+berth_url() {
+  local log=$1 url
+  for _ in $(seq 1 600); do
+    url=$(grep -o 'http://[0-9.:]*' "$log" | head -n1 || true)
+    [ -n "$url" ] && { echo "$url"; return 0; }
+    sleep 0.05
+  done
+  cat "$log" >&2
+  return 1
+}
+
 run_with_berth() {
   local tool=$1 tmp pid url token
   shift
   tmp=$(mktemp -d)
   HOME=$tmp XDG_CONFIG_HOME= "$BIN" up --data-dir "$tmp/data" --listen 127.0.0.1:0 ${BERTH_UP_FLAGS:-} >"$tmp/up.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 200); do
-    url=$(grep -o 'http://[0-9.:]*' "$tmp/up.log" | head -n1 || true)
-    [ -n "$url" ] && break
-    sleep 0.05
-  done
-  [ -n "$url" ] || { cat "$tmp/up.log"; kill "$pid"; exit 1; }
+  url=$(berth_url "$tmp/up.log") || { kill "$pid"; exit 1; }
   # wait for the local agent to register
   for _ in $(seq 1 100); do
     HOME=$tmp XDG_CONFIG_HOME= "$BIN" nodes -o json | grep -q '"ready"' && break

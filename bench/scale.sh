@@ -18,6 +18,7 @@ cargo build --release --quiet --bin berth --example swarm
 TARGET=${CARGO_TARGET_DIR:-target}
 BIN=$TARGET/release/berth
 SWARM=$TARGET/release/examples/swarm
+source bench/lib.sh
 
 tmp=$(mktemp -d)
 pid=
@@ -30,13 +31,7 @@ trap cleanup EXIT
 HOME=$tmp XDG_CONFIG_HOME= RUST_LOG=${RUST_LOG:-warn} "$BIN" manager --data-dir "$tmp/data" --listen 127.0.0.1:0 \
   >"$tmp/manager.log" 2>&1 &
 pid=$!
-url=
-for _ in $(seq 1 200); do
-  url=$(grep -o 'http://[0-9.:]*' "$tmp/manager.log" | head -n1 || true)
-  [ -n "$url" ] && break
-  sleep 0.05
-done
-[ -n "$url" ] || { cat "$tmp/manager.log"; exit 1; }
+url=$(berth_url "$tmp/manager.log")
 join=$(sed -n 's/^join token for agents: *//p' "$tmp/manager.log")
 token=$(cat "$tmp/data/admin-token")
 

@@ -49,6 +49,23 @@ else
   warn "SKIPPED: pfio could not be installed (no venv/pip or no PyPI): the PFIO dataset-cache test will be SKIPPED"
 fi
 
+# The API fuzz run (bench/fuzz.sh) needs Schemathesis from PyPI, in a venv of its own. On CI
+# (CI=true) a missing Schemathesis fails the run; elsewhere it is skipped with a warning.
+fuzz_venv="${BERTH_FUZZ_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/fuzz-venv}"
+if ! "$fuzz_venv/bin/st" --version >/dev/null 2>&1; then
+  log "installing schemathesis from PyPI into $fuzz_venv"
+  { python3 -m venv "$fuzz_venv" && "$fuzz_venv/bin/pip" install -q "${BERTH_SCHEMATHESIS:-schemathesis>=4.32,<5}"; } || true
+fi
+run_fuzz=true
+if ! "$fuzz_venv/bin/st" --version >/dev/null 2>&1; then
+  if [ "${CI:-}" = true ]; then
+    echo "schemathesis could not be installed into $fuzz_venv (no venv/pip or no PyPI): the API fuzz run is required on CI" >&2
+    exit 1
+  fi
+  warn "SKIPPED: schemathesis could not be installed (no venv/pip or no PyPI): the API fuzz run (bench/fuzz.sh) will be SKIPPED"
+  run_fuzz=false
+fi
+
 # The docker runtime's tests need a running dockerd and a static busybox, from which
 # scripts/test-image.sh builds the test images (no registry is reached). dockerd is started
 # in the background when it is not running; it keeps running after the tests.
@@ -86,4 +103,10 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   log "cargo test --workspace (cargo-nextest not found)"
   cargo test --workspace --no-fail-fast "$@"
+fi
+
+# The REST API fuzzed from its own /openapi.json against a real `berth up` (bench/fuzz.sh).
+if [ "$run_fuzz" = true ]; then
+  log "bench/fuzz.sh (Schemathesis, every check)"
+  BERTH_FUZZ_VENV="$fuzz_venv" bash bench/fuzz.sh
 fi

@@ -39,7 +39,10 @@ pub struct LogChunk {
 }
 
 /// Reads at most `max_bytes` (capped at [`MAX_LOG_CHUNK`]) from `offset`. A missing file is
-/// `found: false`; an offset past the end gives no data and keeps the offset.
+/// `found: false`; an offset at or past the end gives no data and the log's current size as
+/// the next offset (a client that asked too far resumes from there). The offset is never
+/// handed to `lseek` unchecked: past the file system's largest file (16 TiB on ext4) or
+/// `i64::MAX` it fails with `EINVAL`, which once turned into a 404.
 pub fn read_log(path: &Path, offset: u64, max_bytes: u64) -> std::io::Result<LogChunk> {
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -48,6 +51,10 @@ pub fn read_log(path: &Path, offset: u64, max_bytes: u64) -> std::io::Result<Log
         }
         Err(e) => return Err(e),
     };
+    let size = f.metadata()?.len();
+    if offset >= size {
+        return Ok(LogChunk { data: Vec::new(), next_offset: size, found: true });
+    }
     f.seek(SeekFrom::Start(offset))?;
     let mut data = Vec::new();
     f.take(max_bytes.min(MAX_LOG_CHUNK)).read_to_end(&mut data)?;
@@ -76,8 +83,20 @@ mod tests {
         let c = read_log(&p, 11, 100).unwrap();
         assert_eq!((c.data.len(), c.next_offset, c.found), (0, 11, true));
         let c = read_log(&p, 50, 100).unwrap();
-        assert_eq!((c.data.len(), c.next_offset), (0, 50));
+        assert_eq!((c.data.len(), c.next_offset, c.found), (0, 11, true));
         let c = read_log(&dir.path().join("nope"), 3, 10).unwrap();
         assert_eq!((c.found, c.next_offset), (false, 3));
+    }
+
+    #[test]
+    fn an_offset_far_past_the_end_is_an_empty_page_with_the_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("stdout.log");
+        std::fs::write(&p, b"hello").unwrap();
+        // The fuzzer's offset, past ext4's largest file, and past i64::MAX (EINVAL everywhere).
+        for offset in [755_378_507_596_559, 1 << 63, u64::MAX] {
+            let c = read_log(&p, offset, 100).unwrap();
+            assert_eq!((c.data.len(), c.next_offset, c.found), (0, 5, true), "offset {offset}");
+        }
     }
 }

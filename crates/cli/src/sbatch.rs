@@ -99,28 +99,30 @@ fn slurm_gpus(opt: &str, v: &str) -> Option<String> {
     Some(v.rsplit(':').next().unwrap_or(v).to_string())
 }
 
-/// Slurm time (`minutes`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`) as seconds; a value Slurm
-/// would not read is passed through for berth's own parser (`1h30m`) to judge.
+/// Slurm time (`minutes`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`) in berth's form (`30m`,
+/// `1d2h3m4s`), with no arithmetic here: berth's parser computes the value exactly and refuses
+/// one past its maximum naming it. A value Slurm would not read is passed through for berth's
+/// own parser (`1h30m`) to judge.
 fn slurm_time(v: &str) -> String {
-    let nums = |s: &str| s.split(':').map(|p| p.parse::<u64>().ok()).collect::<Option<Vec<u64>>>();
-    let secs = match v.split_once('-') {
-        Some((d, rest)) => d.parse::<u64>().ok().zip(nums(rest)).and_then(|(d, hms)| {
-            let t = match hms.as_slice() {
-                [h] => h * 3600,
-                [h, m] => h * 3600 + m * 60,
-                [h, m, s] => h * 3600 + m * 60 + s,
-                _ => return None,
-            };
-            Some(d * 86400 + t)
-        }),
-        None => nums(v).and_then(|p| match p.as_slice() {
-            [m] => Some(m * 60),
-            [m, s] => Some(m * 60 + s),
-            [h, m, s] => Some(h * 3600 + m * 60 + s),
+    fn nums(s: &str) -> Option<Vec<&str>> {
+        let parts: Vec<&str> = s.split(':').collect();
+        parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())).then_some(parts)
+    }
+    let units =
+        |parts: &[&str], names: &[&str]| parts.iter().zip(names).map(|(p, u)| format!("{p}{u}")).collect::<String>();
+    let t = match v.split_once('-') {
+        Some((d, rest)) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => {
+            nums(rest).and_then(|p| (1..=3).contains(&p.len()).then(|| format!("{d}d{}", units(&p, &["h", "m", "s"]))))
+        }
+        Some(_) => None,
+        None => nums(v).and_then(|p| match p.len() {
+            1 => Some(units(&p, &["m"])),
+            2 => Some(units(&p, &["m", "s"])),
+            3 => Some(units(&p, &["h", "m", "s"])),
             _ => None,
         }),
     };
-    secs.map(|s| s.to_string()).unwrap_or_else(|| v.to_string())
+    t.unwrap_or_else(|| v.to_string())
 }
 
 #[cfg(test)]
@@ -138,10 +140,24 @@ mod tests {
         assert_eq!(translate(&w("-N 2-4")).0, ["--nodes", "2"]);
         assert_eq!(translate(&w("--account=vision")).0, ["--project", "vision"]);
         assert_eq!(translate(&w("-A vision")).0, ["--project", "vision"]);
-        assert_eq!(slurm_time("30"), "1800");
-        assert_eq!(slurm_time("10:30"), "630");
-        assert_eq!(slurm_time("2-12"), (2 * 86400 + 12 * 3600).to_string());
+        assert_eq!(slurm_time("30"), "30m");
+        assert_eq!(slurm_time("10:30"), "10m30s");
+        assert_eq!(slurm_time("1:02:03"), "1h02m03s");
+        assert_eq!(slurm_time("2-12"), "2d12h");
+        assert_eq!(slurm_time("2-12:30:05"), "2d12h30m05s");
         assert_eq!(slurm_time("1h"), "1h");
+        let parse = |v: &str| berth_model::parse_duration(&slurm_time(v));
+        assert_eq!(parse("2-12").unwrap(), 2 * 86400 + 12 * 3600);
+        assert_eq!(parse("10:30").unwrap(), 630);
         assert_eq!(slurm_mem("4G"), "4G");
+    }
+
+    #[test]
+    fn an_sbatch_time_past_the_maximum_is_refused_not_wrapped() {
+        // 307445734561825861 minutes wrapped to 44 s when this module multiplied in u64.
+        for t in ["307445734561825861", "213503982334602-0", "1-307445734561825861:00:00"] {
+            let e = berth_model::parse_duration(&slurm_time(t)).unwrap_err().to_string();
+            assert!(e.contains("maximum, 36500d"), "{t}: {e}");
+        }
     }
 }

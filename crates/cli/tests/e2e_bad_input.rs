@@ -28,6 +28,12 @@ fn rejected_submissions_leave_the_store_untouched() {
     fails_with(&b, &["submit", "--gpus", "4", "--", "true"], "no node can ever run this");
     fails_with(&b, &["submit", "--cpus", "4096", "--", "true"], "no node can ever run this");
     fails_with(&b, &["submit", "--"], "command");
+    // These wrapped to a 44 s and a 61,184 s limit (u64 overflow) and were accepted.
+    fails_with(&b, &["submit", "--time-limit", "307445734561825861m", "--", "true"], "maximum, 36500d");
+    fails_with(&b, &["submit", "--time-limit", "213503982334602d", "--", "true"], "maximum, 36500d");
+    let sbatch = b.home.path().join("long.sh");
+    std::fs::write(&sbatch, "#!/bin/sh\n#SBATCH --time=307445734561825861\ntrue\n").unwrap();
+    fails_with(&b, &["submit", sbatch.to_str().unwrap()], "maximum, 36500d");
     fails_with(&b, &["submit", "--queue", "nope", "--", "true"], "queue");
     let bad = b.home.path().join("bad.toml");
     std::fs::write(&bad, "command = [\"true\"\nmem = 4GiB\n").unwrap();
@@ -101,6 +107,31 @@ fn the_api_requires_a_token_and_describes_itself() {
     let v: serde_json::Value = serde_json::from_str(&spec).unwrap();
     assert!(v["paths"]["/v1/jobs"].is_object(), "{spec}");
     assert!(v["paths"]["/v1/jobs/{id}/cancel"].is_object());
+}
+
+#[test]
+fn a_log_offset_past_the_end_is_an_empty_page_with_the_log_size() {
+    let b = Berth::up(&[]);
+    let id = b.submit(&["--", "echo", "hello"]);
+    b.wait_state(id, "SUCCEEDED");
+    let token = b.admin_token();
+    // The first answered 404 `node ... has no Stdout log` (lseek past ext4's largest file).
+    for offset in ["755378507596559", "9223372036854775807", "6", "100"] {
+        let url = format!("{}/v1/jobs/{id}/logs?offset={offset}", b.url);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (status, next, body) = rt.block_on(async {
+            let r = reqwest::Client::new().get(&url).bearer_auth(&token).send().await.unwrap();
+            let next = r.headers().get("berth-next-offset").map(|v| v.to_str().unwrap().to_string());
+            (r.status().as_u16(), next, r.bytes().await.unwrap())
+        });
+        assert_eq!((status, next.as_deref(), body.len()), (200, Some("6"), 0), "offset {offset}: {body:?}");
+    }
+    // Past the int64 the spec states: refused, not wrapped.
+    let url = format!("{}/v1/jobs/{id}/logs?offset=9223372036854775808", b.url);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let status =
+        rt.block_on(async { reqwest::Client::new().get(&url).bearer_auth(&token).send().await.unwrap().status() });
+    assert_eq!(status.as_u16(), 400);
 }
 
 fn reqwest_get(url: &str) -> String {

@@ -96,7 +96,7 @@ impl Manager {
             None => {
                 let Some((t, u)) = self.store.token(&hash).await? else { return Err(invalid()) };
                 if t.revoked_at.is_some() {
-                    self.audit(&u.name, "auth.revoked-token", t.id(), "a revoked token was used").await;
+                    self.audit_bad_token((&u.name, "auth.revoked-token", t.id()), "a revoked token was used").await;
                     return Err(invalid());
                 }
                 if u.disabled {
@@ -115,7 +115,8 @@ impl Manager {
         };
         if entry.expires_at.is_some_and(|x| now >= x) {
             self.tokens.write().expect("token cache lock").remove(&hash);
-            self.audit(&entry.user.name, "auth.expired-token", &hash[..12], "an expired token was used").await;
+            self.audit_bad_token((&entry.user.name, "auth.expired-token", &hash[..12]), "an expired token was used")
+                .await;
             return Err(ApiError::unauthorized(
                 "API token expired: log in with a new one (berth token create, then berth login)",
             ));
@@ -146,6 +147,12 @@ impl Manager {
         if let Err(e) = self.store.audit(jiff::Timestamp::now(), actor, action, target, detail).await {
             tracing::error!(actor, action, target, "cannot write the audit log: {e}");
         }
+    }
+
+    /// Audits a use of a revoked or expired token, at most one row per token per minute
+    /// (`bad_tokens.rs`): a loop with a dead token must not flood the log.
+    async fn audit_bad_token(&self, who: (&str, &'static str, &str), what: &'static str) {
+        crate::bad_tokens::audit_use(self, who, what).await;
     }
 
     pub fn join_token_valid(&self, token: &str) -> bool {

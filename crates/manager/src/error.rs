@@ -68,18 +68,82 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A JSON body whose rejection is a JSON 400 (415 when the content type is wrong).
+/// A JSON body whose rejection is a JSON 400 (415 when the content type is wrong). Every
+/// request body of the API is an object: anything else is refused, even where serde would
+/// read a struct from an array (`[]` once created a token).
 pub struct Json<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(Json(v)),
-            Err(e) => Err(json_rejection(e)),
+        let axum::Json(Object(mut v)) =
+            axum::Json::<Object<serde_json::Value>>::from_request(req, state).await.map_err(json_rejection)?;
+        integral(&mut v);
+        if let Some(n) = past_int64(&v) {
+            return Err(ApiError::bad_request(format!(
+                "invalid request body: {n} is too large: integers are at most {} (int64)",
+                i64::MAX
+            )));
         }
+        // With the path to the bad field, as axum's own extractor says it.
+        serde_path_to_error::deserialize(v)
+            .map(Json)
+            .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}")))
     }
+}
+
+/// Turns numbers like `50.0` into `50`: JSON (and JSON Schema) call them integers, serde's
+/// integer fields would refuse them.
+fn integral(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15) {
+                *n = serde_json::Number::from(f as i64);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(integral),
+        serde_json::Value::Object(m) => m.values_mut().for_each(integral),
+        _ => {}
+    }
+}
+
+/// A number in `v` past `i64::MAX`: every integer of the API is `int64` at most (the store
+/// keeps them as such), even where serde would read a `u64`.
+fn past_int64(v: &serde_json::Value) -> Option<u64> {
+    match v {
+        serde_json::Value::Number(n) => n.as_u64().filter(|n| *n > i64::MAX as u64),
+        serde_json::Value::Array(a) => a.iter().find_map(past_int64),
+        serde_json::Value::Object(m) => m.values().find_map(past_int64),
+        _ => None,
+    }
+}
+
+/// `T` read from a JSON object only.
+pub struct Object<T>(pub T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData)).map(Object)
+    }
+}
+
+/// Refuses a number outside what the spec states for query parameter `name`.
+pub fn in_range(name: &str, value: u64, min: u64, max: u64) -> Result<(), ApiError> {
+    if value < min || value > max {
+        return Err(ApiError::bad_request(format!("invalid query: `{name}` is {value}: use {min} to {max}")));
+    }
+    Ok(())
 }
 
 fn json_rejection(e: JsonRejection) -> ApiError {

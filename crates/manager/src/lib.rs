@@ -11,6 +11,7 @@
 
 mod api;
 mod auth;
+mod bad_tokens;
 pub mod cache_env;
 mod cache_members;
 mod cluster_env;
@@ -172,6 +173,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         tokio::spawn(scheduler::run(m.clone())),
         tokio::spawn(heartbeat::run(m.clone())),
         tokio::spawn(cache_members::run(m.clone())),
+        tokio::spawn(bad_tokens::flush_at_shutdown(m.clone())),
     ];
     tracing::info!(%local_addr, "berth manager listening");
     Ok(ManagerHandle {

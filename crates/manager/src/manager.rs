@@ -39,6 +39,8 @@ pub struct Manager {
     pub tokens: RwLock<HashMap<String, Arc<CachedToken>>>,
     /// Hashes of valid join tokens (few; compared in constant time).
     pub join_hashes: RwLock<Vec<String>>,
+    /// Uses of revoked and expired tokens: audited at most once per token per minute.
+    pub bad_tokens: Arc<crate::bad_tokens::BadTokenAudit>,
     next_id: AtomicU64,
     pub log_waiters: LogWaiters,
     pub shutdown: watch::Receiver<bool>,
@@ -78,6 +80,7 @@ impl Manager {
             wake: Notify::new(),
             tokens: RwLock::new(HashMap::new()),
             join_hashes: RwLock::new(Vec::new()),
+            bad_tokens: Arc::default(),
             next_id: AtomicU64::new(1),
             log_waiters: StdMutex::new(HashMap::new()),
             shutdown,

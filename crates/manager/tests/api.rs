@@ -222,3 +222,36 @@ async fn config_file_queues_and_errors() {
     assert_eq!(v["error"], "unknown queue `cpu`: known queues are default, gpu");
     m.shutdown().await;
 }
+
+#[tokio::test]
+async fn what_the_spec_refuses_is_refused() {
+    let e = start().await;
+    // A struct body given as an array: serde reads `[]` as a struct with every field defaulted,
+    // and `POST /v1/tokens` created a token from it.
+    let (s, v) = e.admin.post("/v1/tokens", json!([])).await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("a JSON object"), "{v}");
+    assert_eq!(e.admin.post("/v1/admin/users", json!(["bob"])).await.0, 400);
+    // Integer ranges the spec states: int32 query parameters, int64 body numbers.
+    for q in ["/v1/jobs?limit=2147483648", "/v1/admin/audit?limit=10001", "/v1/admin/audit?limit=0"] {
+        let (s, v) = e.admin.get(q).await;
+        assert_eq!(s, 400, "{q}: {v}");
+        assert!(v["error"].as_str().unwrap().contains("`limit`"), "{v}");
+    }
+    assert_eq!(e.admin.get("/v1/jobs?limit=2147483647").await.0, 200);
+    assert_eq!(e.admin.get("/v1/jobs/1/logs?offset=9223372036854775808").await.0, 400);
+    let (s, v) = e
+        .admin
+        .post("/v1/jobs", json!({"spec": {"command": ["true"], "time_limit_secs": 9223372036854775808u64}}))
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("int64"), "{v}");
+    // `50.0` is an integer in JSON: accepted where an integer is wanted.
+    let (s, v) = e.admin.put("/v1/admin/quotas/user/alice", json!({"gpu_milli": 2000.0})).await;
+    assert_eq!(s, 204, "{v}");
+    assert_eq!(e.admin.put("/v1/admin/quotas/user/alice", json!({"gpu_milli": 2000.5})).await.0, 400);
+    // An empty state is no state.
+    assert_eq!(e.admin.get("/v1/jobs?state=").await.0, 400);
+    assert_eq!(e.admin.get("/v1/jobs?state=pending").await.0, 200);
+    e.m.shutdown().await;
+}

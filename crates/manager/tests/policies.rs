@@ -22,14 +22,6 @@ async fn start_config(toml: &str) -> Env {
     Env { dir, m, admin }
 }
 
-impl Client {
-    async fn put(&self, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
-        let r = self.http.put(format!("{}{path}", self.url)).bearer_auth(&self.token).json(&body).send().await.unwrap();
-        let s = r.status().as_u16();
-        (s, r.json().await.unwrap())
-    }
-}
-
 fn started() -> KernelEvent {
     KernelEvent::Started { pid: 42, at: jiff::Timestamp::now() }
 }

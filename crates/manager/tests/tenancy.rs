@@ -5,7 +5,7 @@ mod common;
 
 use berth_model::JobSpec;
 use common::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 async fn user(e: &Env, name: &str) -> Client {
     let (s, v) = e.admin.post("/v1/admin/users", json!({"name": name})).await;
@@ -213,4 +213,44 @@ async fn pending_reasons_never_name_a_job_the_user_cannot_see() {
     assert!(!message.contains(&head.to_string()), "bob's reason names carol's private job {head}: {message}");
     assert_eq!(message, "priority: waiting behind the job at position 1");
     assert_eq!(bob.get(&format!("/v1/jobs/{head}")).await.0, 404, "carol's job stays invisible to bob");
+}
+
+#[tokio::test]
+async fn a_flood_with_a_dead_token_writes_one_audit_row_per_minute_with_the_count() {
+    let e = start().await;
+    let bob = user(&e, "bob").await;
+    let (_, t) = bob.post("/v1/tokens", json!({"label": "laptop"})).await;
+    let revoked = Client::new(&e.m.url, t["token"].as_str().unwrap());
+    assert_eq!(bob.delete(&format!("/v1/tokens/{}", t["id"].as_str().unwrap())).await.0, 200);
+    let (_, t) = bob.post("/v1/tokens", json!({"expires_in": "1s"})).await;
+    let expired = Client::new(&e.m.url, t["token"].as_str().unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    for _ in 0..300 {
+        assert_eq!(revoked.get("/v1/whoami").await.0, 401);
+        assert_eq!(expired.get("/v1/whoami").await.0, 401);
+    }
+    let rows = |log: &Value, action: &str| -> Vec<String> {
+        let rows = log.as_array().unwrap().iter().filter(|a| a["action"] == action);
+        rows.map(|a| a["detail"].as_str().unwrap().to_string()).collect()
+    };
+    // Every use wrote a row before (600 here): now one row opens the token's minute (a second
+    // one only if this loop spanned a minute's end).
+    let (_, log) = e.admin.get("/v1/admin/audit?limit=1000").await;
+    for action in ["auth.revoked-token", "auth.expired-token"] {
+        let r = rows(&log, action);
+        assert!((1..=2).contains(&r.len()), "{action}: {r:?}");
+    }
+    // Nothing is lost: at shutdown the counted uses are written, and the rows add up to 300.
+    let dir = e.dir;
+    e.m.shutdown().await;
+    let m = berth_manager::start(common::config(dir.path(), std::time::Duration::from_secs(60))).await.unwrap();
+    let admin = Client::new(&m.url, &e.admin.token);
+    let (_, log) = admin.get("/v1/admin/audit?limit=1000").await;
+    for action in ["auth.revoked-token", "auth.expired-token"] {
+        let r = rows(&log, action);
+        let counted: u64 =
+            r.iter().map(|d| d.split_whitespace().find_map(|w| w.parse::<u64>().ok()).map_or(1, |n| n)).sum();
+        assert_eq!(counted, 300, "{action}: {r:?}");
+    }
+    m.shutdown().await;
 }

@@ -83,6 +83,7 @@ pub struct JobListQuery {
     #[serde(default)]
     pub all: bool,
     /// Most recent N jobs at most.
+    #[param(maximum = 2147483647)]
     pub limit: Option<u32>,
 }
 
@@ -94,8 +95,10 @@ pub struct LogQuery {
     #[serde(default)]
     pub stream: crate::protocol::LogStream,
     #[serde(default)]
+    #[param(maximum = 2147483647)]
     pub kernel: u32,
     #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
     pub offset: u64,
 }
 

@@ -236,6 +236,18 @@ impl JobSpec {
         if r.mem_bytes == 0 {
             return bad("memory must be greater than zero");
         }
+        // The same maxima as the parsers, for specs that come as JSON: a value past them
+        // would wrap in the conversions downstream (milliseconds in i64, sums over kernels).
+        use crate::quantity::{MAX_DURATION_SECS, MAX_MEM_BYTES, MAX_MILLI};
+        if r.cpu_milli > MAX_MILLI || r.gpu_milli > MAX_MILLI {
+            return bad(&format!("cpus and gpus must be at most {} (in thousandths: {MAX_MILLI})", MAX_MILLI / 1000));
+        }
+        if r.mem_bytes > MAX_MEM_BYTES {
+            return bad(&format!("memory must be at most {MAX_MEM_BYTES} bytes (1 EiB)"));
+        }
+        if self.time_limit_secs.is_some_and(|t| t > MAX_DURATION_SECS) {
+            return bad(&format!("time limit must be at most {MAX_DURATION_SECS}s (36500d, 100 years)"));
+        }
         if r.gpu_milli > 1000 && !r.gpu_milli.is_multiple_of(1000) {
             return bad("a request above one GPU must be a whole number of GPUs (fractions share a single GPU)");
         }
@@ -422,6 +434,20 @@ mod tests {
         let mut s = JobSpec::command(["x"]);
         s.workdir = Some("rel".into());
         assert!(s.validate().unwrap_err().0.contains("absolute"));
+    }
+
+    #[test]
+    fn a_json_spec_past_the_parsers_maxima_is_refused() {
+        let mut s = JobSpec::command(["x"]);
+        s.time_limit_secs = Some(u64::MAX);
+        assert!(s.validate().unwrap_err().0.contains("at most"));
+        s.time_limit_secs = Some(crate::MAX_DURATION_SECS);
+        assert!(s.validate().is_ok());
+        s.resources.mem_bytes = u64::MAX;
+        assert!(s.validate().unwrap_err().0.contains("memory must be at most"));
+        let mut s = JobSpec::command(["x"]);
+        s.resources.cpu_milli = u64::MAX;
+        assert!(s.validate().unwrap_err().0.contains("cpus and gpus must be at most"));
     }
 
     #[test]

@@ -18,7 +18,8 @@ pub mod topology;
 pub use binding::{Binding, GpuShare};
 pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, valid_name};
 pub use quantity::{
-    QuantityError, format_bytes, format_duration, format_gpu_milli, parse_cpus, parse_duration, parse_gpus, parse_mem,
+    MAX_DURATION_SECS, MAX_MEM_BYTES, MAX_MILLI, QuantityError, format_bytes, format_duration, format_gpu_milli,
+    parse_cpus, parse_duration, parse_gpus, parse_mem,
 };
 pub use quota::{QuotaKind, QuotaLimits, QuotaView};
 pub use reason::{PendingKind, PendingReason};

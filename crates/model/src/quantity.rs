@@ -4,8 +4,20 @@
 //! 7%: binary units (`KiB`, `MiB`, `GiB`, `TiB`, and Slurm's bare `K`, `M`, `G`, `T`) are powers
 //! of 1024; decimal units (`kB`/`KB`, `MB`, `GB`, `TB`) are powers of 1000. A bare number is
 //! refused: Slurm reads it as MiB, Kubernetes as bytes, so either guess surprises someone.
+//!
+//! Every parser computes the exact value in `u128` with checked arithmetic and refuses anything
+//! above its maximum (`MAX_*` below), naming the maximum: a value never wraps into a small one
+//! (a `307445734561825861m` time limit once became 44 s). The maxima leave room for the
+//! conversions downstream (milliseconds and microseconds in `i64`, sums over kernels).
 
 use thiserror::Error;
+
+/// The longest duration accepted anywhere (time limits, TTLs, half-lives): 100 years.
+pub const MAX_DURATION_SECS: u64 = 36_500 * 86_400;
+/// The largest memory size accepted: 1 EiB (2^60 bytes).
+pub const MAX_MEM_BYTES: u64 = 1 << 60;
+/// The most CPUs (in millicores) or GPUs (in thousandths) accepted: a million.
+pub const MAX_MILLI: u64 = 1_000_000_000;
 
 /// A quantity the user typed that berth cannot read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -18,33 +30,50 @@ fn invalid(what: &'static str, input: &str, hint: impl Into<String>) -> Quantity
     QuantityError::Invalid { what, input: input.to_string(), hint: hint.into() }
 }
 
-/// Parses a non-negative decimal with at most three fractional digits into thousandths.
-fn parse_milli(what: &'static str, s: &str) -> Result<u64, QuantityError> {
+fn too_large(what: &'static str, input: &str, max: &str) -> QuantityError {
+    invalid(what, input, format!("larger than the maximum, {max}"))
+}
+
+/// A run of ASCII digits as a number; `None` when it is empty, not all digits, or beyond `u128`
+/// (which callers treat as too large, since every maximum is far below it).
+fn digits(s: &str) -> Option<Result<u128, ()>> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.parse::<u128>().map_err(|_| ()))
+}
+
+/// Parses a non-negative decimal with at most three fractional digits into thousandths, exactly
+/// (`None` inside the `Ok` when it does not fit in `u128`, i.e. beyond every maximum).
+fn parse_milli(what: &'static str, s: &str) -> Result<Option<u128>, QuantityError> {
     let t = s.trim();
     if t.starts_with('-') {
         return Err(invalid(what, s, "must not be negative"));
     }
     let (int, frac) = t.split_once('.').unwrap_or((t, ""));
-    if int.is_empty() && frac.is_empty()
-        || !int.chars().all(|c| c.is_ascii_digit())
-        || !frac.chars().all(|c| c.is_ascii_digit())
-    {
+    let well_formed = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() && frac.is_empty() || !well_formed(int) || !well_formed(frac) {
         return Err(invalid(what, s, "expected a number such as 2 or 0.5"));
     }
     if frac.len() > 3 {
         return Err(invalid(what, s, "at most three decimal places (thousandths) are supported"));
     }
-    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| invalid(what, s, "number too large"))? };
-    let mut f: u64 = if frac.is_empty() { 0 } else { frac.parse().unwrap_or(0) };
-    for _ in frac.len()..3 {
-        f *= 10;
+    let Ok(int) = digits(int).unwrap_or(Ok(0)) else { return Ok(None) };
+    let f = format!("{frac:0<3}").parse::<u128>().unwrap_or(0);
+    Ok(int.checked_mul(1000).and_then(|v| v.checked_add(f)))
+}
+
+/// Thousandths within `MAX_MILLI`, or an error naming the maximum.
+fn bounded_milli(what: &'static str, s: &str, max: &str) -> Result<u64, QuantityError> {
+    match parse_milli(what, s)? {
+        Some(v) if v <= MAX_MILLI as u128 => Ok(v as u64),
+        _ => Err(too_large(what, s, max)),
     }
-    int.checked_mul(1000).and_then(|v| v.checked_add(f)).ok_or_else(|| invalid(what, s, "number too large"))
 }
 
 /// Parses a CPU count (`2`, `0.5`) into millicores. Zero is refused.
 pub fn parse_cpus(s: &str) -> Result<u64, QuantityError> {
-    let v = parse_milli("cpus", s)?;
+    let v = bounded_milli("cpus", s, "1000000 CPUs")?;
     if v == 0 {
         return Err(invalid("cpus", s, "must be greater than zero"));
     }
@@ -54,7 +83,7 @@ pub fn parse_cpus(s: &str) -> Result<u64, QuantityError> {
 /// Parses a GPU count into thousandths of a device. A fraction below one (`0.5`) shares one
 /// device; one or more must be whole devices (`1`, `2`). `0` means no GPU.
 pub fn parse_gpus(s: &str) -> Result<u64, QuantityError> {
-    let v = parse_milli("gpus", s)?;
+    let v = bounded_milli("gpus", s, "1000000 GPUs")?;
     if v > 1000 && !v.is_multiple_of(1000) {
         return Err(invalid(
             "gpus",
@@ -66,11 +95,12 @@ pub fn parse_gpus(s: &str) -> Result<u64, QuantityError> {
 }
 
 /// Parses a memory size such as `4GiB`, `512MiB`, `4GB` or `4G` into bytes (see module doc).
+/// A fraction of a byte rounds down; a size that rounds down to nothing is refused.
 pub fn parse_mem(s: &str) -> Result<u64, QuantityError> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let mult: u64 = match unit.trim() {
+    let mult: u128 = match unit.trim() {
         "" => {
             return Err(invalid(
                 "memory size",
@@ -95,60 +125,66 @@ pub fn parse_mem(s: &str) -> Result<u64, QuantityError> {
             ));
         }
     };
-    let milli = parse_milli("memory size", num)?;
-    if milli == 0 {
-        return Err(invalid("memory size", s, "must be greater than zero"));
+    match parse_milli("memory size", num)?.and_then(|m| m.checked_mul(mult)).map(|b| b / 1000) {
+        Some(0) => Err(invalid("memory size", s, "must be greater than zero (at least one byte)")),
+        Some(b) if b <= MAX_MEM_BYTES as u128 => Ok(b as u64),
+        _ => Err(too_large("memory size", s, "1048576TiB (1 EiB)")),
     }
-    let bytes = (milli as u128 * mult as u128) / 1000;
-    u64::try_from(bytes).map_err(|_| invalid("memory size", s, "too large"))
 }
 
 /// Parses a duration: `90` (seconds), `90s`, `30m`, `2h`, `1d`, `1h30m`, or Slurm's `HH:MM:SS`
-/// and `D-HH:MM:SS`. Returns seconds; zero is refused.
+/// and `D-HH:MM:SS`. Returns seconds; zero is refused, and so is anything above
+/// [`MAX_DURATION_SECS`].
 pub fn parse_duration(s: &str) -> Result<u64, QuantityError> {
     let t = s.trim();
     let bad = || invalid("duration", s, "use 90s, 30m, 2h, 1d, 1h30m or HH:MM:SS");
-    let secs = if t.contains(':') {
+    let too_long = || too_large("duration", s, "36500d (100 years)");
+    // `None`: beyond u128, so beyond the maximum.
+    let num = |p: &str| digits(p).ok_or_else(bad).map(Result::ok);
+    let secs: Option<u128> = if t.contains(':') {
         let (days, rest) = match t.split_once('-') {
-            Some((d, r)) => (d.parse::<u64>().map_err(|_| bad())?, r),
-            None => (0, t),
+            Some((d, r)) => (num(d)?, r),
+            None => (Some(0), t),
         };
-        let parts: Vec<u64> = rest.split(':').map(|p| p.parse::<u64>()).collect::<Result<_, _>>().map_err(|_| bad())?;
-        let hms = match parts.as_slice() {
-            [m, s] => m * 60 + s,
-            [h, m, s] => h * 3600 + m * 60 + s,
+        let parts = rest.split(':').map(num).collect::<Result<Vec<_>, _>>()?;
+        let weights: &[u128] = match parts.len() {
+            2 => &[60, 1],
+            3 => &[3600, 60, 1],
             _ => return Err(bad()),
         };
-        days * 86400 + hms
-    } else if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
-        t.parse().map_err(|_| bad())?
+        let mut total = days.and_then(|d| d.checked_mul(86_400));
+        for (p, w) in parts.iter().zip(weights) {
+            total = total.zip(*p).and_then(|(t, p)| t.checked_add(p.checked_mul(*w)?));
+        }
+        total
+    } else if let Some(n) = digits(t) {
+        n.ok()
     } else {
-        let mut total = 0u64;
-        let mut num = String::new();
-        for c in t.chars() {
-            if c.is_ascii_digit() {
-                num.push(c);
-                continue;
-            }
-            let n: u64 = num.parse().map_err(|_| bad())?;
-            num.clear();
-            total += n * match c {
-                's' => 1,
-                'm' => 60,
-                'h' => 3600,
-                'd' => 86400,
+        let mut total = Some(0u128);
+        let mut rest = t;
+        if t.is_empty() {
+            return Err(bad());
+        }
+        while !rest.is_empty() {
+            let end = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+            let n = num(&rest[..end])?;
+            let unit: u128 = match rest[end..].chars().next() {
+                Some('s') => 1,
+                Some('m') => 60,
+                Some('h') => 3600,
+                Some('d') => 86_400,
                 _ => return Err(bad()),
             };
-        }
-        if !num.is_empty() || t.is_empty() {
-            return Err(bad());
+            total = total.zip(n).and_then(|(t, n)| t.checked_add(n.checked_mul(unit)?));
+            rest = &rest[end + 1..];
         }
         total
     };
-    if secs == 0 {
-        return Err(invalid("duration", s, "must be greater than zero"));
+    match secs {
+        Some(0) => Err(invalid("duration", s, "must be greater than zero")),
+        Some(v) if v <= MAX_DURATION_SECS as u128 => Ok(v as u64),
+        _ => Err(too_long()),
     }
-    Ok(secs)
 }
 
 /// Prints seconds the way `parse_duration` reads them (`1d2h`, `1h30m`, `45s`, `0s`).
@@ -183,6 +219,10 @@ pub fn format_gpu_milli(m: u64) -> String {
     let s = format!("{}.{:03}", m / 1000, m % 1000);
     s.trim_end_matches('0').to_string()
 }
+
+#[cfg(test)]
+#[path = "quantity_props.rs"]
+mod props;
 
 #[cfg(test)]
 mod tests {

@@ -96,6 +96,7 @@ pub struct AuditQuery {
     pub since: Option<String>,
     /// At most this many (default 100, at most 10,000).
     #[serde(default)]
+    #[param(minimum = 1, maximum = 10000)]
     pub limit: Option<u32>,
 }
 

@@ -194,6 +194,8 @@ fn philly_drops_jobs_before_2017_09_24_unless_asked() {
     assert_eq!(t.jobs.len(), 3);
     assert_eq!(t.jobs[0].user, "b");
     assert_eq!(sim::parse_timestamp("2017-09-24 00:00:00"), Some(1_506_211_200));
+    // A year whose day count would overflow is not a timestamp.
+    assert_eq!(sim::parse_timestamp("9223372036854775807-01-01 00:00:00"), None);
     assert_eq!(sim::parse_timestamp("2017-13-01 00:00:00"), None);
 }
 
@@ -262,6 +264,11 @@ fn malformed_swf_lines_are_errors_with_line_numbers() {
         ("1 0 0 10 8 -1 -1 8 10 -1 1 1 -1 -1 3 -1 -1", "line 3: expected 18 whitespace-separated SWF fields, got 17"),
         ("1 0 0 ten 8 -1 -1 8 10 -1 1 1 -1 -1 3 -1 -1 -1", "line 3: field 4 (run time) `ten` is not a number"),
         ("1 -5 0 10 8 -1 -1 8 10 -1 1 1 -1 -1 3 -1 -1 -1", "line 3: field 2 (submit time) `-5` is negative"),
+        // Seconds that would wrap when turned into milliseconds.
+        (
+            "1 0 0 9223372036854775 8 -1 -1 8 10 -1 1 1 -1 -1 3 -1 -1 -1",
+            "line 3: field 4 (run time) `9223372036854775` is too large: at most 3153600000",
+        ),
     ];
     for (row, want) in cases {
         let text = format!("; header\n{good}\n{row}\n");

@@ -56,8 +56,8 @@ pub enum AdminCommand {
         /// Only entries newer than this, e.g. 7d
         #[arg(long, value_name = "DURATION")]
         since: Option<String>,
-        /// At most this many entries
-        #[arg(long, default_value_t = 100)]
+        /// At most this many entries (1 to 10000)
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         limit: u32,
         #[command(flatten)]
         output: OutputArgs,

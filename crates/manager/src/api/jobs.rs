@@ -18,7 +18,11 @@ use crate::state::{Job, row_view};
 /// Submit a job.
 #[utoipa::path(post, path = "/v1/jobs", request_body = SubmitRequest, tag = "jobs",
     responses((status = 201, body = JobView), (status = 400, body = berth_model::api::ErrorBody),
-        (status = 401, body = berth_model::api::ErrorBody), (status = 422, body = berth_model::api::ErrorBody)))]
+        (status = 401, body = berth_model::api::ErrorBody),
+        (status = 403, description = "not a member of the project, or a priority above the quota's", body = berth_model::api::ErrorBody),
+        (status = 404, description = "no such project or queue", body = berth_model::api::ErrorBody),
+        (status = 422, body = berth_model::api::ErrorBody),
+        (status = 429, description = "the pending-jobs quota is full", body = berth_model::api::ErrorBody)))]
 pub async fn submit(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
@@ -95,13 +99,17 @@ pub async fn list(
     Auth(user): Auth,
     Query(q): Query<JobListQuery>,
 ) -> Result<axum::Json<Vec<JobView>>, ApiError> {
-    let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
+    // The spec's enum, in any case (an empty `state=` is refused like any other non-state).
+    let state = match q.state.as_deref() {
         Some(s) => Some(s.parse::<JobState>().map_err(|e| {
             let all: Vec<_> = JobState::ALL.iter().map(|s| s.as_str()).collect();
             ApiError::bad_request(format!("{e}: use one of {}", all.join(", ")))
         })?),
         None => None,
     };
+    if let Some(l) = q.limit {
+        crate::error::in_range("limit", l.into(), 0, i32::MAX as u64)?;
+    }
     let limit = q.limit.map(|l| l as usize).unwrap_or(usize::MAX);
     let st = m.lock_state().await;
     // Unfinished jobs live in memory: no query needed.

@@ -32,6 +32,8 @@ pub async fn logs(
     Path(id): Path<JobId>,
     Query(q): Query<LogQuery>,
 ) -> Result<Response, ApiError> {
+    crate::error::in_range("kernel", q.kernel.into(), 0, i32::MAX as u64)?;
+    crate::error::in_range("offset", q.offset, 0, i64::MAX as u64)?;
     let row = crate::api::jobs::visible_job(&m, &user, id).await?;
     let done = row.state.is_terminal();
     let kernel =

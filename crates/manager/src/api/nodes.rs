@@ -19,7 +19,7 @@ pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Jso
 }
 
 /// Drain a node: running jobs finish, no new job starts there (admin only).
-#[utoipa::path(post, path = "/v1/nodes/{name}/drain", tag = "nodes", request_body = DrainRequest,
+#[utoipa::path(post, path = "/v1/nodes/{name}/drain", tag = "nodes", request_body = Option<DrainRequest>,
     params(("name" = String, Path, description = "node name")),
     responses((status = 200, body = NodeView), (status = 403, body = berth_model::api::ErrorBody),
         (status = 404, body = berth_model::api::ErrorBody)))]
@@ -29,12 +29,13 @@ pub async fn drain(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<axum::Json<NodeView>, ApiError> {
-    // The body is optional: `curl -X POST .../drain` drains with a default reason.
-    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+    // The body is optional: `curl -X POST .../drain` (or a `null` body) drains with a default reason.
+    let reason = if body.iter().all(u8::is_ascii_whitespace) || body.trim_ascii() == b"null" {
         None
     } else {
-        serde_json::from_slice::<DrainRequest>(&body)
+        serde_json::from_slice::<crate::error::Object<DrainRequest>>(&body)
             .map_err(|e| ApiError::bad_request(format!("invalid drain request: {e}: send {{\"reason\": \"...\"}}")))?
+            .0
             .reason
     };
     m.drain(&name, reason.clone(), &admin.name).await?;

@@ -246,7 +246,8 @@ pub async fn audit_log(
             Some(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(secs))
         }
     };
-    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
+    let limit = q.limit.unwrap_or(100);
+    crate::error::in_range("limit", limit.into(), 1, 10_000)?;
     let rows = m.store.audit_log(since, limit).await?;
     Ok(axum::Json(
         rows.into_iter()

@@ -72,6 +72,11 @@ impl Client {
         decode(r).await
     }
 
+    pub async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self.http.put(format!("{}{path}", self.url)).bearer_auth(&self.token).json(&body).send().await.unwrap();
+        decode(r).await
+    }
+
     pub async fn delete(&self, path: &str) -> (u16, Value) {
         let r = self.http.delete(format!("{}{path}", self.url)).bearer_auth(&self.token).send().await.unwrap();
         decode(r).await

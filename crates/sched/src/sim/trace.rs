@@ -129,7 +129,8 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     if t.next().is_some() || !(1..=12).contains(&mo) || !(1..=31).contains(&da) || h > 23 || mi > 59 || se > 60 {
         return None;
     }
-    if h < 0 || mi < 0 || se < 0 {
+    // Years beyond 9999 would overflow the day arithmetic; no trace has them.
+    if h < 0 || mi < 0 || se < 0 || !(0..=9999).contains(&y) {
         return None;
     }
     Some(days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se)
@@ -165,9 +166,13 @@ pub fn parse_philly(reader: impl BufRead, opts: PhillyOptions) -> Result<Trace, 
         }
         let ts = parse_timestamp(f[0])
             .ok_or_else(|| err(n, format!("bad timestamp `{}`: expected YYYY-MM-DD HH:MM:SS", f[0])))?;
-        let dur = parse_secs(f[1])
-            .filter(|d| *d >= 0.0)
-            .ok_or_else(|| err(n, format!("bad duration `{}`: expected seconds ≥ 0", f[1])))?;
+        let dur =
+            parse_secs(f[1]).filter(|d| *d >= 0.0 && *d <= berth_model::MAX_DURATION_SECS as f64).ok_or_else(|| {
+                err(
+                    n,
+                    format!("bad duration `{}`: expected seconds from 0 to {}", f[1], berth_model::MAX_DURATION_SECS),
+                )
+            })?;
         let gpus: u32 = f[2]
             .trim()
             .parse()
@@ -256,11 +261,22 @@ pub fn parse_swf(reader: impl BufRead, opts: SwfOptions) -> Result<Trace, TraceE
                 .or_else(|_| s.parse::<f64>().map(|v| v.round() as i64))
                 .map_err(|_| err(n, format!("field {k} ({what}) `{s}` is not a number")))
         };
-        let submit = num(2, "submit time")?;
-        let run = num(4, "run time")?;
+        // Times are seconds, turned into milliseconds below: past the maximum they would wrap.
+        let secs = |k: usize, what: &str| -> Result<i64, TraceError> {
+            let v = num(k, what)?;
+            if v > berth_model::MAX_DURATION_SECS as i64 {
+                return Err(err(
+                    n,
+                    format!("field {k} ({what}) `{v}` is too large: at most {}", berth_model::MAX_DURATION_SECS),
+                ));
+            }
+            Ok(v)
+        };
+        let submit = secs(2, "submit time")?;
+        let run = secs(4, "run time")?;
         let alloc = num(5, "allocated processors")?;
         let req_procs = num(8, "requested processors")?;
-        let req_time = num(9, "requested time")?;
+        let req_time = secs(9, "requested time")?;
         let user = num(12, "user id")?;
         let queue = num(15, "queue")?;
         if submit < 0 {
