@@ -71,27 +71,21 @@ fn follow(b: &Berth, id: i64) -> Child {
 }
 
 /// Stops (or kills) `berth up` with `sig` while jobs run, starts it again: the jobs were taken
-/// over, not restarted, and end as they would have (exit codes, cancel, time limit, logs).
+/// over, not restarted, and end as they would have (exit code, time limit, logs). (Cancel and
+/// ends while no agent runs: `a_restarted_agent_takes_over_its_process_kernels`.)
 fn survives(sig: i32) {
     let mut b = Berth::up(&[]);
     let dir = b.home.path().to_path_buf();
+    // Two: each takes a whole CPU of the 2-CPU test machine.
     let ok = submit(&b, &[], &held(&dir, "ok", 0));
-    let fails = submit(&b, &[], &held(&dir, "fails", 3));
-    let cancelled = submit(&b, &[], "echo $$; sleep 300");
     let limited = submit(&b, &["--time-limit", "6s"], "echo $$; sleep 300");
-    let pids: Vec<u32> = [ok, fails, cancelled, limited].iter().map(|&id| printed_pid(&b, id)).collect();
+    let pids: Vec<u32> = [ok, limited].iter().map(|&id| printed_pid(&b, id)).collect();
 
     b.signal_all(sig);
     for pid in &pids {
         assert!(alive(*pid), "kernel {pid} outlives berth up (signal {sig})");
     }
-    // One ends while nothing watches it.
-    std::fs::write(dir.join("fails"), "").unwrap();
-    wait_dead(pids[1], "the job told to end");
     b.start_again(&[]);
-
-    let d = b.wait_state(fails, "FAILED");
-    assert_eq!(d["job"]["exit_code"], 3, "the exit code recorded while no agent ran: {d:#}");
     assert_eq!(b.state(ok), "RUNNING", "taken over, not restarted");
 
     let mut logs = follow(&b, ok);
@@ -104,15 +98,11 @@ fn survives(sig: i32) {
     std::io::Read::read_to_string(&mut logs.stdout.take().unwrap(), &mut followed).unwrap();
     assert_eq!(followed, format!("{}\nafter\n", pids[0]), "`logs -f` follows a taken-over job to its end");
 
-    b.ok(&["cancel", &cancelled.to_string()]);
-    b.wait_state(cancelled, "CANCELLED");
-    wait_dead(pids[2], "the cancelled kernel");
-
     let d = b.wait_state(limited, "TIMEOUT");
     assert!(d["job"]["reason"].as_str().unwrap_or("").contains("time limit"), "{d:#}");
-    wait_dead(pids[3], "the kernel past its time limit");
+    wait_dead(pids[1], "the kernel past its time limit");
 
-    for id in [ok, fails, cancelled, limited] {
+    for id in [ok, limited] {
         assert_eq!(runs(&b, id), 1, "job {id} ran once, never requeued: {:#}", b.job(id));
     }
 }
