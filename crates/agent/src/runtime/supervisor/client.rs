@@ -57,6 +57,8 @@ pub struct Supervisor {
     live: Vec<String>,
     /// What was left of the previous agent's fencing lease.
     fence_in: Option<Duration>,
+    /// A failed lease pass-on was logged (once, not on every tick).
+    lease_failed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -116,7 +118,7 @@ impl Supervisor {
         let ev = tokio::net::UnixStream::from_std(ev)?;
         let exits = Arc::new(Mutex::new(Exits::default()));
         tokio::spawn(read_events(ev, exits.clone()));
-        Ok(Supervisor { control: Mutex::new(control), exits, live, fence_in })
+        Ok(Supervisor { control: Mutex::new(control), exits, live, fence_in, lease_failed: Default::default() })
     }
 
     /// The kernels (by name) the supervisor ran when this agent connected.
@@ -166,7 +168,9 @@ impl Supervisor {
         let msg =
             Request::Lease { fence_in_ms: fence_in.map(|d| d.as_millis() as u64), grace_ms: grace.as_millis() as u64 };
         let mut control = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = super::write_blocking(&mut *control, &msg) {
+        if let Err(e) = super::write_blocking(&mut *control, &msg)
+            && !self.lease_failed.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
             tracing::warn!("cannot pass the fencing lease to the kernel supervisor: {e}");
         }
     }
@@ -206,6 +210,9 @@ fn start(data_dir: &Path, exe: &Path, listener: &UnixListener) -> std::io::Resul
 /// every waiter learns that nobody will tell.
 async fn read_events(mut s: tokio::net::UnixStream, exits: Arc<Mutex<Exits>>) {
     while let Ok(len) = s.read_u32_le().await {
+        if len > super::MAX_MESSAGE {
+            break;
+        }
         let mut body = vec![0; len as usize];
         if s.read_exact(&mut body).await.is_err() {
             break;
