@@ -3,8 +3,7 @@
 # sustained submissions/s from 8 clients. Each figure runs against a fresh `berth up` on a temp
 # data dir with the machine's real CPUs (one local agent). Prints the figures; docs/perf.md
 # keeps the ones we report. SUBMIT_SECS=0 skips the third. BERTH_UP_FLAGS passes flags to
-# `berth up`: `BERTH_UP_FLAGS=--kernel-shim bench/foundation.sh 200 1000 0` against the same
-# without it gives what the kernel shim costs a start.
+# `berth up`. Process kernels are forked by the node's kernel supervisor (docs/perf.md).
 #
 #   bench/foundation.sh [LATENCY_JOBS=200] [MAKESPAN_JOBS=1000] [SUBMIT_SECS=10]
 set -euo pipefail

@@ -2,7 +2,7 @@
 # `berth up` ($BIN) on a temp data dir and an ephemeral port, waits for its local agent, runs
 # TOOL ARGS with BERTH_URL, BERTH_TOKEN (the admin's) and BENCH_NODE_CPUS set, then stops berth
 # with Ctrl-C and removes the temp dir. Extra variables for TOOL can be set on the call;
-# BERTH_UP_FLAGS adds flags to `berth up` (e.g. --kernel-shim).
+# BERTH_UP_FLAGS adds flags to `berth up` (e.g. --stop-jobs).
 
 # Prints the URL a starting `berth up` or `berth manager` writes to its log LOG, waiting up to
 # 30 s; prints the log and fails when none comes.

@@ -176,6 +176,7 @@ pub(crate) async fn run(
     // Containers and shim kernels of a previous agent process are taken over before the
     // first Register.
     let docker = runtime.docker().clone();
+    let inherited_lease = runtime.inherited_lease();
     let mut adopted = docker.adopt(&tx).await;
     adopted.extend(runtime.adopt_processes(&tx));
     let mut kernels = Kernels::new(config.name.clone(), topology.clone(), config.data_dir.clone(), runtime, tx);
@@ -202,7 +203,14 @@ pub(crate) async fn run(
             });
         }
     });
-    let fence = Fence { lease: None, timeout: Duration::ZERO, last_contact: std::time::Instant::now(), fenced: false };
+    let mut fence =
+        Fence { lease: None, timeout: Duration::ZERO, last_contact: std::time::Instant::now(), fenced: false };
+    // Kernels taken over keep the lease their previous agent left: if the manager does not
+    // welcome this agent before it runs out, they are fenced as they would have been.
+    if let Some(left) = inherited_lease.filter(|_| !config.local_manager) {
+        fence.lease = Some(left);
+        fence.timeout = left * 2;
+    }
     let mut agent = Agent { config, topology, kernels, events: rx, fence, containers };
     let mut shutdown = std::pin::pin!(shutdown);
     let mut backoff = BACKOFF_MIN;
@@ -216,7 +224,7 @@ pub(crate) async fn run(
                 tokio::select! {
                     _ = &mut shutdown => return agent.shut_down(None).await,
                     Some(u) = agent.events.recv() => { agent.kernels.record(u); }
-                    _ = fence_tick.tick() => agent.check_fence(),
+                    _ = fence_tick.tick() => agent.tick_fence(),
                     r = &mut dial => break r,
                 }
             }
@@ -246,7 +254,7 @@ pub(crate) async fn run(
             tokio::select! {
                 _ = &mut shutdown => return agent.shut_down(None).await,
                 Some(u) = agent.events.recv() => { agent.kernels.record(u); }
-                _ = fence_tick.tick() => agent.check_fence(),
+                _ = fence_tick.tick() => agent.tick_fence(),
                 _ = &mut sleep => break,
             }
         }
@@ -330,6 +338,7 @@ impl Agent {
                     Err(e) => return End::Lost(e),
                 },
                 _ = fence_tick.tick() => {
+                    self.pass_lease();
                     if self.fence.expired() {
                         self.check_fence();
                         let secs = self.fence.last_contact.elapsed().as_secs_f64();
@@ -355,6 +364,26 @@ impl Agent {
         }
     }
 
+    /// Fences when the lease ran out, and passes the lease on to the kernel supervisor.
+    fn tick_fence(&mut self) {
+        self.check_fence();
+        self.pass_lease();
+    }
+
+    /// Tells the kernel supervisor when to fence the kernels should this agent go away: when
+    /// the lease runs out (nothing while the manager runs in this process, or before the
+    /// first lease).
+    fn pass_lease(&self) {
+        let fence_in = match self.fence.lease {
+            Some(l) if !self.config.local_manager && !self.fence.fenced => {
+                Some(l.saturating_sub(self.fence.last_contact.elapsed()))
+            }
+            _ => None,
+        };
+        let grace = self.config.stop_grace.min(self.fence.timeout / 8);
+        self.kernels.runtime().pass_lease(fence_in, grace);
+    }
+
     /// Fences when the lease ran out: stops every kernel, SIGKILL after at most an eighth of
     /// the manager's timeout, so they are gone before the manager can requeue them.
     fn check_fence(&mut self) {
@@ -376,8 +405,26 @@ impl Agent {
         self.kernels.fence_all(&message, grace);
     }
 
+    /// A graceful stop: leaves the kernels running for the next agent to take over (the
+    /// supervisor keeps them, see `runtime::supervisor`), or with `--stop-jobs` stops them.
+    async fn shut_down(&mut self, ws: Option<Ws>) -> anyhow::Result<()> {
+        let running = self.kernels.running();
+        // Without a supervisor the kernels are this process's children: nobody could take
+        // them over (the next agent would kill them), so they are stopped and reported.
+        if self.config.stop_jobs || running == 0 || !self.kernels.runtime().has_supervisor() {
+            return self.stop_and_close(ws).await;
+        }
+        tracing::info!("agent shutting down: {running} kernels keep running for the next agent to take over");
+        self.pass_lease();
+        if let Some(mut s) = ws {
+            let _ = s.close(None).await;
+            let _ = tokio::time::timeout(Duration::from_secs(2), async { while s.next().await.is_some() {} }).await;
+        }
+        Ok(())
+    }
+
     /// Stops every kernel, reports their ends if connected, and closes the socket.
-    async fn shut_down(&mut self, mut ws: Option<Ws>) -> anyhow::Result<()> {
+    async fn stop_and_close(&mut self, mut ws: Option<Ws>) -> anyhow::Result<()> {
         let running = self.kernels.running();
         if running > 0 {
             tracing::info!("agent shutting down: stopping {running} kernels");
@@ -406,7 +453,7 @@ impl Agent {
     /// Gives up: stops the kernels (no one would supervise them) and returns the error.
     async fn fail(&mut self, error: String) -> anyhow::Result<()> {
         tracing::error!("{error}");
-        self.shut_down(None).await?;
+        self.stop_and_close(None).await?;
         Err(anyhow::anyhow!(error))
     }
 }

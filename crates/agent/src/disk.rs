@@ -18,10 +18,16 @@ pub fn is_full(e: &std::io::Error) -> bool {
     matches!(e.kind(), ErrorKind::StorageFull | ErrorKind::QuotaExceeded)
 }
 
-/// Whether the file system holding `path` has no block left for an unprivileged writer
-/// (kernels run as other users than root, so root's reserved blocks do not count).
+/// Under this much space left for an unprivileged writer a file system counts as full: the
+/// agent's own small files (a pid file removed as the kernel ends) may have given a few
+/// blocks back by the time the end is looked at.
+const NEARLY_FULL: u64 = 64 << 10;
+
+/// Whether the file system holding `path` has (next to) no space left for an unprivileged
+/// writer (kernels run as other users than root, so root's reserved blocks do not count).
 pub fn no_space_left(path: &Path) -> bool {
-    nix::sys::statvfs::statvfs(path).is_ok_and(|s| s.blocks_available() == 0)
+    nix::sys::statvfs::statvfs(path)
+        .is_ok_and(|s| s.blocks_available().saturating_mul(s.fragment_size()) < NEARLY_FULL)
 }
 
 /// What the agent was doing with a file when it failed.

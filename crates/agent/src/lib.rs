@@ -55,10 +55,17 @@ pub struct AgentConfig {
     pub ca_file: Option<PathBuf>,
     /// The `docker` runtime: on or off, mount allow-list, pulling of missing images.
     pub docker: runtime::DockerOptions,
-    /// An executable with the `kernel-shim` subcommand (the `berth` binary itself) that
-    /// process kernels run under, so a restarted agent takes them over (see
-    /// [`runtime::shim`]); `None` runs them as the agent's children.
+    /// An executable with the `kernel-supervisor` subcommand (the `berth` binary itself): the
+    /// node's kernel supervisor forks process kernels, so they outlive the agent and a
+    /// restarted agent takes them over (see [`runtime::supervisor`]); `None` runs them as the
+    /// agent's children.
     pub kernel_shim: Option<PathBuf>,
+    /// Stop the running kernels when the agent is stopped gracefully (`--stop-jobs`); by
+    /// default they run on and the next agent takes them over.
+    pub stop_jobs: bool,
+    /// The manager runs in this process (`berth up`): while the agent is away so is the
+    /// manager, nobody requeues, and the supervisor never fences the kernels.
+    pub local_manager: bool,
     /// The dataset cache node on this machine, reported to the manager at registration.
     pub cache_url: Option<String>,
     /// Its relative weight in the cache's routing, reported with it (an admin's weight set
@@ -72,8 +79,9 @@ pub fn discover(config: &AgentConfig) -> anyhow::Result<berth_model::Topology> {
 }
 
 /// Runs the agent until `shutdown` resolves: discovers the node, prepares the runtime, and keeps
-/// a connection to the manager (reconnecting with backoff) while kernels run. On shutdown every
-/// running kernel is stopped and reported before the socket is closed.
+/// a connection to the manager (reconnecting with backoff) while kernels run. On shutdown the
+/// running kernels keep running for the next agent to take over (with `stop_jobs`, every one
+/// is stopped and reported before the socket is closed).
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
     // A CA file that cannot be used fails the start: retrying would never help.
     tls::client_config(config.ca_file.as_deref())?;

@@ -71,8 +71,8 @@ fn options(dir: &Path, test: &str) -> RuntimeOptions {
         use_cgroups: std::env::var_os("BERTH_TEST_NO_CGROUPS").is_none(),
         docker: DockerOptions { enabled: true, allow_mounts: vec![std::env::temp_dir()], ..Default::default() },
         fake_gpus: true,
-        // Process kernels run under the shim, as the `berth` binary runs them.
-        shim: Some(env!("CARGO_BIN_EXE_berth-kernel-shim").into()),
+        // Process kernels are forked by the kernel supervisor, as the `berth` binary runs them.
+        shim: Some(env!("CARGO_BIN_EXE_berth-kernel-supervisor").into()),
     }
 }
 
@@ -356,8 +356,8 @@ async fn launch_failure(kind: Kind) {
 }
 
 /// An agent that dies (its tasks vanish without stopping anything) and starts again on the
-/// same data dir: both runtimes take over the running kernels (processes through their shims,
-/// containers by label) and report the ones that ended meanwhile with their exit codes.
+/// same data dir: both runtimes take over the running kernels (processes through the kernel
+/// supervisor, containers by label) and report the ones that ended meanwhile with their exit codes.
 #[test]
 fn agent_restart_process() {
     agent_restart(Kind::Process, true);
@@ -368,7 +368,7 @@ fn agent_restart_docker() {
     agent_restart(Kind::Docker, true);
 }
 
-/// Without a shim nobody can supervise a bare process: the new agent kills what it finds.
+/// Without the supervisor nobody can supervise a bare process: the new agent kills what it finds.
 #[test]
 fn agent_restart_process_without_shim() {
     agent_restart(Kind::Process, false);
@@ -400,10 +400,9 @@ fn agent_restart(kind: Kind, shim: bool) {
         rt.start(key(1), &long, &binding(&[], 64 << 20), &BTreeMap::new(), &tx).unwrap();
         rt.start(key(2), &spec(&["sh", "-c", "sleep 2; exit 4"]), &binding(&[], 64 << 20), &BTreeMap::new(), &tx)
             .unwrap();
-        // Containers and shim kernels report `Started` once running; bare processes run
-        // once `start` returns.
+        // Containers report `Started` once running; processes run once `start` returns.
         let mut started = 0;
-        while (kind == Kind::Docker || shim) && started < 2 {
+        while kind == Kind::Docker && started < 2 {
             if let (_, KernelEvent::Started { .. }) = rx.recv().await.unwrap() {
                 started += 1;
             }
@@ -440,7 +439,8 @@ fn agent_restart(kind: Kind, shim: bool) {
             "{:?}",
             running.event
         );
-        // Job 2 ended while no agent ran: reported at once (containers) or right after (shims).
+        // Job 2 ended while no agent ran: reported at once (containers) or right after
+        // (processes, from their exit files).
         let mut ends: BTreeMap<i64, (KernelOutcome, Option<i32>)> = adopted
             .iter()
             .filter_map(|a| match &a.event {

@@ -65,6 +65,8 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         ca_file: None,
         docker: Default::default(),
         kernel_shim: None,
+        stop_jobs: false,
+        local_manager: false,
         cache_url: None,
         cache_weight: 1,
     }

@@ -43,13 +43,16 @@ pub struct UpArgs {
     pub shim: ShimArgs,
 }
 
-/// Whether process kernels run under the kernel shim.
+/// What happens to running jobs when the agent stops.
 #[derive(Debug, Clone, Args)]
 pub struct ShimArgs {
-    /// Run each process kernel under `berth kernel-shim`, which keeps its exit status, so that
-    /// an agent restarted after a crash takes running kernels over instead of killing them
-    /// (costs a start about 3 ms; docs/perf.md)
+    /// On Ctrl-C or SIGTERM, stop the running jobs (SIGTERM, SIGKILL after 10 s; they end
+    /// CANCELLED, or are requeued with --requeue) instead of leaving them running for the next
+    /// start to take over
     #[arg(long)]
+    pub stop_jobs: bool,
+    /// No effect: process kernels always run under the node's kernel supervisor now
+    #[arg(long, hide = true)]
     pub kernel_shim: bool,
 }
 
@@ -244,6 +247,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         None => None,
     };
 
+    let stop_jobs = args.shim.stop_jobs;
     let agent = AgentConfig {
         manager_url: url.clone(),
         join_token: handle.join_token.clone(),
@@ -260,7 +264,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         labels: Default::default(),
         ca_file: trusted_cert,
         docker: args.docker.options(),
-        kernel_shim: kernel_shim(&args.shim),
+        kernel_shim: Some(kernel_supervisor()),
+        stop_jobs: args.shim.stop_jobs,
+        local_manager: true,
         cache_url: cache.as_ref().map(|c| c.url.clone()),
         cache_weight: 1,
     };
@@ -295,7 +301,13 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
             };
         }
     }
-    eprintln!("stopping berth: stopping running kernels, then the manager");
+    if stop_jobs {
+        eprintln!("stopping berth: stopping running kernels, then the manager");
+    } else {
+        eprintln!(
+            "stopping berth: running jobs keep running and the next `berth up` takes them over (--stop-jobs stops them)"
+        );
+    }
     let _ = stop_agent.send(());
     match tokio::time::timeout(AGENT_STOP_TIMEOUT, agent_task).await {
         Ok(Ok(Err(e))) => eprintln!("warning: agent stopped with an error: {e:#}"),
@@ -358,7 +370,9 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         labels: args.label.into_iter().collect(),
         ca_file: args.ca_file,
         docker: args.docker.options(),
-        kernel_shim: kernel_shim(&args.shim),
+        kernel_shim: Some(kernel_supervisor()),
+        stop_jobs: args.shim.stop_jobs,
+        local_manager: false,
         cache_url: args.cache_url,
         cache_weight: args.cache_weight,
     };
@@ -438,11 +452,11 @@ fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// The kernel shim process kernels run under: this very binary (`berth kernel-shim`), by
-/// `/proc/self/exe` so that it works for any kernel user wherever the binary lives, and keeps
-/// working when the file is replaced (a rebuild, an upgrade) while the agent runs.
-fn kernel_shim(args: &ShimArgs) -> Option<PathBuf> {
-    args.kernel_shim.then(|| PathBuf::from("/proc/self/exe"))
+/// The kernel supervisor that forks process kernels: this very binary (`berth
+/// kernel-supervisor`), by `/proc/self/exe` so that it keeps working when the file is replaced
+/// (a rebuild, an upgrade) while the agent runs.
+fn kernel_supervisor() -> PathBuf {
+    PathBuf::from("/proc/self/exe")
 }
 
 fn host_name() -> String {

@@ -88,11 +88,12 @@ impl std::fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 fn main() -> ExitCode {
-    // The kernel shim (started by the agent for every process kernel) skips everything else:
-    // no argument parsing, logging or async runtime in a process that lives as long as a job.
+    // The kernel supervisor (started by the agent, forks its process kernels) skips
+    // everything else: no argument parsing, logging or async runtime in a process that lives
+    // as long as the node's jobs.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == berth_agent::runtime::SHIM_SUBCOMMAND) {
-        berth_agent::runtime::shim_main(&args[2..]);
+    if args.get(1).is_some_and(|a| a == berth_agent::runtime::SUPERVISOR_SUBCOMMAND) {
+        berth_agent::runtime::supervisor_main(&args[2..]);
     }
     let cli = Cli::parse();
     let daemon = match &cli.command {

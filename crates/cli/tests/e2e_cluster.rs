@@ -119,7 +119,8 @@ fn a_killed_agent_is_lost_its_requeue_job_runs_elsewhere_and_its_restart_cleans_
         n["running_jobs"] == 0 && n["cpus_used"] == 0 && n["mem_used"] == 0
     });
 
-    // the agent comes back on the same data dir: its old kernels are killed, it is ready
+    // its kernels were fenced by the node's kernel supervisor before the node was declared
+    // lost; the agent comes back on the same data dir and is ready
     c.start_agent(1);
     for pid in orphans {
         wait_dead(pid, "a kernel of the killed agent");
@@ -150,14 +151,13 @@ fn started_once(c: &Cluster, tag: &str) -> i32 {
     body.trim().parse().unwrap()
 }
 
-/// An agent (`--kernel-shim`) killed and restarted before the timeout takes its kernels over
-/// (through their shims): the same processes run on, each job runs once, and cancelling still
-/// stops them. Without the shim the restart kills them (see the test above).
+/// An agent killed and restarted before the timeout takes its kernels over (the kernel
+/// supervisor kept them): the same processes run on, each job runs once, and cancelling still
+/// stops them. One that stays away past its lease finds them fenced (see the test above).
 #[test]
 fn an_agent_restarted_before_the_timeout_takes_over_its_kernels() {
     // the default timeout: the node is never lost here, the restart alone must settle things
     let Some(mut c) = Cluster::new(1, &[]) else { return };
-    c.set_agent_flags(1, &["--kernel-shim"]);
     c.start_agent(1);
     let requeue = c.submit(&["--requeue", "--cpus", "1", "--", "sh", "-c", &ticker(&c, "r")]);
     let plain = c.submit(&["--cpus", "1", "--", "sh", "-c", &ticker(&c, "p")]);

@@ -1,7 +1,7 @@
 //! Container jobs through the real binary: `--image` jobs run through Docker with logs, exit
 //! codes, mounts, time limits and cancel like process jobs; `berth images` lists what nodes
-//! have; a job whose image no node has waits with an `image:` reason; a killed agent's
-//! container is re-adopted by the next agent and its end is recorded; mounts no node allows
+//! have; a job whose image no node has waits with an `image:` reason; a killed agent's (or a
+//! stopped `berth up`'s) container is re-adopted by the next agent and its end is recorded; mounts no node allows
 //! are refused at submit. Jobs with several kernels on one node (`--kernels N`) run on a
 //! private network where the kernels reach each other as `main`, `sub1`, ... (the agents
 //! here make it `internal`, so test traffic stays between the test's containers), and reach
@@ -250,6 +250,28 @@ fn a_restarted_agent_re_adopts_its_containers() {
     let d = b.wait_state(id, "SUCCEEDED");
     assert_eq!(d["job"]["exit_code"], 0, "{d:#}");
     assert_eq!(b.ok(&["logs", &id.to_string()]), "before\nafter\n");
+    left.wait_gone();
+}
+
+/// `berth up` stopped with SIGTERM while a container job runs: the container runs on, the
+/// next `berth up` re-adopts it, the job stays RUNNING (one run) and can still be cancelled.
+#[test]
+fn a_container_job_survives_a_sigterm_of_berth_up() {
+    if !docker_ready("a_container_job_survives_a_sigterm_of_berth_up") {
+        return;
+    }
+    let mut b = Berth::up(&[]);
+    let id = b.submit(&["--image", IMAGE, "--", "sh", "-c", "echo started; sleep 300"]);
+    let left = Containers::of_up_job(id);
+    b.wait_job(id, "its first line", |_| b.ok(&["logs", &id.to_string()]) == "started\n");
+    b.signal_all(libc::SIGTERM);
+    assert_eq!(left.names().len(), 1, "the container outlives berth up");
+    b.start_again(&[]);
+    let d = b.job(id);
+    assert_eq!(d["job"]["state"], "RUNNING", "taken over: {d:#}");
+    assert_eq!(d["transitions"].as_array().unwrap().iter().filter(|t| t["to"] == "RUNNING").count(), 1, "{d:#}");
+    b.ok(&["cancel", &id.to_string()]);
+    b.wait_state(id, "CANCELLED");
     left.wait_gone();
 }
 

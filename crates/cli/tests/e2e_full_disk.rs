@@ -72,7 +72,14 @@ fn a_full_disk_refuses_writes_with_507_and_berth_recovers_without_a_restart() {
 
     // ... and once space is back it is, without a restart.
     std::fs::remove_file(&filler).unwrap();
-    b.wait_state(running, "SUCCEEDED");
+    // Its end is recorded: SUCCEEDED, or FAILED because the agent saw its logs' disk full
+    // when it ended (it cannot tell whether output was lost), saying so.
+    let d = b.wait_job(running, "its end recorded", |d| d["job"]["state"] != "RUNNING");
+    let (state, reason) = (d["job"]["state"].as_str().unwrap(), d["job"]["reason"].as_str().unwrap_or_default());
+    assert!(
+        state == "SUCCEEDED" || (state == "FAILED" && reason.contains("no space left on device")),
+        "{state}: {reason}"
+    );
     assert_eq!(health(&b.url)["status"], "ok");
     let after = b.submit(&["--", "true"]);
     assert!(acknowledged.iter().all(|a| *a < after), "id {after} was given out before: {acknowledged:?}");

@@ -113,10 +113,13 @@ fn restart_keeps_every_job_and_its_history() {
 
     assert_eq!(b.job(done)["transitions"], history_before);
     assert_eq!(b.ok(&["logs", &done.to_string()]), "before restart\n");
-    // the job that was running when berth stopped has a recorded end, not a silent loss
-    let hog_state = b.state(hog);
-    assert!(["FAILED", "CANCELLED", "LOST"].contains(&hog_state.as_str()), "{hog_state}");
-    // the pending job is still there and runs now that the CPUs are free
+    // the job that was running when berth stopped runs on: taken over, not restarted
+    let h = b.job(hog);
+    assert_eq!(h["job"]["state"], "RUNNING", "{h:#}");
+    assert_eq!(h["transitions"].as_array().unwrap().iter().filter(|t| t["to"] == "RUNNING").count(), 1, "{h:#}");
+    // the pending job is still there and runs once the CPUs are free
+    assert_eq!(b.state(too_big_now), "PENDING");
+    b.ok(&["cancel", &hog.to_string()]);
     b.wait_state(too_big_now, "SUCCEEDED");
     // ids keep counting
     let next = b.submit(&["--", "true"]);

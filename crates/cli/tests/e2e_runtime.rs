@@ -256,13 +256,27 @@ fn an_agent_on_a_full_disk_ends_jobs_with_a_reason_and_recovers() {
     let ok = b.submit(&["--", "echo", "before"]);
     b.wait_state(ok, "SUCCEEDED");
 
-    // The logs' blocks are gone: the job's writes fail and it ends with the reason.
+    // The logs' blocks go while the job runs: its writes fail and it ends with the reason.
+    let shared = support::shared_tempdir();
+    let gate = shared.path().join("gate");
+    let script = format!("while [ ! -e {} ]; do sleep 0.1; done; seq 1 100000; echo done", gate.display());
+    let id = b.submit(&["--", "sh", "-c", &script]);
+    b.wait_state(id, "RUNNING");
     let filler = disk.fill_blocks();
-    let id = b.submit(&["--", "sh", "-c", "seq 1 100000; echo done"]);
+    std::fs::write(&gate, "").unwrap();
     let d = b.wait_state(id, "FAILED");
     let reason = d["job"]["reason"].as_str().unwrap_or_default();
     let want = format!("node n1: no space left on device writing logs under {}", data.display());
     assert!(reason.starts_with(&want), "{d:#}");
+
+    // A start on the full disk fails to write the kernel's record (a launch failure) or, if
+    // the blocks the last kernel gave back were enough for that, runs without its logs: either
+    // way it fails, saying where space is missing.
+    let id = b.submit(&["--", "true"]);
+    let d = b.wait_state(id, "FAILED");
+    let reason = d["job"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("no space left on device") && reason.contains("node n1"), "{d:#}");
+    assert!(reason.contains(&data.display().to_string()), "{d:#}");
 
     // No inode either: the kernel's dirs cannot be made.
     let inodes = disk.fill_inodes();

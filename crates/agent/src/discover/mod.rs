@@ -64,6 +64,8 @@ mod tests {
             ca_file: None,
             docker: Default::default(),
             kernel_shim: None,
+            stop_jobs: false,
+            local_manager: false,
             cache_url: None,
             cache_weight: 1,
         }

@@ -1,11 +1,12 @@
-//! Process kernels a previous agent process left under their shims ([`super::shim`]): a new
-//! agent on the same data dir takes them over instead of killing them, and reports them in its
-//! `Register` like re-adopted containers.
+//! Process kernels a previous agent process left running under the kernel supervisor
+//! ([`super::supervisor`], or the kernel shim of an older berth): a new agent on the same data
+//! dir takes them over instead of killing them, and reports them in its `Register` like
+//! re-adopted containers.
 //!
-//! Each kernel started through a shim has a record (`kernel.json`: key, binding, deadline)
-//! next to its pid file. On start the agent finds every kernel dir holding both; a kernel
-//! whose shim still runs is watched again (time limit, stop requests, end), and one whose shim
-//! ended while no agent was there is reported with the status the shim recorded.
+//! Each kernel started through the supervisor has a record (`kernel.json`: key, binding,
+//! deadline) next to its pid file. On start the agent finds every kernel dir holding both; a
+//! kernel that still runs is watched again (time limit, stop requests, end), and one that
+//! ended while no agent was there is reported with the status recorded in its exit file.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -15,11 +16,11 @@ use berth_model::Binding;
 use berth_model::protocol::KernelKey;
 use serde::{Deserialize, Serialize};
 
-use super::{shim, stale};
+use super::stale;
 
-/// The record of a kernel started through a shim, in its kernel dir.
+/// The record of a kernel started through the supervisor, in its kernel dir.
 pub(super) const RECORD_FILE: &str = "kernel.json";
-/// Where the shim writes the kernel's raw wait status.
+/// Where the supervisor (or an older berth's shim) writes the kernel's raw wait status.
 pub(super) const EXIT_FILE: &str = "exit";
 
 /// What a later agent needs to take a kernel over.
@@ -42,12 +43,12 @@ impl KernelRecord {
     }
 }
 
-/// A kernel a previous agent process started through a shim and never saw end.
+/// A kernel a previous agent process started through the supervisor and never saw end.
 #[derive(Debug)]
 pub(super) struct LeftKernel {
     pub dir: PathBuf,
     pub record: KernelRecord,
-    /// The shim's pid and start time (from the pid file).
+    /// The kernel's pid and start time (from the pid file; an older berth's shim's).
     pub pid: u32,
     pub start: u64,
 }
@@ -76,16 +77,25 @@ pub(super) fn find(kernels_dir: &Path) -> Vec<LeftKernel> {
     out
 }
 
-/// Waits for an adopted shim to end (it is not our child: its end is seen by polling) and
-/// returns the kernel's status as the shim recorded it.
-pub(super) async fn wait(pid: u32, start: u64, exit_file: &Path) -> std::io::Result<std::process::ExitStatus> {
+/// Waits for a kernel that is not our child to end (seen by polling) and returns its status
+/// as the exit file records it, and whether the supervisor fenced it.
+pub(super) async fn wait(pid: u32, start: u64, exit_file: &Path) -> std::io::Result<(std::process::ExitStatus, bool)> {
     while stale::is_running(pid, start) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    match shim::read_exit(exit_file) {
-        Some(raw) => Ok(std::process::ExitStatus::from_raw(raw)),
-        None => Err(std::io::Error::other("its shim ended without recording the kernel's exit status")),
+    // The supervisor reaps the kernel, then writes the file: give it a moment.
+    for _ in 0..20 {
+        if let Some((raw, fenced)) = read_exit(exit_file) {
+            return Ok((std::process::ExitStatus::from_raw(raw), fenced));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    Err(std::io::Error::other("it ended without a record of its exit status (its kernel supervisor is gone)"))
+}
+
+/// The raw wait status (and the fenced mark) recorded in `path`, once there is one.
+fn read_exit(path: &Path) -> Option<(i32, bool)> {
+    super::supervisor::parse_exit(&std::fs::read_to_string(path).ok()?)
 }
 
 #[cfg(test)]
@@ -124,8 +134,11 @@ mod tests {
         let exit = dir.path().join(EXIT_FILE);
         std::fs::write(&exit, format!("{}\n", 3 << 8)).unwrap();
         // No such pid: the shim has ended.
-        let s = wait(u32::MAX, 1, &exit).await.unwrap();
-        assert_eq!(s.code(), Some(3));
+        let (s, fenced) = wait(u32::MAX, 1, &exit).await.unwrap();
+        assert_eq!((s.code(), fenced), (Some(3), false));
+        std::fs::write(&exit, super::super::supervisor::exit_text(15, true)).unwrap();
+        let (s, fenced) = wait(u32::MAX, 1, &exit).await.unwrap();
+        assert_eq!((s.signal(), fenced), (Some(15), true));
         std::fs::write(&exit, "").unwrap();
         assert!(wait(u32::MAX, 1, &exit).await.is_err(), "no status recorded: an error, not a made-up code");
     }

@@ -5,17 +5,19 @@
 //! it returns) and a task per kernel waits for the exit, the time limit or a stop request, and
 //! sends the `Finished` event on the agent's channel.
 //!
-//! With a shim executable (`berth kernel-shim`, see [`shim`]) each kernel runs under a shim
-//! that records its exit status, so a restarted agent takes running kernels over ([`adopt`])
-//! instead of killing them.
+//! With a supervisor executable (`berth kernel-supervisor`, see [`supervisor`]) kernels are
+//! forked by the node's long-lived kernel supervisor, which records their exit statuses, so
+//! they outlive the agent and a restarted agent takes them over ([`adopt`]) instead of killing
+//! them.
 
 mod adopt;
 mod cgroup;
 pub mod docker;
 mod env;
 mod private_tmp;
-pub mod shim;
 mod stale;
+mod supervised;
+pub mod supervisor;
 mod user;
 mod watch;
 
@@ -32,11 +34,13 @@ use tokio::sync::mpsc;
 pub use cgroup::{CgroupError, Cgroups};
 pub use docker::{Adopted, Docker, DockerOptions};
 pub use env::build_env;
-pub use shim::{SHIM_SUBCOMMAND, shim_main};
+pub use supervisor::SUBCOMMAND as SUPERVISOR_SUBCOMMAND;
+pub use supervisor::server::main as supervisor_main;
 pub use user::{RunUser, UserError, UserMap};
 
 use crate::disk::{FileOp, io_text};
 use crate::logs;
+use supervised::SupervisedKernel;
 
 /// Default `pids.max` of a kernel: generous for real work, fatal to fork bombs.
 pub const DEFAULT_PIDS_MAX: i64 = 4096;
@@ -63,9 +67,9 @@ pub struct RuntimeOptions {
     pub docker: DockerOptions,
     /// The node's GPUs are fake (`--fake-gpus`): containers get no GPU device requests.
     pub fake_gpus: bool,
-    /// An executable with the `kernel-shim` subcommand (the `berth` binary) to run process
-    /// kernels under; `None`: kernels are the agent's own children, and an agent started
-    /// after this one dies kills them instead of taking them over.
+    /// An executable with the `kernel-supervisor` subcommand (the `berth` binary) that forks
+    /// process kernels (see [`supervisor`]); `None`: kernels are the agent's own children,
+    /// and an agent started after this one dies kills them instead of taking them over.
     pub shim: Option<PathBuf>,
 }
 
@@ -100,8 +104,10 @@ pub struct Runtime {
     docker: Docker,
     /// Each kernel's own `/dev/shm` and `/tmp` (root agents; see [`private_tmp`]).
     private_tmp: Option<private_tmp::PrivateTmp>,
-    /// Kernels an earlier agent process left under shims, until [`Runtime::adopt_processes`].
+    /// Kernels an earlier agent process left running, until [`Runtime::adopt_processes`].
     left: std::sync::Arc<std::sync::Mutex<Vec<adopt::LeftKernel>>>,
+    /// The node's kernel supervisor, which forks process kernels (see [`supervisor`]).
+    supervisor: Option<std::sync::Arc<supervisor::client::Supervisor>>,
 }
 
 /// A request to stop a running kernel.
@@ -184,8 +190,24 @@ impl Runtime {
         } else {
             kernels.clone()
         };
-        // Kernels of an earlier agent process with this data dir: those under a shim are taken
-        // over (`adopt_processes`); nobody can supervise the others, so they are killed.
+        // The supervisor first: a kernel that ends from now on is reported to this agent, one
+        // that ended before has its exit file written.
+        let supervisor = match &opts.shim {
+            Some(exe) if tokio::runtime::Handle::try_current().is_ok() => {
+                match supervisor::client::Supervisor::connect_or_start(&opts.data_dir, exe) {
+                    Ok(s) => Some(std::sync::Arc::new(s)),
+                    Err(e) => {
+                        tracing::warn!(
+                            "cannot start the kernel supervisor ({e}): kernels run as the agent's children and end with it"
+                        );
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        // Kernels of an earlier agent process with this data dir: those with a record are
+        // taken over (`adopt_processes`); nobody can supervise the others, so they are killed.
         let left = adopt::find(&kernels);
         let keep_cgroups: Vec<String> = left.iter().map(adopt::LeftKernel::name).collect();
         let keep_dirs: Vec<PathBuf> = left.iter().map(|k| k.dir.clone()).collect();
@@ -198,7 +220,7 @@ impl Runtime {
         let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir));
         let left = std::sync::Arc::new(std::sync::Mutex::new(left));
         let private_tmp = private_tmp::PrivateTmp::detect();
-        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base, docker, private_tmp, left })
+        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base, docker, private_tmp, left, supervisor })
     }
 
     /// Removes the node's empty cgroup parents (`berth/<node>`, then `berth` if empty) when
@@ -300,30 +322,22 @@ impl Runtime {
             None => None,
         };
 
-        // Under a shim: the kernel's record (for a later agent), its exit file (created here,
-        // owned by the kernel's user, who runs the shim) and the shim's status pipe.
-        let shim = match &self.opts.shim {
-            Some(exe) => Some(self.prepare_shim(exe, &key, spec, binding, &dir, user).map_err(fail)?),
-            None => None,
-        };
         // With private mounts the child switches to the kernel's user itself, after mounting.
-        let private = match &self.private_tmp {
-            Some(p) => Some(
-                p.plan(binding.mem_bytes, &[&dir, &workdir], user.switch.then_some((user.uid, user.gid)), &workdir)
-                    .map_err(fail)?,
-            ),
-            None => None,
-        };
+        let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &[&dir, &workdir]));
         let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir);
         write_cache_token(node, &dir, user, &mut env).map_err(fail)?;
-        let mut cmd = match &shim {
-            Some(sh) => {
-                let mut c = tokio::process::Command::new(&sh.exe);
-                c.arg0("berth").arg(SHIM_SUBCOMMAND).arg(shim::STATUS_FD.to_string()).arg(&sh.exit_file).arg(program);
-                c
-            }
-            None => tokio::process::Command::new(program),
+        let launch = LaunchText {
+            program: program.clone(),
+            as_user: user.switch.then(|| user.name.clone()),
+            workdir: workdir.clone(),
         };
+        if let Some(sup) = &self.supervisor {
+            let kernel =
+                SupervisedKernel { key, spec, binding, dir: &dir, workdir: &workdir, user, env, launch, private };
+            let logs = [stdout.as_raw_fd(), stderr.as_raw_fd()];
+            return self.start_supervised(sup, kernel, &logs, cg, events);
+        }
+        let mut cmd = tokio::process::Command::new(program);
         cmd.args(&spec.command[1..])
             .env_clear()
             .envs(env)
@@ -337,41 +351,21 @@ impl Runtime {
             cmd.uid(user.uid).gid(user.gid);
         }
         let fds = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
-        let status_w = shim.as_ref().map(|sh| sh.status_w.as_raw_fd());
-        // SAFETY: between fork and exec only async-signal-safe calls (setsid, write, dup2, fcntl,
-        // and the mounts and user switch of `Plan::enter`).
+        let private = match private {
+            Some(p) => Some(p.plan(user.switch.then_some((user.uid, user.gid)), &workdir).map_err(fail)?),
+            None => None,
+        };
+        // SAFETY: between fork and exec only async-signal-safe calls (setsid, write, and the
+        // mounts and user switch of `Plan::enter`).
         unsafe {
             cmd.pre_exec(move || {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                for &fd in &fds {
-                    if libc::write(fd, b"0".as_ptr().cast(), 1) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
+                child_setup(&fds)?;
                 // In the cgroup first, so that the private mounts' pages are charged to it.
                 if let Some(p) = &private {
                     p.enter()?;
                 }
-                // After the cgroup writes: their descriptors may have the status fd's number.
-                if let Some(w) = status_w {
-                    let r = if w == shim::STATUS_FD {
-                        libc::fcntl(w, libc::F_SETFD, 0)
-                    } else {
-                        libc::dup2(w, shim::STATUS_FD)
-                    };
-                    if r < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
                 Ok(())
-            });
-        }
-        let launch = LaunchText {
-            program: program.clone(),
-            as_user: user.switch.then(|| user.name.clone()),
-            workdir: workdir.clone(),
+            })
         };
         let child = match cmd.spawn() {
             Ok(c) => c,
@@ -382,22 +376,14 @@ impl Runtime {
                 return Err(launch.cannot_run(&e));
             }
         };
-        // The shim tells the watch whether the kernel's program started (a missing one is
-        // still a launch failure, not a kernel that failed); the agent does not wait for it.
-        let status = shim.map(|sh| {
-            drop(sh.status_w);
-            watch::ShimStatus { read: sh.status_r, launch }
-        });
         if let Some(c) = cg.as_mut() {
             c.close_procs();
         }
         let pid = child.id().unwrap_or(0);
-        stale::write_pid_file(&dir, pid);
+        let _ = stale::write_pid_file(&dir, pid);
         let (stop_tx, stop_rx) = mpsc::unbounded_channel();
-        let deferred = status.is_some();
         tokio::spawn(watch::watch(watch::Watch {
             key,
-            status,
             child: watch::Proc::Child(child),
             pid,
             cgroup: cg,
@@ -408,8 +394,27 @@ impl Runtime {
             events: events.clone(),
             pid_file: dir.join(stale::PID_FILE),
         }));
-        Ok(KernelHandle { pid, stop: stop_tx, deferred })
+        Ok(KernelHandle { pid, stop: stop_tx, deferred: false })
     }
+}
+
+/// The child's side of a kernel start, between fork and exec (here or in the supervisor):
+/// its own session (so the group signals reach all of it), then its cgroups (writing `0` to
+/// each pre-opened `cgroup.procs` moves the caller, before exec, so no fork escapes).
+/// Only async-signal-safe calls.
+pub(crate) fn child_setup(cgroup_procs: &[std::os::fd::RawFd]) -> std::io::Result<()> {
+    // SAFETY: setsid and write are async-signal-safe; the descriptors belong to this process.
+    unsafe {
+        if libc::setsid() < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for &fd in cgroup_procs {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What a launch failure message names: the program, the user it ran as (when the agent
@@ -436,82 +441,7 @@ impl LaunchText {
     }
 }
 
-/// A shim about to start: its executable, exit file and the write end of its status pipe.
-struct ShimLaunch {
-    exe: PathBuf,
-    exit_file: PathBuf,
-    status_r: std::os::fd::OwnedFd,
-    status_w: std::os::fd::OwnedFd,
-}
-
 impl Runtime {
-    /// Writes the kernel's record and empty exit file and opens the shim's status pipe.
-    fn prepare_shim(
-        &self,
-        exe: &std::path::Path,
-        key: &KernelKey,
-        spec: &JobSpec,
-        binding: &Binding,
-        dir: &std::path::Path,
-        user: &RunUser,
-    ) -> Result<ShimLaunch, String> {
-        let now_ms = jiff::Timestamp::now().as_millisecond();
-        let deadline_ms = spec.time_limit_secs.map(|t| now_ms.saturating_add((t as i64).saturating_mul(1000)));
-        let record = adopt::KernelRecord { key: *key, binding: binding.clone(), deadline_ms };
-        record
-            .write(dir)
-            .map_err(|e| format!("cannot write the kernel record in `{}`: {}", dir.display(), errno_text(&e)))?;
-        let exit_file = dir.join(adopt::EXIT_FILE);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&exit_file)
-            .map_err(|e| format!("cannot create `{}`: {}", exit_file.display(), errno_text(&e)))?;
-        if user.switch {
-            let _ = std::os::unix::fs::chown(&exit_file, Some(user.uid), Some(user.gid));
-        }
-        let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| format!("cannot create the kernel shim's status pipe: {}", e.desc().to_lowercase()))?;
-        Ok(ShimLaunch { exe: exe.to_path_buf(), exit_file, status_r, status_w })
-    }
-
-    /// Takes over the kernels an earlier agent process left under shims (found when this
-    /// runtime was made): each is watched again and reported `Started`; one that ended while
-    /// no agent ran reports its recorded end right after. Only the first call finds any.
-    pub fn adopt_processes(&self, events: &mpsc::UnboundedSender<KernelUpdate>) -> Vec<Adopted> {
-        let left = std::mem::take(&mut *self.left.lock().unwrap_or_else(|e| e.into_inner()));
-        let now = jiff::Timestamp::now();
-        left.into_iter()
-            .map(|k| {
-                let name = k.name();
-                let cgroup = self.cgroups.as_ref().and_then(|c| c.open(&name, k.record.binding.mem_bytes));
-                let (stop_tx, stop_rx) = mpsc::unbounded_channel();
-                tracing::info!(kernel = %name, pid = k.pid, "took over a kernel left by a previous agent process");
-                tokio::spawn(watch::watch(watch::Watch {
-                    key: k.record.key,
-                    status: None,
-                    child: watch::Proc::Adopted { pid: k.pid, start: k.start, exit_file: k.dir.join(adopt::EXIT_FILE) },
-                    pid: k.pid,
-                    cgroup,
-                    time_limit: k.record.time_left(now.as_millisecond()),
-                    grace: self.opts.stop_grace,
-                    mem_limit: k.record.binding.mem_bytes,
-                    stop: stop_rx,
-                    events: events.clone(),
-                    pid_file: k.dir.join(stale::PID_FILE),
-                }));
-                Adopted {
-                    key: k.record.key,
-                    binding: k.record.binding,
-                    event: KernelEvent::Started { pid: k.pid, at: now },
-                    handle: Some(KernelHandle { pid: k.pid, stop: stop_tx, deferred: false }),
-                }
-            })
-            .collect()
-    }
-
     /// The Unix user of a kernel: from its owner (`BERTH_USER`, `BERTH_USER_ID` in the
     /// manager's variables) through the user map.
     fn kernel_user(&self, manager_env: &BTreeMap<String, String>) -> Result<RunUser, String> {
@@ -582,6 +512,13 @@ pub(crate) fn errno_text(e: &std::io::Error) -> String {
         Some(f) => f.to_lowercase().chain(c).collect(),
         None => s,
     }
+}
+
+/// Kills the process kernels left running in an agent data dir (by their pid files), as an
+/// agent stopped without `--stop-jobs` or killed leaves them; returns how many ran. Public for
+/// test harnesses that clean up after the agents they stopped.
+pub fn kill_kernels_left_in(data_dir: &std::path::Path) -> usize {
+    stale::reap_pid_files(&data_dir.join("kernels"), &[])
 }
 
 /// The name of this agent's cgroup subtree: the node name plus a stable hash of the data dir,

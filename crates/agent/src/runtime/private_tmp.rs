@@ -63,16 +63,28 @@ impl PrivateTmp {
         }
     }
 
-    /// What the kernel's child does before exec: private mounts of `size` bytes (0: tmpfs's
-    /// default), `keep` bound back when under a mount point, then the switch to `user`
-    /// (uid, gid) and `chdir(workdir)` as that user.
-    pub(crate) fn plan(
-        &self,
-        size: u64,
-        keep: &[&Path],
-        user: Option<(u32, u32)>,
-        workdir: &Path,
-    ) -> Result<Plan, String> {
+    /// A kernel's private mounts of `size` bytes (0: tmpfs's default), with `keep` bound back
+    /// when under a mount point: plain data, so that the kernel supervisor (another process)
+    /// can make the [`Plan`] of a kernel it forks.
+    pub(crate) fn request(&self, size: u64, keep: &[&Path]) -> PrivateTmpRequest {
+        PrivateTmpRequest { points: self.points.clone(), size, keep: keep.iter().map(|p| p.to_path_buf()).collect() }
+    }
+}
+
+/// What [`PrivateTmp::request`] asks for a kernel (sent to the supervisor in its spawn request).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PrivateTmpRequest {
+    points: Vec<PathBuf>,
+    size: u64,
+    keep: Vec<PathBuf>,
+}
+
+impl PrivateTmpRequest {
+    /// What the kernel's child does before exec: the private mounts, then the switch to
+    /// `user` (uid, gid) and `chdir(workdir)` as that user. Made in the parent: the child may
+    /// not allocate.
+    pub(crate) fn plan(&self, user: Option<(u32, u32)>, workdir: &Path) -> Result<Plan, String> {
+        let (size, keep) = (self.size, &self.keep);
         let c = |p: &Path| {
             CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("path `{}` holds a NUL byte", p.display()))
         };
@@ -283,7 +295,7 @@ mod tests {
         std::fs::create_dir_all(&work).unwrap();
         let outside = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
         let p = PrivateTmp { points: vec!["/dev/shm".into(), "/tmp".into()] };
-        let plan = p.plan(64 << 20, &[&kernel, &work, outside.path()], Some((7, 8)), &work).unwrap();
+        let plan = p.request(64 << 20, &[&kernel, &work, outside.path()]).plan(Some((7, 8)), &work).unwrap();
         assert_eq!(plan.data.to_str().unwrap(), format!("size={},mode=1777", 64 << 20));
         assert_eq!(plan.mounts.len(), 2);
         assert!(plan.mounts[0].binds.is_empty(), "nothing of the kernel's lies in /dev/shm");
@@ -296,7 +308,7 @@ mod tests {
         assert_eq!(dirs.len(), 3, "{dirs:?}");
         assert_eq!(dirs[2], kernel.to_str().unwrap());
         assert!(kernel.starts_with(dirs[0]) && Path::new(dirs[0]).parent() == Some(Path::new("/tmp")));
-        let plan = p.plan(0, &[], None, &work).unwrap();
+        let plan = p.request(0, &[]).plan(None, &work).unwrap();
         assert_eq!(plan.data.to_str().unwrap(), "mode=1777", "no memory limit: tmpfs's default size");
     }
 }

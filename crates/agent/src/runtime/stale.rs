@@ -15,12 +15,13 @@ use nix::unistd::Pid;
 /// Name of the file in a kernel's dir that records its process while it runs.
 pub const PID_FILE: &str = "pid";
 
-/// Records a started kernel's process in `<kernel dir>/pid`.
-pub fn write_pid_file(kernel_dir: &Path, pid: u32) {
-    let Some(start) = start_time(pid) else { return };
+/// Records a started kernel's process in `<kernel dir>/pid`; returns its start time.
+pub fn write_pid_file(kernel_dir: &Path, pid: u32) -> Option<u64> {
+    let start = start_time(pid)?;
     if let Err(e) = write_private(&kernel_dir.join(PID_FILE), format!("{pid} {start}\n").as_bytes()) {
         tracing::warn!("cannot write the pid file of a kernel in `{}`: {e}", kernel_dir.display());
     }
+    Some(start)
 }
 
 /// Writes (replacing) a file of the agent's own: 0600, whoever may pass through its dir.
@@ -95,7 +96,7 @@ mod tests {
         let live = dir.path().join("1.0.0");
         std::fs::create_dir(&live).unwrap();
         let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
-        write_pid_file(&live, child.id());
+        let _ = write_pid_file(&live, child.id());
 
         // A pid file whose start time does not match (the pid was reused): left alone.
         let reused = dir.path().join("2.0.0");

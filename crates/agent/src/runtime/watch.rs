@@ -13,33 +13,51 @@ use tokio::sync::mpsc;
 use super::cgroup::KernelCgroup;
 use super::{KernelUpdate, StopRequest};
 
-/// The process the watch waits for: the agent's own child, or a shim an earlier agent
-/// process started (see `adopt`).
+/// The process the watch waits for: the agent's own child, or a kernel another process is
+/// the parent of (the kernel supervisor, or the shim of an older berth; see `adopt`).
 pub(super) enum Proc {
     Child(tokio::process::Child),
-    Adopted { pid: u32, start: u64, exit_file: std::path::PathBuf },
+    Watched {
+        pid: u32,
+        /// Its start time (pid files), so a reused pid does not count as the kernel.
+        start: u64,
+        exit_file: std::path::PathBuf,
+        /// The supervisor's report of its end; `None` (or once the supervisor is gone): the
+        /// end is seen by polling and read from `exit_file`.
+        exit: Option<tokio::sync::oneshot::Receiver<super::supervisor::client::Exit>>,
+        /// The supervisor stopped it while no agent was there (see `supervisor`).
+        fenced: bool,
+    },
 }
 
 impl Proc {
     async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
         match self {
             Proc::Child(c) => c.wait().await,
-            Proc::Adopted { pid, start, exit_file } => super::adopt::wait(*pid, *start, exit_file).await,
+            Proc::Watched { pid, start, exit_file, exit, fenced } => {
+                if let Some(rx) = exit {
+                    match rx.await {
+                        Ok(e) => {
+                            *fenced = e.fenced;
+                            return Ok(std::process::ExitStatus::from_raw(e.raw));
+                        }
+                        Err(_) => *exit = None,
+                    }
+                }
+                let (status, f) = super::adopt::wait(*pid, *start, exit_file).await?;
+                *fenced = f;
+                Ok(status)
+            }
         }
     }
-}
 
-/// The read end of a just-started shim's status pipe (see `shim`).
-pub(super) struct ShimStatus {
-    pub read: std::os::fd::OwnedFd,
-    pub launch: super::LaunchText,
+    fn fenced(&self) -> bool {
+        matches!(self, Proc::Watched { fenced: true, .. })
+    }
 }
 
 pub(super) struct Watch {
     pub key: KernelKey,
-    /// A kernel started under a shim: `Started` (or the launch failure) is sent once the
-    /// shim says whether the program started.
-    pub status: Option<ShimStatus>,
     pub child: Proc,
     pub pid: u32,
     pub cgroup: Option<KernelCgroup>,
@@ -60,11 +78,6 @@ enum Why {
 }
 
 pub(super) async fn watch(mut w: Watch) {
-    if let Some(status) = w.status.take()
-        && !shim_started(&mut w, status).await
-    {
-        return;
-    }
     let pgid = Pid::from_raw(w.pid as i32);
     let timer = async {
         match w.time_limit {
@@ -102,6 +115,9 @@ pub(super) async fn watch(mut w: Watch) {
         (Why::Timeout(secs), _) => {
             (KernelOutcome::Timeout, format!("time limit {} exceeded", berth_model::format_duration(secs)))
         }
+        (Why::Exited, _) if w.child.fenced() => {
+            (KernelOutcome::Fenced, "fenced: no agent was there when its lease ran out".to_string())
+        }
         (Why::Exited, _) if oom => {
             (KernelOutcome::OutOfMemory, format!("out of memory (limit {})", format_bytes(w.mem_limit)))
         }
@@ -129,41 +145,6 @@ pub(super) async fn watch(mut w: Watch) {
     if !cg.remove(Duration::from_secs(120)).await {
         tracing::warn!("cannot remove kernel cgroups {:?}: still busy", cg.dirs());
     }
-}
-
-/// Waits for the shim's word and reports `Started`; or, when the program could not start,
-/// waits for the shim to end, cleans up and reports the launch failure (returns false).
-async fn shim_started(w: &mut Watch, status: ShimStatus) -> bool {
-    let read = status.read;
-    let text = tokio::task::spawn_blocking(move || {
-        use std::io::Read;
-        let mut text = String::new();
-        let _ = std::fs::File::from(read).read_to_string(&mut text);
-        text
-    })
-    .await
-    .unwrap_or_default();
-    let message = match super::shim::parse_status(&text) {
-        Ok(()) => {
-            let _ = w.events.send((w.key, KernelEvent::Started { pid: w.pid, at: jiff::Timestamp::now() }));
-            return true;
-        }
-        Err(Some(errno)) => status.launch.cannot_run(&std::io::Error::from_raw_os_error(errno)),
-        Err(None) => "launch failed: the kernel shim ended before it started the kernel".to_string(),
-    };
-    let _ = w.child.wait().await;
-    if let Some(cg) = w.cgroup.take() {
-        cg.discard();
-    }
-    let _ = std::fs::remove_file(&w.pid_file);
-    let event = KernelEvent::Finished {
-        outcome: KernelOutcome::LaunchFailed,
-        exit_code: None,
-        message,
-        at: jiff::Timestamp::now(),
-    };
-    let _ = w.events.send((w.key, event));
-    false
 }
 
 /// SIGTERM to the group, SIGKILL after `grace` if the leader is still there.

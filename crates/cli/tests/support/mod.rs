@@ -189,6 +189,31 @@ impl Berth {
         self.start_up();
     }
 
+    /// Sends `sig` to every berth process and waits for them to end (SIGKILL: a crash).
+    pub fn signal_all(&mut self, sig: i32) {
+        for mut p in self.procs.drain(..).rev() {
+            // SAFETY: signalling a child this harness spawned and has not reaped.
+            unsafe { libc::kill(p.id() as i32, sig) };
+            wait_timeout(&mut p, PATIENCE).expect("berth ended after the signal");
+        }
+    }
+
+    /// Sends `sig` to every agent of a [`Berth::cluster`] and waits for them to end.
+    pub fn signal_all_agents(&mut self, sig: i32) {
+        for mut p in self.procs.drain(1..).rev() {
+            // SAFETY: signalling a child this harness spawned and has not reaped.
+            unsafe { libc::kill(p.id() as i32, sig) };
+            wait_timeout(&mut p, PATIENCE).expect("the agent ended after the signal");
+        }
+    }
+
+    /// Starts `berth up` again on the same data dir (after [`Berth::signal_all`]), with `extra`
+    /// flags instead of the first start's.
+    pub fn start_again(&mut self, extra: &[&str]) {
+        self.extra = extra.iter().map(|s| s.to_string()).collect();
+        self.start_up();
+    }
+
     /// Sends SIGINT to every berth process and waits for them to exit; returns their statuses.
     pub fn stop(&mut self) -> Vec<std::process::ExitStatus> {
         let mut out = vec![];
@@ -317,9 +342,9 @@ impl Berth {
 }
 
 impl Drop for Berth {
-    /// SIGTERM first, so agents stop their kernels and remove their cgroups (a SIGKILLed agent
-    /// leaves its cgroup directories behind, and thousands of them slowed every later start),
-    /// then SIGKILL whatever has not ended within a few seconds.
+    /// SIGTERM first, then SIGKILL whatever has not ended within a few seconds; then kills the
+    /// jobs the agents left running and removes their cgroups (leftover cgroup directories,
+    /// by the thousand, slowed every later start).
     fn drop(&mut self) {
         for p in &mut self.procs {
             // Only children still running (or unreaped): their pid cannot have been reused.
@@ -334,18 +359,25 @@ impl Drop for Berth {
                 let _ = p.wait();
             }
         }
-        // agents killed on purpose ([`Berth::kill_agent`]) left their scopes: remove this
-        // home's agents' scopes (named from their data dirs, so no other test's)
-        let scopes: Vec<String> = std::fs::read_dir(self.home.path())
+        // Stopped agents leave their jobs running (the kernel supervisor keeps them for the
+        // next agent; it ends once they are gone): kill them, then remove this home's agents'
+        // scopes (named from their data dirs, so no other test's).
+        let mut agents: Vec<(String, PathBuf)> = std::fs::read_dir(self.home.path())
             .map(|r| r.flatten().collect::<Vec<_>>())
             .unwrap_or_default()
             .iter()
             .filter_map(|e| {
                 let dir = e.file_name().to_string_lossy().into_owned();
-                let node = dir.strip_prefix("agent-")?;
-                Some(berth_agent::runtime::cgroup_scope(node, &e.path()))
+                Some((dir.strip_prefix("agent-")?.to_string(), e.path()))
             })
             .collect();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
+        agents.push((host, self.data.join("agent")));
+        for (_, dir) in &agents {
+            berth_agent::runtime::kill_kernels_left_in(dir);
+        }
+        let scopes: Vec<String> =
+            agents.iter().map(|(node, dir)| berth_agent::runtime::cgroup_scope(node, dir)).collect();
         if !scopes.is_empty() {
             // briefly: kernels a killed agent left running keep theirs, and that is no reason
             // to hold up every test
