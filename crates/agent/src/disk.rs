@@ -26,8 +26,7 @@ const NEARLY_FULL: u64 = 64 << 10;
 /// Whether the file system holding `path` has (next to) no space left for an unprivileged
 /// writer (kernels run as other users than root, so root's reserved blocks do not count).
 pub fn no_space_left(path: &Path) -> bool {
-    nix::sys::statvfs::statvfs(path)
-        .is_ok_and(|s| s.blocks_available().saturating_mul(s.fragment_size()) < NEARLY_FULL)
+    nix::sys::statvfs::statvfs(path).is_ok_and(|s| s.blocks_available().saturating_mul(s.fragment_size()) < NEARLY_FULL)
 }
 
 /// What the agent was doing with a file when it failed.

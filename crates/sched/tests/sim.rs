@@ -344,3 +344,20 @@ fn replays_are_deterministic_and_sane() {
         }
     }
 }
+
+#[test]
+fn progress_reports_rise_to_every_job_settled_and_change_nothing() {
+    let trace = load("backfill4.swf");
+    let mut seen = Vec::new();
+    let observed =
+        sim::simulate_observed(&trace, &cpu_cluster(1), Policy::Backfill, &SimOptions::default(), &mut |p| {
+            seen.push(p)
+        })
+        .unwrap();
+    let plain = run(&trace, cpu_cluster(1), Policy::Backfill, SimOptions::default());
+    assert_eq!(observed, plain, "observing a replay must not change it");
+    assert!(!seen.is_empty());
+    assert!(seen.windows(2).all(|w| w[0].settled <= w[1].settled), "{seen:?}");
+    assert!(seen.iter().all(|p| p.total == 4 && p.settled <= p.total), "{seen:?}");
+    assert_eq!(seen.last().map(|p| p.settled), Some(4), "the last report has every job settled");
+}

@@ -1,14 +1,16 @@
-//! Replays the start of the real traces (`<repo>/../shared/traces`, never copied into the
-//! repository) and checks the replay's invariants. Skipped, loudly, when they are absent.
+//! Replays the start of the real traces vendored in `<repo>/traces/` (see its README) and
+//! checks the replay's invariants. Never skipped: the traces ship with the repository.
 
 use std::path::{Path, PathBuf};
+
+use flate2::read::MultiGzDecoder;
 
 use berth_sched::sim::{self, Cluster, JobOutcome, Metrics, Policy, SimOptions, Trace, Window};
 
 const JOBS: usize = 3000;
 
 fn traces_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces")
 }
 
 fn check(name: &str, trace: &Trace, cluster: Cluster, policies: &[Policy]) {
@@ -39,10 +41,8 @@ fn check(name: &str, trace: &Trace, cluster: Cluster, policies: &[Policy]) {
 #[test]
 fn philly_head_replays_sanely() {
     let path = traces_dir().join("philly.csv");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!("SKIPPED: real traces not found at {} (philly.csv)", traces_dir().display());
-        return;
-    };
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read the vendored trace {}: {e}", path.display()));
     let mut trace = sim::parse_philly(text.as_bytes(), sim::PhillyOptions::default()).unwrap();
     assert_eq!(trace.jobs.len(), 82_247 - 69, "the 69 jobs before 2017-09-24 are dropped");
     assert!(trace.jobs.windows(2).all(|w| w[0].submit_ms <= w[1].submit_ms));
@@ -54,17 +54,10 @@ fn philly_head_replays_sanely() {
 #[test]
 fn sdsc_blue_head_replays_sanely() {
     let path = traces_dir().join("SDSC-BLUE-2000-4.2-cln.swf.gz");
-    if !path.exists() {
-        eprintln!("SKIPPED: real traces not found at {} (SDSC-BLUE-2000-4.2-cln.swf.gz)", traces_dir().display());
-        return;
-    }
-    // The sched crate stays free of I/O dependencies: let gzip decompress.
-    let Ok(out) = std::process::Command::new("gzip").arg("-dc").arg(&path).output() else {
-        eprintln!("SKIPPED: gzip not found, cannot read {}", path.display());
-        return;
-    };
-    assert!(out.status.success(), "gzip -dc {} failed", path.display());
-    let mut trace = sim::parse_swf(&out.stdout[..], sim::SwfOptions::default()).unwrap();
+    let file =
+        std::fs::File::open(&path).unwrap_or_else(|e| panic!("cannot open the vendored trace {}: {e}", path.display()));
+    let mut trace =
+        sim::parse_swf(std::io::BufReader::new(MultiGzDecoder::new(file)), sim::SwfOptions::default()).unwrap();
     assert_eq!(trace.jobs.len(), 232_536, "jobs with run time > 0");
     assert!(trace.has_priorities);
     trace.select(Window { limit: Some(JOBS), ..Window::default() });

@@ -2,7 +2,7 @@
 //! policy, and prints JCT, queueing delay, utilisation and fairness (`berth_sched::sim`).
 //! Runs offline: no manager needed.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -13,6 +13,7 @@ use berth_sched::sim::{
     self, Cluster, Metrics, PhillyOptions, Policy, SimError, SimOptions, SwfOptions, Trace, TraceFormat, Window,
 };
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::UsageError;
@@ -218,10 +219,27 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
 
     let mut results = Vec::new();
     let mut skipped = Vec::new();
+    // The table streams: its header now, each policy's row as soon as that policy is done
+    // (a full trace takes seconds to minutes per policy).
+    let rows = RowPrinter::new(trace.jobs.len());
+    if !json {
+        rows.print(&header(&trace));
+    }
     for p in policies {
         let t0 = Instant::now();
-        match sim::simulate(&trace, &cluster, p, &opts) {
-            Ok(metrics) => results.push(PolicyResult { metrics, wall_s: t0.elapsed().as_secs_f64() }),
+        let bar = progress_bar(p, trace.jobs.len(), json);
+        let outcome = sim::simulate_observed(&trace, &cluster, p, &opts, &mut |progress| {
+            bar.set_position(progress.settled as u64)
+        });
+        bar.finish_and_clear();
+        match outcome {
+            Ok((metrics, _)) => {
+                let result = PolicyResult { metrics, wall_s: t0.elapsed().as_secs_f64() };
+                if !json {
+                    rows.print(&row(&result));
+                }
+                results.push(result);
+            }
             Err(SimError::NotApplicable { policy, why }) => {
                 if !json {
                     eprintln!("note: skipped policy {policy}: {why}");
@@ -244,10 +262,22 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             results,
             skipped,
         })?;
-    } else {
-        output::print_table(table(&results));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A bar on stderr for one policy's replay, drawn only on a terminal (and never with `-o json`,
+/// whose reader wants a clean stream).
+fn progress_bar(policy: Policy, jobs: usize, json: bool) -> ProgressBar {
+    if json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(jobs as u64);
+    if let Ok(style) = ProgressStyle::with_template("{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} jobs") {
+        bar.set_style(style);
+    }
+    bar.set_prefix(policy.name());
+    bar
 }
 
 /// A span of seconds in a unit that keeps 2–3 significant digits: `45s`, `12.5m`, `3.21h`, `4.2d`.
@@ -263,47 +293,92 @@ fn span(secs: f64) -> String {
     }
 }
 
-fn table(results: &[PolicyResult]) -> comfy_table::Table {
-    let alloc = results.first().map(|r| r.metrics.resource.to_uppercase()).unwrap_or_else(|| "GPU".into());
-    let mut t = output::table([
-        "POLICY".to_string(),
-        "JOBS".into(),
-        "JCT-MEAN".into(),
-        "JCT-MED".into(),
-        "JCT-P99".into(),
-        "WAIT-MEAN".into(),
-        "WAIT-P99".into(),
-        "MAKESPAN".into(),
-        format!("{alloc}-ALLOC"),
-        "JAIN".into(),
-        "BIG-WAIT-MAX".into(),
-        "PREEMPT".into(),
-        "WALL".into(),
-    ]);
-    for r in results {
-        let m = &r.metrics;
-        t.add_row([
-            m.policy.clone(),
-            if m.unfinished > 0 { format!("{}/{}", m.finished, m.jobs) } else { m.finished.to_string() },
-            span(m.jct_mean_s),
-            span(m.jct_median_s),
-            span(m.jct_p99_s),
-            span(m.wait_mean_s),
-            span(m.wait_p99_s),
-            span(m.makespan_s),
-            format!("{:.3}", m.allocation),
-            format!("{:.3}", m.jain_slowdown),
-            if m.big_jobs > 0 { span(m.big_wait_max_s) } else { "-".into() },
-            m.preemptions.to_string(),
-            format!("{:.1}s", r.wall_s),
-        ]);
+fn header(trace: &Trace) -> Vec<String> {
+    let alloc =
+        if trace.format == TraceFormat::Philly || trace.jobs.iter().any(|j| j.gpus > 0) { "GPU" } else { "CPU" };
+    [
+        "POLICY",
+        "JOBS",
+        "JCT-MEAN",
+        "JCT-MED",
+        "JCT-P99",
+        "WAIT-MEAN",
+        "WAIT-P99",
+        "MAKESPAN",
+        &format!("{alloc}-ALLOC"),
+        "JAIN",
+        "BIG-WAIT-MAX",
+        "PREEMPT",
+        "WALL",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn row(r: &PolicyResult) -> Vec<String> {
+    let m = &r.metrics;
+    vec![
+        m.policy.clone(),
+        if m.unfinished > 0 { format!("{}/{}", m.finished, m.jobs) } else { m.finished.to_string() },
+        span(m.jct_mean_s),
+        span(m.jct_median_s),
+        span(m.jct_p99_s),
+        span(m.wait_mean_s),
+        span(m.wait_p99_s),
+        span(m.makespan_s),
+        format!("{:.3}", m.allocation),
+        format!("{:.3}", m.jain_slowdown),
+        if m.big_jobs > 0 { span(m.big_wait_max_s) } else { "-".into() },
+        m.preemptions.to_string(),
+        format!("{:.1}s", r.wall_s),
+    ]
+}
+
+/// Prints table lines one at a time with column widths fixed up front (a table printed at the
+/// end could size them from its rows; a streamed one cannot), two spaces apart like
+/// [`output::print_table`].
+struct RowPrinter {
+    widths: [usize; 13],
+}
+
+impl RowPrinter {
+    /// Widths that fit every header and every value the metrics can print for `jobs` jobs: spans
+    /// are at most 7 characters (`1234.5d`), ratios 5, the JOBS column `finished/jobs`.
+    fn new(jobs: usize) -> Self {
+        let count = jobs.to_string().len();
+        Self { widths: [10, (2 * count + 1).max(4), 8, 7, 7, 9, 8, 8, 9, 5, 12, 7, 0] }
     }
-    t
+
+    fn line(&self, cells: &[String]) -> String {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let width = self.widths.get(i).copied().unwrap_or(0);
+            if i + 1 < cells.len() {
+                out.push_str(&format!("{cell:<width$}  "));
+            } else {
+                out.push_str(cell);
+            }
+        }
+        out.trim_end().to_string()
+    }
+
+    fn print(&self, cells: &[String]) {
+        println!("{}", self.line(cells));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streamed_rows_line_up_under_the_header() {
+        let rows = RowPrinter::new(82_178);
+        let head = rows.line(&["POLICY", "JOBS", "JCT-MEAN"].map(String::from));
+        let line = rows.line(&["fair-share", "82178", "1234.5d"].map(String::from));
+        assert_eq!(head.find("JOBS"), line.find("82178"));
+        assert_eq!(head.find("JCT-MEAN"), line.find("1234.5d"));
+    }
 
     #[test]
     fn spans() {

@@ -232,6 +232,31 @@ pub fn simulate_detailed(
     policy: Policy,
     opts: &SimOptions,
 ) -> Result<(Metrics, Vec<JobOutcome>), SimError> {
+    simulate_observed(trace, cluster, policy, opts, &mut |_| {})
+}
+
+/// How far a replay has got, for a caller's progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimProgress {
+    /// Trace jobs that are done with: finished, cancelled by preemption, or too big to run.
+    pub settled: usize,
+    /// Trace jobs in the replay.
+    pub total: usize,
+}
+
+/// How many progress reports a replay makes at most (besides the last): often enough for a
+/// smooth bar, rarely enough to cost nothing next to the passes.
+const PROGRESS_STEPS: usize = 500;
+
+/// [`simulate_detailed`], telling `on_progress` how far it has got now and then and once at
+/// the end. The crate stays pure: the caller decides what to do with it (the CLI draws a bar).
+pub fn simulate_observed(
+    trace: &Trace,
+    cluster: &Cluster,
+    policy: Policy,
+    opts: &SimOptions,
+    on_progress: &mut dyn FnMut(SimProgress),
+) -> Result<(Metrics, Vec<JobOutcome>), SimError> {
     if cluster.nodes == 0 || cluster.cpus_per_node == 0 {
         return Err(SimError::EmptyCluster);
     }
@@ -314,6 +339,10 @@ pub fn simulate_detailed(
     let use_fair = queues[0].ordering == Ordering::FairShare;
     let mut last_accounting: Millis = 0;
     let (mut allocated, mut preemptions, mut cancelled, mut passes) = (0.0f64, 0usize, 0usize, 0u64);
+    let total = trace.jobs.len();
+    let step = (total / PROGRESS_STEPS).max(1);
+    let mut settled = skipped;
+    let mut next_report = 0usize;
 
     // Stops job `i`'s current run at `now`: out of `running`, bindings released.
     #[allow(clippy::too_many_arguments)]
@@ -376,7 +405,12 @@ pub fn simulate_detailed(
             stop(i, now, &mut jobs, &mut running, &mut running_idx, &mut ledgers, &node_index, &mut allocated);
             jobs[i].end = Some(now);
             jobs[i].remaining_ms = 0;
+            settled += 1;
             changed = true;
+        }
+        if settled >= next_report {
+            on_progress(SimProgress { settled, total });
+            next_report = settled + step;
         }
         while next_arrival < trace.jobs.len() && trace.jobs[next_arrival].submit_ms == now {
             let i = next_arrival;
@@ -426,6 +460,7 @@ pub fn simulate_detailed(
                     PreemptAction::Cancel => {
                         jobs[i].end = Some(now);
                         cancelled += 1;
+                        settled += 1;
                     }
                 }
             }
@@ -487,6 +522,8 @@ pub fn simulate_detailed(
             }
         }
     }
+
+    on_progress(SimProgress { settled, total });
 
     let mut done = Vec::with_capacity(jobs.len());
     let mut unfinished = 0usize;

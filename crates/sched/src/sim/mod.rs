@@ -16,7 +16,10 @@ mod engine;
 mod metrics;
 mod trace;
 
-pub use engine::{Cluster, JobOutcome, Policy, SimError, SimOptions, simulate, simulate_detailed, too_big};
+pub use engine::{
+    Cluster, JobOutcome, Policy, SimError, SimOptions, SimProgress, simulate, simulate_detailed, simulate_observed,
+    too_big,
+};
 pub use metrics::{Metrics, jain, percentile};
 pub use trace::{
     PhillyOptions, SwfOptions, Trace, TraceError, TraceFormat, TraceJob, Window, parse, parse_philly, parse_swf,
