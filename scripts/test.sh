@@ -29,7 +29,7 @@ if [ ! -w /sys/fs/cgroup ] && [ ! -w /sys/fs/cgroup/memory ] && [ ! -w /sys/fs/c
   warn "no writable cgroup hierarchy: cgroup limit checks will be SKIPPED"
 fi
 if ! ldconfig -p 2>/dev/null | grep -q libnvidia-ml; then
-  log "no NVML library: GPU tests use fake GPUs (--fake-gpus / --topology); real-GPU checks are SKIPPED"
+  log "no NVML library: GPU tests use fake GPUs (--fake-gpus / --topology); real-GPU checks print \"SKIPPED: no NVIDIA GPU\" (allowed on CI)"
 fi
 
 # The dataset cache's PFIO test needs `pfio` from PyPI, in a venv of its own.
@@ -94,15 +94,42 @@ fi
 # --- the tests -----------------------------------------------------------------------------
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
 export RUST_BACKTRACE=1
+# A test that cannot run here prints `SKIPPED: why` and passes; they are listed at the end (and
+# fail the run on CI unless they need an NVIDIA GPU): scripts/report-skips.py.
+target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+tests_status=0
 if cargo nextest --version >/dev/null 2>&1; then
   # nextest does not run doctests; run them first so the suite's summary line comes last
   log "cargo test --workspace --doc"
   cargo test --workspace --doc
+  # .config/nextest.toml keeps passing tests' output in this JUnit report
+  report="$target_dir/nextest/default/junit.xml"
+  rm -f "$report"
   log "cargo nextest run --workspace"
-  cargo nextest run --workspace --no-fail-fast "$@"
+  cargo nextest run --workspace --no-fail-fast "$@" || tests_status=$?
 else
   log "cargo test --workspace (cargo-nextest not found)"
-  cargo test --workspace --no-fail-fast "$@"
+  report="$target_dir/berth-test.log"
+  # --nocapture so that the SKIPPED lines reach the log
+  cargo test --workspace --no-fail-fast "$@" -- --nocapture 2>&1 | tee "$report" || tests_status=$?
+fi
+
+# Lists the tests that skipped, last thing in the run; on CI, fails on any that is not an
+# NVIDIA GPU check.
+report_skips() {
+  log "tests that skipped"
+  local ci_flag=()
+  if [ "${CI:-}" = true ]; then ci_flag=(--ci); fi
+  if [ ! -f "$report" ]; then
+    warn "no test report at $report: cannot tell which tests skipped"
+    [ "${CI:-}" != true ]
+    return
+  fi
+  python3 scripts/report-skips.py "${ci_flag[@]}" "$report"
+}
+if [ "$tests_status" -ne 0 ]; then
+  report_skips || true
+  exit "$tests_status"
 fi
 
 # The REST API fuzzed from its own /openapi.json against a real `berth up` (bench/fuzz.sh).
@@ -110,3 +137,4 @@ if [ "$run_fuzz" = true ]; then
   log "bench/fuzz.sh (Schemathesis, every check)"
   BERTH_FUZZ_VENV="$fuzz_venv" bash bench/fuzz.sh
 fi
+report_skips
