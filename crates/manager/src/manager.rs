@@ -267,7 +267,16 @@ impl Manager {
         }
         self.restore_borrowed(&mut st);
         let pending = st.jobs.values().filter(|j| j.state == JobState::Pending).count();
-        tracing::info!(jobs = st.jobs.len(), pending, nodes = st.nodes.len(), "rebuilt state from the store");
+        // Only unfinished jobs live in memory; say so, next to how many the store holds, so
+        // that `0` after a restart does not read as lost jobs.
+        let stored = self.store.job_count().await?;
+        tracing::info!(
+            unfinished_jobs = st.jobs.len(),
+            stored_jobs = stored,
+            pending,
+            nodes = st.nodes.len(),
+            "rebuilt state from the store"
+        );
         Ok(())
     }
 }

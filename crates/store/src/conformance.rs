@@ -89,6 +89,7 @@ pub async fn jobs_insert_and_list(s: &dyn Store) {
     let running = s.jobs(&JobFilter { states: Some(vec![JobState::Running]), ..Default::default() }).await.unwrap();
     assert!(running.is_empty());
     assert_eq!(s.unfinished_jobs().await.unwrap().iter().map(|j| j.id).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(s.job_count().await.unwrap(), 2);
 }
 
 /// A whole life: schedule with kernels, run, finish; history in order; timestamps set.

@@ -109,6 +109,8 @@ pub trait Store: Tenancy + CacheState + Send + Sync {
     async fn jobs_active_since(&self, since: Timestamp) -> Result<Vec<JobRow>>;
     /// Every job not in a terminal state, oldest first (rebuilds the manager on restart).
     async fn unfinished_jobs(&self) -> Result<Vec<JobRow>>;
+    /// How many jobs the store holds, finished ones included.
+    async fn job_count(&self) -> Result<u64>;
     /// The job's history, in the order it happened.
     async fn transitions(&self, id: JobId) -> Result<Vec<Transition>>;
     /// The job's kernels of every attempt, by attempt then index.

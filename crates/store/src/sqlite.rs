@@ -481,6 +481,11 @@ impl Store for SqliteStore {
         rows.iter().map(job_row).collect()
     }
 
+    async fn job_count(&self) -> Result<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs").fetch_one(&self.reader).await?;
+        Ok(n.max(0) as u64)
+    }
+
     async fn transitions(&self, id: JobId) -> Result<Vec<Transition>> {
         let rows =
             sqlx::query("SELECT at, from_state, to_state, reason FROM transitions WHERE job_id = ? ORDER BY seq")

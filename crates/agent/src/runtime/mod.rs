@@ -216,7 +216,7 @@ impl Runtime {
         if stale > 0 {
             tracing::warn!("killed {stale} kernels left running by a previous agent process");
         }
-        tracing::info!(user = %user.name, uid = user.uid, "kernels run as");
+        tracing::info!("kernels run as {}", user.describe(opts.user_map));
         let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir));
         let left = std::sync::Arc::new(std::sync::Mutex::new(left));
         let private_tmp = private_tmp::PrivateTmp::detect();

@@ -129,9 +129,41 @@ impl RunUser {
     }
 }
 
+impl RunUser {
+    /// Who kernels run as under `map`, for the agent's start-up log: the mode, not just the
+    /// default user (which only jobs without an owner get when users are mapped).
+    pub fn describe(&self, map: UserMap) -> String {
+        let fallback = format!("{} uid={}", self.name, self.uid);
+        if !self.switch {
+            return format!("the agent's own user {fallback} (the agent is not root, so it cannot switch users)");
+        }
+        match map {
+            UserMap::Range { first, count } => format!(
+                "each berth user's own uid (user map range:{first}-{}: uid {first} + the berth user's id; jobs without an owner as {fallback})",
+                first as u64 + count as u64 - 1
+            ),
+            UserMap::Passwd => format!(
+                "each berth user's Unix account of the same name (user map passwd; jobs without an owner as {fallback})"
+            ),
+            UserMap::Fixed => format!("the fixed user {fallback} for every job (user map fixed)"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_run_as_log_line_says_the_mode_not_just_the_default_user() {
+        let range = root_default().describe(UserMap::default());
+        assert!(range.starts_with("each berth user's own uid (user map range:200000-299999"), "{range}");
+        assert!(range.contains("without an owner as nobody uid=65534"), "{range}");
+        assert!(root_default().describe(UserMap::Passwd).contains("Unix account of the same name"));
+        assert!(root_default().describe(UserMap::Fixed).starts_with("the fixed user nobody uid=65534"));
+        let not_root = RunUser { switch: false, ..root_default() };
+        assert!(not_root.describe(UserMap::default()).starts_with("the agent's own user nobody"));
+    }
 
     fn root_default() -> RunUser {
         RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/nonexistent".into(), switch: true }

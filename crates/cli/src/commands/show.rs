@@ -35,8 +35,10 @@ pub async fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
 fn render(d: &JobDetail) -> String {
     let (j, s) = (&d.job, &d.spec);
     let mut o = String::new();
+    // A label of "" continues the line above: indented, without a lone `:`.
     let mut line = |k: &str, v: String| {
-        let _ = writeln!(o, "{:<12}{v}", format!("{k}:"));
+        let label = if k.is_empty() { String::new() } else { format!("{k}:") };
+        let _ = writeln!(o, "{label:<12}{v}");
     };
     line("job", format!("{}{}", j.id, j.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()));
     line("user", j.user.clone());
@@ -189,5 +191,40 @@ mod tests {
         assert!(s.contains("GPU-abc (0.5/1)"), "{s}");
         assert!(s.contains("numa prefer-local"), "{s}");
         assert!(s.contains("PENDING  submitted"), "{s}");
+    }
+
+    #[test]
+    fn a_script_job_shows_no_line_starting_with_a_colon() {
+        let now = jiff::Timestamp::now();
+        let spec = JobSpec::command(["/bin/sh", "-c", "#!/bin/sh\n#BERTH --cpus 1\necho hi\n"]);
+        let d = JobDetail {
+            job: JobView {
+                id: 4,
+                name: None,
+                user: "bob".into(),
+                state: JobState::Pending,
+                queue: "default".into(),
+                priority: 0,
+                position: None,
+                pending_reason: None,
+                nodes: vec![],
+                cpu_milli: 1000,
+                mem_bytes: 1 << 30,
+                gpu_milli: 0,
+                submitted_at: now,
+                started_at: None,
+                ended_at: None,
+                exit_code: None,
+                reason: None,
+                expected_start: None,
+            },
+            spec,
+            kernels: vec![],
+            transitions: vec![],
+        };
+        let s = render(&d);
+        assert!(s.contains("<script, 3 lines>"), "{s}");
+        assert!(s.contains("            (the script text is in `berth show -o json`)"), "{s}");
+        assert!(s.lines().all(|l| !l.trim_start().starts_with(':')), "{s}");
     }
 }
