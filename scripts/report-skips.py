@@ -39,6 +39,10 @@ def skips_in_log(path):
         return [("", line.strip()) for line in f if line.strip().startswith(MARK)]
 
 
+def tests(n):
+    return f"{n} test" if n == 1 else f"{n} tests"
+
+
 def main(argv):
     ci = "--ci" in argv
     paths = [a for a in argv if a != "--ci"]
@@ -56,15 +60,15 @@ def main(argv):
     gpu = [s for s in unique if s[1].startswith(GPU_MARK)]
     other = [s for s in unique if not s[1].startswith(GPU_MARK)]
     if other:
-        print(f"{len(other)} tests skipped (they passed without checking anything):")
+        print(f"{tests(len(other))} skipped (they passed without checking anything):")
         for name, line in other:
             print(f"  {name}: {line}" if name else f"  {line}")
     if gpu:
-        print(f"{len(gpu)} tests skipped: no NVIDIA GPU")
+        print(f"{tests(len(gpu))} skipped: no NVIDIA GPU")
     if not unique:
         print("no test skipped")
     if ci and other:
-        print(f"CI=true: {len(other)} tests skipped for a missing component other than an NVIDIA GPU; "
+        print(f"CI=true: {tests(len(other))} skipped for a missing component other than an NVIDIA GPU; "
               "install what they name (scripts/test.sh does on a fresh machine) or fix the test",
               file=sys.stderr)
         return 1
