@@ -107,3 +107,30 @@ fn sim_reports_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 1") || err.contains("line 3"), "{err}");
 }
+
+/// The README's `berth sim` command, run as written from the repository's root (on the first
+/// jobs only): the traces it names ship with the repository.
+#[test]
+fn the_readme_sim_command_runs_in_a_clone() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme.find("berth sim --trace").expect("the README shows a berth sim command");
+    let mut command = String::new();
+    for line in readme[start..].lines() {
+        command.push_str(line.trim_end_matches('\\'));
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(&args)
+        .args(["--limit", "300"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "berth {command}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("POLICY"), "{text}");
+    assert!(text.lines().nth(1).is_some_and(|l| l.starts_with("fifo ")), "{text}");
+}
