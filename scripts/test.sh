@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs berth's whole test suite on a fresh machine: installs what the tests need, then runs
-# every test in the workspace. CI calls exactly this (.ci/run).
+# every test in the workspace and lists, last, the tests that printed `SKIPPED:` (with
+# CI=true any of them fails the run, except the NVIDIA GPU checks, which are counted).
+# CI calls exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
