@@ -288,6 +288,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
             c.key_file.display()
         );
     }
+    if let Some(hint) = path_hint(std::env::current_exe().ok().as_deref(), std::env::var_os("PATH").as_deref()) {
+        println!("{hint}");
+    }
     println!("press Ctrl-C to stop");
 
     tokio::select! {
@@ -474,5 +477,40 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+/// When no `berth` on `PATH` is this very binary (`cargo run --release -- up` leaves it in
+/// `target/release`), where it is and the one line that puts it on `PATH`.
+fn path_hint(exe: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Option<String> {
+    let exe = exe?.canonicalize().ok()?;
+    let on_path = path
+        .map(|p| std::env::split_paths(p).any(|d| d.join("berth").canonicalize().is_ok_and(|b| b == exe)))
+        .unwrap_or(false);
+    if on_path {
+        return None;
+    }
+    let dir = exe.parent()?;
+    Some(format!(
+        "the berth CLI is {}; to run `berth` from any shell: export PATH=\"{}:$PATH\" (or: cargo install --path crates/cli)",
+        exe.display(),
+        dir.display()
+    ))
+}
+
+#[cfg(test)]
+mod path_hint_tests {
+    use super::path_hint;
+
+    #[test]
+    fn a_binary_not_on_path_gets_the_line_that_puts_it_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("berth");
+        std::fs::write(&exe, "").unwrap();
+        let hint = path_hint(Some(&exe), Some(std::ffi::OsStr::new("/usr/bin:/bin"))).unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        assert!(hint.contains(&format!("export PATH=\"{}:$PATH\"", real.display())), "{hint}");
+        let path = std::env::join_paths([std::path::Path::new("/usr/bin"), dir.path()]).unwrap();
+        assert_eq!(path_hint(Some(&exe), Some(&path)), None, "already on PATH");
     }
 }
