@@ -252,6 +252,18 @@ async fn what_the_spec_refuses_is_refused() {
     assert_eq!(e.admin.put("/v1/admin/quotas/user/alice", json!({"gpu_milli": 2000.5})).await.0, 400);
     // An empty state is no state.
     assert_eq!(e.admin.get("/v1/jobs?state=").await.0, 400);
+    // Regression (the fuzz run): a drain body of whitespace alone is no JSON and was accepted.
+    let drain = |body: &'static str| {
+        e.admin
+            .http
+            .post(format!("{}/v1/nodes/nowhere/drain", e.admin.url))
+            .bearer_auth(&e.admin.token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    assert_eq!(drain("\r").await.unwrap().status().as_u16(), 400);
+    assert_eq!(drain("null").await.unwrap().status().as_u16(), 404, "a null body is no body: on to the node");
     assert_eq!(e.admin.get("/v1/jobs?state=pending").await.0, 200);
     e.m.shutdown().await;
 }
