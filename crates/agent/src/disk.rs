@@ -29,6 +29,19 @@ pub fn no_space_left(path: &Path) -> bool {
     nix::sys::statvfs::statvfs(path).is_ok_and(|s| s.blocks_available().saturating_mul(s.fragment_size()) < NEARLY_FULL)
 }
 
+/// An I/O error as lowercase text without the `(os error N)` suffix.
+pub fn errno_text(e: &std::io::Error) -> String {
+    let s = match e.raw_os_error() {
+        Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
+        None => e.to_string(),
+    };
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => s,
+    }
+}
+
 /// What the agent was doing with a file when it failed.
 #[derive(Debug, Clone, Copy)]
 pub enum FileOp {
@@ -46,7 +59,7 @@ pub fn io_text(node: &str, op: FileOp, path: &Path, e: &std::io::Error) -> Strin
     if is_full(e) {
         format!("no space left on device on node {node} {doing} `{}`: free some space there", path.display())
     } else {
-        format!("cannot {cannot} `{}`: {}", path.display(), crate::runtime::errno_text(e))
+        format!("cannot {cannot} `{}`: {}", path.display(), errno_text(e))
     }
 }
 

@@ -38,7 +38,7 @@ pub use supervisor::SUBCOMMAND as SUPERVISOR_SUBCOMMAND;
 pub use supervisor::server::main as supervisor_main;
 pub use user::{RunUser, UserError, UserMap};
 
-use crate::disk::{FileOp, io_text};
+use crate::disk::{FileOp, errno_text, io_text};
 use crate::logs;
 use supervised::SupervisedKernel;
 
@@ -499,19 +499,6 @@ fn write_cache_token(
     env.entry("PFIO_HTTP_BEARER_TOKEN_PATH".into()).or_insert_with(|| path.clone());
     env.insert("BERTH_CACHE_TOKEN_FILE".into(), path);
     Ok(())
-}
-
-/// An I/O error as lowercase text without the `(os error N)` suffix.
-pub(crate) fn errno_text(e: &std::io::Error) -> String {
-    let s = match e.raw_os_error() {
-        Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
-        None => e.to_string(),
-    };
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => s,
-    }
 }
 
 /// Kills the process kernels left running in an agent data dir (by their pid files), as an

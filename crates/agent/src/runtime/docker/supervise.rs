@@ -141,7 +141,7 @@ fn log_reason(node: &str, data_dir: &std::path::Path, e: &std::io::Error) -> Str
     if crate::disk::is_full(e) {
         crate::disk::logs_lost(node, data_dir)
     } else {
-        format!("node {node}: cannot write logs under {}: {}", data_dir.display(), crate::runtime::errno_text(e))
+        format!("node {node}: cannot write logs under {}: {}", data_dir.display(), crate::disk::errno_text(e))
     }
 }
 
