@@ -123,7 +123,7 @@ impl Kernels {
     /// Carries out one command; returns the answers to send.
     pub fn handle(&mut self, msg: ManagerMessage) -> Vec<AgentMessage> {
         match msg {
-            ManagerMessage::StartKernel { cmd_id, key, spec, binding, env } => {
+            ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter } => {
                 if let Some(e) = self.map.get(&key) {
                     // A replay: report where the kernel is and do nothing else.
                     return vec![AgentMessage::Kernel { key, event: e.last.clone() }];
@@ -139,7 +139,7 @@ impl Kernels {
                     let staying = self.map.values().filter(|e| e.handle.is_some() && !e.stopping).map(|e| &e.binding);
                     if ledger::check(&self.topology, &self.node, &binding, staying).is_ok() {
                         tracing::info!(?key, "start waits for stopping kernels to give back their devices");
-                        self.deferred.push(ManagerMessage::StartKernel { cmd_id, key, spec, binding, env });
+                        self.deferred.push(ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter });
                         return Vec::new();
                     }
                     tracing::warn!(?key, "refusing kernel: {err}");
@@ -148,7 +148,7 @@ impl Kernels {
                 let now = jiff::Timestamp::now();
                 // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
                 // the parent waits for exec): let the runtime move other tasks off this thread.
-                let started = blocking(|| self.runtime.start(key, &spec, &binding, &env, &self.events));
+                let started = blocking(|| self.runtime.start(key, &spec, &binding, &env, submitter, &self.events));
                 let (last, handle) = match started {
                     // A container: its `Started` (or launch failure) comes as an event.
                     Ok(h) if h.deferred() => {

@@ -110,6 +110,7 @@ fn start(cmd_id: u64, job: i64, node: &str, cpus: &[u32], command: &[&str]) -> M
             port: None,
         },
         env: [("BERTH_JOB_ID".to_string(), job.to_string())].into(),
+        submitter: None,
     }
 }
 

@@ -391,7 +391,16 @@ async fn start_manager(
     tls: Option<berth_manager::tls::TlsFiles>,
     cache: Option<berth_manager::cache_env::CacheEnv>,
 ) -> anyhow::Result<berth_manager::ManagerHandle> {
+    // Local users reach the manager over its unix socket, where the kernel vouches for who
+    // they are, so their jobs run as them. Only a root manager's agents can run jobs as
+    // other users, so only its socket is open to every local user.
+    let socket = berth_manager::local::LocalSocket {
+        path: berth_manager::local::socket_path(data_dir),
+        // SAFETY: geteuid cannot fail and touches no memory.
+        everyone: unsafe { libc::geteuid() } == 0,
+    };
     let config = ManagerConfig {
+        socket: Some(socket),
         data_dir: data_dir.to_path_buf(),
         listen,
         admin_user: std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "admin".into()),

@@ -9,7 +9,9 @@
 //! time_limit = "2h"                   # or a number of seconds
 //! priority = 10
 //! queue = "gpu"
-//! workdir = "runs/a"                  # relative to the job file's directory
+//! workdir = "runs/a"                  # relative to the job file's directory; default: where
+//!                                     # `berth submit` runs (job_dir = true: the job's own)
+//! export = "ALL"                      # your environment: ALL, NONE or "NAME[=value],..."
 //! nodes = 1
 //! kernels = 2                         # containers of the job on its node (needs image)
 //! numa = "prefer-local"               # require-local, single-node, interleave, none
@@ -55,6 +57,8 @@ struct JobFile {
     priority: Option<i32>,
     queue: Option<String>,
     workdir: Option<String>,
+    job_dir: Option<bool>,
+    export: Option<String>,
     nodes: Option<u32>,
     kernels: Option<u32>,
     numa: Option<NumaPolicy>,
@@ -124,7 +128,9 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         project: f.project,
         share: f.shared.unwrap_or(false),
         env: f.env.into_iter().collect(),
+        export: f.export.map(|e| e.parse()).transpose().map_err(|e: String| bad(&e))?,
         workdir: f.workdir,
+        job_dir: f.job_dir.unwrap_or(false),
         image: f.image,
         mounts: f
             .mounts

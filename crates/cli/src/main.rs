@@ -9,6 +9,7 @@ mod client_tenancy;
 mod commands;
 mod credentials;
 mod daemon;
+mod export;
 mod jobfile;
 mod output;
 mod sbatch;

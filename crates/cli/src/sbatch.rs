@@ -4,7 +4,7 @@
 //! Translated: `--cpus-per-task`/`-c`, `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N`
 //! and `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
 //! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
-//! `--requeue`. Everything else is returned as ignored, for the caller to warn about.
+//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...). Everything else is returned as ignored, for the caller to warn about.
 
 /// Translates `#SBATCH` words into `berth submit` flags. Returns the flags and the Slurm
 /// options that have no berth equivalent.
@@ -55,6 +55,7 @@ pub fn translate(words: &[String]) -> (Vec<String>, Vec<String>) {
             "--nodes" | "-N" => Some(("--nodes", value().map(|v| v.split('-').next().unwrap_or_default().to_string()))),
             "--chdir" | "-D" => Some(("--workdir", value())),
             "--requeue" => Some(("--requeue", None)),
+            "--export" => Some(("--export", value())),
             // Slurm's accounts are berth's projects.
             "--account" | "-A" => Some(("--project", value())),
             _ => {

@@ -73,15 +73,25 @@ pub struct SpecFlags {
     #[arg(long, requires = "project", help_heading = "Scheduling")]
     pub share: bool,
 
-    /// Set an environment variable for the job (repeatable). Unlike Slurm, berth does not copy
-    /// your environment: only these variables (and berth's own) are set
+    /// Set an environment variable for the job (repeatable); it beats the exported one
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env, help_heading = "Environment")]
     pub env: Vec<(String, String)>,
 
-    /// Working directory on the node (absolute; a relative one is taken from the current
-    /// directory) [default: the agent's choice]
-    #[arg(long, value_name = "DIR", help_heading = "Environment")]
+    /// Which of your environment variables the job gets, as in Slurm: ALL, NONE, or
+    /// NAME[=value],... (only those; after ALL, added to everything). berth's own (BERTH_*,
+    /// your token) never go. Container jobs get only the names listed [default: ALL]
+    #[arg(long, value_name = "ALL|NONE|NAME[=VALUE],...", value_parser = parse_export, help_heading = "Environment")]
+    pub export: Option<crate::export::Export>,
+
+    /// Working directory on the node (a relative one is taken from the current directory)
+    /// [default: the directory you submit from; container jobs: the image's]
+    #[arg(long, value_name = "DIR", alias = "chdir", conflicts_with = "job_dir", help_heading = "Environment")]
     pub workdir: Option<String>,
+
+    /// Run in a fresh directory of the job's own on the node instead of where you submit
+    /// from (for directories the nodes cannot see)
+    #[arg(long, help_heading = "Environment")]
+    pub job_dir: bool,
 
     /// Run the job as containers of this image through Docker (e.g. pytorch:2.4); the job
     /// waits until a node has the image (`berth images`)
@@ -97,6 +107,11 @@ pub struct SpecFlags {
 /// `--mount SRC:DST[:ro|:rw]`.
 pub fn parse_mount(s: &str) -> Result<berth_model::Mount, String> {
     s.parse().map_err(|e: berth_model::SpecError| e.0)
+}
+
+/// `--export ALL|NONE|NAME[=value],...`.
+pub fn parse_export(s: &str) -> Result<crate::export::Export, String> {
+    s.parse()
 }
 
 /// `--numa` values, named as in job files.
@@ -153,6 +168,8 @@ impl SpecFlags {
     pub fn overlay(self, over: SpecFlags) -> SpecFlags {
         let mut env = self.env;
         env.extend(over.env);
+        // The upper layer's choice of directory wins whichever way it goes.
+        let job_dir = over.job_dir || (self.job_dir && over.workdir.is_none());
         SpecFlags {
             cpus: over.cpus.or(self.cpus),
             mem: over.mem.or(self.mem),
@@ -169,7 +186,9 @@ impl SpecFlags {
             project: over.project.or(self.project),
             share: over.share || self.share,
             env,
-            workdir: over.workdir.or(self.workdir),
+            export: over.export.or(self.export),
+            workdir: if over.job_dir { None } else { over.workdir.or(self.workdir) },
+            job_dir,
             image: over.image.or(self.image),
             mounts: if over.mounts.is_empty() { self.mounts } else { over.mounts },
         }
@@ -188,7 +207,8 @@ impl SpecFlags {
         }
     }
 
-    /// The spec to send: these flags over berth's defaults, running `command`.
+    /// The spec to send: these flags over berth's defaults, running `command`. Where it runs
+    /// and with which environment comes from the submitter: see [`SpecFlags::submitted_from`].
     pub fn to_spec(&self, command: Vec<String>) -> JobSpec {
         let d = ResourceRequest::default();
         let mut spec = JobSpec::command(command);
@@ -213,6 +233,30 @@ impl SpecFlags {
         spec.image = self.image.clone();
         spec.mounts = self.mounts.clone();
         spec
+    }
+
+    /// Completes `spec` with where and how it was submitted, as `sbatch` does: a process job
+    /// runs in `cwd` (unless `--workdir` or `--job-dir` says otherwise) with the variables of
+    /// `vars` that `--export` selects; a container job runs where its image says, with only
+    /// the variables `--export` names. Returns the names left out for not being UTF-8.
+    pub fn submitted_from(
+        &self,
+        spec: &mut JobSpec,
+        cwd: &Path,
+        vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    ) -> Vec<String> {
+        use crate::export::Export;
+        let export = match (spec.image.is_some(), self.export.clone().unwrap_or_default()) {
+            // A container has its own PATH and libraries: the host's would break it.
+            (true, Export::All(items)) => Export::Only(items),
+            (_, e) => e,
+        };
+        if spec.image.is_none() && spec.workdir.is_none() && !self.job_dir {
+            spec.workdir = Some(cwd.to_string_lossy().into_owned());
+        }
+        let (env, skipped) = export.resolve(vars);
+        spec.submit_env = env;
+        skipped
     }
 }
 

@@ -49,6 +49,14 @@ pub struct CachedToken {
     touched: AtomicI64,
 }
 
+impl CachedToken {
+    /// The entry of a local Unix user on the manager's socket (`local.rs`): no expiry, and
+    /// nothing to write back as last used.
+    pub fn local(user: Arc<User>) -> CachedToken {
+        CachedToken { user, expires_at: None, touched: i64::MAX.into() }
+    }
+}
+
 /// How often a token's `last_used_at` is written.
 const TOUCH_EVERY_SECS: i64 = 60;
 
@@ -219,13 +227,17 @@ fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Extractor: the user behind the request's `Authorization: Bearer` token (401 otherwise).
+/// Extractor: the user behind the request's `Authorization: Bearer` token, or without one,
+/// over the manager's unix socket, the caller's local Unix user (401 otherwise).
 pub struct Auth(pub Arc<User>);
 
 impl FromRequestParts<Arc<Manager>> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, m: &Arc<Manager>) -> Result<Self, ApiError> {
+        if bearer(parts).is_none() && crate::local::peer(parts).is_some() {
+            return Ok(Auth(m.authenticate_local(parts).await?));
+        }
         let token = bearer(parts).ok_or_else(|| {
             ApiError::unauthorized("missing API token: send `Authorization: Bearer <token>` (set BERTH_TOKEN)")
         })?;

@@ -22,6 +22,7 @@ mod heartbeat;
 mod hub;
 mod images;
 mod lifecycle;
+pub mod local;
 mod manager;
 mod nodes;
 mod openapi;
@@ -61,6 +62,9 @@ pub struct ManagerConfig {
     pub tls: Option<tls::TlsFiles>,
     /// The dataset cache to hand jobs (`BERTH_CACHE_URL` and a job-scoped token).
     pub cache: Option<cache_env::CacheEnv>,
+    /// Also serve the API on this unix socket, for local users whose identity the kernel
+    /// vouches for (`local.rs`).
+    pub socket: Option<local::LocalSocket>,
 }
 
 /// The admin user and its API token, shown once on the first start of a data dir.
@@ -78,6 +82,8 @@ pub struct ManagerHandle {
     pub bootstrap: Option<Bootstrap>,
     /// The local agent's join token (the same across restarts of a data dir).
     pub join_token: String,
+    /// The unix socket the API is also served on, when it could be bound.
+    pub socket: Option<PathBuf>,
     shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
@@ -111,6 +117,9 @@ impl ManagerHandle {
         }
         for t in self.tasks {
             let _ = t.await;
+        }
+        if let Some(p) = &self.socket {
+            let _ = std::fs::remove_file(p);
         }
         self.store.close().await;
     }
@@ -169,18 +178,45 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
             report(axum::serve(listener, app).with_graceful_shutdown(graceful).await)
         }),
     };
-    let tasks = vec![
+    let mut tasks = Vec::new();
+    let socket = match &config.socket {
+        Some(s) => match local::bind(s) {
+            Ok(listener) => {
+                let admin = local::LocalAdmin(config.admin_user.as_str().into());
+                let app = api::router(m.clone())
+                    .layer(axum::Extension(admin))
+                    .into_make_service_with_connect_info::<local::LocalPeer>();
+                let mut stop = shutdown_rx.clone();
+                let graceful = async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                };
+                tasks.push(tokio::spawn(async move {
+                    report(axum::serve(listener, app).with_graceful_shutdown(graceful).await)
+                }));
+                tracing::info!(socket = %s.path.display(), everyone = s.everyone, "berth manager listening");
+                Some(s.path.clone())
+            }
+            // The socket is a convenience for local users; the manager serves without it.
+            Err(e) => {
+                tracing::warn!("no unix socket for local users: {e:#}");
+                None
+            }
+        },
+        None => None,
+    };
+    tasks.extend([
         tokio::spawn(scheduler::run(m.clone())),
         tokio::spawn(heartbeat::run(m.clone())),
         tokio::spawn(cache_members::run(m.clone())),
         tokio::spawn(bad_tokens::flush_at_shutdown(m.clone())),
-    ];
+    ]);
     tracing::info!(%local_addr, "berth manager listening");
     Ok(ManagerHandle {
         url: local_url(scheme, local_addr),
         local_addr,
         bootstrap,
         join_token,
+        socket,
         shutdown: shutdown_tx,
         server,
         tasks,

@@ -312,6 +312,7 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
         spec: (*job.spec).clone(),
         binding: b.clone(),
         env,
+        submitter: job.submitter,
     };
     st.send(&b.node, msg);
 }

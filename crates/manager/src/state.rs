@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use berth_model::api::{GpuView, JobView, NodeView};
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
-use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, Topology};
+use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, Topology, UnixId};
 use berth_sched::{FairShare, Millis, NodeLedger, PreemptAction};
 use berth_store::{JobRow, UsageRow};
 use jiff::Timestamp;
@@ -29,6 +29,9 @@ pub struct Job {
     pub id: JobId,
     pub user_id: i64,
     pub user: String,
+    /// The Unix user who submitted the job on the manager's host, when its kernel vouched
+    /// for it (a submit over the unix socket): agents run the kernels as it by default.
+    pub submitter: Option<UnixId>,
     pub spec: Arc<JobSpec>,
     pub queue: String,
     pub state: JobState,
@@ -88,6 +91,7 @@ impl Job {
             id: r.id,
             user_id: r.user_id,
             user: r.user,
+            submitter: r.submitter,
             queue: r.queue,
             state: r.state,
             attempt: r.attempt,

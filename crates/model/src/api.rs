@@ -69,9 +69,14 @@ pub struct KernelView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct JobDetail {
     pub job: JobView,
+    /// The spec as submitted; `submit_env` only for the job's owner and admins.
     pub spec: JobSpec,
     pub kernels: Vec<KernelView>,
     pub transitions: Vec<Transition>,
+    /// The Unix user who submitted the job on the manager's host, when its kernel vouched
+    /// for it (a submit over the manager's unix socket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitter: Option<crate::UnixId>,
 }
 
 /// `GET /v1/jobs` query.

@@ -72,8 +72,15 @@ pub struct JobSpec {
     pub priority: i32,
     #[serde(default)]
     pub queue: Option<String>,
+    /// Variables the job sets (`--env`, `[env]`): above `submit_env`, below berth's own.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The submitter's environment as exported at submit (Slurm's `--export`, default all
+    /// but berth's own variables): the base a process kernel starts from, before `env`.
+    /// Shown to the job's owner and admins only (it may hold secrets).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub submit_env: BTreeMap<String, String>,
+    /// Absolute working directory on the node; `None`: the kernel's own fresh work dir.
     #[serde(default)]
     pub workdir: Option<String>,
     #[serde(default)]
@@ -183,6 +190,18 @@ fn is_one(n: &u32) -> bool {
     *n == 1
 }
 
+/// The most bytes of environment (`NAME=value\0` for `env` and `submit_env` together) a job
+/// may carry: far more than a login shell's, far less than the kernel's `ARG_MAX`.
+pub const MAX_ENV_BYTES: usize = 256 * 1024;
+
+/// The Unix identity that submitted a job, vouched for by the manager's host kernel
+/// (`SO_PEERCRED` on the manager's unix socket), never taken from what a client says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+pub struct UnixId {
+    pub uid: u32,
+    pub gid: u32,
+}
+
 /// The most kernels one job may run on one node.
 pub const MAX_KERNELS: u32 = 64;
 
@@ -199,6 +218,7 @@ impl JobSpec {
             priority: 0,
             queue: None,
             env: BTreeMap::new(),
+            submit_env: BTreeMap::new(),
             workdir: None,
             numa: NumaPolicy::default(),
             requeue: false,
@@ -274,10 +294,22 @@ impl JobSpec {
         {
             return bad("name must be at most 200 characters with no control characters");
         }
-        for k in self.env.keys() {
+        for (k, v) in self.env.iter().chain(&self.submit_env) {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
                 return bad(&format!("invalid environment variable name `{k}`: use NAME=value"));
             }
+            if v.contains('\0') {
+                return bad(&format!("environment variable `{k}` holds a NUL byte"));
+            }
+        }
+        let env_bytes: usize = self.env.iter().chain(&self.submit_env).map(|(k, v)| k.len() + v.len() + 2).sum();
+        if env_bytes > MAX_ENV_BYTES {
+            return bad(&format!(
+                "the job's environment is {} KiB, over the limit of {} KiB: export fewer variables \
+                 (`--export NONE`, or `--export NAME,...` for the ones the job needs)",
+                env_bytes.div_ceil(1024),
+                MAX_ENV_BYTES / 1024
+            ));
         }
         if let Some(q) = &self.queue
             && (q.is_empty() || !q.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))

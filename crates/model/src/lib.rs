@@ -16,7 +16,7 @@ mod tenancy_api;
 pub mod topology;
 
 pub use binding::{Binding, GpuShare};
-pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, valid_name};
+pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
 pub use quantity::{
     MAX_DURATION_SECS, MAX_MEM_BYTES, MAX_MILLI, QuantityError, format_bytes, format_duration, format_gpu_milli,
     parse_cpus, parse_duration, parse_gpus, parse_mem,

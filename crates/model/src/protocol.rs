@@ -187,6 +187,11 @@ pub enum ManagerMessage {
         binding: Binding,
         /// Variables the manager adds (`BERTH_JOB_ID`, cluster variables, ...).
         env: BTreeMap<String, String>,
+        /// The Unix user who submitted the job on the manager's host, when the kernel there
+        /// vouched for it (a submit over the manager's unix socket); the agent's user map
+        /// decides whether kernels run as it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        submitter: Option<crate::UnixId>,
     },
     StopKernel {
         cmd_id: u64,

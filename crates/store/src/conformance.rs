@@ -61,10 +61,12 @@ pub async fn jobs_insert_and_list(s: &dyn Store) {
     let v = s.create_user("carol", "user", at(0)).await.unwrap();
     let mut spec = JobSpec::command(["echo", "hi"]);
     spec.priority = 5;
-    let id1 = s.insert_job(u.id, &spec, at(10)).await.unwrap();
+    let id1 = s.insert_job(u.id, &spec, None, at(10)).await.unwrap();
     assert_eq!(id1, 1, "job ids start at 1");
-    let id2 = s.insert_job(v.id, &JobSpec::command(["true"]), at(11)).await.unwrap();
+    let alice = berth_model::UnixId { uid: 1001, gid: 1002 };
+    let id2 = s.insert_job(v.id, &JobSpec::command(["true"]), Some(alice), at(11)).await.unwrap();
     assert_eq!(id2, 2);
+    assert_eq!(s.job(id2).await.unwrap().unwrap().submitter, Some(alice), "the vouched submitter is kept");
 
     let j = s.job(id1).await.unwrap().unwrap();
     assert_eq!(j.user, "bob");
@@ -73,6 +75,7 @@ pub async fn jobs_insert_and_list(s: &dyn Store) {
     assert_eq!(j.priority, 5);
     assert_eq!(j.queue, "default");
     assert_eq!(j.attempt, 0);
+    assert_eq!(j.submitter, None);
     assert_eq!(j.submitted_at, at(10));
     assert!(s.job(99).await.unwrap().is_none());
 
@@ -95,7 +98,7 @@ pub async fn jobs_insert_and_list(s: &dyn Store) {
 /// A whole life: schedule with kernels, run, finish; history in order; timestamps set.
 pub async fn lifecycle_and_history(s: &dyn Store) {
     let u = s.create_user("dave", "user", at(0)).await.unwrap();
-    let id = s.insert_job(u.id, &JobSpec::command(["x"]), at(0)).await.unwrap();
+    let id = s.insert_job(u.id, &JobSpec::command(["x"]), None, at(0)).await.unwrap();
     let waiting = PendingReason::new(PendingKind::Resources, "resources: needs 1 GPU");
     s.apply(&[Change::PendingReason { job_id: id, reason: Some(waiting.clone()) }]).await.unwrap();
     assert_eq!(s.job(id).await.unwrap().unwrap().pending_reason, Some(waiting));
@@ -146,8 +149,8 @@ pub async fn lifecycle_and_history(s: &dyn Store) {
 /// A failed compare-and-set rolls back the whole batch.
 pub async fn cas_conflict_leaves_store_untouched(s: &dyn Store) {
     let u = s.create_user("erin", "user", at(0)).await.unwrap();
-    let a = s.insert_job(u.id, &JobSpec::command(["a"]), at(0)).await.unwrap();
-    let b = s.insert_job(u.id, &JobSpec::command(["b"]), at(0)).await.unwrap();
+    let a = s.insert_job(u.id, &JobSpec::command(["a"]), None, at(0)).await.unwrap();
+    let b = s.insert_job(u.id, &JobSpec::command(["b"]), None, at(0)).await.unwrap();
     let before_a = s.job(a).await.unwrap();
     let before_b = s.job(b).await.unwrap();
     let err = s
@@ -175,7 +178,7 @@ pub async fn cas_conflict_leaves_store_untouched(s: &dyn Store) {
 /// Back to PENDING is a requeue: a new attempt, with its own kernels.
 pub async fn requeue_bumps_attempt(s: &dyn Store) {
     let u = s.create_user("frank", "user", at(0)).await.unwrap();
-    let id = s.insert_job(u.id, &JobSpec::command(["a"]), at(0)).await.unwrap();
+    let id = s.insert_job(u.id, &JobSpec::command(["a"]), None, at(0)).await.unwrap();
     s.apply(&[
         tr(id, JobState::Pending, JobState::Scheduled, 1, "scheduled on n1"),
         Change::SetKernels { job_id: id, attempt: 0, bindings: vec![binding("n1")] },
@@ -240,7 +243,7 @@ pub async fn fill_before_reopen(s: &dyn Store) {
     s.add_api_token(u.id, "h1", "t", at(0)).await.unwrap();
     s.add_join_token("jt", at(0)).await.unwrap();
     for i in 0..3 {
-        s.insert_job(u.id, &JobSpec::command([format!("job{i}")]), at(i)).await.unwrap();
+        s.insert_job(u.id, &JobSpec::command([format!("job{i}")]), None, at(i)).await.unwrap();
     }
     s.apply(&[
         tr(1, JobState::Pending, JobState::Scheduled, 5, "scheduled on n1"),
@@ -266,7 +269,7 @@ pub async fn check_after_reopen(s: &dyn Store) {
     assert_eq!(unfinished, vec![(1, JobState::Scheduled), (3, JobState::Pending)]);
     assert_eq!(s.kernels(1).await.unwrap().len(), 1);
     assert_eq!(s.transitions(2).await.unwrap().last().unwrap().reason, "cancelled by gina");
-    let next = s.insert_job(u.id, &JobSpec::command(["again"]), at(9)).await.unwrap();
+    let next = s.insert_job(u.id, &JobSpec::command(["again"]), None, at(9)).await.unwrap();
     assert_eq!(next, 4, "ids keep counting after reopen");
     let cache = s.cache_nodes().await.unwrap();
     let view: Vec<_> = cache.iter().map(|r| (r.node.as_str(), r.effective_weight(), r.removed, r.seq)).collect();
@@ -355,8 +358,8 @@ pub async fn tenancy(s: &dyn Store) {
     shared.shared = true;
     let mut private = shared.clone();
     private.shared = false;
-    let a = s.insert_job(carol.id, &shared, at(10)).await.unwrap();
-    let _b = s.insert_job(carol.id, &private, at(11)).await.unwrap();
+    let a = s.insert_job(carol.id, &shared, None, at(10)).await.unwrap();
+    let _b = s.insert_job(carol.id, &private, None, at(11)).await.unwrap();
     let filter = JobFilter { user_id: Some(bob.id), projects: vec!["vision".into()], ..Default::default() };
     let seen = s.jobs(&filter).await.unwrap();
     assert_eq!(seen.iter().map(|j| j.id).collect::<Vec<_>>(), vec![a]);

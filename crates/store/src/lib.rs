@@ -16,7 +16,7 @@ mod types;
 
 use async_trait::async_trait;
 use berth_model::api::Transition;
-use berth_model::{JobId, JobSpec, JobState};
+use berth_model::{JobId, JobSpec, JobState, UnixId};
 use jiff::Timestamp;
 use thiserror::Error;
 
@@ -99,8 +99,10 @@ pub trait Store: Tenancy + CacheState + Send + Sync {
     async fn join_token_hashes(&self) -> Result<Vec<String>>;
 
     // --- jobs -------------------------------------------------------------------------
-    /// Inserts a PENDING job and its first transition (`submitted`) in one transaction.
-    async fn insert_job(&self, user_id: i64, spec: &JobSpec, at: Timestamp) -> Result<JobId>;
+    /// Inserts a PENDING job and its first transition (`submitted`) in one transaction;
+    /// `submitter` is the Unix user the manager's host vouched for, if any.
+    async fn insert_job(&self, user_id: i64, spec: &JobSpec, submitter: Option<UnixId>, at: Timestamp)
+    -> Result<JobId>;
     async fn job(&self, id: JobId) -> Result<Option<JobRow>>;
     /// Jobs matching `filter`, newest first.
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>>;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use berth_model::api::Transition;
-use berth_model::{JobId, JobSpec, JobState};
+use berth_model::{JobId, JobSpec, JobState, UnixId};
 use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
@@ -159,7 +159,8 @@ pub(crate) fn user_row(r: &SqliteRow) -> Result<UserRow> {
 }
 
 const JOB_COLUMNS: &str = "j.id, j.user_id, u.name AS user_name, j.spec, j.queue, j.priority, j.state, j.attempt, \
-     j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason, j.nodes";
+     j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason, j.nodes, \
+     j.submitter_uid, j.submitter_gid";
 
 fn job_row(r: &SqliteRow) -> Result<JobRow> {
     let pending: Option<String> = r.try_get("pending_reason")?;
@@ -179,7 +180,20 @@ fn job_row(r: &SqliteRow) -> Result<JobRow> {
         reason: r.try_get("reason")?,
         pending_reason: pending.as_deref().map(|p| json("pending reason", p)).transpose()?,
         nodes: r.try_get::<&str, _>("nodes")?.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect(),
+        submitter: submitter(r.try_get("submitter_uid")?, r.try_get("submitter_gid")?)?,
     })
+}
+
+/// The `submitter_uid`/`submitter_gid` pair: both or neither, each a u32.
+fn submitter(uid: Option<i64>, gid: Option<i64>) -> Result<Option<UnixId>> {
+    match (uid, gid) {
+        (None, None) => Ok(None),
+        (Some(u), Some(g)) => match (u32::try_from(u), u32::try_from(g)) {
+            (Ok(uid), Ok(gid)) => Ok(Some(UnixId { uid, gid })),
+            _ => Err(StoreError::Corrupt(format!("job submitter uid {u} / gid {g} out of range"))),
+        },
+        _ => Err(StoreError::Corrupt("job submitter has a uid or a gid but not both".into())),
+    }
 }
 
 /// An update of node `name` must have hit exactly its row.
@@ -384,11 +398,17 @@ impl Store for SqliteStore {
         rows.iter().map(|r| Ok(r.try_get("hash")?)).collect()
     }
 
-    async fn insert_job(&self, user_id: i64, spec: &JobSpec, at: Timestamp) -> Result<JobId> {
+    async fn insert_job(
+        &self,
+        user_id: i64,
+        spec: &JobSpec,
+        submitter: Option<UnixId>,
+        at: Timestamp,
+    ) -> Result<JobId> {
         let mut tx = self.writer.begin().await?;
         let id = sqlx::query(
-            "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared) \
-             VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?) RETURNING id",
+            "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared, \
+             submitter_uid, submitter_gid) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(user_id)
         .bind(to_json(spec))
@@ -398,6 +418,8 @@ impl Store for SqliteStore {
         .bind(ts(at))
         .bind(spec.project.as_deref().unwrap_or(""))
         .bind(spec.shared as i64)
+        .bind(submitter.map(|s| s.uid as i64))
+        .bind(submitter.map(|s| s.gid as i64))
         .fetch_all(&mut *tx)
         .await?;
         let id: i64 = returned(&id)?.try_get("id")?;

@@ -1,7 +1,7 @@
 //! Rows the store returns and the changes it applies. Adapter-independent.
 
 use berth_model::api::QueuePolicy;
-use berth_model::{Binding, JobId, JobSpec, JobState, PendingReason, Topology};
+use berth_model::{Binding, JobId, JobSpec, JobState, PendingReason, Topology, UnixId};
 use jiff::Timestamp;
 
 /// A user account.
@@ -36,6 +36,8 @@ pub struct JobRow {
     pub pending_reason: Option<PendingReason>,
     /// Nodes of the latest attempt's kernels (empty before the first placement).
     pub nodes: Vec<String>,
+    /// The Unix user who submitted the job, when the manager's host vouched for it.
+    pub submitter: Option<UnixId>,
 }
 
 /// One kernel of one attempt.

@@ -92,7 +92,7 @@ async fn writes_on_a_full_disk_fail_and_never_leave_a_transaction_open() {
     let mut acknowledged = Vec::new();
     let mut failures = 0;
     for i in 0..40 {
-        match store.insert_job(user.id, &big_spec(i), jiff::Timestamp::now()).await {
+        match store.insert_job(user.id, &big_spec(i), None, jiff::Timestamp::now()).await {
             Ok(id) => acknowledged.push(id),
             Err(e) => {
                 assert!(is_full(&e), "a full disk reads as such, not {e}");
@@ -111,7 +111,7 @@ async fn writes_on_a_full_disk_fail_and_never_leave_a_transaction_open() {
 
     // Space back: writes work again without reopening, and ids go on from the last one.
     std::fs::remove_file(&filler).unwrap();
-    let id = store.insert_job(user.id, &big_spec(999), jiff::Timestamp::now()).await.unwrap();
+    let id = store.insert_job(user.id, &big_spec(999), None, jiff::Timestamp::now()).await.unwrap();
     assert!(acknowledged.iter().all(|a| *a < id), "id {id} was given out before: {acknowledged:?}");
     store.close().await;
 
@@ -120,7 +120,7 @@ async fn writes_on_a_full_disk_fail_and_never_leave_a_transaction_open() {
     for a in acknowledged.iter().chain([&id]) {
         assert!(store.job(*a).await.unwrap().is_some(), "job {a} lost across a restart");
     }
-    let next = store.insert_job(user.id, &big_spec(1000), jiff::Timestamp::now()).await.unwrap();
+    let next = store.insert_job(user.id, &big_spec(1000), None, jiff::Timestamp::now()).await.unwrap();
     assert!(next > id, "id {next} reused after a restart");
     store.close().await;
 }

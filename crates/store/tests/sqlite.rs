@@ -87,7 +87,9 @@ async fn works_behind_arc_dyn_and_concurrent_writers() {
         let s = s.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..25 {
-                s.insert_job(u.id, &berth_model::JobSpec::command(["true"]), jiff::Timestamp::now()).await.unwrap();
+                s.insert_job(u.id, &berth_model::JobSpec::command(["true"]), None, jiff::Timestamp::now())
+                    .await
+                    .unwrap();
             }
         }));
     }

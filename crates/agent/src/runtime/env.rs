@@ -1,8 +1,11 @@
-//! The environment of a kernel: a clean base, the job's and the manager's variables, and the
-//! variables that carry the binding (visible GPUs, GPU sharing limits, cpuset).
+//! The environment of a kernel: a clean base, the submitter's exported environment, the job's
+//! and the manager's variables, and the variables that carry the binding (visible GPUs, GPU
+//! sharing limits, cpuset).
 //!
 //! Order matters: the agent's device variables come last so a job cannot widen its own GPU
-//! set, while `OMP_NUM_THREADS` is only a default the job may override.
+//! set, while `OMP_NUM_THREADS` is only a default the job may override. The exported
+//! environment (Slurm's `--export=ALL`) replaces the base (a virtualenv's `PATH` wins), but
+//! not who the kernel runs as: `USER`, `LOGNAME` and `HOME` are the run user's.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -27,14 +30,15 @@ pub fn build_env(
     // one that user expects; a root agent must not leak root's PATH to `nobody`.
     let path = if user.switch { SAFE_PATH.to_string() } else { std::env::var("PATH").unwrap_or(SAFE_PATH.into()) };
     env.insert("PATH".into(), path);
-    env.insert("HOME".into(), user.home.clone());
-    env.insert("USER".into(), user.name.clone());
-    env.insert("LOGNAME".into(), user.name.clone());
     env.insert("LANG".into(), std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".into()));
     let whole_cpus =
         if binding.cpus.is_empty() { binding.cpu_milli.div_ceil(1000).max(1) } else { binding.cpus.len() as u64 };
     env.insert("OMP_NUM_THREADS".into(), whole_cpus.to_string());
 
+    env.extend(spec.submit_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.insert("HOME".into(), user.home.clone());
+    env.insert("USER".into(), user.name.clone());
+    env.insert("LOGNAME".into(), user.name.clone());
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(manager_env.iter().map(|(k, v)| (k.clone(), v.clone())));
 
@@ -102,6 +106,23 @@ mod tests {
         assert!(!env.contains_key("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
         // Nothing of the agent's own environment leaks beyond the base.
         assert!(env.keys().all(|k| k != "CARGO_MANIFEST_DIR"));
+    }
+
+    #[test]
+    fn the_exported_environment_is_the_base_but_not_the_identity() {
+        let mut spec = JobSpec::command(["true"]);
+        for (k, v) in [("PATH", "/home/a/venv/bin:/usr/bin"), ("USER", "a"), ("HOME", "/home/a"), ("FOO", "exported")] {
+            spec.submit_env.insert(k.into(), v.into());
+        }
+        spec.submit_env.insert("CUDA_VISIBLE_DEVICES".into(), "0,1,2,3".into());
+        spec.submit_env.insert("BAR".into(), "exported".into());
+        spec.env.insert("BAR".into(), "job".into());
+        let env = build_env(&user(), &spec, &binding(vec![]), &BTreeMap::new(), &HashMap::new());
+        assert_eq!(env["PATH"], "/home/a/venv/bin:/usr/bin", "the submitter's PATH finds their python");
+        assert_eq!(env["FOO"], "exported");
+        assert_eq!(env["BAR"], "job", "--env beats the exported value");
+        assert_eq!((env["USER"].as_str(), env["HOME"].as_str()), ("nobody", "/nonexistent"), "the run user's identity");
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "", "the binding beats the exported value");
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
-use berth_model::{Binding, JobSpec, Topology};
+use berth_model::{Binding, JobSpec, Topology, UnixId};
 use tokio::sync::mpsc;
 
 pub use cgroup::{CgroupError, Cgroups};
@@ -255,17 +255,18 @@ impl Runtime {
         spec: &JobSpec,
         binding: &Binding,
         manager_env: &BTreeMap<String, String>,
+        submitter: Option<UnixId>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, String> {
         if spec.image.is_some() {
-            // The container runs as the owner's mapped uid too (unless the image names a USER).
-            let user = self.kernel_user(manager_env).map_err(|e| format!("launch failed: {e}"))?;
+            // The container runs as the owner's uid too (unless the image names a USER).
+            let user = self.kernel_user(manager_env, submitter).map_err(|e| format!("launch failed: {e}"))?;
             return Ok(self.docker.start(key, spec, binding, manager_env, events, user));
         }
         let name = logs::key_name(&key);
         let dir = logs::kernel_dir(&self.opts.data_dir, &key);
         let fail = |what: String| format!("launch failed: {what}");
-        let user = self.kernel_user(manager_env).map_err(fail)?;
+        let user = self.kernel_user(manager_env, submitter).map_err(fail)?;
         let user = &user;
         let Some(program) = spec.command.first() else { return Err(fail("empty command".into())) };
         let node = &self.opts.node;
@@ -277,7 +278,13 @@ impl Runtime {
             Some(w) => {
                 mkdir(&dir)?;
                 if !std::path::Path::new(w).is_dir() {
-                    return Err(fail(format!("workdir `{w}` is not a directory")));
+                    // By default a job runs where it was submitted: a directory only the
+                    // submitting machine has is the common cause.
+                    return Err(fail(format!(
+                        "working directory `{w}` is not a directory on node {node}: submit from a directory \
+                         the nodes share (this machine or a shared file system), pass --workdir, or \
+                         --job-dir for a directory of the job's own"
+                    )));
                 }
                 PathBuf::from(w)
             }
@@ -443,12 +450,16 @@ impl LaunchText {
 
 impl Runtime {
     /// The Unix user of a kernel: from its owner (`BERTH_USER`, `BERTH_USER_ID` in the
-    /// manager's variables) through the user map.
-    fn kernel_user(&self, manager_env: &BTreeMap<String, String>) -> Result<RunUser, String> {
+    /// manager's variables) and the Unix user who submitted it, through the user map.
+    fn kernel_user(
+        &self,
+        manager_env: &BTreeMap<String, String>,
+        submitter: Option<UnixId>,
+    ) -> Result<RunUser, String> {
         let name = manager_env.get("BERTH_USER");
         let id = manager_env.get("BERTH_USER_ID").and_then(|i| i.parse::<i64>().ok());
         let owner = name.zip(id).map(|(n, i)| (n.as_str(), i));
-        self.user.for_owner(self.opts.user_map, owner)
+        self.user.for_owner(self.opts.user_map, owner, submitter)
     }
 }
 
@@ -462,9 +473,12 @@ fn kernel_env(
     workdir: &std::path::Path,
 ) -> BTreeMap<String, String> {
     let mut env = build_env(user, spec, binding, manager_env, gpu_memory);
+    let workdir = workdir.to_string_lossy().into_owned();
     if user.home.is_empty() {
-        env.insert("HOME".into(), workdir.to_string_lossy().into_owned());
+        env.insert("HOME".into(), workdir.clone());
     }
+    // What a shell would say; the submitter's own PWD is never exported.
+    env.insert("PWD".into(), workdir);
     env
 }
 

@@ -1,6 +1,7 @@
 //! The Unix user kernels run as: an unprivileged one when the agent is root (`--run-as`,
 //! default `nobody`), otherwise the agent's own user (it cannot switch).
 
+use berth_model::UnixId;
 use nix::unistd::{Gid, Uid, User};
 use thiserror::Error;
 
@@ -62,8 +63,13 @@ impl RunUser {
 }
 
 /// How a root agent maps berth users to Unix users (`berth agent --user-map`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum UserMap {
+    /// The default, as Slurm does: the Unix user who ran `berth submit` when the manager's
+    /// host vouched for it (a submit over its unix socket); else the node's account with the
+    /// berth user's name (passwd, LDAP/SSSD through NSS); else a uid of the default range.
+    #[default]
+    Submitter,
     /// One unprivileged uid per berth user: `first + <berth user id>` (gid the same), while it
     /// stays below `first + count`. Users are kept apart without any account on the node.
     Range { first: u32, count: u32 },
@@ -73,20 +79,21 @@ pub enum UserMap {
     Fixed,
 }
 
-impl Default for UserMap {
-    fn default() -> Self {
-        UserMap::Range { first: 200_000, count: 100_000 }
-    }
-}
+/// The uids `range` and `submitter` give berth users without an account: 200000-299999.
+const DEFAULT_RANGE: (u32, u32) = (200_000, 100_000);
 
 impl std::str::FromStr for UserMap {
     type Err = String;
 
-    /// `range:FIRST-LAST`, `passwd` or `fixed`.
+    /// `submitter`, `range:FIRST-LAST`, `passwd` or `fixed`.
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad =
-            || format!("invalid user map `{s}`: use range:FIRST-LAST (e.g. range:200000-299999), passwd or fixed");
+        let bad = || {
+            format!(
+                "invalid user map `{s}`: use submitter, range:FIRST-LAST (e.g. range:200000-299999), passwd or fixed"
+            )
+        };
         match s {
+            "submitter" => Ok(UserMap::Submitter),
             "passwd" => Ok(UserMap::Passwd),
             "fixed" => Ok(UserMap::Fixed),
             _ => {
@@ -104,21 +111,44 @@ impl std::str::FromStr for UserMap {
 }
 
 impl RunUser {
-    /// The user a kernel of berth user `owner` (name, id) runs as under `map`; `self` is the
-    /// agent's default (`--run-as`, or the agent's own user when it is not root).
-    pub fn for_owner(&self, map: UserMap, owner: Option<(&str, i64)>) -> Result<RunUser, String> {
-        let (Some((name, id)), true) = (owner, self.switch) else { return Ok(self.clone()) };
+    /// The user a kernel of berth user `owner` (name, id), submitted by the Unix user
+    /// `submitter` when the manager's host vouched for one, runs as under `map`; `self` is
+    /// the agent's default (`--run-as`, or the agent's own user when it is not root).
+    pub fn for_owner(
+        &self,
+        map: UserMap,
+        owner: Option<(&str, i64)>,
+        submitter: Option<UnixId>,
+    ) -> Result<RunUser, String> {
+        if !self.switch {
+            // A non-root agent runs everything as itself; a job of another Unix user must not
+            // quietly run as the agent's.
+            return match submitter {
+                Some(s) if map == UserMap::Submitter && s.uid != self.uid => Err(format!(
+                    "the job was submitted by uid {} but the agent runs as uid {} and cannot switch users: \
+                     run the agent as root, or submit as uid {}",
+                    s.uid, self.uid, self.uid
+                )),
+                _ => Ok(self.clone()),
+            };
+        }
+        let Some((name, id)) = owner else {
+            return match (map, submitter) {
+                (UserMap::Submitter, Some(s)) => Ok(RunUser::vouched(s)),
+                _ => Ok(self.clone()),
+            };
+        };
         match map {
             UserMap::Fixed => Ok(self.clone()),
-            UserMap::Range { first, count } => {
-                let uid = u32::try_from(id).ok().filter(|i| *i < count).map(|i| first + i).ok_or_else(|| {
-                    format!(
-                        "berth user {name} (id {id}) is outside the agent's uid range of {count} ids: widen --user-map"
-                    )
-                })?;
-                // No passwd entry: HOME is the kernel's work dir (set by the runtime).
-                Ok(RunUser { name: format!("berth-{name}"), uid, gid: uid, home: String::new(), switch: true })
-            }
+            UserMap::Range { first, count } => RunUser::in_range(name, id, first, count),
+            UserMap::Submitter => match submitter {
+                Some(s) => Ok(RunUser::vouched(s)),
+                None => match User::from_name(name) {
+                    // Only a vouched submitter runs as root, never a name.
+                    Ok(Some(u)) if !u.uid.is_root() => Ok(RunUser::from_user(u, true)),
+                    _ => RunUser::in_range(name, id, DEFAULT_RANGE.0, DEFAULT_RANGE.1),
+                },
+            },
             UserMap::Passwd => match User::from_name(name) {
                 Ok(Some(u)) if u.uid.is_root() => Err(format!("refusing to run a kernel of {name} as root")),
                 Ok(Some(u)) => Ok(RunUser::from_user(u, true)),
@@ -126,6 +156,25 @@ impl RunUser {
                 Err(e) => Err(format!("cannot look up user {name}: {e}")),
             },
         }
+    }
+
+    /// The Unix user the manager's host vouched for: its account on this node when the uid
+    /// has one (name and home), with the group it submitted with.
+    fn vouched(s: UnixId) -> RunUser {
+        match User::from_uid(Uid::from_raw(s.uid)) {
+            Ok(Some(u)) => RunUser { gid: s.gid, ..RunUser::from_user(u, true) },
+            // No account here (a uid from another host's users): HOME is the work dir.
+            _ => RunUser { name: s.uid.to_string(), uid: s.uid, gid: s.gid, home: String::new(), switch: true },
+        }
+    }
+
+    /// Berth user `name` (id `id`) as uid `first + id` of a range of `count`.
+    fn in_range(name: &str, id: i64, first: u32, count: u32) -> Result<RunUser, String> {
+        let uid = u32::try_from(id).ok().filter(|i| *i < count).map(|i| first + i).ok_or_else(|| {
+            format!("berth user {name} (id {id}) is outside the agent's uid range of {count} ids: widen --user-map")
+        })?;
+        // No passwd entry: HOME is the kernel's work dir (set by the runtime).
+        Ok(RunUser { name: format!("berth-{name}"), uid, gid: uid, home: String::new(), switch: true })
     }
 }
 
@@ -138,6 +187,12 @@ impl RunUser {
             return format!("the agent's own user {fallback} (the agent is not root, so it cannot switch users)");
         }
         match map {
+            UserMap::Submitter => format!(
+                "the submitter (user map submitter: the Unix user who ran `berth submit` on the manager's host, \
+                 vouched for over its unix socket; else the node's account of the berth user's name; else uid \
+                 {} + the berth user's id; jobs without an owner as {fallback})",
+                DEFAULT_RANGE.0
+            ),
             UserMap::Range { first, count } => format!(
                 "each berth user's own uid (user map range:{first}-{}: uid {first} + the berth user's id; jobs without an owner as {fallback})",
                 first as u64 + count as u64 - 1
@@ -156,7 +211,9 @@ mod tests {
 
     #[test]
     fn the_run_as_log_line_says_the_mode_not_just_the_default_user() {
-        let range = root_default().describe(UserMap::default());
+        let submitter = root_default().describe(UserMap::default());
+        assert!(submitter.starts_with("the submitter (user map submitter"), "{submitter}");
+        let range = root_default().describe("range:200000-299999".parse().unwrap());
         assert!(range.starts_with("each berth user's own uid (user map range:200000-299999"), "{range}");
         assert!(range.contains("without an owner as nobody uid=65534"), "{range}");
         assert!(root_default().describe(UserMap::Passwd).contains("Unix account of the same name"));
@@ -178,13 +235,42 @@ mod tests {
         assert!("ldap".parse::<UserMap>().unwrap_err().contains("range:FIRST-LAST"));
 
         let map = UserMap::Range { first: 200_000, count: 10 };
-        let bob = root_default().for_owner(map, Some(("bob", 3))).unwrap();
+        let bob = root_default().for_owner(map, Some(("bob", 3)), None).unwrap();
         assert_eq!((bob.uid, bob.gid, bob.name.as_str()), (200_003, 200_003, "berth-bob"));
-        assert!(root_default().for_owner(map, Some(("eve", 10))).unwrap_err().contains("outside"));
-        assert_eq!(root_default().for_owner(UserMap::Fixed, Some(("bob", 3))).unwrap().uid, 65534);
-        assert_eq!(root_default().for_owner(map, None).unwrap().uid, 65534, "no owner: the default user");
+        assert!(root_default().for_owner(map, Some(("eve", 10)), None).unwrap_err().contains("outside"));
+        assert_eq!(root_default().for_owner(UserMap::Fixed, Some(("bob", 3)), None).unwrap().uid, 65534);
+        assert_eq!(root_default().for_owner(map, None, None).unwrap().uid, 65534, "no owner: the default user");
         let not_root = RunUser { switch: false, ..root_default() };
-        assert_eq!(not_root.for_owner(map, Some(("bob", 3))).unwrap(), not_root, "a non-root agent cannot switch");
-        assert!(root_default().for_owner(UserMap::Passwd, Some(("no-such-user-here", 3))).is_err());
+        assert_eq!(
+            not_root.for_owner(map, Some(("bob", 3)), None).unwrap(),
+            not_root,
+            "a non-root agent cannot switch"
+        );
+        assert!(root_default().for_owner(UserMap::Passwd, Some(("no-such-user-here", 3)), None).is_err());
+    }
+
+    #[test]
+    fn the_submitter_map_runs_jobs_as_who_submitted_them() {
+        let m = UserMap::Submitter;
+        assert_eq!("submitter".parse(), Ok(m));
+        assert_eq!(UserMap::default(), m);
+        // Vouched by the manager's host: that uid and group, its account when it has one.
+        let root = root_default().for_owner(m, Some(("admin", 1)), Some(UnixId { uid: 0, gid: 0 })).unwrap();
+        assert_eq!((root.uid, root.gid, root.name.as_str(), root.home.as_str()), (0, 0, "root", "/root"));
+        let stranger = UnixId { uid: 4_000_000, gid: 4_000_001 };
+        let s = root_default().for_owner(m, Some(("alice", 2)), Some(stranger)).unwrap();
+        assert_eq!((s.uid, s.gid, s.home.as_str()), (4_000_000, 4_000_001, ""), "no account: HOME is the work dir");
+        // Not vouched: the node's account of that name, never root; else the default range.
+        let nobody = root_default().for_owner(m, Some(("nobody", 2)), None).unwrap();
+        assert_eq!(nobody.uid, 65534);
+        let not_root = root_default().for_owner(m, Some(("root", 5)), None).unwrap();
+        assert_eq!((not_root.uid, not_root.name.as_str()), (200_005, "berth-root"), "a name never maps to root");
+        assert_eq!(root_default().for_owner(m, Some(("no-such-user-here", 7)), None).unwrap().uid, 200_007);
+        // An agent that cannot switch refuses a vouched job of another uid instead of
+        // running it as itself.
+        let agent = RunUser { switch: false, uid: 1000, ..root_default() };
+        let e = agent.for_owner(m, Some(("bob", 3)), Some(UnixId { uid: 1001, gid: 1001 })).unwrap_err();
+        assert!(e.contains("submitted by uid 1001") && e.contains("cannot switch users"), "{e}");
+        assert_eq!(agent.for_owner(m, Some(("bob", 3)), Some(UnixId { uid: 1000, gid: 1000 })).unwrap(), agent);
     }
 }

@@ -42,6 +42,9 @@ fn render(d: &JobDetail) -> String {
     };
     line("job", format!("{}{}", j.id, j.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()));
     line("user", j.user.clone());
+    if let Some(u) = d.submitter {
+        line("unix user", format!("uid {} gid {} (vouched for by the manager's host)", u.uid, u.gid));
+    }
     line("state", j.state.to_string());
     if let Some(r) = &j.pending_reason {
         line("waiting", format!("{}{}", r.message, j.position.map(|p| format!(" (position {p})")).unwrap_or_default()));
@@ -82,6 +85,12 @@ fn render(d: &JobDetail) -> String {
     }
     if let Some(w) = &s.workdir {
         line("workdir", w.clone());
+    }
+    if !s.submit_env.is_empty() {
+        line(
+            "exported",
+            format!("{} variables of the submitter's environment (`-o json` lists them)", s.submit_env.len()),
+        );
     }
     for (k, v) in &s.env {
         line("env", format!("{k}={}", output::shell_quote(v)));
@@ -184,6 +193,7 @@ mod tests {
                 exit_code: Some(0),
             }],
             transitions: vec![Transition { at: now, from: None, to: JobState::Pending, reason: "submitted".into() }],
+            submitter: None,
         };
         let s = render(&d);
         assert!(s.contains("time limit: 1h"), "{s}");
@@ -221,6 +231,7 @@ mod tests {
             spec,
             kernels: vec![],
             transitions: vec![],
+            submitter: None,
         };
         let s = render(&d);
         assert!(s.contains("<script, 3 lines>"), "{s}");

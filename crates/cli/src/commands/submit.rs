@@ -112,6 +112,10 @@ fn build_spec(args: &SubmitArgs) -> anyhow::Result<JobSpec> {
     if spec.name.is_none() {
         spec.name = default_name(&spec.command);
     }
+    let skipped = flags.submitted_from(&mut spec, &cwd, std::env::vars_os());
+    if !skipped.is_empty() {
+        eprintln!("warning: not exported (not UTF-8): {}", skipped.join(", "));
+    }
     spec.validate().map_err(|e| UsageError::error(e.0))?;
     Ok(spec)
 }
@@ -212,8 +216,26 @@ mod tests {
         assert_eq!(s.name.as_deref(), Some("python"));
         let s = spec(&["--mem", "2GiB", "sleep", "10"]).unwrap();
         assert_eq!(s.command, ["sleep", "10"]);
-        assert!(s.env.is_empty(), "the submitter's environment is not sent");
-        assert!(s.workdir.is_none());
+        assert!(s.env.is_empty());
+    }
+
+    #[test]
+    fn a_job_runs_where_it_was_submitted_with_the_submitters_environment() {
+        let s = spec(&["--", "true"]).unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(s.workdir.as_deref(), cwd.to_str(), "like sbatch: the directory submitted from");
+        assert_eq!(s.submit_env.get("PATH"), std::env::var("PATH").ok().as_ref(), "the submitter's PATH goes along");
+        assert!(s.submit_env.keys().all(|k| !k.starts_with("BERTH_")), "berth's own never do");
+        let s = spec(&["--export", "NONE", "--job-dir", "--", "true"]).unwrap();
+        assert!(s.submit_env.is_empty() && s.workdir.is_none());
+        let s = spec(&["--export", "PATH,X=1", "--", "true"]).unwrap();
+        assert_eq!(s.submit_env.keys().collect::<Vec<_>>(), ["PATH", "X"]);
+        // A container runs where its image says, with only what --export names.
+        let s = spec(&["--image", "busybox", "--", "true"]).unwrap();
+        assert!(s.workdir.is_none() && s.submit_env.is_empty());
+        let s = spec(&["--image", "busybox", "--export", "ALL,X=1", "--", "true"]).unwrap();
+        assert_eq!(s.submit_env.keys().collect::<Vec<_>>(), ["X"]);
+        assert!(spec(&["--job-dir", "--workdir", "/x", "--", "true"]).is_err(), "one or the other");
     }
 
     #[test]

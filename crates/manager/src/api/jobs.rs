@@ -12,6 +12,7 @@ use crate::auth::{Auth, User};
 use crate::cluster_env::role;
 use crate::error::{ApiError, Json, Path, Query};
 use crate::lifecycle::send_all;
+use crate::local::Submitter;
 use crate::manager::Manager;
 use crate::state::{Job, row_view};
 
@@ -26,6 +27,7 @@ use crate::state::{Job, row_view};
 pub async fn submit(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
+    Submitter(submitter): Submitter,
     Json(req): Json<SubmitRequest>,
 ) -> Result<(StatusCode, axum::Json<JobView>), ApiError> {
     let mut spec = req.spec;
@@ -55,11 +57,12 @@ pub async fn submit(
         locked = Some(st);
     }
     let now = jiff::Timestamp::now();
-    let id = m.store.insert_job(user.id, &spec, now).await?;
+    let id = m.store.insert_job(user.id, &spec, submitter, now).await?;
     let job = Job {
         id,
         user_id: user.id,
         user: user.name.clone(),
+        submitter,
         spec: Arc::new(spec),
         queue,
         state: JobState::Pending,
@@ -249,7 +252,13 @@ pub async fn show(
         job.pending_reason = Some(crate::scheduler::reason_or_queued(j.pending_reason.as_ref()));
         job.expected_start = j.expected_start;
     }
-    Ok(axum::Json(JobDetail { job, spec: row.spec, kernels, transitions }))
+    let mut spec = row.spec;
+    if row.user_id != user.id && !user.is_admin() {
+        // The exported environment may hold the owner's secrets (keys in variables): a
+        // project member who may see the job does not see them.
+        spec.submit_env.clear();
+    }
+    Ok(axum::Json(JobDetail { job, spec, kernels, transitions, submitter: row.submitter }))
 }
 
 /// Cancel a job: at once while pending, by stopping its kernels otherwise.

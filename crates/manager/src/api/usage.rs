@@ -132,6 +132,7 @@ mod tests {
             reason: None,
             pending_reason: None,
             nodes: vec![],
+            submitter: None,
         }
     }
 

@@ -27,6 +27,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         config_file: None,
         heartbeat_timeout: heartbeat,
         tls: None,
+        socket: Some(berth_manager::local::LocalSocket { path: dir.join("berth.sock"), everyone: false }),
     }
 }
 
