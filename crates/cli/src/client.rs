@@ -23,8 +23,13 @@ const JOB_DONE: &str = "berth-job-done";
 
 pub struct Client {
     http: reqwest::Client,
+    /// What requests are sent to (a fixed URL over a unix socket).
     base: String,
-    token: String,
+    /// The manager's URL for others (nodes, other users), as configured.
+    url: String,
+    /// Where the manager is, for messages: its URL, or `unix socket PATH`.
+    shown: String,
+    token: Option<String>,
 }
 
 /// One piece of a log: the bytes from the asked offset on, where to continue, and whether the
@@ -56,16 +61,31 @@ impl Client {
             // and the agents accept the same managers.
             http = http.use_preconfigured_tls(berth_agent::tls::client_config(Some(ca))?);
         }
+        let url = creds.url.trim_end_matches('/').to_string();
+        let (base, shown) = match &creds.socket {
+            Some(s) => {
+                // Plain HTTP on the socket whatever the TCP side serves: the kernel, not TLS,
+                // guards a local connection.
+                http = http.unix_socket(s.as_path());
+                (crate::credentials::SOCKET_URL.to_string(), format!("unix socket {}", s.display()))
+            }
+            None => (url.clone(), url.clone()),
+        };
         let http = http.build().context("cannot set up the HTTP client")?;
-        Ok(Self { http, base: creds.url.trim_end_matches('/').to_string(), token: creds.token })
+        Ok(Self { http, base, url, shown, token: creds.token })
     }
 
+    /// The manager's URL, as others (nodes, other users) reach it.
     pub fn base_url(&self) -> &str {
-        &self.base
+        &self.url
     }
 
     pub(crate) fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token)
+        let req = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
     }
 
     /// Sends a request and turns transport failures and error answers into messages.
@@ -88,26 +108,26 @@ impl Client {
             Some(TlsFailure::Untrusted(why)) => {
                 return anyhow!(
                     "the berth manager's certificate at {} is not trusted ({why}): set BERTH_CA_FILE to the CA certificate (PEM) that signed it",
-                    self.base
+                    self.shown
                 );
             }
             Some(TlsFailure::WrongName(why)) => {
                 return anyhow!(
                     "the berth manager's certificate at {} is not valid for this address ({why}): use a name it is valid for in BERTH_URL, or set BERTH_CA_FILE to the certificate itself",
-                    self.base
+                    self.shown
                 );
             }
             Some(TlsFailure::NotTls) => {
-                return anyhow!("the berth manager at {} does not speak TLS: use http:// in BERTH_URL", self.base);
+                return anyhow!("the berth manager at {} does not speak TLS: use http:// in BERTH_URL", self.shown);
             }
             None => {}
         }
         if e.is_connect() {
-            anyhow!("cannot reach the berth manager at {}: is `berth up` running?", self.base)
+            anyhow!("cannot reach the berth manager at {}: is `berth up` running?", self.shown)
         } else if e.is_timeout() {
-            anyhow!("the berth manager at {} did not answer in time", self.base)
+            anyhow!("the berth manager at {} did not answer in time", self.shown)
         } else {
-            anyhow::Error::new(e).context(format!("request to the berth manager at {} failed", self.base))
+            anyhow::Error::new(e).context(format!("request to the berth manager at {} failed", self.shown))
         }
     }
 
@@ -286,7 +306,7 @@ mod tests {
                 c.write_all(answer.as_bytes()).await.unwrap();
             }
         });
-        Client::new(Credentials { url, token: "sekret".into(), ca_file: None }).unwrap()
+        Client::new(Credentials { url, token: Some("sekret".into()), ca_file: None, socket: None }).unwrap()
     }
 
     fn answer(status: &str, headers: &str, body: &str) -> String {
@@ -328,7 +348,8 @@ mod tests {
 
     #[test]
     fn bad_urls_are_refused_early() {
-        let c = |u: &str| Client::new(Credentials { url: u.into(), token: "t".into(), ca_file: None });
+        let c =
+            |u: &str| Client::new(Credentials { url: u.into(), token: Some("t".into()), ca_file: None, socket: None });
         assert!(c("http://127.0.0.1:7070/").is_ok());
         assert!(c("127.0.0.1:7070").is_err());
         assert!(c("ftp://x").is_err());

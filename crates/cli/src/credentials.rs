@@ -1,10 +1,14 @@
-//! Where user commands find the manager: `BERTH_URL`, `BERTH_TOKEN` and `BERTH_CA_FILE` from
-//! the environment, else the credentials file that `berth up` writes
+//! Where user commands find the manager: `BERTH_URL`, `BERTH_TOKEN`, `BERTH_SOCKET` and
+//! `BERTH_CA_FILE` from the environment, else the credentials file that `berth up` writes
 //! (`$XDG_CONFIG_HOME/berth/credentials` or `~/.config/berth/credentials`, TOML with `url`,
-//! `token` and, for a manager serving TLS, `ca_file`: the PEM file to trust it by).
+//! `token`, the manager's unix `socket` and, for a manager serving TLS, `ca_file`: the PEM
+//! file to trust it by), else the socket of a system `berth up` ([`SYSTEM_SOCKET`]).
 //!
-//! Each environment variable overrides its own field, so `BERTH_URL=... berth ps` reaches
-//! another manager with the token from the file, and a CI job can set both and need no file.
+//! On the manager's own machine the socket is preferred: the kernel tells the manager who is
+//! calling, so jobs run as the Unix user who submitted them (a token, if any, still says which
+//! berth user acts). Each environment variable overrides its own field, so `BERTH_URL=...
+//! berth ps` reaches another manager (over TCP) with the token from the file, and a CI job can
+//! set both and need no file.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -17,10 +21,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Credentials {
     pub url: String,
-    pub token: String,
+    /// `None` only over the socket, where the caller's Unix account identifies it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
     /// PEM certificates trusted besides the public roots (see `berth_agent::tls`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+    /// The manager's unix socket, used instead of `url` when it exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
 }
 
 /// The file as written; every field optional so that a file with only a token still combines
@@ -30,7 +39,15 @@ struct FileContents {
     url: Option<String>,
     token: Option<String>,
     ca_file: Option<PathBuf>,
+    socket: Option<PathBuf>,
 }
+
+/// The socket of a `berth up` run by root (its default data dir): any local user reaches it
+/// without credentials, and their jobs run as them.
+pub const SYSTEM_SOCKET: &str = "/var/lib/berth/berth.sock";
+
+/// The URL requests over a unix socket carry (the host is not used).
+pub const SOCKET_URL: &str = "http://localhost";
 
 const NOT_CONFIGURED: &str = "no berth manager configured: run `berth up`, or set BERTH_URL and BERTH_TOKEN";
 
@@ -53,13 +70,13 @@ fn path_from(xdg: Option<std::ffi::OsString>, home: Option<std::ffi::OsString>) 
 /// created `0700` and the file `0600` (the token is a password); the write goes to a temporary
 /// file renamed into place, so a reader never sees half a file.
 #[allow(dead_code)] // called by `berth up` in daemon.rs
-pub fn write(url: &str, token: &str, ca_file: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub fn write(url: &str, token: &str, ca_file: Option<&Path>, socket: Option<&Path>) -> anyhow::Result<PathBuf> {
     let p = path()?;
-    write_to(&p, url, token, ca_file)?;
+    write_to(&p, url, token, ca_file, socket)?;
     Ok(p)
 }
 
-fn write_to(p: &Path, url: &str, token: &str, ca_file: Option<&Path>) -> anyhow::Result<()> {
+fn write_to(p: &Path, url: &str, token: &str, ca_file: Option<&Path>, socket: Option<&Path>) -> anyhow::Result<()> {
     let dir = p.parent().context("credentials path has no directory")?;
     if !dir.exists() {
         std::fs::DirBuilder::new()
@@ -68,7 +85,12 @@ fn write_to(p: &Path, url: &str, token: &str, ca_file: Option<&Path>) -> anyhow:
             .create(dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let creds = Credentials { url: url.to_string(), token: token.to_string(), ca_file: ca_file.map(Path::to_path_buf) };
+    let creds = Credentials {
+        url: url.to_string(),
+        token: Some(token.to_string()),
+        ca_file: ca_file.map(Path::to_path_buf),
+        socket: socket.map(Path::to_path_buf),
+    };
     let body = toml::to_string(&creds).context("cannot encode credentials")?;
     let body = format!("# written by `berth up`; keep it private (it holds your API token)\n{body}");
     let tmp = dir.join(format!(".credentials.{}.tmp", std::process::id()));
@@ -89,26 +111,60 @@ fn write_to(p: &Path, url: &str, token: &str, ca_file: Option<&Path>) -> anyhow:
 /// Finds the manager for a user command.
 pub fn load() -> anyhow::Result<Credentials> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let mut creds = resolve(env("BERTH_URL"), env("BERTH_TOKEN"), &path()?)?;
+    let vars =
+        Vars { url: env("BERTH_URL"), token: env("BERTH_TOKEN"), socket: env("BERTH_SOCKET").map(PathBuf::from) };
+    let mut creds = resolve(vars, &path()?, Path::new(SYSTEM_SOCKET))?;
     if let Some(ca) = env("BERTH_CA_FILE") {
         creds.ca_file = Some(PathBuf::from(ca));
     }
     Ok(creds)
 }
 
-fn resolve(env_url: Option<String>, env_token: Option<String>, file: &Path) -> anyhow::Result<Credentials> {
-    let from_file = if env_url.is_some() && env_token.is_some() {
+/// The environment variables that say where the manager is.
+#[derive(Debug, Default)]
+struct Vars {
+    url: Option<String>,
+    token: Option<String>,
+    socket: Option<PathBuf>,
+}
+
+/// Picks the way to the manager: `BERTH_URL` (TCP), else `BERTH_SOCKET`, else the file's
+/// socket when it exists, else the file's URL, else the system socket when it exists.
+fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Credentials> {
+    let from_file = if vars.url.is_some() && vars.token.is_some() {
         // Both set: the file is not needed, and a broken one must not get in the way.
         FileContents::default()
     } else {
         read_file(file)?
     };
-    let url = env_url.or(from_file.url);
-    let token = env_token.or(from_file.token);
-    match (url, token) {
-        (Some(url), Some(token)) => {
-            Ok(Credentials { url: url.trim_end_matches('/').to_string(), token, ca_file: from_file.ca_file })
+    let token = vars.token.or(from_file.token);
+    // The URL stays what others reach the manager at (shown in messages), when known.
+    let file_url = from_file.url.clone();
+    let via_socket = |socket: PathBuf, token: Option<String>| Credentials {
+        url: file_url.clone().unwrap_or_else(|| SOCKET_URL.into()),
+        token,
+        ca_file: None,
+        socket: Some(socket),
+    };
+    if vars.url.is_none() {
+        if let Some(s) = vars.socket {
+            return Ok(via_socket(s, token));
         }
+        if let Some(s) = from_file.socket.filter(|s| s.exists()) {
+            return Ok(via_socket(s, token));
+        }
+    }
+    let url = vars.url.or(from_file.url);
+    if url.is_none() && token.is_none() && system_socket.exists() {
+        return Ok(via_socket(system_socket.to_path_buf(), None));
+    }
+    match (url, token) {
+        (Some(url), Some(token)) => Ok(Credentials {
+            url: url.trim_end_matches('/').to_string(),
+            token: Some(token),
+            ca_file: from_file.ca_file,
+            socket: None,
+        }),
         (None, None) => bail!(NOT_CONFIGURED),
         (Some(_), None) => bail!("BERTH_URL is set but no token is: set BERTH_TOKEN too ({NOT_CONFIGURED})"),
         (None, Some(_)) => bail!("BERTH_TOKEN is set but no manager URL is: set BERTH_URL too ({NOT_CONFIGURED})"),
@@ -136,20 +192,29 @@ mod tests {
         assert!(path_from(None, None).is_err());
     }
 
+    /// `resolve` with these variables and no system socket.
+    fn res(url: Option<&str>, token: Option<&str>, file: &Path) -> anyhow::Result<Credentials> {
+        let vars = Vars { url: url.map(Into::into), token: token.map(Into::into), socket: None };
+        resolve(vars, file, Path::new("/nonexistent/berth.sock"))
+    }
+
+    fn http(url: &str, token: &str, ca_file: Option<PathBuf>) -> Credentials {
+        Credentials { url: url.into(), token: Some(token.into()), ca_file, socket: None }
+    }
+
     #[test]
     fn write_is_private_and_reads_back() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("cfg/berth/credentials");
-        write_to(&p, "http://127.0.0.1:7070", "tok1", None).unwrap();
+        write_to(&p, "http://127.0.0.1:7070", "tok1", None, None).unwrap();
         let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let dmode = std::fs::metadata(p.parent().unwrap()).unwrap().permissions().mode() & 0o777;
         assert_eq!(dmode, 0o700);
         // Overwriting keeps the mode and replaces the contents.
-        write_to(&p, "https://h:7070/", "tok2", Some(Path::new("/etc/berth/ca.pem"))).unwrap();
-        let c = resolve(None, None, &p).unwrap();
-        let ca_file = Some(PathBuf::from("/etc/berth/ca.pem"));
-        assert_eq!(c, Credentials { url: "https://h:7070".into(), token: "tok2".into(), ca_file });
+        write_to(&p, "https://h:7070/", "tok2", Some(Path::new("/etc/berth/ca.pem")), None).unwrap();
+        let c = res(None, None, &p).unwrap();
+        assert_eq!(c, http("https://h:7070", "tok2", Some(PathBuf::from("/etc/berth/ca.pem"))));
         assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         // No temp file left behind.
         assert_eq!(std::fs::read_dir(p.parent().unwrap()).unwrap().count(), 1);
@@ -159,22 +224,41 @@ mod tests {
     fn environment_overrides_the_file_field_by_field() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("credentials");
-        write_to(&p, "http://file:7070", "filetok", None).unwrap();
-        let c = resolve(Some("http://env:1".into()), None, &p).unwrap();
-        assert_eq!(c, Credentials { url: "http://env:1".into(), token: "filetok".into(), ca_file: None });
-        let c = resolve(Some("http://env:1".into()), Some("envtok".into()), &p).unwrap();
-        assert_eq!(c.token, "envtok");
+        write_to(&p, "http://file:7070", "filetok", None, None).unwrap();
+        let c = res(Some("http://env:1"), None, &p).unwrap();
+        assert_eq!(c, http("http://env:1", "filetok", None));
+        let c = res(Some("http://env:1"), Some("envtok"), &p).unwrap();
+        assert_eq!(c.token.as_deref(), Some("envtok"));
         // Both variables set: even a broken file is not read.
         std::fs::write(&p, "not toml [").unwrap();
-        assert!(resolve(Some("http://e".into()), Some("t".into()), &p).is_ok());
+        assert!(res(Some("http://e"), Some("t"), &p).is_ok());
+    }
+
+    #[test]
+    fn the_managers_socket_is_preferred_on_its_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("credentials");
+        let sock = dir.path().join("berth.sock");
+        write_to(&p, "http://127.0.0.1:7070", "tok", None, Some(&sock)).unwrap();
+        assert_eq!(res(None, None, &p).unwrap().socket, None, "no socket file: the URL");
+        std::fs::write(&sock, "").unwrap();
+        let c = res(None, None, &p).unwrap();
+        assert_eq!((c.socket.as_deref(), c.token.as_deref()), (Some(sock.as_path()), Some("tok")));
+        assert_eq!(res(Some("http://other:1"), None, &p).unwrap().socket, None, "BERTH_URL means TCP");
+        let vars = Vars { socket: Some("/run/b.sock".into()), ..Vars::default() };
+        let c = resolve(vars, &dir.path().join("none"), Path::new("/nonexistent")).unwrap();
+        assert_eq!((c.socket, c.token), (Some(PathBuf::from("/run/b.sock")), None), "BERTH_SOCKET needs no token");
+        // Nothing configured: a system berth's socket, as the caller's own Unix user.
+        let c = resolve(Vars::default(), &dir.path().join("none"), &sock).unwrap();
+        assert_eq!((c.socket, c.token), (Some(sock.clone()), None));
     }
 
     #[test]
     fn missing_everything_says_how_to_fix_it() {
         let dir = tempfile::tempdir().unwrap();
-        let e = resolve(None, None, &dir.path().join("none")).unwrap_err();
+        let e = res(None, None, &dir.path().join("none")).unwrap_err();
         assert_eq!(e.to_string(), NOT_CONFIGURED);
-        let e = resolve(Some("http://x".into()), None, &dir.path().join("none")).unwrap_err();
+        let e = res(Some("http://x"), None, &dir.path().join("none")).unwrap_err();
         assert!(e.to_string().contains("BERTH_TOKEN"), "{e}");
     }
 }

@@ -243,7 +243,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let url = handle.url.clone();
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
     let cred_path = match &token {
-        Some(t) => Some(crate::credentials::write(&url, t, trusted_cert.as_deref())?),
+        Some(t) => Some(crate::credentials::write(&url, t, trusted_cert.as_deref(), handle.socket.as_deref())?),
         None => None,
     };
 
@@ -333,7 +333,7 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     let url = handle.url.clone();
     let trusted_cert = args.tls.trusted_cert();
     if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
-        let p = crate::credentials::write(&url, &token, trusted_cert.as_deref())?;
+        let p = crate::credentials::write(&url, &token, trusted_cert.as_deref(), handle.socket.as_deref())?;
         println!("berth manager is up: {url}  token written to {}", p.display());
     } else {
         println!("berth manager is up: {url}");

@@ -307,7 +307,10 @@ fn a_kernels_home_under_tmp_stays_reachable_in_its_private_tmp() {
     }
     let b = Berth::up_private(&[]);
     let script = "cd && echo kept > f && cat f && pwd && test -s \"$BERTH_CACHE_TOKEN_FILE\" && echo token";
-    let id = b.submit(&["--", "sh", "-c", script]);
+    // A berth user without a Unix account runs as a mapped uid (the admin's own jobs run as
+    // its submitter, root).
+    let token = b.create_user("mapped");
+    let id = b.submit_as(&token, &["--", "sh", "-c", script]);
     b.wait_state(id, "SUCCEEDED");
     let out = text(&b.cli(&["logs", &id.to_string()]).stdout);
     let lines: Vec<&str> = out.lines().collect();

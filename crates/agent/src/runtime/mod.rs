@@ -272,11 +272,30 @@ impl Runtime {
         let node = &self.opts.node;
         let mkdir =
             |d: &std::path::Path| std::fs::create_dir_all(d).map_err(|e| fail(io_text(node, FileOp::Create, d, &e)));
-        // Metadata operations are the slow part of a start on small VMs: one mkdir -p makes
-        // both the kernel dir and its default work dir.
-        let workdir = match &spec.workdir {
-            Some(w) => {
+        // The kernel's own work dir: where it runs without a workdir, and HOME for a user
+        // without one (a mapped uid), whatever directory it runs in.
+        let own = if spec.workdir.is_none() || user.home.is_empty() {
+            // Metadata operations are the slow part of a start on small VMs: one mkdir -p
+            // makes both the kernel dir and its own work dir.
+            let w = if self.work_base == dir.parent().unwrap_or(&dir) {
+                dir.join("work")
+            } else {
                 mkdir(&dir)?;
+                self.work_base.join(&name)
+            };
+            mkdir(&w)?;
+            if user.switch {
+                // Only its owner may enter: kernels of other users run as other uids.
+                let _ = std::os::unix::fs::chown(&w, Some(user.uid), Some(user.gid));
+                let _ = std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o700));
+            }
+            Some(w)
+        } else {
+            mkdir(&dir)?;
+            None
+        };
+        let workdir = match (&spec.workdir, &own) {
+            (Some(w), _) => {
                 if !std::path::Path::new(w).is_dir() {
                     // By default a job runs where it was submitted: a directory only the
                     // submitting machine has is the common cause.
@@ -288,21 +307,8 @@ impl Runtime {
                 }
                 PathBuf::from(w)
             }
-            None => {
-                let w = if self.work_base == dir.parent().unwrap_or(&dir) {
-                    dir.join("work")
-                } else {
-                    mkdir(&dir)?;
-                    self.work_base.join(&name)
-                };
-                mkdir(&w)?;
-                if user.switch {
-                    // Only its owner may enter: kernels of other users run as other uids.
-                    let _ = std::os::unix::fs::chown(&w, Some(user.uid), Some(user.gid));
-                    let _ = std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o700));
-                }
-                w
-            }
+            (None, Some(own)) => own.clone(),
+            (None, None) => return Err(fail("no working directory".into())),
         };
         if user.switch {
             // Other users' kernels may pass through to their own dirs, never list or read here.
@@ -330,8 +336,10 @@ impl Runtime {
         };
 
         // With private mounts the child switches to the kernel's user itself, after mounting.
-        let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &[&dir, &workdir]));
-        let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir);
+        let keep: Vec<&std::path::Path> =
+            [Some(dir.as_path()), Some(workdir.as_path()), own.as_deref()].into_iter().flatten().collect();
+        let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &keep));
+        let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir, own.as_deref());
         write_cache_token(node, &dir, user, &mut env).map_err(fail)?;
         let launch = LaunchText {
             program: program.clone(),
@@ -463,7 +471,8 @@ impl Runtime {
     }
 }
 
-/// The kernel's environment; a user without a home (a mapped uid) gets its work dir.
+/// The kernel's environment; a user without a home (a mapped uid) gets the kernel's own work
+/// dir `own` as HOME.
 fn kernel_env(
     user: &RunUser,
     spec: &JobSpec,
@@ -471,11 +480,12 @@ fn kernel_env(
     manager_env: &BTreeMap<String, String>,
     gpu_memory: &HashMap<String, u64>,
     workdir: &std::path::Path,
+    own: Option<&std::path::Path>,
 ) -> BTreeMap<String, String> {
     let mut env = build_env(user, spec, binding, manager_env, gpu_memory);
     let workdir = workdir.to_string_lossy().into_owned();
-    if user.home.is_empty() {
-        env.insert("HOME".into(), workdir.clone());
+    if let (true, Some(own)) = (user.home.is_empty(), own) {
+        env.insert("HOME".into(), own.to_string_lossy().into_owned());
     }
     // What a shell would say; the submitter's own PWD is never exported.
     env.insert("PWD".into(), workdir);

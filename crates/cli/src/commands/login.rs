@@ -43,9 +43,9 @@ pub async fn run(args: LoginArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let url = args.url.trim_end_matches('/').to_string();
-    let client = Client::new(Credentials { url: url.clone(), token: token.clone(), ca_file: ca_file.clone() })?;
-    let me = client.whoami().await.with_context(|| format!("cannot log in to {url}"))?;
-    let path = crate::credentials::write(&url, &token, ca_file.as_deref())?;
+    let creds = Credentials { url: url.clone(), token: Some(token.clone()), ca_file: ca_file.clone(), socket: None };
+    let me = Client::new(creds)?.whoami().await.with_context(|| format!("cannot log in to {url}"))?;
+    let path = crate::credentials::write(&url, &token, ca_file.as_deref(), None)?;
     println!("logged in to {url} as {} ({}); credentials in {}", me.user, me.role, path.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -28,10 +28,19 @@ pub struct Berth {
     extra: Vec<String>,
 }
 
+/// Runs the binary as a user would from a directory of theirs: `<home>/submit`, where jobs
+/// run by default (like `sbatch`), open to the other users' uids tests submit as (1777).
 fn base_cmd(home: &Path) -> Command {
+    use std::os::unix::fs::PermissionsExt;
+    let cwd = home.join("submit");
+    if !cwd.exists() {
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    }
     let mut c = Command::new(BIN);
+    c.current_dir(cwd);
     c.env("HOME", home).env_remove("XDG_CONFIG_HOME").env_remove("BERTH_URL").env_remove("BERTH_TOKEN");
-    c.env_remove("BERTH_CA_FILE");
+    c.env_remove("BERTH_CA_FILE").env_remove("BERTH_SOCKET");
     c.env("RUST_LOG", "info");
     c
 }
