@@ -1,0 +1,204 @@
+//! A new user's first hour (issue 14): the README's Quick start commands run literally, and a
+//! job runs as the Unix user who submitted it, in the directory they submitted from, with
+//! their environment, as `sbatch` does.
+
+mod support;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use support::{BIN, Berth, shared_tempdir, text};
+
+/// These tests switch users: they need root, as the suite does (never a silent skip).
+fn assert_root() {
+    // SAFETY: geteuid cannot fail.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it runs jobs as other users");
+}
+
+/// The commands of the README's Quick start that use berth once it is up: the second `sh`
+/// block of the section, without comments.
+fn quick_start_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let start = readme.find("## Quick start").expect("README has a Quick start");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+    let block = section.split("```sh").nth(2).expect("a second sh block in the Quick start");
+    let block = &block[..block.find("```").unwrap()];
+    block.lines().map(|l| l.split(" # ").next().unwrap().trim().to_string()).filter(|l| !l.is_empty()).collect()
+}
+
+/// The directory of the `berth` binary under test, to put on PATH as the README says.
+fn bin_dir() -> PathBuf {
+    Path::new(BIN).parent().unwrap().to_path_buf()
+}
+
+/// Runs `line` through `sh` in `dir`, as a user at a prompt with `path` and HOME `home`.
+fn shell(line: &str, dir: &Path, home: &Path, path: &str) -> Output {
+    Command::new("sh")
+        .args(["-c", line])
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("LANG", "C.UTF-8")
+        .env("WANDB_MODE", "offline")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_readme_quick_start_works_as_written() {
+    assert_root();
+    let home = shared_tempdir();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let b = Berth::up_in(home, &["--fake-gpus", "2"]);
+    let home = b.home.path();
+    // A project with its own virtualenv, active as the user's shell would have it.
+    let proj = home.join("proj");
+    std::fs::create_dir(&proj).unwrap();
+    let venv = proj.join(".venv");
+    let made = Command::new("python3").args(["-m", "venv", "--without-pip"]).arg(&venv).status().unwrap();
+    assert!(made.success(), "python3 -m venv failed");
+    std::fs::write(
+        proj.join("train.py"),
+        "import os, sys\nprint('python', sys.executable)\nprint('wandb', os.environ.get('WANDB_MODE'))\n\
+         open('model.ckpt', 'w').write('weights\\n')\n",
+    )
+    .unwrap();
+    std::fs::write(proj.join("serve.py"), "import time\ntime.sleep(600)\n").unwrap();
+    std::fs::write(proj.join("job.toml"), "command = [\"python\", \"-c\", \"print('from the job file')\"]\n").unwrap();
+    std::fs::write(proj.join("check.sh"), "#!/bin/sh\ntest -s model.ckpt\n").unwrap();
+    std::fs::set_permissions(proj.join("check.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}/bin:{}:/usr/local/bin:/usr/bin:/bin", venv.display(), bin_dir().display());
+
+    let commands = quick_start_commands();
+    assert!(commands.len() >= 8, "{commands:?}");
+    eprintln!("quick start: {commands:#?}");
+    for line in &commands {
+        if line.contains("logs -f 1") {
+            // Follows job 1 to its end: it must have started (the GPU job may wait for it).
+            b.wait_state(1, "SUCCEEDED");
+        }
+        let o = shell(line, &proj, home, &path);
+        assert!(o.status.success(), "`{line}` failed ({}): {}{}", o.status, text(&o.stdout), text(&o.stderr));
+        if line.contains("python train.py") {
+            assert_eq!(text(&o.stdout).trim(), "submitted job 1");
+        }
+    }
+
+    // Job 1 ran the virtualenv's python, in the project, as the submitter (root here), with
+    // the submitter's environment; its checkpoint lies next to train.py.
+    let logs = b.ok(&["logs", "1"]);
+    assert!(logs.contains(&format!("python {}/bin/python", venv.display())), "{logs}");
+    assert!(logs.contains("wandb offline"), "the environment went along: {logs}");
+    let ckpt = std::fs::metadata(proj.join("model.ckpt")).expect("model.ckpt next to train.py");
+    assert_eq!(ckpt.uid(), 0, "written by the submitter");
+    let job = b.job(1);
+    assert_eq!(job["spec"]["workdir"], proj.to_str().unwrap());
+    assert_eq!(job["submitter"]["uid"], 0);
+    assert_eq!(b.state(2), "CANCELLED");
+    assert_eq!(b.wait_state(3, "SUCCEEDED")["job"]["state"], "SUCCEEDED");
+    assert!(b.ok(&["logs", "3"]).contains("from the job file"));
+}
+
+/// A throwaway Unix account for the life of the value.
+struct UnixUser {
+    name: String,
+    uid: u32,
+    gid: u32,
+}
+
+impl UnixUser {
+    fn create(tag: &str) -> UnixUser {
+        let name = format!("bt{}{tag}", std::process::id() % 100_000);
+        let ok = Command::new("useradd").args(["--no-create-home", "--shell", "/bin/sh", &name]).status().unwrap();
+        assert!(ok.success(), "useradd {name}");
+        let id = |flag: &str| -> u32 {
+            let o = Command::new("id").args([flag, &name]).output().unwrap();
+            text(&o.stdout).trim().parse().unwrap()
+        };
+        let (uid, gid) = (id("-u"), id("-g"));
+        UnixUser { name, uid, gid }
+    }
+
+    /// `berth <args>` as this user from `dir`, with no credentials: the system's way in is
+    /// the socket (`BERTH_SOCKET`, where a system berth would be found by default).
+    fn berth(&self, socket: &Path, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", &self.uid.to_string(), "--regid", &self.gid.to_string(), "--init-groups", "--"]);
+        c.arg(BIN).args(args).current_dir(dir).env_clear();
+        c.env("PATH", "/usr/local/bin:/usr/bin:/bin").env("HOME", dir).env("USER", &self.name);
+        c.env("BERTH_SOCKET", socket);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.stdin(Stdio::null()).output().unwrap()
+    }
+}
+
+impl Drop for UnixUser {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.name).status();
+    }
+}
+
+#[test]
+fn a_local_user_s_job_runs_as_them_where_they_submitted_with_their_environment() {
+    assert_root();
+    let home = shared_tempdir();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let b = Berth::up_in(home, &[]);
+    let socket = b.data.join("berth.sock");
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666, "a root berth's socket is open to every local user");
+    let alice = UnixUser::create("a");
+    let work = b.home.path().join("alice-work");
+    std::fs::create_dir(&work).unwrap();
+    std::os::unix::fs::chown(&work, Some(alice.uid), Some(alice.gid)).unwrap();
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+    let script = "id -u; id -g; pwd; echo \"$MY_SETTING\"; echo \"$USER\"; touch out";
+    let o = alice.berth(&socket, &work, &["submit", "-o", "json", "--", "sh", "-c", script], &[("MY_SETTING", "42")]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let id = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["id"].as_i64().unwrap();
+    let job = b.wait_state(id, "SUCCEEDED");
+    assert_eq!(job["job"]["user"], alice.name.as_str(), "the berth user of the account's name, made on first use");
+    let logs = b.ok(&["logs", &id.to_string()]);
+    let expected = format!("{}\n{}\n{}\n42\n{}\n", alice.uid, alice.gid, work.display(), alice.name);
+    assert_eq!(logs, expected);
+    let out = std::fs::metadata(work.join("out")).expect("the job wrote into the submit dir");
+    assert_eq!((out.uid(), out.gid()), (alice.uid, alice.gid));
+
+    // --export NONE: none of the submitter's variables.
+    let o = alice.berth(
+        &socket,
+        &work,
+        &["submit", "-o", "json", "--export", "NONE", "--", "sh", "-c", "echo \"[$MY_SETTING]\""],
+        &[("MY_SETTING", "42")],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let id = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["id"].as_i64().unwrap();
+    b.wait_state(id, "SUCCEEDED");
+    assert_eq!(b.ok(&["logs", &id.to_string()]), "[]\n");
+
+    // Another local user sees none of alice's jobs, and a directory only alice may enter
+    // fails their job with a reason that says why.
+    let bob = UnixUser::create("b");
+    let o = alice.berth(&socket, &work, &["ps", "-o", "json"], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = bob.berth(&socket, Path::new("/"), &["ps", "--all", "-o", "json"], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(), serde_json::json!([]));
+    let o = bob.berth(
+        &socket,
+        Path::new("/"),
+        &["submit", "-o", "json", "--workdir", work.to_str().unwrap(), "--", "true"],
+        &[],
+    );
+    let id = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["id"].as_i64().unwrap();
+    let job = b.wait_state(id, "FAILED");
+    let reason = job["job"]["reason"].as_str().unwrap();
+    assert!(reason.contains("launch failed") && reason.contains(&bob.name), "{reason}");
+}
