@@ -41,6 +41,20 @@ pub struct UpArgs {
     pub docker: DockerArgs,
     #[command(flatten)]
     pub shim: ShimArgs,
+    #[command(flatten)]
+    pub users: UserMapArgs,
+}
+
+/// Who a root agent runs each job as.
+#[derive(Debug, Clone, Args)]
+pub struct UserMapArgs {
+    /// Who a root agent runs jobs as: submitter (the Unix user who ran `berth submit` on the
+    /// manager's machine, as its kernel vouched; else the node's account of the berth user's
+    /// name; else uid 200000 + the berth user's id), range:FIRST-LAST (uid = FIRST + the berth
+    /// user's id, always: isolation without accounts), passwd (the node's account of the same
+    /// name), or fixed (everyone as nobody: no separation)
+    #[arg(long, default_value = "submitter", value_name = "MAP")]
+    pub user_map: berth_agent::runtime::UserMap,
 }
 
 /// What happens to running jobs when the agent stops.
@@ -158,11 +172,8 @@ pub struct AgentArgs {
     /// host's address on the route to the manager
     #[arg(long)]
     pub address: Option<std::net::IpAddr>,
-    /// How a root agent gives each berth user its own Unix user: range:FIRST-LAST (uid =
-    /// FIRST + the user's id; no accounts needed), passwd (the node's account of the same
-    /// name), or fixed (everyone as nobody: no separation)
-    #[arg(long, default_value = "range:200000-299999", value_name = "MAP")]
-    pub user_map: berth_agent::runtime::UserMap,
+    #[command(flatten)]
+    pub users: UserMapArgs,
     /// A label queues may select this node by (repeatable), e.g. --label gpu=a100
     #[arg(long, value_name = "KEY=VALUE", value_parser = parse_label)]
     pub label: Vec<(String, String)>,
@@ -258,7 +269,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         fake_gpus: args.fake_gpus,
         topology_file: args.topology,
         run_as: None,
-        user_map: Default::default(),
+        user_map: args.users.user_map,
         stop_grace: STOP_GRACE,
         address: None,
         labels: Default::default(),
@@ -280,6 +291,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     match &cred_path {
         Some(p) => println!("berth is up: {url}  token written to {}", p.display()),
         None => println!("berth is up: {url}  (no admin token on record: set BERTH_URL and BERTH_TOKEN)"),
+    }
+    if let Some(s) = &handle.socket {
+        // SAFETY: geteuid cannot fail and touches no memory.
+        let who = if unsafe { libc::geteuid() } == 0 { "every local user" } else { "you" };
+        println!("local socket: {} ({who}; jobs run as the Unix user who submits them)", s.display());
     }
     if let Some(c) = &cache {
         println!(
@@ -367,7 +383,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         fake_gpus: args.fake_gpus,
         topology_file: args.topology,
         run_as: None,
-        user_map: args.user_map,
+        user_map: args.users.user_map,
         stop_grace: STOP_GRACE,
         address: args.address.map(|a| a.to_string()),
         labels: args.label.into_iter().collect(),

@@ -5,7 +5,7 @@
 //! - `pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle>`: opens the
 //!   store, runs migrations, bootstraps the admin, binds the listener, spawns everything.
 //! - `ManagerHandle { pub url: String, pub local_addr: SocketAddr, pub bootstrap: Option<Bootstrap>,
-//!   pub join_token: String, .. }` with `pub async fn shutdown(self)` and `pub async fn wait(self)`.
+//!   pub join_token: String, pub socket: Option<PathBuf>, .. }` with `pub async fn shutdown(self)` and `pub async fn wait(self)`.
 //! - `Bootstrap { pub user: String, pub token: String }` is `Some` only on the first start of a
 //!   data dir: the admin user and its API token, shown once.
 
