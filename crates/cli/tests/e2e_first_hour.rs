@@ -103,24 +103,43 @@ fn the_readme_quick_start_works_as_written() {
     assert!(b.ok(&["logs", "3"]).contains("from the job file"));
 }
 
-/// A throwaway Unix account for the life of the value.
+/// A throwaway Unix account (and its extra group, if any) for the life of the value.
 struct UnixUser {
     name: String,
     uid: u32,
     gid: u32,
+    /// A supplementary group made for it: name and gid.
+    extra: Option<(String, u32)>,
 }
 
 impl UnixUser {
     fn create(tag: &str) -> UnixUser {
+        Self::create_in(tag, false)
+    }
+
+    /// With `extra_group`, also a group of its own that it is a supplementary member of.
+    fn create_in(tag: &str, extra_group: bool) -> UnixUser {
         let name = format!("bt{}{tag}", std::process::id() % 100_000);
-        let ok = Command::new("useradd").args(["--no-create-home", "--shell", "/bin/sh", &name]).status().unwrap();
+        let group = format!("{name}g");
+        let mut add = Command::new("useradd");
+        add.args(["--no-create-home", "--shell", "/bin/sh"]);
+        if extra_group {
+            assert!(Command::new("groupadd").arg(&group).status().unwrap().success(), "groupadd {group}");
+            add.args(["--groups", &group]);
+        }
+        let ok = add.arg(&name).status().unwrap();
         assert!(ok.success(), "useradd {name}");
         let id = |flag: &str| -> u32 {
             let o = Command::new("id").args([flag, &name]).output().unwrap();
             text(&o.stdout).trim().parse().unwrap()
         };
         let (uid, gid) = (id("-u"), id("-g"));
-        UnixUser { name, uid, gid }
+        let extra = extra_group.then(|| {
+            let o = Command::new("getent").args(["group", &group]).output().unwrap();
+            let gid = text(&o.stdout).split(':').nth(2).unwrap().trim().parse().unwrap();
+            (group, gid)
+        });
+        UnixUser { name, uid, gid, extra }
     }
 
     /// `berth <args>` as this user from `dir`, with no credentials: the system's way in is
@@ -141,6 +160,9 @@ impl UnixUser {
 impl Drop for UnixUser {
     fn drop(&mut self) {
         let _ = Command::new("userdel").arg(&self.name).status();
+        if let Some((group, _)) = &self.extra {
+            let _ = Command::new("groupdel").arg(group).status();
+        }
     }
 }
 
@@ -153,13 +175,14 @@ fn a_local_user_s_job_runs_as_them_where_they_submitted_with_their_environment()
     let socket = b.data.join("berth.sock");
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o666, "a root berth's socket is open to every local user");
-    let alice = UnixUser::create("a");
+    let alice = UnixUser::create_in("a", true);
+    let (_, extra_gid) = alice.extra.clone().unwrap();
     let work = b.home.path().join("alice-work");
     std::fs::create_dir(&work).unwrap();
     std::os::unix::fs::chown(&work, Some(alice.uid), Some(alice.gid)).unwrap();
     std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700)).unwrap();
 
-    let script = "id -u; id -g; pwd; echo \"$MY_SETTING\"; echo \"$USER\"; touch out";
+    let script = "id -u; id -g; pwd; echo \"$MY_SETTING\"; echo \"$USER\"; id -G; touch out";
     let o = alice.berth(&socket, &work, &["submit", "-o", "json", "--", "sh", "-c", script], &[("MY_SETTING", "42")]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let id = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["id"].as_i64().unwrap();
@@ -167,7 +190,9 @@ fn a_local_user_s_job_runs_as_them_where_they_submitted_with_their_environment()
     assert_eq!(job["job"]["user"], alice.name.as_str(), "the berth user of the account's name, made on first use");
     let logs = b.ok(&["logs", &id.to_string()]);
     let expected = format!("{}\n{}\n{}\n42\n{}\n", alice.uid, alice.gid, work.display(), alice.name);
-    assert_eq!(logs, expected);
+    assert!(logs.starts_with(&expected), "{logs}");
+    let groups: Vec<u32> = logs.lines().nth(5).unwrap().split(' ').map(|g| g.parse().unwrap()).collect();
+    assert!(groups.contains(&extra_gid) && groups.contains(&alice.gid), "her groups, as at login: {groups:?}");
     let out = std::fs::metadata(work.join("out")).expect("the job wrote into the submit dir");
     assert_eq!((out.uid(), out.gid()), (alice.uid, alice.gid));
 

@@ -70,7 +70,14 @@ mod tests {
     use berth_model::GpuShare;
 
     fn user() -> RunUser {
-        RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/nonexistent".into(), switch: true }
+        RunUser {
+            name: "nobody".into(),
+            uid: 65534,
+            gid: 65534,
+            home: "/nonexistent".into(),
+            switch: true,
+            groups: vec![],
+        }
     }
 
     fn binding(gpus: Vec<GpuShare>) -> Binding {

@@ -362,14 +362,10 @@ impl Runtime {
             .stderr(stderr)
             // The watch task owns the child; if the agent dies the kernel must live on.
             .kill_on_drop(false);
-        if user.switch && private.is_none() {
-            cmd.uid(user.uid).gid(user.gid);
-        }
         let fds = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
-        let private = match private {
-            Some(p) => Some(p.plan(user.switch.then_some((user.uid, user.gid)), &workdir).map_err(fail)?),
-            None => None,
-        };
+        // The child switches user itself (groups, gid, uid), then enters the work dir as that
+        // user, after any private mounts.
+        let private = private_tmp::child_plan(private.as_ref(), user.switch_to().as_ref(), &workdir).map_err(fail)?;
         // SAFETY: between fork and exec only async-signal-safe calls (setsid, write, and the
         // mounts and user switch of `Plan::enter`).
         unsafe {

@@ -83,7 +83,7 @@ impl PrivateTmpRequest {
     /// What the kernel's child does before exec: the private mounts, then the switch to
     /// `user` (uid, gid) and `chdir(workdir)` as that user. Made in the parent: the child may
     /// not allocate.
-    pub(crate) fn plan(&self, user: Option<(u32, u32)>, workdir: &Path) -> Result<Plan, String> {
+    pub(crate) fn plan(&self, user: Option<&UserSwitch>, workdir: &Path) -> Result<Plan, String> {
         let (size, keep) = (self.size, &self.keep);
         let c = |p: &Path| {
             CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("path `{}` holds a NUL byte", p.display()))
@@ -115,7 +115,37 @@ impl PrivateTmpRequest {
             }
             mounts.push(PrivateMount { target: c(point)?, binds });
         }
-        Ok(Plan { mounts, data, user, workdir: c(workdir)? })
+        Ok(Plan { mounts, data, user: user.cloned(), workdir: c(workdir)? })
+    }
+}
+
+/// The Unix user a kernel's child switches to: uid, primary gid and supplementary groups
+/// (the user's groups on this node, as `initgroups` would set them).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UserSwitch {
+    pub uid: u32,
+    pub gid: u32,
+    #[serde(default)]
+    pub groups: Vec<u32>,
+}
+
+/// What a kernel's child does before exec besides its session and cgroups: the private
+/// mounts `private` asks for, the switch to `user`, and entering `workdir` as that user.
+/// `None` when there is nothing to do (no private mounts, no switch: the spawn's own
+/// `current_dir` enters the work dir).
+pub(crate) fn child_plan(
+    private: Option<&PrivateTmpRequest>,
+    user: Option<&UserSwitch>,
+    workdir: &Path,
+) -> Result<Option<Plan>, String> {
+    match (private, user) {
+        (Some(p), _) => p.plan(user, workdir).map(Some),
+        (None, Some(u)) => {
+            let workdir = CString::new(workdir.as_os_str().as_bytes())
+                .map_err(|_| format!("path `{}` holds a NUL byte", workdir.display()))?;
+            Ok(Some(Plan { mounts: Vec::new(), data: CString::default(), user: Some(u.clone()), workdir }))
+        }
+        (None, None) => Ok(None),
     }
 }
 
@@ -140,7 +170,7 @@ pub(crate) struct Plan {
     mounts: Vec<PrivateMount>,
     /// tmpfs options: `size=N,mode=1777`.
     data: CString,
-    user: Option<(u32, u32)>,
+    user: Option<UserSwitch>,
     workdir: CString,
 }
 
@@ -150,18 +180,20 @@ impl Plan {
     /// (so the kernel's tmpfs pages are charged to it), as root: only async-signal-safe calls.
     pub(crate) fn enter(&self) -> std::io::Result<()> {
         let check = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) };
-        // SAFETY: plain system calls on NUL-terminated strings the parent built.
+        // SAFETY: plain system calls on NUL-terminated strings and a gid array the parent built.
         unsafe {
-            check(libc::unshare(libc::CLONE_NEWNS))?;
-            // Slave, not shared: the kernel's mounts never reach the host (or other kernels).
-            let root = c"/";
-            check(libc::mount(
-                std::ptr::null(),
-                root.as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_SLAVE,
-                std::ptr::null(),
-            ))?;
+            if !self.mounts.is_empty() {
+                check(libc::unshare(libc::CLONE_NEWNS))?;
+                // Slave, not shared: the kernel's mounts never reach the host (or other kernels).
+                let root = c"/";
+                check(libc::mount(
+                    std::ptr::null(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                ))?;
+            }
             for m in &self.mounts {
                 // Opened in the new namespace, before the tmpfs hides them: a bind's source
                 // must be a mount of the caller's namespace.
@@ -202,10 +234,10 @@ impl Plan {
                     libc::close(fd);
                 }
             }
-            if let Some((uid, gid)) = self.user {
-                check(libc::setgroups(0, std::ptr::null()))?;
-                check(libc::setgid(gid))?;
-                check(libc::setuid(uid))?;
+            if let Some(u) = &self.user {
+                check(libc::setgroups(u.groups.len(), u.groups.as_ptr()))?;
+                check(libc::setgid(u.gid))?;
+                check(libc::setuid(u.uid))?;
             }
             // As the kernel's user, in its namespace: a work dir it may not enter fails here,
             // as it would without private mounts.
@@ -295,7 +327,9 @@ mod tests {
         std::fs::create_dir_all(&work).unwrap();
         let outside = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
         let p = PrivateTmp { points: vec!["/dev/shm".into(), "/tmp".into()] };
-        let plan = p.request(64 << 20, &[&kernel, &work, outside.path()]).plan(Some((7, 8)), &work).unwrap();
+        let user = UserSwitch { uid: 7, gid: 8, groups: vec![8, 27] };
+        let plan = p.request(64 << 20, &[&kernel, &work, outside.path()]).plan(Some(&user), &work).unwrap();
+        assert_eq!(plan.user.as_ref(), Some(&user));
         assert_eq!(plan.data.to_str().unwrap(), format!("size={},mode=1777", 64 << 20));
         assert_eq!(plan.mounts.len(), 2);
         assert!(plan.mounts[0].binds.is_empty(), "nothing of the kernel's lies in /dev/shm");
@@ -310,5 +344,10 @@ mod tests {
         assert!(kernel.starts_with(dirs[0]) && Path::new(dirs[0]).parent() == Some(Path::new("/tmp")));
         let plan = p.request(0, &[]).plan(None, &work).unwrap();
         assert_eq!(plan.data.to_str().unwrap(), "mode=1777", "no memory limit: tmpfs's default size");
+        // Without private mounts a switch still goes through a plan (groups, then chdir as
+        // the user), and nothing at all needs none.
+        let only = child_plan(None, Some(&user), &work).unwrap().unwrap();
+        assert!(only.mounts.is_empty());
+        assert!(child_plan(None, None, &work).unwrap().is_none());
     }
 }

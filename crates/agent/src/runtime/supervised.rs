@@ -67,7 +67,7 @@ impl Runtime {
             args: k.spec.command.get(1..).unwrap_or_default().to_vec(),
             env: k.env.into_iter().collect(),
             cwd: k.workdir.to_path_buf(),
-            user: k.user.switch.then_some((k.user.uid, k.user.gid)),
+            user: k.user.switch_to(),
             exit_file: exit_file.clone(),
             cgroup_fds: procs.len(),
             private_tmp: k.private,

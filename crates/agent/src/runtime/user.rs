@@ -22,6 +22,8 @@ pub struct RunUser {
     pub home: String,
     /// Whether the agent must switch to this user (it runs as root).
     pub switch: bool,
+    /// Supplementary groups: the account's groups on this node (none for a uid without one).
+    pub groups: Vec<u32>,
 }
 
 impl RunUser {
@@ -47,18 +49,34 @@ impl RunUser {
                 gid: Gid::effective().as_raw(),
                 home: std::env::var("HOME").unwrap_or_else(|_| "/".into()),
                 switch: false,
+                groups: Vec::new(),
             }),
         }
     }
 
     fn from_user(u: User, switch: bool) -> RunUser {
-        RunUser {
-            name: u.name,
-            uid: u.uid.as_raw(),
-            gid: u.gid.as_raw(),
-            home: u.dir.to_string_lossy().into_owned(),
-            switch,
-        }
+        RunUser::account(u, None, switch)
+    }
+
+    /// The account `u` with primary group `gid` (its own by default) and, as `initgroups`
+    /// gives a login, its supplementary groups on this node.
+    fn account(u: User, gid: Option<u32>, switch: bool) -> RunUser {
+        let gid = gid.unwrap_or(u.gid.as_raw());
+        let groups = std::ffi::CString::new(u.name.as_str())
+            .ok()
+            .and_then(|n| nix::unistd::getgrouplist(&n, Gid::from_raw(gid)).ok())
+            .map(|g| g.into_iter().map(Gid::as_raw).collect())
+            .unwrap_or_else(|| vec![gid]);
+        RunUser { name: u.name, uid: u.uid.as_raw(), gid, home: u.dir.to_string_lossy().into_owned(), switch, groups }
+    }
+
+    /// How the kernel's child switches to this user; `None` when the agent cannot switch.
+    pub(crate) fn switch_to(&self) -> Option<super::private_tmp::UserSwitch> {
+        self.switch.then(|| super::private_tmp::UserSwitch {
+            uid: self.uid,
+            gid: self.gid,
+            groups: self.groups.clone(),
+        })
     }
 }
 
@@ -162,9 +180,16 @@ impl RunUser {
     /// has one (name and home), with the group it submitted with.
     fn vouched(s: UnixId) -> RunUser {
         match User::from_uid(Uid::from_raw(s.uid)) {
-            Ok(Some(u)) => RunUser { gid: s.gid, ..RunUser::from_user(u, true) },
+            Ok(Some(u)) => RunUser::account(u, Some(s.gid), true),
             // No account here (a uid from another host's users): HOME is the work dir.
-            _ => RunUser { name: s.uid.to_string(), uid: s.uid, gid: s.gid, home: String::new(), switch: true },
+            _ => RunUser {
+                name: s.uid.to_string(),
+                uid: s.uid,
+                gid: s.gid,
+                home: String::new(),
+                switch: true,
+                groups: vec![s.gid],
+            },
         }
     }
 
@@ -174,7 +199,14 @@ impl RunUser {
             format!("berth user {name} (id {id}) is outside the agent's uid range of {count} ids: widen --user-map")
         })?;
         // No passwd entry: HOME is the kernel's work dir (set by the runtime).
-        Ok(RunUser { name: format!("berth-{name}"), uid, gid: uid, home: String::new(), switch: true })
+        Ok(RunUser {
+            name: format!("berth-{name}"),
+            uid,
+            gid: uid,
+            home: String::new(),
+            switch: true,
+            groups: vec![uid],
+        })
     }
 }
 
@@ -223,7 +255,14 @@ mod tests {
     }
 
     fn root_default() -> RunUser {
-        RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/nonexistent".into(), switch: true }
+        RunUser {
+            name: "nobody".into(),
+            uid: 65534,
+            gid: 65534,
+            home: "/nonexistent".into(),
+            switch: true,
+            groups: vec![65534],
+        }
     }
 
     #[test]

@@ -118,7 +118,14 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         }]
     });
     let mem = i.binding.mem_bytes as i64;
+    // The run user's supplementary groups too (shared project dirs in mounts), unless the
+    // image names its own user.
+    let group_add = user
+        .as_ref()
+        .map(|_| i.user.groups.iter().filter(|g| **g != i.user.gid).map(u32::to_string).collect::<Vec<_>>())
+        .filter(|g| !g.is_empty());
     let host_config = HostConfig {
+        group_add,
         cpuset_cpus: (!i.binding.cpus.is_empty()).then(|| i.binding.cpuset()),
         cpuset_mems: (!i.binding.mems.is_empty()).then(|| i.binding.memset()),
         memory: (mem > 0).then_some(mem),
@@ -243,7 +250,8 @@ mod tests {
             gpus: vec![GpuShare { uuid: "GPU-abc".into(), index: 0, milli: 500 }],
             port: None,
         };
-        let user = RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/".into(), switch: true };
+        let user =
+            RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/".into(), switch: true, groups: vec![] };
         let body = create_body(&inputs(&spec, &binding, &user));
         let hc = body.host_config.as_ref().unwrap();
         assert_eq!(hc.cpuset_cpus.as_deref(), Some("0-3"));
@@ -284,7 +292,8 @@ mod tests {
         spec.image = Some("busybox".into());
         spec.kernels = 3;
         let binding = Binding::default();
-        let user = RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/".into(), switch: true };
+        let user =
+            RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/".into(), switch: true, groups: vec![] };
         let mut i = inputs(&spec, &binding, &user);
         i.network = Some("berth-n1-abcd-job-7.1");
         i.key.index = 2;

@@ -87,8 +87,8 @@ pub struct SpawnRequest {
     /// The whole environment (nothing of the supervisor's is inherited).
     pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
-    /// uid and gid to switch to (a root agent); `None`: stay.
-    pub user: Option<(u32, u32)>,
+    /// The user to switch to (a root agent); `None`: stay.
+    pub user: Option<super::private_tmp::UserSwitch>,
     pub exit_file: PathBuf,
     pub cgroup_fds: usize,
     /// The kernel's own `/dev/shm` and `/tmp` (a root agent), made in its child after the

@@ -228,14 +228,13 @@ impl Supervisor {
             .stdin(Stdio::null())
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr));
-        // With private mounts the child mounts as root, then switches to the user itself.
-        let private = match req.private_tmp.as_ref().map(|p| p.plan(req.user, &req.cwd)).transpose() {
+        // The child mounts as root (private mounts), then switches to the user itself and
+        // enters the work dir as that user.
+        let private = match super::super::private_tmp::child_plan(req.private_tmp.as_ref(), req.user.as_ref(), &req.cwd)
+        {
             Ok(p) => p,
             Err(what) => return Reply::Failed { errno: libc::EINVAL, what },
         };
-        if let Some((uid, gid)) = req.user.filter(|_| private.is_none()) {
-            cmd.uid(uid).gid(gid);
-        }
         // SAFETY: between fork and exec only async-signal-safe calls (setsid, write, and the
         // mounts and user switch of `Plan::enter`).
         unsafe {
