@@ -134,7 +134,7 @@ impl Supervisor {
     /// Spawns a kernel; `fds` are its stdout, stderr and `cgroup.procs` descriptors. Returns
     /// its pid once it has exec'd.
     pub fn spawn(&self, req: SpawnRequest, fds: &[RawFd]) -> Result<u32, SpawnError> {
-        let bytes = super::encode(&Request::Spawn(req));
+        let bytes = super::encode(&Request::Spawn(Box::new(req)));
         let mut control = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let rights = [ControlMessage::ScmRights(fds)];
         let sent =

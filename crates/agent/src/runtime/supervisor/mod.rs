@@ -71,7 +71,7 @@ pub enum Request {
     Hello { version: u32, role: Role },
     /// Start a kernel. The message carries `2 + cgroup_fds` descriptors: stdout, stderr, then
     /// the `cgroup.procs` files the child writes itself into before exec.
-    Spawn(SpawnRequest),
+    Spawn(Box<SpawnRequest>),
     /// The agent's fencing lease: when no agent is connected `fence_in_ms` from now, the
     /// supervisor stops every kernel (SIGTERM, SIGKILL after `grace_ms`). `None`: never.
     Lease { fence_in_ms: Option<u64>, grace_ms: u64 },

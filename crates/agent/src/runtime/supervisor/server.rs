@@ -199,7 +199,7 @@ impl Supervisor {
                     return;
                 }
                 let fds: Vec<OwnedFd> = conn.fds.drain(..want).collect();
-                let reply = self.spawn(req, fds);
+                let reply = self.spawn(*req, fds);
                 self.send(i, &reply);
             }
         }
