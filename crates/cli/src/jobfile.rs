@@ -288,6 +288,15 @@ WANDB_MODE = "offline"
     }
 
     #[test]
+    fn where_and_with_what_it_runs() {
+        let dir = Path::new("/work/jobs");
+        let f = parse("command = [\"x\"]\nexport = \"NONE\"\njob_dir = true\n", Path::new("j.toml"), dir).unwrap();
+        assert_eq!((f.flags.export, f.flags.job_dir), (Some(crate::export::Export::None), true));
+        let e = parse("command = [\"x\"]\nexport = \"A,,B\"\n", Path::new("j.toml"), dir).unwrap_err();
+        assert!(format!("{e:#}").contains("invalid --export"), "{e:#}");
+    }
+
+    #[test]
     fn image_and_mounts() {
         let p = Path::new("/work/jobs/c.toml");
         let text = "command = [\"python\"]\nimage = \"pytorch:2.4\"\nworkdir = \"/workspace\"\nmounts = [\"/data:/data\", \"/scratch:/s:rw\"]\n";

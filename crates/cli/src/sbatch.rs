@@ -141,6 +141,7 @@ mod tests {
         assert_eq!(translate(&w("-N 2-4")).0, ["--nodes", "2"]);
         assert_eq!(translate(&w("--account=vision")).0, ["--project", "vision"]);
         assert_eq!(translate(&w("-A vision")).0, ["--project", "vision"]);
+        assert_eq!(translate(&w("--export=NONE -D /scratch/run")).0, ["--export", "NONE", "--workdir", "/scratch/run"]);
         assert_eq!(slurm_time("30"), "30m");
         assert_eq!(slurm_time("10:30"), "10m30s");
         assert_eq!(slurm_time("1:02:03"), "1h02m03s");
