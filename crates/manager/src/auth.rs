@@ -180,6 +180,62 @@ impl Manager {
     }
 }
 
+impl Manager {
+    /// The berth user of a socket request without a token: the admin for the manager's own
+    /// Unix user and root, else the user named like the caller's Unix account (created on its
+    /// first request). Cached like a token, so disabling the user or changing its projects
+    /// holds from the next request.
+    pub async fn authenticate_local(&self, parts: &Parts) -> Result<Arc<User>, ApiError> {
+        let Some(peer) = crate::local::submitter(parts) else {
+            return Err(ApiError::unauthorized("cannot read the caller's identity on the unix socket: use a token"));
+        };
+        let key = format!("local:uid:{}", peer.uid);
+        if let Some(e) = self.tokens.read().expect("token cache lock").get(&key) {
+            return Ok(e.user.clone());
+        }
+        let own = nix::unistd::geteuid().as_raw();
+        let admin = parts.extensions.get::<crate::local::LocalAdmin>();
+        let name = match admin {
+            Some(crate::local::LocalAdmin(a)) if peer.uid == own || peer.uid == 0 => a.to_string(),
+            _ => unix_name(peer.uid)?,
+        };
+        let row = match self.store.user_by_name(&name).await? {
+            Some(u) => u,
+            None => {
+                let u = self.store.create_user(&name, "user", jiff::Timestamp::now()).await?;
+                self.audit(&name, "user.create", &name, &format!("first request from local uid {}", peer.uid)).await;
+                tracing::info!(user = %name, uid = peer.uid, "created berth user for a local Unix account");
+                u
+            }
+        };
+        if row.disabled {
+            return Err(ApiError::unauthorized(format!(
+                "user {} is disabled: ask an admin (berth admin user enable)",
+                row.name
+            )));
+        }
+        let projects = self.store.memberships(row.id).await?;
+        let user = Arc::new(User { id: row.id, name: row.name, role: row.role, projects, token_hash: key.clone() });
+        let entry = Arc::new(CachedToken::local(user.clone()));
+        self.tokens.write().expect("token cache lock").insert(key, entry);
+        Ok(user)
+    }
+}
+
+/// The account name of `uid` on the manager's host, as a berth user name.
+fn unix_name(uid: u32) -> Result<String, ApiError> {
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().ok_or_else(|| {
+        ApiError::unauthorized(format!("uid {uid} has no account name on the manager's host: use a token"))
+    })?;
+    if !berth_model::valid_name(&user.name) {
+        return Err(ApiError::unauthorized(format!(
+            "the Unix account name `{}` is not a valid berth user name: use a token",
+            user.name
+        )));
+    }
+    Ok(user.name)
+}
+
 /// Creates the admin and its first token on the first start of a data dir.
 pub async fn bootstrap(m: &Manager, admin: &str) -> anyhow::Result<Option<crate::Bootstrap>> {
     if m.store.meta_get("bootstrapped").await?.is_some() {

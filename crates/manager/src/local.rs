@@ -5,7 +5,8 @@
 //! whoever sends it, the job it submits records the *Unix* user who sent it
 //! ([`Submitter`]), and agents run the job's kernels as that user by default. Without a token
 //! the caller is the berth user named like its Unix account, created on first use (Slurm lets
-//! any local account submit); the manager's own Unix user and root are the admin.
+//! any local account submit); the manager's own Unix user and root are the admin
+//! (`Manager::authenticate_local` in `auth.rs`).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -17,10 +18,6 @@ use axum::http::request::Parts;
 use axum::serve::IncomingStream;
 use berth_model::UnixId;
 use tokio::net::UnixListener;
-
-use crate::auth::{CachedToken, User};
-use crate::error::ApiError;
-use crate::manager::Manager;
 
 /// The longest path a unix socket address holds (`sun_path` less its NUL).
 const MAX_SOCKET_PATH: usize = 107;
@@ -95,68 +92,12 @@ pub fn submitter(parts: &Parts) -> Option<UnixId> {
 /// Extractor: the Unix user who sent the request over the manager's socket, if it did.
 pub struct Submitter(pub Option<UnixId>);
 
-impl axum::extract::FromRequestParts<Arc<Manager>> for Submitter {
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Submitter {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &Arc<Manager>) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         Ok(Submitter(submitter(parts)))
     }
-}
-
-impl Manager {
-    /// The berth user of a socket request without a token: the admin for the manager's own
-    /// Unix user and root, else the user named like the caller's Unix account (created on its
-    /// first request). Cached like a token, so disabling the user or changing its projects
-    /// holds from the next request.
-    pub async fn authenticate_local(&self, parts: &Parts) -> Result<Arc<User>, ApiError> {
-        let Some(peer) = submitter(parts) else {
-            return Err(ApiError::unauthorized("cannot read the caller's identity on the unix socket: use a token"));
-        };
-        let key = format!("local:uid:{}", peer.uid);
-        if let Some(e) = self.tokens.read().expect("token cache lock").get(&key) {
-            return Ok(e.user.clone());
-        }
-        let own = nix::unistd::geteuid().as_raw();
-        let admin = parts.extensions.get::<LocalAdmin>();
-        let name = match admin {
-            Some(LocalAdmin(a)) if peer.uid == own || peer.uid == 0 => a.to_string(),
-            _ => unix_name(peer.uid)?,
-        };
-        let row = match self.store.user_by_name(&name).await? {
-            Some(u) => u,
-            None => {
-                let u = self.store.create_user(&name, "user", jiff::Timestamp::now()).await?;
-                self.audit(&name, "user.create", &name, &format!("first request from local uid {}", peer.uid)).await;
-                tracing::info!(user = %name, uid = peer.uid, "created berth user for a local Unix account");
-                u
-            }
-        };
-        if row.disabled {
-            return Err(ApiError::unauthorized(format!(
-                "user {} is disabled: ask an admin (berth admin user enable)",
-                row.name
-            )));
-        }
-        let projects = self.store.memberships(row.id).await?;
-        let user = Arc::new(User { id: row.id, name: row.name, role: row.role, projects, token_hash: key.clone() });
-        let entry = Arc::new(CachedToken::local(user.clone()));
-        self.tokens.write().expect("token cache lock").insert(key, entry);
-        Ok(user)
-    }
-}
-
-/// The account name of `uid` on the manager's host, as a berth user name.
-fn unix_name(uid: u32) -> Result<String, ApiError> {
-    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().ok_or_else(|| {
-        ApiError::unauthorized(format!("uid {uid} has no account name on the manager's host: use a token"))
-    })?;
-    if !berth_model::valid_name(&user.name) {
-        return Err(ApiError::unauthorized(format!(
-            "the Unix account name `{}` is not a valid berth user name: use a token",
-            user.name
-        )));
-    }
-    Ok(user.name)
 }
 
 /// The socket of a manager with data dir `data_dir`.
