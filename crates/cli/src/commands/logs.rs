@@ -1,15 +1,13 @@
 //! `berth logs ID`: a kernel's stdout (or stderr) log as raw bytes; `-f` follows it until the
 //! job has ended and every byte has been printed.
 
-use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context;
 use berth_model::JobId;
 use berth_model::protocol::LogStream;
 use clap::Args;
 
+use super::follow;
 use crate::client::Client;
 
 #[derive(Debug, Args)]
@@ -31,30 +29,17 @@ pub struct LogsArgs {
     pub kernel: u32,
 }
 
-/// How long `-f` waits before asking again when nothing new came.
-const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
-
 pub async fn run(args: LogsArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let stream = if args.stderr { LogStream::Stderr } else { LogStream::Stdout };
     let mut offset = 0;
     let mut out = std::io::stdout().lock();
     loop {
-        let chunk = client.logs(args.id, stream, args.kernel, offset).await?;
-        let got = !chunk.bytes.is_empty();
-        if got {
-            // Raw bytes: a log need not be UTF-8 and must come out exactly as written.
-            out.write_all(&chunk.bytes).context("cannot write to stdout")?;
-            out.flush().context("cannot write to stdout")?;
-        }
-        offset = chunk.next_offset.max(offset);
-        if got {
-            // The manager may send a log in pieces: ask again at once while bytes come.
-            continue;
-        }
-        if !args.follow || chunk.done {
+        let (next, _, done) = follow::pump(&client, args.id, stream, args.kernel, offset, &mut out).await?;
+        offset = next;
+        if !args.follow || done {
             return Ok(ExitCode::SUCCESS);
         }
-        tokio::time::sleep(FOLLOW_INTERVAL).await;
+        tokio::time::sleep(follow::FOLLOW_INTERVAL).await;
     }
 }

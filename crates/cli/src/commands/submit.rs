@@ -1,16 +1,16 @@
 //! `berth submit`: build a job spec from flags, a job file or a batch script, send it, and
-//! with `--wait` follow the job to its end and exit with its exit code (like `srun`).
+//! with `--wait` show its output as it runs and exit with its exit code (like `srun`).
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use berth_model::api::{JobDetail, SubmitRequest};
 use berth_model::{JobSpec, JobState};
 use clap::Args;
 
+use super::follow::{self, Show};
 use crate::UsageError;
 use crate::client::Client;
 use crate::output::{self, OutputArgs};
@@ -29,9 +29,14 @@ pub struct SubmitArgs {
     #[command(flatten)]
     pub flags: SpecFlags,
 
-    /// Wait until the job ends and exit with its exit code
+    /// Wait until the job ends, showing its stdout and stderr as it runs (like srun), and
+    /// exit with its exit code. Ctrl-C stops waiting and leaves the job running
     #[arg(long)]
     pub wait: bool,
+
+    /// With --wait: do not show the job's output, only its end
+    #[arg(short, long, requires = "wait")]
+    pub quiet: bool,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -57,8 +62,15 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
     }
-    let detail = wait(&client, job.id).await?;
-    Ok(ExitCode::from(finish(&detail)))
+    // JSON output stays one parseable document: no job output mixed in.
+    let show = if args.quiet || args.output.json() { Show::Quiet } else { Show::Output };
+    tokio::select! {
+        detail = follow::wait(&client, job.id, show) => Ok(ExitCode::from(finish(&detail?))),
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("berth: stopped waiting; job {} keeps running (`berth cancel {}` stops it)", job.id, job.id);
+            Ok(ExitCode::from(130))
+        }
+    }
 }
 
 /// Turns the arguments into a valid spec, without talking to the manager.
@@ -140,20 +152,6 @@ fn utf8_args(args: &[OsString], first: usize) -> anyhow::Result<Vec<String>> {
 fn default_name(command: &[String]) -> Option<String> {
     let prog = command.first()?;
     Path::new(prog).file_name().map(|n| n.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
-}
-
-/// Polls the job until it is terminal, quickly at first (short jobs end in milliseconds),
-/// backing off to half a second so that long jobs cost the manager little.
-async fn wait(client: &Client, id: berth_model::JobId) -> anyhow::Result<JobDetail> {
-    let mut delay = Duration::from_millis(20);
-    loop {
-        let d = client.job(id).await?;
-        if d.job.state.is_terminal() {
-            return Ok(d);
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_millis(500));
-    }
 }
 
 /// The exit code for a finished job, and a line on stderr when it did not succeed.
