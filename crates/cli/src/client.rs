@@ -306,7 +306,8 @@ mod tests {
                 c.write_all(answer.as_bytes()).await.unwrap();
             }
         });
-        Client::new(Credentials { url, token: Some("sekret".into()), ca_file: None, socket: None }).unwrap()
+        Client::new(Credentials { url, token: Some("sekret".into()), ca_file: None, socket: None, data_dir: None })
+            .unwrap()
     }
 
     fn answer(status: &str, headers: &str, body: &str) -> String {
@@ -348,8 +349,15 @@ mod tests {
 
     #[test]
     fn bad_urls_are_refused_early() {
-        let c =
-            |u: &str| Client::new(Credentials { url: u.into(), token: Some("t".into()), ca_file: None, socket: None });
+        let c = |u: &str| {
+            Client::new(Credentials {
+                url: u.into(),
+                token: Some("t".into()),
+                ca_file: None,
+                socket: None,
+                data_dir: None,
+            })
+        };
         assert!(c("http://127.0.0.1:7070/").is_ok());
         assert!(c("127.0.0.1:7070").is_err());
         assert!(c("ftp://x").is_err());

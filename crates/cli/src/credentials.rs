@@ -30,6 +30,10 @@ pub struct Credentials {
     /// The manager's unix socket, used instead of `url` when it exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<PathBuf>,
+    /// The data dir of the berth that wrote the file (`berth up`, `berth manager`), so that
+    /// another one does not take the file over silently (`cred_guard.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// The file as written; every field optional so that a file with only a token still combines
@@ -40,6 +44,7 @@ struct FileContents {
     token: Option<String>,
     ca_file: Option<PathBuf>,
     socket: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
 }
 
 /// The socket of a `berth up` run by root (its default data dir): any local user reaches it
@@ -51,8 +56,11 @@ pub const SOCKET_URL: &str = "http://localhost";
 
 const NOT_CONFIGURED: &str = "no berth manager configured: run `berth up`, or set BERTH_URL and BERTH_TOKEN";
 
-/// The credentials file path (it may not exist yet).
+/// The credentials file path (it may not exist yet): `BERTH_CREDENTIALS`, else the user's.
 pub fn path() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("BERTH_CREDENTIALS").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
     path_from(std::env::var_os("XDG_CONFIG_HOME"), std::env::var_os("HOME"))
 }
 
@@ -66,17 +74,17 @@ fn path_from(xdg: Option<std::ffi::OsString>, home: Option<std::ffi::OsString>) 
     Ok(base.join("berth").join("credentials"))
 }
 
-/// Writes the credentials file for `url`, `token` and `ca_file` and returns its path. The directory is
-/// created `0700` and the file `0600` (the token is a password); the write goes to a temporary
-/// file renamed into place, so a reader never sees half a file.
-#[allow(dead_code)] // called by `berth up` in daemon.rs
-pub fn write(url: &str, token: &str, ca_file: Option<&Path>, socket: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// Writes `creds` to the credentials file and returns its path.
+pub fn write(creds: &Credentials) -> anyhow::Result<PathBuf> {
     let p = path()?;
-    write_to(&p, url, token, ca_file, socket)?;
+    write_to(&p, creds)?;
     Ok(p)
 }
 
-fn write_to(p: &Path, url: &str, token: &str, ca_file: Option<&Path>, socket: Option<&Path>) -> anyhow::Result<()> {
+/// Writes `creds` to `p`. The directory is created `0700` and the file `0600` (the token is a
+/// password); the write goes to a temporary file renamed into place, so a reader never sees
+/// half a file.
+pub fn write_to(p: &Path, creds: &Credentials) -> anyhow::Result<()> {
     let dir = p.parent().context("credentials path has no directory")?;
     if !dir.exists() {
         std::fs::DirBuilder::new()
@@ -85,13 +93,7 @@ fn write_to(p: &Path, url: &str, token: &str, ca_file: Option<&Path>, socket: Op
             .create(dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let creds = Credentials {
-        url: url.to_string(),
-        token: Some(token.to_string()),
-        ca_file: ca_file.map(Path::to_path_buf),
-        socket: socket.map(Path::to_path_buf),
-    };
-    let body = toml::to_string(&creds).context("cannot encode credentials")?;
+    let body = toml::to_string(creds).context("cannot encode credentials")?;
     let body = format!("# written by `berth up`; keep it private (it holds your API token)\n{body}");
     let tmp = dir.join(format!(".credentials.{}.tmp", std::process::id()));
     let result = (|| -> std::io::Result<()> {
@@ -145,6 +147,7 @@ fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Cred
         token,
         ca_file: None,
         socket: Some(socket),
+        data_dir: None,
     };
     if vars.url.is_none() {
         if let Some(s) = vars.socket {
@@ -164,11 +167,24 @@ fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Cred
             token: Some(token),
             ca_file: from_file.ca_file,
             socket: None,
+            data_dir: None,
         }),
         (None, None) => bail!(NOT_CONFIGURED),
         (Some(_), None) => bail!("BERTH_URL is set but no token is: set BERTH_TOKEN too ({NOT_CONFIGURED})"),
         (None, Some(_)) => bail!("BERTH_TOKEN is set but no manager URL is: set BERTH_URL too ({NOT_CONFIGURED})"),
     }
+}
+
+/// The credentials in `file` as written, when it holds a URL and a token.
+pub fn read(file: &Path) -> anyhow::Result<Option<Credentials>> {
+    let f = read_file(file)?;
+    Ok(f.url.zip(f.token).map(|(url, token)| Credentials {
+        url,
+        token: Some(token),
+        ca_file: f.ca_file,
+        socket: f.socket,
+        data_dir: f.data_dir,
+    }))
 }
 
 fn read_file(file: &Path) -> anyhow::Result<FileContents> {
@@ -199,7 +215,18 @@ mod tests {
     }
 
     fn http(url: &str, token: &str, ca_file: Option<PathBuf>) -> Credentials {
-        Credentials { url: url.into(), token: Some(token.into()), ca_file, socket: None }
+        Credentials { url: url.into(), token: Some(token.into()), ca_file, socket: None, data_dir: None }
+    }
+
+    fn write_to(p: &Path, url: &str, token: &str, ca_file: Option<&Path>, socket: Option<&Path>) -> anyhow::Result<()> {
+        let c = Credentials {
+            url: url.into(),
+            token: Some(token.into()),
+            ca_file: ca_file.map(Path::to_path_buf),
+            socket: socket.map(Path::to_path_buf),
+            data_dir: None,
+        };
+        super::write_to(p, &c)
     }
 
     #[test]

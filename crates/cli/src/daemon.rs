@@ -15,9 +15,10 @@ use clap::Args;
 /// `berth up`: manager and one local agent, all in one process.
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// Directory for the SQLite store, logs and agent state.
-    #[arg(long, default_value = "./berth-data")]
-    pub data_dir: PathBuf,
+    /// Directory for the SQLite store, logs and agent state [default: /var/lib/berth for
+    /// root, else $XDG_DATA_HOME/berth, i.e. ~/.local/share/berth]
+    #[arg(long, env = "BERTH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
     /// Address the REST API and agent endpoint listen on.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
@@ -104,8 +105,10 @@ impl DockerArgs {
 /// `berth manager`: the manager alone.
 #[derive(Debug, Args)]
 pub struct ManagerArgs {
-    #[arg(long, default_value = "./berth-data")]
-    pub data_dir: PathBuf,
+    /// Directory for the SQLite store and the manager's files [default: /var/lib/berth for
+    /// root, else $XDG_DATA_HOME/berth, i.e. ~/.local/share/berth]
+    #[arg(long, env = "BERTH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
     #[arg(long)]
@@ -162,8 +165,10 @@ pub struct AgentArgs {
     /// Queue the node serves.
     #[arg(long, default_value = berth_model::DEFAULT_QUEUE)]
     pub queue: String,
-    #[arg(long, default_value = "./berth-agent-data")]
-    pub data_dir: PathBuf,
+    /// Directory for kernels, logs and the kernel supervisor [default: /var/lib/berth/agent
+    /// for root, else $XDG_DATA_HOME/berth/agent]
+    #[arg(long, env = "BERTH_AGENT_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
     #[arg(long)]
     pub fake_gpus: Option<u32>,
     #[arg(long)]
@@ -245,7 +250,8 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     // Kernels' dirs live below it (`agent/kernels`), so their users must be able to pass.
-    let data_dir = prepare_data_dir(&args.data_dir, Traverse::Allowed)?;
+    let data_dir = crate::datadir::resolve(args.data_dir, crate::datadir::Role::Manager)?;
+    let data_dir = prepare_data_dir(&data_dir, Traverse::Allowed)?;
     let trusted_cert = args.tls.trusted_cert();
     let cache = args.cache.start(&data_dir, args.tls.files().as_ref(), trusted_cert.as_deref()).await?;
     let cache_env = cache.as_ref().map(|c| c.env.clone());
@@ -253,8 +259,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files(), cache_env).await?;
     let url = handle.url.clone();
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
-    let cred_path = match &token {
-        Some(t) => Some(crate::credentials::write(&url, t, trusted_cert.as_deref(), handle.socket.as_deref())?),
+    let creds = match &token {
+        Some(t) => Some(
+            crate::cred_guard::install(credentials_of(&url, t, trusted_cert.as_deref(), &handle), &data_dir).await?,
+        ),
         None => None,
     };
 
@@ -288,10 +296,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         let _ = agent_stopped.await;
     }));
 
-    match &cred_path {
-        Some(p) => println!("berth is up: {url}  token written to {}", p.display()),
+    match &creds {
+        Some(c) => println!("berth is up: {url}  {}", c.describe()),
         None => println!("berth is up: {url}  (no admin token on record: set BERTH_URL and BERTH_TOKEN)"),
     }
+    println!("data dir: {}", data_dir.display());
     if let Some(s) = &handle.socket {
         // SAFETY: geteuid cannot fail and touches no memory.
         let who = if unsafe { libc::geteuid() } == 0 { "every local user" } else { "you" };
@@ -342,15 +351,19 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 }
 
 pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
-    let data_dir = prepare_data_dir(&args.data_dir, Traverse::Denied)?;
+    let data_dir = crate::datadir::resolve(args.data_dir, crate::datadir::Role::Manager)?;
+    // Local users pass through to the manager's socket (`berth.sock`); the store and the
+    // tokens beside it are 0600.
+    let data_dir = prepare_data_dir(&data_dir, Traverse::Allowed)?;
     let cache_env = args.cache.env()?;
     let handle =
         start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files(), cache_env).await?;
     let url = handle.url.clone();
     let trusted_cert = args.tls.trusted_cert();
     if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
-        let p = crate::credentials::write(&url, &token, trusted_cert.as_deref(), handle.socket.as_deref())?;
-        println!("berth manager is up: {url}  token written to {}", p.display());
+        let creds = credentials_of(&url, &token, trusted_cert.as_deref(), &handle);
+        let written = crate::cred_guard::install(creds, &data_dir).await?;
+        println!("berth manager is up: {url}  {}", written.describe());
     } else {
         println!("berth manager is up: {url}");
     }
@@ -372,7 +385,8 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
 }
 
 pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
-    let data_dir = prepare_data_dir(&args.data_dir, Traverse::Denied)?;
+    let data_dir = crate::datadir::resolve(args.data_dir, crate::datadir::Role::Agent)?;
+    let data_dir = prepare_data_dir(&data_dir, Traverse::Denied)?;
     let config = AgentConfig {
         manager_url: args.manager.trim_end_matches('/').to_string(),
         join_token: args.join_token,
@@ -428,6 +442,22 @@ async fn start_manager(
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }
 
+/// The credentials of the manager `handle` serves at `url`, for its admin `token`.
+fn credentials_of(
+    url: &str,
+    token: &str,
+    ca_file: Option<&Path>,
+    handle: &berth_manager::ManagerHandle,
+) -> crate::credentials::Credentials {
+    crate::credentials::Credentials {
+        url: url.to_string(),
+        token: Some(token.to_string()),
+        ca_file: ca_file.map(Path::to_path_buf),
+        socket: handle.socket.clone(),
+        data_dir: None,
+    }
+}
+
 /// Whether others may pass through a data dir (never list or change it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Traverse {
@@ -437,7 +467,8 @@ enum Traverse {
 
 /// Creates the data dir (0700) or tightens an existing one: nobody but the daemon lists,
 /// reads or writes it (`berth.db` holds every job's environment, and the tokens sit beside
-/// it), and only `berth up`'s, which kernels' own dirs are below, lets others pass (0711).
+/// it); a manager's (`berth up`'s, whose kernels' own dirs are below too) lets others pass
+/// (0711) to its unix socket.
 fn prepare_data_dir(dir: &Path, traverse: Traverse) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()

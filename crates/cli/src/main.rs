@@ -7,8 +7,10 @@
 mod client;
 mod client_tenancy;
 mod commands;
+mod cred_guard;
 mod credentials;
 mod daemon;
+mod datadir;
 mod export;
 mod jobfile;
 mod output;

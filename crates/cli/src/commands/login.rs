@@ -43,9 +43,9 @@ pub async fn run(args: LoginArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let url = args.url.trim_end_matches('/').to_string();
-    let creds = Credentials { url: url.clone(), token: Some(token.clone()), ca_file: ca_file.clone(), socket: None };
-    let me = Client::new(creds)?.whoami().await.with_context(|| format!("cannot log in to {url}"))?;
-    let path = crate::credentials::write(&url, &token, ca_file.as_deref(), None)?;
+    let creds = Credentials { url: url.clone(), token: Some(token), ca_file, socket: None, data_dir: None };
+    let me = Client::new(creds.clone())?.whoami().await.with_context(|| format!("cannot log in to {url}"))?;
+    let path = crate::credentials::write(&creds)?;
     println!("logged in to {url} as {} ({}); credentials in {}", me.user, me.role, path.display());
     Ok(ExitCode::SUCCESS)
 }

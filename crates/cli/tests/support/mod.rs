@@ -5,6 +5,7 @@
 
 pub mod netns;
 pub mod pki;
+pub mod users;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

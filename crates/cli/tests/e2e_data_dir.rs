@@ -1,0 +1,160 @@
+//! Where berth keeps its data, and whose credentials a `berth up` writes (issue 14): the data
+//! dir never depends on the current directory, and a second `berth up` never silently takes
+//! the credentials file from a first one that still works.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use support::users::UnixUser;
+use support::{BIN, Berth, PATIENCE, text};
+
+/// A `berth up` started by hand (beside a harness one), stopped with SIGINT on drop.
+struct Up {
+    child: Child,
+    /// Its stdout up to and including the `data dir:` line.
+    said: String,
+}
+
+impl Up {
+    /// Runs `cmd` (a `berth up`), reading its stdout until it names its data dir.
+    fn start(mut cmd: Command) -> Up {
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut said = String::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                said.push_str(&line);
+                said.push('\n');
+                if line.starts_with("data dir: ") || line.starts_with("Error") {
+                    let _ = tx.send(said.clone());
+                }
+            }
+            let _ = tx.send(said);
+        });
+        let said = rx.recv_timeout(PATIENCE).expect("berth up said where its data is");
+        Up { child, said }
+    }
+
+    fn url(&self) -> String {
+        let i = self.said.find("http://").expect("a URL");
+        self.said[i..].split_whitespace().next().unwrap().to_string()
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        // SAFETY: signalling a child this test spawned and has not reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        if support::wait_timeout(&mut self.child, PATIENCE).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `berth <args>` with HOME `home` and, if given, `BERTH_CREDENTIALS`.
+fn berth(home: &Path, creds: Option<&Path>, args: &[&str]) -> std::process::Output {
+    let mut c = Command::new(BIN);
+    c.args(args).env("HOME", home).env_remove("BERTH_URL").env_remove("BERTH_TOKEN").env_remove("XDG_CONFIG_HOME");
+    if let Some(p) = creds {
+        c.env("BERTH_CREDENTIALS", p);
+    }
+    c.stdin(Stdio::null()).output().unwrap()
+}
+
+fn up_cmd(home: &Path, data: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["up", "--listen", "127.0.0.1:0", "--no-cache", "--data-dir"]).arg(data);
+    c.env("HOME", home).env_remove("XDG_CONFIG_HOME").env_remove("BERTH_URL").env_remove("BERTH_TOKEN");
+    c
+}
+
+#[test]
+fn a_second_berth_up_elsewhere_leaves_the_first_ones_credentials_alone() {
+    let mut first = Berth::up(&[]);
+    let home = first.home.path().to_path_buf();
+    let home = home.as_path();
+    let file = home.join(".config/berth/credentials");
+    let before = std::fs::read_to_string(&file).unwrap();
+
+    let other = tempfile::tempdir().unwrap();
+    let second = Up::start(up_cmd(home, &other.path().join("data")));
+    assert!(second.said.contains("kept "), "{}", second.said);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), before, "the first berth's credentials are untouched");
+    let ours = std::fs::canonicalize(other.path().join("data")).unwrap().join("credentials");
+    assert!(second.said.contains(&format!("export BERTH_CREDENTIALS={}", ours.display())), "{}", second.said);
+    assert_eq!(std::fs::metadata(&ours).unwrap().permissions().mode() & 0o777, 0o600);
+
+    // Both stay usable: each sees only its own job.
+    let o = berth(home, Some(&ours), &["submit", "--", "true"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = berth(home, Some(&ours), &["ps", "--all", "-o", "json"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(jobs.as_array().unwrap().len(), 1, "{jobs}");
+    assert_eq!(first.json(&["ps", "--all"]), serde_json::json!([]), "the first berth has no job");
+
+    // Once the first berth is gone, its file no longer works: the next start replaces it
+    // and says so.
+    first.stop();
+    drop(second);
+    let third = Up::start(up_cmd(home, &other.path().join("data")));
+    assert!(third.said.contains("which does not answer"), "{}", third.said);
+    let now = std::fs::read_to_string(&file).unwrap();
+    assert!(now.contains("data_dir = ") && now.contains("127.0.0.1:"), "{now}");
+    let o = berth(home, None, &["ps", "--all", "-o", "json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_users_berth_keeps_its_data_in_their_data_home_whatever_the_directory() {
+    let user = UnixUser::create("d");
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let own = |p: &Path| std::os::unix::fs::chown(p, Some(user.uid), Some(user.gid)).unwrap();
+    own(home.path());
+    let elsewhere = home.path().join("somewhere/else");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    own(&elsewhere);
+    own(&home.path().join("somewhere"));
+
+    let start = |dir: &Path, env: &[(&str, &str)]| {
+        let mut c = user.command(dir, &["up", "--listen", "127.0.0.1:0", "--no-cache"]);
+        c.env("HOME", home.path());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Up::start(c)
+    };
+    let expected: PathBuf = home.path().join(".local/share/berth");
+    let up = start(home.path(), &[]);
+    assert!(up.said.contains(&format!("data dir: {}\n", expected.display())), "{}", up.said);
+    drop(up);
+    // From another directory: the same cluster.
+    let up = start(&elsewhere, &[]);
+    assert!(up.said.contains(&format!("data dir: {}\n", expected.display())), "{}", up.said);
+    drop(up);
+    let xdg = home.path().join("xdg");
+    let up = start(&elsewhere, &[("XDG_DATA_HOME", xdg.to_str().unwrap())]);
+    assert!(up.said.contains(&format!("data dir: {}\n", xdg.join("berth").display())), "{}", up.said);
+    drop(up);
+
+    // A data dir of an older berth in the current directory is not silently left behind.
+    let legacy = elsewhere.join("berth-data");
+    std::fs::create_dir(&legacy).unwrap();
+    std::fs::write(legacy.join("berth.db"), "").unwrap();
+    let o = user
+        .command(&elsewhere, &["up", "--listen", "127.0.0.1:0", "--no-cache"])
+        .env("HOME", home.path())
+        .env("XDG_DATA_HOME", home.path().join("fresh"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = text(&o.stderr);
+    assert!(e.contains("from an older berth") && e.contains("--data-dir"), "{e}");
+}
