@@ -47,11 +47,8 @@ impl Outcome {
 pub async fn install(creds: Credentials, data_dir: &Path) -> anyhow::Result<Outcome> {
     let path = credentials::path()?;
     let creds = Credentials { data_dir: Some(data_dir.to_path_buf()), ..creds };
-    let old = match credentials::read(&path) {
-        Ok(old) => old,
-        // A file nobody can read works for nobody: replace it.
-        Err(_) => None,
-    };
+    // A file that cannot be read works for nobody: replace it.
+    let old = credentials::read(&path).unwrap_or_default();
     // The same data dir, or the same admin token (a file from before data dirs were
     // recorded): this berth's own file, on another address maybe.
     let theirs = |o: &Credentials| o.data_dir.as_deref() != Some(data_dir) && o.token != creds.token;

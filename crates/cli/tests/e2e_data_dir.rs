@@ -39,11 +39,6 @@ impl Up {
         let said = rx.recv_timeout(PATIENCE).expect("berth up said where its data is");
         Up { child, said }
     }
-
-    fn url(&self) -> String {
-        let i = self.said.find("http://").expect("a URL");
-        self.said[i..].split_whitespace().next().unwrap().to_string()
-    }
 }
 
 impl Drop for Up {
