@@ -129,6 +129,8 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("JobSpec", "kernels", json!({"minimum": 1, "maximum": berth_model::job::MAX_KERNELS})),
         ("JobSpec", "time_limit_secs", json!({"minimum": 1, "maximum": MAX_DURATION_SECS})),
         ("JobSpec", "workdir", json!({"pattern": "^/"})),
+        ("JobSpec", "env", env_rule()),
+        ("JobSpec", "submit_env", env_rule()),
         ("JobSpec", "queue", json!({"pattern": "^[A-Za-z0-9_-]+$"})),
         ("JobSpec", "project", json!({"pattern": NAME})),
         ("ResourceRequest", "cpu_milli", json!({"minimum": 1, "maximum": MAX_MILLI})),
@@ -142,6 +144,15 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("QueueUpdate", "preemption", json!({"enum": ["off", "requeue", "cancel", null]})),
         ("QueueUpdate", "head_of_line", json!({"pattern": "^(strict|backfill|skip-after-0*[1-9][0-9]{0,8})$"})),
     ]
+}
+
+/// The shape of an environment map that `JobSpec::validate` accepts. (utoipa's schema type
+/// has no `propertyNames`, so the names' rule is only described.)
+fn env_rule() -> Value {
+    json!({
+        "description": "variable names without `=` or NUL; values without NUL; at most 256 KiB in all",
+        "additionalProperties": {"type": "string", "pattern": "^[^\\u0000]*$"}
+    })
 }
 
 /// See [`Shared`].
@@ -295,5 +306,8 @@ mod tests {
         );
         assert_eq!(spec_schema["kernels"]["maximum"], 64);
         assert_eq!(spec_schema["command"]["minItems"], 1);
+        for env in ["env", "submit_env"] {
+            assert_eq!(spec_schema[env]["additionalProperties"]["pattern"], "^[^\\u0000]*$", "{env}");
+        }
     }
 }
