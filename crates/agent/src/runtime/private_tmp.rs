@@ -325,7 +325,8 @@ mod tests {
         let kernel = base.path().join("kernels/1.1.0");
         let work = kernel.join("work");
         std::fs::create_dir_all(&work).unwrap();
-        let outside = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        // Under no mount point, wherever the repository is cloned (a clone under /tmp too).
+        let outside = tempfile::tempdir_in("/var/tmp").unwrap();
         let p = PrivateTmp { points: vec!["/dev/shm".into(), "/tmp".into()] };
         let user = UserSwitch { uid: 7, gid: 8, groups: vec![8, 27] };
         let plan = p.request(64 << 20, &[&kernel, &work, outside.path()]).plan(Some(&user), &work).unwrap();
