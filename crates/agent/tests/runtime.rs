@@ -317,3 +317,42 @@ async fn users_are_kept_apart_by_uid() {
     h.stop("test over", Duration::from_millis(100));
     let _ = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
 }
+
+/// Regression (a cluster test failed with `cannot create cgroup .../berth/a2-.../1.1.0: No
+/// such file or directory`): the agent's empty subtree removed under it (by a clean-up of
+/// empty cgroups) is made again at the next start instead of failing every start.
+#[tokio::test]
+async fn a_kernel_starts_after_the_agents_empty_cgroup_subtree_was_removed() {
+    let mut rt = runtime("regone");
+    if skip_without_cgroups(&rt, "cgroup subtree removal") {
+        return;
+    }
+    let b = binding(&[], 64 << 20);
+    assert_eq!(rt.run(1, &spec(&["true"]), &b).await.outcome, KernelOutcome::Succeeded);
+    let scope = berth_agent::runtime::cgroup_scope(&format!("test-{}-regone", std::process::id()), rt.dir.path());
+    let mut gone = 0;
+    for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        gone += remove_named(&h.path(), &scope, 6);
+    }
+    assert!(gone > 0, "the agent's subtree {scope} was found and removed");
+    let e = rt.run(2, &spec(&["true"]), &b).await;
+    assert_eq!(e.outcome, KernelOutcome::Succeeded, "{}", e.message);
+}
+
+/// Removes the (empty) dirs named `name` up to `depth` levels below `dir`, and their empty
+/// kernel dirs; how many.
+fn remove_named(dir: &Path, name: &str, depth: usize) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut n = 0;
+    for e in entries.flatten().filter(|e| e.path().is_dir()) {
+        if e.file_name() == name {
+            for k in std::fs::read_dir(e.path()).into_iter().flatten().flatten().filter(|k| k.path().is_dir()) {
+                let _ = std::fs::remove_dir(k.path());
+            }
+            n += usize::from(std::fs::remove_dir(e.path()).is_ok());
+        } else if depth > 0 {
+            n += remove_named(&e.path(), name, depth - 1);
+        }
+    }
+    n
+}

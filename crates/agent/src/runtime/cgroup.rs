@@ -94,16 +94,7 @@ impl Cgroups {
             let mut dir = mount.join(own_rel);
             for part in sub.iter() {
                 dir.push(part);
-                mkdir(&dir)?;
-                if name == "cpuset" {
-                    // A new v1 cpuset starts empty and refuses tasks: inherit the parent's sets.
-                    for f in ["cpuset.cpus", "cpuset.mems"] {
-                        let parent = read_trim(&dir.parent().unwrap().join(f));
-                        if read_trim(&dir.join(f)).is_empty() {
-                            std::fs::write(dir.join(f), &parent).map_err(io("write", &dir.join(f)))?;
-                        }
-                    }
-                }
+                v1_mkdir(&dir, name == "cpuset")?;
             }
             bases.push(dir);
         }
@@ -185,7 +176,16 @@ impl Cgroups {
         let dirs: Vec<PathBuf> = self.bases.iter().map(|b| b.join(name)).collect();
         let mut cg = KernelCgroup { v2, dirs: Vec::new(), procs: Vec::new(), mem_limit: binding.mem_bytes };
         for d in &dirs {
-            match std::fs::create_dir(d) {
+            let made = match std::fs::create_dir(d) {
+                // Our subtree was removed while empty (an admin's or a tool's clean-up of empty
+                // cgroups): make it again, once.
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    self.restore_bases()?;
+                    std::fs::create_dir(d)
+                }
+                r => r,
+            };
+            match made {
                 Ok(()) => {}
                 // Left over from a crashed agent: reuse it (it has no live tasks of ours).
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
@@ -300,6 +300,41 @@ impl KernelCgroup {
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
     }
+}
+
+impl Cgroups {
+    /// Makes this agent's subtree (`berth/<scope>` in each hierarchy) again where it is gone,
+    /// as [`Cgroups::detect`] made it.
+    fn restore_bases(&self) -> Result<(), CgroupError> {
+        for (i, base) in self.bases.iter().enumerate() {
+            let levels = [base.parent(), Some(base.as_path())];
+            for dir in levels.into_iter().flatten().filter(|d| !d.exists()) {
+                if self.v2 {
+                    mkdir(dir)?;
+                    v2_enable(dir)?;
+                } else {
+                    v1_mkdir(dir, i == 0)?;
+                }
+                tracing::warn!("cgroup {} was removed under the agent: made it again", dir.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes a v1 cgroup dir; a new cpuset starts empty and refuses tasks, so it inherits its
+/// parent's CPUs and memory nodes.
+fn v1_mkdir(dir: &Path, cpuset: bool) -> Result<(), CgroupError> {
+    mkdir(dir)?;
+    if cpuset {
+        for f in ["cpuset.cpus", "cpuset.mems"] {
+            let parent = read_trim(&dir.parent().unwrap_or(dir).join(f));
+            if read_trim(&dir.join(f)).is_empty() {
+                std::fs::write(dir.join(f), &parent).map_err(io("write", &dir.join(f)))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn mkdir(dir: &Path) -> Result<(), CgroupError> {

@@ -484,11 +484,12 @@ impl Drop for Cluster {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
-        // SIGKILLed agents leave their cgroup scopes (`berth/<name>-<hash>`); thousands of
-        // empty ones slow every later start on the machine. Cluster tests run one at a time,
-        // so every `a<N>-*` scope is this test's.
-        let names: Vec<String> = self.agents.iter().map(|a| format!("{}-", a.name)).collect();
-        super::remove_scopes(|scope| names.iter().any(|p| scope.starts_with(p.as_str())), 50);
+        // SIGKILLed agents leave their cgroup scopes (`berth/<name>-<hash of data dir>`);
+        // thousands of empty ones slow every later start on the machine. Exactly this test's:
+        // a prefix (`a2-`) also took the live, momentarily empty scopes of other tests' agents.
+        let scopes: Vec<String> =
+            self.agents.iter().map(|a| berth_agent::runtime::cgroup_scope(&a.name, &a.data)).collect();
+        super::remove_scopes(|scope| scopes.iter().any(|s| s == scope), 50);
     }
 }
 
