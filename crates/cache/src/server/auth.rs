@@ -71,8 +71,9 @@ impl TokenCache {
     }
 }
 
+/// Equality whose time does not depend on where the inputs differ.
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 /// Only admin tokens.
