@@ -20,6 +20,8 @@ use crate::credentials::Credentials;
 const NEXT_OFFSET: &str = "berth-next-offset";
 /// Header saying that the job has ended, so a log will not grow any more.
 const JOB_DONE: &str = "berth-job-done";
+/// Header naming the attempt whose log it is.
+const ATTEMPT: &str = "berth-attempt";
 
 pub struct Client {
     http: reqwest::Client,
@@ -38,6 +40,9 @@ pub struct LogChunk {
     pub bytes: Vec<u8>,
     pub next_offset: u64,
     pub done: bool,
+    /// The job's attempt this log is of (absent from older managers): when it changes, the
+    /// job was requeued and its log starts over.
+    pub attempt: Option<u32>,
 }
 
 impl Client {
@@ -189,12 +194,13 @@ impl Client {
         // Without the header we cannot know; treat the job as still running so that `-f`
         // keeps following rather than stopping early.
         let done = header(JOB_DONE).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let attempt = header(ATTEMPT).and_then(|v| v.trim().parse().ok());
         let bytes = resp.bytes().await.map_err(|e| self.transport_error(e))?.to_vec();
         let next_offset = match next {
             Some(v) => v.trim().parse().map_err(|_| anyhow!("the manager sent an invalid {NEXT_OFFSET} `{v}`"))?,
             None => offset + bytes.len() as u64,
         };
-        Ok(LogChunk { bytes, next_offset, done })
+        Ok(LogChunk { bytes, next_offset, done, attempt })
     }
 
     pub async fn nodes(&self) -> anyhow::Result<Vec<NodeView>> {

@@ -165,35 +165,3 @@ fn a_local_user_s_job_runs_as_them_where_they_submitted_with_their_environment()
     let reason = job["job"]["reason"].as_str().unwrap();
     assert!(reason.contains("launch failed") && reason.contains(&bob.name), "{reason}");
 }
-
-/// `berth submit --wait` shows the job's stdout and stderr as it runs, byte for byte, and
-/// exits with its code, like `srun`; `--quiet` shows nothing of it.
-#[test]
-fn submit_wait_streams_the_output_and_returns_the_exit_code() {
-    let b = Berth::up(&[]);
-    let script = "echo out; echo err >&2; sleep 1; echo more; exit 3";
-    let o = b.cli(&["submit", "--wait", "--", "sh", "-c", script]);
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
-    let stdout = text(&o.stdout);
-    let (first, rest) = stdout.split_once('\n').unwrap();
-    let id: i64 = first.strip_prefix("submitted job ").unwrap().parse().unwrap();
-    assert_eq!(rest, "out\nmore\n", "in order, nothing lost or twice");
-    let stderr = text(&o.stderr);
-    assert!(stderr.starts_with("err\n"), "{stderr}");
-    assert!(stderr.ends_with(&format!("job {id} FAILED: exit code 3\n")), "{stderr}");
-
-    let o = b.cli(&["submit", "--wait", "--quiet", "--", "sh", "-c", script]);
-    assert_eq!(o.status.code(), Some(3));
-    assert!(text(&o.stdout).starts_with("submitted job ") && text(&o.stdout).lines().count() == 1);
-    assert!(!text(&o.stderr).contains("err\n"), "{}", text(&o.stderr));
-
-    // Megabytes of binary output arrive exactly (the manager sends them in pieces).
-    let script = "head -c 3145728 /dev/urandom > data.bin; cat data.bin; echo done >&2";
-    let o = b.cli(&["submit", "--wait", "--", "sh", "-c", script]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let data = std::fs::read(b.home.path().join("submit/data.bin")).unwrap();
-    let newline = o.stdout.iter().position(|c| *c == b'\n').unwrap();
-    assert_eq!(o.stdout.len() - newline - 1, data.len());
-    assert!(o.stdout[newline + 1..] == data[..], "byte-exact");
-    assert_eq!(text(&o.stderr), "done\n");
-}

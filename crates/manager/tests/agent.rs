@@ -224,6 +224,7 @@ async fn logs_come_from_the_agent() {
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["berth-next-offset"], "9");
     assert_eq!(r.headers()["berth-job-done"], "false");
+    assert_eq!(r.headers()["berth-attempt"], "0");
     assert_eq!(&r.bytes().await.unwrap()[..], b"hello\n");
 
     drop(a);

@@ -1,105 +1,161 @@
-//! Following a job's output: `berth logs -f` (one stream) and `berth submit --wait` (stdout
-//! and stderr together, like `srun`), both by byte offset through the manager, raw bytes out.
+//! Copying a kernel's log to a local writer by byte offset, shared by `berth logs [-f]` and
+//! `berth submit --wait`: bytes go out raw (a log need not be UTF-8) and, when following, the
+//! copy ends only once the job has ended and the log has been read to its final size, so
+//! nothing is lost or printed twice.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
-use berth_model::api::JobDetail;
+use berth_model::JobId;
 use berth_model::protocol::LogStream;
-use berth_model::{JobId, JobState};
 
-use crate::client::Client;
+use crate::client::{Client, LogChunk};
 
-/// How long a follower waits before asking again when nothing new came, at most.
+/// How long a follower waits before asking again when nothing new came.
 pub const FOLLOW_INTERVAL: Duration = Duration::from_millis(200);
 
-/// The first wait of `--wait`: short jobs end in milliseconds.
-const FIRST_INTERVAL: Duration = Duration::from_millis(20);
-
-/// How long a job may wait in the queue before `--wait` says why.
-const QUIET_WAIT: Duration = Duration::from_secs(1);
-
-/// Writes every byte of `stream` of kernel `kernel` of job `id` from `offset` on to `out`, as
-/// far as the log goes now. Returns the next offset, whether anything came, and whether the
-/// job has ended (so the log is complete).
-pub async fn pump(
-    client: &Client,
-    id: JobId,
-    stream: LogStream,
-    kernel: u32,
-    mut offset: u64,
-    out: &mut dyn Write,
-) -> anyhow::Result<(u64, bool, bool)> {
-    let mut got = false;
-    loop {
-        let chunk = client.logs(id, stream, kernel, offset).await?;
-        if chunk.bytes.is_empty() {
-            return Ok((chunk.next_offset.max(offset), got, chunk.done));
-        }
-        // Raw bytes: a log need not be UTF-8 and must come out exactly as written.
-        out.write_all(&chunk.bytes).and_then(|()| out.flush()).context("cannot write the job's output")?;
-        got = true;
-        // The manager sends a long log in pieces: ask again at once while bytes come.
-        offset = chunk.next_offset.max(offset + chunk.bytes.len() as u64);
-    }
-}
-
-/// How `--wait` shows the job: its output (stdout to stdout, stderr to stderr) or nothing.
+/// How a copy ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Show {
-    Output,
-    Quiet,
+pub enum Until {
+    /// At the log's current end (`berth logs`).
+    Now,
+    /// When the job has ended and every byte has been copied (`logs -f`, `submit --wait`).
+    JobDone,
 }
 
-/// Follows job `id` until it ends, streaming kernel 0's stdout and stderr unless `show` is
-/// quiet, then returns the job as it ended. A job that waits in the queue longer than a
-/// second gets one line on stderr saying why; a requeued job's output starts over (a new
-/// attempt writes new logs) with a line saying so.
-pub async fn wait(client: &Client, id: JobId, show: Show) -> anyhow::Result<JobDetail> {
-    let since = Instant::now();
-    let mut offsets = [0u64; 2];
-    let mut said_waiting = false;
-    let mut ran = false;
-    let mut delay = FIRST_INTERVAL;
+/// One kernel's log of one job.
+#[derive(Debug, Clone, Copy)]
+pub struct LogRef {
+    pub id: JobId,
+    pub stream: LogStream,
+    pub kernel: u32,
+}
+
+/// Copies the log to `out` from offset 0, flushing after each piece so that output shows as it
+/// comes. A failed fetch (the node briefly away, the manager restarting) is retried `retries`
+/// times in a row before the copy ends with its error, so that `submit --wait` rides out a
+/// hiccup without printing a byte twice (the offset only moves past bytes that were written).
+pub async fn copy(client: &Client, log: LogRef, until: Until, retries: u32, out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut cursor = Cursor::default();
+    let mut failures = 0;
     loop {
-        let d = client.job(id).await?;
-        let state = d.job.state;
-        if state == JobState::Pending && ran {
-            // Requeued: the next attempt's logs start from nothing.
-            ran = false;
-            offsets = [0, 0];
-            if show == Show::Output {
-                eprintln!("berth: job {id} was requeued: {}", d.job.reason.clone().unwrap_or_default());
+        let chunk = match client.logs(log.id, log.stream, log.kernel, cursor.offset).await {
+            Ok(c) => c,
+            Err(e) if failures >= retries => return Err(e),
+            Err(_) => {
+                failures += 1;
+                tokio::time::sleep(FOLLOW_INTERVAL * failures).await;
+                continue;
+            }
+        };
+        failures = 0;
+        match step(&mut cursor, chunk, until, out)? {
+            Next::Again => {}
+            Next::Later => tokio::time::sleep(FOLLOW_INTERVAL).await,
+            Next::Stop => return Ok(()),
+            Next::StartOver(attempt) => {
+                let stream = match log.stream {
+                    LogStream::Stdout => "stdout",
+                    LogStream::Stderr => "stderr",
+                };
+                eprintln!("berth: job {} was requeued: its {stream} starts over (attempt {attempt})", log.id);
             }
         }
-        if state == JobState::Pending && !said_waiting && show == Show::Output && since.elapsed() >= QUIET_WAIT {
-            let why = d.job.pending_reason.as_ref().map(|r| r.message.clone()).unwrap_or_else(|| "queued".into());
-            eprintln!("berth: job {id} is waiting: {why}");
-            said_waiting = true;
-        }
-        let started = !matches!(state, JobState::Pending | JobState::Scheduled);
-        ran |= started;
-        let mut got = false;
-        if started && show == Show::Output {
-            got = pump_both(client, id, &mut offsets).await?;
-        }
-        if state.is_terminal() {
-            if show == Show::Output {
-                // The end is recorded after the kernel's last write: drain what is left.
-                while pump_both(client, id, &mut offsets).await? {}
-            }
-            return Ok(d);
-        }
-        delay = if got { FIRST_INTERVAL } else { (delay * 2).min(FOLLOW_INTERVAL) };
-        tokio::time::sleep(delay).await;
     }
 }
 
-/// Pumps kernel 0's stdout and stderr once each; whether any byte came.
-async fn pump_both(client: &Client, id: JobId, offsets: &mut [u64; 2]) -> anyhow::Result<bool> {
-    let (out, got_out, _) = pump(client, id, LogStream::Stdout, 0, offsets[0], &mut std::io::stdout().lock()).await?;
-    let (err, got_err, _) = pump(client, id, LogStream::Stderr, 0, offsets[1], &mut std::io::stderr().lock()).await?;
-    *offsets = [out, err];
-    Ok(got_out || got_err)
+/// Where a copy is: the next offset, of which attempt's log.
+#[derive(Debug, Default)]
+struct Cursor {
+    offset: u64,
+    attempt: Option<u32>,
+}
+
+/// What to do after a chunk.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// Ask again at once: bytes came, more may be waiting.
+    Again,
+    /// Nothing new yet: ask again after [`FOLLOW_INTERVAL`].
+    Later,
+    /// The copy is complete.
+    Stop,
+    /// The job was requeued: its new attempt's log is read from 0 (the chunk was dropped, as
+    /// its bytes came from the old offset), and the user is told.
+    StartOver(u32),
+}
+
+/// Writes one chunk and says what to do next.
+fn step(cursor: &mut Cursor, chunk: LogChunk, until: Until, out: &mut dyn Write) -> anyhow::Result<Next> {
+    match (cursor.attempt, chunk.attempt) {
+        (Some(was), Some(now)) if was != now => {
+            *cursor = Cursor { offset: 0, attempt: Some(now) };
+            return Ok(Next::StartOver(now));
+        }
+        (None, now) => cursor.attempt = now,
+        _ => {}
+    }
+    let got = !chunk.bytes.is_empty();
+    if got {
+        out.write_all(&chunk.bytes).and_then(|()| out.flush()).context("cannot write the job's output")?;
+    }
+    cursor.offset = chunk.next_offset.max(cursor.offset);
+    if got {
+        // The manager sends a log in pieces of at most 1 MiB: ask again at once while bytes come.
+        return Ok(Next::Again);
+    }
+    // `done` was read before the bytes were, so an empty answer with it set means the log of
+    // an ended job has been read to its end.
+    if until == Until::Now || chunk.done {
+        return Ok(Next::Stop);
+    }
+    Ok(Next::Later)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(bytes: &[u8], next_offset: u64, done: bool) -> LogChunk {
+        LogChunk { bytes: bytes.to_vec(), next_offset, done, attempt: Some(0) }
+    }
+
+    #[test]
+    fn a_follower_stops_only_on_an_empty_answer_for_an_ended_job() {
+        let mut out = Vec::new();
+        let off = &mut Cursor::default();
+        // Bytes with `done`: the job ended, but the rest of the log may still be unread.
+        assert_eq!(step(off, chunk(b"ab", 2, true), Until::JobDone, &mut out).unwrap(), Next::Again);
+        assert_eq!(step(off, chunk(b"", 2, false), Until::JobDone, &mut out).unwrap(), Next::Later);
+        assert_eq!(step(off, chunk(b"\xff\x00", 4, false), Until::JobDone, &mut out).unwrap(), Next::Again);
+        assert_eq!(step(off, chunk(b"", 4, true), Until::JobDone, &mut out).unwrap(), Next::Stop);
+        assert_eq!(out, b"ab\xff\x00", "raw bytes, each once");
+        assert_eq!(off.offset, 4);
+    }
+
+    #[test]
+    fn without_follow_the_copy_ends_at_the_current_end() {
+        let mut out = Vec::new();
+        let off = &mut Cursor::default();
+        assert_eq!(step(off, chunk(b"", 0, false), Until::Now, &mut out).unwrap(), Next::Stop);
+        // An offset never goes back, even if the manager answers with a smaller one.
+        off.offset = 9;
+        assert_eq!(step(off, chunk(b"", 3, false), Until::Now, &mut out).unwrap(), Next::Stop);
+        assert_eq!(off.offset, 9);
+    }
+
+    #[test]
+    fn a_requeued_jobs_log_is_read_again_from_its_start() {
+        let mut out = Vec::new();
+        let off = &mut Cursor::default();
+        assert_eq!(step(off, chunk(b"first ", 6, false), Until::JobDone, &mut out).unwrap(), Next::Again);
+        // Attempt 1's bytes from offset 6 are not its start: dropped, and the copy starts over.
+        let later = LogChunk { bytes: b"xx".to_vec(), next_offset: 8, done: false, attempt: Some(1) };
+        assert_eq!(step(off, later, Until::JobDone, &mut out).unwrap(), Next::StartOver(1));
+        assert_eq!(off.offset, 0);
+        let again = LogChunk { bytes: b"second".to_vec(), next_offset: 6, done: true, attempt: Some(1) };
+        assert_eq!(step(off, again, Until::JobDone, &mut out).unwrap(), Next::Again);
+        assert_eq!(out, b"first second");
+    }
 }

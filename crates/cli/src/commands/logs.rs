@@ -7,8 +7,8 @@ use berth_model::JobId;
 use berth_model::protocol::LogStream;
 use clap::Args;
 
-use super::follow;
 use crate::client::Client;
+use crate::commands::follow::{self, LogRef, Until};
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
@@ -32,14 +32,8 @@ pub struct LogsArgs {
 pub async fn run(args: LogsArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let stream = if args.stderr { LogStream::Stderr } else { LogStream::Stdout };
-    let mut offset = 0;
-    let mut out = std::io::stdout().lock();
-    loop {
-        let (next, _, done) = follow::pump(&client, args.id, stream, args.kernel, offset, &mut out).await?;
-        offset = next;
-        if !args.follow || done {
-            return Ok(ExitCode::SUCCESS);
-        }
-        tokio::time::sleep(follow::FOLLOW_INTERVAL).await;
-    }
+    let log = LogRef { id: args.id, stream, kernel: args.kernel };
+    let until = if args.follow { Until::JobDone } else { Until::Now };
+    follow::copy(&client, log, until, 0, &mut std::io::stdout()).await?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -22,3 +22,4 @@ pub mod submit;
 pub mod tenancy;
 pub mod token;
 pub mod usage;
+pub mod wait;

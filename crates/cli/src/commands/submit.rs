@@ -6,13 +6,13 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use berth_model::api::{JobDetail, SubmitRequest};
-use berth_model::{JobSpec, JobState};
+use berth_model::JobSpec;
+use berth_model::api::SubmitRequest;
 use clap::Args;
 
-use super::follow::{self, Show};
 use crate::UsageError;
 use crate::client::Client;
+use crate::commands::wait;
 use crate::output::{self, OutputArgs};
 use crate::specflags::SpecFlags;
 use crate::{jobfile, script};
@@ -56,6 +56,9 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let job = client.submit(&SubmitRequest { spec }).await?;
     if args.output.json() {
         output::print_json(&job)?;
+    } else if args.wait {
+        // Stdout is the job's own output from here on, as with srun: `> out.txt` gets it alone.
+        eprintln!("submitted job {}", job.id);
     } else {
         println!("submitted job {}", job.id);
     }
@@ -63,14 +66,8 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     // JSON output stays one parseable document: no job output mixed in.
-    let show = if args.quiet || args.output.json() { Show::Quiet } else { Show::Output };
-    tokio::select! {
-        detail = follow::wait(&client, job.id, show) => Ok(ExitCode::from(finish(&detail?))),
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("berth: stopped waiting; job {} keeps running (`berth cancel {}` stops it)", job.id, job.id);
-            Ok(ExitCode::from(130))
-        }
-    }
+    let show = if args.quiet || args.output.json() { wait::Show::Quiet } else { wait::Show::Output };
+    Ok(ExitCode::from(wait::wait_for(&client, job.id, show).await?))
 }
 
 /// Turns the arguments into a valid spec, without talking to the manager.
@@ -152,42 +149,6 @@ fn utf8_args(args: &[OsString], first: usize) -> anyhow::Result<Vec<String>> {
 fn default_name(command: &[String]) -> Option<String> {
     let prog = command.first()?;
     Path::new(prog).file_name().map(|n| n.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
-}
-
-/// The exit code for a finished job, and a line on stderr when it did not succeed.
-fn finish(d: &JobDetail) -> u8 {
-    let j = &d.job;
-    let default_reason = || match j.state {
-        JobState::Timeout => match d.spec.time_limit_secs {
-            Some(s) => format!("time limit {} exceeded", output::duration(s)),
-            None => "time limit exceeded".into(),
-        },
-        JobState::Failed => match j.exit_code {
-            Some(c) => format!("exit code {c}"),
-            None => "failed".into(),
-        },
-        JobState::Lost => "its node was lost".into(),
-        _ => j.state.as_str().to_lowercase(),
-    };
-    if j.state == JobState::Succeeded {
-        return 0;
-    }
-    let reason = j.reason.clone().filter(|r| !r.is_empty()).unwrap_or_else(default_reason);
-    eprintln!("job {} {}: {reason}", j.id, j.state);
-    match (j.state, j.exit_code) {
-        (JobState::Failed, Some(c)) => exit_byte(c),
-        _ => 1,
-    }
-}
-
-/// A kernel exit code as a process exit code: 1..=255 as is, a signal (negative) as 128+N like
-/// a shell, anything else 1 so that a failure never reads as success.
-fn exit_byte(code: i32) -> u8 {
-    match code {
-        1..=255 => code as u8,
-        -127..=-1 => 128 + (-code) as u8,
-        _ => 1,
-    }
 }
 
 #[cfg(test)]
@@ -279,13 +240,5 @@ mod tests {
         let s = spec(&["--workdir", "out", "--", "true"]).unwrap();
         let w = s.workdir.unwrap();
         assert!(w.starts_with('/') && w.ends_with("/out"), "{w}");
-    }
-
-    #[test]
-    fn exit_codes() {
-        assert_eq!(exit_byte(3), 3);
-        assert_eq!(exit_byte(0), 1);
-        assert_eq!(exit_byte(-9), 137);
-        assert_eq!(exit_byte(1000), 1);
     }
 }

@@ -29,9 +29,10 @@ pub struct Berth {
     extra: Vec<String>,
 }
 
-/// Runs the binary as a user would from a directory of theirs: `<home>/submit`, where jobs
-/// run by default (like `sbatch`), open to the other users' uids tests submit as (1777).
-fn base_cmd(home: &Path) -> Command {
+/// `berth` with `home` as HOME and none of the caller's berth settings, run as a user would
+/// from a directory of theirs: `<home>/submit`, where jobs run by default (like `sbatch`), open
+/// to the other users' uids tests submit as (1777).
+pub fn base_cmd(home: &Path) -> Command {
     use std::os::unix::fs::PermissionsExt;
     let cwd = home.join("submit");
     if !cwd.exists() {
@@ -41,7 +42,8 @@ fn base_cmd(home: &Path) -> Command {
     let mut c = Command::new(BIN);
     c.current_dir(cwd);
     c.env("HOME", home).env_remove("XDG_CONFIG_HOME").env_remove("BERTH_URL").env_remove("BERTH_TOKEN");
-    c.env_remove("BERTH_CA_FILE").env_remove("BERTH_SOCKET");
+    c.env_remove("BERTH_CA_FILE").env_remove("BERTH_SOCKET").env_remove("BERTH_CREDENTIALS");
+    c.env_remove("BERTH_DATA_DIR").env_remove("XDG_DATA_HOME");
     c.env("RUST_LOG", "info");
     c
 }

@@ -22,7 +22,7 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Raw log bytes of one kernel from `offset`.
 #[utoipa::path(get, path = "/v1/jobs/{id}/logs", params(("id" = i64, Path, description = "job id"), LogQuery),
     tag = "jobs",
-    responses((status = 200, description = "raw bytes; headers berth-next-offset and berth-job-done",
+    responses((status = 200, description = "raw bytes; headers berth-next-offset, berth-job-done and berth-attempt",
         content_type = "application/octet-stream"),
         (status = 404, body = berth_model::api::ErrorBody), (status = 503, body = berth_model::api::ErrorBody),
         (status = 504, body = berth_model::api::ErrorBody)))]
@@ -41,7 +41,7 @@ pub async fn logs(
     let Some(kernel) = kernel else {
         if row.state == berth_model::JobState::Pending || (done && q.kernel == 0) {
             // Nothing ran (yet): no bytes.
-            return Ok(answer(Vec::new(), 0, done));
+            return Ok(answer(Vec::new(), 0, done, row.attempt));
         }
         return Err(ApiError::not_found(format!("job {id} has no kernel {}", q.kernel)));
     };
@@ -63,7 +63,7 @@ pub async fn logs(
         )));
     }
     match tokio::time::timeout(FETCH_TIMEOUT, rx).await {
-        Ok(Ok(reply)) if reply.found => Ok(answer(reply.data, reply.next_offset, done)),
+        Ok(Ok(reply)) if reply.found => Ok(answer(reply.data, reply.next_offset, done, row.attempt)),
         Ok(Ok(_)) => Err(ApiError::not_found(format!("node {} has no {:?} log for job {id}", kernel.node, q.stream))),
         Ok(Err(_)) => Err(ApiError::unavailable(format!("node {} disconnected while sending logs", kernel.node))),
         Err(_) => {
@@ -76,11 +76,13 @@ pub async fn logs(
     }
 }
 
-fn answer(data: Vec<u8>, next_offset: u64, done: bool) -> Response {
+/// The bytes with their headers; `attempt` tells a follower when a requeued job's log starts over.
+fn answer(data: Vec<u8>, next_offset: u64, done: bool, attempt: u32) -> Response {
     let mut r = (StatusCode::OK, data).into_response();
     let h = r.headers_mut();
     h.insert("content-type", HeaderValue::from_static("application/octet-stream"));
     h.insert("berth-next-offset", HeaderValue::from(next_offset));
     h.insert("berth-job-done", HeaderValue::from_static(if done { "true" } else { "false" }));
+    h.insert("berth-attempt", HeaderValue::from(attempt));
     r
 }

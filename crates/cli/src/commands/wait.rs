@@ -1,0 +1,157 @@
+//! `berth submit --wait`: follow a job to its end like `srun`, streaming its main kernel's
+//! stdout and stderr to ours while it runs (unless `--quiet`), and turn its end into our exit
+//! code. Ctrl-C stops the waiting, not the job: it keeps running and we say how to reach it.
+
+use std::io::Write;
+use std::time::Duration;
+
+use berth_model::api::JobDetail;
+use berth_model::protocol::LogStream;
+use berth_model::{JobId, JobState};
+
+use crate::client::Client;
+use crate::commands::follow::{self, LogRef, Until};
+use crate::output;
+
+/// Whether the job's output is shown while waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Show {
+    /// Kernel 0's stdout to our stdout, its stderr to our stderr.
+    Output,
+    /// Nothing but the failure line (`--quiet`).
+    Quiet,
+}
+
+/// How many failed log fetches in a row the wait rides out before it stops showing a log.
+const RETRIES: u32 = 10;
+
+/// How long a job may stay pending before we say why it waits.
+const PENDING_NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// Waits for job `id` to end and returns the process exit code (see [`finish`]); on Ctrl-C it
+/// returns 130 and leaves the job running.
+pub async fn wait_for(client: &Client, id: JobId, show: Show) -> anyhow::Result<u8> {
+    let waited = async {
+        if show == Show::Output {
+            stream(client, id).await;
+        }
+        poll_until_terminal(client, id).await
+    };
+    tokio::select! {
+        d = waited => Ok(finish(&d?)),
+        _ = tokio::signal::ctrl_c() => {
+            // A line of its own: the job's output may have stopped mid-line.
+            eprintln!(
+                "\nberth: stopped waiting; job {id} keeps running (`berth logs -f {id}` follows it, `berth cancel {id}` \
+                 stops it)"
+            );
+            Ok(130)
+        }
+    }
+}
+
+/// Copies both logs of kernel 0 at once until the job has ended and each has been read to its
+/// end, and says once on stderr why the job waits if it is still pending after a second. A log
+/// that cannot be read is reported and the wait goes on without it.
+async fn stream(client: &Client, id: JobId) {
+    let out = LogRef { id, stream: LogStream::Stdout, kernel: 0 };
+    let err = LogRef { id, stream: LogStream::Stderr, kernel: 0 };
+    let copy_out = async {
+        if let Err(e) = follow::copy(client, out, Until::JobDone, RETRIES, &mut std::io::stdout()).await {
+            eprintln!("berth: cannot show the rest of job {id}'s stdout: {e:#}");
+        }
+    };
+    let copy_err = async {
+        if let Err(e) = follow::copy(client, err, Until::JobDone, RETRIES, &mut std::io::stderr()).await {
+            eprintln!("berth: cannot show the rest of job {id}'s stderr: {e:#}");
+        }
+    };
+    // The notice must not hold the copies up: it ends on its own, and the copies end the join.
+    let notice = pending_notice(client, id);
+    tokio::pin!(notice);
+    let copies = async { tokio::join!(copy_out, copy_err) };
+    tokio::pin!(copies);
+    tokio::select! {
+        _ = &mut copies => return,
+        () = &mut notice => {}
+    }
+    copies.await;
+}
+
+/// After [`PENDING_NOTICE_AFTER`], one stderr line if the job is still pending (as `srun`'s
+/// "queued and waiting for resources").
+async fn pending_notice(client: &Client, id: JobId) {
+    tokio::time::sleep(PENDING_NOTICE_AFTER).await;
+    let Ok(d) = client.job(id).await else { return };
+    if d.job.state == JobState::Pending {
+        match d.job.reason.filter(|r| !r.is_empty()) {
+            Some(r) => eprintln!("berth: job {id} queued and waiting: {r}"),
+            None => eprintln!("berth: job {id} queued and waiting for resources"),
+        }
+    }
+}
+
+/// Polls the job until it is terminal, quickly at first (short jobs end in milliseconds),
+/// backing off to half a second so that long jobs cost the manager little.
+async fn poll_until_terminal(client: &Client, id: JobId) -> anyhow::Result<JobDetail> {
+    let mut delay = Duration::from_millis(20);
+    loop {
+        let d = client.job(id).await?;
+        if d.job.state.is_terminal() {
+            return Ok(d);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// The exit code for a finished job, and a line on stderr when it did not succeed.
+pub fn finish(d: &JobDetail) -> u8 {
+    let j = &d.job;
+    let default_reason = || match j.state {
+        JobState::Timeout => match d.spec.time_limit_secs {
+            Some(s) => format!("time limit {} exceeded", output::duration(s)),
+            None => "time limit exceeded".into(),
+        },
+        JobState::Failed => match j.exit_code {
+            Some(c) => format!("exit code {c}"),
+            None => "failed".into(),
+        },
+        JobState::Lost => "its node was lost".into(),
+        _ => j.state.as_str().to_lowercase(),
+    };
+    if j.state == JobState::Succeeded {
+        return 0;
+    }
+    let reason = j.reason.clone().filter(|r| !r.is_empty()).unwrap_or_else(default_reason);
+    // Our stdout may end mid-line (the job's output): flush it so the line comes after it.
+    let _ = std::io::stdout().flush();
+    eprintln!("job {} {}: {reason}", j.id, j.state);
+    match (j.state, j.exit_code) {
+        (JobState::Failed, Some(c)) => exit_byte(c),
+        _ => 1,
+    }
+}
+
+/// A kernel exit code as a process exit code: 1..=255 as is, a signal (negative) as 128+N like
+/// a shell, anything else 1 so that a failure never reads as success.
+fn exit_byte(code: i32) -> u8 {
+    match code {
+        1..=255 => code as u8,
+        -127..=-1 => 128 + (-code) as u8,
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(exit_byte(3), 3);
+        assert_eq!(exit_byte(0), 1);
+        assert_eq!(exit_byte(-9), 137);
+        assert_eq!(exit_byte(1000), 1);
+    }
+}
