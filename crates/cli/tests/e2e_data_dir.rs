@@ -153,3 +153,14 @@ fn a_users_berth_keeps_its_data_in_their_data_home_whatever_the_directory() {
     let e = text(&o.stderr);
     assert!(e.contains("from an older berth") && e.contains("--data-dir"), "{e}");
 }
+
+#[test]
+fn a_restart_on_the_same_data_dir_rewrites_the_credentials_without_a_word() {
+    let mut b = Berth::up(&[]);
+    b.restart();
+    let file = std::fs::read_to_string(b.home.path().join(".config/berth/credentials")).unwrap();
+    assert!(file.contains(&b.url), "the new address is written: {file}");
+    let said = std::fs::read_to_string(b.home.path().join("up.stdout")).unwrap();
+    assert!(said.contains("token written to") && !said.contains("kept") && !said.contains("does not answer"), "{said}");
+    assert!(b.ok(&["whoami"]).contains("admin"));
+}
