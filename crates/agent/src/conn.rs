@@ -246,8 +246,10 @@ pub(crate) async fn run(
                 End::Lost(e) => e,
             },
         };
-        tracing::warn!("manager connection: {why}; retrying in {}ms", backoff.as_millis());
-        let sleep = tokio::time::sleep(backoff);
+        // Jittered, so that the agents of a restarted manager do not all redial in step.
+        let wait = jittered(backoff, rand::random::<f64>());
+        tracing::warn!("manager connection: {why}; retrying in {}ms", wait.as_millis());
+        let sleep = tokio::time::sleep(wait);
         tokio::pin!(sleep);
         let mut fence_tick = tokio::time::interval(agent.fence.check_every());
         loop {
@@ -263,6 +265,13 @@ pub(crate) async fn run(
         let cap = agent.fence.lease.map_or(BACKOFF_MAX, |l| (l / 4).clamp(BACKOFF_MIN, BACKOFF_MAX));
         backoff = (backoff * 2).min(cap);
     }
+}
+
+/// A wait between half of `backoff` and all of it (`unit` in [0, 1)): "equal jitter" spreads a
+/// crowd of agents over the second half while never waiting longer than the backoff, which
+/// the fencing lease bounds.
+fn jittered(backoff: Duration, unit: f64) -> Duration {
+    backoff / 2 + backoff.div_f64(2.0).mul_f64(unit.clamp(0.0, 1.0))
 }
 
 impl Agent {
@@ -503,6 +512,16 @@ async fn route_address(manager_url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconnects_are_jittered_within_the_backoff() {
+        let b = Duration::from_secs(4);
+        assert_eq!(jittered(b, 0.0), Duration::from_secs(2));
+        assert_eq!(jittered(b, 0.5), Duration::from_secs(3));
+        assert!(jittered(b, 0.999_999) <= b && jittered(b, 2.0) == b, "never past the backoff");
+        let waits: std::collections::BTreeSet<Duration> = (0..50).map(|_| jittered(b, rand::random())).collect();
+        assert!(waits.len() > 40, "agents do not redial in step: {waits:?}");
+    }
 
     #[test]
     fn urls_and_refusals() {

@@ -1,8 +1,9 @@
 //! Whom a berth client trusts when it dials an `https://` manager (DESIGN.md §7): the agent's
 //! `wss://` connection, and the CLI's REST calls, which build on the same config.
 //!
-//! Trusted are the webpki roots (public CAs) plus the certificates of a CA file (`--ca-file`,
-//! `BERTH_CA_FILE`). A certificate in the CA file is trusted in two ways: as a CA (the usual
+//! Trusted are the webpki roots (public CAs), the system's trust store (what `update-ca-
+//! certificates` installs, or `SSL_CERT_FILE`/`SSL_CERT_DIR`: a site's own CA installed once
+//! for the whole machine), plus the certificates of a CA file (`--ca-file`, `BERTH_CA_FILE`). A certificate in the CA file is trusted in two ways: as a CA (the usual
 //! chain and host-name checks), and as itself: a manager presenting exactly that certificate
 //! (and proving it holds its key, which the handshake always checks) is accepted whatever
 //! host name was dialed. That is what makes a self-signed manager certificate work when the
@@ -53,11 +54,21 @@ pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, CaFileE
     Ok(certs)
 }
 
-/// A client config that trusts the webpki roots plus `ca_file` (see the module comment).
+/// A client config that trusts the webpki roots, the system's store and `ca_file` (see the
+/// module comment).
 pub fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, CaFileError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    // A missing or partly unreadable system store is no reason to fail: the other roots stay.
+    let system = rustls_native_certs::load_native_certs();
+    for e in &system.errors {
+        tracing::debug!("system trust store: {e}");
+    }
+    let (_, unusable) = roots.add_parsable_certificates(system.certs);
+    if unusable > 0 {
+        tracing::debug!("system trust store: {unusable} certificates are not usable as roots");
+    }
     let mut pinned = Vec::new();
     if let Some(path) = ca_file {
         for cert in load_ca_file(path)? {

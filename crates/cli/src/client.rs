@@ -61,10 +61,10 @@ impl Client {
             // A dead host should fail fast; an answer may still take long (big logs), so only
             // the connect step has a short limit.
             .connect_timeout(Duration::from_secs(5));
-        if let Some(ca) = &creds.ca_file {
-            // The agent's trust rules (public roots + the CA file's certificates), so the CLI
-            // and the agents accept the same managers.
-            http = http.use_preconfigured_tls(berth_agent::tls::client_config(Some(ca))?);
+        if url.scheme() == "https" || creds.ca_file.is_some() {
+            // The agent's trust rules (public roots, the system's store, the CA file's
+            // certificates), so the CLI and the agents accept the same managers.
+            http = http.use_preconfigured_tls(berth_agent::tls::client_config(creds.ca_file.as_deref())?);
         }
         let url = creds.url.trim_end_matches('/').to_string();
         let (base, shown) = match &creds.socket {

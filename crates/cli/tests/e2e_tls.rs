@@ -53,6 +53,13 @@ fn agent_with_the_ca_runs_jobs_over_wss_and_the_cli_trusts_berth_ca_file() {
     b.wait_state(id, "SUCCEEDED");
     assert_eq!(b.ok(&["logs", &id.to_string()]).trim(), "over-tls");
 
+    // A CA installed in the system's trust store (here named by SSL_CERT_FILE) is trusted with
+    // no BERTH_CA_FILE, by the CLI as by the agents.
+    let o = cli_env(&b, &b.url, &[("SSL_CERT_FILE", &ca)], &["ps", "--all", "-o", "json"]);
+    assert!(o.status.success(), "the system's store is trusted: {}", text(&o.stderr));
+    let o = cli_env(&b, &b.url, &[("SSL_CERT_FILE", "/nonexistent.pem"), ("SSL_CERT_DIR", "/nonexistent")], &["ps"]);
+    assert!(!o.status.success(), "and without it the CA is not");
+
     // The CLI with nothing but the URL, the token and BERTH_CA_FILE; by host name too.
     for url in [b.url.clone(), b.url.replace("127.0.0.1", "localhost")] {
         let o = cli_env(&b, &url, &[("BERTH_CA_FILE", &ca)], &["ps", "--all", "-o", "json"]);
