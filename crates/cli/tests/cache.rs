@@ -340,3 +340,29 @@ async fn warm_loads_a_directory_once_and_stats_shows_it() {
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cols[2], "5", "objects: {row}");
 }
+
+/// Regression: `cache warm` read each whole file into memory (a 256 MiB file took 256 MiB);
+/// it streams them now.
+#[tokio::test]
+async fn warm_streams_big_files_instead_of_reading_them_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(&dir.path().join("d"), &dir.path().join("key"), 0, &[]);
+    let admin = token(&node.key, &["--admin"]);
+    ok(cli(&node.url, &admin, &["bucket", "create", "big", "--quota", "1GiB"]));
+    let ds = dir.path().join("dataset");
+    std::fs::create_dir_all(&ds).unwrap();
+    let size = 256u64 << 20;
+    std::fs::File::create(ds.join("shard.bin")).unwrap().set_len(size).unwrap();
+    let out = ok(cli(&node.url, &admin, &["warm", ds.to_str().unwrap(), "--bucket", "big"]));
+    assert!(out.contains("1 files stored"), "{out}");
+    // The largest resident set of the commands this test ran and waited for (the node still
+    // runs, so it is not counted): far below the file's size.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
+    let peak = usage.ru_maxrss as u64 * 1024;
+    assert!(peak < size / 4, "berth cache warm peaked at {} MiB for a {} MiB file", peak >> 20, size >> 20);
+    let k = format!("file:/{}", ds.join("shard.bin").display());
+    let r = client().head(obj(&node.url, "big", &k)).bearer_auth(&admin).send().await.unwrap();
+    assert_eq!(r.headers()["content-length"], size.to_string().as_str());
+}

@@ -112,8 +112,15 @@ async fn upload(c: &CacheClient, path: &Path, size: u64, url: &str, force: bool)
             return Ok(Outcome::Skipped(size));
         }
     }
-    let data = tokio::fs::read(path).await.with_context(|| format!("cannot read {}", path.display()))?;
-    let len = data.len() as u64;
-    let r = c.req(Method::PUT, url).body(data).send().await.context("cannot reach the key's owner")?;
-    if r.status() == StatusCode::CREATED { Ok(Outcome::Stored(len)) } else { answer(r).await.map(|_| Outcome::Failed) }
+    // Streamed from the file, never read whole into memory (datasets hold files of many GiB);
+    // the length is declared, as the cache requires, from the size listed.
+    let file = tokio::fs::File::open(path).await.with_context(|| format!("cannot read {}", path.display()))?;
+    let r = c
+        .req(Method::PUT, url)
+        .header(reqwest::header::CONTENT_LENGTH, size)
+        .body(file)
+        .send()
+        .await
+        .with_context(|| format!("cannot send {} to the key's owner", path.display()))?;
+    if r.status() == StatusCode::CREATED { Ok(Outcome::Stored(size)) } else { answer(r).await.map(|_| Outcome::Failed) }
 }
