@@ -5,10 +5,9 @@
 //! containing them. On v1 this is done per controller (cpuset, memory, pids each have their
 //! own hierarchy and the agent may sit at a different path in each).
 //!
-//! `cgroups-rs` finds the hierarchies and writes the typed limit files. The directory work is
-//! done here because that crate's `create` swallows mkdir errors, its `delete` sleeps between
-//! retries, and it has no way to join a child before exec: we pre-open each `cgroup.procs` and
-//! the child writes `0` to them between fork and exec, so no fork of the kernel can escape.
+//! `cgroup_fs` finds the hierarchies in `/proc`; the limits are a few plain file writes. The
+//! child joins before exec: we pre-open each `cgroup.procs` and the child writes `0` to them
+//! between fork and exec, so no fork of the kernel can escape.
 
 use std::fs::File;
 use std::io::ErrorKind;
@@ -16,12 +15,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use berth_model::Binding;
-use cgroups_rs::cpuset::CpuSetController;
-use cgroups_rs::hierarchies::{self, V1};
-use cgroups_rs::memory::MemController;
-use cgroups_rs::pid::PidController;
-use cgroups_rs::{Controllers, MaxValue};
 use thiserror::Error;
+
+use super::cgroup_fs;
 
 #[derive(Debug, Error)]
 pub enum CgroupError {
@@ -29,8 +25,8 @@ pub enum CgroupError {
     Unavailable(String),
     #[error("cannot {what} `{path}`: {source}")]
     Io { what: &'static str, path: PathBuf, source: std::io::Error },
-    #[error("cannot set {what}: {source}")]
-    Limit { what: &'static str, source: cgroups_rs::error::Error },
+    #[error("cannot set {what} in `{path}`: {source}")]
+    Limit { what: &'static str, path: PathBuf, source: std::io::Error },
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> CgroupError + 'a {
@@ -63,11 +59,12 @@ impl Cgroups {
         if !nix::unistd::Uid::effective().is_root() {
             return Err(CgroupError::Unavailable("the agent is not root".into()));
         }
-        let own = cgroups_rs::cgroup::get_cgroups_relative_paths()
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .map(|t| cgroup_fs::own_paths(&t))
             .map_err(|e| CgroupError::Unavailable(format!("cannot read /proc/self/cgroup: {e}")))?;
         let sub = Path::new("berth").join(scope);
-        if hierarchies::is_cgroup2_unified_mode() {
-            let root = PathBuf::from(hierarchies::UNIFIED_MOUNTPOINT);
+        if cgroup_fs::is_unified() {
+            let root = PathBuf::from(cgroup_fs::CGROUP_ROOT);
             let own_rel = own.get("").map(|s| s.trim_start_matches('/').to_string()).unwrap_or_default();
             let parent = v2_leave_own_cgroup(&root, &own_rel)?;
             let base = parent.join(&sub);
@@ -83,12 +80,10 @@ impl Cgroups {
             let parent_mems = read_trim(&base.join("cpuset.mems.effective"));
             return Ok(Cgroups { v2: true, bases: vec![base], parent_cpus, parent_mems });
         }
-        let v1 = V1::new();
+        let mountinfo = cgroup_fs::read_proc(Path::new("/proc/self/mountinfo"));
         let mut bases = Vec::new();
-        for (ctrl, name) in [(Controllers::CpuSet, "cpuset"), (Controllers::Mem, "memory"), (Controllers::Pids, "pids")]
-        {
-            let mount = v1
-                .get_mount_point(ctrl)
+        for name in ["cpuset", "memory", "pids"] {
+            let mount = cgroup_fs::v1_mount(&mountinfo, name)
                 .ok_or_else(|| CgroupError::Unavailable(format!("no cgroup v1 `{name}` controller is mounted")))?;
             let own_rel = own.get(name).map(|s| s.trim_start_matches('/').to_string()).unwrap_or_default();
             let mut dir = mount.join(own_rel);
@@ -197,27 +192,27 @@ impl Cgroups {
             if v2 { (&dirs[0], &dirs[0], &dirs[0]) } else { (&dirs[0], &dirs[1], &dirs[2]) };
         let cpus = if binding.cpus.is_empty() { self.parent_cpus.clone() } else { binding.cpuset() };
         let mems = if binding.mems.is_empty() { self.parent_mems.clone() } else { binding.memset() };
-        let cs = CpuSetController::new(cpuset_dir.clone(), v2);
         if !cpus.is_empty() {
-            cs.set_cpus(&cpus).map_err(|source| CgroupError::Limit { what: "cpuset.cpus", source })?;
+            limit(cpuset_dir, "cpuset.cpus", &cpus)?;
         }
         if !mems.is_empty() {
-            cs.set_mems(&mems).map_err(|source| CgroupError::Limit { what: "cpuset.mems", source })?;
+            limit(cpuset_dir, "cpuset.mems", &mems)?;
         }
         if binding.mem_bytes > 0 {
-            let mem = MemController::new(mem_dir.clone(), v2);
-            let limit = i64::try_from(binding.mem_bytes).unwrap_or(i64::MAX);
-            mem.set_limit(limit).map_err(|source| CgroupError::Limit { what: "memory limit", source })?;
-            // No swap: v1 caps memory+swap at the same limit, v2 caps swap at zero. Either file
-            // is missing when swap accounting is off, and then there is no swap to limit.
-            let _ = mem.set_memswap_limit(if v2 { 0 } else { limit });
-            if !v2 {
-                let _ = mem.set_swappiness(0);
+            let bytes = binding.mem_bytes.min(i64::MAX as u64).to_string();
+            if v2 {
+                limit(mem_dir, "memory.max", &bytes)?;
+                // No swap. The file is missing when swap accounting is off: no swap to limit.
+                let _ = limit(mem_dir, "memory.swap.max", "0");
+            } else {
+                limit(mem_dir, "memory.limit_in_bytes", &bytes)?;
+                // No swap: memory+swap capped at the same limit (after the memory limit, which
+                // it may not be below), when swap accounting is on.
+                let _ = limit(mem_dir, "memory.memsw.limit_in_bytes", &bytes);
+                let _ = limit(mem_dir, "memory.swappiness", "0");
             }
         }
-        PidController::new(pids_dir.clone(), v2)
-            .set_pid_max(MaxValue::Value(pids_max))
-            .map_err(|source| CgroupError::Limit { what: "pids.max", source })?;
+        limit(pids_dir, "pids.max", &pids_max.to_string())?;
         for d in &dirs {
             let p = d.join("cgroup.procs");
             cg.procs.push(std::fs::OpenOptions::new().write(true).open(&p).map_err(io("open", &p))?);
@@ -335,6 +330,12 @@ fn v1_mkdir(dir: &Path, cpuset: bool) -> Result<(), CgroupError> {
         }
     }
     Ok(())
+}
+
+/// Writes `value` to the limit file `file` of the cgroup `dir`.
+fn limit(dir: &Path, file: &'static str, value: &str) -> Result<(), CgroupError> {
+    let path = dir.join(file);
+    std::fs::write(&path, value).map_err(|source| CgroupError::Limit { what: file, path, source })
 }
 
 fn mkdir(dir: &Path) -> Result<(), CgroupError> {

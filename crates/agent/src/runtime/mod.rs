@@ -12,6 +12,7 @@
 
 mod adopt;
 mod cgroup;
+mod cgroup_fs;
 pub mod docker;
 mod env;
 mod private_tmp;
