@@ -12,6 +12,9 @@ use berth_agent::AgentConfig;
 use berth_manager::{Bootstrap, ManagerConfig};
 use clap::Args;
 
+use crate::args::parse_cache_weight;
+use crate::tls::TlsArgs;
+
 /// `berth up`: manager and one local agent, all in one process.
 #[derive(Debug, Args)]
 pub struct UpArgs {
@@ -123,33 +126,6 @@ pub struct ManagerArgs {
     pub cache: crate::commands::cache_daemon::ManagerCacheArgs,
 }
 
-/// `--tls-cert`/`--tls-key` of `berth up` and `berth manager`: both or neither.
-#[derive(Debug, Args)]
-pub struct TlsArgs {
-    /// Serve HTTPS/WSS only, with this PEM certificate (the server's first, then intermediates).
-    #[arg(long, value_name = "CERT.pem", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// The PEM private key of --tls-cert.
-    #[arg(long, value_name = "KEY.pem", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-}
-
-impl TlsArgs {
-    pub(crate) fn files(&self) -> Option<berth_manager::tls::TlsFiles> {
-        match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Some(berth_manager::tls::TlsFiles { cert: cert.clone(), key: key.clone() }),
-            _ => None,
-        }
-    }
-
-    /// The certificate as an absolute path, for the credentials file and the local agent: a
-    /// certificate in a CA file is trusted as itself (see `berth_agent::tls`), so `berth up`
-    /// and the CLI on this host trust this manager whatever its certificate's issuer.
-    fn trusted_cert(&self) -> Option<PathBuf> {
-        self.tls_cert.as_ref().map(|c| std::path::absolute(c).unwrap_or_else(|_| c.clone()))
-    }
-}
-
 /// `berth agent`: one node's agent.
 #[derive(Debug, Args)]
 pub struct AgentArgs {
@@ -216,17 +192,6 @@ fn parse_cache_url(s: &str) -> Result<String, String> {
         return Err(format!("`{s}` is not a cache node URL: use http://HOST:PORT (https:// with TLS)"));
     }
     Ok(s.trim_end_matches('/').to_string())
-}
-
-/// `--cache-weight`: 1 to the largest weight.
-pub(crate) fn parse_cache_weight(s: &str) -> Result<u32, String> {
-    let w: u64 = s.trim().parse().map_err(|_| {
-        format!("cache weight `{s}` is not a whole number: use 1 to {}", berth_model::api::MAX_CACHE_WEIGHT)
-    })?;
-    match berth_model::api::cache_weight_error(w) {
-        Some(e) => Err(e),
-        None => Ok(w as u32),
-    }
 }
 
 /// `--label KEY=VALUE`.

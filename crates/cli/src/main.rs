@@ -4,6 +4,7 @@
 //! Errors print as `error: <message>` with the whole cause chain; usage mistakes exit 2 like
 //! clap's own errors, everything else 1 (or, for `submit --wait`, the job's exit code).
 
+mod args;
 mod client;
 mod client_tenancy;
 mod commands;
@@ -17,6 +18,7 @@ mod output;
 mod sbatch;
 mod script;
 mod specflags;
+mod tls;
 
 use std::process::ExitCode;
 

@@ -1,6 +1,6 @@
 //! REST bodies of the dataset cache (DESIGN.md §10) on the manager: the cache members it
 //! knows (one per node whose agent reported a cache URL) and the buckets it keeps and pushes
-//! to every cache node. Re-exported from [`crate::api`].
+//! to every cache node. Re-exported by the `api` module, their public path.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

@@ -128,7 +128,7 @@ pub enum AgentMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cache_url: Option<String>,
         /// Its relative weight in the cache's routing (`berth agent --cache-weight`, 1 to
-        /// [`crate::api::MAX_CACHE_WEIGHT`]); none: 1. An admin's `berth cache member set`
+        /// [`crate::cache_api::MAX_CACHE_WEIGHT`]); none: 1. An admin's `berth cache member set`
         /// wins over it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cache_weight: Option<u32>,

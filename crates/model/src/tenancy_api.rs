@@ -1,5 +1,5 @@
 //! REST bodies of tenancy (DESIGN.md §9): users, projects, API tokens, the audit log.
-//! Re-exported from [`crate::api`].
+//! Re-exported by the `api` module, their public path.
 
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};

@@ -1,4 +1,4 @@
-//! The `date` header value of fast-path answers ([`super::fast`]), formatted once a second per
+//! The `date` header value of fast-path answers (`fast.rs`), formatted once a second per
 //! worker thread like hyper's own, so that both paths send the same header.
 
 use std::cell::RefCell;

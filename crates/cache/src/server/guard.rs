@@ -1,4 +1,4 @@
-//! What hyper reads of a connection: first the bytes the fast path ([`super::fast`]) already
+//! What hyper reads of a connection: first the bytes the fast path (`fast.rs`) already
 //! read, if any (so hyper sees the byte stream the client sent, unchanged), and every request
 //! head checked for its `Content-Length` before hyper parses it.
 //!

@@ -1,4 +1,4 @@
-//! What the guard ([`super::guard`]) judges of a request head: where it ends, and the body
+//! What the guard (`guard.rs`) judges of a request head: where it ends, and the body
 //! length its `Content-Length` values give, or why they are refused (400: not a whole number
 //! of bytes below 2^64, or values that differ; 413: more than any route of the node takes).
 

@@ -154,7 +154,7 @@ pub(super) struct Object {
     pub found: Found,
 }
 
-/// The part of a GET or HEAD that both the hyper path and the fast path ([`super::fast`]) run:
+/// The part of a GET or HEAD that both the hyper path and the fast path (`fast.rs`) run:
 /// access check, lookup (a GET's hit or miss counted), and the object's bytes, from memory,
 /// read whole (small objects, then kept in memory) or an open file; or the response to answer
 /// instead (miss, unknown bucket, refused token, read error).

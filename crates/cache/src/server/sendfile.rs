@@ -1,4 +1,4 @@
-//! Sending an object's bytes from its file with `sendfile(2)` (the fast path, [`super::fast`]),
+//! Sending an object's bytes from its file with `sendfile(2)` (the fast path, `fast.rs`),
 //! and the open object files each worker thread keeps for it.
 //!
 //! `sendfile` hands page-cache pages to the socket: no copy of the body in this process (the

@@ -10,24 +10,27 @@
 //! talks to the cache nodes directly (a cache run without a manager).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use berth_cache::maglev::Member;
-use berth_cache::server::{self, Node, NodeTls};
+use berth_cache::server::{self, Node};
 use berth_cache::token::{Claims, Key, unix_now};
 use berth_cache::{BucketStats, Store};
-use berth_model::{format_bytes, parse_duration, parse_mem};
+use berth_model::{format_bytes, parse_duration};
 use clap::{Args, Subcommand};
 use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::cache_admin::{BucketCommand, MemberCommand, MembersArgs};
 use super::cache_client::{CacheClient, Endpoint};
+use super::cache_warm::WarmArgs;
 use crate::UsageError;
+use crate::args::parse_size;
 use crate::output::{OutputArgs, print_json, print_table, table};
+use crate::tls::{TlsArgs, node_tls};
 
 #[derive(Debug, Args)]
 pub struct CacheArgs {
@@ -91,19 +94,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = "256MiB", value_parser = parse_size)]
     memory: u64,
     #[command(flatten)]
-    tls: crate::daemon::TlsArgs,
+    tls: TlsArgs,
     /// PEM certificate(s) to trust for https:// members besides the public CAs (the CA that
     /// signed their certificates).
     #[arg(long, env = "BERTH_CA_FILE", value_name = "CA.pem")]
     ca_file: Option<PathBuf>,
-}
-
-/// The TLS of a cache node: serve with `tls` (cert and key files) when given, reach https://
-/// members trusting berth's roots plus `ca_file`. The manager's and agents' loaders.
-pub(crate) fn node_tls(tls: Option<&berth_manager::tls::TlsFiles>, ca_file: Option<&Path>) -> anyhow::Result<NodeTls> {
-    let server = tls.map(berth_manager::tls::server_config).transpose()?;
-    let client = Arc::new(berth_agent::tls::client_config(ca_file)?);
-    Ok(NodeTls { server, client: Some(client) })
 }
 
 #[derive(Debug, Args)]
@@ -129,36 +124,11 @@ pub struct TokenArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct WarmArgs {
-    /// Directory whose files to load (recursively).
-    pub dir: PathBuf,
-    #[arg(long)]
-    pub bucket: String,
-    /// Key prefix; a file's key is the prefix plus its path under DIR. Default: PFIO's name
-    /// for local files, `file:/` + the file's absolute path, so `pfio.v2.from_url(DIR,
-    /// http_cache=...)` hits what this loaded.
-    #[arg(long)]
-    pub prefix: Option<String>,
-    /// Parallel uploads.
-    #[arg(long, default_value_t = 8)]
-    pub jobs: usize,
-    /// Upload files the cache already holds too.
-    #[arg(long)]
-    pub force: bool,
-    #[command(flatten)]
-    pub endpoint: Endpoint,
-}
-
-#[derive(Debug, Args)]
 pub struct StatsArgs {
     #[command(flatten)]
     endpoint: Endpoint,
     #[command(flatten)]
     output: OutputArgs,
-}
-
-pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
-    parse_mem(s).map_err(|e| e.to_string())
 }
 
 pub async fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
@@ -168,7 +138,7 @@ pub async fn run(a: CacheArgs) -> anyhow::Result<ExitCode> {
         CacheCommand::Bucket(c) => super::cache_admin::bucket(c).await,
         CacheCommand::Members(a) => super::cache_admin::members(a).await,
         CacheCommand::Member(c) => super::cache_admin::member(c).await,
-        CacheCommand::Warm(a) => crate::commands::cache_warm::warm(a).await,
+        CacheCommand::Warm(a) => super::cache_warm::warm(a).await,
         CacheCommand::Stats(a) => stats(a).await,
     }
 }
@@ -313,22 +283,4 @@ async fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     }
     print_table(t);
     Ok(ExitCode::SUCCESS)
-}
-
-/// `path` made absolute and normalised like Python's `os.path.normpath` (what PFIO names
-/// local files by), without resolving symlinks.
-pub(crate) fn normalised_absolute(path: &Path) -> anyhow::Result<PathBuf> {
-    use std::path::Component;
-    let abs = std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))?;
-    let mut out = PathBuf::from("/");
-    for c in abs.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    Ok(out)
 }

@@ -17,9 +17,9 @@ use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::Value;
 
-use super::cache::parse_size;
 use super::cache_client::{CacheClient, Endpoint, answer, transport_error};
 use crate::UsageError;
+use crate::args::{parse_cache_weight, parse_size};
 use crate::client::Client;
 use crate::output::{OutputArgs, print_json, print_table, table};
 
@@ -87,7 +87,7 @@ pub struct MemberSetArgs {
     /// The berth node whose cache it is (see `berth cache members`).
     node: String,
     /// Relative share of the keys, 1-1000 (e.g. 2 for a node with twice the disk).
-    #[arg(long, value_parser = crate::daemon::parse_cache_weight)]
+    #[arg(long, value_parser = parse_cache_weight)]
     weight: u32,
 }
 

@@ -15,8 +15,9 @@ use berth_cache::token::{Claims, Key};
 use berth_manager::cache_env::CacheEnv;
 use clap::Args;
 
-use super::cache::{node_tls, parse_size};
 use super::cache_client::{http_client, transport_error};
+use crate::args::parse_size;
+use crate::tls::node_tls;
 
 const DEFAULT_CACHE_PORT: u16 = 7171;
 

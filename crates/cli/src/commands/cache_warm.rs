@@ -8,13 +8,34 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use berth_model::format_bytes;
+use clap::Args;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::{Method, StatusCode};
 
-use super::cache::{WarmArgs, normalised_absolute};
-use super::cache_client::{CacheClient, answer, object_url};
+use super::cache_client::{CacheClient, Endpoint, answer, object_url};
 use crate::UsageError;
+
+#[derive(Debug, Args)]
+pub struct WarmArgs {
+    /// Directory whose files to load (recursively).
+    pub dir: PathBuf,
+    #[arg(long)]
+    pub bucket: String,
+    /// Key prefix; a file's key is the prefix plus its path under DIR. Default: PFIO's name
+    /// for local files, `file:/` + the file's absolute path, so `pfio.v2.from_url(DIR,
+    /// http_cache=...)` hits what this loaded.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Parallel uploads.
+    #[arg(long, default_value_t = 8)]
+    pub jobs: usize,
+    /// Upload files the cache already holds too.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub endpoint: Endpoint,
+}
 
 /// Every regular file under `dir` (symlinked directories are not followed: no loops).
 fn files_under(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
@@ -32,6 +53,24 @@ fn files_under(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         }
     }
     out.sort();
+    Ok(out)
+}
+
+/// `path` made absolute and normalised like Python's `os.path.normpath` (what PFIO names
+/// local files by), without resolving symlinks.
+fn normalised_absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    use std::path::Component;
+    let abs = std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))?;
+    let mut out = PathBuf::from("/");
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
     Ok(out)
 }
 

@@ -9,25 +9,11 @@ use berth_model::protocol::KernelKey;
 use berth_model::{Binding, JobSpec, Mount};
 use bollard::models::{ContainerCreateBody, DeviceRequest, EndpointSettings, HostConfig, NetworkingConfig};
 
+use super::labels::{
+    LABEL_BINDING, LABEL_CACHE_FORWARD, LABEL_DEADLINE, LABEL_JOB, LABEL_KERNEL, LABEL_LIMIT, LABEL_NETWORK,
+    LABEL_SCOPE,
+};
 use crate::runtime::RunUser;
-
-/// Label holding the agent's scope (node + data dir hash): containers of other agents on
-/// the same Docker daemon are never touched.
-pub const LABEL_SCOPE: &str = "berth.scope";
-/// `<job>.<attempt>.<index>`.
-pub const LABEL_KERNEL: &str = "berth.kernel";
-pub const LABEL_JOB: &str = "berth.job";
-/// The binding as JSON, so a restarted agent re-adopts the container with its devices.
-pub const LABEL_BINDING: &str = "berth.binding";
-/// Unix milliseconds at which the time limit ends (absent: no limit).
-pub const LABEL_DEADLINE: &str = "berth.deadline-ms";
-/// The job's time limit in seconds (for the `time limit ... exceeded` message).
-pub const LABEL_LIMIT: &str = "berth.time-limit-secs";
-/// The job network the container is on (jobs with several kernels on the node).
-pub const LABEL_NETWORK: &str = "berth.network";
-/// `<listen address> <loopback address>` of the kernel's dataset cache forwarder
-/// ([`super::cache_forward`]), so a restarted agent binds it again.
-pub const LABEL_CACHE_FORWARD: &str = "berth.cache-forward";
 
 /// Variables of the process environment that the image must define for itself: the host's
 /// PATH or HOME mean nothing inside the container.

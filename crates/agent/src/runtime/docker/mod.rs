@@ -9,6 +9,7 @@
 
 mod body;
 mod cache_forward;
+mod labels;
 mod network;
 mod supervise;
 
@@ -26,8 +27,11 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-pub use body::{LABEL_JOB, LABEL_NETWORK, LABEL_SCOPE, check_mounts, container_name, create_body, normalize_image};
+pub use body::{check_mounts, container_name, create_body, normalize_image};
+pub use labels::{LABEL_JOB, LABEL_NETWORK, LABEL_SCOPE};
 pub use network::network_name;
+
+use labels::{LABEL_BINDING, LABEL_CACHE_FORWARD, LABEL_DEADLINE, LABEL_KERNEL};
 
 use super::{KernelHandle, KernelUpdate, RunUser, StopRequest, build_env};
 use crate::disk::{FileOp, io_text};
@@ -385,7 +389,7 @@ impl Docker {
     /// manager sends their start again).
     pub async fn adopt(&self, events: &mpsc::UnboundedSender<KernelUpdate>) -> Vec<Adopted> {
         let Ok(client) = self.client().await.cloned() else { return Vec::new() };
-        let filters = [("label".to_string(), vec![format!("{}={}", body::LABEL_SCOPE, self.inner.scope)])].into();
+        let filters = [("label".to_string(), vec![format!("{}={}", LABEL_SCOPE, self.inner.scope)])].into();
         let opts = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
         let list = match client.list_containers(Some(opts)).await {
             Ok(l) => l,
@@ -397,20 +401,20 @@ impl Docker {
         let mut out = Vec::new();
         for c in list {
             let labels = c.labels.unwrap_or_default();
-            let Some(key) = labels.get(body::LABEL_KERNEL).and_then(|k| body::parse_key(k)) else { continue };
+            let Some(key) = labels.get(LABEL_KERNEL).and_then(|k| body::parse_key(k)) else { continue };
             let name = container_name(&self.inner.scope, &key);
             let binding: Binding =
-                labels.get(body::LABEL_BINDING).and_then(|b| serde_json::from_str(b).ok()).unwrap_or_default();
+                labels.get(LABEL_BINDING).and_then(|b| serde_json::from_str(b).ok()).unwrap_or_default();
             let Ok(info) = client.inspect_container(&name, None::<InspectContainerOptions>).await else { continue };
             let state = info.state.unwrap_or_default();
             let now = jiff::Timestamp::now();
             if state.running == Some(true) {
-                let deadline: Option<i64> = labels.get(body::LABEL_DEADLINE).and_then(|d| d.parse().ok());
+                let deadline: Option<i64> = labels.get(LABEL_DEADLINE).and_then(|d| d.parse().ok());
                 let time_left =
                     deadline.map(|d| Duration::from_millis(d.saturating_sub(now.as_millisecond()).max(0) as u64));
                 let (stop_tx, stop_rx) = mpsc::unbounded_channel();
                 // Its way to the dataset cache, on the address its environment names.
-                let forward = match labels.get(body::LABEL_CACHE_FORWARD) {
+                let forward = match labels.get(LABEL_CACHE_FORWARD) {
                     Some(l) => cache_forward::resume(l).await,
                     None => None,
                 };

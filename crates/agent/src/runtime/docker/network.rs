@@ -24,7 +24,7 @@ use bollard::models::NetworkCreateRequest;
 use bollard::query_parameters::{InspectNetworkOptions, ListContainersOptions, ListNetworksOptions};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use super::body::{LABEL_JOB, LABEL_NETWORK, LABEL_SCOPE};
+use super::labels::{LABEL_JOB, LABEL_NETWORK, LABEL_SCOPE};
 use super::{is_not_found, text};
 
 /// The network of a job attempt's kernels on this agent.

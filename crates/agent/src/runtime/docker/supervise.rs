@@ -158,7 +158,7 @@ pub(super) fn classify(exit_code: Option<i32>, oom: bool, mem_limit: u64) -> (Ke
 /// The job's time limit in seconds, from the container's labels (for the message).
 async fn limit_secs(client: &bollard::Docker, name: &str) -> Option<u64> {
     let c = client.inspect_container(name, None::<InspectContainerOptions>).await.ok()?;
-    c.config?.labels?.get(super::body::LABEL_LIMIT)?.parse().ok()
+    c.config?.labels?.get(super::labels::LABEL_LIMIT)?.parse().ok()
 }
 
 /// Waits until the container is not running (returns at once if it already stopped).
