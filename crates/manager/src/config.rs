@@ -329,7 +329,7 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
     }
     if let Some(list) = &u.nodes {
         let list: Vec<String> = list.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-        if let Some(bad) = list.iter().find(|s| !crate::nodes::valid_node_name(s)) {
+        if let Some(bad) = list.iter().find(|s| !crate::node_name::valid_node_name(s)) {
             return Err(format!("nodes: `{bad}` is not a node name (letters, digits, `-`, `_`, `.`)"));
         }
         p.nodes = list;

@@ -68,6 +68,9 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The largest request body the API reads: 1 MiB (the router refuses a bigger one with 413).
+pub const MAX_BODY: usize = 1 << 20;
+
 /// A JSON body whose rejection is a JSON 400 (415 when the content type is wrong). Every
 /// request body of the API is an object: anything else is refused, even where serde would
 /// read a struct from an array (`[]` once created a token).
@@ -154,10 +157,9 @@ fn json_rejection(e: JsonRejection) -> ApiError {
         ),
         JsonRejection::JsonSyntaxError(e) => ApiError::bad_request(format!("malformed JSON: {}", e.body_text())),
         JsonRejection::JsonDataError(e) => ApiError::bad_request(format!("invalid request body: {}", e.body_text())),
-        e if e.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body too large: at most {} bytes", crate::api::MAX_BODY),
-        ),
+        e if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body too large: at most {MAX_BODY} bytes"))
+        }
         e => ApiError::new(e.status(), format!("invalid request body: {}", e.body_text())),
     }
 }

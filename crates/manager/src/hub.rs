@@ -84,7 +84,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         let _ = sink.close().await;
         return;
     }
-    if !crate::nodes::valid_node_name(&node) {
+    if !crate::node_name::valid_node_name(&node) {
         let _ =
             send(&mut sink, &refuse(format!("invalid node name `{node}`: use letters, digits, `-`, `_`, `.`"))).await;
         let _ = sink.close().await;

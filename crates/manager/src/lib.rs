@@ -24,6 +24,7 @@ mod images;
 mod lifecycle;
 pub mod local;
 mod manager;
+mod node_name;
 mod nodes;
 mod openapi;
 mod quotas;

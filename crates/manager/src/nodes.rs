@@ -73,11 +73,6 @@ impl Manager {
     }
 }
 
-/// Node names: letters, digits, `-`, `_`, `.`, at most 253 bytes.
-pub fn valid_node_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
 /// The queue a node serves: the first queue (by name) that selects it by name, or whose
 /// labels it all has; otherwise the queue its agent asked for.
 pub fn queue_for(queues: &[QueueConfig], node: &str, labels: &BTreeMap<String, String>, asked: &str) -> String {

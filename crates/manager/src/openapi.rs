@@ -6,7 +6,16 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 use utoipa::OpenApi;
 
-use crate::api::{cache, jobs, logs, misc, nodes, queues, quota, tenancy, usage};
+// The handlers' modules, not the router in `api/mod.rs` (which serves this spec).
+use crate::api::cache;
+use crate::api::jobs;
+use crate::api::logs;
+use crate::api::misc;
+use crate::api::nodes;
+use crate::api::queues;
+use crate::api::quota;
+use crate::api::tenancy;
+use crate::api::usage;
 
 #[derive(OpenApi)]
 #[openapi(

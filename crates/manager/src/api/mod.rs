@@ -15,7 +15,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{delete, get, post, put};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, MAX_BODY};
 use crate::manager::Manager;
 
 pub fn router(m: Arc<Manager>) -> Router {
@@ -90,6 +90,3 @@ async fn track_store_health(
     }
     res
 }
-
-/// The largest request body the API reads: 1 MiB.
-pub const MAX_BODY: usize = 1 << 20;
