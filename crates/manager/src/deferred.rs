@@ -2,12 +2,13 @@
 //! applied again on every tick of the scheduling loop until they are. Without this a job whose
 //! end could not be recorded stayed RUNNING for good: the agent keeps an end until the manager
 //! says `Forget` (sent only once it is recorded), but re-sends it only when it reconnects.
+//!
+//! This module is the record and the retry rule only; the state changes that defer reports,
+//! and `Manager::retry_deferred` that applies them again, are in `lifecycle.rs`.
 
 use berth_model::protocol::{KernelKey, KernelOutcome};
 use berth_model::{JobId, JobState};
 use berth_store::StoreError;
-
-use crate::manager::Manager;
 
 /// A report to apply again.
 #[derive(Debug, Clone)]
@@ -21,29 +22,4 @@ pub enum Deferred {
 /// transition means the job has moved on: the report is stale, not deferred.
 pub fn worth_retrying(e: &StoreError) -> bool {
     matches!(e, StoreError::DiskFull(_) | StoreError::Db(_))
-}
-
-impl Manager {
-    /// Applies the deferred reports again; those that fail once more stay deferred.
-    pub async fn retry_deferred(&self) {
-        let mut st = self.lock_state().await;
-        if st.deferred.is_empty() {
-            return;
-        }
-        let todo = std::mem::take(&mut st.deferred);
-        tracing::info!(reports = todo.len(), "applying agent reports the store refused before");
-        for d in todo {
-            match d {
-                Deferred::Started { node, key } => {
-                    self.kernel_started(&mut st, &node, key).await;
-                }
-                Deferred::Finished { node, key, outcome, exit_code, message } => {
-                    self.kernel_finished(&mut st, &node, key, outcome, exit_code, &message).await;
-                }
-                Deferred::Lost { job_id, node, to, reason } => {
-                    self.lose_job(&mut st, job_id, &node, to, reason).await;
-                }
-            }
-        }
-    }
 }

@@ -4,6 +4,9 @@
 //! only then updates memory and sends commands, so a crash never leaves an action the store
 //! does not know about. A failed compare-and-set means someone else already moved the job:
 //! the event is stale and is dropped (this is what makes duplicate agent reports harmless).
+//! A report whose change the store refused for a reason that may pass is kept instead
+//! (`deferred.rs`) and applied again by [`Manager::retry_deferred`] on every tick of the
+//! scheduling loop.
 
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
 use berth_model::{JobId, JobState};
@@ -240,6 +243,29 @@ impl Manager {
                 if worth_retrying(&e) {
                     let message = message.to_string();
                     st.deferred.push(Deferred::Finished { node: node.to_string(), key, outcome, exit_code, message });
+                }
+            }
+        }
+    }
+
+    /// Applies the deferred reports again; those that fail once more stay deferred.
+    pub async fn retry_deferred(&self) {
+        let mut st = self.lock_state().await;
+        if st.deferred.is_empty() {
+            return;
+        }
+        let todo = std::mem::take(&mut st.deferred);
+        tracing::info!(reports = todo.len(), "applying agent reports the store refused before");
+        for d in todo {
+            match d {
+                Deferred::Started { node, key } => {
+                    self.kernel_started(&mut st, &node, key).await;
+                }
+                Deferred::Finished { node, key, outcome, exit_code, message } => {
+                    self.kernel_finished(&mut st, &node, key, outcome, exit_code, &message).await;
+                }
+                Deferred::Lost { job_id, node, to, reason } => {
+                    self.lose_job(&mut st, job_id, &node, to, reason).await;
                 }
             }
         }

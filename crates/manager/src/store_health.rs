@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use berth_store::StoreError;
+use berth_store::{Store, StoreError};
 use jiff::Timestamp;
 
 /// The store's write health, shared by the API and the background loops.
@@ -68,22 +68,21 @@ impl StoreHealth {
         ))
     }
 
+    /// While the store is marked full, tries a one-row write to `store` to learn whether
+    /// space is back.
+    pub async fn probe(&self, store: &dyn Store) {
+        if self.is_full() {
+            let r = store.meta_set("write_probe", &Timestamp::now().to_string()).await;
+            self.observe_write(&r);
+        }
+    }
+
     /// The message of a 507 answer.
     pub fn refusal(&self) -> String {
         format!(
             "the manager's disk is full: nothing was written; free space in its data dir {} and try again (reads still work)",
             self.data_dir.display()
         )
-    }
-}
-
-impl crate::manager::Manager {
-    /// While the store is marked full, tries a one-row write to learn whether space is back.
-    pub async fn probe_store(&self) {
-        if self.store_health.is_full() {
-            let r = self.store.meta_set("write_probe", &Timestamp::now().to_string()).await;
-            self.store_health.observe_write(&r);
-        }
     }
 }
 

@@ -15,7 +15,7 @@ use crate::manager::Manager;
 /// disk refusing writes); needs no token.
 #[utoipa::path(get, path = "/v1/health", tag = "meta", responses((status = 200, body = Health)))]
 pub async fn health(State(m): State<Arc<Manager>>) -> axum::Json<Health> {
-    m.probe_store().await;
+    m.store_health.probe(&*m.store).await;
     let problems: Vec<String> = m.store_health.problem().into_iter().collect();
     let status = if problems.is_empty() { "ok" } else { "degraded" };
     axum::Json(Health { status: status.into(), version: env!("CARGO_PKG_VERSION").into(), problems })

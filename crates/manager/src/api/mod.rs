@@ -86,7 +86,7 @@ async fn track_store_health(
         return ApiError::new(StatusCode::INSUFFICIENT_STORAGE, m.store_health.refusal()).into_response();
     }
     if write && res.status().is_success() && m.store_health.is_full() {
-        m.probe_store().await;
+        m.store_health.probe(&*m.store).await;
     }
     res
 }
