@@ -157,7 +157,7 @@ impl Manager {
     /// Audits a use of a revoked or expired token, at most one row per token per minute
     /// (`bad_tokens.rs`): a loop with a dead token must not flood the log.
     async fn audit_bad_token(&self, who: (&str, &'static str, &str), what: &'static str) {
-        crate::bad_tokens::audit_use(self, who, what).await;
+        self.bad_tokens.audit_use(&self.store, who, what).await;
     }
 
     pub fn join_token_valid(&self, token: &str) -> bool {

@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use berth_store::Store;
-
-use crate::manager::Manager;
+use tokio::sync::watch;
 
 /// How long one audit row stands for a token's uses.
 pub const WINDOW: Duration = Duration::from_secs(60);
@@ -82,32 +81,37 @@ impl BadTokenAudit {
         let mut open = self.open.lock().expect("bad token audit lock");
         open.drain().filter(|(_, o)| o.uses > 0).map(|(k, o)| (k, o.actor, summary(o.what, o.uses, o.last))).collect()
     }
-}
 
-/// A use of a dead token: writes the row that opens its minute, then one row per further
-/// minute with the uses counted in it; does nothing more when a minute is already open.
-pub async fn audit_use(m: &Manager, (actor, action, target): (&str, &'static str, &str), what: &'static str) {
-    if !m.bad_tokens.record(actor, action, target, what) {
-        return;
+    /// A use of a dead token: writes the row that opens its minute to `store`, then one row
+    /// per further minute with the uses counted in it; does nothing more when a minute is
+    /// already open.
+    pub async fn audit_use(
+        self: &Arc<Self>,
+        store: &Arc<dyn Store>,
+        (actor, action, target): (&str, &'static str, &str),
+        what: &'static str,
+    ) {
+        if !self.record(actor, action, target, what) {
+            return;
+        }
+        write(store, actor, action, target, what).await;
+        let (audit, store, target) = (self.clone(), store.clone(), target.to_string());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(WINDOW).await;
+                let Some((actor, detail)) = audit.close(action, &target) else { break };
+                write(&store, &actor, action, &target, &detail).await;
+            }
+        });
     }
-    write(&m.store, actor, action, target, what).await;
-    let (audit, store, target) = (m.bad_tokens.clone(), m.store.clone(), target.to_string());
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(WINDOW).await;
-            let Some((actor, detail)) = audit.close(action, &target) else { break };
+
+    /// Writes the open minutes' counts to `store` once `shutdown` is set (a task of the
+    /// manager's, which shutdown awaits before it closes the store).
+    pub async fn flush_at_shutdown(self: Arc<Self>, store: Arc<dyn Store>, mut shutdown: watch::Receiver<bool>) {
+        let _ = shutdown.wait_for(|s| *s).await;
+        for ((action, target), actor, detail) in self.drain() {
             write(&store, &actor, action, &target, &detail).await;
         }
-    });
-}
-
-/// Writes the open minutes' counts when the manager stops (a task of the manager's, which
-/// shutdown awaits before it closes the store).
-pub async fn flush_at_shutdown(m: Arc<Manager>) {
-    let mut stop = m.shutdown.clone();
-    let _ = stop.wait_for(|s| *s).await;
-    for ((action, target), actor, detail) in m.bad_tokens.drain() {
-        write(&m.store, &actor, action, &target, &detail).await;
     }
 }
 

@@ -2,8 +2,8 @@
 //! with `--cache-url` (or `berth up`'s agent, with its in-process cache) reports the cache
 //! node on its machine when it registers; the manager keeps those URLs (in the store, so a
 //! restart keeps the set) and the buckets' settings, and pushes both to every cache node
-//! (`PUT /v1/members` with an admin token it mints) whenever they change, and again every
-//! [`RECONCILE`] so that a restarted cache node gets them back.
+//! (`PUT /v1/members` with an admin token it mints, `cache_push.rs`) whenever they change,
+//! and again every [`RECONCILE`] so that a restarted cache node gets them back.
 //!
 //! A member is `down` while its node is lost (no heartbeat within the timeout, or not back
 //! after a manager restart once the timeout has passed); the cache nodes then hand its slots
@@ -22,15 +22,13 @@
 //! a bucket (a fresh database, a bucket made on a node alone) never deletes data.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use berth_model::api::{CacheBucket, CacheMemberView, MAX_CACHE_WEIGHT, cache_weight_error};
 use berth_store::{CacheBucketRow, CacheNodeRow, Store, StoreError};
 use serde_json::json;
 
-use crate::cache_env::unix_now;
-use crate::manager::Manager;
 use crate::state::State;
 
 /// How often every cache node is sent the list again, changed or not.
@@ -224,7 +222,7 @@ impl CacheMembers {
     /// table and hand its slots to the others, so removing it moves only its own keys) but is
     /// sent nothing. A URL reported by several nodes is up when any of them is (removed when
     /// all are), with the weight and seq of the first of them to join.
-    fn desired(&self, st: &State) -> (Vec<String>, Vec<u8>) {
+    pub fn desired(&self, st: &State) -> (Vec<String>, Vec<u8>) {
         // url → (state, weight, seq); states ordered removed < down < up
         let mut members: BTreeMap<String, (u8, u32, u64)> = BTreeMap::new();
         for r in self.nodes.lock().expect("cache nodes").values() {
@@ -248,47 +246,5 @@ impl CacheMembers {
         let body = json!({"members": list, "buckets": self.buckets(), "deleted_buckets": deleted});
         let urls = members.into_iter().filter(|(_, (state, _, _))| *state > 0).map(|(url, _)| url).collect();
         (urls, serde_json::to_vec(&body).expect("json"))
-    }
-}
-
-/// Pushes the member list and buckets to every cache node when they change and every
-/// [`RECONCILE`]. Runs only when the daemon handed in a [`crate::cache_env::CacheEnv`].
-pub async fn run(m: Arc<Manager>) {
-    let Some(env) = m.cache.get().cloned() else { return };
-    let mut shutdown = m.shutdown.clone();
-    let mut last: Option<Vec<u8>> = None;
-    let mut failing: BTreeMap<String, String> = BTreeMap::new();
-    loop {
-        let changed = tokio::select! {
-            _ = tokio::time::sleep(RECONCILE) => false,
-            _ = m.cache_members.changed.notified() => true,
-            _ = shutdown.changed() => break,
-        };
-        let (urls, body) = {
-            let st = m.lock_state().await;
-            m.cache_members.desired(&st)
-        };
-        if urls.is_empty() || (changed && last.as_ref() == Some(&body)) {
-            continue;
-        }
-        let token = (env.mint_admin)((unix_now() + 3600) as i64);
-        let pushes = urls.iter().map(|u| (env.push)(u.clone(), token.clone(), body.clone()));
-        let results = futures_util::future::join_all(pushes).await;
-        for (url, r) in urls.iter().zip(results) {
-            match r {
-                // said once per failure, not every reconcile
-                Err(e) if failing.get(url) != Some(&e) => {
-                    tracing::warn!(cache = %url, "cannot send the cache member list: {e}");
-                    failing.insert(url.clone(), e);
-                }
-                Err(_) => {}
-                Ok(()) => {
-                    if failing.remove(url).is_some() {
-                        tracing::info!(cache = %url, "cache node has the member list again");
-                    }
-                }
-            }
-        }
-        last = Some(body);
     }
 }

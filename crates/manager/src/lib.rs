@@ -14,6 +14,7 @@ mod auth;
 mod bad_tokens;
 pub mod cache_env;
 mod cache_members;
+mod cache_push;
 mod cluster_env;
 pub mod config;
 mod deferred;
@@ -208,8 +209,8 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     tasks.extend([
         tokio::spawn(scheduler::run(m.clone())),
         tokio::spawn(heartbeat::run(m.clone())),
-        tokio::spawn(cache_members::run(m.clone())),
-        tokio::spawn(bad_tokens::flush_at_shutdown(m.clone())),
+        tokio::spawn(cache_push::run(m.clone())),
+        tokio::spawn(m.bad_tokens.clone().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
     ]);
     tracing::info!(%local_addr, "berth manager listening");
     Ok(ManagerHandle {
