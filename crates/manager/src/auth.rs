@@ -6,7 +6,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -14,51 +13,8 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::identity::{CachedToken, User};
 use crate::manager::Manager;
-
-/// An authenticated user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
-    pub id: i64,
-    pub name: String,
-    pub role: String,
-    /// Projects the user belongs to (as of the token's first use since the last change).
-    pub projects: Vec<String>,
-    /// Hash of the token the request came with.
-    pub token_hash: String,
-}
-
-impl User {
-    pub fn is_admin(&self) -> bool {
-        self.role == "admin"
-    }
-
-    pub fn member_of(&self, project: &str) -> bool {
-        self.projects.iter().any(|p| p == project)
-    }
-}
-
-/// A token the manager has seen: its user and lifetime. Revoking a token, disabling a user
-/// or changing their projects drops the entries concerned ([`Manager::forget_tokens`]), so
-/// the change holds from the next request on.
-#[derive(Debug)]
-pub struct CachedToken {
-    pub user: Arc<User>,
-    pub expires_at: Option<jiff::Timestamp>,
-    /// When `last_used_at` was last written (unix seconds): at most once a minute.
-    touched: AtomicI64,
-}
-
-impl CachedToken {
-    /// The entry of a local Unix user on the manager's socket (`local.rs`): no expiry, and
-    /// nothing to write back as last used.
-    pub fn local(user: Arc<User>) -> CachedToken {
-        CachedToken { user, expires_at: None, touched: i64::MAX.into() }
-    }
-}
-
-/// How often a token's `last_used_at` is written.
-const TOUCH_EVERY_SECS: i64 = 60;
 
 /// A new random token (64 hex characters).
 pub fn new_token() -> String {
@@ -113,7 +69,7 @@ impl Manager {
                 let projects = self.store.memberships(u.id).await?;
                 let user = User { id: u.id, name: u.name, role: u.role, projects, token_hash: hash.clone() };
                 let last = t.last_used_at.map_or(0, |l| l.as_second());
-                let e = Arc::new(CachedToken { user: Arc::new(user), expires_at: t.expires_at, touched: last.into() });
+                let e = Arc::new(CachedToken::new(Arc::new(user), t.expires_at, last));
                 self.tokens.write().expect("token cache lock").insert(hash.clone(), e.clone());
                 e
             }
@@ -126,11 +82,7 @@ impl Manager {
                 "API token expired: log in with a new one (berth token create, then berth login)",
             ));
         }
-        let secs = now.as_second();
-        let last = entry.touched.load(Ordering::Relaxed);
-        if secs - last >= TOUCH_EVERY_SECS
-            && entry.touched.compare_exchange(last, secs, Ordering::Relaxed, Ordering::Relaxed).is_ok()
-        {
+        if entry.claim_touch(now.as_second()) {
             let store = self.store.clone();
             tokio::spawn(async move {
                 if let Err(e) = store.touch_token(&hash, now).await {

@@ -10,8 +10,9 @@ use berth_sched::{NodeLedger, PreemptAction, QueueConfig};
 use berth_store::{QueueRow, Store, StoreError};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot, watch};
 
-use crate::auth::CachedToken;
 use crate::config::{Config, FairShareConfig};
+use crate::identity::CachedToken;
+use crate::quota_table::QuotaTable;
 use crate::state::{Job, KernelEnd, Node, PreemptedBy, State};
 
 /// An agent's answer to `FetchLogs`.
@@ -50,7 +51,7 @@ pub struct Manager {
     /// An empty ledger per known node, for submit-time feasibility checks without the state lock.
     pub shapes: RwLock<Vec<NodeLedger>>,
     /// Quotas per user and project (a snapshot, replaced on change).
-    pub quotas: RwLock<Arc<crate::quotas::QuotaTable>>,
+    pub quotas: RwLock<Arc<QuotaTable>>,
     /// The dataset cache jobs are told about (`BERTH_CACHE_URL`/`_TOKEN`), if any.
     pub cache: std::sync::OnceLock<crate::cache_env::CacheEnv>,
     /// The cache nodes the agents reported and the buckets, pushed to every cache node.
@@ -127,6 +128,11 @@ impl Manager {
     /// The queues now (cheap: a shared snapshot).
     pub fn queues(&self) -> Arc<Vec<QueueConfig>> {
         self.queues.read().expect("queues lock").clone()
+    }
+
+    /// The quotas now (cheap: a shared snapshot).
+    pub fn quota_table(&self) -> Arc<QuotaTable> {
+        self.quotas.read().expect("quota lock").clone()
     }
 
     pub fn queue(&self, name: &str) -> Option<QueueConfig> {
@@ -265,7 +271,7 @@ impl Manager {
             }
             st.jobs.insert(job.id, job);
         }
-        self.restore_borrowed(&mut st);
+        self.quota_table().restore_borrowed(&mut st);
         let pending = st.jobs.values().filter(|j| j.state == JobState::Pending).count();
         // Only unfinished jobs live in memory; say so, next to how many the store holds, so
         // that `0` after a restart does not read as lost jobs.

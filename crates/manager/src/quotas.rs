@@ -1,57 +1,22 @@
-//! Quotas in the manager: the table (loaded from the store, changed through the API), the
-//! checks at submit (maximum priority, a request the quota could never hold, the pending-jobs
-//! limit) and the scheduler's input (each limited user's and project's current use).
+//! Quotas in the manager: the table (`quota_table.rs`) loaded from the store and changed
+//! through the API, the checks at submit (maximum priority, a request the quota could never
+//! hold, the pending-jobs limit) and the scheduler's input (each limited user's and project's
+//! current use).
 //!
 //! The pending-jobs limit is checked and the job inserted under the state lock, so concurrent
 //! submits can never overshoot it; submits of users and projects without that limit keep the
 //! lock-free path.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use berth_model::{JobSpec, JobState, QuotaKind, QuotaLimits, QuotaView};
 use berth_sched::{QuotaUse, Quotas};
 
-use crate::auth::User;
 use crate::error::ApiError;
+use crate::identity::User;
 use crate::manager::Manager;
+use crate::quota_table::{QuotaTable, project_of};
 use crate::state::{Job, State};
-
-/// Every quota, by kind and name.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct QuotaTable {
-    pub users: BTreeMap<String, QuotaLimits>,
-    pub projects: BTreeMap<String, QuotaLimits>,
-}
-
-impl QuotaTable {
-    fn map(&self, kind: QuotaKind) -> &BTreeMap<String, QuotaLimits> {
-        match kind {
-            QuotaKind::User => &self.users,
-            QuotaKind::Project => &self.projects,
-        }
-    }
-
-    /// The limits that apply to a job of `user` accounted to `project`: (kind, name, limits).
-    fn applying<'a>(
-        &'a self,
-        user: &'a str,
-        project: &'a str,
-    ) -> impl Iterator<Item = (QuotaKind, &'a str, &'a QuotaLimits)> {
-        let u = self.users.get(user).map(|l| (QuotaKind::User, user, l));
-        let p = self.projects.get(project).map(|l| (QuotaKind::Project, project, l));
-        u.into_iter().chain(p)
-    }
-
-    fn limits_running(&self) -> bool {
-        self.users.values().chain(self.projects.values()).any(QuotaLimits::limits_running)
-    }
-}
-
-/// The project a job of `user` with `spec` is accounted to.
-pub fn project_of<'a>(user: &'a str, spec: &'a JobSpec) -> &'a str {
-    spec.project.as_deref().unwrap_or(user)
-}
 
 impl Manager {
     /// Loads the quotas from the store (at start).
@@ -65,10 +30,6 @@ impl Manager {
         }
         *self.quotas.write().expect("quota lock") = Arc::new(t);
         Ok(())
-    }
-
-    pub fn quota_table(&self) -> Arc<QuotaTable> {
-        self.quotas.read().expect("quota lock").clone()
     }
 
     /// Stores and applies a quota (`None` removes it); the next pass uses it.
@@ -156,7 +117,7 @@ impl Manager {
         if !table.limits_running() {
             return Quotas::default();
         }
-        let mut q = Quotas { users: table.users.clone(), projects: table.projects.clone(), ..Default::default() };
+        let mut q = table.limits();
         for j in st.jobs.values().filter(|j| j.state.holds_resources()) {
             let add = QuotaUse::of(&j.spec.resources, j.spec.kernel_count());
             if table.users.contains_key(&j.user) {
@@ -167,33 +128,6 @@ impl Manager {
             }
         }
         q
-    }
-
-    /// Marks the jobs holding resources beyond their quota as borrowed after a restart (the
-    /// mark lives in memory): counted in start order, the ones started last past a limit.
-    pub fn restore_borrowed(&self, st: &mut State) {
-        let table = self.quota_table();
-        if !table.limits_running() {
-            return;
-        }
-        let limits = Quotas { users: table.users.clone(), projects: table.projects.clone(), ..Default::default() };
-        let held: Vec<berth_sched::HeldJob> = st
-            .jobs
-            .values()
-            .filter(|j| j.state.holds_resources())
-            .map(|j| berth_sched::HeldJob {
-                id: j.id,
-                user: j.user.clone(),
-                project: j.account().into_owned(),
-                usage: QuotaUse::of(&j.spec.resources, j.spec.kernel_count()),
-                started_at: j.started_at.map_or(i64::MAX, |t| t.as_millisecond()),
-            })
-            .collect();
-        for id in berth_sched::borrowed_by_start_order(&limits, &held) {
-            if let Some(j) = st.jobs.get_mut(&id) {
-                j.borrowed = true;
-            }
-        }
     }
 
     /// Quotas with their current use; users see their own and their projects'.

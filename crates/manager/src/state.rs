@@ -62,7 +62,7 @@ pub struct Job {
     /// When a pending job is expected to start (the scheduler's reservation).
     pub expected_start: Option<Timestamp>,
     /// The current attempt started beyond its quota (borrowing): preempted first. Kept in
-    /// memory only; a restart recomputes it from the start order (`restore_borrowed`).
+    /// memory only; a restart recomputes it from the start order (`QuotaTable::restore_borrowed`).
     pub borrowed: bool,
 }
 

@@ -8,9 +8,10 @@ use berth_model::api::{CancelResult, JobDetail, JobListQuery, JobView, KernelVie
 use berth_model::{JobId, JobState};
 use berth_store::{JobFilter, JobRow};
 
-use crate::auth::{Auth, User};
+use crate::auth::Auth;
 use crate::cluster_env::role;
 use crate::error::{ApiError, Json, Path, Query};
+use crate::identity::User;
 use crate::lifecycle::send_all;
 use crate::local::Submitter;
 use crate::manager::Manager;
