@@ -1,4 +1,5 @@
-//! Node states as admins see them (`ready`, `draining`, `drained`, `lost`) and drain/undrain.
+//! Node states as admins see them (`ready`, `draining`, `drained`, `lost`: [`State::node_state`])
+//! and drain/undrain.
 //!
 //! A node takes new jobs only when it is ready, its agent is connected and no admin drained
 //! it; [`State::refresh_schedulable`] is the one place that turns those facts into the
@@ -13,29 +14,6 @@ use berth_sched::QueueConfig;
 use crate::error::ApiError;
 use crate::manager::Manager;
 use crate::state::State;
-
-impl State {
-    /// What `berth nodes` shows for `name`.
-    pub fn node_state(&self, name: &str) -> Option<NodeState> {
-        let n = self.nodes.get(name)?;
-        Some(match (&n.drain, n.ready) {
-            (_, false) => NodeState::Lost,
-            (Some(_), true) if self.jobs_on(name).is_empty() => NodeState::Drained,
-            (Some(_), true) => NodeState::Draining,
-            (None, true) => NodeState::Ready,
-        })
-    }
-
-    /// Sets the scheduler's flag for `name` from its state, connection and drain.
-    pub fn refresh_schedulable(&mut self, name: &str) {
-        let Some(n) = self.nodes.get(name) else { return };
-        let on = n.ready && n.conn.is_some() && n.drain.is_none();
-        let idx = n.ledger;
-        if let Some(l) = self.ledgers.get_mut(idx) {
-            l.set_schedulable(on);
-        }
-    }
-}
 
 impl Manager {
     /// Drains `name`: running jobs go on, no new job starts there. Draining a drained node

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use berth_model::api::{GpuView, JobView, NodeView};
+use berth_model::api::{GpuView, JobView, NodeState, NodeView};
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
 use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, Topology, UnixId};
 use berth_sched::{FairShare, Millis, NodeLedger, PreemptAction};
@@ -355,6 +355,27 @@ impl State {
             .filter(|j| j.state.holds_resources() && j.bindings.iter().any(|b| b.node == node))
             .map(|j| j.id)
             .collect()
+    }
+
+    /// What `berth nodes` shows for `name`.
+    pub fn node_state(&self, name: &str) -> Option<NodeState> {
+        let n = self.nodes.get(name)?;
+        Some(match (&n.drain, n.ready) {
+            (_, false) => NodeState::Lost,
+            (Some(_), true) if self.jobs_on(name).is_empty() => NodeState::Drained,
+            (Some(_), true) => NodeState::Draining,
+            (None, true) => NodeState::Ready,
+        })
+    }
+
+    /// Sets the scheduler's flag for `name` from its state, connection and drain.
+    pub fn refresh_schedulable(&mut self, name: &str) {
+        let Some(n) = self.nodes.get(name) else { return };
+        let on = n.ready && n.conn.is_some() && n.drain.is_none();
+        let idx = n.ledger;
+        if let Some(l) = self.ledgers.get_mut(idx) {
+            l.set_schedulable(on);
+        }
     }
 
     pub fn node_view(&self, name: &str) -> Option<NodeView> {
