@@ -8,6 +8,7 @@ use utoipa::OpenApi;
 
 // The handlers' modules, not the router in `api/mod.rs` (which serves this spec).
 use crate::api::cache;
+use crate::api::images;
 use crate::api::jobs;
 use crate::api::logs;
 use crate::api::misc;
@@ -26,7 +27,7 @@ use crate::api::usage;
         nodes::list,
         nodes::drain,
         nodes::undrain,
-        crate::images::list,
+        images::list,
         misc::create_user,
         misc::create_join_token,
         tenancy::list_users,

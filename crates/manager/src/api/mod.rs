@@ -1,6 +1,7 @@
 //! The REST API under `/v1`: the router, with JSON errors for unknown routes and methods.
 
 pub mod cache;
+pub mod images;
 pub mod jobs;
 pub mod logs;
 pub mod misc;
@@ -28,7 +29,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/logs", get(logs::logs))
         .route("/v1/nodes", get(nodes::list))
-        .route("/v1/images", get(crate::images::list))
+        .route("/v1/images", get(images::list))
         .route("/v1/nodes/{name}/drain", post(nodes::drain))
         .route("/v1/nodes/{name}/undrain", post(nodes::undrain))
         .route("/v1/queues", get(queues::list))
