@@ -94,6 +94,39 @@ fn backfill_starts_short_jobs_that_cannot_delay_the_reservation() {
     cancel(&b, &[long, big, too_long, short]);
 }
 
+/// The backfill window (Slurm's bf_max_job_test): with a window of 1, the job right behind
+/// the reserved one is tried and the next waits untried, with a reason that says so; the
+/// window is shown by `berth queues` and changed by an admin (0 is refused, naming the key).
+#[test]
+fn backfill_tries_only_the_window_of_jobs_behind_a_blocked_one() {
+    let b = Berth::up_with_config(&queue("head_of_line = \"backfill\"\nbackfill_window = 1"), &["--fake-gpus", "1"]);
+    let table = b.ok(&["queues"]);
+    assert!(table.contains("WINDOW"), "{table}");
+    assert_eq!(b.json(&["queues"])[0]["policy"]["backfill_window"], 1);
+
+    let holder = b.submit(&["--gpus", "1", "--mem", "64MiB", "--time-limit", "1h", "--", "sleep", "300"]);
+    b.wait_state(holder, "RUNNING");
+    let reserved = b.submit(&["--gpus", "1", "--mem", "64MiB", "--", "sleep", "300"]);
+    let tried = b.submit(&["--gpus", "1", "--mem", "64MiB", "--time-limit", "2h", "--", "sleep", "300"]);
+    let untried = b.submit(&["--mem", "64MiB", "--time-limit", "1m", "--", "sleep", "300"]);
+    let j = b.wait_job(untried, "a pass", |j| {
+        j["job"]["pending_reason"]["message"].as_str().is_some_and(|m| m.contains("backfill window"))
+    });
+    let message = j["job"]["pending_reason"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("tries 1 job past") && message.contains("position 1"), "{message}");
+    assert_eq!(b.state(untried), "PENDING", "a job beyond the window is not started, even one that fits");
+    let t = b.wait_job(tried, "a pass", pending_reason);
+    assert!(!t["job"]["pending_reason"]["message"].as_str().unwrap().contains("window"), "{t}");
+
+    let o = b.cli(&["admin", "queue", "set", "default", "--backfill-window", "0"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("backfill_window"), "{}", text(&o.stderr));
+    b.ok(&["admin", "queue", "set", "default", "--backfill-window", "3"]);
+    assert_eq!(b.json(&["queues"])[0]["policy"]["backfill_window"], 3);
+    b.wait_state(untried, "RUNNING");
+    cancel(&b, &[holder, reserved, tried, untried]);
+}
+
 fn node_of(b: &Berth, id: i64) -> String {
     b.wait_state(id, "RUNNING")["kernels"][0]["binding"]["node"].as_str().unwrap().to_string()
 }

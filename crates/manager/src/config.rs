@@ -5,6 +5,7 @@
 //! name = "gpu"
 //! ordering = "fifo"            # fifo | lifo | drf | fair-share
 //! head_of_line = "backfill"    # strict | skip-after-N | backfill
+//! backfill_window = 500        # jobs tried past the first that cannot start (Slurm bf_max_job_test)
 //! scoring = "binpack"          # binpack | spread
 //! default_time_limit = "1h"    # assumed for jobs without --time-limit (backfill)
 //! preemption = "off"           # off | requeue | cancel
@@ -102,6 +103,8 @@ struct QueueEntry {
     #[serde(default)]
     head_of_line: Option<String>,
     #[serde(default)]
+    backfill_window: Option<u32>,
+    #[serde(default)]
     scoring: Option<String>,
     #[serde(default)]
     default_time_limit: Option<Duration>,
@@ -147,6 +150,7 @@ pub fn parse(text: &str) -> Result<Config, String> {
         let update = QueueUpdate {
             ordering: q.ordering,
             head_of_line: q.head_of_line,
+            backfill_window: q.backfill_window,
             scoring: q.scoring,
             default_time_limit: q.default_time_limit.as_ref().map(Duration::text),
             preemption: q.preemption,
@@ -249,6 +253,7 @@ pub fn to_policy(q: &QueueConfig) -> QueuePolicy {
     QueuePolicy {
         ordering: kebab(q.ordering),
         head_of_line: head_of_line_name(q.head_of_line),
+        backfill_window: q.backfill_window,
         scoring: kebab(q.scoring),
         default_time_limit_secs: (q.default_time_limit_ms / 1000).max(0) as u64,
         preemption: q.preemption.map(|p| kebab(p.action)).unwrap_or_else(|| "off".into()),
@@ -279,7 +284,16 @@ pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, String> {
         max_time_limit_ms: p.max_time_limit_secs.map(|s| s as i64 * 1000),
         node_names: p.nodes.clone(),
         node_labels: p.node_labels.clone(),
+        backfill_window: check_backfill_window(p.backfill_window)?,
     })
+}
+
+/// The window must let at least one job past a blocked one be tried.
+fn check_backfill_window(n: u32) -> Result<u32, String> {
+    if n == 0 {
+        return Err("backfill_window must be at least 1 (jobs tried past the first that cannot start)".into());
+    }
+    Ok(n)
 }
 
 /// `base` with the keys of `u` applied and checked; errors name the key.
@@ -292,6 +306,9 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
     if let Some(v) = &u.head_of_line {
         parse_head_of_line(v)?;
         p.head_of_line = v.clone();
+    }
+    if let Some(n) = u.backfill_window {
+        p.backfill_window = check_backfill_window(n)?;
     }
     if let Some(v) = &u.scoring {
         parse_scoring(v)?;

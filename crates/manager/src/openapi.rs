@@ -153,6 +153,8 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("QueueUpdate", "scoring", json!({"enum": ["binpack", "spread", null]})),
         ("QueueUpdate", "preemption", json!({"enum": ["off", "requeue", "cancel", null]})),
         ("QueueUpdate", "head_of_line", json!({"pattern": "^(strict|backfill|skip-after-0*[1-9][0-9]{0,8})$"})),
+        ("QueueUpdate", "backfill_window", json!({"minimum": 1})),
+        ("QueuePolicy", "backfill_window", json!({"minimum": 1})),
     ]
 }
 

@@ -79,6 +79,8 @@ pub async fn account_running(m: &Manager) {
 /// One scheduling pass. Returns how many jobs it started.
 pub async fn pass(m: &Manager) -> usize {
     let mut st = m.lock_state().await;
+    // One shared name per queue (the pass groups jobs by it).
+    let mut queue_names: std::collections::HashMap<&str, std::sync::Arc<str>> = Default::default();
     let pending: Vec<PendingJob> = st
         .jobs
         .values()
@@ -86,7 +88,7 @@ pub async fn pass(m: &Manager) -> usize {
         .map(|j| PendingJob {
             id: j.id,
             priority: j.spec.priority,
-            queue: j.queue.clone(),
+            queue: queue_names.entry(j.queue.as_str()).or_insert_with(|| j.queue.as_str().into()).clone(),
             request: j.spec.resources,
             nodes: j.spec.nodes,
             numa: j.spec.numa,
@@ -166,6 +168,12 @@ pub async fn pass(m: &Manager) -> usize {
             changes.push(Change::PendingReason { job_id: w.job, reason: Some(w.reason.clone()) });
         }
     }
+    for (id, _, reason) in out.untried_jobs() {
+        let Some(job) = st.jobs.get(&id) else { continue };
+        if needs_persisting(job.pending_reason.as_ref(), reason) {
+            changes.push(Change::PendingReason { job_id: id, reason: Some(reason.clone()) });
+        }
+    }
     let stored = m.store.apply(&changes).await;
     if !changes.is_empty() {
         m.store_health.observe_write(&stored);
@@ -176,6 +184,16 @@ pub async fn pass(m: &Manager) -> usize {
         return 0;
     }
 
+    // Untried jobs keep their blocked count and have no expected start.
+    for (id, position, reason) in out.untried_jobs() {
+        if let Some(job) = st.jobs.get_mut(&id) {
+            job.position = Some(position);
+            if job.pending_reason.as_ref() != Some(reason) {
+                job.pending_reason = Some(reason.clone());
+            }
+            job.expected_start = None;
+        }
+    }
     for w in out.waiting {
         if let Some(job) = st.jobs.get_mut(&w.job) {
             job.position = Some(w.position);

@@ -281,6 +281,10 @@ pub struct QueuePolicy {
     pub ordering: String,
     /// `strict`, `skip-after-N` or `backfill`.
     pub head_of_line: String,
+    /// How many jobs a pass tries after the first one that cannot start (skip-after and
+    /// backfill; Slurm's `bf_max_job_test`); jobs further back wait untried. At least 1.
+    #[serde(default = "default_backfill_window")]
+    pub backfill_window: u32,
     /// `binpack` or `spread`.
     pub scoring: String,
     /// Time limit assumed for jobs that set none (backfill reservations), in seconds.
@@ -305,6 +309,13 @@ pub struct QueuePolicy {
     pub node_labels: BTreeMap<String, String>,
 }
 
+/// [`QueuePolicy::backfill_window`] when not set (also for queues stored before it existed).
+pub const DEFAULT_BACKFILL_WINDOW: u32 = 500;
+
+fn default_backfill_window() -> u32 {
+    DEFAULT_BACKFILL_WINDOW
+}
+
 /// A queue as `GET /v1/queues` and `berth queues` show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct QueueView {
@@ -327,6 +338,9 @@ pub struct QueueUpdate {
     pub ordering: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_of_line: Option<String>,
+    /// At least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill_window: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scoring: Option<String>,
     /// A duration: `90s`, `30m`, `2h`, `1d`, `HH:MM:SS` or seconds.

@@ -78,7 +78,12 @@ fn full_pass(c: &mut Criterion) {
                 now: 0,
             };
             let out = schedule(&input);
-            eprintln!("{pending} pending x {cluster} nodes: {} start, {} wait", out.starts.len(), out.waiting.len());
+            eprintln!(
+                "{pending} pending x {cluster} nodes: {} start, {} wait, {} untried",
+                out.starts.len(),
+                out.waiting.len(),
+                out.untried_jobs().count()
+            );
             g.bench_with_input(BenchmarkId::from_parameter(format!("{pending}x{cluster}")), &input, |b, input| {
                 b.iter(|| schedule(input))
             });
@@ -114,7 +119,7 @@ fn after_first_pass(
         running.push(RunningJob {
             borrowed: false,
             id: j.id,
-            queue: j.queue.clone(),
+            queue: j.queue.to_string(),
             priority: j.priority,
             user: j.user.clone(),
             project: j.project.clone(),

@@ -140,7 +140,14 @@ pub struct QueueConfig {
     pub node_names: Vec<String>,
     /// Nodes the queue takes by label: every label here must match. Empty: none by label.
     pub node_labels: std::collections::BTreeMap<String, String>,
+    /// How many jobs a pass tries after the first one that cannot start (skip-after,
+    /// backfill), like Slurm's `bf_max_job_test`: the jobs behind the window wait untried, so
+    /// the cost of a pass does not grow with the depth of a blocked queue. At least 1.
+    pub backfill_window: u32,
 }
+
+/// [`QueueConfig::backfill_window`] unless configured (Slurm's `bf_max_job_test` default).
+pub const DEFAULT_BACKFILL_WINDOW: u32 = berth_model::api::DEFAULT_BACKFILL_WINDOW;
 
 impl QueueConfig {
     /// A queue with the defaults: fifo, strict, binpack, 1 h default limit, no preemption.
@@ -156,6 +163,7 @@ impl QueueConfig {
             max_time_limit_ms: None,
             node_names: Vec::new(),
             node_labels: std::collections::BTreeMap::new(),
+            backfill_window: DEFAULT_BACKFILL_WINDOW,
         }
     }
 }
@@ -165,7 +173,9 @@ impl QueueConfig {
 pub struct PendingJob {
     pub id: JobId,
     pub priority: i32,
-    pub queue: String,
+    /// Shared by the jobs of a queue where the caller can (one `Arc` per queue name): the pass
+    /// then groups a deep queue's jobs without reading each name.
+    pub queue: std::sync::Arc<str>,
     pub request: ResourceRequest,
     pub nodes: u32,
     pub numa: NumaPolicy,
@@ -256,6 +266,18 @@ pub struct Waiting {
     pub expected_start: Option<Millis>,
 }
 
+/// Jobs of one queue that the pass did not try, in queue order: the `k`-th waits at position
+/// `first_position + k` with `reason`. Their `blocked_passes` do not change and they have no
+/// expected start. One entry stands for every job behind a blocked head (strict, skip-after),
+/// beyond the backfill window, or in a queue with no ready node, so that such jobs cost the
+/// pass an id each and no text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untried {
+    pub first_position: u32,
+    pub reason: PendingReason,
+    pub jobs: Vec<JobId>,
+}
+
 /// A running job to stop so that `for_job` can start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Preempt {
@@ -270,8 +292,21 @@ pub struct PassOutput {
     pub starts: Vec<Start>,
     /// The starts (job ids) that borrow beyond a quota.
     pub borrowed: Vec<JobId>,
+    /// Jobs the pass tried and that wait, each with its own reason.
     pub waiting: Vec<Waiting>,
+    /// Jobs the pass did not try, by runs of positions (every pending job is in `starts`,
+    /// `waiting` or here).
+    pub untried: Vec<Untried>,
     pub preemptions: Vec<Preempt>,
+}
+
+impl PassOutput {
+    /// Every job in [`PassOutput::untried`], with its position and reason.
+    pub fn untried_jobs(&self) -> impl Iterator<Item = (JobId, u32, &PendingReason)> {
+        self.untried
+            .iter()
+            .flat_map(|h| h.jobs.iter().enumerate().map(move |(k, &id)| (id, h.first_position + k as u32, &h.reason)))
+    }
 }
 
 /// Decays a usage figure by `elapsed_ms` with the given half-life (Slurm's

@@ -61,9 +61,13 @@ pub fn fair_share_factors<'s>(
     out
 }
 
+/// A job with its sort key (priority band, id) beside it, so that sorting and listing the
+/// untried rest of a deep queue read one compact array instead of every job.
+type Keyed<'a> = (std::cmp::Reverse<i32>, JobId, &'a PendingJob);
+
 /// The queue's jobs in the order the pass considers them; DRF reorders as jobs start.
 pub(crate) enum Order<'a> {
-    Fixed(std::vec::IntoIter<&'a PendingJob>),
+    Fixed(std::vec::IntoIter<Keyed<'a>>),
     Drf(Box<Drf<'a>>),
 }
 
@@ -77,9 +81,20 @@ impl<'a> Order<'a> {
         totals: [u64; 3],
     ) -> Self {
         let band = |j: &PendingJob| std::cmp::Reverse(j.priority);
+        let keyed =
+            |jobs: Vec<&'a PendingJob>| -> Vec<Keyed<'a>> { jobs.into_iter().map(|j| (band(j), j.id, j)).collect() };
         match ordering {
-            Ordering::Fifo => jobs.sort_by_key(|j| (band(j), j.id)),
-            Ordering::Lifo => jobs.sort_by_key(|j| (band(j), std::cmp::Reverse(j.id))),
+            // Ids are unique, so an unstable sort gives one order.
+            Ordering::Fifo => {
+                let mut k = keyed(jobs);
+                k.sort_unstable_by_key(|&(b, id, _)| (b, id));
+                return Order::Fixed(k.into_iter());
+            }
+            Ordering::Lifo => {
+                let mut k = keyed(jobs);
+                k.sort_unstable_by_key(|&(b, id, _)| (b, std::cmp::Reverse(id)));
+                return Order::Fixed(k.into_iter());
+            }
             Ordering::FairShare => {
                 let pairs: BTreeSet<(&str, &str)> = jobs
                     .iter()
@@ -98,13 +113,25 @@ impl<'a> Order<'a> {
             }
             Ordering::Drf => return Order::Drf(Box::new(Drf::new(jobs, running, totals))),
         }
-        Order::Fixed(jobs.into_iter())
+        Order::Fixed(keyed(jobs).into_iter())
     }
 
     pub fn next(&mut self) -> Option<&'a PendingJob> {
         match self {
-            Order::Fixed(it) => it.next(),
+            Order::Fixed(it) => it.next().map(|(_, _, j)| j),
             Order::Drf(d) => d.next(),
+        }
+    }
+
+    /// The ids of the jobs not yet returned, in order (none is started: DRF's shares stay).
+    pub fn rest_ids(&mut self, into: &mut Vec<JobId>) {
+        match self {
+            Order::Fixed(it) => into.extend(it.map(|(_, id, _)| id)),
+            Order::Drf(d) => {
+                while let Some(j) = d.next() {
+                    into.push(j.id);
+                }
+            }
         }
     }
 

@@ -2,8 +2,14 @@
 //! on the pass's working ledgers (`pool.rs`), and when one cannot start, try preemption
 //! (`preempt.rs`) and then apply the head-of-line policy (strict, skip-after-N, or EASY
 //! backfill in `backfill.rs`).
+//!
+//! The walk stops early, leaving the rest of the queue untried ([`Untried`]): behind a job
+//! that holds the line (strict, skip-after), and once `backfill_window` jobs were tried after
+//! the first one that could not start. Jobs the walk never reaches cost an id each, so a
+//! pass over a deep, blocked queue costs about as much as over a short one.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use berth_model::{Binding, JobId, PendingKind, PendingReason};
 
@@ -13,7 +19,8 @@ use crate::order::Order;
 use crate::pool::Pool;
 use crate::quota::Book;
 use crate::{
-    HeadOfLine, Millis, PassInput, PassOutput, PendingJob, Preempt, QueueConfig, RunningJob, Start, Waiting, preempt,
+    HeadOfLine, Millis, PassInput, PassOutput, PendingJob, Preempt, QueueConfig, RunningJob, Start, Untried, Waiting,
+    preempt,
 };
 
 /// Blocked jobs that may try for a reservation in one queue and pass: each try walks the
@@ -36,8 +43,26 @@ const BORROW_RECLAIM: crate::Preemption =
 /// next pass names them again (the same decision), which the caller treats as in progress.
 pub fn schedule(input: &PassInput) -> PassOutput {
     let mut by_queue: BTreeMap<&str, Vec<&PendingJob>> = BTreeMap::new();
+    // Jobs of one queue mostly follow each other: the last queue's list is checked first, by
+    // pointer when the caller shares the name.
+    let mut last: Option<(&Arc<str>, Vec<&PendingJob>)> = None;
     for job in input.pending {
-        by_queue.entry(job.queue.as_str()).or_default().push(job);
+        let q = &job.queue;
+        match &mut last {
+            Some((name, list)) if Arc::ptr_eq(name, q) || ***name == **q => list.push(job),
+            _ => {
+                if let Some((name, list)) = last.take() {
+                    by_queue.entry(name).or_default().extend(list);
+                }
+                last = Some((q, by_queue.remove(&**q).unwrap_or_default()));
+                if let Some((_, list)) = &mut last {
+                    list.push(job);
+                }
+            }
+        }
+    }
+    if let Some((name, list)) = last {
+        by_queue.insert(name, list);
     }
     let mut running: BTreeMap<&str, Vec<&RunningJob>> = BTreeMap::new();
     for r in input.running {
@@ -62,11 +87,24 @@ pub fn schedule(input: &PassInput) -> PassOutput {
         let reason = PendingReason::new(PendingKind::Queue, format!("queue `{name}` does not exist"));
         let mut jobs = jobs;
         jobs.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
-        for (pos, job) in jobs.iter().enumerate() {
-            out.waiting.push(wait(job, pos as u32 + 1, reason.clone(), job.blocked_passes));
-        }
+        out.untried.push(Untried { first_position: 1, reason, jobs: jobs.iter().map(|j| j.id).collect() });
     }
     out
+}
+
+/// Where the walk of a queue stopped: the position of the first job it did not try, why the
+/// rest wait, and the job in hand when it stopped (not yet counted as untried).
+struct Stop<'a> {
+    first_position: u32,
+    reason: PendingReason,
+    current: Option<&'a PendingJob>,
+}
+
+/// Records the job in hand and every job the order has left as untried.
+fn untried(order: &mut Order, stop: Stop, out: &mut PassOutput) {
+    let mut jobs: Vec<JobId> = stop.current.map(|j| j.id).into_iter().collect();
+    order.rest_ids(&mut jobs);
+    out.untried.push(Untried { first_position: stop.first_position, reason: stop.reason, jobs });
 }
 
 fn wait(job: &PendingJob, position: u32, reason: PendingReason, blocked_passes: u32) -> Waiting {
@@ -124,14 +162,17 @@ impl<'i, 'a> QueueRun<'i, 'a> {
         let mut pos = 0u32;
         if pool.ready() == 0 {
             let reason = PendingReason::new(PendingKind::NoNodes, format!("no ready node in queue {}", q.name));
-            while let Some(job) = order.next() {
-                pos += 1;
-                out.waiting.push(wait(job, pos, reason.clone(), job.blocked_passes));
-            }
+            untried(&mut order, Stop { first_position: 1, reason, current: None }, out);
             return;
         }
         // The job that holds the rest of the queue back (strict, skip-after), with its position.
         let mut blocker: Option<(JobId, u32)> = None;
+        // Where the walk stopped, once it did.
+        let mut stop: Option<Stop> = None;
+        // The position of the first job that could not start and let later ones be tried, and
+        // how many were tried since (bounded by the window).
+        let mut first_blocked: Option<u32> = None;
+        let mut tried_past = 0u32;
         let mut reservation: Option<Reservation> = None;
         // The queue position of the reservation's job (named by position, as above).
         let mut reserved_pos = 0u32;
@@ -147,8 +188,9 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 // By position, never by id: the job ahead may be another user's private job
                 // (the reason is shown to this job's owner).
                 let text = format!("priority: waiting behind the job at position {at}");
-                out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Priority, text), job.blocked_passes));
-                continue;
+                let reason = PendingReason::new(PendingKind::Priority, text);
+                stop = Some(Stop { first_position: pos, reason, current: Some(job) });
+                break;
             }
             // Over quota: it waits for its own user's or project's jobs, never holds others.
             match book.admits(job) {
@@ -182,6 +224,20 @@ impl<'i, 'a> QueueRun<'i, 'a> {
             {
                 out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Mount, text), job.blocked_passes));
                 continue;
+            }
+            if let Some(at) = first_blocked {
+                if tried_past >= q.backfill_window {
+                    let n = q.backfill_window;
+                    let s = if n == 1 { "" } else { "s" };
+                    let text = format!(
+                        "priority: beyond the backfill window: the queue tries {n} job{s} past the first that \
+                         cannot start (position {at})"
+                    );
+                    let reason = PendingReason::new(PendingKind::Priority, text);
+                    stop = Some(Stop { first_position: pos, reason, current: Some(job) });
+                    break;
+                }
+                tried_past += 1;
             }
             let why = match pool.place(job) {
                 Ok(mut chosen) => {
@@ -254,6 +310,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 // `SkipAfter(n)`: the job holds the line for n passes, then steps aside and
                 // only waits for itself, so one huge job cannot stall a queue forever.
                 HeadOfLine::SkipAfter(n) => {
+                    first_blocked.get_or_insert(pos);
                     let blocks = job.blocked_passes < n;
                     if blocks {
                         blocker = Some((job.id, pos));
@@ -262,6 +319,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                     out.waiting.push(wait(job, pos, resources(format!("resources: {why}")), passes));
                 }
                 HeadOfLine::Backfill => {
+                    first_blocked.get_or_insert(pos);
                     if reservation.is_some() || tries >= MAX_RESERVATION_TRIES {
                         out.waiting.push(wait(job, pos, resources(format!("resources: {why}")), job.blocked_passes));
                         continue;
@@ -287,6 +345,9 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                     out.waiting.push(w);
                 }
             }
+        }
+        if let Some(stop) = stop {
+            untried(&mut order, stop, out);
         }
         self.borrow(borrowers, blocker.is_some() || reservation.is_some(), &mut pool, book, out);
     }

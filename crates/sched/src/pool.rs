@@ -105,8 +105,12 @@ impl<'a> Pool<'a> {
     /// Indexes `nodes` (one queue's, sorted by name) for placing `jobs`.
     pub fn new(nodes: Vec<&'a NodeLedger>, scoring: Scoring, jobs: &[&PendingJob]) -> Self {
         let n = nodes.len();
-        let floor_cpus = jobs.iter().map(|j| j.request.whole_cpus()).min().unwrap_or(0);
-        let floor_mem = jobs.iter().map(|j| j.request.mem_bytes).min().unwrap_or(0);
+        // One scan: a deep queue's jobs do not fit in the cache.
+        let (floor_cpus, floor_mem) = jobs
+            .iter()
+            .map(|j| (j.request.whole_cpus(), j.request.mem_bytes))
+            .reduce(|(c, m), (c2, m2)| (c.min(c2), m.min(m2)))
+            .unwrap_or((0, 0));
         let mut p = Pool {
             ready: nodes.iter().filter(|l| l.schedulable()).count(),
             nodes: nodes.into_iter().map(Cow::Borrowed).collect(),

@@ -87,7 +87,13 @@ fn queues(skip: u32) -> Vec<QueueConfig> {
 /// Checks every invariant of one pass and returns the ledgers with its starts applied.
 fn check_pass(qs: &[QueueConfig], nodes: &[NodeLedger], pending: &[PendingJob], out: &PassOutput) -> Vec<NodeLedger> {
     // Every pending job exactly once.
-    let mut seen: Vec<i64> = out.starts.iter().map(|s| s.job).chain(out.waiting.iter().map(|w| w.job)).collect();
+    let mut seen: Vec<i64> = out
+        .starts
+        .iter()
+        .map(|s| s.job)
+        .chain(out.waiting.iter().map(|w| w.job))
+        .chain(out.untried_jobs().map(|(id, ..)| id))
+        .collect();
     seen.sort_unstable();
     let mut want: Vec<i64> = pending.iter().map(|j| j.id).collect();
     want.sort_unstable();
@@ -103,7 +109,7 @@ fn check_pass(qs: &[QueueConfig], nodes: &[NodeLedger], pending: &[PendingJob], 
         assert_eq!(distinct.len(), s.bindings.len(), "kernels on distinct nodes");
         for b in &s.bindings {
             let l = after.iter_mut().find(|l| l.name() == b.node).expect("known node");
-            assert_eq!(l.queue(), job.queue);
+            assert_eq!(l.queue(), &*job.queue);
             assert!(l.schedulable());
             assert_eq!(b.cpus.len() as u32, job.request.whole_cpus());
             assert_eq!((b.cpu_milli, b.mem_bytes), (job.request.cpu_milli, job.request.mem_bytes));
@@ -139,24 +145,24 @@ fn check_pass(qs: &[QueueConfig], nodes: &[NodeLedger], pending: &[PendingJob], 
 
     // Strict queues: nothing after a job that waits for resources starts.
     for q in qs.iter().filter(|q| q.head_of_line == HeadOfLine::Strict) {
-        let mut order: Vec<&PendingJob> = pending.iter().filter(|j| j.queue == q.name).collect();
+        let mut order: Vec<&PendingJob> = pending.iter().filter(|j| *j.queue == *q.name).collect();
         order.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
         let pos = |id: i64| order.iter().position(|j| j.id == id).unwrap();
         let first_blocked = out
             .waiting
             .iter()
-            .filter(|w| w.reason.kind == PendingKind::Resources && by_id[&w.job].queue == q.name)
+            .filter(|w| w.reason.kind == PendingKind::Resources && *by_id[&w.job].queue == *q.name)
             .map(|w| pos(w.job))
             .min();
         if let Some(b) = first_blocked {
-            assert!(out.starts.iter().filter(|s| by_id[&s.job].queue == q.name).all(|s| pos(s.job) < b));
+            assert!(out.starts.iter().filter(|s| *by_id[&s.job].queue == *q.name).all(|s| pos(s.job) < b));
         }
     }
     for w in &out.waiting {
         let job = by_id[&w.job];
         assert!(w.blocked_passes == job.blocked_passes || w.blocked_passes == job.blocked_passes + 1);
         if w.reason.kind == PendingKind::Queue {
-            assert_eq!(job.queue, "nope");
+            assert_eq!(&*job.queue, "nope");
         }
     }
     after
@@ -288,7 +294,7 @@ fn start_some(qs: &[QueueConfig], nodes: &mut [NodeLedger], jobs: &[PendingJob],
             RunningJob {
                 borrowed: false,
                 id: j.id,
-                queue: j.queue.clone(),
+                queue: j.queue.to_string(),
                 priority: j.priority,
                 user: j.user.clone(),
                 project: j.project.clone(),
@@ -447,14 +453,14 @@ fn check_policies(
         let (v, j) = (run_by_id[&p.victim], by_id[&p.for_job]);
         let q = queue_of(&j.queue).unwrap();
         let policy = q.preemption.expect("preemption only where enabled");
-        prop_assert!(v.preemptible && v.priority < j.priority && v.queue == j.queue);
+        prop_assert!(v.preemptible && v.priority < j.priority && *v.queue == *j.queue);
         prop_assert!(now - v.started_at >= policy.min_runtime_ms);
         prop_assert!(seen.insert(p.victim), "victim {} chosen twice", p.victim);
         prop_assert!(!out.starts.iter().any(|s| s.job == p.for_job));
     }
     // The first preemptor of each queue (before any node was held) needs every victim.
     for qname in ["a", "b"] {
-        let Some(first) = out.preemptions.iter().find(|p| by_id[&p.for_job].queue == qname) else { continue };
+        let Some(first) = out.preemptions.iter().find(|p| *by_id[&p.for_job].queue == *qname) else { continue };
         let job = by_id[&first.for_job];
         let victims: Vec<&RunningJob> =
             out.preemptions.iter().filter(|p| p.for_job == job.id).map(|p| run_by_id[&p.victim]).collect();

@@ -622,3 +622,69 @@ fn a_job_whose_image_no_node_has_waits_without_holding_the_queue() {
           wait 1 #1 Image "image: pytorch:2.4 not on any node"
         "#);
 }
+
+#[test]
+fn backfill_tries_only_its_window_of_jobs_after_the_first_that_cannot_start() {
+    // Job 2 cannot start and gets the reservation; jobs 3 and 4 are tried (3 starts, 4 does
+    // not fit), and everything behind them waits untried, even job 6, which would fit.
+    insta::assert_snapshot!(support::run("
+        queue default backfill window=2
+        node n1 cpus=4
+        job 1 cpus=2 limit=1h
+        job 2 cpus=4 limit=1h
+        job 3 cpus=1 limit=30m
+        job 4 cpus=2 limit=30m
+        job 5 cpus=2 limit=30m
+        job 6 cpus=1 limit=30m
+        pass
+        finish 1
+        finish 3
+        pass
+    "), @r#"
+        pass 1
+          start 1 n1 cpus=0-1 mems=0 mem=1GiB
+          start 3 n1 cpus=2 mems=0 mem=1GiB
+          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
+          wait 4 #4 Resources "resources: needs 2 CPUs, node n1 has 1 free"
+          wait 5 #5 Priority "priority: beyond the backfill window: the queue tries 2 jobs past the first that cannot start (position 2)"
+          wait 6 #6 Priority "priority: beyond the backfill window: the queue tries 2 jobs past the first that cannot start (position 2)"
+        finish 1
+        finish 3
+        pass 2
+          start 2 n1 cpus=0-3 mems=0 mem=1GiB
+          wait 4 #2 Resources "resources: needs 2 CPUs, node n1 has 0 free; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
+          wait 5 #3 Resources "resources: needs 2 CPUs, node n1 has 0 free"
+          wait 6 #4 Resources "resources: needs 1 CPU, node n1 has 0 free"
+        "#);
+}
+
+#[test]
+fn skip_after_tries_only_its_window_of_jobs_once_the_head_steps_aside() {
+    insta::assert_snapshot!(support::run("
+        queue default skip=1 window=2
+        node n1 cpus=2
+        job 1 cpus=4
+        job 2 cpus=4
+        job 3 cpus=1
+        job 4 cpus=1
+        pass
+        pass
+        pass
+    "), @r#"
+        pass 1
+          wait 1 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free" blocked=1
+          wait 2 #2 Priority "priority: waiting behind the job at position 1"
+          wait 3 #3 Priority "priority: waiting behind the job at position 1"
+          wait 4 #4 Priority "priority: waiting behind the job at position 1"
+        pass 2
+          wait 1 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free" blocked=1
+          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 2 free" blocked=1
+          wait 3 #3 Priority "priority: waiting behind the job at position 2"
+          wait 4 #4 Priority "priority: waiting behind the job at position 2"
+        pass 3
+          start 3 n1 cpus=0 mems=0 mem=1GiB
+          wait 1 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free" blocked=1
+          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 2 free" blocked=1
+          wait 4 #4 Priority "priority: beyond the backfill window: the queue tries 2 jobs past the first that cannot start (position 1)"
+        "#);
+}

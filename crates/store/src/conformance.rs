@@ -288,6 +288,7 @@ pub async fn queues_and_usage(s: &dyn Store) {
     let policy = |ordering: &str| QueuePolicy {
         ordering: ordering.into(),
         head_of_line: "backfill".into(),
+        backfill_window: 500,
         scoring: "spread".into(),
         default_time_limit_secs: 3600,
         preemption: "requeue".into(),

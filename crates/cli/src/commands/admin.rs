@@ -95,6 +95,10 @@ pub struct QueueSetArgs {
     /// What a blocked head job does to the jobs behind it: strict, skip-after-N or backfill
     #[arg(long, value_name = "POLICY")]
     pub head_of_line: Option<String>,
+    /// Jobs a pass tries after the first one that cannot start (skip-after, backfill), like
+    /// Slurm's bf_max_job_test; at least 1
+    #[arg(long, value_name = "N")]
+    pub backfill_window: Option<u32>,
     /// Node scoring: binpack or spread
     #[arg(long, value_name = "SCORING")]
     pub scoring: Option<String>,
@@ -239,6 +243,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 max_time_limit: a.max_time_limit,
                 ordering: a.ordering,
                 head_of_line: a.head_of_line,
+                backfill_window: a.backfill_window,
                 scoring: a.scoring,
                 default_time_limit: a.default_time_limit,
                 preemption: a.preemption,

@@ -29,6 +29,7 @@ pub fn table(queues: &[QueueView]) -> comfy_table::Table {
         "QUEUE",
         "ORDERING",
         "HEAD-OF-LINE",
+        "WINDOW",
         "SCORING",
         "DEFAULT LIMIT",
         "MAX LIMIT",
@@ -49,6 +50,8 @@ pub fn table(queues: &[QueueView]) -> comfy_table::Table {
             q.name.clone(),
             p.ordering.clone(),
             p.head_of_line.clone(),
+            // Only a queue that lets jobs pass a blocked one tries a window of them.
+            if p.head_of_line == "strict" { "-".to_string() } else { p.backfill_window.to_string() },
             p.scoring.clone(),
             output::duration(p.default_time_limit_secs),
             p.max_time_limit_secs.map(output::duration).unwrap_or_else(|| "-".into()),
@@ -74,6 +77,7 @@ mod tests {
             policy: QueuePolicy {
                 ordering: "drf".into(),
                 head_of_line: "backfill".into(),
+                backfill_window: 200,
                 scoring: "spread".into(),
                 default_time_limit_secs: 3600,
                 preemption: "requeue".into(),
@@ -89,7 +93,8 @@ mod tests {
         };
         let lines: Vec<String> = table(&[q]).lines().collect();
         assert!(lines[0].contains("ORDERING") && lines[0].contains("PREEMPTION"), "{lines:?}");
-        for word in ["gpu", "drf", "backfill", "spread", "1h", "requeue (after 10m)"] {
+        assert!(lines[0].contains("WINDOW"), "{lines:?}");
+        for word in ["gpu", "drf", "backfill", "200", "spread", "1h", "requeue (after 10m)"] {
             assert!(lines[1].contains(word), "{word}: {lines:?}");
         }
     }

@@ -205,6 +205,8 @@ struct JobState {
     user: usize,
     blocked_passes: u32,
     started_now: bool,
+    /// Index in `pending` while the job waits.
+    pending_slot: usize,
 }
 
 /// What happened to one trace job in a replay (times in trace milliseconds).
@@ -305,12 +307,14 @@ pub fn simulate_observed(
             user,
             blocked_passes: 0,
             started_now: false,
+            pending_slot: usize::MAX,
         });
     }
+    let queue_name: std::sync::Arc<str> = QUEUE.into();
     let pending_job = |i: usize, j: &JobState| PendingJob {
         id: i as i64 + 1,
         priority: trace.jobs[i].priority,
-        queue: QUEUE.to_string(),
+        queue: queue_name.clone(),
         request: j.request,
         nodes: j.nodes,
         numa: NumaPolicy::None,
@@ -418,6 +422,7 @@ pub fn simulate_observed(
             if jobs[i].nodes == 0 {
                 continue;
             }
+            jobs[i].pending_slot = pending.len();
             pending.push(pending_job(i, &jobs[i]));
             changed = true;
         }
@@ -454,6 +459,7 @@ pub fn simulate_observed(
                         j.remaining_ms =
                             if opts.checkpoint { (j.remaining_ms - ran).max(0) } else { trace.jobs[i].duration_ms };
                         j.blocked_passes = 0;
+                        j.pending_slot = pending.len();
                         let pj = pending_job(i, &jobs[i]);
                         pending.push(pj);
                     }
@@ -499,23 +505,27 @@ pub fn simulate_observed(
                 seq += 1;
                 heap.push(Reverse((now + j.remaining_ms, seq, i, j.generation)));
             }
+            // Only the jobs the pass tried can have a new count (untried ones keep theirs), so
+            // a deep queue costs nothing here.
             for w in &out.waiting {
                 if let Some(j) = jobs.get_mut((w.job - 1) as usize) {
                     j.blocked_passes = w.blocked_passes;
+                    if let Some(p) = pending.get_mut(j.pending_slot) {
+                        p.blocked_passes = w.blocked_passes;
+                    }
                 }
             }
             let preempted = !out.preemptions.is_empty();
             let started = !out.starts.is_empty();
             if started || preempted {
+                let mut kept = 0;
                 pending.retain_mut(|p| {
                     let j = &mut jobs[(p.id - 1) as usize];
-                    p.blocked_passes = j.blocked_passes;
-                    !std::mem::take(&mut j.started_now)
+                    let keep = !std::mem::take(&mut j.started_now);
+                    j.pending_slot = if keep { kept } else { usize::MAX };
+                    kept += keep as usize;
+                    keep
                 });
-            } else {
-                for p in pending.iter_mut() {
-                    p.blocked_passes = jobs[(p.id - 1) as usize].blocked_passes;
-                }
             }
             if !preempted || pending.is_empty() {
                 break;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! queue default skip=2          # or `strict` (the default when no queue line is given)
-//! queue q backfill ordering=drf scoring=spread preempt=requeue,min=10m default=1h
+//! queue q backfill ordering=drf scoring=spread preempt=requeue,min=10m default=1h window=2
 //! node n1 cpus=8 mem=32GiB gpus=1 numa=2 smt queue=batch down images=busybox:1,pytorch:2.4 mounts=/data
 //! job 1 cpus=2 mem=4GiB gpus=0.5 prio=5 nodes=2 numa=require-local queue=batch image=pytorch:2.4
 //! job 3 kernels=3 mounts=/data/a,/scratch   # 3 kernels on one node; host paths it mounts
@@ -101,6 +101,7 @@ fn queue_config(words: &[&str]) -> QueueConfig {
             "ordering" => q.ordering = serde_json::from_value(serde_json::Value::String(v.into())).expect("ordering"),
             "scoring" => q.scoring = serde_json::from_value(serde_json::Value::String(v.into())).expect("scoring"),
             "default" => q.default_time_limit_ms = duration(v),
+            "window" => q.backfill_window = v.parse().unwrap(),
             "preempt" => {
                 let mut p = Preemption { action: PreemptAction::Requeue, min_runtime_ms: 0 };
                 for part in v.split(',') {
@@ -125,7 +126,7 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
     PendingJob {
         id,
         priority: get("prio", "0").parse().unwrap(),
-        queue: get("queue", "default"),
+        queue: get("queue", "default").into(),
         request: ResourceRequest {
             cpu_milli: parse_cpus(&get("cpus", "1")).unwrap(),
             mem_bytes: parse_mem(&get("mem", "1GiB")).unwrap(),
@@ -148,7 +149,7 @@ fn running_job(spec: &PendingJob, bindings: Vec<Binding>, started_at: Millis, pr
     RunningJob {
         borrowed: false,
         id: spec.id,
-        queue: spec.queue.clone(),
+        queue: spec.queue.to_string(),
         priority: spec.priority,
         user: spec.user.clone(),
         project: spec.project.clone(),
@@ -248,7 +249,7 @@ pub fn run(script: &str) -> String {
                 let spec = job_spec(words[1].parse().unwrap(), &o);
                 let mut bindings = Vec::new();
                 let mut names: Vec<String> =
-                    sc.nodes.iter().filter(|l| l.queue() == spec.queue).map(|l| l.name().to_string()).collect();
+                    sc.nodes.iter().filter(|l| l.queue() == &*spec.queue).map(|l| l.name().to_string()).collect();
                 names.sort();
                 if let Some(on) = o.get("on") {
                     names = on.split(',').map(String::from).collect();
@@ -345,6 +346,9 @@ pub fn render(p: &PassOutput, now: Millis) -> String {
             write!(out, " expect=+{}s", (t - now) / 1000).unwrap();
         }
         out.push('\n');
+    }
+    for (job, position, reason) in p.untried_jobs() {
+        writeln!(out, "  wait {job} #{position} {:?} \"{}\"", reason.kind, reason.message).unwrap();
     }
     for x in &p.preemptions {
         writeln!(out, "  preempt {} for {} {:?}", x.victim, x.for_job, x.action).unwrap();
