@@ -42,21 +42,25 @@ pub(crate) struct Reservation {
 /// The reservation for `job` (which cannot start now), or `None` when it never fits.
 pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>, now: Millis) -> Option<Reservation> {
     let want = job.nodes.max(1) as usize;
-    // The aggregate counts reject most nodes in O(1) before the detailed binder runs: the
-    // replay of a busy trace asks this for every released node of every reservation.
+    // The aggregate counts reject most nodes in O(1); the detailed binder runs only on the
+    // best-scored candidates, until enough take the job: the replay of a busy trace asks
+    // this for every released node of every reservation.
     let r = &job.request;
-    let fits_on = |l: &crate::NodeLedger| {
+    let counts_fit = |l: &crate::NodeLedger| {
         let gpus_ok = if r.gpu_milli >= 1000 {
             l.whole_gpus_free() as u64 >= r.gpu_milli / 1000
         } else {
             l.max_gpu_free() >= r.gpu_milli
         };
-        gpus_ok && l.cpus_free() >= r.whole_cpus() && l.mem_free() >= r.mem_bytes && l.bind_job(job).is_ok()
+        gpus_ok && l.cpus_free() >= r.whole_cpus() && l.mem_free() >= r.mem_bytes
     };
-    // Nodes that take a kernel already (a gang that lacks only some nodes).
+    // Nodes the binder accepted (they stay acceptable: ends only free resources), and nodes
+    // whose counts fit but that the binder has not seen at their current state.
     let mut fits: BTreeSet<usize> = BTreeSet::new();
+    let mut maybe: BTreeSet<usize> = BTreeSet::new();
     if want > 1 {
-        fits.extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && fits_on(&pool.nodes[i])));
+        // Nodes that take a kernel already (a gang that lacks only some nodes).
+        maybe.extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && counts_fit(&pool.nodes[i])));
     }
     holdings.sort_by_key(|h| (h.end, h.job));
     let mut later: BTreeMap<usize, crate::NodeLedger> = BTreeMap::new();
@@ -72,15 +76,32 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
             k += 1;
         }
         for i in changed {
-            if pool.eligible(i, job) && fits_on(&later[&i]) {
-                fits.insert(i);
+            if !fits.contains(&i) && pool.eligible(i, job) && counts_fit(&later[&i]) {
+                maybe.insert(i);
             }
         }
-        if fits.len() >= want {
-            let at = |i: usize| later.get(&i).unwrap_or(&pool.nodes[i]);
-            let mut best: Vec<usize> = fits.iter().copied().collect();
-            best.sort_by_key(|&i| (crate::place::score_key(pool.scoring(), at(i)), i));
-            best.truncate(want);
+        if fits.len() + maybe.len() < want {
+            continue;
+        }
+        let at = |i: usize| later.get(&i).unwrap_or(&pool.nodes[i]);
+        let mut candidates: Vec<usize> = fits.iter().chain(&maybe).copied().collect();
+        candidates.sort_by_key(|&i| (crate::place::score_key(pool.scoring(), at(i)), i));
+        let mut best = Vec::with_capacity(want);
+        for i in candidates {
+            if !fits.contains(&i) {
+                maybe.remove(&i);
+                if at(i).bind_job(job).is_err() {
+                    // Seen again only once a later end changes it.
+                    continue;
+                }
+                fits.insert(i);
+            }
+            best.push(i);
+            if best.len() == want {
+                break;
+            }
+        }
+        if best.len() == want {
             let at_start = best.iter().map(|&i| (i, at(i).clone())).collect();
             return Some(Reservation { start: end.max(now), nodes: best, at_start, job_req: job.clone() });
         }
