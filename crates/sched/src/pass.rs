@@ -180,6 +180,9 @@ impl<'i, 'a> QueueRun<'i, 'a> {
         // Jobs started in this pass (end, id, bindings), for backfill's timeline.
         let mut started: Vec<(Millis, JobId, Vec<Binding>)> = Vec::new();
         let backfill = q.head_of_line == HeadOfLine::Backfill;
+        // Without preemption, only borrowed work can be reclaimed: none running, no plan to make
+        // (the walk of the running jobs cost every blocked job of a deep queue).
+        let any_borrowed = self.running.iter().any(|r| r.borrowed);
         let mut victims: BTreeSet<JobId> = BTreeSet::new();
         let mut borrowers: Vec<(&PendingJob, u32)> = Vec::new();
         while let Some(job) = order.next() {
@@ -271,7 +274,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
             };
             // Borrowed work of other projects is preempted first, even in a queue without
             // preemption (then requeued at once); a borrowing job never preempts.
-            let policy = q.preemption.or(Some(BORROW_RECLAIM));
+            let policy = q.preemption.or(Some(BORROW_RECLAIM).filter(|_| any_borrowed));
             if let Some(policy) = policy
                 && let Some(plan) = preempt::plan(
                     &pool,
