@@ -1,6 +1,8 @@
 //! One full scheduling pass over a synthetic cluster: 1k / 10k / 100k pending jobs × 100 / 1k /
 //! 10k nodes, with a mix of CPU-only, fractional-GPU and whole-GPU requests and some gangs;
 //! the pass after one job finishes (10k × 1k); and an EASY backfill pass with running jobs.
+//! `deep`: a queue of 1,000,000 pending jobs on 10,000 nodes (strict and backfill with the
+//! default window), a full pass and the pass after one job finishes.
 //! Figures only; nothing here asserts a time.
 
 use std::time::Duration;
@@ -172,5 +174,58 @@ fn incremental(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, full_pass, incremental);
+/// A deep queue: the cost of a pass must not grow with the jobs that cannot start.
+fn deep(c: &mut Criterion) {
+    let mut g = c.benchmark_group("deep");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(3));
+    for (name, hol) in [("strict", HeadOfLine::Strict), ("backfill", HeadOfLine::Backfill)] {
+        let queues = queue(hol);
+        let nodes = nodes(10_000);
+        let jobs = jobs(1_000_000);
+        let input = PassInput {
+            queues: &queues,
+            nodes: &nodes,
+            pending: &jobs,
+            running: &[],
+            fair_share: &NO_FAIR_SHARE,
+            quotas: &berth_sched::NO_QUOTAS,
+            now: 0,
+        };
+        let out = schedule(&input);
+        eprintln!(
+            "{name} full: {} start, {} wait, {} untried",
+            out.starts.len(),
+            out.waiting.len(),
+            out.untried_jobs().count()
+        );
+        g.bench_with_input(BenchmarkId::from_parameter(format!("full_{name}_1000000x10000")), &input, |b, input| {
+            b.iter(|| schedule(input))
+        });
+        let (nodes, pending, running) = after_first_pass(&queues, 1_000_000, 10_000);
+        let input = PassInput {
+            queues: &queues,
+            nodes: &nodes,
+            pending: &pending,
+            running: &running,
+            fair_share: &NO_FAIR_SHARE,
+            quotas: &berth_sched::NO_QUOTAS,
+            now: 30_000,
+        };
+        let out = schedule(&input);
+        eprintln!(
+            "{name} after one finish: {} pending, {} running: {} start",
+            pending.len(),
+            running.len(),
+            out.starts.len()
+        );
+        g.bench_with_input(
+            BenchmarkId::from_parameter(format!("after_one_finish_{name}_1000000x10000")),
+            &input,
+            |b, input| b.iter(|| schedule(input)),
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, full_pass, incremental, deep);
 criterion_main!(benches);
