@@ -5,8 +5,8 @@
 //! The reservation's time comes from the running jobs' ends (`started_at + time_limit`, the
 //! queue's default limit when a job has none; a job past its limit counts as ending now) and
 //! the ends of the jobs started earlier in the pass (`now + limit`): their bindings are released
-//! in end order (ties by job id) on copies of the affected ledgers until enough nodes can take
-//! the job; its start is that end time and its nodes are the best-scored among those that fit
+//! in end order (ties by job id), as counts per node (`node_counts.rs`), until enough nodes can
+//! take the job (the binder checks the best-scored candidates on ledgers rebuilt for them); its start is that end time and its nodes are the best-scored among those that fit
 //! then. A job that fits nowhere even when every running job has ended (its nodes are down or
 //! held) gets no reservation, and the next blocked job may get it instead.
 //!
@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use berth_model::{Binding, JobId};
 
+use crate::node_counts::NodeCounts;
 use crate::pool::Pool;
 use crate::{Millis, PendingJob};
 
@@ -42,55 +43,55 @@ pub(crate) struct Reservation {
 /// The reservation for `job` (which cannot start now), or `None` when it never fits.
 pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>, now: Millis) -> Option<Reservation> {
     let want = job.nodes.max(1) as usize;
-    // The aggregate counts reject most nodes in O(1); the detailed binder runs only on the
-    // best-scored candidates, until enough take the job: the replay of a busy trace asks
-    // this for every released node of every reservation.
     let r = &job.request;
-    let counts_fit = |l: &crate::NodeLedger| {
-        let gpus_ok = if r.gpu_milli >= 1000 {
-            l.whole_gpus_free() as u64 >= r.gpu_milli / 1000
-        } else {
-            l.max_gpu_free() >= r.gpu_milli
-        };
-        gpus_ok && l.cpus_free() >= r.whole_cpus() && l.mem_free() >= r.mem_bytes
-    };
+    // Released nodes are followed as counts; the binder runs only on the best-scored nodes
+    // whose counts fit, on a ledger rebuilt for them, until enough take the job. The replay
+    // of a busy trace asks this for every blocked head, with hundreds of ends to release.
+    let mut counts: BTreeMap<usize, NodeCounts> = BTreeMap::new();
     // Nodes the binder accepted (they stay acceptable: ends only free resources), and nodes
-    // whose counts fit but that the binder has not seen at their current state.
+    // whose counts fit but that the binder has not seen in their current state.
     let mut fits: BTreeSet<usize> = BTreeSet::new();
     let mut maybe: BTreeSet<usize> = BTreeSet::new();
     if want > 1 {
         // Nodes that take a kernel already (a gang that lacks only some nodes).
-        maybe.extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && counts_fit(&pool.nodes[i])));
+        maybe
+            .extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && NodeCounts::of(&pool.nodes[i]).fits(r)));
     }
     holdings.sort_by_key(|h| (h.end, h.job));
-    let mut later: BTreeMap<usize, crate::NodeLedger> = BTreeMap::new();
+    let mut timeline = Timeline { pool, holdings: &holdings, released: BTreeMap::new(), rebuilt: BTreeMap::new() };
     let mut k = 0;
     while k < holdings.len() {
         let end = holdings[k].end;
         let mut changed = BTreeSet::new();
         while k < holdings.len() && holdings[k].end == end {
             if let Some(i) = pool.index_of(&holdings[k].binding.node) {
-                later.entry(i).or_insert_with(|| pool.nodes[i].clone().into_owned()).release(holdings[k].binding);
+                counts.entry(i).or_insert_with(|| NodeCounts::of(&pool.nodes[i])).release(holdings[k].binding);
+                timeline.released.entry(i).or_default().push(k);
                 changed.insert(i);
             }
             k += 1;
         }
         for i in changed {
-            if !fits.contains(&i) && pool.eligible(i, job) && counts_fit(&later[&i]) {
+            if !fits.contains(&i) && pool.eligible(i, job) && counts[&i].fits(r) {
                 maybe.insert(i);
             }
         }
         if fits.len() + maybe.len() < want {
             continue;
         }
-        let at = |i: usize| later.get(&i).unwrap_or(&pool.nodes[i]);
+        let score = |i: usize| match counts.get(&i) {
+            Some(c) => c.score_key(pool.scoring()),
+            None => crate::place::score_key(pool.scoring(), &pool.nodes[i]),
+        };
         let mut candidates: Vec<usize> = fits.iter().chain(&maybe).copied().collect();
-        candidates.sort_by_key(|&i| (crate::place::score_key(pool.scoring(), at(i)), i));
+        candidates.sort_by_key(|&i| (score(i), i));
         let mut best = Vec::with_capacity(want);
         for i in candidates {
             if !fits.contains(&i) {
                 maybe.remove(&i);
-                if at(i).bind_job(job).is_err() {
+                let l = timeline.ledger(i);
+                debug_assert!(counts.get(&i).is_none_or(|c| c.agrees_with(l)), "counts of node {i} drifted");
+                if l.bind_job(job).is_err() {
                     // Seen again only once a later end changes it.
                     continue;
                 }
@@ -102,11 +103,34 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
             }
         }
         if best.len() == want {
-            let at_start = best.iter().map(|&i| (i, at(i).clone())).collect();
+            let at_start = best.iter().map(|&i| (i, timeline.ledger(i).clone())).collect();
             return Some(Reservation { start: end.max(now), nodes: best, at_start, job_req: job.clone() });
         }
     }
     None
+}
+
+/// The ledgers of nodes at the time `reserve` has reached, rebuilt on demand from the pass's
+/// ledger and the holdings released on them so far.
+struct Timeline<'p, 'a, 'h> {
+    pool: &'p Pool<'a>,
+    holdings: &'h [Holding<'h>],
+    /// Per node, the holdings released so far (indices into `holdings`, in order).
+    released: BTreeMap<usize, Vec<usize>>,
+    /// Per node, its rebuilt ledger and how many of its released holdings it has applied.
+    rebuilt: BTreeMap<usize, (crate::NodeLedger, usize)>,
+}
+
+impl Timeline<'_, '_, '_> {
+    fn ledger(&mut self, i: usize) -> &crate::NodeLedger {
+        let Some(released) = self.released.get(&i) else { return &self.pool.nodes[i] };
+        let (l, applied) = self.rebuilt.entry(i).or_insert_with(|| (self.pool.nodes[i].clone().into_owned(), 0));
+        for &h in &released[*applied..] {
+            l.release(self.holdings[h].binding);
+        }
+        *applied = released.len();
+        l
+    }
 }
 
 impl Reservation {

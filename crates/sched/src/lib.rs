@@ -34,6 +34,7 @@ mod feasible;
 mod kernels;
 mod ledger;
 mod mounts;
+mod node_counts;
 mod order;
 mod pass;
 mod place;

@@ -8,21 +8,31 @@ use crate::ledger::NodeLedger;
 /// sorts first. Binpack prefers the most-allocated node (it fills nodes up and keeps whole
 /// nodes free for big jobs); spread the least-allocated one (it spreads load and heat).
 pub(crate) fn score_key(scoring: Scoring, l: &NodeLedger) -> u64 {
+    score_of(scoring, allocated_ppm(l))
+}
+
+/// [`score_key`] from the node's allocated share ([`allocated_ppm_of`]).
+pub(crate) fn score_of(scoring: Scoring, ppm: u64) -> u64 {
     match scoring {
-        Scoring::Binpack => 1_000_000 - allocated_ppm(l).min(1_000_000),
-        Scoring::Spread => allocated_ppm(l),
+        Scoring::Binpack => 1_000_000 - ppm.min(1_000_000),
+        Scoring::Spread => ppm,
     }
 }
 
 /// The node's mean allocated share over the resources it has (CPU, memory, GPU), in parts
 /// per million. Integer arithmetic so that ties are exact and the order is deterministic.
 pub(crate) fn allocated_ppm(l: &NodeLedger) -> u64 {
+    allocated_ppm_of(
+        [l.cpus_used() as u64, l.mem_used(), l.gpus_used_milli()],
+        [l.cpus_total() as u64, l.mem_total(), l.topology().gpus.len() as u64 * 1000],
+    )
+}
+
+/// [`allocated_ppm`] from `[CPUs, memory bytes, GPU thousandths]` used and in total.
+pub(crate) fn allocated_ppm_of(used: [u64; 3], total: [u64; 3]) -> u64 {
     let share = |used: u64, total: u64| if total > 0 { (used as u128 * 1_000_000 / total as u128) as u64 } else { 0 };
-    let gpu_total = l.topology().gpus.len() as u64 * 1000;
-    let (cpu_total, mem_total) = (l.cpus_total() as u64, l.mem_total());
-    let sum =
-        share(l.cpus_used() as u64, cpu_total) + share(l.mem_used(), mem_total) + share(l.gpus_used_milli(), gpu_total);
-    let count = [cpu_total, mem_total, gpu_total].iter().filter(|&&t| t > 0).count() as u64;
+    let sum: u64 = (0..3).map(|k| share(used[k], total[k])).sum();
+    let count = total.iter().filter(|&&t| t > 0).count() as u64;
     sum.checked_div(count).unwrap_or(0)
 }
 
