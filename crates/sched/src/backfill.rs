@@ -6,8 +6,9 @@
 //! queue's default limit when a job has none; a job past its limit counts as ending now) and
 //! the ends of the jobs started earlier in the pass (`now + limit`): their bindings are released
 //! in end order (ties by job id), as counts per node (`node_counts.rs`), until enough nodes can
-//! take the job (the binder checks the best-scored candidates on ledgers rebuilt for them); its start is that end time and its nodes are the best-scored among those that fit
-//! then. A job that fits nowhere even when every running job has ended (its nodes are down or
+//! take the job (the binder checks the best-scored candidates on ledgers rebuilt for them);
+//! its start is that end time and its nodes are the best-scored among those that fit then.
+//! A job that fits nowhere even when every running job has ended (its nodes are down or
 //! held) gets no reservation, and the next blocked job may get it instead.
 //!
 //! A later job that can start now is allowed when either it ends before the reserved start
