@@ -16,7 +16,7 @@ use berth_model::{Binding, JobId, PendingKind, PendingReason};
 use crate::backfill::{Holding, Reservation, reserve};
 use crate::ledger::NodeLedger;
 use crate::order::Order;
-use crate::pool::Pool;
+use crate::pool::{self, Pool};
 use crate::quota::Book;
 use crate::{
     HeadOfLine, Millis, PassInput, PassOutput, PendingJob, Preempt, QueueConfig, RunningJob, Start, Untried, Waiting,
@@ -185,6 +185,8 @@ impl<'i, 'a> QueueRun<'i, 'a> {
         let any_borrowed = self.running.iter().any(|r| r.borrowed);
         let mut victims: BTreeSet<JobId> = BTreeSet::new();
         let mut borrowers: Vec<(&PendingJob, u32)> = Vec::new();
+        // Shapes (with their end) that the reservation refused since the pool last changed.
+        let mut delaying: Vec<(pool::ShapeKey, Millis)> = Vec::new();
         while let Some(job) = order.next() {
             pos += 1;
             if let Some((_, at)) = blocker {
@@ -242,9 +244,22 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 }
                 tried_past += 1;
             }
+            let end = now.saturating_add(self.limit(job));
+            let delays = |job: &PendingJob, reserved_pos: u32| {
+                let text = format!("backfill: would delay the reserved start of the job at position {reserved_pos}");
+                wait(job, pos, PendingReason::new(PendingKind::Backfill, text), job.blocked_passes)
+            };
+            // Nothing changed since a job of this shape ending no later was refused: this one
+            // is refused the same way, without placing it twice.
+            if reservation.is_some()
+                && !pool::narrow(job)
+                && delaying.iter().any(|&(shape, until)| shape == pool::shape(job) && end >= until)
+            {
+                out.waiting.push(delays(job, reserved_pos));
+                continue;
+            }
             let why = match pool.place(job) {
                 Ok(mut chosen) => {
-                    let end = now.saturating_add(self.limit(job));
                     if let Some(r) = reservation.as_mut()
                         && !r.admits(&pool, &chosen, end)
                     {
@@ -252,15 +267,15 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                         pool.uncommit(&chosen);
                         chosen = pool.find(job, &r.nodes);
                         if chosen.len() < job.kernel_count() as usize {
-                            let text = format!(
-                                "backfill: would delay the reserved start of the job at position {reserved_pos}"
-                            );
-                            let reason = PendingReason::new(PendingKind::Backfill, text);
-                            out.waiting.push(wait(job, pos, reason, job.blocked_passes));
+                            if !pool::narrow(job) {
+                                delaying.push((pool::shape(job), end));
+                            }
+                            out.waiting.push(delays(job, reserved_pos));
                             continue;
                         }
                         pool.commit(&chosen);
                     }
+                    delaying.clear();
                     order.started(job);
                     book.started(job);
                     let bindings: Vec<Binding> = chosen.into_iter().map(|(_, b)| b).collect();
@@ -294,6 +309,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 for &i in &plan.nodes {
                     pool.hold(i);
                 }
+                delaying.clear();
                 let s = if names.len() == 1 { "" } else { "s" };
                 let text = format!("preempting: stopping job{s} {} to free {}", names.join(", "), plan.frees);
                 out.waiting.push(wait(job, pos, PendingReason::new(PendingKind::Preempting, text), job.blocked_passes));

@@ -82,7 +82,7 @@ struct Dominated {
     closest: Option<usize>,
 }
 
-type ShapeKey = (u64, u64, u64, u8, u32);
+pub(crate) type ShapeKey = (u64, u64, u64, u8, u32);
 
 pub(crate) struct Pool<'a> {
     /// One queue's nodes, sorted by name.
@@ -355,11 +355,13 @@ impl<'a> Pool<'a> {
 
 /// Whether the job sees only some nodes (its image, its mounts) or takes several kernels per
 /// node: the memos, which hold for one kernel on every node, do not apply to it.
-fn narrow(job: &PendingJob) -> bool {
+/// Jobs whose placement depends on more than their [`shape`] (image, mounts, kernels).
+pub(crate) fn narrow(job: &PendingJob) -> bool {
     job.image.is_some() || !job.mounts.is_empty() || job.kernels_per_node() > 1
 }
 
-fn shape(job: &PendingJob) -> ShapeKey {
+/// What a plain job's placement depends on: its request, NUMA policy and node count.
+pub(crate) fn shape(job: &PendingJob) -> ShapeKey {
     let r = &job.request;
     (r.cpu_milli, r.mem_bytes, r.gpu_milli, numa_code(job.numa), job.nodes.max(1))
 }
