@@ -20,7 +20,7 @@
 //!   `F_u` descending, then job id: lower decayed usage relative to the share goes first.
 //!   Factors are fixed for the pass (past usage, not this pass's starts).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use berth_model::{JobId, ResourceRequest};
 
@@ -75,7 +75,7 @@ impl<'a> Order<'a> {
     /// `totals`: the queue's capacity (CPU thousandths, memory bytes, GPU thousandths).
     pub fn new(
         ordering: Ordering,
-        mut jobs: Vec<&'a PendingJob>,
+        jobs: Vec<&'a PendingJob>,
         running: &[&RunningJob],
         fs: &FairShare,
         totals: [u64; 3],
@@ -88,32 +88,43 @@ impl<'a> Order<'a> {
             Ordering::Fifo => {
                 let mut k = keyed(jobs);
                 k.sort_unstable_by_key(|&(b, id, _)| (b, id));
-                return Order::Fixed(k.into_iter());
+                Order::Fixed(k.into_iter())
             }
             Ordering::Lifo => {
                 let mut k = keyed(jobs);
                 k.sort_unstable_by_key(|&(b, id, _)| (b, std::cmp::Reverse(id)));
-                return Order::Fixed(k.into_iter());
+                Order::Fixed(k.into_iter())
             }
             Ordering::FairShare => {
-                let pairs: BTreeSet<(&str, &str)> = jobs
+                // Each job's (project, user) is looked up once, by hash, and the sort compares
+                // numbers: a deep queue has many jobs and few pairs.
+                let pair = |j: &'a PendingJob| (j.project.as_str(), j.user.as_str());
+                let distinct: HashSet<(&str, &str)> = jobs
                     .iter()
-                    .map(|j| (j.project.as_str(), j.user.as_str()))
+                    .map(|j| pair(j))
                     .chain(running.iter().map(|r| (r.project.as_str(), r.user.as_str())))
                     .collect();
-                let f = fair_share_factors(&pairs, fs);
-                let mut keyed: Vec<((f64, f64), &PendingJob)> = jobs
-                    .iter()
-                    .map(|j| (f.get(&(j.project.as_str(), j.user.as_str())).copied().unwrap_or((0.0, 0.0)), *j))
-                    .collect();
-                keyed.sort_by(|(ka, a), (kb, b)| {
-                    band(a).cmp(&band(b)).then(kb.0.total_cmp(&ka.0)).then(kb.1.total_cmp(&ka.1)).then(a.id.cmp(&b.id))
+                let f: HashMap<(&str, &str), (f64, f64)> =
+                    fair_share_factors(&distinct.into_iter().collect(), fs).into_iter().collect();
+                // Consecutive jobs are often one user's: the last pair is tried before the map.
+                let mut last: Option<((&str, &str), (f64, f64))> = None;
+                let mut factor = |j: &'a PendingJob| match last {
+                    Some((p, k)) if p == pair(j) => k,
+                    _ => {
+                        let k = f.get(&pair(j)).copied().unwrap_or((0.0, 0.0));
+                        last = Some((pair(j), k));
+                        k
+                    }
+                };
+                let mut keyed: Vec<(std::cmp::Reverse<i32>, (f64, f64), JobId, &PendingJob)> =
+                    jobs.iter().map(|j| (band(j), factor(j), j.id, *j)).collect();
+                keyed.sort_unstable_by(|(ba, ka, ia, _), (bb, kb, ib, _)| {
+                    ba.cmp(bb).then(kb.0.total_cmp(&ka.0)).then(kb.1.total_cmp(&ka.1)).then(ia.cmp(ib))
                 });
-                jobs = keyed.into_iter().map(|(_, j)| j).collect();
+                Order::Fixed(keyed.into_iter().map(|(b, _, id, j)| (b, id, j)).collect::<Vec<_>>().into_iter())
             }
-            Ordering::Drf => return Order::Drf(Box::new(Drf::new(jobs, running, totals))),
+            Ordering::Drf => Order::Drf(Box::new(Drf::new(jobs, running, totals))),
         }
-        Order::Fixed(keyed(jobs).into_iter())
     }
 
     pub fn next(&mut self) -> Option<&'a PendingJob> {
@@ -144,37 +155,58 @@ impl<'a> Order<'a> {
 }
 
 /// DRF state: per band, per user, the user's pending jobs by id; and each user's holdings.
+/// Users are numbered once per pass (first seen first), so that the per-job work compares
+/// numbers, not names.
 pub(crate) struct Drf<'a> {
-    bands: VecDeque<BTreeMap<&'a str, VecDeque<&'a PendingJob>>>,
-    used: BTreeMap<String, [u64; 3]>,
+    bands: VecDeque<BTreeMap<u32, VecDeque<&'a PendingJob>>>,
+    /// The number of each user with pending jobs.
+    users: HashMap<&'a str, u32>,
+    /// What each numbered user holds (CPU thousandths, memory bytes, GPU thousandths).
+    used: Vec<[u64; 3]>,
     totals: [u64; 3],
-    /// Users of the current band ready to pick: (dominant share, head job id, user).
-    ready: BTreeSet<(u64, JobId, &'a str)>,
+    /// Users of the current band ready to pick: (dominant share, head job id, user). Head ids
+    /// are unique, so the user number never decides.
+    ready: BTreeSet<(u64, JobId, u32)>,
     /// The user whose job `next` returned last, re-entered on the next call.
-    last: Option<&'a str>,
+    last: Option<u32>,
 }
 
 impl<'a> Drf<'a> {
     fn new(mut jobs: Vec<&'a PendingJob>, running: &[&RunningJob], totals: [u64; 3]) -> Self {
-        jobs.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
-        let mut bands: VecDeque<BTreeMap<&str, VecDeque<&PendingJob>>> = VecDeque::new();
+        jobs.sort_unstable_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
+        let mut users: HashMap<&str, u32> = HashMap::new();
+        let mut bands: VecDeque<BTreeMap<u32, VecDeque<&PendingJob>>> = VecDeque::new();
         let mut prio = None;
+        // Consecutive jobs are often one user's: the last number is tried before the map.
+        let mut last: Option<(&str, u32)> = None;
         for j in jobs {
             if prio != Some(j.priority) {
                 bands.push_back(BTreeMap::new());
                 prio = Some(j.priority);
             }
-            bands.back_mut().expect("pushed").entry(j.user.as_str()).or_default().push_back(j);
+            let u = match last {
+                Some((name, u)) if name == j.user => u,
+                _ => {
+                    let n = users.len() as u32;
+                    let u = *users.entry(j.user.as_str()).or_insert(n);
+                    last = Some((j.user.as_str(), u));
+                    u
+                }
+            };
+            bands.back_mut().expect("pushed").entry(u).or_default().push_back(j);
         }
-        let mut d = Drf { bands, used: BTreeMap::new(), totals, ready: BTreeSet::new(), last: None };
+        let used = vec![[0; 3]; users.len()];
+        let mut d = Drf { bands, users, used, totals, ready: BTreeSet::new(), last: None };
         for r in running {
+            // Holdings of users with nothing pending change no share that is compared.
+            let Some(&u) = d.users.get(r.user.as_str()) else { continue };
             for b in &r.bindings {
                 let req = ResourceRequest {
                     cpu_milli: b.cpu_milli,
                     mem_bytes: b.mem_bytes,
                     gpu_milli: b.gpus.iter().map(|g| g.milli).sum(),
                 };
-                d.charge(&r.user, &req, 1);
+                d.charge_user(u, &req, 1);
             }
         }
         d.fill();
@@ -182,18 +214,24 @@ impl<'a> Drf<'a> {
     }
 
     fn charge(&mut self, user: &str, req: &ResourceRequest, times: u64) {
-        let u = self.used.entry(user.to_string()).or_default();
-        u[0] += req.cpu_milli * times;
-        u[1] += req.mem_bytes * times;
-        u[2] += req.gpu_milli * times;
+        if let Some(&u) = self.users.get(user) {
+            self.charge_user(u, req, times);
+        }
+    }
+
+    fn charge_user(&mut self, u: u32, req: &ResourceRequest, times: u64) {
+        let used = &mut self.used[u as usize];
+        used[0] += req.cpu_milli * times;
+        used[1] += req.mem_bytes * times;
+        used[2] += req.gpu_milli * times;
     }
 
     /// Dominant share in parts per billion.
-    fn share(&self, user: &str) -> u64 {
-        let Some(u) = self.used.get(user) else { return 0 };
+    fn share(&self, u: u32) -> u64 {
+        let used = &self.used[u as usize];
         (0..3)
             .filter(|&k| self.totals[k] > 0)
-            .map(|k| (u[k] as u128 * 1_000_000_000 / self.totals[k] as u128).min(u64::MAX as u128) as u64)
+            .map(|k| (used[k] as u128 * 1_000_000_000 / self.totals[k] as u128).min(u64::MAX as u128) as u64)
             .max()
             .unwrap_or(0)
     }
@@ -206,8 +244,8 @@ impl<'a> Drf<'a> {
                 self.bands.pop_front();
                 continue;
             }
-            let users: Vec<(&'a str, JobId)> = band.iter().map(|(u, q)| (*u, q[0].id)).collect();
-            for (u, id) in users {
+            let heads: Vec<(u32, JobId)> = band.iter().map(|(u, q)| (*u, q[0].id)).collect();
+            for (u, id) in heads {
                 self.ready.insert((self.share(u), id, u));
             }
         }
@@ -216,11 +254,11 @@ impl<'a> Drf<'a> {
     fn next(&mut self) -> Option<&'a PendingJob> {
         if let Some(u) = self.last.take() {
             let band = self.bands.front_mut()?;
-            if let Some(head) = band.get(u).and_then(|q| q.front()) {
+            if let Some(head) = band.get(&u).and_then(|q| q.front()) {
                 let id = head.id;
                 self.ready.insert((self.share(u), id, u));
             } else {
-                band.remove(u);
+                band.remove(&u);
             }
         }
         if self.ready.is_empty() {
@@ -228,7 +266,7 @@ impl<'a> Drf<'a> {
             self.fill();
         }
         let (_, _, u) = self.ready.pop_first()?;
-        let job = self.bands.front_mut()?.get_mut(u)?.pop_front()?;
+        let job = self.bands.front_mut()?.get_mut(&u)?.pop_front()?;
         self.last = Some(u);
         Some(job)
     }

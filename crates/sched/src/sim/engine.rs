@@ -386,14 +386,25 @@ pub fn simulate_observed(
         };
         // Fair-share usage: decay, then add what ran since the last event (the jobs that end
         // now are still in `running`).
+        // Every user is their own project in a replay: both maps are kept alike, in place
+        // (no name is copied once a user has usage).
         if use_fair {
             let dt = now - last_accounting;
-            for v in fair.usage_by_user.values_mut() {
-                *v = decay_usage(*v, dt, opts.half_life_ms);
+            for map in [&mut fair.usage_by_user, &mut fair.usage_by_project] {
+                for v in map.values_mut() {
+                    *v = decay_usage(*v, dt, opts.half_life_ms);
+                }
             }
             for (r, &i) in running.iter().zip(&running_idx) {
                 let add = jobs[i].amount * (now - jobs[i].started_at).min(dt) as f64;
-                *fair.usage_by_user.entry(r.user.clone()).or_insert(0.0) += add;
+                for map in [&mut fair.usage_by_user, &mut fair.usage_by_project] {
+                    match map.get_mut(&r.user) {
+                        Some(v) => *v += add,
+                        None => {
+                            map.insert(r.user.clone(), add);
+                        }
+                    }
+                }
             }
             last_accounting = now;
         }
@@ -428,9 +439,6 @@ pub fn simulate_observed(
         }
         if !changed || pending.is_empty() {
             continue;
-        }
-        if use_fair {
-            fair.usage_by_project.clone_from(&fair.usage_by_user);
         }
         // One pass; a pass that preempted gets a follow-up at the same instant so that the
         // job the victims made room for starts now (bounded: no loops).
