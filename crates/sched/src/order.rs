@@ -61,6 +61,10 @@ pub fn fair_share_factors<'s>(
     out
 }
 
+/// A job's (project, user), and their fair-share factors `(F_project, F_user)`.
+type Pair<'s> = (&'s str, &'s str);
+type Factors = (f64, f64);
+
 /// A job with its sort key (priority band, id) beside it, so that sorting and listing the
 /// untried rest of a deep queue read one compact array instead of every job.
 type Keyed<'a> = (std::cmp::Reverse<i32>, JobId, &'a PendingJob);
@@ -107,7 +111,7 @@ impl<'a> Order<'a> {
                 let f: HashMap<(&str, &str), (f64, f64)> =
                     fair_share_factors(&distinct.into_iter().collect(), fs).into_iter().collect();
                 // Consecutive jobs are often one user's: the last pair is tried before the map.
-                let mut last: Option<((&str, &str), (f64, f64))> = None;
+                let mut last: Option<(Pair, Factors)> = None;
                 let mut factor = |j: &'a PendingJob| match last {
                     Some((p, k)) if p == pair(j) => k,
                     _ => {
@@ -116,7 +120,7 @@ impl<'a> Order<'a> {
                         k
                     }
                 };
-                let mut keyed: Vec<(std::cmp::Reverse<i32>, (f64, f64), JobId, &PendingJob)> =
+                let mut keyed: Vec<(std::cmp::Reverse<i32>, Factors, JobId, &PendingJob)> =
                     jobs.iter().map(|j| (band(j), factor(j), j.id, *j)).collect();
                 keyed.sort_unstable_by(|(ba, ka, ia, _), (bb, kb, ib, _)| {
                     ba.cmp(bb).then(kb.0.total_cmp(&ka.0)).then(kb.1.total_cmp(&ka.1)).then(ia.cmp(ib))
