@@ -57,6 +57,17 @@ fn jobs(n: usize) -> Vec<PendingJob> {
         .collect()
 }
 
+/// A pass's input without fair-share history or quotas.
+fn pass_input<'a>(
+    queues: &'a [QueueConfig],
+    nodes: &'a [NodeLedger],
+    pending: &'a [PendingJob],
+    running: &'a [RunningJob],
+    now: i64,
+) -> PassInput<'a> {
+    PassInput { queues, nodes, pending, running, fair_share: &NO_FAIR_SHARE, quotas: &berth_sched::NO_QUOTAS, now }
+}
+
 /// Skip-after-0: every job is tried, the worst case for a pass.
 fn queue(hol: HeadOfLine) -> [QueueConfig; 1] {
     [QueueConfig { head_of_line: hol, ..QueueConfig::new("default") }]
@@ -70,15 +81,7 @@ fn full_pass(c: &mut Criterion) {
         let nodes = nodes(cluster);
         for pending in [1_000, 10_000, 100_000] {
             let jobs = jobs(pending);
-            let input = PassInput {
-                queues: &queues,
-                nodes: &nodes,
-                pending: &jobs,
-                running: &[],
-                fair_share: &NO_FAIR_SHARE,
-                quotas: &berth_sched::NO_QUOTAS,
-                now: 0,
-            };
+            let input = pass_input(&queues, &nodes, &jobs, &[], 0);
             let out = schedule(&input);
             eprintln!(
                 "{pending} pending x {cluster} nodes: {} start, {} wait, {} untried",
@@ -103,15 +106,7 @@ fn after_first_pass(
 ) -> (Vec<NodeLedger>, Vec<PendingJob>, Vec<RunningJob>) {
     let mut nodes = nodes(cluster);
     let jobs = jobs(want);
-    let out = schedule(&PassInput {
-        queues,
-        nodes: &nodes,
-        pending: &jobs,
-        running: &[],
-        fair_share: &NO_FAIR_SHARE,
-        quotas: &berth_sched::NO_QUOTAS,
-        now: 0,
-    });
+    let out = schedule(&pass_input(queues, &nodes, &jobs, &[], 0));
     let mut running = Vec::new();
     for s in &out.starts {
         for b in &s.bindings {
@@ -156,15 +151,7 @@ fn incremental(c: &mut Criterion) {
     {
         let queues = queue(hol);
         let (nodes, pending, running) = after_first_pass(&queues, 10_000, 1_000);
-        let input = PassInput {
-            queues: &queues,
-            nodes: &nodes,
-            pending: &pending,
-            running: &running,
-            fair_share: &NO_FAIR_SHARE,
-            quotas: &berth_sched::NO_QUOTAS,
-            now: 30_000,
-        };
+        let input = pass_input(&queues, &nodes, &pending, &running, 30_000);
         let out = schedule(&input);
         eprintln!("{name}: {} pending, {} running: {} start", pending.len(), running.len(), out.starts.len());
         g.bench_with_input(BenchmarkId::from_parameter(format!("{name}_10000x1000")), &input, |b, input| {
@@ -182,15 +169,7 @@ fn deep(c: &mut Criterion) {
         let queues = queue(hol);
         let nodes = nodes(10_000);
         let jobs = jobs(1_000_000);
-        let input = PassInput {
-            queues: &queues,
-            nodes: &nodes,
-            pending: &jobs,
-            running: &[],
-            fair_share: &NO_FAIR_SHARE,
-            quotas: &berth_sched::NO_QUOTAS,
-            now: 0,
-        };
+        let input = pass_input(&queues, &nodes, &jobs, &[], 0);
         let out = schedule(&input);
         eprintln!(
             "{name} full: {} start, {} wait, {} untried",
@@ -202,15 +181,7 @@ fn deep(c: &mut Criterion) {
             b.iter(|| schedule(input))
         });
         let (nodes, pending, running) = after_first_pass(&queues, 1_000_000, 10_000);
-        let input = PassInput {
-            queues: &queues,
-            nodes: &nodes,
-            pending: &pending,
-            running: &running,
-            fair_share: &NO_FAIR_SHARE,
-            quotas: &berth_sched::NO_QUOTAS,
-            now: 30_000,
-        };
+        let input = pass_input(&queues, &nodes, &pending, &running, 30_000);
         let out = schedule(&input);
         eprintln!(
             "{name} after one finish: {} pending, {} running: {} start",

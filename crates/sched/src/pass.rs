@@ -42,28 +42,21 @@ const BORROW_RECLAIM: crate::Preemption =
 /// Victims stay in `PassInput::running` until their resources are released; until then the
 /// next pass names them again (the same decision), which the caller treats as in progress.
 pub fn schedule(input: &PassInput) -> PassOutput {
-    let mut by_queue: BTreeMap<&str, Vec<&PendingJob>> = BTreeMap::new();
     // Jobs of one queue mostly follow each other: the last queue's list is checked first, by
     // pointer when the caller shares the name.
-    let mut last: Option<(&Arc<str>, Vec<&PendingJob>)> = None;
+    let mut groups: Vec<(&Arc<str>, Vec<&PendingJob>)> = Vec::new();
+    let mut last = 0;
     for job in input.pending {
-        let q = &job.queue;
-        match &mut last {
-            Some((name, list)) if Arc::ptr_eq(name, q) || ***name == **q => list.push(job),
-            _ => {
-                if let Some((name, list)) = last.take() {
-                    by_queue.entry(name).or_default().extend(list);
-                }
-                last = Some((q, by_queue.remove(&**q).unwrap_or_default()));
-                if let Some((_, list)) = &mut last {
-                    list.push(job);
-                }
-            }
+        let same = |name: &Arc<str>| Arc::ptr_eq(name, &job.queue) || **name == *job.queue;
+        if !groups.get(last).is_some_and(|(name, _)| same(name)) {
+            last = groups.iter().position(|(name, _)| same(name)).unwrap_or_else(|| {
+                groups.push((&job.queue, Vec::new()));
+                groups.len() - 1
+            });
         }
+        groups[last].1.push(job);
     }
-    if let Some((name, list)) = last {
-        by_queue.insert(name, list);
-    }
+    let mut by_queue: BTreeMap<&str, Vec<&PendingJob>> = groups.into_iter().map(|(name, l)| (&**name, l)).collect();
     let mut running: BTreeMap<&str, Vec<&RunningJob>> = BTreeMap::new();
     for r in input.running {
         running.entry(r.queue.as_str()).or_default().push(r);
@@ -245,7 +238,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 tried_past += 1;
             }
             let end = now.saturating_add(self.limit(job));
-            let delays = |job: &PendingJob, reserved_pos: u32| {
+            let delays = |reserved_pos: u32| {
                 let text = format!("backfill: would delay the reserved start of the job at position {reserved_pos}");
                 wait(job, pos, PendingReason::new(PendingKind::Backfill, text), job.blocked_passes)
             };
@@ -255,7 +248,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                 && !pool::narrow(job)
                 && delaying.iter().any(|&(shape, until)| shape == pool::shape(job) && end >= until)
             {
-                out.waiting.push(delays(job, reserved_pos));
+                out.waiting.push(delays(reserved_pos));
                 continue;
             }
             let why = match pool.place(job) {
@@ -270,7 +263,7 @@ impl<'i, 'a> QueueRun<'i, 'a> {
                             if !pool::narrow(job) {
                                 delaying.push((pool::shape(job), end));
                             }
-                            out.waiting.push(delays(job, reserved_pos));
+                            out.waiting.push(delays(reserved_pos));
                             continue;
                         }
                         pool.commit(&chosen);
