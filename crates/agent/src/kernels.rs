@@ -158,7 +158,7 @@ impl Kernels {
                     }
                     Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h)),
                     Err(message) => {
-                        tracing::info!(?key, "{message}");
+                        tracing::info!(?key, "launch failed: {message}");
                         let ev = KernelEvent::Finished {
                             outcome: KernelOutcome::LaunchFailed,
                             exit_code: None,

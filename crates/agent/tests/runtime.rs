@@ -110,12 +110,12 @@ async fn launch_failures() {
     let b = binding(&[], 64 << 20);
     let e = rt.run(1, &spec(&["no-such-program-berth"]), &b).await;
     assert_eq!(e.outcome, KernelOutcome::LaunchFailed);
-    assert_eq!(e.message, "launch failed: cannot run `no-such-program-berth`: no such file or directory");
+    assert_eq!(e.message, "cannot run `no-such-program-berth`: no such file or directory");
     let mut s = spec(&["true"]);
     s.workdir = Some("/no/such/dir".into());
     let e = rt.run(2, &s, &b).await;
     // Jobs run where they were submitted: a directory this node lacks says so, and what to do.
-    assert!(e.message.starts_with("launch failed: working directory `/no/such/dir` is not a directory on node test-"));
+    assert!(e.message.starts_with("working directory `/no/such/dir` is not a directory on node test-"));
     assert!(e.message.ends_with("--job-dir for a directory of the job's own"), "{}", e.message);
 }
 

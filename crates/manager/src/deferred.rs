@@ -6,16 +6,25 @@
 //! This module is the record and the retry rule only; the state changes that defer reports,
 //! and `Manager::retry_deferred` that applies them again, are in `lifecycle.rs`.
 
+use berth_model::JobId;
 use berth_model::protocol::{KernelKey, KernelOutcome};
-use berth_model::{JobId, JobState};
 use berth_store::StoreError;
+
+/// What lost a job's kernel (`Manager::lose_job`, and kept with a deferred loss).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostCause {
+    /// Its node (no heartbeat, not back after a restart, or fenced): LOST.
+    Node,
+    /// Its agent answered without the kernel: FAILED.
+    Kernel,
+}
 
 /// A report to apply again.
 #[derive(Debug, Clone)]
 pub enum Deferred {
     Started { node: String, key: KernelKey },
     Finished { node: String, key: KernelKey, outcome: KernelOutcome, exit_code: Option<i32>, message: String },
-    Lost { job_id: JobId, node: String, to: JobState, reason: String },
+    Lost { job_id: JobId, node: String, cause: LostCause, reason: String },
 }
 
 /// Whether a failed write may work later. A compare-and-set conflict or an impossible

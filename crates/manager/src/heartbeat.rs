@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_model::JobState;
+use crate::deferred::LostCause;
 
 use crate::manager::Manager;
 
@@ -42,7 +42,7 @@ pub async fn check(m: &Manager) {
         m.cache_members.changed.notify_one();
     }
     for name in lost {
-        if let Err(e) = m.store.set_node_state(&name, "lost", None).await {
+        if let Err(e) = m.store.set_node_state(&name, berth_model::api::NodeState::Lost, None).await {
             tracing::error!(node = name, "cannot record lost node: {e}");
             continue;
         }
@@ -53,7 +53,7 @@ pub async fn check(m: &Manager) {
         tracing::warn!(node = name, "node lost: no heartbeat for {}s", timeout.as_secs_f64());
         let reason = format!("node {name} lost: no heartbeat for {}s", timeout.as_secs_f64());
         for id in st.jobs_on(&name) {
-            m.lose_job(&mut st, id, &name, JobState::Lost, reason.clone()).await;
+            m.lose_job(&mut st, id, &name, LostCause::Node, reason.clone()).await;
         }
     }
     for name in orphaned {
@@ -62,7 +62,7 @@ pub async fn check(m: &Manager) {
         }
         let reason = format!("node {name} lost: its agent did not reconnect after the manager restarted");
         for id in st.jobs_on(&name) {
-            m.lose_job(&mut st, id, &name, JobState::Lost, reason.clone()).await;
+            m.lose_job(&mut st, id, &name, LostCause::Node, reason.clone()).await;
         }
     }
 }

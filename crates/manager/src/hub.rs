@@ -225,7 +225,7 @@ impl Manager {
                 queue: queue.clone(),
                 topology: topology.clone(),
                 version: version.clone(),
-                state: "ready".into(),
+                state: berth_model::api::NodeState::Ready,
                 last_heartbeat: Some(now),
                 address: address.clone(),
                 drain_reason: None,
@@ -336,7 +336,7 @@ impl Manager {
                 }
                 JobState::Running => {
                     let reason = format!("kernel lost: not running on {node} after agent reconnect");
-                    self.lose_job(&mut st, id, node, JobState::Failed, reason).await;
+                    self.lose_job(&mut st, id, node, crate::deferred::LostCause::Kernel, reason).await;
                 }
                 JobState::Terminating => {
                     // Nothing left to stop: the cancel is complete.

@@ -9,32 +9,94 @@
 //! scheduling loop.
 
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
-use berth_model::{JobId, JobState};
+use berth_model::{EndCause, JobId, JobState, PreemptAction, StopCause};
 use berth_store::{Change, StoreError};
 use jiff::Timestamp;
 
-use crate::deferred::{Deferred, worth_retrying};
+use crate::deferred::{Deferred, LostCause, worth_retrying};
 use crate::manager::Manager;
 use crate::state::{KernelEnd, State};
 
 /// How long an agent lets a kernel stop before it kills it.
 pub const STOP_GRACE_MS: u64 = 10_000;
 
+/// One move of a job to another state, with what the store keeps typed beside its reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Move {
+    pub to: JobState,
+    /// For people (`berth ps`, the history); nothing reads it back.
+    pub reason: String,
+    pub exit_code: Option<i32>,
+    /// How the job ended: set with every final state.
+    pub end: Option<EndCause>,
+    /// Who asked the job to stop: set with TERMINATING (and CANCELLED from PENDING).
+    pub stop: Option<StopCause>,
+}
+
+impl Move {
+    /// A move that is neither an end nor a stop request (SCHEDULED, RUNNING, a requeue).
+    pub fn to(to: JobState, reason: impl Into<String>) -> Move {
+        Move { to, reason: reason.into(), exit_code: None, end: None, stop: None }
+    }
+
+    /// An end in a final state.
+    pub fn end(to: JobState, end: EndCause, reason: impl Into<String>) -> Move {
+        Move { end: Some(end), ..Move::to(to, reason) }
+    }
+
+    pub fn with_exit_code(self, exit_code: Option<i32>) -> Move {
+        Move { exit_code, ..self }
+    }
+
+    /// A stop request: the job is TERMINATING until its kernels stopped.
+    pub fn stop(cause: StopCause, reason: impl Into<String>) -> Move {
+        Move { stop: Some(cause), ..Move::to(JobState::Terminating, reason) }
+    }
+
+    /// A pending job cancelled before it ran.
+    pub fn cancel_pending(by: &str) -> Move {
+        Move {
+            stop: Some(StopCause::Cancelled { by: by.to_string() }),
+            ..Move::end(JobState::Cancelled, EndCause::Cancelled, format!("cancelled by {by}"))
+        }
+    }
+
+    /// Where a stopping job goes once its kernels stopped, and why: per its stop cause.
+    pub fn stopped(stop: Option<&StopCause>, message: &str) -> Move {
+        match stop {
+            Some(StopCause::Preempted { by_job, action: PreemptAction::Requeue }) => {
+                Move::to(JobState::Pending, format!("requeued: preempted by job {by_job}"))
+            }
+            Some(StopCause::Preempted { by_job, action: PreemptAction::Cancel }) => {
+                Move::end(JobState::Cancelled, EndCause::Preempted, format!("cancelled: preempted by job {by_job}"))
+            }
+            Some(StopCause::Cancelled { by }) if message.is_empty() => {
+                Move::end(JobState::Cancelled, EndCause::Cancelled, format!("cancelled by {by}"))
+            }
+            Some(StopCause::Cancelled { by }) => {
+                Move::end(JobState::Cancelled, EndCause::Cancelled, format!("cancelled by {by} ({message})"))
+            }
+            None => {
+                Move::end(JobState::Cancelled, EndCause::StoppedByAgent, non_empty(message, "stopped by the agent"))
+            }
+        }
+    }
+}
+
 impl Manager {
-    /// Writes `job_id`'s move to `to` (plus `extra` changes) and mirrors it in memory. Ends,
-    /// requeues and ledger bookkeeping are handled here; sending commands is the caller's.
+    /// Writes `job_id`'s move (plus `extra` changes) and mirrors it in memory. Ends, requeues,
+    /// stop causes and ledger bookkeeping are handled here; sending commands is the caller's.
     pub async fn transition(
         &self,
         st: &mut State,
         job_id: JobId,
-        to: JobState,
-        reason: String,
-        exit_code: Option<i32>,
+        mv: Move,
         mut extra: Vec<Change>,
     ) -> Result<(), StoreError> {
         let Some(job) = st.jobs.get(&job_id) else {
             return Err(StoreError::NotFound(format!("job {job_id}")));
         };
+        let Move { to, reason, exit_code, end, stop } = mv;
         let from = job.state;
         let now = Timestamp::now();
         // A job that gives its resources back is charged for them (fair share), in the same
@@ -47,12 +109,18 @@ impl Manager {
             Vec::new()
         };
         extra.extend(usage.iter().cloned().map(Change::Usage));
-        extra.push(Change::Transition { job_id, from, to, at: now, reason: reason.clone(), exit_code });
+        extra.push(Change::Transition { job_id, from, to, at: now, reason: reason.clone(), exit_code, end });
+        if let Some(cause) = &stop {
+            extra.push(Change::Stop { job_id, cause: cause.clone() });
+        }
         self.store.apply(&extra).await?;
         st.usage.set(&usage);
         let job = st.jobs.get_mut(&job_id).expect("checked above");
         job.state = to;
         job.reason = Some(reason);
+        if stop.is_some() {
+            job.stop = stop;
+        }
         if to == JobState::Running && job.started_at.is_none() {
             job.started_at = Some(now);
         }
@@ -65,7 +133,7 @@ impl Manager {
                 job.started_at = None;
                 job.pending_reason = None;
                 job.blocked_passes = 0;
-                job.preempt = None;
+                job.stop = None;
                 job.placed_at = None;
                 job.expected_start = None;
             }
@@ -99,34 +167,35 @@ impl Manager {
         out
     }
 
-    /// The job's node(s) are gone: requeue it if it asked for that, otherwise end it in
-    /// `to` (LOST on heartbeat timeout, FAILED when the agent no longer has the kernel). A
-    /// job being cancelled just becomes CANCELLED.
+    /// The job's node(s) are gone: requeue it if it asked for that, otherwise end it with
+    /// `cause` (LOST when the node is lost, FAILED when the agent no longer has the kernel). A
+    /// job being stopped ends as its stop cause says.
     /// `node` is where the kernel was lost; kernels there are not stopped.
-    pub async fn lose_job(&self, st: &mut State, job_id: JobId, node: &str, to: JobState, reason: String) {
+    pub async fn lose_job(&self, st: &mut State, job_id: JobId, node: &str, cause: LostCause, reason: String) {
         let Some(job) = st.jobs.get(&job_id) else { return };
-        let (state, requeue, by, preempt) = (job.state, job.spec.requeue, job.cancelled_by.clone(), job.preempt);
         // Kernels on other, still connected nodes of a multi-node job must stop too.
         let mut stops = self.stop_commands(st, job_id, &reason);
         stops.retain(|(n, _)| n != node);
-        let res = if let Some(p) = preempt.filter(|_| state == JobState::Terminating) {
-            let (to, why) = preempted_end(p);
-            self.transition(st, job_id, to, why, None, vec![]).await
-        } else if state == JobState::Terminating {
-            let who = by.unwrap_or_else(|| "?".into());
-            self.transition(st, job_id, JobState::Cancelled, format!("cancelled by {who} ({reason})"), None, vec![])
-                .await
-        } else if requeue {
-            self.transition(st, job_id, JobState::Pending, format!("requeued: {reason}"), None, vec![]).await
+        let mv = if job.state == JobState::Terminating {
+            match &job.stop {
+                Some(StopCause::Cancelled { .. }) | None => Move::stopped(job.stop.as_ref(), &reason),
+                preempted => Move::stopped(preempted.as_ref(), ""),
+            }
+        } else if job.spec.requeue {
+            Move::to(JobState::Pending, format!("requeued: {reason}"))
         } else {
-            self.transition(st, job_id, to, reason.clone(), None, vec![]).await
+            match cause {
+                LostCause::Node => Move::end(JobState::Lost, EndCause::NodeLost, reason.clone()),
+                LostCause::Kernel => Move::end(JobState::Failed, EndCause::KernelLost, reason.clone()),
+            }
         };
+        let res = self.transition(st, job_id, mv, vec![]).await;
         match res {
             Ok(()) => send_all(st, stops),
             Err(e) => {
                 tracing::warn!(job_id, "cannot record lost job: {e}");
                 if worth_retrying(&e) {
-                    st.deferred.push(Deferred::Lost { job_id, node: node.to_string(), to, reason });
+                    st.deferred.push(Deferred::Lost { job_id, node: node.to_string(), cause, reason });
                 }
             }
         }
@@ -140,8 +209,8 @@ impl Manager {
         }
         job.unstarted.remove(&key.index);
         if matches!(job.state, JobState::Scheduled | JobState::Preparing) {
-            let reason = format!("started on {node}");
-            if let Err(e) = self.transition(st, key.job_id, JobState::Running, reason, None, vec![]).await {
+            let mv = Move::to(JobState::Running, format!("started on {node}"));
+            if let Err(e) = self.transition(st, key.job_id, mv, vec![]).await {
                 tracing::warn!(job = key.job_id, "cannot record start: {e}");
                 if worth_retrying(&e) {
                     st.deferred.push(Deferred::Started { node: node.to_string(), key });
@@ -175,7 +244,7 @@ impl Manager {
             // kernels: the same outcome as the node being lost (requeue or LOST), reached
             // earlier because the partition healed before the manager's own timeout.
             let reason = format!("node {node} lost contact with the manager: {message}");
-            self.lose_job(st, key.job_id, node, JobState::Lost, reason).await;
+            self.lose_job(st, key.job_id, node, LostCause::Node, reason).await;
             st.send(node, ManagerMessage::Forget { key });
             return;
         }
@@ -193,30 +262,34 @@ impl Manager {
             return;
         }
         let main_exit = job.ends[0].and_then(|e| e.exit_code).or(exit_code);
-        let preempted = job.preempt.filter(|_| job.state == JobState::Terminating);
-        let (to, reason) = match outcome {
+        let stopping = job.stop.as_ref().filter(|_| job.state == JobState::Terminating);
+        let preempted = stopping.filter(|s| matches!(s, StopCause::Preempted { .. }));
+        let mv = match outcome {
             // A preempted job's kernel stopped (or failed while stopping): requeue or cancel it.
-            o if o != KernelOutcome::Succeeded && preempted.is_some() => {
-                preempted_end(preempted.expect("checked in the guard"))
-            }
+            o if o != KernelOutcome::Succeeded && preempted.is_some() => Move::stopped(preempted, ""),
             // `main` ended: the job is over, and sub kernels still running are stopped.
-            KernelOutcome::Succeeded => (JobState::Succeeded, "exit code 0".to_string()),
-            KernelOutcome::Failed if !message.is_empty() => (JobState::Failed, message.to_string()),
-            KernelOutcome::Failed => (JobState::Failed, format!("exit code {}", exit_code.unwrap_or(-1))),
-            KernelOutcome::Timeout => (JobState::Timeout, non_empty(message, "time limit reached")),
-            KernelOutcome::Stopped => match &job.cancelled_by {
-                Some(who) => (JobState::Cancelled, format!("cancelled by {who}")),
-                None => (JobState::Cancelled, non_empty(message, "stopped by the agent")),
-            },
-            KernelOutcome::OutOfMemory => (JobState::Failed, "out of memory".to_string()),
-            // the agent's message already says `launch failed: ...`
-            KernelOutcome::LaunchFailed if message.starts_with("launch failed") => {
-                (JobState::Failed, message.to_string())
+            KernelOutcome::Succeeded => Move::end(JobState::Succeeded, EndCause::Exited, "exit code 0"),
+            KernelOutcome::Failed if !message.is_empty() => Move::end(JobState::Failed, EndCause::Exited, message),
+            KernelOutcome::Failed => {
+                Move::end(JobState::Failed, EndCause::Exited, format!("exit code {}", exit_code.unwrap_or(-1)))
             }
-            KernelOutcome::LaunchFailed => (JobState::Failed, format!("launch failed: {message}")),
+            KernelOutcome::Timeout => {
+                Move::end(JobState::Timeout, EndCause::TimeLimit, non_empty(message, "time limit reached"))
+            }
+            // A cancel names who asked; an agent's own stop says why in its message.
+            KernelOutcome::Stopped if stopping.is_some() => Move::stopped(stopping, ""),
+            KernelOutcome::Stopped => Move::stopped(None, message),
+            KernelOutcome::OutOfMemory => Move::end(JobState::Failed, EndCause::OutOfMemory, "out of memory"),
+            KernelOutcome::LaunchFailed => {
+                Move::end(JobState::Failed, EndCause::LaunchFailed, format!("launch failed: {message}"))
+            }
             // Handled above (the job is lost or requeued); kept total for the compiler.
-            KernelOutcome::Fenced => (JobState::Lost, non_empty(message, "fenced by its agent")),
-        };
+            KernelOutcome::Fenced => {
+                Move::end(JobState::Lost, EndCause::NodeLost, non_empty(message, "fenced by its agent"))
+            }
+        }
+        .with_exit_code(main_exit);
+        let reason = mv.reason.clone();
         let finished: Vec<(String, KernelKey)> = job
             .bindings
             .iter()
@@ -227,7 +300,7 @@ impl Manager {
         // Other kernels of a multi-node job that failed, or whose main ended, are stopped;
         // their reports are then unwanted.
         let stops = self.stop_commands(st, key.job_id, &reason);
-        match self.transition(st, key.job_id, to, reason, main_exit, vec![kernel_exit]).await {
+        match self.transition(st, key.job_id, mv, vec![kernel_exit]).await {
             Ok(()) => {
                 send_all(st, stops);
                 for (n, k) in finished {
@@ -264,20 +337,10 @@ impl Manager {
                 Deferred::Finished { node, key, outcome, exit_code, message } => {
                     self.kernel_finished(&mut st, &node, key, outcome, exit_code, &message).await;
                 }
-                Deferred::Lost { job_id, node, to, reason } => {
-                    self.lose_job(&mut st, job_id, &node, to, reason).await;
+                Deferred::Lost { job_id, node, cause, reason } => {
+                    self.lose_job(&mut st, job_id, &node, cause, reason).await;
                 }
             }
-        }
-    }
-}
-
-/// Where a preempted job goes once its kernels stopped, and why.
-fn preempted_end(p: crate::state::PreemptedBy) -> (JobState, String) {
-    match p.action {
-        berth_sched::PreemptAction::Requeue => (JobState::Pending, format!("requeued: preempted by job {}", p.for_job)),
-        berth_sched::PreemptAction::Cancel => {
-            (JobState::Cancelled, format!("cancelled: preempted by job {}", p.for_job))
         }
     }
 }

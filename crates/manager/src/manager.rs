@@ -6,14 +6,15 @@ use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::{Duration, Instant};
 
 use berth_model::JobState;
-use berth_sched::{NodeLedger, PreemptAction, QueueConfig};
+use berth_model::api::NodeState;
+use berth_sched::{NodeLedger, QueueConfig};
 use berth_store::{QueueRow, Store, StoreError};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot, watch};
 
 use crate::config::{Config, FairShareConfig};
 use crate::identity::CachedToken;
 use crate::quota_table::QuotaTable;
-use crate::state::{Job, KernelEnd, Node, PreemptedBy, State};
+use crate::state::{Job, KernelEnd, Node, State};
 
 /// An agent's answer to `FetchLogs`.
 #[derive(Debug)]
@@ -203,8 +204,8 @@ impl Manager {
         let mut st = self.lock_state().await;
         let deadline = Instant::now() + self.heartbeat_timeout;
         for n in self.store.nodes().await? {
-            if n.state != "lost" {
-                self.store.set_node_state(&n.name, "lost", None).await?;
+            if n.state != NodeState::Lost {
+                self.store.set_node_state(&n.name, NodeState::Lost, None).await?;
             }
             self.set_shape(&n.name, &n.queue, &n.topology, None);
             let mut ledger = NodeLedger::new(n.name.clone(), n.queue.clone(), n.topology.clone());
@@ -246,17 +247,6 @@ impl Manager {
         let now_ms = jiff::Timestamp::now().as_millisecond();
         for row in self.store.unfinished_jobs().await? {
             let mut job = Job::from_row(row);
-            if job.state == JobState::Terminating
-                && let Some(for_job) = job.reason.as_deref().and_then(crate::state::preempted_by)
-            {
-                let action = self
-                    .queue(&job.queue)
-                    .and_then(|q| q.preemption)
-                    .map(|p| p.action)
-                    .unwrap_or(PreemptAction::Requeue);
-                job.preempt = Some(PreemptedBy { for_job, action });
-                job.cancelled_by = None;
-            }
             // Usage was counted up to the last flush; kernels ran on while the manager was down.
             let base = job.started_at.map(|t| t.as_millisecond()).unwrap_or(now_ms);
             job.accounted_ms = flushed_ms.map_or(base, |f| f.max(base));

@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_model::protocol::ManagerMessage;
-use berth_model::{JobState, PendingKind, PendingReason};
+use berth_model::{JobState, PendingKind, PendingReason, StopCause};
 use berth_sched::{FairShare, HeadOfLine, Ordering, PassInput, PendingJob, Preempt, RunningJob};
 use berth_store::Change;
 use jiff::Timestamp;
 
+use crate::lifecycle::Move;
 use crate::lifecycle::send_all;
 use crate::manager::Manager;
-use crate::state::{Job, PreemptedBy, State};
+use crate::state::{Job, State};
 
 /// How often the usage of running jobs is added to their users' and projects' fair-share
 /// usage (ended jobs are charged when they end).
@@ -159,6 +160,7 @@ pub async fn pass(m: &Manager) -> usize {
             at: now,
             reason: format!("scheduled on {}", node_list(&s.bindings)),
             exit_code: None,
+            end: None,
         });
         changes.push(Change::SetKernels { job_id: s.job, attempt: job.attempt, bindings: s.bindings.clone() });
     }
@@ -238,8 +240,8 @@ fn running_job(j: &Job, now_ms: i64) -> RunningJob {
         bindings: j.bindings.clone(),
         started_at: j.started_at.or(j.placed_at).map(|t| t.as_millisecond()).unwrap_or(now_ms),
         time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
-        preemptible: j.spec.preemptible && j.state != JobState::Terminating && j.preempt.is_none(),
-        borrowed: j.borrowed && j.state != JobState::Terminating && j.preempt.is_none(),
+        preemptible: j.spec.preemptible && j.state != JobState::Terminating && j.stop.is_none(),
+        borrowed: j.borrowed && j.state != JobState::Terminating && j.stop.is_none(),
     }
 }
 
@@ -256,14 +258,17 @@ async fn preempt(m: &Manager, st: &mut State, list: &[Preempt]) {
         .jobs
         .values()
         .filter(|j| j.state == JobState::Terminating)
-        .filter_map(|j| j.preempt.map(|p| p.for_job))
+        .filter_map(|j| match j.stop {
+            Some(StopCause::Preempted { by_job, .. }) => Some(by_job),
+            _ => None,
+        })
         .collect();
     for p in list {
         if busy.contains(&p.for_job) {
             continue;
         }
         let Some(victim) = st.jobs.get(&p.victim) else { continue };
-        if victim.preempt.is_some()
+        if victim.stop.is_some()
             || !matches!(victim.state, JobState::Scheduled | JobState::Preparing | JobState::Running)
         {
             continue;
@@ -271,11 +276,9 @@ async fn preempt(m: &Manager, st: &mut State, list: &[Preempt]) {
         let priority = st.jobs.get(&p.for_job).map(|j| j.spec.priority).unwrap_or_default();
         let reason = format!("preempted by job {} (priority {priority})", p.for_job);
         let stops = m.stop_commands(st, p.victim, &reason);
-        match m.transition(st, p.victim, JobState::Terminating, reason, None, vec![]).await {
+        let cause = StopCause::Preempted { by_job: p.for_job, action: p.action };
+        match m.transition(st, p.victim, Move::stop(cause, reason), vec![]).await {
             Ok(()) => {
-                if let Some(j) = st.jobs.get_mut(&p.victim) {
-                    j.preempt = Some(PreemptedBy { for_job: p.for_job, action: p.action });
-                }
                 tracing::info!(victim = p.victim, for_job = p.for_job, "preempting");
                 send_all(st, stops);
             }

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use berth_model::api::{GpuView, JobView, NodeState, NodeView};
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
-use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, Topology, UnixId};
-use berth_sched::{FairShare, Millis, NodeLedger, PreemptAction};
+use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, StopCause, Topology, UnixId};
+use berth_sched::{FairShare, Millis, NodeLedger};
 use berth_store::{JobRow, UsageRow};
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
@@ -51,10 +51,8 @@ pub struct Job {
     /// kernel ran) instead of the job failing with `kernel lost`. Memory only: after a
     /// manager restart a RUNNING job's kernels count as started.
     pub unstarted: std::collections::BTreeSet<u32>,
-    /// Who asked to cancel (while TERMINATING).
-    pub cancelled_by: Option<String>,
-    /// Set while TERMINATING because a higher-priority job preempted this one.
-    pub preempt: Option<PreemptedBy>,
+    /// Who asked the current attempt to stop (kept from TERMINATING on; stored).
+    pub stop: Option<StopCause>,
     /// When the current attempt was placed (SCHEDULED).
     pub placed_at: Option<Timestamp>,
     /// While the job holds resources: its usage is counted up to this time (ms).
@@ -64,19 +62,6 @@ pub struct Job {
     /// The current attempt started beyond its quota (borrowing): preempted first. Kept in
     /// memory only; a restart recomputes it from the start order (`QuotaTable::restore_borrowed`).
     pub borrowed: bool,
-}
-
-/// Why a TERMINATING job stops: preempted for `for_job`, then requeued or cancelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PreemptedBy {
-    pub for_job: JobId,
-    pub action: PreemptAction,
-}
-
-/// The job named by a `preempted by job N (...)` reason.
-pub fn preempted_by(reason: &str) -> Option<JobId> {
-    let rest = reason.strip_prefix("preempted by job ")?;
-    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
 /// How much one GPU counts against one CPU core in fair-share usage.
@@ -103,13 +88,9 @@ impl Job {
             bindings: Vec::new(),
             ends: Vec::new(),
             unstarted: Default::default(),
-            // A restart loses who cancelled; the stored reason still says it.
-            cancelled_by: (r.state == JobState::Terminating).then(|| {
-                r.reason.as_deref().and_then(|s| s.strip_prefix("cancel requested by ")).unwrap_or("?").to_string()
-            }),
+            stop: r.stop,
             reason: r.reason,
             spec: Arc::new(r.spec),
-            preempt: None,
             placed_at: None,
             accounted_ms: 0,
             expected_start: None,
@@ -174,6 +155,8 @@ impl Job {
             exit_code: None,
             reason: self.reason.clone(),
             expected_start: if self.state == JobState::Pending { self.expected_start } else { None },
+            stop: self.stop.clone(),
+            end_cause: None,
         }
     }
 }
@@ -204,6 +187,8 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
         exit_code: r.exit_code,
         reason: r.reason.clone(),
         expected_start: None,
+        stop: r.stop.clone(),
+        end_cause: r.end_cause,
     }
 }
 

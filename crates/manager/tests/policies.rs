@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use berth_model::Topology;
-use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, ManagerMessage};
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, KernelReport, ManagerMessage};
 use berth_store::{SqliteStore, Store};
 use common::*;
 use serde_json::json;
@@ -148,4 +148,66 @@ async fn usage_is_recorded_when_a_job_ends() {
         "a job without a project is charged to its user's own account: {rows:?}"
     );
     store.close().await;
+}
+
+/// Who preempted a stopping job, and what then happens to it, are typed in the store: a
+/// restarted manager finishes the preemption as it was decided, even after the queue's policy
+/// changed, and a cancel keeps who asked. (Before, both were read back out of the reason
+/// text, and the action came from the queue's policy at restart.)
+#[tokio::test]
+async fn a_preemption_and_a_cancel_in_progress_survive_a_restart_typed() {
+    let toml = |action: &str| {
+        format!("[[queue]]\nname = \"default\"\npreemption = \"{action}\"\npreempt_min_runtime = \"0s\"\n")
+    };
+    let e = start_config(&toml("requeue")).await;
+    let node = || Topology::synthetic(1, 4, 16 << 30, 2);
+    let mut a = Agent::connect(&e.m, "n1", node(), vec![]).await;
+    let mut low = spec(1.0, 1.0);
+    low.preemptible = true;
+    let victim = e.admin.submit_ok(&low).await;
+    let s1 = a.expect_start().await;
+    let cancelled = e.admin.submit_ok(&spec(1.0, 1.0)).await;
+    let s2 = a.expect_start().await;
+    for s in [&s1, &s2] {
+        a.send(AgentMessage::Kernel { key: start_key(s), event: started() }).await;
+    }
+    e.admin.wait_state(cancelled, "RUNNING").await;
+    let (status, _) = e.admin.post(&format!("/v1/jobs/{cancelled}/cancel"), json!({})).await;
+    assert_eq!(status, 200);
+    let mut high = spec(1.0, 1.0);
+    high.priority = 5;
+    let boss = e.admin.submit_ok(&high).await;
+    let d = e.admin.wait_state(victim, "TERMINATING").await;
+    assert_eq!(d["job"]["stop"], json!({"kind": "preempted", "by_job": boss, "action": "requeue"}));
+    let d = e.admin.job(cancelled).await;
+    assert_eq!(d["job"]["stop"], json!({"kind": "cancelled", "by": "alice"}));
+
+    // The manager goes down while both stop; the queue's file entry now says `cancel`.
+    drop(a);
+    e.m.shutdown().await;
+    let path = e.dir.path().join("berth.toml");
+    std::fs::write(&path, toml("cancel")).unwrap();
+    let mut c = config(e.dir.path(), Duration::from_secs(60));
+    c.config_file = Some(path);
+    let m = berth_manager::start(c).await.unwrap();
+    let admin = Client::new(&m.url, &e.admin.token);
+    let running = [&s1, &s2].map(|s| KernelReport { key: start_key(s), last: started() }).to_vec();
+    let mut a = Agent::connect(&m, "n1", node(), running).await;
+    let stopped = KernelEvent::Finished {
+        outcome: KernelOutcome::Stopped,
+        exit_code: Some(143),
+        message: String::new(),
+        at: jiff::Timestamp::now(),
+    };
+    for s in [&s1, &s2] {
+        a.send(AgentMessage::Kernel { key: start_key(s), event: stopped.clone() }).await;
+    }
+    let d = admin.wait_state(victim, "PENDING").await;
+    assert_eq!(d["job"]["reason"], format!("requeued: preempted by job {boss}"), "requeued as decided: {d}");
+    assert_eq!(d["job"]["stop"], json!(null), "a new attempt has no stop cause");
+    let d = admin.wait_state(cancelled, "CANCELLED").await;
+    assert_eq!(d["job"]["reason"], "cancelled by alice");
+    assert_eq!(d["job"]["stop"], json!({"kind": "cancelled", "by": "alice"}));
+    assert_eq!(d["job"]["end_cause"], "cancelled");
+    m.shutdown().await;
 }

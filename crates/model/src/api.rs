@@ -44,6 +44,12 @@ pub struct JobView {
     /// When a pending job is expected to start (its backfill reservation), if known.
     #[serde(default)]
     pub expected_start: Option<jiff::Timestamp>,
+    /// Who asked the job to stop (a cancel, a preemption), from TERMINATING on.
+    #[serde(default)]
+    pub stop: Option<crate::StopCause>,
+    /// How the job ended, once it did.
+    #[serde(default)]
+    pub end_cause: Option<crate::EndCause>,
 }
 
 /// One state change, stored before it is acted on.
@@ -140,6 +146,12 @@ impl NodeState {
             NodeState::Drained => "drained",
             NodeState::Lost => "lost",
         }
+    }
+
+    pub fn parse(s: &str) -> Option<NodeState> {
+        [NodeState::Ready, NodeState::Draining, NodeState::Drained, NodeState::Lost]
+            .into_iter()
+            .find(|n| n.as_str() == s)
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod binding;
 mod cache_api;
+pub mod cause;
 pub mod job;
 pub mod protocol;
 pub mod quantity;
@@ -16,6 +17,7 @@ mod tenancy_api;
 pub mod topology;
 
 pub use binding::{Binding, GpuShare};
+pub use cause::{EndCause, PreemptAction, StopCause};
 pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
 pub use quantity::{
     MAX_DURATION_SECS, MAX_MEM_BYTES, MAX_MILLI, QuantityError, format_bytes, format_duration, format_gpu_milli,

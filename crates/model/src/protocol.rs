@@ -18,7 +18,8 @@ use crate::{Binding, JobId, JobSpec, Topology};
 /// 4: several kernels of one job on one node (`kernels` in the spec: an older agent would run
 ///    them on the host network, where their host names mean nothing), and the mount
 ///    allow-list in [`ContainerInfo`].
-pub const PROTOCOL_VERSION: u32 = 4;
+/// 5: a `LaunchFailed` kernel's message is only what failed (the manager adds `launch failed`).
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
 /// takes jobs of any image.
@@ -65,7 +66,9 @@ pub enum KernelOutcome {
     Stopped,
     /// Killed by the kernel's OOM killer inside its memory limit.
     OutOfMemory,
-    /// Never started: bad binding, missing program, cgroup error, ...
+    /// Never started: bad binding, missing program, cgroup error, ... The `Finished` message
+    /// says what failed (`cannot run ...`), without a `launch failed` prefix: the outcome
+    /// itself says that.
     LaunchFailed,
     /// Stopped by the agent itself because it lost contact with the manager for half the
     /// heartbeat timeout (so the manager may requeue the job elsewhere without it running twice).

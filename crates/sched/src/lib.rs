@@ -104,13 +104,8 @@ pub enum Scoring {
     Spread,
 }
 
-/// What happens to a preempted job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PreemptAction {
-    Requeue,
-    Cancel,
-}
+/// What happens to a preempted job (shared with the store and the API).
+pub use berth_model::PreemptAction;
 
 /// A queue's preemption policy (off when `QueueConfig::preemption` is `None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 //! the SQLite adapter's tests (`tests/sqlite.rs`) and a future PostgreSQL adapter run the same
 //! checks. Each check panics with a message on failure, like a test.
 
-use berth_model::{Binding, JobSpec, JobState, PendingKind, PendingReason};
+use berth_model::api::NodeState;
+use berth_model::{Binding, EndCause, JobSpec, JobState, PendingKind, PendingReason, PreemptAction, StopCause};
 use jiff::Timestamp;
 
 use crate::{Change, JobFilter, NodeRow, Store, StoreError};
@@ -24,7 +25,7 @@ fn binding(node: &str) -> Binding {
 }
 
 fn tr(job_id: i64, from: JobState, to: JobState, secs: i64, reason: &str) -> Change {
-    Change::Transition { job_id, from, to, at: at(secs), reason: reason.into(), exit_code: None }
+    Change::Transition { job_id, from, to, at: at(secs), reason: reason.into(), exit_code: None, end: None }
 }
 
 /// Users, API tokens and join tokens.
@@ -126,6 +127,7 @@ pub async fn lifecycle_and_history(s: &dyn Store) {
             at: at(3),
             reason: "exit code 3".into(),
             exit_code: Some(3),
+            end: Some(EndCause::Exited),
         },
     ])
     .await
@@ -133,6 +135,7 @@ pub async fn lifecycle_and_history(s: &dyn Store) {
     let j = s.job(id).await.unwrap().unwrap();
     assert_eq!(j.state, JobState::Failed);
     assert_eq!((j.started_at, j.ended_at, j.exit_code), (Some(at(2)), Some(at(3)), Some(3)));
+    assert_eq!((j.end_cause, j.stop), (Some(EndCause::Exited), None));
     assert_eq!(j.reason.as_deref(), Some("exit code 3"));
     assert_eq!(s.kernels(id).await.unwrap()[0].exit_code, Some(3));
     let t = s.transitions(id).await.unwrap();
@@ -186,9 +189,19 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
     ])
     .await
     .unwrap();
-    s.apply(&[tr(id, JobState::Running, JobState::Pending, 3, "requeued: node n1 lost")]).await.unwrap();
+    // A preemption: who and what next are kept while the victim stops...
+    let preempted = StopCause::Preempted { by_job: 77, action: PreemptAction::Requeue };
+    s.apply(&[
+        tr(id, JobState::Running, JobState::Terminating, 3, "preempted by job 77 (priority 5)"),
+        Change::Stop { job_id: id, cause: preempted.clone() },
+    ])
+    .await
+    .unwrap();
+    assert_eq!(s.job(id).await.unwrap().unwrap().stop, Some(preempted));
+    // ...and the requeue (a new attempt) clears them.
+    s.apply(&[tr(id, JobState::Terminating, JobState::Pending, 3, "requeued: preempted by job 77")]).await.unwrap();
     let j = s.job(id).await.unwrap().unwrap();
-    assert_eq!((j.state, j.attempt, j.started_at), (JobState::Pending, 1, None));
+    assert_eq!((j.state, j.attempt, j.started_at, j.stop), (JobState::Pending, 1, None, None));
     s.apply(&[
         tr(id, JobState::Pending, JobState::Scheduled, 4, "scheduled on n2"),
         Change::SetKernels { job_id: id, attempt: 1, bindings: vec![binding("n2")] },
@@ -197,6 +210,27 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
     .unwrap();
     let k = s.kernels(id).await.unwrap();
     assert_eq!(k.iter().map(|k| (k.attempt, k.node.as_str())).collect::<Vec<_>>(), vec![(0, "n1"), (1, "n2")]);
+    // A cancel: the canceller stays with the ended job, beside its end cause.
+    let by = StopCause::Cancelled { by: "frank".into() };
+    s.apply(&[
+        tr(id, JobState::Scheduled, JobState::Terminating, 5, "cancel requested by frank"),
+        Change::Stop { job_id: id, cause: by.clone() },
+    ])
+    .await
+    .unwrap();
+    s.apply(&[Change::Transition {
+        job_id: id,
+        from: JobState::Terminating,
+        to: JobState::Cancelled,
+        at: at(6),
+        reason: "cancelled by frank".into(),
+        exit_code: None,
+        end: Some(EndCause::Cancelled),
+    }])
+    .await
+    .unwrap();
+    let j = s.job(id).await.unwrap().unwrap();
+    assert_eq!((j.state, j.stop, j.end_cause), (JobState::Cancelled, Some(by), Some(EndCause::Cancelled)));
 }
 
 /// Nodes and meta values.
@@ -206,7 +240,7 @@ pub async fn nodes_and_meta(s: &dyn Store) {
         queue: "default".into(),
         topology: berth_model::Topology::synthetic(1, 4, 8 << 30, 1),
         version: "0.1.0".into(),
-        state: "ready".into(),
+        state: NodeState::Ready,
         last_heartbeat: Some(at(1)),
         address: Some("10.0.0.1".into()),
         drain_reason: None,
@@ -218,17 +252,17 @@ pub async fn nodes_and_meta(s: &dyn Store) {
     // A re-registering agent must not undo an admin's drain.
     n.drain_reason = None;
     s.upsert_node(&n).await.unwrap();
-    s.set_node_state("n1", "lost", None).await.unwrap();
+    s.set_node_state("n1", NodeState::Lost, None).await.unwrap();
     let nodes = s.nodes().await.unwrap();
     assert_eq!(nodes.len(), 1);
-    assert_eq!((nodes[0].version.as_str(), nodes[0].state.as_str()), ("0.2.0", "lost"));
+    assert_eq!((nodes[0].version.as_str(), nodes[0].state), ("0.2.0", NodeState::Lost));
     assert_eq!(nodes[0].last_heartbeat, Some(at(1)));
     assert_eq!(nodes[0].topology, n.topology);
     assert_eq!(nodes[0].address.as_deref(), Some("10.0.0.2"));
     assert_eq!(nodes[0].drain_reason.as_deref(), Some("disk swap"));
     s.set_node_drain("n1", None).await.unwrap();
     assert_eq!(s.nodes().await.unwrap()[0].drain_reason, None);
-    assert!(matches!(s.set_node_state("zz", "lost", None).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(s.set_node_state("zz", NodeState::Lost, None).await, Err(StoreError::NotFound(_))));
     assert!(matches!(s.set_node_drain("zz", Some("x")).await, Err(StoreError::NotFound(_))));
 
     assert_eq!(s.meta_get("k").await.unwrap(), None);

@@ -15,7 +15,7 @@ pub mod tenancy;
 mod types;
 
 use async_trait::async_trait;
-use berth_model::api::Transition;
+use berth_model::api::{NodeState, Transition};
 use berth_model::{JobId, JobSpec, JobState, UnixId};
 use jiff::Timestamp;
 use thiserror::Error;
@@ -123,7 +123,7 @@ pub trait Store: Tenancy + CacheState + Send + Sync {
     // --- nodes ------------------------------------------------------------------------
     /// Inserts or replaces a node (on agent register).
     async fn upsert_node(&self, node: &NodeRow) -> Result<()>;
-    async fn set_node_state(&self, name: &str, state: &str, last_heartbeat: Option<Timestamp>) -> Result<()>;
+    async fn set_node_state(&self, name: &str, state: NodeState, last_heartbeat: Option<Timestamp>) -> Result<()>;
     /// Drains (`Some(reason)`) or undrains (`None`) a node; `NotFound` for an unknown node.
     async fn set_node_drain(&self, name: &str, reason: Option<&str>) -> Result<()>;
     async fn nodes(&self) -> Result<Vec<NodeRow>>;

@@ -10,8 +10,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use berth_model::api::Transition;
-use berth_model::{JobId, JobSpec, JobState, UnixId};
+use berth_model::api::{NodeState, Transition};
+use berth_model::{EndCause, JobId, JobSpec, JobState, PreemptAction, StopCause, UnixId};
 use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
@@ -160,7 +160,7 @@ pub(crate) fn user_row(r: &SqliteRow) -> Result<UserRow> {
 
 const JOB_COLUMNS: &str = "j.id, j.user_id, u.name AS user_name, j.spec, j.queue, j.priority, j.state, j.attempt, \
      j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason, j.nodes, \
-     j.submitter_uid, j.submitter_gid";
+     j.submitter_uid, j.submitter_gid, j.cancelled_by, j.preempted_by, j.preempt_action, j.end_cause";
 
 fn job_row(r: &SqliteRow) -> Result<JobRow> {
     let pending: Option<String> = r.try_get("pending_reason")?;
@@ -181,7 +181,52 @@ fn job_row(r: &SqliteRow) -> Result<JobRow> {
         pending_reason: pending.as_deref().map(|p| json("pending reason", p)).transpose()?,
         nodes: r.try_get::<&str, _>("nodes")?.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect(),
         submitter: submitter(r.try_get("submitter_uid")?, r.try_get("submitter_gid")?)?,
+        stop: stop_cause(r.try_get("cancelled_by")?, r.try_get("preempted_by")?, r.try_get("preempt_action")?)?,
+        end_cause: r
+            .try_get::<Option<&str>, _>("end_cause")?
+            .map(|c| EndCause::parse(c).ok_or_else(|| StoreError::Corrupt(format!("job end cause `{c}`"))))
+            .transpose()?,
     })
+}
+
+/// The stop columns: a canceller, or a preemptor with its action (both or neither).
+fn stop_cause(by: Option<String>, for_job: Option<i64>, action: Option<&str>) -> Result<Option<StopCause>> {
+    Ok(match (by, for_job, action) {
+        (None, None, None) => None,
+        (Some(by), None, None) => Some(StopCause::Cancelled { by }),
+        (None, Some(by_job), Some(a)) => {
+            let action = PreemptAction::parse(a).ok_or_else(|| StoreError::Corrupt(format!("preempt action `{a}`")))?;
+            Some(StopCause::Preempted { by_job, action })
+        }
+        (by, job, action) => {
+            return Err(StoreError::Corrupt(format!(
+                "job stop cause: cancelled_by {by:?}, preempted_by {job:?}, preempt_action {action:?}"
+            )));
+        }
+    })
+}
+
+/// Records who asked a job to stop (see [`stop_cause`] for the columns).
+async fn set_stop(tx: &mut sqlx::SqliteConnection, job_id: JobId, cause: &StopCause) -> Result<()> {
+    let (by, for_job, action) = match cause {
+        StopCause::Cancelled { by } => (Some(by.as_str()), None, None),
+        StopCause::Preempted { by_job, action } => (None, Some(*by_job), Some(action.as_str())),
+    };
+    let done = sqlx::query("UPDATE jobs SET cancelled_by = ?, preempted_by = ?, preempt_action = ? WHERE id = ?")
+        .bind(by)
+        .bind(for_job)
+        .bind(action)
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await?;
+    if done.rows_affected() != 1 {
+        return Err(StoreError::NotFound(format!("job {job_id}")));
+    }
+    Ok(())
+}
+
+fn node_state(s: &str) -> Result<NodeState> {
+    NodeState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("node state `{s}`")))
 }
 
 /// The `submitter_uid`/`submitter_gid` pair: both or neither, each a u32.
@@ -210,11 +255,22 @@ fn node_row(r: &SqliteRow) -> Result<NodeRow> {
         queue: r.try_get("queue")?,
         topology: json("topology", r.try_get::<&str, _>("topology")?)?,
         version: r.try_get("version")?,
-        state: r.try_get("state")?,
+        state: node_state(r.try_get("state")?)?,
         last_heartbeat: opt_ts(r.try_get("last_heartbeat")?)?,
         address: r.try_get("address")?,
         drain_reason: r.try_get("drain_reason")?,
     })
+}
+
+/// The fields of a [`Change::Transition`].
+struct Move<'a> {
+    job_id: JobId,
+    from: JobState,
+    to: JobState,
+    at: Timestamp,
+    reason: &'a str,
+    exit_code: Option<i32>,
+    end: Option<EndCause>,
 }
 
 /// Applies one transition inside `tx` (compare-and-set on the state).
@@ -223,15 +279,8 @@ fn node_row(r: &SqliteRow) -> Result<NodeRow> {
 /// is a round trip to the connection's worker thread, and those hops (not SQLite) were most
 /// of the manager's time under load. The INSERT only happens when the UPDATE matched
 /// (`changes() = 1`); the old row is read only to explain a failure.
-async fn transition(
-    tx: &mut sqlx::SqliteConnection,
-    job_id: JobId,
-    from: JobState,
-    to: JobState,
-    at: Timestamp,
-    reason: &str,
-    exit_code: Option<i32>,
-) -> Result<()> {
+async fn transition(tx: &mut sqlx::SqliteConnection, mv: Move<'_>) -> Result<()> {
+    let Move { job_id, from, to, at, reason, exit_code, end } = mv;
     if !from.can_become(to) {
         return Err(StoreError::InvalidTransition { job_id, from, to });
     }
@@ -247,9 +296,12 @@ async fn transition(
     let exit = if to.is_terminal() && exit_code.is_some() { "?" } else { "exit_code" };
     let attempt = if requeue { "attempt + 1" } else { "attempt" };
     let pending = if from == JobState::Pending && to != JobState::Pending { "NULL" } else { "pending_reason" };
+    let end_cause = if to.is_terminal() && end.is_some() { "?" } else { "end_cause" };
+    let stop = if requeue { ", cancelled_by = NULL, preempted_by = NULL, preempt_action = NULL" } else { "" };
     let sql = format!(
         "UPDATE jobs SET state = ?, reason = ?, started_at = {started_at}, ended_at = {ended_at}, \
-         exit_code = {exit}, attempt = {attempt}, pending_reason = {pending} WHERE id = ? AND state = ?; \
+         exit_code = {exit}, attempt = {attempt}, pending_reason = {pending}, end_cause = {end_cause}{stop} \
+         WHERE id = ? AND state = ?; \
          INSERT INTO transitions (job_id, at, from_state, to_state, reason) \
          SELECT ?, ?, ?, ?, ? WHERE changes() = 1"
     );
@@ -261,6 +313,9 @@ async fn transition(
         q = q.bind(ts(at));
         if let Some(c) = exit_code {
             q = q.bind(c as i64);
+        }
+        if let Some(e) = end {
+            q = q.bind(e.as_str());
         }
     }
     let done = q
@@ -553,9 +608,19 @@ impl Store for SqliteStore {
         let mut tx = self.writer.begin().await?;
         for c in changes {
             match c {
-                Change::Transition { job_id, from, to, at, reason, exit_code } => {
-                    transition(&mut tx, *job_id, *from, *to, *at, reason, *exit_code).await?;
+                Change::Transition { job_id, from, to, at, reason, exit_code, end } => {
+                    let mv = Move {
+                        job_id: *job_id,
+                        from: *from,
+                        to: *to,
+                        at: *at,
+                        reason,
+                        exit_code: *exit_code,
+                        end: *end,
+                    };
+                    transition(&mut tx, mv).await?;
                 }
+                Change::Stop { job_id, cause } => set_stop(&mut tx, *job_id, cause).await?,
                 Change::SetKernels { job_id, attempt, bindings } => {
                     set_kernels(&mut tx, *job_id, *attempt, bindings).await?;
                 }
@@ -612,7 +677,7 @@ impl Store for SqliteStore {
         .bind(&n.queue)
         .bind(to_json(&n.topology))
         .bind(&n.version)
-        .bind(&n.state)
+        .bind(n.state.as_str())
         .bind(n.last_heartbeat.map(ts))
         .bind(&n.address)
         .execute(&self.writer)
@@ -629,10 +694,10 @@ impl Store for SqliteStore {
         one_node(done, name)
     }
 
-    async fn set_node_state(&self, name: &str, state: &str, last_heartbeat: Option<Timestamp>) -> Result<()> {
+    async fn set_node_state(&self, name: &str, state: NodeState, last_heartbeat: Option<Timestamp>) -> Result<()> {
         let done =
             sqlx::query("UPDATE nodes SET state = ?, last_heartbeat = COALESCE(?, last_heartbeat) WHERE name = ?")
-                .bind(state)
+                .bind(state.as_str())
                 .bind(last_heartbeat.map(ts))
                 .bind(name)
                 .execute(&self.writer)

@@ -1,7 +1,8 @@
 //! Rows the store returns and the changes it applies. Adapter-independent.
 
+use berth_model::api::NodeState;
 use berth_model::api::QueuePolicy;
-use berth_model::{Binding, JobId, JobSpec, JobState, PendingReason, Topology, UnixId};
+use berth_model::{Binding, EndCause, JobId, JobSpec, JobState, PendingReason, StopCause, Topology, UnixId};
 use jiff::Timestamp;
 
 /// A user account.
@@ -38,6 +39,11 @@ pub struct JobRow {
     pub nodes: Vec<String>,
     /// The Unix user who submitted the job, when the manager's host vouched for it.
     pub submitter: Option<UnixId>,
+    /// Who asked the current attempt to stop (set with TERMINATING, or with CANCELLED for a
+    /// job that never ran), kept after the end; a requeue clears it.
+    pub stop: Option<StopCause>,
+    /// How the job ended (with its final state).
+    pub end_cause: Option<EndCause>,
 }
 
 /// One kernel of one attempt.
@@ -58,8 +64,9 @@ pub struct NodeRow {
     pub queue: String,
     pub topology: Topology,
     pub version: String,
-    /// `ready` or `lost` (a drain is kept apart, in `drain_reason`).
-    pub state: String,
+    /// [`NodeState::Ready`] or [`NodeState::Lost`]: whether its agent is heard from. A drain
+    /// is kept apart, in `drain_reason` (draining and drained follow from it and the jobs).
+    pub state: NodeState,
     pub last_heartbeat: Option<Timestamp>,
     /// Where other nodes reach this one.
     pub address: Option<String>,
@@ -88,8 +95,19 @@ pub enum Change {
     /// `Conflict` when the job is not in `from`. Side effects on the job row: `reason` becomes
     /// the transition's; RUNNING sets `started_at` once; a terminal state sets `ended_at` and
     /// `exit_code` (when given); PENDING from another state is a requeue: `attempt + 1`, and
-    /// `started_at` cleared; leaving PENDING clears the pending reason.
-    Transition { job_id: JobId, from: JobState, to: JobState, at: Timestamp, reason: String, exit_code: Option<i32> },
+    /// `started_at` cleared, and the stop cause cleared; leaving PENDING clears the pending
+    /// reason; `end` is stored with a final state.
+    Transition {
+        job_id: JobId,
+        from: JobState,
+        to: JobState,
+        at: Timestamp,
+        reason: String,
+        exit_code: Option<i32>,
+        end: Option<EndCause>,
+    },
+    /// Who asked the job to stop (with its move to TERMINATING or CANCELLED).
+    Stop { job_id: JobId, cause: StopCause },
     /// The bindings of an attempt's kernels (index = position), replacing earlier ones.
     SetKernels { job_id: JobId, attempt: u32, bindings: Vec<Binding> },
     /// A kernel's exit code.

@@ -248,7 +248,7 @@ impl Runtime {
     }
 
     /// Starts a kernel. On success the process runs and its `Finished` event will arrive on
-    /// `events`; on failure the returned message (`launch failed: ...`) is the `Finished`
+    /// `events`; on failure the returned message (what failed, e.g. `cannot run ...`) is the `Finished`
     /// message of a `LaunchFailed` kernel.
     pub fn start(
         &self,
@@ -261,12 +261,12 @@ impl Runtime {
     ) -> Result<KernelHandle, String> {
         if spec.image.is_some() {
             // The container runs as the owner's uid too (unless the image names a USER).
-            let user = self.kernel_user(manager_env, submitter).map_err(|e| format!("launch failed: {e}"))?;
+            let user = self.kernel_user(manager_env, submitter).map_err(|e| e.to_string())?;
             return Ok(self.docker.start(key, spec, binding, manager_env, events, user));
         }
         let name = logs::key_name(&key);
         let dir = logs::kernel_dir(&self.opts.data_dir, &key);
-        let fail = |what: String| format!("launch failed: {what}");
+        let fail = |what: String| what;
         let user = self.kernel_user(manager_env, submitter).map_err(fail)?;
         let user = &user;
         let Some(program) = spec.command.first() else { return Err(fail("empty command".into())) };
@@ -438,17 +438,15 @@ pub(crate) struct LaunchText {
 }
 
 impl LaunchText {
-    /// `launch failed: cannot run ...`. EACCES as another user is mostly the work dir or the
+    /// `cannot run ...`. EACCES as another user is mostly the work dir or the
     /// program's directory being closed to that user: name both so the fix is obvious.
     pub(crate) fn cannot_run(&self, e: &std::io::Error) -> String {
         let program = &self.program;
         match &self.as_user {
-            Some(user) if e.kind() == std::io::ErrorKind::PermissionDenied => format!(
-                "launch failed: cannot run `{program}` as user {user} in `{}`: {}",
-                self.workdir.display(),
-                errno_text(e)
-            ),
-            _ => format!("launch failed: cannot run `{program}`: {}", errno_text(e)),
+            Some(user) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                format!("cannot run `{program}` as user {user} in `{}`: {}", self.workdir.display(), errno_text(e))
+            }
+            _ => format!("cannot run `{program}`: {}", errno_text(e)),
         }
     }
 }

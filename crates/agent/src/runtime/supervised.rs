@@ -42,7 +42,7 @@ impl Runtime {
         mut cg: Option<KernelCgroup>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, String> {
-        let fail = |what: String| format!("launch failed: {what}");
+        let fail = |what: String| what;
         let now_ms = jiff::Timestamp::now().as_millisecond();
         let deadline_ms = k.spec.time_limit_secs.map(|t| now_ms.saturating_add((t as i64).saturating_mul(1000)));
         let record = adopt::KernelRecord { key: k.key, binding: k.binding.clone(), deadline_ms };

@@ -116,6 +116,8 @@ mod tests {
             exit_code: None,
             reason: None,
             expected_start: None,
+            stop: None,
+            end_cause: None,
         };
         let lines: Vec<String> = table(std::slice::from_ref(&j)).lines().collect();
         assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");

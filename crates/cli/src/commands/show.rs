@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use berth_model::api::JobDetail;
-use berth_model::{JobId, format_bytes, format_gpu_milli};
+use berth_model::{JobId, StopCause, format_bytes, format_gpu_milli};
 use clap::Args;
 
 use crate::client::Client;
@@ -57,6 +57,16 @@ fn render(d: &JobDetail) -> String {
     }
     if let Some(c) = j.exit_code {
         line("exit code", c.to_string());
+    }
+    match &j.stop {
+        Some(StopCause::Cancelled { by }) => line("stop", format!("cancelled by {by}")),
+        Some(StopCause::Preempted { by_job, action }) => {
+            line("stop", format!("preempted by job {by_job}, then {}", action.as_str()))
+        }
+        None => {}
+    }
+    if let Some(c) = j.end_cause {
+        line("ended by", c.as_str().replace('_', " "));
     }
     line("command", output::command_line(&s.command));
     if s.command.iter().any(|a| a.contains('\n')) {
@@ -176,6 +186,8 @@ mod tests {
                 exit_code: Some(0),
                 reason: None,
                 expected_start: None,
+                stop: None,
+                end_cause: None,
             },
             spec,
             kernels: vec![KernelView {
@@ -227,6 +239,8 @@ mod tests {
                 exit_code: None,
                 reason: None,
                 expected_start: None,
+                stop: None,
+                end_cause: None,
             },
             spec,
             kernels: vec![],
@@ -237,5 +251,14 @@ mod tests {
         assert!(s.contains("<script, 3 lines>"), "{s}");
         assert!(s.contains("            (the script text is in `berth show -o json`)"), "{s}");
         assert!(s.lines().all(|l| !l.trim_start().starts_with(':')), "{s}");
+
+        // Who stopped it and how it ended come from the typed fields, not the reason.
+        let mut d = d;
+        d.job.state = JobState::Cancelled;
+        d.job.stop = Some(StopCause::Preempted { by_job: 9, action: berth_model::PreemptAction::Cancel });
+        d.job.end_cause = Some(berth_model::EndCause::Preempted);
+        let s = render(&d);
+        assert!(s.contains("stop:       preempted by job 9, then cancel"), "{s}");
+        assert!(s.contains("ended by:   preempted"), "{s}");
     }
 }

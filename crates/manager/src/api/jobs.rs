@@ -5,14 +5,14 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use berth_model::api::{CancelResult, JobDetail, JobListQuery, JobView, KernelView, SubmitRequest};
-use berth_model::{JobId, JobState};
+use berth_model::{JobId, JobState, StopCause};
 use berth_store::{JobFilter, JobRow};
 
 use crate::auth::Auth;
 use crate::cluster_env::role;
 use crate::error::{ApiError, Json, Path, Query};
 use crate::identity::User;
-use crate::lifecycle::send_all;
+use crate::lifecycle::{Move, send_all};
 use crate::local::Submitter;
 use crate::manager::Manager;
 use crate::state::{Job, row_view};
@@ -77,8 +77,7 @@ pub async fn submit(
         bindings: Vec::new(),
         ends: Vec::new(),
         unstarted: Default::default(),
-        cancelled_by: None,
-        preempt: None,
+        stop: None,
         placed_at: None,
         accounted_ms: 0,
         expected_start: None,
@@ -291,17 +290,15 @@ pub async fn cancel(
     }
     match job.state {
         JobState::Pending => {
-            m.transition(&mut st, id, JobState::Cancelled, format!("cancelled by {}", user.name), None, vec![]).await?;
+            m.transition(&mut st, id, Move::cancel_pending(&user.name), vec![]).await?;
             Ok(axum::Json(CancelResult { id, state: JobState::Cancelled }))
         }
         JobState::Terminating => Ok(axum::Json(CancelResult { id, state: JobState::Terminating })),
         _ => {
             let reason = format!("cancel requested by {}", user.name);
             let stops = m.stop_commands(&st, id, &reason);
-            m.transition(&mut st, id, JobState::Terminating, reason, None, vec![]).await?;
-            if let Some(j) = st.jobs.get_mut(&id) {
-                j.cancelled_by = Some(user.name.clone());
-            }
+            let by = StopCause::Cancelled { by: user.name.clone() };
+            m.transition(&mut st, id, Move::stop(by, reason), vec![]).await?;
             send_all(&st, stops);
             Ok(axum::Json(CancelResult { id, state: JobState::Terminating }))
         }

@@ -133,6 +133,8 @@ mod tests {
             pending_reason: None,
             nodes: vec![],
             submitter: None,
+            stop: None,
+            end_cause: None,
         }
     }
 

@@ -3,7 +3,7 @@
 //! `process` runtime.
 //!
 //! A start returns at once; a task creates and starts the container (the image may have to be
-//! pulled) and sends `Started` once it runs, or `Finished` (`launch failed: ...`). Containers
+//! pulled) and sends `Started` once it runs, or `Finished` (`LaunchFailed` with what failed). Containers
 //! carry labels (the agent's scope, the kernel key, the binding, the deadline), so an agent
 //! that restarts re-adopts the running ones instead of killing them ([`Docker::adopt`]).
 
@@ -236,7 +236,7 @@ impl Docker {
         // Lives until the kernel ends: every return below drops it, and with it the listener.
         let (client, held, _forward) = match created {
             Ok(c) => c,
-            Err(e) => return finish(KernelOutcome::LaunchFailed, format!("launch failed: {e}")),
+            Err(e) => return finish(KernelOutcome::LaunchFailed, e.to_string()),
         };
         // Removes the container that did not run, and the job network when it was the last.
         let undo = |client: bollard::Docker, held: Option<network::Held>| {
@@ -255,10 +255,7 @@ impl Docker {
         }
         if let Err(e) = client.start_container(&name, None::<StartContainerOptions>).await {
             undo(client.clone(), held).await;
-            return finish(
-                KernelOutcome::LaunchFailed,
-                format!("launch failed: cannot start the container: {}", text(&e)),
-            );
+            return finish(KernelOutcome::LaunchFailed, format!("cannot start the container: {}", text(&e)));
         }
         // It runs on the network now: another kernel's end no longer removes it.
         drop(held);

@@ -1,0 +1,122 @@
+//! Why a job stops and how it ended, typed: what the store keeps in columns, the API returns
+//! and the manager acts on after a restart. The job's `reason` says the same in words for
+//! people; nothing reads it back.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::job::JobId;
+
+/// What happens to a preempted job once its kernels stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreemptAction {
+    /// Back to PENDING, a new attempt.
+    Requeue,
+    /// CANCELLED.
+    Cancel,
+}
+
+impl PreemptAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PreemptAction::Requeue => "requeue",
+            PreemptAction::Cancel => "cancel",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PreemptAction> {
+        match s {
+            "requeue" => Some(PreemptAction::Requeue),
+            "cancel" => Some(PreemptAction::Cancel),
+            _ => None,
+        }
+    }
+}
+
+/// Who asked a job to stop before its end: kept while it is TERMINATING (so a restarted
+/// manager finishes the stop the same way) and after it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StopCause {
+    /// A user (the owner or an admin) cancelled it.
+    Cancelled { by: String },
+    /// A higher-priority job preempted it; it is then requeued or cancelled.
+    Preempted { by_job: JobId, action: PreemptAction },
+}
+
+/// How a job's run ended (set with its final state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndCause {
+    /// Its main kernel exited by itself (any exit code; see `exit_code`).
+    Exited,
+    /// A kernel could not be started (program or image missing, no permission, ...).
+    LaunchFailed,
+    /// A kernel was killed for exceeding its memory.
+    OutOfMemory,
+    /// It reached its time limit.
+    TimeLimit,
+    /// A user cancelled it ([`StopCause::Cancelled`] says who).
+    Cancelled,
+    /// A higher-priority job preempted it and the queue cancels victims.
+    Preempted,
+    /// Its agent stopped it on its own (the agent was shut down with `--stop-jobs`).
+    StoppedByAgent,
+    /// Its node stopped answering, or fenced itself off after losing the manager.
+    NodeLost,
+    /// Its node answered but no longer had the kernel.
+    KernelLost,
+}
+
+impl EndCause {
+    pub const ALL: [EndCause; 9] = [
+        EndCause::Exited,
+        EndCause::LaunchFailed,
+        EndCause::OutOfMemory,
+        EndCause::TimeLimit,
+        EndCause::Cancelled,
+        EndCause::Preempted,
+        EndCause::StoppedByAgent,
+        EndCause::NodeLost,
+        EndCause::KernelLost,
+    ];
+
+    /// The stored and serialised name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndCause::Exited => "exited",
+            EndCause::LaunchFailed => "launch_failed",
+            EndCause::OutOfMemory => "out_of_memory",
+            EndCause::TimeLimit => "time_limit",
+            EndCause::Cancelled => "cancelled",
+            EndCause::Preempted => "preempted",
+            EndCause::StoppedByAgent => "stopped_by_agent",
+            EndCause::NodeLost => "node_lost",
+            EndCause::KernelLost => "kernel_lost",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EndCause> {
+        EndCause::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_names_are_the_serde_names() {
+        for c in EndCause::ALL {
+            assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{}\"", c.as_str()));
+            assert_eq!(EndCause::parse(c.as_str()), Some(c));
+        }
+        for a in [PreemptAction::Requeue, PreemptAction::Cancel] {
+            assert_eq!(serde_json::to_string(&a).unwrap(), format!("\"{}\"", a.as_str()));
+            assert_eq!(PreemptAction::parse(a.as_str()), Some(a));
+        }
+        let s = StopCause::Preempted { by_job: 6, action: PreemptAction::Requeue };
+        assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"kind":"preempted","by_job":6,"action":"requeue"}"#);
+    }
+}
