@@ -142,8 +142,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
                             None => break,
                         }
                     }
-                    m.on_messages(&node, batch).await;
-                    if closed {
+                    if !m.report(&node, batch).await || closed {
                         break;
                     }
                 }
@@ -296,7 +295,7 @@ impl Manager {
                     if job.state == JobState::Terminating {
                         // The stop may have been lost with the old connection.
                         let stops = self.stop_commands(&st, r.key.job_id, "cancelled");
-                        crate::lifecycle::send_all(&st, stops.into_iter().filter(|(n, _)| n == node).collect());
+                        st.send_all(stops.into_iter().filter(|(n, _)| n == node).collect());
                     }
                 }
                 KernelEvent::Started { .. } => {
@@ -364,33 +363,29 @@ impl Manager {
         }
     }
 
-    /// Handles messages (after `Register`) that arrived together, in order, under one state lock.
-    pub async fn on_messages(&self, node: &str, msgs: Vec<AgentMessage>) {
-        let mut st = self.lock_state().await;
-        for msg in msgs {
-            self.handle(&mut st, node, msg).await;
+    /// Handles one message after `Register` (from the report loop, `reports.rs`).
+    pub async fn handle(&self, st: &mut crate::state::State, node: &str, msg: &AgentMessage) {
+        if let AgentMessage::Kernel { key, .. } | AgentMessage::CommandFailed { key, .. } = msg {
+            // In a batch: what undoes it if the store refuses the batch.
+            st.touch(key.job_id);
         }
-    }
-
-    /// Handles one message after `Register`.
-    async fn handle(&self, st: &mut crate::state::State, node: &str, msg: AgentMessage) {
         match msg {
             AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
-            AgentMessage::Containers { info } => self.containers_changed(st, node, info),
+            AgentMessage::Containers { info } => self.containers_changed(st, node, info.clone()),
             AgentMessage::Heartbeat { at } => {
                 if let Some(n) = st.nodes.get_mut(node) {
                     n.last_seen = Instant::now();
-                    n.last_heartbeat = Some(at);
+                    n.last_heartbeat = Some(*at);
                 }
             }
             AgentMessage::Kernel { key, event } => match event {
                 KernelEvent::Started { .. } => {
-                    if !self.kernel_started(st, node, key).await {
+                    if !self.kernel_started(st, node, *key).await {
                         tracing::debug!(node, ?key, "ignoring start of a kernel the manager does not want");
                     }
                 }
                 KernelEvent::Finished { outcome, exit_code, message, .. } => {
-                    self.kernel_finished(st, node, key, outcome, exit_code, &message).await;
+                    self.kernel_finished(st, node, *key, *outcome, *exit_code, message).await;
                 }
             },
             AgentMessage::CommandFailed { key, error, .. } => {
@@ -400,16 +395,16 @@ impl Manager {
                         && matches!(j.state, JobState::Scheduled | JobState::Preparing | JobState::Running)
                 });
                 if live {
-                    self.kernel_finished(st, node, key, KernelOutcome::Failed, None, &error).await;
+                    self.kernel_finished(st, node, *key, KernelOutcome::Failed, None, error).await;
                 } else {
                     tracing::warn!(node, ?key, "agent command failed: {error}");
                 }
             }
             AgentMessage::LogData { req_id, data, next_offset, found } => {
-                let waiter = self.log_waiters.lock().expect("log waiters lock").remove(&req_id);
+                let waiter = self.log_waiters.lock().expect("log waiters lock").remove(req_id);
                 if let Some(w) = waiter {
                     let data = base64::engine::general_purpose::STANDARD.decode(data.as_bytes()).unwrap_or_default();
-                    let _ = w.send(LogReply { data, next_offset, found });
+                    let _ = w.send(LogReply { data, next_offset: *next_offset, found: *found });
                 }
             }
         }

@@ -31,6 +31,8 @@ mod nodes;
 mod openapi;
 mod quota_table;
 mod quotas;
+mod report_queue;
+mod reports;
 mod scheduler;
 mod state;
 mod store_health;
@@ -208,7 +210,9 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         },
         None => None,
     };
+    let reports = m.take_reports().expect("the report loop starts once");
     tasks.extend([
+        tokio::spawn(reports::run(m.clone(), reports)),
         tokio::spawn(scheduler::run(m.clone())),
         tokio::spawn(heartbeat::run(m.clone())),
         tokio::spawn(cache_push::run(m.clone())),

@@ -113,7 +113,9 @@ impl Manager {
         if let Some(cause) = &stop {
             extra.push(Change::Stop { job_id, cause: cause.clone() });
         }
-        self.store.apply(&extra).await?;
+        st.touch(job_id);
+        st.touch_usage(&usage);
+        self.write(st, extra).await?;
         st.usage.set(&usage);
         let job = st.jobs.get_mut(&job_id).expect("checked above");
         job.state = to;
@@ -139,6 +141,9 @@ impl Manager {
             }
             if from.holds_resources() {
                 st.release(&bindings);
+                if let Some(b) = st.batch.as_mut() {
+                    b.released(&bindings);
+                }
             }
             if to.is_terminal() {
                 st.jobs.remove(&job_id);
@@ -146,6 +151,17 @@ impl Manager {
             self.wake.notify_one();
         }
         Ok(())
+    }
+
+    /// Stores `changes`, or stages them in the open batch (committed with it, `batch.rs`).
+    pub async fn write(&self, st: &mut State, changes: Vec<Change>) -> Result<(), StoreError> {
+        match st.batch.as_mut() {
+            Some(b) => {
+                b.stage(changes);
+                Ok(())
+            }
+            None => self.store.apply(&changes).await,
+        }
     }
 
     /// `StopKernel` commands for every kernel of the job whose end is not recorded yet, to
@@ -191,7 +207,7 @@ impl Manager {
         };
         let res = self.transition(st, job_id, mv, vec![]).await;
         match res {
-            Ok(()) => send_all(st, stops),
+            Ok(()) => st.send_all(stops),
             Err(e) => {
                 tracing::warn!(job_id, "cannot record lost job: {e}");
                 if worth_retrying(&e) {
@@ -255,7 +271,7 @@ impl Manager {
         if outcome == KernelOutcome::Succeeded && !all_done && key.index != 0 {
             // A sub kernel of a multi-node job is done; the job goes on until `main` ends
             // (like torchrun's agents, the workers may finish before the coordinator).
-            if let Err(e) = self.store.apply(&[kernel_exit]).await {
+            if let Err(e) = self.write(st, vec![kernel_exit]).await {
                 tracing::warn!(job = key.job_id, "cannot record kernel exit: {e}");
             }
             st.send(node, ManagerMessage::Forget { key });
@@ -302,7 +318,7 @@ impl Manager {
         let stops = self.stop_commands(st, key.job_id, &reason);
         match self.transition(st, key.job_id, mv, vec![kernel_exit]).await {
             Ok(()) => {
-                send_all(st, stops);
+                st.send_all(stops);
                 for (n, k) in finished {
                     st.send(&n, ManagerMessage::Forget { key: k });
                 }
@@ -347,11 +363,4 @@ impl Manager {
 
 fn non_empty(s: &str, default: &str) -> String {
     if s.is_empty() { default.to_string() } else { s.to_string() }
-}
-
-/// Sends commands collected before a state change, now that it is stored.
-pub fn send_all(st: &State, msgs: Vec<(String, ManagerMessage)>) {
-    for (node, msg) in msgs {
-        st.send(&node, msg);
-    }
 }

@@ -59,6 +59,10 @@ pub struct Manager {
     pub cache_members: crate::cache_members::CacheMembers,
     /// Whether the store takes writes (a full disk under the data dir).
     pub store_health: crate::store_health::StoreHealth,
+    /// Where agent connections hand their agents' messages (`reports.rs`).
+    pub reports: crate::report_queue::Reports,
+    /// The report loop's end of `reports`, taken once when it starts.
+    reports_rx: StdMutex<Option<crate::report_queue::ReportsRx>>,
 }
 
 impl Manager {
@@ -72,6 +76,7 @@ impl Manager {
     ) -> Manager {
         // Heartbeats a few times per timeout, at most once a second.
         let heartbeat_interval = (heartbeat_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        let (reports, reports_rx) = crate::report_queue::channel();
         Manager {
             store,
             queues: RwLock::new(Arc::new(queues)),
@@ -92,7 +97,14 @@ impl Manager {
             cache: std::sync::OnceLock::new(),
             cache_members: Default::default(),
             store_health: crate::store_health::StoreHealth::new(data_dir),
+            reports,
+            reports_rx: StdMutex::new(Some(reports_rx)),
         }
+    }
+
+    /// The receiving end of [`Manager::reports`], for the report loop (once).
+    pub fn take_reports(&self) -> Option<crate::report_queue::ReportsRx> {
+        self.reports_rx.lock().expect("reports lock").take()
     }
 
     /// Locks the in-memory state, first moving freshly submitted jobs into it.

@@ -13,7 +13,6 @@ use berth_store::Change;
 use jiff::Timestamp;
 
 use crate::lifecycle::Move;
-use crate::lifecycle::send_all;
 use crate::manager::Manager;
 use crate::state::{Job, State};
 
@@ -280,7 +279,7 @@ async fn preempt(m: &Manager, st: &mut State, list: &[Preempt]) {
         match m.transition(st, p.victim, Move::stop(cause, reason), vec![]).await {
             Ok(()) => {
                 tracing::info!(victim = p.victim, for_job = p.for_job, "preempting");
-                send_all(st, stops);
+                st.send_all(stops);
             }
             Err(e) => tracing::warn!(job = p.victim, "cannot record preemption: {e}"),
         }

@@ -16,6 +16,18 @@ use berth_store::{JobRow, UsageRow};
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
 
+mod batch;
+pub use batch::Batch;
+
+/// Who a job belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub user_id: i64,
+    pub name: String,
+    /// The Unix user who submitted it, when the manager's host vouched for it.
+    pub submitter: Option<UnixId>,
+}
+
 /// How a kernel ended, as far as the manager has recorded it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelEnd {
@@ -71,6 +83,34 @@ pub const GPU_WEIGHT: f64 = 10.0;
 pub const CLOCK: &str = "clock";
 
 impl Job {
+    /// A job just stored by a submit: PENDING, first attempt, nothing placed.
+    pub fn submitted(id: JobId, owner: Owner, spec: JobSpec, queue: String, now: Timestamp) -> Job {
+        Job {
+            id,
+            user_id: owner.user_id,
+            user: owner.name,
+            submitter: owner.submitter,
+            spec: Arc::new(spec),
+            queue,
+            state: JobState::Pending,
+            attempt: 0,
+            submitted_at: now,
+            started_at: None,
+            reason: Some("submitted".into()),
+            pending_reason: None,
+            position: None,
+            blocked_passes: 0,
+            bindings: Vec::new(),
+            ends: Vec::new(),
+            unstarted: Default::default(),
+            stop: None,
+            placed_at: None,
+            accounted_ms: 0,
+            expected_start: None,
+            borrowed: false,
+        }
+    }
+
     pub fn from_row(r: JobRow) -> Job {
         Job {
             id: r.id,
@@ -291,6 +331,8 @@ pub struct State {
     pub nodes: HashMap<String, Node>,
     /// Agent reports to apply again: the store refused their change (`deferred.rs`).
     pub deferred: Vec<crate::deferred::Deferred>,
+    /// Open while the report loop applies a batch of agent reports (`batch.rs`).
+    pub batch: Option<Batch>,
 }
 
 /// The account of `user`'s jobs without a project: `user:NAME`, a name no project can have
@@ -300,8 +342,20 @@ pub fn personal_account(user: &str) -> String {
 }
 
 impl State {
-    /// Sends `msg` to the agent of `node`; false if it is not connected.
+    /// Sends commands collected before a state change, now that it is stored.
+    pub fn send_all(&self, msgs: Vec<(String, ManagerMessage)>) {
+        for (node, msg) in msgs {
+            self.send(&node, msg);
+        }
+    }
+
+    /// Sends `msg` to the agent of `node`; false if it is not connected. While a batch is
+    /// open the command is held until the batch is stored.
     pub fn send(&self, node: &str, msg: ManagerMessage) -> bool {
+        if let Some(b) = &self.batch {
+            b.hold(node, msg);
+            return true;
+        }
         match self.nodes.get(node).and_then(|n| n.conn.as_ref()) {
             Some(c) => c.tx.send(msg).is_ok(),
             None => false,

@@ -12,10 +12,10 @@ use crate::auth::Auth;
 use crate::cluster_env::role;
 use crate::error::{ApiError, Json, Path, Query};
 use crate::identity::User;
-use crate::lifecycle::{Move, send_all};
+use crate::lifecycle::Move;
 use crate::local::Submitter;
 use crate::manager::Manager;
-use crate::state::{Job, row_view};
+use crate::state::{Job, Owner, row_view};
 
 /// Submit a job.
 #[utoipa::path(post, path = "/v1/jobs", request_body = SubmitRequest, tag = "jobs",
@@ -59,30 +59,8 @@ pub async fn submit(
     }
     let now = jiff::Timestamp::now();
     let id = m.store.insert_job(user.id, &spec, submitter, now).await?;
-    let job = Job {
-        id,
-        user_id: user.id,
-        user: user.name.clone(),
-        submitter,
-        spec: Arc::new(spec),
-        queue,
-        state: JobState::Pending,
-        attempt: 0,
-        submitted_at: now,
-        started_at: None,
-        reason: Some("submitted".into()),
-        pending_reason: None,
-        position: None,
-        blocked_passes: 0,
-        bindings: Vec::new(),
-        ends: Vec::new(),
-        unstarted: Default::default(),
-        stop: None,
-        placed_at: None,
-        accounted_ms: 0,
-        expected_start: None,
-        borrowed: false,
-    };
+    let owner = Owner { user_id: user.id, name: user.name.clone(), submitter };
+    let job = Job::submitted(id, owner, spec, queue, now);
     let view = job.view();
     match locked {
         Some(mut st) => {
@@ -299,7 +277,7 @@ pub async fn cancel(
             let stops = m.stop_commands(&st, id, &reason);
             let by = StopCause::Cancelled { by: user.name.clone() };
             m.transition(&mut st, id, Move::stop(by, reason), vec![]).await?;
-            send_all(&st, stops);
+            st.send_all(stops);
             Ok(axum::Json(CancelResult { id, state: JobState::Terminating }))
         }
     }

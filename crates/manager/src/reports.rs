@@ -1,0 +1,90 @@
+//! The agent-report loop: every agent connection hands what its agent sent to this one task,
+//! which takes all reports waiting from all agents, applies them under one state lock in one
+//! store transaction (`batch.rs`), then answers each connection. A connection reads its next
+//! messages only once its last ones are applied, so reports are never reordered per agent
+//! and a busy manager slows its agents down instead of queueing without bound.
+
+use std::sync::Arc;
+
+use berth_model::protocol::AgentMessage;
+use tokio::sync::oneshot;
+
+use crate::manager::Manager;
+use crate::report_queue::Report;
+
+/// Most agent messages applied in one batch: bounds how long the state lock is held and how
+/// long the scheduling pass may wait for it.
+const MAX_BATCH_MESSAGES: usize = 4096;
+
+/// Applies reports until every connection is gone (the manager's own sender is dropped at
+/// shutdown with it).
+pub async fn run(m: Arc<Manager>, mut rx: crate::report_queue::ReportsRx) {
+    let mut shutdown = m.shutdown.clone();
+    loop {
+        let first = tokio::select! {
+            r = rx.recv() => match r {
+                Some(r) => r,
+                None => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let mut reports = vec![first];
+        let mut count = reports[0].msgs.len();
+        while count < MAX_BATCH_MESSAGES
+            && let Ok(r) = rx.try_recv()
+        {
+            count += r.msgs.len();
+            reports.push(r);
+        }
+        m.apply_reports(reports).await;
+    }
+}
+
+impl Manager {
+    /// Hands `msgs` from `node`'s agent to the report loop and waits until they are applied.
+    /// False when the manager is shutting down.
+    pub async fn report(&self, node: &str, msgs: Vec<AgentMessage>) -> bool {
+        let (done, applied) = oneshot::channel();
+        if self.reports.send(Report { node: node.to_string(), msgs, done }).is_err() {
+            return false;
+        }
+        applied.await.is_ok()
+    }
+
+    /// Applies the reports of several agents in one batch. If the store refuses the batch,
+    /// memory is restored and each message is applied again on its own (and deferred or
+    /// dropped as it would have been without batching).
+    pub async fn apply_reports(&self, reports: Vec<Report>) {
+        let mut st = self.lock_state().await;
+        st.begin_batch();
+        for r in &reports {
+            for msg in &r.msgs {
+                self.handle(&mut st, &r.node, msg).await;
+            }
+        }
+        let mut batch = st.batch.take().expect("opened above");
+        let stored = if batch.changes().is_empty() { Ok(()) } else { self.store.apply(batch.changes()).await };
+        match stored {
+            Ok(()) => {
+                st.send_all(batch.take_outbox());
+            }
+            Err(e) => {
+                tracing::warn!(
+                    changes = batch.changes().len(),
+                    "a batch of agent reports was not stored ({e}): applying them one by one"
+                );
+                st.batch = Some(batch);
+                st.undo_batch();
+                for r in &reports {
+                    for msg in &r.msgs {
+                        self.handle(&mut st, &r.node, msg).await;
+                    }
+                }
+            }
+        }
+        drop(st);
+        for r in reports {
+            let _ = r.done.send(());
+        }
+    }
+}
