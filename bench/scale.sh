@@ -7,6 +7,10 @@
 # the figures we report.
 #
 #   bench/scale.sh [AGENTS=500] [JOBS=50000] [RUN_MS=1000] [CLIENTS=8]
+#
+# BIN_DIR=DIR runs the `berth` and `swarm` binaries in DIR instead of building this tree's
+# (to compare builds side by side: copy each build's target/release/berth and
+# target/release/examples/swarm into a directory of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AGENTS=${1:-500}
@@ -14,10 +18,15 @@ JOBS=${2:-50000}
 RUN_MS=${3:-1000}
 CLIENTS=${4:-8}
 
-cargo build --release --quiet --bin berth --example swarm
-TARGET=${CARGO_TARGET_DIR:-target}
-BIN=$TARGET/release/berth
-SWARM=$TARGET/release/examples/swarm
+if [ -n "${BIN_DIR:-}" ]; then
+  BIN=$BIN_DIR/berth
+  SWARM=$BIN_DIR/swarm
+else
+  cargo build --release --quiet --bin berth --example swarm
+  TARGET=${CARGO_TARGET_DIR:-target}
+  BIN=$TARGET/release/berth
+  SWARM=$TARGET/release/examples/swarm
+fi
 source bench/lib.sh
 
 tmp=$(mktemp -d)
