@@ -63,6 +63,9 @@ pub struct AgentConfig {
     /// Stop the running kernels when the agent is stopped gracefully (`--stop-jobs`); by
     /// default they run on and the next agent takes them over.
     pub stop_jobs: bool,
+    /// On cgroup v1, mount a `favordynmods` cgroup hierarchy so that kernels join their
+    /// cgroups without waiting for an RCU grace period (`runtime::dynmods`).
+    pub favor_dynmods: bool,
     /// The manager runs in this process (`berth up`): while the agent is away so is the
     /// manager, nobody requeues, and the supervisor never fences the kernels.
     pub local_manager: bool,

@@ -69,6 +69,7 @@ fn options(dir: &Path, test: &str) -> RuntimeOptions {
         pids_max: 256,
         stop_grace: Duration::from_millis(500),
         use_cgroups: std::env::var_os("BERTH_TEST_NO_CGROUPS").is_none(),
+        favor_dynmods: false,
         docker: DockerOptions { enabled: true, allow_mounts: vec![std::env::temp_dir()], ..Default::default() },
         fake_gpus: true,
         // Process kernels are forked by the kernel supervisor, as the `berth` binary runs them.

@@ -65,6 +65,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         ca_file: None,
         docker: Default::default(),
         kernel_shim: None,
+        favor_dynmods: false,
         stop_jobs: false,
         local_manager: false,
         cache_url: None,

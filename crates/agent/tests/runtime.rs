@@ -32,6 +32,7 @@ fn runtime(test: &str) -> Rt {
         pids_max: 256,
         stop_grace: Duration::from_millis(300),
         use_cgroups: std::env::var_os("BERTH_TEST_NO_CGROUPS").is_none(),
+        favor_dynmods: false,
         docker: Default::default(),
         fake_gpus: false,
         shim: None,
@@ -266,6 +267,7 @@ async fn users_are_kept_apart_by_uid() {
         pids_max: 256,
         stop_grace: Duration::from_millis(300),
         use_cgroups: false,
+        favor_dynmods: false,
         docker: Default::default(),
         fake_gpus: false,
         shim: None,
@@ -355,4 +357,43 @@ fn remove_named(dir: &Path, name: &str, depth: usize) -> usize {
         }
     }
     n
+}
+
+/// A root agent on cgroup v1 mounts a `favordynmods` cgroup hierarchy for as long as it runs
+/// (fast cgroup joins on a quiet node, docs/perf.md), and removes it when it stops. On the
+/// unified hierarchy (or without root) it mounts nothing.
+#[tokio::test]
+async fn a_root_agent_on_cgroup_v1_favors_dynamic_cgroup_moves_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(RuntimeOptions {
+        data_dir: dir.path().to_path_buf(),
+        node: format!("test-{}-dynmods", std::process::id()),
+        run_as: None,
+        user_map: berth_agent::runtime::UserMap::Fixed,
+        gpu_memory: Default::default(),
+        pids_max: 256,
+        stop_grace: Duration::from_millis(300),
+        use_cgroups: true,
+        favor_dynmods: true,
+        docker: Default::default(),
+        fake_gpus: false,
+        shim: None,
+    })
+    .unwrap();
+    let mountinfo = || std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let v1 = rt.has_cgroups() && !rt.cgroups_v2();
+    let expected = dir.path().join("cgroup-dynmods");
+    if v1 {
+        // Linux 6.0 and later know the option; the test machines run newer kernels.
+        assert_eq!(rt.dynmods_mount(), Some(expected.as_path()), "a v1 root agent mounts the hierarchy");
+        assert!(berth_agent::runtime::dynmods::mounted_at(&mountinfo(), &expected), "{}", mountinfo());
+    } else {
+        assert_eq!(rt.dynmods_mount(), None, "nothing to do without cgroup v1 as root");
+    }
+    rt.cleanup();
+    assert!(
+        !berth_agent::runtime::dynmods::mounted_at(&mountinfo(), &expected),
+        "still mounted after the agent stopped"
+    );
+    assert!(!expected.exists());
 }

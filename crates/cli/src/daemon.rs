@@ -61,7 +61,7 @@ pub struct UserMapArgs {
     pub user_map: berth_agent::runtime::UserMap,
 }
 
-/// What happens to running jobs when the agent stops.
+/// How the agent runs process kernels, and what happens to them when it stops.
 #[derive(Debug, Clone, Args)]
 pub struct ShimArgs {
     /// On Ctrl-C or SIGTERM, stop the running jobs (SIGTERM, SIGKILL after 10 s; they end
@@ -72,6 +72,11 @@ pub struct ShimArgs {
     /// No effect: process kernels always run under the node's kernel supervisor now
     #[arg(long, hide = true)]
     pub kernel_shim: bool,
+    /// Leave the kernel's cgroup mode alone. By default a root agent on cgroup v1 mounts a
+    /// `favordynmods` cgroup hierarchy (Linux 6.0+) while it runs, so that a job starting on a
+    /// quiet node does not wait ~10 ms for an RCU grace period to join its cgroups
+    #[arg(long)]
+    pub no_favordynmods: bool,
 }
 
 /// How the agent runs container jobs (jobs with `--image`).
@@ -250,6 +255,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         docker: args.docker.options(),
         kernel_shim: Some(kernel_supervisor()),
         stop_jobs: args.shim.stop_jobs,
+        favor_dynmods: !args.shim.no_favordynmods,
         local_manager: true,
         cache_url: cache.as_ref().map(|c| c.url.clone()),
         cache_weight: 1,
@@ -370,6 +376,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         docker: args.docker.options(),
         kernel_shim: Some(kernel_supervisor()),
         stop_jobs: args.shim.stop_jobs,
+        favor_dynmods: !args.shim.no_favordynmods,
         local_manager: false,
         cache_url: args.cache_url,
         cache_weight: args.cache_weight,

@@ -64,6 +64,7 @@ mod tests {
             ca_file: None,
             docker: Default::default(),
             kernel_shim: None,
+            favor_dynmods: false,
             stop_jobs: false,
             local_manager: false,
             cache_url: None,

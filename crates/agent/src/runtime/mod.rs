@@ -14,6 +14,7 @@ mod adopt;
 mod cgroup;
 mod cgroup_fs;
 pub mod docker;
+pub mod dynmods;
 mod env;
 mod private_tmp;
 mod stale;
@@ -25,7 +26,7 @@ mod watch;
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
@@ -64,6 +65,8 @@ pub struct RuntimeOptions {
     pub stop_grace: Duration,
     /// Put kernels in cgroups when the machine allows it.
     pub use_cgroups: bool,
+    /// On cgroup v1, mount a `favordynmods` hierarchy for fast cgroup joins (`dynmods`).
+    pub favor_dynmods: bool,
     /// The `docker` runtime of jobs with an image.
     pub docker: DockerOptions,
     /// The node's GPUs are fake (`--fake-gpus`): containers get no GPU device requests.
@@ -85,6 +88,7 @@ impl RuntimeOptions {
             pids_max: DEFAULT_PIDS_MAX,
             stop_grace: config.stop_grace,
             use_cgroups: true,
+            favor_dynmods: config.favor_dynmods,
             docker: config.docker.clone(),
             fake_gpus: config.fake_gpus.is_some(),
             shim: config.kernel_shim.clone(),
@@ -109,6 +113,8 @@ pub struct Runtime {
     left: std::sync::Arc<std::sync::Mutex<Vec<adopt::LeftKernel>>>,
     /// The node's kernel supervisor, which forks process kernels (see [`supervisor`]).
     supervisor: Option<std::sync::Arc<supervisor::client::Supervisor>>,
+    /// The `favordynmods` cgroup mount (cgroup v1, see [`dynmods`]).
+    dynmods: Option<std::sync::Arc<dynmods::FavorDynmods>>,
 }
 
 /// A request to stop a running kernel.
@@ -221,7 +227,23 @@ impl Runtime {
         let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir));
         let left = std::sync::Arc::new(std::sync::Mutex::new(left));
         let private_tmp = private_tmp::PrivateTmp::detect();
-        Ok(Runtime { opts: std::sync::Arc::new(opts), user, cgroups, work_base, docker, private_tmp, left, supervisor })
+        let dynmods = match &cgroups {
+            Some(c) if !c.is_v2() && opts.favor_dynmods => {
+                dynmods::FavorDynmods::enable(&opts.data_dir).map(Into::into)
+            }
+            _ => None,
+        };
+        Ok(Runtime {
+            opts: std::sync::Arc::new(opts),
+            user,
+            cgroups,
+            work_base,
+            docker,
+            private_tmp,
+            left,
+            supervisor,
+            dynmods,
+        })
     }
 
     /// Removes the node's empty cgroup parents (`berth/<node>`, then `berth` if empty) when
@@ -230,11 +252,24 @@ impl Runtime {
         if let Some(c) = &self.cgroups {
             c.remove_parents();
         }
+        if let Some(d) = &self.dynmods {
+            d.release();
+        }
+    }
+
+    /// The `favordynmods` cgroup mount, when the agent made one.
+    pub fn dynmods_mount(&self) -> Option<&Path> {
+        self.dynmods.as_deref().map(dynmods::FavorDynmods::path)
     }
 
     /// Whether kernels get cgroups on this machine.
     pub fn has_cgroups(&self) -> bool {
         self.cgroups.is_some()
+    }
+
+    /// Whether those cgroups are on the unified (v2) hierarchy.
+    pub fn cgroups_v2(&self) -> bool {
+        self.cgroups.as_ref().is_some_and(Cgroups::is_v2)
     }
 
     /// The `docker` runtime (jobs with an image).
