@@ -31,6 +31,7 @@
 mod backfill;
 mod bind;
 mod feasible;
+mod gates;
 mod kernels;
 mod ledger;
 mod mounts;
