@@ -28,6 +28,7 @@
 //!   lost or drained, `set_schedulable(false)`; when its agent re-registers, rebuild its
 //!   ledger from the topology and re-allocate the kernels it still runs.
 
+pub mod apply;
 mod backfill;
 mod bind;
 mod feasible;
@@ -44,6 +45,7 @@ mod preempt;
 mod quota;
 mod shortfall;
 mod slots;
+mod usage;
 mod water;
 
 pub mod sim;
@@ -57,6 +59,7 @@ pub use mounts::{check_mounts, mount_allowed};
 pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::schedule;
 pub use quota::{HeldJob, NO_QUOTAS, QuotaUse, Quotas, borrowed_by_start_order, never_fits};
+pub use usage::{Charged, Figure, UsageBook, UsageKind};
 
 use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};
 
