@@ -29,6 +29,7 @@ mod manager;
 mod node_name;
 mod nodes;
 mod openapi;
+mod pass_target;
 mod quota_table;
 mod quotas;
 mod report_queue;

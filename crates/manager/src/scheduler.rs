@@ -1,19 +1,22 @@
 //! The scheduling loop: woken by events (submit, cancel, kernel end, node register) and by a
 //! one-second safety timer, it runs `berth_sched::schedule` on the in-memory snapshot and
-//! commits every start and every changed pending reason of the pass in ONE store batch
-//! before it allocates ledgers and sends `StartKernel`.
+//! commits every start and every changed pending reason of the pass in ONE store batch;
+//! then it applies the pass to memory with `berth_sched::apply` (`pass_target.rs`: ledgers,
+//! places and reasons) and sends `StartKernel`, and stores and sends the preemptions.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use berth_model::protocol::ManagerMessage;
 use berth_model::{JobState, PendingKind, PendingReason, StopCause};
-use berth_sched::{FairShare, HeadOfLine, Ordering, PassInput, PendingJob, Preempt, RunningJob};
+use berth_sched::apply::{self, PassTarget};
+use berth_sched::{FairShare, HeadOfLine, Ordering, PassInput, PassOutput, PendingJob, Preempt, RunningJob};
 use berth_store::Change;
 use jiff::Timestamp;
 
 use crate::lifecycle::Move;
 use crate::manager::Manager;
+use crate::pass_target::scheduled_reason;
 use crate::state::{Job, State};
 
 /// How often the usage of running jobs is added to their users' and projects' fair-share
@@ -131,7 +134,7 @@ pub async fn pass(m: &Manager) -> usize {
     } else {
         FairShare::default()
     };
-    let out = berth_sched::schedule(&PassInput {
+    let mut out = berth_sched::schedule(&PassInput {
         queues: &queues,
         nodes: &st.ledgers,
         pending: &pending,
@@ -140,8 +143,6 @@ pub async fn pass(m: &Manager) -> usize {
         quotas: &quotas,
         now: now_ms,
     });
-
-    let mut out = out;
     crate::images::explain_waits(&st, &mut out);
     if !out.starts.is_empty() {
         let mut ports = crate::cluster_env::ports_in_use(&st);
@@ -149,19 +150,47 @@ pub async fn pass(m: &Manager) -> usize {
             crate::cluster_env::assign_port(&mut ports, s.job, &mut s.bindings);
         }
     }
+    let changes = batch(&st, &out, now);
+    let stored = m.store.apply(&changes).await;
+    if !changes.is_empty() {
+        m.store_health.observe_write(&stored);
+    }
+    if let Err(e) = stored {
+        // Nothing was written, so nothing is acted on; the next pass tries again.
+        tracing::warn!("scheduling pass not committed: {e}");
+        return 0;
+    }
+
+    // Stored: memory follows (the same code as `berth sim`'s), then the commands go out.
+    let applied = apply::apply(&mut *st, out, now_ms);
+    for c in &applied.clashes {
+        tracing::warn!(job = c.job, node = %c.node, "cannot allocate: {}", c.error);
+    }
+    for id in &applied.started {
+        if let Some(job) = st.jobs.get(id) {
+            send_start(m, &st, job);
+        }
+    }
+    preempt(m, &mut st, &applied.preemptions).await;
+    applied.started.len()
+}
+
+/// The pass's store batch: each start's move to SCHEDULED with its kernels (of jobs still
+/// pending, as `apply` will start), and each pending reason that needs writing.
+fn batch(st: &State, out: &PassOutput, now: Timestamp) -> Vec<Change> {
     let mut changes = Vec::with_capacity(out.starts.len() * 2);
-    for s in &out.starts {
-        let Some(job) = st.jobs.get(&s.job) else { continue };
+    for s in out.starts.iter().filter(|s| st.is_pending(s.job)) {
         changes.push(Change::Transition {
             job_id: s.job,
             from: JobState::Pending,
             to: JobState::Scheduled,
             at: now,
-            reason: format!("scheduled on {}", node_list(&s.bindings)),
+            reason: scheduled_reason(&s.bindings),
             exit_code: None,
             end: None,
         });
-        changes.push(Change::SetKernels { job_id: s.job, attempt: job.attempt, bindings: s.bindings.clone() });
+        let attempt = st.jobs[&s.job].attempt;
+        changes.push(Change::SetKernels { job_id: s.job, attempt, bindings: s.bindings.clone() });
     }
     for w in &out.waiting {
         let Some(job) = st.jobs.get(&w.job) else { continue };
@@ -175,56 +204,7 @@ pub async fn pass(m: &Manager) -> usize {
             changes.push(Change::PendingReason { job_id: id, reason: Some(reason.clone()) });
         }
     }
-    let stored = m.store.apply(&changes).await;
-    if !changes.is_empty() {
-        m.store_health.observe_write(&stored);
-    }
-    if let Err(e) = stored {
-        // Nothing was written, so nothing is acted on; the next pass tries again.
-        tracing::warn!("scheduling pass not committed: {e}");
-        return 0;
-    }
-
-    // Untried jobs keep their blocked count and have no expected start.
-    for (id, position, reason) in out.untried_jobs() {
-        if let Some(job) = st.jobs.get_mut(&id) {
-            job.position = Some(position);
-            if job.pending_reason.as_ref() != Some(reason) {
-                job.pending_reason = Some(reason.clone());
-            }
-            job.expected_start = None;
-        }
-    }
-    for w in out.waiting {
-        if let Some(job) = st.jobs.get_mut(&w.job) {
-            job.position = Some(w.position);
-            job.blocked_passes = w.blocked_passes;
-            job.pending_reason = Some(w.reason);
-            job.expected_start = w.expected_start.and_then(|ms| Timestamp::from_millisecond(ms).ok());
-        }
-    }
-    let started = out.starts.len();
-    let borrowed: std::collections::HashSet<berth_model::JobId> = out.borrowed.iter().copied().collect();
-
-    for s in out.starts {
-        st.allocate(s.job, &s.bindings);
-        let Some(job) = st.jobs.get_mut(&s.job) else { continue };
-        job.state = JobState::Scheduled;
-        job.reason = Some(format!("scheduled on {}", node_list(&s.bindings)));
-        job.position = None;
-        job.pending_reason = None;
-        job.expected_start = None;
-        job.placed_at = Some(now);
-        job.accounted_ms = now_ms;
-        job.ends = vec![None; s.bindings.len()];
-        job.unstarted = (0..s.bindings.len() as u32).collect();
-        job.borrowed = borrowed.contains(&s.job);
-        job.bindings = s.bindings;
-        let job = job.clone();
-        send_start(m, &st, &job);
-    }
-    preempt(m, &mut st, &out.preemptions).await;
-    started
+    changes
 }
 
 /// A job holding resources as the scheduler sees it. A job already stopping is never a
@@ -244,34 +224,12 @@ fn running_job(j: &Job, now_ms: i64) -> RunningJob {
     }
 }
 
-/// Carries out a pass's preemptions: each victim's move to TERMINATING (reason `preempted by
-/// job N (priority P)`) is stored, then its kernels are told to stop; when they have stopped
-/// the job is requeued or cancelled (`lifecycle`), and the preemptor starts in a later pass.
-/// A victim is never preempted twice, and a job whose earlier victims are still stopping
-/// gets no new ones (their resources are on the way).
+/// Carries out a pass's preemptions (those that stand, `berth_sched::apply::preemptions`):
+/// each victim's move to TERMINATING (reason `preempted by job N (priority P)`) is stored,
+/// then its kernels are told to stop; when they have stopped the job is requeued or cancelled
+/// (`lifecycle`), and the preemptor starts in a later pass.
 async fn preempt(m: &Manager, st: &mut State, list: &[Preempt]) {
-    if list.is_empty() {
-        return;
-    }
-    let busy: std::collections::HashSet<berth_model::JobId> = st
-        .jobs
-        .values()
-        .filter(|j| j.state == JobState::Terminating)
-        .filter_map(|j| match j.stop {
-            Some(StopCause::Preempted { by_job, .. }) => Some(by_job),
-            _ => None,
-        })
-        .collect();
     for p in list {
-        if busy.contains(&p.for_job) {
-            continue;
-        }
-        let Some(victim) = st.jobs.get(&p.victim) else { continue };
-        if victim.stop.is_some()
-            || !matches!(victim.state, JobState::Scheduled | JobState::Preparing | JobState::Running)
-        {
-            continue;
-        }
         let priority = st.jobs.get(&p.for_job).map(|j| j.spec.priority).unwrap_or_default();
         let reason = format!("preempted by job {} (priority {priority})", p.for_job);
         let stops = m.stop_commands(st, p.victim, &reason);
@@ -298,12 +256,6 @@ fn needs_persisting(old: Option<&PendingReason>, new: &PendingReason) -> bool {
         Some(o) if o.kind == PendingKind::Priority && new.kind == PendingKind::Priority => false,
         Some(o) => o.kind != new.kind || o.message != new.message,
     }
-}
-
-fn node_list(bindings: &[berth_model::Binding]) -> String {
-    let mut nodes: Vec<&str> = bindings.iter().map(|b| b.node.as_str()).collect();
-    nodes.dedup();
-    nodes.join(", ")
 }
 
 /// Sends `StartKernel` for every kernel of `job` that has not ended (a no-op for nodes whose

@@ -11,7 +11,7 @@ use std::time::Instant;
 use berth_model::api::{GpuView, JobView, NodeState, NodeView};
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
 use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, StopCause, Topology, UnixId};
-use berth_sched::{FairShare, Millis, NodeLedger};
+use berth_sched::{Charged, Millis, NodeLedger, UsageBook, UsageKind};
 use berth_store::{JobRow, UsageRow};
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
@@ -267,56 +267,40 @@ pub struct Node {
     pub containers: berth_model::protocol::ContainerInfo,
 }
 
-/// Fair-share usage per user and project: (value in billing-seconds, decayed to this ms).
-/// Every change is O(1): decay the one figure to now, add, write that row.
+/// Fair-share usage per user and project: the scheduler's book (`berth_sched::UsageBook`, the
+/// same as `berth sim`'s), in billing-seconds, each figure decayed to its own ms, with the
+/// store's rows. Every change is O(1): decay the one figure to now, add, write that row.
 #[derive(Debug, Default)]
-pub struct Usage {
-    pub users: HashMap<String, (f64, Millis)>,
-    pub projects: HashMap<String, (f64, Millis)>,
+pub struct Usage(UsageBook);
+
+impl std::ops::Deref for Usage {
+    type Target = UsageBook;
+    fn deref(&self) -> &UsageBook {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Usage {
+    fn deref_mut(&mut self) -> &mut UsageBook {
+        &mut self.0
+    }
 }
 
 impl Usage {
     /// The rows after adding `amount` (billing-seconds) for each (user, project, amount) at
     /// `now`; amounts of the same name add up. Memory is unchanged until [`Usage::set`].
     pub fn charge(&self, items: &[(&str, &str, f64)], now: Millis, half_life_ms: Millis) -> Vec<UsageRow> {
-        let mut users: BTreeMap<&str, f64> = BTreeMap::new();
-        let mut projects: BTreeMap<&str, f64> = BTreeMap::new();
-        for (u, p, a) in items {
-            *users.entry(u).or_default() += a;
-            *projects.entry(p).or_default() += a;
-        }
         let at = Timestamp::from_millisecond(now).unwrap_or_else(|_| Timestamp::now());
-        let row = |kind: &str, map: &HashMap<String, (f64, Millis)>, name: &str, add: f64| {
-            let (v, t) = map.get(name).copied().unwrap_or((0.0, now));
-            let value = berth_sched::decay_usage(v, now - t, half_life_ms) + add;
-            UsageRow { kind: kind.into(), name: name.into(), value, at }
-        };
-        let mut out: Vec<UsageRow> = users.iter().map(|(n, a)| row("user", &self.users, n, *a)).collect();
-        out.extend(projects.iter().map(|(n, a)| row("project", &self.projects, n, *a)));
-        out
+        let row = |c: Charged| UsageRow { kind: c.kind.as_str().into(), name: c.name.into(), value: c.figure.0, at };
+        self.0.charge(items, now, half_life_ms).into_iter().map(row).collect()
     }
 
     /// Takes rows made by [`Usage::charge`] once they are stored.
     pub fn set(&mut self, rows: &[UsageRow]) {
         for r in rows {
-            let map = match r.kind.as_str() {
-                "user" => &mut self.users,
-                "project" => &mut self.projects,
-                _ => continue,
-            };
-            map.insert(r.name.clone(), (r.value, r.at.as_millisecond()));
-        }
-    }
-
-    /// The scheduler's fair-share input: every figure decayed to `now`.
-    pub fn fair_share(&self, weights: &BTreeMap<String, f64>, now: Millis, half_life_ms: Millis) -> FairShare {
-        let decayed = |m: &HashMap<String, (f64, Millis)>| {
-            m.iter().map(|(k, (v, t))| (k.clone(), berth_sched::decay_usage(*v, now - t, half_life_ms))).collect()
-        };
-        FairShare {
-            usage_by_user: decayed(&self.users),
-            usage_by_project: decayed(&self.projects),
-            project_weights: weights.clone(),
+            if let Some(kind) = UsageKind::parse(&r.kind) {
+                self.0.set(kind, &r.name, (r.value, r.at.as_millisecond()));
+            }
         }
     }
 }

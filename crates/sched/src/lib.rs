@@ -21,16 +21,19 @@
 //! - at start, build one ledger per known node and `allocate` the binding of every kernel that
 //!   still holds resources (SCHEDULED..TERMINATING); an error there means the store disagrees
 //!   with itself (two kernels on one CPU) and should be logged, not ignored;
-//! - after a pass, `allocate` every binding of every start on the real ledgers (in the same
-//!   transaction that records the starts), and store each waiting job's `position`, `reason`
-//!   and `blocked_passes`;
+//! - after a pass, store its starts and changed reasons, then apply it to memory with
+//!   [`apply::apply`] (through [`apply::PassTarget`]: every binding of every start allocated
+//!   on the real ledgers, each waiting job's `position`, `reason` and `blocked_passes`), and
+//!   carry out the preemptions it returns;
 //! - when a kernel ends, `release` its binding (releasing twice is harmless); when a node is
 //!   lost or drained, `set_schedulable(false)`; when its agent re-registers, rebuild its
 //!   ledger from the topology and re-allocate the kernels it still runs.
 
+pub mod apply;
 mod backfill;
 mod bind;
 mod feasible;
+mod gates;
 mod kernels;
 mod ledger;
 mod mounts;
@@ -43,6 +46,7 @@ mod preempt;
 mod quota;
 mod shortfall;
 mod slots;
+mod usage;
 mod water;
 
 pub mod sim;
@@ -56,6 +60,7 @@ pub use mounts::{check_mounts, mount_allowed};
 pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::schedule;
 pub use quota::{HeldJob, NO_QUOTAS, QuotaUse, Quotas, borrowed_by_start_order, never_fits};
+pub use usage::{Charged, Figure, UsageBook, UsageKind};
 
 use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};
 

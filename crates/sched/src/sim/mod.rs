@@ -7,20 +7,23 @@
 //! [`Millis`](crate::Millis) from its first job). The same trace and options always give the same
 //! [`Metrics`].
 //!
-//! The event loop keeps arrivals (the sorted trace) and completions (a heap keyed by
-//! `(time, seq)`); after each batch of events at one instant it runs ONE pass, applies its
-//! preemptions (release, requeue) and starts (allocate the bindings on the ledgers, schedule
-//! the completion), and keeps the pending and running sets as vectors updated in place.
+//! The event loop (`engine.rs`) keeps arrivals (the sorted trace) and completions (a heap
+//! keyed by `(time, seq)`); after each batch of events at one instant it runs ONE pass and
+//! applies it to the replay's state (`replay.rs`) with the manager's code (`apply.rs`): starts
+//! take their bindings on the ledgers and schedule their completion, preempted jobs stop at
+//! once (requeued or cancelled). The pending and running sets are vectors updated in place.
 
+mod cluster;
 mod engine;
 mod metrics;
+mod policy;
+mod replay;
 mod trace;
 
-pub use engine::{
-    Cluster, JobOutcome, Policy, SimError, SimOptions, SimProgress, simulate, simulate_detailed, simulate_observed,
-    too_big,
-};
+pub use cluster::Cluster;
+pub use engine::{JobOutcome, SimProgress, simulate, simulate_detailed, simulate_observed, too_big};
 pub use metrics::{Metrics, jain, percentile};
+pub use policy::{Policy, SimError, SimOptions};
 pub use trace::{
     PhillyOptions, SwfOptions, Trace, TraceError, TraceFormat, TraceJob, Window, parse, parse_philly, parse_swf,
     parse_timestamp, swf_priority,

@@ -1,0 +1,353 @@
+//! The gates of a queue's walk: each job in queue order passes them one after the other until
+//! one decides it, and that [`Verdict`] (start, wait with a reason, preempt, borrow later, or
+//! stop the walk) is what the pass records for the job (`pass.rs`).
+//!
+//! In order: the held line (a blocked head ahead), quota, image, mounts, the backfill window,
+//! placement with the backfill reservation, preemption, and the head-of-line policy (strict,
+//! skip-after-N, or EASY backfill in `backfill.rs`), which decides every job that got that far.
+//! A gate that lets a job on returns `Continue` with what it found (placement: why the job
+//! does not fit), so a later gate never works it out again.
+
+use std::collections::BTreeSet;
+use std::ops::ControlFlow::{self, Break, Continue};
+
+use berth_model::{Binding, JobId, PendingKind, PendingReason};
+
+use crate::backfill::{Holding, Reservation, reserve};
+use crate::ledger::NodeLedger;
+use crate::order::Order;
+use crate::pool::{self, Pool};
+use crate::quota::Book;
+use crate::{HeadOfLine, Millis, PassInput, PendingJob, Preempt, QueueConfig, RunningJob, preempt};
+
+/// Blocked jobs that may try for a reservation in one queue and pass: each try walks the
+/// running jobs' ends, and a job that gets none (its nodes are down) should not make every
+/// later blocked job pay for the walk again.
+const MAX_RESERVATION_TRIES: u32 = 4;
+
+/// How borrowed work is reclaimed in a queue without preemption: requeued, at once.
+const BORROW_RECLAIM: crate::Preemption =
+    crate::Preemption { action: crate::PreemptAction::Requeue, min_runtime_ms: 0 };
+
+/// What the walk decides for one job.
+pub(crate) enum Verdict {
+    /// It starts now, one binding per kernel.
+    Start(Vec<Binding>),
+    /// It waits. `blocked`: it held the queue back in this pass (its `blocked_passes` grows).
+    Wait { reason: PendingReason, blocked: bool, expected_start: Option<Millis> },
+    /// It waits while these victims stop for it.
+    Preempt { victims: Vec<Preempt>, reason: PendingReason },
+    /// It is over its quota but may borrow: it is tried again after the queue's other jobs.
+    Borrow,
+    /// The walk ends: this job and every one after it wait untried, with this reason.
+    Stop(PendingReason),
+}
+
+impl Verdict {
+    fn wait(kind: PendingKind, text: String) -> Verdict {
+        Verdict::Wait { reason: PendingReason::new(kind, text), blocked: false, expected_start: None }
+    }
+}
+
+/// A gate's answer: `Continue` lets the job on to the next gate (with what this one found),
+/// `Break` decides it.
+type Gate<T = ()> = ControlFlow<Verdict, T>;
+
+/// One queue's walk: its working ledgers, its order, and what earlier jobs left behind for
+/// the later ones (a blocked head, a reservation, victims already taken).
+pub(crate) struct Walk<'i, 'a> {
+    input: &'i PassInput<'a>,
+    q: &'i QueueConfig,
+    /// This queue's running jobs, by id.
+    running: &'i [&'a RunningJob],
+    pub pool: Pool<'a>,
+    pub order: Order<'a>,
+    /// The position of the job that holds the rest of the queue back (strict, skip-after).
+    blocker: Option<u32>,
+    /// The position of the first job that could not start and let later ones be tried, and
+    /// how many were tried since (bounded by the window).
+    first_blocked: Option<u32>,
+    tried_past: u32,
+    reservation: Option<Reservation>,
+    /// The queue position of the reservation's job (reasons name jobs by position).
+    reserved_pos: u32,
+    tries: u32,
+    /// Jobs started in this pass (end, id, bindings), for backfill's timeline.
+    started: Vec<(Millis, JobId, Vec<Binding>)>,
+    /// Without preemption, only borrowed work can be reclaimed: none running, no plan to make
+    /// (the walk of the running jobs cost every blocked job of a deep queue).
+    any_borrowed: bool,
+    victims: BTreeSet<JobId>,
+    /// Shapes (with their end) that the reservation refused since the pool last changed.
+    delaying: Vec<(pool::ShapeKey, Millis)>,
+}
+
+impl<'i, 'a> Walk<'i, 'a> {
+    /// `nodes`: the queue's ledgers, sorted by name; `jobs`: its pending jobs.
+    pub fn new(
+        input: &'i PassInput<'a>,
+        q: &'i QueueConfig,
+        running: &'i [&'a RunningJob],
+        nodes: Vec<&'a NodeLedger>,
+        jobs: Vec<&'a PendingJob>,
+    ) -> Self {
+        let totals = [
+            nodes.iter().map(|l| l.cpus_total() as u64 * 1000).sum(),
+            nodes.iter().map(|l| l.mem_total()).sum(),
+            nodes.iter().map(|l| l.topology().gpus.len() as u64 * 1000).sum(),
+        ];
+        let pool = Pool::new(nodes, q.scoring, &jobs);
+        let order = Order::new(q.ordering, jobs, running, input.fair_share, totals);
+        Walk {
+            input,
+            q,
+            running,
+            pool,
+            order,
+            blocker: None,
+            first_blocked: None,
+            tried_past: 0,
+            reservation: None,
+            reserved_pos: 0,
+            tries: 0,
+            started: Vec::new(),
+            any_borrowed: running.iter().any(|r| r.borrowed),
+            victims: BTreeSet::new(),
+            delaying: Vec::new(),
+        }
+    }
+
+    /// Whether a blocked head or a backfill reservation holds the queue back (borrowers may
+    /// not pass either).
+    pub fn held_back(&self) -> bool {
+        self.blocker.is_some() || self.reservation.is_some()
+    }
+
+    /// Takes `job`, at queue position `pos`, through the gates.
+    pub fn judge(&mut self, job: &'a PendingJob, pos: u32, book: &mut Book) -> Verdict {
+        match self.gates(job, pos, book) {
+            Break(v) | Continue(v) => v,
+        }
+    }
+
+    fn gates(&mut self, job: &'a PendingJob, pos: u32, book: &mut Book) -> Gate<Verdict> {
+        self.held_line()?;
+        quota(job, book)?;
+        self.image(job)?;
+        self.mounts(job)?;
+        self.window()?;
+        let end = self.input.now.saturating_add(self.limit(job));
+        let why = self.placement(job, end, book)?;
+        self.preemption(job)?;
+        Continue(self.head_of_line(job, pos, why))
+    }
+
+    fn limit(&self, job: &PendingJob) -> Millis {
+        job.time_limit_ms.unwrap_or(self.q.default_time_limit_ms)
+    }
+
+    /// Behind a job that holds the line, the walk stops.
+    fn held_line(&self) -> Gate {
+        let Some(at) = self.blocker else { return Continue(()) };
+        // By position, never by id: the job ahead may be another user's private job (the
+        // reason is shown to this job's owner).
+        let text = format!("priority: waiting behind the job at position {at}");
+        Break(Verdict::Stop(PendingReason::new(PendingKind::Priority, text)))
+    }
+
+    /// A job whose image no node has waits without holding the queue back: loading the image
+    /// somewhere, not the jobs behind it, is what lets it start.
+    fn image(&self, job: &PendingJob) -> Gate {
+        match &job.image {
+            Some(image) if !self.pool.any_has_image(image) => {
+                Break(Verdict::wait(PendingKind::Image, format!("image: {image} not on any node")))
+            }
+            _ => Continue(()),
+        }
+    }
+
+    /// Likewise a job whose host mounts no such node allows: an admin's allow-list, not the
+    /// jobs behind it, is what lets it start.
+    fn mounts(&self, job: &PendingJob) -> Gate {
+        if job.mounts.is_empty() {
+            return Continue(());
+        }
+        match self.pool.mounts_refused(job) {
+            Some(text) => Break(Verdict::wait(PendingKind::Mount, text)),
+            None => Continue(()),
+        }
+    }
+
+    /// Past the first job that could not start, only `backfill_window` more are tried.
+    fn window(&mut self) -> Gate {
+        let Some(at) = self.first_blocked else { return Continue(()) };
+        let n = self.q.backfill_window;
+        if self.tried_past < n {
+            self.tried_past += 1;
+            return Continue(());
+        }
+        let s = if n == 1 { "" } else { "s" };
+        let text = format!(
+            "priority: beyond the backfill window: the queue tries {n} job{s} past the first that cannot start \
+             (position {at})"
+        );
+        Break(Verdict::Stop(PendingReason::new(PendingKind::Priority, text)))
+    }
+
+    fn delays(&self) -> Verdict {
+        let text = format!("backfill: would delay the reserved start of the job at position {}", self.reserved_pos);
+        Verdict::wait(PendingKind::Backfill, text)
+    }
+
+    /// Places the job on the working ledgers where it cannot delay the backfill reservation,
+    /// and starts it; else lets it on with why it does not fit.
+    fn placement(&mut self, job: &PendingJob, end: Millis, book: &mut Book) -> Gate<String> {
+        // Nothing changed since a job of this shape ending no later was refused: this one is
+        // refused the same way, without placing it twice.
+        if self.reservation.is_some()
+            && !pool::narrow(job)
+            && self.delaying.iter().any(|&(shape, until)| shape == pool::shape(job) && end >= until)
+        {
+            return Break(self.delays());
+        }
+        let mut chosen = match self.pool.place(job) {
+            Ok(chosen) => chosen,
+            Err(why) => return Continue(why),
+        };
+        if let Some(r) = self.reservation.as_mut()
+            && !r.admits(&self.pool, &chosen, end)
+        {
+            // Placed where it would delay the reservation: try away from its nodes.
+            self.pool.uncommit(&chosen);
+            chosen = self.pool.find(job, &r.nodes);
+            if chosen.len() < job.kernel_count() as usize {
+                if !pool::narrow(job) {
+                    self.delaying.push((pool::shape(job), end));
+                }
+                return Break(self.delays());
+            }
+            self.pool.commit(&chosen);
+        }
+        self.delaying.clear();
+        self.order.started(job);
+        book.started(job);
+        let bindings: Vec<Binding> = chosen.into_iter().map(|(_, b)| b).collect();
+        if self.q.head_of_line == HeadOfLine::Backfill {
+            self.started.push((end, job.id, bindings.clone()));
+        }
+        Break(Verdict::Start(bindings))
+    }
+
+    /// Stops running jobs to make room, when the queue allows it. Borrowed work of other
+    /// projects is preempted first, even in a queue without preemption (then requeued at
+    /// once); a borrowing job never preempts.
+    fn preemption(&mut self, job: &PendingJob) -> Gate {
+        let Some(policy) = self.q.preemption.or(Some(BORROW_RECLAIM).filter(|_| self.any_borrowed)) else {
+            return Continue(());
+        };
+        let rules = preempt::Rules { policy, by_priority: self.q.preemption.is_some(), now: self.input.now };
+        let Some(plan) = preempt::plan(&self.pool, job, self.running, &self.victims, rules) else {
+            return Continue(());
+        };
+        let mut names = Vec::new();
+        let mut victims = Vec::new();
+        for &v in &plan.victims {
+            let prio = self.running.iter().find(|r| r.id == v).map_or(0, |r| r.priority);
+            names.push(format!("{v} (priority {prio})"));
+            self.victims.insert(v);
+            victims.push(Preempt { victim: v, for_job: job.id, action: policy.action });
+        }
+        for &i in &plan.nodes {
+            self.pool.hold(i);
+        }
+        self.delaying.clear();
+        let s = if names.len() == 1 { "" } else { "s" };
+        let text = format!("preempting: stopping job{s} {} to free {}", names.join(", "), plan.frees);
+        Break(Verdict::Preempt { victims, reason: PendingReason::new(PendingKind::Preempting, text) })
+    }
+
+    /// The job cannot start: the queue's policy says whether it holds the jobs behind it.
+    fn head_of_line(&mut self, job: &PendingJob, pos: u32, why: String) -> Verdict {
+        let resources = |text: String, blocked: bool| Verdict::Wait {
+            reason: PendingReason::new(PendingKind::Resources, text),
+            blocked,
+            expected_start: None,
+        };
+        match self.q.head_of_line {
+            HeadOfLine::Strict => {
+                self.blocker = Some(pos);
+                resources(format!("resources: {why}"), true)
+            }
+            // `SkipAfter(n)`: the job holds the line for n passes, then steps aside and only
+            // waits for itself, so one huge job cannot stall a queue forever.
+            HeadOfLine::SkipAfter(n) => {
+                self.first_blocked.get_or_insert(pos);
+                let blocks = job.blocked_passes < n;
+                if blocks {
+                    self.blocker = Some(pos);
+                }
+                resources(format!("resources: {why}"), blocks)
+            }
+            HeadOfLine::Backfill => {
+                self.first_blocked.get_or_insert(pos);
+                if self.reservation.is_some() || self.tries >= MAX_RESERVATION_TRIES {
+                    return resources(format!("resources: {why}"), false);
+                }
+                self.tries += 1;
+                let now = self.input.now;
+                self.reservation = reserve(&self.pool, job, self.holdings(), now);
+                self.reserved_pos = pos;
+                match &self.reservation {
+                    Some(r) => Verdict::Wait {
+                        reason: PendingReason::new(
+                            PendingKind::Resources,
+                            format!("resources: {why}; {}", r.describe(&self.pool, now)),
+                        ),
+                        blocked: true,
+                        expected_start: Some(r.start),
+                    },
+                    None => resources(
+                        format!(
+                            "resources: {why}; no reservation: it does not fit even when every running job has ended"
+                        ),
+                        false,
+                    ),
+                }
+            }
+        }
+    }
+
+    /// When each binding on the queue's nodes is released: running jobs at the end of their
+    /// limit (or now, when past it), jobs started in this pass at `now + limit`.
+    fn holdings(&self) -> Vec<Holding<'_>> {
+        let now = self.input.now;
+        let default_of = |name: &str| {
+            self.input
+                .queues
+                .iter()
+                .find(|q| q.name == name)
+                .map_or(self.q.default_time_limit_ms, |q| q.default_time_limit_ms)
+        };
+        let mut out = Vec::new();
+        for r in self.input.running {
+            let limit = r.time_limit_ms.unwrap_or_else(|| default_of(&r.queue));
+            let end = r.started_at.saturating_add(limit).max(now);
+            out.extend(r.bindings.iter().map(|binding| Holding { end, job: r.id, binding }));
+        }
+        for (end, job, bindings) in &self.started {
+            out.extend(bindings.iter().map(|binding| Holding { end: *end, job: *job, binding }));
+        }
+        out
+    }
+}
+
+/// Over quota, a job waits for its own user's or project's jobs and never holds others back.
+/// Borrowing takes only what is left once every job within its quota had its turn in this
+/// pass (else a requeued borrower would take back the room it was preempted for).
+fn quota(job: &PendingJob, book: &Book) -> Gate {
+    match book.admits(job) {
+        Ok(false) => Continue(()),
+        Ok(true) => Break(Verdict::Borrow),
+        Err(text) => Break(Verdict::wait(PendingKind::Quota, text)),
+    }
+}

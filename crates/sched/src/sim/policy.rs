@@ -1,0 +1,126 @@
+//! What `berth sim` replays a trace under: a named queue policy (`--policy`) and the replay's
+//! options.
+
+use super::cluster::QUEUE;
+use crate::{HeadOfLine, Millis, Ordering, PreemptAction, Preemption, QueueConfig, Scoring};
+
+/// A named queue policy of `berth sim` (`--policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// fifo + strict
+    Fifo,
+    /// lifo + strict
+    Lifo,
+    /// fifo + skip-after-10
+    Skip,
+    /// fifo + EASY backfill
+    Backfill,
+    /// drf + backfill
+    Drf,
+    /// fair-share + backfill
+    FairShare,
+    /// fifo + backfill + spread scoring
+    Spread,
+    /// priority bands + backfill + preemption (requeue); needs a trace with priorities
+    Preempt,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 8] = [
+        Policy::Fifo,
+        Policy::Lifo,
+        Policy::Skip,
+        Policy::Backfill,
+        Policy::Drf,
+        Policy::FairShare,
+        Policy::Spread,
+        Policy::Preempt,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::Lifo => "lifo",
+            Policy::Skip => "skip",
+            Policy::Backfill => "backfill",
+            Policy::Drf => "drf",
+            Policy::FairShare => "fair-share",
+            Policy::Spread => "spread",
+            Policy::Preempt => "preempt",
+        }
+    }
+
+    /// The queue configuration this policy stands for.
+    pub fn queue_config(self, opts: &SimOptions) -> QueueConfig {
+        let mut q = QueueConfig::new(QUEUE);
+        q.default_time_limit_ms = opts.default_time_limit_ms;
+        q.head_of_line = HeadOfLine::Backfill;
+        match self {
+            Policy::Fifo => q.head_of_line = HeadOfLine::Strict,
+            Policy::Lifo => {
+                q.ordering = Ordering::Lifo;
+                q.head_of_line = HeadOfLine::Strict;
+            }
+            Policy::Skip => q.head_of_line = HeadOfLine::SkipAfter(10),
+            Policy::Backfill => {}
+            Policy::Drf => q.ordering = Ordering::Drf,
+            Policy::FairShare => q.ordering = Ordering::FairShare,
+            Policy::Spread => q.scoring = Scoring::Spread,
+            Policy::Preempt => {
+                q.preemption = Some(Preemption { action: PreemptAction::Requeue, min_runtime_ms: opts.min_runtime_ms })
+            }
+        }
+        q
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Policy::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown policy `{s}`: use one of {}", names.join(", "))
+        })
+    }
+}
+
+/// Replay options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimOptions {
+    /// The queue's default time limit (backfill's estimate for jobs without one: every Philly
+    /// job unless `time_limit_from_duration`). Jobs are never killed at it.
+    pub default_time_limit_ms: Millis,
+    /// Oracle: give every job its true duration as its time limit (perfect estimates).
+    pub time_limit_from_duration: bool,
+    /// Fair-share usage half-life.
+    pub half_life_ms: Millis,
+    /// A requeued (preempted) job resumes with its remaining time (checkpointed) instead of
+    /// starting over.
+    pub checkpoint: bool,
+    /// `preempt` policy: a job that has run less than this is never a victim.
+    pub min_runtime_ms: Millis,
+    /// `preempt` policy: jobs of priority ≤ this are preemptible.
+    pub preemptible_max_priority: i32,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            default_time_limit_ms: 3_600_000,
+            time_limit_from_duration: false,
+            half_life_ms: 7 * 86_400_000,
+            checkpoint: false,
+            min_runtime_ms: 600_000,
+            preemptible_max_priority: 0,
+        }
+    }
+}
+
+/// Why a replay could not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    #[error("policy {policy}: {why}")]
+    NotApplicable { policy: &'static str, why: String },
+    #[error("the cluster is empty: give it at least one node with CPUs")]
+    EmptyCluster,
+}

@@ -1,0 +1,290 @@
+//! The replay's state: the trace's jobs, the node ledgers, the pending and running sets a
+//! pass reads, the completion heap and the fair-share books. Passes are applied to it through
+//! [`PassTarget`] (`apply.rs`, as in the manager); what only a replay does is here: a run
+//! stops at once (completion or preemption), and a requeued job goes back to `pending`.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::sync::Arc;
+
+use berth_model::{JobId, NumaPolicy, ResourceRequest};
+
+use super::cluster::QUEUE;
+use super::policy::{Policy, SimOptions};
+use super::trace::Trace;
+use crate::apply::{self, PassTarget};
+use crate::{Millis, NodeLedger, PendingJob, Preempt, PreemptAction, RunningJob, Start, Untried, UsageBook, Waiting};
+
+/// Per trace job, what the replay tracks.
+pub(super) struct JobState {
+    pub request: ResourceRequest,
+    /// Nodes of its gang; 0 for a job too big for the cluster (never submitted).
+    pub nodes: u32,
+    /// Units of the measured resource (GPUs or CPUs) the job holds while it runs.
+    pub amount: f64,
+    pub remaining_ms: Millis,
+    pub first_start: Option<Millis>,
+    pub started_at: Millis,
+    pub end: Option<Millis>,
+    /// Bumped when a run stops early: completions of older runs are stale.
+    pub generation: u32,
+    /// Index in `running` while the job runs.
+    pub run_slot: usize,
+    pub user: usize,
+    pub blocked_passes: u32,
+    started_now: bool,
+    /// Index in `pending` while the job waits.
+    pending_slot: usize,
+}
+
+impl JobState {
+    pub fn new(request: ResourceRequest, nodes: u32, amount: f64, duration_ms: Millis, user: usize) -> Self {
+        JobState {
+            request,
+            nodes,
+            amount,
+            remaining_ms: duration_ms,
+            first_start: None,
+            started_at: 0,
+            end: None,
+            generation: 0,
+            run_slot: usize::MAX,
+            user,
+            blocked_passes: 0,
+            started_now: false,
+            pending_slot: usize::MAX,
+        }
+    }
+}
+
+/// A completion: (time, seq, job index, generation).
+type Completion = Reverse<(Millis, u64, usize, u32)>;
+
+pub(super) struct Replay<'t> {
+    trace: &'t Trace,
+    opts: &'t SimOptions,
+    policy: Policy,
+    queue: Arc<str>,
+    pub user_names: Vec<String>,
+    pub jobs: Vec<JobState>,
+    pub ledgers: Vec<NodeLedger>,
+    node_index: BTreeMap<String, usize>,
+    pub pending: Vec<PendingJob>,
+    pub running: Vec<RunningJob>,
+    /// The job index of each entry of `running`.
+    running_idx: Vec<usize>,
+    pub completions: BinaryHeap<Completion>,
+    seq: u64,
+    pub usage: UsageBook,
+    /// Resource-time held by runs that have stopped (the measured resource × ms).
+    pub allocated: f64,
+    pub preemptions: usize,
+    pub cancelled: usize,
+    /// Jobs done with: finished, cancelled by preemption, or too big to run.
+    pub settled: usize,
+}
+
+impl<'t> Replay<'t> {
+    pub fn new(
+        trace: &'t Trace,
+        opts: &'t SimOptions,
+        policy: Policy,
+        ledgers: Vec<NodeLedger>,
+        jobs: Vec<JobState>,
+        user_names: Vec<String>,
+    ) -> Self {
+        let node_index = ledgers.iter().enumerate().map(|(i, l)| (l.name().to_string(), i)).collect();
+        Replay {
+            trace,
+            opts,
+            policy,
+            queue: QUEUE.into(),
+            user_names,
+            jobs,
+            ledgers,
+            node_index,
+            pending: Vec::new(),
+            running: Vec::new(),
+            running_idx: Vec::new(),
+            completions: BinaryHeap::new(),
+            seq: 0,
+            usage: UsageBook::default(),
+            allocated: 0.0,
+            preemptions: 0,
+            cancelled: 0,
+            settled: 0,
+        }
+    }
+
+    fn time_limit(&self, i: usize) -> Option<Millis> {
+        if self.opts.time_limit_from_duration {
+            Some(self.jobs[i].remaining_ms.max(1))
+        } else {
+            self.trace.jobs[i].time_limit_ms
+        }
+    }
+
+    /// Job `i` joins the pending set.
+    pub fn submit(&mut self, i: usize) {
+        let j = &self.jobs[i];
+        let user = &self.user_names[j.user];
+        let job = PendingJob {
+            id: i as JobId + 1,
+            priority: self.trace.jobs[i].priority,
+            queue: self.queue.clone(),
+            request: j.request,
+            nodes: j.nodes,
+            numa: NumaPolicy::None,
+            blocked_passes: 0,
+            user: user.clone(),
+            project: user.clone(),
+            submitted_at: self.trace.jobs[i].submit_ms,
+            time_limit_ms: self.time_limit(i),
+            image: None,
+            kernels: 1,
+            mounts: Vec::new(),
+        };
+        self.jobs[i].pending_slot = self.pending.len();
+        self.pending.push(job);
+    }
+
+    /// Charges every running job's usage since `since` (or its start) to its user, who is
+    /// also its project in a replay.
+    pub fn charge_running(&mut self, since: Millis, now: Millis) {
+        for (r, &i) in self.running.iter().zip(&self.running_idx) {
+            let add = self.jobs[i].amount * (now - self.jobs[i].started_at).min(now - since) as f64;
+            self.usage.add(&r.user, &r.user, add, now, self.opts.half_life_ms);
+        }
+    }
+
+    /// Stops job `i`'s current run at `now`: out of `running`, its devices released, its
+    /// resource-time counted.
+    pub fn stop(&mut self, i: usize, now: Millis) {
+        let slot = self.jobs[i].run_slot;
+        let r = self.running.swap_remove(slot);
+        self.running_idx.swap_remove(slot);
+        if slot < self.running.len() {
+            self.jobs[self.running_idx[slot]].run_slot = slot;
+        }
+        apply::release(self, &r.bindings);
+        let j = &mut self.jobs[i];
+        j.run_slot = usize::MAX;
+        j.generation += 1;
+        self.allocated += j.amount * (now - j.started_at) as f64;
+    }
+
+    /// Carries out a preemption at once: the victim stops, then is requeued (with what is
+    /// left of it when checkpointed, else from the start) or cancelled.
+    pub fn preempt(&mut self, p: &Preempt, now: Millis) {
+        let i = (p.victim - 1) as usize;
+        let ran = now - self.jobs[i].started_at;
+        self.stop(i, now);
+        self.preemptions += 1;
+        match p.action {
+            PreemptAction::Requeue => {
+                let j = &mut self.jobs[i];
+                j.remaining_ms =
+                    if self.opts.checkpoint { (j.remaining_ms - ran).max(0) } else { self.trace.jobs[i].duration_ms };
+                j.blocked_passes = 0;
+                self.submit(i);
+            }
+            PreemptAction::Cancel => {
+                self.jobs[i].end = Some(now);
+                self.cancelled += 1;
+                self.settled += 1;
+            }
+        }
+    }
+
+    /// Ends the runs due at `now` (stale completions of stopped runs are skipped); whether
+    /// any ended.
+    pub fn end_runs_due(&mut self, now: Millis) -> bool {
+        let mut ended = false;
+        while let Some(&Reverse((t, _, i, generation))) = self.completions.peek() {
+            if t != now {
+                break;
+            }
+            self.completions.pop();
+            if self.jobs[i].generation != generation || self.jobs[i].run_slot == usize::MAX {
+                continue;
+            }
+            self.stop(i, now);
+            self.jobs[i].end = Some(now);
+            self.jobs[i].remaining_ms = 0;
+            self.settled += 1;
+            ended = true;
+        }
+        ended
+    }
+
+    /// Drops the jobs started in this pass from `pending`, in place.
+    pub fn drop_started(&mut self) {
+        let jobs = &mut self.jobs;
+        let mut kept = 0;
+        self.pending.retain_mut(|p| {
+            let j = &mut jobs[(p.id - 1) as usize];
+            let keep = !std::mem::take(&mut j.started_now);
+            j.pending_slot = if keep { kept } else { usize::MAX };
+            kept += keep as usize;
+            keep
+        });
+    }
+}
+
+impl PassTarget for Replay<'_> {
+    fn ledger_mut(&mut self, node: &str) -> Option<&mut NodeLedger> {
+        self.node_index.get(node).map(|&i| &mut self.ledgers[i])
+    }
+
+    fn is_pending(&self, job: JobId) -> bool {
+        self.jobs.get((job - 1) as usize).is_some_and(|j| j.run_slot == usize::MAX && !j.started_now)
+    }
+
+    fn stoppable(&self, job: JobId) -> bool {
+        self.jobs.get((job - 1) as usize).is_some_and(|j| j.run_slot != usize::MAX)
+    }
+
+    /// None: a victim stops at once.
+    fn awaiting_victims(&self) -> BTreeSet<JobId> {
+        BTreeSet::new()
+    }
+
+    fn waits(&mut self, w: Waiting) {
+        if let Some(j) = self.jobs.get_mut((w.job - 1) as usize) {
+            j.blocked_passes = w.blocked_passes;
+            if let Some(p) = self.pending.get_mut(j.pending_slot) {
+                p.blocked_passes = w.blocked_passes;
+            }
+        }
+    }
+
+    /// Only the jobs the pass tried can have a new count, so a deep queue costs nothing here.
+    fn untried(&mut self, _: &Untried) {}
+
+    fn started(&mut self, s: Start, _borrowed: bool, now: Millis) {
+        let i = (s.job - 1) as usize;
+        let time_limit_ms = self.time_limit(i);
+        let j = &mut self.jobs[i];
+        j.started_now = true;
+        j.first_start.get_or_insert(now);
+        j.started_at = now;
+        j.run_slot = self.running.len();
+        let tj = &self.trace.jobs[i];
+        let user = &self.user_names[j.user];
+        self.running.push(RunningJob {
+            borrowed: false,
+            id: s.job,
+            queue: QUEUE.to_string(),
+            priority: tj.priority,
+            user: user.clone(),
+            project: user.clone(),
+            bindings: s.bindings,
+            started_at: now,
+            time_limit_ms,
+            preemptible: self.policy == Policy::Preempt && tj.priority <= self.opts.preemptible_max_priority,
+        });
+        self.running_idx.push(i);
+        self.seq += 1;
+        self.completions.push(Reverse((now + j.remaining_ms, self.seq, i, j.generation)));
+    }
+}
