@@ -35,7 +35,7 @@ pub async fn connect(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let ok = crate::auth::bearer_of(&headers).is_some_and(|t| m.join_token_valid(t));
+    let ok = crate::auth::bearer_of(&headers).is_some_and(|t| m.tenancy.join_token_valid(t));
     if !ok {
         return ApiError::unauthorized("invalid or missing join token: start the agent with --join-token <token>")
             .into_response();

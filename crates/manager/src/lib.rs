@@ -37,7 +37,9 @@ mod reports;
 mod scheduler;
 mod state;
 mod store_health;
+mod tenancy;
 pub mod tls;
+mod token;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -156,9 +158,9 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         let _ = m.cache.set(c);
     }
     m.load_queues(&cfg).await.context("cannot load the queues")?;
-    m.load_quotas().await.context("cannot load the quotas")?;
-    let bootstrap = auth::bootstrap(&m, &config.admin_user).await.context("cannot create the admin user")?;
-    let join_token = auth::local_join_token(&m, &config.data_dir).await.context("cannot set up the join token")?;
+    m.quotas.load_quotas().await.context("cannot load the quotas")?;
+    let bootstrap = m.tenancy.bootstrap(&config.admin_user).await.context("cannot create the admin user")?;
+    let join_token = m.tenancy.local_join_token(&config.data_dir).await.context("cannot set up the join token")?;
     m.rebuild().await.context("cannot load jobs and nodes from the store")?;
     m.cache_members.load(&*store).await.context("cannot load the dataset cache's members and buckets")?;
 
@@ -217,7 +219,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         tokio::spawn(scheduler::run(m.clone())),
         tokio::spawn(heartbeat::run(m.clone())),
         tokio::spawn(cache_push::run(m.clone())),
-        tokio::spawn(m.bad_tokens.clone().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
+        tokio::spawn(m.tenancy.bad_tokens().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
     ]);
     tracing::info!(%local_addr, "berth manager listening");
     Ok(ManagerHandle {

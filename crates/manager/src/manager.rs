@@ -12,8 +12,6 @@ use berth_store::{QueueRow, Store, StoreError};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot, watch};
 
 use crate::config::{Config, FairShareConfig};
-use crate::identity::CachedToken;
-use crate::quota_table::QuotaTable;
 use crate::state::{Job, KernelEnd, Node, State};
 
 /// An agent's answer to `FetchLogs`.
@@ -37,12 +35,8 @@ pub struct Manager {
     pub state: Mutex<State>,
     /// Wakes the scheduling loop (submit, cancel, kernel end, node register).
     pub wake: Notify,
-    /// API token hash → user; filled on first use of a token.
-    pub tokens: RwLock<HashMap<String, Arc<CachedToken>>>,
-    /// Hashes of valid join tokens (few; compared in constant time).
-    pub join_hashes: RwLock<Vec<String>>,
-    /// Uses of revoked and expired tokens: audited at most once per token per minute.
-    pub bad_tokens: Arc<crate::bad_tokens::BadTokenAudit>,
+    /// Who a request is: tokens, the local socket, join tokens, the audit log.
+    pub tenancy: crate::tenancy::Tenancy,
     next_id: AtomicU64,
     pub log_waiters: LogWaiters,
     pub shutdown: watch::Receiver<bool>,
@@ -51,8 +45,8 @@ pub struct Manager {
     inbox: StdMutex<Vec<Job>>,
     /// An empty ledger per known node, for submit-time feasibility checks without the state lock.
     pub shapes: RwLock<Vec<NodeLedger>>,
-    /// Quotas per user and project (a snapshot, replaced on change).
-    pub quotas: RwLock<Arc<QuotaTable>>,
+    /// Quotas per user and project, and the checks against them.
+    pub quotas: crate::quotas::QuotaService,
     /// The dataset cache jobs are told about (`BERTH_CACHE_URL`/`_TOKEN`), if any.
     pub cache: std::sync::OnceLock<crate::cache_env::CacheEnv>,
     /// The cache nodes the agents reported and the buckets, pushed to every cache node.
@@ -77,6 +71,8 @@ impl Manager {
         // Heartbeats a few times per timeout, at most once a second.
         let heartbeat_interval = (heartbeat_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
         let (reports, reports_rx) = crate::report_queue::channel();
+        let tenancy = crate::tenancy::Tenancy::new(store.clone());
+        let quotas = crate::quotas::QuotaService::new(store.clone());
         Manager {
             store,
             queues: RwLock::new(Arc::new(queues)),
@@ -85,15 +81,13 @@ impl Manager {
             heartbeat_interval,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
-            tokens: RwLock::new(HashMap::new()),
-            join_hashes: RwLock::new(Vec::new()),
-            bad_tokens: Arc::default(),
+            tenancy,
             next_id: AtomicU64::new(1),
             log_waiters: StdMutex::new(HashMap::new()),
             shutdown,
             inbox: StdMutex::new(Vec::new()),
             shapes: RwLock::new(Vec::new()),
-            quotas: RwLock::new(Arc::default()),
+            quotas,
             cache: std::sync::OnceLock::new(),
             cache_members: Default::default(),
             store_health: crate::store_health::StoreHealth::new(data_dir),
@@ -141,11 +135,6 @@ impl Manager {
     /// The queues now (cheap: a shared snapshot).
     pub fn queues(&self) -> Arc<Vec<QueueConfig>> {
         self.queues.read().expect("queues lock").clone()
-    }
-
-    /// The quotas now (cheap: a shared snapshot).
-    pub fn quota_table(&self) -> Arc<QuotaTable> {
-        self.quotas.read().expect("quota lock").clone()
     }
 
     pub fn queue(&self, name: &str) -> Option<QueueConfig> {
@@ -273,7 +262,7 @@ impl Manager {
             }
             st.jobs.insert(job.id, job);
         }
-        self.quota_table().restore_borrowed(&mut st);
+        self.quotas.table().restore_borrowed(&mut st);
         let pending = st.jobs.values().filter(|j| j.state == JobState::Pending).count();
         // Only unfinished jobs live in memory; say so, next to how many the store holds, so
         // that `0` after a restart does not read as lost jobs.

@@ -7,18 +7,35 @@
 //! submits can never overshoot it; submits of users and projects without that limit keep the
 //! lock-free path.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+
+use berth_store::Store;
 
 use berth_model::{JobSpec, JobState, QuotaKind, QuotaLimits, QuotaView};
 use berth_sched::{QuotaUse, Quotas};
 
 use crate::error::ApiError;
 use crate::identity::User;
-use crate::manager::Manager;
 use crate::quota_table::{QuotaTable, project_of};
 use crate::state::{Job, State};
 
-impl Manager {
+/// The quota service: the table of limits per user and project (a snapshot, replaced on
+/// change) and every check against it.
+pub struct QuotaService {
+    store: Arc<dyn Store>,
+    table: RwLock<Arc<QuotaTable>>,
+}
+
+impl QuotaService {
+    pub fn new(store: Arc<dyn Store>) -> QuotaService {
+        QuotaService { store, table: RwLock::default() }
+    }
+
+    /// The quotas now (cheap: a shared snapshot).
+    pub fn table(&self) -> Arc<QuotaTable> {
+        self.table.read().expect("quota lock").clone()
+    }
+
     /// Loads the quotas from the store (at start).
     pub async fn load_quotas(&self) -> Result<(), berth_store::StoreError> {
         let mut t = QuotaTable::default();
@@ -28,11 +45,12 @@ impl Manager {
                 QuotaKind::Project => t.projects.insert(name, l),
             };
         }
-        *self.quotas.write().expect("quota lock") = Arc::new(t);
+        *self.table.write().expect("quota lock") = Arc::new(t);
         Ok(())
     }
 
-    /// Stores and applies a quota (`None` removes it); the next pass uses it.
+    /// Stores and applies a quota (`None` removes it); the next pass uses it (the caller
+    /// wakes the scheduler).
     pub async fn set_quota(&self, kind: QuotaKind, name: &str, limits: Option<QuotaLimits>) -> Result<(), ApiError> {
         let limits = limits.filter(|l| !l.is_empty());
         self.store.set_quota(kind, name, limits.as_ref(), jiff::Timestamp::now()).await.map_err(|e| match e {
@@ -41,7 +59,7 @@ impl Manager {
             }
             e => e.into(),
         })?;
-        let mut t = (*self.quota_table()).clone();
+        let mut t = (*self.table()).clone();
         let map = match kind {
             QuotaKind::User => &mut t.users,
             QuotaKind::Project => &mut t.projects,
@@ -50,14 +68,13 @@ impl Manager {
             Some(l) => map.insert(name.to_string(), l),
             None => map.remove(name),
         };
-        *self.quotas.write().expect("quota lock") = Arc::new(t);
-        self.wake.notify_one();
+        *self.table.write().expect("quota lock") = Arc::new(t);
         Ok(())
     }
 
     /// The checks that need no state: the priority cap, and requests no quota could ever hold.
     pub fn check_quota_at_submit(&self, user: &User, spec: &JobSpec) -> Result<(), ApiError> {
-        let table = self.quota_table();
+        let table = self.table();
         for (kind, name, l) in table.applying(&user.name, project_of(&user.name, spec)) {
             let who = format!("{} {name}", kind.as_str());
             if let Some(max) = l.max_priority
@@ -80,12 +97,12 @@ impl Manager {
     /// Whether a job of `user` with `spec` falls under a pending-jobs limit (then it must be
     /// submitted through [`Manager::check_pending_quota`] under the state lock).
     pub fn pending_limited(&self, user: &str, spec: &JobSpec) -> bool {
-        self.quota_table().applying(user, project_of(user, spec)).any(|(_, _, l)| l.pending_jobs.is_some())
+        self.table().applying(user, project_of(user, spec)).any(|(_, _, l)| l.pending_jobs.is_some())
     }
 
     /// With the state lock held: refuses a submit that would pass a pending-jobs limit.
     pub fn check_pending_quota(&self, st: &State, user: &str, spec: &JobSpec) -> Result<(), ApiError> {
-        let table = self.quota_table();
+        let table = self.table();
         let project = project_of(user, spec);
         for (kind, name, l) in table.applying(user, project) {
             let Some(max) = l.pending_jobs else { continue };
@@ -113,7 +130,7 @@ impl Manager {
 
     /// The scheduler's quota input: limits, and the use of jobs holding resources.
     pub fn pass_quotas(&self, st: &State) -> Quotas {
-        let table = self.quota_table();
+        let table = self.table();
         if !table.limits_running() {
             return Quotas::default();
         }
@@ -132,7 +149,7 @@ impl Manager {
 
     /// Quotas with their current use; users see their own and their projects'.
     pub fn quota_views(&self, st: &State, user: &User) -> Vec<QuotaView> {
-        let table = self.quota_table();
+        let table = self.table();
         let mut out = Vec::new();
         for kind in [QuotaKind::User, QuotaKind::Project] {
             for (name, l) in table.map(kind) {

@@ -114,7 +114,7 @@ pub async fn pass(m: &Manager) -> usize {
     // Running jobs matter to backfill, preemption, the fair orderings and the reclaim of
     // borrowed work; a plain strict/skip FIFO queue without borrowing does not need them, so
     // the default pass stays free of that work.
-    let quotas = m.pass_quotas(&st);
+    let quotas = m.quotas.pass_quotas(&st);
     let borrowing = quotas
         .users
         .values()

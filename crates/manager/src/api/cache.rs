@@ -47,7 +47,7 @@ pub async fn put_bucket(
     b.name = name;
     m.cache_members.put_bucket(&*m.store, b.clone()).await?;
     let detail = serde_json::to_string(&b).unwrap_or_default();
-    m.audit(&a.name, "cache.bucket.set", &b.name, &detail).await;
+    m.tenancy.audit(&a.name, "cache.bucket.set", &b.name, &detail).await;
     Ok(axum::Json(b))
 }
 
@@ -64,7 +64,7 @@ pub async fn delete_bucket(
     if !m.cache_members.delete_bucket(&*m.store, &name).await? {
         return Err(ApiError::not_found(format!("no bucket `{name}`: `berth cache bucket list` shows the buckets")));
     }
-    m.audit(&a.name, "cache.bucket.delete", &name, "").await;
+    m.tenancy.audit(&a.name, "cache.bucket.delete", &name, "").await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -98,7 +98,7 @@ pub async fn put_member(
         return Err(no_member(&node));
     }
     let detail = serde_json::to_string(&u).unwrap_or_default();
-    m.audit(&a.name, "cache.member.set", &node, &detail).await;
+    m.tenancy.audit(&a.name, "cache.member.set", &node, &detail).await;
     member_view(&m, &node).await
 }
 
@@ -139,6 +139,6 @@ async fn set_removed(
     if !m.cache_members.set_removed(&*m.store, node, removed).await? {
         return Err(no_member(node));
     }
-    m.audit(admin, if removed { "cache.member.remove" } else { "cache.member.add" }, node, "").await;
+    m.tenancy.audit(admin, if removed { "cache.member.remove" } else { "cache.member.add" }, node, "").await;
     member_view(m, node).await
 }

@@ -48,13 +48,13 @@ pub async fn submit(
         let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
         berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(ApiError::unprocessable)?;
     }
-    m.check_quota_at_submit(&user, &spec)?;
+    m.quotas.check_quota_at_submit(&user, &spec)?;
     // A pending-jobs limit is checked and the job inserted under the state lock, so that
     // concurrent submits cannot overshoot it.
     let mut locked = None;
-    if m.pending_limited(&user.name, &spec) {
+    if m.quotas.pending_limited(&user.name, &spec) {
         let st = m.lock_state().await;
-        m.check_pending_quota(&st, &user.name, &spec)?;
+        m.quotas.check_pending_quota(&st, &user.name, &spec)?;
         locked = Some(st);
     }
     let now = jiff::Timestamp::now();

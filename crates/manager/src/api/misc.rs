@@ -7,9 +7,10 @@ use axum::http::StatusCode;
 use berth_model::api::{CreateUserRequest, Health, JoinTokenCreated, UserCreated, WhoAmI};
 use berth_store::StoreError;
 
-use crate::auth::{Admin, Auth, hash_token, new_token};
+use crate::auth::{Admin, Auth};
 use crate::error::{ApiError, Json};
 use crate::manager::Manager;
+use crate::token::{hash_token, new_token};
 
 /// Liveness, and what works only partly (`status` `degraded` with `problems`, e.g. a full
 /// disk refusing writes); needs no token.
@@ -58,7 +59,7 @@ pub async fn create_user(
         Err(StoreError::Duplicate(_)) => return Err(ApiError::conflict(format!("user {name} already exists"))),
         Err(e) => return Err(e.into()),
     };
-    m.audit(&admin.name, "user.create", &user.name, &format!("role {}", user.role)).await;
+    m.tenancy.audit(&admin.name, "user.create", &user.name, &format!("role {}", user.role)).await;
     Ok((StatusCode::CREATED, axum::Json(UserCreated { user: user.name, role: user.role, token })))
 }
 
@@ -69,7 +70,7 @@ pub async fn create_join_token(
     State(m): State<Arc<Manager>>,
     Admin(admin): Admin,
 ) -> Result<axum::Json<JoinTokenCreated>, ApiError> {
-    let token = m.create_join_token().await?;
-    m.audit(&admin.name, "join-token.create", &crate::auth::hash_token(&token)[..12], "").await;
+    let token = m.tenancy.create_join_token().await?;
+    m.tenancy.audit(&admin.name, "join-token.create", &crate::token::hash_token(&token)[..12], "").await;
     Ok(axum::Json(JoinTokenCreated { token }))
 }

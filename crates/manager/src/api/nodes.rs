@@ -41,7 +41,7 @@ pub async fn drain(
             .reason
     };
     m.drain(&name, reason.clone(), &admin.name).await?;
-    m.audit(&admin.name, "node.drain", &name, reason.as_deref().unwrap_or("")).await;
+    m.tenancy.audit(&admin.name, "node.drain", &name, reason.as_deref().unwrap_or("")).await;
     view(&m, &name).await
 }
 
@@ -56,7 +56,7 @@ pub async fn undrain(
     Path(name): Path<String>,
 ) -> Result<axum::Json<NodeView>, ApiError> {
     m.undrain(&name, &admin.name).await?;
-    m.audit(&admin.name, "node.undrain", &name, "").await;
+    m.tenancy.audit(&admin.name, "node.undrain", &name, "").await;
     view(&m, &name).await
 }
 

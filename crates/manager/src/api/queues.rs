@@ -66,7 +66,9 @@ pub async fn put(
     m.reassign_nodes().await;
     tracing::info!(queue = %name, "queue policy changed through the API");
     let detail = serde_json::to_string(&update).unwrap_or_default();
-    m.audit(&admin.name, if existing.is_some() { "queue.update" } else { "queue.create" }, &name, &detail).await;
+    m.tenancy
+        .audit(&admin.name, if existing.is_some() { "queue.update" } else { "queue.create" }, &name, &detail)
+        .await;
     m.wake.notify_one();
     let st = m.lock_state().await;
     let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };

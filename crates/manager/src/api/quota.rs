@@ -15,7 +15,7 @@ use crate::manager::Manager;
 #[utoipa::path(get, path = "/v1/quotas", tag = "quotas", responses((status = 200, body = Vec<QuotaView>)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(u): Auth) -> axum::Json<Vec<QuotaView>> {
     let st = m.lock_state().await;
-    axum::Json(m.quota_views(&st, &u))
+    axum::Json(m.quotas.quota_views(&st, &u))
 }
 
 fn kind(s: &str) -> Result<QuotaKind, ApiError> {
@@ -41,9 +41,10 @@ pub async fn put(
     if !exists {
         return Err(ApiError::not_found(format!("no {} `{name}`", k.as_str())));
     }
-    m.set_quota(k, &name, Some(limits)).await?;
+    m.quotas.set_quota(k, &name, Some(limits)).await?;
+    m.wake.notify_one();
     let detail = serde_json::to_string(&limits).unwrap_or_default();
-    m.audit(&a.name, "quota.set", &format!("{} {name}", k.as_str()), &detail).await;
+    m.tenancy.audit(&a.name, "quota.set", &format!("{} {name}", k.as_str()), &detail).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -57,7 +58,8 @@ pub async fn delete(
     Path((k, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let k = kind(&k)?;
-    m.set_quota(k, &name, None).await?;
-    m.audit(&a.name, "quota.remove", &format!("{} {name}", k.as_str()), "").await;
+    m.quotas.set_quota(k, &name, None).await?;
+    m.wake.notify_one();
+    m.tenancy.audit(&a.name, "quota.remove", &format!("{} {name}", k.as_str()), "").await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -11,9 +11,10 @@ use berth_model::api::{
 };
 use berth_store::{StoreError, TokenRow};
 
-use crate::auth::{Admin, Auth, hash_token, new_token};
+use crate::auth::{Admin, Auth};
 use crate::error::{ApiError, Json, Path, Query};
 use crate::manager::Manager;
+use crate::token::{hash_token, new_token};
 
 /// Every user with their projects (admin only).
 #[utoipa::path(get, path = "/v1/admin/users", tag = "admin",
@@ -68,8 +69,8 @@ async fn set_disabled(m: &Manager, admin: &str, name: &str, disabled: bool) -> R
     }
     let u =
         m.store.set_user_disabled(name, disabled).await.map_err(|e| not_found_as(e, format!("no user `{name}`")))?;
-    m.forget_tokens(|t| t.user.id == u.id);
-    m.audit(admin, if disabled { "user.disable" } else { "user.enable" }, name, "").await;
+    m.tenancy.forget_tokens(|t| t.user.id == u.id);
+    m.tenancy.audit(admin, if disabled { "user.disable" } else { "user.enable" }, name, "").await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -109,7 +110,7 @@ pub async fn create_project(
         Err(StoreError::Duplicate(_)) => return Err(ApiError::conflict(format!("project {name} already exists"))),
         Err(e) => return Err(e.into()),
     };
-    m.audit(&a.name, "project.create", name, "").await;
+    m.tenancy.audit(&a.name, "project.create", name, "").await;
     Ok((StatusCode::CREATED, axum::Json(ProjectView { name: p.name, created_at: p.created_at, members: p.members })))
 }
 
@@ -127,8 +128,8 @@ pub async fn add_member(
         StoreError::NotFound(what) => ApiError::not_found(format!("no {what}")),
         e => e.into(),
     })?;
-    m.forget_tokens(|t| t.user.name == req.user);
-    m.audit(&a.name, "project.add-member", &project, &req.user).await;
+    m.tenancy.forget_tokens(|t| t.user.name == req.user);
+    m.tenancy.audit(&a.name, "project.add-member", &project, &req.user).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -145,8 +146,8 @@ pub async fn remove_member(
         StoreError::NotFound(what) => ApiError::not_found(format!("no {what}")),
         e => e.into(),
     })?;
-    m.forget_tokens(|t| t.user.name == user);
-    m.audit(&a.name, "project.remove-member", &project, &user).await;
+    m.tenancy.forget_tokens(|t| t.user.name == user);
+    m.tenancy.audit(&a.name, "project.remove-member", &project, &user).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -178,7 +179,7 @@ pub async fn create_token(
     let hash = hash_token(&token);
     m.store.add_token(u.id, &hash, label, now, expires_at).await?;
     let id = hash[..12].to_string();
-    m.audit(&u.name, "token.create", &id, label).await;
+    m.tenancy.audit(&u.name, "token.create", &id, label).await;
     Ok((StatusCode::CREATED, axum::Json(TokenCreated { id, token, expires_at })))
 }
 
@@ -223,8 +224,8 @@ pub async fn revoke_token(
     let t = m.store.revoke_token(owner, &id, jiff::Timestamp::now()).await.map_err(|e| {
         not_found_as(e, format!("no token `{id}`: use an id from `berth token list` (at least 8 hex digits)"))
     })?;
-    m.forget_tokens(|c| c.user.token_hash == t.hash);
-    m.audit(&u.name, "token.revoke", t.id(), &format!("token of {}", t.user)).await;
+    m.tenancy.forget_tokens(|c| c.user.token_hash == t.hash);
+    m.tenancy.audit(&u.name, "token.revoke", t.id(), &format!("token of {}", t.user)).await;
     Ok(axum::Json(token_view(&t, &u.token_hash)))
 }
 

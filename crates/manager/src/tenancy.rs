@@ -1,0 +1,221 @@
+//! The tenancy service: who a request is (API tokens, and the caller's Unix user on the local
+//! socket), join tokens, the bootstrap of a fresh data dir, and the audit log. It owns the
+//! token caches; API handlers and the agent hub reach it as `Manager::tenancy`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use axum::http::request::Parts;
+use berth_store::Store;
+
+use crate::bad_tokens::BadTokenAudit;
+use crate::error::ApiError;
+use crate::identity::{CachedToken, User};
+use crate::token::{ct_eq, hash_token, new_token};
+
+pub struct Tenancy {
+    store: Arc<dyn Store>,
+    /// API token hash → user; filled on first use of a token.
+    tokens: RwLock<HashMap<String, Arc<CachedToken>>>,
+    /// Hashes of valid join tokens (few; compared in constant time).
+    join_hashes: RwLock<Vec<String>>,
+    /// Uses of revoked and expired tokens: audited at most once per token per minute.
+    bad_tokens: Arc<BadTokenAudit>,
+}
+
+impl Tenancy {
+    pub fn new(store: Arc<dyn Store>) -> Tenancy {
+        Tenancy { store, tokens: RwLock::default(), join_hashes: RwLock::default(), bad_tokens: Arc::default() }
+    }
+
+    /// The audit of dead-token uses, for its flush at shutdown.
+    pub fn bad_tokens(&self) -> Arc<BadTokenAudit> {
+        self.bad_tokens.clone()
+    }
+}
+
+impl Tenancy {
+    /// The user owning an API token (cached after the first lookup). Unknown and revoked
+    /// tokens get the same answer; an expired one says so, since only its holder can send it.
+    pub async fn authenticate(&self, token: &str) -> Result<Arc<User>, ApiError> {
+        let invalid = || ApiError::unauthorized("invalid API token: check BERTH_TOKEN or your credentials file");
+        let hash = hash_token(token);
+        let now = jiff::Timestamp::now();
+        let cached = self.tokens.read().expect("token cache lock").get(&hash).cloned();
+        let entry = match cached {
+            Some(e) => e,
+            None => {
+                let Some((t, u)) = self.store.token(&hash).await? else { return Err(invalid()) };
+                if t.revoked_at.is_some() {
+                    self.audit_bad_token((&u.name, "auth.revoked-token", t.id()), "a revoked token was used").await;
+                    return Err(invalid());
+                }
+                if u.disabled {
+                    return Err(ApiError::unauthorized(format!(
+                        "user {} is disabled: ask an admin (berth admin user enable)",
+                        u.name
+                    )));
+                }
+                let projects = self.store.memberships(u.id).await?;
+                let user = User { id: u.id, name: u.name, role: u.role, projects, token_hash: hash.clone() };
+                let last = t.last_used_at.map_or(0, |l| l.as_second());
+                let e = Arc::new(CachedToken::new(Arc::new(user), t.expires_at, last));
+                self.tokens.write().expect("token cache lock").insert(hash.clone(), e.clone());
+                e
+            }
+        };
+        if entry.expires_at.is_some_and(|x| now >= x) {
+            self.tokens.write().expect("token cache lock").remove(&hash);
+            self.audit_bad_token((&entry.user.name, "auth.expired-token", &hash[..12]), "an expired token was used")
+                .await;
+            return Err(ApiError::unauthorized(
+                "API token expired: log in with a new one (berth token create, then berth login)",
+            ));
+        }
+        if entry.claim_touch(now.as_second()) {
+            let store = self.store.clone();
+            tokio::spawn(async move {
+                if let Err(e) = store.touch_token(&hash, now).await {
+                    tracing::warn!("cannot record token use: {e}");
+                }
+            });
+        }
+        Ok(entry.user.clone())
+    }
+
+    /// Drops cached tokens matching `pred`: their next use reloads (or refuses) them.
+    pub fn forget_tokens(&self, pred: impl Fn(&CachedToken) -> bool) {
+        self.tokens.write().expect("token cache lock").retain(|_, e| !pred(e));
+    }
+
+    /// Appends to the audit log; a failure is logged, never fails the request (the action
+    /// itself is already stored).
+    pub async fn audit(&self, actor: &str, action: &str, target: &str, detail: &str) {
+        if let Err(e) = self.store.audit(jiff::Timestamp::now(), actor, action, target, detail).await {
+            tracing::error!(actor, action, target, "cannot write the audit log: {e}");
+        }
+    }
+
+    /// Audits a use of a revoked or expired token, at most one row per token per minute
+    /// (`bad_tokens.rs`): a loop with a dead token must not flood the log.
+    async fn audit_bad_token(&self, who: (&str, &'static str, &str), what: &'static str) {
+        self.bad_tokens.audit_use(&self.store, who, what).await;
+    }
+
+    pub fn join_token_valid(&self, token: &str) -> bool {
+        let h = hash_token(token);
+        let hashes = self.join_hashes.read().expect("join token lock");
+        // Compare against all of them so the time does not tell which one matched.
+        hashes.iter().fold(false, |ok, k| ct_eq(k.as_bytes(), h.as_bytes()) | ok)
+    }
+
+    /// Creates a join token, stores its hash and returns the plain token.
+    pub async fn create_join_token(&self) -> Result<String, ApiError> {
+        let token = new_token();
+        let hash = hash_token(&token);
+        self.store.add_join_token(&hash, jiff::Timestamp::now()).await?;
+        self.join_hashes.write().expect("join token lock").push(hash);
+        Ok(token)
+    }
+    /// The berth user of a socket request without a token: the admin for the manager's own
+    /// Unix user and root, else the user named like the caller's Unix account (created on its
+    /// first request). Cached like a token, so disabling the user or changing its projects
+    /// holds from the next request.
+    pub async fn authenticate_local(&self, parts: &Parts) -> Result<Arc<User>, ApiError> {
+        let Some(peer) = crate::local::submitter(parts) else {
+            return Err(ApiError::unauthorized("cannot read the caller's identity on the unix socket: use a token"));
+        };
+        let key = format!("local:uid:{}", peer.uid);
+        if let Some(e) = self.tokens.read().expect("token cache lock").get(&key) {
+            return Ok(e.user.clone());
+        }
+        let own = nix::unistd::geteuid().as_raw();
+        let admin = parts.extensions.get::<crate::local::LocalAdmin>();
+        let name = match admin {
+            Some(crate::local::LocalAdmin(a)) if peer.uid == own || peer.uid == 0 => a.to_string(),
+            _ => unix_name(peer.uid)?,
+        };
+        let row = match self.store.user_by_name(&name).await? {
+            Some(u) => u,
+            None => {
+                let u = self.store.create_user(&name, "user", jiff::Timestamp::now()).await?;
+                self.audit(&name, "user.create", &name, &format!("first request from local uid {}", peer.uid)).await;
+                tracing::info!(user = %name, uid = peer.uid, "created berth user for a local Unix account");
+                u
+            }
+        };
+        if row.disabled {
+            return Err(ApiError::unauthorized(format!(
+                "user {} is disabled: ask an admin (berth admin user enable)",
+                row.name
+            )));
+        }
+        let projects = self.store.memberships(row.id).await?;
+        let user = Arc::new(User { id: row.id, name: row.name, role: row.role, projects, token_hash: key.clone() });
+        let entry = Arc::new(CachedToken::local(user.clone()));
+        self.tokens.write().expect("token cache lock").insert(key, entry);
+        Ok(user)
+    }
+
+    /// Creates the admin and its first token on the first start of a data dir.
+    pub async fn bootstrap(&self, admin: &str) -> anyhow::Result<Option<crate::Bootstrap>> {
+        if self.store.meta_get("bootstrapped").await?.is_some() {
+            return Ok(None);
+        }
+        let now = jiff::Timestamp::now();
+        // A start that died half-way may have created the user already: give it a fresh token.
+        let user = match self.store.user_by_name(admin).await? {
+            Some(u) => u,
+            None => self.store.create_user(admin, "admin", now).await?,
+        };
+        let token = new_token();
+        self.store.add_api_token(user.id, &hash_token(&token), "bootstrap", now).await?;
+        self.store.meta_set("bootstrapped", "1").await?;
+        Ok(Some(crate::Bootstrap { user: admin.to_string(), token }))
+    }
+
+    /// Makes sure the local agent's join token exists: kept in plain text (mode 0600) in
+    /// `<data_dir>/join-token` because the store only has its hash.
+    pub async fn local_join_token(&self, data_dir: &Path) -> anyhow::Result<String> {
+        let path = data_dir.join("join-token");
+        let token = match std::fs::read_to_string(&path) {
+            Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+            Ok(_) => anyhow::bail!("{} is empty: delete it to make a new join token", path.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let t = new_token();
+                write_private(&path, &t)?;
+                t
+            }
+            Err(e) => return Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+        };
+        self.store.add_join_token(&hash_token(&token), jiff::Timestamp::now()).await?;
+        *self.join_hashes.write().expect("join token lock") = self.store.join_token_hashes().await?;
+        Ok(token)
+    }
+}
+
+/// The account name of `uid` on the manager's host, as a berth user name.
+fn unix_name(uid: u32) -> Result<String, ApiError> {
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().ok_or_else(|| {
+        ApiError::unauthorized(format!("uid {uid} has no account name on the manager's host: use a token"))
+    })?;
+    if !berth_model::valid_name(&user.name) {
+        return Err(ApiError::unauthorized(format!(
+            "the Unix account name `{}` is not a valid berth user name: use a token",
+            user.name
+        )));
+    }
+    Ok(user.name)
+}
+
+fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts.open(path).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+    f.write_all(content.as_bytes())?;
+    Ok(())
+}
