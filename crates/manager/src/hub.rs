@@ -215,7 +215,7 @@ impl Manager {
         } = agent;
         self.cache_members.reported(&*self.store, node, cache_url.as_deref(), cache_weight).await?;
         // A queue that selects this node by name or label takes it; else the agent's choice.
-        let queue = crate::nodes::queue_for(&self.queues(), node, &labels, &asked_queue);
+        let queue = crate::nodes::queue_for(&self.queues.all(), node, &labels, &asked_queue);
         let mut st = self.lock_state().await;
         let now = jiff::Timestamp::now();
         self.store
@@ -232,13 +232,13 @@ impl Manager {
             .await?;
         // A drain outlives the agent's connections: keep it (it was loaded from the store).
         let drain = st.nodes.get(node).and_then(|n| n.drain.clone());
-        if self.queue(&queue).is_none() {
+        if self.queues.get(&queue).is_none() {
             tracing::warn!(node, queue, "node joined a queue that is not configured: no job will run on it");
         }
-        self.set_shape(node, &queue, &topology, Some(containers.allow_mounts.clone()));
         let mut ledger = NodeLedger::new(node, queue.clone(), topology);
         ledger.set_images(crate::images::ledger_images(&containers));
         ledger.set_allowed_mounts(Some(containers.allow_mounts.clone()));
+        self.publish_shape(&ledger);
         let idx = match st.nodes.get(node).map(|n| n.ledger) {
             Some(i) => {
                 st.ledgers[i] = ledger;

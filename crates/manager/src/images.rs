@@ -50,7 +50,7 @@ impl Manager {
             l.set_images(images);
             l.set_allowed_mounts(Some(mounts.clone()));
             if mounts_changed {
-                self.set_shape(node, l.queue(), l.topology(), Some(mounts));
+                self.publish_shape(l);
             }
         }
         self.wake.notify_one();

@@ -30,6 +30,7 @@ mod node_name;
 mod nodes;
 mod openapi;
 mod pass_target;
+mod queues;
 mod quota_table;
 mod quotas;
 mod report_queue;
@@ -157,7 +158,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     if let Some(c) = config.cache.clone() {
         let _ = m.cache.set(c);
     }
-    m.load_queues(&cfg).await.context("cannot load the queues")?;
+    m.queues.load(&cfg).await.context("cannot load the queues")?;
     m.quotas.load_quotas().await.context("cannot load the quotas")?;
     let bootstrap = m.tenancy.bootstrap(&config.admin_user).await.context("cannot create the admin user")?;
     let join_token = m.tenancy.local_join_token(&config.data_dir).await.context("cannot set up the join token")?;

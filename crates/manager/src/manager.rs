@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use berth_model::JobState;
 use berth_model::api::NodeState;
 use berth_sched::{NodeLedger, QueueConfig};
-use berth_store::{QueueRow, Store, StoreError};
+use berth_store::{Store, StoreError};
 use tokio::sync::{Mutex, MutexGuard, Notify, oneshot, watch};
 
-use crate::config::{Config, FairShareConfig};
+use crate::config::FairShareConfig;
 use crate::state::{Job, KernelEnd, Node, State};
 
 /// An agent's answer to `FetchLogs`.
@@ -28,7 +28,7 @@ pub type LogWaiters = StdMutex<HashMap<u64, oneshot::Sender<LogReply>>>;
 pub struct Manager {
     pub store: Arc<dyn Store>,
     /// The queues' policies (stored; changed through `PUT /v1/queues/{name}`).
-    queues: RwLock<Arc<Vec<QueueConfig>>>,
+    pub queues: crate::queues::QueueService,
     pub fair_share: FairShareConfig,
     pub heartbeat_timeout: Duration,
     pub heartbeat_interval: Duration,
@@ -43,7 +43,8 @@ pub struct Manager {
     /// Jobs submitted since the last [`Manager::lock_state`]: submit appends here instead of
     /// waiting for the state lock a scheduling pass may hold.
     inbox: StdMutex<Vec<Job>>,
-    /// An empty ledger per known node, for submit-time feasibility checks without the state lock.
+    /// An empty ledger per known node (a copy of the state's, see [`Manager::publish_shape`]),
+    /// for submit-time feasibility checks without the state lock.
     pub shapes: RwLock<Vec<NodeLedger>>,
     /// Quotas per user and project, and the checks against them.
     pub quotas: crate::quotas::QuotaService,
@@ -73,9 +74,10 @@ impl Manager {
         let (reports, reports_rx) = crate::report_queue::channel();
         let tenancy = crate::tenancy::Tenancy::new(store.clone());
         let quotas = crate::quotas::QuotaService::new(store.clone());
+        let queues = crate::queues::QueueService::new(store.clone(), queues);
         Manager {
             store,
-            queues: RwLock::new(Arc::new(queues)),
+            queues,
             fair_share,
             heartbeat_timeout,
             heartbeat_interval,
@@ -117,86 +119,20 @@ impl Manager {
         self.wake.notify_one();
     }
 
-    /// Records a node's shape for feasibility checks (replacing an older one): its topology
-    /// and the host paths it lets containers mount (`None`: not reported since this start).
-    pub fn set_shape(&self, name: &str, queue: &str, topology: &berth_model::Topology, mounts: Option<Vec<String>>) {
-        let mut shape = NodeLedger::new(name, queue, topology.clone());
-        shape.set_allowed_mounts(mounts);
+    /// Publishes the shape of a node's ledger (its queue, topology and allowed mounts, with
+    /// nothing allocated) for submit-time feasibility checks, replacing an older one. One
+    /// source: called whenever the scheduler's ledger of the node is built or changes shape.
+    pub fn publish_shape(&self, ledger: &NodeLedger) {
+        let mut shape = NodeLedger::new(ledger.name(), ledger.queue(), ledger.topology().clone());
+        shape.set_allowed_mounts(ledger.allowed_mounts().map(<[String]>::to_vec));
         let mut shapes = self.shapes.write().expect("shapes lock");
-        shapes.retain(|l| l.name() != name);
+        shapes.retain(|l| l.name() != ledger.name());
         shapes.push(shape);
     }
 
     /// A fresh id for commands, log requests and connections.
     pub fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// The queues now (cheap: a shared snapshot).
-    pub fn queues(&self) -> Arc<Vec<QueueConfig>> {
-        self.queues.read().expect("queues lock").clone()
-    }
-
-    pub fn queue(&self, name: &str) -> Option<QueueConfig> {
-        self.queues().iter().find(|q| q.name == name).cloned()
-    }
-
-    pub fn queue_names(&self) -> String {
-        self.queues().iter().map(|q| q.name.as_str()).collect::<Vec<_>>().join(", ")
-    }
-
-    /// Replaces (or adds) one queue's policy in memory; the caller stored it first.
-    pub fn set_queue(&self, q: QueueConfig) {
-        let mut qs = self.queues.write().expect("queues lock");
-        let mut v: Vec<QueueConfig> = qs.as_ref().clone();
-        match v.iter_mut().find(|o| o.name == q.name) {
-            Some(o) => *o = q,
-            None => {
-                v.push(q);
-                v.sort_by(|a, b| a.name.cmp(&b.name));
-            }
-        }
-        *qs = Arc::new(v);
-    }
-
-    /// Loads the stored queues, seeding them from the config file: a queue whose file entry
-    /// is new or changed since the last start takes the file's policy; one whose entry is
-    /// unchanged keeps its stored policy (an admin's API change survives restarts until the
-    /// file's entry changes). Without any queue, `default` is created (strict FIFO).
-    pub async fn load_queues(&self, cfg: &Config) -> anyhow::Result<()> {
-        let mut rows = self.store.queues().await?;
-        let mut seeds = cfg.queues.clone();
-        if seeds.is_empty() && rows.is_empty() {
-            seeds = crate::config::default_queues();
-        }
-        let now = jiff::Timestamp::now();
-        for q in &seeds {
-            let policy = crate::config::to_policy(q);
-            let seed = serde_json::to_string(&policy)?;
-            match rows.iter_mut().find(|r| r.name == q.name) {
-                Some(r) if r.seed.as_deref() == Some(seed.as_str()) => {}
-                existing => {
-                    if existing.is_some() {
-                        tracing::info!(queue = %q.name, "config file entry changed: it replaces the stored policy");
-                    }
-                    let row = QueueRow { name: q.name.clone(), policy, seed: Some(seed), updated_at: now };
-                    self.store.put_queue(&row).await?;
-                    match existing {
-                        Some(r) => *r = row,
-                        None => rows.push(row),
-                    }
-                }
-            }
-        }
-        let mut queues = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let q = crate::config::from_policy(&r.name, &r.policy)
-                .map_err(|e| anyhow::anyhow!("stored policy of queue `{}` is invalid: {e}", r.name))?;
-            queues.push(q);
-        }
-        queues.sort_by(|a, b| a.name.cmp(&b.name));
-        *self.queues.write().expect("queues lock") = Arc::new(queues);
-        Ok(())
     }
 
     /// Rebuilds memory from the store after a (re)start: known nodes come back `lost` until
@@ -208,9 +144,9 @@ impl Manager {
             if n.state != NodeState::Lost {
                 self.store.set_node_state(&n.name, NodeState::Lost, None).await?;
             }
-            self.set_shape(&n.name, &n.queue, &n.topology, None);
             let mut ledger = NodeLedger::new(n.name.clone(), n.queue.clone(), n.topology.clone());
             ledger.set_schedulable(false);
+            self.publish_shape(&ledger);
             st.ledgers.push(ledger);
             let idx = st.ledgers.len() - 1;
             st.nodes.insert(

@@ -67,7 +67,7 @@ impl Manager {
     /// Re-applies the queues' node selectors after a queue changed: nodes move to the queue
     /// that now selects them (their running jobs stay; new jobs come from the new queue).
     pub async fn reassign_nodes(&self) {
-        let queues = self.queues();
+        let queues = self.queues.all();
         let mut st = self.lock_state().await;
         let moves: Vec<(String, String)> = st
             .nodes
@@ -82,7 +82,7 @@ impl Manager {
             let idx = n.ledger;
             if let Some(l) = st.ledgers.get_mut(idx) {
                 l.set_queue(queue.clone());
-                self.set_shape(&name, &queue, l.topology(), l.allowed_mounts().map(<[String]>::to_vec));
+                self.publish_shape(l);
             }
         }
         self.wake.notify_one();

@@ -108,7 +108,7 @@ pub async fn pass(m: &Manager) -> usize {
     if pending.is_empty() {
         return 0;
     }
-    let queues = m.queues();
+    let queues = m.queues.all();
     let now = Timestamp::now();
     let now_ms = now.as_millisecond();
     // Running jobs matter to backfill, preemption, the fair orderings and the reclaim of

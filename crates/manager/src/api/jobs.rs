@@ -37,8 +37,8 @@ pub async fn submit(
         check_project(&m, &user, p).await?;
     }
     let queue = spec.queue_name().to_string();
-    let Some(q) = m.queue(&queue) else {
-        return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queue_names())));
+    let Some(q) = m.queues.get(&queue) else {
+        return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queues.names())));
     };
     check_queue_access(&q, &user, &mut spec)?;
     {

@@ -36,7 +36,7 @@ fn view(st: &crate::state::State, q: &QueueConfig) -> QueueView {
 #[utoipa::path(get, path = "/v1/queues", tag = "queues",
     responses((status = 200, body = Vec<QueueView>), (status = 401, body = berth_model::api::ErrorBody)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<QueueView>> {
-    let queues = m.queues();
+    let queues = m.queues.all();
     let st = m.lock_state().await;
     axum::Json(queues.iter().map(|q| view(&st, q)).collect())
 }
@@ -55,14 +55,14 @@ pub async fn put(
     Json(update): Json<QueueUpdate>,
 ) -> Result<(StatusCode, axum::Json<QueueView>), ApiError> {
     config::check_queue_name(&name).map_err(ApiError::bad_request)?;
-    let existing = m.queue(&name);
+    let existing = m.queues.get(&name);
     let base = config::to_policy(existing.as_ref().unwrap_or(&QueueConfig::new(name.clone())));
     let policy = config::apply_update(&base, &update).map_err(ApiError::bad_request)?;
     let q = config::from_policy(&name, &policy).map_err(ApiError::bad_request)?;
     // Keep the config file seed: an unchanged file entry must not undo this change on restart.
     let seed = m.store.queues().await?.into_iter().find(|r| r.name == name).and_then(|r| r.seed);
     m.store.put_queue(&QueueRow { name: name.clone(), policy, seed, updated_at: jiff::Timestamp::now() }).await?;
-    m.set_queue(q.clone());
+    m.queues.set(q.clone());
     m.reassign_nodes().await;
     tracing::info!(queue = %name, "queue policy changed through the API");
     let detail = serde_json::to_string(&update).unwrap_or_default();

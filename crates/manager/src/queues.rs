@@ -1,0 +1,87 @@
+//! The queue service: the queues' policies, stored, seeded from the config file and changed
+//! through the API (`PUT /v1/queues/{name}`); everyone else reads a shared snapshot.
+
+use std::sync::{Arc, RwLock};
+
+use berth_sched::QueueConfig;
+use berth_store::{QueueRow, Store};
+
+use crate::config::Config;
+
+pub struct QueueService {
+    store: Arc<dyn Store>,
+    queues: RwLock<Arc<Vec<QueueConfig>>>,
+}
+
+impl QueueService {
+    pub fn new(store: Arc<dyn Store>, queues: Vec<QueueConfig>) -> QueueService {
+        QueueService { store, queues: RwLock::new(Arc::new(queues)) }
+    }
+
+    /// The queues now (cheap: a shared snapshot).
+    pub fn all(&self) -> Arc<Vec<QueueConfig>> {
+        self.queues.read().expect("queues lock").clone()
+    }
+
+    pub fn get(&self, name: &str) -> Option<QueueConfig> {
+        self.all().iter().find(|q| q.name == name).cloned()
+    }
+
+    pub fn names(&self) -> String {
+        self.all().iter().map(|q| q.name.as_str()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Replaces (or adds) one queue's policy in memory; the caller stored it first.
+    pub fn set(&self, q: QueueConfig) {
+        let mut qs = self.queues.write().expect("queues lock");
+        let mut v: Vec<QueueConfig> = qs.as_ref().clone();
+        match v.iter_mut().find(|o| o.name == q.name) {
+            Some(o) => *o = q,
+            None => {
+                v.push(q);
+                v.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+        }
+        *qs = Arc::new(v);
+    }
+
+    /// Loads the stored queues, seeding them from the config file: a queue whose file entry
+    /// is new or changed since the last start takes the file's policy; one whose entry is
+    /// unchanged keeps its stored policy (an admin's API change survives restarts until the
+    /// file's entry changes). Without any queue, `default` is created (strict FIFO).
+    pub async fn load(&self, cfg: &Config) -> anyhow::Result<()> {
+        let mut rows = self.store.queues().await?;
+        let mut seeds = cfg.queues.clone();
+        if seeds.is_empty() && rows.is_empty() {
+            seeds = crate::config::default_queues();
+        }
+        let now = jiff::Timestamp::now();
+        for q in &seeds {
+            let policy = crate::config::to_policy(q);
+            let seed = serde_json::to_string(&policy)?;
+            match rows.iter_mut().find(|r| r.name == q.name) {
+                Some(r) if r.seed.as_deref() == Some(seed.as_str()) => {}
+                existing => {
+                    if existing.is_some() {
+                        tracing::info!(queue = %q.name, "config file entry changed: it replaces the stored policy");
+                    }
+                    let row = QueueRow { name: q.name.clone(), policy, seed: Some(seed), updated_at: now };
+                    self.store.put_queue(&row).await?;
+                    match existing {
+                        Some(r) => *r = row,
+                        None => rows.push(row),
+                    }
+                }
+            }
+        }
+        let mut queues = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let q = crate::config::from_policy(&r.name, &r.policy)
+                .map_err(|e| anyhow::anyhow!("stored policy of queue `{}` is invalid: {e}", r.name))?;
+            queues.push(q);
+        }
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        *self.queues.write().expect("queues lock") = Arc::new(queues);
+        Ok(())
+    }
+}
