@@ -32,7 +32,8 @@ pub struct Manager {
     pub fair_share: FairShareConfig,
     pub heartbeat_timeout: Duration,
     pub heartbeat_interval: Duration,
-    pub state: Mutex<State>,
+    /// Only through [`Manager::lock_state`], which first takes in the inbox.
+    state: Mutex<State>,
     /// Wakes the scheduling loop (submit, cancel, kernel end, node register).
     pub wake: Notify,
     /// Who a request is: tokens, the local socket, join tokens, the audit log.
