@@ -100,6 +100,18 @@ export RUST_BACKTRACE=1
 # fail the run on CI unless they need an NVIDIA GPU): scripts/report-skips.py.
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 tests_status=0
+# Root agents under test make the node's favordynmods cgroup mount (agent runtime/dynmods.rs)
+# where the machine has none; it is meant to outlive them, not the test run.
+dynmods=/run/berth/cgroup-dynmods
+had_dynmods=false
+if grep -q " $dynmods " /proc/self/mountinfo; then had_dynmods=true; fi
+remove_dynmods() {
+  if [ "$had_dynmods" = false ] && grep -q " $dynmods " /proc/self/mountinfo; then
+    umount -l "$dynmods" && rmdir "$dynmods" /run/berth 2>/dev/null
+  fi
+  true
+}
+trap remove_dynmods EXIT
 if cargo nextest --version >/dev/null 2>&1; then
   # nextest does not run doctests; run them first so the suite's summary line comes last
   log "cargo test --workspace --doc"

@@ -359,11 +359,13 @@ fn remove_named(dir: &Path, name: &str, depth: usize) -> usize {
     n
 }
 
-/// A root agent on cgroup v1 mounts a `favordynmods` cgroup hierarchy for as long as it runs
-/// (fast cgroup joins on a quiet node, docs/perf.md), and removes it when it stops. On the
-/// unified hierarchy (or without root) it mounts nothing.
+/// A root agent on cgroup v1 makes sure the node has a `favordynmods` cgroup hierarchy (fast
+/// cgroup joins on a quiet node, docs/perf.md), out of other users' reach, and a second agent
+/// finds it instead of stacking another. On the unified hierarchy (or without root) nothing
+/// is mounted. The test removes the mount if it made it.
 #[tokio::test]
 async fn a_root_agent_on_cgroup_v1_favors_dynamic_cgroup_moves_while_it_runs() {
+    let before = std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains("name=berth-dynmods");
     let dir = tempfile::tempdir().unwrap();
     let rt = Runtime::new(RuntimeOptions {
         data_dir: dir.path().to_path_buf(),
@@ -381,19 +383,27 @@ async fn a_root_agent_on_cgroup_v1_favors_dynamic_cgroup_moves_while_it_runs() {
     })
     .unwrap();
     let mountinfo = || std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let node_mount = std::path::Path::new("/run/berth/cgroup-dynmods");
+    let count = || mountinfo().lines().filter(|l| l.contains("name=berth-dynmods")).count();
     let v1 = rt.has_cgroups() && !rt.cgroups_v2();
-    let expected = dir.path().join("cgroup-dynmods");
-    if v1 {
+    match rt.dynmods_mount() {
         // Linux 6.0 and later know the option; the test machines run newer kernels.
-        assert_eq!(rt.dynmods_mount(), Some(expected.as_path()), "a v1 root agent mounts the hierarchy");
-        assert!(berth_agent::runtime::dynmods::mounted_at(&mountinfo(), &expected), "{}", mountinfo());
-    } else {
-        assert_eq!(rt.dynmods_mount(), None, "nothing to do without cgroup v1 as root");
+        Some(m) if v1 => assert_eq!(m, node_mount),
+        None if v1 => panic!("a root agent on cgroup v1 mounts no favordynmods hierarchy"),
+        Some(m) => panic!("a favordynmods hierarchy at {} without cgroup v1 as root", m.display()),
+        None => return,
     }
+    assert!(berth_agent::runtime::dynmods::mounted_at(&mountinfo(), node_mount), "{}", mountinfo());
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata("/run/berth").unwrap().permissions());
+    assert_eq!(mode & 0o077, 0, "other users cannot reach the mount");
+    let mounts = count();
+    let again = berth_agent::runtime::dynmods::FavorDynmods::enable().expect("found");
+    assert_eq!(again.path(), node_mount);
+    assert_eq!(count(), mounts, "a second agent stacks no second mount");
     rt.cleanup();
-    assert!(
-        !berth_agent::runtime::dynmods::mounted_at(&mountinfo(), &expected),
-        "still mounted after the agent stopped"
-    );
-    assert!(!expected.exists());
+    if !before {
+        nix::mount::umount2(node_mount, nix::mount::MntFlags::MNT_DETACH).unwrap();
+        let _ = std::fs::remove_dir(node_mount);
+        let _ = std::fs::remove_dir("/run/berth");
+    }
 }

@@ -72,9 +72,10 @@ pub struct ShimArgs {
     /// No effect: process kernels always run under the node's kernel supervisor now
     #[arg(long, hide = true)]
     pub kernel_shim: bool,
-    /// Leave the kernel's cgroup mode alone. By default a root agent on cgroup v1 mounts a
-    /// `favordynmods` cgroup hierarchy (Linux 6.0+) while it runs, so that a job starting on a
-    /// quiet node does not wait ~10 ms for an RCU grace period to join its cgroups
+    /// Leave the kernel's cgroup mode alone. By default a root agent on cgroup v1 makes sure
+    /// the node has a `favordynmods` cgroup hierarchy mounted (Linux 6.0+, at
+    /// /run/berth/cgroup-dynmods), so that a job starting on a quiet node does not wait ~10 ms
+    /// for an RCU grace period to join its cgroups
     #[arg(long)]
     pub no_favordynmods: bool,
 }

@@ -9,27 +9,43 @@
 //! a little more (not measurable in a fork+exit+wait loop, ~1 ms each either way).
 //!
 //! The option is a property of a cgroup hierarchy, but its effect is global, so the agent
-//! mounts a named hierarchy of its own with it (`name=berth-dynmods`, no controllers, under
-//! its data dir) instead of remounting the system's. The mount lives as long as the agent and
-//! is removed when it stops (`berth agent --no-favordynmods` leaves the machine alone).
+//! mounts a named hierarchy of its own with it (`name=berth-dynmods`, no controllers) instead
+//! of remounting the system's, at `/run/berth/cgroup-dynmods` (in a 0700 directory: a cgroup
+//! file system's files are world-readable, and the agent's data dir holds nothing other users
+//! may read). It is the node's setting, not one agent's: every agent on the machine finds and
+//! keeps the one mount (an agent killed with SIGKILL could not remove its own anyway), until
+//! the machine reboots or an admin unmounts it. `berth agent --no-favordynmods` leaves the
+//! machine alone.
 
 use std::path::{Path, PathBuf};
 
 /// The hierarchy's name (a second agent on the machine mounts the same one).
 const NAME: &str = "berth-dynmods";
 
-/// The agent's `favordynmods` mount; [`FavorDynmods::release`] removes it.
+/// Where the mounts go: root's, closed to others.
+const RUN_DIR: &str = "/run/berth";
+
+/// The node's `favordynmods` mount, found or made by this agent.
 #[derive(Debug)]
 pub struct FavorDynmods {
     mount: PathBuf,
 }
 
 impl FavorDynmods {
-    /// Mounts the hierarchy at `<data_dir>/cgroup-dynmods`. `None` (logged) where the kernel
-    /// does not know the option or the agent may not mount.
-    pub fn enable(data_dir: &Path) -> Option<FavorDynmods> {
-        let mount = data_dir.join("cgroup-dynmods");
-        if let Err(e) = std::fs::create_dir_all(&mount) {
+    /// Finds the node's mount at `/run/berth/cgroup-dynmods`, or makes it. `None` (logged)
+    /// where the kernel does not know the option or the agent may not mount.
+    pub fn enable() -> Option<FavorDynmods> {
+        let base = Path::new(RUN_DIR);
+        let mount = base.join("cgroup-dynmods");
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        if mounted_at(&mountinfo, &mount) {
+            return Some(FavorDynmods { mount });
+        }
+        let made = std::fs::create_dir_all(&mount).and_then(|()| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o700))
+        });
+        if let Err(e) = made {
             tracing::info!("no favordynmods cgroup mount (cannot create `{}`: {e})", mount.display());
             return None;
         }
@@ -43,19 +59,9 @@ impl FavorDynmods {
             Err(e) => {
                 // EINVAL: a kernel before 6.0, or one without the v1 option.
                 tracing::info!("no favordynmods cgroup mount ({e}): kernel starts on a quiet node wait longer");
-                let _ = std::fs::remove_dir(&mount);
                 None
             }
         }
-    }
-
-    /// Unmounts it (lazily: a kernel may still look at it) and removes the directory.
-    pub fn release(&self) {
-        if let Err(e) = nix::mount::umount2(&self.mount, nix::mount::MntFlags::MNT_DETACH) {
-            tracing::warn!(mount = %self.mount.display(), "cannot unmount the favordynmods cgroup hierarchy: {e}");
-            return;
-        }
-        let _ = std::fs::remove_dir(&self.mount);
     }
 
     pub fn path(&self) -> &Path {
@@ -83,8 +89,8 @@ mod tests {
     #[test]
     fn finds_the_mount_in_mountinfo() {
         let info = "36 25 0:31 / /sys/fs/cgroup/pids rw,relatime shared:15 - cgroup cgroup rw,pids\n\
-                    90 25 0:52 / /var/lib/berth/agent/cgroup-dynmods rw,nosuid - cgroup cgroup rw,favordynmods,name=berth-dynmods\n";
-        assert!(mounted_at(info, Path::new("/var/lib/berth/agent/cgroup-dynmods")));
+                    90 25 0:52 / /run/berth/cgroup-dynmods-n1-ab12 rw,nosuid - cgroup cgroup rw,favordynmods,name=berth-dynmods\n";
+        assert!(mounted_at(info, Path::new("/run/berth/cgroup-dynmods-n1-ab12")));
         assert!(!mounted_at(info, Path::new("/sys/fs/cgroup/pids")));
         assert!(!mounted_at(info, Path::new("/elsewhere")));
     }

@@ -228,9 +228,7 @@ impl Runtime {
         let left = std::sync::Arc::new(std::sync::Mutex::new(left));
         let private_tmp = private_tmp::PrivateTmp::detect();
         let dynmods = match &cgroups {
-            Some(c) if !c.is_v2() && opts.favor_dynmods => {
-                dynmods::FavorDynmods::enable(&opts.data_dir).map(Into::into)
-            }
+            Some(c) if !c.is_v2() && opts.favor_dynmods => dynmods::FavorDynmods::enable().map(Into::into),
             _ => None,
         };
         Ok(Runtime {
@@ -251,9 +249,6 @@ impl Runtime {
     pub fn cleanup(&self) {
         if let Some(c) = &self.cgroups {
             c.remove_parents();
-        }
-        if let Some(d) = &self.dynmods {
-            d.release();
         }
     }
 
