@@ -18,6 +18,7 @@ mod cache_push;
 mod cluster_env;
 pub mod config;
 mod deferred;
+mod env_intern;
 mod error;
 mod heartbeat;
 mod hub;

@@ -55,6 +55,8 @@ pub struct Manager {
     pub cache_members: crate::cache_members::CacheMembers,
     /// Whether the store takes writes (a full disk under the data dir).
     pub store_health: crate::store_health::StoreHealth,
+    /// One copy of each exported environment of the jobs in memory.
+    pub envs: crate::env_intern::EnvInterner,
     /// Where agent connections hand their agents' messages (`reports.rs`).
     pub reports: crate::report_queue::Reports,
     /// The report loop's end of `reports`, taken once when it starts.
@@ -94,6 +96,7 @@ impl Manager {
             cache: std::sync::OnceLock::new(),
             cache_members: Default::default(),
             store_health: crate::store_health::StoreHealth::new(data_dir),
+            envs: Default::default(),
             reports,
             reports_rx: StdMutex::new(Some(reports_rx)),
         }
@@ -184,7 +187,7 @@ impl Manager {
         }
         let now_ms = jiff::Timestamp::now().as_millisecond();
         for row in self.store.unfinished_jobs().await? {
-            let mut job = Job::from_row(row);
+            let mut job = Job::from_row(row, &self.envs);
             // Usage was counted up to the last flush; kernels ran on while the manager was down.
             let base = job.started_at.map(|t| t.as_millisecond()).unwrap_or(now_ms);
             job.accounted_ms = flushed_ms.map_or(base, |f| f.max(base));

@@ -281,7 +281,7 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
     let msg = ManagerMessage::StartKernel {
         cmd_id: m.next_id(),
         key: job.key(index),
-        spec: (*job.spec).clone(),
+        spec: job.full_spec(),
         binding: b.clone(),
         env,
         submitter: job.submitter,

@@ -44,7 +44,10 @@ pub struct Job {
     /// The Unix user who submitted the job on the manager's host, when its kernel vouched
     /// for it (a submit over the unix socket): agents run the kernels as it by default.
     pub submitter: Option<UnixId>,
+    /// The spec without its exported environment (that is `exported`).
     pub spec: Arc<JobSpec>,
+    /// The exported environment, shared with other jobs that have the same (`env_intern`).
+    pub exported: Arc<crate::env_intern::Env>,
     pub queue: String,
     pub state: JobState,
     pub attempt: u32,
@@ -83,9 +86,19 @@ pub const GPU_WEIGHT: f64 = 10.0;
 pub const CLOCK: &str = "clock";
 
 impl Job {
-    /// A job just stored by a submit: PENDING, first attempt, nothing placed.
-    pub fn submitted(id: JobId, owner: Owner, spec: JobSpec, queue: String, now: Timestamp) -> Job {
+    /// A job just stored by a submit: PENDING, first attempt, nothing placed. `envs` keeps
+    /// one copy of each exported environment.
+    pub fn submitted(
+        id: JobId,
+        owner: Owner,
+        mut spec: JobSpec,
+        queue: String,
+        now: Timestamp,
+        envs: &crate::env_intern::EnvInterner,
+    ) -> Job {
+        let exported = envs.intern(std::mem::take(&mut spec.submit_env));
         Job {
+            exported,
             id,
             user_id: owner.user_id,
             user: owner.name,
@@ -111,8 +124,10 @@ impl Job {
         }
     }
 
-    pub fn from_row(r: JobRow) -> Job {
+    pub fn from_row(mut r: JobRow, envs: &crate::env_intern::EnvInterner) -> Job {
+        let exported = envs.intern(std::mem::take(&mut r.spec.submit_env));
         Job {
+            exported,
             id: r.id,
             user_id: r.user_id,
             user: r.user,
@@ -158,6 +173,13 @@ impl Job {
             Some(p) => p.into(),
             None => personal_account(&self.user).into(),
         }
+    }
+
+    /// The whole spec, exported environment included (for the agent).
+    pub fn full_spec(&self) -> JobSpec {
+        let mut spec = (*self.spec).clone();
+        spec.submit_env = (*self.exported).clone();
+        spec
     }
 
     pub fn key(&self, index: u32) -> KernelKey {

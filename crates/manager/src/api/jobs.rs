@@ -60,7 +60,7 @@ pub async fn submit(
     let now = jiff::Timestamp::now();
     let id = m.store.insert_job(user.id, &spec, submitter, now).await?;
     let owner = Owner { user_id: user.id, name: user.name.clone(), submitter };
-    let job = Job::submitted(id, owner, spec, queue, now);
+    let job = Job::submitted(id, owner, spec, queue, now, &m.envs);
     let view = job.view();
     match locked {
         Some(mut st) => {

@@ -154,7 +154,14 @@ mod tests {
         };
         st.nodes.insert("n1".into(), node);
         let owner = Owner { user_id: 1, name: "alice".into(), submitter: None };
-        let mut job = Job::submitted(1, owner, JobSpec::command(["true"]), "default".into(), jiff::Timestamp::now());
+        let mut job = Job::submitted(
+            1,
+            owner,
+            JobSpec::command(["true"]),
+            "default".into(),
+            jiff::Timestamp::now(),
+            &Default::default(),
+        );
         let b = Binding {
             node: "n1".into(),
             cpus: vec![0, 1],
