@@ -142,7 +142,7 @@ impl Manager {
             if from.holds_resources() {
                 st.release(&bindings);
                 if let Some(b) = st.batch.as_mut() {
-                    b.released(&bindings);
+                    b.released(job_id, &bindings);
                 }
             }
             if to.is_terminal() {

@@ -375,21 +375,13 @@ impl State {
 
     /// Frees the devices of `bindings` on their nodes' ledgers.
     pub fn release(&mut self, bindings: &[Binding]) {
-        for b in bindings {
-            if let Some(l) = self.ledger_mut(&b.node) {
-                l.release(b);
-            }
-        }
+        berth_sched::apply::release(self, bindings);
     }
 
     /// Takes the devices of `bindings` on their nodes' ledgers (logs clashes: the store wins).
     pub fn allocate(&mut self, job: JobId, bindings: &[Binding]) {
-        for b in bindings {
-            if let Some(l) = self.ledger_mut(&b.node)
-                && let Err(e) = l.allocate(b)
-            {
-                tracing::warn!(job, node = %b.node, "cannot restore allocation: {e}");
-            }
+        for c in berth_sched::apply::allocate(self, job, bindings) {
+            tracing::warn!(job, node = %c.node, "cannot restore allocation: {}", c.error);
         }
     }
 

@@ -208,7 +208,9 @@ async fn a_preemption_and_a_cancel_in_progress_survive_a_restart_typed() {
     let d = eventually("the victim's requeue", || async {
         let d = admin.job(victim).await;
         let ts = d["transitions"].as_array().cloned().unwrap_or_default();
-        ts.iter().any(|t| t["to"] == "PENDING" && t["reason"] == requeued.as_str()).then_some(d)
+        // The row and the history are two reads: wait until the row has caught up too.
+        let requeue = ts.iter().any(|t| t["to"] == "PENDING" && t["reason"] == requeued.as_str());
+        (requeue && d["job"]["state"] != "TERMINATING").then_some(d)
     })
     .await;
     assert_eq!(d["job"]["stop"], json!(null), "a new attempt has no stop cause: {d}");

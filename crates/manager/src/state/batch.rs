@@ -37,8 +37,8 @@ pub struct Batch {
     jobs: HashMap<JobId, Option<Job>>,
     /// Usage figures as they were.
     usage: Vec<UsageBefore>,
-    /// Devices released by the batch's ends and requeues.
-    released: Vec<Binding>,
+    /// Devices released by the batch's ends and requeues, per job.
+    released: Vec<(JobId, Vec<Binding>)>,
     /// How many deferred reports there were.
     deferred: usize,
 }
@@ -62,8 +62,8 @@ impl Batch {
         std::mem::take(&mut *self.outbox.lock().expect("outbox lock"))
     }
 
-    pub fn released(&mut self, bindings: &[Binding]) {
-        self.released.extend_from_slice(bindings);
+    pub fn released(&mut self, job: JobId, bindings: &[Binding]) {
+        self.released.push((job, bindings.to_vec()));
     }
 }
 
@@ -115,11 +115,9 @@ impl State {
             };
         }
         // The released devices belong to the restored jobs again.
-        for bind in &b.released {
-            if let Some(l) = self.ledger_mut(&bind.node)
-                && let Err(e) = l.allocate(bind)
-            {
-                tracing::error!(node = %bind.node, "cannot undo a release: {e}");
+        for (job, bindings) in &b.released {
+            for c in berth_sched::apply::allocate(self, *job, bindings) {
+                tracing::error!(job, node = %c.node, "cannot undo a release: {}", c.error);
             }
         }
         self.deferred.truncate(b.deferred);
@@ -197,7 +195,7 @@ mod tests {
         st.usage.set(&rows);
         let bindings = std::mem::take(&mut st.jobs.get_mut(&1).unwrap().bindings);
         st.release(&bindings);
-        st.batch.as_mut().unwrap().released(&bindings);
+        st.batch.as_mut().unwrap().released(1, &bindings);
         st.jobs.remove(&1);
         let key = berth_model::protocol::KernelKey { job_id: 1, attempt: 0, index: 0 };
         assert!(st.send("n1", ManagerMessage::Forget { key }), "held, so as good as sent");
