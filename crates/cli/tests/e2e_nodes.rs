@@ -34,8 +34,12 @@ fn drain_undrain_and_a_two_node_job_environment() {
         "--",
         "sh",
         "-c",
+        // main ending ends the job and stops the other kernels (like a launcher whose workers
+        // are done): it waits a moment, so that a slow sub kernel on a loaded machine has
+        // printed its line by then (it once had not, on CI).
         "echo rank=$RANK world=$WORLD_SIZE node_rank=$NODE_RANK local=$LOCAL_RANK role=$BERTH_CLUSTER_ROLE \
-         master=$MASTER_ADDR:$MASTER_PORT hosts=$BERTH_CLUSTER_HOSTS",
+         master=$MASTER_ADDR:$MASTER_PORT hosts=$BERTH_CLUSTER_HOSTS; \
+         if [ \"$BERTH_CLUSTER_ROLE\" = main ]; then sleep 2; fi",
     ]);
     let j = b.wait_job(id, "a scheduler verdict", |j| {
         j["job"]["pending_reason"]["kind"].as_str().is_some_and(|k| k != "queued")

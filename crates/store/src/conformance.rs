@@ -135,7 +135,14 @@ pub async fn lifecycle_and_history(s: &dyn Store) {
     let j = s.job(id).await.unwrap().unwrap();
     assert_eq!(j.state, JobState::Failed);
     assert_eq!((j.started_at, j.ended_at, j.exit_code), (Some(at(2)), Some(at(3)), Some(3)));
-    assert_eq!((j.end_cause, j.stop), (Some(EndCause::Exited), None));
+    assert_eq!((j.end_cause, &j.stop), (Some(EndCause::Exited), &None));
+    // The row, its kernels and its history, read together.
+    let h = s.job_history(id).await.unwrap().expect("the job exists");
+    assert_eq!(h.job, j);
+    assert_eq!(h.kernels, s.kernels(id).await.unwrap());
+    assert_eq!(h.transitions, s.transitions(id).await.unwrap());
+    assert_eq!(h.transitions.last().map(|t| t.to), Some(JobState::Failed));
+    assert!(s.job_history(id + 1000).await.unwrap().is_none());
     assert_eq!(j.reason.as_deref(), Some("exit code 3"));
     assert_eq!(s.kernels(id).await.unwrap()[0].exit_code, Some(3));
     let t = s.transitions(id).await.unwrap();

@@ -23,7 +23,7 @@ use thiserror::Error;
 pub use cache::{CacheBucketRow, CacheNodeRow, CacheState};
 pub use sqlite::SqliteStore;
 pub use tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
-pub use types::{Change, JobFilter, JobRow, KernelRow, NodeRow, QueueRow, UsageRow, UserRow};
+pub use types::{Change, JobFilter, JobHistory, JobRow, KernelRow, NodeRow, QueueRow, UsageRow, UserRow};
 
 /// What can go wrong in a store call.
 #[derive(Debug, Error)]
@@ -115,6 +115,8 @@ pub trait Store: Tenancy + CacheState + Send + Sync {
     async fn job_count(&self) -> Result<u64>;
     /// The job's history, in the order it happened.
     async fn transitions(&self, id: JobId) -> Result<Vec<Transition>>;
+    /// A job with its kernels and history, all from one snapshot of the store.
+    async fn job_history(&self, id: JobId) -> Result<Option<JobHistory>>;
     /// The job's kernels of every attempt, by attempt then index.
     async fn kernels(&self, id: JobId) -> Result<Vec<KernelRow>>;
     /// Commits all changes in one transaction, or none of them (see [`Change`]).

@@ -16,7 +16,9 @@ use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
-use crate::{Change, JobFilter, JobRow, KernelRow, NodeRow, QueueRow, Result, Store, StoreError, UsageRow, UserRow};
+use crate::{
+    Change, JobFilter, JobHistory, JobRow, KernelRow, NodeRow, QueueRow, Result, Store, StoreError, UsageRow, UserRow,
+};
 
 /// The SQLite store (a file in the data directory, WAL mode).
 pub struct SqliteStore {
@@ -227,6 +229,49 @@ async fn set_stop(tx: &mut sqlx::SqliteConnection, job_id: JobId, cause: &StopCa
 
 fn node_state(s: &str) -> Result<NodeState> {
     NodeState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("node state `{s}`")))
+}
+
+/// A job's row (with its owner's name).
+async fn read_job(c: &mut sqlx::SqliteConnection, id: JobId) -> Result<Option<JobRow>> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id WHERE j.id = ?");
+    let r = sqlx::query(&sql).bind(id).fetch_optional(&mut *c).await?;
+    r.as_ref().map(job_row).transpose()
+}
+
+/// A job's state changes, in order.
+async fn read_transitions(c: &mut sqlx::SqliteConnection, id: JobId) -> Result<Vec<Transition>> {
+    let rows = sqlx::query("SELECT at, from_state, to_state, reason FROM transitions WHERE job_id = ? ORDER BY seq")
+        .bind(id)
+        .fetch_all(&mut *c)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Transition {
+                at: from_ts(r.try_get("at")?)?,
+                from: r.try_get::<Option<&str>, _>("from_state")?.map(state).transpose()?,
+                to: state(r.try_get("to_state")?)?,
+                reason: r.try_get("reason")?,
+            })
+        })
+        .collect()
+}
+
+/// A job's kernels, every attempt.
+async fn read_kernels(c: &mut sqlx::SqliteConnection, id: JobId) -> Result<Vec<KernelRow>> {
+    let rows =
+        sqlx::query("SELECT * FROM kernels WHERE job_id = ? ORDER BY attempt, idx").bind(id).fetch_all(&mut *c).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(KernelRow {
+                job_id: r.try_get("job_id")?,
+                attempt: r.try_get::<i64, _>("attempt")? as u32,
+                index: r.try_get::<i64, _>("idx")? as u32,
+                node: r.try_get("node")?,
+                binding: json("binding", r.try_get::<&str, _>("binding")?)?,
+                exit_code: r.try_get::<Option<i64>, _>("exit_code")?.map(|v| v as i32),
+            })
+        })
+        .collect()
 }
 
 /// The `submitter_uid`/`submitter_gid` pair: both or neither, each a u32.
@@ -490,9 +535,19 @@ impl Store for SqliteStore {
     }
 
     async fn job(&self, id: JobId) -> Result<Option<JobRow>> {
-        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id WHERE j.id = ?");
-        let r = sqlx::query(&sql).bind(id).fetch_optional(&self.reader).await?;
-        r.as_ref().map(job_row).transpose()
+        read_job(&mut *self.reader.acquire().await?, id).await
+    }
+
+    async fn job_history(&self, id: JobId) -> Result<Option<JobHistory>> {
+        // One read transaction: the row, its kernels and its history from one snapshot (as
+        // separate reads, a change committed between them showed a TERMINATING row beside a
+        // history that had already moved on).
+        let mut tx = self.reader.begin().await?;
+        let Some(job) = read_job(&mut tx, id).await? else { return Ok(None) };
+        let kernels = read_kernels(&mut tx, id).await?;
+        let transitions = read_transitions(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(Some(JobHistory { job, kernels, transitions }))
     }
 
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>> {
@@ -564,40 +619,11 @@ impl Store for SqliteStore {
     }
 
     async fn transitions(&self, id: JobId) -> Result<Vec<Transition>> {
-        let rows =
-            sqlx::query("SELECT at, from_state, to_state, reason FROM transitions WHERE job_id = ? ORDER BY seq")
-                .bind(id)
-                .fetch_all(&self.reader)
-                .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Transition {
-                    at: from_ts(r.try_get("at")?)?,
-                    from: r.try_get::<Option<&str>, _>("from_state")?.map(state).transpose()?,
-                    to: state(r.try_get("to_state")?)?,
-                    reason: r.try_get("reason")?,
-                })
-            })
-            .collect()
+        read_transitions(&mut *self.reader.acquire().await?, id).await
     }
 
     async fn kernels(&self, id: JobId) -> Result<Vec<KernelRow>> {
-        let rows = sqlx::query("SELECT * FROM kernels WHERE job_id = ? ORDER BY attempt, idx")
-            .bind(id)
-            .fetch_all(&self.reader)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(KernelRow {
-                    job_id: r.try_get("job_id")?,
-                    attempt: r.try_get::<i64, _>("attempt")? as u32,
-                    index: r.try_get::<i64, _>("idx")? as u32,
-                    node: r.try_get("node")?,
-                    binding: json("binding", r.try_get::<&str, _>("binding")?)?,
-                    exit_code: r.try_get::<Option<i64>, _>("exit_code")?.map(|v| v as i32),
-                })
-            })
-            .collect()
+        read_kernels(&mut *self.reader.acquire().await?, id).await
     }
 
     async fn apply(&self, changes: &[Change]) -> Result<()> {

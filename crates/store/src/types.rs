@@ -46,6 +46,14 @@ pub struct JobRow {
     pub end_cause: Option<EndCause>,
 }
 
+/// A job, its kernels (every attempt) and its state changes, read together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobHistory {
+    pub job: JobRow,
+    pub kernels: Vec<KernelRow>,
+    pub transitions: Vec<berth_model::api::Transition>,
+}
+
 /// One kernel of one attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelRow {

@@ -210,16 +210,17 @@ pub async fn show(
     Auth(user): Auth,
     Path(id): Path<JobId>,
 ) -> Result<axum::Json<JobDetail>, ApiError> {
-    let row = visible_job(&m, &user, id).await?;
-    let kernels: Vec<KernelView> = m
-        .store
-        .kernels(id)
-        .await?
+    visible_job(&m, &user, id).await?;
+    // The row, kernels and history from one snapshot: separate reads could show a row that a
+    // state change committed between them had already left.
+    let h = m.store.job_history(id).await?.ok_or_else(|| no_such_job(id))?;
+    let (row, transitions) = (h.job, h.transitions);
+    let kernels: Vec<KernelView> = h
+        .kernels
         .into_iter()
         .filter(|k| k.attempt == row.attempt)
         .map(|k| KernelView { index: k.index, role: role(k.index), binding: k.binding, exit_code: k.exit_code })
         .collect();
-    let transitions = m.store.transitions(id).await?;
     let mut nodes: Vec<String> = kernels.iter().map(|k| k.binding.node.clone()).collect();
     nodes.dedup();
     let mut job = row_view(&row, nodes);
