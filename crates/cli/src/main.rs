@@ -117,6 +117,10 @@ fn main() -> ExitCode {
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if !daemon {
+        // A client makes a few requests one after the other: one worker is enough, and
+        // sizing a pool from the machine's CPUs (cgroup quota files included) was ~1 ms of
+        // every `berth submit` (issue 15's idle start is measured through the CLI).
+        builder.worker_threads(1);
         // ...but a socket write to a peer that hung up must stay an error (EPIPE), not death:
         // rustls writes alerts with writev, which has no MSG_NOSIGNAL. The runtime's threads
         // block SIGPIPE and the client does its network I/O there (see `client::Client::send`).
