@@ -10,6 +10,7 @@ pub mod cache;
 pub mod conformance;
 mod sqlite;
 mod sqlite_cache;
+mod sqlite_rows;
 mod sqlite_tenancy;
 pub mod tenancy;
 mod types;

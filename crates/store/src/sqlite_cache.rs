@@ -7,7 +7,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, Transaction};
 
 use crate::cache::{CacheBucketRow, CacheNodeRow, CacheState};
-use crate::sqlite::{from_ts, ts};
+use crate::sqlite_rows::{from_ts, ts};
 use crate::{Result, SqliteStore, StoreError};
 
 const NODE_COLUMNS: &str = "node, url, reported_weight, weight, removed, seq, updated_at";

@@ -6,7 +6,8 @@ use jiff::Timestamp;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
-use crate::sqlite::{from_ts, is_unique_violation, opt_ts, ts, user_row};
+use crate::sqlite::{is_unique_violation, user_row};
+use crate::sqlite_rows::{from_ts, opt_ts, ts};
 use crate::tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
 use crate::{Result, SqliteStore, StoreError, UserRow};
 
