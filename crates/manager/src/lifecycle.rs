@@ -193,10 +193,7 @@ impl Manager {
         let mut stops = self.stop_commands(st, job_id, &reason);
         stops.retain(|(n, _)| n != node);
         let mv = if job.state == JobState::Terminating {
-            match &job.stop {
-                Some(StopCause::Cancelled { .. }) | None => Move::stopped(job.stop.as_ref(), &reason),
-                preempted => Move::stopped(preempted.as_ref(), ""),
-            }
+            Move::stopped(job.stop.as_ref(), &reason)
         } else if job.spec.requeue {
             Move::to(JobState::Pending, format!("requeued: {reason}"))
         } else {
