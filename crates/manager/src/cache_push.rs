@@ -24,7 +24,7 @@ pub async fn run(m: Arc<Manager>) {
             _ = shutdown.changed() => break,
         };
         let (urls, body) = {
-            let st = m.lock_state().await;
+            let st = m.jobs.lock().await;
             m.cache_members.desired(&st)
         };
         if urls.is_empty() || (changed && last.as_ref() == Some(&body)) {

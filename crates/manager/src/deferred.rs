@@ -4,13 +4,13 @@
 //! says `Forget` (sent only once it is recorded), but re-sends it only when it reconnects.
 //!
 //! This module is the record and the retry rule only; the state changes that defer reports,
-//! and `Manager::retry_deferred` that applies them again, are in `lifecycle.rs`.
+//! and `Jobs::retry_deferred` that applies them again, are in `lifecycle.rs`.
 
 use berth_model::JobId;
 use berth_model::protocol::{KernelKey, KernelOutcome};
 use berth_store::StoreError;
 
-/// What lost a job's kernel (`Manager::lose_job`, and kept with a deferred loss).
+/// What lost a job's kernel (`Jobs::lose_job`, and kept with a deferred loss).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LostCause {
     /// Its node (no heartbeat, not back after a restart, or fenced): LOST.

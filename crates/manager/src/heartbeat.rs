@@ -12,7 +12,7 @@ use crate::manager::Manager;
 pub async fn run(m: Arc<Manager>) {
     // Often enough that a node is declared lost within a few percent of the timeout (the
     // failover figure); a check only walks the nodes.
-    let tick = (m.heartbeat_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
+    let tick = (m.nodes.heartbeat_timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
     let mut shutdown = m.shutdown.clone();
     loop {
         tokio::select! {
@@ -25,9 +25,9 @@ pub async fn run(m: Arc<Manager>) {
 
 /// One round of checks.
 pub async fn check(m: &Manager) {
-    let mut st = m.lock_state().await;
+    let mut st = m.jobs.lock().await;
     let now = Instant::now();
-    let timeout = m.heartbeat_timeout;
+    let timeout = m.nodes.heartbeat_timeout;
     let mut lost = Vec::new();
     let mut orphaned = Vec::new();
     for (name, n) in &st.nodes {
@@ -53,7 +53,7 @@ pub async fn check(m: &Manager) {
         tracing::warn!(node = name, "node lost: no heartbeat for {}s", timeout.as_secs_f64());
         let reason = format!("node {name} lost: no heartbeat for {}s", timeout.as_secs_f64());
         for id in st.jobs_on(&name) {
-            m.lose_job(&mut st, id, &name, LostCause::Node, reason.clone()).await;
+            m.jobs.lose_job(&mut st, id, &name, LostCause::Node, reason.clone()).await;
         }
     }
     for name in orphaned {
@@ -62,7 +62,7 @@ pub async fn check(m: &Manager) {
         }
         let reason = format!("node {name} lost: its agent did not reconnect after the manager restarted");
         for id in st.jobs_on(&name) {
-            m.lose_job(&mut st, id, &name, LostCause::Node, reason.clone()).await;
+            m.jobs.lose_job(&mut st, id, &name, LostCause::Node, reason.clone()).await;
         }
     }
 }

@@ -1,412 +1,91 @@
-//! The agent hub: one WebSocket per agent at `/v1/agents/connect` (protocol in
-//! `berth_model::protocol`). Handles `Register` (with reconciliation), heartbeats, kernel
-//! events, command failures and log answers.
+//! The agent hub's own state: the queue through which agent connections (`agent_conn.rs`)
+//! hand their agents' reports to the report loop (`reports.rs`), the log requests waiting for
+//! an agent's answer, and connection and request ids. A leaf, so that the manager can hold it
+//! without importing the code that works on it.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use axum::extract::State;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
-use base64::Engine;
-use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, KernelReport, ManagerMessage, PROTOCOL_VERSION};
-use berth_model::{JobState, Topology};
-use berth_sched::NodeLedger;
-use berth_store::NodeRow;
-use futures_util::{FutureExt, SinkExt, StreamExt};
-use tokio::sync::mpsc;
+use berth_model::protocol::AgentMessage;
+use tokio::sync::{mpsc, oneshot};
 
-use crate::error::ApiError;
-use crate::manager::{LogReply, Manager};
-use crate::scheduler::send_start_one;
-use crate::state::{Conn, Node};
-
-/// Most agent messages handled under one state lock.
-const MAX_BATCH: usize = 256;
-
-/// How long a new connection may take to send `Register`.
-const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `GET /v1/agents/connect`: checks the join token, then upgrades to a WebSocket.
-pub async fn connect(
-    State(m): State<Arc<Manager>>,
-    headers: HeaderMap,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    let ok = crate::auth::bearer_of(&headers).is_some_and(|t| m.tenancy.join_token_valid(t));
-    if !ok {
-        return ApiError::unauthorized("invalid or missing join token: start the agent with --join-token <token>")
-            .into_response();
-    }
-    match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| serve(m, socket)),
-        Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
-    }
+/// What one connection read from its agent in one go.
+pub struct Report {
+    pub node: String,
+    pub msgs: Vec<AgentMessage>,
+    /// Told once the messages are applied.
+    pub done: oneshot::Sender<()>,
 }
 
-async fn serve(m: Arc<Manager>, socket: WebSocket) {
-    let (mut sink, mut stream) = socket.split();
-    let first = tokio::time::timeout(REGISTER_TIMEOUT, next_message(&mut stream)).await;
-    let refuse = |reason: String| ManagerMessage::Refused { reason };
-    let register = match first {
-        Ok(Some(Ok(msg))) => msg,
-        Ok(Some(Err(e))) => {
-            let _ = send(&mut sink, &refuse(format!("bad message: {e}"))).await;
-            return;
-        }
-        _ => return,
-    };
-    let AgentMessage::Register {
-        protocol_version,
-        node,
-        agent_version,
-        queue,
-        topology,
-        kernels,
-        address,
-        containers,
-        labels,
-        cache_url,
-        cache_weight,
-    } = register
-    else {
-        let _ = send(&mut sink, &refuse("the first message must be register".into())).await;
-        return;
-    };
-    if protocol_version != PROTOCOL_VERSION {
-        let reason = format!(
-            "agent speaks protocol version {protocol_version}, this manager speaks {PROTOCOL_VERSION}: \
-             run the same berth version on the agent and the manager"
-        );
-        let _ = send(&mut sink, &refuse(reason)).await;
-        let _ = sink.close().await;
-        return;
-    }
-    if !crate::node_name::valid_node_name(&node) {
-        let _ =
-            send(&mut sink, &refuse(format!("invalid node name `{node}`: use letters, digits, `-`, `_`, `.`"))).await;
-        let _ = sink.close().await;
-        return;
-    }
+/// The report loop's end of the queue.
+pub type ReportsRx = mpsc::UnboundedReceiver<Report>;
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<ManagerMessage>();
-    let conn_id = m.next_id();
-    // Pings tell the agent the manager still hears it: an agent that gets no frame for half
-    // the heartbeat timeout fences itself (stops its kernels), see berth-agent's `conn`.
-    let ping_every = m.heartbeat_interval;
-    let mut writer = tokio::spawn(async move {
-        let mut ping = tokio::time::interval(ping_every);
-        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let sent = tokio::select! {
-                msg = rx.recv() => match msg {
-                    Some(msg) => send(&mut sink, &msg).await,
-                    None => break,
-                },
-                _ = ping.tick() => sink.send(Message::Ping(Default::default())).await,
-            };
-            if sent.is_err() {
-                break;
-            }
-        }
-        let _ = sink.close().await;
-    });
-    let agent =
-        Registration { version: agent_version, queue, topology, address, containers, labels, cache_url, cache_weight };
-    if let Err(e) = m.register(Conn { id: conn_id, tx }, &node, agent, kernels).await {
-        tracing::error!(node, "cannot register node: {e}");
-        writer.abort();
-        return;
-    }
-
-    let mut shutdown = m.shutdown.clone();
-    loop {
-        tokio::select! {
-            msg = next_message(&mut stream) => match msg {
-                Some(Ok(msg)) => {
-                    // The rest of a burst goes along: one state lock for all of it. One lock
-                    // round per message let a busy agent's heartbeat wait behind its own kernel
-                    // events for 30 s with 500 agents (the node was declared lost).
-                    let mut batch = vec![msg];
-                    let mut closed = false;
-                    while batch.len() < MAX_BATCH {
-                        match next_message(&mut stream).now_or_never() {
-                            Some(Some(Ok(msg))) => batch.push(msg),
-                            Some(Some(Err(e))) => tracing::warn!(node, "ignoring bad message from agent: {e}"),
-                            Some(None) => {
-                                closed = true;
-                                break;
-                            }
-                            None => break,
-                        }
-                    }
-                    if !m.report(&node, batch).await || closed {
-                        break;
-                    }
-                }
-                Some(Err(e)) => tracing::warn!(node, "ignoring bad message from agent: {e}"),
-                None => break,
-            },
-            // The writer ends when this connection was replaced or the node declared lost.
-            _ = &mut writer => break,
-            _ = shutdown.changed() => break,
-        }
-    }
-    m.disconnected(&node, conn_id).await;
-    writer.abort();
+/// An agent's answer to `FetchLogs`.
+#[derive(Debug)]
+pub struct LogReply {
+    pub data: Vec<u8>,
+    pub next_offset: u64,
+    pub found: bool,
 }
 
-async fn send(
-    sink: &mut futures_util::stream::SplitSink<WebSocket, Message>,
-    msg: &ManagerMessage,
-) -> Result<(), axum::Error> {
-    let text = serde_json::to_string(msg).expect("protocol messages serialise");
-    sink.send(Message::Text(text.into())).await
+pub struct Hub {
+    reports: mpsc::UnboundedSender<Report>,
+    /// The report loop's end, taken once when it starts.
+    reports_rx: Mutex<Option<ReportsRx>>,
+    /// What the log handler waits for, keyed by request id.
+    log_waiters: Mutex<HashMap<u64, oneshot::Sender<LogReply>>>,
+    next_id: AtomicU64,
 }
 
-/// The next protocol message; `None` when the connection is over.
-async fn next_message(
-    stream: &mut futures_util::stream::SplitStream<WebSocket>,
-) -> Option<Result<AgentMessage, String>> {
-    loop {
-        match stream.next().await? {
-            Ok(Message::Text(t)) => return Some(serde_json::from_str(t.as_str()).map_err(|e| e.to_string())),
-            Ok(Message::Binary(b)) => return Some(serde_json::from_slice(&b).map_err(|e| e.to_string())),
-            Ok(Message::Close(_)) | Err(_) => return None,
-            Ok(_) => continue,
+impl Default for Hub {
+    fn default() -> Hub {
+        let (reports, rx) = mpsc::unbounded_channel();
+        Hub {
+            reports,
+            reports_rx: Mutex::new(Some(rx)),
+            log_waiters: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
         }
     }
 }
 
-/// What an agent says about its node when it registers.
-pub struct Registration {
-    pub version: String,
-    pub queue: String,
-    pub topology: Topology,
-    pub address: Option<String>,
-    pub containers: berth_model::protocol::ContainerInfo,
-    pub labels: std::collections::BTreeMap<String, String>,
-    /// The dataset cache node on the agent's machine (`berth agent --cache-url`).
-    pub cache_url: Option<String>,
-    /// Its weight (`berth agent --cache-weight`; none: 1).
-    pub cache_weight: Option<u32>,
-}
-
-impl Manager {
-    /// Registers (or re-registers) a node and reconciles its kernels with what the store says.
-    pub async fn register(
-        &self,
-        conn: Conn,
-        node: &str,
-        agent: Registration,
-        kernels: Vec<KernelReport>,
-    ) -> Result<(), berth_store::StoreError> {
-        let Registration {
-            version,
-            queue: asked_queue,
-            topology,
-            address,
-            containers,
-            labels,
-            cache_url,
-            cache_weight,
-        } = agent;
-        self.cache_members.reported(&*self.store, node, cache_url.as_deref(), cache_weight).await?;
-        // A queue that selects this node by name or label takes it; else the agent's choice.
-        let queue = crate::nodes::queue_for(&self.queues.all(), node, &labels, &asked_queue);
-        let mut st = self.lock_state().await;
-        let now = jiff::Timestamp::now();
-        self.store
-            .upsert_node(&NodeRow {
-                name: node.to_string(),
-                queue: queue.clone(),
-                topology: topology.clone(),
-                version: version.clone(),
-                state: berth_model::api::NodeState::Ready,
-                last_heartbeat: Some(now),
-                address: address.clone(),
-                drain_reason: None,
-            })
-            .await?;
-        // A drain outlives the agent's connections: keep it (it was loaded from the store).
-        let drain = st.nodes.get(node).and_then(|n| n.drain.clone());
-        if self.queues.get(&queue).is_none() {
-            tracing::warn!(node, queue, "node joined a queue that is not configured: no job will run on it");
-        }
-        let mut ledger = NodeLedger::new(node, queue.clone(), topology);
-        ledger.set_images(crate::images::ledger_images(&containers));
-        ledger.set_allowed_mounts(Some(containers.allow_mounts.clone()));
-        self.publish_shape(&ledger);
-        let idx = match st.nodes.get(node).map(|n| n.ledger) {
-            Some(i) => {
-                st.ledgers[i] = ledger;
-                i
-            }
-            None => {
-                st.ledgers.push(ledger);
-                st.ledgers.len() - 1
-            }
-        };
-        // Replacing the entry drops the old connection's sender, which closes it.
-        st.nodes.insert(
-            node.to_string(),
-            Node {
-                ledger: idx,
-                queue,
-                asked_queue,
-                labels,
-                version,
-                ready: true,
-                address,
-                drain,
-                last_heartbeat: Some(now),
-                last_seen: Instant::now(),
-                conn: Some(conn.clone()),
-                orphan_deadline: None,
-                containers,
-            },
-        );
-        st.refresh_schedulable(node);
-        for id in st.jobs_on(node) {
-            let mine: Vec<_> = st.jobs[&id].bindings.iter().filter(|b| b.node == node).cloned().collect();
-            st.allocate(id, &mine);
-        }
-        let _ = conn.tx.send(ManagerMessage::Welcome {
-            heartbeat_interval_ms: self.heartbeat_interval.as_millis() as u64,
-            heartbeat_timeout_ms: self.heartbeat_timeout.as_millis() as u64,
-        });
-        tracing::info!(node, kernels = kernels.len(), "agent registered");
-
-        // Reconcile what the agent reports with what the manager wants.
-        let mut reported = std::collections::HashSet::new();
-        for r in kernels {
-            let wanted = st.jobs.get(&r.key.job_id).is_some_and(|j| {
-                j.attempt == r.key.attempt && j.state.holds_resources() && j.on_node(r.key.index, node)
-            });
-            if wanted {
-                reported.insert(r.key);
-            }
-            match r.last {
-                KernelEvent::Started { .. } if wanted => {
-                    self.kernel_started(&mut st, node, r.key).await;
-                    let job = &st.jobs[&r.key.job_id];
-                    if job.state == JobState::Terminating {
-                        // The stop may have been lost with the old connection.
-                        let stops = self.stop_commands(&st, r.key.job_id, "cancelled");
-                        st.send_all(stops.into_iter().filter(|(n, _)| n == node).collect());
-                    }
-                }
-                KernelEvent::Started { .. } => {
-                    let reason = "not wanted by the manager after reconnect".to_string();
-                    let cmd_id = self.next_id();
-                    st.send(node, ManagerMessage::StopKernel { cmd_id, key: r.key, reason, grace_ms: 10_000 });
-                }
-                KernelEvent::Finished { outcome, exit_code, message, .. } => {
-                    self.kernel_finished(&mut st, node, r.key, outcome, exit_code, &message).await;
-                }
-            }
-        }
-        for id in st.jobs_on(node) {
-            let Some(job) = st.jobs.get(&id) else { continue };
-            let missing: Vec<u32> = (0..job.bindings.len() as u32)
-                .filter(|&i| job.on_node(i, node) && !reported.contains(&job.key(i)))
-                .filter(|&i| job.ends.get(i as usize).is_some_and(|e| e.is_none()))
-                .collect();
-            if missing.is_empty() {
-                continue;
-            }
-            match job.state {
-                JobState::Scheduled | JobState::Preparing => {
-                    let job = job.clone();
-                    for i in missing {
-                        send_start_one(self, &st, &job, i);
-                    }
-                }
-                // Kernels that never ran (the agent died while starting them, e.g. a container
-                // created but not started) are started again; a kernel that ran and is gone
-                // loses the job.
-                JobState::Running if missing.iter().all(|i| job.unstarted.contains(i)) => {
-                    let job = job.clone();
-                    for i in missing {
-                        send_start_one(self, &st, &job, i);
-                    }
-                }
-                JobState::Running => {
-                    let reason = format!("kernel lost: not running on {node} after agent reconnect");
-                    self.lose_job(&mut st, id, node, crate::deferred::LostCause::Kernel, reason).await;
-                }
-                JobState::Terminating => {
-                    // Nothing left to stop: the cancel is complete.
-                    let key = job.key(missing[0]);
-                    self.kernel_finished(&mut st, node, key, KernelOutcome::Stopped, None, "").await;
-                }
-                _ => {}
-            }
-        }
-        self.wake.notify_one();
-        // after the node is ready: the pusher then sees its cache up
-        self.cache_members.changed.notify_one();
-        Ok(())
+impl Hub {
+    /// The receiving end of the report queue, for the report loop (once).
+    pub fn take_reports(&self) -> Option<ReportsRx> {
+        self.reports_rx.lock().expect("reports lock").take()
     }
 
-    /// A connection ended: forget it unless a newer one already replaced it. The node stays
-    /// `ready` (but takes no new jobs) until the heartbeat timeout declares it lost.
-    pub async fn disconnected(&self, node: &str, conn_id: u64) {
-        let mut st = self.lock_state().await;
-        let Some(n) = st.nodes.get_mut(node) else { return };
-        if n.conn.as_ref().is_some_and(|c| c.id == conn_id) {
-            n.conn = None;
-            st.refresh_schedulable(node);
-            tracing::info!(node, "agent disconnected");
-        }
+    /// Queues `msgs` from `node`'s agent for the report loop; resolves once they are applied.
+    /// `None` when the loop is gone (shutdown).
+    pub fn report(&self, node: &str, msgs: Vec<AgentMessage>) -> Option<oneshot::Receiver<()>> {
+        let (done, applied) = oneshot::channel();
+        self.reports.send(Report { node: node.to_string(), msgs, done }).ok()?;
+        Some(applied)
     }
 
-    /// Handles one message after `Register` (from the report loop, `reports.rs`).
-    pub async fn handle(&self, st: &mut crate::state::State, node: &str, msg: &AgentMessage) {
-        if let AgentMessage::Kernel { key, .. } | AgentMessage::CommandFailed { key, .. } = msg {
-            // In a batch: what undoes it if the store refuses the batch.
-            st.touch(key.job_id);
-        }
-        match msg {
-            AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
-            AgentMessage::Containers { info } => self.containers_changed(st, node, info.clone()),
-            AgentMessage::Heartbeat { at } => {
-                if let Some(n) = st.nodes.get_mut(node) {
-                    n.last_seen = Instant::now();
-                    n.last_heartbeat = Some(*at);
-                }
-            }
-            AgentMessage::Kernel { key, event } => match event {
-                KernelEvent::Started { .. } => {
-                    if !self.kernel_started(st, node, *key).await {
-                        tracing::debug!(node, ?key, "ignoring start of a kernel the manager does not want");
-                    }
-                }
-                KernelEvent::Finished { outcome, exit_code, message, .. } => {
-                    self.kernel_finished(st, node, *key, *outcome, *exit_code, message).await;
-                }
-            },
-            AgentMessage::CommandFailed { key, error, .. } => {
-                let live = st.jobs.get(&key.job_id).is_some_and(|j| {
-                    j.attempt == key.attempt
-                        && j.on_node(key.index, node)
-                        && matches!(j.state, JobState::Scheduled | JobState::Preparing | JobState::Running)
-                });
-                if live {
-                    self.kernel_finished(st, node, *key, KernelOutcome::Failed, None, error).await;
-                } else {
-                    tracing::warn!(node, ?key, "agent command failed: {error}");
-                }
-            }
-            AgentMessage::LogData { req_id, data, next_offset, found } => {
-                let waiter = self.log_waiters.lock().expect("log waiters lock").remove(req_id);
-                if let Some(w) = waiter {
-                    let data = base64::engine::general_purpose::STANDARD.decode(data.as_bytes()).unwrap_or_default();
-                    let _ = w.send(LogReply { data, next_offset: *next_offset, found: *found });
-                }
-            }
+    /// A fresh id for a connection or a log request.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Registers a log request; its answer comes through the receiver.
+    pub fn expect_logs(&self, req_id: u64) -> oneshot::Receiver<LogReply> {
+        let (tx, rx) = oneshot::channel();
+        self.log_waiters.lock().expect("log waiters lock").insert(req_id, tx);
+        rx
+    }
+
+    /// Gives up on a log request (sent nowhere, or timed out).
+    pub fn forget_logs(&self, req_id: u64) {
+        self.log_waiters.lock().expect("log waiters lock").remove(&req_id);
+    }
+
+    /// Hands an agent's answer to the request waiting for it, if any still does.
+    pub fn logs_arrived(&self, req_id: u64, reply: LogReply) {
+        let waiter = self.log_waiters.lock().expect("log waiters lock").remove(&req_id);
+        if let Some(w) = waiter {
+            let _ = w.send(reply);
         }
     }
 }

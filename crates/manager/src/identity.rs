@@ -29,7 +29,7 @@ impl User {
 }
 
 /// A token the manager has seen: its user and lifetime. Revoking a token, disabling a user
-/// or changing their projects drops the entries concerned (`Manager::forget_tokens`), so
+/// or changing their projects drops the entries concerned (`Tenancy::forget_tokens`), so
 /// the change holds from the next request on.
 #[derive(Debug)]
 pub struct CachedToken {

@@ -1,12 +1,11 @@
 //! Container images per node: what agents report about their Docker (`Register`,
-//! `Containers`), the image sets the scheduler places image jobs by, the reasons of jobs
+//! `Containers`, applied by `Nodes::containers_changed`), the image sets the scheduler places image jobs by, the reasons of jobs
 //! that wait for an image. `GET /v1/images` shows them (`api/images.rs`).
 
 use berth_model::PendingKind;
 use berth_model::protocol::ContainerInfo;
 use berth_sched::PassOutput;
 
-use crate::manager::Manager;
 use crate::state::State;
 
 /// The images a node can run now: none while its Docker is down.
@@ -32,27 +31,5 @@ pub fn explain_waits(st: &State, out: &mut PassOutput) {
         if !down.is_empty() {
             w.reason.message = format!("{}; docker is not usable on {}", w.reason.message, down.join(", "));
         }
-    }
-}
-
-impl Manager {
-    /// An agent reported a change of its Docker: new image sets for the scheduler (called
-    /// with the state locked, among the agent's other messages).
-    pub fn containers_changed(&self, st: &mut State, node: &str, info: ContainerInfo) {
-        let Some(n) = st.nodes.get_mut(node) else { return };
-        let idx = n.ledger;
-        tracing::info!(node, docker_ok = info.docker_ok, images = info.images.len(), "node's docker changed");
-        let images = ledger_images(&info);
-        let mounts = info.allow_mounts.clone();
-        let mounts_changed = n.containers.allow_mounts != mounts;
-        n.containers = info;
-        if let Some(l) = st.ledgers.get_mut(idx) {
-            l.set_images(images);
-            l.set_allowed_mounts(Some(mounts.clone()));
-            if mounts_changed {
-                self.publish_shape(l);
-            }
-        }
-        self.wake.notify_one();
     }
 }

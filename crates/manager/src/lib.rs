@@ -9,6 +9,7 @@
 //! - `Bootstrap { pub user: String, pub token: String }` is `Some` only on the first start of a
 //!   data dir: the admin user and its API token, shown once.
 
+mod agent_conn;
 mod api;
 mod auth;
 mod bad_tokens;
@@ -24,6 +25,7 @@ mod heartbeat;
 mod hub;
 mod identity;
 mod images;
+mod jobs;
 mod lifecycle;
 pub mod local;
 mod manager;
@@ -34,7 +36,6 @@ mod pass_target;
 mod queues;
 mod quota_table;
 mod quotas;
-mod report_queue;
 mod reports;
 mod scheduler;
 mod state;
@@ -215,7 +216,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         },
         None => None,
     };
-    let reports = m.take_reports().expect("the report loop starts once");
+    let reports = m.hub.take_reports().expect("the report loop starts once");
     tasks.extend([
         tokio::spawn(reports::run(m.clone(), reports)),
         tokio::spawn(scheduler::run(m.clone())),

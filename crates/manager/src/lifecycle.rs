@@ -5,7 +5,7 @@
 //! does not know about. A failed compare-and-set means someone else already moved the job:
 //! the event is stale and is dropped (this is what makes duplicate agent reports harmless).
 //! A report whose change the store refused for a reason that may pass is kept instead
-//! (`deferred.rs`) and applied again by [`Manager::retry_deferred`] on every tick of the
+//! (`deferred.rs`) and applied again by [`Jobs::retry_deferred`] on every tick of the
 //! scheduling loop.
 
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
@@ -14,11 +14,19 @@ use berth_store::{Change, StoreError};
 use jiff::Timestamp;
 
 use crate::deferred::{Deferred, LostCause, worth_retrying};
-use crate::manager::Manager;
+use crate::jobs::Jobs;
 use crate::state::{KernelEnd, State};
 
 /// How long an agent lets a kernel stop before it kills it.
 pub const STOP_GRACE_MS: u64 = 10_000;
+
+/// Where a cancel left the job.
+pub enum Cancelled {
+    /// It was pending: CANCELLED now.
+    Now,
+    /// It ran: TERMINATING until its kernels stopped (also when it already was).
+    Stopping,
+}
 
 /// One move of a job to another state, with what the store keeps typed beside its reason.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,7 +91,28 @@ impl Move {
     }
 }
 
-impl Manager {
+impl Jobs {
+    /// Cancels job `id` (which must be in `st`) on behalf of `by`: a pending job ends at once;
+    /// a running one is asked to stop, and ends when its kernels have stopped.
+    pub async fn cancel(&self, st: &mut State, id: JobId, by: &str) -> Result<Cancelled, StoreError> {
+        let state = st.jobs.get(&id).map(|j| j.state).ok_or_else(|| StoreError::NotFound(format!("job {id}")))?;
+        match state {
+            JobState::Pending => {
+                self.transition(st, id, Move::cancel_pending(by), vec![]).await?;
+                Ok(Cancelled::Now)
+            }
+            JobState::Terminating => Ok(Cancelled::Stopping),
+            _ => {
+                let reason = format!("cancel requested by {by}");
+                let stops = self.stop_commands(st, id, &reason);
+                let cause = StopCause::Cancelled { by: by.to_string() };
+                self.transition(st, id, Move::stop(cause, reason), vec![]).await?;
+                st.send_all(stops);
+                Ok(Cancelled::Stopping)
+            }
+        }
+    }
+
     /// Writes `job_id`'s move (plus `extra` changes) and mirrors it in memory. Ends, requeues,
     /// stop causes and ledger bookkeeping are handled here; sending commands is the caller's.
     pub async fn transition(
@@ -104,7 +133,7 @@ impl Manager {
         let usage = if from.holds_resources() && (to.is_terminal() || to == JobState::Pending) {
             let now_ms = now.as_millisecond();
             let amount = job.usage_rate() * (now_ms - job.accounted_ms).max(0) as f64 / 1000.0;
-            st.usage.charge(&[(&job.user, &job.account(), amount)], now_ms, self.fair_share.half_life_ms)
+            st.usage.charge(&[(&job.user, &job.account(), amount)], now_ms, self.half_life_ms)
         } else {
             Vec::new()
         };
@@ -148,7 +177,7 @@ impl Manager {
             if to.is_terminal() {
                 st.jobs.remove(&job_id);
             }
-            self.wake.notify_one();
+            self.wake();
         }
         Ok(())
     }
@@ -172,7 +201,7 @@ impl Manager {
         for (i, b) in job.bindings.iter().enumerate() {
             if job.ends.get(i).is_some_and(|e| e.is_none()) {
                 let msg = ManagerMessage::StopKernel {
-                    cmd_id: self.next_id(),
+                    cmd_id: self.next_cmd_id(),
                     key: job.key(i as u32),
                     reason: reason.to_string(),
                     grace_ms: STOP_GRACE_MS,
@@ -336,7 +365,7 @@ impl Manager {
 
     /// Applies the deferred reports again; those that fail once more stay deferred.
     pub async fn retry_deferred(&self) {
-        let mut st = self.lock_state().await;
+        let mut st = self.lock().await;
         if st.deferred.is_empty() {
             return;
         }

@@ -6,7 +6,7 @@
 //! ([`Submitter`]), and agents run the job's kernels as that user by default. Without a token
 //! the caller is the berth user named like its Unix account, created on first use (Slurm lets
 //! any local account submit); the manager's own Unix user and root are the admin
-//! (`Manager::authenticate_local` in `auth.rs`).
+//! (`Tenancy::authenticate_local` in `tenancy.rs`).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,25 +1,76 @@
-//! Node states as admins see them (`ready`, `draining`, `drained`, `lost`: [`State::node_state`])
-//! and drain/undrain.
+//! The nodes service: node states as admins see them (`ready`, `draining`, `drained`, `lost`:
+//! [`State::node_state`]), drain/undrain, the queue each node serves, agents' Docker reports,
+//! the heartbeat settings, and the node shapes submit checks against.
 //!
 //! A node takes new jobs only when it is ready, its agent is connected and no admin drained
 //! it; [`State::refresh_schedulable`] is the one place that turns those facts into the
 //! scheduler's `schedulable` flag, so every path (register, disconnect, lost, drain) agrees.
 //! A drain is stored and survives both agent re-registration and manager restarts.
+//!
+//! The node table and ledgers live in the jobs service's state (a pass needs them under the
+//! same lock as the jobs): methods that change them take that state, or the jobs service to
+//! lock it. The shapes are a copy of the ledgers' shapes published from the one place a
+//! ledger is built or changes shape, so submit checks feasibility without the state lock.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::Duration;
 
 use berth_model::api::NodeState;
-use berth_sched::QueueConfig;
+use berth_model::protocol::ContainerInfo;
+use berth_sched::{NodeLedger, QueueConfig};
+use berth_store::Store;
+use tokio::sync::Notify;
 
 use crate::error::ApiError;
-use crate::manager::Manager;
+use crate::jobs::Jobs;
 use crate::state::State;
 
-impl Manager {
+pub struct Nodes {
+    store: Arc<dyn Store>,
+    /// An empty ledger per known node (see [`Nodes::publish_shape`]).
+    shapes: RwLock<Vec<NodeLedger>>,
+    /// The scheduling loop's wake-up (shared with the jobs service).
+    wake: Arc<Notify>,
+    /// Without a heartbeat for this long a node is `lost`.
+    pub heartbeat_timeout: Duration,
+    /// How often agents send one.
+    pub heartbeat_interval: Duration,
+}
+
+impl Nodes {
+    pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, heartbeat_timeout: Duration) -> Nodes {
+        // Heartbeats a few times per timeout, at most once a second.
+        let heartbeat_interval = (heartbeat_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        Nodes { store, shapes: RwLock::new(Vec::new()), wake, heartbeat_timeout, heartbeat_interval }
+    }
+
+    /// Publishes the shape of a node's ledger (its queue, topology and allowed mounts, with
+    /// nothing allocated) for submit-time feasibility checks, replacing an older one. One
+    /// source: called whenever the scheduler's ledger of the node is built or changes shape.
+    pub fn publish_shape(&self, ledger: &NodeLedger) {
+        let mut shape = NodeLedger::new(ledger.name(), ledger.queue(), ledger.topology().clone());
+        shape.set_allowed_mounts(ledger.allowed_mounts().map(<[String]>::to_vec));
+        let mut shapes = self.shapes.write().expect("shapes lock");
+        shapes.retain(|l| l.name() != ledger.name());
+        shapes.push(shape);
+    }
+
+    /// Every known node's shape, nothing allocated.
+    pub fn shapes(&self) -> RwLockReadGuard<'_, Vec<NodeLedger>> {
+        self.shapes.read().expect("shapes lock")
+    }
+
     /// Drains `name`: running jobs go on, no new job starts there. Draining a drained node
     /// only updates the reason.
-    pub async fn drain(&self, name: &str, reason: Option<String>, by: &str) -> Result<NodeState, ApiError> {
-        let mut st = self.lock_state().await;
+    pub async fn drain(
+        &self,
+        jobs: &Jobs,
+        name: &str,
+        reason: Option<String>,
+        by: &str,
+    ) -> Result<NodeState, ApiError> {
+        let mut st = jobs.lock().await;
         if !st.nodes.contains_key(name) {
             return Err(unknown_node(&st, name));
         }
@@ -37,8 +88,8 @@ impl Manager {
     }
 
     /// Undrains `name`: it takes jobs again (once its agent is connected).
-    pub async fn undrain(&self, name: &str, by: &str) -> Result<NodeState, ApiError> {
-        let mut st = self.lock_state().await;
+    pub async fn undrain(&self, jobs: &Jobs, name: &str, by: &str) -> Result<NodeState, ApiError> {
+        let mut st = jobs.lock().await;
         if !st.nodes.contains_key(name) {
             return Err(unknown_node(&st, name));
         }
@@ -49,30 +100,15 @@ impl Manager {
         self.wake.notify_one();
         Ok(st.node_state(name).expect("checked above"))
     }
-}
 
-/// The queue a node serves: the first queue (by name) that selects it by name, or whose
-/// labels it all has; otherwise the queue its agent asked for.
-pub fn queue_for(queues: &[QueueConfig], node: &str, labels: &BTreeMap<String, String>, asked: &str) -> String {
-    let mut sorted: Vec<&QueueConfig> = queues.iter().collect();
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    let selects = |q: &QueueConfig| {
-        q.node_names.iter().any(|n| n == node)
-            || (!q.node_labels.is_empty() && q.node_labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
-    };
-    sorted.into_iter().find(|q| selects(q)).map_or_else(|| asked.to_string(), |q| q.name.clone())
-}
-
-impl Manager {
     /// Re-applies the queues' node selectors after a queue changed: nodes move to the queue
     /// that now selects them (their running jobs stay; new jobs come from the new queue).
-    pub async fn reassign_nodes(&self) {
-        let queues = self.queues.all();
-        let mut st = self.lock_state().await;
+    pub async fn reassign(&self, jobs: &Jobs, queues: &[QueueConfig]) {
+        let mut st = jobs.lock().await;
         let moves: Vec<(String, String)> = st
             .nodes
             .iter()
-            .map(|(name, n)| (name.clone(), queue_for(&queues, name, &n.labels, &n.asked_queue)))
+            .map(|(name, n)| (name.clone(), queue_for(queues, name, &n.labels, &n.asked_queue)))
             .filter(|(name, q)| st.nodes.get(name).is_some_and(|n| &n.queue != q))
             .collect();
         for (name, queue) in moves {
@@ -87,6 +123,50 @@ impl Manager {
         }
         self.wake.notify_one();
     }
+
+    /// An agent reported a change of its Docker: new image sets for the scheduler (called
+    /// with the state locked, among the agent's other messages).
+    pub fn containers_changed(&self, st: &mut State, node: &str, info: ContainerInfo) {
+        let Some(n) = st.nodes.get_mut(node) else { return };
+        let idx = n.ledger;
+        tracing::info!(node, docker_ok = info.docker_ok, images = info.images.len(), "node's docker changed");
+        let images = crate::images::ledger_images(&info);
+        let mounts = info.allow_mounts.clone();
+        let mounts_changed = n.containers.allow_mounts != mounts;
+        n.containers = info;
+        if let Some(l) = st.ledgers.get_mut(idx) {
+            l.set_images(images);
+            l.set_allowed_mounts(Some(mounts.clone()));
+            if mounts_changed {
+                self.publish_shape(l);
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// A connection ended: forget it unless a newer one already replaced it. The node stays
+    /// `ready` (but takes no new jobs) until the heartbeat timeout declares it lost.
+    pub async fn disconnected(&self, jobs: &Jobs, node: &str, conn_id: u64) {
+        let mut st = jobs.lock().await;
+        let Some(n) = st.nodes.get_mut(node) else { return };
+        if n.conn.as_ref().is_some_and(|c| c.id == conn_id) {
+            n.conn = None;
+            st.refresh_schedulable(node);
+            tracing::info!(node, "agent disconnected");
+        }
+    }
+}
+
+/// The queue a node serves: the first queue (by name) that selects it by name, or whose
+/// labels it all has; otherwise the queue its agent asked for.
+pub fn queue_for(queues: &[QueueConfig], node: &str, labels: &BTreeMap<String, String>, asked: &str) -> String {
+    let mut sorted: Vec<&QueueConfig> = queues.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let selects = |q: &QueueConfig| {
+        q.node_names.iter().any(|n| n == node)
+            || (!q.node_labels.is_empty() && q.node_labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
+    };
+    sorted.into_iter().find(|q| selects(q)).map_or_else(|| asked.to_string(), |q| q.name.clone())
 }
 
 fn unknown_node(st: &State, name: &str) -> ApiError {

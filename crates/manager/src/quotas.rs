@@ -95,7 +95,7 @@ impl QuotaService {
     }
 
     /// Whether a job of `user` with `spec` falls under a pending-jobs limit (then it must be
-    /// submitted through [`Manager::check_pending_quota`] under the state lock).
+    /// submitted through [`QuotaService::check_pending_quota`] under the state lock).
     pub fn pending_limited(&self, user: &str, spec: &JobSpec) -> bool {
         self.table().applying(user, project_of(user, spec)).any(|(_, _, l)| l.pending_jobs.is_some())
     }

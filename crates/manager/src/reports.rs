@@ -6,11 +6,8 @@
 
 use std::sync::Arc;
 
-use berth_model::protocol::AgentMessage;
-use tokio::sync::oneshot;
-
+use crate::hub::{Report, ReportsRx};
 use crate::manager::Manager;
-use crate::report_queue::Report;
 
 /// Most agent messages applied in one batch: bounds how long the state lock is held and how
 /// long the scheduling pass may wait for it.
@@ -18,7 +15,7 @@ const MAX_BATCH_MESSAGES: usize = 4096;
 
 /// Applies reports until every connection is gone (the manager's own sender is dropped at
 /// shutdown with it).
-pub async fn run(m: Arc<Manager>, mut rx: crate::report_queue::ReportsRx) {
+pub async fn run(m: Arc<Manager>, mut rx: ReportsRx) {
     let mut shutdown = m.shutdown.clone();
     loop {
         let first = tokio::select! {
@@ -36,55 +33,43 @@ pub async fn run(m: Arc<Manager>, mut rx: crate::report_queue::ReportsRx) {
             count += r.msgs.len();
             reports.push(r);
         }
-        m.apply_reports(reports).await;
+        apply_reports(&m, reports).await;
     }
 }
 
-impl Manager {
-    /// Hands `msgs` from `node`'s agent to the report loop and waits until they are applied.
-    /// False when the manager is shutting down.
-    pub async fn report(&self, node: &str, msgs: Vec<AgentMessage>) -> bool {
-        let (done, applied) = oneshot::channel();
-        if self.reports.send(Report { node: node.to_string(), msgs, done }).is_err() {
-            return false;
+/// Applies the reports of several agents in one batch. If the store refuses the batch,
+/// memory is restored and each message is applied again on its own (and deferred or
+/// dropped as it would have been without batching).
+pub async fn apply_reports(m: &Manager, reports: Vec<Report>) {
+    let mut st = m.jobs.lock().await;
+    st.begin_batch();
+    for r in &reports {
+        for msg in &r.msgs {
+            crate::agent_conn::handle(m, &mut st, &r.node, msg).await;
         }
-        applied.await.is_ok()
     }
-
-    /// Applies the reports of several agents in one batch. If the store refuses the batch,
-    /// memory is restored and each message is applied again on its own (and deferred or
-    /// dropped as it would have been without batching).
-    pub async fn apply_reports(&self, reports: Vec<Report>) {
-        let mut st = self.lock_state().await;
-        st.begin_batch();
-        for r in &reports {
-            for msg in &r.msgs {
-                self.handle(&mut st, &r.node, msg).await;
-            }
+    let mut batch = st.batch.take().expect("opened above");
+    let stored = if batch.changes().is_empty() { Ok(()) } else { m.store.apply(batch.changes()).await };
+    match stored {
+        Ok(()) => {
+            st.send_all(batch.take_outbox());
         }
-        let mut batch = st.batch.take().expect("opened above");
-        let stored = if batch.changes().is_empty() { Ok(()) } else { self.store.apply(batch.changes()).await };
-        match stored {
-            Ok(()) => {
-                st.send_all(batch.take_outbox());
-            }
-            Err(e) => {
-                tracing::warn!(
-                    changes = batch.changes().len(),
-                    "a batch of agent reports was not stored ({e}): applying them one by one"
-                );
-                st.batch = Some(batch);
-                st.undo_batch();
-                for r in &reports {
-                    for msg in &r.msgs {
-                        self.handle(&mut st, &r.node, msg).await;
-                    }
+        Err(e) => {
+            tracing::warn!(
+                changes = batch.changes().len(),
+                "a batch of agent reports was not stored ({e}): applying them one by one"
+            );
+            st.batch = Some(batch);
+            st.undo_batch();
+            for r in &reports {
+                for msg in &r.msgs {
+                    crate::agent_conn::handle(m, &mut st, &r.node, msg).await;
                 }
             }
         }
-        drop(st);
-        for r in reports {
-            let _ = r.done.send(());
-        }
+    }
+    drop(st);
+    for r in reports {
+        let _ = r.done.send(());
     }
 }

@@ -36,11 +36,11 @@ pub async fn run(m: Arc<Manager>) {
             break;
         }
         tokio::select! {
-            _ = m.wake.notified() => {}
+            _ = m.jobs.woken() => {}
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = shutdown.changed() => break,
         }
-        m.retry_deferred().await;
+        m.jobs.retry_deferred().await;
         // A pass is never interrupted half-way: shutdown waits for its store batch.
         pass(&m).await;
     }
@@ -49,7 +49,7 @@ pub async fn run(m: Arc<Manager>) {
 /// Adds the usage of every job holding resources since it was last counted, in one batch
 /// (plus the clock row that tells a restarted manager where counting stopped).
 pub async fn account_running(m: &Manager) {
-    let mut st = m.lock_state().await;
+    let mut st = m.jobs.lock().await;
     let now = Timestamp::now();
     let now_ms = now.as_millisecond();
     let accounts: Vec<(&str, std::borrow::Cow<'_, str>, f64)> = st
@@ -81,7 +81,7 @@ pub async fn account_running(m: &Manager) {
 
 /// One scheduling pass. Returns how many jobs it started.
 pub async fn pass(m: &Manager) -> usize {
-    let mut st = m.lock_state().await;
+    let mut st = m.jobs.lock().await;
     // One shared name per queue (the pass groups jobs by it).
     let mut queue_names: std::collections::HashMap<&str, std::sync::Arc<str>> = Default::default();
     let pending: Vec<PendingJob> = st
@@ -232,9 +232,9 @@ async fn preempt(m: &Manager, st: &mut State, list: &[Preempt]) {
     for p in list {
         let priority = st.jobs.get(&p.for_job).map(|j| j.spec.priority).unwrap_or_default();
         let reason = format!("preempted by job {} (priority {priority})", p.for_job);
-        let stops = m.stop_commands(st, p.victim, &reason);
+        let stops = m.jobs.stop_commands(st, p.victim, &reason);
         let cause = StopCause::Preempted { by_job: p.for_job, action: p.action };
-        match m.transition(st, p.victim, Move::stop(cause, reason), vec![]).await {
+        match m.jobs.transition(st, p.victim, Move::stop(cause, reason), vec![]).await {
             Ok(()) => {
                 tracing::info!(victim = p.victim, for_job = p.for_job, "preempting");
                 st.send_all(stops);
@@ -279,7 +279,7 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
         c.add_to(&mut env, job, &url);
     }
     let msg = ManagerMessage::StartKernel {
-        cmd_id: m.next_id(),
+        cmd_id: m.jobs.next_cmd_id(),
         key: job.key(index),
         spec: job.full_spec(),
         binding: b.clone(),

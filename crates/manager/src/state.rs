@@ -2,7 +2,7 @@
 //!
 //! The store is the truth; this is a cache of it that makes submit one INSERT and a
 //! scheduling pass free of queries. Everything here is changed only after the matching store
-//! write succeeded, under the one `tokio::sync::Mutex<State>` of the manager (`Manager::state`).
+//! write succeeded, under the one `tokio::sync::Mutex<State>` of the jobs service (`Jobs::lock`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

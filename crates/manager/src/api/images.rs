@@ -14,7 +14,7 @@ use crate::manager::Manager;
 /// Which node has which container image, and where Docker is down.
 #[utoipa::path(get, path = "/v1/images", tag = "nodes", responses((status = 200, body = ImagesView)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<ImagesView> {
-    let st = m.lock_state().await;
+    let st = m.jobs.lock().await;
     let mut by_image: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut view = ImagesView::default();
     for (name, n) in &st.nodes {

@@ -5,14 +5,14 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use berth_model::api::{CancelResult, JobDetail, JobListQuery, JobView, KernelView, SubmitRequest};
-use berth_model::{JobId, JobState, StopCause};
+use berth_model::{JobId, JobState};
 use berth_store::{JobFilter, JobRow};
 
 use crate::auth::Auth;
 use crate::cluster_env::role;
 use crate::error::{ApiError, Json, Path, Query};
 use crate::identity::User;
-use crate::lifecycle::Move;
+use crate::lifecycle::Cancelled;
 use crate::local::Submitter;
 use crate::manager::Manager;
 use crate::state::{Job, Owner, row_view};
@@ -42,7 +42,7 @@ pub async fn submit(
     };
     check_queue_access(&q, &user, &mut spec)?;
     {
-        let shapes = m.shapes.read().expect("shapes lock");
+        let shapes = m.nodes.shapes();
         berth_sched::check_feasible_kernels(&spec.resources, spec.nodes, spec.kernels, spec.numa, &shapes, &queue)
             .map_err(ApiError::unprocessable)?;
         let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
@@ -53,22 +53,12 @@ pub async fn submit(
     // concurrent submits cannot overshoot it.
     let mut locked = None;
     if m.quotas.pending_limited(&user.name, &spec) {
-        let st = m.lock_state().await;
+        let st = m.jobs.lock().await;
         m.quotas.check_pending_quota(&st, &user.name, &spec)?;
         locked = Some(st);
     }
-    let now = jiff::Timestamp::now();
-    let id = m.store.insert_job(user.id, &spec, submitter, now).await?;
     let owner = Owner { user_id: user.id, name: user.name.clone(), submitter };
-    let job = Job::submitted(id, owner, spec, queue, now, &m.envs);
-    let view = job.view();
-    match locked {
-        Some(mut st) => {
-            st.jobs.insert(job.id, job);
-            m.wake.notify_one();
-        }
-        None => m.enqueue(job),
-    }
+    let view = m.jobs.submit(locked.as_deref_mut(), owner, spec, queue).await?;
     Ok((StatusCode::CREATED, axum::Json(view)))
 }
 
@@ -92,7 +82,7 @@ pub async fn list(
         crate::error::in_range("limit", l.into(), 0, i32::MAX as u64)?;
     }
     let limit = q.limit.map(|l| l as usize).unwrap_or(usize::MAX);
-    let st = m.lock_state().await;
+    let st = m.jobs.lock().await;
     // Unfinished jobs live in memory: no query needed.
     if !q.all && state.is_none_or(|s| !s.is_terminal()) {
         let views = st
@@ -113,7 +103,7 @@ pub async fn list(
         limit: q.limit,
     };
     let rows = m.store.jobs(&filter).await?;
-    let st = m.lock_state().await;
+    let st = m.jobs.lock().await;
     let views = rows
         .iter()
         .map(|r| match st.jobs.get(&r.id) {
@@ -224,7 +214,7 @@ pub async fn show(
     let mut nodes: Vec<String> = kernels.iter().map(|k| k.binding.node.clone()).collect();
     nodes.dedup();
     let mut job = row_view(&row, nodes);
-    if let Some(j) = m.lock_state().await.jobs.get(&id)
+    if let Some(j) = m.jobs.lock().await.jobs.get(&id)
         && j.state == JobState::Pending
     {
         job.position = j.position;
@@ -249,7 +239,7 @@ pub async fn cancel(
     Auth(user): Auth,
     Path(id): Path<JobId>,
 ) -> Result<axum::Json<CancelResult>, ApiError> {
-    let mut st = m.lock_state().await;
+    let mut st = m.jobs.lock().await;
     let Some(job) = st.jobs.get(&id) else {
         drop(st);
         let row = visible_job(&m, &user, id).await?;
@@ -267,21 +257,11 @@ pub async fn cancel(
     if !user.is_admin() && job.user_id != user.id {
         return Err(not_yours(id, &job.user));
     }
-    match job.state {
-        JobState::Pending => {
-            m.transition(&mut st, id, Move::cancel_pending(&user.name), vec![]).await?;
-            Ok(axum::Json(CancelResult { id, state: JobState::Cancelled }))
-        }
-        JobState::Terminating => Ok(axum::Json(CancelResult { id, state: JobState::Terminating })),
-        _ => {
-            let reason = format!("cancel requested by {}", user.name);
-            let stops = m.stop_commands(&st, id, &reason);
-            let by = StopCause::Cancelled { by: user.name.clone() };
-            m.transition(&mut st, id, Move::stop(by, reason), vec![]).await?;
-            st.send_all(stops);
-            Ok(axum::Json(CancelResult { id, state: JobState::Terminating }))
-        }
-    }
+    let state = match m.jobs.cancel(&mut st, id, &user.name).await? {
+        Cancelled::Now => JobState::Cancelled,
+        Cancelled::Stopping => JobState::Terminating,
+    };
+    Ok(axum::Json(CancelResult { id, state }))
 }
 
 /// A shared job of one's project: visible, but only its owner or an admin may cancel it.

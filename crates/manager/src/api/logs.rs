@@ -46,15 +46,14 @@ pub async fn logs(
         return Err(ApiError::not_found(format!("job {id} has no kernel {}", q.kernel)));
     };
     let key = KernelKey { job_id: id, attempt: row.attempt, index: q.kernel };
-    let req_id = m.next_id();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    m.log_waiters.lock().expect("log waiters lock").insert(req_id, tx);
+    let req_id = m.hub.next_id();
+    let rx = m.hub.expect_logs(req_id);
     let sent = {
-        let st = m.lock_state().await;
+        let st = m.jobs.lock().await;
         let msg = ManagerMessage::FetchLogs { req_id, key, stream: q.stream, offset: q.offset, max_bytes: MAX_BYTES };
         st.send(&kernel.node, msg)
     };
-    let forget = || m.log_waiters.lock().expect("log waiters lock").remove(&req_id);
+    let forget = || m.hub.forget_logs(req_id);
     if !sent {
         forget();
         return Err(ApiError::unavailable(format!(

@@ -53,7 +53,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/admin/cache/buckets/{name}", put(cache::put_bucket).delete(cache::delete_bucket))
         .route("/v1/admin/cache/members/{node}", put(cache::put_member).delete(cache::remove_member))
         .route("/v1/admin/cache/members/{node}/add", post(cache::add_member))
-        .route("/v1/agents/connect", get(crate::hub::connect))
+        .route("/v1/agents/connect", get(crate::agent_conn::connect))
         .fallback(|uri: axum::http::Uri| async move {
             ApiError::not_found(format!("no route {uri}: see /openapi.json for the API"))
         })

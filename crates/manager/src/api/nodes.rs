@@ -12,7 +12,7 @@ use crate::manager::Manager;
 /// Every node with its state, capacity and use.
 #[utoipa::path(get, path = "/v1/nodes", tag = "nodes", responses((status = 200, body = Vec<NodeView>)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<NodeView>> {
-    let st = m.lock_state().await;
+    let st = m.jobs.lock().await;
     let mut names: Vec<&String> = st.nodes.keys().collect();
     names.sort();
     axum::Json(names.into_iter().filter_map(|n| st.node_view(n)).collect())
@@ -40,7 +40,7 @@ pub async fn drain(
             .0
             .reason
     };
-    m.drain(&name, reason.clone(), &admin.name).await?;
+    m.nodes.drain(&m.jobs, &name, reason.clone(), &admin.name).await?;
     m.tenancy.audit(&admin.name, "node.drain", &name, reason.as_deref().unwrap_or("")).await;
     view(&m, &name).await
 }
@@ -55,12 +55,12 @@ pub async fn undrain(
     Admin(admin): Admin,
     Path(name): Path<String>,
 ) -> Result<axum::Json<NodeView>, ApiError> {
-    m.undrain(&name, &admin.name).await?;
+    m.nodes.undrain(&m.jobs, &name, &admin.name).await?;
     m.tenancy.audit(&admin.name, "node.undrain", &name, "").await;
     view(&m, &name).await
 }
 
 async fn view(m: &Manager, name: &str) -> Result<axum::Json<NodeView>, ApiError> {
-    let st = m.lock_state().await;
+    let st = m.jobs.lock().await;
     st.node_view(name).map(axum::Json).ok_or_else(|| ApiError::not_found(format!("no node `{name}`")))
 }

@@ -37,7 +37,7 @@ fn view(st: &crate::state::State, q: &QueueConfig) -> QueueView {
     responses((status = 200, body = Vec<QueueView>), (status = 401, body = berth_model::api::ErrorBody)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<QueueView>> {
     let queues = m.queues.all();
-    let st = m.lock_state().await;
+    let st = m.jobs.lock().await;
     axum::Json(queues.iter().map(|q| view(&st, q)).collect())
 }
 
@@ -63,14 +63,14 @@ pub async fn put(
     let seed = m.store.queues().await?.into_iter().find(|r| r.name == name).and_then(|r| r.seed);
     m.store.put_queue(&QueueRow { name: name.clone(), policy, seed, updated_at: jiff::Timestamp::now() }).await?;
     m.queues.set(q.clone());
-    m.reassign_nodes().await;
+    m.nodes.reassign(&m.jobs, &m.queues.all()).await;
     tracing::info!(queue = %name, "queue policy changed through the API");
     let detail = serde_json::to_string(&update).unwrap_or_default();
     m.tenancy
         .audit(&admin.name, if existing.is_some() { "queue.update" } else { "queue.create" }, &name, &detail)
         .await;
-    m.wake.notify_one();
-    let st = m.lock_state().await;
+    m.jobs.wake();
+    let st = m.jobs.lock().await;
     let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, axum::Json(view(&st, &q))))
 }

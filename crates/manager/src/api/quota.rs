@@ -14,7 +14,7 @@ use crate::manager::Manager;
 /// Quotas and their use now.
 #[utoipa::path(get, path = "/v1/quotas", tag = "quotas", responses((status = 200, body = Vec<QuotaView>)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(u): Auth) -> axum::Json<Vec<QuotaView>> {
-    let st = m.lock_state().await;
+    let st = m.jobs.lock().await;
     axum::Json(m.quotas.quota_views(&st, &u))
 }
 
@@ -42,7 +42,7 @@ pub async fn put(
         return Err(ApiError::not_found(format!("no {} `{name}`", k.as_str())));
     }
     m.quotas.set_quota(k, &name, Some(limits)).await?;
-    m.wake.notify_one();
+    m.jobs.wake();
     let detail = serde_json::to_string(&limits).unwrap_or_default();
     m.tenancy.audit(&a.name, "quota.set", &format!("{} {name}", k.as_str()), &detail).await;
     Ok(StatusCode::NO_CONTENT)
@@ -59,7 +59,7 @@ pub async fn delete(
 ) -> Result<StatusCode, ApiError> {
     let k = kind(&k)?;
     m.quotas.set_quota(k, &name, None).await?;
-    m.wake.notify_one();
+    m.jobs.wake();
     m.tenancy.audit(&a.name, "quota.remove", &format!("{} {name}", k.as_str()), "").await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,7 +1,7 @@
 //! Group commit of agent reports: the state changes of many agents' kernel events go to the
 //! store in ONE transaction, and the commands they call for go out only once it committed.
 //!
-//! While a [`Batch`] is open on the state, `Manager::transition` stages its changes here
+//! While a [`Batch`] is open on the state, `Jobs::transition` stages its changes here
 //! instead of writing them, changes memory at once (so later reports of the same batch see
 //! it), and `State::send` holds commands back. Each touched job, usage figure and released
 //! device is recorded first, so that a batch the store refuses is undone exactly; its

@@ -1,0 +1,109 @@
+//! The jobs service: the job table and everything that changes it.
+//!
+//! It owns the manager's in-memory state ([`State`]: unfinished jobs, and the node ledgers a
+//! scheduling pass places them on, under one lock because a pass needs both at once), the
+//! inbox of freshly submitted jobs, the exported environments they share, and the wake-up of
+//! the scheduling loop. Every state change of a job goes through it: submit here, the moves of
+//! `lifecycle.rs` (cancel, end, preempt, requeue, node loss), and a pass's batch of starts
+//! (`scheduler.rs` stores it with `Move`'s changes and applies it with
+//! `berth_sched::apply`). Each writes the store before memory changes or an agent is told.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+
+use berth_model::JobSpec;
+use berth_model::api::JobView;
+use berth_sched::Millis;
+use berth_store::{Store, StoreError};
+use jiff::Timestamp;
+use tokio::sync::futures::Notified;
+use tokio::sync::{Mutex, MutexGuard, Notify};
+
+use crate::env_intern::EnvInterner;
+use crate::state::{Job, Owner, State};
+
+pub struct Jobs {
+    pub(crate) store: Arc<dyn Store>,
+    /// Only through [`Jobs::lock`], which first takes in the inbox.
+    state: Mutex<State>,
+    /// Jobs submitted since the last [`Jobs::lock`]: submit appends here instead of waiting
+    /// for the state lock a scheduling pass may hold.
+    inbox: StdMutex<Vec<Job>>,
+    /// One copy of each exported environment of the jobs in memory.
+    envs: EnvInterner,
+    /// Wakes the scheduling loop (submit, cancel, kernel end, node register); shared with
+    /// the nodes service, whose changes also call for a pass.
+    wake: Arc<Notify>,
+    /// Ids of the commands sent to agents.
+    next_cmd: AtomicU64,
+    /// Fair-share usage decays with this half-life (charged when a job gives back resources).
+    pub(crate) half_life_ms: Millis,
+}
+
+impl Jobs {
+    pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, half_life_ms: Millis) -> Jobs {
+        Jobs {
+            store,
+            state: Mutex::new(State::default()),
+            inbox: StdMutex::new(Vec::new()),
+            envs: EnvInterner::default(),
+            wake,
+            next_cmd: AtomicU64::new(1),
+            half_life_ms,
+        }
+    }
+
+    /// Locks the in-memory state, first moving freshly submitted jobs into it.
+    pub async fn lock(&self) -> MutexGuard<'_, State> {
+        let mut st = self.state.lock().await;
+        let new = std::mem::take(&mut *self.inbox.lock().expect("inbox lock"));
+        for j in new {
+            st.jobs.insert(j.id, j);
+        }
+        st
+    }
+
+    /// Asks the scheduling loop for a pass.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Resolves at the next [`Jobs::wake`] (or at once for one that came before).
+    pub fn woken(&self) -> Notified<'_> {
+        self.wake.notified()
+    }
+
+    /// A fresh id for a command to an agent.
+    pub fn next_cmd_id(&self) -> u64 {
+        self.next_cmd.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Stores a new job and hands it to the scheduler. With `st` (the state already locked,
+    /// e.g. to check a pending-jobs quota) it goes straight into the table, otherwise through
+    /// the inbox, so a submit never waits for a pass.
+    pub async fn submit(
+        &self,
+        st: Option<&mut State>,
+        owner: Owner,
+        spec: JobSpec,
+        queue: String,
+    ) -> Result<JobView, StoreError> {
+        let now = Timestamp::now();
+        let id = self.store.insert_job(owner.user_id, &spec, owner.submitter, now).await?;
+        let job = Job::submitted(id, owner, spec, queue, now, &self.envs);
+        let view = job.view();
+        match st {
+            Some(st) => {
+                st.jobs.insert(job.id, job);
+            }
+            None => self.inbox.lock().expect("inbox lock").push(job),
+        }
+        self.wake();
+        Ok(view)
+    }
+
+    /// A job read back from the store after a restart, sharing its environment with the rest.
+    pub fn restore(&self, row: berth_store::JobRow) -> Job {
+        Job::from_row(row, &self.envs)
+    }
+}
