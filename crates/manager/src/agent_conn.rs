@@ -267,7 +267,7 @@ pub async fn register(
     );
     st.refresh_schedulable(node);
     for id in st.jobs_on(node) {
-        let mine: Vec<_> = st.jobs[&id].bindings.iter().filter(|b| b.node == node).cloned().collect();
+        let mine: Vec<_> = st.jobs[&id].attempt.bindings.iter().filter(|b| b.node == node).cloned().collect();
         st.allocate(id, &mine);
     }
     let _ = conn.tx.send(ManagerMessage::Welcome {
@@ -279,10 +279,9 @@ pub async fn register(
     // Reconcile what the agent reports with what the manager wants.
     let mut reported = std::collections::HashSet::new();
     for r in kernels {
-        let wanted = st
-            .jobs
-            .get(&r.key.job_id)
-            .is_some_and(|j| j.attempt == r.key.attempt && j.state.holds_resources() && j.on_node(r.key.index, node));
+        let wanted = st.jobs.get(&r.key.job_id).is_some_and(|j| {
+            j.attempt.number == r.key.attempt && j.state.holds_resources() && j.on_node(r.key.index, node)
+        });
         if wanted {
             reported.insert(r.key);
         }
@@ -308,9 +307,9 @@ pub async fn register(
     }
     for id in st.jobs_on(node) {
         let Some(job) = st.jobs.get(&id) else { continue };
-        let missing: Vec<u32> = (0..job.bindings.len() as u32)
+        let missing: Vec<u32> = (0..job.attempt.bindings.len() as u32)
             .filter(|&i| job.on_node(i, node) && !reported.contains(&job.key(i)))
-            .filter(|&i| job.ends.get(i as usize).is_some_and(|e| e.is_none()))
+            .filter(|&i| job.attempt.ends.get(i as usize).is_some_and(|e| e.is_none()))
             .collect();
         if missing.is_empty() {
             continue;
@@ -325,7 +324,7 @@ pub async fn register(
             // Kernels that never ran (the agent died while starting them, e.g. a container
             // created but not started) are started again; a kernel that ran and is gone
             // loses the job.
-            JobState::Running if missing.iter().all(|i| job.unstarted.contains(i)) => {
+            JobState::Running if missing.iter().all(|i| job.attempt.unstarted.contains(i)) => {
                 let job = job.clone();
                 for i in missing {
                     send_start_one(m, &st, &job, i);
@@ -376,7 +375,7 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
         },
         AgentMessage::CommandFailed { key, error, .. } => {
             let live = st.jobs.get(&key.job_id).is_some_and(|j| {
-                j.attempt == key.attempt
+                j.attempt.number == key.attempt
                     && j.on_node(key.index, node)
                     && matches!(j.state, JobState::Scheduled | JobState::Preparing | JobState::Running)
             });

@@ -28,22 +28,22 @@ pub const PORT_COUNT: u16 = 1000;
 /// The variables the manager adds to kernel `index`'s environment.
 pub fn kernel_env(st: &State, job: &Job, index: u32) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
-    let nodes: Vec<&str> = job.bindings.iter().map(|b| b.node.as_str()).collect();
+    let nodes: Vec<&str> = job.attempt.bindings.iter().map(|b| b.node.as_str()).collect();
     let per_node = job.spec.kernels.max(1);
     let hosts: Vec<String> = if per_node > 1 {
-        (0..job.bindings.len() as u32).map(role).collect()
+        (0..job.attempt.bindings.len() as u32).map(role).collect()
     } else {
         nodes.iter().map(|n| address_of(st, n)).collect()
     };
-    let size = job.bindings.len().to_string();
+    let size = job.attempt.bindings.len().to_string();
     let mut set = |k: &str, v: String| {
         env.insert(k.to_string(), v);
     };
     set("BERTH_JOB_ID", job.id.to_string());
     set("BERTH_JOB_NAME", job.spec.name.clone().unwrap_or_else(|| format!("job-{}", job.id)));
-    set("BERTH_USER", job.user.clone());
+    set("BERTH_USER", job.owner.name.clone());
     // The agent maps it to the kernel's Unix uid (`--user-map`).
-    set("BERTH_USER_ID", job.user_id.to_string());
+    set("BERTH_USER_ID", job.owner.user_id.to_string());
     set("BERTH_KERNEL_INDEX", index.to_string());
     set("BERTH_CLUSTER_SIZE", size.clone());
     set("BERTH_CLUSTER_ROLE", role(index));
@@ -53,7 +53,7 @@ pub fn kernel_env(st: &State, job: &Job, index: u32) -> BTreeMap<String, String>
     if let Some(main) = hosts.first() {
         set("MASTER_ADDR", main.clone());
     }
-    if let Some(port) = job.bindings.first().and_then(|b| b.port) {
+    if let Some(port) = job.attempt.bindings.first().and_then(|b| b.port) {
         set("MASTER_PORT", port.to_string());
     }
     set("WORLD_SIZE", size);
@@ -78,7 +78,7 @@ fn address_of(st: &State, node: &str) -> String {
 pub fn ports_in_use(st: &State) -> HashMap<String, HashSet<u16>> {
     let mut used: HashMap<String, HashSet<u16>> = HashMap::new();
     for j in st.jobs.values().filter(|j| j.state.holds_resources()) {
-        if let Some(b) = j.bindings.first()
+        if let Some(b) = j.attempt.bindings.first()
             && let Some(p) = b.port
         {
             used.entry(b.node.clone()).or_default().insert(p);

@@ -9,13 +9,13 @@
 //! scheduling loop.
 
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
-use berth_model::{EndCause, JobId, JobState, PreemptAction, StopCause};
+use berth_model::{Binding, EndCause, JobId, JobState, PreemptAction, StopCause};
 use berth_store::{Change, StoreError};
 use jiff::Timestamp;
 
 use crate::deferred::{Deferred, LostCause, worth_retrying};
 use crate::jobs::Jobs;
-use crate::state::{KernelEnd, State};
+use crate::state::{KernelEnd, State, scheduled_reason};
 
 /// How long an agent lets a kernel stop before it kills it.
 pub const STOP_GRACE_MS: u64 = 10_000;
@@ -54,6 +54,19 @@ impl Move {
 
     pub fn with_exit_code(self, exit_code: Option<i32>) -> Move {
         Move { exit_code, ..self }
+    }
+
+    /// A pass placed the job on `bindings` (stored with the pass's batch, `scheduler.rs`).
+    pub fn scheduled(bindings: &[Binding]) -> Move {
+        Move::to(JobState::Scheduled, scheduled_reason(bindings))
+    }
+
+    /// The store changes that record this move of `job_id` from `from` at `at`: the
+    /// compare-and-set transition with its typed end, and the stop cause if there is one.
+    pub fn record(&self, job_id: JobId, from: JobState, at: Timestamp) -> impl Iterator<Item = Change> {
+        let Move { to, reason, exit_code, end, stop } = self.clone();
+        let transition = Change::Transition { job_id, from, to, at, reason, exit_code, end };
+        std::iter::once(transition).chain(stop.map(|cause| Change::Stop { job_id, cause }))
     }
 
     /// A stop request: the job is TERMINATING until its kernels stopped.
@@ -125,23 +138,21 @@ impl Jobs {
         let Some(job) = st.jobs.get(&job_id) else {
             return Err(StoreError::NotFound(format!("job {job_id}")));
         };
-        let Move { to, reason, exit_code, end, stop } = mv;
         let from = job.state;
         let now = Timestamp::now();
+        let recorded: Vec<Change> = mv.record(job_id, from, now).collect();
+        let Move { to, reason, stop, .. } = mv;
         // A job that gives its resources back is charged for them (fair share), in the same
         // batch as its state change: O(1), one row per user and project.
         let usage = if from.holds_resources() && (to.is_terminal() || to == JobState::Pending) {
             let now_ms = now.as_millisecond();
-            let amount = job.usage_rate() * (now_ms - job.accounted_ms).max(0) as f64 / 1000.0;
-            st.usage.charge(&[(&job.user, &job.account(), amount)], now_ms, self.half_life_ms)
+            let amount = job.usage_rate() * (now_ms - job.attempt.accounted_ms).max(0) as f64 / 1000.0;
+            st.usage.charge(&[(&job.owner.name, &job.account(), amount)], now_ms, self.half_life_ms)
         } else {
             Vec::new()
         };
         extra.extend(usage.iter().cloned().map(Change::Usage));
-        extra.push(Change::Transition { job_id, from, to, at: now, reason: reason.clone(), exit_code, end });
-        if let Some(cause) = &stop {
-            extra.push(Change::Stop { job_id, cause: cause.clone() });
-        }
+        extra.extend(recorded);
         st.touch(job_id);
         st.touch_usage(&usage);
         self.write(st, extra).await?;
@@ -150,23 +161,15 @@ impl Jobs {
         job.state = to;
         job.reason = Some(reason);
         if stop.is_some() {
-            job.stop = stop;
+            job.attempt.stop = stop;
         }
-        if to == JobState::Running && job.started_at.is_none() {
-            job.started_at = Some(now);
+        if to == JobState::Running && job.attempt.started_at.is_none() {
+            job.attempt.started_at = Some(now);
         }
         if to.is_terminal() || to == JobState::Pending {
-            let bindings = std::mem::take(&mut job.bindings);
+            let bindings = std::mem::take(&mut job.attempt.bindings);
             if to == JobState::Pending {
-                job.attempt += 1;
-                job.ends.clear();
-                job.unstarted.clear();
-                job.started_at = None;
-                job.pending_reason = None;
-                job.blocked_passes = 0;
-                job.stop = None;
-                job.placed_at = None;
-                job.expected_start = None;
+                job.requeue();
             }
             if from.holds_resources() {
                 st.release(&bindings);
@@ -198,8 +201,8 @@ impl Jobs {
     pub fn stop_commands(&self, st: &State, job_id: JobId, reason: &str) -> Vec<(String, ManagerMessage)> {
         let Some(job) = st.jobs.get(&job_id) else { return Vec::new() };
         let mut out = Vec::new();
-        for (i, b) in job.bindings.iter().enumerate() {
-            if job.ends.get(i).is_some_and(|e| e.is_none()) {
+        for (i, b) in job.attempt.bindings.iter().enumerate() {
+            if job.attempt.ends.get(i).is_some_and(|e| e.is_none()) {
                 let msg = ManagerMessage::StopKernel {
                     cmd_id: self.next_cmd_id(),
                     key: job.key(i as u32),
@@ -222,7 +225,7 @@ impl Jobs {
         let mut stops = self.stop_commands(st, job_id, &reason);
         stops.retain(|(n, _)| n != node);
         let mv = if job.state == JobState::Terminating {
-            Move::stopped(job.stop.as_ref(), &reason)
+            Move::stopped(job.attempt.stop.as_ref(), &reason)
         } else if job.spec.requeue {
             Move::to(JobState::Pending, format!("requeued: {reason}"))
         } else {
@@ -246,10 +249,10 @@ impl Jobs {
     /// A kernel reported `Started` on `node`.
     pub async fn kernel_started(&self, st: &mut State, node: &str, key: KernelKey) -> bool {
         let Some(job) = st.jobs.get_mut(&key.job_id) else { return false };
-        if job.attempt != key.attempt || !job.on_node(key.index, node) {
+        if job.attempt.number != key.attempt || !job.on_node(key.index, node) {
             return false;
         }
-        job.unstarted.remove(&key.index);
+        job.attempt.unstarted.remove(&key.index);
         if matches!(job.state, JobState::Scheduled | JobState::Preparing) {
             let mv = Move::to(JobState::Running, format!("started on {node}"));
             if let Err(e) = self.transition(st, key.job_id, mv, vec![]).await {
@@ -273,9 +276,9 @@ impl Jobs {
         message: &str,
     ) {
         let wanted = st.jobs.get(&key.job_id).is_some_and(|j| {
-            j.attempt == key.attempt
+            j.attempt.number == key.attempt
                 && j.on_node(key.index, node)
-                && j.ends.get(key.index as usize).is_some_and(|e| e.is_none())
+                && j.attempt.ends.get(key.index as usize).is_some_and(|e| e.is_none())
         });
         if !wanted {
             st.send(node, ManagerMessage::Forget { key });
@@ -291,8 +294,8 @@ impl Jobs {
             return;
         }
         let job = st.jobs.get_mut(&key.job_id).expect("checked above");
-        job.ends[key.index as usize] = Some(KernelEnd { outcome: Some(outcome), exit_code });
-        let all_done = job.ends.iter().all(|e| e.is_some());
+        job.attempt.ends[key.index as usize] = Some(KernelEnd { outcome: Some(outcome), exit_code });
+        let all_done = job.attempt.ends.iter().all(|e| e.is_some());
         let kernel_exit = Change::KernelExit { job_id: key.job_id, attempt: key.attempt, index: key.index, exit_code };
         if outcome == KernelOutcome::Succeeded && !all_done && key.index != 0 {
             // A sub kernel of a multi-node job is done; the job goes on until `main` ends
@@ -303,8 +306,8 @@ impl Jobs {
             st.send(node, ManagerMessage::Forget { key });
             return;
         }
-        let main_exit = job.ends[0].and_then(|e| e.exit_code).or(exit_code);
-        let stopping = job.stop.as_ref().filter(|_| job.state == JobState::Terminating);
+        let main_exit = job.attempt.ends[0].and_then(|e| e.exit_code).or(exit_code);
+        let stopping = job.attempt.stop.as_ref().filter(|_| job.state == JobState::Terminating);
         let preempted = stopping.filter(|s| matches!(s, StopCause::Preempted { .. }));
         let mv = match outcome {
             // A preempted job's kernel stopped (or failed while stopping): requeue or cancel it.
@@ -333,10 +336,11 @@ impl Jobs {
         .with_exit_code(main_exit);
         let reason = mv.reason.clone();
         let finished: Vec<(String, KernelKey)> = job
+            .attempt
             .bindings
             .iter()
             .enumerate()
-            .filter(|(i, _)| job.ends[*i].is_some())
+            .filter(|(i, _)| job.attempt.ends[*i].is_some())
             .map(|(i, b)| (b.node.clone(), job.key(i as u32)))
             .collect();
         // Other kernels of a multi-node job that failed, or whose main ended, are stopped;
@@ -353,7 +357,7 @@ impl Jobs {
                 tracing::warn!(job = key.job_id, "cannot record kernel end: {e}");
                 // Not recorded: try again later (and let a repeated report do so too).
                 if let Some(j) = st.jobs.get_mut(&key.job_id) {
-                    j.ends[key.index as usize] = None;
+                    j.attempt.ends[key.index as usize] = None;
                 }
                 if worth_retrying(&e) {
                     let message = message.to_string();

@@ -117,15 +117,15 @@ impl Manager {
         for row in self.store.unfinished_jobs().await? {
             let mut job = self.jobs.restore(row);
             // Usage was counted up to the last flush; kernels ran on while the manager was down.
-            let base = job.started_at.map(|t| t.as_millisecond()).unwrap_or(now_ms);
-            job.accounted_ms = flushed_ms.map_or(base, |f| f.max(base));
+            let base = job.attempt.started_at.map(|t| t.as_millisecond()).unwrap_or(now_ms);
+            job.attempt.accounted_ms = flushed_ms.map_or(base, |f| f.max(base));
             if job.state.holds_resources() {
                 let kernels = self.store.kernels(job.id).await?;
-                for k in kernels.into_iter().filter(|k| k.attempt == job.attempt) {
-                    job.ends.push(k.exit_code.map(|c| KernelEnd { outcome: None, exit_code: Some(c) }));
-                    job.bindings.push(k.binding);
+                for k in kernels.into_iter().filter(|k| k.attempt == job.attempt.number) {
+                    job.attempt.ends.push(k.exit_code.map(|c| KernelEnd { outcome: None, exit_code: Some(c) }));
+                    job.attempt.bindings.push(k.binding);
                 }
-                let bindings = job.bindings.clone();
+                let bindings = job.attempt.bindings.clone();
                 st.allocate(job.id, &bindings);
             }
             st.jobs.insert(job.id, job);

@@ -57,15 +57,15 @@ impl QuotaTable {
             .filter(|j| j.state.holds_resources())
             .map(|j| berth_sched::HeldJob {
                 id: j.id,
-                user: j.user.clone(),
+                user: j.owner.name.clone(),
                 project: j.account().into_owned(),
                 usage: QuotaUse::of(&j.spec.resources, j.spec.kernel_count()),
-                started_at: j.started_at.map_or(i64::MAX, |t| t.as_millisecond()),
+                started_at: j.attempt.started_at.map_or(i64::MAX, |t| t.as_millisecond()),
             })
             .collect();
         for id in berth_sched::borrowed_by_start_order(&limits, &held) {
             if let Some(j) = st.jobs.get_mut(&id) {
-                j.borrowed = true;
+                j.attempt.borrowed = true;
             }
         }
     }

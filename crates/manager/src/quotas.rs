@@ -111,7 +111,7 @@ impl QuotaService {
                 .values()
                 .filter(|j| j.state == JobState::Pending)
                 .filter(|j| match kind {
-                    QuotaKind::User => j.user == name,
+                    QuotaKind::User => j.owner.name == name,
                     QuotaKind::Project => j.project() == Some(name),
                 })
                 .count() as u32;
@@ -137,8 +137,8 @@ impl QuotaService {
         let mut q = table.limits();
         for j in st.jobs.values().filter(|j| j.state.holds_resources()) {
             let add = QuotaUse::of(&j.spec.resources, j.spec.kernel_count());
-            if table.users.contains_key(&j.user) {
-                q.used_by_user.entry(j.user.clone()).or_default().add(&add);
+            if table.users.contains_key(&j.owner.name) {
+                q.used_by_user.entry(j.owner.name.clone()).or_default().add(&add);
             }
             if let Some(p) = j.project().filter(|p| table.projects.contains_key(*p)) {
                 q.used_by_project.entry(p.to_string()).or_default().add(&add);
@@ -161,7 +161,7 @@ impl QuotaService {
                     continue;
                 }
                 let of = |j: &&Job| match kind {
-                    QuotaKind::User => j.user == *name,
+                    QuotaKind::User => j.owner.name == *name,
                     QuotaKind::Project => j.project() == Some(name),
                 };
                 let mut used = QuotaUse::default();

@@ -16,7 +16,6 @@ use jiff::Timestamp;
 
 use crate::lifecycle::Move;
 use crate::manager::Manager;
-use crate::pass_target::scheduled_reason;
 use crate::state::{Job, State};
 
 /// How often the usage of running jobs is added to their users' and projects' fair-share
@@ -56,7 +55,13 @@ pub async fn account_running(m: &Manager) {
         .jobs
         .values()
         .filter(|j| j.state.holds_resources())
-        .map(|j| (j.user.as_str(), j.account(), j.usage_rate() * (now_ms - j.accounted_ms).max(0) as f64 / 1000.0))
+        .map(|j| {
+            (
+                j.owner.name.as_str(),
+                j.account(),
+                j.usage_rate() * (now_ms - j.attempt.accounted_ms).max(0) as f64 / 1000.0,
+            )
+        })
         .collect();
     let items: Vec<(&str, &str, f64)> = accounts.iter().map(|(u, a, x)| (*u, a.as_ref(), *x)).collect();
     let rows = st.usage.charge(&items, now_ms, m.fair_share.half_life_ms);
@@ -75,7 +80,7 @@ pub async fn account_running(m: &Manager) {
     }
     st.usage.set(&rows);
     for j in st.jobs.values_mut().filter(|j| j.state.holds_resources()) {
-        j.accounted_ms = now_ms;
+        j.attempt.accounted_ms = now_ms;
     }
 }
 
@@ -95,8 +100,8 @@ pub async fn pass(m: &Manager) -> usize {
             request: j.spec.resources,
             nodes: j.spec.nodes,
             numa: j.spec.numa,
-            blocked_passes: j.blocked_passes,
-            user: j.user.clone(),
+            blocked_passes: j.waiting.blocked_passes,
+            user: j.owner.name.clone(),
             project: j.account().into_owned(),
             submitted_at: j.submitted_at.as_millisecond(),
             time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
@@ -180,27 +185,19 @@ pub async fn pass(m: &Manager) -> usize {
 fn batch(st: &State, out: &PassOutput, now: Timestamp) -> Vec<Change> {
     let mut changes = Vec::with_capacity(out.starts.len() * 2);
     for s in out.starts.iter().filter(|s| st.is_pending(s.job)) {
-        changes.push(Change::Transition {
-            job_id: s.job,
-            from: JobState::Pending,
-            to: JobState::Scheduled,
-            at: now,
-            reason: scheduled_reason(&s.bindings),
-            exit_code: None,
-            end: None,
-        });
-        let attempt = st.jobs[&s.job].attempt;
+        changes.extend(Move::scheduled(&s.bindings).record(s.job, JobState::Pending, now));
+        let attempt = st.jobs[&s.job].attempt.number;
         changes.push(Change::SetKernels { job_id: s.job, attempt, bindings: s.bindings.clone() });
     }
     for w in &out.waiting {
         let Some(job) = st.jobs.get(&w.job) else { continue };
-        if needs_persisting(job.pending_reason.as_ref(), &w.reason) {
+        if needs_persisting(job.waiting.reason.as_ref(), &w.reason) {
             changes.push(Change::PendingReason { job_id: w.job, reason: Some(w.reason.clone()) });
         }
     }
     for (id, _, reason) in out.untried_jobs() {
         let Some(job) = st.jobs.get(&id) else { continue };
-        if needs_persisting(job.pending_reason.as_ref(), reason) {
+        if needs_persisting(job.waiting.reason.as_ref(), reason) {
             changes.push(Change::PendingReason { job_id: id, reason: Some(reason.clone()) });
         }
     }
@@ -214,13 +211,13 @@ fn running_job(j: &Job, now_ms: i64) -> RunningJob {
         id: j.id,
         queue: j.queue.clone(),
         priority: j.spec.priority,
-        user: j.user.clone(),
+        user: j.owner.name.clone(),
         project: j.account().into_owned(),
-        bindings: j.bindings.clone(),
-        started_at: j.started_at.or(j.placed_at).map(|t| t.as_millisecond()).unwrap_or(now_ms),
+        bindings: j.attempt.bindings.clone(),
+        started_at: j.attempt.started_at.or(j.attempt.placed_at).map(|t| t.as_millisecond()).unwrap_or(now_ms),
         time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
-        preemptible: j.spec.preemptible && j.state != JobState::Terminating && j.stop.is_none(),
-        borrowed: j.borrowed && j.state != JobState::Terminating && j.stop.is_none(),
+        preemptible: j.spec.preemptible && j.state != JobState::Terminating && j.attempt.stop.is_none(),
+        borrowed: j.attempt.borrowed && j.state != JobState::Terminating && j.attempt.stop.is_none(),
     }
 }
 
@@ -261,8 +258,8 @@ fn needs_persisting(old: Option<&PendingReason>, new: &PendingReason) -> bool {
 /// Sends `StartKernel` for every kernel of `job` that has not ended (a no-op for nodes whose
 /// agent is away: reconcile re-sends on reconnect).
 pub fn send_start(m: &Manager, st: &State, job: &Job) {
-    for i in 0..job.bindings.len() {
-        if job.ends.get(i).is_some_and(|e| e.is_some()) {
+    for i in 0..job.attempt.bindings.len() {
+        if job.attempt.ends.get(i).is_some_and(|e| e.is_some()) {
             continue;
         }
         send_start_one(m, st, job, i as u32);
@@ -271,7 +268,7 @@ pub fn send_start(m: &Manager, st: &State, job: &Job) {
 
 /// Sends `StartKernel` for kernel `index` of `job`.
 pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
-    let Some(b) = job.bindings.get(index as usize) else { return };
+    let Some(b) = job.attempt.bindings.get(index as usize) else { return };
     let mut env = crate::cluster_env::kernel_env(st, job, index);
     if let Some(c) = m.cache.get()
         && let Some(url) = m.cache_members.url_for(st, &b.node, job.id).or_else(|| c.url.clone())
@@ -284,7 +281,7 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
         spec: job.full_spec(),
         binding: b.clone(),
         env,
-        submitter: job.submitter,
+        submitter: job.owner.submitter,
     };
     st.send(&b.node, msg);
 }

@@ -5,254 +5,23 @@
 //! write succeeded, under the one `tokio::sync::Mutex<State>` of the jobs service (`Jobs::lock`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::time::Instant;
 
-use berth_model::api::{GpuView, JobView, NodeState, NodeView};
-use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
-use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, StopCause, Topology, UnixId};
+use berth_model::api::{GpuView, NodeState, NodeView};
+use berth_model::protocol::ManagerMessage;
+use berth_model::{Binding, JobId, Topology};
 use berth_sched::{Charged, Millis, NodeLedger, UsageBook, UsageKind};
-use berth_store::{JobRow, UsageRow};
+use berth_store::UsageRow;
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
 
 mod batch;
+mod job;
 pub use batch::Batch;
-
-/// Who a job belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    pub user_id: i64,
-    pub name: String,
-    /// The Unix user who submitted it, when the manager's host vouched for it.
-    pub submitter: Option<UnixId>,
-}
-
-/// How a kernel ended, as far as the manager has recorded it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KernelEnd {
-    pub outcome: Option<KernelOutcome>,
-    pub exit_code: Option<i32>,
-}
-
-/// An unfinished job.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub id: JobId,
-    pub user_id: i64,
-    pub user: String,
-    /// The Unix user who submitted the job on the manager's host, when its kernel vouched
-    /// for it (a submit over the unix socket): agents run the kernels as it by default.
-    pub submitter: Option<UnixId>,
-    /// The spec without its exported environment (that is `exported`).
-    pub spec: Arc<JobSpec>,
-    /// The exported environment, shared with other jobs that have the same (`env_intern`).
-    pub exported: Arc<crate::env_intern::Env>,
-    pub queue: String,
-    pub state: JobState,
-    pub attempt: u32,
-    pub submitted_at: Timestamp,
-    pub started_at: Option<Timestamp>,
-    pub reason: Option<String>,
-    pub pending_reason: Option<PendingReason>,
-    pub position: Option<u32>,
-    pub blocked_passes: u32,
-    /// Bindings of the current attempt (empty while pending).
-    pub bindings: Vec<Binding>,
-    /// Per kernel of the current attempt: its end once reported.
-    pub ends: Vec<Option<KernelEnd>>,
-    /// Kernels of the current attempt placed but not yet reported `Started`: an agent that
-    /// reconnects without one of them gets its start again (it may have died before the
-    /// kernel ran) instead of the job failing with `kernel lost`. Memory only: after a
-    /// manager restart a RUNNING job's kernels count as started.
-    pub unstarted: std::collections::BTreeSet<u32>,
-    /// Who asked the current attempt to stop (kept from TERMINATING on; stored).
-    pub stop: Option<StopCause>,
-    /// When the current attempt was placed (SCHEDULED).
-    pub placed_at: Option<Timestamp>,
-    /// While the job holds resources: its usage is counted up to this time (ms).
-    pub accounted_ms: Millis,
-    /// When a pending job is expected to start (the scheduler's reservation).
-    pub expected_start: Option<Timestamp>,
-    /// The current attempt started beyond its quota (borrowing): preempted first. Kept in
-    /// memory only; a restart recomputes it from the start order (`QuotaTable::restore_borrowed`).
-    pub borrowed: bool,
-}
-
-/// How much one GPU counts against one CPU core in fair-share usage.
-pub const GPU_WEIGHT: f64 = 10.0;
+pub use job::{Job, KernelEnd, Owner, personal_account, queued, row_view, scheduled_reason};
 
 /// Kind of the usage row that records when running jobs' usage was last added.
 pub const CLOCK: &str = "clock";
-
-impl Job {
-    /// A job just stored by a submit: PENDING, first attempt, nothing placed. `envs` keeps
-    /// one copy of each exported environment.
-    pub fn submitted(
-        id: JobId,
-        owner: Owner,
-        mut spec: JobSpec,
-        queue: String,
-        now: Timestamp,
-        envs: &crate::env_intern::EnvInterner,
-    ) -> Job {
-        let exported = envs.intern(std::mem::take(&mut spec.submit_env));
-        Job {
-            exported,
-            id,
-            user_id: owner.user_id,
-            user: owner.name,
-            submitter: owner.submitter,
-            spec: Arc::new(spec),
-            queue,
-            state: JobState::Pending,
-            attempt: 0,
-            submitted_at: now,
-            started_at: None,
-            reason: Some("submitted".into()),
-            pending_reason: None,
-            position: None,
-            blocked_passes: 0,
-            bindings: Vec::new(),
-            ends: Vec::new(),
-            unstarted: Default::default(),
-            stop: None,
-            placed_at: None,
-            accounted_ms: 0,
-            expected_start: None,
-            borrowed: false,
-        }
-    }
-
-    pub fn from_row(mut r: JobRow, envs: &crate::env_intern::EnvInterner) -> Job {
-        let exported = envs.intern(std::mem::take(&mut r.spec.submit_env));
-        Job {
-            exported,
-            id: r.id,
-            user_id: r.user_id,
-            user: r.user,
-            submitter: r.submitter,
-            queue: r.queue,
-            state: r.state,
-            attempt: r.attempt,
-            submitted_at: r.submitted_at,
-            started_at: r.started_at,
-            pending_reason: r.pending_reason,
-            position: None,
-            blocked_passes: 0,
-            bindings: Vec::new(),
-            ends: Vec::new(),
-            unstarted: Default::default(),
-            stop: r.stop,
-            reason: r.reason,
-            spec: Arc::new(r.spec),
-            placed_at: None,
-            accounted_ms: 0,
-            expected_start: None,
-            borrowed: false,
-        }
-    }
-
-    /// Fair-share usage per second while the job holds resources, in billing units: one CPU
-    /// core counts 1, one GPU [`GPU_WEIGHT`], per kernel (what it asked for, not what it used).
-    pub fn usage_rate(&self) -> f64 {
-        let r = &self.spec.resources;
-        self.spec.kernel_count() as f64 * (r.cpu_milli as f64 / 1000.0 + GPU_WEIGHT * r.gpu_milli as f64 / 1000.0)
-    }
-
-    /// The job's project (`--project`), if it has one.
-    pub fn project(&self) -> Option<&str> {
-        self.spec.project.as_deref()
-    }
-
-    /// The account fair share and the scheduler's per-project books charge the job to: its
-    /// project, else its user's own account, spelt [`personal_account`] so that it can never
-    /// be taken for a project (user `vision`'s jobs once counted as project `vision`'s).
-    pub fn account(&self) -> std::borrow::Cow<'_, str> {
-        match self.project() {
-            Some(p) => p.into(),
-            None => personal_account(&self.user).into(),
-        }
-    }
-
-    /// The whole spec, exported environment included (for the agent).
-    pub fn full_spec(&self) -> JobSpec {
-        let mut spec = (*self.spec).clone();
-        spec.submit_env = (*self.exported).clone();
-        spec
-    }
-
-    pub fn key(&self, index: u32) -> KernelKey {
-        KernelKey { job_id: self.id, attempt: self.attempt, index }
-    }
-
-    /// Whether kernel `index` of this attempt runs on `node`.
-    pub fn on_node(&self, index: u32, node: &str) -> bool {
-        self.bindings.get(index as usize).is_some_and(|b| b.node == node)
-    }
-
-    pub fn view(&self) -> JobView {
-        let mut nodes: Vec<String> = self.bindings.iter().map(|b| b.node.clone()).collect();
-        nodes.dedup();
-        JobView {
-            id: self.id,
-            name: self.spec.name.clone(),
-            user: self.user.clone(),
-            state: self.state,
-            queue: self.queue.clone(),
-            priority: self.spec.priority,
-            position: if self.state == JobState::Pending { self.position } else { None },
-            pending_reason: if self.state == JobState::Pending {
-                Some(self.pending_reason.clone().unwrap_or_else(queued))
-            } else {
-                None
-            },
-            nodes,
-            cpu_milli: self.spec.resources.cpu_milli,
-            mem_bytes: self.spec.resources.mem_bytes,
-            gpu_milli: self.spec.resources.gpu_milli,
-            submitted_at: self.submitted_at,
-            started_at: self.started_at,
-            ended_at: None,
-            exit_code: None,
-            reason: self.reason.clone(),
-            expected_start: if self.state == JobState::Pending { self.expected_start } else { None },
-            stop: self.stop.clone(),
-            end_cause: None,
-        }
-    }
-}
-
-/// The reason of a job no pass has looked at yet.
-pub fn queued() -> PendingReason {
-    PendingReason::new(PendingKind::Queued, "queued: waiting for the next scheduling pass")
-}
-
-/// A job as stored (finished, or not in memory), for lists and details.
-pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
-    JobView {
-        id: r.id,
-        name: r.spec.name.clone(),
-        user: r.user.clone(),
-        state: r.state,
-        queue: r.queue.clone(),
-        priority: r.priority,
-        position: None,
-        pending_reason: if r.state == JobState::Pending { r.pending_reason.clone() } else { None },
-        nodes,
-        cpu_milli: r.spec.resources.cpu_milli,
-        mem_bytes: r.spec.resources.mem_bytes,
-        gpu_milli: r.spec.resources.gpu_milli,
-        submitted_at: r.submitted_at,
-        started_at: r.started_at,
-        ended_at: r.ended_at,
-        exit_code: r.exit_code,
-        reason: r.reason.clone(),
-        expected_start: None,
-        stop: r.stop.clone(),
-        end_cause: r.end_cause,
-    }
-}
 
 /// A live agent connection: messages pushed here are written to its WebSocket.
 #[derive(Debug, Clone)]
@@ -341,12 +110,6 @@ pub struct State {
     pub batch: Option<Batch>,
 }
 
-/// The account of `user`'s jobs without a project: `user:NAME`, a name no project can have
-/// (project names are letters, digits, `-`, `_` and `.`).
-pub fn personal_account(user: &str) -> String {
-    format!("user:{user}")
-}
-
 impl State {
     /// Sends commands collected before a state change, now that it is stored.
     pub fn send_all(&self, msgs: Vec<(String, ManagerMessage)>) {
@@ -389,7 +152,7 @@ impl State {
     pub fn jobs_on(&self, node: &str) -> Vec<JobId> {
         self.jobs
             .values()
-            .filter(|j| j.state.holds_resources() && j.bindings.iter().any(|b| b.node == node))
+            .filter(|j| j.state.holds_resources() && j.attempt.bindings.iter().any(|b| b.node == node))
             .map(|j| j.id)
             .collect()
     }

@@ -89,7 +89,7 @@ pub async fn list(
             .jobs
             .values()
             .rev()
-            .filter(|j| can_see(&user, j.user_id, &j.spec) && state.is_none_or(|s| s == j.state))
+            .filter(|j| can_see(&user, j.owner.user_id, &j.spec) && state.is_none_or(|s| s == j.state))
             .take(limit)
             .map(Job::view)
             .collect();
@@ -217,9 +217,9 @@ pub async fn show(
     if let Some(j) = m.jobs.lock().await.jobs.get(&id)
         && j.state == JobState::Pending
     {
-        job.position = j.position;
-        job.pending_reason = Some(crate::scheduler::reason_or_queued(j.pending_reason.as_ref()));
-        job.expected_start = j.expected_start;
+        job.position = j.waiting.position;
+        job.pending_reason = Some(crate::scheduler::reason_or_queued(j.waiting.reason.as_ref()));
+        job.expected_start = j.waiting.expected_start;
     }
     let mut spec = row.spec;
     if row.user_id != user.id && !user.is_admin() {
@@ -251,11 +251,11 @@ pub async fn cancel(
         }
         return Err(ApiError::conflict(format!("job {id} is being submitted; try again")));
     };
-    if !can_see(&user, job.user_id, &job.spec) {
+    if !can_see(&user, job.owner.user_id, &job.spec) {
         return Err(no_such_job(id));
     }
-    if !user.is_admin() && job.user_id != user.id {
-        return Err(not_yours(id, &job.user));
+    if !user.is_admin() && job.owner.user_id != user.id {
+        return Err(not_yours(id, &job.owner.name));
     }
     let state = match m.jobs.cancel(&mut st, id, &user.name).await? {
         Cancelled::Now => JobState::Cancelled,

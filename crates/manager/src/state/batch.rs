@@ -171,7 +171,7 @@ mod tests {
         };
         st.allocate(1, std::slice::from_ref(&b));
         job.state = JobState::Running;
-        job.bindings = vec![b.clone()];
+        job.attempt.bindings = vec![b.clone()];
         st.jobs.insert(1, job);
         st.usage.users.insert("alice".into(), (5.0, 10));
         (st, b)
@@ -193,7 +193,7 @@ mod tests {
         ];
         st.touch_usage(&rows);
         st.usage.set(&rows);
-        let bindings = std::mem::take(&mut st.jobs.get_mut(&1).unwrap().bindings);
+        let bindings = std::mem::take(&mut st.jobs.get_mut(&1).unwrap().attempt.bindings);
         st.release(&bindings);
         st.batch.as_mut().unwrap().released(1, &bindings);
         st.jobs.remove(&1);
@@ -205,7 +205,7 @@ mod tests {
         st.undo_batch();
         assert!(st.batch.is_none());
         assert_eq!(st.jobs[&1].state, JobState::Running, "the first touch is what comes back");
-        assert_eq!(st.jobs[&1].bindings, vec![b]);
+        assert_eq!(st.jobs[&1].attempt.bindings, vec![b]);
         assert_eq!(st.usage.users.get("alice"), Some(&(5.0, 10)));
         assert_eq!(st.usage.users.get("bob"), None);
         assert_eq!(st.ledgers[0].cpus_used(), 2);

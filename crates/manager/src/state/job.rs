@@ -1,0 +1,337 @@
+//! An unfinished job as the manager keeps it: who owns it, what it asked for, its state, its
+//! current attempt and, while pending, what the scheduler said about it. Made by two
+//! constructors (a submit, a row read back after a restart); an attempt starts over only
+//! through [`Attempt::next`], so a requeue cannot forget a field.
+
+use std::sync::Arc;
+
+use berth_model::api::JobView;
+use berth_model::protocol::{KernelKey, KernelOutcome};
+use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, StopCause, UnixId};
+use berth_sched::Millis;
+use berth_store::JobRow;
+use jiff::Timestamp;
+
+use crate::env_intern::{Env, EnvInterner};
+
+/// How much one GPU counts against one CPU core in fair-share usage.
+pub const GPU_WEIGHT: f64 = 10.0;
+
+/// Who a job belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub user_id: i64,
+    pub name: String,
+    /// The Unix user who submitted it on the manager's host, when its kernel vouched for it
+    /// (a submit over the unix socket): agents run the kernels as it by default.
+    pub submitter: Option<UnixId>,
+}
+
+/// How a kernel ended, as far as the manager has recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelEnd {
+    pub outcome: Option<KernelOutcome>,
+    pub exit_code: Option<i32>,
+}
+
+/// One run of a job: placed, started, stopped. A requeue begins the next one.
+#[derive(Debug, Clone, Default)]
+pub struct Attempt {
+    /// 0 for the first; kernels and their reports carry it, so a report of an earlier
+    /// attempt is never taken for the current one.
+    pub number: u32,
+    /// Where its kernels run (empty while pending).
+    pub bindings: Vec<Binding>,
+    /// Per kernel: its end once reported.
+    pub ends: Vec<Option<KernelEnd>>,
+    /// Kernels placed but not yet reported `Started`: an agent that reconnects without one
+    /// of them gets its start again (it may have died before the kernel ran) instead of the
+    /// job failing with `kernel lost`. Memory only: after a manager restart a RUNNING job's
+    /// kernels count as started.
+    pub unstarted: std::collections::BTreeSet<u32>,
+    /// Who asked it to stop (kept from TERMINATING on; stored).
+    pub stop: Option<StopCause>,
+    /// When it was placed (SCHEDULED).
+    pub placed_at: Option<Timestamp>,
+    /// When its first kernel started (RUNNING).
+    pub started_at: Option<Timestamp>,
+    /// While it holds resources: its usage is counted up to this time (ms).
+    pub accounted_ms: Millis,
+    /// It started beyond its quota (borrowing): preempted first. Memory only; a restart
+    /// recomputes it from the start order (`QuotaTable::restore_borrowed`).
+    pub borrowed: bool,
+}
+
+impl Attempt {
+    /// The attempt after this one: nothing placed, nothing ended, nobody asked it to stop.
+    pub fn next(&self) -> Attempt {
+        Attempt { number: self.number + 1, ..Attempt::default() }
+    }
+}
+
+/// What the scheduler said about a pending job (reset at each requeue).
+#[derive(Debug, Clone, Default)]
+pub struct Waiting {
+    /// Why it waits (`None`: no pass has looked at it yet).
+    pub reason: Option<PendingReason>,
+    /// Its place in its queue.
+    pub position: Option<u32>,
+    /// Passes in a row in which it could not start (the skip-after policy's count).
+    pub blocked_passes: u32,
+    /// When it is expected to start (the scheduler's reservation).
+    pub expected_start: Option<Timestamp>,
+}
+
+/// An unfinished job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: JobId,
+    pub owner: Owner,
+    /// The spec without its exported environment (that is `exported`).
+    pub spec: Arc<JobSpec>,
+    /// The exported environment, shared with other jobs that have the same (`env_intern`).
+    pub exported: Arc<Env>,
+    pub queue: String,
+    pub state: JobState,
+    pub submitted_at: Timestamp,
+    /// Why it is in its state, for people (`berth ps`); nothing reads it back.
+    pub reason: Option<String>,
+    pub attempt: Attempt,
+    pub waiting: Waiting,
+}
+
+impl Job {
+    /// A job just stored by a submit: PENDING, first attempt, nothing placed. `envs` keeps
+    /// one copy of each exported environment.
+    pub fn submitted(
+        id: JobId,
+        owner: Owner,
+        mut spec: JobSpec,
+        queue: String,
+        now: Timestamp,
+        envs: &EnvInterner,
+    ) -> Job {
+        let exported = envs.intern(std::mem::take(&mut spec.submit_env));
+        Job {
+            id,
+            owner,
+            spec: Arc::new(spec),
+            exported,
+            queue,
+            state: JobState::Pending,
+            submitted_at: now,
+            reason: Some("submitted".into()),
+            attempt: Attempt::default(),
+            waiting: Waiting::default(),
+        }
+    }
+
+    /// A job read back from the store (after a restart): its kernels' bindings and ends are
+    /// the caller's to add for a job that holds resources.
+    pub fn from_row(mut r: JobRow, envs: &EnvInterner) -> Job {
+        let exported = envs.intern(std::mem::take(&mut r.spec.submit_env));
+        Job {
+            id: r.id,
+            owner: Owner { user_id: r.user_id, name: r.user, submitter: r.submitter },
+            spec: Arc::new(r.spec),
+            exported,
+            queue: r.queue,
+            state: r.state,
+            submitted_at: r.submitted_at,
+            reason: r.reason,
+            attempt: Attempt { number: r.attempt, stop: r.stop, started_at: r.started_at, ..Attempt::default() },
+            waiting: Waiting { reason: r.pending_reason, ..Waiting::default() },
+        }
+    }
+
+    /// A pass placed this pending job, and its move to SCHEDULED is stored: the attempt takes
+    /// the bindings (kernels not started yet, nothing ended), and what the job waited for is
+    /// over. `borrowed`: it starts beyond its quota. `now`: when, in ms.
+    pub fn place(&mut self, bindings: Vec<Binding>, borrowed: bool, now: Millis) {
+        let kernels = bindings.len();
+        self.state = JobState::Scheduled;
+        self.reason = Some(scheduled_reason(&bindings));
+        self.waiting = Waiting::default();
+        self.attempt = Attempt {
+            number: self.attempt.number,
+            ends: vec![None; kernels],
+            unstarted: (0..kernels as u32).collect(),
+            placed_at: Timestamp::from_millisecond(now).ok(),
+            accounted_ms: now,
+            borrowed,
+            bindings,
+            ..Attempt::default()
+        };
+    }
+
+    /// Begins the next attempt (a requeue): pending again, nothing placed or said.
+    pub fn requeue(&mut self) {
+        self.attempt = self.attempt.next();
+        self.waiting = Waiting::default();
+    }
+
+    /// Fair-share usage per second while the job holds resources, in billing units: one CPU
+    /// core counts 1, one GPU [`GPU_WEIGHT`], per kernel (what it asked for, not what it used).
+    pub fn usage_rate(&self) -> f64 {
+        let r = &self.spec.resources;
+        self.spec.kernel_count() as f64 * (r.cpu_milli as f64 / 1000.0 + GPU_WEIGHT * r.gpu_milli as f64 / 1000.0)
+    }
+
+    /// The job's project (`--project`), if it has one.
+    pub fn project(&self) -> Option<&str> {
+        self.spec.project.as_deref()
+    }
+
+    /// The account fair share and the scheduler's per-project books charge the job to: its
+    /// project, else its user's own account, spelt [`personal_account`] so that it can never
+    /// be taken for a project (user `vision`'s jobs once counted as project `vision`'s).
+    pub fn account(&self) -> std::borrow::Cow<'_, str> {
+        match self.project() {
+            Some(p) => p.into(),
+            None => personal_account(&self.owner.name).into(),
+        }
+    }
+
+    /// The whole spec, exported environment included (for the agent).
+    pub fn full_spec(&self) -> JobSpec {
+        let mut spec = (*self.spec).clone();
+        spec.submit_env = (*self.exported).clone();
+        spec
+    }
+
+    pub fn key(&self, index: u32) -> KernelKey {
+        KernelKey { job_id: self.id, attempt: self.attempt.number, index }
+    }
+
+    /// Whether kernel `index` of this attempt runs on `node`.
+    pub fn on_node(&self, index: u32, node: &str) -> bool {
+        self.attempt.bindings.get(index as usize).is_some_and(|b| b.node == node)
+    }
+
+    pub fn view(&self) -> JobView {
+        let mut nodes: Vec<String> = self.attempt.bindings.iter().map(|b| b.node.clone()).collect();
+        nodes.dedup();
+        JobView {
+            id: self.id,
+            name: self.spec.name.clone(),
+            user: self.owner.name.clone(),
+            state: self.state,
+            queue: self.queue.clone(),
+            priority: self.spec.priority,
+            position: if self.state == JobState::Pending { self.waiting.position } else { None },
+            pending_reason: if self.state == JobState::Pending {
+                Some(self.waiting.reason.clone().unwrap_or_else(queued))
+            } else {
+                None
+            },
+            nodes,
+            cpu_milli: self.spec.resources.cpu_milli,
+            mem_bytes: self.spec.resources.mem_bytes,
+            gpu_milli: self.spec.resources.gpu_milli,
+            submitted_at: self.submitted_at,
+            started_at: self.attempt.started_at,
+            ended_at: None,
+            exit_code: None,
+            reason: self.reason.clone(),
+            expected_start: if self.state == JobState::Pending { self.waiting.expected_start } else { None },
+            stop: self.attempt.stop.clone(),
+            end_cause: None,
+        }
+    }
+}
+
+/// The reason of a job no pass has looked at yet.
+pub fn queued() -> PendingReason {
+    PendingReason::new(PendingKind::Queued, "queued: waiting for the next scheduling pass")
+}
+
+/// A job as stored (finished, or not in memory), for lists and details.
+pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
+    JobView {
+        id: r.id,
+        name: r.spec.name.clone(),
+        user: r.user.clone(),
+        state: r.state,
+        queue: r.queue.clone(),
+        priority: r.priority,
+        position: None,
+        pending_reason: if r.state == JobState::Pending { r.pending_reason.clone() } else { None },
+        nodes,
+        cpu_milli: r.spec.resources.cpu_milli,
+        mem_bytes: r.spec.resources.mem_bytes,
+        gpu_milli: r.spec.resources.gpu_milli,
+        submitted_at: r.submitted_at,
+        started_at: r.started_at,
+        ended_at: r.ended_at,
+        exit_code: r.exit_code,
+        reason: r.reason.clone(),
+        expected_start: None,
+        stop: r.stop.clone(),
+        end_cause: r.end_cause,
+    }
+}
+
+/// Why a placed job is SCHEDULED: where it runs.
+pub fn scheduled_reason(bindings: &[Binding]) -> String {
+    let mut nodes: Vec<&str> = bindings.iter().map(|b| b.node.as_str()).collect();
+    nodes.dedup();
+    format!("scheduled on {}", nodes.join(", "))
+}
+
+/// The account of `user`'s jobs without a project: `user:NAME`, a name no project can have
+/// (project names are letters, digits, `-`, `_` and `.`).
+pub fn personal_account(user: &str) -> String {
+    format!("user:{user}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_model::{NumaPolicy, ResourceRequest};
+
+    fn job() -> Job {
+        let owner = Owner { user_id: 1, name: "ada".into(), submitter: None };
+        let mut spec = JobSpec::command(["true"]);
+        spec.resources = ResourceRequest { cpu_milli: 1000, mem_bytes: 1 << 30, gpu_milli: 0 };
+        spec.numa = NumaPolicy::PreferLocal;
+        Job::submitted(7, owner, spec, "default".into(), Timestamp::UNIX_EPOCH, &EnvInterner::default())
+    }
+
+    fn binding(node: &str) -> Binding {
+        Binding { node: node.into(), ..Binding::default() }
+    }
+
+    #[test]
+    fn placing_takes_the_bindings_and_ends_the_wait() {
+        let mut j = job();
+        j.waiting =
+            Waiting { reason: None, position: Some(3), blocked_passes: 2, expected_start: Some(Timestamp::UNIX_EPOCH) };
+        j.place(vec![binding("n1"), binding("n2")], true, 5_000);
+        assert_eq!(j.state, JobState::Scheduled);
+        assert_eq!(j.reason.as_deref(), Some("scheduled on n1, n2"));
+        assert_eq!(j.waiting.position, None);
+        assert_eq!(j.waiting.expected_start, None);
+        assert_eq!(j.attempt.ends, vec![None, None]);
+        assert_eq!(j.attempt.unstarted.len(), 2);
+        assert_eq!(j.attempt.accounted_ms, 5_000);
+        assert!(j.attempt.borrowed);
+        assert_eq!(j.attempt.number, 0);
+    }
+
+    #[test]
+    fn a_requeue_starts_the_next_attempt_with_nothing_of_the_last() {
+        let mut j = job();
+        j.place(vec![binding("n1")], true, 5_000);
+        j.attempt.started_at = Some(Timestamp::UNIX_EPOCH);
+        j.attempt.stop = Some(StopCause::Cancelled { by: "root".into() });
+        j.attempt.ends[0] = Some(KernelEnd { outcome: None, exit_code: Some(1) });
+        j.waiting.blocked_passes = 4;
+        j.requeue();
+        assert_eq!(j.attempt.number, 1);
+        assert!(j.attempt.bindings.is_empty() && j.attempt.ends.is_empty() && j.attempt.unstarted.is_empty());
+        assert!(j.attempt.stop.is_none() && j.attempt.started_at.is_none() && j.attempt.placed_at.is_none());
+        assert!(!j.attempt.borrowed);
+        assert_eq!(j.waiting.blocked_passes, 0);
+        assert_eq!(j.key(0), KernelKey { job_id: 7, attempt: 1, index: 0 });
+    }
+}
