@@ -6,7 +6,10 @@ use std::sync::{Arc, RwLock};
 use berth_sched::QueueConfig;
 use berth_store::{QueueRow, Store};
 
-use crate::config::Config;
+use berth_model::api::QueueUpdate;
+
+use crate::config::{self, Config};
+use crate::error::ApiError;
 
 pub struct QueueService {
     store: Arc<dyn Store>,
@@ -31,8 +34,25 @@ impl QueueService {
         self.all().iter().map(|q| q.name.as_str()).collect::<Vec<_>>().join(", ")
     }
 
+    /// Creates queue `name` or changes its policy by `update` (keys left out keep their
+    /// value; a new queue starts from the defaults), stored first. Returns the queue and
+    /// whether it existed.
+    pub async fn update(&self, name: &str, update: &QueueUpdate) -> Result<(QueueConfig, bool), ApiError> {
+        config::check_queue_name(name).map_err(ApiError::bad_request)?;
+        let existing = self.get(name);
+        let base = config::to_policy(existing.as_ref().unwrap_or(&QueueConfig::new(name)));
+        let policy = config::apply_update(&base, update).map_err(ApiError::bad_request)?;
+        let q = config::from_policy(name, &policy).map_err(ApiError::bad_request)?;
+        // Keep the config file seed: an unchanged file entry must not undo this change on restart.
+        let seed = self.store.queues().await?.into_iter().find(|r| r.name == name).and_then(|r| r.seed);
+        let row = QueueRow { name: name.to_string(), policy, seed, updated_at: jiff::Timestamp::now() };
+        self.store.put_queue(&row).await?;
+        self.set(q.clone());
+        Ok((q, existing.is_some()))
+    }
+
     /// Replaces (or adds) one queue's policy in memory; the caller stored it first.
-    pub fn set(&self, q: QueueConfig) {
+    fn set(&self, q: QueueConfig) {
         let mut qs = self.queues.write().expect("queues lock");
         let mut v: Vec<QueueConfig> = qs.as_ref().clone();
         match v.iter_mut().find(|o| o.name == q.name) {

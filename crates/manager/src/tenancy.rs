@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use axum::http::request::Parts;
-use berth_store::Store;
+use berth_store::{ProjectRow, Store, StoreError, TokenRow};
 
 use crate::bad_tokens::BadTokenAudit;
 use crate::error::ApiError;
@@ -87,6 +87,78 @@ impl Tenancy {
     /// Drops cached tokens matching `pred`: their next use reloads (or refuses) them.
     pub fn forget_tokens(&self, pred: impl Fn(&CachedToken) -> bool) {
         self.tokens.write().expect("token cache lock").retain(|_, e| !pred(e));
+    }
+
+    /// Disables (or enables) user `name` on behalf of `admin`: their tokens stop (or start)
+    /// working at once. Audited.
+    pub async fn set_user_disabled(&self, admin: &str, name: &str, disabled: bool) -> Result<(), ApiError> {
+        if disabled && name == admin {
+            return Err(ApiError::bad_request("you cannot disable yourself: ask another admin"));
+        }
+        let u = self
+            .store
+            .set_user_disabled(name, disabled)
+            .await
+            .map_err(|e| not_found_as(e, format!("no user `{name}`")))?;
+        self.forget_tokens(|t| t.user.id == u.id);
+        self.audit(admin, if disabled { "user.disable" } else { "user.enable" }, name, "").await;
+        Ok(())
+    }
+
+    /// Creates project `name` (already validated) on behalf of `admin`. Audited.
+    pub async fn create_project(&self, admin: &str, name: &str) -> Result<ProjectRow, ApiError> {
+        let p = match self.store.create_project(name, jiff::Timestamp::now()).await {
+            Ok(p) => p,
+            Err(StoreError::Duplicate(_)) => return Err(ApiError::conflict(format!("project {name} already exists"))),
+            Err(e) => return Err(e.into()),
+        };
+        self.audit(admin, "project.create", name, "").await;
+        Ok(p)
+    }
+
+    /// Adds `user` to `project` (or removes them) on behalf of `admin`: what they may see
+    /// changes at their next request. Audited.
+    pub async fn set_member(&self, admin: &str, project: &str, user: &str, member: bool) -> Result<(), ApiError> {
+        let stored = if member {
+            self.store.add_member(project, user, jiff::Timestamp::now()).await
+        } else {
+            self.store.remove_member(project, user).await
+        };
+        stored.map_err(|e| match e {
+            StoreError::NotFound(what) => ApiError::not_found(format!("no {what}")),
+            e => e.into(),
+        })?;
+        self.forget_tokens(|t| t.user.name == user);
+        let action = if member { "project.add-member" } else { "project.remove-member" };
+        self.audit(admin, action, project, user).await;
+        Ok(())
+    }
+
+    /// A new API token for `user`: its id and the secret (shown once; only its hash is kept).
+    /// Audited.
+    pub async fn create_token(
+        &self,
+        user: &User,
+        label: &str,
+        expires_at: Option<jiff::Timestamp>,
+    ) -> Result<(String, String), ApiError> {
+        let token = new_token();
+        let hash = hash_token(&token);
+        self.store.add_token(user.id, &hash, label, jiff::Timestamp::now(), expires_at).await?;
+        let id = hash[..12].to_string();
+        self.audit(&user.name, "token.create", &id, label).await;
+        Ok((id, token))
+    }
+
+    /// Revokes token `id` of `user` (an admin: anyone's); it stops working at once. Audited.
+    pub async fn revoke_token(&self, user: &User, id: &str) -> Result<TokenRow, ApiError> {
+        let owner = if user.is_admin() { None } else { Some(user.id) };
+        let t = self.store.revoke_token(owner, id, jiff::Timestamp::now()).await.map_err(|e| {
+            not_found_as(e, format!("no token `{id}`: use an id from `berth token list` (at least 8 hex digits)"))
+        })?;
+        self.forget_tokens(|c| c.user.token_hash == t.hash);
+        self.audit(&user.name, "token.revoke", t.id(), &format!("token of {}", t.user)).await;
+        Ok(t)
     }
 
     /// Appends to the audit log; a failure is logged, never fails the request (the action
@@ -218,4 +290,11 @@ fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
     let mut f = opts.open(path).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
     f.write_all(content.as_bytes())?;
     Ok(())
+}
+
+fn not_found_as(e: StoreError, message: String) -> ApiError {
+    match e {
+        StoreError::NotFound(_) => ApiError::not_found(message),
+        e => e.into(),
+    }
 }

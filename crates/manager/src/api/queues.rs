@@ -7,7 +7,6 @@ use axum::http::StatusCode;
 use berth_model::JobState;
 use berth_model::api::{QueueUpdate, QueueView};
 use berth_sched::QueueConfig;
-use berth_store::QueueRow;
 
 use crate::auth::{Admin, Auth};
 use crate::config;
@@ -54,23 +53,13 @@ pub async fn put(
     Path(name): Path<String>,
     Json(update): Json<QueueUpdate>,
 ) -> Result<(StatusCode, axum::Json<QueueView>), ApiError> {
-    config::check_queue_name(&name).map_err(ApiError::bad_request)?;
-    let existing = m.queues.get(&name);
-    let base = config::to_policy(existing.as_ref().unwrap_or(&QueueConfig::new(name.clone())));
-    let policy = config::apply_update(&base, &update).map_err(ApiError::bad_request)?;
-    let q = config::from_policy(&name, &policy).map_err(ApiError::bad_request)?;
-    // Keep the config file seed: an unchanged file entry must not undo this change on restart.
-    let seed = m.store.queues().await?.into_iter().find(|r| r.name == name).and_then(|r| r.seed);
-    m.store.put_queue(&QueueRow { name: name.clone(), policy, seed, updated_at: jiff::Timestamp::now() }).await?;
-    m.queues.set(q.clone());
+    let (q, existed) = m.queues.update(&name, &update).await?;
     m.nodes.reassign(&m.jobs, &m.queues.all()).await;
     tracing::info!(queue = %name, "queue policy changed through the API");
     let detail = serde_json::to_string(&update).unwrap_or_default();
-    m.tenancy
-        .audit(&admin.name, if existing.is_some() { "queue.update" } else { "queue.create" }, &name, &detail)
-        .await;
+    m.tenancy.audit(&admin.name, if existed { "queue.update" } else { "queue.create" }, &name, &detail).await;
     m.jobs.wake();
     let st = m.jobs.lock().await;
-    let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
+    let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, axum::Json(view(&st, &q))))
 }

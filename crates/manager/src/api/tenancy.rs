@@ -9,12 +9,11 @@ use berth_model::api::{
     AuditQuery, AuditView, CreateProjectRequest, CreateTokenRequest, MemberRequest, ProjectView, TokenCreated,
     TokenListQuery, TokenView, UserView,
 };
-use berth_store::{StoreError, TokenRow};
+use berth_store::TokenRow;
 
 use crate::auth::{Admin, Auth};
 use crate::error::{ApiError, Json, Path, Query};
 use crate::manager::Manager;
-use crate::token::{hash_token, new_token};
 
 /// Every user with their projects (admin only).
 #[utoipa::path(get, path = "/v1/admin/users", tag = "admin",
@@ -64,13 +63,7 @@ pub async fn enable_user(
 }
 
 async fn set_disabled(m: &Manager, admin: &str, name: &str, disabled: bool) -> Result<StatusCode, ApiError> {
-    if disabled && name == admin {
-        return Err(ApiError::bad_request("you cannot disable yourself: ask another admin"));
-    }
-    let u =
-        m.store.set_user_disabled(name, disabled).await.map_err(|e| not_found_as(e, format!("no user `{name}`")))?;
-    m.tenancy.forget_tokens(|t| t.user.id == u.id);
-    m.tenancy.audit(admin, if disabled { "user.disable" } else { "user.enable" }, name, "").await;
+    m.tenancy.set_user_disabled(admin, name, disabled).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -105,12 +98,7 @@ pub async fn create_project(
             req.name
         )));
     }
-    let p = match m.store.create_project(name, jiff::Timestamp::now()).await {
-        Ok(p) => p,
-        Err(StoreError::Duplicate(_)) => return Err(ApiError::conflict(format!("project {name} already exists"))),
-        Err(e) => return Err(e.into()),
-    };
-    m.tenancy.audit(&a.name, "project.create", name, "").await;
+    let p = m.tenancy.create_project(&a.name, name).await?;
     Ok((StatusCode::CREATED, axum::Json(ProjectView { name: p.name, created_at: p.created_at, members: p.members })))
 }
 
@@ -124,12 +112,7 @@ pub async fn add_member(
     Path(project): Path<String>,
     Json(req): Json<MemberRequest>,
 ) -> Result<StatusCode, ApiError> {
-    m.store.add_member(&project, &req.user, jiff::Timestamp::now()).await.map_err(|e| match e {
-        StoreError::NotFound(what) => ApiError::not_found(format!("no {what}")),
-        e => e.into(),
-    })?;
-    m.tenancy.forget_tokens(|t| t.user.name == req.user);
-    m.tenancy.audit(&a.name, "project.add-member", &project, &req.user).await;
+    m.tenancy.set_member(&a.name, &project, &req.user, true).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -142,12 +125,7 @@ pub async fn remove_member(
     Admin(a): Admin,
     Path((project, user)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    m.store.remove_member(&project, &user).await.map_err(|e| match e {
-        StoreError::NotFound(what) => ApiError::not_found(format!("no {what}")),
-        e => e.into(),
-    })?;
-    m.tenancy.forget_tokens(|t| t.user.name == user);
-    m.tenancy.audit(&a.name, "project.remove-member", &project, &user).await;
+    m.tenancy.set_member(&a.name, &project, &user, false).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -175,11 +153,7 @@ pub async fn create_token(
             Some(now + jiff::SignedDuration::from_secs(secs))
         }
     };
-    let token = new_token();
-    let hash = hash_token(&token);
-    m.store.add_token(u.id, &hash, label, now, expires_at).await?;
-    let id = hash[..12].to_string();
-    m.tenancy.audit(&u.name, "token.create", &id, label).await;
+    let (id, token) = m.tenancy.create_token(&u, label, expires_at).await?;
     Ok((StatusCode::CREATED, axum::Json(TokenCreated { id, token, expires_at })))
 }
 
@@ -220,12 +194,7 @@ pub async fn revoke_token(
     Auth(u): Auth,
     Path(id): Path<String>,
 ) -> Result<axum::Json<TokenView>, ApiError> {
-    let owner = if u.is_admin() { None } else { Some(u.id) };
-    let t = m.store.revoke_token(owner, &id, jiff::Timestamp::now()).await.map_err(|e| {
-        not_found_as(e, format!("no token `{id}`: use an id from `berth token list` (at least 8 hex digits)"))
-    })?;
-    m.tenancy.forget_tokens(|c| c.user.token_hash == t.hash);
-    m.tenancy.audit(&u.name, "token.revoke", t.id(), &format!("token of {}", t.user)).await;
+    let t = m.tenancy.revoke_token(&u, &id).await?;
     Ok(axum::Json(token_view(&t, &u.token_hash)))
 }
 
@@ -262,11 +231,4 @@ pub async fn audit_log(
             })
             .collect(),
     ))
-}
-
-fn not_found_as(e: StoreError, message: String) -> ApiError {
-    match e {
-        StoreError::NotFound(_) => ApiError::not_found(message),
-        e => e.into(),
-    }
 }
