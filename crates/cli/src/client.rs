@@ -152,6 +152,11 @@ impl Client {
         self.json(self.request(Method::GET, "/v1/whoami")).await
     }
 
+    /// A one-time dashboard login link (`berth ui`).
+    pub async fn login_link(&self) -> anyhow::Result<berth_model::api::LoginLink> {
+        self.json(self.request(Method::POST, "/v1/ui/login-links")).await
+    }
+
     pub async fn submit(&self, req: &SubmitRequest) -> anyhow::Result<JobView> {
         self.json(self.request(Method::POST, "/v1/jobs").json(req)).await
     }
@@ -166,6 +171,14 @@ impl Client {
         }
         if let Some(l) = q.limit {
             query.push(("limit", l.to_string()));
+        }
+        for (key, value) in [("user", &q.user), ("queue", &q.queue), ("name", &q.name)] {
+            if let Some(v) = value {
+                query.push((key, v.clone()));
+            }
+        }
+        if let Some(b) = q.before {
+            query.push(("before", b.to_string()));
         }
         self.json(self.request(Method::GET, "/v1/jobs").query(&query)).await
     }

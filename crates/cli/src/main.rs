@@ -66,6 +66,8 @@ enum Command {
     Login(commands::login::LoginArgs),
     /// Create, list and revoke your API tokens
     Token(commands::token::TokenArgs),
+    /// Print a one-time link that logs your browser in to the web dashboard
+    Ui(commands::ui::UiArgs),
     /// Administration: users, projects, join tokens, queues and the audit log
     Admin(commands::admin::AdminArgs),
     /// Dataset cache: run a node, manage buckets, warm a dataset, show hit ratios
@@ -175,6 +177,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Login(a) => login::run(a).await,
         Command::Token(a) => token::run(a).await,
+        Command::Ui(a) => commands::ui::run(a).await,
         Command::Admin(a) => admin::run(a).await,
         Command::Cache(a) => cache::run(a).await,
         Command::Sim(a) => sim::run(a),

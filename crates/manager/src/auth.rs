@@ -1,6 +1,7 @@
 //! Who a request is, as axum extractors: [`Auth`] (any user) and [`Admin`], from the bearer
-//! token or, on the manager's unix socket, the caller's Unix user (the `tenancy` service
-//! answers both).
+//! token, on the manager's unix socket the caller's Unix user, or the dashboard's session
+//! cookie (`session_cookie.rs`), which must come with its CSRF token on every change (the
+//! `tenancy` service answers all three).
 
 use std::sync::Arc;
 
@@ -23,6 +24,29 @@ pub fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }
 
+/// The session token in the request's cookie, if any.
+pub fn session(parts: &Parts) -> Option<String> {
+    let jar = axum_extra::extract::cookie::CookieJar::from_headers(&parts.headers);
+    jar.get(crate::session_cookie::COOKIE).map(|c| c.value().to_string()).filter(|t| !t.is_empty())
+}
+
+/// A change made with the session cookie must carry the session's CSRF token: a page of
+/// another site can make the browser send the cookie (were it not `SameSite=Strict`), but
+/// cannot know the token.
+fn check_csrf(parts: &Parts, session_token: &str) -> Result<(), ApiError> {
+    use axum::http::Method;
+    if matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return Ok(());
+    }
+    let sent = parts.headers.get(crate::session_cookie::CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let want = crate::session_cookie::csrf_token(session_token);
+    if crate::token::ct_eq(sent.as_bytes(), want.as_bytes()) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden("missing or wrong CSRF token: reload the page and try again"))
+    }
+}
+
 /// Extractor: the user behind the request's `Authorization: Bearer` token, or without one,
 /// over the manager's unix socket, the caller's local Unix user (401 otherwise).
 pub struct Auth(pub Arc<User>);
@@ -31,13 +55,23 @@ impl FromRequestParts<Arc<Manager>> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, m: &Arc<Manager>) -> Result<Self, ApiError> {
-        if bearer(parts).is_none() && crate::local::peer(parts).is_some() {
+        if let Some(token) = bearer(parts) {
+            return Ok(Auth(m.tenancy.authenticate(token).await?));
+        }
+        if crate::local::peer(parts).is_some() {
             return Ok(Auth(m.tenancy.authenticate_local(parts).await?));
         }
-        let token = bearer(parts).ok_or_else(|| {
-            ApiError::unauthorized("missing API token: send `Authorization: Bearer <token>` (set BERTH_TOKEN)")
-        })?;
-        Ok(Auth(m.tenancy.authenticate(token).await?))
+        if let Some(token) = session(parts) {
+            let user = m.tenancy.authenticate(&token).await.map_err(|e| match e.status {
+                axum::http::StatusCode::UNAUTHORIZED => {
+                    ApiError::unauthorized("your session has ended: run `berth ui` for a new login link")
+                }
+                _ => e,
+            })?;
+            check_csrf(parts, &token)?;
+            return Ok(Auth(user));
+        }
+        Err(ApiError::unauthorized("missing API token: send `Authorization: Bearer <token>` (set BERTH_TOKEN)"))
     }
 }
 

@@ -26,6 +26,14 @@ impl User {
     pub fn member_of(&self, project: &str) -> bool {
         self.projects.iter().any(|p| p == project)
     }
+
+    /// Whether this user may see a job of `owner`: admins, the owner, and members of the
+    /// job's project when it is shared with them.
+    pub fn can_see(&self, owner: i64, spec: &berth_model::JobSpec) -> bool {
+        self.is_admin()
+            || owner == self.id
+            || (spec.shared && spec.project.as_deref().is_some_and(|p| self.member_of(p)))
+    }
 }
 
 /// A token the manager has seen: its user and lifetime. Revoking a token, disabling a user

@@ -17,10 +17,13 @@ use berth_sched::Millis;
 use berth_store::{Store, StoreError};
 use jiff::Timestamp;
 use tokio::sync::futures::Notified;
-use tokio::sync::{Mutex, MutexGuard, Notify};
+use tokio::sync::{Mutex, MutexGuard, Notify, broadcast};
 
 use crate::env_intern::EnvInterner;
-use crate::state::{Job, Owner, State};
+use crate::state::{Job, JobEvent, Owner, State};
+
+/// Job changes a slow listener may fall behind by before it is told to reload.
+const EVENT_BACKLOG: usize = 4096;
 
 pub struct Jobs {
     pub(crate) store: Arc<dyn Store>,
@@ -36,6 +39,8 @@ pub struct Jobs {
     wake: Arc<Notify>,
     /// Ids of the commands sent to agents.
     next_cmd: AtomicU64,
+    /// Job changes for live views (`GET /v1/events`); sent only while someone listens.
+    events: broadcast::Sender<Arc<JobEvent>>,
     /// Fair-share usage decays with this half-life (charged when a job gives back resources).
     pub(crate) half_life_ms: Millis,
 }
@@ -49,6 +54,7 @@ impl Jobs {
             envs: EnvInterner::default(),
             wake,
             next_cmd: AtomicU64::new(1),
+            events: broadcast::channel(EVENT_BACKLOG).0,
             half_life_ms,
         }
     }
@@ -92,6 +98,7 @@ impl Jobs {
         let id = self.store.insert_job(owner.user_id, &spec, owner.submitter, now).await?;
         let job = Job::submitted(id, owner, spec, queue, now, &self.envs);
         let view = job.view();
+        let event = self.watched().then(|| Arc::new(job.event()));
         match st {
             Some(st) => {
                 st.jobs.insert(job.id, job);
@@ -99,11 +106,37 @@ impl Jobs {
             None => self.inbox.lock().expect("inbox lock").push(job),
         }
         self.wake();
+        if let Some(e) = event {
+            self.announce(e);
+        }
         Ok(view)
     }
 
     /// A job read back from the store after a restart, sharing its environment with the rest.
     pub fn restore(&self, row: berth_store::JobRow) -> Job {
         Job::from_row(row, &self.envs)
+    }
+
+    /// Listens to job changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<JobEvent>> {
+        self.events.subscribe()
+    }
+
+    /// Whether anyone listens (events are only made then).
+    pub fn watched(&self) -> bool {
+        self.events.receiver_count() > 0
+    }
+
+    /// Sends a stored change to the listeners.
+    pub fn announce(&self, event: Arc<JobEvent>) {
+        let _ = self.events.send(event);
+    }
+
+    /// Sends a change once it is stored: now, or with the open batch.
+    pub fn publish(&self, st: &mut State, event: Arc<JobEvent>) {
+        match st.batch.as_mut() {
+            Some(b) => b.hold_event(event),
+            None => self.announce(event),
+        }
     }
 }

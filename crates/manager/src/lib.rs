@@ -28,6 +28,7 @@ mod images;
 mod jobs;
 mod lifecycle;
 pub mod local;
+mod login_links;
 mod manager;
 mod node_name;
 mod nodes;
@@ -38,11 +39,13 @@ mod quota_table;
 mod quotas;
 mod reports;
 mod scheduler;
+mod session_cookie;
 mod state;
 mod store_health;
 mod tenancy;
 pub mod tls;
 mod token;
+mod web;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -156,6 +159,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         config.heartbeat_timeout,
         shutdown_rx.clone(),
         &config.data_dir,
+        tls.is_some(),
     ));
     if let Some(c) = config.cache.clone() {
         let _ = m.cache.set(c);

@@ -8,6 +8,8 @@
 //! (`deferred.rs`) and applied again by [`Jobs::retry_deferred`] on every tick of the
 //! scheduling loop.
 
+use std::sync::Arc;
+
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
 use berth_model::{Binding, EndCause, JobId, JobState, PreemptAction, StopCause};
 use berth_store::{Change, StoreError};
@@ -141,7 +143,7 @@ impl Jobs {
         let from = job.state;
         let now = Timestamp::now();
         let recorded: Vec<Change> = mv.record(job_id, from, now).collect();
-        let Move { to, reason, stop, .. } = mv;
+        let Move { to, reason, stop, end, exit_code } = mv;
         // A job that gives its resources back is charged for them (fair share), in the same
         // batch as its state change: O(1), one row per user and project.
         let usage = if from.holds_resources() && (to.is_terminal() || to == JobState::Pending) {
@@ -166,6 +168,15 @@ impl Jobs {
         if to == JobState::Running && job.attempt.started_at.is_none() {
             job.attempt.started_at = Some(now);
         }
+        let event = self.watched().then(|| {
+            let mut e = job.event();
+            if to.is_terminal() {
+                e.view.ended_at = Some(now);
+                e.view.exit_code = exit_code;
+                e.view.end_cause = end;
+            }
+            Arc::new(e)
+        });
         if to.is_terminal() || to == JobState::Pending {
             let bindings = std::mem::take(&mut job.attempt.bindings);
             if to == JobState::Pending {
@@ -181,6 +192,9 @@ impl Jobs {
                 st.jobs.remove(&job_id);
             }
             self.wake();
+        }
+        if let Some(e) = event {
+            self.publish(st, e);
         }
         Ok(())
     }

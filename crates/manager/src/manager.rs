@@ -38,6 +38,10 @@ pub struct Manager {
     pub cache_members: crate::cache_members::CacheMembers,
     /// Whether the store takes writes (a full disk under the data dir).
     pub store_health: crate::store_health::StoreHealth,
+    /// Dashboard login links not used yet.
+    pub login_links: crate::login_links::LoginLinks,
+    /// The API is served over TLS: session cookies are `Secure`.
+    pub tls: bool,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -49,6 +53,7 @@ impl Manager {
         heartbeat_timeout: std::time::Duration,
         shutdown: watch::Receiver<bool>,
         data_dir: &std::path::Path,
+        tls: bool,
     ) -> Manager {
         let wake = Arc::new(Notify::new());
         Manager {
@@ -62,6 +67,8 @@ impl Manager {
             cache: std::sync::OnceLock::new(),
             cache_members: Default::default(),
             store_health: crate::store_health::StoreHealth::new(data_dir),
+            login_links: Default::default(),
+            tls,
             shutdown,
             store,
         }

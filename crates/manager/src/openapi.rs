@@ -17,6 +17,7 @@ use crate::api::queues;
 use crate::api::quota;
 use crate::api::tenancy;
 use crate::api::usage;
+use crate::web::login;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -59,6 +60,7 @@ use crate::api::usage;
         cache::put_member,
         cache::remove_member,
         cache::add_member,
+        login::create_link,
     ),
     // Only referenced from a query's parameters, which utoipa does not follow.
     components(schemas(berth_model::protocol::LogStream)),

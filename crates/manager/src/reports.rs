@@ -53,6 +53,9 @@ pub async fn apply_reports(m: &Manager, reports: Vec<Report>) {
     match stored {
         Ok(()) => {
             st.send_all(batch.take_outbox());
+            for e in batch.take_events() {
+                m.jobs.announce(e);
+            }
         }
         Err(e) => {
             tracing::warn!(

@@ -171,9 +171,13 @@ pub async fn pass(m: &Manager) -> usize {
     for c in &applied.clashes {
         tracing::warn!(job = c.job, node = %c.node, "cannot allocate: {}", c.error);
     }
+    let watched = m.jobs.watched();
     for id in &applied.started {
         if let Some(job) = st.jobs.get(id) {
             send_start(m, &st, job);
+            if watched {
+                m.jobs.announce(Arc::new(job.event()));
+            }
         }
     }
     preempt(m, &mut st, &applied.preemptions).await;

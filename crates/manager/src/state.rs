@@ -18,7 +18,7 @@ use tokio::sync::mpsc::UnboundedSender;
 mod batch;
 mod job;
 pub use batch::Batch;
-pub use job::{Job, KernelEnd, Owner, personal_account, queued, row_view, scheduled_reason};
+pub use job::{Job, JobEvent, KernelEnd, Owner, personal_account, queued, row_view, scheduled_reason};
 
 /// Kind of the usage row that records when running jobs' usage was last added.
 pub const CLOCK: &str = "clock";

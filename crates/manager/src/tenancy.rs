@@ -12,7 +12,11 @@ use berth_store::{ProjectRow, Store, StoreError, TokenRow};
 use crate::bad_tokens::BadTokenAudit;
 use crate::error::ApiError;
 use crate::identity::{CachedToken, User};
+use crate::login_links::LinkOwner;
 use crate::token::{ct_eq, hash_token, new_token};
+
+/// How long a dashboard session lasts (a working day and a half).
+pub const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
 
 pub struct Tenancy {
     store: Arc<dyn Store>,
@@ -142,11 +146,30 @@ impl Tenancy {
         label: &str,
         expires_at: Option<jiff::Timestamp>,
     ) -> Result<(String, String), ApiError> {
+        self.mint(user.id, &user.name, label, expires_at, "token.create").await
+    }
+
+    /// A dashboard session for the owner of a login link: a token that lives in the browser's
+    /// cookie (`session_cookie.rs`) and expires after [`SESSION_TTL`]. Audited.
+    pub async fn create_session(&self, owner: &LinkOwner) -> Result<String, ApiError> {
+        let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(SESSION_TTL.as_secs() as i64);
+        let (_, token) = self.mint(owner.user_id, &owner.name, "web session", Some(expires), "session.create").await?;
+        Ok(token)
+    }
+
+    async fn mint(
+        &self,
+        user_id: i64,
+        name: &str,
+        label: &str,
+        expires_at: Option<jiff::Timestamp>,
+        action: &str,
+    ) -> Result<(String, String), ApiError> {
         let token = new_token();
         let hash = hash_token(&token);
-        self.store.add_token(user.id, &hash, label, jiff::Timestamp::now(), expires_at).await?;
+        self.store.add_token(user_id, &hash, label, jiff::Timestamp::now(), expires_at).await?;
         let id = hash[..12].to_string();
-        self.audit(&user.name, "token.create", &id, label).await;
+        self.audit(name, action, &id, label).await;
         Ok((id, token))
     }
 

@@ -96,6 +96,15 @@ pub struct JobListQuery {
     /// Most recent N jobs at most.
     #[param(maximum = 2147483647)]
     pub limit: Option<u32>,
+    /// Only this user's jobs (by name).
+    pub user: Option<String>,
+    /// Only jobs of this queue.
+    pub queue: Option<String>,
+    /// Only jobs whose name contains this.
+    pub name: Option<String>,
+    /// Only jobs with a smaller id: the next page after the last id shown.
+    #[param(minimum = 1, maximum = 9223372036854775807_i64)]
+    pub before: Option<i64>,
 }
 
 /// `GET /v1/jobs/{id}/logs` query. The answer is the raw bytes from `offset`; the header
@@ -260,6 +269,15 @@ pub struct Health {
     /// What does not work now and how to fix it; empty when `status` is `ok`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+}
+
+/// `POST /v1/ui/login-links`: a one-time link that logs the caller in to the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LoginLink {
+    /// Path and query to open on the manager's URL (`/ui/login?code=...`); works once.
+    pub path: String,
+    /// The link stops working after this many seconds.
+    pub expires_in_secs: u64,
 }
 
 /// Every error answer: what was wrong and how to fix it.

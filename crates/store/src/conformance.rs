@@ -92,8 +92,42 @@ pub async fn jobs_insert_and_list(s: &dyn Store) {
     assert_eq!(one[0].id, 2);
     let running = s.jobs(&JobFilter { states: Some(vec![JobState::Running]), ..Default::default() }).await.unwrap();
     assert!(running.is_empty());
+    let ids = |rows: Vec<crate::JobRow>| rows.iter().map(|j| j.id).collect::<Vec<_>>();
+    let by = |f: JobFilter| async move { ids(s.jobs(&f).await.unwrap()) };
+    assert_eq!(by(JobFilter { owner: Some("carol".into()), ..Default::default() }).await, vec![2]);
+    assert_eq!(by(JobFilter { owner: Some("nobody".into()), ..Default::default() }).await, Vec::<i64>::new());
+    assert_eq!(by(JobFilter { queue: Some("default".into()), ..Default::default() }).await, vec![2, 1]);
+    assert_eq!(by(JobFilter { queue: Some("gpu".into()), ..Default::default() }).await, Vec::<i64>::new());
+    assert_eq!(by(JobFilter { before: Some(2), ..Default::default() }).await, vec![1], "the next page");
+    let mut named = JobSpec::command(["true"]);
+    named.name = Some("train_50%".into());
+    let id3 = s.insert_job(u.id, &named, None, at(12)).await.unwrap();
+    assert_eq!(by(JobFilter { name_contains: Some("n_50%".into()), ..Default::default() }).await, vec![id3]);
+    assert_eq!(
+        by(JobFilter { name_contains: Some("n_5_%".into()), ..Default::default() }).await,
+        Vec::<i64>::new(),
+        "no wildcards"
+    );
+    let f = JobFilter {
+        name_contains: Some("train".into()),
+        owner: Some("bob".into()),
+        before: Some(id3),
+        ..Default::default()
+    };
+    assert_eq!(by(f).await, Vec::<i64>::new());
+    s.apply(&[Change::Transition {
+        job_id: id3,
+        from: JobState::Pending,
+        to: JobState::Cancelled,
+        at: at(13),
+        reason: "cancelled".into(),
+        exit_code: None,
+        end: Some(berth_model::EndCause::Cancelled),
+    }])
+    .await
+    .unwrap();
     assert_eq!(s.unfinished_jobs().await.unwrap().iter().map(|j| j.id).collect::<Vec<_>>(), vec![1, 2]);
-    assert_eq!(s.job_count().await.unwrap(), 2);
+    assert_eq!(s.job_count().await.unwrap(), 3);
 }
 
 /// A whole life: schedule with kernels, run, finish; history in order; timestamps set.

@@ -429,6 +429,19 @@ impl Store for SqliteStore {
             sql.push_str(&vec!["?"; states.len()].join(", "));
             sql.push(')');
         }
+        if filter.owner.is_some() {
+            sql.push_str(" AND u.name = ?");
+        }
+        if filter.queue.is_some() {
+            sql.push_str(" AND j.queue = ?");
+        }
+        if filter.name_contains.is_some() {
+            // instr, not LIKE: the text is matched as given, `%` and `_` included.
+            sql.push_str(" AND instr(COALESCE(json_extract(j.spec, '$.name'), ''), ?) > 0");
+        }
+        if filter.before.is_some() {
+            sql.push_str(" AND j.id < ?");
+        }
         sql.push_str(" ORDER BY j.id DESC");
         if filter.limit.is_some() {
             sql.push_str(" LIMIT ?");
@@ -442,6 +455,12 @@ impl Store for SqliteStore {
         }
         for s in filter.states.iter().flatten() {
             q = q.bind(s.as_str());
+        }
+        for text in [&filter.owner, &filter.queue, &filter.name_contains].into_iter().flatten() {
+            q = q.bind(text);
+        }
+        if let Some(b) = filter.before {
+            q = q.bind(b);
         }
         if let Some(l) = filter.limit {
             q = q.bind(l as i64);

@@ -94,6 +94,14 @@ pub struct JobFilter {
     pub states: Option<Vec<JobState>>,
     /// At most this many (the newest).
     pub limit: Option<u32>,
+    /// Only jobs of the user with this name.
+    pub owner: Option<String>,
+    /// Only jobs of this queue.
+    pub queue: Option<String>,
+    /// Only jobs whose name contains this (as given, case and all).
+    pub name_contains: Option<String>,
+    /// Only jobs with an id below this (paging from newest to oldest).
+    pub before: Option<JobId>,
 }
 
 /// One change of an [`crate::Store::apply`] batch.

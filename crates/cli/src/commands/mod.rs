@@ -21,5 +21,6 @@ pub mod sim;
 pub mod submit;
 pub mod tenancy;
 pub mod token;
+pub mod ui;
 pub mod usage;
 pub mod wait;

@@ -23,6 +23,18 @@ pub struct PsArgs {
     #[arg(long, value_name = "N")]
     pub limit: Option<u32>,
 
+    /// Only this user's jobs
+    #[arg(short, long, value_name = "USER")]
+    pub user: Option<String>,
+
+    /// Only jobs of this queue
+    #[arg(short, long, value_name = "QUEUE")]
+    pub queue: Option<String>,
+
+    /// Only jobs whose name contains this text
+    #[arg(short, long, value_name = "TEXT")]
+    pub name: Option<String>,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -39,7 +51,15 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
     // Asking for a finished state implies --all: `--state FAILED` alone would otherwise
     // always answer nothing.
     let all = args.all || args.state.is_some_and(JobState::is_terminal);
-    let q = JobListQuery { state: args.state.map(|s| s.as_str().to_string()), all, limit: args.limit };
+    let q = JobListQuery {
+        state: args.state.map(|s| s.as_str().to_string()),
+        all,
+        limit: args.limit,
+        user: args.user,
+        queue: args.queue,
+        name: args.name,
+        before: None,
+    };
     let jobs = client.jobs(&q).await?;
     if args.output.json() {
         output::print_json(&jobs)?;

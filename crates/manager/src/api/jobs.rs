@@ -81,27 +81,40 @@ pub async fn list(
     if let Some(l) = q.limit {
         crate::error::in_range("limit", l.into(), 0, i32::MAX as u64)?;
     }
+    if let Some(b) = q.before {
+        crate::error::in_range("before", b.max(0) as u64, 1, i64::MAX as u64)?;
+    }
     let limit = q.limit.map(|l| l as usize).unwrap_or(usize::MAX);
+    let filter = JobFilter {
+        user_id: (!user.is_admin()).then_some(user.id),
+        projects: user.projects.clone(),
+        states: state.map(|s| vec![s]),
+        limit: q.limit,
+        owner: q.user.filter(|u| !u.is_empty()),
+        queue: q.queue.filter(|u| !u.is_empty()),
+        name_contains: q.name.filter(|u| !u.is_empty()),
+        before: q.before,
+    };
     let st = m.jobs.lock().await;
     // Unfinished jobs live in memory: no query needed.
     if !q.all && state.is_none_or(|s| !s.is_terminal()) {
         let views = st
             .jobs
-            .values()
+            .range(..filter.before.unwrap_or(JobId::MAX))
             .rev()
-            .filter(|j| can_see(&user, j.owner.user_id, &j.spec) && state.is_none_or(|s| s == j.state))
+            .map(|(_, j)| j)
+            .filter(|j| user.can_see(j.owner.user_id, &j.spec) && state.is_none_or(|s| s == j.state))
+            .filter(|j| filter.owner.as_ref().is_none_or(|u| *u == j.owner.name))
+            .filter(|j| filter.queue.as_ref().is_none_or(|q| *q == j.queue))
+            .filter(|j| {
+                filter.name_contains.as_deref().is_none_or(|n| j.spec.name.as_deref().is_some_and(|x| x.contains(n)))
+            })
             .take(limit)
             .map(Job::view)
             .collect();
         return Ok(axum::Json(views));
     }
     drop(st);
-    let filter = JobFilter {
-        user_id: (!user.is_admin()).then_some(user.id),
-        projects: user.projects.clone(),
-        states: state.map(|s| vec![s]),
-        limit: q.limit,
-    };
     let rows = m.store.jobs(&filter).await?;
     let st = m.jobs.lock().await;
     let views = rows
@@ -114,12 +127,6 @@ pub async fn list(
     Ok(axum::Json(views))
 }
 
-/// Whether `user` may see a job of `owner`: admins, the owner, and members of the job's
-/// project when it is shared with them.
-pub fn can_see(user: &User, owner: i64, spec: &berth_model::JobSpec) -> bool {
-    user.is_admin() || owner == user.id || (spec.shared && spec.project.as_deref().is_some_and(|p| user.member_of(p)))
-}
-
 /// The answer for a job that does not exist or that `user` may not see: the same, so ids
 /// of other users' jobs reveal nothing.
 pub fn no_such_job(id: JobId) -> ApiError {
@@ -129,7 +136,7 @@ pub fn no_such_job(id: JobId) -> ApiError {
 /// Loads a job the user may see; 404 otherwise.
 pub async fn visible_job(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
     match m.store.job(id).await? {
-        Some(row) if can_see(user, row.user_id, &row.spec) => Ok(row),
+        Some(row) if user.can_see(row.user_id, &row.spec) => Ok(row),
         _ => Err(no_such_job(id)),
     }
 }
@@ -251,7 +258,7 @@ pub async fn cancel(
         }
         return Err(ApiError::conflict(format!("job {id} is being submitted; try again")));
     };
-    if !can_see(&user, job.owner.user_id, &job.spec) {
+    if !user.can_see(job.owner.user_id, &job.spec) {
         return Err(no_such_job(id));
     }
     if !user.is_admin() && job.owner.user_id != user.id {

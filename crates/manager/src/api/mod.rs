@@ -14,6 +14,7 @@ pub mod usage;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::response::IntoResponse;
 use axum::routing::{delete, get, post, put};
 
 use crate::error::{ApiError, MAX_BODY};
@@ -54,8 +55,12 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/admin/cache/members/{node}", put(cache::put_member).delete(cache::remove_member))
         .route("/v1/admin/cache/members/{node}/add", post(cache::add_member))
         .route("/v1/agents/connect", get(crate::agent_conn::connect))
-        .fallback(|uri: axum::http::Uri| async move {
-            ApiError::not_found(format!("no route {uri}: see /openapi.json for the API"))
+        .merge(crate::web::routes())
+        .fallback(|headers: axum::http::HeaderMap, uri: axum::http::Uri| async move {
+            if crate::web::wants_page(&headers, uri.path()) {
+                return crate::web::not_found_page();
+            }
+            ApiError::not_found(format!("no route {uri}: see /openapi.json for the API")).into_response()
         })
         .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
             ApiError::new(

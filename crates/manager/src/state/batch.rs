@@ -14,14 +14,14 @@
 //! next pass waited behind 10,000 small transactions.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use berth_model::protocol::ManagerMessage;
 use berth_model::{Binding, JobId};
 use berth_sched::Millis;
 use berth_store::{Change, UsageRow};
 
-use super::{Job, State};
+use super::{Job, JobEvent, State};
 
 /// A usage figure (kind, name) as it was before the batch: value and time, if any.
 type UsageBefore = (String, String, Option<(f64, Millis)>);
@@ -37,6 +37,8 @@ pub struct Batch {
     jobs: HashMap<JobId, Option<Job>>,
     /// Usage figures as they were.
     usage: Vec<UsageBefore>,
+    /// Job changes for live views, announced once the batch is stored.
+    events: Vec<Arc<JobEvent>>,
     /// Devices released by the batch's ends and requeues, per job.
     released: Vec<(JobId, Vec<Binding>)>,
     /// How many deferred reports there were.
@@ -60,6 +62,16 @@ impl Batch {
     /// Takes the held commands (to send once stored).
     pub fn take_outbox(&mut self) -> Vec<(String, ManagerMessage)> {
         std::mem::take(&mut *self.outbox.lock().expect("outbox lock"))
+    }
+
+    /// Holds a job change for live views until the batch is stored.
+    pub fn hold_event(&mut self, event: Arc<JobEvent>) {
+        self.events.push(event);
+    }
+
+    /// Takes the held job changes (to announce once stored).
+    pub fn take_events(&mut self) -> Vec<Arc<JobEvent>> {
+        std::mem::take(&mut self.events)
     }
 
     pub fn released(&mut self, job: JobId, bindings: &[Binding]) {

@@ -82,6 +82,16 @@ pub struct Waiting {
     pub expected_start: Option<Timestamp>,
 }
 
+/// A job's change of state as live views (the dashboard's event stream) get it, sent once
+/// the change is stored. The owner and the spec's project say who may see it.
+#[derive(Debug, Clone)]
+pub struct JobEvent {
+    pub owner_id: i64,
+    /// Its project and whether it is shared with it.
+    pub spec: Arc<JobSpec>,
+    pub view: JobView,
+}
+
 /// An unfinished job.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -206,6 +216,11 @@ impl Job {
     /// Whether kernel `index` of this attempt runs on `node`.
     pub fn on_node(&self, index: u32, node: &str) -> bool {
         self.attempt.bindings.get(index as usize).is_some_and(|b| b.node == node)
+    }
+
+    /// The job as it is now, for live views.
+    pub fn event(&self) -> JobEvent {
+        JobEvent { owner_id: self.owner.user_id, spec: self.spec.clone(), view: self.view() }
     }
 
     pub fn view(&self) -> JobView {

@@ -1,0 +1,485 @@
+// berth dashboard: one script, no framework, no CDN. It calls the manager's REST API with
+// the session cookie (and the CSRF token on every change) and hears job changes as
+// server-sent events from /ui/events. Everything it shows is written as text (textContent,
+// never innerHTML), so job names, commands and reasons can never become markup.
+'use strict';
+
+const S = { user: null, role: null, csrf: null, events: null, onJob: null, timers: [] };
+const STATES = ['PENDING', 'SCHEDULED', 'PREPARING', 'RUNNING', 'TERMINATING', 'SUCCEEDED', 'FAILED',
+  'CANCELLED', 'TIMEOUT', 'LOST'];
+const FINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'LOST']);
+const PAGE = 50;
+
+// ---- DOM helpers -------------------------------------------------------------------------
+
+/** An element with attributes (set as properties or attributes, never as HTML) and children. */
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function main() { return document.getElementById('main'); }
+function show(...nodes) { main().replaceChildren(...nodes); }
+function errorBox(msg) { return el('p', { class: 'error', role: 'alert', text: msg }); }
+
+function stateBadge(s) { return el('span', { class: 'state state-' + s, text: s }); }
+
+function age(ts) {
+  if (!ts) return '';
+  const secs = Math.max(0, (Date.now() - Date.parse(ts)) / 1000);
+  if (secs < 60) return Math.floor(secs) + 's';
+  if (secs < 3600) return Math.floor(secs / 60) + 'm';
+  if (secs < 86400) return Math.floor(secs / 3600) + 'h';
+  return Math.floor(secs / 86400) + 'd';
+}
+
+function when(ts) { return ts ? new Date(ts).toLocaleString() : ''; }
+
+function bytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : n) + ' ' + units[i];
+}
+
+function resources(j) {
+  const parts = [(j.cpu_milli / 1000) + ' CPU', bytes(j.mem_bytes)];
+  if (j.gpu_milli) parts.push((j.gpu_milli / 1000) + ' GPU');
+  return parts.join(', ');
+}
+
+function bar(used, total, label) {
+  const pct = total > 0 ? Math.min(100, 100 * used / total) : 0;
+  const fill = el('span');
+  fill.style.width = pct.toFixed(1) + '%';
+  return el('div', {}, el('div', { class: 'bar', title: label }, fill), el('div', { class: 'bar-label', text: label }));
+}
+
+// ---- API ---------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+/** Calls the API; a 401 means the session ended and sends the page back to the login screen. */
+async function api(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (method !== 'GET' && S.csrf) headers['x-berth-csrf'] = S.csrf;
+  const res = await fetch(path, {
+    method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (res.status === 401) {
+    let msg = 'your session has ended';
+    try { msg = (await res.json()).error || msg; } catch (_) { /* not JSON */ }
+    loginScreen(msg);
+    throw new ApiError(401, msg);
+  }
+  if (!res.ok) {
+    let msg = res.status + ' ' + res.statusText;
+    try { msg = (await res.json()).error || msg; } catch (_) { /* not JSON */ }
+    throw new ApiError(res.status, msg);
+  }
+  if (res.status === 204) return null;
+  const type = res.headers.get('content-type') || '';
+  return type.includes('json') ? res.json() : res;
+}
+
+// ---- session and navigation ----------------------------------------------------------------
+
+function loginScreen(message) {
+  stopLive();
+  if (S.events) { S.events.close(); S.events = null; }
+  S.user = null;
+  document.getElementById('nav').hidden = true;
+  document.getElementById('logout').hidden = true;
+  document.getElementById('who').textContent = '';
+  show(el('section', { id: 'login' },
+    el('h1', { text: 'Log in to berth' }),
+    message ? el('p', { class: 'error', text: message }) : null,
+    el('p', {}, 'Run ', el('code', { text: 'berth ui' }),
+      ' in a terminal where you use berth. It prints a one-time link that logs this browser in.')));
+}
+
+async function boot() {
+  document.getElementById('logout').addEventListener('click', logout);
+  let me;
+  try {
+    me = await api('GET', '/ui/session');
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 401)) show(errorBox(String(e.message || e)));
+    return;
+  }
+  S.user = me.user; S.role = me.role; S.csrf = me.csrf;
+  document.getElementById('nav').hidden = false;
+  document.getElementById('who').textContent = me.user + (me.role === 'admin' ? ' (admin)' : '');
+  document.getElementById('nav-admin').hidden = me.role !== 'admin';
+  document.getElementById('logout').hidden = !me.csrf;
+  listen();
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+async function logout() {
+  try { await api('POST', '/ui/logout'); } catch (_) { /* ended anyway */ }
+  loginScreen('You are logged out.');
+}
+
+/** Job changes, pushed by the manager once stored. */
+function listen() {
+  const es = new EventSource('/ui/events');
+  es.addEventListener('job', (ev) => { if (S.onJob) S.onJob(JSON.parse(ev.data)); });
+  es.addEventListener('resync', () => route());
+  es.addEventListener('error', async () => {
+    if (es.readyState === EventSource.CLOSED) {
+      // Refused (the session ended) or the manager went away: find out which.
+      try { await api('GET', '/ui/session'); setTimeout(listen, 2000); } catch (_) { /* login screen */ }
+    }
+  });
+  S.events = es;
+}
+
+function stopLive() {
+  S.onJob = null;
+  for (const t of S.timers) clearInterval(t);
+  S.timers = [];
+}
+
+function route() {
+  if (!S.user) return;
+  stopLive();
+  const hash = location.hash.replace(/^#\/?/, '') || 'jobs';
+  const [page, arg] = hash.split('/');
+  for (const a of document.querySelectorAll('#nav a')) {
+    a.classList.toggle('active', a.getAttribute('href') === '#/' + page);
+  }
+  const views = { jobs: jobsView, nodes: nodesView, queues: queuesView, usage: usageView, submit: submitView, admin: adminView };
+  if (page === 'jobs' && arg) return jobView(arg);
+  const v = views[page];
+  if (!v) return show(el('h1', { text: 'Page not found' }), el('p', {}, el('a', { href: '#/jobs', text: 'Go to the jobs' })));
+  v().catch((e) => { if (!(e instanceof ApiError && e.status === 401)) show(errorBox(String(e.message || e))); });
+}
+
+// ---- jobs ------------------------------------------------------------------------------------
+
+async function jobsView() {
+  const q = new URLSearchParams(location.hash.split('?')[1] || '');
+  const stateSel = el('select', { name: 'state' }, el('option', { value: '', text: 'any' }),
+    STATES.map((s) => el('option', { value: s, text: s, selected: q.get('state') === s })));
+  const user = el('input', { name: 'user', value: q.get('user') || '', size: 10 });
+  const queue = el('input', { name: 'queue', value: q.get('queue') || '', size: 10 });
+  const name = el('input', { name: 'name', value: q.get('name') || '', size: 14 });
+  const all = el('input', { type: 'checkbox', name: 'all', checked: q.get('all') === 'true' });
+  const filters = el('form', { class: 'filters', id: 'job-filters' },
+    el('label', {}, 'State', stateSel), el('label', {}, 'User', user), el('label', {}, 'Queue', queue),
+    el('label', {}, 'Name', name), el('label', { class: 'check' }, all, 'finished too'),
+    el('button', { type: 'submit', text: 'Filter' }));
+  const body = el('tbody');
+  const pager = el('div', { class: 'toolbar' });
+  show(el('h1', { text: 'Jobs' }), filters, el('table', { id: 'jobs' },
+    el('thead', {}, el('tr', {}, ['ID', 'Name', 'User', 'State', 'Queue', 'Resources', 'Age', 'Waiting for',
+      'Expected start'].map((h) => el('th', { text: h })))), body), pager);
+
+  let before = null;
+  const stack = [];
+  const params = () => {
+    const p = new URLSearchParams({ limit: String(PAGE) });
+    if (stateSel.value) p.set('state', stateSel.value);
+    if (user.value.trim()) p.set('user', user.value.trim());
+    if (queue.value.trim()) p.set('queue', queue.value.trim());
+    if (name.value.trim()) p.set('name', name.value.trim());
+    if (all.checked || FINAL.has(stateSel.value)) p.set('all', 'true');
+    return p;
+  };
+  const matches = (j) => (!stateSel.value || j.state === stateSel.value)
+    && (!user.value.trim() || j.user === user.value.trim())
+    && (!queue.value.trim() || j.queue === queue.value.trim())
+    && (!name.value.trim() || (j.name || '').includes(name.value.trim()));
+  const load = async () => {
+    const p = params();
+    if (before) p.set('before', String(before));
+    const jobs = await api('GET', '/v1/jobs?' + p);
+    body.replaceChildren(...jobs.map(jobRow));
+    if (!jobs.length) body.append(el('tr', {}, el('td', { colspan: 9, class: 'muted', text: 'No jobs.' })));
+    const last = jobs.length ? jobs[jobs.length - 1].id : null;
+    pager.replaceChildren(
+      el('button', { type: 'button', class: 'secondary', disabled: !stack.length, text: '← Newer',
+        onclick: () => { before = stack.pop(); load(); } }),
+      el('button', { type: 'button', class: 'secondary', disabled: jobs.length < PAGE, text: 'Older →',
+        onclick: () => { stack.push(before); before = last; load(); } }));
+  };
+  filters.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const p = params(); p.delete('limit');
+    history.replaceState(null, '', '#/jobs?' + p);
+    before = null; stack.length = 0;
+    load().catch((e) => show(errorBox(e.message)));
+  });
+  S.onJob = (j) => {
+    const row = document.getElementById('job-' + j.id);
+    if (row) { row.replaceWith(jobRow(j, true)); return; }
+    if (before === null && matches(j)) {
+      const empty = body.querySelector('td[colspan]');
+      if (empty) empty.parentElement.remove();
+      body.prepend(jobRow(j, true));
+    }
+  };
+  // Ages and expected starts move on without events.
+  S.timers.push(setInterval(() => { for (const c of body.querySelectorAll('td[data-age]')) c.textContent = age(c.dataset.age); }, 5000));
+  await load();
+}
+
+function jobRow(j, flash) {
+  const waiting = j.pending_reason ? j.pending_reason.message : (FINAL.has(j.state) ? (j.reason || '') : '');
+  return el('tr', { id: 'job-' + j.id, class: flash ? 'flash' : null, 'data-state': j.state },
+    el('td', { class: 'num' }, el('a', { href: '#/jobs/' + j.id, text: String(j.id) })),
+    el('td', { text: j.name || '' }), el('td', { text: j.user }), el('td', {}, stateBadge(j.state)),
+    el('td', { text: j.queue }), el('td', { text: resources(j) }),
+    el('td', { 'data-age': j.submitted_at, text: age(j.submitted_at) }), el('td', { text: waiting }),
+    el('td', { text: j.expected_start ? when(j.expected_start) : '' }));
+}
+
+async function jobView(id) {
+  const d = await api('GET', '/v1/jobs/' + encodeURIComponent(id));
+  const j = d.job;
+  const facts = el('dl', { class: 'facts', id: 'job-facts' });
+  const fill = (j) => {
+    const rows = [['State', stateBadge(j.state)], ['Name', j.name || ''], ['User', j.user], ['Queue', j.queue],
+      ['Project', d.spec.project || ''], ['Resources', resources(j) + (d.spec.nodes > 1 ? ' × ' + d.spec.nodes + ' nodes' : '')],
+      ['Command', (d.spec.command || []).join(' ')], ['Image', d.spec.image || ''],
+      ['Time limit', d.spec.time_limit_secs ? d.spec.time_limit_secs + ' s' : 'none'],
+      ['Submitted', when(j.submitted_at)], ['Started', when(j.started_at)], ['Ended', when(j.ended_at)],
+      ['Exit code', j.exit_code === null || j.exit_code === undefined ? '' : String(j.exit_code)],
+      ['Reason', j.reason || ''], ['Waiting for', j.pending_reason ? j.pending_reason.message : ''],
+      ['Expected start', when(j.expected_start)]];
+    facts.replaceChildren(...rows.filter(([, v]) => v !== '').flatMap(([k, v]) => [el('dt', { text: k }), el('dd', {}, v)]));
+    cancel.hidden = FINAL.has(j.state) || j.state === 'TERMINATING';
+  };
+  const msg = el('div');
+  const cancel = el('button', { type: 'button', class: 'danger', id: 'cancel', text: 'Cancel job', onclick: async () => {
+    if (!confirm('Cancel job ' + j.id + '?')) return;
+    try { const r = await api('POST', '/v1/jobs/' + j.id + '/cancel'); msg.replaceChildren(el('p', { class: 'muted', text: 'Job is ' + r.state + '.' })); }
+    catch (e) { msg.replaceChildren(errorBox(e.message)); }
+  } });
+  const kernels = el('table', {}, el('thead', {}, el('tr', {}, ['Kernel', 'Node', 'CPUs', 'Memory nodes', 'Memory', 'GPUs', 'Exit']
+    .map((h) => el('th', { text: h })))), el('tbody', {}, d.kernels.map((k) => el('tr', {},
+    el('td', { text: k.index + ' (' + k.role + ')' }), el('td', { text: k.binding.node }),
+    el('td', { text: k.binding.cpus.join(',') }), el('td', { text: k.binding.mems.join(',') }),
+    el('td', { text: bytes(k.binding.mem_bytes) }),
+    el('td', { text: k.binding.gpus.map((g) => 'GPU ' + g.index + ' × ' + (g.milli / 1000)).join(', ') }),
+    el('td', { text: k.exit_code === null ? '' : String(k.exit_code) })))));
+  const history = el('ol', { class: 'timeline', id: 'history' }, d.transitions.map((t) =>
+    el('li', {}, el('span', { class: 'muted', text: when(t.at) + ' ' }), stateBadge(t.to), ' ' + t.reason)));
+  const stream = el('select', {}, el('option', { value: 'stdout', text: 'stdout' }), el('option', { value: 'stderr', text: 'stderr' }));
+  const log = el('pre', { id: 'log' });
+  show(el('h1', { text: 'Job ' + j.id + (j.name ? ': ' + j.name : '') }),
+    el('div', { class: 'toolbar' }, cancel, el('a', { href: '#/jobs', text: '← all jobs' })), msg, facts,
+    el('h2', { text: 'Placement' }), d.kernels.length ? kernels : el('p', { class: 'muted', text: 'Not placed yet.' }),
+    el('h2', { text: 'History' }), history,
+    el('h2', {}, 'Log ', stream), log);
+  fill(j);
+  S.onJob = async (ev) => {
+    if (ev.id !== j.id) return;
+    fill(ev);
+    try {
+      const fresh = await api('GET', '/v1/jobs/' + j.id);
+      history.replaceChildren(...fresh.transitions.map((t) => el('li', {}, el('span', { class: 'muted', text: when(t.at) + ' ' }), stateBadge(t.to), ' ' + t.reason)));
+    } catch (_) { /* shown on the next change */ }
+  };
+  tailLog(j.id, stream, log);
+}
+
+/** Follows the job's log: asks for the bytes after what it has, once a second, until done. */
+function tailLog(id, stream, pre) {
+  let offset = 0;
+  let done = false;
+  let busy = false;
+  const decoder = new TextDecoder();
+  const tick = async () => {
+    if (busy || done) return;
+    busy = true;
+    try {
+      const res = await fetch('/v1/jobs/' + id + '/logs?stream=' + stream.value + '&offset=' + offset, { credentials: 'same-origin' });
+      if (res.ok) {
+        const buf = new Uint8Array(await res.arrayBuffer());
+        offset = Number(res.headers.get('berth-next-offset') || offset);
+        if (buf.length) pre.append(decoder.decode(buf, { stream: true }));
+        done = res.headers.get('berth-job-done') === 'true' && buf.length === 0;
+      }
+    } catch (_) { /* try again */ }
+    busy = false;
+  };
+  stream.addEventListener('change', () => { offset = 0; done = false; pre.textContent = ''; tick(); });
+  tick();
+  S.timers.push(setInterval(tick, 1000));
+}
+
+// ---- nodes, queues, usage ------------------------------------------------------------------
+
+async function nodesView() {
+  const nodes = await api('GET', '/v1/nodes');
+  const admin = S.role === 'admin';
+  const rows = nodes.map((n) => {
+    const gpus = n.gpus.map((g) => bar(g.used_milli, g.total_milli, 'GPU ' + g.index + ': ' + (g.used_milli / 1000) + ' of 1'));
+    const action = !admin ? null : n.drain_reason
+      ? el('button', { type: 'button', class: 'secondary', text: 'Undrain', onclick: () => nodeAction(n.name, 'undrain') })
+      : el('button', { type: 'button', class: 'secondary', text: 'Drain', onclick: () => nodeAction(n.name, 'drain') });
+    return el('tr', { id: 'node-' + n.name },
+      el('td', { text: n.name }), el('td', { text: n.state }), el('td', { text: n.queue }),
+      el('td', {}, bar(n.cpus_used, n.cpus_total, n.cpus_used + ' of ' + n.cpus_total + ' CPUs')),
+      el('td', {}, bar(n.mem_used, n.mem_total, bytes(n.mem_used) + ' of ' + bytes(n.mem_total))),
+      el('td', {}, gpus.length ? gpus : el('span', { class: 'muted', text: 'none' })),
+      el('td', { class: 'num', text: String(n.running_jobs) }), el('td', { text: n.drain_reason || '' }),
+      el('td', { text: age(n.last_heartbeat) + ' ago' }),
+      el('td', { text: Object.entries(n.labels || {}).map(([k, v]) => k + '=' + v).join(' ') }),
+      admin ? el('td', {}, action) : null);
+  });
+  const heads = ['Node', 'State', 'Queue', 'CPUs allocated', 'Memory allocated', 'GPUs allocated', 'Jobs', 'Drain reason', 'Heartbeat', 'Labels'];
+  if (admin) heads.push('');
+  show(el('h1', { text: 'Nodes' }), el('table', { id: 'nodes' }, el('thead', {}, el('tr', {}, heads.map((h) => el('th', { text: h })))),
+    el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: heads.length, class: 'muted', text: 'No nodes yet.' })))));
+  S.timers.push(setInterval(() => nodesView().catch(() => {}), 10000));
+}
+
+async function nodeAction(name, what) {
+  let body = {};
+  if (what === 'drain') {
+    const reason = prompt('Why drain ' + name + '? (shown to users)');
+    if (reason === null) return;
+    body = { reason };
+  }
+  try { await api('POST', '/v1/nodes/' + encodeURIComponent(name) + '/' + what, body); route(); }
+  catch (e) { main().prepend(errorBox(e.message)); }
+}
+
+async function queuesView() {
+  const queues = await api('GET', '/v1/queues');
+  show(el('h1', { text: 'Queues' }), el('table', { id: 'queues' },
+    el('thead', {}, el('tr', {}, ['Queue', 'Ordering', 'Head of line', 'Backfill window', 'Scoring', 'Default limit', 'Nodes', 'Pending', 'Running']
+      .map((h) => el('th', { text: h })))),
+    el('tbody', {}, queues.map((q) => el('tr', {}, el('td', { text: q.name }), el('td', { text: q.policy.ordering }),
+      el('td', { text: q.policy.head_of_line }), el('td', { class: 'num', text: String(q.policy.backfill_window) }),
+      el('td', { text: q.policy.scoring }), el('td', { text: q.policy.default_time_limit_secs + ' s' }),
+      el('td', { class: 'num', text: String(q.nodes) }), el('td', { class: 'num', text: String(q.pending) }),
+      el('td', { class: 'num', text: String(q.running) }))))));
+}
+
+async function usageView() {
+  const q = new URLSearchParams(location.hash.split('?')[1] || '');
+  const by = q.get('by') || 'user';
+  const since = q.get('since') || '30d';
+  const lines = await api('GET', '/v1/usage?' + new URLSearchParams({ by, since }));
+  const form = el('form', { class: 'filters' },
+    el('label', {}, 'By', el('select', { name: 'by' }, ['user', 'project'].map((b) => el('option', { value: b, text: b, selected: b === by })))),
+    el('label', {}, 'Since', el('input', { name: 'since', value: since, size: 6 })), el('button', { type: 'submit', text: 'Show' }));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    location.hash = '#/usage?' + new URLSearchParams({ by: form.by.value, since: form.since.value });
+  });
+  show(el('h1', { text: 'Usage' }), form, chart(lines),
+    el('table', { id: 'usage' }, el('thead', {}, el('tr', {}, [by === 'user' ? 'User' : 'Project', 'Jobs', 'Succeeded', 'Failed', 'Cancelled', 'GPU-hours', 'CPU-hours']
+      .map((h) => el('th', { text: h })))),
+    el('tbody', {}, lines.map((l) => el('tr', {}, el('td', { text: l.name }), el('td', { class: 'num', text: String(l.jobs) }),
+      el('td', { class: 'num', text: String(l.succeeded) }), el('td', { class: 'num', text: String(l.failed) }),
+      el('td', { class: 'num', text: String(l.cancelled) }), el('td', { class: 'num', text: l.gpu_hours.toFixed(2) }),
+      el('td', { class: 'num', text: l.cpu_hours.toFixed(2) }))))));
+}
+
+/** GPU-hours and CPU-hours per name as horizontal bars (SVG built node by node). */
+function chart(lines) {
+  const ns = 'http://www.w3.org/2000/svg';
+  const svgEl = (tag, attrs, text) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+    if (text !== undefined) e.textContent = text;
+    return e;
+  };
+  const top = lines.slice(0, 12);
+  const max = Math.max(1e-9, ...top.map((l) => Math.max(l.gpu_hours, l.cpu_hours)));
+  const h = 24 + top.length * 30;
+  const svg = svgEl('svg', { class: 'chart', width: 720, height: h, viewBox: '0 0 720 ' + h, role: 'img', 'aria-label': 'usage chart' });
+  svg.append(svgEl('text', { x: 160, y: 16, fill: '#2457c5', 'font-size': 12 }, '■ GPU-hours'), svgEl('text', { x: 260, y: 16, fill: '#9a6700', 'font-size': 12 }, '■ CPU-hours'));
+  top.forEach((l, i) => {
+    const y = 24 + i * 30;
+    svg.append(svgEl('text', { x: 4, y: y + 17, 'font-size': 12 }, l.name));
+    svg.append(svgEl('rect', { x: 160, y: y + 3, height: 11, width: Math.max(1, 540 * l.gpu_hours / max), fill: '#2457c5' }));
+    svg.append(svgEl('rect', { x: 160, y: y + 15, height: 11, width: Math.max(1, 540 * l.cpu_hours / max), fill: '#9a6700' }));
+  });
+  return svg;
+}
+
+// ---- submit ---------------------------------------------------------------------------------
+
+async function submitView() {
+  const queues = await api('GET', '/v1/queues');
+  const f = (label, input) => el('label', {}, label, input);
+  const form = el('form', { id: 'submit-form' },
+    el('label', {}, 'Command (run with /bin/sh -c)', el('textarea', { name: 'command', required: true, placeholder: 'python train.py --epochs 10' })),
+    el('div', { class: 'form-grid' },
+      f('Name', el('input', { name: 'name' })),
+      f('Queue', el('select', { name: 'queue' }, queues.map((q) => el('option', { value: q.name, text: q.name })))),
+      f('Project', el('input', { name: 'project', placeholder: 'your own account' })),
+      f('CPUs', el('input', { name: 'cpus', type: 'number', min: '0.001', step: 'any', value: '1' })),
+      f('Memory (GiB)', el('input', { name: 'mem', type: 'number', min: '0', step: 'any', value: '1' })),
+      f('GPUs', el('input', { name: 'gpus', type: 'number', min: '0', step: 'any', value: '0' })),
+      f('Time limit (minutes)', el('input', { name: 'limit', type: 'number', min: '1', step: '1', placeholder: 'queue default' }))),
+    el('p', {}, el('button', { type: 'submit', text: 'Submit' })));
+  const out = el('div', { id: 'submit-result' });
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    // `form.name` would be the form's own name: read the controls through `elements`.
+    const v = (n) => form.elements.namedItem(n).value;
+    const num = (n) => Number(v(n) || 0);
+    const spec = {
+      name: v('name').trim() || null,
+      command: ['/bin/sh', '-c', v('command')],
+      queue: v('queue') || null,
+      project: v('project').trim() || null,
+      resources: {
+        cpu_milli: Math.round(num('cpus') * 1000),
+        mem_bytes: Math.round(num('mem') * 1024 * 1024 * 1024),
+        gpu_milli: Math.round(num('gpus') * 1000),
+      },
+      time_limit_secs: v('limit') ? Math.round(num('limit') * 60) : null,
+    };
+    try {
+      const j = await api('POST', '/v1/jobs', { spec });
+      location.hash = '#/jobs/' + j.id;
+    } catch (e) { out.replaceChildren(errorBox(e.message)); }
+  });
+  show(el('h1', { text: 'Submit a job' }), out, form);
+}
+
+// ---- admin ----------------------------------------------------------------------------------
+
+async function adminView() {
+  if (S.role !== 'admin') return show(el('h1', { text: 'Admins only' }), el('p', { text: 'This page is for admins.' }));
+  const [users, projects, tokens, quotas, audit] = await Promise.all([api('GET', '/v1/admin/users'), api('GET', '/v1/projects'),
+    api('GET', '/v1/tokens?all=true'), api('GET', '/v1/quotas'), api('GET', '/v1/admin/audit?limit=100')]);
+  const table = (id, heads, rows) => el('table', { id }, el('thead', {}, el('tr', {}, heads.map((h) => el('th', { text: h })))),
+    el('tbody', {}, rows.map((r) => el('tr', {}, r.map((c) => el('td', { text: c === null || c === undefined ? '' : String(c) }))))));
+  show(el('h1', { text: 'Admin' }),
+    el('h2', { text: 'Users' }), table('users', ['User', 'Role', 'Disabled', 'Projects', 'Created'],
+      users.map((u) => [u.name, u.role, u.disabled ? 'yes' : '', u.projects.join(', '), when(u.created_at)])),
+    el('h2', { text: 'Projects' }), table('projects', ['Project', 'Members', 'Created'],
+      projects.map((p) => [p.name, p.members.join(', '), when(p.created_at)])),
+    el('h2', { text: 'Quotas' }), table('quotas', ['Kind', 'Name', 'Limits', 'GPUs used', 'CPUs used', 'Running', 'Pending'],
+      quotas.map((q) => [q.kind, q.name, JSON.stringify(q.limits), q.used_gpu_milli / 1000, q.used_cpu_milli / 1000, q.running_jobs, q.pending_jobs])),
+    el('h2', { text: 'Tokens' }), table('tokens', ['ID', 'User', 'Label', 'Created', 'Expires', 'Revoked', 'Last used'],
+      tokens.map((t) => [t.id, t.user, t.label, when(t.created_at), when(t.expires_at), when(t.revoked_at), when(t.last_used_at)])),
+    el('h2', { text: 'Audit log' }), table('audit', ['When', 'Who', 'Action', 'Target', 'Detail'],
+      audit.map((a) => [when(a.at), a.actor, a.action, a.target, a.detail])));
+}
+
+document.addEventListener('DOMContentLoaded', boot);
