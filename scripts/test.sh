@@ -16,6 +16,9 @@ need_pkgs=()
 command -v python3 >/dev/null || need_pkgs+=(python3)
 command -v ip >/dev/null || need_pkgs+=(iproute2)
 command -v pkill >/dev/null || need_pkgs+=(procps)
+# The web dashboard is tested in a real headless Chromium through WebDriver.
+command -v chromium >/dev/null || need_pkgs+=(chromium)
+command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq

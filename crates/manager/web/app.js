@@ -188,7 +188,7 @@ async function jobsView() {
   const body = el('tbody');
   const pager = el('div', { class: 'toolbar' });
   show(el('h1', { text: 'Jobs' }), filters, el('table', { id: 'jobs' },
-    el('thead', {}, el('tr', {}, ['ID', 'Name', 'User', 'State', 'Queue', 'Resources', 'Age', 'Waiting for',
+    el('thead', {}, el('tr', {}, ['ID', 'Name', 'User', 'State', 'Queue', 'Resources', 'Age', 'Reason',
       'Expected start'].map((h) => el('th', { text: h })))), body), pager);
 
   let before = null;
@@ -430,7 +430,7 @@ async function submitView() {
       f('Name', el('input', { name: 'name' })),
       f('Queue', el('select', { name: 'queue' }, queues.map((q) => el('option', { value: q.name, text: q.name })))),
       f('Project', el('input', { name: 'project', placeholder: 'your own account' })),
-      f('CPUs', el('input', { name: 'cpus', type: 'number', min: '0.001', step: 'any', value: '1' })),
+      f('CPUs', el('input', { name: 'cpus', type: 'number', min: '0', step: 'any', value: '1' })),
       f('Memory (GiB)', el('input', { name: 'mem', type: 'number', min: '0', step: 'any', value: '1' })),
       f('GPUs', el('input', { name: 'gpus', type: 'number', min: '0', step: 'any', value: '0' })),
       f('Time limit (minutes)', el('input', { name: 'limit', type: 'number', min: '1', step: '1', placeholder: 'queue default' }))),

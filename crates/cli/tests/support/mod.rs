@@ -3,6 +3,7 @@
 //! (so the credentials file is the test's own), and drives it through the CLI.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod netns;
 pub mod pki;
 pub mod users;
