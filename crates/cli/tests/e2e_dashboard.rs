@@ -108,6 +108,16 @@ fn a_job_is_seen_live_from_pending_to_succeeded_and_markup_stays_text() {
         cpus.send_keys("1").await.unwrap();
         form.find(Locator::Css("button[type=submit]")).await.unwrap().click().await.unwrap();
         br.wait_text("#log", "from-the-form").await;
+
+        // Usage: charts over time and the totals, the admin's jobs among them.
+        br.js("location.hash = '#/usage?by=user&since=1h'; return null;").await;
+        br.wait_text("table#usage", "admin").await;
+        assert_eq!(br.js("return document.querySelectorAll('svg.chart').length;").await, 3);
+        assert!(
+            br.js("return document.querySelectorAll('svg.chart polyline').length;").await.as_u64().unwrap() >= 2,
+            "the utilisation and per-user lines"
+        );
+        br.screenshot("usage").await;
         br.close().await;
     });
 }

@@ -46,6 +46,7 @@ use crate::web::login;
         quota::put,
         quota::delete,
         usage::usage,
+        usage::timeline,
         jobs::submit,
         jobs::list,
         jobs::show,

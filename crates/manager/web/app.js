@@ -159,7 +159,8 @@ function stopLive() {
 function route() {
   if (!S.user) return;
   stopLive();
-  const hash = location.hash.replace(/^#\/?/, '') || 'jobs';
+  // `#/page/arg?query`: the query is the page's own (filters), not part of its name.
+  const hash = location.hash.replace(/^#\/?/, '').split('?')[0] || 'jobs';
   const [page, arg] = hash.split('/');
   for (const a of document.querySelectorAll('#nav a')) {
     a.classList.toggle('active', a.getAttribute('href') === '#/' + page);
@@ -387,7 +388,11 @@ async function usageView() {
     ev.preventDefault();
     location.hash = '#/usage?' + new URLSearchParams({ by: form.by.value, since: form.since.value });
   });
-  show(el('h1', { text: 'Usage' }), form, chart(lines),
+  const tl = await api('GET', '/v1/usage/timeline?' + new URLSearchParams({ by, since }));
+  show(el('h1', { text: 'Usage' }), form,
+    el('h2', { text: 'Cluster utilisation over time' }), utilisationChart(tl),
+    el('h2', { text: 'Over time, by ' + by }), timelineChart(tl),
+    el('h2', { text: 'Totals' }), chart(lines),
     el('table', { id: 'usage' }, el('thead', {}, el('tr', {}, [by === 'user' ? 'User' : 'Project', 'Jobs', 'Succeeded', 'Failed', 'Cancelled', 'GPU-hours', 'CPU-hours']
       .map((h) => el('th', { text: h })))),
     el('tbody', {}, lines.map((l) => el('tr', {}, el('td', { text: l.name }), el('td', { class: 'num', text: String(l.jobs) }),
@@ -396,15 +401,58 @@ async function usageView() {
       el('td', { class: 'num', text: l.cpu_hours.toFixed(2) }))))));
 }
 
+const SVG_NS = 'http://www.w3.org/2000/svg';
+function svgEl(tag, attrs, text) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+const PALETTE = ['#2457c5', '#9a6700', '#1a7f37', '#c0362c', '#8250df', '#0e7490', '#b35900', '#57606a'];
+
+/** Lines over the timeline's periods: `series` is [[label, [value per period]], ...]. */
+function lineChart(tl, series, unit, max) {
+  const w = 720, h = 220, left = 48, bottom = 24, top = 22;
+  const n = tl.periods.length;
+  const peak = max || Math.max(1e-9, ...series.flatMap(([, ys]) => ys));
+  const x = (i) => left + (n <= 1 ? 0 : (w - left - 8) * i / (n - 1));
+  const y = (v) => top + (h - top - bottom) * (1 - v / peak);
+  const svg = svgEl('svg', { class: 'chart', width: w, height: h, viewBox: `0 0 ${w} ${h}`, role: 'img' });
+  svg.append(svgEl('text', { x: 4, y: top + 4, 'font-size': 11 }, peak.toFixed(peak < 10 ? 2 : 0) + ' ' + unit));
+  svg.append(svgEl('text', { x: 4, y: h - bottom, 'font-size': 11 }, '0'));
+  svg.append(svgEl('text', { x: left, y: h - 6, 'font-size': 11 }, when(tl.periods[0] && tl.periods[0].start)));
+  svg.append(svgEl('text', { x: w - 8, y: h - 6, 'font-size': 11, 'text-anchor': 'end' }, 'now'));
+  series.forEach(([label, ys], k) => {
+    const color = PALETTE[k % PALETTE.length];
+    svg.append(svgEl('polyline', { fill: 'none', stroke: color, 'stroke-width': 2,
+      points: ys.map((v, i) => x(i).toFixed(1) + ',' + y(v).toFixed(1)).join(' ') }));
+    svg.append(svgEl('text', { x: left + 10 + 110 * k, y: 14, fill: color, 'font-size': 12 }, '■ ' + label));
+  });
+  return svg;
+}
+
+/** Allocated GPUs and CPUs as a share of the cluster's, per period. */
+function utilisationChart(tl) {
+  const hours = tl.step_secs / 3600;
+  const share = (used, total) => (total > 0 ? 100 * used / (total * hours) : 0);
+  const series = [['CPUs', tl.periods.map((p) => share(p.cpu_hours, tl.cpus_total))]];
+  if (tl.gpus_total > 0) series.unshift(['GPUs', tl.periods.map((p) => share(p.gpu_hours, tl.gpus_total))]);
+  return lineChart(tl, series, '%', 100);
+}
+
+/** GPU-hours (CPU-hours on a cluster without GPUs) per user or project, per period. */
+function timelineChart(tl) {
+  const key = tl.gpus_total > 0 ? 'gpu_hours' : 'cpu_hours';
+  const totals = {};
+  for (const p of tl.periods) for (const [name, h] of Object.entries(p.by)) totals[name] = (totals[name] || 0) + h[key];
+  const names = Object.keys(totals).sort((a, b) => totals[b] - totals[a]).slice(0, 6);
+  const series = names.map((name) => [name, tl.periods.map((p) => (p.by[name] ? p.by[name][key] : 0))]);
+  if (!series.length) return el('p', { class: 'muted', text: 'Nothing ran in this period.' });
+  return lineChart(tl, series, key === 'gpu_hours' ? 'GPU-h' : 'CPU-h');
+}
+
 /** GPU-hours and CPU-hours per name as horizontal bars (SVG built node by node). */
 function chart(lines) {
-  const ns = 'http://www.w3.org/2000/svg';
-  const svgEl = (tag, attrs, text) => {
-    const e = document.createElementNS(ns, tag);
-    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
-    if (text !== undefined) e.textContent = text;
-    return e;
-  };
   const top = lines.slice(0, 12);
   const max = Math.max(1e-9, ...top.map((l) => Math.max(l.gpu_hours, l.cpu_hours)));
   const h = 24 + top.length * 30;

@@ -111,6 +111,54 @@ pub struct UsageQuery {
     pub since: Option<String>,
 }
 
+/// `GET /v1/usage/timeline`: usage per period, for charts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+pub struct TimelineQuery {
+    /// `user` (default) or `project`.
+    #[serde(default)]
+    pub by: Option<String>,
+    /// How far back, e.g. `7d` (default `7d`).
+    #[serde(default)]
+    pub since: Option<String>,
+    /// The length of one period, e.g. `1h` (default: a 48th of `since`, at least a minute).
+    /// At most 1,000 periods.
+    #[serde(default)]
+    pub step: Option<String>,
+}
+
+/// Usage per period: each user's or project's GPU- and CPU-hours, and the whole cluster's
+/// beside its capacity (so a chart can show utilisation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageTimeline {
+    /// When the first period starts.
+    pub start: jiff::Timestamp,
+    pub step_secs: u64,
+    /// Per period, in order.
+    pub periods: Vec<UsagePeriod>,
+    /// GPUs and CPUs of the nodes known now (utilisation is used ÷ capacity × period).
+    pub gpus_total: f64,
+    pub cpus_total: f64,
+}
+
+/// One period of a [`UsageTimeline`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsagePeriod {
+    pub start: jiff::Timestamp,
+    /// The whole cluster's allocated GPU- and CPU-hours in the period (admins: every job;
+    /// others: only what `by` lets them see, so this is their own share).
+    pub gpu_hours: f64,
+    pub cpu_hours: f64,
+    /// Per user or project with any use in the period.
+    pub by: std::collections::BTreeMap<String, UsageHours>,
+}
+
+/// GPU- and CPU-hours.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageHours {
+    pub gpu_hours: f64,
+    pub cpu_hours: f64,
+}
+
 /// One line of `berth usage` (like `sreport cluster AccountUtilizationByUser`): what one user or
 /// project used in the period. Resources count what jobs asked for, over the part of their
 /// run inside the period.

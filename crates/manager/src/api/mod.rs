@@ -47,6 +47,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/admin/audit", get(tenancy::audit_log))
         .route("/v1/quotas", get(quota::list))
         .route("/v1/usage", get(usage::usage))
+        .route("/v1/usage/timeline", get(usage::timeline))
         .route("/v1/admin/quotas/{kind}/{name}", put(quota::put).delete(quota::delete))
         .route("/v1/admin/join-tokens", post(misc::create_join_token))
         .route("/v1/cache/members", get(cache::members))

@@ -1,18 +1,20 @@
 //! `GET /v1/usage`: what each user or project used over a period (GPU-hours, CPU-hours, jobs
-//! by final state, mean wait), like Slurm's `sreport`/`sacct`. Admins see everyone; users see
-//! themselves (by user) or their projects (by project).
+//! by final state, mean wait), like Slurm's `sreport`/`sacct`; `GET /v1/usage/timeline`: the
+//! same hours per period, for charts. Admins see everyone; users see themselves (by user) or
+//! their projects (by project).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::State;
 use berth_model::JobState;
-use berth_model::api::{UsageLine, UsageQuery};
+use berth_model::api::{TimelineQuery, UsageLine, UsagePeriod, UsageQuery, UsageTimeline};
 use berth_store::JobRow;
 use jiff::Timestamp;
 
 use crate::auth::Auth;
 use crate::error::{ApiError, Query};
+use crate::identity::User;
 use crate::manager::Manager;
 use crate::state::personal_account;
 
@@ -24,24 +26,133 @@ pub async fn usage(
     Auth(u): Auth,
     Query(q): Query<UsageQuery>,
 ) -> Result<axum::Json<Vec<UsageLine>>, ApiError> {
-    let by_project = match q.by.as_deref().unwrap_or("user") {
-        "user" => false,
-        "project" => true,
-        other => return Err(ApiError::bad_request(format!("cannot group by `{other}`: use `user` or `project`"))),
-    };
-    let since_text = q.since.as_deref().filter(|s| !s.is_empty()).unwrap_or("30d");
-    let secs = berth_model::parse_duration(since_text)
-        .map_err(|e| ApiError::bad_request(format!("invalid `since` `{since_text}`: {e} (e.g. 7d, 12h)")))?;
+    let by_project = grouping(q.by.as_deref())?;
     let now = Timestamp::now();
-    let secs = i64::try_from(secs).unwrap_or(i64::MAX).min(now.as_second());
-    let since = now - jiff::SignedDuration::from_secs(secs);
+    let since = now - jiff::SignedDuration::from_secs(period("since", q.since.as_deref(), "30d", now)?);
     let rows = m.store.jobs_active_since(since).await?;
     let mut lines = aggregate(&rows, by_project, since, now);
-    if !u.is_admin() {
-        let own = personal_account(&u.name);
-        lines.retain(|l| if by_project { u.member_of(&l.name) || l.name == own } else { l.name == u.name });
-    }
+    lines.retain(|l| may_see(&u, by_project, &l.name));
     Ok(axum::Json(lines))
+}
+
+/// Usage per period, for the dashboard's charts: each user's or project's GPU- and CPU-hours,
+/// and the cluster's beside its capacity.
+#[utoipa::path(get, path = "/v1/usage/timeline", tag = "usage", params(TimelineQuery),
+    responses((status = 200, body = UsageTimeline), (status = 400, body = berth_model::api::ErrorBody)))]
+pub async fn timeline(
+    State(m): State<Arc<Manager>>,
+    Auth(u): Auth,
+    Query(q): Query<TimelineQuery>,
+) -> Result<axum::Json<UsageTimeline>, ApiError> {
+    let by_project = grouping(q.by.as_deref())?;
+    let now = Timestamp::now();
+    let span = period("since", q.since.as_deref(), "7d", now)?;
+    let step = match q.step.as_deref().filter(|s| !s.is_empty()) {
+        Some(_) => period("step", q.step.as_deref(), "1h", now)?,
+        None => (span / 48).max(60),
+    };
+    if step == 0 || span / step > MAX_PERIODS {
+        return Err(ApiError::bad_request(format!(
+            "{} periods of {step}s in {span}s: at most {MAX_PERIODS}; choose a longer `step` or a shorter `since`",
+            span / step.max(1)
+        )));
+    }
+    let start = now - jiff::SignedDuration::from_secs(span);
+    let rows = m.store.jobs_active_since(start).await?;
+    let mut t = periods(&rows, by_project, start, step, now, |name| may_see(&u, by_project, name));
+    for shape in m.nodes.shapes().iter() {
+        t.cpus_total += shape.topology().cpus.len() as f64;
+        t.gpus_total += shape.topology().gpus.len() as f64;
+    }
+    Ok(axum::Json(t))
+}
+
+/// The most periods a timeline has.
+const MAX_PERIODS: i64 = 1000;
+
+/// `by=`: group by project (true) or user (false).
+fn grouping(by: Option<&str>) -> Result<bool, ApiError> {
+    match by.unwrap_or("user") {
+        "user" => Ok(false),
+        "project" => Ok(true),
+        other => Err(ApiError::bad_request(format!("cannot group by `{other}`: use `user` or `project`"))),
+    }
+}
+
+/// A length of time from the query (`since`, `step`), in seconds, at most back to 1970.
+fn period(name: &str, text: Option<&str>, default: &str, now: Timestamp) -> Result<i64, ApiError> {
+    let text = text.filter(|s| !s.is_empty()).unwrap_or(default);
+    let secs = berth_model::parse_duration(text)
+        .map_err(|e| ApiError::bad_request(format!("invalid `{name}` `{text}`: {e} (e.g. 7d, 12h)")))?;
+    Ok(i64::try_from(secs).unwrap_or(i64::MAX).min(now.as_second()))
+}
+
+/// Whether `u` may see the usage of `name` (a user, or a project when `by_project`): admins
+/// everyone's, users their own and their projects'.
+fn may_see(u: &User, by_project: bool, name: &str) -> bool {
+    u.is_admin() || if by_project { u.member_of(name) || name == personal_account(&u.name) } else { name == u.name }
+}
+
+/// The user or project a job's usage counts for. Jobs without a project count for their
+/// user's personal account, never for a project that happens to share the user's name.
+fn account_of(r: &JobRow, by_project: bool) -> String {
+    match (by_project, &r.spec.project) {
+        (true, Some(p)) => p.clone(),
+        (true, None) => personal_account(&r.user),
+        (false, _) => r.user.clone(),
+    }
+}
+
+/// GPUs and CPUs a job holds (what it asked for, times its kernels).
+fn held(r: &JobRow) -> (f64, f64) {
+    let kernels = r.spec.kernel_count() as f64;
+    (kernels * r.spec.resources.gpu_milli as f64 / 1000.0, kernels * r.spec.resources.cpu_milli as f64 / 1000.0)
+}
+
+/// Splits each started job's run inside `[start, now]` over periods of `step` seconds; only
+/// accounts `visible` says may be seen count, in the totals too.
+pub fn periods(
+    rows: &[JobRow],
+    by_project: bool,
+    start: Timestamp,
+    step: i64,
+    now: Timestamp,
+    visible: impl Fn(&str) -> bool,
+) -> UsageTimeline {
+    let s0 = start.as_second();
+    let count = ((now.as_second() - s0).max(0) + step - 1) / step;
+    let mut periods: Vec<UsagePeriod> = (0..count.max(1))
+        .map(|i| UsagePeriod {
+            start: Timestamp::from_second(s0 + i * step).unwrap_or(start),
+            gpu_hours: 0.0,
+            cpu_hours: 0.0,
+            by: BTreeMap::new(),
+        })
+        .collect();
+    for r in rows {
+        let Some(started) = r.started_at else { continue };
+        let key = account_of(r, by_project);
+        if !visible(&key) {
+            continue;
+        }
+        let (gpus, cpus) = held(r);
+        let from = started.as_second().max(s0);
+        let to = r.ended_at.unwrap_or(now).min(now).as_second();
+        let mut at = from;
+        while at < to {
+            let i = ((at - s0) / step) as usize;
+            let Some(p) = periods.get_mut(i) else { break };
+            let end = (s0 + (i as i64 + 1) * step).min(to);
+            let hours = (end - at) as f64 / 3600.0;
+            p.gpu_hours += gpus * hours;
+            p.cpu_hours += cpus * hours;
+            let h = p.by.entry(key.clone()).or_default();
+            h.gpu_hours += gpus * hours;
+            h.cpu_hours += cpus * hours;
+            at = end;
+        }
+    }
+    UsageTimeline { start, step_secs: step as u64, periods, gpus_total: 0.0, cpus_total: 0.0 }
 }
 
 /// Sums jobs into one line per user or project. A job counts its requested GPUs and CPUs
@@ -49,13 +160,7 @@ pub async fn usage(
 pub fn aggregate(rows: &[JobRow], by_project: bool, since: Timestamp, now: Timestamp) -> Vec<UsageLine> {
     let mut lines: BTreeMap<String, (UsageLine, f64, u32)> = BTreeMap::new();
     for r in rows {
-        // Jobs without a project count for their user's personal account, never for a project
-        // that happens to share the user's name.
-        let key = match (by_project, &r.spec.project) {
-            (true, Some(p)) => p.clone(),
-            (true, None) => personal_account(&r.user),
-            (false, _) => r.user.clone(),
-        };
+        let key = account_of(r, by_project);
         let (line, wait_sum, started) = lines.entry(key.clone()).or_insert_with(|| {
             let l = UsageLine {
                 name: key,
@@ -87,9 +192,9 @@ pub fn aggregate(rows: &[JobRow], by_project: bool, since: Timestamp, now: Times
             let from = start.max(since);
             let to = r.ended_at.unwrap_or(now).min(now);
             let hours = to.duration_since(from).as_secs_f64().max(0.0) / 3600.0;
-            let kernels = r.spec.kernel_count() as f64;
-            line.gpu_hours += hours * kernels * r.spec.resources.gpu_milli as f64 / 1000.0;
-            line.cpu_hours += hours * kernels * r.spec.resources.cpu_milli as f64 / 1000.0;
+            let (gpus, cpus) = held(r);
+            line.gpu_hours += hours * gpus;
+            line.cpu_hours += hours * cpus;
         }
     }
     lines
@@ -163,5 +268,26 @@ mod tests {
         let names: Vec<&str> = by_project.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["user:bob", "vision"], "a job without a project counts for its user's own account");
         assert_eq!(by_project[1].jobs, 2);
+    }
+
+    #[test]
+    fn a_timeline_splits_runs_over_periods_and_hides_what_may_not_be_seen() {
+        let rows = vec![
+            // 600..4200 with 4 GPUs (2 × 2 kernels): from 1200 on, in periods of 1200 s.
+            row("bob", Some("vision"), JobState::Succeeded, (0, Some(600), Some(4200))),
+            row("carol", None, JobState::Running, (0, Some(3000), None)),
+        ];
+        let tl = periods(&rows, false, t(1200), 1200, t(4800), |_| true);
+        assert_eq!(tl.periods.len(), 3);
+        let gpu: Vec<f64> = tl.periods.iter().map(|p| p.gpu_hours).collect();
+        // bob: 1200 s × 4 GPUs in each of the first two, 1800..4200 → 1200/1200/600; carol from 3000.
+        let h = |secs: f64| secs / 3600.0 * 4.0;
+        assert!((gpu[0] - h(1200.0)).abs() < 1e-9, "{gpu:?}");
+        assert!((gpu[1] - (h(1200.0) + h(600.0))).abs() < 1e-9, "{gpu:?}");
+        assert!((gpu[2] - (h(600.0) + h(1200.0))).abs() < 1e-9, "{gpu:?}");
+        assert_eq!(tl.periods[2].by.len(), 2);
+        let only_bob = periods(&rows, false, t(1200), 1200, t(4800), |n| n == "bob");
+        assert!(only_bob.periods.iter().all(|p| !p.by.contains_key("carol")));
+        assert!((only_bob.periods[2].gpu_hours - h(600.0)).abs() < 1e-9, "totals hold only what is visible");
     }
 }
