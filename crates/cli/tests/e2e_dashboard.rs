@@ -118,6 +118,15 @@ fn a_job_is_seen_live_from_pending_to_succeeded_and_markup_stays_text() {
             "the utilisation and per-user lines"
         );
         br.screenshot("usage").await;
+
+        // Nodes: allocation bars and the jobs that ran on each node, this one among them.
+        br.js("location.hash = '#/nodes'; return null;").await;
+        br.wait_for("#node-timeline").await;
+        let titles = br
+            .js("return [...document.querySelectorAll('#node-timeline title')].map(t => t.textContent).join('|');")
+            .await;
+        assert!(titles.as_str().unwrap().contains(&format!("job {id} {name}")), "segments: {titles}");
+        br.screenshot("nodes").await;
         br.close().await;
     });
 }
@@ -177,6 +186,15 @@ fn cancel_csrf_and_a_second_user_who_sees_only_their_own() {
             .await;
         assert_eq!(status, 404, "another user's job does not exist for bob");
         bob_br.screenshot("second-user").await;
+        // On the nodes page the admin's jobs are busy time, nothing more.
+        bob_br.js("location.hash = '#/nodes'; return null;").await;
+        bob_br.wait_for("#node-timeline").await;
+        let titles =
+            bob_br.js("return [...document.querySelectorAll('#node-timeline title')].map(t => t.textContent).join('|');").await;
+        let titles = titles.as_str().unwrap().to_string();
+        assert!(titles.contains("another user's job"), "{titles}");
+        assert!(!titles.contains("admin") && !titles.contains("long"), "bob must not learn whose jobs ran: {titles}");
+        bob_br.js("location.hash = '#/jobs'; return null;").await;
 
         // The admin revokes bob's session: his next request goes back to the login screen.
         let tokens = b.json(&["token", "list", "--all"]);

@@ -26,6 +26,7 @@ use crate::web::login;
         misc::health,
         misc::whoami,
         nodes::list,
+        nodes::timeline,
         nodes::drain,
         nodes::undrain,
         images::list,

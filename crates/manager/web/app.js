@@ -348,9 +348,37 @@ async function nodesView() {
   });
   const heads = ['Node', 'State', 'Queue', 'CPUs allocated', 'Memory allocated', 'GPUs allocated', 'Jobs', 'Drain reason', 'Heartbeat', 'Labels'];
   if (admin) heads.push('');
+  const segments = await api('GET', '/v1/nodes/timeline?since=1d');
   show(el('h1', { text: 'Nodes' }), el('table', { id: 'nodes' }, el('thead', {}, el('tr', {}, heads.map((h) => el('th', { text: h })))),
-    el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: heads.length, class: 'muted', text: 'No nodes yet.' })))));
-  S.timers.push(setInterval(() => nodesView().catch(() => {}), 10000));
+    el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: heads.length, class: 'muted', text: 'No nodes yet.' })))),
+    el('h2', { text: 'Jobs on each node, last 24 hours' }), nodeTimeline(nodes.map((n) => n.name), segments));
+  S.timers.push(setInterval(() => { if (location.hash.startsWith('#/nodes')) nodesView().catch(() => {}); }, 10000));
+}
+
+/** One row per node, one bar per job that ran there (colour by user; hover for the job). */
+function nodeTimeline(names, segments) {
+  const w = 960, row = 22, left = 120, top = 18;
+  const end = Date.now(), begin = end - 86400 * 1000;
+  const x = (t) => left + (w - left - 8) * (Math.max(begin, Math.min(end, t)) - begin) / (end - begin);
+  const svg = svgEl('svg', { class: 'chart', id: 'node-timeline', width: w, height: top + row * Math.max(1, names.length) + 18,
+    role: 'img', 'aria-label': 'jobs per node over time' });
+  const users = [...new Set(segments.map((g) => g.user || ''))];
+  names.forEach((name, i) => {
+    const y = top + i * row;
+    svg.append(svgEl('text', { x: 4, y: y + 15, 'font-size': 12 }, name));
+    for (const g of segments.filter((s) => s.node === name)) {
+      const x0 = x(Date.parse(g.start)), x1 = x(g.end ? Date.parse(g.end) : end);
+      const bar = svgEl('rect', { x: x0.toFixed(1), y: y + 3, width: Math.max(1.5, x1 - x0).toFixed(1), height: row - 6,
+        fill: g.user ? PALETTE[users.indexOf(g.user) % PALETTE.length] : '#c9ced6', class: 'segment' });
+      const label = g.job ? 'job ' + g.job + (g.name ? ' ' + g.name : '') + ' (' + g.user + ', ' + g.state + ')' : "another user's job";
+      bar.append(svgEl('title', {}, label));
+      svg.append(bar);
+    }
+  });
+  const h = top + row * Math.max(1, names.length);
+  svg.append(svgEl('text', { x: left, y: h + 14, 'font-size': 11 }, '24 h ago'));
+  svg.append(svgEl('text', { x: w - 8, y: h + 14, 'font-size': 11, 'text-anchor': 'end' }, 'now'));
+  return svg;
 }
 
 async function nodeAction(name, what) {

@@ -178,6 +178,28 @@ pub struct DrainRequest {
     pub reason: Option<String>,
 }
 
+/// `GET /v1/nodes/timeline`: how far back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+pub struct NodeTimelineQuery {
+    /// e.g. `12h` (default `1d`).
+    #[serde(default)]
+    pub since: Option<String>,
+}
+
+/// One job's run on one node, for a per-node timeline. The job, its name and its user are
+/// given only when the caller may see the job; otherwise the node was busy with someone else's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct NodeSegment {
+    pub node: String,
+    pub job: Option<JobId>,
+    pub name: Option<String>,
+    pub user: Option<String>,
+    pub state: JobState,
+    pub start: jiff::Timestamp,
+    /// `None`: still running.
+    pub end: Option<jiff::Timestamp>,
+}
+
 /// A node as `berth nodes` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct NodeView {

@@ -30,6 +30,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/logs", get(logs::logs))
         .route("/v1/nodes", get(nodes::list))
+        .route("/v1/nodes/timeline", get(nodes::timeline))
         .route("/v1/images", get(images::list))
         .route("/v1/nodes/{name}/drain", post(nodes::drain))
         .route("/v1/nodes/{name}/undrain", post(nodes::undrain))

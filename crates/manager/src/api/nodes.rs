@@ -1,12 +1,12 @@
-//! `/v1/nodes`: list nodes, and drain/undrain one (admin only).
+//! `/v1/nodes`: list nodes, what ran on them over time, and drain/undrain one (admin only).
 
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use berth_model::api::{DrainRequest, NodeView};
+use berth_model::api::{DrainRequest, NodeSegment, NodeTimelineQuery, NodeView};
 
 use crate::auth::{Admin, Auth};
-use crate::error::ApiError;
+use crate::error::{ApiError, Query};
 use crate::manager::Manager;
 
 /// Every node with its state, capacity and use.
@@ -16,6 +16,42 @@ pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Jso
     let mut names: Vec<&String> = st.nodes.keys().collect();
     names.sort();
     axum::Json(names.into_iter().filter_map(|n| st.node_view(n)).collect())
+}
+
+/// What ran on each node since a time, one segment per job and node, oldest first.
+#[utoipa::path(get, path = "/v1/nodes/timeline", tag = "nodes", params(NodeTimelineQuery),
+    responses((status = 200, body = Vec<NodeSegment>), (status = 400, body = berth_model::api::ErrorBody)))]
+pub async fn timeline(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Query(q): Query<NodeTimelineQuery>,
+) -> Result<axum::Json<Vec<NodeSegment>>, ApiError> {
+    let text = q.since.as_deref().filter(|s| !s.is_empty()).unwrap_or("1d");
+    let secs = berth_model::parse_duration(text)
+        .map_err(|e| ApiError::bad_request(format!("invalid `since` `{text}`: {e} (e.g. 12h, 7d)")))?;
+    let now = jiff::Timestamp::now();
+    let since = now - jiff::SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX).min(now.as_second()));
+    let rows = m.store.jobs_active_since(since).await?;
+    let mut out = Vec::new();
+    for r in rows {
+        let Some(start) = r.started_at else { continue };
+        let mine = user.can_see(r.user_id, &r.spec);
+        let mut nodes = r.nodes.clone();
+        nodes.dedup();
+        for node in nodes {
+            out.push(NodeSegment {
+                node,
+                job: mine.then_some(r.id),
+                name: if mine { r.spec.name.clone() } else { None },
+                user: mine.then(|| r.user.clone()),
+                state: r.state,
+                start,
+                end: r.ended_at,
+            });
+        }
+    }
+    out.sort_by(|a, b| (a.start, &a.node).cmp(&(b.start, &b.node)));
+    Ok(axum::Json(out))
 }
 
 /// Drain a node: running jobs finish, no new job starts there (admin only).
