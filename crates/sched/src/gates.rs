@@ -15,7 +15,7 @@ use berth_model::{Binding, JobId, PendingKind, PendingReason};
 
 use crate::backfill::{Holding, Reservation, reserve};
 use crate::ledger::NodeLedger;
-use crate::order::Order;
+use crate::order::{Order, Source};
 use crate::pool::{self, Pool};
 use crate::quota::Book;
 use crate::{HeadOfLine, Millis, PassInput, PendingJob, Preempt, QueueConfig, RunningJob, preempt};
@@ -83,21 +83,21 @@ pub(crate) struct Walk<'i, 'a> {
 }
 
 impl<'i, 'a> Walk<'i, 'a> {
-    /// `nodes`: the queue's ledgers, sorted by name; `jobs`: its pending jobs.
+    /// `nodes`: the queue's ledgers, sorted by name; `source`: its pending jobs.
     pub fn new(
         input: &'i PassInput<'a>,
         q: &'i QueueConfig,
         running: &'i [&'a RunningJob],
         nodes: Vec<&'a NodeLedger>,
-        jobs: Vec<&'a PendingJob>,
+        source: Source<'a>,
     ) -> Self {
         let totals = [
             nodes.iter().map(|l| l.cpus_total() as u64 * 1000).sum(),
             nodes.iter().map(|l| l.mem_total()).sum(),
             nodes.iter().map(|l| l.topology().gpus.len() as u64 * 1000).sum(),
         ];
-        let pool = Pool::new(nodes, q.scoring, &jobs);
-        let order = Order::new(q.ordering, jobs, running, input.fair_share, totals);
+        let pool = Pool::new(nodes, q.scoring, source.floors());
+        let order = Order::new(q.ordering, source, running, input.fair_share, totals);
         Walk {
             input,
             q,

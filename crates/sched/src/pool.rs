@@ -102,15 +102,11 @@ pub(crate) struct Pool<'a> {
 }
 
 impl<'a> Pool<'a> {
-    /// Indexes `nodes` (one queue's, sorted by name) for placing `jobs`.
-    pub fn new(nodes: Vec<&'a NodeLedger>, scoring: Scoring, jobs: &[&PendingJob]) -> Self {
+    /// Indexes `nodes` (one queue's, sorted by name) for placing jobs whose smallest
+    /// whole-CPU and memory requests are `floors` (`order::Source::floors`).
+    pub fn new(nodes: Vec<&'a NodeLedger>, scoring: Scoring, floors: (u32, u64)) -> Self {
         let n = nodes.len();
-        // One scan: a deep queue's jobs do not fit in the cache.
-        let (floor_cpus, floor_mem) = jobs
-            .iter()
-            .map(|j| (j.request.whole_cpus(), j.request.mem_bytes))
-            .reduce(|(c, m), (c2, m2)| (c.min(c2), m.min(m2)))
-            .unwrap_or((0, 0));
+        let (floor_cpus, floor_mem) = floors;
         let mut p = Pool {
             ready: nodes.iter().filter(|l| l.schedulable()).count(),
             nodes: nodes.into_iter().map(Cow::Borrowed).collect(),
