@@ -17,7 +17,9 @@
 //! which then keeps the new job's binding for the next checks). Otherwise it is placed again
 //! away from the reserved nodes, and waits only if that fails too.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use berth_model::{Binding, JobId};
 
@@ -42,7 +44,8 @@ pub(crate) struct Reservation {
 }
 
 /// The reservation for `job` (which cannot start now), or `None` when it never fits.
-pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>, now: Millis) -> Option<Reservation> {
+/// `holdings` in any order: they are released by (end, job), ties in the order given.
+pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: Millis) -> Option<Reservation> {
     let want = job.nodes.max(1) as usize;
     let r = &job.request;
     // Released nodes are followed as counts; the binder runs only on the best-scored nodes
@@ -58,19 +61,19 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
         maybe
             .extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && NodeCounts::of(&pool.nodes[i]).fits(r)));
     }
-    holdings.sort_by_key(|h| (h.end, h.job));
-    let mut timeline = Timeline { pool, holdings: &holdings, released: BTreeMap::new(), rebuilt: BTreeMap::new() };
-    let mut k = 0;
-    while k < holdings.len() {
-        let end = holdings[k].end;
+    // Ends come off a heap, not a sorted copy: the walk usually stops after a few of a deep
+    // cluster's tens of thousands of bindings, and only those are looked up by node.
+    let mut ends: BinaryHeap<Reverse<(Millis, JobId, usize)>> =
+        holdings.iter().enumerate().map(|(k, h)| Reverse((h.end, h.job, k))).collect();
+    let mut timeline = Timeline { pool, holdings, released: BTreeMap::new(), rebuilt: BTreeMap::new() };
+    while let Some(&Reverse((end, ..))) = ends.peek() {
         let mut changed = BTreeSet::new();
-        while k < holdings.len() && holdings[k].end == end {
+        while let Some(Reverse((_, _, k))) = ends.peek_mut().filter(|e| e.0.0 == end).map(PeekMut::pop) {
             if let Some(i) = pool.index_of(&holdings[k].binding.node) {
                 counts.entry(i).or_insert_with(|| NodeCounts::of(&pool.nodes[i])).release(holdings[k].binding);
                 timeline.released.entry(i).or_default().push(k);
                 changed.insert(i);
             }
-            k += 1;
         }
         for i in changed {
             if !fits.contains(&i) && pool.eligible(i, job) && counts[&i].fits(r) {
@@ -84,10 +87,12 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
             Some(c) => c.score_key(pool.scoring()),
             None => crate::place::score_key(pool.scoring(), &pool.nodes[i]),
         };
-        let mut candidates: Vec<usize> = fits.iter().chain(&maybe).copied().collect();
-        candidates.sort_by_key(|&i| (score(i), i));
+        // Each node's score once (it is looked up in `counts`), then one sort: the keys
+        // are unique, so the order is the one a stable sort by key gives.
+        let mut candidates: Vec<_> = fits.iter().chain(&maybe).map(|&i| (score(i), i)).collect();
+        candidates.sort_unstable();
         let mut best = Vec::with_capacity(want);
-        for i in candidates {
+        for (_, i) in candidates {
             if !fits.contains(&i) {
                 maybe.remove(&i);
                 let l = timeline.ledger(i);

@@ -276,7 +276,7 @@ impl<'i, 'a> Walk<'i, 'a> {
         match self.q.head_of_line {
             HeadOfLine::Strict => {
                 self.blocker = Some(pos);
-                resources(format!("resources: {why}"), true)
+                resources(resources_text(&why), true)
             }
             // `SkipAfter(n)`: the job holds the line for n passes, then steps aside and only
             // waits for itself, so one huge job cannot stall a queue forever.
@@ -286,16 +286,16 @@ impl<'i, 'a> Walk<'i, 'a> {
                 if blocks {
                     self.blocker = Some(pos);
                 }
-                resources(format!("resources: {why}"), blocks)
+                resources(resources_text(&why), blocks)
             }
             HeadOfLine::Backfill => {
                 self.first_blocked.get_or_insert(pos);
                 if self.reservation.is_some() || self.tries >= MAX_RESERVATION_TRIES {
-                    return resources(format!("resources: {why}"), false);
+                    return resources(resources_text(&why), false);
                 }
                 self.tries += 1;
                 let now = self.input.now;
-                self.reservation = reserve(&self.pool, job, self.holdings(), now);
+                self.reservation = reserve(&self.pool, job, &self.holdings(), now);
                 self.reserved_pos = pos;
                 match &self.reservation {
                     Some(r) => Verdict::Wait {
@@ -328,9 +328,12 @@ impl<'i, 'a> Walk<'i, 'a> {
                 .find(|q| q.name == name)
                 .map_or(self.q.default_time_limit_ms, |q| q.default_time_limit_ms)
         };
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.input.running.len());
         for r in self.input.running {
-            let limit = r.time_limit_ms.unwrap_or_else(|| default_of(&r.queue));
+            // Most running jobs are this queue's: no search for its default.
+            let limit = r.time_limit_ms.unwrap_or_else(|| {
+                if r.queue == self.q.name { self.q.default_time_limit_ms } else { default_of(&r.queue) }
+            });
             let end = r.started_at.saturating_add(limit).max(now);
             out.extend(r.bindings.iter().map(|binding| Holding { end, job: r.id, binding }));
         }
@@ -350,4 +353,14 @@ fn quota(job: &PendingJob, book: &Book) -> Gate {
         Ok(true) => Break(Verdict::Borrow),
         Err(text) => Break(Verdict::wait(PendingKind::Quota, text)),
     }
+}
+
+/// `resources: WHY`, allocated once at its final size: a deep queue's walk writes one per
+/// job it tries, and `format!` grows its buffer on the way.
+fn resources_text(why: &str) -> String {
+    const PREFIX: &str = "resources: ";
+    let mut text = String::with_capacity(PREFIX.len() + why.len());
+    text.push_str(PREFIX);
+    text.push_str(why);
+    text
 }

@@ -15,7 +15,10 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::Hash;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use berth_model::JobId;
 
@@ -26,13 +29,14 @@ pub(crate) type Key = (Reverse<i32>, JobId);
 
 /// Names numbered when first seen, with how many pending jobs each has now.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Names<K: Ord> {
-    ids: BTreeMap<K, u32>,
+pub(crate) struct Names<K: Hash + Eq> {
+    /// Hashed: each pass looks up every running job's user here (DRF).
+    ids: FxHashMap<K, u32>,
     pub names: Vec<K>,
     pub count: Vec<usize>,
 }
 
-impl<K: Ord + Clone> Names<K> {
+impl<K: Hash + Eq + Clone> Names<K> {
     fn add(&mut self, name: K) -> u32 {
         let next = self.names.len() as u32;
         let id = *self.ids.entry(name.clone()).or_insert_with(|| {
@@ -48,7 +52,7 @@ impl<K: Ord + Clone> Names<K> {
         self.count[id as usize] -= 1;
     }
 
-    pub fn id<Q: Ord + ?Sized>(&self, name: &Q) -> Option<u32>
+    pub fn id<Q: Hash + Eq + ?Sized>(&self, name: &Q) -> Option<u32>
     where
         K: std::borrow::Borrow<Q>,
     {

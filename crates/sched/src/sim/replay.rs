@@ -4,10 +4,11 @@
 //! stops at once (completion or preemption), and a requeued job goes back to `pending`.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 use berth_model::{JobId, NumaPolicy, ResourceRequest};
+use rustc_hash::FxHashMap;
 
 use super::cluster::QUEUE;
 use super::policy::{Policy, SimOptions};
@@ -65,7 +66,8 @@ pub(super) struct Replay<'t> {
     pub user_names: Vec<String>,
     pub jobs: Vec<JobState>,
     pub ledgers: Vec<NodeLedger>,
-    node_index: BTreeMap<String, usize>,
+    /// Ledgers by node name: every start and end looks its bindings' nodes up.
+    node_index: FxHashMap<String, usize>,
     /// Kept across passes: a pass reads only the jobs it tries (`schedule_set`).
     pub pending: PendingSet,
     pub running: Vec<RunningJob>,
