@@ -22,6 +22,7 @@ use std::collections::binary_heap::PeekMut;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use berth_model::{Binding, JobId};
+use rustc_hash::FxHashMap;
 
 use crate::node_counts::NodeCounts;
 use crate::pool::Pool;
@@ -51,7 +52,7 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: 
     // Released nodes are followed as counts; the binder runs only on the best-scored nodes
     // whose counts fit, on a ledger rebuilt for them, until enough take the job. The replay
     // of a busy trace asks this for every blocked head, with hundreds of ends to release.
-    let mut counts: BTreeMap<usize, NodeCounts> = BTreeMap::new();
+    let mut counts: FxHashMap<usize, NodeCounts> = FxHashMap::default();
     // Nodes the binder accepted (they stay acceptable: ends only free resources), and nodes
     // whose counts fit but that the binder has not seen in their current state.
     let mut fits: BTreeSet<usize> = BTreeSet::new();
@@ -65,17 +66,20 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: 
     // cluster's tens of thousands of bindings, and only those are looked up by node.
     let mut ends: BinaryHeap<Reverse<(Millis, JobId, usize)>> =
         holdings.iter().enumerate().map(|(k, h)| Reverse((h.end, h.job, k))).collect();
-    let mut timeline = Timeline { pool, holdings, released: BTreeMap::new(), rebuilt: BTreeMap::new() };
+    let mut timeline = Timeline { pool, holdings, released: FxHashMap::default(), rebuilt: BTreeMap::new() };
+    // Per binding released, a few lookups by node: hashed, as the walk may release thousands.
+    let mut changed = Vec::new();
     while let Some(&Reverse((end, ..))) = ends.peek() {
-        let mut changed = BTreeSet::new();
+        changed.clear();
         while let Some(Reverse((_, _, k))) = ends.peek_mut().filter(|e| e.0.0 == end).map(PeekMut::pop) {
             if let Some(i) = pool.index_of(&holdings[k].binding.node) {
                 counts.entry(i).or_insert_with(|| NodeCounts::of(&pool.nodes[i])).release(holdings[k].binding);
                 timeline.released.entry(i).or_default().push(k);
-                changed.insert(i);
+                changed.push(i);
             }
         }
-        for i in changed {
+        // A node released twice is checked twice: the same answer.
+        for &i in &changed {
             if !fits.contains(&i) && pool.eligible(i, job) && counts[&i].fits(r) {
                 maybe.insert(i);
             }
@@ -122,7 +126,7 @@ struct Timeline<'p, 'a, 'h> {
     pool: &'p Pool<'a>,
     holdings: &'h [Holding<'h>],
     /// Per node, the holdings released so far (indices into `holdings`, in order).
-    released: BTreeMap<usize, Vec<usize>>,
+    released: FxHashMap<usize, Vec<usize>>,
     /// Per node, its rebuilt ledger and how many of its released holdings it has applied.
     rebuilt: BTreeMap<usize, (crate::NodeLedger, usize)>,
 }
