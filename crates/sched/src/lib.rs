@@ -15,7 +15,9 @@
 //! - `check_feasible(&ResourceRequest, nodes_needed, &[NodeLedger], queue) -> Result<(), String>`.
 //!
 //! Also public: [`check_feasible_with`] (the same with the job's NUMA policy), [`LedgerError`],
-//! and the read-only `NodeLedger::{cpus_total, mem_total, gpus_used_milli, allocations}`.
+//! the read-only `NodeLedger::{cpus_total, mem_total, gpus_used_milli, allocations}`, and
+//! [`schedule_set`], the same pass over a [`PendingSet`] the caller keeps across passes (it
+//! reads only the jobs it tries; `berth sim` uses it).
 //!
 //! How the manager uses it:
 //! - at start, build one ledger per known node and `allocate` the binding of every kernel that
