@@ -203,7 +203,12 @@ mod tests {
                 blocked_passes: 1,
                 expected_start: None,
             }],
-            untried: vec![Untried { first_position: 2, reason: reason(PendingKind::Priority), jobs: vec![4, 5] }],
+            untried: vec![Untried {
+                first_position: 2,
+                reason: reason(PendingKind::Priority),
+                jobs: vec![4, 5],
+                rest: None,
+            }],
             preemptions: vec![],
         };
         let applied = apply(&mut t, out, 0);

@@ -17,9 +17,12 @@
 //! which then keeps the new job's binding for the next checks). Otherwise it is placed again
 //! away from the reserved nodes, and waits only if that fails too.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use berth_model::{Binding, JobId};
+use rustc_hash::FxHashMap;
 
 use crate::node_counts::NodeCounts;
 use crate::pool::Pool;
@@ -42,13 +45,14 @@ pub(crate) struct Reservation {
 }
 
 /// The reservation for `job` (which cannot start now), or `None` when it never fits.
-pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>, now: Millis) -> Option<Reservation> {
+/// `holdings` in any order: they are released by (end, job), ties in the order given.
+pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: Millis) -> Option<Reservation> {
     let want = job.nodes.max(1) as usize;
     let r = &job.request;
     // Released nodes are followed as counts; the binder runs only on the best-scored nodes
     // whose counts fit, on a ledger rebuilt for them, until enough take the job. The replay
     // of a busy trace asks this for every blocked head, with hundreds of ends to release.
-    let mut counts: BTreeMap<usize, NodeCounts> = BTreeMap::new();
+    let mut counts: FxHashMap<usize, NodeCounts> = FxHashMap::default();
     // Nodes the binder accepted (they stay acceptable: ends only free resources), and nodes
     // whose counts fit but that the binder has not seen in their current state.
     let mut fits: BTreeSet<usize> = BTreeSet::new();
@@ -58,21 +62,24 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
         maybe
             .extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && NodeCounts::of(&pool.nodes[i]).fits(r)));
     }
-    holdings.sort_by_key(|h| (h.end, h.job));
-    let mut timeline = Timeline { pool, holdings: &holdings, released: BTreeMap::new(), rebuilt: BTreeMap::new() };
-    let mut k = 0;
-    while k < holdings.len() {
-        let end = holdings[k].end;
-        let mut changed = BTreeSet::new();
-        while k < holdings.len() && holdings[k].end == end {
+    // Ends come off a heap, not a sorted copy: the walk usually stops after a few of a deep
+    // cluster's tens of thousands of bindings, and only those are looked up by node.
+    let mut ends: BinaryHeap<Reverse<(Millis, JobId, usize)>> =
+        holdings.iter().enumerate().map(|(k, h)| Reverse((h.end, h.job, k))).collect();
+    let mut timeline = Timeline { pool, holdings, released: FxHashMap::default(), rebuilt: BTreeMap::new() };
+    // Per binding released, a few lookups by node: hashed, as the walk may release thousands.
+    let mut changed = Vec::new();
+    while let Some(&Reverse((end, ..))) = ends.peek() {
+        changed.clear();
+        while let Some(Reverse((_, _, k))) = ends.peek_mut().filter(|e| e.0.0 == end).map(PeekMut::pop) {
             if let Some(i) = pool.index_of(&holdings[k].binding.node) {
                 counts.entry(i).or_insert_with(|| NodeCounts::of(&pool.nodes[i])).release(holdings[k].binding);
                 timeline.released.entry(i).or_default().push(k);
-                changed.insert(i);
+                changed.push(i);
             }
-            k += 1;
         }
-        for i in changed {
+        // A node released twice is checked twice: the same answer.
+        for &i in &changed {
             if !fits.contains(&i) && pool.eligible(i, job) && counts[&i].fits(r) {
                 maybe.insert(i);
             }
@@ -84,10 +91,12 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, mut holdings: Vec<Holding>,
             Some(c) => c.score_key(pool.scoring()),
             None => crate::place::score_key(pool.scoring(), &pool.nodes[i]),
         };
-        let mut candidates: Vec<usize> = fits.iter().chain(&maybe).copied().collect();
-        candidates.sort_by_key(|&i| (score(i), i));
+        // Each node's score once (it is looked up in `counts`), then one sort: the keys
+        // are unique, so the order is the one a stable sort by key gives.
+        let mut candidates: Vec<_> = fits.iter().chain(&maybe).map(|&i| (score(i), i)).collect();
+        candidates.sort_unstable();
         let mut best = Vec::with_capacity(want);
-        for i in candidates {
+        for (_, i) in candidates {
             if !fits.contains(&i) {
                 maybe.remove(&i);
                 let l = timeline.ledger(i);
@@ -117,7 +126,7 @@ struct Timeline<'p, 'a, 'h> {
     pool: &'p Pool<'a>,
     holdings: &'h [Holding<'h>],
     /// Per node, the holdings released so far (indices into `holdings`, in order).
-    released: BTreeMap<usize, Vec<usize>>,
+    released: FxHashMap<usize, Vec<usize>>,
     /// Per node, its rebuilt ledger and how many of its released holdings it has applied.
     rebuilt: BTreeMap<usize, (crate::NodeLedger, usize)>,
 }

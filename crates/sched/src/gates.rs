@@ -15,7 +15,7 @@ use berth_model::{Binding, JobId, PendingKind, PendingReason};
 
 use crate::backfill::{Holding, Reservation, reserve};
 use crate::ledger::NodeLedger;
-use crate::order::Order;
+use crate::order::{Order, Source};
 use crate::pool::{self, Pool};
 use crate::quota::Book;
 use crate::{HeadOfLine, Millis, PassInput, PendingJob, Preempt, QueueConfig, RunningJob, preempt};
@@ -83,21 +83,21 @@ pub(crate) struct Walk<'i, 'a> {
 }
 
 impl<'i, 'a> Walk<'i, 'a> {
-    /// `nodes`: the queue's ledgers, sorted by name; `jobs`: its pending jobs.
+    /// `nodes`: the queue's ledgers, sorted by name; `source`: its pending jobs.
     pub fn new(
         input: &'i PassInput<'a>,
         q: &'i QueueConfig,
         running: &'i [&'a RunningJob],
         nodes: Vec<&'a NodeLedger>,
-        jobs: Vec<&'a PendingJob>,
+        source: Source<'a>,
     ) -> Self {
         let totals = [
             nodes.iter().map(|l| l.cpus_total() as u64 * 1000).sum(),
             nodes.iter().map(|l| l.mem_total()).sum(),
             nodes.iter().map(|l| l.topology().gpus.len() as u64 * 1000).sum(),
         ];
-        let pool = Pool::new(nodes, q.scoring, &jobs);
-        let order = Order::new(q.ordering, jobs, running, input.fair_share, totals);
+        let pool = Pool::new(nodes, q.scoring, source.floors());
+        let order = Order::new(q.ordering, source, running, input.fair_share, totals);
         Walk {
             input,
             q,
@@ -276,7 +276,7 @@ impl<'i, 'a> Walk<'i, 'a> {
         match self.q.head_of_line {
             HeadOfLine::Strict => {
                 self.blocker = Some(pos);
-                resources(format!("resources: {why}"), true)
+                resources(resources_text(&why), true)
             }
             // `SkipAfter(n)`: the job holds the line for n passes, then steps aside and only
             // waits for itself, so one huge job cannot stall a queue forever.
@@ -286,16 +286,16 @@ impl<'i, 'a> Walk<'i, 'a> {
                 if blocks {
                     self.blocker = Some(pos);
                 }
-                resources(format!("resources: {why}"), blocks)
+                resources(resources_text(&why), blocks)
             }
             HeadOfLine::Backfill => {
                 self.first_blocked.get_or_insert(pos);
                 if self.reservation.is_some() || self.tries >= MAX_RESERVATION_TRIES {
-                    return resources(format!("resources: {why}"), false);
+                    return resources(resources_text(&why), false);
                 }
                 self.tries += 1;
                 let now = self.input.now;
-                self.reservation = reserve(&self.pool, job, self.holdings(), now);
+                self.reservation = reserve(&self.pool, job, &self.holdings(), now);
                 self.reserved_pos = pos;
                 match &self.reservation {
                     Some(r) => Verdict::Wait {
@@ -328,9 +328,12 @@ impl<'i, 'a> Walk<'i, 'a> {
                 .find(|q| q.name == name)
                 .map_or(self.q.default_time_limit_ms, |q| q.default_time_limit_ms)
         };
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.input.running.len());
         for r in self.input.running {
-            let limit = r.time_limit_ms.unwrap_or_else(|| default_of(&r.queue));
+            // Most running jobs are this queue's: no search for its default.
+            let limit = r.time_limit_ms.unwrap_or_else(|| {
+                if r.queue == self.q.name { self.q.default_time_limit_ms } else { default_of(&r.queue) }
+            });
             let end = r.started_at.saturating_add(limit).max(now);
             out.extend(r.bindings.iter().map(|binding| Holding { end, job: r.id, binding }));
         }
@@ -350,4 +353,14 @@ fn quota(job: &PendingJob, book: &Book) -> Gate {
         Ok(true) => Break(Verdict::Borrow),
         Err(text) => Break(Verdict::wait(PendingKind::Quota, text)),
     }
+}
+
+/// `resources: WHY`, allocated once at its final size: a deep queue's walk writes one per
+/// job it tries, and `format!` grows its buffer on the way.
+fn resources_text(why: &str) -> String {
+    const PREFIX: &str = "resources: ";
+    let mut text = String::with_capacity(PREFIX.len() + why.len());
+    text.push_str(PREFIX);
+    text.push_str(why);
+    text
 }

@@ -15,7 +15,9 @@
 //! - `check_feasible(&ResourceRequest, nodes_needed, &[NodeLedger], queue) -> Result<(), String>`.
 //!
 //! Also public: [`check_feasible_with`] (the same with the job's NUMA policy), [`LedgerError`],
-//! and the read-only `NodeLedger::{cpus_total, mem_total, gpus_used_milli, allocations}`.
+//! the read-only `NodeLedger::{cpus_total, mem_total, gpus_used_milli, allocations}`, and
+//! [`schedule_set`], the same pass over a [`PendingSet`] the caller keeps across passes (it
+//! reads only the jobs it tries; `berth sim` uses it).
 //!
 //! How the manager uses it:
 //! - at start, build one ledger per known node and `allocate` the binding of every kernel that
@@ -32,6 +34,7 @@
 pub mod apply;
 mod backfill;
 mod bind;
+mod fairness;
 mod feasible;
 mod gates;
 mod kernels;
@@ -40,10 +43,12 @@ mod mounts;
 mod node_counts;
 mod order;
 mod pass;
+mod pending_set;
 mod place;
 mod pool;
 mod preempt;
 mod quota;
+mod set_order;
 mod shortfall;
 mod slots;
 mod usage;
@@ -58,8 +63,10 @@ pub use feasible::{check_feasible, check_feasible_kernels, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
 pub use mounts::{check_mounts, mount_allowed};
 pub use order::{fair_share_factor, fair_share_factors};
-pub use pass::schedule;
+pub use pass::{schedule, schedule_set};
+pub use pending_set::PendingSet;
 pub use quota::{HeldJob, NO_QUOTAS, QuotaUse, Quotas, borrowed_by_start_order, never_fits};
+pub use set_order::UntriedRest;
 pub use usage::{Charged, Figure, UsageBook, UsageKind};
 
 use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};
@@ -271,12 +278,15 @@ pub struct Waiting {
 /// `first_position + k` with `reason`. Their `blocked_passes` do not change and they have no
 /// expected start. One entry stands for every job behind a blocked head (strict, skip-after),
 /// beyond the backfill window, or in a queue with no ready node, so that such jobs cost the
-/// pass an id each and no text.
+/// pass an id each and no text ([`schedule`]), or nothing at all ([`schedule_set`]: `rest`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Untried {
     pub first_position: u32,
     pub reason: PendingReason,
     pub jobs: Vec<JobId>,
+    /// Only from [`schedule_set`]: the jobs after `jobs`, as a cursor over the caller's
+    /// [`PendingSet`] ([`PendingSet::rest_ids`], [`PendingSet::untried_jobs`]).
+    pub rest: Option<UntriedRest>,
 }
 
 /// A running job to stop so that `for_job` can start.
@@ -302,7 +312,9 @@ pub struct PassOutput {
 }
 
 impl PassOutput {
-    /// Every job in [`PassOutput::untried`], with its position and reason.
+    /// Every job listed in [`PassOutput::untried`], with its position and reason (every
+    /// untried job for [`schedule`]; [`PendingSet::untried_jobs`] also expands the rests of
+    /// [`schedule_set`]).
     pub fn untried_jobs(&self) -> impl Iterator<Item = (JobId, u32, &PendingReason)> {
         self.untried
             .iter()

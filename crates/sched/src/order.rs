@@ -21,45 +21,15 @@
 //!   Factors are fixed for the pass (past usage, not this pass's starts).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use berth_model::{JobId, ResourceRequest};
 
+use crate::fairness::{binding_use, charge, dominant_share};
+pub use crate::fairness::{fair_share_factor, fair_share_factors};
+use crate::pending_set::{PendingSet, QueueSet};
+use crate::set_order::{Cursor, UntriedRest};
 use crate::{FairShare, Ordering, PendingJob, RunningJob};
-
-/// Slurm's fair-share factor `2^(−usage_share / shares_share)`: 1 for no usage, 0.5 for
-/// usage equal to the share, towards 0 above it. 0 for a zero share; non-finite or negative
-/// inputs count as 0.
-pub fn fair_share_factor(usage_share: f64, shares_share: f64) -> f64 {
-    let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
-    let (u, s) = (clean(usage_share), clean(shares_share));
-    if s == 0.0 { 0.0 } else { (-u / s).exp2() }
-}
-
-/// `(F_project, F_user)` for every (project, user) with jobs in the queue (module doc).
-pub fn fair_share_factors<'s>(
-    pairs: &BTreeSet<(&'s str, &'s str)>,
-    fs: &FairShare,
-) -> BTreeMap<(&'s str, &'s str), (f64, f64)> {
-    let clean = |x: Option<&f64>| x.copied().filter(|x| x.is_finite() && *x > 0.0).unwrap_or(0.0);
-    let projects: BTreeSet<&str> = pairs.iter().map(|&(p, _)| p).collect();
-    let w_sum: f64 = projects.iter().map(|p| fs.project_weights.get(*p).map_or(1.0, |w| clean(Some(w)))).sum();
-    let u_sum: f64 = projects.iter().map(|p| clean(fs.usage_by_project.get(*p))).sum();
-    let mut out = BTreeMap::new();
-    for &p in &projects {
-        let w = fs.project_weights.get(p).map_or(1.0, |w| clean(Some(w)));
-        let s_p = if w_sum > 0.0 { w / w_sum } else { 0.0 };
-        let u_p = if u_sum > 0.0 { clean(fs.usage_by_project.get(p)) / u_sum } else { 0.0 };
-        let f_p = fair_share_factor(u_p, s_p);
-        let users: Vec<&str> = pairs.iter().filter(|&&(q, _)| q == p).map(|&(_, u)| u).collect();
-        let uu_sum: f64 = users.iter().map(|u| clean(fs.usage_by_user.get(*u))).sum();
-        let s_u = 1.0 / users.len() as f64;
-        for u in users {
-            let u_u = if uu_sum > 0.0 { clean(fs.usage_by_user.get(u)) / uu_sum } else { 0.0 };
-            out.insert((p, u), (f_p, fair_share_factor(u_u, s_u)));
-        }
-    }
-    out
-}
 
 /// A job's (project, user), and their fair-share factors `(F_project, F_user)`.
 type Pair<'s> = (&'s str, &'s str);
@@ -69,21 +39,56 @@ type Factors = (f64, f64);
 /// untried rest of a deep queue read one compact array instead of every job.
 type Keyed<'a> = (std::cmp::Reverse<i32>, JobId, &'a PendingJob);
 
+/// Where a queue's pending jobs come from: a list made for this pass (`schedule`), or the
+/// caller's persistent set (`schedule_set`), walked without reading the jobs it does not reach.
+pub(crate) enum Source<'a> {
+    Jobs(Vec<&'a PendingJob>),
+    Set(&'a PendingSet, &'a Arc<str>, &'a QueueSet),
+}
+
+impl Source<'_> {
+    /// The smallest whole-CPU and memory request ((0, 0) when there is none), for the pool.
+    pub fn floors(&self) -> (u32, u64) {
+        match self {
+            // One scan: a deep queue's jobs do not fit in the cache.
+            Source::Jobs(jobs) => jobs
+                .iter()
+                .map(|j| (j.request.whole_cpus(), j.request.mem_bytes))
+                .reduce(|(c, m), (c2, m2)| (c.min(c2), m.min(m2)))
+                .unwrap_or((0, 0)),
+            Source::Set(_, _, q) => q.floors(),
+        }
+    }
+}
+
 /// The queue's jobs in the order the pass considers them; DRF reorders as jobs start.
 pub(crate) enum Order<'a> {
     Fixed(std::vec::IntoIter<Keyed<'a>>),
     Drf(Box<Drf<'a>>),
+    /// Over the caller's set (`set_order.rs`).
+    Set {
+        set: &'a PendingSet,
+        name: &'a Arc<str>,
+        q: &'a QueueSet,
+        cursor: Cursor,
+    },
 }
 
 impl<'a> Order<'a> {
     /// `totals`: the queue's capacity (CPU thousandths, memory bytes, GPU thousandths).
     pub fn new(
         ordering: Ordering,
-        jobs: Vec<&'a PendingJob>,
+        source: Source<'a>,
         running: &[&RunningJob],
         fs: &FairShare,
         totals: [u64; 3],
     ) -> Self {
+        let jobs = match source {
+            Source::Jobs(jobs) => jobs,
+            Source::Set(set, name, q) => {
+                return Order::Set { set, name, q, cursor: Cursor::new(ordering, q, running, fs, totals) };
+            }
+        };
         let band = |j: &PendingJob| std::cmp::Reverse(j.priority);
         let keyed =
             |jobs: Vec<&'a PendingJob>| -> Vec<Keyed<'a>> { jobs.into_iter().map(|j| (band(j), j.id, j)).collect() };
@@ -135,11 +140,13 @@ impl<'a> Order<'a> {
         match self {
             Order::Fixed(it) => it.next().map(|(_, _, j)| j),
             Order::Drf(d) => d.next(),
+            Order::Set { set, q, cursor, .. } => cursor.next(q).map(|id| set.job(id)),
         }
     }
 
-    /// The ids of the jobs not yet returned, in order (none is started: DRF's shares stay).
-    pub fn rest_ids(&mut self, into: &mut Vec<JobId>) {
+    /// The ids of the jobs not yet returned, in order (none is started: DRF's shares stay);
+    /// over a set, a cursor that stands for them instead.
+    pub fn rest_ids(&mut self, into: &mut Vec<JobId>) -> Option<UntriedRest> {
         match self {
             Order::Fixed(it) => into.extend(it.map(|(_, id, _)| id)),
             Order::Drf(d) => {
@@ -147,13 +154,19 @@ impl<'a> Order<'a> {
                     into.push(j.id);
                 }
             }
+            Order::Set { name, cursor, .. } => {
+                return Some(UntriedRest { queue: Arc::clone(name), cursor: cursor.clone() });
+            }
         }
+        None
     }
 
     /// The job last returned by `next` started: DRF charges it to its user.
     pub fn started(&mut self, job: &PendingJob) {
-        if let Order::Drf(d) = self {
-            d.charge(&job.user, &job.request, job.kernel_count() as u64);
+        match self {
+            Order::Drf(d) => d.charge(&job.user, &job.request, job.kernel_count() as u64),
+            Order::Set { cursor, .. } => cursor.started(&job.request, job.kernel_count() as u64),
+            Order::Fixed(_) => {}
         }
     }
 }
@@ -205,12 +218,7 @@ impl<'a> Drf<'a> {
             // Holdings of users with nothing pending change no share that is compared.
             let Some(&u) = d.users.get(r.user.as_str()) else { continue };
             for b in &r.bindings {
-                let req = ResourceRequest {
-                    cpu_milli: b.cpu_milli,
-                    mem_bytes: b.mem_bytes,
-                    gpu_milli: b.gpus.iter().map(|g| g.milli).sum(),
-                };
-                d.charge_user(u, &req, 1);
+                d.charge_user(u, &binding_use(b), 1);
             }
         }
         d.fill();
@@ -224,20 +232,12 @@ impl<'a> Drf<'a> {
     }
 
     fn charge_user(&mut self, u: u32, req: &ResourceRequest, times: u64) {
-        let used = &mut self.used[u as usize];
-        used[0] += req.cpu_milli * times;
-        used[1] += req.mem_bytes * times;
-        used[2] += req.gpu_milli * times;
+        charge(&mut self.used[u as usize], req, times);
     }
 
     /// Dominant share in parts per billion.
     fn share(&self, u: u32) -> u64 {
-        let used = &self.used[u as usize];
-        (0..3)
-            .filter(|&k| self.totals[k] > 0)
-            .map(|k| (used[k] as u128 * 1_000_000_000 / self.totals[k] as u128).min(u64::MAX as u128) as u64)
-            .max()
-            .unwrap_or(0)
+        dominant_share(&self.used[u as usize], &self.totals)
     }
 
     /// Enters every user of the front band once it is the current band.

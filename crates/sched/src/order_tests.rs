@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::{FairShare, decay_usage};
+use crate::{FairShare, RunningJob, decay_usage};
 use berth_model::ResourceRequest;
 
 fn job(id: JobId, user: &str, project: &str, prio: i32, gpu_milli: u64) -> PendingJob {
@@ -16,15 +16,39 @@ fn job(id: JobId, user: &str, project: &str, prio: i32, gpu_milli: u64) -> Pendi
     }
 }
 
-fn ids(mut o: Order, start_all: bool) -> Vec<JobId> {
+/// The order's ids; `start`: which of them start (DRF charges them). Checks that the same
+/// jobs walked over a [`PendingSet`] come in the same order.
+fn walk(mut o: Order, start: impl Fn(JobId) -> bool) -> Vec<JobId> {
     let mut out = Vec::new();
     while let Some(j) = o.next() {
         out.push(j.id);
-        if start_all {
+        if start(j.id) {
             o.started(j);
         }
     }
     out
+}
+
+fn both(
+    ordering: Ordering,
+    jobs: &[PendingJob],
+    running: &[&RunningJob],
+    fs: &FairShare,
+    totals: [u64; 3],
+    start: impl Fn(JobId) -> bool + Copy,
+) -> Vec<JobId> {
+    let refs: Vec<&PendingJob> = jobs.iter().collect();
+    let full = walk(Order::new(ordering, Source::Jobs(refs), running, fs, totals), start);
+    let set: PendingSet = jobs.iter().cloned().collect();
+    let from_set = set.queues.iter().next().map_or(Vec::new(), |(name, q)| {
+        walk(Order::new(ordering, Source::Set(&set, name, q), running, fs, totals), start)
+    });
+    assert_eq!(full, from_set, "{ordering:?}: the set's order differs");
+    full
+}
+
+fn ids(o: Order, start_all: bool) -> Vec<JobId> {
+    walk(o, |_| start_all)
 }
 
 #[test]
@@ -71,8 +95,10 @@ fn fifo_lifo_and_bands() {
     let jobs = [job(1, "a", "a", 0, 0), job(2, "a", "a", 5, 0), job(3, "a", "a", 0, 0), job(4, "a", "a", 5, 0)];
     let refs: Vec<&PendingJob> = jobs.iter().collect();
     let fs = FairShare::default();
-    assert_eq!(ids(Order::new(Ordering::Fifo, refs.clone(), &[], &fs, [1, 1, 1]), false), [2, 4, 1, 3]);
-    assert_eq!(ids(Order::new(Ordering::Lifo, refs, &[], &fs, [1, 1, 1]), false), [4, 2, 3, 1]);
+    assert_eq!(ids(Order::new(Ordering::Fifo, Source::Jobs(refs.clone()), &[], &fs, [1, 1, 1]), false), [2, 4, 1, 3]);
+    assert_eq!(ids(Order::new(Ordering::Lifo, Source::Jobs(refs), &[], &fs, [1, 1, 1]), false), [4, 2, 3, 1]);
+    assert_eq!(both(Ordering::Fifo, &jobs, &[], &fs, [1, 1, 1], |_| false), [2, 4, 1, 3]);
+    assert_eq!(both(Ordering::Lifo, &jobs, &[], &fs, [1, 1, 1], |_| false), [4, 2, 3, 1]);
 }
 
 #[test]
@@ -91,9 +117,10 @@ fn drf_alternates_by_dominant_share() {
     let totals = [16_000, 64 << 30, 4000];
     // Both start at 0: job 1 (lowest id); a is at 1/4, so b runs until it passes 1/4
     // (b: 1/16, 2/16, 3/16 after 4, 5, 6), then a again.
-    assert_eq!(ids(Order::new(Ordering::Drf, refs.clone(), &[], &fs, totals), true), [1, 4, 5, 6, 2, 3]);
+    assert_eq!(ids(Order::new(Ordering::Drf, Source::Jobs(refs.clone()), &[], &fs, totals), true), [1, 4, 5, 6, 2, 3]);
     // Nothing starts: shares stay 0 and ties go by job id, which is FIFO.
-    assert_eq!(ids(Order::new(Ordering::Drf, refs, &[], &fs, totals), false), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(ids(Order::new(Ordering::Drf, Source::Jobs(refs), &[], &fs, totals), false), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(both(Ordering::Drf, &jobs, &[], &fs, totals, |_| true), [1, 4, 5, 6, 2, 3]);
 }
 
 #[test]
@@ -102,5 +129,82 @@ fn fair_share_puts_the_lighter_project_first() {
     let refs: Vec<&PendingJob> = jobs.iter().collect();
     let mut fs = FairShare::default();
     fs.usage_by_project.insert("heavy".into(), 100.0);
-    assert_eq!(ids(Order::new(Ordering::FairShare, refs, &[], &fs, [1, 1, 1]), false), [3, 2, 1]);
+    assert_eq!(ids(Order::new(Ordering::FairShare, Source::Jobs(refs), &[], &fs, [1, 1, 1]), false), [3, 2, 1]);
+    assert_eq!(both(Ordering::FairShare, &jobs, &[], &fs, [1, 1, 1], |_| false), [3, 2, 1]);
+}
+
+mod set_vs_list {
+    //! The set's cursors (`set_order.rs`) against the sorted lists, on random queues.
+    use proptest::prelude::*;
+
+    use super::*;
+    use berth_model::{Binding, GpuShare};
+
+    const ORDERINGS: [Ordering; 4] = [Ordering::Fifo, Ordering::Lifo, Ordering::Drf, Ordering::FairShare];
+
+    fn running(id: JobId, user: &str, project: &str, cpu_milli: u64, gpus: u32) -> RunningJob {
+        let gpus = (0..gpus).map(|index| GpuShare { uuid: String::new(), index, milli: 1000 }).collect();
+        RunningJob {
+            id,
+            queue: "default".into(),
+            priority: 0,
+            user: user.into(),
+            project: project.into(),
+            bindings: vec![Binding { node: "n".into(), cpu_milli, mem_bytes: 1 << 30, gpus, ..Binding::default() }],
+            started_at: 0,
+            time_limit_ms: None,
+            preemptible: false,
+            borrowed: false,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn same_order(
+            specs in prop::collection::vec((0i32..3, 0usize..4, 0usize..3, 0u64..3), 0..40),
+            removed in prop::collection::vec(any::<bool>(), 40),
+            starts in prop::collection::vec(any::<bool>(), 80),
+            usage in prop::collection::vec(0u8..4, 7),
+            held in prop::collection::vec((0usize..5, 0usize..3, 0u64..4, 0u32..3), 0..5),
+            ordering in 0usize..4,
+        ) {
+            let users = ["ann", "bob", "cy", "dee", "eve"];
+            let projects = ["p", "q", "r"];
+            let mut set = PendingSet::new();
+            let mut jobs = Vec::new();
+            for (k, &(prio, u, p, gpus)) in specs.iter().enumerate() {
+                let j = job(k as JobId + 1, users[u], projects[p], prio, gpus * 500);
+                set.insert(j.clone());
+                // Some leave again (started or cancelled): the set's indexes must forget them.
+                if removed[k] {
+                    set.remove(j.id);
+                } else {
+                    jobs.push(j);
+                }
+            }
+            let mut fs = FairShare::default();
+            for (k, &x) in usage.iter().enumerate() {
+                let x = x as f64 * 10.0;
+                match k {
+                    0..4 => fs.usage_by_user.insert(users[k].into(), x),
+                    _ => fs.usage_by_project.insert(projects[k - 4].into(), x),
+                };
+            }
+            let run: Vec<RunningJob> = held
+                .iter()
+                .enumerate()
+                .map(|(k, &(u, p, c, g))| running(1000 + k as JobId, users[u], projects[p], c * 1000, g))
+                .collect();
+            let run: Vec<&RunningJob> = run.iter().collect();
+            let ordering = ORDERINGS[ordering];
+            let totals = [16_000, 64 << 30, 4000];
+            let start = |id: JobId| starts[id as usize % starts.len()];
+            let refs: Vec<&PendingJob> = jobs.iter().collect();
+            let full = walk(Order::new(ordering, Source::Jobs(refs), &run, &fs, totals), start);
+            let from_set = set.queues.iter().next().map_or(Vec::new(), |(name, q)| {
+                walk(Order::new(ordering, Source::Set(&set, name, q), &run, &fs, totals), start)
+            });
+            prop_assert_eq!(full, from_set);
+        }
+    }
 }

@@ -15,10 +15,11 @@ use berth_model::{JobId, PendingKind, PendingReason};
 
 use crate::gates::{Verdict, Walk};
 use crate::ledger::NodeLedger;
-use crate::order::Order;
+use crate::order::{Order, Source};
+use crate::pending_set::PendingSet;
 use crate::pool::Pool;
 use crate::quota::Book;
-use crate::{PassInput, PassOutput, PendingJob, QueueConfig, RunningJob, Start, Untried, Waiting};
+use crate::{Ordering, PassInput, PassOutput, PendingJob, QueueConfig, RunningJob, Start, Untried, Waiting};
 
 /// Runs one pass. Pure: the caller's ledgers are not touched; commit the returned starts with
 /// [`NodeLedger::allocate`] and store each waiting job's reason, position and `blocked_passes`.
@@ -44,14 +45,28 @@ pub fn schedule(input: &PassInput) -> PassOutput {
         }
         groups[last].1.push(job);
     }
-    let mut by_queue: BTreeMap<&str, Vec<&PendingJob>> = groups.into_iter().map(|(name, l)| (&**name, l)).collect();
+    run_pass(input, groups.into_iter().map(|(name, l)| (&**name, Source::Jobs(l))).collect())
+}
+
+/// [`schedule`] over the caller's persistent [`PendingSet`] instead of `input.pending`
+/// (which must be empty): the same decisions, but a queue's walk reads only the jobs it
+/// tries, and the untried jobs behind where it stopped come back as an [`crate::UntriedRest`]
+/// (expanded with [`PendingSet::rest_ids`]) rather than listed. The pass after one job ends
+/// then costs the same with a thousand pending jobs or a million.
+pub fn schedule_set(input: &PassInput, set: &PendingSet) -> PassOutput {
+    debug_assert!(input.pending.is_empty(), "the pending jobs come from the set");
+    run_pass(input, set.queues.iter().map(|(name, q)| (&**name, Source::Set(set, name, q))).collect())
+}
+
+/// The pass over the pending jobs grouped by queue name.
+fn run_pass<'a>(input: &PassInput<'a>, mut by_queue: BTreeMap<&'a str, Source<'a>>) -> PassOutput {
     let mut running: BTreeMap<&str, Vec<&RunningJob>> = BTreeMap::new();
     for r in input.running {
         running.entry(r.queue.as_str()).or_default().push(r);
     }
     for list in running.values_mut() {
-        // Same output whatever the input order.
-        list.sort_by_key(|r| r.id);
+        // Same output whatever the input order (ids are unique: an unstable sort is one order).
+        list.sort_unstable_by_key(|r| r.id);
     }
     let mut out = PassOutput::default();
     // Quotas span queues: a project's jobs in two queues share its limits.
@@ -65,9 +80,9 @@ pub fn schedule(input: &PassInput) -> PassOutput {
     }
     for (name, jobs) in by_queue {
         let reason = PendingReason::new(PendingKind::Queue, format!("queue `{name}` does not exist"));
-        let mut jobs = jobs;
-        jobs.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
-        out.untried.push(Untried { first_position: 1, reason, jobs: jobs.iter().map(|j| j.id).collect() });
+        // By band, then id: fifo.
+        let mut order = Order::new(Ordering::Fifo, jobs, &[], input.fair_share, [0; 3]);
+        untried(&mut order, 1, reason, None, &mut out);
     }
     out
 }
@@ -82,8 +97,8 @@ fn untried(
     out: &mut PassOutput,
 ) {
     let mut jobs: Vec<JobId> = current.into_iter().collect();
-    order.rest_ids(&mut jobs);
-    out.untried.push(Untried { first_position, reason, jobs });
+    let rest = order.rest_ids(&mut jobs);
+    out.untried.push(Untried { first_position, reason, jobs, rest });
 }
 
 fn wait(job: &PendingJob, position: u32, reason: PendingReason, blocked_passes: u32) -> Waiting {
@@ -97,7 +112,7 @@ fn run_queue<'a>(
     q: &QueueConfig,
     running: &[&'a RunningJob],
     nodes: Vec<&'a NodeLedger>,
-    jobs: Vec<&'a PendingJob>,
+    jobs: Source<'a>,
     book: &mut Book,
     out: &mut PassOutput,
 ) {

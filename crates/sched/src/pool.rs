@@ -16,9 +16,11 @@
 //!   exact shape.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_model::{Binding, NumaPolicy, ResourceRequest};
+use rustc_hash::FxHashMap;
 
 use crate::ledger::NodeLedger;
 use crate::place::score_key;
@@ -99,18 +101,16 @@ pub(crate) struct Pool<'a> {
     floor_mem: u64,
     dominated: Vec<Dominated>,
     exact: BTreeMap<ShapeKey, String>,
+    /// Node indices by name, built on first use (`index_of`).
+    by_name: OnceCell<FxHashMap<String, usize>>,
 }
 
 impl<'a> Pool<'a> {
-    /// Indexes `nodes` (one queue's, sorted by name) for placing `jobs`.
-    pub fn new(nodes: Vec<&'a NodeLedger>, scoring: Scoring, jobs: &[&PendingJob]) -> Self {
+    /// Indexes `nodes` (one queue's, sorted by name) for placing jobs whose smallest
+    /// whole-CPU and memory requests are `floors` (`order::Source::floors`).
+    pub fn new(nodes: Vec<&'a NodeLedger>, scoring: Scoring, floors: (u32, u64)) -> Self {
         let n = nodes.len();
-        // One scan: a deep queue's jobs do not fit in the cache.
-        let (floor_cpus, floor_mem) = jobs
-            .iter()
-            .map(|j| (j.request.whole_cpus(), j.request.mem_bytes))
-            .reduce(|(c, m), (c2, m2)| (c.min(c2), m.min(m2)))
-            .unwrap_or((0, 0));
+        let (floor_cpus, floor_mem) = floors;
         let mut p = Pool {
             ready: nodes.iter().filter(|l| l.schedulable()).count(),
             nodes: nodes.into_iter().map(Cow::Borrowed).collect(),
@@ -122,6 +122,7 @@ impl<'a> Pool<'a> {
             floor_mem,
             dominated: Vec::new(),
             exact: BTreeMap::new(),
+            by_name: OnceCell::new(),
         };
         for i in 0..n {
             p.reindex(i);
@@ -138,8 +139,15 @@ impl<'a> Pool<'a> {
         self.ready
     }
 
+    /// The index of node `name`. Backfill asks it for every binding its timeline releases,
+    /// so the names are hashed once per pass (on the first call) instead of compared.
     pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.nodes.binary_search_by(|l| l.name().cmp(name)).ok()
+        let by_name = self.by_name.get_or_init(|| {
+            let mut m = FxHashMap::with_capacity_and_hasher(self.nodes.len(), Default::default());
+            m.extend(self.nodes.iter().enumerate().map(|(i, l)| (l.name().to_string(), i)));
+            m
+        });
+        by_name.get(name).copied()
     }
 
     /// Whether node `i` may take new work in this pass.

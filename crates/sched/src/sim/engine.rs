@@ -10,7 +10,7 @@ use super::metrics::{Done, Metrics, Totals, compute};
 use super::policy::{Policy, SimError, SimOptions};
 use super::replay::{JobState, Replay};
 use super::trace::{Trace, TraceFormat};
-use crate::{FairShare, Millis, Ordering, PassInput, QueueConfig, apply, schedule};
+use crate::{FairShare, Millis, Ordering, PassInput, QueueConfig, apply, schedule_set};
 
 /// What happened to one trace job in a replay (times in trace milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -135,23 +135,22 @@ pub fn simulate_observed(
 fn run_passes(sim: &mut Replay, queues: &[QueueConfig], fair: &FairShare, now: Millis) -> u64 {
     let mut passes = 0;
     for _round in 0..3 {
-        let out = schedule(&PassInput {
+        let input = PassInput {
             queues,
             nodes: &sim.ledgers,
-            pending: &sim.pending,
+            pending: &[],
             running: &sim.running,
             fair_share: fair,
             quotas: &crate::NO_QUOTAS,
             now,
-        });
+        };
+        let out = schedule_set(&input, &sim.pending);
         passes += 1;
-        let (started, preempted) = (!out.starts.is_empty(), !out.preemptions.is_empty());
+        let preempted = !out.preemptions.is_empty();
+        // Starts leave the pending set as they are applied (`PassTarget::started`).
         let applied = apply::apply(sim, out, now);
         for p in &applied.preemptions {
             sim.preempt(p, now);
-        }
-        if started || preempted {
-            sim.drop_started();
         }
         if !preempted || sim.pending.is_empty() {
             break;

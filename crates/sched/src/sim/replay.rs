@@ -4,16 +4,19 @@
 //! stops at once (completion or preemption), and a requeued job goes back to `pending`.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 use berth_model::{JobId, NumaPolicy, ResourceRequest};
+use rustc_hash::FxHashMap;
 
 use super::cluster::QUEUE;
 use super::policy::{Policy, SimOptions};
 use super::trace::Trace;
 use crate::apply::{self, PassTarget};
-use crate::{Millis, NodeLedger, PendingJob, Preempt, PreemptAction, RunningJob, Start, Untried, UsageBook, Waiting};
+use crate::{
+    Millis, NodeLedger, PendingJob, PendingSet, Preempt, PreemptAction, RunningJob, Start, Untried, UsageBook, Waiting,
+};
 
 /// Per trace job, what the replay tracks.
 pub(super) struct JobState {
@@ -32,9 +35,6 @@ pub(super) struct JobState {
     pub run_slot: usize,
     pub user: usize,
     pub blocked_passes: u32,
-    started_now: bool,
-    /// Index in `pending` while the job waits.
-    pending_slot: usize,
 }
 
 impl JobState {
@@ -51,8 +51,6 @@ impl JobState {
             run_slot: usize::MAX,
             user,
             blocked_passes: 0,
-            started_now: false,
-            pending_slot: usize::MAX,
         }
     }
 }
@@ -68,8 +66,10 @@ pub(super) struct Replay<'t> {
     pub user_names: Vec<String>,
     pub jobs: Vec<JobState>,
     pub ledgers: Vec<NodeLedger>,
-    node_index: BTreeMap<String, usize>,
-    pub pending: Vec<PendingJob>,
+    /// Ledgers by node name: every start and end looks its bindings' nodes up.
+    node_index: FxHashMap<String, usize>,
+    /// Kept across passes: a pass reads only the jobs it tries (`schedule_set`).
+    pub pending: PendingSet,
     pub running: Vec<RunningJob>,
     /// The job index of each entry of `running`.
     running_idx: Vec<usize>,
@@ -103,7 +103,7 @@ impl<'t> Replay<'t> {
             jobs,
             ledgers,
             node_index,
-            pending: Vec::new(),
+            pending: PendingSet::new(),
             running: Vec::new(),
             running_idx: Vec::new(),
             completions: BinaryHeap::new(),
@@ -144,8 +144,7 @@ impl<'t> Replay<'t> {
             kernels: 1,
             mounts: Vec::new(),
         };
-        self.jobs[i].pending_slot = self.pending.len();
-        self.pending.push(job);
+        self.pending.insert(job);
     }
 
     /// Charges every running job's usage since `since` (or its start) to its user, who is
@@ -216,19 +215,6 @@ impl<'t> Replay<'t> {
         }
         ended
     }
-
-    /// Drops the jobs started in this pass from `pending`, in place.
-    pub fn drop_started(&mut self) {
-        let jobs = &mut self.jobs;
-        let mut kept = 0;
-        self.pending.retain_mut(|p| {
-            let j = &mut jobs[(p.id - 1) as usize];
-            let keep = !std::mem::take(&mut j.started_now);
-            j.pending_slot = if keep { kept } else { usize::MAX };
-            kept += keep as usize;
-            keep
-        });
-    }
 }
 
 impl PassTarget for Replay<'_> {
@@ -237,7 +223,7 @@ impl PassTarget for Replay<'_> {
     }
 
     fn is_pending(&self, job: JobId) -> bool {
-        self.jobs.get((job - 1) as usize).is_some_and(|j| j.run_slot == usize::MAX && !j.started_now)
+        self.pending.get(job).is_some()
     }
 
     fn stoppable(&self, job: JobId) -> bool {
@@ -252,9 +238,7 @@ impl PassTarget for Replay<'_> {
     fn waits(&mut self, w: Waiting) {
         if let Some(j) = self.jobs.get_mut((w.job - 1) as usize) {
             j.blocked_passes = w.blocked_passes;
-            if let Some(p) = self.pending.get_mut(j.pending_slot) {
-                p.blocked_passes = w.blocked_passes;
-            }
+            self.pending.set_blocked_passes(w.job, w.blocked_passes);
         }
     }
 
@@ -263,9 +247,9 @@ impl PassTarget for Replay<'_> {
 
     fn started(&mut self, s: Start, _borrowed: bool, now: Millis) {
         let i = (s.job - 1) as usize;
+        self.pending.remove(s.job);
         let time_limit_ms = self.time_limit(i);
         let j = &mut self.jobs[i];
-        j.started_now = true;
         j.first_start.get_or_insert(now);
         j.started_at = now;
         j.run_slot = self.running.len();

@@ -27,8 +27,8 @@ use std::fmt::Write;
 use berth_model::{Binding, Cpu, Gpu, NumaNode, NumaPolicy, ResourceRequest, Topology, format_bytes};
 use berth_model::{JobId, format_gpu_milli, parse_cpus, parse_gpus, parse_mem};
 use berth_sched::{
-    FairShare, HeadOfLine, Millis, NodeLedger, PassInput, PassOutput, PendingJob, PreemptAction, Preemption,
-    QueueConfig, RunningJob, schedule,
+    FairShare, HeadOfLine, Millis, NodeLedger, PassInput, PassOutput, PendingJob, PendingSet, PreemptAction,
+    Preemption, QueueConfig, RunningJob, schedule, schedule_set,
 };
 
 /// `cpus` logical CPUs and `mem` bytes split evenly over `numa` nodes; with `smt` two threads
@@ -145,7 +145,7 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
     }
 }
 
-fn running_job(spec: &PendingJob, bindings: Vec<Binding>, started_at: Millis, preemptible: bool) -> RunningJob {
+pub fn running_job(spec: &PendingJob, bindings: Vec<Binding>, started_at: Millis, preemptible: bool) -> RunningJob {
     RunningJob {
         borrowed: false,
         id: spec.id,
@@ -168,7 +168,7 @@ impl Scenario {
             self.queues.clone()
         };
         let running: Vec<RunningJob> = self.running.values().map(|(r, _)| r.clone()).collect();
-        let out = schedule(&PassInput {
+        let input = PassInput {
             queues: &queues,
             nodes: &self.nodes,
             pending: &self.pending,
@@ -176,7 +176,14 @@ impl Scenario {
             fair_share: &self.fair_share,
             quotas: &berth_sched::NO_QUOTAS,
             now: self.now,
-        });
+        };
+        let out = schedule(&input);
+        // Every scenario also checks the incremental pass: the same decisions from the jobs
+        // kept in a `PendingSet`.
+        let set: PendingSet = self.pending.iter().cloned().collect();
+        let inc = schedule_set(&PassInput { pending: &[], ..input }, &set);
+        assert_eq!((&out.starts, &out.waiting, &out.preemptions), (&inc.starts, &inc.waiting, &inc.preemptions));
+        assert_eq!(out.untried_jobs().collect::<Vec<_>>(), set.untried_jobs(&inc));
         self.commit(&out);
         out
     }
