@@ -64,7 +64,7 @@ impl Jobs {
         let mut st = self.state.lock().await;
         let new = std::mem::take(&mut *self.inbox.lock().expect("inbox lock"));
         for j in new {
-            st.jobs.insert(j.id, j);
+            st.insert_job(j);
         }
         st
     }
@@ -100,9 +100,7 @@ impl Jobs {
         let view = job.view();
         let event = self.watched().then(|| Arc::new(job.event()));
         match st {
-            Some(st) => {
-                st.jobs.insert(job.id, job);
-            }
+            Some(st) => st.insert_job(job),
             None => self.inbox.lock().expect("inbox lock").push(job),
         }
         self.wake();

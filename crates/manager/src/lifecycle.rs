@@ -193,6 +193,8 @@ impl Jobs {
             }
             self.wake();
         }
+        // A cancel while pending leaves the set, a requeue comes back to it.
+        st.sync_pending(job_id);
         if let Some(e) = event {
             self.publish(st, e);
         }

@@ -135,7 +135,7 @@ impl Manager {
                 let bindings = job.attempt.bindings.clone();
                 st.allocate(job.id, &bindings);
             }
-            st.jobs.insert(job.id, job);
+            st.insert_job(job);
         }
         self.quotas.table().restore_borrowed(&mut st);
         let pending = st.jobs.values().filter(|j| j.state == JobState::Pending).count();

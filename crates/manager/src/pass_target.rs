@@ -40,7 +40,9 @@ impl PassTarget for State {
     }
 
     fn waits(&mut self, w: Waiting) {
+        self.pending.set_blocked_passes(w.job, w.blocked_passes);
         if let Some(job) = self.jobs.get_mut(&w.job) {
+            job.waiting.pass = self.pass_seq;
             job.waiting.position = Some(w.position);
             job.waiting.blocked_passes = w.blocked_passes;
             job.waiting.reason = Some(w.reason);
@@ -49,8 +51,13 @@ impl PassTarget for State {
     }
 
     fn untried(&mut self, run: &Untried) {
+        if run.rest.is_some() {
+            // The jobs behind it are placed when someone looks (`State::untried_places`).
+            self.untried.push(run.clone());
+        }
         for (k, id) in run.jobs.iter().enumerate() {
             if let Some(job) = self.jobs.get_mut(id) {
+                job.waiting.pass = self.pass_seq;
                 job.waiting.position = Some(run.first_position + k as u32);
                 // A deep queue's reasons rarely change: no copy for those that did not.
                 if job.waiting.reason.as_ref() != Some(&run.reason) {
@@ -62,8 +69,10 @@ impl PassTarget for State {
     }
 
     fn started(&mut self, s: Start, borrowed: bool, now: Millis) {
-        if let Some(job) = self.jobs.get_mut(&s.job) {
+        let id = s.job;
+        if let Some(job) = self.jobs.get_mut(&id) {
             job.place(s.bindings, borrowed, now);
         }
+        self.pending.remove(id);
     }
 }

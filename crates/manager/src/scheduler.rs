@@ -10,7 +10,7 @@ use std::time::Duration;
 use berth_model::protocol::ManagerMessage;
 use berth_model::{JobState, PendingKind, PendingReason, StopCause};
 use berth_sched::apply::{self, PassTarget};
-use berth_sched::{FairShare, HeadOfLine, Ordering, PassInput, PassOutput, PendingJob, Preempt, RunningJob};
+use berth_sched::{FairShare, HeadOfLine, Ordering, PassInput, PassOutput, Preempt, RunningJob};
 use berth_store::Change;
 use jiff::Timestamp;
 
@@ -87,32 +87,12 @@ pub async fn account_running(m: &Manager) {
 /// One scheduling pass. Returns how many jobs it started.
 pub async fn pass(m: &Manager) -> usize {
     let mut st = m.jobs.lock().await;
-    // One shared name per queue (the pass groups jobs by it).
-    let mut queue_names: std::collections::HashMap<&str, std::sync::Arc<str>> = Default::default();
-    let pending: Vec<PendingJob> = st
-        .jobs
-        .values()
-        .filter(|j| j.state == JobState::Pending)
-        .map(|j| PendingJob {
-            id: j.id,
-            priority: j.spec.priority,
-            queue: queue_names.entry(j.queue.as_str()).or_insert_with(|| j.queue.as_str().into()).clone(),
-            request: j.spec.resources,
-            nodes: j.spec.nodes,
-            numa: j.spec.numa,
-            blocked_passes: j.waiting.blocked_passes,
-            user: j.owner.name.clone(),
-            project: j.account().into_owned(),
-            submitted_at: j.submitted_at.as_millisecond(),
-            time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
-            image: j.spec.image.as_deref().map(berth_model::job::image_key),
-            kernels: j.spec.kernels,
-            mounts: j.spec.mounts.iter().map(|m| m.source.clone()).collect(),
-        })
-        .collect();
-    if pending.is_empty() {
+    if st.pending.is_empty() {
         return 0;
     }
+    // The pending jobs are the set kept across passes: the pass reads only those it tries.
+    st.pass_seq += 1;
+    st.untried.clear();
     let queues = m.queues.all();
     let now = Timestamp::now();
     let now_ms = now.as_millisecond();
@@ -139,15 +119,16 @@ pub async fn pass(m: &Manager) -> usize {
     } else {
         FairShare::default()
     };
-    let mut out = berth_sched::schedule(&PassInput {
+    let input = PassInput {
         queues: &queues,
         nodes: &st.ledgers,
-        pending: &pending,
+        pending: &[],
         running: &running,
         fair_share: &fair_share,
         quotas: &quotas,
         now: now_ms,
-    });
+    };
+    let mut out = berth_sched::schedule_set(&input, &st.pending);
     crate::images::explain_waits(&st, &mut out);
     if !out.starts.is_empty() {
         let mut ports = crate::cluster_env::ports_in_use(&st);
@@ -288,11 +269,6 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
         submitter: job.owner.submitter,
     };
     st.send(&b.node, msg);
-}
-
-/// The reason shown while a job waits; kept for views of jobs no pass has seen.
-pub fn reason_or_queued(r: Option<&PendingReason>) -> PendingReason {
-    r.cloned().unwrap_or_else(crate::state::queued)
 }
 
 #[cfg(test)]

@@ -7,10 +7,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use berth_model::api::{GpuView, NodeState, NodeView};
+use berth_model::api::{GpuView, JobView, NodeState, NodeView};
 use berth_model::protocol::ManagerMessage;
-use berth_model::{Binding, JobId, Topology};
-use berth_sched::{Charged, Millis, NodeLedger, UsageBook, UsageKind};
+use berth_model::{Binding, JobId, PendingReason, Topology};
+use berth_sched::{Charged, Millis, NodeLedger, PendingSet, Untried, UsageBook, UsageKind};
 use berth_store::UsageRow;
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
@@ -18,7 +18,7 @@ use tokio::sync::mpsc::UnboundedSender;
 mod batch;
 mod job;
 pub use batch::Batch;
-pub use job::{Job, JobEvent, KernelEnd, Owner, personal_account, queued, row_view, scheduled_reason};
+pub use job::{Job, JobEvent, KernelEnd, Owner, personal_account, row_view, scheduled_reason};
 
 /// Kind of the usage row that records when running jobs' usage was last added.
 pub const CLOCK: &str = "clock";
@@ -108,9 +108,68 @@ pub struct State {
     pub deferred: Vec<crate::deferred::Deferred>,
     /// Open while the report loop applies a batch of agent reports (`batch.rs`).
     pub batch: Option<Batch>,
+    /// The PENDING jobs as the scheduler sees them, kept across passes so that a pass reads
+    /// only the jobs it tries (`berth_sched::schedule_set`); in step with `jobs` through
+    /// [`State::sync_pending`].
+    pub pending: PendingSet,
+    /// Passes so far; each pending job records the last one that placed it in the queue.
+    pub pass_seq: u64,
+    /// The last pass's untried runs that end in a rest of the set (the jobs behind where a
+    /// walk stopped): where those jobs stand, worked out only when someone looks.
+    pub untried: Vec<Untried>,
 }
 
 impl State {
+    /// Adds a job to memory (a submit, a restart), and to the pending set while it waits.
+    pub fn insert_job(&mut self, job: Job) {
+        let id = job.id;
+        self.jobs.insert(id, job);
+        self.sync_pending(id);
+    }
+
+    /// Makes the pending set agree with job `id`: in it exactly while the job is PENDING.
+    pub fn sync_pending(&mut self, id: JobId) {
+        match self.jobs.get(&id) {
+            Some(j) if j.state == berth_model::JobState::Pending => {
+                if self.pending.get(id).is_none() {
+                    self.pending.insert(j.pending_job());
+                }
+            }
+            _ => {
+                self.pending.remove(id);
+            }
+        }
+    }
+
+    /// Where each job of the last pass's untried rests stands: its position and reason. Reads
+    /// every such job: for views, never for a pass.
+    pub fn untried_places(&self) -> HashMap<JobId, (u32, &PendingReason)> {
+        let mut places = HashMap::new();
+        for run in &self.untried {
+            let Some(rest) = &run.rest else { continue };
+            let first = run.first_position + run.jobs.len() as u32;
+            for (k, id) in self.pending.rest_ids(rest).into_iter().enumerate() {
+                places.insert(id, (first + k as u32, &run.reason));
+            }
+        }
+        places
+    }
+
+    /// The view of job `id`, with its place in the queue when the last pass left it untried
+    /// (`places`: [`State::untried_places`], worked out once for many views).
+    pub fn job_view(&self, job: &Job, places: &HashMap<JobId, (u32, &PendingReason)>) -> JobView {
+        let mut v = job.view();
+        if job.state == berth_model::JobState::Pending
+            && job.waiting.pass < self.pass_seq
+            && let Some((position, reason)) = places.get(&job.id)
+        {
+            v.position = Some(*position);
+            v.pending_reason = Some((*reason).clone());
+            v.expected_start = None;
+        }
+        v
+    }
+
     /// Sends commands collected before a state change, now that it is stored.
     pub fn send_all(&self, msgs: Vec<(String, ManagerMessage)>) {
         for (node, msg) in msgs {

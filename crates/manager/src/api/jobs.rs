@@ -15,7 +15,7 @@ use crate::identity::User;
 use crate::lifecycle::Cancelled;
 use crate::local::Submitter;
 use crate::manager::Manager;
-use crate::state::{Job, Owner, row_view};
+use crate::state::{Owner, row_view};
 
 /// Submit a job.
 #[utoipa::path(post, path = "/v1/jobs", request_body = SubmitRequest, tag = "jobs",
@@ -110,17 +110,23 @@ pub async fn list(
                 filter.name_contains.as_deref().is_none_or(|n| j.spec.name.as_deref().is_some_and(|x| x.contains(n)))
             })
             .take(limit)
-            .map(Job::view)
-            .collect();
+            .collect::<Vec<_>>();
+        let stale = views.iter().any(|j| j.state == JobState::Pending && j.waiting.pass < st.pass_seq);
+        let places = if stale { st.untried_places() } else { Default::default() };
+        let views = views.into_iter().map(|j| st.job_view(j, &places)).collect();
         return Ok(axum::Json(views));
     }
     drop(st);
     let rows = m.store.jobs(&filter).await?;
     let st = m.jobs.lock().await;
+    let stale = rows
+        .iter()
+        .any(|r| st.jobs.get(&r.id).is_some_and(|j| j.state == JobState::Pending && j.waiting.pass < st.pass_seq));
+    let places = if stale { st.untried_places() } else { Default::default() };
     let views = rows
         .iter()
         .map(|r| match st.jobs.get(&r.id) {
-            Some(j) => j.view(),
+            Some(j) => st.job_view(j, &places),
             None => row_view(r, r.nodes.clone()),
         })
         .collect();
@@ -221,13 +227,18 @@ pub async fn show(
     let mut nodes: Vec<String> = kernels.iter().map(|k| k.binding.node.clone()).collect();
     nodes.dedup();
     let mut job = row_view(&row, nodes);
-    if let Some(j) = m.jobs.lock().await.jobs.get(&id)
+    let st = m.jobs.lock().await;
+    if let Some(j) = st.jobs.get(&id)
         && j.state == JobState::Pending
     {
-        job.position = j.waiting.position;
-        job.pending_reason = Some(crate::scheduler::reason_or_queued(j.waiting.reason.as_ref()));
-        job.expected_start = j.waiting.expected_start;
+        // A job deep in the queue has its place in the last pass's untried rest.
+        let places = if j.waiting.pass < st.pass_seq { st.untried_places() } else { Default::default() };
+        let live = st.job_view(j, &places);
+        job.position = live.position;
+        job.pending_reason = live.pending_reason;
+        job.expected_start = live.expected_start;
     }
+    drop(st);
     let mut spec = row.spec;
     if row.user_id != user.id && !user.is_admin() {
         // The exported environment may hold the owner's secrets (keys in variables): a

@@ -80,6 +80,9 @@ pub struct Waiting {
     pub blocked_passes: u32,
     /// When it is expected to start (the scheduler's reservation).
     pub expected_start: Option<Timestamp>,
+    /// The pass that last said so (`State::pass_seq`): a job a later pass did not reach has
+    /// its place in that pass's untried rest instead (`State::untried_places`).
+    pub pass: u64,
 }
 
 /// A job's change of state as live views (the dashboard's event stream) get it, sent once
@@ -218,6 +221,26 @@ impl Job {
         self.attempt.bindings.get(index as usize).is_some_and(|b| b.node == node)
     }
 
+    /// The job as the scheduler sees it while it waits (kept in `State::pending`).
+    pub fn pending_job(&self) -> berth_sched::PendingJob {
+        berth_sched::PendingJob {
+            id: self.id,
+            priority: self.spec.priority,
+            queue: self.queue.as_str().into(),
+            request: self.spec.resources,
+            nodes: self.spec.nodes,
+            numa: self.spec.numa,
+            blocked_passes: self.waiting.blocked_passes,
+            user: self.owner.name.clone(),
+            project: self.account().into_owned(),
+            submitted_at: self.submitted_at.as_millisecond(),
+            time_limit_ms: self.spec.time_limit_secs.map(|s| s as i64 * 1000),
+            image: self.spec.image.as_deref().map(berth_model::job::image_key),
+            kernels: self.spec.kernels,
+            mounts: self.spec.mounts.iter().map(|m| m.source.clone()).collect(),
+        }
+    }
+
     /// The job as it is now, for live views.
     pub fn event(&self) -> JobEvent {
         JobEvent { owner_id: self.owner.user_id, spec: self.spec.clone(), view: self.view() }
@@ -319,8 +342,12 @@ mod tests {
     #[test]
     fn placing_takes_the_bindings_and_ends_the_wait() {
         let mut j = job();
-        j.waiting =
-            Waiting { reason: None, position: Some(3), blocked_passes: 2, expected_start: Some(Timestamp::UNIX_EPOCH) };
+        j.waiting = Waiting {
+            position: Some(3),
+            blocked_passes: 2,
+            expected_start: Some(Timestamp::UNIX_EPOCH),
+            ..Waiting::default()
+        };
         j.place(vec![binding("n1"), binding("n2")], true, 5_000);
         assert_eq!(j.state, JobState::Scheduled);
         assert_eq!(j.reason.as_deref(), Some("scheduled on n1, n2"));
