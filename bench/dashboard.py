@@ -133,9 +133,18 @@ def main():
         node = nodes[0]["name"]
         api.call("POST", "/v1/nodes/%s/drain" % node, {"reason": "dashboard bench: jobs stay pending"})
 
+        def rss():
+            status = open("/proc/%d/status" % up.pid).read()
+            return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) * 1024
+
+        rss0 = rss()
         t0 = time.perf_counter()
         ids = [api.call("POST", "/v1/jobs", spec("train-%d" % i))["id"] for i in range(pending)]
-        print("submitted %d jobs in %.1f s" % (pending, time.perf_counter() - t0), flush=True)
+        print("submitted %d jobs in %.1f s (%.0f/s)" % (pending, time.perf_counter() - t0,
+                                                          pending / (time.perf_counter() - t0)), flush=True)
+        time.sleep(2)
+        print("manager RSS: %.1f MiB before, %.1f MiB after: %.0f B per pending job"
+              % (rss0 / 2**20, rss() / 2**20, (rss() - rss0) / pending), flush=True)
         mid = ids[len(ids) // 2]
         cases = [
             ("first page", "/v1/jobs?limit=50"),
