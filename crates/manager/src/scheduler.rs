@@ -91,8 +91,7 @@ pub async fn pass(m: &Manager) -> usize {
         return 0;
     }
     // The pending jobs are the set kept across passes: the pass reads only those it tries.
-    st.pass_seq += 1;
-    st.untried.clear();
+    st.new_pass();
     let queues = m.queues.all();
     let now = Timestamp::now();
     let now_ms = now.as_millisecond();

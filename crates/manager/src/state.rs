@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use berth_model::api::{GpuView, JobView, NodeState, NodeView};
 use berth_model::protocol::ManagerMessage;
-use berth_model::{Binding, JobId, PendingReason, Topology};
+use berth_model::{Binding, JobId, Topology};
 use berth_sched::{Charged, Millis, NodeLedger, PendingSet, Untried, UsageBook, UsageKind};
 use berth_store::UsageRow;
 use jiff::Timestamp;
@@ -117,6 +117,10 @@ pub struct State {
     /// The last pass's untried runs that end in a rest of the set (the jobs behind where a
     /// walk stopped): where those jobs stand, worked out only when someone looks.
     pub untried: Vec<Untried>,
+    /// [`State::untried_places`] of the last pass, once someone looked (reset by each pass:
+    /// jobs submitted since have no place yet and show as queued, cancelled ones are not
+    /// looked up).
+    untried_places: std::cell::OnceCell<HashMap<JobId, (u32, usize)>>,
 }
 
 impl State {
@@ -141,30 +145,40 @@ impl State {
         }
     }
 
-    /// Where each job of the last pass's untried rests stands: its position and reason. Reads
-    /// every such job: for views, never for a pass.
-    pub fn untried_places(&self) -> HashMap<JobId, (u32, &PendingReason)> {
-        let mut places = HashMap::new();
-        for run in &self.untried {
-            let Some(rest) = &run.rest else { continue };
-            let first = run.first_position + run.jobs.len() as u32;
-            for (k, id) in self.pending.rest_ids(rest).into_iter().enumerate() {
-                places.insert(id, (first + k as u32, &run.reason));
-            }
-        }
-        places
+    /// A pass begins: what the last one left untried is forgotten.
+    pub fn new_pass(&mut self) {
+        self.pass_seq += 1;
+        self.untried.clear();
+        self.untried_places = Default::default();
     }
 
-    /// The view of job `id`, with its place in the queue when the last pass left it untried
-    /// (`places`: [`State::untried_places`], worked out once for many views).
-    pub fn job_view(&self, job: &Job, places: &HashMap<JobId, (u32, &PendingReason)>) -> JobView {
+    /// Where each job of the last pass's untried rests stands: its position and the index of
+    /// its run in `untried`. Read from the set once per pass, when someone looks (`berth ps`,
+    /// `berth show`, the dashboard), never by the pass itself.
+    pub fn untried_places(&self) -> &HashMap<JobId, (u32, usize)> {
+        self.untried_places.get_or_init(|| {
+            let mut places = HashMap::new();
+            for (r, run) in self.untried.iter().enumerate() {
+                let Some(rest) = &run.rest else { continue };
+                let first = run.first_position + run.jobs.len() as u32;
+                for (k, id) in self.pending.rest_ids(rest).into_iter().enumerate() {
+                    places.insert(id, (first + k as u32, r));
+                }
+            }
+            places
+        })
+    }
+
+    /// The view of `job`, with its place in the queue when the last pass left it in an
+    /// untried rest.
+    pub fn job_view(&self, job: &Job) -> JobView {
         let mut v = job.view();
         if job.state == berth_model::JobState::Pending
             && job.waiting.pass < self.pass_seq
-            && let Some((position, reason)) = places.get(&job.id)
+            && let Some(&(position, run)) = self.untried_places().get(&job.id)
         {
-            v.position = Some(*position);
-            v.pending_reason = Some((*reason).clone());
+            v.position = Some(position);
+            v.pending_reason = Some(self.untried[run].reason.clone());
             v.expected_start = None;
         }
         v

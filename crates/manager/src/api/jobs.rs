@@ -111,22 +111,16 @@ pub async fn list(
             })
             .take(limit)
             .collect::<Vec<_>>();
-        let stale = views.iter().any(|j| j.state == JobState::Pending && j.waiting.pass < st.pass_seq);
-        let places = if stale { st.untried_places() } else { Default::default() };
-        let views = views.into_iter().map(|j| st.job_view(j, &places)).collect();
+        let views = views.into_iter().map(|j| st.job_view(j)).collect();
         return Ok(axum::Json(views));
     }
     drop(st);
     let rows = m.store.jobs(&filter).await?;
     let st = m.jobs.lock().await;
-    let stale = rows
-        .iter()
-        .any(|r| st.jobs.get(&r.id).is_some_and(|j| j.state == JobState::Pending && j.waiting.pass < st.pass_seq));
-    let places = if stale { st.untried_places() } else { Default::default() };
     let views = rows
         .iter()
         .map(|r| match st.jobs.get(&r.id) {
-            Some(j) => st.job_view(j, &places),
+            Some(j) => st.job_view(j),
             None => row_view(r, r.nodes.clone()),
         })
         .collect();
@@ -232,8 +226,7 @@ pub async fn show(
         && j.state == JobState::Pending
     {
         // A job deep in the queue has its place in the last pass's untried rest.
-        let places = if j.waiting.pass < st.pass_seq { st.untried_places() } else { Default::default() };
-        let live = st.job_view(j, &places);
+        let live = st.job_view(j);
         job.position = live.position;
         job.pending_reason = live.pending_reason;
         job.expected_start = live.expected_start;
