@@ -20,6 +20,7 @@ use tokio::sync::futures::Notified;
 use tokio::sync::{Mutex, MutexGuard, Notify};
 
 use crate::env_intern::EnvInterner;
+use crate::metrics::Metrics;
 use crate::state::{Job, Owner, State};
 
 pub struct Jobs {
@@ -38,10 +39,12 @@ pub struct Jobs {
     next_cmd: AtomicU64,
     /// Fair-share usage decays with this half-life (charged when a job gives back resources).
     pub(crate) half_life_ms: Millis,
+    /// Where submits, moves and commits are counted (shared with `Manager::metrics`).
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Jobs {
-    pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, half_life_ms: Millis) -> Jobs {
+    pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, half_life_ms: Millis, metrics: Arc<Metrics>) -> Jobs {
         Jobs {
             store,
             state: Mutex::new(State::default()),
@@ -50,6 +53,7 @@ impl Jobs {
             wake,
             next_cmd: AtomicU64::new(1),
             half_life_ms,
+            metrics,
         }
     }
 
@@ -92,6 +96,7 @@ impl Jobs {
         let id = self.store.insert_job(owner.user_id, &spec, owner.submitter, now).await?;
         let job = Job::submitted(id, owner, spec, queue, now, &self.envs);
         let view = job.view();
+        self.metrics.submitted(&job.queue);
         match st {
             Some(st) => {
                 st.jobs.insert(job.id, job);

@@ -29,6 +29,7 @@ mod jobs;
 mod lifecycle;
 pub mod local;
 mod manager;
+mod metrics;
 mod node_name;
 mod nodes;
 mod openapi;

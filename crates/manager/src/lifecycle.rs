@@ -15,6 +15,7 @@ use jiff::Timestamp;
 
 use crate::deferred::{Deferred, LostCause, worth_retrying};
 use crate::jobs::Jobs;
+use crate::metrics::{Commit, JobEvent};
 use crate::state::{KernelEnd, State, scheduled_reason};
 
 /// How long an agent lets a kernel stop before it kills it.
@@ -163,9 +164,23 @@ impl Jobs {
         if stop.is_some() {
             job.attempt.stop = stop;
         }
+        let mut event = None;
         if to == JobState::Running && job.attempt.started_at.is_none() {
             job.attempt.started_at = Some(now);
+            let since_submit = now.duration_since(job.submitted_at).unsigned_abs();
+            event = Some(JobEvent::Started { queue: job.queue.clone(), since_submit });
         }
+        if to.is_terminal() {
+            event = Some(JobEvent::Finished { queue: job.queue.clone(), state: to });
+        }
+        if let Some(ev) = event {
+            // Inside a batch the event waits for its commit (`Batch::note`).
+            match st.batch.as_mut() {
+                Some(b) => b.note(ev),
+                None => self.metrics.job_event(ev),
+            }
+        }
+        let job = st.jobs.get_mut(&job_id).expect("checked above");
         if to.is_terminal() || to == JobState::Pending {
             let bindings = std::mem::take(&mut job.attempt.bindings);
             if to == JobState::Pending {
@@ -192,7 +207,12 @@ impl Jobs {
                 b.stage(changes);
                 Ok(())
             }
-            None => self.store.apply(&changes).await,
+            None => {
+                let started = std::time::Instant::now();
+                let stored = self.store.apply(&changes).await;
+                self.metrics.commit(Commit::Transition, started.elapsed());
+                stored
+            }
         }
     }
 

@@ -38,6 +38,8 @@ pub struct Manager {
     pub cache_members: crate::cache_members::CacheMembers,
     /// Whether the store takes writes (a full disk under the data dir).
     pub store_health: crate::store_health::StoreHealth,
+    /// Prometheus counters and histograms (`/metrics`; levels are counted at scrape time).
+    pub metrics: Arc<crate::metrics::Metrics>,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -51,8 +53,9 @@ impl Manager {
         data_dir: &std::path::Path,
     ) -> Manager {
         let wake = Arc::new(Notify::new());
+        let metrics = Arc::new(crate::metrics::Metrics::new());
         Manager {
-            jobs: crate::jobs::Jobs::new(store.clone(), wake.clone(), fair_share.half_life_ms),
+            jobs: crate::jobs::Jobs::new(store.clone(), wake.clone(), fair_share.half_life_ms, metrics.clone()),
             nodes: crate::nodes::Nodes::new(store.clone(), wake, heartbeat_timeout),
             queues: crate::queues::QueueService::new(store.clone(), queues),
             tenancy: crate::tenancy::Tenancy::new(store.clone()),
@@ -64,6 +67,7 @@ impl Manager {
             store_health: crate::store_health::StoreHealth::new(data_dir),
             shutdown,
             store,
+            metrics,
         }
     }
 

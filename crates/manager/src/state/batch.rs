@@ -41,6 +41,9 @@ pub struct Batch {
     released: Vec<(JobId, Vec<Binding>)>,
     /// How many deferred reports there were.
     deferred: usize,
+    /// Metric events of the batch's moves, recorded once it is stored (dropped with an
+    /// undone batch, whose reports are applied and counted again one by one).
+    events: Vec<crate::metrics::JobEvent>,
 }
 
 impl Batch {
@@ -60,6 +63,15 @@ impl Batch {
     /// Takes the held commands (to send once stored).
     pub fn take_outbox(&mut self) -> Vec<(String, ManagerMessage)> {
         std::mem::take(&mut *self.outbox.lock().expect("outbox lock"))
+    }
+
+    pub fn note(&mut self, ev: crate::metrics::JobEvent) {
+        self.events.push(ev);
+    }
+
+    /// Takes the metric events (to record once stored).
+    pub fn take_events(&mut self) -> Vec<crate::metrics::JobEvent> {
+        std::mem::take(&mut self.events)
     }
 
     pub fn released(&mut self, job: JobId, bindings: &[Binding]) {
