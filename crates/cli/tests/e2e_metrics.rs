@@ -1,8 +1,9 @@
 //! Prometheus metrics (issue 16) through a real Prometheus (Debian's `prometheus` package,
 //! installed by scripts/test.sh): it scrapes `berth up`'s manager (`/metrics` on the API
 //! address) and its agent (`--metrics-listen`), and its query API answers the running and
-//! pending job counts that `berth ps` shows. The example scrape config and the alert rules
-//! under deploy/prometheus pass `promtool check` and the rules' own unit tests.
+//! pending job counts that `berth ps` shows, and every query of the Grafana dashboard
+//! (deploy/grafana/berth.json). The example scrape config and the alert rules under
+//! deploy/prometheus pass `promtool check` and the rules' own unit tests.
 //!
 //! Without `prometheus`/`promtool` on PATH the tests print `SKIPPED:`; with `CI=true` they fail.
 
@@ -192,4 +193,48 @@ fn prometheus_reads_the_running_jobs_berth_ps_shows() {
     assert!(routes.is_some(), "show/wait requests counted under /v1/jobs/{{id}}");
     let raw = query(&prom.addr, &format!("count(berth_api_requests_total{{route=\"/v1/jobs/{}\"}})", ids[0]));
     assert_eq!(raw, None, "no series for a raw path");
+
+    // Every query of the Grafana dashboard is one Prometheus accepts, over metrics berth
+    // exports (GPU series need NVML; kernel figures need cgroups).
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(deploy("../grafana/berth.json")).unwrap()).unwrap();
+    let exprs = dashboard_exprs(&dashboard);
+    assert!(exprs.len() > 20, "{exprs:?}");
+    for e in &exprs {
+        let q = e.replace("$__rate_interval", "1m");
+        let body = get(&prom.addr, &format!("/api/v1/query?query={}", url_encode(&q)));
+        let v: Value = serde_json::from_str(&body.unwrap_or_default()).unwrap_or_default();
+        assert_eq!(v["status"], "success", "dashboard query {q}: {v}");
+        for name in metric_names(&q) {
+            if name.starts_with("berth_gpu_") || (name.starts_with("berth_kernel_") && !support::cgroups_usable()) {
+                continue;
+            }
+            // Seen at any scrape of the test (pending reasons went away with the last pending job).
+            let n = query(&prom.addr, &format!("count(last_over_time({{__name__=\"{name}\"}}[10m]))"));
+            assert!(n.is_some_and(|n| n > 0.0), "dashboard query {q}: berth exports no {name}");
+        }
+    }
+}
+
+/// The `expr` of every panel target of a Grafana dashboard.
+fn dashboard_exprs(d: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            out.push(t["expr"].as_str().unwrap().to_string());
+        }
+    }
+    out
+}
+
+/// The `berth_*` metric names in a PromQL expression.
+fn metric_names(q: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = q;
+    while let Some(i) = rest.find("berth_") {
+        let name: String = rest[i..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+        rest = &rest[i + name.len()..];
+        names.push(name);
+    }
+    names
 }

@@ -16,6 +16,8 @@ use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
 
 mod batch;
+#[cfg(test)]
+pub mod fixture;
 mod job;
 pub use batch::Batch;
 pub use job::{Job, KernelEnd, Owner, personal_account, queued, row_view, scheduled_reason};
@@ -163,15 +165,19 @@ impl State {
         Some(node_state(n, || !self.jobs_on(name).is_empty()))
     }
 
-    /// Every node with its state, in one walk of the jobs (`node_state` walks them per node,
-    /// which a scrape of 500 nodes and 50,000 jobs cannot afford).
+    /// Every node with its state, in at most one walk of the jobs (`node_state` walks them
+    /// per node, which a scrape of 500 nodes and 50,000 jobs cannot afford), and none when no
+    /// node is drained (only a drained node's state depends on its jobs).
     pub fn node_states(&self) -> impl Iterator<Item = (&str, &Node, NodeState)> {
-        let busy: std::collections::HashSet<&str> = self
-            .jobs
-            .values()
-            .filter(|j| j.state.holds_resources())
-            .flat_map(|j| j.attempt.bindings.iter().map(|b| b.node.as_str()))
-            .collect();
+        let busy: std::collections::HashSet<&str> = if self.nodes.values().any(|n| n.drain.is_some()) {
+            self.jobs
+                .values()
+                .filter(|j| j.state.holds_resources())
+                .flat_map(|j| j.attempt.bindings.iter().map(|b| b.node.as_str()))
+                .collect()
+        } else {
+            Default::default()
+        };
         self.nodes.iter().map(move |(name, n)| (name.as_str(), n, node_state(n, || busy.contains(name.as_str()))))
     }
 

@@ -48,22 +48,34 @@ impl Snapshot {
     /// included, so that a query or an alert on a state no job is in reads 0, not nothing.
     pub fn take<'a>(st: &'a State, queues: impl IntoIterator<Item = &'a str>) -> Snapshot {
         let mut s = Snapshot::default();
-        // Count by borrowed keys first: one String per (queue, state), not per job.
-        let mut jobs: HashMap<(&str, JobState), i64> = HashMap::new();
-        for q in queues {
-            for state in JobState::ALL.into_iter().filter(|s| !s.is_terminal()) {
-                jobs.insert((q, state), 0);
-            }
-        }
-        let mut pending: HashMap<(&str, Option<PendingKind>), i64> = HashMap::new();
+        // Per queue (a handful), counts by state and by reason kind, indexed by their
+        // position: one walk of the jobs without hashing, one String per queue.
+        let mut by_queue: Vec<(&str, PerQueue)> = queues.into_iter().map(|q| (q, PerQueue::default())).collect();
         for j in st.jobs.values() {
-            *jobs.entry((j.queue.as_str(), j.state)).or_default() += 1;
+            let q = match by_queue.iter().position(|(q, _)| *q == j.queue) {
+                Some(i) => &mut by_queue[i].1,
+                None => {
+                    by_queue.push((j.queue.as_str(), PerQueue::default()));
+                    &mut by_queue.last_mut().expect("just pushed").1
+                }
+            };
+            q.states[j.state as usize] += 1;
             if j.state == JobState::Pending {
-                *pending.entry((j.queue.as_str(), j.waiting.reason.as_ref().map(|r| r.kind))).or_default() += 1;
+                // `get_mut`: a kind added to the model but not to `KINDS` is not counted
+                // rather than a panic (`kind_label`'s match names every kind to add).
+                if let Some(n) = q.reasons.get_mut(j.waiting.reason.as_ref().map_or(0, |r| r.kind as usize + 1)) {
+                    *n += 1;
+                }
             }
         }
-        s.jobs = jobs.into_iter().map(|((q, st), n)| ((q.to_string(), st), n)).collect();
-        s.pending = pending.into_iter().map(|((q, k), n)| ((q.to_string(), k), n)).collect();
+        for (queue, q) in by_queue {
+            for state in JobState::ALL.into_iter().filter(|s| !s.is_terminal()) {
+                s.jobs.insert((queue.to_string(), state), q.states[state as usize]);
+            }
+            for (i, n) in q.reasons.iter().enumerate().filter(|(_, n)| **n > 0) {
+                s.pending.insert((queue.to_string(), i.checked_sub(1).map(|k| KINDS[k])), *n);
+            }
+        }
         for (name, n, state) in st.node_states() {
             s.agents += i64::from(n.conn.is_some());
             let Some(l) = st.ledgers.get(n.ledger) else { continue };
@@ -141,6 +153,20 @@ impl Snapshot {
     }
 }
 
+/// One queue's counts: by `JobState as usize`, and by reason kind (`0`: no reason yet, then
+/// `PendingKind as usize + 1`).
+#[derive(Default)]
+struct PerQueue {
+    states: [i64; JobState::ALL.len()],
+    reasons: [i64; KINDS.len() + 1],
+}
+
+/// Every reason kind, in declaration order (`KINDS[k as usize] == k`, checked by a test).
+const KINDS: [PendingKind; 10] = {
+    use PendingKind::*;
+    [Queued, Resources, Priority, NoNodes, Queue, Backfill, Preempting, Quota, Image, Mount]
+};
+
 /// The label of a reason kind: the API's spelling (`no-nodes`, ...).
 fn kind_label(kind: PendingKind) -> &'static str {
     match kind {
@@ -160,14 +186,59 @@ fn kind_label(kind: PendingKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::fixture::{job, node, one_running_job};
+    use berth_model::{PendingReason, Topology};
+    use berth_sched::NodeLedger;
+
+    /// n1 runs job 1 (2 of 4 CPUs) and is drained (so draining); n2 is drained and idle;
+    /// jobs 2 and 3 wait, one for resources, one not yet looked at.
+    #[test]
+    fn levels_come_from_the_state() {
+        let (mut st, _) = one_running_job();
+        st.ledgers.push(NodeLedger::new("n2", "default", Topology::synthetic(1, 4, 8 << 30, 1)));
+        st.nodes.insert("n2".into(), node(1));
+        for n in st.nodes.values_mut() {
+            n.drain = Some("maintenance".into());
+        }
+        let mut waiting = job(2, JobState::Pending);
+        waiting.waiting.reason = Some(PendingReason::new(PendingKind::Resources, "needs 8 CPUs"));
+        st.jobs.insert(2, waiting);
+        st.jobs.insert(3, job(3, JobState::Pending));
+
+        let snap = Snapshot::take(&st, ["default", "gpu"]);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &snap.registry()).unwrap();
+        for line in [
+            "berth_jobs{queue=\"default\",state=\"running\"} 1",
+            "berth_jobs{queue=\"default\",state=\"pending\"} 2",
+            "berth_jobs{queue=\"gpu\",state=\"pending\"} 0",
+            "berth_jobs_pending{queue=\"default\",reason=\"resources\"} 1",
+            "berth_jobs_pending{queue=\"default\",reason=\"queued\"} 1",
+            "berth_nodes{state=\"draining\"} 1",
+            "berth_nodes{state=\"drained\"} 1",
+            "berth_nodes{state=\"lost\"} 0",
+            "berth_node_state{node=\"n1\",queue=\"default\",state=\"draining\"} 1",
+            "berth_node_cpus_allocated{node=\"n1\",queue=\"default\"} 2",
+            "berth_node_cpus{node=\"n2\",queue=\"default\"} 4",
+            "berth_node_memory_allocated_bytes{node=\"n1\",queue=\"default\"} 1073741824",
+            "berth_node_gpus{node=\"n2\",queue=\"default\"} 1",
+            "berth_agents_connected 0",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in\n{text}");
+        }
+        assert!(!text.contains("state=\"succeeded\""), "finished states are counters, not levels");
+    }
 
     /// The labels are the API's spelling of each kind, so a dashboard and `berth ps -o json`
     /// agree.
     #[test]
     fn reason_labels_match_the_api() {
-        use PendingKind::*;
-        for k in [Queued, Resources, Priority, NoNodes, Queue, Backfill, Preempting, Quota, Image, Mount] {
+        for (i, k) in KINDS.into_iter().enumerate() {
             assert_eq!(serde_json::to_value(k).unwrap(), kind_label(k), "{k:?}");
+            assert_eq!(k as usize, i, "KINDS is in declaration order");
+        }
+        for (i, s) in JobState::ALL.into_iter().enumerate() {
+            assert_eq!(s as usize, i, "JobState::ALL is in declaration order");
         }
     }
 }
