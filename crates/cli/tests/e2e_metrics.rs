@@ -157,8 +157,13 @@ fn prometheus_reads_the_running_jobs_berth_ps_shows() {
     let topo_file = topo.path().join("topology.toml");
     std::fs::write(&topo_file, "[[numa]]\ncpus = \"0-1\"\nmemory = \"4GiB\"\n").unwrap();
     let b = Berth::up(&["--metrics-listen", &agent, "--topology", topo_file.to_str().unwrap()]);
-    // Two one-CPU jobs fill the 2-CPU node; the third waits for resources.
-    let ids: Vec<i64> = (0..3).map(|_| b.submit(&["--cpus", "1", "--", "sleep", "300"])).collect();
+    // Two one-CPU jobs fill the 2-CPU node (the first burns its CPU); the third waits for
+    // resources.
+    let burn = ["--cpus", "1", "--", "sh", "-c", "while :; do :; done"];
+    let ids: Vec<i64> = [&burn[..], &["--cpus", "1", "--", "sleep", "300"], &["--cpus", "1", "--", "sleep", "300"]]
+        .iter()
+        .map(|args| b.submit(args))
+        .collect();
     b.wait_state(ids[0], "RUNNING");
     b.wait_state(ids[1], "RUNNING");
     let (running, pending) = (ps_count(&b, "RUNNING"), ps_count(&b, "PENDING"));
@@ -176,8 +181,18 @@ fn prometheus_reads_the_running_jobs_berth_ps_shows() {
     assert_eq!(prom.wait_for("berth_agents_connected", 1.0), Some(1.0));
     assert_eq!(prom.wait_for("sum(berth_node_cpus_allocated)", 2.0), Some(2.0));
     assert_eq!(prom.wait_for("count(up == 1)", 2.0), Some(2.0), "both targets up");
+    // No label of ours clashes with a target label Prometheus sets (it would rename ours).
+    let clash =
+        "count({__name__=~\"berth_.*\", exported_job!=\"\"} or {__name__=~\"berth_.*\", exported_instance!=\"\"})";
+    assert_eq!(query(&prom.addr, clash), None, "a berth label named job or instance");
     if support::cgroups_usable() {
         assert_eq!(prom.wait_for("count(berth_kernel_memory_bytes > 0)", running), Some(running));
+        // The burner's CPU time grows (read from its cgroup, or on cgroup v1 from /proc for
+        // the processes in its memory cgroup); the sleeper's stays near 0.
+        let burner = format!("berth_kernel_cpu_seconds{{job_id=\"{}\"}} > 0.5", ids[0]);
+        assert!(prom.wait_for(&format!("count({burner})"), 1.0) == Some(1.0), "{}", b.ok(&["ps"]));
+        let sleeper = query(&prom.addr, &format!("berth_kernel_cpu_seconds{{job_id=\"{}\"}}", ids[1]));
+        assert!(sleeper.is_some_and(|s| s < 0.5), "a sleeping kernel used {sleeper:?} CPU seconds");
     } else {
         eprintln!("SKIPPED: per-kernel memory through Prometheus: no usable cgroups here");
     }

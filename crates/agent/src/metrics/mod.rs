@@ -5,8 +5,9 @@
 //!
 //! The kernel table has one owner task and no lock (`kernels.rs`); it publishes a copy of
 //! what a scrape needs to a [`Board`] after every change, and a scrape reads the cgroups of
-//! the kernels on it. Kernel series carry the job id: they are bounded by the kernels that
-//! run on this node, and a per-job figure is what they are for.
+//! the kernels on it. Kernel series carry the job id (as `job_id`: Prometheus keeps `job` for
+//! the scrape job and would rename ours): they are bounded by the kernels that run on this
+//! node, and a per-job figure is what they are for.
 
 mod gpu;
 mod usage;
@@ -121,7 +122,7 @@ pub fn render(node: &str, rows: &[KernelRow], usage: &[(KernelRow, KernelUsage)]
     for (k, u) in usage {
         let l = vec![
             node_l(),
-            ("job", k.key.job_id.to_string()),
+            ("job_id", k.key.job_id.to_string()),
             ("kernel", format!("{}.{}.{}", k.key.job_id, k.key.attempt, k.key.index)),
         ];
         if let Some(s) = u.cpu_seconds {
@@ -184,8 +185,8 @@ mod tests {
         for line in [
             "berth_agent_kernels{node=\"n1\",state=\"running\"} 1",
             "berth_agent_kernels{node=\"n1\",state=\"finished\"} 0",
-            "berth_kernel_cpu_seconds{node=\"n1\",job=\"7\",kernel=\"7.0.1\"} 6.5",
-            "berth_kernel_memory_peak_bytes{node=\"n1\",job=\"7\",kernel=\"7.0.1\"} 2097152",
+            "berth_kernel_cpu_seconds{node=\"n1\",job_id=\"7\",kernel=\"7.0.1\"} 6.5",
+            "berth_kernel_memory_peak_bytes{node=\"n1\",job_id=\"7\",kernel=\"7.0.1\"} 2097152",
             "berth_gpu_utilization_ratio{node=\"n1\",gpu=\"0\",uuid=\"GPU-1\"} 0.25",
             "berth_gpu_temperature_celsius{node=\"n1\",gpu=\"0\",uuid=\"GPU-1\"} 60",
             "berth_agent_build_info{version=\"",
