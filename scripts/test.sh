@@ -70,11 +70,12 @@ fi
 
 # The metrics tests (crates/cli/tests/e2e_metrics.rs) scrape berth with a real Prometheus and
 # check deploy/prometheus with promtool: Debian's `prometheus` package. The tests start the
-# binary themselves (never the packaged service). On CI a missing Prometheus fails the run.
+# binary themselves (never the packaged service; no recommends, so no node exporter either).
+# On CI a missing Prometheus fails the run.
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   log "installing prometheus with apt"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null || true
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null || true
 fi
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   if [ "${CI:-}" = true ]; then
