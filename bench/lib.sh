@@ -34,3 +34,29 @@ run_with_berth() {
   kill -INT "$pid"; wait "$pid" || true
   rm -rf "$tmp"
 }
+
+# Sets BIN and SWARM: the `berth` and `swarm` binaries in $BIN_DIR, or this tree's release
+# build (built here).
+swarm_bins() {
+  if [ -n "${BIN_DIR:-}" ]; then
+    BIN=$BIN_DIR/berth
+    SWARM=$BIN_DIR/swarm
+  else
+    cargo build --release --quiet --bin berth --example swarm
+    local target=${CARGO_TARGET_DIR:-target}
+    BIN=$target/release/berth
+    SWARM=$target/release/examples/swarm
+  fi
+}
+
+# Starts a fresh `berth manager` ($BIN) on TMP/data and an ephemeral port, logging to
+# TMP/manager.log; sets pid, url, join (the agents' join token) and token (the admin's).
+start_manager() {
+  local tmp=$1
+  HOME=$tmp XDG_CONFIG_HOME= RUST_LOG=${RUST_LOG:-warn} "$BIN" manager --data-dir "$tmp/data" --listen 127.0.0.1:0 \
+    >"$tmp/manager.log" 2>&1 &
+  pid=$!
+  url=$(berth_url "$tmp/manager.log")
+  join=$(sed -n 's/^join token for agents: *//p' "$tmp/manager.log")
+  token=$(cat "$tmp/data/admin-token")
+}

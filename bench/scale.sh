@@ -18,16 +18,8 @@ JOBS=${2:-50000}
 RUN_MS=${3:-1000}
 CLIENTS=${4:-8}
 
-if [ -n "${BIN_DIR:-}" ]; then
-  BIN=$BIN_DIR/berth
-  SWARM=$BIN_DIR/swarm
-else
-  cargo build --release --quiet --bin berth --example swarm
-  TARGET=${CARGO_TARGET_DIR:-target}
-  BIN=$TARGET/release/berth
-  SWARM=$TARGET/release/examples/swarm
-fi
 source bench/lib.sh
+swarm_bins
 
 tmp=$(mktemp -d)
 pid=
@@ -37,12 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-HOME=$tmp XDG_CONFIG_HOME= RUST_LOG=${RUST_LOG:-warn} "$BIN" manager --data-dir "$tmp/data" --listen 127.0.0.1:0 \
-  >"$tmp/manager.log" 2>&1 &
-pid=$!
-url=$(berth_url "$tmp/manager.log")
-join=$(sed -n 's/^join token for agents: *//p' "$tmp/manager.log")
-token=$(cat "$tmp/data/admin-token")
+start_manager "$tmp"
 
 echo "== machine: $(nproc) CPUs, $(uname -r), $(date -u '+%F %H:%M')Z, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== one manager ($url), $AGENTS agents, $JOBS jobs of 1 CPU running ${RUN_MS} ms, $CLIENTS clients"

@@ -71,6 +71,23 @@ if ! "$fuzz_venv/bin/st" --version >/dev/null 2>&1; then
   run_fuzz=false
 fi
 
+# The metrics tests (crates/cli/tests/e2e_metrics.rs) scrape berth with a real Prometheus and
+# check deploy/prometheus with promtool: Debian's `prometheus` package. The tests start the
+# binary themselves (never the packaged service; no recommends, so no node exporter either).
+# On CI a missing Prometheus fails the run.
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  log "installing prometheus with apt"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null || true
+fi
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  if [ "${CI:-}" = true ]; then
+    echo "prometheus could not be installed (apt-get install prometheus): the metrics tests are required on CI" >&2
+    exit 1
+  fi
+  warn "SKIPPED: no prometheus/promtool: the Prometheus metrics tests will be SKIPPED"
+fi
+
 # The docker runtime's tests need a running dockerd and a static busybox, from which
 # scripts/test-image.sh builds the test images (no registry is reached). dockerd is started
 # in the background when it is not running; it keeps running after the tests.

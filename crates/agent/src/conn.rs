@@ -170,6 +170,7 @@ pub(crate) async fn run(
     config: AgentConfig,
     topology: Topology,
     runtime: Runtime,
+    board: crate::metrics::Board,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -179,7 +180,7 @@ pub(crate) async fn run(
     let inherited_lease = runtime.inherited_lease();
     let mut adopted = docker.adopt(&tx).await;
     adopted.extend(runtime.adopt_processes(&tx));
-    let mut kernels = Kernels::new(config.name.clone(), topology.clone(), config.data_dir.clone(), runtime, tx);
+    let mut kernels = Kernels::new(config.name.clone(), topology.clone(), config.data_dir.clone(), runtime, tx, board);
     kernels.adopt(adopted);
     let first = docker.info().await;
     if let Some(e) = &first.error {

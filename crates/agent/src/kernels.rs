@@ -13,6 +13,7 @@ use berth_model::protocol::{AgentMessage, KernelEvent, KernelKey, KernelOutcome,
 use berth_model::{Binding, Topology};
 use tokio::sync::mpsc;
 
+use crate::metrics::{Board, KernelRow};
 use crate::runtime::{KernelHandle, KernelUpdate, Runtime};
 use crate::{ledger, logs};
 
@@ -34,6 +35,8 @@ pub(crate) struct Kernels {
     /// Starts waiting for kernels that are being stopped to give their devices back (a
     /// requeued multi-node job placed again on a node where its old kernel still stops).
     deferred: Vec<ManagerMessage>,
+    /// Where the table is published for `/metrics` after every change (see `publish`).
+    board: Board,
 }
 
 impl Kernels {
@@ -43,8 +46,37 @@ impl Kernels {
         data_dir: std::path::PathBuf,
         runtime: Runtime,
         events: mpsc::UnboundedSender<KernelUpdate>,
+        board: Board,
     ) -> Kernels {
-        Kernels { node, topology, data_dir, runtime, map: BTreeMap::new(), events, deferred: Vec::new() }
+        Kernels { node, topology, data_dir, runtime, map: BTreeMap::new(), events, deferred: Vec::new(), board }
+    }
+
+    /// Copies what a scrape needs to the board: a few hundred bytes per kernel, after each
+    /// change of the table (the table itself has no lock; see the module doc).
+    fn publish(&self) {
+        let mut rows: Vec<KernelRow> = self
+            .map
+            .iter()
+            .map(|(key, e)| {
+                let state = match (&e.handle, e.stopping) {
+                    (None, _) => "finished",
+                    (Some(_), true) => "stopping",
+                    (Some(_), false) => "running",
+                };
+                let pid = match (&e.last, &e.handle) {
+                    (KernelEvent::Started { pid, .. }, _) if *pid > 0 => *pid,
+                    (_, Some(h)) => h.pid,
+                    _ => 0,
+                };
+                KernelRow { key: *key, state, pid }
+            })
+            .collect();
+        for m in &self.deferred {
+            if let ManagerMessage::StartKernel { key, .. } = m {
+                rows.push(KernelRow { key: *key, state: "waiting", pid: 0 });
+            }
+        }
+        self.board.publish(rows);
     }
 
     pub fn runtime(&self) -> &Runtime {
@@ -58,6 +90,7 @@ impl Kernels {
         for a in adopted {
             self.map.insert(a.key, Entry { binding: a.binding, last: a.event, handle: a.handle, stopping: false });
         }
+        self.publish();
     }
 
     /// Every kernel not yet forgotten, with its last event, for `Register`.
@@ -80,6 +113,7 @@ impl Kernels {
             }
             e.last = event.clone();
         }
+        self.publish();
         AgentMessage::Kernel { key, event }
     }
 
@@ -92,6 +126,7 @@ impl Kernels {
                 e.stopping = true;
             }
         }
+        self.publish();
     }
 
     /// Stops every running kernel (agent shutdown); their `Finished` events follow.
@@ -102,6 +137,7 @@ impl Kernels {
                 e.stopping = true;
             }
         }
+        self.publish();
     }
 
     /// Removes the waiting start of `key`; whether there was one.
@@ -122,6 +158,12 @@ impl Kernels {
 
     /// Carries out one command; returns the answers to send.
     pub fn handle(&mut self, msg: ManagerMessage) -> Vec<AgentMessage> {
+        let out = self.carry_out(msg);
+        self.publish();
+        out
+    }
+
+    fn carry_out(&mut self, msg: ManagerMessage) -> Vec<AgentMessage> {
         match msg {
             ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter } => {
                 if let Some(e) = self.map.get(&key) {

@@ -17,6 +17,7 @@ mod disk;
 mod kernels;
 pub mod ledger;
 pub mod logs;
+pub mod metrics;
 pub mod runtime;
 pub mod tls;
 
@@ -74,6 +75,9 @@ pub struct AgentConfig {
     /// Its relative weight in the cache's routing, reported with it (an admin's weight set
     /// on the manager wins).
     pub cache_weight: u32,
+    /// Serve Prometheus `/metrics` (kernels, their usage, GPUs) on this address
+    /// (`--metrics-listen`); `None`: no metrics server.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Discovers this node's topology (see the `discover` module for the sources and their order).
@@ -98,5 +102,9 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()> + Send)
         "discovered topology"
     );
     let runtime = runtime::Runtime::new(runtime::RuntimeOptions::from_config(&config, &topology))?;
-    conn::run(config, topology, runtime, shutdown).await
+    let board = metrics::Board::new(&config.name);
+    if let Some(addr) = config.metrics_listen {
+        metrics::serve(addr, board.clone()).await?;
+    }
+    conn::run(config, topology, runtime, board, shutdown).await
 }

@@ -70,6 +70,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         local_manager: false,
         cache_url: None,
         cache_weight: 1,
+        metrics_listen: None,
     }
 }
 

@@ -28,6 +28,10 @@ pub struct UpArgs {
     /// Pretend the local node has N GPUs (for trying berth without GPUs).
     #[arg(long)]
     pub fake_gpus: Option<u32>,
+    /// Serve the local agent's Prometheus /metrics (kernels, their CPU and memory, GPUs) on
+    /// this address, e.g. 127.0.0.1:9102; the manager's are always at /metrics on --listen
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Use this topology file instead of discovering the hardware.
     #[arg(long)]
     pub topology: Option<PathBuf>,
@@ -155,6 +159,10 @@ pub struct AgentArgs {
     pub fake_gpus: Option<u32>,
     #[arg(long)]
     pub topology: Option<PathBuf>,
+    /// Serve Prometheus /metrics (kernels, their CPU and memory, GPUs) on this address, e.g.
+    /// 0.0.0.0:9102 (unauthenticated, like every Prometheus exporter)
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Address other nodes reach this one at (MASTER_ADDR of multi-node jobs); default: this
     /// host's address on the route to the manager
     #[arg(long)]
@@ -260,6 +268,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         local_manager: true,
         cache_url: cache.as_ref().map(|c| c.url.clone()),
         cache_weight: 1,
+        metrics_listen: args.metrics_listen,
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -381,6 +390,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         local_manager: false,
         cache_url: args.cache_url,
         cache_weight: args.cache_weight,
+        metrics_listen: args.metrics_listen,
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await

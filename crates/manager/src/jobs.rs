@@ -20,6 +20,7 @@ use tokio::sync::futures::Notified;
 use tokio::sync::{Mutex, MutexGuard, Notify, broadcast};
 
 use crate::env_intern::EnvInterner;
+use crate::metrics::Metrics;
 use crate::state::{Job, JobEvent, Owner, State};
 
 /// Job changes a slow listener may fall behind by before it is told to reload.
@@ -43,10 +44,12 @@ pub struct Jobs {
     events: broadcast::Sender<Arc<JobEvent>>,
     /// Fair-share usage decays with this half-life (charged when a job gives back resources).
     pub(crate) half_life_ms: Millis,
+    /// Where submits, moves and commits are counted (shared with `Manager::metrics`).
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Jobs {
-    pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, half_life_ms: Millis) -> Jobs {
+    pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, half_life_ms: Millis, metrics: Arc<Metrics>) -> Jobs {
         Jobs {
             store,
             state: Mutex::new(State::default()),
@@ -56,6 +59,7 @@ impl Jobs {
             next_cmd: AtomicU64::new(1),
             events: broadcast::channel(EVENT_BACKLOG).0,
             half_life_ms,
+            metrics,
         }
     }
 
@@ -99,6 +103,7 @@ impl Jobs {
         let job = Job::submitted(id, owner, spec, queue, now, &self.envs);
         let view = job.view();
         let event = self.watched().then(|| Arc::new(job.event()));
+        self.metrics.submitted(&job.queue);
         match st {
             Some(st) => st.insert_job(job),
             None => self.inbox.lock().expect("inbox lock").push(job),

@@ -30,6 +30,7 @@ mod lifecycle;
 pub mod local;
 mod login_links;
 mod manager;
+mod metrics;
 mod node_name;
 mod nodes;
 mod openapi;

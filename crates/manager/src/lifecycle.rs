@@ -17,6 +17,7 @@ use jiff::Timestamp;
 
 use crate::deferred::{Deferred, LostCause, worth_retrying};
 use crate::jobs::Jobs;
+use crate::metrics::{Commit, JobEvent as MetricEvent};
 use crate::state::{KernelEnd, State, scheduled_reason};
 
 /// How long an agent lets a kernel stop before it kills it.
@@ -165,8 +166,14 @@ impl Jobs {
         if stop.is_some() {
             job.attempt.stop = stop;
         }
+        let mut metric = None;
         if to == JobState::Running && job.attempt.started_at.is_none() {
             job.attempt.started_at = Some(now);
+            let since_submit = now.duration_since(job.submitted_at).unsigned_abs();
+            metric = Some(MetricEvent::Started { queue: job.queue.clone(), since_submit });
+        }
+        if to.is_terminal() {
+            metric = Some(MetricEvent::Finished { queue: job.queue.clone(), state: to });
         }
         let event = self.watched().then(|| {
             let mut e = job.event();
@@ -177,6 +184,14 @@ impl Jobs {
             }
             Arc::new(e)
         });
+        if let Some(ev) = metric {
+            // Inside a batch the event waits for its commit (`Batch::note`).
+            match st.batch.as_mut() {
+                Some(b) => b.note(ev),
+                None => self.metrics.job_event(ev),
+            }
+        }
+        let job = st.jobs.get_mut(&job_id).expect("checked above");
         if to.is_terminal() || to == JobState::Pending {
             let bindings = std::mem::take(&mut job.attempt.bindings);
             if to == JobState::Pending {
@@ -208,7 +223,12 @@ impl Jobs {
                 b.stage(changes);
                 Ok(())
             }
-            None => self.store.apply(&changes).await,
+            None => {
+                let started = std::time::Instant::now();
+                let stored = self.store.apply(&changes).await;
+                self.metrics.commit(Commit::Transition, started.elapsed());
+                stored
+            }
         }
     }
 

@@ -42,6 +42,8 @@ pub struct Manager {
     pub login_links: crate::login_links::LoginLinks,
     /// The API is served over TLS: session cookies are `Secure`.
     pub tls: bool,
+    /// Prometheus counters and histograms (`/metrics`; levels are counted at scrape time).
+    pub metrics: Arc<crate::metrics::Metrics>,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -56,8 +58,9 @@ impl Manager {
         tls: bool,
     ) -> Manager {
         let wake = Arc::new(Notify::new());
+        let metrics = Arc::new(crate::metrics::Metrics::new());
         Manager {
-            jobs: crate::jobs::Jobs::new(store.clone(), wake.clone(), fair_share.half_life_ms),
+            jobs: crate::jobs::Jobs::new(store.clone(), wake.clone(), fair_share.half_life_ms, metrics.clone()),
             nodes: crate::nodes::Nodes::new(store.clone(), wake, heartbeat_timeout),
             queues: crate::queues::QueueService::new(store.clone(), queues),
             tenancy: crate::tenancy::Tenancy::new(store.clone()),
@@ -71,6 +74,7 @@ impl Manager {
             tls,
             shutdown,
             store,
+            metrics,
         }
     }
 

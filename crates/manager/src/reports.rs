@@ -49,12 +49,22 @@ pub async fn apply_reports(m: &Manager, reports: Vec<Report>) {
         }
     }
     let mut batch = st.batch.take().expect("opened above");
-    let stored = if batch.changes().is_empty() { Ok(()) } else { m.store.apply(batch.changes()).await };
+    let stored = if batch.changes().is_empty() {
+        Ok(())
+    } else {
+        let started = std::time::Instant::now();
+        let stored = m.store.apply(batch.changes()).await;
+        m.metrics.commit(crate::metrics::Commit::Reports, started.elapsed());
+        stored
+    };
     match stored {
         Ok(()) => {
             st.send_all(batch.take_outbox());
             for e in batch.take_events() {
                 m.jobs.announce(e);
+            }
+            for ev in batch.take_metric_events() {
+                m.metrics.job_event(ev);
             }
         }
         Err(e) => {

@@ -16,6 +16,7 @@ use jiff::Timestamp;
 
 use crate::lifecycle::Move;
 use crate::manager::Manager;
+use crate::metrics::Commit;
 use crate::state::{Job, State};
 
 /// How often the usage of running jobs is added to their users' and projects' fair-share
@@ -72,7 +73,9 @@ pub async fn account_running(m: &Manager) {
         value: 0.0,
         at: now,
     }));
+    let started = std::time::Instant::now();
     let stored = m.store.apply(&changes).await;
+    m.metrics.commit(Commit::Usage, started.elapsed());
     m.store_health.observe_write(&stored);
     if let Err(e) = stored {
         tracing::warn!("usage not recorded: {e}");
@@ -87,6 +90,8 @@ pub async fn account_running(m: &Manager) {
 /// One scheduling pass. Returns how many jobs it started.
 pub async fn pass(m: &Manager) -> usize {
     let mut st = m.jobs.lock().await;
+    // Timed from the lock: what a pass costs, not how long it waited for a scrape or a batch.
+    let began = std::time::Instant::now();
     if st.pending.is_empty() {
         return 0;
     }
@@ -136,8 +141,10 @@ pub async fn pass(m: &Manager) -> usize {
         }
     }
     let changes = batch(&st, &out, now);
+    let committing = std::time::Instant::now();
     let stored = m.store.apply(&changes).await;
     if !changes.is_empty() {
+        m.metrics.commit(Commit::Pass, committing.elapsed());
         m.store_health.observe_write(&stored);
     }
     if let Err(e) = stored {
@@ -158,9 +165,11 @@ pub async fn pass(m: &Manager) -> usize {
             if watched {
                 m.jobs.announce(Arc::new(job.event()));
             }
+            m.metrics.started(&job.queue, now.duration_since(job.submitted_at).unsigned_abs());
         }
     }
     preempt(m, &mut st, &applied.preemptions).await;
+    m.metrics.pass(began.elapsed());
     applied.started.len()
 }
 

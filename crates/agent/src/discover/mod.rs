@@ -69,6 +69,7 @@ mod tests {
             local_manager: false,
             cache_url: None,
             cache_weight: 1,
+            metrics_listen: None,
         }
     }
 

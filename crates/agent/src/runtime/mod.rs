@@ -12,7 +12,7 @@
 
 mod adopt;
 mod cgroup;
-mod cgroup_fs;
+pub(crate) mod cgroup_fs;
 pub mod docker;
 pub mod dynmods;
 mod env;

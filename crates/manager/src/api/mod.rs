@@ -4,6 +4,7 @@ pub mod cache;
 pub mod images;
 pub mod jobs;
 pub mod logs;
+pub mod metrics;
 pub mod misc;
 pub mod nodes;
 pub mod queues;
@@ -23,6 +24,7 @@ use crate::manager::Manager;
 pub fn router(m: Arc<Manager>) -> Router {
     Router::new()
         .route("/v1/health", get(misc::health))
+        .route("/metrics", get(metrics::scrape))
         .route("/openapi.json", get(crate::openapi::spec))
         .route("/v1/whoami", get(misc::whoami))
         .route("/v1/jobs", post(jobs::submit).get(jobs::list))
@@ -74,6 +76,9 @@ pub fn router(m: Arc<Manager>) -> Router {
         // is read, so nobody can make the manager buffer megabytes.
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn_with_state(m.clone(), track_store_health))
+        // Outermost, so it times the whole request; `Router::layer` wraps each route, so it
+        // sees the matched route template.
+        .layer(axum::middleware::from_fn_with_state(m.clone(), metrics::track))
         .with_state(m)
 }
 

@@ -43,6 +43,9 @@ pub struct Batch {
     released: Vec<(JobId, Vec<Binding>)>,
     /// How many deferred reports there were.
     deferred: usize,
+    /// Metric events of the batch's moves, recorded once it is stored (dropped with an
+    /// undone batch, whose reports are applied and counted again one by one).
+    metric_events: Vec<crate::metrics::JobEvent>,
 }
 
 impl Batch {
@@ -72,6 +75,15 @@ impl Batch {
     /// Takes the held job changes (to announce once stored).
     pub fn take_events(&mut self) -> Vec<Arc<JobEvent>> {
         std::mem::take(&mut self.events)
+    }
+
+    pub fn note(&mut self, ev: crate::metrics::JobEvent) {
+        self.metric_events.push(ev);
+    }
+
+    /// Takes the metric events (to record once stored).
+    pub fn take_metric_events(&mut self) -> Vec<crate::metrics::JobEvent> {
+        std::mem::take(&mut self.metric_events)
     }
 
     pub fn released(&mut self, job: JobId, bindings: &[Binding]) {
@@ -140,52 +152,11 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Node, Owner};
-    use berth_model::{JobSpec, JobState, Topology};
-    use berth_sched::NodeLedger;
+    use berth_model::JobState;
 
     /// State with node n1 (4 CPUs) and job 1 of alice running on 2 of them.
     fn state() -> (State, Binding) {
-        let mut st = State::default();
-        st.ledgers.push(NodeLedger::new("n1", "default", Topology::synthetic(1, 4, 8 << 30, 0)));
-        let node = Node {
-            ledger: 0,
-            queue: "default".into(),
-            asked_queue: "default".into(),
-            labels: Default::default(),
-            version: "test".into(),
-            ready: true,
-            address: None,
-            drain: None,
-            last_heartbeat: None,
-            last_seen: std::time::Instant::now(),
-            conn: None,
-            orphan_deadline: None,
-            containers: Default::default(),
-        };
-        st.nodes.insert("n1".into(), node);
-        let owner = Owner { user_id: 1, name: "alice".into(), submitter: None };
-        let mut job = Job::submitted(
-            1,
-            owner,
-            JobSpec::command(["true"]),
-            "default".into(),
-            jiff::Timestamp::now(),
-            &Default::default(),
-        );
-        let b = Binding {
-            node: "n1".into(),
-            cpus: vec![0, 1],
-            cpu_milli: 2000,
-            mems: vec![0],
-            mem_bytes: 1 << 30,
-            gpus: vec![],
-            port: None,
-        };
-        st.allocate(1, std::slice::from_ref(&b));
-        job.state = JobState::Running;
-        job.attempt.bindings = vec![b.clone()];
-        st.jobs.insert(1, job);
+        let (mut st, b) = crate::state::fixture::one_running_job();
         st.usage.users.insert("alice".into(), (5.0, 10));
         (st, b)
     }

@@ -1,0 +1,40 @@
+//! `GET /metrics` (Prometheus) and the middleware that counts every API request by method,
+//! route template and status.
+//!
+//! `/metrics` is not authenticated, as Prometheus scrapers expect: it carries counts per
+//! queue, state and node and never a job id, user name or token (see `crate::metrics`). A
+//! site that wants it private filters the path at its proxy or firewall, like the rest of the
+//! port.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::manager::Manager;
+use crate::metrics::{CONTENT_TYPE, Snapshot};
+
+/// The exposition: levels counted under the state lock, encoded after it is released.
+pub async fn scrape(State(m): State<Arc<Manager>>) -> Response {
+    let queues = m.queues.all();
+    let snapshot = {
+        let st = m.jobs.lock().await;
+        Snapshot::take(&st, queues.iter().map(|q| q.name.as_str()))
+    };
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], m.metrics.render(&snapshot)).into_response()
+}
+
+/// Counts a request under its route template (`/v1/jobs/{id}`), never its raw path, so the
+/// series stay bounded; requests no route matched count as `unmatched`.
+pub async fn track(State(m): State<Arc<Manager>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string());
+    let method = req.method().clone();
+    let res = next.run(req).await;
+    let route = route.as_deref().unwrap_or("unmatched");
+    m.metrics.request(method.as_str(), route, res.status().as_u16(), started.elapsed());
+    res
+}
