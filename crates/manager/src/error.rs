@@ -191,3 +191,11 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T>
             .map_err(|e: PathRejection| ApiError::bad_request(format!("invalid path: {}", e.body_text())))
     }
 }
+
+/// A length of time from the query (`since`, `step`), in seconds, at most back to 1970.
+pub fn period(name: &str, text: Option<&str>, default: &str, now: jiff::Timestamp) -> Result<i64, ApiError> {
+    let text = text.filter(|s| !s.is_empty()).unwrap_or(default);
+    let secs = berth_model::parse_duration(text)
+        .map_err(|e| ApiError::bad_request(format!("invalid `{name}` `{text}`: {e} (e.g. 7d, 12h)")))?;
+    Ok(i64::try_from(secs).unwrap_or(i64::MAX).min(now.as_second()))
+}

@@ -280,8 +280,7 @@ async function jobView(id) {
     el('td', { text: bytes(k.binding.mem_bytes) }),
     el('td', { text: k.binding.gpus.map((g) => 'GPU ' + g.index + ' × ' + (g.milli / 1000)).join(', ') }),
     el('td', { text: k.exit_code === null ? '' : String(k.exit_code) })))));
-  const history = el('ol', { class: 'timeline', id: 'history' }, d.transitions.map((t) =>
-    el('li', {}, el('span', { class: 'muted', text: when(t.at) + ' ' }), stateBadge(t.to), ' ' + t.reason)));
+  const history = el('ol', { class: 'timeline', id: 'history' }, historyItems(d.transitions));
   const stream = el('select', {}, el('option', { value: 'stdout', text: 'stdout' }), el('option', { value: 'stderr', text: 'stderr' }));
   const log = el('pre', { id: 'log' });
   show(el('h1', { text: 'Job ' + j.id + (j.name ? ': ' + j.name : '') }),
@@ -295,10 +294,15 @@ async function jobView(id) {
     fill(ev);
     try {
       const fresh = await api('GET', '/v1/jobs/' + j.id);
-      history.replaceChildren(...fresh.transitions.map((t) => el('li', {}, el('span', { class: 'muted', text: when(t.at) + ' ' }), stateBadge(t.to), ' ' + t.reason)));
+      history.replaceChildren(...historyItems(fresh.transitions));
     } catch (_) { /* shown on the next change */ }
   };
   tailLog(j.id, stream, log);
+}
+
+/** A job's transitions as timeline entries. */
+function historyItems(transitions) {
+  return transitions.map((t) => el('li', {}, el('span', { class: 'muted', text: when(t.at) + ' ' }), stateBadge(t.to), ' ' + t.reason));
 }
 
 /** Follows the job's log: asks for the bytes after what it has, once a second, until done. */

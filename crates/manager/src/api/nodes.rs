@@ -26,11 +26,8 @@ pub async fn timeline(
     Auth(user): Auth,
     Query(q): Query<NodeTimelineQuery>,
 ) -> Result<axum::Json<Vec<NodeSegment>>, ApiError> {
-    let text = q.since.as_deref().filter(|s| !s.is_empty()).unwrap_or("1d");
-    let secs = berth_model::parse_duration(text)
-        .map_err(|e| ApiError::bad_request(format!("invalid `since` `{text}`: {e} (e.g. 12h, 7d)")))?;
     let now = jiff::Timestamp::now();
-    let since = now - jiff::SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX).min(now.as_second()));
+    let since = now - jiff::SignedDuration::from_secs(crate::error::period("since", q.since.as_deref(), "1d", now)?);
     let rows = m.store.jobs_active_since(since).await?;
     let mut out = Vec::new();
     for r in rows {

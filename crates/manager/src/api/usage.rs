@@ -28,7 +28,7 @@ pub async fn usage(
 ) -> Result<axum::Json<Vec<UsageLine>>, ApiError> {
     let by_project = grouping(q.by.as_deref())?;
     let now = Timestamp::now();
-    let since = now - jiff::SignedDuration::from_secs(period("since", q.since.as_deref(), "30d", now)?);
+    let since = now - jiff::SignedDuration::from_secs(crate::error::period("since", q.since.as_deref(), "30d", now)?);
     let rows = m.store.jobs_active_since(since).await?;
     let mut lines = aggregate(&rows, by_project, since, now);
     lines.retain(|l| may_see(&u, by_project, &l.name));
@@ -46,9 +46,9 @@ pub async fn timeline(
 ) -> Result<axum::Json<UsageTimeline>, ApiError> {
     let by_project = grouping(q.by.as_deref())?;
     let now = Timestamp::now();
-    let span = period("since", q.since.as_deref(), "7d", now)?;
+    let span = crate::error::period("since", q.since.as_deref(), "7d", now)?;
     let step = match q.step.as_deref().filter(|s| !s.is_empty()) {
-        Some(_) => period("step", q.step.as_deref(), "1h", now)?,
+        Some(_) => crate::error::period("step", q.step.as_deref(), "1h", now)?,
         None => (span / 48).max(60),
     };
     if step == 0 || span / step > MAX_PERIODS {
@@ -77,14 +77,6 @@ fn grouping(by: Option<&str>) -> Result<bool, ApiError> {
         "project" => Ok(true),
         other => Err(ApiError::bad_request(format!("cannot group by `{other}`: use `user` or `project`"))),
     }
-}
-
-/// A length of time from the query (`since`, `step`), in seconds, at most back to 1970.
-fn period(name: &str, text: Option<&str>, default: &str, now: Timestamp) -> Result<i64, ApiError> {
-    let text = text.filter(|s| !s.is_empty()).unwrap_or(default);
-    let secs = berth_model::parse_duration(text)
-        .map_err(|e| ApiError::bad_request(format!("invalid `{name}` `{text}`: {e} (e.g. 7d, 12h)")))?;
-    Ok(i64::try_from(secs).unwrap_or(i64::MAX).min(now.as_second()))
 }
 
 /// Whether `u` may see the usage of `name` (a user, or a project when `by_project`): admins
