@@ -364,7 +364,9 @@ impl Agent {
                 Ok(()) = self.containers.changed() => {
                     vec![AgentMessage::Containers { info: self.containers.borrow_and_update().clone() }]
                 }
-                _ = heartbeat.tick() => vec![AgentMessage::Heartbeat { at: jiff::Timestamp::now() }],
+                _ = heartbeat.tick() => {
+                    vec![AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage: self.kernels.sample() }]
+                }
             };
             for m in &out {
                 if let Err(e) = send(&mut ws, m).await {

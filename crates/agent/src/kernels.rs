@@ -9,10 +9,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use base64::Engine;
-use berth_model::protocol::{AgentMessage, KernelEvent, KernelKey, KernelOutcome, KernelReport, ManagerMessage};
+use berth_model::protocol::{
+    AgentMessage, KernelEvent, KernelKey, KernelOutcome, KernelReport, KernelSample, ManagerMessage,
+};
 use berth_model::{Binding, Topology};
 use tokio::sync::mpsc;
 
+use crate::meter::Meter;
 use crate::metrics::{Board, KernelRow};
 use crate::runtime::{KernelHandle, KernelUpdate, Runtime};
 use crate::{ledger, logs};
@@ -23,6 +26,8 @@ struct Entry {
     /// Present while the process runs.
     handle: Option<KernelHandle>,
     stopping: bool,
+    /// What it used so far (sampled at heartbeats).
+    meter: Meter,
 }
 
 pub(crate) struct Kernels {
@@ -88,7 +93,10 @@ impl Kernels {
     /// [`crate::runtime::Runtime::adopt_processes`]), so `Register` reports them.
     pub fn adopt(&mut self, adopted: Vec<crate::runtime::Adopted>) {
         for a in adopted {
-            self.map.insert(a.key, Entry { binding: a.binding, last: a.event, handle: a.handle, stopping: false });
+            self.map.insert(
+                a.key,
+                Entry { binding: a.binding, last: a.event, handle: a.handle, stopping: false, meter: Meter::default() },
+            );
         }
         self.publish();
     }
@@ -96,6 +104,27 @@ impl Kernels {
     /// Every kernel not yet forgotten, with its last event, for `Register`.
     pub fn reports(&self) -> Vec<KernelReport> {
         self.map.iter().map(|(key, e)| KernelReport { key: *key, last: e.last.clone() }).collect()
+    }
+
+    /// What each running kernel used so far, for the heartbeat (a few cgroup files per
+    /// kernel, and NVML once when any of them has GPUs).
+    pub fn sample(&mut self) -> Vec<KernelSample> {
+        let now = std::time::Instant::now();
+        let any_gpus = self.map.values().any(|e| e.handle.is_some() && !e.binding.gpus.is_empty());
+        let gpus = if any_gpus { crate::metrics::sample_gpus() } else { Vec::new() };
+        let mut out = Vec::new();
+        for (key, e) in self.map.iter_mut() {
+            let pid = match (&e.last, &e.handle) {
+                (KernelEvent::Started { pid, .. }, Some(_)) if *pid > 0 => *pid,
+                (_, Some(h)) if h.pid > 0 => h.pid,
+                _ => continue,
+            };
+            let usage = e.meter.sample(pid, &e.binding, &gpus, now);
+            if usage.is_known() {
+                out.push(KernelSample { key: *key, usage });
+            }
+        }
+        out
     }
 
     /// How many kernels still run.
@@ -106,10 +135,12 @@ impl Kernels {
     /// Records an event from the runtime and returns the message reporting it.
     pub fn record(&mut self, (key, event): KernelUpdate) -> AgentMessage {
         // A kernel that ended while its logs could not be written says so (not `exit code 1`).
-        let event = crate::disk::check_end(&self.node, &self.data_dir, &logs::kernel_dir(&self.data_dir, &key), event);
+        let mut event =
+            crate::disk::check_end(&self.node, &self.data_dir, &logs::kernel_dir(&self.data_dir, &key), event);
         if let Some(e) = self.map.get_mut(&key) {
-            if matches!(event, KernelEvent::Finished { .. }) {
+            if let KernelEvent::Finished { usage, .. } = &mut event {
                 e.handle = None;
+                *usage = e.meter.totals(*usage);
             }
             e.last = event.clone();
         }
@@ -195,7 +226,10 @@ impl Kernels {
                     // A container: its `Started` (or launch failure) comes as an event.
                     Ok(h) if h.deferred() => {
                         let last = KernelEvent::Started { pid: 0, at: now };
-                        self.map.insert(key, Entry { binding, last, handle: Some(h), stopping: false });
+                        self.map.insert(
+                            key,
+                            Entry { binding, last, handle: Some(h), stopping: false, meter: Meter::default() },
+                        );
                         return Vec::new();
                     }
                     Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h)),
@@ -206,11 +240,15 @@ impl Kernels {
                             exit_code: None,
                             message,
                             at: now,
+                            usage: None,
                         };
                         (ev, None)
                     }
                 };
-                self.map.insert(key, Entry { binding, last: last.clone(), handle, stopping: false });
+                self.map.insert(
+                    key,
+                    Entry { binding, last: last.clone(), handle, stopping: false, meter: Meter::default() },
+                );
                 vec![AgentMessage::Kernel { key, event: last }]
             }
             // Stopped before it could start: drop the waiting start.
@@ -224,6 +262,7 @@ impl Kernels {
                         exit_code: None,
                         message: if reason.is_empty() { "stopped before it started".into() } else { reason },
                         at: jiff::Timestamp::now(),
+                        usage: None,
                     },
                 }]
             }
@@ -235,6 +274,7 @@ impl Kernels {
                         exit_code: None,
                         message: "not running on this node".into(),
                         at: jiff::Timestamp::now(),
+                        usage: None,
                     },
                 }],
                 Some(e) => match &e.handle {

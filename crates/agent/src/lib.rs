@@ -6,7 +6,8 @@
 //! - `pub fn discover(&AgentConfig) -> anyhow::Result<Topology>` (sysfs, NVML, fake GPUs, topology file).
 //!
 //! Layout: `discover` builds the topology, `runtime` starts and watches kernel processes,
-//! `kernels` is the agent's table of kernels and its ledger, `conn` speaks the protocol.
+//! `kernels` is the agent's table of kernels and its ledger, `meter` samples what they use,
+//! `conn` speaks the protocol.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ mod disk;
 mod kernels;
 pub mod ledger;
 pub mod logs;
+mod meter;
 pub mod metrics;
 pub mod runtime;
 pub mod tls;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use berth_model::api::{JobView, SubmitRequest};
 use berth_model::protocol::{
-    AgentMessage, KernelEvent, KernelKey, KernelOutcome, KernelReport, ManagerMessage, PROTOCOL_VERSION,
+    AgentMessage, KernelEvent, KernelKey, KernelOutcome, KernelReport, KernelSample, ManagerMessage, PROTOCOL_VERSION,
 };
 use berth_model::{JobSpec, Topology};
 use clap::Parser;
@@ -103,9 +103,13 @@ enum Kernel {
 fn event(k: Kernel) -> KernelEvent {
     match k {
         Kernel::Running => KernelEvent::Started { pid: 1, at: jiff::Timestamp::now() },
-        Kernel::Ended(outcome, exit_code) => {
-            KernelEvent::Finished { outcome, exit_code, message: String::new(), at: jiff::Timestamp::now() }
-        }
+        Kernel::Ended(outcome, exit_code) => KernelEvent::Finished {
+            outcome,
+            exit_code,
+            message: String::new(),
+            at: jiff::Timestamp::now(),
+            usage: None,
+        },
     }
 }
 
@@ -199,12 +203,19 @@ impl FakeNode {
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         heartbeat.tick().await;
         let run = Duration::from_millis(args.run_ms);
+        let started = Instant::now();
         loop {
             let next_due = self.due.front().map(|d| d.0);
             let mut out: Vec<AgentMessage> = Vec::new();
             tokio::select! {
                 _ = stop.changed() => break,
-                _ = heartbeat.tick() => out.push(AgentMessage::Heartbeat { at: jiff::Timestamp::now() }),
+                _ = heartbeat.tick() => {
+                    // Like a real agent: a usage sample for every running kernel.
+                    let usage = self.kernels.iter().filter(|(_, k)| matches!(k, Kernel::Running)).map(|(key, _)| {
+                        KernelSample { key: *key, usage: fake_usage(started.elapsed().as_secs_f64()) }
+                    }).collect();
+                    out.push(AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage });
+                }
                 _ = async { tokio::time::sleep_until(next_due.expect("guarded")).await }, if next_due.is_some() => {
                     let now = tokio::time::Instant::now();
                     while let Some(&(at, key)) = self.due.front() {
@@ -468,4 +479,14 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What a fake kernel reports it used: one busy CPU and 100 MiB.
+fn fake_usage(secs: f64) -> berth_model::KernelUsage {
+    berth_model::KernelUsage {
+        cpu_seconds: Some(secs),
+        memory_bytes: Some(100 << 20),
+        memory_peak_bytes: Some(100 << 20),
+        ..Default::default()
+    }
 }

@@ -46,6 +46,8 @@ enum Command {
     Ps(commands::ps::PsArgs),
     /// Show a job in full: spec, devices per kernel, history, exit code
     Show(commands::show::ShowArgs),
+    /// How well a job used its CPUs, memory and GPUs (like seff)
+    Eff(commands::eff::EffArgs),
     /// Print a job's output
     Logs(commands::logs::LogsArgs),
     /// Cancel jobs
@@ -167,6 +169,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Submit(a) => submit::run(a).await,
         Command::Ps(a) => ps::run(a).await,
         Command::Show(a) => show::run(a).await,
+        Command::Eff(a) => eff::run(a).await,
         Command::Logs(a) => logs::run(a).await,
         Command::Cancel(a) => cancel::run(a).await,
         Command::Nodes(a) => nodes::run(a).await,

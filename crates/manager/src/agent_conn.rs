@@ -300,7 +300,8 @@ pub async fn register(
                 let cmd_id = m.jobs.next_cmd_id();
                 st.send(node, ManagerMessage::StopKernel { cmd_id, key: r.key, reason, grace_ms: 10_000 });
             }
-            KernelEvent::Finished { outcome, exit_code, message, .. } => {
+            KernelEvent::Finished { outcome, exit_code, message, usage, .. } => {
+                st.meters.finished(r.key, usage, Instant::now());
                 m.jobs.kernel_finished(&mut st, node, r.key, outcome, exit_code, &message).await;
             }
         }
@@ -357,10 +358,21 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
     match msg {
         AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
         AgentMessage::Containers { info } => m.nodes.containers_changed(st, node, info.clone()),
-        AgentMessage::Heartbeat { at } => {
+        AgentMessage::Heartbeat { at, usage } => {
+            let now = Instant::now();
             if let Some(n) = st.nodes.get_mut(node) {
-                n.last_seen = Instant::now();
+                n.last_seen = now;
                 n.last_heartbeat = Some(*at);
+            }
+            for s in usage {
+                // Only kernels of current attempts that run here: a late sample of an ended
+                // or requeued run would be kept for nothing.
+                let current = st.jobs.get(&s.key.job_id).is_some_and(|j| {
+                    j.attempt.number == s.key.attempt && j.state.holds_resources() && j.on_node(s.key.index, node)
+                });
+                if current {
+                    st.meters.record(s.key, s.usage, now);
+                }
             }
         }
         AgentMessage::Kernel { key, event } => match event {
@@ -369,7 +381,8 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
                     tracing::debug!(node, ?key, "ignoring start of a kernel the manager does not want");
                 }
             }
-            KernelEvent::Finished { outcome, exit_code, message, .. } => {
+            KernelEvent::Finished { outcome, exit_code, message, usage, .. } => {
+                st.meters.finished(*key, *usage, Instant::now());
                 m.jobs.kernel_finished(st, node, *key, *outcome, *exit_code, message).await;
             }
         },

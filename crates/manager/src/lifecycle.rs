@@ -160,6 +160,9 @@ impl Jobs {
         st.touch_usage(&usage);
         self.write(st, extra).await?;
         st.usage.set(&usage);
+        if to.is_terminal() || to == JobState::Pending {
+            st.meters.forget_job(job_id);
+        }
         let job = st.jobs.get_mut(&job_id).expect("checked above");
         job.state = to;
         job.reason = Some(reason);
@@ -317,6 +320,7 @@ impl Jobs {
                 && j.attempt.ends.get(key.index as usize).is_some_and(|e| e.is_none())
         });
         if !wanted {
+            st.meters.forget_kernel(key);
             st.send(node, ManagerMessage::Forget { key });
             return;
         }
@@ -332,7 +336,10 @@ impl Jobs {
         let job = st.jobs.get_mut(&key.job_id).expect("checked above");
         job.attempt.ends[key.index as usize] = Some(KernelEnd { outcome: Some(outcome), exit_code });
         let all_done = job.attempt.ends.iter().all(|e| e.is_some());
-        let kernel_exit = Change::KernelExit { job_id: key.job_id, attempt: key.attempt, index: key.index, exit_code };
+        // What it used, as its agent reported with its end (`agent_conn` puts it in the meters).
+        let usage = st.meters.totals(key);
+        let kernel_exit =
+            Change::KernelExit { job_id: key.job_id, attempt: key.attempt, index: key.index, exit_code, usage };
         if outcome == KernelOutcome::Succeeded && !all_done && key.index != 0 {
             // A sub kernel of a multi-node job is done; the job goes on until `main` ends
             // (like torchrun's agents, the workers may finish before the coordinator).

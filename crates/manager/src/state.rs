@@ -19,8 +19,10 @@ mod batch;
 #[cfg(test)]
 pub mod fixture;
 mod job;
+mod meters;
 pub use batch::Batch;
 pub use job::{Job, JobEvent, KernelEnd, Owner, personal_account, row_view, scheduled_reason};
+pub use meters::Meters;
 
 /// Kind of the usage row that records when running jobs' usage was last added.
 pub const CLOCK: &str = "clock";
@@ -123,6 +125,8 @@ pub struct State {
     /// jobs submitted since have no place yet and show as queued, cancelled ones are not
     /// looked up).
     untried_places: std::cell::OnceCell<HashMap<JobId, (u32, usize)>>,
+    /// What running jobs use now, from the agents' heartbeats.
+    pub meters: Meters,
 }
 
 impl State {
@@ -172,9 +176,12 @@ impl State {
     }
 
     /// The view of `job`, with its place in the queue when the last pass left it in an
-    /// untried rest.
+    /// untried rest, and what it uses while it runs.
     pub fn job_view(&self, job: &Job) -> JobView {
         let mut v = job.view();
+        if job.state.holds_resources() {
+            v.usage = self.meters.job(job.id, job.attempt.number);
+        }
         if job.state == berth_model::JobState::Pending
             && job.waiting.pass < self.pass_seq
             && let Some(&(position, run)) = self.untried_places().get(&job.id)

@@ -20,7 +20,7 @@ fn started() -> KernelEvent {
 }
 
 fn finished(outcome: KernelOutcome, code: Option<i32>) -> KernelEvent {
-    KernelEvent::Finished { outcome, exit_code: code, message: String::new(), at: jiff::Timestamp::now() }
+    KernelEvent::Finished { outcome, exit_code: code, message: String::new(), at: jiff::Timestamp::now(), usage: None }
 }
 
 fn two_nodes() -> JobSpec {

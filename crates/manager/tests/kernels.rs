@@ -47,7 +47,7 @@ fn start_parts(m: &ManagerMessage) -> (KernelKey, Binding, BTreeMap<String, Stri
 }
 
 fn finished(outcome: KernelOutcome, code: Option<i32>) -> KernelEvent {
-    KernelEvent::Finished { outcome, exit_code: code, message: String::new(), at: jiff::Timestamp::now() }
+    KernelEvent::Finished { outcome, exit_code: code, message: String::new(), at: jiff::Timestamp::now(), usage: None }
 }
 
 #[tokio::test]

@@ -105,6 +105,7 @@ async fn preemption_stops_the_victim_then_requeues_it() {
         exit_code: Some(143),
         message: "stopped".into(),
         at: jiff::Timestamp::now(),
+        usage: None,
     };
     a.send(AgentMessage::Kernel { key, event: end }).await;
     let s2 = a.expect_start().await;
@@ -134,6 +135,7 @@ async fn usage_is_recorded_when_a_job_ends() {
         exit_code: Some(0),
         message: String::new(),
         at: jiff::Timestamp::now(),
+        usage: None,
     };
     a.send(AgentMessage::Kernel { key: start_key(&s), event: end }).await;
     e.admin.wait_state(id, "SUCCEEDED").await;
@@ -198,6 +200,7 @@ async fn a_preemption_and_a_cancel_in_progress_survive_a_restart_typed() {
         exit_code: Some(143),
         message: String::new(),
         at: jiff::Timestamp::now(),
+        usage: None,
     };
     for s in [&s1, &s2] {
         a.send(AgentMessage::Kernel { key: start_key(s), event: stopped.clone() }).await;

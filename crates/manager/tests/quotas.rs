@@ -77,6 +77,7 @@ async fn a_running_quota_holds_its_project_back_but_not_others() {
         exit_code: Some(0),
         message: String::new(),
         at: now,
+        usage: None,
     };
     a.send(AgentMessage::Kernel { key: k, event: end }).await;
     assert_eq!(start_key(&a.expect_start().await).job_id, second);
@@ -201,6 +202,7 @@ async fn borrowed_capacity_is_reclaimed(restart: bool) {
         exit_code: Some(143),
         message: String::new(),
         at: now,
+        usage: None,
     };
     a.send(AgentMessage::Kernel { key, event: end }).await;
     assert_eq!(start_key(&a.expect_start().await).job_id, theirs);

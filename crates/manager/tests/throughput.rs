@@ -32,6 +32,7 @@ async fn thousand_trivial_jobs_through_one_two_cpu_node() {
                 exit_code: Some(0),
                 message: String::new(),
                 at,
+                usage: None,
             };
             a.send(AgentMessage::Kernel { key, event }).await;
             done += 1;

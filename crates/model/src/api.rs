@@ -50,6 +50,10 @@ pub struct JobView {
     /// How the job ended, once it did.
     #[serde(default)]
     pub end_cause: Option<crate::EndCause>,
+    /// What it used, as its nodes measured it: so far (with its CPU rate now) while it runs,
+    /// in all once it ended; none where nothing was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::JobUsage>,
 }
 
 /// One state change, stored before it is acted on.
@@ -62,13 +66,16 @@ pub struct Transition {
 }
 
 /// One kernel of a job: where it runs and what it got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct KernelView {
     pub index: u32,
     /// `main` for index 0, `sub1`, `sub2`, ... for the others.
     pub role: String,
     pub binding: Binding,
     pub exit_code: Option<i32>,
+    /// What it used in all, once it ended (where its node measured it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::KernelUsage>,
 }
 
 /// `GET /v1/jobs/{id}`: everything `berth show` prints.

@@ -9,6 +9,7 @@ pub mod binding;
 mod cache_api;
 pub mod cause;
 pub mod job;
+pub mod measured;
 pub mod protocol;
 pub mod quantity;
 pub mod quota;
@@ -19,6 +20,7 @@ pub mod topology;
 pub use binding::{Binding, GpuShare};
 pub use cause::{EndCause, PreemptAction, StopCause};
 pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
+pub use measured::{Efficiency, JobUsage, KernelUsage};
 pub use quantity::{
     MAX_DURATION_SECS, MAX_MEM_BYTES, MAX_MILLI, QuantityError, format_bytes, format_duration, format_gpu_milli,
     parse_cpus, parse_duration, parse_gpus, parse_mem,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::{Binding, JobId, JobSpec, Topology};
+use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 
 /// Bumped on any incompatible change; a manager refuses agents of another version.
 /// 2: `fenced` kernel outcome, agent addresses, the heartbeat timeout in `Welcome`.
@@ -19,7 +19,8 @@ use crate::{Binding, JobId, JobSpec, Topology};
 ///    them on the host network, where their host names mean nothing), and the mount
 ///    allow-list in [`ContainerInfo`].
 /// 5: a `LaunchFailed` kernel's message is only what failed (the manager adds `launch failed`).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// 6: measured usage: each running kernel's in `Heartbeat`, a kernel's totals in `Finished`.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
 /// takes jobs of any image.
@@ -76,21 +77,36 @@ pub enum KernelOutcome {
 }
 
 /// What happened to a kernel.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum KernelEvent {
     /// The program is running.
     Started { pid: u32, at: jiff::Timestamp },
-    /// The kernel is over; `exit_code` is the process's code (128+signal when killed).
-    Finished { outcome: KernelOutcome, exit_code: Option<i32>, message: String, at: jiff::Timestamp },
+    /// The kernel is over; `exit_code` is the process's code (128+signal when killed), `usage`
+    /// what it used in all (none where the node cannot measure).
+    Finished {
+        outcome: KernelOutcome,
+        exit_code: Option<i32>,
+        message: String,
+        at: jiff::Timestamp,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<KernelUsage>,
+    },
 }
 
 /// A kernel the agent knows about, reported on (re)connect.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct KernelReport {
     pub key: KernelKey,
     /// The last event: `Started` while it runs, `Finished` once it ended.
     pub last: KernelEvent,
+}
+
+/// One running kernel's usage at a heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct KernelSample {
+    pub key: KernelKey,
+    pub usage: KernelUsage,
 }
 
 /// Which log of a kernel.
@@ -140,8 +156,11 @@ pub enum AgentMessage {
     Containers {
         info: ContainerInfo,
     },
+    /// Sent every heartbeat interval, with what each running kernel used so far.
     Heartbeat {
         at: jiff::Timestamp,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        usage: Vec<KernelSample>,
     },
     Kernel {
         key: KernelKey,
@@ -221,7 +240,7 @@ mod tests {
 
     #[test]
     fn messages_are_tagged_json() {
-        let m = AgentMessage::Heartbeat { at: jiff::Timestamp::UNIX_EPOCH };
+        let m = AgentMessage::Heartbeat { at: jiff::Timestamp::UNIX_EPOCH, usage: Vec::new() };
         let s = serde_json::to_string(&m).unwrap();
         assert!(s.contains("\"type\":\"heartbeat\""), "{s}");
         let back: AgentMessage = serde_json::from_str(&s).unwrap();

@@ -174,8 +174,16 @@ pub struct UsageLine {
     pub lost: u32,
     /// Not finished yet (pending or running).
     pub unfinished: u32,
+    /// Hours allocated: GPUs and CPUs given, times how long they were held.
     pub gpu_hours: f64,
     pub cpu_hours: f64,
+    /// Hours used, as the nodes measured them (GPU busy time, CPU time), for the jobs that
+    /// were measured; none when no job of the line was. A job's use counts in the period in
+    /// proportion to the share of its run inside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hours_used: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_hours_used: Option<f64>,
     /// Mean time from submit to start of the jobs that started, in seconds.
     pub mean_wait_secs: Option<f64>,
 }

@@ -3,7 +3,9 @@
 //! checks. Each check panics with a message on failure, like a test.
 
 use berth_model::api::NodeState;
-use berth_model::{Binding, EndCause, JobSpec, JobState, PendingKind, PendingReason, PreemptAction, StopCause};
+use berth_model::{
+    Binding, EndCause, JobSpec, JobState, KernelUsage, PendingKind, PendingReason, PreemptAction, StopCause,
+};
 use jiff::Timestamp;
 
 use crate::{Change, JobFilter, NodeRow, Store, StoreError};
@@ -153,7 +155,7 @@ pub async fn lifecycle_and_history(s: &dyn Store) {
 
     s.apply(&[tr(id, JobState::Scheduled, JobState::Running, 2, "started")]).await.unwrap();
     s.apply(&[
-        Change::KernelExit { job_id: id, attempt: 0, index: 0, exit_code: Some(3) },
+        Change::KernelExit { job_id: id, attempt: 0, index: 0, exit_code: Some(3), usage: None },
         Change::Transition {
             job_id: id,
             from: JobState::Running,
@@ -188,6 +190,52 @@ pub async fn lifecycle_and_history(s: &dyn Store) {
     // A terminal job never moves again.
     let again = s.apply(&[tr(id, JobState::Failed, JobState::Running, 4, "x")]).await;
     assert!(matches!(again, Err(StoreError::InvalidTransition { .. })), "{again:?}");
+}
+
+/// Measured usage: each kernel keeps its own; the job adds times over every kernel and
+/// attempt and keeps the largest attempt's sum of peaks; unknown figures stay unknown.
+pub async fn measured_usage_adds_up(s: &dyn Store) {
+    let u = s.create_user("mia", "user", at(0)).await.unwrap();
+    let id = s.insert_job(u.id, &JobSpec::command(["x"]), None, at(0)).await.unwrap();
+    let used = |cpu: f64, peak: u64| KernelUsage {
+        cpu_seconds: Some(cpu),
+        memory_peak_bytes: Some(peak),
+        ..Default::default()
+    };
+    let exit = |attempt, index, usage| Change::KernelExit { job_id: id, attempt, index, exit_code: Some(0), usage };
+    s.apply(&[
+        tr(id, JobState::Pending, JobState::Scheduled, 1, "scheduled on n1, n2"),
+        Change::SetKernels { job_id: id, attempt: 0, bindings: vec![binding("n1"), binding("n2")] },
+        tr(id, JobState::Scheduled, JobState::Running, 2, "started"),
+        exit(0, 1, Some(used(2.0, 300))),
+        exit(0, 0, Some(used(4.0, 100))),
+    ])
+    .await
+    .unwrap();
+    let j = s.job(id).await.unwrap().unwrap();
+    assert_eq!(j.used, Some(KernelUsage { gpu_seconds: None, ..used(6.0, 400) }));
+    assert_eq!(s.kernels(id).await.unwrap()[1].usage, Some(used(2.0, 300)));
+    // A requeue's attempt adds its time; its smaller peak does not lower the job's.
+    s.apply(&[
+        tr(id, JobState::Running, JobState::Pending, 3, "requeued: node lost"),
+        tr(id, JobState::Pending, JobState::Scheduled, 4, "scheduled on n1"),
+        Change::SetKernels { job_id: id, attempt: 1, bindings: vec![binding("n1")] },
+        exit(1, 0, Some(used(1.0, 50))),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(s.job(id).await.unwrap().unwrap().used, Some(used(7.0, 400)));
+    // A kernel nobody measured changes nothing, and a job never measured has no figures.
+    let other = s.insert_job(u.id, &JobSpec::command(["y"]), None, at(0)).await.unwrap();
+    s.apply(&[
+        tr(other, JobState::Pending, JobState::Scheduled, 1, "scheduled on n1"),
+        Change::SetKernels { job_id: other, attempt: 0, bindings: vec![binding("n1")] },
+        Change::KernelExit { job_id: other, attempt: 0, index: 0, exit_code: Some(0), usage: None },
+    ])
+    .await
+    .unwrap();
+    assert_eq!(s.job(other).await.unwrap().unwrap().used, None);
+    assert_eq!(s.kernels(other).await.unwrap()[0].usage, None);
 }
 
 /// A failed compare-and-set rolls back the whole batch.

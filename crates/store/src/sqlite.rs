@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use berth_model::api::{NodeState, Transition};
-use berth_model::{EndCause, JobId, JobSpec, JobState, StopCause, UnixId};
+use berth_model::{EndCause, JobId, JobSpec, JobState, KernelUsage, StopCause, UnixId};
 use jiff::Timestamp;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
@@ -243,6 +243,58 @@ async fn transition(tx: &mut sqlx::SqliteConnection, mv: Move<'_>) -> Result<()>
         .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
     let actual: String = cur.try_get("state")?;
     Err(StoreError::Conflict { job_id, expected: from, actual })
+}
+
+/// Records a kernel's end: its exit code and what it used, which is also added to its job's
+/// totals (a figure unknown for every kernel stays NULL). Times add up over every kernel and
+/// attempt; the job's peak memory is the largest of its attempts' sums of kernel peaks.
+async fn kernel_exit(
+    tx: &mut sqlx::SqliteConnection,
+    job_id: JobId,
+    attempt: u32,
+    index: u32,
+    exit_code: Option<i32>,
+    usage: Option<&KernelUsage>,
+) -> Result<()> {
+    let u = usage.copied().unwrap_or_default();
+    let peak = u.memory_peak_bytes.map(|b| b.min(i64::MAX as u64) as i64);
+    let done = sqlx::query(
+        "UPDATE kernels SET exit_code = ?, cpu_seconds = ?, memory_peak_bytes = ?, gpu_seconds = ? \
+         WHERE job_id = ? AND attempt = ? AND idx = ?",
+    )
+    .bind(exit_code.map(|c| c as i64))
+    .bind(u.cpu_seconds)
+    .bind(peak)
+    .bind(u.gpu_seconds)
+    .bind(job_id)
+    .bind(attempt as i64)
+    .bind(index as i64)
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() != 1 {
+        return Err(StoreError::NotFound(format!("kernel {index} of job {job_id} attempt {attempt}")));
+    }
+    if u.is_known() {
+        // NULL + x is NULL: a figure starts from the first kernel that knows it.
+        sqlx::query(
+            "UPDATE jobs SET used_cpu_seconds = CASE WHEN ?1 IS NULL THEN used_cpu_seconds \
+                 ELSE COALESCE(used_cpu_seconds, 0) + ?1 END, \
+             used_memory_peak_bytes = CASE WHEN ?2 IS NULL THEN used_memory_peak_bytes \
+                 ELSE MAX(COALESCE(used_memory_peak_bytes, 0), (SELECT SUM(memory_peak_bytes) \
+                 FROM kernels WHERE job_id = ?4 AND attempt = ?5)) END, \
+             used_gpu_seconds = CASE WHEN ?3 IS NULL THEN used_gpu_seconds \
+                 ELSE COALESCE(used_gpu_seconds, 0) + ?3 END \
+             WHERE id = ?4",
+        )
+        .bind(u.cpu_seconds)
+        .bind(peak)
+        .bind(u.gpu_seconds)
+        .bind(job_id)
+        .bind(attempt as i64)
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(())
 }
 
 /// Records the kernels of a job's attempt, in one query (see [`transition`] for why).
@@ -529,18 +581,8 @@ impl Store for SqliteStore {
                 Change::SetKernels { job_id, attempt, bindings } => {
                     set_kernels(&mut tx, *job_id, *attempt, bindings).await?;
                 }
-                Change::KernelExit { job_id, attempt, index, exit_code } => {
-                    let done =
-                        sqlx::query("UPDATE kernels SET exit_code = ? WHERE job_id = ? AND attempt = ? AND idx = ?")
-                            .bind(exit_code.map(|c| c as i64))
-                            .bind(job_id)
-                            .bind(*attempt as i64)
-                            .bind(*index as i64)
-                            .execute(&mut *tx)
-                            .await?;
-                    if done.rows_affected() != 1 {
-                        return Err(StoreError::NotFound(format!("kernel {index} of job {job_id} attempt {attempt}")));
-                    }
+                Change::KernelExit { job_id, attempt, index, exit_code, usage } => {
+                    kernel_exit(&mut tx, *job_id, *attempt, *index, *exit_code, usage.as_ref()).await?;
                 }
                 Change::Usage(u) => {
                     sqlx::query(

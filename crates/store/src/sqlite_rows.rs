@@ -6,7 +6,7 @@
 use berth_model::api::{NodeState, Transition};
 use std::str::FromStr;
 
-use berth_model::{EndCause, JobId, JobState, PreemptAction, StopCause, UnixId};
+use berth_model::{EndCause, JobId, JobState, KernelUsage, PreemptAction, StopCause, UnixId};
 use jiff::Timestamp;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
@@ -35,7 +35,8 @@ pub(crate) fn json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> Resul
 
 pub(crate) const JOB_COLUMNS: &str = "j.id, j.user_id, u.name AS user_name, j.spec, j.queue, j.priority, j.state, j.attempt, \
      j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason, j.nodes, \
-     j.submitter_uid, j.submitter_gid, j.cancelled_by, j.preempted_by, j.preempt_action, j.end_cause";
+     j.submitter_uid, j.submitter_gid, j.cancelled_by, j.preempted_by, j.preempt_action, j.end_cause, \
+     j.used_cpu_seconds, j.used_memory_peak_bytes, j.used_gpu_seconds";
 
 pub(crate) fn job_row(r: &SqliteRow) -> Result<JobRow> {
     let pending: Option<String> = r.try_get("pending_reason")?;
@@ -61,7 +62,20 @@ pub(crate) fn job_row(r: &SqliteRow) -> Result<JobRow> {
             .try_get::<Option<&str>, _>("end_cause")?
             .map(|c| EndCause::parse(c).ok_or_else(|| StoreError::Corrupt(format!("job end cause `{c}`"))))
             .transpose()?,
+        used: measured(r, "used_cpu_seconds", "used_memory_peak_bytes", "used_gpu_seconds")?,
     })
+}
+
+/// Measured usage from three nullable columns (CPU seconds, peak bytes, GPU seconds); `None`
+/// when all three are NULL.
+pub(crate) fn measured(r: &SqliteRow, cpu: &str, peak: &str, gpu: &str) -> Result<Option<KernelUsage>> {
+    let u = KernelUsage {
+        cpu_seconds: r.try_get(cpu)?,
+        memory_peak_bytes: r.try_get::<Option<i64>, _>(peak)?.map(|b| b.max(0) as u64),
+        gpu_seconds: r.try_get(gpu)?,
+        ..Default::default()
+    };
+    Ok(Some(u).filter(KernelUsage::is_known))
 }
 
 /// The stop columns: a canceller, or a preemptor with its action (both or neither).
@@ -123,6 +137,7 @@ pub(crate) async fn read_kernels(c: &mut sqlx::SqliteConnection, id: JobId) -> R
                 node: r.try_get("node")?,
                 binding: json("binding", r.try_get::<&str, _>("binding")?)?,
                 exit_code: r.try_get::<Option<i64>, _>("exit_code")?.map(|v| v as i32),
+                usage: measured(r, "cpu_seconds", "memory_peak_bytes", "gpu_seconds")?,
             })
         })
         .collect()

@@ -2,7 +2,9 @@
 
 use berth_model::api::NodeState;
 use berth_model::api::QueuePolicy;
-use berth_model::{Binding, EndCause, JobId, JobSpec, JobState, PendingReason, StopCause, Topology, UnixId};
+use berth_model::{
+    Binding, EndCause, JobId, JobSpec, JobState, KernelUsage, PendingReason, StopCause, Topology, UnixId,
+};
 use jiff::Timestamp;
 
 /// A user account.
@@ -44,6 +46,8 @@ pub struct JobRow {
     pub stop: Option<StopCause>,
     /// How the job ended (with its final state).
     pub end_cause: Option<EndCause>,
+    /// What its ended kernels used, every attempt together (`None`: nothing measured yet).
+    pub used: Option<KernelUsage>,
 }
 
 /// A job, its kernels (every attempt) and its state changes, read together.
@@ -55,7 +59,7 @@ pub struct JobHistory {
 }
 
 /// One kernel of one attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KernelRow {
     pub job_id: JobId,
     pub attempt: u32,
@@ -63,6 +67,8 @@ pub struct KernelRow {
     pub node: String,
     pub binding: Binding,
     pub exit_code: Option<i32>,
+    /// What it used in all, once it ended and where its node measured it.
+    pub usage: Option<KernelUsage>,
 }
 
 /// A node as last registered.
@@ -126,8 +132,8 @@ pub enum Change {
     Stop { job_id: JobId, cause: StopCause },
     /// The bindings of an attempt's kernels (index = position), replacing earlier ones.
     SetKernels { job_id: JobId, attempt: u32, bindings: Vec<Binding> },
-    /// A kernel's exit code.
-    KernelExit { job_id: JobId, attempt: u32, index: u32, exit_code: Option<i32> },
+    /// A kernel's exit code and what it used (added to its job's totals).
+    KernelExit { job_id: JobId, attempt: u32, index: u32, exit_code: Option<i32>, usage: Option<KernelUsage> },
     /// Why a pending job waits (`None` clears it).
     PendingReason { job_id: JobId, reason: Option<PendingReason> },
     /// Sets a usage figure (insert or replace), see [`UsageRow`].

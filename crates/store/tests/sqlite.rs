@@ -23,6 +23,7 @@ conformance_tests!(
     users_and_tokens,
     jobs_insert_and_list,
     lifecycle_and_history,
+    measured_usage_adds_up,
     cas_conflict_leaves_store_untouched,
     requeue_bumps_attempt,
     nodes_and_meta,

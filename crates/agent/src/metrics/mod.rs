@@ -10,7 +10,7 @@
 //! node, and a per-job figure is what they are for.
 
 mod gpu;
-mod usage;
+pub(crate) mod usage;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -22,8 +22,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-pub use gpu::GpuSample;
-pub use usage::KernelUsage;
+pub use gpu::{GpuSample, sample as sample_gpus};
+pub use usage::{CgroupReader, KernelUsage};
 
 /// The content type of the exposition `prometheus-client` writes (OpenMetrics text).
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -172,7 +172,12 @@ mod tests {
     fn renders_kernels_usage_and_gpus() {
         let key = KernelKey { job_id: 7, attempt: 0, index: 1 };
         let row = KernelRow { key, state: "running", pid: 42 };
-        let u = KernelUsage { cpu_seconds: Some(6.5), memory_bytes: Some(1 << 20), memory_peak_bytes: Some(2 << 20) };
+        let u = KernelUsage {
+            cpu_seconds: Some(6.5),
+            memory_bytes: Some(1 << 20),
+            memory_peak_bytes: Some(2 << 20),
+            ..Default::default()
+        };
         let gpu = GpuSample {
             index: 0,
             uuid: "GPU-1".into(),

@@ -5,58 +5,88 @@
 //! `usage_usec`, `memory.current`, `memory.peak` (Linux 5.19+). cgroup v1: the memory
 //! controller's `memory.usage_in_bytes` and `memory.max_usage_in_bytes`, and CPU from the
 //! `cpuacct` controller where the kernel has a cgroup of its own there (containers do);
-//! berth's own v1 kernel cgroups are cpuset, memory and pids only, so for them CPU is the sum
-//! of `/proc/<pid>/stat` times of the processes in the kernel's memory cgroup (children they
-//! reaped included; those reaped by nobody in it are lost).
+//! berth's v1 kernel cgroups have a cpuacct cgroup of their own where that controller is
+//! mounted; kernels without one (an older berth's) count the `/proc/<pid>/stat` times of the
+//! processes in the kernel's memory cgroup (children they reaped included; those reaped by
+//! nobody in it are lost).
 
 use std::path::{Path, PathBuf};
 
+pub use berth_model::KernelUsage;
+
 use crate::runtime::cgroup_fs;
 
-/// One kernel's figures; `None` where this machine cannot tell.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct KernelUsage {
-    pub cpu_seconds: Option<f64>,
-    pub memory_bytes: Option<u64>,
-    pub memory_peak_bytes: Option<u64>,
+/// Where one kernel's figures are read: its cgroup directories, found once (from its pid, or
+/// given by the process runtime) and read at every sample.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CgroupReader {
+    /// v2: the kernel's cgroup (`cpu.stat`, `memory.current`, `memory.peak`).
+    unified: Option<PathBuf>,
+    /// v1: its memory cgroup and, where it has one of its own, its `cpuacct` cgroup.
+    memory: Option<PathBuf>,
+    cpuacct: Option<PathBuf>,
+}
+
+impl CgroupReader {
+    /// The cgroup that `pid` is in; `None` when the process is gone. A kernel in the agent's
+    /// own cgroup (no cgroups on this machine) gets a reader that knows nothing: the agent's
+    /// figures would be reported as its.
+    pub fn for_pid(pid: u32) -> Option<CgroupReader> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        let paths = cgroup_fs::own_paths(&text);
+        let own = std::fs::read_to_string("/proc/self/cgroup").map(|t| cgroup_fs::own_paths(&t)).unwrap_or_default();
+        let own_cgroup = |controller: &str| paths.get(controller) == own.get(controller);
+        if cgroup_fs::is_unified() {
+            let rel = paths.get("")?.trim_start_matches('/');
+            let unified = (!own_cgroup("")).then(|| Path::new(cgroup_fs::CGROUP_ROOT).join(rel));
+            return Some(CgroupReader { unified, ..Default::default() });
+        }
+        let mountinfo = cgroup_fs::read_proc(Path::new("/proc/self/mountinfo"));
+        let dir = |controller: &str| -> Option<PathBuf> {
+            let rel = paths.get(controller)?.trim_start_matches('/');
+            Some(cgroup_fs::v1_mount(&mountinfo, controller)?.join(rel))
+        };
+        Some(CgroupReader {
+            unified: None,
+            memory: dir("memory").filter(|_| !own_cgroup("memory")),
+            cpuacct: dir("cpuacct").filter(|_| !own_cgroup("cpuacct")),
+        })
+    }
+
+    /// A reader of cgroup directories the caller made: one on v2, or the v1 memory and
+    /// cpuacct ones.
+    pub fn for_dirs(unified: Option<PathBuf>, memory: Option<PathBuf>, cpuacct: Option<PathBuf>) -> CgroupReader {
+        CgroupReader { unified, memory, cpuacct }
+    }
+
+    /// The figures now. Without a cpuacct cgroup of its own (kernels of an older berth on
+    /// v1), CPU is the sum of the times of the processes in its memory cgroup (see the
+    /// module doc).
+    pub fn read(&self) -> KernelUsage {
+        if let Some(dir) = &self.unified {
+            return KernelUsage {
+                cpu_seconds: read(&dir.join("cpu.stat")).and_then(|t| usage_usec(&t)).map(|us| us as f64 / 1e6),
+                memory_bytes: read_u64(&dir.join("memory.current")),
+                memory_peak_bytes: read_u64(&dir.join("memory.peak")),
+                ..Default::default()
+            };
+        }
+        let cpu_seconds = match &self.cpuacct {
+            Some(d) => read_u64(&d.join("cpuacct.usage")).map(|ns| ns as f64 / 1e9),
+            None => self.memory.as_ref().and_then(|d| procs_cpu_seconds(&d.join("cgroup.procs"))),
+        };
+        KernelUsage {
+            cpu_seconds,
+            memory_bytes: self.memory.as_ref().and_then(|d| read_u64(&d.join("memory.usage_in_bytes"))),
+            memory_peak_bytes: self.memory.as_ref().and_then(|d| read_u64(&d.join("memory.max_usage_in_bytes"))),
+            ..Default::default()
+        }
+    }
 }
 
 /// Reads the usage of the cgroup that `pid` is in; `None` when the process is gone.
 pub fn of_pid(pid: u32) -> Option<KernelUsage> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let paths = cgroup_fs::own_paths(&text);
-    let own = std::fs::read_to_string("/proc/self/cgroup").map(|t| cgroup_fs::own_paths(&t)).unwrap_or_default();
-    // A kernel in the agent's own cgroup (no cgroups on this machine) has no figures of its
-    // own: the agent's would be reported as its.
-    let own_cgroup = |controller: &str| paths.get(controller) == own.get(controller);
-    let root = Path::new(cgroup_fs::CGROUP_ROOT);
-    if cgroup_fs::is_unified() {
-        if own_cgroup("") {
-            return Some(KernelUsage::default());
-        }
-        let dir = root.join(paths.get("")?.trim_start_matches('/'));
-        return Some(KernelUsage {
-            cpu_seconds: read(&dir.join("cpu.stat")).and_then(|t| usage_usec(&t)).map(|us| us as f64 / 1e6),
-            memory_bytes: read_u64(&dir.join("memory.current")),
-            memory_peak_bytes: read_u64(&dir.join("memory.peak")),
-        });
-    }
-    let mountinfo = cgroup_fs::read_proc(Path::new("/proc/self/mountinfo"));
-    let dir = |controller: &str| -> Option<PathBuf> {
-        let rel = paths.get(controller)?.trim_start_matches('/');
-        Some(cgroup_fs::v1_mount(&mountinfo, controller)?.join(rel))
-    };
-    let memory = dir("memory").filter(|_| !own_cgroup("memory"));
-    let cpuacct = dir("cpuacct").filter(|_| !own_cgroup("cpuacct"));
-    let cpu_seconds = match cpuacct {
-        Some(d) => read_u64(&d.join("cpuacct.usage")).map(|ns| ns as f64 / 1e9),
-        None => memory.as_ref().and_then(|d| procs_cpu_seconds(&d.join("cgroup.procs"))),
-    };
-    Some(KernelUsage {
-        cpu_seconds,
-        memory_bytes: memory.as_ref().and_then(|d| read_u64(&d.join("memory.usage_in_bytes"))),
-        memory_peak_bytes: memory.as_ref().and_then(|d| read_u64(&d.join("memory.max_usage_in_bytes"))),
-    })
+    Some(CgroupReader::for_pid(pid)?.read())
 }
 
 fn read(path: &Path) -> Option<String> {

@@ -1,4 +1,5 @@
-//! Per-kernel cgroups: cpuset, memory limit (no swap) and pids limit, on cgroup v2 or v1.
+//! Per-kernel cgroups: cpuset, memory limit (no swap) and pids limit, on cgroup v2 or v1, and
+//! on v1 a cpuacct cgroup (where that controller is mounted) so a kernel's CPU time is counted.
 //!
 //! Layout: kernels live under the agent's own cgroup, `<agent cgroup>/berth/<node>/<job>.<attempt>.<index>`,
 //! so a systemd unit with `Delegate=yes` (v2) or a container's memory cgroup (v1) keeps
@@ -37,7 +38,8 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
 #[derive(Debug, Clone)]
 pub struct Cgroups {
     v2: bool,
-    /// v2: one base; v1: the cpuset, memory and pids bases, in that order.
+    /// v2: one base; v1: the cpuset, memory and pids bases, in that order, then cpuacct where
+    /// it is mounted (only counted, never limited: a kernel without it still runs).
     bases: Vec<PathBuf>,
     /// The parent's cpus/mems, for kernels whose binding leaves them empty (v1 needs values).
     parent_cpus: String,
@@ -93,6 +95,18 @@ impl Cgroups {
             }
             bases.push(dir);
         }
+        if let Some(mount) = cgroup_fs::v1_mount(&mountinfo, "cpuacct") {
+            let own_rel = own.get("cpuacct").map(|s| s.trim_start_matches('/').to_string()).unwrap_or_default();
+            let mut dir = mount.join(own_rel);
+            let made = sub.iter().try_for_each(|part| {
+                dir.push(part);
+                v1_mkdir(&dir, false)
+            });
+            match made {
+                Ok(()) => bases.push(dir),
+                Err(e) => tracing::warn!("kernels' CPU time is not counted by cgroup: {e}"),
+            }
+        }
         let parent_cpus = read_trim(&bases[0].join("cpuset.cpus"));
         let parent_mems = read_trim(&bases[0].join("cpuset.mems"));
         Ok(Cgroups { v2: false, bases, parent_cpus, parent_mems })
@@ -111,7 +125,7 @@ impl Cgroups {
     /// in `keep` (kernels taken over, see `adopt`), and removes them: they belong to kernels of
     /// an earlier agent process (see `stale`). Returns how many kernel cgroups had processes.
     pub fn reap_stale(&self, keep: &[String]) -> usize {
-        let procs_base = self.bases.last().expect("at least one hierarchy");
+        let procs_base = &self.bases[PIDS.min(self.bases.len() - 1)];
         let Ok(entries) = std::fs::read_dir(procs_base) else { return 0 };
         let names: Vec<std::ffi::OsString> = entries
             .flatten()
@@ -161,7 +175,11 @@ impl Cgroups {
     /// The existing cgroup of a kernel an earlier agent process started (to watch it again),
     /// or `None` when it is gone.
     pub fn open(&self, name: &str, mem_limit: u64) -> Option<KernelCgroup> {
-        let dirs: Vec<PathBuf> = self.bases.iter().map(|b| b.join(name)).collect();
+        let mut dirs: Vec<PathBuf> = self.bases.iter().map(|b| b.join(name)).collect();
+        // A kernel of an older berth has no cpuacct cgroup: it is watched without.
+        if dirs.len() > CPUACCT && !dirs[CPUACCT].is_dir() {
+            dirs.truncate(CPUACCT);
+        }
         dirs.iter().all(|d| d.is_dir()).then_some(KernelCgroup { v2: self.v2, dirs, procs: Vec::new(), mem_limit })
     }
 
@@ -247,7 +265,7 @@ impl KernelCgroup {
 
     /// SIGKILLs whatever is left in the cgroup (daemons the kernel forked) until it is empty.
     pub async fn kill_remaining(&self) {
-        let procs = self.dirs.last().expect("a cgroup has a directory").join("cgroup.procs");
+        let procs = self.dirs[PIDS.min(self.dirs.len() - 1)].join("cgroup.procs");
         for round in 0..100 {
             let pids: Vec<i32> = read_trim(&procs).lines().filter_map(|l| l.trim().parse().ok()).collect();
             if pids.is_empty() {
@@ -291,6 +309,17 @@ impl KernelCgroup {
         }
     }
 
+    /// What the kernel used, read from its cgroup (after its processes are gone, before the
+    /// cgroup is removed: the counters cover everything that ran in it).
+    pub fn usage(&self) -> crate::metrics::KernelUsage {
+        let reader = if self.v2 {
+            crate::metrics::CgroupReader::for_dirs(self.dirs.first().cloned(), None, None)
+        } else {
+            crate::metrics::CgroupReader::for_dirs(None, self.dirs.get(1).cloned(), self.dirs.get(CPUACCT).cloned())
+        };
+        reader.read()
+    }
+
     /// The directories not yet removed.
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
@@ -316,6 +345,11 @@ impl Cgroups {
         Ok(())
     }
 }
+
+/// Index of the pids hierarchy on v1 (the one whose `cgroup.procs` lists a kernel's tasks).
+const PIDS: usize = 2;
+/// Index of the (optional) cpuacct hierarchy on v1.
+const CPUACCT: usize = 3;
 
 /// Makes a v1 cgroup dir; a new cpuset starts empty and refuses tasks, so it inherits its
 /// parent's CPUs and memory nodes.

@@ -107,9 +107,15 @@ pub(super) async fn watch(mut w: Watch) {
         // Old v1 kernels count no OOM kills: a SIGKILL after hitting the limit is the OOM killer.
         None => signal == Some(libc::SIGKILL) && cg.limit_hit(),
     });
-    if let Some(cg) = &w.cgroup {
-        cg.kill_remaining().await;
-    }
+    // Read once everything in it is gone, before it is removed: the counters then cover all
+    // that ran in it (v1 memory peaks and v2 CPU include what exited long ago).
+    let usage = match &w.cgroup {
+        Some(cg) => {
+            cg.kill_remaining().await;
+            Some(cg.usage()).filter(|u| u.is_known())
+        }
+        None => None,
+    };
     let (outcome, message) = match (why, &status) {
         (Why::Stopped(msg, outcome), _) => (outcome, msg),
         (Why::Timeout(secs), _) => {
@@ -139,7 +145,7 @@ pub(super) async fn watch(mut w: Watch) {
         None => true,
     };
     let _ = std::fs::remove_file(&w.pid_file);
-    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
+    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now(), usage };
     let _ = w.events.send((w.key, event));
     let Some(mut cg) = cgroup.filter(|_| !clean) else { return };
     if !cg.remove(Duration::from_secs(120)).await {

@@ -8,6 +8,7 @@ pub mod cache_client;
 pub mod cache_daemon;
 pub mod cache_warm;
 pub mod cancel;
+pub mod eff;
 pub mod follow;
 pub mod images;
 pub mod login;

@@ -70,12 +70,17 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The table; the `EXPECTED START` column appears only when some job has one (a queue with
-/// backfill gives the jobs it reserves for one).
+/// backfill gives the jobs it reserves for one), `CPU%` and `MEM` only when some job was
+/// measured (running: CPUs busy now and memory now; ended: peak memory).
 fn table(jobs: &[JobView]) -> comfy_table::Table {
     let expected = jobs.iter().any(|j| j.expected_start.is_some());
+    let measured = jobs.iter().any(|j| j.usage.is_some());
     let mut header = vec!["ID", "NAME", "USER", "STATE", "POS", "REASON"];
     if expected {
         header.push("EXPECTED START");
+    }
+    if measured {
+        header.extend(["CPU%", "MEM"]);
     }
     header.extend(["NODE", "AGE"]);
     let mut t = output::table(header);
@@ -90,6 +95,12 @@ fn table(jobs: &[JobView]) -> comfy_table::Table {
         ];
         if expected {
             row.push(or_dash(j.expected_start.map(output::until).unwrap_or_default()));
+        }
+        if measured {
+            let u = j.usage.as_ref();
+            row.push(or_dash(u.and_then(|u| u.cpu_percent).map(|p| format!("{p:.0}")).unwrap_or_default()));
+            let mem = u.and_then(|u| u.total.memory_bytes.or(u.total.memory_peak_bytes));
+            row.push(or_dash(mem.map(berth_model::format_bytes).unwrap_or_default()));
         }
         row.extend([or_dash(j.nodes.join(",")), output::age(j.submitted_at)]);
         t.add_row(row);
@@ -138,15 +149,29 @@ mod tests {
             expected_start: None,
             stop: None,
             end_cause: None,
+            usage: None,
         };
         let lines: Vec<String> = table(std::slice::from_ref(&j)).lines().collect();
         assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");
         assert!(!lines[0].contains("EXPECTED"), "no column without an expected start: {lines:?}");
         assert!(lines[1].contains("resources: needs 1 GPU") && lines[1].contains("PENDING"), "{lines:?}");
-        let soon = JobView { expected_start: Some(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(725)), ..j };
+        let soon = JobView {
+            expected_start: Some(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(725)),
+            ..j.clone()
+        };
         let lines: Vec<String> = table(&[soon]).lines().collect();
         assert!(lines[0].contains("EXPECTED START"), "{lines:?}");
         assert!(lines[1].contains("in 12m"), "{lines:?}");
+        assert!(!lines[0].contains("CPU%"), "no usage columns without usage: {lines:?}");
+        let total = berth_model::KernelUsage { memory_bytes: Some(300 << 20), ..Default::default() };
+        let busy = JobView {
+            state: JobState::Running,
+            usage: Some(berth_model::JobUsage { total, cpu_percent: Some(198.6) }),
+            ..j
+        };
+        let lines: Vec<String> = table(&[busy]).lines().collect();
+        assert!(lines[0].contains("CPU%") && lines[0].contains("MEM"), "{lines:?}");
+        assert!(lines[1].contains("199") && lines[1].contains("300MiB"), "{lines:?}");
         assert!(parse_state("running").is_ok());
         assert!(parse_state("bogus").unwrap_err().contains("PENDING"));
     }

@@ -112,6 +112,13 @@ fn render(d: &JobDetail) -> String {
     if let Some(t) = j.ended_at {
         line("ended", output::local_time(t));
     }
+    if let Some(u) = &j.usage {
+        let so_far = if j.state.holds_resources() { " so far" } else { "" };
+        line(
+            "used",
+            format!("{}{so_far} (`berth eff {}` compares it with what it was given)", super::eff::used_text(u), j.id),
+        );
+    }
     if !d.kernels.is_empty() {
         let _ = writeln!(o, "\nkernels:");
         for k in &d.kernels {
@@ -127,7 +134,7 @@ fn render(d: &JobDetail) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {} {} on {}: cpuset {} ({} cpu), memory nodes {}, memory {}, gpus {}{}",
+                "  {} {} on {}: cpuset {} ({} cpu), memory nodes {}, memory {}, gpus {}{}{}",
                 k.index,
                 k.role,
                 b.node,
@@ -137,6 +144,12 @@ fn render(d: &JobDetail) -> String {
                 format_bytes(b.mem_bytes),
                 gpus,
                 k.exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default(),
+                k.usage
+                    .map(|u| format!(
+                        "; used {}",
+                        super::eff::used_text(&berth_model::JobUsage { total: u, cpu_percent: None })
+                    ))
+                    .unwrap_or_default(),
             );
         }
     }
@@ -188,6 +201,7 @@ mod tests {
                 expected_start: None,
                 stop: None,
                 end_cause: None,
+                usage: None,
             },
             spec,
             kernels: vec![KernelView {
@@ -203,6 +217,7 @@ mod tests {
                     port: None,
                 },
                 exit_code: Some(0),
+                usage: Some(berth_model::KernelUsage { cpu_seconds: Some(2.5), ..Default::default() }),
             }],
             transitions: vec![Transition { at: now, from: None, to: JobState::Pending, reason: "submitted".into() }],
             submitter: None,
@@ -213,6 +228,7 @@ mod tests {
         assert!(s.contains("GPU-abc (0.5/1)"), "{s}");
         assert!(s.contains("numa prefer-local"), "{s}");
         assert!(s.contains("PENDING  submitted"), "{s}");
+        assert!(s.contains("exit code 0; used cpu 2.5s"), "{s}");
     }
 
     #[test]
@@ -241,6 +257,7 @@ mod tests {
                 expected_start: None,
                 stop: None,
                 end_cause: None,
+                usage: None,
             },
             spec,
             kernels: vec![],

@@ -41,7 +41,7 @@ pub async fn run(args: UsageArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-const COLUMNS: [&str; 11] = [
+const COLUMNS: [&str; 13] = [
     "jobs",
     "succeeded",
     "failed",
@@ -51,6 +51,8 @@ const COLUMNS: [&str; 11] = [
     "unfinished",
     "gpu_hours",
     "cpu_hours",
+    "gpu_hours_used",
+    "cpu_hours_used",
     "mean_wait_secs",
     "",
 ];
@@ -68,6 +70,8 @@ fn cells(l: &UsageLine, decimals: usize) -> Vec<String> {
         l.unfinished.to_string(),
         format!("{:.decimals$}", l.gpu_hours),
         format!("{:.decimals$}", l.cpu_hours),
+        l.gpu_hours_used.map(|h| format!("{h:.decimals$}")).unwrap_or_default(),
+        l.cpu_hours_used.map(|h| format!("{h:.decimals$}")).unwrap_or_default(),
         l.mean_wait_secs.map(|w| format!("{w:.0}")).unwrap_or_default(),
     ]
 }
@@ -95,11 +99,18 @@ fn table(by: &str, lines: &[UsageLine]) -> comfy_table::Table {
         "UNFINISHED",
         "GPU-H",
         "CPU-H",
+        "GPU-H USED",
+        "CPU-H USED",
         "MEAN WAIT",
     ]);
     for l in lines {
         let mut c = cells(l, 2);
-        c[10] = l.mean_wait_secs.map(|w| output::age_secs(w as i64)).unwrap_or_else(|| "-".into());
+        for used in &mut c[10..12] {
+            if used.is_empty() {
+                "-".clone_into(used);
+            }
+        }
+        c[12] = l.mean_wait_secs.map(|w| output::age_secs(w as i64)).unwrap_or_else(|| "-".into());
         t.add_row(c);
     }
     t
@@ -122,14 +133,19 @@ mod tests {
             unfinished: 0,
             gpu_hours: 1.5,
             cpu_hours: 3.0,
+            gpu_hours_used: None,
+            cpu_hours_used: Some(0.25),
             mean_wait_secs: Some(12.4),
         };
         let out = csv("project", &[l]).unwrap();
         let mut lines = out.lines();
         assert_eq!(
             lines.next(),
-            Some("project,jobs,succeeded,failed,cancelled,timeout,lost,unfinished,gpu_hours,cpu_hours,mean_wait_secs")
+            Some(
+                "project,jobs,succeeded,failed,cancelled,timeout,lost,unfinished,gpu_hours,cpu_hours,\
+                 gpu_hours_used,cpu_hours_used,mean_wait_secs"
+            )
         );
-        assert_eq!(lines.next(), Some("\"a,b\",2,1,1,0,0,0,0,1.500000,3.000000,12"));
+        assert_eq!(lines.next(), Some("\"a,b\",2,1,1,0,0,0,0,1.500000,3.000000,,0.250000,12"));
     }
 }

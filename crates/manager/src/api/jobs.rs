@@ -216,7 +216,13 @@ pub async fn show(
         .kernels
         .into_iter()
         .filter(|k| k.attempt == row.attempt)
-        .map(|k| KernelView { index: k.index, role: role(k.index), binding: k.binding, exit_code: k.exit_code })
+        .map(|k| KernelView {
+            index: k.index,
+            role: role(k.index),
+            binding: k.binding,
+            exit_code: k.exit_code,
+            usage: k.usage,
+        })
         .collect();
     let mut nodes: Vec<String> = kernels.iter().map(|k| k.binding.node.clone()).collect();
     nodes.dedup();
@@ -230,6 +236,11 @@ pub async fn show(
         job.position = live.position;
         job.pending_reason = live.pending_reason;
         job.expected_start = live.expected_start;
+    } else if let Some(j) = st.jobs.get(&id)
+        && j.state.holds_resources()
+    {
+        // A running job: what it used so far, from its nodes' last samples.
+        job.usage = st.meters.job(id, j.attempt.number).or(job.usage);
     }
     drop(st);
     let mut spec = row.spec;

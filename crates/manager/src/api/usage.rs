@@ -29,7 +29,17 @@ pub async fn usage(
     let by_project = grouping(q.by.as_deref())?;
     let now = Timestamp::now();
     let since = now - jiff::SignedDuration::from_secs(crate::error::period("since", q.since.as_deref(), "30d", now)?);
-    let rows = m.store.jobs_active_since(since).await?;
+    let mut rows = m.store.jobs_active_since(since).await?;
+    {
+        // Running jobs: what they used so far, measured live (their rows only have what
+        // their ended kernels used).
+        let st = m.jobs.lock().await;
+        for r in rows.iter_mut().filter(|r| r.state.holds_resources()) {
+            if let Some(live) = st.meters.job(r.id, r.attempt) {
+                r.used = Some(live.total);
+            }
+        }
+    }
     let mut lines = aggregate(&rows, by_project, since, now);
     lines.retain(|l| may_see(&u, by_project, &l.name));
     Ok(axum::Json(lines))
@@ -165,6 +175,8 @@ pub fn aggregate(rows: &[JobRow], by_project: bool, since: Timestamp, now: Times
                 unfinished: 0,
                 gpu_hours: 0.0,
                 cpu_hours: 0.0,
+                gpu_hours_used: None,
+                cpu_hours_used: None,
                 mean_wait_secs: None,
             };
             (l, 0.0, 0)
@@ -187,6 +199,18 @@ pub fn aggregate(rows: &[JobRow], by_project: bool, since: Timestamp, now: Times
             let (gpus, cpus) = held(r);
             line.gpu_hours += hours * gpus;
             line.cpu_hours += hours * cpus;
+            if let Some(used) = &r.used {
+                let run = r.ended_at.unwrap_or(now).duration_since(start).as_secs_f64();
+                // The share of the run inside the period (all of it for a run of no length).
+                let share = if run > 0.0 { (hours * 3600.0 / run).min(1.0) } else { 1.0 };
+                let add = |sum: &mut Option<f64>, secs: Option<f64>| {
+                    if let Some(s) = secs {
+                        *sum = Some(sum.unwrap_or(0.0) + s * share / 3600.0);
+                    }
+                };
+                add(&mut line.cpu_hours_used, used.cpu_seconds);
+                add(&mut line.gpu_hours_used, used.gpu_seconds);
+            }
         }
     }
     lines
@@ -232,6 +256,7 @@ mod tests {
             submitter: None,
             stop: None,
             end_cause: None,
+            used: None,
         }
     }
 

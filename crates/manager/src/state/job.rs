@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use berth_model::api::JobView;
 use berth_model::protocol::{KernelKey, KernelOutcome};
-use berth_model::{Binding, JobId, JobSpec, JobState, PendingKind, PendingReason, StopCause, UnixId};
+use berth_model::{Binding, JobId, JobSpec, JobState, JobUsage, PendingKind, PendingReason, StopCause, UnixId};
 use berth_sched::Millis;
 use berth_store::JobRow;
 use jiff::Timestamp;
@@ -274,6 +274,7 @@ impl Job {
             expected_start: if self.state == JobState::Pending { self.waiting.expected_start } else { None },
             stop: self.attempt.stop.clone(),
             end_cause: None,
+            usage: None,
         }
     }
 }
@@ -306,6 +307,7 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
         expected_start: None,
         stop: r.stop.clone(),
         end_cause: r.end_cause,
+        usage: r.used.map(|total| JobUsage { total, cpu_percent: None }),
     }
 }
 

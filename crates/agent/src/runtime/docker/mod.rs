@@ -228,7 +228,8 @@ impl Docker {
     ) {
         let name = container_name(&self.inner.scope, &key);
         let finish = |outcome, message: String| {
-            let ev = KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now() };
+            let ev =
+                KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now(), usage: None };
             let _ = events.send((key, ev));
         };
         let network = (spec.kernels > 1).then(|| network_name(&self.inner.scope, &key));
@@ -275,6 +276,7 @@ impl Docker {
             time_left: spec.time_limit_secs.map(Duration::from_secs),
             grace: self.inner.stop_grace,
             mem_limit: binding.mem_bytes,
+            pid: pid as u32,
             stop,
             events,
             network: network.map(|n| (n, self.inner.networks.clone())),
@@ -424,6 +426,7 @@ impl Docker {
                     time_left,
                     grace: self.inner.stop_grace,
                     mem_limit: binding.mem_bytes,
+                    pid: state.pid.unwrap_or(0) as u32,
                     stop: stop_rx,
                     events: events.clone(),
                     network: labels.get(LABEL_NETWORK).map(|n| (n.clone(), self.inner.networks.clone())),
@@ -447,7 +450,7 @@ impl Docker {
                 let (outcome, message) =
                     supervise::classify(code, state.oom_killed.unwrap_or(false), binding.mem_bytes);
                 supervise::remove(&client, &name).await;
-                let event = KernelEvent::Finished { outcome, exit_code: code, message, at: now };
+                let event = KernelEvent::Finished { outcome, exit_code: code, message, at: now, usage: None };
                 out.push(Adopted { key, binding, event, handle: None });
             } else {
                 supervise::remove(&client, &name).await;

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use berth_model::format_bytes;
@@ -15,6 +16,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
+use crate::metrics::{CgroupReader, KernelUsage};
 use crate::runtime::{KernelUpdate, StopRequest};
 
 pub(super) struct Supervise {
@@ -28,6 +30,8 @@ pub(super) struct Supervise {
     pub time_left: Option<Duration>,
     pub grace: Duration,
     pub mem_limit: u64,
+    /// The container's main process (Docker's `State.Pid`), whose cgroup is sampled; 0: unknown.
+    pub pid: u32,
     pub stop: mpsc::UnboundedReceiver<StopRequest>,
     pub events: mpsc::UnboundedSender<KernelUpdate>,
     /// The job network the container is on, removed after it when no other kernel uses it.
@@ -81,6 +85,8 @@ pub(super) fn create_log(path: &std::path::Path) -> std::io::Result<std::fs::Fil
 }
 
 pub(super) async fn supervise(mut s: Supervise) {
+    let meter = Arc::new(Mutex::new(KernelUsage::default()));
+    let sampler = tokio::spawn(sample(s.pid, meter.clone()));
     // The container's output cannot be kept: the kernel ends (its logs would be lost).
     let (log_failed, mut log_error) = tokio::sync::oneshot::channel();
     let copy = copy_logs(s.client.clone(), s.name.clone(), s.data_dir.clone(), s.key, true);
@@ -112,6 +118,8 @@ pub(super) async fn supervise(mut s: Supervise) {
             Why::Stopped(log_reason(&s.node, &s.data_dir, &e), KernelOutcome::Failed)
         }
     };
+    sampler.abort();
+    let usage = Some(*meter.lock().expect("meter lock")).filter(|u| u.is_known());
     let why = match why {
         Why::Timeout(_) => Why::Timeout(limit_secs(&s.client, &s.name).await.unwrap_or(0)),
         w => w,
@@ -132,8 +140,24 @@ pub(super) async fn supervise(mut s: Supervise) {
     if let Some((name, nets)) = &s.network {
         nets.release(&s.client, name).await;
     }
-    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now() };
+    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now(), usage };
     let _ = s.events.send((s.key, event));
+}
+
+/// Samples a container's cgroup until aborted, keeping the latest figures in `meter`: Docker
+/// removes the cgroup with the container, so what it used in all is the last sample. Often
+/// at first (short jobs), then once a second: what a long job uses in its last second is
+/// lost, a small share of its total.
+async fn sample(pid: u32, meter: Arc<Mutex<KernelUsage>>) {
+    let Some(reader) = CgroupReader::for_pid(pid).filter(|_| pid > 0) else { return };
+    for n in 0u32.. {
+        let now = reader.read();
+        if now.is_known() {
+            let mut m = meter.lock().expect("meter lock");
+            *m = m.merge_later(now);
+        }
+        tokio::time::sleep(Duration::from_millis(if n < 40 { 250 } else { 1000 })).await;
+    }
 }
 
 /// Why a kernel whose log could not be written ended.
