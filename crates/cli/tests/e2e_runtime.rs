@@ -46,6 +46,24 @@ fn a_failing_job_records_its_exit_code_and_reason() {
 /// `berth manager` and `berth agent` as separate processes: the manager is killed and
 /// restarted while a kernel runs; the kernel keeps running, the agent reconnects, and the job's
 /// end is recorded exactly once.
+/// Regression: kernels inherited the kernel supervisor's blocked SIGCHLD (and Rust's ignored
+/// SIGPIPE), so a script's `cmd & wait` under dash hung forever. A kernel now starts with no
+/// signal blocked or ignored, like a login shell.
+#[test]
+fn a_kernel_starts_with_no_signal_blocked_or_ignored() {
+    let b = Berth::up(&[]);
+    let id = b.submit(&["--", "sh", "-c", "sleep 0.2 & wait; grep -E '^Sig(Blk|Ign)' /proc/$$/status"]);
+    b.wait_state(id, "SUCCEEDED");
+    let out = b.ok(&["logs", &id.to_string()]);
+    let mask = |name: &str| {
+        let line = out.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("no {name} in {out}"));
+        u64::from_str_radix(line.trim(), 16).unwrap()
+    };
+    // Bits 0..31: the standard signals (the real-time ones above are the C library's).
+    assert_eq!(mask("SigBlk:") & 0x7fff_ffff, 0, "{out}");
+    assert_eq!(mask("SigIgn:") & 0x7fff_ffff, 0, "{out}");
+}
+
 #[test]
 fn kernels_keep_running_while_the_manager_restarts() {
     let home = tempfile::tempdir().unwrap();

@@ -441,12 +441,27 @@ impl Runtime {
 }
 
 /// The child's side of a kernel start, between fork and exec (here or in the supervisor):
-/// its own session (so the group signals reach all of it), then its cgroups (writing `0` to
-/// each pre-opened `cgroup.procs` moves the caller, before exec, so no fork escapes).
-/// Only async-signal-safe calls.
+/// signals as a fresh login would have them, its own session (so the group signals reach all
+/// of it), then its cgroups (writing `0` to each pre-opened `cgroup.procs` moves the caller,
+/// before exec, so no fork escapes). Only async-signal-safe calls.
 pub(crate) fn child_setup(cgroup_procs: &[std::os::fd::RawFd]) -> std::io::Result<()> {
-    // SAFETY: setsid and write are async-signal-safe; the descriptors belong to this process.
+    // SAFETY: sigemptyset, sigprocmask, signal, setsid and write are async-signal-safe; the
+    // descriptors belong to this process.
     unsafe {
+        // A blocked or ignored signal survives exec. The supervisor blocks SIGCHLD (it reads
+        // it from a signalfd) and Rust ignores SIGPIPE; a kernel with SIGCHLD blocked hangs in
+        // its shell's `wait` (dash), one with SIGPIPE ignored never dies of a closed pipe.
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // The standard signals (real-time ones are the C library's to manage).
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
         if libc::setsid() < 0 {
             return Err(std::io::Error::last_os_error());
         }
