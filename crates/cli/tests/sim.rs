@@ -68,6 +68,29 @@ fn sim_prints_a_table() {
     assert!(lines[2].starts_with("lifo "));
 }
 
+/// `--plot out.svg`: one self-contained SVG with a line per policy in each panel; other
+/// extensions are refused before any replay.
+#[test]
+fn sim_plots_each_policy_into_an_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("out.svg");
+    let t = trace("backfill4.swf");
+    let common = ["sim", "--trace", &t, "--nodes", "1", "--cpus-per-node", "8", "--policy", "fifo,backfill"];
+    let out = berth(&[&common[..], &["--plot", svg.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"), "{text:.200}");
+    for label in ["Jobs waiting", "Cluster allocated", "Mean wait", "fifo", "backfill", "backfill4.swf"] {
+        assert!(text.contains(label), "no `{label}` in the plot");
+    }
+    assert!(!text.contains("<script") && !text.contains("href=\"http"), "nothing to load or run");
+    let png = dir.path().join("out.png");
+    let out = berth(&[&common[..], &["--plot", png.to_str().unwrap()]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only SVG"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!png.exists());
+}
+
 #[test]
 fn sim_reports_bad_input() {
     let t = trace("fifo3.csv");

@@ -19,6 +19,7 @@ pub mod queues;
 pub mod quota;
 pub mod show;
 pub mod sim;
+pub mod sim_plot;
 pub mod submit;
 pub mod tenancy;
 pub mod token;

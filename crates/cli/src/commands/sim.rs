@@ -92,6 +92,10 @@ pub struct SimArgs {
     #[arg(long)]
     pub no_clamp: bool,
 
+    /// Also draw queue length, allocation and waiting over time for each policy into an SVG file
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -165,6 +169,13 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     if policies.is_empty() {
         return Err(UsageError::error("--policy: give at least one policy"));
     }
+    if let Some(p) = &args.plot {
+        if p.extension().is_none_or(|e| !e.eq_ignore_ascii_case("svg")) {
+            return Err(usage("--plot", format!("`{}`: only SVG is drawn: name a file ending in .svg", p.display())));
+        }
+        // Before minutes of replay: a plot that cannot be written fails now.
+        std::fs::write(p, "").with_context(|| format!("--plot: cannot write {}", p.display()))?;
+    }
     if format == TraceFormat::Philly && args.gpus_per_node == 0 {
         return Err(UsageError::error("philly is a GPU trace: give --gpus-per-node"));
     }
@@ -219,6 +230,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
 
     let mut results = Vec::new();
     let mut skipped = Vec::new();
+    let mut plotted: Vec<(String, Vec<sim::JobOutcome>)> = Vec::new();
     // The table streams: its header now, each policy's row as soon as that policy is done
     // (a full trace takes seconds to minutes per policy).
     let rows = RowPrinter::new(trace.jobs.len());
@@ -233,7 +245,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         });
         bar.finish_and_clear();
         match outcome {
-            Ok((metrics, _)) => {
+            Ok((metrics, outcomes)) => {
+                if args.plot.is_some() {
+                    plotted.push((p.name().to_string(), outcomes));
+                }
                 let result = PolicyResult { metrics, wall_s: t0.elapsed().as_secs_f64() };
                 if !json {
                     rows.print(&row(&result));
@@ -247,6 +262,24 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
                 skipped.push(Skipped { policy: policy.to_string(), why });
             }
             Err(e) => return Err(UsageError::error(e.to_string())),
+        }
+    }
+    if let Some(path) = &args.plot {
+        let all: Vec<Vec<sim::JobOutcome>> = plotted.iter().map(|(_, o)| o.clone()).collect();
+        let end = super::sim_plot::end_ms(&all);
+        let series: Vec<_> =
+            plotted.iter().map(|(name, o)| super::sim_plot::series(name, &trace, &cluster, o, end)).collect();
+        let title = format!(
+            "{} on {} nodes x {} GPUs x {} CPUs, {} jobs",
+            args.trace.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| path_text.clone()),
+            cluster.nodes,
+            cluster.gpus_per_node,
+            cluster.cpus_per_node,
+            trace.jobs.len()
+        );
+        super::sim_plot::draw(path, &title, &series)?;
+        if !json {
+            eprintln!("plot: {}", path.display());
         }
     }
     if json {
