@@ -365,7 +365,7 @@ impl Agent {
                     vec![AgentMessage::Containers { info: self.containers.borrow_and_update().clone() }]
                 }
                 _ = heartbeat.tick() => {
-                    vec![AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage: self.kernels.sample() }]
+                    vec![self.kernels.heartbeat()]
                 }
             };
             for m in &out {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use berth_model::protocol::{
-    AgentMessage, KernelEvent, KernelKey, KernelOutcome, KernelReport, KernelSample, ManagerMessage,
+    AgentMessage, GpuUse, KernelEvent, KernelKey, KernelOutcome, KernelReport, KernelSample, ManagerMessage,
 };
 use berth_model::{Binding, Topology};
 use tokio::sync::mpsc;
@@ -106,12 +106,20 @@ impl Kernels {
         self.map.iter().map(|(key, e)| KernelReport { key: *key, last: e.last.clone() }).collect()
     }
 
-    /// What each running kernel used so far, for the heartbeat (a few cgroup files per
-    /// kernel, and NVML once when any of them has GPUs).
-    pub fn sample(&mut self) -> Vec<KernelSample> {
+    /// The heartbeat: what each running kernel used so far (a few cgroup files per kernel)
+    /// and how busy each GPU is (NVML, once, on nodes with GPUs).
+    pub fn heartbeat(&mut self) -> AgentMessage {
+        let gpus = if self.topology.gpus.is_empty() { Vec::new() } else { crate::metrics::sample_gpus() };
+        let usage = self.sample(&gpus);
+        let gpus = gpus
+            .into_iter()
+            .map(|g| GpuUse { uuid: g.uuid, utilization: g.utilization, memory_used_bytes: g.memory_used_bytes })
+            .collect();
+        AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage, gpus }
+    }
+
+    fn sample(&mut self, gpus: &[crate::metrics::GpuSample]) -> Vec<KernelSample> {
         let now = std::time::Instant::now();
-        let any_gpus = self.map.values().any(|e| e.handle.is_some() && !e.binding.gpus.is_empty());
-        let gpus = if any_gpus { crate::metrics::sample_gpus() } else { Vec::new() };
         let mut out = Vec::new();
         for (key, e) in self.map.iter_mut() {
             let pid = match (&e.last, &e.handle) {
@@ -119,7 +127,7 @@ impl Kernels {
                 (_, Some(h)) if h.pid > 0 => h.pid,
                 _ => continue,
             };
-            let usage = e.meter.sample(pid, &e.binding, &gpus, now);
+            let usage = e.meter.sample(pid, &e.binding, gpus, now);
             if usage.is_known() {
                 out.push(KernelSample { key: *key, usage });
             }

@@ -214,7 +214,7 @@ impl FakeNode {
                     let usage = self.kernels.iter().filter(|(_, k)| matches!(k, Kernel::Running)).map(|(key, _)| {
                         KernelSample { key: *key, usage: fake_usage(started.elapsed().as_secs_f64()) }
                     }).collect();
-                    out.push(AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage });
+                    out.push(AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage, gpus: Vec::new() });
                 }
                 _ = async { tokio::time::sleep_until(next_due.expect("guarded")).await }, if next_due.is_some() => {
                     let now = tokio::time::Instant::now();

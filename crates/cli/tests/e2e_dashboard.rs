@@ -92,6 +92,11 @@ fn a_job_is_seen_live_from_pending_to_succeeded_and_markup_stays_text() {
         assert_eq!(br.js("return document.querySelectorAll('#log *').length;").await, 0, "no markup in the log");
         br.wait_text("#history", "SUCCEEDED").await;
         br.wait_text("#job-facts", "exit code 0").await;
+        if support::cgroups_usable() {
+            // What it used, as its node measured it, beside what it was given.
+            let used = br.wait_text("#job-usage", "CPU time").await;
+            assert!(used.contains("Memory") && used.contains("peak"), "{used}");
+        }
         br.screenshot("job-page").await;
 
         // The submit form: the API's own message for a bad request, then a job.
@@ -119,14 +124,25 @@ fn a_job_is_seen_live_from_pending_to_succeeded_and_markup_stays_text() {
         );
         br.screenshot("usage").await;
 
-        // Nodes: allocation bars and the jobs that ran on each node, this one among them.
+        // Nodes: allocation bars and the jobs that ran on each node, this one among them; with a
+        // job running and measured, what it uses as a second bar.
+        let busy = b.submit(&["--", "sh", "-c", "while :; do :; done"]);
+        if support::cgroups_usable() {
+            b.wait_job(busy, "a usage sample", |j| !j["job"]["usage"]["cpu_percent"].is_null());
+        }
         br.js("location.hash = '#/nodes'; return null;").await;
         br.wait_for("#node-timeline").await;
+        if support::cgroups_usable() {
+            let row = br.wait_text("#nodes tbody tr", "busy").await;
+            assert!(row.contains("allocated") && row.contains("in use"), "{row}");
+            assert!(br.js("return document.querySelectorAll('#nodes .bar.used').length;").await.as_u64().unwrap() >= 2);
+        }
         let titles = br
             .js("return [...document.querySelectorAll('#node-timeline title')].map(t => t.textContent).join('|');")
             .await;
         assert!(titles.as_str().unwrap().contains(&format!("job {id} {name}")), "segments: {titles}");
         br.screenshot("nodes").await;
+        b.ok(&["cancel", &busy.to_string()]);
         br.close().await;
     });
 }

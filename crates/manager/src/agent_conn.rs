@@ -263,6 +263,7 @@ pub async fn register(
             conn: Some(conn.clone()),
             orphan_deadline: None,
             containers,
+            gpus_in_use: Vec::new(),
         },
     );
     st.refresh_schedulable(node);
@@ -358,11 +359,12 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
     match msg {
         AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
         AgentMessage::Containers { info } => m.nodes.containers_changed(st, node, info.clone()),
-        AgentMessage::Heartbeat { at, usage } => {
+        AgentMessage::Heartbeat { at, usage, gpus } => {
             let now = Instant::now();
             if let Some(n) = st.nodes.get_mut(node) {
                 n.last_seen = now;
                 n.last_heartbeat = Some(*at);
+                n.gpus_in_use.clone_from(gpus);
             }
             for s in usage {
                 // Only kernels of current attempts that run here: a late sample of an ended

@@ -108,6 +108,7 @@ impl Manager {
                     conn: None,
                     orphan_deadline: Some(deadline),
                     containers: Default::default(),
+                    gpus_in_use: Vec::new(),
                 },
             );
         }

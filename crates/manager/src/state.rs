@@ -60,6 +60,8 @@ pub struct Node {
     pub orphan_deadline: Option<Instant>,
     /// The node's Docker as its agent last reported it.
     pub containers: berth_model::protocol::ContainerInfo,
+    /// Its GPUs' use at the last heartbeat (NVML on the node; empty without it).
+    pub gpus_in_use: Vec<berth_model::protocol::GpuUse>,
 }
 
 /// Fair-share usage per user and project: the scheduler's book (`berth_sched::UsageBook`, the
@@ -271,10 +273,31 @@ impl State {
         }
     }
 
+    /// What the kernels running on `name` use now, together.
+    fn node_usage(&self, name: &str) -> berth_model::JobUsage {
+        let mut kernels = Vec::new();
+        for id in self.jobs_on(name) {
+            let Some(j) = self.jobs.get(&id) else { continue };
+            for (i, b) in j.attempt.bindings.iter().enumerate() {
+                if b.node == name
+                    && let Some(r) = self.meters.kernel(j.key(i as u32))
+                {
+                    kernels.push(r);
+                }
+            }
+        }
+        let rates: Vec<f64> = kernels.iter().filter_map(|k| k.cpu_percent).collect();
+        berth_model::JobUsage {
+            total: berth_model::KernelUsage::sum(kernels.iter().map(|k| &k.total)),
+            cpu_percent: (!rates.is_empty()).then(|| rates.iter().sum()),
+        }
+    }
+
     pub fn node_view(&self, name: &str) -> Option<NodeView> {
         let n = self.nodes.get(name)?;
         let l = self.ledgers.get(n.ledger)?;
         let topo: &Topology = l.topology();
+        let busy = self.node_usage(name);
         Some(NodeView {
             name: name.to_string(),
             state: self.node_state(name)?,
@@ -289,15 +312,22 @@ impl State {
             cpus_used: l.cpus_used(),
             mem_total: topo.mem_bytes,
             mem_used: l.mem_used(),
+            cpus_busy: busy.cpu_percent.map(|p| p / 100.0),
+            mem_in_use: busy.total.memory_bytes,
             gpus: topo
                 .gpus
                 .iter()
-                .map(|g| GpuView {
-                    index: g.index,
-                    uuid: g.uuid.clone(),
-                    model: g.model.clone(),
-                    total_milli: 1000,
-                    used_milli: l.gpu_used_milli(g.index),
+                .map(|g| {
+                    let in_use = n.gpus_in_use.iter().find(|u| u.uuid == g.uuid);
+                    GpuView {
+                        index: g.index,
+                        uuid: g.uuid.clone(),
+                        model: g.model.clone(),
+                        total_milli: 1000,
+                        used_milli: l.gpu_used_milli(g.index),
+                        utilization: in_use.map(|u| u.utilization),
+                        memory_used_bytes: in_use.map(|u| u.memory_used_bytes),
+                    }
                 })
                 .collect(),
             running_jobs: self.jobs_on(name).len() as u32,

@@ -112,7 +112,7 @@ async fn agents_cache_nodes_become_members_and_buckets_reach_them() {
     drop(a1);
     let t0 = std::time::Instant::now();
     loop {
-        a2.send(AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage: Vec::new() }).await;
+        a2.send(AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage: Vec::new(), gpus: Vec::new() }).await;
         let last = pushes.lock().unwrap().iter().rev().find(|(u, _, _)| u == "http://c2:7171").map(|p| p.2.clone());
         if last.is_some_and(|b| member_state(&b, "http://c1:7171").as_deref() == Some("down")) {
             break;

@@ -14,7 +14,7 @@ fn used(cpu: f64, mem: u64) -> KernelUsage {
 }
 
 fn heartbeat(usage: Vec<KernelSample>) -> AgentMessage {
-    AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage }
+    AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage, gpus: Vec::new() }
 }
 
 #[tokio::test]

@@ -59,11 +59,51 @@ function resources(j) {
   return parts.join(', ');
 }
 
-function bar(used, total, label) {
+function bar(used, total, label, kind) {
   const pct = total > 0 ? Math.min(100, 100 * used / total) : 0;
   const fill = el('span');
   fill.style.width = pct.toFixed(1) + '%';
-  return el('div', {}, el('div', { class: 'bar', title: label }, fill), el('div', { class: 'bar-label', text: label }));
+  return el('div', {}, el('div', { class: kind === 'used' ? 'bar used' : 'bar', title: label }, fill),
+    el('div', { class: 'bar-label', text: label }));
+}
+
+/** Seconds of CPU or GPU time, short: `5.9 s`, `12.5 min`, `3.2 h`. */
+function cpuTime(s) {
+  if (s < 120) return s.toFixed(1) + ' s';
+  if (s < 7200) return (s / 60).toFixed(1) + ' min';
+  return (s / 3600).toFixed(1) + ' h';
+}
+
+/** A job's measured usage beside what it was given: bars for CPU and memory (and GPU time). */
+function usageBlock(d) {
+  const j = d.job;
+  const u = j.usage;
+  if (!u) {
+    const why = FINAL.has(j.state) ? 'Nothing was measured (no cgroups on its node).' : (j.started_at ? 'Waiting for the first sample.' : 'Not running yet.');
+    return el('p', { class: 'muted', text: why });
+  }
+  const cpus = d.kernels.reduce((a, k) => a + k.binding.cpu_milli / 1000, 0);
+  const mem = d.kernels.reduce((a, k) => a + k.binding.mem_bytes, 0);
+  const gpus = d.kernels.reduce((a, k) => a + k.binding.gpus.reduce((b, g) => b + g.milli / 1000, 0), 0);
+  const start = j.started_at ? Date.parse(j.started_at) : null;
+  const wall = start ? Math.max(0, ((j.ended_at ? Date.parse(j.ended_at) : Date.now()) - start) / 1000) : 0;
+  const parts = [];
+  if (u.cpu_percent !== undefined) {
+    parts.push(bar(u.cpu_percent / 100, cpus, 'CPUs busy now: ' + (u.cpu_percent / 100).toFixed(2) + ' of ' + cpus, 'used'));
+  }
+  if (u.cpu_seconds !== undefined && wall > 0 && cpus > 0) {
+    const eff = u.cpu_seconds / (cpus * wall);
+    parts.push(bar(eff, 1, 'CPU time ' + cpuTime(u.cpu_seconds) + ': ' + (100 * eff).toFixed(1) + '% of ' + cpus + ' CPUs × ' + cpuTime(wall), 'used'));
+  }
+  if (u.memory_bytes !== undefined || u.memory_peak_bytes !== undefined) {
+    const now = u.memory_bytes !== undefined ? bytes(u.memory_bytes) + ' now, ' : '';
+    const peak = u.memory_peak_bytes !== undefined ? 'peak ' + bytes(u.memory_peak_bytes) : '';
+    parts.push(bar(u.memory_peak_bytes || u.memory_bytes || 0, mem, 'Memory ' + now + peak + ' of ' + bytes(mem), 'used'));
+  }
+  if (u.gpu_seconds !== undefined && gpus > 0 && wall > 0) {
+    parts.push(bar(u.gpu_seconds / (gpus * wall), 1, 'GPU busy ' + cpuTime(u.gpu_seconds) + ' of ' + gpus + ' GPUs × ' + cpuTime(wall), 'used'));
+  }
+  return el('div', { class: 'grid' }, parts);
 }
 
 // ---- API ---------------------------------------------------------------------------------
@@ -281,11 +321,13 @@ async function jobView(id) {
     el('td', { text: k.binding.gpus.map((g) => 'GPU ' + g.index + ' × ' + (g.milli / 1000)).join(', ') }),
     el('td', { text: k.exit_code === null ? '' : String(k.exit_code) })))));
   const history = el('ol', { class: 'timeline', id: 'history' }, historyItems(d.transitions));
+  const usage = el('div', { id: 'job-usage' }, usageBlock(d));
   const stream = el('select', {}, el('option', { value: 'stdout', text: 'stdout' }), el('option', { value: 'stderr', text: 'stderr' }));
   const log = el('pre', { id: 'log' });
   show(el('h1', { text: 'Job ' + j.id + (j.name ? ': ' + j.name : '') }),
     el('div', { class: 'toolbar' }, cancel, el('a', { href: '#/jobs', text: '← all jobs' })), msg, facts,
     el('h2', { text: 'Placement' }), d.kernels.length ? kernels : el('p', { class: 'muted', text: 'Not placed yet.' }),
+    el('h2', { text: 'Usage' }), usage,
     el('h2', { text: 'History' }), history,
     el('h2', {}, 'Log ', stream), log);
   fill(j);
@@ -295,8 +337,20 @@ async function jobView(id) {
     try {
       const fresh = await api('GET', '/v1/jobs/' + j.id);
       history.replaceChildren(...historyItems(fresh.transitions));
+      usage.replaceChildren(usageBlock(fresh));
     } catch (_) { /* shown on the next change */ }
   };
+  // Usage changes with every heartbeat, not with state changes: look again while it runs.
+  S.timers.push(setInterval(async () => {
+    if (!location.hash.startsWith('#/jobs/' + j.id)) return;
+    try {
+      const fresh = await api('GET', '/v1/jobs/' + j.id);
+      // While it runs, and once more with its totals after it ended.
+      if (usage.dataset.final) return;
+      usage.replaceChildren(usageBlock(fresh));
+      if (FINAL.has(fresh.job.state)) usage.dataset.final = '1';
+    } catch (_) { /* the next tick tries again */ }
+  }, 3000));
   tailLog(j.id, stream, log);
 }
 
@@ -336,21 +390,24 @@ async function nodesView() {
   const nodes = await api('GET', '/v1/nodes');
   const admin = S.role === 'admin';
   const rows = nodes.map((n) => {
-    const gpus = n.gpus.map((g) => bar(g.used_milli, g.total_milli, 'GPU ' + g.index + ': ' + (g.used_milli / 1000) + ' of 1'));
+    const gpus = n.gpus.flatMap((g) => [bar(g.used_milli, g.total_milli, 'GPU ' + g.index + ': ' + (g.used_milli / 1000) + ' of 1 allocated'),
+      g.utilization !== undefined ? bar(g.utilization, 1, 'busy ' + Math.round(100 * g.utilization) + '%', 'used') : null]);
+    const cpuUse = n.cpus_busy !== undefined ? bar(n.cpus_busy, n.cpus_total, n.cpus_busy.toFixed(1) + ' busy', 'used') : null;
+    const memUse = n.mem_in_use !== undefined ? bar(n.mem_in_use, n.mem_total, bytes(n.mem_in_use) + ' in use', 'used') : null;
     const action = !admin ? null : n.drain_reason
       ? el('button', { type: 'button', class: 'secondary', text: 'Undrain', onclick: () => nodeAction(n.name, 'undrain') })
       : el('button', { type: 'button', class: 'secondary', text: 'Drain', onclick: () => nodeAction(n.name, 'drain') });
     return el('tr', { id: 'node-' + n.name },
       el('td', { text: n.name }), el('td', { text: n.state }), el('td', { text: n.queue }),
-      el('td', {}, bar(n.cpus_used, n.cpus_total, n.cpus_used + ' of ' + n.cpus_total + ' CPUs')),
-      el('td', {}, bar(n.mem_used, n.mem_total, bytes(n.mem_used) + ' of ' + bytes(n.mem_total))),
+      el('td', {}, bar(n.cpus_used, n.cpus_total, n.cpus_used + ' of ' + n.cpus_total + ' CPUs allocated'), cpuUse),
+      el('td', {}, bar(n.mem_used, n.mem_total, bytes(n.mem_used) + ' of ' + bytes(n.mem_total) + ' allocated'), memUse),
       el('td', {}, gpus.length ? gpus : el('span', { class: 'muted', text: 'none' })),
       el('td', { class: 'num', text: String(n.running_jobs) }), el('td', { text: n.drain_reason || '' }),
       el('td', { text: age(n.last_heartbeat) + ' ago' }),
       el('td', { text: Object.entries(n.labels || {}).map(([k, v]) => k + '=' + v).join(' ') }),
       admin ? el('td', {}, action) : null);
   });
-  const heads = ['Node', 'State', 'Queue', 'CPUs allocated', 'Memory allocated', 'GPUs allocated', 'Jobs', 'Drain reason', 'Heartbeat', 'Labels'];
+  const heads = ['Node', 'State', 'Queue', 'CPUs', 'Memory', 'GPUs', 'Jobs', 'Drain reason', 'Heartbeat', 'Labels'];
   if (admin) heads.push('');
   const segments = await api('GET', '/v1/nodes/timeline?since=1d');
   show(el('h1', { text: 'Nodes' }), el('table', { id: 'nodes' }, el('thead', {}, el('tr', {}, heads.map((h) => el('th', { text: h })))),
@@ -425,12 +482,14 @@ async function usageView() {
     el('h2', { text: 'Cluster utilisation over time' }), utilisationChart(tl),
     el('h2', { text: 'Over time, by ' + by }), timelineChart(tl),
     el('h2', { text: 'Totals' }), chart(lines),
-    el('table', { id: 'usage' }, el('thead', {}, el('tr', {}, [by === 'user' ? 'User' : 'Project', 'Jobs', 'Succeeded', 'Failed', 'Cancelled', 'GPU-hours', 'CPU-hours']
+    el('table', { id: 'usage' }, el('thead', {}, el('tr', {}, [by === 'user' ? 'User' : 'Project', 'Jobs', 'Succeeded', 'Failed', 'Cancelled', 'GPU-hours', 'CPU-hours', 'GPU-hours used', 'CPU-hours used']
       .map((h) => el('th', { text: h })))),
     el('tbody', {}, lines.map((l) => el('tr', {}, el('td', { text: l.name }), el('td', { class: 'num', text: String(l.jobs) }),
       el('td', { class: 'num', text: String(l.succeeded) }), el('td', { class: 'num', text: String(l.failed) }),
       el('td', { class: 'num', text: String(l.cancelled) }), el('td', { class: 'num', text: l.gpu_hours.toFixed(2) }),
-      el('td', { class: 'num', text: l.cpu_hours.toFixed(2) }))))));
+      el('td', { class: 'num', text: l.cpu_hours.toFixed(2) }),
+      el('td', { class: 'num', text: l.gpu_hours_used === undefined ? '–' : l.gpu_hours_used.toFixed(2) }),
+      el('td', { class: 'num', text: l.cpu_hours_used === undefined ? '–' : l.cpu_hours_used.toFixed(4) }))))));
 }
 
 const SVG_NS = 'http://www.w3.org/2000/svg';

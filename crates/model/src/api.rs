@@ -130,13 +130,20 @@ pub struct LogQuery {
 }
 
 /// A GPU's capacity and use on a node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct GpuView {
     pub index: u32,
     pub uuid: String,
     pub model: String,
     pub total_milli: u64,
+    /// Thousandths allocated to jobs.
     pub used_milli: u64,
+    /// How busy it is now (0 to 1) and its memory in use, whoever uses it (NVML on the node,
+    /// at its last heartbeat; none without NVML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_used_bytes: Option<u64>,
 }
 
 /// A node's state as admins see it (like Slurm's `idle/mix/drain/down`).
@@ -233,6 +240,12 @@ pub struct NodeView {
     pub cpus_used: u32,
     pub mem_total: u64,
     pub mem_used: u64,
+    /// What its running jobs use now, as measured (`cpus_used`/`mem_used` are what they were
+    /// given): CPUs busy (1.5 = one and a half) and memory in use; none before a sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_busy: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_in_use: Option<u64>,
     pub gpus: Vec<GpuView>,
     pub running_jobs: u32,
     pub topology: Topology,

@@ -109,6 +109,15 @@ pub struct KernelSample {
     pub usage: KernelUsage,
 }
 
+/// One GPU's use at a heartbeat (whoever uses it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GpuUse {
+    pub uuid: String,
+    /// Busy fraction, 0 to 1.
+    pub utilization: f64,
+    pub memory_used_bytes: u64,
+}
+
 /// Which log of a kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -156,11 +165,14 @@ pub enum AgentMessage {
     Containers {
         info: ContainerInfo,
     },
-    /// Sent every heartbeat interval, with what each running kernel used so far.
+    /// Sent every heartbeat interval, with what each running kernel used so far and how busy
+    /// each GPU is (NVML; none without it).
     Heartbeat {
         at: jiff::Timestamp,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         usage: Vec<KernelSample>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        gpus: Vec<GpuUse>,
     },
     Kernel {
         key: KernelKey,
@@ -240,7 +252,7 @@ mod tests {
 
     #[test]
     fn messages_are_tagged_json() {
-        let m = AgentMessage::Heartbeat { at: jiff::Timestamp::UNIX_EPOCH, usage: Vec::new() };
+        let m = AgentMessage::Heartbeat { at: jiff::Timestamp::UNIX_EPOCH, usage: Vec::new(), gpus: Vec::new() };
         let s = serde_json::to_string(&m).unwrap();
         assert!(s.contains("\"type\":\"heartbeat\""), "{s}");
         let back: AgentMessage = serde_json::from_str(&s).unwrap();

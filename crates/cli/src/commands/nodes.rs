@@ -91,8 +91,19 @@ fn state_cell(n: &NodeView) -> String {
 }
 
 fn node_table(nodes: &[NodeView]) -> comfy_table::Table {
-    let mut t =
-        output::table(["NAME", "STATE", "ADDRESS", "QUEUE", "CPUS", "MEM", "GPUS", "JOBS", "HEARTBEAT", "VERSION"]);
+    let mut t = output::table([
+        "NAME",
+        "STATE",
+        "ADDRESS",
+        "QUEUE",
+        "CPUS",
+        "MEM",
+        "GPUS",
+        "IN USE",
+        "JOBS",
+        "HEARTBEAT",
+        "VERSION",
+    ]);
     for n in nodes {
         let gpu_used: u64 = n.gpus.iter().map(|g| g.used_milli).sum();
         let gpu_total: u64 = n.gpus.iter().map(|g| g.total_milli).sum();
@@ -104,6 +115,7 @@ fn node_table(nodes: &[NodeView]) -> comfy_table::Table {
             format!("{}/{}", n.cpus_used, n.cpus_total),
             format!("{}/{}", format_bytes(n.mem_used), format_bytes(n.mem_total)),
             format!("{}/{}", format_gpu_milli(gpu_used), format_gpu_milli(gpu_total)),
+            in_use(n),
             n.running_jobs.to_string(),
             n.last_heartbeat.map(|h| format!("{} ago", output::age(h))).unwrap_or_else(|| "-".into()),
             n.version.clone(),
@@ -112,8 +124,20 @@ fn node_table(nodes: &[NodeView]) -> comfy_table::Table {
     t
 }
 
+/// What the node's jobs use now, as measured (`1.9 cpu, 210MiB`); `-` before a sample.
+fn in_use(n: &NodeView) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = n.cpus_busy {
+        parts.push(format!("{c:.1} cpu"));
+    }
+    if let Some(m) = n.mem_in_use {
+        parts.push(format_bytes(m));
+    }
+    if parts.is_empty() { "-".into() } else { parts.join(", ") }
+}
+
 fn gpu_table(nodes: &[NodeView]) -> comfy_table::Table {
-    let mut t = output::table(["NODE", "GPU", "MODEL", "UUID", "USED", "FREE", "TOTAL"]);
+    let mut t = output::table(["NODE", "GPU", "MODEL", "UUID", "USED", "FREE", "TOTAL", "BUSY"]);
     for n in nodes {
         for g in &n.gpus {
             t.add_row([
@@ -124,6 +148,7 @@ fn gpu_table(nodes: &[NodeView]) -> comfy_table::Table {
                 format_gpu_milli(g.used_milli),
                 format_gpu_milli(g.total_milli.saturating_sub(g.used_milli)),
                 format_gpu_milli(g.total_milli),
+                g.utilization.map(|u| format!("{:.0}%", u * 100.0)).unwrap_or_else(|| "-".into()),
             ]);
         }
     }
@@ -152,12 +177,16 @@ mod tests {
             cpus_used: 4,
             mem_total: 64 << 30,
             mem_used: 16 << 30,
+            cpus_busy: Some(1.94),
+            mem_in_use: Some(210 << 20),
             gpus: vec![GpuView {
                 index: 0,
                 uuid: "GPU-1".into(),
                 model: "H100".into(),
                 total_milli: 1000,
                 used_milli: 500,
+                utilization: Some(0.42),
+                memory_used_bytes: Some(1 << 30),
             }],
             running_jobs: 1,
             topology: Topology::default(),
@@ -167,6 +196,7 @@ mod tests {
         assert!(nodes[1].contains("4/16") && nodes[1].contains("16GiB/64GiB") && nodes[1].contains("0.5/1"));
         assert!(nodes[1].contains("draining (disk swap)") && nodes[1].contains("10.0.0.1"), "{nodes:?}");
         let gpus: Vec<String> = gpu_table(&[n]).lines().collect();
-        assert!(gpus[1].contains("H100") && gpus[1].contains("GPU-1"), "{gpus:?}");
+        assert!(gpus[1].contains("H100") && gpus[1].contains("GPU-1") && gpus[1].contains("42%"), "{gpus:?}");
+        assert!(nodes[1].contains("1.9 cpu, 210MiB"), "{nodes:?}");
     }
 }

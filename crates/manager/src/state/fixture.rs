@@ -22,6 +22,7 @@ pub fn node(ledger: usize) -> Node {
         conn: None,
         orphan_deadline: None,
         containers: Default::default(),
+        gpus_in_use: Vec::new(),
     }
 }
 

@@ -48,6 +48,11 @@ impl Meters {
         self.kernels.insert(key, Reading { usage, at: now, cpu_percent: None });
     }
 
+    /// One kernel's last reading, with its CPU rate.
+    pub fn kernel(&self, key: KernelKey) -> Option<JobUsage> {
+        self.kernels.get(&key).map(|r| JobUsage { total: r.usage, cpu_percent: r.cpu_percent })
+    }
+
     /// An ended kernel's totals (see [`Meters::finished`]); `None` when nothing was measured.
     pub fn totals(&self, key: KernelKey) -> Option<KernelUsage> {
         self.kernels.get(&key).map(|r| r.usage).filter(KernelUsage::is_known)
