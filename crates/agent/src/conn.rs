@@ -134,6 +134,8 @@ struct Agent {
     fence: Fence,
     /// The node's Docker state, kept fresh by a polling task.
     containers: tokio::sync::watch::Receiver<ContainerInfo>,
+    /// When a heartbeat last carried the kernels' usage (see `AgentConfig::usage_interval`).
+    last_usage: Option<std::time::Instant>,
 }
 
 /// Self-fencing. The manager declares a node lost after `heartbeat_timeout` without a
@@ -212,7 +214,7 @@ pub(crate) async fn run(
         fence.lease = Some(left);
         fence.timeout = left * 2;
     }
-    let mut agent = Agent { config, topology, kernels, events: rx, fence, containers };
+    let mut agent = Agent { config, topology, kernels, events: rx, fence, containers, last_usage: None };
     let mut shutdown = std::pin::pin!(shutdown);
     let mut backoff = BACKOFF_MIN;
     loop {
@@ -365,7 +367,15 @@ impl Agent {
                     vec![AgentMessage::Containers { info: self.containers.borrow_and_update().clone() }]
                 }
                 _ = heartbeat.tick() => {
-                    vec![self.kernels.heartbeat()]
+                    // A tick's jitter must not push a measurement to the next tick.
+                    let slack = Duration::from_millis(100);
+                    let measure = self.config.usage_interval.is_some_and(|every| {
+                        self.last_usage.is_none_or(|t| t.elapsed() + slack >= every)
+                    });
+                    if measure {
+                        self.last_usage = Some(std::time::Instant::now());
+                    }
+                    vec![self.kernels.heartbeat(measure)]
                 }
             };
             for m in &out {

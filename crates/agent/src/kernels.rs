@@ -106,9 +106,12 @@ impl Kernels {
         self.map.iter().map(|(key, e)| KernelReport { key: *key, last: e.last.clone() }).collect()
     }
 
-    /// The heartbeat: what each running kernel used so far (a few cgroup files per kernel)
-    /// and how busy each GPU is (NVML, once, on nodes with GPUs).
-    pub fn heartbeat(&mut self) -> AgentMessage {
+    /// The heartbeat; when `measure`, with what each running kernel used so far (a few cgroup
+    /// files per kernel) and how busy each GPU is (NVML, once, on nodes with GPUs).
+    pub fn heartbeat(&mut self, measure: bool) -> AgentMessage {
+        if !measure {
+            return AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage: Vec::new(), gpus: Vec::new() };
+        }
         let gpus = if self.topology.gpus.is_empty() { Vec::new() } else { crate::metrics::sample_gpus() };
         let usage = self.sample(&gpus);
         let gpus = gpus

@@ -80,7 +80,14 @@ pub struct AgentConfig {
     /// Serve Prometheus `/metrics` (kernels, their usage, GPUs) on this address
     /// (`--metrics-listen`); `None`: no metrics server.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// How often heartbeats carry what kernels use (`--usage-interval`); `None`: never (their
+    /// totals at the end are still reported).
+    pub usage_interval: Option<std::time::Duration>,
 }
+
+/// The default of `--usage-interval`: live figures a few seconds old, at a cost a node with
+/// a hundred kernels does not notice (Slurm gathers every 30 s by default).
+pub const USAGE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Discovers this node's topology (see the `discover` module for the sources and their order).
 pub fn discover(config: &AgentConfig) -> anyhow::Result<berth_model::Topology> {

@@ -71,6 +71,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         cache_url: None,
         cache_weight: 1,
         metrics_listen: None,
+        usage_interval: Some(berth_agent::USAGE_INTERVAL),
     }
 }
 

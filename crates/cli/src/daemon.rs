@@ -32,6 +32,8 @@ pub struct UpArgs {
     /// this address, e.g. 127.0.0.1:9102; the manager's are always at /metrics on --listen
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub usage: UsageArgs,
     /// Use this topology file instead of discovering the hardware.
     #[arg(long)]
     pub topology: Option<PathBuf>,
@@ -115,6 +117,38 @@ impl DockerArgs {
     }
 }
 
+/// How often the agent measures what kernels use.
+#[derive(Debug, Clone, Args)]
+pub struct UsageArgs {
+    /// How often heartbeats carry what each kernel uses (CPU time, memory, GPU busy time):
+    /// `berth ps`/`show` figures are this old at most; `0` measures only each kernel's totals
+    /// at its end
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_interval)]
+    pub usage_interval: Duration,
+}
+
+impl UsageArgs {
+    fn interval(&self) -> Option<Duration> {
+        (!self.usage_interval.is_zero()).then_some(self.usage_interval)
+    }
+}
+
+/// A duration with a unit (`5s`, `500ms`, `1m`), or `0`.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if let Some(ms) = s.strip_suffix("ms") {
+        return ms
+            .trim()
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|_| format!("`{s}`: use e.g. 5s, 500ms or 0"));
+    }
+    berth_model::parse_duration(s).map(Duration::from_secs).map_err(|e| format!("{e}: use e.g. 5s, 500ms or 0"))
+}
+
 /// `berth manager`: the manager alone.
 #[derive(Debug, Args)]
 pub struct ManagerArgs {
@@ -163,6 +197,8 @@ pub struct AgentArgs {
     /// 0.0.0.0:9102 (unauthenticated, like every Prometheus exporter)
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub usage: UsageArgs,
     /// Address other nodes reach this one at (MASTER_ADDR of multi-node jobs); default: this
     /// host's address on the route to the manager
     #[arg(long)]
@@ -269,6 +305,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         cache_url: cache.as_ref().map(|c| c.url.clone()),
         cache_weight: 1,
         metrics_listen: args.metrics_listen,
+        usage_interval: args.usage.interval(),
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -391,6 +428,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         cache_url: args.cache_url,
         cache_weight: args.cache_weight,
         metrics_listen: args.metrics_listen,
+        usage_interval: args.usage.interval(),
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await
@@ -551,5 +589,20 @@ mod path_hint_tests {
         assert!(hint.contains(&format!("export PATH=\"{}:$PATH\"", real.display())), "{hint}");
         let path = std::env::join_paths([std::path::Path::new("/usr/bin"), dir.path()]).unwrap();
         assert_eq!(path_hint(Some(&exe), Some(&path)), None, "already on PATH");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_intervals_take_a_unit_or_zero() {
+        assert_eq!(parse_interval("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_interval("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_interval("0"), Ok(Duration::ZERO));
+        assert!(parse_interval("soon").unwrap_err().contains("use e.g. 5s"));
+        let off = UsageArgs { usage_interval: Duration::ZERO };
+        assert_eq!(off.interval(), None);
     }
 }

@@ -46,7 +46,7 @@ fn a_job_is_seen_live_from_pending_to_succeeded_and_markup_stays_text() {
     if !browser::available("a_job_is_seen_live_from_pending_to_succeeded_and_markup_stays_text") {
         return;
     }
-    let b = Berth::up(&[]);
+    let b = Berth::up(&["--usage-interval", "1s"]);
     let link = login_link(&b, None);
     let nodes = b.json(&["nodes"]);
     let cpus = nodes[0]["cpus_total"].as_u64().unwrap().to_string();

@@ -83,7 +83,8 @@ fn process_jobs_report_what_they_used() {
     if !support::cgroups_usable() {
         return;
     }
-    let b = Berth::up(&[]);
+    // Samples every second: the 3 s job shows a rate while it runs (the default is 5 s).
+    let b = Berth::up(&["--usage-interval", "1s"]);
     measured_like_the_job_itself_counts(&b, &[]);
 }
 
@@ -96,7 +97,7 @@ fn container_jobs_report_what_they_used() {
         Err(e) => return eprintln!("SKIPPED: container_jobs_report_what_they_used: {e}"),
     }
     let node = format!("us{}", std::process::id());
-    let b = Berth::cluster("", &[(&node, &[])]);
+    let b = Berth::cluster("", &[(&node, &["--usage-interval", "1s"])]);
     measured_like_the_job_itself_counts(&b, &["--image", IMAGE]);
     for n in text(
         &std::process::Command::new("docker")

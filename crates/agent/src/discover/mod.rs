@@ -70,6 +70,7 @@ mod tests {
             cache_url: None,
             cache_weight: 1,
             metrics_listen: None,
+            usage_interval: Some(crate::USAGE_INTERVAL),
         }
     }
 
