@@ -74,6 +74,14 @@ struct Args {
     /// Node name prefix.
     #[arg(long, default_value = "swarm")]
     prefix: String,
+    /// Heartbeats carry a usage sample of every running kernel, as real agents' do every
+    /// `--usage-interval` (off by default, so scale figures compare with older builds).
+    #[arg(long)]
+    usage: bool,
+    /// Once every job has started, measure the manager's CPU over this many seconds of steady
+    /// state (kernels running, heartbeats flowing, nothing submitted); give --run-ms longer.
+    #[arg(long, default_value_t = 0)]
+    hold_s: u64,
 }
 
 /// What every agent task adds to.
@@ -211,9 +219,13 @@ impl FakeNode {
                 _ = stop.changed() => break,
                 _ = heartbeat.tick() => {
                     // Like a real agent: a usage sample for every running kernel.
-                    let usage = self.kernels.iter().filter(|(_, k)| matches!(k, Kernel::Running)).map(|(key, _)| {
-                        KernelSample { key: *key, usage: fake_usage(started.elapsed().as_secs_f64()) }
-                    }).collect();
+                    let usage = if args.usage {
+                        self.kernels.iter().filter(|(_, k)| matches!(k, Kernel::Running)).map(|(key, _)| {
+                            KernelSample { key: *key, usage: fake_usage(started.elapsed().as_secs_f64()) }
+                        }).collect()
+                    } else {
+                        Vec::new()
+                    };
                     out.push(AgentMessage::Heartbeat { at: jiff::Timestamp::now(), usage, gpus: Vec::new() });
                 }
                 _ = async { tokio::time::sleep_until(next_due.expect("guarded")).await }, if next_due.is_some() => {
@@ -410,7 +422,12 @@ async fn main() -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(args.timeout_s);
     // Until every job ran, or nothing moved for a minute (jobs of lost nodes never start again).
     let (mut seen, mut moved) = (0, Instant::now());
+    let mut held = args.hold_s == 0;
     while (shared.finished.load(Ordering::Relaxed) as usize) < args.jobs && Instant::now() < deadline {
+        if !held && shared.starts.lock().expect("starts lock").len() >= args.jobs {
+            held = true;
+            hold(&args, &shared).await;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
         let now = shared.finished.load(Ordering::Relaxed) + shared.starts.lock().expect("starts lock").len() as u64;
         if now != seen {
@@ -479,6 +496,26 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The manager's CPU over `--hold-s` seconds while every job runs and nothing else happens:
+/// the cost of heartbeats (and their usage samples) alone.
+async fn hold(args: &Args, shared: &Shared) {
+    let Some(pid) = args.manager_pid else { return };
+    let running = args.jobs as u64 - shared.finished.load(Ordering::Relaxed);
+    let (p0, t0) = (proc_figures(pid), Instant::now());
+    tokio::time::sleep(Duration::from_secs(args.hold_s)).await;
+    let (p1, secs) = (proc_figures(pid), t0.elapsed().as_secs_f64());
+    let ended = args.jobs as u64 - shared.finished.load(Ordering::Relaxed);
+    if let (Some(p0), Some(p1)) = (p0, p1) {
+        println!(
+            "steady state: {running}..{ended} kernels running on {} agents, usage samples {}: manager CPU {:.2}s over {secs:.1}s = {:.1}% of one core",
+            args.agents,
+            if args.usage { "on" } else { "off" },
+            p1.0 - p0.0,
+            100.0 * (p1.0 - p0.0) / secs
+        );
+    }
 }
 
 /// What a fake kernel reports it used: one busy CPU and 100 MiB.

@@ -146,14 +146,21 @@ fn the_readme_sim_command_runs_in_a_clone() {
         }
     }
     let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    // In a directory of its own that sees the repository's traces/, so the plot it draws
+    // lands there and not in the clone.
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(root.join("traces").canonicalize().unwrap(), dir.path().join("traces")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_berth"))
         .args(&args)
         .args(["--limit", "300"])
-        .current_dir(&root)
+        .current_dir(dir.path())
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "berth {command}: {}", String::from_utf8_lossy(&out.stderr));
     assert!(text.starts_with("POLICY"), "{text}");
     assert!(text.lines().nth(1).is_some_and(|l| l.starts_with("fifo ")), "{text}");
+    if let Some(i) = args.iter().position(|a| *a == "--plot") {
+        assert!(dir.path().join(args[i + 1]).metadata().is_ok_and(|m| m.len() > 1000), "the plot was drawn");
+    }
 }
