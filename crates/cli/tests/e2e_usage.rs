@@ -48,6 +48,7 @@ fn measured_like_the_job_itself_counts(b: &Berth, extra: &[&str]) {
     let cpu = d["job"]["usage"]["cpu_seconds"].as_f64().unwrap_or_else(|| panic!("no cpu_seconds: {d:#}"));
     // The shell counts its children's time; the cgroup counts it too, plus the shell's own
     // and `sleep`'s (and, for containers, up to a sampling interval less at the end).
+    eprintln!("{extra:?}: measured {cpu:.2} CPU-seconds, the job's shell counted {own:.2}");
     assert!(own > 1.0, "the loops ran: {out}");
     assert!((cpu - own).abs() <= 0.6 + 0.1 * own, "measured {cpu} s, the job counted {own} s: {d:#}");
     let wall = 6.0 + 2.0 * 3.0; // 2 CPUs × a run of at most a few seconds more than 3
@@ -66,6 +67,7 @@ fn measured_like_the_job_itself_counts(b: &Berth, extra: &[&str]) {
     let fill = b.submit(&[&args[..], &["--", "sh", "-c", FILL]].concat());
     let d = b.wait_state(fill, "SUCCEEDED");
     let peak = d["job"]["usage"]["memory_peak_bytes"].as_u64().unwrap_or_else(|| panic!("no peak: {d:#}"));
+    eprintln!("{extra:?}: peak memory {} MiB after writing 200 MiB", peak >> 20);
     assert!(peak >= 200 << 20, "a peak of {peak} bytes after writing 200 MiB: {d:#}");
     assert!(peak <= 512 << 20, "within its limit: {d:#}");
 
