@@ -72,7 +72,7 @@ fn heartbeat(n: usize) -> AgentMessage {
         .map(|i| KernelSample {
             key: KernelKey { job_id: 100_000 + i as i64, attempt: 0, index: 0 },
             usage: KernelUsage {
-                cpu_seconds: Some(1234.567_891),
+                cpu_seconds: Some(1_234.567_891),
                 memory_bytes: Some(3_456_789_012),
                 memory_peak_bytes: Some(4_567_890_123),
                 gpu_seconds: Some(987.654_321),
