@@ -24,7 +24,7 @@ use crate::kernels::Kernels;
 use crate::runtime::{KernelUpdate, Runtime};
 use crate::tls::TlsFailure;
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -34,7 +34,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const CONTAINER_POLL: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Error)]
-enum DialError {
+pub(crate) enum DialError {
     #[error("join token rejected by the manager")]
     Auth,
     #[error("invalid manager url `{0}`: use http://host:port or https://host:port")]
@@ -56,6 +56,11 @@ enum End {
 
 /// `<manager_url>/v1/agents/connect` with the scheme turned into ws/wss.
 pub(crate) fn connect_url(manager_url: &str) -> Result<String, String> {
+    ws_url(manager_url, "/v1/agents/connect")
+}
+
+/// `<manager_url><path>` with the scheme turned into ws/wss.
+pub(crate) fn ws_url(manager_url: &str, path: &str) -> Result<String, String> {
     let base = manager_url.trim_end_matches('/');
     let rest = if let Some(r) = base.strip_prefix("http://") {
         format!("ws://{r}")
@@ -66,11 +71,20 @@ pub(crate) fn connect_url(manager_url: &str) -> Result<String, String> {
     } else {
         return Err(manager_url.to_string());
     };
-    Ok(format!("{rest}/v1/agents/connect"))
+    Ok(format!("{rest}{path}"))
 }
 
 async fn dial(config: &AgentConfig) -> Result<Ws, DialError> {
     let url = connect_url(&config.manager_url).map_err(DialError::Url)?;
+    dial_url(config, &url, &[]).await
+}
+
+/// Dials a WebSocket of the manager at `url` with the join token (and `headers`).
+pub(crate) async fn dial_url(
+    config: &AgentConfig,
+    url: &str,
+    headers: &[(&'static str, &str)],
+) -> Result<Ws, DialError> {
     // The CA file is read on every dial: a file the admin fixed counts from the next retry.
     let connector = match url.starts_with("wss://") {
         true => {
@@ -80,9 +94,12 @@ async fn dial(config: &AgentConfig) -> Result<Ws, DialError> {
         }
         false => None,
     };
-    let mut req = url.as_str().into_client_request().map_err(|_| DialError::Url(config.manager_url.clone()))?;
+    let mut req = url.into_client_request().map_err(|_| DialError::Url(config.manager_url.clone()))?;
     let auth = format!("Bearer {}", config.join_token).parse().map_err(|_| DialError::Auth)?;
     req.headers_mut().insert(tungstenite::http::header::AUTHORIZATION, auth);
+    for (name, value) in headers {
+        req.headers_mut().insert(*name, value.parse().map_err(|_| DialError::Url(url.to_string()))?);
+    }
     // Nagle off: commands and events are small frames, and Nagle + delayed ACK held each one
     // back ~40 ms on loopback (it capped a 2-CPU node at 20 jobs/s).
     let connect = tokio_tungstenite::connect_async_tls_with_config(req, None, true, connector);
@@ -339,6 +356,13 @@ impl Agent {
                 _ = &mut *shutdown => return End::Shutdown(Some(Box::new(ws))),
                 m = next_message(&mut ws) => match m {
                     Ok(Some(ManagerMessage::Refused { reason })) => return End::Refused(reason),
+                    Ok(Some(ManagerMessage::OpenStream { stream, secret, key, open })) => {
+                        self.fence.heard();
+                        // On a connection of its own: a long `exec` holds up no command.
+                        let target = self.kernels.stream_target(key);
+                        tokio::spawn(crate::streams::serve(self.config.clone(), stream, secret, target, open));
+                        Vec::new()
+                    }
                     Ok(Some(cmd)) => {
                         self.fence.heard();
                         self.kernels.handle(cmd)

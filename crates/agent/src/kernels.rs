@@ -138,6 +138,25 @@ impl Kernels {
         out
     }
 
+    /// Where a stream into kernel `key` goes: its main process, or its container.
+    pub fn stream_target(&self, key: KernelKey) -> Result<crate::streams::Target, String> {
+        let running = self.map.get(&key).and_then(|e| Some((e, e.handle.as_ref()?)));
+        let Some((e, h)) = running.filter(|(e, _)| !e.stopping) else {
+            return Err(format!("kernel {}.{} is not running on node {}", key.job_id, key.index, self.node));
+        };
+        if h.deferred() {
+            return Ok(crate::streams::Target::Container {
+                name: crate::runtime::docker::container_name(self.runtime.docker().scope(), &key),
+                docker: self.runtime.docker().clone(),
+            });
+        }
+        match e.last {
+            KernelEvent::Started { pid, .. } if pid > 0 => Ok(crate::streams::Target::Process { pid }),
+            _ if h.pid > 0 => Ok(crate::streams::Target::Process { pid: h.pid }),
+            _ => Err(format!("kernel {}.{} has no process yet", key.job_id, key.index)),
+        }
+    }
+
     /// How many kernels still run.
     pub fn running(&self) -> usize {
         self.map.values().filter(|e| e.handle.is_some()).count()
@@ -311,6 +330,8 @@ impl Kernels {
                 }
                 Vec::new()
             }
+            // Served by the connection, which dials the stream back (`streams.rs`).
+            ManagerMessage::OpenStream { .. } => Vec::new(),
             ManagerMessage::FetchLogs { req_id, key, stream, offset, max_bytes } => {
                 let path = logs::log_path(&self.data_dir, &key, stream);
                 let chunk = logs::read_log(&path, offset, max_bytes).unwrap_or_else(|e| {

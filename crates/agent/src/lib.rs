@@ -21,6 +21,7 @@ pub mod logs;
 mod meter;
 pub mod metrics;
 pub mod runtime;
+mod streams;
 pub mod tls;
 
 /// How to start an agent.

@@ -32,6 +32,10 @@ pub struct Client {
     /// Where the manager is, for messages: its URL, or `unix socket PATH`.
     shown: String,
     token: Option<String>,
+    /// The manager's unix socket, when requests go there (`client_ws.rs` dials it too).
+    pub(crate) socket: Option<std::path::PathBuf>,
+    /// Certificates trusted besides the public roots (`client_ws.rs`).
+    pub(crate) ca_file: Option<std::path::PathBuf>,
 }
 
 /// One piece of a log: the bytes from the asked offset on, where to continue, and whether the
@@ -77,12 +81,21 @@ impl Client {
             None => (url.clone(), url.clone()),
         };
         let http = http.build().context("cannot set up the HTTP client")?;
-        Ok(Self { http, base, url, shown, token: creds.token })
+        Ok(Self { http, base, url, shown, token: creds.token, socket: creds.socket, ca_file: creds.ca_file })
     }
 
     /// The manager's URL, as others (nodes, other users) reach it.
     pub fn base_url(&self) -> &str {
         &self.url
+    }
+
+    /// Where the manager is, for messages.
+    pub(crate) fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    pub(crate) fn token(&self) -> Option<&str> {
+        self.token.as_deref()
     }
 
     pub(crate) fn request(&self, method: Method, path: &str) -> RequestBuilder {
@@ -281,7 +294,7 @@ async fn error_answer(resp: Response) -> anyhow::Error {
     message_for(status, text)
 }
 
-fn message_for(status: StatusCode, text: String) -> anyhow::Error {
+pub(crate) fn message_for(status: StatusCode, text: String) -> anyhow::Error {
     if status.is_server_error() {
         anyhow!("the berth manager failed ({}): {text}", status.as_u16())
     } else if status == StatusCode::UNAUTHORIZED {

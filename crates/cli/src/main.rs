@@ -7,6 +7,7 @@
 mod args;
 mod client;
 mod client_tenancy;
+mod client_ws;
 mod commands;
 mod cred_guard;
 mod credentials;
@@ -48,6 +49,8 @@ enum Command {
     Show(commands::show::ShowArgs),
     /// How well a job used its CPUs, memory and GPUs (like seff)
     Eff(commands::eff::EffArgs),
+    /// Run a command inside a running job, with its output and exit code (like kubectl exec)
+    Exec(commands::exec::ExecArgs),
     /// Print a job's output
     Logs(commands::logs::LogsArgs),
     /// Cancel jobs
@@ -170,6 +173,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Ps(a) => ps::run(a).await,
         Command::Show(a) => show::run(a).await,
         Command::Eff(a) => eff::run(a).await,
+        Command::Exec(a) => exec::run(a).await,
         Command::Logs(a) => logs::run(a).await,
         Command::Cancel(a) => cancel::run(a).await,
         Command::Nodes(a) => nodes::run(a).await,

@@ -43,6 +43,7 @@ mod scheduler;
 mod session_cookie;
 mod state;
 mod store_health;
+mod streams;
 mod tenancy;
 pub mod tls;
 mod token;

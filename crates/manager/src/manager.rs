@@ -40,6 +40,8 @@ pub struct Manager {
     pub store_health: crate::store_health::StoreHealth,
     /// Dashboard login links not used yet.
     pub login_links: crate::login_links::LoginLinks,
+    /// Streams into kernels (`berth exec`) waiting for their agent to dial back.
+    pub streams: crate::streams::Streams,
     /// The API is served over TLS: session cookies are `Secure`.
     pub tls: bool,
     /// Prometheus counters and histograms (`/metrics`; levels are counted at scrape time).
@@ -71,6 +73,7 @@ impl Manager {
             cache_members: Default::default(),
             store_health: crate::store_health::StoreHealth::new(data_dir),
             login_links: Default::default(),
+            streams: Default::default(),
             tls,
             shutdown,
             store,

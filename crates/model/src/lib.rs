@@ -14,6 +14,7 @@ pub mod protocol;
 pub mod quantity;
 pub mod quota;
 pub mod reason;
+pub mod stream;
 mod tenancy_api;
 pub mod topology;
 

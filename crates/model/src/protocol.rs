@@ -19,7 +19,8 @@ use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 ///    them on the host network, where their host names mean nothing), and the mount
 ///    allow-list in [`ContainerInfo`].
 /// 5: a `LaunchFailed` kernel's message is only what failed (the manager adds `launch failed`).
-/// 6: measured usage: each running kernel's in `Heartbeat`, a kernel's totals in `Finished`.
+/// 6: measured usage: each running kernel's in `Heartbeat`, a kernel's totals in `Finished`;
+///    byte streams into kernels (`OpenStream`).
 pub const PROTOCOL_VERSION: u32 = 6;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
@@ -244,6 +245,27 @@ pub enum ManagerMessage {
         offset: u64,
         max_bytes: u64,
     },
+    /// A user's stream into a running kernel: the agent dials
+    /// `/v1/agents/streams/{stream}` with the join token and `secret` (header
+    /// [`STREAM_SECRET_HEADER`]), then serves `open` on it (`crate::stream` has the framing).
+    OpenStream {
+        stream: u64,
+        secret: String,
+        key: KernelKey,
+        open: StreamOpen,
+    },
+}
+
+/// The header that carries an agent's stream secret when it dials a stream back.
+pub const STREAM_SECRET_HEADER: &str = "x-berth-stream-secret";
+
+/// What a stream into a kernel is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum StreamOpen {
+    /// Run a command inside the kernel: its cgroups, mounts, user, directory and environment
+    /// (containers: `docker exec`).
+    Exec { command: Vec<String>, stdin: bool },
 }
 
 #[cfg(test)]

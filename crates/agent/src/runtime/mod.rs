@@ -16,6 +16,7 @@ pub(crate) mod cgroup_fs;
 pub mod docker;
 pub mod dynmods;
 mod env;
+pub(crate) mod exec;
 mod private_tmp;
 mod stale;
 mod supervised;

@@ -9,6 +9,7 @@ pub mod cache_daemon;
 pub mod cache_warm;
 pub mod cancel;
 pub mod eff;
+pub mod exec;
 pub mod follow;
 pub mod images;
 pub mod login;

@@ -1,6 +1,7 @@
 //! The REST API under `/v1`: the router, with JSON errors for unknown routes and methods.
 
 pub mod cache;
+pub mod exec;
 pub mod images;
 pub mod jobs;
 pub mod logs;
@@ -31,6 +32,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}", get(jobs::show))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/logs", get(logs::logs))
+        .route("/v1/jobs/{id}/exec", get(exec::exec))
         .route("/v1/nodes", get(nodes::list))
         .route("/v1/nodes/timeline", get(nodes::timeline))
         .route("/v1/images", get(images::list))
@@ -59,6 +61,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/admin/cache/members/{node}", put(cache::put_member).delete(cache::remove_member))
         .route("/v1/admin/cache/members/{node}/add", post(cache::add_member))
         .route("/v1/agents/connect", get(crate::agent_conn::connect))
+        .route("/v1/agents/streams/{stream}", get(exec::agent_stream))
         .merge(crate::web::routes())
         .fallback(|headers: axum::http::HeaderMap, uri: axum::http::Uri| async move {
             if crate::web::wants_page(&headers, uri.path()) {

@@ -132,6 +132,11 @@ impl Docker {
         &self.inner.scope
     }
 
+    /// The Engine API client, for a stream into a container (`streams.rs`).
+    pub async fn api(&self) -> Result<bollard::Docker, String> {
+        self.client().await.cloned()
+    }
+
     async fn client(&self) -> Result<&bollard::Docker, String> {
         if !self.inner.opts.enabled {
             return Err("the docker runtime is off on this node (berth agent --no-docker)".into());

@@ -1,0 +1,141 @@
+//! A command started inside a running process kernel (`berth exec`), as the kernel's own
+//! processes are: in its mount namespace (its private `/tmp` and `/dev/shm`), its cgroups
+//! (cpuset, memory and pids limits, usage), its session-less process group of its own, as its
+//! user and groups, in its working directory, with its environment. All of it is read from the
+//! kernel's main process in `/proc`, so kernels taken over from an earlier agent work too.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use super::cgroup_fs;
+
+/// What a command started in a kernel needs from it.
+#[derive(Debug)]
+pub struct KernelContext {
+    mount_ns: File,
+    cgroup_procs: Vec<File>,
+    uid: u32,
+    gid: u32,
+    groups: Vec<u32>,
+    cwd: PathBuf,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl KernelContext {
+    /// Reads the context of the kernel whose main process is `pid`.
+    pub fn of_pid(pid: u32) -> Result<KernelContext, String> {
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        let gone = |e: std::io::Error| format!("the kernel's process {pid} is gone ({e})");
+        let status = std::fs::read_to_string(proc_dir.join("status")).map_err(gone)?;
+        let ids = |field: &str| -> Vec<u32> {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .map(|rest| rest.split_whitespace().filter_map(|v| v.parse().ok()).collect())
+                .unwrap_or_default()
+        };
+        let (uid, gid) = (ids("Uid:"), ids("Gid:"));
+        let (Some(&uid), Some(&gid)) = (uid.first(), gid.first()) else {
+            return Err(format!("cannot read the user of the kernel's process {pid}"));
+        };
+        let environ = std::fs::read(proc_dir.join("environ")).map_err(gone)?;
+        let env = environ
+            .split(|b| *b == 0)
+            .filter_map(|kv| {
+                let i = kv.iter().position(|b| *b == b'=')?;
+                Some((OsString::from_vec(kv[..i].to_vec()), OsString::from_vec(kv[i + 1..].to_vec())))
+            })
+            .collect();
+        let cgroups = std::fs::read_to_string(proc_dir.join("cgroup")).map_err(gone)?;
+        Ok(KernelContext {
+            mount_ns: File::open(proc_dir.join("ns/mnt")).map_err(gone)?,
+            cgroup_procs: cgroup_procs(&cgroups)?,
+            uid,
+            gid,
+            groups: ids("Groups:"),
+            cwd: std::fs::read_link(proc_dir.join("cwd")).map_err(gone)?,
+            env,
+        })
+    }
+
+    /// `command` set up to start inside the kernel (stdio is the caller's to set).
+    pub fn command(self, argv: &[String]) -> tokio::process::Command {
+        let mut cmd = std::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..]).env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
+        // The closure owns the files, so their descriptors stay open until the child uses
+        // them (they close on exec).
+        let (files, ns_file) = (self.cgroup_procs, self.mount_ns);
+        let procs: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
+        let ns = ns_file.as_raw_fd();
+        let (uid, gid, groups) = (self.uid, self.gid, self.groups);
+        let cwd = std::ffi::CString::new(self.cwd.as_os_str().as_encoded_bytes()).unwrap_or_default();
+        // SAFETY: between fork and exec only async-signal-safe calls: setns, write (cgroups,
+        // in `child_setup`), setgroups/setgid/setuid and chdir.
+        unsafe {
+            cmd.pre_exec(move || {
+                let _open = (&files, &ns_file);
+                if libc::setns(ns, libc::CLONE_NEWNS) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                super::child_setup(&procs)?;
+                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::chdir(cwd.as_ptr()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.kill_on_drop(true);
+        cmd
+    }
+}
+
+/// Opens the `cgroup.procs` of every cgroup the process is in (`/proc/<pid>/cgroup` text).
+fn cgroup_procs(proc_cgroup: &str) -> Result<Vec<File>, String> {
+    let paths = cgroup_fs::own_paths(proc_cgroup);
+    let open = |dir: PathBuf| {
+        let p = dir.join("cgroup.procs");
+        std::fs::OpenOptions::new().write(true).open(&p).map_err(|e| format!("cannot open {}: {e}", p.display()))
+    };
+    let root = Path::new(cgroup_fs::CGROUP_ROOT);
+    if cgroup_fs::is_unified() {
+        return match paths.get("") {
+            Some(rel) => Ok(vec![open(root.join(rel.trim_start_matches('/')))?]),
+            None => Ok(Vec::new()),
+        };
+    }
+    let mountinfo = cgroup_fs::read_proc(Path::new("/proc/self/mountinfo"));
+    let mut files = Vec::new();
+    for controller in ["cpuset", "memory", "pids", "cpuacct"] {
+        if let (Some(rel), Some(mount)) = (paths.get(controller), cgroup_fs::v1_mount(&mountinfo, controller)) {
+            files.push(open(mount.join(rel.trim_start_matches('/')))?);
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Our own context: our user, directory and environment (the namespace and cgroups are
+    /// ours, so a command started in it is started like us).
+    #[test]
+    fn reads_a_processes_context() {
+        let c = KernelContext::of_pid(std::process::id()).unwrap();
+        assert_eq!(c.uid, unsafe { libc::getuid() });
+        assert_eq!(c.cwd, std::env::current_dir().unwrap());
+        assert!(c.env.iter().any(|(k, _)| k == "PATH"));
+        assert!(KernelContext::of_pid(u32::MAX - 1).unwrap_err().contains("is gone"));
+    }
+}

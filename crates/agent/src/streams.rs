@@ -1,0 +1,196 @@
+//! Streams into kernels (`berth exec`): when the manager sends `OpenStream`, the agent dials
+//! the stream back (`/v1/agents/streams/{id}`, join token and the stream's secret), runs the
+//! command inside the kernel (`runtime::exec` for processes, `docker exec` for containers),
+//! and relays its input and output in `berth_model::stream` frames until it exits; the
+//! client going away kills it.
+
+use std::process::Stdio;
+
+use berth_model::protocol::{STREAM_SECRET_HEADER, StreamOpen};
+use berth_model::stream::{self, MAX_CHUNK, STDERR, STDIN, STDIN_EOF, STDOUT, StreamEnd};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::AgentConfig;
+use crate::conn::Ws;
+
+/// What a stream runs in.
+pub(crate) enum Target {
+    Process { pid: u32 },
+    Container { name: String, docker: crate::runtime::Docker },
+}
+
+/// Dials stream `id` back and serves it (spawned by the connection; never fails it).
+pub(crate) async fn serve(
+    config: AgentConfig,
+    id: u64,
+    secret: String,
+    target: Result<Target, String>,
+    open: StreamOpen,
+) {
+    let url = match crate::conn::ws_url(&config.manager_url, &format!("/v1/agents/streams/{id}")) {
+        Ok(u) => u,
+        Err(e) => return tracing::warn!("cannot open stream {id}: bad manager url {e}"),
+    };
+    let mut ws = match crate::conn::dial_url(&config, &url, &[(STREAM_SECRET_HEADER, secret.as_str())]).await {
+        Ok(ws) => ws,
+        Err(e) => return tracing::warn!("cannot open stream {id}: {e}"),
+    };
+    let StreamOpen::Exec { command, stdin } = open;
+    let end = match target {
+        Err(e) => failed(e),
+        Ok(Target::Process { pid }) => exec_process(&mut ws, pid, &command, stdin).await,
+        Ok(Target::Container { name, docker }) => exec_container(&mut ws, &docker, &name, &command, stdin).await,
+    };
+    let _ = ws.send(Message::binary(stream::end_frame(&end))).await;
+    let _ = ws.close(None).await;
+}
+
+fn failed(error: impl Into<String>) -> StreamEnd {
+    StreamEnd { exit_code: None, error: Some(error.into()) }
+}
+
+/// The client went away before the command ended (the command is stopped).
+const GONE: &str = "the client went away";
+
+async fn exec_process(ws: &mut Ws, pid: u32, command: &[String], stdin: bool) -> StreamEnd {
+    let ctx = match crate::runtime::exec::KernelContext::of_pid(pid) {
+        Ok(c) => c,
+        Err(e) => return failed(e),
+    };
+    let mut cmd = ctx.command(command);
+    cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot run `{}` in the kernel: {e}", command[0])),
+    };
+    // Its own process group (`child_setup` makes it a session leader): stopped as a whole.
+    let group = nix::unistd::Pid::from_raw(child.id().unwrap_or(0) as i32);
+    let (tx, rx) = mpsc::channel(8);
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(pump(out, STDOUT, tx.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(pump(err, STDERR, tx));
+    }
+    if !relay(ws, rx, child.stdin.take()).await {
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait().await;
+        return failed(GONE);
+    }
+    match child.wait().await {
+        Ok(status) => StreamEnd { exit_code: exit_code(status), error: None },
+        Err(e) => failed(format!("cannot wait for the command: {e}")),
+    }
+}
+
+/// 128 + signal for a command killed by one, like a shell.
+fn exit_code(status: std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().or(status.signal().map(|s| 128 + s))
+}
+
+async fn exec_container(
+    ws: &mut Ws,
+    docker: &crate::runtime::Docker,
+    name: &str,
+    command: &[String],
+    stdin: bool,
+) -> StreamEnd {
+    use bollard::exec::{CreateExecOptions, StartExecResults};
+    let api = match docker.api().await {
+        Ok(a) => a,
+        Err(e) => return failed(e),
+    };
+    let opts = CreateExecOptions {
+        cmd: Some(command.to_vec()),
+        attach_stdin: Some(stdin),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        ..Default::default()
+    };
+    let exec = match api.create_exec(name, opts).await {
+        Ok(e) => e,
+        Err(e) => return failed(format!("cannot exec in container {name}: {e}")),
+    };
+    let (mut output, input) = match api.start_exec(&exec.id, None).await {
+        Ok(StartExecResults::Attached { output, input }) => (output, input),
+        Ok(StartExecResults::Detached) => return failed("docker started the command detached"),
+        Err(e) => return failed(format!("cannot start `{}` in container {name}: {e}", command[0])),
+    };
+    let (tx, rx) = mpsc::channel(8);
+    tokio::spawn(async move {
+        while let Some(Ok(chunk)) = output.next().await {
+            let (channel, bytes) = match chunk {
+                bollard::container::LogOutput::StdErr { message } => (STDERR, message),
+                bollard::container::LogOutput::StdOut { message }
+                | bollard::container::LogOutput::Console { message } => (STDOUT, message),
+                bollard::container::LogOutput::StdIn { .. } => continue,
+            };
+            if tx.send(stream::frame(channel, &bytes)).await.is_err() {
+                break;
+            }
+        }
+    });
+    if !relay(ws, rx, stdin.then_some(input)).await {
+        // Docker has no way to stop an exec'd command: its input and output close with us.
+        return failed(GONE);
+    }
+    match api.inspect_exec(&exec.id).await {
+        Ok(i) => StreamEnd { exit_code: i.exit_code.map(|c| c as i32), error: None },
+        Err(e) => failed(format!("cannot read how the command ended: {e}")),
+    }
+}
+
+/// Reads a command's output into frames of `channel`.
+async fn pump(mut from: impl AsyncRead + Unpin, channel: u8, to: mpsc::Sender<Vec<u8>>) {
+    let mut buf = vec![0u8; MAX_CHUNK];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.send(stream::frame(channel, &buf[..n])).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Sends the output frames to the client and the client's input to the command, until the
+/// output ends (true) or the client goes away (false).
+async fn relay(ws: &mut Ws, mut output: mpsc::Receiver<Vec<u8>>, mut input: Option<impl AsyncWrite + Unpin>) -> bool {
+    loop {
+        tokio::select! {
+            frame = output.recv() => match frame {
+                Some(f) => {
+                    if ws.send(Message::binary(f)).await.is_err() {
+                        return false;
+                    }
+                }
+                None => return true,
+            },
+            msg = ws.next() => match msg {
+                Some(Ok(Message::Binary(b))) => match stream::split(&b) {
+                    Some((STDIN, data)) => {
+                        if let Some(w) = input.as_mut()
+                            && w.write_all(data).await.is_err()
+                        {
+                            input = None;
+                        }
+                    }
+                    Some((STDIN_EOF, _)) => {
+                        if let Some(mut w) = input.take() {
+                            let _ = w.shutdown().await;
+                        }
+                    }
+                    _ => {}
+                },
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return false,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}

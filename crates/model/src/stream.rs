@@ -1,0 +1,84 @@
+//! Byte streams between a user and a running kernel (`berth exec`), carried over WebSockets:
+//! the client's to the manager (`GET /v1/jobs/{id}/exec`), and one the agent dials back to
+//! the manager for each stream (`GET /v1/agents/streams/{id}`), which the manager splices.
+//! A stream never shares the agent's control connection, so a busy one delays no command.
+//!
+//! After the upgrade the client sends one text message, an [`ExecRequest`]; then both sides
+//! send binary messages whose first byte names the channel ([`STDIN`], [`STDOUT`], ...). The
+//! stream ends with one [`CONTROL`] message, a JSON [`StreamEnd`], then a close.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Client → kernel: bytes for the command's standard input.
+pub const STDIN: u8 = 0;
+/// Kernel → client: the command's standard output.
+pub const STDOUT: u8 = 1;
+/// Kernel → client: the command's standard error.
+pub const STDERR: u8 = 2;
+/// Kernel → client: the end, a JSON [`StreamEnd`].
+pub const CONTROL: u8 = 3;
+/// Client → kernel: standard input is closed (no payload).
+pub const STDIN_EOF: u8 = 4;
+
+/// The most bytes of one data message (a read of the command's output is sent as it comes,
+/// up to this).
+pub const MAX_CHUNK: usize = 64 * 1024;
+
+/// What `berth exec` asks for (the first message of the client's stream).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ExecRequest {
+    /// Which kernel of the job (0: `main`).
+    #[serde(default)]
+    pub kernel: u32,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Whether the client sends standard input (else the command's is empty).
+    #[serde(default)]
+    pub stdin: bool,
+}
+
+/// How a stream ended.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub struct StreamEnd {
+    /// The command's exit code (128 + signal when killed); none when it never ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why it could not run, or why the stream broke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A binary message on `channel` with `data`.
+pub fn frame(channel: u8, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + 1);
+    out.push(channel);
+    out.extend_from_slice(data);
+    out
+}
+
+/// The channel and payload of a binary message; `None` for an empty one.
+pub fn split(message: &[u8]) -> Option<(u8, &[u8])> {
+    message.split_first().map(|(c, rest)| (*c, rest))
+}
+
+/// The [`CONTROL`] message that ends a stream.
+pub fn end_frame(end: &StreamEnd) -> Vec<u8> {
+    frame(CONTROL, serde_json::to_vec(end).unwrap_or_default().as_slice())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_carry_their_channel() {
+        assert_eq!(split(&frame(STDOUT, b"hi")), Some((STDOUT, &b"hi"[..])));
+        assert_eq!(split(&[]), None);
+        let end = StreamEnd { exit_code: Some(3), error: None };
+        let (c, body) = split(&end_frame(&end)).map(|(c, b)| (c, b.to_vec())).unwrap();
+        assert_eq!((c, serde_json::from_slice::<StreamEnd>(&body).unwrap()), (CONTROL, end));
+        let req: ExecRequest = serde_json::from_str(r#"{"command":["id"]}"#).unwrap();
+        assert_eq!((req.kernel, req.stdin), (0, false));
+    }
+}
