@@ -13,6 +13,7 @@ use std::future::Future;
 use std::path::PathBuf;
 
 mod conn;
+mod dial;
 pub mod discover;
 mod disk;
 mod kernels;

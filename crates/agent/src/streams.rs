@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::AgentConfig;
-use crate::conn::Ws;
+use crate::dial::Ws;
 
 /// What a stream runs in.
 pub(crate) enum Target {
@@ -30,11 +30,11 @@ pub(crate) async fn serve(
     target: Result<Target, String>,
     open: StreamOpen,
 ) {
-    let url = match crate::conn::ws_url(&config.manager_url, &format!("/v1/agents/streams/{id}")) {
+    let url = match crate::dial::ws_url(&config.manager_url, &format!("/v1/agents/streams/{id}")) {
         Ok(u) => u,
         Err(e) => return tracing::warn!("cannot open stream {id}: bad manager url {e}"),
     };
-    let mut ws = match crate::conn::dial_url(&config, &url, &[(STREAM_SECRET_HEADER, secret.as_str())]).await {
+    let mut ws = match crate::dial::dial_url(&config, &url, &[(STREAM_SECRET_HEADER, secret.as_str())]).await {
         Ok(ws) => ws,
         Err(e) => return tracing::warn!("cannot open stream {id}: {e}"),
     };
