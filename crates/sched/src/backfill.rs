@@ -5,7 +5,7 @@
 //! The reservation's time comes from the running jobs' ends (`started_at + time_limit`, the
 //! queue's default limit when a job has none; a job past its limit counts as ending now) and
 //! the ends of the jobs started earlier in the pass (`now + limit`): their bindings are released
-//! in end order (ties by job id), as counts per node (`node_counts.rs`), until enough nodes can
+//! in end order (`running_set::Ends`), as counts per node (`node_counts.rs`), until enough nodes can
 //! take the job (the binder checks the best-scored candidates on ledgers rebuilt for them);
 //! its start is that end time and its nodes are the best-scored among those that fit then.
 //! A job that fits nowhere even when every running job has ended (its nodes are down or
@@ -17,23 +17,14 @@
 //! which then keeps the new job's binding for the next checks). Otherwise it is placed again
 //! away from the reserved nodes, and waits only if that fails too.
 
-use std::cmp::Reverse;
-use std::collections::binary_heap::PeekMut;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 
-use berth_model::{Binding, JobId};
-use rustc_hash::FxHashMap;
+use berth_model::Binding;
 
 use crate::node_counts::NodeCounts;
 use crate::pool::Pool;
+use crate::running_set::Ends;
 use crate::{Millis, PendingJob};
-
-/// A binding that holds resources until `end`.
-pub(crate) struct Holding<'b> {
-    pub end: Millis,
-    pub job: JobId,
-    pub binding: &'b Binding,
-}
 
 pub(crate) struct Reservation {
     pub start: Millis,
@@ -45,14 +36,15 @@ pub(crate) struct Reservation {
 }
 
 /// The reservation for `job` (which cannot start now), or `None` when it never fits.
-/// `holdings` in any order: they are released by (end, job), ties in the order given.
-pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: Millis) -> Option<Reservation> {
+/// `ends`: the running jobs' and this pass's starts' bindings, released end by end.
+pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now: Millis) -> Option<Reservation> {
     let want = job.nodes.max(1) as usize;
     let r = &job.request;
     // Released nodes are followed as counts; the binder runs only on the best-scored nodes
     // whose counts fit, on a ledger rebuilt for them, until enough take the job. The replay
     // of a busy trace asks this for every blocked head, with hundreds of ends to release.
-    let mut counts: FxHashMap<usize, NodeCounts> = FxHashMap::default();
+    // By node index: the walk may release thousands of bindings, each looked up here.
+    let mut counts: Vec<Option<NodeCounts>> = vec![None; pool.nodes.len()];
     // Nodes the binder accepted (they stay acceptable: ends only free resources), and nodes
     // whose counts fit but that the binder has not seen in their current state.
     let mut fits: BTreeSet<usize> = BTreeSet::new();
@@ -62,32 +54,29 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: 
         maybe
             .extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && NodeCounts::of(&pool.nodes[i]).fits(r)));
     }
-    // Ends come off a heap, not a sorted copy: the walk usually stops after a few of a deep
-    // cluster's tens of thousands of bindings, and only those are looked up by node.
-    let mut ends: BinaryHeap<Reverse<(Millis, JobId, usize)>> =
-        holdings.iter().enumerate().map(|(k, h)| Reverse((h.end, h.job, k))).collect();
-    let mut timeline = Timeline { pool, holdings, released: FxHashMap::default(), rebuilt: BTreeMap::new() };
-    // Per binding released, a few lookups by node: hashed, as the walk may release thousands.
+    // The ends come in order, group by group (a heap, or the caller's kept timeline): the
+    // walk usually stops after a few of a deep cluster's tens of thousands of bindings, and
+    // only those are looked up by node.
+    let mut timeline = Timeline { pool, released: vec![Vec::new(); pool.nodes.len()], rebuilt: BTreeMap::new() };
     let mut changed = Vec::new();
-    while let Some(&Reverse((end, ..))) = ends.peek() {
+    let mut group = Vec::new();
+    while let Some(end) = ends.next_group(pool, &mut group) {
         changed.clear();
-        while let Some(Reverse((_, _, k))) = ends.peek_mut().filter(|e| e.0.0 == end).map(PeekMut::pop) {
-            if let Some(i) = pool.index_of(&holdings[k].binding.node) {
-                counts.entry(i).or_insert_with(|| NodeCounts::of(&pool.nodes[i])).release(holdings[k].binding);
-                timeline.released.entry(i).or_default().push(k);
-                changed.push(i);
-            }
+        for (i, b) in group.drain(..) {
+            counts[i].get_or_insert_with(|| NodeCounts::of(&pool.nodes[i])).release(b);
+            timeline.released[i].push(b);
+            changed.push(i);
         }
         // A node released twice is checked twice: the same answer.
         for &i in &changed {
-            if !fits.contains(&i) && pool.eligible(i, job) && counts[&i].fits(r) {
+            if !fits.contains(&i) && pool.eligible(i, job) && counts[i].as_ref().is_some_and(|c| c.fits(r)) {
                 maybe.insert(i);
             }
         }
         if fits.len() + maybe.len() < want {
             continue;
         }
-        let score = |i: usize| match counts.get(&i) {
+        let score = |i: usize| match &counts[i] {
             Some(c) => c.score_key(pool.scoring()),
             None => crate::place::score_key(pool.scoring(), &pool.nodes[i]),
         };
@@ -100,7 +89,7 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: 
             if !fits.contains(&i) {
                 maybe.remove(&i);
                 let l = timeline.ledger(i);
-                debug_assert!(counts.get(&i).is_none_or(|c| c.agrees_with(l)), "counts of node {i} drifted");
+                debug_assert!(counts[i].as_ref().is_none_or(|c| c.agrees_with(l)), "counts of node {i} drifted");
                 if l.bind_job(job).is_err() {
                     // Seen again only once a later end changes it.
                     continue;
@@ -121,22 +110,24 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: 
 }
 
 /// The ledgers of nodes at the time `reserve` has reached, rebuilt on demand from the pass's
-/// ledger and the holdings released on them so far.
+/// ledger and the bindings released on them so far.
 struct Timeline<'p, 'a, 'h> {
     pool: &'p Pool<'a>,
-    holdings: &'h [Holding<'h>],
-    /// Per node, the holdings released so far (indices into `holdings`, in order).
-    released: FxHashMap<usize, Vec<usize>>,
-    /// Per node, its rebuilt ledger and how many of its released holdings it has applied.
+    /// Per node (by index), the bindings released so far, in order.
+    released: Vec<Vec<&'h Binding>>,
+    /// Per node, its rebuilt ledger and how many of its released bindings it has applied.
     rebuilt: BTreeMap<usize, (crate::NodeLedger, usize)>,
 }
 
 impl Timeline<'_, '_, '_> {
     fn ledger(&mut self, i: usize) -> &crate::NodeLedger {
-        let Some(released) = self.released.get(&i) else { return &self.pool.nodes[i] };
+        let released = &self.released[i];
+        if released.is_empty() {
+            return &self.pool.nodes[i];
+        }
         let (l, applied) = self.rebuilt.entry(i).or_insert_with(|| (self.pool.nodes[i].clone().into_owned(), 0));
-        for &h in &released[*applied..] {
-            l.release(self.holdings[h].binding);
+        for h in &released[*applied..] {
+            l.release(h);
         }
         *applied = released.len();
         l
