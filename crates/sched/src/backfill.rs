@@ -44,7 +44,7 @@ pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now
     // whose counts fit, on a ledger rebuilt for them, until enough take the job. The replay
     // of a busy trace asks this for every blocked head, with hundreds of ends to release.
     // By node index: the walk may release thousands of bindings, each looked up here.
-    let mut counts: Vec<Option<NodeCounts>> = vec![None; pool.nodes.len()];
+    let mut counts = Counts { slot: vec![NONE; pool.nodes.len()], dense: Vec::new() };
     // Nodes the binder accepted (they stay acceptable: ends only free resources), and nodes
     // whose counts fit but that the binder has not seen in their current state.
     let mut fits: BTreeSet<usize> = BTreeSet::new();
@@ -57,26 +57,28 @@ pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now
     // The ends come in order, group by group (a heap, or the caller's kept timeline): the
     // walk usually stops after a few of a deep cluster's tens of thousands of bindings, and
     // only those are looked up by node.
-    let mut timeline = Timeline { pool, released: vec![Vec::new(); pool.nodes.len()], rebuilt: BTreeMap::new() };
+    let n = pool.nodes.len();
+    let mut timeline =
+        Timeline { pool, released: Vec::new(), first: vec![NONE; n], last: vec![NONE; n], rebuilt: BTreeMap::new() };
     let mut changed = Vec::new();
     let mut group = Vec::new();
     while let Some(end) = ends.next_group(pool, &mut group) {
         changed.clear();
         for (i, b) in group.drain(..) {
-            counts[i].get_or_insert_with(|| NodeCounts::of(&pool.nodes[i])).release(b);
-            timeline.released[i].push(b);
+            counts.get_or_add(i, pool).release(b);
+            timeline.push(i, b);
             changed.push(i);
         }
         // A node released twice is checked twice: the same answer.
         for &i in &changed {
-            if !fits.contains(&i) && pool.eligible(i, job) && counts[i].as_ref().is_some_and(|c| c.fits(r)) {
+            if !fits.contains(&i) && pool.eligible(i, job) && counts.get(i).is_some_and(|c| c.fits(r)) {
                 maybe.insert(i);
             }
         }
         if fits.len() + maybe.len() < want {
             continue;
         }
-        let score = |i: usize| match &counts[i] {
+        let score = |i: usize| match counts.get(i) {
             Some(c) => c.score_key(pool.scoring()),
             None => crate::place::score_key(pool.scoring(), &pool.nodes[i]),
         };
@@ -89,7 +91,7 @@ pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now
             if !fits.contains(&i) {
                 maybe.remove(&i);
                 let l = timeline.ledger(i);
-                debug_assert!(counts[i].as_ref().is_none_or(|c| c.agrees_with(l)), "counts of node {i} drifted");
+                debug_assert!(counts.get(i).is_none_or(|c| c.agrees_with(l)), "counts of node {i} drifted");
                 if l.bind_job(job).is_err() {
                     // Seen again only once a later end changes it.
                     continue;
@@ -113,23 +115,63 @@ pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now
 /// ledger and the bindings released on them so far.
 struct Timeline<'p, 'a, 'h> {
     pool: &'p Pool<'a>,
-    /// Per node (by index), the bindings released so far, in order.
-    released: Vec<Vec<&'h Binding>>,
-    /// Per node, its rebuilt ledger and how many of its released bindings it has applied.
-    rebuilt: BTreeMap<usize, (crate::NodeLedger, usize)>,
+    /// Every binding released so far, with the entry of the next one released on the same
+    /// node: a list per node threaded through one vector, as the walk may touch thousands of
+    /// nodes and allocates nothing per node.
+    released: Vec<(&'h Binding, u32)>,
+    /// Per node (by index), the first and last entries of its list ([`NONE`]: empty).
+    first: Vec<u32>,
+    last: Vec<u32>,
+    /// Per node, its rebuilt ledger and the last entry of its list applied to it.
+    rebuilt: BTreeMap<usize, (crate::NodeLedger, u32)>,
 }
 
-impl Timeline<'_, '_, '_> {
+/// No entry.
+const NONE: u32 = u32::MAX;
+
+/// The counts of the nodes the walk released something on: a slot per node of the pool,
+/// the counts themselves packed in the order first touched.
+struct Counts {
+    slot: Vec<u32>,
+    dense: Vec<NodeCounts>,
+}
+
+impl Counts {
+    fn get(&self, i: usize) -> Option<&NodeCounts> {
+        self.dense.get(self.slot[i] as usize)
+    }
+
+    fn get_or_add(&mut self, i: usize, pool: &Pool) -> &mut NodeCounts {
+        if self.slot[i] == NONE {
+            self.slot[i] = self.dense.len() as u32;
+            self.dense.push(NodeCounts::of(&pool.nodes[i]));
+        }
+        &mut self.dense[self.slot[i] as usize]
+    }
+}
+
+impl<'h> Timeline<'_, '_, 'h> {
+    fn push(&mut self, i: usize, b: &'h Binding) {
+        let k = self.released.len() as u32;
+        self.released.push((b, NONE));
+        match self.last[i] {
+            NONE => self.first[i] = k,
+            prev => self.released[prev as usize].1 = k,
+        }
+        self.last[i] = k;
+    }
+
     fn ledger(&mut self, i: usize) -> &crate::NodeLedger {
-        let released = &self.released[i];
-        if released.is_empty() {
+        if self.first[i] == NONE {
             return &self.pool.nodes[i];
         }
-        let (l, applied) = self.rebuilt.entry(i).or_insert_with(|| (self.pool.nodes[i].clone().into_owned(), 0));
-        for h in &released[*applied..] {
-            l.release(h);
+        let (l, applied) = self.rebuilt.entry(i).or_insert_with(|| (self.pool.nodes[i].clone().into_owned(), NONE));
+        let mut k = if *applied == NONE { self.first[i] } else { self.released[*applied as usize].1 };
+        while k != NONE {
+            l.release(self.released[k as usize].0);
+            *applied = k;
+            k = self.released[k as usize].1;
         }
-        *applied = released.len();
         l
     }
 }
