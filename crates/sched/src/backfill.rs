@@ -69,9 +69,10 @@ pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now
             timeline.push(i, b);
             changed.push(i);
         }
-        // A node released twice is checked twice: the same answer.
+        // A node released twice is checked twice: the same answer. The counts first: they
+        // are at hand, the node's ledger may not be.
         for &i in &changed {
-            if !fits.contains(&i) && pool.eligible(i, job) && counts.get(i).is_some_and(|c| c.fits(r)) {
+            if !fits.contains(&i) && counts.get(i).is_some_and(|c| c.fits(r)) && pool.eligible(i, job) {
                 maybe.insert(i);
             }
         }

@@ -344,7 +344,7 @@ impl<'i, 'a> Walk<'i, 'a> {
     fn ends(&self) -> Ends<'_> {
         let fallback = self.q.default_time_limit_ms;
         match self.kept {
-            Some(set) => Ends::merge(set, &self.started, self.input.queues, fallback, self.input.now),
+            Some(set) => Ends::merge(&self.pool, set, &self.started, self.input.queues, fallback, self.input.now),
             None => {
                 // Most running jobs are this queue's: no search for its default.
                 let default_of = |name: &str| {

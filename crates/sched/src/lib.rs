@@ -16,8 +16,9 @@
 //!
 //! Also public: [`check_feasible_with`] (the same with the job's NUMA policy), [`LedgerError`],
 //! the read-only `NodeLedger::{cpus_total, mem_total, gpus_used_milli, allocations}`, and
-//! [`schedule_set`], the same pass over a [`PendingSet`] the caller keeps across passes (it
-//! reads only the jobs it tries; `berth sim` uses it).
+//! [`schedule_set`], the same pass over a [`PendingSet`] and a [`RunningSet`] the caller
+//! keeps across passes (it reads only the jobs it tries, and backfill walks the kept running
+//! jobs' ends; the manager and `berth sim` use it).
 //!
 //! How the manager uses it:
 //! - at start, build one ledger per known node and `allocate` the binding of every kernel that

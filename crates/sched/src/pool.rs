@@ -143,6 +143,11 @@ impl<'a> Pool<'a> {
         self.ready
     }
 
+    /// The nodes' names, by index.
+    pub fn names(&self) -> &[&'a str] {
+        &self.names
+    }
+
     /// The index of node `name`. Backfill asks it for every binding its timeline releases,
     /// so the names are hashed once per pass (on the first call) instead of compared.
     pub fn index_of(&self, name: &str) -> Option<usize> {

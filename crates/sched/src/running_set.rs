@@ -29,7 +29,7 @@ use crate::{Millis, QueueConfig, RunningJob};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunQueue {
     slab: Vec<RunningJob>,
-    /// Per slot, the set's number of each binding's node (`RunningSet::node_names`).
+    /// Per slot, the set's number of each binding's node (`RunningSet::node_ids`).
     nodes: Vec<Vec<u32>>,
     /// Each job's slot, by id.
     by_id: BTreeMap<JobId, u32>,
@@ -100,10 +100,10 @@ pub struct RunningSet {
     pub(crate) queues: BTreeMap<String, RunQueue>,
     /// Each job's queue, for `remove` by id.
     queue_of: FxHashMap<JobId, String>,
-    /// Node names numbered when first seen in a binding: the walk of the ends looks a node
-    /// up by name once per pass, not once per binding it releases.
+    /// Node names numbered when first seen in a binding: a reservation matches the pool's
+    /// nodes to these numbers once, then follows each binding it releases by number, not by
+    /// name.
     node_ids: FxHashMap<String, u32>,
-    node_names: Vec<String>,
 }
 
 impl RunningSet {
@@ -124,9 +124,8 @@ impl RunningSet {
         if let Some(&id) = self.node_ids.get(name) {
             return id;
         }
-        let id = self.node_names.len() as u32;
+        let id = self.node_ids.len() as u32;
         self.node_ids.insert(name.to_string(), id);
-        self.node_names.push(name.to_string());
         id
     }
 
@@ -178,9 +177,8 @@ impl FromIterator<RunningJob> for RunningSet {
     }
 }
 
-/// `Ends::Merge::pool_index`: a node not looked up yet, and one that is not in the pool.
-const UNSEEN: u32 = u32::MAX;
-const ELSEWHERE: u32 = u32::MAX - 1;
+/// In `Ends::Merge::pool_index`: a node that is not in the pool.
+const ELSEWHERE: u32 = u32::MAX;
 
 /// One sorted run of ends the walk merges: a queue's limited or unlimited jobs (`add` is
 /// the queue's default limit for the latter), or the jobs started in this pass.
@@ -202,14 +200,8 @@ pub(crate) enum Ends<'a> {
     /// Built from a list of running jobs each pass (`schedule`).
     Heap { heap: BinaryHeap<Reverse<(Millis, usize)>>, bindings: Vec<&'a Binding> },
     /// Merged from the kept set's indexes (`schedule_set`). `pool_index`: per node number of
-    /// the set, its index in the pool, once looked up.
-    Merge {
-        streams: Vec<Stream<'a>>,
-        started: &'a [(Millis, JobId, Vec<Binding>)],
-        now: Millis,
-        names: &'a [String],
-        pool_index: Vec<u32>,
-    },
+    /// the set, its index in the pool ([`ELSEWHERE`] for none).
+    Merge { streams: Vec<Stream<'a>>, started: &'a [(Millis, JobId, Vec<Binding>)], now: Millis, pool_index: Vec<u32> },
 }
 
 impl<'a> Ends<'a> {
@@ -239,8 +231,10 @@ impl<'a> Ends<'a> {
         Ends::Heap { heap: BinaryHeap::from(keys), bindings }
     }
 
-    /// The ends of `set`'s jobs and of `started`, merged as the walk goes.
+    /// The ends of `set`'s jobs and of `started`, merged as the walk goes; `pool`: the nodes
+    /// the walk follows.
     pub fn merge(
+        pool: &Pool,
         set: &'a RunningSet,
         started: &'a [(Millis, JobId, Vec<Binding>)],
         queues: &[QueueConfig],
@@ -267,8 +261,15 @@ impl<'a> Ends<'a> {
         for s in &mut streams {
             s.head = s.keys.next();
         }
-        let names = &set.node_names[..];
-        Ends::Merge { streams, started, now, names, pool_index: vec![UNSEEN; names.len()] }
+        // Each pool node's number in the set, looked up once: the set's names are hashed
+        // already, and the walk then follows a binding to its node by number.
+        let mut pool_index = vec![ELSEWHERE; set.node_ids.len()];
+        for (i, name) in pool.names().iter().enumerate() {
+            if let Some(&n) = set.node_ids.get(*name) {
+                pool_index[n as usize] = i as u32;
+            }
+        }
+        Ends::Merge { streams, started, now, pool_index }
     }
 
     /// Puts the bindings of the next end that lie on `pool`'s nodes into `out`, with their
@@ -288,7 +289,7 @@ impl<'a> Ends<'a> {
                 }
                 Some(end)
             }
-            Ends::Merge { streams, started, now, names, pool_index } => {
+            Ends::Merge { streams, started, now, pool_index } => {
                 let end_of = |s: &Stream, (t, _): (Millis, u32)| t.saturating_add(s.add).max(*now);
                 let end = streams.iter().filter_map(|s| s.head.map(|h| end_of(s, h))).min()?;
                 for s in streams.iter_mut() {
@@ -300,12 +301,9 @@ impl<'a> Ends<'a> {
                         };
                         let slot = h.1 as usize;
                         for (b, &n) in slab[slot].bindings.iter().zip(&nodes[slot]) {
-                            let i = &mut pool_index[n as usize];
-                            if *i == UNSEEN {
-                                *i = pool.index_of(&names[n as usize]).map_or(ELSEWHERE, |i| i as u32);
-                            }
-                            if *i != ELSEWHERE {
-                                out.push((*i as usize, b));
+                            let i = pool_index[n as usize];
+                            if i != ELSEWHERE {
+                                out.push((i as usize, b));
                             }
                         }
                         s.head = s.keys.next();
