@@ -29,8 +29,11 @@ use crate::{Millis, QueueConfig, RunningJob};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunQueue {
     slab: Vec<RunningJob>,
-    /// Per slot, the set's number of each binding's node (`RunningSet::node_ids`).
+    /// Per slot, the set's number of each binding's node (`RunningSet::node_ids`), and of
+    /// the first one apart: packed, so that the walk of a single-binding job's end reads no
+    /// list of its own.
     nodes: Vec<Vec<u32>>,
+    first_node: Vec<u32>,
     /// Each job's slot, by id.
     by_id: BTreeMap<JobId, u32>,
     /// (started_at + time limit, id) of the jobs that have a limit, with their slots.
@@ -56,6 +59,7 @@ impl RunQueue {
 
     fn insert(&mut self, job: RunningJob, nodes: Vec<u32>) {
         let slot = self.slab.len() as u32;
+        self.first_node.push(nodes.first().copied().unwrap_or(ELSEWHERE));
         self.nodes.push(nodes);
         self.by_id.insert(job.id, slot);
         let (limited, key) = end_key(&job);
@@ -68,6 +72,7 @@ impl RunQueue {
         let slot = self.by_id.remove(&id)?;
         let job = self.slab.swap_remove(slot as usize);
         self.nodes.swap_remove(slot as usize);
+        self.first_node.swap_remove(slot as usize);
         let (limited, key) = end_key(&job);
         self.ends(limited).remove(&key);
         self.borrowed -= job.borrowed as usize;
@@ -186,9 +191,8 @@ pub(crate) struct Stream<'a> {
     /// (start or end, slot), in end order.
     keys: Box<dyn Iterator<Item = (Millis, u32)> + 'a>,
     add: Millis,
-    /// The queue's slab and its jobs' node numbers, or none for the pass's starts (then the
-    /// slot is their index).
-    jobs: Option<(&'a [RunningJob], &'a [Vec<u32>])>,
+    /// The queue, or none for the pass's starts (then the slot is their index).
+    jobs: Option<&'a RunQueue>,
     head: Option<(Millis, u32)>,
 }
 
@@ -245,7 +249,7 @@ impl<'a> Ends<'a> {
         for (name, q) in &set.queues {
             let default = queues.iter().find(|c| c.name == *name).map_or(fallback_limit, |c| c.default_time_limit_ms);
             let keys = |m: &'a BTreeMap<(Millis, JobId), u32>| m.iter().map(|(&(t, _), &slot)| (t, slot));
-            let jobs = Some((&q.slab[..], &q.nodes[..]));
+            let jobs = Some(q);
             streams.push(Stream { keys: Box::new(keys(&q.limited)), add: 0, jobs, head: None });
             streams.push(Stream { keys: Box::new(keys(&q.unlimited)), add: default, jobs, head: None });
         }
@@ -294,13 +298,18 @@ impl<'a> Ends<'a> {
                 let end = streams.iter().filter_map(|s| s.head.map(|h| end_of(s, h))).min()?;
                 for s in streams.iter_mut() {
                     while let Some(h) = s.head.filter(|&h| end_of(s, h) == end) {
-                        let Some((slab, nodes)) = s.jobs else {
+                        let Some(q) = s.jobs else {
                             out.extend(started[h.1 as usize].2.iter().filter_map(by_name));
                             s.head = s.keys.next();
                             continue;
                         };
                         let slot = h.1 as usize;
-                        for (b, &n) in slab[slot].bindings.iter().zip(&nodes[slot]) {
+                        let bindings = &q.slab[slot].bindings;
+                        let nodes = match bindings.len() {
+                            1 => std::slice::from_ref(&q.first_node[slot]),
+                            _ => &q.nodes[slot][..],
+                        };
+                        for (b, &n) in bindings.iter().zip(nodes) {
                             let i = pool_index[n as usize];
                             if i != ELSEWHERE {
                                 out.push((i as usize, b));
