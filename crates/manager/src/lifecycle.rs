@@ -212,7 +212,7 @@ impl Jobs {
             self.wake();
         }
         // A cancel while pending leaves the set, a requeue comes back to it.
-        st.sync_pending(job_id);
+        st.sync_sets(job_id);
         if let Some(e) = event {
             self.publish(st, e);
         }

@@ -73,6 +73,6 @@ impl PassTarget for State {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.place(s.bindings, borrowed, now);
         }
-        self.pending.remove(id);
+        self.sync_sets(id);
     }
 }

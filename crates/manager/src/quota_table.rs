@@ -66,6 +66,7 @@ impl QuotaTable {
         for id in berth_sched::borrowed_by_start_order(&limits, &held) {
             if let Some(j) = st.jobs.get_mut(&id) {
                 j.attempt.borrowed = true;
+                st.sync_sets(id);
             }
         }
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use berth_model::protocol::ManagerMessage;
 use berth_model::{JobState, PendingKind, PendingReason, StopCause};
 use berth_sched::apply::{self, PassTarget};
-use berth_sched::{FairShare, HeadOfLine, Ordering, PassInput, PassOutput, Preempt, RunningJob};
+use berth_sched::{FairShare, HeadOfLine, Ordering, PassInput, PassOutput, Preempt, RunningSet};
 use berth_store::Change;
 use jiff::Timestamp;
 
@@ -113,11 +113,10 @@ pub async fn pass(m: &Manager) -> usize {
         || queues
             .iter()
             .any(|q| q.head_of_line == HeadOfLine::Backfill || q.preemption.is_some() || q.ordering != Ordering::Fifo);
-    let running: Vec<RunningJob> = if needs_running {
-        st.jobs.values().filter(|j| j.state.holds_resources()).map(|j| running_job(j, now_ms)).collect()
-    } else {
-        Vec::new()
-    };
+    let no_running = RunningSet::new();
+    let running = if needs_running { &st.running } else { &no_running };
+    #[cfg(debug_assertions)]
+    check_running(&st, now_ms);
     let fair_share = if queues.iter().any(|q| q.ordering == Ordering::FairShare) {
         st.usage.fair_share(&m.fair_share.weights, now_ms, m.fair_share.half_life_ms)
     } else {
@@ -127,12 +126,12 @@ pub async fn pass(m: &Manager) -> usize {
         queues: &queues,
         nodes: &st.ledgers,
         pending: &[],
-        running: &running,
+        running: &[],
         fair_share: &fair_share,
         quotas: &quotas,
         now: now_ms,
     };
-    let mut out = berth_sched::schedule_set(&input, &st.pending);
+    let mut out = berth_sched::schedule_set(&input, &st.pending, running);
     crate::images::explain_waits(&st, &mut out);
     if !out.starts.is_empty() {
         let mut ports = crate::cluster_env::ports_in_use(&st);
@@ -197,20 +196,19 @@ fn batch(st: &State, out: &PassOutput, now: Timestamp) -> Vec<Change> {
     changes
 }
 
-/// A job holding resources as the scheduler sees it. A job already stopping is never a
-/// victim again.
-fn running_job(j: &Job, now_ms: i64) -> RunningJob {
-    RunningJob {
-        id: j.id,
-        queue: j.queue.clone(),
-        priority: j.spec.priority,
-        user: j.owner.name.clone(),
-        project: j.account().into_owned(),
-        bindings: j.attempt.bindings.clone(),
-        started_at: j.attempt.started_at.or(j.attempt.placed_at).map(|t| t.as_millisecond()).unwrap_or(now_ms),
-        time_limit_ms: j.spec.time_limit_secs.map(|s| s as i64 * 1000),
-        preemptible: j.spec.preemptible && j.state != JobState::Terminating && j.attempt.stop.is_none(),
-        borrowed: j.attempt.borrowed && j.state != JobState::Terminating && j.attempt.stop.is_none(),
+/// Debug builds (the tests): the kept running set is what the jobs say now, apart from the
+/// start that a job with none was given when it joined.
+#[cfg(debug_assertions)]
+fn check_running(st: &State, now_ms: i64) {
+    let holding: Vec<berth_sched::RunningJob> = st
+        .jobs
+        .values()
+        .filter(|j| j.state.holds_resources())
+        .map(|j| j.running_job(st.running.get(j.id).map_or(now_ms, |r| r.started_at)))
+        .collect();
+    assert_eq!(holding.len(), st.running.len(), "running set out of step");
+    for r in &holding {
+        assert_eq!(Some(r), st.running.get(r.id), "running set out of step for job {}", r.id);
     }
 }
 

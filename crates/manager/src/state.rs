@@ -10,7 +10,7 @@ use std::time::Instant;
 use berth_model::api::{GpuView, JobView, NodeState, NodeView};
 use berth_model::protocol::ManagerMessage;
 use berth_model::{Binding, JobId, Topology};
-use berth_sched::{Charged, Millis, NodeLedger, PendingSet, Untried, UsageBook, UsageKind};
+use berth_sched::{Charged, Millis, NodeLedger, PendingSet, RunningSet, Untried, UsageBook, UsageKind};
 use berth_store::UsageRow;
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
@@ -116,8 +116,11 @@ pub struct State {
     pub batch: Option<Batch>,
     /// The PENDING jobs as the scheduler sees them, kept across passes so that a pass reads
     /// only the jobs it tries (`berth_sched::schedule_set`); in step with `jobs` through
-    /// [`State::sync_pending`].
+    /// [`State::sync_sets`].
     pub pending: PendingSet,
+    /// The jobs holding resources as the scheduler sees them (their ends are backfill's
+    /// timeline), kept across passes the same way.
+    pub running: RunningSet,
     /// Passes so far; each pending job records the last one that placed it in the queue.
     pub pass_seq: u64,
     /// The last pass's untried runs that end in a rest of the set (the jobs behind where a
@@ -132,23 +135,38 @@ pub struct State {
 }
 
 impl State {
-    /// Adds a job to memory (a submit, a restart), and to the pending set while it waits.
+    /// Adds a job to memory (a submit, a restart), and to the pending or running set.
     pub fn insert_job(&mut self, job: Job) {
         let id = job.id;
         self.jobs.insert(id, job);
-        self.sync_pending(id);
+        self.sync_sets(id);
     }
 
-    /// Makes the pending set agree with job `id`: in it exactly while the job is PENDING.
-    pub fn sync_pending(&mut self, id: JobId) {
+    /// Makes the scheduler's sets agree with job `id` after any change to it: in the pending
+    /// set exactly while it is PENDING, in the running set (as it is now: start, limit,
+    /// bindings, flags) while it holds resources.
+    pub fn sync_sets(&mut self, id: JobId) {
         match self.jobs.get(&id) {
             Some(j) if j.state == berth_model::JobState::Pending => {
                 if self.pending.get(id).is_none() {
                     self.pending.insert(j.pending_job());
                 }
+                self.running.remove(id);
+            }
+            Some(j) if j.state.holds_resources() => {
+                self.pending.remove(id);
+                // A job without a start or placement time (restored SCHEDULED) counts from
+                // now, once: its end stays put from pass to pass.
+                let now = Timestamp::now().as_millisecond();
+                let r = self.running.get(id).map(|r| r.started_at).unwrap_or(now);
+                let job = j.running_job(r);
+                if self.running.get(id) != Some(&job) {
+                    self.running.insert(job);
+                }
             }
             _ => {
                 self.pending.remove(id);
+                self.running.remove(id);
             }
         }
     }

@@ -3,15 +3,15 @@
 //! the pass after one job finishes (10k × 1k); and an EASY backfill pass with running jobs.
 //! `deep`: a queue of 1,000,000 pending jobs on 10,000 nodes (strict and backfill with the
 //! default window), a full pass and the pass after one job finishes, the latter also over a
-//! persistent `PendingSet` (`schedule_set`).
+//! persistent `PendingSet` and `RunningSet` (`schedule_set`).
 //! Figures only; nothing here asserts a time.
 
 use std::time::Duration;
 
 use berth_model::{NumaPolicy, ResourceRequest, Topology};
 use berth_sched::{
-    HeadOfLine, NO_FAIR_SHARE, NodeLedger, PassInput, PendingJob, PendingSet, QueueConfig, RunningJob, schedule,
-    schedule_set,
+    HeadOfLine, NO_FAIR_SHARE, NodeLedger, PassInput, PendingJob, PendingSet, QueueConfig, RunningJob, RunningSet,
+    schedule, schedule_set,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
@@ -198,16 +198,17 @@ fn deep(c: &mut Criterion) {
             &input,
             |b, input| b.iter(|| schedule(input)),
         );
-        // The same pass over the caller's persistent set (`schedule_set`): the set is kept
-        // across passes, so building it is not part of the pass.
+        // The same pass over the caller's persistent sets (`schedule_set`): they are kept
+        // across passes, so building them is not part of the pass.
         let set: PendingSet = pending.iter().cloned().collect();
-        let input = pass_input(&queues, &nodes, &[], &running, 30_000);
-        let out = schedule_set(&input, &set);
+        let run_set: RunningSet = running.iter().cloned().collect();
+        let input = pass_input(&queues, &nodes, &[], &[], 30_000);
+        let out = schedule_set(&input, &set, &run_set);
         eprintln!("{name} after one finish, set: {} start, {} wait", out.starts.len(), out.waiting.len());
         g.bench_with_input(
             BenchmarkId::from_parameter(format!("after_one_finish_set_{name}_1000000x10000")),
             &input,
-            |b, input| b.iter(|| schedule_set(input, &set)),
+            |b, input| b.iter(|| schedule_set(input, &set, &run_set)),
         );
     }
     g.finish();

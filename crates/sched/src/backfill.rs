@@ -5,7 +5,7 @@
 //! The reservation's time comes from the running jobs' ends (`started_at + time_limit`, the
 //! queue's default limit when a job has none; a job past its limit counts as ending now) and
 //! the ends of the jobs started earlier in the pass (`now + limit`): their bindings are released
-//! in end order (ties by job id), as counts per node (`node_counts.rs`), until enough nodes can
+//! in end order (`running_set::Ends`), as counts per node (`node_counts.rs`), until enough nodes can
 //! take the job (the binder checks the best-scored candidates on ledgers rebuilt for them);
 //! its start is that end time and its nodes are the best-scored among those that fit then.
 //! A job that fits nowhere even when every running job has ended (its nodes are down or
@@ -17,23 +17,14 @@
 //! which then keeps the new job's binding for the next checks). Otherwise it is placed again
 //! away from the reserved nodes, and waits only if that fails too.
 
-use std::cmp::Reverse;
-use std::collections::binary_heap::PeekMut;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 
-use berth_model::{Binding, JobId};
-use rustc_hash::FxHashMap;
+use berth_model::Binding;
 
 use crate::node_counts::NodeCounts;
 use crate::pool::Pool;
+use crate::running_set::Ends;
 use crate::{Millis, PendingJob};
-
-/// A binding that holds resources until `end`.
-pub(crate) struct Holding<'b> {
-    pub end: Millis,
-    pub job: JobId,
-    pub binding: &'b Binding,
-}
 
 pub(crate) struct Reservation {
     pub start: Millis,
@@ -45,14 +36,15 @@ pub(crate) struct Reservation {
 }
 
 /// The reservation for `job` (which cannot start now), or `None` when it never fits.
-/// `holdings` in any order: they are released by (end, job), ties in the order given.
-pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: Millis) -> Option<Reservation> {
+/// `ends`: the running jobs' and this pass's starts' bindings, released end by end.
+pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now: Millis) -> Option<Reservation> {
     let want = job.nodes.max(1) as usize;
     let r = &job.request;
     // Released nodes are followed as counts; the binder runs only on the best-scored nodes
     // whose counts fit, on a ledger rebuilt for them, until enough take the job. The replay
     // of a busy trace asks this for every blocked head, with hundreds of ends to release.
-    let mut counts: FxHashMap<usize, NodeCounts> = FxHashMap::default();
+    // By node index: the walk may release thousands of bindings, each looked up here.
+    let mut counts = Counts { slot: vec![NONE; pool.nodes.len()], dense: Vec::new() };
     // Nodes the binder accepted (they stay acceptable: ends only free resources), and nodes
     // whose counts fit but that the binder has not seen in their current state.
     let mut fits: BTreeSet<usize> = BTreeSet::new();
@@ -62,32 +54,32 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: 
         maybe
             .extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && NodeCounts::of(&pool.nodes[i]).fits(r)));
     }
-    // Ends come off a heap, not a sorted copy: the walk usually stops after a few of a deep
-    // cluster's tens of thousands of bindings, and only those are looked up by node.
-    let mut ends: BinaryHeap<Reverse<(Millis, JobId, usize)>> =
-        holdings.iter().enumerate().map(|(k, h)| Reverse((h.end, h.job, k))).collect();
-    let mut timeline = Timeline { pool, holdings, released: FxHashMap::default(), rebuilt: BTreeMap::new() };
-    // Per binding released, a few lookups by node: hashed, as the walk may release thousands.
+    // The ends come in order, group by group (a heap, or the caller's kept timeline): the
+    // walk usually stops after a few of a deep cluster's tens of thousands of bindings, and
+    // only those are looked up by node.
+    let n = pool.nodes.len();
+    let mut timeline =
+        Timeline { pool, released: Vec::new(), first: vec![NONE; n], last: vec![NONE; n], rebuilt: BTreeMap::new() };
     let mut changed = Vec::new();
-    while let Some(&Reverse((end, ..))) = ends.peek() {
+    let mut group = Vec::new();
+    while let Some(end) = ends.next_group(pool, &mut group) {
         changed.clear();
-        while let Some(Reverse((_, _, k))) = ends.peek_mut().filter(|e| e.0.0 == end).map(PeekMut::pop) {
-            if let Some(i) = pool.index_of(&holdings[k].binding.node) {
-                counts.entry(i).or_insert_with(|| NodeCounts::of(&pool.nodes[i])).release(holdings[k].binding);
-                timeline.released.entry(i).or_default().push(k);
-                changed.push(i);
-            }
+        for (i, b) in group.drain(..) {
+            counts.get_or_add(i, pool).release(b);
+            timeline.push(i, b);
+            changed.push(i);
         }
-        // A node released twice is checked twice: the same answer.
+        // A node released twice is checked twice: the same answer. The counts first: they
+        // are at hand, the node's ledger may not be.
         for &i in &changed {
-            if !fits.contains(&i) && pool.eligible(i, job) && counts[&i].fits(r) {
+            if !fits.contains(&i) && counts.get(i).is_some_and(|c| c.fits(r)) && pool.eligible(i, job) {
                 maybe.insert(i);
             }
         }
         if fits.len() + maybe.len() < want {
             continue;
         }
-        let score = |i: usize| match counts.get(&i) {
+        let score = |i: usize| match counts.get(i) {
             Some(c) => c.score_key(pool.scoring()),
             None => crate::place::score_key(pool.scoring(), &pool.nodes[i]),
         };
@@ -100,7 +92,7 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: 
             if !fits.contains(&i) {
                 maybe.remove(&i);
                 let l = timeline.ledger(i);
-                debug_assert!(counts.get(&i).is_none_or(|c| c.agrees_with(l)), "counts of node {i} drifted");
+                debug_assert!(counts.get(i).is_none_or(|c| c.agrees_with(l)), "counts of node {i} drifted");
                 if l.bind_job(job).is_err() {
                     // Seen again only once a later end changes it.
                     continue;
@@ -121,24 +113,66 @@ pub(crate) fn reserve(pool: &Pool, job: &PendingJob, holdings: &[Holding], now: 
 }
 
 /// The ledgers of nodes at the time `reserve` has reached, rebuilt on demand from the pass's
-/// ledger and the holdings released on them so far.
+/// ledger and the bindings released on them so far.
 struct Timeline<'p, 'a, 'h> {
     pool: &'p Pool<'a>,
-    holdings: &'h [Holding<'h>],
-    /// Per node, the holdings released so far (indices into `holdings`, in order).
-    released: FxHashMap<usize, Vec<usize>>,
-    /// Per node, its rebuilt ledger and how many of its released holdings it has applied.
-    rebuilt: BTreeMap<usize, (crate::NodeLedger, usize)>,
+    /// Every binding released so far, with the entry of the next one released on the same
+    /// node: a list per node threaded through one vector, as the walk may touch thousands of
+    /// nodes and allocates nothing per node.
+    released: Vec<(&'h Binding, u32)>,
+    /// Per node (by index), the first and last entries of its list ([`NONE`]: empty).
+    first: Vec<u32>,
+    last: Vec<u32>,
+    /// Per node, its rebuilt ledger and the last entry of its list applied to it.
+    rebuilt: BTreeMap<usize, (crate::NodeLedger, u32)>,
 }
 
-impl Timeline<'_, '_, '_> {
-    fn ledger(&mut self, i: usize) -> &crate::NodeLedger {
-        let Some(released) = self.released.get(&i) else { return &self.pool.nodes[i] };
-        let (l, applied) = self.rebuilt.entry(i).or_insert_with(|| (self.pool.nodes[i].clone().into_owned(), 0));
-        for &h in &released[*applied..] {
-            l.release(self.holdings[h].binding);
+/// No entry.
+const NONE: u32 = u32::MAX;
+
+/// The counts of the nodes the walk released something on: a slot per node of the pool,
+/// the counts themselves packed in the order first touched.
+struct Counts {
+    slot: Vec<u32>,
+    dense: Vec<NodeCounts>,
+}
+
+impl Counts {
+    fn get(&self, i: usize) -> Option<&NodeCounts> {
+        self.dense.get(self.slot[i] as usize)
+    }
+
+    fn get_or_add(&mut self, i: usize, pool: &Pool) -> &mut NodeCounts {
+        if self.slot[i] == NONE {
+            self.slot[i] = self.dense.len() as u32;
+            self.dense.push(NodeCounts::of(&pool.nodes[i]));
         }
-        *applied = released.len();
+        &mut self.dense[self.slot[i] as usize]
+    }
+}
+
+impl<'h> Timeline<'_, '_, 'h> {
+    fn push(&mut self, i: usize, b: &'h Binding) {
+        let k = self.released.len() as u32;
+        self.released.push((b, NONE));
+        match self.last[i] {
+            NONE => self.first[i] = k,
+            prev => self.released[prev as usize].1 = k,
+        }
+        self.last[i] = k;
+    }
+
+    fn ledger(&mut self, i: usize) -> &crate::NodeLedger {
+        if self.first[i] == NONE {
+            return &self.pool.nodes[i];
+        }
+        let (l, applied) = self.rebuilt.entry(i).or_insert_with(|| (self.pool.nodes[i].clone().into_owned(), NONE));
+        let mut k = if *applied == NONE { self.first[i] } else { self.released[*applied as usize].1 };
+        while k != NONE {
+            l.release(self.released[k as usize].0);
+            *applied = k;
+            k = self.released[k as usize].1;
+        }
         l
     }
 }

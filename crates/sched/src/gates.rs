@@ -13,11 +13,12 @@ use std::ops::ControlFlow::{self, Break, Continue};
 
 use berth_model::{Binding, JobId, PendingKind, PendingReason};
 
-use crate::backfill::{Holding, Reservation, reserve};
+use crate::backfill::{Reservation, reserve};
 use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
 use crate::pool::{self, Pool};
 use crate::quota::Book;
+use crate::running_set::{Ends, RunningSet};
 use crate::{HeadOfLine, Millis, PassInput, PendingJob, Preempt, QueueConfig, RunningJob, preempt};
 
 /// Blocked jobs that may try for a reservation in one queue and pass: each try walks the
@@ -28,6 +29,13 @@ const MAX_RESERVATION_TRIES: u32 = 4;
 /// How borrowed work is reclaimed in a queue without preemption: requeued, at once.
 const BORROW_RECLAIM: crate::Preemption =
     crate::Preemption { action: crate::PreemptAction::Requeue, min_runtime_ms: 0 };
+
+/// A queue's running jobs (by id), and the caller's running set when it keeps one
+/// (`schedule_set`; `input.running` is then empty).
+pub(crate) struct Running<'i, 'a> {
+    pub list: &'i [&'a RunningJob],
+    pub kept: Option<&'a RunningSet>,
+}
 
 /// What the walk decides for one job.
 pub(crate) enum Verdict {
@@ -60,6 +68,9 @@ pub(crate) struct Walk<'i, 'a> {
     q: &'i QueueConfig,
     /// This queue's running jobs, by id.
     running: &'i [&'a RunningJob],
+    /// The caller's kept running set (`schedule_set`): backfill walks its timeline instead of
+    /// sorting `input.running`'s ends.
+    kept: Option<&'a RunningSet>,
     pub pool: Pool<'a>,
     pub order: Order<'a>,
     /// The position of the job that holds the rest of the queue back (strict, skip-after).
@@ -71,6 +82,8 @@ pub(crate) struct Walk<'i, 'a> {
     reservation: Option<Reservation>,
     /// The queue position of the reservation's job (reasons name jobs by position).
     reserved_pos: u32,
+    /// The reason of the jobs that would delay it, once written (`delays`).
+    delay_reason: Option<PendingReason>,
     tries: u32,
     /// Jobs started in this pass (end, id, bindings), for backfill's timeline.
     started: Vec<(Millis, JobId, Vec<Binding>)>,
@@ -87,7 +100,7 @@ impl<'i, 'a> Walk<'i, 'a> {
     pub fn new(
         input: &'i PassInput<'a>,
         q: &'i QueueConfig,
-        running: &'i [&'a RunningJob],
+        Running { list: running, kept }: Running<'i, 'a>,
         nodes: Vec<&'a NodeLedger>,
         source: Source<'a>,
     ) -> Self {
@@ -102,6 +115,7 @@ impl<'i, 'a> Walk<'i, 'a> {
             input,
             q,
             running,
+            kept,
             pool,
             order,
             blocker: None,
@@ -109,6 +123,7 @@ impl<'i, 'a> Walk<'i, 'a> {
             tried_past: 0,
             reservation: None,
             reserved_pos: 0,
+            delay_reason: None,
             tries: 0,
             started: Vec::new(),
             any_borrowed: running.iter().any(|r| r.borrowed),
@@ -194,9 +209,15 @@ impl<'i, 'a> Walk<'i, 'a> {
         Break(Verdict::Stop(PendingReason::new(PendingKind::Priority, text)))
     }
 
-    fn delays(&self) -> Verdict {
-        let text = format!("backfill: would delay the reserved start of the job at position {}", self.reserved_pos);
-        Verdict::wait(PendingKind::Backfill, text)
+    /// The reason of a job that would delay the reservation: the same for every such job of
+    /// the pass, so written once and copied.
+    fn delays(&mut self) -> Verdict {
+        let pos = self.reserved_pos;
+        let reason = self.delay_reason.get_or_insert_with(|| {
+            let text = format!("backfill: would delay the reserved start of the job at position {pos}");
+            PendingReason::new(PendingKind::Backfill, text)
+        });
+        Verdict::Wait { reason: reason.clone(), blocked: false, expected_start: None }
     }
 
     /// Places the job on the working ledgers where it cannot delay the backfill reservation,
@@ -295,8 +316,9 @@ impl<'i, 'a> Walk<'i, 'a> {
                 }
                 self.tries += 1;
                 let now = self.input.now;
-                self.reservation = reserve(&self.pool, job, &self.holdings(), now);
+                self.reservation = reserve(&self.pool, job, self.ends(), now);
                 self.reserved_pos = pos;
+                self.delay_reason = None;
                 match &self.reservation {
                     Some(r) => Verdict::Wait {
                         reason: PendingReason::new(
@@ -319,28 +341,21 @@ impl<'i, 'a> Walk<'i, 'a> {
 
     /// When each binding on the queue's nodes is released: running jobs at the end of their
     /// limit (or now, when past it), jobs started in this pass at `now + limit`.
-    fn holdings(&self) -> Vec<Holding<'_>> {
-        let now = self.input.now;
-        let default_of = |name: &str| {
-            self.input
-                .queues
-                .iter()
-                .find(|q| q.name == name)
-                .map_or(self.q.default_time_limit_ms, |q| q.default_time_limit_ms)
-        };
-        let mut out = Vec::with_capacity(self.input.running.len());
-        for r in self.input.running {
-            // Most running jobs are this queue's: no search for its default.
-            let limit = r.time_limit_ms.unwrap_or_else(|| {
-                if r.queue == self.q.name { self.q.default_time_limit_ms } else { default_of(&r.queue) }
-            });
-            let end = r.started_at.saturating_add(limit).max(now);
-            out.extend(r.bindings.iter().map(|binding| Holding { end, job: r.id, binding }));
+    fn ends(&self) -> Ends<'_> {
+        let fallback = self.q.default_time_limit_ms;
+        match self.kept {
+            Some(set) => Ends::merge(&self.pool, set, &self.started, self.input.queues, fallback, self.input.now),
+            None => {
+                // Most running jobs are this queue's: no search for its default.
+                let default_of = |name: &str| {
+                    if name == self.q.name {
+                        return fallback;
+                    }
+                    self.input.queues.iter().find(|q| q.name == name).map_or(fallback, |q| q.default_time_limit_ms)
+                };
+                Ends::heap(self.input.running, &self.started, default_of, self.input.now)
+            }
         }
-        for (end, job, bindings) in &self.started {
-            out.extend(bindings.iter().map(|binding| Holding { end: *end, job: *job, binding }));
-        }
-        out
     }
 }
 

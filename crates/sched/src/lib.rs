@@ -16,8 +16,9 @@
 //!
 //! Also public: [`check_feasible_with`] (the same with the job's NUMA policy), [`LedgerError`],
 //! the read-only `NodeLedger::{cpus_total, mem_total, gpus_used_milli, allocations}`, and
-//! [`schedule_set`], the same pass over a [`PendingSet`] the caller keeps across passes (it
-//! reads only the jobs it tries; `berth sim` uses it).
+//! [`schedule_set`], the same pass over a [`PendingSet`] and a [`RunningSet`] the caller
+//! keeps across passes (it reads only the jobs it tries, and backfill walks the kept running
+//! jobs' ends; the manager and `berth sim` use it).
 //!
 //! How the manager uses it:
 //! - at start, build one ledger per known node and `allocate` the binding of every kernel that
@@ -48,6 +49,7 @@ mod place;
 mod pool;
 mod preempt;
 mod quota;
+mod running_set;
 mod set_order;
 mod shortfall;
 mod slots;
@@ -66,8 +68,9 @@ pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::{schedule, schedule_set};
 pub use pending_set::PendingSet;
 pub use quota::{HeldJob, NO_QUOTAS, QuotaUse, Quotas, borrowed_by_start_order, never_fits};
+pub use running_set::RunningSet;
 pub use set_order::UntriedRest;
-pub use usage::{Charged, Figure, UsageBook, UsageKind};
+pub use usage::{Charged, Figure, Figures, UsageBook, UsageKind};
 
 use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};
 
@@ -325,8 +328,14 @@ impl PassOutput {
 /// Decays a usage figure by `elapsed_ms` with the given half-life (Slurm's
 /// `PriorityDecayHalfLife`): `usage × 2^(−elapsed/half_life)`.
 pub fn decay_usage(usage: f64, elapsed_ms: Millis, half_life_ms: Millis) -> f64 {
-    if half_life_ms <= 0 || elapsed_ms <= 0 {
-        return usage;
+    match decay_factor(elapsed_ms, half_life_ms) {
+        Some(f) => usage * f,
+        None => usage,
     }
-    usage * (-(elapsed_ms as f64) / half_life_ms as f64).exp2()
+}
+
+/// The factor [`decay_usage`] multiplies by; `None` when nothing decays (no half-life, no
+/// time elapsed). Computed once, it decays many figures exactly as `decay_usage` would.
+pub(crate) fn decay_factor(elapsed_ms: Millis, half_life_ms: Millis) -> Option<f64> {
+    (half_life_ms > 0 && elapsed_ms > 0).then(|| (-(elapsed_ms as f64) / half_life_ms as f64).exp2())
 }

@@ -13,12 +13,13 @@ use std::sync::Arc;
 
 use berth_model::{JobId, PendingKind, PendingReason};
 
-use crate::gates::{Verdict, Walk};
+use crate::gates::{Running, Verdict, Walk};
 use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
 use crate::pending_set::PendingSet;
 use crate::pool::Pool;
 use crate::quota::Book;
+use crate::running_set::RunningSet;
 use crate::{Ordering, PassInput, PassOutput, PendingJob, QueueConfig, RunningJob, Start, Untried, Waiting};
 
 /// Runs one pass. Pure: the caller's ledgers are not touched; commit the returned starts with
@@ -45,28 +46,39 @@ pub fn schedule(input: &PassInput) -> PassOutput {
         }
         groups[last].1.push(job);
     }
-    run_pass(input, groups.into_iter().map(|(name, l)| (&**name, Source::Jobs(l))).collect())
+    run_pass(input, groups.into_iter().map(|(name, l)| (&**name, Source::Jobs(l))).collect(), None)
 }
 
-/// [`schedule`] over the caller's persistent [`PendingSet`] instead of `input.pending`
-/// (which must be empty): the same decisions, but a queue's walk reads only the jobs it
-/// tries, and the untried jobs behind where it stopped come back as an [`crate::UntriedRest`]
-/// (expanded with [`PendingSet::rest_ids`]) rather than listed. The pass after one job ends
-/// then costs the same with a thousand pending jobs or a million.
-pub fn schedule_set(input: &PassInput, set: &PendingSet) -> PassOutput {
+/// [`schedule`] over the caller's persistent [`PendingSet`] and [`RunningSet`] instead of
+/// `input.pending` and `input.running` (which must be empty): the same decisions, but a
+/// queue's walk reads only the jobs it tries, the untried jobs behind where it stopped come
+/// back as an [`crate::UntriedRest`] (expanded with [`PendingSet::rest_ids`]) rather than
+/// listed, and backfill walks the running jobs' ends as kept rather than sorting them. The
+/// pass after one job ends then costs the same with a thousand pending jobs or a million.
+pub fn schedule_set(input: &PassInput, pending: &PendingSet, running: &RunningSet) -> PassOutput {
     debug_assert!(input.pending.is_empty(), "the pending jobs come from the set");
-    run_pass(input, set.queues.iter().map(|(name, q)| (&**name, Source::Set(set, name, q))).collect())
+    debug_assert!(input.running.is_empty(), "the running jobs come from the set");
+    let by_queue = pending.queues.iter().map(|(name, q)| (&**name, Source::Set(pending, name, q))).collect();
+    run_pass(input, by_queue, Some(running))
 }
 
-/// The pass over the pending jobs grouped by queue name.
-fn run_pass<'a>(input: &PassInput<'a>, mut by_queue: BTreeMap<&'a str, Source<'a>>) -> PassOutput {
+/// The pass over the pending jobs grouped by queue name; `kept`: the caller's running set,
+/// else `input.running`.
+fn run_pass<'a>(
+    input: &PassInput<'a>,
+    mut by_queue: BTreeMap<&'a str, Source<'a>>,
+    kept: Option<&'a RunningSet>,
+) -> PassOutput {
     let mut running: BTreeMap<&str, Vec<&RunningJob>> = BTreeMap::new();
-    for r in input.running {
-        running.entry(r.queue.as_str()).or_default().push(r);
-    }
-    for list in running.values_mut() {
-        // Same output whatever the input order (ids are unique: an unstable sort is one order).
-        list.sort_unstable_by_key(|r| r.id);
+    if kept.is_none() {
+        for r in input.running {
+            running.entry(r.queue.as_str()).or_default().push(r);
+        }
+        for list in running.values_mut() {
+            // Same output whatever the input order (ids are unique: an unstable sort is one
+            // order).
+            list.sort_unstable_by_key(|r| r.id);
+        }
     }
     let mut out = PassOutput::default();
     // Quotas span queues: a project's jobs in two queues share its limits.
@@ -75,8 +87,12 @@ fn run_pass<'a>(input: &PassInput<'a>, mut by_queue: BTreeMap<&'a str, Source<'a
         let Some(jobs) = by_queue.remove(q.name.as_str()) else { continue };
         let mut nodes: Vec<&NodeLedger> = input.nodes.iter().filter(|l| l.queue() == q.name).collect();
         nodes.sort_by(|a, b| a.name().cmp(b.name()));
+        // A kept queue is listed (in id order already) only where the walk reads the list.
+        if let Some(list) = kept.and_then(|set| set.list(q)) {
+            running.insert(q.name.as_str(), list);
+        }
         let running = running.get(q.name.as_str()).map_or(&[][..], Vec::as_slice);
-        run_queue(input, q, running, nodes, jobs, &mut book, &mut out);
+        run_queue(input, q, Running { list: running, kept }, nodes, jobs, &mut book, &mut out);
     }
     for (name, jobs) in by_queue {
         let reason = PendingReason::new(PendingKind::Queue, format!("queue `{name}` does not exist"));
@@ -110,7 +126,7 @@ fn wait(job: &PendingJob, position: u32, reason: PendingReason, blocked_passes: 
 fn run_queue<'a>(
     input: &PassInput<'a>,
     q: &QueueConfig,
-    running: &[&'a RunningJob],
+    running: Running<'_, 'a>,
     nodes: Vec<&'a NodeLedger>,
     jobs: Source<'a>,
     book: &mut Book,

@@ -102,7 +102,9 @@ pub(crate) struct Pool<'a> {
     dominated: Vec<Dominated>,
     exact: BTreeMap<ShapeKey, String>,
     /// Node indices by name, built on first use (`index_of`).
-    by_name: OnceCell<FxHashMap<String, usize>>,
+    by_name: OnceCell<FxHashMap<&'a str, usize>>,
+    /// The nodes' names, borrowed from the caller's ledgers (`index_of`'s keys).
+    names: Vec<&'a str>,
 }
 
 impl<'a> Pool<'a> {
@@ -111,6 +113,7 @@ impl<'a> Pool<'a> {
     pub fn new(nodes: Vec<&'a NodeLedger>, scoring: Scoring, floors: (u32, u64)) -> Self {
         let n = nodes.len();
         let (floor_cpus, floor_mem) = floors;
+        let names = nodes.iter().map(|l| l.name()).collect();
         let mut p = Pool {
             ready: nodes.iter().filter(|l| l.schedulable()).count(),
             nodes: nodes.into_iter().map(Cow::Borrowed).collect(),
@@ -123,6 +126,7 @@ impl<'a> Pool<'a> {
             dominated: Vec::new(),
             exact: BTreeMap::new(),
             by_name: OnceCell::new(),
+            names,
         };
         for i in 0..n {
             p.reindex(i);
@@ -139,12 +143,17 @@ impl<'a> Pool<'a> {
         self.ready
     }
 
+    /// The nodes' names, by index.
+    pub fn names(&self) -> &[&'a str] {
+        &self.names
+    }
+
     /// The index of node `name`. Backfill asks it for every binding its timeline releases,
     /// so the names are hashed once per pass (on the first call) instead of compared.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         let by_name = self.by_name.get_or_init(|| {
-            let mut m = FxHashMap::with_capacity_and_hasher(self.nodes.len(), Default::default());
-            m.extend(self.nodes.iter().enumerate().map(|(i, l)| (l.name().to_string(), i)));
+            let mut m = FxHashMap::with_capacity_and_hasher(self.names.len(), Default::default());
+            m.extend(self.names.iter().enumerate().map(|(i, &name)| (name, i)));
             m
         });
         by_name.get(name).copied()

@@ -11,12 +11,13 @@
 //! rank by rank, merging by id the pairs whose factors are equal.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use std::sync::Arc;
 
 use berth_model::{JobId, PendingReason, ResourceRequest};
+use rustc_hash::FxHashSet;
 
 use crate::fairness::{binding_use, charge, dominant_share, fair_share_factors};
 use crate::pending_set::{Key, PendingSet, QueueSet};
@@ -186,11 +187,11 @@ impl FairCursor {
             let (project, user) = &q.pairs.names[p as usize];
             (project.as_str(), user.as_str())
         };
-        let distinct: HashSet<(&str, &str)> = active
-            .iter()
-            .map(|&p| name(p))
-            .chain(running.iter().map(|r| (r.project.as_str(), r.user.as_str())))
-            .collect();
+        // Hashed with Fx: every running job of the queue is read each pass.
+        let mut distinct: FxHashSet<(&str, &str)> = FxHashSet::default();
+        distinct.extend(
+            active.iter().map(|&p| name(p)).chain(running.iter().map(|r| (r.project.as_str(), r.user.as_str()))),
+        );
         let f = fair_share_factors(&distinct.into_iter().collect(), fs);
         let factors = |p: u32| f.get(&name(p)).copied().unwrap_or((0.0, 0.0));
         let mut by_factor = active;

@@ -5,10 +5,14 @@
 //! store and changes it at once ([`UsageBook::add`]).
 //!
 //! Each figure keeps the time it is decayed to, so a change costs one figure, not the book.
+//! Names are numbered when first seen ([`Figures`]): a replay charges every running job at
+//! every event, by number ([`UsageBook::add_ids`]), without comparing a string.
 
 use std::collections::BTreeMap;
 
-use crate::{FairShare, Millis, decay_usage};
+use rustc_hash::FxHashMap;
+
+use crate::{FairShare, Millis, decay_factor, decay_usage};
 
 /// A figure: usage (resource-time, in the caller's unit) as of a time (ms).
 pub type Figure = (f64, Millis);
@@ -46,11 +50,75 @@ pub struct Charged<'n> {
     pub figure: Figure,
 }
 
+/// One kind's figures by name, each name numbered when first seen (numbers are never
+/// reused, even once a figure is removed).
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    ids: FxHashMap<String, u32>,
+    names: Vec<String>,
+    figures: Vec<Option<Figure>>,
+}
+
+impl Figures {
+    /// The number of `name`, given to it now if it has none.
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.ids.insert(name.to_string(), id);
+        self.names.push(name.to_string());
+        self.figures.push(None);
+        id
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Figure> {
+        self.figures[*self.ids.get(name)? as usize].as_ref()
+    }
+
+    /// Sets `name`'s figure; the one it replaces.
+    pub fn insert(&mut self, name: String, figure: Figure) -> Option<Figure> {
+        let id = self.id(&name);
+        self.figures[id as usize].replace(figure)
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Figure> {
+        self.figures[*self.ids.get(name)? as usize].take()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.figures.iter().all(Option::is_none)
+    }
+
+    /// The figures with their names, by number.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Figure)> {
+        self.names.iter().zip(&self.figures).filter_map(|(n, f)| Some((n.as_str(), f.as_ref()?)))
+    }
+
+    fn by_name(&self) -> BTreeMap<&str, &Figure> {
+        self.iter().collect()
+    }
+}
+
+/// The same figures, whatever order the names were numbered in.
+impl PartialEq for Figures {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_name() == other.by_name()
+    }
+}
+
+impl std::ops::Index<&str> for Figures {
+    type Output = Figure;
+    fn index(&self, name: &str) -> &Figure {
+        self.get(name).expect("no figure for this name")
+    }
+}
+
 /// Past usage per user and per project.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UsageBook {
-    pub users: BTreeMap<String, Figure>,
-    pub projects: BTreeMap<String, Figure>,
+    pub users: Figures,
+    pub projects: Figures,
 }
 
 /// `figure` decayed to `now`, plus `amount`.
@@ -59,25 +127,15 @@ fn charged(figure: Option<Figure>, amount: f64, now: Millis, half_life_ms: Milli
     (decay_usage(value, now - at, half_life_ms) + amount, now)
 }
 
-/// Sets `name`'s figure, copying the name only when it is new.
-fn put(map: &mut BTreeMap<String, Figure>, name: &str, figure: Figure) {
-    match map.get_mut(name) {
-        Some(f) => *f = figure,
-        None => {
-            map.insert(name.to_string(), figure);
-        }
-    }
-}
-
 impl UsageBook {
-    fn book(&self, kind: UsageKind) -> &BTreeMap<String, Figure> {
+    fn book(&self, kind: UsageKind) -> &Figures {
         match kind {
             UsageKind::User => &self.users,
             UsageKind::Project => &self.projects,
         }
     }
 
-    fn book_mut(&mut self, kind: UsageKind) -> &mut BTreeMap<String, Figure> {
+    fn book_mut(&mut self, kind: UsageKind) -> &mut Figures {
         match kind {
             UsageKind::User => &mut self.users,
             UsageKind::Project => &mut self.projects,
@@ -100,22 +158,40 @@ impl UsageBook {
 
     /// Takes a figure (one made by [`UsageBook::charge`], or read back from a store).
     pub fn set(&mut self, kind: UsageKind, name: &str, figure: Figure) {
-        put(self.book_mut(kind), name, figure);
+        let book = self.book_mut(kind);
+        let id = book.id(name);
+        book.figures[id as usize] = Some(figure);
     }
 
     /// Adds `amount` to `user`'s and `project`'s figures at `now`, at once.
     pub fn add(&mut self, user: &str, project: &str, amount: f64, now: Millis, half_life_ms: Millis) {
-        for (kind, name) in [(UsageKind::User, user), (UsageKind::Project, project)] {
-            let figure = charged(self.book(kind).get(name).copied(), amount, now, half_life_ms);
-            put(self.book_mut(kind), name, figure);
+        let ids = (self.users.id(user), self.projects.id(project));
+        self.add_ids(ids, amount, now, half_life_ms);
+    }
+
+    /// [`UsageBook::add`] by the numbers [`Figures::id`] gave the user and the project.
+    pub fn add_ids(&mut self, (user, project): (u32, u32), amount: f64, now: Millis, half_life_ms: Millis) {
+        for (book, id) in [(&mut self.users, user), (&mut self.projects, project)] {
+            let f = &mut book.figures[id as usize];
+            *f = Some(charged(*f, amount, now, half_life_ms));
         }
     }
 
     /// Decays every figure to `now`. `berth sim` does it at every event, so that its figures
     /// decay in the same steps whatever reads them (its published figures stay reproducible).
+    /// Figures decayed to the same time share one factor (after a settle, all of them).
     pub fn settle(&mut self, now: Millis, half_life_ms: Millis) {
-        for (value, at) in self.users.values_mut().chain(self.projects.values_mut()) {
-            *value = decay_usage(*value, now - *at, half_life_ms);
+        let mut last: Option<(Millis, Option<f64>)> = None;
+        for (value, at) in self.users.figures.iter_mut().chain(self.projects.figures.iter_mut()).flatten() {
+            let elapsed = now - *at;
+            let factor = match last {
+                Some((e, f)) if e == elapsed => f,
+                _ => decay_factor(elapsed, half_life_ms),
+            };
+            last = Some((elapsed, factor));
+            if let Some(f) = factor {
+                *value *= f;
+            }
             *at = now;
         }
     }
@@ -124,12 +200,12 @@ impl UsageBook {
     /// not copied again: a replay refills one [`FairShare`] before every pass).
     pub fn fill(&self, into: &mut FairShare, now: Millis, half_life_ms: Millis) {
         for (book, out) in [(&self.users, &mut into.usage_by_user), (&self.projects, &mut into.usage_by_project)] {
-            for (name, &(value, at)) in book {
+            for (name, &(value, at)) in book.iter() {
                 let value = decay_usage(value, now - at, half_life_ms);
                 match out.get_mut(name) {
                     Some(v) => *v = value,
                     None => {
-                        out.insert(name.clone(), value);
+                        out.insert(name.to_string(), value);
                     }
                 }
             }

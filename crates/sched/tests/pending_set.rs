@@ -1,6 +1,7 @@
-//! The incremental pass (`schedule_set` over a `PendingSet` kept across passes) against the
-//! full one (`schedule` over a list), on random sequences of submits, starts, cancels and
-//! ends: every pass must decide exactly the same, untried jobs included.
+//! The incremental pass (`schedule_set` over a `PendingSet` and a `RunningSet` kept across
+//! passes) against the full one (`schedule` over lists), on random sequences of submits,
+//! starts, cancels, ends and preemptions: every pass must decide exactly the same, untried
+//! jobs and backfill reservations included.
 
 mod support;
 
@@ -9,7 +10,7 @@ use std::collections::BTreeMap;
 use berth_model::{JobId, NumaPolicy, PendingReason, ResourceRequest};
 use berth_sched::{
     FairShare, HeadOfLine, NodeLedger, Ordering, PassInput, PassOutput, PendingJob, PendingSet, PreemptAction,
-    Preemption, QueueConfig, RunningJob, Scoring, schedule, schedule_set,
+    Preemption, QueueConfig, RunningJob, RunningSet, Scoring, schedule, schedule_set,
 };
 use proptest::prelude::*;
 
@@ -100,6 +101,7 @@ proptest! {
         let mut list: BTreeMap<JobId, PendingJob> = BTreeMap::new();
         let mut set = PendingSet::new();
         let mut running: Vec<RunningJob> = Vec::new();
+        let mut run_set = RunningSet::new();
         let mut next_id = 1;
         for (t, (submits, cancel, end)) in steps.iter().enumerate() {
             let now = t as i64 * 600_000;
@@ -118,11 +120,13 @@ proptest! {
                 running.into_iter().partition(|r| end >> (r.id % 64) & 1 == 1);
             running = kept;
             for r in &ended {
+                prop_assert_eq!(run_set.remove(r.id), Some(r.clone()));
                 for b in &r.bindings {
                     ledgers.iter_mut().find(|l| l.name() == b.node).unwrap().release(b);
                 }
             }
             prop_assert_eq!(set.len(), list.len());
+            prop_assert_eq!(run_set.len(), running.len());
 
             let jobs: Vec<PendingJob> = list.values().cloned().collect();
             let input = PassInput {
@@ -135,7 +139,7 @@ proptest! {
                 now,
             };
             let full = schedule(&input);
-            let inc = schedule_set(&PassInput { pending: &[], ..input }, &set);
+            let inc = schedule_set(&PassInput { pending: &[], running: &[], ..input }, &set, &run_set);
             prop_assert_eq!(&full.starts, &inc.starts);
             prop_assert_eq!(&full.waiting, &inc.waiting);
             prop_assert_eq!(&full.preemptions, &inc.preemptions);
@@ -154,11 +158,14 @@ proptest! {
                 }
                 let j = list.remove(&s.job).unwrap();
                 prop_assert_eq!(set.remove(s.job), Some(j.clone()));
-                running.push(support::running_job(&j, s.bindings.clone(), now, j.priority < 1));
+                let r = support::running_job(&j, s.bindings.clone(), now, j.priority < 1);
+                run_set.insert(r.clone());
+                running.push(r);
             }
             for p in &full.preemptions {
                 let Some(k) = running.iter().position(|r| r.id == p.victim) else { continue };
                 let r = running.remove(k);
+                prop_assert!(run_set.remove(r.id).is_some());
                 for b in &r.bindings {
                     ledgers.iter_mut().find(|l| l.name() == b.node).unwrap().release(b);
                 }

@@ -130,7 +130,7 @@ impl State {
                 Some(j) => self.jobs.insert(id, j),
                 None => self.jobs.remove(&id),
             };
-            self.sync_pending(id);
+            self.sync_sets(id);
         }
         for (kind, name, before) in b.usage {
             let map = if kind == "user" { &mut self.usage.users } else { &mut self.usage.projects };

@@ -53,6 +53,6 @@ pub fn one_running_job() -> (State, Binding) {
     st.allocate(1, std::slice::from_ref(&b));
     let mut running = job(1, JobState::Running);
     running.attempt.bindings = vec![b.clone()];
-    st.jobs.insert(1, running);
+    st.insert_job(running);
     (st, b)
 }

@@ -241,6 +241,25 @@ impl Job {
         }
     }
 
+    /// The job as the scheduler sees it while it holds resources (kept in `State::running`);
+    /// `now_ms` stands for its start when it has neither started nor been placed. A job
+    /// already stopping is never a victim again.
+    pub fn running_job(&self, now_ms: Millis) -> berth_sched::RunningJob {
+        let stopping = self.state == JobState::Terminating || self.attempt.stop.is_some();
+        berth_sched::RunningJob {
+            id: self.id,
+            queue: self.queue.clone(),
+            priority: self.spec.priority,
+            user: self.owner.name.clone(),
+            project: self.account().into_owned(),
+            bindings: self.attempt.bindings.clone(),
+            started_at: self.attempt.started_at.or(self.attempt.placed_at).map_or(now_ms, |t| t.as_millisecond()),
+            time_limit_ms: self.spec.time_limit_secs.map(|s| s as i64 * 1000),
+            preemptible: self.spec.preemptible && !stopping,
+            borrowed: self.attempt.borrowed && !stopping,
+        }
+    }
+
     /// The job as it is now, for live views.
     pub fn event(&self) -> JobEvent {
         JobEvent { owner_id: self.owner.user_id, spec: self.spec.clone(), view: self.view() }

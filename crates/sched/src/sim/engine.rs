@@ -139,12 +139,12 @@ fn run_passes(sim: &mut Replay, queues: &[QueueConfig], fair: &FairShare, now: M
             queues,
             nodes: &sim.ledgers,
             pending: &[],
-            running: &sim.running,
+            running: &[],
             fair_share: fair,
             quotas: &crate::NO_QUOTAS,
             now,
         };
-        let out = schedule_set(&input, &sim.pending);
+        let out = schedule_set(&input, &sim.pending, &sim.running);
         passes += 1;
         let preempted = !out.preemptions.is_empty();
         // Starts leave the pending set as they are applied (`PassTarget::started`).

@@ -11,7 +11,8 @@
 //! keyed by `(time, seq)`); after each batch of events at one instant it runs ONE pass and
 //! applies it to the replay's state (`replay.rs`) with the manager's code (`apply.rs`): starts
 //! take their bindings on the ledgers and schedule their completion, preempted jobs stop at
-//! once (requeued or cancelled). The pending and running sets are vectors updated in place.
+//! once (requeued or cancelled). The pending and running jobs are the kept sets a pass reads
+//! (`PendingSet`, `RunningSet`), changed as jobs arrive, start and stop.
 
 mod cluster;
 mod engine;

@@ -15,7 +15,8 @@ use super::policy::{Policy, SimOptions};
 use super::trace::Trace;
 use crate::apply::{self, PassTarget};
 use crate::{
-    Millis, NodeLedger, PendingJob, PendingSet, Preempt, PreemptAction, RunningJob, Start, Untried, UsageBook, Waiting,
+    Millis, NodeLedger, PendingJob, PendingSet, Preempt, PreemptAction, RunningJob, RunningSet, Start, Untried,
+    UsageBook, Waiting,
 };
 
 /// Per trace job, what the replay tracks.
@@ -31,7 +32,7 @@ pub(super) struct JobState {
     pub end: Option<Millis>,
     /// Bumped when a run stops early: completions of older runs are stale.
     pub generation: u32,
-    /// Index in `running` while the job runs.
+    /// Index in `running_idx` while the job runs.
     pub run_slot: usize,
     pub user: usize,
     pub blocked_passes: u32,
@@ -70,12 +71,17 @@ pub(super) struct Replay<'t> {
     node_index: FxHashMap<String, usize>,
     /// Kept across passes: a pass reads only the jobs it tries (`schedule_set`).
     pub pending: PendingSet,
-    pub running: Vec<RunningJob>,
-    /// The job index of each entry of `running`.
+    /// Kept across passes too: backfill walks its ends as kept (`schedule_set`).
+    pub running: RunningSet,
+    /// The job index of each running job, in the order usage is charged (a job's slot is
+    /// refilled by the last one when it stops, so that the figures add up in the same order
+    /// from one build to the next).
     running_idx: Vec<usize>,
     pub completions: BinaryHeap<Completion>,
     seq: u64,
     pub usage: UsageBook,
+    /// Per user, its numbers in `usage` (user, project), once it was charged.
+    usage_ids: Vec<Option<(u32, u32)>>,
     /// Resource-time held by runs that have stopped (the measured resource × ms).
     pub allocated: f64,
     pub preemptions: usize,
@@ -94,6 +100,7 @@ impl<'t> Replay<'t> {
         user_names: Vec<String>,
     ) -> Self {
         let node_index = ledgers.iter().enumerate().map(|(i, l)| (l.name().to_string(), i)).collect();
+        let usage_ids = vec![None; user_names.len()];
         Replay {
             trace,
             opts,
@@ -104,11 +111,12 @@ impl<'t> Replay<'t> {
             ledgers,
             node_index,
             pending: PendingSet::new(),
-            running: Vec::new(),
+            running: RunningSet::new(),
             running_idx: Vec::new(),
             completions: BinaryHeap::new(),
             seq: 0,
             usage: UsageBook::default(),
+            usage_ids,
             allocated: 0.0,
             preemptions: 0,
             cancelled: 0,
@@ -150,9 +158,19 @@ impl<'t> Replay<'t> {
     /// Charges every running job's usage since `since` (or its start) to its user, who is
     /// also its project in a replay.
     pub fn charge_running(&mut self, since: Millis, now: Millis) {
-        for (r, &i) in self.running.iter().zip(&self.running_idx) {
+        for &i in &self.running_idx {
             let add = self.jobs[i].amount * (now - self.jobs[i].started_at).min(now - since) as f64;
-            self.usage.add(&r.user, &r.user, add, now, self.opts.half_life_ms);
+            let u = self.jobs[i].user;
+            let ids = match self.usage_ids[u] {
+                Some(ids) => ids,
+                None => {
+                    let name = &self.user_names[u];
+                    let ids = (self.usage.users.id(name), self.usage.projects.id(name));
+                    self.usage_ids[u] = Some(ids);
+                    ids
+                }
+            };
+            self.usage.add_ids(ids, add, now, self.opts.half_life_ms);
         }
     }
 
@@ -160,12 +178,13 @@ impl<'t> Replay<'t> {
     /// resource-time counted.
     pub fn stop(&mut self, i: usize, now: Millis) {
         let slot = self.jobs[i].run_slot;
-        let r = self.running.swap_remove(slot);
         self.running_idx.swap_remove(slot);
-        if slot < self.running.len() {
+        if slot < self.running_idx.len() {
             self.jobs[self.running_idx[slot]].run_slot = slot;
         }
-        apply::release(self, &r.bindings);
+        if let Some(r) = self.running.remove(i as JobId + 1) {
+            apply::release(self, &r.bindings);
+        }
         let j = &mut self.jobs[i];
         j.run_slot = usize::MAX;
         j.generation += 1;
@@ -252,10 +271,10 @@ impl PassTarget for Replay<'_> {
         let j = &mut self.jobs[i];
         j.first_start.get_or_insert(now);
         j.started_at = now;
-        j.run_slot = self.running.len();
+        j.run_slot = self.running_idx.len();
         let tj = &self.trace.jobs[i];
         let user = &self.user_names[j.user];
-        self.running.push(RunningJob {
+        self.running.insert(RunningJob {
             borrowed: false,
             id: s.job,
             queue: QUEUE.to_string(),

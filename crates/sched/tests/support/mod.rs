@@ -28,7 +28,7 @@ use berth_model::{Binding, Cpu, Gpu, NumaNode, NumaPolicy, ResourceRequest, Topo
 use berth_model::{JobId, format_gpu_milli, parse_cpus, parse_gpus, parse_mem};
 use berth_sched::{
     FairShare, HeadOfLine, Millis, NodeLedger, PassInput, PassOutput, PendingJob, PendingSet, PreemptAction,
-    Preemption, QueueConfig, RunningJob, schedule, schedule_set,
+    Preemption, QueueConfig, RunningJob, RunningSet, schedule, schedule_set,
 };
 
 /// `cpus` logical CPUs and `mem` bytes split evenly over `numa` nodes; with `smt` two threads
@@ -179,9 +179,10 @@ impl Scenario {
         };
         let out = schedule(&input);
         // Every scenario also checks the incremental pass: the same decisions from the jobs
-        // kept in a `PendingSet`.
+        // kept in a `PendingSet` and a `RunningSet`.
         let set: PendingSet = self.pending.iter().cloned().collect();
-        let inc = schedule_set(&PassInput { pending: &[], ..input }, &set);
+        let run_set: RunningSet = running.iter().cloned().collect();
+        let inc = schedule_set(&PassInput { pending: &[], running: &[], ..input }, &set, &run_set);
         assert_eq!((&out.starts, &out.waiting, &out.preemptions), (&inc.starts, &inc.waiting, &inc.preemptions));
         assert_eq!(out.untried_jobs().collect::<Vec<_>>(), set.untried_jobs(&inc));
         self.commit(&out);

@@ -1,0 +1,325 @@
+//! The running jobs kept across passes, indexed the way a pass reads them, so that the pass
+//! after one job ends costs the same with a few running jobs or tens of thousands
+//! ([`crate::schedule_set`]).
+//!
+//! The caller keeps one [`RunningSet`] beside its [`crate::PendingSet`] and changes it as
+//! jobs start, end, are cancelled or preempted, or change in a way the scheduler sees
+//! (`insert` replaces, `remove`). Per queue it keeps:
+//!
+//! - the jobs by id: a pass groups running jobs by queue in id order (DRF, fair share,
+//!   preemption) without sorting them;
+//! - their ends, the timeline backfill's reservation walks: jobs with a time limit by
+//!   `started_at + limit`, jobs without by `started_at` (their end depends on the queue's
+//!   default limit, which only the pass knows, and grows with `started_at` all the same).
+//!
+//! Every change costs O(log n). A pass merges the per-queue ends ([`Ends`]) and stops where
+//! the reservation fits, so it reads only the ends it releases, never all of them.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use berth_model::{Binding, JobId};
+use rustc_hash::FxHashMap;
+
+use crate::pool::Pool;
+use crate::{Millis, QueueConfig, RunningJob};
+
+/// One queue's running jobs (by the queue each job names), in a dense slab: the walk of
+/// the ends reads a job per end, and a slot is an index, not a search.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunQueue {
+    slab: Vec<RunningJob>,
+    /// Per slot, the set's number of each binding's node (`RunningSet::node_ids`), and of
+    /// the first one apart: packed, so that the walk of a single-binding job's end reads no
+    /// list of its own.
+    nodes: Vec<Vec<u32>>,
+    first_node: Vec<u32>,
+    /// Each job's slot, by id.
+    by_id: BTreeMap<JobId, u32>,
+    /// (started_at + time limit, id) of the jobs that have a limit, with their slots.
+    limited: BTreeMap<(Millis, JobId), u32>,
+    /// (started_at, id) of the jobs that have none, with their slots.
+    unlimited: BTreeMap<(Millis, JobId), u32>,
+    /// How many jobs are `borrowed`.
+    borrowed: usize,
+}
+
+/// Whether `r` has a limit, and its key in that end index.
+fn end_key(r: &RunningJob) -> (bool, (Millis, JobId)) {
+    match r.time_limit_ms {
+        Some(limit) => (true, (r.started_at.saturating_add(limit), r.id)),
+        None => (false, (r.started_at, r.id)),
+    }
+}
+
+impl RunQueue {
+    fn ends(&mut self, limited: bool) -> &mut BTreeMap<(Millis, JobId), u32> {
+        if limited { &mut self.limited } else { &mut self.unlimited }
+    }
+
+    fn insert(&mut self, job: RunningJob, nodes: Vec<u32>) {
+        let slot = self.slab.len() as u32;
+        self.first_node.push(nodes.first().copied().unwrap_or(ELSEWHERE));
+        self.nodes.push(nodes);
+        self.by_id.insert(job.id, slot);
+        let (limited, key) = end_key(&job);
+        self.ends(limited).insert(key, slot);
+        self.borrowed += job.borrowed as usize;
+        self.slab.push(job);
+    }
+
+    fn remove(&mut self, id: JobId) -> Option<RunningJob> {
+        let slot = self.by_id.remove(&id)?;
+        let job = self.slab.swap_remove(slot as usize);
+        self.nodes.swap_remove(slot as usize);
+        self.first_node.swap_remove(slot as usize);
+        let (limited, key) = end_key(&job);
+        self.ends(limited).remove(&key);
+        self.borrowed -= job.borrowed as usize;
+        // The last job took the slot: its indexes follow.
+        if let Some(moved) = self.slab.get(slot as usize) {
+            let (id, (limited, key)) = (moved.id, end_key(moved));
+            self.by_id.insert(id, slot);
+            self.ends(limited).insert(key, slot);
+        }
+        Some(job)
+    }
+
+    /// The jobs by id.
+    pub fn jobs(&self) -> impl Iterator<Item = &RunningJob> {
+        self.by_id.values().map(|&s| &self.slab[s as usize])
+    }
+
+    fn get(&self, id: JobId) -> Option<&RunningJob> {
+        self.by_id.get(&id).map(|&s| &self.slab[s as usize])
+    }
+
+    fn is_empty(&self) -> bool {
+        self.slab.is_empty()
+    }
+}
+
+/// The running jobs of a cluster, kept across passes (module doc).
+#[derive(Debug, Clone, Default)]
+pub struct RunningSet {
+    pub(crate) queues: BTreeMap<String, RunQueue>,
+    /// Each job's queue, for `remove` by id.
+    queue_of: FxHashMap<JobId, String>,
+    /// Node names numbered when first seen in a binding: a reservation matches the pool's
+    /// nodes to these numbers once, then follows each binding it releases by number, not by
+    /// name.
+    node_ids: FxHashMap<String, u32>,
+}
+
+impl RunningSet {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a job (replacing one with the same id: a job whose start time, limit, bindings
+    /// or flags changed is inserted again).
+    pub fn insert(&mut self, job: RunningJob) {
+        self.remove(job.id);
+        self.queue_of.insert(job.id, job.queue.clone());
+        let nodes = job.bindings.iter().map(|b| self.node_id(&b.node)).collect();
+        self.queues.entry(job.queue.clone()).or_default().insert(job, nodes);
+    }
+
+    fn node_id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.node_ids.get(name) {
+            return id;
+        }
+        let id = self.node_ids.len() as u32;
+        self.node_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// Takes a job out (it ended, was cancelled or preempted and gave its resources back).
+    pub fn remove(&mut self, id: JobId) -> Option<RunningJob> {
+        let name = self.queue_of.remove(&id)?;
+        let q = self.queues.get_mut(&name)?;
+        let job = q.remove(id)?;
+        if q.is_empty() {
+            self.queues.remove(&name);
+        }
+        Some(job)
+    }
+
+    pub fn get(&self, id: JobId) -> Option<&RunningJob> {
+        self.queues.get(self.queue_of.get(&id)?)?.get(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue_of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue_of.is_empty()
+    }
+
+    /// Queue `q`'s running jobs by id, where its walk reads them: the fair orderings,
+    /// preemption, and the reclaim of borrowed work (`gates.rs`); `None` where it does not,
+    /// so that a fifo queue's pass does not list its running jobs.
+    pub(crate) fn list(&self, q: &QueueConfig) -> Option<Vec<&RunningJob>> {
+        let rq = self.queues.get(&q.name)?;
+        let fair = matches!(q.ordering, crate::Ordering::Drf | crate::Ordering::FairShare);
+        (fair || q.preemption.is_some() || rq.borrowed > 0).then(|| rq.jobs().collect())
+    }
+
+    /// The jobs by queue name, then id.
+    pub fn iter(&self) -> impl Iterator<Item = &RunningJob> {
+        self.queues.values().flat_map(RunQueue::jobs)
+    }
+}
+
+impl FromIterator<RunningJob> for RunningSet {
+    fn from_iter<I: IntoIterator<Item = RunningJob>>(iter: I) -> Self {
+        let mut s = RunningSet::new();
+        for j in iter {
+            s.insert(j);
+        }
+        s
+    }
+}
+
+/// In `Ends::Merge::pool_index`: a node that is not in the pool.
+const ELSEWHERE: u32 = u32::MAX;
+
+/// One sorted run of ends the walk merges: a queue's limited or unlimited jobs (`add` is
+/// the queue's default limit for the latter), or the jobs started in this pass.
+pub(crate) struct Stream<'a> {
+    /// (start or end, slot), in end order.
+    keys: Box<dyn Iterator<Item = (Millis, u32)> + 'a>,
+    add: Millis,
+    /// The queue, or none for the pass's starts (then the slot is their index).
+    jobs: Option<&'a RunQueue>,
+    head: Option<(Millis, u32)>,
+}
+
+/// The bindings of the running jobs and of the pass's starts, released group by group in
+/// end order: an end is `started_at + limit` (the job's queue's default limit when it has
+/// none), or now for a job past it. Within one end, the order is not defined: the walk
+/// releases a whole group before it looks at any node.
+pub(crate) enum Ends<'a> {
+    /// Built from a list of running jobs each pass (`schedule`).
+    Heap { heap: BinaryHeap<Reverse<(Millis, usize)>>, bindings: Vec<&'a Binding> },
+    /// Merged from the kept set's indexes (`schedule_set`). `pool_index`: per node number of
+    /// the set, its index in the pool ([`ELSEWHERE`] for none).
+    Merge { streams: Vec<Stream<'a>>, started: &'a [(Millis, JobId, Vec<Binding>)], now: Millis, pool_index: Vec<u32> },
+}
+
+impl<'a> Ends<'a> {
+    /// Every binding of `running` and `started`. `default_of(queue)`: the limit of a job
+    /// without one.
+    pub fn heap(
+        running: &'a [RunningJob],
+        started: &'a [(Millis, JobId, Vec<Binding>)],
+        default_of: impl Fn(&str) -> Millis,
+        now: Millis,
+    ) -> Self {
+        let mut bindings = Vec::with_capacity(running.len());
+        let mut keys = Vec::with_capacity(running.len());
+        for r in running {
+            let end = r.started_at.saturating_add(r.time_limit_ms.unwrap_or_else(|| default_of(&r.queue)));
+            for b in &r.bindings {
+                keys.push(Reverse((end.max(now), bindings.len())));
+                bindings.push(b);
+            }
+        }
+        for (end, _, bs) in started {
+            for b in bs {
+                keys.push(Reverse(((*end).max(now), bindings.len())));
+                bindings.push(b);
+            }
+        }
+        Ends::Heap { heap: BinaryHeap::from(keys), bindings }
+    }
+
+    /// The ends of `set`'s jobs and of `started`, merged as the walk goes; `pool`: the nodes
+    /// the walk follows.
+    pub fn merge(
+        pool: &Pool,
+        set: &'a RunningSet,
+        started: &'a [(Millis, JobId, Vec<Binding>)],
+        queues: &[QueueConfig],
+        fallback_limit: Millis,
+        now: Millis,
+    ) -> Self {
+        let mut streams = Vec::with_capacity(set.queues.len() * 2);
+        for (name, q) in &set.queues {
+            let default = queues.iter().find(|c| c.name == *name).map_or(fallback_limit, |c| c.default_time_limit_ms);
+            let keys = |m: &'a BTreeMap<(Millis, JobId), u32>| m.iter().map(|(&(t, _), &slot)| (t, slot));
+            let jobs = Some(q);
+            streams.push(Stream { keys: Box::new(keys(&q.limited)), add: 0, jobs, head: None });
+            streams.push(Stream { keys: Box::new(keys(&q.unlimited)), add: default, jobs, head: None });
+        }
+        let mut order: Vec<(Millis, JobId, usize)> =
+            started.iter().enumerate().map(|(k, (end, id, _))| (*end, *id, k)).collect();
+        order.sort_unstable();
+        streams.push(Stream {
+            keys: Box::new(order.into_iter().map(|(end, _, k)| (end, k as u32))),
+            add: 0,
+            jobs: None,
+            head: None,
+        });
+        for s in &mut streams {
+            s.head = s.keys.next();
+        }
+        // Each pool node's number in the set, looked up once: the set's names are hashed
+        // already, and the walk then follows a binding to its node by number.
+        let mut pool_index = vec![ELSEWHERE; set.node_ids.len()];
+        for (i, name) in pool.names().iter().enumerate() {
+            if let Some(&n) = set.node_ids.get(*name) {
+                pool_index[n as usize] = i as u32;
+            }
+        }
+        Ends::Merge { streams, started, now, pool_index }
+    }
+
+    /// Puts the bindings of the next end that lie on `pool`'s nodes into `out`, with their
+    /// node's index there, and returns that end; `None` once all are released. Every call
+    /// on one `Ends` must pass the same pool.
+    pub fn next_group(&mut self, pool: &Pool, out: &mut Vec<(usize, &'a Binding)>) -> Option<Millis> {
+        let by_name = |b: &'a Binding| pool.index_of(&b.node).map(|i| (i, b));
+        match self {
+            Ends::Heap { heap, bindings } => {
+                let Reverse((end, _)) = *heap.peek()?;
+                while let Some(&Reverse((e, k))) = heap.peek() {
+                    if e != end {
+                        break;
+                    }
+                    heap.pop();
+                    out.extend(by_name(bindings[k]));
+                }
+                Some(end)
+            }
+            Ends::Merge { streams, started, now, pool_index } => {
+                let end_of = |s: &Stream, (t, _): (Millis, u32)| t.saturating_add(s.add).max(*now);
+                let end = streams.iter().filter_map(|s| s.head.map(|h| end_of(s, h))).min()?;
+                for s in streams.iter_mut() {
+                    while let Some(h) = s.head.filter(|&h| end_of(s, h) == end) {
+                        let Some(q) = s.jobs else {
+                            out.extend(started[h.1 as usize].2.iter().filter_map(by_name));
+                            s.head = s.keys.next();
+                            continue;
+                        };
+                        let slot = h.1 as usize;
+                        let bindings = &q.slab[slot].bindings;
+                        let nodes = match bindings.len() {
+                            1 => std::slice::from_ref(&q.first_node[slot]),
+                            _ => &q.nodes[slot][..],
+                        };
+                        for (b, &n) in bindings.iter().zip(nodes) {
+                            let i = pool_index[n as usize];
+                            if i != ELSEWHERE {
+                                out.push((i as usize, b));
+                            }
+                        }
+                        s.head = s.keys.next();
+                    }
+                }
+                Some(end)
+            }
+        }
+    }
+}
