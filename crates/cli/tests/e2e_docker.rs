@@ -13,28 +13,11 @@
 mod cache_support;
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use support::{Berth, PATIENCE, text};
+use support::{Berth, PATIENCE, docker_ready, text};
 
 const IMAGE: &str = "berth-test/busybox:1";
-
-/// Builds the test images; `false` (after a SKIPPED line) when docker cannot run them here.
-fn docker_ready(test: &str) -> bool {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-image.sh");
-    match std::process::Command::new("bash").arg(script).output() {
-        Ok(o) if o.status.success() => true,
-        Ok(o) => {
-            eprintln!("SKIPPED: {test}: {}", text(&o.stderr).trim());
-            false
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: {test}: cannot run scripts/test-image.sh: {e}");
-            false
-        }
-    }
-}
 
 /// The containers (and job networks) that match some `docker ... --filter`s; removes them on
 /// drop, so that a failed test leaves nothing behind either.

@@ -7,7 +7,6 @@
 mod support;
 
 use std::io::Write;
-use std::path::Path;
 use std::process::{Output, Stdio};
 
 use support::{Berth, base_cmd, text};
@@ -113,11 +112,8 @@ fn exec_runs_inside_a_process_kernel() {
 
 #[test]
 fn exec_runs_inside_a_container_kernel() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-image.sh");
-    match std::process::Command::new("bash").arg(script).output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => return eprintln!("SKIPPED: exec_runs_inside_a_container_kernel: {}", text(&o.stderr).trim()),
-        Err(e) => return eprintln!("SKIPPED: exec_runs_inside_a_container_kernel: {e}"),
+    if !support::docker_ready("exec_runs_inside_a_container_kernel") {
+        return;
     }
     let node = format!("ex{}", std::process::id());
     let b = Berth::cluster("", &[(&node, &[])]);
@@ -132,9 +128,5 @@ fn exec_runs_inside_a_container_kernel() {
     assert_eq!(text(&o.stdout).trim(), "6", "{}", text(&o.stderr));
     b.ok(&["cancel", &ids]);
     b.wait_state(id, "CANCELLED");
-    let filter = format!("name=berth-{node}");
-    let left = std::process::Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output().unwrap();
-    for c in text(&left.stdout).lines() {
-        let _ = std::process::Command::new("docker").args(["rm", "-f", c]).output();
-    }
+    support::remove_containers(&node);
 }

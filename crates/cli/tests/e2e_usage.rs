@@ -6,9 +6,7 @@
 
 mod support;
 
-use std::path::Path;
-
-use support::{Berth, text};
+use support::Berth;
 
 const IMAGE: &str = "berth-test/busybox:1";
 
@@ -92,24 +90,11 @@ fn process_jobs_report_what_they_used() {
 
 #[test]
 fn container_jobs_report_what_they_used() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-image.sh");
-    match std::process::Command::new("bash").arg(script).output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => return eprintln!("SKIPPED: container_jobs_report_what_they_used: {}", text(&o.stderr).trim()),
-        Err(e) => return eprintln!("SKIPPED: container_jobs_report_what_they_used: {e}"),
+    if !support::docker_ready("container_jobs_report_what_they_used") {
+        return;
     }
     let node = format!("us{}", std::process::id());
     let b = Berth::cluster("", &[(&node, &["--usage-interval", "1s"])]);
     measured_like_the_job_itself_counts(&b, &["--image", IMAGE]);
-    for n in text(
-        &std::process::Command::new("docker")
-            .args(["ps", "-aq", "--filter", &format!("name=berth-{node}")])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .lines()
-    {
-        let _ = std::process::Command::new("docker").args(["rm", "-f", n]).output();
-    }
+    support::remove_containers(&node);
 }

@@ -527,3 +527,29 @@ pub fn cgroups_usable() -> bool {
     }
     root && writable
 }
+
+/// Builds the docker test images (`scripts/test-image.sh`); `false` (after a SKIPPED line
+/// naming `test`) when docker cannot run them here.
+pub fn docker_ready(test: &str) -> bool {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-image.sh");
+    match Command::new("bash").arg(script).output() {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            eprintln!("SKIPPED: {test}: {}", text(&o.stderr).trim());
+            false
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: {test}: cannot run scripts/test-image.sh: {e}");
+            false
+        }
+    }
+}
+
+/// Removes the containers of agents whose node name starts with `node`.
+pub fn remove_containers(node: &str) {
+    let filter = format!("name=berth-{node}");
+    let Ok(o) = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output() else { return };
+    for c in text(&o.stdout).lines() {
+        let _ = Command::new("docker").args(["rm", "-f", c]).output();
+    }
+}
