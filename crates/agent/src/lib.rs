@@ -16,6 +16,7 @@ mod conn;
 mod dial;
 pub mod discover;
 mod disk;
+mod forward;
 mod kernels;
 pub mod ledger;
 pub mod logs;

@@ -1,4 +1,4 @@
-//! Streams into kernels (`berth exec`): when the manager sends `OpenStream`, the agent dials
+//! Streams into kernels (`berth exec`, port forwards in `forward`): when the manager sends `OpenStream`, the agent dials
 //! the stream back (`/v1/agents/streams/{id}`, join token and the stream's secret), runs the
 //! command inside the kernel (`runtime::exec` for processes, `docker exec` for containers),
 //! and relays its input and output in `berth_model::stream` frames until it exits; the
@@ -38,22 +38,26 @@ pub(crate) async fn serve(
         Ok(ws) => ws,
         Err(e) => return tracing::warn!("cannot open stream {id}: {e}"),
     };
-    let StreamOpen::Exec { command, stdin } = open;
-    let end = match target {
-        Err(e) => failed(e),
-        Ok(Target::Process { pid }) => exec_process(&mut ws, pid, &command, stdin).await,
-        Ok(Target::Container { name, docker }) => exec_container(&mut ws, &docker, &name, &command, stdin).await,
+    let end = match (target, open) {
+        (Err(e), _) => failed(e),
+        (Ok(target), StreamOpen::Forward { target: to }) => crate::forward::serve(&mut ws, target, to).await,
+        (Ok(Target::Process { pid }), StreamOpen::Exec { command, stdin }) => {
+            exec_process(&mut ws, pid, &command, stdin).await
+        }
+        (Ok(Target::Container { name, docker }), StreamOpen::Exec { command, stdin }) => {
+            exec_container(&mut ws, &docker, &name, &command, stdin).await
+        }
     };
     let _ = ws.send(Message::binary(stream::end_frame(&end))).await;
     let _ = ws.close(None).await;
 }
 
-fn failed(error: impl Into<String>) -> StreamEnd {
+pub(crate) fn failed(error: impl Into<String>) -> StreamEnd {
     StreamEnd { exit_code: None, error: Some(error.into()) }
 }
 
 /// The client went away before the command ended (the command is stopped).
-const GONE: &str = "the client went away";
+pub(crate) const GONE: &str = "the client went away";
 
 async fn exec_process(ws: &mut Ws, pid: u32, command: &[String], stdin: bool) -> StreamEnd {
     let ctx = match crate::runtime::exec::KernelContext::of_pid(pid) {
@@ -145,7 +149,7 @@ async fn exec_container(
 }
 
 /// Reads a command's output into frames of `channel`.
-async fn pump(mut from: impl AsyncRead + Unpin, channel: u8, to: mpsc::Sender<Vec<u8>>) {
+pub(crate) async fn pump(mut from: impl AsyncRead + Unpin, channel: u8, to: mpsc::Sender<Vec<u8>>) {
     let mut buf = vec![0u8; MAX_CHUNK];
     loop {
         match from.read(&mut buf).await {
@@ -161,7 +165,11 @@ async fn pump(mut from: impl AsyncRead + Unpin, channel: u8, to: mpsc::Sender<Ve
 
 /// Sends the output frames to the client and the client's input to the command, until the
 /// output ends (true) or the client goes away (false).
-async fn relay(ws: &mut Ws, mut output: mpsc::Receiver<Vec<u8>>, mut input: Option<impl AsyncWrite + Unpin>) -> bool {
+pub(crate) async fn relay(
+    ws: &mut Ws,
+    mut output: mpsc::Receiver<Vec<u8>>,
+    mut input: Option<impl AsyncWrite + Unpin>,
+) -> bool {
     loop {
         tokio::select! {
             frame = output.recv() => match frame {

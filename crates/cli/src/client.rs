@@ -23,6 +23,7 @@ const JOB_DONE: &str = "berth-job-done";
 /// Header naming the attempt whose log it is.
 const ATTEMPT: &str = "berth-attempt";
 
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     /// What requests are sent to (a fixed URL over a unix socket).
@@ -198,6 +199,16 @@ impl Client {
 
     pub async fn job(&self, id: JobId) -> anyhow::Result<JobDetail> {
         self.json(self.request(Method::GET, &format!("/v1/jobs/{id}"))).await
+    }
+
+    /// The apps job `id` serves (`berth apps`).
+    pub async fn apps(&self, id: JobId) -> anyhow::Result<Vec<berth_model::api::AppView>> {
+        self.json(self.request(Method::GET, &format!("/v1/jobs/{id}/apps"))).await
+    }
+
+    /// A one-time link opening app `app` of job `id` (`berth open`).
+    pub async fn app_link(&self, id: JobId, app: &str) -> anyhow::Result<berth_model::api::AppLink> {
+        self.json(self.request(Method::POST, &format!("/v1/jobs/{id}/apps/{app}/link"))).await
     }
 
     pub async fn cancel(&self, id: JobId) -> anyhow::Result<CancelResult> {

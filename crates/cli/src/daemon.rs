@@ -53,6 +53,36 @@ pub struct UpArgs {
     pub shim: ShimArgs,
     #[command(flatten)]
     pub users: UserMapArgs,
+    #[command(flatten)]
+    pub apps: AppsArgs,
+}
+
+/// The app proxy (`berth open`, `/apps/<job>/<app>/`).
+#[derive(Debug, Clone, Args)]
+pub struct AppsArgs {
+    /// Serve jobs' web apps (Jupyter, TensorBoard, `--app`) on this address, an origin apart
+    /// from the API [default: --listen's address and the next port, e.g. 127.0.0.1:7071]
+    #[arg(long, value_name = "ADDR")]
+    pub apps_listen: Option<SocketAddr>,
+    /// Turn the app proxy off
+    #[arg(long, conflicts_with = "apps_listen")]
+    pub no_apps: bool,
+    /// The app proxy's URL as users reach it, when it is not http(s)://<the API's host>:<its
+    /// port> (e.g. behind a reverse proxy)
+    #[arg(long, value_name = "URL")]
+    pub apps_url: Option<String>,
+}
+
+impl AppsArgs {
+    /// Where the app proxy listens: as asked, or beside the API (an ephemeral port when the
+    /// API's is).
+    pub fn listen(&self, api: SocketAddr) -> Option<SocketAddr> {
+        if self.no_apps {
+            return None;
+        }
+        let next = if api.port() == 0 { 0 } else { api.port().saturating_add(1) };
+        Some(self.apps_listen.unwrap_or(SocketAddr::new(api.ip(), next)))
+    }
 }
 
 /// Who a root agent runs each job as.
@@ -168,6 +198,8 @@ pub struct ManagerArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub cache: crate::commands::cache_daemon::ManagerCacheArgs,
+    #[command(flatten)]
+    pub apps: AppsArgs,
 }
 
 /// `berth agent`: one node's agent.
@@ -270,9 +302,18 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let trusted_cert = args.tls.trusted_cert();
     let cache = args.cache.start(&data_dir, args.tls.files().as_ref(), trusted_cert.as_deref()).await?;
     let cache_env = cache.as_ref().map(|c| c.env.clone());
-    let handle =
-        start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files(), cache_env).await?;
+    let handle = start_manager(
+        &data_dir,
+        args.listen,
+        args.config,
+        args.heartbeat_timeout,
+        args.tls.files(),
+        cache_env,
+        &args.apps,
+    )
+    .await?;
     let url = handle.url.clone();
+    let handle_apps = handle.apps_addr;
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
     let creds = match &token {
         Some(t) => Some(
@@ -319,6 +360,9 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         None => println!("berth is up: {url}  (no admin token on record: set BERTH_URL and BERTH_TOKEN)"),
     }
     println!("data dir: {}", data_dir.display());
+    if let Some(a) = handle_apps {
+        println!("app proxy: {a} (jobs' web apps: berth apps ID, berth open ID APP)");
+    }
     if let Some(s) = &handle.socket {
         // SAFETY: geteuid cannot fail and touches no memory.
         let who = if unsafe { libc::geteuid() } == 0 { "every local user" } else { "you" };
@@ -374,8 +418,16 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     // tokens beside it are 0600.
     let data_dir = prepare_data_dir(&data_dir, Traverse::Allowed)?;
     let cache_env = args.cache.env()?;
-    let handle =
-        start_manager(&data_dir, args.listen, args.config, args.heartbeat_timeout, args.tls.files(), cache_env).await?;
+    let handle = start_manager(
+        &data_dir,
+        args.listen,
+        args.config,
+        args.heartbeat_timeout,
+        args.tls.files(),
+        cache_env,
+        &args.apps,
+    )
+    .await?;
     let url = handle.url.clone();
     let trusted_cert = args.tls.trusted_cert();
     if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
@@ -386,6 +438,9 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
         println!("berth manager is up: {url}");
     }
     println!("join token for agents: {}", handle.join_token);
+    if let Some(a) = handle.apps_addr {
+        println!("app proxy: {a} (jobs' web apps: berth apps ID, berth open ID APP)");
+    }
     // With TLS, agents need the certificate (or its CA) unless a public CA signed it.
     let ca = trusted_cert.map(|c| format!(" --ca-file {}", c.display())).unwrap_or_default();
     // Listening on every address: other machines reach this one by its name, not loopback.
@@ -441,6 +496,7 @@ async fn start_manager(
     heartbeat_timeout: Duration,
     tls: Option<berth_manager::tls::TlsFiles>,
     cache: Option<berth_manager::cache_env::CacheEnv>,
+    apps: &AppsArgs,
 ) -> anyhow::Result<berth_manager::ManagerHandle> {
     // Local users reach the manager over its unix socket, where the kernel vouches for who
     // they are, so their jobs run as them. Only a root manager's agents can run jobs as
@@ -459,6 +515,8 @@ async fn start_manager(
         heartbeat_timeout,
         tls,
         cache,
+        apps_listen: apps.listen(listen),
+        apps_url: apps.apps_url.clone(),
     };
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }

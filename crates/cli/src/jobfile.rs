@@ -21,9 +21,14 @@
 //! shared = true                      # the project's members may see it
 //! image = "pytorch:2.4"              # run as containers of this image (Docker)
 //! mounts = ["/data/imagenet:/data"]  # host:container[:rw], read-only by default
+//! jupyter = true                     # start JupyterLab (the command when none is given)
+//! tensorboard = "runs"               # start TensorBoard on these logs
 //!
 //! [env]
 //! WANDB_MODE = "offline"
+//!
+//! [apps]                             # web apps the job serves: name = port
+//! web = 8000
 //! ```
 //!
 //! Unknown keys are errors (a typo such as `gpu = 1` must not silently run a CPU job), and
@@ -71,6 +76,10 @@ struct JobFile {
     mounts: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    jupyter: Option<bool>,
+    tensorboard: Option<String>,
+    #[serde(default)]
+    apps: BTreeMap<String, u16>,
 }
 
 /// What a job file contributes: flags (to be overridden by the command line) and, unless the
@@ -138,6 +147,14 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
             .map(|m| crate::specflags::parse_mount(m))
             .collect::<Result<_, _>>()
             .map_err(|e| bad(&e))?,
+        apps: f
+            .apps
+            .iter()
+            .map(|(name, port)| berth_model::app::parse_app(&format!("{name}={port}")))
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(&e))?,
+        jupyter: f.jupyter.unwrap_or(false),
+        tensorboard: f.tensorboard,
     };
     flags.resolve_workdir(dir);
     Ok(Loaded { flags, command })

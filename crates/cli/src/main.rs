@@ -51,6 +51,12 @@ enum Command {
     Eff(commands::eff::EffArgs),
     /// Run a command inside a running job, with its output and exit code (like kubectl exec)
     Exec(commands::exec::ExecArgs),
+    /// List the web apps a job serves (Jupyter, TensorBoard, --app) and their URLs
+    Apps(commands::apps::AppsArgs),
+    /// Print a one-time link that opens a job's web app in a browser
+    Open(commands::apps::OpenArgs),
+    /// Forward local ports to ports inside a running job (like kubectl port-forward)
+    PortForward(commands::port_forward::PortForwardArgs),
     /// Print a job's output
     Logs(commands::logs::LogsArgs),
     /// Cancel jobs
@@ -174,6 +180,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Show(a) => show::run(a).await,
         Command::Eff(a) => eff::run(a).await,
         Command::Exec(a) => exec::run(a).await,
+        Command::PortForward(a) => port_forward::run(a).await,
+        Command::Apps(a) => apps::list(a).await,
+        Command::Open(a) => apps::open(a).await,
         Command::Logs(a) => logs::run(a).await,
         Command::Cancel(a) => cancel::run(a).await,
         Command::Nodes(a) => nodes::run(a).await,

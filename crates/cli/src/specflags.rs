@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use berth_model::app::{AppKind, AppSpec};
 use berth_model::{JobSpec, NumaPolicy, ResourceRequest};
 use clap::{Args, ValueEnum};
 
@@ -102,6 +103,20 @@ pub struct SpecFlags {
     /// admin allows paths with `berth agent --allow-mount`
     #[arg(long = "mount", value_name = "HOST:CONTAINER[:rw]", value_parser = parse_mount, help_heading = "Containers")]
     pub mounts: Vec<berth_model::Mount>,
+
+    /// Serve a web app listening on PORT in the job's main kernel through the app proxy
+    /// (repeatable); `berth open ID NAME` opens it
+    #[arg(long = "app", value_name = "NAME=PORT", value_parser = berth_model::app::parse_app, help_heading = "Apps")]
+    pub apps: Vec<AppSpec>,
+
+    /// Start JupyterLab in the job (as its command when none is given); `berth open ID jupyter`
+    /// opens it, berth does the login
+    #[arg(long, help_heading = "Apps")]
+    pub jupyter: bool,
+
+    /// Start TensorBoard on the logs in DIR in the job; `berth open ID tensorboard` opens it
+    #[arg(long, value_name = "DIR", help_heading = "Apps")]
+    pub tensorboard: Option<String>,
 }
 
 /// `--mount SRC:DST[:ro|:rw]`.
@@ -191,6 +206,9 @@ impl SpecFlags {
             job_dir,
             image: over.image.or(self.image),
             mounts: if over.mounts.is_empty() { self.mounts } else { over.mounts },
+            apps: if over.apps.is_empty() { self.apps } else { over.apps },
+            jupyter: over.jupyter || self.jupyter,
+            tensorboard: over.tensorboard.or(self.tensorboard),
         }
     }
 
@@ -211,7 +229,9 @@ impl SpecFlags {
     /// and with which environment comes from the submitter: see [`SpecFlags::submitted_from`].
     pub fn to_spec(&self, command: Vec<String>) -> JobSpec {
         let d = ResourceRequest::default();
-        let mut spec = JobSpec::command(command);
+        let (apps, presets) = self.apps_and_presets();
+        let mut spec = JobSpec::command(berth_model::app::wrap_command(&presets, &command));
+        spec.apps = apps;
         spec.name = self.name.clone();
         spec.resources = ResourceRequest {
             cpu_milli: self.cpus.unwrap_or(d.cpu_milli),
@@ -233,6 +253,29 @@ impl SpecFlags {
         spec.image = self.image.clone();
         spec.mounts = self.mounts.clone();
         spec
+    }
+
+    /// The job's apps (`--app` and the presets) and the shell lines that start the presets.
+    fn apps_and_presets(&self) -> (Vec<AppSpec>, Vec<String>) {
+        let mut apps = self.apps.clone();
+        let mut presets = Vec::new();
+        let mut preset = |name: &str, kind: AppKind, dir: Option<&str>| {
+            let app = AppSpec { name: name.into(), port: None, kind };
+            presets.extend(berth_model::app::preset_line(&app, dir));
+            apps.push(app);
+        };
+        if self.jupyter {
+            preset("jupyter", AppKind::Jupyter, None);
+        }
+        if let Some(dir) = &self.tensorboard {
+            preset("tensorboard", AppKind::Tensorboard, Some(dir));
+        }
+        (apps, presets)
+    }
+
+    /// Whether the flags start an app that can be the job's command.
+    pub fn has_preset(&self) -> bool {
+        self.jupyter || self.tensorboard.is_some()
     }
 
     /// Completes `spec` with where and how it was submitted, as `sbatch` does: a process job

@@ -61,6 +61,9 @@ pub fn kernel_env(st: &State, job: &Job, index: u32) -> BTreeMap<String, String>
     set("NODE_RANK", (index / per_node).to_string());
     set("LOCAL_RANK", (index % per_node).to_string());
     set("LOCAL_WORLD_SIZE", per_node.to_string());
+    for app in &job.spec.apps {
+        set(&berth_model::app::base_url_var(&app.name), berth_model::app::base_path(job.id, &app.name));
+    }
     env
 }
 

@@ -5,12 +5,13 @@
 //! - `pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle>`: opens the
 //!   store, runs migrations, bootstraps the admin, binds the listener, spawns everything.
 //! - `ManagerHandle { pub url: String, pub local_addr: SocketAddr, pub bootstrap: Option<Bootstrap>,
-//!   pub join_token: String, pub socket: Option<PathBuf>, .. }` with `pub async fn shutdown(self)` and `pub async fn wait(self)`.
+//!   pub join_token: String, pub socket: Option<PathBuf>, pub apps_addr: Option<SocketAddr>, .. }` with `pub async fn shutdown(self)` and `pub async fn wait(self)`.
 //! - `Bootstrap { pub user: String, pub token: String }` is `Some` only on the first start of a
 //!   data dir: the admin user and its API token, shown once.
 
 mod agent_conn;
 mod api;
+mod apps;
 mod auth;
 mod bad_tokens;
 pub mod cache_env;
@@ -82,6 +83,11 @@ pub struct ManagerConfig {
     /// Also serve the API on this unix socket, for local users whose identity the kernel
     /// vouches for (`local.rs`).
     pub socket: Option<local::LocalSocket>,
+    /// Serve jobs' apps (`/apps/<job>/<app>/`) on this address, an origin apart from the API
+    /// and dashboard; `None`: no app proxy.
+    pub apps_listen: Option<SocketAddr>,
+    /// The app proxy's URL as users reach it, when not `http(s)://<API host>:<apps port>`.
+    pub apps_url: Option<String>,
 }
 
 /// The admin user and its API token, shown once on the first start of a data dir.
@@ -101,6 +107,8 @@ pub struct ManagerHandle {
     pub join_token: String,
     /// The unix socket the API is also served on, when it could be bound.
     pub socket: Option<PathBuf>,
+    /// Where the app proxy listens, if it does.
+    pub apps_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
@@ -183,6 +191,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         let _ = stop.wait_for(|s| *s).await;
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let tls_apps = tls.clone();
     let server = match tls {
         Some(tls) => {
             let listener = tls::TlsListener::new(listener, tls)?;
@@ -222,6 +231,15 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         },
         None => None,
     };
+    let apps_addr = match config.apps_listen {
+        Some(addr) => {
+            let (bound, task) =
+                serve_apps(&m, addr, tls_apps.clone(), shutdown_rx.clone(), config.apps_url.clone()).await?;
+            tasks.push(task);
+            Some(bound)
+        }
+        None => None,
+    };
     let reports = m.hub.take_reports().expect("the report loop starts once");
     tasks.extend([
         tokio::spawn(reports::run(m.clone(), reports)),
@@ -237,11 +255,40 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         bootstrap,
         join_token,
         socket,
+        apps_addr,
         shutdown: shutdown_tx,
         server,
         tasks,
         store,
     })
+}
+
+/// Binds the app proxy's listener (`apps/`) and serves it until shutdown.
+async fn serve_apps(
+    m: &Arc<manager::Manager>,
+    addr: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    mut stop: watch::Receiver<bool>,
+    public_url: Option<String>,
+) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (--apps-listen)"))?;
+    let bound = listener.local_addr()?;
+    let _ = m.apps.set(manager::AppsEndpoint { port: bound.port(), public_url });
+    let app = apps::router(m.clone());
+    let graceful = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let task = match tls {
+        Some(tls) => {
+            let listener = tls::TlsListener::new(listener, tls)?;
+            tokio::spawn(async move { report(axum::serve(listener, app).with_graceful_shutdown(graceful).await) })
+        }
+        None => tokio::spawn(async move { report(axum::serve(listener, app).with_graceful_shutdown(graceful).await) }),
+    };
+    tracing::info!(%bound, "app proxy listening");
+    Ok((bound, task))
 }
 
 fn report(served: std::io::Result<()>) {

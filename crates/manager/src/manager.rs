@@ -15,6 +15,15 @@ use tokio::sync::{Notify, watch};
 use crate::config::FairShareConfig;
 use crate::state::{KernelEnd, Node};
 
+/// Where users reach the app proxy.
+#[derive(Debug, Clone)]
+pub struct AppsEndpoint {
+    /// The port it listens on (links use the host name the caller used for the API).
+    pub port: u16,
+    /// A public URL instead (`--apps-url`, behind a reverse proxy or another host name).
+    pub public_url: Option<String>,
+}
+
 pub struct Manager {
     /// For reads of what memory does not keep (finished jobs, history, users); writes of job
     /// and node state go through their services.
@@ -42,6 +51,8 @@ pub struct Manager {
     pub login_links: crate::login_links::LoginLinks,
     /// Streams into kernels (`berth exec`) waiting for their agent to dial back.
     pub streams: crate::streams::Streams,
+    /// Where the app proxy listens, once it does (`apps/`).
+    pub apps: std::sync::OnceLock<AppsEndpoint>,
     /// The API is served over TLS: session cookies are `Secure`.
     pub tls: bool,
     /// Prometheus counters and histograms (`/metrics`; levels are counted at scrape time).
@@ -74,6 +85,7 @@ impl Manager {
             store_health: crate::store_health::StoreHealth::new(data_dir),
             login_links: Default::default(),
             streams: Default::default(),
+            apps: Default::default(),
             tls,
             shutdown,
             store,

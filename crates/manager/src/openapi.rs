@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use utoipa::OpenApi;
 
 // The handlers' modules, not the router in `api/mod.rs` (which serves this spec).
+use crate::api::apps;
 use crate::api::cache;
 use crate::api::images;
 use crate::api::jobs;
@@ -52,6 +53,8 @@ use crate::web::login;
         jobs::list,
         jobs::show,
         jobs::cancel,
+        apps::list,
+        apps::link,
         logs::logs,
         queues::list,
         queues::put,

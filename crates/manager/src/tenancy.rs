@@ -157,6 +157,16 @@ impl Tenancy {
         Ok(token)
     }
 
+    /// A session for one app behind the app proxy (`scope`, its path), started from a login
+    /// link (`berth open`): a token in a cookie only that path gets, which the proxy never
+    /// passes on. Audited.
+    pub async fn create_app_session(&self, owner: &LinkOwner, scope: &str) -> Result<String, ApiError> {
+        let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(SESSION_TTL.as_secs() as i64);
+        let label = format!("app session {scope}");
+        let (_, token) = self.mint(owner.user_id, &owner.name, &label, Some(expires), "app-session.create").await?;
+        Ok(token)
+    }
+
     async fn mint(
         &self,
         user_id: i64,

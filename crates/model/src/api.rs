@@ -322,6 +322,28 @@ pub struct LoginLink {
     pub expires_in_secs: u64,
 }
 
+/// `GET /v1/jobs/{id}/apps`: an app the job serves through the app proxy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AppView {
+    pub name: String,
+    pub kind: crate::app::AppKind,
+    /// Its port in the main kernel, when the job chose it (presets get one at start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// Where it is served: the app proxy's URL and the app's path. Open it with a login link
+    /// (`POST /v1/jobs/{id}/apps/{app}/link`, `berth open`).
+    pub url: String,
+}
+
+/// `POST /v1/jobs/{id}/apps/{app}/link`: a one-time link that opens the app in a browser.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AppLink {
+    /// The full URL; works once, and sets a cookie for this app only.
+    pub url: String,
+    /// The link stops working after this many seconds.
+    pub expires_in_secs: u64,
+}
+
 /// Every error answer: what was wrong and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {

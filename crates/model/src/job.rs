@@ -108,6 +108,9 @@ pub struct JobSpec {
     /// paths its admin listed (`berth agent --allow-mount`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<Mount>,
+    /// Web apps the main kernel serves, reached through the app proxy (`--app`, `--jupyter`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<crate::app::AppSpec>,
 }
 
 /// A host path mounted into a job's containers, read-only unless `rw`.
@@ -227,6 +230,7 @@ impl JobSpec {
             shared: false,
             image: None,
             mounts: Vec::new(),
+            apps: Vec::new(),
         }
     }
 
@@ -338,6 +342,7 @@ impl JobSpec {
         for m in &self.mounts {
             m.validate()?;
         }
+        crate::app::check_apps(&self.apps).map_err(SpecError)?;
         Ok(())
     }
 }

@@ -5,6 +5,7 @@
 //! of a GPU) so that sums and comparisons are exact everywhere (DESIGN.md §4).
 
 pub mod api;
+pub mod app;
 pub mod binding;
 mod cache_api;
 pub mod cause;

@@ -266,6 +266,21 @@ pub enum StreamOpen {
     /// Run a command inside the kernel: its cgroups, mounts, user, directory and environment
     /// (containers: `docker exec`).
     Exec { command: Vec<String>, stdin: bool },
+    /// A TCP connection to a port inside the kernel (`berth port-forward`, the app proxy):
+    /// the agent connects from the kernel's network namespace, answers with an `OPENED`
+    /// frame, then relays bytes (`STDIN` in, `STDOUT` out, `STDIN_EOF` half-closes).
+    Forward { target: ForwardTarget },
+}
+
+/// Where a forwarded connection goes inside a kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForwardTarget {
+    /// A port on the kernel's loopback.
+    Port(u16),
+    /// The port of the job's app of this name (the agent reads it from the kernel's
+    /// environment, where it picked it), with the app's token when it has one.
+    App(String),
 }
 
 #[cfg(test)]

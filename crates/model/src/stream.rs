@@ -6,6 +6,12 @@
 //! After the upgrade the client sends one text message, an [`ExecRequest`]; then both sides
 //! send binary messages whose first byte names the channel ([`STDIN`], [`STDOUT`], ...). The
 //! stream ends with one [`CONTROL`] message, a JSON [`StreamEnd`], then a close.
+//!
+//! Port forwards (`GET /v1/jobs/{id}/port-forward?port=P&kernel=N`, one WebSocket per TCP
+//! connection) use the same channels with no request message: the agent's first frame is
+//! [`OPENED`] once it connected (or a [`CONTROL`] end saying why not), then the bytes the
+//! client sends go in on [`STDIN`], the bytes the port answers come back on [`STDOUT`], and
+//! [`STDIN_EOF`] is the client's half-close.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -20,6 +26,9 @@ pub const STDERR: u8 = 2;
 pub const CONTROL: u8 = 3;
 /// Client → kernel: standard input is closed (no payload).
 pub const STDIN_EOF: u8 = 4;
+/// Kernel → client, forwards only: the connection inside the kernel is open, a JSON
+/// [`ForwardOpened`]; data follows.
+pub const OPENED: u8 = 6;
 
 /// The most bytes of one data message (a read of the command's output is sent as it comes,
 /// up to this).
@@ -47,6 +56,17 @@ pub struct StreamEnd {
     /// Why it could not run, or why the stream broke.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// How a forwarded connection opened.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ForwardOpened {
+    /// The port connected to.
+    pub port: u16,
+    /// The secret a token-authenticated app (Jupyter) expects from the proxy; never sent on
+    /// to users.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 /// A binary message on `channel` with `data`.

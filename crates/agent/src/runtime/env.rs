@@ -61,7 +61,33 @@ pub fn build_env(
             env.insert("CUDA_DEVICE_MEMORY_LIMIT".into(), format!("{mib}m"));
         }
     }
+    add_app_env(&mut env, spec);
     env
+}
+
+/// The ports of the job's apps (`BERTH_APP_<NAME>_PORT`, a free one picked here when the
+/// spec leaves it to the agent), and for token-authenticated apps (Jupyter) a fresh secret the
+/// proxy will send them (`BERTH_APP_TOKEN`, `JUPYTER_TOKEN`); the forward reads both back from
+/// the kernel's environment, so they survive an agent restart without being kept anywhere.
+fn add_app_env(env: &mut BTreeMap<String, String>, spec: &JobSpec) {
+    use berth_model::app::{AppKind, TOKEN_VAR, port_var};
+    for app in &spec.apps {
+        let port = app.port.or_else(free_port);
+        if let Some(port) = port {
+            env.insert(port_var(&app.name), port.to_string());
+        }
+    }
+    if spec.apps.iter().any(|a| a.kind == AppKind::Jupyter) {
+        let token: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
+        env.insert("JUPYTER_TOKEN".into(), token.clone());
+        env.insert(TOKEN_VAR.into(), token);
+    }
+}
+
+/// A port nothing listens on now (the kernel binds it a moment later; the range the system
+/// hands out for `:0` is not the one other services configure).
+fn free_port() -> Option<u16> {
+    std::net::TcpListener::bind(("127.0.0.1", 0)).and_then(|l| l.local_addr()).map(|a| a.port()).ok()
 }
 
 #[cfg(test)]

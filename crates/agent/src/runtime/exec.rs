@@ -42,14 +42,7 @@ impl KernelContext {
         let (Some(&uid), Some(&gid)) = (uid.first(), gid.first()) else {
             return Err(format!("cannot read the user of the kernel's process {pid}"));
         };
-        let environ = std::fs::read(proc_dir.join("environ")).map_err(gone)?;
-        let env = environ
-            .split(|b| *b == 0)
-            .filter_map(|kv| {
-                let i = kv.iter().position(|b| *b == b'=')?;
-                Some((OsString::from_vec(kv[..i].to_vec()), OsString::from_vec(kv[i + 1..].to_vec())))
-            })
-            .collect();
+        let env = environ(pid).map_err(gone)?;
         let cgroups = std::fs::read_to_string(proc_dir.join("cgroup")).map_err(gone)?;
         Ok(KernelContext {
             mount_ns: File::open(proc_dir.join("ns/mnt")).map_err(gone)?,
@@ -98,6 +91,18 @@ impl KernelContext {
         cmd.kill_on_drop(true);
         cmd
     }
+}
+
+/// The environment process `pid` started with (`/proc/<pid>/environ`).
+pub fn environ(pid: u32) -> std::io::Result<Vec<(OsString, OsString)>> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ"))?;
+    Ok(environ
+        .split(|b| *b == 0)
+        .filter_map(|kv| {
+            let i = kv.iter().position(|b| *b == b'=')?;
+            Some((OsString::from_vec(kv[..i].to_vec()), OsString::from_vec(kv[i + 1..].to_vec())))
+        })
+        .collect())
 }
 
 /// Opens the `cgroup.procs` of every cgroup the process is in (`/proc/<pid>/cgroup` text).

@@ -2,6 +2,7 @@
 //! code, so that `submit --wait` and `cancel` can report partial failure without an error.
 
 pub mod admin;
+pub mod apps;
 pub mod cache;
 pub mod cache_admin;
 pub mod cache_client;
@@ -15,6 +16,7 @@ pub mod images;
 pub mod login;
 pub mod logs;
 pub mod nodes;
+pub mod port_forward;
 pub mod ps;
 pub mod queues;
 pub mod quota;

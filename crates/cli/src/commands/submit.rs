@@ -88,7 +88,7 @@ fn build_spec(args: &SubmitArgs) -> anyhow::Result<JobSpec> {
             }
             let loaded = jobfile::load(Path::new(file))?;
             let command = if after_dashes.is_empty() { loaded.command.unwrap_or_default() } else { after_dashes };
-            if command.is_empty() {
+            if command.is_empty() && !loaded.flags.has_preset() && !args.flags.has_preset() {
                 return Err(UsageError::error(format!(
                     "job file {file} has no `command` or `script`: add one, or give the command after `--`"
                 )));
@@ -117,9 +117,11 @@ fn build_spec(args: &SubmitArgs) -> anyhow::Result<JobSpec> {
     let mut cli = args.flags.clone();
     cli.resolve_workdir(&cwd);
     let flags = base.overlay(cli);
+    let preset = if flags.jupyter { Some("jupyter") } else { flags.tensorboard.as_ref().map(|_| "tensorboard") };
+    let name = default_name(&command).or(preset.map(String::from));
     let mut spec = flags.to_spec(command);
     if spec.name.is_none() {
-        spec.name = default_name(&spec.command);
+        spec.name = name;
     }
     let skipped = flags.submitted_from(&mut spec, &cwd, std::env::vars_os());
     if !skipped.is_empty() {

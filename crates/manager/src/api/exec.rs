@@ -7,24 +7,22 @@
 //! command runs as the kernel's user); everyone else gets the 404 of a missing job.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use berth_model::protocol::{ManagerMessage, STREAM_SECRET_HEADER, StreamOpen};
-use berth_model::stream::{ExecRequest, StreamEnd, end_frame};
-use berth_model::{JobId, JobState};
-use futures_util::{SinkExt, StreamExt};
+use berth_model::JobId;
+use berth_model::protocol::{STREAM_SECRET_HEADER, StreamOpen};
+use berth_model::stream::ExecRequest;
+use futures_util::StreamExt;
+
+use super::kernel_stream::{OPEN_TIMEOUT, may_enter, open_stream, refuse, splice};
 
 use crate::auth::Auth;
 use crate::error::ApiError;
 use crate::manager::Manager;
-
-/// How long the client may take to say what to run, and the agent to dial back.
-const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `GET /v1/jobs/{id}/exec` (WebSocket).
 pub async fn exec(
@@ -33,11 +31,8 @@ pub async fn exec(
     Path(id): Path<JobId>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    // Someone who may not exec learns nothing, not even that the job exists.
-    match super::jobs::visible_job(&m, &user, id).await {
-        Ok(row) if row.user_id == user.id || user.is_admin() => {}
-        Ok(_) => return super::jobs::no_such_job(id).into_response(),
-        Err(e) => return e.into_response(),
+    if let Err(e) = may_enter(&m, &user, id).await {
+        return e.into_response();
     }
     match ws {
         Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket)),
@@ -75,83 +70,17 @@ async fn serve(m: Arc<Manager>, id: JobId, mut client: WebSocket) {
         Err(_) => Err(format!("no exec request within {}s", OPEN_TIMEOUT.as_secs())),
     };
     let agent = match req {
-        Ok(req) => open(&m, id, req).await,
+        Ok(req) if req.command.first().is_none_or(|c| c.is_empty()) => {
+            Err("give a command to run: berth exec ID -- CMD [ARGS...]".to_string())
+        }
+        Ok(req) => {
+            let open = StreamOpen::Exec { command: req.command, stdin: req.stdin };
+            open_stream(&m, id, req.kernel, open).await
+        }
         Err(e) => Err(format!("bad exec request: {e}")),
     };
     match agent {
         Ok(agent) => splice(client, agent).await,
-        Err(error) => {
-            let end = StreamEnd { exit_code: None, error: Some(error) };
-            let _ = client.send(Message::Binary(end_frame(&end).into())).await;
-            let _ = client.close().await;
-        }
-    }
-}
-
-/// Asks the kernel's agent for a stream and waits for it.
-async fn open(m: &Manager, id: JobId, req: ExecRequest) -> Result<WebSocket, String> {
-    if req.command.is_empty() || req.command[0].is_empty() {
-        return Err("give a command to run: berth exec ID -- CMD [ARGS...]".into());
-    }
-    let mut awaited = m.streams.expect();
-    let node = {
-        let st = m.jobs.lock().await;
-        let Some(job) = st.jobs.get(&id) else {
-            return Err(format!("job {id} is not running"));
-        };
-        if job.state != JobState::Running {
-            return Err(format!("job {id} is {}: exec needs a running job", job.state));
-        }
-        let kernels = job.attempt.bindings.len() as u32;
-        if req.kernel >= kernels {
-            let last = kernels.saturating_sub(1);
-            return Err(format!("job {id} has no kernel {}: use --kernel 0 to {last}", req.kernel));
-        }
-        if job.attempt.ends.get(req.kernel as usize).is_some_and(|e| e.is_some()) {
-            return Err(format!("kernel {} of job {id} has ended", req.kernel));
-        }
-        let node = job.attempt.bindings[req.kernel as usize].node.clone();
-        let msg = ManagerMessage::OpenStream {
-            stream: awaited.id,
-            secret: awaited.secret.clone(),
-            key: job.key(req.kernel),
-            open: StreamOpen::Exec { command: req.command, stdin: req.stdin },
-        };
-        if !st.send(&node, msg) {
-            return Err(format!("node {node} is not connected"));
-        }
-        node
-    };
-    match tokio::time::timeout(OPEN_TIMEOUT, &mut awaited.socket).await {
-        Ok(Ok(socket)) => Ok(socket),
-        _ => Err(format!("the agent on {node} did not open the stream within {}s", OPEN_TIMEOUT.as_secs())),
-    }
-}
-
-/// Copies messages both ways until one side closes, then closes the other.
-async fn splice(client: WebSocket, agent: WebSocket) {
-    let (mut client_tx, mut client_rx) = client.split();
-    let (mut agent_tx, mut agent_rx) = agent.split();
-    let up = async {
-        while let Some(Ok(msg)) = client_rx.next().await {
-            if matches!(msg, Message::Close(_)) || agent_tx.send(msg).await.is_err() {
-                break;
-            }
-        }
-        let _ = agent_tx.close().await;
-    };
-    let down = async {
-        while let Some(Ok(msg)) = agent_rx.next().await {
-            if matches!(msg, Message::Close(_)) || client_tx.send(msg).await.is_err() {
-                break;
-            }
-        }
-        let _ = client_tx.close().await;
-    };
-    // The kernel's side ending (the command exited) ends the stream; a client that goes away
-    // closes the agent's side, which stops the command.
-    tokio::select! {
-        _ = down => {}
-        _ = up => {}
+        Err(error) => refuse(client, error).await,
     }
 }

@@ -1,9 +1,12 @@
 //! The REST API under `/v1`: the router, with JSON errors for unknown routes and methods.
 
+pub mod apps;
 pub mod cache;
 pub mod exec;
+pub mod forward;
 pub mod images;
 pub mod jobs;
+pub mod kernel_stream;
 pub mod logs;
 pub mod metrics;
 pub mod misc;
@@ -33,6 +36,9 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/logs", get(logs::logs))
         .route("/v1/jobs/{id}/exec", get(exec::exec))
+        .route("/v1/jobs/{id}/port-forward", get(forward::forward))
+        .route("/v1/jobs/{id}/apps", get(apps::list))
+        .route("/v1/jobs/{id}/apps/{app}/link", post(apps::link))
         .route("/v1/nodes", get(nodes::list))
         .route("/v1/nodes/timeline", get(nodes::timeline))
         .route("/v1/images", get(images::list))

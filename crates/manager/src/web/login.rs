@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::auth::Auth;
 use crate::error::ApiError;
-use crate::login_links::{LINK_TTL, LinkOwner};
+use crate::login_links::{DASHBOARD, LINK_TTL, LinkOwner};
 use crate::manager::Manager;
 use crate::session_cookie::{COOKIE, csrf_token};
 
@@ -24,7 +24,7 @@ use crate::session_cookie::{COOKIE, csrf_token};
 #[utoipa::path(post, path = "/v1/ui/login-links", tag = "dashboard",
     responses((status = 200, body = LoginLink), (status = 401, body = berth_model::api::ErrorBody)))]
 pub async fn create_link(State(m): State<Arc<Manager>>, Auth(user): Auth) -> axum::Json<LoginLink> {
-    let code = m.login_links.create(LinkOwner { user_id: user.id, name: user.name.clone() });
+    let code = m.login_links.create(LinkOwner { user_id: user.id, name: user.name.clone() }, DASHBOARD);
     axum::Json(LoginLink { path: format!("/ui/login?code={code}"), expires_in_secs: LINK_TTL.as_secs() })
 }
 
@@ -36,7 +36,7 @@ pub struct LoginQuery {
 
 /// `GET /ui/login?code=...`: a valid link starts a session and goes to the dashboard.
 pub async fn login(State(m): State<Arc<Manager>>, Query(q): Query<LoginQuery>) -> Response {
-    let Some(owner) = m.login_links.redeem(&q.code) else {
+    let Some(owner) = m.login_links.redeem(&q.code, DASHBOARD) else {
         return super::page(StatusCode::UNAUTHORIZED, super::assets::BAD_LINK_HTML);
     };
     let token = match m.tenancy.create_session(&owner).await {

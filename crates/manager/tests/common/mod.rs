@@ -28,6 +28,8 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         heartbeat_timeout: heartbeat,
         tls: None,
         socket: Some(berth_manager::local::LocalSocket { path: dir.join("berth.sock"), everyone: false }),
+        apps_listen: None,
+        apps_url: None,
     }
 }
 

@@ -1,0 +1,137 @@
+//! Port forwards into kernels (`berth port-forward`, the manager's app proxy): one TCP
+//! connection per stream, opened from the kernel's own network namespace to its loopback, so
+//! a container on a private network is reached as a process kernel on the host's is.
+//!
+//! An app's port (and a token-authenticated app's secret) is read from the kernel's
+//! environment, where the agent put it at start (`runtime::env`), so a forward works the same
+//! after the agent restarted.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+use berth_model::app::{TOKEN_VAR, port_var};
+use berth_model::protocol::ForwardTarget;
+use berth_model::stream::{self, ForwardOpened, OPENED, StreamEnd};
+use futures_util::SinkExt;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::dial::Ws;
+use crate::streams::{Target, failed, pump, relay};
+
+/// How long a connection to the port may take (it is on the node's loopback).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves one forwarded connection: connects, says so, relays until either side closes.
+pub(crate) async fn serve(ws: &mut Ws, target: Target, to: ForwardTarget) -> StreamEnd {
+    let (pid, env) = match kernel_of(target).await {
+        Ok(k) => k,
+        Err(e) => return failed(e),
+    };
+    let var = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let (port, token) = match &to {
+        ForwardTarget::Port(p) => (*p, None),
+        ForwardTarget::App(name) => match var(&port_var(name)).and_then(|p| p.parse::<u16>().ok()) {
+            Some(p) => (p, var(TOKEN_VAR)),
+            None => return failed(format!("the kernel has no port for app `{name}` (it started without it)")),
+        },
+    };
+    let tcp = match connect(pid, port).await {
+        Ok(t) => t,
+        Err(e) => return failed(e),
+    };
+    let opened = serde_json::to_vec(&ForwardOpened { port, token }).unwrap_or_default();
+    if ws.send(Message::binary(stream::frame(OPENED, &opened))).await.is_err() {
+        return failed(crate::streams::GONE);
+    }
+    let (read, write) = tcp.into_split();
+    let (tx, rx) = mpsc::channel(8);
+    tokio::spawn(pump(read, stream::STDOUT, tx));
+    if relay(ws, rx, Some(write)).await { StreamEnd::default() } else { failed(crate::streams::GONE) }
+}
+
+/// The kernel's main process and its environment.
+async fn kernel_of(target: Target) -> Result<(u32, Vec<(String, String)>), String> {
+    match target {
+        Target::Process { pid } => {
+            let env =
+                crate::runtime::exec::environ(pid).map_err(|e| format!("the kernel's process {pid} is gone ({e})"))?;
+            let env =
+                env.into_iter().map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()));
+            Ok((pid, env.collect()))
+        }
+        Target::Container { name, docker } => {
+            let api = docker.api().await?;
+            let c = api
+                .inspect_container(&name, None::<bollard::query_parameters::InspectContainerOptions>)
+                .await
+                .map_err(|e| format!("cannot inspect container {name}: {e}"))?;
+            let pid =
+                c.state.and_then(|s| s.pid).filter(|p| *p > 0).ok_or(format!("container {name} is not running"))?;
+            let env = c.config.and_then(|c| c.env).unwrap_or_default();
+            let env = env.into_iter().filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())));
+            Ok((pid as u32, env.collect()))
+        }
+    }
+}
+
+/// Connects to `port` on the loopback of process `pid`'s network namespace (IPv4, then IPv6).
+async fn connect(pid: u32, port: u16) -> Result<TcpStream, String> {
+    let ns = format!("/proc/{pid}/ns/net");
+    let theirs = std::fs::metadata(&ns).map_err(|e| format!("the kernel's process {pid} is gone ({e})"))?;
+    let ours = std::fs::metadata("/proc/self/ns/net").map_err(|e| format!("cannot read our network namespace: {e}"))?;
+    let addrs = [SocketAddr::from((Ipv4Addr::LOCALHOST, port)), SocketAddr::from((Ipv6Addr::LOCALHOST, port))];
+    let std_stream = if (theirs.dev(), theirs.ino()) == (ours.dev(), ours.ino()) {
+        tokio::task::spawn_blocking(move || connect_any(&addrs)).await.map_err(|e| e.to_string())?
+    } else {
+        // `setns` changes the calling thread: a thread of its own, which ends right after.
+        let (tx, rx) = oneshot::channel();
+        std::thread::spawn(move || {
+            let joined = std::fs::File::open(&ns).map_err(|e| format!("cannot open {ns}: {e}")).and_then(|f| {
+                nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .map_err(|e| format!("cannot enter the kernel's network namespace: {e}"))
+            });
+            let _ = tx.send(joined.and_then(|()| connect_any(&addrs)));
+        });
+        rx.await.map_err(|_| "the connecting thread died".to_string())?
+    }?;
+    std_stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let _ = std_stream.set_nodelay(true);
+    TcpStream::from_std(std_stream).map_err(|e| e.to_string())
+}
+
+fn connect_any(addrs: &[SocketAddr]) -> Result<std::net::TcpStream, String> {
+    let mut last = None;
+    for a in addrs {
+        match std::net::TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    let port = addrs.first().map(|a| a.port()).unwrap_or(0);
+    Err(match last {
+        Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            format!("nothing listens on port {port} in the kernel (connection refused)")
+        }
+        Some(e) => format!("cannot connect to port {port} in the kernel: {e}"),
+        None => format!("cannot connect to port {port} in the kernel"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connects_in_a_processes_namespace_and_says_when_nothing_listens() {
+        let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(connect(std::process::id(), port).await.is_ok());
+        drop(l);
+        let e = connect(std::process::id(), port).await.unwrap_err();
+        assert!(e.contains("nothing listens on port"), "{e}");
+        assert!(connect(u32::MAX - 1, port).await.unwrap_err().contains("is gone"));
+    }
+}

@@ -1,0 +1,186 @@
+//! The app proxy: `/apps/<job>/<app>/...` on a listener of its own (`--apps-listen`), HTTP
+//! and WebSocket upgrades, to the app's port in the job's main kernel (`proxy.rs`).
+//!
+//! A listener of its own is an origin of its own: an app's pages (code the job's owner
+//! wrote) never share an origin with the dashboard, so they cannot read its pages or its CSRF
+//! token. Who gets in: a session cookie for that one app (`berth-app-<job>-<app>`, path-scoped,
+//! `HttpOnly`, started from a one-time link, `berth open`), or an API token in the
+//! `Authorization` header (scripts); then the job must be visible to that user (its owner,
+//! admins, and its project's members for a shared job). Everyone else, whatever the reason,
+//! gets the same 404, so nobody learns which jobs or apps exist.
+
+pub mod proxy;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
+use berth_model::{JobId, JobState};
+
+use crate::identity::User;
+use crate::login_links::LinkOwner;
+use crate::manager::Manager;
+use proxy::{AppKey, Forwarded, Proxy, plain};
+
+/// The query parameter of a one-time login link.
+pub const LOGIN_PARAM: &str = "berth-login";
+
+struct Apps {
+    m: Arc<Manager>,
+    proxy: Proxy,
+}
+
+/// The app proxy's routes (everything under `/apps/`).
+pub fn router(m: Arc<Manager>) -> Router {
+    let apps = Arc::new(Apps { proxy: Proxy::new(m.clone()), m });
+    Router::new().fallback(handle).with_state(apps)
+}
+
+/// The cookie that holds a session for app `app` of job `job`.
+pub fn cookie_name(job: JobId, app: &str) -> String {
+    format!("berth-app-{job}-{app}")
+}
+
+/// `/apps/<job>/<app>` and whether a `/` follows.
+fn parse_path(path: &str) -> Option<(JobId, String, bool)> {
+    let rest = path.strip_prefix("/apps/")?;
+    let (job, rest) = rest.split_once('/')?;
+    let job: JobId = job.parse().ok().filter(|j| *j > 0)?;
+    let (app, slash) = match rest.split_once('/') {
+        Some((app, _)) => (app, true),
+        None => (rest, false),
+    };
+    berth_model::app::valid_app_name(app).ok()?;
+    Some((job, app.to_string(), slash))
+}
+
+/// The answer to anyone who may not see the app, and for apps that do not exist: the same.
+fn not_found() -> Response<Body> {
+    plain(StatusCode::NOT_FOUND, "not found: open a job's app with `berth open JOB APP`".into())
+}
+
+async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<Body> {
+    let Some((job, app, slash)) = parse_path(req.uri().path()) else { return not_found() };
+    let scope = berth_model::app::base_path(job, &app);
+    let query = req.uri().query().unwrap_or("");
+    let (code, rest): (Vec<&str>, Vec<&str>) =
+        query.split('&').filter(|p| !p.is_empty()).partition(|p| p.starts_with(&format!("{LOGIN_PARAM}=")));
+    if !slash {
+        let q = if query.is_empty() { String::new() } else { format!("?{query}") };
+        return redirect(StatusCode::PERMANENT_REDIRECT, &format!("{scope}{q}"), None);
+    }
+    if let Some(code) = code.first().and_then(|c| c.split_once('=')).map(|(_, c)| c) {
+        return login(&apps.m, job, &app, &scope, code, &rest, req.uri().path()).await;
+    }
+    let Some(user) = who(&apps.m, req.headers(), job, &app).await else { return not_found() };
+    let attempt = match may_use(&apps.m, &user, job, &app).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let forwarded = Forwarded {
+        proto: if apps.m.tls { "https" } else { "http" },
+        host: req.headers().get(header::HOST).cloned(),
+        prefix: scope,
+    };
+    apps.proxy.forward(AppKey { job, attempt, app }, req, forwarded).await
+}
+
+/// The user behind the app's session cookie or an API token.
+async fn who(m: &Manager, headers: &axum::http::HeaderMap, job: JobId, app: &str) -> Option<Arc<User>> {
+    let jar = CookieJar::from_headers(headers);
+    let token = match jar.get(&cookie_name(job, app)) {
+        Some(c) => c.value().to_string(),
+        None => crate::auth::bearer_of(headers)?.to_string(),
+    };
+    m.tenancy.authenticate(&token).await.ok()
+}
+
+/// Whether `user` may use app `app` of job `job`: the attempt to send it to, or the answer.
+async fn may_use(m: &Manager, user: &User, job: JobId, app: &str) -> Result<u32, Response<Body>> {
+    let row = m.store.job(job).await.map_err(|_| plain(StatusCode::SERVICE_UNAVAILABLE, "the store is busy".into()))?;
+    match row {
+        Some(r) if user.can_see(r.user_id, &r.spec) && r.spec.apps.iter().any(|a| a.name == app) => {}
+        _ => return Err(not_found()),
+    }
+    let st = m.jobs.lock().await;
+    match st.jobs.get(&job) {
+        Some(j) if j.state == JobState::Running => Ok(j.attempt.number),
+        Some(j) => Err(plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("job {job} is {}: its apps are served while it runs", j.state),
+        )),
+        None => Err(plain(StatusCode::SERVICE_UNAVAILABLE, format!("job {job} has ended: its apps are gone"))),
+    }
+}
+
+/// A one-time link: its session starts in a cookie for this app only, and the browser goes on
+/// to the app without the code in its address bar.
+async fn login(
+    m: &Manager,
+    job: JobId,
+    app: &str,
+    scope: &str,
+    code: &str,
+    rest: &[&str],
+    path: &str,
+) -> Response<Body> {
+    let Some(owner) = m.login_links.redeem(code, scope) else {
+        return plain(
+            StatusCode::UNAUTHORIZED,
+            format!("this link is used up or too old: run `berth open {job} {app}` for a new one"),
+        );
+    };
+    let token = match m.tenancy.create_app_session(&owner, scope).await {
+        Ok(t) => t,
+        Err(e) => return plain(e.status, e.message),
+    };
+    tracing::info!(user = owner.name, job, app, "app session started");
+    let cookie = Cookie::build((cookie_name(job, app), token))
+        .path(scope.to_string())
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .secure(m.tls)
+        .max_age(cookie::time::Duration::seconds(crate::tenancy::SESSION_TTL.as_secs() as i64))
+        .build();
+    let target = if rest.is_empty() { path.to_string() } else { format!("{path}?{}", rest.join("&")) };
+    redirect(StatusCode::SEE_OTHER, &target, Some(cookie.to_string()))
+}
+
+fn redirect(status: StatusCode, to: &str, cookie: Option<String>) -> Response<Body> {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = status;
+    if let Ok(v) = HeaderValue::from_str(to) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    if let Some(v) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    // The code must not leak to the app through `Referer`.
+    r.headers_mut().insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Who a link is for.
+pub fn link_owner(user: &User) -> LinkOwner {
+    LinkOwner { user_id: user.id, name: user.name.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_paths() {
+        assert_eq!(parse_path("/apps/7/jupyter/lab"), Some((7, "jupyter".into(), true)));
+        assert_eq!(parse_path("/apps/7/jupyter/"), Some((7, "jupyter".into(), true)));
+        assert_eq!(parse_path("/apps/7/jupyter"), Some((7, "jupyter".into(), false)));
+        assert_eq!(parse_path("/apps/0/x/"), None);
+        assert_eq!(parse_path("/apps/x/y/"), None);
+        assert_eq!(parse_path("/apps/7/Bad/"), None);
+        assert_eq!(parse_path("/v1/jobs"), None);
+    }
+}

@@ -1,0 +1,290 @@
+//! HTTP to a job's app over forwarded connections: a hyper client whose connector opens a
+//! forward into the job's main kernel (`StreamOpen::Forward`, through the node's agent), so
+//! connections are pooled per app and kept alive like any HTTP client's, and WebSocket
+//! upgrades (Jupyter's kernels) are carried through as raw bytes.
+//!
+//! What reaches the app: the request as the browser sent it (its path keeps the
+//! `/apps/<job>/<app>/` prefix, which the app was told as its base URL, and its `Host`, which
+//! Jupyter compares with `Origin`), without berth's cookies or token, with the app's own token
+//! when it has one (`Authorization: token ...`), and `X-Forwarded-*`. What comes back: the
+//! answer, without any cookie named like berth's (an app must not plant a dashboard session).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, header};
+use berth_model::JobId;
+use berth_model::protocol::{ForwardTarget, StreamOpen};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::DuplexStream;
+
+use crate::api::kernel_stream::{open_stream, tunnel};
+use crate::manager::Manager;
+
+/// Which app of which attempt a pooled connection goes to (an attempt's kernel is a new
+/// process, with a new port and token).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AppKey {
+    pub job: JobId,
+    pub attempt: u32,
+    pub app: String,
+}
+
+impl AppKey {
+    /// The pool's host name for the app: `<job>.<attempt>.<app>.berth`.
+    fn authority(&self) -> String {
+        format!("{}.{}.{}.berth", self.job, self.attempt, self.app)
+    }
+
+    fn from_authority(host: &str) -> Option<AppKey> {
+        let mut parts = host.splitn(4, '.');
+        let job = parts.next()?.parse().ok()?;
+        let attempt = parts.next()?.parse().ok()?;
+        let app = parts.next()?.to_string();
+        (parts.next() == Some("berth")).then_some(AppKey { job, attempt, app })
+    }
+}
+
+/// The apps' tokens, as their agents told them (`None`: the app takes none).
+type Tokens = Arc<Mutex<HashMap<AppKey, Option<String>>>>;
+
+/// Opens forwards to apps for the pool.
+#[derive(Clone)]
+pub struct Connector {
+    m: Arc<Manager>,
+    tokens: Tokens,
+}
+
+/// A forwarded connection, as hyper's client sees it.
+pub struct TunnelIo(TokioIo<DuplexStream>);
+
+impl Connection for TunnelIo {
+    fn connected(&self) -> Connected {
+        Connected::new()
+    }
+}
+
+impl hyper::rt::Read for TunnelIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for TunnelIo {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl tower_service::Service<Uri> for Connector {
+    type Response = TunnelIo;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<TunnelIo, std::io::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let key = uri.host().and_then(AppKey::from_authority).ok_or_else(|| std::io::Error::other("not an app"))?;
+            this.open(&key).await.map_err(std::io::Error::other)
+        })
+    }
+}
+
+impl Connector {
+    /// A new connection to the app, its token noted.
+    async fn open(&self, key: &AppKey) -> Result<TunnelIo, String> {
+        let open = StreamOpen::Forward { target: ForwardTarget::App(key.app.clone()) };
+        let ws = open_stream(&self.m, key.job, 0, open).await?;
+        let (opened, io) = tunnel(ws).await?;
+        self.tokens.lock().expect("app tokens lock").insert(key.clone(), opened.token);
+        Ok(TunnelIo(TokioIo::new(io)))
+    }
+
+    /// The app's token: known from a connection made before, else learnt from a new one
+    /// (which the pool does not get: the first request pays one extra forward).
+    async fn token(&self, key: &AppKey) -> Result<Option<String>, String> {
+        if let Some(t) = self.tokens.lock().expect("app tokens lock").get(key) {
+            return Ok(t.clone());
+        }
+        self.open(key).await?;
+        Ok(self.tokens.lock().expect("app tokens lock").get(key).cloned().flatten())
+    }
+}
+
+/// The app proxy's HTTP client.
+pub struct Proxy {
+    client: Client<Connector, Body>,
+    connector: Connector,
+}
+
+/// Cookies whose names start with this are berth's (the dashboard's and the apps' sessions).
+pub const BERTH_COOKIE_PREFIX: &str = "berth";
+
+impl Proxy {
+    pub fn new(m: Arc<Manager>) -> Proxy {
+        let connector = Connector { m, tokens: Tokens::default() };
+        let client = Client::builder(TokioExecutor::new()).build(connector.clone());
+        Proxy { client, connector }
+    }
+
+    /// Forwards `req` to app `key`; `forwarded` is what `X-Forwarded-*` tell the app.
+    pub async fn forward(&self, key: AppKey, mut req: Request<Body>, forwarded: Forwarded) -> Response<Body> {
+        let token = match self.connector.token(&key).await {
+            Ok(t) => t,
+            Err(e) => return unavailable(&key, &e),
+        };
+        let path = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+        let uri = match format!("http://{}{path}", key.authority()).parse::<Uri>() {
+            Ok(u) => u,
+            Err(e) => return plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
+        };
+        *req.uri_mut() = uri;
+        clean_request_headers(req.headers_mut(), token.as_deref(), &forwarded);
+        let client_upgrade = is_upgrade(req.headers()).then(|| hyper::upgrade::on(&mut req));
+        let mut resp = match self.client.request(req).await {
+            Ok(r) => r,
+            Err(e) => {
+                // A dead pooled connection or a restarted app: the next request gets a new one.
+                let why = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string());
+                return unavailable(&key, &why);
+            }
+        };
+        clean_response_headers(resp.headers_mut());
+        if resp.status() == StatusCode::SWITCHING_PROTOCOLS
+            && let Some(client_upgrade) = client_upgrade
+        {
+            let app_upgrade = hyper::upgrade::on(&mut resp);
+            tokio::spawn(async move {
+                if let (Ok(client), Ok(app)) = (client_upgrade.await, app_upgrade.await) {
+                    let (mut client, mut app) = (TokioIo::new(client), TokioIo::new(app));
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut app).await;
+                }
+            });
+        }
+        resp.map(Body::new)
+    }
+}
+
+/// What the app is told about the original request.
+pub struct Forwarded {
+    pub proto: &'static str,
+    pub host: Option<HeaderValue>,
+    pub prefix: String,
+}
+
+fn is_upgrade(h: &HeaderMap) -> bool {
+    h.contains_key(header::UPGRADE)
+}
+
+/// Takes berth's cookies and token out, puts the app's token and `X-Forwarded-*` in.
+fn clean_request_headers(h: &mut HeaderMap, token: Option<&str>, f: &Forwarded) {
+    let kept: Vec<String> = h
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.starts_with(BERTH_COOKIE_PREFIX))
+        .map(str::to_string)
+        .collect();
+    h.remove(header::COOKIE);
+    if !kept.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&kept.join("; "))
+    {
+        h.insert(header::COOKIE, v);
+    }
+    h.remove(header::AUTHORIZATION);
+    if let Some(t) = token
+        && let Ok(v) = HeaderValue::from_str(&format!("token {t}"))
+    {
+        h.insert(header::AUTHORIZATION, v);
+    }
+    h.insert("x-forwarded-proto", HeaderValue::from_static(f.proto));
+    if let Some(host) = &f.host {
+        h.insert("x-forwarded-host", host.clone());
+    }
+    if let Ok(v) = HeaderValue::from_str(&f.prefix) {
+        h.insert("x-forwarded-prefix", v);
+    }
+}
+
+/// Drops the cookies an app sets under berth's names.
+fn clean_response_headers(h: &mut HeaderMap) {
+    let kept: Vec<HeaderValue> = h
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter(|v| !v.to_str().is_ok_and(|s| s.trim_start().starts_with(BERTH_COOKIE_PREFIX)))
+        .cloned()
+        .collect();
+    h.remove(header::SET_COOKIE);
+    for v in kept {
+        h.append(header::SET_COOKIE, v);
+    }
+}
+
+pub fn plain(status: StatusCode, text: String) -> Response<Body> {
+    let mut r = Response::new(Body::from(text + "\n"));
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn unavailable(key: &AppKey, why: &str) -> Response<Body> {
+    plain(StatusCode::BAD_GATEWAY, format!("app `{}` of job {} does not answer: {why}", key.app, key.job))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_hosts_name_the_app() {
+        let k = AppKey { job: 7, attempt: 2, app: "my-app".into() };
+        assert_eq!(AppKey::from_authority(&k.authority()), Some(k));
+        assert_eq!(AppKey::from_authority("7.2.web.example"), None);
+    }
+
+    #[test]
+    fn berths_cookies_and_token_never_reach_the_app() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, "berth_session=s; _xsrf=x; berth-app-7-web=t".parse().unwrap());
+        h.append(header::COOKIE, "theme=dark".parse().unwrap());
+        h.insert(header::AUTHORIZATION, "Bearer api-token".parse().unwrap());
+        let f = Forwarded { proto: "http", host: None, prefix: "/apps/7/web/".into() };
+        clean_request_headers(&mut h, Some("app-secret"), &f);
+        assert_eq!(h.get(header::COOKIE).unwrap(), "_xsrf=x; theme=dark");
+        assert_eq!(h.get(header::AUTHORIZATION).unwrap(), "token app-secret");
+        assert_eq!(h.get("x-forwarded-prefix").unwrap(), "/apps/7/web/");
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, "Bearer api-token".parse().unwrap());
+        clean_request_headers(&mut h, None, &f);
+        assert!(h.get(header::AUTHORIZATION).is_none());
+
+        let mut r = HeaderMap::new();
+        r.append(header::SET_COOKIE, "berth_session=evil; Path=/".parse().unwrap());
+        r.append(header::SET_COOKIE, "_xsrf=1; Path=/apps/7/web/".parse().unwrap());
+        clean_response_headers(&mut r);
+        assert_eq!(r.get_all(header::SET_COOKIE).iter().collect::<Vec<_>>(), ["_xsrf=1; Path=/apps/7/web/"]);
+    }
+}

@@ -1,0 +1,186 @@
+//! Web apps a job serves (`--app NAME=PORT`, `--jupyter`, `--tensorboard DIR`), reached through
+//! the manager's app proxy at `/apps/<job>/<name>/`.
+//!
+//! An app is a name and a TCP port inside the job's main kernel. A preset's port is left to
+//! the agent, which picks a free one when the kernel starts and tells the kernel in
+//! `BERTH_APP_<NAME>_PORT`, so two notebooks on one node never collide. Jupyter also gets a
+//! secret of its own (`JUPYTER_TOKEN`, from the agent) that the proxy adds to every request:
+//! the notebook is closed to anyone who reaches its port on the node directly, while users
+//! never see a token (berth authenticates them).
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The most apps one job may declare.
+pub const MAX_APPS: usize = 16;
+
+/// What kind of app it is (how berth starts it and talks to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AppKind {
+    /// Something the job starts itself on the port (`--app NAME=PORT`).
+    #[default]
+    Custom,
+    /// JupyterLab, started by berth (`--jupyter`), authenticated by a token the proxy adds.
+    Jupyter,
+    /// TensorBoard, started by berth (`--tensorboard DIR`).
+    Tensorboard,
+}
+
+/// An app a job serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct AppSpec {
+    /// Its name in URLs: lowercase letters, digits and `-`, at most 32.
+    pub name: String,
+    /// The port it listens on inside the main kernel; `None`: picked by the agent at start
+    /// (`BERTH_APP_<NAME>_PORT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub kind: AppKind,
+}
+
+/// The variable that holds app `name`'s port in the kernel (`BERTH_APP_<NAME>_PORT`).
+pub fn port_var(name: &str) -> String {
+    format!("BERTH_APP_{}_PORT", name.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// The variable that holds app `name`'s URL path (`BERTH_APP_<NAME>_BASE_URL`).
+pub fn base_url_var(name: &str) -> String {
+    format!("BERTH_APP_{}_BASE_URL", name.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// The variable that holds the secret the proxy sends to token-authenticated apps.
+pub const TOKEN_VAR: &str = "BERTH_APP_TOKEN";
+
+/// The path app `name` of job `job` is served at, with its trailing `/`.
+pub fn base_path(job: i64, name: &str) -> String {
+    format!("/apps/{job}/{name}/")
+}
+
+/// Checks an app's name (URL-safe, short).
+pub fn valid_app_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid app name `{name}`: use lowercase letters, digits and `-`, starting with a letter, at most 32"
+        ))
+    }
+}
+
+/// Parses `--app NAME=PORT`.
+pub fn parse_app(text: &str) -> Result<AppSpec, String> {
+    let Some((name, port)) = text.split_once('=') else {
+        return Err(format!("invalid app `{text}`: expected NAME=PORT, e.g. --app web=8000"));
+    };
+    valid_app_name(name)?;
+    let port: u16 = port
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("invalid port `{port}` for app `{name}`: expected 1 to 65535"))?;
+    Ok(AppSpec { name: name.to_string(), port: Some(port), kind: AppKind::Custom })
+}
+
+/// Checks a job's apps: valid, distinct names, not too many.
+pub fn check_apps(apps: &[AppSpec]) -> Result<(), String> {
+    if apps.len() > MAX_APPS {
+        return Err(format!("a job may serve at most {MAX_APPS} apps, not {}", apps.len()));
+    }
+    for (i, a) in apps.iter().enumerate() {
+        valid_app_name(&a.name)?;
+        if apps[..i].iter().any(|b| b.name == a.name) {
+            return Err(format!("app `{}` is declared twice: give each app its own name", a.name));
+        }
+        if a.port == Some(0) {
+            return Err(format!("app `{}` has port 0: give a port from 1 to 65535, or none", a.name));
+        }
+    }
+    Ok(())
+}
+
+/// Quotes `s` for a POSIX shell.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The shell line that starts a preset app, reading its port and path from the environment.
+pub fn preset_line(app: &AppSpec, tensorboard_dir: Option<&str>) -> Option<String> {
+    let (port, base) = (port_var(&app.name), base_url_var(&app.name));
+    match app.kind {
+        AppKind::Custom => None,
+        // The token comes from `JUPYTER_TOKEN` (never on a command line); the proxy sends it.
+        // `allow_remote_access`: the proxied Host is the manager's, which Jupyter would refuse.
+        AppKind::Jupyter => Some(format!(
+            "jupyter lab --no-browser --ip=127.0.0.1 --port=\"${port}\" --ServerApp.base_url=\"${base}\" \
+             --ServerApp.allow_remote_access=True --ServerApp.password=''"
+        )),
+        AppKind::Tensorboard => Some(format!(
+            "tensorboard --logdir {} --host 127.0.0.1 --port \"${port}\" --path_prefix \"${{{base}%/}}\"",
+            sh_quote(tensorboard_dir.unwrap_or("."))
+        )),
+    }
+}
+
+/// The command of a job with preset apps: the presets in the background and `command` in the
+/// foreground, or the last preset itself when there is no command.
+pub fn wrap_command(presets: &[String], command: &[String]) -> Vec<String> {
+    if presets.is_empty() {
+        return command.to_vec();
+    }
+    let mut script = String::new();
+    let (background, last) = if command.is_empty() { presets.split_at(presets.len() - 1) } else { (presets, &[][..]) };
+    for p in background {
+        script.push_str(p);
+        script.push_str(" &\n");
+    }
+    match last.first() {
+        Some(p) => script.push_str(&format!("exec {p}")),
+        None => script.push_str("exec \"$@\""),
+    }
+    let mut argv = vec!["sh".to_string(), "-c".to_string(), script, "sh".to_string()];
+    argv.extend(command.iter().cloned());
+    argv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_flags_parse_and_are_checked() {
+        assert_eq!(
+            parse_app("web=8000").unwrap(),
+            AppSpec { name: "web".into(), port: Some(8000), kind: AppKind::Custom }
+        );
+        assert!(parse_app("web").unwrap_err().contains("NAME=PORT"));
+        assert!(parse_app("web=0").unwrap_err().contains("1 to 65535"));
+        assert!(parse_app("Web=80").unwrap_err().contains("invalid app name"));
+        assert!(parse_app("a/b=80").is_err());
+        let two = vec![parse_app("a=1").unwrap(), parse_app("a=2").unwrap()];
+        assert!(check_apps(&two).unwrap_err().contains("twice"));
+        assert_eq!(port_var("my-app"), "BERTH_APP_MY_APP_PORT");
+        assert_eq!(base_path(7, "jupyter"), "/apps/7/jupyter/");
+    }
+
+    #[test]
+    fn presets_run_beside_or_as_the_command() {
+        let j = AppSpec { name: "jupyter".into(), port: None, kind: AppKind::Jupyter };
+        let line = preset_line(&j, None).unwrap();
+        assert!(line.contains("$BERTH_APP_JUPYTER_PORT") && !line.contains("token="), "{line}");
+        let alone = wrap_command(std::slice::from_ref(&line), &[]);
+        assert_eq!(alone[..2], ["sh", "-c"]);
+        assert!(alone[2].starts_with("exec jupyter lab"));
+        let beside = wrap_command(std::slice::from_ref(&line), &["python".into(), "train.py".into()]);
+        assert!(beside[2].ends_with("&\nexec \"$@\""), "{}", beside[2]);
+        assert_eq!(beside[3..], ["sh", "python", "train.py"]);
+        assert_eq!(wrap_command(&[], &["x".into()]), ["x"]);
+        let tb = AppSpec { name: "tensorboard".into(), port: None, kind: AppKind::Tensorboard };
+        assert!(preset_line(&tb, Some("it's")).unwrap().contains(r"'it'\''s'"));
+    }
+}
