@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::dial::Ws;
-use crate::streams::{Target, failed, pump, relay};
+use crate::relay::{GONE, Target, failed, pump, relay};
 
 /// How long a connection to the port may take (it is on the node's loopback).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,12 +44,12 @@ pub(crate) async fn serve(ws: &mut Ws, target: Target, to: ForwardTarget) -> Str
     };
     let opened = serde_json::to_vec(&ForwardOpened { port, token }).unwrap_or_default();
     if ws.send(Message::binary(stream::frame(OPENED, &opened))).await.is_err() {
-        return failed(crate::streams::GONE);
+        return failed(GONE);
     }
     let (read, write) = tcp.into_split();
     let (tx, rx) = mpsc::channel(8);
     tokio::spawn(pump(read, stream::STDOUT, tx));
-    if relay(ws, rx, Some(write)).await { StreamEnd::default() } else { failed(crate::streams::GONE) }
+    if relay(ws, rx, Some(write)).await { StreamEnd::default() } else { failed(GONE) }
 }
 
 /// The kernel's main process and its environment.

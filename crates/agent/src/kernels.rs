@@ -139,20 +139,20 @@ impl Kernels {
     }
 
     /// Where a stream into kernel `key` goes: its main process, or its container.
-    pub fn stream_target(&self, key: KernelKey) -> Result<crate::streams::Target, String> {
+    pub fn stream_target(&self, key: KernelKey) -> Result<crate::relay::Target, String> {
         let running = self.map.get(&key).and_then(|e| Some((e, e.handle.as_ref()?)));
         let Some((e, h)) = running.filter(|(e, _)| !e.stopping) else {
             return Err(format!("kernel {}.{} is not running on node {}", key.job_id, key.index, self.node));
         };
         if h.deferred() {
-            return Ok(crate::streams::Target::Container {
+            return Ok(crate::relay::Target::Container {
                 name: crate::runtime::docker::container_name(self.runtime.docker().scope(), &key),
                 docker: self.runtime.docker().clone(),
             });
         }
         match e.last {
-            KernelEvent::Started { pid, .. } if pid > 0 => Ok(crate::streams::Target::Process { pid }),
-            _ if h.pid > 0 => Ok(crate::streams::Target::Process { pid: h.pid }),
+            KernelEvent::Started { pid, .. } if pid > 0 => Ok(crate::relay::Target::Process { pid }),
+            _ if h.pid > 0 => Ok(crate::relay::Target::Process { pid: h.pid }),
             _ => Err(format!("kernel {}.{} has no process yet", key.job_id, key.index)),
         }
     }

@@ -22,6 +22,7 @@ pub mod ledger;
 pub mod logs;
 mod meter;
 pub mod metrics;
+mod relay;
 pub mod runtime;
 mod streams;
 pub mod tls;

@@ -7,20 +7,14 @@
 use std::process::Stdio;
 
 use berth_model::protocol::{STREAM_SECRET_HEADER, StreamOpen};
-use berth_model::stream::{self, MAX_CHUNK, STDERR, STDIN, STDIN_EOF, STDOUT, StreamEnd};
+use berth_model::stream::{self, STDERR, STDOUT, StreamEnd};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::AgentConfig;
 use crate::dial::Ws;
-
-/// What a stream runs in.
-pub(crate) enum Target {
-    Process { pid: u32 },
-    Container { name: String, docker: crate::runtime::Docker },
-}
+use crate::relay::{GONE, Target, failed, pump, relay};
 
 /// Dials stream `id` back and serves it (spawned by the connection; never fails it).
 pub(crate) async fn serve(
@@ -51,13 +45,6 @@ pub(crate) async fn serve(
     let _ = ws.send(Message::binary(stream::end_frame(&end))).await;
     let _ = ws.close(None).await;
 }
-
-pub(crate) fn failed(error: impl Into<String>) -> StreamEnd {
-    StreamEnd { exit_code: None, error: Some(error.into()) }
-}
-
-/// The client went away before the command ended (the command is stopped).
-pub(crate) const GONE: &str = "the client went away";
 
 async fn exec_process(ws: &mut Ws, pid: u32, command: &[String], stdin: bool) -> StreamEnd {
     let ctx = match crate::runtime::exec::KernelContext::of_pid(pid) {
@@ -145,60 +132,5 @@ async fn exec_container(
     match api.inspect_exec(&exec.id).await {
         Ok(i) => StreamEnd { exit_code: i.exit_code.map(|c| c as i32), error: None },
         Err(e) => failed(format!("cannot read how the command ended: {e}")),
-    }
-}
-
-/// Reads a command's output into frames of `channel`.
-pub(crate) async fn pump(mut from: impl AsyncRead + Unpin, channel: u8, to: mpsc::Sender<Vec<u8>>) {
-    let mut buf = vec![0u8; MAX_CHUNK];
-    loop {
-        match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if to.send(stream::frame(channel, &buf[..n])).await.is_err() {
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// Sends the output frames to the client and the client's input to the command, until the
-/// output ends (true) or the client goes away (false).
-pub(crate) async fn relay(
-    ws: &mut Ws,
-    mut output: mpsc::Receiver<Vec<u8>>,
-    mut input: Option<impl AsyncWrite + Unpin>,
-) -> bool {
-    loop {
-        tokio::select! {
-            frame = output.recv() => match frame {
-                Some(f) => {
-                    if ws.send(Message::binary(f)).await.is_err() {
-                        return false;
-                    }
-                }
-                None => return true,
-            },
-            msg = ws.next() => match msg {
-                Some(Ok(Message::Binary(b))) => match stream::split(&b) {
-                    Some((STDIN, data)) => {
-                        if let Some(w) = input.as_mut()
-                            && w.write_all(data).await.is_err()
-                        {
-                            input = None;
-                        }
-                    }
-                    Some((STDIN_EOF, _)) => {
-                        if let Some(mut w) = input.take() {
-                            let _ = w.shutdown().await;
-                        }
-                    }
-                    _ => {}
-                },
-                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return false,
-                Some(Ok(_)) => {}
-            },
-        }
     }
 }
