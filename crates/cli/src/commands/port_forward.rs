@@ -102,21 +102,21 @@ async fn accept(listener: TcpListener, client: Client, path: String) {
         let Ok((tcp, peer)) = listener.accept().await else { continue };
         let (client, path) = (client.clone(), path.clone());
         tokio::spawn(async move {
-            if let Err(e) = carry(&client, &path, tcp).await {
-                eprintln!("connection from {peer}: {e:#}");
+            match open(&client, &path).await {
+                Ok(ws) => carry(ws, tcp).await,
+                // Told before the connection closes, so whoever sees it closed can read why.
+                Err(e) => eprintln!("connection from {peer}: {e:#}"),
             }
         });
     }
 }
 
-/// Carries one local connection to the kernel and back.
-async fn carry(client: &Client, path: &str, tcp: TcpStream) -> anyhow::Result<()> {
-    let _ = tcp.set_nodelay(true);
-    let ws = client.websocket(path).await?;
-    let (mut tx, mut rx) = ws.split();
-    match rx.next().await {
+/// Opens a forward: the stream, once the agent has connected inside the kernel.
+async fn open(client: &Client, path: &str) -> anyhow::Result<crate::client_ws::Ws> {
+    let mut ws = client.websocket(path).await?;
+    match ws.next().await {
         Some(Ok(Message::Binary(b))) => match stream::split(&b) {
-            Some((OPENED, _)) => {}
+            Some((OPENED, _)) => Ok(ws),
             Some((CONTROL, body)) => {
                 let end: StreamEnd = serde_json::from_slice(body).unwrap_or_default();
                 return Err(anyhow!(end.error.unwrap_or_else(|| "the kernel closed the connection".into())));
@@ -126,6 +126,12 @@ async fn carry(client: &Client, path: &str, tcp: TcpStream) -> anyhow::Result<()
         Some(Err(e)) => bail!("the stream broke: {e}"),
         _ => bail!("the manager closed the stream"),
     }
+}
+
+/// Carries one local connection to the kernel and back.
+async fn carry(ws: crate::client_ws::Ws, tcp: TcpStream) {
+    let _ = tcp.set_nodelay(true);
+    let (mut tx, mut rx) = ws.split();
     let (mut read, mut write) = tcp.into_split();
     let up = async move {
         let mut buf = vec![0u8; MAX_CHUNK];
@@ -158,7 +164,6 @@ async fn carry(client: &Client, path: &str, tcp: TcpStream) -> anyhow::Result<()
         _ = up => {}
         _ = down => {}
     }
-    Ok(())
 }
 
 #[cfg(test)]
