@@ -119,7 +119,7 @@ async fn open(client: &Client, path: &str) -> anyhow::Result<crate::client_ws::W
             Some((OPENED, _)) => Ok(ws),
             Some((CONTROL, body)) => {
                 let end: StreamEnd = serde_json::from_slice(body).unwrap_or_default();
-                return Err(anyhow!(end.error.unwrap_or_else(|| "the kernel closed the connection".into())));
+                Err(anyhow!(end.error.unwrap_or_else(|| "the kernel closed the connection".into())))
             }
             _ => bail!("unexpected first message from the manager"),
         },
