@@ -54,6 +54,21 @@ else
   warn "SKIPPED: pfio could not be installed (no venv/pip or no PyPI): the PFIO dataset-cache test will be SKIPPED"
 fi
 
+# The app proxy's browser test runs a real JupyterLab from PyPI, in a venv of its own.
+jupyter_venv="${BERTH_JUPYTER_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/jupyter-venv}"
+if ! "$jupyter_venv/bin/jupyter-lab" --version >/dev/null 2>&1; then
+  log "installing jupyterlab from PyPI into $jupyter_venv"
+  { python3 -m venv "$jupyter_venv" && "$jupyter_venv/bin/pip" install -q jupyterlab ipykernel; } || true
+fi
+if "$jupyter_venv/bin/jupyter-lab" --version >/dev/null 2>&1; then
+  export BERTH_TEST_JUPYTER="$jupyter_venv/bin"
+elif [ "${CI:-}" = true ]; then
+  echo "jupyterlab could not be installed into $jupyter_venv (no venv/pip or no PyPI): the JupyterLab test is required on CI" >&2
+  exit 1
+else
+  warn "SKIPPED: jupyterlab could not be installed (no venv/pip or no PyPI): the JupyterLab app-proxy test will be SKIPPED"
+fi
+
 # The API fuzz run (bench/fuzz.sh) needs Schemathesis from PyPI, in a venv of its own. On CI
 # (CI=true) a missing Schemathesis fails the run; elsewhere it is skipped with a warning.
 fuzz_venv="${BERTH_FUZZ_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/fuzz-venv}"

@@ -116,9 +116,11 @@ pub fn preset_line(app: &AppSpec, tensorboard_dir: Option<&str>) -> Option<Strin
         AppKind::Custom => None,
         // The token comes from `JUPYTER_TOKEN` (never on a command line); the proxy sends it.
         // `allow_remote_access`: the proxied Host is the manager's, which Jupyter would refuse.
+        // Jupyter refuses root unless told: a job of root's is root's own choice.
         AppKind::Jupyter => Some(format!(
             "jupyter lab --no-browser --ip=127.0.0.1 --port=\"${port}\" --ServerApp.base_url=\"${base}\" \
-             --ServerApp.allow_remote_access=True --ServerApp.password=''"
+             --ServerApp.allow_remote_access=True --ServerApp.password='' \
+             $([ \"$(id -u)\" = 0 ] && echo --allow-root)"
         )),
         AppKind::Tensorboard => Some(format!(
             "tensorboard --logdir {} --host 127.0.0.1 --port \"${port}\" --path_prefix \"${{{base}%/}}\"",

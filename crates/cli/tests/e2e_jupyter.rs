@@ -1,0 +1,80 @@
+//! A real JupyterLab (from PyPI, in the venv scripts/test.sh makes: `BERTH_TEST_JUPYTER` is its
+//! `bin`) started by `berth submit --jupyter`, opened through the app proxy with a `berth open`
+//! link in a real headless Chromium: the lab loads, a new notebook runs `print(6*7)` and shows
+//! 42, which needs the kernel's WebSocket through the proxy. Issue 17.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use fantoccini::Locator;
+use fantoccini::key::Key;
+use support::browser::{self, Browser};
+use support::{Berth, PATIENCE, text};
+
+/// The venv's `bin` with `jupyter-lab`, or why the test cannot run (which fails it on CI).
+fn jupyter_bin() -> Option<String> {
+    let bin = std::env::var("BERTH_TEST_JUPYTER").ok().filter(|b| !b.is_empty());
+    let ok = bin.as_ref().is_some_and(|b| std::path::Path::new(b).join("jupyter-lab").exists());
+    if ok {
+        return bin;
+    }
+    let why = "no JupyterLab: run scripts/test.sh, which installs it into a venv and sets BERTH_TEST_JUPYTER";
+    assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+    eprintln!("SKIPPED: jupyterlab_runs_a_notebook_through_the_app_proxy: {why}");
+    None
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn jupyterlab_runs_a_notebook_through_the_app_proxy() {
+    if !browser::available("jupyterlab_runs_a_notebook_through_the_app_proxy") {
+        return;
+    }
+    let Some(bin) = jupyter_bin() else { return };
+    let b = Berth::up(&[]);
+    let id = b.submit(&["--jupyter", "--cpus", "1", "--env", &format!("PATH={bin}:/usr/bin:/bin")]);
+    b.wait_state(id, "RUNNING");
+    let ids = id.to_string();
+    let o = b.cli(&["open", &ids]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let link = text(&o.stdout).trim().to_string();
+    let lab = format!("/apps/{id}/jupyter/lab");
+
+    let web = Browser::start().await;
+    // JupyterLab takes a few seconds to listen: the proxy answers 502 until then, and the
+    // link works once, so the page is reloaded (the cookie is set by the first load).
+    web.client.goto(&link).await.unwrap();
+    let start = Instant::now();
+    loop {
+        let url = web.client.current_url().await.unwrap();
+        if url.path() == lab {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE * 2, "JupyterLab never loaded: at {url}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        web.client.goto(&link.split('?').next().unwrap().to_string()).await.unwrap();
+    }
+
+    // A new notebook from the launcher; its kernel talks over the WebSocket.
+    web.wait_for(".jp-LauncherCard[data-category='Notebook']").await.click().await.unwrap();
+    let editor = web.wait_for(".jp-Notebook .jp-Cell .cm-content").await;
+    editor.click().await.unwrap();
+    editor.send_keys("print(6*7)").await.unwrap();
+    let run = format!("{}{}", char::from(Key::Shift), char::from(Key::Enter));
+    editor.send_keys(&run).await.unwrap();
+    let shown = web.wait_text(".jp-OutputArea-output", "42").await;
+    assert_eq!(shown.trim(), "42");
+    web.screenshot("jupyterlab-42").await;
+
+    // The browser never held berth's API token, only the app's cookie.
+    let cookies = web.client.get_all_cookies().await.unwrap();
+    let names: Vec<String> = cookies.iter().map(|c| c.name().to_string()).collect();
+    assert!(names.contains(&format!("berth-app-{id}-jupyter")), "{names:?}");
+    assert!(
+        web.client.find(Locator::Css("body")).await.unwrap().text().await.unwrap().len() > 10,
+        "the lab shows something"
+    );
+    web.close().await;
+    b.ok(&["cancel", &ids]);
+    b.wait_state(id, "CANCELLED");
+}
