@@ -52,7 +52,7 @@ async fn jupyterlab_runs_a_notebook_through_the_app_proxy() {
         }
         assert!(start.elapsed() < PATIENCE * 2, "JupyterLab never loaded: at {url}");
         tokio::time::sleep(Duration::from_millis(500)).await;
-        web.client.goto(&link.split('?').next().unwrap().to_string()).await.unwrap();
+        web.client.goto(link.split('?').next().unwrap()).await.unwrap();
     }
 
     // A new notebook from the launcher; its kernel talks over the WebSocket.
