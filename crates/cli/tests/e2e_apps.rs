@@ -193,3 +193,47 @@ fn bad_app_flags_are_usage_errors() {
     let o = b.cli(&["submit", "--app", "a=1", "--app", "a=2", "--", "true"]);
     assert!(text(&o.stderr).contains("declared twice"), "{}", text(&o.stderr));
 }
+
+/// What `berth show` says about a job, as JSON.
+fn show(b: &Berth, id: i64) -> serde_json::Value {
+    serde_json::from_str(&b.ok(&["show", &id.to_string(), "-o", "json"])).unwrap()
+}
+
+#[test]
+fn idle_sessions_end_and_sessions_get_the_queues_longest_time() {
+    let b = Berth::up(&[]);
+    b.ok(&["admin", "queue", "set", "default", "--idle-timeout", "3s", "--max-session", "1h"]);
+    assert!(b.ok(&["queues"]).contains("idle 3s, max 1h"));
+    let port = free_port();
+    let session = b.submit(&["--app", &format!("web={port}"), "--", "python3", "-m", "http.server", &port.to_string()]);
+    // Not a session (no apps): no idle timeout for it.
+    let batch = b.submit(&["--", "sleep", "300"]);
+    b.wait_state(session, "RUNNING");
+    b.wait_state(batch, "RUNNING");
+    let s = session.to_string();
+
+    // A session gets the queue's longest session as its limit, and may not ask for more.
+    let spec = show(&b, session);
+    assert_eq!(spec["spec"]["time_limit_secs"], 3600, "{spec}");
+    let o = b.cli(&["submit", "--app", "web=1", "--time-limit", "2h", "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("longest session (1h, max_session)"), "{}", text(&o.stderr));
+
+    // An attached client holds the session past the idle timeout...
+    let o = b.cli(&["exec", &s, "--", "sleep", "5"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let after_exec = show(&b, session);
+    assert_eq!(after_exec["job"]["state"], "RUNNING", "{after_exec}");
+    // ...and `ps` counts down the idle time once nobody is attached.
+    let ps = b.ok(&["ps"]);
+    assert!(ps.contains("TIME LEFT") && ps.contains("(idle)"), "{ps}");
+
+    // Then it ends, idle, while the batch job runs on.
+    b.wait_state(session, "TIMEOUT");
+    let ended = show(&b, session);
+    assert_eq!(ended["job"]["end_cause"], "idle", "{ended}");
+    assert_eq!(ended["job"]["stop"]["kind"], "idle", "{ended}");
+    assert!(ended["job"]["reason"].as_str().unwrap().starts_with("idle: no client attached"), "{ended}");
+    assert!(b.ok(&["show", &s]).contains("idle for 3s"));
+    assert_eq!(show(&b, batch)["job"]["state"], "RUNNING");
+}

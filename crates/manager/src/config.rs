@@ -120,6 +120,10 @@ struct QueueEntry {
     nodes: Option<Vec<String>>,
     #[serde(default)]
     node_labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    idle_timeout: Option<Duration>,
+    #[serde(default)]
+    max_session: Option<Duration>,
 }
 
 /// Minimum runtime before a job may be preempted when the config names none.
@@ -159,6 +163,8 @@ pub fn parse(text: &str) -> Result<Config, String> {
             max_time_limit: q.max_time_limit.as_ref().map(Duration::text),
             nodes: q.nodes,
             node_labels: q.node_labels,
+            idle_timeout: q.idle_timeout.as_ref().map(Duration::text),
+            max_session: q.max_session.as_ref().map(Duration::text),
         };
         let policy = apply_update(&to_policy(&QueueConfig::new(q.name.clone())), &update)
             .map_err(|e| format!("queue `{}`: {e}", q.name))?;
@@ -264,6 +270,8 @@ pub fn to_policy(q: &QueueConfig) -> QueuePolicy {
         max_time_limit_secs: q.max_time_limit_ms.map(|m| (m / 1000).max(0) as u64),
         nodes: q.node_names.clone(),
         node_labels: q.node_labels.clone(),
+        idle_timeout_secs: q.idle_timeout_ms.map(|m| (m / 1000).max(0) as u64),
+        max_session_secs: q.max_session_ms.map(|m| (m / 1000).max(0) as u64),
     }
 }
 
@@ -285,6 +293,8 @@ pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, String> {
         node_names: p.nodes.clone(),
         node_labels: p.node_labels.clone(),
         backfill_window: check_backfill_window(p.backfill_window)?,
+        idle_timeout_ms: p.idle_timeout_secs.map(|s| s as i64 * 1000),
+        max_session_ms: p.max_session_secs.map(|s| s as i64 * 1000),
     })
 }
 
@@ -336,13 +346,13 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
         p.projects = list;
     }
     if let Some(v) = &u.max_time_limit {
-        p.max_time_limit_secs = match v.trim() {
-            "none" | "" => None,
-            v => match berth_model::parse_duration(v).map_err(|e| format!("max_time_limit: {e}"))? {
-                0 => return Err("max_time_limit must be more than 0s (or `none`)".into()),
-                s => Some(s),
-            },
-        };
+        p.max_time_limit_secs = duration_or_none("max_time_limit", v)?;
+    }
+    if let Some(v) = &u.idle_timeout {
+        p.idle_timeout_secs = duration_or_none("idle_timeout", v)?;
+    }
+    if let Some(v) = &u.max_session {
+        p.max_session_secs = duration_or_none("max_session", v)?;
     }
     if let Some(list) = &u.nodes {
         let list: Vec<String> = list.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
@@ -367,6 +377,17 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
         ));
     }
     Ok(p)
+}
+
+/// A duration above 0, or `none` (no limit); errors name `key`.
+fn duration_or_none(key: &str, v: &str) -> Result<Option<u64>, String> {
+    match v.trim() {
+        "none" | "" => Ok(None),
+        v => match berth_model::parse_duration(v).map_err(|e| format!("{key}: {e}"))? {
+            0 => Err(format!("{key} must be more than 0s (or `none`)")),
+            s => Ok(Some(s)),
+        },
+    }
 }
 
 /// A label key or value: 1-63 letters, digits, `-`, `_`, `.` or `/`.

@@ -25,6 +25,7 @@ mod error;
 mod heartbeat;
 mod hub;
 mod identity;
+mod idle;
 mod images;
 mod jobs;
 mod lifecycle;
@@ -42,6 +43,7 @@ mod quotas;
 mod reports;
 mod scheduler;
 mod session_cookie;
+mod sessions;
 mod state;
 mod store_health;
 mod streams;
@@ -245,6 +247,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         tokio::spawn(reports::run(m.clone(), reports)),
         tokio::spawn(scheduler::run(m.clone())),
         tokio::spawn(heartbeat::run(m.clone())),
+        tokio::spawn(idle::run(m.clone())),
         tokio::spawn(cache_push::run(m.clone())),
         tokio::spawn(m.tenancy.bad_tokens().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
     ]);

@@ -100,6 +100,14 @@ impl Move {
             Some(StopCause::Cancelled { by }) => {
                 Move::end(JobState::Cancelled, EndCause::Cancelled, format!("cancelled by {by} ({message})"))
             }
+            Some(StopCause::Idle { idle_secs }) => Move::end(
+                JobState::Timeout,
+                EndCause::Idle,
+                format!(
+                    "idle: no client attached and no app traffic for {} (the queue's idle_timeout)",
+                    berth_model::format_duration(*idle_secs)
+                ),
+            ),
             None => {
                 Move::end(JobState::Cancelled, EndCause::StoppedByAgent, non_empty(message, "stopped by the agent"))
             }
@@ -119,14 +127,26 @@ impl Jobs {
             }
             JobState::Terminating => Ok(Cancelled::Stopping),
             _ => {
-                let reason = format!("cancel requested by {by}");
-                let stops = self.stop_commands(st, id, &reason);
                 let cause = StopCause::Cancelled { by: by.to_string() };
-                self.transition(st, id, Move::stop(cause, reason), vec![]).await?;
-                st.send_all(stops);
+                self.stop_running(st, id, cause, format!("cancel requested by {by}")).await?;
                 Ok(Cancelled::Stopping)
             }
         }
+    }
+
+    /// Asks a job that holds resources to stop for `cause`: TERMINATING until its kernels
+    /// stopped (then where [`Move::stopped`] says).
+    pub async fn stop_running(
+        &self,
+        st: &mut State,
+        id: JobId,
+        cause: StopCause,
+        reason: String,
+    ) -> Result<(), StoreError> {
+        let stops = self.stop_commands(st, id, &reason);
+        self.transition(st, id, Move::stop(cause, reason), vec![]).await?;
+        st.send_all(stops);
+        Ok(())
     }
 
     /// Writes `job_id`'s move (plus `extra` changes) and mirrors it in memory. Ends, requeues,

@@ -51,6 +51,8 @@ pub struct Manager {
     pub login_links: crate::login_links::LoginLinks,
     /// Streams into kernels (`berth exec`) waiting for their agent to dial back.
     pub streams: crate::streams::Streams,
+    /// Clients attached to jobs and their last traffic (the queues' idle timeouts).
+    pub sessions: crate::sessions::Sessions,
     /// Where the app proxy listens, once it does (`apps/`).
     pub apps: std::sync::OnceLock<AppsEndpoint>,
     /// The API is served over TLS: session cookies are `Secure`.
@@ -86,6 +88,7 @@ impl Manager {
             login_links: Default::default(),
             streams: Default::default(),
             apps: Default::default(),
+            sessions: Default::default(),
             tls,
             shutdown,
             store,

@@ -54,6 +54,26 @@ pub struct JobView {
     /// in all once it ended; none where nothing was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::JobUsage>,
+    /// For a running job, when it will be stopped at the latest and why: its time limit, or
+    /// for an interactive session with no client attached, its queue's idle timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
+}
+
+/// When a running job will be stopped, and by which rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Deadline {
+    pub at: jiff::Timestamp,
+    pub kind: DeadlineKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadlineKind {
+    /// Its time limit (for a session, at most its queue's `max_session`).
+    TimeLimit,
+    /// Its queue's idle timeout, counted from the last client or app traffic.
+    Idle,
 }
 
 /// One state change, stored before it is acted on.
@@ -401,6 +421,14 @@ pub struct QueuePolicy {
     /// Nodes the queue takes by label (all must match), e.g. `{"gpu": "a100"}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_labels: BTreeMap<String, String>,
+    /// An interactive session (a job serving apps) with no client attached and no app
+    /// traffic for this long (seconds) is ended (`idle`). `None`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
+    /// The longest an interactive session may run (seconds): its time limit when it asks for
+    /// none, and the most it may ask for. `None`: as other jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_session_secs: Option<u64>,
 }
 
 /// [`QueuePolicy::backfill_window`] when not set (also for queues stored before it existed).
@@ -457,4 +485,10 @@ pub struct QueueUpdate {
     /// Labels selecting the queue's nodes (replaces them; empty: none by label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_labels: Option<BTreeMap<String, String>>,
+    /// A duration, or `none`: how long an interactive session may stay idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<String>,
+    /// A duration, or `none`: the longest an interactive session may run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_session: Option<String>,
 }

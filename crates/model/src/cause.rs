@@ -43,6 +43,9 @@ pub enum StopCause {
     Cancelled { by: String },
     /// A higher-priority job preempted it; it is then requeued or cancelled.
     Preempted { by_job: JobId, action: PreemptAction },
+    /// An interactive session had no client attached and no app traffic for `idle_secs`, its
+    /// queue's `idle_timeout`.
+    Idle { idle_secs: u64 },
 }
 
 /// How a job's run ended (set with its final state).
@@ -67,10 +70,12 @@ pub enum EndCause {
     NodeLost,
     /// Its node answered but no longer had the kernel.
     KernelLost,
+    /// An interactive session stayed idle past its queue's `idle_timeout` ([`StopCause::Idle`]).
+    Idle,
 }
 
 impl EndCause {
-    pub const ALL: [EndCause; 9] = [
+    pub const ALL: [EndCause; 10] = [
         EndCause::Exited,
         EndCause::LaunchFailed,
         EndCause::OutOfMemory,
@@ -80,6 +85,7 @@ impl EndCause {
         EndCause::StoppedByAgent,
         EndCause::NodeLost,
         EndCause::KernelLost,
+        EndCause::Idle,
     ];
 
     /// The stored and serialised name.
@@ -94,6 +100,7 @@ impl EndCause {
             EndCause::StoppedByAgent => "stopped_by_agent",
             EndCause::NodeLost => "node_lost",
             EndCause::KernelLost => "kernel_lost",
+            EndCause::Idle => "idle",
         }
     }
 

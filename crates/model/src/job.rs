@@ -234,6 +234,12 @@ impl JobSpec {
         }
     }
 
+    /// An interactive session (it serves apps): its queue's `idle_timeout` and `max_session`
+    /// apply to it.
+    pub fn is_session(&self) -> bool {
+        !self.apps.is_empty()
+    }
+
     /// Kernels of the job in all: nodes × kernels per node.
     pub fn kernel_count(&self) -> u32 {
         self.nodes.max(1).saturating_mul(self.kernels.max(1))

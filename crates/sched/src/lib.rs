@@ -155,6 +155,11 @@ pub struct QueueConfig {
     /// backfill), like Slurm's `bf_max_job_test`: the jobs behind the window wait untried, so
     /// the cost of a pass does not grow with the depth of a blocked queue. At least 1.
     pub backfill_window: u32,
+    /// Interactive sessions idle (no client, no app traffic) this long are ended. Applied by
+    /// the manager, not in the pass.
+    pub idle_timeout_ms: Option<Millis>,
+    /// The longest an interactive session may run. Checked at submit.
+    pub max_session_ms: Option<Millis>,
 }
 
 /// [`QueueConfig::backfill_window`] unless configured (Slurm's `bf_max_job_test` default).
@@ -175,6 +180,8 @@ impl QueueConfig {
             node_names: Vec::new(),
             node_labels: std::collections::BTreeMap::new(),
             backfill_window: DEFAULT_BACKFILL_WINDOW,
+            idle_timeout_ms: None,
+            max_session_ms: None,
         }
     }
 }

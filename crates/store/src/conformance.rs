@@ -320,6 +320,31 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
     .unwrap();
     let j = s.job(id).await.unwrap().unwrap();
     assert_eq!((j.state, j.stop, j.end_cause), (JobState::Cancelled, Some(by), Some(EndCause::Cancelled)));
+
+    // An idle session: stopped by the idle checker, typed as such through its end.
+    let id = s.insert_job(u.id, &JobSpec::command(["jupyter"]), None, at(7)).await.unwrap();
+    let idle = StopCause::Idle { idle_secs: 600 };
+    s.apply(&[
+        tr(id, JobState::Pending, JobState::Scheduled, 8, "scheduled on n1"),
+        tr(id, JobState::Scheduled, JobState::Running, 8, "started"),
+        tr(id, JobState::Running, JobState::Terminating, 9, "idle for 10m"),
+        Change::Stop { job_id: id, cause: idle.clone() },
+    ])
+    .await
+    .unwrap();
+    s.apply(&[Change::Transition {
+        job_id: id,
+        from: JobState::Terminating,
+        to: JobState::Timeout,
+        at: at(10),
+        reason: "idle: no client attached and no app traffic for 10m".into(),
+        exit_code: None,
+        end: Some(EndCause::Idle),
+    }])
+    .await
+    .unwrap();
+    let j = s.job(id).await.unwrap().unwrap();
+    assert_eq!((j.state, j.stop, j.end_cause), (JobState::Timeout, Some(idle), Some(EndCause::Idle)));
 }
 
 /// Nodes and meta values.
@@ -420,6 +445,8 @@ pub async fn queues_and_usage(s: &dyn Store) {
         max_time_limit_secs: Some(86_400),
         nodes: vec!["n1".into()],
         node_labels: [("gpu".to_string(), "a100".to_string())].into(),
+        idle_timeout_secs: Some(900),
+        max_session_secs: Some(8 * 3600),
     };
     let gpu = QueueRow { name: "gpu".into(), policy: policy("fifo"), seed: Some("{}".into()), updated_at: at(1) };
     s.put_queue(&gpu).await.unwrap();

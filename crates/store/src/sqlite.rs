@@ -142,17 +142,21 @@ pub(crate) fn user_row(r: &SqliteRow) -> Result<UserRow> {
 
 /// Records who asked a job to stop (see [`stop_cause`] for the columns).
 async fn set_stop(tx: &mut sqlx::SqliteConnection, job_id: JobId, cause: &StopCause) -> Result<()> {
-    let (by, for_job, action) = match cause {
-        StopCause::Cancelled { by } => (Some(by.as_str()), None, None),
-        StopCause::Preempted { by_job, action } => (None, Some(*by_job), Some(action.as_str())),
+    let (by, for_job, action, idle) = match cause {
+        StopCause::Cancelled { by } => (Some(by.as_str()), None, None, None),
+        StopCause::Preempted { by_job, action } => (None, Some(*by_job), Some(action.as_str()), None),
+        StopCause::Idle { idle_secs } => (None, None, None, Some(*idle_secs as i64)),
     };
-    let done = sqlx::query("UPDATE jobs SET cancelled_by = ?, preempted_by = ?, preempt_action = ? WHERE id = ?")
-        .bind(by)
-        .bind(for_job)
-        .bind(action)
-        .bind(job_id)
-        .execute(&mut *tx)
-        .await?;
+    let done = sqlx::query(
+        "UPDATE jobs SET cancelled_by = ?, preempted_by = ?, preempt_action = ?, idle_stop_secs = ? WHERE id = ?",
+    )
+    .bind(by)
+    .bind(for_job)
+    .bind(action)
+    .bind(idle)
+    .bind(job_id)
+    .execute(&mut *tx)
+    .await?;
     if done.rows_affected() != 1 {
         return Err(StoreError::NotFound(format!("job {job_id}")));
     }
@@ -202,7 +206,11 @@ async fn transition(tx: &mut sqlx::SqliteConnection, mv: Move<'_>) -> Result<()>
     let attempt = if requeue { "attempt + 1" } else { "attempt" };
     let pending = if from == JobState::Pending && to != JobState::Pending { "NULL" } else { "pending_reason" };
     let end_cause = if to.is_terminal() && end.is_some() { "?" } else { "end_cause" };
-    let stop = if requeue { ", cancelled_by = NULL, preempted_by = NULL, preempt_action = NULL" } else { "" };
+    let stop = if requeue {
+        ", cancelled_by = NULL, preempted_by = NULL, preempt_action = NULL, idle_stop_secs = NULL"
+    } else {
+        ""
+    };
     let sql = format!(
         "UPDATE jobs SET state = ?, reason = ?, started_at = {started_at}, ended_at = {ended_at}, \
          exit_code = {exit}, attempt = {attempt}, pending_reason = {pending}, end_cause = {end_cause}{stop} \

@@ -35,7 +35,7 @@ pub(crate) fn json<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> Resul
 
 pub(crate) const JOB_COLUMNS: &str = "j.id, j.user_id, u.name AS user_name, j.spec, j.queue, j.priority, j.state, j.attempt, \
      j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason, j.nodes, \
-     j.submitter_uid, j.submitter_gid, j.cancelled_by, j.preempted_by, j.preempt_action, j.end_cause, \
+     j.submitter_uid, j.submitter_gid, j.cancelled_by, j.preempted_by, j.preempt_action, j.idle_stop_secs, j.end_cause, \
      j.used_cpu_seconds, j.used_memory_peak_bytes, j.used_gpu_seconds";
 
 pub(crate) fn job_row(r: &SqliteRow) -> Result<JobRow> {
@@ -57,7 +57,12 @@ pub(crate) fn job_row(r: &SqliteRow) -> Result<JobRow> {
         pending_reason: pending.as_deref().map(|p| json("pending reason", p)).transpose()?,
         nodes: r.try_get::<&str, _>("nodes")?.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect(),
         submitter: submitter(r.try_get("submitter_uid")?, r.try_get("submitter_gid")?)?,
-        stop: stop_cause(r.try_get("cancelled_by")?, r.try_get("preempted_by")?, r.try_get("preempt_action")?)?,
+        stop: stop_cause(
+            r.try_get("cancelled_by")?,
+            r.try_get("preempted_by")?,
+            r.try_get("preempt_action")?,
+            r.try_get("idle_stop_secs")?,
+        )?,
         end_cause: r
             .try_get::<Option<&str>, _>("end_cause")?
             .map(|c| EndCause::parse(c).ok_or_else(|| StoreError::Corrupt(format!("job end cause `{c}`"))))
@@ -79,7 +84,21 @@ pub(crate) fn measured(r: &SqliteRow, cpu: &str, peak: &str, gpu: &str) -> Resul
 }
 
 /// The stop columns: a canceller, or a preemptor with its action (both or neither).
-pub(crate) fn stop_cause(by: Option<String>, for_job: Option<i64>, action: Option<&str>) -> Result<Option<StopCause>> {
+pub(crate) fn stop_cause(
+    by: Option<String>,
+    for_job: Option<i64>,
+    action: Option<&str>,
+    idle: Option<i64>,
+) -> Result<Option<StopCause>> {
+    if let Some(secs) = idle {
+        return match (by, for_job, action) {
+            (None, None, None) => Ok(Some(StopCause::Idle { idle_secs: secs.max(0) as u64 })),
+            (by, job, action) => Err(StoreError::Corrupt(format!(
+                "job stop cause: idle_stop_secs {secs} with cancelled_by {by:?}, preempted_by {job:?}, \
+                 preempt_action {action:?}"
+            ))),
+        };
+    }
     Ok(match (by, for_job, action) {
         (None, None, None) => None,
         (Some(by), None, None) => Some(StopCause::Cancelled { by }),

@@ -125,6 +125,14 @@ pub struct QueueSetArgs {
     /// Nodes the queue takes by label: KEY=VALUE,... all must match (`none` to clear)
     #[arg(long, value_name = "K=V,...")]
     pub node_labels: Option<String>,
+    /// End interactive sessions (jobs serving apps) with no client attached and no app
+    /// traffic for this long, e.g. 30m (`none`: never)
+    #[arg(long, value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
+    /// The longest an interactive session may run, e.g. 8h (`none`: as other jobs); sessions
+    /// without a time limit get it as theirs
+    #[arg(long, value_name = "DURATION")]
+    pub max_session: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -248,6 +256,8 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 default_time_limit: a.default_time_limit,
                 preemption: a.preemption,
                 preempt_min_runtime: a.preempt_min_runtime,
+                idle_timeout: a.idle_timeout,
+                max_session: a.max_session,
             };
             let q = client.put_queue(&a.name, &update).await?;
             if a.output.json() {

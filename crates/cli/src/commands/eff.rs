@@ -171,6 +171,7 @@ mod tests {
             stop: None,
             end_cause: None,
             usage,
+            deadline: None,
         };
         let binding = Binding { node: "n1".into(), cpu_milli: 2000, mem_bytes: 512 << 20, ..Default::default() };
         JobDetail {

@@ -71,16 +71,21 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
 
 /// The table; the `EXPECTED START` column appears only when some job has one (a queue with
 /// backfill gives the jobs it reserves for one), `CPU%` and `MEM` only when some job was
-/// measured (running: CPUs busy now and memory now; ended: peak memory).
+/// measured (running: CPUs busy now and memory now; ended: peak memory), `TIME LEFT` only when
+/// some running job will be stopped (its time limit, or `idle` for a session nobody uses).
 fn table(jobs: &[JobView]) -> comfy_table::Table {
     let expected = jobs.iter().any(|j| j.expected_start.is_some());
     let measured = jobs.iter().any(|j| j.usage.is_some());
+    let deadlines = jobs.iter().any(|j| j.deadline.is_some());
     let mut header = vec!["ID", "NAME", "USER", "STATE", "POS", "REASON"];
     if expected {
         header.push("EXPECTED START");
     }
     if measured {
         header.extend(["CPU%", "MEM"]);
+    }
+    if deadlines {
+        header.push("TIME LEFT");
     }
     header.extend(["NODE", "AGE"]);
     let mut t = output::table(header);
@@ -102,10 +107,23 @@ fn table(jobs: &[JobView]) -> comfy_table::Table {
             let mem = u.and_then(|u| u.total.memory_bytes.or(u.total.memory_peak_bytes));
             row.push(or_dash(mem.map(berth_model::format_bytes).unwrap_or_default()));
         }
+        if deadlines {
+            row.push(or_dash(j.deadline.map(time_left).unwrap_or_default()));
+        }
         row.extend([or_dash(j.nodes.join(",")), output::age(j.submitted_at)]);
         t.add_row(row);
     }
     t
+}
+
+/// `1h59m`, or `9m (idle)` when the session is stopped for being idle first.
+fn time_left(d: berth_model::api::Deadline) -> String {
+    let secs = (d.at.as_second() - jiff::Timestamp::now().as_second()).max(0);
+    let left = output::duration(secs as u64);
+    match d.kind {
+        berth_model::api::DeadlineKind::TimeLimit => left,
+        berth_model::api::DeadlineKind::Idle => format!("{left} (idle)"),
+    }
 }
 
 /// Why a job waits; for a finished job that did not succeed, why it ended.
@@ -150,6 +168,7 @@ mod tests {
             stop: None,
             end_cause: None,
             usage: None,
+            deadline: None,
         };
         let lines: Vec<String> = table(std::slice::from_ref(&j)).lines().collect();
         assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");
@@ -169,9 +188,18 @@ mod tests {
             usage: Some(berth_model::JobUsage { total, cpu_percent: Some(198.6) }),
             ..j
         };
-        let lines: Vec<String> = table(&[busy]).lines().collect();
+        let lines: Vec<String> = table(std::slice::from_ref(&busy)).lines().collect();
         assert!(lines[0].contains("CPU%") && lines[0].contains("MEM"), "{lines:?}");
         assert!(lines[1].contains("199") && lines[1].contains("300MiB"), "{lines:?}");
+        assert!(!lines[0].contains("TIME LEFT"), "{lines:?}");
+        let idle = berth_model::api::Deadline {
+            at: jiff::Timestamp::now() + jiff::SignedDuration::from_secs(545),
+            kind: berth_model::api::DeadlineKind::Idle,
+        };
+        let session = JobView { deadline: Some(idle), ..busy.clone() };
+        let lines: Vec<String> = table(&[session]).lines().collect();
+        assert!(lines[0].contains("TIME LEFT"), "{lines:?}");
+        assert!(lines[1].contains("9m") && lines[1].contains("(idle)"), "{lines:?}");
         assert!(parse_state("running").is_ok());
         assert!(parse_state("bogus").unwrap_err().contains("PENDING"));
     }

@@ -34,6 +34,7 @@ pub fn table(queues: &[QueueView]) -> comfy_table::Table {
         "DEFAULT LIMIT",
         "MAX LIMIT",
         "PREEMPTION",
+        "SESSIONS",
         "PROJECTS",
         "NODES",
         "PENDING",
@@ -56,6 +57,7 @@ pub fn table(queues: &[QueueView]) -> comfy_table::Table {
             output::duration(p.default_time_limit_secs),
             p.max_time_limit_secs.map(output::duration).unwrap_or_else(|| "-".into()),
             preemption,
+            sessions(p),
             if p.projects.is_empty() { "all".to_string() } else { p.projects.join(",") },
             q.nodes.to_string(),
             q.pending.to_string(),
@@ -63,6 +65,15 @@ pub fn table(queues: &[QueueView]) -> comfy_table::Table {
         ]);
     }
     t
+}
+
+/// What a queue does to interactive sessions: `idle 15m, max 8h`, or `-`.
+fn sessions(p: &berth_model::api::QueuePolicy) -> String {
+    let parts: Vec<String> = [("idle", p.idle_timeout_secs), ("max", p.max_session_secs)]
+        .into_iter()
+        .filter_map(|(what, secs)| secs.map(|s| format!("{what} {}", output::duration(s))))
+        .collect();
+    if parts.is_empty() { "-".into() } else { parts.join(", ") }
 }
 
 #[cfg(test)]
@@ -86,6 +97,8 @@ mod tests {
                 max_time_limit_secs: Some(86_400),
                 nodes: vec![],
                 node_labels: Default::default(),
+                idle_timeout_secs: Some(900),
+                max_session_secs: None,
             },
             nodes: 2,
             pending: 3,
@@ -94,7 +107,7 @@ mod tests {
         let lines: Vec<String> = table(&[q]).lines().collect();
         assert!(lines[0].contains("ORDERING") && lines[0].contains("PREEMPTION"), "{lines:?}");
         assert!(lines[0].contains("WINDOW"), "{lines:?}");
-        for word in ["gpu", "drf", "backfill", "200", "spread", "1h", "requeue (after 10m)"] {
+        for word in ["gpu", "drf", "backfill", "200", "spread", "1h", "requeue (after 10m)", "idle 15m"] {
             assert!(lines[1].contains(word), "{word}: {lines:?}");
         }
     }

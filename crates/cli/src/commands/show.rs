@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use berth_model::api::JobDetail;
-use berth_model::{JobId, StopCause, format_bytes, format_gpu_milli};
+use berth_model::{JobId, StopCause, format_bytes, format_duration, format_gpu_milli};
 use clap::Args;
 
 use crate::client::Client;
@@ -62,6 +62,9 @@ fn render(d: &JobDetail) -> String {
         Some(StopCause::Cancelled { by }) => line("stop", format!("cancelled by {by}")),
         Some(StopCause::Preempted { by_job, action }) => {
             line("stop", format!("preempted by job {by_job}, then {}", action.as_str()))
+        }
+        Some(StopCause::Idle { idle_secs }) => {
+            line("stop", format!("idle for {} (the queue's idle timeout)", format_duration(*idle_secs)))
         }
         None => {}
     }
@@ -202,6 +205,7 @@ mod tests {
                 stop: None,
                 end_cause: None,
                 usage: None,
+                deadline: None,
             },
             spec,
             kernels: vec![KernelView {
@@ -258,6 +262,7 @@ mod tests {
                 stop: None,
                 end_cause: None,
                 usage: None,
+                deadline: None,
             },
             spec,
             kernels: vec![],

@@ -80,7 +80,10 @@ async fn serve(m: Arc<Manager>, id: JobId, mut client: WebSocket) {
         Err(e) => Err(format!("bad exec request: {e}")),
     };
     match agent {
-        Ok(agent) => splice(client, agent).await,
+        Ok(agent) => {
+            let _attached = m.sessions.attach(id);
+            splice(client, agent).await
+        }
         Err(error) => refuse(client, error).await,
     }
 }

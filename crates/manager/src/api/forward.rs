@@ -57,7 +57,10 @@ pub async fn forward(
 async fn serve(m: Arc<Manager>, id: JobId, q: ForwardQuery, client: WebSocket) {
     let open = StreamOpen::Forward { target: ForwardTarget::Port(q.port) };
     match open_stream(&m, id, q.kernel, open).await {
-        Ok(agent) => splice(client, agent).await,
+        Ok(agent) => {
+            let _attached = m.sessions.attach(id);
+            splice(client, agent).await
+        }
         Err(error) => refuse(client, error).await,
     }
 }

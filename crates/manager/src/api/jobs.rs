@@ -111,7 +111,7 @@ pub async fn list(
             })
             .take(limit)
             .collect::<Vec<_>>();
-        let views = views.into_iter().map(|j| st.job_view(j)).collect();
+        let views = views.into_iter().map(|j| live_view(&m, &st, j)).collect();
         return Ok(axum::Json(views));
     }
     drop(st);
@@ -120,11 +120,20 @@ pub async fn list(
     let views = rows
         .iter()
         .map(|r| match st.jobs.get(&r.id) {
-            Some(j) => st.job_view(j),
+            Some(j) => live_view(&m, &st, j),
             None => row_view(r, r.nodes.clone()),
         })
         .collect();
     Ok(axum::Json(views))
+}
+
+/// A job in memory as the API shows it, with when it will be stopped.
+fn live_view(m: &Manager, st: &crate::state::State, j: &crate::state::Job) -> JobView {
+    let mut v = st.job_view(j);
+    if v.deadline.is_some() || j.spec.is_session() {
+        v.deadline = crate::idle::deadline(m, j);
+    }
+    v
 }
 
 /// The answer for a job that does not exist or that `user` may not see: the same, so ids
@@ -142,7 +151,8 @@ pub async fn visible_job(m: &Manager, user: &User, id: JobId) -> Result<JobRow, 
 }
 
 /// The queue's own rules: which projects may use it, and its maximum time limit (a job
-/// without a limit gets the queue's default, capped by the maximum, as its real limit).
+/// without a limit gets the queue's default, capped by the maximum, as its real limit; a
+/// session without one gets the queue's `max_session`).
 fn check_queue_access(
     q: &berth_sched::QueueConfig,
     user: &User,
@@ -159,6 +169,29 @@ fn check_queue_access(
             q.name,
             q.projects.join(", ")
         )));
+    }
+    // A session's time limit: its own up to the queue's `max_session`, or that maximum.
+    if spec.is_session()
+        && let Some(session_ms) = q.max_session_ms
+    {
+        let max = (session_ms / 1000).max(1) as u64;
+        match spec.time_limit_secs {
+            Some(t) if t > max => {
+                return Err(ApiError::bad_request(format!(
+                    "time limit {} is above queue `{}`'s longest session ({}, max_session): use --time-limit {} or \
+                     less",
+                    berth_model::format_duration(t),
+                    q.name,
+                    berth_model::format_duration(max),
+                    berth_model::format_duration(max)
+                )));
+            }
+            Some(_) => {}
+            None => {
+                let cap = q.max_time_limit_ms.map_or(max, |m| max.min((m / 1000).max(1) as u64));
+                spec.time_limit_secs = Some(cap);
+            }
+        }
     }
     if let Some(max_ms) = q.max_time_limit_ms {
         let max = (max_ms / 1000).max(1) as u64;
@@ -241,6 +274,7 @@ pub async fn show(
     {
         // A running job: what it used so far, from its nodes' last samples.
         job.usage = st.meters.job(id, j.attempt.number).or(job.usage);
+        job.deadline = crate::idle::deadline(&m, j);
     }
     drop(st);
     let mut spec = row.spec;

@@ -80,6 +80,7 @@ async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<B
         Ok(a) => a,
         Err(r) => return r,
     };
+    apps.m.sessions.touch(job);
     let forwarded = Forwarded {
         proto: if apps.m.tls { "https" } else { "http" },
         host: req.headers().get(header::HOST).cloned(),

@@ -174,7 +174,10 @@ impl Proxy {
             && let Some(client_upgrade) = client_upgrade
         {
             let app_upgrade = hyper::upgrade::on(&mut resp);
+            let m = self.connector.m.clone();
             tokio::spawn(async move {
+                // An open WebSocket (a notebook's kernel) is a client attached to the session.
+                let _attached = m.sessions.attach(key.job);
                 if let (Ok(client), Ok(app)) = (client_upgrade.await, app_upgrade.await) {
                     let (mut client, mut app) = (TokioIo::new(client), TokioIo::new(app));
                     let _ = tokio::io::copy_bidirectional(&mut client, &mut app).await;

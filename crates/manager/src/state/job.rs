@@ -294,7 +294,18 @@ impl Job {
             stop: self.attempt.stop.clone(),
             end_cause: None,
             usage: None,
+            deadline: self.time_limit_deadline(),
         }
+    }
+
+    /// When a running job reaches its time limit.
+    pub fn time_limit_deadline(&self) -> Option<berth_model::api::Deadline> {
+        if self.state != JobState::Running {
+            return None;
+        }
+        let limit = jiff::SignedDuration::from_secs(self.spec.time_limit_secs? as i64);
+        let at = self.attempt.started_at?.checked_add(limit).ok()?;
+        Some(berth_model::api::Deadline { at, kind: berth_model::api::DeadlineKind::TimeLimit })
     }
 }
 
@@ -327,6 +338,7 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
         stop: r.stop.clone(),
         end_cause: r.end_cause,
         usage: r.used.map(|total| JobUsage { total, cpu_percent: None }),
+        deadline: None,
     }
 }
 
