@@ -53,7 +53,7 @@ async fn exec_process(ws: &mut Ws, pid: u32, command: &[String], stdin: bool) ->
     };
     let mut cmd = ctx.command(command);
     cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = match cmd.spawn() {
+    let mut child = match crate::runtime::exec::spawn(cmd).await {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot run `{}` in the kernel: {e}", command[0])),
     };

@@ -66,11 +66,19 @@ impl KernelContext {
         let ns = ns_file.as_raw_fd();
         let (uid, gid, groups) = (self.uid, self.gid, self.groups);
         let cwd = std::ffi::CString::new(self.cwd.as_os_str().as_encoded_bytes()).unwrap_or_default();
-        // SAFETY: between fork and exec only async-signal-safe calls: setns, write (cgroups,
-        // in `child_setup`), setgroups/setgid/setuid and chdir.
+        // SAFETY: between fork and exec only async-signal-safe calls: prctl, getppid, setns,
+        // write (cgroups, in `child_setup`), setgroups/setgid/setuid and chdir.
+        let agent = std::process::id() as libc::pid_t;
         unsafe {
             cmd.pre_exec(move || {
                 let _open = (&files, &ns_file);
+                // The command is the stream's: an agent that dies (SIGKILL, a crash) takes it
+                // along instead of leaving it in the kernel. The signal follows the forking
+                // thread, so [`spawn`] forks from one that lives as long as the agent; a parent
+                // already gone is caught by getppid.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::getppid() != agent {
+                    return Err(std::io::Error::other("the agent is gone"));
+                }
                 if libc::setns(ns, libc::CLONE_NEWNS) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -91,6 +99,36 @@ impl KernelContext {
         cmd.kill_on_drop(true);
         cmd
     }
+}
+
+/// Starts a command built by [`KernelContext::command`] from the agent's spawner thread: the
+/// command's parent-death signal fires when the thread that forked it ends, and runtime
+/// threads come and go (`block_in_place`, the blocking pool), while this one lives as long as
+/// the agent.
+pub async fn spawn(cmd: tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+    type Job = (tokio::process::Command, tokio::sync::oneshot::Sender<std::io::Result<tokio::process::Child>>);
+    static SPAWNER: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let runtime = tokio::runtime::Handle::current();
+        std::thread::Builder::new()
+            .name("berth-exec-spawner".into())
+            .spawn(move || {
+                // Children are registered with the runtime's process driver.
+                let _in = runtime.enter();
+                for (mut cmd, done) in rx {
+                    let _ = done.send(cmd.spawn());
+                }
+            })
+            .expect("start the exec spawner thread");
+        tx
+    });
+    let (done, child) = tokio::sync::oneshot::channel();
+    let lost = || std::io::Error::other("the exec spawner thread is gone");
+    if spawner.send((cmd, done)).is_err() {
+        return Err(lost());
+    }
+    child.await.map_err(|_| lost())?
 }
 
 /// The environment process `pid` started with (`/proc/<pid>/environ`).
