@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Interactive sessions' figures (issue 17), side by side in one run on this machine, against
+# a fresh `berth up` (release build):
+#  1. `berth exec ID -- true` round trip into a process kernel and into a container kernel,
+#     vs. `docker exec CONTAINER true` into the same container (both are a CLI process each);
+#  2. `berth port-forward` throughput (a download) and 1-byte round trips, vs. the kernel's
+#     port directly over loopback and vs. `ssh -L` (OpenSSH, installed with apt if missing);
+#  3. the app proxy: keep-alive GETs through `/apps/<job>/<app>/`, vs. the app directly.
+#
+#   bench/sessions.sh [EXECS=50] [MIB=512] [REQUESTS=2000]
+#
+# BENCH_BIN_DIR=DIR runs a prebuilt release `berth` from DIR. docs/perf.md keeps the figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXECS=${1:-50}
+MIB=${2:-512}
+REQUESTS=${3:-2000}
+IMAGE=berth-test/busybox:1
+
+bash scripts/test-image.sh
+if [ -n "${BENCH_BIN_DIR:-}" ]; then
+  BIN=$BENCH_BIN_DIR/berth
+else
+  cargo build --release --quiet --bin berth
+  BIN=${CARGO_TARGET_DIR:-target}/release/berth
+fi
+BIN=$(realpath "$BIN")
+if ! command -v sshd >/dev/null && [ ! -x /usr/sbin/sshd ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null
+fi
+source bench/lib.sh
+PY="python3 $PWD/bench/sessions.py"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+job_id() { sed -n 's/^submitted job \([0-9]*\).*/\1/p'; }
+wait_running() {
+  for _ in $(seq 1 600); do
+    "$BIN" show "$1" -o json | grep -q '"state": "RUNNING"' && return 0
+    sleep 0.05
+  done
+  echo "job $1 never ran" >&2
+  return 1
+}
+# The local port a `berth port-forward`/ssh forward listens on, from its log.
+forward_port() {
+  for _ in $(seq 1 200); do
+    p=$(sed -n 's/^Forwarding from [0-9.]*:\([0-9]*\).*/\1/p' "$1")
+    [ -n "$p" ] && { echo "$p"; return 0; }
+    sleep 0.05
+  done
+  cat "$1" >&2
+  return 1
+}
+
+sessions() {
+  local tcp http pid cid ctr fwd lport sshdir sport sshd_pid ssh_pid url
+  tcp=$(free_port)
+  http=$(free_port)
+  pid=$("$BIN" submit --cpus 1 --app "web=$http" -- $PY serve "$tcp" "$http" | job_id)
+  cid=$("$BIN" submit --cpus 0.5 --image "$IMAGE" -- sleep 3600 | job_id)
+  wait_running "$pid"
+  wait_running "$cid"
+  ctr=$(docker ps --format '{{.Names}}' | grep -E "job-$cid\b|job-$cid\." | head -n1)
+
+  echo "== 1. exec round trip ($EXECS sequential runs of \`true\`)"
+  echo "-- berth exec into a process kernel:   $($PY runs "$EXECS" "$BIN" exec "$pid" -- true)"
+  echo "-- berth exec into a container kernel: $($PY runs "$EXECS" "$BIN" exec "$cid" -- true)"
+  echo "-- docker exec into the same container: $($PY runs "$EXECS" docker exec "$ctr" true)"
+
+  echo "== 2. port forwarding ($MIB MiB download; 2000 1-byte round trips)"
+  fwd=$(mktemp)
+  "$BIN" port-forward "$pid" ":$tcp" >"$fwd" 2>&1 &
+  local fwd_pid=$!
+  lport=$(forward_port "$fwd")
+  sshdir=$(mktemp -d)
+  ssh-keygen -q -t ed25519 -N '' -f "$sshdir/host"
+  ssh-keygen -q -t ed25519 -N '' -f "$sshdir/user"
+  cp "$sshdir/user.pub" "$sshdir/authorized_keys"
+  mkdir -p /run/sshd
+  local sshport
+  sshport=$(free_port)
+  /usr/sbin/sshd -D -p "$sshport" -h "$sshdir/host" -o ListenAddress=127.0.0.1 -o UsePAM=no -o StrictModes=no \
+    -o "AuthorizedKeysFile=$sshdir/authorized_keys" -o PermitRootLogin=prohibit-password -o "PidFile=$sshdir/pid" &
+  sshd_pid=$!
+  sport=$(free_port)
+  sleep 0.5
+  ssh -N -q -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -i "$sshdir/user" \
+    -p "$sshport" -L "$sport:127.0.0.1:$tcp" "$(id -un)@127.0.0.1" &
+  ssh_pid=$!
+  echo "-- direct loopback:    $($PY tcp "$tcp" "$MIB")"
+  echo "-- berth port-forward: $($PY tcp "$lport" "$MIB")"
+  echo "-- ssh -L:             $($PY tcp "$sport" "$MIB")"
+  kill "$fwd_pid" "$ssh_pid" "$sshd_pid" 2>/dev/null || true
+  wait "$fwd_pid" "$ssh_pid" "$sshd_pid" 2>/dev/null || true
+  rm -rf "$sshdir" "$fwd"
+
+  echo "== 3. app proxy ($REQUESTS GETs on one keep-alive connection)"
+  url=$("$BIN" apps "$pid" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["url"])')
+  echo "-- the app directly:      $($PY http "http://127.0.0.1:$http/" "$REQUESTS")"
+  echo "-- through the app proxy: $($PY http "$url" "$REQUESTS" "Authorization: Bearer $BERTH_TOKEN")"
+  "$BIN" cancel "$pid" "$cid" >/dev/null
+}
+
+echo "== machine: $(nproc) CPUs, $(uname -r), docker $(docker version -f '{{.Server.Version}}'), $(ssh -V 2>&1), $(date -u '+%F %H:%M')Z"
+run_with_berth sessions
