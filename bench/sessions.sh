@@ -33,14 +33,15 @@ PY="python3 $PWD/bench/sessions.py"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 job_id() { sed -n 's/^submitted job \([0-9]*\).*/\1/p'; }
-wait_running() {
+wait_state() {
   for _ in $(seq 1 600); do
-    "$BIN" show "$1" -o json | grep -q '"state": "RUNNING"' && return 0
+    "$BIN" show "$1" -o json | grep -q "\"state\": \"$2\"" && return 0
     sleep 0.05
   done
-  echo "job $1 never ran" >&2
+  echo "job $1 never got $2" >&2
   return 1
 }
+wait_running() { wait_state "$1" RUNNING; }
 # The local port a `berth port-forward`/ssh forward listens on, from its log.
 forward_port() {
   for _ in $(seq 1 200); do
@@ -60,7 +61,8 @@ sessions() {
   cid=$("$BIN" submit --cpus 0.5 --image "$IMAGE" -- sleep 3600 | job_id)
   wait_running "$pid"
   wait_running "$cid"
-  ctr=$(docker ps --format '{{.Names}}' | grep -E "job-$cid\b|job-$cid\." | head -n1)
+  # berth-<scope>-<job>.<attempt>.<kernel>; the newest first
+  ctr=$(docker ps --format '{{.Names}}' | grep -E -- "-$cid\.0\.0\$" | head -n1)
 
   echo "== 1. exec round trip ($EXECS sequential runs of \`true\`)"
   echo "-- berth exec into a process kernel:   $($PY runs "$EXECS" "$BIN" exec "$pid" -- true)"
@@ -98,7 +100,10 @@ sessions() {
   url=$("$BIN" apps "$pid" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["url"])')
   echo "-- the app directly:      $($PY http "http://127.0.0.1:$http/" "$REQUESTS")"
   echo "-- through the app proxy: $($PY http "$url" "$REQUESTS" "Authorization: Bearer $BERTH_TOKEN")"
+  # Stopped before berth is: kernels outlive a `berth up` stopped without --stop-jobs.
   "$BIN" cancel "$pid" "$cid" >/dev/null
+  wait_state "$pid" CANCELLED
+  wait_state "$cid" CANCELLED
 }
 
 echo "== machine: $(nproc) CPUs, $(uname -r), docker $(docker version -f '{{.Server.Version}}'), $(ssh -V 2>&1), $(date -u '+%F %H:%M')Z"

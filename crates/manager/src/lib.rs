@@ -288,7 +288,13 @@ async fn serve_apps(
             let listener = tls::TlsListener::new(listener, tls)?;
             tokio::spawn(async move { report(axum::serve(listener, app).with_graceful_shutdown(graceful).await) })
         }
-        None => tokio::spawn(async move { report(axum::serve(listener, app).with_graceful_shutdown(graceful).await) }),
+        None => tokio::spawn(async move {
+            // Small answers and WebSocket frames must not wait for delayed ACKs (Nagle).
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            report(axum::serve(listener, app).with_graceful_shutdown(graceful).await)
+        }),
     };
     tracing::info!(%bound, "app proxy listening");
     Ok((bound, task))
