@@ -517,6 +517,7 @@ async fn start_manager(
         cache,
         apps_listen: apps.listen(listen),
         apps_url: apps.apps_url.clone(),
+        apps_listen_defaulted: apps.apps_listen.is_none(),
     };
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }

@@ -90,6 +90,8 @@ pub struct ManagerConfig {
     pub apps_listen: Option<SocketAddr>,
     /// The app proxy's URL as users reach it, when not `http(s)://<API host>:<apps port>`.
     pub apps_url: Option<String>,
+    /// `apps_listen` is a default: when its port is taken, a free one is used instead.
+    pub apps_listen_defaulted: bool,
 }
 
 /// The admin user and its API token, shown once on the first start of a data dir.
@@ -235,8 +237,9 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     };
     let apps_addr = match config.apps_listen {
         Some(addr) => {
+            let listener = bind_apps(addr, config.apps_listen_defaulted).await?;
             let (bound, task) =
-                serve_apps(&m, addr, tls_apps.clone(), shutdown_rx.clone(), config.apps_url.clone()).await?;
+                serve_apps(&m, listener, tls_apps.clone(), shutdown_rx.clone(), config.apps_url.clone())?;
             tasks.push(task);
             Some(bound)
         }
@@ -266,17 +269,29 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     })
 }
 
-/// Binds the app proxy's listener (`apps/`) and serves it until shutdown.
-async fn serve_apps(
+/// The app proxy's listener: on `addr`, or when that is a default whose port is taken, on a
+/// free port of the same address (with a warning), as a second `berth up` would need.
+async fn bind_apps(addr: SocketAddr, defaulted: bool) -> anyhow::Result<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => Ok(l),
+        Err(e) if defaulted && e.kind() == std::io::ErrorKind::AddrInUse => {
+            let any = SocketAddr::new(addr.ip(), 0);
+            let l = tokio::net::TcpListener::bind(any).await.with_context(|| format!("cannot listen on {any}"))?;
+            tracing::warn!("port {} is taken: the app proxy listens on a free port instead", addr.port());
+            Ok(l)
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot listen on {addr} (--apps-listen)"))),
+    }
+}
+
+/// Serves the app proxy (`apps/`) on `listener` until shutdown.
+fn serve_apps(
     m: &Arc<manager::Manager>,
-    addr: SocketAddr,
+    listener: tokio::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     mut stop: watch::Receiver<bool>,
     public_url: Option<String>,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr} (--apps-listen)"))?;
     let bound = listener.local_addr()?;
     let _ = m.apps.set(manager::AppsEndpoint { port: bound.port(), public_url });
     let app = apps::router(m.clone());

@@ -30,6 +30,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         socket: Some(berth_manager::local::LocalSocket { path: dir.join("berth.sock"), everyone: false }),
         apps_listen: None,
         apps_url: None,
+        apps_listen_defaulted: false,
     }
 }
 
