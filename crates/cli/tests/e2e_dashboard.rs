@@ -233,3 +233,59 @@ fn cancel_csrf_and_a_second_user_who_sees_only_their_own() {
         admin.close().await;
     });
 }
+
+#[test]
+fn a_jobs_app_opens_from_its_page_in_a_window_of_its_own() {
+    if !browser::available("a_jobs_app_opens_from_its_page_in_a_window_of_its_own") {
+        return;
+    }
+    let b = Berth::up(&[]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // The app serves its page at its base path (the proxy keeps the prefix).
+    let serve = format!(
+        "d=www$BERTH_APP_WEB_BASE_URL; mkdir -p $d && echo '<h1 id=app>hello from job '$BERTH_JOB_ID'</h1>' > \
+         $d/index.html && exec python3 -m http.server {port} --bind 127.0.0.1 --directory www"
+    );
+    let id = b.submit(&["--app", &format!("web={port}"), "--", "sh", "-c", &serve]);
+    b.wait_state(id, "RUNNING");
+    let link = login_link(&b, None);
+    runtime().block_on(async {
+        let br = Browser::start().await;
+        log_in(&br, &link, "admin").await;
+        br.client.goto(&format!("{}/#/jobs/{id}", b.url)).await.unwrap();
+        let dashboard = br.client.window().await.unwrap();
+        let start = Instant::now();
+        // The app may take a moment to listen; each try is a new one-time link.
+        loop {
+            br.wait_for("button[data-app='web']").await.click().await.unwrap();
+            let windows = br.client.windows().await.unwrap();
+            let app = windows.iter().find(|w| **w != dashboard).cloned();
+            if let Some(app) = app {
+                br.client.switch_to_window(app).await.unwrap();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while Instant::now() < deadline {
+                    let url = br.client.current_url().await.unwrap();
+                    if url.path() == format!("/apps/{id}/web/") && url.query().is_none() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                if br.client.find(Locator::Css("#app")).await.is_ok() {
+                    break;
+                }
+                br.client.close_window().await.unwrap();
+                br.client.switch_to_window(dashboard.clone()).await.unwrap();
+            }
+            assert!(start.elapsed() < PATIENCE, "the app never opened from the dashboard");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let shown = br.wait_text("#app", "hello").await;
+        assert_eq!(shown, format!("hello from job {id}"));
+        let url = br.client.current_url().await.unwrap();
+        let api_port = b.url.rsplit(':').next().and_then(|p| p.parse::<u16>().ok());
+        assert_ne!(url.port(), api_port, "an origin apart from the dashboard's");
+        assert_eq!(br.js("return window.opener === null;").await, serde_json::json!(true));
+        br.screenshot("app-from-dashboard").await;
+        br.close().await;
+    });
+}

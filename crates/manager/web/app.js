@@ -320,6 +320,16 @@ async function jobView(id) {
     el('td', { text: bytes(k.binding.mem_bytes) }),
     el('td', { text: k.binding.gpus.map((g) => 'GPU ' + g.index + ' × ' + (g.milli / 1000)).join(', ') }),
     el('td', { text: k.exit_code === null ? '' : String(k.exit_code) })))));
+  // Apps open through the app proxy with a one-time link (a cookie for that app alone). The
+  // window is opened at the click, so no popup blocker stops it, and loses its opener.
+  const apps = el('ul', { id: 'job-apps' }, (d.spec.apps || []).map((a) => el('li', {},
+    el('button', { type: 'button', 'data-app': a.name, text: 'Open ' + a.name, onclick: async () => {
+      const w = window.open('', '_blank');
+      try {
+        const r = await api('POST', '/v1/jobs/' + j.id + '/apps/' + encodeURIComponent(a.name) + '/link');
+        if (w) { w.opener = null; w.location = r.url; } else { location.assign(r.url); }
+      } catch (e) { if (w) w.close(); msg.replaceChildren(errorBox(e.message)); }
+    } }), ' ', el('span', { class: 'muted', text: a.kind === 'custom' ? 'port ' + a.port : a.kind }))));
   const history = el('ol', { class: 'timeline', id: 'history' }, historyItems(d.transitions));
   const usage = el('div', { id: 'job-usage' }, usageBlock(d));
   const stream = el('select', {}, el('option', { value: 'stdout', text: 'stdout' }), el('option', { value: 'stderr', text: 'stderr' }));
@@ -327,6 +337,7 @@ async function jobView(id) {
   show(el('h1', { text: 'Job ' + j.id + (j.name ? ': ' + j.name : '') }),
     el('div', { class: 'toolbar' }, cancel, el('a', { href: '#/jobs', text: '← all jobs' })), msg, facts,
     el('h2', { text: 'Placement' }), d.kernels.length ? kernels : el('p', { class: 'muted', text: 'Not placed yet.' }),
+    ...(d.spec.apps && d.spec.apps.length ? [el('h2', { text: 'Apps' }), apps] : []),
     el('h2', { text: 'Usage' }), usage,
     el('h2', { text: 'History' }), history,
     el('h2', {}, 'Log ', stream), log);
