@@ -62,6 +62,15 @@ fn wait_served(port: u16, path: &str) {
     }
 }
 
+/// Established TCP connections to local port `port` (from `ss`).
+fn established(port: u16) -> usize {
+    let o = std::process::Command::new("ss")
+        .args(["-Htn", "state", "established", &format!("( dport = :{port} )")])
+        .output()
+        .expect("ss (iproute2)");
+    text(&o.stdout).lines().filter(|l| !l.trim().is_empty()).count()
+}
+
 /// Bytes nobody could guess, so a mix-up of connections shows.
 fn payload(seed: u8, len: usize) -> Vec<u8> {
     let mut x: u32 = 0x9e37_79b9 ^ seed as u32;
@@ -126,6 +135,25 @@ fn port_forward_carries_fifty_connections_byte_exact_into_a_process_kernel() {
     assert!(text(&o.stderr).contains(&format!("job {id} not found")), "{}", text(&o.stderr));
     let o = b.cli(&["port-forward", &ids, "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+
+    // A forward whose client goes away leaves no connection behind: not to the app, not
+    // through the manager.
+    let (mut gone, gone_port) = forward(b.home.path(), &[&ids, &format!(":{remote}")]);
+    let mut held = TcpStream::connect(("127.0.0.1", gone_port)).unwrap();
+    held.write_all(b"GET /f0 HTTP/1.0\r\n").unwrap(); // the head never ends: the app waits
+    let to_app = || established(remote);
+    let start = std::time::Instant::now();
+    while to_app() == 0 {
+        assert!(start.elapsed() < support::PATIENCE, "the held connection never reached the app");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    gone.kill().unwrap();
+    let _ = gone.wait();
+    while to_app() > 0 {
+        assert!(start.elapsed() < support::PATIENCE, "a connection to the app outlived its forward");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(held);
 
     // The job ending ends the forward, with a word.
     b.ok(&["cancel", &ids]);
