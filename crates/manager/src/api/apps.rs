@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use berth_model::JobId;
 use berth_model::api::{AppLink, AppView};
 
 use crate::auth::Auth;
-use crate::error::ApiError;
+use crate::error::{ApiError, Path};
 use crate::login_links::LINK_TTL;
 use crate::manager::Manager;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use berth_model::JobId;
 use berth_model::protocol::{ForwardTarget, StreamOpen};
@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::kernel_stream::{may_enter, open_stream, refuse, splice};
 use crate::auth::Auth;
-use crate::error::ApiError;
+use crate::error::{ApiError, Path};
 use crate::manager::Manager;
 
 /// Which port of which kernel.
