@@ -108,6 +108,15 @@ pub struct JobSpec {
     /// paths its admin listed (`berth agent --allow-mount`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<Mount>,
+    /// The main kernel (kernel 0) runs with its standard input, output and error on a
+    /// pseudo-terminal that `berth run -t` and `berth attach` connect to (the agent holds the
+    /// master and copies its output to the stdout log too).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
+    /// The main kernel's standard input comes from attached clients (`berth run -i`); without
+    /// `tty` its output goes through the agent as pipes (and on to the logs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
 }
 
 /// A host path mounted into a job's containers, read-only unless `rw`.
@@ -227,7 +236,15 @@ impl JobSpec {
             shared: false,
             image: None,
             mounts: Vec::new(),
+            tty: false,
+            stdin: false,
         }
+    }
+
+    /// Whether the main kernel's input and output go through the agent (`tty` or `stdin`),
+    /// so that clients can attach to it.
+    pub fn interactive(&self) -> bool {
+        self.tty || self.stdin
     }
 
     /// Kernels of the job in all: nodes × kernels per node.

@@ -4,7 +4,7 @@
 //! earlier agent process left running.
 
 use std::collections::BTreeMap;
-use std::os::fd::RawFd;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +38,7 @@ impl Runtime {
         &self,
         sup: &Arc<Supervisor>,
         k: SupervisedKernel<'_>,
-        logs: &[RawFd; 2],
+        stdio: &super::session::KernelStdio,
         mut cg: Option<KernelCgroup>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, String> {
@@ -59,7 +59,8 @@ impl Runtime {
         let name = crate::logs::key_name(&k.key);
         let exit_file = k.dir.join(adopt::EXIT_FILE);
         let procs = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
-        let mut fds = logs.to_vec();
+        let mut fds = vec![stdio.stdout.as_raw_fd(), stdio.stderr.as_raw_fd()];
+        fds.extend(stdio.stdin.as_ref().map(|f| f.as_raw_fd()));
         fds.extend(&procs);
         let req = SpawnRequest {
             name: name.clone(),
@@ -71,6 +72,8 @@ impl Runtime {
             exit_file: exit_file.clone(),
             cgroup_fds: procs.len(),
             private_tmp: k.private,
+            stdin: stdio.stdin.is_some(),
+            ctty: stdio.ctty,
         };
         let pid = match sup.spawn(req, &fds) {
             Ok(pid) => pid,

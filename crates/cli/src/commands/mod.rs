@@ -2,6 +2,7 @@
 //! code, so that `submit --wait` and `cancel` can report partial failure without an error.
 
 pub mod admin;
+pub mod attach;
 pub mod cache;
 pub mod cache_admin;
 pub mod cache_client;
@@ -18,9 +19,11 @@ pub mod nodes;
 pub mod ps;
 pub mod queues;
 pub mod quota;
+pub mod run;
 pub mod show;
 pub mod sim;
 pub mod sim_plot;
+pub mod stream;
 pub mod submit;
 pub mod tenancy;
 pub mod token;

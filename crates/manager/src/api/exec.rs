@@ -34,14 +34,30 @@ pub async fn exec(
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     // Someone who may not exec learns nothing, not even that the job exists.
-    match super::jobs::visible_job(&m, &user, id).await {
-        Ok(row) if row.user_id == user.id || user.is_admin() => {}
-        Ok(_) => return super::jobs::no_such_job(id).into_response(),
-        Err(e) => return e.into_response(),
+    if let Err(r) = may_open(&m, &user, id).await {
+        return r;
     }
     match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket)),
+        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket, exec_open)),
         Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
+    }
+}
+
+/// The stream an exec request opens, or why it cannot.
+fn exec_open(req: ExecRequest) -> Result<(u32, StreamOpen), String> {
+    if req.command.is_empty() || req.command[0].is_empty() {
+        return Err("give a command to run: berth exec ID -- CMD [ARGS...]".into());
+    }
+    Ok((req.kernel, StreamOpen::Exec { command: req.command, stdin: req.stdin, tty: req.tty }))
+}
+
+/// Whether `user` may open streams into job `id` (its owner and admins); anyone else gets
+/// the answer of a missing job.
+pub(super) async fn may_open(m: &Manager, user: &crate::identity::User, id: JobId) -> Result<(), Response> {
+    match super::jobs::visible_job(m, user, id).await {
+        Ok(row) if row.user_id == user.id || user.is_admin() => Ok(()),
+        Ok(_) => Err(super::jobs::no_such_job(id).into_response()),
+        Err(e) => Err(e.into_response()),
     }
 }
 
@@ -68,15 +84,23 @@ pub async fn agent_stream(
     }
 }
 
-async fn serve(m: Arc<Manager>, id: JobId, mut client: WebSocket) {
+/// Reads the client's request (the first message, JSON), asks the kernel's agent for the
+/// stream it names and splices the two; a request that cannot be served gets a
+/// [`StreamEnd`] with the error.
+pub(super) async fn serve<R: serde::de::DeserializeOwned>(
+    m: Arc<Manager>,
+    id: JobId,
+    mut client: WebSocket,
+    to_open: fn(R) -> Result<(u32, StreamOpen), String>,
+) {
     let req = match tokio::time::timeout(OPEN_TIMEOUT, client.next()).await {
-        Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<ExecRequest>(t.as_str()).map_err(|e| e.to_string()),
-        Ok(_) => Err("expected the exec request (JSON) as the first message".to_string()),
-        Err(_) => Err(format!("no exec request within {}s", OPEN_TIMEOUT.as_secs())),
+        Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<R>(t.as_str()).map_err(|e| e.to_string()),
+        Ok(_) => Err("expected the request (JSON) as the first message".to_string()),
+        Err(_) => Err(format!("no request within {}s", OPEN_TIMEOUT.as_secs())),
     };
-    let agent = match req {
-        Ok(req) => open(&m, id, req).await,
-        Err(e) => Err(format!("bad exec request: {e}")),
+    let agent = match req.map_err(|e| format!("bad request: {e}")).and_then(to_open) {
+        Ok((kernel, open_req)) => open(&m, id, kernel, open_req).await,
+        Err(e) => Err(e),
     };
     match agent {
         Ok(agent) => splice(client, agent).await,
@@ -89,10 +113,11 @@ async fn serve(m: Arc<Manager>, id: JobId, mut client: WebSocket) {
 }
 
 /// Asks the kernel's agent for a stream and waits for it.
-async fn open(m: &Manager, id: JobId, req: ExecRequest) -> Result<WebSocket, String> {
-    if req.command.is_empty() || req.command[0].is_empty() {
-        return Err("give a command to run: berth exec ID -- CMD [ARGS...]".into());
-    }
+async fn open(m: &Manager, id: JobId, kernel: u32, open: StreamOpen) -> Result<WebSocket, String> {
+    let what = match open {
+        StreamOpen::Exec { .. } => "exec",
+        StreamOpen::Attach => "attach",
+    };
     let mut awaited = m.streams.expect();
     let node = {
         let st = m.jobs.lock().await;
@@ -100,22 +125,22 @@ async fn open(m: &Manager, id: JobId, req: ExecRequest) -> Result<WebSocket, Str
             return Err(format!("job {id} is not running"));
         };
         if job.state != JobState::Running {
-            return Err(format!("job {id} is {}: exec needs a running job", job.state));
+            return Err(format!("job {id} is {}: {what} needs a running job", job.state));
         }
         let kernels = job.attempt.bindings.len() as u32;
-        if req.kernel >= kernels {
+        if kernel >= kernels {
             let last = kernels.saturating_sub(1);
-            return Err(format!("job {id} has no kernel {}: use --kernel 0 to {last}", req.kernel));
+            return Err(format!("job {id} has no kernel {kernel}: use --kernel 0 to {last}"));
         }
-        if job.attempt.ends.get(req.kernel as usize).is_some_and(|e| e.is_some()) {
-            return Err(format!("kernel {} of job {id} has ended", req.kernel));
+        if job.attempt.ends.get(kernel as usize).is_some_and(|e| e.is_some()) {
+            return Err(format!("kernel {kernel} of job {id} has ended"));
         }
-        let node = job.attempt.bindings[req.kernel as usize].node.clone();
+        let node = job.attempt.bindings[kernel as usize].node.clone();
         let msg = ManagerMessage::OpenStream {
             stream: awaited.id,
             secret: awaited.secret.clone(),
-            key: job.key(req.kernel),
-            open: StreamOpen::Exec { command: req.command, stdin: req.stdin },
+            key: job.key(kernel),
+            open,
         };
         if !st.send(&node, msg) {
             return Err(format!("node {node} is not connected"));

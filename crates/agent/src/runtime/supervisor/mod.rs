@@ -69,8 +69,9 @@ pub enum Role {
 pub enum Request {
     /// First message of each connection; a `control` one is answered with [`Reply::Welcome`].
     Hello { version: u32, role: Role },
-    /// Start a kernel. The message carries `2 + cgroup_fds` descriptors: stdout, stderr, then
-    /// the `cgroup.procs` files the child writes itself into before exec.
+    /// Start a kernel. The message carries `2 + stdin + cgroup_fds` descriptors: stdout,
+    /// stderr, stdin when `stdin` says so, then the `cgroup.procs` files the child writes
+    /// itself into before exec.
     Spawn(Box<SpawnRequest>),
     /// The agent's fencing lease: when no agent is connected `fence_in_ms` from now, the
     /// supervisor stops every kernel (SIGTERM, SIGKILL after `grace_ms`). `None`: never.
@@ -95,6 +96,13 @@ pub struct SpawnRequest {
     /// cgroup join; the child then switches to `user` itself.
     #[serde(default)]
     pub private_tmp: Option<super::private_tmp::PrivateTmpRequest>,
+    /// A stdin descriptor comes after stderr (an interactive kernel: `berth run -i/-t`);
+    /// otherwise stdin is `/dev/null`.
+    #[serde(default)]
+    pub stdin: bool,
+    /// Stdin is a terminal the child takes as its controlling terminal after `setsid`.
+    #[serde(default)]
+    pub ctty: bool,
 }
 
 /// From the supervisor to the agent.

@@ -191,7 +191,7 @@ impl Supervisor {
                     fence_in_ms.map(|ms| (Instant::now() + Duration::from_millis(ms), Duration::from_millis(grace_ms)));
             }
             Request::Spawn(req) => {
-                let want = 2 + req.cgroup_fds;
+                let want = 2 + usize::from(req.stdin) + req.cgroup_fds;
                 let conn = &mut self.conns[i];
                 if conn.fds.len() < want {
                     let what = format!("spawn request without its {want} descriptors");
@@ -217,6 +217,14 @@ impl Supervisor {
         let (Some(stdout), Some(stderr)) = (fds.next(), fds.next()) else {
             return Reply::Failed { errno: libc::EINVAL, what: "no log descriptors".into() };
         };
+        let stdin = match req.stdin {
+            true => match fds.next() {
+                Some(fd) => Stdio::from(fd),
+                None => return Reply::Failed { errno: libc::EINVAL, what: "no stdin descriptor".into() },
+            },
+            false => Stdio::null(),
+        };
+        let ctty = req.ctty;
         let cgroups: Vec<OwnedFd> = fds.collect();
         let procs: Vec<RawFd> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
         let mut cmd = Command::new(&req.program);
@@ -225,7 +233,7 @@ impl Supervisor {
             .env_clear()
             .envs(req.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&req.cwd)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr));
         // The child mounts as root (private mounts), then switches to the user itself and
@@ -240,6 +248,9 @@ impl Supervisor {
         unsafe {
             cmd.pre_exec(move || {
                 super::super::child_setup(&procs)?;
+                if ctty {
+                    super::super::pty::take_ctty()?;
+                }
                 // In the cgroup first, so that the private mounts' pages are charged to it.
                 if let Some(p) = &private {
                     p.enter()?;

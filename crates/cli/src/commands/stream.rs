@@ -1,0 +1,145 @@
+//! The client's side of a stream into a kernel (`berth exec`, `berth attach`, `berth run`):
+//! sends the request, then our standard input (through the detach watch) and, on a terminal,
+//! our window size at the start and on every SIGWINCH; writes the kernel's output to ours;
+//! and says how the stream ended. Raw mode is on while it runs with a terminal on both sides,
+//! and off again on every way out (the end, a detach, an error, SIGTERM or SIGHUP).
+
+use std::io::{Read, Write};
+
+use anyhow::anyhow;
+use berth_model::stream::{self, CONTROL, MAX_CHUNK, RESIZE, STDERR, STDIN, STDIN_EOF, STDOUT, StreamEnd, WindowSize};
+use futures_util::{SinkExt, StreamExt};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::client_ws::Ws;
+use crate::terminal::{self, DetachWatch, RawMode};
+
+/// What the stream carries besides output.
+pub struct Io {
+    /// Send our standard input.
+    pub stdin: bool,
+    /// The kernel's side is a terminal: raw mode here (when ours is one), window sizes.
+    pub tty: bool,
+    /// Watch our input for this detach sequence (`attach`, `run`); `None`: never detach.
+    pub detach: Option<Vec<u8>>,
+    /// Make the program on the terminal redraw at the start (a reattach): the size goes out
+    /// changed, then as it is, so it gets a SIGWINCH.
+    pub redraw: bool,
+}
+
+/// How a stream ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The kernel's side ended it: its [`StreamEnd`], if it sent one.
+    Ended(Option<StreamEnd>),
+    /// The user typed the detach sequence.
+    Detached,
+    /// We got SIGTERM or SIGHUP (its number).
+    Signalled(i32),
+}
+
+enum Event {
+    Frame(Vec<u8>),
+    Detach,
+}
+
+/// Runs the stream: `request` (JSON) first, then input and output until it ends.
+pub async fn run(ws: Ws, request: String, io: Io) -> anyhow::Result<Outcome> {
+    let (mut tx, mut rx) = ws.split();
+    tx.send(Message::text(request)).await?;
+    let raw = if io.tty && io.stdin { RawMode::enter()? } else { None };
+    let (events_tx, mut events) = mpsc::channel::<Event>(16);
+    if io.tty
+        && let Some(size) = terminal::window_size()
+    {
+        if io.redraw {
+            let other = WindowSize { rows: size.rows, cols: if size.cols > 1 { size.cols - 1 } else { 2 } };
+            tx.send(Message::binary(resize_frame(other))).await?;
+        }
+        tx.send(Message::binary(resize_frame(size))).await?;
+        let mut winch = signal(SignalKind::window_change())?;
+        let to = events_tx.clone();
+        tokio::spawn(async move {
+            while winch.recv().await.is_some() {
+                if let Some(size) = terminal::window_size()
+                    && to.send(Event::Frame(resize_frame(size))).await.is_err()
+                {
+                    break;
+                }
+            }
+        });
+    }
+    if io.stdin {
+        let watch = DetachWatch::new(io.detach.clone().unwrap_or_default());
+        // A thread of its own, not the runtime's blocking pool: a read from a terminal blocks
+        // until a key is typed, and the runtime would wait for it at exit.
+        std::thread::spawn(move || read_stdin(watch, events_tx));
+    } else {
+        drop(events_tx);
+    }
+    // Caught only in raw mode, so that the terminal is restored before we go; otherwise they
+    // end us as usual (and the stream with us).
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut input_open = true;
+    let outcome = loop {
+        tokio::select! {
+            msg = rx.next() => match msg {
+                Some(Ok(Message::Binary(b))) => match stream::split(&b) {
+                    Some((STDOUT, data)) => write_out(&mut std::io::stdout().lock(), data)?,
+                    Some((STDERR, data)) => write_out(&mut std::io::stderr().lock(), data)?,
+                    Some((CONTROL, data)) => break Outcome::Ended(serde_json::from_slice::<StreamEnd>(data).ok()),
+                    _ => {}
+                },
+                Some(Ok(Message::Close(_))) | None => break Outcome::Ended(None),
+                Some(Err(e)) => return Err(anyhow!("the stream broke: {e}")),
+                Some(Ok(_)) => {}
+            },
+            ev = events.recv(), if input_open => match ev {
+                Some(Event::Frame(f)) => tx.send(Message::binary(f)).await?,
+                Some(Event::Detach) => {
+                    let _ = tx.close().await;
+                    break Outcome::Detached;
+                }
+                None => input_open = false,
+            },
+            _ = term.recv(), if raw.is_some() => break Outcome::Signalled(libc::SIGTERM),
+            _ = hup.recv(), if raw.is_some() => break Outcome::Signalled(libc::SIGHUP),
+        }
+    };
+    drop(raw);
+    Ok(outcome)
+}
+
+fn resize_frame(size: WindowSize) -> Vec<u8> {
+    stream::frame(RESIZE, &serde_json::to_vec(&size).unwrap_or_default())
+}
+
+fn write_out(w: &mut impl Write, data: &[u8]) -> anyhow::Result<()> {
+    w.write_all(data)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads standard input until it ends (then [`STDIN_EOF`]) or the detach sequence comes.
+fn read_stdin(mut watch: DetachWatch, to: mpsc::Sender<Event>) {
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = vec![0u8; MAX_CHUNK];
+    loop {
+        let n = match stdin.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let (data, detach) = watch.feed(&buf[..n]);
+        if !data.is_empty() && to.blocking_send(Event::Frame(stream::frame(STDIN, &data))).is_err() {
+            return;
+        }
+        if detach {
+            let _ = to.blocking_send(Event::Detach);
+            return;
+        }
+    }
+    let _ = to.blocking_send(Event::Frame(stream::frame(STDIN_EOF, &[])));
+}

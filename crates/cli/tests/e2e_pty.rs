@@ -1,0 +1,291 @@
+//! Interactive sessions through the real binary, with a real pseudo-terminal on the client's
+//! side (issue 17): `berth exec -t` and `berth run -it` give the command a terminal whose
+//! size follows the client's (`stty size` inside), Ctrl-C reaches the job's foreground
+//! process, the exit code comes back, a detach leaves the job running and `berth attach`
+//! finds its state again; `berth run -i` is plain streams; another user's attach gets the
+//! 404 of a missing job.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::{Berth, PATIENCE, base_cmd, text};
+
+/// A `berth` command on a terminal of the test's: the terminal is its controlling one (so it
+/// gets SIGWINCH), what it prints is collected, and keys are typed into it.
+struct Term {
+    master: std::fs::File,
+    out: Arc<Mutex<Vec<u8>>>,
+    /// Where the last expectation matched (the next one looks after it).
+    seen: usize,
+    child: Child,
+}
+
+impl Term {
+    fn spawn(b: &Berth, args: &[&str], rows: u16, cols: u16) -> Term {
+        let pair = nix::pty::openpty(None, None).unwrap();
+        let master: OwnedFd = pair.master;
+        let slave: OwnedFd = pair.slave;
+        set_size(&master, rows, cols);
+        let mut cmd = base_cmd(b.home.path());
+        cmd.args(args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        // SAFETY: setsid and one ioctl between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        let master = std::fs::File::from(master);
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let (mut r, o) = (master.try_clone().unwrap(), out.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO once the command and everything it started have closed the terminal.
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                o.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Term { master, out, seen: 0, child }
+    }
+
+    fn output(&self) -> String {
+        text(&self.out.lock().unwrap())
+    }
+
+    /// Waits until `needle` appears after what earlier expectations matched; returns the text
+    /// from there up to and including it.
+    fn expect(&mut self, needle: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let all = self.output();
+            if let Some(i) = all.get(self.seen..).and_then(|rest| rest.find(needle)) {
+                let got = all[self.seen..self.seen + i + needle.len()].to_string();
+                self.seen += i + needle.len();
+                return got;
+            }
+            assert!(start.elapsed() < PATIENCE, "no `{needle}` on the terminal; it shows:\n{all}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Types `line` again until `needle` shows (for what may race with a resize on its way).
+    fn retype_until(&mut self, line: &str, needle: &str) {
+        let start = Instant::now();
+        loop {
+            self.send(line.as_bytes());
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if self.output().get(self.seen..).is_some_and(|rest| rest.contains(needle)) {
+                    self.expect(needle);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(start.elapsed() < PATIENCE, "no `{needle}` after `{line}`; it shows:\n{}", self.output());
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.master.write_all(bytes).unwrap();
+    }
+
+    fn resize(&self, rows: u16, cols: u16) {
+        let fd = self.master.try_clone().unwrap();
+        set_size(&OwnedFd::from(fd), rows, cols);
+    }
+
+    /// The command's exit code, once it has exited.
+    fn exit_code(mut self) -> Option<i32> {
+        match support::wait_timeout(&mut self.child, PATIENCE) {
+            Some(s) => s.code(),
+            None => {
+                let _ = self.child.kill();
+                panic!("berth did not exit; the terminal shows:\n{}", self.output());
+            }
+        }
+    }
+}
+
+fn set_size(fd: &OwnedFd, rows: u16, cols: u16) {
+    let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+    assert_eq!(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws) }, 0);
+}
+
+/// The job id in `submitted job N`.
+fn submitted_id(t: &mut Term) -> i64 {
+    t.expect("submitted job ");
+    let digits = t.expect("\n");
+    digits.trim().parse().unwrap_or_else(|_| panic!("no job id in `{digits}`"))
+}
+
+/// A prompt of our own, so that the shell's output is easy to wait for.
+const PROMPT: &str = "PS1='$ '\r";
+
+#[test]
+fn exec_t_follows_the_window_size_takes_ctrl_c_and_returns_the_exit_code() {
+    let b = Berth::up(&[]);
+    let id = b.submit(&["--", "sleep", "300"]);
+    b.wait_state(id, "RUNNING");
+    let ids = id.to_string();
+
+    let mut t = Term::spawn(&b, &["exec", "-it", &ids, "--", "sh"], 30, 100);
+    t.send(PROMPT.as_bytes());
+    t.send(b"stty size; tty\r");
+    t.expect("30 100");
+    t.expect("/dev/pts/");
+    t.resize(40, 120);
+    t.retype_until("stty size\r", "40 120");
+    t.send(b"echo job=$BERTH_JOB_ID; exit 5\r");
+    t.expect(&format!("job={id}"));
+    assert_eq!(t.exit_code(), Some(5));
+
+    // Ctrl-C is a byte for the terminal, which signals the foreground process group.
+    let trap = "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 1; done";
+    let mut t = Term::spawn(&b, &["exec", "-it", &ids, "--", "sh", "-c", trap], 24, 80);
+    t.expect("ready");
+    t.send(&[3]);
+    t.expect("got-int");
+    assert_eq!(t.exit_code(), Some(3));
+    b.ok(&["cancel", &ids]);
+}
+
+#[test]
+fn run_it_detaches_and_attach_finds_the_session_again() {
+    let b = Berth::up(&[]);
+    let mut t = Term::spawn(&b, &["run", "-it", "--", "sh"], 30, 100);
+    let id = submitted_id(&mut t);
+    let ids = id.to_string();
+    t.expect("detach with ctrl-p,ctrl-q");
+    t.send(PROMPT.as_bytes());
+    t.send(b"X=kept; stty size\r");
+    t.expect("30 100");
+    // Detach: berth exits 0, the job runs on.
+    t.send(&[0x10, 0x11]);
+    t.expect(&format!("detached from job {id}"));
+    assert_eq!(t.exit_code(), Some(0));
+    assert_eq!(b.state(id), "RUNNING");
+
+    // Back, from a terminal of another size: the shell's variable is still there.
+    let mut t = Term::spawn(&b, &["attach", &ids], 25, 90);
+    t.expect("attached to job");
+    t.retype_until("stty size\r", "25 90");
+    t.send(b"echo X=$X\r");
+    t.expect("X=kept");
+    // Ctrl-C to the job's foreground process (a child of the shell).
+    t.send(b"sh -c 'trap \"echo got-int; exit 4\" INT; echo ready; while :; do sleep 1; done'; echo status=$?\r");
+    t.expect("ready");
+    t.send(&[3]);
+    t.expect("got-int");
+    t.expect("status=4");
+    // The job's exit code is berth's own.
+    t.send(b"exit 7\r");
+    assert_eq!(t.exit_code(), Some(7));
+    b.wait_state(id, "FAILED");
+    assert!(b.ok(&["logs", &ids]).contains("X=kept"), "the terminal's output is in the log too");
+
+    // A job that has ended: its end, and its exit code.
+    let o = b.cli(&["attach", &ids]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("has ended"), "{}", text(&o.stderr));
+
+    // Another user learns nothing.
+    let bob = b.create_user("bob");
+    let o = b.cli_as(&bob, &["attach", &ids]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains(&format!("job {id} not found")), "{}", text(&o.stderr));
+}
+
+#[test]
+fn another_user_cannot_attach_to_a_running_session() {
+    let b = Berth::up(&[]);
+    let mut t = Term::spawn(&b, &["run", "-it", "--", "sh"], 24, 80);
+    let id = submitted_id(&mut t);
+    t.expect("detach with");
+    let bob = b.create_user("bob");
+    let o = b.cli_as(&bob, &["attach", &id.to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains(&format!("job {id} not found")), "{}", text(&o.stderr));
+    t.send(b"exit\r");
+    assert_eq!(t.exit_code(), Some(0));
+}
+
+/// Runs `berth run -i ...` with `input` on its stdin.
+fn run_with_input(b: &Berth, args: &[&str], input: &str) -> std::process::Output {
+    b.cli_with_input(&[&["run", "-i"], args].concat(), input)
+}
+
+#[test]
+fn run_i_streams_stdin_and_stdout_apart_and_attach_follows_other_jobs() {
+    let b = Berth::up(&[]);
+    let o = run_with_input(&b, &["--", "wc", "-c"], "data");
+    assert_eq!((o.status.code(), text(&o.stdout).trim()), (Some(0), "4"), "{}", text(&o.stderr));
+    let o = run_with_input(&b, &["--", "sh", "-c", "cat; echo err >&2; exit 3"], "hi\n");
+    assert_eq!((o.status.code(), text(&o.stdout)), (Some(3), "hi\n".to_string()), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("err\n"), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    let id = err.split("submitted job ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_string();
+    assert_eq!(b.ok(&["logs", &id]), "hi\n", "the output is in the log");
+
+    // A job without a terminal or input: attach shows its output until it ends.
+    // In the directory submitted from, which the job shares (its /tmp is its own).
+    let flag = b.home.path().join("submit/flag");
+    let script = "echo hello; while [ ! -e flag ]; do sleep 0.1; done; echo bye";
+    let id = b.submit(&["--", "sh", "-c", script]);
+    b.wait_state(id, "RUNNING");
+    let mut attach = base_cmd(b.home.path())
+        .args(["attach", &id.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = attach.stdout.take().unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    while !text(&got).contains("hello") {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "attach ended before the job's output: {}", text(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    std::fs::write(&flag, "").unwrap();
+    out.read_to_end(&mut got).unwrap();
+    assert!(attach.wait().unwrap().success());
+    assert_eq!(text(&got), "hello\nbye\n");
+}
+
+#[test]
+fn exec_t_in_a_container() {
+    if !support::docker_ready("exec_t_in_a_container") {
+        return;
+    }
+    let node = format!("pty{}", std::process::id());
+    let b = Berth::cluster("", &[(&node, &[])]);
+    let id = b.submit(&["--image", "berth-test/busybox:1", "--", "sleep", "300"]);
+    b.wait_state(id, "RUNNING");
+    let ids = id.to_string();
+    let mut t = Term::spawn(&b, &["exec", "-it", &ids, "--", "sh"], 30, 100);
+    t.send(b"stty size\r");
+    t.expect("30 100");
+    t.resize(33, 101);
+    t.retype_until("stty size\r", "33 101");
+    t.send(b"exit 6\r");
+    assert_eq!(t.exit_code(), Some(6));
+    b.ok(&["cancel", &ids]);
+    b.wait_state(id, "CANCELLED");
+    support::remove_containers(&node);
+}
