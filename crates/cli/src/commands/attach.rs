@@ -115,6 +115,13 @@ impl Session {
             Outcome::Signalled(sig) => left(128 + sig as u8),
             Outcome::Ended(end) => {
                 let d = client.job(id).await?;
+                // No end from the node: the connection broke (the agent or manager went away).
+                if end.is_none() && !d.job.state.is_terminal() {
+                    eprintln!(
+                        "\r\nberth: lost the stream to job {id}; it keeps running (`berth attach {id}` comes back)"
+                    );
+                    return Ok(ExitCode::FAILURE);
+                }
                 // An error from a job that is still running is the stream's own (no session on
                 // the node, for one); a job that ended meanwhile ends here as it ended.
                 if let Some(StreamEnd { error: Some(e), .. }) = end
