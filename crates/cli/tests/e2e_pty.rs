@@ -289,3 +289,29 @@ fn exec_t_in_a_container() {
     b.wait_state(id, "CANCELLED");
     support::remove_containers(&node);
 }
+
+#[test]
+fn a_session_outlives_a_restart_of_its_agent() {
+    let mut b = Berth::up(&[]);
+    let mut t = Term::spawn(&b, &["run", "-it", "--", "sh"], 24, 80);
+    let id = submitted_id(&mut t);
+    let ids = id.to_string();
+    t.expect("detach with");
+    t.send(PROMPT.as_bytes());
+    t.send(b"X=kept; echo sum=$((1+1))\r");
+    t.expect("sum=2");
+    t.send(&[0x10, 0x11]);
+    t.expect("detached from job");
+    assert_eq!(t.exit_code(), Some(0));
+
+    // The kernel supervisor kept the terminal: the restarted agent takes it back.
+    b.restart();
+    assert_eq!(b.state(id), "RUNNING");
+    let mut t = Term::spawn(&b, &["attach", &ids], 24, 80);
+    t.expect("attached to job");
+    t.send(b"echo X=$X\r");
+    t.expect("X=kept");
+    t.send(b"exit 9\r");
+    assert_eq!(t.exit_code(), Some(9));
+    b.wait_state(id, "FAILED");
+}

@@ -400,6 +400,10 @@ impl Runtime {
                 SupervisedKernel { key, spec, binding, dir: &dir, workdir: &workdir, user, env, launch, private };
             let started = self.start_supervised(sup, kernel, &stdio, cg, events);
             if let (Ok(_), Some(s)) = (&started, session) {
+                // The terminal outlives this agent, for the next one to take back.
+                if let Some(Err(e)) = s.terminal().map(|m| sup.keep_terminal(&name, m)) {
+                    tracing::warn!(kernel = %name, "the kernel supervisor cannot keep the terminal: {e}");
+                }
                 self.sessions.insert(key, s);
             }
             return started;

@@ -9,9 +9,12 @@
 //!
 //! A session ends when its output does (every process holding the slave or the pipes exited);
 //! attached clients then get the end of their stream. It is dropped when the kernel is
-//! forgotten. An agent that exits closes the session's ends: the kernel's terminal hangs up
-//! (SIGHUP to its foreground processes) or its pipes close, so the job ends rather than
-//! waiting for a client that can no longer come.
+//! forgotten. Agent restarts: the kernel supervisor keeps a duplicate of a terminal's master
+//! (`Request::Keep`), so the terminal outlives the agent and the next agent resumes the
+//! session ([`Session::resume`]; output written meanwhile waits in the terminal, up to its
+//! buffer). Pipes are not kept (a kept write end would never let the kernel's stdin end): an
+//! agent that exits closes them, so the job ends rather than wait for a client that can no
+//! longer come.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -70,8 +73,9 @@ pub enum Input {
 
 /// One kernel's session.
 pub struct Session {
-    /// Whether the kernel runs on a terminal.
-    pub tty: bool,
+    /// The terminal's master, when the kernel runs on one (a duplicate the supervisor keeps
+    /// for the next agent).
+    master: Option<OwnedFd>,
     shared: Mutex<Shared>,
     input: mpsc::UnboundedSender<Input>,
 }
@@ -104,8 +108,9 @@ impl Session {
     pub fn start(outputs: Vec<Output>, input: OwnedFd, terminal: Option<OwnedFd>) -> std::io::Result<Arc<Session>> {
         let (tx, rx) = mpsc::unbounded_channel();
         let (out, _) = broadcast::channel(CLIENT_BUFFER);
+        let master = terminal.as_ref().map(OwnedFd::try_clone).transpose()?;
         let session = Arc::new(Session {
-            tty: terminal.is_some(),
+            master,
             shared: Mutex::new(Shared { backlog: Some(Vec::new()), backlog_bytes: 0, out: Some(out) }),
             input: tx,
         });
@@ -125,6 +130,18 @@ impl Session {
             }
         });
         Ok(session)
+    }
+
+    /// A session for a terminal an earlier agent held (the supervisor kept its master): its
+    /// output goes on to the end of the stdout log `log`.
+    pub fn resume(master: OwnedFd, log: std::fs::File) -> std::io::Result<Arc<Session>> {
+        let outputs = vec![Output { channel: stream::STDOUT, from: master.try_clone()?, log }];
+        Session::start(outputs, master.try_clone()?, Some(master))
+    }
+
+    /// The terminal's master, when the kernel runs on one.
+    pub fn terminal(&self) -> Option<std::os::fd::RawFd> {
+        self.master.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {

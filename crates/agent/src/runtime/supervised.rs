@@ -106,6 +106,23 @@ impl Runtime {
         Ok(KernelHandle { pid, stop: stop_tx, deferred: false })
     }
 
+    /// Takes back the terminal of kernel `name` (a `berth run -t` one) from the supervisor,
+    /// if it kept one, and serves its session again.
+    fn resume_session(&self, key: KernelKey, name: &str) {
+        let Some(sup) = &self.supervisor else { return };
+        let master = match sup.take_terminal(name) {
+            Ok(Some(m)) => m,
+            Ok(None) => return,
+            Err(e) => return tracing::warn!(kernel = %name, "cannot take the kernel's terminal back: {e}"),
+        };
+        let path = crate::logs::log_path(&self.opts.data_dir, &key, berth_model::protocol::LogStream::Stdout);
+        let log = std::fs::OpenOptions::new().append(true).open(&path);
+        match log.and_then(|log| super::session::Session::resume(master, log)) {
+            Ok(s) => self.sessions.insert(key, s),
+            Err(e) => tracing::warn!(kernel = %name, "cannot resume the kernel's session: {e}"),
+        }
+    }
+
     /// Takes over the kernels an earlier agent process left running (found when this runtime
     /// was made): each is watched again and reported `Started`; one that ended while no agent
     /// ran reports its recorded end right after. Only the first call finds any.
@@ -121,6 +138,9 @@ impl Runtime {
                 // has ended (its exit file says how) or runs under a kernel shim of an older
                 // berth, which writes the file when it ends.
                 let exit = self.supervisor.as_ref().filter(|s| s.live().contains(&name)).map(|s| s.exited(&name));
+                if exit.is_some() {
+                    self.resume_session(k.record.key, &name);
+                }
                 tracing::info!(kernel = %name, pid = k.pid, "took over a kernel left by a previous agent process");
                 tokio::spawn(watch::watch(watch::Watch {
                     key: k.record.key,
