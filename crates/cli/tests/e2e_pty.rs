@@ -105,6 +105,18 @@ impl Term {
         self.master.write_all(bytes).unwrap();
     }
 
+    /// Whether the terminal is in raw mode now (no line editing, no echo).
+    fn raw(&self) -> bool {
+        use nix::sys::termios::LocalFlags;
+        let t = nix::sys::termios::tcgetattr(&self.master).unwrap();
+        !t.local_flags.intersects(LocalFlags::ICANON | LocalFlags::ECHO)
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: signalling a child this test spawned and has not reaped.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
     fn resize(&self, rows: u16, cols: u16) {
         let fd = self.master.try_clone().unwrap();
         set_size(&OwnedFd::from(fd), rows, cols);
@@ -151,9 +163,24 @@ fn exec_t_follows_the_window_size_takes_ctrl_c_and_returns_the_exit_code() {
     t.expect("/dev/pts/");
     t.resize(40, 120);
     t.retype_until("stty size\r", "40 120");
+    assert!(t.raw(), "raw while attached");
     t.send(b"echo job=$BERTH_JOB_ID; exit 5\r");
     t.expect(&format!("job={id}"));
+    let master = t.master.try_clone().unwrap();
     assert_eq!(t.exit_code(), Some(5));
+    let cooked = nix::sys::termios::tcgetattr(&master).unwrap();
+    assert!(cooked.local_flags.contains(nix::sys::termios::LocalFlags::ICANON), "the mode is restored");
+
+    // SIGTERM: berth restores the terminal on its way out.
+    let mut t = Term::spawn(&b, &["exec", "-it", &ids, "--", "sh"], 24, 80);
+    t.send(b"echo up=$((2+3))\r");
+    t.expect("up=5");
+    assert!(t.raw());
+    t.signal(libc::SIGTERM);
+    let master = t.master.try_clone().unwrap();
+    assert_eq!(t.exit_code(), Some(128 + libc::SIGTERM));
+    let cooked = nix::sys::termios::tcgetattr(&master).unwrap();
+    assert!(cooked.local_flags.contains(nix::sys::termios::LocalFlags::ICANON), "the mode is restored");
 
     // Ctrl-C is a byte for the terminal, which signals the foreground process group.
     let trap = "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 1; done";
@@ -233,6 +260,9 @@ fn run_with_input(b: &Berth, args: &[&str], input: &str) -> std::process::Output
 #[test]
 fn run_i_streams_stdin_and_stdout_apart_and_attach_follows_other_jobs() {
     let b = Berth::up(&[]);
+    let o = b.cli(&["run", "-it", "--detach-keys", "ctrl-1", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+    assert!(text(&o.stderr).contains("invalid detach key `ctrl-1`"), "{}", text(&o.stderr));
     let o = run_with_input(&b, &["--", "wc", "-c"], "data");
     assert_eq!((o.status.code(), text(&o.stdout).trim()), (Some(0), "4"), "{}", text(&o.stderr));
     let o = run_with_input(&b, &["--", "sh", "-c", "cat; echo err >&2; exit 3"], "hi\n");
@@ -269,8 +299,8 @@ fn run_i_streams_stdin_and_stdout_apart_and_attach_follows_other_jobs() {
 }
 
 #[test]
-fn exec_t_in_a_container() {
-    if !support::docker_ready("exec_t_in_a_container") {
+fn exec_t_and_run_it_in_a_container() {
+    if !support::docker_ready("exec_t_and_run_it_in_a_container") {
         return;
     }
     let node = format!("pty{}", std::process::id());
@@ -287,20 +317,35 @@ fn exec_t_in_a_container() {
     assert_eq!(t.exit_code(), Some(6));
     b.ok(&["cancel", &ids]);
     b.wait_state(id, "CANCELLED");
+
+    // A container job on a terminal Docker holds, and one with plain input.
+    let mut t = Term::spawn(&b, &["run", "-it", "--image", "berth-test/busybox:1", "--", "sh"], 30, 100);
+    let id = submitted_id(&mut t);
+    t.expect("detach with");
+    t.retype_until("stty size\r", "30 100");
+    t.send(&[0x10, 0x11]);
+    t.expect("detached from job");
+    assert_eq!(t.exit_code(), Some(0));
+    let mut t = Term::spawn(&b, &["attach", &id.to_string()], 31, 99);
+    t.retype_until("stty size\r", "31 99");
+    t.send(b"exit 4\r");
+    assert_eq!(t.exit_code(), Some(4));
+    let o = b.cli_with_input(&["run", "-i", "--image", "berth-test/busybox:1", "--", "wc", "-c"], "data");
+    assert_eq!((o.status.code(), text(&o.stdout).trim()), (Some(0), "4"), "{}", text(&o.stderr));
     support::remove_containers(&node);
 }
 
 #[test]
 fn a_session_outlives_a_restart_of_its_agent() {
     let mut b = Berth::up(&[]);
-    let mut t = Term::spawn(&b, &["run", "-it", "--", "sh"], 24, 80);
+    let mut t = Term::spawn(&b, &["run", "-it", "--detach-keys", "ctrl-x", "--", "sh"], 24, 80);
     let id = submitted_id(&mut t);
     let ids = id.to_string();
-    t.expect("detach with");
+    t.expect("detach with ctrl-x");
     t.send(PROMPT.as_bytes());
     t.send(b"X=kept; echo sum=$((1+1))\r");
     t.expect("sum=2");
-    t.send(&[0x10, 0x11]);
+    t.send(&[0x18]);
     t.expect("detached from job");
     assert_eq!(t.exit_code(), Some(0));
 

@@ -23,8 +23,8 @@ pub struct AttachArgs {
     #[arg(value_parser = clap::value_parser!(JobId).range(1..))]
     pub id: JobId,
 
-    /// The keys that detach (leaving the job running): characters or ctrl-X, separated by
-    /// commas; empty: never detach
+    /// The keys that detach from a terminal (leaving the job running): characters or ctrl-X,
+    /// separated by commas; empty: never detach
     #[arg(long, default_value = terminal::DEFAULT_DETACH_KEYS, value_name = "KEYS")]
     pub detach_keys: String,
 }
@@ -97,12 +97,13 @@ impl Session {
     /// get SIGTERM or SIGHUP (128 + it; the job runs on).
     pub async fn attach(self, client: &Client) -> anyhow::Result<ExitCode> {
         let id = self.id;
-        let typing = self.stdin && terminal::stdin_is_tty();
-        if typing && !self.keys.is_empty() {
+        // Keys are watched for on a terminal only: plain input may hold any byte (as Docker).
+        let keys = if self.tty { self.keys } else { Vec::new() };
+        if self.stdin && terminal::stdin_is_tty() && !keys.is_empty() {
             eprintln!("berth: attached to job {id}; detach with {}", self.keys_text);
         }
         let ws = client.websocket(&format!("/v1/jobs/{id}/attach")).await?;
-        let io = Io { stdin: self.stdin, tty: self.tty, detach: Some(self.keys), redraw: self.redraw };
+        let io = Io { stdin: self.stdin, tty: self.tty, detach: Some(keys), redraw: self.redraw };
         let req = serde_json::to_string(&AttachRequest { kernel: 0 })?;
         let outcome = stream::run(ws, req, io).await?;
         let left = |code: u8| {

@@ -36,8 +36,8 @@ pub struct RunArgs {
     #[arg(short = 't', long = "tty")]
     pub tty: bool,
 
-    /// The keys that detach (leaving the job running): characters or ctrl-X, separated by
-    /// commas; empty: never detach
+    /// The keys that detach from a terminal (leaving the job running): characters or ctrl-X,
+    /// separated by commas; empty: never detach
     #[arg(long, default_value = terminal::DEFAULT_DETACH_KEYS, value_name = "KEYS")]
     pub detach_keys: String,
 }

@@ -150,7 +150,9 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         // stdin open) and clients attach through Docker (`streams::attach`).
         tty: Some(interactive && i.spec.tty),
         open_stdin: Some(interactive),
-        stdin_once: Some(false),
+        // Plain input ends with the first client's (`echo data | berth run -i`); a terminal
+        // stays open for the next attach.
+        stdin_once: Some(interactive && !i.spec.tty),
         host_config: Some(host_config),
         ..Default::default()
     }
