@@ -360,3 +360,20 @@ fn a_session_outlives_a_restart_of_its_agent() {
     assert_eq!(t.exit_code(), Some(9));
     b.wait_state(id, "FAILED");
 }
+
+#[test]
+fn run_says_why_it_waits_and_ctrl_c_cancels_a_queued_job() {
+    let b = Berth::up(&[]);
+    let nodes = b.json(&["nodes"]);
+    let cpus = nodes[0]["cpus_total"].as_u64().unwrap().to_string();
+    let blocker = b.submit(&["--cpus", &cpus, "--", "sleep", "300"]);
+    b.wait_state(blocker, "RUNNING");
+    let mut t = Term::spawn(&b, &["run", "-it", "--cpus", &cpus, "--", "sh"], 24, 80);
+    let id = submitted_id(&mut t);
+    t.expect(&format!("job {id} is waiting: "));
+    t.signal(libc::SIGINT);
+    t.expect(&format!("cancelled job {id} before it started"));
+    assert_eq!(t.exit_code(), Some(130));
+    b.wait_state(id, "CANCELLED");
+    b.ok(&["cancel", &blocker.to_string()]);
+}

@@ -3,7 +3,8 @@
 //! soon as it starts, like `srun --pty` or `docker run -it`: with `-t` its main kernel runs on
 //! a terminal (this one in raw mode), with `-i` alone its standard input and output are plain
 //! streams (`echo data | berth run -i -- wc -c`). berth exits with the job's exit code, or 0
-//! after a detach (`--detach-keys`; `berth attach ID` comes back).
+//! after a detach (`--detach-keys`; `berth attach ID` comes back). Ctrl-C while the job is
+//! still queued cancels it.
 
 use std::process::ExitCode;
 
@@ -52,7 +53,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let id = job.id;
     // Stdout is the job's own from here on.
     eprintln!("submitted job {id}");
-    let d = wait_started(&client, id).await?;
+    // A session nobody waits for would hold its resources for nothing: Ctrl-C while the job
+    // is queued cancels it (as srun gives up its allocation request).
+    let d = tokio::select! {
+        d = wait_started(&client, id) => d?,
+        _ = tokio::signal::ctrl_c() => {
+            client.cancel(id).await?;
+            eprintln!("\nberth: cancelled job {id} before it started");
+            return Ok(ExitCode::from(130));
+        }
+    };
     if d.job.state.is_terminal() {
         return Ok(ExitCode::from(wait::finish(&d)));
     }

@@ -1,10 +1,14 @@
-//! `berth exec`: a command inside a running kernel, its input and output streamed.
+//! `berth exec`: a command inside a running kernel, its input and output streamed; `berth
+//! attach`: a running kernel's own input and output (jobs of `berth run -i/-t`).
 //!
 //! `GET /v1/jobs/{id}/exec` upgrades to a WebSocket (the framing is `berth_model::stream`):
 //! the client sends an `ExecRequest`, the manager asks the kernel's agent for a stream
 //! (`OpenStream`), waits for the agent to dial `GET /v1/agents/streams/{stream}`, and splices
 //! the two sockets until either side closes. Only the job's owner and admins may exec (the
 //! command runs as the kernel's user); everyone else gets the 404 of a missing job.
+//!
+//! `GET /v1/jobs/{id}/attach` is the same with an `AttachRequest` and an `Attach` stream:
+//! closing it detaches, and the job runs on. The same access (the job's input is the owner's).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +19,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use berth_model::protocol::{ManagerMessage, STREAM_SECRET_HEADER, StreamOpen};
-use berth_model::stream::{ExecRequest, StreamEnd, end_frame};
+use berth_model::stream::{AttachRequest, ExecRequest, StreamEnd, end_frame};
 use berth_model::{JobId, JobState};
 use futures_util::{SinkExt, StreamExt};
 
@@ -49,6 +53,26 @@ fn exec_open(req: ExecRequest) -> Result<(u32, StreamOpen), String> {
         return Err("give a command to run: berth exec ID -- CMD [ARGS...]".into());
     }
     Ok((req.kernel, StreamOpen::Exec { command: req.command, stdin: req.stdin, tty: req.tty }))
+}
+
+/// `GET /v1/jobs/{id}/attach` (WebSocket).
+pub async fn attach(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(id): Path<JobId>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    if let Err(r) = may_open(&m, &user, id).await {
+        return r;
+    }
+    match ws {
+        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket, attach_open)),
+        Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
+    }
+}
+
+fn attach_open(req: AttachRequest) -> Result<(u32, StreamOpen), String> {
+    Ok((req.kernel, StreamOpen::Attach))
 }
 
 /// Whether `user` may open streams into job `id` (its owner and admins); anyone else gets

@@ -1,6 +1,5 @@
 //! The REST API under `/v1`: the router, with JSON errors for unknown routes and methods.
 
-pub mod attach;
 pub mod cache;
 pub mod exec;
 pub mod images;
@@ -34,7 +33,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/logs", get(logs::logs))
         .route("/v1/jobs/{id}/exec", get(exec::exec))
-        .route("/v1/jobs/{id}/attach", get(attach::attach))
+        .route("/v1/jobs/{id}/attach", get(exec::attach))
         .route("/v1/nodes", get(nodes::list))
         .route("/v1/nodes/timeline", get(nodes::timeline))
         .route("/v1/images", get(images::list))
