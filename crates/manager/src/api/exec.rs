@@ -30,21 +30,11 @@ use crate::manager::Manager;
 /// How long the client may take to say what to run, and the agent to dial back.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
+type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
+
 /// `GET /v1/jobs/{id}/exec` (WebSocket).
-pub async fn exec(
-    State(m): State<Arc<Manager>>,
-    Auth(user): Auth,
-    Path(id): Path<JobId>,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    // Someone who may not exec learns nothing, not even that the job exists.
-    if let Err(r) = may_open(&m, &user, id).await {
-        return r;
-    }
-    match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket, exec_open)),
-        Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
-    }
+pub async fn exec(State(m): State<Arc<Manager>>, Auth(user): Auth, Path(id): Path<JobId>, ws: Upgrade) -> Response {
+    upgrade(m, &user, id, ws, exec_open).await
 }
 
 /// The stream an exec request opens, or why it cannot.
@@ -56,28 +46,31 @@ fn exec_open(req: ExecRequest) -> Result<(u32, StreamOpen), String> {
 }
 
 /// `GET /v1/jobs/{id}/attach` (WebSocket).
-pub async fn attach(
-    State(m): State<Arc<Manager>>,
-    Auth(user): Auth,
-    Path(id): Path<JobId>,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+pub async fn attach(State(m): State<Arc<Manager>>, Auth(user): Auth, Path(id): Path<JobId>, ws: Upgrade) -> Response {
+    upgrade(m, &user, id, ws, |req: AttachRequest| Ok((req.kernel, StreamOpen::Attach))).await
+}
+
+/// Checks that `user` may open streams into job `id`, then upgrades and [`serve`]s.
+async fn upgrade<R: serde::de::DeserializeOwned + Send + 'static>(
+    m: Arc<Manager>,
+    user: &crate::identity::User,
+    id: JobId,
+    ws: Upgrade,
+    to_open: fn(R) -> Result<(u32, StreamOpen), String>,
 ) -> Response {
-    if let Err(r) = may_open(&m, &user, id).await {
+    // Someone who may not open a stream learns nothing, not even that the job exists.
+    if let Err(r) = may_open(&m, user, id).await {
         return r;
     }
     match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket, attach_open)),
+        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket, to_open)),
         Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
     }
 }
 
-fn attach_open(req: AttachRequest) -> Result<(u32, StreamOpen), String> {
-    Ok((req.kernel, StreamOpen::Attach))
-}
-
 /// Whether `user` may open streams into job `id` (its owner and admins); anyone else gets
 /// the answer of a missing job.
-pub(super) async fn may_open(m: &Manager, user: &crate::identity::User, id: JobId) -> Result<(), Response> {
+async fn may_open(m: &Manager, user: &crate::identity::User, id: JobId) -> Result<(), Response> {
     match super::jobs::visible_job(m, user, id).await {
         Ok(row) if row.user_id == user.id || user.is_admin() => Ok(()),
         Ok(_) => Err(super::jobs::no_such_job(id).into_response()),
@@ -111,7 +104,7 @@ pub async fn agent_stream(
 /// Reads the client's request (the first message, JSON), asks the kernel's agent for the
 /// stream it names and splices the two; a request that cannot be served gets a
 /// [`StreamEnd`] with the error.
-pub(super) async fn serve<R: serde::de::DeserializeOwned>(
+async fn serve<R: serde::de::DeserializeOwned>(
     m: Arc<Manager>,
     id: JobId,
     mut client: WebSocket,
