@@ -16,7 +16,7 @@
 //! agent that exits closes them, so the job ends rather than wait for a client that can no
 //! longer come.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
@@ -82,7 +82,7 @@ pub struct Session {
 
 struct Shared {
     /// Output frames kept for the first client; `None` once one has attached.
-    backlog: Option<Vec<Vec<u8>>>,
+    backlog: Option<VecDeque<Vec<u8>>>,
     backlog_bytes: usize,
     /// Where output goes to attached clients; `None` once the output has ended.
     out: Option<broadcast::Sender<Vec<u8>>>,
@@ -111,7 +111,7 @@ impl Session {
         let master = terminal.as_ref().map(OwnedFd::try_clone).transpose()?;
         let session = Arc::new(Session {
             master,
-            shared: Mutex::new(Shared { backlog: Some(Vec::new()), backlog_bytes: 0, out: Some(out) }),
+            shared: Mutex::new(Shared { backlog: Some(VecDeque::new()), backlog_bytes: 0, out: Some(out) }),
             input: tx,
         });
         let writer = pty::writer(input)?;
@@ -151,7 +151,7 @@ impl Session {
     /// A client attaches: the first one takes the kept output.
     pub fn attach(&self) -> Attached {
         let mut s = self.lock();
-        let backlog = s.backlog.take().unwrap_or_default();
+        let backlog = s.backlog.take().map(Vec::from).unwrap_or_default();
         s.backlog_bytes = 0;
         Attached { backlog, live: s.out.as_ref().map(broadcast::Sender::subscribe) }
     }
@@ -167,9 +167,11 @@ impl Session {
         match (&mut s.backlog, &s.out) {
             (Some(kept), _) => {
                 s.backlog_bytes += frame.len();
-                kept.push(frame);
-                while s.backlog_bytes > BACKLOG_MAX && !kept.is_empty() {
-                    s.backlog_bytes -= kept.remove(0).len();
+                kept.push_back(frame);
+                while s.backlog_bytes > BACKLOG_MAX
+                    && let Some(old) = kept.pop_front()
+                {
+                    s.backlog_bytes -= old.len();
                 }
             }
             (None, Some(out)) => {
@@ -325,5 +327,20 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&log_path).unwrap(), "first\nsecond\n");
         assert!(s.attach().live.is_none(), "ended");
         assert!(s.attach().backlog.is_empty(), "only the first client gets the kept output");
+    }
+
+    /// Output nobody has attached for is kept up to its cap, the newest first.
+    #[tokio::test]
+    async fn the_backlog_keeps_the_newest_output_up_to_its_cap() {
+        let (_r, w) = pty::pipe().unwrap();
+        let s = Session::start(Vec::new(), w, None).unwrap();
+        let chunk = vec![b'x'; 64 * 1024];
+        for i in 0..40u8 {
+            s.publish(stream::frame(STDOUT, &[&[i][..], &chunk].concat()));
+        }
+        let kept = s.attach().backlog;
+        let bytes: usize = kept.iter().map(Vec::len).sum();
+        assert!(bytes <= BACKLOG_MAX && bytes > BACKLOG_MAX / 2, "{bytes}");
+        assert_eq!(kept.last().map(|f| f[1]), Some(39), "the newest is kept");
     }
 }
