@@ -171,9 +171,8 @@ fn exec_t_follows_the_window_size_takes_ctrl_c_and_returns_the_exit_code() {
     let cooked = nix::sys::termios::tcgetattr(&master).unwrap();
     assert!(cooked.local_flags.contains(nix::sys::termios::LocalFlags::ICANON), "the mode is restored");
 
-    // SIGTERM: berth restores the terminal on its way out.
-    let mut t = Term::spawn(&b, &["exec", "-it", &ids, "--", "sh"], 24, 80);
-    t.send(b"echo up=$((2+3))\r");
+    // SIGTERM: berth restores the terminal on its way out, and the command goes with it.
+    let mut t = Term::spawn(&b, &["exec", "-it", &ids, "--", "sh", "-c", "echo up=$((2+3)); exec sleep 302"], 24, 80);
     t.expect("up=5");
     assert!(t.raw());
     t.signal(libc::SIGTERM);
@@ -181,6 +180,11 @@ fn exec_t_follows_the_window_size_takes_ctrl_c_and_returns_the_exit_code() {
     assert_eq!(t.exit_code(), Some(128 + libc::SIGTERM));
     let cooked = nix::sys::termios::tcgetattr(&master).unwrap();
     assert!(cooked.local_flags.contains(nix::sys::termios::LocalFlags::ICANON), "the mode is restored");
+    let start = Instant::now();
+    while !text(&std::process::Command::new("pgrep").args(["-f", "^sleep 302$"]).output().unwrap().stdout).is_empty() {
+        assert!(start.elapsed() < PATIENCE, "the exec'd command outlived its client");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // Ctrl-C is a byte for the terminal, which signals the foreground process group.
     let trap = "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 1; done";
