@@ -381,3 +381,46 @@ fn run_says_why_it_waits_and_ctrl_c_cancels_a_queued_job() {
     b.wait_state(id, "CANCELLED");
     b.ok(&["cancel", &blocker.to_string()]);
 }
+
+#[test]
+fn an_attached_client_hears_of_an_agent_crash_and_the_session_goes_on() {
+    let node = format!("pc{}", std::process::id());
+    let mut b = Berth::cluster("", &[(&node, &[])]);
+    let mut t = Term::spawn(&b, &["run", "-it", "--", "sh"], 24, 80);
+    let id = submitted_id(&mut t);
+    t.expect("detach with");
+    t.send(PROMPT.as_bytes());
+    t.send(b"X=kept; echo sum=$((1+1))\r");
+    t.expect("sum=2");
+
+    // The agent crashes: the client's stream breaks, the job (and its terminal) live on.
+    b.kill_agent(0);
+    t.expect(&format!("lost the stream to job {id}"));
+    assert_eq!(t.exit_code(), Some(1));
+    b.add_agent(&node, &[]);
+    let start = Instant::now();
+    let mut t = loop {
+        // Until the manager has the new agent's connection.
+        let mut t = Term::spawn(&b, &["attach", &id.to_string()], 24, 80);
+        t.send(b"echo X=$X\r");
+        let attached = loop {
+            let out = t.output();
+            if out.contains("X=kept") {
+                break true;
+            }
+            if out.contains("error:") {
+                break false;
+            }
+            assert!(start.elapsed() < PATIENCE, "never attached again: {out}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if attached {
+            break t;
+        }
+        // The node is not connected yet (or was, and its new connection is not in yet).
+        assert_eq!(t.exit_code(), Some(1));
+    };
+    t.send(b"exit 3\r");
+    assert_eq!(t.exit_code(), Some(3));
+    b.wait_state(id, "FAILED");
+}

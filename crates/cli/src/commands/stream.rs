@@ -54,11 +54,12 @@ pub async fn run(ws: Ws, request: String, io: Io) -> anyhow::Result<Outcome> {
     if io.tty
         && let Some(size) = terminal::window_size()
     {
+        // A failed send is read about below: the other side has closed, and says why.
         if io.redraw {
             let other = WindowSize { rows: size.rows, cols: if size.cols > 1 { size.cols - 1 } else { 2 } };
-            tx.send(Message::binary(resize_frame(other))).await?;
+            let _ = tx.send(Message::binary(resize_frame(other))).await;
         }
-        tx.send(Message::binary(resize_frame(size))).await?;
+        let _ = tx.send(Message::binary(resize_frame(size))).await;
         let mut winch = signal(SignalKind::window_change())?;
         let to = events_tx.clone();
         tokio::spawn(async move {
@@ -98,7 +99,12 @@ pub async fn run(ws: Ws, request: String, io: Io) -> anyhow::Result<Outcome> {
                 Some(Ok(_)) => {}
             },
             ev = events.recv(), if input_open => match ev {
-                Some(Event::Frame(f)) => tx.send(Message::binary(f)).await?,
+                Some(Event::Frame(f)) => {
+                    if tx.send(Message::binary(f)).await.is_err() {
+                        // Closed by the other side: its last words are still to be read.
+                        input_open = false;
+                    }
+                }
                 Some(Event::Detach) => {
                     let _ = tx.close().await;
                     break Outcome::Detached;
