@@ -267,6 +267,8 @@ fn run_i_streams_stdin_and_stdout_apart_and_attach_follows_other_jobs() {
     let o = b.cli(&["run", "-it", "--detach-keys", "ctrl-1", "--", "true"]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(text(&o.stderr).contains("invalid detach key `ctrl-1`"), "{}", text(&o.stderr));
+    let o = run_with_input(&b, &["--", "echo", "early"], "");
+    assert_eq!((o.status.code(), text(&o.stdout)), (Some(0), "early\n".into()), "output before the attach");
     let o = run_with_input(&b, &["--", "wc", "-c"], "data");
     assert_eq!((o.status.code(), text(&o.stdout).trim()), (Some(0), "4"), "{}", text(&o.stderr));
     let o = run_with_input(&b, &["--", "sh", "-c", "cat; echo err >&2; exit 3"], "hi\n");

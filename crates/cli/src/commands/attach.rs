@@ -42,7 +42,8 @@ pub async fn run(args: AttachArgs) -> anyhow::Result<ExitCode> {
         eprintln!("berth: job {id} has no terminal or input (not started by `berth run -i/-t`): showing its output");
         return Ok(ExitCode::from(wait::wait_for(&client, id, wait::Show::Output).await?));
     }
-    let session = Session { id, tty: d.spec.tty, stdin: true, keys, keys_text: args.detach_keys, redraw: true };
+    let session =
+        Session { id, tty: d.spec.tty, stdin: true, keys, keys_text: args.detach_keys, redraw: true, first: false };
     session.attach(&client).await
 }
 
@@ -90,6 +91,9 @@ pub struct Session {
     pub keys_text: String,
     /// Make the program on the terminal redraw (a reattach).
     pub redraw: bool,
+    /// The job's first attach (`berth run`): if it ended before we could attach, its output
+    /// comes from its logs instead.
+    pub first: bool,
 }
 
 impl Session {
@@ -125,10 +129,14 @@ impl Session {
                 }
                 // An error from a job that is still running is the stream's own (no session on
                 // the node, for one); a job that ended meanwhile ends here as it ended.
-                if let Some(StreamEnd { error: Some(e), .. }) = end
-                    && !d.job.state.is_terminal()
-                {
-                    return Err(anyhow!(e));
+                if let Some(StreamEnd { error: Some(e), .. }) = end {
+                    if !d.job.state.is_terminal() {
+                        return Err(anyhow!(e));
+                    }
+                    if self.first {
+                        // It ended before we could attach: nothing of it was shown yet.
+                        return Ok(ExitCode::from(wait::wait_for(client, id, wait::Show::Output).await?));
+                    }
                 }
                 let d = wait::poll_until_terminal(client, id).await?;
                 Ok(ExitCode::from(wait::finish(&d)))

@@ -63,12 +63,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(130));
         }
     };
-    if d.job.state.is_terminal() {
-        return Ok(ExitCode::from(wait::finish(&d)));
-    }
-    if !d.spec.interactive() {
+    // Ended before it could be attached to (or never interactive): its output from its logs.
+    if d.job.state.is_terminal() || !d.spec.interactive() {
         return Ok(ExitCode::from(wait::wait_for(&client, id, wait::Show::Output).await?));
     }
-    let session = Session { id, tty: args.tty, stdin: args.stdin, keys, keys_text: args.detach_keys, redraw: false };
+    let session =
+        Session { id, tty: args.tty, stdin: args.stdin, keys, keys_text: args.detach_keys, redraw: false, first: true };
     session.attach(&client).await
 }
