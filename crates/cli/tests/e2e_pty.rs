@@ -310,6 +310,7 @@ fn exec_t_and_run_it_in_a_container() {
         return;
     }
     let node = format!("pty{}", std::process::id());
+    let _cleanup = RemoveContainers(node.clone());
     let b = Berth::cluster("", &[(&node, &[])]);
     let id = b.submit(&["--image", "berth-test/busybox:1", "--", "sleep", "300"]);
     b.wait_state(id, "RUNNING");
@@ -338,7 +339,15 @@ fn exec_t_and_run_it_in_a_container() {
     assert_eq!(t.exit_code(), Some(4));
     let o = b.cli_with_input(&["run", "-i", "--image", "berth-test/busybox:1", "--", "wc", "-c"], "data");
     assert_eq!((o.status.code(), text(&o.stdout).trim()), (Some(0), "4"), "{}", text(&o.stderr));
-    support::remove_containers(&node);
+}
+
+/// Removes a test's containers when it ends, failed or not.
+struct RemoveContainers(String);
+
+impl Drop for RemoveContainers {
+    fn drop(&mut self) {
+        support::remove_containers(&self.0);
+    }
 }
 
 #[test]
