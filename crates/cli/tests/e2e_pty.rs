@@ -28,6 +28,11 @@ struct Term {
 
 impl Term {
     fn spawn(b: &Berth, args: &[&str], rows: u16, cols: u16) -> Term {
+        Term::spawn_with(b, args, rows, cols, &[])
+    }
+
+    /// [`Term::spawn`] with `env` set (another user's `BERTH_URL` and `BERTH_TOKEN`).
+    fn spawn_with(b: &Berth, args: &[&str], rows: u16, cols: u16, env: &[(&str, &str)]) -> Term {
         let pair = nix::pty::openpty(None, None).unwrap();
         let master: OwnedFd = pair.master;
         let slave: OwnedFd = pair.slave;
@@ -35,6 +40,7 @@ impl Term {
         let mut cmd = base_cmd(b.home.path());
         cmd.args(args)
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::from(slave.try_clone().unwrap()))
             .stdout(Stdio::from(slave.try_clone().unwrap()))
             .stderr(Stdio::from(slave));
@@ -434,4 +440,26 @@ fn an_attached_client_hears_of_an_agent_crash_and_the_session_goes_on() {
     t.send(b"exit 3\r");
     assert_eq!(t.exit_code(), Some(3));
     b.wait_state(id, "FAILED");
+}
+
+#[test]
+fn another_users_session_runs_as_them_on_its_own_terminal() {
+    let b = Berth::up(&[]);
+    let bob = b.create_user("bob");
+    let env = [("BERTH_URL", b.url.as_str()), ("BERTH_TOKEN", bob.as_str())];
+    let mut t = Term::spawn_with(&b, &["run", "-it", "--", "sh"], 30, 100, &env);
+    let id = submitted_id(&mut t);
+    t.expect("detach with");
+    t.send(PROMPT.as_bytes());
+    t.send(b"echo uid=$(id -u); stty size\r");
+    let uid = t.expect("30 100");
+    assert!(!uid.contains("uid=0"), "bob's session does not run as root: {uid}");
+    // An exec of bob's into his job gets a terminal of its own, as his user.
+    let ids = id.to_string();
+    let mut e = Term::spawn_with(&b, &["exec", "-it", &ids, "--", "sh", "-c", "id -u; tty; exit 2"], 24, 80, &env);
+    let uid = e.expect("/dev/pts/");
+    assert!(!uid.lines().any(|l| l.trim() == "0"), "bob's exec does not run as root: {uid}");
+    assert_eq!(e.exit_code(), Some(2));
+    t.send(b"exit\r");
+    assert_eq!(t.exit_code(), Some(0));
 }
