@@ -273,6 +273,24 @@ fn run_i_streams_stdin_and_stdout_apart_and_attach_follows_other_jobs() {
     let o = b.cli(&["run", "-it", "--detach-keys", "ctrl-1", "--", "true"]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(text(&o.stderr).contains("invalid detach key `ctrl-1`"), "{}", text(&o.stderr));
+    // Without a terminal, SIGTERM ends berth as it ends any program (nothing to restore).
+    let mut cli = base_cmd(b.home.path()).args(["run", "-i", "--", "cat"]).stdin(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    let cat = loop {
+        assert!(start.elapsed() < PATIENCE, "the cat job never ran");
+        let jobs = b.json(&["ps"]);
+        let running =
+            jobs.as_array().and_then(|a| a.iter().find(|j| j["name"] == "cat" && j["state"] == "RUNNING").cloned());
+        if let Some(j) = running {
+            break j["id"].as_i64().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    unsafe { libc::kill(cli.id() as i32, libc::SIGTERM) };
+    let status = support::wait_timeout(&mut cli, PATIENCE).expect("berth ended on SIGTERM");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+    b.ok(&["cancel", &cat.to_string()]);
     let o = run_with_input(&b, &["--", "echo", "early"], "");
     assert_eq!((o.status.code(), text(&o.stdout)), (Some(0), "early\n".into()), "output before the attach");
     let o = run_with_input(&b, &["--", "wc", "-c"], "data");

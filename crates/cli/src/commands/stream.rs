@@ -81,9 +81,11 @@ pub async fn run(ws: Ws, request: String, io: Io) -> anyhow::Result<Outcome> {
         drop(events_tx);
     }
     // Caught only in raw mode, so that the terminal is restored before we go; otherwise they
-    // end us as usual (and the stream with us).
-    let mut term = signal(SignalKind::terminate())?;
-    let mut hup = signal(SignalKind::hangup())?;
+    // end us as usual (and the stream with us): a handler, once installed, stays for good.
+    let (mut term, mut hup) = match raw {
+        Some(_) => (Some(signal(SignalKind::terminate())?), Some(signal(SignalKind::hangup())?)),
+        None => (None, None),
+    };
     let mut input_open = true;
     let outcome = loop {
         tokio::select! {
@@ -111,12 +113,20 @@ pub async fn run(ws: Ws, request: String, io: Io) -> anyhow::Result<Outcome> {
                 }
                 None => input_open = false,
             },
-            _ = term.recv(), if raw.is_some() => break Outcome::Signalled(libc::SIGTERM),
-            _ = hup.recv(), if raw.is_some() => break Outcome::Signalled(libc::SIGHUP),
+            Some(_) = recv(&mut term) => break Outcome::Signalled(libc::SIGTERM),
+            Some(_) = recv(&mut hup) => break Outcome::Signalled(libc::SIGHUP),
         }
     };
     drop(raw);
     Ok(outcome)
+}
+
+/// The next signal of `s`; never, without one.
+async fn recv(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn resize_frame(size: WindowSize) -> Vec<u8> {
