@@ -273,7 +273,8 @@ fn run_i_streams_stdin_and_stdout_apart_and_attach_follows_other_jobs() {
     let o = b.cli(&["run", "-it", "--detach-keys", "ctrl-1", "--", "true"]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(text(&o.stderr).contains("invalid detach key `ctrl-1`"), "{}", text(&o.stderr));
-    // Without a terminal, SIGTERM ends berth as it ends any program (nothing to restore).
+    // Without a terminal, SIGTERM ends berth as it ends any program (nothing to restore), and
+    // Ctrl-C (SIGINT) leaves the job running.
     let mut cli = base_cmd(b.home.path()).args(["run", "-i", "--", "cat"]).stdin(Stdio::piped()).spawn().unwrap();
     let start = Instant::now();
     let cat = loop {
@@ -290,6 +291,19 @@ fn run_i_streams_stdin_and_stdout_apart_and_attach_follows_other_jobs() {
     let status = support::wait_timeout(&mut cli, PATIENCE).expect("berth ended on SIGTERM");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGTERM));
+    let mut cli = base_cmd(b.home.path())
+        .args(["attach", &cat.to_string()])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = cli.stderr.take().unwrap();
+    unsafe { libc::kill(cli.id() as i32, libc::SIGINT) };
+    let status = support::wait_timeout(&mut cli, PATIENCE).expect("berth ended on SIGINT");
+    let mut said = String::new();
+    err.read_to_string(&mut said).unwrap();
+    assert!(status.code() == Some(130) || status.signal() == Some(libc::SIGINT), "{status:?}: {said}");
+    assert_eq!(b.state(cat), "RUNNING");
     b.ok(&["cancel", &cat.to_string()]);
     let o = run_with_input(&b, &["--", "echo", "early"], "");
     assert_eq!((o.status.code(), text(&o.stdout)), (Some(0), "early\n".into()), "output before the attach");

@@ -98,7 +98,7 @@ pub struct Session {
 
 impl Session {
     /// Attaches until the job's output ends (then its exit code), the user detaches (0) or we
-    /// get SIGTERM or SIGHUP (128 + it; the job runs on).
+    /// get SIGINT, SIGTERM or SIGHUP (128 + it; the job runs on).
     pub async fn attach(self, client: &Client) -> anyhow::Result<ExitCode> {
         let id = self.id;
         // Keys are watched for on a terminal only: plain input may hold any byte (as Docker).

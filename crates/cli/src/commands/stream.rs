@@ -36,7 +36,7 @@ pub enum Outcome {
     Ended(Option<StreamEnd>),
     /// The user typed the detach sequence.
     Detached,
-    /// We got SIGTERM or SIGHUP (its number).
+    /// We got SIGINT, SIGTERM or SIGHUP (its number).
     Signalled(i32),
 }
 
@@ -82,10 +82,12 @@ pub async fn run(ws: Ws, request: String, io: Io) -> anyhow::Result<Outcome> {
     }
     // Caught only in raw mode, so that the terminal is restored before we go; otherwise they
     // end us as usual (and the stream with us): a handler, once installed, stays for good.
+    // SIGINT always: `berth run` caught it while the job was queued, so it would be lost.
     let (mut term, mut hup) = match raw {
         Some(_) => (Some(signal(SignalKind::terminate())?), Some(signal(SignalKind::hangup())?)),
         None => (None, None),
     };
+    let mut int = Some(signal(SignalKind::interrupt())?);
     let mut input_open = true;
     let outcome = loop {
         tokio::select! {
@@ -115,6 +117,7 @@ pub async fn run(ws: Ws, request: String, io: Io) -> anyhow::Result<Outcome> {
             },
             Some(_) = recv(&mut term) => break Outcome::Signalled(libc::SIGTERM),
             Some(_) = recv(&mut hup) => break Outcome::Signalled(libc::SIGHUP),
+            Some(_) = recv(&mut int) => break Outcome::Signalled(libc::SIGINT),
         }
     };
     drop(raw);
