@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use berth_model::Topology;
-use berth_model::protocol::{AgentMessage, ContainerInfo, ManagerMessage, PROTOCOL_VERSION};
+use berth_model::protocol::{AgentMessage, ContainerInfo, ManagerMessage, PROTOCOL_VERSION, StreamOpen};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -258,7 +258,7 @@ impl Agent {
                     Ok(Some(ManagerMessage::OpenStream { stream, secret, key, open })) => {
                         self.fence.heard();
                         // On a connection of its own: a long `exec` holds up no command.
-                        let target = self.kernels.stream_target(key);
+                        let target = self.kernels.stream_target(key, open == StreamOpen::Attach);
                         tokio::spawn(crate::streams::serve(self.config.clone(), stream, secret, target, open));
                         Vec::new()
                     }

@@ -139,20 +139,30 @@ impl Kernels {
     }
 
     /// Where a stream into kernel `key` goes: its main process, or its container.
-    pub fn stream_target(&self, key: KernelKey) -> Result<crate::relay::Target, String> {
+    pub fn stream_target(&self, key: KernelKey, attach: bool) -> Result<crate::streams::Target, String> {
         let running = self.map.get(&key).and_then(|e| Some((e, e.handle.as_ref()?)));
         let Some((e, h)) = running.filter(|(e, _)| !e.stopping) else {
             return Err(format!("kernel {}.{} is not running on node {}", key.job_id, key.index, self.node));
         };
+        if attach && !h.deferred() {
+            return match self.runtime.sessions().get(&key) {
+                Some(s) => Ok(crate::streams::Target::Session(s)),
+                None => Err(format!(
+                    "kernel {}.{} has no terminal or input to attach to (its job was not submitted with \
+                     `berth run -i/-t`, or the agent holding them restarted)",
+                    key.job_id, key.index
+                )),
+            };
+        }
         if h.deferred() {
-            return Ok(crate::relay::Target::Container {
+            return Ok(crate::streams::Target::Container {
                 name: crate::runtime::docker::container_name(self.runtime.docker().scope(), &key),
                 docker: self.runtime.docker().clone(),
             });
         }
         match e.last {
-            KernelEvent::Started { pid, .. } if pid > 0 => Ok(crate::relay::Target::Process { pid }),
-            _ if h.pid > 0 => Ok(crate::relay::Target::Process { pid: h.pid }),
+            KernelEvent::Started { pid, .. } if pid > 0 => Ok(crate::streams::Target::Process { pid }),
+            _ if h.pid > 0 => Ok(crate::streams::Target::Process { pid: h.pid }),
             _ => Err(format!("kernel {}.{} has no process yet", key.job_id, key.index)),
         }
     }
@@ -326,6 +336,7 @@ impl Kernels {
                     }
                     _ => {
                         self.map.remove(&key);
+                        self.runtime.sessions().remove(&key);
                     }
                 }
                 Vec::new()

@@ -19,6 +19,7 @@ mod output;
 mod sbatch;
 mod script;
 mod specflags;
+mod terminal;
 mod tls;
 
 use std::process::ExitCode;
@@ -43,6 +44,10 @@ enum Command {
     Agent(daemon::AgentArgs),
     /// Submit a job: flags and a command, a job file (job.toml) or a batch script
     Submit(commands::submit::SubmitArgs),
+    /// Submit a job and attach to it once it starts: a terminal (-t), input (-i) (like srun --pty)
+    Run(commands::run::RunArgs),
+    /// Attach to a job started by `berth run -i/-t` (or follow another job's output)
+    Attach(commands::attach::AttachArgs),
     /// List jobs with their state, queue position and why they wait
     Ps(commands::ps::PsArgs),
     /// Show a job in full: spec, devices per kernel, history, exit code
@@ -176,6 +181,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Manager(a) => daemon::manager(a).await.map(|()| ExitCode::SUCCESS),
         Command::Agent(a) => daemon::agent(a).await.map(|()| ExitCode::SUCCESS),
         Command::Submit(a) => submit::run(a).await,
+        Command::Run(a) => run::run(a).await,
+        Command::Attach(a) => attach::run(a).await,
         Command::Ps(a) => ps::run(a).await,
         Command::Show(a) => show::run(a).await,
         Command::Eff(a) => eff::run(a).await,

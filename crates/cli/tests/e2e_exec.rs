@@ -6,8 +6,7 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use support::{Berth, base_cmd, text};
 
@@ -21,15 +20,7 @@ fn exec(b: &Berth, args: &[&str]) -> Output {
 
 /// Runs `berth exec` with `input` on its stdin.
 fn exec_with_input(b: &Berth, args: &[&str], input: &str) -> Output {
-    let mut child = base_cmd(b.home.path())
-        .args([&["exec"], args].concat())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    b.cli_with_input(&[&["exec"], args].concat(), input)
 }
 
 /// The job's own lines, printed before it sleeps.

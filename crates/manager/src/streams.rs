@@ -1,7 +1,7 @@
-//! Streams into kernels waiting for their agent (`berth exec`): the manager asks the node's
-//! agent to dial a stream back (`OpenStream` with a fresh id and secret) and waits here until
-//! that WebSocket arrives at `/v1/agents/streams/{id}`, or gives up. A secret is good for one
-//! dial: a stream can be joined once, by the agent that was asked.
+//! Streams into kernels waiting for their agent (`berth exec`, `berth attach`): the manager
+//! asks the node's agent to dial a stream back (`OpenStream` with a fresh id and secret) and
+//! waits here until that WebSocket arrives at `/v1/agents/streams/{id}`, or gives up. A secret
+//! is good for one dial: a stream can be joined once, by the agent that was asked.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

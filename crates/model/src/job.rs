@@ -111,6 +111,15 @@ pub struct JobSpec {
     /// Web apps the main kernel serves, reached through the app proxy (`--app`, `--jupyter`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<crate::app::AppSpec>,
+    /// The main kernel (kernel 0) runs with its standard input, output and error on a
+    /// pseudo-terminal that `berth run -t` and `berth attach` connect to (the agent holds the
+    /// master and copies its output to the stdout log too).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
+    /// The main kernel's standard input comes from attached clients (`berth run -i`); without
+    /// `tty` its output goes through the agent as pipes (and on to the logs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
 }
 
 /// A host path mounted into a job's containers, read-only unless `rw`.
@@ -231,13 +240,21 @@ impl JobSpec {
             image: None,
             mounts: Vec::new(),
             apps: Vec::new(),
+            tty: false,
+            stdin: false,
         }
     }
 
-    /// An interactive session (it serves apps): its queue's `idle_timeout` and `max_session`
-    /// apply to it.
+    /// Whether the main kernel's input and output go through the agent (`tty` or `stdin`),
+    /// so that clients can attach to it.
+    pub fn interactive(&self) -> bool {
+        self.tty || self.stdin
+    }
+
+    /// An interactive session (it serves apps, or clients attach to it: `berth run -i/-t`):
+    /// its queue's `idle_timeout` and `max_session` apply to it.
     pub fn is_session(&self) -> bool {
-        !self.apps.is_empty()
+        !self.apps.is_empty() || self.interactive()
     }
 
     /// Kernels of the job in all: nodes × kernels per node.

@@ -265,7 +265,18 @@ pub const STREAM_SECRET_HEADER: &str = "x-berth-stream-secret";
 pub enum StreamOpen {
     /// Run a command inside the kernel: its cgroups, mounts, user, directory and environment
     /// (containers: `docker exec`).
-    Exec { command: Vec<String>, stdin: bool },
+    Exec {
+        command: Vec<String>,
+        stdin: bool,
+        /// On a pseudo-terminal (`berth exec -t`): output comes as one stream, window sizes
+        /// arrive as `crate::stream::RESIZE`.
+        #[serde(default)]
+        tty: bool,
+    },
+    /// Connect to the kernel's own input and output (`berth run -i/-t`, `berth attach`):
+    /// output from now on (on the first attach, what it wrote before as well), input in;
+    /// closing the stream detaches, the kernel runs on.
+    Attach,
     /// A TCP connection to a port inside the kernel (`berth port-forward`, the app proxy):
     /// the agent connects from the kernel's network namespace, answers with an `OPENED`
     /// frame, then relays bytes (`STDIN` in, `STDOUT` out, `STDIN_EOF` half-closes).

@@ -1,11 +1,14 @@
-//! Byte streams between a user and a running kernel (`berth exec`), carried over WebSockets:
-//! the client's to the manager (`GET /v1/jobs/{id}/exec`), and one the agent dials back to
-//! the manager for each stream (`GET /v1/agents/streams/{id}`), which the manager splices.
-//! A stream never shares the agent's control connection, so a busy one delays no command.
+//! Byte streams between a user and a running kernel (`berth exec`, `berth attach`), carried
+//! over WebSockets: the client's to the manager (`GET /v1/jobs/{id}/exec`,
+//! `GET /v1/jobs/{id}/attach`), and one the agent dials back to the manager for each stream
+//! (`GET /v1/agents/streams/{id}`), which the manager splices. A stream never shares the
+//! agent's control connection, so a busy one delays no command.
 //!
-//! After the upgrade the client sends one text message, an [`ExecRequest`]; then both sides
-//! send binary messages whose first byte names the channel ([`STDIN`], [`STDOUT`], ...). The
-//! stream ends with one [`CONTROL`] message, a JSON [`StreamEnd`], then a close.
+//! After the upgrade the client sends one text message, an [`ExecRequest`] or an
+//! [`AttachRequest`]; then both sides send binary messages whose first byte names the channel
+//! ([`STDIN`], [`STDOUT`], ...). The stream ends with one [`CONTROL`] message, a JSON
+//! [`StreamEnd`], then a close. On a terminal (`tty`) the output is one stream ([`STDOUT`]) and
+//! the client sends its window size ([`RESIZE`]) first and whenever it changes.
 //!
 //! Port forwards (`GET /v1/jobs/{id}/port-forward?port=P&kernel=N`, one WebSocket per TCP
 //! connection) use the same channels with no request message: the agent's first frame is
@@ -26,6 +29,8 @@ pub const STDERR: u8 = 2;
 pub const CONTROL: u8 = 3;
 /// Client → kernel: standard input is closed (no payload).
 pub const STDIN_EOF: u8 = 4;
+/// Client → kernel: the client's terminal size, a JSON [`WindowSize`] (ignored without a tty).
+pub const RESIZE: u8 = 5;
 /// Kernel → client, forwards only: the connection inside the kernel is open, a JSON
 /// [`ForwardOpened`]; data follows.
 pub const OPENED: u8 = 6;
@@ -45,6 +50,24 @@ pub struct ExecRequest {
     /// Whether the client sends standard input (else the command's is empty).
     #[serde(default)]
     pub stdin: bool,
+    /// Run the command on a pseudo-terminal (its controlling terminal), like `ssh -t`.
+    #[serde(default)]
+    pub tty: bool,
+}
+
+/// What `berth attach` (and `berth run`) asks for: the kernel's own input and output.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub struct AttachRequest {
+    /// Which kernel of the job (only the main one, 0, has a terminal or input today).
+    #[serde(default)]
+    pub kernel: u32,
+}
+
+/// A terminal's size in character cells (the payload of [`RESIZE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WindowSize {
+    pub rows: u16,
+    pub cols: u16,
 }
 
 /// How a stream ended.
@@ -99,6 +122,8 @@ mod tests {
         let (c, body) = split(&end_frame(&end)).map(|(c, b)| (c, b.to_vec())).unwrap();
         assert_eq!((c, serde_json::from_slice::<StreamEnd>(&body).unwrap()), (CONTROL, end));
         let req: ExecRequest = serde_json::from_str(r#"{"command":["id"]}"#).unwrap();
-        assert_eq!((req.kernel, req.stdin), (0, false));
+        assert_eq!((req.kernel, req.stdin, req.tty), (0, false, false));
+        let size: WindowSize = serde_json::from_str(r#"{"rows":24,"cols":80}"#).unwrap();
+        assert_eq!(size, WindowSize { rows: 24, cols: 80 });
     }
 }

@@ -72,13 +72,6 @@ impl KernelContext {
         unsafe {
             cmd.pre_exec(move || {
                 let _open = (&files, &ns_file);
-                // The command is the stream's: an agent that dies (SIGKILL, a crash) takes it
-                // along instead of leaving it in the kernel. The signal follows the forking
-                // thread, so [`spawn`] forks from one that lives as long as the agent; a parent
-                // already gone is caught by getppid.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::getppid() != agent {
-                    return Err(std::io::Error::other("the agent is gone"));
-                }
                 if libc::setns(ns, libc::CLONE_NEWNS) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -91,6 +84,14 @@ impl KernelContext {
                 }
                 if libc::chdir(cwd.as_ptr()) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                // The command is the stream's: an agent that dies (SIGKILL, a crash) takes it
+                // along instead of leaving it in the kernel. Set after the user change, which
+                // clears it; the signal follows the forking thread, so [`spawn`] forks from
+                // one that lives as long as the agent; a parent already gone is caught by
+                // getppid.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::getppid() != agent {
+                    return Err(std::io::Error::other("the agent is gone"));
                 }
                 Ok(())
             });

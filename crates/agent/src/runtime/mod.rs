@@ -18,6 +18,8 @@ pub mod dynmods;
 mod env;
 pub(crate) mod exec;
 mod private_tmp;
+pub(crate) mod pty;
+pub mod session;
 mod stale;
 mod supervised;
 pub mod supervisor;
@@ -25,7 +27,6 @@ mod user;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -116,6 +117,8 @@ pub struct Runtime {
     supervisor: Option<std::sync::Arc<supervisor::client::Supervisor>>,
     /// The `favordynmods` cgroup mount (cgroup v1, see [`dynmods`]).
     dynmods: Option<std::sync::Arc<dynmods::FavorDynmods>>,
+    /// The input and output of interactive kernels (`berth run -i/-t`), for `berth attach`.
+    sessions: session::Sessions,
 }
 
 /// A request to stop a running kernel.
@@ -242,6 +245,7 @@ impl Runtime {
             left,
             supervisor,
             dynmods,
+            sessions: session::Sessions::default(),
         })
     }
 
@@ -271,6 +275,11 @@ impl Runtime {
     /// The `docker` runtime (jobs with an image).
     pub fn docker(&self) -> &Docker {
         &self.docker
+    }
+
+    /// The sessions of interactive kernels (`berth run -i/-t`).
+    pub fn sessions(&self) -> &session::Sessions {
+        &self.sessions
     }
 
     /// The user kernels run as.
@@ -358,6 +367,14 @@ impl Runtime {
         };
         let stdout = open_log(berth_model::protocol::LogStream::Stdout)?;
         let stderr = open_log(berth_model::protocol::LogStream::Stderr)?;
+        // The main kernel of a `berth run -i/-t` job talks through a session the agent holds.
+        let (stdio, session) = if spec.interactive() && key.index == 0 {
+            let (stdio, s) = session::KernelStdio::session(spec.tty, stdout, stderr)
+                .map_err(|e| fail(format!("cannot open the job's terminal or pipes: {e}")))?;
+            (stdio, Some(s))
+        } else {
+            (session::KernelStdio::logs(stdout, stderr), None)
+        };
 
         let mut cg = match &self.cgroups {
             Some(c) => match c.create(&name, binding, self.opts.pids_max) {
@@ -381,28 +398,39 @@ impl Runtime {
         if let Some(sup) = &self.supervisor {
             let kernel =
                 SupervisedKernel { key, spec, binding, dir: &dir, workdir: &workdir, user, env, launch, private };
-            let logs = [stdout.as_raw_fd(), stderr.as_raw_fd()];
-            return self.start_supervised(sup, kernel, &logs, cg, events);
+            let started = self.start_supervised(sup, kernel, &stdio, cg, events);
+            if let (Ok(_), Some(s)) = (&started, session) {
+                // The terminal outlives this agent, for the next one to take back.
+                if let Some(Err(e)) = s.terminal().map(|m| sup.keep_terminal(&name, m)) {
+                    tracing::warn!(kernel = %name, "the kernel supervisor cannot keep the terminal: {e}");
+                }
+                self.sessions.insert(key, s);
+            }
+            return started;
         }
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(&spec.command[1..])
             .env_clear()
             .envs(env)
             .current_dir(&workdir)
-            .stdin(std::process::Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
+            .stdin(stdio.stdin.map(std::process::Stdio::from).unwrap_or_else(std::process::Stdio::null))
+            .stdout(stdio.stdout)
+            .stderr(stdio.stderr)
             // The watch task owns the child; if the agent dies the kernel must live on.
             .kill_on_drop(false);
         let fds = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
         // The child switches user itself (groups, gid, uid), then enters the work dir as that
         // user, after any private mounts.
         let private = private_tmp::child_plan(private.as_ref(), user.switch_to().as_ref(), &workdir).map_err(fail)?;
-        // SAFETY: between fork and exec only async-signal-safe calls (setsid, write, and the
-        // mounts and user switch of `Plan::enter`).
+        let ctty = stdio.ctty;
+        // SAFETY: between fork and exec only async-signal-safe calls (setsid, ioctl, write,
+        // and the mounts and user switch of `Plan::enter`).
         unsafe {
             cmd.pre_exec(move || {
                 child_setup(&fds)?;
+                if ctty {
+                    pty::take_ctty()?;
+                }
                 // In the cgroup first, so that the private mounts' pages are charged to it.
                 if let Some(p) = &private {
                     p.enter()?;
@@ -421,6 +449,11 @@ impl Runtime {
         };
         if let Some(c) = cg.as_mut() {
             c.close_procs();
+        }
+        // The child has its ends now: ours would keep its terminal or pipes open.
+        drop(cmd);
+        if let Some(s) = session {
+            self.sessions.insert(key, s);
         }
         let pid = child.id().unwrap_or(0);
         let _ = stale::write_pid_file(&dir, pid);

@@ -4,7 +4,7 @@
 //! earlier agent process left running.
 
 use std::collections::BTreeMap;
-use std::os::fd::RawFd;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +38,7 @@ impl Runtime {
         &self,
         sup: &Arc<Supervisor>,
         k: SupervisedKernel<'_>,
-        logs: &[RawFd; 2],
+        stdio: &super::session::KernelStdio,
         mut cg: Option<KernelCgroup>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, String> {
@@ -59,7 +59,8 @@ impl Runtime {
         let name = crate::logs::key_name(&k.key);
         let exit_file = k.dir.join(adopt::EXIT_FILE);
         let procs = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
-        let mut fds = logs.to_vec();
+        let mut fds = vec![stdio.stdout.as_raw_fd(), stdio.stderr.as_raw_fd()];
+        fds.extend(stdio.stdin.as_ref().map(|f| f.as_raw_fd()));
         fds.extend(&procs);
         let req = SpawnRequest {
             name: name.clone(),
@@ -71,6 +72,8 @@ impl Runtime {
             exit_file: exit_file.clone(),
             cgroup_fds: procs.len(),
             private_tmp: k.private,
+            stdin: stdio.stdin.is_some(),
+            ctty: stdio.ctty,
         };
         let pid = match sup.spawn(req, &fds) {
             Ok(pid) => pid,
@@ -103,6 +106,23 @@ impl Runtime {
         Ok(KernelHandle { pid, stop: stop_tx, deferred: false })
     }
 
+    /// Takes back the terminal of kernel `name` (a `berth run -t` one) from the supervisor,
+    /// if it kept one, and serves its session again.
+    fn resume_session(&self, key: KernelKey, name: &str) {
+        let Some(sup) = &self.supervisor else { return };
+        let master = match sup.take_terminal(name) {
+            Ok(Some(m)) => m,
+            Ok(None) => return,
+            Err(e) => return tracing::warn!(kernel = %name, "cannot take the kernel's terminal back: {e}"),
+        };
+        let path = crate::logs::log_path(&self.opts.data_dir, &key, berth_model::protocol::LogStream::Stdout);
+        let log = std::fs::OpenOptions::new().append(true).open(&path);
+        match log.and_then(|log| super::session::Session::resume(master, log)) {
+            Ok(s) => self.sessions.insert(key, s),
+            Err(e) => tracing::warn!(kernel = %name, "cannot resume the kernel's session: {e}"),
+        }
+    }
+
     /// Takes over the kernels an earlier agent process left running (found when this runtime
     /// was made): each is watched again and reported `Started`; one that ended while no agent
     /// ran reports its recorded end right after. Only the first call finds any.
@@ -118,6 +138,9 @@ impl Runtime {
                 // has ended (its exit file says how) or runs under a kernel shim of an older
                 // berth, which writes the file when it ends.
                 let exit = self.supervisor.as_ref().filter(|s| s.live().contains(&name)).map(|s| s.exited(&name));
+                if exit.is_some() {
+                    self.resume_session(k.record.key, &name);
+                }
                 tracing::info!(kernel = %name, pid = k.pid, "took over a kernel left by a previous agent process");
                 tokio::spawn(watch::watch(watch::Watch {
                     key: k.record.key,

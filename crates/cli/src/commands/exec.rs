@@ -1,19 +1,17 @@
-//! `berth exec ID [--kernel N] [-i] -- CMD`: runs a command inside a running job's kernel, as
-//! its own processes run (its cgroups, mounts, user, directory and environment; containers:
+//! `berth exec ID [--kernel N] [-i] [-t] -- CMD`: runs a command inside a running job's kernel,
+//! as its own processes run (its cgroups, mounts, user, directory and environment; containers:
 //! `docker exec`), streams its output back, and exits with its exit code, like `kubectl exec`.
+//! With `-t` the command gets a terminal of its own (`berth exec -it ID -- bash`).
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::anyhow;
 use berth_model::JobId;
-use berth_model::stream::{self, CONTROL, ExecRequest, MAX_CHUNK, STDERR, STDIN, STDIN_EOF, STDOUT, StreamEnd};
+use berth_model::stream::{ExecRequest, StreamEnd};
 use clap::Args;
-use futures_util::{SinkExt, StreamExt};
-use tokio::io::AsyncReadExt;
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::Client;
+use crate::commands::stream::{self, Io, Outcome};
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
@@ -29,6 +27,11 @@ pub struct ExecArgs {
     #[arg(short = 'i', long = "stdin", alias = "interactive")]
     pub stdin: bool,
 
+    /// Run the command on a terminal of its own (with -i: this terminal in raw mode, so keys
+    /// such as Ctrl-C go to the command; window size changes follow)
+    #[arg(short = 't', long = "tty")]
+    pub tty: bool,
+
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -37,50 +40,12 @@ pub struct ExecArgs {
 pub async fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let ws = client.websocket(&format!("/v1/jobs/{}/exec", args.id)).await?;
-    let (mut tx, mut rx) = ws.split();
-    let req = ExecRequest { kernel: args.kernel, command: args.command, stdin: args.stdin };
-    tx.send(Message::text(serde_json::to_string(&req)?)).await?;
-    // Standard input, on a task of its own: the output must flow while it waits for input.
-    let input = tokio::spawn(async move {
-        if args.stdin {
-            let mut stdin = tokio::io::stdin();
-            let mut buf = vec![0u8; MAX_CHUNK];
-            while let Ok(n) = stdin.read(&mut buf).await {
-                if n == 0 || tx.send(Message::binary(stream::frame(STDIN, &buf[..n]))).await.is_err() {
-                    break;
-                }
-            }
-            let _ = tx.send(Message::binary(stream::frame(STDIN_EOF, &[]))).await;
-        }
-        // Kept open (not closed) until the end: closing would end the stream.
-        std::future::pending::<()>().await;
-        drop(tx);
-    });
-    let end = loop {
-        match rx.next().await {
-            Some(Ok(Message::Binary(b))) => match stream::split(&b) {
-                Some((STDOUT, data)) => {
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(data)?;
-                    out.flush()?;
-                }
-                Some((STDERR, data)) => {
-                    let mut err = std::io::stderr().lock();
-                    err.write_all(data)?;
-                    err.flush()?;
-                }
-                Some((CONTROL, data)) => break serde_json::from_slice::<StreamEnd>(data).ok(),
-                _ => {}
-            },
-            Some(Ok(Message::Close(_))) | None => break None,
-            Some(Err(e)) => return Err(anyhow!("the stream broke: {e}")),
-            Some(Ok(_)) => {}
-        }
-    };
-    input.abort();
-    match end {
-        Some(StreamEnd { exit_code: Some(code), .. }) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
-        Some(StreamEnd { error: Some(e), .. }) => Err(anyhow!(e)),
+    let req = ExecRequest { kernel: args.kernel, command: args.command, stdin: args.stdin, tty: args.tty };
+    let io = Io { stdin: args.stdin, tty: args.tty, detach: None, redraw: false };
+    match stream::run(ws, serde_json::to_string(&req)?, io).await? {
+        Outcome::Ended(Some(StreamEnd { exit_code: Some(code), .. })) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),
+        Outcome::Ended(Some(StreamEnd { error: Some(e), .. })) => Err(anyhow!(e)),
+        Outcome::Signalled(sig) => Ok(ExitCode::from(128 + sig as u8)),
         _ => Err(anyhow!("the stream ended before the command did")),
     }
 }

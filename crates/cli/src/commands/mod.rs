@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod apps;
+pub mod attach;
 pub mod cache;
 pub mod cache_admin;
 pub mod cache_client;
@@ -20,9 +21,11 @@ pub mod port_forward;
 pub mod ps;
 pub mod queues;
 pub mod quota;
+pub mod run;
 pub mod show;
 pub mod sim;
 pub mod sim_plot;
+pub mod stream;
 pub mod submit;
 pub mod tenancy;
 pub mod token;

@@ -27,7 +27,7 @@ Examples:
 Memory units: 4GiB, 4Gi and 4G (as in Slurm) are 4×2^30 bytes; 4GB is 4×10^9 bytes.")]
 pub struct SubmitArgs {
     #[command(flatten)]
-    pub flags: SpecFlags,
+    pub job: JobArgs,
 
     /// Wait until the job ends, showing its stdout and stderr as it runs (like srun), and
     /// exit with its exit code. Ctrl-C stops waiting and leaves the job running
@@ -40,6 +40,13 @@ pub struct SubmitArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// What a job is: the job flags, and a job file, script or command (`submit` and `run`).
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    #[command(flatten)]
+    pub flags: SpecFlags,
 
     /// A job file (*.toml), a batch script and its arguments, or a command
     #[arg(value_name = "FILE|COMMAND")]
@@ -51,7 +58,7 @@ pub struct SubmitArgs {
 }
 
 pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
-    let spec = build_spec(&args)?;
+    let spec = build_spec(&args.job)?;
     let client = Client::from_env()?;
     let job = client.submit(&SubmitRequest { spec }).await?;
     if args.output.json() {
@@ -70,8 +77,9 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(wait::wait_for(&client, job.id, show).await?))
 }
 
-/// Turns the arguments into a valid spec, without talking to the manager.
-fn build_spec(args: &SubmitArgs) -> anyhow::Result<JobSpec> {
+/// Turns the arguments into a valid spec, without talking to the manager (`submit` and
+/// `run`).
+pub fn build_spec(args: &JobArgs) -> anyhow::Result<JobSpec> {
     let target = utf8_args(&args.target, 1)?;
     let after_dashes = utf8_args(&args.command, target.len() + 1)?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
@@ -166,7 +174,7 @@ mod tests {
 
     fn spec(args: &[&str]) -> anyhow::Result<JobSpec> {
         let t = T::try_parse_from(std::iter::once("submit").chain(args.iter().copied()))?;
-        build_spec(&t.a)
+        build_spec(&t.a.job)
     }
 
     #[test]

@@ -93,7 +93,7 @@ async fn pending_notice(client: &Client, id: JobId) {
 
 /// Polls the job until it is terminal, quickly at first (short jobs end in milliseconds),
 /// backing off to half a second so that long jobs cost the manager little.
-async fn poll_until_terminal(client: &Client, id: JobId) -> anyhow::Result<JobDetail> {
+pub async fn poll_until_terminal(client: &Client, id: JobId) -> anyhow::Result<JobDetail> {
     let mut delay = Duration::from_millis(20);
     loop {
         let d = client.job(id).await?;

@@ -242,6 +242,20 @@ impl Berth {
         base_cmd(self.home.path()).args(args).stdin(Stdio::null()).output().expect("run berth")
     }
 
+    /// Runs `berth <args>` with `input` on its standard input.
+    pub fn cli_with_input(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = base_cmd(self.home.path())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run berth");
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child.wait_with_output().expect("run berth")
+    }
+
     /// Runs `berth <args>` with an explicit URL and token (another user).
     pub fn cli_as(&self, token: &str, args: &[&str]) -> Output {
         base_cmd(self.home.path())

@@ -1,41 +1,67 @@
-//! `berth exec`: a command inside a running kernel, its input and output streamed.
+//! `berth exec`: a command inside a running kernel, its input and output streamed; `berth
+//! attach`: a running kernel's own input and output (jobs of `berth run -i/-t`).
 //!
 //! `GET /v1/jobs/{id}/exec` upgrades to a WebSocket (the framing is `berth_model::stream`):
 //! the client sends an `ExecRequest`, the manager asks the kernel's agent for a stream
 //! (`OpenStream`), waits for the agent to dial `GET /v1/agents/streams/{stream}`, and splices
-//! the two sockets until either side closes. Only the job's owner and admins may exec (the
-//! command runs as the kernel's user); everyone else gets the 404 of a missing job.
+//! the two sockets until either side closes (`kernel_stream`). Only the job's owner and admins
+//! may exec (the command runs as the kernel's user); everyone else gets the 404 of a missing
+//! job.
+//!
+//! `GET /v1/jobs/{id}/attach` is the same with an `AttachRequest` and an `Attach` stream:
+//! closing it detaches, and the job runs on. The same access (the job's input is the owner's).
+//! Either stream is a client attached to the job while it lasts (`sessions.rs`).
 
 use std::sync::Arc;
 
+use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use berth_model::JobId;
 use berth_model::protocol::{STREAM_SECRET_HEADER, StreamOpen};
-use berth_model::stream::ExecRequest;
+use berth_model::stream::{AttachRequest, ExecRequest};
 use futures_util::StreamExt;
 
 use super::kernel_stream::{OPEN_TIMEOUT, may_enter, open_stream, refuse, splice};
-
 use crate::auth::Auth;
-use crate::error::ApiError;
+use crate::error::{ApiError, Path};
 use crate::manager::Manager;
 
+type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
+
 /// `GET /v1/jobs/{id}/exec` (WebSocket).
-pub async fn exec(
-    State(m): State<Arc<Manager>>,
-    Auth(user): Auth,
-    Path(id): Path<JobId>,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+pub async fn exec(State(m): State<Arc<Manager>>, Auth(user): Auth, Path(id): Path<JobId>, ws: Upgrade) -> Response {
+    upgrade(m, &user, id, ws, exec_open).await
+}
+
+/// The stream an exec request opens, or why it cannot.
+fn exec_open(req: ExecRequest) -> Result<(u32, StreamOpen), String> {
+    if req.command.first().is_none_or(|c| c.is_empty()) {
+        return Err("give a command to run: berth exec ID -- CMD [ARGS...]".into());
+    }
+    Ok((req.kernel, StreamOpen::Exec { command: req.command, stdin: req.stdin, tty: req.tty }))
+}
+
+/// `GET /v1/jobs/{id}/attach` (WebSocket).
+pub async fn attach(State(m): State<Arc<Manager>>, Auth(user): Auth, Path(id): Path<JobId>, ws: Upgrade) -> Response {
+    upgrade(m, &user, id, ws, |req: AttachRequest| Ok((req.kernel, StreamOpen::Attach))).await
+}
+
+/// Checks that `user` may open streams into job `id`, then upgrades and [`serve`]s.
+async fn upgrade<R: serde::de::DeserializeOwned + Send + 'static>(
+    m: Arc<Manager>,
+    user: &crate::identity::User,
+    id: JobId,
+    ws: Upgrade,
+    to_open: fn(R) -> Result<(u32, StreamOpen), String>,
 ) -> Response {
-    if let Err(e) = may_enter(&m, &user, id).await {
+    if let Err(e) = may_enter(&m, user, id).await {
         return e.into_response();
     }
     match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket)),
+        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket, to_open)),
         Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
     }
 }
@@ -46,7 +72,7 @@ pub async fn agent_stream(
     State(m): State<Arc<Manager>>,
     headers: HeaderMap,
     Path(stream): Path<u64>,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    ws: Upgrade,
 ) -> Response {
     if !crate::auth::bearer_of(&headers).is_some_and(|t| m.tenancy.join_token_valid(t)) {
         return ApiError::unauthorized("invalid or missing join token").into_response();
@@ -63,21 +89,23 @@ pub async fn agent_stream(
     }
 }
 
-async fn serve(m: Arc<Manager>, id: JobId, mut client: WebSocket) {
+/// Reads the client's request (the first message, JSON), asks the kernel's agent for the
+/// stream it names and splices the two; a request that cannot be served gets a
+/// `StreamEnd` with the error.
+async fn serve<R: serde::de::DeserializeOwned>(
+    m: Arc<Manager>,
+    id: JobId,
+    mut client: WebSocket,
+    to_open: fn(R) -> Result<(u32, StreamOpen), String>,
+) {
     let req = match tokio::time::timeout(OPEN_TIMEOUT, client.next()).await {
-        Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<ExecRequest>(t.as_str()).map_err(|e| e.to_string()),
-        Ok(_) => Err("expected the exec request (JSON) as the first message".to_string()),
-        Err(_) => Err(format!("no exec request within {}s", OPEN_TIMEOUT.as_secs())),
+        Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<R>(t.as_str()).map_err(|e| e.to_string()),
+        Ok(_) => Err("expected the request (JSON) as the first message".to_string()),
+        Err(_) => Err(format!("no request within {}s", OPEN_TIMEOUT.as_secs())),
     };
-    let agent = match req {
-        Ok(req) if req.command.first().is_none_or(|c| c.is_empty()) => {
-            Err("give a command to run: berth exec ID -- CMD [ARGS...]".to_string())
-        }
-        Ok(req) => {
-            let open = StreamOpen::Exec { command: req.command, stdin: req.stdin };
-            open_stream(&m, id, req.kernel, open).await
-        }
-        Err(e) => Err(format!("bad exec request: {e}")),
+    let agent = match req.map_err(|e| format!("bad request: {e}")).and_then(to_open) {
+        Ok((kernel, open)) => open_stream(&m, id, kernel, open).await,
+        Err(e) => Err(e),
     };
     match agent {
         Ok(agent) => {

@@ -27,6 +27,11 @@ pub async fn may_enter(m: &Manager, user: &crate::identity::User, id: JobId) -> 
 /// Asks the agent of kernel `kernel` of running job `id` for a stream serving `open`, and
 /// waits for it. The error says why not, for the user.
 pub async fn open_stream(m: &Manager, id: JobId, kernel: u32, open: StreamOpen) -> Result<WebSocket, String> {
+    let what = match open {
+        StreamOpen::Exec { .. } => "exec",
+        StreamOpen::Attach => "attach",
+        StreamOpen::Forward { .. } => "a forward",
+    };
     let mut awaited = m.streams.expect();
     let node = {
         let st = m.jobs.lock().await;
@@ -34,7 +39,7 @@ pub async fn open_stream(m: &Manager, id: JobId, kernel: u32, open: StreamOpen) 
             return Err(format!("job {id} is not running"));
         };
         if job.state != JobState::Running {
-            return Err(format!("job {id} is {}: it must be running", job.state));
+            return Err(format!("job {id} is {}: {what} needs a running job", job.state));
         }
         let kernels = job.attempt.bindings.len() as u32;
         if kernel >= kernels {

@@ -39,6 +39,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}/port-forward", get(forward::forward))
         .route("/v1/jobs/{id}/apps", get(apps::list))
         .route("/v1/jobs/{id}/apps/{app}/link", post(apps::link))
+        .route("/v1/jobs/{id}/attach", get(exec::attach))
         .route("/v1/nodes", get(nodes::list))
         .route("/v1/nodes/timeline", get(nodes::timeline))
         .route("/v1/images", get(images::list))

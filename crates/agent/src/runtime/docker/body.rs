@@ -133,6 +133,7 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         device_requests,
         ..Default::default()
     };
+    let interactive = i.spec.interactive() && i.key.index == 0;
     ContainerCreateBody {
         image: i.spec.image.clone(),
         cmd: Some(i.spec.command.clone()),
@@ -145,7 +146,13 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         attach_stdin: Some(false),
         attach_stdout: Some(false),
         attach_stderr: Some(false),
-        tty: Some(false),
+        // The main kernel of a `berth run -i/-t` job: Docker holds its terminal (or keeps its
+        // stdin open) and clients attach through Docker (`streams::attach`).
+        tty: Some(interactive && i.spec.tty),
+        open_stdin: Some(interactive),
+        // Plain input ends with the first client's (`echo data | berth run -i`); a terminal
+        // stays open for the next attach.
+        stdin_once: Some(interactive && !i.spec.tty),
         host_config: Some(host_config),
         ..Default::default()
     }

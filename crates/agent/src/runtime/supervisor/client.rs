@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
 use thiserror::Error;
 use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
@@ -57,6 +57,8 @@ pub struct Supervisor {
     live: Vec<String>,
     /// What was left of the previous agent's fencing lease.
     fence_in: Option<Duration>,
+    /// It keeps kernels' terminals across agents (`Request::Keep`).
+    keeps_terminals: bool,
     /// A failed lease pass-on was logged (once, not on every tick).
     lease_failed: std::sync::atomic::AtomicBool,
 }
@@ -102,9 +104,9 @@ impl Supervisor {
         super::write_blocking(&mut ev, &Request::Hello { version: VERSION, role: Role::Events })?;
         super::write_blocking(&mut control, &Request::Hello { version: VERSION, role: Role::Control })?;
         control.set_read_timeout(Some(ANSWER_TIMEOUT))?;
-        let (live, fence_in) = match super::read_blocking::<Reply>(&mut control)? {
-            Reply::Welcome { version, live, fence_in_ms } if version == VERSION => {
-                (live, fence_in_ms.map(Duration::from_millis))
+        let (live, fence_in, keeps_terminals) = match super::read_blocking::<Reply>(&mut control)? {
+            Reply::Welcome { version, live, fence_in_ms, keeps_terminals } if version == VERSION => {
+                (live, fence_in_ms.map(Duration::from_millis), keeps_terminals)
             }
             Reply::Welcome { version, .. } => {
                 return Err(std::io::Error::other(format!(
@@ -118,12 +120,74 @@ impl Supervisor {
         let ev = tokio::net::UnixStream::from_std(ev)?;
         let exits = Arc::new(Mutex::new(Exits::default()));
         tokio::spawn(read_events(ev, exits.clone()));
-        Ok(Supervisor { control: Mutex::new(control), exits, live, fence_in, lease_failed: Default::default() })
+        Ok(Supervisor {
+            control: Mutex::new(control),
+            exits,
+            live,
+            fence_in,
+            keeps_terminals,
+            lease_failed: Default::default(),
+        })
     }
 
     /// The kernels (by name) the supervisor ran when this agent connected.
     pub fn live(&self) -> &[String] {
         &self.live
+    }
+
+    /// Has the supervisor keep a duplicate of kernel `name`'s terminal master, so that the
+    /// terminal outlives this agent and a later one can [`Supervisor::take_terminal`] it.
+    pub fn keep_terminal(&self, name: &str, master: RawFd) -> std::io::Result<()> {
+        if !self.keeps_terminals {
+            return Ok(());
+        }
+        let bytes = super::encode(&Request::Keep { name: name.to_string() });
+        let mut control = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let fds = [master];
+        let rights = [ControlMessage::ScmRights(&fds)];
+        let sent =
+            sendmsg::<()>(control.as_raw_fd(), &[std::io::IoSlice::new(&bytes)], &rights, MsgFlags::MSG_NOSIGNAL, None)
+                .map_err(std::io::Error::from)?;
+        if sent < bytes.len() {
+            control.write_all(&bytes[sent..])?;
+        }
+        Ok(())
+    }
+
+    /// The terminal master an earlier agent had the supervisor keep for kernel `name`.
+    pub fn take_terminal(&self, name: &str) -> std::io::Result<Option<OwnedFd>> {
+        if !self.keeps_terminals {
+            return Ok(None);
+        }
+        let mut control = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        super::write_blocking(&mut *control, &Request::Take { name: name.to_string() })?;
+        let mut buf = vec![0u8; 4096];
+        let mut got = Vec::new();
+        let mut fd = None;
+        loop {
+            let mut cmsg = nix::cmsg_space!([RawFd; 1]);
+            let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+            let m = recvmsg::<()>(control.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC)
+                .map_err(std::io::Error::from)?;
+            for c in m.cmsgs().into_iter().flatten() {
+                if let ControlMessageOwned::ScmRights(fds) = c {
+                    // SAFETY: the kernel just gave this process these descriptors.
+                    fd = fds.into_iter().map(|f| unsafe { OwnedFd::from_raw_fd(f) }).next();
+                }
+            }
+            let n = m.bytes;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            got.extend_from_slice(&buf[..n]);
+            if let Some((reply, _)) = super::decode::<Reply>(&got)? {
+                return match reply {
+                    Reply::Kept { found: true } => Ok(fd),
+                    Reply::Kept { found: false } => Ok(None),
+                    other => Err(std::io::Error::other(format!("unexpected answer {other:?}"))),
+                };
+            }
+        }
     }
 
     /// What was left of the fencing lease the previous agent passed on.

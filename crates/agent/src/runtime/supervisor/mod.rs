@@ -69,12 +69,20 @@ pub enum Role {
 pub enum Request {
     /// First message of each connection; a `control` one is answered with [`Reply::Welcome`].
     Hello { version: u32, role: Role },
-    /// Start a kernel. The message carries `2 + cgroup_fds` descriptors: stdout, stderr, then
-    /// the `cgroup.procs` files the child writes itself into before exec.
+    /// Start a kernel. The message carries `2 + stdin + cgroup_fds` descriptors: stdout,
+    /// stderr, stdin when `stdin` says so, then the `cgroup.procs` files the child writes
+    /// itself into before exec.
     Spawn(Box<SpawnRequest>),
     /// The agent's fencing lease: when no agent is connected `fence_in_ms` from now, the
     /// supervisor stops every kernel (SIGTERM, SIGKILL after `grace_ms`). `None`: never.
     Lease { fence_in_ms: Option<u64>, grace_ms: u64 },
+    /// Keep a duplicate of kernel `name`'s terminal master (one descriptor attached) until the
+    /// kernel ends, so that its terminal outlives the agent (no hang-up) and a later agent can
+    /// [`Request::Take`] it back. No reply.
+    Keep { name: String },
+    /// Hand back a duplicate of what [`Request::Keep`] left for kernel `name`: answered with
+    /// [`Reply::Kept`], the descriptor attached when there is one.
+    Take { name: String },
 }
 
 /// Everything the child needs besides its descriptors.
@@ -95,6 +103,13 @@ pub struct SpawnRequest {
     /// cgroup join; the child then switches to `user` itself.
     #[serde(default)]
     pub private_tmp: Option<super::private_tmp::PrivateTmpRequest>,
+    /// A stdin descriptor comes after stderr (an interactive kernel: `berth run -i/-t`);
+    /// otherwise stdin is `/dev/null`.
+    #[serde(default)]
+    pub stdin: bool,
+    /// Stdin is a terminal the child takes as its controlling terminal after `setsid`.
+    #[serde(default)]
+    pub ctty: bool,
 }
 
 /// From the supervisor to the agent.
@@ -106,6 +121,10 @@ pub enum Reply {
         version: u32,
         live: Vec<String>,
         fence_in_ms: Option<u64>,
+        /// It takes [`Request::Keep`] and [`Request::Take`] (a supervisor of an earlier berth
+        /// says nothing, and is never sent them).
+        #[serde(default)]
+        keeps_terminals: bool,
     },
     Spawned {
         pid: u32,
@@ -114,6 +133,10 @@ pub enum Reply {
     Failed {
         errno: i32,
         what: String,
+    },
+    /// The answer to [`Request::Take`]: whether a descriptor comes with it.
+    Kept {
+        found: bool,
     },
     /// A kernel ended (or was fenced by the supervisor).
     Exited {

@@ -45,6 +45,9 @@ struct Supervisor {
     lease: Option<(Instant, Duration)>,
     /// Fenced kernels get SIGKILL at this time.
     kill_at: Option<Instant>,
+    /// Terminal masters the agents asked to keep (`Request::Keep`), by kernel name, until the
+    /// kernel ends.
+    kept: HashMap<String, OwnedFd>,
 }
 
 /// Runs the supervisor on the listening socket at [`super::LISTEN_FD`]; never returns.
@@ -64,7 +67,14 @@ pub fn main(_args: &[OsString]) -> ! {
     }
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .unwrap_or_else(|e| fatal(&format!("cannot create a signalfd: {e}")));
-    let mut s = Supervisor { listener, conns: Vec::new(), kernels: HashMap::new(), lease: None, kill_at: None };
+    let mut s = Supervisor {
+        listener,
+        conns: Vec::new(),
+        kernels: HashMap::new(),
+        lease: None,
+        kill_at: None,
+        kept: HashMap::new(),
+    };
     loop {
         s.accept();
         if s.conns.is_empty() && s.kernels.is_empty() {
@@ -180,7 +190,7 @@ impl Supervisor {
                     let live = self.kernels.values().map(|k| k.name.clone()).collect();
                     let now = Instant::now();
                     let fence_in_ms = self.lease.map(|(t, _)| t.saturating_duration_since(now).as_millis() as u64);
-                    self.send(i, &Reply::Welcome { version: VERSION, live, fence_in_ms });
+                    self.send(i, &Reply::Welcome { version: VERSION, live, fence_in_ms, keeps_terminals: true });
                 }
                 if version != VERSION {
                     self.conns[i].dead = true;
@@ -190,8 +200,32 @@ impl Supervisor {
                 self.lease =
                     fence_in_ms.map(|ms| (Instant::now() + Duration::from_millis(ms), Duration::from_millis(grace_ms)));
             }
+            Request::Keep { name } => {
+                let Some(fd) = self.conns[i].fds.pop_front() else {
+                    return log(format_args!("a keep request for {name} without its descriptor"));
+                };
+                if self.kernels.values().any(|k| k.name == name) {
+                    self.kept.insert(name, fd);
+                }
+            }
+            Request::Take { name } => {
+                let fd = self.kept.get(&name).map(|f| f.as_raw_fd());
+                let reply = encode(&Reply::Kept { found: fd.is_some() });
+                let fds: Vec<RawFd> = fd.into_iter().collect();
+                let rights = [nix::sys::socket::ControlMessage::ScmRights(&fds)];
+                let cmsgs: &[nix::sys::socket::ControlMessage] = if fds.is_empty() { &[] } else { &rights };
+                let conn = &mut self.conns[i];
+                let iov = [std::io::IoSlice::new(&reply)];
+                let sent =
+                    nix::sys::socket::sendmsg::<()>(conn.stream.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None);
+                match sent {
+                    Ok(n) if n < reply.len() => conn.dead = conn.stream.write_all(&reply[n..]).is_err(),
+                    Ok(_) => {}
+                    Err(_) => conn.dead = true,
+                }
+            }
             Request::Spawn(req) => {
-                let want = 2 + req.cgroup_fds;
+                let want = 2 + usize::from(req.stdin) + req.cgroup_fds;
                 let conn = &mut self.conns[i];
                 if conn.fds.len() < want {
                     let what = format!("spawn request without its {want} descriptors");
@@ -217,6 +251,14 @@ impl Supervisor {
         let (Some(stdout), Some(stderr)) = (fds.next(), fds.next()) else {
             return Reply::Failed { errno: libc::EINVAL, what: "no log descriptors".into() };
         };
+        let stdin = match req.stdin {
+            true => match fds.next() {
+                Some(fd) => Stdio::from(fd),
+                None => return Reply::Failed { errno: libc::EINVAL, what: "no stdin descriptor".into() },
+            },
+            false => Stdio::null(),
+        };
+        let ctty = req.ctty;
         let cgroups: Vec<OwnedFd> = fds.collect();
         let procs: Vec<RawFd> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
         let mut cmd = Command::new(&req.program);
@@ -225,7 +267,7 @@ impl Supervisor {
             .env_clear()
             .envs(req.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&req.cwd)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr));
         // The child mounts as root (private mounts), then switches to the user itself and
@@ -240,6 +282,9 @@ impl Supervisor {
         unsafe {
             cmd.pre_exec(move || {
                 super::super::child_setup(&procs)?;
+                if ctty {
+                    super::super::pty::take_ctty()?;
+                }
                 // In the cgroup first, so that the private mounts' pages are charged to it.
                 if let Some(p) = &private {
                     p.enter()?;
@@ -271,6 +316,7 @@ impl Supervisor {
                 break;
             }
             let Some(k) = self.kernels.remove(&pid) else { continue };
+            self.kept.remove(&k.name);
             // 0600: only the agent reads it. A full disk loses the file, not the end: the
             // event below carries the status to the agent that waits for it.
             if let Err(e) = super::super::stale::write_private(&k.exit_file, exit_text(raw, k.fenced).as_bytes()) {

@@ -18,14 +18,14 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 
+use super::{GONE, Target, failed, pump, relay};
 use crate::dial::Ws;
-use crate::relay::{GONE, Target, failed, pump, relay};
 
 /// How long a connection to the port may take (it is on the node's loopback).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves one forwarded connection: connects, says so, relays until either side closes.
-pub(crate) async fn serve(ws: &mut Ws, target: Target, to: ForwardTarget) -> StreamEnd {
+pub(super) async fn serve(ws: &mut Ws, target: Target, to: ForwardTarget) -> StreamEnd {
     let (pid, env) = match kernel_of(target).await {
         Ok(k) => k,
         Err(e) => return failed(e),
@@ -49,7 +49,7 @@ pub(crate) async fn serve(ws: &mut Ws, target: Target, to: ForwardTarget) -> Str
     let (read, write) = tcp.into_split();
     let (tx, rx) = mpsc::channel(8);
     tokio::spawn(pump(read, stream::STDOUT, tx));
-    if relay(ws, rx, Some(write)).await { StreamEnd::default() } else { failed(GONE) }
+    if relay(ws, rx, Some(write), None).await { StreamEnd::default() } else { failed(GONE) }
 }
 
 /// The kernel's main process and its environment.
@@ -74,6 +74,7 @@ async fn kernel_of(target: Target) -> Result<(u32, Vec<(String, String)>), Strin
             let env = env.into_iter().filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())));
             Ok((pid as u32, env.collect()))
         }
+        Target::Session(_) => Err("a session is attached to, not forwarded to".into()),
     }
 }
 
