@@ -39,7 +39,9 @@ fn who(port: u16) -> Option<String> {
 
 #[test]
 fn exec_and_port_forward_reach_kernel_one_on_its_node_through_restarts() {
-    let Some(mut c) = Cluster::start(2, &[]) else { return };
+    // A long heartbeat timeout: agents fence their kernels only after half of it, so the
+    // exec'd command of a killed agent can die only of its parent-death signal here.
+    let Some(mut c) = Cluster::start(2, &["--heartbeat-timeout", "600s"]) else { return };
     // Each kernel serves its rank on its own node's loopback (its /tmp is its own).
     let serve = "mkdir -p /tmp/www && echo rank=$RANK > /tmp/www/who && \
                  exec /usr/bin/python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www";
