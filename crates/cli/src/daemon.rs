@@ -208,9 +208,14 @@ pub struct AgentArgs {
     /// Manager URL, e.g. http://head:7070.
     #[arg(long, env = "BERTH_MANAGER")]
     pub manager: String,
-    /// Join token from `berth up`/`berth manager` (or `berth admin join-token create`).
-    #[arg(long, env = "BERTH_JOIN_TOKEN", hide_env_values = true)]
-    pub join_token: String,
+    /// Join token from `berth up`/`berth manager` (or `berth admin join-token create`); on a
+    /// command line every local user can read it: prefer --join-token-file
+    #[arg(long, env = "BERTH_JOIN_TOKEN", hide_env_values = true, required_unless_present = "join_token_file")]
+    pub join_token: Option<String>,
+    /// A file holding the join token (private: mode 600), e.g. a systemd credential
+    /// (`LoadCredential=`, then `--join-token-file ${CREDENTIALS_DIRECTORY}/join-token`)
+    #[arg(long, value_name = "FILE", conflicts_with = "join_token")]
+    pub join_token_file: Option<PathBuf>,
     /// Node name (default: the host name).
     #[arg(long)]
     pub name: Option<String>,
@@ -379,9 +384,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         println!("{hint}");
     }
     println!("press Ctrl-C to stop");
+    crate::service::ready(&format!("serving {url}"));
 
     tokio::select! {
-        _ = shutdown_signal() => {}
+        _ = shutdown_signal() => crate::service::stopping(),
         res = &mut agent_task => {
             handle.shutdown().await;
             return match res {
@@ -392,23 +398,23 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         }
     }
     if stop_jobs {
-        eprintln!("stopping berth: stopping running kernels, then the manager");
+        tracing::info!("stopping berth: stopping running kernels, then the manager");
     } else {
-        eprintln!(
+        tracing::info!(
             "stopping berth: running jobs keep running and the next `berth up` takes them over (--stop-jobs stops them)"
         );
     }
     let _ = stop_agent.send(());
     match tokio::time::timeout(AGENT_STOP_TIMEOUT, agent_task).await {
-        Ok(Ok(Err(e))) => eprintln!("warning: agent stopped with an error: {e:#}"),
-        Err(_) => eprintln!("warning: agent did not stop within {}s", AGENT_STOP_TIMEOUT.as_secs()),
+        Ok(Ok(Err(e))) => tracing::warn!("agent stopped with an error: {e:#}"),
+        Err(_) => tracing::warn!("agent did not stop within {}s", AGENT_STOP_TIMEOUT.as_secs()),
         _ => {}
     }
     handle.shutdown().await;
     if let Some(c) = cache {
         c.task.abort();
     }
-    eprintln!("berth stopped");
+    tracing::info!("berth stopped");
     Ok(())
 }
 
@@ -451,8 +457,11 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
         url.clone()
     };
     println!("  berth agent --manager {agent_url} --join-token {}{ca}", handle.join_token);
+    crate::service::ready(&format!("serving {url}"));
     shutdown_signal().await;
-    eprintln!("stopping the berth manager");
+    crate::service::stopping();
+    // Through the log, which may be JSON lines (`--log-format json`).
+    tracing::info!("stopping the berth manager");
     handle.shutdown().await;
     Ok(())
 }
@@ -460,9 +469,14 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
 pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     let data_dir = crate::datadir::resolve(args.data_dir, crate::datadir::Role::Agent)?;
     let data_dir = prepare_data_dir(&data_dir, Traverse::Denied)?;
+    let join_token = match (args.join_token, &args.join_token_file) {
+        (_, Some(file)) => crate::service::read_secret_file(file, "join token")?,
+        (Some(token), None) => token,
+        (None, None) => anyhow::bail!("give the join token: --join-token-file FILE (or BERTH_JOIN_TOKEN)"),
+    };
     let config = AgentConfig {
         manager_url: args.manager.trim_end_matches('/').to_string(),
-        join_token: args.join_token,
+        join_token,
         name: args.name.unwrap_or_else(host_name),
         queue: args.queue,
         data_dir,
@@ -486,7 +500,12 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         usage_interval: args.usage.interval(),
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
-    berth_agent::run(config, shutdown_signal()).await
+    crate::service::ready("running kernels");
+    let stopping = async {
+        shutdown_signal().await;
+        crate::service::stopping();
+    };
+    berth_agent::run(config, stopping).await
 }
 
 async fn start_manager(

@@ -18,6 +18,7 @@ mod jobfile;
 mod output;
 mod sbatch;
 mod script;
+mod service;
 mod specflags;
 mod terminal;
 mod tls;
@@ -32,6 +33,9 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How daemons write their log: text, or json (one object per line, for log shippers)
+    #[arg(long, global = true, value_enum, default_value_t, env = "BERTH_LOG_FORMAT", value_name = "FORMAT")]
+    log_format: service::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,7 +128,7 @@ fn main() -> ExitCode {
         Command::Cache(c) => c.is_daemon(),
         _ => false,
     };
-    init_tracing(if daemon { "info" } else { "warn" });
+    service::init_logging(if daemon { "info" } else { "warn" }, cli.log_format);
     if !daemon {
         // Let `berth ps | head` end quietly on a closed pipe instead of panicking in
         // `println!`; daemons keep the default so that a dropped socket is an error, not death.
@@ -166,12 +170,6 @@ fn main() -> ExitCode {
             if e.downcast_ref::<UsageError>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
-}
-
-fn init_tracing(default: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {

@@ -9,6 +9,7 @@
 //! - `Bootstrap { pub user: String, pub token: String }` is `Some` only on the first start of a
 //!   data dir: the admin user and its API token, shown once.
 
+mod access_log;
 mod agent_conn;
 mod api;
 mod apps;

@@ -203,7 +203,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         format_bytes(a.capacity),
         key_file.display()
     );
+    crate::service::ready(&format!("serving {name}"));
     shutdown_signal().await;
+    crate::service::stopping();
     Ok(())
 }
 

@@ -144,6 +144,10 @@ impl Berth {
     /// `<home>/<name>.stderr`); does not wait for it to register.
     pub fn add_agent(&mut self, name: &str, extra: &[&str]) {
         let join = std::fs::read_to_string(self.data.join("join-token")).expect("join token").trim().to_string();
+        // From a private file, as a service would (the token stays off the command line).
+        let join_file = self.home.path().join(format!("join-token-{name}"));
+        std::fs::write(&join_file, format!("{join}\n")).unwrap();
+        std::fs::set_permissions(&join_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         // Appended to: an agent started again on the same name keeps its predecessor's log.
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -151,7 +155,9 @@ impl Berth {
             .open(self.home.path().join(format!("{name}.stderr")))
             .unwrap();
         let agent = base_cmd(self.home.path())
-            .args(["agent", "--manager", &self.url, "--join-token", &join, "--name", name, "--data-dir"])
+            .args(["agent", "--manager", &self.url, "--join-token-file"])
+            .arg(&join_file)
+            .args(["--name", name, "--data-dir"])
             .arg(self.home.path().join(format!("agent-{name}")))
             .args(extra)
             .stdout(Stdio::null())

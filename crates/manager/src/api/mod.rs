@@ -85,6 +85,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         // Job specs and admin requests are small; a bigger body is refused (413) before it
         // is read, so nobody can make the manager buffer megabytes.
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(crate::access_log::log))
         .layer(axum::middleware::from_fn_with_state(m.clone(), track_store_health))
         // Outermost, so it times the whole request; `Router::layer` wraps each route, so it
         // sees the matched route template.

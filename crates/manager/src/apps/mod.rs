@@ -36,7 +36,7 @@ struct Apps {
 /// The app proxy's routes (everything under `/apps/`).
 pub fn router(m: Arc<Manager>) -> Router {
     let apps = Arc::new(Apps { proxy: Proxy::new(m.clone()), m });
-    Router::new().fallback(handle).with_state(apps)
+    Router::new().fallback(handle).with_state(apps).layer(axum::middleware::from_fn(crate::access_log::log))
 }
 
 /// The cookie that holds a session for app `app` of job `job`.

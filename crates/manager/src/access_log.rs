@@ -1,0 +1,21 @@
+//! The access log: one line per API or app-proxy request (target `berth::access`, at info):
+//! method, path, status and time taken. The query is left out: one-time login codes travel
+//! in it. Filter it like any log (`RUST_LOG=info,berth::access=off`); with
+//! `--log-format json` its fields are the line's keys.
+
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// The middleware (`axum::middleware::from_fn(access_log::log)`).
+pub async fn log(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    tracing::info!(target: "berth::access", %method, path, status = resp.status().as_u16(), ms, "request");
+    resp
+}
