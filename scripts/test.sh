@@ -19,6 +19,7 @@ command -v pkill >/dev/null || need_pkgs+=(procps)
 # The web dashboard is tested in a real headless Chromium through WebDriver.
 command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
+command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
