@@ -51,6 +51,8 @@ pub struct Manager {
     pub login_links: crate::login_links::LoginLinks,
     /// Streams into kernels (`berth exec`) waiting for their agent to dial back.
     pub streams: crate::streams::Streams,
+    /// The manager's data directory (private: its store, backups being written).
+    pub data_dir: std::path::PathBuf,
     /// Clients attached to jobs and their last traffic (the queues' idle timeouts).
     pub sessions: crate::sessions::Sessions,
     /// Where the app proxy listens, once it does (`apps/`).
@@ -89,6 +91,7 @@ impl Manager {
             streams: Default::default(),
             apps: Default::default(),
             sessions: Default::default(),
+            data_dir: data_dir.to_path_buf(),
             tls,
             shutdown,
             store,

@@ -8,6 +8,7 @@ use utoipa::OpenApi;
 
 // The handlers' modules, not the router in `api/mod.rs` (which serves this spec).
 use crate::api::apps;
+use crate::api::backup;
 use crate::api::cache;
 use crate::api::images;
 use crate::api::jobs;
@@ -33,6 +34,7 @@ use crate::web::login;
         images::list,
         misc::create_user,
         misc::create_join_token,
+        backup::backup,
         tenancy::list_users,
         tenancy::disable_user,
         tenancy::enable_user,

@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod conformance;
 mod sqlite;
+pub mod sqlite_backup;
 mod sqlite_cache;
 mod sqlite_rows;
 mod sqlite_tenancy;
@@ -142,6 +143,13 @@ pub trait Store: Tenancy + CacheState + Send + Sync {
     // --- meta -------------------------------------------------------------------------
     async fn meta_get(&self, key: &str) -> Result<Option<String>>;
     async fn meta_set(&self, key: &str, value: &str) -> Result<()>;
+
+    /// Writes a consistent copy of the store to `to` while it is in use (`berth admin
+    /// backup`). Stores whose server has its own tools (PostgreSQL: `pg_dump`) say so.
+    async fn backup(&self, to: &std::path::Path) -> Result<()> {
+        let _ = to;
+        Err(StoreError::Io("this store is backed up with its database server's own tools".into()))
+    }
 
     /// Waits for in-flight writes and closes the connections.
     async fn close(&self);

@@ -723,6 +723,10 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn backup(&self, to: &std::path::Path) -> Result<()> {
+        crate::sqlite_backup::backup(&self.reader, to).await
+    }
+
     async fn close(&self) {
         self.writer.close().await;
         self.reader.close().await;

@@ -1,6 +1,7 @@
 //! `berth whoami` and the admin commands: users (a new user's token is shown once), projects,
 //! join tokens for new agents, queues and the audit log (the tenancy ones in `tenancy.rs`).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use berth_model::api::{CreateUserRequest, QueueUpdate};
@@ -71,6 +72,20 @@ pub enum AdminCommand {
     Queue {
         #[command(subcommand)]
         command: QueueCommand,
+    },
+    /// Write a consistent copy of the running manager's store to FILE (SQLite; private)
+    Backup {
+        /// Where to write it (a SQLite database file)
+        file: PathBuf,
+    },
+    /// Put a backup back as the manager's store; the manager must be stopped (the old store
+    /// is kept as berth.db.before-restore)
+    Restore {
+        /// The backup (from `berth admin backup`)
+        file: PathBuf,
+        /// The manager's data directory [default: as for `berth manager`]
+        #[arg(long, env = "BERTH_DATA_DIR", value_name = "DIR")]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -170,8 +185,15 @@ pub enum JoinTokenCommand {
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
+    // Offline: no manager to talk to.
+    if let AdminCommand::Restore { file, data_dir } = args.command {
+        return crate::commands::backup::restore(&file, data_dir).await;
+    }
     let client = Client::from_env()?;
     match args.command {
+        AdminCommand::Backup { file } => return crate::commands::backup::backup(&client, &file).await,
+        // Taken above, before a client is needed.
+        AdminCommand::Restore { .. } => anyhow::bail!("restore runs without a manager"),
         AdminCommand::User { command: UserCommand::Create { name, role, output } } => {
             let u = client.create_user(&CreateUserRequest { name, role: Some(role) }).await?;
             if output.json() {

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod apps;
 pub mod attach;
+pub mod backup;
 pub mod cache;
 pub mod cache_admin;
 pub mod cache_client;

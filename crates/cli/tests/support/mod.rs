@@ -188,7 +188,8 @@ impl Berth {
         Self::started(home, extra.iter().map(|s| s.to_string()).collect())
     }
 
-    fn start_up(&mut self) {
+    /// Starts `berth up` again after [`Berth::stop`], on the same data dir.
+    pub fn start_up(&mut self) {
         let mut child = base_cmd(self.home.path())
             .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&self.data)
