@@ -87,8 +87,9 @@ fn payload(seed: u8, len: usize) -> Vec<u8> {
 #[test]
 fn port_forward_carries_fifty_connections_byte_exact_into_a_process_kernel() {
     let b = Berth::up(&[]);
-    // Not under /tmp: process kernels have a private one.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // In the job's work dir (where `berth` is run from): process kernels have a private
+    // `/tmp`, into which only their own dirs are bound back.
+    let dir = tempfile::tempdir_in(b.home.path().join("submit")).unwrap();
     std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let files: Vec<Vec<u8>> = (0..5u8).map(|i| payload(i, 300_000 + i as usize * 1000)).collect();
     for (i, f) in files.iter().enumerate() {

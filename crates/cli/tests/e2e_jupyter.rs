@@ -55,11 +55,21 @@ async fn jupyterlab_runs_a_notebook_through_the_app_proxy() {
         web.client.goto(link.split('?').next().unwrap()).await.unwrap();
     }
 
-    // A new notebook from the launcher; its kernel talks over the WebSocket.
+    // A new notebook from the launcher; its kernel talks over the WebSocket. On a busy machine
+    // the kernel takes a while: wait until the lab says it is idle before typing.
     web.wait_for(".jp-LauncherCard[data-category='Notebook']").await.click().await.unwrap();
     let editor = web.wait_for(".jp-Notebook .jp-Cell .cm-content").await;
-    editor.click().await.unwrap();
-    editor.send_keys("print(6*7)").await.unwrap();
+    let start = Instant::now();
+    while web.js("return document.body.innerText.includes('| Idle');").await != serde_json::json!(true) {
+        assert!(start.elapsed() < PATIENCE * 2, "the notebook's kernel never became idle");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Typed until the editor holds it (keys sent while it was not focused are lost).
+    while !editor.text().await.unwrap_or_default().contains("print(6*7)") {
+        assert!(start.elapsed() < PATIENCE * 2, "the cell never took the code");
+        editor.click().await.unwrap();
+        editor.send_keys("print(6*7)").await.unwrap();
+    }
     let run = format!("{}{}", char::from(Key::Shift), char::from(Key::Enter));
     editor.send_keys(&run).await.unwrap();
     let shown = web.wait_text(".jp-OutputArea-output", "42").await;

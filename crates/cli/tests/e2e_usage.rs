@@ -35,8 +35,9 @@ fn measured_like_the_job_itself_counts(b: &Berth, extra: &[&str]) {
     let mut args: Vec<&str> = vec!["--cpus", "2", "--mem", "512MiB"];
     args.extend(extra);
     let burn = b.submit(&[&args[..], &["--", "sh", "-c", BURN]].concat());
-    // While it runs: a CPU rate from two heartbeats, in `show` and in `ps`.
-    let live = b.wait_job(burn, "a CPU rate", |j| j["job"]["usage"]["cpu_percent"].as_f64().is_some_and(|p| p > 50.0));
+    // While it runs: a CPU rate from two heartbeats, in `show` and in `ps`. Any rate: on a
+    // loaded machine (CI runs tests side by side) the loops get far less than their 2 CPUs.
+    let live = b.wait_job(burn, "a CPU rate", |j| j["job"]["usage"]["cpu_percent"].as_f64().is_some_and(|p| p > 1.0));
     assert!(live["job"]["usage"]["cpu_percent"].as_f64().unwrap() <= 210.0, "two CPUs at most: {live:#}");
     let ps = b.ok(&["ps"]);
     assert!(ps.contains("CPU%") && ps.contains("MEM"), "{ps}");
