@@ -384,10 +384,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         println!("{hint}");
     }
     println!("press Ctrl-C to stop");
+    let stop = shutdown_signal();
     crate::service::ready(&format!("serving {url}"));
 
     tokio::select! {
-        _ = shutdown_signal() => crate::service::stopping(),
+        _ = stop => crate::service::stopping(),
         res = &mut agent_task => {
             handle.shutdown().await;
             return match res {
@@ -457,8 +458,9 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
         url.clone()
     };
     println!("  berth agent --manager {agent_url} --join-token {}{ca}", handle.join_token);
+    let stop = shutdown_signal();
     crate::service::ready(&format!("serving {url}"));
-    shutdown_signal().await;
+    stop.await;
     crate::service::stopping();
     // Through the log, which may be JSON lines (`--log-format json`).
     tracing::info!("stopping the berth manager");
@@ -500,9 +502,10 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         usage_interval: args.usage.interval(),
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
+    let stop = shutdown_signal();
     crate::service::ready("running kernels");
     let stopping = async {
-        shutdown_signal().await;
+        stop.await;
         crate::service::stopping();
     };
     berth_agent::run(config, stopping).await
@@ -626,12 +629,18 @@ fn host_name() -> String {
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM. The handlers are installed by the call, not the first
+/// poll: a daemon that has told systemd it is ready must not die of a SIGTERM sent right
+/// after.
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
 

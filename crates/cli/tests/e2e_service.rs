@@ -129,3 +129,36 @@ fn the_join_token_comes_from_a_private_file() {
         base_cmd(b.home.path()).args(["agent", "--manager", &b.url]).env_remove("BERTH_JOIN_TOKEN").output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
 }
+
+#[test]
+fn the_shipped_manager_config_and_its_example_start_a_manager() {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/etc/manager.toml");
+    let home = tempfile::tempdir().unwrap();
+    // The commented example, switched on, must be a valid config too.
+    let example: String = std::fs::read_to_string(&shipped)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("# ") && (l.contains(" = ") || l.starts_with("# [")))
+        .map(|l| format!("{}\n", l.trim_start_matches("# ")))
+        .collect();
+    assert!(example.contains("[[queue]]") && example.contains("idle_timeout"), "{example}");
+    let example_file = home.path().join("example.toml");
+    std::fs::write(&example_file, example).unwrap();
+    for (i, config) in [shipped, example_file].iter().enumerate() {
+        let sock_path = home.path().join(format!("notify{i}"));
+        let sock = UnixDatagram::bind(&sock_path).unwrap();
+        let mut m = base_cmd(home.path())
+            .args(["manager", "--listen", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .arg("--data-dir")
+            .arg(home.path().join(format!("data{i}")))
+            .env("NOTIFY_SOCKET", &sock_path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_notify(&sock, "READY=1");
+        unsafe { libc::kill(m.id() as i32, libc::SIGTERM) };
+        assert!(m.wait().unwrap().success(), "{}", config.display());
+    }
+}

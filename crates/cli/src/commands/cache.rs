@@ -203,19 +203,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         format_bytes(a.capacity),
         key_file.display()
     );
+    let stop = crate::daemon::shutdown_signal();
     crate::service::ready(&format!("serving {name}"));
-    shutdown_signal().await;
+    stop.await;
     crate::service::stopping();
     Ok(())
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }
 
 fn token(a: TokenArgs) -> anyhow::Result<ExitCode> {
