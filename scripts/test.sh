@@ -182,6 +182,22 @@ if [ "$tests_status" -ne 0 ]; then
   exit "$tests_status"
 fi
 
+# The Debian package (cargo-deb from crates.io, pinned: its dev-profile builds are what the
+# check packs), checked with dpkg-deb (scripts/check-deb.sh).
+if ! cargo deb --version 2>/dev/null | grep -q "3.8.0"; then
+  log "installing cargo-deb 3.8.0 from crates.io"
+  cargo install --quiet --locked cargo-deb --version 3.8.0 || true
+fi
+if cargo deb --version >/dev/null 2>&1; then
+  log "scripts/check-deb.sh (the .deb: control data, files, conffiles, postinst)"
+  bash scripts/check-deb.sh "$target_dir"
+elif [ "${CI:-}" = true ]; then
+  echo "cargo-deb could not be installed (cargo install cargo-deb): the package check is required on CI" >&2
+  exit 1
+else
+  warn "SKIPPED: cargo-deb could not be installed: the package check (scripts/check-deb.sh) did not run"
+fi
+
 # The REST API fuzzed from its own /openapi.json against a real `berth up` (bench/fuzz.sh).
 if [ "$run_fuzz" = true ]; then
   log "bench/fuzz.sh (Schemathesis, every check)"
