@@ -22,7 +22,13 @@ pub enum Role {
     Manager,
     /// `berth agent`: kernels, logs and the kernel supervisor's socket.
     Agent,
+    /// `berth cache serve`: cached objects, which may be thrown away (`/var/cache/berth` for
+    /// root, `$XDG_CACHE_HOME/berth/cache` for a user).
+    Cache,
 }
+
+/// Where root's cache node keeps its objects.
+pub const SYSTEM_CACHE_DIR: &str = "/var/cache/berth";
 
 /// The data dir a daemon of `role` uses: `given` (`--data-dir`), else the default. A default
 /// that is still empty while the old default under the current directory holds a cluster is
@@ -33,35 +39,39 @@ pub fn resolve(given: Option<PathBuf>, role: Role) -> anyhow::Result<PathBuf> {
     }
     // SAFETY: geteuid cannot fail and touches no memory.
     let root = unsafe { libc::geteuid() } == 0;
-    let dir = default_dir(role, root, std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))?;
+    let xdg = if role == Role::Cache { "XDG_CACHE_HOME" } else { "XDG_DATA_HOME" };
+    let dir = default_dir(role, root, std::env::var_os(xdg), std::env::var_os("HOME"))?;
     let legacy = Path::new(match role {
         Role::Manager => "berth-data",
         Role::Agent => "berth-agent-data",
+        Role::Cache => "berth-cache",
     });
     check_legacy(&dir, legacy, role)?;
     Ok(dir)
 }
 
-/// The default data dir of `role` for a user (`root` or not) with these variables.
-pub fn default_dir(
-    role: Role,
-    root: bool,
-    xdg_data_home: Option<OsString>,
-    home: Option<OsString>,
-) -> anyhow::Result<PathBuf> {
+/// The default data dir of `role` for a user (`root` or not) with these variables (`xdg`:
+/// `XDG_DATA_HOME`, or for the cache `XDG_CACHE_HOME`).
+pub fn default_dir(role: Role, root: bool, xdg: Option<OsString>, home: Option<OsString>) -> anyhow::Result<PathBuf> {
+    let (system, under_home, var) = match role {
+        Role::Cache => (SYSTEM_CACHE_DIR, ".cache/berth", "XDG_CACHE_HOME"),
+        Role::Manager | Role::Agent => (SYSTEM_DATA_DIR, ".local/share/berth", "XDG_DATA_HOME"),
+    };
     let base = if root {
-        PathBuf::from(SYSTEM_DATA_DIR)
+        PathBuf::from(system)
     } else {
-        // The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
-        match (xdg_data_home.map(PathBuf::from).filter(|p| p.is_absolute()), home) {
+        // The XDG spec says a relative XDG_* directory is invalid and must be ignored.
+        match (xdg.map(PathBuf::from).filter(|p| p.is_absolute()), home) {
             (Some(x), _) => x.join("berth"),
-            (None, Some(h)) if !h.is_empty() => PathBuf::from(h).join(".local/share/berth"),
-            _ => bail!("cannot choose a data dir: neither XDG_DATA_HOME nor HOME is set; pass --data-dir DIR"),
+            (None, Some(h)) if !h.is_empty() => PathBuf::from(h).join(under_home),
+            _ => bail!("cannot choose a data dir: neither {var} nor HOME is set; pass --data-dir DIR"),
         }
     };
     Ok(match role {
         Role::Manager => base,
         Role::Agent => base.join("agent"),
+        Role::Cache if root => base,
+        Role::Cache => base.join("cache"),
     })
 }
 
@@ -71,6 +81,7 @@ fn check_legacy(dir: &Path, legacy: &Path, role: Role) -> anyhow::Result<()> {
     let marker = |d: &Path| match role {
         Role::Manager => d.join("berth.db"),
         Role::Agent => d.join("kernels"),
+        Role::Cache => d.join("cache.key"),
     };
     if marker(legacy).exists() && !marker(dir).exists() {
         let legacy = std::path::absolute(legacy).unwrap_or_else(|_| legacy.to_path_buf());
@@ -104,6 +115,11 @@ mod tests {
         assert!(d(false, None, None).unwrap_err().to_string().contains("--data-dir"));
         let agent = default_dir(Role::Agent, true, None, None).unwrap();
         assert_eq!(agent, PathBuf::from("/var/lib/berth/agent"), "beside its manager, as under berth up");
+        let cache =
+            |root, xdg: Option<&str>| default_dir(Role::Cache, root, xdg.map(Into::into), Some("/home/a".into()));
+        assert_eq!(cache(true, None).unwrap(), PathBuf::from("/var/cache/berth"));
+        assert_eq!(cache(false, None).unwrap(), PathBuf::from("/home/a/.cache/berth/cache"));
+        assert_eq!(cache(false, Some("/x/cache")).unwrap(), PathBuf::from("/x/cache/berth/cache"));
     }
 
     #[test]

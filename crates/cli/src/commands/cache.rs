@@ -67,9 +67,10 @@ enum CacheCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Directory for the objects (put it on the node's local NVMe).
-    #[arg(long, default_value = "./berth-cache")]
-    data_dir: PathBuf,
+    /// Directory for the objects (put it on the node's local NVMe) [default: /var/cache/berth
+    /// for root, else $XDG_CACHE_HOME/berth/cache, i.e. ~/.cache/berth/cache]
+    #[arg(long, env = "BERTH_CACHE_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
     /// Bytes of object data to keep, e.g. 500GiB; older objects are evicted past it.
     #[arg(long, default_value = "10GiB", value_parser = parse_size)]
     capacity: u64,
@@ -160,12 +161,13 @@ fn parse_member(s: &str) -> anyhow::Result<Member> {
 
 async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let members = a.members.iter().map(|m| parse_member(m)).collect::<anyhow::Result<Vec<_>>>()?;
-    let key_file = a.key_file.clone().unwrap_or_else(|| a.data_dir.join("cache.key"));
+    let data_dir = crate::datadir::resolve(a.data_dir.clone(), crate::datadir::Role::Cache)?;
+    let key_file = a.key_file.clone().unwrap_or_else(|| data_dir.join("cache.key"));
     // the store first: it makes an older release's data dir (and the key in it) private
-    let (dir, cap) = (a.data_dir.clone(), a.capacity);
+    let (dir, cap) = (data_dir.clone(), a.capacity);
     let store = tokio::task::spawn_blocking(move || Store::open(&dir, cap))
         .await?
-        .with_context(|| format!("cannot open the cache in {}", a.data_dir.display()))?;
+        .with_context(|| format!("cannot open the cache in {}", data_dir.display()))?;
     let key =
         Key::load_or_create(&key_file).with_context(|| format!("cannot use the key file {}", key_file.display()))?;
     let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
@@ -198,7 +200,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     drop(hold);
     println!(
         "berth cache node {name} serving {} ({} of {} used, {members} members, {threads} threads, key {})",
-        a.data_dir.display(),
+        data_dir.display(),
         format_bytes(used),
         format_bytes(a.capacity),
         key_file.display()
