@@ -190,26 +190,9 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local_addr = listener.local_addr()?;
-    let app = api::router(m.clone());
-    let mut stop = shutdown_rx.clone();
-    let graceful = async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
     let scheme = if tls.is_some() { "https" } else { "http" };
     let tls_apps = tls.clone();
-    let server = match tls {
-        Some(tls) => {
-            let listener = tls::TlsListener::new(listener, tls)?;
-            tokio::spawn(async move { report(axum::serve(listener, app).with_graceful_shutdown(graceful).await) })
-        }
-        None => tokio::spawn(async move {
-            let listener = listener.tap_io(|tcp| {
-                // Small WebSocket frames to agents must not wait for delayed ACKs (Nagle).
-                let _ = tcp.set_nodelay(true);
-            });
-            report(axum::serve(listener, app).with_graceful_shutdown(graceful).await)
-        }),
-    };
+    let server = serve_tcp(listener, api::router(m.clone()), tls, shutdown_rx.clone())?;
     let mut tasks = Vec::new();
     let socket = match &config.socket {
         Some(s) => match local::bind(s) {
@@ -290,30 +273,39 @@ fn serve_apps(
     m: &Arc<manager::Manager>,
     listener: tokio::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     public_url: Option<String>,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
     let bound = listener.local_addr()?;
     let _ = m.apps.set(manager::AppsEndpoint { port: bound.port(), public_url });
-    let app = apps::router(m.clone());
+    let task = serve_tcp(listener, apps::router(m.clone()), tls, stop)?;
+    tracing::info!(%bound, "app proxy listening");
+    Ok((bound, task))
+}
+
+/// Serves `app` on a TCP listener (TLS when configured) until shutdown.
+fn serve_tcp(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<JoinHandle<()>> {
     let graceful = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
-    let task = match tls {
+    Ok(match tls {
         Some(tls) => {
             let listener = tls::TlsListener::new(listener, tls)?;
             tokio::spawn(async move { report(axum::serve(listener, app).with_graceful_shutdown(graceful).await) })
         }
         None => tokio::spawn(async move {
-            // Small answers and WebSocket frames must not wait for delayed ACKs (Nagle).
             let listener = listener.tap_io(|tcp| {
+                // Small WebSocket frames and answers must not wait for delayed ACKs (Nagle).
                 let _ = tcp.set_nodelay(true);
             });
             report(axum::serve(listener, app).with_graceful_shutdown(graceful).await)
         }),
-    };
-    tracing::info!(%bound, "app proxy listening");
-    Ok((bound, task))
+    })
 }
 
 fn report(served: std::io::Result<()>) {
