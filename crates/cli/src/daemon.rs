@@ -190,6 +190,14 @@ pub struct ManagerArgs {
     pub listen: SocketAddr,
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The store: sqlite:PATH or postgres://USER@HOST[:PORT]/DATABASE (the password from
+    /// ~/.pgpass or PGPASSFILE, never here) [default: the config file's `store`, else SQLite
+    /// in the data dir]
+    #[arg(long, value_name = "URL", conflicts_with = "store_file")]
+    pub store: Option<String>,
+    /// A file (mode 0600) holding the store URL, for a URL with a password
+    #[arg(long, value_name = "PATH")]
+    pub store_file: Option<PathBuf>,
     /// A node silent this long is `lost`: its jobs are requeued (`--requeue`) or LOST. Agents
     /// stop their kernels after half of it without word from the manager (fencing)
     #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
@@ -302,8 +310,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let trusted_cert = args.tls.trusted_cert();
     let cache = args.cache.start(&data_dir, args.tls.files().as_ref(), trusted_cert.as_deref()).await?;
     let cache_env = cache.as_ref().map(|c| c.env.clone());
+    // `berth up` is one machine: its store is always SQLite in its data dir.
     let handle = start_manager(
         &data_dir,
+        None,
         args.listen,
         args.config,
         args.heartbeat_timeout,
@@ -418,8 +428,10 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     // tokens beside it are 0600.
     let data_dir = prepare_data_dir(&data_dir, Traverse::Allowed)?;
     let cache_env = args.cache.env()?;
+    let store = store_url(args.store.as_deref(), args.store_file.as_deref())?;
     let handle = start_manager(
         &data_dir,
+        store,
         args.listen,
         args.config,
         args.heartbeat_timeout,
@@ -489,8 +501,27 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     berth_agent::run(config, shutdown_signal()).await
 }
 
+/// `--store` or `--store-file`. A URL with a password is refused on the command line, where
+/// every local user can read it (`ps`).
+fn store_url(url: Option<&str>, file: Option<&Path>) -> anyhow::Result<Option<berth_store::StoreUrl>> {
+    if let Some(f) = file {
+        return Ok(Some(berth_store::StoreUrl::from_file(f)?));
+    }
+    let Some(u) = url else { return Ok(None) };
+    let url = berth_store::StoreUrl::parse(u)?;
+    if url.has_password() {
+        anyhow::bail!(
+            "--store {url}: a password on the command line is visible to every local user: put it in ~/.pgpass \
+             (or PGPASSFILE), or the URL in a 0600 file given with --store-file"
+        );
+    }
+    Ok(Some(url))
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn start_manager(
     data_dir: &Path,
+    store: Option<berth_store::StoreUrl>,
     listen: SocketAddr,
     config_file: Option<PathBuf>,
     heartbeat_timeout: Duration,
@@ -509,6 +540,7 @@ async fn start_manager(
     let config = ManagerConfig {
         socket: Some(socket),
         data_dir: data_dir.to_path_buf(),
+        store,
         listen,
         admin_user: std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "admin".into()),
         config_file,

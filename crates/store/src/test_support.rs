@@ -69,6 +69,27 @@ impl PgCluster {
         self.url(db)
     }
 
+    /// Adds login `user` with `password`, owner of database `db`, which must log in with that
+    /// password over TCP (the superuser stays on trust). For tests of password handling.
+    pub async fn add_password_user(&self, user: &str, password: &str, db: &str) {
+        use sqlx::{ConnectOptions, Executor};
+        let opts: sqlx::postgres::PgConnectOptions = self.url("postgres").parse().expect("a valid URL");
+        let mut conn = opts.connect().await.expect("connect to the throwaway cluster");
+        conn.execute(format!("CREATE ROLE \"{user}\" LOGIN PASSWORD '{password}'").as_str())
+            .await
+            .expect("create role");
+        conn.execute(format!("ALTER DATABASE \"{db}\" OWNER TO \"{user}\"").as_str()).await.expect("alter database");
+        let hba = self.data().join("pg_hba.conf");
+        let old = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        std::fs::write(&hba, format!("host all \"{user}\" 127.0.0.1/32 scram-sha-256\n{old}"))
+            .expect("write pg_hba.conf");
+        let pg_ctl = self.bin.join("pg_ctl");
+        let data = self.data();
+        must(self.cmd(&[pg_ctl.as_os_str(), "-D".as_ref(), data.as_os_str()], &["reload"]).output(), "pg_ctl reload");
+        // The reload is a signal; the postmaster rereads the file a moment later.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }

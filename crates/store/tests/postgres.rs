@@ -63,3 +63,31 @@ async fn a_schema_from_a_newer_berth_is_refused() {
     assert!(matches!(e, StoreError::NewerSchema { applied: 9999, .. }), "{e}");
     assert!(e.to_string().contains("upgrade berth"), "{e}");
 }
+
+/// The password comes from PGPASSFILE (never the URL on a command line); a wrong one is
+/// refused with a message that says where the password belongs.
+#[tokio::test]
+async fn the_password_comes_from_pgpassfile_and_a_wrong_one_says_where_it_belongs() {
+    let Some(pg) = PgCluster::start("the_password_comes_from_pgpassfile") else { return };
+    pg.create_db("berth").await;
+    pg.add_password_user("berth", "right-one", "berth").await;
+    let dir = tempfile::tempdir().unwrap();
+    let pgpass = dir.path().join("pgpass");
+    let url = format!("postgres://berth@127.0.0.1:{}/berth", pg.port());
+    let write = |pw: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&pgpass, format!("127.0.0.1:{}:berth:berth:{pw}\n", pg.port())).unwrap();
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    // SAFETY: each test runs in a process of its own (nextest), so no thread reads the
+    // environment meanwhile.
+    unsafe { std::env::set_var("PGPASSFILE", &pgpass) };
+    write("wrong-one");
+    let e = PgStore::open(&url).await.err().unwrap().to_string();
+    assert!(e.contains("refused the login") && e.contains("~/.pgpass"), "{e}");
+    assert!(!e.contains("wrong-one"), "{e}");
+    write("right-one");
+    let s = PgStore::open(&url).await.unwrap();
+    assert_eq!(s.job_count().await.unwrap(), 0);
+    s.close().await;
+}
