@@ -423,12 +423,13 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 }
 
 pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
+    // Bad store flags fail before anything is made.
+    let store = crate::commands::store::url("--store", args.store.as_deref(), args.store_file.as_deref())?;
     let data_dir = crate::datadir::resolve(args.data_dir, crate::datadir::Role::Manager)?;
     // Local users pass through to the manager's socket (`berth.sock`); the store and the
     // tokens beside it are 0600.
     let data_dir = prepare_data_dir(&data_dir, Traverse::Allowed)?;
     let cache_env = args.cache.env()?;
-    let store = store_url(args.store.as_deref(), args.store_file.as_deref())?;
     let handle = start_manager(
         &data_dir,
         store,
@@ -499,23 +500,6 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     berth_agent::run(config, shutdown_signal()).await
-}
-
-/// `--store` or `--store-file`. A URL with a password is refused on the command line, where
-/// every local user can read it (`ps`).
-fn store_url(url: Option<&str>, file: Option<&Path>) -> anyhow::Result<Option<berth_store::StoreUrl>> {
-    if let Some(f) = file {
-        return Ok(Some(berth_store::StoreUrl::from_file(f)?));
-    }
-    let Some(u) = url else { return Ok(None) };
-    let url = berth_store::StoreUrl::parse(u)?;
-    if url.has_password() {
-        anyhow::bail!(
-            "--store {url}: a password on the command line is visible to every local user: put it in ~/.pgpass \
-             (or PGPASSFILE), or the URL in a 0600 file given with --store-file"
-        );
-    }
-    Ok(Some(url))
 }
 
 #[allow(clippy::too_many_arguments)]

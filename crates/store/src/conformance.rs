@@ -36,7 +36,8 @@ fn at(secs: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + secs).unwrap()
 }
 
-fn binding(node: &str) -> Binding {
+/// A binding of two CPUs, one memory node and 1 GiB on `node`.
+pub fn binding(node: &str) -> Binding {
     Binding {
         node: node.into(),
         cpus: vec![0, 1],
@@ -45,6 +46,39 @@ fn binding(node: &str) -> Binding {
         mem_bytes: 1 << 30,
         gpus: vec![],
         port: None,
+    }
+}
+
+/// A node row with every field set (a ready node of a synthetic machine, reachable at 10.0.0.1).
+pub fn node(name: &str) -> NodeRow {
+    NodeRow {
+        name: name.into(),
+        queue: "default".into(),
+        topology: berth_model::Topology::synthetic(1, 4, 8 << 30, 1),
+        version: "0.1.0".into(),
+        state: NodeState::Ready,
+        last_heartbeat: Some(at(1)),
+        address: Some("10.0.0.1".into()),
+        drain_reason: None,
+    }
+}
+
+/// A queue policy with every field set, ordered by `ordering`.
+pub fn policy(ordering: &str) -> berth_model::api::QueuePolicy {
+    berth_model::api::QueuePolicy {
+        ordering: ordering.into(),
+        head_of_line: "backfill".into(),
+        backfill_window: 500,
+        scoring: "spread".into(),
+        default_time_limit_secs: 3600,
+        preemption: "requeue".into(),
+        preempt_min_runtime_secs: 600,
+        projects: vec!["vision".into()],
+        max_time_limit_secs: Some(86_400),
+        nodes: vec!["n1".into()],
+        node_labels: [("gpu".to_string(), "a100".to_string())].into(),
+        idle_timeout_secs: Some(900),
+        max_session_secs: Some(8 * 3600),
     }
 }
 
@@ -371,16 +405,7 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
 
 /// Nodes and meta values.
 pub async fn nodes_and_meta(s: &dyn Store) {
-    let mut n = NodeRow {
-        name: "n1".into(),
-        queue: "default".into(),
-        topology: berth_model::Topology::synthetic(1, 4, 8 << 30, 1),
-        version: "0.1.0".into(),
-        state: NodeState::Ready,
-        last_heartbeat: Some(at(1)),
-        address: Some("10.0.0.1".into()),
-        drain_reason: None,
-    };
+    let mut n = node("n1");
     s.upsert_node(&n).await.unwrap();
     s.set_node_drain("n1", Some("disk swap")).await.unwrap();
     n.version = "0.2.0".into();
@@ -453,23 +478,7 @@ pub async fn check_after_reopen(s: &dyn Store) {
 /// Queue policies: insert, replace, list by name.
 pub async fn queues_and_usage(s: &dyn Store) {
     use crate::{QueueRow, UsageRow};
-    use berth_model::api::QueuePolicy;
     assert!(s.queues().await.unwrap().is_empty());
-    let policy = |ordering: &str| QueuePolicy {
-        ordering: ordering.into(),
-        head_of_line: "backfill".into(),
-        backfill_window: 500,
-        scoring: "spread".into(),
-        default_time_limit_secs: 3600,
-        preemption: "requeue".into(),
-        preempt_min_runtime_secs: 600,
-        projects: vec!["vision".into()],
-        max_time_limit_secs: Some(86_400),
-        nodes: vec!["n1".into()],
-        node_labels: [("gpu".to_string(), "a100".to_string())].into(),
-        idle_timeout_secs: Some(900),
-        max_session_secs: Some(8 * 3600),
-    };
     let gpu = QueueRow { name: "gpu".into(), policy: policy("fifo"), seed: Some("{}".into()), updated_at: at(1) };
     s.put_queue(&gpu).await.unwrap();
     s.put_queue(&QueueRow { name: "cpu".into(), policy: policy("drf"), seed: None, updated_at: at(1) }).await.unwrap();

@@ -10,6 +10,7 @@
 
 pub mod cache;
 pub mod conformance;
+mod copy;
 
 mod postgres;
 mod rows;
@@ -28,6 +29,7 @@ use thiserror::Error;
 
 pub use cache::{CacheBucketRow, CacheNodeRow, CacheState};
 
+pub use copy::{CopyReport, copy};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};

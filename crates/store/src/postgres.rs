@@ -21,6 +21,9 @@ use crate::{Result, StoreError};
 #[path = "sql_cache.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_cache;
+#[path = "sql_copy.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_copy;
 #[path = "sql_jobs.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_jobs;
@@ -33,6 +36,8 @@ mod shared_store;
 #[path = "sql_tenancy.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_tenancy;
+
+pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, write_all as copy_write};
 
 type Adapter = PgStore;
 type Db = sqlx::Postgres;
@@ -64,6 +69,18 @@ async fn run_all(c: &mut DbConn, stmts: &[Stmt]) -> Result<()> {
     for s in stmts {
         let text = sql(&s.sql);
         bind_args!(sqlx::query(&text), &s.args).execute(&mut *c).await?;
+    }
+    Ok(())
+}
+
+/// After `berth admin store copy` wrote ids: the identity sequences move past them, so the
+/// next row gets a fresh id.
+async fn after_copy(tx: &mut DbConn) -> Result<()> {
+    for (table, col) in [("users", "id"), ("projects", "id"), ("jobs", "id"), ("transitions", "seq"), ("audit", "id")] {
+        let q = format!(
+            "SELECT setval(pg_get_serial_sequence('{table}', '{col}'), COALESCE(MAX({col}), 0) + 1, false) FROM {table}"
+        );
+        sqlx::query(&q).execute(&mut *tx).await?;
     }
     Ok(())
 }

@@ -20,6 +20,9 @@ use crate::{Result, StoreError};
 #[path = "sql_cache.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_cache;
+#[path = "sql_copy.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_copy;
 #[path = "sql_jobs.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_jobs;
@@ -32,6 +35,8 @@ mod shared_store;
 #[path = "sql_tenancy.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_tenancy;
+
+pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, write_all as copy_write};
 
 type Adapter = SqliteStore;
 type Db = sqlx::Sqlite;
@@ -62,6 +67,12 @@ async fn update_then_insert(c: &mut DbConn, update: Stmt, insert: Stmt) -> Resul
 async fn run_all(c: &mut DbConn, stmts: &[Stmt]) -> Result<()> {
     let text = stmts.iter().map(|s| s.sql.as_str()).collect::<Vec<_>>().join("; ");
     bind_args!(sqlx::query(&text), stmts.iter().flat_map(|s| &s.args)).execute(&mut *c).await?;
+    Ok(())
+}
+
+/// After `berth admin store copy` wrote ids: nothing to do, SQLite's AUTOINCREMENT counters
+/// follow the largest id inserted.
+async fn after_copy(_tx: &mut DbConn) -> Result<()> {
     Ok(())
 }
 

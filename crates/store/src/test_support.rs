@@ -29,7 +29,7 @@ impl PgCluster {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{test}: {why}, and CI=true requires the PostgreSQL tests to run");
             }
-            println!("SKIPPED: {test}: {why}");
+            eprintln!("SKIPPED: {test}: {why}");
             return None;
         };
         // SAFETY: geteuid only reads the process's credentials.

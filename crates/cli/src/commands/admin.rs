@@ -72,6 +72,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: QueueCommand,
     },
+    /// Move the manager's store to another database (run on its host, the manager stopped)
+    Store {
+        #[command(subcommand)]
+        command: crate::commands::store::StoreCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -170,8 +175,13 @@ pub enum JoinTokenCommand {
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
+    let command = match args.command {
+        // The store commands open databases themselves: no manager to call, no credentials.
+        AdminCommand::Store { command } => return crate::commands::store::run(command).await,
+        other => other,
+    };
     let client = Client::from_env()?;
-    match args.command {
+    match command {
         AdminCommand::User { command: UserCommand::Create { name, role, output } } => {
             let u = client.create_user(&CreateUserRequest { name, role: Some(role) }).await?;
             if output.json() {
@@ -278,6 +288,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+        AdminCommand::Store { .. } => unreachable!("handled before the manager's client is made"),
     }
     Ok(ExitCode::SUCCESS)
 }
