@@ -46,6 +46,38 @@ async fn copy_fills_an_empty_postgres_and_refuses_a_full_one() {
     assert_eq!(s.user_by_token_hash("aa11").await.unwrap().unwrap().name, "ann");
     assert_eq!(s.job_count().await.unwrap(), 1);
     s.close().await;
+    manager_comes_up_on(home.path(), &to);
+}
+
+/// `berth manager --store URL` starts on that store (and makes no SQLite file), then stops on
+/// SIGTERM.
+fn manager_comes_up_on(home: &Path, url: &str) {
+    use std::io::BufRead;
+    let data = home.join("manager");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .args(["manager", "--store", url, "--listen", "127.0.0.1:0", "--data-dir", data.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let up = std::iter::from_fn(|| rx.recv_timeout(std::time::Duration::from_secs(30)).ok())
+        .any(|l| l.starts_with("berth manager is up: "));
+    // SAFETY: kill signals the manager this test started, by its pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    assert!(up, "the manager did not come up on {url}");
+    assert!(!data.join("berth.db").exists(), "no SQLite store beside a PostgreSQL one");
 }
 
 #[test]
