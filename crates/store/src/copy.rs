@@ -164,7 +164,7 @@ pub(crate) const TABLES: &[Table] = &[
     Table { name: "cache_bucket_tombstones", cols: &[("name", Text), ("deleted_at", IntFromText)], order: "name" },
 ];
 
-/// What a copy moved: rows per table, in [`TABLES`] order.
+/// What a copy moved: rows per table, parents before the rows that refer to them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CopyReport {
     pub tables: Vec<(&'static str, usize)>,
