@@ -104,6 +104,24 @@ if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   warn "SKIPPED: no prometheus/promtool: the Prometheus metrics tests will be SKIPPED"
 fi
 
+# The PostgreSQL store's tests (crates/store/tests/postgres.rs, copy.rs, the manager's and the
+# CLI's) start throwaway clusters of their own with initdb and pg_ctl from Debian's
+# `postgresql` package (berth_store::test_support; never the packaged service). On CI a
+# missing PostgreSQL fails those tests, and so the run.
+pg_bin() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; }
+if ! pg_bin; then
+  log "installing postgresql with apt"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null || true
+fi
+if ! pg_bin; then
+  if [ "${CI:-}" = true ]; then
+    echo "postgresql could not be installed (apt-get install postgresql): the PostgreSQL store tests are required on CI" >&2
+    exit 1
+  fi
+  warn "SKIPPED: no PostgreSQL (initdb, pg_ctl): the PostgreSQL store tests will be SKIPPED"
+fi
+
 # The docker runtime's tests need a running dockerd and a static busybox, from which
 # scripts/test-image.sh builds the test images (no registry is reached). dockerd is started
 # in the background when it is not running; it keeps running after the tests.

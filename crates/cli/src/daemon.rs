@@ -190,6 +190,14 @@ pub struct ManagerArgs {
     pub listen: SocketAddr,
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The store: sqlite:PATH or postgres://USER@HOST[:PORT]/DATABASE (the password from
+    /// ~/.pgpass or PGPASSFILE, never here) [default: the config file's `store`, else SQLite
+    /// in the data dir]
+    #[arg(long, value_name = "URL", conflicts_with = "store_file")]
+    pub store: Option<String>,
+    /// A file (mode 0600) holding the store URL, for a URL with a password
+    #[arg(long, value_name = "PATH")]
+    pub store_file: Option<PathBuf>,
     /// A node silent this long is `lost`: its jobs are requeued (`--requeue`) or LOST. Agents
     /// stop their kernels after half of it without word from the manager (fencing)
     #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
@@ -307,8 +315,10 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let trusted_cert = args.tls.trusted_cert();
     let cache = args.cache.start(&data_dir, args.tls.files().as_ref(), trusted_cert.as_deref()).await?;
     let cache_env = cache.as_ref().map(|c| c.env.clone());
+    // `berth up` is one machine: its store is always SQLite in its data dir.
     let handle = start_manager(
         &data_dir,
+        None,
         args.listen,
         args.config,
         args.heartbeat_timeout,
@@ -420,6 +430,8 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 }
 
 pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
+    // Bad store flags fail before anything is made.
+    let store = crate::commands::store::url("--store", args.store.as_deref(), args.store_file.as_deref())?;
     let data_dir = crate::datadir::resolve(args.data_dir, crate::datadir::Role::Manager)?;
     // Local users pass through to the manager's socket (`berth.sock`); the store and the
     // tokens beside it are 0600.
@@ -427,6 +439,7 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     let cache_env = args.cache.env()?;
     let handle = start_manager(
         &data_dir,
+        store,
         args.listen,
         args.config,
         args.heartbeat_timeout,
@@ -511,8 +524,10 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     berth_agent::run(config, stopping).await
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn start_manager(
     data_dir: &Path,
+    store: Option<berth_store::StoreUrl>,
     listen: SocketAddr,
     config_file: Option<PathBuf>,
     heartbeat_timeout: Duration,
@@ -531,6 +546,7 @@ async fn start_manager(
     let config = ManagerConfig {
         socket: Some(socket),
         data_dir: data_dir.to_path_buf(),
+        store,
         listen,
         admin_user: std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "admin".into()),
         config_file,

@@ -16,7 +16,13 @@
 //!
 //! [fair_share.weights]         # per project (missing: 1.0)
 //! projecta = 2.0
+//!
+//! store = "postgres://berth@db.example/berth"  # default: SQLite in the data dir
+//! # store_file = "/etc/berth/store-url"      # or the URL in a 0600 file (a URL with a password)
 //! ```
+//!
+//! (`store` and `store_file` are top-level keys: in a real file they come before the first
+//! table.) `berth manager --store`/`--store-file` win over them.
 //!
 //! Queues are stored; the file seeds them. A queue whose file entry is unchanged since the
 //! last start keeps what an admin set through the API (`berth admin queue set`); a queue whose
@@ -43,6 +49,8 @@ pub struct Config {
     /// The queues the file defines (empty: the file defines none).
     pub queues: Vec<QueueConfig>,
     pub fair_share: FairShareConfig,
+    /// The store the file names (`store` or `store_file`); `None`: the default.
+    pub store: Option<berth_store::StoreUrl>,
 }
 
 /// Fair-share settings.
@@ -62,6 +70,10 @@ impl Default for FairShareConfig {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
+    #[serde(default)]
+    store: Option<String>,
+    #[serde(default)]
+    store_file: Option<std::path::PathBuf>,
     #[serde(default)]
     queue: Vec<QueueEntry>,
     #[serde(default)]
@@ -136,7 +148,9 @@ pub fn default_queues() -> Vec<QueueConfig> {
 
 /// Reads the config from `path`; without a file, no queues (the caller seeds `default`).
 pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-    let Some(path) = path else { return Ok(Config { queues: vec![], fair_share: FairShareConfig::default() }) };
+    let Some(path) = path else {
+        return Ok(Config { queues: vec![], fair_share: FairShareConfig::default(), store: None });
+    };
     let p = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read { path: p.clone(), err })?;
     parse(&text).map_err(|msg| ConfigError::Invalid { path: p, msg })
@@ -145,6 +159,7 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
 /// Parses the config text (errors name the key and say what to fix).
 pub fn parse(text: &str) -> Result<Config, String> {
     let file: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+    let store = store_of(file.store.as_deref(), file.store_file.as_deref())?;
     let mut out: Vec<QueueConfig> = Vec::new();
     for q in file.queue {
         check_queue_name(&q.name)?;
@@ -185,7 +200,28 @@ pub fn parse(text: &str) -> Result<Config, String> {
             fair_share.weights.insert(project, w);
         }
     }
-    Ok(Config { queues: out, fair_share })
+    Ok(Config { queues: out, fair_share, store })
+}
+
+/// The `store` or `store_file` key: a URL here must hold no password (config files are often
+/// readable by all); one with a password goes in a 0600 store file, or the password in
+/// `~/.pgpass`.
+fn store_of(url: Option<&str>, file: Option<&Path>) -> Result<Option<berth_store::StoreUrl>, String> {
+    match (url, file) {
+        (Some(_), Some(_)) => Err("store and store_file: give one of them".into()),
+        (Some(u), None) => {
+            let url = berth_store::StoreUrl::parse(u).map_err(|e| format!("store: {e}"))?;
+            if url.has_password() {
+                return Err(format!(
+                    "store: `{url}` holds a password: put it in ~/.pgpass (or PGPASSFILE), or the URL in a 0600 \
+                     file named by store_file"
+                ));
+            }
+            Ok(Some(url))
+        }
+        (None, Some(f)) => berth_store::StoreUrl::from_file(f).map(Some).map_err(|e| format!("store_file: {e}")),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Queue names: letters, digits, `-` and `_`.
@@ -408,6 +444,21 @@ fn parse_duration_or_zero(s: &str) -> Result<u64, berth_model::QuantityError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_key_takes_a_url_without_a_password_or_a_private_file() {
+        let c = parse("store = \"postgres://berth@db/berth\"\n").unwrap();
+        assert_eq!(c.store, Some(berth_store::StoreUrl::Postgres("postgres://berth@db/berth".into())));
+        assert_eq!(parse("").unwrap().store, None);
+        let e = parse("store = \"postgres://berth:pw@db/berth\"\n").unwrap_err();
+        assert!(e.contains("holds a password") && e.contains("store_file") && !e.contains("pw@"), "{e}");
+        let e = parse("store = \"mysql://db\"\n").unwrap_err();
+        assert!(e.starts_with("store: unknown store URL"), "{e}");
+        let e = parse("store = \"sqlite:a.db\"\nstore_file = \"/x\"\n").unwrap_err();
+        assert!(e.contains("give one of them"), "{e}");
+        let e = parse("store_file = \"/nonexistent/store-url\"\n").unwrap_err();
+        assert!(e.starts_with("store_file: store file /nonexistent/store-url"), "{e}");
+    }
 
     #[test]
     fn parses_queues() {

@@ -60,7 +60,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::serve::ListenerExt;
-use berth_store::{SqliteStore, Store};
+use berth_store::{Store, StoreUrl};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -69,8 +69,10 @@ pub use openapi::ApiDoc;
 /// How to start a manager.
 #[derive(Debug, Clone)]
 pub struct ManagerConfig {
-    /// Data directory holding `berth.db` (SQLite, WAL).
+    /// Data directory holding `berth.db` (SQLite, WAL), unless `store` says otherwise.
     pub data_dir: PathBuf,
+    /// The store (`--store`), over the config file's `store`; neither: `berth.db` in `data_dir`.
+    pub store: Option<StoreUrl>,
     pub listen: SocketAddr,
     /// Name of the admin user created on first start.
     pub admin_user: String,
@@ -163,9 +165,13 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
-    let db = config.data_dir.join("berth.db");
+    let url = config
+        .store
+        .clone()
+        .or(cfg.store.clone())
+        .unwrap_or_else(|| StoreUrl::Sqlite(config.data_dir.join("berth.db")));
     let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&db).await.with_context(|| format!("cannot open the store {}", db.display()))?);
+        berth_store::open(&url).await.with_context(|| format!("cannot open the store {url}"))?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let m = Arc::new(manager::Manager::new(
         store.clone(),

@@ -1,6 +1,8 @@
 //! berth's persistence: the [`Store`] trait the manager talks to, and its adapters
-//! (DESIGN.md §11). SQLite ([`SqliteStore`]) is the default; a PostgreSQL adapter implements
-//! the same trait later and runs the same [`conformance`] suite.
+//! (DESIGN.md §11). SQLite ([`SqliteStore`]) is the default; PostgreSQL ([`PgStore`])
+//! implements the same trait with the same queries where the two agree, and both run the same
+//! [`conformance`] suite. [`StoreUrl`] says which one a manager uses; [`copy()`] moves an
+//! installation from one to the other.
 //!
 //! The store is the truth across restarts. The manager keeps a live copy of unfinished jobs in
 //! memory and writes every state change here first ([`Store::apply`], one transaction per
@@ -8,13 +10,17 @@
 
 pub mod cache;
 pub mod conformance;
+mod copy;
+
+mod postgres;
+mod rows;
 mod sqlite;
 pub mod sqlite_backup;
-mod sqlite_cache;
-mod sqlite_rows;
-mod sqlite_tenancy;
 pub mod tenancy;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 mod types;
+mod url;
 
 use async_trait::async_trait;
 use berth_model::api::{NodeState, Transition};
@@ -23,9 +29,13 @@ use jiff::Timestamp;
 use thiserror::Error;
 
 pub use cache::{CacheBucketRow, CacheNodeRow, CacheState};
+
+pub use copy::{CopyReport, copy};
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
 pub use types::{Change, JobFilter, JobHistory, JobRow, KernelRow, NodeRow, QueueRow, UsageRow, UserRow};
+pub use url::{StoreUrl, open};
 
 /// What can go wrong in a store call.
 #[derive(Debug, Error)]
@@ -55,7 +65,28 @@ pub enum StoreError {
     #[error("cannot prepare the database file {0}")]
     Io(String),
     #[error("migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(sqlx::migrate::MigrateError),
+    /// The database has a migration this berth does not know: a newer berth wrote it.
+    #[error(
+        "the database's schema is from a newer berth (it has migration {applied}, this berth knows up to \
+         {known}): upgrade berth, or point it at another database"
+    )]
+    NewerSchema { applied: i64, known: i64 },
+    /// The database server could not be reached or refused us (what to fix is in the text).
+    #[error("{0}")]
+    Connect(String),
+    /// A `--store` URL or store file that cannot be used (what to fix is in the text).
+    #[error("{0}")]
+    BadUrl(String),
+}
+
+/// Runs `migrator`'s migrations, telling a database from a newer berth apart.
+pub(crate) fn migrate_error(migrator: &sqlx::migrate::Migrator) -> impl Fn(sqlx::migrate::MigrateError) -> StoreError {
+    let known = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+    move |e| match e {
+        sqlx::migrate::MigrateError::VersionMissing(applied) => StoreError::NewerSchema { applied, known },
+        e => StoreError::Migrate(e),
+    }
 }
 
 impl StoreError {
@@ -68,7 +99,11 @@ impl StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> StoreError {
-        if sqlite::is_disk_full(&e) { StoreError::DiskFull(e.to_string()) } else { StoreError::Db(e) }
+        if sqlite::is_disk_full(&e) || postgres::is_disk_full(&e) {
+            StoreError::DiskFull(e.to_string())
+        } else {
+            StoreError::Db(e)
+        }
     }
 }
 

@@ -8,30 +8,11 @@ async fn fresh() -> (tempfile::TempDir, SqliteStore) {
     (dir, s)
 }
 
-macro_rules! conformance_tests {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test]
-        async fn $name() {
-            let (_dir, s) = fresh().await;
-            conformance::$name(&s as &dyn Store).await;
-            s.close().await;
-        }
-    )*};
-}
+berth_store::conformance_tests!(fresh_for);
 
-conformance_tests!(
-    users_and_tokens,
-    jobs_insert_and_list,
-    lifecycle_and_history,
-    measured_usage_adds_up,
-    cas_conflict_leaves_store_untouched,
-    requeue_bumps_attempt,
-    nodes_and_meta,
-    queues_and_usage,
-    tenancy,
-    cache_state,
-    cache_members,
-);
+async fn fresh_for(_test: &str) -> Option<(tempfile::TempDir, SqliteStore)> {
+    Some(fresh().await)
+}
 
 /// A database from before migration 0008 (cache nodes without weights or seq): the members
 /// known get 1, 2, ... in node-name order, and new ones count on from there.
@@ -81,23 +62,5 @@ async fn reopen_keeps_everything() {
 #[tokio::test]
 async fn works_behind_arc_dyn_and_concurrent_writers() {
     let (_dir, s) = fresh().await;
-    let s: std::sync::Arc<dyn Store> = std::sync::Arc::new(s);
-    let u = s.create_user("u", "user", jiff::Timestamp::now()).await.unwrap();
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let s = s.clone();
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..25 {
-                s.insert_job(u.id, &berth_model::JobSpec::command(["true"]), None, jiff::Timestamp::now())
-                    .await
-                    .unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let mut ids: Vec<_> = s.unfinished_jobs().await.unwrap().iter().map(|j| j.id).collect();
-    ids.sort();
-    assert_eq!(ids, (1..=200).collect::<Vec<_>>());
+    conformance::concurrent_writers(std::sync::Arc::new(s)).await;
 }

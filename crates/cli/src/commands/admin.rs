@@ -87,6 +87,11 @@ pub enum AdminCommand {
         #[arg(long, env = "BERTH_DATA_DIR", value_name = "DIR")]
         data_dir: Option<PathBuf>,
     },
+    /// Move the manager's store to another database (run on its host, the manager stopped)
+    Store {
+        #[command(subcommand)]
+        command: crate::commands::store::StoreCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -185,15 +190,20 @@ pub enum JoinTokenCommand {
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
-    // Offline: no manager to talk to.
-    if let AdminCommand::Restore { file, data_dir } = args.command {
-        return crate::commands::backup::restore(&file, data_dir).await;
-    }
+    let command = match args.command {
+        // The store commands open databases themselves, and a restore runs with the manager
+        // stopped: no manager to call, no credentials.
+        AdminCommand::Store { command } => return crate::commands::store::run(command).await,
+        AdminCommand::Restore { file, data_dir } => return crate::commands::backup::restore(&file, data_dir).await,
+        other => other,
+    };
     let client = Client::from_env()?;
-    match args.command {
+    match command {
         AdminCommand::Backup { file } => return crate::commands::backup::backup(&client, &file).await,
         // Taken above, before a client is needed.
-        AdminCommand::Restore { .. } => anyhow::bail!("restore runs without a manager"),
+        AdminCommand::Store { .. } | AdminCommand::Restore { .. } => {
+            anyhow::bail!("this admin command runs without a manager")
+        }
         AdminCommand::User { command: UserCommand::Create { name, role, output } } => {
             let u = client.create_user(&CreateUserRequest { name, role: Some(role) }).await?;
             if output.json() {

@@ -26,6 +26,7 @@ pub mod run;
 pub mod show;
 pub mod sim;
 pub mod sim_plot;
+pub mod store;
 pub mod stream;
 pub mod submit;
 pub mod tenancy;

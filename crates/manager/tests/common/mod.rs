@@ -22,6 +22,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
     ManagerConfig {
         cache: None,
         data_dir: dir.to_path_buf(),
+        store: None,
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_user: "alice".into(),
         config_file: None,

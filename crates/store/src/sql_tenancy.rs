@@ -1,20 +1,21 @@
-//! [`Tenancy`] for SQLite: tokens, projects, members and the audit log.
+//! [`Tenancy`] for both SQL adapters (included by `sqlite.rs` and `postgres.rs` like
+//! `sql_rows.rs`): tokens, projects, members, quotas and the audit log.
 
 use async_trait::async_trait;
 use berth_model::{QuotaKind, QuotaLimits};
 use jiff::Timestamp;
 use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
-use crate::sqlite::{is_unique_violation, user_row};
-use crate::sqlite_rows::{from_ts, opt_ts, ts};
+use super::shared_rows::user_row;
+use super::{Adapter, DbRow, sql};
+use crate::rows::{duplicate, from_ts, opt_ts, ts};
 use crate::tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
-use crate::{Result, SqliteStore, StoreError, UserRow};
+use crate::{Result, StoreError, UserRow};
 
 const TOKEN_COLUMNS: &str = "t.hash, t.user_id, u.name AS user_name, t.label, t.created_at, t.expires_at, \
      t.revoked_at, t.last_used_at";
 
-fn token_row(r: &SqliteRow) -> Result<TokenRow> {
+fn token_row(r: &DbRow) -> Result<TokenRow> {
     Ok(TokenRow {
         hash: r.try_get("hash")?,
         user_id: r.try_get("user_id")?,
@@ -27,9 +28,9 @@ fn token_row(r: &SqliteRow) -> Result<TokenRow> {
     })
 }
 
-impl SqliteStore {
+impl Adapter {
     async fn project_id(&self, name: &str) -> Result<i64> {
-        sqlx::query_scalar("SELECT id FROM projects WHERE name = ?")
+        sqlx::query_scalar(&sql("SELECT id FROM projects WHERE name = ?"))
             .bind(name)
             .fetch_optional(&self.reader)
             .await?
@@ -37,7 +38,7 @@ impl SqliteStore {
     }
 
     async fn user_id(&self, name: &str) -> Result<i64> {
-        sqlx::query_scalar("SELECT id FROM users WHERE name = ?")
+        sqlx::query_scalar(&sql("SELECT id FROM users WHERE name = ?"))
             .bind(name)
             .fetch_optional(&self.reader)
             .await?
@@ -46,15 +47,15 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Tenancy for SqliteStore {
+impl Tenancy for Adapter {
     async fn users(&self) -> Result<Vec<UserRow>> {
-        let rows = sqlx::query("SELECT * FROM users ORDER BY name").fetch_all(&self.reader).await?;
+        let rows = sqlx::query(&sql("SELECT * FROM users ORDER BY name")).fetch_all(&self.reader).await?;
         rows.iter().map(user_row).collect()
     }
 
     async fn set_user_disabled(&self, name: &str, disabled: bool) -> Result<UserRow> {
-        let r = sqlx::query("UPDATE users SET disabled = ? WHERE name = ? RETURNING *")
-            .bind(disabled as i64)
+        let r = sqlx::query(&sql("UPDATE users SET disabled = ? WHERE name = ? RETURNING *"))
+            .bind(disabled)
             .bind(name)
             .fetch_all(&self.writer)
             .await?;
@@ -69,41 +70,45 @@ impl Tenancy for SqliteStore {
         at: Timestamp,
         expires_at: Option<Timestamp>,
     ) -> Result<()> {
-        sqlx::query("INSERT INTO api_tokens (hash, user_id, label, created_at, expires_at) VALUES (?, ?, ?, ?, ?)")
-            .bind(hash)
-            .bind(user_id)
-            .bind(label)
-            .bind(ts(at))
-            .bind(expires_at.map(ts))
-            .execute(&self.writer)
-            .await
-            .map_err(|e| if is_unique_violation(&e) { StoreError::Duplicate("api token".into()) } else { e.into() })?;
+        sqlx::query(&sql(
+            "INSERT INTO api_tokens (hash, user_id, label, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+        ))
+        .bind(hash)
+        .bind(user_id)
+        .bind(label)
+        .bind(ts(at))
+        .bind(expires_at.map(ts))
+        .execute(&self.writer)
+        .await
+        .map_err(duplicate(|| "api token".into()))?;
         Ok(())
     }
 
     async fn token(&self, hash: &str) -> Result<Option<(TokenRow, UserRow)>> {
-        let sql = format!(
+        let q = format!(
             "SELECT {TOKEN_COLUMNS}, u.id, u.name, u.role, u.disabled, u.created_at AS user_created_at \
              FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?"
         );
-        let Some(r) = sqlx::query(&sql).bind(hash).fetch_optional(&self.reader).await? else { return Ok(None) };
+        let q = sql(&q);
+        let Some(r) = sqlx::query(&q).bind(hash).fetch_optional(&self.reader).await? else { return Ok(None) };
         let user = UserRow {
             id: r.try_get("id")?,
             name: r.try_get("name")?,
             role: r.try_get("role")?,
-            disabled: r.try_get::<i64, _>("disabled")? != 0,
+            disabled: r.try_get("disabled")?,
             created_at: from_ts(r.try_get("user_created_at")?)?,
         };
         Ok(Some((token_row(&r)?, user)))
     }
 
     async fn tokens(&self, user_id: Option<i64>) -> Result<Vec<TokenRow>> {
-        let mut sql = format!("SELECT {TOKEN_COLUMNS} FROM api_tokens t JOIN users u ON u.id = t.user_id");
+        let mut text = format!("SELECT {TOKEN_COLUMNS} FROM api_tokens t JOIN users u ON u.id = t.user_id");
         if user_id.is_some() {
-            sql.push_str(" WHERE t.user_id = ?");
+            text.push_str(" WHERE t.user_id = ?");
         }
-        sql.push_str(" ORDER BY t.created_at DESC, t.hash");
-        let mut q = sqlx::query(&sql);
+        text.push_str(" ORDER BY t.created_at DESC, t.hash");
+        let text = sql(&text);
+        let mut q = sqlx::query(&text);
         if let Some(u) = user_id {
             q = q.bind(u);
         }
@@ -118,7 +123,7 @@ impl Tenancy for SqliteStore {
         let matches: Vec<TokenRow> =
             self.tokens(user_id).await?.into_iter().filter(|t| t.hash.starts_with(&id.to_ascii_lowercase())).collect();
         let [t] = matches.as_slice() else { return Err(not_found()) };
-        sqlx::query("UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE hash = ?")
+        sqlx::query(&sql("UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE hash = ?"))
             .bind(ts(at))
             .bind(&t.hash)
             .execute(&self.writer)
@@ -129,7 +134,7 @@ impl Tenancy for SqliteStore {
     }
 
     async fn touch_token(&self, hash: &str, at: Timestamp) -> Result<()> {
-        sqlx::query("UPDATE api_tokens SET last_used_at = ? WHERE hash = ?")
+        sqlx::query(&sql("UPDATE api_tokens SET last_used_at = ? WHERE hash = ?"))
             .bind(ts(at))
             .bind(hash)
             .execute(&self.writer)
@@ -138,24 +143,21 @@ impl Tenancy for SqliteStore {
     }
 
     async fn create_project(&self, name: &str, at: Timestamp) -> Result<ProjectRow> {
-        let ids: Vec<i64> = sqlx::query_scalar("INSERT INTO projects (name, created_at) VALUES (?, ?) RETURNING id")
-            .bind(name)
-            .bind(ts(at))
-            .fetch_all(&self.writer)
-            .await
-            .map_err(|e| {
-                if is_unique_violation(&e) { StoreError::Duplicate(format!("project {name}")) } else { e.into() }
-            })?;
-        let id = *crate::sqlite::returned(&ids)?;
+        let ids: Vec<i64> =
+            sqlx::query_scalar(&sql("INSERT INTO projects (name, created_at) VALUES (?, ?) RETURNING id"))
+                .bind(name)
+                .bind(ts(at))
+                .fetch_all(&self.writer)
+                .await
+                .map_err(duplicate(|| format!("project {name}")))?;
+        let id = *crate::rows::returned(&ids)?;
         Ok(ProjectRow { id, name: name.to_string(), created_at: at, members: Vec::new() })
     }
 
     async fn projects(&self) -> Result<Vec<ProjectRow>> {
-        let rows = sqlx::query(
-            "SELECT p.id, p.name, p.created_at, u.name AS member FROM projects p \
+        let rows = sqlx::query(&sql("SELECT p.id, p.name, p.created_at, u.name AS member FROM projects p \
              LEFT JOIN project_members m ON m.project_id = p.id LEFT JOIN users u ON u.id = m.user_id \
-             ORDER BY p.name, u.name",
-        )
+             ORDER BY p.name, u.name"))
         .fetch_all(&self.reader)
         .await?;
         let mut out: Vec<ProjectRow> = Vec::new();
@@ -178,10 +180,8 @@ impl Tenancy for SqliteStore {
 
     async fn add_member(&self, project: &str, user: &str, at: Timestamp) -> Result<()> {
         let (p, u) = (self.project_id(project).await?, self.user_id(user).await?);
-        sqlx::query(
-            "INSERT INTO project_members (project_id, user_id, added_at) VALUES (?, ?, ?) \
-             ON CONFLICT (project_id, user_id) DO NOTHING",
-        )
+        sqlx::query(&sql("INSERT INTO project_members (project_id, user_id, added_at) VALUES (?, ?, ?) \
+             ON CONFLICT (project_id, user_id) DO NOTHING"))
         .bind(p)
         .bind(u)
         .bind(ts(at))
@@ -192,7 +192,7 @@ impl Tenancy for SqliteStore {
 
     async fn remove_member(&self, project: &str, user: &str) -> Result<()> {
         let (p, u) = (self.project_id(project).await?, self.user_id(user).await?);
-        let done = sqlx::query("DELETE FROM project_members WHERE project_id = ? AND user_id = ?")
+        let done = sqlx::query(&sql("DELETE FROM project_members WHERE project_id = ? AND user_id = ?"))
             .bind(p)
             .bind(u)
             .execute(&self.writer)
@@ -204,18 +204,17 @@ impl Tenancy for SqliteStore {
     }
 
     async fn memberships(&self, user_id: i64) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT p.name FROM project_members m JOIN projects p ON p.id = m.project_id \
-             WHERE m.user_id = ? ORDER BY p.name",
-        )
+        Ok(sqlx::query_scalar(&sql("SELECT p.name FROM project_members m JOIN projects p ON p.id = m.project_id \
+             WHERE m.user_id = ? ORDER BY p.name"))
         .bind(user_id)
         .fetch_all(&self.reader)
         .await?)
     }
 
     async fn quotas(&self) -> Result<Vec<(QuotaKind, String, QuotaLimits)>> {
-        let rows =
-            sqlx::query("SELECT kind, name, limits FROM quotas ORDER BY kind, name").fetch_all(&self.reader).await?;
+        let rows = sqlx::query(&sql("SELECT kind, name, limits FROM quotas ORDER BY kind, name"))
+            .fetch_all(&self.reader)
+            .await?;
         rows.iter()
             .map(|r| {
                 let kind: String = r.try_get("kind")?;
@@ -231,10 +230,10 @@ impl Tenancy for SqliteStore {
         match limits {
             Some(l) => {
                 let json = serde_json::to_string(l).expect("quota limits serialise");
-                sqlx::query(
+                sqlx::query(&sql(
                     "INSERT INTO quotas (kind, name, limits, updated_at) VALUES (?, ?, ?, ?) \
                      ON CONFLICT (kind, name) DO UPDATE SET limits = excluded.limits, updated_at = excluded.updated_at",
-                )
+                ))
                 .bind(kind.as_str())
                 .bind(name)
                 .bind(json)
@@ -243,7 +242,7 @@ impl Tenancy for SqliteStore {
                 .await?;
             }
             None => {
-                let done = sqlx::query("DELETE FROM quotas WHERE kind = ? AND name = ?")
+                let done = sqlx::query(&sql("DELETE FROM quotas WHERE kind = ? AND name = ?"))
                     .bind(kind.as_str())
                     .bind(name)
                     .execute(&self.writer)
@@ -257,7 +256,7 @@ impl Tenancy for SqliteStore {
     }
 
     async fn audit(&self, at: Timestamp, actor: &str, action: &str, target: &str, detail: &str) -> Result<()> {
-        sqlx::query("INSERT INTO audit (at, actor, action, target, detail) VALUES (?, ?, ?, ?, ?)")
+        sqlx::query(&sql("INSERT INTO audit (at, actor, action, target, detail) VALUES (?, ?, ?, ?, ?)"))
             .bind(ts(at))
             .bind(actor)
             .bind(action)
@@ -269,7 +268,7 @@ impl Tenancy for SqliteStore {
     }
 
     async fn audit_log(&self, since: Option<Timestamp>, limit: u32) -> Result<Vec<AuditRow>> {
-        let rows = sqlx::query("SELECT * FROM audit WHERE at >= ? ORDER BY id DESC LIMIT ?")
+        let rows = sqlx::query(&sql("SELECT * FROM audit WHERE at >= ? ORDER BY id DESC LIMIT ?"))
             .bind(since.map_or(i64::MIN, ts))
             .bind(limit as i64)
             .fetch_all(&self.reader)

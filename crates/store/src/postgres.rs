@@ -1,0 +1,178 @@
+//! The PostgreSQL adapter: connecting (with errors that say what to fix), its pool, its
+//! migrations (`migrations/postgres`), and what differs from SQLite. The queries both
+//! databases run alike are the SQLite adapter's (`sql_store.rs` and its siblings), included
+//! here as modules of this one and given PostgreSQL's `$N` placeholders.
+//!
+//! The schema keeps SQLite's representation (BIGINT microsecond timestamps, JSON as TEXT) so
+//! one set of row decoders serves both, with PostgreSQL's own types where they are stricter
+//! (BIGINT identity ids, BOOLEAN flags, CHECK constraints on states and causes). Transitions
+//! are compare-and-set under READ COMMITTED: a concurrent UPDATE of the same job waits for
+//! the other and then re-checks `state = ?` on the row it left, so two writers never both win.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+
+use crate::rows::{Stmt, bind_args, dollar_placeholders};
+use crate::{Result, StoreError};
+
+#[path = "sql_cache.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_cache;
+#[path = "sql_copy.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_copy;
+#[path = "sql_jobs.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_jobs;
+#[path = "sql_rows.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_rows;
+#[path = "sql_store.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_store;
+#[path = "sql_tenancy.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_tenancy;
+
+pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, write_all as copy_write};
+
+type Adapter = PgStore;
+type Db = sqlx::Postgres;
+type DbRow = sqlx::postgres::PgRow;
+type DbConn = sqlx::PgConnection;
+
+fn sql(q: &str) -> std::borrow::Cow<'_, str> {
+    dollar_placeholders(q).into()
+}
+
+/// [`crate::JobFilter::name_contains`], matched as given like SQLite's `instr`.
+const NAME_CONTAINS: &str = " AND strpos(COALESCE(j.spec::jsonb ->> 'name', ''), ?) > 0";
+const GREATEST: &str = "GREATEST";
+
+/// Runs `update` and, when it changed exactly one row, `insert`; whether the update matched.
+/// (A prepared statement holds one command, so these are two round trips.)
+async fn update_then_insert(c: &mut DbConn, update: Stmt, insert: Stmt) -> Result<bool> {
+    let text = sql(&update.sql);
+    if bind_args!(sqlx::query(&text), &update.args).execute(&mut *c).await?.rows_affected() != 1 {
+        return Ok(false);
+    }
+    let text = sql(&insert.sql);
+    bind_args!(sqlx::query(&text), &insert.args).execute(&mut *c).await?;
+    Ok(true)
+}
+
+/// Runs `stmts` in order.
+async fn run_all(c: &mut DbConn, stmts: &[Stmt]) -> Result<()> {
+    for s in stmts {
+        let text = sql(&s.sql);
+        bind_args!(sqlx::query(&text), &s.args).execute(&mut *c).await?;
+    }
+    Ok(())
+}
+
+/// After `berth admin store copy` wrote ids: the identity sequences move past them, so the
+/// next row gets a fresh id.
+/// PostgreSQL is backed up with its own tools (`pg_dump`, docs/store.md), not through berth.
+async fn backup(_a: &Adapter, _to: &std::path::Path) -> Result<()> {
+    Err(StoreError::Io("a PostgreSQL store is backed up with pg_dump (docs/store.md), not berth admin backup".into()))
+}
+
+async fn after_copy(tx: &mut DbConn) -> Result<()> {
+    for (table, col) in [("users", "id"), ("projects", "id"), ("jobs", "id"), ("transitions", "seq"), ("audit", "id")] {
+        let q = format!(
+            "SELECT setval(pg_get_serial_sequence('{table}', '{col}'), COALESCE(MAX({col}), 0) + 1, false) FROM {table}"
+        );
+        sqlx::query(&q).execute(&mut *tx).await?;
+    }
+    Ok(())
+}
+
+/// A read transaction that sees one snapshot (READ COMMITTED would give each statement its own).
+async fn snapshot(pool: &PgPool) -> Result<sqlx::Transaction<'_, Db>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
+    Ok(tx)
+}
+
+/// `disk_full` (SQLSTATE 53100).
+pub(crate) fn is_disk_full(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d)
+        if d.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().is_some() && d.code().as_deref() == Some("53100"))
+}
+
+/// The PostgreSQL store: one pool for reads and writes (the server serialises what must be).
+pub struct PgStore {
+    pub(crate) writer: PgPool,
+    pub(crate) reader: PgPool,
+}
+
+const CONNECTIONS: u32 = 8;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl PgStore {
+    /// Connects to `url` (`postgres://USER@HOST[:PORT]/DATABASE`; the password comes from
+    /// `PGPASSFILE` or `~/.pgpass` when the URL has none) and runs the migrations.
+    pub async fn open(url: &str) -> Result<PgStore> {
+        let opts = PgConnectOptions::from_str(url).map_err(|e| {
+            StoreError::BadUrl(format!("bad PostgreSQL URL: {e}: write it as postgres://USER@HOST[:PORT]/DATABASE"))
+        })?;
+        let opts = opts.log_statements(tracing::log::LevelFilter::Trace);
+        // One connection first, by hand: the pool retries until its timeout and then reports
+        // only that it timed out, not why.
+        let first = tokio::time::timeout(CONNECT_TIMEOUT, opts.connect()).await;
+        let conn = match first {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(connect_error(&opts, e)),
+            Err(_) => {
+                return Err(StoreError::Connect(format!(
+                    "cannot reach PostgreSQL at {}: no answer in {}s: is the server running, and the host and \
+                     port right?",
+                    server(&opts),
+                    CONNECT_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        let pool = PgPoolOptions::new()
+            .max_connections(CONNECTIONS)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_lazy_with(opts);
+        drop(conn);
+        let migrator = sqlx::migrate!("./migrations/postgres");
+        migrator.run(&pool).await.map_err(crate::migrate_error(&migrator))?;
+        Ok(PgStore { writer: pool.clone(), reader: pool })
+    }
+}
+
+/// Where `opts` points, without the password.
+fn server(opts: &PgConnectOptions) -> String {
+    format!(
+        "{}:{} (database {}, user {})",
+        opts.get_host(),
+        opts.get_port(),
+        opts.get_database().unwrap_or("?"),
+        opts.get_username()
+    )
+}
+
+/// A failed first connection, as what to fix.
+fn connect_error(opts: &PgConnectOptions, e: sqlx::Error) -> StoreError {
+    let at = server(opts);
+    let code = match &e {
+        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
+        _ => None,
+    };
+    StoreError::Connect(match code.as_deref() {
+        Some("28P01") | Some("28000") => format!(
+            "PostgreSQL at {at} refused the login: {e}: put the password in ~/.pgpass or the file PGPASSFILE names \
+             (never on a command line), or fix pg_hba.conf"
+        ),
+        Some("3D000") => format!("PostgreSQL at {at}: {e}: create the database first (createdb)"),
+        _ if matches!(e, sqlx::Error::Io(_) | sqlx::Error::Tls(_)) => {
+            format!("cannot reach PostgreSQL at {at}: {e}: is the server running, and the host and port right?")
+        }
+        _ => format!("cannot connect to PostgreSQL at {at}: {e}"),
+    })
+}
