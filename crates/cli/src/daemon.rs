@@ -22,9 +22,8 @@ pub struct UpArgs {
     /// root, else $XDG_DATA_HOME/berth, i.e. ~/.local/share/berth]
     #[arg(long, env = "BERTH_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Address the REST API and agent endpoint listen on.
-    #[arg(long, default_value = "127.0.0.1:7070")]
-    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub manager: ManagerFlags,
     /// Pretend the local node has N GPUs (for trying berth without GPUs).
     #[arg(long)]
     pub fake_gpus: Option<u32>,
@@ -37,14 +36,6 @@ pub struct UpArgs {
     /// Use this topology file instead of discovering the hardware.
     #[arg(long)]
     pub topology: Option<PathBuf>,
-    /// Manager config file (queues and their policies).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// A node silent this long is `lost`: its jobs are requeued (`--requeue`) or LOST
-    #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
-    pub heartbeat_timeout: Duration,
-    #[command(flatten)]
-    pub tls: TlsArgs,
     #[command(flatten)]
     pub cache: crate::commands::cache_daemon::UpCacheArgs,
     #[command(flatten)]
@@ -53,6 +44,23 @@ pub struct UpArgs {
     pub shim: ShimArgs,
     #[command(flatten)]
     pub users: UserMapArgs,
+}
+
+/// The manager's flags, the same for `berth up` and `berth manager`.
+#[derive(Debug, Args)]
+pub struct ManagerFlags {
+    /// Address the REST API and agent endpoint listen on.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: SocketAddr,
+    /// Manager config file (queues and their policies).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// A node silent this long is `lost`: its jobs are requeued (`--requeue`) or LOST. Agents
+    /// stop their kernels after half of it without word from the manager (fencing)
+    #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
+    pub heartbeat_timeout: Duration,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     #[command(flatten)]
     pub apps: AppsArgs,
 }
@@ -186,10 +194,8 @@ pub struct ManagerArgs {
     /// root, else $XDG_DATA_HOME/berth, i.e. ~/.local/share/berth]
     #[arg(long, env = "BERTH_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    #[arg(long, default_value = "127.0.0.1:7070")]
-    pub listen: SocketAddr,
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub manager: ManagerFlags,
     /// The store: sqlite:PATH or postgres://USER@HOST[:PORT]/DATABASE (the password from
     /// ~/.pgpass or PGPASSFILE, never here) [default: the config file's `store`, else SQLite
     /// in the data dir]
@@ -198,16 +204,8 @@ pub struct ManagerArgs {
     /// A file (mode 0600) holding the store URL, for a URL with a password
     #[arg(long, value_name = "PATH")]
     pub store_file: Option<PathBuf>,
-    /// A node silent this long is `lost`: its jobs are requeued (`--requeue`) or LOST. Agents
-    /// stop their kernels after half of it without word from the manager (fencing)
-    #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
-    pub heartbeat_timeout: Duration,
-    #[command(flatten)]
-    pub tls: TlsArgs,
     #[command(flatten)]
     pub cache: crate::commands::cache_daemon::ManagerCacheArgs,
-    #[command(flatten)]
-    pub apps: AppsArgs,
 }
 
 /// `berth agent`: one node's agent.
@@ -312,21 +310,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     // Kernels' dirs live below it (`agent/kernels`), so their users must be able to pass.
     let data_dir = crate::datadir::resolve(args.data_dir, crate::datadir::Role::Manager)?;
     let data_dir = prepare_data_dir(&data_dir, Traverse::Allowed)?;
-    let trusted_cert = args.tls.trusted_cert();
-    let cache = args.cache.start(&data_dir, args.tls.files().as_ref(), trusted_cert.as_deref()).await?;
+    let trusted_cert = args.manager.tls.trusted_cert();
+    let cache = args.cache.start(&data_dir, args.manager.tls.files().as_ref(), trusted_cert.as_deref()).await?;
     let cache_env = cache.as_ref().map(|c| c.env.clone());
     // `berth up` is one machine: its store is always SQLite in its data dir.
-    let handle = start_manager(
-        &data_dir,
-        None,
-        args.listen,
-        args.config,
-        args.heartbeat_timeout,
-        args.tls.files(),
-        cache_env,
-        &args.apps,
-    )
-    .await?;
+    let handle = start_manager(&data_dir, None, &args.manager, cache_env).await?;
     let url = handle.url.clone();
     let handle_apps = handle.apps_addr;
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
@@ -437,19 +425,9 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     // tokens beside it are 0600.
     let data_dir = prepare_data_dir(&data_dir, Traverse::Allowed)?;
     let cache_env = args.cache.env()?;
-    let handle = start_manager(
-        &data_dir,
-        store,
-        args.listen,
-        args.config,
-        args.heartbeat_timeout,
-        args.tls.files(),
-        cache_env,
-        &args.apps,
-    )
-    .await?;
+    let handle = start_manager(&data_dir, store, &args.manager, cache_env).await?;
     let url = handle.url.clone();
-    let trusted_cert = args.tls.trusted_cert();
+    let trusted_cert = args.manager.tls.trusted_cert();
     if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
         let creds = credentials_of(&url, &token, trusted_cert.as_deref(), &handle);
         let written = crate::cred_guard::install(creds, &data_dir).await?;
@@ -524,17 +502,13 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     berth_agent::run(config, stopping).await
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn start_manager(
     data_dir: &Path,
     store: Option<berth_store::StoreUrl>,
-    listen: SocketAddr,
-    config_file: Option<PathBuf>,
-    heartbeat_timeout: Duration,
-    tls: Option<berth_manager::tls::TlsFiles>,
+    flags: &ManagerFlags,
     cache: Option<berth_manager::cache_env::CacheEnv>,
-    apps: &AppsArgs,
 ) -> anyhow::Result<berth_manager::ManagerHandle> {
+    let (listen, apps) = (flags.listen, &flags.apps);
     // Local users reach the manager over its unix socket, where the kernel vouches for who
     // they are, so their jobs run as them. Only a root manager's agents can run jobs as
     // other users, so only its socket is open to every local user.
@@ -549,9 +523,9 @@ async fn start_manager(
         store,
         listen,
         admin_user: std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "admin".into()),
-        config_file,
-        heartbeat_timeout,
-        tls,
+        config_file: flags.config.clone(),
+        heartbeat_timeout: flags.heartbeat_timeout,
+        tls: flags.tls.files(),
         cache,
         apps_listen: apps.listen(listen),
         apps_url: apps.apps_url.clone(),
