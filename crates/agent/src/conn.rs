@@ -9,18 +9,21 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use berth_model::Topology;
-use berth_model::protocol::{AgentMessage, ContainerInfo, ManagerMessage, PROTOCOL_VERSION, StreamOpen};
+use berth_model::protocol::{AgentMessage, ContainerInfo, Envelope, ManagerMessage, PROTOCOL_VERSION, StreamOpen};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use crate::AgentConfig;
-use crate::dial::{DialError, HANDSHAKE_TIMEOUT, Ws, dial};
+use crate::dial::{DialError, HANDSHAKE_TIMEOUT, Ws, dial, manager_urls};
+use crate::epoch::Epochs;
 use crate::kernels::Kernels;
 use crate::runtime::{KernelUpdate, Runtime};
 
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The longest wait between tries when there are several managers to try.
+const BACKOFF_SEVERAL: Duration = Duration::from_secs(1);
 /// How often the agent looks at Docker (daemon up, images) to report changes.
 const CONTAINER_POLL: Duration = Duration::from_secs(2);
 
@@ -52,6 +55,10 @@ struct Agent {
     containers: tokio::sync::watch::Receiver<ContainerInfo>,
     /// When a heartbeat last carried the kernels' usage (see `AgentConfig::usage_interval`).
     last_usage: Option<std::time::Instant>,
+    /// Every manager of `--manager` (`config.manager_url` is the one connected to).
+    managers: Vec<String>,
+    /// The highest leader epoch seen: older managers are refused.
+    epochs: Epochs,
 }
 
 /// Self-fencing. The manager declares a node lost after `heartbeat_timeout` without a
@@ -91,6 +98,10 @@ pub(crate) async fn run(
     board: crate::metrics::Board,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
+    let managers = manager_urls(&config.manager_url);
+    if managers.is_empty() {
+        anyhow::bail!("no manager URL: give --manager URL (several, comma-separated, for standby managers)");
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     // Containers and shim kernels of a previous agent process are taken over before the
     // first Register.
@@ -130,13 +141,23 @@ pub(crate) async fn run(
         fence.lease = Some(left);
         fence.timeout = left * 2;
     }
-    let mut agent = Agent { config, topology, kernels, events: rx, fence, containers, last_usage: None };
+    let mut agent = Agent {
+        config,
+        topology,
+        kernels,
+        events: rx,
+        fence,
+        containers,
+        last_usage: None,
+        managers,
+        epochs: Epochs::default(),
+    };
     let mut shutdown = std::pin::pin!(shutdown);
     let mut backoff = BACKOFF_MIN;
     loop {
         let dialed = {
-            let config = agent.config.clone();
-            let dial = dial(&config);
+            let (config, managers) = (agent.config.clone(), agent.managers.clone());
+            let dial = dial(&config, &managers);
             tokio::pin!(dial);
             let mut fence_tick = tokio::time::interval(agent.fence.check_every());
             loop {
@@ -151,12 +172,14 @@ pub(crate) async fn run(
         let why = match dialed {
             Err(DialError::Auth) => return agent.fail(DialError::Auth.to_string()).await,
             Err(e @ DialError::Url(_)) => return agent.fail(e.to_string()).await,
-            Err(DialError::Down(e)) => {
+            // Nobody can be declaring this node lost: the manager is down, or a takeover is
+            // under way (the new leader waits a full heartbeat timeout for its agents).
+            Err(e @ (DialError::Down(_) | DialError::Standby { leader: None, .. })) => {
                 agent.fence.heard();
-                e
+                e.to_string()
             }
-            Err(DialError::Other(e)) => e,
-            Ok(ws) => match agent.session(ws, &mut shutdown, &mut backoff).await {
+            Err(e @ (DialError::Other(_) | DialError::Standby { .. })) => e.to_string(),
+            Ok((ws, url)) => match agent.session(ws, url, &mut shutdown, &mut backoff).await {
                 End::Shutdown(ws) => return agent.shut_down(ws.map(|b| *b)).await,
                 End::Refused(reason) if is_fatal_refusal(&reason) => {
                     return agent.fail(format!("the manager refused this agent: {reason}")).await;
@@ -182,6 +205,8 @@ pub(crate) async fn run(
         // A refused connection renews the fencing lease only when a dial sees it: retry well
         // within the lease, or kernels would be fenced while the manager merely restarts.
         let cap = agent.fence.lease.map_or(BACKOFF_MAX, |l| (l / 4).clamp(BACKOFF_MIN, BACKOFF_MAX));
+        // With standby managers a new leader may be there any moment: find it fast.
+        let cap = if agent.managers.len() > 1 { cap.min(BACKOFF_SEVERAL) } else { cap };
         backoff = (backoff * 2).min(cap);
     }
 }
@@ -198,9 +223,12 @@ impl Agent {
     async fn session(
         &mut self,
         mut ws: Ws,
+        url: String,
         shutdown: &mut Pin<&mut (impl Future<Output = ()> + Send)>,
         backoff: &mut Duration,
     ) -> End {
+        // Streams dial back the manager this session is with.
+        self.config.manager_url = url;
         let register = AgentMessage::Register {
             protocol_version: PROTOCOL_VERSION,
             node: self.config.name.clone(),
@@ -226,6 +254,14 @@ impl Agent {
             _ = &mut *shutdown => return End::Shutdown(Some(Box::new(ws))),
             r = tokio::time::timeout(HANDSHAKE_TIMEOUT, next_command(&mut ws)) => r,
         };
+        let (epoch, welcome) = match welcome {
+            Ok(Ok(Envelope { epoch, msg })) => (epoch, Ok(Ok(msg))),
+            Ok(Err(e)) => (0, Ok(Err(e))),
+            Err(e) => (0, Err(e)),
+        };
+        if let Err(why) = self.epochs.welcome(epoch, &self.config.manager_url) {
+            return End::Lost(why);
+        }
         let interval = match welcome {
             Err(_) => return End::Lost("no welcome from the manager".into()),
             Ok(Err(e)) => return End::Lost(e),
@@ -238,7 +274,10 @@ impl Agent {
             Ok(Ok(ManagerMessage::Refused { reason })) => return End::Refused(reason),
             Ok(Ok(other)) => return End::Lost(format!("expected welcome, got {other:?}")),
         };
-        tracing::info!(manager = %self.config.manager_url, "registered with the manager");
+        tracing::info!(manager = %self.config.manager_url, epoch, "registered with the manager (leader epoch {epoch})");
+        // With standby managers, a connection that stays silent (a frozen leader keeps its
+        // sockets open) is left well before fencing, to look for the new leader.
+        let silent_after = (Duration::from_millis(interval) * 3).max(Duration::from_secs(2));
         *backoff = BACKOFF_MIN;
         let mut heartbeat = tokio::time::interval(Duration::from_millis(interval));
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -254,17 +293,18 @@ impl Agent {
             let out: Vec<AgentMessage> = tokio::select! {
                 _ = &mut *shutdown => return End::Shutdown(Some(Box::new(ws))),
                 m = next_message(&mut ws) => match m {
-                    Ok(Some(ManagerMessage::Refused { reason })) => return End::Refused(reason),
-                    Ok(Some(ManagerMessage::OpenStream { stream, secret, key, open })) => {
+                    Ok(Some(Envelope { msg: ManagerMessage::Refused { reason }, .. })) => return End::Refused(reason),
+                    Ok(Some(Envelope { epoch, msg })) if !self.epochs.admit(epoch, msg.kind()) => Vec::new(),
+                    Ok(Some(Envelope { msg: ManagerMessage::OpenStream { stream, secret, key, open }, .. })) => {
                         self.fence.heard();
                         // On a connection of its own: a long `exec` holds up no command.
                         let target = self.kernels.stream_target(key, open == StreamOpen::Attach);
                         tokio::spawn(crate::streams::serve(self.config.clone(), stream, secret, target, open));
                         Vec::new()
                     }
-                    Ok(Some(cmd)) => {
+                    Ok(Some(Envelope { msg, .. })) => {
                         self.fence.heard();
-                        self.kernels.handle(cmd)
+                        self.kernels.handle(msg)
                     }
                     Ok(None) => {
                         self.fence.heard();
@@ -278,6 +318,10 @@ impl Agent {
                         self.check_fence();
                         let secs = self.fence.last_contact.elapsed().as_secs_f64();
                         return End::Lost(format!("no word from the manager for {secs:.1}s"));
+                    }
+                    if self.managers.len() > 1 && self.fence.last_contact.elapsed() > silent_after {
+                        let secs = self.fence.last_contact.elapsed().as_secs_f64();
+                        return End::Lost(format!("no word from the manager for {secs:.1}s: looking for the leader"));
                     }
                     Vec::new()
                 }
@@ -405,7 +449,7 @@ impl Agent {
 
 /// The next frame from the manager: `Some` command, or `None` for a frame that is only a
 /// sign of life (pings, and messages of a newer manager this agent does not know).
-async fn next_message(ws: &mut Ws) -> Result<Option<ManagerMessage>, String> {
+async fn next_message(ws: &mut Ws) -> Result<Option<Envelope>, String> {
     match ws.next().await {
         None => Err("connection closed".into()),
         Some(Err(e)) => Err(e.to_string()),
@@ -422,7 +466,7 @@ async fn next_message(ws: &mut Ws) -> Result<Option<ManagerMessage>, String> {
 }
 
 /// The next command, skipping frames that carry none.
-async fn next_command(ws: &mut Ws) -> Result<ManagerMessage, String> {
+async fn next_command(ws: &mut Ws) -> Result<Envelope, String> {
     loop {
         if let Some(m) = next_message(ws).await? {
             return Ok(m);

@@ -19,6 +19,8 @@ pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// How long the agent waits for the TCP/WebSocket handshake (and, in `conn`, for `Welcome`).
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same, per manager, when the agent has several to choose from.
+const SEVERAL_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Error)]
 pub(crate) enum DialError {
@@ -30,6 +32,10 @@ pub(crate) enum DialError {
     /// process is down, so nobody can be declaring this node lost; kernels keep running.
     #[error("{0}")]
     Down(String),
+    /// A standby manager answered: the leader is at this URL, or (`None`) nobody leads right
+    /// now, a takeover under way, whose new leader waits a full heartbeat timeout for agents.
+    #[error("{url}: a standby manager{}", .leader.as_ref().map(|l| format!(" (the leader is at {l})")).unwrap_or_else(|| ", and no manager leads right now".into()))]
+    Standby { url: String, leader: Option<String> },
     #[error("{0}")]
     Other(String),
 }
@@ -54,10 +60,60 @@ pub(crate) fn ws_url(manager_url: &str, path: &str) -> Result<String, String> {
     Ok(format!("{rest}{path}"))
 }
 
-/// Dials the manager's agent endpoint.
-pub(crate) async fn dial(config: &AgentConfig) -> Result<Ws, DialError> {
-    let url = connect_url(&config.manager_url).map_err(DialError::Url)?;
-    dial_url(config, &url, &[]).await
+/// The manager URLs of `--manager` (one, or several comma-separated for managers that stand
+/// by for each other), without trailing slashes.
+pub fn manager_urls(list: &str) -> Vec<String> {
+    list.split(',').map(|u| u.trim().trim_end_matches('/').to_string()).filter(|u| !u.is_empty()).collect()
+}
+
+/// Dials the agent endpoint of every manager in `urls` at once and keeps the first that
+/// takes the agent: the leader (standbys answer with a redirect). A leader a standby names
+/// that is not in `urls` is dialled next. The connection and the URL it is at.
+pub(crate) async fn dial(config: &AgentConfig, urls: &[String]) -> Result<(Ws, String), DialError> {
+    use futures_util::StreamExt;
+    // A frozen manager accepts connections and never answers: with others to try, it must
+    // not hold the search for the leader for long.
+    let limit = if urls.len() > 1 { SEVERAL_HANDSHAKE_TIMEOUT } else { HANDSHAKE_TIMEOUT };
+    let mut tries: futures_util::stream::FuturesUnordered<_> =
+        urls.iter().map(|u| dial_one(config, u.clone(), limit)).collect();
+    let mut errors = Vec::new();
+    while let Some(tried) = tries.next().await {
+        match tried {
+            Ok(found) => return Ok(found),
+            Err(e) => errors.push(e),
+        }
+    }
+    let named = errors.iter().find_map(|e| match e {
+        DialError::Standby { leader: Some(l), .. } if !urls.contains(l) => Some(l.clone()),
+        _ => None,
+    });
+    if let Some(leader) = named {
+        return dial_one(config, leader, limit).await;
+    }
+    Err(combine(errors))
+}
+
+/// One error for the dials of several managers: the most telling.
+fn combine(mut errors: Vec<DialError>) -> DialError {
+    if let Some(i) = errors.iter().position(|e| matches!(e, DialError::Auth | DialError::Url(_))) {
+        return errors.swap_remove(i);
+    }
+    if let Some(i) = errors.iter().position(|e| matches!(e, DialError::Standby { leader: None, .. })) {
+        return errors.swap_remove(i);
+    }
+    if errors.iter().all(|e| matches!(e, DialError::Down(_))) {
+        let all = errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ");
+        return DialError::Down(all);
+    }
+    DialError::Other(errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))
+}
+
+async fn dial_one(config: &AgentConfig, manager: String, limit: Duration) -> Result<(Ws, String), DialError> {
+    let url = connect_url(&manager).map_err(DialError::Url)?;
+    match tokio::time::timeout(limit, dial_url(config, &url, &[])).await {
+        Ok(ws) => Ok((ws?, manager)),
+        Err(_) => Err(DialError::Other(format!("no answer from {url} in {limit:?}"))),
+    }
 }
 
 /// Dials a WebSocket of the manager at `url` with the join token (and `headers`).
@@ -88,6 +144,11 @@ pub(crate) async fn dial_url(
         Err(_) => Err(DialError::Other(format!("no answer from {url}"))),
         Ok(Ok((ws, _))) => Ok(ws),
         Ok(Err(tungstenite::Error::Http(resp))) if resp.status() == 401 || resp.status() == 403 => Err(DialError::Auth),
+        Ok(Err(tungstenite::Error::Http(resp))) if resp.status() == 307 || resp.status() == 503 => {
+            let leader = resp.headers().get(berth_model::api::LEADER_HEADER).and_then(|v| v.to_str().ok());
+            let leader = leader.map(|l| l.trim_end_matches('/').to_string());
+            Err(DialError::Standby { url: url.to_string(), leader })
+        }
         Ok(Err(tungstenite::Error::Http(resp))) => {
             // e.g. a TLS manager answering plain http:// with the URL to use.
             let body = resp.body().as_deref().map(String::from_utf8_lossy).unwrap_or_default();

@@ -16,6 +16,7 @@ mod conn;
 mod dial;
 pub mod discover;
 mod disk;
+mod epoch;
 mod kernels;
 pub mod ledger;
 pub mod logs;
@@ -28,7 +29,9 @@ pub mod tls;
 /// How to start an agent.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// Manager base URL, e.g. `http://127.0.0.1:7070` (the agent dials `<url>/v1/agents/connect`).
+    /// Manager base URL, e.g. `http://127.0.0.1:7070` (the agent dials `<url>/v1/agents/connect`),
+    /// or several comma-separated for managers that stand by for each other: the agent dials
+    /// them all and follows the leader. While connected, the URL of the manager it is connected to.
     pub manager_url: String,
     pub join_token: String,
     /// Node name; defaults to the host name.

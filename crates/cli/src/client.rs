@@ -26,10 +26,11 @@ const ATTEMPT: &str = "berth-attempt";
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
-    /// What requests are sent to (a fixed URL over a unix socket).
-    base: String,
-    /// The manager's URL for others (nodes, other users), as configured.
-    url: String,
+    /// What requests are sent to over a unix socket (a fixed URL); `None`: the leader.
+    base: Option<String>,
+    /// The managers as configured: one URL, or several (comma-separated) that stand by for
+    /// each other, of which requests go to the leader (`managers.rs`).
+    managers: crate::managers::Managers,
     /// Where the manager is, for messages: its URL, or `unix socket PATH`.
     shown: String,
     token: Option<String>,
@@ -57,37 +58,37 @@ impl Client {
     }
 
     pub fn new(creds: Credentials) -> anyhow::Result<Self> {
-        let url = reqwest::Url::parse(&creds.url).map_err(|e| anyhow!("invalid manager url `{}`: {e}", creds.url))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            anyhow::bail!("invalid manager url `{}`: use http:// or https://", creds.url);
-        }
+        let managers = crate::managers::Managers::parse(&creds.url)?;
         let mut http = reqwest::Client::builder()
+            // A standby's redirect is followed by hand (`managers.rs`): reqwest would drop the
+            // token on the way to another port.
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("berth-cli/", env!("CARGO_PKG_VERSION")))
             // A dead host should fail fast; an answer may still take long (big logs), so only
             // the connect step has a short limit.
             .connect_timeout(Duration::from_secs(5));
-        if url.scheme() == "https" || creds.ca_file.is_some() {
+        if managers.any_https() || creds.ca_file.is_some() {
             // The agent's trust rules (public roots, the system's store, the CA file's
             // certificates), so the CLI and the agents accept the same managers.
             http = http.use_preconfigured_tls(berth_agent::tls::client_config(creds.ca_file.as_deref())?);
         }
-        let url = creds.url.trim_end_matches('/').to_string();
         let (base, shown) = match &creds.socket {
             Some(s) => {
                 // Plain HTTP on the socket whatever the TCP side serves: the kernel, not TLS,
                 // guards a local connection.
                 http = http.unix_socket(s.as_path());
-                (crate::credentials::SOCKET_URL.to_string(), format!("unix socket {}", s.display()))
+                (Some(crate::credentials::SOCKET_URL.to_string()), format!("unix socket {}", s.display()))
             }
-            None => (url.clone(), url.clone()),
+            None => (None, managers.shown()),
         };
         let http = http.build().context("cannot set up the HTTP client")?;
-        Ok(Self { http, base, url, shown, token: creds.token, socket: creds.socket, ca_file: creds.ca_file })
+        Ok(Self { http, base, managers, shown, token: creds.token, socket: creds.socket, ca_file: creds.ca_file })
     }
 
-    /// The manager's URL, as others (nodes, other users) reach it.
-    pub fn base_url(&self) -> &str {
-        &self.url
+    /// The manager's URL, as others (nodes, other users) reach it: the leader, as far as this
+    /// client knows.
+    pub fn base_url(&self) -> String {
+        self.managers.current()
     }
 
     /// Where the manager is, for messages.
@@ -100,7 +101,8 @@ impl Client {
     }
 
     pub(crate) fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        let req = self.http.request(method, format!("{}{path}", self.base));
+        let base = self.base.clone().unwrap_or_else(|| self.managers.current());
+        let req = self.http.request(method, format!("{base}{path}"));
         match &self.token {
             Some(t) => req.bearer_auth(t),
             None => req,
@@ -112,8 +114,16 @@ impl Client {
         // On a runtime thread, where SIGPIPE is blocked (main.rs): the connection, its TLS
         // handshake and the task hyper spawns for it never write from the main thread, which
         // keeps the default SIGPIPE for `berth ps | head`.
-        let sent = tokio::spawn(req.send()).await.context("the request task failed")?;
-        let resp = sent.map_err(|e| self.transport_error(e))?;
+        let resp = match &self.base {
+            Some(_) => {
+                let sent = tokio::spawn(req.send()).await.context("the request task failed")?;
+                sent.map_err(|e| self.transport_error(e))?
+            }
+            None => self.managers.send(&self.http, req).await.map_err(|e| match e {
+                crate::managers::SendError::Transport(e) => self.transport_error(e),
+                crate::managers::SendError::Other(e) => e,
+            })?,
+        };
         if resp.status().is_success() {
             return Ok(resp);
         }

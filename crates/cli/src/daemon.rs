@@ -63,6 +63,33 @@ pub struct ManagerFlags {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub apps: AppsArgs,
+    /// The URL other machines reach this manager's API at, when it is not the listening address
+    /// (several managers on one PostgreSQL store: standbys redirect clients and agents to the
+    /// leader's)
+    #[arg(long, value_name = "URL", env = "BERTH_ADVERTISE_URL", value_parser = parse_advertise_url)]
+    pub advertise_url: Option<String>,
+    /// How long the leader lease lasts without renewal: with several managers on one store, a
+    /// standby takes over about this long after the leader died (1s to 1m)
+    #[arg(long, default_value = "5s", value_parser = parse_lease_timeout, env = "BERTH_LEASE_TIMEOUT")]
+    pub lease_timeout: Duration,
+}
+
+/// `--advertise-url`: an http(s) URL without a path.
+fn parse_advertise_url(s: &str) -> Result<String, String> {
+    let u = reqwest::Url::parse(s).map_err(|e| format!("`{s}` is not a URL: {e} (e.g. http://host:7070)"))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host().is_none() {
+        return Err(format!("`{s}`: use http://HOST:PORT or https://HOST:PORT"));
+    }
+    Ok(s.trim_end_matches('/').to_string())
+}
+
+/// `--lease-timeout`: a duration between 1 second and 1 minute.
+fn parse_lease_timeout(s: &str) -> Result<Duration, String> {
+    let secs = berth_model::parse_duration(s).map_err(|e| e.to_string())?;
+    if !(1..=60).contains(&secs) {
+        return Err(format!("`{s}` is out of range: use 1s to 1m (e.g. 5s)"));
+    }
+    Ok(Duration::from_secs(secs))
 }
 
 /// The app proxy (`berth open`, `/apps/<job>/<app>/`).
@@ -314,7 +341,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let cache = args.cache.start(&data_dir, args.manager.tls.files().as_ref(), trusted_cert.as_deref()).await?;
     let cache_env = cache.as_ref().map(|c| c.env.clone());
     // `berth up` is one machine: its store is always SQLite in its data dir.
-    let handle = start_manager(&data_dir, None, &args.manager, cache_env).await?;
+    let handle = start_manager(&data_dir, None, &args.manager, cache_env, None).await?;
     let url = handle.url.clone();
     let handle_apps = handle.apps_addr;
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
@@ -387,6 +414,13 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
 
     tokio::select! {
         _ = stop => crate::service::stopping(),
+        why = handle.deposed() => {
+            // Only a second manager on the same store can take the lease over.
+            let _ = stop_agent.send(());
+            let _ = tokio::time::timeout(AGENT_STOP_TIMEOUT, agent_task).await;
+            handle.shutdown().await;
+            anyhow::bail!("the manager lost the leadership ({why})");
+        }
         res = &mut agent_task => {
             handle.shutdown().await;
             return match res {
@@ -425,7 +459,12 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     // tokens beside it are 0600.
     let data_dir = prepare_data_dir(&data_dir, Traverse::Allowed)?;
     let cache_env = args.cache.env()?;
-    let handle = start_manager(&data_dir, store, &args.manager, cache_env).await?;
+    // A standby is a started service too: it serves (redirects to the leader) until it leads.
+    let on_standby = berth_manager::OnStandby(std::sync::Arc::new(|leader: &str| {
+        println!("berth manager stands by: the leader is {leader}");
+        crate::service::ready(&format!("standing by for the leader at {leader}"));
+    }));
+    let handle = start_manager(&data_dir, store, &args.manager, cache_env, Some(on_standby)).await?;
     let url = handle.url.clone();
     let trusted_cert = args.manager.tls.trusted_cert();
     if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
@@ -450,8 +489,16 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     };
     println!("  berth agent --manager {agent_url} --join-token {}{ca}", handle.join_token);
     let stop = shutdown_signal();
-    crate::service::ready(&format!("serving {url}"));
-    stop.await;
+    crate::service::ready(&format!("leading, serving {url}"));
+    tokio::select! {
+        _ = stop => {}
+        why = handle.deposed() => {
+            crate::service::stopping();
+            handle.shutdown().await;
+            // Non-zero, so that a service manager restarts it, as a standby.
+            anyhow::bail!("this manager lost the leadership ({why}): exiting so that it comes back as a standby");
+        }
+    }
     crate::service::stopping();
     // Through the log, which may be JSON lines (`--log-format json`).
     tracing::info!("stopping the berth manager");
@@ -507,6 +554,7 @@ async fn start_manager(
     store: Option<berth_store::StoreUrl>,
     flags: &ManagerFlags,
     cache: Option<berth_manager::cache_env::CacheEnv>,
+    on_standby: Option<berth_manager::OnStandby>,
 ) -> anyhow::Result<berth_manager::ManagerHandle> {
     let (listen, apps) = (flags.listen, &flags.apps);
     // Local users reach the manager over its unix socket, where the kernel vouches for who
@@ -530,6 +578,9 @@ async fn start_manager(
         apps_listen: apps.listen(listen),
         apps_url: apps.apps_url.clone(),
         apps_listen_defaulted: apps.apps_listen.is_none(),
+        advertise_url: flags.advertise_url.clone(),
+        lease_timeout: flags.lease_timeout,
+        on_standby,
     };
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }

@@ -15,6 +15,7 @@ mod daemon;
 mod datadir;
 mod export;
 mod jobfile;
+mod managers;
 mod output;
 mod sbatch;
 mod script;

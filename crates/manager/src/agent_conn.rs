@@ -12,7 +12,9 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, KernelReport, ManagerMessage, PROTOCOL_VERSION};
+use berth_model::protocol::{
+    AgentMessage, Envelope, KernelEvent, KernelOutcome, KernelReport, ManagerMessage, PROTOCOL_VERSION,
+};
 use berth_model::{JobState, Topology};
 use berth_sched::NodeLedger;
 use berth_store::NodeRow;
@@ -98,16 +100,27 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
     // Pings tell the agent the manager still hears it: an agent that gets no frame for half
     // the heartbeat timeout fences itself (stops its kernels), see berth-agent's `conn`.
     let ping_every = m.nodes.heartbeat_interval;
+    let lease = m.lease.clone();
     let mut writer = tokio::spawn(async move {
         let mut ping = tokio::time::interval(ping_every);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let sent = tokio::select! {
+            let next = tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(msg) => send(&mut sink, &msg).await,
+                    Some(msg) => Some(msg),
                     None => break,
                 },
-                _ = ping.tick() => sink.send(Message::Ping(Default::default())).await,
+                _ = ping.tick() => None,
+            };
+            // A manager that no longer leads sends nothing, not even a ping (which would keep the
+            // agent from looking for the new leader): it drops the connection instead.
+            if !lease.may_act() {
+                tracing::warn!("not the leader any more: closing an agent connection");
+                break;
+            }
+            let sent = match next {
+                Some(msg) => send(&mut sink, &Envelope { epoch: lease.epoch(), msg }).await,
+                None => sink.send(Message::Ping(Default::default())).await,
             };
             if sent.is_err() {
                 break;
@@ -166,7 +179,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
 
 async fn send(
     sink: &mut futures_util::stream::SplitSink<WebSocket, Message>,
-    msg: &ManagerMessage,
+    msg: &impl serde::Serialize,
 ) -> Result<(), axum::Error> {
     let text = serde_json::to_string(msg).expect("protocol messages serialise");
     sink.send(Message::Text(text.into())).await

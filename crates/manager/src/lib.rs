@@ -29,6 +29,8 @@ mod identity;
 mod idle;
 mod images;
 mod jobs;
+mod leader;
+mod lease;
 mod lifecycle;
 pub mod local;
 mod login_links;
@@ -45,6 +47,7 @@ mod reports;
 mod scheduler;
 mod session_cookie;
 mod sessions;
+mod standby;
 mod state;
 mod store_health;
 mod streams;
@@ -95,7 +98,29 @@ pub struct ManagerConfig {
     pub apps_url: Option<String>,
     /// `apps_listen` is a default: when its port is taken, a free one is used instead.
     pub apps_listen_defaulted: bool,
+    /// The URL other hosts reach this manager's API at (what standbys redirect to while it
+    /// leads); `None`: the listening address (loopback for `0.0.0.0`).
+    pub advertise_url: Option<String>,
+    /// How long the leader lease lasts without renewal (`leader.rs`): a standby takes over
+    /// about this long after the leader died.
+    pub lease_timeout: Duration,
+    /// Told the leader's URL whenever this manager stands by behind a new leader (before
+    /// [`start`] returns, which it does only once this manager leads).
+    pub on_standby: Option<OnStandby>,
 }
+
+/// A callback for [`ManagerConfig::on_standby`].
+#[derive(Clone)]
+pub struct OnStandby(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for OnStandby {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnStandby")
+    }
+}
+
+/// The default of [`ManagerConfig::lease_timeout`].
+pub const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The admin user and its API token, shown once on the first start of a data dir.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +141,10 @@ pub struct ManagerHandle {
     pub socket: Option<PathBuf>,
     /// Where the app proxy listens, if it does.
     pub apps_addr: Option<SocketAddr>,
+    /// The epoch this manager leads with.
+    pub epoch: u64,
     shutdown: watch::Sender<bool>,
+    deposed: watch::Receiver<Option<String>>,
     server: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
     store: Arc<dyn Store>,
@@ -131,6 +159,16 @@ impl ManagerHandle {
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         self.finish().await;
+    }
+
+    /// Resolves when this manager lost the leadership (the reason): it has stopped acting
+    /// already, and its owner should shut it down (a restart comes back as a standby).
+    pub async fn deposed(&self) -> String {
+        let mut d = self.deposed.clone();
+        match d.wait_for(|d| d.is_some()).await {
+            Ok(why) => why.clone().unwrap_or_default(),
+            Err(_) => std::future::pending().await,
+        }
     }
 
     /// Waits until the server stops (it only stops through [`ManagerHandle::shutdown`] or an
@@ -172,6 +210,17 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         .unwrap_or_else(|| StoreUrl::Sqlite(config.data_dir.join("berth.db")));
     let store: Arc<dyn Store> =
         berth_store::open(&url).await.with_context(|| format!("cannot open the store {url}"))?;
+    let listener = std::net::TcpListener::bind(config.listen)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local_addr = listener.local_addr()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let me = leader::Candidate::new(
+        config.advertise_url.clone().unwrap_or_else(|| local_url(scheme, local_addr)),
+        config.lease_timeout,
+    );
+    let (epoch, until) = stand_by(&*store, &me, &listener, tls.clone(), config.on_standby.clone()).await?;
+    store.fence(epoch);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let m = Arc::new(manager::Manager::new(
         store.clone(),
@@ -182,6 +231,8 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         &config.data_dir,
         tls.is_some(),
     ));
+    m.lease.lead(epoch, until);
+    m.leader_url.set(me.url.clone()).expect("set once");
     if let Some(c) = config.cache.clone() {
         let _ = m.cache.set(c);
     }
@@ -192,11 +243,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     m.rebuild().await.context("cannot load jobs and nodes from the store")?;
     m.cache_members.load(&*store).await.context("cannot load the dataset cache's members and buckets")?;
 
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let local_addr = listener.local_addr()?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
+    let listener = tokio::net::TcpListener::from_std(listener)?;
     let tls_apps = tls.clone();
     let server = serve_tcp(listener, api::router(m.clone()), tls, shutdown_rx.clone())?;
     let mut tasks = Vec::new();
@@ -235,6 +282,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         }
         None => None,
     };
+    let (deposed_tx, deposed) = watch::channel(None);
     let reports = m.hub.take_reports().expect("the report loop starts once");
     tasks.extend([
         tokio::spawn(reports::run(m.clone(), reports)),
@@ -243,6 +291,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         tokio::spawn(idle::run(m.clone())),
         tokio::spawn(cache_push::run(m.clone())),
         tokio::spawn(m.tenancy.bad_tokens().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
+        tokio::spawn(leader::keep(store.clone(), me, m.lease.clone(), deposed_tx, shutdown_rx.clone())),
     ]);
     tracing::info!(%local_addr, "berth manager listening");
     Ok(ManagerHandle {
@@ -252,11 +301,42 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         join_token,
         socket,
         apps_addr,
+        epoch,
         shutdown: shutdown_tx,
+        deposed,
         server,
         tasks,
         store,
     })
+}
+
+/// Serves as a standby on `listener` (redirects to the leader, `standby.rs`) until this
+/// manager takes the lease: its epoch and until when it may act.
+async fn stand_by(
+    store: &dyn Store,
+    me: &leader::Candidate,
+    listener: &std::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    on_standby: Option<OnStandby>,
+) -> anyhow::Result<(u64, std::time::Instant)> {
+    let (seen_tx, seen) = watch::channel(None);
+    let (stop_tx, stop) = watch::channel(false);
+    // A second handle on the same socket: the leader serves the first once this one is done.
+    let dup = tokio::net::TcpListener::from_std(listener.try_clone().context("cannot share the listener")?)?;
+    let server = serve_tcp(dup, standby::router(seen, me.url.clone()), tls, stop)?;
+    let told = |url: &str| {
+        if let Some(f) = &on_standby {
+            (f.0)(url)
+        }
+    };
+    let (epoch, until) = leader::campaign(store, me, &seen_tx, told).await;
+    let _ = stop_tx.send(true);
+    // Keep-alive clients of the standby get their answers; then they are cut and reconnect.
+    let mut server = server;
+    if tokio::time::timeout(Duration::from_secs(1), &mut server).await.is_err() {
+        server.abort();
+    }
+    Ok((epoch, until))
 }
 
 /// The app proxy's listener: on `addr`, or when that is a default whose port is taken, on a

@@ -62,6 +62,10 @@ pub struct Manager {
     /// Prometheus counters and histograms (`/metrics`; levels are counted at scrape time).
     pub metrics: Arc<crate::metrics::Metrics>,
     pub shutdown: watch::Receiver<bool>,
+    /// This manager's hold on the leader lease: whether it may act, and its epoch.
+    pub lease: Arc<crate::lease::Lease>,
+    /// This manager's own URL (`--advertise-url`), for `/v1/leader`.
+    pub leader_url: std::sync::OnceLock<String>,
 }
 
 impl Manager {
@@ -96,6 +100,8 @@ impl Manager {
             shutdown,
             store,
             metrics,
+            lease: Default::default(),
+            leader_url: Default::default(),
         }
     }
 

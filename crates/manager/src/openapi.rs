@@ -26,6 +26,7 @@ use crate::web::login;
     info(title = "berth", description = "berth cluster scheduler REST API"),
     paths(
         misc::health,
+        misc::leader,
         misc::whoami,
         nodes::list,
         nodes::timeline,
@@ -76,7 +77,7 @@ use crate::web::login;
 pub struct ApiDoc;
 
 /// Routes anyone may call without a token.
-const PUBLIC: &[&str] = &["/v1/health"];
+const PUBLIC: &[&str] = &["/v1/health", "/v1/leader"];
 
 /// User and project names (`berth_model::valid_name`).
 const NAME: &str = "^[A-Za-z0-9._-]{1,64}$";
@@ -296,7 +297,7 @@ mod tests {
         for (path, item) in s["paths"].as_object().unwrap() {
             for (method, op) in item.as_object().unwrap() {
                 let codes = op["responses"].as_object().unwrap();
-                if path != "/v1/health" {
+                if !PUBLIC.contains(&path.as_str()) {
                     assert_eq!(op["security"], json!([{"bearer": []}]), "{method} {path}");
                     assert!(codes.contains_key("401"), "{method} {path}");
                 }

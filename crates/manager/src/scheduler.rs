@@ -40,6 +40,10 @@ pub async fn run(m: Arc<Manager>) {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = shutdown.changed() => break,
         }
+        // A manager that lost the leadership starts nothing (its writes would be fenced anyway).
+        if !m.lease.may_act() {
+            continue;
+        }
         m.jobs.retry_deferred().await;
         // A pass is never interrupted half-way: shutdown waits for its store batch.
         pass(&m).await;

@@ -333,6 +333,24 @@ pub struct Health {
     pub problems: Vec<String>,
 }
 
+/// The header a standby manager names the leader's URL in, beside its redirect.
+pub const LEADER_HEADER: &str = "berth-leader";
+
+/// `GET /v1/leader` (no token needed, on the leader and on standbys alike): which manager of
+/// a highly available control plane leads, so that clients and agents can follow it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LeaderView {
+    /// `leader` or `standby`: what the manager that answers is.
+    pub role: String,
+    /// The answering manager's own URL (`--advertise-url`).
+    pub url: String,
+    /// The leader's URL; absent while nobody leads (a takeover under way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// The leader's epoch: it grows at every takeover (0: nobody has led yet).
+    pub epoch: u64,
+}
+
 /// `POST /v1/ui/login-links`: a one-time link that logs the caller in to the dashboard.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LoginLink {

@@ -256,6 +256,33 @@ pub enum ManagerMessage {
     },
 }
 
+impl ManagerMessage {
+    /// The message's name, for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ManagerMessage::Welcome { .. } => "welcome",
+            ManagerMessage::Refused { .. } => "refused",
+            ManagerMessage::StartKernel { .. } => "start-kernel",
+            ManagerMessage::StopKernel { .. } => "stop-kernel",
+            ManagerMessage::Forget { .. } => "forget",
+            ManagerMessage::FetchLogs { .. } => "fetch-logs",
+            ManagerMessage::OpenStream { .. } => "open-stream",
+        }
+    }
+}
+
+/// Every manager → agent frame: a message and the epoch of the manager that sent it (the
+/// leader lease's, which grows at every takeover; 0 from a manager without one). An agent
+/// follows the highest epoch it has seen and refuses commands of an older one, so a deposed
+/// leader that wakes up can never act on a node (DESIGN.md §11).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    #[serde(default)]
+    pub epoch: u64,
+    #[serde(flatten)]
+    pub msg: ManagerMessage,
+}
+
 /// The header that carries an agent's stream secret when it dials a stream back.
 pub const STREAM_SECRET_HEADER: &str = "x-berth-stream-secret";
 
@@ -305,5 +332,17 @@ mod tests {
         assert!(s.contains("\"type\":\"heartbeat\""), "{s}");
         let back: AgentMessage = serde_json::from_str(&s).unwrap();
         assert_eq!(back, m);
+    }
+
+    #[test]
+    fn an_envelope_carries_the_epoch_beside_the_message() {
+        let e =
+            Envelope { epoch: 7, msg: ManagerMessage::Forget { key: KernelKey { job_id: 3, attempt: 0, index: 0 } } };
+        let s = serde_json::to_string(&e).unwrap();
+        assert!(s.contains("\"epoch\":7") && s.contains("\"type\":\"forget\""), "{s}");
+        assert_eq!(serde_json::from_str::<Envelope>(&s).unwrap(), e);
+        // a manager without a lease (and an older one) sends no epoch: 0
+        let bare = serde_json::to_string(&e.msg).unwrap();
+        assert_eq!(serde_json::from_str::<Envelope>(&bare).unwrap(), Envelope { epoch: 0, ..e });
     }
 }

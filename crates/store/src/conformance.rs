@@ -20,7 +20,7 @@ macro_rules! conformance_tests {
     ($fresh:path) => {
         $crate::conformance_tests!(@each $fresh; users_and_tokens, jobs_insert_and_list, lifecycle_and_history,
             measured_usage_adds_up, cas_conflict_leaves_store_untouched, requeue_bumps_attempt, nodes_and_meta,
-            queues_and_usage, tenancy, cache_state, cache_members);
+            queues_and_usage, tenancy, cache_state, cache_members, leader_lease);
     };
     (@each $fresh:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test]
@@ -661,6 +661,64 @@ pub async fn cache_members(s: &dyn Store) {
     assert_eq!(all[1], moved);
     let seqs = [a.seq, b.seq, moved.seq, r.seq];
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "every new URL a higher seq: {seqs:?}");
+}
+
+/// One lease, taken by one manager at a time, with an epoch that grows at every takeover; a
+/// store fenced with an old epoch writes nothing.
+pub async fn leader_lease(s: &dyn Store) {
+    use std::time::Duration;
+    let l = s.lease().await.unwrap();
+    assert_eq!((l.epoch, l.held()), (0, false), "a new store is unled: {l:?}");
+    let ttl = Duration::from_secs(60);
+    let e1 = s.lease_acquire("a", "http://a:7070", ttl).await.unwrap().expect("a free lease is taken");
+    assert_eq!(e1, 1);
+    assert_eq!(s.lease_acquire("b", "http://b:7070", ttl).await.unwrap(), None, "a held lease is not");
+    let l = s.lease().await.unwrap();
+    assert_eq!((l.holder.as_str(), l.url.as_str(), l.epoch, l.held()), ("a", "http://a:7070", 1, true));
+    assert!(l.remaining > Duration::from_secs(50) && l.remaining <= ttl, "{l:?}");
+    assert!(s.lease_renew("a", e1, ttl).await.unwrap());
+    assert!(!s.lease_renew("b", e1, ttl).await.unwrap(), "only the holder renews");
+    assert!(!s.lease_renew("a", e1 + 1, ttl).await.unwrap(), "with its own epoch");
+
+    s.fence(e1);
+    let u = s.create_user("u", "user", at(0)).await.unwrap();
+    let id = s.insert_job(u.id, &JobSpec::command(["true"]), None, at(1)).await.expect("the leader writes");
+    // a lease that ran out is taken over by the next manager, with the next epoch
+    assert!(s.lease_renew("a", e1, Duration::ZERO).await.unwrap());
+    assert!(!s.lease().await.unwrap().held());
+    let e2 = s.lease_acquire("b", "http://b:7070", ttl).await.unwrap().expect("an expired lease is taken over");
+    assert_eq!(e2, 2);
+    assert!(!s.lease_renew("a", e1, ttl).await.unwrap(), "the old leader cannot renew");
+    let cancel = Change::Transition {
+        job_id: id,
+        from: JobState::Pending,
+        to: JobState::Cancelled,
+        at: at(2),
+        reason: "late".into(),
+        exit_code: None,
+        end: None,
+    };
+    for refused in [
+        s.apply(std::slice::from_ref(&cancel)).await,
+        s.insert_job(u.id, &JobSpec::command(["true"]), None, at(2)).await.map(|_| ()),
+        s.upsert_node(&node("n9")).await,
+        s.set_node_state("n9", NodeState::Lost, None).await,
+    ] {
+        match refused {
+            Err(StoreError::Fenced { mine: 1, now: 2 }) => {}
+            other => panic!("a write of the old leader must be fenced, got {other:?}"),
+        }
+    }
+    assert_eq!(s.job(id).await.unwrap().unwrap().state, JobState::Pending, "nothing of it was written");
+    assert_eq!(s.job_count().await.unwrap(), 1);
+    assert!(s.nodes().await.unwrap().is_empty());
+    // the new leader writes; a release lets the next one in at once
+    s.fence(e2);
+    s.apply(&[cancel]).await.expect("the new leader writes");
+    s.lease_release("a", e1).await.unwrap();
+    assert!(s.lease().await.unwrap().held(), "only the holder releases");
+    s.lease_release("b", e2).await.unwrap();
+    assert_eq!(s.lease_acquire("c", "http://c:7070", ttl).await.unwrap(), Some(3));
 }
 
 /// Several writers at once behind `Arc<dyn Store>`: ids are unique and every insert lands; the

@@ -25,6 +25,14 @@ pub(crate) enum Val {
 }
 
 /// A table to copy: its columns and the order to read them in.
+/// The single-row counters copied beside the tables: the cache's member counter, and the
+/// leader lease's epoch (the lease itself is not copied: the new store starts unled).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counters {
+    pub cache_seq: i64,
+    pub lease_epoch: i64,
+}
+
 pub(crate) struct Table {
     pub name: &'static str,
     pub cols: &'static [(&'static str, Kind)],
@@ -226,13 +234,13 @@ async fn copy_between(src: &Opened, dst: &Opened, to: &StoreUrl) -> Result<CopyR
             "{to} is not empty ({held} rows): copy into a new database, or drop this one first"
         )));
     }
-    let (tables, seq) = match src {
+    let (tables, counters) = match src {
         Opened::Sqlite(s) => crate::sqlite::copy_read(s).await?,
         Opened::Pg(s) => crate::postgres::copy_read(s).await?,
     };
     match dst {
-        Opened::Sqlite(s) => crate::sqlite::copy_write(s, &tables, seq).await?,
-        Opened::Pg(s) => crate::postgres::copy_write(s, &tables, seq).await?,
+        Opened::Sqlite(s) => crate::sqlite::copy_write(s, &tables, counters).await?,
+        Opened::Pg(s) => crate::postgres::copy_write(s, &tables, counters).await?,
     }
     Ok(CopyReport { tables: TABLES.iter().zip(&tables).map(|(t, rows)| (t.name, rows.len())).collect() })
 }

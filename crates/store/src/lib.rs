@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod conformance;
 mod copy;
+mod lease;
 
 mod postgres;
 mod rows;
@@ -31,6 +32,7 @@ use thiserror::Error;
 pub use cache::{CacheBucketRow, CacheNodeRow, CacheState};
 
 pub use copy::{CopyReport, copy};
+pub use lease::{LeaderLease, LeaseRow};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
@@ -78,6 +80,10 @@ pub enum StoreError {
     /// A `--store` URL or store file that cannot be used (what to fix is in the text).
     #[error("{0}")]
     BadUrl(String),
+    /// This manager no longer leads: another took the lease over (epoch `now`) since it was
+    /// fenced with `mine`. Nothing of the call was written.
+    #[error("this manager lost the leadership (its epoch is {mine}, the store's is {now}): nothing was written")]
+    Fenced { mine: u64, now: u64 },
 }
 
 /// Runs `migrator`'s migrations, telling a database from a newer berth apart.
@@ -111,7 +117,7 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Everything the manager persists. Implementations must be safe to share (`Arc<dyn Store>`).
 #[async_trait]
-pub trait Store: Tenancy + CacheState + Send + Sync {
+pub trait Store: Tenancy + CacheState + LeaderLease + Send + Sync {
     // --- users and tokens -------------------------------------------------------------
     /// Creates a user; `Duplicate` if the name is taken.
     async fn create_user(&self, name: &str, role: &str, at: Timestamp) -> Result<UserRow>;

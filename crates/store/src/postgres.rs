@@ -27,6 +27,9 @@ mod shared_copy;
 #[path = "sql_jobs.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_jobs;
+#[path = "sql_lease.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_lease;
 #[path = "sql_rows.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_rows;
@@ -38,6 +41,11 @@ mod shared_store;
 mod shared_tenancy;
 
 pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, write_all as copy_write};
+
+/// The database's clock, in milliseconds since the Unix epoch (the leader lease's times).
+const NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
+/// What the fence check adds to its read of the lease row.
+const FOR_SHARE: &str = " FOR SHARE";
 
 type Adapter = PgStore;
 type Db = sqlx::Postgres;
@@ -107,10 +115,14 @@ pub(crate) fn is_disk_full(e: &sqlx::Error) -> bool {
 pub struct PgStore {
     pub(crate) writer: PgPool,
     pub(crate) reader: PgPool,
+    /// The epoch writes are fenced with (0: none), see [`crate::LeaderLease::fence`].
+    pub(crate) fence: std::sync::atomic::AtomicU64,
 }
 
 const CONNECTIONS: u32 = 8;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Below the default leader lease (5 s): see [`PgStore::open`].
+const IDLE_IN_TRANSACTION_MS: &str = "3000";
 
 impl PgStore {
     /// Connects to `url` (`postgres://USER@HOST[:PORT]/DATABASE`; the password comes from
@@ -119,7 +131,12 @@ impl PgStore {
         let opts = PgConnectOptions::from_str(url).map_err(|e| {
             StoreError::BadUrl(format!("bad PostgreSQL URL: {e}: write it as postgres://USER@HOST[:PORT]/DATABASE"))
         })?;
-        let opts = opts.log_statements(tracing::log::LevelFilter::Trace);
+        // A manager frozen inside a transaction (SIGSTOP, a stalled VM) would hold the lease row's
+        // share lock (`sql_lease.rs`) and keep a standby from taking over: the server ends such
+        // a session after IDLE_IN_TRANSACTION, which rolls it back.
+        let opts = opts
+            .log_statements(tracing::log::LevelFilter::Trace)
+            .options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION_MS)]);
         // One connection first, by hand: the pool retries until its timeout and then reports
         // only that it timed out, not why.
         let first = tokio::time::timeout(CONNECT_TIMEOUT, opts.connect()).await;
@@ -142,7 +159,7 @@ impl PgStore {
         drop(conn);
         let migrator = sqlx::migrate!("./migrations/postgres");
         migrator.run(&pool).await.map_err(crate::migrate_error(&migrator))?;
-        Ok(PgStore { writer: pool.clone(), reader: pool })
+        Ok(PgStore { writer: pool.clone(), reader: pool, fence: Default::default() })
     }
 }
 

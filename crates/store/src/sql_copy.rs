@@ -6,19 +6,20 @@ use sqlx::Row;
 
 use super::{Adapter, DbConn, snapshot, sql};
 use crate::Result;
-use crate::copy::{Kind, TABLES, Table, Val};
+use crate::copy::{Counters, Kind, TABLES, Table, Val};
 
-/// Every row of every table of [`TABLES`], and the cache member counter, from one snapshot (a
-/// manager still running meanwhile cannot make the copy inconsistent).
-pub(crate) async fn read_all(s: &Adapter) -> Result<(Vec<Vec<Vec<Val>>>, i64)> {
+/// Every row of every table of [`TABLES`], and the counters, from one snapshot (a manager still
+/// running meanwhile cannot make the copy inconsistent).
+pub(crate) async fn read_all(s: &Adapter) -> Result<(Vec<Vec<Vec<Val>>>, Counters)> {
     let mut tx = snapshot(&s.reader).await?;
     let mut tables = Vec::with_capacity(TABLES.len());
     for t in TABLES {
         tables.push(read_table(&mut tx, t).await?);
     }
-    let seq = sqlx::query_scalar("SELECT COALESCE(MAX(last), 0) FROM cache_seq").fetch_one(&mut *tx).await?;
+    let cache_seq = sqlx::query_scalar("SELECT COALESCE(MAX(last), 0) FROM cache_seq").fetch_one(&mut *tx).await?;
+    let lease_epoch = sqlx::query_scalar("SELECT epoch FROM leader_lease WHERE id = 1").fetch_one(&mut *tx).await?;
     tx.commit().await?;
-    Ok((tables, seq))
+    Ok((tables, Counters { cache_seq, lease_epoch }))
 }
 
 /// Every row of `t`, in its key order.
@@ -62,9 +63,9 @@ pub(crate) async fn rows_in(s: &Adapter) -> Result<i64> {
     Ok(n)
 }
 
-/// Writes `tables` (rows per entry of [`TABLES`]) and the cache member counter `cache_seq` in
-/// one transaction, then moves the id counters past the ids written.
-pub(crate) async fn write_all(s: &Adapter, tables: &[Vec<Vec<Val>>], cache_seq: i64) -> Result<()> {
+/// Writes `tables` (rows per entry of [`TABLES`]) and the counters in one transaction, then
+/// moves the id counters past the ids written.
+pub(crate) async fn write_all(s: &Adapter, tables: &[Vec<Vec<Val>>], counters: Counters) -> Result<()> {
     let mut tx = s.writer.begin().await?;
     for (t, rows) in TABLES.iter().zip(tables) {
         let names: Vec<&str> = t.cols.iter().map(|(c, _)| *c).collect();
@@ -90,7 +91,9 @@ pub(crate) async fn write_all(s: &Adapter, tables: &[Vec<Vec<Val>>], cache_seq: 
             query.execute(&mut *tx).await?;
         }
     }
-    sqlx::query(&sql("UPDATE cache_seq SET last = ?")).bind(cache_seq).execute(&mut *tx).await?;
+    sqlx::query(&sql("UPDATE cache_seq SET last = ?")).bind(counters.cache_seq).execute(&mut *tx).await?;
+    // The epoch goes on from the old store's: agents refuse a leader older than one they knew.
+    sqlx::query(&sql("UPDATE leader_lease SET epoch = ?")).bind(counters.lease_epoch).execute(&mut *tx).await?;
     super::after_copy(&mut tx).await?;
     tx.commit().await?;
     Ok(())

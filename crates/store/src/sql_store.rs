@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use sqlx::Row;
 
 use super::shared_jobs::{Move, jobs_query, kernel_exit, set_kernels, set_stop, transition};
+use super::shared_lease::check_fence;
 use super::shared_rows::{job_row, node_row, read_job, read_kernels, read_transitions, user_row};
 use super::{Adapter, snapshot, sql};
 use crate::rows::{JOB_COLUMNS, bind_args, duplicate, from_ts, json, returned, to_json, ts};
@@ -118,6 +119,7 @@ impl Store for Adapter {
         at: Timestamp,
     ) -> Result<JobId> {
         let mut tx = self.writer.begin().await?;
+        check_fence(self, &mut tx).await?;
         let id = sqlx::query(&sql(
             "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared, \
              submitter_uid, submitter_gid) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) RETURNING id",
@@ -214,6 +216,7 @@ impl Store for Adapter {
         }
         // Dropping `tx` on an early return rolls everything back.
         let mut tx = self.writer.begin().await?;
+        check_fence(self, &mut tx).await?;
         for c in changes {
             match c {
                 Change::Transition { job_id, from, to, at, reason, exit_code, end } => {
@@ -262,6 +265,8 @@ impl Store for Adapter {
     }
 
     async fn upsert_node(&self, n: &NodeRow) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        check_fence(self, &mut tx).await?;
         sqlx::query(&sql("INSERT INTO nodes (name, queue, topology, version, state, last_heartbeat, address) \
              VALUES (?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, topology = excluded.topology, \
@@ -274,30 +279,37 @@ impl Store for Adapter {
         .bind(n.state.as_str())
         .bind(n.last_heartbeat.map(ts))
         .bind(&n.address)
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
     async fn set_node_drain(&self, name: &str, reason: Option<&str>) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        check_fence(self, &mut tx).await?;
         let done = sqlx::query(&sql("UPDATE nodes SET drain_reason = ? WHERE name = ?"))
             .bind(reason)
             .bind(name)
-            .execute(&self.writer)
+            .execute(&mut *tx)
             .await?;
-        one_node(done.rows_affected(), name)
+        one_node(done.rows_affected(), name)?;
+        Ok(tx.commit().await?)
     }
 
     async fn set_node_state(&self, name: &str, state: NodeState, last_heartbeat: Option<Timestamp>) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        check_fence(self, &mut tx).await?;
         let done = sqlx::query(&sql(
             "UPDATE nodes SET state = ?, last_heartbeat = COALESCE(?, last_heartbeat) WHERE name = ?",
         ))
         .bind(state.as_str())
         .bind(last_heartbeat.map(ts))
         .bind(name)
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
-        one_node(done.rows_affected(), name)
+        one_node(done.rows_affected(), name)?;
+        Ok(tx.commit().await?)
     }
 
     async fn nodes(&self) -> Result<Vec<NodeRow>> {

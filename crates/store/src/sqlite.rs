@@ -26,6 +26,9 @@ mod shared_copy;
 #[path = "sql_jobs.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_jobs;
+#[path = "sql_lease.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_lease;
 #[path = "sql_rows.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_rows;
@@ -37,6 +40,11 @@ mod shared_store;
 mod shared_tenancy;
 
 pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, write_all as copy_write};
+
+/// The database's clock, in milliseconds since the Unix epoch (the leader lease's times).
+const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+/// What the fence check adds to its read of the lease row.
+const FOR_SHARE: &str = "";
 
 type Adapter = SqliteStore;
 type Db = sqlx::Sqlite;
@@ -90,6 +98,8 @@ async fn snapshot(pool: &SqlitePool) -> Result<sqlx::Transaction<'_, Db>> {
 pub struct SqliteStore {
     pub(crate) writer: SqlitePool,
     pub(crate) reader: SqlitePool,
+    /// The epoch writes are fenced with (0: none), see [`crate::LeaderLease::fence`].
+    pub(crate) fence: std::sync::atomic::AtomicU64,
 }
 
 const READERS: u32 = 4;
@@ -118,7 +128,7 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(base.read_only(true))
             .await?;
-        Ok(SqliteStore { writer, reader })
+        Ok(SqliteStore { writer, reader, fence: Default::default() })
     }
 }
 

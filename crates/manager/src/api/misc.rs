@@ -1,10 +1,10 @@
-//! Health, whoami and the admin routes (users, join tokens).
+//! Health, the leader, whoami and the admin routes (users, join tokens).
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use berth_model::api::{CreateUserRequest, Health, JoinTokenCreated, UserCreated, WhoAmI};
+use berth_model::api::{CreateUserRequest, Health, JoinTokenCreated, LeaderView, UserCreated, WhoAmI};
 use berth_store::StoreError;
 
 use crate::auth::{Admin, Auth};
@@ -17,9 +17,26 @@ use crate::token::{hash_token, new_token};
 #[utoipa::path(get, path = "/v1/health", tag = "meta", responses((status = 200, body = Health)))]
 pub async fn health(State(m): State<Arc<Manager>>) -> axum::Json<Health> {
     m.store_health.probe(&*m.store).await;
-    let problems: Vec<String> = m.store_health.problem().into_iter().collect();
+    let mut problems: Vec<String> = m.store_health.problem().into_iter().collect();
+    if m.lease.lost() {
+        problems.push("this manager lost the leadership and is stopping: use the new leader (GET /v1/leader)".into());
+    }
     let status = if problems.is_empty() { "ok" } else { "degraded" };
     axum::Json(Health { status: status.into(), version: env!("CARGO_PKG_VERSION").into(), problems })
+}
+
+/// Which manager leads (this one, while it answers here; standbys answer the same route with
+/// the leader's URL); needs no token, so clients and agents can find the leader.
+#[utoipa::path(get, path = "/v1/leader", tag = "meta", responses((status = 200, body = LeaderView)))]
+pub async fn leader(State(m): State<Arc<Manager>>) -> axum::Json<LeaderView> {
+    let url = m.leader_url.get().cloned().unwrap_or_default();
+    let leads = m.lease.may_act();
+    axum::Json(LeaderView {
+        role: if leads { "leader" } else { "standby" }.into(),
+        leader: leads.then(|| url.clone()),
+        url,
+        epoch: m.lease.epoch(),
+    })
 }
 
 /// The user behind the token.

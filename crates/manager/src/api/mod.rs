@@ -29,6 +29,7 @@ use crate::manager::Manager;
 pub fn router(m: Arc<Manager>) -> Router {
     Router::new()
         .route("/v1/health", get(misc::health))
+        .route("/v1/leader", get(misc::leader))
         .route("/metrics", get(metrics::scrape))
         .route("/openapi.json", get(crate::openapi::spec))
         .route("/v1/whoami", get(misc::whoami))

@@ -32,6 +32,9 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         apps_listen: None,
         apps_url: None,
         apps_listen_defaulted: false,
+        advertise_url: None,
+        lease_timeout: berth_manager::DEFAULT_LEASE_TIMEOUT,
+        on_standby: None,
     }
 }
 

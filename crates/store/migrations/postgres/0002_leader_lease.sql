@@ -1,0 +1,11 @@
+-- The leader lease (several managers on one store, one leads): one row. `epoch` grows at every
+-- takeover and fences the store and the agents against an older leader; `expires_ms` is on the
+-- database's clock (milliseconds since the Unix epoch), so managers' clocks need not agree.
+CREATE TABLE leader_lease (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    holder TEXT NOT NULL,
+    url TEXT NOT NULL,
+    epoch BIGINT NOT NULL CHECK (epoch >= 0),
+    expires_ms BIGINT NOT NULL
+);
+INSERT INTO leader_lease (id, holder, url, epoch, expires_ms) VALUES (1, '', '', 0, 0);
