@@ -67,6 +67,11 @@ impl Client {
             // A dead host should fail fast; an answer may still take long (big logs), so only
             // the connect step has a short limit.
             .connect_timeout(Duration::from_secs(5));
+        if managers.urls().len() > 1 {
+            // A frozen manager accepts connections and never answers: with others to ask,
+            // give up on it (reads and keyed writes then go elsewhere, see `managers.rs`).
+            http = http.read_timeout(crate::managers::READ_TIMEOUT);
+        }
         if managers.any_https() || creds.ca_file.is_some() {
             // The agent's trust rules (public roots, the system's store, the CA file's
             // certificates), so the CLI and the agents accept the same managers.
@@ -172,6 +177,22 @@ impl Client {
         self.json(self.request(Method::GET, "/v1/health")).await
     }
 
+    /// Every configured manager's URL.
+    pub fn manager_urls(&self) -> &[String] {
+        self.managers.urls()
+    }
+
+    /// `GET /v1/leader` of the manager at `url` itself, redirects not followed.
+    pub async fn leader_at(&self, url: &str) -> anyhow::Result<berth_model::api::LeaderView> {
+        let req = self.http.get(format!("{url}/v1/leader"));
+        let resp = tokio::spawn(req.send()).await.context("the request task failed")?;
+        let resp = resp.map_err(|e| anyhow!("{}", e.without_url()))?;
+        if !resp.status().is_success() {
+            return Err(error_answer(resp).await);
+        }
+        resp.json().await.map_err(|e| anyhow!("unexpected answer: {e}"))
+    }
+
     pub async fn whoami(&self) -> anyhow::Result<WhoAmI> {
         self.json(self.request(Method::GET, "/v1/whoami")).await
     }
@@ -182,7 +203,9 @@ impl Client {
     }
 
     pub async fn submit(&self, req: &SubmitRequest) -> anyhow::Result<JobView> {
-        self.json(self.request(Method::POST, "/v1/jobs").json(req)).await
+        // A submit whose answer is lost (its manager died, a takeover) is sent again safely.
+        let key = format!("{:032x}", rand::random::<u128>());
+        self.json(self.request(Method::POST, "/v1/jobs").header("idempotency-key", key).json(req)).await
     }
 
     pub async fn jobs(&self, q: &JobListQuery) -> anyhow::Result<Vec<JobView>> {

@@ -46,6 +46,9 @@ pub struct UpArgs {
     pub users: UserMapArgs,
 }
 
+/// How long a manager that lost the leadership waits for its shutdown before it exits.
+const DEPOSED_SHUTDOWN: Duration = Duration::from_secs(10);
+
 /// The manager's flags, the same for `berth up` and `berth manager`.
 #[derive(Debug, Args)]
 pub struct ManagerFlags {
@@ -494,7 +497,11 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
         _ = stop => {}
         why = handle.deposed() => {
             crate::service::stopping();
-            handle.shutdown().await;
+            // A manager cut off from its store may wait long on it: it has stopped acting
+            // already, so a bounded shutdown loses nothing.
+            if tokio::time::timeout(DEPOSED_SHUTDOWN, handle.shutdown()).await.is_err() {
+                tracing::warn!("the shutdown did not finish in {}s: exiting anyway", DEPOSED_SHUTDOWN.as_secs());
+            }
             // Non-zero, so that a service manager restarts it, as a standby.
             anyhow::bail!("this manager lost the leadership ({why}): exiting so that it comes back as a standby");
         }

@@ -73,6 +73,8 @@ enum Command {
     Cancel(commands::cancel::CancelArgs),
     /// List nodes and their GPUs with what is used and free
     Nodes(commands::nodes::NodesArgs),
+    /// List the configured managers: which one leads, which stand by, which are down
+    Managers(commands::control_plane::ManagersArgs),
     /// List queues with their scheduling policy, nodes and load
     Queues(commands::queues::QueuesArgs),
     /// Show the quotas that apply to you (admins: all) with what is in use
@@ -192,6 +194,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Logs(a) => logs::run(a).await,
         Command::Cancel(a) => cancel::run(a).await,
         Command::Nodes(a) => nodes::run(a).await,
+        Command::Managers(a) => commands::control_plane::run(a).await,
         Command::Queues(a) => queues::run(a).await,
         Command::Quotas(a) => quota::list(a).await,
         Command::Usage(a) => usage::run(a).await,

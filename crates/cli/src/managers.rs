@@ -3,8 +3,9 @@
 //! this client last found leading; a standby's redirect (307 and the `berth-leader` header) is
 //! followed with the token kept, a manager that cannot be reached is passed over for the next,
 //! and while nobody leads (503 during a takeover) the request waits and tries again, up to
-//! [`FOLLOW_FOR`]. A request is sent again only when it cannot have been carried out: it never
-//! reached a manager, a standby turned it away, or it only reads (GET, HEAD).
+//! [`FOLLOW_FOR`]. A request is sent again only when that cannot carry it out twice: it never
+//! reached a manager, a standby turned it away, it only reads (GET, HEAD), or it carries an
+//! idempotency key (submits do).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,6 +16,8 @@ use reqwest::{Method, RequestBuilder, Response, StatusCode};
 
 /// How long a request keeps looking for a leader: a takeover takes about the lease timeout.
 const FOLLOW_FOR: Duration = Duration::from_secs(30);
+/// With several managers, a manager that sends nothing for this long is given up on.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause between rounds while nobody leads.
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
@@ -55,6 +58,11 @@ impl Managers {
         self.urls.join(", ")
     }
 
+    /// Every configured manager.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+
     /// The manager requests go to now.
     pub fn current(&self) -> String {
         self.current.lock().expect("leader lock").clone()
@@ -75,10 +83,11 @@ impl Managers {
     pub async fn send(&self, http: &reqwest::Client, req: RequestBuilder) -> Result<Response, SendError> {
         let req = req.build().map_err(SendError::Transport)?;
         let several = self.urls.len() > 1;
-        let reads = matches!(*req.method(), Method::GET | Method::HEAD);
+        // Sent again after an answer that never came only when that cannot do it twice.
+        let again =
+            matches!(*req.method(), Method::GET | Method::HEAD) || req.headers().contains_key("idempotency-key");
         let deadline = Instant::now() + FOLLOW_FOR;
-        let mut redirects = 0;
-        let mut unreachable = 0;
+        let mut down: Vec<String> = Vec::new();
         let mut req = Some(req);
         loop {
             let base = self.current();
@@ -91,18 +100,27 @@ impl Managers {
             let sent = tokio::spawn(http.execute(attempt)).await;
             let sent = sent.map_err(|e| SendError::Other(anyhow!("the request task failed: {e}")))?;
             let more = req.is_some() && Instant::now() < deadline;
+            let status = sent.as_ref().map(|r| r.status()).ok();
             match sent {
-                Ok(resp) if resp.status() == StatusCode::TEMPORARY_REDIRECT && more && redirects < 3 => {
+                // A standby names the leader: go there, unless it just could not be reached
+                // (the standby has not noticed yet that it died).
+                Ok(resp) if status == Some(StatusCode::TEMPORARY_REDIRECT) && more => {
                     let Some(leader) = resp.headers().get(LEADER_HEADER).and_then(|v| v.to_str().ok()) else {
                         return Ok(resp);
                     };
-                    tracing::debug!(leader, "a standby named the leader");
-                    self.set_current(leader);
-                    redirects += 1;
+                    let leader = leader.trim_end_matches('/').to_string();
+                    if down.contains(&leader) {
+                        self.rotate();
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                    } else {
+                        tracing::debug!(leader, "a standby named the leader");
+                        self.set_current(&leader);
+                    }
                 }
-                // a standby while nobody leads: a takeover is under way
+                // Nothing was done, and another manager should do it: a standby while nobody
+                // leads (a takeover under way), or a leader that has just lost the lease.
                 Ok(resp)
-                    if resp.status() == StatusCode::SERVICE_UNAVAILABLE
+                    if status == Some(StatusCode::SERVICE_UNAVAILABLE)
                         && resp.headers().contains_key(reqwest::header::RETRY_AFTER)
                         && more =>
                 {
@@ -110,11 +128,15 @@ impl Managers {
                     tokio::time::sleep(RETRY_PAUSE).await;
                 }
                 Ok(resp) => return Ok(resp),
-                Err(e) if several && more && (e.is_connect() || reads) => {
+                Err(e) if several && more && (e.is_connect() || again) => {
                     tracing::debug!(manager = base, "cannot reach a manager: {e}");
+                    if !down.contains(&base) {
+                        down.push(base);
+                    }
                     self.rotate();
-                    unreachable += 1;
-                    if unreachable % self.urls.len() == 0 {
+                    if down.len() >= self.urls.len() {
+                        // every one tried: wait for one to come (back)
+                        down.clear();
                         tokio::time::sleep(RETRY_PAUSE).await;
                     }
                 }

@@ -18,11 +18,14 @@ use serde::de::DeserializeOwned;
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    /// Nothing was done and the request may go to the leader: answered with `Retry-After`,
+    /// which clients with several managers take as "try again, elsewhere if need be".
+    pub retry: bool,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into() }
+        ApiError { status, message: message.into(), retry: false }
     }
     pub fn bad_request(m: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, m)
@@ -57,6 +60,9 @@ impl From<StoreError> for ApiError {
                 StatusCode::INSUFFICIENT_STORAGE,
                 "the manager's disk is full: nothing was written; free space in its data dir and try again",
             ),
+            StoreError::Fenced { .. } => {
+                ApiError { retry: true, ..ApiError::unavailable(format!("{e}; another manager leads now: try again")) }
+            }
             _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("internal error: {e}")),
         }
     }
@@ -64,7 +70,11 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(ErrorBody { error: self.message })).into_response()
+        let mut resp = (self.status, axum::Json(ErrorBody { error: self.message })).into_response();
+        if self.retry {
+            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        }
+        resp
     }
 }
 

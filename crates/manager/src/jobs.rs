@@ -97,9 +97,20 @@ impl Jobs {
         owner: Owner,
         spec: JobSpec,
         queue: String,
+        key: Option<&str>,
     ) -> Result<JobView, StoreError> {
         let now = Timestamp::now();
-        let id = self.store.insert_job(owner.user_id, &spec, owner.submitter, now).await?;
+        let id = match key {
+            None => self.store.insert_job(owner.user_id, &spec, owner.submitter, now).await?,
+            Some(key) => match self.store.insert_job_once(owner.user_id, &spec, owner.submitter, now, key).await? {
+                (id, true) => id,
+                // Sent again (the answer was lost): the job the first one made, as it is now.
+                (id, false) => {
+                    let row = self.store.job(id).await?.ok_or_else(|| StoreError::NotFound(format!("job {id}")))?;
+                    return Ok(self.restore(row).view());
+                }
+            },
+        };
         let job = Job::submitted(id, owner, spec, queue, now, &self.envs);
         let view = job.view();
         let event = self.watched().then(|| Arc::new(job.event()));

@@ -20,7 +20,8 @@ macro_rules! conformance_tests {
     ($fresh:path) => {
         $crate::conformance_tests!(@each $fresh; users_and_tokens, jobs_insert_and_list, lifecycle_and_history,
             measured_usage_adds_up, cas_conflict_leaves_store_untouched, requeue_bumps_attempt, nodes_and_meta,
-            queues_and_usage, tenancy, cache_state, cache_members, leader_lease);
+            queues_and_usage, tenancy, cache_state, cache_members, leader_lease,
+            idempotent_submits);
     };
     (@each $fresh:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test]
@@ -719,6 +720,21 @@ pub async fn leader_lease(s: &dyn Store) {
     assert!(s.lease().await.unwrap().held(), "only the holder releases");
     s.lease_release("b", e2).await.unwrap();
     assert_eq!(s.lease_acquire("c", "http://c:7070", ttl).await.unwrap(), Some(3));
+}
+
+/// A submit sent again with the same key makes no second job; keys are per user.
+pub async fn idempotent_submits(s: &dyn Store) {
+    let (a, b) = (s.create_user("a", "user", at(0)).await.unwrap(), s.create_user("b", "user", at(0)).await.unwrap());
+    let spec = JobSpec::command(["true"]);
+    let (first, new) = s.insert_job_once(a.id, &spec, None, at(1), "k1").await.unwrap();
+    assert!(new);
+    assert_eq!(s.insert_job_once(a.id, &spec, None, at(2), "k1").await.unwrap(), (first, false), "the same job");
+    let (other, new) = s.insert_job_once(b.id, &spec, None, at(3), "k1").await.unwrap();
+    assert!(new && other != first, "another user's key is another key");
+    assert_eq!(s.job_count().await.unwrap(), 2);
+    // a day later the key is forgotten
+    let (later, new) = s.insert_job_once(a.id, &spec, None, at(2 + 86_400), "k1").await.unwrap();
+    assert!(new && later > other);
 }
 
 /// Several writers at once behind `Arc<dyn Store>`: ids are unique and every insert lands; the

@@ -146,6 +146,16 @@ pub trait Store: Tenancy + CacheState + LeaderLease + Send + Sync {
     /// `submitter` is the Unix user the manager's host vouched for, if any.
     async fn insert_job(&self, user_id: i64, spec: &JobSpec, submitter: Option<UnixId>, at: Timestamp)
     -> Result<JobId>;
+    /// [`Store::insert_job`] once per idempotency `key` of the user: a key seen in the last
+    /// day gives back the job it made (`false`: not inserted now).
+    async fn insert_job_once(
+        &self,
+        user_id: i64,
+        spec: &JobSpec,
+        submitter: Option<UnixId>,
+        at: Timestamp,
+        key: &str,
+    ) -> Result<(JobId, bool)>;
     async fn job(&self, id: JobId) -> Result<Option<JobRow>>;
     /// Jobs matching `filter`, newest first.
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>>;

@@ -11,7 +11,7 @@ use sqlx::Row;
 use super::shared_jobs::{Move, jobs_query, kernel_exit, set_kernels, set_stop, transition};
 use super::shared_lease::check_fence;
 use super::shared_rows::{job_row, node_row, read_job, read_kernels, read_transitions, user_row};
-use super::{Adapter, snapshot, sql};
+use super::{Adapter, DbConn, snapshot, sql};
 use crate::rows::{JOB_COLUMNS, bind_args, duplicate, from_ts, json, returned, to_json, ts};
 use crate::{
     Change, JobFilter, JobHistory, JobRow, KernelRow, NodeRow, QueueRow, Result, Store, StoreError, UsageRow, UserRow,
@@ -120,34 +120,57 @@ impl Store for Adapter {
     ) -> Result<JobId> {
         let mut tx = self.writer.begin().await?;
         check_fence(self, &mut tx).await?;
-        let id = sqlx::query(&sql(
-            "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared, \
-             submitter_uid, submitter_gid) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) RETURNING id",
-        ))
-        .bind(user_id)
-        .bind(to_json(spec))
-        .bind(spec.queue_name())
-        .bind(spec.priority as i64)
-        .bind(JobState::Pending.as_str())
-        .bind(ts(at))
-        .bind(spec.project.as_deref().unwrap_or(""))
-        .bind(spec.shared)
-        .bind(submitter.map(|s| s.uid as i64))
-        .bind(submitter.map(|s| s.gid as i64))
-        .fetch_all(&mut *tx)
-        .await?;
-        let id: i64 = returned(&id)?.try_get("id")?;
-        sqlx::query(&sql(
-            "INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, NULL, ?, ?)",
-        ))
-        .bind(id)
-        .bind(ts(at))
-        .bind(JobState::Pending.as_str())
-        .bind("submitted")
-        .execute(&mut *tx)
-        .await?;
+        let id = insert_job_in(&mut tx, user_id, spec, submitter, at).await?;
         tx.commit().await?;
         Ok(id)
+    }
+
+    async fn insert_job_once(
+        &self,
+        user_id: i64,
+        spec: &JobSpec,
+        submitter: Option<UnixId>,
+        at: Timestamp,
+        key: &str,
+    ) -> Result<(JobId, bool)> {
+        let mut tx = self.writer.begin().await?;
+        check_fence(self, &mut tx).await?;
+        // Keys are kept for a day, like other APIs' idempotency keys.
+        sqlx::query(&sql("DELETE FROM submit_keys WHERE user_id = ? AND at < ?"))
+            .bind(user_id)
+            .bind(ts(at) - SUBMIT_KEY_LIFE_MICROS)
+            .execute(&mut *tx)
+            .await?;
+        let known = sqlx::query_scalar(&sql("SELECT job_id FROM submit_keys WHERE user_id = ? AND key = ?"))
+            .bind(user_id)
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(id) = known {
+            return Ok((id, false));
+        }
+        let id = insert_job_in(&mut tx, user_id, spec, submitter, at).await?;
+        let kept = sqlx::query(&sql(
+            "INSERT INTO submit_keys (user_id, key, job_id, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        ))
+        .bind(user_id)
+        .bind(key)
+        .bind(id)
+        .bind(ts(at))
+        .execute(&mut *tx)
+        .await?;
+        if kept.rows_affected() == 0 {
+            // The same key committed meanwhile by a concurrent request: that job is the one.
+            drop(tx);
+            let id = sqlx::query_scalar(&sql("SELECT job_id FROM submit_keys WHERE user_id = ? AND key = ?"))
+                .bind(user_id)
+                .bind(key)
+                .fetch_one(&self.writer)
+                .await?;
+            return Ok((id, false));
+        }
+        tx.commit().await?;
+        Ok((id, true))
     }
 
     async fn job(&self, id: JobId) -> Result<Option<JobRow>> {
@@ -392,4 +415,42 @@ fn one_node(rows_affected: u64, name: &str) -> Result<()> {
         return Err(StoreError::NotFound(format!("node {name}")));
     }
     Ok(())
+}
+
+/// How long a submit's idempotency key is kept (a day, in the store's microseconds).
+const SUBMIT_KEY_LIFE_MICROS: i64 = 86_400 * 1_000_000;
+
+/// Inserts a PENDING job and its first transition on `c`: its id.
+async fn insert_job_in(
+    c: &mut DbConn,
+    user_id: i64,
+    spec: &JobSpec,
+    submitter: Option<UnixId>,
+    at: Timestamp,
+) -> Result<JobId> {
+    let id = sqlx::query(&sql(
+        "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared, \
+             submitter_uid, submitter_gid) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) RETURNING id",
+    ))
+    .bind(user_id)
+    .bind(to_json(spec))
+    .bind(spec.queue_name())
+    .bind(spec.priority as i64)
+    .bind(JobState::Pending.as_str())
+    .bind(ts(at))
+    .bind(spec.project.as_deref().unwrap_or(""))
+    .bind(spec.shared)
+    .bind(submitter.map(|s| s.uid as i64))
+    .bind(submitter.map(|s| s.gid as i64))
+    .fetch_all(&mut *c)
+    .await?;
+    let id: i64 = returned(&id)?.try_get("id")?;
+    sqlx::query(&sql("INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, NULL, ?, ?)"))
+        .bind(id)
+        .bind(ts(at))
+        .bind(JobState::Pending.as_str())
+        .bind("submitted")
+        .execute(&mut *c)
+        .await?;
+    Ok(id)
 }

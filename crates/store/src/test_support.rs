@@ -24,6 +24,12 @@ impl PgCluster {
     /// Starts a cluster, or `None` (after printing why) when PostgreSQL is not installed and
     /// this is not CI. `test` names the caller in the skip line.
     pub fn start(test: &str) -> Option<PgCluster> {
+        Self::start_on(test, None)
+    }
+
+    /// [`PgCluster::start`], also listening on `addr` (an address of this host, e.g. one that
+    /// test network namespaces reach) and trusting logins from its /16.
+    pub fn start_on(test: &str, addr: Option<&str>) -> Option<PgCluster> {
         let Some(bin) = find_bin() else {
             let why = "PostgreSQL is not installed (apt-get install -y postgresql)";
             if std::env::var("CI").is_ok_and(|v| v == "true") {
@@ -44,8 +50,17 @@ impl PgCluster {
         let initdb = c.bin.join("initdb");
         let init = [initdb.as_os_str(), "-D".as_ref(), data.as_os_str()];
         must(c.cmd(&init, &["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"]).output(), "initdb");
+        let listen = match addr {
+            Some(a) => {
+                let hba = data.join("pg_hba.conf");
+                let old = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+                std::fs::write(&hba, format!("{old}host all all {a}/16 trust\n")).expect("write pg_hba.conf");
+                format!("127.0.0.1,{a}")
+            }
+            None => "127.0.0.1".into(),
+        };
         let opts = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off",
+            "-p {port} -k {} -c listen_addresses={listen} -c fsync=off -c synchronous_commit=off",
             c.dir.path().display()
         );
         let pg_ctl = c.bin.join("pg_ctl");
@@ -58,6 +73,11 @@ impl PgCluster {
     /// The URL of database `db` (superuser `postgres`, no password: trust).
     pub fn url(&self, db: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// The URL of database `db` at `addr` (see [`PgCluster::start_on`]).
+    pub fn url_at(&self, addr: &str, db: &str) -> String {
+        format!("postgres://postgres@{addr}:{}/{db}", self.port)
     }
 
     /// Creates database `db` and returns its URL.

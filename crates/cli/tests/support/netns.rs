@@ -111,14 +111,15 @@ struct Net {
     _lock: File,
     switch: String,
     root_port: String,
-    /// Index 0 is the manager, then the agents.
+    /// Index 0 is the manager, then the agents, then the standby managers.
     hosts: Vec<String>,
+    agents: usize,
 }
 
 impl Net {
-    /// `agents` + 1 hosts on 10.231.X.0/24: the manager at .1, agent i (1-based) at .(10+i),
-    /// the root namespace at .254.
-    fn create(agents: usize) -> Result<Net, String> {
+    /// `agents` + 1 + `standbys` hosts on 10.231.X.0/24: the manager at .1, agent i (1-based) at
+    /// .(10+i), standby manager k (1-based) at .(1+k), the root namespace at .254.
+    fn create(agents: usize, standbys: usize) -> Result<Net, String> {
         if unsafe { libc::geteuid() } != 0 {
             return Err("network namespaces need root".into());
         }
@@ -134,7 +135,8 @@ impl Net {
         ip(&["netns", "add", &switch]).map_err(|e| format!("cannot create a network namespace: {e}"))?;
         let mut hosts = vec![format!("{prefix}m")];
         hosts.extend((1..=agents).map(|i| format!("{prefix}a{i}")));
-        let net = Net { x, _lock: lock, switch, root_port, hosts };
+        hosts.extend((1..=standbys).map(|k| format!("{prefix}m{k}")));
+        let net = Net { x, _lock: lock, switch, root_port, hosts, agents };
         // from here on a failure panics; Drop removes what was made
         ip_must(&["-n", &net.switch, "link", "set", "dev", "lo", "up"]);
         ip_must(&["-n", &net.switch, "link", "add", "name", "sw", "type", "bridge"]);
@@ -181,13 +183,22 @@ impl Net {
         Ok(net)
     }
 
-    /// The switch port of host `i` (0 = manager).
+    /// The switch port of host `i` (0 = manager; past the agents, standby managers).
     fn port_name(i: usize) -> String {
         if i == 0 { "pm".into() } else { format!("pa{i}") }
     }
 
     fn addr(&self, i: usize) -> String {
-        if i == 0 { format!("10.231.{}.1", self.x) } else { format!("10.231.{}.{}", self.x, 10 + i) }
+        match i {
+            0 => format!("10.231.{}.1", self.x),
+            i if i <= self.agents => format!("10.231.{}.{}", self.x, 10 + i),
+            i => format!("10.231.{}.{}", self.x, 1 + i - self.agents),
+        }
+    }
+
+    /// The host of manager `k` (0: the first, then the standbys).
+    fn manager_host(&self, k: usize) -> usize {
+        if k == 0 { 0 } else { self.agents + k }
     }
 
     /// A command that will run inside host `i`'s namespace.
@@ -234,8 +245,11 @@ pub struct Cluster {
     /// A world-writable directory (kernels run as `nobody`) that every namespace sees: the
     /// namespaces share the file system. Kernels leave their markers here.
     pub shared: tempfile::TempDir,
-    manager: Option<Child>,
+    /// Manager 0, then the standbys (`Cluster::with_standbys`).
+    managers: Vec<Option<Child>>,
     manager_flags: Vec<String>,
+    /// The PostgreSQL store the managers share, with standbys.
+    pg: Option<berth_store::test_support::PgCluster>,
     agents: Vec<Agent>,
     join: String,
     net: Net,
@@ -253,7 +267,18 @@ impl Cluster {
     /// `manager_flags`); no agent is started yet ([`Cluster::start_agent`]). `None` (after a
     /// `SKIPPED:` line) where network namespaces cannot be made.
     pub fn new(agents: usize, manager_flags: &[&str]) -> Option<Cluster> {
-        let net = match Net::create(agents) {
+        Self::make(agents, 0, manager_flags)
+    }
+
+    /// [`Cluster::new`] with `standbys` more managers (hosts .2, .3, ...) that share a throwaway
+    /// PostgreSQL (in the root namespace) with the first: it leads, they stand by. Agents and
+    /// the CLI are given every manager's URL.
+    pub fn with_standbys(agents: usize, standbys: usize, manager_flags: &[&str]) -> Option<Cluster> {
+        Self::make(agents, standbys, manager_flags)
+    }
+
+    fn make(agents: usize, standbys: usize, manager_flags: &[&str]) -> Option<Cluster> {
+        let net = match Net::create(agents, standbys) {
             Ok(net) => net,
             Err(why) => {
                 eprintln!("SKIPPED: cluster test needs network namespaces: {why}");
@@ -273,16 +298,39 @@ impl Cluster {
             })
             .collect();
         let berth = Berth { home, data, url: String::new(), procs: vec![], extra: vec![] };
+        let mut manager_flags: Vec<String> = manager_flags.iter().map(|s| s.to_string()).collect();
+        let pg = if standbys > 0 {
+            let root = format!("10.231.{}.254", net.x);
+            let pg = berth_store::test_support::PgCluster::start_on("cluster with standbys", Some(&root))?;
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(pg.create_db("berth"));
+            manager_flags.extend(["--store".to_string(), pg.url_at(&root, "berth")]);
+            Some(pg)
+        } else {
+            None
+        };
         let mut c = Cluster {
             berth,
             shared,
-            manager: None,
-            manager_flags: manager_flags.iter().map(|s| s.to_string()).collect(),
+            managers: (0..=standbys).map(|_| None).collect(),
+            manager_flags,
+            pg,
             agents,
             join: String::new(),
             net,
         };
         c.start_manager();
+        for k in 1..=standbys {
+            c.start_standby(k);
+        }
+        if standbys > 0 {
+            // The CLI follows the leader through every manager's URL, from the credentials
+            // file (not the first manager's socket, which dies with it).
+            c.berth.url = c.manager_urls();
+            let creds = c.berth.home.path().join(".config/berth/credentials");
+            let token = c.berth.admin_token();
+            std::fs::write(&creds, format!("url = \"{}\"\ntoken = \"{token}\"\n", c.berth.url)).unwrap();
+        }
         c.join = std::fs::read_to_string(c.berth.data.join("join-token")).expect("join token").trim().to_string();
         Some(c)
     }
@@ -302,24 +350,99 @@ impl Cluster {
 
     /// Starts `berth manager` (again, on the same data dir after [`Cluster::kill_manager`]).
     pub fn start_manager(&mut self) {
-        assert!(self.manager.is_none(), "the manager is already running");
-        let listen = format!("{}:{MANAGER_PORT}", self.net.addr(0));
+        let url = self.spawn_manager(0);
+        if self.managers.len() == 1 {
+            self.berth.url = url;
+        }
+    }
+
+    /// Starts standby manager `k` (1-based; again after [`Cluster::kill_manager_k`]).
+    pub fn start_standby(&mut self, k: usize) {
+        self.spawn_manager(k);
+    }
+
+    /// Starts manager `k` (0: the first) on its host and data dir; what it printed first.
+    fn spawn_manager(&mut self, k: usize) -> String {
+        assert!(self.managers[k].is_none(), "manager {k} is already running");
+        let host = self.net.manager_host(k);
+        let listen = format!("{}:{MANAGER_PORT}", self.net.addr(host));
+        let (data, log) = match k {
+            0 => (self.berth.data.clone(), "manager".to_string()),
+            k => (self.berth.home.path().join(format!("data-m{k}")), format!("manager{k}")),
+        };
         let mut cmd = base_cmd(self.berth.home.path());
         cmd.args(["manager", "--listen", &listen, "--data-dir"])
-            .arg(&self.berth.data)
+            .arg(&data)
             .args(&self.manager_flags)
             .stdout(Stdio::piped())
-            .stderr(self.log("manager.stderr"));
-        let mut child = self.net.spawn_in(0, &mut cmd);
-        self.berth.url = read_url(&mut child, self.berth.home.path().join("manager.stdout"));
-        self.manager = Some(child);
+            .stderr(self.log(&format!("{log}.stderr")));
+        let mut child = self.net.spawn_in(host, &mut cmd);
+        let url = read_url(&mut child, self.berth.home.path().join(format!("{log}.stdout")));
+        self.managers[k] = Some(child);
+        url
+    }
+
+    /// Manager `k`'s URL (0: the first).
+    pub fn manager_url(&self, k: usize) -> String {
+        format!("http://{}:{MANAGER_PORT}", self.net.addr(self.net.manager_host(k)))
+    }
+
+    /// Every manager's URL, comma-separated (what agents and the CLI are given).
+    pub fn manager_urls(&self) -> String {
+        (0..self.managers.len()).map(|k| self.manager_url(k)).collect::<Vec<_>>().join(",")
     }
 
     /// SIGKILLs the manager and reaps it.
     pub fn kill_manager(&mut self) {
-        let mut m = self.manager.take().expect("the manager is running");
+        self.kill_manager_k(0);
+    }
+
+    /// SIGKILLs manager `k` and reaps it.
+    pub fn kill_manager_k(&mut self, k: usize) {
+        let mut m = self.managers[k].take().expect("the manager is running");
+        unsafe { libc::kill(m.id() as i32, libc::SIGCONT) };
         let _ = m.kill();
         let _ = m.wait();
+    }
+
+    /// SIGSTOP (`true`) or SIGCONT (`false`) to manager `k`.
+    pub fn freeze_manager(&self, k: usize, frozen: bool) {
+        let p = self.managers[k].as_ref().expect("the manager is running");
+        let sig = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+        unsafe { libc::kill(p.id() as i32, sig) };
+    }
+
+    /// Manager `k`'s process, while it runs: `None` once it exited (and was reaped), with
+    /// its exit status.
+    pub fn manager_exited(&mut self, k: usize) -> Option<std::process::ExitStatus> {
+        let p = self.managers[k].as_mut()?;
+        let status = p.try_wait().expect("wait for a manager")?;
+        self.managers[k] = None;
+        Some(status)
+    }
+
+    /// Cuts manager `k` off the PostgreSQL store (its packets to the server are dropped, as
+    /// with a pulled cable), leaving its other traffic alone.
+    pub fn cut_off_store(&self, k: usize) {
+        let pg = self.pg.as_ref().expect("a cluster with standbys");
+        let port = pg.port().to_string();
+        let root = format!("10.231.{}.254", self.net.x);
+        let mut cmd = Command::new("iptables");
+        cmd.args(["-A", "OUTPUT", "-d", &root, "-p", "tcp", "--dport", &port, "-j", "DROP"]);
+        let out = self.net.spawn_in(self.net.manager_host(k), &mut cmd).wait_with_output().expect("run iptables");
+        assert!(out.status.success(), "iptables failed (apt-get install iptables): {}", text(&out.stderr));
+    }
+
+    /// The log of manager `k` (0: the first) so far.
+    pub fn manager_log(&self, k: usize) -> String {
+        let name = if k == 0 { "manager.stderr".to_string() } else { format!("manager{k}.stderr") };
+        std::fs::read_to_string(self.berth.home.path().join(name)).unwrap_or_default()
+    }
+
+    /// The log of agent `i` so far.
+    pub fn agent_log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.berth.home.path().join(format!("{}.stderr", self.agents[i - 1].name)))
+            .unwrap_or_default()
     }
 
     /// The address of agent `i` (1-based).
@@ -356,7 +479,7 @@ impl Cluster {
     /// Starts agent `i` (1-based; again on the same data dir after a kill) and waits until
     /// the manager lists it as ready.
     pub fn start_agent(&mut self, i: usize) {
-        let url = format!("http://{}:{MANAGER_PORT}", self.net.addr(0));
+        let url = self.manager_urls();
         let stderr = self.log(&format!("{}.stderr", self.agents[i - 1].name));
         let a = &self.agents[i - 1];
         assert!(a.proc.is_none(), "agent {} is already running", a.name);
@@ -450,6 +573,7 @@ impl Cluster {
     fn dump_logs(&self) {
         let home = self.berth.home.path();
         let mut names = vec!["manager.stderr".to_string()];
+        names.extend((1..self.managers.len()).map(|k| format!("manager{k}.stderr")));
         names.extend(self.agents.iter().map(|a| format!("{}.stderr", a.name)));
         for name in names {
             let Ok(log) = std::fs::read_to_string(home.join(&name)) else { continue };
@@ -475,9 +599,12 @@ impl Drop for Cluster {
                 let _ = wait_timeout(&mut p, Duration::from_secs(10));
             }
         }
-        if let Some(mut m) = self.manager.take() {
-            let _ = m.kill();
-            let _ = wait_timeout(&mut m, Duration::from_secs(10));
+        for m in &mut self.managers {
+            if let Some(mut m) = m.take() {
+                unsafe { libc::kill(m.id() as i32, libc::SIGCONT) };
+                let _ = m.kill();
+                let _ = wait_timeout(&mut m, Duration::from_secs(10));
+            }
         }
         for host in &self.net.hosts {
             for pid in ns_pids(host) {

@@ -19,6 +19,8 @@ use crate::state::{Owner, row_view};
 
 /// Submit a job.
 #[utoipa::path(post, path = "/v1/jobs", request_body = SubmitRequest, tag = "jobs",
+    params(("Idempotency-Key" = Option<String>, Header,
+        description = "sent again with the same key (1 to 128 visible ASCII characters), a submit answers with the job the first one made")),
     responses((status = 201, body = JobView), (status = 400, body = berth_model::api::ErrorBody),
         (status = 401, body = berth_model::api::ErrorBody),
         (status = 403, description = "not a member of the project, or a priority above the quota's", body = berth_model::api::ErrorBody),
@@ -29,8 +31,10 @@ pub async fn submit(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
     Submitter(submitter): Submitter,
+    headers: axum::http::HeaderMap,
     Json(req): Json<SubmitRequest>,
 ) -> Result<(StatusCode, axum::Json<JobView>), ApiError> {
+    let key = idempotency_key(&headers)?;
     let mut spec = req.spec;
     spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
     if let Some(p) = &spec.project {
@@ -58,8 +62,20 @@ pub async fn submit(
         locked = Some(st);
     }
     let owner = Owner { user_id: user.id, name: user.name.clone(), submitter };
-    let view = m.jobs.submit(locked.as_deref_mut(), owner, spec, queue).await?;
+    let view = m.jobs.submit(locked.as_deref_mut(), owner, spec, queue, key.as_deref()).await?;
     Ok((StatusCode::CREATED, axum::Json(view)))
+}
+
+/// The `Idempotency-Key` header: a submit sent again with the same key (by the same user,
+/// within a day) answers with the job the first one made instead of making another.
+fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else { return Ok(None) };
+    match v.to_str() {
+        Ok(k) if !k.is_empty() && k.len() <= 128 && k.bytes().all(|b| b.is_ascii_graphic()) => Ok(Some(k.to_string())),
+        _ => Err(ApiError::bad_request(
+            "bad Idempotency-Key header: use 1 to 128 visible ASCII characters (e.g. a UUID)",
+        )),
+    }
 }
 
 /// List jobs: your own (admins: all), unfinished unless `all=true`, newest first.

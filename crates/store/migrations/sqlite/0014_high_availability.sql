@@ -5,7 +5,17 @@ CREATE TABLE leader_lease (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     holder TEXT NOT NULL,
     url TEXT NOT NULL,
-    epoch BIGINT NOT NULL CHECK (epoch >= 0),
-    expires_ms BIGINT NOT NULL
+    epoch INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL
 );
 INSERT INTO leader_lease (id, holder, url, epoch, expires_ms) VALUES (1, '', '', 0, 0);
+
+-- Idempotent submits: a client that did not hear the answer to a submit (its manager died,
+-- a takeover) sends it again with the same key and gets the job the first one made.
+CREATE TABLE submit_keys (
+    user_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    job_id INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (user_id, key)
+);
