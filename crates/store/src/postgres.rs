@@ -27,6 +27,9 @@ mod shared_copy;
 #[path = "sql_jobs.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_jobs;
+#[path = "sql_retention.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_retention;
 #[path = "sql_rows.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_rows;
@@ -87,6 +90,13 @@ async fn after_copy(tx: &mut DbConn) -> Result<()> {
         );
         sqlx::query(&q).execute(&mut *tx).await?;
     }
+    // Archived jobs' ids are not in `jobs`: a new job must not take one of them either.
+    sqlx::query(
+        "SELECT setval(pg_get_serial_sequence('jobs', 'id'), GREATEST((SELECT COALESCE(MAX(id), 0) FROM jobs), \
+         (SELECT COALESCE(MAX(id), 0) FROM job_archive)) + 1, false)",
+    )
+    .execute(&mut *tx)
+    .await?;
     Ok(())
 }
 
