@@ -42,6 +42,7 @@ mod queues;
 mod quota_table;
 mod quotas;
 mod reports;
+mod retention;
 mod scheduler;
 mod session_cookie;
 mod sessions;
@@ -95,6 +96,9 @@ pub struct ManagerConfig {
     pub apps_url: Option<String>,
     /// `apps_listen` is a default: when its port is taken, a free one is used instead.
     pub apps_listen_defaulted: bool,
+    /// Archive finished jobs that ended longer ago (`--retain`, over the config file's
+    /// `retain`; `retention.rs`); `None`: keep every job.
+    pub retain: Option<std::time::Duration>,
 }
 
 /// The admin user and its API token, shown once on the first start of a data dir.
@@ -241,6 +245,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         tokio::spawn(scheduler::run(m.clone())),
         tokio::spawn(heartbeat::run(m.clone())),
         tokio::spawn(idle::run(m.clone())),
+        tokio::spawn(retention::run(m.clone(), config.retain.or(cfg.retain))),
         tokio::spawn(cache_push::run(m.clone())),
         tokio::spawn(m.tenancy.bad_tokens().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
     ]);

@@ -61,6 +61,8 @@ pub struct Manager {
     pub tls: bool,
     /// Prometheus counters and histograms (`/metrics`; levels are counted at scrape time).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The retention period (`--retain`), once the retention task runs (`retention.rs`).
+    pub retain: std::sync::OnceLock<std::time::Duration>,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -93,6 +95,7 @@ impl Manager {
             sessions: Default::default(),
             data_dir: data_dir.to_path_buf(),
             tls,
+            retain: std::sync::OnceLock::new(),
             shutdown,
             store,
             metrics,

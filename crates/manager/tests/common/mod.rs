@@ -32,6 +32,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         apps_listen: None,
         apps_url: None,
         apps_listen_defaulted: false,
+        retain: None,
     }
 }
 
