@@ -171,9 +171,11 @@ impl Manager {
         // Only unfinished jobs live in memory; say so, next to how many the store holds, so
         // that `0` after a restart does not read as lost jobs.
         let stored = self.store.job_count().await?;
+        let archived = self.store.archived_count().await?;
         tracing::info!(
             unfinished_jobs = st.jobs.len(),
             stored_jobs = stored,
+            archived_jobs = archived,
             pending,
             nodes = st.nodes.len(),
             "rebuilt state from the store"
