@@ -5,14 +5,14 @@
 //! in exactly one of the two places at every commit.
 
 use async_trait::async_trait;
-use berth_model::{EndCause, JobId, JobSpec, JobState, ResourceRequest};
+use berth_model::{JobId, JobSpec, JobState, ResourceRequest};
 use jiff::Timestamp;
 use sqlx::Row;
 
 use super::shared_rows::{job_row, measured};
 use super::{Adapter, DbConn, DbRow, sql};
 use crate::retention::Retention;
-use crate::rows::{JOB_COLUMNS, from_ts, opt_ts, state, ts};
+use crate::rows::{JOB_COLUMNS, end_cause, from_ts, node_list, opt_ts, state, ts};
 use crate::{JobRow, Result, StoreError};
 
 /// The archive's columns, in the order [`insert_archived`] binds them.
@@ -59,13 +59,10 @@ fn archived_row(r: &DbRow) -> Result<JobRow> {
         exit_code: r.try_get::<Option<i64>, _>("exit_code")?.map(|v| v as i32),
         reason: r.try_get("reason")?,
         pending_reason: None,
-        nodes: r.try_get::<&str, _>("nodes")?.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect(),
+        nodes: node_list(r.try_get("nodes")?),
         submitter: None,
         stop: None,
-        end_cause: r
-            .try_get::<Option<&str>, _>("end_cause")?
-            .map(|c| EndCause::parse(c).ok_or_else(|| StoreError::Corrupt(format!("job end cause `{c}`"))))
-            .transpose()?,
+        end_cause: end_cause(r.try_get("end_cause")?)?,
         used: measured(r, "used_cpu_seconds", "used_memory_peak_bytes", "used_gpu_seconds")?,
     })
 }
