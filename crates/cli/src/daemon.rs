@@ -62,6 +62,11 @@ pub struct ManagerFlags {
     /// stop their kernels after half of it without word from the manager (fencing)
     #[arg(long, default_value = "30s", value_parser = parse_timeout, env = "BERTH_HEARTBEAT_TIMEOUT")]
     pub heartbeat_timeout: Duration,
+    /// Archive finished jobs that ended longer ago than this, e.g. 180d (at least 1h): they
+    /// leave `ps -a` and `show`, their usage stays in `berth usage` [default: the config
+    /// file's `retain`, else keep every job]
+    #[arg(long, value_name = "DURATION", value_parser = berth_manager::config::retain_period, env = "BERTH_RETAIN")]
+    pub retain: Option<Duration>,
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]
@@ -588,6 +593,7 @@ async fn start_manager(
         advertise_url: flags.advertise_url.clone(),
         lease_timeout: flags.lease_timeout,
         on_standby,
+        retain: flags.retain,
     };
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }

@@ -9,13 +9,6 @@ use std::os::unix::fs::PermissionsExt;
 
 use support::{Berth, text};
 
-fn job_ids(b: &Berth) -> Vec<i64> {
-    let jobs = b.json(&["ps", "--all"]);
-    let mut ids: Vec<i64> = jobs.as_array().unwrap().iter().map(|j| j["id"].as_i64().unwrap()).collect();
-    ids.sort();
-    ids
-}
-
 #[test]
 fn a_backup_taken_online_restores_the_store_to_that_moment() {
     let mut b = Berth::up(&[]);
@@ -67,7 +60,7 @@ fn a_backup_taken_online_restores_the_store_to_that_moment() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("3 jobs"), "{}", text(&o.stdout));
     b.start_up();
-    assert_eq!(job_ids(&b), done, "the jobs of the backup's moment, not the later one");
+    assert_eq!(b.listed_ids(), done, "the jobs of the backup's moment, not the later one");
     let users = b.ok(&["admin", "user", "list"]);
     assert!(users.contains("bob") && !users.contains("carol"), "{users}");
     // And it goes on from there.

@@ -19,10 +19,11 @@
 //!
 //! store = "postgres://berth@db.example/berth"  # default: SQLite in the data dir
 //! # store_file = "/etc/berth/store-url"      # or the URL in a 0600 file (a URL with a password)
+//! retain = "180d"              # archive finished jobs older than this (default: keep all)
 //! ```
 //!
-//! (`store` and `store_file` are top-level keys: in a real file they come before the first
-//! table.) `berth manager --store`/`--store-file` win over them.
+//! (`store`, `store_file` and `retain` are top-level keys: in a real file they come before the
+//! first table.) `berth manager --store`/`--store-file`/`--retain` win over them.
 //!
 //! Queues are stored; the file seeds them. A queue whose file entry is unchanged since the
 //! last start keeps what an admin set through the API (`berth admin queue set`); a queue whose
@@ -51,6 +52,8 @@ pub struct Config {
     pub fair_share: FairShareConfig,
     /// The store the file names (`store` or `store_file`); `None`: the default.
     pub store: Option<berth_store::StoreUrl>,
+    /// `retain`: archive finished jobs that ended longer ago (`retention.rs`); `None`: keep all.
+    pub retain: Option<std::time::Duration>,
 }
 
 /// Fair-share settings.
@@ -74,6 +77,8 @@ struct File {
     store: Option<String>,
     #[serde(default)]
     store_file: Option<std::path::PathBuf>,
+    #[serde(default)]
+    retain: Option<Duration>,
     #[serde(default)]
     queue: Vec<QueueEntry>,
     #[serde(default)]
@@ -149,7 +154,7 @@ pub fn default_queues() -> Vec<QueueConfig> {
 /// Reads the config from `path`; without a file, no queues (the caller seeds `default`).
 pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
     let Some(path) = path else {
-        return Ok(Config { queues: vec![], fair_share: FairShareConfig::default(), store: None });
+        return Ok(Config { queues: vec![], fair_share: FairShareConfig::default(), store: None, retain: None });
     };
     let p = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read { path: p.clone(), err })?;
@@ -200,7 +205,8 @@ pub fn parse(text: &str) -> Result<Config, String> {
             fair_share.weights.insert(project, w);
         }
     }
-    Ok(Config { queues: out, fair_share, store })
+    let retain = file.retain.map(|r| retain_period(&r.text())).transpose().map_err(|e| format!("retain: {e}"))?;
+    Ok(Config { queues: out, fair_share, store, retain })
 }
 
 /// The `store` or `store_file` key: a URL here must hold no password (config files are often
@@ -431,6 +437,17 @@ pub fn valid_label(s: &str) -> bool {
     !s.is_empty() && s.len() <= 63 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
+/// A retention period (`retain`, `berth manager --retain`): a duration of at least an hour,
+/// so that a bare number (seconds: `--retain 180`) cannot archive every job minutes after it
+/// ends.
+pub fn retain_period(s: &str) -> Result<std::time::Duration, String> {
+    let secs = berth_model::parse_duration(s).map_err(|e| e.to_string())?;
+    if secs < 3600 {
+        return Err(format!("`{s}` is too short: finished jobs are kept at least 1h (e.g. 180d)"));
+    }
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 /// A duration that may be zero (`0`, `0s`, `0m`, ...).
 fn parse_duration_or_zero(s: &str) -> Result<u64, berth_model::QuantityError> {
     let t = s.trim();
@@ -444,6 +461,19 @@ fn parse_duration_or_zero(s: &str) -> Result<u64, berth_model::QuantityError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_retain_key_takes_a_duration_above_zero() {
+        let c = parse("retain = \"180d\"\n").unwrap();
+        assert_eq!(c.retain, Some(std::time::Duration::from_secs(180 * 86_400)));
+        assert_eq!(parse("").unwrap().retain, None);
+        let e = parse("retain = \"0s\"\n").unwrap_err();
+        assert!(e.starts_with("retain: "), "{e}");
+        assert!(parse("retain = \"soon\"\n").unwrap_err().starts_with("retain: "));
+        assert_eq!(parse("retain = 3600\n").unwrap().retain, Some(std::time::Duration::from_secs(3600)));
+        let e = parse("retain = 180\n").unwrap_err();
+        assert!(e.contains("too short") && e.contains("180d"), "{e}");
+    }
 
     #[test]
     fn the_store_key_takes_a_url_without_a_password_or_a_private_file() {

@@ -44,6 +44,7 @@ mod queues;
 mod quota_table;
 mod quotas;
 mod reports;
+mod retention;
 mod scheduler;
 mod session_cookie;
 mod sessions;
@@ -107,6 +108,9 @@ pub struct ManagerConfig {
     /// Told the leader's URL whenever this manager stands by behind a new leader (before
     /// [`start`] returns, which it does only once this manager leads).
     pub on_standby: Option<OnStandby>,
+    /// Archive finished jobs that ended longer ago (`--retain`, over the config file's
+    /// `retain`; `retention.rs`); `None`: keep every job.
+    pub retain: Option<std::time::Duration>,
 }
 
 /// A callback for [`ManagerConfig::on_standby`].
@@ -289,6 +293,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         tokio::spawn(scheduler::run(m.clone())),
         tokio::spawn(heartbeat::run(m.clone())),
         tokio::spawn(idle::run(m.clone())),
+        tokio::spawn(retention::run(m.clone(), config.retain.or(cfg.retain))),
         tokio::spawn(cache_push::run(m.clone())),
         tokio::spawn(m.tenancy.bad_tokens().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
         tokio::spawn(leader::keep(store.clone(), me, m.lease.clone(), deposed_tx, shutdown_rx.clone())),

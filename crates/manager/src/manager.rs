@@ -61,6 +61,8 @@ pub struct Manager {
     pub tls: bool,
     /// Prometheus counters and histograms (`/metrics`; levels are counted at scrape time).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The retention period (`--retain`), once the retention task runs (`retention.rs`).
+    pub retain: std::sync::OnceLock<std::time::Duration>,
     pub shutdown: watch::Receiver<bool>,
     /// This manager's hold on the leader lease: whether it may act, and its epoch.
     pub lease: Arc<crate::lease::Lease>,
@@ -97,6 +99,7 @@ impl Manager {
             sessions: Default::default(),
             data_dir: data_dir.to_path_buf(),
             tls,
+            retain: std::sync::OnceLock::new(),
             shutdown,
             store,
             metrics,
@@ -174,9 +177,11 @@ impl Manager {
         // Only unfinished jobs live in memory; say so, next to how many the store holds, so
         // that `0` after a restart does not read as lost jobs.
         let stored = self.store.job_count().await?;
+        let archived = self.store.archived_count().await?;
         tracing::info!(
             unfinished_jobs = st.jobs.len(),
             stored_jobs = stored,
+            archived_jobs = archived,
             pending,
             nodes = st.nodes.len(),
             "rebuilt state from the store"

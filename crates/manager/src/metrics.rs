@@ -80,6 +80,7 @@ pub struct Metrics {
     commit: Histograms<L1>,
     requests: Family<L3, Counter>,
     request_seconds: Histograms<L2>,
+    archived: Counter,
 }
 
 /// Queue waits and submit-to-start times: from a scheduler pass (0.1 s) to days.
@@ -111,6 +112,7 @@ impl Metrics {
             commit: Family::new_with_constructor(fast_buckets),
             requests: Family::default(),
             request_seconds: Family::new_with_constructor(fast_buckets),
+            archived: Counter::default(),
         };
         let mut r = Registry::default();
         r.register("berth_build", "The berth version this manager runs", build_info());
@@ -130,6 +132,8 @@ impl Metrics {
         r.register("berth_api_requests", "REST API requests, by method, route template and status", m.requests.clone());
         let api = "REST API request latency, by method and route template";
         seconds(&mut r, "berth_api_request", api, m.request_seconds.clone());
+        let archived = "Finished jobs moved from the store's hot tables into its archive (retention)";
+        r.register("berth_jobs_archived", archived, m.archived.clone());
         Metrics { registry: r, ..m }
     }
 
@@ -156,6 +160,11 @@ impl Metrics {
         let (method, route) = (("method", method.to_string()), ("route", route.to_string()));
         self.requests.get_or_create(&[method.clone(), route.clone(), ("status", status.to_string())]).inc();
         self.request_seconds.get_or_create(&[method, route]).observe(took.as_secs_f64());
+    }
+
+    /// Retention archived `n` finished jobs.
+    pub fn archived(&self, n: u64) {
+        self.archived.inc_by(n);
     }
 
     pub fn job_event(&self, ev: JobEvent) {
@@ -203,6 +212,7 @@ mod tests {
         m.job_event(JobEvent::Finished { queue: "gpu".into(), state: JobState::Succeeded });
         m.request("GET", "/v1/jobs/{id}", 404, Duration::from_millis(3));
         m.commit(Commit::Pass, Duration::from_millis(1));
+        m.archived(3);
         let text = m.render(&Snapshot::default());
         for line in [
             "berth_build_info{version=\"",
@@ -213,6 +223,7 @@ mod tests {
             "berth_api_requests_total{method=\"GET\",route=\"/v1/jobs/{id}\",status=\"404\"} 1",
             "berth_store_commit_seconds_count{batch=\"pass\"} 1",
             "berth_agents_connected 0",
+            "berth_jobs_archived_total 3",
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");
         }

@@ -36,6 +36,7 @@ use crate::web::login;
         misc::create_user,
         misc::create_join_token,
         backup::backup,
+        backup::purge,
         tenancy::list_users,
         tenancy::disable_user,
         tenancy::enable_user,

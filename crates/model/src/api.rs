@@ -204,6 +204,25 @@ impl std::fmt::Display for NodeState {
     }
 }
 
+/// `POST /v1/admin/store/purge` (`berth admin store purge`): archive the finished jobs that
+/// ended longer ago than `older_than` (retention, as the manager's `--retain` does hourly).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PurgeRequest {
+    /// A duration: `180d`, `12h`, `90s`, ... (more than zero).
+    pub older_than: String,
+}
+
+/// What a purge archived.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PurgeResult {
+    /// Jobs moved from the hot tables into the archive.
+    pub archived: u64,
+    /// The cut: jobs that ended before it were archived.
+    pub before: jiff::Timestamp,
+    /// Jobs the archive holds now, these included.
+    pub archive_total: u64,
+}
+
 /// `POST /v1/nodes/{name}/drain`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct DrainRequest {

@@ -12,6 +12,10 @@ use jiff::Timestamp;
 
 use crate::{Change, JobFilter, NodeRow, Store, StoreError};
 
+#[path = "conformance_retention.rs"]
+mod retention;
+pub use retention::{archive_moves_only_old_finished_jobs, archived_ids_are_never_reused};
+
 /// One `#[tokio::test]` per check of this suite, each on a store from `$fresh`: an async fn
 /// taking the test's name and returning `Option<(guard, store)>` (`None`: skipped; the guard
 /// lives until the store is closed). One list, so no adapter misses a check.
@@ -21,7 +25,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $fresh; users_and_tokens, jobs_insert_and_list, lifecycle_and_history,
             measured_usage_adds_up, cas_conflict_leaves_store_untouched, requeue_bumps_attempt, nodes_and_meta,
             queues_and_usage, tenancy, cache_state, cache_members, leader_lease,
-            idempotent_submits);
+            idempotent_submits, archive_moves_only_old_finished_jobs, archived_ids_are_never_reused);
     };
     (@each $fresh:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test]

@@ -14,6 +14,7 @@ mod copy;
 mod lease;
 
 mod postgres;
+pub mod retention;
 mod rows;
 mod sqlite;
 pub mod sqlite_backup;
@@ -34,6 +35,7 @@ pub use cache::{CacheBucketRow, CacheNodeRow, CacheState};
 pub use copy::{CopyReport, copy};
 pub use lease::{LeaderLease, LeaseRow};
 pub use postgres::PgStore;
+pub use retention::Retention;
 pub use sqlite::SqliteStore;
 pub use tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
 pub use types::{Change, JobFilter, JobHistory, JobRow, KernelRow, NodeRow, QueueRow, UsageRow, UserRow};
@@ -117,7 +119,7 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Everything the manager persists. Implementations must be safe to share (`Arc<dyn Store>`).
 #[async_trait]
-pub trait Store: Tenancy + CacheState + LeaderLease + Send + Sync {
+pub trait Store: Tenancy + CacheState + LeaderLease + Retention + Send + Sync {
     // --- users and tokens -------------------------------------------------------------
     /// Creates a user; `Duplicate` if the name is taken.
     async fn create_user(&self, name: &str, role: &str, at: Timestamp) -> Result<UserRow>;
@@ -160,11 +162,11 @@ pub trait Store: Tenancy + CacheState + LeaderLease + Send + Sync {
     /// Jobs matching `filter`, newest first.
     async fn jobs(&self, filter: &JobFilter) -> Result<Vec<JobRow>>;
     /// Jobs submitted at or after `since`, or unfinished, or ended at or after it (usage
-    /// reports), oldest first.
+    /// reports), oldest first, archived ones included (see [`Retention`]).
     async fn jobs_active_since(&self, since: Timestamp) -> Result<Vec<JobRow>>;
     /// Every job not in a terminal state, oldest first (rebuilds the manager on restart).
     async fn unfinished_jobs(&self) -> Result<Vec<JobRow>>;
-    /// How many jobs the store holds, finished ones included.
+    /// How many jobs the hot tables hold, finished ones included (not the archived ones).
     async fn job_count(&self) -> Result<u64>;
     /// The job's history, in the order it happened.
     async fn transitions(&self, id: JobId) -> Result<Vec<Transition>>;

@@ -30,6 +30,9 @@ mod shared_jobs;
 #[path = "sql_lease.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_lease;
+#[path = "sql_retention.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_retention;
 #[path = "sql_rows.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_rows;
@@ -95,6 +98,13 @@ async fn after_copy(tx: &mut DbConn) -> Result<()> {
         );
         sqlx::query(&q).execute(&mut *tx).await?;
     }
+    // Archived jobs' ids are not in `jobs`: a new job must not take one of them either.
+    sqlx::query(
+        "SELECT setval(pg_get_serial_sequence('jobs', 'id'), GREATEST((SELECT COALESCE(MAX(id), 0) FROM jobs), \
+         (SELECT COALESCE(MAX(id), 0) FROM job_archive)) + 1, false)",
+    )
+    .execute(&mut *tx)
+    .await?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 use std::str::FromStr;
 
 use berth_model::api::NodeState;
-use berth_model::{JobState, PreemptAction, StopCause, UnixId};
+use berth_model::{EndCause, JobState, PreemptAction, StopCause, UnixId};
 use jiff::Timestamp;
 
 use crate::{Result, StoreError};
@@ -63,6 +63,16 @@ pub(crate) const JOB_COLUMNS: &str = "j.id, j.user_id, u.name AS user_name, j.sp
      j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason, j.nodes, \
      j.submitter_uid, j.submitter_gid, j.cancelled_by, j.preempted_by, j.preempt_action, j.idle_stop_secs, j.end_cause, \
      j.used_cpu_seconds, j.used_memory_peak_bytes, j.used_gpu_seconds";
+
+/// The `end_cause` column.
+pub(crate) fn end_cause(c: Option<&str>) -> Result<Option<EndCause>> {
+    c.map(|c| EndCause::parse(c).ok_or_else(|| StoreError::Corrupt(format!("job end cause `{c}`")))).transpose()
+}
+
+/// The `nodes` column: comma-separated names, none when empty.
+pub(crate) fn node_list(s: &str) -> Vec<String> {
+    s.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect()
+}
 
 /// The stop columns: a canceller, or a preemptor with its action (both or neither).
 pub(crate) fn stop_cause(

@@ -5,12 +5,12 @@
 //! reads serve a job alone or, for its detail, inside one read transaction.
 
 use berth_model::api::Transition;
-use berth_model::{EndCause, JobId, KernelUsage};
+use berth_model::{JobId, KernelUsage};
 use sqlx::Row;
 
 use super::{DbConn, DbRow, sql};
-use crate::rows::{JOB_COLUMNS, from_ts, json, node_state, opt_ts, state, stop_cause, submitter};
-use crate::{JobRow, KernelRow, NodeRow, Result, StoreError, UserRow};
+use crate::rows::{JOB_COLUMNS, end_cause, from_ts, json, node_list, node_state, opt_ts, state, stop_cause, submitter};
+use crate::{JobRow, KernelRow, NodeRow, Result, UserRow};
 
 pub(crate) fn job_row(r: &DbRow) -> Result<JobRow> {
     let pending: Option<String> = r.try_get("pending_reason")?;
@@ -29,7 +29,7 @@ pub(crate) fn job_row(r: &DbRow) -> Result<JobRow> {
         exit_code: r.try_get::<Option<i64>, _>("exit_code")?.map(|v| v as i32),
         reason: r.try_get("reason")?,
         pending_reason: pending.as_deref().map(|p| json("pending reason", p)).transpose()?,
-        nodes: r.try_get::<&str, _>("nodes")?.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect(),
+        nodes: node_list(r.try_get("nodes")?),
         submitter: submitter(r.try_get("submitter_uid")?, r.try_get("submitter_gid")?)?,
         stop: stop_cause(
             r.try_get("cancelled_by")?,
@@ -37,10 +37,7 @@ pub(crate) fn job_row(r: &DbRow) -> Result<JobRow> {
             r.try_get("preempt_action")?,
             r.try_get("idle_stop_secs")?,
         )?,
-        end_cause: r
-            .try_get::<Option<&str>, _>("end_cause")?
-            .map(|c| EndCause::parse(c).ok_or_else(|| StoreError::Corrupt(format!("job end cause `{c}`"))))
-            .transpose()?,
+        end_cause: end_cause(r.try_get("end_cause")?)?,
         used: measured(r, "used_cpu_seconds", "used_memory_peak_bytes", "used_gpu_seconds")?,
     })
 }

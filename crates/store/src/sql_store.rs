@@ -201,8 +201,14 @@ impl Store for Adapter {
             "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id \
              WHERE j.submitted_at >= ? OR j.ended_at IS NULL OR j.ended_at >= ? ORDER BY j.id"
         );
-        let rows = sqlx::query(&sql(&q)).bind(ts(since)).bind(ts(since)).fetch_all(&self.reader).await?;
-        rows.iter().map(job_row).collect()
+        // One snapshot: a job archived meanwhile is read in exactly one of the two tables.
+        let mut tx = snapshot(&self.reader).await?;
+        let rows = sqlx::query(&sql(&q)).bind(ts(since)).bind(ts(since)).fetch_all(&mut *tx).await?;
+        let mut jobs = rows.iter().map(job_row).collect::<Result<Vec<_>>>()?;
+        jobs.extend(super::shared_retention::archived_since(&mut tx, since).await?);
+        tx.commit().await?;
+        jobs.sort_by_key(|j| j.id);
+        Ok(jobs)
     }
 
     async fn unfinished_jobs(&self) -> Result<Vec<JobRow>> {

@@ -1,6 +1,6 @@
 //! The SQLite adapter: opening the file, its pools, and what differs from PostgreSQL. The
 //! queries both databases run alike are in `sql_store.rs`, `sql_jobs.rs`, `sql_rows.rs`,
-//! `sql_tenancy.rs` and `sql_cache.rs`, included here as modules of this one.
+//! `sql_tenancy.rs`, `sql_cache.rs` and `sql_retention.rs`, included here as modules of this one.
 //!
 //! One writer pool of exactly one connection serialises all writes inside the process, so two
 //! writers never race for the database lock (no `SQLITE_BUSY` under load); a separate reader
@@ -29,6 +29,9 @@ mod shared_jobs;
 #[path = "sql_lease.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_lease;
+#[path = "sql_retention.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_retention;
 #[path = "sql_rows.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_rows;
@@ -78,14 +81,27 @@ async fn run_all(c: &mut DbConn, stmts: &[Stmt]) -> Result<()> {
     Ok(())
 }
 
-/// After `berth admin store copy` wrote ids: nothing to do, SQLite's AUTOINCREMENT counters
-/// follow the largest id inserted.
 /// A consistent copy while the store is in use (`Store::backup`): `VACUUM INTO`.
 async fn backup(a: &Adapter, to: &Path) -> Result<()> {
     crate::sqlite_backup::backup(&a.reader, to).await
 }
 
-async fn after_copy(_tx: &mut DbConn) -> Result<()> {
+/// After `berth admin store copy` wrote ids: SQLite's AUTOINCREMENT counters follow the largest
+/// id inserted, but an archived job's id is in `job_archive`, not `jobs`, so the jobs counter
+/// is moved past the archive's ids too (a new job never takes an archived job's id).
+async fn after_copy(tx: &mut DbConn) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO sqlite_sequence (name, seq) SELECT 'jobs', m FROM (SELECT MAX(id) AS m FROM job_archive) \
+         WHERE m IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'jobs')",
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE sqlite_sequence SET seq = MAX(seq, (SELECT COALESCE(MAX(id), 0) FROM job_archive)) \
+         WHERE name = 'jobs'",
+    )
+    .execute(&mut *tx)
+    .await?;
     Ok(())
 }
 

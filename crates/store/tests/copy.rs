@@ -153,6 +153,25 @@ async fn fill(s: &dyn Store) {
     assert!(s.delete_cache_bucket("gone", at(10)).await.unwrap());
     s.meta_set("bootstrapped", "1").await.unwrap();
     s.meta_set("schema-note", "it's \"quoted\"").await.unwrap();
+
+    // Two jobs that ended long ago, archived (retention): the newest ids are archived ones.
+    for i in 0..2 {
+        let id = s.insert_job(bob.id, &shared, None, at(5)).await.unwrap();
+        let kernels = Change::SetKernels { job_id: id, attempt: 0, bindings: vec![conformance::binding("n1")] };
+        s.apply(&[tr(id, Pending, Scheduled, 6), kernels, tr(id, Scheduled, Running, 7)]).await.unwrap();
+        let code = Some(i);
+        let ended = Change::Transition {
+            job_id: id,
+            from: Running,
+            to: Succeeded,
+            at: at(8),
+            reason: "done".into(),
+            exit_code: code,
+            end: Some(EndCause::Exited),
+        };
+        s.apply(&[exit(id, 0, Some(used)), ended]).await.unwrap();
+    }
+    assert_eq!(s.archive_finished(at(9), 100).await.unwrap(), 2);
 }
 
 /// Everything the API can read back, as one comparable text.
@@ -171,6 +190,11 @@ async fn everything(s: &dyn Store) -> String {
         add("job", format!("{:?}", s.job_history(j.id).await.unwrap()));
     }
     add("job count", s.job_count().await.unwrap().to_string());
+    add("archived count", s.archived_count().await.unwrap().to_string());
+    for id in 1..=12 {
+        add("archived", format!("{:?}", s.archived_job(id).await.unwrap()));
+    }
+    add("accounted", format!("{:?}", s.jobs_active_since(at(0)).await.unwrap()));
     add("nodes", format!("{:?}", s.nodes().await.unwrap()));
     add("queues", format!("{:?}", s.queues().await.unwrap()));
     add("usage", format!("{:?}", s.usage().await.unwrap()));
@@ -197,12 +221,13 @@ async fn sqlite_to_postgres_and_back_loses_nothing() {
     let to = StoreUrl::Postgres(pg.create_db("berth").await);
     let report = copy(&from, &to).await.unwrap();
     assert_eq!(report.tables.iter().find(|(t, _)| *t == "jobs").unwrap().1, 10);
+    assert_eq!(report.tables.iter().find(|(t, _)| *t == "job_archive").unwrap().1, 2);
     let s = berth_store::open(&to).await.unwrap();
     let after = everything(&*s).await;
     assert_eq!(after, before);
-    // Ids count on from the copied ones.
+    // Ids count on from the copied ones, archived jobs' included.
     let ann = s.user_by_name("ann").await.unwrap().unwrap();
-    assert_eq!(s.insert_job(ann.id, &JobSpec::command(["next"]), None, at(60)).await.unwrap(), 11);
+    assert_eq!(s.insert_job(ann.id, &JobSpec::command(["next"]), None, at(60)).await.unwrap(), 13);
     assert_eq!(s.create_user("dora", "user", at(60)).await.unwrap().id, 4);
     assert_eq!(s.put_cache_node("n3", "http://n3:7171", 1, at(60)).await.unwrap().seq, 3);
     s.close().await;
@@ -222,6 +247,8 @@ async fn sqlite_to_postgres_and_back_loses_nothing() {
     copy(&pg2, &back).await.unwrap();
     let s = berth_store::open(&back).await.unwrap();
     assert_eq!(everything(&*s).await, before);
+    let ann = s.user_by_name("ann").await.unwrap().unwrap();
+    assert_eq!(s.insert_job(ann.id, &JobSpec::command(["next"]), None, at(60)).await.unwrap(), 13, "on SQLite too");
     s.close().await;
 }
 

@@ -87,7 +87,8 @@ pub enum AdminCommand {
         #[arg(long, env = "BERTH_DATA_DIR", value_name = "DIR")]
         data_dir: Option<PathBuf>,
     },
-    /// Move the manager's store to another database (run on its host, the manager stopped)
+    /// Move the manager's store to another database (run on its host, the manager stopped),
+    /// or archive old finished jobs (retention)
     Store {
         #[command(subcommand)]
         command: crate::commands::store::StoreCommand,
@@ -191,8 +192,8 @@ pub enum JoinTokenCommand {
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
     let command = match args.command {
-        // The store commands open databases themselves, and a restore runs with the manager
-        // stopped: no manager to call, no credentials.
+        // The store copy opens databases itself, and a restore runs with the manager stopped:
+        // no manager to call, no credentials (a purge finds its manager itself).
         AdminCommand::Store { command } => return crate::commands::store::run(command).await,
         AdminCommand::Restore { file, data_dir } => return crate::commands::backup::restore(&file, data_dir).await,
         other => other,

@@ -11,7 +11,8 @@ use crate::output::{self, OutputArgs, or_dash};
 
 #[derive(Debug, Args)]
 pub struct PsArgs {
-    /// Include finished jobs
+    /// Include finished jobs (not those archived past the manager's --retain: `berth usage`
+    /// still counts them)
     #[arg(short, long)]
     pub all: bool,
 

@@ -1,10 +1,13 @@
 //! `berth admin store copy`: moves an installation's store from one database to another
 //! (`berth_store::copy`), run on the manager's host with the manager stopped, no REST call.
+//! `berth admin store purge --older-than 180d`: one retention pass on the running manager
+//! (`POST /v1/admin/store/purge`), what `berth manager --retain` does hourly.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use berth_model::api::{PurgeRequest, PurgeResult};
 use berth_store::StoreUrl;
 use clap::Subcommand;
 
@@ -26,6 +29,15 @@ pub enum StoreCommand {
         #[arg(long, value_name = "PATH")]
         to_file: Option<PathBuf>,
     },
+    /// Archive the finished jobs that ended longer ago than --older-than, now (the manager's
+    /// --retain does it hourly): they leave `ps -a` and `show`, their usage stays in `berth usage`
+    Purge {
+        /// e.g. 180d, 12h (more than zero)
+        #[arg(long, value_name = "DURATION", value_parser = berth_model::parse_duration)]
+        older_than: u64,
+        #[command(flatten)]
+        output: crate::output::OutputArgs,
+    },
 }
 
 pub async fn run(command: StoreCommand) -> anyhow::Result<ExitCode> {
@@ -38,6 +50,22 @@ pub async fn run(command: StoreCommand) -> anyhow::Result<ExitCode> {
                 println!("{table:<24} {rows:>9}");
             }
             println!("copied {} rows from {from} to {to}", report.rows());
+            Ok(ExitCode::SUCCESS)
+        }
+        StoreCommand::Purge { older_than, output } => {
+            let client = crate::client::Client::from_env()?;
+            let req = PurgeRequest { older_than: format!("{older_than}s") };
+            let path = "/v1/admin/store/purge";
+            let done: PurgeResult = client.json(client.request(reqwest::Method::POST, path).json(&req)).await?;
+            if output.json() {
+                crate::output::print_json(&done)?;
+            } else {
+                println!(
+                    "archived {} finished jobs that ended before {} ({} archived in all); their usage stays in \
+                     berth usage",
+                    done.archived, done.before, done.archive_total
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -311,6 +311,14 @@ impl Berth {
         self.json(&["show", &id.to_string()])
     }
 
+    /// The ids `berth ps --all` lists, in order.
+    pub fn listed_ids(&self) -> Vec<i64> {
+        let jobs = self.json(&["ps", "--all"]);
+        let mut ids: Vec<i64> = jobs.as_array().unwrap().iter().map(|j| j["id"].as_i64().unwrap()).collect();
+        ids.sort();
+        ids
+    }
+
     pub fn state(&self, id: i64) -> String {
         self.job(id)["job"]["state"].as_str().unwrap().to_string()
     }

@@ -1,7 +1,8 @@
-//! `POST /v1/admin/backup` (`berth admin backup FILE`): a consistent copy of the store, taken
-//! while the manager runs, streamed back as the answer. The copy is written in the data dir
-//! (private) and unlinked at once: the open file streams on, and nothing is left behind if
-//! the client goes away.
+//! The store's admin routes. `POST /v1/admin/backup` (`berth admin backup FILE`): a
+//! consistent copy of the store, taken while the manager runs, streamed back as the answer.
+//! The copy is written in the data dir (private) and unlinked at once: the open file streams
+//! on, and nothing is left behind if the client goes away. `POST /v1/admin/store/purge`
+//! (`berth admin store purge --older-than`): one retention pass by hand (`retention.rs`).
 
 use std::sync::Arc;
 
@@ -11,6 +12,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
+
+use berth_model::api::{PurgeRequest, PurgeResult};
 
 use crate::auth::Admin;
 use crate::error::ApiError;
@@ -51,4 +54,25 @@ pub async fn backup(State(m): State<Arc<Manager>>, Admin(admin): Admin) -> Resul
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(r)
+}
+
+/// Archive the finished jobs that ended longer ago than `older_than` (admin only): they leave
+/// `berth ps -a` and `berth show`, their usage stays in `berth usage`.
+#[utoipa::path(post, path = "/v1/admin/store/purge", tag = "admin", request_body = PurgeRequest,
+    responses((status = 200, body = PurgeResult), (status = 400, body = berth_model::api::ErrorBody),
+        (status = 403, body = berth_model::api::ErrorBody)))]
+pub async fn purge(
+    State(m): State<Arc<Manager>>,
+    Admin(admin): Admin,
+    crate::error::Json(req): crate::error::Json<PurgeRequest>,
+) -> Result<axum::Json<PurgeResult>, ApiError> {
+    let secs =
+        berth_model::parse_duration(&req.older_than).map_err(|e| ApiError::bad_request(format!("older_than: {e}")))?;
+    let before = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(secs as i64);
+    let archived = crate::retention::archive_before(&m, before).await?;
+    let archive_total = m.store.archived_count().await?;
+    let detail = format!("{archived} jobs that ended before {before}");
+    m.tenancy.audit(&admin.name, "store.purge", "store", &detail).await;
+    tracing::info!(jobs = archived, %before, by = %admin.name, "retention: archived finished jobs by hand");
+    Ok(axum::Json(PurgeResult { archived, before, archive_total }))
 }

@@ -159,10 +159,18 @@ pub fn no_such_job(id: JobId) -> ApiError {
 }
 
 /// Loads a job the user may see; 404 otherwise.
+/// An archived job (retention) the user may see answers 404 too, saying so and what the
+/// archive keeps of it.
 pub async fn visible_job(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
     match m.store.job(id).await? {
         Some(row) if user.can_see(row.user_id, &row.spec) => Ok(row),
-        _ => Err(no_such_job(id)),
+        Some(_) => Err(no_such_job(id)),
+        None => match m.store.archived_job(id).await? {
+            Some(a) if user.can_see(a.user_id, &a.spec) => {
+                Err(ApiError::not_found(crate::retention::archived_message(m, &a)))
+            }
+            _ => Err(no_such_job(id)),
+        },
     }
 }
 

@@ -65,6 +65,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/admin/quotas/{kind}/{name}", put(quota::put).delete(quota::delete))
         .route("/v1/admin/join-tokens", post(misc::create_join_token))
         .route("/v1/admin/backup", post(backup::backup))
+        .route("/v1/admin/store/purge", post(backup::purge))
         .route("/v1/cache/members", get(cache::members))
         .route("/v1/admin/cache/buckets", get(cache::buckets))
         .route("/v1/admin/cache/buckets/{name}", put(cache::put_bucket).delete(cache::delete_bucket))

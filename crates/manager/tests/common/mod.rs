@@ -35,6 +35,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         advertise_url: None,
         lease_timeout: berth_manager::DEFAULT_LEASE_TIMEOUT,
         on_standby: None,
+        retain: None,
     }
 }
 
