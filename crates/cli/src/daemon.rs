@@ -246,7 +246,8 @@ pub struct ManagerArgs {
 /// `berth agent`: one node's agent.
 #[derive(Debug, Args)]
 pub struct AgentArgs {
-    /// Manager URL, e.g. http://head:7070.
+    /// Manager URL, e.g. http://head:7070; several comma-separated for managers that stand by
+    /// for each other (the agent follows the leader)
     #[arg(long, env = "BERTH_MANAGER")]
     pub manager: String,
     /// Join token from `berth up`/`berth manager` (or `berth admin join-token create`); on a

@@ -23,7 +23,8 @@ pub async fn scrape(State(m): State<Arc<Manager>>) -> Response {
     let snapshot = {
         let st = m.jobs.lock().await;
         Snapshot::take(&st, queues.iter().map(|q| q.name.as_str()))
-    };
+    }
+    .with_leader(m.lease.may_act(), m.lease.epoch());
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], m.metrics.render(&snapshot)).into_response()
 }
 

@@ -41,9 +41,19 @@ pub struct Snapshot {
     pending: HashMap<(String, Option<PendingKind>), i64>,
     nodes: Vec<NodeRow>,
     agents: i64,
+    /// Whether this manager leads (1) and its leader epoch.
+    leader: i64,
+    epoch: i64,
 }
 
 impl Snapshot {
+    /// Adds whether this manager leads, and with which epoch (`docs/ha.md`).
+    pub fn with_leader(mut self, leads: bool, epoch: u64) -> Snapshot {
+        self.leader = leads.into();
+        self.epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
+        self
+    }
+
     /// Counts `st`; every unfinished state of every queue in `queues` is reported, 0
     /// included, so that a query or an alert on a state no job is in reads 0, not nothing.
     pub fn take<'a>(st: &'a State, queues: impl IntoIterator<Item = &'a str>) -> Snapshot {
@@ -149,6 +159,11 @@ impl Snapshot {
         let agents = Gauge::<i64>::default();
         agents.set(self.agents);
         r.register("berth_agents_connected", "Agents with an open connection to this manager", agents);
+        let (leader, epoch) = (Gauge::<i64>::default(), Gauge::<i64>::default());
+        leader.set(self.leader);
+        epoch.set(self.epoch);
+        r.register("berth_manager_leader", "Whether this manager leads (1) or stands by (0)", leader);
+        r.register("berth_manager_epoch", "The leader epoch this manager leads with (0: no lease)", epoch);
         r
     }
 }
