@@ -109,7 +109,7 @@ impl Managers {
                         return Ok(resp);
                     };
                     let leader = leader.trim_end_matches('/').to_string();
-                    if down.contains(&leader) {
+                    if down.contains(&leader) || leader == base {
                         self.rotate();
                         tokio::time::sleep(RETRY_PAUSE).await;
                     } else {

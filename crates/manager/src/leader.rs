@@ -29,9 +29,7 @@ pub struct Candidate {
 
 impl Candidate {
     pub fn new(url: String, ttl: Duration) -> Candidate {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        let host = host.trim();
-        let holder = format!("{host}:{}:{:08x}", std::process::id(), rand::random::<u32>());
+        let holder = format!("{}:{}:{:08x}", process_space(), std::process::id(), rand::random::<u32>());
         Candidate { holder, url, ttl }
     }
 
@@ -60,6 +58,27 @@ impl Candidate {
     }
 }
 
+/// Where this process's pid means something: the machine (its machine id, else its host name)
+/// and the pid namespace, so that two holders with the same one can check each other's pid.
+fn process_space() -> String {
+    let machine = std::fs::read_to_string("/etc/machine-id")
+        .or_else(|_| std::fs::read_to_string("/proc/sys/kernel/hostname"))
+        .unwrap_or_default();
+    let pidns = std::fs::read_link("/proc/self/ns/pid").map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
+    let pidns: String = pidns.chars().filter(char::is_ascii_digit).collect();
+    format!("{}-{pidns}", machine.trim())
+}
+
+/// Whether `holder` is a manager of this machine's pid namespace whose process is gone: a
+/// manager restarted after a crash need not wait its own old lease out.
+fn gone(holder: &str) -> bool {
+    let mut parts = holder.split(':');
+    let (Some(space), Some(pid)) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok())) else {
+        return false;
+    };
+    space == process_space() && pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// Waits until this manager holds the lease: its epoch and until when it may act. Meanwhile
 /// `seen` says who leads (for the standby's answers), and `on_leader` hears of each new leader.
 pub async fn campaign(
@@ -72,7 +91,8 @@ pub async fn campaign(
     let mut failing = false;
     loop {
         let sent = Instant::now();
-        let tried = tokio::time::timeout(me.call_timeout(), store.lease_acquire(&me.holder, &me.url, me.ttl)).await;
+        let acquire = store.lease_acquire(&me.holder, &me.url, me.ttl, None);
+        let tried = tokio::time::timeout(me.call_timeout(), acquire).await;
         match tried {
             Ok(Ok(Some(epoch))) => {
                 tracing::info!(epoch, holder = me.holder, "this manager leads now");
@@ -81,6 +101,17 @@ pub async fn campaign(
             Ok(Ok(None)) => {
                 failing = false;
                 if let Ok(Ok(row)) = tokio::time::timeout(me.call_timeout(), store.lease()).await {
+                    if row.held() && gone(&row.holder) {
+                        let replace = store.lease_acquire(&me.holder, &me.url, me.ttl, Some(&row.holder));
+                        if let Ok(Ok(Some(epoch))) = tokio::time::timeout(me.call_timeout(), replace).await {
+                            tracing::info!(
+                                epoch,
+                                previous = row.holder,
+                                "the previous leader on this machine is gone: this manager leads now"
+                            );
+                            return (epoch, me.valid_until(sent));
+                        }
+                    }
                     let now = (row.url.clone(), row.epoch);
                     if row.held() && told.as_ref() != Some(&now) {
                         tracing::info!(leader = row.url, epoch = row.epoch, "standing by: another manager leads");
@@ -150,5 +181,21 @@ pub async fn keep(
     lease.lose();
     if let Err(e) = store.lease_release(&me.holder, epoch).await {
         tracing::warn!("cannot give the leader lease up: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_dead_holder_of_this_machine_is_gone() {
+        let here = process_space();
+        assert!(!gone(&format!("{here}:{}:1", std::process::id())), "this process");
+        // pid 1 lives as long as the machine (or the container)
+        assert!(!gone(&format!("{here}:1:1")));
+        assert!(gone(&format!("{here}:{}:1", u32::MAX - 1)), "no such process");
+        assert!(!gone(&format!("elsewhere-1:{}:1", u32::MAX - 1)), "another machine's pid says nothing here");
+        assert!(!gone("") && !gone("garbage"));
     }
 }

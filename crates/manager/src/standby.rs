@@ -20,9 +20,10 @@ struct Standby {
 }
 
 impl Standby {
-    /// The leader's URL, while someone leads.
+    /// The leader's URL, while someone leads (not this manager's own URL: that is a previous
+    /// run of it, about to be replaced).
     fn leader(&self) -> Option<LeaseRow> {
-        self.seen.borrow().clone().filter(|l| l.held())
+        self.seen.borrow().clone().filter(|l| l.held() && l.url != self.me)
     }
 }
 

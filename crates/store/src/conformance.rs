@@ -675,9 +675,9 @@ pub async fn leader_lease(s: &dyn Store) {
     let l = s.lease().await.unwrap();
     assert_eq!((l.epoch, l.held()), (0, false), "a new store is unled: {l:?}");
     let ttl = Duration::from_secs(60);
-    let e1 = s.lease_acquire("a", "http://a:7070", ttl).await.unwrap().expect("a free lease is taken");
+    let e1 = s.lease_acquire("a", "http://a:7070", ttl, None).await.unwrap().expect("a free lease is taken");
     assert_eq!(e1, 1);
-    assert_eq!(s.lease_acquire("b", "http://b:7070", ttl).await.unwrap(), None, "a held lease is not");
+    assert_eq!(s.lease_acquire("b", "http://b:7070", ttl, None).await.unwrap(), None, "a held lease is not");
     let l = s.lease().await.unwrap();
     assert_eq!((l.holder.as_str(), l.url.as_str(), l.epoch, l.held()), ("a", "http://a:7070", 1, true));
     assert!(l.remaining > Duration::from_secs(50) && l.remaining <= ttl, "{l:?}");
@@ -691,7 +691,7 @@ pub async fn leader_lease(s: &dyn Store) {
     // a lease that ran out is taken over by the next manager, with the next epoch
     assert!(s.lease_renew("a", e1, Duration::ZERO).await.unwrap());
     assert!(!s.lease().await.unwrap().held());
-    let e2 = s.lease_acquire("b", "http://b:7070", ttl).await.unwrap().expect("an expired lease is taken over");
+    let e2 = s.lease_acquire("b", "http://b:7070", ttl, None).await.unwrap().expect("an expired lease is taken over");
     assert_eq!(e2, 2);
     assert!(!s.lease_renew("a", e1, ttl).await.unwrap(), "the old leader cannot renew");
     let cancel = Change::Transition {
@@ -723,7 +723,10 @@ pub async fn leader_lease(s: &dyn Store) {
     s.lease_release("a", e1).await.unwrap();
     assert!(s.lease().await.unwrap().held(), "only the holder releases");
     s.lease_release("b", e2).await.unwrap();
-    assert_eq!(s.lease_acquire("c", "http://c:7070", ttl).await.unwrap(), Some(3));
+    assert_eq!(s.lease_acquire("c", "http://c:7070", ttl, None).await.unwrap(), Some(3));
+    // a holder known to be dead (the same manager's previous run) is replaced at once
+    assert_eq!(s.lease_acquire("d", "http://c:7070", ttl, Some("b")).await.unwrap(), None, "not its holder");
+    assert_eq!(s.lease_acquire("d", "http://c:7070", ttl, Some("c")).await.unwrap(), Some(4));
 }
 
 /// A submit sent again with the same key makes no second job; keys are per user.

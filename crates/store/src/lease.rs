@@ -38,8 +38,15 @@ impl LeaseRow {
 #[async_trait]
 pub trait LeaderLease {
     /// Takes the lease for `ttl` if nobody holds it (it was never held, ran out or was
-    /// released): the new epoch, or `None` when another manager holds it.
-    async fn lease_acquire(&self, holder: &str, url: &str, ttl: Duration) -> Result<Option<u64>>;
+    /// released), or if `replacing` holds it (a holder the caller knows to be dead): the new
+    /// epoch, or `None` when another manager holds it.
+    async fn lease_acquire(
+        &self,
+        holder: &str,
+        url: &str,
+        ttl: Duration,
+        replacing: Option<&str>,
+    ) -> Result<Option<u64>>;
     /// Extends the lease `holder` holds with `epoch` to `ttl` from now; `false` when it no
     /// longer holds it (another manager took over).
     async fn lease_renew(&self, holder: &str, epoch: u64, ttl: Duration) -> Result<bool>;

@@ -19,12 +19,26 @@ fn millis(d: Duration) -> i64 {
 
 #[async_trait]
 impl LeaderLease for Adapter {
-    async fn lease_acquire(&self, holder: &str, url: &str, ttl: Duration) -> Result<Option<u64>> {
+    async fn lease_acquire(
+        &self,
+        holder: &str,
+        url: &str,
+        ttl: Duration,
+        replacing: Option<&str>,
+    ) -> Result<Option<u64>> {
         let q = format!(
             "UPDATE leader_lease SET holder = ?, url = ?, epoch = epoch + 1, expires_ms = {NOW_MS} + ? \
-             WHERE id = 1 AND expires_ms <= {NOW_MS} RETURNING epoch"
+             WHERE id = 1 AND (expires_ms <= {NOW_MS} OR holder = ?) RETURNING epoch"
         );
-        let r = sqlx::query(&sql(&q)).bind(holder).bind(url).bind(millis(ttl)).fetch_optional(&self.writer).await?;
+        // Holders are `space:pid:id`: without a holder to replace, a name no holder has.
+        let replacing = replacing.filter(|r| !r.is_empty()).unwrap_or("(nobody)");
+        let r = sqlx::query(&sql(&q))
+            .bind(holder)
+            .bind(url)
+            .bind(millis(ttl))
+            .bind(replacing)
+            .fetch_optional(&self.writer)
+            .await?;
         Ok(r.map(|r| r.try_get::<i64, _>("epoch")).transpose()?.map(|e| e as u64))
     }
 
