@@ -498,7 +498,7 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
     };
     println!("  berth agent --manager {agent_url} --join-token {}{ca}", handle.join_token);
     let stop = shutdown_signal();
-    crate::service::ready(&format!("leading, serving {url}"));
+    crate::service::ready(&format!("serving {url}"));
     tokio::select! {
         _ = stop => {}
         why = handle.deposed() => {
