@@ -49,14 +49,60 @@ swarm_bins() {
   fi
 }
 
-# Starts a fresh `berth manager` ($BIN) on TMP/data and an ephemeral port, logging to
-# TMP/manager.log; sets pid, url, join (the agents' join token) and token (the admin's).
+# `start_manager TMP [STORE]`: starts a fresh `berth manager` ($BIN) on TMP/data and an
+# ephemeral port, logging to TMP/manager.log; sets pid, url, join (the agents' join token) and
+# token (the admin's). STORE (or, without it, the STORE variable) is passed as `--store`, e.g.
+# a postgres:// URL; empty or unset: the default SQLite store in TMP/data.
 start_manager() {
-  local tmp=$1
+  local tmp=$1 store=${2:-${STORE:-}} flags=()
+  [ -n "$store" ] && flags=(--store "$store")
   HOME=$tmp XDG_CONFIG_HOME= RUST_LOG=${RUST_LOG:-warn} "$BIN" manager --data-dir "$tmp/data" --listen 127.0.0.1:0 \
-    >"$tmp/manager.log" 2>&1 &
+    ${flags[@]+"${flags[@]}"} >"$tmp/manager.log" 2>&1 &
   pid=$!
   url=$(berth_url "$tmp/manager.log")
   join=$(sed -n 's/^join token for agents: *//p' "$tmp/manager.log")
   token=$(cat "$tmp/data/admin-token")
+}
+
+# A throwaway PostgreSQL cluster (Debian's `postgresql`, the newest installed; needs root, the
+# cluster runs as the `postgres` user): `pg_start` runs initdb + pg_ctl in a temp dir on a free
+# port with the default settings (fsync and synchronous_commit on) and sets pg_bin, pg_dir and
+# pg_port; `pg_stop` stops it and removes the dir (safe to call twice, or before pg_start: put
+# it in the caller's EXIT trap). `pg_fresh_db NAME` (re)creates an empty database and prints
+# its postgres:// URL; `pg_sql DB SQL` prints SQL's result unaligned; `pg_cpu_s` prints the CPU
+# seconds (user + system) the cluster's processes used so far, ended backends included.
+pg_dir=
+pg_start() {
+  pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
+  [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ] || { echo "no PostgreSQL: apt-get install postgresql" >&2; return 1; }
+  pg_dir=$(mktemp -d)
+  chown postgres: "$pg_dir"
+  pg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  runuser -u postgres -- "$pg_bin/initdb" -D "$pg_dir/data" -A trust -U postgres -E UTF8 >/dev/null
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/log" -w \
+    -o "-p $pg_port -k $pg_dir -c listen_addresses=127.0.0.1" start >/dev/null
+}
+pg_stop() {
+  [ -n "$pg_dir" ] || return 0
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast stop >/dev/null 2>&1 || true
+  rm -rf "$pg_dir"
+  pg_dir=
+}
+pg_sql() {
+  PGOPTIONS="-c client_min_messages=warning" runuser -u postgres -- "$pg_bin/psql" -qAt -h 127.0.0.1 \
+    -p "$pg_port" -U postgres -d "$1" -c "$2"
+}
+pg_fresh_db() {
+  pg_sql postgres "DROP DATABASE IF EXISTS $1" >/dev/null
+  pg_sql postgres "CREATE DATABASE $1" >/dev/null
+  echo "postgres://postgres@127.0.0.1:$pg_port/$1"
+}
+pg_cpu_s() {
+  local pm kids
+  pm=$(head -n1 "$pg_dir/data/postmaster.pid")
+  kids=$(ps --ppid "$pm" -o pid= | tr -d ' ')
+  # the postmaster's own time and its reaped children's (fields 14-17), live children's (14-15)
+  { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat"
+    for k in $kids; do awk '{ print $14 + $15 }' "/proc/$k/stat" 2>/dev/null || true; done
+  } | awk -v hz="$(getconf CLK_TCK)" '{ t += $1 } END { printf "%.1f", t / hz }'
 }
