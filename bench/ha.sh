@@ -7,6 +7,11 @@
 # the new leader's clock, which is this machine's). The killed manager comes back as a
 # standby for the next round. Prints every round and the medians; docs/perf.md keeps them.
 #
+# Each manager runs in a PID namespace of its own (`unshare --pid`), as on separate machines: a
+# standby cannot tell that the leader's process is gone and waits for its lease to run out.
+# SAME_MACHINE=1 runs them side by side instead, where a standby sees the dead leader's pid
+# and takes over at once (what a manager restarted after a crash does).
+#
 #   bench/ha.sh [ROUNDS=5] [LEASE_TIMEOUT=5s]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,8 +48,9 @@ urls=http://127.0.0.1:${port[0]},http://127.0.0.1:${port[1]}
 
 # Starts manager K (0 or 1) and waits until it serves (as the leader or a standby).
 start() {
-  local k=$1
-  HOME=$tmp XDG_CONFIG_HOME= RUST_LOG=warn "$BIN" manager --data-dir "$tmp/m$k" --listen "127.0.0.1:${port[$k]}" \
+  local k=$1 wrap=(unshare --pid --fork --kill-child --mount-proc)
+  [ "${SAME_MACHINE:-0}" = 1 ] && wrap=()
+  HOME=$tmp XDG_CONFIG_HOME= RUST_LOG=warn "${wrap[@]}" "$BIN" manager --data-dir "$tmp/m$k" --listen "127.0.0.1:${port[$k]}" \
     --no-apps --store "$store" --lease-timeout "$LEASE" >>"$tmp/m$k.log" 2>&1 &
   mpid[$k]=$!
   berth_url "$tmp/m$k.log" >/dev/null
@@ -67,7 +73,9 @@ export BERTH_URL=$urls BERTH_TOKEN=$token
 for _ in $(seq 1 200); do "$BIN" nodes -o json 2>/dev/null | grep -q '"ready"' && break; sleep 0.05; done
 
 echo "== machine: $(nproc) CPUs, $(uname -r), $("$pgbin/postgres" --version), $(date -u '+%F %H:%M')Z, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== two managers on PostgreSQL, --lease-timeout $LEASE, one agent; $ROUNDS rounds of SIGKILL to the leader"
+where="each in its own PID namespace (as on two machines)"
+[ "${SAME_MACHINE:-0}" = 1 ] && where="side by side (one machine: a dead leader's pid is seen)"
+echo "== two managers on PostgreSQL, $where, --lease-timeout $LEASE, one agent; $ROUNDS rounds of SIGKILL to the leader"
 leads=() starts=()
 for r in $(seq 1 "$ROUNDS"); do
   old=$(leader)

@@ -182,6 +182,20 @@ impl Client {
         self.managers.urls()
     }
 
+    /// With several managers, points this client at the leader (a WebSocket cannot follow a
+    /// standby's redirect); with one, does nothing.
+    pub(crate) async fn find_leader(&self) -> anyhow::Result<()> {
+        if self.base.is_some() || self.managers.urls().len() < 2 {
+            return Ok(());
+        }
+        let v: berth_model::api::LeaderView = self.json(self.request(Method::GET, "/v1/leader")).await?;
+        match v.leader {
+            Some(l) => self.managers.set_current(&l),
+            None => anyhow::bail!("no manager leads right now (a takeover is under way): try again in a few seconds"),
+        }
+        Ok(())
+    }
+
     /// `GET /v1/leader` of the manager at `url` itself, redirects not followed.
     pub async fn leader_at(&self, url: &str) -> anyhow::Result<berth_model::api::LeaderView> {
         let req = self.http.get(format!("{url}/v1/leader"));

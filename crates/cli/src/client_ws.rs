@@ -30,6 +30,7 @@ impl Client {
                 (format!("ws://localhost{path}"), Box::new(s), None)
             }
             None => {
+                self.find_leader().await?;
                 let base = self.base_url();
                 let (scheme, rest) = base.split_once("://").ok_or_else(|| anyhow!("invalid manager url `{base}`"))?;
                 let host = rest.split('/').next().unwrap_or(rest);

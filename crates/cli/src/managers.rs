@@ -68,7 +68,7 @@ impl Managers {
         self.current.lock().expect("leader lock").clone()
     }
 
-    fn set_current(&self, url: &str) {
+    pub fn set_current(&self, url: &str) {
         *self.current.lock().expect("leader lock") = url.trim_end_matches('/').to_string();
     }
 

@@ -147,6 +147,9 @@ fn a_frozen_or_cut_off_leader_is_replaced_and_never_acts_again() {
     assert!(agent.contains("registered with the manager (leader epoch 2)"), "{agent}");
     assert!(!agent.contains("refused a"), "the deposed leader sent no command at all: {agent}");
     assert_eq!(starts(&c, "long"), 1);
+    // Streams find the leader too (a WebSocket cannot follow a redirect).
+    let out = c.ok(&["exec", &long.to_string(), "--", "echo", "inside"]);
+    assert_eq!(out.trim(), "inside");
 
     // Back as a standby; then the leader is cut off from the store: it stops acting and exits,
     // the first manager leads again.

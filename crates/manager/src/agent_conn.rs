@@ -115,7 +115,8 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
             // A manager that no longer leads sends nothing, not even a ping (which would keep the
             // agent from looking for the new leader): it drops the connection instead.
             if !lease.may_act() {
-                tracing::warn!("not the leader any more: closing an agent connection");
+                // (the loss itself is logged once, by `leader::keep`; a clean stop ends here too)
+                tracing::debug!("not acting any more: closing an agent connection");
                 break;
             }
             let sent = match next {

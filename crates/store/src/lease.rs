@@ -5,7 +5,7 @@
 //!
 //! The epoch fences: once a manager leads with epoch E it calls [`LeaderLease::fence`], and
 //! from then on every job and node write of that store checks, inside its transaction, that
-//! the lease still has epoch E (PostgreSQL takes a share lock on the row, so a takeover waits
+//! the lease still has epoch E (PostgreSQL takes a key-share lock on the row, so a takeover waits
 //! for a write in flight and a write after the takeover fails). A leader that lost the lease
 //! can therefore not commit anything, however late it wakes up.
 

@@ -47,8 +47,10 @@ pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, wri
 
 /// The database's clock, in milliseconds since the Unix epoch (the leader lease's times).
 const NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
-/// What the fence check adds to its read of the lease row.
-const FOR_SHARE: &str = " FOR SHARE";
+/// The fence check's lock on the lease row, and a takeover's (`sql_lease.rs`): KEY SHARE
+/// conflicts with FOR UPDATE only, so renewals (plain UPDATEs) never wait for writes.
+const FENCE_LOCK: &str = " FOR KEY SHARE";
+const TAKEOVER_LOCK: &str = " FOR UPDATE";
 
 type Adapter = PgStore;
 type Db = sqlx::Postgres;
@@ -142,7 +144,7 @@ impl PgStore {
             StoreError::BadUrl(format!("bad PostgreSQL URL: {e}: write it as postgres://USER@HOST[:PORT]/DATABASE"))
         })?;
         // A manager frozen inside a transaction (SIGSTOP, a stalled VM) would hold the lease row's
-        // share lock (`sql_lease.rs`) and keep a standby from taking over: the server ends such
+        // key-share lock (`sql_lease.rs`) and keep a standby from taking over: the server ends such
         // a session after IDLE_IN_TRANSACTION, which rolls it back.
         let opts = opts
             .log_statements(tracing::log::LevelFilter::Trace)

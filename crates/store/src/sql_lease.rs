@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::Row;
 
-use super::{Adapter, DbConn, FOR_SHARE, NOW_MS, sql};
+use super::{Adapter, DbConn, FENCE_LOCK, NOW_MS, TAKEOVER_LOCK, sql};
 use crate::lease::{LeaderLease, LeaseRow};
 use crate::{Result, StoreError};
 
@@ -26,19 +26,32 @@ impl LeaderLease for Adapter {
         ttl: Duration,
         replacing: Option<&str>,
     ) -> Result<Option<u64>> {
+        // Holders are `space:pid:id`: without a holder to replace, a name no holder has.
+        let replacing = replacing.filter(|r| !r.is_empty()).unwrap_or("(nobody)");
+        // A look without locks first: standbys poll, and must not queue behind the leader's
+        // writes while it is well.
+        let now = self.lease().await?;
+        if now.held() && now.holder != replacing {
+            return Ok(None);
+        }
+        // The takeover's lock waits for every write in flight that checked the old epoch
+        // (`check_fence`), so none of them can commit after the new epoch.
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(&sql(&format!("SELECT epoch FROM leader_lease WHERE id = 1{TAKEOVER_LOCK}")))
+            .fetch_one(&mut *tx)
+            .await?;
         let q = format!(
             "UPDATE leader_lease SET holder = ?, url = ?, epoch = epoch + 1, expires_ms = {NOW_MS} + ? \
              WHERE id = 1 AND (expires_ms <= {NOW_MS} OR holder = ?) RETURNING epoch"
         );
-        // Holders are `space:pid:id`: without a holder to replace, a name no holder has.
-        let replacing = replacing.filter(|r| !r.is_empty()).unwrap_or("(nobody)");
         let r = sqlx::query(&sql(&q))
             .bind(holder)
             .bind(url)
             .bind(millis(ttl))
             .bind(replacing)
-            .fetch_optional(&self.writer)
+            .fetch_optional(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(r.map(|r| r.try_get::<i64, _>("epoch")).transpose()?.map(|e| e as u64))
     }
 
@@ -76,14 +89,16 @@ impl LeaderLease for Adapter {
 }
 
 /// Inside a write transaction: refuses it unless the lease still has the epoch this store
-/// was fenced with (no fence: always passes). On PostgreSQL the row stays share-locked until
-/// the transaction ends, so a takeover cannot slip in between this check and the commit.
+/// was fenced with (no fence: always passes). On PostgreSQL the row stays key-share-locked
+/// until the transaction ends: a takeover (`FOR UPDATE`) cannot slip in between this check and
+/// the commit, while the leader's renewals (plain UPDATEs of a non-key column, which take no
+/// conflicting lock) never wait behind a long write.
 pub(super) async fn check_fence(a: &Adapter, tx: &mut DbConn) -> Result<()> {
     let mine = a.fence.load(Ordering::SeqCst);
     if mine == 0 {
         return Ok(());
     }
-    let q = format!("SELECT epoch FROM leader_lease WHERE id = 1{FOR_SHARE}");
+    let q = format!("SELECT epoch FROM leader_lease WHERE id = 1{FENCE_LOCK}");
     let now: i64 = sqlx::query_scalar(&sql(&q)).fetch_one(&mut *tx).await?;
     if now as u64 != mine {
         return Err(StoreError::Fenced { mine, now: now.max(0) as u64 });

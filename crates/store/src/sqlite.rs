@@ -46,8 +46,9 @@ pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, wri
 
 /// The database's clock, in milliseconds since the Unix epoch (the leader lease's times).
 const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
-/// What the fence check adds to its read of the lease row.
-const FOR_SHARE: &str = "";
+/// Row locks of `sql_lease.rs`: none, SQLite's write lock serialises the transactions.
+const FENCE_LOCK: &str = "";
+const TAKEOVER_LOCK: &str = "";
 
 type Adapter = SqliteStore;
 type Db = sqlx::Sqlite;

@@ -91,3 +91,36 @@ async fn the_password_comes_from_pgpassfile_and_a_wrong_one_says_where_it_belong
     assert_eq!(s.job_count().await.unwrap(), 0);
     s.close().await;
 }
+
+/// Regression: the fence check took a share lock on the lease row, so under a 500-agent swarm
+/// the leader's renewal waited behind its own long scheduling batch and the lease was lost.
+/// A write in flight must hold up a takeover, never a renewal.
+#[tokio::test]
+async fn a_write_in_flight_holds_up_a_takeover_but_not_a_renewal() {
+    use berth_store::LeaderLease;
+    use sqlx::{Connection, Executor};
+    use std::time::Duration;
+    let Some(pg) = PgCluster::start("a_write_in_flight_holds_up_a_takeover_but_not_a_renewal") else { return };
+    let url = pg.create_db("berth").await;
+    let (leader, standby) = (PgStore::open(&url).await.unwrap(), PgStore::open(&url).await.unwrap());
+    let e1 = leader.lease_acquire("a", "http://a", Duration::from_secs(60), None).await.unwrap().unwrap();
+    // a fenced write transaction of the leader, still open: the check's lock, then nothing
+    let mut inflight = sqlx::PgConnection::connect(&url).await.unwrap();
+    inflight.execute("BEGIN").await.unwrap();
+    inflight.execute("SELECT epoch FROM leader_lease WHERE id = 1 FOR KEY SHARE").await.unwrap();
+    let guard = Duration::from_secs(20);
+    let renewed = tokio::time::timeout(guard, leader.lease_renew("a", e1, Duration::from_millis(1))).await;
+    assert!(renewed.expect("a renewal never waits for a write in flight").unwrap());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // the lease ran out: the takeover waits until the write in flight ends
+    let takeover = tokio::spawn(async move {
+        let e = standby.lease_acquire("b", "http://b", Duration::from_secs(60), None).await.unwrap();
+        standby.close().await;
+        e
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!takeover.is_finished(), "a takeover waits for the old leader's write in flight");
+    inflight.execute("COMMIT").await.unwrap();
+    assert_eq!(tokio::time::timeout(guard, takeover).await.unwrap().unwrap(), Some(e1 + 1));
+    leader.close().await;
+}
