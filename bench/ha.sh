@@ -21,28 +21,19 @@ LEASE=${2:-5s}
 cargo build --release --quiet --bin berth
 BIN=$(realpath target/release/berth)
 source bench/lib.sh
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
-[ -x "$pgbin/initdb" ] || { echo "no PostgreSQL: apt-get install postgresql" >&2; exit 1; }
-
 tmp=$(mktemp -d)
-pg=$(mktemp -d)
-chown postgres: "$pg"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-pgport=$(free_port)
 declare -A mpid
 apid=
 cleanup() {
   [ -n "$apid" ] && { kill -INT "$apid" 2>/dev/null || true; wait "$apid" 2>/dev/null || true; }
   for k in "${!mpid[@]}"; do kill -9 "${mpid[$k]}" 2>/dev/null || true; wait "${mpid[$k]}" 2>/dev/null || true; done
-  runuser -u postgres -- "$pgbin/pg_ctl" -D "$pg/data" -m fast stop >/dev/null 2>&1 || true
-  rm -rf "$pg" "$tmp"
+  pg_stop
+  rm -rf "$tmp"
 }
 trap cleanup EXIT
-runuser -u postgres -- "$pgbin/initdb" -D "$pg/data" -A trust -U postgres -E UTF8 >/dev/null
-runuser -u postgres -- "$pgbin/pg_ctl" -D "$pg/data" -l "$pg/log" -w \
-  -o "-p $pgport -k $pg -c listen_addresses=127.0.0.1" start >/dev/null
-runuser -u postgres -- "$pgbin/createdb" -h 127.0.0.1 -p "$pgport" -U postgres berth
-store=postgres://postgres@127.0.0.1:$pgport/berth
+pg_start
+store=$(pg_fresh_db berth)
 port=([0]=$(free_port) [1]=$(free_port))
 urls=http://127.0.0.1:${port[0]},http://127.0.0.1:${port[1]}
 
@@ -72,7 +63,7 @@ apid=$!
 export BERTH_URL=$urls BERTH_TOKEN=$token
 for _ in $(seq 1 200); do "$BIN" nodes -o json 2>/dev/null | grep -q '"ready"' && break; sleep 0.05; done
 
-echo "== machine: $(nproc) CPUs, $(uname -r), $("$pgbin/postgres" --version), $(date -u '+%F %H:%M')Z, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== machine: $(nproc) CPUs, $(uname -r), $("$pg_bin/postgres" --version), $(date -u '+%F %H:%M')Z, load $(cut -d' ' -f1-3 /proc/loadavg)"
 where="each in its own PID namespace (as on two machines)"
 [ "${SAME_MACHINE:-0}" = 1 ] && where="side by side (one machine: a dead leader's pid is seen)"
 echo "== two managers on PostgreSQL, $where, --lease-timeout $LEASE, one agent; $ROUNDS rounds of SIGKILL to the leader"

@@ -20,26 +20,19 @@ else
   cargo build --quiet -p berth-store --example retention_fill
 fi
 FILL=$(realpath "${CARGO_TARGET_DIR:-target}/$PROFILE/examples/retention_fill")
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
-[ -x "$pgbin/initdb" ] || { echo "no PostgreSQL: apt-get install postgresql" >&2; exit 1; }
+source bench/lib.sh
 
 tmp=$(mktemp -d)
-pg=$(mktemp -d)
-chown postgres: "$pg"
-pgport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cleanup() {
-  runuser -u postgres -- "$pgbin/pg_ctl" -D "$pg/data" -m fast stop >/dev/null 2>&1 || true
-  rm -rf "$pg" "$tmp"
+  pg_stop
+  rm -rf "$tmp"
 }
 trap cleanup EXIT
-runuser -u postgres -- "$pgbin/initdb" -D "$pg/data" -A trust -U postgres -E UTF8 >/dev/null
-runuser -u postgres -- "$pgbin/pg_ctl" -D "$pg/data" -l "$pg/log" -w \
-  -o "-p $pgport -k $pg -c listen_addresses=127.0.0.1" start >/dev/null
-PGOPTIONS="-c client_min_messages=warning" runuser -u postgres -- "$pgbin/psql" -q -h 127.0.0.1 -p "$pgport" \
-  -U postgres -c "CREATE DATABASE berth" >/dev/null
+pg_start
+pg_url=$(pg_fresh_db berth)
 
-echo "== machine: $(nproc) CPUs, $(uname -r), $("$pgbin/postgres" --version), $PROFILE build, $(date -u '+%F %H:%M')Z"
+echo "== machine: $(nproc) CPUs, $(uname -r), $("$pg_bin/postgres" --version), $PROFILE build, $(date -u '+%F %H:%M')Z"
 echo "== SQLite: $N finished jobs"
 "$FILL" "sqlite:$tmp/berth.db" "$N"
 echo "== PostgreSQL: $N finished jobs"
-"$FILL" "postgres://postgres@127.0.0.1:$pgport/berth" "$N"
+"$FILL" "$pg_url" "$N"

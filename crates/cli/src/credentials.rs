@@ -8,7 +8,8 @@
 //! calling, so jobs run as the Unix user who submitted them (a token, if any, still says which
 //! berth user acts). Each environment variable overrides its own field, so `BERTH_URL=...
 //! berth ps` reaches another manager (over TCP) with the token from the file, and a CI job can
-//! set both and need no file.
+//! set both and need no file. A `url` (or `BERTH_URL`) may name several managers,
+//! comma-separated, that stand by for each other: requests follow the leader (`managers.rs`).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};

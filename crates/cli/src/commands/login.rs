@@ -14,7 +14,7 @@ use crate::credentials::Credentials;
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {
-    /// The manager, e.g. https://head:7070
+    /// The manager, e.g. https://head:7070; several comma-separated for standby managers
     pub url: String,
     /// Read the token from standard input without a prompt (for scripts)
     #[arg(long)]
