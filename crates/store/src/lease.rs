@@ -22,7 +22,8 @@ pub struct LeaseRow {
     pub holder: String,
     /// The URL the holder serves the API at.
     pub url: String,
-    /// 0 before the first leader; one more at every takeover.
+    /// 0 before the first leader; more at every takeover (the database's time in milliseconds
+    /// when that is more than one more: see `sql_lease.rs`).
     pub epoch: u64,
     /// How long until it runs out (zero when it has), on the database's clock.
     pub remaining: Duration,

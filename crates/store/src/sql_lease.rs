@@ -1,7 +1,10 @@
 //! [`LeaderLease`] for both SQL adapters (included by `sqlite.rs` and `postgres.rs` like
 //! `sql_store.rs`), and the fence check every job and node write runs inside its transaction.
 //! Times are the database's (`NOW_MS`), so a manager whose clock is off cannot take a lease
-//! early.
+//! early. A new epoch is the old one plus one, or the database's time in milliseconds if that
+//! is more: epochs keep growing even when the store itself goes back in time (a restored
+//! backup, a PostgreSQL replica promoted a little behind), so agents that remember a later
+//! epoch still accept the next leader.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -9,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::Row;
 
-use super::{Adapter, DbConn, FENCE_LOCK, NOW_MS, TAKEOVER_LOCK, sql};
+use super::{Adapter, DbConn, FENCE_LOCK, GREATEST, NOW_MS, TAKEOVER_LOCK, sql};
 use crate::lease::{LeaderLease, LeaseRow};
 use crate::{Result, StoreError};
 
@@ -41,7 +44,8 @@ impl LeaderLease for Adapter {
             .fetch_one(&mut *tx)
             .await?;
         let q = format!(
-            "UPDATE leader_lease SET holder = ?, url = ?, epoch = epoch + 1, expires_ms = {NOW_MS} + ? \
+            "UPDATE leader_lease SET holder = ?, url = ?, epoch = {GREATEST}(epoch + 1, {NOW_MS}), \
+             expires_ms = {NOW_MS} + ? \
              WHERE id = 1 AND (expires_ms <= {NOW_MS} OR holder = ?) RETURNING epoch"
         );
         let r = sqlx::query(&sql(&q))

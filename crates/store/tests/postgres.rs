@@ -121,6 +121,6 @@ async fn a_write_in_flight_holds_up_a_takeover_but_not_a_renewal() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!takeover.is_finished(), "a takeover waits for the old leader's write in flight");
     inflight.execute("COMMIT").await.unwrap();
-    assert_eq!(tokio::time::timeout(guard, takeover).await.unwrap().unwrap(), Some(e1 + 1));
+    assert!(tokio::time::timeout(guard, takeover).await.unwrap().unwrap().unwrap() > e1);
     leader.close().await;
 }
