@@ -127,6 +127,8 @@ fi
 # in the background when it is not running; it keeps running after the tests.
 need_pkgs=()
 command -v dockerd >/dev/null || need_pkgs+=(docker.io)
+# e2e_failover cuts a manager off its PostgreSQL with iptables in its network namespace
+command -v iptables >/dev/null || need_pkgs+=(iptables)
 if [ ! -x /bin/busybox ] || ldd /bin/busybox >/dev/null 2>&1; then need_pkgs+=(busybox-static); fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt"
