@@ -225,17 +225,69 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     );
     let (epoch, until) = stand_by(&*store, &me, &listener, tls.clone(), config.on_standby.clone()).await?;
     store.fence(epoch);
+    let lease = Arc::new(lease::Lease::default());
+    lease.lead(epoch, until);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let m = Arc::new(manager::Manager::new(
-        store.clone(),
-        Vec::new(),
-        cfg.fair_share.clone(),
-        config.heartbeat_timeout,
-        shutdown_rx.clone(),
-        &config.data_dir,
-        tls.is_some(),
-    ));
-    m.lease.lead(epoch, until);
+    let (deposed_tx, deposed) = watch::channel(None);
+    // Renewed from now on: loading a big store must not cost the lease it was loaded under.
+    let keeper = tokio::spawn(leader::keep(store.clone(), me.clone(), lease.clone(), deposed_tx, shutdown_rx.clone()));
+    let led = lead(config, cfg, store.clone(), tls, listener, me, lease, shutdown_rx).await;
+    let (bootstrap, join_token, server, mut tasks, socket, apps_addr) = match led {
+        Ok(started) => started,
+        Err(e) => {
+            // Give the lease up at once: a standby need not wait it out.
+            let _ = shutdown_tx.send(true);
+            let _ = keeper.await;
+            store.close().await;
+            return Err(e);
+        }
+    };
+    tasks.push(keeper);
+    tracing::info!(%local_addr, "berth manager listening");
+    Ok(ManagerHandle {
+        url: local_url(scheme, local_addr),
+        local_addr,
+        bootstrap,
+        join_token,
+        socket,
+        apps_addr,
+        epoch,
+        shutdown: shutdown_tx,
+        deposed,
+        server,
+        tasks,
+        store,
+    })
+}
+
+/// What [`lead`] started: the bootstrap, the join token, the API server, the other tasks, the
+/// unix socket and the app proxy's address.
+type Started = (Option<Bootstrap>, String, JoinHandle<()>, Vec<JoinHandle<()>>, Option<PathBuf>, Option<SocketAddr>);
+
+/// The leader's start: the manager's state from the store, then its servers and tasks.
+#[allow(clippy::too_many_arguments)]
+async fn lead(
+    config: ManagerConfig,
+    cfg: config::Config,
+    store: Arc<dyn Store>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    listener: std::net::TcpListener,
+    me: leader::Candidate,
+    lease: Arc<lease::Lease>,
+    shutdown_rx: watch::Receiver<bool>,
+) -> anyhow::Result<Started> {
+    let m = Arc::new(
+        manager::Manager::new(
+            store.clone(),
+            Vec::new(),
+            cfg.fair_share.clone(),
+            config.heartbeat_timeout,
+            shutdown_rx.clone(),
+            &config.data_dir,
+            tls.is_some(),
+        )
+        .with_lease(lease),
+    );
     m.leader_url.set(me.url.clone()).expect("set once");
     if let Some(c) = config.cache.clone() {
         let _ = m.cache.set(c);
@@ -286,7 +338,6 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         }
         None => None,
     };
-    let (deposed_tx, deposed) = watch::channel(None);
     let reports = m.hub.take_reports().expect("the report loop starts once");
     tasks.extend([
         tokio::spawn(reports::run(m.clone(), reports)),
@@ -296,23 +347,8 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         tokio::spawn(retention::run(m.clone(), config.retain.or(cfg.retain))),
         tokio::spawn(cache_push::run(m.clone())),
         tokio::spawn(m.tenancy.bad_tokens().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
-        tokio::spawn(leader::keep(store.clone(), me, m.lease.clone(), deposed_tx, shutdown_rx.clone())),
     ]);
-    tracing::info!(%local_addr, "berth manager listening");
-    Ok(ManagerHandle {
-        url: local_url(scheme, local_addr),
-        local_addr,
-        bootstrap,
-        join_token,
-        socket,
-        apps_addr,
-        epoch,
-        shutdown: shutdown_tx,
-        deposed,
-        server,
-        tasks,
-        store,
-    })
+    Ok((bootstrap, join_token, server, tasks, socket, apps_addr))
 }
 
 /// Serves as a standby on `listener` (redirects to the leader, `standby.rs`) until this

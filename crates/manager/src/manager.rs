@@ -108,6 +108,12 @@ impl Manager {
         }
     }
 
+    /// This manager acts under `lease` (taken before the manager is made, `leader.rs`).
+    pub fn with_lease(mut self, lease: Arc<crate::lease::Lease>) -> Manager {
+        self.lease = lease;
+        self
+    }
+
     /// Rebuilds memory from the store after a (re)start: known nodes come back `lost` until
     /// their agent reconnects, unfinished jobs come back with their bindings and allocations.
     pub async fn rebuild(&self) -> Result<(), StoreError> {
