@@ -350,7 +350,16 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let cache = args.cache.start(&data_dir, args.manager.tls.files().as_ref(), trusted_cert.as_deref()).await?;
     let cache_env = cache.as_ref().map(|c| c.env.clone());
     // `berth up` is one machine: its store is always SQLite in its data dir.
-    let handle = start_manager(&data_dir, None, &args.manager, cache_env, None).await?;
+    // One machine, one manager: a `berth up` whose store another manager leads (a second
+    // `berth up` on the same data dir) stops instead of standing by.
+    let refuse = berth_manager::OnStandby(std::sync::Arc::new(|leader: &str| {
+        eprintln!(
+            "error: another berth already serves this data dir (at {leader}): stop it first, or give this one \
+             another --data-dir"
+        );
+        std::process::exit(1);
+    }));
+    let handle = start_manager(&data_dir, None, &args.manager, cache_env, Some(refuse)).await?;
     let url = handle.url.clone();
     let handle_apps = handle.apps_addr;
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
