@@ -150,6 +150,7 @@ pub async fn keep(
         tracing::error!(epoch, "lost the leadership: {why}; this manager stops acting");
         deposed.send_replace(Some(why));
     };
+    let mut full = false;
     loop {
         let Some(until) = lease.until() else { return };
         let until = tokio::time::Instant::from_std(until);
@@ -169,8 +170,23 @@ pub async fn keep(
             }
         };
         match renewed {
-            Ok(Ok(true)) => lease.extend(me.valid_until(sent)),
+            Ok(Ok(true)) => {
+                lease.extend(me.valid_until(sent));
+                full = false;
+            }
             Ok(Ok(false)) => return lose("another manager took the lease over".into()),
+            // The database answers but takes no write (its disk is full): nobody can take the
+            // lease over either, and whatever this manager would act on is a store write first,
+            // fenced by the epoch. So it goes on acting (and pinging its agents, which would
+            // otherwise fence their kernels) rather than stopping the cluster for a full disk.
+            Ok(Err(e)) if e.is_disk_full() => {
+                lease.extend(me.valid_until(sent));
+                if !full {
+                    tracing::warn!("cannot renew the leader lease: {e}; acting on while the disk is full");
+                }
+                full = true;
+                continue;
+            }
             Ok(Err(e)) => tracing::warn!("cannot renew the leader lease: {e} (retrying)"),
             Err(_) => {
                 tracing::warn!("the store did not answer the lease renewal in {:?} (retrying)", me.call_timeout())
