@@ -63,6 +63,19 @@ fn wait_notify(sock: &UnixDatagram, want: &str) -> String {
     all
 }
 
+/// Kills the process if the test fails before it stopped it (a failed assertion left the
+/// manager running after the test).
+struct KillOnPanic(u32);
+
+impl Drop for KillOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // SAFETY: kill sends a signal to the manager this test started.
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+}
+
 #[test]
 fn a_manager_under_systemd_says_ready_then_stopping_and_logs_json_with_an_access_log() {
     let home = tempfile::tempdir().unwrap();
@@ -76,6 +89,7 @@ fn a_manager_under_systemd_says_ready_then_stopping_and_logs_json_with_an_access
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let _guard = KillOnPanic(m.id());
     let got = wait_notify(&sock, "READY=1");
     assert!(got.contains("STATUS=serving http://127.0.0.1:"), "{got}");
     // A request with a query: logged without it.
@@ -157,6 +171,7 @@ fn the_shipped_manager_config_and_its_example_start_a_manager() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let _guard = KillOnPanic(m.id());
         wait_notify(&sock, "READY=1");
         unsafe { libc::kill(m.id() as i32, libc::SIGTERM) };
         assert!(m.wait().unwrap().success(), "{}", config.display());
