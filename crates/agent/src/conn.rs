@@ -259,7 +259,10 @@ impl Agent {
             Ok(Err(e)) => (0, Ok(Err(e))),
             Err(e) => (0, Err(e)),
         };
-        if let Err(why) = self.epochs.welcome(epoch, &self.config.manager_url) {
+        // Only a welcome names the leader's epoch (a refusal may come from any manager).
+        if let Ok(Ok(ManagerMessage::Welcome { .. })) = &welcome
+            && let Err(why) = self.epochs.welcome(epoch, &self.config.manager_url)
+        {
             return End::Lost(why);
         }
         let interval = match welcome {

@@ -397,3 +397,60 @@ async fn a_start_waits_for_a_stopping_kernel_that_holds_its_devices() {
     assert_eq!(order[0], (1, false), "{order:?}");
     assert_eq!(order[1], (2, true), "{order:?}");
 }
+
+/// Sends `m` as a frame of the manager leading with `epoch`.
+async fn send_as(ws: &mut WebSocket, epoch: u64, m: &ManagerMessage) {
+    let frame = berth_model::protocol::Envelope { epoch, msg: m.clone() };
+    ws.send(Message::Text(serde_json::to_string(&frame).unwrap().into())).await.unwrap();
+}
+
+/// Fencing by epoch, on the agent's side: a command of an older leader is refused, and so is
+/// an older leader's connection once the agent followed a newer one.
+#[tokio::test]
+async fn an_older_leaders_commands_and_connections_are_refused() {
+    let (url, mut sockets, _accept) = manager().await;
+    let dir = tempfile::tempdir().unwrap();
+    let node = format!("epoch-{}", std::process::id());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let agent = tokio::spawn(berth_agent::run(config(&url, "good-token", dir.path(), &node), async {
+        let _ = stop_rx.await;
+    }));
+    let mut ws = sockets.recv().await.unwrap();
+    assert!(matches!(recv(&mut ws).await, AgentMessage::Register { .. }));
+    let welcome = ManagerMessage::Welcome { heartbeat_interval_ms: 200, heartbeat_timeout_ms: 0 };
+    send_as(&mut ws, 5, &welcome).await;
+
+    // epoch 4 is a deposed leader: its start is dropped; epoch 5's runs
+    send_as(&mut ws, 4, &start(1, 1, &node, &[0], &["true"])).await;
+    send_as(&mut ws, 5, &start(2, 2, &node, &[0], &["true"])).await;
+    let first = recv(&mut ws).await;
+    assert!(
+        matches!(first, AgentMessage::Kernel { key: k, event: KernelEvent::Started { .. } } if k == key(2)),
+        "the older leader's start never ran: {first:?}"
+    );
+    assert_eq!(finished(&recv(&mut ws).await).map(|f| f.0), Some(key(2)));
+
+    // A new connection whose manager welcomes with an older epoch is left at once.
+    drop(ws);
+    let mut old = sockets.recv().await.unwrap();
+    assert!(matches!(recv(&mut old).await, AgentMessage::Register { .. }));
+    send_as(&mut old, 3, &welcome).await;
+    let left = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match old.recv().await {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(left.is_ok(), "the agent leaves a deposed leader's connection");
+    // and the next manager, at epoch 6, is followed
+    let mut new = sockets.recv().await.unwrap();
+    assert!(matches!(recv(&mut new).await, AgentMessage::Register { .. }));
+    send_as(&mut new, 6, &welcome).await;
+    send_as(&mut new, 6, &start(3, 3, &node, &[0], &["true"])).await;
+    assert!(matches!(recv(&mut new).await, AgentMessage::Kernel { key: k, .. } if k == key(3)));
+    let _ = stop_tx.send(());
+    let _ = agent.await;
+}
