@@ -65,16 +65,15 @@ fn sql(q: &str) -> std::borrow::Cow<'_, str> {
 const NAME_CONTAINS: &str = " AND strpos(COALESCE(j.spec::jsonb ->> 'name', ''), ?) > 0";
 const GREATEST: &str = "GREATEST";
 
-/// Runs `update` and, when it changed exactly one row, `insert`; whether the update matched.
-/// (A prepared statement holds one command, so these are two round trips.)
+/// Runs `update` and, when it changed exactly one row, `insert` (an `INSERT ... SELECT` without
+/// FROM), in one round trip: the insert reads the update's returned row, so it inserts
+/// nothing when the update matched nothing. Whether the update matched. (Round trips were most
+/// of a large scheduling batch's time on PostgreSQL: docs/perf.md.)
 async fn update_then_insert(c: &mut DbConn, update: Stmt, insert: Stmt) -> Result<bool> {
-    let text = sql(&update.sql);
-    if bind_args!(sqlx::query(&text), &update.args).execute(&mut *c).await?.rows_affected() != 1 {
-        return Ok(false);
-    }
-    let text = sql(&insert.sql);
-    bind_args!(sqlx::query(&text), &insert.args).execute(&mut *c).await?;
-    Ok(true)
+    let joined = format!("WITH matched AS ({} RETURNING 1) {} FROM matched", update.sql, insert.sql);
+    let text = sql(&joined);
+    let q = bind_args!(sqlx::query(&text), update.args.iter().chain(&insert.args));
+    Ok(q.execute(&mut *c).await?.rows_affected() == 1)
 }
 
 /// Runs `stmts` in order.
