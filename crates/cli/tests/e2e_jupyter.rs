@@ -58,20 +58,32 @@ async fn jupyterlab_runs_a_notebook_through_the_app_proxy() {
     // A new notebook from the launcher; its kernel talks over the WebSocket. On a busy machine
     // the kernel takes a while: wait until the lab says it is idle before typing.
     web.wait_for(".jp-LauncherCard[data-category='Notebook']").await.click().await.unwrap();
-    let editor = web.wait_for(".jp-Notebook .jp-Cell .cm-content").await;
+    let cell = ".jp-Notebook .jp-Cell .cm-content";
+    web.wait_for(cell).await;
     let start = Instant::now();
     while web.js("return document.body.innerText.includes('| Idle');").await != serde_json::json!(true) {
         assert!(start.elapsed() < PATIENCE * 2, "the notebook's kernel never became idle");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    // Typed until the editor holds it (keys sent while it was not focused are lost).
-    while !editor.text().await.unwrap_or_default().contains("print(6*7)") {
+    // Typed until the editor holds it (keys sent while it was not focused are lost). The lab
+    // may render the cell again meanwhile (a stale element, seen on CI): it is found anew
+    // each round.
+    loop {
+        let editor = web.wait_for(cell).await;
+        if editor.text().await.unwrap_or_default().contains("print(6*7)") {
+            break;
+        }
         assert!(start.elapsed() < PATIENCE * 2, "the cell never took the code");
-        editor.click().await.unwrap();
-        editor.send_keys("print(6*7)").await.unwrap();
+        if editor.click().await.is_ok() {
+            let _ = editor.send_keys("print(6*7)").await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let run = format!("{}{}", char::from(Key::Shift), char::from(Key::Enter));
-    editor.send_keys(&run).await.unwrap();
+    while web.wait_for(cell).await.send_keys(&run).await.is_err() {
+        assert!(start.elapsed() < PATIENCE * 2, "the cell never ran");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let shown = web.wait_text(".jp-OutputArea-output", "42").await;
     assert_eq!(shown.trim(), "42");
     web.screenshot("jupyterlab-42").await;
