@@ -150,6 +150,7 @@ pub async fn keep(
         tracing::error!(epoch, "lost the leadership: {why}; this manager stops acting");
         deposed.send_replace(Some(why));
     };
+    let ran_out = || format!("the lease could not be renewed within {:?}", me.ttl - me.margin());
     let mut full = false;
     loop {
         let Some(until) = lease.until() else { return };
@@ -157,7 +158,7 @@ pub async fn keep(
         tokio::select! {
             _ = tokio::time::sleep(me.renew_every()) => {}
             _ = tokio::time::sleep_until(until) => {
-                return lose(format!("the lease could not be renewed within {:?}", me.ttl - me.margin()));
+                return lose(ran_out());
             }
             _ = shutdown.wait_for(|s| *s) => break,
         }
@@ -166,7 +167,7 @@ pub async fn keep(
         let renewed = tokio::select! {
             r = renew => r,
             _ = tokio::time::sleep_until(until) => {
-                return lose(format!("the lease could not be renewed within {:?}", me.ttl - me.margin()));
+                return lose(ran_out());
             }
         };
         match renewed {

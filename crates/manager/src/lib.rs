@@ -145,8 +145,6 @@ pub struct ManagerHandle {
     pub socket: Option<PathBuf>,
     /// Where the app proxy listens, if it does.
     pub apps_addr: Option<SocketAddr>,
-    /// The epoch this manager leads with.
-    pub epoch: u64,
     shutdown: watch::Sender<bool>,
     deposed: watch::Receiver<Option<String>>,
     server: JoinHandle<()>,
@@ -251,7 +249,6 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         join_token,
         socket,
         apps_addr,
-        epoch,
         shutdown: shutdown_tx,
         deposed,
         server,
