@@ -236,7 +236,7 @@ impl Kernels {
 
     fn carry_out(&mut self, msg: ManagerMessage) -> Vec<AgentMessage> {
         match msg {
-            ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter } => {
+            ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter, folders } => {
                 if let Some(e) = self.map.get(&key) {
                     // A replay: report where the kernel is and do nothing else.
                     return vec![AgentMessage::Kernel { key, event: e.last.clone() }];
@@ -252,7 +252,15 @@ impl Kernels {
                     let staying = self.map.values().filter(|e| e.handle.is_some() && !e.stopping).map(|e| &e.binding);
                     if ledger::check(&self.topology, &self.node, &binding, staying).is_ok() {
                         tracing::info!(?key, "start waits for stopping kernels to give back their devices");
-                        self.deferred.push(ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter });
+                        self.deferred.push(ManagerMessage::StartKernel {
+                            cmd_id,
+                            key,
+                            spec,
+                            binding,
+                            env,
+                            submitter,
+                            folders,
+                        });
                         return Vec::new();
                     }
                     tracing::warn!(?key, "refusing kernel: {err}");
@@ -261,7 +269,8 @@ impl Kernels {
                 let now = jiff::Timestamp::now();
                 // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
                 // the parent waits for exec): let the runtime move other tasks off this thread.
-                let started = blocking(|| self.runtime.start(key, &spec, &binding, &env, submitter, &self.events));
+                let started =
+                    blocking(|| self.runtime.start(key, &spec, &binding, &env, submitter, &folders, &self.events));
                 let (last, handle) = match started {
                     // A container: its `Started` (or launch failure) comes as an event.
                     Ok(h) if h.deferred() => {

@@ -358,8 +358,29 @@ pub(crate) fn message_for(status: StatusCode, text: String) -> anyhow::Error {
     } else if status == StatusCode::UNAUTHORIZED {
         anyhow!("{text} (check BERTH_TOKEN or the credentials file)")
     } else {
-        anyhow!(text)
+        anyhow::Error::new(ApiFailure { status, message: text })
     }
+}
+
+/// A request the manager refused (4xx): its status, for callers that act on it (a 404 that
+/// means "nothing there", a 409 that says where an upload stands), and its message.
+#[derive(Debug)]
+pub struct ApiFailure {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl std::fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
+/// The status of a refused request, if `e` is one.
+pub fn refused_with(e: &anyhow::Error) -> Option<StatusCode> {
+    e.downcast_ref::<ApiFailure>().map(|f| f.status)
 }
 
 #[cfg(test)]

@@ -67,6 +67,11 @@ pub struct ManagerFlags {
     /// file's `retain`, else keep every job]
     #[arg(long, value_name = "DURATION", value_parser = berth_manager::config::retain_period, env = "BERTH_RETAIN")]
     pub retain: Option<Duration>,
+    /// Where data folders live: a local directory for one machine, a shared filesystem
+    /// (NFS, CephFS, Lustre) mounted at the same path on every node for a cluster
+    /// [default: DATA_DIR/folders]
+    #[arg(long, value_name = "DIR", env = "BERTH_FOLDER_ROOT")]
+    pub folder_root: Option<PathBuf>,
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]
@@ -604,6 +609,7 @@ async fn start_manager(
         lease_timeout: flags.lease_timeout,
         on_standby,
         retain: flags.retain,
+        folder_root: flags.folder_root.clone(),
     };
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }

@@ -21,6 +21,7 @@
 //! shared = true                      # the project's members may see it
 //! image = "pytorch:2.4"              # run as containers of this image (Docker)
 //! mounts = ["/data/imagenet:/data"]  # host:container[:rw], read-only by default
+//! folders = ["imagenet:ro", "runs"]    # data folders: NAME[:/data/PATH][:ro]
 //! jupyter = true                     # start JupyterLab (the command when none is given)
 //! tensorboard = "runs"               # start TensorBoard on these logs
 //!
@@ -74,6 +75,8 @@ struct JobFile {
     image: Option<String>,
     #[serde(default)]
     mounts: Vec<String>,
+    #[serde(default)]
+    folders: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     jupyter: Option<bool>,
@@ -145,6 +148,12 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
             .mounts
             .iter()
             .map(|m| crate::specflags::parse_mount(m))
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(&e))?,
+        folders: f
+            .folders
+            .iter()
+            .map(|m| crate::specflags::parse_folder(m))
             .collect::<Result<_, _>>()
             .map_err(|e| bad(&e))?,
         apps: f

@@ -6,6 +6,7 @@
 
 mod args;
 mod client;
+mod client_folders;
 mod client_tenancy;
 mod client_ws;
 mod commands;
@@ -23,6 +24,7 @@ mod service;
 mod specflags;
 mod terminal;
 mod tls;
+mod transfer;
 
 use std::process::ExitCode;
 
@@ -83,6 +85,12 @@ enum Command {
     Usage(commands::usage::UsageArgs),
     /// List the container images each node has (for jobs with --image)
     Images(commands::images::ImagesArgs),
+    /// Data folders: create, list, share, quota, usage (mount them with --folder)
+    Folder(commands::folder::FolderArgs),
+    /// Upload a file or directory into a data folder (resumable, checked by sha256)
+    Upload(commands::transfer::UploadArgs),
+    /// Download a file or directory from a data folder (resumable, checked by sha256)
+    Download(commands::transfer::DownloadArgs),
     /// Show who the configured token belongs to, and their projects
     Whoami(commands::admin::WhoamiArgs),
     /// Store a manager's URL and your API token (read from stdin) in the credentials file
@@ -199,6 +207,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Quotas(a) => quota::list(a).await,
         Command::Usage(a) => usage::run(a).await,
         Command::Images(a) => commands::images::run(a).await,
+        Command::Folder(a) => commands::folder::run(a).await,
+        Command::Upload(a) => commands::transfer::upload(a).await,
+        Command::Download(a) => commands::transfer::download(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Login(a) => login::run(a).await,
         Command::Token(a) => token::run(a).await,

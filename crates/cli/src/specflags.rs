@@ -104,6 +104,11 @@ pub struct SpecFlags {
     #[arg(long = "mount", value_name = "HOST:CONTAINER[:rw]", value_parser = parse_mount, help_heading = "Containers")]
     pub mounts: Vec<berth_model::Mount>,
 
+    /// Mount a data folder (`berth folder`) at PATH [default: /data/NAME], read-only with
+    /// `:ro` (repeatable); NAME may be PROJECT/NAME
+    #[arg(long = "folder", value_name = "NAME[:PATH][:ro]", value_parser = parse_folder, help_heading = "Data")]
+    pub folders: Vec<berth_model::folder::FolderMount>,
+
     /// Serve a web app listening on PORT in the job's main kernel through the app proxy
     /// (repeatable); `berth open ID NAME` opens it
     #[arg(long = "app", value_name = "NAME=PORT", value_parser = berth_model::app::parse_app, help_heading = "Apps")]
@@ -121,6 +126,11 @@ pub struct SpecFlags {
 
 /// `--mount SRC:DST[:ro|:rw]`.
 pub fn parse_mount(s: &str) -> Result<berth_model::Mount, String> {
+    s.parse().map_err(|e: berth_model::SpecError| e.0)
+}
+
+/// `--folder NAME[:PATH][:ro|:rw]`.
+pub fn parse_folder(s: &str) -> Result<berth_model::folder::FolderMount, String> {
     s.parse().map_err(|e: berth_model::SpecError| e.0)
 }
 
@@ -206,6 +216,7 @@ impl SpecFlags {
             job_dir,
             image: over.image.or(self.image),
             mounts: if over.mounts.is_empty() { self.mounts } else { over.mounts },
+            folders: if over.folders.is_empty() { self.folders } else { over.folders },
             apps: if over.apps.is_empty() { self.apps } else { over.apps },
             jupyter: over.jupyter || self.jupyter,
             tensorboard: over.tensorboard.or(self.tensorboard),
@@ -252,6 +263,7 @@ impl SpecFlags {
         spec.shared = self.share;
         spec.image = self.image.clone();
         spec.mounts = self.mounts.clone();
+        spec.folders = self.folders.clone();
         spec
     }
 

@@ -23,6 +23,7 @@ pub mod config;
 mod deferred;
 mod env_intern;
 mod error;
+mod folders;
 mod heartbeat;
 mod hub;
 mod identity;
@@ -111,6 +112,8 @@ pub struct ManagerConfig {
     /// Archive finished jobs that ended longer ago (`--retain`, over the config file's
     /// `retain`; `retention.rs`); `None`: keep every job.
     pub retain: Option<std::time::Duration>,
+    /// Where data folders live (`--folder-root`); `None`: `<data_dir>/folders`.
+    pub folder_root: Option<PathBuf>,
 }
 
 /// A callback for [`ManagerConfig::on_standby`].
@@ -273,18 +276,21 @@ async fn lead(
     lease: Arc<lease::Lease>,
     shutdown_rx: watch::Receiver<bool>,
 ) -> anyhow::Result<Started> {
-    let m = Arc::new(
-        manager::Manager::new(
-            store.clone(),
-            Vec::new(),
-            cfg.fair_share.clone(),
-            config.heartbeat_timeout,
-            shutdown_rx.clone(),
-            &config.data_dir,
-            tls.is_some(),
-        )
-        .with_lease(lease),
-    );
+    let mut made = manager::Manager::new(
+        store.clone(),
+        Vec::new(),
+        cfg.fair_share.clone(),
+        config.heartbeat_timeout,
+        shutdown_rx.clone(),
+        &config.data_dir,
+        tls.is_some(),
+    )
+    .with_lease(lease);
+    if let Some(root) = &config.folder_root {
+        made = made.with_folder_root(root.clone());
+    }
+    let m = Arc::new(made);
+    m.folders.prepare().with_context(|| format!("cannot make the folder storage {}", m.folders.root().display()))?;
     m.leader_url.set(me.url.clone()).expect("set once");
     if let Some(c) = config.cache.clone() {
         let _ = m.cache.set(c);

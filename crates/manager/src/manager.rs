@@ -68,6 +68,8 @@ pub struct Manager {
     pub lease: Arc<crate::lease::Lease>,
     /// This manager's own URL (`--advertise-url`), for `/v1/leader`.
     pub leader_url: std::sync::OnceLock<String>,
+    /// Data folders: access, the storage backend, what jobs mount.
+    pub folders: crate::folders::Folders,
 }
 
 impl Manager {
@@ -83,6 +85,7 @@ impl Manager {
         let wake = Arc::new(Notify::new());
         let metrics = Arc::new(crate::metrics::Metrics::new());
         Manager {
+            folders: crate::folders::Folders::new(store.clone(), data_dir.join("folders")),
             jobs: crate::jobs::Jobs::new(store.clone(), wake.clone(), fair_share.half_life_ms, metrics.clone()),
             nodes: crate::nodes::Nodes::new(store.clone(), wake, heartbeat_timeout),
             queues: crate::queues::QueueService::new(store.clone(), queues),
@@ -106,6 +109,12 @@ impl Manager {
             lease: Default::default(),
             leader_url: Default::default(),
         }
+    }
+
+    /// Folders live under `root` (`--folder-root`) instead of `<data dir>/folders`.
+    pub fn with_folder_root(mut self, root: std::path::PathBuf) -> Manager {
+        self.folders = crate::folders::Folders::new(self.store.clone(), root);
+        self
     }
 
     /// This manager acts under `lease` (taken before the manager is made, `leader.rs`).

@@ -19,6 +19,7 @@ use crate::api::queues;
 use crate::api::quota;
 use crate::api::tenancy;
 use crate::api::usage;
+use crate::api::{folder_files, folders};
 use crate::web::login;
 
 #[derive(OpenApi)]
@@ -62,6 +63,17 @@ use crate::web::login;
         logs::logs,
         queues::list,
         queues::put,
+        folders::create,
+        folders::list,
+        folders::show,
+        folders::remove,
+        folders::set_quota,
+        folders::share,
+        folders::unshare,
+        folder_files::list,
+        folder_files::download,
+        folder_files::upload,
+        folder_files::upload_state,
         cache::members,
         cache::buckets,
         cache::put_bucket,

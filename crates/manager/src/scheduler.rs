@@ -277,6 +277,7 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
         binding: b.clone(),
         env,
         submitter: job.owner.submitter,
+        folders: m.folders.binds(&job.spec),
     };
     st.send(&b.node, msg);
 }

@@ -108,6 +108,9 @@ pub struct JobSpec {
     /// paths its admin listed (`berth agent --allow-mount`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<Mount>,
+    /// Data folders mounted into every kernel (`--folder`, `folders = [...]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folders: Vec<crate::folder::FolderMount>,
     /// Web apps the main kernel serves, reached through the app proxy (`--app`, `--jupyter`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<crate::app::AppSpec>,
@@ -120,6 +123,39 @@ pub struct JobSpec {
     /// `tty` its output goes through the agent as pipes (and on to the logs).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stdin: bool,
+}
+
+impl JobSpec {
+    /// At most [`crate::folder::MAX_FOLDER_MOUNTS`] folders, each well formed, at distinct
+    /// paths; a process job's only under `/data` or `/mnt`.
+    fn validate_folders(&self) -> Result<(), SpecError> {
+        use crate::folder::MAX_FOLDER_MOUNTS;
+        if self.folders.len() > MAX_FOLDER_MOUNTS {
+            return Err(SpecError(format!("a job may mount at most {MAX_FOLDER_MOUNTS} folders")));
+        }
+        let mut targets = std::collections::BTreeSet::new();
+        for f in &self.folders {
+            f.validate()?;
+            let t = f.target();
+            if self.image.is_none() && !f.process_target_allowed() {
+                return Err(SpecError(format!(
+                    "folder mount path `{t}` is not allowed for a process job: use a path under /data or /mnt \
+                     (e.g. {}:/data/{}), or run the job in a container (--image)",
+                    f.folder,
+                    f.folder.rsplit('/').next().unwrap_or("NAME")
+                )));
+            }
+            if let Some(clash) = targets.iter().find(|o: &&String| {
+                std::path::Path::new(&t).starts_with(o.as_str()) || std::path::Path::new(o.as_str()).starts_with(&t)
+            }) {
+                return Err(SpecError(format!(
+                    "folder mount paths `{clash}` and `{t}` overlap: give each folder its own path (NAME:/data/PATH)"
+                )));
+            }
+            targets.insert(t);
+        }
+        Ok(())
+    }
 }
 
 /// A host path mounted into a job's containers, read-only unless `rw`.
@@ -239,6 +275,7 @@ impl JobSpec {
             shared: false,
             image: None,
             mounts: Vec::new(),
+            folders: Vec::new(),
             apps: Vec::new(),
             tty: false,
             stdin: false,
@@ -329,6 +366,7 @@ impl JobSpec {
                 return bad(&format!("environment variable `{k}` holds a NUL byte"));
             }
         }
+        self.validate_folders()?;
         let env_bytes: usize = self.env.iter().chain(&self.submit_env).map(|(k, v)| k.len() + v.len() + 2).sum();
         if env_bytes > MAX_ENV_BYTES {
             return bad(&format!(

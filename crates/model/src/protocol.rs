@@ -21,7 +21,8 @@ use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 /// 5: a `LaunchFailed` kernel's message is only what failed (the manager adds `launch failed`).
 /// 6: measured usage: each running kernel's in `Heartbeat`, a kernel's totals in `Finished`;
 ///    byte streams into kernels (`OpenStream`).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 7: data folders to bind into kernels (`folders` in `StartKernel`).
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
 /// takes jobs of any image.
@@ -227,6 +228,9 @@ pub enum ManagerMessage {
         /// decides whether kernels run as it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         submitter: Option<crate::UnixId>,
+        /// The job's data folders, resolved to their directories on the storage backend.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        folders: Vec<crate::folder::FolderBind>,
     },
     StopKernel {
         cmd_id: u64,

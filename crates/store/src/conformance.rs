@@ -12,6 +12,9 @@ use jiff::Timestamp;
 
 use crate::{Change, JobFilter, NodeRow, Store, StoreError};
 
+#[path = "conformance_folders.rs"]
+mod folders;
+pub use folders::folders;
 #[path = "conformance_retention.rs"]
 mod retention;
 pub use retention::{archive_moves_only_old_finished_jobs, archived_ids_are_never_reused};
@@ -25,7 +28,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $fresh; users_and_tokens, jobs_insert_and_list, lifecycle_and_history,
             measured_usage_adds_up, cas_conflict_leaves_store_untouched, requeue_bumps_attempt, nodes_and_meta,
             queues_and_usage, tenancy, cache_state, cache_members, leader_lease,
-            idempotent_submits, archive_moves_only_old_finished_jobs, archived_ids_are_never_reused);
+            idempotent_submits, folders, archive_moves_only_old_finished_jobs, archived_ids_are_never_reused);
     };
     (@each $fresh:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test]

@@ -199,6 +199,16 @@ pub(crate) const TABLES: &[Table] = &[
         order: "name",
     },
     Table { name: "cache_bucket_tombstones", cols: &[("name", Text), ("deleted_at", IntFromText)], order: "name" },
+    Table {
+        name: "folders",
+        cols: &[("id", Int), ("name", Text), ("owner_id", Int), ("project", Text), ("quota", Int), ("created_at", Int)],
+        order: "id",
+    },
+    Table {
+        name: "folder_shares",
+        cols: &[("folder_id", Int), ("project", Text), ("read_only", Bool), ("shared_at", Int)],
+        order: "folder_id, project",
+    },
 ];
 
 /// What a copy moved: rows per table, parents before the rows that refer to them.

@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod conformance;
 mod copy;
+pub mod folders;
 mod lease;
 
 mod postgres;
@@ -33,6 +34,7 @@ use thiserror::Error;
 pub use cache::{CacheBucketRow, CacheNodeRow, CacheState};
 
 pub use copy::{CopyReport, copy};
+pub use folders::{FolderRow, Folders};
 pub use lease::{LeaderLease, LeaseRow};
 pub use postgres::PgStore;
 pub use retention::Retention;
@@ -119,7 +121,7 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Everything the manager persists. Implementations must be safe to share (`Arc<dyn Store>`).
 #[async_trait]
-pub trait Store: Tenancy + CacheState + LeaderLease + Retention + Send + Sync {
+pub trait Store: Tenancy + CacheState + Folders + LeaderLease + Retention + Send + Sync {
     // --- users and tokens -------------------------------------------------------------
     /// Creates a user; `Duplicate` if the name is taken.
     async fn create_user(&self, name: &str, role: &str, at: Timestamp) -> Result<UserRow>;

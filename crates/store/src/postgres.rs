@@ -24,6 +24,9 @@ mod shared_cache;
 #[path = "sql_copy.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_copy;
+#[path = "sql_folders.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_folders;
 #[path = "sql_jobs.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_jobs;
@@ -93,7 +96,14 @@ async fn backup(_a: &Adapter, _to: &std::path::Path) -> Result<()> {
 }
 
 async fn after_copy(tx: &mut DbConn) -> Result<()> {
-    for (table, col) in [("users", "id"), ("projects", "id"), ("jobs", "id"), ("transitions", "seq"), ("audit", "id")] {
+    for (table, col) in [
+        ("users", "id"),
+        ("projects", "id"),
+        ("jobs", "id"),
+        ("transitions", "seq"),
+        ("audit", "id"),
+        ("folders", "id"),
+    ] {
         let q = format!(
             "SELECT setval(pg_get_serial_sequence('{table}', '{col}'), COALESCE(MAX({col}), 0) + 1, false) FROM {table}"
         );

@@ -23,6 +23,9 @@ mod shared_cache;
 #[path = "sql_copy.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_copy;
+#[path = "sql_folders.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_folders;
 #[path = "sql_jobs.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_jobs;

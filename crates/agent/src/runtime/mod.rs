@@ -17,6 +17,7 @@ pub mod docker;
 pub mod dynmods;
 mod env;
 pub(crate) mod exec;
+mod folder_mounts;
 mod private_tmp;
 pub(crate) mod pty;
 pub mod session;
@@ -31,6 +32,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use berth_model::folder::FolderBind;
 use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
 use berth_model::{Binding, JobSpec, Topology, UnixId};
 use tokio::sync::mpsc;
@@ -290,6 +292,7 @@ impl Runtime {
     /// Starts a kernel. On success the process runs and its `Finished` event will arrive on
     /// `events`; on failure the returned message (what failed, e.g. `cannot run ...`) is the `Finished`
     /// message of a `LaunchFailed` kernel.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         &self,
         key: KernelKey,
@@ -297,13 +300,23 @@ impl Runtime {
         binding: &Binding,
         manager_env: &BTreeMap<String, String>,
         submitter: Option<UnixId>,
+        folders: &[FolderBind],
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, String> {
+        folder_mounts::check_sources(folders, &self.opts.node)?;
         if spec.image.is_some() {
             // The container runs as the owner's uid too (unless the image names a USER).
             let user = self.kernel_user(manager_env, submitter).map_err(|e| e.to_string())?;
-            return Ok(self.docker.start(key, spec, binding, manager_env, events, user));
+            return Ok(self.docker.start(key, spec, binding, manager_env, events, user, folders));
         }
+        if !folders.is_empty() && self.private_tmp.is_none() {
+            return Err(format!(
+                "node {} cannot mount folders into process kernels: that needs a private mount namespace, which \
+                 needs the agent to run as root; run the agent as root, or the job in a container (--image)",
+                self.opts.node
+            ));
+        }
+        folder_mounts::make_targets(folders, &self.opts.node)?;
         let name = logs::key_name(&key);
         let dir = logs::kernel_dir(&self.opts.data_dir, &key);
         let fail = |what: String| what;
@@ -387,7 +400,7 @@ impl Runtime {
         // With private mounts the child switches to the kernel's user itself, after mounting.
         let keep: Vec<&std::path::Path> =
             [Some(dir.as_path()), Some(workdir.as_path()), own.as_deref()].into_iter().flatten().collect();
-        let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &keep));
+        let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &keep, folders));
         let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir, own.as_deref());
         write_cache_token(node, &dir, user, &mut env).map_err(fail)?;
         let launch = LaunchText {

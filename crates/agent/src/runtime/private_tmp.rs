@@ -66,8 +66,19 @@ impl PrivateTmp {
     /// A kernel's private mounts of `size` bytes (0: tmpfs's default), with `keep` bound back
     /// when under a mount point: plain data, so that the kernel supervisor (another process)
     /// can make the [`Plan`] of a kernel it forks.
-    pub(crate) fn request(&self, size: u64, keep: &[&Path]) -> PrivateTmpRequest {
-        PrivateTmpRequest { points: self.points.clone(), size, keep: keep.iter().map(|p| p.to_path_buf()).collect() }
+    /// `folders` are bound into the same namespace ([`super::folder_mounts`]).
+    pub(crate) fn request(
+        &self,
+        size: u64,
+        keep: &[&Path],
+        folders: &[berth_model::folder::FolderBind],
+    ) -> PrivateTmpRequest {
+        PrivateTmpRequest {
+            points: self.points.clone(),
+            size,
+            keep: keep.iter().map(|p| p.to_path_buf()).collect(),
+            folders: folders.to_vec(),
+        }
     }
 }
 
@@ -77,6 +88,8 @@ pub struct PrivateTmpRequest {
     points: Vec<PathBuf>,
     size: u64,
     keep: Vec<PathBuf>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    folders: Vec<berth_model::folder::FolderBind>,
 }
 
 impl PrivateTmpRequest {
@@ -115,7 +128,8 @@ impl PrivateTmpRequest {
             }
             mounts.push(PrivateMount { target: c(point)?, binds });
         }
-        Ok(Plan { mounts, data, user: user.cloned(), workdir: c(workdir)? })
+        let folders = super::folder_mounts::plan(&self.folders)?;
+        Ok(Plan { mounts, folders, data, user: user.cloned(), workdir: c(workdir)? })
     }
 }
 
@@ -143,7 +157,13 @@ pub(crate) fn child_plan(
         (None, Some(u)) => {
             let workdir = CString::new(workdir.as_os_str().as_bytes())
                 .map_err(|_| format!("path `{}` holds a NUL byte", workdir.display()))?;
-            Ok(Some(Plan { mounts: Vec::new(), data: CString::default(), user: Some(u.clone()), workdir }))
+            Ok(Some(Plan {
+                mounts: Vec::new(),
+                folders: Vec::new(),
+                data: CString::default(),
+                user: Some(u.clone()),
+                workdir,
+            }))
         }
         (None, None) => Ok(None),
     }
@@ -168,6 +188,8 @@ struct Bind {
 #[derive(Debug)]
 pub(crate) struct Plan {
     mounts: Vec<PrivateMount>,
+    /// Data folders bound into the namespace.
+    folders: Vec<super::folder_mounts::FolderPlan>,
     /// tmpfs options: `size=N,mode=1777`.
     data: CString,
     user: Option<UserSwitch>,
@@ -182,7 +204,7 @@ impl Plan {
         let check = |r: libc::c_int| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) };
         // SAFETY: plain system calls on NUL-terminated strings and a gid array the parent built.
         unsafe {
-            if !self.mounts.is_empty() {
+            if !self.mounts.is_empty() || !self.folders.is_empty() {
                 check(libc::unshare(libc::CLONE_NEWNS))?;
                 // Slave, not shared: the kernel's mounts never reach the host (or other kernels).
                 let root = c"/";
@@ -194,6 +216,8 @@ impl Plan {
                     std::ptr::null(),
                 ))?;
             }
+            // Before the private /tmp hides the host's: a folder's storage may lie under it.
+            super::folder_mounts::bind(&self.folders)?;
             for m in &self.mounts {
                 // Opened in the new namespace, before the tmpfs hides them: a bind's source
                 // must be a mount of the caller's namespace.
@@ -329,7 +353,7 @@ mod tests {
         let outside = tempfile::tempdir_in("/var/tmp").unwrap();
         let p = PrivateTmp { points: vec!["/dev/shm".into(), "/tmp".into()] };
         let user = UserSwitch { uid: 7, gid: 8, groups: vec![8, 27] };
-        let plan = p.request(64 << 20, &[&kernel, &work, outside.path()]).plan(Some(&user), &work).unwrap();
+        let plan = p.request(64 << 20, &[&kernel, &work, outside.path()], &[]).plan(Some(&user), &work).unwrap();
         assert_eq!(plan.user.as_ref(), Some(&user));
         assert_eq!(plan.data.to_str().unwrap(), format!("size={},mode=1777", 64 << 20));
         assert_eq!(plan.mounts.len(), 2);
@@ -343,7 +367,7 @@ mod tests {
         assert_eq!(dirs.len(), 3, "{dirs:?}");
         assert_eq!(dirs[2], kernel.to_str().unwrap());
         assert!(kernel.starts_with(dirs[0]) && Path::new(dirs[0]).parent() == Some(Path::new("/tmp")));
-        let plan = p.request(0, &[]).plan(None, &work).unwrap();
+        let plan = p.request(0, &[], &[]).plan(None, &work).unwrap();
         assert_eq!(plan.data.to_str().unwrap(), "mode=1777", "no memory limit: tmpfs's default size");
         // Without private mounts a switch still goes through a plan (groups, then chdir as
         // the user), and nothing at all needs none.

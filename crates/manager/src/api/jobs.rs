@@ -40,6 +40,7 @@ pub async fn submit(
     if let Some(p) = &spec.project {
         check_project(&m, &user, p).await?;
     }
+    m.folders.resolve_mounts(&user, &mut spec).await?;
     let queue = spec.queue_name().to_string();
     let Some(q) = m.queues.get(&queue) else {
         return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queues.names())));
@@ -237,7 +238,7 @@ fn check_queue_access(
 }
 
 /// A job may go to a project its submitter belongs to (admins: any existing project).
-async fn check_project(m: &Manager, user: &User, project: &str) -> Result<(), ApiError> {
+pub(crate) async fn check_project(m: &Manager, user: &User, project: &str) -> Result<(), ApiError> {
     if user.member_of(project) {
         return Ok(());
     }

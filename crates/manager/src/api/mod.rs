@@ -4,6 +4,8 @@ pub mod apps;
 pub mod backup;
 pub mod cache;
 pub mod exec;
+pub mod folder_files;
+pub mod folders;
 pub mod forward;
 pub mod images;
 pub mod jobs;
@@ -66,6 +68,14 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/admin/join-tokens", post(misc::create_join_token))
         .route("/v1/admin/backup", post(backup::backup))
         .route("/v1/admin/store/purge", post(backup::purge))
+        .route("/v1/folders", post(folders::create).get(folders::list))
+        .route("/v1/folders/{name}", get(folders::show).delete(folders::remove))
+        .route("/v1/folders/{name}/quota", put(folders::set_quota))
+        .route("/v1/folders/{name}/shares", post(folders::share))
+        .route("/v1/folders/{name}/shares/{project}", delete(folders::unshare))
+        .route("/v1/folders/{name}/list", get(folder_files::list))
+        .route("/v1/folders/{name}/files/{*path}", get(folder_files::download).put(folder_files::upload))
+        .route("/v1/folders/{name}/uploads/{*path}", get(folder_files::upload_state))
         .route("/v1/cache/members", get(cache::members))
         .route("/v1/admin/cache/buckets", get(cache::buckets))
         .route("/v1/admin/cache/buckets/{name}", put(cache::put_bucket).delete(cache::delete_bucket))

@@ -36,6 +36,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         lease_timeout: berth_manager::DEFAULT_LEASE_TIMEOUT,
         on_standby: None,
         retain: None,
+        folder_root: None,
     }
 }
 

@@ -55,6 +55,9 @@ pub struct Inputs<'a> {
     pub network: Option<&'a str>,
     /// The [`LABEL_CACHE_FORWARD`] value when the kernel's cache is forwarded.
     pub cache_forward: Option<String>,
+    /// Data folders bound into the container (read-only ones with `ro`, all `nosuid,nodev`
+    /// as Docker's binds are).
+    pub folders: &'a [berth_model::folder::FolderBind],
 }
 
 /// The create body of a kernel's container.
@@ -125,7 +128,18 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         // An init as PID 1 forwards SIGTERM to the command and reaps zombies, so stop and
         // time limit end a container with the same exit codes as a process.
         init: Some(true),
-        binds: Some(i.spec.mounts.iter().map(bind_text).collect()),
+        binds: Some(
+            i.spec
+                .mounts
+                .iter()
+                .map(bind_text)
+                .chain(
+                    i.folders
+                        .iter()
+                        .map(|f| format!("{}:{}:{}", f.source, f.target, if f.read_only { "ro" } else { "rw" })),
+                )
+                .collect(),
+        ),
         // A private /dev/shm and /tmp, as for processes: tmpfs charged to the container's
         // memory cgroup, bounded by its limit, removed with the container.
         shm_size: Some(if mem > 0 { mem } else { DEFAULT_SHM_BYTES }),
@@ -225,6 +239,7 @@ mod tests {
             deadline_ms: Some(1000),
             network: None,
             cache_forward: None,
+            folders: &[],
         }
     }
 

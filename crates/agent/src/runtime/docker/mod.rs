@@ -58,6 +58,8 @@ struct Launch {
     binding: Binding,
     env: BTreeMap<String, String>,
     user: RunUser,
+    /// Data folders bound into the container.
+    folders: Vec<berth_model::folder::FolderBind>,
 }
 
 /// Where a started kernel's container is, after [`Docker::adopt`].
@@ -206,6 +208,7 @@ impl Docker {
 
     /// Starts a kernel's container in the background; `Started` (or `Finished` when it cannot
     /// start) follows on `events`.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         &self,
         key: KernelKey,
@@ -214,20 +217,21 @@ impl Docker {
         manager_env: &BTreeMap<String, String>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
         user: RunUser,
+        folders: &[berth_model::folder::FolderBind],
     ) -> KernelHandle {
         let (stop_tx, stop_rx) = mpsc::unbounded_channel();
         let me = self.clone();
         let env = build_env(&user, spec, binding, manager_env, &self.inner.gpu_memory);
-        let (spec, binding, events) = (spec.clone(), binding.clone(), events.clone());
+        let (spec, binding, events, folders) = (spec.clone(), binding.clone(), events.clone(), folders.to_vec());
         tokio::spawn(async move {
-            me.launch(Launch { key, spec, binding, env, user }, stop_rx, events).await;
+            me.launch(Launch { key, spec, binding, env, user, folders }, stop_rx, events).await;
         });
         KernelHandle { pid: 0, stop: stop_tx, deferred: true }
     }
 
     async fn launch(
         self,
-        Launch { key, spec, binding, env, user }: Launch,
+        Launch { key, spec, binding, env, user, folders }: Launch,
         mut stop: mpsc::UnboundedReceiver<StopRequest>,
         events: mpsc::UnboundedSender<KernelUpdate>,
     ) {
@@ -238,7 +242,7 @@ impl Docker {
             let _ = events.send((key, ev));
         };
         let network = (spec.kernels > 1).then(|| network_name(&self.inner.scope, &key));
-        let created = self.create(&name, key, &spec, &binding, env, &user, network.as_deref()).await;
+        let created = self.create(&name, key, &spec, &binding, env, &user, network.as_deref(), &folders).await;
         // Lives until the kernel ends: every return below drops it, and with it the listener.
         let (client, held, _forward) = match created {
             Ok(c) => c,
@@ -303,6 +307,7 @@ impl Docker {
         env: BTreeMap<String, String>,
         user: &RunUser,
         network: Option<&str>,
+        folders: &[berth_model::folder::FolderBind],
     ) -> Result<(bollard::Docker, Option<network::Held>, Option<cache_forward::Forward>), String> {
         let dir = logs::kernel_dir(&self.inner.data_dir, &key);
         let node = &self.inner.node;
@@ -344,6 +349,7 @@ impl Docker {
             deadline_ms,
             network,
             cache_forward: None,
+            folders,
         };
         let (held, forward) = match network {
             Some(n) => {

@@ -1,0 +1,239 @@
+//! Files in data folders: `GET /v1/folders/{name}/list` (with checksums), `GET .../files/{path}`
+//! (a download, with `Range` for a resume), `PUT .../files/{path}` (one piece of a resumable
+//! upload, the last with the file's sha256) and `GET .../uploads/{path}` (how much of an
+//! interrupted upload the server has). Bodies stream: the API's 1 MiB limit is for JSON.
+
+use std::io::{Seek, SeekFrom};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use berth_model::folder::{FileEntry, FolderAccess, FolderQuery, ListFilesQuery, UploadQuery, UploadState};
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::folders::reference;
+use crate::auth::Auth;
+use crate::error::{ApiError, Path, Query};
+use crate::folders::files::{self, FileError};
+use crate::folders::{over_quota, qualified};
+use crate::manager::Manager;
+
+/// The most bytes one upload piece may carry (clients send 16 MiB).
+const MAX_PIECE: u64 = 1 << 30;
+
+impl From<FileError> for ApiError {
+    fn from(e: FileError) -> ApiError {
+        match e {
+            FileError::Bad(m) => ApiError::bad_request(m),
+            FileError::NotFound(m) => ApiError::not_found(m),
+            e @ FileError::Offset { .. } => ApiError::conflict(e.to_string()),
+            e @ FileError::Checksum { .. } => ApiError::unprocessable(e.to_string()),
+            FileError::Io(e) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the folder storage failed: {}", e.to_string().to_lowercase()),
+            ),
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, FileError> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("a folder task failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// The entries at and under `path` (`?sha256=true`: with each file's checksum).
+#[utoipa::path(get, path = "/v1/folders/{name}/list", tag = "folders",
+    params(("name" = String, Path, description = "folder name"), ListFilesQuery),
+    responses((status = 200, body = Vec<FileEntry>), (status = 404, body = berth_model::api::ErrorBody)))]
+pub async fn list(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(name): Path<String>,
+    Query(q): Query<ListFilesQuery>,
+) -> Result<axum::Json<Vec<FileEntry>>, ApiError> {
+    let r = reference(&name, &FolderQuery { project: q.project.clone() })?;
+    let (f, _) = m.folders.resolve(&user, &r).await?;
+    let rel = files::clean(&q.path)?;
+    let dir = m.folders.dir(f.id);
+    Ok(axum::Json(blocking(move || files::list(&dir, &rel, q.sha256)).await?))
+}
+
+/// Download one file; `Range: bytes=N-` (or `N-M`) sends part of it.
+#[utoipa::path(get, path = "/v1/folders/{name}/files/{path}", tag = "folders",
+    params(("name" = String, Path, description = "folder name"), ("path" = String, Path, description = "file in the folder"), FolderQuery),
+    responses((status = 200, body = Vec<u8>, content_type = "application/octet-stream"),
+        (status = 206, body = Vec<u8>, content_type = "application/octet-stream"),
+        (status = 404, body = berth_model::api::ErrorBody), (status = 416, body = berth_model::api::ErrorBody)))]
+pub async fn download(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path((name, path)): Path<(String, String)>,
+    Query(q): Query<FolderQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (f, _) = m.folders.resolve(&user, &reference(&name, &q)?).await?;
+    let rel = files::clean(&path)?;
+    let dir = m.folders.dir(f.id);
+    let file = blocking(move || files::open_file(&dir, &rel)).await?;
+    let size = file.metadata().map_err(FileError::Io)?.len();
+    let range = headers.get(header::RANGE).map(|v| parse_range(v, size)).transpose()?;
+    let (start, end) = range.unwrap_or((0, size));
+    let mut file = file;
+    file.seek(SeekFrom::Start(start)).map_err(FileError::Io)?;
+    let body = Body::from_stream(chunks(tokio::fs::File::from_std(file), end - start));
+    let mut res = Response::new(body);
+    let h = res.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+    if range.is_some() {
+        let cr = format!("bytes {start}-{}/{size}", end.saturating_sub(1));
+        h.insert(header::CONTENT_RANGE, HeaderValue::from_str(&cr).expect("ascii"));
+        *res.status_mut() = StatusCode::PARTIAL_CONTENT;
+    }
+    Ok(res)
+}
+
+/// `bytes=N-` or `bytes=N-M` as `[start, end)` within `size`.
+fn parse_range(v: &HeaderValue, size: u64) -> Result<(u64, u64), ApiError> {
+    let bad = || {
+        ApiError::new(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            format!("bad Range header: use bytes=START- or bytes=START-END within the file's {size} bytes"),
+        )
+    };
+    let s = v.to_str().map_err(|_| bad())?.strip_prefix("bytes=").ok_or_else(bad)?;
+    let (a, b) = s.split_once('-').ok_or_else(bad)?;
+    let start: u64 = a.parse().map_err(|_| bad())?;
+    let end: u64 = if b.is_empty() { size } else { b.parse::<u64>().map_err(|_| bad())?.saturating_add(1).min(size) };
+    if start > size || start > end {
+        return Err(bad());
+    }
+    Ok((start, end))
+}
+
+/// `len` bytes of `file` from where it stands, in pieces of 256 KiB.
+fn chunks(
+    file: tokio::fs::File,
+    len: u64,
+) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
+    futures_util::stream::unfold((file, len), |(mut file, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        let mut buf = vec![0u8; left.min(256 << 10) as usize];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(bytes::Bytes::from(buf)), (file, left - n as u64)))
+            }
+            Err(e) => Some((Err(e), (file, 0))),
+        }
+    })
+}
+
+/// How much of an interrupted upload of `path` the server has.
+#[utoipa::path(get, path = "/v1/folders/{name}/uploads/{path}", tag = "folders",
+    params(("name" = String, Path, description = "folder name"), ("path" = String, Path, description = "file in the folder"), FolderQuery),
+    responses((status = 200, body = UploadState), (status = 404, body = berth_model::api::ErrorBody)))]
+pub async fn upload_state(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path((name, path)): Path<(String, String)>,
+    Query(q): Query<FolderQuery>,
+) -> Result<axum::Json<UploadState>, ApiError> {
+    let (f, _) = writable(&m, &user, &name, q.project.clone()).await?;
+    let rel = files::clean(&path)?;
+    let root = m.folders.root().to_path_buf();
+    let have = blocking(move || files::partial_len(&root, f.id, &rel)).await?;
+    Ok(axum::Json(UploadState { have, done: false }))
+}
+
+async fn writable(
+    m: &Manager,
+    user: &crate::identity::User,
+    name: &str,
+    project: Option<String>,
+) -> Result<(berth_store::FolderRow, FolderAccess), ApiError> {
+    let (f, access) = m.folders.resolve(user, &reference(name, &FolderQuery { project })?).await?;
+    if access == FolderAccess::ReadOnly {
+        return Err(ApiError::forbidden(format!(
+            "folder {} is shared with you read-only: ask {} for a read-write share to upload to it",
+            qualified(&f),
+            f.owner
+        )));
+    }
+    Ok((f, access))
+}
+
+/// One piece of an upload of `path`, appended at `offset` (0 starts over); the last piece
+/// carries `sha256`, and the file is put in place only if it matches. `size`, the whole
+/// file's, lets a quota refuse it (413) before a byte is written.
+#[utoipa::path(put, path = "/v1/folders/{name}/files/{path}", tag = "folders",
+    params(("name" = String, Path, description = "folder name"), ("path" = String, Path, description = "file in the folder"), UploadQuery),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses((status = 200, body = UploadState), (status = 201, body = UploadState),
+        (status = 403, body = berth_model::api::ErrorBody), (status = 409, body = berth_model::api::ErrorBody),
+        (status = 413, body = berth_model::api::ErrorBody), (status = 422, body = berth_model::api::ErrorBody)))]
+pub async fn upload(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path((name, path)): Path<(String, String)>,
+    Query(q): Query<UploadQuery>,
+    body: Body,
+) -> Result<(StatusCode, axum::Json<UploadState>), ApiError> {
+    let (f, _) = writable(&m, &user, &name, q.project.clone()).await?;
+    let rel = files::clean(&path)?;
+    if let Some(h) = &q.sha256
+        && (h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Err(ApiError::bad_request("sha256 must be 64 hex digits"));
+    }
+    // What the folder holds (with a quota only: it may walk the folder).
+    let used = match f.quota_bytes {
+        Some(_) => m.folders.usage(f.id).await?.bytes,
+        None => 0,
+    };
+    if let Some(e) = over_quota(&f, used, q.size.unwrap_or(0).saturating_sub(q.offset)) {
+        return Err(e);
+    }
+    let root = m.folders.root().to_path_buf();
+    let (r2, rel2, offset) = (root.clone(), rel.clone(), q.offset);
+    let file = blocking(move || files::open_partial(&r2, f.id, &rel2, offset)).await?;
+    let mut file = tokio::fs::File::from_std(file);
+    let mut have = q.offset;
+    let mut piece = 0u64;
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("the upload was cut off: {e}")))?;
+        piece += chunk.len() as u64;
+        have += chunk.len() as u64;
+        if piece > MAX_PIECE || q.size.is_some_and(|s| have > s) {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the piece is larger than announced (or than 1 GiB): send the file in pieces of at most 1 GiB",
+            ));
+        }
+        // A client that announced no size is held to the quota as the bytes come.
+        if let Some(e) = over_quota(&f, used, have) {
+            return Err(e);
+        }
+        file.write_all(&chunk).await.map_err(FileError::Io)?;
+    }
+    file.flush().await.map_err(FileError::Io)?;
+    drop(file);
+    let Some(want) = q.sha256 else {
+        return Ok((StatusCode::OK, axum::Json(UploadState { have, done: false })));
+    };
+    let dir = m.folders.dir(f.id);
+    let mtime = q.mtime;
+    let size = blocking(move || files::commit(&root, f.id, &dir, &rel, &want, mtime)).await?;
+    m.folders.grew(f.id, size, 1);
+    Ok((StatusCode::CREATED, axum::Json(UploadState { have: size, done: true })))
+}

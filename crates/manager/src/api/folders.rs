@@ -1,0 +1,186 @@
+//! `/v1/folders`: data folders (create, list, show, remove, quota, shares). Files in them are
+//! in `folder_files.rs`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use berth_model::folder::{CreateFolder, FolderListQuery, FolderQuery, FolderRef, FolderView, ShareFolder};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::Auth;
+use crate::error::{ApiError, Json, Path, Query};
+use crate::folders::{Folders, qualified, view};
+use crate::identity::User;
+use crate::manager::Manager;
+
+/// `PUT /v1/folders/{name}/quota`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct FolderQuota {
+    /// Bytes; `None` lifts the quota.
+    pub quota_bytes: Option<u64>,
+}
+
+/// The folder `name` (of `?project=`) for `user`.
+pub(crate) fn reference(name: &str, q: &FolderQuery) -> Result<FolderRef, ApiError> {
+    let r = match &q.project {
+        Some(p) => format!("{p}/{name}"),
+        None => name.to_string(),
+    };
+    r.parse().map_err(|e: berth_model::SpecError| ApiError::bad_request(e.0))
+}
+
+/// Make a folder (yours, or a project's you are a member of).
+#[utoipa::path(post, path = "/v1/folders", tag = "folders", request_body = CreateFolder,
+    responses((status = 201, body = FolderView), (status = 400, body = berth_model::api::ErrorBody),
+        (status = 403, body = berth_model::api::ErrorBody), (status = 409, body = berth_model::api::ErrorBody)))]
+pub async fn create(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Json(req): Json<CreateFolder>,
+) -> Result<(StatusCode, axum::Json<FolderView>), ApiError> {
+    if let Some(p) = &req.project {
+        super::jobs::check_project(&m, &user, p).await?;
+    }
+    let f = m.folders.create(&user, &req.name, req.project.as_deref(), req.quota_bytes).await?;
+    m.tenancy.audit(&user.name, "folder.create", &qualified(&f), &quota_text(f.quota_bytes)).await;
+    Ok((StatusCode::CREATED, axum::Json(view(&f, berth_model::folder::FolderAccess::Owner, None))))
+}
+
+fn quota_text(q: Option<u64>) -> String {
+    q.map(|q| format!("quota {}", berth_model::format_bytes(q))).unwrap_or_else(|| "no quota".into())
+}
+
+/// The folders you may use (`?all=true`, admins: every folder), `?usage=true` with what each holds.
+#[utoipa::path(get, path = "/v1/folders", tag = "folders", params(FolderListQuery),
+    responses((status = 200, body = Vec<FolderView>)))]
+pub async fn list(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Query(q): Query<FolderListQuery>,
+) -> Result<axum::Json<Vec<FolderView>>, ApiError> {
+    let mut out = Vec::new();
+    for (f, access) in m.folders.list(&user, q.all && user.is_admin()).await? {
+        let usage = if q.usage { Some(m.folders.usage(f.id).await?) } else { None };
+        out.push(view(&f, access, usage));
+    }
+    Ok(axum::Json(out))
+}
+
+/// One folder, with what it holds.
+#[utoipa::path(get, path = "/v1/folders/{name}", tag = "folders",
+    params(("name" = String, Path, description = "folder name"), FolderQuery),
+    responses((status = 200, body = FolderView), (status = 404, body = berth_model::api::ErrorBody)))]
+pub async fn show(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(name): Path<String>,
+    Query(q): Query<FolderQuery>,
+) -> Result<axum::Json<FolderView>, ApiError> {
+    let (f, access) = m.folders.resolve(&user, &reference(&name, &q)?).await?;
+    let usage = m.folders.usage(f.id).await?;
+    Ok(axum::Json(view(&f, access, Some(usage))))
+}
+
+/// Remove a folder and everything in it (its owner or an admin; not while a job mounts it).
+#[utoipa::path(delete, path = "/v1/folders/{name}", tag = "folders",
+    params(("name" = String, Path, description = "folder name"), FolderQuery),
+    responses((status = 204), (status = 403, body = berth_model::api::ErrorBody),
+        (status = 404, body = berth_model::api::ErrorBody), (status = 409, body = berth_model::api::ErrorBody)))]
+pub async fn remove(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(name): Path<String>,
+    Query(q): Query<FolderQuery>,
+) -> Result<StatusCode, ApiError> {
+    let f = m.folders.resolve_owned(&user, &reference(&name, &q)?, "remove").await?;
+    // Under the state lock, so that no job mounting it is accepted meanwhile... jobs
+    // resolve folders before they take the lock, so one racing submit may still name it;
+    // its kernels then fail to start with "folder ... is not on node".
+    let st = m.jobs.lock().await;
+    let in_use: Vec<i64> = st
+        .jobs
+        .values()
+        .filter(|j| !j.state.is_terminal() && j.spec.folders.iter().any(|x| x.id == Some(f.id)))
+        .map(|j| j.id)
+        .collect();
+    m.folders.remove(&f, &in_use).await?;
+    drop(st);
+    m.tenancy.audit(&user.name, "folder.remove", &qualified(&f), "").await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Set or lift a folder's quota (its owner or an admin).
+#[utoipa::path(put, path = "/v1/folders/{name}/quota", tag = "folders", request_body = FolderQuota,
+    params(("name" = String, Path, description = "folder name"), FolderQuery),
+    responses((status = 200, body = FolderView), (status = 403, body = berth_model::api::ErrorBody),
+        (status = 404, body = berth_model::api::ErrorBody)))]
+pub async fn set_quota(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(name): Path<String>,
+    Query(q): Query<FolderQuery>,
+    Json(req): Json<FolderQuota>,
+) -> Result<axum::Json<FolderView>, ApiError> {
+    let f = m.folders.resolve_owned(&user, &reference(&name, &q)?, "change the quota of").await?;
+    if req.quota_bytes == Some(0) {
+        return Err(ApiError::bad_request("a folder's quota must be more than 0 bytes: e.g. 100GiB"));
+    }
+    m.store.set_folder_quota(f.id, req.quota_bytes).await?;
+    m.tenancy.audit(&user.name, "folder.quota", &qualified(&f), &quota_text(req.quota_bytes)).await;
+    changed(&m, &user, f.id).await
+}
+
+async fn changed(m: &Manager, user: &User, id: i64) -> Result<axum::Json<FolderView>, ApiError> {
+    let f = m.store.folder(id).await?.ok_or_else(|| ApiError::not_found("the folder was removed meanwhile"))?;
+    let access = Folders::access(user, &f).unwrap_or(berth_model::folder::FolderAccess::Owner);
+    Ok(axum::Json(view(&f, access, None)))
+}
+
+/// Share a folder with a project (its owner or an admin); `read_only` mounts it read-only in
+/// their jobs and refuses their uploads.
+#[utoipa::path(post, path = "/v1/folders/{name}/shares", tag = "folders", request_body = ShareFolder,
+    params(("name" = String, Path, description = "folder name"), FolderQuery),
+    responses((status = 200, body = FolderView), (status = 403, body = berth_model::api::ErrorBody),
+        (status = 404, body = berth_model::api::ErrorBody)))]
+pub async fn share(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(name): Path<String>,
+    Query(q): Query<FolderQuery>,
+    Json(req): Json<ShareFolder>,
+) -> Result<axum::Json<FolderView>, ApiError> {
+    let f = m.folders.resolve_owned(&user, &reference(&name, &q)?, "share").await?;
+    if !m.store.projects().await?.iter().any(|p| p.name == req.project) {
+        return Err(ApiError::not_found(format!(
+            "no project `{}`: see `berth projects` for the projects there are",
+            req.project
+        )));
+    }
+    m.store.share_folder(f.id, &req.project, req.read_only, jiff::Timestamp::now()).await?;
+    let mode = if req.read_only { "read-only" } else { "read-write" };
+    m.tenancy.audit(&user.name, "folder.share", &qualified(&f), &format!("{mode} with {}", req.project)).await;
+    changed(&m, &user, f.id).await
+}
+
+/// End a folder's share with a project.
+#[utoipa::path(delete, path = "/v1/folders/{name}/shares/{project}", tag = "folders",
+    params(("name" = String, Path, description = "folder name"), ("project" = String, Path, description = "project"), FolderQuery),
+    responses((status = 200, body = FolderView), (status = 404, body = berth_model::api::ErrorBody)))]
+pub async fn unshare(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path((name, project)): Path<(String, String)>,
+    Query(q): Query<FolderQuery>,
+) -> Result<axum::Json<FolderView>, ApiError> {
+    let f = m.folders.resolve_owned(&user, &reference(&name, &q)?, "unshare").await?;
+    m.store.unshare_folder(f.id, &project).await.map_err(|e| match e {
+        berth_store::StoreError::NotFound(_) => {
+            ApiError::not_found(format!("folder {} is not shared with project {project}", qualified(&f)))
+        }
+        e => e.into(),
+    })?;
+    m.tenancy.audit(&user.name, "folder.unshare", &qualified(&f), &project).await;
+    changed(&m, &user, f.id).await
+}
