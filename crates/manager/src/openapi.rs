@@ -10,6 +10,8 @@ use utoipa::OpenApi;
 use crate::api::apps;
 use crate::api::backup;
 use crate::api::cache;
+use crate::api::folder_files;
+use crate::api::folders;
 use crate::api::images;
 use crate::api::jobs;
 use crate::api::logs;
@@ -19,7 +21,6 @@ use crate::api::queues;
 use crate::api::quota;
 use crate::api::tenancy;
 use crate::api::usage;
-use crate::api::{folder_files, folders};
 use crate::web::login;
 
 #[derive(OpenApi)]

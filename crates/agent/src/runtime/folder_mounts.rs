@@ -1,6 +1,6 @@
 //! Data folders in process kernels (DESIGN.md §14): each folder's directory on the storage
 //! backend is bind-mounted at its path inside the kernel's private mount namespace (the one
-//! [`super::private_tmp`] makes), read-only when the job or its share says so. Read-only is
+//! `private_tmp` makes), read-only when the job or its share says so. Read-only is
 //! the kernel's doing (a remount with `MS_RDONLY`: writes fail with EROFS), not a convention,
 //! and every folder is `nosuid,nodev`, so nothing in it can raise privileges.
 //!
