@@ -34,12 +34,16 @@ pub(crate) fn reference(name: &str, q: &FolderQuery) -> Result<FolderRef, ApiErr
 /// Make a folder (yours, or a project's you are a member of).
 #[utoipa::path(post, path = "/v1/folders", tag = "folders", request_body = CreateFolder,
     responses((status = 201, body = FolderView), (status = 400, body = berth_model::api::ErrorBody),
-        (status = 403, body = berth_model::api::ErrorBody), (status = 409, body = berth_model::api::ErrorBody)))]
+        (status = 403, body = berth_model::api::ErrorBody), (status = 404, body = berth_model::api::ErrorBody),
+        (status = 409, body = berth_model::api::ErrorBody)))]
 pub async fn create(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
     Json(req): Json<CreateFolder>,
 ) -> Result<(StatusCode, axum::Json<FolderView>), ApiError> {
+    if !berth_model::folder::valid_folder_name(&req.name) {
+        return Err(ApiError::bad_request(berth_model::folder::folder_name_error(&req.name).0));
+    }
     if let Some(p) = &req.project {
         super::jobs::check_project(&m, &user, p).await?;
     }
