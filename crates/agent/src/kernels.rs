@@ -236,7 +236,7 @@ impl Kernels {
 
     fn carry_out(&mut self, msg: ManagerMessage) -> Vec<AgentMessage> {
         match msg {
-            ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter, folders } => {
+            ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter, folders, code } => {
                 if let Some(e) = self.map.get(&key) {
                     // A replay: report where the kernel is and do nothing else.
                     return vec![AgentMessage::Kernel { key, event: e.last.clone() }];
@@ -260,6 +260,7 @@ impl Kernels {
                             env,
                             submitter,
                             folders,
+                            code,
                         });
                         return Vec::new();
                     }
@@ -269,8 +270,17 @@ impl Kernels {
                 let now = jiff::Timestamp::now();
                 // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
                 // the parent waits for exec): let the runtime move other tasks off this thread.
-                let started =
-                    blocking(|| self.runtime.start(key, &spec, &binding, &env, submitter, &folders, &self.events));
+                let started = blocking(|| {
+                    self.runtime.start(
+                        key,
+                        &spec,
+                        &binding,
+                        &env,
+                        submitter,
+                        crate::runtime::JobData { folders: &folders, code: code.as_ref() },
+                        &self.events,
+                    )
+                });
                 let (last, handle) = match started {
                     // A container: its `Started` (or launch failure) comes as an event.
                     Ok(h) if h.deferred() => {

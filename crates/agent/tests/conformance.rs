@@ -105,7 +105,7 @@ impl Rt {
     }
 
     async fn run(&mut self, job: i64, spec: &JobSpec, b: &Binding) -> End {
-        match self.rt.start(key(job), spec, b, &BTreeMap::new(), None, &[], &self.tx) {
+        match self.rt.start(key(job), spec, b, &BTreeMap::new(), None, Default::default(), &self.tx) {
             Err(message) => End { outcome: KernelOutcome::LaunchFailed, exit_code: None, message },
             Ok(_) => self.finished(job).await,
         }
@@ -219,7 +219,7 @@ async fn environment(kind: Kind) {
     let mut s = rt.spec(&["sh", "-c", "echo $BERTH_CPUS/$FOO/$OMP_NUM_THREADS/$BERTH_JOB_ID; cd /tmp && pwd"]);
     s.env.insert("FOO".into(), "bar".into());
     let env: BTreeMap<String, String> = [("BERTH_JOB_ID".to_string(), "1".to_string())].into();
-    rt.rt.start(key(1), &s, &binding(&[0], 64 << 20), &env, None, &[], &rt.tx).unwrap();
+    rt.rt.start(key(1), &s, &binding(&[0], 64 << 20), &env, None, Default::default(), &rt.tx).unwrap();
     let e = rt.finished(1).await;
     assert_eq!(e.outcome, KernelOutcome::Succeeded, "{}", e.message);
     assert_eq!(rt.log(1, "stdout"), "0/bar/1/1\n/tmp\n");
@@ -245,7 +245,8 @@ async fn stop_is_term_then_kill(kind: Kind) {
     let mut rt = runtime(kind, "stop");
     // The shell traps TERM (and says so) and keeps going, so only the SIGKILL ends it.
     let s = rt.spec(&["sh", "-c", "trap 'echo got TERM' TERM; echo ready; while :; do sleep 0.05; done"]);
-    let h = rt.rt.start(key(1), &s, &binding(&[], 64 << 20), &BTreeMap::new(), None, &[], &rt.tx).unwrap();
+    let h =
+        rt.rt.start(key(1), &s, &binding(&[], 64 << 20), &BTreeMap::new(), None, Default::default(), &rt.tx).unwrap();
     rt.wait_log(1, "ready").await;
     h.stop("cancelled by user", Duration::from_millis(1000));
     let e = rt.finished(1).await;
@@ -398,14 +399,14 @@ fn agent_restart(kind: Kind, shim: bool) {
         let rt = Runtime::new(options(tmp.path(), test)).unwrap();
         // Job 1 runs on past the restart; job 2 ends while no agent watches.
         let long = spec(&["sh", "-c", "echo before; sleep 4; echo after"]);
-        rt.start(key(1), &long, &binding(&[], 64 << 20), &BTreeMap::new(), None, &[], &tx).unwrap();
+        rt.start(key(1), &long, &binding(&[], 64 << 20), &BTreeMap::new(), None, Default::default(), &tx).unwrap();
         rt.start(
             key(2),
             &spec(&["sh", "-c", "sleep 2; exit 4"]),
             &binding(&[], 64 << 20),
             &BTreeMap::new(),
             None,
-            &[],
+            Default::default(),
             &tx,
         )
         .unwrap();

@@ -115,6 +115,7 @@ fn start(cmd_id: u64, job: i64, node: &str, cpus: &[u32], command: &[&str]) -> M
         env: [("BERTH_JOB_ID".to_string(), job.to_string())].into(),
         submitter: None,
         folders: Vec::new(),
+        code: None,
     }
 }
 

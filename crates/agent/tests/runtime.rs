@@ -54,7 +54,7 @@ struct End {
 
 impl Rt {
     async fn run(&mut self, job: i64, spec: &JobSpec, b: &Binding) -> End {
-        match self.rt.start(key(job), spec, b, &BTreeMap::new(), None, &[], &self.tx) {
+        match self.rt.start(key(job), spec, b, &BTreeMap::new(), None, Default::default(), &self.tx) {
             Err(message) => End { outcome: KernelOutcome::LaunchFailed, exit_code: None, message },
             Ok(_) => self.finished(job).await,
         }
@@ -150,7 +150,8 @@ async fn stop_sends_term_then_kill() {
     let mut rt = runtime("stop");
     // The shell traps TERM (and says so) and keeps going, so only the SIGKILL ends it.
     let s = spec(&["sh", "-c", "trap 'echo got TERM' TERM; echo ready; while :; do sleep 0.05; done"]);
-    let h = rt.rt.start(key(1), &s, &binding(&[], 64 << 20), &BTreeMap::new(), None, &[], &rt.tx).unwrap();
+    let h =
+        rt.rt.start(key(1), &s, &binding(&[], 64 << 20), &BTreeMap::new(), None, Default::default(), &rt.tx).unwrap();
     while !rt.log(1, "stdout").contains("ready") {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -236,7 +237,7 @@ async fn throughput_of_true_jobs() {
     let b = binding(&[0], 64 << 20);
     for job in 0..n {
         let t = std::time::Instant::now();
-        rt.rt.start(key(job), &spec(&["true"]), &b, &BTreeMap::new(), None, &[], &rt.tx).unwrap();
+        rt.rt.start(key(job), &spec(&["true"]), &b, &BTreeMap::new(), None, Default::default(), &rt.tx).unwrap();
         start_total += t.elapsed();
         let e = rt.finished(job).await;
         assert_eq!(e.outcome, KernelOutcome::Succeeded);
@@ -279,7 +280,8 @@ async fn users_are_kept_apart_by_uid() {
     };
     // alice: writes a secret in her work dir, then waits.
     let alice = spec(&["sh", "-c", "id -u; echo $HOME; echo secret > $HOME/secret; sleep 30"]);
-    let h = rt.start(key(1), &alice, &binding(&[], 64 << 20), &owner("alice", 7), None, &[], &tx).unwrap();
+    let h =
+        rt.start(key(1), &alice, &binding(&[], 64 << 20), &owner("alice", 7), None, Default::default(), &tx).unwrap();
     let alice_log = dir.path().join("kernels/1.0.0/stdout.log");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while std::fs::read_to_string(&alice_log).unwrap_or_default().lines().count() < 2 {
@@ -301,8 +303,16 @@ async fn users_are_kept_apart_by_uid() {
         log = alice_log.display(),
         pid = h.pid
     );
-    rt.start(key(2), &spec(&["sh", "-c", &bob_cmd]), &binding(&[], 64 << 20), &owner("bob", 8), None, &[], &tx)
-        .unwrap();
+    rt.start(
+        key(2),
+        &spec(&["sh", "-c", &bob_cmd]),
+        &binding(&[], 64 << 20),
+        &owner("bob", 8),
+        None,
+        Default::default(),
+        &tx,
+    )
+    .unwrap();
     let bob_end = loop {
         let (k, ev) = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap();
         if k == key(2) && matches!(ev, KernelEvent::Finished { .. }) {

@@ -147,3 +147,26 @@ pub struct Piece {
     pub sha256: Option<String>,
     pub mtime: Option<i64>,
 }
+
+impl Client {
+    /// Which of these blobs the code store lacks.
+    pub async fn code_missing(&self, req: &berth_model::code::BlobList) -> anyhow::Result<berth_model::code::BlobList> {
+        self.json(self.request(Method::POST, "/v1/code/missing").json(req)).await
+    }
+
+    /// Stores one file of code by its sha256.
+    pub async fn code_blob(&self, sha256: &str, body: bytes::Bytes) -> anyhow::Result<()> {
+        let req = self
+            .request(Method::PUT, &format!("/v1/code/blobs/{sha256}"))
+            .header("content-type", "application/octet-stream");
+        self.send(req.body(body)).await.map(|_| ())
+    }
+
+    /// Records a snapshot of stored files.
+    pub async fn code_snapshot(
+        &self,
+        m: &berth_model::code::CodeManifest,
+    ) -> anyhow::Result<berth_model::code::SnapshotMade> {
+        self.json(self.request(Method::POST, "/v1/code/snapshots").json(m)).await
+    }
+}

@@ -72,6 +72,9 @@ pub struct ManagerFlags {
     /// [default: DATA_DIR/folders]
     #[arg(long, value_name = "DIR", env = "BERTH_FOLDER_ROOT")]
     pub folder_root: Option<PathBuf>,
+    /// The most a code snapshot (`berth submit --code DIR`) may hold, e.g. 2GiB [default: 1GiB]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, env = "BERTH_CODE_LIMIT")]
+    pub code_limit: Option<u64>,
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]
@@ -610,6 +613,7 @@ async fn start_manager(
         on_standby,
         retain: flags.retain,
         folder_root: flags.folder_root.clone(),
+        code_limit: flags.code_limit,
     };
     berth_manager::start(config).await.with_context(|| format!("cannot start the manager on {listen}"))
 }
@@ -762,4 +766,8 @@ mod tests {
         let off = UsageArgs { usage_interval: Duration::ZERO };
         assert_eq!(off.interval(), None);
     }
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    berth_model::parse_mem(s).map_err(|e| format!("{e}: use a size such as 1GiB"))
 }

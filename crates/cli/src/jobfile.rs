@@ -22,6 +22,7 @@
 //! image = "pytorch:2.4"              # run as containers of this image (Docker)
 //! mounts = ["/data/imagenet:/data"]  # host:container[:rw], read-only by default
 //! folders = ["imagenet:ro", "runs"]    # data folders: NAME[:/data/PATH][:ro]
+//! code = "."                           # run in a fresh copy of this dir (relative to the file)
 //! jupyter = true                     # start JupyterLab (the command when none is given)
 //! tensorboard = "runs"               # start TensorBoard on these logs
 //!
@@ -77,6 +78,7 @@ struct JobFile {
     mounts: Vec<String>,
     #[serde(default)]
     folders: Vec<String>,
+    code: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     jupyter: Option<bool>,
@@ -150,6 +152,7 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
             .map(|m| crate::specflags::parse_mount(m))
             .collect::<Result<_, _>>()
             .map_err(|e| bad(&e))?,
+        code: f.code,
         folders: f
             .folders
             .iter()

@@ -109,6 +109,11 @@ pub struct SpecFlags {
     #[arg(long = "folder", value_name = "NAME[:PATH][:ro]", value_parser = parse_folder, help_heading = "Data")]
     pub folders: Vec<berth_model::folder::FolderMount>,
 
+    /// Run the job in a fresh copy of DIR (honouring .gitignore and .berthignore), sent to
+    /// the cluster by content: files it already has are not sent again
+    #[arg(long, value_name = "DIR", help_heading = "Data")]
+    pub code: Option<String>,
+
     /// Serve a web app listening on PORT in the job's main kernel through the app proxy
     /// (repeatable); `berth open ID NAME` opens it
     #[arg(long = "app", value_name = "NAME=PORT", value_parser = berth_model::app::parse_app, help_heading = "Apps")]
@@ -217,6 +222,7 @@ impl SpecFlags {
             image: over.image.or(self.image),
             mounts: if over.mounts.is_empty() { self.mounts } else { over.mounts },
             folders: if over.folders.is_empty() { self.folders } else { over.folders },
+            code: over.code.or(self.code),
             apps: if over.apps.is_empty() { self.apps } else { over.apps },
             jupyter: over.jupyter || self.jupyter,
             tensorboard: over.tensorboard.or(self.tensorboard),
@@ -226,6 +232,9 @@ impl SpecFlags {
     /// Makes a relative `workdir` absolute against `base` (the current directory for flags,
     /// the file's directory for job files), since the node cannot know where we stood.
     pub fn resolve_workdir(&mut self, base: &Path) {
+        if let Some(c) = self.code.as_ref().filter(|c| !Path::new(c).is_absolute()) {
+            self.code = Some(base.join(c).to_string_lossy().into_owned());
+        }
         if self.image.is_some() {
             // A path inside the container, not on the submitting machine.
             return;
@@ -306,7 +315,7 @@ impl SpecFlags {
             (true, Export::All(items)) => Export::Only(items),
             (_, e) => e,
         };
-        if spec.image.is_none() && spec.workdir.is_none() && !self.job_dir {
+        if spec.image.is_none() && spec.workdir.is_none() && !self.job_dir && self.code.is_none() {
             spec.workdir = Some(cwd.to_string_lossy().into_owned());
         }
         let (env, skipped) = export.resolve(vars);

@@ -19,6 +19,7 @@ pub mod cache_env;
 mod cache_members;
 mod cache_push;
 mod cluster_env;
+mod code_store;
 pub mod config;
 mod deferred;
 mod env_intern;
@@ -114,6 +115,8 @@ pub struct ManagerConfig {
     pub retain: Option<std::time::Duration>,
     /// Where data folders live (`--folder-root`); `None`: `<data_dir>/folders`.
     pub folder_root: Option<PathBuf>,
+    /// The most bytes a code snapshot (`--code`) may hold (`--code-limit`); `None`: 1 GiB.
+    pub code_limit: Option<u64>,
 }
 
 /// A callback for [`ManagerConfig::on_standby`].
@@ -288,6 +291,9 @@ async fn lead(
     .with_lease(lease);
     if let Some(root) = &config.folder_root {
         made = made.with_folder_root(root.clone());
+    }
+    if let Some(limit) = config.code_limit {
+        made = made.with_code_limit(limit);
     }
     let m = Arc::new(made);
     m.folders.prepare().with_context(|| format!("cannot make the folder storage {}", m.folders.root().display()))?;

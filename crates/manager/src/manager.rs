@@ -70,6 +70,8 @@ pub struct Manager {
     pub leader_url: std::sync::OnceLock<String>,
     /// Data folders: access, the storage backend, what jobs mount.
     pub folders: crate::folders::Folders,
+    /// Code snapshots (`--code`), on the folder storage.
+    pub code: crate::code_store::CodeStore,
 }
 
 impl Manager {
@@ -86,6 +88,7 @@ impl Manager {
         let metrics = Arc::new(crate::metrics::Metrics::new());
         Manager {
             folders: crate::folders::Folders::new(store.clone(), data_dir.join("folders")),
+            code: crate::code_store::CodeStore::new(&data_dir.join("folders"), crate::code_store::DEFAULT_CODE_LIMIT),
             jobs: crate::jobs::Jobs::new(store.clone(), wake.clone(), fair_share.half_life_ms, metrics.clone()),
             nodes: crate::nodes::Nodes::new(store.clone(), wake, heartbeat_timeout),
             queues: crate::queues::QueueService::new(store.clone(), queues),
@@ -113,7 +116,14 @@ impl Manager {
 
     /// Folders live under `root` (`--folder-root`) instead of `<data dir>/folders`.
     pub fn with_folder_root(mut self, root: std::path::PathBuf) -> Manager {
+        self.code = crate::code_store::CodeStore::new(&root, self.code.limit());
         self.folders = crate::folders::Folders::new(self.store.clone(), root);
+        self
+    }
+
+    /// Code snapshots may hold at most `limit` bytes (`--code-limit`).
+    pub fn with_code_limit(mut self, limit: u64) -> Manager {
+        self.code = crate::code_store::CodeStore::new(self.folders.root(), limit);
         self
     }
 

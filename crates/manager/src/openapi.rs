@@ -10,6 +10,7 @@ use utoipa::OpenApi;
 use crate::api::apps;
 use crate::api::backup;
 use crate::api::cache;
+use crate::api::code;
 use crate::api::folder_files;
 use crate::api::folders;
 use crate::api::images;
@@ -64,6 +65,9 @@ use crate::web::login;
         logs::logs,
         queues::list,
         queues::put,
+        code::missing,
+        code::put_blob,
+        code::snapshot,
         folders::create,
         folders::list,
         folders::show,

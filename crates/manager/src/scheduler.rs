@@ -278,6 +278,7 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
         env,
         submitter: job.owner.submitter,
         folders: m.folders.binds(&job.spec),
+        code: job.spec.code.as_ref().map(|c| m.code.copy_for(&c.id)),
     };
     st.send(&b.node, msg);
 }

@@ -111,6 +111,9 @@ pub struct JobSpec {
     /// Data folders mounted into every kernel (`--folder`, `folders = [...]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub folders: Vec<crate::folder::FolderMount>,
+    /// The code the job runs in: a fresh copy of a snapshot (`--code DIR`), its work dir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<crate::code::CodeSnapshot>,
     /// Web apps the main kernel serves, reached through the app proxy (`--app`, `--jupyter`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<crate::app::AppSpec>,
@@ -276,6 +279,7 @@ impl JobSpec {
             image: None,
             mounts: Vec::new(),
             folders: Vec::new(),
+            code: None,
             apps: Vec::new(),
             tty: false,
             stdin: false,
@@ -367,6 +371,16 @@ impl JobSpec {
             }
         }
         self.validate_folders()?;
+        if let Some(c) = &self.code {
+            c.validate()?;
+            if self.workdir.is_some() {
+                return bad("a job with code runs in a fresh copy of it: drop --workdir (or --code)");
+            }
+            if self.image.is_some() {
+                return bad("--code is for process jobs: put the code in the image, or upload it to a folder \
+                     (berth upload) and mount that (--folder)");
+            }
+        }
         let env_bytes: usize = self.env.iter().chain(&self.submit_env).map(|(k, v)| k.len() + v.len() + 2).sum();
         if env_bytes > MAX_ENV_BYTES {
             return bad(&format!(

@@ -9,6 +9,7 @@ pub mod app;
 pub mod binding;
 mod cache_api;
 pub mod cause;
+pub mod code;
 pub mod folder;
 pub mod job;
 pub mod measured;

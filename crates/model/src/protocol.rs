@@ -21,7 +21,7 @@ use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 /// 5: a `LaunchFailed` kernel's message is only what failed (the manager adds `launch failed`).
 /// 6: measured usage: each running kernel's in `Heartbeat`, a kernel's totals in `Finished`;
 ///    byte streams into kernels (`OpenStream`).
-/// 7: data folders to bind into kernels (`folders` in `StartKernel`).
+/// 7: data folders to bind into kernels and code to copy (`folders`, `code` in `StartKernel`).
 pub const PROTOCOL_VERSION: u32 = 7;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
@@ -231,6 +231,9 @@ pub enum ManagerMessage {
         /// The job's data folders, resolved to their directories on the storage backend.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         folders: Vec<crate::folder::FolderBind>,
+        /// The job's code to copy into the kernel's work dir.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<crate::code::CodeCopy>,
     },
     StopKernel {
         cmd_id: u64,

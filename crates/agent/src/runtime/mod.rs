@@ -13,6 +13,7 @@
 mod adopt;
 mod cgroup;
 pub(crate) mod cgroup_fs;
+mod code_copy;
 pub mod docker;
 pub mod dynmods;
 mod env;
@@ -32,6 +33,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use berth_model::code::CodeCopy;
 use berth_model::folder::FolderBind;
 use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
 use berth_model::{Binding, JobSpec, Topology, UnixId};
@@ -300,9 +302,10 @@ impl Runtime {
         binding: &Binding,
         manager_env: &BTreeMap<String, String>,
         submitter: Option<UnixId>,
-        folders: &[FolderBind],
+        data: JobData<'_>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, String> {
+        let folders = data.folders;
         folder_mounts::check_sources(folders, &self.opts.node)?;
         if spec.image.is_some() {
             // The container runs as the owner's uid too (unless the image names a USER).
@@ -364,6 +367,10 @@ impl Runtime {
             (None, Some(own)) => own.clone(),
             (None, None) => return Err(fail("no working directory".into())),
         };
+        if let (Some(code), Some(own)) = (data.code, &own) {
+            let owner = user.switch.then_some((user.uid, user.gid));
+            code_copy::materialize(code, own, owner, node).map_err(fail)?;
+        }
         if user.switch {
             // Other users' kernels may pass through to their own dirs, never list or read here.
             let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
@@ -556,6 +563,13 @@ impl Runtime {
         let owner = name.zip(id).map(|(n, i)| (n.as_str(), i));
         self.user.for_owner(self.opts.user_map, owner, submitter)
     }
+}
+
+/// The data a kernel gets besides its spec: folders to bind, code to copy in.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JobData<'a> {
+    pub folders: &'a [FolderBind],
+    pub code: Option<&'a CodeCopy>,
 }
 
 /// The kernel's environment; a user without a home (a mapped uid) gets the kernel's own work

@@ -45,10 +45,11 @@ pub struct RunArgs {
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let keys = terminal::parse_detach_keys(&args.detach_keys).map_err(UsageError::error)?;
-    let mut spec = submit::build_spec(&args.job)?;
+    let (mut spec, code) = submit::build_job(&args.job)?;
     spec.tty = args.tty;
     spec.stdin = args.stdin;
     let client = Client::from_env()?;
+    submit::attach_code(&client, &mut spec, code.as_deref()).await?;
     let job = client.submit(&SubmitRequest { spec }).await?;
     let id = job.id;
     // Stdout is the job's own from here on.

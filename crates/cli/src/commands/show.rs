@@ -99,6 +99,20 @@ fn render(d: &JobDetail) -> String {
     if let Some(w) = &s.workdir {
         line("workdir", w.clone());
     }
+    if let Some(c) = &s.code {
+        let git = c
+            .git
+            .as_ref()
+            .map(|g| format!(", git {}{}", g.commit, if g.dirty { " with changes not committed (dirty)" } else { "" }))
+            .unwrap_or_default();
+        line(
+            "code",
+            format!("snapshot {} ({} files, {}){git}", &c.id[..12], c.files, berth_model::format_bytes(c.bytes)),
+        );
+    }
+    for f in &s.folders {
+        line("folder", format!("{} at {}{}", f.folder, f.target(), if f.read_only { " (read-only)" } else { "" }));
+    }
     if !s.submit_env.is_empty() {
         line(
             "exported",

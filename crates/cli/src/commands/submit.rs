@@ -58,8 +58,9 @@ pub struct JobArgs {
 }
 
 pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
-    let spec = build_spec(&args.job)?;
+    let (mut spec, code) = build_job(&args.job)?;
     let client = Client::from_env()?;
+    attach_code(&client, &mut spec, code.as_deref()).await?;
     let job = client.submit(&SubmitRequest { spec }).await?;
     if args.output.json() {
         output::print_json(&job)?;
@@ -77,8 +78,42 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(wait::wait_for(&client, job.id, show).await?))
 }
 
+/// Sends the code in `dir` (`--code`) and records its snapshot in `spec`.
+pub async fn attach_code(client: &Client, spec: &mut JobSpec, dir: Option<&Path>) -> anyhow::Result<()> {
+    if let Some(dir) = dir {
+        spec.code = Some(crate::transfer::code::upload(client, dir).await?);
+        spec.validate().map_err(|e| UsageError::error(e.0))?;
+    }
+    Ok(())
+}
+
 /// Turns the arguments into a valid spec, without talking to the manager (`submit` and
-/// `run`).
+/// `run`); a `--code` directory is for the caller to send.
+pub fn build_job(args: &JobArgs) -> anyhow::Result<(JobSpec, Option<std::path::PathBuf>)> {
+    let spec = build_spec(args)?;
+    let mut cli = args.flags.clone();
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    cli.resolve_workdir(&cwd);
+    let code = cli.code.clone().or_else(|| job_file_code(args)).map(std::path::PathBuf::from);
+    if code.is_some() && (spec.workdir.is_some() || spec.image.is_some()) {
+        let what = if spec.image.is_some() { "--image" } else { "--workdir" };
+        return Err(UsageError::error(format!(
+            "--code runs a process job in a fresh copy of the code: it cannot be combined with {what}"
+        )));
+    }
+    Ok((spec, code))
+}
+
+/// The `code` of the job file among the arguments, if any (relative to the file).
+fn job_file_code(args: &JobArgs) -> Option<String> {
+    let first = args.target.first()?.to_str()?;
+    if !first.ends_with(".toml") {
+        return None;
+    }
+    jobfile::load(Path::new(first)).ok()?.flags.code
+}
+
+/// Turns the arguments into a valid spec, without talking to the manager.
 pub fn build_spec(args: &JobArgs) -> anyhow::Result<JobSpec> {
     let target = utf8_args(&args.target, 1)?;
     let after_dashes = utf8_args(&args.command, target.len() + 1)?;

@@ -1,11 +1,12 @@
 //! `berth upload` and `berth download`: files between this machine and a data folder,
-//! recursive, several at once, resumable, checked by sha256.
+//! recursive, several at once, resumable, checked by sha256; and `submit --code` (`code`).
 //!
 //! Both sides compare first (sizes, then checksums) and move only what differs: a file the
 //! other side already has whole is skipped, a file interrupted midway continues from where it
 //! stopped (the server keeps the partial upload; a download keeps `NAME.berth-part`), and the
 //! result is checked against the source's sha256 before it takes the file's name.
 
+pub mod code;
 pub mod download;
 mod progress;
 pub mod upload;

@@ -41,6 +41,14 @@ pub async fn submit(
         check_project(&m, &user, p).await?;
     }
     m.folders.resolve_mounts(&user, &mut spec).await?;
+    if let Some(c) = &spec.code
+        && !m.code.exists(&c.id)
+    {
+        return Err(ApiError::bad_request(format!(
+            "no code snapshot {}: upload the code first (`berth submit --code DIR` does)",
+            c.id
+        )));
+    }
     let queue = spec.queue_name().to_string();
     let Some(q) = m.queues.get(&queue) else {
         return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queues.names())));

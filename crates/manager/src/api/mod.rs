@@ -3,6 +3,7 @@
 pub mod apps;
 pub mod backup;
 pub mod cache;
+pub mod code;
 pub mod exec;
 pub mod folder_files;
 pub mod folders;
@@ -26,6 +27,9 @@ use axum::response::IntoResponse;
 use axum::routing::{delete, get, post, put};
 
 use crate::error::{ApiError, MAX_BODY};
+
+/// The largest code manifest (`POST /v1/code/snapshots`): 100,000 files at ~300 bytes each.
+const MAX_MANIFEST: usize = 32 << 20;
 use crate::manager::Manager;
 
 pub fn router(m: Arc<Manager>) -> Router {
@@ -76,6 +80,10 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/folders/{name}/list", get(folder_files::list))
         .route("/v1/folders/{name}/files/{*path}", get(folder_files::download).put(folder_files::upload))
         .route("/v1/folders/{name}/uploads/{*path}", get(folder_files::upload_state))
+        .route("/v1/code/missing", post(code::missing))
+        .route("/v1/code/blobs/{sha256}", put(code::put_blob))
+        // A manifest of many files is more than the 1 MiB JSON bodies are held to.
+        .route("/v1/code/snapshots", post(code::snapshot).layer(axum::extract::DefaultBodyLimit::max(MAX_MANIFEST)))
         .route("/v1/cache/members", get(cache::members))
         .route("/v1/admin/cache/buckets", get(cache::buckets))
         .route("/v1/admin/cache/buckets/{name}", put(cache::put_bucket).delete(cache::delete_bucket))

@@ -37,6 +37,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         on_standby: None,
         retain: None,
         folder_root: None,
+        code_limit: None,
     }
 }
 
