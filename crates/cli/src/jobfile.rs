@@ -27,6 +27,10 @@
 //! [env]
 //! WANDB_MODE = "offline"
 //!
+//! [environment]                      # a Python environment built with uv, cached per node
+//! python = "3.11"
+//! requirements = "requirements.txt"  # or: pyproject = "pyproject.toml" (relative to this file)
+//!
 //! [apps]                             # web apps the job serves: name = port
 //! web = 8000
 //! ```
@@ -80,6 +84,16 @@ struct JobFile {
     tensorboard: Option<String>,
     #[serde(default)]
     apps: BTreeMap<String, u16>,
+    environment: Option<EnvSection>,
+}
+
+/// `[environment]`: the job's Python environment (docs/environments.md).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvSection {
+    python: Option<String>,
+    requirements: Option<String>,
+    pyproject: Option<String>,
 }
 
 /// What a job file contributes: flags (to be overridden by the command line) and, unless the
@@ -121,6 +135,10 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         (None, None) => None,
     };
     let name = f.name.or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()));
+    let env = f.environment.unwrap_or_default();
+    if env.requirements.is_some() && env.pyproject.is_some() {
+        return Err(bad("[environment] takes `requirements` or `pyproject`, not both"));
+    }
     let mut flags = SpecFlags {
         cpus: f.cpus,
         mem: f.mem,
@@ -155,6 +173,9 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
             .map_err(|e| bad(&e))?,
         jupyter: f.jupyter.unwrap_or(false),
         tensorboard: f.tensorboard,
+        python: env.python,
+        requirements: env.requirements,
+        pyproject: env.pyproject,
     };
     flags.resolve_workdir(dir);
     Ok(Loaded { flags, command })

@@ -83,6 +83,8 @@ enum Command {
     Usage(commands::usage::UsageArgs),
     /// List the container images each node has (for jobs with --image)
     Images(commands::images::ImagesArgs),
+    /// List or remove the Python environments nodes built for jobs ([environment], --python)
+    Env(commands::envs::EnvArgs),
     /// Show who the configured token belongs to, and their projects
     Whoami(commands::admin::WhoamiArgs),
     /// Store a manager's URL and your API token (read from stdin) in the credentials file
@@ -199,6 +201,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Quotas(a) => quota::list(a).await,
         Command::Usage(a) => usage::run(a).await,
         Command::Images(a) => commands::images::run(a).await,
+        Command::Env(a) => commands::envs::run(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Login(a) => login::run(a).await,
         Command::Token(a) => token::run(a).await,

@@ -10,6 +10,7 @@ use utoipa::OpenApi;
 use crate::api::apps;
 use crate::api::backup;
 use crate::api::cache;
+use crate::api::envs;
 use crate::api::images;
 use crate::api::jobs;
 use crate::api::logs;
@@ -33,6 +34,8 @@ use crate::web::login;
         nodes::drain,
         nodes::undrain,
         images::list,
+        envs::list,
+        envs::remove,
         misc::create_user,
         misc::create_join_token,
         backup::backup,

@@ -9,6 +9,7 @@ pub mod app;
 pub mod binding;
 mod cache_api;
 pub mod cause;
+pub mod environment;
 pub mod job;
 pub mod measured;
 pub mod protocol;
@@ -21,6 +22,7 @@ pub mod topology;
 
 pub use binding::{Binding, GpuShare};
 pub use cause::{EndCause, PreemptAction, StopCause};
+pub use environment::{EnvKind, EnvSpec, SetupProgress, SetupStep};
 pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
 pub use measured::{Efficiency, JobUsage, KernelUsage};
 pub use quantity::{
