@@ -230,6 +230,7 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
 mod tests {
     use super::*;
     use crate::specflags::NumaArg;
+    use berth_model::EnvKind;
 
     fn p(text: &str) -> anyhow::Result<Loaded> {
         parse(text, Path::new("job.toml"), Path::new("/work/jobs"))
@@ -267,6 +268,31 @@ WANDB_MODE = "offline"
         assert!(f.requeue);
         assert!(f.preemptible);
         assert_eq!(f.env, vec![("WANDB_MODE".to_string(), "offline".to_string())]);
+    }
+
+    #[test]
+    fn an_environment_reads_its_file_relative_to_the_job_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("req.txt"), "six==1.16.0\n").unwrap();
+        let text = "command = [\"python\"]\n[environment]\npython = \"3.11\"\nrequirements = \"req.txt\"\n";
+        let l = parse(text, Path::new("job.toml"), dir.path()).unwrap();
+        let env = l.flags.environment().unwrap().unwrap();
+        assert_eq!(
+            (env.python.as_str(), env.kind, env.contents.as_str()),
+            ("3.11", EnvKind::Requirements, "six==1.16.0\n")
+        );
+        let both = "[environment]\npython = \"3.11\"\nrequirements = \"a\"\npyproject = \"b\"\n";
+        assert!(p(both).unwrap_err().to_string().contains("not both"));
+        let e = format!("{:#}", p("[environment]\npthon = \"3\"").unwrap_err());
+        assert!(e.contains("unknown field `pthon`"), "{e}");
+        // a file that is not there says which
+        let l = p("[environment]\npython = \"3.11\"\npyproject = \"nope.toml\"").unwrap();
+        let e = l.flags.environment().unwrap_err().to_string();
+        assert!(e.contains("cannot read the environment's pyproject.toml: /work/jobs/nope.toml"), "{e}");
+        // a version alone: an empty environment of that Python
+        assert!(
+            p("[environment]\npython = \"3.12\"").unwrap().flags.environment().unwrap().unwrap().contents.is_empty()
+        );
     }
 
     #[test]

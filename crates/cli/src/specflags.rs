@@ -439,6 +439,23 @@ mod tests {
     }
 
     #[test]
+    fn environment_flags_need_a_version_and_one_file() {
+        let e = parse(&["--requirements", "r.txt"]).unwrap_err();
+        assert!(e.contains("--python"), "{e}");
+        let e = parse(&["--python", "3.11", "--requirements", "r.txt", "--pyproject", "p.toml"]).unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+        // a job file's requirements give way to the command line's pyproject
+        let file = parse(&["--python", "3.11", "--requirements", "r.txt"]).unwrap();
+        let cli = parse(&["--pyproject", "p.toml", "--python", "3.12"]).unwrap_or_default();
+        let f = file.overlay(cli);
+        assert_eq!((f.requirements, f.pyproject.as_deref()), (None, Some("p.toml")));
+        let mut f = parse(&["--python", "3.11", "--requirements", "r.txt"]).unwrap();
+        f.resolve_workdir(Path::new("/home/a"));
+        assert_eq!(f.requirements.as_deref(), Some("/home/a/r.txt"));
+        assert!(parse(&[]).unwrap().environment().unwrap().is_none());
+    }
+
+    #[test]
     fn defaults_and_workdir() {
         let mut f = parse(&["--workdir", "out"]).unwrap();
         f.resolve_workdir(Path::new("/home/a"));

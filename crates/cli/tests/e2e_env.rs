@@ -153,21 +153,53 @@ fn a_requirement_that_does_not_exist_fails_the_job_with_uvs_message() {
     assert!(b.json(&["env", "ls"]).as_array().unwrap().iter().all(|n| n["envs"].as_array().unwrap().is_empty()));
 }
 
+/// A local package whose build takes `secs` seconds (its `setup.py` sleeps), in the test's
+/// submit dir; returns the requirements file naming it.
+fn slow_package(b: &Berth, secs: u32) -> &'static str {
+    let pkg = b.home.path().join("submit/slowpkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("setup.py"),
+        format!(
+            "import time\ntime.sleep({secs})\nfrom setuptools import setup\nsetup(name='slowpkg', version='1.0')\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(b.home.path().join("submit/slow.txt"), format!("slowpkg @ file://{}\n", pkg.display())).unwrap();
+    "slow.txt"
+}
+
+/// Two jobs that need the same environment at once: one kernel builds it, the other waits for
+/// that build instead of starting its own, and both run with it.
+#[test]
+fn two_jobs_that_need_one_environment_share_its_build() {
+    let Some(uv) = uv() else { return };
+    let b = Berth::up(&["--uv", &uv]);
+    let req = slow_package(&b, 3);
+    let py = python_version();
+    let ids: Vec<i64> = (0..2)
+        .map(|_| {
+            b.submit(&["--cpus", "0.5", "--python", &py, "--requirements", req, "--", "python", "-c", "import slowpkg"])
+        })
+        .collect();
+    let mut logs = Vec::new();
+    for id in &ids {
+        b.wait_state(*id, "SUCCEEDED");
+        logs.push(b.ok(&["logs", "--setup", &id.to_string()]));
+    }
+    let built = logs.iter().filter(|l| l.contains("built environment")).count();
+    let waited = logs.iter().filter(|l| l.contains("waited for environment")).count();
+    assert_eq!((built, waited), (1, 1), "{logs:#?}");
+}
+
 /// A package whose build takes a minute (its `setup.py` sleeps): the job is PREPARING with
 /// progress until it is cancelled, then ends CANCELLED and uv is gone.
 #[test]
 fn a_job_cancelled_during_its_build_stops_uv() {
     let Some(uv) = uv() else { return };
     let b = Berth::up(&["--uv", &uv]);
-    let pkg = b.home.path().join("submit/slowpkg");
-    std::fs::create_dir_all(&pkg).unwrap();
-    std::fs::write(
-        pkg.join("setup.py"),
-        "import time\ntime.sleep(120)\nfrom setuptools import setup\nsetup(name='slowpkg', version='1.0')\n",
-    )
-    .unwrap();
-    std::fs::write(b.home.path().join("submit/slow.txt"), format!("slowpkg @ file://{}\n", pkg.display())).unwrap();
-    let id = b.submit(&["--python", &python_version(), "--requirements", "slow.txt", "--", "true"]);
+    let req = slow_package(&b, 120);
+    let id = b.submit(&["--python", &python_version(), "--requirements", req, "--", "true"]);
     let d = b.wait_state(id, "PREPARING");
     assert_eq!(d["job"]["setup"]["step"], "environment", "{d:#}");
     let ps = b.ok(&["ps"]);
@@ -183,8 +215,10 @@ fn a_job_cancelled_during_its_build_stops_uv() {
     while !building() && start.elapsed() < PATIENCE {
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert!(building(), "no uv build of job {id} seen");
     b.ok(&["cancel", &id.to_string()]);
-    b.wait_state(id, "CANCELLED");
+    let d = b.wait_state(id, "CANCELLED");
+    assert!(d["transitions"].as_array().unwrap().iter().all(|t| t["to"] != "RUNNING"), "{d:#}");
     let start = Instant::now();
     while building() && start.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(100));

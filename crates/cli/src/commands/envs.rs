@@ -97,7 +97,7 @@ mod tests {
         };
         let s = render(&[NodeEnvs { node: "n1".into(), envs: vec![e] }]);
         assert!(s.contains("5c0b730af7d7 ") && !s.contains("5c0b730af7d75"), "{s}");
-        assert!(s.contains("requirements.txt") && s.contains("3.0MiB") && s.contains("n1"), "{s}");
+        assert!(s.contains("requirements.txt") && s.contains("3MiB") && s.contains("n1"), "{s}");
         assert!(render(&[]).starts_with("no environments cached"));
     }
 }
