@@ -225,3 +225,57 @@ fn a_job_cancelled_during_its_build_stops_uv() {
     }
     assert!(!building(), "uv or its build still runs after the cancel");
 }
+
+/// A job of a berth user with no Unix account (a uid of the agent's range): uv runs as that
+/// uid, and what enters the cache is root's and read-only, so no later kernel runs with files
+/// its builder could still change.
+#[test]
+fn an_environment_is_built_as_the_kernels_user_and_sealed() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Some(uv) = uv() else { return };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIPPED: not root: the agent cannot run builds as other users");
+        return;
+    }
+    // uv where the job's uid can run it (the test's uv may sit in root's home).
+    let shared = support::shared_tempdir();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shared_uv = shared.path().join("uv");
+    std::fs::copy(&uv, &shared_uv).unwrap();
+    std::fs::set_permissions(&shared_uv, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let b = Berth::up(&["--uv", shared_uv.to_str().unwrap()]);
+    let bob = b.create_user("bob");
+    let req = b.home.path().join("submit/requirements.txt");
+    std::fs::write(&req, "six==1.16.0\n").unwrap();
+    let py = python_version();
+    let check = "import os, six; print(os.getuid())";
+    let id = b.submit_as(
+        &bob,
+        &["--job-dir", "--python", &py, "--requirements", req.to_str().unwrap(), "--", "python", "-c", check],
+    );
+    b.wait_state(id, "SUCCEEDED");
+    let uid: u32 = b.ok(&["logs", &id.to_string()]).trim().parse().unwrap();
+    assert_ne!(uid, 0);
+    let setup = b.ok(&["logs", "--setup", &id.to_string()]);
+    assert!(setup.contains("with uv as user berth-bob"), "{setup}");
+    let key = key_in(&setup);
+    let kernel_dir = b.data.join(format!("agent/kernels/{id}.0.0"));
+    let log = std::fs::metadata(kernel_dir.join("setup.log")).unwrap();
+    assert_eq!((log.uid(), log.mode() & 0o777), (uid, 0o600));
+    // every file of the environment: root's, nobody else may write
+    let mut todo = vec![b.data.join("agent/envs").join(&key)];
+    let mut seen = 0;
+    while let Some(p) = todo.pop() {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!(m.uid(), 0, "{} is not root's", p.display());
+        if !m.file_type().is_symlink() {
+            assert_eq!(m.mode() & 0o7022, 0, "{} is writable by others or set-id: {:o}", p.display(), m.mode());
+        }
+        if m.is_dir() {
+            todo.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+        seen += 1;
+    }
+    assert!(seen > 10, "only {seen} files in the environment");
+}

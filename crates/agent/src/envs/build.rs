@@ -139,6 +139,7 @@ async fn build(
     // into another user's environment.
     let uv_cache = cache.root.join(".uv-cache").join(user.uid.to_string());
     std::fs::create_dir_all(&uv_cache).map_err(|e| io("create", &uv_cache, e))?;
+    let _ = std::fs::set_permissions(cache.root.join(".uv-cache"), std::fs::Permissions::from_mode(0o711));
     for (p, mode) in [(tmp, 0o700), (input.as_path(), 0o600), (uv_cache.as_path(), 0o700)] {
         let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode));
         if user.switch {
@@ -192,12 +193,17 @@ async fn uv(
         .process_group(0)
         .kill_on_drop(true);
     if user.switch {
-        let groups: Vec<libc::gid_t> = user.groups.clone();
-        cmd.uid(user.uid).gid(user.gid);
-        // SAFETY: setgroups is async-signal-safe; `groups` was allocated before the fork.
+        let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
+        // All three here, in this order: the std spawn's own uid switch comes before pre_exec
+        // closures, after which setgroups is no longer allowed.
+        // SAFETY: setgroups, setgid and setuid are async-signal-safe; `groups` was allocated
+        // before the fork.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::setgroups(groups.len() as _, groups.as_ptr()) < 0 {
+                if libc::setgroups(groups.len() as _, groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
