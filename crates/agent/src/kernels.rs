@@ -63,8 +63,10 @@ pub(crate) struct Kernels {
     /// The node's Python environments, and where kernels' setups report their end.
     envs: EnvCache,
     setups: mpsc::UnboundedSender<SetupDone>,
-    /// The cache as last reported to the manager (`None`: report it at the next chance).
-    envs_sent: Option<Vec<berth_model::environment::EnvEntry>>,
+    /// The cache as the manager knows it (a node registers with none), and whether it may
+    /// have changed since.
+    envs_sent: Vec<berth_model::environment::EnvEntry>,
+    envs_dirty: bool,
     envs_checked: std::time::Instant,
 }
 
@@ -91,7 +93,8 @@ impl Kernels {
             board,
             envs,
             setups,
-            envs_sent: None,
+            envs_sent: Vec::new(),
+            envs_dirty: true,
             envs_checked: std::time::Instant::now(),
         }
     }
@@ -230,7 +233,7 @@ impl Kernels {
                 *usage = e.meter.totals(*usage);
                 if let Some(env) = e.env_key.take() {
                     self.envs.release(&env);
-                    self.envs_sent = None;
+                    self.envs_dirty = true;
                 }
             }
             e.last = event.clone();
@@ -318,7 +321,7 @@ impl Kernels {
         entry.setup = None;
         if ended && let Some(env) = entry.env_key.take() {
             self.envs.release(&env);
-            self.envs_sent = None;
+            self.envs_dirty = true;
         }
         if report { vec![AgentMessage::Kernel { key, event: last }] } else { Vec::new() }
     }

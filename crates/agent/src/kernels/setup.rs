@@ -62,7 +62,7 @@ impl Kernels {
         };
         let env_key = env_spec.key();
         self.envs.acquire(&env_key);
-        self.envs_sent = None;
+        self.envs_dirty = true;
         let _ = std::fs::write(logs::kernel_dir(&self.data_dir, &key).join(ENV_KEY_FILE), &env_key);
         let (cancel, cancelled) = oneshot::channel();
         let reports = Reports { events: self.events.clone(), done: self.setups.clone() };
@@ -107,7 +107,7 @@ impl Kernels {
         let Some(e) = self.map.get_mut(&key) else { return Vec::new() };
         let Some(pending) = e.setup.take() else { return Vec::new() };
         let binding = e.binding.clone();
-        self.envs_sent = None;
+        self.envs_dirty = true;
         let out = match done.result {
             Ok(dir) => {
                 let mut env = pending.env;
@@ -161,25 +161,28 @@ impl Kernels {
             }
             Err(e) => tracing::warn!("cannot remove environment: {e}"),
         }
-        self.envs_sent = None;
+        self.envs_dirty = true;
     }
 
-    /// The node's environment cache for the manager, when it changed since last sent.
+    /// The node's environment cache for the manager, when it differs from what was last sent
+    /// (a node without environments sends none).
     pub fn envs_report(&mut self) -> Option<AgentMessage> {
-        if self.envs_sent.is_some() && self.envs_checked.elapsed() < ENVS_RECHECK {
+        if !self.envs_dirty && self.envs_checked.elapsed() < ENVS_RECHECK {
             return None;
         }
+        self.envs_dirty = false;
         self.envs_checked = std::time::Instant::now();
         let list = self.envs.list();
-        if self.envs_sent.as_ref() == Some(&list) {
+        if self.envs_sent == list {
             return None;
         }
-        self.envs_sent = Some(list.clone());
+        self.envs_sent = list.clone();
         Some(AgentMessage::Envs { envs: list })
     }
 
-    /// Sends the cache again with the next report (a new connection).
+    /// A new connection: the manager knows no environments of this node yet.
     pub fn envs_resend(&mut self) {
-        self.envs_sent = None;
+        self.envs_sent.clear();
+        self.envs_dirty = true;
     }
 }
