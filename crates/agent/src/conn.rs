@@ -50,7 +50,7 @@ struct Agent {
     topology: Topology,
     kernels: Kernels,
     events: mpsc::UnboundedReceiver<KernelUpdate>,
-    /// Kernels' setups that ended (`kernels/setup.rs`).
+    /// Kernels' setups that ended (`kernels/start.rs`).
     setups: mpsc::UnboundedReceiver<crate::envs::SetupDone>,
     fence: Fence,
     /// The node's Docker state, kept fresh by a polling task.

@@ -21,7 +21,7 @@ use crate::metrics::{Board, KernelRow};
 use crate::runtime::{KernelHandle, KernelUpdate, Runtime};
 use crate::{ledger, logs};
 
-mod setup;
+mod start;
 
 struct Entry {
     binding: Binding,
@@ -32,7 +32,7 @@ struct Entry {
     /// What it used so far (sampled at heartbeats).
     meter: Meter,
     /// Present while its setup (environment build) runs, before the process starts.
-    setup: Option<setup::Pending>,
+    setup: Option<start::Pending>,
     /// The environment it uses, counted in the cache's book while the kernel lives.
     env_key: Option<String>,
 }
@@ -290,42 +290,6 @@ impl Kernels {
         out
     }
 
-    /// Starts the kernel's process (or container) and records it: a new entry, or the one
-    /// its setup made.
-    fn launch(
-        &mut self,
-        key: KernelKey,
-        spec: &berth_model::JobSpec,
-        binding: Binding,
-        env: &BTreeMap<String, String>,
-        submitter: Option<berth_model::UnixId>,
-    ) -> Vec<AgentMessage> {
-        let now = jiff::Timestamp::now();
-        // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
-        // the parent waits for exec): let the runtime move other tasks off this thread.
-        let started = blocking(|| self.runtime.start(key, spec, &binding, env, submitter, &self.events));
-        let (last, handle, report) = match started {
-            // A container: its `Started` (or launch failure) comes as an event.
-            Ok(h) if h.deferred() => (KernelEvent::Started { pid: 0, at: now }, Some(h), false),
-            Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h), true),
-            Err(message) => {
-                tracing::info!(?key, "launch failed: {message}");
-                let ev = ended(KernelOutcome::LaunchFailed, message);
-                (ev, None, true)
-            }
-        };
-        let ended = handle.is_none();
-        let entry = self.map.entry(key).or_insert_with(|| Entry::new(binding, last.clone(), None));
-        entry.last = last.clone();
-        entry.handle = handle;
-        entry.setup = None;
-        if ended && let Some(env) = entry.env_key.take() {
-            self.envs.release(&env);
-            self.envs_dirty = true;
-        }
-        if report { vec![AgentMessage::Kernel { key, event: last }] } else { Vec::new() }
-    }
-
     fn carry_out(&mut self, msg: ManagerMessage) -> Vec<AgentMessage> {
         match msg {
             ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter } => {
@@ -431,19 +395,5 @@ impl Kernels {
             }
             ManagerMessage::Welcome { .. } | ManagerMessage::Refused { .. } => Vec::new(),
         }
-    }
-}
-
-/// The end of a kernel that never ran (or was stopped before it did), now.
-fn ended(outcome: KernelOutcome, message: String) -> KernelEvent {
-    KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now(), usage: None }
-}
-
-/// Runs `f`, telling a multi-threaded tokio runtime that this thread blocks meanwhile (on a
-/// current-thread runtime, as in some tests, it just runs).
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
     }
 }

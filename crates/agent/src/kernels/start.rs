@@ -1,5 +1,6 @@
-//! Kernels set up before they start (PREPARING): a job with a Python environment gets it from
-//! the node's cache, built if need be ([`crate::envs`]), before its process runs.
+//! Starting kernels: the launch itself, and the setup before it (PREPARING): a job with a
+//! Python environment gets it from the node's cache, built if need be ([`crate::envs`]),
+//! before its process runs.
 //!
 //! The setup runs as a task of its own, so the kernel table (and every other kernel's commands)
 //! never waits for uv; its end comes back as a [`SetupDone`] that only this table acts on. A
@@ -14,7 +15,7 @@ use berth_model::protocol::{AgentMessage, KernelEvent, KernelKey, KernelOutcome}
 use berth_model::{Binding, JobSpec, SetupStep, UnixId};
 use tokio::sync::oneshot;
 
-use super::{Entry, Kernels, ended};
+use super::{Entry, Kernels};
 use crate::disk::{FileOp, io_text};
 use crate::envs::{self, Reports, SetupDone};
 use crate::logs;
@@ -37,6 +38,42 @@ pub(super) struct Pending {
 }
 
 impl Kernels {
+    /// Starts the kernel's process (or container) and records it: a new entry, or the one
+    /// its setup made.
+    pub(super) fn launch(
+        &mut self,
+        key: KernelKey,
+        spec: &berth_model::JobSpec,
+        binding: Binding,
+        env: &BTreeMap<String, String>,
+        submitter: Option<berth_model::UnixId>,
+    ) -> Vec<AgentMessage> {
+        let now = jiff::Timestamp::now();
+        // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
+        // the parent waits for exec): let the runtime move other tasks off this thread.
+        let started = blocking(|| self.runtime.start(key, spec, &binding, env, submitter, &self.events));
+        let (last, handle, report) = match started {
+            // A container: its `Started` (or launch failure) comes as an event.
+            Ok(h) if h.deferred() => (KernelEvent::Started { pid: 0, at: now }, Some(h), false),
+            Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h), true),
+            Err(message) => {
+                tracing::info!(?key, "launch failed: {message}");
+                let ev = ended(KernelOutcome::LaunchFailed, message);
+                (ev, None, true)
+            }
+        };
+        let ended = handle.is_none();
+        let entry = self.map.entry(key).or_insert_with(|| Entry::new(binding, last.clone(), None));
+        entry.last = last.clone();
+        entry.handle = handle;
+        entry.setup = None;
+        if ended && let Some(env) = entry.env_key.take() {
+            self.envs.release(&env);
+            self.envs_dirty = true;
+        }
+        if report { vec![AgentMessage::Kernel { key, event: last }] } else { Vec::new() }
+    }
+
     /// Begins kernel `key`'s setup; reports `Preparing` (or the failure to begin).
     pub(super) fn start_setup(
         &mut self,
@@ -184,5 +221,19 @@ impl Kernels {
     pub fn envs_resend(&mut self) {
         self.envs_sent.clear();
         self.envs_dirty = true;
+    }
+}
+
+/// The end of a kernel that never ran (or was stopped before it did), now.
+fn ended(outcome: KernelOutcome, message: String) -> KernelEvent {
+    KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now(), usage: None }
+}
+
+/// Runs `f`, telling a multi-threaded tokio runtime that this thread blocks meanwhile (on a
+/// current-thread runtime, as in some tests, it just runs).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
