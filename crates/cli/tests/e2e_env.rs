@@ -279,3 +279,36 @@ fn an_environment_is_built_as_the_kernels_user_and_sealed() {
     }
     assert!(seen > 10, "only {seen} files in the environment");
 }
+
+/// Past `--env-cache-size` the least recently used environment no kernel uses goes after the
+/// next build; the one a job just built stays while it runs.
+#[test]
+fn environments_past_the_cache_size_are_evicted_least_recently_used_first() {
+    let Some(uv) = uv() else { return };
+    let b = Berth::up(&["--uv", &uv, "--env-cache-size", "1KiB"]);
+    let py = python_version();
+    let dir = b.home.path().join("submit");
+    std::fs::write(dir.join("one.txt"), "six==1.16.0\n").unwrap();
+    std::fs::write(dir.join("two.txt"), "idna==3.7\n").unwrap();
+    let run = |req: &str| {
+        let id = b.submit(&["--python", &py, "--requirements", req, "--", "true"]);
+        b.wait_state(id, "SUCCEEDED");
+        key_in(&b.ok(&["logs", "--setup", &id.to_string()]))
+    };
+    let one = run("one.txt");
+    // over 1 KiB already, but its job used it: kept until the next build
+    assert_eq!(wait_for_envs(&b, 1)[0]["key"], one.as_str());
+    let two = run("two.txt");
+    // the agent reports its cache after the build and the eviction: wait for the one with `two`
+    let start = Instant::now();
+    let left = loop {
+        let envs = wait_for_envs(&b, 1);
+        if envs.iter().any(|e| e["key"] == two.as_str()) || start.elapsed() > PATIENCE {
+            break envs;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0]["key"], two.as_str(), "{left:?}");
+    assert!(!b.data.join("agent/envs").join(&one).exists());
+}
