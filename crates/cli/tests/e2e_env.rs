@@ -204,6 +204,8 @@ fn a_job_cancelled_during_its_build_stops_uv() {
     assert_eq!(d["job"]["setup"]["step"], "environment", "{d:#}");
     let ps = b.ok(&["ps"]);
     assert!(ps.contains("PREPARING") && ps.contains("env build "), "{ps}");
+    let show = b.ok(&["show", &id.to_string()]);
+    assert!(show.lines().any(|l| l.starts_with("setup:") && l.contains("env build ") && l.contains("since")), "{show}");
     // The build runs (uv resolving, or setup.py sleeping) until the job is cancelled.
     // uv's command line names its temp dir in this test's data dir.
     let pattern = format!("{}/agent/envs/.build-", b.data.display());
