@@ -314,3 +314,38 @@ fn environments_past_the_cache_size_are_evicted_least_recently_used_first() {
     assert_eq!(left[0]["key"], two.as_str(), "{left:?}");
     assert!(!b.data.join("agent/envs").join(&one).exists());
 }
+
+/// `berth up` stopped while a job's environment builds: the build dies with the agent, the
+/// job stays PREPARING, and the restarted agent, told to start the kernel again, builds anew
+/// (in a temp dir of its own; the old one is removed).
+#[test]
+fn a_build_lost_with_its_agent_starts_again() {
+    let Some(uv) = uv() else { return };
+    let mut b = Berth::up(&["--uv", &uv]);
+    let req = slow_package(&b, 120);
+    let id = b.submit(&["--python", &python_version(), "--requirements", req, "--", "true"]);
+    let envs = b.data.join("agent/envs");
+    let builds = || -> Vec<String> {
+        let names = std::fs::read_dir(&envs).into_iter().flatten().flatten();
+        names.map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(".build-")).collect()
+    };
+    let start = Instant::now();
+    while builds().is_empty() && start.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = builds();
+    assert_eq!(before.len(), 1, "{before:?}");
+    b.restart();
+    let start = Instant::now();
+    let after = loop {
+        let now = builds();
+        if (!now.is_empty() && now != before) || start.elapsed() > PATIENCE {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(after.len() == 1 && after != before, "before {before:?}, after {after:?}");
+    assert_eq!(b.state(id), "PREPARING");
+    b.ok(&["cancel", &id.to_string()]);
+    b.wait_state(id, "CANCELLED");
+}

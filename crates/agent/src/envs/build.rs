@@ -223,6 +223,9 @@ async fn uv(
         failed(message, output)
     })?;
     let pgid = child.id().map(|p| p as i32);
+    // Whatever ends this build (a cancel, an error, the agent shutting down and dropping the
+    // task) ends the whole group: build scripts must not outlive it.
+    let _group = GroupGuard(pgid);
     let mut out = BufReader::new(child.stdout.take().expect("piped")).lines();
     let mut err = BufReader::new(child.stderr.take().expect("piped")).lines();
     let (mut out_open, mut err_open) = (true, true);
@@ -266,6 +269,15 @@ async fn uv(
         Ok(s) if s.success() => Ok(()),
         Ok(_) => Err(failed(failure_text(output), output)),
         Err(e) => Err(failed(format!("cannot wait for uv: {e}"), output)),
+    }
+}
+
+/// Kills a build's process group when dropped.
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0);
     }
 }
 
