@@ -97,9 +97,15 @@ pub(crate) async fn run(cache: EnvCache, key: String, spec: EnvSpec, user: RunUs
         Err(e) => Err(e),
     };
     let output: Arc<str> = output.join("\n").into();
+    let mut broken = None;
     {
         let mut book = cache.book();
         let result = result.and_then(|()| {
+            // A directory of that key without a description (a copy cut short by hand, a
+            // crash of an older agent) would block the rename: it goes.
+            if cache.dir(&key).exists() {
+                broken = cache.to_trash(&key).ok();
+            }
             std::fs::rename(tmp.join("env"), cache.dir(&key))
                 .map_err(|e| failed(format!("cannot move the environment into the cache: {e}"), &[]))
         });
@@ -113,7 +119,9 @@ pub(crate) async fn run(cache: EnvCache, key: String, spec: EnvSpec, user: RunUs
     }
     let cache2 = cache.clone();
     let _ = tokio::task::spawn_blocking(move || {
-        let _ = std::fs::remove_dir_all(&tmp);
+        for dir in std::iter::once(&tmp).chain(&broken) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
         cache2.evict();
     })
     .await;
