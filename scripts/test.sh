@@ -70,6 +70,23 @@ else
   warn "SKIPPED: jupyterlab could not be installed (no venv/pip or no PyPI): the JupyterLab app-proxy test will be SKIPPED"
 fi
 
+# Python environments (docs/environments.md) are built with uv from PyPI, in a venv of its
+# own; the nodes then use the system python3 (uv downloads no Pythons here). On CI a missing
+# uv fails the run.
+uv_venv="${BERTH_UV_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/uv-venv}"
+if ! "$uv_venv/bin/uv" --version >/dev/null 2>&1; then
+  log "installing uv from PyPI into $uv_venv"
+  { python3 -m venv "$uv_venv" && "$uv_venv/bin/pip" install -q uv; } || true
+fi
+if "$uv_venv/bin/uv" --version >/dev/null 2>&1; then
+  export BERTH_TEST_UV="$uv_venv/bin/uv"
+elif [ "${CI:-}" = true ]; then
+  echo "uv could not be installed into $uv_venv (no venv/pip or no PyPI): the environment tests are required on CI" >&2
+  exit 1
+else
+  warn "SKIPPED: uv could not be installed (no venv/pip or no PyPI): the environment tests will be SKIPPED"
+fi
+
 # The API fuzz run (bench/fuzz.sh) needs Schemathesis from PyPI, in a venv of its own. On CI
 # (CI=true) a missing Schemathesis fails the run; elsewhere it is skipped with a warning.
 fuzz_venv="${BERTH_FUZZ_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/fuzz-venv}"

@@ -50,6 +50,8 @@ struct Agent {
     topology: Topology,
     kernels: Kernels,
     events: mpsc::UnboundedReceiver<KernelUpdate>,
+    /// Kernels' setups that ended (`kernels/start.rs`).
+    setups: mpsc::UnboundedReceiver<crate::envs::SetupDone>,
     fence: Fence,
     /// The node's Docker state, kept fresh by a polling task.
     containers: tokio::sync::watch::Receiver<ContainerInfo>,
@@ -109,7 +111,18 @@ pub(crate) async fn run(
     let inherited_lease = runtime.inherited_lease();
     let mut adopted = docker.adopt(&tx).await;
     adopted.extend(runtime.adopt_processes(&tx));
-    let mut kernels = Kernels::new(config.name.clone(), topology.clone(), config.data_dir.clone(), runtime, tx, board);
+    let envs = crate::envs::EnvCache::new(&config.data_dir, config.envs.clone());
+    let (setups_tx, setups) = mpsc::unbounded_channel();
+    let mut kernels = Kernels::new(
+        config.name.clone(),
+        topology.clone(),
+        config.data_dir.clone(),
+        runtime,
+        tx,
+        board,
+        envs,
+        setups_tx,
+    );
     kernels.adopt(adopted);
     let first = docker.info().await;
     if let Some(e) = &first.error {
@@ -146,6 +159,7 @@ pub(crate) async fn run(
         topology,
         kernels,
         events: rx,
+        setups,
         fence,
         containers,
         last_usage: None,
@@ -164,6 +178,7 @@ pub(crate) async fn run(
                 tokio::select! {
                     _ = &mut shutdown => return agent.shut_down(None).await,
                     Some(u) = agent.events.recv() => { agent.kernels.record(u); }
+                    Some(d) = agent.setups.recv() => { agent.kernels.setup_done(d); }
                     _ = fence_tick.tick() => agent.tick_fence(),
                     r = &mut dial => break r,
                 }
@@ -198,6 +213,7 @@ pub(crate) async fn run(
             tokio::select! {
                 _ = &mut shutdown => return agent.shut_down(None).await,
                 Some(u) = agent.events.recv() => { agent.kernels.record(u); }
+                Some(d) = agent.setups.recv() => { agent.kernels.setup_done(d); }
                 _ = fence_tick.tick() => agent.tick_fence(),
                 _ = &mut sleep => break,
             }
@@ -286,8 +302,10 @@ impl Agent {
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         heartbeat.tick().await;
         let mut fence_tick = tokio::time::interval(self.fence.check_every());
-        // Starts that waited for stopping kernels while the connection was down.
-        for m in self.kernels.retry_deferred() {
+        // Starts that waited for stopping kernels while the connection was down, and the
+        // environment cache, which the manager forgot with the last connection.
+        self.kernels.envs_resend();
+        for m in self.kernels.retry_deferred().into_iter().chain(self.kernels.envs_report()) {
             if let Err(e) = send(&mut ws, &m).await {
                 return End::Lost(e);
             }
@@ -329,10 +347,11 @@ impl Agent {
                     Vec::new()
                 }
                 Some(u) = self.events.recv() => {
-                    let mut out = vec![self.kernels.record(u)];
+                    let mut out: Vec<AgentMessage> = self.kernels.record(u).into_iter().collect();
                     out.extend(self.kernels.retry_deferred());
                     out
                 }
+                Some(d) = self.setups.recv() => self.kernels.setup_done(d),
                 Ok(()) = self.containers.changed() => {
                     vec![AgentMessage::Containers { info: self.containers.borrow_and_update().clone() }]
                 }
@@ -348,6 +367,8 @@ impl Agent {
                     vec![self.kernels.heartbeat(measure)]
                 }
             };
+            // A start, an end, a build or a removal may have changed the environment cache.
+            let out: Vec<AgentMessage> = out.into_iter().chain(self.kernels.envs_report()).collect();
             for m in &out {
                 if let Err(e) = send(&mut ws, m).await {
                     return End::Lost(e);
@@ -424,7 +445,7 @@ impl Agent {
         self.kernels.stop_all("agent shut down", self.config.stop_grace);
         while self.kernels.running() > 0 {
             let Some(u) = self.events.recv().await else { break };
-            let m = self.kernels.record(u);
+            let Some(m) = self.kernels.record(u) else { continue };
             let failed = match ws.as_mut() {
                 Some(s) => send(s, &m).await.is_err(),
                 None => false,

@@ -15,10 +15,13 @@ use berth_model::protocol::{
 use berth_model::{Binding, Topology};
 use tokio::sync::mpsc;
 
+use crate::envs::{EnvCache, SetupDone};
 use crate::meter::Meter;
 use crate::metrics::{Board, KernelRow};
 use crate::runtime::{KernelHandle, KernelUpdate, Runtime};
 use crate::{ledger, logs};
+
+mod start;
 
 struct Entry {
     binding: Binding,
@@ -28,6 +31,21 @@ struct Entry {
     stopping: bool,
     /// What it used so far (sampled at heartbeats).
     meter: Meter,
+    /// Present while its setup (environment build) runs, before the process starts.
+    setup: Option<start::Pending>,
+    /// The environment it uses, counted in the cache's book while the kernel lives.
+    env_key: Option<String>,
+}
+
+impl Entry {
+    fn new(binding: Binding, last: KernelEvent, handle: Option<KernelHandle>) -> Entry {
+        Entry { binding, last, handle, stopping: false, meter: Meter::default(), setup: None, env_key: None }
+    }
+
+    /// Whether it holds its binding: it runs, or is being set up to.
+    fn live(&self) -> bool {
+        self.handle.is_some() || self.setup.is_some()
+    }
 }
 
 pub(crate) struct Kernels {
@@ -42,9 +60,18 @@ pub(crate) struct Kernels {
     deferred: Vec<ManagerMessage>,
     /// Where the table is published for `/metrics` after every change (see `publish`).
     board: Board,
+    /// The node's Python environments, and where kernels' setups report their end.
+    envs: EnvCache,
+    setups: mpsc::UnboundedSender<SetupDone>,
+    /// The cache as the manager knows it (a node registers with none), and whether it may
+    /// have changed since.
+    envs_sent: Vec<berth_model::environment::EnvEntry>,
+    envs_dirty: bool,
+    envs_checked: std::time::Instant,
 }
 
 impl Kernels {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         node: String,
         topology: Topology,
@@ -52,8 +79,24 @@ impl Kernels {
         runtime: Runtime,
         events: mpsc::UnboundedSender<KernelUpdate>,
         board: Board,
+        envs: EnvCache,
+        setups: mpsc::UnboundedSender<SetupDone>,
     ) -> Kernels {
-        Kernels { node, topology, data_dir, runtime, map: BTreeMap::new(), events, deferred: Vec::new(), board }
+        Kernels {
+            node,
+            topology,
+            data_dir,
+            runtime,
+            map: BTreeMap::new(),
+            events,
+            deferred: Vec::new(),
+            board,
+            envs,
+            setups,
+            envs_sent: Vec::new(),
+            envs_dirty: true,
+            envs_checked: std::time::Instant::now(),
+        }
     }
 
     /// Copies what a scrape needs to the board: a few hundred bytes per kernel, after each
@@ -64,6 +107,7 @@ impl Kernels {
             .iter()
             .map(|(key, e)| {
                 let state = match (&e.handle, e.stopping) {
+                    (None, _) if e.setup.is_some() => "preparing",
                     (None, _) => "finished",
                     (Some(_), true) => "stopping",
                     (Some(_), false) => "running",
@@ -93,10 +137,9 @@ impl Kernels {
     /// [`crate::runtime::Runtime::adopt_processes`]), so `Register` reports them.
     pub fn adopt(&mut self, adopted: Vec<crate::runtime::Adopted>) {
         for a in adopted {
-            self.map.insert(
-                a.key,
-                Entry { binding: a.binding, last: a.event, handle: a.handle, stopping: false, meter: Meter::default() },
-            );
+            let mut entry = Entry::new(a.binding, a.event, a.handle);
+            entry.env_key = self.adopted_env(a.key);
+            self.map.insert(a.key, entry);
         }
         self.publish();
     }
@@ -167,25 +210,36 @@ impl Kernels {
         }
     }
 
-    /// How many kernels still run.
+    /// How many kernels still run (or are being set up to).
     pub fn running(&self) -> usize {
-        self.map.values().filter(|e| e.handle.is_some()).count()
+        self.map.values().filter(|e| e.live()).count()
     }
 
-    /// Records an event from the runtime and returns the message reporting it.
-    pub fn record(&mut self, (key, event): KernelUpdate) -> AgentMessage {
+    /// Records an event from the runtime (or a kernel's setup) and returns the message
+    /// reporting it; `None` for a setup's progress that came after the kernel was stopped.
+    pub fn record(&mut self, (key, event): KernelUpdate) -> Option<AgentMessage> {
+        if matches!(event, KernelEvent::Preparing { .. }) {
+            let e = self.map.get_mut(&key).filter(|e| e.setup.is_some())?;
+            e.last = event.clone();
+            return Some(AgentMessage::Kernel { key, event });
+        }
         // A kernel that ended while its logs could not be written says so (not `exit code 1`).
         let mut event =
             crate::disk::check_end(&self.node, &self.data_dir, &logs::kernel_dir(&self.data_dir, &key), event);
         if let Some(e) = self.map.get_mut(&key) {
             if let KernelEvent::Finished { usage, .. } = &mut event {
                 e.handle = None;
+                e.setup = None;
                 *usage = e.meter.totals(*usage);
+                if let Some(env) = e.env_key.take() {
+                    self.envs.release(&env);
+                    self.envs_dirty = true;
+                }
             }
             e.last = event.clone();
         }
         self.publish();
-        AgentMessage::Kernel { key, event }
+        Some(AgentMessage::Kernel { key, event })
     }
 
     /// Fences every running kernel (lost contact with the manager); their `Finished` events
@@ -197,6 +251,7 @@ impl Kernels {
                 e.stopping = true;
             }
         }
+        self.end_setups(KernelOutcome::Fenced, message);
         self.publish();
     }
 
@@ -208,6 +263,7 @@ impl Kernels {
                 e.stopping = true;
             }
         }
+        self.end_setups(KernelOutcome::Stopped, message);
         self.publish();
     }
 
@@ -244,12 +300,12 @@ impl Kernels {
                 if self.deferred.iter().any(|m| matches!(m, ManagerMessage::StartKernel { key: k, .. } if *k == key)) {
                     return Vec::new();
                 }
-                let live = self.map.values().filter(|e| e.handle.is_some()).map(|e| &e.binding);
+                let live = self.map.values().filter(|e| e.live()).map(|e| &e.binding);
                 if let Err(err) = ledger::check(&self.topology, &self.node, &binding, live) {
                     // The manager frees a kernel's devices when it decides to stop it; the
                     // kernel holds them until it has stopped (SIGKILL after the grace). A start
                     // that only clashes with stopping kernels waits for them.
-                    let staying = self.map.values().filter(|e| e.handle.is_some() && !e.stopping).map(|e| &e.binding);
+                    let staying = self.map.values().filter(|e| e.live() && !e.stopping).map(|e| &e.binding);
                     if ledger::check(&self.topology, &self.node, &binding, staying).is_ok() {
                         tracing::info!(?key, "start waits for stopping kernels to give back their devices");
                         self.deferred.push(ManagerMessage::StartKernel {
@@ -267,48 +323,11 @@ impl Kernels {
                     tracing::warn!(?key, "refusing kernel: {err}");
                     return vec![AgentMessage::CommandFailed { cmd_id, key, error: err.to_string() }];
                 }
-                let now = jiff::Timestamp::now();
-                // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
-                // the parent waits for exec): let the runtime move other tasks off this thread.
-                let started = blocking(|| {
-                    self.runtime.start(
-                        key,
-                        &spec,
-                        &binding,
-                        &env,
-                        submitter,
-                        crate::runtime::JobData { folders: &folders, code: code.as_ref() },
-                        &self.events,
-                    )
-                });
-                let (last, handle) = match started {
-                    // A container: its `Started` (or launch failure) comes as an event.
-                    Ok(h) if h.deferred() => {
-                        let last = KernelEvent::Started { pid: 0, at: now };
-                        self.map.insert(
-                            key,
-                            Entry { binding, last, handle: Some(h), stopping: false, meter: Meter::default() },
-                        );
-                        return Vec::new();
-                    }
-                    Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h)),
-                    Err(message) => {
-                        tracing::info!(?key, "launch failed: {message}");
-                        let ev = KernelEvent::Finished {
-                            outcome: KernelOutcome::LaunchFailed,
-                            exit_code: None,
-                            message,
-                            at: now,
-                            usage: None,
-                        };
-                        (ev, None)
-                    }
-                };
-                self.map.insert(
-                    key,
-                    Entry { binding, last: last.clone(), handle, stopping: false, meter: Meter::default() },
-                );
-                vec![AgentMessage::Kernel { key, event: last }]
+                let extras = start::Extras { submitter, folders, code };
+                if spec.environment.is_some() && spec.image.is_none() {
+                    return self.start_setup(key, spec, binding, env, extras);
+                }
+                self.launch(key, &spec, binding, &env, &extras)
             }
             // Stopped before it could start: drop the waiting start.
             ManagerMessage::StopKernel { key, reason, .. }
@@ -324,6 +343,11 @@ impl Kernels {
                         usage: None,
                     },
                 }]
+            }
+            // Stopped while being set up: it never ran.
+            ManagerMessage::StopKernel { key, reason, .. } if self.map.get(&key).is_some_and(|e| e.setup.is_some()) => {
+                let message = if reason.is_empty() { "stopped while it was being prepared".into() } else { reason };
+                self.end_setup(key, KernelOutcome::Stopped, message)
             }
             ManagerMessage::StopKernel { key, reason, grace_ms, .. } => match self.map.get_mut(&key) {
                 None => vec![AgentMessage::Kernel {
@@ -350,7 +374,7 @@ impl Kernels {
             },
             ManagerMessage::Forget { key } => {
                 match self.map.get(&key) {
-                    Some(e) if e.handle.is_some() => {
+                    Some(e) if e.live() => {
                         tracing::warn!(?key, "manager asked to forget a running kernel; keeping it")
                     }
                     _ => {
@@ -358,6 +382,10 @@ impl Kernels {
                         self.runtime.sessions().remove(&key);
                     }
                 }
+                Vec::new()
+            }
+            ManagerMessage::RemoveEnv { key } => {
+                self.remove_env(&key);
                 Vec::new()
             }
             // Served by the connection, which dials the stream back (`streams.rs`).
@@ -377,14 +405,5 @@ impl Kernels {
             }
             ManagerMessage::Welcome { .. } | ManagerMessage::Refused { .. } => Vec::new(),
         }
-    }
-}
-
-/// Runs `f`, telling a multi-threaded tokio runtime that this thread blocks meanwhile (on a
-/// current-thread runtime, as in some tests, it just runs).
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
     }
 }

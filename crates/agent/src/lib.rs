@@ -7,7 +7,7 @@
 //!
 //! Layout: `discover` builds the topology, `runtime` starts and watches kernel processes,
 //! `kernels` is the agent's table of kernels and its ledger, `meter` samples what they use,
-//! `conn` speaks the protocol.
+//! `conn` speaks the protocol, `envs` builds and caches jobs' Python environments.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -16,6 +16,7 @@ mod conn;
 mod dial;
 pub mod discover;
 mod disk;
+pub mod envs;
 mod epoch;
 mod kernels;
 pub mod ledger;
@@ -88,6 +89,8 @@ pub struct AgentConfig {
     /// How often heartbeats carry what kernels use (`--usage-interval`); `None`: never (their
     /// totals at the end are still reported).
     pub usage_interval: Option<std::time::Duration>,
+    /// Python environments: where uv is, how much the node's cache may hold.
+    pub envs: envs::EnvOptions,
 }
 
 /// The default of `--usage-interval`: live figures a few seconds old, at a cost a node with

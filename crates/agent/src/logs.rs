@@ -27,6 +27,7 @@ pub fn log_path(data_dir: &Path, key: &KernelKey, stream: LogStream) -> PathBuf 
     kernel_dir(data_dir, key).join(match stream {
         LogStream::Stdout => "stdout.log",
         LogStream::Stderr => "stderr.log",
+        LogStream::Setup => "setup.log",
     })
 }
 

@@ -120,7 +120,7 @@ impl Rt {
                 KernelEvent::Finished { outcome, exit_code, message, .. } => {
                     return End { outcome, exit_code, message };
                 }
-                KernelEvent::Started { .. } => continue,
+                KernelEvent::Started { .. } | KernelEvent::Preparing { .. } => continue,
             }
         }
     }

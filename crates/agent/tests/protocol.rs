@@ -72,6 +72,7 @@ fn config(url: &str, token: &str, dir: &std::path::Path, name: &str) -> AgentCon
         cache_weight: 1,
         metrics_listen: None,
         usage_interval: Some(berth_agent::USAGE_INTERVAL),
+        envs: Default::default(),
     }
 }
 
@@ -348,7 +349,7 @@ async fn a_silent_manager_makes_the_agent_fence_its_kernels() {
             match &k.last {
                 KernelEvent::Finished { outcome, message, .. } => (k.key, *outcome, message.clone()),
                 // Reconnected while the kernel was still stopping: its end follows here.
-                KernelEvent::Started { .. } => loop {
+                KernelEvent::Started { .. } | KernelEvent::Preparing { .. } => loop {
                     if let m @ AgentMessage::Kernel { event: KernelEvent::Finished { .. }, .. } = recv(&mut ws).await {
                         break finished(&m).unwrap();
                     }

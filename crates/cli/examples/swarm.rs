@@ -278,7 +278,7 @@ impl FakeNode {
                         }
                         ManagerMessage::Refused { reason } => bail!("refused: {reason}"),
                         // No streams into fake kernels: the manager's wait for the dial times out.
-                        ManagerMessage::Welcome { .. } | ManagerMessage::OpenStream { .. } => {}
+                        ManagerMessage::Welcome { .. } | ManagerMessage::OpenStream { .. } | ManagerMessage::RemoveEnv { .. } => {}
                     }
                 }
             }

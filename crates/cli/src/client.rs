@@ -263,10 +263,7 @@ impl Client {
     }
 
     pub async fn logs(&self, id: JobId, stream: LogStream, kernel: u32, offset: u64) -> anyhow::Result<LogChunk> {
-        let stream = match stream {
-            LogStream::Stdout => "stdout",
-            LogStream::Stderr => "stderr",
-        };
+        let stream = stream.as_str();
         let req = self.request(Method::GET, &format!("/v1/jobs/{id}/logs")).query(&[
             ("stream", stream.to_string()),
             ("kernel", kernel.to_string()),
@@ -293,6 +290,16 @@ impl Client {
 
     pub async fn images(&self) -> anyhow::Result<berth_model::api::ImagesView> {
         self.json(self.request(Method::GET, "/v1/images")).await
+    }
+
+    /// Each node's cached Python environments.
+    pub async fn envs(&self) -> anyhow::Result<Vec<berth_model::environment::NodeEnvs>> {
+        self.json(self.request(Method::GET, "/v1/envs")).await
+    }
+
+    /// Removes a cached environment (`key` or a prefix) on every node (admins).
+    pub async fn remove_env(&self, key: &str) -> anyhow::Result<berth_model::environment::EnvRemoved> {
+        self.json(self.request(Method::DELETE, &format!("/v1/envs/{}", encode_path_segment(key)))).await
     }
 
     /// Drains (`Some(reason)` may be empty) or undrains (`None`) a node.

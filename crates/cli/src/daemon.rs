@@ -33,6 +33,8 @@ pub struct UpArgs {
     pub metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub usage: UsageArgs,
+    #[command(flatten)]
+    pub envs: EnvArgs,
     /// Use this topology file instead of discovering the hardware.
     #[arg(long)]
     pub topology: Option<PathBuf>,
@@ -214,6 +216,28 @@ impl UsageArgs {
     }
 }
 
+/// Jobs' Python environments (docs/environments.md).
+#[derive(Debug, Clone, Args)]
+pub struct EnvArgs {
+    /// The uv executable that builds jobs' Python environments [default: `uv` on PATH]
+    #[arg(long, env = "BERTH_UV", value_name = "PATH")]
+    pub uv: Option<PathBuf>,
+    /// The most disk the node's cache of built environments may take; past it the least
+    /// recently used ones no kernel uses are deleted
+    #[arg(long, value_name = "SIZE", default_value = "20GiB", value_parser = parse_cache_size)]
+    pub env_cache_size: u64,
+}
+
+impl EnvArgs {
+    fn options(&self) -> berth_agent::envs::EnvOptions {
+        berth_agent::envs::EnvOptions { uv: self.uv.clone(), cache_bytes: self.env_cache_size }
+    }
+}
+
+fn parse_cache_size(s: &str) -> Result<u64, String> {
+    berth_model::parse_mem(s).map_err(|e| format!("{e} (e.g. 20GiB)"))
+}
+
 /// A duration with a unit (`5s`, `500ms`, `1m`), or `0`.
 fn parse_interval(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -286,6 +310,8 @@ pub struct AgentArgs {
     pub metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub usage: UsageArgs,
+    #[command(flatten)]
+    pub envs: EnvArgs,
     /// Address other nodes reach this one at (MASTER_ADDR of multi-node jobs); default: this
     /// host's address on the route to the manager
     #[arg(long)]
@@ -403,6 +429,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         cache_weight: 1,
         metrics_listen: args.metrics_listen,
         usage_interval: args.usage.interval(),
+        envs: args.envs.options(),
     };
     // Discover before printing "up" so a bad --topology file fails the command at once.
     berth_agent::discover(&agent).context("cannot discover this machine's hardware")?;
@@ -568,6 +595,7 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         cache_weight: args.cache_weight,
         metrics_listen: args.metrics_listen,
         usage_interval: args.usage.interval(),
+        envs: args.envs.options(),
     };
     berth_agent::discover(&config).context("cannot discover this machine's hardware")?;
     let stop = shutdown_signal();

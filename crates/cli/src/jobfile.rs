@@ -29,6 +29,10 @@
 //! [env]
 //! WANDB_MODE = "offline"
 //!
+//! [environment]                      # a Python environment built with uv, cached per node
+//! python = "3.11"
+//! requirements = "requirements.txt"  # or: pyproject = "pyproject.toml" (relative to this file)
+//!
 //! [apps]                             # web apps the job serves: name = port
 //! web = 8000
 //! ```
@@ -85,6 +89,16 @@ struct JobFile {
     tensorboard: Option<String>,
     #[serde(default)]
     apps: BTreeMap<String, u16>,
+    environment: Option<EnvSection>,
+}
+
+/// `[environment]`: the job's Python environment (docs/environments.md).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvSection {
+    python: Option<String>,
+    requirements: Option<String>,
+    pyproject: Option<String>,
 }
 
 /// What a job file contributes: flags (to be overridden by the command line) and, unless the
@@ -126,6 +140,10 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         (None, None) => None,
     };
     let name = f.name.or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()));
+    let env = f.environment.unwrap_or_default();
+    if env.requirements.is_some() && env.pyproject.is_some() {
+        return Err(bad("[environment] takes `requirements` or `pyproject`, not both"));
+    }
     let mut flags = SpecFlags {
         cpus: f.cpus,
         mem: f.mem,
@@ -167,6 +185,9 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
             .map_err(|e| bad(&e))?,
         jupyter: f.jupyter.unwrap_or(false),
         tensorboard: f.tensorboard,
+        python: env.python,
+        requirements: env.requirements,
+        pyproject: env.pyproject,
     };
     flags.resolve_workdir(dir);
     Ok(Loaded { flags, command })
@@ -221,6 +242,7 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
 mod tests {
     use super::*;
     use crate::specflags::NumaArg;
+    use berth_model::EnvKind;
 
     fn p(text: &str) -> anyhow::Result<Loaded> {
         parse(text, Path::new("job.toml"), Path::new("/work/jobs"))
@@ -258,6 +280,31 @@ WANDB_MODE = "offline"
         assert!(f.requeue);
         assert!(f.preemptible);
         assert_eq!(f.env, vec![("WANDB_MODE".to_string(), "offline".to_string())]);
+    }
+
+    #[test]
+    fn an_environment_reads_its_file_relative_to_the_job_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("req.txt"), "six==1.16.0\n").unwrap();
+        let text = "command = [\"python\"]\n[environment]\npython = \"3.11\"\nrequirements = \"req.txt\"\n";
+        let l = parse(text, Path::new("job.toml"), dir.path()).unwrap();
+        let env = l.flags.environment().unwrap().unwrap();
+        assert_eq!(
+            (env.python.as_str(), env.kind, env.contents.as_str()),
+            ("3.11", EnvKind::Requirements, "six==1.16.0\n")
+        );
+        let both = "[environment]\npython = \"3.11\"\nrequirements = \"a\"\npyproject = \"b\"\n";
+        assert!(p(both).unwrap_err().to_string().contains("not both"));
+        let e = format!("{:#}", p("[environment]\npthon = \"3\"").unwrap_err());
+        assert!(e.contains("unknown field `pthon`"), "{e}");
+        // a file that is not there says which
+        let l = p("[environment]\npython = \"3.11\"\npyproject = \"nope.toml\"").unwrap();
+        let e = l.flags.environment().unwrap_err().to_string();
+        assert!(e.contains("cannot read the environment's pyproject.toml: /work/jobs/nope.toml"), "{e}");
+        // a version alone: an empty environment of that Python
+        assert!(
+            p("[environment]\npython = \"3.12\"").unwrap().flags.environment().unwrap().unwrap().contents.is_empty()
+        );
     }
 
     #[test]

@@ -91,6 +91,8 @@ enum Command {
     Upload(commands::transfer::UploadArgs),
     /// Download a file or directory from a data folder (resumable, checked by sha256)
     Download(commands::transfer::DownloadArgs),
+    /// List or remove the Python environments nodes built for jobs ([environment], --python)
+    Env(commands::envs::EnvArgs),
     /// Show who the configured token belongs to, and their projects
     Whoami(commands::admin::WhoamiArgs),
     /// Store a manager's URL and your API token (read from stdin) in the credentials file
@@ -210,6 +212,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Folder(a) => commands::folder::run(a).await,
         Command::Upload(a) => commands::transfer::upload(a).await,
         Command::Download(a) => commands::transfer::download(a).await,
+        Command::Env(a) => commands::envs::run(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Login(a) => login::run(a).await,
         Command::Token(a) => token::run(a).await,

@@ -94,6 +94,26 @@ pub struct SpecFlags {
     #[arg(long, help_heading = "Environment")]
     pub job_dir: bool,
 
+    /// Python version of the job's environment, built with uv on each node and reused by every
+    /// job with the same inputs (process jobs only), e.g. 3.11
+    #[arg(long, value_name = "VERSION", help_heading = "Python environment")]
+    pub python: Option<String>,
+
+    /// A pip requirements file the environment installs (read at submit; a relative path is
+    /// taken from the current directory, in a job file from the file's)
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "python",
+        conflicts_with = "pyproject",
+        help_heading = "Python environment"
+    )]
+    pub requirements: Option<String>,
+
+    /// A pyproject.toml whose dependencies the environment installs (instead of --requirements)
+    #[arg(long, value_name = "FILE", requires = "python", help_heading = "Python environment")]
+    pub pyproject: Option<String>,
+
     /// Run the job as containers of this image through Docker (e.g. pytorch:2.4); the job
     /// waits until a node has the image (`berth images`)
     #[arg(long, value_name = "IMAGE", help_heading = "Containers")]
@@ -200,6 +220,7 @@ impl SpecFlags {
         env.extend(over.env);
         // The upper layer's choice of directory wins whichever way it goes.
         let job_dir = over.job_dir || (self.job_dir && over.workdir.is_none());
+        let env_file = over.requirements.is_some() || over.pyproject.is_some();
         SpecFlags {
             cpus: over.cpus.or(self.cpus),
             mem: over.mem.or(self.mem),
@@ -219,6 +240,10 @@ impl SpecFlags {
             export: over.export.or(self.export),
             workdir: if over.job_dir { None } else { over.workdir.or(self.workdir) },
             job_dir,
+            python: over.python.or(self.python),
+            // One file or the other: the upper layer's choice replaces both.
+            requirements: if env_file { over.requirements } else { self.requirements },
+            pyproject: if env_file { over.pyproject } else { self.pyproject },
             image: over.image.or(self.image),
             mounts: if over.mounts.is_empty() { self.mounts } else { over.mounts },
             folders: if over.folders.is_empty() { self.folders } else { over.folders },
@@ -231,9 +256,15 @@ impl SpecFlags {
 
     /// Makes a relative `workdir` absolute against `base` (the current directory for flags,
     /// the file's directory for job files), since the node cannot know where we stood.
+    /// Relative environment files are resolved against `base` too.
     pub fn resolve_workdir(&mut self, base: &Path) {
         if let Some(c) = self.code.as_ref().filter(|c| !Path::new(c).is_absolute()) {
             self.code = Some(base.join(c).to_string_lossy().into_owned());
+        }
+        for file in [&mut self.requirements, &mut self.pyproject].into_iter().flatten() {
+            if !Path::new(file).is_absolute() {
+                *file = base.join(&file).to_string_lossy().into_owned();
+            }
         }
         if self.image.is_some() {
             // A path inside the container, not on the submitting machine.
@@ -274,6 +305,44 @@ impl SpecFlags {
         spec.mounts = self.mounts.clone();
         spec.folders = self.folders.clone();
         spec
+    }
+
+    /// The job's Python environment: the version and the contents of its requirements or
+    /// pyproject file, read now (the nodes need not see the file).
+    pub fn environment(&self) -> anyhow::Result<Option<berth_model::EnvSpec>> {
+        use berth_model::EnvKind;
+        let Some(python) = &self.python else {
+            if self.requirements.is_some() || self.pyproject.is_some() {
+                anyhow::bail!(
+                    "an environment needs a python version: add --python VERSION (python = \"3.11\" under \
+                     [environment] in a job file)"
+                );
+            }
+            return Ok(None);
+        };
+        let (kind, file) = match (&self.requirements, &self.pyproject) {
+            (Some(f), _) => (EnvKind::Requirements, Some(f)),
+            (None, Some(f)) => (EnvKind::Pyproject, Some(f)),
+            (None, None) => (EnvKind::Requirements, None),
+        };
+        let contents = match file {
+            None => String::new(),
+            Some(f) => {
+                let max = berth_model::environment::MAX_ENV_FILE_BYTES as u64;
+                let len = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+                if len > max {
+                    anyhow::bail!(
+                        "{f} is {} KiB, over the limit of {} KiB for an environment file: list only the \
+                         direct requirements",
+                        len.div_ceil(1024),
+                        max / 1024
+                    );
+                }
+                std::fs::read_to_string(f)
+                    .map_err(|e| anyhow::anyhow!("cannot read the environment's {}: {f}: {e}", kind.file_name()))?
+            }
+        };
+        Ok(Some(berth_model::EnvSpec { python: python.clone(), kind, contents }))
     }
 
     /// The job's apps (`--app` and the presets) and the shell lines that start the presets.
@@ -388,6 +457,23 @@ mod tests {
         let spec = f.to_spec(vec!["x".into()]);
         assert_eq!(spec.env.get("A").map(String::as_str), Some("1"));
         assert_eq!(spec.env.get("B").map(String::as_str), Some("2"));
+    }
+
+    #[test]
+    fn environment_flags_need_a_version_and_one_file() {
+        let e = parse(&["--requirements", "r.txt"]).unwrap_err();
+        assert!(e.contains("--python"), "{e}");
+        let e = parse(&["--python", "3.11", "--requirements", "r.txt", "--pyproject", "p.toml"]).unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+        // a job file's requirements give way to the command line's pyproject
+        let file = parse(&["--python", "3.11", "--requirements", "r.txt"]).unwrap();
+        let cli = parse(&["--pyproject", "p.toml", "--python", "3.12"]).unwrap_or_default();
+        let f = file.overlay(cli);
+        assert_eq!((f.requirements, f.pyproject.as_deref()), (None, Some("p.toml")));
+        let mut f = parse(&["--python", "3.11", "--requirements", "r.txt"]).unwrap();
+        f.resolve_workdir(Path::new("/home/a"));
+        assert_eq!(f.requirements.as_deref(), Some("/home/a/r.txt"));
+        assert!(parse(&[]).unwrap().environment().unwrap().is_none());
     }
 
     #[test]

@@ -278,6 +278,7 @@ pub async fn register(
             orphan_deadline: None,
             containers,
             gpus_in_use: Vec::new(),
+            envs: Vec::new(),
         },
     );
     st.refresh_schedulable(node);
@@ -301,6 +302,14 @@ pub async fn register(
             reported.insert(r.key);
         }
         match r.last {
+            KernelEvent::Preparing { step, done, total, detail, since } if wanted => {
+                let progress = berth_model::SetupProgress { step, done, total, detail, since };
+                m.jobs.kernel_preparing(&mut st, node, r.key, progress).await;
+                if st.jobs[&r.key.job_id].state == JobState::Terminating {
+                    let stops = m.jobs.stop_commands(&st, r.key.job_id, "cancelled");
+                    st.send_all(stops.into_iter().filter(|(n, _)| n == node).collect());
+                }
+            }
             KernelEvent::Started { .. } if wanted => {
                 m.jobs.kernel_started(&mut st, node, r.key).await;
                 let job = &st.jobs[&r.key.job_id];
@@ -310,7 +319,7 @@ pub async fn register(
                     st.send_all(stops.into_iter().filter(|(n, _)| n == node).collect());
                 }
             }
-            KernelEvent::Started { .. } => {
+            KernelEvent::Started { .. } | KernelEvent::Preparing { .. } => {
                 let reason = "not wanted by the manager after reconnect".to_string();
                 let cmd_id = m.jobs.next_cmd_id();
                 st.send(node, ManagerMessage::StopKernel { cmd_id, key: r.key, reason, grace_ms: 10_000 });
@@ -391,7 +400,22 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
                 }
             }
         }
+        AgentMessage::Envs { envs } => {
+            if let Some(n) = st.nodes.get_mut(node) {
+                n.envs.clone_from(envs);
+            }
+        }
         AgentMessage::Kernel { key, event } => match event {
+            KernelEvent::Preparing { step, done, total, detail, since } => {
+                let progress = berth_model::SetupProgress {
+                    step: *step,
+                    done: *done,
+                    total: *total,
+                    detail: detail.clone(),
+                    since: *since,
+                };
+                m.jobs.kernel_preparing(st, node, *key, progress).await;
+            }
             KernelEvent::Started { .. } => {
                 if !m.jobs.kernel_started(st, node, *key).await {
                     tracing::debug!(node, ?key, "ignoring start of a kernel the manager does not want");

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use berth_model::protocol::{KernelKey, KernelOutcome, ManagerMessage};
-use berth_model::{Binding, EndCause, JobId, JobState, PreemptAction, StopCause};
+use berth_model::{Binding, EndCause, JobId, JobState, PreemptAction, SetupProgress, StopCause};
 use berth_store::{Change, StoreError};
 use jiff::Timestamp;
 
@@ -305,6 +305,25 @@ impl Jobs {
         }
     }
 
+    /// A kernel reported how its setup goes on `node`: the job becomes PREPARING (committed, like
+    /// every move) at the first report; later ones only update its progress, kept in memory.
+    pub async fn kernel_preparing(&self, st: &mut State, node: &str, key: KernelKey, progress: SetupProgress) {
+        let Some(job) = st.jobs.get_mut(&key.job_id) else { return };
+        if job.attempt.number != key.attempt || !job.on_node(key.index, node) {
+            return;
+        }
+        if !matches!(job.state, JobState::Scheduled | JobState::Preparing) {
+            return;
+        }
+        let first = job.state == JobState::Scheduled;
+        let reason = format!("preparing on {node}: {}", progress.step.label());
+        job.attempt.setup = Some(progress);
+        if first && let Err(e) = self.transition(st, key.job_id, Move::to(JobState::Preparing, reason), vec![]).await {
+            // Still SCHEDULED: the next progress report tries again.
+            tracing::warn!(job = key.job_id, "cannot record preparing: {e}");
+        }
+    }
+
     /// A kernel reported `Started` on `node`.
     pub async fn kernel_started(&self, st: &mut State, node: &str, key: KernelKey) -> bool {
         let Some(job) = st.jobs.get_mut(&key.job_id) else { return false };
@@ -390,6 +409,11 @@ impl Jobs {
             KernelOutcome::OutOfMemory => Move::end(JobState::Failed, EndCause::OutOfMemory, "out of memory"),
             KernelOutcome::LaunchFailed => {
                 Move::end(JobState::Failed, EndCause::LaunchFailed, format!("launch failed: {message}"))
+            }
+            // The agent's message names the step (`environment build failed: <uv's error>`); the
+            // stored end cause stays `launch_failed`: the kernel never ran.
+            KernelOutcome::SetupFailed => {
+                Move::end(JobState::Failed, EndCause::LaunchFailed, non_empty(message, "setup failed"))
             }
             // Handled above (the job is lost or requeued); kept total for the compiler.
             KernelOutcome::Fenced => {

@@ -164,6 +164,7 @@ impl Manager {
                     orphan_deadline: Some(deadline),
                     containers: Default::default(),
                     gpus_in_use: Vec::new(),
+                    envs: Vec::new(),
                 },
             );
         }

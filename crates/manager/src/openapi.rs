@@ -11,6 +11,7 @@ use crate::api::apps;
 use crate::api::backup;
 use crate::api::cache;
 use crate::api::code;
+use crate::api::envs;
 use crate::api::folder_files;
 use crate::api::folders;
 use crate::api::images;
@@ -36,6 +37,8 @@ use crate::web::login;
         nodes::drain,
         nodes::undrain,
         images::list,
+        envs::list,
+        envs::remove,
         misc::create_user,
         misc::create_join_token,
         backup::backup,
@@ -171,6 +174,12 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("JobSpec", "submit_env", env_rule()),
         ("JobSpec", "queue", json!({"pattern": "^[A-Za-z0-9_-]+$"})),
         ("JobSpec", "project", json!({"pattern": NAME})),
+        ("EnvSpec", "python", json!({"pattern": "^[0-9]{1,4}(\\.[0-9]{1,4}){0,2}$"})),
+        (
+            "EnvSpec",
+            "contents",
+            json!({"pattern": "^[^\\u0000]*$", "description": "the file's text: no NUL, at most 256 KiB (UTF-8 bytes)"}),
+        ),
         ("ResourceRequest", "cpu_milli", json!({"minimum": 1, "maximum": MAX_MILLI})),
         ("ResourceRequest", "mem_bytes", json!({"minimum": 1, "maximum": MAX_MEM_BYTES})),
         ("ResourceRequest", "gpu_milli", json!({"maximum": MAX_MILLI})),
@@ -261,6 +270,7 @@ fn constrain(path: &str, p: &mut Value) {
             json!({"type": "string", "pattern": NAME})
         }
         ("name", "path") if path.starts_with("/v1/admin/quotas/") => json!({"type": "string", "pattern": NAME}),
+        ("key", "path") if path.starts_with("/v1/envs/") => json!({"type": "string", "pattern": "^[0-9a-f]{4,64}$"}),
         ("name", "path") if path.starts_with("/v1/admin/cache/buckets/") => {
             json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,62}$"})
         }

@@ -62,6 +62,8 @@ pub struct Node {
     pub containers: berth_model::protocol::ContainerInfo,
     /// Its GPUs' use at the last heartbeat (NVML on the node; empty without it).
     pub gpus_in_use: Vec<berth_model::protocol::GpuUse>,
+    /// Its cache of Python environments, as its agent last reported it (`berth env ls`).
+    pub envs: Vec<berth_model::environment::EnvEntry>,
 }
 
 /// Fair-share usage per user and project: the scheduler's book (`berth_sched::UsageBook`, the

@@ -326,3 +326,92 @@ async fn image_jobs_wait_for_a_node_with_the_image() {
     assert_eq!(v["images"][1], json!({"image": "pytorch:2.4", "nodes": ["n1"]}), "{v}");
     e.m.shutdown().await;
 }
+
+/// A kernel set up before it runs: its first `Preparing` moves the job SCHEDULED → PREPARING
+/// (stored, with a reason), later ones only update the progress the job view shows, `Started`
+/// moves it on to RUNNING; a failed setup fails the job with the agent's message.
+#[tokio::test]
+async fn preparing_shows_progress_and_a_failed_setup_fails_the_job() {
+    use berth_model::SetupStep;
+    let e = start().await;
+    let mut a = Agent::connect(&e.m, "n1", gpu_node(), vec![]).await;
+    let since = jiff::Timestamp::now();
+    let preparing = |done: u32, detail: &str| KernelEvent::Preparing {
+        step: SetupStep::Environment,
+        done,
+        total: 4,
+        detail: Some(detail.into()),
+        since,
+    };
+    let id = e.admin.submit_ok(&spec(1.0, 0.0)).await;
+    let key = start_key(&a.expect_start().await);
+    a.send(AgentMessage::Kernel { key, event: preparing(0, "waiting for uv") }).await;
+    a.send(AgentMessage::Kernel { key, event: preparing(2, "resolved 5 packages in 12ms") }).await;
+    let d = eventually("progress 2/4", || async {
+        let d = e.admin.job(id).await;
+        (d["job"]["setup"]["done"] == 2).then_some(d)
+    })
+    .await;
+    assert_eq!(d["job"]["state"], "PREPARING");
+    assert_eq!(d["job"]["setup"]["step"], "environment");
+    assert_eq!(d["job"]["setup"]["detail"], "resolved 5 packages in 12ms");
+    let listed = e.admin.list("").await;
+    assert_eq!(listed[0].setup.as_ref().map(|s| s.short()), Some("env build 2/4".to_string()));
+    a.send(AgentMessage::Kernel { key, event: started() }).await;
+    let d = e.admin.wait_state(id, "RUNNING").await;
+    assert!(d["job"].get("setup").is_none(), "{d:#}");
+    let states: Vec<_> = d["transitions"].as_array().unwrap().iter().map(|t| t["to"].clone()).collect();
+    assert_eq!(states, vec![json!("PENDING"), json!("SCHEDULED"), json!("PREPARING"), json!("RUNNING")]);
+    assert_eq!(d["transitions"][2]["reason"], "preparing on n1: env build");
+    a.send(AgentMessage::Kernel { key, event: finished(KernelOutcome::Succeeded, Some(0), "") }).await;
+
+    let id = e.admin.submit_ok(&spec(1.0, 0.0)).await;
+    let key = start_key(&a.expect_start().await);
+    a.send(AgentMessage::Kernel { key, event: preparing(1, "created the venv") }).await;
+    let message = "environment build failed: No solution found when resolving dependencies";
+    a.send(AgentMessage::Kernel { key, event: finished(KernelOutcome::SetupFailed, None, message) }).await;
+    let d = e.admin.wait_state(id, "FAILED").await;
+    assert_eq!((d["job"]["reason"].as_str(), d["job"]["end_cause"].as_str()), (Some(message), Some("launch_failed")));
+    e.m.shutdown().await;
+}
+
+/// The nodes' environment caches as their agents report them; removal is for admins, refused
+/// while in use, and forwarded to the nodes that have it.
+#[tokio::test]
+async fn env_caches_are_listed_and_removed_on_their_nodes() {
+    use berth_model::environment::{EnvEntry, EnvKind};
+    let e = start().await;
+    let mut a = Agent::connect(&e.m, "n1", gpu_node(), vec![]).await;
+    let entry = |key: &str, in_use: u32| EnvEntry {
+        key: key.repeat(64),
+        python: "3.11".into(),
+        kind: EnvKind::Requirements,
+        size_bytes: 1 << 20,
+        last_used: jiff::Timestamp::now(),
+        in_use,
+    };
+    a.send(AgentMessage::Envs { envs: vec![entry("a", 1), entry("b", 0)] }).await;
+    let listed = eventually("two environments", || async {
+        let (_, v) = e.admin.get("/v1/envs").await;
+        (v[0]["envs"].as_array().map(Vec::len) == Some(2)).then_some(v)
+    })
+    .await;
+    assert_eq!(listed[0]["node"], "n1");
+    let (_, bob) = e.admin.post("/v1/admin/users", json!({"name": "bob"})).await;
+    let bob = Client::new(&e.admin.url, bob["token"].as_str().unwrap());
+    let (s, v) = bob.get("/v1/envs").await;
+    assert_eq!((s, v[0]["envs"].as_array().map(Vec::len)), (200, Some(2)));
+    assert_eq!(bob.delete("/v1/envs/bbbb").await.0, 403);
+    let (s, v) = e.admin.delete("/v1/envs/aaaa").await;
+    assert_eq!(s, 409, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("in use by 1 kernels on n1"), "{v}");
+    assert_eq!(e.admin.delete("/v1/envs/cccc").await.0, 404);
+    assert_eq!(e.admin.delete("/v1/envs/xyz!").await.0, 400);
+    let (s, v) = e.admin.delete("/v1/envs/bbbb").await;
+    assert_eq!((s, v["key"].as_str(), v["nodes"].clone()), (200, Some("b".repeat(64).as_str()), json!(["n1"])));
+    let m = a.expect("remove-env", |m| matches!(m, ManagerMessage::RemoveEnv { .. })).await;
+    assert_eq!(m, ManagerMessage::RemoveEnv { key: "b".repeat(64) });
+    let (_, v) = e.admin.get("/v1/envs").await;
+    assert_eq!(v[0]["envs"].as_array().map(Vec::len), Some(1));
+    e.m.shutdown().await;
+}

@@ -281,8 +281,14 @@ async function jobsView() {
   await load();
 }
 
+// A PREPARING job's setup: `env build 2/4` (berth_model::SetupProgress::short).
+function setupText(s) {
+  return s ? (s.step === 'environment' ? 'env build' : s.step) + ' ' + s.done + '/' + s.total : '';
+}
+
 function jobRow(j, flash) {
-  const waiting = j.pending_reason ? j.pending_reason.message : (FINAL.has(j.state) ? (j.reason || '') : '');
+  const waiting = j.pending_reason ? j.pending_reason.message
+    : (FINAL.has(j.state) ? (j.reason || '') : setupText(j.setup));
   return el('tr', { id: 'job-' + j.id, class: flash ? 'flash' : null, 'data-state': j.state },
     el('td', { class: 'num' }, el('a', { href: '#/jobs/' + j.id, text: String(j.id) })),
     el('td', { text: j.name || '' }), el('td', { text: j.user }), el('td', {}, stateBadge(j.state)),
@@ -303,6 +309,7 @@ async function jobView(id) {
       ['Submitted', when(j.submitted_at)], ['Started', when(j.started_at)], ['Ended', when(j.ended_at)],
       ['Exit code', j.exit_code === null || j.exit_code === undefined ? '' : String(j.exit_code)],
       ['Reason', j.reason || ''], ['Waiting for', j.pending_reason ? j.pending_reason.message : ''],
+      ['Setup', j.setup ? setupText(j.setup) + (j.setup.detail ? ': ' + j.setup.detail : '') + ', since ' + when(j.setup.since) : ''],
       ['Expected start', when(j.expected_start)]];
     facts.replaceChildren(...rows.filter(([, v]) => v !== '').flatMap(([k, v]) => [el('dt', { text: k }), el('dd', {}, v)]));
     cancel.hidden = FINAL.has(j.state) || j.state === 'TERMINATING';

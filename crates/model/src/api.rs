@@ -58,6 +58,9 @@ pub struct JobView {
     /// for an interactive session with no client attached, its queue's idle timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Deadline>,
+    /// While PREPARING: which setup step runs, how far it is and since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<crate::SetupProgress>,
 }
 
 /// When a running job will be stopped, and by which rule.

@@ -126,6 +126,9 @@ pub struct JobSpec {
     /// `tty` its output goes through the agent as pipes (and on to the logs).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stdin: bool,
+    /// The Python environment of a process job, built with uv on each node (`[environment]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<crate::environment::EnvSpec>,
 }
 
 impl JobSpec {
@@ -283,6 +286,7 @@ impl JobSpec {
             apps: Vec::new(),
             tty: false,
             stdin: false,
+            environment: None,
         }
     }
 
@@ -418,6 +422,13 @@ impl JobSpec {
             m.validate()?;
         }
         crate::app::check_apps(&self.apps).map_err(SpecError)?;
+        if let Some(env) = &self.environment {
+            if self.image.is_some() {
+                return bad("a job with an image cannot have an environment: install the packages in the image \
+                     (or drop --image to run with the environment as a process job)");
+            }
+            env.validate().map_err(|e| SpecError(e.0))?;
+        }
         Ok(())
     }
 }

@@ -10,6 +10,7 @@ pub mod binding;
 mod cache_api;
 pub mod cause;
 pub mod code;
+pub mod environment;
 pub mod folder;
 pub mod job;
 pub mod measured;
@@ -23,6 +24,7 @@ pub mod topology;
 
 pub use binding::{Binding, GpuShare};
 pub use cause::{EndCause, PreemptAction, StopCause};
+pub use environment::{EnvKind, EnvSpec, SetupProgress, SetupStep};
 pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
 pub use measured::{Efficiency, JobUsage, KernelUsage};
 pub use quantity::{

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::environment::{EnvEntry, SetupStep};
 use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 
 /// Bumped on any incompatible change; a manager refuses agents of another version.
@@ -21,8 +22,11 @@ use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 /// 5: a `LaunchFailed` kernel's message is only what failed (the manager adds `launch failed`).
 /// 6: measured usage: each running kernel's in `Heartbeat`, a kernel's totals in `Finished`;
 ///    byte streams into kernels (`OpenStream`).
-/// 7: data folders to bind into kernels and code to copy (`folders`, `code` in `StartKernel`).
-pub const PROTOCOL_VERSION: u32 = 7;
+/// 8: data folders to bind into kernels and code to copy (`folders`, `code` in `StartKernel`).
+/// 7: Python environments: a kernel's setup (`Preparing` events, the `setup-failed` outcome,
+///    the `setup` log), the node's environment cache (`Envs`, `RemoveEnv`); an older agent
+///    would run a job's command without its environment.
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
 /// takes jobs of any image.
@@ -76,12 +80,24 @@ pub enum KernelOutcome {
     /// Stopped by the agent itself because it lost contact with the manager for half the
     /// heartbeat timeout (so the manager may requeue the job elsewhere without it running twice).
     Fenced,
+    /// Its setup failed (the environment did not build); the message is the tool's own error.
+    SetupFailed,
 }
 
 /// What happened to a kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum KernelEvent {
+    /// The kernel is being set up before it runs (PREPARING): `done` of `total` of `step`.
+    Preparing {
+        step: SetupStep,
+        done: u32,
+        total: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+        /// When its setup began.
+        since: jiff::Timestamp,
+    },
     /// The program is running.
     Started { pid: u32, at: jiff::Timestamp },
     /// The kernel is over; `exit_code` is the process's code (128+signal when killed), `usage`
@@ -100,7 +116,8 @@ pub enum KernelEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct KernelReport {
     pub key: KernelKey,
-    /// The last event: `Started` while it runs, `Finished` once it ended.
+    /// The last event: `Preparing` while it is set up, `Started` while it runs, `Finished`
+    /// once it ended.
     pub last: KernelEvent,
 }
 
@@ -127,6 +144,19 @@ pub enum LogStream {
     #[default]
     Stdout,
     Stderr,
+    /// What the kernel's setup did (`setup.log`: environment built or reused, uv's output).
+    Setup,
+}
+
+impl LogStream {
+    /// The name in URLs and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogStream::Stdout => "stdout",
+            LogStream::Stderr => "stderr",
+            LogStream::Setup => "setup",
+        }
+    }
 }
 
 /// Agent → manager. `Register` is much larger than the others and sent once per connection;
@@ -186,6 +216,11 @@ pub enum AgentMessage {
         cmd_id: u64,
         key: KernelKey,
         error: String,
+    },
+    /// The node's environment cache, sent after `Welcome` and whenever it changes (a build,
+    /// a kernel starting or ending with one, an eviction, a removal).
+    Envs {
+        envs: Vec<EnvEntry>,
     },
     /// Answer to `FetchLogs`; `data` is base64.
     LogData {
@@ -252,6 +287,11 @@ pub enum ManagerMessage {
         offset: u64,
         max_bytes: u64,
     },
+    /// Delete a cached environment (`berth env rm`); the agent keeps one a live kernel uses,
+    /// and reports its cache again either way.
+    RemoveEnv {
+        key: String,
+    },
     /// A user's stream into a running kernel: the agent dials
     /// `/v1/agents/streams/{stream}` with the join token and `secret` (header
     /// [`STREAM_SECRET_HEADER`]), then serves `open` on it (`crate::stream` has the framing).
@@ -274,6 +314,7 @@ impl ManagerMessage {
             ManagerMessage::Forget { .. } => "forget",
             ManagerMessage::FetchLogs { .. } => "fetch-logs",
             ManagerMessage::OpenStream { .. } => "open-stream",
+            ManagerMessage::RemoveEnv { .. } => "remove-env",
         }
     }
 }

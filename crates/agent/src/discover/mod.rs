@@ -71,6 +71,7 @@ mod tests {
             cache_weight: 1,
             metrics_listen: None,
             usage_interval: Some(crate::USAGE_INTERVAL),
+            envs: Default::default(),
         }
     }
 

@@ -41,6 +41,13 @@ pub fn build_env(
     env.insert("LOGNAME".into(), user.name.clone());
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(manager_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    // A job's Python environment (set by the agent after its setup, `kernels/start.rs`):
+    // its `bin` first on whatever PATH the job has, as `activate` would do.
+    if let Some(venv) = manager_env.get("VIRTUAL_ENV") {
+        let path = env.get("PATH").map_or(String::new(), |p| format!(":{p}"));
+        env.insert("PATH".into(), format!("{venv}/bin{path}"));
+        env.remove("PYTHONHOME");
+    }
 
     let visible: Vec<&str> = binding.gpus.iter().map(|g| g.uuid.as_str()).collect();
     env.insert("CUDA_VISIBLE_DEVICES".into(), visible.join(","));

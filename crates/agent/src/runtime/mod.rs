@@ -405,8 +405,10 @@ impl Runtime {
         };
 
         // With private mounts the child switches to the kernel's user itself, after mounting.
+        // The job's Python environment (`VIRTUAL_ENV`, set by the agent) may lie under /tmp too.
+        let venv = manager_env.get("VIRTUAL_ENV").map(std::path::Path::new);
         let keep: Vec<&std::path::Path> =
-            [Some(dir.as_path()), Some(workdir.as_path()), own.as_deref()].into_iter().flatten().collect();
+            [Some(dir.as_path()), Some(workdir.as_path()), own.as_deref(), venv].into_iter().flatten().collect();
         let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &keep, folders));
         let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir, own.as_deref());
         write_cache_token(node, &dir, user, &mut env).map_err(fail)?;
@@ -553,7 +555,7 @@ impl LaunchText {
 impl Runtime {
     /// The Unix user of a kernel: from its owner (`BERTH_USER`, `BERTH_USER_ID` in the
     /// manager's variables) and the Unix user who submitted it, through the user map.
-    fn kernel_user(
+    pub(crate) fn kernel_user(
         &self,
         manager_env: &BTreeMap<String, String>,
         submitter: Option<UnixId>,

@@ -172,6 +172,7 @@ mod tests {
             end_cause: None,
             usage,
             deadline: None,
+            setup: None,
         };
         let binding = Binding { node: "n1".into(), cpu_milli: 2000, mem_bytes: 512 << 20, ..Default::default() };
         JobDetail {

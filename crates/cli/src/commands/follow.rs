@@ -55,10 +55,7 @@ pub async fn copy(client: &Client, log: LogRef, until: Until, retries: u32, out:
             Next::Later => tokio::time::sleep(FOLLOW_INTERVAL).await,
             Next::Stop => return Ok(()),
             Next::StartOver(attempt) => {
-                let stream = match log.stream {
-                    LogStream::Stdout => "stdout",
-                    LogStream::Stderr => "stderr",
-                };
+                let stream = log.stream.as_str();
                 eprintln!("berth: job {} was requeued: its {stream} starts over (attempt {attempt})", log.id);
             }
         }

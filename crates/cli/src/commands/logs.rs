@@ -1,4 +1,4 @@
-//! `berth logs ID`: a kernel's stdout (or stderr) log as raw bytes; `-f` follows it until the
+//! `berth logs ID`: a kernel's stdout (or stderr, or setup) log as raw bytes; `-f` follows it until the
 //! job has ended and every byte has been printed.
 
 use std::process::ExitCode;
@@ -24,6 +24,11 @@ pub struct LogsArgs {
     #[arg(long)]
     pub stderr: bool,
 
+    /// Print the setup log instead of stdout: how the job's Python environment was built or
+    /// reused (uv's output)
+    #[arg(long, conflicts_with = "stderr")]
+    pub setup: bool,
+
     /// Which kernel of a job with several (--nodes, --kernels): 0 is main, 1 is sub1, ...
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub kernel: u32,
@@ -31,7 +36,11 @@ pub struct LogsArgs {
 
 pub async fn run(args: LogsArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
-    let stream = if args.stderr { LogStream::Stderr } else { LogStream::Stdout };
+    let stream = match (args.stderr, args.setup) {
+        (true, _) => LogStream::Stderr,
+        (_, true) => LogStream::Setup,
+        _ => LogStream::Stdout,
+    };
     let log = LogRef { id: args.id, stream, kernel: args.kernel };
     let until = if args.follow { Until::JobDone } else { Until::Now };
     follow::copy(&client, log, until, 0, &mut std::io::stdout()).await?;

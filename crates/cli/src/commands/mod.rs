@@ -13,6 +13,7 @@ pub mod cache_warm;
 pub mod cancel;
 pub mod control_plane;
 pub mod eff;
+pub mod envs;
 pub mod exec;
 pub mod folder;
 pub mod follow;

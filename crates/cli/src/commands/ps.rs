@@ -127,12 +127,15 @@ fn time_left(d: berth_model::api::Deadline) -> String {
     }
 }
 
-/// Why a job waits; for a finished job that did not succeed, why it ended.
+/// Why a job waits; for a preparing one, how far it is; for a finished job that did not
+/// succeed, why it ended.
 fn reason(j: &JobView) -> String {
     if let Some(r) = &j.pending_reason {
         return r.message.clone();
     }
     match j.state {
+        // How far its setup is: `env build 2/4`.
+        JobState::Preparing => j.setup.as_ref().map(|s| s.short()).unwrap_or_default(),
         JobState::Failed | JobState::Cancelled | JobState::Timeout | JobState::Lost | JobState::Terminating => {
             j.reason.clone().unwrap_or_default()
         }
@@ -170,6 +173,7 @@ mod tests {
             end_cause: None,
             usage: None,
             deadline: None,
+            setup: None,
         };
         let lines: Vec<String> = table(std::slice::from_ref(&j)).lines().collect();
         assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");

@@ -49,6 +49,11 @@ fn render(d: &JobDetail) -> String {
     if let Some(r) = &j.pending_reason {
         line("waiting", format!("{}{}", r.message, j.position.map(|p| format!(" (position {p})")).unwrap_or_default()));
     }
+    if let Some(s) = &j.setup {
+        let detail = s.detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default();
+        let since = format!("since {} ({} ago)", output::local_time(s.since), output::age(s.since));
+        line("setup", format!("{}{detail}, {since}", s.short()));
+    }
     if let Some(t) = j.expected_start {
         line("expected", format!("to start {} ({})", output::until(t), output::local_time(t)));
     }
@@ -220,6 +225,7 @@ mod tests {
                 end_cause: None,
                 usage: None,
                 deadline: None,
+                setup: None,
             },
             spec,
             kernels: vec![KernelView {
@@ -277,6 +283,7 @@ mod tests {
                 end_cause: None,
                 usage: None,
                 deadline: None,
+                setup: None,
             },
             spec,
             kernels: vec![],

@@ -163,6 +163,7 @@ pub fn build_spec(args: &JobArgs) -> anyhow::Result<JobSpec> {
     let preset = if flags.jupyter { Some("jupyter") } else { flags.tensorboard.as_ref().map(|_| "tensorboard") };
     let name = default_name(&command).or(preset.map(String::from));
     let mut spec = flags.to_spec(command);
+    spec.environment = flags.environment().map_err(|e| UsageError::error(e.to_string()))?;
     if spec.name.is_none() {
         spec.name = name;
     }

@@ -63,7 +63,9 @@ pub async fn logs(
     }
     match tokio::time::timeout(FETCH_TIMEOUT, rx).await {
         Ok(Ok(reply)) if reply.found => Ok(answer(reply.data, reply.next_offset, done, row.attempt)),
-        Ok(Ok(_)) => Err(ApiError::not_found(format!("node {} has no {:?} log for job {id}", kernel.node, q.stream))),
+        Ok(Ok(_)) => {
+            Err(ApiError::not_found(format!("node {} has no {} log for job {id}", kernel.node, q.stream.as_str())))
+        }
         Ok(Err(_)) => Err(ApiError::unavailable(format!("node {} disconnected while sending logs", kernel.node))),
         Err(_) => {
             forget();

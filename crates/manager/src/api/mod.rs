@@ -4,6 +4,7 @@ pub mod apps;
 pub mod backup;
 pub mod cache;
 pub mod code;
+pub mod envs;
 pub mod exec;
 pub mod folder_files;
 pub mod folders;
@@ -51,6 +52,8 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/nodes", get(nodes::list))
         .route("/v1/nodes/timeline", get(nodes::timeline))
         .route("/v1/images", get(images::list))
+        .route("/v1/envs", get(envs::list))
+        .route("/v1/envs/{key}", delete(envs::remove))
         .route("/v1/nodes/{name}/drain", post(nodes::drain))
         .route("/v1/nodes/{name}/undrain", post(nodes::undrain))
         .route("/v1/queues", get(queues::list))

@@ -23,6 +23,7 @@ pub fn node(ledger: usize) -> Node {
         orphan_deadline: None,
         containers: Default::default(),
         gpus_in_use: Vec::new(),
+        envs: Vec::new(),
     }
 }
 

@@ -60,6 +60,9 @@ pub struct Attempt {
     /// It started beyond its quota (borrowing): preempted first. Memory only; a restart
     /// recomputes it from the start order (`QuotaTable::restore_borrowed`).
     pub borrowed: bool,
+    /// How its kernels' setup goes (PREPARING), as last reported. Memory only: an agent
+    /// reports it again when it registers.
+    pub setup: Option<berth_model::SetupProgress>,
 }
 
 impl Attempt {
@@ -295,6 +298,7 @@ impl Job {
             end_cause: None,
             usage: None,
             deadline: self.time_limit_deadline(),
+            setup: if self.state == JobState::Preparing { self.attempt.setup.clone() } else { None },
         }
     }
 
@@ -339,6 +343,7 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
         end_cause: r.end_cause,
         usage: r.used.map(|total| JobUsage { total, cpu_percent: None }),
         deadline: None,
+        setup: None,
     }
 }
 

@@ -1,0 +1,251 @@
+//! Starting kernels: the launch itself, and the setup before it (PREPARING): a job with a
+//! Python environment gets it from the node's cache, built if need be ([`crate::envs`]),
+//! before its process runs.
+//!
+//! The setup runs as a task of its own, so the kernel table (and every other kernel's commands)
+//! never waits for uv; its end comes back as a [`SetupDone`] that only this table acts on. A
+//! kernel being set up holds its binding like a running one; a `StopKernel` ends it at once
+//! (its build is killed when no other kernel waits for it), and a replayed `StartKernel` only
+//! gets its progress reported again.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::OpenOptionsExt;
+
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelKey, KernelOutcome};
+use berth_model::{Binding, JobSpec, SetupStep, UnixId};
+use tokio::sync::oneshot;
+
+use super::{Entry, Kernels};
+use crate::disk::{FileOp, io_text};
+use crate::envs::{self, Reports, SetupDone};
+use crate::logs;
+
+/// A kernel's file naming the environment it uses, so that an agent that takes the kernel over
+/// after a restart keeps that environment from eviction.
+const ENV_KEY_FILE: &str = "env-key";
+
+/// How often the cache is listed again for the manager even when no kernel changed it (an
+/// eviction after another kernel's build, a last-used time).
+const ENVS_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Who submitted a kernel and the data it gets besides its spec (folders to bind, code to
+/// copy), kept while it is set up.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Extras {
+    pub submitter: Option<UnixId>,
+    pub folders: Vec<berth_model::folder::FolderBind>,
+    pub code: Option<berth_model::code::CodeCopy>,
+}
+
+/// What a kernel being set up starts with once its setup is done.
+pub(super) struct Pending {
+    spec: JobSpec,
+    env: BTreeMap<String, String>,
+    extras: Extras,
+    /// Dropped when the kernel is stopped: the setup task gives up.
+    _cancel: oneshot::Sender<()>,
+}
+
+impl Kernels {
+    /// Starts the kernel's process (or container) and records it: a new entry, or the one
+    /// its setup made.
+    pub(super) fn launch(
+        &mut self,
+        key: KernelKey,
+        spec: &berth_model::JobSpec,
+        binding: Binding,
+        env: &BTreeMap<String, String>,
+        extras: &Extras,
+    ) -> Vec<AgentMessage> {
+        let now = jiff::Timestamp::now();
+        // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
+        // the parent waits for exec): let the runtime move other tasks off this thread.
+        let data = crate::runtime::JobData { folders: &extras.folders, code: extras.code.as_ref() };
+        let started = blocking(|| self.runtime.start(key, spec, &binding, env, extras.submitter, data, &self.events));
+        let (last, handle, report) = match started {
+            // A container: its `Started` (or launch failure) comes as an event.
+            Ok(h) if h.deferred() => (KernelEvent::Started { pid: 0, at: now }, Some(h), false),
+            Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h), true),
+            Err(message) => {
+                tracing::info!(?key, "launch failed: {message}");
+                let ev = ended(KernelOutcome::LaunchFailed, message);
+                (ev, None, true)
+            }
+        };
+        let ended = handle.is_none();
+        let entry = self.map.entry(key).or_insert_with(|| Entry::new(binding, last.clone(), None));
+        entry.last = last.clone();
+        entry.handle = handle;
+        entry.setup = None;
+        if ended && let Some(env) = entry.env_key.take() {
+            self.envs.release(&env);
+            self.envs_dirty = true;
+        }
+        if report { vec![AgentMessage::Kernel { key, event: last }] } else { Vec::new() }
+    }
+
+    /// Begins kernel `key`'s setup; reports `Preparing` (or the failure to begin).
+    pub(super) fn start_setup(
+        &mut self,
+        key: KernelKey,
+        spec: JobSpec,
+        binding: Binding,
+        env: BTreeMap<String, String>,
+        extras: Extras,
+    ) -> Vec<AgentMessage> {
+        let Some(env_spec) = spec.environment.clone() else {
+            return self.launch(key, &spec, binding, &env, &extras);
+        };
+        let now = jiff::Timestamp::now();
+        let prepared = self
+            .runtime
+            .kernel_user(&env, extras.submitter)
+            .and_then(|user| Ok((self.open_setup_log(&key, &user)?, user)));
+        let (log, user) = match prepared {
+            Ok(p) => p,
+            Err(message) => {
+                let ev = ended(KernelOutcome::LaunchFailed, message);
+                self.map.insert(key, Entry::new(binding, ev.clone(), None));
+                return vec![AgentMessage::Kernel { key, event: ev }];
+            }
+        };
+        let env_key = env_spec.key();
+        self.envs.acquire(&env_key);
+        self.envs_dirty = true;
+        let _ = std::fs::write(logs::kernel_dir(&self.data_dir, &key).join(ENV_KEY_FILE), &env_key);
+        let (cancel, cancelled) = oneshot::channel();
+        let reports = Reports { events: self.events.clone(), done: self.setups.clone() };
+        let job = envs::Kernel { key, spec: env_spec, user, since: now };
+        tokio::spawn(envs::prepare(self.envs.clone(), job, log, reports, cancelled));
+        let last = KernelEvent::Preparing {
+            step: SetupStep::Environment,
+            done: 0,
+            total: envs::build::PHASES,
+            detail: None,
+            since: now,
+        };
+        let mut entry = Entry::new(binding, last.clone(), None);
+        entry.setup = Some(Pending { spec, env, extras, _cancel: cancel });
+        entry.env_key = Some(env_key);
+        self.map.insert(key, entry);
+        vec![AgentMessage::Kernel { key, event: last }]
+    }
+
+    /// `<kernel dir>/setup.log`, 0600 and the kernel user's (who may read it from the kernel).
+    fn open_setup_log(&self, key: &KernelKey, user: &crate::runtime::RunUser) -> Result<std::fs::File, String> {
+        let dir = logs::kernel_dir(&self.data_dir, key);
+        std::fs::create_dir_all(&dir).map_err(|e| io_text(&self.node, FileOp::Create, &dir, &e))?;
+        let path = logs::log_path(&self.data_dir, key, berth_model::protocol::LogStream::Setup);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| io_text(&self.node, FileOp::Create, &path, &e))?;
+        if user.switch {
+            let _ = std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid));
+        }
+        Ok(f)
+    }
+
+    /// A kernel's setup ended: start it with its environment, or end it with the build's error.
+    /// A kernel stopped meanwhile is left as it is.
+    pub fn setup_done(&mut self, done: SetupDone) -> Vec<AgentMessage> {
+        let key = done.key;
+        let Some(e) = self.map.get_mut(&key) else { return Vec::new() };
+        let Some(pending) = e.setup.take() else { return Vec::new() };
+        let binding = e.binding.clone();
+        self.envs_dirty = true;
+        let out = match done.result {
+            Ok(dir) => {
+                let mut env = pending.env;
+                // `runtime::env` puts `$VIRTUAL_ENV/bin` first on the kernel's PATH.
+                env.insert("VIRTUAL_ENV".into(), dir.to_string_lossy().into_owned());
+                self.launch(key, &pending.spec, binding, &env, &pending.extras)
+            }
+            Err(message) => {
+                tracing::info!(?key, "setup failed: {message}");
+                let ev = ended(KernelOutcome::SetupFailed, message);
+                self.record((key, ev)).into_iter().collect()
+            }
+        };
+        self.publish();
+        out
+    }
+
+    /// Ends kernel `key`'s setup now (a stop during it); returns the report.
+    pub(super) fn end_setup(&mut self, key: KernelKey, outcome: KernelOutcome, message: String) -> Vec<AgentMessage> {
+        let ev = ended(outcome, message);
+        self.record((key, ev)).into_iter().collect()
+    }
+
+    /// Ends every setup under way (agent shutdown, fencing): their `Finished` events go through
+    /// the events channel, as running kernels' do.
+    pub(super) fn end_setups(&mut self, outcome: KernelOutcome, message: &str) {
+        for (key, e) in self.map.iter_mut() {
+            if e.setup.take().is_some() {
+                let ev = ended(outcome, message.to_string());
+                let _ = self.events.send((*key, ev));
+            }
+        }
+    }
+
+    /// The environment a kernel taken over from a previous agent uses (kept from eviction).
+    pub(super) fn adopted_env(&self, key: KernelKey) -> Option<String> {
+        let env = std::fs::read_to_string(logs::kernel_dir(&self.data_dir, &key).join(ENV_KEY_FILE)).ok()?;
+        let env = env.trim().to_string();
+        self.envs.acquire(&env);
+        Some(env)
+    }
+
+    /// `berth env rm`: renames the environment out of the cache now and deletes it in the
+    /// background; one a live kernel uses stays (the manager checked, but a kernel may have
+    /// started with it since).
+    pub(super) fn remove_env(&mut self, key: &str) {
+        match self.envs.remove(key) {
+            Ok((key, trash)) => {
+                tracing::info!(env = %envs::short(&key), "removed environment (berth env rm)");
+                tokio::task::spawn_blocking(move || std::fs::remove_dir_all(trash));
+            }
+            Err(e) => tracing::warn!("cannot remove environment: {e}"),
+        }
+        self.envs_dirty = true;
+    }
+
+    /// The node's environment cache for the manager, when it differs from what was last sent
+    /// (a node without environments sends none).
+    pub fn envs_report(&mut self) -> Option<AgentMessage> {
+        if !self.envs_dirty && self.envs_checked.elapsed() < ENVS_RECHECK {
+            return None;
+        }
+        self.envs_dirty = false;
+        self.envs_checked = std::time::Instant::now();
+        let list = self.envs.list();
+        if self.envs_sent == list {
+            return None;
+        }
+        self.envs_sent = list.clone();
+        Some(AgentMessage::Envs { envs: list })
+    }
+
+    /// A new connection: the manager knows no environments of this node yet.
+    pub fn envs_resend(&mut self) {
+        self.envs_sent.clear();
+        self.envs_dirty = true;
+    }
+}
+
+/// The end of a kernel that never ran (or was stopped before it did), now.
+fn ended(outcome: KernelOutcome, message: String) -> KernelEvent {
+    KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now(), usage: None }
+}
+
+/// Runs `f`, telling a multi-threaded tokio runtime that this thread blocks meanwhile (on a
+/// current-thread runtime, as in some tests, it just runs).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
