@@ -214,10 +214,15 @@ pub async fn upload(
         let chunk = chunk.map_err(|e| ApiError::bad_request(format!("the upload was cut off: {e}")))?;
         piece += chunk.len() as u64;
         have += chunk.len() as u64;
-        if piece > MAX_PIECE || q.size.is_some_and(|s| have > s) {
+        if let Some(size) = q.size.filter(|s| have > *s) {
+            return Err(ApiError::bad_request(format!(
+                "the upload holds more than the {size} bytes its `size` announced: send the file's real size"
+            )));
+        }
+        if piece > MAX_PIECE {
             return Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "the piece is larger than announced (or than 1 GiB): send the file in pieces of at most 1 GiB",
+                "the piece is larger than 1 GiB: send the file in pieces of at most 1 GiB",
             ));
         }
         // A client that announced no size is held to the quota as the bytes come.
