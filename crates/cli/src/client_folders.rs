@@ -2,33 +2,14 @@
 //! listings, and the pieces of uploads and downloads (`transfer/`).
 
 use berth_model::folder::{CreateFolder, FileEntry, FolderRef, FolderView, ShareFolder, UploadState};
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use percent_encoding::{AsciiSet, utf8_percent_encode};
 use reqwest::{Method, StatusCode};
 
 use crate::client::Client;
 
-/// What a path segment or query value must escape.
-const SEGMENT: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'/')
-    .add(b'%')
-    .add(b'&')
-    .add(b'+')
-    .add(b'=')
-    .add(b';')
-    .add(b'[')
-    .add(b']')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'|');
+/// What a path segment or query value must escape: a cache key's set, and the separators.
+const SEGMENT: &AsciiSet =
+    &crate::commands::cache_client::KEY_ESCAPE.add(b'/').add(b'&').add(b'+').add(b'=').add(b';').add(b'[').add(b']');
 
 fn enc(s: &str) -> String {
     utf8_percent_encode(s, SEGMENT).to_string()

@@ -75,7 +75,7 @@ pub struct ManagerFlags {
     #[arg(long, value_name = "DIR", env = "BERTH_FOLDER_ROOT")]
     pub folder_root: Option<PathBuf>,
     /// The most a code snapshot (`berth submit --code DIR`) may hold, e.g. 2GiB [default: 1GiB]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, env = "BERTH_CODE_LIMIT")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::commands::folder::parse_size, env = "BERTH_CODE_LIMIT")]
     pub code_limit: Option<u64>,
     #[command(flatten)]
     pub tls: TlsArgs,
@@ -794,8 +794,4 @@ mod tests {
         let off = UsageArgs { usage_interval: Duration::ZERO };
         assert_eq!(off.interval(), None);
     }
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    berth_model::parse_mem(s).map_err(|e| format!("{e}: use a size such as 1GiB"))
 }

@@ -80,7 +80,8 @@ pub enum FolderCommand {
     },
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+/// A size (`100GiB`) from the command line.
+pub fn parse_size(s: &str) -> Result<u64, String> {
     berth_model::parse_mem(s).map_err(|e| format!("{e}: use a size such as 500GiB or 2TiB"))
 }
 

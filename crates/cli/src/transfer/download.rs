@@ -65,22 +65,10 @@ pub async fn run(c: &Client, r: &FolderRef, path: &str, local: Option<&Path>) ->
     .collect()
     .await;
     bar.finish_and_clear();
-    let mut sum = Summary::default();
-    let mut failed = Vec::new();
-    for res in results {
-        match res {
-            Ok(s) => sum.add(s),
-            Err(e) => failed.push(format!("{e:#}")),
-        }
-    }
-    eprintln!("{}", sum.line("downloaded", started.elapsed().as_secs_f64()));
     if links > 0 {
         eprintln!("skipped {links} symbolic link(s) in the folder: berth never follows links out of a folder");
     }
-    if !failed.is_empty() {
-        return Err(anyhow!("{} file(s) failed: {}", failed.len(), failed.join("; ")));
-    }
-    Ok(sum)
+    super::tally(results, "downloaded", started)
 }
 
 /// `to` lies under `base` and no directory on the way from `base` is a link (a link there

@@ -54,6 +54,28 @@ impl Summary {
     }
 }
 
+/// Adds up the files' results, prints the summary line (`verb` since `started`) and fails
+/// naming every file that failed.
+pub fn tally(
+    results: Vec<anyhow::Result<Summary>>,
+    verb: &str,
+    started: std::time::Instant,
+) -> anyhow::Result<Summary> {
+    let mut sum = Summary::default();
+    let mut failed = Vec::new();
+    for res in results {
+        match res {
+            Ok(s) => sum.add(s),
+            Err(e) => failed.push(format!("{e:#}")),
+        }
+    }
+    eprintln!("{}", sum.line(verb, started.elapsed().as_secs_f64()));
+    if !failed.is_empty() {
+        anyhow::bail!("{} file(s) failed: {}", failed.len(), failed.join("; "));
+    }
+    Ok(sum)
+}
+
 /// The sha256 of a local file, hex.
 pub fn hash_file(p: &std::path::Path) -> std::io::Result<String> {
     use sha2::Digest;

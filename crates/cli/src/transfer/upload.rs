@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 use berth_model::folder::{EntryKind, FolderRef};
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
@@ -117,19 +117,7 @@ pub async fn run(c: &Client, r: &FolderRef, local: &Path, dest: &str) -> anyhow:
     .collect()
     .await;
     bar.finish_and_clear();
-    let mut sum = Summary::default();
-    let mut failed = Vec::new();
-    for res in results {
-        match res {
-            Ok(s) => sum.add(s),
-            Err(e) => failed.push(format!("{e:#}")),
-        }
-    }
-    eprintln!("{}", sum.line("uploaded", started.elapsed().as_secs_f64()));
-    if !failed.is_empty() {
-        return Err(anyhow!("{} file(s) failed: {}", failed.len(), failed.join("; ")));
-    }
-    Ok(sum)
+    super::tally(results, "uploaded", started)
 }
 
 /// The deepest folder directory every file lies in (what to list).
