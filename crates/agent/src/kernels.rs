@@ -292,7 +292,7 @@ impl Kernels {
 
     fn carry_out(&mut self, msg: ManagerMessage) -> Vec<AgentMessage> {
         match msg {
-            ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter, folders, code } => {
+            ManagerMessage::StartKernel { cmd_id, key, spec, binding, env, submitter, folders, code, datasets } => {
                 if let Some(e) = self.map.get(&key) {
                     // A replay: report where the kernel is and do nothing else.
                     return vec![AgentMessage::Kernel { key, event: e.last.clone() }];
@@ -317,14 +317,15 @@ impl Kernels {
                             submitter,
                             folders,
                             code,
+                            datasets,
                         });
                         return Vec::new();
                     }
                     tracing::warn!(?key, "refusing kernel: {err}");
                     return vec![AgentMessage::CommandFailed { cmd_id, key, error: err.to_string() }];
                 }
-                let extras = start::Extras { submitter, folders, code };
-                if spec.environment.is_some() && spec.image.is_none() {
+                let extras = start::Extras { submitter, folders, code, datasets };
+                if (spec.environment.is_some() && spec.image.is_none()) || !extras.datasets.is_empty() {
                     return self.start_setup(key, spec, binding, env, extras);
                 }
                 self.launch(key, &spec, binding, &env, &extras)

@@ -128,7 +128,7 @@ impl Buckets {
     pub fn index_or_create(&mut self, name: &str) -> usize {
         match self.index(name) {
             Some(i) => i,
-            None => self.set_config(BucketConfig { name: name.into(), public: false, quota: None, projects: vec![] }),
+            None => self.set_config(BucketConfig { name: name.into(), public: false, quota: None, projects: vec![], ..Default::default() }),
         }
     }
 

@@ -83,11 +83,16 @@ impl CacheMembers {
         *self.buckets.lock().expect("cache buckets") = buckets
             .into_iter()
             .map(|b| {
-                (b.name.clone(), CacheBucket { name: b.name, public: b.public, quota: b.quota, projects: b.projects })
+                (b.name.clone(), CacheBucket { name: b.name, public: b.public, quota: b.quota, projects: b.projects, ..Default::default() })
             })
             .collect();
         *self.deleted.lock().expect("deleted buckets") = store.deleted_cache_buckets().await?.into_iter().collect();
         Ok(())
+    }
+
+    /// A bucket's settings as the manager last stored them.
+    pub fn bucket(&self, name: &str) -> Option<CacheBucket> {
+        self.buckets.lock().expect("cache buckets").get(name).cloned()
     }
 
     /// Records the cache URL and weight an agent reported at registration (`None`: keeps what

@@ -19,6 +19,7 @@ pub mod cache_env;
 mod cache_members;
 mod cache_push;
 mod cluster_env;
+mod datasets;
 mod code_store;
 pub mod config;
 mod deferred;

@@ -279,6 +279,7 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
         submitter: job.owner.submitter,
         folders: m.folders.binds(&job.spec),
         code: job.spec.code.as_ref().map(|c| m.code.copy_for(&c.id)),
+        datasets: crate::datasets::fetches(m, &job.spec),
     };
     st.send(&b.node, msg);
 }

@@ -68,6 +68,57 @@ pub struct CacheBucket {
     /// Projects whose tokens may use the bucket: read a private one, write to any.
     #[serde(default)]
     pub projects: Vec<String>,
+    /// Where the bucket's data comes from: an absolute directory mounted at the same path on
+    /// every node (a shared filesystem). Jobs naming `datasets = ["BUCKET/PREFIX"]` get the
+    /// files under it prefetched into the cache before they run; `None`: no datasets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// How the bucket's objects are spread over the cache nodes.
+    #[serde(default)]
+    pub placement: BucketPlacement,
+}
+
+/// Where a bucket's objects live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BucketPlacement {
+    /// Each key on one node, chosen by Maglev hashing; any node forwards to it. The cluster's
+    /// caches add up to one big cache.
+    #[default]
+    Spread,
+    /// Each node keeps its own copies of what is written to it (no forwarding): reads stay on
+    /// the node's disk, and the scheduler prefers nodes whose cache already holds a job's
+    /// dataset.
+    Node,
+}
+
+impl BucketPlacement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BucketPlacement::Spread => "spread",
+            BucketPlacement::Node => "node",
+        }
+    }
+}
+
+impl std::str::FromStr for BucketPlacement {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<BucketPlacement, String> {
+        match s {
+            "spread" => Ok(BucketPlacement::Spread),
+            "node" => Ok(BucketPlacement::Node),
+            _ => Err(format!("unknown bucket placement `{s}`: use `spread` (one copy, Maglev-routed) or `node` (a copy per node)")),
+        }
+    }
+}
+
+/// Why `origin` cannot be a bucket's origin: it must be an absolute, normal directory path.
+pub fn bucket_origin_error(origin: &str) -> Option<String> {
+    let p = std::path::Path::new(origin);
+    let normal = p.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+    (!p.is_absolute() || !normal || origin.len() > 4096 || origin.contains('\0') || origin.ends_with('/') && origin != "/")
+        .then(|| format!("bucket origin `{origin}` must be an absolute directory path without `.`, `..` or a trailing `/` (e.g. /shared/datasets/imagenet)"))
 }
 
 /// Whether `name` can name a bucket: 1–63 of `a-z 0-9 . _ -`, starting with a letter or digit
@@ -84,4 +135,14 @@ pub fn bucket_name_error(name: &str) -> String {
     format!(
         "bucket name `{name}` is not valid: use 1-63 lowercase letters, digits, `.`, `_` or `-`, starting with a letter or digit"
     )
+}
+
+/// `GET /v1/buckets/{bucket}/usage?prefix=P` on a cache node: what this node itself holds of
+/// the bucket's keys that start with `P` (percent-encoded bytes in the query; empty: all),
+/// not counting other nodes'. The manager asks each node for a job's datasets (cache-aware
+/// placement).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+pub struct CachePrefixUsage {
+    pub objects: u64,
+    pub bytes: u64,
 }

@@ -107,13 +107,14 @@ pub fn valid_key_prefix(s: &str) -> bool {
     (4..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
 }
 
-/// A step of a kernel's setup before it runs (PREPARING). Only environments for now; code
-/// snapshots and dataset prefetches will be steps of their own.
+/// A step of a kernel's setup before it runs (PREPARING).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SetupStep {
     /// Building (or waiting for another kernel's build of) the job's Python environment.
     Environment,
+    /// Copying the job's datasets from their origin into the node's cache (bytes).
+    Datasets,
 }
 
 impl SetupStep {
@@ -121,17 +122,18 @@ impl SetupStep {
     pub fn label(self) -> &'static str {
         match self {
             SetupStep::Environment => "env build",
+            SetupStep::Datasets => "prefetch",
         }
     }
 }
 
 /// How far a kernel's setup is: `done` of `total` units of `step` (for an environment, its
-/// phases: venv, resolve, download, install).
+/// phases: venv, resolve, download, install; for datasets, bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SetupProgress {
     pub step: SetupStep,
-    pub done: u32,
-    pub total: u32,
+    pub done: u64,
+    pub total: u64,
     /// What it is doing, for people (`resolved 5 packages`); nothing reads it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -140,9 +142,17 @@ pub struct SetupProgress {
 }
 
 impl SetupProgress {
-    /// `env build 2/4`.
+    /// `env build 2/4`, `prefetch 1.5 GiB/3.0 GiB`.
     pub fn short(&self) -> String {
-        format!("{} {}/{}", self.step.label(), self.done, self.total)
+        match self.step {
+            SetupStep::Environment => format!("{} {}/{}", self.step.label(), self.done, self.total),
+            SetupStep::Datasets => format!(
+                "{} {}/{}",
+                self.step.label(),
+                crate::format_bytes(self.done),
+                crate::format_bytes(self.total)
+            ),
+        }
     }
 }
 

@@ -114,6 +114,11 @@ pub struct JobSpec {
     /// The code the job runs in: a fresh copy of a snapshot (`--code DIR`), its work dir.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<crate::code::CodeSnapshot>,
+    /// Datasets prefetched into the node's cache before the job runs (`--dataset`,
+    /// `datasets = [...]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<String>, example = json!(["imagenet/train/"]))]
+    pub datasets: Vec<crate::dataset::DatasetRef>,
     /// Web apps the main kernel serves, reached through the app proxy (`--app`, `--jupyter`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<crate::app::AppSpec>,
@@ -283,6 +288,7 @@ impl JobSpec {
             mounts: Vec::new(),
             folders: Vec::new(),
             code: None,
+            datasets: Vec::new(),
             apps: Vec::new(),
             tty: false,
             stdin: false,
@@ -375,6 +381,7 @@ impl JobSpec {
             }
         }
         self.validate_folders()?;
+        crate::dataset::validate(&self.datasets)?;
         if let Some(c) = &self.code {
             c.validate()?;
             if self.workdir.is_some() {

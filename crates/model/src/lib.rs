@@ -10,6 +10,7 @@ pub mod binding;
 mod cache_api;
 pub mod cause;
 pub mod code;
+pub mod dataset;
 pub mod environment;
 pub mod folder;
 pub mod job;

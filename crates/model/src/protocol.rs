@@ -26,7 +26,9 @@ use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 /// 7: Python environments: a kernel's setup (`Preparing` events, the `setup-failed` outcome,
 ///    the `setup` log), the node's environment cache (`Envs`, `RemoveEnv`); an older agent
 ///    would run a job's command without its environment.
-pub const PROTOCOL_VERSION: u32 = 8;
+/// 9: datasets to prefetch (`datasets` in `StartKernel`, the `datasets` setup step with
+///    progress in bytes); an older agent would start the job without them.
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
 /// takes jobs of any image.
@@ -91,8 +93,8 @@ pub enum KernelEvent {
     /// The kernel is being set up before it runs (PREPARING): `done` of `total` of `step`.
     Preparing {
         step: SetupStep,
-        done: u32,
-        total: u32,
+        done: u64,
+        total: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
         /// When its setup began.
@@ -269,6 +271,9 @@ pub enum ManagerMessage {
         /// The job's code to copy into the kernel's work dir.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<crate::code::CodeCopy>,
+        /// The job's datasets with their buckets' origins, prefetched before it runs.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        datasets: Vec<crate::dataset::DatasetFetch>,
     },
     StopKernel {
         cmd_id: u64,

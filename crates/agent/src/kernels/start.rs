@@ -35,6 +35,7 @@ pub(super) struct Extras {
     pub submitter: Option<UnixId>,
     pub folders: Vec<berth_model::folder::FolderBind>,
     pub code: Option<berth_model::code::CodeCopy>,
+    pub datasets: Vec<berth_model::dataset::DatasetFetch>,
 }
 
 /// What a kernel being set up starts with once its setup is done.
@@ -120,7 +121,7 @@ impl Kernels {
         let last = KernelEvent::Preparing {
             step: SetupStep::Environment,
             done: 0,
-            total: envs::build::PHASES,
+            total: envs::build::PHASES.into(),
             detail: None,
             since: now,
         };

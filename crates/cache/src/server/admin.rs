@@ -168,7 +168,7 @@ pub async fn put_bucket(node: &Arc<Node>, req: Request<Incoming>) -> Response<Bo
         Ok(b) => b,
         Err(r) => return *r,
     };
-    let cfg = BucketConfig { name, public: b.public, quota: b.quota, projects: b.projects };
+    let cfg = BucketConfig { name, public: b.public, quota: b.quota, projects: b.projects, ..Default::default() };
     let store = node.store.clone();
     let c = cfg.clone();
     match tokio::task::spawn_blocking(move || store.put_bucket(c)).await {

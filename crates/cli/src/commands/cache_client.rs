@@ -10,7 +10,6 @@ use anyhow::{Context, anyhow, bail};
 use berth_agent::tls::TlsFailure;
 use berth_cache::maglev::{HASH_VERSION, Maglev, Member};
 use clap::Args;
-use percent_encoding::{AsciiSet, CONTROLS, percent_encode};
 use serde_json::Value;
 
 /// Where a cache node is and the token to use.
@@ -132,22 +131,4 @@ pub(crate) async fn answer(r: reqwest::Response) -> anyhow::Result<Value> {
     bail!("{msg} ({status})")
 }
 
-/// Characters a key may hold that must be escaped in a URL path (`/` and `:` stay).
-pub(crate) const KEY_ESCAPE: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'|');
-
-pub(crate) fn object_url(base: &str, bucket: &str, key: &[u8]) -> String {
-    format!("{base}/v1/objects/{bucket}/{}", percent_encode(key, KEY_ESCAPE))
-}
+pub(crate) use berth_model::dataset::{KEY_ESCAPE, object_url};

@@ -98,7 +98,7 @@ pub async fn warm(a: WarmArgs) -> anyhow::Result<ExitCode> {
                 let rel = f.strip_prefix(&root).expect("files are under the root");
                 [p.as_bytes(), rel.as_os_str().as_bytes()].concat()
             }
-            None => [b"file:/".as_slice(), f.as_os_str().as_bytes()].concat(),
+            None => berth_model::dataset::pfio_local_key(&f),
         };
         let owner = maglev.owner(&a.bucket, &key).map(|m| m.name.clone()).unwrap_or_else(|| c.base.clone());
         jobs.push((f, size, object_url(&owner, &a.bucket, &key)));

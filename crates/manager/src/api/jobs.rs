@@ -41,6 +41,7 @@ pub async fn submit(
         check_project(&m, &user, p).await?;
     }
     m.folders.resolve_mounts(&user, &mut spec).await?;
+    crate::datasets::check(&m, &spec)?;
     if let Some(c) = &spec.code
         && !m.code.exists(&c.id)
     {
