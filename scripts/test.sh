@@ -38,7 +38,7 @@ if ! ldconfig -p 2>/dev/null | grep -q libnvidia-ml; then
   log "no NVML library: GPU tests use fake GPUs (--fake-gpus / --topology); real-GPU checks print \"SKIPPED: no NVIDIA GPU\" (allowed on CI)"
 fi
 
-# The dataset cache's PFIO test needs `pfio` from PyPI, in a venv of its own.
+# The dataset cache's PFIO tests need `pfio` from PyPI, in a venv of its own; required on CI.
 venv="${BERTH_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/pfio-venv}"
 if ! "$venv/bin/python" -c 'import pfio.v2' 2>/dev/null; then
   if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
@@ -51,6 +51,9 @@ if ! "$venv/bin/python" -c 'import pfio.v2' 2>/dev/null; then
 fi
 if "$venv/bin/python" -c 'import pfio.v2' 2>/dev/null; then
   export BERTH_TEST_PYTHON="$venv/bin/python"
+elif [ "${CI:-}" = true ]; then
+  echo "pfio could not be installed into $venv (no venv/pip or no PyPI): the PFIO dataset tests are required on CI" >&2
+  exit 1
 else
   warn "SKIPPED: pfio could not be installed (no venv/pip or no PyPI): the PFIO dataset-cache test will be SKIPPED"
 fi

@@ -51,7 +51,7 @@ struct Agent {
     kernels: Kernels,
     events: mpsc::UnboundedReceiver<KernelUpdate>,
     /// Kernels' setups that ended (`kernels/start.rs`).
-    setups: mpsc::UnboundedReceiver<crate::envs::SetupDone>,
+    setups: mpsc::UnboundedReceiver<crate::setup::SetupDone>,
     fence: Fence,
     /// The node's Docker state, kept fresh by a polling task.
     containers: tokio::sync::watch::Receiver<ContainerInfo>,
@@ -122,6 +122,7 @@ pub(crate) async fn run(
         board,
         envs,
         setups_tx,
+        crate::datasets::client(config.ca_file.as_deref())?,
     );
     kernels.adopt(adopted);
     let first = docker.info().await;

@@ -15,10 +15,11 @@ use berth_model::protocol::{
 use berth_model::{Binding, Topology};
 use tokio::sync::mpsc;
 
-use crate::envs::{EnvCache, SetupDone};
+use crate::envs::EnvCache;
 use crate::meter::Meter;
 use crate::metrics::{Board, KernelRow};
 use crate::runtime::{KernelHandle, KernelUpdate, Runtime};
+use crate::setup::SetupDone;
 use crate::{ledger, logs};
 
 mod start;
@@ -63,6 +64,8 @@ pub(crate) struct Kernels {
     /// The node's Python environments, and where kernels' setups report their end.
     envs: EnvCache,
     setups: mpsc::UnboundedSender<SetupDone>,
+    /// The client of dataset prefetches (trusting what the agent trusts).
+    http: reqwest::Client,
     /// The cache as the manager knows it (a node registers with none), and whether it may
     /// have changed since.
     envs_sent: Vec<berth_model::environment::EnvEntry>,
@@ -81,6 +84,7 @@ impl Kernels {
         board: Board,
         envs: EnvCache,
         setups: mpsc::UnboundedSender<SetupDone>,
+        http: reqwest::Client,
     ) -> Kernels {
         Kernels {
             node,
@@ -93,6 +97,7 @@ impl Kernels {
             board,
             envs,
             setups,
+            http,
             envs_sent: Vec::new(),
             envs_dirty: true,
             envs_checked: std::time::Instant::now(),
@@ -325,7 +330,7 @@ impl Kernels {
                     return vec![AgentMessage::CommandFailed { cmd_id, key, error: err.to_string() }];
                 }
                 let extras = start::Extras { submitter, folders, code, datasets };
-                if (spec.environment.is_some() && spec.image.is_none()) || !extras.datasets.is_empty() {
+                if spec.environment.is_some() || !extras.datasets.is_empty() {
                     return self.start_setup(key, spec, binding, env, extras);
                 }
                 self.launch(key, &spec, binding, &env, &extras)

@@ -13,6 +13,7 @@ use std::future::Future;
 use std::path::PathBuf;
 
 mod conn;
+mod datasets;
 mod dial;
 pub mod discover;
 mod disk;
@@ -24,6 +25,7 @@ pub mod logs;
 mod meter;
 pub mod metrics;
 pub mod runtime;
+mod setup;
 mod streams;
 pub mod tls;
 

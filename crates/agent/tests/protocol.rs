@@ -117,6 +117,7 @@ fn start(cmd_id: u64, job: i64, node: &str, cpus: &[u32], command: &[&str]) -> M
         submitter: None,
         folders: Vec::new(),
         code: None,
+        datasets: Vec::new(),
     }
 }
 

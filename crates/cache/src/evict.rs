@@ -128,7 +128,13 @@ impl Buckets {
     pub fn index_or_create(&mut self, name: &str) -> usize {
         match self.index(name) {
             Some(i) => i,
-            None => self.set_config(BucketConfig { name: name.into(), public: false, quota: None, projects: vec![], ..Default::default() }),
+            None => self.set_config(BucketConfig {
+                name: name.into(),
+                public: false,
+                quota: None,
+                projects: vec![],
+                ..Default::default()
+            }),
         }
     }
 
@@ -259,7 +265,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn cfg(name: &str, quota: Option<u64>) -> BucketConfig {
-        BucketConfig { name: name.into(), public: false, quota, projects: vec![] }
+        BucketConfig { name: name.into(), public: false, quota, projects: vec![], ..Default::default() }
     }
 
     fn put(b: &mut Buckets, bucket: usize, id: u128, size: u64) -> Vec<u128> {

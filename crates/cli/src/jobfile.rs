@@ -23,6 +23,7 @@
 //! mounts = ["/data/imagenet:/data"]  # host:container[:rw], read-only by default
 //! folders = ["imagenet:ro", "runs"]    # data folders: NAME[:/data/PATH][:ro]
 //! code = "."                           # run in a fresh copy of this dir (relative to the file)
+//! datasets = ["imagenet/train/"]       # prefetched into the node's cache: BUCKET/PREFIX
 //! jupyter = true                     # start JupyterLab (the command when none is given)
 //! tensorboard = "runs"               # start TensorBoard on these logs
 //!
@@ -82,6 +83,8 @@ struct JobFile {
     mounts: Vec<String>,
     #[serde(default)]
     folders: Vec<String>,
+    #[serde(default)]
+    datasets: Vec<String>,
     code: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -175,6 +178,12 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
             .folders
             .iter()
             .map(|m| crate::specflags::parse_folder(m))
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(&e))?,
+        datasets: f
+            .datasets
+            .iter()
+            .map(|d| crate::specflags::parse_dataset(d))
             .collect::<Result<_, _>>()
             .map_err(|e| bad(&e))?,
         apps: f

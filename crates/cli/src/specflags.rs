@@ -129,6 +129,12 @@ pub struct SpecFlags {
     #[arg(long = "folder", value_name = "NAME[:PATH][:ro]", value_parser = parse_folder, help_heading = "Data")]
     pub folders: Vec<berth_model::folder::FolderMount>,
 
+    /// Prefetch the files under PREFIX of BUCKET's origin into the node's dataset cache before
+    /// the job runs (repeatable); the job gets BERTH_DATASET_PATH and BERTH_DATASET_HTTP_CACHE
+    /// for PFIO
+    #[arg(long = "dataset", value_name = "BUCKET/PREFIX", value_parser = parse_dataset, help_heading = "Data")]
+    pub datasets: Vec<berth_model::dataset::DatasetRef>,
+
     /// Run the job in a fresh copy of DIR (honouring .gitignore and .berthignore), sent to
     /// the cluster by content: files it already has are not sent again
     #[arg(long, value_name = "DIR", help_heading = "Data")]
@@ -156,6 +162,11 @@ pub fn parse_mount(s: &str) -> Result<berth_model::Mount, String> {
 
 /// `--folder NAME[:PATH][:ro|:rw]`.
 pub fn parse_folder(s: &str) -> Result<berth_model::folder::FolderMount, String> {
+    s.parse().map_err(|e: berth_model::SpecError| e.0)
+}
+
+/// `--dataset BUCKET/PREFIX`.
+pub fn parse_dataset(s: &str) -> Result<berth_model::dataset::DatasetRef, String> {
     s.parse().map_err(|e: berth_model::SpecError| e.0)
 }
 
@@ -247,6 +258,7 @@ impl SpecFlags {
             image: over.image.or(self.image),
             mounts: if over.mounts.is_empty() { self.mounts } else { over.mounts },
             folders: if over.folders.is_empty() { self.folders } else { over.folders },
+            datasets: if over.datasets.is_empty() { self.datasets } else { over.datasets },
             code: over.code.or(self.code),
             apps: if over.apps.is_empty() { self.apps } else { over.apps },
             jupyter: over.jupyter || self.jupyter,
@@ -304,6 +316,7 @@ impl SpecFlags {
         spec.image = self.image.clone();
         spec.mounts = self.mounts.clone();
         spec.folders = self.folders.clone();
+        spec.datasets = self.datasets.clone();
         spec
     }
 

@@ -10,6 +10,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use berth_model::api::CachePrefixUsage;
+
 use crate::state::Job;
 
 /// Mints a token: `(subject, projects, expiry in Unix seconds) → token`.
@@ -22,6 +24,15 @@ pub type MintAdmin = Arc<dyn Fn(i64) -> String + Send + Sync>;
 /// not`. The daemon's client verifies `https://` nodes with berth's trust rules.
 pub type PushMembers =
     Arc<dyn Fn(String, String, Vec<u8>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+
+/// Asks a cache node what it holds of a bucket's keys under a prefix (`GET
+/// /v1/buckets/{bucket}/usage`): `(base URL, admin token, bucket, key prefix) → usage or why
+/// not`.
+pub type PrefixUsage = Arc<
+    dyn Fn(String, String, String, Vec<u8>) -> Pin<Box<dyn Future<Output = Result<CachePrefixUsage, String>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// How long a job's token lives when the job has no time limit; a token outliving a job is
 /// harmless beyond its bucket access, which the job's project had anyway.
@@ -38,6 +49,7 @@ pub struct CacheEnv {
     pub mint: MintToken,
     pub mint_admin: MintAdmin,
     pub push: PushMembers,
+    pub usage: PrefixUsage,
 }
 
 impl std::fmt::Debug for CacheEnv {

@@ -83,7 +83,16 @@ impl CacheMembers {
         *self.buckets.lock().expect("cache buckets") = buckets
             .into_iter()
             .map(|b| {
-                (b.name.clone(), CacheBucket { name: b.name, public: b.public, quota: b.quota, projects: b.projects, ..Default::default() })
+                (
+                    b.name.clone(),
+                    CacheBucket {
+                        name: b.name,
+                        public: b.public,
+                        quota: b.quota,
+                        projects: b.projects,
+                        ..Default::default()
+                    },
+                )
             })
             .collect();
         *self.deleted.lock().expect("deleted buckets") = store.deleted_cache_buckets().await?.into_iter().collect();
@@ -158,6 +167,12 @@ impl CacheMembers {
         }
         let up: Vec<&String> = nodes.values().filter(|r| usable(r)).map(|r| &r.url).collect();
         (!up.is_empty()).then(|| up[job_id.unsigned_abs() as usize % up.len()].clone())
+    }
+
+    /// The up, not removed, cache nodes: `(node, URL)`.
+    pub fn up_nodes(&self, st: &State) -> Vec<(String, String)> {
+        let nodes = self.nodes.lock().expect("cache nodes");
+        nodes.values().filter(|r| !r.removed && is_up(st, &r.node)).map(|r| (r.node.clone(), r.url.clone())).collect()
     }
 
     /// Sets the admin's weight of `node`'s cache (`None`: back to its agent's), stored first;

@@ -1,13 +1,25 @@
 //! Datasets of jobs (`datasets = ["BUCKET/PREFIX"]`, docs/datasets.md): checked at submit
 //! against the cache buckets the manager keeps (the bucket exists, has an origin, and the
-//! job's project may use it), and resolved to their origins for the agent's prefetch.
+//! job's project may use it), resolved to their origins for the agent's prefetch, and
+//! measured for cache-aware placement: how many bytes of a job's datasets each up cache node
+//! holds (`GET /v1/buckets/{b}/usage` on each), at submit and every [`REFRESH`] while the job
+//! waits. Only `node`-placement buckets count: a `spread` bucket's keys are spread over all
+//! nodes by hash, so no node is nearer to them than another.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use berth_model::JobSpec;
-use berth_model::api::CacheBucket;
+use berth_model::api::{BucketPlacement, CacheBucket};
 use berth_model::dataset::DatasetFetch;
 
+use crate::cache_env::unix_now;
 use crate::error::ApiError;
 use crate::manager::Manager;
+
+/// How often the holdings of waiting jobs' datasets are measured again.
+pub const REFRESH: Duration = Duration::from_secs(10);
 
 /// Whether a job of `project` may read `bucket` through the cache.
 fn may_use(bucket: &CacheBucket, project: Option<&str>) -> bool {
@@ -50,14 +62,103 @@ pub fn check(m: &Manager, spec: &JobSpec) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The job's datasets with their buckets' current origins (a bucket deleted or stripped of
-/// its origin since the submit is left out: the job reads from wherever it would anyway).
-pub fn fetches(m: &Manager, spec: &JobSpec) -> Vec<DatasetFetch> {
+/// How long a prefetch token lives: long enough for a big copy, short enough that a token
+/// seen on the wire is soon worthless.
+const PREFETCH_TOKEN_SECS: u64 = 24 * 3600;
+
+/// The job's datasets with their buckets' current origins and a token to fill each bucket:
+/// one naming the bucket's projects, or an admin token for a bucket without projects (only
+/// admins write to those). A bucket deleted or stripped of its origin since the submit is
+/// left out: the job reads from wherever it would anyway.
+pub fn fetches(m: &Manager, job_id: i64, spec: &JobSpec) -> Vec<DatasetFetch> {
+    let Some(env) = m.cache.get() else { return Vec::new() };
+    let exp = (unix_now() + PREFETCH_TOKEN_SECS) as i64;
     spec.datasets
         .iter()
         .filter_map(|d| {
-            let origin = m.cache_members.bucket(&d.bucket)?.origin?;
-            Some(DatasetFetch { dataset: d.clone(), origin })
+            let b = m.cache_members.bucket(&d.bucket)?;
+            let origin = b.origin?;
+            let token = if b.projects.is_empty() {
+                (env.mint_admin)(exp)
+            } else {
+                (env.mint)(&format!("prefetch-job-{job_id}"), &b.projects, exp)
+            };
+            Some(DatasetFetch { dataset: d.clone(), origin, token })
         })
         .collect()
+}
+
+/// The (bucket, key prefix) pairs of a job's datasets in `node`-placement buckets.
+fn local_prefixes(m: &Manager, spec: &JobSpec) -> Vec<(String, Vec<u8>)> {
+    spec.datasets
+        .iter()
+        .filter_map(|d| {
+            let b = m.cache_members.bucket(&d.bucket)?;
+            let origin = b.origin.as_deref()?;
+            (b.placement == BucketPlacement::Node).then(|| (d.bucket.clone(), d.key_prefix(origin)))
+        })
+        .collect()
+}
+
+/// Bytes of `spec`'s datasets each up cache node holds, every up node listed (0 when it
+/// holds none or does not answer); empty for a job without datasets in `node` buckets.
+pub async fn holdings(m: &Manager, spec: &JobSpec) -> Vec<(String, u64)> {
+    let prefixes = local_prefixes(m, spec);
+    let Some(env) = m.cache.get() else { return Vec::new() };
+    if prefixes.is_empty() {
+        return Vec::new();
+    }
+    let nodes = {
+        let st = m.jobs.lock().await;
+        m.cache_members.up_nodes(&st)
+    };
+    let token = (env.mint_admin)((unix_now() + 600) as i64);
+    let token = &token;
+    let asks = nodes.iter().flat_map(|(node, url)| {
+        prefixes.iter().map(move |(bucket, prefix)| {
+            let ask = (env.usage)(url.clone(), token.clone(), bucket.clone(), prefix.clone());
+            async move { (node.clone(), ask.await) }
+        })
+    });
+    let mut out: BTreeMap<String, u64> = nodes.iter().map(|(n, _)| (n.clone(), 0)).collect();
+    for (node, r) in futures_util::future::join_all(asks).await {
+        match r {
+            Ok(u) => *out.entry(node).or_default() += u.bytes,
+            Err(e) => tracing::debug!(node, "cannot measure a dataset in its cache: {e}"),
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Measures again, every [`REFRESH`], what the caches hold of each waiting job's datasets
+/// (a prefetch for another job, an eviction), for the next passes.
+pub async fn run(m: Arc<Manager>) {
+    if m.cache.get().is_none() {
+        return;
+    }
+    let mut shutdown = m.shutdown.clone();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(REFRESH) => {}
+            _ = shutdown.changed() => break,
+        }
+        let waiting: Vec<(i64, Arc<JobSpec>)> = {
+            let st = m.jobs.lock().await;
+            st.pending
+                .iter()
+                .filter_map(|p| st.jobs.get(&p.id))
+                .filter(|j| !j.spec.datasets.is_empty())
+                .map(|j| (j.id, j.spec.clone()))
+                .collect()
+        };
+        for (id, spec) in waiting {
+            let data_on = holdings(&m, &spec).await;
+            let mut st = m.jobs.lock().await;
+            if st.pending.set_data_on(id, data_on.clone())
+                && let Some(j) = st.jobs.get_mut(&id)
+            {
+                j.waiting.data_on = data_on;
+            }
+        }
+    }
 }

@@ -98,6 +98,7 @@ impl Jobs {
         spec: JobSpec,
         queue: String,
         key: Option<&str>,
+        data_on: Vec<(String, u64)>,
     ) -> Result<JobView, StoreError> {
         let now = Timestamp::now();
         let id = match key {
@@ -111,7 +112,8 @@ impl Jobs {
                 }
             },
         };
-        let job = Job::submitted(id, owner, spec, queue, now, &self.envs);
+        let mut job = Job::submitted(id, owner, spec, queue, now, &self.envs);
+        job.waiting.data_on = data_on;
         let view = job.view();
         let event = self.watched().then(|| Arc::new(job.event()));
         self.metrics.submitted(&job.queue);

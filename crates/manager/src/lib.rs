@@ -19,9 +19,9 @@ pub mod cache_env;
 mod cache_members;
 mod cache_push;
 mod cluster_env;
-mod datasets;
 mod code_store;
 pub mod config;
+mod datasets;
 mod deferred;
 mod env_intern;
 mod error;
@@ -356,6 +356,7 @@ async fn lead(
         tokio::spawn(idle::run(m.clone())),
         tokio::spawn(retention::run(m.clone(), config.retain.or(cfg.retain))),
         tokio::spawn(cache_push::run(m.clone())),
+        tokio::spawn(datasets::run(m.clone())),
         tokio::spawn(m.tenancy.bad_tokens().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
     ]);
     Ok((bootstrap, join_token, server, tasks, socket, apps_addr))

@@ -59,9 +59,10 @@ impl Move {
         Move { exit_code, ..self }
     }
 
-    /// A pass placed the job on `bindings` (stored with the pass's batch, `scheduler.rs`).
-    pub fn scheduled(bindings: &[Binding]) -> Move {
-        Move::to(JobState::Scheduled, scheduled_reason(bindings))
+    /// A pass placed the job on `bindings` (stored with the pass's batch, `scheduler.rs`);
+    /// `data_on`: where its datasets are cached ([`scheduled_reason`]).
+    pub fn scheduled(bindings: &[Binding], data_on: &[(String, u64)]) -> Move {
+        Move::to(JobState::Scheduled, scheduled_reason(bindings, data_on))
     }
 
     /// The store changes that record this move of `job_id` from `from` at `at`: the

@@ -181,7 +181,8 @@ pub async fn pass(m: &Manager) -> usize {
 fn batch(st: &State, out: &PassOutput, now: Timestamp) -> Vec<Change> {
     let mut changes = Vec::with_capacity(out.starts.len() * 2);
     for s in out.starts.iter().filter(|s| st.is_pending(s.job)) {
-        changes.extend(Move::scheduled(&s.bindings).record(s.job, JobState::Pending, now));
+        let data_on = &st.jobs[&s.job].waiting.data_on;
+        changes.extend(Move::scheduled(&s.bindings, data_on).record(s.job, JobState::Pending, now));
         let attempt = st.jobs[&s.job].attempt.number;
         changes.push(Change::SetKernels { job_id: s.job, attempt, bindings: s.bindings.clone() });
     }
@@ -279,7 +280,7 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
         submitter: job.owner.submitter,
         folders: m.folders.binds(&job.spec),
         code: job.spec.code.as_ref().map(|c| m.code.copy_for(&c.id)),
-        datasets: crate::datasets::fetches(m, &job.spec),
+        datasets: crate::datasets::fetches(m, job.id, &job.spec),
     };
     st.send(&b.node, msg);
 }

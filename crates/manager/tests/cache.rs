@@ -28,6 +28,9 @@ fn cache_env(pushes: &Pushes) -> CacheEnv {
             p.lock().unwrap().push((url, token, serde_json::from_slice(&body).unwrap()));
             Box::pin(async { Ok(()) })
         }),
+        usage: Arc::new(|_: String, _: String, _: String, _: Vec<u8>| {
+            Box::pin(async { Ok(berth_model::api::CachePrefixUsage::default()) })
+        }),
     }
 }
 

@@ -108,7 +108,9 @@ impl std::str::FromStr for BucketPlacement {
         match s {
             "spread" => Ok(BucketPlacement::Spread),
             "node" => Ok(BucketPlacement::Node),
-            _ => Err(format!("unknown bucket placement `{s}`: use `spread` (one copy, Maglev-routed) or `node` (a copy per node)")),
+            _ => Err(format!(
+                "unknown bucket placement `{s}`: use `spread` (one copy, Maglev-routed) or `node` (a copy per node)"
+            )),
         }
     }
 }

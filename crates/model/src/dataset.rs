@@ -30,10 +30,10 @@ impl std::str::FromStr for DatasetRef {
 
     fn from_str(s: &str) -> Result<DatasetRef, SpecError> {
         let (bucket, prefix) = s.split_once('/').unwrap_or((s, ""));
-        if !crate::api::valid_bucket_name(bucket) {
+        if !crate::cache_api::valid_bucket_name(bucket) {
             return Err(SpecError(format!(
                 "invalid dataset `{s}`: write BUCKET/PREFIX with a cache bucket's name ({})",
-                crate::api::bucket_name_error(bucket)
+                crate::cache_api::bucket_name_error(bucket)
             )));
         }
         let bad = prefix.starts_with('/')
@@ -127,14 +127,28 @@ pub fn pfio_local_key(path: &Path) -> Vec<u8> {
 }
 
 /// What the manager sends an agent for each of a job's datasets (`StartKernel`): where the
-/// files are and which bucket they go into.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// files are, which bucket they go into, and a cache token that may write there.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct DatasetFetch {
     /// As the job named it (`BUCKET/PREFIX`).
     #[schema(value_type = String)]
     pub dataset: DatasetRef,
     /// The bucket's origin directory (absolute; on every node).
     pub origin: String,
+    /// A token for the agent's writes into the bucket (the platform fills the cache from an
+    /// origin the admin named, whatever the job's own token may do); never in the job's
+    /// environment.
+    pub token: String,
+}
+
+impl std::fmt::Debug for DatasetFetch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatasetFetch")
+            .field("dataset", &self.dataset)
+            .field("origin", &self.origin)
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 /// One dataset as a job's environment describes it (`BERTH_DATASETS`, a JSON list): where to

@@ -56,6 +56,7 @@ fn jobs(n: usize) -> Vec<PendingJob> {
                 image: None,
                 kernels: 1,
                 mounts: Vec::new(),
+                data_on: Vec::new(),
             }
         })
         .collect()

@@ -213,6 +213,10 @@ pub struct PendingJob {
     /// Host paths the job's containers mount: only nodes that allow all of them
     /// ([`NodeLedger::allows_mounts`]) are considered.
     pub mounts: Vec<String>,
+    /// Nodes holding some of the job's data (bytes of its datasets in their caches): among the
+    /// nodes that can take the job, those holding more are taken first, whatever the queue's
+    /// scoring; the rest follow in score order. Empty for most jobs.
+    pub data_on: Vec<(String, u64)>,
 }
 
 /// A job that holds resources (its bindings are allocated on the ledgers passed in).

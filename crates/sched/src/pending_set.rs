@@ -179,6 +179,12 @@ impl PendingSet {
         self.jobs.get_mut(&id).map(|j| j.blocked_passes = blocked_passes).is_some()
     }
 
+    /// Records where a job's data is cached now ([`PendingJob::data_on`]); false when it is
+    /// not in the set. Placement only: the queue indexes do not depend on it.
+    pub fn set_data_on(&mut self, id: JobId, data_on: Vec<(String, u64)>) -> bool {
+        self.jobs.get_mut(&id).map(|j| j.data_on = data_on).is_some()
+    }
+
     pub fn len(&self) -> usize {
         self.jobs.len()
     }

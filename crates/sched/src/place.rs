@@ -79,6 +79,26 @@ mod tests {
     }
 
     #[test]
+    fn data_locality_beats_the_score_among_nodes_that_fit() {
+        let mut nodes: Vec<NodeLedger> =
+            ["a", "b", "c"].iter().map(|n| NodeLedger::new(*n, "q", Topology::synthetic(1, 4, 8 << 30, 1))).collect();
+        let mut j = job(1000, 1);
+        j.data_on = vec![("a".into(), 10), ("c".into(), 900), ("nowhere".into(), 5000)];
+        // Binpack alone would take a: the node holding the most data wins.
+        assert_eq!(place(&mut nodes, &j, Scoring::Binpack).unwrap()[0].node, "c");
+        // c is full now: the next holder, then the score.
+        assert_eq!(place(&mut nodes, &j, Scoring::Binpack).unwrap()[0].node, "a");
+        assert_eq!(place(&mut nodes, &j, Scoring::Binpack).unwrap()[0].node, "b");
+        // Two nodes: both holders ahead of the rest, most bytes first.
+        let mut nodes: Vec<NodeLedger> =
+            ["a", "b", "c"].iter().map(|n| NodeLedger::new(*n, "q", Topology::synthetic(1, 4, 8 << 30, 1))).collect();
+        let mut j = job(1000, 2);
+        j.data_on = vec![("b".into(), 1), ("c".into(), 2)];
+        let b = place(&mut nodes, &j, Scoring::Binpack).unwrap();
+        assert_eq!(b.iter().map(|b| b.node.as_str()).collect::<Vec<_>>(), ["c", "b"]);
+    }
+
+    #[test]
     fn gang_is_all_or_nothing() {
         let mut nodes: Vec<NodeLedger> =
             ["a", "b"].iter().map(|n| NodeLedger::new(*n, "q", Topology::synthetic(1, 4, 8 << 30, 1))).collect();

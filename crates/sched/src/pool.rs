@@ -238,6 +238,26 @@ impl<'a> Pool<'a> {
             .map(|b| self.buckets[b].iter().peekable())
             .collect();
         let mut out = Vec::with_capacity(job.kernel_count() as usize);
+        // Nodes holding the job's data first, most bytes first (then name).
+        let mut taken: Vec<usize> = Vec::new();
+        if !job.data_on.is_empty() {
+            let mut holders: Vec<(u64, usize)> =
+                job.data_on.iter().filter(|(_, b)| *b > 0).filter_map(|(n, b)| Some((*b, self.index_of(n)?))).collect();
+            holders.sort_by(|a, b| b.0.cmp(&a.0).then(self.names[a.1].cmp(self.names[b.1])));
+            for (_, i) in holders {
+                if found == want {
+                    break;
+                }
+                if avoid.contains(&i) || !self.eligible(i, job) {
+                    continue;
+                }
+                if let Ok(bindings) = self.nodes[i].bind_job(job) {
+                    out.extend(bindings.into_iter().map(|b| (i, b)));
+                    taken.push(i);
+                    found += 1;
+                }
+            }
+        }
         while found < want {
             // The smallest head over the buckets: a k-way merge in score order.
             let mut best: Option<(usize, (u64, u32))> = None;
@@ -251,7 +271,7 @@ impl<'a> Pool<'a> {
             let Some((b, (_, i))) = best else { break };
             iters[b].next();
             let i = i as usize;
-            if avoid.contains(&i) || !self.eligible(i, job) {
+            if avoid.contains(&i) || taken.contains(&i) || !self.eligible(i, job) {
                 continue;
             }
             if let Ok(bindings) = self.nodes[i].bind_job(job) {

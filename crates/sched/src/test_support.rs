@@ -23,6 +23,7 @@ pub fn pending(id: JobId, request: ResourceRequest) -> PendingJob {
         image: None,
         kernels: 1,
         mounts: Vec::new(),
+        data_on: Vec::new(),
     }
 }
 

@@ -23,6 +23,7 @@ fn gpu_job(id: i64, project: &str, priority: i32) -> PendingJob {
         image: None,
         kernels: 1,
         mounts: Vec::new(),
+        data_on: Vec::new(),
     }
 }
 

@@ -51,6 +51,7 @@ fn pending(id: JobId, &(priority, q, cpus, gib, gpu_milli, nodes, u, p, limit): 
         image: None,
         kernels: 1,
         mounts: Vec::new(),
+        data_on: Vec::new(),
     }
 }
 

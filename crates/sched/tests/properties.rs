@@ -73,6 +73,8 @@ fn build_jobs(specs: &[(i32, usize, ResourceRequest, u32, usize, u32)], first_id
             image: None,
             kernels: 1,
             mounts: Vec::new(),
+            // Every third job prefers nodes holding its data: the invariants hold all the same.
+            data_on: if i % 3 == 0 { vec![(format!("n{}", i % 4), (i as u64 + 1) << 20)] } else { Vec::new() },
         })
         .collect()
 }

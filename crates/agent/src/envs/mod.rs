@@ -24,7 +24,7 @@ use berth_model::environment::{EnvEntry, EnvKind};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-pub(crate) use prepare::{Kernel, Reports, SetupDone, prepare};
+pub(crate) use prepare::{Kernel, prepare};
 
 /// The default of `--env-cache-size`: a few CUDA-sized environments.
 pub const DEFAULT_CACHE_BYTES: u64 = 20 << 30;

@@ -1,8 +1,7 @@
 //! A kernel's side of its environment: find it in the cache, or start its build, or wait for
 //! the build another kernel started; report progress as `Preparing` events and say in the
-//! kernel's setup log what happened. Runs as a task of its own; the kernel table gets the
-//! outcome as a [`SetupDone`] and alone decides what follows (the kernel may have been stopped
-//! meanwhile).
+//! kernel's setup log what happened. A step of the kernel's setup task (`crate::setup`), which
+//! hands the outcome to the kernel table.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -18,14 +17,6 @@ use super::build::{self, BuildError, PHASES};
 use super::{EnvCache, Status, read_meta, short, touch};
 use crate::runtime::{KernelUpdate, RunUser};
 
-/// The end of a kernel's setup: the environment's directory, or why there is none (uv's
-/// error, for the job's reason).
-#[derive(Debug)]
-pub(crate) struct SetupDone {
-    pub key: KernelKey,
-    pub result: Result<PathBuf, String>,
-}
-
 /// The kernel whose environment is prepared.
 pub(crate) struct Kernel {
     pub key: KernelKey,
@@ -36,21 +27,16 @@ pub(crate) struct Kernel {
     pub since: jiff::Timestamp,
 }
 
-/// Where a kernel's setup reports to.
-pub(crate) struct Reports {
-    pub events: mpsc::UnboundedSender<KernelUpdate>,
-    pub done: mpsc::UnboundedSender<SetupDone>,
-}
-
-/// Prepares `spec` for `kernel`, writing to `log`, until done or `cancel` fires (or its sender
-/// is dropped: the kernel was stopped). A build nobody waits for any more is killed.
+/// Prepares `spec` for `kernel`, writing to `log`: the environment's directory, or why there
+/// is none (uv's error, for the job's reason); `None` when `cancel` fires (or its sender is
+/// dropped: the kernel was stopped). A build nobody waits for any more is killed.
 pub(crate) async fn prepare(
     cache: EnvCache,
     job: Kernel,
-    mut log: std::fs::File,
-    reports: Reports,
-    mut cancel: oneshot::Receiver<()>,
-) {
+    log: &mut std::fs::File,
+    events: &mpsc::UnboundedSender<KernelUpdate>,
+    cancel: &mut oneshot::Receiver<()>,
+) -> Option<Result<PathBuf, String>> {
     let Kernel { key: kernel, spec, user, since } = job;
     let key = spec.key();
     let started = Instant::now();
@@ -62,8 +48,14 @@ pub(crate) async fn prepare(
         spec.contents.len()
     );
     let progress = |done: u32, detail: Option<String>| {
-        let ev = KernelEvent::Preparing { step: SetupStep::Environment, done: done.into(), total: PHASES.into(), detail, since };
-        let _ = reports.events.send((kernel, ev));
+        let ev = KernelEvent::Preparing {
+            step: SetupStep::Environment,
+            done: done.into(),
+            total: PHASES.into(),
+            detail,
+            since,
+        };
+        let _ = events.send((kernel, ev));
     };
     let result = loop {
         let (mut rx, builder) = {
@@ -96,7 +88,7 @@ pub(crate) async fn prepare(
         let status = loop {
             tokio::select! {
                 // Stopped: dropping `rx` lets a build nobody else waits for be killed.
-                _ = &mut cancel => return,
+                _ = &mut *cancel => return None,
                 changed = rx.changed() => {
                     if changed.is_err() {
                         break Err(BuildError::Cancelled);
@@ -126,5 +118,5 @@ pub(crate) async fn prepare(
         }
     };
     let _ = log.flush();
-    let _ = reports.done.send(SetupDone { key: kernel, result });
+    Some(result)
 }

@@ -1,9 +1,11 @@
 //! Starting kernels: the launch itself, and the setup before it (PREPARING): a job with a
-//! Python environment gets it from the node's cache, built if need be ([`crate::envs`]),
-//! before its process runs.
+//! Python environment gets it from the node's cache, built if need be ([`crate::envs`]), and
+//! a job with datasets gets them prefetched into the node's dataset cache
+//! ([`crate::datasets`]), before its process runs.
 //!
-//! The setup runs as a task of its own, so the kernel table (and every other kernel's commands)
-//! never waits for uv; its end comes back as a [`SetupDone`] that only this table acts on. A
+//! The setup runs as a task of its own ([`crate::setup`]), so the kernel table (and every
+//! other kernel's commands) never waits for uv or a copy; its end comes back as a
+//! [`SetupDone`] that only this table acts on. A
 //! kernel being set up holds its binding like a running one; a `StopKernel` ends it at once
 //! (its build is killed when no other kernel waits for it), and a replayed `StartKernel` only
 //! gets its progress reported again.
@@ -17,8 +19,9 @@ use tokio::sync::oneshot;
 
 use super::{Entry, Kernels};
 use crate::disk::{FileOp, io_text};
-use crate::envs::{self, Reports, SetupDone};
+use crate::envs;
 use crate::logs;
+use crate::setup::{Reports, SetupDone, Steps};
 
 /// A kernel's file naming the environment it uses, so that an agent that takes the kernel over
 /// after a restart keeps that environment from eviction.
@@ -61,7 +64,8 @@ impl Kernels {
         let now = jiff::Timestamp::now();
         // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
         // the parent waits for exec): let the runtime move other tasks off this thread.
-        let data = crate::runtime::JobData { folders: &extras.folders, code: extras.code.as_ref() };
+        let folders = with_origins(spec, &extras.folders, &extras.datasets);
+        let data = crate::runtime::JobData { folders: &folders, code: extras.code.as_ref() };
         let started = blocking(|| self.runtime.start(key, spec, &binding, env, extras.submitter, data, &self.events));
         let (last, handle, report) = match started {
             // A container: its `Started` (or launch failure) comes as an event.
@@ -94,9 +98,11 @@ impl Kernels {
         env: BTreeMap<String, String>,
         extras: Extras,
     ) -> Vec<AgentMessage> {
-        let Some(env_spec) = spec.environment.clone() else {
+        let env_spec = spec.environment.clone().filter(|_| spec.image.is_none());
+        if env_spec.is_none() && extras.datasets.is_empty() {
             return self.launch(key, &spec, binding, &env, &extras);
-        };
+        }
+        let mut env = env;
         let now = jiff::Timestamp::now();
         let prepared = self
             .runtime
@@ -110,24 +116,42 @@ impl Kernels {
                 return vec![AgentMessage::Kernel { key, event: ev }];
             }
         };
-        let env_key = env_spec.key();
-        self.envs.acquire(&env_key);
-        self.envs_dirty = true;
-        let _ = std::fs::write(logs::kernel_dir(&self.data_dir, &key).join(ENV_KEY_FILE), &env_key);
+        let env_key = env_spec.as_ref().map(|e| e.key());
+        if let Some(k) = &env_key {
+            self.envs.acquire(k);
+            self.envs_dirty = true;
+            let _ = std::fs::write(logs::kernel_dir(&self.data_dir, &key).join(ENV_KEY_FILE), k);
+        }
+        let datasets = (!extras.datasets.is_empty()).then(|| crate::datasets::Prefetch {
+            http: self.http.clone(),
+            datasets: extras.datasets.clone(),
+            cache_url: env.get("BERTH_CACHE_URL").cloned(),
+        });
+        if let Some(p) = &datasets {
+            env.extend(p.env());
+        }
+        let last = match &env_spec {
+            Some(_) => KernelEvent::Preparing {
+                step: SetupStep::Environment,
+                done: 0,
+                total: envs::build::PHASES.into(),
+                detail: None,
+                since: now,
+            },
+            None => KernelEvent::Preparing { step: SetupStep::Datasets, done: 0, total: 0, detail: None, since: now },
+        };
         let (cancel, cancelled) = oneshot::channel();
         let reports = Reports { events: self.events.clone(), done: self.setups.clone() };
-        let job = envs::Kernel { key, spec: env_spec, user, since: now };
-        tokio::spawn(envs::prepare(self.envs.clone(), job, log, reports, cancelled));
-        let last = KernelEvent::Preparing {
-            step: SetupStep::Environment,
-            done: 0,
-            total: envs::build::PHASES.into(),
-            detail: None,
+        let steps = Steps {
+            key,
             since: now,
+            env: env_spec.map(|spec| (self.envs.clone(), envs::Kernel { key, spec, user, since: now })),
+            datasets,
         };
+        tokio::spawn(crate::setup::run(steps, log, reports, cancelled));
         let mut entry = Entry::new(binding, last.clone(), None);
         entry.setup = Some(Pending { spec, env, extras, _cancel: cancel });
-        entry.env_key = Some(env_key);
+        entry.env_key = env_key;
         self.map.insert(key, entry);
         vec![AgentMessage::Kernel { key, event: last }]
     }
@@ -150,7 +174,7 @@ impl Kernels {
         Ok(f)
     }
 
-    /// A kernel's setup ended: start it with its environment, or end it with the build's error.
+    /// A kernel's setup ended: start it with its environment, or end it with the setup's error.
     /// A kernel stopped meanwhile is left as it is.
     pub fn setup_done(&mut self, done: SetupDone) -> Vec<AgentMessage> {
         let key = done.key;
@@ -159,10 +183,12 @@ impl Kernels {
         let binding = e.binding.clone();
         self.envs_dirty = true;
         let out = match done.result {
-            Ok(dir) => {
+            Ok(venv) => {
                 let mut env = pending.env;
                 // `runtime::env` puts `$VIRTUAL_ENV/bin` first on the kernel's PATH.
-                env.insert("VIRTUAL_ENV".into(), dir.to_string_lossy().into_owned());
+                if let Some(dir) = venv {
+                    env.insert("VIRTUAL_ENV".into(), dir.to_string_lossy().into_owned());
+                }
                 self.launch(key, &pending.spec, binding, &env, &pending.extras)
             }
             Err(message) => {
@@ -235,6 +261,31 @@ impl Kernels {
         self.envs_sent.clear();
         self.envs_dirty = true;
     }
+}
+
+/// A container's binds: its folders, and each dataset's origin read-only at its own path, so
+/// PFIO in the container reads what the cache misses where a process would. A process kernel
+/// sees the host's filesystem and needs none.
+fn with_origins(
+    spec: &JobSpec,
+    folders: &[berth_model::folder::FolderBind],
+    datasets: &[berth_model::dataset::DatasetFetch],
+) -> Vec<berth_model::folder::FolderBind> {
+    let mut out = folders.to_vec();
+    if spec.image.is_none() {
+        return out;
+    }
+    for d in datasets {
+        if !out.iter().any(|f| f.target == d.origin) {
+            out.push(berth_model::folder::FolderBind {
+                name: format!("origin of {}", d.dataset.bucket),
+                source: d.origin.clone(),
+                target: d.origin.clone(),
+                read_only: true,
+            });
+        }
+    }
+    out
 }
 
 /// The end of a kernel that never ran (or was stopped before it did), now.

@@ -113,7 +113,13 @@ const BUCKETS_ON_MANAGER: &str = "buckets are kept by the berth manager: log in 
 
 async fn bucket_create(a: BucketCreateArgs) -> anyhow::Result<ExitCode> {
     berth_cache::bucket::validate_bucket_name(&a.name).map_err(|e| UsageError::error(e.to_string()))?;
-    let body = CacheBucket { name: a.name.clone(), public: a.public, quota: a.quota, projects: a.projects.clone(), ..Default::default() };
+    let body = CacheBucket {
+        name: a.name.clone(),
+        public: a.public,
+        quota: a.quota,
+        projects: a.projects.clone(),
+        ..Default::default()
+    };
     let whom = if a.endpoint.has_token() {
         let path = format!("/v1/buckets/{}", a.name);
         let answers = on_up_members(&a.endpoint, Method::PUT, &path, Some(&body)).await?;

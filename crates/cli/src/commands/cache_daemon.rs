@@ -13,6 +13,7 @@ use berth_cache::Store;
 use berth_cache::server::{self, Node};
 use berth_cache::token::{Claims, Key};
 use berth_manager::cache_env::CacheEnv;
+use berth_model::api::CachePrefixUsage;
 use clap::Args;
 
 use super::cache_client::{http_client, transport_error};
@@ -23,6 +24,9 @@ const DEFAULT_CACHE_PORT: u16 = 7171;
 
 /// How long a push of the member list to one cache node may take.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for a cache node's usage answer (asked at submit of a job with datasets: a
+/// slow node must not hold the submit up for long; it counts as holding nothing).
+const USAGE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The cache flags of `berth up`, which runs a cache node in-process by default.
 #[derive(Debug, Args)]
@@ -64,6 +68,7 @@ fn cache_env(url: Option<String>, key: Key, http: reqwest::Client) -> CacheEnv {
     };
     let mint_admin =
         move |exp: i64| key.sign(&Claims { sub: "berth-manager".into(), projects: vec![], admin: true, exp });
+    let http2 = http.clone();
     let push = move |base: String, token: String, body: Vec<u8>| {
         let req = http
             .put(format!("{base}/v1/members"))
@@ -76,7 +81,25 @@ fn cache_env(url: Option<String>, key: Key, http: reqwest::Client) -> CacheEnv {
             super::cache_client::answer(r).await.map(|_| ()).map_err(|e| format!("{e:#}"))
         }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
     };
-    CacheEnv { url, mint: Arc::new(mint), mint_admin: Arc::new(mint_admin), push: Arc::new(push) }
+    let usage = move |base: String, token: String, bucket: String, prefix: Vec<u8>| {
+        let prefix = percent_encoding::percent_encode(&prefix, percent_encoding::NON_ALPHANUMERIC).to_string();
+        let req = http2
+            .get(format!("{base}/v1/buckets/{bucket}/usage?prefix={prefix}"))
+            .bearer_auth(token)
+            .timeout(USAGE_TIMEOUT);
+        Box::pin(async move {
+            let r = req.send().await.map_err(|e| format!("{:#}", transport_error(&base, e)))?;
+            let v = super::cache_client::answer(r).await.map_err(|e| format!("{e:#}"))?;
+            serde_json::from_value::<CachePrefixUsage>(v).map_err(|e| format!("{base}: unreadable usage answer: {e}"))
+        }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<CachePrefixUsage, String>> + Send>>
+    };
+    CacheEnv {
+        url,
+        mint: Arc::new(mint),
+        mint_admin: Arc::new(mint_admin),
+        push: Arc::new(push),
+        usage: Arc::new(usage),
+    }
 }
 
 impl ManagerCacheArgs {

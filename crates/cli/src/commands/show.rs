@@ -118,6 +118,9 @@ fn render(d: &JobDetail) -> String {
     for f in &s.folders {
         line("folder", format!("{} at {}{}", f.folder, f.target(), if f.read_only { " (read-only)" } else { "" }));
     }
+    for d in &s.datasets {
+        line("dataset", format!("{d} (prefetched into the node's cache before it runs)"));
+    }
     if !s.submit_env.is_empty() {
         line(
             "exported",

@@ -63,6 +63,8 @@ pub async fn submit(
         berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(ApiError::unprocessable)?;
     }
     m.quotas.check_quota_at_submit(&user, &spec)?;
+    // Measured before the job is queued, so its first pass already knows where its data is.
+    let data_on = crate::datasets::holdings(&m, &spec).await;
     // A pending-jobs limit is checked and the job inserted under the state lock, so that
     // concurrent submits cannot overshoot it.
     let mut locked = None;
@@ -72,7 +74,7 @@ pub async fn submit(
         locked = Some(st);
     }
     let owner = Owner { user_id: user.id, name: user.name.clone(), submitter };
-    let view = m.jobs.submit(locked.as_deref_mut(), owner, spec, queue, key.as_deref()).await?;
+    let view = m.jobs.submit(locked.as_deref_mut(), owner, spec, queue, key.as_deref(), data_on).await?;
     Ok((StatusCode::CREATED, axum::Json(view)))
 }
 

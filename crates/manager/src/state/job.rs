@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use berth_model::api::JobView;
 use berth_model::protocol::{KernelKey, KernelOutcome};
-use berth_model::{Binding, JobId, JobSpec, JobState, JobUsage, PendingKind, PendingReason, StopCause, UnixId};
+use berth_model::{
+    Binding, JobId, JobSpec, JobState, JobUsage, PendingKind, PendingReason, StopCause, UnixId, format_bytes,
+};
 use berth_sched::Millis;
 use berth_store::JobRow;
 use jiff::Timestamp;
@@ -86,6 +88,9 @@ pub struct Waiting {
     /// The pass that last said so (`State::pass_seq`): a job a later pass did not reach has
     /// its place in that pass's untried rest instead (`State::untried_places`).
     pub pass: u64,
+    /// Bytes of its datasets each node's cache holds, as last measured (`datasets.rs`);
+    /// placement prefers the nodes holding most.
+    pub data_on: Vec<(String, u64)>,
 }
 
 /// A job's change of state as live views (the dashboard's event stream) get it, sent once
@@ -166,7 +171,7 @@ impl Job {
     pub fn place(&mut self, bindings: Vec<Binding>, borrowed: bool, now: Millis) {
         let kernels = bindings.len();
         self.state = JobState::Scheduled;
-        self.reason = Some(scheduled_reason(&bindings));
+        self.reason = Some(scheduled_reason(&bindings, &self.waiting.data_on));
         self.waiting = Waiting::default();
         self.attempt = Attempt {
             number: self.attempt.number,
@@ -241,6 +246,7 @@ impl Job {
             image: self.spec.image.as_deref().map(berth_model::job::image_key),
             kernels: self.spec.kernels,
             mounts: self.spec.mounts.iter().map(|m| m.source.clone()).collect(),
+            data_on: self.waiting.data_on.clone(),
         }
     }
 
@@ -347,11 +353,32 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
     }
 }
 
-/// Why a placed job is SCHEDULED: where it runs.
-pub fn scheduled_reason(bindings: &[Binding]) -> String {
+/// Why a placed job is SCHEDULED: where it runs and, for a job with datasets (`data_on`, the
+/// bytes of them each node's cache held when it was placed), what its nodes hold of them.
+pub fn scheduled_reason(bindings: &[Binding], data_on: &[(String, u64)]) -> String {
     let mut nodes: Vec<&str> = bindings.iter().map(|b| b.node.as_str()).collect();
     nodes.dedup();
-    format!("scheduled on {}", nodes.join(", "))
+    let base = format!("scheduled on {}", nodes.join(", "));
+    if data_on.is_empty() {
+        return base;
+    }
+    let held = |n: &str| data_on.iter().find(|(x, _)| x == n).map_or(0, |(_, b)| *b);
+    let least = nodes.iter().map(|n| held(n)).min().unwrap_or(0);
+    let other =
+        data_on.iter().filter(|(n, _)| !nodes.contains(&n.as_str())).max_by_key(|(n, b)| (*b, std::cmp::Reverse(n)));
+    let its =
+        if nodes.len() == 1 { "its cache holds".to_string() } else { "each of their caches holds at least".into() };
+    match other {
+        _ if least == 0 && other.is_none_or(|(_, b)| *b == 0) => {
+            format!("{base}: no node's cache holds the job's datasets yet (they are prefetched before it runs)")
+        }
+        Some((n, b)) if *b > least => format!(
+            "{base}: {its} {} of the job's datasets; {n} holds more ({}) but cannot take the job now",
+            format_bytes(least),
+            format_bytes(*b)
+        ),
+        _ => format!("{base}: {its} {} of the job's datasets, as much as any node", format_bytes(least)),
+    }
 }
 
 /// The account of `user`'s jobs without a project: `user:NAME`, a name no project can have
@@ -413,5 +440,24 @@ mod tests {
         assert!(!j.attempt.borrowed);
         assert_eq!(j.waiting.blocked_passes, 0);
         assert_eq!(j.key(0), KernelKey { job_id: 7, attempt: 1, index: 0 });
+    }
+
+    #[test]
+    fn the_scheduled_reason_says_what_the_node_holds_of_the_datasets() {
+        let on = |v: &[(&str, u64)]| v.iter().map(|(n, b)| (n.to_string(), *b)).collect::<Vec<_>>();
+        let n2 = [binding("n2")];
+        assert_eq!(scheduled_reason(&n2, &[]), "scheduled on n2");
+        assert_eq!(
+            scheduled_reason(&n2, &on(&[("n1", 0), ("n2", 3 << 30)])),
+            "scheduled on n2: its cache holds 3GiB of the job's datasets, as much as any node"
+        );
+        assert_eq!(
+            scheduled_reason(&n2, &on(&[("n1", 5 << 30), ("n2", 1 << 30)])),
+            "scheduled on n2: its cache holds 1GiB of the job's datasets; n1 holds more (5GiB) but cannot take the job now"
+        );
+        assert_eq!(
+            scheduled_reason(&n2, &on(&[("n1", 0), ("n2", 0)])),
+            "scheduled on n2: no node's cache holds the job's datasets yet (they are prefetched before it runs)"
+        );
     }
 }

@@ -151,6 +151,7 @@ impl<'t> Replay<'t> {
             image: None,
             kernels: 1,
             mounts: Vec::new(),
+            data_on: Vec::new(),
         };
         self.pending.insert(job);
     }

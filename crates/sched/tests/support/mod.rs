@@ -6,6 +6,7 @@
 //! node n1 cpus=8 mem=32GiB gpus=1 numa=2 smt queue=batch down images=busybox:1,pytorch:2.4 mounts=/data
 //! job 1 cpus=2 mem=4GiB gpus=0.5 prio=5 nodes=2 numa=require-local queue=batch image=pytorch:2.4
 //! job 3 kernels=3 mounts=/data/a,/scratch   # 3 kernels on one node; host paths it mounts
+//! job 4 data=n2:5GiB,n3:1GiB    # bytes of its datasets each node's cache holds
 //! job 2 user=alice project=ml limit=30m
 //! run 7 gpus=1 start=-2h limit=3h prio=0 preemptible user=bob   # a running job, placed now
 //! usage user alice 100 / usage project ml 50 / weight ml 3         # fair-share input
@@ -142,6 +143,14 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
         image: o.get("image").map(|i| berth_model::job::image_key(i)),
         kernels: get("kernels", "1").parse().unwrap(),
         mounts: o.get("mounts").map_or(Vec::new(), |m| m.split(',').map(String::from).collect()),
+        data_on: o.get("data").map_or(Vec::new(), |d| {
+            d.split(',')
+                .map(|e| {
+                    let (n, b) = e.split_once(':').expect("data=NODE:SIZE,...");
+                    (n.to_string(), parse_mem(b).unwrap())
+                })
+                .collect()
+        }),
     }
 }
 

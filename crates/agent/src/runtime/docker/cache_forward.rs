@@ -37,6 +37,9 @@ use super::text;
 /// The variable the manager puts the cache's URL in.
 pub(super) const CACHE_URL: &str = "BERTH_CACHE_URL";
 
+/// Variables holding URLs of the cache besides [`CACHE_URL`], rewritten with it.
+const DATASET_VARS: [&str; 2] = ["BERTH_DATASETS", "BERTH_DATASET_HTTP_CACHE"];
+
 /// Connections one forwarder carries at once; more wait in the listen backlog (a data loader
 /// opens a few per worker, far below this).
 const MAX_CONNECTIONS: usize = 256;
@@ -147,7 +150,15 @@ pub(super) async fn start(
     };
     let at = listener.local_addr().ok()?;
     tracing::debug!(network, %at, %target, "forwarding the dataset cache onto a job network");
-    env.insert(CACHE_URL.to_string(), rewritten(at, &path));
+    let new = rewritten(at, &path);
+    // The dataset variables name the cache by the same URL (`crate::datasets`).
+    if let Some(old) = env.insert(CACHE_URL.to_string(), new.clone()) {
+        for var in DATASET_VARS {
+            if let Some(v) = env.get_mut(var) {
+                *v = v.replace(old.trim_end_matches('/'), new.trim_end_matches('/'));
+            }
+        }
+    }
     Some(Forward::spawn(listener, at, target))
 }
 
