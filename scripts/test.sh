@@ -20,6 +20,8 @@ command -v pkill >/dev/null || need_pkgs+=(procps)
 command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
 command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
+# Folder quotas that hold jobs' writes are tested on a loop-mounted btrfs with quotas.
+command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq

@@ -298,6 +298,7 @@ async fn lead(
     }
     let m = Arc::new(made);
     m.folders.prepare().with_context(|| format!("cannot make the folder storage {}", m.folders.root().display()))?;
+    m.folders.detect_limits().await;
     m.leader_url.set(me.url.clone()).expect("set once");
     if let Some(c) = config.cache.clone() {
         let _ = m.cache.set(c);

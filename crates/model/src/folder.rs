@@ -234,6 +234,10 @@ pub struct FolderView {
     pub used_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<u64>,
+    /// Whether the filesystem holds jobs' writes to the quota too (btrfs qgroups); otherwise
+    /// the quota limits uploads only.
+    #[serde(default)]
+    pub quota_holds_jobs: bool,
 }
 
 /// Which folder a request means: `?project=P` picks project P's folder of that name.

@@ -214,7 +214,11 @@ fn render(list: &[FolderView], usage: bool) -> String {
 
 fn render_one(f: &FolderView) -> String {
     let used = f.used_bytes.map(format_bytes).unwrap_or_else(|| "-".into());
-    let quota = f.quota_bytes.map(format_bytes).unwrap_or_else(|| "none".into());
+    let quota = match (f.quota_bytes, f.quota_holds_jobs) {
+        (Some(q), true) => format!("{} (uploads and jobs' writes)", format_bytes(q)),
+        (Some(q), false) => format!("{} (uploads only: the storage cannot hold jobs' writes to it)", format_bytes(q)),
+        (None, _) => "none".into(),
+    };
     format!(
         "folder:      {}\nowner:       {}\nyour access: {}\nquota:       {quota}\nused:        {used} in {} files\nshared with: {}\ncreated:     {}\nmount it:    berth submit --folder {}[:/data/{}][:ro] ...\n",
         qualified(f),

@@ -49,7 +49,7 @@ pub async fn create(
     }
     let f = m.folders.create(&user, &req.name, req.project.as_deref(), req.quota_bytes).await?;
     m.tenancy.audit(&user.name, "folder.create", &qualified(&f), &quota_text(f.quota_bytes)).await;
-    Ok((StatusCode::CREATED, axum::Json(view(&f, berth_model::folder::FolderAccess::Owner, None))))
+    Ok((StatusCode::CREATED, axum::Json(view(&m.folders, &f, berth_model::folder::FolderAccess::Owner, None))))
 }
 
 fn quota_text(q: Option<u64>) -> String {
@@ -67,7 +67,7 @@ pub async fn list(
     let mut out = Vec::new();
     for (f, access) in m.folders.list(&user, q.all && user.is_admin()).await? {
         let usage = if q.usage { Some(m.folders.usage(f.id).await?) } else { None };
-        out.push(view(&f, access, usage));
+        out.push(view(&m.folders, &f, access, usage));
     }
     Ok(axum::Json(out))
 }
@@ -84,7 +84,7 @@ pub async fn show(
 ) -> Result<axum::Json<FolderView>, ApiError> {
     let (f, access) = m.folders.resolve(&user, &reference(&name, &q)?).await?;
     let usage = m.folders.usage(f.id).await?;
-    Ok(axum::Json(view(&f, access, Some(usage))))
+    Ok(axum::Json(view(&m.folders, &f, access, Some(usage))))
 }
 
 /// Remove a folder and everything in it (its owner or an admin; not while a job mounts it).
@@ -131,6 +131,7 @@ pub async fn set_quota(
     if req.quota_bytes == Some(0) {
         return Err(ApiError::bad_request("a folder's quota must be more than 0 bytes: e.g. 100GiB"));
     }
+    m.folders.apply_quota(&f, req.quota_bytes).await?;
     m.store.set_folder_quota(f.id, req.quota_bytes).await?;
     m.tenancy.audit(&user.name, "folder.quota", &qualified(&f), &quota_text(req.quota_bytes)).await;
     changed(&m, &user, f.id).await
@@ -139,7 +140,7 @@ pub async fn set_quota(
 async fn changed(m: &Manager, user: &User, id: i64) -> Result<axum::Json<FolderView>, ApiError> {
     let f = m.store.folder(id).await?.ok_or_else(|| ApiError::not_found("the folder was removed meanwhile"))?;
     let access = Folders::access(user, &f).unwrap_or(berth_model::folder::FolderAccess::Owner);
-    Ok(axum::Json(view(&f, access, None)))
+    Ok(axum::Json(view(&m.folders, &f, access, None)))
 }
 
 /// Share a folder with a project (its owner or an admin); `read_only` mounts it read-only in

@@ -73,9 +73,9 @@ pub fn make_root(root: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(root.join(UPLOADS), std::fs::Permissions::from_mode(0o700))
 }
 
-/// Makes a new folder's directory.
-pub fn make_folder_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir(dir)?;
+/// Gives a new folder's directory its mode (every member's jobs, each under its own uid,
+/// read and write it; the private root keeps host users out).
+pub fn open_folder_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
 }
 
@@ -309,7 +309,8 @@ mod tests {
         let root = t.path().join("folders");
         make_root(&root).unwrap();
         let dir = root.join("1");
-        make_folder_dir(&dir).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        open_folder_dir(&dir).unwrap();
         (t, root, dir)
     }
 

@@ -10,6 +10,7 @@
 //! [`files`].
 
 pub mod files;
+mod limits;
 mod usage;
 
 use std::path::{Path, PathBuf};
@@ -29,11 +30,46 @@ pub struct Folders {
     store: Arc<dyn Store>,
     root: PathBuf,
     usage: usage::UsageCache,
+    /// How the root's filesystem holds jobs to quotas (looked at once, at start).
+    limits: std::sync::OnceLock<limits::Limits>,
 }
 
 impl Folders {
     pub fn new(store: Arc<dyn Store>, root: PathBuf) -> Folders {
-        Folders { store, root, usage: Default::default() }
+        Folders { store, root, usage: Default::default(), limits: Default::default() }
+    }
+
+    /// Looks at what the root's filesystem can enforce (after [`Folders::prepare`]) and says
+    /// it in the log.
+    pub async fn detect_limits(&self) {
+        let l = limits::Limits::detect(&self.root).await;
+        match &l {
+            limits::Limits::BtrfsQgroups => tracing::info!(
+                root = %self.root.display(),
+                "folder quotas hold jobs' writes too: folders are btrfs subvolumes with qgroup limits"
+            ),
+            limits::Limits::UploadsOnly(why) => {
+                tracing::info!(root = %self.root.display(), "folder quotas limit uploads only: {why}")
+            }
+        }
+        let _ = self.limits.set(l);
+    }
+
+    fn limits(&self) -> &limits::Limits {
+        static NONE: std::sync::LazyLock<limits::Limits> =
+            std::sync::LazyLock::new(|| limits::Limits::UploadsOnly("not looked at".into()));
+        self.limits.get().unwrap_or(&NONE)
+    }
+
+    /// Sets (or lifts) folder `f`'s limit on the filesystem, where it holds jobs; an error
+    /// says what failed (nothing stored yet).
+    pub async fn apply_quota(&self, f: &FolderRow, quota: Option<u64>) -> Result<(), ApiError> {
+        self.limits().set(&self.dir(f.id), quota).await.map(|_| ()).map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot set the quota of folder {} on its filesystem: {e}", qualified(f)),
+            )
+        })
     }
 
     /// The storage backend's root directory.
@@ -140,8 +176,14 @@ impl Folders {
             },
         )?;
         let dir = self.dir(row.id);
-        if let Err(e) = files::make_folder_dir(&dir) {
+        let made = async {
+            self.limits().make_dir(&dir).await?;
+            files::open_folder_dir(&dir).map_err(|e| e.to_string())?;
+            self.limits().set(&dir, quota).await
+        };
+        if let Err(e) = made.await {
             let _ = self.store.delete_folder(row.id).await;
+            files::remove_folder_dir(&self.root, row.id);
             return Err(ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                 format!("cannot make the folder's directory {}: {e}", dir.display()),
@@ -234,8 +276,9 @@ pub fn qualified(f: &FolderRow) -> String {
 }
 
 /// The API's view of `f` for a caller with `access`.
-pub fn view(f: &FolderRow, access: FolderAccess, usage: Option<Usage>) -> FolderView {
+pub fn view(folders: &Folders, f: &FolderRow, access: FolderAccess, usage: Option<Usage>) -> FolderView {
     FolderView {
+        quota_holds_jobs: folders.limits().holds(&folders.dir(f.id)),
         id: f.id,
         name: f.name.clone(),
         owner: f.owner.clone(),
