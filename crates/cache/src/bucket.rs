@@ -77,7 +77,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("buckets.json");
         assert_eq!(load::<BucketConfig>(&p).unwrap(), vec![]);
-        let b = vec![BucketConfig { name: "x".into(), public: true, quota: Some(5), projects: vec!["p".into()] }];
+        let b = vec![BucketConfig {
+            name: "x".into(),
+            public: true,
+            quota: Some(5),
+            projects: vec!["p".into()],
+            ..Default::default()
+        }];
         save(&p, &b).unwrap();
         assert_eq!(load::<BucketConfig>(&p).unwrap(), b);
         use std::os::unix::fs::PermissionsExt;

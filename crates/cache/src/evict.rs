@@ -128,7 +128,13 @@ impl Buckets {
     pub fn index_or_create(&mut self, name: &str) -> usize {
         match self.index(name) {
             Some(i) => i,
-            None => self.set_config(BucketConfig { name: name.into(), public: false, quota: None, projects: vec![], ..Default::default() }),
+            None => self.set_config(BucketConfig {
+                name: name.into(),
+                public: false,
+                quota: None,
+                projects: vec![],
+                ..Default::default()
+            }),
         }
     }
 
@@ -161,6 +167,21 @@ impl Buckets {
         self.buckets[bucket].used += size;
         self.used += size;
         self.index.insert(id, Entry { bucket, key, size, slot });
+    }
+
+    /// Objects and bytes of bucket `bucket` (an index from [`Buckets::index`]) whose keys
+    /// start with `prefix`: the bucket's totals for an empty prefix, else a walk over its
+    /// entries (memory only, no file is read).
+    pub fn prefix_usage(&self, bucket: usize, prefix: &[u8]) -> (u64, u64) {
+        let b = &self.buckets[bucket];
+        if prefix.is_empty() {
+            return (b.queue.len() as u64, b.used);
+        }
+        b.queue
+            .iter()
+            .filter_map(|id| self.index.get(id))
+            .filter(|e| e.key.starts_with(prefix))
+            .fold((0, 0), |(n, bytes), e| (n + 1, bytes + e.size))
     }
 
     pub fn count_put(&mut self, bucket: usize, size: u64) {
@@ -259,7 +280,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn cfg(name: &str, quota: Option<u64>) -> BucketConfig {
-        BucketConfig { name: name.into(), public: false, quota, projects: vec![] }
+        BucketConfig { name: name.into(), public: false, quota, projects: vec![], ..Default::default() }
     }
 
     fn put(b: &mut Buckets, bucket: usize, id: u128, size: u64) -> Vec<u128> {
@@ -299,6 +320,23 @@ mod tests {
         let s = b.stats();
         assert_eq!((s[0].bytes, s[1].bytes, s[2].bytes), (400, 200, 400));
         assert!(b.used() <= 1000);
+    }
+
+    #[test]
+    fn prefix_usage_counts_one_buckets_keys_by_prefix() {
+        let mut b = Buckets::new(10_000, vec![cfg("a", None), cfg("b", None)]);
+        for (id, bucket, key, size) in
+            [(1, 0, "train/0", 10), (2, 0, "train/1", 20), (3, 0, "val/0", 5), (4, 1, "train/9", 7)]
+        {
+            b.insert(id, bucket, key.as_bytes().into(), size);
+        }
+        assert_eq!(b.prefix_usage(0, b""), (3, 35));
+        assert_eq!(b.prefix_usage(0, b"train/"), (2, 30));
+        assert_eq!(b.prefix_usage(0, b"train/1"), (1, 20));
+        assert_eq!(b.prefix_usage(0, b"test/"), (0, 0));
+        assert_eq!(b.prefix_usage(1, b"train/"), (1, 7), "another bucket's keys are not counted");
+        b.remove(2, "a", b"train/1");
+        assert_eq!(b.prefix_usage(0, b"train/"), (1, 10));
     }
 
     #[test]

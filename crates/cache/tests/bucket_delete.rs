@@ -10,7 +10,15 @@ use berth_cache::store::BucketDeleted;
 use berth_cache::{BucketConfig, Store, StoreError};
 
 fn bucket(store: &Store, name: &str) {
-    store.put_bucket(BucketConfig { name: name.into(), public: false, quota: None, projects: vec![] }).unwrap();
+    store
+        .put_bucket(BucketConfig {
+            name: name.into(),
+            public: false,
+            quota: None,
+            projects: vec![],
+            ..Default::default()
+        })
+        .unwrap();
 }
 
 fn put(store: &Store, bucket: &str, key: &str, data: &[u8]) {

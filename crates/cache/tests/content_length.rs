@@ -69,7 +69,13 @@ fn node() -> (Srv, String) {
     let s = Srv::start(CAPACITY);
     s.node
         .store
-        .put_bucket(BucketConfig { name: "ds".into(), public: false, quota: None, projects: vec!["p".into()] })
+        .put_bucket(BucketConfig {
+            name: "ds".into(),
+            public: false,
+            quota: None,
+            projects: vec!["p".into()],
+            ..Default::default()
+        })
         .unwrap();
     let admin = s.token(&[], true);
     (s, admin)
@@ -159,7 +165,13 @@ fn tls_node() -> (Srv, Arc<rustls::ClientConfig>) {
     let s = Srv::start_tls(CAPACITY, NodeTls { server: Some(Arc::new(server)), client: None });
     s.node
         .store
-        .put_bucket(BucketConfig { name: "ds".into(), public: false, quota: None, projects: vec!["p".into()] })
+        .put_bucket(BucketConfig {
+            name: "ds".into(),
+            public: false,
+            quota: None,
+            projects: vec!["p".into()],
+            ..Default::default()
+        })
         .unwrap();
     (s, Arc::new(client))
 }

@@ -39,7 +39,13 @@ fn start(n: usize) -> Vec<Srv> {
             let dir = tempfile::tempdir().unwrap();
             let store = Arc::new(Store::open(dir.path(), 1 << 30).unwrap());
             store
-                .put_bucket(BucketConfig { name: "ds".into(), public: false, quota: None, projects: vec!["p".into()] })
+                .put_bucket(BucketConfig {
+                    name: "ds".into(),
+                    public: false,
+                    quota: None,
+                    projects: vec!["p".into()],
+                    ..Default::default()
+                })
                 .unwrap();
             let node =
                 Arc::new(Node::new(store, key.clone(), format!("http://{addr}"), members.clone(), NodeTls::default()));

@@ -6,7 +6,9 @@ use berth_cache::store::Found;
 use berth_cache::{BucketConfig, Store};
 
 fn bucket(store: &Store, name: &str, quota: Option<u64>) {
-    store.put_bucket(BucketConfig { name: name.into(), public: false, quota, projects: vec![] }).unwrap();
+    store
+        .put_bucket(BucketConfig { name: name.into(), public: false, quota, projects: vec![], ..Default::default() })
+        .unwrap();
 }
 
 fn put(store: &Store, bucket: &str, key: &str, data: &[u8]) {

@@ -336,7 +336,7 @@ async fn preparing_shows_progress_and_a_failed_setup_fails_the_job() {
     let e = start().await;
     let mut a = Agent::connect(&e.m, "n1", gpu_node(), vec![]).await;
     let since = jiff::Timestamp::now();
-    let preparing = |done: u32, detail: &str| KernelEvent::Preparing {
+    let preparing = |done: u64, detail: &str| KernelEvent::Preparing {
         step: SetupStep::Environment,
         done,
         total: 4,

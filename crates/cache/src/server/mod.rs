@@ -7,6 +7,8 @@
 //! - `GET /v1/members`, `PUT /v1/members` (admin): the Maglev member list.
 //! - `GET /v1/buckets`, `PUT|DELETE /v1/buckets/{name}` (admin): bucket settings; a deleted
 //!   bucket takes its objects with it.
+//! - `GET /v1/buckets/{name}/usage?prefix=P`: what this node holds of the bucket's keys
+//!   starting with `P` (never forwarded).
 //! - `GET /v1/stats` (JSON) and `GET /metrics` (Prometheus): per-bucket counters.
 
 mod admin;
@@ -254,6 +256,10 @@ async fn route(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
         (&Method::GET, "/v1/members") => admin::members(node),
         (&Method::PUT, "/v1/members") => admin::put_members(node, req).await,
         (&Method::GET, "/v1/buckets") => admin::buckets(node, &req),
+        (&Method::GET, p) if p.starts_with("/v1/buckets/") && p.ends_with("/usage") => {
+            let bucket = &p["/v1/buckets/".len()..p.len() - "/usage".len()];
+            admin::usage(node, &req, bucket)
+        }
         (&Method::PUT, p) if p.starts_with("/v1/buckets/") => admin::put_bucket(node, req).await,
         (&Method::DELETE, p) if p.starts_with("/v1/buckets/") => admin::delete_bucket(node, req).await,
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
