@@ -213,7 +213,7 @@ async fn a_deleted_bucket_leaves_the_pushes_and_stays_deleted() {
     let m = start_cached(dir.path(), &pushes).await;
     let admin = Client::new(&m.url, &admin.token);
     let (_, v) = admin.get("/v1/admin/cache/buckets").await;
-    assert_eq!(v, json!([{"name": "keep", "public": false, "quota": null, "projects": []}]));
+    assert_eq!(v, json!([{"name": "keep", "public": false, "quota": null, "projects": [], "placement": "spread"}]));
     // the deletion is remembered across the restart, and forgotten when ds is created again
     let _a = Agent::connect_with(&m, "n1", Topology::synthetic(1, 4, 16 << 30, 0), vec![], &[], Some("http://c1:7171"))
         .await;
