@@ -115,6 +115,8 @@ fn usage_counts_by_prefix_with_the_buckets_read_access() {
     let (st, v) = usage(&s, "nope", "", Some(&admin));
     assert_eq!(st, 404);
     assert!(v["error"].as_str().unwrap().contains("berth cache bucket create nope"), "{v}");
+    assert_eq!(s.request("GET", "/v1/buckets/usage", Some(&admin), b"").0, 404, "no bucket named");
+    assert_eq!(s.request("GET", "/v1/buckets//usage", Some(&admin), b"").0, 404);
     let (st, v) = usage(&s, "ds", "?prefix=train%zz", Some(&admin));
     assert_eq!(st, 400);
     assert!(v["error"].as_str().unwrap().contains("percent-encoded"), "{v}");

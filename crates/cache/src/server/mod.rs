@@ -250,16 +250,17 @@ async fn route(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
             Err(msg) => error(StatusCode::BAD_REQUEST, &msg),
         };
     }
+    if req.method() == Method::GET
+        && let Some(bucket) = path.strip_prefix("/v1/buckets/").and_then(|r| r.strip_suffix("/usage"))
+    {
+        return admin::usage(node, &req, bucket);
+    }
     match (req.method(), path) {
         (&Method::GET, "/metrics") => admin::metrics(node),
         (&Method::GET, "/v1/stats") => admin::stats(node),
         (&Method::GET, "/v1/members") => admin::members(node),
         (&Method::PUT, "/v1/members") => admin::put_members(node, req).await,
         (&Method::GET, "/v1/buckets") => admin::buckets(node, &req),
-        (&Method::GET, p) if p.starts_with("/v1/buckets/") && p.ends_with("/usage") => {
-            let bucket = &p["/v1/buckets/".len()..p.len() - "/usage".len()];
-            admin::usage(node, &req, bucket)
-        }
         (&Method::PUT, p) if p.starts_with("/v1/buckets/") => admin::put_bucket(node, req).await,
         (&Method::DELETE, p) if p.starts_with("/v1/buckets/") => admin::delete_bucket(node, req).await,
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
