@@ -288,7 +288,7 @@ impl Store {
 
     /// What this store holds of `bucket`'s keys starting with `prefix` (empty: the whole
     /// bucket), after `check` passed on the bucket's settings, under one lock acquisition: a
-    /// walk over the bucket's index entries, no file is read (about 10 ms per million keys).
+    /// walk over the bucket's index entries (its totals for an empty prefix), no file is read.
     pub fn prefix_usage_checked<E>(
         &self,
         bucket: &str,

@@ -214,18 +214,26 @@ pub async fn delete_bucket(node: &Arc<Node>, req: Request<Incoming>) -> Response
 
 /// `GET /v1/buckets/{bucket}/usage?prefix=P`: objects and bytes of `bucket` whose keys start
 /// with `P` (percent-encoded bytes, `+` a plus; absent or empty: the whole bucket) that this
-/// node's own store holds; never forwarded. Readable by whoever may read the bucket.
-pub fn usage(node: &Node, req: &Request<Incoming>, bucket: &str) -> Response<Body> {
+/// node's own store holds; never forwarded. Readable by whoever may read the bucket. The walk
+/// over the bucket's index runs on the blocking pool, not on the worker's event loop.
+pub async fn usage(node: &Arc<Node>, req: &Request<Incoming>, bucket: &str) -> Response<Body> {
     let prefix = match req.uri().query().map(prefix_param).transpose() {
         Ok(p) => p.flatten().unwrap_or_default(),
         Err(e) => return error(StatusCode::BAD_REQUEST, &e),
     };
-    let check = |cfg: &BucketConfig| auth::bucket_access(node, req.headers(), cfg, false);
-    match node.store.prefix_usage_checked(bucket, &prefix, check) {
-        Ok(u) => super::json(StatusCode::OK, &serde_json::to_value(u).expect("json")),
-        Err(Checked::NoBucket) => error(StatusCode::NOT_FOUND, &crate::StoreError::NoBucket(bucket.into()).to_string()),
-        Err(Checked::Refused(r)) => *r,
-    }
+    let (node, headers, bucket) = (node.clone(), req.headers().clone(), bucket.to_string());
+    let counted = tokio::task::spawn_blocking(move || {
+        let check = |cfg: &BucketConfig| auth::bucket_access(&node, &headers, cfg, false);
+        match node.store.prefix_usage_checked(&bucket, &prefix, check) {
+            Ok(u) => super::json(StatusCode::OK, &serde_json::to_value(u).expect("json")),
+            Err(Checked::NoBucket) => error(StatusCode::NOT_FOUND, &crate::StoreError::NoBucket(bucket).to_string()),
+            Err(Checked::Refused(r)) => *r,
+        }
+    })
+    .await;
+    counted.unwrap_or_else(|e| {
+        error(StatusCode::INTERNAL_SERVER_ERROR, &format!("counting the bucket's usage failed: {e}"))
+    })
 }
 
 /// The bytes of the `prefix` parameter of a query string (the last one named so), strictly

@@ -253,7 +253,7 @@ async fn route(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
     if req.method() == Method::GET
         && let Some(bucket) = path.strip_prefix("/v1/buckets/").and_then(|r| r.strip_suffix("/usage"))
     {
-        return admin::usage(node, &req, bucket);
+        return admin::usage(node, &req, bucket).await;
     }
     match (req.method(), path) {
         (&Method::GET, "/metrics") => admin::metrics(node),
