@@ -146,9 +146,12 @@ impl SetupProgress {
     pub fn short(&self) -> String {
         match self.step {
             SetupStep::Environment => format!("{} {}/{}", self.step.label(), self.done, self.total),
-            SetupStep::Datasets => {
-                format!("{} {}/{}", self.step.label(), crate::format_bytes(self.done), crate::format_bytes(self.total))
-            }
+            SetupStep::Datasets => format!(
+                "{} {}/{}",
+                self.step.label(),
+                crate::format_bytes(self.done),
+                crate::format_bytes(self.total)
+            ),
         }
     }
 }

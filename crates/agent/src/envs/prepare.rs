@@ -62,13 +62,7 @@ pub(crate) async fn prepare(
         spec.contents.len()
     );
     let progress = |done: u32, detail: Option<String>| {
-        let ev = KernelEvent::Preparing {
-            step: SetupStep::Environment,
-            done: done.into(),
-            total: PHASES.into(),
-            detail,
-            since,
-        };
+        let ev = KernelEvent::Preparing { step: SetupStep::Environment, done: done.into(), total: PHASES.into(), detail, since };
         let _ = reports.events.send((kernel, ev));
     };
     let result = loop {
