@@ -28,7 +28,7 @@ pub async fn buckets(State(m): State<Arc<Manager>>, _: Admin) -> axum::Json<Vec<
 
 /// Create a bucket or replace its settings (admin only); every cache node gets it, including
 /// nodes that join later. 400: a bad name, project, or `origin` (not an absolute directory
-/// path without `.`, `..` or a trailing `/`), or an unknown `placement`.
+/// path without `.`, `..`, `//` or a trailing `/`), or an unknown `placement`.
 #[utoipa::path(put, path = "/v1/admin/cache/buckets/{name}", tag = "admin", request_body = CacheBucket,
     params(("name" = String, Path, description = "bucket name")),
     responses((status = 200, body = CacheBucket), (status = 400, body = berth_model::api::ErrorBody),
