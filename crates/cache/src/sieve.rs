@@ -122,7 +122,7 @@ impl<T: Clone> Sieve<T> {
         }
     }
 
-    /// The values from newest to oldest (for tests and stats).
+    /// The values from newest to oldest (a bucket's deletion, tests).
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
         let mut s = self.head;
         std::iter::from_fn(move || {

@@ -2,7 +2,8 @@
 //! bucket's objects off every node's disk, memory and `/metrics` (straight on the nodes with
 //! a cache admin token, or through the manager's pushes), a node killed with a deletion half
 //! done finishes it when it starts again, and `berth cache members` / `member set|remove|add`
-//! weigh members and take them out of (and back into) the list the cache nodes route by.
+//! weigh members and take them out of (and back into) the list the cache nodes route by; a
+//! bucket placed per node, with an origin, is created, listed and warmed onto one node.
 
 mod cache_support;
 mod support;
@@ -288,4 +289,62 @@ fn moved(a: &berth_cache::Maglev, b: &berth_cache::Maglev) -> usize {
 async fn routed_buckets(http: &reqwest::Client, url: &str, admin: &str) -> Vec<Value> {
     let v: Value = http.get(format!("{url}/v1/buckets")).bearer_auth(admin).send().await.unwrap().json().await.unwrap();
     v.as_array().unwrap().clone()
+}
+
+/// `bucket create --origin --placement` straight on the nodes, `bucket list` showing both,
+/// a relative origin refused before anything is sent, and `warm` of a node-placed bucket
+/// loading everything onto the node `--url` names.
+#[tokio::test]
+async fn a_node_placed_bucket_with_an_origin_is_created_listed_and_warmed_on_one_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    let nodes: Vec<Node> = (0..2).map(|i| Node::start(&dir.path().join(format!("d{i}")), &key, 0, &[])).collect();
+    let admin = token(&key, &["--admin"]);
+    let http = client();
+    let members: Vec<Value> = nodes.iter().map(|n| json!({"name": n.url})).collect();
+    for n in &nodes {
+        let r = http.put(format!("{}/v1/members", n.url)).bearer_auth(&admin).json(&members).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+
+    let o = cli(&nodes[0].url, &admin, &["bucket", "create", "ds", "--origin", "relative/path"]);
+    assert_eq!(o.status.code(), Some(2), "a usage mistake");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("relative/path") && err.contains("absolute directory path"), "{err}");
+    let o = cli(&nodes[0].url, &admin, &["bucket", "create", "ds", "--placement", "everywhere"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("spread"), "names the placements");
+    assert!(ok(cli(&nodes[0].url, &admin, &["bucket", "list"])).lines().count() <= 1, "nothing was created");
+
+    let out =
+        ok(cli(&nodes[0].url, &admin, &["bucket", "create", "ds", "--origin", "/shared/ds", "--placement", "node"]));
+    assert!(out.contains("on 2 cache nodes") && out.contains("placement node"), "{out}");
+    for n in &nodes {
+        let out = ok(cli(&n.url, &admin, &["bucket", "list"]));
+        assert!(out.contains("PLACEMENT") && out.contains("ORIGIN"), "{out}");
+        let row = out.lines().find(|l| l.starts_with("ds ")).unwrap_or_else(|| panic!("{out}"));
+        assert!(row.contains("node") && row.contains("/shared/ds"), "{row}");
+    }
+
+    let ds = dir.path().join("dataset");
+    std::fs::create_dir_all(&ds).unwrap();
+    for i in 0..20 {
+        std::fs::write(ds.join(format!("{i}.bin")), vec![i as u8; 100]).unwrap();
+    }
+    let out = ok(cli(&nodes[1].url, &admin, &["warm", ds.to_str().unwrap(), "--bucket", "ds"]));
+    assert!(out.contains("20 files stored") && out.contains(&nodes[1].url), "{out}");
+    let usage = |url: String| {
+        let (http, admin) = (http.clone(), admin.clone());
+        async move {
+            let r = http.get(format!("{url}/v1/buckets/ds/usage")).bearer_auth(&admin).send().await.unwrap();
+            let v: Value = r.json().await.unwrap();
+            (v["objects"].as_u64().unwrap(), v["bytes"].as_u64().unwrap())
+        }
+    };
+    assert_eq!(usage(nodes[1].url.clone()).await, (20, 2000), "all on the node --url named");
+    assert_eq!(usage(nodes[0].url.clone()).await, (0, 0));
+    let out = ok(cli(&nodes[1].url, &admin, &["warm", ds.to_str().unwrap(), "--bucket", "ds"]));
+    assert!(out.contains("20 already cached"), "{out}");
+    let o = cli(&nodes[1].url, &admin, &["warm", ds.to_str().unwrap(), "--bucket", "nope"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("berth cache bucket create nope"), "{o:?}");
 }

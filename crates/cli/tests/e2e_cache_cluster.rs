@@ -2,8 +2,8 @@
 //! (`berth agent --cache-url`, here separate `berth cache serve` processes on ephemeral
 //! ports), the manager pushes the member list and the buckets to every cache node; a lost
 //! node's cache goes down on the others and its keys read as misses; a bucket created before a
-//! cache node joins reaches it, and a cache node restarted empty gets both back; a job gets
-//! the cache node of the node it runs on.
+//! cache node joins reaches it (origin and placement too), and a cache node restarted empty
+//! gets both back; a job gets the cache node of the node it runs on.
 
 mod cache_support;
 mod support;
@@ -66,6 +66,11 @@ async fn the_manager_pushes_members_and_buckets_and_a_lost_nodes_keys_are_misses
     for u in &urls[..2] {
         wait_bucket(&http, u, &admin, "ds").await;
     }
+    // a bucket placed per node, with an origin, through the manager too
+    let out = b.ok(&["cache", "bucket", "create", "local", "--origin", "/shared/ds", "--placement", "node"]);
+    assert!(out.contains("placement node") && out.contains("origin /shared/ds"), "{out}");
+    let out = b.ok(&["cache", "bucket", "list"]);
+    assert!(out.lines().any(|l| l.starts_with("local ") && l.contains(" node ") && l.contains("/shared/ds")), "{out}");
     // a user who is not an admin may not
     let alice = b.create_user("alice");
     let o = b.cli_as(&alice, &["cache", "bucket", "create", "mine"]);
@@ -81,6 +86,8 @@ async fn the_manager_pushes_members_and_buckets_and_a_lost_nodes_keys_are_misses
     let ds = wait_bucket(&http, &urls[2], &admin, "ds").await;
     assert_eq!(ds["quota"], 1u64 << 30);
     assert_eq!(ds["projects"], serde_json::json!(["vision"]));
+    let local = wait_bucket(&http, &urls[2], &admin, "local").await;
+    assert_eq!((&local["placement"], &local["origin"]), (&Value::from("node"), &Value::from("/shared/ds")));
 
     // a job gets the cache node on its own node
     let id = b.submit(&["--", "sh", "-c", "echo cache=$BERTH_CACHE_URL"]);

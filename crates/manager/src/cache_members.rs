@@ -83,16 +83,15 @@ impl CacheMembers {
         *self.buckets.lock().expect("cache buckets") = buckets
             .into_iter()
             .map(|b| {
-                (
-                    b.name.clone(),
-                    CacheBucket {
-                        name: b.name,
-                        public: b.public,
-                        quota: b.quota,
-                        projects: b.projects,
-                        ..Default::default()
-                    },
-                )
+                let bucket = CacheBucket {
+                    name: b.name.clone(),
+                    public: b.public,
+                    quota: b.quota,
+                    projects: b.projects,
+                    origin: b.origin,
+                    placement: b.placement,
+                };
+                (b.name, bucket)
             })
             .collect();
         *self.deleted.lock().expect("deleted buckets") = store.deleted_cache_buckets().await?.into_iter().collect();
@@ -211,6 +210,8 @@ impl CacheMembers {
             public: b.public,
             quota: b.quota,
             projects: b.projects.clone(),
+            origin: b.origin.clone(),
+            placement: b.placement,
             updated_at: jiff::Timestamp::now(),
         };
         store.put_cache_bucket(&row).await?;

@@ -185,6 +185,11 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("ResourceRequest", "gpu_milli", json!({"maximum": MAX_MILLI})),
         ("CacheMemberUpdate", "weight", json!({"minimum": 1, "maximum": berth_model::api::MAX_CACHE_WEIGHT})),
         ("CacheBucket", "projects", json!({"items": {"type": "string", "pattern": NAME}})),
+        (
+            "CacheBucket",
+            "origin",
+            json!({"pattern": "^/", "maxLength": 4096, "description": "an absolute directory path without `.`, `..`, `//` or a trailing `/`"}),
+        ),
         // `null` leaves a queue's key as it is.
         ("QueueUpdate", "ordering", json!({"enum": ["fifo", "lifo", "drf", "fair-share", null]})),
         ("QueueUpdate", "scoring", json!({"enum": ["binpack", "spread", null]})),

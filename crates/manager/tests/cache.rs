@@ -88,13 +88,20 @@ async fn agents_cache_nodes_become_members_and_buckets_reach_them() {
             r.status().as_u16()
         }
     };
-    assert_eq!(put(&admin.token, "ds", json!({"quota": 1024, "projects": ["vision"]})).await, 200);
+    let ds = json!({"quota": 1024, "projects": ["vision"], "origin": "/shared/ds", "placement": "node"});
+    assert_eq!(put(&admin.token, "ds", ds).await, 200);
     assert_eq!(put(&admin.token, "Bad_Name", json!({})).await, 400);
+    for origin in ["shared/ds", "/shared/../ds", "/shared/ds/", "/shared/./ds"] {
+        assert_eq!(put(&admin.token, "bad-origin", json!({"origin": origin})).await, 400, "{origin}");
+    }
+    assert_eq!(put(&admin.token, "bad-placement", json!({"placement": "everywhere"})).await / 100, 4);
     let (_, bob) = admin.post("/v1/admin/users", json!({"name": "bob"})).await;
     assert_eq!(put(bob["token"].as_str().unwrap(), "other", json!({})).await, 403);
     let has_ds = |b: &Value| b["buckets"].as_array().is_some_and(|a| a.iter().any(|x| x["name"] == "ds"));
     let body = pushed(&pushes, "http://c2:7171", "bucket ds pushed", has_ds).await;
-    assert_eq!(body["buckets"][0], json!({"name": "ds", "public": false, "quota": 1024, "projects": ["vision"]}));
+    let want = json!({"name": "ds", "public": false, "quota": 1024, "projects": ["vision"], "origin": "/shared/ds",
+        "placement": "node"});
+    assert_eq!(body["buckets"][0], want);
     let (s, audit) = admin.get("/v1/admin/audit").await;
     assert_eq!(s, 200);
     assert!(audit.to_string().contains("cache.bucket.set"), "{audit}");
@@ -137,7 +144,7 @@ async fn agents_cache_nodes_become_members_and_buckets_reach_them() {
     let (_, v) = admin.get("/v1/cache/members").await;
     assert_eq!(v.as_array().unwrap().len(), 2, "{v}");
     let (_, v) = admin.get("/v1/admin/cache/buckets").await;
-    assert_eq!(v[0]["name"], "ds");
+    assert_eq!(v, json!([want]), "origin and placement survive a restart");
     m.shutdown().await;
 }
 
@@ -209,7 +216,7 @@ async fn a_deleted_bucket_leaves_the_pushes_and_stays_deleted() {
     let m = start_cached(dir.path(), &pushes).await;
     let admin = Client::new(&m.url, &admin.token);
     let (_, v) = admin.get("/v1/admin/cache/buckets").await;
-    assert_eq!(v, json!([{"name": "keep", "public": false, "quota": null, "projects": []}]));
+    assert_eq!(v, json!([{"name": "keep", "public": false, "quota": null, "projects": [], "placement": "spread"}]));
     // the deletion is remembered across the restart, and forgotten when ds is created again
     let _a = Agent::connect_with(&m, "n1", Topology::synthetic(1, 4, 16 << 30, 0), vec![], &[], Some("http://c1:7171"))
         .await;

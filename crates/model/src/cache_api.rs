@@ -115,12 +115,15 @@ impl std::str::FromStr for BucketPlacement {
     }
 }
 
-/// Why `origin` cannot be a bucket's origin: it must be an absolute, normal directory path.
+/// Why `origin` cannot be a bucket's origin: it must be an absolute, normal directory path
+/// (each component named: no `.`, `..` or empty one, so no `//` and no trailing `/`; `/`
+/// itself is allowed), at most 4096 bytes, without NUL.
 pub fn bucket_origin_error(origin: &str) -> Option<String> {
-    let p = std::path::Path::new(origin);
-    let normal = p.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
-    (!p.is_absolute() || !normal || origin.len() > 4096 || origin.contains('\0') || origin.ends_with('/') && origin != "/")
-        .then(|| format!("bucket origin `{origin}` must be an absolute directory path without `.`, `..` or a trailing `/` (e.g. /shared/datasets/imagenet)"))
+    // split by hand: `Path::components` drops inner `.` and repeated separators silently
+    let normal = origin == "/"
+        || origin.strip_prefix('/').is_some_and(|rest| rest.split('/').all(|c| !c.is_empty() && c != "." && c != ".."));
+    (!normal || origin.len() > 4096 || origin.contains('\0'))
+        .then(|| format!("bucket origin `{origin}` must be an absolute directory path without `.`, `..`, `//` or a trailing `/` (e.g. /shared/datasets/imagenet)"))
 }
 
 /// Whether `name` can name a bucket: 1–63 of `a-z 0-9 . _ -`, starting with a letter or digit
@@ -145,6 +148,43 @@ pub fn bucket_name_error(name: &str) -> String {
 /// placement).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 pub struct CachePrefixUsage {
+    /// Objects of the bucket under the prefix on this node.
     pub objects: u64,
+    /// Their bytes (object data, not counting the files' headers).
     pub bytes: u64,
+}
+
+/// The URL of `GET /v1/buckets/{bucket}/usage` on the cache node at `base` for the keys that
+/// start with `prefix` (every byte but ASCII letters and digits percent-encoded, so `&`, `+`
+/// and `=` in a key survive the query string).
+pub fn prefix_usage_url(base: &str, bucket: &str, prefix: &[u8]) -> String {
+    let p = percent_encoding::percent_encode(prefix, percent_encoding::NON_ALPHANUMERIC);
+    format!("{}/v1/buckets/{bucket}/usage?prefix={p}", base.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_are_absolute_normal_paths() {
+        for good in ["/", "/shared/datasets/imagenet", "/a", "/with space/and.dots..x"] {
+            assert_eq!(bucket_origin_error(good), None, "{good}");
+        }
+        for bad in
+            ["", "relative", "shared/ds", "./ds", "/a/./b", "/a/../b", "/..", "/.", "/a//b", "/a/", "//", "/a\0b"]
+        {
+            assert!(bucket_origin_error(bad).is_some(), "{bad:?} accepted");
+        }
+        assert!(bucket_origin_error(&format!("/{}", "x".repeat(4096))).is_some());
+    }
+
+    #[test]
+    fn placements_parse_and_print() {
+        for p in [BucketPlacement::Spread, BucketPlacement::Node] {
+            assert_eq!(p.as_str().parse::<BucketPlacement>(), Ok(p));
+        }
+        assert!("Node".parse::<BucketPlacement>().is_err());
+        assert_eq!(BucketPlacement::default(), BucketPlacement::Spread);
+    }
 }

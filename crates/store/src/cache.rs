@@ -6,6 +6,7 @@
 //! created before it. A supertrait of [`crate::Store`], like [`crate::Tenancy`].
 
 use async_trait::async_trait;
+use berth_model::api::BucketPlacement;
 use jiff::Timestamp;
 
 use crate::Result;
@@ -48,6 +49,11 @@ pub struct CacheBucketRow {
     /// Bytes per cache node; `None`: a fair share.
     pub quota: Option<u64>,
     pub projects: Vec<String>,
+    /// The shared directory its datasets are copied from (`berth cache bucket create
+    /// --origin`); `None`: no datasets.
+    pub origin: Option<String>,
+    /// One Maglev-routed copy (`spread`) or a copy per cache node (`node`).
+    pub placement: BucketPlacement,
     pub updated_at: Timestamp,
 }
 

@@ -577,9 +577,11 @@ pub async fn tenancy(s: &dyn Store) {
     assert_eq!(s.audit_log(None, 1).await.unwrap().len(), 1);
 }
 
-/// The dataset cache's nodes and buckets: put replaces, lists are sorted by name.
+/// The dataset cache's nodes and buckets: put replaces (origin and placement too), lists are
+/// sorted by name.
 pub async fn cache_state(s: &dyn Store) {
     use crate::CacheBucketRow;
+    use berth_model::api::BucketPlacement;
     assert!(s.cache_nodes().await.unwrap().is_empty());
     s.put_cache_node("n2", "http://10.0.0.2:7171", 1, at(1)).await.unwrap();
     s.put_cache_node("n1", "http://10.0.0.1:7171", 1, at(2)).await.unwrap();
@@ -592,24 +594,19 @@ pub async fn cache_state(s: &dyn Store) {
         public: false,
         quota: Some(100 << 30),
         projects: vec!["vision".into(), "ml".into()],
+        origin: Some("/shared/datasets/imagenet".into()),
+        placement: BucketPlacement::Node,
         updated_at: at(4),
     };
+    // a put replaces every setting, origin and placement too (back to none and spread here)
+    let spread = BucketPlacement::Spread;
+    let changed =
+        CacheBucketRow { public: true, quota: None, projects: vec![], origin: None, placement: spread, ..b.clone() };
     s.put_cache_bucket(&b).await.unwrap();
-    s.put_cache_bucket(&CacheBucketRow {
-        name: "a-public".into(),
-        public: true,
-        quota: None,
-        projects: vec![],
-        updated_at: at(5),
-    })
-    .await
-    .unwrap();
-    let all = s.cache_buckets().await.unwrap();
-    assert_eq!(all.len(), 2);
-    assert_eq!(all[0].name, "a-public");
-    assert!(all[0].public && all[0].quota.is_none());
-    assert_eq!(all[1], b);
-    let changed = CacheBucketRow { public: true, quota: None, projects: vec![], updated_at: at(6), ..b };
+    let a_public = CacheBucketRow { name: "a-public".into(), updated_at: at(5), ..changed.clone() };
+    s.put_cache_bucket(&a_public).await.unwrap();
+    assert_eq!(s.cache_buckets().await.unwrap(), vec![a_public, b]);
+    let changed = CacheBucketRow { updated_at: at(6), ..changed };
     s.put_cache_bucket(&changed).await.unwrap();
     assert_eq!(s.cache_buckets().await.unwrap()[1], changed);
 

@@ -195,7 +195,15 @@ pub(crate) const TABLES: &[Table] = &[
     },
     Table {
         name: "cache_buckets",
-        cols: &[("name", Text), ("public", Bool), ("quota", Int), ("projects", Text), ("updated_at", Int)],
+        cols: &[
+            ("name", Text),
+            ("public", Bool),
+            ("quota", Int),
+            ("projects", Text),
+            ("updated_at", Int),
+            ("origin", Text),
+            ("placement", Text),
+        ],
         order: "name",
     },
     Table { name: "cache_bucket_tombstones", cols: &[("name", Text), ("deleted_at", IntFromText)], order: "name" },

@@ -111,15 +111,17 @@ impl CacheState for Adapter {
         let projects = serde_json::to_string(&b.projects).expect("project names serialise");
         let mut tx = self.writer.begin().await?;
         sqlx::query(&sql("DELETE FROM cache_bucket_tombstones WHERE name = ?")).bind(&b.name).execute(&mut *tx).await?;
-        sqlx::query(&sql(
-            "INSERT INTO cache_buckets (name, public, quota, projects, updated_at) VALUES (?, ?, ?, ?, ?) \
+        sqlx::query(&sql("INSERT INTO cache_buckets (name, public, quota, projects, origin, placement, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (name) DO UPDATE SET public = excluded.public, quota = excluded.quota, \
-             projects = excluded.projects, updated_at = excluded.updated_at",
-        ))
+             projects = excluded.projects, origin = excluded.origin, placement = excluded.placement, \
+             updated_at = excluded.updated_at"))
         .bind(&b.name)
         .bind(b.public)
         .bind(b.quota.map(|q| q as i64))
         .bind(projects)
+        .bind(b.origin.as_deref())
+        .bind(b.placement.as_str())
         .bind(ts(b.updated_at))
         .execute(&mut *tx)
         .await?;
@@ -128,19 +130,25 @@ impl CacheState for Adapter {
     }
 
     async fn cache_buckets(&self) -> Result<Vec<CacheBucketRow>> {
-        let rows =
-            sqlx::query(&sql("SELECT name, public, quota, projects, updated_at FROM cache_buckets ORDER BY name"))
-                .fetch_all(&self.reader)
-                .await?;
+        let rows = sqlx::query(&sql(
+            "SELECT name, public, quota, projects, origin, placement, updated_at FROM cache_buckets ORDER BY name",
+        ))
+        .fetch_all(&self.reader)
+        .await?;
         rows.iter()
             .map(|r| {
                 let projects: String = r.try_get("projects")?;
+                let placement: String = r.try_get("placement")?;
                 Ok(CacheBucketRow {
                     name: r.try_get("name")?,
                     public: r.try_get("public")?,
                     quota: r.try_get::<Option<i64>, _>("quota")?.map(|q| q as u64),
                     projects: serde_json::from_str(&projects)
                         .map_err(|e| StoreError::Corrupt(format!("cache bucket projects: {e}")))?,
+                    origin: r.try_get("origin")?,
+                    placement: placement
+                        .parse()
+                        .map_err(|e| StoreError::Corrupt(format!("cache bucket placement: {e}")))?,
                     updated_at: from_ts(r.try_get("updated_at")?)?,
                 })
             })

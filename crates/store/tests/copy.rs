@@ -2,7 +2,7 @@
 //! copied to a real PostgreSQL and back, reads the same through the `Store` API; ids keep
 //! counting on the target; a target with rows is refused and left as it was.
 
-use berth_model::api::NodeState;
+use berth_model::api::{BucketPlacement, NodeState};
 use berth_model::{
     EndCause, JobSpec, JobState, KernelUsage, PendingKind, PendingReason, PreemptAction, QuotaKind, QuotaLimits,
     StopCause, UnixId,
@@ -145,6 +145,8 @@ async fn fill(s: &dyn Store) {
         public,
         quota: Some(100 << 30),
         projects: vec!["vision".into()],
+        origin: public.then(|| format!("/shared/{name}")),
+        placement: if public { BucketPlacement::Node } else { BucketPlacement::Spread },
         updated_at: at(9),
     };
     s.put_cache_bucket(&bucket("imagenet", false)).await.unwrap();

@@ -46,6 +46,43 @@ async fn cache_members_known_before_the_seq_migration_are_numbered_by_name() {
     s.close().await;
 }
 
+/// Buckets from before migration 0017 read as spread, without an origin; a placement this
+/// berth does not know is an error, not a silent default.
+#[tokio::test]
+async fn buckets_known_before_the_origin_migration_are_spread_and_an_unknown_placement_is_refused() {
+    use berth_model::api::BucketPlacement;
+    use sqlx::migrate::Migrate;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("berth.db");
+    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    {
+        let mut conn = sqlx::ConnectOptions::connect(&opts).await.unwrap();
+        let migrator = sqlx::migrate!("./migrations/sqlite");
+        conn.ensure_migrations_table().await.unwrap();
+        for m in migrator.iter().filter(|m| m.version < 17) {
+            conn.apply(m).await.unwrap();
+        }
+        sqlx::query(
+            "INSERT INTO cache_buckets (name, public, quota, projects, updated_at) VALUES ('old', 1, NULL, '[]', 0)",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    let s = SqliteStore::open(&path).await.unwrap();
+    let b = &s.cache_buckets().await.unwrap()[0];
+    assert_eq!((b.name.as_str(), b.origin.as_deref(), b.placement), ("old", None, BucketPlacement::Spread));
+    s.close().await;
+    {
+        let mut conn = sqlx::ConnectOptions::connect(&opts).await.unwrap();
+        sqlx::query("UPDATE cache_buckets SET placement = 'everywhere'").execute(&mut conn).await.unwrap();
+    }
+    let s = SqliteStore::open(&path).await.unwrap();
+    let e = s.cache_buckets().await.unwrap_err();
+    assert!(e.to_string().contains("everywhere"), "{e}");
+    s.close().await;
+}
+
 #[tokio::test]
 async fn reopen_keeps_everything() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,5 @@
-//! Members, buckets, stats and metrics.
+//! Members, buckets (settings, and what this node holds of a bucket's keys under a prefix),
+//! stats and metrics.
 
 use std::sync::Arc;
 
@@ -11,6 +12,8 @@ use serde_json::json;
 use super::{Body, Node, auth, error};
 use crate::bucket::BucketConfig;
 use crate::maglev::{HASH_VERSION, Member};
+use crate::store::Checked;
+use berth_model::api::{BucketPlacement, bucket_origin_error};
 
 /// Largest JSON body the admin routes read.
 pub(super) const MAX_JSON: usize = 1024 * 1024;
@@ -157,6 +160,10 @@ struct BucketIn {
     quota: Option<u64>,
     #[serde(default)]
     projects: Vec<String>,
+    #[serde(default)]
+    origin: Option<String>,
+    #[serde(default)]
+    placement: BucketPlacement,
 }
 
 pub async fn put_bucket(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
@@ -168,7 +175,17 @@ pub async fn put_bucket(node: &Arc<Node>, req: Request<Incoming>) -> Response<Bo
         Ok(b) => b,
         Err(r) => return *r,
     };
-    let cfg = BucketConfig { name, public: b.public, quota: b.quota, projects: b.projects, ..Default::default() };
+    if let Some(e) = b.origin.as_deref().and_then(bucket_origin_error) {
+        return error(StatusCode::BAD_REQUEST, &e);
+    }
+    let cfg = BucketConfig {
+        name,
+        public: b.public,
+        quota: b.quota,
+        projects: b.projects,
+        origin: b.origin,
+        placement: b.placement,
+    };
     let store = node.store.clone();
     let c = cfg.clone();
     match tokio::task::spawn_blocking(move || store.put_bucket(c)).await {
@@ -192,5 +209,96 @@ pub async fn delete_bucket(node: &Arc<Node>, req: Request<Incoming>) -> Response
         Ok(Err(e @ crate::StoreError::NoBucket(_))) => error(StatusCode::NOT_FOUND, &e.to_string()),
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("deleting bucket `{name}` failed: {e}")),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("bucket deletion failed: {e}")),
+    }
+}
+
+/// `GET /v1/buckets/{bucket}/usage?prefix=P`: objects and bytes of `bucket` whose keys start
+/// with `P` (percent-encoded bytes, `+` a plus; absent or empty: the whole bucket) that this
+/// node's own store holds; never forwarded. Readable by whoever may read the bucket. The walk
+/// over the bucket's index runs on the blocking pool, not on the worker's event loop.
+pub async fn usage(node: &Arc<Node>, req: &Request<Incoming>, bucket: &str) -> Response<Body> {
+    let prefix = match req.uri().query().map(prefix_param).transpose() {
+        Ok(p) => p.flatten().unwrap_or_default(),
+        Err(e) => return error(StatusCode::BAD_REQUEST, &e),
+    };
+    let (node, headers, bucket) = (node.clone(), req.headers().clone(), bucket.to_string());
+    let counted = tokio::task::spawn_blocking(move || {
+        let check = |cfg: &BucketConfig| auth::bucket_access(&node, &headers, cfg, false);
+        match node.store.prefix_usage_checked(&bucket, &prefix, check) {
+            Ok(u) => super::json(StatusCode::OK, &serde_json::to_value(u).expect("json")),
+            Err(Checked::NoBucket) => error(StatusCode::NOT_FOUND, &crate::StoreError::NoBucket(bucket).to_string()),
+            Err(Checked::Refused(r)) => *r,
+        }
+    })
+    .await;
+    counted.unwrap_or_else(|e| {
+        error(StatusCode::INTERNAL_SERVER_ERROR, &format!("counting the bucket's usage failed: {e}"))
+    })
+}
+
+/// The bytes of the `prefix` parameter of a query string (the last one named so), strictly
+/// percent-decoded: a `%` must start two hex digits. `None` when the query has none.
+fn prefix_param(query: &str) -> Result<Option<Vec<u8>>, String> {
+    let mut found = None;
+    for pair in query.split('&') {
+        if let Some(v) = pair.strip_prefix("prefix=") {
+            found = Some(v);
+        } else if pair == "prefix" {
+            found = Some("");
+        }
+    }
+    let Some(v) = found else { return Ok(None) };
+    let bad =
+        || format!("the prefix `{v}` is not percent-encoded: write each byte as itself or as %XX (two hex digits)");
+    let (raw, mut out) = (v.as_bytes(), Vec::with_capacity(v.len()));
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' {
+            let hex = raw.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).ok_or_else(bad)?;
+            if !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(bad());
+            }
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+            i += 3;
+        } else {
+            out.push(raw[i]);
+            i += 1;
+        }
+    }
+    if out.len() > crate::bucket::MAX_KEY_LEN {
+        return Err(format!(
+            "the prefix is {} bytes long: keys are at most {} bytes",
+            out.len(),
+            crate::bucket::MAX_KEY_LEN
+        ));
+    }
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_param;
+
+    #[test]
+    fn prefixes_are_strictly_percent_decoded() {
+        assert_eq!(prefix_param("").unwrap(), None);
+        assert_eq!(prefix_param("other=1").unwrap(), None);
+        assert_eq!(prefix_param("prefix=").unwrap(), Some(vec![]));
+        assert_eq!(prefix_param("prefix").unwrap(), Some(vec![]));
+        assert_eq!(prefix_param("x=1&prefix=train/a%20b%2B+%26").unwrap(), Some(b"train/a b++&".to_vec()));
+        assert_eq!(prefix_param("prefix=%00%ff").unwrap(), Some(vec![0, 0xff]));
+        for bad in ["prefix=%", "prefix=%2", "prefix=%zz", "prefix=a%g0", "prefix=%+1"] {
+            assert!(prefix_param(bad).is_err(), "{bad} accepted");
+        }
+        assert!(prefix_param(&format!("prefix={}", "k".repeat(4097))).is_err());
+    }
+
+    #[test]
+    fn the_models_usage_url_decodes_to_its_prefix() {
+        let prefix = b"s3://b/train a&b=c+d%/\xff\x00".to_vec();
+        let url = berth_model::api::prefix_usage_url("http://n:7171/", "ds", &prefix);
+        let (path, query) = url.split_once('?').unwrap();
+        assert_eq!(path, "http://n:7171/v1/buckets/ds/usage");
+        assert_eq!(prefix_param(query).unwrap(), Some(prefix));
     }
 }

@@ -10,8 +10,9 @@
 //! `HEAD` of an object this node owns, with no body, no `Range`, no `If-None-Match`, no
 //! `Expect`/`Upgrade` headers, no `Connection` but `keep-alive`, nothing pipelined after it,
 //! that the token may
-//! read and that is found. Everything else — other routes and methods, a key owned by another
-//! node, a refusal or miss, a head it cannot parse or longer than [`MAX_HEAD`] — goes to the
+//! read and that is found. Everything else — other routes and methods, a key another node
+//! owns (in a spread bucket: a node-placed bucket's keys are all served here), a refusal or
+//! miss, a head it cannot parse or longer than [`MAX_HEAD`] — goes to the
 //! hyper service together with the bytes already read ([`super::guard`]), so hyper sees the
 //! request as the client sent it and answers as before; answers decided after the lookup
 //! (404, 401, 403) are handed over already made, so that counters move once. A connection

@@ -7,6 +7,8 @@
 //! - `GET /v1/members`, `PUT /v1/members` (admin): the Maglev member list.
 //! - `GET /v1/buckets`, `PUT|DELETE /v1/buckets/{name}` (admin): bucket settings; a deleted
 //!   bucket takes its objects with it.
+//! - `GET /v1/buckets/{name}/usage?prefix=P`: what this node holds of the bucket's keys
+//!   starting with `P` (never forwarded).
 //! - `GET /v1/stats` (JSON) and `GET /metrics` (Prometheus): per-bucket counters.
 
 mod admin;
@@ -247,6 +249,11 @@ async fn route(node: &Arc<Node>, req: Request<Incoming>) -> Response<Body> {
             Ok((bucket, key)) => objects::handle(node, req, bucket, key).await,
             Err(msg) => error(StatusCode::BAD_REQUEST, &msg),
         };
+    }
+    if req.method() == Method::GET
+        && let Some(bucket) = path.strip_prefix("/v1/buckets/").and_then(|r| r.strip_suffix("/usage"))
+    {
+        return admin::usage(node, &req, bucket).await;
     }
     match (req.method(), path) {
         (&Method::GET, "/metrics") => admin::metrics(node),

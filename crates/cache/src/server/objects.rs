@@ -10,6 +10,7 @@
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use berth_model::api::BucketPlacement;
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
@@ -77,13 +78,20 @@ fn miss(why: &'static str) -> Response<Body> {
 
 /// The node a request for `bucket/key` must be forwarded to: the key's owner when that is
 /// another node and the request was not already forwarded here (it is then served here, so
-/// that two nodes briefly disagreeing on the member list never bounce it between them).
+/// that two nodes briefly disagreeing on the member list never bounce it between them). A
+/// bucket placed per node (`placement: node`) is never forwarded: each node serves its own
+/// copies. Its placement is looked up only for keys owned elsewhere, so an owned key of a
+/// spread bucket costs no extra lock.
 pub(super) fn owner_elsewhere(node: &Node, forwarded: bool, bucket: &str, key: &[u8]) -> Option<String> {
     if forwarded {
         return None;
     }
     let maglev = node.maglev();
-    maglev.owner(bucket, key).filter(|o| o.name != node.name).map(|o| o.name.clone())
+    let owner = maglev.owner(bucket, key).filter(|o| o.name != node.name)?;
+    if node.store.placement(bucket) == Some(BucketPlacement::Node) {
+        return None;
+    }
+    Some(owner.name.clone())
 }
 
 pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, key: Vec<u8>) -> Response<Body> {

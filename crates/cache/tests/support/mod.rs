@@ -37,6 +37,29 @@ impl Srv {
         Self::start_with(tmp, dir, capacity, NodeTls::default())
     }
 
+    /// Starts `n` nodes sharing one key (tokens of any of them work on all), each routing
+    /// over all of them.
+    pub fn start_cluster(n: usize, capacity: u64) -> Vec<Srv> {
+        let first = Srv::start(capacity);
+        let mut nodes = vec![];
+        for _ in 1..n {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("cache");
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::copy(first.dir.join("cache.key"), dir.join("cache.key")).unwrap();
+            nodes.push(Srv::start_in(tmp, dir, capacity));
+        }
+        nodes.insert(0, first);
+        let members: Vec<serde_json::Value> =
+            nodes.iter().map(|s| serde_json::json!({"name": format!("http://{}", s.addr)})).collect();
+        let body = serde_json::to_vec(&members).unwrap();
+        for s in &nodes {
+            let (st, answer) = s.request("PUT", "/v1/members", Some(&s.token(&[], true)), &body);
+            assert_eq!(st, 200, "{answer}");
+        }
+        nodes
+    }
+
     /// Starts a node serving HTTPS with `tls`.
     pub fn start_tls(capacity: u64, tls: NodeTls) -> Srv {
         let tmp = tempfile::tempdir().unwrap();

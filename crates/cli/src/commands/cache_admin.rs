@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use berth_cache::maglev::Member;
-use berth_model::api::{CacheBucket, CacheMemberUpdate, CacheMemberView};
+use berth_model::api::{BucketPlacement, CacheBucket, CacheMemberUpdate, CacheMemberView, bucket_origin_error};
 use berth_model::format_bytes;
 use clap::{Args, Subcommand};
 use reqwest::Method;
@@ -45,8 +45,24 @@ pub struct BucketCreateArgs {
     /// Projects whose tokens may use the bucket, comma-separated.
     #[arg(long, value_delimiter = ',')]
     projects: Vec<String>,
+    /// The shared directory (same absolute path on every node) that jobs' datasets
+    /// (`--dataset BUCKET/PREFIX`) are copied from into the cache.
+    #[arg(long, value_name = "DIR", value_parser = parse_origin)]
+    origin: Option<String>,
+    /// `spread`: one copy of each object, on the node Maglev hashing picks (the caches add
+    /// up); `node`: each node keeps its own copies of what is written to it, reads stay local.
+    #[arg(long, default_value = "spread")]
+    placement: BucketPlacement,
     #[command(flatten)]
     endpoint: Endpoint,
+}
+
+/// `--origin`: an absolute directory path without `.`, `..` or a trailing `/`.
+fn parse_origin(s: &str) -> Result<String, String> {
+    match bucket_origin_error(s) {
+        Some(e) => Err(e),
+        None => Ok(s.to_string()),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -118,7 +134,8 @@ async fn bucket_create(a: BucketCreateArgs) -> anyhow::Result<ExitCode> {
         public: a.public,
         quota: a.quota,
         projects: a.projects.clone(),
-        ..Default::default()
+        origin: a.origin.clone(),
+        placement: a.placement,
     };
     let whom = if a.endpoint.has_token() {
         let path = format!("/v1/buckets/{}", a.name);
@@ -147,10 +164,12 @@ async fn bucket_create(a: BucketCreateArgs) -> anyhow::Result<ExitCode> {
     };
     let quota = a.quota.map(format_bytes).unwrap_or_else(|| "none".into());
     println!(
-        "bucket `{}` {whom}: {}, quota {quota} per node{}",
+        "bucket `{}` {whom}: {}, quota {quota} per node, placement {}{}{}",
         a.name,
         if a.public { "public" } else { "private" },
-        if a.projects.is_empty() { String::new() } else { format!(", projects {}", a.projects.join(",")) }
+        a.placement.as_str(),
+        if a.projects.is_empty() { String::new() } else { format!(", projects {}", a.projects.join(",")) },
+        a.origin.as_ref().map(|o| format!(", origin {o}")).unwrap_or_default()
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -204,7 +223,7 @@ async fn bucket_list(a: BucketListArgs) -> anyhow::Result<ExitCode> {
         print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = table(["BUCKET", "ACCESS", "QUOTA", "PROJECTS"]);
+    let mut t = table(["BUCKET", "ACCESS", "QUOTA", "PROJECTS", "PLACEMENT", "ORIGIN"]);
     let buckets: Vec<CacheBucket> = serde_json::from_value(v).context("unexpected bucket list")?;
     for b in buckets {
         t.add_row(vec![
@@ -212,6 +231,8 @@ async fn bucket_list(a: BucketListArgs) -> anyhow::Result<ExitCode> {
             if b.public { "public" } else { "private" }.to_string(),
             b.quota.map(format_bytes).unwrap_or_else(|| "-".into()),
             if b.projects.is_empty() { "-".into() } else { b.projects.join(",") },
+            b.placement.as_str().to_string(),
+            b.origin.unwrap_or_else(|| "-".into()),
         ]);
     }
     print_table(t);

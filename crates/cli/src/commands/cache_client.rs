@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use berth_agent::tls::TlsFailure;
 use berth_cache::maglev::{HASH_VERSION, Maglev, Member};
+use berth_model::api::CacheBucket;
 use clap::Args;
 use serde_json::Value;
 
@@ -114,6 +115,16 @@ impl CacheClient {
             );
         }
         Ok((m, v))
+    }
+
+    /// Bucket `name`'s settings as the configured node has them (`GET /v1/buckets`, any
+    /// valid token); `None` when the node has no such bucket.
+    pub async fn bucket(&self, name: &str) -> anyhow::Result<Option<CacheBucket>> {
+        let v = self.get_json(&self.base, "/v1/buckets").await?;
+        let all: Vec<CacheBucket> = serde_json::from_value(v).map_err(|_| {
+            anyhow!("{} answered /v1/buckets without a bucket list: is it a berth cache node?", self.base)
+        })?;
+        Ok(all.into_iter().find(|b| b.name == name))
     }
 }
 

@@ -82,9 +82,8 @@ fn cache_env(url: Option<String>, key: Key, http: reqwest::Client) -> CacheEnv {
         }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
     };
     let usage = move |base: String, token: String, bucket: String, prefix: Vec<u8>| {
-        let prefix = percent_encoding::percent_encode(&prefix, percent_encoding::NON_ALPHANUMERIC).to_string();
         let req = http2
-            .get(format!("{base}/v1/buckets/{bucket}/usage?prefix={prefix}"))
+            .get(berth_model::api::prefix_usage_url(&base, &bucket, &prefix))
             .bearer_auth(token)
             .timeout(USAGE_TIMEOUT);
         Box::pin(async move {

@@ -1,12 +1,15 @@
 //! `berth cache warm DIR --bucket B`: loads every file under DIR into the cache before a job
 //! reads it, sending each file straight to its owner (Maglev over `/v1/members`, the same
-//! table the nodes build) with a few uploads in flight, and a progress bar in bytes.
+//! table the nodes build) with a few uploads in flight, and a progress bar in bytes. A bucket
+//! placed per node (`placement: node`, read from the node's `/v1/buckets`) has no owners:
+//! everything goes to the node `--url` names, which keeps its own copies.
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use berth_model::api::BucketPlacement;
 use berth_model::format_bytes;
 use clap::Args;
 use futures_util::StreamExt;
@@ -85,6 +88,14 @@ pub async fn warm(a: WarmArgs) -> anyhow::Result<ExitCode> {
         return Err(UsageError::error(format!("{} is not a directory: give the dataset's directory", a.dir.display())));
     }
     let c = CacheClient::new(&a.endpoint)?;
+    let bucket = c.bucket(&a.bucket).await.with_context(|| format!("cannot read bucket `{}`'s settings", a.bucket))?;
+    let Some(bucket) = bucket else {
+        return Err(UsageError::error(format!(
+            "the cache node {} has no bucket `{}`: create it with `berth cache bucket create {}`",
+            c.base, a.bucket, a.bucket
+        )));
+    };
+    let per_node = bucket.placement == BucketPlacement::Node;
     let (maglev, _) = c.members().await?;
     let root = normalised_absolute(&a.dir)?;
     let files = files_under(&root)?;
@@ -100,7 +111,10 @@ pub async fn warm(a: WarmArgs) -> anyhow::Result<ExitCode> {
             }
             None => berth_model::dataset::pfio_local_key(&f),
         };
-        let owner = maglev.owner(&a.bucket, &key).map(|m| m.name.clone()).unwrap_or_else(|| c.base.clone());
+        let owner = match maglev.owner(&a.bucket, &key) {
+            Some(m) if !per_node => m.name.clone(),
+            _ => c.base.clone(),
+        };
         jobs.push((f, size, object_url(&owner, &a.bucket, &key)));
     }
     let bar = ProgressBar::new(total);
@@ -132,10 +146,14 @@ pub async fn warm(a: WarmArgs) -> anyhow::Result<ExitCode> {
             Outcome::Failed => failed += 1,
         }
     }
+    let whom = if per_node {
+        format!("on {} (placement node: its own copies)", c.base)
+    } else {
+        format!("on {} nodes", maglev.members().iter().filter(|m| m.is_up()).count())
+    };
     println!(
-        "warmed bucket `{}` on {} nodes: {stored} files stored ({}), {skipped} already cached ({}), {failed} failed",
+        "warmed bucket `{}` {whom}: {stored} files stored ({}), {skipped} already cached ({}), {failed} failed",
         a.bucket,
-        maglev.members().iter().filter(|m| m.is_up()).count(),
         format_bytes(stored_b),
         format_bytes(skipped_b)
     );

@@ -27,7 +27,8 @@ pub async fn buckets(State(m): State<Arc<Manager>>, _: Admin) -> axum::Json<Vec<
 }
 
 /// Create a bucket or replace its settings (admin only); every cache node gets it, including
-/// nodes that join later.
+/// nodes that join later. 400: a bad name, project, or `origin` (not an absolute directory
+/// path without `.`, `..`, `//` or a trailing `/`), or an unknown `placement`.
 #[utoipa::path(put, path = "/v1/admin/cache/buckets/{name}", tag = "admin", request_body = CacheBucket,
     params(("name" = String, Path, description = "bucket name")),
     responses((status = 200, body = CacheBucket), (status = 400, body = berth_model::api::ErrorBody),
@@ -43,6 +44,9 @@ pub async fn put_bucket(
     }
     if let Some(p) = b.projects.iter().find(|p| !berth_model::valid_name(p)) {
         return Err(ApiError::bad_request(format!("`{p}` is not a project name: use letters, digits, `-`, `_`, `.`")));
+    }
+    if let Some(e) = b.origin.as_deref().and_then(berth_model::api::bucket_origin_error) {
+        return Err(ApiError::bad_request(e));
     }
     b.name = name;
     m.cache_members.put_bucket(&*m.store, b.clone()).await?;
