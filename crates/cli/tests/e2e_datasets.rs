@@ -182,3 +182,26 @@ fn bad_datasets_are_refused_with_what_to_fix() {
     b.wait_state(id, "SUCCEEDED");
     assert_eq!(b.ok(&["logs", &id.to_string()]).trim(), o);
 }
+
+#[test]
+fn a_container_job_reads_its_dataset_from_the_cache_and_the_origin_read_only() {
+    if !support::docker_ready("a_container_job_reads_its_dataset_from_the_cache_and_the_origin_read_only") {
+        return;
+    }
+    let b = Berth::up(&[]);
+    let dir = support::shared_tempdir();
+    let (origin, _) = origin(dir.path());
+    let o = origin.display().to_string();
+    b.ok(&["cache", "bucket", "create", "ds", "--public", "--origin", &o, "--placement", "node"]);
+    // PFIO's key of a local file is `file:/` and its absolute path
+    let read = "wc -c < $BERTH_DATASET_PATH/001.bin; \
+                wget -q -O - \"${BERTH_DATASET_HTTP_CACHE}file:/$BERTH_DATASET_PATH/001.bin\" | wc -c; \
+                touch $BERTH_DATASET_PATH/new 2>&1 || echo refused";
+    let id = b.submit(&["--image", "berth-test/busybox:1", "--dataset", "ds/train/", "--", "sh", "-c", read]);
+    b.wait_state(id, "SUCCEEDED");
+    let out = b.ok(&["logs", &id.to_string()]);
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(&lines[..2], ["24000", "24000"], "the origin bound and the cache reached: {out}");
+    assert!(out.contains("Read-only file system") && out.contains("refused"), "{out}");
+    assert!(!origin.join("train/new").exists());
+}
