@@ -8,32 +8,16 @@
 mod cache_support;
 mod support;
 
-use std::time::Instant;
-
 use berth_cache::{Maglev, Member};
-use cache_support::Node;
+use cache_support::{Node, wait_bucket};
 use reqwest::StatusCode;
 use serde_json::Value;
-use support::{Berth, PATIENCE};
+use support::Berth;
 
 /// Waits until the node at `url` routes by exactly `want` (all of weight 1).
 async fn wait_members(http: &reqwest::Client, url: &str, want: &[(&str, &str)]) {
     let want: Vec<(&str, &str, u32)> = want.iter().map(|(n, s)| (*n, *s, 1)).collect();
     cache_support::wait_routed(http, url, &want).await
-}
-
-/// Waits until the node at `url` knows bucket `name`; returns its settings.
-async fn wait_bucket(http: &reqwest::Client, url: &str, admin: &str, name: &str) -> Value {
-    let t0 = Instant::now();
-    loop {
-        let v: Value =
-            http.get(format!("{url}/v1/buckets")).bearer_auth(admin).send().await.unwrap().json().await.unwrap();
-        if let Some(b) = v.as_array().unwrap().iter().find(|b| b["name"] == name) {
-            return b.clone();
-        }
-        assert!(t0.elapsed() < PATIENCE, "{url} never learnt bucket {name}: {v}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
 }
 
 fn obj(url: &str, key: &str) -> String {

@@ -9,11 +9,10 @@ mod cache_support;
 mod support;
 
 use std::process::Command;
-use std::time::Instant;
 
-use cache_support::{Node, client, metric};
+use cache_support::{Node, client, metric, wait_bucket};
 use serde_json::Value;
-use support::{Berth, PATIENCE, text};
+use support::{Berth, text};
 
 /// A Python with PFIO: `BERTH_TEST_PYTHON` (scripts/test.sh makes the venv). Required on CI.
 fn python_with_pfio() -> Option<String> {
@@ -43,20 +42,6 @@ fn origin(dir: &std::path::Path) -> (std::path::PathBuf, u64) {
     std::fs::write(dir.join("secret"), b"not for the cache").unwrap();
     std::os::unix::fs::symlink(dir.join("secret"), o.join("train/link.bin")).unwrap();
     (o, bytes)
-}
-
-/// Waits until the cache node at `url` knows bucket `name`.
-async fn wait_bucket(http: &reqwest::Client, url: &str, admin: &str, name: &str) {
-    let t0 = Instant::now();
-    loop {
-        let v: Value =
-            http.get(format!("{url}/v1/buckets")).bearer_auth(admin).send().await.unwrap().json().await.unwrap();
-        if v.as_array().unwrap().iter().any(|b| b["name"] == name) {
-            return;
-        }
-        assert!(t0.elapsed() < PATIENCE, "{url} never learnt bucket {name}: {v}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
 }
 
 fn node_of(b: &Berth, id: i64) -> String {

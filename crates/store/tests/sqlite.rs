@@ -14,21 +14,28 @@ async fn fresh_for(_test: &str) -> Option<(tempfile::TempDir, SqliteStore)> {
     Some(fresh().await)
 }
 
+/// A SQLite database at `path` with the migrations before `version` applied, as an older
+/// release left it.
+async fn migrated_before(path: &std::path::Path, version: i64) -> sqlx::SqliteConnection {
+    use sqlx::migrate::Migrate;
+    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(path).create_if_missing(true);
+    let mut conn = sqlx::ConnectOptions::connect(&opts).await.unwrap();
+    let migrator = sqlx::migrate!("./migrations/sqlite");
+    conn.ensure_migrations_table().await.unwrap();
+    for m in migrator.iter().filter(|m| m.version < version) {
+        conn.apply(m).await.unwrap();
+    }
+    conn
+}
+
 /// A database from before migration 0008 (cache nodes without weights or seq): the members
 /// known get 1, 2, ... in node-name order, and new ones count on from there.
 #[tokio::test]
 async fn cache_members_known_before_the_seq_migration_are_numbered_by_name() {
-    use sqlx::migrate::Migrate;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("berth.db");
     {
-        let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
-        let mut conn = sqlx::ConnectOptions::connect(&opts).await.unwrap();
-        let migrator = sqlx::migrate!("./migrations/sqlite");
-        conn.ensure_migrations_table().await.unwrap();
-        for m in migrator.iter().filter(|m| m.version < 8) {
-            conn.apply(m).await.unwrap();
-        }
+        let mut conn = migrated_before(&path, 8).await;
         for (node, url) in [("zeta", "http://z:7171"), ("alpha", "http://a:7171")] {
             sqlx::query("INSERT INTO cache_nodes (node, url, updated_at) VALUES (?, ?, 0)")
                 .bind(node)
@@ -51,17 +58,11 @@ async fn cache_members_known_before_the_seq_migration_are_numbered_by_name() {
 #[tokio::test]
 async fn buckets_known_before_the_origin_migration_are_spread_and_an_unknown_placement_is_refused() {
     use berth_model::api::BucketPlacement;
-    use sqlx::migrate::Migrate;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("berth.db");
-    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
     {
-        let mut conn = sqlx::ConnectOptions::connect(&opts).await.unwrap();
-        let migrator = sqlx::migrate!("./migrations/sqlite");
-        conn.ensure_migrations_table().await.unwrap();
-        for m in migrator.iter().filter(|m| m.version < 17) {
-            conn.apply(m).await.unwrap();
-        }
+        let mut conn = migrated_before(&path, 17).await;
         sqlx::query(
             "INSERT INTO cache_buckets (name, public, quota, projects, updated_at) VALUES ('old', 1, NULL, '[]', 0)",
         )

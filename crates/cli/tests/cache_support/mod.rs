@@ -155,3 +155,18 @@ pub async fn wait_routed(http: &reqwest::Client, url: &str, want: &[(&str, &str,
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Waits until the cache node at `url` knows bucket `name` (the manager's push); returns its
+/// settings.
+pub async fn wait_bucket(http: &reqwest::Client, url: &str, admin: &str, name: &str) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let v: Value =
+            http.get(format!("{url}/v1/buckets")).bearer_auth(admin).send().await.unwrap().json().await.unwrap();
+        if let Some(b) = v.as_array().unwrap().iter().find(|b| b["name"] == name) {
+            return b.clone();
+        }
+        assert!(t0.elapsed() < WAIT, "{url} never learnt bucket {name}: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
