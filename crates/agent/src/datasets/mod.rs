@@ -23,6 +23,9 @@ use reqwest::{Method, StatusCode};
 
 /// Files sent to the cache at once.
 const PARALLEL: usize = 8;
+/// Bytes read from an origin file at a time: a read is a hop to the blocking pool, so the
+/// default 4 KiB of a reader stream made the copy CPU-bound (0.13 GB/s on a 1.2 GB/s disk).
+const READ_CHUNK: usize = 1 << 20;
 /// Longest gap between two progress reports while bytes move.
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
@@ -186,7 +189,7 @@ impl Prefetch {
         // Streamed, never read whole (dataset files run to GiB); the cache needs the length.
         let put = auth(self.http.request(Method::PUT, &i.url))
             .header(reqwest::header::CONTENT_LENGTH, i.size)
-            .body(file)
+            .body(reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, READ_CHUNK)))
             .send()
             .await;
         match put {

@@ -175,7 +175,7 @@ async fn upload(c: &CacheClient, path: &Path, size: u64, url: &str, force: bool)
     let r = c
         .req(Method::PUT, url)
         .header(reqwest::header::CONTENT_LENGTH, size)
-        .body(file)
+        .body(reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20)))
         .send()
         .await
         .with_context(|| format!("cannot send {} to the key's owner", path.display()))?;
