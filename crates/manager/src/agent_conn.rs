@@ -417,6 +417,10 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
                 m.jobs.kernel_preparing(st, node, *key, progress).await;
             }
             KernelEvent::Started { .. } => {
+                if st.jobs.get(&key.job_id).is_some_and(|j| !j.spec.datasets.is_empty()) {
+                    // its prefetch just filled a cache: measure again for the next job
+                    m.dataset_holdings.forget();
+                }
                 if !m.jobs.kernel_started(st, node, *key).await {
                     tracing::debug!(node, ?key, "ignoring start of a kernel the manager does not want");
                 }

@@ -7,14 +7,16 @@
 //! nodes by hash, so no node is nearer to them than another.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use berth_model::JobSpec;
 use berth_model::api::{BucketPlacement, CacheBucket};
 use berth_model::dataset::DatasetFetch;
 
-use crate::cache_env::unix_now;
+use futures_util::StreamExt;
+
+use crate::cache_env::{CacheEnv, unix_now};
 use crate::error::ApiError;
 use crate::manager::Manager;
 
@@ -100,6 +102,63 @@ fn local_prefixes(m: &Manager, spec: &JobSpec) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// How long a measurement of one dataset serves later asks (a burst of submits with the same
+/// dataset, a job array, costs one round of requests).
+const FRESH: Duration = Duration::from_secs(5);
+/// Cache nodes asked at once for one dataset (a thousand-node site must not open a thousand
+/// connections per submit).
+const ASKS_AT_ONCE: usize = 64;
+
+/// Recent measurements: (bucket, key prefix) → when, and the bytes each node held.
+type Measured = BTreeMap<(String, Vec<u8>), (Instant, Arc<Vec<(String, u64)>>)>;
+
+/// The manager's recent measurements of datasets in the caches.
+#[derive(Debug, Default)]
+pub struct Holdings {
+    recent: Mutex<Measured>,
+}
+
+impl Holdings {
+    fn fresh(&self, key: &(String, Vec<u8>)) -> Option<Arc<Vec<(String, u64)>>> {
+        let recent = self.recent.lock().expect("dataset holdings");
+        recent.get(key).filter(|(at, _)| at.elapsed() < FRESH).map(|(_, v)| v.clone())
+    }
+
+    /// Drops every measurement (a prefetch ended: some cache holds more now).
+    pub fn forget(&self) {
+        self.recent.lock().expect("dataset holdings").clear();
+    }
+
+    fn remember(&self, key: (String, Vec<u8>), v: Arc<Vec<(String, u64)>>) {
+        let mut recent = self.recent.lock().expect("dataset holdings");
+        recent.retain(|_, (at, _)| at.elapsed() < FRESH);
+        recent.insert(key, (Instant::now(), v));
+    }
+}
+
+/// What each of `nodes` holds of `bucket`'s keys under `prefix` (0 for a node that does not
+/// answer), asking at most [`ASKS_AT_ONCE`] at a time.
+async fn measure(env: &CacheEnv, nodes: &[(String, String)], bucket: &str, prefix: &[u8]) -> Vec<(String, u64)> {
+    let token = (env.mint_admin)((unix_now() + 600) as i64);
+    let asks: Vec<_> = nodes
+        .iter()
+        .map(|(node, url)| {
+            let ask = (env.usage)(url.clone(), token.clone(), bucket.to_string(), prefix.to_vec());
+            let node = node.clone();
+            async move {
+                match ask.await {
+                    Ok(u) => (node, u.bytes),
+                    Err(e) => {
+                        tracing::debug!(node, "cannot measure a dataset in its cache: {e}");
+                        (node, 0)
+                    }
+                }
+            }
+        })
+        .collect();
+    futures_util::stream::iter(asks).buffer_unordered(ASKS_AT_ONCE).collect().await
+}
+
 /// Bytes of `spec`'s datasets each up cache node holds, every up node listed (0 when it
 /// holds none or does not answer); empty for a job without datasets in `node` buckets.
 pub async fn holdings(m: &Manager, spec: &JobSpec) -> Vec<(String, u64)> {
@@ -112,19 +171,20 @@ pub async fn holdings(m: &Manager, spec: &JobSpec) -> Vec<(String, u64)> {
         let st = m.jobs.lock().await;
         m.cache_members.up_nodes(&st)
     };
-    let token = (env.mint_admin)((unix_now() + 600) as i64);
-    let token = &token;
-    let asks = nodes.iter().flat_map(|(node, url)| {
-        prefixes.iter().map(move |(bucket, prefix)| {
-            let ask = (env.usage)(url.clone(), token.clone(), bucket.clone(), prefix.clone());
-            async move { (node.clone(), ask.await) }
-        })
-    });
     let mut out: BTreeMap<String, u64> = nodes.iter().map(|(n, _)| (n.clone(), 0)).collect();
-    for (node, r) in futures_util::future::join_all(asks).await {
-        match r {
-            Ok(u) => *out.entry(node).or_default() += u.bytes,
-            Err(e) => tracing::debug!(node, "cannot measure a dataset in its cache: {e}"),
+    for key in prefixes {
+        let held = match m.dataset_holdings.fresh(&key) {
+            Some(v) => v,
+            None => {
+                let v = Arc::new(measure(env, &nodes, &key.0, &key.1).await);
+                m.dataset_holdings.remember(key, v.clone());
+                v
+            }
+        };
+        for (node, bytes) in held.iter() {
+            if let Some(b) = out.get_mut(node) {
+                *b += bytes;
+            }
         }
     }
     out.into_iter().collect()

@@ -70,6 +70,8 @@ pub struct Manager {
     pub leader_url: std::sync::OnceLock<String>,
     /// Data folders: access, the storage backend, what jobs mount.
     pub folders: crate::folders::Folders,
+    /// What the dataset caches held of jobs' datasets, lately (cache-aware placement).
+    pub dataset_holdings: crate::datasets::Holdings,
     /// Code snapshots (`--code`), on the folder storage.
     pub code: crate::code_store::CodeStore,
 }
@@ -88,6 +90,7 @@ impl Manager {
         let metrics = Arc::new(crate::metrics::Metrics::new());
         Manager {
             folders: crate::folders::Folders::new(store.clone(), data_dir.join("folders")),
+            dataset_holdings: Default::default(),
             code: crate::code_store::CodeStore::new(&data_dir.join("folders"), crate::code_store::DEFAULT_CODE_LIMIT),
             jobs: crate::jobs::Jobs::new(store.clone(), wake.clone(), fair_share.half_life_ms, metrics.clone()),
             nodes: crate::nodes::Nodes::new(store.clone(), wake, heartbeat_timeout),
