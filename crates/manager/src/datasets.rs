@@ -7,8 +7,8 @@
 //! nodes by hash, so no node is nearer to them than another.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use berth_model::JobSpec;
 use berth_model::api::{BucketPlacement, CacheBucket};
@@ -102,39 +102,9 @@ fn local_prefixes(m: &Manager, spec: &JobSpec) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// How long a measurement of one dataset serves later asks (a burst of submits with the same
-/// dataset, a job array, costs one round of requests).
-const FRESH: Duration = Duration::from_secs(5);
 /// Cache nodes asked at once for one dataset (a thousand-node site must not open a thousand
 /// connections per submit).
 const ASKS_AT_ONCE: usize = 64;
-
-/// Recent measurements: (bucket, key prefix) → when, and the bytes each node held.
-type Measured = BTreeMap<(String, Vec<u8>), (Instant, Arc<Vec<(String, u64)>>)>;
-
-/// The manager's recent measurements of datasets in the caches.
-#[derive(Debug, Default)]
-pub struct Holdings {
-    recent: Mutex<Measured>,
-}
-
-impl Holdings {
-    fn fresh(&self, key: &(String, Vec<u8>)) -> Option<Arc<Vec<(String, u64)>>> {
-        let recent = self.recent.lock().expect("dataset holdings");
-        recent.get(key).filter(|(at, _)| at.elapsed() < FRESH).map(|(_, v)| v.clone())
-    }
-
-    /// Drops every measurement (a prefetch ended: some cache holds more now).
-    pub fn forget(&self) {
-        self.recent.lock().expect("dataset holdings").clear();
-    }
-
-    fn remember(&self, key: (String, Vec<u8>), v: Arc<Vec<(String, u64)>>) {
-        let mut recent = self.recent.lock().expect("dataset holdings");
-        recent.retain(|_, (at, _)| at.elapsed() < FRESH);
-        recent.insert(key, (Instant::now(), v));
-    }
-}
 
 /// What each of `nodes` holds of `bucket`'s keys under `prefix` (0 for a node that does not
 /// answer), asking at most [`ASKS_AT_ONCE`] at a time.

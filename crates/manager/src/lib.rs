@@ -21,6 +21,7 @@ mod cache_push;
 mod cluster_env;
 mod code_store;
 pub mod config;
+mod dataset_holdings;
 mod datasets;
 mod deferred;
 mod env_intern;

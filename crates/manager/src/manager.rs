@@ -71,7 +71,7 @@ pub struct Manager {
     /// Data folders: access, the storage backend, what jobs mount.
     pub folders: crate::folders::Folders,
     /// What the dataset caches held of jobs' datasets, lately (cache-aware placement).
-    pub dataset_holdings: crate::datasets::Holdings,
+    pub dataset_holdings: crate::dataset_holdings::Holdings,
     /// Code snapshots (`--code`), on the folder storage.
     pub code: crate::code_store::CodeStore,
 }
