@@ -78,8 +78,10 @@ async fn a_dataset_is_cached_before_the_job_and_the_next_job_goes_where_it_is() 
     let blocker = b.submit(&["--cpus", "2", "--", "sleep", "600"]);
     b.wait_state(blocker, "RUNNING");
     let default_node = node_of(&b, blocker);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pfio_dataset.py");
-    let first = b.submit(&["--cpus", "2", "--dataset", "ds/train/", "--", &py, script]);
+    // beside the origin: a job's /tmp is its own, and CI clones the repository under /tmp
+    let script = dir.path().join("pfio_dataset.py");
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pfio_dataset.py"), &script).unwrap();
+    let first = b.submit(&["--cpus", "2", "--dataset", "ds/train/", "--", &py, script.to_str().unwrap()]);
     b.wait_state(first, "SUCCEEDED");
     let data_node = node_of(&b, first);
     assert_ne!(data_node, default_node);
