@@ -107,6 +107,10 @@ enum Command {
     Cache(commands::cache::CacheArgs),
     /// Replay a job trace (Philly CSV, SWF) in virtual time and compare queue policies
     Sim(commands::sim::SimArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell
+    Completions(commands::generate::CompletionsArgs),
+    /// Write the manual pages (berth.1 and one per subcommand)
+    Man(commands::generate::ManArgs),
 }
 
 /// A mistake in how berth was called (not in the cluster): exits 2, like a clap error.
@@ -220,6 +224,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Admin(a) => admin::run(a).await,
         Command::Cache(a) => cache::run(a).await,
         Command::Sim(a) => sim::run(a),
+        Command::Completions(a) => generate::completions(a, <Cli as clap::CommandFactory>::command()),
+        Command::Man(a) => generate::man(a, <Cli as clap::CommandFactory>::command()),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod envs;
 pub mod exec;
 pub mod folder;
 pub mod follow;
+pub mod generate;
 pub mod images;
 pub mod login;
 pub mod logs;
