@@ -40,7 +40,7 @@ fn completions_parse_and_name_the_subcommands() {
     let o = berth(home.path(), &["completions", "bash"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let script = text(&o.stdout);
-    for cmd in ["submit", "cancel", "ps"] {
+    for cmd in ["submit", "cancel", "ps", "context"] {
         assert!(script.contains(cmd), "bash completion lacks {cmd}");
     }
     let file = home.path().join("berth.bash");
@@ -77,7 +77,7 @@ fn man_pages_for_every_subcommand_render() {
     let dir = home.path().join("man/man1");
     let o = berth(home.path(), &["man", "--out", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    for page in ["berth.1", "berth-submit.1", "berth-ps.1", "berth-cache-bucket-create.1"] {
+    for page in ["berth.1", "berth-submit.1", "berth-ps.1", "berth-cache-bucket-create.1", "berth-context-add.1"] {
         let p = dir.join(page);
         let body = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{page}: {e}"));
         assert!(body.lines().any(|l| l.starts_with(".TH ")), "{page} has no .TH line");

@@ -11,6 +11,7 @@ pub mod cache_client;
 pub mod cache_daemon;
 pub mod cache_warm;
 pub mod cancel;
+pub mod context;
 pub mod control_plane;
 pub mod eff;
 pub mod envs;
