@@ -22,6 +22,9 @@ command -v chromedriver >/dev/null || need_pkgs+=(chromium-driver)
 command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
 # Folder quotas that hold jobs' writes are tested on a loop-mounted btrfs with quotas.
 command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
+# `berth man`'s pages are rendered with groff and man (crates/cli/tests/cli_docs.rs).
+command -v groff >/dev/null || need_pkgs+=(groff-base)
+command -v man >/dev/null || need_pkgs+=(man-db)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq

@@ -26,7 +26,7 @@ pub enum Outcome {
 impl Outcome {
     /// The lines `berth up` prints about it.
     pub fn describe(&self) -> String {
-        match self {
+        let text = match self {
             Outcome::Written(p) => format!("token written to {}", p.display()),
             Outcome::Replaced { path, old_url } => {
                 format!("token written to {} (it named the berth at {old_url}, which does not answer)", path.display())
@@ -38,6 +38,19 @@ impl Outcome {
                 ours.display(),
                 ours.display()
             ),
+        };
+        // Written as the `default` context while the user works in another one.
+        let current = match self {
+            Outcome::Written(p) | Outcome::Replaced { path: p, .. } => credentials::read_all(p).ok(),
+            Outcome::Kept { .. } => None,
+        };
+        match current.as_ref().map(|f| f.current()) {
+            Some(c) if c != credentials::DEFAULT_CONTEXT => {
+                format!(
+                    "{text} as context default; the current context is {c}: `berth context use default` to use this berth"
+                )
+            }
+            _ => text,
         }
     }
 }

@@ -10,10 +10,18 @@
 //! berth ps` reaches another manager (over TCP) with the token from the file, and a CI job can
 //! set both and need no file. A `url` (or `BERTH_URL`) may name several managers,
 //! comma-separated, that stand by for each other: requests follow the leader (`managers.rs`).
+//!
+//! Contexts (several clusters, like kubectl's): the file's top-level fields are the context
+//! named `default` (all a file had before contexts), `[contexts.NAME]` tables hold the others
+//! with the same fields, and `current_context` names the one in use. [`load`] is the one place
+//! that picks it: `--context` (or `BERTH_CONTEXT`, [`choose`]), else `current_context`, else
+//! `default`; `commands/context.rs` edits the file.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
@@ -37,15 +45,131 @@ pub struct Credentials {
     pub data_dir: Option<PathBuf>,
 }
 
-/// The file as written; every field optional so that a file with only a token still combines
-/// with `BERTH_URL`.
-#[derive(Debug, Default, Deserialize)]
-struct FileContents {
+/// One context as written; every field optional so that a file with only a token still
+/// combines with `BERTH_URL`.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Entry {
+    /// Whether it says anything (the `default` context of a file with only named ones does not).
+    pub fn is_set(&self) -> bool {
+        self.url.is_some() || self.token.is_some() || self.socket.is_some()
+    }
+}
+
+impl From<Credentials> for Entry {
+    fn from(c: Credentials) -> Entry {
+        Entry { url: Some(c.url), token: c.token, ca_file: c.ca_file, socket: c.socket, data_dir: c.data_dir }
+    }
+}
+
+/// The whole file: the `default` context's fields at the top (as before contexts, so older
+/// files read unchanged and older berths still read the default), then the others.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct FileContents {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     ca_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     socket: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
+    /// The context in use; absent: `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_context: Option<String>,
+    /// The named contexts besides `default`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub contexts: BTreeMap<String, Entry>,
+}
+
+/// The name of the context held in the file's top-level fields.
+pub const DEFAULT_CONTEXT: &str = "default";
+
+impl FileContents {
+    /// The `default` context (the top-level fields).
+    pub fn default_entry(&self) -> Entry {
+        Entry {
+            url: self.url.clone(),
+            token: self.token.clone(),
+            ca_file: self.ca_file.clone(),
+            socket: self.socket.clone(),
+            data_dir: self.data_dir.clone(),
+        }
+    }
+
+    /// The context `name`, when the file has it.
+    pub fn get(&self, name: &str) -> Option<Entry> {
+        if name == DEFAULT_CONTEXT {
+            Some(self.default_entry()).filter(Entry::is_set)
+        } else {
+            self.contexts.get(name).cloned()
+        }
+    }
+
+    /// Sets (adds or replaces) the context `name`.
+    pub fn set(&mut self, name: &str, e: Entry) {
+        if name == DEFAULT_CONTEXT {
+            (self.url, self.token, self.ca_file, self.socket, self.data_dir) =
+                (e.url, e.token, e.ca_file, e.socket, e.data_dir);
+        } else {
+            self.contexts.insert(name.to_string(), e);
+        }
+    }
+
+    /// Removes the context `name`; whether it was there.
+    pub fn remove(&mut self, name: &str) -> bool {
+        if name == DEFAULT_CONTEXT {
+            let had = self.default_entry().is_set();
+            self.set(DEFAULT_CONTEXT, Entry::default());
+            had
+        } else {
+            self.contexts.remove(name).is_some()
+        }
+    }
+
+    /// The name of the current context.
+    pub fn current(&self) -> &str {
+        self.current_context.as_deref().unwrap_or(DEFAULT_CONTEXT)
+    }
+
+    /// Every context's name, `default` first when the file has it.
+    pub fn names(&self) -> Vec<String> {
+        let default = self.default_entry().is_set().then(|| DEFAULT_CONTEXT.to_string());
+        default.into_iter().chain(self.contexts.keys().cloned()).collect()
+    }
+
+    /// The context `chosen` (`--context`, `BERTH_CONTEXT`), else the current one, with its
+    /// name; an unknown name is an error that lists the known ones. The `default` context
+    /// may be empty unless chosen by name.
+    pub fn select(&self, chosen: Option<&str>) -> anyhow::Result<(String, Entry)> {
+        let name = chosen.unwrap_or(self.current());
+        if let Some(e) = self.get(name) {
+            return Ok((name.to_string(), e));
+        }
+        if name == DEFAULT_CONTEXT && chosen.is_none() {
+            return Ok((name.to_string(), Entry::default()));
+        }
+        let known = match self.names() {
+            n if n.is_empty() => "there are none: add one with `berth context add` or `berth login`".to_string(),
+            n => format!("known contexts: {}", n.join(", ")),
+        };
+        let whose = if chosen.is_some() { "" } else { " (the current context in the credentials file)" };
+        Err(crate::UsageError::error(format!("unknown context `{name}`{whose}: {known}")))
+    }
 }
 
 /// The socket of a `berth up` run by root (its default data dir): any local user reaches it
@@ -56,6 +180,19 @@ pub const SYSTEM_SOCKET: &str = "/var/lib/berth/berth.sock";
 pub const SOCKET_URL: &str = "http://localhost";
 
 const NOT_CONFIGURED: &str = "no berth manager configured: run `berth up`, or set BERTH_URL and BERTH_TOKEN";
+
+/// The context named by `--context` or `BERTH_CONTEXT` for this command, if any.
+static CHOSEN: OnceLock<Option<String>> = OnceLock::new();
+
+/// Names the context this command uses (`--context`, `BERTH_CONTEXT`); main calls it once.
+pub fn choose(name: Option<String>) {
+    let _ = CHOSEN.set(name.filter(|n| !n.is_empty()));
+}
+
+/// The context named for this command, if any.
+pub fn chosen() -> Option<&'static str> {
+    CHOSEN.get().and_then(|c| c.as_deref())
+}
 
 /// The credentials file path (it may not exist yet): `BERTH_CREDENTIALS`, else the user's.
 pub fn path() -> anyhow::Result<PathBuf> {
@@ -75,17 +212,28 @@ fn path_from(xdg: Option<std::ffi::OsString>, home: Option<std::ffi::OsString>) 
     Ok(base.join("berth").join("credentials"))
 }
 
-/// Writes `creds` to the credentials file and returns its path.
-pub fn write(creds: &Credentials) -> anyhow::Result<PathBuf> {
+/// Writes `creds` as the context `name` of the credentials file (the other contexts stay as
+/// they are) and returns its path.
+pub fn write_context(name: &str, creds: &Credentials) -> anyhow::Result<PathBuf> {
     let p = path()?;
-    write_to(&p, creds)?;
+    let mut file = read_all(&p)?;
+    file.set(name, creds.clone().into());
+    write_all(&p, &file)?;
     Ok(p)
 }
 
-/// Writes `creds` to `p`. The directory is created `0700` and the file `0600` (the token is a
-/// password); the write goes to a temporary file renamed into place, so a reader never sees
-/// half a file.
+/// Writes `creds` to `p` as its `default` context, keeping the others (a file that cannot be
+/// read works for nobody: it is replaced).
 pub fn write_to(p: &Path, creds: &Credentials) -> anyhow::Result<()> {
+    let mut file = read_all(p).unwrap_or_default();
+    file.set(DEFAULT_CONTEXT, creds.clone().into());
+    write_all(p, &file)
+}
+
+/// Writes the whole file `p`. The directory is created `0700` and the file `0600` (tokens are
+/// passwords); the write goes to a temporary file renamed into place, so a reader never sees
+/// half a file.
+pub fn write_all(p: &Path, file: &FileContents) -> anyhow::Result<()> {
     let dir = p.parent().context("credentials path has no directory")?;
     if !dir.exists() {
         std::fs::DirBuilder::new()
@@ -94,8 +242,8 @@ pub fn write_to(p: &Path, creds: &Credentials) -> anyhow::Result<()> {
             .create(dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let body = toml::to_string(creds).context("cannot encode credentials")?;
-    let body = format!("# written by `berth up`; keep it private (it holds your API token)\n{body}");
+    let body = toml::to_string(file).context("cannot encode credentials")?;
+    let body = format!("# written by berth (`up`, `login`, `context`); keep it private (it holds API tokens)\n{body}");
     let tmp = dir.join(format!(".credentials.{}.tmp", std::process::id()));
     let result = (|| -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
@@ -114,8 +262,12 @@ pub fn write_to(p: &Path, creds: &Credentials) -> anyhow::Result<()> {
 /// Finds the manager for a user command.
 pub fn load() -> anyhow::Result<Credentials> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let vars =
-        Vars { url: env("BERTH_URL"), token: env("BERTH_TOKEN"), socket: env("BERTH_SOCKET").map(PathBuf::from) };
+    let vars = Vars {
+        url: env("BERTH_URL"),
+        token: env("BERTH_TOKEN"),
+        socket: env("BERTH_SOCKET").map(PathBuf::from),
+        context: chosen().map(str::to_string),
+    };
     let mut creds = resolve(vars, &path()?, Path::new(SYSTEM_SOCKET))?;
     if let Some(ca) = env("BERTH_CA_FILE") {
         creds.ca_file = Some(PathBuf::from(ca));
@@ -129,16 +281,19 @@ struct Vars {
     url: Option<String>,
     token: Option<String>,
     socket: Option<PathBuf>,
+    /// `--context` or `BERTH_CONTEXT`.
+    context: Option<String>,
 }
 
 /// Picks the way to the manager: `BERTH_URL` (TCP), else `BERTH_SOCKET`, else the file's
-/// socket when it exists, else the file's URL, else the system socket when it exists.
+/// socket when it exists, else the file's URL, else the system socket when it exists; the
+/// file's fields are those of the context chosen, else its current one.
 fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Credentials> {
     let from_file = if vars.url.is_some() && vars.token.is_some() {
         // Both set: the file is not needed, and a broken one must not get in the way.
-        FileContents::default()
+        Entry::default()
     } else {
-        read_file(file)?
+        read_all(file)?.select(vars.context.as_deref())?.1
     };
     let token = vars.token.or(from_file.token);
     // The URL stays what others reach the manager at (shown in messages), when known.
@@ -178,7 +333,7 @@ fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Cred
 
 /// The credentials in `file` as written, when it holds a URL and a token.
 pub fn read(file: &Path) -> anyhow::Result<Option<Credentials>> {
-    let f = read_file(file)?;
+    let f = read_all(file)?.default_entry();
     Ok(f.url.zip(f.token).map(|(url, token)| Credentials {
         url,
         token: Some(token),
@@ -188,7 +343,22 @@ pub fn read(file: &Path) -> anyhow::Result<Option<Credentials>> {
     }))
 }
 
-fn read_file(file: &Path) -> anyhow::Result<FileContents> {
+/// A context name: 1 to 63 letters, digits, `.`, `_`, `-`, starting with a letter or digit.
+pub fn check_context_name(name: &str) -> anyhow::Result<()> {
+    let ok = name.len() < 64
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(crate::UsageError::error(format!(
+            "invalid context name `{name}`: use 1 to 63 letters, digits, `.`, `_` or `-`, starting with a letter or digit"
+        )))
+    }
+}
+
+/// The whole file `file`; empty when there is none.
+pub fn read_all(file: &Path) -> anyhow::Result<FileContents> {
     match std::fs::read_to_string(file) {
         Ok(s) => toml::from_str(&s).with_context(|| format!("invalid credentials file {}", file.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileContents::default()),
@@ -211,7 +381,7 @@ mod tests {
 
     /// `resolve` with these variables and no system socket.
     fn res(url: Option<&str>, token: Option<&str>, file: &Path) -> anyhow::Result<Credentials> {
-        let vars = Vars { url: url.map(Into::into), token: token.map(Into::into), socket: None };
+        let vars = Vars { url: url.map(Into::into), token: token.map(Into::into), ..Vars::default() };
         resolve(vars, file, Path::new("/nonexistent/berth.sock"))
     }
 
@@ -288,5 +458,70 @@ mod tests {
         assert_eq!(e.to_string(), NOT_CONFIGURED);
         let e = res(Some("http://x"), None, &dir.path().join("none")).unwrap_err();
         assert!(e.to_string().contains("BERTH_TOKEN"), "{e}");
+    }
+
+    #[test]
+    fn a_file_from_before_contexts_is_the_default_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("credentials");
+        // As the release before contexts wrote it.
+        let old = "# written by `berth up`; keep it private (it holds your API token)\n\
+                   url = \"http://127.0.0.1:7070\"\ntoken = \"tok\"\ndata_dir = \"/d\"\n";
+        std::fs::write(&p, old).unwrap();
+        assert_eq!(res(None, None, &p).unwrap(), http("http://127.0.0.1:7070", "tok", None));
+        let f = read_all(&p).unwrap();
+        assert_eq!((f.names(), f.current()), (vec!["default".to_string()], "default"));
+        // Rewriting the default context (berth up) keeps the named ones and the current one.
+        let mut f = f;
+        f.set("lab", Entry { url: Some("https://lab:7070".into()), token: Some("labtok".into()), ..Entry::default() });
+        f.current_context = Some("lab".into());
+        write_all(&p, &f).unwrap();
+        write_to(&p, "http://127.0.0.1:7071", "tok2", None, None).unwrap();
+        let f = read_all(&p).unwrap();
+        assert_eq!((f.names(), f.current()), (vec!["default".to_string(), "lab".to_string()], "lab"));
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        // An older berth reads the top-level fields and ignores the rest.
+        let t: toml::Table = toml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        assert_eq!(t["url"].as_str(), Some("http://127.0.0.1:7071"));
+        assert_eq!(t["contexts"]["lab"]["token"].as_str(), Some("labtok"));
+    }
+
+    #[test]
+    fn contexts_are_chosen_by_flag_then_by_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("credentials");
+        let mut f = FileContents::default();
+        f.set("default", Entry { url: Some("http://d:1".into()), token: Some("dt".into()), ..Entry::default() });
+        f.set("lab", Entry { url: Some("https://lab:7070".into()), token: Some("lt".into()), ..Entry::default() });
+        write_all(&p, &f).unwrap();
+        let pick = |context: Option<&str>, url: Option<&str>| {
+            let vars = Vars { context: context.map(Into::into), url: url.map(Into::into), ..Vars::default() };
+            resolve(vars, &p, Path::new("/nonexistent"))
+        };
+        assert_eq!(pick(None, None).unwrap(), http("http://d:1", "dt", None));
+        assert_eq!(pick(Some("lab"), None).unwrap(), http("https://lab:7070", "lt", None));
+        assert_eq!(pick(Some("lab"), Some("http://env:1")).unwrap(), http("http://env:1", "lt", None), "variables win");
+        f.current_context = Some("lab".into());
+        write_all(&p, &f).unwrap();
+        assert_eq!(pick(None, None).unwrap().token.as_deref(), Some("lt"));
+        assert_eq!(pick(Some("default"), None).unwrap().token.as_deref(), Some("dt"));
+        let e = pick(Some("nope"), None).unwrap_err().to_string();
+        assert_eq!(e, "unknown context `nope`: known contexts: default, lab");
+        f.current_context = Some("gone".into());
+        write_all(&p, &f).unwrap();
+        let e = pick(None, None).unwrap_err().to_string();
+        assert!(e.contains("`gone` (the current context") && e.contains("default, lab"), "{e}");
+        let e = FileContents::default().select(Some("x")).unwrap_err().to_string();
+        assert!(e.contains("there are none"), "{e}");
+    }
+
+    #[test]
+    fn context_names() {
+        for ok in ["lab", "a", "site-1.gpu_b", "default"] {
+            assert!(check_context_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-x", "a b", "a/b", "ä", &"x".repeat(64)] {
+            assert!(check_context_name(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -39,6 +39,9 @@ struct Cli {
     /// How daemons write their log: text, or json (one object per line, for log shippers)
     #[arg(long, global = true, value_enum, default_value_t, env = "BERTH_LOG_FORMAT", value_name = "FORMAT")]
     log_format: service::LogFormat,
+    /// Which cluster of the credentials file to talk to for this command (`berth context ls`)
+    #[arg(long, global = true, env = "BERTH_CONTEXT", value_name = "NAME")]
+    context: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -97,6 +100,9 @@ enum Command {
     Whoami(commands::admin::WhoamiArgs),
     /// Store a manager's URL and your API token (read from stdin) in the credentials file
     Login(commands::login::LoginArgs),
+    /// Several clusters: add, switch between (use), list and remove their URLs and tokens
+    #[command(subcommand)]
+    Context(commands::context::ContextCommand),
     /// Create, list and revoke your API tokens
     Token(commands::token::TokenArgs),
     /// Print a one-time link that logs your browser in to the web dashboard
@@ -107,6 +113,10 @@ enum Command {
     Cache(commands::cache::CacheArgs),
     /// Replay a job trace (Philly CSV, SWF) in virtual time and compare queue policies
     Sim(commands::sim::SimArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell
+    Completions(commands::generate::CompletionsArgs),
+    /// Write the manual pages (berth.1 and one per subcommand)
+    Man(commands::generate::ManArgs),
 }
 
 /// A mistake in how berth was called (not in the cluster): exits 2, like a clap error.
@@ -142,6 +152,7 @@ fn main() -> ExitCode {
         _ => false,
     };
     service::init_logging(if daemon { "info" } else { "warn" }, cli.log_format);
+    credentials::choose(cli.context.clone());
     if !daemon {
         // Let `berth ps | head` end quietly on a closed pipe instead of panicking in
         // `println!`; daemons keep the default so that a dropped socket is an error, not death.
@@ -215,11 +226,14 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Env(a) => commands::envs::run(a).await,
         Command::Whoami(a) => admin::whoami(a).await,
         Command::Login(a) => login::run(a).await,
+        Command::Context(a) => commands::context::run(a).await,
         Command::Token(a) => token::run(a).await,
         Command::Ui(a) => commands::ui::run(a).await,
         Command::Admin(a) => admin::run(a).await,
         Command::Cache(a) => cache::run(a).await,
         Command::Sim(a) => sim::run(a),
+        Command::Completions(a) => generate::completions(a, <Cli as clap::CommandFactory>::command()),
+        Command::Man(a) => generate::man(a, <Cli as clap::CommandFactory>::command()),
     }
 }
 

@@ -1,5 +1,8 @@
 //! How user commands print: a table for people, pretty JSON (the API objects unchanged) for
-//! scripts, plus the small formatters the tables share (ages, fractions, shell quoting).
+//! scripts, plus the small formatters the tables share (ages, fractions, shell quoting). Every
+//! command takes `-o table|json` ([`OutputArgs`]); listings that offer more (`berth ps`) take
+//! [`ListOutputArgs`] instead: also `wide`, `yaml` and `name`, so that the others refuse those
+//! at parse time, naming the formats they have.
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -25,6 +28,32 @@ pub enum Format {
     #[default]
     Table,
     Json,
+}
+
+/// `-o`/`--output` of a listing: [`OutputArgs`]' formats and `wide`, `yaml`, `name`.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct ListOutputArgs {
+    /// Output format: `table`; `wide`, a table with more columns; `json` or `yaml` (the API
+    /// objects); `name`, one id per line (for `xargs`)
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListFormat::Table, value_name = "FORMAT")]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    #[default]
+    Table,
+    Wide,
+    Json,
+    Yaml,
+    Name,
+}
+
+/// Prints any API object as YAML on stdout (the same fields as `-o json`).
+pub fn print_yaml<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    let s = yaml_serde::to_string(value).context("cannot encode the answer as YAML")?;
+    print!("{s}");
+    Ok(())
 }
 
 /// Prints any API object as pretty JSON on stdout.
@@ -149,6 +178,18 @@ mod tests {
         assert_eq!(duration(5400), "1h30m");
         assert_eq!(duration(86410), "1d10s");
         assert_eq!(duration(0), "0s");
+    }
+
+    #[test]
+    fn yaml_has_the_json_fields() {
+        #[derive(Serialize)]
+        struct Job {
+            id: u64,
+            name: Option<String>,
+            nodes: Vec<String>,
+        }
+        let y = yaml_serde::to_string(&[Job { id: 3, name: None, nodes: vec!["n1".into()] }]).unwrap();
+        assert_eq!(y, "- id: 3\n  name: null\n  nodes:\n  - n1\n");
     }
 
     #[test]

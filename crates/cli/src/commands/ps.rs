@@ -7,7 +7,7 @@ use berth_model::api::{JobListQuery, JobView};
 use clap::Args;
 
 use crate::client::Client;
-use crate::output::{self, OutputArgs, or_dash};
+use crate::output::{self, ListFormat, ListOutputArgs, or_dash};
 
 #[derive(Debug, Args)]
 pub struct PsArgs {
@@ -37,7 +37,7 @@ pub struct PsArgs {
     pub name: Option<String>,
 
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub output: ListOutputArgs,
 }
 
 fn parse_state(s: &str) -> Result<JobState, String> {
@@ -62,10 +62,12 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
         before: None,
     };
     let jobs = client.jobs(&q).await?;
-    if args.output.json() {
-        output::print_json(&jobs)?;
-    } else {
-        output::print_table(table(&jobs));
+    match args.output.format {
+        ListFormat::Table => output::print_table(table(&jobs, false)),
+        ListFormat::Wide => output::print_table(table(&jobs, true)),
+        ListFormat::Json => output::print_json(&jobs)?,
+        ListFormat::Yaml => output::print_yaml(&jobs)?,
+        ListFormat::Name => jobs.iter().for_each(|j| println!("{}", j.id)),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -74,11 +76,17 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
 /// backfill gives the jobs it reserves for one), `CPU%` and `MEM` only when some job was
 /// measured (running: CPUs busy now and memory now; ended: peak memory), `TIME LEFT` only when
 /// some running job will be stopped (its time limit, or `idle` for a session nobody uses).
-fn table(jobs: &[JobView]) -> comfy_table::Table {
+/// `wide` adds the queue and priority, what each job asked for, every node it runs on, when
+/// it was submitted and started, and its exit code.
+fn table(jobs: &[JobView], wide: bool) -> comfy_table::Table {
     let expected = jobs.iter().any(|j| j.expected_start.is_some());
     let measured = jobs.iter().any(|j| j.usage.is_some());
     let deadlines = jobs.iter().any(|j| j.deadline.is_some());
-    let mut header = vec!["ID", "NAME", "USER", "STATE", "POS", "REASON"];
+    let mut header = vec!["ID", "NAME", "USER"];
+    if wide {
+        header.extend(["QUEUE", "PRI"]);
+    }
+    header.extend(["STATE", "POS", "REASON"]);
     if expected {
         header.push("EXPECTED START");
     }
@@ -88,17 +96,23 @@ fn table(jobs: &[JobView]) -> comfy_table::Table {
     if deadlines {
         header.push("TIME LEFT");
     }
-    header.extend(["NODE", "AGE"]);
+    if wide {
+        header.extend(["CPUS", "MEM LIMIT", "GPUS", "NODES", "SUBMITTED", "STARTED", "EXIT"]);
+    } else {
+        header.push("NODE");
+    }
+    header.push("AGE");
     let mut t = output::table(header);
     for j in jobs {
-        let mut row = vec![
-            j.id.to_string(),
-            or_dash(j.name.clone().unwrap_or_default()),
-            j.user.clone(),
+        let mut row = vec![j.id.to_string(), or_dash(j.name.clone().unwrap_or_default()), j.user.clone()];
+        if wide {
+            row.extend([j.queue.clone(), j.priority.to_string()]);
+        }
+        row.extend([
             j.state.to_string(),
             or_dash(j.position.map(|p| p.to_string()).unwrap_or_default()),
             or_dash(reason(j)),
-        ];
+        ]);
         if expected {
             row.push(or_dash(j.expected_start.map(output::until).unwrap_or_default()));
         }
@@ -111,7 +125,20 @@ fn table(jobs: &[JobView]) -> comfy_table::Table {
         if deadlines {
             row.push(or_dash(j.deadline.map(time_left).unwrap_or_default()));
         }
-        row.extend([or_dash(j.nodes.join(",")), output::age(j.submitted_at)]);
+        if wide {
+            row.extend([
+                berth_model::format_gpu_milli(j.cpu_milli),
+                berth_model::format_bytes(j.mem_bytes),
+                or_dash(if j.gpu_milli == 0 { String::new() } else { berth_model::format_gpu_milli(j.gpu_milli) }),
+                or_dash(j.nodes.join(",")),
+                output::local_time(j.submitted_at),
+                or_dash(j.started_at.map(output::local_time).unwrap_or_default()),
+                or_dash(j.exit_code.map(|c| c.to_string()).unwrap_or_default()),
+            ]);
+        } else {
+            row.push(or_dash(j.nodes.join(",")));
+        }
+        row.push(output::age(j.submitted_at));
         t.add_row(row);
     }
     t
@@ -175,7 +202,7 @@ mod tests {
             deadline: None,
             setup: None,
         };
-        let lines: Vec<String> = table(std::slice::from_ref(&j)).lines().collect();
+        let lines: Vec<String> = table(std::slice::from_ref(&j), false).lines().collect();
         assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");
         assert!(!lines[0].contains("EXPECTED"), "no column without an expected start: {lines:?}");
         assert!(lines[1].contains("resources: needs 1 GPU") && lines[1].contains("PENDING"), "{lines:?}");
@@ -183,7 +210,7 @@ mod tests {
             expected_start: Some(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(725)),
             ..j.clone()
         };
-        let lines: Vec<String> = table(&[soon]).lines().collect();
+        let lines: Vec<String> = table(&[soon], false).lines().collect();
         assert!(lines[0].contains("EXPECTED START"), "{lines:?}");
         assert!(lines[1].contains("in 12m"), "{lines:?}");
         assert!(!lines[0].contains("CPU%"), "no usage columns without usage: {lines:?}");
@@ -193,7 +220,7 @@ mod tests {
             usage: Some(berth_model::JobUsage { total, cpu_percent: Some(198.6) }),
             ..j
         };
-        let lines: Vec<String> = table(std::slice::from_ref(&busy)).lines().collect();
+        let lines: Vec<String> = table(std::slice::from_ref(&busy), false).lines().collect();
         assert!(lines[0].contains("CPU%") && lines[0].contains("MEM"), "{lines:?}");
         assert!(lines[1].contains("199") && lines[1].contains("300MiB"), "{lines:?}");
         assert!(!lines[0].contains("TIME LEFT"), "{lines:?}");
@@ -202,9 +229,14 @@ mod tests {
             kind: berth_model::api::DeadlineKind::Idle,
         };
         let session = JobView { deadline: Some(idle), ..busy.clone() };
-        let lines: Vec<String> = table(&[session]).lines().collect();
+        let lines: Vec<String> = table(&[session], false).lines().collect();
         assert!(lines[0].contains("TIME LEFT"), "{lines:?}");
         assert!(lines[1].contains("9m") && lines[1].contains("(idle)"), "{lines:?}");
+        let lines: Vec<String> = table(std::slice::from_ref(&busy), true).lines().collect();
+        for col in ["QUEUE", "PRI", "CPUS", "MEM LIMIT", "GPUS", "NODES", "SUBMITTED", "STARTED", "EXIT", "AGE"] {
+            assert!(lines[0].contains(col), "wide has {col}: {lines:?}");
+        }
+        assert!(lines[1].contains("default") && lines[1].contains("1GiB"), "{lines:?}");
         assert!(parse_state("running").is_ok());
         assert!(parse_state("bogus").unwrap_err().contains("PENDING"));
     }
