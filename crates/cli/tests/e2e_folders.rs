@@ -268,7 +268,10 @@ fn both_kernels_of_a_two_node_job_write_to_one_folder() {
         "--",
         "sh",
         "-c",
-        "hostname > /data/runs/rank-$BERTH_CLUSTER_INDEX",
+        // each waits for the other's file: the job ends with its main kernel, and a sub kernel
+        // still running then is stopped (flaky under load before: "files" was 1)
+        "hostname > /data/runs/rank-$BERTH_CLUSTER_INDEX; \
+         while [ $(ls /data/runs | wc -l) -lt 2 ]; do sleep 0.1; done",
     ]);
     let d = b.wait_state(id, "SUCCEEDED");
     let nodes: Vec<&str> =
