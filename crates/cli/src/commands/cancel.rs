@@ -1,8 +1,10 @@
-//! `berth cancel ID...`: cancels each job, reporting each failure and going on with the rest.
+//! `berth cancel ID...` or `berth cancel --user U --state S --name N --queue Q` (like
+//! `scancel`): cancels each job named or matched, reporting each failure and going on with the
+//! rest, and how many it cancelled.
 
 use std::process::ExitCode;
 
-use berth_model::api::CancelResult;
+use berth_model::api::{CancelResult, JobListQuery};
 use berth_model::{JobId, JobState};
 use clap::Args;
 
@@ -11,19 +13,67 @@ use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// Ids of the jobs to cancel
-    #[arg(required = true, value_name = "ID", value_parser = clap::value_parser!(JobId).range(1..))]
+    /// Ids of the jobs to cancel; with filters, only those of them that match
+    #[arg(value_name = "ID", value_parser = clap::value_parser!(JobId).range(1..),
+          required_unless_present_any = ["user", "state", "name", "queue"])]
     pub ids: Vec<JobId>,
+
+    /// Cancel this user's unfinished jobs
+    #[arg(short, long, value_name = "USER")]
+    pub user: Option<String>,
+
+    /// Cancel the unfinished jobs in this state (PENDING, RUNNING, ...)
+    #[arg(long, value_name = "STATE", value_parser = super::ps::parse_state)]
+    pub state: Option<JobState>,
+
+    /// Cancel the unfinished jobs with exactly this name
+    #[arg(short, long, value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// Cancel the unfinished jobs of this queue
+    #[arg(short, long, value_name = "QUEUE")]
+    pub queue: Option<String>,
 
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// The ids to cancel: those given, or the unfinished jobs the filters match (among the ids
+/// given, when there are both).
+async fn selected(client: &Client, args: &CancelArgs) -> anyhow::Result<Vec<JobId>> {
+    if args.user.is_none() && args.state.is_none() && args.name.is_none() && args.queue.is_none() {
+        return Ok(args.ids.clone());
+    }
+    if let Some(s) = args.state.filter(|s| s.is_terminal()) {
+        anyhow::bail!("jobs in state {s} have ended: pick an unfinished state (PENDING, RUNNING, ...)");
+    }
+    let q = JobListQuery {
+        state: args.state.map(|s| s.as_str().to_string()),
+        user: args.user.clone(),
+        queue: args.queue.clone(),
+        name: args.name.clone(),
+        ..Default::default()
+    };
+    let jobs = client.jobs(&q).await?;
+    Ok(jobs
+        .into_iter()
+        // the API matches names by substring; a cancel takes the exact name, as scancel does
+        .filter(|j| args.name.is_none() || j.name == args.name)
+        .filter(|j| args.ids.is_empty() || args.ids.contains(&j.id))
+        .map(|j| j.id)
+        .collect())
 }
 
 pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let mut done: Vec<CancelResult> = Vec::new();
     let mut failed = false;
-    for id in args.ids {
+    let filtered = args.user.is_some() || args.state.is_some() || args.name.is_some() || args.queue.is_some();
+    let ids = selected(&client, &args).await?;
+    if filtered && ids.is_empty() && !args.output.json() {
+        eprintln!("no unfinished job matches");
+    }
+    for id in ids {
         match client.cancel(id).await {
             Ok(r) => {
                 if !args.output.json() {
@@ -40,6 +90,9 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
     }
     if args.output.json() {
         output::print_json(&done)?;
+    } else if filtered && !done.is_empty() {
+        let n = done.len();
+        println!("cancelled {n} job{}", if n == 1 { "" } else { "s" });
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

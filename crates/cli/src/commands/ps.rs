@@ -40,7 +40,7 @@ pub struct PsArgs {
     pub output: ListOutputArgs,
 }
 
-fn parse_state(s: &str) -> Result<JobState, String> {
+pub(crate) fn parse_state(s: &str) -> Result<JobState, String> {
     s.parse::<JobState>().map_err(|e| {
         let all: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
         format!("{e}: use one of {}", all.join(", "))
