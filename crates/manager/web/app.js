@@ -281,9 +281,12 @@ async function jobsView() {
   await load();
 }
 
-// A PREPARING job's setup: `env build 2/4` (berth_model::SetupProgress::short).
+// A PREPARING job's setup: `env build 2/4`, `prefetch 1.5 GiB/3.0 GiB`
+// (berth_model::SetupProgress::short).
 function setupText(s) {
-  return s ? (s.step === 'environment' ? 'env build' : s.step) + ' ' + s.done + '/' + s.total : '';
+  if (!s) return '';
+  if (s.step === 'datasets') return 'prefetch ' + bytes(s.done) + '/' + bytes(s.total);
+  return (s.step === 'environment' ? 'env build' : s.step) + ' ' + s.done + '/' + s.total;
 }
 
 function jobRow(j, flash) {
