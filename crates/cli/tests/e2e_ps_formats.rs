@@ -1,11 +1,15 @@
 //! `berth ps -o table|wide|json|yaml|name` against a real `berth up`: YAML holds the same
 //! objects as JSON, `name` one id per line, `wide` its extra columns; commands that list
-//! nothing more refuse the new formats at parse time, naming theirs.
+//! nothing more refuse the new formats at parse time, naming theirs. `ps --watch` prints each
+//! change as the manager stores it.
 
 mod support;
 
+use std::io::BufRead;
+use std::process::Stdio;
+
 use serde_json::Value;
-use support::{Berth, text};
+use support::{Berth, PATIENCE, base_cmd, text};
 
 #[test]
 fn ps_prints_every_format() {
@@ -52,4 +56,34 @@ fn ps_prints_every_format() {
         assert!(err.contains("invalid value") && err.contains("possible values: table, json"), "{err}");
     }
     b.ok(&["cancel", &running.to_string()]);
+}
+
+#[test]
+fn ps_watch_prints_each_change_as_it_is_stored() {
+    let b = Berth::up(&["--no-cache"]);
+    let mut watch = base_cmd(b.home.path()).args(["ps", "--watch"]).stdout(Stdio::piped()).spawn().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    // the (empty) table first; the stream opens right after it, well within the job's 2 s
+    let header = rx.recv_timeout(PATIENCE).expect("the table's header");
+    assert!(header.contains("ID"), "{header}");
+    let id = b.submit(&["--name", "watched", "--", "sleep", "2"]).to_string();
+    let mut seen = Vec::new();
+    let t0 = std::time::Instant::now();
+    while !seen.iter().any(|l: &String| l.contains(&format!("  {id}  watched  SUCCEEDED"))) {
+        assert!(t0.elapsed() < PATIENCE, "no SUCCEEDED line for job {id}: {seen:?}");
+        if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            seen.push(l);
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    // a format --watch cannot draw is refused
+    let o = b.cli(&["ps", "--watch", "-o", "json"]);
+    assert!(!o.status.success() && text(&o.stderr).contains("--watch draws a table"), "{}", text(&o.stderr));
 }

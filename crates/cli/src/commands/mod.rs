@@ -25,6 +25,7 @@ pub mod logs;
 pub mod nodes;
 pub mod port_forward;
 pub mod ps;
+pub mod ps_watch;
 pub mod queues;
 pub mod quota;
 pub mod run;

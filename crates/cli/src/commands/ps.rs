@@ -36,6 +36,11 @@ pub struct PsArgs {
     #[arg(short, long, value_name = "TEXT")]
     pub name: Option<String>,
 
+    /// Keep showing the list as jobs change (from the manager's event stream): on a terminal
+    /// the table is redrawn, otherwise each change is a line
+    #[arg(short, long)]
+    pub watch: bool,
+
     #[command(flatten)]
     pub output: ListOutputArgs,
 }
@@ -61,6 +66,13 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
         name: args.name,
         before: None,
     };
+    if args.watch {
+        if !matches!(args.output.format, ListFormat::Table | ListFormat::Wide) {
+            anyhow::bail!("--watch draws a table: use -o table or -o wide with it");
+        }
+        let wide = args.output.format == ListFormat::Wide;
+        return super::ps_watch::watch(&client, q, |jobs| table(jobs, wide)).await;
+    }
     let jobs = client.jobs(&q).await?;
     match args.output.format {
         ListFormat::Table => output::print_table(table(&jobs, false)),
