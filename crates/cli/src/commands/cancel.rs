@@ -38,10 +38,17 @@ pub struct CancelArgs {
     pub output: OutputArgs,
 }
 
+impl CancelArgs {
+    /// Whether jobs are selected by filters (not only by id).
+    fn filtered(&self) -> bool {
+        self.user.is_some() || self.state.is_some() || self.name.is_some() || self.queue.is_some()
+    }
+}
+
 /// The ids to cancel: those given, or the unfinished jobs the filters match (among the ids
 /// given, when there are both).
 async fn selected(client: &Client, args: &CancelArgs) -> anyhow::Result<Vec<JobId>> {
-    if args.user.is_none() && args.state.is_none() && args.name.is_none() && args.queue.is_none() {
+    if !args.filtered() {
         return Ok(args.ids.clone());
     }
     if let Some(s) = args.state.filter(|s| s.is_terminal()) {
@@ -68,7 +75,7 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let mut done: Vec<CancelResult> = Vec::new();
     let mut failed = false;
-    let filtered = args.user.is_some() || args.state.is_some() || args.name.is_some() || args.queue.is_some();
+    let filtered = args.filtered();
     let ids = selected(&client, &args).await?;
     if filtered && ids.is_empty() && !args.output.json() {
         eprintln!("no unfinished job matches");
