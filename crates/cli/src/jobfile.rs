@@ -78,6 +78,8 @@ struct JobFile {
     preemptible: Option<bool>,
     project: Option<String>,
     shared: Option<bool>,
+    dependency: Option<String>,
+    begin: Option<String>,
     image: Option<String>,
     #[serde(default)]
     mounts: Vec<String>,
@@ -161,6 +163,8 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         requeue: f.requeue.unwrap_or(false),
         preemptible: f.preemptible.unwrap_or(false),
         project: f.project,
+        dependency: f.dependency.map(|d| d.parse()).transpose().map_err(|e: berth_model::SpecError| bad(&e.0))?,
+        begin: f.begin.map(|b| crate::slurm_time::parse_begin(&b)).transpose().map_err(|e| bad(&e))?,
         share: f.shared.unwrap_or(false),
         env: f.env.into_iter().collect(),
         export: f.export.map(|e| e.parse()).transpose().map_err(|e: String| bad(&e))?,

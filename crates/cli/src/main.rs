@@ -21,6 +21,7 @@ mod output;
 mod sbatch;
 mod script;
 mod service;
+mod slurm_time;
 mod specflags;
 mod terminal;
 mod tls;

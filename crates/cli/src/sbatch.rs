@@ -4,7 +4,7 @@
 //! Translated: `--cpus-per-task`/`-c`, `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N`
 //! and `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
 //! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
-//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...). Everything else is returned as ignored, for the caller to warn about.
+//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`. Everything else is returned as ignored, for the caller to warn about.
 
 /// Translates `#SBATCH` words into `berth submit` flags. Returns the flags and the Slurm
 /// options that have no berth equivalent.
@@ -56,6 +56,8 @@ pub fn translate(words: &[String]) -> (Vec<String>, Vec<String>) {
             "--chdir" | "-D" => Some(("--workdir", value())),
             "--requeue" => Some(("--requeue", None)),
             "--export" => Some(("--export", value())),
+            "--dependency" | "-d" => Some(("--dependency", value())),
+            "--begin" | "-b" => Some(("--begin", value())),
             // Slurm's accounts are berth's projects.
             "--account" | "-A" => Some(("--project", value())),
             _ => {
@@ -141,6 +143,10 @@ mod tests {
         assert_eq!(translate(&w("-N 2-4")).0, ["--nodes", "2"]);
         assert_eq!(translate(&w("--account=vision")).0, ["--project", "vision"]);
         assert_eq!(translate(&w("-A vision")).0, ["--project", "vision"]);
+        assert_eq!(
+            translate(&w("-d afterok:3 --begin=now+1hour")).0,
+            ["--dependency", "afterok:3", "--begin", "now+1hour"]
+        );
         assert_eq!(translate(&w("--export=NONE -D /scratch/run")).0, ["--export", "NONE", "--workdir", "/scratch/run"]);
         assert_eq!(slurm_time("30"), "30m");
         assert_eq!(slurm_time("10:30"), "10m30s");

@@ -65,6 +65,16 @@ pub struct SpecFlags {
     #[arg(long, help_heading = "Scheduling")]
     pub preemptible: bool,
 
+    /// Start only once other jobs got where this says, in Slurm's syntax: afterok:ID[:ID...],
+    /// afterany:ID, afternotok:ID, after:ID[+MINUTES], singleton; `,` needs all, `?` any one
+    #[arg(long, value_name = "DEPENDENCY", value_parser = parse_dependency, help_heading = "Scheduling")]
+    pub dependency: Option<berth_model::Dependency>,
+
+    /// Do not start before this time: 2026-12-01T09:00, 2026-12-01, 16:00 (today, or tomorrow
+    /// once past), now+2hours, tomorrow, midnight, noon
+    #[arg(long, value_name = "TIME", value_parser = crate::slurm_time::parse_begin, help_heading = "Scheduling")]
+    pub begin: Option<jiff::Timestamp>,
+
     /// Project the job is accounted to (quotas, fair share, usage); you must be a member
     /// [default: your own account]
     #[arg(long, value_name = "PROJECT", help_heading = "Scheduling")]
@@ -156,6 +166,10 @@ pub struct SpecFlags {
 }
 
 /// `--mount SRC:DST[:ro|:rw]`.
+fn parse_dependency(s: &str) -> Result<berth_model::Dependency, String> {
+    s.parse().map_err(|e: berth_model::SpecError| e.0)
+}
+
 pub fn parse_mount(s: &str) -> Result<berth_model::Mount, String> {
     s.parse().map_err(|e: berth_model::SpecError| e.0)
 }
@@ -246,6 +260,8 @@ impl SpecFlags {
             requeue: over.requeue || self.requeue,
             preemptible: over.preemptible || self.preemptible,
             project: over.project.or(self.project),
+            dependency: over.dependency.or(self.dependency),
+            begin: over.begin.or(self.begin),
             share: over.share || self.share,
             env,
             export: over.export.or(self.export),
@@ -317,6 +333,8 @@ impl SpecFlags {
         spec.mounts = self.mounts.clone();
         spec.folders = self.folders.clone();
         spec.datasets = self.datasets.clone();
+        spec.dependency = self.dependency.clone();
+        spec.begin_at = self.begin;
         spec
     }
 

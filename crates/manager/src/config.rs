@@ -20,9 +20,10 @@
 //! store = "postgres://berth@db.example/berth"  # default: SQLite in the data dir
 //! # store_file = "/etc/berth/store-url"      # or the URL in a 0600 file (a URL with a password)
 //! retain = "180d"              # archive finished jobs older than this (default: keep all)
+//! kill_invalid_depend = true   # cancel a job whose dependency can never be met (false: keep it pending)
 //! ```
 //!
-//! (`store`, `store_file` and `retain` are top-level keys: in a real file they come before the
+//! (`store`, `store_file`, `retain` and `kill_invalid_depend` are top-level keys: in a real file they come before the
 //! first table.) `berth manager --store`/`--store-file`/`--retain` win over them.
 //!
 //! Queues are stored; the file seeds them. A queue whose file entry is unchanged since the
@@ -54,6 +55,9 @@ pub struct Config {
     pub store: Option<berth_store::StoreUrl>,
     /// `retain`: archive finished jobs that ended longer ago (`retention.rs`); `None`: keep all.
     pub retain: Option<std::time::Duration>,
+    /// `kill_invalid_depend` (Slurm's name): a job whose dependency can never be met is
+    /// cancelled (the default), or kept pending with that reason (`false`).
+    pub kill_invalid_depend: bool,
 }
 
 /// Fair-share settings.
@@ -79,6 +83,8 @@ struct File {
     store_file: Option<std::path::PathBuf>,
     #[serde(default)]
     retain: Option<Duration>,
+    #[serde(default)]
+    kill_invalid_depend: Option<bool>,
     #[serde(default)]
     queue: Vec<QueueEntry>,
     #[serde(default)]
@@ -154,7 +160,13 @@ pub fn default_queues() -> Vec<QueueConfig> {
 /// Reads the config from `path`; without a file, no queues (the caller seeds `default`).
 pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
     let Some(path) = path else {
-        return Ok(Config { queues: vec![], fair_share: FairShareConfig::default(), store: None, retain: None });
+        return Ok(Config {
+            queues: vec![],
+            fair_share: FairShareConfig::default(),
+            store: None,
+            retain: None,
+            kill_invalid_depend: true,
+        });
     };
     let p = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read { path: p.clone(), err })?;
@@ -206,7 +218,8 @@ pub fn parse(text: &str) -> Result<Config, String> {
         }
     }
     let retain = file.retain.map(|r| retain_period(&r.text())).transpose().map_err(|e| format!("retain: {e}"))?;
-    Ok(Config { queues: out, fair_share, store, retain })
+    let kill_invalid_depend = file.kill_invalid_depend.unwrap_or(true);
+    Ok(Config { queues: out, fair_share, store, retain, kill_invalid_depend })
 }
 
 /// The `store` or `store_file` key: a URL here must hold no password (config files are often
@@ -461,6 +474,13 @@ fn parse_duration_or_zero(s: &str) -> Result<u64, berth_model::QuantityError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kill_invalid_depend_is_on_unless_the_file_turns_it_off() {
+        assert!(parse("").unwrap().kill_invalid_depend);
+        assert!(!parse("kill_invalid_depend = false\n").unwrap().kill_invalid_depend);
+        assert!(parse("kill_invalid_depend = \"no\"\n").is_err());
+    }
 
     #[test]
     fn the_retain_key_takes_a_duration_above_zero() {

@@ -28,6 +28,7 @@ mod env_intern;
 mod error;
 mod folders;
 mod heartbeat;
+mod holds;
 mod hub;
 mod identity;
 mod idle;
@@ -291,6 +292,7 @@ async fn lead(
         tls.is_some(),
     )
     .with_lease(lease);
+    made.kill_invalid_depend = cfg.kill_invalid_depend;
     if let Some(root) = &config.folder_root {
         made = made.with_folder_root(root.clone());
     }

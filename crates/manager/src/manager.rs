@@ -74,6 +74,8 @@ pub struct Manager {
     pub dataset_holdings: crate::dataset_holdings::Holdings,
     /// Code snapshots (`--code`), on the folder storage.
     pub code: crate::code_store::CodeStore,
+    /// Cancel a job whose dependency can never be met (`kill_invalid_depend`, `holds.rs`).
+    pub kill_invalid_depend: bool,
 }
 
 impl Manager {
@@ -114,6 +116,7 @@ impl Manager {
             metrics,
             lease: Default::default(),
             leader_url: Default::default(),
+            kill_invalid_depend: true,
         }
     }
 

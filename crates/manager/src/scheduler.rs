@@ -96,6 +96,8 @@ pub async fn pass(m: &Manager) -> usize {
     let mut st = m.jobs.lock().await;
     // Timed from the lock: what a pass costs, not how long it waited for a scrape or a batch.
     let began = std::time::Instant::now();
+    // Held jobs whose begin time came or whose dependency is met join the set first.
+    crate::holds::release(m, &mut st, Timestamp::now()).await;
     if st.pending.is_empty() {
         return 0;
     }

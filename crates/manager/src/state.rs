@@ -134,12 +134,21 @@ pub struct State {
     untried_places: std::cell::OnceCell<HashMap<JobId, (u32, usize)>>,
     /// What running jobs use now, from the agents' heartbeats.
     pub meters: Meters,
+    /// PENDING jobs kept out of `pending` until their begin time and dependency allow them
+    /// (`holds.rs`): the scheduler never sees them.
+    pub held: std::collections::BTreeSet<JobId>,
+    /// How the ended jobs that held jobs depend on ended (read from the store once: an
+    /// ended job no longer changes; `None`: no longer on record).
+    pub ended_targets: HashMap<JobId, Option<berth_sched::depend::Target>>,
 }
 
 impl State {
     /// Adds a job to memory (a submit, a restart), and to the pending or running set.
     pub fn insert_job(&mut self, job: Job) {
         let id = job.id;
+        if job.state == berth_model::JobState::Pending && job.spec.has_start_conditions() {
+            self.held.insert(id);
+        }
         self.jobs.insert(id, job);
         self.sync_sets(id);
     }
@@ -149,6 +158,10 @@ impl State {
     /// bindings, flags) while it holds resources.
     pub fn sync_sets(&mut self, id: JobId) {
         match self.jobs.get(&id) {
+            Some(j) if j.state == berth_model::JobState::Pending && self.held.contains(&id) => {
+                self.pending.remove(id);
+                self.running.remove(id);
+            }
             Some(j) if j.state == berth_model::JobState::Pending => {
                 if self.pending.get(id).is_none() {
                     self.pending.insert(j.pending_job());
@@ -156,6 +169,7 @@ impl State {
                 self.running.remove(id);
             }
             Some(j) if j.state.holds_resources() => {
+                self.held.remove(&id);
                 self.pending.remove(id);
                 // A job without a start or placement time (restored SCHEDULED) counts from
                 // now, once: its end stays put from pass to pass.
@@ -167,6 +181,7 @@ impl State {
                 }
             }
             _ => {
+                self.held.remove(&id);
                 self.pending.remove(id);
                 self.running.remove(id);
             }

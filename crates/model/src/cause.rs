@@ -72,10 +72,12 @@ pub enum EndCause {
     KernelLost,
     /// An interactive session stayed idle past its queue's `idle_timeout` ([`StopCause::Idle`]).
     Idle,
+    /// Cancelled by the scheduler: its dependency can never be satisfied.
+    Dependency,
 }
 
 impl EndCause {
-    pub const ALL: [EndCause; 10] = [
+    pub const ALL: [EndCause; 11] = [
         EndCause::Exited,
         EndCause::LaunchFailed,
         EndCause::OutOfMemory,
@@ -86,6 +88,7 @@ impl EndCause {
         EndCause::NodeLost,
         EndCause::KernelLost,
         EndCause::Idle,
+        EndCause::Dependency,
     ];
 
     /// The stored and serialised name.
@@ -101,6 +104,7 @@ impl EndCause {
             EndCause::NodeLost => "node_lost",
             EndCause::KernelLost => "kernel_lost",
             EndCause::Idle => "idle",
+            EndCause::Dependency => "dependency",
         }
     }
 

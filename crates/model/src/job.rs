@@ -134,6 +134,13 @@ pub struct JobSpec {
     /// The Python environment of a process job, built with uv on each node (`[environment]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<crate::environment::EnvSpec>,
+    /// Other jobs this one waits for (Slurm's `--dependency`): it is not scheduled until they
+    /// are met, and is cancelled (or kept, per the manager) when they can never be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<crate::dependency::Dependency>,
+    /// Not scheduled before this time (Slurm's `--begin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin_at: Option<jiff::Timestamp>,
 }
 
 impl JobSpec {
@@ -293,6 +300,8 @@ impl JobSpec {
             tty: false,
             stdin: false,
             environment: None,
+            dependency: None,
+            begin_at: None,
         }
     }
 
@@ -306,6 +315,11 @@ impl JobSpec {
     /// its queue's `idle_timeout` and `max_session` apply to it.
     pub fn is_session(&self) -> bool {
         !self.apps.is_empty() || self.interactive()
+    }
+
+    /// Whether the job waits for something besides resources: a begin time or other jobs.
+    pub fn has_start_conditions(&self) -> bool {
+        self.dependency.is_some() || self.begin_at.is_some()
     }
 
     /// Kernels of the job in all: nodes × kernels per node.
@@ -382,6 +396,9 @@ impl JobSpec {
         }
         self.validate_folders()?;
         crate::dataset::validate(&self.datasets)?;
+        if let Some(d) = &self.dependency {
+            d.validate()?;
+        }
         if let Some(c) = &self.code {
             c.validate()?;
             if self.workdir.is_some() {

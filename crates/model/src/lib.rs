@@ -11,6 +11,7 @@ mod cache_api;
 pub mod cause;
 pub mod code;
 pub mod dataset;
+pub mod dependency;
 pub mod environment;
 pub mod folder;
 pub mod job;
@@ -25,6 +26,7 @@ pub mod topology;
 
 pub use binding::{Binding, GpuShare};
 pub use cause::{EndCause, PreemptAction, StopCause};
+pub use dependency::{Condition, Dependency};
 pub use environment::{EnvKind, EnvSpec, SetupProgress, SetupStep};
 pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
 pub use measured::{Efficiency, JobUsage, KernelUsage};

@@ -28,6 +28,10 @@ pub enum PendingKind {
     Image,
     /// No ready node of the queue allows the job's host mounts (`berth agent --allow-mount`).
     Mount,
+    /// It waits for other jobs (`--dependency`), or they can never be what it waits for.
+    Dependency,
+    /// Its begin time (`--begin`) has not come yet.
+    BeginTime,
 }
 
 /// Why a job is still pending, e.g. `resources: needs 1 GPU, node n1 has 0.5 free`.

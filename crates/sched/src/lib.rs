@@ -35,6 +35,7 @@
 pub mod apply;
 mod backfill;
 mod bind;
+pub mod depend;
 mod fairness;
 mod feasible;
 mod gates;

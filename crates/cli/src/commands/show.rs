@@ -95,6 +95,13 @@ fn render(d: &JobDetail) -> String {
     );
     line("time limit", s.time_limit_secs.map(output::duration).unwrap_or_else(|| "none".into()));
     line("queue", format!("{} (priority {})", j.queue, s.priority));
+    if let Some(d) = &s.dependency {
+        let how = if d.any { "any one of" } else { "all of" };
+        line("dependency", if d.conditions.len() > 1 { format!("{d} ({how})") } else { d.to_string() });
+    }
+    if let Some(b) = s.begin_at {
+        line("begin", output::local_time(b));
+    }
     if s.requeue {
         line("requeue", "yes, if its node is lost".into());
     }

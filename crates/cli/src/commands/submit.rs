@@ -38,6 +38,11 @@ pub struct SubmitArgs {
     #[arg(short, long, requires = "wait")]
     pub quiet: bool,
 
+    /// Print only the job id, for scripts (like sbatch --parsable):
+    /// `id=$(berth submit --parsable -- true)`
+    #[arg(long, conflicts_with = "wait")]
+    pub parsable: bool,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -64,6 +69,8 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let job = client.submit(&SubmitRequest { spec }).await?;
     if args.output.json() {
         output::print_json(&job)?;
+    } else if args.parsable {
+        println!("{}", job.id);
     } else if args.wait {
         // Stdout is the job's own output from here on, as with srun: `> out.txt` gets it alone.
         eprintln!("submitted job {}", job.id);

@@ -42,6 +42,7 @@ pub async fn submit(
     }
     m.folders.resolve_mounts(&user, &mut spec).await?;
     crate::datasets::check(&m, &spec)?;
+    crate::holds::check_at_submit(&m, &user, &spec).await?;
     if let Some(c) = &spec.code
         && !m.code.exists(&c.id)
     {

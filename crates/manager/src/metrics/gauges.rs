@@ -177,9 +177,9 @@ struct PerQueue {
 }
 
 /// Every reason kind, in declaration order (`KINDS[k as usize] == k`, checked by a test).
-const KINDS: [PendingKind; 10] = {
+const KINDS: [PendingKind; 12] = {
     use PendingKind::*;
-    [Queued, Resources, Priority, NoNodes, Queue, Backfill, Preempting, Quota, Image, Mount]
+    [Queued, Resources, Priority, NoNodes, Queue, Backfill, Preempting, Quota, Image, Mount, Dependency, BeginTime]
 };
 
 /// The label of a reason kind: the API's spelling (`no-nodes`, ...).
@@ -195,6 +195,8 @@ fn kind_label(kind: PendingKind) -> &'static str {
         PendingKind::Quota => "quota",
         PendingKind::Image => "image",
         PendingKind::Mount => "mount",
+        PendingKind::Dependency => "dependency",
+        PendingKind::BeginTime => "begin-time",
     }
 }
 
