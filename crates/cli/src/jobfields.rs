@@ -35,6 +35,7 @@ pub enum Field {
 
 /// A field's names: berth's (`history -o`) and Slurm's (`sacct -o`, any case), with sacct's
 /// default width (negative: left-justified, as sacct's own table says it).
+#[derive(Debug)]
 pub struct FieldInfo {
     pub field: Field,
     pub berth: &'static str,
@@ -89,8 +90,8 @@ pub trait Style {
     fn duration(&self, secs: Option<u64>) -> String;
     fn state(&self, j: &JobView) -> String;
     fn exit(&self, j: &JobView) -> String;
-    /// The nodes of a job that got none yet.
-    fn no_nodes(&self, j: &JobView) -> String;
+    /// The nodes of a job (which may have none yet).
+    fn nodes(&self, j: &JobView) -> String;
     fn empty(&self) -> String;
 }
 
@@ -127,8 +128,7 @@ pub fn value(f: Field, j: &JobView, now: Timestamp, style: &dyn Style) -> String
         Field::Ended => style.time(j.ended_at),
         Field::Elapsed => style.duration(Some(elapsed_secs(j, now).unwrap_or(0))),
         Field::ElapsedSecs => elapsed_secs(j, now).unwrap_or(0).to_string(),
-        Field::Nodes if j.nodes.is_empty() => style.no_nodes(j),
-        Field::Nodes => j.nodes.join(","),
+        Field::Nodes => style.nodes(j),
         Field::NodeCount => node_count(j).to_string(),
         Field::Cpus => cpus(j).to_string(),
         Field::Mem => berth_model::format_bytes(j.mem_bytes),

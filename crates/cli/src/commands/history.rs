@@ -130,8 +130,8 @@ impl Style for Berth {
         j.exit_code.map_or("-".into(), |c| c.to_string())
     }
 
-    fn no_nodes(&self, _: &JobView) -> String {
-        "-".into()
+    fn nodes(&self, j: &JobView) -> String {
+        output::or_dash(j.nodes.join(","))
     }
 
     fn empty(&self) -> String {

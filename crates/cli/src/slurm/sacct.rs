@@ -236,8 +236,8 @@ impl Style for Sacct {
         }
     }
 
-    fn no_nodes(&self, _: &JobView) -> String {
-        "None assigned".into()
+    fn nodes(&self, j: &JobView) -> String {
+        if j.nodes.is_empty() { "None assigned".into() } else { super::format::hostlist(&j.nodes) }
     }
 
     fn empty(&self) -> String {

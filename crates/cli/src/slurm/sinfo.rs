@@ -13,9 +13,10 @@ use super::states::node_state;
 use crate::client::Client;
 use crate::when::squeue_duration;
 
-/// Slurm's defaults; `#` is the widest partition name or node list (at least the header).
+/// Slurm's defaults; `#` is the widest partition name or node list, at least 9 (as Slurm
+/// prints them: `-N` right-justifies the partition).
 const DEFAULT: &str = "%#P %.5a %.10l %.6D %.6t %N";
-const NODES: &str = "%#N %.6D %#P %6t";
+const NODES: &str = "%#N %.6D %.#P %6t";
 
 /// view information about berth nodes and partitions (Slurm's sinfo)
 #[derive(Debug, Parser)]
@@ -57,7 +58,7 @@ struct Row<'a> {
 pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let args = Args::parse_from(argv);
     let spec = args.format.as_deref().unwrap_or(if args.node { NODES } else { DEFAULT });
-    let mut items = format::parse(&spec.replace("%#", "%"));
+    let mut items = format::parse(&unhash(spec));
     for c in format::unknown_codes(&items, |c| header(c).is_some()) {
         eprintln!("sinfo: error: Invalid node format specification: {c}");
     }
@@ -130,16 +131,26 @@ fn state_matches(s: &str, n: &NodeView) -> bool {
     s == short || s == long || (s == "drain" && matches!(n.state, NodeState::Draining | NodeState::Drained))
 }
 
-/// Gives `%#P` and `%#N` (which `parse` read as width 0) the widest value's width.
+/// The format without its `#` widths, for [`format::parse`] (as width 0, for [`widen`]).
+fn unhash(spec: &str) -> String {
+    spec.replace("%#", "%").replace("%.#", "%.")
+}
+
+/// Gives `%#P` and `%#N` (which `parse` read as width 0) the widest value's width, at
+/// least 9.
 fn widen(spec: &str, items: &mut [Item], rows: &[Row]) {
-    let hashed: Vec<char> = spec.match_indices("%#").filter_map(|(i, _)| spec[i + 2..].chars().next()).collect();
+    let hashed: Vec<char> = spec
+        .match_indices('#')
+        .filter(|(i, _)| spec[..*i].ends_with('%') || spec[..*i].ends_with("%."))
+        .filter_map(|(i, _)| spec[i + 1..].chars().next())
+        .collect();
     for item in items.iter_mut() {
         if let Item::Field { code, width, .. } = item
             && *width == 0
             && hashed.contains(code)
         {
             let widest = rows.iter().filter_map(|r| value(*code, r)).map(|v| v.chars().count()).max().unwrap_or(0);
-            *width = widest.max(header(*code).map_or(0, str::len));
+            *width = widest.max(9);
         }
     }
 }
@@ -187,7 +198,7 @@ fn per_node(nodes: &[&NodeView], f: impl Fn(&NodeView) -> u64) -> String {
 fn value(code: char, r: &Row) -> Option<String> {
     let ns = &r.nodes;
     let first = ns.first();
-    let names = || ns.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(",");
+    let names = || format::hostlist(&ns.iter().map(|n| n.name.clone()).collect::<Vec<_>>());
     let alloc = |n: &&&NodeView| !other(n) && node_state(n).0.trim_end_matches('*') != "idle";
     Some(match code {
         'P' => r.partition.clone(),
@@ -234,15 +245,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_headers_byte_for_byte() {
+    /// The expected lines are real Slurm's, with its node names.
+    fn default_layouts_byte_for_byte() {
         let rows: Vec<Row> = Vec::new();
-        let mut items = format::parse(&DEFAULT.replace("%#", "%"));
+        let mut items = format::parse(&unhash(DEFAULT));
         widen(DEFAULT, &mut items, &rows);
         let head = format::render(&items, |c| header(c).map(str::to_string));
         assert_eq!(head, "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST");
-        let mut items = format::parse(&NODES.replace("%#", "%"));
+        let mut items = format::parse(&unhash(NODES));
         widen(NODES, &mut items, &rows);
         let head = format::render(&items, |c| header(c).map(str::to_string));
         assert_eq!(head, "NODELIST   NODES PARTITION STATE ");
+        let node = |name: &str, cpus_used: u32| -> NodeView {
+            serde_json::from_value(serde_json::json!({
+                "name": name, "state": "ready", "connected": true, "queue": "default", "version": "1",
+                "last_heartbeat": null, "cpus_total": 4, "cpus_used": cpus_used, "mem_total": 8589934592u64,
+                "mem_used": 0, "gpus": [], "running_jobs": 0,
+                "topology": berth_model::Topology::default()
+            }))
+            .unwrap()
+        };
+        let (n1, n2) = (node("b3", 0), node("b4", 4));
+        let rows = vec![
+            Row { queue: None, partition: "debug*".into(), nodes: vec![&n1] },
+            Row { queue: None, partition: "debug*".into(), nodes: vec![&n2] },
+        ];
+        let lines: Vec<String> = rows.iter().map(|r| format::render(&items, |c| value(c, r))).collect();
+        assert_eq!(lines, ["b3             1    debug* idle  ", "b4             1    debug* alloc "]);
+        let mut items = format::parse(&unhash(DEFAULT));
+        widen(DEFAULT, &mut items, &rows);
+        let row = Row { queue: None, partition: "normal*".into(), nodes: vec![&n1, &n2] };
+        assert_eq!(format::render(&items, |c| value(c, &row)), "normal*      up   infinite      2   idle b[3-4]");
     }
 }

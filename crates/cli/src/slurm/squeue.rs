@@ -219,7 +219,7 @@ fn value(code: char, j: &JobView, now: jiff::Timestamp) -> Option<String> {
         'L' => limit(&|l| squeue_duration(l.saturating_sub(elapsed.unwrap_or(0)))),
         'D' => jobfields::node_count(j).to_string(),
         'R' => states::nodes_or_reason(j),
-        'N' => j.nodes.join(","),
+        'N' => format::hostlist(&j.nodes),
         'P' => j.queue.clone(),
         'a' => j.project.clone().unwrap_or_else(|| "(null)".into()),
         'C' => jobfields::cpus(j).to_string(),
@@ -264,11 +264,11 @@ mod tests {
         j.user = "alice".into();
         j.started_at = Some(j.submitted_at);
         j.nodes = vec!["n1".into()];
-        assert_eq!(line(DEFAULT, &j), "              4242  default a-very-l    alice  R    1:02:03      1 n1");
+        assert_eq!(line(DEFAULT, &j), "              4242   default a-very-l    alice  R    1:02:03      1 n1");
         let mut p = super::states::tests::job(JobState::Pending);
         p.pending_reason = Some(berth_model::PendingReason::new(berth_model::PendingKind::Priority, "behind 2 jobs"));
         p.nodes_requested = 2;
-        assert_eq!(line(DEFAULT, &p), "                 1  default        x        u PD       0:00      2 (Priority)");
+        assert_eq!(line(DEFAULT, &p), "                 1   default        x        u PD       0:00      2 (Priority)");
         let head = format::render(&format::parse(LONG), |c| header(c).map(str::to_string));
         assert_eq!(
             head,

@@ -105,7 +105,7 @@ pub fn reason_word(kind: PendingKind) -> &'static str {
 /// `%R`: the nodes of a job that has some, `(Reason)` otherwise.
 pub fn nodes_or_reason(j: &JobView) -> String {
     if !j.nodes.is_empty() {
-        return j.nodes.join(",");
+        return super::format::hostlist(&j.nodes);
     }
     format!("({})", j.pending_reason.as_ref().map_or("None", |r| reason_word(r.kind)))
 }
@@ -130,7 +130,7 @@ pub fn node_state(n: &NodeView) -> (String, String) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -167,7 +167,7 @@ mod tests {
         j.pending_reason = None;
         assert_eq!(nodes_or_reason(&j), "(None)");
         j.nodes = vec!["n1".into(), "n2".into()];
-        assert_eq!(nodes_or_reason(&j), "n1,n2");
+        assert_eq!(nodes_or_reason(&j), "n[1-2]");
     }
 
     pub(crate) fn job(state: JobState) -> JobView {
