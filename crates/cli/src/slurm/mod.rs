@@ -19,7 +19,10 @@ pub mod states;
 use std::ffi::{OsStr, OsString};
 use std::process::ExitCode;
 
-use berth_model::JobId;
+use berth_model::api::{JobListQuery, JobView};
+use berth_model::{JobId, JobState};
+
+use crate::client::Client;
 
 /// The Slurm commands berth answers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +141,50 @@ pub fn names(list: &Option<String>) -> Vec<String> {
 /// The one name of a list, if it has exactly one: the manager can filter on it.
 pub fn single(names: &[String]) -> Option<String> {
     if names.len() == 1 { names.first().cloned() } else { None }
+}
+
+/// The jobs a command asks for: the manager filters by ids, states, a time window and one
+/// user or queue; several users or queues, exact names and accounts are filtered here.
+#[derive(Debug, Default)]
+pub struct Wanted {
+    pub ids: Option<Vec<JobId>>,
+    /// `None`: any state.
+    pub states: Option<Vec<JobState>>,
+    /// Finished jobs too.
+    pub all: bool,
+    pub since: Option<jiff::Timestamp>,
+    pub until: Option<jiff::Timestamp>,
+    pub users: Vec<String>,
+    pub partitions: Vec<String>,
+    pub names: Vec<String>,
+    pub accounts: Vec<String>,
+}
+
+impl Wanted {
+    pub async fn fetch(&self, client: &Client) -> anyhow::Result<Vec<JobView>> {
+        if self.states.as_ref().is_some_and(Vec::is_empty) || self.ids.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        let joined = |v: Vec<String>| v.join(",");
+        let q = JobListQuery {
+            all: self.all,
+            state: self.states.as_ref().map(|s| joined(s.iter().map(|s| s.as_str().to_string()).collect())),
+            user: single(&self.users),
+            queue: single(&self.partitions),
+            ids: self.ids.as_ref().map(|i| joined(i.iter().map(|i| i.to_string()).collect())),
+            since: self.since.map(|t| t.to_string()),
+            until: self.until.map(|t| t.to_string()),
+            ..Default::default()
+        };
+        let among = |list: &[String], v: Option<&String>| list.is_empty() || v.is_some_and(|v| list.contains(v));
+        Ok(client
+            .jobs(&q)
+            .await?
+            .into_iter()
+            .filter(|j| among(&self.users, Some(&j.user)) && among(&self.partitions, Some(&j.queue)))
+            .filter(|j| among(&self.names, j.name.as_ref()) && among(&self.accounts, j.project.as_ref()))
+            .collect())
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use berth_model::JobState;
-use berth_model::api::{JobListQuery, JobView};
+use berth_model::api::JobView;
 use clap::Parser;
 
 use super::states;
@@ -183,28 +183,18 @@ async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
     if users.is_empty() && !args.allusers && ids.is_none() {
         users = vec![client.whoami().await?.user];
     }
-    let (names, partitions) = (super::names(&args.names), super::names(&args.partitions));
-    if states.as_ref().is_some_and(Vec::is_empty) || ids.as_ref().is_some_and(Vec::is_empty) {
-        return Ok(Vec::new());
-    }
-    let q = JobListQuery {
+    let wanted = super::Wanted {
+        ids,
+        states,
         all: true,
-        state: states.map(|s| s.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")),
-        user: super::single(&users),
-        queue: super::single(&partitions),
-        ids: ids.map(|i| i.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")),
-        since: since.map(|t| t.to_string()),
-        until: until.map(|t| t.to_string()),
+        since,
+        until,
+        users,
+        partitions: super::names(&args.partitions),
+        names: super::names(&args.names),
         ..Default::default()
     };
-    let mut jobs: Vec<JobView> = client
-        .jobs(&q)
-        .await?
-        .into_iter()
-        .filter(|j| users.is_empty() || users.contains(&j.user))
-        .filter(|j| partitions.is_empty() || partitions.contains(&j.queue))
-        .filter(|j| names.is_empty() || j.name.as_ref().is_some_and(|n| names.contains(n)))
-        .collect();
+    let mut jobs = wanted.fetch(client).await?;
     jobs.sort_by_key(|j| j.id);
     Ok(jobs)
 }

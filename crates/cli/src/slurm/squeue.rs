@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use berth_model::JobState;
-use berth_model::api::{JobListQuery, JobView};
+use berth_model::api::JobView;
 use clap::Parser;
 
 use super::format;
@@ -101,30 +101,19 @@ async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
     if args.me {
         users = vec![client.whoami().await?.user];
     }
-    let (partitions, names, accounts) =
-        (super::names(&args.partitions), super::names(&args.names), super::names(&args.accounts));
-    if states.as_ref().is_some_and(Vec::is_empty) || ids.as_ref().is_some_and(Vec::is_empty) {
-        return Ok(Vec::new());
-    }
-    let q = JobListQuery {
-        state: states.as_ref().map(|s| s.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")),
+    let wanted = super::Wanted {
         // `-t all` and named jobs show finished ones too, as long as the manager keeps them.
         all: args.states.is_some() && states.as_ref().is_none_or(|s| s.iter().any(|s| s.is_terminal()))
             || ids.is_some(),
-        user: super::single(&users),
-        queue: super::single(&partitions),
-        ids: ids.map(|i| i.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")),
+        ids,
+        states,
+        users,
+        partitions: super::names(&args.partitions),
+        names: super::names(&args.names),
+        accounts: super::names(&args.accounts),
         ..Default::default()
     };
-    let mut jobs: Vec<JobView> = client
-        .jobs(&q)
-        .await?
-        .into_iter()
-        .filter(|j| users.is_empty() || users.contains(&j.user))
-        .filter(|j| partitions.is_empty() || partitions.contains(&j.queue))
-        .filter(|j| names.is_empty() || j.name.as_ref().is_some_and(|n| names.contains(n)))
-        .filter(|j| accounts.is_empty() || j.project.as_ref().is_some_and(|p| accounts.contains(p)))
-        .collect();
+    let mut jobs = wanted.fetch(client).await?;
     jobs.sort_by(|a, b| {
         (&a.queue, states::job_state(a).0, -a.priority, a.id).cmp(&(
             &b.queue,
