@@ -47,21 +47,11 @@ const NAMES: &[(&str, &str, &[JobState])] = &[
     ("PREEMPTED", "PR", &[JobState::Cancelled]),
     ("TIMEOUT", "TO", &[JobState::Timeout]),
     ("NODE_FAIL", "NF", &[JobState::Lost]),
-    // Slurm states berth jobs never are in: valid, matching nothing.
-    ("SUSPENDED", "S", &[]),
-    ("BOOT_FAIL", "BF", &[]),
-    ("DEADLINE", "DL", &[]),
-    ("REQUEUED", "RQ", &[]),
-    ("REQUEUE_FED", "RF", &[]),
-    ("REQUEUE_HOLD", "RH", &[]),
-    ("RESV_DEL_HOLD", "RD", &[]),
-    ("RESIZING", "RS", &[]),
-    ("REVOKED", "RV", &[]),
-    ("SIGNALING", "SI", &[]),
-    ("SPECIAL_EXIT", "SE", &[]),
-    ("STAGE_OUT", "SO", &[]),
-    ("STOPPED", "ST", &[]),
 ];
+
+/// Slurm states berth jobs are never in, and their codes: valid in a filter, matching nothing.
+const NEVER: &str = "SUSPENDED S BOOT_FAIL BF DEADLINE DL REQUEUED RQ REQUEUE_FED RF REQUEUE_HOLD RH \
+    RESV_DEL_HOLD RD RESIZING RS REVOKED RV SIGNALING SI SPECIAL_EXIT SE STAGE_OUT SO STOPPED ST";
 
 /// The berth states a `-t`/`--state` list names (`PD,R`, `running`, `all`), without repeats;
 /// `Ok(None)` for `all`. A name Slurm does not know is an error naming it.
@@ -71,11 +61,11 @@ pub fn parse_states(list: &str) -> Result<Option<Vec<JobState>>, String> {
         if name.eq_ignore_ascii_case("all") {
             return Ok(None);
         }
-        let states: Vec<JobState> = match NAMES
-            .iter()
-            .find(|(long, short, _)| long.eq_ignore_ascii_case(name) || short.eq_ignore_ascii_case(name))
-        {
+        let named =
+            NAMES.iter().find(|(long, short, _)| long.eq_ignore_ascii_case(name) || short.eq_ignore_ascii_case(name));
+        let states: Vec<JobState> = match named {
             Some((_, _, s)) => s.to_vec(),
+            None if NEVER.split_whitespace().any(|n| n.eq_ignore_ascii_case(name)) => Vec::new(),
             None => vec![name.parse::<JobState>().map_err(|_| format!("invalid job state specified: {name}"))?],
         };
         for s in states {
