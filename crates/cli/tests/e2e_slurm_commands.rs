@@ -20,6 +20,11 @@ fn links(b: &Berth) -> PathBuf {
 
 /// Runs `tool args...` through its link, as the admin, from the user's submit dir.
 fn slurm(b: &Berth, dir: &Path, tool: &str, args: &[&str]) -> Output {
+    command(b, dir, tool, args).stdin(Stdio::null()).output().expect("run the slurm command")
+}
+
+/// `tool args...` through its link, with the environment of [`base_cmd`].
+fn command(b: &Berth, dir: &Path, tool: &str, args: &[&str]) -> Command {
     let base = base_cmd(b.home.path());
     let mut c = Command::new(dir.join(tool));
     c.current_dir(base.get_current_dir().unwrap());
@@ -30,7 +35,8 @@ fn slurm(b: &Berth, dir: &Path, tool: &str, args: &[&str]) -> Output {
         };
     }
     c.env_remove("SQUEUE_FORMAT").env_remove("SQUEUE_FORMAT2").env_remove("SACCT_FORMAT").env_remove("SINFO_FORMAT");
-    c.args(args).stdin(Stdio::null()).output().expect("run the slurm command")
+    c.args(args);
+    c
 }
 
 /// Like [`slurm`], and it must succeed: its stdout.
@@ -77,6 +83,19 @@ fn slurm_commands_submit_list_account_and_cancel() {
         text(&out.stderr)
     );
 
+    // a script on stdin, named as Slurm names it
+    let mut child = command(&b, &bin, "sbatch", &["--parsable"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"#!/bin/sh\necho from stdin\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let piped: i64 = text(&out.stdout).trim().parse().unwrap();
+    assert_eq!(b.wait_state(piped, "SUCCEEDED")["job"]["name"], "sbatch");
+
     // squeue: Slurm's default layout, -o and -O
     let sleeper: i64 =
         ok(&b, &bin, "sbatch", &["--parsable", "-J", "sleeper", "--wrap", "sleep 600"]).trim().parse().unwrap();
@@ -97,6 +116,10 @@ fn slurm_commands_submit_list_account_and_cancel() {
     let out = slurm(&b, &bin, "squeue", &["-h", "-o", "%i|%y|"]);
     assert_eq!(text(&out.stdout), format!("{sleeper}||\n"), "an unknown code prints nothing");
     assert!(text(&out.stderr).contains("squeue: error: Invalid job format specification: y"), "{}", text(&out.stderr));
+
+    let out = slurm(&b, &bin, "squeue", &["-j", "12_7"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), "squeue: error: job arrays are not supported yet: 12_7\n");
 
     // sinfo: the node, node-oriented, and the default layout's header
     let node = b.json(&["nodes"])[0]["name"].as_str().unwrap().to_string();
@@ -149,13 +172,14 @@ fn slurm_commands_submit_list_account_and_cancel() {
     assert_eq!(rows[0], ["ID", "NAME", "STATE", "EXIT"]);
     assert_eq!(rows[1], [done.to_string().as_str(), "override", "SUCCEEDED", "0"]);
     assert_eq!(rows[2], [failed.to_string().as_str(), "wrap", "FAILED", "3"]);
-    assert_eq!(rows.len(), 3, "{out}");
+    assert_eq!(rows[3], [piped.to_string().as_str(), "sbatch", "SUCCEEDED", "0"]);
+    assert_eq!(rows.len(), 4, "{out}");
     let out = b.cli(&["history", "--since", "yesterdayish"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("bad time `yesterdayish`"), "{}", text(&out.stderr));
     let out = b.ok(&["history", "--since", "2026-01-01T00:00", "--json"]);
     let listed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
-    assert_eq!(listed.len(), 4, "every job of the test: {out}");
+    assert_eq!(listed.len(), 5, "every job of the test: {out}");
 }
 
 #[test]
