@@ -28,7 +28,7 @@ pub enum Field {
     Gpus,
     Tres,
     TimeLimit,
-    TimeLimitSecs,
+    TimeLimitMinutes,
     Reason,
     Priority,
 }
@@ -68,7 +68,7 @@ pub const FIELDS: &[FieldInfo] = &[
     f(Field::Gpus, "gpus", &["AllocGRES", "ReqGRES"], 12),
     f(Field::Tres, "tres", &["AllocTRES", "ReqTRES"], -10),
     f(Field::TimeLimit, "time-limit", &["Timelimit"], 10),
-    f(Field::TimeLimitSecs, "time-limit-secs", &["TimelimitRaw"], 10),
+    f(Field::TimeLimitMinutes, "time-limit-minutes", &["TimelimitRaw"], 10),
     f(Field::Reason, "reason", &["Reason"], -20),
     f(Field::Priority, "priority", &["Priority"], 10),
 ];
@@ -92,6 +92,8 @@ pub trait Style {
     fn exit(&self, j: &JobView) -> String;
     /// The nodes of a job (which may have none yet).
     fn nodes(&self, j: &JobView) -> String;
+    /// Why it waits, or why it ended.
+    fn reason(&self, j: &JobView) -> String;
     fn empty(&self) -> String;
 }
 
@@ -136,8 +138,8 @@ pub fn value(f: Field, j: &JobView, now: Timestamp, style: &dyn Style) -> String
         Field::Gpus => format!("gpu:{}", berth_model::format_gpu_milli(j.gpu_milli)),
         Field::Tres => tres(j),
         Field::TimeLimit => style.duration(j.time_limit_secs),
-        Field::TimeLimitSecs => j.time_limit_secs.map(|s| (s / 60).to_string()).unwrap_or_else(|| style.empty()),
-        Field::Reason => or_empty(j.pending_reason.as_ref().map(|r| r.message.clone()).or(j.reason.clone())),
+        Field::TimeLimitMinutes => j.time_limit_secs.map(|s| (s / 60).to_string()).unwrap_or_else(|| style.empty()),
+        Field::Reason => style.reason(j),
         Field::Priority => j.priority.to_string(),
     }
 }

@@ -21,7 +21,7 @@ const DEFAULT_FIELDS: &str = "id,name,user,queue,state,exit,submitted,started,en
 Times: 2h, 30m, 1d (that long ago), 2026-11-20, 2026-11-20T10:00, now, now-3hours, today.
 
 Fields: id, name, user, project, queue, state, exit, submitted, started, ended, elapsed,
-elapsed-secs, nodes, node-count, cpus, mem, gpus, tres, time-limit, time-limit-secs, reason,
+elapsed-secs, nodes, node-count, cpus, mem, gpus, tres, time-limit, time-limit-minutes, reason,
 priority.
 
 Examples:
@@ -132,6 +132,10 @@ impl Style for Berth {
 
     fn nodes(&self, j: &JobView) -> String {
         output::or_dash(j.nodes.join(","))
+    }
+
+    fn reason(&self, j: &JobView) -> String {
+        output::or_dash(j.pending_reason.as_ref().map(|r| r.message.clone()).or(j.reason.clone()).unwrap_or_default())
     }
 
     fn empty(&self) -> String {

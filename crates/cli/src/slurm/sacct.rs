@@ -230,6 +230,12 @@ impl Style for Sacct {
         if j.nodes.is_empty() { "None assigned".into() } else { super::format::hostlist(&j.nodes) }
     }
 
+    /// Slurm's reason word for a pending job, `None` otherwise (berth's sentences are in
+    /// `berth show` and `berth history -o reason`).
+    fn reason(&self, j: &JobView) -> String {
+        j.pending_reason.as_ref().map_or("None", |r| states::reason_word(r.kind)).into()
+    }
+
     fn empty(&self) -> String {
         String::new()
     }
