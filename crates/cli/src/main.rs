@@ -1,5 +1,7 @@
 //! `berth`: one binary for every role. The daemons (`up`, `manager`, `agent`) live in
-//! `daemon.rs`; the user commands talk to a manager over its REST API (`client.rs`).
+//! `daemon.rs`; the user commands talk to a manager over its REST API (`client.rs`). Called
+//! by another name (`sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`: links to berth), it is
+//! that Slurm command (`slurm/`).
 //!
 //! Errors print as `error: <message>` with the whole cause chain; usage mistakes exit 2 like
 //! clap's own errors, everything else 1 (or, for `submit --wait`, the job's exit code).

@@ -68,6 +68,9 @@ struct Args {
     /// Only jobs of these partitions (berth queues)
     #[arg(short = 'r', long = "partition", value_name = "PARTITIONS")]
     partitions: Option<String>,
+    /// List the fields -o takes
+    #[arg(short = 'e', long = "helpformat")]
+    helpformat: bool,
 }
 
 /// A chosen field: what it is, its header and its width (negative: left-justified).
@@ -79,6 +82,13 @@ struct Column {
 
 pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let args = Args::parse_from(argv);
+    if args.helpformat {
+        let names: Vec<&str> = jobfields::FIELDS.iter().flat_map(|i| i.slurm.iter().copied()).collect();
+        for row in names.chunks(4) {
+            println!("{}", row.iter().map(|n| format!("{n:<20}")).collect::<String>().trim_end());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let spec = args.format.as_deref().unwrap_or(if args.brief { BRIEF } else { DEFAULT });
     let columns = columns(spec).map_err(anyhow::Error::msg)?;
     let client = Client::from_env()?;
