@@ -78,6 +78,10 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let jobs = list(&client, &args).await?;
     let now = jiff::Timestamp::now();
     if !args.noheader {
+        if args.long {
+            // Slurm's long listing starts with the time it was taken.
+            println!("{}", jiff::Zoned::now().strftime("%a %b %e %H:%M:%S %Y"));
+        }
         println!("{}", format::render(&items, |c| header(c).map(str::to_string)));
     }
     for j in &jobs {
