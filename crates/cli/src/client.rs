@@ -233,7 +233,14 @@ impl Client {
         if let Some(l) = q.limit {
             query.push(("limit", l.to_string()));
         }
-        for (key, value) in [("user", &q.user), ("queue", &q.queue), ("name", &q.name)] {
+        for (key, value) in [
+            ("user", &q.user),
+            ("queue", &q.queue),
+            ("name", &q.name),
+            ("since", &q.since),
+            ("until", &q.until),
+            ("ids", &q.ids),
+        ] {
             if let Some(v) = value {
                 query.push((key, v.clone()));
             }

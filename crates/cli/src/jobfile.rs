@@ -164,7 +164,7 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         preemptible: f.preemptible.unwrap_or(false),
         project: f.project,
         dependency: f.dependency.map(|d| d.parse()).transpose().map_err(|e: berth_model::SpecError| bad(&e.0))?,
-        begin: f.begin.map(|b| crate::slurm_time::parse_begin(&b)).transpose().map_err(|e| bad(&e))?,
+        begin: f.begin.map(|b| crate::when::parse_begin(&b)).transpose().map_err(|e| bad(&e))?,
         share: f.shared.unwrap_or(false),
         env: f.env.into_iter().collect(),
         export: f.export.map(|e| e.parse()).transpose().map_err(|e: String| bad(&e))?,

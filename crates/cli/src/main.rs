@@ -1,5 +1,7 @@
 //! `berth`: one binary for every role. The daemons (`up`, `manager`, `agent`) live in
-//! `daemon.rs`; the user commands talk to a manager over its REST API (`client.rs`).
+//! `daemon.rs`; the user commands talk to a manager over its REST API (`client.rs`). Called
+//! by another name (`sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`: links to berth), it is
+//! that Slurm command (`slurm/`).
 //!
 //! Errors print as `error: <message>` with the whole cause chain; usage mistakes exit 2 like
 //! clap's own errors, everything else 1 (or, for `submit --wait`, the job's exit code).
@@ -15,17 +17,19 @@ mod credentials;
 mod daemon;
 mod datadir;
 mod export;
+mod jobfields;
 mod jobfile;
 mod managers;
 mod output;
 mod sbatch;
 mod script;
 mod service;
-mod slurm_time;
+mod slurm;
 mod specflags;
 mod terminal;
 mod tls;
 mod transfer;
+mod when;
 
 use std::process::ExitCode;
 
@@ -118,6 +122,10 @@ enum Command {
     Completions(commands::generate::CompletionsArgs),
     /// Write the manual pages (berth.1 and one per subcommand)
     Man(commands::generate::ManArgs),
+    /// Jobs that ran or waited in a time window, finished or not (like sacct)
+    History(commands::history::HistoryArgs),
+    /// Link sbatch, squeue, scancel, sacct, sinfo and srun in DIR to this berth (Slurm's commands)
+    InstallSlurmCommands(slurm::install::InstallArgs),
 }
 
 /// A mistake in how berth was called (not in the cluster): exits 2, like a clap error.
@@ -146,6 +154,10 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == berth_agent::runtime::SUPERVISOR_SUBCOMMAND) {
         berth_agent::runtime::supervisor_main(&args[2..]);
     }
+    // Called as `sbatch`, `squeue`, ... (a link to berth): that command, with Slurm's flags.
+    if let Some(tool) = args.first().and_then(|a| slurm::invoked_as(a)) {
+        return slurm::main(tool, args);
+    }
     let cli = Cli::parse();
     let daemon = match &cli.command {
         Command::Up(_) | Command::Manager(_) | Command::Agent(_) => true,
@@ -154,6 +166,25 @@ fn main() -> ExitCode {
     };
     service::init_logging(if daemon { "info" } else { "warn" }, cli.log_format);
     credentials::choose(cli.context.clone());
+    let runtime = match runtime(daemon) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<UsageError>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
+        }
+    }
+}
+
+/// The async runtime of a daemon, or of a client command (which also ends quietly on a
+/// closed stdout); call before any other thread starts.
+pub(crate) fn runtime(daemon: bool) -> std::io::Result<tokio::runtime::Runtime> {
     if !daemon {
         // Let `berth ps | head` end quietly on a closed pipe instead of panicking in
         // `println!`; daemons keep the default so that a dropped socket is an error, not death.
@@ -181,20 +212,7 @@ fn main() -> ExitCode {
             }
         });
     }
-    let runtime = match builder.enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(dispatch(cli.command)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            if e.downcast_ref::<UsageError>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
-        }
-    }
+    builder.enable_all().build()
 }
 
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
@@ -235,6 +253,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sim(a) => sim::run(a),
         Command::Completions(a) => generate::completions(a, <Cli as clap::CommandFactory>::command()),
         Command::Man(a) => generate::man(a, <Cli as clap::CommandFactory>::command()),
+        Command::History(a) => commands::history::run(a).await,
+        Command::InstallSlurmCommands(a) => slurm::install::run(a),
     }
 }
 

@@ -72,7 +72,7 @@ pub struct SpecFlags {
 
     /// Do not start before this time: 2026-12-01T09:00, 2026-12-01, 16:00 (today, or tomorrow
     /// once past), now+2hours, tomorrow, midnight, noon
-    #[arg(long, value_name = "TIME", value_parser = crate::slurm_time::parse_begin, help_heading = "Scheduling")]
+    #[arg(long, value_name = "TIME", value_parser = crate::when::parse_begin, help_heading = "Scheduling")]
     pub begin: Option<jiff::Timestamp>,
 
     /// Project the job is accounted to (quotas, fair share, usage); you must be a member

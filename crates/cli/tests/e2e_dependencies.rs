@@ -151,7 +151,7 @@ fn begin_times_hold_a_job_and_sbatch_lines_take_both_options() {
     b.wait_state(now, "SUCCEEDED");
     let out = b.cli(&["submit", "--begin", "soon", "--", "true"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("invalid time `soon`"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("bad time `soon`"), "{}", text(&out.stderr));
 
     let dir = shared_tempdir();
     let script = dir.path().join("after.sh");

@@ -70,8 +70,10 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
             }
             Judgement::Waits(reason) => reasons.push((id, reason)),
             Judgement::Never(why) if m.kill_invalid_depend => never.push((id, why)),
-            Judgement::Never(why) => reasons
-                .push((id, PendingReason::new(PendingKind::Dependency, format!("dependency never satisfied: {why}")))),
+            Judgement::Never(why) => reasons.push((
+                id,
+                PendingReason::new(PendingKind::DependencyNeverSatisfied, format!("dependency never satisfied: {why}")),
+            )),
         }
     }
     record_reasons(m, st, reasons).await;

@@ -77,6 +77,19 @@ async fn submit_list_show_cancel() {
     assert_eq!(e.admin.list("?limit=1").await.len(), 1);
     assert_eq!(e.admin.list("?state=cancelled").await.len(), 1);
     assert_eq!(e.admin.list("?state=PENDING").await.len(), 2);
+    // Several states, ids, and a time window (sacct's): in memory and in the store alike.
+    assert_eq!(e.admin.list("?state=PENDING,CANCELLED&all=true").await.len(), 3);
+    let listed: Vec<_> = e.admin.list("?ids=1,3,99").await.iter().map(|j| j.id).collect();
+    assert_eq!(listed, vec![b]);
+    let listed: Vec<_> = e.admin.list("?ids=1,3,99&all=true").await.iter().map(|j| j.id).collect();
+    assert_eq!(listed, vec![b, id]);
+    let now = jiff::Timestamp::now().as_second();
+    let later = format!("?all=true&since={}", now + 3600);
+    assert_eq!(e.admin.list(&later).await.len(), 2, "unfinished jobs have not ended before any time");
+    let before = format!("?all=true&until={}", now - 3600);
+    assert!(e.admin.list(&before).await.is_empty(), "nothing was submitted before an hour ago");
+    assert!(e.admin.list("?until=2000-01-01T00:00:00Z").await.is_empty());
+    assert_eq!(e.admin.list("?all=true&since=2000-01-01T00:00:00Z").await.len(), 3);
     e.m.shutdown().await;
 }
 
@@ -252,6 +265,14 @@ async fn what_the_spec_refuses_is_refused() {
     assert_eq!(e.admin.put("/v1/admin/quotas/user/alice", json!({"gpu_milli": 2000.5})).await.0, 400);
     // An empty state is no state.
     assert_eq!(e.admin.get("/v1/jobs?state=").await.0, 400);
+    assert_eq!(e.admin.get("/v1/jobs?state=PENDING,").await.0, 400);
+    for q in ["since=yesterday", "until=2026-13-01T00:00:00Z", "since=99999999999999999", "ids=1,x", "ids=0", "ids="] {
+        let (s, v) = e.admin.get(&format!("/v1/jobs?{q}")).await;
+        assert_eq!(s, 400, "{q}: {v}");
+    }
+    let many = (1..=1001).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let (s, v) = e.admin.get(&format!("/v1/jobs?ids={many}")).await;
+    assert_eq!((s, v["error"].as_str()), (400, Some("`ids` names 1001 jobs: at most 1000 at once")));
     // Regression (the fuzz run): a drain body of whitespace alone is no JSON and was accepted.
     let drain = |body: &'static str| {
         e.admin

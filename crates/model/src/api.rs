@@ -61,6 +61,22 @@ pub struct JobView {
     /// While PREPARING: which setup step runs, how far it is and since when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<crate::SetupProgress>,
+    /// Nodes the job asked for (`nodes` lists those it got, once placed).
+    #[serde(default = "one_node")]
+    pub nodes_requested: u32,
+    /// Its time limit in seconds, as asked for (none: the queue's default applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_secs: Option<u64>,
+    /// The project it is accounted to (Slurm's account); none: its user's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Where it runs on its nodes, when it names a directory (none: a fresh one per kernel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+}
+
+fn one_node() -> u32 {
+    1
 }
 
 /// When a running job will be stopped, and by which rule.
@@ -118,7 +134,8 @@ pub struct JobDetail {
 /// `GET /v1/jobs` query.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams, ToSchema)]
 pub struct JobListQuery {
-    /// Only jobs in this state (e.g. `PENDING`).
+    /// Only jobs in this state (e.g. `PENDING`), or in any of several separated by commas
+    /// (`PENDING,RUNNING`).
     pub state: Option<String>,
     /// Include finished jobs (default: only jobs not yet finished).
     #[serde(default)]
@@ -135,7 +152,18 @@ pub struct JobListQuery {
     /// Only jobs with a smaller id: the next page after the last id shown.
     #[param(minimum = 1, maximum = 9223372036854775807_i64)]
     pub before: Option<i64>,
+    /// Only jobs that had not ended before this time (still running, pending, or ended at
+    /// or after it): RFC 3339 (`2026-11-20T10:00:00Z`) or Unix seconds. With `until`, the
+    /// jobs that overlap a time window, as `sacct -S/-E` selects them.
+    pub since: Option<String>,
+    /// Only jobs submitted before this time: RFC 3339 or Unix seconds.
+    pub until: Option<String>,
+    /// Only these jobs: ids separated by commas (`3,7,12`), at most 1000.
+    pub ids: Option<String>,
 }
+
+/// The most ids `GET /v1/jobs?ids=` takes at once.
+pub const MAX_LISTED_IDS: usize = 1000;
 
 /// `GET /v1/jobs/{id}/logs` query. The answer is the raw bytes from `offset`; the header
 /// `berth-next-offset` gives the offset to ask for next and `berth-job-done: true` says that

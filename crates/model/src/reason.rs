@@ -28,8 +28,11 @@ pub enum PendingKind {
     Image,
     /// No ready node of the queue allows the job's host mounts (`berth agent --allow-mount`).
     Mount,
-    /// It waits for other jobs (`--dependency`), or they can never be what it waits for.
+    /// It waits for other jobs (`--dependency`).
     Dependency,
+    /// Its dependency can never be met and the manager keeps such jobs (`kill_invalid_depend =
+    /// false`): it waits until someone cancels it.
+    DependencyNeverSatisfied,
     /// Its begin time (`--begin`) has not come yet.
     BeginTime,
 }

@@ -197,6 +197,20 @@ pub async fn jobs_insert_and_list(s: &dyn Store) {
     .unwrap();
     assert_eq!(s.unfinished_jobs().await.unwrap().iter().map(|j| j.id).collect::<Vec<_>>(), vec![1, 2]);
     assert_eq!(s.job_count().await.unwrap(), 3);
+    // ids, and a time window as sacct draws it: submitted at 10, 11, 12; job 3 ended at 13
+    assert_eq!(by(JobFilter { ids: Some(vec![id3, 1, 99]), ..Default::default() }).await, vec![id3, 1]);
+    assert_eq!(by(JobFilter { ids: Some(vec![]), ..Default::default() }).await, Vec::<i64>::new());
+    let window = |since: Option<i64>, until: Option<i64>| JobFilter {
+        since: since.map(at),
+        until: until.map(at),
+        ..Default::default()
+    };
+    assert_eq!(by(window(Some(13), None)).await, vec![id3, 2, 1], "ended at the window's start: in it");
+    assert_eq!(by(window(Some(14), None)).await, vec![2, 1], "ended before it: out");
+    assert_eq!(by(window(None, Some(11))).await, vec![1], "submitted at its end: out");
+    assert_eq!(by(window(Some(14), Some(12))).await, vec![2, 1]);
+    let f = JobFilter { ids: Some(vec![id3]), ..window(Some(12), Some(13)) };
+    assert_eq!(by(f).await, vec![id3]);
 }
 
 /// A whole life: schedule with kernels, run, finish; history in order; timestamps set.

@@ -231,6 +231,25 @@ pub(crate) fn jobs_query(filter: &JobFilter) -> Option<Stmt> {
         q.push_str(" AND j.id < ?");
         args.push(b.into());
     }
+    if let Some(ids) = &filter.ids {
+        if ids.is_empty() {
+            return None;
+        }
+        q.push_str(" AND j.id IN (");
+        q.push_str(&vec!["?"; ids.len()].join(", "));
+        q.push(')');
+        args.extend(ids.iter().map(|&i| Arg::from(i)));
+    }
+    // A time window as sacct draws it: a job is in it unless it ended before it opened or
+    // was submitted after it closed.
+    if let Some(t) = filter.since {
+        q.push_str(" AND (j.ended_at IS NULL OR j.ended_at >= ?)");
+        args.push(crate::rows::ts(t).into());
+    }
+    if let Some(t) = filter.until {
+        q.push_str(" AND j.submitted_at < ?");
+        args.push(crate::rows::ts(t).into());
+    }
     q.push_str(" ORDER BY j.id DESC");
     if let Some(l) = filter.limit {
         q.push_str(" LIMIT ?");

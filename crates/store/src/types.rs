@@ -108,6 +108,12 @@ pub struct JobFilter {
     pub name_contains: Option<String>,
     /// Only jobs with an id below this (paging from newest to oldest).
     pub before: Option<JobId>,
+    /// Only these jobs (`Some(empty)`: none).
+    pub ids: Option<Vec<JobId>>,
+    /// Only jobs not ended before this time (unfinished ones, or ended at or after it).
+    pub since: Option<Timestamp>,
+    /// Only jobs submitted before this time.
+    pub until: Option<Timestamp>,
 }
 
 /// One change of an [`crate::Store::apply`] batch.

@@ -39,34 +39,58 @@ pub struct CancelArgs {
 }
 
 impl CancelArgs {
-    /// Whether jobs are selected by filters (not only by id).
-    fn filtered(&self) -> bool {
-        self.user.is_some() || self.state.is_some() || self.name.is_some() || self.queue.is_some()
+    fn selection(&self) -> Selection {
+        Selection {
+            ids: self.ids.clone(),
+            user: self.user.clone(),
+            states: self.state.into_iter().collect(),
+            name: self.name.clone(),
+            queue: self.queue.clone(),
+        }
     }
 }
 
-/// The ids to cancel: those given, or the unfinished jobs the filters match (among the ids
-/// given, when there are both).
-async fn selected(client: &Client, args: &CancelArgs) -> anyhow::Result<Vec<JobId>> {
-    if !args.filtered() {
-        return Ok(args.ids.clone());
+/// Which jobs to cancel: the ids given, or the unfinished jobs that match every filter
+/// (among the ids given, when there are both). `scancel` selects with the same.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub ids: Vec<JobId>,
+    pub user: Option<String>,
+    /// Any of these states (none: any unfinished state).
+    pub states: Vec<JobState>,
+    /// Exactly this name.
+    pub name: Option<String>,
+    pub queue: Option<String>,
+}
+
+impl Selection {
+    /// Whether jobs are selected by filters (not only by id).
+    pub fn filtered(&self) -> bool {
+        self.user.is_some() || !self.states.is_empty() || self.name.is_some() || self.queue.is_some()
     }
-    if let Some(s) = args.state.filter(|s| s.is_terminal()) {
+}
+
+/// The ids `sel` selects.
+pub async fn selected(client: &Client, sel: &Selection) -> anyhow::Result<Vec<JobId>> {
+    if !sel.filtered() {
+        return Ok(sel.ids.clone());
+    }
+    if let Some(s) = sel.states.iter().find(|s| s.is_terminal()) {
         anyhow::bail!("jobs in state {s} have ended: pick an unfinished state (PENDING, RUNNING, ...)");
     }
     let q = JobListQuery {
-        state: args.state.map(|s| s.as_str().to_string()),
-        user: args.user.clone(),
-        queue: args.queue.clone(),
-        name: args.name.clone(),
+        state: (!sel.states.is_empty()).then(|| sel.states.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")),
+        user: sel.user.clone(),
+        queue: sel.queue.clone(),
+        name: sel.name.clone(),
         ..Default::default()
     };
     let jobs = client.jobs(&q).await?;
     Ok(jobs
         .into_iter()
         // the API matches names by substring; a cancel takes the exact name, as scancel does
-        .filter(|j| args.name.is_none() || j.name == args.name)
-        .filter(|j| args.ids.is_empty() || args.ids.contains(&j.id))
+        .filter(|j| sel.name.is_none() || j.name == sel.name)
+        .filter(|j| sel.ids.is_empty() || sel.ids.contains(&j.id))
         .map(|j| j.id)
         .collect())
 }
@@ -75,8 +99,9 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let mut done: Vec<CancelResult> = Vec::new();
     let mut failed = false;
-    let filtered = args.filtered();
-    let ids = selected(&client, &args).await?;
+    let sel = args.selection();
+    let filtered = sel.filtered();
+    let ids = selected(&client, &sel).await?;
     if filtered && ids.is_empty() && !args.output.json() {
         eprintln!("no unfinished job matches");
     }

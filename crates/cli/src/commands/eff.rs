@@ -173,6 +173,10 @@ mod tests {
             usage,
             deadline: None,
             setup: None,
+            nodes_requested: 1,
+            time_limit_secs: None,
+            project: None,
+            workdir: None,
         };
         let binding = Binding { node: "n1".into(), cpu_milli: 2000, mem_bytes: 512 << 20, ..Default::default() };
         JobDetail {

@@ -19,6 +19,7 @@ pub mod exec;
 pub mod folder;
 pub mod follow;
 pub mod generate;
+pub mod history;
 pub mod images;
 pub mod login;
 pub mod logs;

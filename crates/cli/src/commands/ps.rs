@@ -64,7 +64,7 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
         user: args.user,
         queue: args.queue,
         name: args.name,
-        before: None,
+        ..Default::default()
     };
     if args.watch {
         if !matches!(args.output.format, ListFormat::Table | ListFormat::Wide) {
@@ -213,6 +213,10 @@ mod tests {
             usage: None,
             deadline: None,
             setup: None,
+            nodes_requested: 1,
+            time_limit_secs: None,
+            project: None,
+            workdir: None,
         };
         let lines: Vec<String> = table(std::slice::from_ref(&j), false).lines().collect();
         assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");

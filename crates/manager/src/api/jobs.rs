@@ -100,13 +100,22 @@ pub async fn list(
     Query(q): Query<JobListQuery>,
 ) -> Result<axum::Json<Vec<JobView>>, ApiError> {
     // The spec's enum, in any case (an empty `state=` is refused like any other non-state).
-    let state = match q.state.as_deref() {
-        Some(s) => Some(s.parse::<JobState>().map_err(|e| {
-            let all: Vec<_> = JobState::ALL.iter().map(|s| s.as_str()).collect();
-            ApiError::bad_request(format!("{e}: use one of {}", all.join(", ")))
-        })?),
+    let states = match q.state.as_deref() {
+        Some(s) => Some(
+            s.split(',')
+                .map(|s| {
+                    s.parse::<JobState>().map_err(|e| {
+                        let all: Vec<_> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+                        ApiError::bad_request(format!("{e}: use one of {}", all.join(", ")))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
         None => None,
     };
+    let since = q.since.as_deref().map(|t| list_time("since", t)).transpose()?;
+    let until = q.until.as_deref().map(|t| list_time("until", t)).transpose()?;
+    let ids = q.ids.as_deref().map(list_ids).transpose()?;
     if let Some(l) = q.limit {
         crate::error::in_range("limit", l.into(), 0, i32::MAX as u64)?;
     }
@@ -117,22 +126,28 @@ pub async fn list(
     let filter = JobFilter {
         user_id: (!user.is_admin()).then_some(user.id),
         projects: user.projects.clone(),
-        states: state.map(|s| vec![s]),
+        states,
         limit: q.limit,
         owner: q.user.filter(|u| !u.is_empty()),
         queue: q.queue.filter(|u| !u.is_empty()),
         name_contains: q.name.filter(|u| !u.is_empty()),
         before: q.before,
+        ids,
+        since,
+        until,
     };
     let st = m.jobs.lock().await;
-    // Unfinished jobs live in memory: no query needed.
-    if !q.all && state.is_none_or(|s| !s.is_terminal()) {
+    // Unfinished jobs live in memory: no query needed (and none of them ended before `since`).
+    if !q.all && filter.states.as_ref().is_none_or(|s| s.iter().all(|s| !s.is_terminal())) {
         let views = st
             .jobs
             .range(..filter.before.unwrap_or(JobId::MAX))
             .rev()
             .map(|(_, j)| j)
-            .filter(|j| user.can_see(j.owner.user_id, &j.spec) && state.is_none_or(|s| s == j.state))
+            .filter(|j| user.can_see(j.owner.user_id, &j.spec))
+            .filter(|j| filter.states.as_ref().is_none_or(|s| s.contains(&j.state)))
+            .filter(|j| filter.ids.as_ref().is_none_or(|ids| ids.contains(&j.id)))
+            .filter(|j| filter.until.is_none_or(|t| j.submitted_at < t))
             .filter(|j| filter.owner.as_ref().is_none_or(|u| *u == j.owner.name))
             .filter(|j| filter.queue.as_ref().is_none_or(|q| *q == j.queue))
             .filter(|j| {
@@ -154,6 +169,34 @@ pub async fn list(
         })
         .collect();
     Ok(axum::Json(views))
+}
+
+/// A time of the jobs list's window: RFC 3339 or Unix seconds.
+fn list_time(param: &str, t: &str) -> Result<jiff::Timestamp, ApiError> {
+    let parsed = match t.parse::<i64>() {
+        Ok(secs) => jiff::Timestamp::from_second(secs).ok(),
+        Err(_) => t.parse::<jiff::Timestamp>().ok(),
+    };
+    parsed.ok_or_else(|| {
+        ApiError::bad_request(format!("bad `{param}` `{t}`: use RFC 3339 (2026-11-20T10:00:00Z) or Unix seconds"))
+    })
+}
+
+/// The `ids` of the jobs list: job ids separated by commas.
+fn list_ids(s: &str) -> Result<Vec<JobId>, ApiError> {
+    let ids = s
+        .split(',')
+        .map(|i| i.trim().parse::<JobId>().ok().filter(|&i| i >= 1))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| ApiError::bad_request(format!("bad `ids` `{s}`: use job ids separated by commas (3,7,12)")))?;
+    if ids.len() > berth_model::api::MAX_LISTED_IDS {
+        return Err(ApiError::bad_request(format!(
+            "`ids` names {} jobs: at most {} at once",
+            ids.len(),
+            berth_model::api::MAX_LISTED_IDS
+        )));
+    }
+    Ok(ids)
 }
 
 /// A job in memory as the API shows it, with when it will be stopped.

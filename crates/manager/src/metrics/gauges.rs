@@ -177,9 +177,23 @@ struct PerQueue {
 }
 
 /// Every reason kind, in declaration order (`KINDS[k as usize] == k`, checked by a test).
-const KINDS: [PendingKind; 12] = {
+const KINDS: [PendingKind; 13] = {
     use PendingKind::*;
-    [Queued, Resources, Priority, NoNodes, Queue, Backfill, Preempting, Quota, Image, Mount, Dependency, BeginTime]
+    [
+        Queued,
+        Resources,
+        Priority,
+        NoNodes,
+        Queue,
+        Backfill,
+        Preempting,
+        Quota,
+        Image,
+        Mount,
+        Dependency,
+        DependencyNeverSatisfied,
+        BeginTime,
+    ]
 };
 
 /// The label of a reason kind: the API's spelling (`no-nodes`, ...).
@@ -196,6 +210,7 @@ fn kind_label(kind: PendingKind) -> &'static str {
         PendingKind::Image => "image",
         PendingKind::Mount => "mount",
         PendingKind::Dependency => "dependency",
+        PendingKind::DependencyNeverSatisfied => "dependency-never-satisfied",
         PendingKind::BeginTime => "begin-time",
     }
 }

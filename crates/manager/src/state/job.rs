@@ -305,6 +305,10 @@ impl Job {
             usage: None,
             deadline: self.time_limit_deadline(),
             setup: if self.state == JobState::Preparing { self.attempt.setup.clone() } else { None },
+            nodes_requested: self.spec.nodes,
+            time_limit_secs: self.spec.time_limit_secs,
+            project: self.spec.project.clone(),
+            workdir: self.spec.workdir.clone(),
         }
     }
 
@@ -350,6 +354,10 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
         usage: r.used.map(|total| JobUsage { total, cpu_percent: None }),
         deadline: None,
         setup: None,
+        nodes_requested: r.spec.nodes,
+        time_limit_secs: r.spec.time_limit_secs,
+        project: r.spec.project.clone(),
+        workdir: r.spec.workdir.clone(),
     }
 }
 

@@ -12,7 +12,7 @@ pub const LABEL_BINDING: &str = "berth.binding";
 /// Unix milliseconds at which the time limit ends (absent: no limit).
 pub const LABEL_DEADLINE: &str = "berth.deadline-ms";
 /// The job's time limit in seconds (for the `time limit ... exceeded` message).
-pub const LABEL_LIMIT: &str = "berth.time-limit-secs";
+pub const LABEL_LIMIT: &str = "berth.time-limit-minutes";
 /// The job network the container is on (jobs with several kernels on the node).
 pub const LABEL_NETWORK: &str = "berth.network";
 /// `<listen address> <loopback address>` of the kernel's dataset cache forwarder (the

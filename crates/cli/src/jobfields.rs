@@ -1,0 +1,193 @@
+//! The columns a job list can be printed with, by name: one catalogue and one extraction for
+//! `berth history -o id,name,...` and `sacct -o JobID,JobName,...`, so that a field means the
+//! same in both. Each command brings its [`Style`] (how times, durations, states and exit
+//! codes read: berth's `2h3m` and `SUCCEEDED`, Slurm's `02:03:00` and `COMPLETED`).
+
+use berth_model::api::JobView;
+use jiff::Timestamp;
+
+/// A column of a job list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Id,
+    Name,
+    User,
+    Project,
+    Queue,
+    State,
+    Exit,
+    Submitted,
+    Started,
+    Ended,
+    Elapsed,
+    ElapsedSecs,
+    Nodes,
+    NodeCount,
+    Cpus,
+    Mem,
+    Gpus,
+    Tres,
+    TimeLimit,
+    TimeLimitMinutes,
+    Reason,
+    Priority,
+}
+
+/// A field's names: berth's (`history -o`) and Slurm's (`sacct -o`, any case), with sacct's
+/// default width (negative: left-justified, as sacct's own table says it).
+#[derive(Debug)]
+pub struct FieldInfo {
+    pub field: Field,
+    pub berth: &'static str,
+    pub slurm: &'static [&'static str],
+    pub width: i16,
+}
+
+const fn f(field: Field, berth: &'static str, slurm: &'static [&'static str], width: i16) -> FieldInfo {
+    FieldInfo { field, berth, slurm, width }
+}
+
+/// Every field, in the order `--help` lists them.
+pub const FIELDS: &[FieldInfo] = &[
+    f(Field::Id, "id", &["JobID", "JobIDRaw"], -12),
+    f(Field::Name, "name", &["JobName"], 10),
+    f(Field::User, "user", &["User"], -9),
+    f(Field::Project, "project", &["Account"], 10),
+    f(Field::Queue, "queue", &["Partition"], 10),
+    f(Field::State, "state", &["State"], 10),
+    f(Field::Exit, "exit", &["ExitCode"], 8),
+    f(Field::Submitted, "submitted", &["Submit"], 19),
+    f(Field::Started, "started", &["Start"], 19),
+    f(Field::Ended, "ended", &["End"], 19),
+    f(Field::Elapsed, "elapsed", &["Elapsed"], 10),
+    f(Field::ElapsedSecs, "elapsed-secs", &["ElapsedRaw"], 10),
+    f(Field::Nodes, "nodes", &["NodeList"], -15),
+    f(Field::NodeCount, "node-count", &["NNodes", "AllocNodes", "ReqNodes"], 8),
+    f(Field::Cpus, "cpus", &["AllocCPUS", "ReqCPUS", "NCPUS"], 10),
+    f(Field::Mem, "mem", &["ReqMem"], 10),
+    f(Field::Gpus, "gpus", &["AllocGRES", "ReqGRES"], 12),
+    f(Field::Tres, "tres", &["AllocTRES", "ReqTRES"], -10),
+    f(Field::TimeLimit, "time-limit", &["Timelimit"], 10),
+    f(Field::TimeLimitMinutes, "time-limit-minutes", &["TimelimitRaw"], 10),
+    f(Field::Reason, "reason", &["Reason"], -20),
+    f(Field::Priority, "priority", &["Priority"], 10),
+];
+
+/// The field named `name` in berth's names.
+pub fn by_berth_name(name: &str) -> Option<&'static FieldInfo> {
+    FIELDS.iter().find(|i| i.berth.eq_ignore_ascii_case(name))
+}
+
+/// The field named `name` in Slurm's names (any case, as sacct takes them), and the name
+/// as Slurm spells it (its header).
+pub fn by_slurm_name(name: &str) -> Option<(&'static FieldInfo, &'static str)> {
+    FIELDS.iter().find_map(|i| i.slurm.iter().find(|s| s.eq_ignore_ascii_case(name)).map(|s| (i, *s)))
+}
+
+/// How a command prints the values that berth and Slurm write differently.
+pub trait Style {
+    fn time(&self, t: Option<Timestamp>) -> String;
+    fn duration(&self, secs: Option<u64>) -> String;
+    fn state(&self, j: &JobView) -> String;
+    fn exit(&self, j: &JobView) -> String;
+    /// The nodes of a job (which may have none yet).
+    fn nodes(&self, j: &JobView) -> String;
+    /// Why it waits, or why it ended.
+    fn reason(&self, j: &JobView) -> String;
+    fn empty(&self) -> String;
+}
+
+/// How long the job has run: until it ended, or until `now`; `None` if it never started.
+pub fn elapsed_secs(j: &JobView, now: Timestamp) -> Option<u64> {
+    let start = j.started_at?;
+    let end = j.ended_at.unwrap_or(now);
+    Some((end.as_second() - start.as_second()).max(0) as u64)
+}
+
+/// The CPUs the job holds (or asks for): per kernel times its nodes, whole CPUs.
+pub fn cpus(j: &JobView) -> u64 {
+    j.cpu_milli.div_ceil(1000) * u64::from(node_count(j))
+}
+
+/// The nodes it runs on once placed, those it asks for before.
+pub fn node_count(j: &JobView) -> u32 {
+    if j.nodes.is_empty() { j.nodes_requested.max(1) } else { j.nodes.len() as u32 }
+}
+
+/// The value of field `f` for job `j`.
+pub fn value(f: Field, j: &JobView, now: Timestamp, style: &dyn Style) -> String {
+    let or_empty = |s: Option<String>| s.filter(|s| !s.is_empty()).unwrap_or_else(|| style.empty());
+    match f {
+        Field::Id => j.id.to_string(),
+        Field::Name => or_empty(j.name.clone()),
+        Field::User => j.user.clone(),
+        Field::Project => or_empty(j.project.clone()),
+        Field::Queue => j.queue.clone(),
+        Field::State => style.state(j),
+        Field::Exit => style.exit(j),
+        Field::Submitted => style.time(Some(j.submitted_at)),
+        Field::Started => style.time(j.started_at),
+        Field::Ended => style.time(j.ended_at),
+        Field::Elapsed => style.duration(Some(elapsed_secs(j, now).unwrap_or(0))),
+        Field::ElapsedSecs => elapsed_secs(j, now).unwrap_or(0).to_string(),
+        Field::Nodes => style.nodes(j),
+        Field::NodeCount => node_count(j).to_string(),
+        Field::Cpus => cpus(j).to_string(),
+        Field::Mem => berth_model::format_bytes(j.mem_bytes),
+        Field::Gpus if j.gpu_milli == 0 => style.empty(),
+        Field::Gpus => format!("gpu:{}", berth_model::format_gpu_milli(j.gpu_milli)),
+        Field::Tres => tres(j),
+        Field::TimeLimit => style.duration(j.time_limit_secs),
+        Field::TimeLimitMinutes => j.time_limit_secs.map(|s| (s / 60).to_string()).unwrap_or_else(|| style.empty()),
+        Field::Reason => style.reason(j),
+        Field::Priority => j.priority.to_string(),
+    }
+}
+
+/// Slurm's TRES list: `cpu=4,mem=16G,node=1,gres/gpu=1`.
+fn tres(j: &JobView) -> String {
+    let nodes = u64::from(node_count(j));
+    let mut s = format!("cpu={},mem={},node={nodes}", cpus(j), slurm_mem(j.mem_bytes * nodes));
+    if j.gpu_milli > 0 {
+        s.push_str(&format!(",gres/gpu={}", berth_model::format_gpu_milli(j.gpu_milli * nodes)));
+    }
+    s
+}
+
+/// Memory as Slurm prints it: the largest unit that divides it (`16G`, `512M`), else bytes
+/// in KiB rounded up.
+pub fn slurm_mem(bytes: u64) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{}K", bytes.div_ceil(1024))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_either_way() {
+        assert_eq!(by_berth_name("ELAPSED").unwrap().field, Field::Elapsed);
+        let (i, spelled) = by_slurm_name("jobidraw").unwrap();
+        assert_eq!((i.field, spelled), (Field::Id, "JobIDRaw"));
+        assert!(by_slurm_name("bogus").is_none());
+        for i in FIELDS {
+            assert_eq!(by_berth_name(i.berth).unwrap().field, i.field, "{}", i.berth);
+            for s in i.slurm {
+                assert_eq!(by_slurm_name(s).unwrap().0.field, i.field, "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn memory_like_slurm() {
+        assert_eq!(slurm_mem(16 << 30), "16G");
+        assert_eq!(slurm_mem(512 << 20), "512M");
+        assert_eq!(slurm_mem(1536 << 20), "1536M");
+        assert_eq!(slurm_mem(1000), "1K");
+    }
+}

@@ -1,0 +1,300 @@
+//! `sacct`: jobs that ran or waited in a time window, finished or not, in sacct's fixed-width
+//! table or `--parsable`/`--parsable2` (`|`-separated) lines. The fields are
+//! [`crate::jobfields`]' (shared with `berth history`), in Slurm's words.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use berth_model::JobState;
+use berth_model::api::JobView;
+use clap::Parser;
+
+use super::states;
+use crate::client::Client;
+use crate::jobfields::{self, FieldInfo, Style};
+use crate::when::{parse_time, sacct_duration, slurm_time};
+
+/// Slurm's default fields.
+const DEFAULT: &str = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode";
+/// `-b`.
+const BRIEF: &str = "JobID,State,ExitCode";
+
+/// displays accounting data for berth jobs (Slurm's sacct)
+#[derive(Debug, Parser)]
+#[command(name = "sacct", version)]
+struct Args {
+    /// Only these jobs (comma-separated ids)
+    #[arg(short = 'j', long = "jobs", value_name = "IDS")]
+    jobs: Option<String>,
+    /// Fields, e.g. JobID,JobName%30,State,ExitCode
+    #[arg(short = 'o', long = "format", env = "SACCT_FORMAT", value_name = "FIELDS")]
+    format: Option<String>,
+    /// JobID, State and ExitCode only
+    #[arg(short = 'b', long = "brief")]
+    brief: bool,
+    /// `|` after every field
+    #[arg(short = 'p', long = "parsable")]
+    parsable: bool,
+    /// `|` between fields
+    #[arg(short = 'P', long = "parsable2")]
+    parsable2: bool,
+    /// The separator of --parsable and --parsable2 instead of `|`
+    #[arg(long = "delimiter", value_name = "CHARS")]
+    delimiter: Option<String>,
+    /// Jobs only, not their steps (berth jobs have no steps: the same output)
+    #[arg(short = 'X', long = "allocations")]
+    allocations: bool,
+    /// Do not print a header
+    #[arg(short = 'n', long = "noheader")]
+    noheader: bool,
+    /// Jobs not ended before this time (default: midnight today; with -j, any time)
+    #[arg(short = 'S', long = "starttime", value_name = "TIME")]
+    start: Option<String>,
+    /// Jobs submitted before this time (default: now)
+    #[arg(short = 'E', long = "endtime", value_name = "TIME")]
+    end: Option<String>,
+    /// Only these users' jobs (comma-separated; default: yours)
+    #[arg(short = 'u', long = "user", value_name = "USERS")]
+    users: Option<String>,
+    /// Every user's jobs (that you may see)
+    #[arg(short = 'a', long = "allusers")]
+    allusers: bool,
+    /// Only jobs in these states (CD,F,CA,... or names)
+    #[arg(short = 's', long = "state", value_name = "STATES")]
+    states: Option<String>,
+    /// Only jobs with these names (comma-separated)
+    #[arg(long = "name", value_name = "NAMES")]
+    names: Option<String>,
+    /// Only jobs of these partitions (berth queues)
+    #[arg(short = 'r', long = "partition", value_name = "PARTITIONS")]
+    partitions: Option<String>,
+    /// List the fields -o takes
+    #[arg(short = 'e', long = "helpformat")]
+    helpformat: bool,
+}
+
+/// A chosen field: what it is, its header and its width (negative: left-justified).
+struct Column {
+    info: &'static FieldInfo,
+    header: &'static str,
+    width: i16,
+}
+
+pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    let args = Args::parse_from(argv);
+    if args.helpformat {
+        let names: Vec<&str> = jobfields::FIELDS.iter().flat_map(|i| i.slurm.iter().copied()).collect();
+        for row in names.chunks(4) {
+            println!("{}", row.iter().map(|n| format!("{n:<20}")).collect::<String>().trim_end());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let spec = args.format.as_deref().unwrap_or(if args.brief { BRIEF } else { DEFAULT });
+    let columns = columns(spec).map_err(anyhow::Error::msg)?;
+    let client = Client::from_env()?;
+    let jobs = list(&client, &args).await?;
+    let now = jiff::Timestamp::now();
+    let sep = args.delimiter.clone().unwrap_or_else(|| "|".into());
+    let parsable = match (args.parsable, args.parsable2) {
+        (true, _) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
+    };
+    let mut out = String::new();
+    let mut line = |cells: Vec<String>| {
+        out.push_str(&render_line(&columns, &cells, parsable, &sep));
+        out.push('\n');
+    };
+    if !args.noheader {
+        line(columns.iter().map(|c| c.header.to_string()).collect());
+        if parsable.is_none() {
+            line(columns.iter().map(|c| "-".repeat(c.width.unsigned_abs() as usize)).collect());
+        }
+    }
+    for j in &jobs {
+        line(columns.iter().map(|c| jobfields::value(c.info.field, j, now, &Sacct)).collect());
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `JobID,JobName%30,...`: the fields (any case) with their widths.
+fn columns(spec: &str) -> Result<Vec<Column>, String> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            let (name, width) = f.split_once('%').unwrap_or((f, ""));
+            let (info, header) =
+                jobfields::by_slurm_name(name).ok_or_else(|| format!("Invalid field requested: \"{name}\""))?;
+            let width = match width {
+                "" => info.width,
+                w => {
+                    let n: i16 = w.parse().map_err(|_| format!("invalid field width: {f}"))?;
+                    // A width keeps the field's side, as in Slurm.
+                    if info.width < 0 { -n.abs() } else { n.abs() }
+                }
+            };
+            Ok(Column { info, header, width })
+        })
+        .collect()
+}
+
+/// One line: `|`-separated (`Some(true)`: with a trailing one, never cut), or sacct's
+/// columns, each cut to its width and followed by a space.
+fn render_line(columns: &[Column], cells: &[String], parsable: Option<bool>, sep: &str) -> String {
+    match parsable {
+        Some(trailing) => {
+            let mut s = cells.join(sep);
+            if trailing {
+                s.push_str(sep);
+            }
+            s
+        }
+        None => columns
+            .iter()
+            .zip(cells)
+            .map(|(c, v)| {
+                let w = c.width.unsigned_abs() as usize;
+                super::format::pad(&cut(v, w), w, c.width > 0) + " "
+            })
+            .collect(),
+    }
+}
+
+/// A value longer than its column ends in `+` where sacct cuts it (`CANCELLED+`).
+fn cut(v: &str, width: usize) -> String {
+    if width == 0 || v.chars().count() <= width {
+        return v.to_string();
+    }
+    v.chars().take(width - 1).chain(['+']).collect()
+}
+
+/// The jobs the options select, oldest first.
+async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
+    let now = jiff::Zoned::now();
+    let ids = match &args.jobs {
+        Some(l) => Some(super::parse_job_list(l).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let time = |t: &str| parse_time(t, &now).map_err(anyhow::Error::msg);
+    // Without -j or -S, sacct shows the jobs since midnight.
+    let since = match (&args.start, &ids) {
+        (Some(t), _) => Some(time(t)?),
+        (None, Some(_)) => None,
+        (None, None) => Some(time("midnight")?),
+    };
+    let until = args.end.as_deref().map(time).transpose()?;
+    let states = match &args.states {
+        Some(s) => states::parse_states(s).map_err(anyhow::Error::msg)?,
+        None => None,
+    };
+    let mut users = super::names(&args.users);
+    if users.is_empty() && !args.allusers && ids.is_none() {
+        users = vec![client.whoami().await?.user];
+    }
+    let wanted = super::Wanted {
+        ids,
+        states,
+        all: true,
+        since,
+        until,
+        users,
+        partitions: super::names(&args.partitions),
+        names: super::names(&args.names),
+        ..Default::default()
+    };
+    let mut jobs = wanted.fetch(client).await?;
+    jobs.sort_by_key(|j| j.id);
+    Ok(jobs)
+}
+
+/// sacct's words for times, durations, states and exit codes.
+struct Sacct;
+
+impl Style for Sacct {
+    fn time(&self, t: Option<jiff::Timestamp>) -> String {
+        slurm_time(t)
+    }
+
+    fn duration(&self, secs: Option<u64>) -> String {
+        secs.map_or("UNLIMITED".into(), sacct_duration)
+    }
+
+    fn state(&self, j: &JobView) -> String {
+        states::sacct_state(j)
+    }
+
+    /// `code:signal`: a job killed by a signal (berth records 128+N) shows `0:N`.
+    fn exit(&self, j: &JobView) -> String {
+        let signalled = matches!(j.state, JobState::Cancelled | JobState::Timeout | JobState::Lost)
+            || j.reason.as_deref().is_some_and(|r| r.contains("signal"));
+        match j.exit_code {
+            Some(c) if signalled && (129..=192).contains(&c) => format!("0:{}", c - 128),
+            Some(c) => format!("{c}:0"),
+            None => "0:0".into(),
+        }
+    }
+
+    fn nodes(&self, j: &JobView) -> String {
+        if j.nodes.is_empty() { "None assigned".into() } else { super::format::hostlist(&j.nodes) }
+    }
+
+    /// Slurm's reason word for a pending job, `None` otherwise (berth's sentences are in
+    /// `berth show` and `berth history -o reason`).
+    fn reason(&self, j: &JobView) -> String {
+        j.pending_reason.as_ref().map_or("None", |r| states::reason_word(r.kind)).into()
+    }
+
+    fn empty(&self) -> String {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_table_byte_for_byte() {
+        let cols = columns(DEFAULT).unwrap();
+        let head: Vec<String> = cols.iter().map(|c| c.header.to_string()).collect();
+        assert_eq!(
+            render_line(&cols, &head, None, "|"),
+            "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode "
+        );
+        let rule: Vec<String> = cols.iter().map(|c| "-".repeat(c.width.unsigned_abs() as usize)).collect();
+        assert_eq!(
+            render_line(&cols, &rule, None, "|"),
+            "------------ ---------- ---------- ---------- ---------- ---------- -------- "
+        );
+        let mut j = super::states::tests::job(JobState::Cancelled);
+        j.stop = Some(berth_model::StopCause::Cancelled { by: "alice".into() });
+        j.exit_code = Some(143);
+        let now = j.submitted_at;
+        let cells: Vec<String> = cols.iter().map(|c| jobfields::value(c.info.field, &j, now, &Sacct)).collect();
+        assert_eq!(
+            render_line(&cols, &cells, None, "|"),
+            "1                     x    default                     1 CANCELLED+     0:15 "
+        );
+        assert_eq!(render_line(&cols[..2], &cells[..2], Some(true), "|"), "1|x|");
+        assert_eq!(render_line(&cols[..2], &cells[..2], Some(false), "|"), "1|x");
+    }
+
+    #[test]
+    fn fields_widths_and_mistakes() {
+        let cols = columns("jobname%30,NodeList%5,state").unwrap();
+        assert_eq!(
+            cols.iter().map(|c| (c.header, c.width)).collect::<Vec<_>>(),
+            [("JobName", 30), ("NodeList", -5), ("State", 10)]
+        );
+        assert_eq!(columns("JobID,Bogus").err().unwrap(), "Invalid field requested: \"Bogus\"");
+        let mut j = super::states::tests::job(JobState::Failed);
+        j.exit_code = Some(3);
+        assert_eq!(Sacct.exit(&j), "3:0");
+        j.reason = Some("killed by signal 9 (SIGKILL)".into());
+        j.exit_code = Some(137);
+        assert_eq!(Sacct.exit(&j), "0:9");
+        assert_eq!(jobfields::value(jobfields::Field::Nodes, &j, j.submitted_at, &Sacct), "None assigned");
+    }
+}

@@ -1,0 +1,117 @@
+//! `scancel [ID...]` with `-u`, `-t`, `-n`, `-p`: `berth cancel`'s selection
+//! ([`crate::commands::cancel::selected`]), silent on success like scancel, with its error
+//! lines (`Kill job error on job id N: Invalid job id specified`) and exit 1 on any failure.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+use reqwest::StatusCode;
+
+use crate::client::{Client, refused_with};
+use crate::commands::cancel::{Selection, selected};
+
+/// cancel berth jobs (Slurm's scancel)
+#[derive(Debug, Parser)]
+#[command(name = "scancel", version)]
+struct Args {
+    /// Jobs to cancel; with filters, only those of them that match
+    #[arg(value_name = "JOB_ID")]
+    ids: Vec<String>,
+    /// Only this user's jobs
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    user: Option<String>,
+    /// Only jobs in these states (PENDING, RUNNING, ...)
+    #[arg(short = 't', long = "state", value_name = "STATES")]
+    state: Option<String>,
+    /// Only jobs with exactly this name
+    #[arg(short = 'n', long = "name", alias = "jobname", value_name = "NAME")]
+    name: Option<String>,
+    /// Only jobs of this partition (berth queue)
+    #[arg(short = 'p', long = "partition", value_name = "PARTITION")]
+    partition: Option<String>,
+    /// Send this signal instead of cancelling (not supported by berth)
+    #[arg(short = 's', long = "signal", value_name = "SIGNAL")]
+    signal: Option<String>,
+    /// Do not report jobs that already ended (-q too: berth has no QOS)
+    #[arg(short = 'Q', long = "quiet", short_alias = 'q')]
+    quiet: bool,
+    /// Ask before each job (not supported: berth's scancel does not read stdin)
+    #[arg(short = 'i', long = "interactive")]
+    interactive: bool,
+    /// Say more (accepted, changes nothing)
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    let args = Args::parse_from(argv);
+    if args.interactive {
+        anyhow::bail!("--interactive is not supported: berth's scancel does not ask, list the jobs to cancel instead");
+    }
+    if let Some(s) = &args.signal {
+        anyhow::bail!(
+            "--signal={s} is not supported: berth cannot send a signal to a job's processes; scancel without \
+             --signal cancels the job"
+        );
+    }
+    let mut ids = Vec::new();
+    for a in args.ids.iter().flat_map(|a| a.split(',')).filter(|a| !a.is_empty()) {
+        ids.push(super::JobIdArg::parse(a).and_then(|a| a.job()).map_err(anyhow::Error::msg)?);
+    }
+    let states = match &args.state {
+        Some(s) => super::states::parse_states(s).map_err(anyhow::Error::msg)?.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let sel = Selection { ids, user: args.user, states, name: args.name, queue: args.partition };
+    if sel.ids.is_empty() && !sel.filtered() {
+        anyhow::bail!("No job identification provided");
+    }
+    let client = Client::from_env()?;
+    let mut failed = false;
+    for id in selected(&client, &sel).await? {
+        if let Err(e) = client.cancel(id).await {
+            let Some(why) = kill_error(&e, args.quiet) else { continue };
+            eprintln!("scancel: error: Kill job error on job id {id}: {why}");
+            failed = true;
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Slurm's words for a refused cancel; `None` for one `--quiet` does not report (the job
+/// had ended already).
+fn kill_error(e: &anyhow::Error, quiet: bool) -> Option<String> {
+    Some(match refused_with(e) {
+        Some(StatusCode::NOT_FOUND) => "Invalid job id specified".into(),
+        Some(StatusCode::FORBIDDEN) => "Access/permission denied".into(),
+        Some(StatusCode::CONFLICT) if e.to_string().contains("already finished") => {
+            if quiet {
+                return None;
+            }
+            "Job/step already completing or completed".into()
+        }
+        _ => format!("{e:#}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(status: StatusCode, msg: &str) -> anyhow::Error {
+        crate::client::message_for(status, msg.into())
+    }
+
+    #[test]
+    fn errors_in_slurms_words() {
+        assert_eq!(
+            kill_error(&refused(StatusCode::NOT_FOUND, "job 9 not found"), false).unwrap(),
+            "Invalid job id specified"
+        );
+        let done = refused(StatusCode::CONFLICT, "job 9 already finished (SUCCEEDED)");
+        assert_eq!(kill_error(&done, false).unwrap(), "Job/step already completing or completed");
+        assert_eq!(kill_error(&done, true), None, "--quiet");
+        assert_eq!(kill_error(&refused(StatusCode::FORBIDDEN, "no"), true).unwrap(), "Access/permission denied");
+    }
+}

@@ -1,0 +1,273 @@
+//! `squeue`: the unfinished jobs in Slurm's columns, `-o` (`%.18i %.9P ...`) and `-O`
+//! (`JobID,Name:30`) formats, filtered by `-j`, `-u`, `--me`, `-t`, `-p`, `-n`, `-A`.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use berth_model::JobState;
+use berth_model::api::JobView;
+use clap::Parser;
+
+use super::format;
+use super::states;
+use crate::client::Client;
+use crate::jobfields;
+use crate::when::{slurm_time, squeue_duration};
+
+/// Slurm's default format, byte for byte.
+const DEFAULT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
+/// `-l`.
+const LONG: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
+
+/// view information about jobs located in the berth scheduling queue (Slurm's squeue)
+#[derive(Debug, Parser)]
+#[command(name = "squeue", disable_help_flag = true, version)]
+struct Args {
+    /// Do not print a header
+    #[arg(short = 'h', long = "noheader")]
+    noheader: bool,
+    /// Format: `%[.][width]code` fields and text, e.g. "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+    #[arg(short = 'o', long = "format", env = "SQUEUE_FORMAT", value_name = "FORMAT")]
+    format: Option<String>,
+    /// Fields by name, e.g. "JobID,Name:30,State"
+    #[arg(short = 'O', long = "Format", env = "SQUEUE_FORMAT2", value_name = "FIELDS")]
+    long_format: Option<String>,
+    /// Only these jobs (comma-separated ids)
+    #[arg(short = 'j', long = "jobs", value_name = "IDS")]
+    jobs: Option<String>,
+    /// Only these users' jobs (comma-separated)
+    #[arg(short = 'u', long = "user", value_name = "USERS")]
+    users: Option<String>,
+    /// Only your own jobs
+    #[arg(long = "me")]
+    me: bool,
+    /// Only jobs in these states (PD,R,CG,... or names; `all` for every state)
+    #[arg(short = 't', long = "states", value_name = "STATES")]
+    states: Option<String>,
+    /// Only jobs of these partitions (berth queues)
+    #[arg(short = 'p', long = "partition", value_name = "PARTITIONS")]
+    partitions: Option<String>,
+    /// Only jobs with these names
+    #[arg(short = 'n', long = "name", value_name = "NAMES")]
+    names: Option<String>,
+    /// Only jobs of these accounts (berth projects)
+    #[arg(short = 'A', long = "account", value_name = "ACCOUNTS")]
+    accounts: Option<String>,
+    /// Every partition (berth always shows them all)
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// The long format: state names and time limits
+    #[arg(short = 'l', long = "long")]
+    long: bool,
+    /// Print help
+    #[arg(long = "help", action = clap::ArgAction::Help)]
+    help: Option<bool>,
+}
+
+pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    let args = Args::parse_from(argv);
+    let items = match (&args.long_format, &args.format) {
+        (Some(f), _) => format::parse_long(f, long_name).map_err(anyhow::Error::msg)?,
+        (None, Some(f)) => format::parse(f),
+        (None, None) => format::parse(if args.long { LONG } else { DEFAULT }),
+    };
+    for c in format::unknown_codes(&items, |c| header(c).is_some()) {
+        eprintln!("squeue: error: Invalid job format specification: {c}");
+    }
+    let client = Client::from_env()?;
+    let jobs = list(&client, &args).await?;
+    let now = jiff::Timestamp::now();
+    if !args.noheader {
+        if args.long {
+            // Slurm's long listing starts with the time it was taken.
+            println!("{}", jiff::Zoned::now().strftime("%a %b %e %H:%M:%S %Y"));
+        }
+        println!("{}", format::render(&items, |c| header(c).map(str::to_string)));
+    }
+    for j in &jobs {
+        println!("{}", format::render(&items, |c| value(c, j, now)));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The jobs the filters select, in squeue's order: by partition, then state (pending
+/// first), then priority, highest first.
+async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
+    let states = match &args.states {
+        Some(s) => states::parse_states(s).map_err(anyhow::Error::msg)?,
+        None => None,
+    };
+    let ids = match &args.jobs {
+        Some(l) => Some(super::parse_job_list(l).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let mut users = super::names(&args.users);
+    if args.me {
+        users = vec![client.whoami().await?.user];
+    }
+    let wanted = super::Wanted {
+        // `-t all` and named jobs show finished ones too, as long as the manager keeps them.
+        all: args.states.is_some() && states.as_ref().is_none_or(|s| s.iter().any(|s| s.is_terminal()))
+            || ids.is_some(),
+        ids,
+        states,
+        users,
+        partitions: super::names(&args.partitions),
+        names: super::names(&args.names),
+        accounts: super::names(&args.accounts),
+        ..Default::default()
+    };
+    let mut jobs = wanted.fetch(client).await?;
+    jobs.sort_by(|a, b| {
+        (&a.queue, states::job_state(a).0, -a.priority, a.id).cmp(&(
+            &b.queue,
+            states::job_state(b).0,
+            -b.priority,
+            b.id,
+        ))
+    });
+    Ok(jobs)
+}
+
+/// `-O` names (any case) and their `%` codes.
+const LONG_NAMES: &[(&str, char)] = &[
+    ("jobid", 'i'),
+    ("arrayjobid", 'F'),
+    ("arraytaskid", 'K'),
+    ("name", 'j'),
+    ("username", 'u'),
+    ("userid", 'u'),
+    ("statecompact", 't'),
+    ("state", 'T'),
+    ("timeused", 'M'),
+    ("timelimit", 'l'),
+    ("timeleft", 'L'),
+    ("numnodes", 'D'),
+    ("reasonlist", 'R'),
+    ("nodelist", 'N'),
+    ("partition", 'P'),
+    ("account", 'a'),
+    ("numcpus", 'C'),
+    ("tres-per-node", 'b'),
+    ("minmemory", 'm'),
+    ("submittime", 'V'),
+    ("starttime", 'S'),
+    ("endtime", 'e'),
+    ("reason", 'r'),
+    ("priority", 'Q'),
+    ("prioritylong", 'Q'),
+    ("workdir", 'Z'),
+    ("qos", 'q'),
+];
+
+fn long_name(name: &str) -> Option<char> {
+    LONG_NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, c)| *c)
+}
+
+/// A code's header, as Slurm prints it; `None`: a code berth does not know.
+fn header(code: char) -> Option<&'static str> {
+    Some(match code {
+        'i' | 'A' => "JOBID",
+        'F' => "ARRAY_JOB_ID",
+        'K' => "ARRAY_TASK_ID",
+        'j' => "NAME",
+        'u' => "USER",
+        't' => "ST",
+        'T' => "STATE",
+        'M' => "TIME",
+        'l' => "TIME_LIMIT",
+        'L' => "TIME_LEFT",
+        'D' => "NODES",
+        'R' => "NODELIST(REASON)",
+        'N' => "NODELIST",
+        'P' => "PARTITION",
+        'a' => "ACCOUNT",
+        'C' => "CPUS",
+        'b' => "TRES_PER_NODE",
+        'm' => "MIN_MEMORY",
+        'V' => "SUBMIT_TIME",
+        'S' => "START_TIME",
+        'e' => "END_TIME",
+        'r' => "REASON",
+        'Q' => "PRIORITY",
+        'Z' => "WORK_DIR",
+        'q' => "QOS",
+        _ => return None,
+    })
+}
+
+/// A code's value for job `j`; `None` for a code berth does not know.
+fn value(code: char, j: &JobView, now: jiff::Timestamp) -> Option<String> {
+    let elapsed = jobfields::elapsed_secs(j, now);
+    let limit = |f: &dyn Fn(u64) -> String| j.time_limit_secs.map_or("UNLIMITED".to_string(), f);
+    Some(match code {
+        'i' | 'A' | 'F' => j.id.to_string(),
+        'K' => "N/A".into(),
+        'j' => j.name.clone().unwrap_or_default(),
+        'u' => j.user.clone(),
+        't' => states::job_state(j).0.into(),
+        'T' => states::job_state(j).1.into(),
+        'M' => squeue_duration(elapsed.unwrap_or(0)),
+        'l' => limit(&squeue_duration),
+        'L' => limit(&|l| squeue_duration(l.saturating_sub(elapsed.unwrap_or(0)))),
+        'D' => jobfields::node_count(j).to_string(),
+        'R' => states::nodes_or_reason(j),
+        'N' => format::hostlist(&j.nodes),
+        'P' => j.queue.clone(),
+        'a' => j.project.clone().unwrap_or_else(|| "(null)".into()),
+        'C' => jobfields::cpus(j).to_string(),
+        'b' if j.gpu_milli == 0 => "N/A".into(),
+        'b' => format!("gres/gpu:{}", berth_model::format_gpu_milli(j.gpu_milli)),
+        'm' => jobfields::slurm_mem(j.mem_bytes),
+        'V' => slurm_time(Some(j.submitted_at)),
+        'S' => j.started_at.or(j.expected_start).map_or("N/A".into(), |t| slurm_time(Some(t))),
+        'e' => end(j).map_or("N/A".into(), |t| slurm_time(Some(t))),
+        'r' => j.pending_reason.as_ref().map_or("None", |r| states::reason_word(r.kind)).into(),
+        'Q' => j.priority.to_string(),
+        'Z' => j.workdir.clone().unwrap_or_else(|| "(null)".into()),
+        'q' => "normal".into(),
+        _ => return None,
+    })
+}
+
+/// When the job ended, or will at the latest (its time limit).
+fn end(j: &JobView) -> Option<jiff::Timestamp> {
+    if j.ended_at.is_some() || j.state == JobState::Pending {
+        return j.ended_at;
+    }
+    let limit = jiff::SignedDuration::from_secs(j.time_limit_secs? as i64);
+    j.started_at?.checked_add(limit).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(spec: &str, j: &JobView) -> String {
+        format::render(&format::parse(spec), |c| value(c, j, j.submitted_at + jiff::SignedDuration::from_secs(3723)))
+    }
+
+    #[test]
+    fn default_format_byte_for_byte() {
+        let head = format::render(&format::parse(DEFAULT), |c| header(c).map(str::to_string));
+        assert_eq!(head, "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)");
+        let mut j = super::states::tests::job(JobState::Running);
+        j.id = 4242;
+        j.name = Some("a-very-long-name".into());
+        j.user = "alice".into();
+        j.started_at = Some(j.submitted_at);
+        j.nodes = vec!["n1".into()];
+        assert_eq!(line(DEFAULT, &j), "              4242   default a-very-l    alice  R    1:02:03      1 n1");
+        let mut p = super::states::tests::job(JobState::Pending);
+        p.pending_reason = Some(berth_model::PendingReason::new(berth_model::PendingKind::Priority, "behind 2 jobs"));
+        p.nodes_requested = 2;
+        assert_eq!(line(DEFAULT, &p), "                 1   default        x        u PD       0:00      2 (Priority)");
+        let head = format::render(&format::parse(LONG), |c| header(c).map(str::to_string));
+        assert_eq!(
+            head,
+            "             JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)"
+        );
+        j.time_limit_secs = Some(2 * 86400);
+        assert_eq!(line("%l|%L|%T|%C|%m|%b|%a", &j), "2-00:00:00|1-22:57:57|RUNNING|1|1G|N/A|(null)");
+    }
+}

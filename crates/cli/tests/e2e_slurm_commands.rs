@@ -1,0 +1,211 @@
+//! Slurm's client commands, as tools written for Slurm call them: the berth binary under the
+//! names `sbatch`, `squeue`, `scancel`, `sacct` and `sinfo` (links made by `berth
+//! install-slurm-commands`), their flags and their output, byte for byte where scripts parse
+//! it; and `berth history`, which shares sacct's fields.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use support::{Berth, base_cmd, text};
+
+/// Makes the links in a fresh dir under the test's HOME and returns it.
+fn links(b: &Berth) -> PathBuf {
+    let dir = b.home.path().join("slurm-bin");
+    let out = b.cli(&["install-slurm-commands", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    dir
+}
+
+/// Runs `tool args...` through its link, as the admin, from the user's submit dir.
+fn slurm(b: &Berth, dir: &Path, tool: &str, args: &[&str]) -> Output {
+    command(b, dir, tool, args).stdin(Stdio::null()).output().expect("run the slurm command")
+}
+
+/// `tool args...` through its link, with the environment of [`base_cmd`].
+fn command(b: &Berth, dir: &Path, tool: &str, args: &[&str]) -> Command {
+    let base = base_cmd(b.home.path());
+    let mut c = Command::new(dir.join(tool));
+    c.current_dir(base.get_current_dir().unwrap());
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.env_remove("SQUEUE_FORMAT").env_remove("SQUEUE_FORMAT2").env_remove("SACCT_FORMAT").env_remove("SINFO_FORMAT");
+    c.args(args);
+    c
+}
+
+/// Like [`slurm`], and it must succeed: its stdout.
+fn ok(b: &Berth, dir: &Path, tool: &str, args: &[&str]) -> String {
+    let out = slurm(b, dir, tool, args);
+    assert!(out.status.success(), "{tool} {args:?}: {}\n{}", out.status, text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[test]
+fn slurm_commands_submit_list_account_and_cancel() {
+    let b = Berth::up(&[]);
+    let bin = links(&b);
+    let cwd = b.home.path().join("submit");
+
+    // sbatch: #SBATCH lines, the command line over them, --parsable prints the id alone
+    std::fs::write(
+        cwd.join("job.sh"),
+        "#!/bin/sh\n#SBATCH --job-name=fromscript\n#SBATCH --mem=64M\n#SBATCH --output=out.log\necho hello \"$1\"\n",
+    )
+    .unwrap();
+    let out = slurm(&b, &bin, "sbatch", &["--parsable", "-J", "override", "job.sh", "world"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let done: i64 = text(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("{:?}", text(&out.stdout)));
+    assert!(text(&out.stderr).contains("ignoring #SBATCH --output=out.log"), "{}", text(&out.stderr));
+    let job = b.wait_state(done, "SUCCEEDED");
+    assert_eq!(job["job"]["name"], "override", "the command line wins over #SBATCH");
+    assert_eq!(job["spec"]["resources"]["mem_bytes"], 64 << 20, "#SBATCH lines apply");
+    assert_eq!(
+        ok(&b, &bin, "sbatch", &["--help"]).lines().next(),
+        Some("Usage: sbatch [OPTIONS...] [SCRIPT [ARGS...]]")
+    );
+
+    // --wrap, the Slurm way of printing the id, and a script that is not one
+    let out = ok(&b, &bin, "sbatch", &["--wrap", "exit 3"]);
+    let failed: i64 = out.trim().strip_prefix("Submitted batch job ").expect(&out).parse().unwrap();
+    b.wait_state(failed, "FAILED");
+    std::fs::write(cwd.join("plain.txt"), "echo no interpreter\n").unwrap();
+    let out = slurm(&b, &bin, "sbatch", &["plain.txt"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("sbatch: error: This does not look like a batch script"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // a script on stdin, named as Slurm names it
+    let mut child = command(&b, &bin, "sbatch", &["--parsable"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"#!/bin/sh\necho from stdin\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let piped: i64 = text(&out.stdout).trim().parse().unwrap();
+    assert_eq!(b.wait_state(piped, "SUCCEEDED")["job"]["name"], "sbatch");
+
+    // squeue: Slurm's default layout, -o and -O
+    let sleeper: i64 =
+        ok(&b, &bin, "sbatch", &["--parsable", "-J", "sleeper", "--wrap", "sleep 600"]).trim().parse().unwrap();
+    b.wait_state(sleeper, "RUNNING");
+    let out = ok(&b, &bin, "squeue", &[]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)");
+    let row = lines.iter().find(|l| l.contains("sleeper")).expect(&out);
+    assert!(row.starts_with(&format!("{sleeper:>18}   default  sleeper    admin  R ")), "{out}");
+    assert_eq!(ok(&b, &bin, "squeue", &["-h", "-o", "%i %t %j"]), format!("{sleeper} R sleeper\n"));
+    let out = ok(&b, &bin, "squeue", &["-O", "JobID:10,Name:12,State"]);
+    assert_eq!(
+        out,
+        format!("{:<10}{:<12}{:<20}\n{sleeper:<10}{:<12}{:<20}\n", "JOBID", "NAME", "STATE", "sleeper", "RUNNING")
+    );
+    let out = slurm(&b, &bin, "squeue", &["-h", "-t", "PD", "-o", "%i"]);
+    assert_eq!(text(&out.stdout), "", "nothing pending");
+    let out = slurm(&b, &bin, "squeue", &["-h", "-o", "%i|%y|"]);
+    assert_eq!(text(&out.stdout), format!("{sleeper}||\n"), "an unknown code prints nothing");
+    assert!(text(&out.stderr).contains("squeue: error: Invalid job format specification: y"), "{}", text(&out.stderr));
+
+    let out = slurm(&b, &bin, "squeue", &["-j", "12_7"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), "squeue: error: job arrays are not supported yet: 12_7\n");
+
+    // sinfo: the node, node-oriented, and the default layout's header
+    let node = b.json(&["nodes"])[0]["name"].as_str().unwrap().to_string();
+    let out = ok(&b, &bin, "sinfo", &["-N", "-h", "-o", "%N %t"]);
+    let state = out.trim().strip_prefix(&format!("{node} ")).expect(&out).to_string();
+    assert!(["mix", "alloc"].contains(&state.as_str()), "a node running a job: {out}");
+    assert_eq!(ok(&b, &bin, "sinfo", &[]).lines().next(), Some("PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST"));
+
+    // scancel: by name, silently; an unknown id as Slurm says it
+    let out = slurm(&b, &bin, "scancel", &["-n", "sleeper"]);
+    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "{}", text(&out.stderr));
+    b.wait_state(sleeper, "CANCELLED");
+    let out = slurm(&b, &bin, "scancel", &["99999"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), "scancel: error: Kill job error on job id 99999: Invalid job id specified\n");
+    let out = slurm(&b, &bin, "scancel", &[]);
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (Some(1), "scancel: error: No job identification provided\n".into())
+    );
+    let pending: i64 = ok(&b, &bin, "sbatch", &["--parsable", "--wrap", "sleep 600"]).trim().parse().unwrap();
+    assert_eq!(ok(&b, &bin, "scancel", &[&pending.to_string()]), "");
+    b.wait_state(pending, "CANCELLED");
+
+    // sacct: what submitit asks, and the default table
+    let ids = format!("{done},{failed},{sleeper}");
+    let out = ok(&b, &bin, "sacct", &["--parsable2", "-o", "JobID,State,ExitCode", "-j", &ids]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..3],
+        ["JobID|State|ExitCode".to_string(), format!("{done}|COMPLETED|0:0"), format!("{failed}|FAILED|3:0")]
+    );
+    let cancelled: Vec<&str> = lines[3].split('|').collect();
+    assert_eq!(cancelled[0], sleeper.to_string());
+    assert_eq!(cancelled[1].split_whitespace().next(), Some("CANCELLED"), "{out}");
+    let out = ok(&b, &bin, "sacct", &["-S", "now-1hours", "-X"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode ");
+    assert_eq!(lines[1], "------------ ---------- ---------- ---------- ---------- ---------- -------- ");
+    assert!(lines[2].starts_with(&format!("{done:<12}   override    default")), "{out}");
+    let out = ok(&b, &bin, "sacct", &["-S", "now-1hours", "-s", "F", "-n", "-p", "-o", "JobID,JobName"]);
+    assert_eq!(out, format!("{failed}|wrap|\n"));
+    let out = slurm(&b, &bin, "sacct", &["-o", "JobID,Bogus"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), "sacct: error: Invalid field requested: \"Bogus\"\n");
+
+    // berth history: the same window in berth's words
+    let out = b.ok(&["history", "--since", "1h", "-o", "id,name,state,exit", "--state", "SUCCEEDED,FAILED"]);
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["ID", "NAME", "STATE", "EXIT"]);
+    assert_eq!(rows[1], [done.to_string().as_str(), "override", "SUCCEEDED", "0"]);
+    assert_eq!(rows[2], [failed.to_string().as_str(), "wrap", "FAILED", "3"]);
+    assert_eq!(rows[3], [piped.to_string().as_str(), "sbatch", "SUCCEEDED", "0"]);
+    assert_eq!(rows.len(), 4, "{out}");
+    let out = b.cli(&["history", "--since", "yesterdayish"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("bad time `yesterdayish`"), "{}", text(&out.stderr));
+    let out = b.ok(&["history", "--since", "2026-01-01T00:00", "--json"]);
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed.len(), 5, "every job of the test: {out}");
+}
+
+#[test]
+fn install_slurm_commands_links_and_refuses_foreign_files() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("bin");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("squeue"), "#!/bin/sh\necho the real one\n").unwrap();
+    let run =
+        |args: &[&str]| base_cmd(home.path()).arg("install-slurm-commands").arg(&dir).args(args).output().unwrap();
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("squeue exists and is not a link to berth"), "{}", text(&out.stderr));
+    assert!(!dir.join("sbatch").exists(), "nothing is linked when one name is refused");
+    let out = run(&["--force"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("replaced") && said.contains("/squeue ->") && said.contains("created"), "{said}");
+    for name in ["sbatch", "squeue", "scancel", "sacct", "sinfo", "srun"] {
+        let target = std::fs::read_link(dir.join(name)).unwrap();
+        assert_eq!(target.file_name().unwrap(), "berth", "{name}");
+    }
+    let out = run(&[]);
+    assert!(out.status.success());
+    assert_eq!(text(&out.stdout).matches("already links to berth").count(), 6);
+    // the links answer as Slurm's commands
+    let out = Command::new(dir.join("squeue")).arg("--help").output().unwrap();
+    assert!(text(&out.stdout).contains("--noheader"), "{}", text(&out.stdout));
+}
