@@ -141,6 +141,13 @@ pub struct JobSpec {
     /// Not scheduled before this time (Slurm's `--begin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub begin_at: Option<jiff::Timestamp>,
+    /// A job array (`--array`): this job stands for its tasks, each made as a job of its own
+    /// when its turn comes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<crate::array::ArraySpec>,
+    /// Which array task this job is (set by the manager, never by a submit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_task: Option<crate::array::ArrayTask>,
 }
 
 impl JobSpec {
@@ -302,6 +309,8 @@ impl JobSpec {
             environment: None,
             dependency: None,
             begin_at: None,
+            array: None,
+            array_task: None,
         }
     }
 
@@ -319,7 +328,7 @@ impl JobSpec {
 
     /// Whether the job waits for something besides resources: a begin time or other jobs.
     pub fn has_start_conditions(&self) -> bool {
-        self.dependency.is_some() || self.begin_at.is_some()
+        self.dependency.is_some() || self.begin_at.is_some() || self.array.is_some()
     }
 
     /// Kernels of the job in all: nodes × kernels per node.
@@ -398,6 +407,12 @@ impl JobSpec {
         crate::dataset::validate(&self.datasets)?;
         if let Some(d) = &self.dependency {
             d.validate()?;
+        }
+        if let Some(a) = &self.array {
+            a.validate()?;
+            if self.is_session() {
+                return bad("an array's tasks run unattended: drop --array, or -i/-t/--app/--jupyter");
+            }
         }
         if let Some(c) = &self.code {
             c.validate()?;
@@ -544,6 +559,8 @@ impl JobState {
             // Back to the queue when the node is lost and the job asked for `requeue`.
             (Running | Terminating, Pending) => true,
             (Running, Terminating) => true,
+            // A job array ends from PENDING (it never runs itself) with its tasks' outcome.
+            (Pending, Succeeded | Failed) => true,
             (_, Succeeded | Failed | Timeout | Lost | Cancelled) => self != Pending || to == Cancelled,
             _ => false,
         }
@@ -643,7 +660,8 @@ mod tests {
         assert!(Pending.can_become(Scheduled));
         assert!(Pending.can_become(Cancelled));
         assert!(!Pending.can_become(Running));
-        assert!(!Pending.can_become(Failed));
+        assert!(Pending.can_become(Failed), "a job array ends with its tasks");
+        assert!(!Pending.can_become(Timeout));
         assert!(Running.can_become(Succeeded));
         assert!(Running.can_become(Timeout));
         assert!(Scheduled.can_become(Pending));

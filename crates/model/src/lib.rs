@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod app;
+pub mod array;
 pub mod binding;
 mod cache_api;
 pub mod cause;
@@ -24,6 +25,7 @@ pub mod stream;
 mod tenancy_api;
 pub mod topology;
 
+pub use array::{ArraySpec, ArrayTask};
 pub use binding::{Binding, GpuShare};
 pub use cause::{EndCause, PreemptAction, StopCause};
 pub use dependency::{Condition, Dependency};

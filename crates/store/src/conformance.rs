@@ -31,7 +31,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $fresh; users_and_tokens, jobs_insert_and_list, lifecycle_and_history,
             measured_usage_adds_up, cas_conflict_leaves_store_untouched, requeue_bumps_attempt, nodes_and_meta,
             queues_and_usage, tenancy, cache_state, cache_members, leader_lease,
-            idempotent_submits, folders, archive_moves_only_old_finished_jobs, archived_ids_are_never_reused);
+            idempotent_submits, array_tasks, folders, archive_moves_only_old_finished_jobs, archived_ids_are_never_reused);
     };
     (@each $fresh:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test]
@@ -443,6 +443,27 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
         s.apply(&[end]).await.unwrap_or_else(|e| panic!("end cause {cause:?}: {e}"));
         assert_eq!(s.job(id).await.unwrap().unwrap().end_cause, Some(cause));
     }
+}
+
+/// The tasks an array makes are found by the array, and one index is made once.
+pub async fn array_tasks(s: &dyn Store) {
+    let u = s.create_user("ann", "user", at(0)).await.unwrap();
+    let mut spec = JobSpec::command(["train"]);
+    spec.array = Some("0-9".parse().unwrap());
+    let array = s.insert_job(u.id, &spec, None, at(1)).await.unwrap();
+    spec.array = None;
+    let mut ids = Vec::new();
+    for index in [3, 0] {
+        spec.array_task = Some(berth_model::ArrayTask { array_id: array, index, min: 0, max: 9, count: 10 });
+        ids.push(s.insert_job(u.id, &spec, None, at(2)).await.unwrap());
+    }
+    let tasks = s.jobs(&JobFilter { array_id: Some(array), ..Default::default() }).await.unwrap();
+    let found: Vec<(i64, Option<u32>)> = tasks.iter().map(|j| (j.id, j.spec.array_task.map(|t| t.index))).collect();
+    assert_eq!(found, [(ids[1], Some(0)), (ids[0], Some(3))]);
+    let again = s.insert_job(u.id, &spec, None, at(3)).await;
+    assert!(matches!(again, Err(StoreError::Duplicate(_))), "task 0 made twice: {again:?}");
+    let other = s.jobs(&JobFilter { array_id: Some(ids[0]), ..Default::default() }).await.unwrap();
+    assert!(other.is_empty());
 }
 
 /// Nodes and meta values.

@@ -97,6 +97,8 @@ pub(crate) const TABLES: &[Table] = &[
             ("used_cpu_seconds", Real),
             ("used_memory_peak_bytes", Int),
             ("used_gpu_seconds", Real),
+            ("array_id", Int),
+            ("array_index", Int),
         ],
         order: "id",
     },

@@ -231,6 +231,10 @@ pub(crate) fn jobs_query(filter: &JobFilter) -> Option<Stmt> {
         q.push_str(" AND j.id < ?");
         args.push(b.into());
     }
+    if let Some(a) = filter.array_id {
+        q.push_str(" AND j.array_id = ?");
+        args.push(a.into());
+    }
     if let Some(ids) = &filter.ids {
         if ids.is_empty() {
             return None;

@@ -436,7 +436,8 @@ async fn insert_job_in(
 ) -> Result<JobId> {
     let id = sqlx::query(&sql(
         "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared, \
-             submitter_uid, submitter_gid) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) RETURNING id",
+             submitter_uid, submitter_gid, array_id, array_index) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?) \
+             RETURNING id",
     ))
     .bind(user_id)
     .bind(to_json(spec))
@@ -448,8 +449,14 @@ async fn insert_job_in(
     .bind(spec.shared)
     .bind(submitter.map(|s| s.uid as i64))
     .bind(submitter.map(|s| s.gid as i64))
+    .bind(spec.array_task.map(|t| t.array_id))
+    .bind(spec.array_task.map(|t| i64::from(t.index)))
     .fetch_all(&mut *c)
-    .await?;
+    .await
+    .map_err(crate::rows::duplicate(|| {
+        let t = spec.array_task.map(|t| format!("{}_{}", t.array_id, t.index)).unwrap_or_default();
+        format!("array task {t}")
+    }))?;
     let id: i64 = returned(&id)?.try_get("id")?;
     sqlx::query(&sql("INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, NULL, ?, ?)"))
         .bind(id)

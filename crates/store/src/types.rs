@@ -114,6 +114,8 @@ pub struct JobFilter {
     pub since: Option<Timestamp>,
     /// Only jobs submitted before this time.
     pub until: Option<Timestamp>,
+    /// Only the tasks of this job array.
+    pub array_id: Option<JobId>,
 }
 
 /// One change of an [`crate::Store::apply`] batch.
