@@ -8,6 +8,9 @@
 //! is cancelled (`EndCause::Dependency`), or kept with that reason when the config file says
 //! `kill_invalid_depend = false`.
 //!
+//! A job array is held for good: once free, it makes its tasks (`arrays.rs`) rather than
+//! joining a queue itself.
+//!
 //! The jobs named live in memory while unfinished; an ended one is read from the store once
 //! and remembered (`State::ended_targets`), since an ended job no longer changes.
 
@@ -15,7 +18,6 @@ use std::collections::HashMap;
 
 use berth_model::{EndCause, JobId, JobSpec, JobState, PendingKind, PendingReason};
 use berth_sched::depend::{self, Judgement, Target};
-use berth_store::Change;
 use jiff::Timestamp;
 
 use crate::error::ApiError;
@@ -46,6 +48,7 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
     let mut busy = running_names(st, &ids);
     let mut reasons = Vec::new();
     let mut never = Vec::new();
+    let mut arrays = Vec::new();
     for id in ids {
         let Some(job) = st.jobs.get(&id) else { continue };
         let verdict = match (job.spec.begin_at, &job.spec.dependency) {
@@ -61,6 +64,8 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
             (_, None) => Judgement::Met,
         };
         match verdict {
+            // An array stays held: it makes its tasks instead (`arrays.rs`).
+            Judgement::Met if job.spec.array.is_some() => arrays.push(id),
             Judgement::Met => {
                 if let Some(n) = singleton_name(st, id) {
                     busy.insert(n, (id, JobState::Pending));
@@ -76,34 +81,12 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
             )),
         }
     }
-    record_reasons(m, st, reasons).await;
+    m.jobs.set_reasons(st, reasons).await;
+    crate::arrays::advance(m, st, arrays).await;
     for (id, why) in never {
         let mv = Move::end(JobState::Cancelled, EndCause::Dependency, format!("dependency never satisfied: {why}"));
         if let Err(e) = m.jobs.transition(st, id, mv, vec![]).await {
             tracing::warn!(job = id, "cannot cancel a job whose dependency can never be met: {e}");
-        }
-    }
-}
-
-/// Stores the reasons that changed, then sets them in memory.
-async fn record_reasons(m: &Manager, st: &mut State, reasons: Vec<(JobId, PendingReason)>) {
-    let changed: Vec<(JobId, PendingReason)> = reasons
-        .into_iter()
-        .filter(|(id, r)| st.jobs.get(id).is_some_and(|j| j.waiting.reason.as_ref() != Some(r)))
-        .collect();
-    if changed.is_empty() {
-        return;
-    }
-    let changes: Vec<Change> =
-        changed.iter().map(|(id, r)| Change::PendingReason { job_id: *id, reason: Some(r.clone()) }).collect();
-    if let Err(e) = m.store.apply(&changes).await {
-        tracing::warn!("held jobs' reasons not stored: {e}");
-        return;
-    }
-    for (id, r) in changed {
-        if let Some(j) = st.jobs.get_mut(&id) {
-            j.waiting.reason = Some(r);
-            j.waiting.position = None;
         }
     }
 }

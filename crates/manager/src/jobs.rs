@@ -128,6 +128,32 @@ impl Jobs {
         Ok(view)
     }
 
+    /// Stores the pending reasons of jobs the scheduler does not see (held jobs, arrays) that
+    /// changed, then sets them in memory; such a job has no place in a queue.
+    pub async fn set_reasons(&self, st: &mut State, reasons: Vec<(berth_model::JobId, berth_model::PendingReason)>) {
+        let changed: Vec<(berth_model::JobId, berth_model::PendingReason)> = reasons
+            .into_iter()
+            .filter(|(id, r)| st.jobs.get(id).is_some_and(|j| j.waiting.reason.as_ref() != Some(r)))
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let changes: Vec<berth_store::Change> = changed
+            .iter()
+            .map(|(id, r)| berth_store::Change::PendingReason { job_id: *id, reason: Some(r.clone()) })
+            .collect();
+        if let Err(e) = self.write(st, changes).await {
+            tracing::warn!("pending reasons not stored: {e}");
+            return;
+        }
+        for (id, r) in changed {
+            if let Some(j) = st.jobs.get_mut(&id) {
+                j.waiting.reason = Some(r);
+                j.waiting.position = None;
+            }
+        }
+    }
+
     /// A job read back from the store after a restart, sharing its environment with the rest.
     pub fn restore(&self, row: berth_store::JobRow) -> Job {
         Job::from_row(row, &self.envs)

@@ -13,6 +13,8 @@ mod access_log;
 mod agent_conn;
 mod api;
 mod apps;
+mod array_progress;
+mod arrays;
 mod auth;
 mod bad_tokens;
 pub mod cache_env;

@@ -121,6 +121,20 @@ impl Jobs {
     /// a running one is asked to stop, and ends when its kernels have stopped.
     pub async fn cancel(&self, st: &mut State, id: JobId, by: &str) -> Result<Cancelled, StoreError> {
         let state = st.jobs.get(&id).map(|j| j.state).ok_or_else(|| StoreError::NotFound(format!("job {id}")))?;
+        // A job array: its unfinished tasks first, then the array (and with it the tasks
+        // still to make).
+        if st.jobs[&id].spec.array.is_some() {
+            let tasks: Vec<JobId> = st
+                .jobs
+                .values()
+                .filter(|j| j.spec.array_task.is_some_and(|t| t.array_id == id))
+                .map(|j| j.id)
+                .collect();
+            for t in tasks {
+                Box::pin(self.cancel(st, t, by)).await?;
+            }
+            st.arrays.remove(&id);
+        }
         match state {
             JobState::Pending => {
                 self.transition(st, id, Move::cancel_pending(by), vec![]).await?;
@@ -228,7 +242,11 @@ impl Jobs {
                 }
             }
             if to.is_terminal() {
-                st.jobs.remove(&job_id);
+                if let Some(t) = st.jobs.remove(&job_id).and_then(|j| j.spec.array_task)
+                    && let Some(p) = st.arrays.get_mut(&t.array_id)
+                {
+                    p.ended(to);
+                }
             }
             self.wake();
         }

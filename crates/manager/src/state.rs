@@ -140,6 +140,8 @@ pub struct State {
     /// How the ended jobs that held jobs depend on ended (read from the store once: an
     /// ended job no longer changes; `None`: no longer on record).
     pub ended_targets: HashMap<JobId, Option<berth_sched::depend::Target>>,
+    /// How far each job array has got (`arrays.rs`), once a pass looked at it.
+    pub arrays: HashMap<JobId, crate::array_progress::ArrayProgress>,
 }
 
 impl State {
@@ -216,6 +218,9 @@ impl State {
     /// untried rest, and what it uses while it runs.
     pub fn job_view(&self, job: &Job) -> JobView {
         let mut v = job.view();
+        if let (Some(a), Some(p)) = (&job.spec.array, self.arrays.get(&job.id)) {
+            v.array = Some(a.remaining(|i| p.made.contains(&i)));
+        }
         if job.state.holds_resources() {
             v.usage = self.meters.job(job.id, job.attempt.number);
         }

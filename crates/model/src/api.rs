@@ -73,6 +73,13 @@ pub struct JobView {
     /// Where it runs on its nodes, when it names a directory (none: a fresh one per kernel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// A task of a job array: which array, which index (`12_7`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_task: Option<crate::array::ArrayTask>,
+    /// A job array: its indices still to make while unfinished (`[3-100%10]`), all of them
+    /// (`0-99%10`) once ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
 }
 
 fn one_node() -> u32 {
@@ -160,6 +167,9 @@ pub struct JobListQuery {
     pub until: Option<String>,
     /// Only these jobs: ids separated by commas (`3,7,12`), at most 1000.
     pub ids: Option<String>,
+    /// Only the tasks of this job array (made so far).
+    #[param(minimum = 1, maximum = 9223372036854775807_i64)]
+    pub array: Option<i64>,
 }
 
 /// The most ids `GET /v1/jobs?ids=` takes at once.

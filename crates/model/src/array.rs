@@ -121,10 +121,9 @@ impl ArraySpec {
         Ok(())
     }
 
-    /// The indices of `done` (the first `done` tasks have been made) still to come, as Slurm
-    /// shows them: `[3-100%10]`.
-    pub fn remaining(&self, done: u64) -> String {
-        let rest: Vec<u32> = self.indices().skip(done as usize).collect();
+    /// The indices not `made` yet, as Slurm shows an array's pending part: `[3-100%10]`.
+    pub fn remaining(&self, made: impl Fn(u32) -> bool) -> String {
+        let rest: Vec<u32> = self.indices().filter(|i| !made(*i)).collect();
         let throttle = self.throttle.map(|t| format!("%{t}")).unwrap_or_default();
         format!("[{}{throttle}]", compress(&rest))
     }
@@ -234,11 +233,12 @@ mod tests {
     #[test]
     fn the_part_still_to_come_prints_as_slurm_shows_it() {
         let a = p("1-100%10");
-        assert_eq!(a.remaining(2), "[3-100%10]");
-        assert_eq!(p("1,5,9,10").remaining(0), "[1-9:4,10]");
-        assert_eq!(p("1,5,10").remaining(0), "[1,5,10]");
-        assert_eq!(p("0-20:2").remaining(3), "[6-20:2]");
-        assert_eq!(p("1-3").remaining(3), "[]");
+        assert_eq!(a.remaining(|i| i <= 2), "[3-100%10]");
+        assert_eq!(a.remaining(|i| i == 50), "[1-49,51-100%10]");
+        assert_eq!(p("1,5,9,10").remaining(|_| false), "[1-9:4,10]");
+        assert_eq!(p("1,5,10").remaining(|_| false), "[1,5,10]");
+        assert_eq!(p("0-20:2").remaining(|i| i < 6), "[6-20:2]");
+        assert_eq!(p("1-3").remaining(|_| true), "[]");
     }
 
     #[test]

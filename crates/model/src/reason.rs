@@ -35,6 +35,9 @@ pub enum PendingKind {
     DependencyNeverSatisfied,
     /// Its begin time (`--begin`) has not come yet.
     BeginTime,
+    /// A job array: its tasks are made as jobs of their own, up to its throttle; the message
+    /// says how many.
+    ArrayTasks,
 }
 
 /// Why a job is still pending, e.g. `resources: needs 1 GPU, node n1 has 0.5 free`.

@@ -92,6 +92,7 @@ pub fn reason_word(kind: PendingKind) -> &'static str {
         PendingKind::Dependency => "Dependency",
         PendingKind::DependencyNeverSatisfied => "DependencyNeverSatisfied",
         PendingKind::BeginTime => "BeginTime",
+        PendingKind::ArrayTasks => "JobArrayTaskLimit",
     }
 }
 

@@ -37,6 +37,11 @@ pub async fn submit(
     let key = idempotency_key(&headers)?;
     let mut spec = req.spec;
     spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
+    if spec.array_task.is_some() {
+        return Err(ApiError::bad_request(
+            "`array_task` is set by the manager for the tasks of an array: submit the array (`array`)",
+        ));
+    }
     if let Some(p) = &spec.project {
         check_project(&m, &user, p).await?;
     }
@@ -135,6 +140,7 @@ pub async fn list(
         ids,
         since,
         until,
+        array_id: q.array,
     };
     let st = m.jobs.lock().await;
     // Unfinished jobs live in memory: no query needed (and none of them ended before `since`).
@@ -147,6 +153,7 @@ pub async fn list(
             .filter(|j| user.can_see(j.owner.user_id, &j.spec))
             .filter(|j| filter.states.as_ref().is_none_or(|s| s.contains(&j.state)))
             .filter(|j| filter.ids.as_ref().is_none_or(|ids| ids.contains(&j.id)))
+            .filter(|j| filter.array_id.is_none_or(|a| j.spec.array_task.is_some_and(|t| t.array_id == a)))
             .filter(|j| filter.until.is_none_or(|t| j.submitted_at < t))
             .filter(|j| filter.owner.as_ref().is_none_or(|u| *u == j.owner.name))
             .filter(|j| filter.queue.as_ref().is_none_or(|q| *q == j.queue))

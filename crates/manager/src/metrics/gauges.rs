@@ -177,7 +177,7 @@ struct PerQueue {
 }
 
 /// Every reason kind, in declaration order (`KINDS[k as usize] == k`, checked by a test).
-const KINDS: [PendingKind; 13] = {
+const KINDS: [PendingKind; 14] = {
     use PendingKind::*;
     [
         Queued,
@@ -193,6 +193,7 @@ const KINDS: [PendingKind; 13] = {
         Dependency,
         DependencyNeverSatisfied,
         BeginTime,
+        ArrayTasks,
     ]
 };
 
@@ -212,6 +213,7 @@ fn kind_label(kind: PendingKind) -> &'static str {
         PendingKind::Dependency => "dependency",
         PendingKind::DependencyNeverSatisfied => "dependency-never-satisfied",
         PendingKind::BeginTime => "begin-time",
+        PendingKind::ArrayTasks => "array-tasks",
     }
 }
 

@@ -309,6 +309,8 @@ impl Job {
             time_limit_secs: self.spec.time_limit_secs,
             project: self.spec.project.clone(),
             workdir: self.spec.workdir.clone(),
+            array_task: self.spec.array_task,
+            array: self.spec.array.as_ref().map(|a| a.to_string()),
         }
     }
 
@@ -358,6 +360,8 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
         time_limit_secs: r.spec.time_limit_secs,
         project: r.spec.project.clone(),
         workdir: r.spec.workdir.clone(),
+        array_task: r.spec.array_task,
+        array: r.spec.array.as_ref().map(|a| a.to_string()),
     }
 }
 
