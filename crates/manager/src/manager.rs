@@ -74,6 +74,8 @@ pub struct Manager {
     pub dataset_holdings: crate::dataset_holdings::Holdings,
     /// Code snapshots (`--code`), on the folder storage.
     pub code: crate::code_store::CodeStore,
+    /// The key of jobs' step tokens (`srun`), loaded from the store once this manager leads.
+    pub step_key: std::sync::OnceLock<crate::step_token::StepKey>,
 }
 
 impl Manager {
@@ -114,6 +116,7 @@ impl Manager {
             metrics,
             lease: Default::default(),
             leader_url: Default::default(),
+            step_key: Default::default(),
         }
     }
 

@@ -134,6 +134,32 @@ pub struct JobSpec {
     /// The Python environment of a process job, built with uv on each node (`[environment]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<crate::environment::EnvSpec>,
+    /// Tasks per kernel (Slurm's `--ntasks-per-node`): how many processes `srun` starts in
+    /// each kernel by default, and `SLURM_NTASKS`. The kernel's resources are for all of them.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub tasks_per_node: u32,
+    /// Where the command runs: in every kernel (torchrun style), or only in kernel 0 while
+    /// the others hold their nodes for `srun` (a Slurm batch script).
+    #[serde(default, skip_serializing_if = "Launch::is_every")]
+    pub launch: Launch,
+}
+
+/// Which kernels of a job run its command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Launch {
+    /// Every kernel runs the command (each on its node, with its rank).
+    #[default]
+    Every,
+    /// Only kernel 0 runs it, like Slurm's batch step; the other kernels hold their node's
+    /// allocation, running nothing, until the job ends, so that `srun` can start tasks there.
+    First,
+}
+
+impl Launch {
+    pub fn is_every(&self) -> bool {
+        *self == Launch::Every
+    }
 }
 
 impl JobSpec {
@@ -264,6 +290,9 @@ pub struct UnixId {
 /// The most kernels one job may run on one node.
 pub const MAX_KERNELS: u32 = 64;
 
+/// The most tasks per kernel (`tasks_per_node`).
+pub const MAX_TASKS_PER_NODE: u32 = 1024;
+
 impl JobSpec {
     /// A spec running `command` with default resources.
     pub fn command<S: Into<String>>(command: impl IntoIterator<Item = S>) -> Self {
@@ -293,7 +322,14 @@ impl JobSpec {
             tty: false,
             stdin: false,
             environment: None,
+            tasks_per_node: 1,
+            launch: Launch::Every,
         }
+    }
+
+    /// Whether kernel `index` only holds its node (a [`Launch::First`] job's kernels past 0).
+    pub fn holds_only(&self, index: u32) -> bool {
+        self.launch == Launch::First && index > 0
     }
 
     /// Whether the main kernel's input and output go through the agent (`tty` or `stdin`),
@@ -363,6 +399,9 @@ impl JobSpec {
             return bad("--kernels needs --image: several kernels of one node run as containers on a private network \
                  where they reach each other as main, sub1, ...; add --image IMAGE, or use --nodes N for one \
                  process kernel per node");
+        }
+        if self.tasks_per_node == 0 || self.tasks_per_node > MAX_TASKS_PER_NODE {
+            return bad(&format!("tasks per node must be between 1 and {MAX_TASKS_PER_NODE}"));
         }
         if self.time_limit_secs == Some(0) {
             return bad("time limit must be greater than zero");

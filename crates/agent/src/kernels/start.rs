@@ -50,6 +50,21 @@ pub(super) struct Pending {
     _cancel: oneshot::Sender<()>,
 }
 
+/// What a kernel that only holds its node runs (kernels past 0 of a `launch = first` job):
+/// nothing but a wait, so that `srun` finds the kernel (its process, cgroup and mounts, or
+/// its container) to start tasks in. A shell, which every node and nearly every image has;
+/// the sleep runs in the background so that SIGTERM (`docker stop`, where the shell is PID 1
+/// and has no default action) ends the wait at once.
+pub const HOLD_COMMAND: [&str; 3] =
+    ["/bin/sh", "-c", "trap 'exit 0' TERM INT HUP; while :; do sleep 3600 & wait $!; done"];
+
+/// `spec` running [`HOLD_COMMAND`] instead of its command.
+fn holding(spec: &berth_model::JobSpec) -> berth_model::JobSpec {
+    let mut held = spec.clone();
+    held.command = HOLD_COMMAND.iter().map(|s| s.to_string()).collect();
+    held
+}
+
 impl Kernels {
     /// Starts the kernel's process (or container) and records it: a new entry, or the one
     /// its setup made.
@@ -62,6 +77,13 @@ impl Kernels {
         extras: &Extras,
     ) -> Vec<AgentMessage> {
         let now = jiff::Timestamp::now();
+        let held;
+        let spec = if spec.holds_only(key.index) {
+            held = holding(spec);
+            &held
+        } else {
+            spec
+        };
         // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
         // the parent waits for exec): let the runtime move other tasks off this thread.
         let folders = with_origins(spec, &extras.folders, &extras.datasets);
