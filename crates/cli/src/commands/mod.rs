@@ -32,6 +32,8 @@ pub mod run;
 pub mod show;
 pub mod sim;
 pub mod sim_plot;
+pub mod srun;
+pub mod srun_io;
 pub mod store;
 pub mod stream;
 pub mod submit;
