@@ -171,6 +171,77 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_jobs_kernels_get_slurms_variables() {
+        use berth_model::{Binding, GpuShare, JobSpec, JobState};
+        let mut spec = JobSpec::command(["sh"]);
+        spec.name = Some("train".into());
+        spec.nodes = 2;
+        spec.tasks_per_node = 4;
+        spec.launch = Launch::First;
+        spec.queue = Some("gpu".into());
+        spec.project = Some("vision".into());
+        spec.workdir = Some("/home/alice/run".into());
+        spec.time_limit_secs = Some(90);
+        let mut job = crate::state::fixture::job(42, JobState::Running);
+        job.spec = std::sync::Arc::new(spec);
+        let gpu = |i: u32, milli| GpuShare { uuid: format!("GPU-{i}"), index: i, milli };
+        let b = |node: &str, gpus| Binding {
+            node: node.into(),
+            cpus: vec![0, 1, 2, 3],
+            cpu_milli: 4000,
+            mem_bytes: 8 << 30,
+            gpus,
+            ..Default::default()
+        };
+        job.attempt.bindings = vec![b("gpu01", vec![gpu(0, 1000), gpu(1, 1000)]), b("gpu02", vec![gpu(0, 500)])];
+        let hosts = vec!["gpu01".to_string(), "gpu02".to_string()];
+        let env_of = |job: &Job, index| {
+            let mut env = BTreeMap::new();
+            add(&mut env, job, index, &hosts);
+            env
+        };
+        let e0 = env_of(&job, 0);
+        let get = |k: &str| e0.get(k).map(String::as_str).unwrap_or_else(|| panic!("no {k}"));
+        for (k, v) in [
+            ("SLURM_JOB_ID", "42"),
+            ("SLURM_JOBID", "42"),
+            ("SLURM_JOB_NAME", "train"),
+            ("SLURM_JOB_USER", "alice"),
+            ("SLURM_JOB_PARTITION", "gpu"),
+            ("SLURM_JOB_ACCOUNT", "vision"),
+            ("SLURM_NNODES", "2"),
+            ("SLURM_JOB_NUM_NODES", "2"),
+            ("SLURM_JOB_NODELIST", "gpu[01-02]"),
+            ("SLURM_NODELIST", "gpu[01-02]"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_NPROCS", "8"),
+            ("SLURM_NTASKS_PER_NODE", "4"),
+            ("SLURM_TASKS_PER_NODE", "4(x2)"),
+            ("SLURM_NODEID", "0"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_CPUS_ON_NODE", "4"),
+            ("SLURM_CPUS_PER_TASK", "1"),
+            ("SLURM_MEM_PER_NODE", "8192"),
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_SUBMIT_DIR", "/home/alice/run"),
+            ("SLURM_TIMELIMIT", "2"),
+            ("SLURM_CLUSTER_NAME", "berth"),
+        ] {
+            assert_eq!(get(k), v, "{k}");
+        }
+        let e1 = env_of(&job, 1);
+        assert_eq!(e1["SLURM_NODEID"], "1");
+        assert_eq!(e1["SLURM_PROCID"], "0", "a first job's kernels are the batch step's");
+        assert_eq!(e1["SLURM_GPUS_ON_NODE"], "0", "a GPU fraction is no whole GPU");
+        // An `every` job's kernels are its tasks.
+        let mut every = (*job.spec).clone();
+        every.launch = Launch::Every;
+        job.spec = std::sync::Arc::new(every);
+        assert_eq!(env_of(&job, 1)["SLURM_PROCID"], "1");
+    }
+
+    #[test]
     fn tasks_per_node_forms() {
         assert_eq!(tasks_per_node_form(4, 2), "4(x2)");
         assert_eq!(tasks_per_node_form(1, 1), "1");
