@@ -42,7 +42,17 @@ async fn start_two(
     a1: &mut Agent,
     a2: &mut Agent,
 ) -> (i64, Vec<(String, KernelKey, BTreeMap<String, String>)>) {
-    let id = e.admin.submit_ok(&two_nodes()).await;
+    start_two_of(e, a1, a2, two_nodes()).await
+}
+
+/// [`start_two`] of `spec` (a 2-node job).
+async fn start_two_of(
+    e: &Env,
+    a1: &mut Agent,
+    a2: &mut Agent,
+    spec: JobSpec,
+) -> (i64, Vec<(String, KernelKey, BTreeMap<String, String>)>) {
+    let id = e.admin.submit_ok(&spec).await;
     let (k1, env1, _) = start_env(&a1.expect_start().await);
     let (k2, env2, _) = start_env(&a2.expect_start().await);
     assert_eq!((k1.job_id, k2.job_id), (id, id));
@@ -146,6 +156,56 @@ async fn a_failing_sub_kernel_fails_the_job_and_stops_main() {
         .send(AgentMessage::Kernel { key: main_key, event: finished(KernelOutcome::Succeeded, Some(0)) })
         .await;
     e.admin.wait_state(id, "SUCCEEDED").await;
+    e.m.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_batch_jobs_holding_kernel_ending_fails_it_and_main_ends_it() {
+    let e = start().await;
+    let mut a1 = Agent::connect(&e.m, "n1", node(), vec![]).await;
+    let mut a2 = Agent::connect(&e.m, "n2", node(), vec![]).await;
+    let batch = || {
+        let mut s = two_nodes();
+        s.launch = berth_model::Launch::First;
+        s.tasks_per_node = 4;
+        s
+    };
+    let (id, ks) = start_two_of(&e, &mut a1, &mut a2, batch()).await;
+    for (_, _, env) in &ks {
+        assert!(env["BERTH_STEP_TOKEN"].starts_with(&format!("bstep_{id}_")), "{env:?}");
+        assert_eq!(env["SLURM_NTASKS"], "8");
+        assert_eq!(env["SLURM_JOB_ID"], id.to_string());
+    }
+    assert_eq!(ks[0].2["BERTH_STEP_TOKEN"], ks[1].2["BERTH_STEP_TOKEN"], "one token per run of the job");
+    let (d, _) = e.admin.get(&format!("/v1/jobs/{id}")).await;
+    assert!(!d.to_string().contains("bstep_"), "the token is never shown: {d}");
+    // A holding kernel never ends by itself: when it does, its node is gone and the job fails.
+    let (main_node, main_key, _) = ks[0].clone();
+    let (sub_node, sub_key, _) = ks[1].clone();
+    agent_of(&sub_node, &mut a1, &mut a2)
+        .send(AgentMessage::Kernel { key: sub_key, event: finished(KernelOutcome::Succeeded, Some(0)) })
+        .await;
+    let d = e.admin.wait_state(id, "FAILED").await;
+    assert!(d["job"]["reason"].as_str().unwrap().contains("which held node"), "{d}");
+    agent_of(&main_node, &mut a1, &mut a2)
+        .expect("stop of main", |m| matches!(m, ManagerMessage::StopKernel { key, .. } if *key == main_key))
+        .await;
+
+    // Main's end is the job's; the holding kernel is stopped.
+    let (id, ks) = start_two_of(&e, &mut a1, &mut a2, batch()).await;
+    let (main_node, main_key, _) = ks[0].clone();
+    let (sub_node, sub_key, _) = ks[1].clone();
+    agent_of(&main_node, &mut a1, &mut a2)
+        .send(AgentMessage::Kernel { key: main_key, event: finished(KernelOutcome::Failed, Some(3)) })
+        .await;
+    let d = e.admin.wait_state(id, "FAILED").await;
+    assert_eq!(d["job"]["exit_code"], 3, "{d}");
+    agent_of(&sub_node, &mut a1, &mut a2)
+        .expect(
+            "stop of the holding kernel",
+            |m| matches!(m, ManagerMessage::StopKernel { key, .. } if *key == sub_key),
+        )
+        .await;
     e.m.shutdown().await;
 }
 
