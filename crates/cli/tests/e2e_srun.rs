@@ -3,7 +3,7 @@
 //! `SLURM_*` variables, and its `srun` (the binary called as `srun`) starts the step's tasks in
 //! both kernels with their ranks; labels (`-l`), output files (`--output=...%t`), a failing
 //! task (srun and the job fail), and the job's step token, which opens streams into its own
-//! job only and only while it runs.
+//! job only and only while it runs. Outside a job, srun asks for one and runs its step there.
 //!
 //! Two agents on this host (`Berth::cluster`); files the test shares with the jobs live in a
 //! `shared_tempdir()` (process kernels of a root agent have a private `/tmp`).
@@ -187,12 +187,30 @@ exit $rc
 }
 
 #[test]
-fn srun_outside_a_job_says_how_to_get_one() {
-    let o = base_cmd(tempfile::tempdir().unwrap().path())
-        .env_remove("BERTH_JOB_ID")
-        .args(["srun", "true"])
-        .output()
-        .unwrap();
+fn srun_outside_a_job_asks_for_one_and_runs_its_step_there() {
+    let b = cluster();
+    let (dir, _bin) = shared();
+    let run = |args: &[&str]| {
+        base_cmd(b.home.path())
+            .current_dir(dir.path())
+            .arg("srun")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = run(&["-N", "2", "-n", "4", "-l", "sh", "-c", "echo $SLURM_PROCID $SLURM_NODEID $BERTH_KERNEL_INDEX"]);
+    assert!(o.status.success(), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    let out = text(&o.stdout);
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["0: 0 0 0", "1: 1 0 0", "2: 2 1 1", "3: 3 1 1"], "{out}\n{}", text(&o.stderr));
+    let o = run(&["-n", "2", "sh", "-c", "exit $((SLURM_PROCID + 4))"]);
+    assert_eq!(o.status.code(), Some(5), "the worst task's code: {}", text(&o.stderr));
+    let o = run(&["--pty", "-n", "2", "true"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("BERTH_JOB_ID is not set"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--pty runs one task"), "{}", text(&o.stderr));
+    let o = run(&["-N", "2", "-n", "3", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("does not split evenly"), "{}", text(&o.stderr));
 }
