@@ -184,6 +184,55 @@ exit $rc
     assert_eq!(oks, ["ok 0", "ok 1", "ok 2"], "the others ran to their end:\n{log}");
     let err = b.ok(&["logs", &id.to_string(), "--stderr"]);
     assert!(err.contains("bad") && err.contains("task 3: exited with exit code 3"), "{err}");
+
+    // With -K the others are stopped (they would sleep past the test's patience).
+    let script = write_script(
+        dir.path(),
+        "kill.sh",
+        r#"#!/bin/sh
+#SBATCH -N 2 -n 4
+#BERTH --cpus 1 --mem 256MiB
+srun -K sh -c 'if [ "$SLURM_PROCID" = 0 ]; then exit 2; fi; exec sleep 300'
+"#,
+    );
+    let id = submit_script(&b, &bin, &script);
+    let d = b.wait_state(id, "FAILED");
+    assert_eq!(d["job"]["exit_code"], 2, "{d:#}");
+    let err = b.ok(&["logs", &id.to_string(), "--stderr"]);
+    assert!(err.contains("--kill-on-bad-exit"), "{err}");
+}
+
+#[test]
+fn tasks_see_their_own_kernels_gpus() {
+    let b = Berth::cluster("", &[("n1", &["--fake-gpus", "2"]), ("n2", &["--fake-gpus", "2"])]);
+    let (dir, bin) = shared();
+    let script = write_script(
+        dir.path(),
+        "gpus.sh",
+        r#"#!/bin/sh
+#SBATCH -N 2 --ntasks-per-node=2 --gpus-per-task=1
+#BERTH --cpus 1 --mem 256MiB
+echo "gpus=$SLURM_GPUS_ON_NODE"
+srun sh -c 'echo dev $SLURM_NODEID $CUDA_VISIBLE_DEVICES'
+"#,
+    );
+    let id = submit_script(&b, &bin, &script);
+    let d = b.wait_state(id, "SUCCEEDED");
+    let log = b.ok(&["logs", &id.to_string()]);
+    assert_eq!(value(&log, "gpus"), "2", "{log}");
+    for k in d["kernels"].as_array().unwrap() {
+        let mut uuids: Vec<&str> =
+            k["binding"]["gpus"].as_array().unwrap().iter().map(|g| g["uuid"].as_str().unwrap()).collect();
+        uuids.sort();
+        let index = k["index"].as_u64().unwrap();
+        let seen: Vec<&str> = log.lines().filter_map(|l| l.strip_prefix(&format!("dev {index} "))).collect();
+        assert_eq!(seen.len(), 2, "two tasks in kernel {index}:\n{log}");
+        for s in seen {
+            let mut got: Vec<&str> = s.split(',').collect();
+            got.sort();
+            assert_eq!(got, uuids, "kernel {index}'s tasks see its GPUs, not srun's:\n{log}");
+        }
+    }
 }
 
 #[test]
