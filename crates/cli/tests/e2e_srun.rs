@@ -113,6 +113,9 @@ while [ ! -e {d}/tried ]; do sleep 0.1; done
 
     let done = b.wait_state(id, "SUCCEEDED");
     assert_eq!(done["job"]["exit_code"], 0, "{done:#}");
+    let shown = b.ok(&["show", &id.to_string()]);
+    assert!(shown.contains("4 per node; the first kernel runs the command"), "{shown}");
+    assert!(!shown.contains("bstep_") && !done.to_string().contains("bstep_"), "the token is never shown");
     assert_eq!(std::fs::read_to_string(dir.path().join("script.count")).unwrap(), "ran\n", "the script ran once");
     let log = b.ok(&["logs", &id.to_string()]);
     assert_eq!(value(&log, "srun"), "0", "{log}");
