@@ -34,7 +34,7 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
     set("SLURM_JOBID", job.id.to_string());
     set("SLURM_JOB_NAME", spec.name.clone().unwrap_or_else(|| format!("job-{}", job.id)));
     set("SLURM_JOB_USER", job.owner.name.clone());
-    set("SLURM_JOB_PARTITION", spec.queue_name().to_string());
+    set("SLURM_JOB_PARTITION", job.queue.clone());
     set("SLURM_JOB_ACCOUNT", spec.project.clone().unwrap_or_else(|| job.owner.name.clone()));
     set("SLURM_NNODES", nodes.to_string());
     set("SLURM_JOB_NUM_NODES", nodes.to_string());
@@ -183,6 +183,7 @@ mod tests {
         spec.workdir = Some("/home/alice/run".into());
         spec.time_limit_secs = Some(90);
         let mut job = crate::state::fixture::job(42, JobState::Running);
+        job.queue = "gpu".into();
         job.spec = std::sync::Arc::new(spec);
         let gpu = |i: u32, milli| GpuShare { uuid: format!("GPU-{i}"), index: i, milli };
         let b = |node: &str, gpus| Binding {
