@@ -209,6 +209,96 @@ async fn a_batch_jobs_holding_kernel_ending_fails_it_and_main_ends_it() {
     e.m.shutdown().await;
 }
 
+/// Opens `/v1/jobs/{id}/exec` with `token` and sends `req`; the upgrade's refusal as its status.
+async fn exec_with(
+    e: &Env,
+    token: &str,
+    id: i64,
+    req: serde_json::Value,
+) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, u16> {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!("{}/v1/jobs/{id}/exec", e.m.url.replacen("http://", "ws://", 1));
+    let mut r = url.into_client_request().unwrap();
+    r.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+    match tokio_tungstenite::connect_async(r).await {
+        Ok((mut ws, _)) => {
+            ws.send(tokio_tungstenite::tungstenite::Message::Text(req.to_string().into())).await.unwrap();
+            Ok(ws)
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_step_token_opens_its_jobs_kernels_once_they_started_and_no_other_job() {
+    let e = start().await;
+    let mut a1 = Agent::connect(&e.m, "n1", node(), vec![]).await;
+    let mut a2 = Agent::connect(&e.m, "n2", node(), vec![]).await;
+    let mut batch = two_nodes();
+    batch.launch = berth_model::Launch::First;
+    let id = e.admin.submit_ok(&batch).await;
+    let mut starts = [start_env(&a1.expect_start().await), start_env(&a2.expect_start().await)];
+    starts.sort_by_key(|(k, _, _)| k.index);
+    let token = starts[0].1["BERTH_STEP_TOKEN"].clone();
+    let (k0, k1) = (starts[0].0, starts[1].0);
+    // Only kernel 0 runs: the job is RUNNING, kernel 1 is still being set up.
+    for a in [&mut a1, &mut a2] {
+        a.send(AgentMessage::Kernel { key: k0, event: started() }).await;
+    }
+    e.admin.wait_state(id, "RUNNING").await;
+    let req = json!({"kernel": 1, "command": ["true"], "env": {"RANK": "1"}});
+    let _ws = exec_with(&e, &token, id, req.clone()).await.expect("the job's own token opens its exec");
+    // The stream waits for kernel 1 to start: no OpenStream before its Started.
+    for a in [&mut a1, &mut a2] {
+        let early = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            a.expect("open-stream", |m| matches!(m, ManagerMessage::OpenStream { .. })),
+        )
+        .await;
+        assert!(early.is_err(), "no stream into a kernel that has not started: {early:?}");
+    }
+    for a in [&mut a1, &mut a2] {
+        a.send(AgentMessage::Kernel { key: k1, event: started() }).await;
+    }
+    let mut opened = None;
+    for a in [&mut a1, &mut a2] {
+        if let Ok(m) = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            a.expect("open-stream", |m| matches!(m, ManagerMessage::OpenStream { .. })),
+        )
+        .await
+        {
+            opened = Some(m);
+            break;
+        }
+    }
+    match opened.expect("an OpenStream once kernel 1 started") {
+        ManagerMessage::OpenStream { key, open: berth_model::protocol::StreamOpen::Exec { env, .. }, .. } => {
+            assert_eq!(key, k1);
+            assert_eq!(env["RANK"], "1", "the request's variables reach the agent");
+        }
+        m => panic!("{m:?}"),
+    }
+    // Another job of the same owner answers as a missing one; a forged token is refused.
+    let other = e.admin.submit_ok(&spec(1.0, 0.0)).await;
+    assert_eq!(exec_with(&e, &token, other, req.clone()).await.err(), Some(404));
+    assert_eq!(exec_with(&e, &format!("{token}0"), id, req.clone()).await.err(), Some(401));
+    assert_eq!(e.admin.get("/v1/jobs").await.0, 200);
+    assert_eq!(Client::new(&e.m.url, &token).get("/v1/jobs").await.0, 401, "no API token");
+    // Once the job ends the token is worth nothing.
+    e.admin.post(&format!("/v1/jobs/{id}/cancel"), json!({})).await;
+    for a in [&mut a1, &mut a2] {
+        for k in [k0, k1] {
+            a.send(AgentMessage::Kernel { key: k, event: finished(KernelOutcome::Stopped, Some(143)) }).await;
+        }
+    }
+    e.admin.wait_state(id, "CANCELLED").await;
+    assert_eq!(exec_with(&e, &token, id, req).await.err(), Some(401));
+    e.m.shutdown().await;
+}
+
 async fn node_json(e: &Env, name: &str) -> serde_json::Value {
     let (_, nodes) = e.admin.get("/v1/nodes").await;
     nodes.as_array().unwrap().iter().find(|n| n["name"] == name).cloned().unwrap()
