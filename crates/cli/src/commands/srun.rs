@@ -155,10 +155,8 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
     };
     let client = Client::new(creds)?;
     let outputs = Outputs::new(args.label, args.unbuffered, args.output.clone(), args.error.clone());
-    let kill_on_bad_exit = args.kill_on_bad_exit.is_some_and(|k| k != 0);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
-    let ntasks: u32 = counts.iter().sum();
+    let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut rank = 0;
     for (node, count) in counts.iter().enumerate() {
         for local in 0..*count {
@@ -180,6 +178,18 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     drop(done_tx);
+    let kill_on_bad_exit = args.kill_on_bad_exit.is_some_and(|k| k != 0);
+    wait_tasks(done_rx, rank, stop_tx, kill_on_bad_exit).await
+}
+
+/// Waits for the `ntasks` tasks' ends, says which failed, stops the others on a signal (or
+/// with `-K` on a failure), and gives the exit code: the worst task's, or 128 + the signal.
+async fn wait_tasks(
+    mut done: tokio::sync::mpsc::UnboundedReceiver<(TaskInfo, TaskEnd)>,
+    ntasks: u32,
+    stop: watch::Sender<bool>,
+    kill_on_bad_exit: bool,
+) -> anyhow::Result<ExitCode> {
     let mut worst = 0;
     let mut signalled = None;
     let mut ended = 0;
@@ -187,16 +197,16 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     while ended < ntasks {
         let (task, end) = tokio::select! {
-            d = done_rx.recv() => match d {
+            d = done.recv() => match d {
                 Some(d) => d,
                 None => break,
             },
-            _ = int.recv() => { signalled = Some(libc::SIGINT); let _ = stop_tx.send(true); continue }
-            _ = term.recv() => { signalled = Some(libc::SIGTERM); let _ = stop_tx.send(true); continue }
+            _ = int.recv() => { signalled = Some(libc::SIGINT); let _ = stop.send(true); continue }
+            _ = term.recv() => { signalled = Some(libc::SIGTERM); let _ = stop.send(true); continue }
         };
         ended += 1;
         let code = match end {
-            TaskEnd::Exited(0) => 0,
+            TaskEnd::Exited(0) | TaskEnd::Stopped => 0,
             TaskEnd::Exited(c) => {
                 eprintln!("srun: error: {}: task {}: exited with exit code {c}", task.node_name, task.rank);
                 c
@@ -205,11 +215,10 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("srun: error: {}: task {}: {e}", task.node_name, task.rank);
                 1
             }
-            TaskEnd::Stopped => 0,
         };
-        if code != 0 && kill_on_bad_exit && !*stop_tx.borrow() {
+        if code != 0 && kill_on_bad_exit && !*stop.borrow() {
             eprintln!("srun: error: task {} failed: stopping the step's other tasks (--kill-on-bad-exit)", task.rank);
-            let _ = stop_tx.send(true);
+            let _ = stop.send(true);
         }
         worst = worst.max(code);
     }
