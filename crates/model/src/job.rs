@@ -593,6 +593,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tasks_and_launch_default_and_are_checked() {
+        let s: JobSpec = serde_json::from_str(r#"{"command":["x"]}"#).unwrap();
+        assert_eq!((s.tasks_per_node, s.launch), (1, Launch::Every));
+        assert!(!s.holds_only(1));
+        let s: JobSpec =
+            serde_json::from_str(r#"{"command":["x"],"nodes":2,"tasks_per_node":4,"launch":"first"}"#).unwrap();
+        assert_eq!((s.tasks_per_node, s.launch), (4, Launch::First));
+        assert!(!s.holds_only(0) && s.holds_only(1), "kernel 0 runs the command, the others hold");
+        assert!(s.validate().is_ok());
+        for bad in [0, MAX_TASKS_PER_NODE + 1] {
+            let mut b = s.clone();
+            b.tasks_per_node = bad;
+            assert!(b.validate().unwrap_err().0.contains("tasks per node must be between 1 and 1024"));
+        }
+        assert!(serde_json::from_str::<JobSpec>(r#"{"command":["x"],"launch":"some"}"#).is_err());
+    }
+
+    #[test]
     fn validate_rejects_bad_specs_with_a_fix() {
         assert!(JobSpec::command(["true"]).validate().is_ok());
         let e = JobSpec::command(Vec::<String>::new()).validate().unwrap_err();

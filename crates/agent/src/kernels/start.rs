@@ -323,3 +323,17 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
         _ => f(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holding_kernel_runs_only_the_wait() {
+        let mut spec = berth_model::JobSpec::command(["python", "train.py"]);
+        spec.env.insert("A".into(), "1".into());
+        let held = holding(&spec);
+        assert_eq!(held.command, HOLD_COMMAND);
+        assert_eq!(held.env, spec.env, "the rest of the spec stays");
+    }
+}
