@@ -21,6 +21,7 @@ use super::{Entry, Kernels};
 use crate::disk::{FileOp, io_text};
 use crate::envs;
 use crate::logs;
+use crate::runtime::HOLD_COMMAND;
 use crate::setup::{Reports, SetupDone, Steps};
 
 /// A kernel's file naming the environment it uses, so that an agent that takes the kernel over
@@ -50,15 +51,8 @@ pub(super) struct Pending {
     _cancel: oneshot::Sender<()>,
 }
 
-/// What a kernel that only holds its node runs (kernels past 0 of a `launch = first` job):
-/// nothing but a wait, so that `srun` finds the kernel (its process, cgroup and mounts, or
-/// its container) to start tasks in. A shell, which every node and nearly every image has;
-/// the sleep runs in the background so that SIGTERM (`docker stop`, where the shell is PID 1
-/// and has no default action) ends the wait at once.
-pub const HOLD_COMMAND: [&str; 3] =
-    ["/bin/sh", "-c", "trap 'exit 0' TERM INT HUP; while :; do sleep 3600 & wait $!; done"];
-
-/// `spec` running [`HOLD_COMMAND`] instead of its command.
+/// `spec` running [`HOLD_COMMAND`] instead of its command (kernels past 0 of a `launch =
+/// first` job, which only hold their node for `srun`).
 fn holding(spec: &berth_model::JobSpec) -> berth_model::JobSpec {
     let mut held = spec.clone();
     held.command = HOLD_COMMAND.iter().map(|s| s.to_string()).collect();

@@ -50,6 +50,14 @@ use crate::disk::{FileOp, errno_text, io_text};
 use crate::logs;
 use supervised::SupervisedKernel;
 
+/// What a kernel that only holds its node runs (kernels past 0 of a `launch = first` job):
+/// nothing but a wait, so that `srun` finds the kernel (its process, cgroup and mounts, or
+/// its container) to start tasks in. A shell, which every node and nearly every image has;
+/// the sleep runs in the background so that SIGTERM (`docker stop`, where the shell is PID 1
+/// and has no default action) ends the wait at once.
+pub const HOLD_COMMAND: [&str; 3] =
+    ["/bin/sh", "-c", "trap 'exit 0' TERM INT HUP; while :; do sleep 3600 & wait $!; done"];
+
 /// The variable that carries a job's step token (minted by the manager, `srun`'s credential).
 pub const STEP_TOKEN_VAR: &str = "BERTH_STEP_TOKEN";
 
