@@ -46,6 +46,13 @@ fn submit_script(b: &Berth, bin: &Path, script: &Path) -> i64 {
     serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["id"].as_i64().unwrap()
 }
 
+/// Submits a script `name` of two nodes with 2 tasks each (`#SBATCH -N 2 -n 4`, a CPU per
+/// kernel) running `body`.
+fn submit_two_by_two(b: &Berth, dir: &Path, bin: &Path, name: &str, body: &str) -> i64 {
+    let text = format!("#!/bin/sh\n#SBATCH -N 2 -n 4\n#BERTH --cpus 1 --mem 256MiB\n{body}");
+    submit_script(b, bin, &write_script(dir, name, &text))
+}
+
 fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, body).unwrap();
@@ -165,19 +172,12 @@ while [ ! -e {d}/tried ]; do sleep 0.1; done
 fn a_failing_task_fails_srun_and_the_job() {
     let b = cluster();
     let (dir, bin) = shared();
-    let script = write_script(
-        dir.path(),
-        "fail.sh",
-        r#"#!/bin/sh
-#SBATCH -N 2 -n 4
-#BERTH --cpus 1 --mem 256MiB
-srun sh -c 'if [ "$SLURM_PROCID" = 3 ]; then echo bad >&2; exit 3; fi; echo ok $SLURM_PROCID'
+    let body = r#"srun sh -c 'if [ "$SLURM_PROCID" = 3 ]; then echo bad >&2; exit 3; fi; echo ok $SLURM_PROCID'
 rc=$?
 echo "srun=$rc"
 exit $rc
-"#,
-    );
-    let id = submit_script(&b, &bin, &script);
+"#;
+    let id = submit_two_by_two(&b, dir.path(), &bin, "fail.sh", body);
     let d = b.wait_state(id, "FAILED");
     assert_eq!(d["job"]["exit_code"], 3, "{d:#}");
     let log = b.ok(&["logs", &id.to_string()]);
@@ -189,16 +189,8 @@ exit $rc
     assert!(err.contains("bad") && err.contains("task 3: exited with exit code 3"), "{err}");
 
     // With -K the others are stopped (they would sleep past the test's patience).
-    let script = write_script(
-        dir.path(),
-        "kill.sh",
-        r#"#!/bin/sh
-#SBATCH -N 2 -n 4
-#BERTH --cpus 1 --mem 256MiB
-srun -K sh -c 'if [ "$SLURM_PROCID" = 0 ]; then exit 2; fi; exec sleep 300'
-"#,
-    );
-    let id = submit_script(&b, &bin, &script);
+    let body = "srun -K sh -c 'if [ \"$SLURM_PROCID\" = 0 ]; then exit 2; fi; exec sleep 300'\n";
+    let id = submit_two_by_two(&b, dir.path(), &bin, "kill.sh", body);
     let d = b.wait_state(id, "FAILED");
     assert_eq!(d["job"]["exit_code"], 2, "{d:#}");
     let err = b.ok(&["logs", &id.to_string(), "--stderr"]);
