@@ -120,7 +120,8 @@ pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()> + Send)
         mem = %berth_model::format_bytes(topology.mem_bytes),
         "discovered topology"
     );
-    let runtime = runtime::Runtime::new(runtime::RuntimeOptions::from_config(&config, &topology))?;
+    let runtime = runtime::Runtime::new(runtime::RuntimeOptions::from_config(&config, &topology))?
+        .with_manager(config.manager_url.clone(), config.ca_file.clone());
     let board = metrics::Board::new(&config.name);
     if let Some(addr) = config.metrics_listen {
         metrics::serve(addr, board.clone()).await?;

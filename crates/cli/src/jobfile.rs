@@ -26,6 +26,8 @@
 //! datasets = ["imagenet/train/"]       # prefetched into the node's cache: BUCKET/PREFIX
 //! jupyter = true                     # start JupyterLab (the command when none is given)
 //! tensorboard = "runs"               # start TensorBoard on these logs
+//! tasks_per_node = 4                 # srun's tasks per kernel (Slurm's --ntasks-per-node)
+//! launch = "first"                   # only kernel 0 runs the command (default: "every")
 //!
 //! [env]
 //! WANDB_MODE = "offline"
@@ -95,6 +97,8 @@ struct JobFile {
     #[serde(default)]
     apps: BTreeMap<String, u16>,
     environment: Option<EnvSection>,
+    tasks_per_node: Option<u32>,
+    launch: Option<berth_model::Launch>,
 }
 
 /// `[environment]`: the job's Python environment (docs/environments.md).
@@ -201,6 +205,8 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         python: env.python,
         requirements: env.requirements,
         pyproject: env.pyproject,
+        tasks_per_node: f.tasks_per_node,
+        launch: f.launch.map(Into::into),
     };
     flags.resolve_workdir(dir);
     Ok(Loaded { flags, command })
@@ -318,6 +324,17 @@ WANDB_MODE = "offline"
         assert!(
             p("[environment]\npython = \"3.12\"").unwrap().flags.environment().unwrap().unwrap().contents.is_empty()
         );
+    }
+
+    #[test]
+    fn tasks_and_launch_keys() {
+        let l = p("tasks_per_node = 4\nlaunch = \"first\"\nnodes = 2\ncommand = [\"sh\"]").unwrap();
+        let spec = l.flags.to_spec(l.command.unwrap());
+        assert_eq!((spec.tasks_per_node, spec.launch, spec.nodes), (4, berth_model::Launch::First, 2));
+        let e = format!("{:#}", p("launch = \"sometimes\"\ncommand = [\"sh\"]").unwrap_err());
+        assert!(e.contains("every") && e.contains("first"), "{e}");
+        let l = p("tasks_per_node = 0\ncommand = [\"sh\"]").unwrap();
+        assert!(l.flags.to_spec(l.command.unwrap()).validate().unwrap_err().0.contains("tasks per node"));
     }
 
     #[test]

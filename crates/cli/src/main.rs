@@ -71,6 +71,8 @@ enum Command {
     Eff(commands::eff::EffArgs),
     /// Run a command inside a running job, with its output and exit code (like kubectl exec)
     Exec(commands::exec::ExecArgs),
+    /// Inside a job: run a step's tasks over the job's nodes (Slurm's srun)
+    Srun(commands::srun::SrunArgs),
     /// List the web apps a job serves (Jupyter, TensorBoard, --app) and their URLs
     Apps(commands::apps::AppsArgs),
     /// Print a one-time link that opens a job's web app in a browser
@@ -154,6 +156,12 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == berth_agent::runtime::SUPERVISOR_SUBCOMMAND) {
         berth_agent::runtime::supervisor_main(&args[2..]);
     }
+    // Called as `srun` (a link to berth): a job step, or an allocation running one.
+    if std::path::Path::new(args.first().map(|a| a.as_os_str()).unwrap_or_default()).file_name()
+        == Some("srun".as_ref())
+    {
+        return commands::srun::slurm_srun_main(args);
+    }
     // Called as `sbatch`, `squeue`, ... (a link to berth): that command, with Slurm's flags.
     if let Some(tool) = args.first().and_then(|a| slurm::invoked_as(a)) {
         return slurm::main(tool, args);
@@ -228,6 +236,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Show(a) => show::run(a).await,
         Command::Eff(a) => eff::run(a).await,
         Command::Exec(a) => exec::run(a).await,
+        Command::Srun(a) => srun::run(a).await,
         Command::PortForward(a) => port_forward::run(a).await,
         Command::Apps(a) => apps::list(a).await,
         Command::Open(a) => apps::open(a).await,

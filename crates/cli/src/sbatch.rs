@@ -1,14 +1,86 @@
 //! `#SBATCH` directives in batch scripts, translated into `berth submit` flags so that a script
 //! written for Slurm runs on berth unchanged where the two share a meaning.
 //!
-//! Translated: `--cpus-per-task`/`-c`, `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N`
-//! and `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
+//! Translated: `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N` and
+//! `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
 //! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
 //! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`. Everything else is returned as ignored, for the caller to warn about.
+//!
+//! The task directives are combined once every line is read ([`Tasks::flags`]), since berth
+//! asks per kernel (one per node) what Slurm asks per task: `--ntasks-per-node` (or
+//! `--ntasks`/`-n` split evenly over the nodes) is the spec's `tasks_per_node`; the kernel's
+//! CPUs are tasks × `--cpus-per-task`/`-c`, its memory `--mem-per-cpu` × its CPUs, its GPUs
+//! tasks × `--gpus-per-task`.
 
-/// Translates `#SBATCH` words into `berth submit` flags. Returns the flags and the Slurm
-/// options that have no berth equivalent.
-pub fn translate(words: &[String]) -> (Vec<String>, Vec<String>) {
+/// The task directives of a script, as given (the last one of each wins), turned into flags
+/// once every line is read.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Tasks {
+    nodes: Option<u32>,
+    ntasks: Option<u32>,
+    per_node: Option<u32>,
+    cpus_per_task: Option<u64>,
+    /// Bytes per CPU.
+    mem_per_cpu: Option<u64>,
+    gpus_per_task: Option<u64>,
+}
+
+impl Tasks {
+    /// The `berth submit` flags for the task directives seen: `--tasks-per-node`, `--cpus`,
+    /// `--mem` and `--gpus` per kernel. An `--ntasks` that does not split evenly over the
+    /// nodes is refused (berth runs the same tasks on every node).
+    pub fn flags(&self) -> Result<Vec<String>, String> {
+        let nodes = self.nodes.unwrap_or(1).max(1);
+        let per_node = match (self.per_node, self.ntasks) {
+            (Some(p), _) => Some(p),
+            (None, Some(n)) if n % nodes != 0 || n < nodes => {
+                return Err(format!(
+                    "#SBATCH --ntasks={n} does not split evenly over --nodes={nodes}: berth runs the same number \
+                     of tasks on every node; use --ntasks-per-node (e.g. --ntasks-per-node={})",
+                    n.div_ceil(nodes)
+                ));
+            }
+            (None, Some(n)) => Some(n / nodes),
+            (None, None) => None,
+        };
+        let tasks = per_node.unwrap_or(1) as u64;
+        let max = berth_model::job::MAX_TASKS_PER_NODE as u64;
+        if tasks > max {
+            return Err(format!("#SBATCH asks for {tasks} tasks per node: at most {max}"));
+        }
+        let mut out = Vec::new();
+        if let Some(p) = per_node {
+            out.extend(["--tasks-per-node".to_string(), p.to_string()]);
+        }
+        let cpus = (per_node.is_some() || self.cpus_per_task.is_some())
+            .then(|| tasks.saturating_mul(self.cpus_per_task.unwrap_or(1)));
+        if let Some(c) = cpus {
+            out.extend(["--cpus".to_string(), c.to_string()]);
+        }
+        if let Some(m) = self.mem_per_cpu {
+            let bytes = m.saturating_mul(cpus.unwrap_or(1));
+            out.extend(["--mem".to_string(), format!("{bytes}B")]);
+        }
+        if let Some(g) = self.gpus_per_task {
+            out.extend(["--gpus".to_string(), tasks.saturating_mul(g).to_string()]);
+        }
+        Ok(out)
+    }
+}
+
+/// A whole number for `#SBATCH opt`, at least 1.
+fn count(opt: &str, v: Option<String>) -> Result<u64, String> {
+    let v = v.unwrap_or_default();
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| (1..=u32::MAX as u64).contains(n))
+        .ok_or_else(|| format!("invalid #SBATCH {opt} value `{v}`: give a whole number of at least 1"))
+}
+
+/// Translates one line's `#SBATCH` words into `berth submit` flags, keeping its task
+/// directives in `tasks`. Returns the flags and the Slurm options that have no berth
+/// equivalent; a task directive with a bad value is an error.
+pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Vec<String>), String> {
     let mut out = Vec::new();
     let mut ignored = Vec::new();
     let mut i = 0;
@@ -36,7 +108,31 @@ pub fn translate(words: &[String]) -> (Vec<String>, Vec<String>) {
             None => None,
         };
         let berth: Option<(&str, Option<String>)> = match opt.as_str() {
-            "--cpus-per-task" | "-c" => Some(("--cpus", value())),
+            "--cpus-per-task" | "-c" => {
+                tasks.cpus_per_task = Some(count(&opt, value())?);
+                None
+            }
+            "--ntasks" | "-n" => {
+                tasks.ntasks = Some(count(&opt, value())? as u32);
+                None
+            }
+            "--ntasks-per-node" => {
+                tasks.per_node = Some(count(&opt, value())? as u32);
+                None
+            }
+            "--mem-per-cpu" => {
+                let v = value().unwrap_or_default();
+                let bytes = berth_model::parse_mem(&slurm_mem(&v))
+                    .map_err(|e| format!("invalid #SBATCH --mem-per-cpu value `{v}`: {e}"))?;
+                tasks.mem_per_cpu = Some(bytes);
+                None
+            }
+            "--gpus-per-task" => {
+                let v = value().unwrap_or_default();
+                // `[type:]N`, as --gpus takes.
+                tasks.gpus_per_task = Some(count(&opt, Some(v.rsplit(':').next().unwrap_or(&v).to_string()))?);
+                None
+            }
             "--mem" => Some(("--mem", value().map(|v| slurm_mem(&v)))),
             "--gres" | "--gpus" | "--gpus-per-node" | "-G" => {
                 let v = value();
@@ -52,7 +148,11 @@ pub fn translate(words: &[String]) -> (Vec<String>, Vec<String>) {
             "--job-name" | "-J" => Some(("--name", value())),
             "--priority" => Some(("--priority", value())),
             "--partition" | "-p" => Some(("--queue", value())),
-            "--nodes" | "-N" => Some(("--nodes", value().map(|v| v.split('-').next().unwrap_or_default().to_string()))),
+            "--nodes" | "-N" => {
+                let v = value().map(|v| v.split('-').next().unwrap_or_default().to_string());
+                tasks.nodes = v.as_deref().and_then(|n| n.parse().ok());
+                Some(("--nodes", v))
+            }
             "--chdir" | "-D" => Some(("--workdir", value())),
             "--requeue" => Some(("--requeue", None)),
             "--export" => Some(("--export", value())),
@@ -71,7 +171,7 @@ pub fn translate(words: &[String]) -> (Vec<String>, Vec<String>) {
             out.extend(v);
         }
     }
-    (out, ignored)
+    Ok((out, ignored))
 }
 
 /// An ignored option as the user wrote it, for the warning.
@@ -132,10 +232,48 @@ fn slurm_time(v: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The flags of one directive line, task directives combined.
+    fn all(s: &str) -> Result<Vec<String>, String> {
+        let mut tasks = Tasks::default();
+        let (mut out, _) = translate(&crate::script::split_words(s).unwrap(), &mut tasks)?;
+        out.extend(tasks.flags()?);
+        Ok(out)
+    }
+
+    #[test]
+    fn task_directives_make_kernels() {
+        assert_eq!(all("-c4").unwrap(), ["--cpus", "4"]);
+        assert_eq!(
+            all("--nodes=2 --ntasks-per-node=4").unwrap(),
+            ["--nodes", "2", "--tasks-per-node", "4", "--cpus", "4"]
+        );
+        assert_eq!(all("-N 2 -n 8 -c 2").unwrap(), ["--nodes", "2", "--tasks-per-node", "4", "--cpus", "8"]);
+        assert_eq!(all("-n 3").unwrap(), ["--tasks-per-node", "3", "--cpus", "3"]);
+        assert_eq!(
+            all("--ntasks-per-node 2 --cpus-per-task=3 --mem-per-cpu=1G").unwrap(),
+            ["--tasks-per-node", "2", "--cpus", "6", "--mem", &format!("{}B", 6u64 << 30)]
+        );
+        assert_eq!(all("--mem-per-cpu=100").unwrap(), ["--mem", &format!("{}B", 100u64 << 20)]);
+        assert_eq!(
+            all("--ntasks-per-node=4 --gpus-per-task=a100:1").unwrap(),
+            ["--tasks-per-node", "4", "--cpus", "4", "--gpus", "4"]
+        );
+        let e = all("--nodes=2 --ntasks=5").unwrap_err();
+        assert!(e.contains("--ntasks=5") && e.contains("--nodes=2") && e.contains("--ntasks-per-node"), "{e}");
+        assert!(all("-N 4 -n 2").unwrap_err().contains("does not split evenly"));
+        assert!(all("-n zero").unwrap_err().contains("invalid #SBATCH -n value `zero`"));
+        assert!(all("--ntasks=0").unwrap_err().contains("at least 1"));
+        assert!(all("--ntasks-per-node=5000").unwrap_err().contains("at most 1024"));
+        assert!(all("--mem-per-cpu=lots").unwrap_err().contains("--mem-per-cpu"));
+        let (out, tasks) = (all("--nodes 3").unwrap(), Tasks::default());
+        assert_eq!(out, ["--nodes", "3"], "no task directive: no task flags");
+        assert!(tasks.flags().unwrap().is_empty());
+    }
+
     #[test]
     fn sbatch_translation_details() {
         let w = |s: &str| crate::script::split_words(s).unwrap();
-        assert_eq!(translate(&w("-c4")).0, ["--cpus", "4"]);
+        let translate = |w: &[String]| translate(w, &mut Tasks::default()).unwrap();
         assert_eq!(translate(&w("--gres=gpu:1")).0, ["--gpus", "1"]);
         assert_eq!(translate(&w("--gpus=v100:2")).0, ["--gpus", "2"]);
         assert_eq!(translate(&w("--gres=nvme:1")).1, ["--gres=nvme:1"]);

@@ -90,6 +90,8 @@ pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script
     let mut sbatch = SpecFlags::default();
     let mut berth = SpecFlags::default();
     let mut warnings = Vec::new();
+    let mut tasks = sbatch::Tasks::default();
+    let mut slurm = false;
     for (line_no, line) in header(text) {
         let Some((kind, body)) = directive_body(line) else { continue };
         let at = |m: String| anyhow!("{name}:{line_no}: {m}");
@@ -97,7 +99,8 @@ pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script
         let (words, layer) = match kind {
             Kind::Berth => (words, &mut berth),
             Kind::Sbatch => {
-                let (w, ignored) = sbatch::translate(&words);
+                slurm = true;
+                let (w, ignored) = sbatch::translate(&words, &mut tasks).map_err(at)?;
                 for flag in ignored {
                     warnings.push(format!("{name}:{line_no}: ignoring #SBATCH {flag}: berth has no equivalent"));
                 }
@@ -109,6 +112,13 @@ pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script
         }
         let parsed = Directive::try_parse_from(&words).map_err(|e| at(clap_message(&e)))?;
         *layer = std::mem::take(layer).overlay(parsed.flags);
+    }
+    if slurm {
+        let words = tasks.flags().map_err(|m| anyhow!("{name}: {m}"))?;
+        let parsed = Directive::try_parse_from(&words).map_err(|e| anyhow!("{name}: {}", clap_message(&e)))?;
+        sbatch = sbatch.overlay(parsed.flags);
+        // Slurm runs a batch script once, on the first node, and its `srun`s start the tasks.
+        sbatch.launch = Some(crate::specflags::LaunchArg::First);
     }
     let mut flags = sbatch.overlay(berth);
     if flags.name.is_none() {
@@ -239,6 +249,23 @@ python train.py
         assert_eq!(s.command[..2], ["/bin/bash", "-c"]);
         assert_eq!(s.command[2], SCRIPT);
         assert_eq!(s.command[3..], ["train.sh", "x"]);
+    }
+
+    #[test]
+    fn sbatch_scripts_launch_first_and_combine_tasks() {
+        use crate::specflags::LaunchArg;
+        let s = parse("#!/bin/sh\n#SBATCH --nodes=2\n#SBATCH --ntasks=8 -c 2\nsrun x\n", "a.sh", vec![]).unwrap();
+        let f = &s.flags;
+        assert_eq!((f.nodes, f.tasks_per_node, f.cpus), (Some(2), Some(4), Some(8000)));
+        assert_eq!(f.launch, Some(LaunchArg::First), "a Slurm batch script runs once");
+        let s = parse("#!/bin/sh\n#SBATCH -N 2\n#BERTH --launch every --cpus 1\n", "a.sh", vec![]).unwrap();
+        assert_eq!((s.flags.launch, s.flags.cpus), (Some(LaunchArg::Every), Some(1000)), "#BERTH wins");
+        let s = parse("#!/bin/sh\n#BERTH --nodes 2\n", "a.sh", vec![]).unwrap();
+        assert_eq!(s.flags.launch, None, "berth's own scripts run in every kernel");
+        let e = parse("#!/bin/sh\n#SBATCH -N 2\n#SBATCH -n 3\n", "a.sh", vec![]).unwrap_err().to_string();
+        assert!(e.starts_with("a.sh: #SBATCH --ntasks=3 does not split evenly over --nodes=2"), "{e}");
+        let e = parse("#!/bin/sh\n#SBATCH -n x\n", "a.sh", vec![]).unwrap_err().to_string();
+        assert!(e.starts_with("a.sh:2: invalid #SBATCH -n value `x`"), "{e}");
     }
 
     #[test]

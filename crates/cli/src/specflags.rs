@@ -163,6 +163,44 @@ pub struct SpecFlags {
     /// Start TensorBoard on the logs in DIR in the job; `berth open ID tensorboard` opens it
     #[arg(long, value_name = "DIR", help_heading = "Apps")]
     pub tensorboard: Option<String>,
+
+    /// Tasks per node (Slurm's --ntasks-per-node): how many `srun` starts in each kernel by
+    /// default; the kernel's resources are for all of them [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=berth_model::job::MAX_TASKS_PER_NODE as i64), help_heading = "Tasks")]
+    pub tasks_per_node: Option<u32>,
+
+    /// Which kernels run the command: every one (each with its rank), or only the first, the
+    /// others holding their nodes for `srun` (a Slurm batch script; the default for scripts
+    /// with #SBATCH lines) [default: every]
+    #[arg(long, value_name = "MODE", value_enum, help_heading = "Tasks")]
+    pub launch: Option<LaunchArg>,
+}
+
+/// `--launch` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LaunchArg {
+    /// Every kernel runs the command
+    Every,
+    /// Only kernel 0 runs it; the others hold their nodes for srun
+    First,
+}
+
+impl From<LaunchArg> for berth_model::Launch {
+    fn from(l: LaunchArg) -> Self {
+        match l {
+            LaunchArg::Every => berth_model::Launch::Every,
+            LaunchArg::First => berth_model::Launch::First,
+        }
+    }
+}
+
+impl From<berth_model::Launch> for LaunchArg {
+    fn from(l: berth_model::Launch) -> Self {
+        match l {
+            berth_model::Launch::Every => LaunchArg::Every,
+            berth_model::Launch::First => LaunchArg::First,
+        }
+    }
 }
 
 /// `--mount SRC:DST[:ro|:rw]`.
@@ -279,6 +317,8 @@ impl SpecFlags {
             apps: if over.apps.is_empty() { self.apps } else { over.apps },
             jupyter: over.jupyter || self.jupyter,
             tensorboard: over.tensorboard.or(self.tensorboard),
+            tasks_per_node: over.tasks_per_node.or(self.tasks_per_node),
+            launch: over.launch.or(self.launch),
         }
     }
 
@@ -335,6 +375,8 @@ impl SpecFlags {
         spec.datasets = self.datasets.clone();
         spec.dependency = self.dependency.clone();
         spec.begin_at = self.begin;
+        spec.tasks_per_node = self.tasks_per_node.unwrap_or(1);
+        spec.launch = self.launch.map(Into::into).unwrap_or_default();
         spec
     }
 
@@ -466,6 +508,20 @@ mod tests {
         assert!(e.contains("--nodes"), "{e}");
         let e = parse(&["--numa", "sometimes"]).unwrap_err();
         assert!(e.contains("prefer-local"), "{e}");
+        let e = parse(&["--tasks-per-node", "0"]).unwrap_err();
+        assert!(e.contains("--tasks-per-node"), "{e}");
+        let e = parse(&["--launch", "some"]).unwrap_err();
+        assert!(e.contains("every") && e.contains("first"), "{e}");
+    }
+
+    #[test]
+    fn tasks_and_launch_reach_the_spec() {
+        let spec = parse(&["--tasks-per-node", "4", "--launch", "first"]).unwrap().to_spec(vec!["x".into()]);
+        assert_eq!((spec.tasks_per_node, spec.launch), (4, berth_model::Launch::First));
+        let spec = parse(&[]).unwrap().to_spec(vec!["x".into()]);
+        assert_eq!((spec.tasks_per_node, spec.launch), (1, berth_model::Launch::Every));
+        let json = serde_json::to_value(&spec).unwrap();
+        assert!(json.get("tasks_per_node").is_none() && json.get("launch").is_none(), "defaults are not sent");
     }
 
     #[test]

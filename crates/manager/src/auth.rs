@@ -75,6 +75,28 @@ impl FromRequestParts<Arc<Manager>> for Auth {
     }
 }
 
+/// Extractor for the routes a job's step token may call (exec): a user as [`Auth`] finds
+/// one, or the job and attempt of a step token (`step_token.rs`) this manager's key made.
+pub enum Caller {
+    User(Arc<User>),
+    Step { job: berth_model::JobId, attempt: u32 },
+}
+
+impl FromRequestParts<Arc<Manager>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, m: &Arc<Manager>) -> Result<Self, ApiError> {
+        if let Some(token) = bearer(parts).filter(|t| crate::step_token::is_step_token(t)) {
+            return match m.step_key.get().and_then(|k| k.verify(token)) {
+                Some((job, attempt)) => Ok(Caller::Step { job, attempt }),
+                None => Err(ApiError::unauthorized("invalid step token: it opens streams only into its own job")),
+            };
+        }
+        let Auth(user) = Auth::from_request_parts(parts, m).await?;
+        Ok(Caller::User(user))
+    }
+}
+
 /// Extractor: an authenticated admin (403 for other users).
 pub struct Admin(pub Arc<User>);
 

@@ -64,6 +64,9 @@ pub fn kernel_env(st: &State, job: &Job, index: u32) -> BTreeMap<String, String>
     for app in &job.spec.apps {
         set(&berth_model::app::base_url_var(&app.name), berth_model::app::base_path(job.id, &app.name));
     }
+    // Slurm's names for the same facts, for batch scripts written for Slurm.
+    let slurm_hosts: Vec<String> = if per_node > 1 { hosts } else { nodes.iter().map(|n| n.to_string()).collect() };
+    crate::slurm_env::add(&mut env, job, index, &slurm_hosts);
     env
 }
 

@@ -55,8 +55,10 @@ mod retention;
 mod scheduler;
 mod session_cookie;
 mod sessions;
+mod slurm_env;
 mod standby;
 mod state;
+mod step_token;
 mod store_health;
 mod streams;
 mod tenancy;
@@ -312,6 +314,8 @@ async fn lead(
     m.quotas.load_quotas().await.context("cannot load the quotas")?;
     let bootstrap = m.tenancy.bootstrap(&config.admin_user).await.context("cannot create the admin user")?;
     let join_token = m.tenancy.local_join_token(&config.data_dir).await.context("cannot set up the join token")?;
+    let step_key = step_token::StepKey::load(&*store).await.context("cannot load the step token key")?;
+    let _ = m.step_key.set(step_key);
     m.rebuild().await.context("cannot load jobs and nodes from the store")?;
     m.cache_members.load(&*store).await.context("cannot load the dataset cache's members and buckets")?;
 

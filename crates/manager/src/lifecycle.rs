@@ -398,7 +398,10 @@ impl Jobs {
         let usage = st.meters.totals(key);
         let kernel_exit =
             Change::KernelExit { job_id: key.job_id, attempt: key.attempt, index: key.index, exit_code, usage };
-        if outcome == KernelOutcome::Succeeded && !all_done && key.index != 0 {
+        // A kernel that only holds its node (`launch = first`) never ends by itself: when it
+        // does, its node is gone from the job's allocation, and the job fails.
+        let holder = job.spec.holds_only(key.index);
+        if outcome == KernelOutcome::Succeeded && !all_done && key.index != 0 && !holder {
             // A sub kernel of a multi-node job is done; the job goes on until `main` ends
             // (like torchrun's agents, the workers may finish before the coordinator).
             if let Err(e) = self.write(st, vec![kernel_exit]).await {
@@ -413,6 +416,15 @@ impl Jobs {
         let mv = match outcome {
             // A preempted job's kernel stopped (or failed while stopping): requeue or cancel it.
             o if o != KernelOutcome::Succeeded && preempted.is_some() => Move::stopped(preempted, ""),
+            KernelOutcome::Succeeded | KernelOutcome::Failed if holder && stopping.is_none() => Move::end(
+                JobState::Failed,
+                EndCause::KernelLost,
+                format!(
+                    "kernel {}, which held node {node} for srun, ended ({})",
+                    key.index,
+                    non_empty(message, &format!("exit code {}", exit_code.unwrap_or(-1)))
+                ),
+            ),
             // `main` ended: the job is over, and sub kernels still running are stopped.
             KernelOutcome::Succeeded => Move::end(JobState::Succeeded, EndCause::Exited, "exit code 0"),
             KernelOutcome::Failed if !message.is_empty() => Move::end(JobState::Failed, EndCause::Exited, message),

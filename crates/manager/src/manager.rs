@@ -76,6 +76,8 @@ pub struct Manager {
     pub code: crate::code_store::CodeStore,
     /// Cancel a job whose dependency can never be met (`kill_invalid_depend`, `holds.rs`).
     pub kill_invalid_depend: bool,
+    /// The key of jobs' step tokens (`srun`), loaded from the store once this manager leads.
+    pub step_key: std::sync::OnceLock<crate::step_token::StepKey>,
 }
 
 impl Manager {
@@ -117,6 +119,7 @@ impl Manager {
             lease: Default::default(),
             leader_url: Default::default(),
             kill_invalid_depend: true,
+            step_key: Default::default(),
         }
     }
 

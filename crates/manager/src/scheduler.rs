@@ -273,6 +273,10 @@ pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
     {
         c.add_to(&mut env, job, &url);
     }
+    if let Some(k) = m.step_key.get() {
+        // Added here, never to the spec: `berth show` and the store never see it.
+        env.insert(crate::step_token::VAR.into(), k.mint(job.id, job.attempt.number));
+    }
     let msg = ManagerMessage::StartKernel {
         cmd_id: m.jobs.next_cmd_id(),
         key: job.key(index),

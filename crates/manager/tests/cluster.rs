@@ -42,7 +42,17 @@ async fn start_two(
     a1: &mut Agent,
     a2: &mut Agent,
 ) -> (i64, Vec<(String, KernelKey, BTreeMap<String, String>)>) {
-    let id = e.admin.submit_ok(&two_nodes()).await;
+    start_two_of(e, a1, a2, two_nodes()).await
+}
+
+/// [`start_two`] of `spec` (a 2-node job).
+async fn start_two_of(
+    e: &Env,
+    a1: &mut Agent,
+    a2: &mut Agent,
+    spec: JobSpec,
+) -> (i64, Vec<(String, KernelKey, BTreeMap<String, String>)>) {
+    let id = e.admin.submit_ok(&spec).await;
     let (k1, env1, _) = start_env(&a1.expect_start().await);
     let (k2, env2, _) = start_env(&a2.expect_start().await);
     assert_eq!((k1.job_id, k2.job_id), (id, id));
@@ -146,6 +156,146 @@ async fn a_failing_sub_kernel_fails_the_job_and_stops_main() {
         .send(AgentMessage::Kernel { key: main_key, event: finished(KernelOutcome::Succeeded, Some(0)) })
         .await;
     e.admin.wait_state(id, "SUCCEEDED").await;
+    e.m.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_batch_jobs_holding_kernel_ending_fails_it_and_main_ends_it() {
+    let e = start().await;
+    let mut a1 = Agent::connect(&e.m, "n1", node(), vec![]).await;
+    let mut a2 = Agent::connect(&e.m, "n2", node(), vec![]).await;
+    let batch = || {
+        let mut s = two_nodes();
+        s.launch = berth_model::Launch::First;
+        s.tasks_per_node = 4;
+        s
+    };
+    let (id, ks) = start_two_of(&e, &mut a1, &mut a2, batch()).await;
+    for (_, _, env) in &ks {
+        assert!(env["BERTH_STEP_TOKEN"].starts_with(&format!("bstep_{id}_")), "{env:?}");
+        assert_eq!(env["SLURM_NTASKS"], "8");
+        assert_eq!(env["SLURM_JOB_ID"], id.to_string());
+    }
+    assert_eq!(ks[0].2["BERTH_STEP_TOKEN"], ks[1].2["BERTH_STEP_TOKEN"], "one token per run of the job");
+    let (d, _) = e.admin.get(&format!("/v1/jobs/{id}")).await;
+    assert!(!d.to_string().contains("bstep_"), "the token is never shown: {d}");
+    // A holding kernel never ends by itself: when it does, its node is gone and the job fails.
+    let (main_node, main_key, _) = ks[0].clone();
+    let (sub_node, sub_key, _) = ks[1].clone();
+    agent_of(&sub_node, &mut a1, &mut a2)
+        .send(AgentMessage::Kernel { key: sub_key, event: finished(KernelOutcome::Succeeded, Some(0)) })
+        .await;
+    let d = e.admin.wait_state(id, "FAILED").await;
+    assert!(d["job"]["reason"].as_str().unwrap().contains("which held node"), "{d}");
+    agent_of(&main_node, &mut a1, &mut a2)
+        .expect("stop of main", |m| matches!(m, ManagerMessage::StopKernel { key, .. } if *key == main_key))
+        .await;
+
+    // Main's end is the job's; the holding kernel is stopped.
+    let (id, ks) = start_two_of(&e, &mut a1, &mut a2, batch()).await;
+    let (main_node, main_key, _) = ks[0].clone();
+    let (sub_node, sub_key, _) = ks[1].clone();
+    agent_of(&main_node, &mut a1, &mut a2)
+        .send(AgentMessage::Kernel { key: main_key, event: finished(KernelOutcome::Failed, Some(3)) })
+        .await;
+    let d = e.admin.wait_state(id, "FAILED").await;
+    assert_eq!(d["job"]["exit_code"], 3, "{d}");
+    agent_of(&sub_node, &mut a1, &mut a2)
+        .expect(
+            "stop of the holding kernel",
+            |m| matches!(m, ManagerMessage::StopKernel { key, .. } if *key == sub_key),
+        )
+        .await;
+    e.m.shutdown().await;
+}
+
+/// Opens `/v1/jobs/{id}/exec` with `token` and sends `req`; the upgrade's refusal as its status.
+async fn exec_with(
+    e: &Env,
+    token: &str,
+    id: i64,
+    req: serde_json::Value,
+) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, u16> {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!("{}/v1/jobs/{id}/exec", e.m.url.replacen("http://", "ws://", 1));
+    let mut r = url.into_client_request().unwrap();
+    r.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+    match tokio_tungstenite::connect_async(r).await {
+        Ok((mut ws, _)) => {
+            ws.send(tokio_tungstenite::tungstenite::Message::Text(req.to_string().into())).await.unwrap();
+            Ok(ws)
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+async fn a_step_token_opens_its_jobs_kernels_once_they_started_and_no_other_job() {
+    let e = start().await;
+    let mut a1 = Agent::connect(&e.m, "n1", node(), vec![]).await;
+    let mut a2 = Agent::connect(&e.m, "n2", node(), vec![]).await;
+    let mut batch = two_nodes();
+    batch.launch = berth_model::Launch::First;
+    let id = e.admin.submit_ok(&batch).await;
+    let mut starts = [start_env(&a1.expect_start().await), start_env(&a2.expect_start().await)];
+    starts.sort_by_key(|(k, _, _)| k.index);
+    let token = starts[0].1["BERTH_STEP_TOKEN"].clone();
+    let (k0, k1) = (starts[0].0, starts[1].0);
+    // Only kernel 0 runs: the job is RUNNING, kernel 1 is still being set up.
+    for a in [&mut a1, &mut a2] {
+        a.send(AgentMessage::Kernel { key: k0, event: started() }).await;
+    }
+    e.admin.wait_state(id, "RUNNING").await;
+    let req = json!({"kernel": 1, "command": ["true"], "env": {"RANK": "1"}});
+    let _ws = exec_with(&e, &token, id, req.clone()).await.expect("the job's own token opens its exec");
+    // The stream waits for kernel 1 to start: no OpenStream before its Started.
+    for a in [&mut a1, &mut a2] {
+        let early = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            a.expect("open-stream", |m| matches!(m, ManagerMessage::OpenStream { .. })),
+        )
+        .await;
+        assert!(early.is_err(), "no stream into a kernel that has not started: {early:?}");
+    }
+    for a in [&mut a1, &mut a2] {
+        a.send(AgentMessage::Kernel { key: k1, event: started() }).await;
+    }
+    let mut opened = None;
+    for a in [&mut a1, &mut a2] {
+        if let Ok(m) = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            a.expect("open-stream", |m| matches!(m, ManagerMessage::OpenStream { .. })),
+        )
+        .await
+        {
+            opened = Some(m);
+            break;
+        }
+    }
+    match opened.expect("an OpenStream once kernel 1 started") {
+        ManagerMessage::OpenStream { key, open: berth_model::protocol::StreamOpen::Exec { env, .. }, .. } => {
+            assert_eq!(key, k1);
+            assert_eq!(env["RANK"], "1", "the request's variables reach the agent");
+        }
+        m => panic!("{m:?}"),
+    }
+    // Another job of the same owner answers as a missing one; a forged token is refused.
+    let other = e.admin.submit_ok(&spec(1.0, 0.0)).await;
+    assert_eq!(exec_with(&e, &token, other, req.clone()).await.err(), Some(404));
+    assert_eq!(exec_with(&e, &format!("{token}0"), id, req.clone()).await.err(), Some(401));
+    assert_eq!(e.admin.get("/v1/jobs").await.0, 200);
+    assert_eq!(Client::new(&e.m.url, &token).get("/v1/jobs").await.0, 401, "no API token");
+    // Once the job ends the token is worth nothing.
+    e.admin.post(&format!("/v1/jobs/{id}/cancel"), json!({})).await;
+    for a in [&mut a1, &mut a2] {
+        for k in [k0, k1] {
+            a.send(AgentMessage::Kernel { key: k, event: finished(KernelOutcome::Stopped, Some(143)) }).await;
+        }
+    }
+    e.admin.wait_state(id, "CANCELLED").await;
+    assert_eq!(exec_with(&e, &token, id, req).await.err(), Some(401));
     e.m.shutdown().await;
 }
 

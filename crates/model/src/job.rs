@@ -148,6 +148,32 @@ pub struct JobSpec {
     /// Which array task this job is (set by the manager, never by a submit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_task: Option<crate::array::ArrayTask>,
+    /// Tasks per kernel (Slurm's `--ntasks-per-node`): how many processes `srun` starts in
+    /// each kernel by default, and `SLURM_NTASKS`. The kernel's resources are for all of them.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub tasks_per_node: u32,
+    /// Where the command runs: in every kernel (torchrun style), or only in kernel 0 while
+    /// the others hold their nodes for `srun` (a Slurm batch script).
+    #[serde(default, skip_serializing_if = "Launch::is_every")]
+    pub launch: Launch,
+}
+
+/// Which kernels of a job run its command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Launch {
+    /// Every kernel runs the command (each on its node, with its rank).
+    #[default]
+    Every,
+    /// Only kernel 0 runs it, like Slurm's batch step; the other kernels hold their node's
+    /// allocation, running nothing, until the job ends, so that `srun` can start tasks there.
+    First,
+}
+
+impl Launch {
+    pub fn is_every(&self) -> bool {
+        *self == Launch::Every
+    }
 }
 
 impl JobSpec {
@@ -278,6 +304,9 @@ pub struct UnixId {
 /// The most kernels one job may run on one node.
 pub const MAX_KERNELS: u32 = 64;
 
+/// The most tasks per kernel (`tasks_per_node`).
+pub const MAX_TASKS_PER_NODE: u32 = 1024;
+
 impl JobSpec {
     /// A spec running `command` with default resources.
     pub fn command<S: Into<String>>(command: impl IntoIterator<Item = S>) -> Self {
@@ -311,7 +340,14 @@ impl JobSpec {
             begin_at: None,
             array: None,
             array_task: None,
+            tasks_per_node: 1,
+            launch: Launch::Every,
         }
+    }
+
+    /// Whether kernel `index` only holds its node (a [`Launch::First`] job's kernels past 0).
+    pub fn holds_only(&self, index: u32) -> bool {
+        self.launch == Launch::First && index > 0
     }
 
     /// Whether the main kernel's input and output go through the agent (`tty` or `stdin`),
@@ -386,6 +422,9 @@ impl JobSpec {
             return bad("--kernels needs --image: several kernels of one node run as containers on a private network \
                  where they reach each other as main, sub1, ...; add --image IMAGE, or use --nodes N for one \
                  process kernel per node");
+        }
+        if self.tasks_per_node == 0 || self.tasks_per_node > MAX_TASKS_PER_NODE {
+            return bad(&format!("tasks per node must be between 1 and {MAX_TASKS_PER_NODE}"));
         }
         if self.time_limit_secs == Some(0) {
             return bad("time limit must be greater than zero");
@@ -586,6 +625,24 @@ impl std::str::FromStr for JobState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tasks_and_launch_default_and_are_checked() {
+        let s: JobSpec = serde_json::from_str(r#"{"command":["x"]}"#).unwrap();
+        assert_eq!((s.tasks_per_node, s.launch), (1, Launch::Every));
+        assert!(!s.holds_only(1));
+        let s: JobSpec =
+            serde_json::from_str(r#"{"command":["x"],"nodes":2,"tasks_per_node":4,"launch":"first"}"#).unwrap();
+        assert_eq!((s.tasks_per_node, s.launch), (4, Launch::First));
+        assert!(!s.holds_only(0) && s.holds_only(1), "kernel 0 runs the command, the others hold");
+        assert!(s.validate().is_ok());
+        for bad in [0, MAX_TASKS_PER_NODE + 1] {
+            let mut b = s.clone();
+            b.tasks_per_node = bad;
+            assert!(b.validate().unwrap_err().0.contains("tasks per node must be between 1 and 1024"));
+        }
+        assert!(serde_json::from_str::<JobSpec>(r#"{"command":["x"],"launch":"some"}"#).is_err());
+    }
 
     #[test]
     fn validate_rejects_bad_specs_with_a_fix() {

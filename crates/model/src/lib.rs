@@ -30,7 +30,7 @@ pub use binding::{Binding, GpuShare};
 pub use cause::{EndCause, PreemptAction, StopCause};
 pub use dependency::{Condition, Dependency};
 pub use environment::{EnvKind, EnvSpec, SetupProgress, SetupStep};
-pub use job::{JobId, JobSpec, JobState, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
+pub use job::{JobId, JobSpec, JobState, Launch, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
 pub use measured::{Efficiency, JobUsage, KernelUsage};
 pub use quantity::{
     MAX_DURATION_SECS, MAX_MEM_BYTES, MAX_MILLI, QuantityError, format_bytes, format_duration, format_gpu_milli,

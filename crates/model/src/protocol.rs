@@ -28,7 +28,10 @@ use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 ///    would run a job's command without its environment.
 /// 9: datasets to prefetch (`datasets` in `StartKernel`, the `datasets` setup step with
 ///    progress in bytes); an older agent would start the job without them.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// 10: launch modes (`launch` in the spec: kernels past 0 of a `first` job only hold their
+///    node) and variables for `Exec` streams (`srun`); an older agent would run the command
+///    in every kernel.
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
 /// takes jobs of any image.
@@ -352,6 +355,10 @@ pub enum StreamOpen {
         /// arrive as `crate::stream::RESIZE`.
         #[serde(default)]
         tty: bool,
+        /// Variables over the kernel's environment (checked by the manager; the agent keeps
+        /// the kernel's device variables whatever they say).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>,
     },
     /// Connect to the kernel's own input and output (`berth run -i/-t`, `berth attach`):
     /// output from now on (on the first attach, what it wrote before as well), input in;

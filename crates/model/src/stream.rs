@@ -53,6 +53,50 @@ pub struct ExecRequest {
     /// Run the command on a pseudo-terminal (its controlling terminal), like `ssh -t`.
     #[serde(default)]
     pub tty: bool,
+    /// Variables set for the command over the kernel's own environment (`srun`'s task
+    /// variables); device variables (`CUDA_VISIBLE_DEVICES`, ...) stay the kernel's.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// The most variables an [`ExecRequest`] may set.
+pub const MAX_EXEC_ENV_VARS: usize = 4096;
+
+/// The most bytes (`NAME=value\0` each) of an [`ExecRequest`]'s variables: a job's own limit.
+pub const MAX_EXEC_ENV_BYTES: usize = 256 * 1024;
+
+impl ExecRequest {
+    /// Checks the command and the variables: names without `=` or NUL, values without NUL,
+    /// at most [`MAX_EXEC_ENV_VARS`] of them and [`MAX_EXEC_ENV_BYTES`] in all.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.command.first().is_none_or(|c| c.is_empty()) {
+            return Err("give a command to run: berth exec ID -- CMD [ARGS...]".into());
+        }
+        if self.command.iter().any(|a| a.contains('\0')) {
+            return Err("command arguments must not contain NUL bytes".into());
+        }
+        if self.env.len() > MAX_EXEC_ENV_VARS {
+            return Err(format!("at most {MAX_EXEC_ENV_VARS} environment variables may be set"));
+        }
+        for (k, v) in &self.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(format!("invalid environment variable name `{k}`: use NAME=value"));
+            }
+            if v.contains('\0') {
+                return Err(format!("environment variable `{k}` holds a NUL byte"));
+            }
+        }
+        let bytes: usize = self.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+        let max = MAX_EXEC_ENV_BYTES;
+        if bytes > max {
+            return Err(format!(
+                "the environment is {} KiB, over the limit of {} KiB",
+                bytes.div_ceil(1024),
+                max / 1024
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What `berth attach` (and `berth run`) asks for: the kernel's own input and output.
@@ -115,6 +159,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn exec_env_is_checked() {
+        let with = |k: &str, v: &str| ExecRequest {
+            kernel: 0,
+            command: vec!["true".into()],
+            stdin: false,
+            tty: false,
+            env: [(k.to_string(), v.to_string())].into(),
+        };
+        assert!(with("RANK", "3").validate().is_ok());
+        assert!(with("A=B", "1").validate().unwrap_err().contains("invalid environment variable name"));
+        assert!(with("", "1").validate().is_err());
+        assert!(with("A", "x\0y").validate().unwrap_err().contains("NUL"));
+        let big = "x".repeat(MAX_EXEC_ENV_BYTES);
+        assert!(with("A", &big).validate().unwrap_err().contains("over the limit"));
+        let mut none = with("A", "1");
+        none.command = vec![];
+        assert!(none.validate().is_err());
+    }
+
+    #[test]
     fn frames_carry_their_channel() {
         assert_eq!(split(&frame(STDOUT, b"hi")), Some((STDOUT, &b"hi"[..])));
         assert_eq!(split(&[]), None);
@@ -123,6 +187,7 @@ mod tests {
         assert_eq!((c, serde_json::from_slice::<StreamEnd>(&body).unwrap()), (CONTROL, end));
         let req: ExecRequest = serde_json::from_str(r#"{"command":["id"]}"#).unwrap();
         assert_eq!((req.kernel, req.stdin, req.tty), (0, false, false));
+        assert!(req.env.is_empty() && req.validate().is_ok());
         let size: WindowSize = serde_json::from_str(r#"{"rows":24,"cols":80}"#).unwrap();
         assert_eq!(size, WindowSize { rows: 24, cols: 80 });
     }

@@ -21,6 +21,7 @@ use super::{Entry, Kernels};
 use crate::disk::{FileOp, io_text};
 use crate::envs;
 use crate::logs;
+use crate::runtime::HOLD_COMMAND;
 use crate::setup::{Reports, SetupDone, Steps};
 
 /// A kernel's file naming the environment it uses, so that an agent that takes the kernel over
@@ -50,6 +51,14 @@ pub(super) struct Pending {
     _cancel: oneshot::Sender<()>,
 }
 
+/// `spec` running [`HOLD_COMMAND`] instead of its command (kernels past 0 of a `launch =
+/// first` job, which only hold their node for `srun`).
+fn holding(spec: &berth_model::JobSpec) -> berth_model::JobSpec {
+    let mut held = spec.clone();
+    held.command = HOLD_COMMAND.iter().map(|s| s.to_string()).collect();
+    held
+}
+
 impl Kernels {
     /// Starts the kernel's process (or container) and records it: a new entry, or the one
     /// its setup made.
@@ -62,6 +71,13 @@ impl Kernels {
         extras: &Extras,
     ) -> Vec<AgentMessage> {
         let now = jiff::Timestamp::now();
+        let held;
+        let spec = if spec.holds_only(key.index) {
+            held = holding(spec);
+            &held
+        } else {
+            spec
+        };
         // A start blocks for milliseconds (cgroup joins wait for an RCU grace period,
         // the parent waits for exec): let the runtime move other tasks off this thread.
         let folders = with_origins(spec, &extras.folders, &extras.datasets);
@@ -299,5 +315,19 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holding_kernel_runs_only_the_wait() {
+        let mut spec = berth_model::JobSpec::command(["python", "train.py"]);
+        spec.env.insert("A".into(), "1".into());
+        let held = holding(&spec);
+        assert_eq!(held.command, HOLD_COMMAND);
+        assert_eq!(held.env, spec.env, "the rest of the spec stays");
     }
 }

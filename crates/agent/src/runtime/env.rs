@@ -16,6 +16,24 @@ use super::user::RunUser;
 /// PATH given to kernels of a root agent (the agent's own PATH may hold root-only tools).
 const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// The variables that carry a kernel's binding: a command started in the kernel (`berth exec`,
+/// `srun`) keeps the kernel's values whatever its request says, so a task never takes another
+/// node's devices along.
+pub const DEVICE_VARS: [&str; 7] = [
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "BERTH_CPUS",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "CUDA_DEVICE_SM_LIMIT",
+    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+    "CUDA_DEVICE_MEMORY_LIMIT",
+];
+
+/// `extra` without the [`DEVICE_VARS`]: what a command started in a kernel may set.
+pub fn exec_vars(extra: &BTreeMap<String, String>) -> impl Iterator<Item = (&String, &String)> {
+    extra.iter().filter(|(k, _)| !DEVICE_VARS.contains(&k.as_str()))
+}
+
 /// Builds the full environment of a kernel. `gpu_memory` maps GPU uuids to their memory, for
 /// the memory limits of fractional GPUs.
 pub fn build_env(

@@ -4,6 +4,7 @@
 //! user and groups, in its working directory, with its environment. All of it is read from the
 //! kernel's main process in `/proc`, so kernels taken over from an earlier agent work too.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
@@ -55,10 +56,12 @@ impl KernelContext {
         })
     }
 
-    /// `command` set up to start inside the kernel (stdio is the caller's to set).
-    pub fn command(self, argv: &[String]) -> tokio::process::Command {
+    /// `command` set up to start inside the kernel (stdio is the caller's to set), with `extra`
+    /// over the kernel's environment (but not over its device variables).
+    pub fn command(self, argv: &[String], extra: &BTreeMap<String, String>) -> tokio::process::Command {
         let mut cmd = std::process::Command::new(&argv[0]);
         cmd.args(&argv[1..]).env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd.envs(super::env::exec_vars(extra));
         // The closure owns the files, so their descriptors stay open until the child uses
         // them (they close on exec).
         let (files, ns_file) = (self.cgroup_procs, self.mount_ns);

@@ -16,7 +16,7 @@ pub(crate) mod cgroup_fs;
 mod code_copy;
 pub mod docker;
 pub mod dynmods;
-mod env;
+pub(crate) mod env;
 pub(crate) mod exec;
 mod folder_mounts;
 mod private_tmp;
@@ -49,6 +49,17 @@ pub use user::{RunUser, UserError, UserMap};
 use crate::disk::{FileOp, errno_text, io_text};
 use crate::logs;
 use supervised::SupervisedKernel;
+
+/// What a kernel that only holds its node runs (kernels past 0 of a `launch = first` job):
+/// nothing but a wait, so that `srun` finds the kernel (its process, cgroup and mounts, or
+/// its container) to start tasks in. A shell, which every node and nearly every image has;
+/// the sleep runs in the background so that SIGTERM (`docker stop`, where the shell is PID 1
+/// and has no default action) ends the wait at once.
+pub const HOLD_COMMAND: [&str; 3] =
+    ["/bin/sh", "-c", "trap 'exit 0' TERM INT HUP; while :; do sleep 3600 & wait $!; done"];
+
+/// The variable that carries a job's step token (minted by the manager, `srun`'s credential).
+pub const STEP_TOKEN_VAR: &str = "BERTH_STEP_TOKEN";
 
 /// Default `pids.max` of a kernel: generous for real work, fatal to fork bombs.
 pub const DEFAULT_PIDS_MAX: i64 = 4096;
@@ -123,6 +134,9 @@ pub struct Runtime {
     dynmods: Option<std::sync::Arc<dynmods::FavorDynmods>>,
     /// The input and output of interactive kernels (`berth run -i/-t`), for `berth attach`.
     sessions: session::Sessions,
+    /// The manager as this agent reaches it, and the CA file it trusts: handed to kernels
+    /// that hold a step token (`BERTH_URL`, `BERTH_CA_FILE`), so `srun` calls back.
+    manager: Option<(String, Option<PathBuf>)>,
 }
 
 /// A request to stop a running kernel.
@@ -250,7 +264,34 @@ impl Runtime {
             supervisor,
             dynmods,
             sessions: session::Sessions::default(),
+            manager: None,
         })
+    }
+
+    /// The manager's URL (several, comma-separated, as the agent was given them) and CA file
+    /// to hand kernels that hold a step token.
+    pub fn with_manager(mut self, url: String, ca_file: Option<PathBuf>) -> Runtime {
+        self.manager = Some((url, ca_file));
+        self
+    }
+
+    /// `manager_env` with `BERTH_URL` (and `BERTH_CA_FILE`) when it holds a step token: the
+    /// address from this node, which the manager cannot know (it may listen on 0.0.0.0).
+    fn with_manager_vars<'a>(
+        &self,
+        manager_env: &'a BTreeMap<String, String>,
+    ) -> std::borrow::Cow<'a, BTreeMap<String, String>> {
+        match &self.manager {
+            Some((url, ca)) if manager_env.contains_key(STEP_TOKEN_VAR) => {
+                let mut env = manager_env.clone();
+                env.insert("BERTH_URL".into(), url.clone());
+                if let Some(ca) = ca {
+                    env.insert("BERTH_CA_FILE".into(), ca.to_string_lossy().into_owned());
+                }
+                std::borrow::Cow::Owned(env)
+            }
+            _ => std::borrow::Cow::Borrowed(manager_env),
+        }
     }
 
     /// Removes the node's empty cgroup parents (`berth/<node>`, then `berth` if empty) when
@@ -305,6 +346,7 @@ impl Runtime {
         data: JobData<'_>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, String> {
+        let manager_env = &*self.with_manager_vars(manager_env);
         let folders = data.folders;
         folder_mounts::check_sources(folders, &self.opts.node)?;
         if spec.image.is_some() {

@@ -3,6 +3,7 @@
 //! it. With `tty` the command runs on a pseudo-terminal of its own, as its controlling
 //! terminal (processes: a pty the agent opens; containers: Docker's).
 
+use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::process::Stdio;
 use std::time::Duration;
@@ -19,12 +20,21 @@ use crate::runtime::pty;
 /// left in the background may hold the terminal open for good).
 const AFTER_EXIT: Duration = Duration::from_millis(300);
 
-pub(super) async fn process(ws: &mut Ws, pid: u32, command: &[String], stdin: bool, tty: bool) -> StreamEnd {
+/// What an exec stream runs: the command, whether input and a terminal come, and variables.
+pub(super) struct Exec {
+    pub command: Vec<String>,
+    pub stdin: bool,
+    pub tty: bool,
+    pub env: BTreeMap<String, String>,
+}
+
+pub(super) async fn process(ws: &mut Ws, pid: u32, exec: Exec) -> StreamEnd {
+    let Exec { command, stdin, tty, env } = exec;
     let ctx = match crate::runtime::exec::KernelContext::of_pid(pid) {
         Ok(c) => c,
         Err(e) => return failed(e),
     };
-    let mut cmd = ctx.command(command);
+    let mut cmd = ctx.command(&command, &env);
     let (tx, rx) = mpsc::channel(8);
     let mut terminal = None;
     if tty {
@@ -97,14 +107,8 @@ fn exit_code(status: std::process::ExitStatus) -> Option<i32> {
     status.code().or(status.signal().map(|s| 128 + s))
 }
 
-pub(super) async fn container(
-    ws: &mut Ws,
-    docker: &crate::runtime::Docker,
-    name: &str,
-    command: &[String],
-    stdin: bool,
-    tty: bool,
-) -> StreamEnd {
+pub(super) async fn container(ws: &mut Ws, docker: &crate::runtime::Docker, name: &str, exec: Exec) -> StreamEnd {
+    let Exec { command, stdin, tty, env } = exec;
     use bollard::exec::{CreateExecOptions, StartExecResults};
     let api = match docker.api().await {
         Ok(a) => a,
@@ -116,6 +120,7 @@ pub(super) async fn container(
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         tty: Some(tty),
+        env: (!env.is_empty()).then(|| crate::runtime::env::exec_vars(&env).map(|(k, v)| format!("{k}={v}")).collect()),
         ..Default::default()
     };
     let exec = match api.create_exec(name, opts).await {

@@ -40,7 +40,13 @@ pub struct ExecArgs {
 pub async fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let ws = client.websocket(&format!("/v1/jobs/{}/exec", args.id)).await?;
-    let req = ExecRequest { kernel: args.kernel, command: args.command, stdin: args.stdin, tty: args.tty };
+    let req = ExecRequest {
+        kernel: args.kernel,
+        command: args.command,
+        stdin: args.stdin,
+        tty: args.tty,
+        env: Default::default(),
+    };
     let io = Io { stdin: args.stdin, tty: args.tty, detach: None, redraw: false };
     match stream::run(ws, serde_json::to_string(&req)?, io).await? {
         Outcome::Ended(Some(StreamEnd { exit_code: Some(code), .. })) => Ok(ExitCode::from(code.clamp(0, 255) as u8)),

@@ -93,6 +93,13 @@ fn render(d: &JobDetail) -> String {
             numa_name(s.numa),
         ),
     );
+    if s.tasks_per_node > 1 || s.launch == berth_model::Launch::First {
+        let launch = match s.launch {
+            berth_model::Launch::Every => "every kernel runs the command",
+            berth_model::Launch::First => "the first kernel runs the command, the others hold their nodes for srun",
+        };
+        line("tasks", format!("{} per node; {launch}", s.tasks_per_node));
+    }
     line("time limit", s.time_limit_secs.map(output::duration).unwrap_or_else(|| "none".into()));
     line("queue", format!("{} (priority {})", j.queue, s.priority));
     if let Some(d) = &s.dependency {

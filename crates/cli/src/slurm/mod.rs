@@ -58,8 +58,7 @@ pub fn invoked_as(argv0: &OsStr) -> Option<Tool> {
         "scancel" => Some(Tool::Scancel),
         "sacct" => Some(Tool::Sacct),
         "sinfo" => Some(Tool::Sinfo),
-        // "srun": being built separately (interactive steps on `berth run`); until then a
-        // link named srun runs berth itself, whose error names the unknown command.
+        // "srun" has its own entry (`commands::srun`, dispatched in main.rs first).
         _ => None,
     }
 }
@@ -196,7 +195,7 @@ mod tests {
         assert_eq!(invoked_as(OsStr::new("/usr/local/bin/squeue")), Some(Tool::Squeue));
         assert_eq!(invoked_as(OsStr::new("sbatch")), Some(Tool::Sbatch));
         assert_eq!(invoked_as(OsStr::new("berth")), None);
-        assert_eq!(invoked_as(OsStr::new("srun")), None, "srun is not served here yet");
+        assert_eq!(invoked_as(OsStr::new("srun")), None, "srun is commands::srun's");
     }
 
     #[test]

@@ -134,7 +134,12 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         println!("{HELP}");
         return Ok(ExitCode::SUCCESS);
     }
-    let (flags, ignored) = crate::sbatch::translate(&line.options);
+    // Task directives given here are combined among themselves (not with the script's).
+    let mut tasks = crate::sbatch::Tasks::default();
+    let (mut flags, ignored) = crate::sbatch::translate(&line.options, &mut tasks).map_err(anyhow::Error::msg)?;
+    if tasks != crate::sbatch::Tasks::default() {
+        flags.extend(tasks.flags().map_err(anyhow::Error::msg)?);
+    }
     if !line.quiet {
         for o in ignored {
             eprintln!("sbatch: warning: ignoring {o}: berth has no equivalent");

@@ -25,23 +25,47 @@ use berth_model::stream::{AttachRequest, ExecRequest};
 use futures_util::StreamExt;
 
 use super::kernel_stream::{OPEN_TIMEOUT, may_enter, open_stream, refuse, splice};
-use crate::auth::Auth;
+use crate::auth::{Auth, Caller};
 use crate::error::{ApiError, Path};
 use crate::manager::Manager;
 
 type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
 
-/// `GET /v1/jobs/{id}/exec` (WebSocket).
-pub async fn exec(State(m): State<Arc<Manager>>, Auth(user): Auth, Path(id): Path<JobId>, ws: Upgrade) -> Response {
-    upgrade(m, &user, id, ws, exec_open).await
+/// `GET /v1/jobs/{id}/exec` (WebSocket): a user's, or `srun`'s inside the job with the job's
+/// step token, which opens streams into that job's running attempt only.
+pub async fn exec(State(m): State<Arc<Manager>>, caller: Caller, Path(id): Path<JobId>, ws: Upgrade) -> Response {
+    match caller {
+        Caller::User(user) => upgrade(m, &user, id, ws, exec_open).await,
+        Caller::Step { job, attempt } => {
+            if let Err(e) = step_may_enter(&m, job, attempt, id).await {
+                return e.into_response();
+            }
+            upgrade_checked(m, id, ws, exec_open)
+        }
+    }
+}
+
+/// Whether a step token of `job`'s attempt `attempt` may open a stream into job `id`: only
+/// its own job (another's answers as missing), and only while that attempt runs.
+async fn step_may_enter(m: &Manager, job: JobId, attempt: u32, id: JobId) -> Result<(), ApiError> {
+    if job != id {
+        return Err(super::jobs::no_such_job(id));
+    }
+    let st = m.jobs.lock().await;
+    let live = st.jobs.get(&id).is_some_and(|j| j.attempt.number == attempt && j.state.holds_resources());
+    if live {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized(format!(
+            "the step token of job {id} is no longer valid: that run of the job has ended"
+        )))
+    }
 }
 
 /// The stream an exec request opens, or why it cannot.
 fn exec_open(req: ExecRequest) -> Result<(u32, StreamOpen), String> {
-    if req.command.first().is_none_or(|c| c.is_empty()) {
-        return Err("give a command to run: berth exec ID -- CMD [ARGS...]".into());
-    }
-    Ok((req.kernel, StreamOpen::Exec { command: req.command, stdin: req.stdin, tty: req.tty }))
+    req.validate()?;
+    Ok((req.kernel, StreamOpen::Exec { command: req.command, stdin: req.stdin, tty: req.tty, env: req.env }))
 }
 
 /// `GET /v1/jobs/{id}/attach` (WebSocket).
@@ -60,6 +84,16 @@ async fn upgrade<R: serde::de::DeserializeOwned + Send + 'static>(
     if let Err(e) = may_enter(&m, user, id).await {
         return e.into_response();
     }
+    upgrade_checked(m, id, ws, to_open)
+}
+
+/// Upgrades and [`serve`]s, the caller's access checked.
+fn upgrade_checked<R: serde::de::DeserializeOwned + Send + 'static>(
+    m: Arc<Manager>,
+    id: JobId,
+    ws: Upgrade,
+    to_open: fn(R) -> Result<(u32, StreamOpen), String>,
+) -> Response {
     match ws {
         Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket, to_open)),
         Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),

@@ -32,6 +32,7 @@ pub async fn open_stream(m: &Manager, id: JobId, kernel: u32, open: StreamOpen) 
         StreamOpen::Attach => "attach",
         StreamOpen::Forward { .. } => "a forward",
     };
+    wait_started(m, id, kernel).await?;
     let mut awaited = m.streams.expect();
     let node = {
         let st = m.jobs.lock().await;
@@ -64,6 +65,32 @@ pub async fn open_stream(m: &Manager, id: JobId, kernel: u32, open: StreamOpen) 
     match tokio::time::timeout(OPEN_TIMEOUT, &mut awaited.socket).await {
         Ok(Ok(socket)) => Ok(socket),
         _ => Err(format!("the agent on {node} did not open the stream within {}s", OPEN_TIMEOUT.as_secs())),
+    }
+}
+
+/// How long a stream waits for its kernel to start in a running job: a job runs once one of
+/// its kernels does, and the others may still be set up (an environment built, an image
+/// pulled); `srun` in a batch script's first kernel opens streams into all of them at once.
+const START_WAIT: Duration = Duration::from_secs(15 * 60);
+
+/// Waits while kernel `kernel` of running job `id` has not started yet.
+async fn wait_started(m: &Manager, id: JobId, kernel: u32) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + START_WAIT;
+    loop {
+        let waiting = {
+            let st = m.jobs.lock().await;
+            st.jobs.get(&id).is_some_and(|j| j.state == JobState::Running && j.attempt.unstarted.contains(&kernel))
+        };
+        if !waiting {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "kernel {kernel} of job {id} has not started within {} min",
+                START_WAIT.as_secs() / 60
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

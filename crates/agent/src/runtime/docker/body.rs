@@ -148,9 +148,16 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         ..Default::default()
     };
     let interactive = i.spec.interactive() && i.key.index == 0;
+    // A holding kernel's wait must run whatever ENTRYPOINT the image names.
+    let (entrypoint, cmd) = if i.spec.holds_only(i.key.index) {
+        (Some(crate::runtime::HOLD_COMMAND.iter().map(|s| s.to_string()).collect()), Some(Vec::new()))
+    } else {
+        (None, Some(i.spec.command.clone()))
+    };
     ContainerCreateBody {
         image: i.spec.image.clone(),
-        cmd: Some(i.spec.command.clone()),
+        entrypoint,
+        cmd,
         hostname: role,
         networking_config,
         env: Some(env),
@@ -292,6 +299,22 @@ mod tests {
         let body = create_body(&inputs(&spec, &Binding::default(), &user));
         let hc = body.host_config.unwrap();
         assert_eq!((hc.tmpfs, hc.shm_size), (None, Some(64 << 20)));
+    }
+
+    #[test]
+    fn a_holding_container_runs_the_wait_over_the_images_entrypoint() {
+        let mut spec = JobSpec::command(["python", "train.py"]);
+        spec.image = Some("pytorch:2.4".into());
+        spec.launch = berth_model::Launch::First;
+        let user = RunUser { name: "u".into(), uid: 1, gid: 1, home: "/".into(), switch: false, groups: vec![] };
+        let binding = Binding::default();
+        let body = create_body(&inputs(&spec, &binding, &user));
+        assert_eq!((body.entrypoint, body.cmd), (None, Some(spec.command.clone())), "kernel 0 runs the command");
+        let mut i = inputs(&spec, &binding, &user);
+        i.key.index = 1;
+        let body = create_body(&i);
+        assert_eq!(body.entrypoint.unwrap(), crate::runtime::HOLD_COMMAND);
+        assert_eq!(body.cmd, Some(vec![]));
     }
 
     #[test]

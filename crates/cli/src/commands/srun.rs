@@ -1,0 +1,327 @@
+//! `berth srun` (and the binary called as `srun`): Slurm's task launcher inside a job. Inside a
+//! running job (`BERTH_JOB_ID` set) it starts the step's tasks over the job's kernels, block
+//! by block (tasks 0..k-1 in kernel 0, ...), each a `berth exec` stream opened with the job's
+//! step token (`BERTH_STEP_TOKEN`, which opens streams into this job only), in the kernel's
+//! cgroup or container and as its user, with the task's variables (`SLURM_PROCID`,
+//! `SLURM_LOCALID`, `RANK`, ...) over srun's exported environment. Output comes back to
+//! srun's (`srun_io.rs`); srun exits with the worst task's code.
+//!
+//! Outside a job it asks for one (`srun_alloc.rs`), as Slurm's srun asks for an allocation.
+//!
+//! As in Slurm, a failing task does not stop the others unless `-K/--kill-on-bad-exit`; srun
+//! killed (SIGINT, SIGTERM) closes every stream, which kills the tasks.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use anyhow::{Context, anyhow, bail};
+use berth_model::stream::{self, CONTROL, ExecRequest, STDERR, STDOUT, StreamEnd};
+use clap::{Args, Parser};
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::watch;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::srun_io::{JobInfo, Outputs, TaskInfo, TaskWriter};
+use super::srun_plan::{exported, layout, task_env};
+use crate::UsageError;
+use crate::client::Client;
+
+#[derive(Debug, Clone, Args)]
+pub struct SrunArgs {
+    /// Tasks to run [default: nodes × tasks per node]
+    #[arg(short = 'n', long = "ntasks", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ntasks: Option<u32>,
+
+    /// Nodes (kernels) of the job to run them on [default: all, or as many as -n needs]
+    #[arg(short = 'N', long = "nodes", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub nodes: Option<u32>,
+
+    /// Tasks per node [default: the job's, SLURM_NTASKS_PER_NODE]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ntasks_per_node: Option<u32>,
+
+    /// Put the task's rank before each line of its output (`3: ...`)
+    #[arg(short = 'l', long)]
+    pub label: bool,
+
+    /// Write output as it comes instead of line by line
+    #[arg(short = 'u', long)]
+    pub unbuffered: bool,
+
+    /// Write the tasks' output to files: %j job, %t task, %n node of the step, %N node
+    /// name, %s step, %u user, %x job name, %% a percent sign
+    #[arg(short = 'o', long, value_name = "PATTERN")]
+    pub output: Option<String>,
+
+    /// Write the tasks' standard error to files (same patterns) [default: with their output]
+    #[arg(short = 'e', long, value_name = "PATTERN")]
+    pub error: Option<String>,
+
+    /// Accepted for Slurm scripts and ignored: a kernel's tasks share its CPUs
+    #[arg(long, value_name = "TYPE")]
+    pub cpu_bind: Option<String>,
+
+    /// Which of srun's variables the tasks get: ALL (but node-specific ones), NONE (only the
+    /// kernel's and the task's), or NAME[=value],... (ALL,NAME=value adds to all) [default: ALL]
+    #[arg(long, value_name = "ALL|NONE|NAME[=VALUE],...")]
+    pub export: Option<String>,
+
+    /// Stop the other tasks when one exits non-zero (Slurm's default is to let them run)
+    #[arg(short = 'K', long, value_name = "0|1", num_args = 0..=1, default_missing_value = "1")]
+    pub kill_on_bad_exit: Option<u8>,
+
+    /// Outside a job: run one task on a terminal (`berth run -it`)
+    #[arg(long)]
+    pub pty: bool,
+
+    /// The program to run in every task, and its arguments
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `srun` as its own program (the binary called as `srun`, Slurm style).
+#[derive(Debug, Parser)]
+#[command(name = "srun", about = "Run a job step's tasks over a berth job's kernels")]
+struct SrunCli {
+    #[command(flatten)]
+    args: SrunArgs,
+}
+
+/// The entry for the binary called as `srun` (`args` as the process got them, argv[0] first).
+pub fn slurm_srun_main(args: Vec<OsString>) -> ExitCode {
+    let cli = match SrunCli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("srun: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("srun: error: {e:#}");
+            if e.downcast_ref::<UsageError>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
+        }
+    }
+}
+
+pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let Some(job) = var("BERTH_JOB_ID") else {
+        // No job: ask for one, as Slurm's srun asks for an allocation.
+        let step = super::srun_alloc::Step {
+            ntasks: args.ntasks,
+            nodes: args.nodes,
+            per_node: args.ntasks_per_node,
+            pty: args.pty,
+            options: output_options(&args),
+            command: args.command,
+        };
+        return super::srun_alloc::run(step).await;
+    };
+    if args.pty {
+        return Err(UsageError::error("--pty is for srun outside a job (it asks for a job with a terminal)"));
+    }
+    let token = var("BERTH_STEP_TOKEN").ok_or_else(|| {
+        anyhow!("job {job} has no step token (BERTH_STEP_TOKEN): its manager or its node's agent predates srun")
+    })?;
+    let url = var("BERTH_URL").ok_or_else(|| anyhow!("job {job} has no manager address (BERTH_URL) to reach"))?;
+    let kernels: u32 = var("BERTH_CLUSTER_SIZE").and_then(|v| v.parse().ok()).unwrap_or(1);
+    let default_per_node: u32 = var("SLURM_NTASKS_PER_NODE").and_then(|v| v.parse().ok()).unwrap_or(1);
+    let counts =
+        layout(kernels, default_per_node, args.ntasks, args.nodes, args.ntasks_per_node).map_err(UsageError::error)?;
+    if args.cpu_bind.is_some() {
+        eprintln!("srun: note: --cpu-bind is ignored: the tasks of a kernel share its CPUs");
+    }
+    let base = exported(args.export.as_deref(), std::env::vars()).map_err(UsageError::error)?;
+    let node_names: Vec<String> =
+        var("BERTH_CLUSTER_NODES").map(|n| n.split(',').map(str::to_string).collect()).unwrap_or_default();
+    let info = JobInfo {
+        id: job.clone(),
+        name: var("SLURM_JOB_NAME").unwrap_or_default(),
+        user: var("SLURM_JOB_USER").or_else(|| var("USER")).unwrap_or_default(),
+        step: next_step(&job, &token),
+    };
+    let creds = crate::credentials::Credentials {
+        url,
+        token: Some(token),
+        ca_file: var("BERTH_CA_FILE").map(Into::into),
+        socket: None,
+        data_dir: None,
+    };
+    let client = Client::new(creds)?;
+    let outputs = Outputs::new(args.label, args.unbuffered, args.output.clone(), args.error.clone());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut rank = 0;
+    for (node, count) in counts.iter().enumerate() {
+        for local in 0..*count {
+            let task = TaskInfo {
+                rank,
+                node: node as u32,
+                node_name: node_names.get(node).cloned().unwrap_or_else(|| node.to_string()),
+            };
+            let env = task_env(&base, &task, local, &counts, info.step);
+            let (out, err) = outputs.for_task(&info, &task)?;
+            let req = ExecRequest { kernel: node as u32, command: args.command.clone(), stdin: false, tty: false, env };
+            let (client, path, stop, done) =
+                (client.clone(), format!("/v1/jobs/{job}/exec"), stop_rx.clone(), done_tx.clone());
+            tokio::spawn(async move {
+                let end = run_task(&client, &path, req, (out, err), stop).await;
+                let _ = done.send((task, end));
+            });
+            rank += 1;
+        }
+    }
+    drop(done_tx);
+    let kill_on_bad_exit = args.kill_on_bad_exit.is_some_and(|k| k != 0);
+    wait_tasks(done_rx, rank, stop_tx, kill_on_bad_exit).await
+}
+
+/// Waits for the `ntasks` tasks' ends, says which failed, stops the others on a signal (or
+/// with `-K` on a failure), and gives the exit code: the worst task's, or 128 + the signal.
+async fn wait_tasks(
+    mut done: tokio::sync::mpsc::UnboundedReceiver<(TaskInfo, TaskEnd)>,
+    ntasks: u32,
+    stop: watch::Sender<bool>,
+    kill_on_bad_exit: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut worst = 0;
+    let mut signalled = None;
+    let mut ended = 0;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    while ended < ntasks {
+        let (task, end) = tokio::select! {
+            d = done.recv() => match d {
+                Some(d) => d,
+                None => break,
+            },
+            _ = int.recv() => { signalled = Some(libc::SIGINT); let _ = stop.send(true); continue }
+            _ = term.recv() => { signalled = Some(libc::SIGTERM); let _ = stop.send(true); continue }
+        };
+        ended += 1;
+        let code = match end {
+            TaskEnd::Exited(0) | TaskEnd::Stopped => 0,
+            TaskEnd::Exited(c) => {
+                eprintln!("srun: error: {}: task {}: exited with exit code {c}", task.node_name, task.rank);
+                c
+            }
+            TaskEnd::Failed(e) => {
+                eprintln!("srun: error: {}: task {}: {e}", task.node_name, task.rank);
+                1
+            }
+        };
+        if code != 0 && kill_on_bad_exit && !*stop.borrow() {
+            eprintln!("srun: error: task {} failed: stopping the step's other tasks (--kill-on-bad-exit)", task.rank);
+            let _ = stop.send(true);
+        }
+        worst = worst.max(code);
+    }
+    if let Some(sig) = signalled {
+        return Ok(ExitCode::from(128 + sig as u8));
+    }
+    Ok(ExitCode::from(worst.clamp(0, 255) as u8))
+}
+
+/// The output options of `args` as words, for the srun of a job srun asked for.
+fn output_options(args: &SrunArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    for (flag, v) in [("--output", &args.output), ("--error", &args.error), ("--export", &args.export)] {
+        if let Some(v) = v {
+            out.push(format!("{flag}={v}"));
+        }
+    }
+    for (flag, on) in [
+        ("--label", args.label),
+        ("--unbuffered", args.unbuffered),
+        ("--kill-on-bad-exit", args.kill_on_bad_exit.is_some_and(|k| k != 0)),
+    ] {
+        if on {
+            out.push(flag.to_string());
+        }
+    }
+    out
+}
+
+/// The step's number in the job: 0, 1, ... in the order the job's sruns start, counted with
+/// files created exclusively in the kernel's temp dir (named after the job's token, so jobs
+/// of another manager that reuse the id count on their own).
+fn next_step(job: &str, token: &str) -> u32 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    token.hash(&mut h);
+    let dir = std::env::temp_dir();
+    for n in 0..100_000 {
+        let p = dir.join(format!(".berth-srun-{job}-{:016x}-{n}", h.finish()));
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&p) {
+            Ok(_) => return n,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(_) => return n,
+        }
+    }
+    0
+}
+
+/// How a task ended.
+enum TaskEnd {
+    Exited(i32),
+    Failed(String),
+    /// srun stopped it (a signal, or another task failed with `-K`).
+    Stopped,
+}
+
+/// Runs one task as an exec stream and copies its output until it ends or `stop` is set.
+async fn run_task(
+    client: &Client,
+    path: &str,
+    req: ExecRequest,
+    (mut out, mut err): (TaskWriter, TaskWriter),
+    mut stop: watch::Receiver<bool>,
+) -> TaskEnd {
+    let end: anyhow::Result<Option<StreamEnd>> = async {
+        let ws = client.websocket(path).await?;
+        let (mut tx, mut rx) = ws.split();
+        tx.send(Message::text(serde_json::to_string(&req)?)).await?;
+        loop {
+            tokio::select! {
+                msg = rx.next() => match msg {
+                    Some(Ok(Message::Binary(b))) => match stream::split(&b) {
+                        Some((STDOUT, data)) => out.write(data).context("cannot write the task's output")?,
+                        Some((STDERR, data)) => err.write(data).context("cannot write the task's output")?,
+                        Some((CONTROL, data)) => return Ok(serde_json::from_slice::<StreamEnd>(data).ok()),
+                        _ => {}
+                    },
+                    Some(Ok(Message::Close(_))) | None => return Ok(None),
+                    Some(Err(e)) => bail!("the stream broke: {e}"),
+                    Some(Ok(_)) => {}
+                },
+                // The `Ref` a wait gives must not live across an await (it is not `Send`).
+                _ = async {
+                    if stop.wait_for(|s| *s).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                } => {
+                    // Closing the stream kills the command in the kernel.
+                    let _ = tx.close().await;
+                    return Ok(Some(StreamEnd { exit_code: None, error: Some(STOPPED.into()) }));
+                }
+            }
+        }
+    }
+    .await;
+    let _ = (out.finish(), err.finish());
+    match end {
+        Ok(Some(StreamEnd { error: Some(e), .. })) if e == STOPPED => TaskEnd::Stopped,
+        Ok(Some(StreamEnd { exit_code: Some(c), .. })) => TaskEnd::Exited(c),
+        Ok(Some(StreamEnd { error: Some(e), .. })) => TaskEnd::Failed(e),
+        Ok(_) => TaskEnd::Failed("the stream ended before the task did".into()),
+        Err(e) => TaskEnd::Failed(format!("{e:#}")),
+    }
+}
+
+const STOPPED: &str = "stopped by srun";

@@ -1,0 +1,251 @@
+//! The `SLURM_*` variables a kernel gets beside berth's own (`cluster_env.rs`), so that batch
+//! scripts written for Slurm find what they read: the job (`SLURM_JOB_ID`, name, user,
+//! partition, account), its shape (`SLURM_NNODES`, `SLURM_NTASKS`, `SLURM_TASKS_PER_NODE` in
+//! Slurm's `4(x2)` form, `SLURM_JOB_NODELIST` as a Slurm host list, `n[1-3,5]`), and the
+//! kernel's own node (`SLURM_NODEID`, `SLURM_CPUS_ON_NODE`, `SLURM_GPUS_ON_NODE`,
+//! `SLURM_MEM_PER_NODE` in MiB).
+//!
+//! A kernel is one Slurm node: a job with several kernels on one machine (`--kernels`) lists
+//! their roles (`main`, `sub1`, ...) as its nodes, as `BERTH_CLUSTER_HOSTS` does, so that
+//! `SLURM_NODEID` always indexes `SLURM_JOB_NODELIST`; the list keeps kernel order for the
+//! same reason (Slurm sorts it, and numbers its nodes in that order).
+//!
+//! The batch step's task variables: a `launch = first` job's command is Slurm's batch step,
+//! task 0 (`SLURM_PROCID` and `SLURM_LOCALID` 0); in a `launch = every` job each kernel's
+//! command is one task of the job, its rank the kernel's index. `srun` sets its tasks' own.
+
+use std::collections::BTreeMap;
+
+use berth_model::Launch;
+
+use crate::state::Job;
+
+/// Adds the `SLURM_*` variables of kernel `index` of `job`, whose nodes (one per kernel, in
+/// kernel order) are `hosts`.
+pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[String]) {
+    let spec = &job.spec;
+    let mut set = |k: &str, v: String| {
+        env.insert(k.to_string(), v);
+    };
+    let nodes = hosts.len().max(1) as u32;
+    let tasks = spec.tasks_per_node.max(1);
+    set("SLURM_CLUSTER_NAME", "berth".into());
+    set("SLURM_JOB_ID", job.id.to_string());
+    set("SLURM_JOBID", job.id.to_string());
+    set("SLURM_JOB_NAME", spec.name.clone().unwrap_or_else(|| format!("job-{}", job.id)));
+    set("SLURM_JOB_USER", job.owner.name.clone());
+    set("SLURM_JOB_PARTITION", job.queue.clone());
+    set("SLURM_JOB_ACCOUNT", spec.project.clone().unwrap_or_else(|| job.owner.name.clone()));
+    set("SLURM_NNODES", nodes.to_string());
+    set("SLURM_JOB_NUM_NODES", nodes.to_string());
+    let list = hostlist(hosts);
+    set("SLURM_JOB_NODELIST", list.clone());
+    set("SLURM_NODELIST", list);
+    let ntasks = (nodes as u64 * tasks as u64).to_string();
+    set("SLURM_NTASKS", ntasks.clone());
+    set("SLURM_NPROCS", ntasks);
+    set("SLURM_NTASKS_PER_NODE", tasks.to_string());
+    set("SLURM_TASKS_PER_NODE", tasks_per_node_form(tasks, nodes));
+    set("SLURM_NODEID", index.to_string());
+    let procid = match spec.launch {
+        Launch::First => 0,
+        Launch::Every => index,
+    };
+    set("SLURM_PROCID", procid.to_string());
+    set("SLURM_LOCALID", "0".into());
+    if let Some(w) = &spec.workdir {
+        set("SLURM_SUBMIT_DIR", w.clone());
+    }
+    if let Some(secs) = spec.time_limit_secs {
+        // Minutes, as Slurm gives time limits.
+        set("SLURM_TIMELIMIT", secs.div_ceil(60).to_string());
+    }
+    if let Some(b) = job.attempt.bindings.get(index as usize) {
+        let cpus = if b.cpus.is_empty() { b.cpu_milli.div_ceil(1000).max(1) } else { b.cpus.len() as u64 };
+        set("SLURM_CPUS_ON_NODE", cpus.to_string());
+        set("SLURM_CPUS_PER_TASK", (cpus / tasks as u64).max(1).to_string());
+        set("SLURM_MEM_PER_NODE", (b.mem_bytes >> 20).to_string());
+        let whole = b.gpus.iter().filter(|g| g.milli >= 1000).count();
+        set("SLURM_GPUS_ON_NODE", whole.to_string());
+    }
+    add_array(env, job);
+}
+
+/// Where a job array's variables (`SLURM_ARRAY_JOB_ID`, `SLURM_ARRAY_TASK_ID`, ...) go once
+/// jobs have arrays; none yet.
+fn add_array(_env: &mut BTreeMap<String, String>, _job: &Job) {}
+
+/// Slurm's `SLURM_TASKS_PER_NODE`: `4` on one node, `4(x2)` for the same count on two.
+pub fn tasks_per_node_form(tasks: u32, nodes: u32) -> String {
+    if nodes > 1 { format!("{tasks}(x{nodes})") } else { tasks.to_string() }
+}
+
+/// A host name split for a host list: the text before its trailing digits, and the digits.
+fn split_host(h: &str) -> (&str, &str) {
+    let cut = h.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    h.split_at(cut)
+}
+
+/// Whether a number of `digits` digits (zero-padded to `width`, or 0) may join a group of
+/// `numbers` padded to `group_width` (or 0): `n09` and `n10` share `n[09-10]`.
+fn same_width(group_width: usize, numbers: &[u64], width: usize, digits: usize) -> bool {
+    group_width == width
+        || (width == 0 && digits == group_width)
+        || (group_width == 0 && numbers.iter().all(|m| m.to_string().len() == digits))
+}
+
+/// Compresses host names the way Slurm writes host lists (`n[1-3,5],gpu01`): neighbours with
+/// the same prefix and digit width share brackets, consecutive numbers make ranges. Order is
+/// kept (and repeats dropped), so the list expands back to the same names in the same order.
+pub fn hostlist(hosts: &[String]) -> String {
+    // (prefix, width of zero-padded numbers or 0, numbers), for runs of neighbours.
+    let mut groups: Vec<(&str, usize, Vec<u64>)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for h in hosts.iter().filter(|h| seen.insert(h.as_str())) {
+        let (prefix, digits) = split_host(h);
+        // Numbers too long to hold stay names.
+        let Some(n) = (!digits.is_empty()).then(|| digits.parse::<u64>().ok()).flatten() else {
+            groups.push((h, usize::MAX, Vec::new()));
+            continue;
+        };
+        let width = if digits.len() > 1 && digits.starts_with('0') { digits.len() } else { 0 };
+        match groups.last_mut() {
+            Some((p, w, ns)) if *p == prefix && *w != usize::MAX && same_width(*w, ns, width, digits.len()) => {
+                *w = (*w).max(width);
+                ns.push(n);
+            }
+            _ => groups.push((prefix, width, vec![n])),
+        }
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(prefix, width, ns)| {
+            if *width == usize::MAX {
+                return prefix.to_string();
+            }
+            let num = |n: u64| format!("{n:0width$}", width = *width);
+            if ns.len() == 1 {
+                return format!("{prefix}{}", num(ns[0]));
+            }
+            let mut ranges: Vec<String> = Vec::new();
+            let mut i = 0;
+            while i < ns.len() {
+                let mut j = i;
+                while j + 1 < ns.len() && ns[j + 1] == ns[j] + 1 {
+                    j += 1;
+                }
+                ranges.push(if j > i { format!("{}-{}", num(ns[i]), num(ns[j])) } else { num(ns[i]) });
+                i = j + 1;
+            }
+            format!("{prefix}[{}]", ranges.join(","))
+        })
+        .collect();
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(hosts: &[&str]) -> String {
+        hostlist(&hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn host_lists_compress_like_slurm() {
+        assert_eq!(list(&["n1", "n2", "n3", "n5", "gpu01"]), "n[1-3,5],gpu01");
+        assert_eq!(list(&["n1"]), "n1");
+        assert_eq!(list(&["head"]), "head");
+        assert_eq!(list(&[]), "");
+        assert_eq!(list(&["gpu01", "gpu02", "gpu03"]), "gpu[01-03]");
+        assert_eq!(list(&["gpu09", "gpu10"]), "gpu[09-10]");
+        assert_eq!(list(&["n9", "n10", "n11"]), "n[9-11]");
+        assert_eq!(list(&["n10", "n05"]), "n[10,05]");
+        assert_eq!(list(&["n1", "n01"]), "n1,n01");
+        assert_eq!(list(&["main", "sub1", "sub2"]), "main,sub[1-2]");
+        assert_eq!(list(&["a1", "a1", "a2"]), "a[1-2]", "repeats are dropped");
+        assert_eq!(list(&["n3", "n1", "n2"]), "n[3,1-2]", "kernel order is kept");
+        assert_eq!(list(&["n1", "m1", "n2"]), "n1,m1,n2");
+        assert_eq!(list(&["10.0.0.1", "10.0.0.2"]), "10.0.0.[1-2]");
+        assert_eq!(list(&["x99999999999999999999999"]), "x99999999999999999999999");
+    }
+
+    #[test]
+    fn a_batch_jobs_kernels_get_slurms_variables() {
+        use berth_model::{Binding, GpuShare, JobSpec, JobState};
+        let mut spec = JobSpec::command(["sh"]);
+        spec.name = Some("train".into());
+        spec.nodes = 2;
+        spec.tasks_per_node = 4;
+        spec.launch = Launch::First;
+        spec.queue = Some("gpu".into());
+        spec.project = Some("vision".into());
+        spec.workdir = Some("/home/alice/run".into());
+        spec.time_limit_secs = Some(90);
+        let mut job = crate::state::fixture::job(42, JobState::Running);
+        job.queue = "gpu".into();
+        job.spec = std::sync::Arc::new(spec);
+        let gpu = |i: u32, milli| GpuShare { uuid: format!("GPU-{i}"), index: i, milli };
+        let b = |node: &str, gpus| Binding {
+            node: node.into(),
+            cpus: vec![0, 1, 2, 3],
+            cpu_milli: 4000,
+            mem_bytes: 8 << 30,
+            gpus,
+            ..Default::default()
+        };
+        job.attempt.bindings = vec![b("gpu01", vec![gpu(0, 1000), gpu(1, 1000)]), b("gpu02", vec![gpu(0, 500)])];
+        let hosts = vec!["gpu01".to_string(), "gpu02".to_string()];
+        let env_of = |job: &Job, index| {
+            let mut env = BTreeMap::new();
+            add(&mut env, job, index, &hosts);
+            env
+        };
+        let e0 = env_of(&job, 0);
+        let get = |k: &str| e0.get(k).map(String::as_str).unwrap_or_else(|| panic!("no {k}"));
+        for (k, v) in [
+            ("SLURM_JOB_ID", "42"),
+            ("SLURM_JOBID", "42"),
+            ("SLURM_JOB_NAME", "train"),
+            ("SLURM_JOB_USER", "alice"),
+            ("SLURM_JOB_PARTITION", "gpu"),
+            ("SLURM_JOB_ACCOUNT", "vision"),
+            ("SLURM_NNODES", "2"),
+            ("SLURM_JOB_NUM_NODES", "2"),
+            ("SLURM_JOB_NODELIST", "gpu[01-02]"),
+            ("SLURM_NODELIST", "gpu[01-02]"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_NPROCS", "8"),
+            ("SLURM_NTASKS_PER_NODE", "4"),
+            ("SLURM_TASKS_PER_NODE", "4(x2)"),
+            ("SLURM_NODEID", "0"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_CPUS_ON_NODE", "4"),
+            ("SLURM_CPUS_PER_TASK", "1"),
+            ("SLURM_MEM_PER_NODE", "8192"),
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_SUBMIT_DIR", "/home/alice/run"),
+            ("SLURM_TIMELIMIT", "2"),
+            ("SLURM_CLUSTER_NAME", "berth"),
+        ] {
+            assert_eq!(get(k), v, "{k}");
+        }
+        let e1 = env_of(&job, 1);
+        assert_eq!(e1["SLURM_NODEID"], "1");
+        assert_eq!(e1["SLURM_PROCID"], "0", "a first job's kernels are the batch step's");
+        assert_eq!(e1["SLURM_GPUS_ON_NODE"], "0", "a GPU fraction is no whole GPU");
+        // An `every` job's kernels are its tasks.
+        let mut every = (*job.spec).clone();
+        every.launch = Launch::Every;
+        job.spec = std::sync::Arc::new(every);
+        assert_eq!(env_of(&job, 1)["SLURM_PROCID"], "1");
+    }
+
+    #[test]
+    fn tasks_per_node_forms() {
+        assert_eq!(tasks_per_node_form(4, 2), "4(x2)");
+        assert_eq!(tasks_per_node_form(1, 1), "1");
+        assert_eq!(tasks_per_node_form(8, 1), "8");
+    }
+}
