@@ -10,6 +10,7 @@ use jiff::Timestamp;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
     Id,
+    IdRaw,
     Name,
     User,
     Project,
@@ -49,7 +50,8 @@ const fn f(field: Field, berth: &'static str, slurm: &'static [&'static str], wi
 
 /// Every field, in the order `--help` lists them.
 pub const FIELDS: &[FieldInfo] = &[
-    f(Field::Id, "id", &["JobID", "JobIDRaw"], -12),
+    f(Field::Id, "id", &["JobID"], -12),
+    f(Field::IdRaw, "id-raw", &["JobIDRaw"], -12),
     f(Field::Name, "name", &["JobName"], 10),
     f(Field::User, "user", &["User"], -9),
     f(Field::Project, "project", &["Account"], 10),
@@ -104,6 +106,16 @@ pub fn elapsed_secs(j: &JobView, now: Timestamp) -> Option<u64> {
     Some((end.as_second() - start.as_second()).max(0) as u64)
 }
 
+/// A job's id as Slurm shows it: `12_7` for task 7 of array 12, `12_[8-100%10]` for the
+/// tasks array 12 has still to make, the plain id otherwise.
+pub fn display_id(j: &JobView) -> String {
+    match (&j.array_task, &j.array) {
+        (Some(t), _) => format!("{}_{}", t.array_id, t.index),
+        (None, Some(rest)) if rest.starts_with('[') => format!("{}_{rest}", j.id),
+        _ => j.id.to_string(),
+    }
+}
+
 /// The CPUs the job holds (or asks for): per kernel times its nodes, whole CPUs.
 pub fn cpus(j: &JobView) -> u64 {
     j.cpu_milli.div_ceil(1000) * u64::from(node_count(j))
@@ -118,7 +130,8 @@ pub fn node_count(j: &JobView) -> u32 {
 pub fn value(f: Field, j: &JobView, now: Timestamp, style: &dyn Style) -> String {
     let or_empty = |s: Option<String>| s.filter(|s| !s.is_empty()).unwrap_or_else(|| style.empty());
     match f {
-        Field::Id => j.id.to_string(),
+        Field::Id => display_id(j),
+        Field::IdRaw => j.id.to_string(),
         Field::Name => or_empty(j.name.clone()),
         Field::User => j.user.clone(),
         Field::Project => or_empty(j.project.clone()),

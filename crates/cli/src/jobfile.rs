@@ -81,6 +81,7 @@ struct JobFile {
     project: Option<String>,
     shared: Option<bool>,
     dependency: Option<String>,
+    array: Option<String>,
     begin: Option<String>,
     image: Option<String>,
     #[serde(default)]
@@ -168,6 +169,7 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         preemptible: f.preemptible.unwrap_or(false),
         project: f.project,
         dependency: f.dependency.map(|d| d.parse()).transpose().map_err(|e: berth_model::SpecError| bad(&e.0))?,
+        array: f.array.map(|a| a.parse()).transpose().map_err(|e: berth_model::SpecError| bad(&e.0))?,
         begin: f.begin.map(|b| crate::when::parse_begin(&b)).transpose().map_err(|e| bad(&e))?,
         share: f.shared.unwrap_or(false),
         env: f.env.into_iter().collect(),

@@ -17,6 +17,7 @@ mod credentials;
 mod daemon;
 mod datadir;
 mod export;
+mod job_ref;
 mod jobfields;
 mod jobfile;
 mod managers;

@@ -4,7 +4,7 @@
 //! Translated: `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N` and
 //! `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
 //! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
-//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`. Everything else is returned as ignored, for the caller to warn about.
+//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`, `--array`/`-a`. Everything else is returned as ignored, for the caller to warn about.
 //!
 //! The task directives are combined once every line is read ([`Tasks::flags`]), since berth
 //! asks per kernel (one per node) what Slurm asks per task: `--ntasks-per-node` (or
@@ -157,6 +157,7 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
             "--requeue" => Some(("--requeue", None)),
             "--export" => Some(("--export", value())),
             "--dependency" | "-d" => Some(("--dependency", value())),
+            "--array" | "-a" => Some(("--array", value())),
             "--begin" | "-b" => Some(("--begin", value())),
             // Slurm's accounts are berth's projects.
             "--account" | "-A" => Some(("--project", value())),

@@ -65,6 +65,11 @@ pub struct SpecFlags {
     #[arg(long, help_heading = "Scheduling")]
     pub preemptible: bool,
 
+    /// A job array: one task per index, each a job of its own with SLURM_ARRAY_TASK_ID, as in
+    /// Slurm: 0-99, 1-100:2, 1,5,9; %N runs at most N at once (0-999%10)
+    #[arg(long, value_name = "INDICES[%N]", value_parser = parse_array, help_heading = "Scheduling")]
+    pub array: Option<berth_model::ArraySpec>,
+
     /// Start only once other jobs got where this says, in Slurm's syntax: afterok:ID[:ID...],
     /// afterany:ID, afternotok:ID, after:ID[+MINUTES], singleton; `,` needs all, `?` any one
     #[arg(long, value_name = "DEPENDENCY", value_parser = parse_dependency, help_heading = "Scheduling")]
@@ -204,6 +209,10 @@ impl From<berth_model::Launch> for LaunchArg {
 }
 
 /// `--mount SRC:DST[:ro|:rw]`.
+fn parse_array(s: &str) -> Result<berth_model::ArraySpec, String> {
+    s.parse().map_err(|e: berth_model::SpecError| e.0)
+}
+
 fn parse_dependency(s: &str) -> Result<berth_model::Dependency, String> {
     s.parse().map_err(|e: berth_model::SpecError| e.0)
 }
@@ -299,6 +308,7 @@ impl SpecFlags {
             preemptible: over.preemptible || self.preemptible,
             project: over.project.or(self.project),
             dependency: over.dependency.or(self.dependency),
+            array: over.array.or(self.array),
             begin: over.begin.or(self.begin),
             share: over.share || self.share,
             env,
@@ -374,6 +384,7 @@ impl SpecFlags {
         spec.folders = self.folders.clone();
         spec.datasets = self.datasets.clone();
         spec.dependency = self.dependency.clone();
+        spec.array = self.array.clone();
         spec.begin_at = self.begin;
         spec.tasks_per_node = self.tasks_per_node.unwrap_or(1);
         spec.launch = self.launch.map(Into::into).unwrap_or_default();

@@ -42,11 +42,11 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
     for id in ready {
         let Some(job) = st.jobs.get(&id) else { continue };
         let Some(array) = job.spec.array.clone() else { continue };
-        if !st.arrays.contains_key(&id) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = st.arrays.entry(id) {
             match m.store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await {
                 Ok(rows) => {
                     let tasks = rows.iter().filter_map(|r| Some((r.spec.array_task?.index, r.state)));
-                    st.arrays.insert(id, ArrayProgress::from_tasks(&array, tasks));
+                    slot.insert(ArrayProgress::from_tasks(&array, tasks));
                 }
                 Err(e) => {
                     tracing::warn!(job = id, "cannot read the tasks of array: {e}");

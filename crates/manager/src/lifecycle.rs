@@ -241,12 +241,11 @@ impl Jobs {
                     b.released(job_id, &bindings);
                 }
             }
-            if to.is_terminal() {
-                if let Some(t) = st.jobs.remove(&job_id).and_then(|j| j.spec.array_task)
-                    && let Some(p) = st.arrays.get_mut(&t.array_id)
-                {
-                    p.ended(to);
-                }
+            if to.is_terminal()
+                && let Some(t) = st.jobs.remove(&job_id).and_then(|j| j.spec.array_task)
+                && let Some(p) = st.arrays.get_mut(&t.array_id)
+            {
+                p.ended(to);
             }
             self.wake();
         }

@@ -71,9 +71,22 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
     add_array(env, job);
 }
 
-/// Where a job array's variables (`SLURM_ARRAY_JOB_ID`, `SLURM_ARRAY_TASK_ID`, ...) go once
-/// jobs have arrays; none yet.
-fn add_array(_env: &mut BTreeMap<String, String>, _job: &Job) {}
+/// A job array task's variables: Slurm's (`SLURM_ARRAY_JOB_ID`, `SLURM_ARRAY_TASK_ID`, its
+/// `_MIN`, `_MAX`, `_COUNT`) and berth's (`BERTH_ARRAY_JOB_ID`, `BERTH_ARRAY_TASK_ID`).
+fn add_array(env: &mut BTreeMap<String, String>, job: &Job) {
+    let Some(t) = job.spec.array_task else { return };
+    for (k, v) in [
+        ("SLURM_ARRAY_JOB_ID", t.array_id.to_string()),
+        ("SLURM_ARRAY_TASK_ID", t.index.to_string()),
+        ("SLURM_ARRAY_TASK_MIN", t.min.to_string()),
+        ("SLURM_ARRAY_TASK_MAX", t.max.to_string()),
+        ("SLURM_ARRAY_TASK_COUNT", t.count.to_string()),
+        ("BERTH_ARRAY_JOB_ID", t.array_id.to_string()),
+        ("BERTH_ARRAY_TASK_ID", t.index.to_string()),
+    ] {
+        env.insert(k.to_string(), v);
+    }
+}
 
 /// Slurm's `SLURM_TASKS_PER_NODE`: `4` on one node, `4(x2)` for the same count on two.
 pub fn tasks_per_node_form(tasks: u32, nodes: u32) -> String {

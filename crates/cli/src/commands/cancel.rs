@@ -13,10 +13,10 @@ use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// Ids of the jobs to cancel; with filters, only those of them that match
-    #[arg(value_name = "ID", value_parser = clap::value_parser!(JobId).range(1..),
-          required_unless_present_any = ["user", "state", "name", "queue"])]
-    pub ids: Vec<JobId>,
+    /// Ids of the jobs to cancel (an array: all its tasks; 12_7: task 7 of array 12); with
+    /// filters, only those of them that match
+    #[arg(value_name = "ID", required_unless_present_any = ["user", "state", "name", "queue"])]
+    pub ids: Vec<crate::job_ref::JobRef>,
 
     /// Cancel this user's unfinished jobs
     #[arg(short, long, value_name = "USER")]
@@ -39,9 +39,9 @@ pub struct CancelArgs {
 }
 
 impl CancelArgs {
-    fn selection(&self) -> Selection {
+    fn selection(&self, ids: Vec<JobId>) -> Selection {
         Selection {
-            ids: self.ids.clone(),
+            ids,
             user: self.user.clone(),
             states: self.state.into_iter().collect(),
             name: self.name.clone(),
@@ -99,7 +99,7 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let mut done: Vec<CancelResult> = Vec::new();
     let mut failed = false;
-    let sel = args.selection();
+    let sel = args.selection(crate::job_ref::resolve(&client, &args.ids).await?);
     let filtered = sel.filtered();
     let ids = selected(&client, &sel).await?;
     if filtered && ids.is_empty() && !args.output.json() {

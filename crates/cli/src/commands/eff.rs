@@ -177,6 +177,8 @@ mod tests {
             time_limit_secs: None,
             project: None,
             workdir: None,
+            array_task: None,
+            array: None,
         };
         let binding = Binding { node: "n1".into(), cpu_milli: 2000, mem_bytes: 512 << 20, ..Default::default() };
         JobDetail {

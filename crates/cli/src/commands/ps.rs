@@ -79,7 +79,7 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
         ListFormat::Wide => output::print_table(table(&jobs, true)),
         ListFormat::Json => output::print_json(&jobs)?,
         ListFormat::Yaml => output::print_yaml(&jobs)?,
-        ListFormat::Name => jobs.iter().for_each(|j| println!("{}", j.id)),
+        ListFormat::Name => jobs.iter().for_each(|j| println!("{}", crate::jobfields::display_id(j))),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -116,7 +116,8 @@ fn table(jobs: &[JobView], wide: bool) -> comfy_table::Table {
     header.push("AGE");
     let mut t = output::table(header);
     for j in jobs {
-        let mut row = vec![j.id.to_string(), or_dash(j.name.clone().unwrap_or_default()), j.user.clone()];
+        let mut row =
+            vec![crate::jobfields::display_id(j), or_dash(j.name.clone().unwrap_or_default()), j.user.clone()];
         if wide {
             row.extend([j.queue.clone(), j.priority.to_string()]);
         }
@@ -217,6 +218,8 @@ mod tests {
             time_limit_secs: None,
             project: None,
             workdir: None,
+            array_task: None,
+            array: None,
         };
         let lines: Vec<String> = table(std::slice::from_ref(&j), false).lines().collect();
         assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");

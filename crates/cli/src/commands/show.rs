@@ -247,6 +247,8 @@ mod tests {
                 time_limit_secs: None,
                 project: None,
                 workdir: None,
+                array_task: None,
+                array: None,
             },
             spec,
             kernels: vec![KernelView {
@@ -309,6 +311,8 @@ mod tests {
                 time_limit_secs: None,
                 project: None,
                 workdir: None,
+                array_task: None,
+                array: None,
             },
             spec,
             kernels: vec![],

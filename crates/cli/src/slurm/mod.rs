@@ -92,44 +92,11 @@ pub fn main(tool: Tool, args: Vec<OsString>) -> ExitCode {
     }
 }
 
-/// A job id as Slurm's commands take it. Array jobs are being added to berth: their forms
-/// parse already so that they can be served once berth has them, and are refused until then.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobIdArg {
-    /// `12`
-    Job(JobId),
-    /// `12_7`: one task of an array job.
-    Task(JobId, u32),
-    /// `12_[1-5]`: several tasks of an array job.
-    Tasks(JobId, String),
-}
-
-impl JobIdArg {
-    pub fn parse(s: &str) -> Result<JobIdArg, String> {
-        let bad = || format!("invalid job id specified: {s}");
-        let id = |t: &str| t.parse::<JobId>().ok().filter(|i| *i >= 1).ok_or_else(bad);
-        match s.split_once('_') {
-            None => Ok(JobIdArg::Job(id(s)?)),
-            Some((job, task)) if task.starts_with('[') && task.ends_with(']') => {
-                Ok(JobIdArg::Tasks(id(job)?, task[1..task.len() - 1].to_string()))
-            }
-            Some((job, task)) => Ok(JobIdArg::Task(id(job)?, task.parse().map_err(|_| bad())?)),
-        }
-    }
-
-    /// The plain job id; array forms are refused, for now.
-    pub fn job(&self) -> Result<JobId, String> {
-        match self {
-            JobIdArg::Job(id) => Ok(*id),
-            JobIdArg::Task(j, t) => Err(format!("job arrays are not supported yet: {j}_{t}")),
-            JobIdArg::Tasks(j, t) => Err(format!("job arrays are not supported yet: {j}_[{t}]")),
-        }
-    }
-}
-
-/// A comma-separated list of job ids (`-j 3,7,12_1`), as plain job ids.
-pub fn parse_job_list(list: &str) -> Result<Vec<JobId>, String> {
-    list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| JobIdArg::parse(s).and_then(|a| a.job())).collect()
+/// A comma-separated list of job ids and array tasks (`-j 3,7,12_1`), as job ids (a task as
+/// the job made for it).
+pub async fn job_list(client: &crate::client::Client, list: &str) -> anyhow::Result<Vec<JobId>> {
+    let refs = crate::job_ref::parse_list(list).map_err(anyhow::Error::msg)?;
+    crate::job_ref::resolve(client, &refs).await
 }
 
 /// A comma-separated list of names (`-u alice,bob`, `-p gpu,cpu`).
@@ -196,18 +163,5 @@ mod tests {
         assert_eq!(invoked_as(OsStr::new("sbatch")), Some(Tool::Sbatch));
         assert_eq!(invoked_as(OsStr::new("berth")), None);
         assert_eq!(invoked_as(OsStr::new("srun")), None, "srun is commands::srun's");
-    }
-
-    #[test]
-    fn job_ids_and_array_forms() {
-        assert_eq!(JobIdArg::parse("12"), Ok(JobIdArg::Job(12)));
-        assert_eq!(JobIdArg::parse("12_7"), Ok(JobIdArg::Task(12, 7)));
-        assert_eq!(JobIdArg::parse("12_[1-5]"), Ok(JobIdArg::Tasks(12, "1-5".into())));
-        assert_eq!(JobIdArg::parse("x").unwrap_err(), "invalid job id specified: x");
-        assert_eq!(JobIdArg::parse("0").unwrap_err(), "invalid job id specified: 0");
-        assert_eq!(parse_job_list("3, 7,").unwrap(), vec![3, 7]);
-        assert_eq!(parse_job_list("3,12_7").unwrap_err(), "job arrays are not supported yet: 12_7");
-        assert_eq!(names(&Some("a,,b".into())), vec!["a", "b"]);
-        assert_eq!(single(&names(&Some("a".into()))), Some("a".into()));
     }
 }

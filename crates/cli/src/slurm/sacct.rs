@@ -174,7 +174,7 @@ fn cut(v: &str, width: usize) -> String {
 async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
     let now = jiff::Zoned::now();
     let ids = match &args.jobs {
-        Some(l) => Some(super::parse_job_list(l).map_err(anyhow::Error::msg)?),
+        Some(l) => Some(super::job_list(client, l).await?),
         None => None,
     };
     let time = |t: &str| parse_time(t, &now).map_err(anyhow::Error::msg);

@@ -55,19 +55,17 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
              --signal cancels the job"
         );
     }
-    let mut ids = Vec::new();
-    for a in args.ids.iter().flat_map(|a| a.split(',')).filter(|a| !a.is_empty()) {
-        ids.push(super::JobIdArg::parse(a).and_then(|a| a.job()).map_err(anyhow::Error::msg)?);
-    }
+    let refs = crate::job_ref::parse_list(&args.ids.join(",")).map_err(anyhow::Error::msg)?;
     let states = match &args.state {
         Some(s) => super::states::parse_states(s).map_err(anyhow::Error::msg)?.unwrap_or_default(),
         None => Vec::new(),
     };
+    let client = Client::from_env()?;
+    let ids = crate::job_ref::resolve(&client, &refs).await?;
     let sel = Selection { ids, user: args.user, states, name: args.name, queue: args.partition };
     if sel.ids.is_empty() && !sel.filtered() {
         anyhow::bail!("No job identification provided");
     }
-    let client = Client::from_env()?;
     let mut failed = false;
     for id in selected(&client, &sel).await? {
         if let Err(e) = client.cancel(id).await {

@@ -98,7 +98,7 @@ async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
         None => None,
     };
     let ids = match &args.jobs {
-        Some(l) => Some(super::parse_job_list(l).map_err(anyhow::Error::msg)?),
+        Some(l) => Some(super::job_list(client, l).await?),
         None => None,
     };
     let mut users = super::names(&args.users);
@@ -201,8 +201,14 @@ fn value(code: char, j: &JobView, now: jiff::Timestamp) -> Option<String> {
     let elapsed = jobfields::elapsed_secs(j, now);
     let limit = |f: &dyn Fn(u64) -> String| j.time_limit_secs.map_or("UNLIMITED".to_string(), f);
     Some(match code {
-        'i' | 'A' | 'F' => j.id.to_string(),
-        'K' => "N/A".into(),
+        'i' => jobfields::display_id(j),
+        'A' => j.id.to_string(),
+        'F' => j.array_task.map_or(j.id, |t| t.array_id).to_string(),
+        'K' => match (&j.array_task, &j.array) {
+            (Some(t), _) => t.index.to_string(),
+            (None, Some(rest)) => rest.trim_start_matches('[').trim_end_matches(']').to_string(),
+            _ => "N/A".into(),
+        },
         'j' => j.name.clone().unwrap_or_default(),
         'u' => j.user.clone(),
         't' => states::job_state(j).0.into(),

@@ -1,0 +1,101 @@
+//! Job ids as users write them, in berth's commands and Slurm's alike: `12`, `12_7` (task 7 of
+//! job array 12) and `12_[1-5,9]` (several of its tasks), resolved to the jobs the manager
+//! made for those tasks.
+//!
+//! A task is a job of its own, with its own id (Slurm's `JobIDRaw`), made when its turn comes:
+//! one not made yet has no job to act on, and says so.
+
+use anyhow::bail;
+use berth_model::api::JobListQuery;
+use berth_model::{ArraySpec, JobId};
+
+use crate::client::Client;
+
+/// One job, or tasks of an array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobRef {
+    /// `12`
+    Job(JobId),
+    /// `12_7`
+    Task(JobId, u32),
+    /// `12_[1-5,9]`
+    Tasks(JobId, ArraySpec),
+}
+
+impl std::str::FromStr for JobRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<JobRef, String> {
+        let bad = || format!("invalid job id specified: {s}");
+        let id = |t: &str| t.parse::<JobId>().ok().filter(|i| *i >= 1).ok_or_else(bad);
+        match s.split_once('_') {
+            None => Ok(JobRef::Job(id(s)?)),
+            Some((job, tasks)) if tasks.starts_with('[') && tasks.ends_with(']') => {
+                let spec = tasks[1..tasks.len() - 1].parse::<ArraySpec>().map_err(|e| format!("{}: {}", bad(), e.0))?;
+                Ok(JobRef::Tasks(id(job)?, spec))
+            }
+            Some((job, task)) => Ok(JobRef::Task(id(job)?, task.parse().map_err(|_| bad())?)),
+        }
+    }
+}
+
+impl std::fmt::Display for JobRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobRef::Job(id) => write!(f, "{id}"),
+            JobRef::Task(id, t) => write!(f, "{id}_{t}"),
+            JobRef::Tasks(id, spec) => write!(f, "{id}_[{spec}]"),
+        }
+    }
+}
+
+/// The job ids of `refs`, in order: plain ids as they are, tasks as the jobs made for them.
+/// A task not made yet (or an array the user cannot see) is an error naming it.
+pub async fn resolve(client: &Client, refs: &[JobRef]) -> anyhow::Result<Vec<JobId>> {
+    let mut out = Vec::new();
+    for r in refs {
+        let (array, wanted): (JobId, Vec<u32>) = match r {
+            JobRef::Job(id) => {
+                out.push(*id);
+                continue;
+            }
+            JobRef::Task(a, t) => (*a, vec![*t]),
+            JobRef::Tasks(a, spec) => (*a, spec.indices().collect()),
+        };
+        let q = JobListQuery { array: Some(array), all: true, ..Default::default() };
+        let tasks = client.jobs(&q).await?;
+        for index in wanted {
+            match tasks.iter().find(|j| j.array_task.is_some_and(|t| t.index == index)) {
+                Some(j) => out.push(j.id),
+                None => bail!(
+                    "task {array}_{index} has not started (no job was made for it yet): cancel the whole array \
+                     (berth cancel {array}), or act on it once it starts"
+                ),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A comma-separated list of job ids and array tasks (`-j 3,7,12_1`).
+pub fn parse_list(list: &str) -> Result<Vec<JobRef>, String> {
+    list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::parse).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_tasks_and_task_lists() {
+        assert_eq!("12".parse(), Ok(JobRef::Job(12)));
+        assert_eq!("12_7".parse(), Ok(JobRef::Task(12, 7)));
+        let r: JobRef = "12_[1-3,9]".parse().unwrap();
+        assert!(matches!(&r, JobRef::Tasks(12, s) if s.indices().collect::<Vec<_>>() == [1, 2, 3, 9]));
+        assert_eq!(r.to_string(), "12_[1-3,9]");
+        assert_eq!("x".parse::<JobRef>().unwrap_err(), "invalid job id specified: x");
+        assert_eq!("0".parse::<JobRef>().unwrap_err(), "invalid job id specified: 0");
+        assert!("12_[5-1]".parse::<JobRef>().unwrap_err().contains("ends before it starts"));
+        assert_eq!(parse_list("3, 12_7,").unwrap(), vec![JobRef::Job(3), JobRef::Task(12, 7)]);
+    }
+}
