@@ -186,7 +186,7 @@ mod tests {
     fn names_either_way() {
         assert_eq!(by_berth_name("ELAPSED").unwrap().field, Field::Elapsed);
         let (i, spelled) = by_slurm_name("jobidraw").unwrap();
-        assert_eq!((i.field, spelled), (Field::Id, "JobIDRaw"));
+        assert_eq!((i.field, spelled), (Field::IdRaw, "JobIDRaw"));
         assert!(by_slurm_name("bogus").is_none());
         for i in FIELDS {
             assert_eq!(by_berth_name(i.berth).unwrap().field, i.field, "{}", i.berth);

@@ -34,13 +34,18 @@ pub struct Berth {
 /// from a directory of theirs: `<home>/submit`, where jobs run by default (like `sbatch`), open
 /// to the other users' uids tests submit as (1777).
 pub fn base_cmd(home: &Path) -> Command {
+    base_cmd_at(Path::new(BIN), home)
+}
+
+/// [`base_cmd`] running `program` (a copy of berth, e.g. one jobs can see).
+pub fn base_cmd_at(program: &Path, home: &Path) -> Command {
     use std::os::unix::fs::PermissionsExt;
     let cwd = home.join("submit");
     if !cwd.exists() {
         std::fs::create_dir_all(&cwd).unwrap();
         std::fs::set_permissions(&cwd, std::fs::Permissions::from_mode(0o1777)).unwrap();
     }
-    let mut c = Command::new(BIN);
+    let mut c = Command::new(program);
     c.current_dir(cwd);
     c.env("HOME", home).env_remove("XDG_CONFIG_HOME").env_remove("BERTH_URL").env_remove("BERTH_TOKEN");
     c.env_remove("BERTH_CA_FILE").env_remove("BERTH_SOCKET").env_remove("BERTH_CREDENTIALS");
