@@ -51,7 +51,14 @@ SL=
 slurm_pids=()
 munge_link=
 slurm_stop() {
-  local p
+  local p s
+  # Job steps still running (an interrupted run): slurmstepd daemonizes, so find ours by the
+  # spool dir they hold open.
+  if [ -n "$SL" ]; then
+    for s in $(ps -eo pid=,comm= | awk '$2 == "slurmstepd" { print $1 }'); do
+      [ -n "$(ls -l "/proc/$s/fd" 2>/dev/null | grep -F "$SL/")" ] && kill -KILL "$s" 2>/dev/null || true
+    done
+  fi
   # newest first: slurmd, slurmctld, slurmdbd, mariadbd, munged
   for ((i = ${#slurm_pids[@]} - 1; i >= 0; i--)); do
     p=${slurm_pids[$i]}
@@ -239,7 +246,7 @@ for _ in $(seq 1 600); do
   sleep 1
 done
 for _ in $(seq 1 300); do
-  [ "$(sacct "${SACCT_ALL[@]}" -s PD | wc -l)" -ge "$N" ] && break
+  [ "$(sacct "${SACCT_ALL[@]}" | wc -l)" -ge "$N" ] && break
   sleep 1
 done
 one=$(squeue -h -o %i | sort -n | sed -n "$(( (N + 1) / 2 ))p")
