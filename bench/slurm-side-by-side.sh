@@ -19,7 +19,8 @@
 # BENCH_BIN_DIR=DIR runs a prebuilt release `berth` from DIR. Prints Markdown tables;
 # docs/perf.md keeps the figures. SIDES="slurm" or "berth" runs one side only;
 # ARRAY_LIMIT (300) caps the array's makespan in seconds;
-# SUBMIT_PARALLEL (8) is how many sbatch processes / API connections submit at once. Helper: bench/slurm-side-by-side.py.
+# SUBMIT_PARALLEL (8) is how many sbatch processes / API connections submit at once.
+# Helper: bench/slurm-side-by-side.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
@@ -199,7 +200,7 @@ P=${SUBMIT_PARALLEL:-8}
 slurm_array() {
   local t0 t1 t2 jid left
   t0=$(date +%s.%N)
-  jid=$(sbatch --parsable --array=1-"$ARRAY" -J array --wrap true)
+  jid=$(sbatch --parsable --array=1-"$ARRAY" -J array -o /dev/null --wrap true)
   t1=$(date +%s.%N)
   [ -n "$jid" ]
   # ARRAY_LIMIT seconds at most: then the tasks left are cancelled and counted.
@@ -234,7 +235,7 @@ t0=$(date +%s.%N)
 # The node drained, as berth's below: the jobs stay PENDING and eligible (sacct's time window
 # leaves held jobs out: they were never eligible).
 scontrol update NodeName="$(hostname -s)" State=DRAIN Reason=slurm-side-by-side
-seq 1 "$N" | xargs -P "$P" -I{} sbatch -J b{} --wrap true >/dev/null
+seq 1 "$N" | xargs -P "$P" -I{} sbatch -J b{} -o /dev/null --wrap true >/dev/null
 t1=$(date +%s.%N)
 python3 -c "import sys; dt = float(sys.argv[2]) - float(sys.argv[1]); \
 print('slurm: submitted %d jobs in %.1f s (%.0f/s, sbatch from %s parallel processes)' % (int(sys.argv[3]), dt, int(sys.argv[3]) / dt, sys.argv[4]))" \
