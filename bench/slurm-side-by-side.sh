@@ -195,8 +195,7 @@ P=${SUBMIT_PARALLEL:-8}
 
 # ---- the 10,000-task array of `true` ---------------------------------------------------------
 # Slurm's side: submit time, and the makespan from the submit until squeue lists none of the
-# tasks. berth's side waits for job arrays (sbatch --array is refused today): when they land,
-# replace berth_array's body with the same measurement against `run_with_berth`.
+# tasks; berth's the same through its own sbatch, until the array has ended.
 slurm_array() {
   local t0 t1 t2 jid left
   t0=$(date +%s.%N)
@@ -222,8 +221,28 @@ print('slurm: %d-task array of true: submit %.2f s, ' % (n, t1 - t0) + ('makespa
     "$t0" "$t1" "$t2" "$ARRAY" "$left" | tee -a "$RESULTS.array"
 }
 berth_array() {
-  echo "berth: $ARRAY-task array: berth has no job arrays yet (sbatch --array is refused)" | tee -a "$RESULTS.array" >&2
-  return 1
+  local links=$1 t0 t1 t2 jid state made
+  t0=$(date +%s.%N)
+  jid=$("$links/sbatch" --parsable --array=1-"$ARRAY" -J array --wrap true)
+  t1=$(date +%s.%N)
+  [ -n "$jid" ]
+  # ARRAY_LIMIT seconds at most, as Slurm's: then the array is cancelled and its tasks counted.
+  while :; do
+    state=$("$BIN" show "$jid" -o json | python3 -c 'import json, sys; print(json.load(sys.stdin)["job"]["state"])')
+    [ "$state" != PENDING ] && break
+    if python3 -c "import sys, time; sys.exit(time.time() - float(sys.argv[1]) < float(sys.argv[2]))" "$t0" "${ARRAY_LIMIT:-300}"; then
+      "$BIN" cancel "$jid" >/dev/null
+      break
+    fi
+    sleep 0.2
+  done
+  t2=$(date +%s.%N)
+  made=$("$BIN" ps -a -o json --limit 100000 | python3 -c "import json, sys; \
+print(sum(1 for j in json.load(sys.stdin) if (j.get('array_task') or {}).get('array_id') == $jid and j['state'] == 'SUCCEEDED'))")
+  python3 -c "import sys; t0, t1, t2 = map(float, sys.argv[1:4]); n, done = int(sys.argv[4]), int(sys.argv[5]); \
+print('berth: %d-task array of true: submit %.2f s, ' % (n, t1 - t0) + ('makespan %.1f s (%.0f tasks/s)' % (t2 - t0, n / (t2 - t0)) if done == n else \
+'not done after %.0f s: %d of %d tasks ran (%.1f tasks/s), the rest cancelled' % (t2 - t0, done, n, done / (t2 - t0))))" \
+    "$t0" "$t1" "$t2" "$ARRAY" "$made" | tee -a "$RESULTS.array"
 }
 
 # ---- Slurm ------------------------------------------------------------------------------------
@@ -265,11 +284,12 @@ berth_side() {
   local links node one me
   links=$(mktemp -d)
   "$BIN" install-slurm-commands "$links" >/dev/null
+  # The array first: the node is drained for the pending-jobs figures below.
+  [ "$ARRAY" -gt 0 ] && { berth_array "$links" || true; }
   node=$(curl -fsS -H "Authorization: Bearer $BERTH_TOKEN" "$BERTH_URL/v1/nodes" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["name"])')
   curl -fsS -X POST -H "Authorization: Bearer $BERTH_TOKEN" -H 'Content-Type: application/json' \
     -d '{"reason": "slurm-side-by-side: jobs stay pending"}' "$BERTH_URL/v1/nodes/$node/drain" >/dev/null
-  [ "$ARRAY" -gt 0 ] && { berth_array || true; }
   python3 "$HELPER" submit-berth "$N" "$P" | tee -a "$RESULTS.submit"
   sleep 2
   one=$("$links/squeue" -h -o %i | sort -n | sed -n "$(( (N + 1) / 2 ))p")
