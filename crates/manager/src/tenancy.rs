@@ -123,6 +123,13 @@ impl Tenancy {
     /// Adds `user` to `project` (or removes them) on behalf of `admin`: what they may see
     /// changes at their next request. Audited.
     pub async fn set_member(&self, admin: &str, project: &str, user: &str, member: bool) -> Result<(), ApiError> {
+        // The user is named in the body, not the path: one that does not exist is bad input
+        // (422), while the project in the path answers 404.
+        if member && self.store.user_by_name(user).await?.is_none() {
+            return Err(ApiError::unprocessable(format!(
+                "no user `{user}`: create it first (berth admin user create {user})"
+            )));
+        }
         let stored = if member {
             self.store.add_member(project, user, jiff::Timestamp::now()).await
         } else {

@@ -30,7 +30,9 @@ async fn project_members_see_shared_jobs_and_nothing_else() {
     for u in ["bob", "carol"] {
         assert_eq!(e.admin.post("/v1/admin/projects/vision/members", json!({"user": u})).await.0, 204);
     }
-    assert_eq!(e.admin.post("/v1/admin/projects/vision/members", json!({"user": "zed"})).await.0, 404);
+    // A user that does not exist is bad input (the body's), a missing project is a 404.
+    assert_eq!(e.admin.post("/v1/admin/projects/vision/members", json!({"user": "zed"})).await.0, 422);
+    assert_eq!(e.admin.post("/v1/admin/projects/nope/members", json!({"user": "bob"})).await.0, 404);
     assert_eq!(bob.get("/v1/whoami").await.1["projects"], json!(["vision"]));
 
     // dave is not a member: he cannot submit to the project.

@@ -127,6 +127,9 @@ pub async fn list(
     if let Some(b) = q.before {
         crate::error::in_range("before", b.max(0) as u64, 1, i64::MAX as u64)?;
     }
+    if let Some(a) = q.array {
+        crate::error::in_range("array", a.max(0) as u64, 1, i64::MAX as u64)?;
+    }
     let limit = q.limit.map(|l| l as usize).unwrap_or(usize::MAX);
     let filter = JobFilter {
         user_id: (!user.is_admin()).then_some(user.id),

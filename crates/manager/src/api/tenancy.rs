@@ -105,7 +105,9 @@ pub async fn create_project(
 /// Add a user to a project (admin only); adding a member again is a no-op.
 #[utoipa::path(post, path = "/v1/admin/projects/{name}/members", tag = "admin", request_body = MemberRequest,
     params(("name" = String, Path, description = "project name")),
-    responses((status = 204), (status = 403, body = berth_model::api::ErrorBody), (status = 404, body = berth_model::api::ErrorBody)))]
+    responses((status = 204), (status = 403, body = berth_model::api::ErrorBody),
+        (status = 404, description = "no such project", body = berth_model::api::ErrorBody),
+        (status = 422, description = "no such user", body = berth_model::api::ErrorBody)))]
 pub async fn add_member(
     State(m): State<Arc<Manager>>,
     Admin(a): Admin,
