@@ -28,6 +28,9 @@
 //! tensorboard = "runs"               # start TensorBoard on these logs
 //! tasks_per_node = 4                 # srun's tasks per kernel (Slurm's --ntasks-per-node)
 //! launch = "first"                   # only kernel 0 runs the command (default: "every")
+//! output_file = "logs/%x-%j.out"     # stdout (and stderr) to this file, not berth's logs
+//! error_file = "logs/%x-%j.err"      # stderr to its own file (Slurm's --output, --error)
+//! open_mode = "append"               # or "truncate", the default
 //!
 //! [env]
 //! WANDB_MODE = "offline"
@@ -100,6 +103,11 @@ struct JobFile {
     environment: Option<EnvSection>,
     tasks_per_node: Option<u32>,
     launch: Option<berth_model::Launch>,
+    #[serde(alias = "output")]
+    output_file: Option<String>,
+    #[serde(alias = "error")]
+    error_file: Option<String>,
+    open_mode: Option<String>,
 }
 
 /// `[environment]`: the job's Python environment (docs/environments.md).
@@ -209,6 +217,9 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         pyproject: env.pyproject,
         tasks_per_node: f.tasks_per_node,
         launch: f.launch.map(Into::into),
+        output_file: f.output_file.map(|o| crate::specflags::parse_output_file(&o)).transpose().map_err(|e| bad(&e))?,
+        error_file: f.error_file.map(|o| crate::specflags::parse_output_file(&o)).transpose().map_err(|e| bad(&e))?,
+        open_mode: f.open_mode.map(|m| crate::specflags::parse_open_mode(&m)).transpose().map_err(|e| bad(&e))?,
     };
     flags.resolve_workdir(dir);
     Ok(Loaded { flags, command })
@@ -337,6 +348,18 @@ WANDB_MODE = "offline"
         assert!(e.contains("every") && e.contains("first"), "{e}");
         let l = p("tasks_per_node = 0\ncommand = [\"sh\"]").unwrap();
         assert!(l.flags.to_spec(l.command.unwrap()).validate().unwrap_err().0.contains("tasks per node"));
+    }
+
+    #[test]
+    fn output_file_keys() {
+        let l = p("output_file = \"o-%j\"\nerror = \"e-%j\"\nopen_mode = \"append\"\ncommand = [\"sh\"]").unwrap();
+        let spec = l.flags.to_spec(l.command.unwrap());
+        assert_eq!((spec.output.stdout.as_deref(), spec.output.stderr.as_deref()), (Some("o-%j"), Some("e-%j")));
+        assert_eq!(spec.output.open_mode, berth_model::output::OpenMode::Append);
+        let e = format!("{:#}", p("output = \"o-%q\"").unwrap_err());
+        assert!(e.contains("invalid job file job.toml") && e.contains("`%q`"), "{e}");
+        let e = format!("{:#}", p("open_mode = \"often\"").unwrap_err());
+        assert!(e.contains("append or truncate"), "{e}");
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! Translated: `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N` and
 //! `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
 //! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
-//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`, `--array`/`-a`. Everything else is returned as ignored, for the caller to warn about.
+//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`, `--array`/`-a`,
+//! `--output`/`-o`, `--error`/`-e`, `--open-mode` (output files, their patterns checked here).
+//! Everything else is returned as ignored, for the caller to warn about.
 //!
 //! The task directives are combined once every line is read ([`Tasks::flags`]), since berth
 //! asks per kernel (one per node) what Slurm asks per task: `--ntasks-per-node` (or
@@ -161,6 +163,9 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
             "--begin" | "-b" => Some(("--begin", value())),
             // Slurm's accounts are berth's projects.
             "--account" | "-A" => Some(("--project", value())),
+            "--output" | "-o" => Some(("--output-file", Some(output_file(&opt, value())?))),
+            "--error" | "-e" => Some(("--error-file", Some(output_file(&opt, value())?))),
+            "--open-mode" => Some(("--open-mode", Some(open_mode(value())?))),
             _ => {
                 let v = value();
                 ignored.push(as_written(w, &inline, &opt, v));
@@ -173,6 +178,24 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
         }
     }
     Ok((out, ignored))
+}
+
+/// The path template of `#SBATCH --output`/`--error`, its patterns checked here so that the
+/// error names the directive (and the script its line).
+fn output_file(opt: &str, v: Option<String>) -> Result<String, String> {
+    let v = v.ok_or_else(|| format!("#SBATCH {opt} needs a file name, e.g. {opt}=%x-%j.out"))?;
+    berth_model::output::Template::parse(&v).map_err(|e| format!("#SBATCH {opt}={v}: {e}"))?;
+    Ok(v)
+}
+
+/// `--open-mode`: Slurm reads the first letter (`a`ppend, `t`runcate).
+fn open_mode(v: Option<String>) -> Result<String, String> {
+    let v = v.unwrap_or_default();
+    match v.chars().next().map(|c| c.to_ascii_lowercase()) {
+        Some('a') => Ok("append".into()),
+        Some('t') => Ok("truncate".into()),
+        _ => Err(format!("invalid #SBATCH --open-mode value `{v}`: use append or truncate")),
+    }
 }
 
 /// An ignored option as the user wrote it, for the warning.
@@ -287,6 +310,11 @@ mod tests {
             ["--dependency", "afterok:3", "--begin", "now+1hour"]
         );
         assert_eq!(translate(&w("--export=NONE -D /scratch/run")).0, ["--export", "NONE", "--workdir", "/scratch/run"]);
+        assert_eq!(
+            translate(&w("-o out/%x-%j.out --error=%A_%5a.err --open-mode=Append")),
+            (words(&["--output-file", "out/%x-%j.out", "--error-file", "%A_%5a.err", "--open-mode", "append"]), vec![])
+        );
+        assert_eq!(translate(&w("-eerr.txt --open-mode t")).0, ["--error-file", "err.txt", "--open-mode", "truncate"]);
         assert_eq!(slurm_time("30"), "30m");
         assert_eq!(slurm_time("10:30"), "10m30s");
         assert_eq!(slurm_time("1:02:03"), "1h02m03s");
@@ -297,6 +325,19 @@ mod tests {
         assert_eq!(parse("2-12").unwrap(), 2 * 86400 + 12 * 3600);
         assert_eq!(parse("10:30").unwrap(), 630);
         assert_eq!(slurm_mem("4G"), "4G");
+    }
+
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn bad_output_directives_name_the_pattern() {
+        let e = all("--output=logs/%x-%q.out").unwrap_err();
+        assert!(e.starts_with("#SBATCH --output=logs/%x-%q.out: ") && e.contains("unknown pattern `%q`"), "{e}");
+        assert!(e.contains("%j (job id)"), "the known patterns are listed: {e}");
+        assert!(all("-e").unwrap_err().contains("#SBATCH -e needs a file name"));
+        assert!(all("--open-mode=sometimes").unwrap_err().contains("invalid #SBATCH --open-mode value `sometimes`"));
     }
 
     #[test]

@@ -243,9 +243,9 @@ python train.py
         assert_eq!(f.queue.as_deref(), Some("gpu"));
         assert_eq!(f.name.as_deref(), Some("my job"));
         assert_eq!(f.env, vec![("A".into(), "1".into())]);
-        assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
-        assert!(s.warnings[0].contains("train.sh:8: ignoring #SBATCH --output=out.log"), "{:?}", s.warnings);
-        assert!(s.warnings[1].contains("--mail-type ALL"), "{:?}", s.warnings);
+        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+        assert_eq!(f.output_file.as_deref(), Some("out.log"), "#SBATCH --output is translated");
+        assert!(s.warnings[0].contains("train.sh:9: ignoring #SBATCH --mail-type ALL"), "{:?}", s.warnings);
         assert_eq!(s.command[..2], ["/bin/bash", "-c"]);
         assert_eq!(s.command[2], SCRIPT);
         assert_eq!(s.command[3..], ["train.sh", "x"]);
@@ -274,6 +274,10 @@ python train.py
         assert!(e.starts_with("a.sh:2: invalid value '4X' for '--mem <SIZE>'"), "{e}");
         let e = parse("#!/bin/sh\n#BERTH --bogus\n", "a.sh", vec![]).unwrap_err().to_string();
         assert!(e.contains("a.sh:2") && e.contains("--bogus"), "{e}");
+        let e = parse("#!/bin/sh\n#SBATCH -J x\n#SBATCH --output=%x-%q.out\n", "a.sh", vec![]).unwrap_err().to_string();
+        assert!(e.starts_with("a.sh:3: #SBATCH --output=%x-%q.out: ") && e.contains("`%q`"), "{e}");
+        let e = parse("#!/bin/sh\n#BERTH --error-file e%q\n", "a.sh", vec![]).unwrap_err().to_string();
+        assert!(e.starts_with("a.sh:2: ") && e.contains("--error-file") && e.contains("`%q`"), "{e}");
         let e = parse("#BERTH --name 'x\n", "a.sh", vec![]).unwrap_err().to_string();
         assert!(e.contains("unclosed quote"), "{e}");
     }

@@ -179,6 +179,33 @@ pub struct SpecFlags {
     /// with #SBATCH lines) [default: every]
     #[arg(long, value_name = "MODE", value_enum, help_heading = "Tasks")]
     pub launch: Option<LaunchArg>,
+
+    /// Write the job's stdout, and its stderr unless --error-file, to FILE instead of berth's
+    /// logs (Slurm's --output), e.g. 'logs/%x-%j.out'
+    ///
+    /// Relative to the job's working directory. Slurm's patterns are expanded on the node: %j
+    /// job id, %A array's job id, %a array index, %x job name, %u user, %N node, %% a %, with a
+    /// zero-padding width (%5a). The job's user opens it, on the node; its directory must exist
+    #[arg(long, value_name = "FILE", value_parser = parse_output_file, help_heading = "Output")]
+    pub output_file: Option<String>,
+
+    /// Write the job's stderr to FILE (Slurm's --error), with --output-file's patterns
+    #[arg(long, value_name = "FILE", value_parser = parse_output_file, help_heading = "Output")]
+    pub error_file: Option<String>,
+
+    /// Empty the output files first (truncate, Slurm's default) or add to them (append)
+    #[arg(long, value_name = "append|truncate", value_parser = parse_open_mode, help_heading = "Output")]
+    pub open_mode: Option<berth_model::output::OpenMode>,
+}
+
+/// `--output-file`/`--error-file`: a path template whose patterns berth knows.
+pub fn parse_output_file(s: &str) -> Result<String, String> {
+    berth_model::output::Template::parse(s).map(|_| s.to_string()).map_err(|e| e.0)
+}
+
+/// `--open-mode append|truncate`.
+pub fn parse_open_mode(s: &str) -> Result<berth_model::output::OpenMode, String> {
+    s.parse().map_err(|e: berth_model::SpecError| e.0)
 }
 
 /// `--launch` values.
@@ -329,6 +356,9 @@ impl SpecFlags {
             tensorboard: over.tensorboard.or(self.tensorboard),
             tasks_per_node: over.tasks_per_node.or(self.tasks_per_node),
             launch: over.launch.or(self.launch),
+            output_file: over.output_file.or(self.output_file),
+            error_file: over.error_file.or(self.error_file),
+            open_mode: over.open_mode.or(self.open_mode),
         }
     }
 
@@ -388,6 +418,11 @@ impl SpecFlags {
         spec.begin_at = self.begin;
         spec.tasks_per_node = self.tasks_per_node.unwrap_or(1);
         spec.launch = self.launch.map(Into::into).unwrap_or_default();
+        spec.output = berth_model::output::OutputFiles {
+            stdout: self.output_file.clone(),
+            stderr: self.error_file.clone(),
+            open_mode: self.open_mode.unwrap_or_default(),
+        };
         spec
     }
 
@@ -533,6 +568,25 @@ mod tests {
         assert_eq!((spec.tasks_per_node, spec.launch), (1, berth_model::Launch::Every));
         let json = serde_json::to_value(&spec).unwrap();
         assert!(json.get("tasks_per_node").is_none() && json.get("launch").is_none(), "defaults are not sent");
+    }
+
+    #[test]
+    fn output_files_reach_the_spec() {
+        use berth_model::output::OpenMode;
+        let f = parse(&["--output-file", "logs/%x-%j.out", "--error-file", "e-%5a", "--open-mode", "append"]).unwrap();
+        let spec = f.to_spec(vec!["x".into()]);
+        assert_eq!(spec.output.stdout.as_deref(), Some("logs/%x-%j.out"));
+        assert_eq!((spec.output.stderr.as_deref(), spec.output.open_mode), (Some("e-%5a"), OpenMode::Append));
+        assert!(spec.validate().is_ok());
+        let e = parse(&["--output-file", "o-%q"]).unwrap_err();
+        assert!(e.contains("--output-file") && e.contains("unknown pattern `%q`"), "{e}");
+        let e = parse(&["--open-mode", "sometimes"]).unwrap_err();
+        assert!(e.contains("append or truncate"), "{e}");
+        let over = parse(&["--error-file", "b"]).unwrap();
+        let f = parse(&["--output-file", "a", "--error-file", "a2"]).unwrap().overlay(over);
+        assert_eq!((f.output_file.as_deref(), f.error_file.as_deref()), (Some("a"), Some("b")));
+        let json = serde_json::to_value(parse(&[]).unwrap().to_spec(vec!["x".into()])).unwrap();
+        assert!(json.get("output").is_none(), "no files: nothing sent");
     }
 
     #[test]

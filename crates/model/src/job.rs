@@ -156,6 +156,10 @@ pub struct JobSpec {
     /// the others hold their nodes for `srun` (a Slurm batch script).
     #[serde(default, skip_serializing_if = "Launch::is_every")]
     pub launch: Launch,
+    /// Files the command's standard output and error go to instead of the agent's logs
+    /// (Slurm's `--output`, `--error`, `--open-mode`): path templates expanded on the node.
+    #[serde(default, skip_serializing_if = "crate::output::OutputFiles::is_empty")]
+    pub output: crate::output::OutputFiles,
 }
 
 /// Which kernels of a job run its command.
@@ -342,6 +346,7 @@ impl JobSpec {
             array_task: None,
             tasks_per_node: 1,
             launch: Launch::Every,
+            output: crate::output::OutputFiles::default(),
         }
     }
 
@@ -500,6 +505,11 @@ impl JobSpec {
             m.validate()?;
         }
         crate::app::check_apps(&self.apps).map_err(SpecError)?;
+        self.output.validate()?;
+        if self.output.has_files() && self.interactive() {
+            return bad("output files are for batch jobs: drop --output-file/--error-file, or -i/-t (whose output \
+                 goes to the terminal)");
+        }
         if let Some(env) = &self.environment {
             if self.image.is_some() {
                 return bad("a job with an image cannot have an environment: install the packages in the image \
@@ -642,6 +652,21 @@ mod tests {
             assert!(b.validate().unwrap_err().0.contains("tasks per node must be between 1 and 1024"));
         }
         assert!(serde_json::from_str::<JobSpec>(r#"{"command":["x"],"launch":"some"}"#).is_err());
+    }
+
+    #[test]
+    fn output_files_are_checked_and_left_out_when_unset() {
+        let mut s = JobSpec::command(["x"]);
+        assert!(!serde_json::to_string(&s).unwrap().contains("output"), "unset: not sent");
+        s.output.stdout = Some("out/%x-%j.out".into());
+        assert!(s.validate().is_ok());
+        let back: JobSpec = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.output, s.output);
+        s.output.stderr = Some("err-%q".into());
+        assert!(s.validate().unwrap_err().0.contains("unknown pattern `%q`"));
+        s.output.stderr = None;
+        s.tty = true;
+        assert!(s.validate().unwrap_err().0.contains("output files are for batch jobs"));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod environment;
 pub mod folder;
 pub mod job;
 pub mod measured;
+pub mod output;
 pub mod protocol;
 pub mod quantity;
 pub mod quota;

@@ -31,7 +31,10 @@ use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 /// 10: launch modes (`launch` in the spec: kernels past 0 of a `first` job only hold their
 ///    node) and variables for `Exec` streams (`srun`); an older agent would run the command
 ///    in every kernel.
-pub const PROTOCOL_VERSION: u32 = 10;
+/// 11: output files (`output` in the spec: Slurm's `--output`/`--error`/`--open-mode`) and the
+///    signal sent before the time limit (`signal` in the spec); an older agent would write no
+///    file, and send no signal.
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
 /// takes jobs of any image.

@@ -1,5 +1,6 @@
 //! The `process` runtime (DESIGN.md §8): runs a kernel's command directly (no shell) in its own
-//! session, cgroup and user, with stdout/stderr to its log files, and reports its end.
+//! session, cgroup and user, with stdout/stderr to its log files (or the job's output files,
+//! [`output_files`]), and reports its end.
 //!
 //! Everything is event-driven: `start` forks synchronously (the `Started` event is ready when
 //! it returns) and a task per kernel waits for the exit, the time limit or a stop request, and
@@ -19,6 +20,7 @@ pub mod dynmods;
 pub(crate) mod env;
 pub(crate) mod exec;
 mod folder_mounts;
+pub(crate) mod output_files;
 mod private_tmp;
 pub(crate) mod pty;
 pub mod session;
@@ -429,6 +431,14 @@ impl Runtime {
         };
         let stdout = open_log(berth_model::protocol::LogStream::Stdout)?;
         let stderr = open_log(berth_model::protocol::LogStream::Stderr)?;
+        // The job's own output files (`--output`, `--error`), opened as its user; its logs stay empty.
+        let (stdout, stderr) = match output_files::paths(&key, spec, manager_env, node).map_err(fail)? {
+            Some(paths) => {
+                let files = output_files::open(&paths, spec.output.open_mode, &workdir, user, node).map_err(fail)?;
+                (files.stdout.unwrap_or(stdout), files.stderr.unwrap_or(stderr))
+            }
+            None => (stdout, stderr),
+        };
         // The main kernel of a `berth run -i/-t` job talks through a session the agent holds.
         let (stdio, session) = if spec.interactive() && key.index == 0 {
             let (stdio, s) = session::KernelStdio::session(spec.tty, stdout, stderr)

@@ -41,8 +41,39 @@ pub async fn run(args: LogsArgs) -> anyhow::Result<ExitCode> {
         (_, true) => LogStream::Setup,
         _ => LogStream::Stdout,
     };
+    if stream != LogStream::Setup
+        && let Ok(d) = client.job(args.id).await
+        && d.spec.output.has_files()
+    {
+        note_output_files(&d, stream, args.kernel);
+    }
     let log = LogRef { id: args.id, stream, kernel: args.kernel };
     let until = if args.follow { Until::JobDone } else { Until::Now };
     follow::copy(&client, log, until, 0, &mut std::io::stdout()).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says on stderr where a stream went when the job writes it to a file of its own (`--output`,
+/// `--error`): berth's log of it stays empty, and printing nothing would look like a job that
+/// wrote nothing.
+fn note_output_files(d: &berth_model::api::JobDetail, stream: LogStream, kernel: u32) {
+    let p = super::show::output_files(d, kernel);
+    let (name, path) = match stream {
+        LogStream::Stderr => ("stderr", p.stderr),
+        _ => ("stdout", p.stdout),
+    };
+    let Some(path) = path else { return };
+    let held = d.spec.holds_only(kernel);
+    let node = d.kernels.iter().find(|k| k.index == kernel).map(|k| k.binding.node.as_str());
+    let whose = if kernel == 0 { String::new() } else { format!(" kernel {kernel}'s") };
+    match (node, held) {
+        (_, true) => {}
+        (Some(node), false) => {
+            eprintln!("berth: job {}{whose} {name} goes to {path} on node {node}, not to berth's logs", d.job.id)
+        }
+        (None, false) => eprintln!(
+            "berth: job {}{whose} {name} will go to {path} on its node once it starts, not to berth's logs",
+            d.job.id
+        ),
+    }
 }

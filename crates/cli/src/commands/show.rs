@@ -118,6 +118,34 @@ fn render(d: &JobDetail) -> String {
     if let Some(w) = &s.workdir {
         line("workdir", w.clone());
     }
+    if s.output.has_files() {
+        let p = output_files(d, 0);
+        let mut notes = Vec::new();
+        if d.kernels.is_empty() {
+            notes.push("expanded when it starts");
+        }
+        if !s.output.open_mode.is_truncate() {
+            notes.push("appended to");
+        }
+        if s.launch == berth_model::Launch::Every && s.kernel_count() > 1 {
+            notes.push("kernel 0's; every kernel opens its own");
+        }
+        let text = |path: &str, first: Option<&str>| {
+            let notes: Vec<&str> = first.into_iter().chain(notes.iter().copied()).collect();
+            let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) };
+            format!("{path}{notes}")
+        };
+        match (&p.stdout, &p.stderr) {
+            (Some(o), Some(e)) if o == e => line("output", text(o, Some("stdout and stderr"))),
+            (o, e) => {
+                for (label, path) in [("stdout", o), ("stderr", e)] {
+                    if let Some(path) = path {
+                        line(label, text(path, None));
+                    }
+                }
+            }
+        }
+    }
     if let Some(c) = &s.code {
         let git = c
             .git
@@ -202,6 +230,30 @@ fn render(d: &JobDetail) -> String {
     o
 }
 
+/// Where kernel `index` of the job writes its stdout and stderr when the job has output
+/// files: expanded once the kernel has a node, else the templates; a relative path under the
+/// job's working directory when the spec names it.
+pub(crate) fn output_files(d: &JobDetail, index: u32) -> berth_model::output::Paths {
+    use berth_model::output::{Context, Paths, job_name, resolve};
+    let s = &d.spec;
+    let node = d.kernels.iter().find(|k| k.index == index).map(|k| k.binding.node.as_str());
+    let paths = match node {
+        Some(node) => {
+            let name = job_name(s.name.as_deref().or(d.job.name.as_deref()), d.job.id);
+            let task = if s.launch == berth_model::Launch::First { 0 } else { index };
+            let array = s.array_task.map(|t| (t.array_id, t.index));
+            let c = Context { job_id: d.job.id, array, name: &name, user: &d.job.user, node, node_index: index, task };
+            s.output.expand(&c).unwrap_or_default()
+        }
+        None => Paths { stdout: s.output.stdout.clone(), stderr: s.output.stderr.clone().or(s.output.stdout.clone()) },
+    };
+    let under = |p: Option<String>| match (p, &s.workdir) {
+        (Some(p), Some(w)) => Some(resolve(&p, std::path::Path::new(w)).display().to_string()),
+        (p, _) => p,
+    };
+    Paths { stdout: under(paths.stdout), stderr: under(paths.stderr) }
+}
+
 fn numa_name(n: berth_model::NumaPolicy) -> String {
     serde_json::to_value(n).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
@@ -269,7 +321,19 @@ mod tests {
             transitions: vec![Transition { at: now, from: None, to: JobState::Pending, reason: "submitted".into() }],
             submitter: None,
         };
+        let mut with_files = d.clone();
+        with_files.spec.output.stdout = Some("logs/%x-%j-%N.out".into());
+        with_files.spec.workdir = Some("/home/bob".into());
+        let s = render(&with_files);
+        assert!(s.contains("output:     /home/bob/logs/t-3-n1.out (stdout and stderr)\n"), "{s}");
+        with_files.spec.output.stderr = Some("/tmp/%u.err".into());
+        with_files.spec.output.open_mode = berth_model::output::OpenMode::Append;
+        with_files.kernels.clear();
+        let s = render(&with_files);
+        assert!(s.contains("stdout:     /home/bob/logs/%x-%j-%N.out (expanded when it starts, appended to)\n"), "{s}");
+        assert!(s.contains("stderr:     /tmp/%u.err (expanded when it starts, appended to)\n"), "{s}");
         let s = render(&d);
+        assert!(!s.contains("output:"), "{s}");
         assert!(s.contains("time limit: 1h"), "{s}");
         assert!(s.contains("0 main on n1: cpuset 0-1 (1 cpu)"), "{s}");
         assert!(s.contains("GPU-abc (0.5/1)"), "{s}");

@@ -23,6 +23,7 @@ Examples:
   berth submit --gpus 1 --cpus 4 --mem 16GiB -- python train.py --epochs 3
   berth submit job.toml                  # flags on the command line override the file
   berth submit train.sh ARG...           # #BERTH / #SBATCH lines at the top give flags
+  berth submit --output-file 'logs/%x-%j.out' -- python train.py   # output to a file, as Slurm's -o
 
 Memory units: 4GiB, 4Gi and 4G (as in Slurm) are 4×2^30 bytes; 4GB is 4×10^9 bytes.")]
 pub struct SubmitArgs {

@@ -58,6 +58,7 @@ override the script's #SBATCH and #BERTH lines. berth honours:
   -c, --cpus-per-task=N   --mem=SIZE        -G, --gpus=N   --gres=gpu:N   --gpus-per-node=N
   -t, --time=TIME         -J, --job-name=NAME   -p, --partition=QUEUE   -N, --nodes=N
   -D, --chdir=DIR         -A, --account=PROJECT   --priority=N   --requeue   --export=...
+  -o, --output=FILE       -e, --error=FILE  (%j %A %a %x %u %N %% patterns)   --open-mode=append|truncate
 and warns about the others. sbatch's own:
       --parsable          print only the job id
       --wrap=CMD          run CMD in a /bin/sh script instead of reading one
@@ -234,6 +235,11 @@ mod tests {
         assert_eq!((l.options, l.wrap.as_deref(), l.script), (words("-c4 --requeue"), Some("hostname"), None));
         assert_eq!(split(&words("--mem")).unwrap_err(), "option '--mem' requires an argument");
         assert!(split(&words("-h")).unwrap().help);
+        let l = split(&words("-o %x-%j.out -e err.txt --open-mode=append run.sh")).unwrap();
+        assert_eq!(
+            (l.options, l.script.as_deref()),
+            (words("-o %x-%j.out -e err.txt --open-mode=append"), Some("run.sh"))
+        );
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub struct Inputs<'a> {
     pub user: &'a RunUser,
     /// The image's own `USER`, if it sets one (then it wins over the run user).
     pub image_user: Option<&'a str>,
+    /// With output files: the entrypoint that redirects into them
+    /// ([`crate::runtime::output_files::WRAPPER`]) and the image's own entrypoint, which then
+    /// runs with the job's command.
+    pub output: Option<(Vec<String>, Vec<String>)>,
     pub pids_max: i64,
     /// Fake GPUs (tests, `--fake-gpus`): no device requests, the environment only.
     pub fake_gpus: bool,
@@ -151,6 +155,8 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
     // A holding kernel's wait must run whatever ENTRYPOINT the image names.
     let (entrypoint, cmd) = if i.spec.holds_only(i.key.index) {
         (Some(crate::runtime::HOLD_COMMAND.iter().map(|s| s.to_string()).collect()), Some(Vec::new()))
+    } else if let Some((wrapper, image_entrypoint)) = &i.output {
+        (Some(wrapper.clone()), Some(image_entrypoint.iter().chain(&i.spec.command).cloned().collect()))
     } else {
         (None, Some(i.spec.command.clone()))
     };
@@ -241,6 +247,7 @@ mod tests {
                 .collect(),
             user,
             image_user: None,
+            output: None,
             pids_max: 99,
             fake_gpus: false,
             deadline_ms: Some(1000),
@@ -315,6 +322,23 @@ mod tests {
         let body = create_body(&i);
         assert_eq!(body.entrypoint.unwrap(), crate::runtime::HOLD_COMMAND);
         assert_eq!(body.cmd, Some(vec![]));
+    }
+
+    #[test]
+    fn output_files_wrap_the_images_entrypoint_and_the_command() {
+        let mut spec = JobSpec::command(["train.py", "--lr", "1"]);
+        spec.image = Some("pytorch:2.4".into());
+        let user = RunUser { name: "u".into(), uid: 1, gid: 1, home: "/".into(), switch: false, groups: vec![] };
+        let binding = Binding::default();
+        let mut i = inputs(&spec, &binding, &user);
+        let paths = berth_model::output::Paths { stdout: Some("o".into()), stderr: Some("o".into()) };
+        let wrapper = crate::runtime::output_files::wrapper_entrypoint(&paths, berth_model::output::OpenMode::Append);
+        i.output = Some((wrapper.clone(), vec!["python".into()]));
+        let body = create_body(&i);
+        assert_eq!(body.entrypoint.as_ref(), Some(&wrapper));
+        assert_eq!(&wrapper[..2], ["/bin/sh", "-c"]);
+        assert_eq!(&wrapper[3..], ["berth-output", "o", "o", "append"]);
+        assert_eq!(body.cmd.unwrap(), ["python", "train.py", "--lr", "1"], "the image's entrypoint, then the command");
     }
 
     #[test]

@@ -333,7 +333,11 @@ impl Docker {
                 format!("cannot inspect image `{image}`: {}", text(&e))
             }
         })?;
-        let image_user = inspect.config.and_then(|c| c.user);
+        let config = inspect.config.unwrap_or_default();
+        let (image_user, image_entrypoint) = (config.user, config.entrypoint.unwrap_or_default());
+        // Output files are the container's paths, opened in it by its user (`output_files`).
+        let output = super::output_files::paths(&key, spec, &env, node)?
+            .map(|p| (super::output_files::wrapper_entrypoint(&p, spec.output.open_mode), image_entrypoint));
         let deadline_ms =
             spec.time_limit_secs.map(|s| jiff::Timestamp::now().as_millisecond().saturating_add(s as i64 * 1000));
         let mut inputs = body::Inputs {
@@ -344,6 +348,7 @@ impl Docker {
             env,
             user,
             image_user: image_user.as_deref(),
+            output,
             pids_max: self.inner.pids_max,
             fake_gpus: self.inner.fake_gpus,
             deadline_ms,
