@@ -156,6 +156,10 @@ pub struct JobSpec {
     /// the others hold their nodes for `srun` (a Slurm batch script).
     #[serde(default, skip_serializing_if = "Launch::is_every")]
     pub launch: Launch,
+    /// A warning signal before the time limit (Slurm's `--signal`): to the job's steps, or
+    /// with `batch_only` to its batch shell. Needs a time limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<crate::signal::SignalSpec>,
 }
 
 /// Which kernels of a job run its command.
@@ -342,6 +346,7 @@ impl JobSpec {
             array_task: None,
             tasks_per_node: 1,
             launch: Launch::Every,
+            signal: None,
         }
     }
 
@@ -451,6 +456,13 @@ impl JobSpec {
             a.validate()?;
             if self.is_session() {
                 return bad("an array's tasks run unattended: drop --array, or -i/-t/--app/--jupyter");
+            }
+        }
+        if let Some(s) = &self.signal {
+            s.validate()?;
+            if self.image.is_some() {
+                return bad("--signal is for process jobs: berth cannot signal a container's steps yet; drop --signal \
+                     (or --image)");
             }
         }
         if let Some(c) = &self.code {
