@@ -4,7 +4,7 @@
 //! Translated: `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N` and
 //! `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
 //! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
-//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`, `--array`/`-a`. Everything else is returned as ignored, for the caller to warn about.
+//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`, `--array`/`-a`, `--signal`. Everything else is returned as ignored, for the caller to warn about.
 //!
 //! The task directives are combined once every line is read ([`Tasks::flags`]), since berth
 //! asks per kernel (one per node) what Slurm asks per task: `--ntasks-per-node` (or
@@ -159,6 +159,7 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
             "--dependency" | "-d" => Some(("--dependency", value())),
             "--array" | "-a" => Some(("--array", value())),
             "--begin" | "-b" => Some(("--begin", value())),
+            "--signal" => Some(("--signal", value())),
             // Slurm's accounts are berth's projects.
             "--account" | "-A" => Some(("--project", value())),
             _ => {
@@ -297,6 +298,19 @@ mod tests {
         assert_eq!(parse("2-12").unwrap(), 2 * 86400 + 12 * 3600);
         assert_eq!(parse("10:30").unwrap(), 630);
         assert_eq!(slurm_mem("4G"), "4G");
+    }
+
+    #[test]
+    fn sbatch_signal_is_typed_and_bad_ones_name_the_line() {
+        let parse = |s: &str| crate::script::parse(s, "a.sh", vec![]);
+        let s = parse("#!/bin/sh\n#SBATCH --time=1 --signal=B:USR1@55\n").unwrap();
+        assert_eq!(s.flags.signal, Some("B:USR1@55".parse().unwrap()));
+        let s = parse("#!/bin/sh\n#SBATCH --signal USR2\n").unwrap();
+        assert_eq!(s.flags.signal.map(|g| (g.signal, g.before_secs, g.batch_only)), Some((12, 60, false)));
+        for (line, says) in [("--signal=FOO@9", "unknown signal `FOO`"), ("--signal=USR1@70000", "0 to 65535")] {
+            let e = parse(&format!("#!/bin/sh\n#SBATCH {line}\n")).unwrap_err().to_string();
+            assert!(e.starts_with("a.sh:2: ") && e.contains("--signal") && e.contains(says), "{e}");
+        }
     }
 
     #[test]
