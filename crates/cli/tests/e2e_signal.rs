@@ -107,3 +107,51 @@ echo "srun=$? after the step" > {d}/after.txt
     assert_eq!(o.status.code(), Some(2), "a usage mistake: {}", text(&o.stderr));
     assert!(text(&o.stderr).contains("unknown signal `USR9`"), "{}", text(&o.stderr));
 }
+
+/// Waits until the job wrote `file` in `dir`; returns its text.
+fn wait_file(b: &Berth, id: i64, dir: &Path, file: &str) -> String {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Ok(t) = std::fs::read_to_string(dir.join(file))
+            && !t.is_empty()
+        {
+            return t;
+        }
+        assert!(t0.elapsed() < support::PATIENCE, "job {id} never wrote {file}: {:#}", b.job(id));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// An agent restarted while its kernels run: a kernel whose signal is due later still gets it
+/// from the agent that took it over, and one that got it already does not get it again.
+#[test]
+fn a_taken_over_kernel_gets_its_signal_once() {
+    let mut b = Berth::cluster("", &[("n1", &[])]);
+    let gates = support::shared_tempdir();
+    let d = gates.path().display().to_string();
+    // Counts the USR1s it gets until its gate opens.
+    let job = |tag: &str, signal: &str| {
+        let cmd = format!(
+            "trap 'echo got >> {d}/{tag}.txt' USR1; while [ ! -e {d}/{tag}.gate ]; do sleep 0.1; done; \
+             cat {d}/{tag}.txt"
+        );
+        b.submit(&["--cpus", "0.25", "--time-limit", "1m", "--signal", signal, "--", "sh", "-c", &cmd])
+    };
+    let later = job("later", "B:USR1@45");
+    let early = job("early", "B:USR1@59");
+    assert_eq!(wait_file(&b, early, gates.path(), "early.txt"), "got\n");
+    b.wait_state(later, "RUNNING");
+
+    b.kill_agent(0);
+    b.add_agent("n1", &[]);
+    b.wait_nodes_ready(1);
+    assert_eq!(wait_file(&b, later, gates.path(), "later.txt"), "got\n", "the new agent sent it");
+    assert_eq!(b.state(later), "RUNNING", "taken over, not restarted");
+    for tag in ["later", "early"] {
+        std::fs::write(gates.path().join(format!("{tag}.gate")), "").unwrap();
+    }
+    for id in [later, early] {
+        let done = b.wait_state(id, "SUCCEEDED");
+        assert_eq!(b.ok(&["logs", &id.to_string()]), "got\n", "one signal each: {done:#}");
+    }
+}

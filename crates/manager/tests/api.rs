@@ -247,7 +247,10 @@ async fn a_warning_signal_needs_a_time_limit() {
     assert_eq!(s, 400, "{v}");
     let err = v["error"].as_str().unwrap();
     assert!(err.contains("--signal USR2@90") && err.contains("add --time-limit"), "{v}");
-    let (s, v) = e.admin.post("/v1/jobs", json!({"spec": {"command": ["x"], "time_limit_secs": 60, "signal": {"signal": 0}}})).await;
+    let (s, v) = e
+        .admin
+        .post("/v1/jobs", json!({"spec": {"command": ["x"], "time_limit_secs": 60, "signal": {"signal": 0}}}))
+        .await;
     assert_eq!(s, 400, "{v}");
     assert!(v["error"].as_str().unwrap().contains("out of range"), "{v}");
     sp.time_limit_secs = Some(600);

@@ -461,8 +461,10 @@ impl JobSpec {
         if let Some(s) = &self.signal {
             s.validate()?;
             if self.image.is_some() {
-                return bad("--signal is for process jobs: berth cannot signal a container's steps yet; drop --signal \
-                     (or --image)");
+                return bad(
+                    "--signal is for process jobs: berth cannot signal a container's steps yet; drop --signal \
+                     (or --image)",
+                );
             }
         }
         if let Some(c) = &self.code {
