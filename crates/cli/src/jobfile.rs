@@ -16,6 +16,7 @@
 //! kernels = 2                         # containers of the job on its node (needs image)
 //! numa = "prefer-local"               # require-local, single-node, interleave, none
 //! requeue = true
+//! signal = "B:USR1@90"               # SIG 90 s before the time limit (Slurm's --signal)
 //! preemptible = true                 # a higher-priority job may stop it (queue's preemption)
 //! project = "vision"                 # accounted to this project (you must be a member)
 //! shared = true                      # the project's members may see it
@@ -86,6 +87,7 @@ struct JobFile {
     dependency: Option<String>,
     array: Option<String>,
     begin: Option<String>,
+    signal: Option<String>,
     image: Option<String>,
     #[serde(default)]
     mounts: Vec<String>,
@@ -179,6 +181,7 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         dependency: f.dependency.map(|d| d.parse()).transpose().map_err(|e: berth_model::SpecError| bad(&e.0))?,
         array: f.array.map(|a| a.parse()).transpose().map_err(|e: berth_model::SpecError| bad(&e.0))?,
         begin: f.begin.map(|b| crate::when::parse_begin(&b)).transpose().map_err(|e| bad(&e))?,
+        signal: f.signal.map(|s| crate::specflags::parse_signal(&s)).transpose().map_err(|e| bad(&e))?,
         share: f.shared.unwrap_or(false),
         env: f.env.into_iter().collect(),
         export: f.export.map(|e| e.parse()).transpose().map_err(|e: String| bad(&e))?,
@@ -360,6 +363,14 @@ WANDB_MODE = "offline"
         assert!(e.contains("invalid job file job.toml") && e.contains("`%q`"), "{e}");
         let e = format!("{:#}", p("open_mode = \"often\"").unwrap_err());
         assert!(e.contains("append or truncate"), "{e}");
+    }
+
+    #[test]
+    fn a_signal_key() {
+        let l = p("signal = \"B:USR1@90\"\ncommand = [\"sh\"]").unwrap();
+        assert_eq!(l.flags.to_spec(l.command.unwrap()).signal, Some("B:USR1@90".parse().unwrap()));
+        let e = format!("{:#}", p("signal = \"USR1@soon\"\ncommand = [\"sh\"]").unwrap_err());
+        assert!(e.contains("TIME `soon`"), "{e}");
     }
 
     #[test]

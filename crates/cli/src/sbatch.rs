@@ -4,7 +4,7 @@
 //! Translated: `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N` and
 //! `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
 //! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
-//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`, `--array`/`-a`,
+//! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`, `--array`/`-a`, `--signal`,
 //! `--output`/`-o`, `--error`/`-e`, `--open-mode` (output files, their patterns checked here).
 //! Everything else is returned as ignored, for the caller to warn about.
 //!
@@ -161,6 +161,7 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
             "--dependency" | "-d" => Some(("--dependency", value())),
             "--array" | "-a" => Some(("--array", value())),
             "--begin" | "-b" => Some(("--begin", value())),
+            "--signal" => Some(("--signal", value())),
             // Slurm's accounts are berth's projects.
             "--account" | "-A" => Some(("--project", value())),
             "--output" | "-o" => Some(("--output-file", Some(output_file(&opt, value())?))),
@@ -338,6 +339,19 @@ mod tests {
         assert!(e.contains("%j (job id)"), "the known patterns are listed: {e}");
         assert!(all("-e").unwrap_err().contains("#SBATCH -e needs a file name"));
         assert!(all("--open-mode=sometimes").unwrap_err().contains("invalid #SBATCH --open-mode value `sometimes`"));
+    }
+
+    #[test]
+    fn sbatch_signal_is_typed_and_bad_ones_name_the_line() {
+        let parse = |s: &str| crate::script::parse(s, "a.sh", vec![]);
+        let s = parse("#!/bin/sh\n#SBATCH --time=1 --signal=B:USR1@55\n").unwrap();
+        assert_eq!(s.flags.signal, Some("B:USR1@55".parse().unwrap()));
+        let s = parse("#!/bin/sh\n#SBATCH --signal USR2\n").unwrap();
+        assert_eq!(s.flags.signal.map(|g| (g.signal, g.before_secs, g.batch_only)), Some((12, 60, false)));
+        for (line, says) in [("--signal=FOO@9", "unknown signal `FOO`"), ("--signal=USR1@70000", "0 to 65535")] {
+            let e = parse(&format!("#!/bin/sh\n#SBATCH {line}\n")).unwrap_err().to_string();
+            assert!(e.starts_with("a.sh:2: ") && e.contains("--signal") && e.contains(says), "{e}");
+        }
     }
 
     #[test]

@@ -80,6 +80,11 @@ pub struct SpecFlags {
     #[arg(long, value_name = "TIME", value_parser = crate::when::parse_begin, help_heading = "Scheduling")]
     pub begin: Option<jiff::Timestamp>,
 
+    /// Send signal SIG TIME seconds (default 60) before the time limit, as Slurm does: to the
+    /// job's steps (what srun runs), or with B: to the batch shell only; e.g. USR2@90, B:USR1
+    #[arg(long, value_name = "[B:]SIG[@TIME]", value_parser = parse_signal, help_heading = "Scheduling")]
+    pub signal: Option<berth_model::SignalSpec>,
+
     /// Project the job is accounted to (quotas, fair share, usage); you must be a member
     /// [default: your own account]
     #[arg(long, value_name = "PROJECT", help_heading = "Scheduling")]
@@ -244,6 +249,11 @@ fn parse_dependency(s: &str) -> Result<berth_model::Dependency, String> {
     s.parse().map_err(|e: berth_model::SpecError| e.0)
 }
 
+/// `--signal [{R|B}:]SIG[@TIME]`.
+pub fn parse_signal(s: &str) -> Result<berth_model::SignalSpec, String> {
+    s.parse().map_err(|e: berth_model::SpecError| e.0)
+}
+
 pub fn parse_mount(s: &str) -> Result<berth_model::Mount, String> {
     s.parse().map_err(|e: berth_model::SpecError| e.0)
 }
@@ -337,6 +347,7 @@ impl SpecFlags {
             dependency: over.dependency.or(self.dependency),
             array: over.array.or(self.array),
             begin: over.begin.or(self.begin),
+            signal: over.signal.or(self.signal),
             share: over.share || self.share,
             env,
             export: over.export.or(self.export),
@@ -416,6 +427,7 @@ impl SpecFlags {
         spec.dependency = self.dependency.clone();
         spec.array = self.array.clone();
         spec.begin_at = self.begin;
+        spec.signal = self.signal;
         spec.tasks_per_node = self.tasks_per_node.unwrap_or(1);
         spec.launch = self.launch.map(Into::into).unwrap_or_default();
         spec.output = berth_model::output::OutputFiles {

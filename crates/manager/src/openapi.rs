@@ -174,6 +174,7 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("JobSpec", "submit_env", env_rule()),
         ("JobSpec", "queue", json!({"pattern": "^[A-Za-z0-9_-]+$"})),
         ("JobSpec", "project", json!({"pattern": NAME})),
+        ("SignalSpec", "signal", json!({"minimum": 1, "maximum": berth_model::signal::MAX_SIGNAL})),
         ("EnvSpec", "python", json!({"pattern": "^[0-9]{1,4}(\\.[0-9]{1,4}){0,2}$"})),
         (
             "EnvSpec",

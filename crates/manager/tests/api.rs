@@ -236,6 +236,31 @@ async fn config_file_queues_and_errors() {
     m.shutdown().await;
 }
 
+/// `--signal` counts back from the time limit: a job without one (on a queue that sets none)
+/// is refused saying how to fix it; with one, the spec keeps the signal.
+#[tokio::test]
+async fn a_warning_signal_needs_a_time_limit() {
+    let e = start().await;
+    let mut sp = JobSpec::command(["x"]);
+    sp.signal = Some("USR2@90".parse().unwrap());
+    let (s, v) = e.admin.submit(&sp).await;
+    assert_eq!(s, 400, "{v}");
+    let err = v["error"].as_str().unwrap();
+    assert!(err.contains("--signal USR2@90") && err.contains("add --time-limit"), "{v}");
+    let (s, v) = e
+        .admin
+        .post("/v1/jobs", json!({"spec": {"command": ["x"], "time_limit_secs": 60, "signal": {"signal": 0}}}))
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("out of range"), "{v}");
+    sp.time_limit_secs = Some(600);
+    let id = e.admin.submit_ok(&sp).await;
+    let (s, v) = e.admin.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["spec"]["signal"], json!({"signal": 12, "before_secs": 90}), "{v}");
+    e.m.shutdown().await;
+}
+
 #[tokio::test]
 async fn what_the_spec_refuses_is_refused() {
     let e = start().await;

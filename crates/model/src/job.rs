@@ -160,6 +160,10 @@ pub struct JobSpec {
     /// (Slurm's `--output`, `--error`, `--open-mode`): path templates expanded on the node.
     #[serde(default, skip_serializing_if = "crate::output::OutputFiles::is_empty")]
     pub output: crate::output::OutputFiles,
+    /// A warning signal before the time limit (Slurm's `--signal`): to the job's steps, or
+    /// with `batch_only` to its batch shell. Needs a time limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<crate::signal::SignalSpec>,
 }
 
 /// Which kernels of a job run its command.
@@ -347,6 +351,7 @@ impl JobSpec {
             tasks_per_node: 1,
             launch: Launch::Every,
             output: crate::output::OutputFiles::default(),
+            signal: None,
         }
     }
 
@@ -456,6 +461,15 @@ impl JobSpec {
             a.validate()?;
             if self.is_session() {
                 return bad("an array's tasks run unattended: drop --array, or -i/-t/--app/--jupyter");
+            }
+        }
+        if let Some(s) = &self.signal {
+            s.validate()?;
+            if self.image.is_some() {
+                return bad(
+                    "--signal is for process jobs: berth cannot signal a container's steps yet; drop --signal \
+                     (or --image)",
+                );
             }
         }
         if let Some(c) = &self.code {

@@ -22,6 +22,7 @@ pub mod protocol;
 pub mod quantity;
 pub mod quota;
 pub mod reason;
+pub mod signal;
 pub mod stream;
 mod tenancy_api;
 pub mod topology;
@@ -39,6 +40,7 @@ pub use quantity::{
 };
 pub use quota::{QuotaKind, QuotaLimits, QuotaView};
 pub use reason::{PendingKind, PendingReason};
+pub use signal::SignalSpec;
 pub use topology::{Cpu, Gpu, NumaNode, Topology};
 
 /// The name of the queue jobs go to when they name none, and the queue nodes join by default.

@@ -4,9 +4,10 @@
 //! re-adopted containers.
 //!
 //! Each kernel started through the supervisor has a record (`kernel.json`: key, binding,
-//! deadline) next to its pid file. On start the agent finds every kernel dir holding both; a
-//! kernel that still runs is watched again (time limit, stop requests, end), and one that
-//! ended while no agent was there is reported with the status recorded in its exit file.
+//! deadline, warning signal) next to its pid file. On start the agent finds every kernel dir
+//! holding both; a kernel that still runs is watched again (time limit, warning signal, stop
+//! requests, end), and one that ended while no agent was there is reported with the status
+//! recorded in its exit file.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,9 @@ pub(super) struct KernelRecord {
     pub binding: Binding,
     /// When the time limit ends, in Unix milliseconds.
     pub deadline_ms: Option<i64>,
+    /// The signal due before the deadline (`--signal`); records of older agents have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<berth_model::SignalSpec>,
 }
 
 impl KernelRecord {
@@ -110,6 +114,7 @@ mod tests {
             key,
             binding: Binding { node: "n1".into(), ..Default::default() },
             deadline_ms: Some(5_000),
+            signal: Some("B:USR1@2".parse().unwrap()),
         };
         let k = dir.path().join("7.1.0");
         std::fs::create_dir(&k).unwrap();

@@ -28,6 +28,7 @@ mod stale;
 mod supervised;
 pub mod supervisor;
 mod user;
+pub(crate) mod warning;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -543,6 +544,11 @@ impl Runtime {
             stop: stop_rx,
             events: events.clone(),
             pid_file: dir.join(stale::PID_FILE),
+            warning: warning::Warning::new(
+                warning::Warning::of_kernel(spec, key.index),
+                spec.time_limit_secs.map(Duration::from_secs),
+                &dir,
+            ),
         }));
         Ok(KernelHandle { pid, stop: stop_tx, deferred: false })
     }

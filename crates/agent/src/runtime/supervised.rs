@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::cgroup::KernelCgroup;
 use super::supervisor::SpawnRequest;
 use super::supervisor::client::{SpawnError, Supervisor};
-use super::{Adopted, KernelHandle, KernelUpdate, LaunchText, RunUser, Runtime, adopt, stale, watch};
+use super::{Adopted, KernelHandle, KernelUpdate, LaunchText, RunUser, Runtime, adopt, stale, warning, watch};
 
 /// What [`Runtime::start`] prepared for a kernel the supervisor forks.
 pub(super) struct SupervisedKernel<'a> {
@@ -45,7 +45,8 @@ impl Runtime {
         let fail = |what: String| what;
         let now_ms = jiff::Timestamp::now().as_millisecond();
         let deadline_ms = k.spec.time_limit_secs.map(|t| now_ms.saturating_add((t as i64).saturating_mul(1000)));
-        let record = adopt::KernelRecord { key: k.key, binding: k.binding.clone(), deadline_ms };
+        let signal = warning::Warning::of_kernel(k.spec, k.key.index);
+        let record = adopt::KernelRecord { key: k.key, binding: k.binding.clone(), deadline_ms, signal };
         let discard = |cg: Option<KernelCgroup>| {
             if let Some(cg) = cg {
                 cg.discard();
@@ -102,6 +103,7 @@ impl Runtime {
             stop: stop_rx,
             events: events.clone(),
             pid_file: k.dir.join(stale::PID_FILE),
+            warning: warning::Warning::new(signal, k.spec.time_limit_secs.map(Duration::from_secs), k.dir),
         }));
         Ok(KernelHandle { pid, stop: stop_tx, deferred: false })
     }
@@ -142,6 +144,7 @@ impl Runtime {
                     self.resume_session(k.record.key, &name);
                 }
                 tracing::info!(kernel = %name, pid = k.pid, "took over a kernel left by a previous agent process");
+                let time_limit = k.record.time_left(now.as_millisecond());
                 tokio::spawn(watch::watch(watch::Watch {
                     key: k.record.key,
                     child: watch::Proc::Watched {
@@ -153,12 +156,13 @@ impl Runtime {
                     },
                     pid: k.pid,
                     cgroup,
-                    time_limit: k.record.time_left(now.as_millisecond()),
+                    time_limit,
                     grace: self.opts.stop_grace,
                     mem_limit: k.record.binding.mem_bytes,
                     stop: stop_rx,
                     events: events.clone(),
                     pid_file: k.dir.join(stale::PID_FILE),
+                    warning: warning::Warning::new(k.record.signal, time_limit, &k.dir),
                 }));
                 Adopted {
                     key: k.record.key,

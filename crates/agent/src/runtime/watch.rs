@@ -1,5 +1,6 @@
-//! The task that owns one running kernel: waits for its exit, enforces the time limit, carries
-//! out stop requests, classifies the end and cleans up the cgroup.
+//! The task that owns one running kernel: waits for its exit, enforces the time limit (and
+//! sends the warning signal before it, [`super::warning`]), carries out stop requests,
+//! classifies the end and cleans up the cgroup.
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
@@ -69,6 +70,8 @@ pub(super) struct Watch {
     pub events: mpsc::UnboundedSender<KernelUpdate>,
     /// `<kernel dir>/pid`, removed once the kernel's processes are gone.
     pub pid_file: std::path::PathBuf,
+    /// The signal due before the time limit (`--signal`), sent once.
+    pub warning: Option<super::warning::Warning>,
 }
 
 enum Why {
@@ -85,15 +88,30 @@ pub(super) async fn watch(mut w: Watch) {
             None => std::future::pending().await,
         }
     };
-    tokio::pin!(timer);
-    let (status, why) = tokio::select! {
-        s = w.child.wait() => (s, Why::Exited),
-        _ = &mut timer => {
-            let secs = w.time_limit.unwrap_or_default().as_secs();
-            (terminate(&mut w.child, pgid, w.grace).await, Why::Timeout(secs))
+    let warn = async {
+        match &w.warning {
+            Some(warning) => tokio::time::sleep(warning.due).await,
+            None => std::future::pending().await,
         }
-        Some(req) = w.stop.recv() => {
-            (terminate(&mut w.child, pgid, req.grace).await, Why::Stopped(req.message, req.outcome))
+    };
+    tokio::pin!(timer, warn);
+    let mut warned = false;
+    let (status, why) = loop {
+        tokio::select! {
+            s = w.child.wait() => break (s, Why::Exited),
+            _ = &mut timer => {
+                let secs = w.time_limit.unwrap_or_default().as_secs();
+                break (terminate(&mut w.child, pgid, w.grace).await, Why::Timeout(secs));
+            }
+            Some(req) = w.stop.recv() => {
+                break (terminate(&mut w.child, pgid, req.grace).await, Why::Stopped(req.message, req.outcome));
+            }
+            _ = &mut warn, if !warned => {
+                warned = true;
+                if let Some(warning) = &w.warning {
+                    warning.send(w.pid);
+                }
+            }
         }
     };
     // The session leader is gone; its group and any daemons it left in the cgroup go too.

@@ -64,8 +64,10 @@ pub(super) async fn process(ws: &mut Ws, pid: u32, exec: Exec) -> StreamEnd {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot run `{}` in the kernel: {e}", command[0])),
     };
-    // Its own process group (`child_setup` makes it a session leader): stopped as a whole.
+    // Its own process group (`child_setup` makes it a session leader): stopped as a whole,
+    // and a step of the job while it runs (the warning signal of `--signal` goes to it).
     let group = nix::unistd::Pid::from_raw(child.id().unwrap_or(0) as i32);
+    let _step = crate::runtime::warning::Step::register(pid, group.as_raw());
     let ran = match terminal {
         Some((r, w, master)) => {
             tokio::spawn(pump(r, STDOUT, tx));

@@ -109,6 +109,10 @@ fn render(d: &JobDetail) -> String {
     if let Some(b) = s.begin_at {
         line("begin", output::local_time(b));
     }
+    if let Some(sig) = &s.signal {
+        let to = if sig.batch_only { "the batch shell" } else { "the job's steps (srun)" };
+        line("signal", format!("{sig}: to {to}, {} s before the time limit", sig.before_secs));
+    }
     if s.requeue {
         line("requeue", "yes, if its node is lost".into());
     }

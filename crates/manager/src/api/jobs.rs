@@ -61,6 +61,16 @@ pub async fn submit(
         return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queues.names())));
     };
     check_queue_access(&q, &user, &mut spec)?;
+    if let (Some(sig), None) = (&spec.signal, spec.time_limit_secs) {
+        // Slurm counts back from the partition's limit; a berth queue without a maximum
+        // enforces none, so there is nothing to count back from.
+        return Err(ApiError::bad_request(format!(
+            "--signal {sig} is sent before the job's time limit, and the job has none (queue `{}` sets no \
+             max_time_limit): add --time-limit (#SBATCH --time), e.g. --time-limit {}",
+            q.name,
+            berth_model::format_duration((q.default_time_limit_ms / 1000).max(1) as u64)
+        )));
+    }
     {
         let shapes = m.nodes.shapes();
         berth_sched::check_feasible_kernels(&spec.resources, spec.nodes, spec.kernels, spec.numa, &shapes, &queue)
