@@ -11,6 +11,7 @@ pub mod binding;
 mod cache_api;
 pub mod cause;
 pub mod code;
+pub mod constraint;
 pub mod dataset;
 pub mod dependency;
 pub mod environment;
@@ -27,6 +28,7 @@ pub mod topology;
 
 pub use array::{ArraySpec, ArrayTask};
 pub use binding::{Binding, GpuShare};
+pub use constraint::Constraint;
 pub use cause::{EndCause, PreemptAction, StopCause};
 pub use dependency::{Condition, Dependency};
 pub use environment::{EnvKind, EnvSpec, SetupProgress, SetupStep};
