@@ -28,6 +28,9 @@
 //! tensorboard = "runs"               # start TensorBoard on these logs
 //! tasks_per_node = 4                 # srun's tasks per kernel (Slurm's --ntasks-per-node)
 //! launch = "first"                   # only kernel 0 runs the command (default: "every")
+//! constraint = "a100&ib"             # node features (Slurm's --constraint): labels' keys or KEY=VALUE
+//! exclusive = true                   # whole nodes, shared with no other job
+//! qos = "high"                       # a qos of the manager's config: sets the priority
 //!
 //! [env]
 //! WANDB_MODE = "offline"
@@ -100,6 +103,9 @@ struct JobFile {
     environment: Option<EnvSection>,
     tasks_per_node: Option<u32>,
     launch: Option<berth_model::Launch>,
+    constraint: Option<String>,
+    exclusive: Option<bool>,
+    qos: Option<String>,
 }
 
 /// `[environment]`: the job's Python environment (docs/environments.md).
@@ -209,6 +215,11 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         pyproject: env.pyproject,
         tasks_per_node: f.tasks_per_node,
         launch: f.launch.map(Into::into),
+        placement: crate::placement::PlacementFlags {
+            constraint: f.constraint.map(|c| crate::placement::parse_constraint(&c)).transpose().map_err(|e| bad(&e))?,
+            exclusive: f.exclusive.unwrap_or(false),
+            qos: f.qos,
+        },
     };
     flags.resolve_workdir(dir);
     Ok(Loaded { flags, command })
@@ -337,6 +348,16 @@ WANDB_MODE = "offline"
         assert!(e.contains("every") && e.contains("first"), "{e}");
         let l = p("tasks_per_node = 0\ncommand = [\"sh\"]").unwrap();
         assert!(l.flags.to_spec(l.command.unwrap()).validate().unwrap_err().0.contains("tasks per node"));
+    }
+
+    #[test]
+    fn placement_keys() {
+        let l = p("constraint = \"a100&ib\"\nexclusive = true\nqos = \"high\"\ncommand = [\"sh\"]").unwrap();
+        let spec = l.flags.to_spec(l.command.unwrap());
+        assert_eq!(spec.constraint.map(|c| c.to_string()).as_deref(), Some("a100&ib"));
+        assert_eq!((spec.exclusive, spec.qos.as_deref()), (true, Some("high")));
+        let e = p("constraint = \"[a|b]\"\ncommand = [\"sh\"]").unwrap_err().to_string();
+        assert!(e.contains("matching OR"), "{e}");
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod sbatch;
 mod script;
 mod service;
 mod slurm;
+mod placement;
 mod specflags;
 mod terminal;
 mod tls;

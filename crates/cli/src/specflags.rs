@@ -179,6 +179,10 @@ pub struct SpecFlags {
     /// with #SBATCH lines) [default: every]
     #[arg(long, value_name = "MODE", value_enum, help_heading = "Tasks")]
     pub launch: Option<LaunchArg>,
+
+    /// `--constraint`, `--exclusive`, `--qos`.
+    #[command(flatten)]
+    pub placement: crate::placement::PlacementFlags,
 }
 
 /// `--launch` values.
@@ -329,6 +333,7 @@ impl SpecFlags {
             tensorboard: over.tensorboard.or(self.tensorboard),
             tasks_per_node: over.tasks_per_node.or(self.tasks_per_node),
             launch: over.launch.or(self.launch),
+            placement: self.placement.overlay(over.placement),
         }
     }
 
@@ -388,6 +393,7 @@ impl SpecFlags {
         spec.begin_at = self.begin;
         spec.tasks_per_node = self.tasks_per_node.unwrap_or(1);
         spec.launch = self.launch.map(Into::into).unwrap_or_default();
+        self.placement.apply(&mut spec);
         spec
     }
 
