@@ -216,7 +216,11 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         tasks_per_node: f.tasks_per_node,
         launch: f.launch.map(Into::into),
         placement: crate::placement::PlacementFlags {
-            constraint: f.constraint.map(|c| crate::placement::parse_constraint(&c)).transpose().map_err(|e| bad(&e))?,
+            constraint: f
+                .constraint
+                .map(|c| crate::placement::parse_constraint(&c))
+                .transpose()
+                .map_err(|e| bad(&e))?,
             exclusive: f.exclusive.unwrap_or(false),
             qos: f.qos,
         },

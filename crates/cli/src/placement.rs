@@ -1,6 +1,6 @@
 //! The job flags that choose nodes rather than resources, from Slurm: `--constraint` (node
 //! features), `--exclusive` (whole nodes) and `--qos` (a priority the admin configured).
-//! Flattened into [`crate::specflags::SpecFlags`], so flags, job files, `#BERTH` and the
+//! Flattened into `SpecFlags` (`specflags.rs`), so flags, job files, `#BERTH` and the
 //! `#SBATCH` translations of `-C`, `--exclusive` and `-q` all read them the same way.
 
 use berth_model::{Constraint, JobSpec};
@@ -54,7 +54,8 @@ mod tests {
 
     #[test]
     fn layers_and_spec() {
-        let low = PlacementFlags { constraint: Some("a100".parse().unwrap()), exclusive: true, qos: Some("low".into()) };
+        let low =
+            PlacementFlags { constraint: Some("a100".parse().unwrap()), exclusive: true, qos: Some("low".into()) };
         let high = PlacementFlags { qos: Some("high".into()), ..Default::default() };
         let both = low.overlay(high);
         assert_eq!((both.constraint.as_ref().map(|c| c.to_string()), both.exclusive), (Some("a100".into()), true));

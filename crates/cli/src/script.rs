@@ -107,8 +107,9 @@ pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script
                 for flag in ignored {
                     match sbatch::note(&flag) {
                         Some(note) => notes.push(format!("{name}:{line_no}: #SBATCH {flag}: {note}")),
-                        None => warnings
-                            .push(format!("{name}:{line_no}: ignoring #SBATCH {flag}: berth has no equivalent")),
+                        None => {
+                            warnings.push(format!("{name}:{line_no}: ignoring #SBATCH {flag}: berth has no equivalent"))
+                        }
                     }
                 }
                 (w, &mut sbatch)

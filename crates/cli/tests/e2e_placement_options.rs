@@ -48,10 +48,8 @@ fn gated(gate: &Path) -> String {
 
 #[test]
 fn a_constraint_lands_on_the_node_that_offers_it_and_an_impossible_one_is_refused() {
-    let b = Berth::cluster(
-        "",
-        &[("n1", &["--label", "gpu=v100"]), ("n2", &["--label", "a100=yes", "--label", "ib=hdr"])],
-    );
+    let b =
+        Berth::cluster("", &[("n1", &["--label", "gpu=v100"]), ("n2", &["--label", "a100=yes", "--label", "ib=hdr"])]);
     let path = script(
         &b,
         "feat.sh",
@@ -81,8 +79,10 @@ fn a_constraint_lands_on_the_node_that_offers_it_and_an_impossible_one_is_refuse
     // No node offers it: refused at submit (as Slurm does), naming what the nodes have.
     let e = refused(&b, &["submit", "--constraint", "h100", "--", "true"], 1);
     assert!(
-        e.contains("no node in queue default offers the features h100 (--constraint): its nodes' labels are \
-             a100=yes, gpu=v100, ib=hdr"),
+        e.contains(
+            "no node in queue default offers the features h100 (--constraint): its nodes' labels are \
+             a100=yes, gpu=v100, ib=hdr"
+        ),
         "{e}"
     );
     // The rarer Slurm forms are refused with what to write instead, on the command line (a
@@ -100,7 +100,8 @@ fn an_exclusive_job_gets_the_whole_node_and_the_next_job_waits_for_it() {
     let node = &b.json(&["nodes"])[0];
     let dir = shared_tempdir();
     let gate = dir.path().join("go");
-    let path = script(&b, "whole.sh", &format!("#!/bin/sh\n#SBATCH --exclusive\n#SBATCH -c 1 --mem=32\n{}\n", gated(&gate)));
+    let path =
+        script(&b, "whole.sh", &format!("#!/bin/sh\n#SBATCH --exclusive\n#SBATCH -c 1 --mem=32\n{}\n", gated(&gate)));
     let (whole, _) = submit(&b, &[path.to_str().unwrap()]);
     let running = b.wait_state(whole, "RUNNING");
     let binding = &running["kernels"][0]["binding"];
@@ -128,10 +129,8 @@ fn an_exclusive_job_gets_the_whole_node_and_the_next_job_waits_for_it() {
 
 #[test]
 fn a_qos_from_the_config_file_sets_the_priority_and_an_unknown_one_is_refused() {
-    let b = Berth::up_with_config(
-        "[qos.high]\npriority = 100\n\n[qos.low]\npriority = -5\nmax_time_limit = \"1h\"\n",
-        &[],
-    );
+    let b =
+        Berth::up_with_config("[qos.high]\npriority = 100\n\n[qos.low]\npriority = -5\nmax_time_limit = \"1h\"\n", &[]);
     let path = script(&b, "high.sh", "#!/bin/sh\n#SBATCH --qos=high\n#SBATCH -c 1 --mem=32\ntrue\n");
     let (id, _) = submit(&b, &[path.to_str().unwrap()]);
     let j = b.wait_state(id, "SUCCEEDED");

@@ -499,7 +499,10 @@ mod tests {
         assert_eq!((high.priority, high.max_time_limit_secs), (100, Some(86_400)));
         assert_eq!(c.qos.get("low").unwrap().max_time_limit_secs, None);
         assert!(parse("").unwrap().qos.get("high").is_none());
-        assert!(parse("[qos.high]\nmax_time_limit = \"1h\"\n").unwrap_err().contains("priority"), "priority is required");
+        assert!(
+            parse("[qos.high]\nmax_time_limit = \"1h\"\n").unwrap_err().contains("priority"),
+            "priority is required"
+        );
         assert!(parse("[qos.high]\npriority = 1\nprio = 2\n").unwrap_err().contains("prio"));
         assert!(parse("[qos.high]\npriority = 1\nmax_time_limit = \"x\"\n").unwrap_err().contains("qos.high"));
     }

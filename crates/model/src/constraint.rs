@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::SpecError;
+use crate::SpecError;
 
 /// The longest constraint accepted (far beyond any real one).
 const MAX_LEN: usize = 1024;

@@ -28,8 +28,8 @@ pub mod topology;
 
 pub use array::{ArraySpec, ArrayTask};
 pub use binding::{Binding, GpuShare};
-pub use constraint::Constraint;
 pub use cause::{EndCause, PreemptAction, StopCause};
+pub use constraint::Constraint;
 pub use dependency::{Condition, Dependency};
 pub use environment::{EnvKind, EnvSpec, SetupProgress, SetupStep};
 pub use job::{JobId, JobSpec, JobState, Launch, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};

@@ -53,7 +53,11 @@ impl NodeLedger {
             cpu_milli: self.cpus_total() as u64 * 1000,
             mems,
             mem_bytes: self.mem_total(),
-            gpus: self.gpus.iter().map(|g| GpuShare { uuid: g.uuid.to_string(), index: g.index, milli: 1000 }).collect(),
+            gpus: self
+                .gpus
+                .iter()
+                .map(|g| GpuShare { uuid: g.uuid.to_string(), index: g.index, milli: 1000 })
+                .collect(),
             port: None,
         })
     }
@@ -77,9 +81,11 @@ pub fn nodes_offering<'a>(
     if !offering.is_empty() || in_queue().next().is_none() {
         return Ok(Cow::Owned(offering));
     }
-    let labels: BTreeSet<String> = in_queue().flat_map(|l| l.labels().iter().map(|(k, v)| format!("{k}={v}"))).collect();
+    let labels: BTreeSet<String> =
+        in_queue().flat_map(|l| l.labels().iter().map(|(k, v)| format!("{k}={v}"))).collect();
     let listed: Vec<&str> = labels.iter().take(MAX_LISTED).map(String::as_str).collect();
-    let more = if labels.len() > MAX_LISTED { format!(" and {} more", labels.len() - MAX_LISTED) } else { String::new() };
+    let more =
+        if labels.len() > MAX_LISTED { format!(" and {} more", labels.len() - MAX_LISTED) } else { String::new() };
     let have = if listed.is_empty() {
         "its nodes have no labels (berth agent --label KEY=VALUE)".to_string()
     } else {

@@ -64,8 +64,8 @@ pub async fn submit(
     check_queue_access(&q, &user, &mut spec)?;
     {
         let shapes = m.nodes.shapes();
-        let offering = berth_sched::nodes_offering(spec.constraint.as_ref(), &shapes, &queue)
-            .map_err(ApiError::unprocessable)?;
+        let offering =
+            berth_sched::nodes_offering(spec.constraint.as_ref(), &shapes, &queue).map_err(ApiError::unprocessable)?;
         berth_sched::check_feasible_kernels(&spec.resources, spec.nodes, spec.kernels, spec.numa, &offering, &queue)
             .map_err(ApiError::unprocessable)?;
         let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
