@@ -32,15 +32,6 @@ fn refused(b: &Berth, args: &[&str], code: i32) -> String {
     text(&o.stderr)
 }
 
-fn reason(b: &Berth, id: i64, part: &str) -> String {
-    b.wait_job(id, &format!("a reason with `{part}`"), |j| {
-        j["job"]["pending_reason"]["message"].as_str().is_some_and(|m| m.contains(part))
-    })["job"]["pending_reason"]["message"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// A job script that runs until `gate` exists.
 fn gated(gate: &Path) -> String {
     format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display())
@@ -111,8 +102,9 @@ fn an_exclusive_job_gets_the_whole_node_and_the_next_job_waits_for_it() {
 
     // The smallest job does not share the node while it runs.
     let (small, _) = submit(&b, &["--cpus", "0.1", "--mem", "32MiB", "--", "true"]);
-    let why = reason(&b, small, "resources:");
-    assert!(why.contains("0 free"), "{why}");
+    let j = b.wait_job(small, "a resources reason", |j| j["job"]["pending_reason"]["kind"] == "resources");
+    let why = j["job"]["pending_reason"]["message"].as_str().unwrap();
+    assert!(why.starts_with("resources: ") && why.contains("0 free"), "{why}");
     assert_eq!(b.state(whole), "RUNNING");
 
     std::fs::write(&gate, "").unwrap();
