@@ -207,9 +207,9 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
 fn constraint_rule() -> Value {
     let f = r"[A-Za-z0-9._/-]{1,63}(=[A-Za-z0-9._/-]{1,63})?";
     json!({
-        "pattern": format!(r"^\s*{f}\s*((&\s*{f}\s*)*|(\|\s*{f}\s*)*)$"),
+        "pattern": format!(r"^\s*{f}\s*(([&,]\s*{f}\s*)*|(\|\s*{f}\s*)*)$"),
         "maxLength": 1024,
-        "description": "node features: a label KEY or KEY=VALUE; all of several joined by `&`, or any of several by `|`"
+        "description": "node features: a label KEY or KEY=VALUE; all of several joined by `&` (or `,`), or any of several by `|`"
     })
 }
 
