@@ -87,7 +87,7 @@ fn a_constraint_lands_on_the_node_that_offers_it_and_an_impossible_one_is_refuse
 
 #[test]
 fn an_exclusive_job_gets_the_whole_node_and_the_next_job_waits_for_it() {
-    let b = Berth::up(&[]);
+    let b = Berth::up(&["--fake-gpus", "2"]);
     let node = &b.json(&["nodes"])[0];
     let dir = shared_tempdir();
     let gate = dir.path().join("go");
@@ -98,6 +98,8 @@ fn an_exclusive_job_gets_the_whole_node_and_the_next_job_waits_for_it() {
     let binding = &running["kernels"][0]["binding"];
     assert_eq!(binding["cpus"].as_array().unwrap().len() as u64, node["cpus_total"].as_u64().unwrap(), "{running:#}");
     assert_eq!(binding["mem_bytes"], node["mem_total"], "all of the node's memory: {running:#}");
+    let gpus: Vec<u64> = binding["gpus"].as_array().unwrap().iter().map(|g| g["milli"].as_u64().unwrap()).collect();
+    assert_eq!(gpus, [1000, 1000], "every GPU, whole, though it asked for none: {running:#}");
     assert_eq!(running["spec"]["exclusive"], true);
 
     // The smallest job does not share the node while it runs.
