@@ -142,4 +142,9 @@ fn a_qos_from_the_config_file_sets_the_priority_and_an_unknown_one_is_refused() 
     assert!(e.contains("above qos `low`'s maximum of 1h"), "{e}");
     let e = refused(&b, &["submit", "--qos", "high", "--priority", "3", "--", "true"], 1);
     assert!(e.contains("qos `high` sets the priority to 100: drop --priority 3"), "{e}");
+    // A qos is still held to the user's priority cap.
+    let me = j["job"]["user"].as_str().unwrap();
+    b.ok(&["admin", "quota", "set", "--user", me, "--max-priority", "10"]);
+    let e = refused(&b, &["submit", "--qos", "high", "--", "true"], 1);
+    assert!(e.contains("priority 100 is above the maximum 10") && e.contains("qos `high` gives it"), "{e}");
 }
