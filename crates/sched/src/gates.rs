@@ -2,9 +2,10 @@
 //! one decides it, and that [`Verdict`] (start, wait with a reason, preempt, borrow later, or
 //! stop the walk) is what the pass records for the job (`pass.rs`).
 //!
-//! In order: the held line (a blocked head ahead), quota, features, image, mounts, the backfill window,
-//! placement with the backfill reservation, preemption, and the head-of-line policy (strict,
-//! skip-after-N, or EASY backfill in `backfill.rs`), which decides every job that got that far.
+//! In order: the held line (a blocked head ahead), quota, features, image, mounts, the backfill
+//! window, placement with the backfill reservation, preemption, and the head-of-line policy
+//! (strict, skip-after-N, or EASY backfill in `backfill.rs`), which decides every job that got
+//! that far.
 //! A gate that lets a job on returns `Continue` with what it found (placement: why the job
 //! does not fit), so a later gate never works it out again.
 
