@@ -318,7 +318,8 @@ pub struct AgentArgs {
     pub address: Option<std::net::IpAddr>,
     #[command(flatten)]
     pub users: UserMapArgs,
-    /// A label queues may select this node by (repeatable), e.g. --label gpu=a100
+    /// A label queues may select this node by (repeatable), e.g. --label gpu=a100; its key and
+    /// KEY=VALUE are also features jobs may ask for (--constraint)
     #[arg(long, value_name = "KEY=VALUE", value_parser = parse_label)]
     pub label: Vec<(String, String)>,
     /// Root of sysfs used for hardware discovery.

@@ -32,6 +32,9 @@
 //! output_file = "logs/%x-%j.out"     # stdout (and stderr) to this file, not berth's logs
 //! error_file = "logs/%x-%j.err"      # stderr to its own file (Slurm's --output, --error)
 //! open_mode = "append"               # or "truncate", the default
+//! constraint = "a100&ib"             # node features (Slurm's --constraint): labels' keys or KEY=VALUE
+//! exclusive = true                   # whole nodes, shared with no other job
+//! qos = "high"                       # a qos of the manager's config: sets the priority
 //!
 //! [env]
 //! WANDB_MODE = "offline"
@@ -110,6 +113,9 @@ struct JobFile {
     #[serde(alias = "error")]
     error_file: Option<String>,
     open_mode: Option<String>,
+    constraint: Option<String>,
+    exclusive: Option<bool>,
+    qos: Option<String>,
 }
 
 /// `[environment]`: the job's Python environment (docs/environments.md).
@@ -223,6 +229,15 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         output_file: f.output_file.map(|o| crate::specflags::parse_output_file(&o)).transpose().map_err(|e| bad(&e))?,
         error_file: f.error_file.map(|o| crate::specflags::parse_output_file(&o)).transpose().map_err(|e| bad(&e))?,
         open_mode: f.open_mode.map(|m| crate::specflags::parse_open_mode(&m)).transpose().map_err(|e| bad(&e))?,
+        placement: crate::placement::PlacementFlags {
+            constraint: f
+                .constraint
+                .map(|c| crate::placement::parse_constraint(&c))
+                .transpose()
+                .map_err(|e| bad(&e))?,
+            exclusive: f.exclusive.unwrap_or(false),
+            qos: f.qos,
+        },
     };
     flags.resolve_workdir(dir);
     Ok(Loaded { flags, command })
@@ -371,6 +386,16 @@ WANDB_MODE = "offline"
         assert_eq!(l.flags.to_spec(l.command.unwrap()).signal, Some("B:USR1@90".parse().unwrap()));
         let e = format!("{:#}", p("signal = \"USR1@soon\"\ncommand = [\"sh\"]").unwrap_err());
         assert!(e.contains("TIME `soon`"), "{e}");
+    }
+
+    #[test]
+    fn placement_keys() {
+        let l = p("constraint = \"a100&ib\"\nexclusive = true\nqos = \"high\"\ncommand = [\"sh\"]").unwrap();
+        let spec = l.flags.to_spec(l.command.unwrap());
+        assert_eq!(spec.constraint.map(|c| c.to_string()).as_deref(), Some("a100&ib"));
+        assert_eq!((spec.exclusive, spec.qos.as_deref()), (true, Some("high")));
+        let e = p("constraint = \"[a|b]\"\ncommand = [\"sh\"]").unwrap_err().to_string();
+        assert!(e.contains("matching OR"), "{e}");
     }
 
     #[test]

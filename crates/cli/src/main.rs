@@ -22,6 +22,7 @@ mod jobfields;
 mod jobfile;
 mod managers;
 mod output;
+mod placement;
 mod sbatch;
 mod script;
 mod service;

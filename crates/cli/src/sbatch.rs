@@ -5,8 +5,11 @@
 //! `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
 //! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
 //! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`, `--array`/`-a`, `--signal`,
-//! `--output`/`-o`, `--error`/`-e`, `--open-mode` (output files, their patterns checked here).
-//! Everything else is returned as ignored, for the caller to warn about.
+//! `--output`/`-o`, `--error`/`-e`, `--open-mode` (output files, their patterns checked here),
+//! `--constraint`/`-C`, `--exclusive` (whole nodes; `--exclusive=user|mcs|topo` is refused),
+//! `--qos`/`-q`. Everything else is returned as ignored, for the caller to warn about, or,
+//! for the harmless ones scripts and tools always write (`--mail-*`, `--wckey`, `--comment`),
+//! to give the [`note`] about.
 //!
 //! The task directives are combined once every line is read ([`Tasks::flags`]), since berth
 //! asks per kernel (one per node) what Slurm asks per task: `--ntasks-per-node` (or
@@ -167,6 +170,17 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
             "--output" | "-o" => Some(("--output-file", Some(output_file(&opt, value())?))),
             "--error" | "-e" => Some(("--error-file", Some(output_file(&opt, value())?))),
             "--open-mode" => Some(("--open-mode", Some(open_mode(value())?))),
+            "--constraint" | "-C" => Some(("--constraint", value())),
+            "--qos" | "-q" => Some(("--qos", value())),
+            "--exclusive" => match &inline {
+                None => Some(("--exclusive", None)),
+                Some(v) => {
+                    return Err(format!(
+                        "#SBATCH --exclusive={v} (sharing nodes only with some jobs) is not supported: use \
+                         --exclusive for whole nodes, or drop it"
+                    ));
+                }
+            },
             _ => {
                 let v = value();
                 ignored.push(as_written(w, &inline, &opt, v));
@@ -196,6 +210,19 @@ fn open_mode(v: Option<String>) -> Result<String, String> {
         Some('a') => Ok("append".into()),
         Some('t') => Ok("truncate".into()),
         _ => Err(format!("invalid #SBATCH --open-mode value `{v}`: use append or truncate")),
+    }
+}
+
+/// What to tell the user about an option [`translate`] did not honour, when it is one that
+/// scripts and tools write as a matter of course and that changes nothing about how the job
+/// runs; `None` for the others, which are worth a warning.
+pub fn note(option: &str) -> Option<&'static str> {
+    match option.split(['=', ' ']).next().unwrap_or(option) {
+        "--mail-type" | "--mail-user" => {
+            Some("berth sends no mail: follow the job with `berth wait JOB` (its exit code) or `berth ps --watch`")
+        }
+        "--wckey" | "--comment" => Some("accepted for accounting tools; berth does not keep it"),
+        _ => None,
     }
 }
 
@@ -316,6 +343,18 @@ mod tests {
             (words(&["--output-file", "out/%x-%j.out", "--error-file", "%A_%5a.err", "--open-mode", "append"]), vec![])
         );
         assert_eq!(translate(&w("-eerr.txt --open-mode t")).0, ["--error-file", "err.txt", "--open-mode", "truncate"]);
+        assert_eq!(
+            translate(&w("-C a100&ib --exclusive -q high")).0,
+            ["--constraint", "a100&ib", "--exclusive", "--qos", "high"]
+        );
+        assert_eq!(translate(&w("--constraint=gpu=a100 --qos=low")).0, ["--constraint", "gpu=a100", "--qos", "low"]);
+        let e = super::translate(&w("--exclusive=user"), &mut Tasks::default()).unwrap_err();
+        assert!(e.contains("--exclusive=user") && e.contains("not supported"), "{e}");
+        let (out, ignored) = translate(&w("--mail-type=ALL --mail-user me@lab.org --wckey=x --comment hi --foo=1"));
+        assert!(out.is_empty());
+        let notes: Vec<bool> = ignored.iter().map(|o| note(o).is_some()).collect();
+        assert_eq!(notes, [true, true, true, true, false], "{ignored:?}");
+        assert!(note("--mail-type=ALL").unwrap().contains("berth wait JOB"));
         assert_eq!(slurm_time("30"), "30m");
         assert_eq!(slurm_time("10:30"), "10m30s");
         assert_eq!(slurm_time("1:02:03"), "1h02m03s");

@@ -26,6 +26,8 @@ pub struct Script {
     pub flags: SpecFlags,
     pub command: Vec<String>,
     pub warnings: Vec<String>,
+    /// Options accepted without effect, with what to do instead (`sbatch::note`).
+    pub notes: Vec<String>,
 }
 
 /// `#BERTH` arguments, parsed like `berth submit`'s flags.
@@ -90,6 +92,7 @@ pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script
     let mut sbatch = SpecFlags::default();
     let mut berth = SpecFlags::default();
     let mut warnings = Vec::new();
+    let mut notes = Vec::new();
     let mut tasks = sbatch::Tasks::default();
     let mut slurm = false;
     for (line_no, line) in header(text) {
@@ -102,7 +105,12 @@ pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script
                 slurm = true;
                 let (w, ignored) = sbatch::translate(&words, &mut tasks).map_err(at)?;
                 for flag in ignored {
-                    warnings.push(format!("{name}:{line_no}: ignoring #SBATCH {flag}: berth has no equivalent"));
+                    match sbatch::note(&flag) {
+                        Some(note) => notes.push(format!("{name}:{line_no}: #SBATCH {flag}: {note}")),
+                        None => {
+                            warnings.push(format!("{name}:{line_no}: ignoring #SBATCH {flag}: berth has no equivalent"))
+                        }
+                    }
                 }
                 (w, &mut sbatch)
             }
@@ -124,7 +132,7 @@ pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script
     if flags.name.is_none() {
         flags.name = Some(name.to_string());
     }
-    Ok(Script { flags, command: command_for(text, name, args)?, warnings })
+    Ok(Script { flags, command: command_for(text, name, args)?, warnings, notes })
 }
 
 /// The first line of a clap error without its `error: ` prefix, for use inside our own message.
@@ -243,9 +251,11 @@ python train.py
         assert_eq!(f.queue.as_deref(), Some("gpu"));
         assert_eq!(f.name.as_deref(), Some("my job"));
         assert_eq!(f.env, vec![("A".into(), "1".into())]);
-        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+        assert!(s.warnings.is_empty(), "translated and noted directives warn of nothing: {:?}", s.warnings);
         assert_eq!(f.output_file.as_deref(), Some("out.log"), "#SBATCH --output is translated");
-        assert!(s.warnings[0].contains("train.sh:9: ignoring #SBATCH --mail-type ALL"), "{:?}", s.warnings);
+        // Mail is no warning: a note on what to use instead.
+        assert_eq!(s.notes.len(), 1, "{:?}", s.notes);
+        assert!(s.notes[0].starts_with("train.sh:9: #SBATCH --mail-type ALL: berth sends no mail"), "{:?}", s.notes);
         assert_eq!(s.command[..2], ["/bin/bash", "-c"]);
         assert_eq!(s.command[2], SCRIPT);
         assert_eq!(s.command[3..], ["train.sh", "x"]);

@@ -201,6 +201,10 @@ pub struct SpecFlags {
     /// Empty the output files first (truncate, Slurm's default) or add to them (append)
     #[arg(long, value_name = "append|truncate", value_parser = parse_open_mode, help_heading = "Output")]
     pub open_mode: Option<berth_model::output::OpenMode>,
+
+    /// `--constraint`, `--exclusive`, `--qos`.
+    #[command(flatten)]
+    pub placement: crate::placement::PlacementFlags,
 }
 
 /// `--output-file`/`--error-file`: a path template whose patterns berth knows.
@@ -370,6 +374,7 @@ impl SpecFlags {
             output_file: over.output_file.or(self.output_file),
             error_file: over.error_file.or(self.error_file),
             open_mode: over.open_mode.or(self.open_mode),
+            placement: self.placement.overlay(over.placement),
         }
     }
 
@@ -435,6 +440,7 @@ impl SpecFlags {
             stderr: self.error_file.clone(),
             open_mode: self.open_mode.unwrap_or_default(),
         };
+        self.placement.apply(&mut spec);
         spec
     }
 

@@ -249,6 +249,7 @@ pub async fn register(
     let mut ledger = NodeLedger::new(node, queue.clone(), topology);
     ledger.set_images(crate::images::ledger_images(&containers));
     ledger.set_allowed_mounts(Some(containers.allow_mounts.clone()));
+    ledger.set_labels(labels.clone());
     m.nodes.publish_shape(&ledger);
     let idx = match st.nodes.get(node).map(|n| n.ledger) {
         Some(i) => {

@@ -21,6 +21,10 @@
 //! # store_file = "/etc/berth/store-url"      # or the URL in a 0600 file (a URL with a password)
 //! retain = "180d"              # archive finished jobs older than this (default: keep all)
 //! kill_invalid_depend = true   # cancel a job whose dependency can never be met (false: keep it pending)
+//!
+//! [qos.high]                   # Slurm's --qos: the priority of its jobs (qos.rs)
+//! priority = 100
+//! max_time_limit = "1d"        # optional
 //! ```
 //!
 //! (`store`, `store_file`, `retain` and `kill_invalid_depend` are top-level keys: in a real file they come before the
@@ -58,6 +62,8 @@ pub struct Config {
     /// `kill_invalid_depend` (Slurm's name): a job whose dependency can never be met is
     /// cancelled (the default), or kept pending with that reason (`false`).
     pub kill_invalid_depend: bool,
+    /// `[qos.NAME]`: the qualities of service jobs may ask for (`--qos`).
+    pub qos: crate::qos::QosTable,
 }
 
 /// Fair-share settings.
@@ -89,6 +95,16 @@ struct File {
     queue: Vec<QueueEntry>,
     #[serde(default)]
     fair_share: Option<FairShareEntry>,
+    #[serde(default)]
+    qos: BTreeMap<String, QosEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QosEntry {
+    priority: i32,
+    #[serde(default)]
+    max_time_limit: Option<Duration>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -166,6 +182,7 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
             store: None,
             retain: None,
             kill_invalid_depend: true,
+            qos: Default::default(),
         });
     };
     let p = path.display().to_string();
@@ -219,7 +236,9 @@ pub fn parse(text: &str) -> Result<Config, String> {
     }
     let retain = file.retain.map(|r| retain_period(&r.text())).transpose().map_err(|e| format!("retain: {e}"))?;
     let kill_invalid_depend = file.kill_invalid_depend.unwrap_or(true);
-    Ok(Config { queues: out, fair_share, store, retain, kill_invalid_depend })
+    let qos = file.qos.into_iter().map(|(name, q)| (name, q.priority, q.max_time_limit.as_ref().map(Duration::text)));
+    let qos = crate::qos::QosTable::parse(qos)?;
+    Ok(Config { queues: out, fair_share, store, retain, kill_invalid_depend, qos })
 }
 
 /// The `store` or `store_file` key: a URL here must hold no password (config files are often
@@ -445,10 +464,8 @@ fn duration_or_none(key: &str, v: &str) -> Result<Option<u64>, String> {
     }
 }
 
-/// A label key or value: 1-63 letters, digits, `-`, `_`, `.` or `/`.
-pub fn valid_label(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 63 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-}
+/// A label key or value (also what a node feature is made of: `--constraint`).
+pub use berth_model::constraint::valid_label;
 
 /// A retention period (`retain`, `berth manager --retain`): a duration of at least an hour,
 /// so that a bare number (seconds: `--retain 180`) cannot archive every job minutes after it
@@ -474,6 +491,21 @@ fn parse_duration_or_zero(s: &str) -> Result<u64, berth_model::QuantityError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qos_tables_set_priorities() {
+        let c = parse("[qos.high]\npriority = 100\nmax_time_limit = \"1d\"\n\n[qos.low]\npriority = -5\n").unwrap();
+        let high = c.qos.get("high").unwrap();
+        assert_eq!((high.priority, high.max_time_limit_secs), (100, Some(86_400)));
+        assert_eq!(c.qos.get("low").unwrap().max_time_limit_secs, None);
+        assert!(parse("").unwrap().qos.get("high").is_none());
+        assert!(
+            parse("[qos.high]\nmax_time_limit = \"1h\"\n").unwrap_err().contains("priority"),
+            "priority is required"
+        );
+        assert!(parse("[qos.high]\npriority = 1\nprio = 2\n").unwrap_err().contains("prio"));
+        assert!(parse("[qos.high]\npriority = 1\nmax_time_limit = \"x\"\n").unwrap_err().contains("qos.high"));
+    }
 
     #[test]
     fn kill_invalid_depend_is_on_unless_the_file_turns_it_off() {

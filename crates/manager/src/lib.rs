@@ -47,6 +47,7 @@ mod node_name;
 mod nodes;
 mod openapi;
 mod pass_target;
+pub mod qos;
 mod queues;
 mod quota_table;
 mod quotas;
@@ -297,6 +298,7 @@ async fn lead(
     )
     .with_lease(lease);
     made.kill_invalid_depend = cfg.kill_invalid_depend;
+    made.qos = cfg.qos.clone();
     if let Some(root) = &config.folder_root {
         made = made.with_folder_root(root.clone());
     }

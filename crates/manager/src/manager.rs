@@ -76,6 +76,8 @@ pub struct Manager {
     pub code: crate::code_store::CodeStore,
     /// Cancel a job whose dependency can never be met (`kill_invalid_depend`, `holds.rs`).
     pub kill_invalid_depend: bool,
+    /// The qualities of service of the config file (`--qos`, `qos.rs`).
+    pub qos: crate::qos::QosTable,
     /// The key of jobs' step tokens (`srun`), loaded from the store once this manager leads.
     pub step_key: std::sync::OnceLock<crate::step_token::StepKey>,
 }
@@ -119,6 +121,7 @@ impl Manager {
             lease: Default::default(),
             leader_url: Default::default(),
             kill_invalid_depend: true,
+            qos: Default::default(),
             step_key: Default::default(),
         }
     }

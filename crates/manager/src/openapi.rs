@@ -175,6 +175,8 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("JobSpec", "queue", json!({"pattern": "^[A-Za-z0-9_-]+$"})),
         ("JobSpec", "project", json!({"pattern": NAME})),
         ("SignalSpec", "signal", json!({"minimum": 1, "maximum": berth_model::signal::MAX_SIGNAL})),
+        ("JobSpec", "qos", json!({"pattern": NAME})),
+        ("JobSpec", "constraint", constraint_rule()),
         ("EnvSpec", "python", json!({"pattern": "^[0-9]{1,4}(\\.[0-9]{1,4}){0,2}$"})),
         (
             "EnvSpec",
@@ -199,6 +201,17 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("QueueUpdate", "backfill_window", json!({"minimum": 1})),
         ("QueuePolicy", "backfill_window", json!({"minimum": 1})),
     ]
+}
+
+/// The constraint forms `berth_model::constraint` reads: features (a label KEY or KEY=VALUE)
+/// joined by `&` (all) or by `|` (any), never both.
+fn constraint_rule() -> Value {
+    let f = r"[A-Za-z0-9._/-]{1,63}(=[A-Za-z0-9._/-]{1,63})?";
+    json!({
+        "pattern": format!(r"^\s*{f}\s*(([&,]\s*{f}\s*)*|(\|\s*{f}\s*)*)$"),
+        "maxLength": 1024,
+        "description": "node features: a label KEY or KEY=VALUE; all of several joined by `&` (or `,`), or any of several by `|`"
+    })
 }
 
 /// The shape of an environment map that `JobSpec::validate` accepts. (utoipa's schema type

@@ -80,8 +80,13 @@ impl QuotaService {
             if let Some(max) = l.max_priority
                 && spec.priority > max
             {
+                // A qos's priority is the admin's, not a flag the user can lower.
+                let fix = match &spec.qos {
+                    Some(q) => format!("qos `{q}` gives it; use a qos whose priority is at most {max}, or none"),
+                    None => format!("use --priority {max} or lower"),
+                };
                 return Err(ApiError::forbidden(format!(
-                    "quota: priority {} is above the maximum {max} for {who}: use --priority {max} or lower",
+                    "quota: priority {} is above the maximum {max} for {who}: {fix}",
                     spec.priority
                 )));
             }

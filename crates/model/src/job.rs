@@ -164,6 +164,19 @@ pub struct JobSpec {
     /// with `batch_only` to its batch shell. Needs a time limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<crate::signal::SignalSpec>,
+    /// Node features every node of the job must offer (Slurm's `--constraint`): its labels,
+    /// by the rule of [`crate::constraint`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "a100&ib")]
+    pub constraint: Option<crate::constraint::Constraint>,
+    /// Whole nodes (Slurm's `--exclusive`): each kernel is bound to all of its node's CPUs,
+    /// memory and GPUs, on a node where nothing else runs while it does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
+    /// The quality of service the job asked for (Slurm's `--qos`): a name from the manager's
+    /// config, which sets the job's priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
 }
 
 /// Which kernels of a job run its command.
@@ -352,6 +365,9 @@ impl JobSpec {
             launch: Launch::Every,
             output: crate::output::OutputFiles::default(),
             signal: None,
+            constraint: None,
+            exclusive: false,
+            qos: None,
         }
     }
 
@@ -432,6 +448,14 @@ impl JobSpec {
             return bad("--kernels needs --image: several kernels of one node run as containers on a private network \
                  where they reach each other as main, sub1, ...; add --image IMAGE, or use --nodes N for one \
                  process kernel per node");
+        }
+        if self.exclusive && self.kernels > 1 {
+            return bad("--exclusive gives each kernel a whole node: drop --kernels (or --exclusive)");
+        }
+        if let Some(q) = &self.qos
+            && !valid_name(q)
+        {
+            return bad(&format!("invalid qos name `{q}`: use 1-64 letters, digits, `-`, `_` or `.`"));
         }
         if self.tasks_per_node == 0 || self.tasks_per_node > MAX_TASKS_PER_NODE {
             return bad(&format!("tasks per node must be between 1 and {MAX_TASKS_PER_NODE}"));

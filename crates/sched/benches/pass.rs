@@ -57,6 +57,8 @@ fn jobs(n: usize) -> Vec<PendingJob> {
                 kernels: 1,
                 mounts: Vec::new(),
                 data_on: Vec::new(),
+                constraint: None,
+                exclusive: false,
             }
         })
         .collect()

@@ -2,9 +2,10 @@
 //! one decides it, and that [`Verdict`] (start, wait with a reason, preempt, borrow later, or
 //! stop the walk) is what the pass records for the job (`pass.rs`).
 //!
-//! In order: the held line (a blocked head ahead), quota, image, mounts, the backfill window,
-//! placement with the backfill reservation, preemption, and the head-of-line policy (strict,
-//! skip-after-N, or EASY backfill in `backfill.rs`), which decides every job that got that far.
+//! In order: the held line (a blocked head ahead), quota, features, image, mounts, the backfill
+//! window, placement with the backfill reservation, preemption, and the head-of-line policy
+//! (strict, skip-after-N, or EASY backfill in `backfill.rs`), which decides every job that got
+//! that far.
 //! A gate that lets a job on returns `Continue` with what it found (placement: why the job
 //! does not fit), so a later gate never works it out again.
 
@@ -148,6 +149,7 @@ impl<'i, 'a> Walk<'i, 'a> {
     fn gates(&mut self, job: &'a PendingJob, pos: u32, book: &mut Book) -> Gate<Verdict> {
         self.held_line()?;
         quota(job, book)?;
+        self.features(job)?;
         self.image(job)?;
         self.mounts(job)?;
         self.window()?;
@@ -168,6 +170,19 @@ impl<'i, 'a> Walk<'i, 'a> {
         // reason is shown to this job's owner).
         let text = format!("priority: waiting behind the job at position {at}");
         Break(Verdict::Stop(PendingReason::new(PendingKind::Priority, text)))
+    }
+
+    /// A job whose features (`--constraint`) no ready node offers waits without holding the
+    /// queue back: only such a node, not the jobs behind it, lets it start. (A constraint no
+    /// node of the queue offers at all is refused at submit.)
+    fn features(&self, job: &PendingJob) -> Gate {
+        match &job.constraint {
+            Some(c) if !self.pool.any_offers(job) => {
+                let text = format!("constraint: no ready node in queue {} offers {c}", self.q.name);
+                Break(Verdict::wait(PendingKind::NoNodes, text))
+            }
+            _ => Continue(()),
+        }
     }
 
     /// A job whose image no node has waits without holding the queue back: loading the image

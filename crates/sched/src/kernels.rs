@@ -45,8 +45,12 @@ impl NodeLedger {
         Ok(out)
     }
 
-    /// [`bind_kernels`](Self::bind_kernels) for a job's kernels on one node.
+    /// [`bind_kernels`](Self::bind_kernels) for a job's kernels on one node; an exclusive
+    /// job's one kernel takes the whole node ([`bind_whole`](Self::bind_whole)).
     pub(crate) fn bind_job(&self, job: &PendingJob) -> Result<Vec<Binding>, Shortfall> {
+        if job.exclusive {
+            return self.bind_whole(&job.request, job.numa).map(|b| vec![b]);
+        }
         self.bind_kernels(&job.request, job.numa, job.kernels_per_node())
     }
 }

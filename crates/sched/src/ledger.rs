@@ -67,6 +67,9 @@ pub struct NodeLedger {
     /// Host paths the node lets containers mount (`berth agent --allow-mount`), as the agent
     /// reported them; `None` until it has (see `mounts.rs`).
     pub(crate) allowed_mounts: Option<Arc<[String]>>,
+    /// The agent's labels, which are also the node's features (`--constraint`,
+    /// `node_match.rs`). Shared like `images`.
+    pub(crate) labels: Arc<BTreeMap<String, String>>,
 }
 
 impl NodeLedger {
@@ -158,6 +161,7 @@ impl NodeLedger {
             splits: BTreeMap::new(),
             images: Arc::default(),
             allowed_mounts: None,
+            labels: Arc::default(),
         };
         l.refresh();
         l

@@ -43,6 +43,7 @@ mod kernels;
 mod ledger;
 mod mounts;
 mod node_counts;
+mod node_match;
 mod order;
 mod pass;
 mod pending_set;
@@ -65,6 +66,7 @@ mod test_support;
 pub use feasible::{check_feasible, check_feasible_kernels, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
 pub use mounts::{check_mounts, mount_allowed};
+pub use node_match::nodes_offering;
 pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::{schedule, schedule_set};
 pub use pending_set::PendingSet;
@@ -218,6 +220,12 @@ pub struct PendingJob {
     /// nodes that can take the job, those holding more are taken first, whatever the queue's
     /// scoring; the rest follow in score order. Empty for most jobs.
     pub data_on: Vec<(String, u64)>,
+    /// Node features the job's nodes must offer (`--constraint`): only nodes whose labels
+    /// satisfy it ([`NodeLedger::offers`]) are considered.
+    pub constraint: Option<berth_model::Constraint>,
+    /// Whole nodes (`--exclusive`): each kernel is bound to all of a node on which nothing
+    /// else runs (`node_match.rs`).
+    pub exclusive: bool,
 }
 
 /// A job that holds resources (its bindings are allocated on the ledgers passed in).

@@ -164,12 +164,18 @@ impl<'a> Pool<'a> {
         self.nodes[i].schedulable() && !self.held[i]
     }
 
-    /// Whether node `i` may take this job in this pass: usable and, for a container job,
-    /// holding its image and allowing its mounts.
+    /// Whether node `i` may take this job in this pass: usable, offering its features and,
+    /// for a container job, holding its image and allowing its mounts.
     pub fn eligible(&self, i: usize, job: &PendingJob) -> bool {
         self.usable(i)
+            && self.nodes[i].offers(job)
             && job.image.as_deref().is_none_or(|img| self.nodes[i].has_image(img))
             && self.nodes[i].allows_mounts(&job.mounts)
+    }
+
+    /// Whether some usable node offers the job's features.
+    pub fn any_offers(&self, job: &PendingJob) -> bool {
+        (0..self.nodes.len()).any(|i| self.usable(i) && self.nodes[i].offers(job))
     }
 
     /// Why no usable node holding the job's image allows its mounts, if none does.
@@ -349,7 +355,15 @@ impl<'a> Pool<'a> {
                 closest = Some((i, s));
             }
         }
-        let why = if job.kernels_per_node() > 1 {
+        let why = if job.exclusive {
+            let eligible = (0..self.nodes.len()).filter(|&i| self.eligible(i, job)).count();
+            let s = if want == 1 { "" } else { "s" };
+            format!(
+                "needs {want} whole node{s} (--exclusive) with at least {}, {capable} of {eligible} ready nodes can \
+                 take it",
+                request_text(req)
+            )
+        } else if job.kernels_per_node() > 1 {
             let k = job.kernels_per_node();
             let of = if want > 1 { format!("each of {want} nodes") } else { "one node".to_string() };
             format!(
@@ -390,11 +404,15 @@ impl<'a> Pool<'a> {
     }
 }
 
-/// Whether the job sees only some nodes (its image, its mounts) or takes several kernels per
-/// node: the memos, which hold for one kernel on every node, do not apply to it.
-/// Jobs whose placement depends on more than their [`shape`] (image, mounts, kernels).
+/// Whether the job sees only some nodes (its image, its mounts, its features), takes whole
+/// nodes, or several kernels per node: the memos, which hold for one kernel on every node, do
+/// not apply to it: its placement depends on more than its [`shape`].
 pub(crate) fn narrow(job: &PendingJob) -> bool {
-    job.image.is_some() || !job.mounts.is_empty() || job.kernels_per_node() > 1
+    job.image.is_some()
+        || !job.mounts.is_empty()
+        || job.kernels_per_node() > 1
+        || job.constraint.is_some()
+        || job.exclusive
 }
 
 /// What a plain job's placement depends on: its request, NUMA policy and node count.

@@ -68,7 +68,7 @@ impl Ctx<'_, '_, '_> {
         for &v in victims {
             for b in &self.cands[v].bindings {
                 if let Some(i) = self.pool.index_of(&b.node)
-                    && self.pool.usable(i)
+                    && self.pool.eligible(i, self.job)
                     && !out.contains(&i)
                     && self.fits(i, victims)
                 {

@@ -8,6 +8,8 @@ use berth_model::{NumaPolicy, ResourceRequest, format_bytes, format_gpu_milli};
 pub(crate) enum Shortfall {
     /// The node takes no new work (lost or draining).
     NotReady,
+    /// Other jobs hold some of the node, and the job takes whole nodes (`--exclusive`).
+    Busy,
     /// GPU thousandths: for a fraction, the most free on one GPU; for whole GPUs, the wholly
     /// free GPUs plus the largest fraction left on a shared one.
     Gpu {
@@ -65,6 +67,7 @@ impl Shortfall {
     pub fn needs(&self, req: &ResourceRequest) -> String {
         match *self {
             Shortfall::NotReady => "a ready node".into(),
+            Shortfall::Busy => format!("a whole node with at least {} (--exclusive)", request_text(req)),
             Shortfall::Gpu { need, .. } => gpus_text(need),
             Shortfall::Cpu { need, .. } => cpus_text(need),
             Shortfall::Mem { need, .. } => format!("{} memory", format_bytes(need)),
@@ -82,6 +85,7 @@ impl Shortfall {
     pub fn has(&self) -> String {
         match *self {
             Shortfall::NotReady => "is not ready".into(),
+            Shortfall::Busy => "other jobs running".into(),
             Shortfall::Gpu { have, .. } => format!("{} free", format_gpu_milli(have)),
             Shortfall::Cpu { have, .. } => format!("{have} free"),
             Shortfall::Mem { have, .. } => format!("{} free", format_bytes(have)),
@@ -111,6 +115,7 @@ impl Shortfall {
         };
         match *self {
             Shortfall::NotReady => (0, 0),
+            Shortfall::Busy => (0, 1),
             Shortfall::Gpu { need, have } => (1, ratio(have, need)),
             Shortfall::Cpu { need, have } => (2, ratio(have as u64, need as u64)),
             Shortfall::Mem { need, have } => (3, ratio(have, need)),

@@ -24,6 +24,8 @@ pub fn pending(id: JobId, request: ResourceRequest) -> PendingJob {
         kernels: 1,
         mounts: Vec::new(),
         data_on: Vec::new(),
+        constraint: None,
+        exclusive: false,
     }
 }
 

@@ -24,6 +24,8 @@ fn gpu_job(id: i64, project: &str, priority: i32) -> PendingJob {
         kernels: 1,
         mounts: Vec::new(),
         data_on: Vec::new(),
+        constraint: None,
+        exclusive: false,
     }
 }
 

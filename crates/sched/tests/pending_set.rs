@@ -52,6 +52,8 @@ fn pending(id: JobId, &(priority, q, cpus, gib, gpu_milli, nodes, u, p, limit): 
         kernels: 1,
         mounts: Vec::new(),
         data_on: Vec::new(),
+        constraint: None,
+        exclusive: false,
     }
 }
 

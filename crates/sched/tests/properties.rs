@@ -34,6 +34,8 @@ fn build_nodes(specs: &[(u32, u32, bool, u32, u64, usize, bool)]) -> Vec<NodeLed
             let t = support::topology(numa * cores * threads, numa as u64 * gib * GIB, gpus, numa, smt);
             let mut l = NodeLedger::new(format!("n{i}"), ["a", "b"][q], t);
             l.set_schedulable(up);
+            // Half the nodes offer feature f0, the other half f1.
+            l.set_labels([(format!("f{}", i % 2), "yes".to_string())].into());
             l
         })
         .collect()
@@ -75,6 +77,9 @@ fn build_jobs(specs: &[(i32, usize, ResourceRequest, u32, usize, u32)], first_id
             mounts: Vec::new(),
             // Every third job prefers nodes holding its data: the invariants hold all the same.
             data_on: if i % 3 == 0 { vec![(format!("n{}", i % 4), (i as u64 + 1) << 20)] } else { Vec::new() },
+            // Some jobs ask for node features, some for whole nodes.
+            constraint: [None, Some("f0"), Some("f0|f1"), None][i % 4].map(|c| c.parse().unwrap()),
+            exclusive: i % 5 == 2,
         })
         .collect()
 }
@@ -113,6 +118,16 @@ fn check_pass(qs: &[QueueConfig], nodes: &[NodeLedger], pending: &[PendingJob], 
             let l = after.iter_mut().find(|l| l.name() == b.node).expect("known node");
             assert_eq!(l.queue(), &*job.queue);
             assert!(l.schedulable());
+            assert!(l.offers(job), "job {} on node {} without its features", job.id, b.node);
+            if job.exclusive {
+                // The whole node, which ran nothing; the ledger then refuses anything beside it.
+                assert_eq!(l.allocations(), 0, "exclusive job {} on a busy node", job.id);
+                assert_eq!((b.cpus.len() as u32, b.mem_bytes), (l.cpus_total(), l.mem_total()));
+                assert_eq!(b.gpus.len(), l.topology().gpus.len());
+                assert!(b.cpus.len() as u32 >= job.request.whole_cpus() && b.mem_bytes >= job.request.mem_bytes);
+                l.allocate(b).unwrap_or_else(|e| panic!("start of job {} does not fit: {e}", s.job));
+                continue;
+            }
             assert_eq!(b.cpus.len() as u32, job.request.whole_cpus());
             assert_eq!((b.cpu_milli, b.mem_bytes), (job.request.cpu_milli, job.request.mem_bytes));
             assert_eq!(b.gpus.iter().map(|g| g.milli).sum::<u64>(), job.request.gpu_milli);

@@ -96,6 +96,7 @@ fn node_table(nodes: &[NodeView]) -> comfy_table::Table {
         "STATE",
         "ADDRESS",
         "QUEUE",
+        "FEATURES",
         "CPUS",
         "MEM",
         "GPUS",
@@ -112,6 +113,7 @@ fn node_table(nodes: &[NodeView]) -> comfy_table::Table {
             state_cell(n),
             n.address.clone().unwrap_or_else(|| "-".into()),
             n.queue.clone(),
+            features(n),
             format!("{}/{}", n.cpus_used, n.cpus_total),
             format!("{}/{}", format_bytes(n.mem_used), format_bytes(n.mem_total)),
             format!("{}/{}", format_gpu_milli(gpu_used), format_gpu_milli(gpu_total)),
@@ -122,6 +124,13 @@ fn node_table(nodes: &[NodeView]) -> comfy_table::Table {
         ]);
     }
     t
+}
+
+/// What the node offers to `--constraint`: its labels, `KEY=VALUE` (a feature is a key, or a
+/// whole label: docs/slurm.md); `-` for none.
+fn features(n: &NodeView) -> String {
+    let labels: Vec<String> = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if labels.is_empty() { "-".into() } else { labels.join(",") }
 }
 
 /// What the node's jobs use now, as measured (`1.9 cpu, 210MiB`); `-` before a sample.

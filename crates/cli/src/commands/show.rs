@@ -102,6 +102,15 @@ fn render(d: &JobDetail) -> String {
     }
     line("time limit", s.time_limit_secs.map(output::duration).unwrap_or_else(|| "none".into()));
     line("queue", format!("{} (priority {})", j.queue, s.priority));
+    if let Some(q) = &s.qos {
+        line("qos", format!("{q} (its priority comes from it)"));
+    }
+    if let Some(c) = &s.constraint {
+        line("constraint", format!("{c} (node features)"));
+    }
+    if s.exclusive {
+        line("exclusive", "yes: whole nodes, shared with no other job".into());
+    }
     if let Some(d) = &s.dependency {
         let how = if d.any { "any one of" } else { "all of" };
         line("dependency", if d.conditions.len() > 1 { format!("{d} ({how})") } else { d.to_string() });

@@ -155,6 +155,9 @@ pub fn build_spec(args: &JobArgs) -> anyhow::Result<JobSpec> {
                 for w in &s.warnings {
                     eprintln!("warning: {w}");
                 }
+                for n in &s.notes {
+                    eprintln!("note: {n}");
+                }
                 (s.flags, s.command)
             }
             None => {

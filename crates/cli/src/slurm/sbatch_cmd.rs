@@ -59,7 +59,9 @@ override the script's #SBATCH and #BERTH lines. berth honours:
   -t, --time=TIME         -J, --job-name=NAME   -p, --partition=QUEUE   -N, --nodes=N
   -D, --chdir=DIR         -A, --account=PROJECT   --priority=N   --requeue   --export=...
   -o, --output=FILE       -e, --error=FILE  (%j %A %a %x %u %N %% patterns)   --open-mode=append|truncate
-and warns about the others. sbatch's own:
+  -C, --constraint=FEATURES   --exclusive       -q, --qos=QOS
+takes --mail-type, --mail-user, --wckey and --comment with a note, and warns about the
+others. sbatch's own:
       --parsable          print only the job id
       --wrap=CMD          run CMD in a /bin/sh script instead of reading one
   -W, --wait              wait for the job to end; exit with its exit code
@@ -143,7 +145,10 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     }
     if !line.quiet {
         for o in ignored {
-            eprintln!("sbatch: warning: ignoring {o}: berth has no equivalent");
+            match crate::sbatch::note(&o) {
+                Some(note) => eprintln!("sbatch: note: {o}: {note}"),
+                None => eprintln!("sbatch: warning: ignoring {o}: berth has no equivalent"),
+            }
         }
     }
     // A script that is not a file of the user's goes through a private file of ours, so that

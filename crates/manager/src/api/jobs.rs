@@ -60,6 +60,7 @@ pub async fn submit(
     let Some(q) = m.queues.get(&queue) else {
         return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queues.names())));
     };
+    m.qos.apply(&mut spec, q.default_time_limit_ms)?;
     check_queue_access(&q, &user, &mut spec)?;
     if let (Some(sig), None) = (&spec.signal, spec.time_limit_secs) {
         // Slurm counts back from the partition's limit; a berth queue without a maximum
@@ -73,7 +74,9 @@ pub async fn submit(
     }
     {
         let shapes = m.nodes.shapes();
-        berth_sched::check_feasible_kernels(&spec.resources, spec.nodes, spec.kernels, spec.numa, &shapes, &queue)
+        let offering =
+            berth_sched::nodes_offering(spec.constraint.as_ref(), &shapes, &queue).map_err(ApiError::unprocessable)?;
+        berth_sched::check_feasible_kernels(&spec.resources, spec.nodes, spec.kernels, spec.numa, &offering, &queue)
             .map_err(ApiError::unprocessable)?;
         let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
         berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(ApiError::unprocessable)?;

@@ -247,6 +247,8 @@ impl Job {
             kernels: self.spec.kernels,
             mounts: self.spec.mounts.iter().map(|m| m.source.clone()).collect(),
             data_on: self.waiting.data_on.clone(),
+            constraint: self.spec.constraint.clone(),
+            exclusive: self.spec.exclusive,
         }
     }
 

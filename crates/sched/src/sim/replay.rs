@@ -152,6 +152,8 @@ impl<'t> Replay<'t> {
             kernels: 1,
             mounts: Vec::new(),
             data_on: Vec::new(),
+            constraint: None,
+            exclusive: false,
         };
         self.pending.insert(job);
     }

@@ -7,6 +7,7 @@
 //! job 1 cpus=2 mem=4GiB gpus=0.5 prio=5 nodes=2 numa=require-local queue=batch image=pytorch:2.4
 //! job 3 kernels=3 mounts=/data/a,/scratch   # 3 kernels on one node; host paths it mounts
 //! job 4 data=n2:5GiB,n3:1GiB    # bytes of its datasets each node's cache holds
+//! job 5 constraint=a100&ib exclusive   # node features (`labels=a100=yes,ib=hdr` on a node); whole nodes
 //! job 2 user=alice project=ml limit=30m
 //! run 7 gpus=1 start=-2h limit=3h prio=0 preemptible user=bob   # a running job, placed now
 //! usage user alice 100 / usage project ml 50 / weight ml 3         # fair-share input
@@ -151,6 +152,8 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
                 })
                 .collect()
         }),
+        constraint: o.get("constraint").map(|c| c.parse().expect("constraint")),
+        exclusive: o.contains_key("exclusive"),
     }
 }
 
@@ -304,6 +307,11 @@ pub fn run(script: &str) -> String {
                 // `mounts=/data,/scratch` (`mounts=` for none); absent: not reported.
                 if let Some(m) = o.get("mounts") {
                     l.set_allowed_mounts(Some(m.split(',').filter(|p| !p.is_empty()).map(String::from).collect()));
+                }
+                // `labels=a100=yes,zone=b`: the node's labels, which are its features.
+                if let Some(labels) = o.get("labels") {
+                    let pair = |l: &str| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()));
+                    l.set_labels(labels.split(',').map(|l| pair(l).expect("labels=KEY=VALUE,...")).collect());
                 }
                 sc.nodes.push(l);
             }
