@@ -56,6 +56,11 @@ pub struct ArrayTask {
 }
 
 impl ArraySpec {
+    /// Index `i` alone.
+    pub fn one(i: u32) -> ArraySpec {
+        ArraySpec { ranges: vec![IndexRange { start: i, end: i, step: 1 }], throttle: None }
+    }
+
     /// How many tasks it has.
     pub fn count(&self) -> u64 {
         self.ranges.iter().map(IndexRange::count).sum()
