@@ -428,14 +428,19 @@ pub async fn cancel_tasks(
     if wanted.throttle.is_some() {
         return Err(ApiError::bad_request("tasks: a throttle (%N) means nothing here: give indices only"));
     }
+    let outside = |id: JobId, array: &berth_model::ArraySpec| {
+        let i = wanted.indices().find(|i| !array.contains(*i))?;
+        Some(ApiError::unprocessable(format!("task {id}_{i} is not in job array {id} ({array})")))
+    };
     let mut st = m.jobs.lock().await;
     let Some(job) = st.jobs.get(&id) else {
         drop(st);
         let row = visible_job(&m, &user, id).await?;
-        if row.spec.array.is_none() {
+        let Some(array) = &row.spec.array else {
             return Err(ApiError::unprocessable(format!("job {id} is not a job array")));
-        }
-        return Err(ApiError::conflict(format!("job array {id} already finished ({})", row.state)));
+        };
+        return Err(outside(id, array)
+            .unwrap_or_else(|| ApiError::conflict(format!("job array {id} already finished ({})", row.state))));
     };
     if !user.can_see(job.owner.user_id, &job.spec) {
         return Err(no_such_job(id));
@@ -446,8 +451,8 @@ pub async fn cancel_tasks(
     let Some(array) = &job.spec.array else {
         return Err(ApiError::unprocessable(format!("job {id} is not a job array")));
     };
-    if let Some(i) = wanted.indices().find(|i| !array.indices().any(|a| a == *i)) {
-        return Err(ApiError::unprocessable(format!("task {id}_{i} is not in job array {id} ({array})")));
+    if let Some(e) = outside(id, array) {
+        return Err(e);
     }
     let indices: Vec<u32> = wanted.indices().collect();
     Ok(axum::Json(crate::arrays::cancel_tasks(&m, &mut st, id, &indices, &user.name).await?))
