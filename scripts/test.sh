@@ -95,6 +95,23 @@ else
   warn "SKIPPED: uv could not be installed (no venv/pip or no PyPI): the environment tests will be SKIPPED"
 fi
 
+# submitit (Slurm's Python submitter, from PyPI) drives berth's sbatch/sacct/scancel/srun in
+# e2e_submitit, from a venv of its own; jobs run its Python too, so the venv is on a path every
+# job can read (not under a private /tmp).
+submitit_venv="${BERTH_SUBMITIT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/submitit-venv}"
+if ! "$submitit_venv/bin/python" -c 'import submitit' 2>/dev/null; then
+  log "installing submitit from PyPI into $submitit_venv"
+  { python3 -m venv "$submitit_venv" && "$submitit_venv/bin/pip" install -q submitit; } || true
+fi
+if "$submitit_venv/bin/python" -c 'import submitit' 2>/dev/null; then
+  export BERTH_TEST_SUBMITIT="$submitit_venv/bin/python"
+elif [ "${CI:-}" = true ]; then
+  echo "submitit could not be installed into $submitit_venv (no venv/pip or no PyPI): the submitit test is required on CI" >&2
+  exit 1
+else
+  warn "SKIPPED: submitit could not be installed (no venv/pip or no PyPI): the submitit test will be SKIPPED"
+fi
+
 # The API fuzz run (bench/fuzz.sh) needs Schemathesis from PyPI, in a venv of its own. On CI
 # (CI=true) a missing Schemathesis fails the run; elsewhere it is skipped with a warning.
 fuzz_venv="${BERTH_FUZZ_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/fuzz-venv}"

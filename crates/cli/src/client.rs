@@ -7,8 +7,8 @@ use anyhow::{Context, anyhow};
 use berth_agent::tls::TlsFailure;
 use berth_model::JobId;
 use berth_model::api::{
-    CancelResult, CreateUserRequest, DrainRequest, ErrorBody, Health, JobDetail, JobListQuery, JobView,
-    JoinTokenCreated, NodeView, QueueUpdate, QueueView, SubmitRequest, UserCreated, WhoAmI,
+    CancelResult, CancelTasks, CreateUserRequest, DrainRequest, ErrorBody, Health, JobDetail, JobListQuery, JobView,
+    JoinTokenCreated, NodeView, QueueUpdate, QueueView, SubmitRequest, TaskCancelled, UserCreated, WhoAmI,
 };
 use berth_model::protocol::LogStream;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -267,6 +267,12 @@ impl Client {
 
     pub async fn cancel(&self, id: JobId) -> anyhow::Result<CancelResult> {
         self.json(self.request(Method::POST, &format!("/v1/jobs/{id}/cancel"))).await
+    }
+
+    /// Cancels tasks `tasks` (`--array` syntax) of job array `array`, made or not.
+    pub async fn cancel_tasks(&self, array: JobId, tasks: &str) -> anyhow::Result<Vec<TaskCancelled>> {
+        let body = CancelTasks { tasks: tasks.to_string() };
+        self.json(self.request(Method::POST, &format!("/v1/jobs/{array}/tasks/cancel")).json(&body)).await
     }
 
     pub async fn logs(&self, id: JobId, stream: LogStream, kernel: u32, offset: u64) -> anyhow::Result<LogChunk> {

@@ -77,9 +77,44 @@ pub async fn resolve(client: &Client, refs: &[JobRef]) -> anyhow::Result<Vec<Job
     Ok(out)
 }
 
-/// A comma-separated list of job ids and array tasks (`-j 3,7,12_1`).
+/// The plain job ids of `refs`, and their array tasks as (array, indices): what a cancel acts
+/// on, since a task not made yet can be cancelled too (`cancel_tasks`).
+pub fn split(refs: &[JobRef]) -> (Vec<JobId>, Vec<(JobId, ArraySpec)>) {
+    let mut jobs = Vec::new();
+    let mut tasks = Vec::new();
+    for r in refs {
+        match r {
+            JobRef::Job(id) => jobs.push(*id),
+            JobRef::Task(a, t) => tasks.push((*a, ArraySpec::one(*t))),
+            JobRef::Tasks(a, spec) => tasks.push((*a, spec.clone())),
+        }
+    }
+    (jobs, tasks)
+}
+
+/// Tasks of an array as users write them: `12_7`, `12_[1-3,9]`.
+pub fn tasks_label(array: JobId, spec: &ArraySpec) -> String {
+    if spec.count() == 1 { format!("{array}_{spec}") } else { format!("{array}_[{spec}]") }
+}
+
+/// A comma-separated list of job ids and array tasks (`-j 3,7,12_1,12_[1-3,9]`): the commas
+/// inside brackets belong to the task list.
 pub fn parse_list(list: &str) -> Result<Vec<JobRef>, String> {
-    list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::parse).collect()
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in list.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&list[start..]);
+    items.into_iter().map(str::trim).filter(|s| !s.is_empty()).map(str::parse).collect()
 }
 
 #[cfg(test)]
@@ -97,5 +132,11 @@ mod tests {
         assert_eq!("0".parse::<JobRef>().unwrap_err(), "invalid job id specified: 0");
         assert!("12_[5-1]".parse::<JobRef>().unwrap_err().contains("ends before it starts"));
         assert_eq!(parse_list("3, 12_7,").unwrap(), vec![JobRef::Job(3), JobRef::Task(12, 7)]);
+        // Regression: `-j 12_[1-3,9]` was split at its inner comma.
+        let l = parse_list("12_[1-3,9],4").unwrap();
+        assert!(matches!(&l[..], [JobRef::Tasks(12, s), JobRef::Job(4)] if s.count() == 4), "{l:?}");
+        let (jobs, tasks) = split(&l);
+        assert_eq!((jobs, tasks.len(), tasks_label(12, &tasks[0].1)), (vec![4], 1, "12_[1-3,9]".to_string()));
+        assert_eq!(tasks_label(12, &ArraySpec::one(7)), "12_7");
     }
 }

@@ -119,10 +119,11 @@ fn each_task_has_its_state_log_and_exit_code_and_one_task_can_be_cancelled() {
     std::fs::write(&gate, "").unwrap();
     let j = b.wait_state(array, "CANCELLED");
     assert_eq!(j["job"]["reason"], "1 of 2 tasks cancelled");
-    // A task never made has nothing to act on, and says so; a malformed one is refused.
+    // An index outside the array is named as such; a malformed array is refused.
     let out = b.cli(&["cancel", &format!("{array}_7")]);
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains(&format!("task {array}_7 has not started")), "{}", text(&out.stderr));
+    let wanted = format!("task {array}_7 is not in job array {array} (0-1)");
+    assert!(text(&out.stderr).contains(&wanted), "{}", text(&out.stderr));
     let out = b.cli(&["submit", "--array", "5-1", "--", "true"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("ends before it starts"), "{}", text(&out.stderr));

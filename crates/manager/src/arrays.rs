@@ -10,7 +10,8 @@
 
 use std::collections::HashMap;
 
-use berth_model::{ArrayTask, EndCause, JobId, JobSpec, JobState, PendingKind, PendingReason};
+use berth_model::api::TaskCancelled;
+use berth_model::{ArraySpec, ArrayTask, EndCause, JobId, JobSpec, JobState, PendingKind, PendingReason};
 use berth_store::{JobFilter, StoreError};
 
 use crate::array_progress::ArrayProgress;
@@ -42,17 +43,9 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
     for id in ready {
         let Some(job) = st.jobs.get(&id) else { continue };
         let Some(array) = job.spec.array.clone() else { continue };
-        if let std::collections::hash_map::Entry::Vacant(slot) = st.arrays.entry(id) {
-            match m.store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await {
-                Ok(rows) => {
-                    let tasks = rows.iter().filter_map(|r| Some((r.spec.array_task?.index, r.state)));
-                    slot.insert(ArrayProgress::from_tasks(&array, tasks));
-                }
-                Err(e) => {
-                    tracing::warn!(job = id, "cannot read the tasks of array: {e}");
-                    continue;
-                }
-            }
+        if let Err(e) = load_progress(m, st, id, &array).await {
+            tracing::warn!(job = id, "cannot read the tasks of array: {e}");
+            continue;
         }
         let open = unfinished.get(&id).copied().unwrap_or(0);
         let limit = array.throttle.map_or(MAX_AHEAD, u64::from).min(MAX_AHEAD);
@@ -86,9 +79,64 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
     m.jobs.set_reasons(st, reasons).await;
 }
 
+/// Reads array `id`'s progress from its tasks' rows unless it is in memory already.
+async fn load_progress(m: &Manager, st: &mut State, id: JobId, array: &ArraySpec) -> Result<(), StoreError> {
+    if let std::collections::hash_map::Entry::Vacant(slot) = st.arrays.entry(id) {
+        let rows = m.store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await?;
+        let tasks = rows.iter().filter_map(|r| Some((r.spec.array_task?.index, r.state)));
+        slot.insert(ArrayProgress::from_tasks(array, tasks));
+    }
+    Ok(())
+}
+
+/// Cancels tasks `indices` of array `id` (unfinished, in `st`) on behalf of `by`, as Slurm's
+/// `scancel 12_7` does: a made task like any job; one not made yet gets its job now, ended
+/// CANCELLED at once, so that it is never made to run and the accounting shows it as `12_7`.
+/// Tasks that already ended are left as they are. Each task's job and state, in `indices`'
+/// order.
+pub async fn cancel_tasks(
+    m: &Manager,
+    st: &mut State,
+    id: JobId,
+    indices: &[u32],
+    by: &str,
+) -> Result<Vec<TaskCancelled>, StoreError> {
+    let Some(array) = st.jobs.get(&id).and_then(|j| j.spec.array.clone()) else {
+        return Err(StoreError::NotFound(format!("job array {id}")));
+    };
+    load_progress(m, st, id, &array).await?;
+    let rows = m.store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await?;
+    let made: HashMap<u32, (JobId, JobState)> =
+        rows.iter().filter_map(|r| Some((r.spec.array_task?.index, (r.id, r.state)))).collect();
+    let mut out = Vec::with_capacity(indices.len());
+    for &index in indices {
+        let (task, state) = match made.get(&index) {
+            Some(&(task, state)) if state.is_terminal() || !st.jobs.contains_key(&task) => (task, state),
+            Some(&(task, _)) => (task, m.jobs.cancel(st, task, by).await?.state()),
+            None => {
+                if let Some(p) = st.arrays.get_mut(&id) {
+                    p.made.insert(index);
+                }
+                let Some(job) = st.jobs.get(&id) else { break };
+                let (owner, queue) = (job.owner.clone(), job.queue.clone());
+                let mut spec = task_base(job.full_spec(), &array, id);
+                if let Some(t) = spec.array_task.as_mut() {
+                    t.index = index;
+                }
+                let view = m.jobs.submit(Some(st), owner, spec, queue, None, Vec::new()).await?;
+                m.jobs.transition(st, view.id, Move::cancel_pending(by), vec![]).await?;
+                (view.id, JobState::Cancelled)
+            }
+        };
+        out.push(TaskCancelled { index, id: task, state });
+    }
+    m.jobs.wake();
+    Ok(out)
+}
+
 /// Makes the jobs of tasks `indices` of array `id` (stored one by one, each in the scheduler's
 /// set at once): how many were made. A failure other than "already made" puts the rest back.
-async fn make_tasks(m: &Manager, st: &mut State, id: JobId, array: &berth_model::ArraySpec, indices: Vec<u32>) -> u64 {
+async fn make_tasks(m: &Manager, st: &mut State, id: JobId, array: &ArraySpec, indices: Vec<u32>) -> u64 {
     let Some(job) = st.jobs.get(&id) else { return 0 };
     let (owner, queue) = (job.owner.clone(), job.queue.clone());
     let base = task_base(job.full_spec(), array, id);
@@ -118,7 +166,7 @@ async fn make_tasks(m: &Manager, st: &mut State, id: JobId, array: &berth_model:
 
 /// A task's spec: the array's, as one task (index set per task), without what the array
 /// itself waited for.
-fn task_base(mut spec: JobSpec, array: &berth_model::ArraySpec, array_id: JobId) -> JobSpec {
+fn task_base(mut spec: JobSpec, array: &ArraySpec, array_id: JobId) -> JobSpec {
     spec.array_task = Some(ArrayTask {
         array_id,
         index: 0,

@@ -31,6 +31,16 @@ pub enum Cancelled {
     Stopping,
 }
 
+impl Cancelled {
+    /// The job's state after the cancel.
+    pub fn state(&self) -> JobState {
+        match self {
+            Cancelled::Now => JobState::Cancelled,
+            Cancelled::Stopping => JobState::Terminating,
+        }
+    }
+}
+
 /// One move of a job to another state, with what the store keeps typed beside its reason.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Move {

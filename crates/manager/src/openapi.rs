@@ -63,6 +63,7 @@ use crate::web::login;
         jobs::list,
         jobs::show,
         jobs::cancel,
+        jobs::cancel_tasks,
         apps::list,
         apps::link,
         logs::logs,

@@ -218,7 +218,10 @@ impl State {
     /// untried rest, and what it uses while it runs.
     pub fn job_view(&self, job: &Job) -> JobView {
         let mut v = job.view();
-        if let (Some(a), Some(p)) = (&job.spec.array, self.arrays.get(&job.id)) {
+        // The indices still to make (`[3-100%10]`); once all are made, its tasks stand for it.
+        if let (Some(a), Some(p)) = (&job.spec.array, self.arrays.get(&job.id))
+            && !p.all_made(a)
+        {
             v.array = Some(a.remaining(|i| p.made.contains(&i)));
         }
         if job.state.holds_resources() {

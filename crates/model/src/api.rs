@@ -376,6 +376,22 @@ pub struct CancelResult {
     pub state: JobState,
 }
 
+/// `POST /v1/jobs/{id}/tasks/cancel` body: tasks of job array `id`, in `--array`'s syntax
+/// (`7`, `1-5,9`), made or not (Slurm's `scancel 12_7`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CancelTasks {
+    pub tasks: String,
+}
+
+/// One task of a [`CancelTasks`] answer: its job (made for the cancel if it had none yet)
+/// and the state it is in now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TaskCancelled {
+    pub index: u32,
+    pub id: JobId,
+    pub state: JobState,
+}
+
 /// `POST /v1/admin/join-tokens` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct JoinTokenCreated {

@@ -56,6 +56,11 @@ pub struct ArrayTask {
 }
 
 impl ArraySpec {
+    /// Index `i` alone.
+    pub fn one(i: u32) -> ArraySpec {
+        ArraySpec { ranges: vec![IndexRange { start: i, end: i, step: 1 }], throttle: None }
+    }
+
     /// How many tasks it has.
     pub fn count(&self) -> u64 {
         self.ranges.iter().map(IndexRange::count).sum()
@@ -76,6 +81,11 @@ impl ArraySpec {
     /// Every index, in order.
     pub fn indices(&self) -> impl Iterator<Item = u32> + '_ {
         self.ranges.iter().flat_map(|r| (r.start..=r.end).step_by(r.step.max(1) as usize))
+    }
+
+    /// Whether index `i` is one of its tasks.
+    pub fn contains(&self, i: u32) -> bool {
+        self.ranges.iter().any(|r| (r.start..=r.end).contains(&i) && (i - r.start).is_multiple_of(r.step.max(1)))
     }
 
     pub fn min(&self) -> Option<u32> {
@@ -209,6 +219,14 @@ impl std::str::FromStr for ArraySpec {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn contains_follows_steps_and_ranges() {
+        let a: ArraySpec = "1-9:4,20".parse().unwrap();
+        let inside: Vec<u32> = (0..25).filter(|i| a.contains(*i)).collect();
+        assert_eq!(inside, a.indices().collect::<Vec<_>>());
+        assert_eq!(inside, [1, 5, 9, 20]);
+    }
+
     use super::*;
 
     fn p(s: &str) -> ArraySpec {

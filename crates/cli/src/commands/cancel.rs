@@ -99,23 +99,44 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let mut done: Vec<CancelResult> = Vec::new();
     let mut failed = false;
-    let sel = args.selection(crate::job_ref::resolve(&client, &args.ids).await?);
-    let filtered = sel.filtered();
-    let ids = selected(&client, &sel).await?;
+    let filtered = args.selection(Vec::new()).filtered();
+    // Without filters, tasks go to the array (a task not made yet is cancelled too); with
+    // filters, only the jobs made for them can match.
+    let (ids, tasks) = if filtered {
+        (crate::job_ref::resolve(&client, &args.ids).await?, Vec::new())
+    } else {
+        crate::job_ref::split(&args.ids)
+    };
+    let ids = selected(&client, &args.selection(ids)).await?;
     if filtered && ids.is_empty() && !args.output.json() {
         eprintln!("no unfinished job matches");
     }
+    let mut report = |r: CancelResult, task: Option<String>| {
+        if !args.output.json() {
+            println!("{}{}", describe(&r), task.map(|t| format!(" ({t})")).unwrap_or_default());
+        }
+        done.push(r);
+    };
     for id in ids {
         match client.cancel(id).await {
-            Ok(r) => {
-                if !args.output.json() {
-                    println!("{}", describe(&r));
-                }
-                done.push(r);
-            }
+            Ok(r) => report(r, None),
             Err(e) => {
                 // Per job, so that one bad id does not hide the others' results.
                 eprintln!("error: job {id}: {}", without_job_prefix(id, &format!("{e:#}")));
+                failed = true;
+            }
+        }
+    }
+    for (array, spec) in tasks {
+        match client.cancel_tasks(array, &spec.to_string()).await {
+            Ok(rs) => {
+                for t in rs {
+                    report(CancelResult { id: t.id, state: t.state }, Some(format!("{array}_{}", t.index)));
+                }
+            }
+            Err(e) => {
+                let label = crate::job_ref::tasks_label(array, &spec);
+                eprintln!("error: job {label}: {}", without_job_prefix(array, &format!("{e:#}")));
                 failed = true;
             }
         }

@@ -143,9 +143,17 @@ impl Wanted {
             ..Default::default()
         };
         let among = |list: &[String], v: Option<&String>| list.is_empty() || v.is_some_and(|v| list.contains(v));
-        Ok(client
-            .jobs(&q)
-            .await?
+        let mut jobs = client.jobs(&q).await?;
+        if self.ids.is_some() {
+            // An array named by id stands for its tasks, as in Slurm (`sacct -j 12` lists 12_0...).
+            let arrays: Vec<JobId> = jobs.iter().filter(|j| j.array.is_some()).map(|j| j.id).collect();
+            for array in arrays {
+                let tq = JobListQuery { array: Some(array), ids: None, since: None, until: None, ..q.clone() };
+                let tasks = client.jobs(&tq).await?;
+                jobs.extend(tasks.into_iter().filter(|t| !self.ids.as_ref().is_some_and(|i| i.contains(&t.id))));
+            }
+        }
+        Ok(fold_arrays(jobs)
             .into_iter()
             .filter(|j| among(&self.users, Some(&j.user)) && among(&self.partitions, Some(&j.queue)))
             .filter(|j| among(&self.names, j.name.as_ref()) && among(&self.accounts, j.project.as_ref()))
@@ -153,9 +161,62 @@ impl Wanted {
     }
 }
 
+/// An array's own row as Slurm shows it beside its tasks: while tasks are still to be made,
+/// the row for them (`12_[5-19%4]`, from the manager); once all are made, none (its tasks stand
+/// for it); once it ended, the row of the tasks never made (`12_[5-19]`, cancelled with it),
+/// if any, reckoned from the tasks listed.
+pub fn fold_arrays(jobs: Vec<JobView>) -> Vec<JobView> {
+    let mut made: std::collections::HashMap<JobId, Vec<u32>> = std::collections::HashMap::new();
+    for t in jobs.iter().filter_map(|j| j.array_task) {
+        made.entry(t.array_id).or_default().push(t.index);
+    }
+    jobs.into_iter()
+        .filter_map(|mut j| {
+            let Some(a) = j.array.as_deref().filter(|a| !a.starts_with('[')) else { return Some(j) };
+            if !j.state.is_terminal() {
+                return None;
+            }
+            let spec: berth_model::ArraySpec = a.parse().ok()?;
+            let tasks = made.get(&j.id).map(Vec::as_slice).unwrap_or_default();
+            let rest = spec.remaining(|i| tasks.contains(&i));
+            // `[]` or `[%4]`: every task was made.
+            (!rest.trim_start_matches('[').starts_with(['%', ']'])).then(|| {
+                j.array = Some(rest);
+                j
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrays_fold_into_their_tasks() {
+        let job = |id: JobId, state: JobState, array: Option<&str>, task: Option<u32>| {
+            let mut j = states::tests::job(state);
+            j.id = id;
+            j.array = array.map(str::to_string);
+            j.array_task = task.map(|index| berth_model::ArrayTask { array_id: 10, index, min: 0, max: 3, count: 4 });
+            j
+        };
+        let shown = |jobs: Vec<JobView>| {
+            fold_arrays(jobs).iter().map(crate::jobfields::display_id).collect::<Vec<_>>().join(" ")
+        };
+        let t0 = job(11, JobState::Succeeded, None, Some(0));
+        let t1 = job(12, JobState::Running, None, Some(1));
+        // Still making tasks: the manager's remainder row stays.
+        assert_eq!(
+            shown(vec![job(10, JobState::Pending, Some("[2-3%2]"), None), t0.clone(), t1.clone()]),
+            "10_[2-3%2] 10_0 10_1"
+        );
+        // All made: only the tasks.
+        assert_eq!(shown(vec![job(10, JobState::Pending, Some("0-1"), None), t0.clone(), t1.clone()]), "10_0 10_1");
+        // Ended with tasks never made: those, in the array's state.
+        assert_eq!(shown(vec![job(10, JobState::Cancelled, Some("0-3%2"), None), t0.clone()]), "10_[1-3%2] 10_0");
+        assert_eq!(shown(vec![job(10, JobState::Succeeded, Some("0-1"), None), t0, t1]), "10_0 10_1");
+    }
 
     #[test]
     fn called_by_name() {

@@ -23,9 +23,9 @@ const BRIEF: &str = "JobID,State,ExitCode";
 #[derive(Debug, Parser)]
 #[command(name = "sacct", version)]
 struct Args {
-    /// Only these jobs (comma-separated ids)
+    /// Only these jobs (comma-separated ids; may be given more than once)
     #[arg(short = 'j', long = "jobs", value_name = "IDS")]
-    jobs: Option<String>,
+    jobs: Vec<String>,
     /// Fields, e.g. JobID,JobName%30,State,ExitCode
     #[arg(short = 'o', long = "format", env = "SACCT_FORMAT", value_name = "FIELDS")]
     format: Option<String>,
@@ -173,10 +173,8 @@ fn cut(v: &str, width: usize) -> String {
 /// The jobs the options select, oldest first.
 async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
     let now = jiff::Zoned::now();
-    let ids = match &args.jobs {
-        Some(l) => Some(super::job_list(client, l).await?),
-        None => None,
-    };
+    // `-j` may come several times (submitit gives one per job), each a list.
+    let ids = if args.jobs.is_empty() { None } else { Some(super::job_list(client, &args.jobs.join(",")).await?) };
     let time = |t: &str| parse_time(t, &now).map_err(anyhow::Error::msg);
     // Without -j or -S, sacct shows the jobs since midnight.
     let since = match (&args.start, &ids) {

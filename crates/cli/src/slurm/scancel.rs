@@ -61,9 +61,17 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         None => Vec::new(),
     };
     let client = Client::from_env()?;
-    let ids = crate::job_ref::resolve(&client, &refs).await?;
-    let sel = Selection { ids, user: args.user, states, name: args.name, queue: args.partition };
-    if sel.ids.is_empty() && !sel.filtered() {
+    let mut sel = Selection { ids: Vec::new(), user: args.user, states, name: args.name, queue: args.partition };
+    // As `berth cancel`: tasks go to their array unless filters pick among made jobs.
+    let tasks = if sel.filtered() {
+        sel.ids = crate::job_ref::resolve(&client, &refs).await?;
+        Vec::new()
+    } else {
+        let (ids, tasks) = crate::job_ref::split(&refs);
+        sel.ids = ids;
+        tasks
+    };
+    if sel.ids.is_empty() && tasks.is_empty() && !sel.filtered() {
         anyhow::bail!("No job identification provided");
     }
     let mut failed = false;
@@ -71,6 +79,13 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         if let Err(e) = client.cancel(id).await {
             let Some(why) = kill_error(&e, args.quiet) else { continue };
             eprintln!("scancel: error: Kill job error on job id {id}: {why}");
+            failed = true;
+        }
+    }
+    for (array, spec) in tasks {
+        if let Err(e) = client.cancel_tasks(array, &spec.to_string()).await {
+            let Some(why) = kill_error(&e, args.quiet) else { continue };
+            eprintln!("scancel: error: Kill job error on job id {}: {why}", crate::job_ref::tasks_label(array, &spec));
             failed = true;
         }
     }

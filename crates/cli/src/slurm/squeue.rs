@@ -32,9 +32,9 @@ struct Args {
     /// Fields by name, e.g. "JobID,Name:30,State"
     #[arg(short = 'O', long = "Format", env = "SQUEUE_FORMAT2", value_name = "FIELDS")]
     long_format: Option<String>,
-    /// Only these jobs (comma-separated ids)
+    /// Only these jobs (comma-separated ids; may be given more than once)
     #[arg(short = 'j', long = "jobs", value_name = "IDS")]
-    jobs: Option<String>,
+    jobs: Vec<String>,
     /// Only these users' jobs (comma-separated)
     #[arg(short = 'u', long = "user", value_name = "USERS")]
     users: Option<String>,
@@ -97,10 +97,8 @@ async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
         Some(s) => states::parse_states(s).map_err(anyhow::Error::msg)?,
         None => None,
     };
-    let ids = match &args.jobs {
-        Some(l) => Some(super::job_list(client, l).await?),
-        None => None,
-    };
+    // `-j` may come several times (submitit gives one per job), each a list.
+    let ids = if args.jobs.is_empty() { None } else { Some(super::job_list(client, &args.jobs.join(",")).await?) };
     let mut users = super::names(&args.users);
     if args.me {
         users = vec![client.whoami().await?.user];

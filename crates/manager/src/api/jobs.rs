@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use berth_model::api::{CancelResult, JobDetail, JobListQuery, JobView, KernelView, SubmitRequest};
+use berth_model::api::{
+    CancelResult, CancelTasks, JobDetail, JobListQuery, JobView, KernelView, SubmitRequest, TaskCancelled,
+};
 use berth_model::{JobId, JobState};
 use berth_store::{JobFilter, JobRow};
 
@@ -12,7 +14,6 @@ use crate::auth::Auth;
 use crate::cluster_env::role;
 use crate::error::{ApiError, Json, Path, Query};
 use crate::identity::User;
-use crate::lifecycle::Cancelled;
 use crate::local::Submitter;
 use crate::manager::Manager;
 use crate::state::{Owner, row_view};
@@ -418,11 +419,56 @@ pub async fn cancel(
     if !user.is_admin() && job.owner.user_id != user.id {
         return Err(not_yours(id, &job.owner.name));
     }
-    let state = match m.jobs.cancel(&mut st, id, &user.name).await? {
-        Cancelled::Now => JobState::Cancelled,
-        Cancelled::Stopping => JobState::Terminating,
-    };
+    let state = m.jobs.cancel(&mut st, id, &user.name).await?.state();
     Ok(axum::Json(CancelResult { id, state }))
+}
+
+/// Cancel tasks of a job array, made or not yet (Slurm's `scancel 12_7`): a task not made yet
+/// is recorded as CANCELLED and never runs; tasks that already ended are left as they are.
+#[utoipa::path(post, path = "/v1/jobs/{id}/tasks/cancel", params(("id" = i64, Path, description = "the array's job id")),
+    request_body = CancelTasks, tag = "jobs",
+    responses((status = 200, body = Vec<TaskCancelled>), (status = 400, body = berth_model::api::ErrorBody),
+        (status = 403, body = berth_model::api::ErrorBody), (status = 404, body = berth_model::api::ErrorBody),
+        (status = 409, body = berth_model::api::ErrorBody), (status = 422, body = berth_model::api::ErrorBody)))]
+pub async fn cancel_tasks(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(id): Path<JobId>,
+    Json(body): Json<CancelTasks>,
+) -> Result<axum::Json<Vec<TaskCancelled>>, ApiError> {
+    let wanted: berth_model::ArraySpec =
+        body.tasks.parse().map_err(|e: berth_model::SpecError| ApiError::bad_request(format!("tasks: {}", e.0)))?;
+    if wanted.throttle.is_some() {
+        return Err(ApiError::bad_request("tasks: a throttle (%N) means nothing here: give indices only"));
+    }
+    let outside = |id: JobId, array: &berth_model::ArraySpec| {
+        let i = wanted.indices().find(|i| !array.contains(*i))?;
+        Some(ApiError::unprocessable(format!("task {id}_{i} is not in job array {id} ({array})")))
+    };
+    let mut st = m.jobs.lock().await;
+    let Some(job) = st.jobs.get(&id) else {
+        drop(st);
+        let row = visible_job(&m, &user, id).await?;
+        let Some(array) = &row.spec.array else {
+            return Err(ApiError::unprocessable(format!("job {id} is not a job array")));
+        };
+        return Err(outside(id, array)
+            .unwrap_or_else(|| ApiError::conflict(format!("job array {id} already finished ({})", row.state))));
+    };
+    if !user.can_see(job.owner.user_id, &job.spec) {
+        return Err(no_such_job(id));
+    }
+    if !user.is_admin() && job.owner.user_id != user.id {
+        return Err(not_yours(id, &job.owner.name));
+    }
+    let Some(array) = &job.spec.array else {
+        return Err(ApiError::unprocessable(format!("job {id} is not a job array")));
+    };
+    if let Some(e) = outside(id, array) {
+        return Err(e);
+    }
+    let indices: Vec<u32> = wanted.indices().collect();
+    Ok(axum::Json(crate::arrays::cancel_tasks(&m, &mut st, id, &indices, &user.name).await?))
 }
 
 /// A shared job of one's project: visible, but only its owner or an admin may cancel it.

@@ -1,0 +1,164 @@
+//! submitit (Slurm's Python submitter, unchanged from PyPI) on berth: its `SlurmExecutor`
+//! calls berth's `sbatch`, `sacct`, `scancel` and, inside each job, `srun` (this binary under
+//! those names, first on the PATH) and reads what they print. A function submitted as one job
+//! and as an array of 20 returns its results; a failing function raises its exception in the
+//! caller; a cancelled job reports CANCELLED; a task of an array cancelled before it was made
+//! shows in `sacct` as that task, cancelled, and never runs.
+//!
+//! Needs a Python with submitit: `BERTH_TEST_SUBMITIT` (scripts/test.sh makes the venv),
+//! required on CI. The jobs run that same Python, so the venv must be readable by jobs.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::{Berth, base_cmd, text};
+
+/// The driver, run by the submitit Python: each check prints `ok NAME`.
+const DRIVER: &str = r#"
+import subprocess, sys, time
+import submitit
+from submitit.core.utils import FailedJobError
+
+folder = sys.argv[1]
+
+def add(a, b):
+    return a + b
+
+def square(x):
+    import os
+    return (x * x, os.environ["SLURM_ARRAY_TASK_ID"])
+
+def boom():
+    raise ValueError("boom from the job")
+
+def sleepy():
+    time.sleep(600)
+    return 1
+
+def wait_state(job, wanted, timeout=120):
+    deadline = time.time() + timeout
+    state = None
+    while time.time() < deadline:
+        state = job.watcher.get_state(job.job_id, mode="force")
+        if state.split()[0] in wanted:
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"job {job.job_id} never reached {wanted}: last {state}")
+
+ex = submitit.SlurmExecutor(folder=folder)
+ex.update_parameters(time=10, cpus_per_task=1, mem="256M", array_parallelism=4)
+
+job = ex.submit(add, 2, 3)
+assert job.job_id.isdigit(), job.job_id
+assert job.result() == 5, job.result()
+assert wait_state(job, ["COMPLETED"]) == "COMPLETED"
+print("ok single", flush=True)
+
+jobs = ex.map_array(square, range(20))
+array = jobs[0].job_id.split("_")[0]
+assert [j.job_id for j in jobs] == [f"{array}_{i}" for i in range(20)], [j.job_id for j in jobs]
+results = [j.result() for j in jobs]
+assert results == [(i * i, str(i)) for i in range(20)], results
+print("ok array", flush=True)
+
+job = ex.submit(boom)
+try:
+    job.result()
+    raise AssertionError("a failing function returned")
+except FailedJobError as e:
+    assert "ValueError: boom from the job" in str(e), str(e)
+assert wait_state(job, ["FAILED"]) == "FAILED"
+print("ok failure", flush=True)
+
+job = ex.submit(sleepy)
+wait_state(job, ["RUNNING"])
+job.cancel(check=True)
+assert wait_state(job, ["CANCELLED"]).startswith("CANCELLED")
+print("ok cancel", flush=True)
+
+# An array of 3 with one task at a time: task 2 is cancelled before it is made.
+ex.update_parameters(array_parallelism=1)
+jobs = ex.map_array(sleepy, range(3))
+wait_state(jobs[0], ["RUNNING"])
+subprocess.run(["scancel", jobs[2].job_id], check=True)
+assert wait_state(jobs[2], ["CANCELLED"]).startswith("CANCELLED")
+subprocess.run(["scancel", jobs[0].job_id.split("_")[0]], check=True)
+for j in jobs:
+    assert wait_state(j, ["CANCELLED"]).startswith("CANCELLED"), j.job_id
+print(f"ok cancel-unmade {jobs[0].job_id.split('_')[0]}", flush=True)
+"#;
+
+fn submitit_python() -> Option<String> {
+    let py = std::env::var("BERTH_TEST_SUBMITIT").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&py).args(["-c", "import submitit"]).output().is_ok_and(|o| o.status.success());
+    ok.then_some(py)
+}
+
+/// A directory jobs can see, with berth and its Slurm commands in `bin/` (berth linked there:
+/// a build under /tmp is invisible to jobs, whose /tmp is their own).
+fn shared_bin(b: &Berth) -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = support::shared_tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let berth = bin.join("berth");
+    if std::fs::hard_link(support::BIN, &berth).is_err() {
+        std::fs::copy(support::BIN, &berth).unwrap();
+    }
+    let o = support::base_cmd_at(&berth, b.home.path()).arg("install-slurm-commands").arg(&bin).output().unwrap();
+    assert!(o.status.success(), "install-slurm-commands: {}", text(&o.stderr));
+    (dir, bin)
+}
+
+fn run_driver(b: &Berth, py: &str, bin: &Path, folder: &Path) -> std::process::Output {
+    let script = folder.join("driver.py");
+    std::fs::write(&script, DRIVER).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    // The driver's environment is the CLI's (HOME holds the credentials); sbatch exports it.
+    let mut c = base_cmd(b.home.path());
+    c.env("PATH", path).env_remove("RUST_LOG");
+    let mut py = Command::new(py);
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => py.env(k, v),
+            None => py.env_remove(k),
+        };
+    }
+    py.arg(&script).arg(folder.join("jobs")).current_dir(folder);
+    py.stdin(std::process::Stdio::null()).output().unwrap()
+}
+
+#[test]
+fn submitit_runs_jobs_arrays_failures_and_cancels_through_berths_slurm_commands() {
+    let Some(py) = submitit_python() else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI needs submitit (scripts/test.sh installs it)");
+        eprintln!("SKIPPED: no Python with submitit (run scripts/test.sh, which sets BERTH_TEST_SUBMITIT)");
+        return;
+    };
+    let b = Berth::up(&[]);
+    let (dir, bin) = shared_bin(&b);
+    let o = run_driver(&b, &py, &bin, dir.path());
+    let out = text(&o.stdout);
+    let sacct = base_cmd(b.home.path()).args(["ps", "-a"]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "the submitit driver failed\nstdout:\n{out}\nstderr:\n{}\njobs:\n{}",
+        text(&o.stderr),
+        text(&sacct.stdout)
+    );
+    for check in ["single", "array", "failure", "cancel", "cancel-unmade"] {
+        assert!(out.lines().any(|l| l.split(' ').nth(1) == Some(check)), "no `ok {check}` in:\n{out}");
+    }
+    // The task cancelled before it was made never ran: no log of its own in submitit's folder.
+    let array = out.lines().find_map(|l| l.strip_prefix("ok cancel-unmade ")).unwrap();
+    let logs: Vec<String> = std::fs::read_dir(dir.path().join("jobs"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&format!("{array}_2_")) && n.contains("log"))
+        .collect();
+    assert!(logs.is_empty(), "the task cancelled before it was made wrote {logs:?}");
+}
