@@ -43,90 +43,63 @@ if ! ldconfig -p 2>/dev/null | grep -q libnvidia-ml; then
   log "no NVML library: GPU tests use fake GPUs (--fake-gpus / --topology); real-GPU checks print \"SKIPPED: no NVIDIA GPU\" (allowed on CI)"
 fi
 
-# The dataset cache's PFIO tests need `pfio` from PyPI, in a venv of its own; required on CI.
-venv="${BERTH_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/pfio-venv}"
-if ! "$venv/bin/python" -c 'import pfio.v2' 2>/dev/null; then
-  if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-    log "installing python3-venv and python3-pip with apt"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip >/dev/null || true
+# The Python tools the tests drive come from PyPI, each in a venv of its own under
+# ~/.cache/berth (jobs run some of them, so not under a private /tmp).
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  log "installing python3-venv and python3-pip with apt"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip >/dev/null || true
+fi
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/berth"
+
+# pypi_venv NAME VENV CHECK WHAT PACKAGE...: installs PACKAGEs into VENV unless CHECK (a
+# command line, `$venv` being VENV) already passes. Returns 0 once CHECK passes; otherwise
+# the run fails on CI (CI=true), and elsewhere WHAT is reported as skipped and it returns 1.
+pypi_venv() {
+  local name=$1 venv=$2 check=$3 what=$4
+  shift 4
+  if ! eval "$check" >/dev/null 2>&1; then
+    log "installing $name from PyPI into $venv"
+    { python3 -m venv "$venv" && "$venv/bin/pip" install -q "$@"; } || true
   fi
-  log "installing pfio from PyPI into $venv"
-  { python3 -m venv "$venv" && "$venv/bin/pip" install -q pfio; } || true
-fi
-if "$venv/bin/python" -c 'import pfio.v2' 2>/dev/null; then
-  export BERTH_TEST_PYTHON="$venv/bin/python"
-elif [ "${CI:-}" = true ]; then
-  echo "pfio could not be installed into $venv (no venv/pip or no PyPI): the PFIO dataset tests are required on CI" >&2
-  exit 1
-else
-  warn "SKIPPED: pfio could not be installed (no venv/pip or no PyPI): the PFIO dataset-cache test will be SKIPPED"
-fi
-
-# The app proxy's browser test runs a real JupyterLab from PyPI, in a venv of its own.
-jupyter_venv="${BERTH_JUPYTER_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/jupyter-venv}"
-if ! "$jupyter_venv/bin/jupyter-lab" --version >/dev/null 2>&1; then
-  log "installing jupyterlab from PyPI into $jupyter_venv"
-  { python3 -m venv "$jupyter_venv" && "$jupyter_venv/bin/pip" install -q jupyterlab ipykernel; } || true
-fi
-if "$jupyter_venv/bin/jupyter-lab" --version >/dev/null 2>&1; then
-  export BERTH_TEST_JUPYTER="$jupyter_venv/bin"
-elif [ "${CI:-}" = true ]; then
-  echo "jupyterlab could not be installed into $jupyter_venv (no venv/pip or no PyPI): the JupyterLab test is required on CI" >&2
-  exit 1
-else
-  warn "SKIPPED: jupyterlab could not be installed (no venv/pip or no PyPI): the JupyterLab app-proxy test will be SKIPPED"
-fi
-
-# Python environments (docs/environments.md) are built with uv from PyPI, in a venv of its
-# own; the nodes then use the system python3 (uv downloads no Pythons here). On CI a missing
-# uv fails the run.
-uv_venv="${BERTH_UV_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/uv-venv}"
-if ! "$uv_venv/bin/uv" --version >/dev/null 2>&1; then
-  log "installing uv from PyPI into $uv_venv"
-  { python3 -m venv "$uv_venv" && "$uv_venv/bin/pip" install -q uv; } || true
-fi
-if "$uv_venv/bin/uv" --version >/dev/null 2>&1; then
-  export BERTH_TEST_UV="$uv_venv/bin/uv"
-elif [ "${CI:-}" = true ]; then
-  echo "uv could not be installed into $uv_venv (no venv/pip or no PyPI): the environment tests are required on CI" >&2
-  exit 1
-else
-  warn "SKIPPED: uv could not be installed (no venv/pip or no PyPI): the environment tests will be SKIPPED"
-fi
-
-# submitit (Slurm's Python submitter, from PyPI) drives berth's sbatch/sacct/scancel/srun in
-# e2e_submitit, from a venv of its own; jobs run its Python too, so the venv is on a path every
-# job can read (not under a private /tmp).
-submitit_venv="${BERTH_SUBMITIT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/submitit-venv}"
-if ! "$submitit_venv/bin/python" -c 'import submitit' 2>/dev/null; then
-  log "installing submitit from PyPI into $submitit_venv"
-  { python3 -m venv "$submitit_venv" && "$submitit_venv/bin/pip" install -q submitit; } || true
-fi
-if "$submitit_venv/bin/python" -c 'import submitit' 2>/dev/null; then
-  export BERTH_TEST_SUBMITIT="$submitit_venv/bin/python"
-elif [ "${CI:-}" = true ]; then
-  echo "submitit could not be installed into $submitit_venv (no venv/pip or no PyPI): the submitit test is required on CI" >&2
-  exit 1
-else
-  warn "SKIPPED: submitit could not be installed (no venv/pip or no PyPI): the submitit test will be SKIPPED"
-fi
-
-# The API fuzz run (bench/fuzz.sh) needs Schemathesis from PyPI, in a venv of its own. On CI
-# (CI=true) a missing Schemathesis fails the run; elsewhere it is skipped with a warning.
-fuzz_venv="${BERTH_FUZZ_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/fuzz-venv}"
-if ! "$fuzz_venv/bin/st" --version >/dev/null 2>&1; then
-  log "installing schemathesis from PyPI into $fuzz_venv"
-  { python3 -m venv "$fuzz_venv" && "$fuzz_venv/bin/pip" install -q "${BERTH_SCHEMATHESIS:-schemathesis>=4.32,<5}"; } || true
-fi
-run_fuzz=true
-if ! "$fuzz_venv/bin/st" --version >/dev/null 2>&1; then
+  eval "$check" >/dev/null 2>&1 && return 0
   if [ "${CI:-}" = true ]; then
-    echo "schemathesis could not be installed into $fuzz_venv (no venv/pip or no PyPI): the API fuzz run is required on CI" >&2
+    echo "$name could not be installed into $venv (no venv/pip or no PyPI): $what required on CI" >&2
     exit 1
   fi
-  warn "SKIPPED: schemathesis could not be installed (no venv/pip or no PyPI): the API fuzz run (bench/fuzz.sh) will be SKIPPED"
-  run_fuzz=false
+  warn "SKIPPED: $name could not be installed (no venv/pip or no PyPI): $what SKIPPED"
+  return 1
+}
+
+# The dataset cache's PFIO tests.
+venv="${BERTH_TEST_VENV:-$cache/pfio-venv}"
+if pypi_venv pfio "$venv" '"$venv/bin/python" -c "import pfio.v2"' "the PFIO dataset tests are" pfio; then
+  export BERTH_TEST_PYTHON="$venv/bin/python"
+fi
+# The app proxy's browser test runs a real JupyterLab.
+venv="${BERTH_JUPYTER_VENV:-$cache/jupyter-venv}"
+if pypi_venv jupyterlab "$venv" '"$venv/bin/jupyter-lab" --version' "the JupyterLab app-proxy test is" \
+  jupyterlab ipykernel; then
+  export BERTH_TEST_JUPYTER="$venv/bin"
+fi
+# Python environments (docs/environments.md) are built with uv; the nodes then use the system
+# python3 (uv downloads no Pythons here).
+venv="${BERTH_UV_VENV:-$cache/uv-venv}"
+if pypi_venv uv "$venv" '"$venv/bin/uv" --version' "the environment tests are" uv; then
+  export BERTH_TEST_UV="$venv/bin/uv"
+fi
+# submitit (Slurm's Python submitter) drives berth's sbatch/sacct/scancel/srun in
+# e2e_submitit; its jobs run the venv's Python too.
+venv="${BERTH_SUBMITIT_VENV:-$cache/submitit-venv}"
+if pypi_venv submitit "$venv" '"$venv/bin/python" -c "import submitit"' "the submitit test is" submitit; then
+  export BERTH_TEST_SUBMITIT="$venv/bin/python"
+fi
+# The API fuzz run (bench/fuzz.sh) needs Schemathesis.
+fuzz_venv="${BERTH_FUZZ_VENV:-$cache/fuzz-venv}"
+run_fuzz=false
+if pypi_venv schemathesis "$fuzz_venv" '"$venv/bin/st" --version' "the API fuzz run (bench/fuzz.sh) is" \
+  "${BERTH_SCHEMATHESIS:-schemathesis>=4.32,<5}"; then
+  run_fuzz=true
 fi
 
 # The metrics tests (crates/cli/tests/e2e_metrics.rs) scrape berth with a real Prometheus and

@@ -38,6 +38,30 @@ fn submit(b: &Berth, token: &str, script: &str) -> i64 {
     serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["id"].as_i64().unwrap()
 }
 
+/// A cluster, its user alice and a directory `d` she may write: where every test but the
+/// container one starts.
+struct Alice {
+    b: Berth,
+    token: String,
+    dir: tempfile::TempDir,
+    d: String,
+}
+
+impl Alice {
+    fn new() -> Alice {
+        let b = Berth::up(&[]);
+        let token = b.create_user("alice");
+        let dir = open_dir();
+        let d = dir.path().display().to_string();
+        Alice { b, token, dir, d }
+    }
+
+    /// Writes script `name` into `d` and submits it as alice: its id.
+    fn submit(&self, name: &str, text: &str) -> i64 {
+        submit(&self.b, &self.token, &script(self.dir.path(), name, text))
+    }
+}
+
 fn read(p: impl AsRef<Path>) -> String {
     let p = p.as_ref();
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
@@ -45,19 +69,15 @@ fn read(p: impl AsRef<Path>) -> String {
 
 #[test]
 fn output_and_error_files_hold_the_scripts_streams_and_belong_to_its_user() {
-    let b = Berth::up(&[]);
-    let alice = b.create_user("alice");
-    let dir = open_dir();
-    let d = dir.path().display().to_string();
-    let s = script(
-        dir.path(),
+    let a = Alice::new();
+    let (b, alice, d) = (&a.b, &a.token, &a.d);
+    let id = a.submit(
         "outs.sh",
         &format!(
             "#!/bin/sh\n#SBATCH --job-name=outs\n#SBATCH --output={d}/%x-%j.out\n#SBATCH -e {d}/%x-%j.err\n\
              #SBATCH --mem=32M\necho to stdout; id -u\necho to stderr >&2\n"
         ),
     );
-    let id = submit(&b, &alice, &s);
     b.wait_state(id, "SUCCEEDED");
     let (out, err) = (format!("{d}/outs-{id}.out"), format!("{d}/outs-{id}.err"));
     let printed = read(&out);
@@ -78,14 +98,14 @@ fn output_and_error_files_hold_the_scripts_streams_and_belong_to_its_user() {
     }
 
     // berth logs has nothing to show, and says where the output went instead.
-    let o = b.cli_as(&alice, &["logs", &id.to_string()]);
+    let o = b.cli_as(alice, &["logs", &id.to_string()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "", "the output went to the file");
     assert!(text(&o.stderr).contains(&format!("stdout goes to {out} on node ")), "{}", text(&o.stderr));
-    let o = b.cli_as(&alice, &["logs", "--stderr", &id.to_string()]);
+    let o = b.cli_as(alice, &["logs", "--stderr", &id.to_string()]);
     assert!(text(&o.stderr).contains(&format!("stderr goes to {err} on node ")), "{}", text(&o.stderr));
     // berth show names both, expanded.
-    let o = b.cli_as(&alice, &["show", &id.to_string()]);
+    let o = b.cli_as(alice, &["show", &id.to_string()]);
     let shown = text(&o.stdout);
     assert!(
         shown.contains(&format!("stdout:     {out}\n")) && shown.contains(&format!("stderr:     {err}\n")),
@@ -95,43 +115,35 @@ fn output_and_error_files_hold_the_scripts_streams_and_belong_to_its_user() {
 
 #[test]
 fn an_array_writes_one_file_per_task_with_its_own_index() {
-    let b = Berth::up(&[]);
-    let alice = b.create_user("alice");
-    let dir = open_dir();
-    let d = dir.path().display().to_string();
-    let s = script(
-        dir.path(),
+    let a = Alice::new();
+    let (b, d) = (&a.b, &a.d);
+    let array = a.submit(
         "sweep.sh",
         &format!(
             "#!/bin/sh\n#SBATCH --array=0-2\n#SBATCH --output={d}/%A_%a.out\n#SBATCH --error={d}/%A_%3a.err\n\
              #SBATCH --mem=32M --cpus-per-task=1\necho task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID\n"
         ),
     );
-    let array = submit(&b, &alice, &s);
     b.wait_state(array, "SUCCEEDED");
     for i in 0..3 {
         assert_eq!(read(format!("{d}/{array}_{i}.out")), format!("task {i} of {array}\n"));
         assert_eq!(read(format!("{d}/{array}_00{i}.err")), "", "%3a pads the index");
     }
-    let mut names: Vec<String> =
-        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(a.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     assert_eq!(names.len(), 7, "three tasks, two files each, and the script: {names:?}");
 }
 
 #[test]
 fn append_keeps_what_an_earlier_job_wrote_and_truncate_starts_over() {
-    let b = Berth::up(&[]);
-    let alice = b.create_user("alice");
-    let dir = open_dir();
-    let d = dir.path().display().to_string();
+    let a = Alice::new();
+    let (b, d) = (&a.b, &a.d);
     let run = |name: &str, mode: &str, word: &str| {
-        let s = script(
-            dir.path(),
-            name,
-            &format!("#!/bin/sh\n#SBATCH --output={d}/same.out\n{mode}#SBATCH --mem=32M\necho {word}\n"),
-        );
-        let id = submit(&b, &alice, &s);
+        let id = a
+            .submit(name, &format!("#!/bin/sh\n#SBATCH --output={d}/same.out\n{mode}#SBATCH --mem=32M\necho {word}\n"));
         b.wait_state(id, "SUCCEEDED");
         read(format!("{d}/same.out"))
     };
@@ -143,16 +155,12 @@ fn append_keeps_what_an_earlier_job_wrote_and_truncate_starts_over() {
 
 #[test]
 fn a_missing_directory_fails_the_job_and_an_unknown_pattern_the_submit() {
-    let b = Berth::up(&[]);
-    let alice = b.create_user("alice");
-    let dir = open_dir();
-    let d = dir.path().display().to_string();
-    let s = script(
-        dir.path(),
+    let a = Alice::new();
+    let (b, alice, d) = (&a.b, &a.token, &a.d);
+    let id = a.submit(
         "lost.sh",
         &format!("#!/bin/sh\n#SBATCH --output={d}/missing/%j.out\n#SBATCH --mem=32M\necho never seen\n"),
     );
-    let id = submit(&b, &alice, &s);
     let j = b.wait_state(id, "FAILED");
     let reason = j["job"]["reason"].as_str().unwrap_or_default().to_string();
     assert!(
@@ -161,13 +169,13 @@ fn a_missing_directory_fails_the_job_and_an_unknown_pattern_the_submit() {
             && reason.contains(&format!("create the directory `{d}/missing` first")),
         "{j:#}"
     );
-    let shown = text(&b.cli_as(&alice, &["show", &id.to_string()]).stdout);
+    let shown = text(&b.cli_as(alice, &["show", &id.to_string()]).stdout);
     assert!(shown.contains("cannot open the job's output file"), "{shown}");
     assert!(!Path::new(&format!("{d}/missing")).exists(), "berth creates no directory");
 
     // An unknown pattern: the submit is refused, naming the script's line and the pattern.
-    let s = script(dir.path(), "bad.sh", "#!/bin/sh\n#SBATCH --mem=32M\n#SBATCH --output=run-%q.out\necho x\n");
-    let o = b.cli_as(&alice, &["submit", &s]);
+    let s = script(a.dir.path(), "bad.sh", "#!/bin/sh\n#SBATCH --mem=32M\n#SBATCH --output=run-%q.out\necho x\n");
+    let o = b.cli_as(alice, &["submit", &s]);
     assert!(!o.status.success());
     let e = text(&o.stderr);
     assert!(e.contains("bad.sh:3: #SBATCH --output=run-%q.out: ") && e.contains("unknown pattern `%q`"), "{e}");

@@ -8,25 +8,9 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use support::{Berth, base_cmd, text};
-
-/// A directory the jobs can write, with berth and `srun` (a link to it) in `bin/`, where the
-/// jobs see them (a job's /tmp is its own).
-fn shared() -> (tempfile::TempDir, PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = support::shared_tempdir();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    let berth = bin.join("berth");
-    if std::fs::hard_link(support::BIN, &berth).is_err() {
-        std::fs::copy(support::BIN, &berth).unwrap();
-    }
-    std::os::unix::fs::symlink("berth", bin.join("srun")).unwrap();
-    (dir, bin)
-}
 
 /// Writes script `name` into `dir` and submits it with `bin` first on the PATH the job
 /// exports → the job id.
@@ -52,7 +36,7 @@ fn read(dir: &Path, file: &str) -> String {
 #[test]
 fn the_warning_signal_reaches_the_batch_shell_with_b_and_the_steps_without() {
     let b = Berth::up(&[]);
-    let (dir, bin) = shared();
+    let (dir, bin) = support::berth_bin_dir();
     let d = dir.path().display().to_string();
     // Due 5 s after the start. sh runs a trap once its foreground `sleep 1` ends; a signal
     // that never comes lets the loop run into the one-minute limit.

@@ -20,24 +20,6 @@ fn cluster() -> Berth {
     Berth::cluster("", &[("n1", &[]), ("n2", &[])])
 }
 
-/// A directory the jobs can write, with berth and `srun` (a link to it) in `bin/`. berth is
-/// linked (or copied) there, not linked to where cargo built it: a job's /tmp is its own, so
-/// a build under /tmp (CI clones there) is not visible to the jobs.
-fn shared() -> (tempfile::TempDir, PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = support::shared_tempdir();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let berth = bin.join("berth");
-    if std::fs::hard_link(support::BIN, &berth).is_err() {
-        std::fs::copy(support::BIN, &berth).unwrap();
-    }
-    std::os::unix::fs::symlink("berth", bin.join("srun")).unwrap();
-    (dir, bin)
-}
-
 /// `berth submit -o json SCRIPT` with `bin` first on the PATH the job exports → the job id.
 fn submit_script(b: &Berth, bin: &Path, script: &Path) -> i64 {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
@@ -80,7 +62,7 @@ fn exec_with(b: &Berth, token: &str, id: i64) -> Output {
 #[test]
 fn a_batch_script_runs_once_and_its_sruns_start_tasks_on_both_nodes() {
     let b = cluster();
-    let (dir, bin) = shared();
+    let (dir, bin) = support::berth_bin_dir();
     let d = dir.path().display().to_string();
     let script = write_script(
         dir.path(),
@@ -180,7 +162,7 @@ while [ ! -e {d}/tried ]; do sleep 0.1; done
 #[test]
 fn a_failing_task_fails_srun_and_the_job() {
     let b = cluster();
-    let (dir, bin) = shared();
+    let (dir, bin) = support::berth_bin_dir();
     let body = r#"srun sh -c 'if [ "$SLURM_PROCID" = 3 ]; then echo bad >&2; exit 3; fi; echo ok $SLURM_PROCID'
 rc=$?
 echo "srun=$rc"
@@ -209,7 +191,7 @@ exit $rc
 #[test]
 fn tasks_see_their_own_kernels_gpus() {
     let b = Berth::cluster("", &[("n1", &["--fake-gpus", "2"]), ("n2", &["--fake-gpus", "2"])]);
-    let (dir, bin) = shared();
+    let (dir, bin) = support::berth_bin_dir();
     let script = write_script(
         dir.path(),
         "gpus.sh",
@@ -242,7 +224,7 @@ srun sh -c 'echo dev $SLURM_NODEID $CUDA_VISIBLE_DEVICES'
 #[test]
 fn srun_outside_a_job_asks_for_one_and_runs_its_step_there() {
     let b = cluster();
-    let (dir, bin) = shared();
+    let (dir, bin) = support::berth_bin_dir();
     let run = |args: &[&str]| {
         support::base_cmd_at(&bin.join("berth"), b.home.path())
             .current_dir(dir.path())

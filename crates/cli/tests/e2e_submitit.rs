@@ -96,19 +96,10 @@ fn submitit_python() -> Option<String> {
     ok.then_some(py)
 }
 
-/// A directory jobs can see, with berth and its Slurm commands in `bin/` (berth linked there:
-/// a build under /tmp is invisible to jobs, whose /tmp is their own).
+/// A directory jobs can see, with berth and its Slurm commands in `bin/`.
 fn shared_bin(b: &Berth) -> (tempfile::TempDir, PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = support::shared_tempdir();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (dir, bin) = support::berth_bin_dir();
     let berth = bin.join("berth");
-    if std::fs::hard_link(support::BIN, &berth).is_err() {
-        std::fs::copy(support::BIN, &berth).unwrap();
-    }
     let o = support::base_cmd_at(&berth, b.home.path()).arg("install-slurm-commands").arg(&bin).output().unwrap();
     assert!(o.status.success(), "install-slurm-commands: {}", text(&o.stderr));
     (dir, bin)

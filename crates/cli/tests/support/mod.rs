@@ -482,6 +482,25 @@ pub fn shared_tempdir() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("berth-test-").tempdir_in("/var/tmp").expect("a temp dir under /var/tmp")
 }
 
+/// A directory jobs can write (0777, under [`shared_tempdir`]) with the berth binary in `bin/`
+/// and `srun` linked to it there. berth is hard-linked (or copied), not linked to where cargo
+/// built it: a job's /tmp is its own, so a build under /tmp (CI clones there) is invisible to
+/// jobs.
+pub fn berth_bin_dir() -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = shared_tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let berth = bin.join("berth");
+    if std::fs::hard_link(BIN, &berth).is_err() {
+        std::fs::copy(BIN, &berth).unwrap();
+    }
+    std::os::unix::fs::symlink("berth", bin.join("srun")).unwrap();
+    (dir, bin)
+}
+
 /// A tmpfs mounted on a dir for the life of the value, for tests of a full disk; unmounted
 /// (lazily: processes may still hold it) on drop.
 pub struct Tmpfs(PathBuf);
