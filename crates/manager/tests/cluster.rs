@@ -211,14 +211,14 @@ async fn a_batch_jobs_holding_kernel_ending_fails_it_and_main_ends_it() {
 
 /// Opens `/v1/jobs/{id}/exec` with `token` and sends `req`; the upgrade's refusal as its status.
 async fn exec_with(
-    e: &Env,
+    url: &str,
     token: &str,
     id: i64,
     req: serde_json::Value,
 ) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, u16> {
     use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let url = format!("{}/v1/jobs/{id}/exec", e.m.url.replacen("http://", "ws://", 1));
+    let url = format!("{}/v1/jobs/{id}/exec", url.replacen("http://", "ws://", 1));
     let mut r = url.into_client_request().unwrap();
     r.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
     match tokio_tungstenite::connect_async(r).await {
@@ -229,6 +229,37 @@ async fn exec_with(
         Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().as_u16()),
         Err(e) => panic!("{e}"),
     }
+}
+
+/// Regression (submitit on CI: `srun: error: job 1 is SCHEDULED: exec needs a running job`):
+/// a batch script runs on its node before the manager has heard that its kernel started, so
+/// the `srun` in it waits for RUNNING instead of being refused.
+#[tokio::test]
+async fn a_step_token_exec_sent_before_the_manager_saw_the_start_waits_for_running() {
+    let e = start().await;
+    let mut a1 = Agent::connect(&e.m, "n1", node(), vec![]).await;
+    let id = e.admin.submit_ok(&spec(1.0, 0.0)).await;
+    let (k0, env, _) = start_env(&a1.expect_start().await);
+    let token = env["BERTH_STEP_TOKEN"].clone();
+    let req = json!({"kernel": 0, "command": ["true"]});
+    let url = e.m.url.clone();
+    let exec = tokio::spawn(async move { exec_with(&url, &token, id, req).await.map(|_| ()) });
+    let early = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        a1.expect("open-stream", |m| matches!(m, ManagerMessage::OpenStream { .. })),
+    )
+    .await;
+    assert!(early.is_err(), "no stream before the job runs: {early:?}");
+    assert!(!exec.is_finished(), "the exec waits, it is not refused");
+    a1.send(AgentMessage::Kernel { key: k0, event: started() }).await;
+    let opened = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        a1.expect("open-stream", |m| matches!(m, ManagerMessage::OpenStream { .. })),
+    )
+    .await;
+    assert!(opened.is_ok(), "the exec goes on once the job runs");
+    exec.abort();
+    e.m.shutdown().await;
 }
 
 #[tokio::test]
@@ -249,7 +280,7 @@ async fn a_step_token_opens_its_jobs_kernels_once_they_started_and_no_other_job(
     }
     e.admin.wait_state(id, "RUNNING").await;
     let req = json!({"kernel": 1, "command": ["true"], "env": {"RANK": "1"}});
-    let _ws = exec_with(&e, &token, id, req.clone()).await.expect("the job's own token opens its exec");
+    let _ws = exec_with(&e.m.url, &token, id, req.clone()).await.expect("the job's own token opens its exec");
     // The stream waits for kernel 1 to start: no OpenStream before its Started.
     for a in [&mut a1, &mut a2] {
         let early = tokio::time::timeout(
@@ -283,8 +314,8 @@ async fn a_step_token_opens_its_jobs_kernels_once_they_started_and_no_other_job(
     }
     // Another job of the same owner answers as a missing one; a forged token is refused.
     let other = e.admin.submit_ok(&spec(1.0, 0.0)).await;
-    assert_eq!(exec_with(&e, &token, other, req.clone()).await.err(), Some(404));
-    assert_eq!(exec_with(&e, &format!("{token}0"), id, req.clone()).await.err(), Some(401));
+    assert_eq!(exec_with(&e.m.url, &token, other, req.clone()).await.err(), Some(404));
+    assert_eq!(exec_with(&e.m.url, &format!("{token}0"), id, req.clone()).await.err(), Some(401));
     assert_eq!(e.admin.get("/v1/jobs").await.0, 200);
     assert_eq!(Client::new(&e.m.url, &token).get("/v1/jobs").await.0, 401, "no API token");
     // Once the job ends the token is worth nothing.
@@ -295,7 +326,7 @@ async fn a_step_token_opens_its_jobs_kernels_once_they_started_and_no_other_job(
         }
     }
     e.admin.wait_state(id, "CANCELLED").await;
-    assert_eq!(exec_with(&e, &token, id, req).await.err(), Some(401));
+    assert_eq!(exec_with(&e.m.url, &token, id, req).await.err(), Some(401));
     e.m.shutdown().await;
 }
 

@@ -8,7 +8,7 @@ pub mod netns;
 pub mod pki;
 pub mod users;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -60,13 +60,13 @@ pub fn base_cmd_at(program: &Path, home: &Path) -> Command {
 fn read_url(child: &mut Child, log: PathBuf) -> String {
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
+    // Each line is appended to the log as it comes: rewriting the whole file per line left a
+    // moment where a reader found it empty (e2e_contexts read `up.stdout` as "" on CI).
+    let mut file = std::fs::File::create(&log).expect("the up.stdout log");
     std::thread::spawn(move || {
         let mut sent = false;
-        let mut all = String::new();
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            all.push_str(&line);
-            all.push('\n');
-            let _ = std::fs::write(&log, &all);
+            let _ = writeln!(file, "{line}");
             if !sent && let Some(i) = line.find("http://").or_else(|| line.find("https://")) {
                 let url: String = line[i..].chars().take_while(|c| !c.is_whitespace()).collect();
                 let _ = tx.send(url);

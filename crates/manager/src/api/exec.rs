@@ -19,9 +19,9 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use berth_model::JobId;
 use berth_model::protocol::{STREAM_SECRET_HEADER, StreamOpen};
 use berth_model::stream::{AttachRequest, ExecRequest};
+use berth_model::{JobId, JobState};
 use futures_util::StreamExt;
 
 use super::kernel_stream::{OPEN_TIMEOUT, may_enter, open_stream, refuse, splice};
@@ -46,19 +46,32 @@ pub async fn exec(State(m): State<Arc<Manager>>, caller: Caller, Path(id): Path<
 }
 
 /// Whether a step token of `job`'s attempt `attempt` may open a stream into job `id`: only
-/// its own job (another's answers as missing), and only while that attempt runs.
+/// its own job (another's answers as missing), and only while that attempt holds its nodes.
+///
+/// A step token is used from inside the job, so the job's script already runs on its node;
+/// the manager may not have heard so yet (the job still SCHEDULED or PREPARING here), so
+/// this waits for RUNNING instead of refusing `srun` for a race the script cannot see.
 async fn step_may_enter(m: &Manager, job: JobId, attempt: u32, id: JobId) -> Result<(), ApiError> {
     if job != id {
         return Err(super::jobs::no_such_job(id));
     }
-    let st = m.jobs.lock().await;
-    let live = st.jobs.get(&id).is_some_and(|j| j.attempt.number == attempt && j.state.holds_resources());
-    if live {
-        Ok(())
-    } else {
-        Err(ApiError::unauthorized(format!(
-            "the step token of job {id} is no longer valid: that run of the job has ended"
-        )))
+    let deadline = tokio::time::Instant::now() + super::kernel_stream::START_WAIT;
+    loop {
+        let state = {
+            let st = m.jobs.lock().await;
+            st.jobs.get(&id).filter(|j| j.attempt.number == attempt).map(|j| j.state)
+        };
+        match state {
+            Some(JobState::Scheduled | JobState::Preparing) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Some(s) if s.holds_resources() => return Ok(()),
+            _ => {
+                return Err(ApiError::unauthorized(format!(
+                    "the step token of job {id} is no longer valid: that run of the job has ended"
+                )));
+            }
+        }
     }
 }
 

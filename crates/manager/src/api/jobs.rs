@@ -159,40 +159,46 @@ pub async fn list(
         until,
         array_id: q.array,
     };
+    // Unfinished jobs live in memory: only ended ones are read from the store, and only when
+    // the list asks for them. Memory is read first: a job that ends meanwhile is then in both
+    // (the store's ended row wins), and one that ended before was stored before it left memory.
     let st = m.jobs.lock().await;
-    // Unfinished jobs live in memory: no query needed (and none of them ended before `since`).
-    if !q.all && filter.states.as_ref().is_none_or(|s| s.iter().all(|s| !s.is_terminal())) {
-        let views = st
-            .jobs
-            .range(..filter.before.unwrap_or(JobId::MAX))
-            .rev()
-            .map(|(_, j)| j)
-            .filter(|j| user.can_see(j.owner.user_id, &j.spec))
-            .filter(|j| filter.states.as_ref().is_none_or(|s| s.contains(&j.state)))
-            .filter(|j| filter.ids.as_ref().is_none_or(|ids| ids.contains(&j.id)))
-            .filter(|j| filter.array_id.is_none_or(|a| j.spec.array_task.is_some_and(|t| t.array_id == a)))
-            .filter(|j| filter.until.is_none_or(|t| j.submitted_at < t))
-            .filter(|j| filter.owner.as_ref().is_none_or(|u| *u == j.owner.name))
-            .filter(|j| filter.queue.as_ref().is_none_or(|q| *q == j.queue))
-            .filter(|j| {
-                filter.name_contains.as_deref().is_none_or(|n| j.spec.name.as_deref().is_some_and(|x| x.contains(n)))
-            })
-            .take(limit)
-            .collect::<Vec<_>>();
-        let views = views.into_iter().map(|j| live_view(&m, &st, j)).collect();
-        return Ok(axum::Json(views));
-    }
+    let live = live_views(&m, &st, &user, &filter, limit);
     drop(st);
-    let rows = m.store.jobs(&filter).await?;
-    let st = m.jobs.lock().await;
-    let views = rows
-        .iter()
-        .map(|r| match st.jobs.get(&r.id) {
-            Some(j) => live_view(&m, &st, j),
-            None => row_view(r, r.nodes.clone()),
+    let wants_ended = q.all || filter.states.as_ref().is_some_and(|s| s.iter().any(|s| s.is_terminal()));
+    if !wants_ended {
+        return Ok(axum::Json(live));
+    }
+    let ended: Vec<JobState> = match &filter.states {
+        Some(s) => s.iter().copied().filter(|s| s.is_terminal()).collect(),
+        None => JobState::ALL.into_iter().filter(|s| s.is_terminal()).collect(),
+    };
+    let rows = m.store.jobs(&JobFilter { states: Some(ended), ..filter }).await?;
+    let mut views: std::collections::BTreeMap<JobId, JobView> = live.into_iter().map(|v| (v.id, v)).collect();
+    views.extend(rows.iter().map(|r| (r.id, row_view(r, r.nodes.clone()))));
+    Ok(axum::Json(views.into_values().rev().take(limit).collect()))
+}
+
+/// The jobs in memory (every unfinished one, and ended ones not yet let go) that `filter`
+/// and `user` let through, newest first, at most `limit`.
+fn live_views(m: &Manager, st: &crate::state::State, user: &User, filter: &JobFilter, limit: usize) -> Vec<JobView> {
+    st.jobs
+        .range(..filter.before.unwrap_or(JobId::MAX))
+        .rev()
+        .map(|(_, j)| j)
+        .filter(|j| user.can_see(j.owner.user_id, &j.spec))
+        .filter(|j| filter.states.as_ref().is_none_or(|s| s.contains(&j.state)))
+        .filter(|j| filter.ids.as_ref().is_none_or(|ids| ids.contains(&j.id)))
+        .filter(|j| filter.array_id.is_none_or(|a| j.spec.array_task.is_some_and(|t| t.array_id == a)))
+        .filter(|j| filter.until.is_none_or(|t| j.submitted_at < t))
+        .filter(|j| filter.owner.as_ref().is_none_or(|u| *u == j.owner.name))
+        .filter(|j| filter.queue.as_ref().is_none_or(|q| *q == j.queue))
+        .filter(|j| {
+            filter.name_contains.as_deref().is_none_or(|n| j.spec.name.as_deref().is_some_and(|x| x.contains(n)))
         })
-        .collect();
-    Ok(axum::Json(views))
+        .take(limit)
+        .map(|j| live_view(m, st, j))
+        .collect()
 }
 
 /// A time of the jobs list's window: RFC 3339 or Unix seconds.

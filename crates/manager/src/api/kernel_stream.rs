@@ -71,7 +71,7 @@ pub async fn open_stream(m: &Manager, id: JobId, kernel: u32, open: StreamOpen) 
 /// How long a stream waits for its kernel to start in a running job: a job runs once one of
 /// its kernels does, and the others may still be set up (an environment built, an image
 /// pulled); `srun` in a batch script's first kernel opens streams into all of them at once.
-const START_WAIT: Duration = Duration::from_secs(15 * 60);
+pub const START_WAIT: Duration = Duration::from_secs(15 * 60);
 
 /// Waits while kernel `kernel` of running job `id` has not started yet.
 async fn wait_started(m: &Manager, id: JobId, kernel: u32) -> Result<(), String> {
