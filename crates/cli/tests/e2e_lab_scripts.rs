@@ -269,6 +269,16 @@ fn gpu_requests_in_each_spelling_get_their_gpus_and_placement_options_hold() {
         }
     }
 
+    // -N 2 --gpus=2: the job's two GPUs in all, one on each node.
+    let id = lab.sbatch(&["embed.sh"]);
+    let done = lab.b.wait_state(id, "SUCCEEDED");
+    let out = lab.read(&format!("logs/embed-{id}.out"));
+    for k in 0..2 {
+        let gpus = gpus_of(&done, k);
+        assert_eq!(gpus.len(), 1, "one GPU on each node: {done:#}");
+        assert!(out.contains(&format!("node {k}: 1 GPU {}\n", gpus[0])), "{out}");
+    }
+
     // --exclusive: the whole node, every CPU and both GPUs, though it asked for one CPU.
     let id = lab.sbatch(&["benchmark.sh"]);
     let done = lab.b.wait_state(id, "SUCCEEDED");
