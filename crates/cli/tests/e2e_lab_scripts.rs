@@ -194,6 +194,8 @@ fn a_ddp_launcher_runs_a_task_per_slot_on_both_nodes_with_their_ranks_and_gpus()
         }
         assert_eq!(sorted_list(&v["CUDA_VISIBLE_DEVICES"]), gpus_of(&done, node as usize), "rank {rank}: {v:?}");
         assert_eq!(v["PWD"], lab.root.display().to_string(), "tasks run where the job was submitted");
+        assert_eq!(v["SLURM_SUBMIT_DIR"], lab.root.display().to_string());
+        assert_eq!((v["SLURM_JOB_PARTITION"].as_str(), v["SLURM_CPUS_PER_TASK"].as_str()), ("gpu", "1"));
     }
 }
 

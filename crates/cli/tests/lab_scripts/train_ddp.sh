@@ -34,6 +34,9 @@ srun --ntasks-per-node=2 bash -c '
     echo "OMP_NUM_THREADS=$OMP_NUM_THREADS"
     echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
     echo "PWD=$(pwd)"
+    echo "SLURM_SUBMIT_DIR=$SLURM_SUBMIT_DIR"
+    echo "SLURM_JOB_PARTITION=$SLURM_JOB_PARTITION"
+    echo "SLURM_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK"
   } > "$out"
   echo "rank $SLURM_PROCID of $WORLD_SIZE ready"
 '
