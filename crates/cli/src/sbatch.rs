@@ -15,7 +15,7 @@
 //! asks per kernel (one per node) what Slurm asks per task: `--ntasks-per-node` (or
 //! `--ntasks`/`-n` split evenly over the nodes) is the spec's `tasks_per_node`; the kernel's
 //! CPUs are tasks × `--cpus-per-task`/`-c`, its memory `--mem-per-cpu` × its CPUs, its GPUs
-//! tasks × `--gpus-per-task`.
+//! tasks × `--gpus-per-task`, or `--gpus`/`-G` (the job's in all, as in Slurm) over the nodes.
 
 /// The task directives of a script, as given (the last one of each wins), turned into flags
 /// once every line is read.
@@ -28,6 +28,8 @@ pub struct Tasks {
     /// Bytes per CPU.
     mem_per_cpu: Option<u64>,
     gpus_per_task: Option<u64>,
+    /// `--gpus`/`-G`: the job's GPUs in all, as text (`2`, or a fraction: berth's own).
+    gpus: Option<String>,
 }
 
 impl Tasks {
@@ -68,8 +70,26 @@ impl Tasks {
         }
         if let Some(g) = self.gpus_per_task {
             out.extend(["--gpus".to_string(), tasks.saturating_mul(g).to_string()]);
+        } else if let Some(g) = &self.gpus {
+            out.extend(["--gpus".to_string(), per_node_gpus(g, nodes)?]);
         }
         Ok(out)
+    }
+}
+
+/// The GPUs per node of `--gpus=total` over `nodes`; a total that does not split evenly is
+/// refused, since berth gives every node of a job the same. One node keeps the value as
+/// written (berth's fractions, `0.5`, included).
+fn per_node_gpus(total: &str, nodes: u32) -> Result<String, String> {
+    if nodes <= 1 {
+        return Ok(total.to_string());
+    }
+    match total.parse::<u64>() {
+        Ok(n) if n % nodes as u64 == 0 => Ok((n / nodes as u64).to_string()),
+        _ => Err(format!(
+            "#SBATCH --gpus={total} (the job's GPUs in all) does not split evenly over --nodes={nodes}: berth gives \
+             every node the same GPUs; use --gpus-per-node"
+        )),
     }
 }
 
@@ -139,7 +159,13 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
                 None
             }
             "--mem" => Some(("--mem", value().map(|v| slurm_mem(&v)))),
-            "--gres" | "--gpus" | "--gpus-per-node" | "-G" => {
+            // Slurm's --gpus is the job's in all, berth's per node: split once -N is known.
+            "--gpus" | "-G" => {
+                let v = value().unwrap_or_default();
+                tasks.gpus = Some(v.rsplit(':').next().unwrap_or(&v).to_string());
+                None
+            }
+            "--gres" | "--gpus-per-node" => {
                 let v = value();
                 match v.as_deref().and_then(|v| slurm_gpus(&opt, v)) {
                     Some(n) => Some(("--gpus", Some(n))),
@@ -327,7 +353,7 @@ mod tests {
         let w = |s: &str| crate::script::split_words(s).unwrap();
         let translate = |w: &[String]| translate(w, &mut Tasks::default()).unwrap();
         assert_eq!(translate(&w("--gres=gpu:1")).0, ["--gpus", "1"]);
-        assert_eq!(translate(&w("--gpus=v100:2")).0, ["--gpus", "2"]);
+        assert_eq!(all("--gpus=v100:2").unwrap(), ["--gpus", "2"]);
         assert_eq!(translate(&w("--gres=nvme:1")).1, ["--gres=nvme:1"]);
         assert_eq!(translate(&w("-J name --requeue")).0, ["--name", "name", "--requeue"]);
         assert_eq!(translate(&w("-N 2-4")).0, ["--nodes", "2"]);
@@ -369,6 +395,19 @@ mod tests {
 
     fn words(w: &[&str]) -> Vec<String> {
         w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn sbatch_gpus_is_the_jobs_total_not_each_nodes() {
+        // `-N 2 --gpus=2` gave each node 2 GPUs, 4 in all, where Slurm gives the job 2.
+        assert_eq!(all("-N 2 --gpus=2").unwrap(), ["--nodes", "2", "--gpus", "1"]);
+        assert_eq!(all("--gpus=4 --nodes=2 -G a100:4").unwrap(), ["--nodes", "2", "--gpus", "2"]);
+        assert_eq!(all("-G 3").unwrap(), ["--gpus", "3"], "one node: all of them");
+        assert_eq!(all("--gpus=0.5").unwrap(), ["--gpus", "0.5"], "berth's fractions on one node");
+        let e = all("-N 2 --gpus=3").unwrap_err();
+        assert!(e.contains("--gpus=3") && e.contains("--nodes=2") && e.contains("--gpus-per-node"), "{e}");
+        assert_eq!(all("-N 2 --gpus-per-node=2").unwrap(), ["--nodes", "2", "--gpus", "2"], "per node as it says");
+        assert_eq!(all("-N 2 --gres=gpu:2").unwrap(), ["--nodes", "2", "--gpus", "2"], "--gres is per node");
     }
 
     #[test]

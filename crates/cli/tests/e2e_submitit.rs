@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use support::{Berth, base_cmd, text};
@@ -96,15 +96,6 @@ fn submitit_python() -> Option<String> {
     ok.then_some(py)
 }
 
-/// A directory jobs can see, with berth and its Slurm commands in `bin/`.
-fn shared_bin(b: &Berth) -> (tempfile::TempDir, PathBuf) {
-    let (dir, bin) = support::berth_bin_dir();
-    let berth = bin.join("berth");
-    let o = support::base_cmd_at(&berth, b.home.path()).arg("install-slurm-commands").arg(&bin).output().unwrap();
-    assert!(o.status.success(), "install-slurm-commands: {}", text(&o.stderr));
-    (dir, bin)
-}
-
 fn run_driver(b: &Berth, py: &str, bin: &Path, folder: &Path) -> std::process::Output {
     let script = folder.join("driver.py");
     std::fs::write(&script, DRIVER).unwrap();
@@ -131,7 +122,7 @@ fn submitit_runs_jobs_arrays_failures_and_cancels_through_berths_slurm_commands(
         return;
     };
     let b = Berth::up(&[]);
-    let (dir, bin) = shared_bin(&b);
+    let (dir, bin) = support::slurm_bin_dir();
     let o = run_driver(&b, &py, &bin, dir.path());
     let out = text(&o.stdout);
     let sacct = base_cmd(b.home.path()).args(["ps", "-a"]).output().unwrap();

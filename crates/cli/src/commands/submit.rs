@@ -158,7 +158,10 @@ pub fn build_spec(args: &JobArgs) -> anyhow::Result<JobSpec> {
                 for n in &s.notes {
                     eprintln!("note: {n}");
                 }
-                (s.flags, s.command)
+                // `#SBATCH --chdir=runs` is relative to where sbatch runs, as in Slurm.
+                let mut flags = s.flags;
+                flags.resolve_workdir(&cwd);
+                (flags, s.command)
             }
             None => {
                 let mut cmd = target.clone();
@@ -290,6 +293,19 @@ mod tests {
         let s = spec(&["--cpus", "1", f, "--", "-x"]).unwrap();
         assert_eq!(s.resources.cpu_milli, 1000, "the command line beats #BERTH");
         assert_eq!(s.command.last().map(String::as_str), Some("-x"));
+    }
+
+    #[test]
+    fn a_relative_sbatch_chdir_is_relative_to_the_submit_dir() {
+        // It reached the manager relative, which refused it: "workdir must be an absolute path".
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ckpt.sh");
+        std::fs::write(&p, "#!/bin/sh\n#SBATCH --chdir=runs\ntrue\n").unwrap();
+        let s = spec(&[p.to_str().unwrap()]).unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(s.workdir.as_deref(), cwd.join("runs").to_str());
+        std::fs::write(&p, "#!/bin/sh\n#BERTH --workdir out\ntrue\n").unwrap();
+        assert_eq!(spec(&[p.to_str().unwrap()]).unwrap().workdir.as_deref(), cwd.join("out").to_str());
     }
 
     #[test]

@@ -501,6 +501,21 @@ pub fn berth_bin_dir() -> (tempfile::TempDir, PathBuf) {
     (dir, bin)
 }
 
+/// [`berth_bin_dir`] with Slurm's commands (`sbatch`, `squeue`, ...) linked to berth there too,
+/// by `berth install-slurm-commands`, as a site installs them.
+pub fn slurm_bin_dir() -> (tempfile::TempDir, PathBuf) {
+    let (dir, bin) = berth_bin_dir();
+    let o = Command::new(bin.join("berth"))
+        .arg("install-slurm-commands")
+        .arg(&bin)
+        .env("HOME", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "install-slurm-commands: {}", text(&o.stderr));
+    (dir, bin)
+}
+
 /// A tmpfs mounted on a dir for the life of the value, for tests of a full disk; unmounted
 /// (lazily: processes may still hold it) on drop.
 pub struct Tmpfs(PathBuf);

@@ -1,0 +1,15 @@
+#!/bin/bash
+#SBATCH --job-name=finetune
+#SBATCH -p gpu
+#SBATCH --gres=gpu:a100:1
+#SBATCH --constraint=a100
+#SBATCH --qos=high
+#SBATCH -c 1
+#SBATCH --mem=512M
+#SBATCH --time=2-00:00:00
+#SBATCH --output=logs/%x-%j.out
+
+echo "SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST"
+echo "SLURM_GPUS_ON_NODE=$SLURM_GPUS_ON_NODE"
+echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
+echo "SLURM_JOB_PARTITION=$SLURM_JOB_PARTITION"
