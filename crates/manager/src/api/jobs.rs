@@ -158,6 +158,7 @@ pub async fn list(
         since,
         until,
         array_id: q.array,
+        array_index: None,
     };
     let st = m.jobs.lock().await;
     // Unfinished jobs live in memory: no query needed (and none of them ended before `since`).
