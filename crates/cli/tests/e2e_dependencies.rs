@@ -230,6 +230,7 @@ fn a_dependency_on_one_array_task_waits_for_that_task_alone_even_before_it_is_ma
     let a = gated_array(&b, dir.path(), "0-3%1");
     let after_2 = quick(&b, &["--dependency", &format!("afterok:{a}_2")]);
     let not_ok_1 = quick(&b, &["--dependency", &format!("afternotok:{a}_1")]);
+    let whole = quick(&b, &["--dependency", &format!("afterok:{a}")]);
     b.wait_state(task(&b, a, 0), "RUNNING");
     assert_eq!(wait_reason(&b, after_2, "dependency"), format!("dependency: waits for {a}_2 (PENDING)"));
     assert!(!made(&b, a, 2), "the throttle (%1) keeps task 2 unmade");
@@ -266,8 +267,11 @@ fn a_dependency_on_one_array_task_waits_for_that_task_alone_even_before_it_is_ma
     // It did not wait for the whole array: task 3 still runs, its gate shut.
     assert_eq!(b.state(task(&b, a, 3)), "RUNNING");
     assert_eq!(b.state(a), "PENDING");
+    assert_eq!(b.state(whole), "PENDING", "afterok on the array waits for every task");
     go(3);
-    b.wait_state(a, "SUCCEEDED");
+    let ja = b.wait_state(a, "SUCCEEDED");
+    let jw = b.wait_state(whole, "SUCCEEDED");
+    assert!(ts(&jw, "started_at") >= ts(&ja, "ended_at"), "started before the array ended");
 }
 
 /// Issue 20: a task cancelled before its array made it (`berth cancel A_1`) ends a dependency
