@@ -51,8 +51,8 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
     }
     let now_ms = now.as_millisecond();
     let ids: Vec<JobId> = st.held.iter().copied().collect();
-    learn_ended(m, st, &ids).await;
     let tasks = live_tasks(st, &ids);
+    learn_ended(m, st, &ids, &tasks).await;
     let mut busy = running_names(st, &ids);
     let mut reasons = Vec::new();
     let mut never = Vec::new();
@@ -126,9 +126,8 @@ fn live_tasks(st: &State, ids: &[JobId]) -> HashMap<JobRef, JobId> {
 }
 
 /// Reads from the store the jobs and tasks that `ids` depend on which have left memory
-/// (ended) and are not known yet.
-async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId]) {
-    let live = live_tasks(st, ids);
+/// (ended) and are not known yet (`live`: the tasks' jobs in memory).
+async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId], live: &HashMap<JobRef, JobId>) {
     for r in targets_of(st, ids) {
         if st.ended_targets.contains_key(&r) || live.contains_key(&r) {
             continue;
