@@ -71,7 +71,8 @@ pub struct SpecFlags {
     pub array: Option<berth_model::ArraySpec>,
 
     /// Start only once other jobs got where this says, in Slurm's syntax: afterok:ID[:ID...],
-    /// afterany:ID, afternotok:ID, after:ID[+MINUTES], singleton; `,` needs all, `?` any one
+    /// afterany:ID, afternotok:ID, after:ID[+MINUTES], singleton; `,` needs all, `?` any one;
+    /// an ID of ARRAY_INDEX (12_7) names one task of a job array
     #[arg(long, value_name = "DEPENDENCY", value_parser = parse_dependency, help_heading = "Scheduling")]
     pub dependency: Option<berth_model::Dependency>,
 

@@ -188,3 +188,113 @@ fn kill_invalid_depend_off_keeps_the_job_pending_with_the_reason() {
     b.ok(&["cancel", &dependent.to_string()]);
     b.wait_state(dependent, "CANCELLED");
 }
+
+/// An array of `spec` whose task N runs until `dir/go.N` exists.
+fn gated_array(b: &Berth, dir: &Path, spec: &str) -> i64 {
+    let script = format!("while [ ! -e {}/go.$SLURM_ARRAY_TASK_ID ]; do sleep 0.05; done", dir.display());
+    b.submit(&["--array", spec, "--cpus", "0.1", "--mem", "32MiB", "--", "sh", "-c", &script])
+}
+
+/// The job of task `index` of `array`, once the array has made it.
+fn task(b: &Berth, array: i64, index: u32) -> i64 {
+    let start = std::time::Instant::now();
+    loop {
+        let all = b.json(&["ps", "-a"]);
+        let found = all.as_array().unwrap().iter().find(|j| {
+            j["array_task"]["array_id"] == array && j["array_task"]["index"].as_u64() == Some(u64::from(index))
+        });
+        if let Some(j) = found {
+            return j["id"].as_i64().unwrap();
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "task {array}_{index} was never made");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn made(b: &Berth, array: i64, index: u32) -> bool {
+    let all = b.json(&["ps", "-a"]);
+    all.as_array()
+        .unwrap()
+        .iter()
+        .any(|j| j["array_task"]["array_id"] == array && j["array_task"]["index"].as_u64() == Some(u64::from(index)))
+}
+
+/// Issue 20: `afterok:A_2` names task 2 of array A alone. It waits while the array has not
+/// made the task yet (through a manager restart), starts once that task succeeded though a
+/// later task still runs, and `afternotok` on a task that succeeded is never satisfied.
+#[test]
+fn a_dependency_on_one_array_task_waits_for_that_task_alone_even_before_it_is_made() {
+    let mut b = Berth::up(&[]);
+    let dir = shared_tempdir();
+    let go = |i: u32| std::fs::write(dir.path().join(format!("go.{i}")), "").unwrap();
+    let a = gated_array(&b, dir.path(), "0-3%1");
+    let after_2 = quick(&b, &["--dependency", &format!("afterok:{a}_2")]);
+    let not_ok_1 = quick(&b, &["--dependency", &format!("afternotok:{a}_1")]);
+    let whole = quick(&b, &["--dependency", &format!("afterok:{a}")]);
+    b.wait_state(task(&b, a, 0), "RUNNING");
+    assert_eq!(wait_reason(&b, after_2, "dependency"), format!("dependency: waits for {a}_2 (PENDING)"));
+    assert!(!made(&b, a, 2), "the throttle (%1) keeps task 2 unmade");
+    let show = b.ok(&["show", &after_2.to_string()]);
+    assert!(show.contains(&format!("afterok:{a}_2")) && show.contains(&format!("waits for {a}_2")), "{show}");
+
+    // Refused at submit: an index outside the array, a range, a malformed index.
+    let out = b.cli(&["submit", "--dependency", &format!("afterok:{a}_9"), "--", "true"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains(&format!("task {a}_9 is not in job array {a} (0-3)")), "{}", text(&out.stderr));
+    let out = b.cli(&["submit", "--dependency", &format!("afterok:{a}_[1-2]"), "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(&format!("list them, e.g. afterok:{a}_1:{a}_2")), "{}", text(&out.stderr));
+    let out = b.cli(&["submit", "--dependency", "afterok:12_x", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("`x` is not an array task index"), "{}", text(&out.stderr));
+
+    // A restarted manager rebuilds it from the store: still waiting for the unmade task.
+    b.restart();
+    assert_eq!(b.state(after_2), "PENDING");
+    assert_eq!(wait_reason(&b, after_2, "dependency"), format!("dependency: waits for {a}_2 (PENDING)"));
+
+    go(0);
+    go(1);
+    b.wait_state(task(&b, a, 1), "SUCCEEDED");
+    let j = b.wait_state(not_ok_1, "CANCELLED");
+    assert_eq!(j["job"]["end_cause"], "dependency", "{j:#}");
+    assert_eq!(j["job"]["reason"], format!("dependency never satisfied: afternotok:{a}_1: job {a}_1 ended SUCCEEDED"));
+    assert_eq!(b.state(after_2), "PENDING", "task 2 has not run yet");
+    go(2);
+    let t2 = b.wait_state(task(&b, a, 2), "SUCCEEDED");
+    let after = b.wait_state(after_2, "SUCCEEDED");
+    assert!(ts(&after, "started_at") >= ts(&t2, "ended_at"), "started before task 2 ended");
+    // It did not wait for the whole array: task 3 still runs, its gate shut.
+    assert_eq!(b.state(task(&b, a, 3)), "RUNNING");
+    assert_eq!(b.state(a), "PENDING");
+    assert_eq!(b.state(whole), "PENDING", "afterok on the array waits for every task");
+    go(3);
+    let ja = b.wait_state(a, "SUCCEEDED");
+    let jw = b.wait_state(whole, "SUCCEEDED");
+    assert!(ts(&jw, "started_at") >= ts(&ja, "ended_at"), "started before the array ended");
+}
+
+/// Issue 20: a task cancelled before its array made it (`berth cancel A_1`) ends a dependency
+/// on it like any cancelled job: `afterok` never satisfied, `afterany` met, and a new
+/// `afterok` on it refused at submit.
+#[test]
+fn a_task_cancelled_before_it_was_made_resolves_like_any_cancelled_job() {
+    let b = Berth::up(&[]);
+    let dir = shared_tempdir();
+    let a = gated_array(&b, dir.path(), "0-1%1");
+    let ok = quick(&b, &["--dependency", &format!("afterok:{a}_1")]);
+    let any = quick(&b, &["--dependency", &format!("afterany:{a}_1")]);
+    b.wait_state(task(&b, a, 0), "RUNNING");
+    wait_reason(&b, ok, &format!("waits for {a}_1 (PENDING)"));
+    b.ok(&["cancel", &format!("{a}_1")]);
+    let j = b.wait_state(ok, "CANCELLED");
+    assert_eq!(j["job"]["reason"], format!("dependency never satisfied: afterok:{a}_1: job {a}_1 ended CANCELLED"));
+    b.wait_state(any, "SUCCEEDED");
+    let out = b.cli(&["submit", "--dependency", &format!("afterok:{a}_1"), "--", "true"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("can never be satisfied"), "{}", text(&out.stderr));
+    let out = b.cli(&["submit", "--dependency", &format!("afterok:{ok}_0"), "--", "true"]);
+    assert!(text(&out.stderr).contains(&format!("job {ok} is not a job array")), "{}", text(&out.stderr));
+    std::fs::write(dir.path().join("go.0"), "").unwrap();
+    b.wait_state(a, "CANCELLED");
+}

@@ -80,7 +80,7 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
 }
 
 /// Reads array `id`'s progress from its tasks' rows unless it is in memory already.
-async fn load_progress(m: &Manager, st: &mut State, id: JobId, array: &ArraySpec) -> Result<(), StoreError> {
+pub(crate) async fn load_progress(m: &Manager, st: &mut State, id: JobId, array: &ArraySpec) -> Result<(), StoreError> {
     if let std::collections::hash_map::Entry::Vacant(slot) = st.arrays.entry(id) {
         let rows = m.store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await?;
         let tasks = rows.iter().filter_map(|r| Some((r.spec.array_task?.index, r.state)));

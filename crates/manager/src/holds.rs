@@ -13,11 +13,18 @@
 //!
 //! The jobs named live in memory while unfinished; an ended one is read from the store once
 //! and remembered (`State::ended_targets`), since an ended job no longer changes.
+//!
+//! One task of a job array (`afterok:12_7`) is its own job once the array has made it, found
+//! by its `array_task`; until then it is PENDING (the array's progress, `State::arrays`, says
+//! whether it was made), and once ended it is read from the store by the task's
+//! `array_id`/`array_index`. A task its array will never make (the array ended first, e.g.
+//! cancelled) ended CANCELLED, as a task cancelled before it was made did.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use berth_model::{EndCause, JobId, JobSpec, JobState, PendingKind, PendingReason};
+use berth_model::{ArraySpec, EndCause, JobId, JobRef, JobSpec, JobState, PendingKind, PendingReason};
 use berth_sched::depend::{self, Judgement, Target};
+use berth_store::JobFilter;
 use jiff::Timestamp;
 
 use crate::error::ApiError;
@@ -44,7 +51,8 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
     }
     let now_ms = now.as_millisecond();
     let ids: Vec<JobId> = st.held.iter().copied().collect();
-    learn_ended(m, st, &ids).await;
+    let tasks = live_tasks(st, &ids);
+    learn_ended(m, st, &ids, &tasks).await;
     let mut busy = running_names(st, &ids);
     let mut reasons = Vec::new();
     let mut never = Vec::new();
@@ -59,7 +67,7 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
             (_, Some(dep)) => {
                 let name = singleton_name(st, id);
                 let other = name.as_ref().and_then(|n| busy.get(n)).copied();
-                depend::judge(dep, |t| target(st, t), other, now_ms)
+                depend::judge(dep, |t| target(st, &tasks, t), other, now_ms)
             }
             (_, None) => Judgement::Met,
         };
@@ -91,41 +99,112 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
     }
 }
 
-/// Reads from the store the jobs that `ids` depend on which have left memory (ended) and
-/// are not known yet.
-async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId]) {
-    let mut wanted: Vec<JobId> = ids
-        .iter()
-        .filter_map(|id| st.jobs.get(id)?.spec.dependency.as_ref())
-        .flat_map(|d| d.jobs())
-        .filter(|t| !st.jobs.contains_key(t) && !st.ended_targets.contains_key(t))
-        .collect();
-    wanted.sort_unstable();
-    wanted.dedup();
-    for t in wanted {
-        match m.store.job(t).await {
-            Ok(Some(row)) if row.state.is_terminal() => {
-                let started_at = row.started_at.map(|s| s.as_millisecond());
-                st.ended_targets.insert(t, Some(Target { state: row.state, started_at }));
+/// The targets the dependencies of jobs `ids` name, each once.
+fn targets_of(st: &State, ids: &[JobId]) -> Vec<JobRef> {
+    let mut refs: Vec<JobRef> =
+        ids.iter().filter_map(|id| st.jobs.get(id)?.spec.dependency.as_ref()).flat_map(|d| d.targets()).collect();
+    refs.sort_unstable();
+    refs.dedup();
+    refs
+}
+
+/// The jobs of the array tasks that the dependencies of `ids` name, for those made and
+/// unfinished (in memory).
+fn live_tasks(st: &State, ids: &[JobId]) -> HashMap<JobRef, JobId> {
+    let wanted: HashSet<JobRef> = targets_of(st, ids).into_iter().filter(|r| r.task.is_some()).collect();
+    if wanted.is_empty() {
+        return HashMap::new();
+    }
+    st.jobs
+        .values()
+        .filter_map(|j| {
+            let t = j.spec.array_task?;
+            let r = JobRef::task(t.array_id, t.index);
+            wanted.contains(&r).then_some((r, j.id))
+        })
+        .collect()
+}
+
+/// Reads from the store the jobs and tasks that `ids` depend on which have left memory
+/// (ended) and are not known yet (`live`: the tasks' jobs in memory).
+async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId], live: &HashMap<JobRef, JobId>) {
+    for r in targets_of(st, ids) {
+        if st.ended_targets.contains_key(&r) || live.contains_key(&r) {
+            continue;
+        }
+        let Some(index) = r.task else {
+            if st.jobs.contains_key(&r.job) {
+                continue;
             }
-            // Not ended per the store either: it is being moved (judged again next pass).
-            Ok(Some(_)) => {}
-            // Gone from the records (retention): remembered as such.
-            Ok(None) => {
-                st.ended_targets.insert(t, None);
+            match m.store.job(r.job).await {
+                Ok(Some(row)) if row.state.is_terminal() => {
+                    let started_at = row.started_at.map(|s| s.as_millisecond());
+                    st.ended_targets.insert(r, Some(Target { state: row.state, started_at }));
+                }
+                // Not ended per the store either: it is being moved (judged again next pass).
+                Ok(Some(_)) => {}
+                // Gone from the records (retention): remembered as such.
+                Ok(None) => {
+                    st.ended_targets.insert(r, None);
+                }
+                Err(e) => tracing::warn!(job = r.job, "cannot read a job others depend on: {e}"),
             }
-            Err(e) => tracing::warn!(job = t, "cannot read a job others depend on: {e}"),
+            continue;
+        };
+        // The array is unfinished: a task it has not made yet is PENDING (no read needed).
+        if let Some(array) = st.jobs.get(&r.job).and_then(|j| j.spec.array.clone()) {
+            if let Err(e) = crate::arrays::load_progress(m, st, r.job, &array).await {
+                tracing::warn!(job = r.job, "cannot read the tasks of an array others depend on: {e}");
+                continue;
+            }
+            if !st.arrays.get(&r.job).is_some_and(|p| p.made.contains(&index)) {
+                continue;
+            }
+        }
+        match ended_task(m, r.job, index).await {
+            Ok(Some(t)) => {
+                st.ended_targets.insert(r, t);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(job = r.job, index, "cannot read an array task others depend on: {e}"),
         }
     }
 }
 
-/// What is known of job `t`: live in memory, or ended.
-fn target(st: &State, t: JobId) -> Option<Target> {
-    if let Some(j) = st.jobs.get(&t) {
+/// How task `index` of array `array` (not in memory) ended, from the store: `Some(None)` when
+/// it never can (no such array on record, or not an array), `None` while it is not known to
+/// have ended (being moved, or made in a moment).
+async fn ended_task(m: &Manager, array: JobId, index: u32) -> Result<Option<Option<Target>>, berth_store::StoreError> {
+    let filter = JobFilter { array_id: Some(array), array_index: Some(index), ..Default::default() };
+    if let Some(row) = m.store.jobs(&filter).await?.into_iter().next() {
+        let started_at = row.started_at.map(|s| s.as_millisecond());
+        return Ok(row.state.is_terminal().then_some(Some(Target { state: row.state, started_at })));
+    }
+    Ok(match m.store.job(array).await? {
+        Some(a) if a.spec.array.is_none() => Some(None),
+        // The array ended without making it (cancelled): the task never ran, like a task
+        // cancelled before it was made.
+        Some(a) if a.state.is_terminal() => Some(Some(Target { state: JobState::Cancelled, started_at: None })),
+        Some(_) => None,
+        None => Some(None),
+    })
+}
+
+/// What is known of `r`: live in memory (a task by its job, `tasks`), or ended; a task not
+/// made yet (or for a moment not known) is PENDING, as Slurm shows it.
+fn target(st: &State, tasks: &HashMap<JobRef, JobId>, r: JobRef) -> Option<Target> {
+    let live = match r.task {
+        None => st.jobs.get(&r.job),
+        Some(_) => tasks.get(&r).and_then(|id| st.jobs.get(id)),
+    };
+    if let Some(j) = live {
         let started_at = j.attempt.started_at.map(|s| s.as_millisecond());
         return Some(Target { state: j.state, started_at });
     }
-    st.ended_targets.get(&t).copied().flatten()
+    match st.ended_targets.get(&r) {
+        Some(t) => *t,
+        None => r.task.map(|_| Target { state: JobState::Pending, started_at: None }),
+    }
 }
 
 /// For the held `singleton` jobs: the job of each (owner, name) that has started and not
@@ -150,15 +229,17 @@ fn running_names(st: &State, held: &[JobId]) -> HashMap<Name, (JobId, JobState)>
 }
 
 /// Checks a new job's dependency at submit: every job it names exists and is visible to
-/// `user` (a job they may not see answers like one that does not exist), and it is not
-/// already impossible (an `afterok` on a failed job), as Slurm refuses such a submit.
+/// `user` (a job they may not see answers like one that does not exist), a task it names is
+/// one of its array's, and it is not already impossible (an `afterok` on a failed job), as
+/// Slurm refuses such a submit.
 pub async fn check_at_submit(m: &Manager, user: &User, spec: &JobSpec) -> Result<(), ApiError> {
     let Some(dep) = &spec.dependency else { return Ok(()) };
-    let mut known: HashMap<JobId, Target> = HashMap::new();
-    for t in dep.jobs() {
+    let mut known: HashMap<JobRef, Target> = HashMap::new();
+    for r in dep.targets() {
+        let t = r.job;
         let live = {
             let st = m.jobs.lock().await;
-            st.jobs.get(&t).map(|j| (j.owner.user_id, j.spec.clone(), target(&st, t)))
+            st.jobs.get(&t).map(|j| (j.owner.user_id, j.spec.clone(), target(&st, &HashMap::new(), JobRef::job(t))))
         };
         let (owner, tspec, tgt) = match live {
             Some((o, s, Some(tgt))) => (o, s, tgt),
@@ -173,7 +254,11 @@ pub async fn check_at_submit(m: &Manager, user: &User, spec: &JobSpec) -> Result
         if !user.can_see(owner, &tspec) {
             return Err(no_such(dep, t));
         }
-        known.insert(t, tgt);
+        let tgt = match r.task {
+            None => tgt,
+            Some(index) => task_at_submit(m, dep, r, tspec.array.as_ref(), index, tgt.state).await?,
+        };
+        known.insert(r, tgt);
     }
     let now = Timestamp::now().as_millisecond();
     if let Judgement::Never(why) = depend::judge(dep, |t| known.get(&t).copied(), None, now) {
@@ -182,6 +267,44 @@ pub async fn check_at_submit(m: &Manager, user: &User, spec: &JobSpec) -> Result
         )));
     }
     Ok(())
+}
+
+/// What is known at submit of task `index` of array `r.job` (in state `array_state`), whose
+/// spec has `array`: refused when it is no array or the index is not one of its tasks.
+async fn task_at_submit(
+    m: &Manager,
+    dep: &berth_model::Dependency,
+    r: JobRef,
+    array: Option<&ArraySpec>,
+    index: u32,
+    array_state: JobState,
+) -> Result<Target, ApiError> {
+    let job = r.job;
+    let Some(array) = array else {
+        return Err(ApiError::bad_request(format!(
+            "dependency `{dep}`: job {job} is not a job array, so it has no task {r}: depend on job {job} itself"
+        )));
+    };
+    if !array.contains(index) {
+        let indices = ArraySpec { throttle: None, ..array.clone() };
+        return Err(ApiError::bad_request(format!(
+            "dependency `{dep}`: task {r} is not in job array {job} ({indices}): name one of its tasks"
+        )));
+    }
+    {
+        let st = m.jobs.lock().await;
+        let live = st.jobs.values().find(|j| j.spec.array_task.is_some_and(|t| t.array_id == job && t.index == index));
+        if let Some(j) = live {
+            return Ok(Target { state: j.state, started_at: j.attempt.started_at.map(|s| s.as_millisecond()) });
+        }
+    }
+    let filter = JobFilter { array_id: Some(job), array_index: Some(index), ..Default::default() };
+    Ok(match m.store.jobs(&filter).await.map_err(ApiError::from)?.into_iter().next() {
+        Some(row) => Target { state: row.state, started_at: row.started_at.map(|s| s.as_millisecond()) },
+        // Never made, and the array ended: it never will be.
+        None if array_state.is_terminal() => Target { state: JobState::Cancelled, started_at: None },
+        None => Target { state: JobState::Pending, started_at: None },
+    })
 }
 
 fn no_such(dep: &berth_model::Dependency, t: JobId) -> ApiError {

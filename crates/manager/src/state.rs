@@ -137,9 +137,9 @@ pub struct State {
     /// PENDING jobs kept out of `pending` until their begin time and dependency allow them
     /// (`holds.rs`): the scheduler never sees them.
     pub held: std::collections::BTreeSet<JobId>,
-    /// How the ended jobs that held jobs depend on ended (read from the store once: an
-    /// ended job no longer changes; `None`: no longer on record).
-    pub ended_targets: HashMap<JobId, Option<berth_sched::depend::Target>>,
+    /// How the ended jobs (and array tasks) that held jobs depend on ended (read from the
+    /// store once: an ended job no longer changes; `None`: no longer on record).
+    pub ended_targets: HashMap<berth_model::JobRef, Option<berth_sched::depend::Target>>,
     /// How far each job array has got (`arrays.rs`), once a pass looked at it.
     pub arrays: HashMap<JobId, crate::array_progress::ArrayProgress>,
 }

@@ -4,11 +4,14 @@
 //! `afterok:12:13,afterany:14` needs every condition (`,`); `afterok:12?afternotok:13` needs
 //! any one (`?`); the two separators cannot be mixed, as in Slurm. `after:12+10` waits until
 //! job 12 has been running for ten minutes. `singleton` waits until no other job of the same
-//! user and name runs. The scheduler judges them (`berth_sched::depend`).
+//! user and name runs. `afterok:12_7` names task 7 of job array 12 alone (its own job, made
+//! when the array's turn for it comes), `afterok:12` the whole array. The scheduler judges
+//! them (`berth_sched::depend`).
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::array::MAX_ARRAY_INDEX;
 use crate::{JobId, SpecError};
 
 /// The most conditions one dependency may list.
@@ -30,29 +33,78 @@ pub enum Condition {
     /// The job has started (or was cancelled before it could), `delay_secs` ago at least.
     After {
         job: JobId,
+        /// One task of job array `job` (`12_7`) rather than the whole job.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<u32>,
         #[serde(default)]
         delay_secs: u64,
     },
     /// The job ended, however it ended.
-    AfterAny { job: JobId },
+    AfterAny {
+        job: JobId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<u32>,
+    },
     /// The job succeeded.
-    AfterOk { job: JobId },
+    AfterOk {
+        job: JobId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<u32>,
+    },
     /// The job ended without succeeding (failed, cancelled, timed out, lost).
-    AfterNotOk { job: JobId },
+    AfterNotOk {
+        job: JobId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<u32>,
+    },
     /// No other job of the same user and name has started and not yet ended.
     Singleton,
 }
 
+/// What a condition names: a job (`12`, an array as a whole too) or one task of a job array
+/// (`12_7`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobRef {
+    pub job: JobId,
+    /// The task's index in array `job`.
+    pub task: Option<u32>,
+}
+
+impl JobRef {
+    pub fn job(job: JobId) -> JobRef {
+        JobRef { job, task: None }
+    }
+
+    pub fn task(array: JobId, index: u32) -> JobRef {
+        JobRef { job: array, task: Some(index) }
+    }
+}
+
+impl std::fmt::Display for JobRef {
+    /// `12`, or `12_7` for a task, as Slurm writes them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.task {
+            Some(i) => write!(f, "{}_{i}", self.job),
+            None => write!(f, "{}", self.job),
+        }
+    }
+}
+
 impl Condition {
-    /// The job this condition is about (`None` for `singleton`).
-    pub fn job(&self) -> Option<JobId> {
+    /// The job (or array task) this condition is about (`None` for `singleton`).
+    pub fn target(&self) -> Option<JobRef> {
         match *self {
-            Condition::After { job, .. }
-            | Condition::AfterAny { job }
-            | Condition::AfterOk { job }
-            | Condition::AfterNotOk { job } => Some(job),
+            Condition::After { job, task, .. }
+            | Condition::AfterAny { job, task }
+            | Condition::AfterOk { job, task }
+            | Condition::AfterNotOk { job, task } => Some(JobRef { job, task }),
             Condition::Singleton => None,
         }
+    }
+
+    /// The job this condition is about: for a task, its array (`None` for `singleton`).
+    pub fn job(&self) -> Option<JobId> {
+        self.target().map(|t| t.job)
     }
 
     fn keyword(&self) -> &'static str {
@@ -71,16 +123,16 @@ impl std::fmt::Display for Condition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
             Condition::Singleton => f.write_str("singleton"),
-            Condition::After { job, delay_secs } if delay_secs > 0 => {
-                write!(f, "after:{job}+{}", delay_secs.div_ceil(60))
+            Condition::After { job, task, delay_secs } if delay_secs > 0 => {
+                write!(f, "after:{}+{}", JobRef { job, task }, delay_secs.div_ceil(60))
             }
-            c => write!(f, "{}:{}", c.keyword(), c.job().unwrap_or_default()),
+            c => write!(f, "{}:{}", c.keyword(), c.target().unwrap_or(JobRef::job(0))),
         }
     }
 }
 
 impl Dependency {
-    /// The jobs the conditions name, each once, in order.
+    /// The jobs the conditions name (for a task, its array), each once, in order.
     pub fn jobs(&self) -> Vec<JobId> {
         let mut ids: Vec<JobId> = Vec::new();
         for id in self.conditions.iter().filter_map(Condition::job) {
@@ -89,6 +141,17 @@ impl Dependency {
             }
         }
         ids
+    }
+
+    /// The jobs and array tasks the conditions name, each once, in order.
+    pub fn targets(&self) -> Vec<JobRef> {
+        let mut refs: Vec<JobRef> = Vec::new();
+        for r in self.conditions.iter().filter_map(Condition::target) {
+            if !refs.contains(&r) {
+                refs.push(r);
+            }
+        }
+        refs
     }
 
     pub fn has_singleton(&self) -> bool {
@@ -106,6 +169,9 @@ impl Dependency {
         }
         if let Some(c) = self.conditions.iter().find(|c| c.job().is_some_and(|j| j < 1)) {
             return Err(SpecError(format!("dependency `{c}`: job ids start at 1")));
+        }
+        if let Some(c) = self.conditions.iter().find(|c| c.target().and_then(|t| t.task) > Some(MAX_ARRAY_INDEX)) {
+            return Err(SpecError(format!("dependency `{c}`: a task index is at most {MAX_ARRAY_INDEX}")));
         }
         Ok(())
     }
@@ -148,11 +214,11 @@ impl std::str::FromStr for Dependency {
                 conditions.push(Condition::Singleton);
                 continue;
             }
-            let make: fn(JobId, u64) -> Condition = match kind {
-                "after" => |job, delay_secs| Condition::After { job, delay_secs },
-                "afterany" => |job, _| Condition::AfterAny { job },
-                "afterok" => |job, _| Condition::AfterOk { job },
-                "afternotok" => |job, _| Condition::AfterNotOk { job },
+            let make: fn(JobRef, u64) -> Condition = match kind {
+                "after" => |r, delay_secs| Condition::After { job: r.job, task: r.task, delay_secs },
+                "afterany" => |r, _| Condition::AfterAny { job: r.job, task: r.task },
+                "afterok" => |r, _| Condition::AfterOk { job: r.job, task: r.task },
+                "afternotok" => |r, _| Condition::AfterNotOk { job: r.job, task: r.task },
                 "aftercorr" | "afterburstbuffer" => {
                     return Err(bad(format!(
                         "berth does not support `{kind}`: use afterok, afterany, afternotok or after"
@@ -177,18 +243,38 @@ impl std::str::FromStr for Dependency {
                     Some(_) => return Err(bad(format!("only `after` takes a delay (`after:{id}`)"))),
                     None => (id, 0),
                 };
-                if id.contains('_') {
-                    return Err(bad(format!("`{id}`: a dependency on one task of a job array is not supported yet")));
-                }
-                let job: JobId =
-                    id.parse().ok().filter(|j| *j >= 1).ok_or_else(|| bad(format!("`{id}` is not a job id")))?;
-                conditions.push(make(job, delay));
+                conditions.push(make(job_ref(kind, id).map_err(bad)?, delay));
             }
         }
         let dep = Dependency { any, conditions };
         dep.validate().map_err(|e| bad(e.0))?;
         Ok(dep)
     }
+}
+
+/// One id of a condition: `12`, or `12_7` (task 7 of job array 12).
+fn job_ref(kind: &str, id: &str) -> Result<JobRef, String> {
+    let job_id = |s: &str| s.parse::<JobId>().ok().filter(|j| *j >= 1).ok_or_else(|| format!("`{s}` is not a job id"));
+    let Some((job, index)) = id.split_once('_') else { return Ok(JobRef::job(job_id(id)?)) };
+    let job = job_id(job)?;
+    if index.starts_with('[') {
+        // Slurm names tasks one by one in a dependency, never as a range.
+        let listed = index
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<crate::ArraySpec>()
+            .ok()
+            .filter(|a| a.count() <= 8)
+            .map(|a| a.indices().map(|i| format!("{job}_{i}")).collect::<Vec<_>>().join(":"))
+            .unwrap_or_else(|| format!("{job}_1:{job}_2:{job}_3"));
+        return Err(format!(
+            "`{id}`: a dependency names array tasks one by one, not as a range: list them, e.g. {kind}:{listed}"
+        ));
+    }
+    let task = index.parse::<u32>().ok().filter(|i| *i <= MAX_ARRAY_INDEX).ok_or_else(|| {
+        format!("`{id}`: `{index}` is not an array task index (0 to {MAX_ARRAY_INDEX}), e.g. {job}_7")
+    })?;
+    Ok(JobRef::task(job, task))
 }
 
 #[cfg(test)]
@@ -205,13 +291,17 @@ mod tests {
         assert!(!d.any);
         assert_eq!(
             d.conditions,
-            [Condition::AfterOk { job: 12 }, Condition::AfterOk { job: 13 }, Condition::AfterAny { job: 14 }]
+            [
+                Condition::AfterOk { job: 12, task: None },
+                Condition::AfterOk { job: 13, task: None },
+                Condition::AfterAny { job: 14, task: None }
+            ]
         );
         assert_eq!(d.to_string(), "afterok:12,afterok:13,afterany:14");
         let d = p("afterok:3?afternotok:4");
         assert!(d.any);
         assert_eq!(d.to_string(), "afterok:3?afternotok:4");
-        assert_eq!(p("after:7+5").conditions, [Condition::After { job: 7, delay_secs: 300 }]);
+        assert_eq!(p("after:7+5").conditions, [Condition::After { job: 7, task: None, delay_secs: 300 }]);
         assert_eq!(p("after:7+5").to_string(), "after:7+5");
         assert_eq!(p("singleton").conditions, [Condition::Singleton]);
         assert_eq!(p("afterok:5,singleton").jobs(), [5]);
@@ -231,7 +321,16 @@ mod tests {
             ("after:3+x", "not a number of minutes"),
             ("singleton:3", "takes no job ids"),
             ("aftercorr:3", "does not support `aftercorr`"),
-            ("afterok:12_3", "one task of a job array"),
+            ("afterok:12_x", "`12_x`: `x` is not an array task index"),
+            ("afterok:12_", "is not an array task index"),
+            ("afterok:_3", "`` is not a job id"),
+            ("afterok:x_3", "`x` is not a job id"),
+            ("afterok:12_10000000", "is not an array task index (0 to 9999999)"),
+            ("afterok:12_-1", "is not an array task index"),
+            ("afterok:12_[1-3]", "list them, e.g. afterok:12_1:12_2:12_3"),
+            ("afterany:12_[4-5]", "list them, e.g. afterany:12_4:12_5"),
+            ("afterok:12_[1-100]", "not as a range: list them"),
+            ("afterok:3_1+5", "only `after` takes a delay"),
             ("afterok:1,,afterok:2", "empty"),
         ] {
             let e = s.parse::<Dependency>().unwrap_err().to_string();
@@ -239,6 +338,73 @@ mod tests {
         }
         let many = (1..=65).map(|i| format!("afterok:{i}")).collect::<Vec<_>>().join(",");
         assert!(many.parse::<Dependency>().unwrap_err().to_string().contains("at most 64"));
+    }
+
+    #[test]
+    fn one_task_of_an_array_parses_in_every_kind_and_prints_back() {
+        let d = p("afterok:12_7:13,afterany:12_0,afternotok:12_9999999,after:12_3+2");
+        assert_eq!(
+            d.conditions,
+            [
+                Condition::AfterOk { job: 12, task: Some(7) },
+                Condition::AfterOk { job: 13, task: None },
+                Condition::AfterAny { job: 12, task: Some(0) },
+                Condition::AfterNotOk { job: 12, task: Some(9_999_999) },
+                Condition::After { job: 12, task: Some(3), delay_secs: 120 },
+            ]
+        );
+        assert_eq!(d.to_string(), "afterok:12_7,afterok:13,afterany:12_0,afternotok:12_9999999,after:12_3+2");
+        assert_eq!(p("after:5_1").to_string(), "after:5_1");
+        assert_eq!(d.jobs(), [12, 13], "a task's job is its array");
+        assert_eq!(
+            d.targets(),
+            [
+                JobRef::task(12, 7),
+                JobRef::job(13),
+                JobRef::task(12, 0),
+                JobRef::task(12, 9_999_999),
+                JobRef::task(12, 3)
+            ]
+        );
+        assert_eq!(p("afterok:12_7:12_7?afterok:12").targets(), [JobRef::task(12, 7), JobRef::job(12)]);
+        assert!("singleton:12_7".parse::<Dependency>().unwrap_err().to_string().contains("takes no job ids"));
+    }
+
+    #[test]
+    fn a_task_in_json_is_an_optional_field_so_older_specs_still_read() {
+        let d = p("afterok:12_7,afterany:3");
+        let j = serde_json::to_string(&d).unwrap();
+        assert_eq!(
+            j,
+            r#"{"any":false,"conditions":[{"kind":"after_ok","job":12,"task":7},{"kind":"after_any","job":3}]}"#
+        );
+        assert_eq!(serde_json::from_str::<Dependency>(&j).unwrap(), d);
+        let too_high =
+            Dependency { any: false, conditions: vec![Condition::AfterOk { job: 1, task: Some(10_000_000) }] };
+        assert!(too_high.validate().unwrap_err().0.contains("at most 9999999"));
+    }
+
+    proptest::proptest! {
+        /// Whatever the kinds, ids and tasks, printing and parsing again gives the same
+        /// dependency.
+        #[test]
+        fn printing_round_trips(
+            conds in proptest::collection::vec((0u8..4, 1i64..1_000_000, proptest::option::of(0u32..=MAX_ARRAY_INDEX), 0u64..100), 1..6),
+            any in proptest::bool::ANY,
+        ) {
+            let conditions = conds
+                .into_iter()
+                .map(|(k, job, task, mins)| match k {
+                    0 => Condition::After { job, task, delay_secs: mins * 60 },
+                    1 => Condition::AfterAny { job, task },
+                    2 => Condition::AfterOk { job, task },
+                    _ => Condition::AfterNotOk { job, task },
+                })
+                .collect::<Vec<_>>();
+            // One condition prints without a separator, so it reads back as "all".
+            let d = Dependency { any: any && conditions.len() > 1, conditions };
+            proptest::prop_assert_eq!(d.to_string().parse::<Dependency>().unwrap(), d);
+        }
     }
 
     #[test]

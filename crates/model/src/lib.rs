@@ -32,7 +32,7 @@ pub use array::{ArraySpec, ArrayTask};
 pub use binding::{Binding, GpuShare};
 pub use cause::{EndCause, PreemptAction, StopCause};
 pub use constraint::Constraint;
-pub use dependency::{Condition, Dependency};
+pub use dependency::{Condition, Dependency, JobRef};
 pub use environment::{EnvKind, EnvSpec, SetupProgress, SetupStep};
 pub use job::{JobId, JobSpec, JobState, Launch, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
 pub use measured::{Efficiency, JobUsage, KernelUsage};

@@ -2,11 +2,15 @@
 //! the caller knows of the jobs it names: met (the job may be scheduled), waiting (with the
 //! reason `berth ps` shows), or never (it can no longer be met).
 //!
+//! A condition may name one task of a job array (`afterok:12_7`): the caller says what it
+//! knows of that task's job, and a task its array has not made yet is PENDING, as Slurm shows
+//! it.
+//!
 //! A job whose dependency is not met is held out of its queue altogether, as in Slurm: it
 //! takes no position, holds no one back and counts for no backfill window. The caller keeps
 //! it aside and judges it again on each pass (and when a job it names changes).
 
-use berth_model::{Condition, Dependency, JobId, JobState, PendingKind, PendingReason};
+use berth_model::{Condition, Dependency, JobId, JobRef, JobState, PendingKind, PendingReason};
 
 use crate::Millis;
 
@@ -35,12 +39,12 @@ enum One {
     Never(String),
 }
 
-/// Judges `dep` at `now`. `target(id)` is what is known of job `id` (`None`: no such job on
-/// record, e.g. removed by retention); `singleton_busy` is the job of the same user and name
+/// Judges `dep` at `now`. `target(r)` is what is known of job (or array task) `r` (`None`: no
+/// such job on record, e.g. removed by retention); `singleton_busy` is the job of the same user and name
 /// that has started and not ended, if any (for `singleton`).
 pub fn judge(
     dep: &Dependency,
-    target: impl Fn(JobId) -> Option<Target>,
+    target: impl Fn(JobRef) -> Option<Target>,
     singleton_busy: Option<(JobId, JobState)>,
     now: Millis,
 ) -> Judgement {
@@ -68,11 +72,11 @@ pub fn judge(
 
 fn condition(
     c: &Condition,
-    target: &impl Fn(JobId) -> Option<Target>,
+    target: &impl Fn(JobRef) -> Option<Target>,
     singleton_busy: Option<(JobId, JobState)>,
     now: Millis,
 ) -> One {
-    let Some(job) = c.job() else {
+    let Some(job) = c.target() else {
         return match singleton_busy {
             Some((id, state)) => One::Waits(format!("singleton: waits for {id} ({}) of the same name", state.as_str())),
             None => One::Met,
@@ -120,7 +124,7 @@ mod tests {
         Some(Target { state, started_at: None })
     }
 
-    fn j(dep: &str, t: impl Fn(JobId) -> Option<Target>) -> Judgement {
+    fn j(dep: &str, t: impl Fn(JobRef) -> Option<Target>) -> Judgement {
         judge(&dep.parse().unwrap(), t, None, 0)
     }
 
@@ -154,7 +158,8 @@ mod tests {
     #[test]
     fn all_needs_every_condition_and_any_needs_one() {
         use JobState::*;
-        let t = |id| {
+        let t = |r: JobRef| {
+            let id = r.job;
             at(if id == 1 {
                 Succeeded
             } else if id == 2 {
@@ -168,10 +173,43 @@ mod tests {
         assert_eq!(j("afterok:3?afterok:1", t), Judgement::Met);
         assert!(matches!(j("afterok:3?afterok:2", t), Judgement::Waits(_)), "one may still come");
         assert!(matches!(
-            j("afterok:3?afterany:9", |id| if id == 3 { at(Failed) } else { at(Running) }),
+            j("afterok:3?afterany:9", |r| if r.job == 3 { at(Failed) } else { at(Running) }),
             Judgement::Waits(_)
         ));
         assert!(matches!(j("afterok:3?afternotok:1", t), Judgement::Never(_)), "none ever can");
+    }
+
+    #[test]
+    fn one_task_of_an_array_is_judged_by_that_tasks_state_not_the_arrays() {
+        use JobState::*;
+        let waits = |s: &str| Judgement::Waits(PendingReason::new(PendingKind::Dependency, s));
+        // The array (12) is still pending while task 7 succeeded and task 8 failed; task 9 is
+        // not made yet: the caller reports it PENDING.
+        let t = |r: JobRef| match r.task {
+            None => at(Pending),
+            Some(7) => at(Succeeded),
+            Some(8) => at(Failed),
+            Some(_) => at(Pending),
+        };
+        assert_eq!(j("afterok:12_7", t), Judgement::Met);
+        assert_eq!(j("afterok:12", t), waits("dependency: waits for 12 (PENDING)"));
+        assert_eq!(j("afterok:12_9", t), waits("dependency: waits for 12_9 (PENDING)"));
+        assert_eq!(j("afterok:12_8", t), Judgement::Never("afterok:12_8: job 12_8 ended FAILED".into()));
+        assert_eq!(j("afternotok:12_8", t), Judgement::Met);
+        assert_eq!(j("afternotok:12_7", t), Judgement::Never("afternotok:12_7: job 12_7 ended SUCCEEDED".into()));
+        assert_eq!(j("afterany:12_8:12_7", t), Judgement::Met);
+        assert!(matches!(j("after:12_9", t), Judgement::Waits(_)));
+        assert_eq!(j("afterok:12_7,afterok:12_9", t), waits("dependency: waits for 12_9 (PENDING)"));
+        // A task cancelled before it was made ended like any cancelled job.
+        let cancelled = |_| at(Cancelled);
+        assert_eq!(j("after:12_3", cancelled), Judgement::Met);
+        assert_eq!(j("afterany:12_3", cancelled), Judgement::Met);
+        assert!(
+            matches!(j("afterok:12_3", cancelled), Judgement::Never(m) if m == "afterok:12_3: job 12_3 ended CANCELLED")
+        );
+        assert!(
+            matches!(j("afterok:12_3", |_| None), Judgement::Never(m) if m.contains("12_3 is no longer on record"))
+        );
     }
 
     #[test]
@@ -192,8 +230,12 @@ mod tests {
         /// A verdict never goes back: once a target ended, a met or never dependency stays so
         /// whatever the clock; and an unfinished target never makes `afterok` final.
         #[test]
-        fn an_ended_targets_verdict_is_final_and_an_open_one_waits(s in state(), now in 0i64..1_000_000) {
-            let dep: Dependency = "afterok:5".parse().unwrap();
+        fn an_ended_targets_verdict_is_final_and_an_open_one_waits(
+            s in state(),
+            now in 0i64..1_000_000,
+            task in prop::option::of(0u32..100),
+        ) {
+            let dep = Dependency { any: false, conditions: vec![Condition::AfterOk { job: 5, task }] };
             let t = |_| Some(Target { state: s, started_at: Some(0) });
             let v = judge(&dep, t, None, now);
             if s.is_terminal() {

@@ -464,6 +464,12 @@ pub async fn array_tasks(s: &dyn Store) {
     assert!(matches!(again, Err(StoreError::Duplicate(_))), "task 0 made twice: {again:?}");
     let other = s.jobs(&JobFilter { array_id: Some(ids[0]), ..Default::default() }).await.unwrap();
     assert!(other.is_empty());
+    // One task by its index (what `afterok:12_3` looks up once the task has ended).
+    let one = s.jobs(&JobFilter { array_id: Some(array), array_index: Some(3), ..Default::default() }).await.unwrap();
+    assert_eq!(one.iter().map(|j| j.id).collect::<Vec<_>>(), [ids[0]]);
+    let unmade =
+        s.jobs(&JobFilter { array_id: Some(array), array_index: Some(7), ..Default::default() }).await.unwrap();
+    assert!(unmade.is_empty());
 }
 
 /// Nodes and meta values.

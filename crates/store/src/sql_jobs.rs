@@ -235,6 +235,10 @@ pub(crate) fn jobs_query(filter: &JobFilter) -> Option<Stmt> {
         q.push_str(" AND j.array_id = ?");
         args.push(a.into());
     }
+    if let Some(i) = filter.array_index {
+        q.push_str(" AND j.array_index = ?");
+        args.push(i64::from(i).into());
+    }
     if let Some(ids) = &filter.ids {
         if ids.is_empty() {
             return None;

@@ -116,6 +116,8 @@ pub struct JobFilter {
     pub until: Option<Timestamp>,
     /// Only the tasks of this job array.
     pub array_id: Option<JobId>,
+    /// Only the task with this index (of any array; with `array_id`: one task).
+    pub array_index: Option<u32>,
 }
 
 /// One change of an [`crate::Store::apply`] batch.

@@ -158,6 +158,7 @@ pub async fn list(
         since,
         until,
         array_id: q.array,
+        array_index: None,
     };
     // Unfinished jobs live in memory: only ended ones are read from the store, and only when
     // the list asks for them. Memory is read first: a job that ends meanwhile is then in both
