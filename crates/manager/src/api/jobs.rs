@@ -420,12 +420,7 @@ pub async fn cancel(
         }
         return Err(ApiError::conflict(format!("job {id} is being submitted; try again")));
     };
-    if !user.can_see(job.owner.user_id, &job.spec) {
-        return Err(no_such_job(id));
-    }
-    if !user.is_admin() && job.owner.user_id != user.id {
-        return Err(not_yours(id, &job.owner.name));
-    }
+    may_cancel(&user, job)?;
     let state = m.jobs.cancel(&mut st, id, &user.name).await?.state();
     Ok(axum::Json(CancelResult { id, state }))
 }
@@ -462,12 +457,7 @@ pub async fn cancel_tasks(
         return Err(outside(id, array)
             .unwrap_or_else(|| ApiError::conflict(format!("job array {id} already finished ({})", row.state))));
     };
-    if !user.can_see(job.owner.user_id, &job.spec) {
-        return Err(no_such_job(id));
-    }
-    if !user.is_admin() && job.owner.user_id != user.id {
-        return Err(not_yours(id, &job.owner.name));
-    }
+    may_cancel(&user, job)?;
     let Some(array) = &job.spec.array else {
         return Err(ApiError::unprocessable(format!("job {id} is not a job array")));
     };
@@ -476,6 +466,18 @@ pub async fn cancel_tasks(
     }
     let indices: Vec<u32> = wanted.indices().collect();
     Ok(axum::Json(crate::arrays::cancel_tasks(&m, &mut st, id, &indices, &user.name).await?))
+}
+
+/// Whether `user` may cancel `job`, which is in memory: one they cannot see is missing (404),
+/// one they see but do not own is refused (403) unless they are an admin.
+fn may_cancel(user: &User, job: &crate::state::Job) -> Result<(), ApiError> {
+    if !user.can_see(job.owner.user_id, &job.spec) {
+        return Err(no_such_job(job.id));
+    }
+    if !user.is_admin() && job.owner.user_id != user.id {
+        return Err(not_yours(job.id, &job.owner.name));
+    }
+    Ok(())
 }
 
 /// A shared job of one's project: visible, but only its owner or an admin may cancel it.
