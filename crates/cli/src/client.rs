@@ -222,33 +222,9 @@ impl Client {
         self.json(self.request(Method::POST, "/v1/jobs").header("idempotency-key", key).json(req)).await
     }
 
+    /// `GET /v1/jobs` with every filter `q` sets (serde leaves the unset ones out).
     pub async fn jobs(&self, q: &JobListQuery) -> anyhow::Result<Vec<JobView>> {
-        let mut query: Vec<(&str, String)> = Vec::new();
-        if let Some(s) = &q.state {
-            query.push(("state", s.clone()));
-        }
-        if q.all {
-            query.push(("all", "true".into()));
-        }
-        if let Some(l) = q.limit {
-            query.push(("limit", l.to_string()));
-        }
-        for (key, value) in [
-            ("user", &q.user),
-            ("queue", &q.queue),
-            ("name", &q.name),
-            ("since", &q.since),
-            ("until", &q.until),
-            ("ids", &q.ids),
-        ] {
-            if let Some(v) = value {
-                query.push((key, v.clone()));
-            }
-        }
-        if let Some(b) = q.before {
-            query.push(("before", b.to_string()));
-        }
-        self.json(self.request(Method::GET, "/v1/jobs").query(&query)).await
+        self.json(self.request(Method::GET, "/v1/jobs").query(q)).await
     }
 
     pub async fn job(&self, id: JobId) -> anyhow::Result<JobDetail> {

@@ -86,6 +86,47 @@ pub fn by_slurm_name(name: &str) -> Option<(&'static FieldInfo, &'static str)> {
     FIELDS.iter().find_map(|i| i.slurm.iter().find(|s| s.eq_ignore_ascii_case(name)).map(|s| (i, *s)))
 }
 
+/// The `JobView` fields (the API's names) that field `f` reads, in either style: a listing
+/// printing a few columns asks the manager for these alone (`GET /v1/jobs?fields=`).
+pub fn reads(f: Field) -> &'static [&'static str] {
+    const NODES: &[&str] = &["nodes", "nodes_requested"];
+    match f {
+        Field::Id => &["id", "array_task", "array"],
+        Field::IdRaw => &["id"],
+        Field::Name => &["name"],
+        Field::User => &["user"],
+        Field::Project => &["project"],
+        Field::Queue => &["queue"],
+        Field::State => &["state", "end_cause", "stop"],
+        Field::Exit => &["state", "exit_code", "reason"],
+        Field::Submitted => &["submitted_at"],
+        Field::Started => &["started_at"],
+        Field::Ended => &["ended_at"],
+        Field::Elapsed | Field::ElapsedSecs => &["started_at", "ended_at"],
+        Field::Nodes | Field::NodeCount => NODES,
+        Field::Cpus => &["cpu_milli", "nodes", "nodes_requested"],
+        Field::Mem => &["mem_bytes"],
+        Field::Gpus => &["gpu_milli"],
+        Field::Tres => &["cpu_milli", "mem_bytes", "gpu_milli", "nodes", "nodes_requested"],
+        Field::TimeLimit | Field::TimeLimitMinutes => &["time_limit_secs"],
+        Field::Reason => &["pending_reason", "reason"],
+        Field::Priority => &["priority"],
+    }
+}
+
+/// The API fields that printing `fields` reads, as `fields=` takes them.
+pub fn api_fields<'a>(fields: impl IntoIterator<Item = &'a Field>) -> Vec<&'static str> {
+    let mut all: Vec<&'static str> = Vec::new();
+    for f in fields {
+        for r in reads(*f) {
+            if !all.contains(r) {
+                all.push(r);
+            }
+        }
+    }
+    all
+}
+
 /// How a command prints the values that berth and Slurm write differently.
 pub trait Style {
     fn time(&self, t: Option<Timestamp>) -> String;

@@ -227,6 +227,7 @@ fn env_rule() -> Value {
 /// See [`Shared`].
 fn complete(v: &mut Value) {
     unsigned(v);
+    lean_listing(v);
     for (schema, prop, rule) in body_rules() {
         let at = format!("/components/schemas/{schema}/properties/{prop}");
         if let (Some(Value::Object(p)), Value::Object(rule)) = (v.pointer_mut(&at), rule) {
@@ -273,6 +274,20 @@ fn complete(v: &mut Value) {
                 add("507", "the manager's data dir is full: nothing was written; free space and retry");
             }
         }
+    }
+}
+
+/// `GET /v1/jobs?fields=...` answers only some of each job's fields: its items are
+/// `JobListItem`, `JobView` with only `id` required.
+fn lean_listing(v: &mut Value) {
+    let Some(mut item) = v.pointer("/components/schemas/JobView").cloned() else { return };
+    item["required"] = json!(["id"]);
+    item["description"] = json!("A job of a listing: every field of JobView, or with `fields=` those asked for");
+    if let Some(schemas) = v.pointer_mut("/components/schemas").and_then(Value::as_object_mut) {
+        schemas.insert("JobListItem".into(), item);
+    }
+    if let Some(items) = v.pointer_mut("/paths/~1v1~1jobs/get/responses/200/content/application~1json/schema/items") {
+        *items = json!({"$ref": "#/components/schemas/JobListItem"});
     }
 }
 
@@ -368,6 +383,9 @@ mod tests {
         );
         assert_eq!(schema_of(&params("/v1/usage", "get"), "by")["enum"], json!(["user", "project"]));
         assert_eq!(schema_of(&params("/v1/jobs", "get"), "state")["enum"][0], "PENDING");
+        let list = &s["paths"]["/v1/jobs"]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+        assert_eq!(list["items"]["$ref"], "#/components/schemas/JobListItem", "{list}");
+        assert_eq!(s["components"]["schemas"]["JobListItem"]["required"], json!(["id"]));
         // A `u32` is what serde reads, not int32; the body rules landed.
         let spec_schema = &s["components"]["schemas"]["JobSpec"]["properties"];
         assert_eq!(

@@ -60,6 +60,18 @@ async fn project_members_see_shared_jobs_and_nothing_else() {
     assert_eq!(seen, vec![shared]);
     assert!(dave.list("?all=true").await.is_empty());
 
+    // Regression (tasks/cancel answered an ended array's state before asking whose it was):
+    // carol may not cancel bob's shared array's tasks, ended or not, and learns nothing more.
+    let mut sweep = in_project("vision", true);
+    sweep.array = Some("1-3".parse().unwrap());
+    let sweep = bob.submit_ok(&sweep).await;
+    assert_eq!(bob.post(&format!("/v1/jobs/{sweep}/cancel"), json!({})).await.0, 200);
+    for tasks in ["2", "99"] {
+        let (s, v) = carol.post(&format!("/v1/jobs/{sweep}/tasks/cancel"), json!({"tasks": tasks})).await;
+        assert_eq!(s, 403, "{v}");
+    }
+    assert_eq!(dave.post(&format!("/v1/jobs/{sweep}/tasks/cancel"), json!({"tasks": "99"})).await.0, 404);
+
     // Removing carol from the project hides the job from her at once.
     assert_eq!(e.admin.delete("/v1/admin/projects/vision/members/carol").await.0, 204);
     assert_eq!(carol.get(&format!("/v1/jobs/{shared}")).await.0, 404);

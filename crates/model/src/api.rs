@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_partial::SerializePartial;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{Binding, JobId, JobSpec, JobState, PendingReason, Topology};
@@ -16,8 +17,10 @@ pub struct SubmitRequest {
     pub spec: JobSpec,
 }
 
-/// A job as `berth ps` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+/// A job as `berth ps` shows it. A listing may carry only some of its fields
+/// (`GET /v1/jobs?fields=id,state`): the others then read as their defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema, SerializePartial)]
+#[serde(default)]
 pub struct JobView {
     pub id: JobId,
     pub name: Option<String>,
@@ -170,6 +173,32 @@ pub struct JobListQuery {
     /// Only the tasks of this job array (made so far).
     #[param(minimum = 1, maximum = 9223372036854775807_i64)]
     pub array: Option<i64>,
+    /// Only these fields of each job, separated by commas (`id,state`): a lean listing for
+    /// clients that print a few columns of many jobs. `id` always comes; the fields left out
+    /// are absent from the answer.
+    pub fields: Option<String>,
+}
+
+/// The fields of a job listing's `fields=`: each one of [`JobView`]'s, checked, with `id`
+/// first and none twice.
+pub fn job_view_fields(list: &str) -> Result<Vec<&'static str>, String> {
+    let known: Vec<&'static str> =
+        <JobView as SerializePartial>::Fields::FIELDS.into_iter().map(|f| f.name()).collect();
+    let mut chosen = vec!["id"];
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(&f) = known.iter().find(|k| **k == name) else {
+            return Err(format!("unknown job field `{name}` in `fields`: use some of {}", known.join(", ")));
+        };
+        if !chosen.contains(&f) {
+            chosen.push(f);
+        }
+    }
+    Ok(chosen)
+}
+
+/// `view` with only `fields` (names [`job_view_fields`] checked), for serializing.
+pub fn job_view_partial<'a>(view: &'a JobView, fields: &'a [&'static str]) -> serde_partial::Partial<'a, JobView> {
+    view.with_fields(|_| fields.iter().map(|f| serde_partial::Field::new(f)))
 }
 
 /// The most ids `GET /v1/jobs?ids=` takes at once.
@@ -585,4 +614,36 @@ pub struct QueueUpdate {
     /// A duration, or `none`: the longest an interactive session may run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_session: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lean_listing_carries_the_fields_asked_for_and_reads_back_with_defaults() {
+        let fields = job_view_fields("state, name,state,,").unwrap();
+        assert_eq!(fields, ["id", "state", "name"], "id first, each once, blanks ignored");
+        let err = job_view_fields("state,bogus").unwrap_err();
+        assert!(err.starts_with("unknown job field `bogus` in `fields`: use some of id, name"), "{err}");
+
+        let full = JobView {
+            id: 7,
+            name: Some("train".into()),
+            user: "alice".into(),
+            state: JobState::Running,
+            queue: "gpu".into(),
+            nodes: vec!["n1".into()],
+            nodes_requested: 2,
+            ..Default::default()
+        };
+        let json = serde_json::to_value(job_view_partial(&full, &fields)).unwrap();
+        assert_eq!(json, serde_json::json!({"id": 7, "name": "train", "state": "RUNNING"}));
+        let back: JobView = serde_json::from_value(json).unwrap();
+        assert_eq!((back.id, back.state, back.name.as_deref()), (7, JobState::Running, Some("train")));
+        assert_eq!((back.user.as_str(), back.nodes.len(), back.nodes_requested), ("", 0, 1), "the rest: defaults");
+        // A whole view still reads back as itself.
+        let whole: JobView = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
+        assert_eq!(whole, full);
+    }
 }

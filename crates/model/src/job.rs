@@ -576,9 +576,11 @@ pub fn valid_name(s: &str) -> bool {
 pub struct SpecError(pub String);
 
 /// The states of DESIGN.md §6.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobState {
+    /// Where every job starts (and what a partial job listing without `state` reads as).
+    #[default]
     Pending,
     Scheduled,
     Preparing,

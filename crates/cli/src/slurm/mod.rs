@@ -124,6 +124,9 @@ pub struct Wanted {
     pub partitions: Vec<String>,
     pub names: Vec<String>,
     pub accounts: Vec<String>,
+    /// Only these fields of each job (`None`: all), as the manager's `fields=` takes them;
+    /// what the filters and the arrays' folding read is added.
+    pub fields: Option<Vec<&'static str>>,
 }
 
 impl Wanted {
@@ -140,6 +143,7 @@ impl Wanted {
             ids: self.ids.as_ref().map(|i| joined(i.iter().map(|i| i.to_string()).collect())),
             since: self.since.map(|t| t.to_string()),
             until: self.until.map(|t| t.to_string()),
+            fields: self.fields.as_ref().map(|f| self.with_own_fields(f).join(",")),
             ..Default::default()
         };
         let among = |list: &[String], v: Option<&String>| list.is_empty() || v.is_some_and(|v| list.contains(v));
@@ -158,6 +162,24 @@ impl Wanted {
             .filter(|j| among(&self.users, Some(&j.user)) && among(&self.partitions, Some(&j.queue)))
             .filter(|j| among(&self.names, j.name.as_ref()) && among(&self.accounts, j.project.as_ref()))
             .collect())
+    }
+}
+
+impl Wanted {
+    /// `fields` and what `fetch` reads itself: the client-side filters and `fold_arrays`.
+    fn with_own_fields(&self, fields: &[&'static str]) -> Vec<&'static str> {
+        let mut all = fields.to_vec();
+        let filters =
+            [(&self.users, "user"), (&self.partitions, "queue"), (&self.names, "name"), (&self.accounts, "project")];
+        let own = ["id", "state", "array", "array_task"]
+            .into_iter()
+            .chain(filters.into_iter().filter(|(list, _)| !list.is_empty()).map(|(_, f)| f));
+        for f in own {
+            if !all.contains(&f) {
+                all.push(f);
+            }
+        }
+        all
     }
 }
 

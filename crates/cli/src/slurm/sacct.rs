@@ -92,7 +92,8 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let spec = args.format.as_deref().unwrap_or(if args.brief { BRIEF } else { DEFAULT });
     let columns = columns(spec).map_err(anyhow::Error::msg)?;
     let client = Client::from_env()?;
-    let jobs = list(&client, &args).await?;
+    let fields = jobfields::api_fields(columns.iter().map(|c| &c.info.field));
+    let jobs = list(&client, &args, fields).await?;
     let now = jiff::Timestamp::now();
     let sep = args.delimiter.clone().unwrap_or_else(|| "|".into());
     let parsable = match (args.parsable, args.parsable2) {
@@ -171,7 +172,7 @@ fn cut(v: &str, width: usize) -> String {
 }
 
 /// The jobs the options select, oldest first.
-async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
+async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> anyhow::Result<Vec<JobView>> {
     let now = jiff::Zoned::now();
     // `-j` may come several times (submitit gives one per job), each a list.
     let ids = if args.jobs.is_empty() { None } else { Some(super::job_list(client, &args.jobs.join(",")).await?) };
@@ -200,6 +201,7 @@ async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
         users,
         partitions: super::names(&args.partitions),
         names: super::names(&args.names),
+        fields: Some(fields),
         ..Default::default()
     };
     let mut jobs = wanted.fetch(client).await?;
@@ -294,5 +296,29 @@ mod tests {
         j.exit_code = Some(137);
         assert_eq!(Sacct.exit(&j), "0:9");
         assert_eq!(jobfields::value(jobfields::Field::Nodes, &j, j.submitted_at, &Sacct), "None assigned");
+    }
+
+    /// Every field prints the same from a lean listing (only `jobfields::reads` asked for) as
+    /// from the whole job: a field reading something it does not declare would print a default.
+    #[test]
+    fn each_field_prints_the_same_from_the_fields_it_asks_for() {
+        use berth_model::api::{job_view_fields, job_view_partial};
+        let jobs = super::states::tests::varied();
+        let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
+        for info in jobfields::FIELDS {
+            let asked = jobfields::api_fields([&info.field]).join(",");
+            let fields = job_view_fields(&asked).unwrap();
+            for j in &jobs {
+                let lean: JobView =
+                    serde_json::from_value(serde_json::to_value(job_view_partial(j, &fields)).unwrap()).unwrap();
+                assert_eq!(
+                    jobfields::value(info.field, &lean, now, &Sacct),
+                    jobfields::value(info.field, j, now, &Sacct),
+                    "{} of a {} job, from `fields={asked}`",
+                    info.berth,
+                    j.state
+                );
+            }
+        }
     }
 }

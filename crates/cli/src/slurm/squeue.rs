@@ -75,7 +75,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         eprintln!("squeue: error: Invalid job format specification: {c}");
     }
     let client = Client::from_env()?;
-    let jobs = list(&client, &args).await?;
+    let jobs = list(&client, &args, api_fields(&items)).await?;
     let now = jiff::Timestamp::now();
     if !args.noheader {
         if args.long {
@@ -92,7 +92,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
 
 /// The jobs the filters select, in squeue's order: by partition, then state (pending
 /// first), then priority, highest first.
-async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
+async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> anyhow::Result<Vec<JobView>> {
     let states = match &args.states {
         Some(s) => states::parse_states(s).map_err(anyhow::Error::msg)?,
         None => None,
@@ -113,6 +113,7 @@ async fn list(client: &Client, args: &Args) -> anyhow::Result<Vec<JobView>> {
         partitions: super::names(&args.partitions),
         names: super::names(&args.names),
         accounts: super::names(&args.accounts),
+        fields: Some(fields),
         ..Default::default()
     };
     let mut jobs = wanted.fetch(client).await?;
@@ -234,6 +235,54 @@ fn value(code: char, j: &JobView, now: jiff::Timestamp) -> Option<String> {
     })
 }
 
+/// The `JobView` fields (the API's names) that code `code`'s [`value`] reads.
+fn reads(code: char) -> &'static [&'static str] {
+    match code {
+        'i' => &["id", "array_task", "array"],
+        'A' => &["id"],
+        'F' => &["id", "array_task"],
+        'K' => &["array_task", "array"],
+        'j' => &["name"],
+        'u' => &["user"],
+        't' | 'T' => &["state", "end_cause"],
+        'M' => &["started_at", "ended_at"],
+        'l' => &["time_limit_secs"],
+        'L' => &["time_limit_secs", "started_at", "ended_at"],
+        'D' => &["nodes", "nodes_requested"],
+        'R' => &["nodes", "pending_reason"],
+        'N' => &["nodes"],
+        'P' => &["queue"],
+        'a' => &["project"],
+        'C' => &["cpu_milli", "nodes", "nodes_requested"],
+        'b' => &["gpu_milli"],
+        'm' => &["mem_bytes"],
+        'V' => &["submitted_at"],
+        'S' => &["started_at", "expected_start"],
+        'e' => &["ended_at", "state", "time_limit_secs", "started_at"],
+        'r' => &["pending_reason"],
+        'Q' => &["priority"],
+        'Z' => &["workdir"],
+        _ => &[],
+    }
+}
+
+/// The API fields that printing `items` in squeue's order reads (`GET /v1/jobs?fields=`):
+/// squeue lists many jobs and prints a few of their fields.
+fn api_fields(items: &[format::Item]) -> Vec<&'static str> {
+    // The order `list` sorts by.
+    let mut all = vec!["queue", "state", "end_cause", "priority"];
+    let codes = items.iter().filter_map(|i| match i {
+        format::Item::Field { code, .. } => Some(*code),
+        format::Item::Text(_) => None,
+    });
+    for f in codes.flat_map(reads) {
+        if !all.contains(f) {
+            all.push(f);
+        }
+    }
+    all
+}
+
 /// When the job ended, or will at the latest (its time limit).
 fn end(j: &JobView) -> Option<jiff::Timestamp> {
     if j.ended_at.is_some() || j.state == JobState::Pending {
@@ -273,5 +322,25 @@ mod tests {
         );
         j.time_limit_secs = Some(2 * 86400);
         assert_eq!(line("%l|%L|%T|%C|%m|%b|%a", &j), "2-00:00:00|1-22:57:57|RUNNING|1|1G|N/A|(null)");
+    }
+
+    /// Every code prints the same from a lean listing (only what `reads` names) as from the
+    /// whole job, and the sort reads nothing else.
+    #[test]
+    fn each_code_prints_the_same_from_the_fields_it_asks_for() {
+        use berth_model::api::{job_view_fields, job_view_partial};
+        let jobs = super::states::tests::varied();
+        let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
+        for (_, code) in LONG_NAMES {
+            let items = format::parse(&format!("%{code}"));
+            let fields = job_view_fields(&api_fields(&items).join(",")).unwrap();
+            for j in &jobs {
+                let lean: JobView =
+                    serde_json::from_value(serde_json::to_value(job_view_partial(j, &fields)).unwrap()).unwrap();
+                assert_eq!(value(*code, &lean, now), value(*code, j, now), "%{code} of a {} job", j.state);
+                let key = |j: &JobView| (j.queue.clone(), states::job_state(j).0, j.priority, j.id);
+                assert_eq!(key(&lean), key(j));
+            }
+        }
     }
 }

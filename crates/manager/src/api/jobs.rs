@@ -117,7 +117,7 @@ pub async fn list(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
     Query(q): Query<JobListQuery>,
-) -> Result<axum::Json<Vec<JobView>>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     // The spec's enum, in any case (an empty `state=` is refused like any other non-state).
     let states = match q.state.as_deref() {
         Some(s) => Some(
@@ -135,6 +135,8 @@ pub async fn list(
     let since = q.since.as_deref().map(|t| list_time("since", t)).transpose()?;
     let until = q.until.as_deref().map(|t| list_time("until", t)).transpose()?;
     let ids = q.ids.as_deref().map(list_ids).transpose()?;
+    let fields =
+        q.fields.as_deref().map(berth_model::api::job_view_fields).transpose().map_err(ApiError::bad_request)?;
     if let Some(l) = q.limit {
         crate::error::in_range("limit", l.into(), 0, i32::MAX as u64)?;
     }
@@ -168,7 +170,7 @@ pub async fn list(
     drop(st);
     let wants_ended = q.all || filter.states.as_ref().is_some_and(|s| s.iter().any(|s| s.is_terminal()));
     if !wants_ended {
-        return Ok(axum::Json(live));
+        return Ok(listing(&live, fields.as_deref()));
     }
     let ended: Vec<JobState> = match &filter.states {
         Some(s) => s.iter().copied().filter(|s| s.is_terminal()).collect(),
@@ -177,7 +179,17 @@ pub async fn list(
     let rows = m.store.jobs(&JobFilter { states: Some(ended), ..filter }).await?;
     let mut views: std::collections::BTreeMap<JobId, JobView> = live.into_iter().map(|v| (v.id, v)).collect();
     views.extend(rows.iter().map(|r| (r.id, row_view(r, r.nodes.clone()))));
-    Ok(axum::Json(views.into_values().rev().take(limit).collect()))
+    let views: Vec<JobView> = views.into_values().rev().take(limit).collect();
+    Ok(listing(&views, fields.as_deref()))
+}
+
+/// The jobs list's answer: whole views, or with `fields=` only those fields of each (a tenth
+/// of the bytes for a two-column `sacct` over 100,000 jobs, to write and to read).
+fn listing(views: &[JobView], fields: Option<&[&'static str]>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let Some(fields) = fields else { return axum::Json(views).into_response() };
+    let partial: Vec<_> = views.iter().map(|v| berth_model::api::job_view_partial(v, fields)).collect();
+    axum::Json(partial).into_response()
 }
 
 /// The jobs in memory (every unfinished one, and ended ones not yet let go) that `filter`
@@ -411,10 +423,7 @@ pub async fn cancel(
     let mut st = m.jobs.lock().await;
     let Some(job) = st.jobs.get(&id) else {
         drop(st);
-        let row = visible_job(&m, &user, id).await?;
-        if !user.is_admin() && row.user_id != user.id {
-            return Err(not_yours(id, &row.user));
-        }
+        let row = cancellable_row(&m, &user, id).await?;
         if row.state.is_terminal() {
             return Err(ApiError::conflict(format!("job {id} already finished ({})", row.state)));
         }
@@ -450,7 +459,7 @@ pub async fn cancel_tasks(
     let mut st = m.jobs.lock().await;
     let Some(job) = st.jobs.get(&id) else {
         drop(st);
-        let row = visible_job(&m, &user, id).await?;
+        let row = cancellable_row(&m, &user, id).await?;
         let Some(array) = &row.spec.array else {
             return Err(ApiError::unprocessable(format!("job {id} is not a job array")));
         };
@@ -478,6 +487,17 @@ fn may_cancel(user: &User, job: &crate::state::Job) -> Result<(), ApiError> {
         return Err(not_yours(job.id, &job.owner.name));
     }
     Ok(())
+}
+
+/// The stored row of a job no longer in memory, once `user` may cancel it: the same answers as
+/// `may_cancel`, given before anything about the job's state, so a job one may not cancel
+/// reveals neither whether it ended nor what it was.
+async fn cancellable_row(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
+    let row = visible_job(m, user, id).await?;
+    if !user.is_admin() && row.user_id != user.id {
+        return Err(not_yours(id, &row.user));
+    }
+    Ok(row)
 }
 
 /// A shared job of one's project: visible, but only its owner or an admin may cancel it.
