@@ -184,10 +184,14 @@ async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> anyhow
         (None, None) => Some(time("midnight")?),
     };
     let until = args.end.as_deref().map(time).transpose()?;
-    let states = match &args.states {
+    let mut states = match &args.states {
         Some(s) => states::parse_states(s).map_err(anyhow::Error::msg)?,
         None => None,
     };
+    // sacct prints jobs being set up as RUNNING (`states::sacct_state`): `-s R` finds them.
+    if let Some(s) = states.as_mut().filter(|s| s.contains(&JobState::Running)) {
+        s.extend([JobState::Scheduled, JobState::Preparing]);
+    }
     let mut users = super::names(&args.users);
     if users.is_empty() && !args.allusers && ids.is_none() {
         users = vec![client.whoami().await?.user];

@@ -26,8 +26,15 @@ pub fn job_state(j: &JobView) -> (&'static str, &'static str) {
 /// A job's state as sacct shows it: squeue's long word, and `CANCELLED by NAME` when a user
 /// cancelled it (Slurm gives a uid there; berth knows the user's name). The first word is
 /// always the state alone, which is what submitit and others split off.
+///
+/// A placed job being set up is `RUNNING` here, not squeue's `CONFIGURING`: in Slurm that is a
+/// flag on a running job, which sacct leaves out, and tools that read sacct take a state they
+/// do not know for an ended one (submitit then never looks again).
 pub fn sacct_state(j: &JobView) -> String {
-    let word = job_state(j).1;
+    let word = match j.state {
+        JobState::Scheduled | JobState::Preparing => "RUNNING",
+        _ => job_state(j).1,
+    };
     match (j.state, &j.stop) {
         (JobState::Cancelled, Some(StopCause::Cancelled { by })) => format!("{word} by {by}"),
         _ => word.to_string(),
@@ -143,7 +150,13 @@ pub(crate) mod tests {
             let j = job(s);
             let (short, long) = job_state(&j);
             assert!(parse_states(short).unwrap().unwrap().contains(&s), "{s}");
-            assert!(sacct_state(&j).starts_with(long));
+            let configuring = matches!(s, JobState::Scheduled | JobState::Preparing);
+            assert!(sacct_state(&j).starts_with(if configuring { "RUNNING" } else { long }));
+        }
+        // Regression (submitit saw a job being set up as CONFIGURING, took it for ended and
+        // never asked again): sacct says RUNNING, squeue CONFIGURING.
+        for s in [JobState::Scheduled, JobState::Preparing] {
+            assert_eq!((sacct_state(&job(s)).as_str(), job_state(&job(s)).1), ("RUNNING", "CONFIGURING"));
         }
         let mut j = job(JobState::Cancelled);
         j.stop = Some(StopCause::Cancelled { by: "alice".into() });
