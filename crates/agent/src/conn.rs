@@ -258,7 +258,7 @@ impl Agent {
                 None => route_address(&self.config.manager_url).await,
             },
             containers: self.containers.borrow_and_update().clone(),
-            labels: self.config.labels.clone(),
+            labels: berth_model::gpu_type::with_derived_label(&self.config.labels, &self.topology.gpus),
             cache_url: self.config.cache_url.clone(),
             cache_weight: self.config.cache_url.as_ref().map(|_| self.config.cache_weight),
         };
