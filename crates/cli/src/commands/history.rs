@@ -76,6 +76,8 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
         name: args.name,
         since: Some(since.to_string()),
         until: until.map(|t| t.to_string()),
+        // A table needs only its columns' fields (and the ids to sort by); JSON gets all.
+        fields: (!args.json).then(|| jobfields::api_fields(fields.iter().map(|f| &f.field)).join(",")),
         ..Default::default()
     };
     let mut jobs = client.jobs(&q).await?;
@@ -165,5 +167,26 @@ mod tests {
         assert!(lines[0].contains("ID") && lines[0].contains("ELAPSED"), "{lines:?}");
         let cells: Vec<&str> = lines[1].split_whitespace().collect();
         assert_eq!(cells, ["7", "-", "FAILED", "3", "1h30m", "n1"]);
+    }
+
+    /// Every field prints the same in berth's words from the fields it asks for as from the
+    /// whole job (sacct's test checks Slurm's words).
+    #[test]
+    fn each_field_prints_the_same_from_the_fields_it_asks_for() {
+        let jobs = crate::slurm::states::tests::varied();
+        let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
+        for info in jobfields::FIELDS {
+            let fields = jobfields::api_fields([&info.field]).join(",");
+            for j in &jobs {
+                let lean = crate::slurm::states::tests::lean(j, &fields);
+                assert_eq!(
+                    jobfields::value(info.field, &lean, now, &Berth),
+                    jobfields::value(info.field, j, now, &Berth),
+                    "{} of a {} job",
+                    info.berth,
+                    j.state
+                );
+            }
+        }
     }
 }

@@ -306,15 +306,12 @@ mod tests {
     /// from the whole job: a field reading something it does not declare would print a default.
     #[test]
     fn each_field_prints_the_same_from_the_fields_it_asks_for() {
-        use berth_model::api::{job_view_fields, job_view_partial};
         let jobs = super::states::tests::varied();
         let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
         for info in jobfields::FIELDS {
             let asked = jobfields::api_fields([&info.field]).join(",");
-            let fields = job_view_fields(&asked).unwrap();
             for j in &jobs {
-                let lean: JobView =
-                    serde_json::from_value(serde_json::to_value(job_view_partial(j, &fields)).unwrap()).unwrap();
+                let lean = super::states::tests::lean(j, &asked);
                 assert_eq!(
                     jobfields::value(info.field, &lean, now, &Sacct),
                     jobfields::value(info.field, j, now, &Sacct),

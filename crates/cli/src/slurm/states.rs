@@ -223,4 +223,12 @@ pub(crate) mod tests {
         }
         jobs
     }
+
+    /// `j` as a listing with `fields=` (a comma list) brings it back: those fields, the rest
+    /// defaults.
+    pub(crate) fn lean(j: &JobView, fields: &str) -> JobView {
+        use berth_model::api::{job_view_fields, job_view_partial};
+        let fields = job_view_fields(fields).unwrap();
+        serde_json::from_value(serde_json::to_value(job_view_partial(j, &fields)).unwrap()).unwrap()
+    }
 }
