@@ -90,6 +90,20 @@ for j in jobs:
 print(f"ok cancel-unmade {jobs[0].job_id.split('_')[0]}", flush=True)
 "#;
 
+/// The last lines of each job's stderr in submitit's folder, for a failure's message.
+fn job_errors(folder: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(folder).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with("_log.err") {
+            let body = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let tail: Vec<&str> = body.lines().rev().take(15).collect();
+            out.push_str(&format!("== {name}\n{}\n", tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+        }
+    }
+    out
+}
+
 fn submitit_python() -> Option<String> {
     let py = std::env::var("BERTH_TEST_SUBMITIT").unwrap_or_else(|_| "python3".into());
     let ok = Command::new(&py).args(["-c", "import submitit"]).output().is_ok_and(|o| o.status.success());
@@ -128,9 +142,10 @@ fn submitit_runs_jobs_arrays_failures_and_cancels_through_berths_slurm_commands(
     let sacct = base_cmd(b.home.path()).args(["ps", "-a"]).output().unwrap();
     assert!(
         o.status.success(),
-        "the submitit driver failed\nstdout:\n{out}\nstderr:\n{}\njobs:\n{}",
+        "the submitit driver failed\nstdout:\n{out}\nstderr:\n{}\njobs:\n{}\njobs' stderr:\n{}",
         text(&o.stderr),
-        text(&sacct.stdout)
+        text(&sacct.stdout),
+        job_errors(&dir.path().join("jobs"))
     );
     for check in ["single", "array", "failure", "cancel", "cancel-unmade"] {
         assert!(out.lines().any(|l| l.split(' ').nth(1) == Some(check)), "no `ok {check}` in:\n{out}");
