@@ -134,6 +134,10 @@ pub(super) async fn container(ws: &mut Ws, docker: &crate::runtime::Docker, name
         Ok(StartExecResults::Detached) => return failed("docker started the command detached"),
         Err(e) => return failed(format!("cannot start `{}` in container {name}: {e}", command[0])),
     };
+    // A step of the job while it runs (`scancel --signal` reaches it), by its host pid.
+    let pid = api.inspect_exec(&exec.id).await.ok().and_then(|i| i.pid).unwrap_or(0);
+    let owner = crate::runtime::warning::StepOwner::Container(name.to_string());
+    let _step = crate::runtime::warning::Step::of(owner, i32::try_from(pid).unwrap_or(0));
     let (tx, rx) = mpsc::channel(8);
     tokio::spawn(async move {
         while let Some(Ok(chunk)) = output.next().await {
