@@ -34,8 +34,8 @@ use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 /// 11: output files (`output` in the spec: Slurm's `--output`/`--error`/`--open-mode`) and the
 ///    signal sent before the time limit (`signal` in the spec); an older agent would write no
 ///    file, and send no signal.
-/// 12: signals sent now (`SignalKernel`, `scancel --signal`); an older agent would not
-///    understand the message and drop the connection.
+/// 12: signals sent now (`SignalKernel`, `scancel --signal`) and per-task GPUs in `Exec`
+///    streams (`gpus`); an older agent would drop the connection, and give tasks every GPU.
 pub const PROTOCOL_VERSION: u32 = 12;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
@@ -372,6 +372,10 @@ pub enum StreamOpen {
         /// the kernel's device variables whatever they say).
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         env: BTreeMap<String, String>,
+        /// Only these of the kernel's GPUs, by position (`srun --gpus-per-task`); the agent
+        /// refuses a position the kernel does not have.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gpus: Option<Vec<u32>>,
     },
     /// Connect to the kernel's own input and output (`berth run -i/-t`, `berth attach`):
     /// output from now on (on the first attach, what it wrote before as well), input in;
