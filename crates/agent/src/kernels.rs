@@ -215,6 +215,25 @@ impl Kernels {
         }
     }
 
+    /// Sends `signal` now to kernel `key`'s `target` (`scancel --signal`) and logs what it
+    /// reached; a kernel not running here gets nothing (the manager only asks for running
+    /// ones, so this is a race with its end).
+    fn signal(&self, key: KernelKey, signal: u8, target: berth_model::signal::SignalTarget) {
+        use crate::runtime::signal_now::{self, Reached};
+        let log = move |r: Reached| {
+            let (name, to) = (berth_model::signal::signal_name(signal), target.describe());
+            tracing::info!(?key, batch = r.batch, steps = r.steps, "sent SIG{name} to the {to} (scancel --signal)");
+        };
+        match self.stream_target(key, false) {
+            Ok(crate::streams::Target::Process { pid }) => log(signal_now::process(pid, signal, target)),
+            Ok(crate::streams::Target::Container { name, docker }) => {
+                tokio::spawn(async move { log(signal_now::container(&docker, &name, signal, target).await) });
+            }
+            Ok(crate::streams::Target::Session(_)) => {}
+            Err(e) => tracing::info!(?key, "not sending signal {signal}: {e}"),
+        }
+    }
+
     /// How many kernels still run (or are being set up to).
     pub fn running(&self) -> usize {
         self.map.values().filter(|e| e.live()).count()
@@ -392,6 +411,10 @@ impl Kernels {
             }
             ManagerMessage::RemoveEnv { key } => {
                 self.remove_env(&key);
+                Vec::new()
+            }
+            ManagerMessage::SignalKernel { key, signal, target } => {
+                self.signal(key, signal, target);
                 Vec::new()
             }
             // Served by the connection, which dials the stream back (`streams.rs`).

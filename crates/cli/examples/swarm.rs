@@ -278,7 +278,10 @@ impl FakeNode {
                         }
                         ManagerMessage::Refused { reason } => bail!("refused: {reason}"),
                         // No streams into fake kernels: the manager's wait for the dial times out.
-                        ManagerMessage::Welcome { .. } | ManagerMessage::OpenStream { .. } | ManagerMessage::RemoveEnv { .. } => {}
+                        ManagerMessage::Welcome { .. }
+                        | ManagerMessage::OpenStream { .. }
+                        | ManagerMessage::RemoveEnv { .. }
+                        | ManagerMessage::SignalKernel { .. } => {}
                     }
                 }
             }

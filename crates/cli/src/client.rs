@@ -8,7 +8,8 @@ use berth_agent::tls::TlsFailure;
 use berth_model::JobId;
 use berth_model::api::{
     CancelResult, CancelTasks, CreateUserRequest, DrainRequest, ErrorBody, Health, JobDetail, JobListQuery, JobView,
-    JoinTokenCreated, NodeView, QueueUpdate, QueueView, SubmitRequest, TaskCancelled, UserCreated, WhoAmI,
+    JoinTokenCreated, NodeView, QueueUpdate, QueueView, SignalRequest, SignalResult, SubmitRequest, TaskCancelled,
+    UserCreated, WhoAmI,
 };
 use berth_model::protocol::LogStream;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
@@ -249,6 +250,11 @@ impl Client {
     pub async fn cancel_tasks(&self, array: JobId, tasks: &str) -> anyhow::Result<Vec<TaskCancelled>> {
         let body = CancelTasks { tasks: tasks.to_string() };
         self.json(self.request(Method::POST, &format!("/v1/jobs/{array}/tasks/cancel")).json(&body)).await
+    }
+
+    /// Sends a signal now to running job `id` (an array: its running tasks, or those of `req.tasks`).
+    pub async fn signal(&self, id: JobId, req: &SignalRequest) -> anyhow::Result<SignalResult> {
+        self.json(self.request(Method::POST, &format!("/v1/jobs/{id}/signal")).json(req)).await
     }
 
     pub async fn logs(&self, id: JobId, stream: LogStream, kernel: u32, offset: u64) -> anyhow::Result<LogChunk> {

@@ -249,3 +249,31 @@ fn srun_outside_a_job_asks_for_one_and_runs_its_step_there() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("does not split evenly"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn gpus_per_task_gives_each_task_its_own_gpus() {
+    let b = Berth::cluster("", &[("n1", &["--fake-gpus", "2"])]);
+    let (dir, bin) = support::berth_bin_dir();
+    let script = write_script(
+        dir.path(),
+        "pertask.sh",
+        r#"#!/bin/sh
+#SBATCH -N 1 --ntasks-per-node=2 --gpus-per-task=1
+#BERTH --cpus 1 --mem 256MiB
+srun --gpus-per-task=1 sh -c 'echo "dev$SLURM_LOCALID=$CUDA_VISIBLE_DEVICES"'
+srun -n 1 --gpus-per-task=3 true
+echo "wide=$?"
+"#,
+    );
+    let id = submit_script(&b, &bin, &script);
+    let d = b.wait_state(id, "SUCCEEDED");
+    let log = b.ok(&["logs", &id.to_string()]);
+    let kernel: Vec<&str> =
+        d["kernels"][0]["binding"]["gpus"].as_array().unwrap().iter().map(|g| g["uuid"].as_str().unwrap()).collect();
+    assert_eq!(kernel.len(), 2, "{d:#}");
+    let (t0, t1) = (value(&log, "dev0"), value(&log, "dev1"));
+    assert_eq!([t0.as_str(), t1.as_str()], [kernel[0], kernel[1]], "one GPU each, in local order:\n{log}");
+    assert_eq!(value(&log, "wide"), "1", "a task cannot ask for more than the kernel has:\n{log}");
+    let err = b.ok(&["logs", &id.to_string(), "--stderr"]);
+    assert!(err.contains("GPU 2 is not the kernel's"), "{err}");
+}

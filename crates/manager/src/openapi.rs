@@ -21,6 +21,7 @@ use crate::api::misc;
 use crate::api::nodes;
 use crate::api::queues;
 use crate::api::quota;
+use crate::api::signal;
 use crate::api::tenancy;
 use crate::api::usage;
 use crate::web::login;
@@ -64,6 +65,7 @@ use crate::web::login;
         jobs::show,
         jobs::cancel,
         jobs::cancel_tasks,
+        signal::signal,
         apps::list,
         apps::link,
         logs::logs,

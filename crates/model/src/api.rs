@@ -421,6 +421,46 @@ pub struct TaskCancelled {
     pub state: JobState,
 }
 
+/// `POST /v1/jobs/{id}/signal` body: send a signal to a running job now (`scancel --signal`).
+/// An array's id reaches its running tasks (those of `tasks` alone, when given).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRequest {
+    /// A name (`USR1`, `SIGUSR1`) or a number from 1 to 64.
+    pub signal: String,
+    /// Which processes get it: `steps` (the default, as Slurm's), `batch`, `all`.
+    #[serde(default)]
+    pub target: crate::signal::SignalTarget,
+    /// Only these tasks of a job array, in `--array`'s syntax (`7`, `1-5,9`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<String>,
+}
+
+/// `POST /v1/jobs/{id}/signal` answer: what the signal was sent to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SignalResult {
+    pub id: JobId,
+    /// Its name without `SIG` (`USR1`), or its number.
+    pub signal: String,
+    pub target: crate::signal::SignalTarget,
+    /// Each kernel it went to.
+    pub kernels: Vec<SignalledKernel>,
+}
+
+/// One kernel a signal went to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct SignalledKernel {
+    /// The job the kernel belongs to (an array task's own id).
+    pub job: JobId,
+    /// The array task's index, for a task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<u32>,
+    pub kernel: u32,
+    pub node: String,
+    /// What it got there (a holding kernel has no batch shell: `steps`).
+    pub target: crate::signal::SignalTarget,
+}
+
 /// `POST /v1/admin/join-tokens` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct JoinTokenCreated {

@@ -34,7 +34,9 @@ use crate::{Binding, JobId, JobSpec, KernelUsage, Topology};
 /// 11: output files (`output` in the spec: Slurm's `--output`/`--error`/`--open-mode`) and the
 ///    signal sent before the time limit (`signal` in the spec); an older agent would write no
 ///    file, and send no signal.
-pub const PROTOCOL_VERSION: u32 = 11;
+/// 12: signals sent now (`SignalKernel`, `scancel --signal`) and per-task GPUs in `Exec`
+///    streams (`gpus`); an older agent would drop the connection, and give tasks every GPU.
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// In [`ContainerInfo::images`]: the node pulls missing images (`berth agent --pull`), so it
 /// takes jobs of any image.
@@ -298,6 +300,13 @@ pub enum ManagerMessage {
         offset: u64,
         max_bytes: u64,
     },
+    /// Send `signal` now to a running kernel's processes (`scancel --signal`); nothing to
+    /// answer (the agent logs what it reached), and nothing for a kernel not running.
+    SignalKernel {
+        key: KernelKey,
+        signal: u8,
+        target: crate::signal::SignalTarget,
+    },
     /// Delete a cached environment (`berth env rm`); the agent keeps one a live kernel uses,
     /// and reports its cache again either way.
     RemoveEnv {
@@ -326,6 +335,7 @@ impl ManagerMessage {
             ManagerMessage::FetchLogs { .. } => "fetch-logs",
             ManagerMessage::OpenStream { .. } => "open-stream",
             ManagerMessage::RemoveEnv { .. } => "remove-env",
+            ManagerMessage::SignalKernel { .. } => "signal-kernel",
         }
     }
 }
@@ -362,6 +372,10 @@ pub enum StreamOpen {
         /// the kernel's device variables whatever they say).
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         env: BTreeMap<String, String>,
+        /// Only these of the kernel's GPUs, by position (`srun --gpus-per-task`); the agent
+        /// refuses a position the kernel does not have.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gpus: Option<Vec<u32>>,
     },
     /// Connect to the kernel's own input and output (`berth run -i/-t`, `berth attach`):
     /// output from now on (on the first attach, what it wrote before as well), input in;

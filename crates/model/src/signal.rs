@@ -67,6 +67,40 @@ pub fn parse_signal(s: &str) -> Result<u8, SpecError> {
     }
 }
 
+/// Which of a running job's processes a signal sent now (`scancel --signal`) reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignalTarget {
+    /// The steps (`srun`, `berth exec`), not the batch shell: Slurm's default.
+    #[default]
+    Steps,
+    /// The batch shell alone, not its children (`scancel -b`).
+    Batch,
+    /// The batch shell with its children, and the steps (`scancel -f`).
+    All,
+}
+
+impl SignalTarget {
+    /// What kernel `index` of `spec` gets: a kernel that only holds its node for `srun` has no
+    /// batch shell, so it gets the steps part alone (`None`: nothing).
+    pub fn for_kernel(self, spec: &crate::JobSpec, index: u32) -> Option<SignalTarget> {
+        match self {
+            _ if !spec.holds_only(index) => Some(self),
+            SignalTarget::Batch => None,
+            SignalTarget::Steps | SignalTarget::All => Some(SignalTarget::Steps),
+        }
+    }
+
+    /// The words for people: `steps`, `batch shell`, `batch shell and steps`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SignalTarget::Steps => "steps",
+            SignalTarget::Batch => "batch shell",
+            SignalTarget::All => "batch shell and steps",
+        }
+    }
+}
+
 impl SignalSpec {
     /// Checks a spec sent as JSON: a signal number that exists.
     pub fn validate(&self) -> Result<(), SpecError> {
@@ -205,6 +239,18 @@ mod tests {
         assert!(spec(0, 1, false).validate().unwrap_err().0.contains("out of range"));
         assert!(spec(65, 1, false).validate().is_err());
         assert!(spec(64, 1, false).validate().is_ok());
+    }
+
+    #[test]
+    fn targets_skip_the_batch_shell_of_holding_kernels() {
+        let mut job = crate::JobSpec::command(["/bin/true"]);
+        job.launch = crate::Launch::First;
+        assert_eq!(SignalTarget::Batch.for_kernel(&job, 0), Some(SignalTarget::Batch));
+        assert_eq!(SignalTarget::Batch.for_kernel(&job, 1), None);
+        assert_eq!(SignalTarget::All.for_kernel(&job, 1), Some(SignalTarget::Steps));
+        assert_eq!(SignalTarget::Steps.for_kernel(&job, 1), Some(SignalTarget::Steps));
+        assert_eq!(serde_json::to_string(&SignalTarget::All).unwrap(), r#""all""#);
+        assert!(serde_json::from_str::<SignalTarget>(r#""shell""#).is_err());
     }
 
     #[test]

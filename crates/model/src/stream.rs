@@ -57,6 +57,10 @@ pub struct ExecRequest {
     /// variables); device variables (`CUDA_VISIBLE_DEVICES`, ...) stay the kernel's.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
+    /// Only these of the kernel's GPUs, by position in its binding (0: its first), for the
+    /// command (`srun --gpus-per-task`): the agent narrows the kernel's set, never widens it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<Vec<u32>>,
 }
 
 /// The most variables an [`ExecRequest`] may set.
@@ -84,6 +88,12 @@ impl ExecRequest {
             }
             if v.contains('\0') {
                 return Err(format!("environment variable `{k}` holds a NUL byte"));
+            }
+        }
+        if let Some(g) = &self.gpus {
+            let mut seen = std::collections::BTreeSet::new();
+            if g.is_empty() || g.len() > 1024 || !g.iter().all(|p| seen.insert(*p)) {
+                return Err("gpus: name 1 to 1024 distinct positions among the kernel's GPUs (0: its first)".into());
             }
         }
         let bytes: usize = self.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
@@ -166,8 +176,13 @@ mod tests {
             stdin: false,
             tty: false,
             env: [(k.to_string(), v.to_string())].into(),
+            gpus: None,
         };
         assert!(with("RANK", "3").validate().is_ok());
+        let gpus = |g: Vec<u32>| ExecRequest { gpus: Some(g), ..with("RANK", "3") };
+        assert!(gpus(vec![0, 1]).validate().is_ok());
+        assert!(gpus(vec![1, 1]).validate().unwrap_err().contains("distinct positions"));
+        assert!(gpus(vec![]).validate().is_err());
         assert!(with("A=B", "1").validate().unwrap_err().contains("invalid environment variable name"));
         assert!(with("", "1").validate().is_err());
         assert!(with("A", "x\0y").validate().unwrap_err().contains("NUL"));

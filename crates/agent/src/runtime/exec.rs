@@ -27,6 +27,11 @@ pub struct KernelContext {
 }
 
 impl KernelContext {
+    /// The kernel's variable `name`, when set.
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.env.iter().find(|(k, _)| k == name).map(|(_, v)| v.to_string_lossy().into_owned())
+    }
+
     /// Reads the context of the kernel whose main process is `pid`.
     pub fn of_pid(pid: u32) -> Result<KernelContext, String> {
         let proc_dir = PathBuf::from(format!("/proc/{pid}"));

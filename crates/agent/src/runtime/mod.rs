@@ -24,6 +24,7 @@ pub(crate) mod output_files;
 mod private_tmp;
 pub(crate) mod pty;
 pub mod session;
+pub(crate) mod signal_now;
 mod stale;
 mod supervised;
 pub mod supervisor;

@@ -25,34 +25,47 @@ use berth_model::signal::signal_name;
 /// Written in the kernel dir once the warning signal went.
 const SENT_FILE: &str = "signalled";
 
-/// The process groups of the steps running in each kernel, by the kernel's main pid.
-static STEPS: Mutex<BTreeMap<u32, Vec<i32>>> = Mutex::new(BTreeMap::new());
+/// Whose steps: a process kernel's, by its main pid, or a container's, by its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum StepOwner {
+    Process(u32),
+    Container(String),
+}
 
-fn steps() -> std::sync::MutexGuard<'static, BTreeMap<u32, Vec<i32>>> {
+/// The steps running in each kernel: process groups in a process kernel; in a container, the
+/// host pid of each exec'd command (Docker gives it no group of its own that we know of).
+static STEPS: Mutex<BTreeMap<StepOwner, Vec<i32>>> = Mutex::new(BTreeMap::new());
+
+fn steps() -> std::sync::MutexGuard<'static, BTreeMap<StepOwner, Vec<i32>>> {
     STEPS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A step running in a kernel, registered until dropped (when its stream ends).
 pub(crate) struct Step {
-    kernel: u32,
-    group: i32,
+    owner: StepOwner,
+    id: i32,
 }
 
 impl Step {
     /// Registers process group `group` as a step of the kernel whose main pid is `kernel`.
     pub(crate) fn register(kernel: u32, group: i32) -> Step {
-        steps().entry(kernel).or_default().push(group);
-        Step { kernel, group }
+        Step::of(StepOwner::Process(kernel), group)
+    }
+
+    /// Registers `id` (a group, or a container's command's pid) as a step of `owner`.
+    pub(crate) fn of(owner: StepOwner, id: i32) -> Step {
+        steps().entry(owner.clone()).or_default().push(id);
+        Step { owner, id }
     }
 }
 
 impl Drop for Step {
     fn drop(&mut self) {
         let mut all = steps();
-        if let Some(groups) = all.get_mut(&self.kernel) {
-            groups.retain(|g| *g != self.group);
-            if groups.is_empty() {
-                all.remove(&self.kernel);
+        if let Some(ids) = all.get_mut(&self.owner) {
+            ids.retain(|g| *g != self.id);
+            if ids.is_empty() {
+                all.remove(&self.owner);
             }
         }
     }
@@ -61,10 +74,20 @@ impl Drop for Step {
 /// Sends signal `sig` to the process group of every step running in the kernel whose main pid
 /// is `kernel`; returns how many groups it reached.
 pub(crate) fn signal_steps(kernel: u32, sig: i32) -> usize {
-    let groups = steps().get(&kernel).cloned().unwrap_or_default();
-    // SAFETY: plain signals to process groups the agent started (a group already gone fails
-    // with ESRCH and is not counted).
-    groups.iter().filter(|g| **g > 0 && unsafe { libc::killpg(**g, sig) } == 0).count()
+    signal_steps_of(&StepOwner::Process(kernel), sig)
+}
+
+/// Sends `sig` to every step of `owner` (a process kernel's groups, a container's commands);
+/// returns how many it reached.
+pub(crate) fn signal_steps_of(owner: &StepOwner, sig: i32) -> usize {
+    let ids = steps().get(owner).cloned().unwrap_or_default();
+    // SAFETY: plain signals to processes the agent started (one already gone fails with
+    // ESRCH and is not counted).
+    let send = |id: i32| match owner {
+        StepOwner::Process(_) => unsafe { libc::killpg(id, sig) },
+        StepOwner::Container(_) => unsafe { libc::kill(id, sig) },
+    };
+    ids.iter().filter(|id| **id > 0 && send(**id) == 0).count()
 }
 
 /// A kernel's warning signal, due some time after its watch starts.

@@ -26,15 +26,28 @@ pub(super) struct Exec {
     pub stdin: bool,
     pub tty: bool,
     pub env: BTreeMap<String, String>,
+    /// Only these of the kernel's GPUs, by position (`srun --gpus-per-task`).
+    pub gpus: Option<Vec<u32>>,
 }
 
 pub(super) async fn process(ws: &mut Ws, pid: u32, exec: Exec) -> StreamEnd {
-    let Exec { command, stdin, tty, env } = exec;
+    let Exec { command, stdin, tty, env, gpus } = exec;
     let ctx = match crate::runtime::exec::KernelContext::of_pid(pid) {
         Ok(c) => c,
         Err(e) => return failed(e),
     };
+    // Set after the request's variables (which keep none of the device ones): narrower only.
+    let narrowed = match &gpus {
+        None => None,
+        Some(p) => match crate::runtime::env::narrow_gpus(&ctx.var("CUDA_VISIBLE_DEVICES").unwrap_or_default(), p) {
+            Ok(v) => Some(v),
+            Err(e) => return failed(e),
+        },
+    };
     let mut cmd = ctx.command(&command, &env);
+    if let Some(v) = narrowed {
+        cmd.env("CUDA_VISIBLE_DEVICES", v);
+    }
     let (tx, rx) = mpsc::channel(8);
     let mut terminal = None;
     if tty {
@@ -110,7 +123,10 @@ fn exit_code(status: std::process::ExitStatus) -> Option<i32> {
 }
 
 pub(super) async fn container(ws: &mut Ws, docker: &crate::runtime::Docker, name: &str, exec: Exec) -> StreamEnd {
-    let Exec { command, stdin, tty, env } = exec;
+    let Exec { command, stdin, tty, env, gpus } = exec;
+    if gpus.is_some() {
+        return failed("per-task GPUs (srun --gpus-per-task) are not supported in containers yet: leave it out");
+    }
     use bollard::exec::{CreateExecOptions, StartExecResults};
     let api = match docker.api().await {
         Ok(a) => a,
@@ -134,6 +150,10 @@ pub(super) async fn container(ws: &mut Ws, docker: &crate::runtime::Docker, name
         Ok(StartExecResults::Detached) => return failed("docker started the command detached"),
         Err(e) => return failed(format!("cannot start `{}` in container {name}: {e}", command[0])),
     };
+    // A step of the job while it runs (`scancel --signal` reaches it), by its host pid.
+    let pid = api.inspect_exec(&exec.id).await.ok().and_then(|i| i.pid).unwrap_or(0);
+    let owner = crate::runtime::warning::StepOwner::Container(name.to_string());
+    let _step = crate::runtime::warning::Step::of(owner, i32::try_from(pid).unwrap_or(0));
     let (tx, rx) = mpsc::channel(8);
     tokio::spawn(async move {
         while let Some(Ok(chunk)) = output.next().await {

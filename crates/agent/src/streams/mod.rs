@@ -53,11 +53,11 @@ pub(crate) async fn serve(
     };
     let end = match (target, open) {
         (Err(e), _) => failed(e),
-        (Ok(Target::Process { pid }), StreamOpen::Exec { command, stdin, tty, env }) => {
-            exec::process(&mut ws, pid, exec::Exec { command, stdin, tty, env }).await
+        (Ok(Target::Process { pid }), StreamOpen::Exec { command, stdin, tty, env, gpus }) => {
+            exec::process(&mut ws, pid, exec::Exec { command, stdin, tty, env, gpus }).await
         }
-        (Ok(Target::Container { name, docker }), StreamOpen::Exec { command, stdin, tty, env }) => {
-            exec::container(&mut ws, &docker, &name, exec::Exec { command, stdin, tty, env }).await
+        (Ok(Target::Container { name, docker }), StreamOpen::Exec { command, stdin, tty, env, gpus }) => {
+            exec::container(&mut ws, &docker, &name, exec::Exec { command, stdin, tty, env, gpus }).await
         }
         (Ok(Target::Session(s)), StreamOpen::Attach) => attach::session(&mut ws, &s).await,
         (Ok(Target::Container { name, docker }), StreamOpen::Attach) => {

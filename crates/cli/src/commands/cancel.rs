@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use berth_model::api::{CancelResult, JobListQuery};
+use berth_model::api::{CancelResult, JobListQuery, SignalResult};
 use berth_model::{JobId, JobState};
 use clap::Args;
 
@@ -33,6 +33,19 @@ pub struct CancelArgs {
     /// Cancel the unfinished jobs of this queue
     #[arg(short, long, value_name = "QUEUE")]
     pub queue: Option<String>,
+
+    /// Send this signal (USR1, SIGUSR1 or a number) to the running jobs' steps instead of
+    /// cancelling them
+    #[arg(short = 's', long, value_name = "SIGNAL")]
+    pub signal: Option<String>,
+
+    /// With --signal: to the batch shell alone (the script), not the steps
+    #[arg(short, long, requires = "signal", conflicts_with = "full")]
+    pub batch: bool,
+
+    /// With --signal: to the batch shell, its children and the steps
+    #[arg(short, long, requires = "signal")]
+    pub full: bool,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -111,6 +124,10 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
     if filtered && ids.is_empty() && !args.output.json() {
         eprintln!("no unfinished job matches");
     }
+    if let Some(signal) = &args.signal {
+        let what = super::signal::Send { signal: signal.clone(), target: super::signal::target(args.batch, args.full) };
+        return signalled(&args, super::signal::send_all(&client, &what, &ids, &tasks).await);
+    }
     let mut report = |r: CancelResult, task: Option<String>| {
         if !args.output.json() {
             println!("{}{}", describe(&r), task.map(|t| format!(" ({t})")).unwrap_or_default());
@@ -146,6 +163,26 @@ pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
     } else if filtered && !done.is_empty() {
         let n = done.len();
         println!("cancelled {n} job{}", if n == 1 { "" } else { "s" });
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Prints what `--signal` reached and each failure; fails if any did.
+fn signalled(args: &CancelArgs, all: Vec<(String, anyhow::Result<SignalResult>)>) -> anyhow::Result<ExitCode> {
+    let mut done = Vec::new();
+    let mut failed = false;
+    for (label, r) in all {
+        match r {
+            Ok(r) if args.output.json() => done.push(r),
+            Ok(r) => println!("{}", super::signal::describe(&r)),
+            Err(e) => {
+                eprintln!("error: job {label}: {}", without_job_prefix(label.parse().unwrap_or(0), &format!("{e:#}")));
+                failed = true;
+            }
+        }
+    }
+    if args.output.json() {
+        output::print_json(&done)?;
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

@@ -46,6 +46,7 @@ pub async fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         stdin: args.stdin,
         tty: args.tty,
         env: Default::default(),
+        gpus: None,
     };
     let io = Io { stdin: args.stdin, tty: args.tty, detach: None, redraw: false };
     match stream::run(ws, serde_json::to_string(&req)?, io).await? {

@@ -31,6 +31,7 @@ pub mod queues;
 pub mod quota;
 pub mod run;
 pub mod show;
+pub mod signal;
 pub mod sim;
 pub mod sim_plot;
 pub mod srun;

@@ -66,6 +66,11 @@ pub struct SrunArgs {
     #[arg(long, value_name = "ALL|NONE|NAME[=VALUE],...")]
     pub export: Option<String>,
 
+    /// GPUs of its own for each task: task L of a node gets the kernel's GPUs L×G to L×G+G-1
+    /// (CUDA_VISIBLE_DEVICES), so a node's tasks get disjoint sets
+    #[arg(long, value_name = "G", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub gpus_per_task: Option<u32>,
+
     /// Stop the other tasks when one exits non-zero (Slurm's default is to let them run)
     #[arg(short = 'K', long, value_name = "0|1", num_args = 0..=1, default_missing_value = "1")]
     pub kill_on_bad_exit: Option<u8>,
@@ -167,7 +172,9 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
             };
             let env = task_env(&base, &task, local, &counts, info.step);
             let (out, err) = outputs.for_task(&info, &task)?;
-            let req = ExecRequest { kernel: node as u32, command: args.command.clone(), stdin: false, tty: false, env };
+            let gpus = args.gpus_per_task.map(|g| task_gpus(local, g));
+            let req =
+                ExecRequest { kernel: node as u32, command: args.command.clone(), stdin: false, tty: false, env, gpus };
             let (client, path, stop, done) =
                 (client.clone(), format!("/v1/jobs/{job}/exec"), stop_rx.clone(), done_tx.clone());
             tokio::spawn(async move {
@@ -180,6 +187,11 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
     drop(done_tx);
     let kill_on_bad_exit = args.kill_on_bad_exit.is_some_and(|k| k != 0);
     wait_tasks(done_rx, rank, stop_tx, kill_on_bad_exit).await
+}
+
+/// The positions among its kernel's GPUs of local task `local` with `per_task` GPUs each.
+fn task_gpus(local: u32, per_task: u32) -> Vec<u32> {
+    (local * per_task..(local + 1) * per_task).collect()
 }
 
 /// Waits for the `ntasks` tasks' ends, says which failed, stops the others on a signal (or
@@ -325,3 +337,13 @@ async fn run_task(
 }
 
 const STOPPED: &str = "stopped by srun";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_nodes_tasks_get_disjoint_gpus_in_local_order() {
+        assert_eq!(super::task_gpus(0, 1), [0]);
+        assert_eq!(super::task_gpus(1, 1), [1]);
+        assert_eq!(super::task_gpus(1, 2), [2, 3]);
+    }
+}

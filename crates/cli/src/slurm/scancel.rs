@@ -1,6 +1,8 @@
 //! `scancel [ID...]` with `-u`, `-t`, `-n`, `-p`: `berth cancel`'s selection
 //! ([`crate::commands::cancel::selected`]), silent on success like scancel, with its error
 //! lines (`Kill job error on job id N: Invalid job id specified`) and exit 1 on any failure.
+//! `-s SIG` sends a signal instead (to the steps; `-b` the batch shell, `-f` both), like
+//! `berth cancel --signal` ([`crate::commands::signal`]); `-b`/`-f` without `-s` cancel.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -10,6 +12,7 @@ use reqwest::StatusCode;
 
 use crate::client::{Client, refused_with};
 use crate::commands::cancel::{Selection, selected};
+use crate::commands::signal::Send;
 
 /// cancel berth jobs (Slurm's scancel)
 #[derive(Debug, Parser)]
@@ -30,9 +33,15 @@ struct Args {
     /// Only jobs of this partition (berth queue)
     #[arg(short = 'p', long = "partition", value_name = "PARTITION")]
     partition: Option<String>,
-    /// Send this signal instead of cancelling (not supported by berth)
+    /// Send this signal (USR1, SIGUSR1 or a number) to the jobs' steps instead of cancelling
     #[arg(short = 's', long = "signal", value_name = "SIGNAL")]
     signal: Option<String>,
+    /// With --signal: to the batch shell alone, not the steps
+    #[arg(short = 'b', long = "batch")]
+    batch: bool,
+    /// With --signal: to the batch shell, its children and the steps
+    #[arg(short = 'f', long = "full")]
+    full: bool,
     /// Do not report jobs that already ended (-q too: berth has no QOS)
     #[arg(short = 'Q', long = "quiet", short_alias = 'q')]
     quiet: bool,
@@ -48,12 +57,6 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let args = Args::parse_from(argv);
     if args.interactive {
         anyhow::bail!("--interactive is not supported: berth's scancel does not ask, list the jobs to cancel instead");
-    }
-    if let Some(s) = &args.signal {
-        anyhow::bail!(
-            "--signal={s} is not supported: berth cannot send a signal to a job's processes; scancel without \
-             --signal cancels the job"
-        );
     }
     let refs = crate::job_ref::parse_list(&args.ids.join(",")).map_err(anyhow::Error::msg)?;
     let states = match &args.state {
@@ -73,6 +76,19 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     };
     if sel.ids.is_empty() && tasks.is_empty() && !sel.filtered() {
         anyhow::bail!("No job identification provided");
+    }
+    if let Some(signal) = &args.signal {
+        berth_model::signal::parse_signal(signal).map_err(|_| anyhow::anyhow!("Invalid job signal: {signal}"))?;
+        let what = Send { signal: signal.clone(), target: crate::commands::signal::target(args.batch, args.full) };
+        let ids = selected(&client, &sel).await?;
+        let mut failed = false;
+        for (label, r) in crate::commands::signal::send_all(&client, &what, &ids, &tasks).await {
+            let Err(e) = r else { continue };
+            let Some(why) = kill_error(&e, args.quiet) else { continue };
+            eprintln!("scancel: error: Kill job error on job id {label}: {why}");
+            failed = true;
+        }
+        return Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS });
     }
     let mut failed = false;
     for id in selected(&client, &sel).await? {
@@ -98,6 +114,8 @@ fn kill_error(e: &anyhow::Error, quiet: bool) -> Option<String> {
     Some(match refused_with(e) {
         Some(StatusCode::NOT_FOUND) => "Invalid job id specified".into(),
         Some(StatusCode::FORBIDDEN) => "Access/permission denied".into(),
+        Some(StatusCode::CONFLICT) if e.to_string().contains("is pending") => "Job is pending execution".into(),
+        Some(StatusCode::UNPROCESSABLE_ENTITY) if e.to_string().contains("signal") => "Invalid signal specified".into(),
         Some(StatusCode::CONFLICT) if e.to_string().contains("already finished") => {
             if quiet {
                 return None;
@@ -126,5 +144,9 @@ mod tests {
         assert_eq!(kill_error(&done, false).unwrap(), "Job/step already completing or completed");
         assert_eq!(kill_error(&done, true), None, "--quiet");
         assert_eq!(kill_error(&refused(StatusCode::FORBIDDEN, "no"), true).unwrap(), "Access/permission denied");
+        let pending = refused(StatusCode::CONFLICT, "job 9 is pending: only a running job can be signalled");
+        assert_eq!(kill_error(&pending, true).unwrap(), "Job is pending execution");
+        let bad = refused(StatusCode::UNPROCESSABLE_ENTITY, "signal: unknown signal `FOO`");
+        assert_eq!(kill_error(&bad, false).unwrap(), "Invalid signal specified");
     }
 }

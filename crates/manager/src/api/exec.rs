@@ -78,7 +78,10 @@ async fn step_may_enter(m: &Manager, job: JobId, attempt: u32, id: JobId) -> Res
 /// The stream an exec request opens, or why it cannot.
 fn exec_open(req: ExecRequest) -> Result<(u32, StreamOpen), String> {
     req.validate()?;
-    Ok((req.kernel, StreamOpen::Exec { command: req.command, stdin: req.stdin, tty: req.tty, env: req.env }))
+    Ok((
+        req.kernel,
+        StreamOpen::Exec { command: req.command, stdin: req.stdin, tty: req.tty, env: req.env, gpus: req.gpus },
+    ))
 }
 
 /// `GET /v1/jobs/{id}/attach` (WebSocket).

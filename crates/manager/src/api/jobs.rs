@@ -479,7 +479,7 @@ pub async fn cancel_tasks(
 
 /// Whether `user` may cancel `job`, which is in memory: one they cannot see is missing (404),
 /// one they see but do not own is refused (403) unless they are an admin.
-fn may_cancel(user: &User, job: &crate::state::Job) -> Result<(), ApiError> {
+pub(super) fn may_cancel(user: &User, job: &crate::state::Job) -> Result<(), ApiError> {
     if !user.can_see(job.owner.user_id, &job.spec) {
         return Err(no_such_job(job.id));
     }
@@ -501,6 +501,6 @@ async fn cancellable_row(m: &Manager, user: &User, id: JobId) -> Result<JobRow, 
 }
 
 /// A shared job of one's project: visible, but only its owner or an admin may cancel it.
-fn not_yours(id: JobId, owner: &str) -> ApiError {
+pub(super) fn not_yours(id: JobId, owner: &str) -> ApiError {
     ApiError::forbidden(format!("job {id} belongs to {owner}; only its owner or an admin can cancel it"))
 }
