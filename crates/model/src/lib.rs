@@ -16,6 +16,7 @@ pub mod dataset;
 pub mod dependency;
 pub mod environment;
 pub mod folder;
+pub mod hostlist;
 pub mod job;
 pub mod measured;
 pub mod output;
