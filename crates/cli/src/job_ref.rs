@@ -100,21 +100,9 @@ pub fn tasks_label(array: JobId, spec: &ArraySpec) -> String {
 /// A comma-separated list of job ids and array tasks (`-j 3,7,12_1,12_[1-3,9]`): the commas
 /// inside brackets belong to the task list.
 pub fn parse_list(list: &str) -> Result<Vec<JobRef>, String> {
-    let mut items = Vec::new();
-    let (mut depth, mut start) = (0i32, 0);
-    for (i, c) in list.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(&list[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    items.push(&list[start..]);
-    items.into_iter().map(str::trim).filter(|s| !s.is_empty()).map(str::parse).collect()
+    let items = berth_model::hostlist::split_unbracketed(list)
+        .ok_or_else(|| format!("invalid job list `{list}`: its brackets do not pair up (write 12_[1-3,9])"))?;
+    items.into_iter().map(str::parse).collect()
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `berth`: one binary for every role. The daemons (`up`, `manager`, `agent`) live in
 //! `daemon.rs`; the user commands talk to a manager over its REST API (`client.rs`). Called
-//! by another name (`sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`: links to berth), it is
+//! by another name (`sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`, `scontrol`: links to berth), it is
 //! that Slurm command (`slurm/`).
 //!
 //! Errors print as `error: <message>` with the whole cause chain; usage mistakes exit 2 like
@@ -128,7 +128,7 @@ enum Command {
     Man(commands::generate::ManArgs),
     /// Jobs that ran or waited in a time window, finished or not (like sacct)
     History(commands::history::HistoryArgs),
-    /// Link sbatch, squeue, scancel, sacct, sinfo and srun in DIR to this berth (Slurm's commands)
+    /// Link sbatch, squeue, scancel, sacct, sinfo, scontrol and srun in DIR to this berth (Slurm's commands)
     InstallSlurmCommands(slurm::install::InstallArgs),
 }
 

@@ -19,7 +19,7 @@
 
 /// The task directives of a script, as given (the last one of each wins), turned into flags
 /// once every line is read.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tasks {
     nodes: Option<u32>,
     ntasks: Option<u32>,
@@ -33,6 +33,21 @@ pub struct Tasks {
 }
 
 impl Tasks {
+    /// These directives with `over`'s on top, option by option, as sbatch's command line
+    /// overrides its script's: `-c 4` over `--ntasks-per-node=2` gives both, so the kernel
+    /// gets 8 CPUs.
+    pub fn overlay(self, over: Tasks) -> Tasks {
+        Tasks {
+            nodes: over.nodes.or(self.nodes),
+            ntasks: over.ntasks.or(self.ntasks),
+            per_node: over.per_node.or(self.per_node),
+            cpus_per_task: over.cpus_per_task.or(self.cpus_per_task),
+            mem_per_cpu: over.mem_per_cpu.or(self.mem_per_cpu),
+            gpus_per_task: over.gpus_per_task.or(self.gpus_per_task),
+            gpus: over.gpus.or(self.gpus),
+        }
+    }
+
     /// The `berth submit` flags for the task directives seen: `--tasks-per-node`, `--cpus`,
     /// `--mem` and `--gpus` per kernel. An `--ntasks` that does not split evenly over the
     /// nodes is refused (berth runs the same tasks on every node).
@@ -309,6 +324,25 @@ fn slurm_time(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_line_task_options_merge_with_the_scripts() {
+        let tasks = |line: &str| {
+            let mut t = Tasks::default();
+            translate(&line.split_whitespace().map(str::to_string).collect::<Vec<_>>(), &mut t).unwrap();
+            t
+        };
+        let merged = |script: &str, line: &str| tasks(script).overlay(tasks(line)).flags().unwrap().join(" ");
+        assert_eq!(merged("--ntasks-per-node=2", "-c 4"), "--tasks-per-node 2 --cpus 8");
+        assert_eq!(merged("--ntasks-per-node=2 -c 3", "-c 4"), "--tasks-per-node 2 --cpus 8", "the command line wins");
+        assert_eq!(merged("-N 2 --ntasks=4", "-c 2"), "--tasks-per-node 2 --cpus 4");
+        assert_eq!(merged("-N 2 --ntasks=4", "-N 4"), "--tasks-per-node 1 --cpus 1");
+        assert_eq!(merged("--gpus-per-task=1 --mem-per-cpu=1G", "--ntasks-per-node=4"), {
+            format!("--tasks-per-node 4 --cpus 4 --mem {}B --gpus 4", 4u64 << 30)
+        });
+        assert_eq!(merged("", "-c 2"), "--cpus 2");
+        assert!(tasks("-N 2 --ntasks=3").overlay(Tasks::default()).flags().is_err());
+    }
 
     /// The flags of one directive line, task directives combined.
     fn all(s: &str) -> Result<Vec<String>, String> {

@@ -28,6 +28,8 @@ pub struct Script {
     pub warnings: Vec<String>,
     /// Options accepted without effect, with what to do instead (`sbatch::note`).
     pub notes: Vec<String>,
+    /// The `#SBATCH` task directives as written, for sbatch to merge its own options into.
+    pub tasks: sbatch::Tasks,
 }
 
 /// `#BERTH` arguments, parsed like `berth submit`'s flags.
@@ -132,7 +134,7 @@ pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script
     if flags.name.is_none() {
         flags.name = Some(name.to_string());
     }
-    Ok(Script { flags, command: command_for(text, name, args)?, warnings, notes })
+    Ok(Script { flags, command: command_for(text, name, args)?, warnings, notes, tasks })
 }
 
 /// The first line of a clap error without its `error: ` prefix, for use inside our own message.

@@ -525,6 +525,8 @@ impl SpecFlags {
         if spec.image.is_none() && spec.workdir.is_none() && !self.job_dir && self.code.is_none() {
             spec.workdir = Some(cwd.to_string_lossy().into_owned());
         }
+        // Slurm's SLURM_SUBMIT_DIR: where the submitter was, whatever --chdir says.
+        spec.submit_dir = Some(cwd.to_string_lossy().into_owned()).filter(|d| d.starts_with('/'));
         let (env, skipped) = export.resolve(vars);
         spec.submit_env = env;
         skipped

@@ -200,13 +200,13 @@ fn install_slurm_commands_links_and_refuses_foreign_files() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
     assert!(said.contains("replaced") && said.contains("/squeue ->") && said.contains("created"), "{said}");
-    for name in ["sbatch", "squeue", "scancel", "sacct", "sinfo", "srun"] {
+    for name in ["sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun"] {
         let target = std::fs::read_link(dir.join(name)).unwrap();
         assert_eq!(target.file_name().unwrap(), "berth", "{name}");
     }
     let out = run(&[]);
     assert!(out.status.success());
-    assert_eq!(text(&out.stdout).matches("already links to berth").count(), 6);
+    assert_eq!(text(&out.stdout).matches("already links to berth").count(), 7);
     // the links answer as Slurm's commands
     let out = Command::new(dir.join("squeue")).arg("--help").output().unwrap();
     assert!(text(&out.stdout).contains("--noheader"), "{}", text(&out.stdout));

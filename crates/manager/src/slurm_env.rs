@@ -1,7 +1,8 @@
 //! The `SLURM_*` variables a kernel gets beside berth's own (`cluster_env.rs`), so that batch
 //! scripts written for Slurm find what they read: the job (`SLURM_JOB_ID`, name, user,
 //! partition, account), its shape (`SLURM_NNODES`, `SLURM_NTASKS`, `SLURM_TASKS_PER_NODE` in
-//! Slurm's `4(x2)` form, `SLURM_JOB_NODELIST` as a Slurm host list, `n[1-3,5]`), and the
+//! Slurm's `4(x2)` form, `SLURM_JOB_NODELIST` as a Slurm host list, `n[1-3,5]`,
+//! `berth_model::hostlist`), and the
 //! kernel's own node (`SLURM_NODEID`, `SLURM_CPUS_ON_NODE`, `SLURM_GPUS_ON_NODE`,
 //! `SLURM_MEM_PER_NODE` in MiB).
 //!
@@ -38,7 +39,7 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
     set("SLURM_JOB_ACCOUNT", spec.project.clone().unwrap_or_else(|| job.owner.name.clone()));
     set("SLURM_NNODES", nodes.to_string());
     set("SLURM_JOB_NUM_NODES", nodes.to_string());
-    let list = hostlist(hosts);
+    let list = berth_model::hostlist::compress(hosts);
     set("SLURM_JOB_NODELIST", list.clone());
     set("SLURM_NODELIST", list);
     let ntasks = (nodes as u64 * tasks as u64).to_string();
@@ -53,9 +54,12 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
     };
     set("SLURM_PROCID", procid.to_string());
     set("SLURM_LOCALID", "0".into());
-    if let Some(w) = &spec.workdir {
-        set("SLURM_SUBMIT_DIR", w.clone());
+    // Older specs have no submit_dir: their working directory was where they were submitted.
+    if let Some(d) = spec.submit_dir.as_ref().or(spec.workdir.as_ref()) {
+        set("SLURM_SUBMIT_DIR", d.clone());
     }
+    // How often the job was requeued: attempts count from 0, as Slurm's restarts do.
+    set("SLURM_RESTART_COUNT", job.attempt.number.to_string());
     if let Some(secs) = spec.time_limit_secs {
         // Minutes, as Slurm gives time limits.
         set("SLURM_TIMELIMIT", secs.div_ceil(60).to_string());
@@ -93,95 +97,9 @@ pub fn tasks_per_node_form(tasks: u32, nodes: u32) -> String {
     if nodes > 1 { format!("{tasks}(x{nodes})") } else { tasks.to_string() }
 }
 
-/// A host name split for a host list: the text before its trailing digits, and the digits.
-fn split_host(h: &str) -> (&str, &str) {
-    let cut = h.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    h.split_at(cut)
-}
-
-/// Whether a number of `digits` digits (zero-padded to `width`, or 0) may join a group of
-/// `numbers` padded to `group_width` (or 0): `n09` and `n10` share `n[09-10]`.
-fn same_width(group_width: usize, numbers: &[u64], width: usize, digits: usize) -> bool {
-    group_width == width
-        || (width == 0 && digits == group_width)
-        || (group_width == 0 && numbers.iter().all(|m| m.to_string().len() == digits))
-}
-
-/// Compresses host names the way Slurm writes host lists (`n[1-3,5],gpu01`): neighbours with
-/// the same prefix and digit width share brackets, consecutive numbers make ranges. Order is
-/// kept (and repeats dropped), so the list expands back to the same names in the same order.
-pub fn hostlist(hosts: &[String]) -> String {
-    // (prefix, width of zero-padded numbers or 0, numbers), for runs of neighbours.
-    let mut groups: Vec<(&str, usize, Vec<u64>)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for h in hosts.iter().filter(|h| seen.insert(h.as_str())) {
-        let (prefix, digits) = split_host(h);
-        // Numbers too long to hold stay names.
-        let Some(n) = (!digits.is_empty()).then(|| digits.parse::<u64>().ok()).flatten() else {
-            groups.push((h, usize::MAX, Vec::new()));
-            continue;
-        };
-        let width = if digits.len() > 1 && digits.starts_with('0') { digits.len() } else { 0 };
-        match groups.last_mut() {
-            Some((p, w, ns)) if *p == prefix && *w != usize::MAX && same_width(*w, ns, width, digits.len()) => {
-                *w = (*w).max(width);
-                ns.push(n);
-            }
-            _ => groups.push((prefix, width, vec![n])),
-        }
-    }
-    let parts: Vec<String> = groups
-        .iter()
-        .map(|(prefix, width, ns)| {
-            if *width == usize::MAX {
-                return prefix.to_string();
-            }
-            let num = |n: u64| format!("{n:0width$}", width = *width);
-            if ns.len() == 1 {
-                return format!("{prefix}{}", num(ns[0]));
-            }
-            let mut ranges: Vec<String> = Vec::new();
-            let mut i = 0;
-            while i < ns.len() {
-                let mut j = i;
-                while j + 1 < ns.len() && ns[j + 1] == ns[j] + 1 {
-                    j += 1;
-                }
-                ranges.push(if j > i { format!("{}-{}", num(ns[i]), num(ns[j])) } else { num(ns[i]) });
-                i = j + 1;
-            }
-            format!("{prefix}[{}]", ranges.join(","))
-        })
-        .collect();
-    parts.join(",")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn list(hosts: &[&str]) -> String {
-        hostlist(&hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn host_lists_compress_like_slurm() {
-        assert_eq!(list(&["n1", "n2", "n3", "n5", "gpu01"]), "n[1-3,5],gpu01");
-        assert_eq!(list(&["n1"]), "n1");
-        assert_eq!(list(&["head"]), "head");
-        assert_eq!(list(&[]), "");
-        assert_eq!(list(&["gpu01", "gpu02", "gpu03"]), "gpu[01-03]");
-        assert_eq!(list(&["gpu09", "gpu10"]), "gpu[09-10]");
-        assert_eq!(list(&["n9", "n10", "n11"]), "n[9-11]");
-        assert_eq!(list(&["n10", "n05"]), "n[10,05]");
-        assert_eq!(list(&["n1", "n01"]), "n1,n01");
-        assert_eq!(list(&["main", "sub1", "sub2"]), "main,sub[1-2]");
-        assert_eq!(list(&["a1", "a1", "a2"]), "a[1-2]", "repeats are dropped");
-        assert_eq!(list(&["n3", "n1", "n2"]), "n[3,1-2]", "kernel order is kept");
-        assert_eq!(list(&["n1", "m1", "n2"]), "n1,m1,n2");
-        assert_eq!(list(&["10.0.0.1", "10.0.0.2"]), "10.0.0.[1-2]");
-        assert_eq!(list(&["x99999999999999999999999"]), "x99999999999999999999999");
-    }
 
     #[test]
     fn a_batch_jobs_kernels_get_slurms_variables() {
@@ -239,6 +157,7 @@ mod tests {
             ("SLURM_MEM_PER_NODE", "8192"),
             ("SLURM_GPUS_ON_NODE", "2"),
             ("SLURM_SUBMIT_DIR", "/home/alice/run"),
+            ("SLURM_RESTART_COUNT", "0"),
             ("SLURM_TIMELIMIT", "2"),
             ("SLURM_CLUSTER_NAME", "berth"),
         ] {
@@ -253,6 +172,13 @@ mod tests {
         every.launch = Launch::Every;
         job.spec = std::sync::Arc::new(every);
         assert_eq!(env_of(&job, 1)["SLURM_PROCID"], "1");
+        // Submitted from elsewhere with --chdir: the submit dir is the submitter's.
+        let mut moved = (*job.spec).clone();
+        moved.submit_dir = Some("/home/alice".into());
+        job.spec = std::sync::Arc::new(moved);
+        job.attempt.number = 2;
+        assert_eq!(env_of(&job, 0)["SLURM_SUBMIT_DIR"], "/home/alice");
+        assert_eq!(env_of(&job, 0)["SLURM_RESTART_COUNT"], "2");
     }
 
     #[test]

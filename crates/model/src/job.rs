@@ -83,6 +83,10 @@ pub struct JobSpec {
     /// Absolute working directory on the node; `None`: the kernel's own fresh work dir.
     #[serde(default)]
     pub workdir: Option<String>,
+    /// The absolute directory the job was submitted from (Slurm's `SLURM_SUBMIT_DIR`, which
+    /// stays the submitter's even with `--chdir`); `None` in specs from older clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_dir: Option<String>,
     #[serde(default)]
     pub numa: NumaPolicy,
     /// Put the job back in the queue when its node is lost.
@@ -343,6 +347,7 @@ impl JobSpec {
             env: BTreeMap::new(),
             submit_env: BTreeMap::new(),
             workdir: None,
+            submit_dir: None,
             numa: NumaPolicy::default(),
             requeue: false,
             preemptible: false,
@@ -524,6 +529,11 @@ impl JobSpec {
             && !w.starts_with('/')
         {
             return bad("workdir must be an absolute path");
+        }
+        if let Some(d) = &self.submit_dir
+            && !d.starts_with('/')
+        {
+            return bad("submit_dir must be an absolute path (the directory the job was submitted from)");
         }
         if let Some(p) = &self.project
             && !valid_name(p)

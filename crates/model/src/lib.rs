@@ -17,6 +17,7 @@ pub mod dependency;
 pub mod environment;
 pub mod folder;
 pub mod gpu_type;
+pub mod hostlist;
 pub mod job;
 pub mod measured;
 pub mod output;

@@ -111,45 +111,7 @@ pub fn pad(value: &str, width: usize, right: bool) -> String {
 /// Node names as Slurm writes a list of them: runs of numbered names folded
 /// (`n1,n2,n3,gpu07` → `n[1-3],gpu07`), zero padding kept.
 pub fn hostlist(names: &[String]) -> String {
-    // Each prefix in the order it first appears, with its numbers and their digit counts.
-    let mut groups: Vec<(&str, Vec<(u64, usize)>)> = Vec::new();
-    let mut plain: Vec<(usize, &str)> = Vec::new();
-    for name in names {
-        let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
-        let (prefix, num) = name.split_at(name.len() - digits);
-        match num.parse::<u64>() {
-            Ok(n) if digits <= 18 => match groups.iter_mut().find(|(p, _)| *p == prefix) {
-                Some((_, nums)) => nums.push((n, digits)),
-                None => groups.push((prefix, vec![(n, digits)])),
-            },
-            _ => plain.push((groups.len(), name)),
-        }
-    }
-    let mut out: Vec<String> = Vec::new();
-    for (i, (prefix, mut nums)) in groups.into_iter().enumerate() {
-        out.extend(plain.iter().filter(|(at, _)| *at == i).map(|(_, n)| n.to_string()));
-        nums.sort();
-        nums.dedup();
-        if let [(n, w)] = nums[..] {
-            out.push(format!("{prefix}{n:0w$}"));
-            continue;
-        }
-        let mut ranges: Vec<String> = Vec::new();
-        let mut k = 0;
-        while k < nums.len() {
-            let (start, w) = nums[k];
-            let mut end = k;
-            while end + 1 < nums.len() && nums[end + 1] == (nums[end].0 + 1, w) {
-                end += 1;
-            }
-            ranges.push(if end == k { format!("{start:0w$}") } else { format!("{start:0w$}-{:0w$}", nums[end].0) });
-            k = end + 1;
-        }
-        out.push(format!("{prefix}[{}]", ranges.join(",")));
-    }
-    let n = out.len();
-    out.extend(plain.iter().filter(|(at, _)| *at >= n).map(|(_, n)| n.to_string()));
-    out.join(",")
+    berth_model::hostlist::compress_sorted(names)
 }
 
 #[cfg(test)]

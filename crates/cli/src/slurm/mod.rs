@@ -1,5 +1,5 @@
 //! Slurm's client commands, for users and tools (submitit, workflow engines) that call
-//! `sbatch`, `squeue`, `scancel`, `sacct` and `sinfo` and parse what they print. They are
+//! `sbatch`, `squeue`, `scancel`, `sacct`, `sinfo` and `scontrol` and parse what they print. They are
 //! this same binary under those names (links made by `berth install-slurm-commands`, or
 //! shipped by a package): `main` looks at the name it was called by and runs the command
 //! with Slurm's flags and Slurm's output, talking to the manager like any berth command.
@@ -12,6 +12,7 @@ pub mod install;
 mod sacct;
 mod sbatch_cmd;
 mod scancel;
+mod scontrol;
 mod sinfo;
 mod squeue;
 pub mod states;
@@ -32,10 +33,11 @@ pub enum Tool {
     Scancel,
     Sacct,
     Sinfo,
+    Scontrol,
 }
 
 /// The names `install-slurm-commands` links; `srun` is among them for when it exists.
-pub const LINKED: [&str; 6] = ["sbatch", "squeue", "scancel", "sacct", "sinfo", "srun"];
+pub const LINKED: [&str; 7] = ["sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun"];
 
 impl Tool {
     pub fn name(self) -> &'static str {
@@ -45,6 +47,7 @@ impl Tool {
             Tool::Scancel => "scancel",
             Tool::Sacct => "sacct",
             Tool::Sinfo => "sinfo",
+            Tool::Scontrol => "scontrol",
         }
     }
 }
@@ -58,6 +61,7 @@ pub fn invoked_as(argv0: &OsStr) -> Option<Tool> {
         "scancel" => Some(Tool::Scancel),
         "sacct" => Some(Tool::Sacct),
         "sinfo" => Some(Tool::Sinfo),
+        "scontrol" => Some(Tool::Scontrol),
         // "srun" has its own entry (`commands::srun`, dispatched in main.rs first).
         _ => None,
     }
@@ -81,6 +85,7 @@ pub fn main(tool: Tool, args: Vec<OsString>) -> ExitCode {
             Tool::Scancel => scancel::run(args).await,
             Tool::Sacct => sacct::run(args).await,
             Tool::Sinfo => sinfo::run(args).await,
+            Tool::Scontrol => scontrol::run(args).await,
         }
     };
     match runtime.block_on(run) {

@@ -214,7 +214,7 @@ async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> anyhow
 }
 
 /// sacct's words for times, durations, states and exit codes.
-struct Sacct;
+pub(super) struct Sacct;
 
 impl Style for Sacct {
     fn time(&self, t: Option<jiff::Timestamp>) -> String {

@@ -137,12 +137,8 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         println!("{HELP}");
         return Ok(ExitCode::SUCCESS);
     }
-    // Task directives given here are combined among themselves (not with the script's).
     let mut tasks = crate::sbatch::Tasks::default();
     let (mut flags, ignored) = crate::sbatch::translate(&line.options, &mut tasks).map_err(anyhow::Error::msg)?;
-    if tasks != crate::sbatch::Tasks::default() {
-        flags.extend(tasks.flags().map_err(anyhow::Error::msg)?);
-    }
     if !line.quiet {
         for o in ignored {
             match crate::sbatch::note(&o) {
@@ -169,6 +165,16 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
             scratch_script(&mut scratch, "sbatch", &String::from_utf8_lossy(&text))?
         }
     };
+    if tasks != crate::sbatch::Tasks::default() {
+        // Merged option by option with the script's directives, then translated once: the
+        // command line's `-c 4` and the script's `--ntasks-per-node=2` make 8 CPUs.
+        let text = std::fs::read_to_string(&script).unwrap_or_default();
+        let name = script.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        // A script that does not parse is reported by the submit below, with its line.
+        let theirs = crate::script::parse(&text, &name, Vec::new()).map(|s| s.tasks).unwrap_or_default();
+        let merged = theirs.overlay(tasks).flags().map_err(anyhow::Error::msg)?;
+        flags.extend(not_given(merged, &flags));
+    }
     let mut argv = flags;
     argv.push(script.display().to_string());
     argv.push("--".into());
@@ -192,6 +198,12 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(wait::wait_for(&client, job.id, wait::Show::Quiet).await?));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `--flag value` pairs of `merged` whose flag `given` (the command line's own flags)
+/// does not have: `--mem=4G` given outright wins over a merged `--mem-per-cpu`.
+fn not_given(merged: Vec<String>, given: &[String]) -> Vec<String> {
+    merged.chunks(2).filter(|pair| !given.contains(&pair[0])).flatten().cloned().collect()
 }
 
 /// `--wrap`'s script, as Slurm writes it.
@@ -245,6 +257,12 @@ mod tests {
             (l.options, l.script.as_deref()),
             (words("-o %x-%j.out -e err.txt --open-mode=append"), Some("run.sh"))
         );
+    }
+
+    #[test]
+    fn merged_task_flags_yield_to_flags_given_outright() {
+        let merged = words("--tasks-per-node 2 --cpus 8 --mem 2048B");
+        assert_eq!(not_given(merged, &words("--mem 4GiB --name x")), words("--tasks-per-node 2 --cpus 8"));
     }
 
     #[test]

@@ -1,0 +1,221 @@
+//! `scontrol`: the subcommands lab scripts and tools call. `show hostnames [LIST]` expands a
+//! host list (`SLURM_JOB_NODELIST` without one), `show hostlist NAMES` compresses one (both
+//! `berth_model::hostlist`), `show job [ID]` prints a job in Slurm's `Key=Value` layout
+//! (`-o` on one line). What berth cannot do (`hold`, `release`, `update`, `requeue`, ...) is
+//! refused with the berth command that does it instead, exit 1.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail};
+use berth_model::api::{JobDetail, JobListQuery};
+use berth_model::hostlist;
+use reqwest::StatusCode;
+
+use super::sacct::Sacct;
+use crate::client::{Client, refused_with};
+use crate::jobfields::{Field, value};
+
+const HELP: &str = "\
+Usage: scontrol [-o|--oneliner] COMMAND [ARGS...]
+
+berth answers these scontrol commands:
+  show hostnames [HOSTLIST]   one host name per line (default: $SLURM_JOB_NODELIST)
+  show hostlist NAMES         NAMES (a,b,c or a host list) as one host list
+  show job [JOB_ID]           a job (all of yours without JOB_ID), Key=Value
+  -o, --oneliner              one line per job
+hold, release, update, requeue and the rest are refused with the berth command to use.
+See docs/slurm.md.";
+
+pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    let words: Vec<String> = argv
+        .into_iter()
+        .skip(1)
+        .map(|a| a.into_string().map_err(|a| anyhow!("argument {a:?} is not valid UTF-8")))
+        .collect::<anyhow::Result<_>>()?;
+    let mut oneliner = false;
+    let mut rest = Vec::new();
+    for w in words {
+        match w.as_str() {
+            "-o" | "--oneliner" => oneliner = true,
+            // Accepted, change nothing here.
+            "-d" | "--details" | "-Q" | "--quiet" | "-v" | "--verbose" | "-a" | "--all" => {}
+            "-h" | "--help" | "--usage" => {
+                println!("{HELP}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            _ => rest.push(w),
+        }
+    }
+    let Some(command) = rest.first().map(|c| c.to_ascii_lowercase()) else {
+        println!("{HELP}");
+        return Ok(ExitCode::from(2));
+    };
+    let args = &rest[1..];
+    match command.as_str() {
+        "show" => show(args, oneliner).await,
+        "hold" | "uhold" | "release" => bail!(
+            "{command} is not supported: berth holds a job only for its dependency or --begin time; submit with \
+             --dependency or --begin, or cancel the job (scancel) and submit it again"
+        ),
+        "update" => bail!(
+            "update is not supported: a berth job's spec is fixed at submit; cancel it (scancel) and submit it again \
+             with the new options"
+        ),
+        "requeue" | "requeuehold" => bail!(
+            "{command} is not supported yet: cancel the job (scancel) and submit it again; a job submitted with \
+             --requeue is requeued by berth when its node is lost"
+        ),
+        "suspend" | "resume" => bail!("{command} is not supported: berth does not suspend jobs"),
+        other => {
+            bail!("invalid keyword: {other} (berth's scontrol knows show, and refuses hold, release, update, requeue)")
+        }
+    }
+}
+
+async fn show(args: &[String], oneliner: bool) -> anyhow::Result<ExitCode> {
+    let Some(what) = args.first().map(|w| w.to_ascii_lowercase()) else {
+        bail!("show what? scontrol show hostnames|hostlist|job");
+    };
+    let arg = args.get(1).map(String::as_str);
+    match what.as_str() {
+        "hostnames" | "hostname" => {
+            let list = match arg {
+                Some(l) => l.to_string(),
+                None => std::env::var("SLURM_JOB_NODELIST")
+                    .map_err(|_| anyhow!("no host list given and SLURM_JOB_NODELIST is not set"))?,
+            };
+            for name in hostlist::expand(&list)? {
+                println!("{name}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        "hostlist" | "hostlistsorted" => {
+            let names = hostlist::expand(arg.ok_or_else(|| anyhow!("show {what} needs a list of host names"))?)?;
+            let list = if what == "hostlist" { hostlist::compress(&names) } else { hostlist::compress_sorted(&names) };
+            println!("{list}");
+            Ok(ExitCode::SUCCESS)
+        }
+        "job" | "jobs" | "jobid" => show_jobs(arg, oneliner).await,
+        "node" | "nodes" | "partition" | "partitions" => {
+            bail!("show {what} is not supported: use sinfo, or berth nodes and berth queues")
+        }
+        other => bail!("invalid entity: {other} for keyword: show (berth knows hostnames, hostlist, job)"),
+    }
+}
+
+async fn show_jobs(id: Option<&str>, oneliner: bool) -> anyhow::Result<ExitCode> {
+    let client = Client::from_env()?;
+    let ids = match id {
+        Some(id) => {
+            let refs = crate::job_ref::parse_list(id).map_err(|_| anyhow!("invalid job id specified: {id}"))?;
+            crate::job_ref::resolve(&client, &refs).await.map_err(invalid_id)?
+        }
+        None => client.jobs(&JobListQuery::default()).await?.into_iter().map(|j| j.id).collect(),
+    };
+    if ids.is_empty() && id.is_none() {
+        println!("No jobs in the system");
+    }
+    let now = jiff::Timestamp::now();
+    for (i, job) in ids.into_iter().enumerate() {
+        let detail = client.job(job).await.map_err(invalid_id)?;
+        if i > 0 && !oneliner {
+            println!();
+        }
+        println!("{}", render(&detail, now, oneliner));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A job that does not exist, or that the caller may not see, as Slurm says it.
+fn invalid_id(e: anyhow::Error) -> anyhow::Error {
+    if refused_with(&e) == Some(StatusCode::NOT_FOUND) {
+        anyhow!("slurm_load_jobs error: Invalid job id specified")
+    } else {
+        e
+    }
+}
+
+/// A job in Slurm's layout: lines of `Key=Value` pairs, indented, or all on one line.
+pub fn render(d: &JobDetail, now: jiff::Timestamp, oneliner: bool) -> String {
+    let j = &d.job;
+    let v = |f: Field| value(f, j, now, &Sacct);
+    let mut head = vec![format!("JobId={}", j.id)];
+    if let Some(t) = j.array_task {
+        head.push(format!("ArrayJobId={}", t.array_id));
+        head.push(format!("ArrayTaskId={}", t.index));
+    }
+    head.push(format!("JobName={}", berth_model::output::job_name(j.name.as_deref(), j.id)));
+    let user = match d.submitter {
+        Some(u) => format!("{}({})", j.user, u.uid),
+        None => j.user.clone(),
+    };
+    let (_, state) = super::states::job_state(j);
+    let workdir = d.spec.workdir.clone().unwrap_or_default();
+    let (stdout, stderr) = output_paths(d);
+    let lines: Vec<Vec<String>> = vec![
+        head,
+        vec![format!("UserId={user}"), format!("Account={}", j.project.as_deref().unwrap_or(&j.user))],
+        vec![format!("Priority={}", j.priority), format!("Partition={}", j.queue)],
+        vec![format!("JobState={state}"), format!("Reason={}", v(Field::Reason))],
+        vec![format!("Requeue={}", u8::from(d.spec.requeue)), format!("ExitCode={}", v(Field::Exit))],
+        vec![format!("RunTime={}", v(Field::Elapsed)), format!("TimeLimit={}", v(Field::TimeLimit))],
+        vec![format!("SubmitTime={}", v(Field::Submitted))],
+        vec![format!("StartTime={}", v(Field::Started)), format!("EndTime={}", v(Field::Ended))],
+        vec![format!(
+            "NodeList={}",
+            if j.nodes.is_empty() { "(null)".into() } else { super::format::hostlist(&j.nodes) }
+        )],
+        vec![
+            format!("NumNodes={}", v(Field::NodeCount)),
+            format!("NumCPUs={}", v(Field::Cpus)),
+            format!(
+                "NumTasks={}",
+                u64::from(crate::jobfields::node_count(j)) * u64::from(d.spec.tasks_per_node.max(1))
+            ),
+        ],
+        vec![format!("TRES={}", v(Field::Tres))],
+        vec![format!("Command={}", command(&d.spec.command))],
+        vec![format!("WorkDir={workdir}")],
+        vec![format!("StdErr={stderr}")],
+        vec![format!("StdOut={stdout}")],
+    ];
+    if oneliner {
+        lines.iter().flatten().cloned().collect::<Vec<_>>().join(" ")
+    } else {
+        let mut out = lines[0].join(" ");
+        for l in &lines[1..] {
+            out.push_str("\n   ");
+            out.push_str(&l.join(" "));
+        }
+        out
+    }
+}
+
+/// A command as one value: a script's text (a word with lines) stands as `(script)`.
+fn command(words: &[String]) -> String {
+    words.iter().map(|w| if w.contains('\n') { "(script)" } else { w.as_str() }).collect::<Vec<_>>().join(" ")
+}
+
+/// The first kernel's output and error files, as `--output`/`--error` name them; `(null)`
+/// when a stream goes to berth's log (`berth logs`).
+fn output_paths(d: &JobDetail) -> (String, String) {
+    let j = &d.job;
+    let name = berth_model::output::job_name(j.name.as_deref(), j.id);
+    let c = berth_model::output::Context {
+        job_id: j.id,
+        array: j.array_task.map(|t| (t.array_id, t.index)),
+        name: &name,
+        user: &j.user,
+        node: j.nodes.first().map(String::as_str).unwrap_or_default(),
+        node_index: 0,
+        task: 0,
+    };
+    let paths = d.spec.output.expand(&c).unwrap_or_default();
+    let dir = std::path::Path::new(d.spec.workdir.as_deref().unwrap_or("/"));
+    let show = |p: Option<String>| match p {
+        Some(p) => berth_model::output::resolve(&p, dir).to_string_lossy().into_owned(),
+        None => "(null)".into(),
+    };
+    (show(paths.stdout), show(paths.stderr))
+}
