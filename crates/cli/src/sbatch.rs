@@ -1,8 +1,8 @@
 //! `#SBATCH` directives in batch scripts, translated into `berth submit` flags so that a script
 //! written for Slurm runs on berth unchanged where the two share a meaning.
 //!
-//! Translated: `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu:N` and
-//! `--gpus`/`-G`/`--gpus-per-node`, `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
+//! Translated: `--mem` (a bare number is MiB, as in Slurm), `--gres=gpu[:type]:N` and
+//! `--gpus`/`-G`/`--gpus-per-node` (a GPU type is the feature `gpu-type=TYPE`), `--time`/`-t` (Slurm's time formats), `--job-name`/`-J`,
 //! `--priority`, `--partition`/`-p`, `--nodes`/`-N` (the minimum of a range), `--chdir`/`-D`,
 //! `--requeue`, `--export` (ALL, NONE, NAME[=value],...), `--dependency`/`-d`, `--begin`/`-b`, `--array`/`-a`, `--signal`,
 //! `--output`/`-o`, `--error`/`-e`, `--open-mode` (output files, their patterns checked here),
@@ -30,6 +30,10 @@ pub struct Tasks {
     gpus_per_task: Option<u64>,
     /// `--gpus`/`-G`: the job's GPUs in all, as text (`2`, or a fraction: berth's own).
     gpus: Option<String>,
+    /// The GPU type of any GPU option (`--gres=gpu:a100:2`, `--gpus=a100:2`), lowercase.
+    gpu_type: Option<String>,
+    /// `--constraint`/`-C`, which a GPU type joins as the feature `gpu-type=TYPE`.
+    constraint: Option<String>,
 }
 
 impl Tasks {
@@ -45,6 +49,8 @@ impl Tasks {
             mem_per_cpu: over.mem_per_cpu.or(self.mem_per_cpu),
             gpus_per_task: over.gpus_per_task.or(self.gpus_per_task),
             gpus: over.gpus.or(self.gpus),
+            gpu_type: over.gpu_type.or(self.gpu_type),
+            constraint: over.constraint.or(self.constraint),
         }
     }
 
@@ -88,7 +94,31 @@ impl Tasks {
         } else if let Some(g) = &self.gpus {
             out.extend(["--gpus".to_string(), per_node_gpus(g, nodes)?]);
         }
+        if let Some(c) = self.constraint_with_gpu_type()? {
+            out.extend(["--constraint".to_string(), c]);
+        }
         Ok(out)
+    }
+}
+
+impl Tasks {
+    /// `--constraint` with the GPU type's feature joined (`ib&gpu-type=a100`). A type beside
+    /// alternatives (`a|b`) is refused: berth's constraints do not mix `&` and `|`.
+    fn constraint_with_gpu_type(&self) -> Result<Option<String>, String> {
+        let Some(t) = &self.gpu_type else { return Ok(self.constraint.clone()) };
+        let feature = berth_model::gpu_type::feature(t).map_err(|e| format!("#SBATCH GPU type: {e}"))?;
+        Ok(Some(match self.constraint.as_deref().filter(|c| !c.is_empty()) {
+            None => feature,
+            Some(c) if c.contains('|') => {
+                return Err(format!(
+                    "#SBATCH GPU type `{t}` with --constraint={c}: berth cannot join a GPU type to alternatives; \
+                     give the GPU count without its type and the type in each alternative \
+                     (--constraint='{}')",
+                    c.split('|').map(|a| format!("{a}&{feature}")).collect::<Vec<_>>().join("|")
+                ));
+            }
+            Some(c) => format!("{c}&{feature}"),
+        }))
     }
 }
 
@@ -170,20 +200,27 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
             "--gpus-per-task" => {
                 let v = value().unwrap_or_default();
                 // `[type:]N`, as --gpus takes.
-                tasks.gpus_per_task = Some(count(&opt, Some(v.rsplit(':').next().unwrap_or(&v).to_string()))?);
+                let (t, n) = gpu_request(&opt, &v).unwrap_or((None, v.clone()));
+                tasks.gpus_per_task = Some(count(&opt, Some(n))?);
+                tasks.gpu_type = t.or(tasks.gpu_type.take());
                 None
             }
             "--mem" => Some(("--mem", value().map(|v| slurm_mem(&v)))),
             // Slurm's --gpus is the job's in all, berth's per node: split once -N is known.
             "--gpus" | "-G" => {
                 let v = value().unwrap_or_default();
-                tasks.gpus = Some(v.rsplit(':').next().unwrap_or(&v).to_string());
+                let (t, n) = gpu_request(&opt, &v).unwrap_or((None, v.clone()));
+                tasks.gpus = Some(n);
+                tasks.gpu_type = t.or(tasks.gpu_type.take());
                 None
             }
             "--gres" | "--gpus-per-node" => {
                 let v = value();
-                match v.as_deref().and_then(|v| slurm_gpus(&opt, v)) {
-                    Some(n) => Some(("--gpus", Some(n))),
+                match v.as_deref().and_then(|v| gpu_request(&opt, v)) {
+                    Some((t, n)) => {
+                        tasks.gpu_type = t.or(tasks.gpu_type.take());
+                        Some(("--gpus", Some(n)))
+                    }
                     None => {
                         ignored.push(as_written(w, &inline, &opt, v));
                         None
@@ -211,7 +248,14 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
             "--output" | "-o" => Some(("--output-file", Some(output_file(&opt, value())?))),
             "--error" | "-e" => Some(("--error-file", Some(output_file(&opt, value())?))),
             "--open-mode" => Some(("--open-mode", Some(open_mode(value())?))),
-            "--constraint" | "-C" => Some(("--constraint", value())),
+            "--constraint" | "-C" => {
+                // Checked here, so a mistake names its line; joined to a GPU type at the end.
+                let v = value().unwrap_or_default();
+                v.parse::<berth_model::Constraint>()
+                    .map_err(|e| format!("invalid #SBATCH --constraint `{v}`: {}", e.0))?;
+                tasks.constraint = Some(v);
+                None
+            }
             "--qos" | "-q" => Some(("--qos", value())),
             "--exclusive" => match &inline {
                 None => Some(("--exclusive", None)),
@@ -281,18 +325,28 @@ fn slurm_mem(v: &str) -> String {
     if !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()) { format!("{v}M") } else { v.to_string() }
 }
 
-/// The GPU count of `--gres=gpu[:type]:N` (or `--gpus=[type:]N`); `None` for other resources.
-fn slurm_gpus(opt: &str, v: &str) -> Option<String> {
+/// The GPU type (lowercase) and count of `--gres=gpu[:type][:N]` (other resources: `None`),
+/// or of `--gpus`, `--gpus-per-node` and `--gpus-per-task` (`[type:]N`).
+fn gpu_request(opt: &str, v: &str) -> Option<(Option<String>, String)> {
+    let lower = |t: &str| Some(t.to_ascii_lowercase());
     if opt == "--gres" {
         let gpu = v.split(',').find(|g| g.starts_with("gpu"))?;
-        let mut parts = gpu.split(':');
-        if parts.next()? != "gpu" {
+        let parts: Vec<&str> = gpu.split(':').collect();
+        if parts[0] != "gpu" {
             return None;
         }
-        let n = parts.next_back().unwrap_or("1");
-        return Some(if n.chars().all(|c| c.is_ascii_digit()) { n.to_string() } else { "1".into() });
+        let digits = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+        return Some(match parts[1..] {
+            [] => (None, "1".into()),
+            [n] if digits(n) => (None, n.into()),
+            [t] => (lower(t), "1".into()),
+            [t, n, ..] => (lower(t), n.into()),
+        });
     }
-    Some(v.rsplit(':').next().unwrap_or(v).to_string())
+    Some(match v.rsplit_once(':') {
+        Some((t, n)) => (lower(t), n.to_string()),
+        None => (None, v.to_string()),
+    })
 }
 
 /// Slurm time (`minutes`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`) in berth's form (`30m`,
@@ -368,7 +422,7 @@ mod tests {
         assert_eq!(all("--mem-per-cpu=100").unwrap(), ["--mem", &format!("{}B", 100u64 << 20)]);
         assert_eq!(
             all("--ntasks-per-node=4 --gpus-per-task=a100:1").unwrap(),
-            ["--tasks-per-node", "4", "--cpus", "4", "--gpus", "4"]
+            ["--tasks-per-node", "4", "--cpus", "4", "--gpus", "4", "--constraint", "gpu-type=a100"]
         );
         let e = all("--nodes=2 --ntasks=5").unwrap_err();
         assert!(e.contains("--ntasks=5") && e.contains("--nodes=2") && e.contains("--ntasks-per-node"), "{e}");
@@ -387,7 +441,7 @@ mod tests {
         let w = |s: &str| crate::script::split_words(s).unwrap();
         let translate = |w: &[String]| translate(w, &mut Tasks::default()).unwrap();
         assert_eq!(translate(&w("--gres=gpu:1")).0, ["--gpus", "1"]);
-        assert_eq!(all("--gpus=v100:2").unwrap(), ["--gpus", "2"]);
+        assert_eq!(all("--gpus=v100:2").unwrap(), ["--gpus", "2", "--constraint", "gpu-type=v100"]);
         assert_eq!(translate(&w("--gres=nvme:1")).1, ["--gres=nvme:1"]);
         assert_eq!(translate(&w("-J name --requeue")).0, ["--name", "name", "--requeue"]);
         assert_eq!(translate(&w("-N 2-4")).0, ["--nodes", "2"]);
@@ -404,10 +458,10 @@ mod tests {
         );
         assert_eq!(translate(&w("-eerr.txt --open-mode t")).0, ["--error-file", "err.txt", "--open-mode", "truncate"]);
         assert_eq!(
-            translate(&w("-C a100&ib --exclusive -q high")).0,
-            ["--constraint", "a100&ib", "--exclusive", "--qos", "high"]
+            all("-C a100&ib --exclusive -q high").unwrap(),
+            ["--exclusive", "--qos", "high", "--constraint", "a100&ib"]
         );
-        assert_eq!(translate(&w("--constraint=gpu=a100 --qos=low")).0, ["--constraint", "gpu=a100", "--qos", "low"]);
+        assert_eq!(all("--constraint=gpu=a100 --qos=low").unwrap(), ["--qos", "low", "--constraint", "gpu=a100"]);
         let e = super::translate(&w("--exclusive=user"), &mut Tasks::default()).unwrap_err();
         assert!(e.contains("--exclusive=user") && e.contains("not supported"), "{e}");
         let (out, ignored) = translate(&w("--mail-type=ALL --mail-user me@lab.org --wckey=x --comment hi --foo=1"));
@@ -435,7 +489,10 @@ mod tests {
     fn sbatch_gpus_is_the_jobs_total_not_each_nodes() {
         // `-N 2 --gpus=2` gave each node 2 GPUs, 4 in all, where Slurm gives the job 2.
         assert_eq!(all("-N 2 --gpus=2").unwrap(), ["--nodes", "2", "--gpus", "1"]);
-        assert_eq!(all("--gpus=4 --nodes=2 -G a100:4").unwrap(), ["--nodes", "2", "--gpus", "2"]);
+        assert_eq!(
+            all("--gpus=4 --nodes=2 -G a100:4").unwrap(),
+            ["--nodes", "2", "--gpus", "2", "--constraint", "gpu-type=a100"]
+        );
         assert_eq!(all("-G 3").unwrap(), ["--gpus", "3"], "one node: all of them");
         assert_eq!(all("--gpus=0.5").unwrap(), ["--gpus", "0.5"], "berth's fractions on one node");
         let e = all("-N 2 --gpus=3").unwrap_err();
@@ -473,5 +530,26 @@ mod tests {
             let e = berth_model::parse_duration(&slurm_time(t)).unwrap_err().to_string();
             assert!(e.contains("maximum, 36500d"), "{t}: {e}");
         }
+    }
+
+    /// A GPU type in any GPU option becomes the feature `gpu-type=TYPE`, joined to the
+    /// script's constraint; it used to be dropped, the job placed on any GPU.
+    #[test]
+    fn a_gpu_type_is_a_feature_joined_to_the_constraint() {
+        assert_eq!(all("--gres=gpu:A100:2").unwrap(), ["--gpus", "2", "--constraint", "gpu-type=a100"]);
+        assert_eq!(all("--gres=gpu:h100").unwrap(), ["--gpus", "1", "--constraint", "gpu-type=h100"]);
+        assert_eq!(all("--gres=gpu:2").unwrap(), ["--gpus", "2"], "no type, no feature");
+        assert_eq!(all("--gpus-per-node=l40s:1").unwrap(), ["--gpus", "1", "--constraint", "gpu-type=l40s"]);
+        assert_eq!(
+            all("-C ib --gres=gpu:a100:1").unwrap(),
+            ["--gpus", "1", "--constraint", "ib&gpu-type=a100"],
+            "the type joins the script's features"
+        );
+        let e = all("-C 'a|b' --gpus=a100:1").unwrap_err();
+        assert!(
+            e.contains("cannot join a GPU type to alternatives") && e.contains("a&gpu-type=a100|b&gpu-type=a100"),
+            "{e}"
+        );
+        assert!(all("--gpus=a%b:1").unwrap_err().contains("invalid GPU type `a%b`"));
     }
 }

@@ -85,6 +85,28 @@ fn a_constraint_lands_on_the_node_that_offers_it_and_an_impossible_one_is_refuse
     assert!(e.contains("brackets.sh:2") && e.contains("matching OR"), "{e}");
 }
 
+/// A GPU type (`--gres=gpu:a100:1`, `--gpus=fake:1`) is the node feature `gpu-type=TYPE`:
+/// an admin's `gpu-type` label, or one the agent derives from its GPUs' model names (the fake
+/// GPUs are `Fake GPU`: `fake`). It used to be dropped, the job placed on any GPU.
+#[test]
+fn a_gpu_type_lands_on_a_node_with_that_type_and_an_absent_one_is_refused() {
+    let b =
+        Berth::cluster("", &[("n1", &["--fake-gpus", "1"]), ("n2", &["--fake-gpus", "1", "--label", "gpu-type=a100"])]);
+    let table = b.ok(&["nodes"]);
+    assert!(table.contains("gpu-type=fake") && table.contains("gpu-type=a100"), "{table}");
+    for (gres, node) in [("--gres=gpu:A100:1", "n2"), ("--gpus=fake:1", "n1")] {
+        let path =
+            script(&b, "typed.sh", &format!("#!/bin/sh\n#SBATCH {gres} --mem=32\nnvidia-smi -L 2>/dev/null; true\n"));
+        let (id, _) = submit(&b, &[path.to_str().unwrap()]);
+        let done = b.wait_state(id, "SUCCEEDED");
+        assert_eq!(done["job"]["nodes"], serde_json::json!([node]), "{gres}: {done:#}");
+        assert_eq!(done["job"]["gpu_milli"], 1000, "{gres}");
+    }
+    let path = script(&b, "h100.sh", "#!/bin/sh\n#SBATCH --gres=gpu:h100:1\ntrue\n");
+    let e = refused(&b, &["submit", path.to_str().unwrap()], 1);
+    assert!(e.contains("offers the features gpu-type=h100 (--constraint)") && e.contains("gpu-type=a100"), "{e}");
+}
+
 #[test]
 fn an_exclusive_job_gets_the_whole_node_and_the_next_job_waits_for_it() {
     let b = Berth::up(&["--fake-gpus", "2"]);

@@ -14,10 +14,11 @@ use crate::Gpu;
 /// The label that says a node's GPU type.
 pub const LABEL: &str = "gpu-type";
 
-/// Words of model names that say nothing of the type: vendors, brands, form factors, memory.
+/// Words of model names that say nothing of the type: vendors, brands, form factors, memory
+/// (and berth's own, of its fake GPUs: `berth fake GPU` is `fake`).
 const NOISE: &[&str] = &[
     "nvidia", "tesla", "geforce", "quadro", "gpu", "pcie", "sxm", "sxm2", "sxm3", "sxm4", "sxm5", "nvl", "hbm3",
-    "hbm3e",
+    "hbm3e", "berth",
 ];
 
 /// The type of a GPU from its model name, lowercase: the words left once vendors, form
@@ -76,7 +77,7 @@ mod tests {
             ("Tesla V100-SXM2-16GB", "v100"),
             ("NVIDIA GeForce RTX 4090", "rtx4090"),
             ("NVIDIA L40S", "l40s"),
-            ("Fake GPU", "fake"),
+            ("berth fake GPU", "fake"),
         ] {
             assert_eq!(of_model(model).as_deref(), Some(t), "{model}");
         }
