@@ -1,6 +1,6 @@
 //! `scontrol` as lab scripts call it, through the link `berth install-slurm-commands` makes:
 //! `show hostnames` (from an argument and from `SLURM_JOB_NODELIST` inside a job), `show
-//! hostlist`, `show job` for a running job, an ended one and an array task, another user's
+//! hostlist`, `show node`, `show partition`, `show job` for a running job, an ended one and an array task, another user's
 //! job (invalid, like one that does not exist), and the commands berth refuses. Also
 //! `SLURM_SUBMIT_DIR` under `#SBATCH --chdir`: the directory sbatch ran in, not the job's;
 //! and sbatch's task options merged with the script's.
@@ -114,6 +114,15 @@ fn scontrol_shows_hosts_and_jobs_and_refuses_what_berth_cannot_do() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
     assert!(text(&o.stderr).contains("Invalid job id specified"), "{}", text(&o.stderr));
+
+    // Nodes and queues, briefly.
+    let shown = ok(&b, &bin, &root, "scontrol", &["show", "node", &node]);
+    assert!(shown.starts_with(&format!("NodeName={node}\n")) && shown.contains(" CPUTot="), "{shown}");
+    let o = run(&b, &bin, &root, "scontrol", &["show", "node", "nosuchnode"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("Node nosuchnode not found"), "{}", text(&o.stderr));
+    let shown = ok(&b, &bin, &root, "scontrol", &["-o", "show", "partition"]);
+    assert!(shown.contains(&format!("Nodes={node} State=UP")), "{shown}");
 
     // What berth cannot do says what to use instead.
     for cmd in [&["hold", "1"][..], &["release", "1"], &["update", "JobId=1", "TimeLimit=5"], &["requeue", "1"]] {

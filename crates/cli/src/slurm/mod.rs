@@ -13,6 +13,7 @@ mod sacct;
 mod sbatch_cmd;
 mod scancel;
 mod scontrol;
+mod scontrol_nodes;
 mod sinfo;
 mod squeue;
 pub mod states;

@@ -1,7 +1,7 @@
 //! `scontrol`: the subcommands lab scripts and tools call. `show hostnames [LIST]` expands a
 //! host list (`SLURM_JOB_NODELIST` without one), `show hostlist NAMES` compresses one (both
 //! `berth_model::hostlist`), `show job [ID]` prints a job in Slurm's `Key=Value` layout
-//! (`-o` on one line). What berth cannot do (`hold`, `release`, `update`, `requeue`, ...) is
+//! (`-o` on one line), `show node`/`show partition` (`scontrol_nodes`). What berth cannot do (`hold`, `release`, `update`, `requeue`, ...) is
 //! refused with the berth command that does it instead, exit 1.
 
 use std::ffi::OsString;
@@ -23,6 +23,7 @@ berth answers these scontrol commands:
   show hostnames [HOSTLIST]   one host name per line (default: $SLURM_JOB_NODELIST)
   show hostlist NAMES         NAMES (a,b,c or a host list) as one host list
   show job [JOB_ID]           a job (all of yours without JOB_ID), Key=Value
+  show node [NAME]            nodes; show partition [NAME]: queues
   -o, --oneliner              one line per job
 hold, release, update, requeue and the rest are refused with the berth command to use.
 See docs/slurm.md.";
@@ -97,10 +98,13 @@ async fn show(args: &[String], oneliner: bool) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         "job" | "jobs" | "jobid" => show_jobs(arg, oneliner).await,
-        "node" | "nodes" | "partition" | "partitions" => {
-            bail!("show {what} is not supported: use sinfo, or berth nodes and berth queues")
+        "node" | "nodes" => super::scontrol_nodes::show_nodes(arg, oneliner).await.map(|()| ExitCode::SUCCESS),
+        "partition" | "partitions" => {
+            super::scontrol_nodes::show_partitions(arg, oneliner).await.map(|()| ExitCode::SUCCESS)
         }
-        other => bail!("invalid entity: {other} for keyword: show (berth knows hostnames, hostlist, job)"),
+        other => {
+            bail!("invalid entity: {other} for keyword: show (berth knows hostnames, hostlist, job, node, partition)")
+        }
     }
 }
 
@@ -180,16 +184,7 @@ pub fn render(d: &JobDetail, now: jiff::Timestamp, oneliner: bool) -> String {
         vec![format!("StdErr={stderr}")],
         vec![format!("StdOut={stdout}")],
     ];
-    if oneliner {
-        lines.iter().flatten().cloned().collect::<Vec<_>>().join(" ")
-    } else {
-        let mut out = lines[0].join(" ");
-        for l in &lines[1..] {
-            out.push_str("\n   ");
-            out.push_str(&l.join(" "));
-        }
-        out
-    }
+    super::scontrol_nodes::layout(&lines, oneliner)
 }
 
 /// A command as one value: a script's text (a word with lines) stands as `(script)`.
