@@ -70,6 +70,8 @@ impl Tasks {
         }
         if let Some(g) = self.gpus_per_task {
             out.extend(["--gpus".to_string(), tasks.saturating_mul(g).to_string()]);
+            // Kept for srun, which gives each task its own (`SLURM_GPUS_PER_TASK`).
+            out.extend(["--gpus-per-task".to_string(), g.to_string()]);
         } else if let Some(g) = &self.gpus {
             out.extend(["--gpus".to_string(), per_node_gpus(g, nodes)?]);
         }
@@ -334,7 +336,7 @@ mod tests {
         assert_eq!(all("--mem-per-cpu=100").unwrap(), ["--mem", &format!("{}B", 100u64 << 20)]);
         assert_eq!(
             all("--ntasks-per-node=4 --gpus-per-task=a100:1").unwrap(),
-            ["--tasks-per-node", "4", "--cpus", "4", "--gpus", "4"]
+            ["--tasks-per-node", "4", "--cpus", "4", "--gpus", "4", "--gpus-per-task", "1"]
         );
         let e = all("--nodes=2 --ntasks=5").unwrap_err();
         assert!(e.contains("--ntasks=5") && e.contains("--nodes=2") && e.contains("--ntasks-per-node"), "{e}");
