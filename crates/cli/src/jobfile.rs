@@ -225,6 +225,7 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         requirements: env.requirements,
         pyproject: env.pyproject,
         tasks_per_node: f.tasks_per_node,
+        gpus_per_task: None,
         launch: f.launch.map(Into::into),
         output_file: f.output_file.map(|o| crate::specflags::parse_output_file(&o)).transpose().map_err(|e| bad(&e))?,
         error_file: f.error_file.map(|o| crate::specflags::parse_output_file(&o)).transpose().map_err(|e| bad(&e))?,

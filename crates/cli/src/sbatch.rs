@@ -91,6 +91,8 @@ impl Tasks {
         }
         if let Some(g) = self.gpus_per_task {
             out.extend(["--gpus".to_string(), tasks.saturating_mul(g).to_string()]);
+            // Kept for srun, which gives each task its own (`SLURM_GPUS_PER_TASK`).
+            out.extend(["--gpus-per-task".to_string(), g.to_string()]);
         } else if let Some(g) = &self.gpus {
             out.extend(["--gpus".to_string(), per_node_gpus(g, nodes)?]);
         }
@@ -392,7 +394,7 @@ mod tests {
         assert_eq!(merged("-N 2 --ntasks=4", "-c 2"), "--tasks-per-node 2 --cpus 4");
         assert_eq!(merged("-N 2 --ntasks=4", "-N 4"), "--tasks-per-node 1 --cpus 1");
         assert_eq!(merged("--gpus-per-task=1 --mem-per-cpu=1G", "--ntasks-per-node=4"), {
-            format!("--tasks-per-node 4 --cpus 4 --mem {}B --gpus 4", 4u64 << 30)
+            format!("--tasks-per-node 4 --cpus 4 --mem {}B --gpus 4 --gpus-per-task 1", 4u64 << 30)
         });
         assert_eq!(merged("", "-c 2"), "--cpus 2");
         assert!(tasks("-N 2 --ntasks=3").overlay(Tasks::default()).flags().is_err());
@@ -422,7 +424,18 @@ mod tests {
         assert_eq!(all("--mem-per-cpu=100").unwrap(), ["--mem", &format!("{}B", 100u64 << 20)]);
         assert_eq!(
             all("--ntasks-per-node=4 --gpus-per-task=a100:1").unwrap(),
-            ["--tasks-per-node", "4", "--cpus", "4", "--gpus", "4", "--constraint", "gpu-type=a100"]
+            [
+                "--tasks-per-node",
+                "4",
+                "--cpus",
+                "4",
+                "--gpus",
+                "4",
+                "--gpus-per-task",
+                "1",
+                "--constraint",
+                "gpu-type=a100"
+            ]
         );
         let e = all("--nodes=2 --ntasks=5").unwrap_err();
         assert!(e.contains("--ntasks=5") && e.contains("--nodes=2") && e.contains("--ntasks-per-node"), "{e}");

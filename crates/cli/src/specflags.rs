@@ -180,6 +180,11 @@ pub struct SpecFlags {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=berth_model::job::MAX_TASKS_PER_NODE as i64), help_heading = "Tasks")]
     pub tasks_per_node: Option<u32>,
 
+    /// GPUs of its own for each srun task (Slurm's --gpus-per-task): whole GPUs, at most the
+    /// kernel's (--gpus) over its tasks
+    #[arg(long, value_name = "G", value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Tasks")]
+    pub gpus_per_task: Option<u32>,
+
     /// Which kernels run the command: every one (each with its rank), or only the first, the
     /// others holding their nodes for `srun` (a Slurm batch script; the default for scripts
     /// with #SBATCH lines) [default: every]
@@ -371,6 +376,7 @@ impl SpecFlags {
             jupyter: over.jupyter || self.jupyter,
             tensorboard: over.tensorboard.or(self.tensorboard),
             tasks_per_node: over.tasks_per_node.or(self.tasks_per_node),
+            gpus_per_task: over.gpus_per_task.or(self.gpus_per_task),
             launch: over.launch.or(self.launch),
             output_file: over.output_file.or(self.output_file),
             error_file: over.error_file.or(self.error_file),
@@ -435,6 +441,7 @@ impl SpecFlags {
         spec.begin_at = self.begin;
         spec.signal = self.signal;
         spec.tasks_per_node = self.tasks_per_node.unwrap_or(1);
+        spec.gpus_per_task = self.gpus_per_task;
         spec.launch = self.launch.map(Into::into).unwrap_or_default();
         spec.output = berth_model::output::OutputFiles {
             stdout: self.output_file.clone(),

@@ -72,6 +72,10 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
         let whole = b.gpus.iter().filter(|g| g.milli >= 1000).count();
         set("SLURM_GPUS_ON_NODE", whole.to_string());
     }
+    if let Some(g) = spec.gpus_per_task {
+        // srun's default for --gpus-per-task, as in Slurm.
+        set("SLURM_GPUS_PER_TASK", g.to_string());
+    }
     add_array(env, job);
 }
 

@@ -156,6 +156,10 @@ pub struct JobSpec {
     /// each kernel by default, and `SLURM_NTASKS`. The kernel's resources are for all of them.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub tasks_per_node: u32,
+    /// GPUs of its own for each `srun` task (Slurm's `--gpus-per-task`): task L of a kernel
+    /// gets the kernel's GPUs L×G to L×G+G-1. Whole GPUs; at most the kernel's over its tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_task: Option<u32>,
     /// Where the command runs: in every kernel (torchrun style), or only in kernel 0 while
     /// the others hold their nodes for `srun` (a Slurm batch script).
     #[serde(default, skip_serializing_if = "Launch::is_every")]
@@ -367,6 +371,7 @@ impl JobSpec {
             array: None,
             array_task: None,
             tasks_per_node: 1,
+            gpus_per_task: None,
             launch: Launch::Every,
             output: crate::output::OutputFiles::default(),
             signal: None,
@@ -490,6 +495,19 @@ impl JobSpec {
             a.validate()?;
             if self.is_session() {
                 return bad("an array's tasks run unattended: drop --array, or -i/-t/--app/--jupyter");
+            }
+        }
+        if let Some(g) = self.gpus_per_task {
+            let whole = if self.resources.gpu_milli >= 1000 { self.resources.gpu_milli / 1000 } else { 0 };
+            if g == 0 || u64::from(g) * u64::from(self.tasks_per_node) > whole {
+                return bad(&format!(
+                    "--gpus-per-task {g} with {} task(s) per node needs {} whole GPUs per kernel, and the job asks \
+                     for {}: ask for --gpus {} or fewer GPUs per task",
+                    self.tasks_per_node,
+                    u64::from(g) * u64::from(self.tasks_per_node),
+                    crate::quantity::format_gpu_milli(self.resources.gpu_milli),
+                    u64::from(g) * u64::from(self.tasks_per_node)
+                ));
             }
         }
         if let Some(s) = &self.signal {
@@ -717,6 +735,21 @@ mod tests {
         s.output.stderr = None;
         s.tty = true;
         assert!(s.validate().unwrap_err().0.contains("output files are for batch jobs"));
+    }
+
+    #[test]
+    fn gpus_per_task_needs_whole_gpus_for_every_task() {
+        let mut s = JobSpec::command(["true"]);
+        s.resources.gpu_milli = 2000;
+        s.tasks_per_node = 2;
+        s.gpus_per_task = Some(1);
+        assert!(s.validate().is_ok());
+        s.gpus_per_task = Some(2);
+        assert!(s.validate().unwrap_err().0.contains("needs 4 whole GPUs per kernel"));
+        s.resources.gpu_milli = 500;
+        s.gpus_per_task = Some(1);
+        s.tasks_per_node = 1;
+        assert!(s.validate().is_err(), "a fraction is no GPU of its own");
     }
 
     #[test]

@@ -162,6 +162,8 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
     let outputs = Outputs::new(args.label, args.unbuffered, args.output.clone(), args.error.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let (done_tx, done_rx) = tokio::sync::mpsc::unbounded_channel();
+    // srun's flag, else the job's (`#SBATCH --gpus-per-task`, passed down by the manager).
+    let per_task_gpus = args.gpus_per_task.or_else(|| var("SLURM_GPUS_PER_TASK").and_then(|v| v.parse().ok()));
     let mut rank = 0;
     for (node, count) in counts.iter().enumerate() {
         for local in 0..*count {
@@ -172,7 +174,7 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
             };
             let env = task_env(&base, &task, local, &counts, info.step);
             let (out, err) = outputs.for_task(&info, &task)?;
-            let gpus = args.gpus_per_task.map(|g| task_gpus(local, g));
+            let gpus = per_task_gpus.map(|g| task_gpus(local, g));
             let req =
                 ExecRequest { kernel: node as u32, command: args.command.clone(), stdin: false, tty: false, env, gpus };
             let (client, path, stop, done) =
