@@ -1,10 +1,12 @@
-//! Job specs as users submit them, and the states a job moves through (DESIGN.md §6).
+//! Job specs as users submit them; the states a job moves through are `job_state`'s.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use utoipa::ToSchema;
+
+pub use crate::job_state::JobState;
 
 /// Jobs are numbered from 1 in submit order, like Slurm job ids.
 pub type JobId = i64;
@@ -602,103 +604,6 @@ pub fn valid_name(s: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{0}")]
 pub struct SpecError(pub String);
-
-/// The states of DESIGN.md §6.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum JobState {
-    /// Where every job starts (and what a partial job listing without `state` reads as).
-    #[default]
-    Pending,
-    Scheduled,
-    Preparing,
-    Running,
-    Terminating,
-    Succeeded,
-    Failed,
-    Cancelled,
-    Timeout,
-    Lost,
-}
-
-impl JobState {
-    pub const ALL: [JobState; 10] = [
-        JobState::Pending,
-        JobState::Scheduled,
-        JobState::Preparing,
-        JobState::Running,
-        JobState::Terminating,
-        JobState::Succeeded,
-        JobState::Failed,
-        JobState::Cancelled,
-        JobState::Timeout,
-        JobState::Lost,
-    ];
-
-    /// A final state: the job will never change again.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            JobState::Succeeded | JobState::Failed | JobState::Cancelled | JobState::Timeout | JobState::Lost
-        )
-    }
-
-    /// A state in which the job holds devices on a node.
-    pub fn holds_resources(self) -> bool {
-        matches!(self, JobState::Scheduled | JobState::Preparing | JobState::Running | JobState::Terminating)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Pending => "PENDING",
-            JobState::Scheduled => "SCHEDULED",
-            JobState::Preparing => "PREPARING",
-            JobState::Running => "RUNNING",
-            JobState::Terminating => "TERMINATING",
-            JobState::Succeeded => "SUCCEEDED",
-            JobState::Failed => "FAILED",
-            JobState::Cancelled => "CANCELLED",
-            JobState::Timeout => "TIMEOUT",
-            JobState::Lost => "LOST",
-        }
-    }
-
-    /// Whether the lifecycle allows `self → to`.
-    pub fn can_become(self, to: JobState) -> bool {
-        use JobState::*;
-        if self.is_terminal() {
-            return false;
-        }
-        match (self, to) {
-            (Pending, Scheduled | Cancelled) => true,
-            (Scheduled, Preparing | Running | Pending | Terminating) => true,
-            (Preparing, Running | Pending | Terminating) => true,
-            // Back to the queue when the node is lost and the job asked for `requeue`.
-            (Running | Terminating, Pending) => true,
-            (Running, Terminating) => true,
-            // A job array ends from PENDING (it never runs itself) with its tasks' outcome.
-            (Pending, Succeeded | Failed) => true,
-            (_, Succeeded | Failed | Timeout | Lost | Cancelled) => self != Pending || to == Cancelled,
-            _ => false,
-        }
-    }
-}
-
-impl std::fmt::Display for JobState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for JobState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        JobState::ALL
-            .into_iter()
-            .find(|st| st.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown job state `{s}`"))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -19,6 +19,7 @@ pub mod folder;
 pub mod gpu_type;
 pub mod hostlist;
 pub mod job;
+mod job_state;
 pub mod measured;
 pub mod output;
 pub mod protocol;
