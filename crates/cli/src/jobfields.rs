@@ -219,6 +219,28 @@ pub fn slurm_mem(bytes: u64) -> String {
     format!("{}K", bytes.div_ceil(1024))
 }
 
+/// Checks that every field prints the same in `style` from a lean listing (only what
+/// [`reads`] names) as from the whole job: a field reading something it does not declare
+/// would print a default.
+#[cfg(test)]
+pub(crate) fn assert_fields_declare_what_they_read(style: &dyn Style) {
+    let jobs = crate::slurm::states::tests::varied();
+    let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
+    for info in FIELDS {
+        let asked = api_fields([&info.field]).join(",");
+        for j in &jobs {
+            let lean = crate::slurm::states::tests::lean(j, &asked);
+            assert_eq!(
+                value(info.field, &lean, now, style),
+                value(info.field, j, now, style),
+                "{} of a {} job, from `fields={asked}`",
+                info.berth,
+                j.state
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

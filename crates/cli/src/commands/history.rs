@@ -173,20 +173,6 @@ mod tests {
     /// whole job (sacct's test checks Slurm's words).
     #[test]
     fn each_field_prints_the_same_from_the_fields_it_asks_for() {
-        let jobs = crate::slurm::states::tests::varied();
-        let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
-        for info in jobfields::FIELDS {
-            let fields = jobfields::api_fields([&info.field]).join(",");
-            for j in &jobs {
-                let lean = crate::slurm::states::tests::lean(j, &fields);
-                assert_eq!(
-                    jobfields::value(info.field, &lean, now, &Berth),
-                    jobfields::value(info.field, j, now, &Berth),
-                    "{} of a {} job",
-                    info.berth,
-                    j.state
-                );
-            }
-        }
+        jobfields::assert_fields_declare_what_they_read(&Berth);
     }
 }

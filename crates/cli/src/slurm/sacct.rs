@@ -306,20 +306,6 @@ mod tests {
     /// from the whole job: a field reading something it does not declare would print a default.
     #[test]
     fn each_field_prints_the_same_from_the_fields_it_asks_for() {
-        let jobs = super::states::tests::varied();
-        let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
-        for info in jobfields::FIELDS {
-            let asked = jobfields::api_fields([&info.field]).join(",");
-            for j in &jobs {
-                let lean = super::states::tests::lean(j, &asked);
-                assert_eq!(
-                    jobfields::value(info.field, &lean, now, &Sacct),
-                    jobfields::value(info.field, j, now, &Sacct),
-                    "{} of a {} job, from `fields={asked}`",
-                    info.berth,
-                    j.state
-                );
-            }
-        }
+        jobfields::assert_fields_declare_what_they_read(&Sacct);
     }
 }
