@@ -242,6 +242,11 @@ impl Client {
         self.json(self.request(Method::POST, &format!("/v1/jobs/{id}/apps/{app}/link"))).await
     }
 
+    /// Stops running job `id` and queues it again (`POST /v1/jobs/{id}/requeue`).
+    pub async fn requeue(&self, id: JobId) -> anyhow::Result<berth_model::api::RequeueResult> {
+        self.json(self.request(Method::POST, &format!("/v1/jobs/{id}/requeue"))).await
+    }
+
     pub async fn cancel(&self, id: JobId) -> anyhow::Result<CancelResult> {
         self.json(self.request(Method::POST, &format!("/v1/jobs/{id}/cancel"))).await
     }

@@ -85,6 +85,8 @@ enum Command {
     Logs(commands::logs::LogsArgs),
     /// Cancel jobs
     Cancel(commands::cancel::CancelArgs),
+    /// Stop running jobs and queue them again, keeping their ids (Slurm's scontrol requeue)
+    Requeue(commands::requeue::RequeueArgs),
     /// List nodes and their GPUs with what is used and free
     Nodes(commands::nodes::NodesArgs),
     /// List the configured managers: which one leads, which stand by, which are down
@@ -244,6 +246,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Open(a) => apps::open(a).await,
         Command::Logs(a) => logs::run(a).await,
         Command::Cancel(a) => cancel::run(a).await,
+        Command::Requeue(a) => commands::requeue::run(a).await,
         Command::Nodes(a) => nodes::run(a).await,
         Command::Managers(a) => commands::control_plane::run(a).await,
         Command::Queues(a) => queues::run(a).await,

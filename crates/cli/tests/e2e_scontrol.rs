@@ -125,12 +125,68 @@ fn scontrol_shows_hosts_and_jobs_and_refuses_what_berth_cannot_do() {
     assert!(shown.contains(&format!("Nodes={node} State=UP")), "{shown}");
 
     // What berth cannot do says what to use instead.
-    for cmd in [&["hold", "1"][..], &["release", "1"], &["update", "JobId=1", "TimeLimit=5"], &["requeue", "1"]] {
+    for cmd in [&["hold", "1"][..], &["release", "1"], &["update", "JobId=1", "TimeLimit=5"], &["requeuehold", "1"]] {
         let o = run(&b, &bin, &root, "scontrol", cmd);
         assert_eq!(o.status.code(), Some(1), "{cmd:?}");
         assert!(text(&o.stderr).contains("not supported"), "{cmd:?}: {}", text(&o.stderr));
     }
     b.ok(&["cancel", &running.to_string()]);
+}
+
+/// `scontrol requeue $SLURM_JOB_ID` from inside the job (its step token is the credential; the
+/// user's are hidden from it):
+/// the job stops, waits in its queue and runs again as attempt 2 with `SLURM_RESTART_COUNT=1`,
+/// its `--open-mode=append` output keeping the first run's lines. `berth requeue` from
+/// outside does the same for its owner; another user's job is invalid, an ended one refused.
+#[test]
+fn a_job_requeues_itself_and_runs_again_with_its_output_appended() {
+    let b = Berth::up(&[]);
+    let (dir, bin) = support::slurm_bin_dir();
+    let root = dir.path().join("lab");
+    open_dir(&root);
+    let script = root.join("ckpt.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/bash\n#SBATCH -o run.log --open-mode=append\necho \"run $SLURM_RESTART_COUNT\"\n\
+         if [ \"$SLURM_RESTART_COUNT\" = 0 ]; then HOME=/nonexistent XDG_CONFIG_HOME= BERTH_TOKEN= BERTH_SOCKET= scontrol requeue $SLURM_JOB_ID || echo requeue failed; sleep 60; fi\n",
+    )
+    .unwrap();
+    let id = sbatch(&b, &bin, &root, &[script.to_str().unwrap()]);
+    let done = b.wait_state(id, "SUCCEEDED");
+    let log = std::fs::read_to_string(root.join("run.log")).unwrap();
+    assert_eq!(log, "run 0\nrun 1\n", "{done:#}");
+    let reasons: Vec<&str> =
+        done["transitions"].as_array().unwrap().iter().filter_map(|t| t["reason"].as_str()).collect();
+    assert!(reasons.iter().any(|r| r.starts_with("requeued by ")), "{reasons:?}");
+
+    // An ended job is refused, in Slurm's words.
+    let o = run(&b, &bin, &root, "scontrol", &["requeue", &id.to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(e.contains(&format!("Requeue of JobId={id} failed")) && e.contains("already finished"), "{e}");
+
+    // From outside: the owner's `berth requeue`; another user's is told the job does not exist.
+    let gate = root.join("gate");
+    let gated = format!("echo start; while [ ! -e {} ]; do sleep 0.05; done", gate.display());
+    let running = sbatch(&b, &bin, &root, &["-o", "gated.log", "--open-mode=append", "--wrap", &gated]);
+    b.wait_state(running, "RUNNING");
+    let token = b.create_user("mallory");
+    let o = tool(&b, &bin, &root, "scontrol", &["requeue", &running.to_string()])
+        .env("BERTH_URL", &b.url)
+        .env("BERTH_TOKEN", &token)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("Invalid job id specified"), "{}", text(&o.stderr));
+    assert!(b.ok(&["requeue", &running.to_string()]).contains("requeued"));
+    // It runs again (a second `start`), then the gate lets it end.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(root.join("gated.log")).unwrap_or_default() != "start\nstart\n" {
+        assert!(std::time::Instant::now() < deadline, "the requeued job never ran again");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::fs::write(&gate, "").unwrap();
+    b.wait_state(running, "SUCCEEDED");
 }
 
 #[test]

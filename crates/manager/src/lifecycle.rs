@@ -111,6 +111,7 @@ impl Move {
             Some(StopCause::Cancelled { by }) => {
                 Move::end(JobState::Cancelled, EndCause::Cancelled, format!("cancelled by {by} ({message})"))
             }
+            Some(StopCause::Requeued { by }) => Move::to(JobState::Pending, format!("requeued by {by}")),
             Some(StopCause::Idle { idle_secs }) => Move::end(
                 JobState::Timeout,
                 EndCause::Idle,

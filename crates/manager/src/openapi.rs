@@ -21,6 +21,7 @@ use crate::api::misc;
 use crate::api::nodes;
 use crate::api::queues;
 use crate::api::quota;
+use crate::api::requeue;
 use crate::api::signal;
 use crate::api::tenancy;
 use crate::api::usage;
@@ -66,6 +67,7 @@ use crate::web::login;
         jobs::cancel,
         jobs::cancel_tasks,
         signal::signal,
+        requeue::requeue,
         apps::list,
         apps::link,
         logs::logs,

@@ -405,6 +405,14 @@ pub struct CancelResult {
     pub state: JobState,
 }
 
+/// `POST /v1/jobs/{id}/requeue` answer: the job, stopping (TERMINATING) before it is PENDING
+/// again as a new attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RequeueResult {
+    pub id: JobId,
+    pub state: JobState,
+}
+
 /// `POST /v1/jobs/{id}/tasks/cancel` body: tasks of job array `id`, in `--array`'s syntax
 /// (`7`, `1-5,9`), made or not (Slurm's `scancel 12_7`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -46,6 +46,10 @@ pub enum StopCause {
     /// An interactive session had no client attached and no app traffic for `idle_secs`, its
     /// queue's `idle_timeout`.
     Idle { idle_secs: u64 },
+    /// A user (the owner, an admin, or the job itself with its step token) asked for it to
+    /// run again (`berth requeue`, Slurm's `scontrol requeue`): back to PENDING once its
+    /// kernels stopped, as a new attempt.
+    Requeued { by: String },
 }
 
 /// How a job's run ended (set with its final state).

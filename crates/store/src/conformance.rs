@@ -402,6 +402,20 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
     let j = s.job(id).await.unwrap().unwrap();
     assert_eq!((j.state, j.stop, j.end_cause), (JobState::Cancelled, Some(by), Some(EndCause::Cancelled)));
 
+    // A requeue a user asked for: typed while the job stops (it then gets a new attempt).
+    let id = s.insert_job(u.id, &JobSpec::command(["train"]), None, at(7)).await.unwrap();
+    let requeued = StopCause::Requeued { by: "grace".into() };
+    s.apply(&[
+        tr(id, JobState::Pending, JobState::Scheduled, 8, "scheduled on n1"),
+        tr(id, JobState::Scheduled, JobState::Running, 8, "started"),
+        tr(id, JobState::Running, JobState::Terminating, 9, "requeue requested by grace"),
+        Change::Stop { job_id: id, cause: requeued.clone() },
+    ])
+    .await
+    .unwrap();
+    let j = s.job(id).await.unwrap().unwrap();
+    assert_eq!((j.state, j.stop), (JobState::Terminating, Some(requeued)));
+
     // An idle session: stopped by the idle checker, typed as such through its end.
     let id = s.insert_job(u.id, &JobSpec::command(["jupyter"]), None, at(7)).await.unwrap();
     let idle = StopCause::Idle { idle_secs: 600 };

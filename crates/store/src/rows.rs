@@ -93,6 +93,7 @@ pub(crate) fn stop_cause(
     Ok(match (by, for_job, action) {
         (None, None, None) => None,
         (Some(by), None, None) => Some(StopCause::Cancelled { by }),
+        (Some(by), None, Some("requeue")) => Some(StopCause::Requeued { by }),
         (None, Some(by_job), Some(a)) => {
             let action = PreemptAction::parse(a).ok_or_else(|| StoreError::Corrupt(format!("preempt action `{a}`")))?;
             Some(StopCause::Preempted { by_job, action })

@@ -18,6 +18,9 @@ pub(crate) async fn set_stop(tx: &mut DbConn, job_id: JobId, cause: &StopCause) 
         StopCause::Cancelled { by } => (Some(by.as_str()), None, None, None),
         StopCause::Preempted { by_job, action } => (None, Some(*by_job), Some(action.as_str()), None),
         StopCause::Idle { idle_secs } => (None, None, None, Some(*idle_secs as i64)),
+        // A requeue asked for by a user: the canceller's column with the requeue action and
+        // no preemptor (the columns' CHECK allows it, so no migration).
+        StopCause::Requeued { by } => (Some(by.as_str()), None, Some("requeue"), None),
     };
     let done = sqlx::query(&sql(
         "UPDATE jobs SET cancelled_by = ?, preempted_by = ?, preempt_action = ?, idle_stop_secs = ? WHERE id = ?",

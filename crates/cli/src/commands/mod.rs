@@ -29,6 +29,7 @@ pub mod ps;
 pub mod ps_watch;
 pub mod queues;
 pub mod quota;
+pub mod requeue;
 pub mod run;
 pub mod show;
 pub mod signal;

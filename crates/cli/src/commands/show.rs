@@ -68,6 +68,7 @@ fn render(d: &JobDetail) -> String {
         Some(StopCause::Preempted { by_job, action }) => {
             line("stop", format!("preempted by job {by_job}, then {}", action.as_str()))
         }
+        Some(StopCause::Requeued { by }) => line("stop", format!("requeued by {by}")),
         Some(StopCause::Idle { idle_secs }) => {
             line("stop", format!("idle for {} (the queue's idle timeout)", format_duration(*idle_secs)))
         }

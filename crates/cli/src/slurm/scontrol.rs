@@ -1,7 +1,7 @@
 //! `scontrol`: the subcommands lab scripts and tools call. `show hostnames [LIST]` expands a
 //! host list (`SLURM_JOB_NODELIST` without one), `show hostlist NAMES` compresses one (both
 //! `berth_model::hostlist`), `show job [ID]` prints a job in Slurm's `Key=Value` layout
-//! (`-o` on one line), `show node`/`show partition` (`scontrol_nodes`). What berth cannot do (`hold`, `release`, `update`, `requeue`, ...) is
+//! (`-o` on one line), `show node`/`show partition` (`scontrol_nodes`). `requeue` (`commands::requeue`). What berth cannot do (`hold`, `release`, `update`, ...) is
 //! refused with the berth command that does it instead, exit 1.
 
 use std::ffi::OsString;
@@ -24,8 +24,9 @@ berth answers these scontrol commands:
   show hostlist NAMES         NAMES (a,b,c or a host list) as one host list
   show job [JOB_ID]           a job (all of yours without JOB_ID), Key=Value
   show node [NAME]            nodes; show partition [NAME]: queues
+  requeue JOB_ID[,JOB_ID...]  stop running jobs and queue them again (a new attempt each)
   -o, --oneliner              one line per job
-hold, release, update, requeue and the rest are refused with the berth command to use.
+hold, release, update and the rest are refused with the berth command to use.
 See docs/slurm.md.";
 
 pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
@@ -63,15 +64,45 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
             "update is not supported: a berth job's spec is fixed at submit; cancel it (scancel) and submit it again \
              with the new options"
         ),
-        "requeue" | "requeuehold" => bail!(
-            "{command} is not supported yet: cancel the job (scancel) and submit it again; a job submitted with \
-             --requeue is requeued by berth when its node is lost"
+        "requeue" => requeue(args).await,
+        "requeuehold" => bail!(
+            "requeuehold is not supported: berth holds a job only for its dependency or --begin time; use \
+             scontrol requeue, or cancel the job (scancel) and submit it again"
         ),
         "suspend" | "resume" => bail!("{command} is not supported: berth does not suspend jobs"),
         other => {
-            bail!("invalid keyword: {other} (berth's scontrol knows show, and refuses hold, release, update, requeue)")
+            bail!(
+                "invalid keyword: {other} (berth's scontrol knows show and requeue, and refuses hold, release, update)"
+            )
         }
     }
+}
+
+/// `scontrol requeue JOBID[,JOBID...]`: each job stopped and queued again (its next run a
+/// new attempt), in Slurm's words when one cannot be.
+async fn requeue(args: &[String]) -> anyhow::Result<ExitCode> {
+    let ids: Vec<&str> = args.iter().flat_map(|a| a.split(',')).filter(|s| !s.is_empty()).collect();
+    if ids.is_empty() {
+        bail!("requeue what? scontrol requeue JOBID[,JOBID...]");
+    }
+    let mut failed = false;
+    for raw in ids {
+        let Ok(id) = raw.parse::<berth_model::JobId>() else {
+            eprintln!("scontrol: error: Invalid job id specified: {raw}");
+            failed = true;
+            continue;
+        };
+        if let Err(e) = crate::commands::requeue::requeue(id).await {
+            let why = match crate::client::refused_with(&e) {
+                Some(reqwest::StatusCode::NOT_FOUND) => "Invalid job id specified".to_string(),
+                Some(reqwest::StatusCode::FORBIDDEN) => "Access/permission denied".to_string(),
+                _ => format!("{e:#}"),
+            };
+            eprintln!("scontrol: error: Requeue of JobId={id} failed: {why}");
+            failed = true;
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 async fn show(args: &[String], oneliner: bool) -> anyhow::Result<ExitCode> {

@@ -492,7 +492,7 @@ pub(super) fn may_cancel(user: &User, job: &crate::state::Job) -> Result<(), Api
 /// The stored row of a job no longer in memory, once `user` may cancel it: the same answers as
 /// `may_cancel`, given before anything about the job's state, so a job one may not cancel
 /// reveals neither whether it ended nor what it was.
-async fn cancellable_row(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
+pub(super) async fn cancellable_row(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
     let row = visible_job(m, user, id).await?;
     if !user.is_admin() && row.user_id != user.id {
         return Err(not_yours(id, &row.user));

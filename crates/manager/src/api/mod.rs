@@ -18,6 +18,7 @@ pub mod misc;
 pub mod nodes;
 pub mod queues;
 pub mod quota;
+pub mod requeue;
 pub mod signal;
 pub mod tenancy;
 pub mod usage;
@@ -46,6 +47,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/tasks/cancel", post(jobs::cancel_tasks))
         .route("/v1/jobs/{id}/signal", post(signal::signal))
+        .route("/v1/jobs/{id}/requeue", post(requeue::requeue))
         .route("/v1/jobs/{id}/logs", get(logs::logs))
         .route("/v1/jobs/{id}/exec", get(exec::exec))
         .route("/v1/jobs/{id}/port-forward", get(forward::forward))
