@@ -26,7 +26,8 @@ fn gpu_cluster() -> Berth {
     let b = Berth::cluster(
         "[qos.high]\npriority = 10\n",
         &[
-            ("n1", &["--queue", "gpu", "--fake-gpus", "2", "--label", "a100=yes"]),
+            // Its admin names its GPUs' type, as gres.conf's `Type=a100` does (`--gres=gpu:a100:1`).
+            ("n1", &["--queue", "gpu", "--fake-gpus", "2", "--label", "a100=yes", "--label", "gpu-type=a100"]),
             ("n2", &["--queue", "gpu", "--fake-gpus", "2"]),
         ],
     );
