@@ -111,6 +111,8 @@ pub struct Context<'a> {
     pub node_index: u32,
     /// The task's rank (`%t`).
     pub task: u32,
+    /// The step (`%s`; `%J` is `JOB.STEP`): an `srun`'s number, none for the batch script.
+    pub step: Option<u32>,
 }
 
 /// The paths one kernel writes, expanded: `None` where the stream goes to the agent's log.
@@ -272,8 +274,11 @@ impl Template {
                     Field::ArrayIndex => num(index, w),
                     Field::ArrayIndexMod10 => num(index % 10, w),
                     Field::Job => num(c.job_id as u64, w),
-                    Field::JobStep => format!("{}.batch", num(c.job_id as u64, w)),
-                    Field::Step => "batch".into(),
+                    Field::JobStep => match c.step {
+                        Some(s) => format!("{}.{s}", num(c.job_id as u64, w)),
+                        None => format!("{}.batch", num(c.job_id as u64, w)),
+                    },
+                    Field::Step => c.step.map_or_else(|| "batch".into(), |s| num(s.into(), w)),
                     Field::Name => c.name.to_string(),
                     Field::User => c.user.to_string(),
                     Field::Node => short_name(c.node).to_string(),
@@ -304,6 +309,7 @@ mod tests {
             node: "gpu01.lab.example",
             node_index: 0,
             task: 0,
+            step: None,
         }
     }
 

@@ -46,7 +46,7 @@ pub(crate) fn paths(
     let user = env.get("BERTH_USER").map(String::as_str).unwrap_or_default();
     let task = if spec.launch == berth_model::Launch::First { 0 } else { key.index };
     let array = spec.array_task.map(|t| (t.array_id, t.index));
-    let c = Context { job_id: key.job_id, array, name: &name, user, node, node_index: key.index, task };
+    let c = Context { job_id: key.job_id, array, name: &name, user, node, node_index: key.index, task, step: None };
     spec.output.expand(&c).map(Some).map_err(|e| e.0)
 }
 

@@ -256,7 +256,16 @@ pub(crate) fn output_files(d: &JobDetail, index: u32) -> berth_model::output::Pa
             let name = job_name(s.name.as_deref().or(d.job.name.as_deref()), d.job.id);
             let task = if s.launch == berth_model::Launch::First { 0 } else { index };
             let array = s.array_task.map(|t| (t.array_id, t.index));
-            let c = Context { job_id: d.job.id, array, name: &name, user: &d.job.user, node, node_index: index, task };
+            let c = Context {
+                job_id: d.job.id,
+                array,
+                name: &name,
+                user: &d.job.user,
+                node,
+                node_index: index,
+                task,
+                step: None,
+            };
             s.output.expand(&c).unwrap_or_default()
         }
         None => Paths { stdout: s.output.stdout.clone(), stderr: s.output.stderr.clone().or(s.output.stdout.clone()) },

@@ -150,6 +150,9 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
         name: var("SLURM_JOB_NAME").unwrap_or_default(),
         user: var("SLURM_JOB_USER").or_else(|| var("USER")).unwrap_or_default(),
         step: next_step(&job, &token),
+        array: var("SLURM_ARRAY_JOB_ID")
+            .and_then(|a| a.parse().ok())
+            .zip(var("SLURM_ARRAY_TASK_ID").and_then(|i| i.parse().ok())),
     };
     let creds = crate::credentials::Credentials {
         url,

@@ -1,8 +1,10 @@
 //! Where `srun`'s tasks write: srun's own standard output and error, whole lines at a time so
 //! that tasks never cut into each other's lines (`-l` puts `N: ` before each), or raw as the
-//! bytes come (`-u`); or files named by `--output`/`--error` patterns, as Slurm expands them
-//! (`%j` job, `%t` task, `%n` node of the step, `%N` node name, `%s` step, `%u` user, `%x` job
-//! name, `%%`). Tasks whose patterns expand to one path share the file, truncated once.
+//! bytes come (`-u`); or files named by `--output`/`--error` patterns, expanded by the one
+//! template of `berth_model::output` (`%j` job, `%t` task, `%n` node of the step, `%N` node
+//! name, `%s` step, `%J` job.step, `%A`/`%a` array, `%u` user, `%x` job name, `%%`; an unknown
+//! pattern is refused, as sbatch refuses it). Tasks whose patterns expand to one path share
+//! the file, truncated once.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -27,46 +29,24 @@ pub struct JobInfo {
     pub name: String,
     pub user: String,
     pub step: u32,
+    /// The array's job id and this task's index, in a job array's task.
+    pub array: Option<(berth_model::JobId, u32)>,
 }
 
-/// Expands a Slurm file name pattern for one task. Unknown `%` letters stay as written.
-pub fn expand(pattern: &str, job: &JobInfo, task: &TaskInfo) -> String {
-    let mut out = String::new();
-    let mut chars = pattern.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        // Slurm allows a zero-padding width: `%3t` is `007`.
-        let mut width = String::new();
-        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-            width.push(*d);
-            chars.next();
-        }
-        let w: usize = width.parse().unwrap_or(0);
-        let num = |n: u32| format!("{n:0w$}");
-        match chars.next() {
-            Some('%') => out.push('%'),
-            Some('j') | Some('J') => out.push_str(&job.id),
-            Some('t') => out.push_str(&num(task.rank)),
-            Some('n') => out.push_str(&num(task.node)),
-            Some('N') => out.push_str(&task.node_name),
-            Some('s') => out.push_str(&num(job.step)),
-            Some('u') => out.push_str(&job.user),
-            Some('x') => out.push_str(&job.name),
-            Some(other) => {
-                out.push('%');
-                out.push_str(&width);
-                out.push(other);
-            }
-            None => {
-                out.push('%');
-                out.push_str(&width);
-            }
-        }
-    }
-    out
+/// Expands a Slurm file name pattern for one task; an unknown pattern is an error naming it.
+pub fn expand(pattern: &str, job: &JobInfo, task: &TaskInfo) -> anyhow::Result<String> {
+    let template = berth_model::output::Template::parse(pattern).map_err(|e| anyhow::anyhow!(e.0))?;
+    let c = berth_model::output::Context {
+        job_id: job.id.parse().unwrap_or_default(),
+        array: job.array,
+        name: &job.name,
+        user: &job.user,
+        node: &task.node_name,
+        node_index: task.node,
+        task: task.rank,
+        step: Some(job.step),
+    };
+    Ok(template.expand(&c))
 }
 
 /// A place output goes: srun's stdout or stderr, or a file.
@@ -113,11 +93,11 @@ impl Outputs {
     /// output (a file of `--output`), else to ours.
     pub fn for_task(&self, job: &JobInfo, task: &TaskInfo) -> anyhow::Result<(TaskWriter, TaskWriter)> {
         let out = match &self.output {
-            Some(p) => self.file(&expand(p, job, task))?,
+            Some(p) => self.file(&expand(p, job, task)?)?,
             None => Target::Stdout,
         };
         let err = match (&self.error, &self.output) {
-            (Some(p), _) => self.file(&expand(p, job, task))?,
+            (Some(p), _) => self.file(&expand(p, job, task)?)?,
             (None, Some(_)) => out.clone(),
             (None, None) => Target::Stderr,
         };
@@ -194,11 +174,17 @@ mod tests {
 
     #[test]
     fn patterns_expand_like_slurm() {
-        let job = JobInfo { id: "42".into(), name: "train".into(), user: "ada".into(), step: 3 };
-        assert_eq!(expand("out-%j-%t.log", &job, &task(5)), "out-42-5.log");
-        assert_eq!(expand("%x.%s.%n.%N.%u", &job, &task(5)), "train.3.1.n2.ada");
-        assert_eq!(expand("100%% %3t %q %", &job, &task(7)), "100% 007 %q %");
-        assert_eq!(expand("plain", &job, &task(0)), "plain");
+        let job = JobInfo { id: "42".into(), name: "train".into(), user: "ada".into(), step: 3, array: None };
+        let x = |p: &str, t: u32| expand(p, &job, &task(t)).unwrap();
+        assert_eq!(x("out-%j-%t.log", 5), "out-42-5.log");
+        assert_eq!(x("%x.%s.%n.%N.%u", 5), "train.3.1.n2.ada");
+        assert_eq!(x("100%% %3t %J", 7), "100% 007 42.3");
+        assert_eq!(x("plain", 0), "plain");
+        let task_of_array = JobInfo { array: Some((40, 2)), ..job.clone() };
+        assert_eq!(expand("%A_%a-%t", &task_of_array, &task(1)).unwrap(), "40_2-1");
+        // The same template as sbatch's: a pattern it does not know is refused, not kept.
+        let e = expand("%q.log", &job, &task(0)).unwrap_err().to_string();
+        assert!(e.contains("unknown pattern `%q`"), "{e}");
     }
 
     #[test]

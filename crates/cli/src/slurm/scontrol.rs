@@ -236,6 +236,7 @@ fn output_paths(d: &JobDetail) -> (String, String) {
         node: j.nodes.first().map(String::as_str).unwrap_or_default(),
         node_index: 0,
         task: 0,
+        step: None,
     };
     let paths = d.spec.output.expand(&c).unwrap_or_default();
     let dir = std::path::Path::new(d.spec.workdir.as_deref().unwrap_or("/"));
