@@ -447,11 +447,7 @@ pub async fn cancel_tasks(
     Path(id): Path<JobId>,
     Json(body): Json<CancelTasks>,
 ) -> Result<axum::Json<Vec<TaskCancelled>>, ApiError> {
-    let wanted: berth_model::ArraySpec =
-        body.tasks.parse().map_err(|e: berth_model::SpecError| ApiError::bad_request(format!("tasks: {}", e.0)))?;
-    if wanted.throttle.is_some() {
-        return Err(ApiError::bad_request("tasks: a throttle (%N) means nothing here: give indices only"));
-    }
+    let wanted = task_list(&body.tasks)?;
     let outside = |id: JobId, array: &berth_model::ArraySpec| {
         let i = wanted.indices().find(|i| !array.contains(*i))?;
         Some(ApiError::unprocessable(format!("task {id}_{i} is not in job array {id} ({array})")))
@@ -489,6 +485,16 @@ pub(super) fn may_cancel(user: &User, job: &crate::state::Job) -> Result<(), Api
     Ok(())
 }
 
+/// A request's `tasks` of a job array (`1-5,9`, `--array`'s syntax without a throttle).
+pub(super) fn task_list(tasks: &str) -> Result<berth_model::ArraySpec, ApiError> {
+    let wanted: berth_model::ArraySpec =
+        tasks.parse().map_err(|e: berth_model::SpecError| ApiError::bad_request(format!("tasks: {}", e.0)))?;
+    if wanted.throttle.is_some() {
+        return Err(ApiError::bad_request("tasks: a throttle (%N) means nothing here: give indices only"));
+    }
+    Ok(wanted)
+}
+
 /// The stored row of a job no longer in memory, once `user` may cancel it: the same answers as
 /// `may_cancel`, given before anything about the job's state, so a job one may not cancel
 /// reveals neither whether it ended nor what it was.
@@ -501,6 +507,6 @@ pub(super) async fn cancellable_row(m: &Manager, user: &User, id: JobId) -> Resu
 }
 
 /// A shared job of one's project: visible, but only its owner or an admin may cancel it.
-pub(super) fn not_yours(id: JobId, owner: &str) -> ApiError {
+fn not_yours(id: JobId, owner: &str) -> ApiError {
     ApiError::forbidden(format!("job {id} belongs to {owner}; only its owner or an admin can cancel it"))
 }

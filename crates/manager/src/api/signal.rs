@@ -10,9 +10,9 @@ use axum::extract::State;
 use berth_model::api::{SignalRequest, SignalResult, SignalledKernel};
 use berth_model::protocol::{KernelKey, ManagerMessage};
 use berth_model::signal::{parse_signal, signal_name};
-use berth_model::{ArraySpec, JobId, JobState};
+use berth_model::{JobId, JobState};
 
-use super::jobs::{may_cancel, not_yours, visible_job};
+use super::jobs::{cancellable_row, may_cancel, task_list};
 use crate::auth::Auth;
 use crate::error::{ApiError, Json, Path};
 use crate::manager::Manager;
@@ -32,24 +32,11 @@ pub async fn signal(
     Json(body): Json<SignalRequest>,
 ) -> Result<axum::Json<SignalResult>, ApiError> {
     let signal = parse_signal(&body.signal).map_err(|e| ApiError::unprocessable(format!("signal: {}", e.0)))?;
-    let tasks = match &body.tasks {
-        None => None,
-        Some(t) => {
-            let spec: ArraySpec =
-                t.parse().map_err(|e: berth_model::SpecError| ApiError::bad_request(format!("tasks: {}", e.0)))?;
-            if spec.throttle.is_some() {
-                return Err(ApiError::bad_request("tasks: a throttle (%N) means nothing here: give indices only"));
-            }
-            Some(spec)
-        }
-    };
+    let tasks = body.tasks.as_deref().map(task_list).transpose()?;
     let st = m.jobs.lock().await;
     let Some(job) = st.jobs.get(&id) else {
         drop(st);
-        let row = visible_job(&m, &user, id).await?;
-        if !user.is_admin() && row.user_id != user.id {
-            return Err(not_yours(id, &row.user));
-        }
+        let row = cancellable_row(&m, &user, id).await?;
         return Err(not_running(id, row.state));
     };
     may_cancel(&user, job)?;
