@@ -187,6 +187,9 @@ pub struct JobSpec {
     /// config, which sets the job's priority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<String>,
+    /// The serving endpoint this job is a replica of (set by the manager; refused at submit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_of: Option<crate::endpoint::ReplicaOf>,
 }
 
 /// Which kernels of a job run its command.
@@ -380,6 +383,7 @@ impl JobSpec {
             constraint: None,
             exclusive: false,
             qos: None,
+            replica_of: None,
         }
     }
 
@@ -397,7 +401,7 @@ impl JobSpec {
     /// An interactive session (it serves apps, or clients attach to it: `berth run -i/-t`):
     /// its queue's `idle_timeout` and `max_session` apply to it.
     pub fn is_session(&self) -> bool {
-        !self.apps.is_empty() || self.interactive()
+        self.replica_of.is_none() && (!self.apps.is_empty() || self.interactive())
     }
 
     /// Whether the job waits for something besides resources: a begin time or other jobs.

@@ -14,6 +14,7 @@ pub mod code;
 pub mod constraint;
 pub mod dataset;
 pub mod dependency;
+pub mod endpoint;
 pub mod environment;
 pub mod folder;
 pub mod gpu_type;
