@@ -48,6 +48,15 @@ pub struct Jobs {
     pub(crate) metrics: Arc<Metrics>,
 }
 
+/// Where a new job would best go (neither is a requirement).
+#[derive(Debug, Clone, Default)]
+pub struct Placement {
+    /// Bytes of its datasets each node's cache holds.
+    pub data_on: Vec<(String, u64)>,
+    /// Nodes to take only when no other can.
+    pub avoid: Vec<String>,
+}
+
 impl Jobs {
     pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, half_life_ms: Millis, metrics: Arc<Metrics>) -> Jobs {
         Jobs {
@@ -100,6 +109,20 @@ impl Jobs {
         key: Option<&str>,
         data_on: Vec<(String, u64)>,
     ) -> Result<JobView, StoreError> {
+        self.submit_placed(st, owner, spec, queue, key, Placement { data_on, avoid: Vec::new() }).await
+    }
+
+    /// [`Jobs::submit`] with every placement hint (a serving endpoint's replicas avoid the
+    /// nodes their siblings run on).
+    pub async fn submit_placed(
+        &self,
+        st: Option<&mut State>,
+        owner: Owner,
+        spec: JobSpec,
+        queue: String,
+        key: Option<&str>,
+        hints: Placement,
+    ) -> Result<JobView, StoreError> {
         let now = Timestamp::now();
         let id = match key {
             None => self.store.insert_job(owner.user_id, &spec, owner.submitter, now).await?,
@@ -113,7 +136,8 @@ impl Jobs {
             },
         };
         let mut job = Job::submitted(id, owner, spec, queue, now, &self.envs);
-        job.waiting.data_on = data_on;
+        job.waiting.data_on = hints.data_on;
+        job.waiting.avoid = hints.avoid;
         let view = job.view();
         let event = self.watched().then(|| Arc::new(job.event()));
         self.metrics.submitted(&job.queue);

@@ -366,6 +366,7 @@ async fn lead(
         tokio::spawn(scheduler::run(m.clone())),
         tokio::spawn(heartbeat::run(m.clone())),
         tokio::spawn(idle::run(m.clone())),
+        tokio::spawn(serving::controller::run(m.clone())),
         tokio::spawn(retention::run(m.clone(), config.retain.or(cfg.retain))),
         tokio::spawn(cache_push::run(m.clone())),
         tokio::spawn(datasets::run(m.clone())),

@@ -80,6 +80,7 @@ pub struct Manager {
     pub qos: crate::qos::QosTable,
     /// The key of jobs' step tokens (`srun`), loaded from the store once this manager leads.
     pub step_key: std::sync::OnceLock<crate::step_token::StepKey>,
+    pub serving: crate::serving::Serving,
 }
 
 impl Manager {
@@ -123,6 +124,7 @@ impl Manager {
             kill_invalid_depend: true,
             qos: Default::default(),
             step_key: Default::default(),
+            serving: crate::serving::Serving::new(store.clone()),
         }
     }
 

@@ -18,6 +18,7 @@ use std::time::Duration;
 use berth_model::JobState;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
@@ -81,6 +82,9 @@ pub struct Metrics {
     requests: Family<L3, Counter>,
     request_seconds: Histograms<L2>,
     archived: Counter,
+    endpoint_requests: Family<L2, Counter>,
+    endpoint_seconds: Histograms<L1>,
+    endpoint_replicas: Family<L2, Gauge>,
 }
 
 /// Queue waits and submit-to-start times: from a scheduler pass (0.1 s) to days.
@@ -113,6 +117,9 @@ impl Metrics {
             requests: Family::default(),
             request_seconds: Family::new_with_constructor(fast_buckets),
             archived: Counter::default(),
+            endpoint_requests: Family::default(),
+            endpoint_seconds: Family::new_with_constructor(fast_buckets),
+            endpoint_replicas: Family::default(),
         };
         let mut r = Registry::default();
         r.register("berth_build", "The berth version this manager runs", build_info());
@@ -134,6 +141,12 @@ impl Metrics {
         seconds(&mut r, "berth_api_request", api, m.request_seconds.clone());
         let archived = "Finished jobs moved from the store's hot tables into its archive (retention)";
         r.register("berth_jobs_archived", archived, m.archived.clone());
+        let served = "Requests to serving endpoints, by endpoint and the status answered (502/503/504: no replica answered)";
+        r.register("berth_endpoint_requests", served, m.endpoint_requests.clone());
+        let latency = "Serving endpoints' latency to the response head, by endpoint";
+        seconds(&mut r, "berth_endpoint_request_duration", latency, m.endpoint_seconds.clone());
+        let replicas = "Serving endpoints' replicas, by endpoint and state (starting, not-ready, ready, draining)";
+        r.register("berth_endpoint_replicas", replicas, m.endpoint_replicas.clone());
         Metrics { registry: r, ..m }
     }
 
@@ -160,6 +173,25 @@ impl Metrics {
         let (method, route) = (("method", method.to_string()), ("route", route.to_string()));
         self.requests.get_or_create(&[method.clone(), route.clone(), ("status", status.to_string())]).inc();
         self.request_seconds.get_or_create(&[method, route]).observe(took.as_secs_f64());
+    }
+
+    /// A request to endpoint `endpoint` was answered `status` after `took`.
+    pub fn endpoint_request(&self, endpoint: &str, status: u16, took: Duration) {
+        let e = ("endpoint", endpoint.to_string());
+        self.endpoint_requests.get_or_create(&[e.clone(), ("code", status.to_string())]).inc();
+        self.endpoint_seconds.get_or_create(&[e]).observe(took.as_secs_f64());
+    }
+
+    /// Every endpoint's replicas by state (starting, not ready, ready, draining), replacing
+    /// the last round's (a removed endpoint's series go).
+    pub fn endpoint_replicas(&self, counts: &[(String, [u64; 4])]) {
+        self.endpoint_replicas.clear();
+        for (name, c) in counts {
+            for (state, n) in ["starting", "not-ready", "ready", "draining"].iter().zip(c) {
+                let l = [("endpoint", name.clone()), ("state", state.to_string())];
+                self.endpoint_replicas.get_or_create(&l).set(*n as i64);
+            }
+        }
     }
 
     /// Retention archived `n` finished jobs.

@@ -220,6 +220,9 @@ pub struct PendingJob {
     /// nodes that can take the job, those holding more are taken first, whatever the queue's
     /// scoring; the rest follow in score order. Empty for most jobs.
     pub data_on: Vec<(String, u64)>,
+    /// Nodes to take only when no other node can (a serving endpoint's replicas spread over
+    /// nodes: the nodes its other replicas run on). Empty for most jobs.
+    pub avoid: Vec<String>,
     /// Node features the job's nodes must offer (`--constraint`): only nodes whose labels
     /// satisfy it ([`NodeLedger::offers`]) are considered.
     pub constraint: Option<berth_model::Constraint>,

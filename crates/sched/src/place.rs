@@ -99,6 +99,23 @@ mod tests {
     }
 
     #[test]
+    fn avoided_nodes_are_taken_last() {
+        // A serving endpoint's replicas spread: binpack would take a, which holds a sibling.
+        let two = || -> Vec<NodeLedger> {
+            ["a", "b"].iter().map(|n| NodeLedger::new(*n, "q", Topology::synthetic(1, 4, 8 << 30, 2))).collect()
+        };
+        let mut j = job(1000, 1);
+        j.avoid = vec!["a".into()];
+        let mut nodes = two();
+        assert_eq!(place(&mut nodes, &j, Scoring::Binpack).unwrap()[0].node, "b");
+        // Only a has room: it is taken after all.
+        let mut nodes = two();
+        let big = PendingJob { request: ResourceRequest { cpu_milli: 4000, mem_bytes: 1 << 30, gpu_milli: 0 }, ..job(0, 1) };
+        assert_eq!(place(&mut nodes[1..], &big, Scoring::Binpack).unwrap()[0].node, "b");
+        assert_eq!(place(&mut nodes, &j, Scoring::Binpack).unwrap()[0].node, "a");
+    }
+
+    #[test]
     fn gang_is_all_or_nothing() {
         let mut nodes: Vec<NodeLedger> =
             ["a", "b"].iter().map(|n| NodeLedger::new(*n, "q", Topology::synthetic(1, 4, 8 << 30, 1))).collect();

@@ -246,6 +246,7 @@ impl<'a> Pool<'a> {
         let mut out = Vec::with_capacity(job.kernel_count() as usize);
         // Nodes holding the job's data first, most bytes first (then name).
         let mut taken: Vec<usize> = Vec::new();
+        let mut later: Vec<usize> = Vec::new();
         if !job.data_on.is_empty() {
             let mut holders: Vec<(u64, usize)> =
                 job.data_on.iter().filter(|(_, b)| *b > 0).filter_map(|(n, b)| Some((*b, self.index_of(n)?))).collect();
@@ -279,6 +280,20 @@ impl<'a> Pool<'a> {
             let i = i as usize;
             if avoid.contains(&i) || taken.contains(&i) || !self.eligible(i, job) {
                 continue;
+            }
+            if job.avoid.iter().any(|n| n == self.names[i]) {
+                // Taken only if no other node will do, in score order still.
+                later.push(i);
+                continue;
+            }
+            if let Ok(bindings) = self.nodes[i].bind_job(job) {
+                out.extend(bindings.into_iter().map(|b| (i, b)));
+                found += 1;
+            }
+        }
+        for i in later {
+            if found == want {
+                break;
             }
             if let Ok(bindings) = self.nodes[i].bind_job(job) {
                 out.extend(bindings.into_iter().map(|b| (i, b)));

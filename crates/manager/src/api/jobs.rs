@@ -36,13 +36,41 @@ pub async fn submit(
     Json(req): Json<SubmitRequest>,
 ) -> Result<(StatusCode, axum::Json<JobView>), ApiError> {
     let key = idempotency_key(&headers)?;
-    let mut spec = req.spec;
-    spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
+    let spec = req.spec;
     if spec.array_task.is_some() {
         return Err(ApiError::bad_request(
             "`array_task` is set by the manager for the tasks of an array: submit the array (`array`)",
         ));
     }
+    if spec.replica_of.is_some() {
+        return Err(ApiError::bad_request(
+            "`replica_of` is set by the manager for a serving endpoint's replicas: create an endpoint (`berth serve create`)",
+        ));
+    }
+    let (spec, queue, data_on) = admit(&m, &user, spec).await?;
+    // A pending-jobs limit is checked and the job inserted under the state lock, so that
+    // concurrent submits cannot overshoot it.
+    let mut locked = None;
+    if m.quotas.pending_limited(&user.name, &spec) {
+        let st = m.jobs.lock().await;
+        m.quotas.check_pending_quota(&st, &user.name, &spec)?;
+        locked = Some(st);
+    }
+    let owner = Owner { user_id: user.id, name: user.name.clone(), submitter };
+    let view = m.jobs.submit(locked.as_deref_mut(), owner, spec, queue, key.as_deref(), data_on).await?;
+    Ok((StatusCode::CREATED, axum::Json(view)))
+}
+
+/// Every check a new job passes before it is stored (a submit's, and a serving endpoint's
+/// replicas'): the spec, its project, folders, datasets, dependencies, code, queue, QoS,
+/// feasibility on the queue's nodes and the user's quota. Returns the spec as completed
+/// (folder mounts resolved, QoS applied), its queue and where its data is cached.
+pub(crate) async fn admit(
+    m: &Arc<Manager>,
+    user: &User,
+    mut spec: berth_model::JobSpec,
+) -> Result<(berth_model::JobSpec, String, Vec<(String, u64)>), ApiError> {
+    spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
     if let Some(p) = &spec.project {
         check_project(&m, &user, p).await?;
     }
@@ -82,20 +110,10 @@ pub async fn submit(
         let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
         berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(ApiError::unprocessable)?;
     }
-    m.quotas.check_quota_at_submit(&user, &spec)?;
+    m.quotas.check_quota_at_submit(user, &spec)?;
     // Measured before the job is queued, so its first pass already knows where its data is.
-    let data_on = crate::datasets::holdings(&m, &spec).await;
-    // A pending-jobs limit is checked and the job inserted under the state lock, so that
-    // concurrent submits cannot overshoot it.
-    let mut locked = None;
-    if m.quotas.pending_limited(&user.name, &spec) {
-        let st = m.jobs.lock().await;
-        m.quotas.check_pending_quota(&st, &user.name, &spec)?;
-        locked = Some(st);
-    }
-    let owner = Owner { user_id: user.id, name: user.name.clone(), submitter };
-    let view = m.jobs.submit(locked.as_deref_mut(), owner, spec, queue, key.as_deref(), data_on).await?;
-    Ok((StatusCode::CREATED, axum::Json(view)))
+    let data_on = crate::datasets::holdings(m, &spec).await;
+    Ok((spec, queue, data_on))
 }
 
 /// The `Idempotency-Key` header: a submit sent again with the same key (by the same user,

@@ -63,6 +63,9 @@ fn not_found() -> Response<Body> {
 }
 
 async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<Body> {
+    if req.uri().path().starts_with("/serve/") {
+        return crate::serving::router::handle(&apps.m, &apps.proxy, req).await;
+    }
     let Some((job, app, slash)) = parse_path(req.uri().path()) else { return not_found() };
     let scope = berth_model::app::base_path(job, &app);
     let query = req.uri().query().unwrap_or("");

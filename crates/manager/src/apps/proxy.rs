@@ -148,17 +148,23 @@ impl Proxy {
     }
 
     /// Forwards `req` to app `key`; `forwarded` is what `X-Forwarded-*` tell the app.
-    pub async fn forward(&self, key: AppKey, mut req: Request<Body>, forwarded: Forwarded) -> Response<Body> {
-        let token = match self.connector.token(&key).await {
-            Ok(t) => t,
-            Err(e) => return unavailable(&key, &e),
-        };
+    pub async fn forward(&self, key: AppKey, req: Request<Body>, forwarded: Forwarded) -> Response<Body> {
+        match self.send(key.clone(), req, forwarded).await {
+            Ok(r) => r,
+            Err(SendError::BadPath(e)) => plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
+            Err(e) => unavailable(&key, &e.to_string()),
+        }
+    }
+
+    /// [`Proxy::forward`], with the failure said apart: whether the request can have reached
+    /// the app (a serving endpoint retries the ones that cannot on another replica).
+    pub async fn send(&self, key: AppKey, mut req: Request<Body>, forwarded: Forwarded) -> Result<Response<Body>, SendError> {
+        let token = self.connector.token(&key).await.map_err(SendError::Connect)?;
         let path = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
-        let uri = match format!("http://{}{path}", key.authority()).parse::<Uri>() {
-            Ok(u) => u,
-            Err(e) => return plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
-        };
+        let uri = format!("http://{}{path}", key.authority()).parse::<Uri>().map_err(|e| SendError::BadPath(e.to_string()))?;
         *req.uri_mut() = uri;
+        // The forward is HTTP/1.1 whatever the client spoke (HTTP/2 ends here).
+        *req.version_mut() = axum::http::Version::HTTP_11;
         clean_request_headers(req.headers_mut(), token.as_deref(), &forwarded);
         let client_upgrade = is_upgrade(req.headers()).then(|| hyper::upgrade::on(&mut req));
         let mut resp = match self.client.request(req).await {
@@ -166,7 +172,7 @@ impl Proxy {
             Err(e) => {
                 // A dead pooled connection or a restarted app: the next request gets a new one.
                 let why = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string());
-                return unavailable(&key, &why);
+                return Err(if e.is_connect() { SendError::Connect(why) } else { SendError::Failed(why) });
             }
         };
         clean_response_headers(resp.headers_mut());
@@ -184,8 +190,47 @@ impl Proxy {
                 }
             });
         }
-        resp.map(Body::new)
+        Ok(resp.map(Body::new))
     }
+
+    /// A health probe: `GET path` answered 2xx or 3xx, or (no path) a connection opens.
+    pub async fn probe(&self, key: &AppKey, path: Option<&str>, timeout: std::time::Duration) -> Result<(), String> {
+        let work = async {
+            let Some(path) = path else {
+                return self.connector.open(key).await.map(drop);
+            };
+            let uri: Uri = format!("http://{}{path}", key.authority()).parse().map_err(|e| format!("{e}"))?;
+            let req = Request::get(uri).header(header::USER_AGENT, "berth-probe").body(Body::empty()).map_err(|e| e.to_string())?;
+            let resp = self.client.request(req).await.map_err(|e| {
+                std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string())
+            })?;
+            let status = resp.status();
+            // Read the body so the connection goes back to the pool.
+            let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
+            if status.is_success() || status.is_redirection() {
+                Ok(())
+            } else {
+                Err(format!("GET {path} answered {status}"))
+            }
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+        }
+    }
+}
+
+/// Why a request did not get an answer from the app.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// No connection could be made: the request never left.
+    #[error("{0}")]
+    Connect(String),
+    /// The connection failed after the request was (perhaps) sent.
+    #[error("{0}")]
+    Failed(String),
+    #[error("invalid request path: {0}")]
+    BadPath(String),
 }
 
 /// What the app is told about the original request.

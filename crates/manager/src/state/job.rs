@@ -91,6 +91,8 @@ pub struct Waiting {
     /// Bytes of its datasets each node's cache holds, as last measured (`datasets.rs`);
     /// placement prefers the nodes holding most.
     pub data_on: Vec<(String, u64)>,
+    /// Nodes placement takes only when no other can (a serving replica's siblings' nodes).
+    pub avoid: Vec<String>,
 }
 
 /// A job's change of state as live views (the dashboard's event stream) get it, sent once
@@ -247,6 +249,7 @@ impl Job {
             kernels: self.spec.kernels,
             mounts: self.spec.mounts.iter().map(|m| m.source.clone()).collect(),
             data_on: self.waiting.data_on.clone(),
+            avoid: self.waiting.avoid.clone(),
             constraint: self.spec.constraint.clone(),
             exclusive: self.spec.exclusive,
         }

@@ -152,6 +152,7 @@ impl<'t> Replay<'t> {
             kernels: 1,
             mounts: Vec::new(),
             data_on: Vec::new(),
+            avoid: Vec::new(),
             constraint: None,
             exclusive: false,
         };

@@ -1,0 +1,315 @@
+//! `/serve/<name>/...` on the app listener: who may call an endpoint, and which replica
+//! answers.
+//!
+//! Access: anyone for a public endpoint; otherwise a bearer token, either one of the
+//! endpoint's own (`berth serve token create`) or the API token of its owner or an admin.
+//! A request without a token gets 401 whether the endpoint exists or not, one with another
+//! user's API token the same 404 as an endpoint that does not exist.
+//!
+//! Balancing: the ready replica with the fewest requests in flight (a response counts until
+//! its body is sent, so long streams weigh as they should), ties taken in turn. A request
+//! that could not reach its replica (no connection), or an idempotent request without a body
+//! whose connection failed before an answer, is sent to another ready replica, up to three
+//! tries; the replica leaves the rotation until a probe passes. An autoscaled endpoint at
+//! zero replicas gets one started, and the request waits up to the cold-start timeout.
+//!
+//! The replica sees the path without `/serve/<name>` (`X-Forwarded-Prefix` says it), never
+//! berth's token or cookies.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, HttpBody};
+use axum::http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use berth_model::JobId;
+use berth_model::endpoint::{REPLICA_APP, ReplicaState};
+use tokio::sync::Notify;
+
+use crate::apps::proxy::{AppKey, Forwarded, Proxy, SendError, plain};
+use crate::manager::Manager;
+
+/// Tries per request (the first and two retries on other replicas).
+const TRIES: usize = 3;
+
+static TURN: AtomicUsize = AtomicUsize::new(0);
+
+/// `/serve/<name>` and the rest of the path (`None`: no `/` after the name).
+fn parse_path(path: &str) -> Option<(&str, Option<&str>)> {
+    let rest = path.strip_prefix("/serve/")?;
+    let (name, rest) = match rest.split_once('/') {
+        Some((n, r)) => (n, Some(r)),
+        None => (rest, None),
+    };
+    berth_model::app::valid_app_name(name).ok()?;
+    Some((name, rest))
+}
+
+/// A request in flight on a replica: counted until its response body is done.
+struct InFlight(Arc<AtomicU64>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A response body that keeps its request counted while it streams.
+struct Counted {
+    inner: Body,
+    _inflight: InFlight,
+}
+
+impl HttpBody for Counted {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+enum Pick {
+    Replica(AppKey, InFlight),
+    /// None ready: wait for one until the deadline.
+    Wait(Arc<Notify>, Instant),
+    Unavailable(String),
+}
+
+/// The ready replica with the fewest requests in flight, not one of `tried`.
+fn pick(m: &Manager, id: i64, tried: &[JobId], started: Instant) -> Pick {
+    let mut eps = m.serving.lock();
+    let Some(ep) = eps.get_mut(&id) else { return Pick::Unavailable("the endpoint was removed".into()) };
+    let ready: Vec<_> = ep.replicas.values().filter(|r| r.state == ReplicaState::Ready && !tried.contains(&r.job)).collect();
+    if !ready.is_empty() {
+        let least = ready.iter().map(|r| r.inflight.load(Ordering::Relaxed)).min().unwrap_or(0);
+        let ties: Vec<_> = ready.iter().filter(|r| r.inflight.load(Ordering::Relaxed) == least).collect();
+        let r = ties[TURN.fetch_add(1, Ordering::Relaxed) % ties.len()];
+        r.inflight.fetch_add(1, Ordering::Relaxed);
+        let key = AppKey { job: r.job, attempt: r.attempt, app: REPLICA_APP.into() };
+        return Pick::Replica(key, InFlight(r.inflight.clone()));
+    }
+    if !tried.is_empty() {
+        return Pick::Unavailable("no other replica is ready".into());
+    }
+    let Some(a) = ep.row.spec.autoscale.clone() else {
+        let why = ep.replicas.values().find_map(|r| r.reason.clone()).unwrap_or_else(|| "none is running".into());
+        return Pick::Unavailable(format!("no replica is ready ({} wanted): {why}", ep.row.desired));
+    };
+    if ep.row.desired == 0 {
+        tracing::info!(endpoint = ep.row.name, "a request to an endpoint at zero: starting a replica");
+        ep.row.desired = 1;
+        ep.dirty = true;
+        ep.scaler.wake(Instant::now());
+        m.serving.kick.notify_one();
+    }
+    Pick::Wait(ep.ready.clone(), started + Duration::from_secs(u64::from(a.cold_start_secs)))
+}
+
+/// Whether the request can be sent again: idempotent, no body, no upgrade.
+fn replayable(req: &Request<Body>) -> bool {
+    let idempotent = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let h = req.headers();
+    let no_body = h.get(header::CONTENT_LENGTH).is_none_or(|v| v == "0") && !h.contains_key(header::TRANSFER_ENCODING);
+    idempotent && no_body && !h.contains_key(header::UPGRADE)
+}
+
+pub async fn handle(m: &Arc<Manager>, proxy: &Proxy, req: Request<Body>) -> Response<Body> {
+    let started = Instant::now();
+    let Some((name, rest)) = parse_path(req.uri().path()) else {
+        return plain(StatusCode::NOT_FOUND, "not found: endpoints are at /serve/NAME/ (berth serve ls)".into());
+    };
+    let name = name.to_string();
+    let Some(rest) = rest.map(str::to_string) else {
+        let q = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+        let mut r = plain(StatusCode::PERMANENT_REDIRECT, String::new());
+        if let Ok(v) = HeaderValue::from_str(&format!("/serve/{name}/{q}")) {
+            r.headers_mut().insert(header::LOCATION, v);
+        }
+        return r;
+    };
+    let id = match access(m, &name, req.headers()).await {
+        Ok(id) => id,
+        Err(r) => return r,
+    };
+    if let Some(ep) = m.serving.lock().get_mut(&id) {
+        ep.stats.arrived(started);
+    }
+    let resp = route(m, proxy, id, &name, &rest, req, started).await;
+    let took = started.elapsed();
+    let status = resp.status();
+    m.metrics.endpoint_request(&name, status.as_u16(), took);
+    if let Some(ep) = m.serving.lock().get_mut(&id) {
+        ep.stats.record(Instant::now(), took, status.is_server_error());
+    }
+    resp
+}
+
+async fn route(
+    m: &Arc<Manager>,
+    proxy: &Proxy,
+    id: i64,
+    name: &str,
+    rest: &str,
+    req: Request<Body>,
+    started: Instant,
+) -> Response<Body> {
+    let replay = replayable(&req);
+    let (mut parts, body) = req.into_parts();
+    let path = match parts.uri.query() {
+        Some(q) => format!("/{rest}?{q}"),
+        None => format!("/{rest}"),
+    };
+    parts.uri = match path.parse() {
+        Ok(u) => u,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
+    };
+    let host = parts.headers.get(header::HOST).cloned();
+    let forwarded = || Forwarded {
+        proto: if m.tls { "https" } else { "http" },
+        host: host.clone(),
+        prefix: format!("/serve/{name}"),
+    };
+    // A retry is a copy of the head with no body; the first try takes the request as it came
+    // (its upgrade handle included).
+    let again = replay.then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
+    let mut first = Some(Request::from_parts(parts, body));
+    let mut tried: Vec<JobId> = Vec::new();
+    let mut last = String::new();
+    while tried.len() < TRIES {
+        let (key, inflight) = match pick(m, id, &tried, started) {
+            Pick::Replica(k, g) => (k, g),
+            Pick::Unavailable(why) if tried.is_empty() => return unavailable(name, &why),
+            Pick::Unavailable(_) => break,
+            Pick::Wait(ready, deadline) => {
+                let notified = ready.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if let Pick::Replica(k, g) = pick(m, id, &tried, started) {
+                    (k, g)
+                } else if tokio::time::timeout_at(deadline.into(), notified).await.is_ok() {
+                    continue;
+                } else {
+                    return timeout(name, deadline.saturating_duration_since(started));
+                }
+            }
+        };
+        let req = match (first.take(), &again) {
+            (Some(r), _) => r,
+            (None, Some((method, uri, headers))) => {
+                let mut r = Request::new(Body::empty());
+                *r.method_mut() = method.clone();
+                *r.uri_mut() = uri.clone();
+                *r.headers_mut() = headers.clone();
+                r
+            }
+            (None, None) => break,
+        };
+        let job = key.job;
+        match proxy.send(key, req, forwarded()).await {
+            Ok(resp) => {
+                let (mut p, b) = resp.into_parts();
+                p.headers.insert("x-berth-replica", HeaderValue::from(job));
+                return Response::from_parts(p, Body::new(Counted { inner: b, _inflight: inflight }));
+            }
+            Err(SendError::BadPath(e)) => return plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
+            Err(e) => {
+                super::controller::unreachable(m, job, &e.to_string());
+                last = format!("replica job {job}: {e}");
+                tried.push(job);
+                if !replay {
+                    break;
+                }
+            }
+        }
+    }
+    plain(StatusCode::BAD_GATEWAY, format!("endpoint `{name}` did not answer: {last}"))
+}
+
+fn unavailable(name: &str, why: &str) -> Response<Body> {
+    let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, format!("endpoint `{name}` has no ready replica: {why}"));
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+fn timeout(name: &str, waited: Duration) -> Response<Body> {
+    plain(
+        StatusCode::GATEWAY_TIMEOUT,
+        format!("endpoint `{name}` got no ready replica within {}s (its cold-start timeout)", waited.as_secs()),
+    )
+}
+
+/// Who may call endpoint `name` (see the module doc): its id, or the answer.
+async fn access(m: &Manager, name: &str, headers: &axum::http::HeaderMap) -> Result<i64, Response<Body>> {
+    let token = crate::auth::bearer_of(headers);
+    let hash = token.map(crate::token::hash_token);
+    let found = {
+        let eps = m.serving.lock();
+        eps.values().find(|e| e.row.name == name).map(|e| {
+            let by_token = hash.as_ref().is_some_and(|h| e.tokens.contains_key(h));
+            (e.row.id, e.row.spec.public || by_token, e.row.owner_id)
+        })
+    };
+    if let Some((id, true, _)) = found {
+        return Ok(id);
+    }
+    let Some(token) = token else {
+        let mut r = plain(
+            StatusCode::UNAUTHORIZED,
+            format!("endpoint `{name}` needs a token: send `Authorization: Bearer TOKEN` (berth serve token create {name})"),
+        );
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return Err(r);
+    };
+    let Some((id, _, owner)) = found else { return Err(not_found(name)) };
+    match m.tenancy.authenticate(token).await {
+        Ok(u) if u.id == owner || u.is_admin() => Ok(id),
+        Ok(_) => Err(not_found(name)),
+        Err(_) => {
+            let mut r = plain(StatusCode::UNAUTHORIZED, format!("invalid token for endpoint `{name}` (revoked or never made)"));
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));
+            Err(r)
+        }
+    }
+}
+
+fn not_found(name: &str) -> Response<Body> {
+    plain(StatusCode::NOT_FOUND, format!("no endpoint `{name}`: see berth serve ls"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serve_paths() {
+        assert_eq!(parse_path("/serve/llm/v1/chat"), Some(("llm", Some("v1/chat"))));
+        assert_eq!(parse_path("/serve/llm/"), Some(("llm", Some(""))));
+        assert_eq!(parse_path("/serve/llm"), Some(("llm", None)));
+        assert_eq!(parse_path("/serve/LLM/"), None);
+        assert_eq!(parse_path("/apps/1/x/"), None);
+    }
+
+    #[test]
+    fn only_bodiless_idempotent_requests_are_sent_again() {
+        let get = Request::get("/").body(Body::empty()).unwrap();
+        assert!(replayable(&get));
+        let post = Request::post("/").header("content-length", "3").body(Body::from("abc")).unwrap();
+        assert!(!replayable(&post));
+        let ws = Request::get("/").header("upgrade", "websocket").body(Body::empty()).unwrap();
+        assert!(!replayable(&ws));
+    }
+}
