@@ -15,6 +15,9 @@ use crate::{Change, JobFilter, NodeRow, Store, StoreError};
 #[path = "conformance_cache.rs"]
 mod cache;
 pub use cache::{cache_members, cache_state};
+#[path = "conformance_endpoints.rs"]
+mod endpoints;
+pub use endpoints::{endpoint_spec, endpoints};
 #[path = "conformance_folders.rs"]
 mod folders;
 pub use folders::folders;
@@ -31,7 +34,8 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@each $fresh; users_and_tokens, jobs_insert_and_list, lifecycle_and_history,
             measured_usage_adds_up, cas_conflict_leaves_store_untouched, requeue_bumps_attempt, nodes_and_meta,
             queues_and_usage, tenancy, cache_state, cache_members, leader_lease,
-            idempotent_submits, array_tasks, folders, archive_moves_only_old_finished_jobs, archived_ids_are_never_reused);
+            idempotent_submits, array_tasks, folders, endpoints, archive_moves_only_old_finished_jobs,
+            archived_ids_are_never_reused);
     };
     (@each $fresh:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test]

@@ -219,6 +219,30 @@ pub(crate) const TABLES: &[Table] = &[
         cols: &[("folder_id", Int), ("project", Text), ("read_only", Bool), ("shared_at", Int)],
         order: "folder_id, project",
     },
+    Table {
+        name: "endpoints",
+        cols: &[
+            ("id", Int),
+            ("name", Text),
+            ("owner_id", Int),
+            ("submitter_uid", Int),
+            ("submitter_gid", Int),
+            ("spec", Text),
+            ("revision", Int),
+            ("previous", Text),
+            ("desired", Int),
+            ("rollout", Text),
+            ("message", Text),
+            ("created_at", Int),
+            ("updated_at", Int),
+        ],
+        order: "id",
+    },
+    Table {
+        name: "endpoint_tokens",
+        cols: &[("id", Int), ("endpoint_id", Int), ("label", Text), ("hash", Text), ("created_at", Int)],
+        order: "id",
+    },
 ];
 
 /// What a copy moved: rows per table, parents before the rows that refer to them.

@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod conformance;
 mod copy;
+pub mod endpoints;
 pub mod folders;
 mod lease;
 
@@ -34,6 +35,7 @@ use thiserror::Error;
 pub use cache::{CacheBucketRow, CacheNodeRow, CacheState};
 
 pub use copy::{CopyReport, copy};
+pub use endpoints::{EndpointRow, EndpointTokenRow, Endpoints};
 pub use folders::{FolderRow, Folders};
 pub use lease::{LeaderLease, LeaseRow};
 pub use postgres::PgStore;
@@ -121,7 +123,7 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Everything the manager persists. Implementations must be safe to share (`Arc<dyn Store>`).
 #[async_trait]
-pub trait Store: Tenancy + CacheState + Folders + LeaderLease + Retention + Send + Sync {
+pub trait Store: Tenancy + CacheState + Folders + Endpoints + LeaderLease + Retention + Send + Sync {
     // --- users and tokens -------------------------------------------------------------
     /// Creates a user; `Duplicate` if the name is taken.
     async fn create_user(&self, name: &str, role: &str, at: Timestamp) -> Result<UserRow>;

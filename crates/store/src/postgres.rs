@@ -24,6 +24,9 @@ mod shared_cache;
 #[path = "sql_copy.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_copy;
+#[path = "sql_endpoints.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_endpoints;
 #[path = "sql_folders.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_folders;
@@ -103,6 +106,8 @@ async fn after_copy(tx: &mut DbConn) -> Result<()> {
         ("transitions", "seq"),
         ("audit", "id"),
         ("folders", "id"),
+        ("endpoints", "id"),
+        ("endpoint_tokens", "id"),
     ] {
         let q = format!(
             "SELECT setval(pg_get_serial_sequence('{table}', '{col}'), COALESCE(MAX({col}), 0) + 1, false) FROM {table}"

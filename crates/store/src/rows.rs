@@ -106,15 +106,16 @@ pub(crate) fn stop_cause(
     })
 }
 
-/// The `submitter_uid`/`submitter_gid` pair: both or neither, each a u32.
-pub(crate) fn submitter(uid: Option<i64>, gid: Option<i64>) -> Result<Option<UnixId>> {
+/// The `submitter_uid`/`submitter_gid` pair of a `what` (job, endpoint): both or neither, each
+/// a u32.
+pub(crate) fn submitter(what: &str, uid: Option<i64>, gid: Option<i64>) -> Result<Option<UnixId>> {
     match (uid, gid) {
         (None, None) => Ok(None),
         (Some(u), Some(g)) => match (u32::try_from(u), u32::try_from(g)) {
             (Ok(uid), Ok(gid)) => Ok(Some(UnixId { uid, gid })),
-            _ => Err(StoreError::Corrupt(format!("job submitter uid {u} / gid {g} out of range"))),
+            _ => Err(StoreError::Corrupt(format!("{what} submitter uid {u} / gid {g} out of range"))),
         },
-        _ => Err(StoreError::Corrupt("job submitter has a uid or a gid but not both".into())),
+        _ => Err(StoreError::Corrupt(format!("{what} submitter has a uid or a gid but not both"))),
     }
 }
 
@@ -207,6 +208,6 @@ mod tests {
             stop_cause(Some("ann".into()), None, None, None).unwrap(),
             Some(StopCause::Cancelled { by: "ann".into() })
         );
-        assert!(submitter(Some(1), None).is_err());
+        assert!(submitter("job", Some(1), None).is_err());
     }
 }

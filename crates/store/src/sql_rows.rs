@@ -30,7 +30,7 @@ pub(crate) fn job_row(r: &DbRow) -> Result<JobRow> {
         reason: r.try_get("reason")?,
         pending_reason: pending.as_deref().map(|p| json("pending reason", p)).transpose()?,
         nodes: node_list(r.try_get("nodes")?),
-        submitter: submitter(r.try_get("submitter_uid")?, r.try_get("submitter_gid")?)?,
+        submitter: submitter("job", r.try_get("submitter_uid")?, r.try_get("submitter_gid")?)?,
         stop: stop_cause(
             r.try_get("cancelled_by")?,
             r.try_get("preempted_by")?,

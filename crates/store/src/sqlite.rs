@@ -1,6 +1,7 @@
 //! The SQLite adapter: opening the file, its pools, and what differs from PostgreSQL. The
 //! queries both databases run alike are in `sql_store.rs`, `sql_jobs.rs`, `sql_rows.rs`,
-//! `sql_tenancy.rs`, `sql_cache.rs` and `sql_retention.rs`, included here as modules of this one.
+//! `sql_tenancy.rs`, `sql_cache.rs`, `sql_folders.rs`, `sql_endpoints.rs` and
+//! `sql_retention.rs`, included here as modules of this one.
 //!
 //! One writer pool of exactly one connection serialises all writes inside the process, so two
 //! writers never race for the database lock (no `SQLITE_BUSY` under load); a separate reader
@@ -23,6 +24,9 @@ mod shared_cache;
 #[path = "sql_copy.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_copy;
+#[path = "sql_endpoints.rs"]
+#[allow(clippy::duplicate_mod)]
+mod shared_endpoints;
 #[path = "sql_folders.rs"]
 #[allow(clippy::duplicate_mod)]
 mod shared_folders;

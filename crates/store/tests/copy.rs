@@ -174,6 +174,19 @@ async fn fill(s: &dyn Store) {
         s.apply(&[exit(id, 0, Some(used)), ended]).await.unwrap();
     }
     assert_eq!(s.archive_finished(at(9), 100).await.unwrap(), 2);
+    let chat =
+        s.create_endpoint("chat", bob.id, submitter, &conformance::endpoint_spec("chat"), 2, at(11)).await.unwrap();
+    let mut rolled = chat.clone();
+    rolled.previous = Some(chat.spec.clone());
+    rolled.revision = 2;
+    rolled.rollout = berth_model::endpoint::Rollout::RolledBack;
+    rolled.message = Some("revision 2 never got ready".into());
+    rolled.updated_at = at(12);
+    s.update_endpoint(&rolled).await.unwrap();
+    let embed =
+        s.create_endpoint("embed", ann.id, None, &conformance::endpoint_spec("embed"), 0, at(11)).await.unwrap();
+    s.create_endpoint_token(chat.id, "web", "ee55", at(12)).await.unwrap();
+    s.create_endpoint_token(embed.id, "batch", "ff66", at(12)).await.unwrap();
     // two leaders so far: the copy's managers go on from their epoch (agents refuse older ones)
     for holder in ["m1", "m2"] {
         s.lease_acquire(holder, "http://m:7070", std::time::Duration::ZERO, None).await.unwrap().unwrap();
@@ -207,6 +220,8 @@ async fn everything(s: &dyn Store) -> String {
     add("usage", format!("{:?}", s.usage().await.unwrap()));
     add("cache nodes", format!("{:?}", s.cache_nodes().await.unwrap()));
     add("cache buckets", format!("{:?}", s.cache_buckets().await.unwrap()));
+    add("endpoints", format!("{:?}", s.endpoints().await.unwrap()));
+    add("endpoint tokens", format!("{:?}", s.all_endpoint_tokens().await.unwrap()));
     add("tombstones", format!("{:?}", s.deleted_cache_buckets().await.unwrap()));
     for k in ["bootstrapped", "schema-note"] {
         add("meta", format!("{k} = {:?}", s.meta_get(k).await.unwrap()));
@@ -238,6 +253,8 @@ async fn sqlite_to_postgres_and_back_loses_nothing() {
     assert_eq!(s.insert_job(ann.id, &JobSpec::command(["next"]), None, at(60)).await.unwrap(), 13);
     assert_eq!(s.create_user("dora", "user", at(60)).await.unwrap().id, 4);
     assert_eq!(s.put_cache_node("n3", "http://n3:7171", 1, at(60)).await.unwrap().seq, 3);
+    let spec = conformance::endpoint_spec("next");
+    assert_eq!(s.create_endpoint("next", ann.id, None, &spec, 1, at(60)).await.unwrap().id, 3);
     s.close().await;
 
     // A target with rows is refused, and nothing of it changes.

@@ -84,6 +84,35 @@ async fn buckets_known_before_the_origin_migration_are_spread_and_an_unknown_pla
     s.close().await;
 }
 
+/// An endpoint's replica count or revision that does not fit its type, or an unknown rollout,
+/// is an error naming the endpoint, never a wrapped or default value.
+#[tokio::test]
+async fn endpoint_counts_out_of_range_are_corrupt() {
+    use berth_store::{Endpoints, StoreError};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("berth.db");
+    let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
+    let s = SqliteStore::open(&path).await.unwrap();
+    let ann = s.create_user("ann", "user", jiff::Timestamp::now()).await.unwrap();
+    let spec = conformance::endpoint_spec("chat");
+    s.create_endpoint("chat", ann.id, None, &spec, 1, jiff::Timestamp::now()).await.unwrap();
+    s.close().await;
+    for set in ["desired = -1", "desired = 4294967296", "revision = -1", "rollout = 'sideways'"] {
+        {
+            let mut conn = sqlx::ConnectOptions::connect(&opts).await.unwrap();
+            sqlx::query(&format!("UPDATE endpoints SET desired = 1, revision = 1, rollout = 'done', {set}"))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        let s = SqliteStore::open(&path).await.unwrap();
+        let e = s.endpoint("chat").await.unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt(_)), "{set}: {e}");
+        assert!(e.to_string().contains("endpoint chat"), "{set}: {e}");
+        s.close().await;
+    }
+}
+
 #[tokio::test]
 async fn reopen_keeps_everything() {
     let dir = tempfile::tempdir().unwrap();
