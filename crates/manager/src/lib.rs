@@ -54,6 +54,7 @@ mod quotas;
 mod reports;
 mod retention;
 mod scheduler;
+mod serving;
 mod session_cookie;
 mod sessions;
 mod slurm_env;
@@ -319,10 +320,16 @@ async fn lead(
     let step_key = step_token::StepKey::load(&*store).await.context("cannot load the step token key")?;
     let _ = m.step_key.set(step_key);
     m.rebuild().await.context("cannot load jobs and nodes from the store")?;
+    m.serving.load().await.context("cannot load the serving endpoints from the store")?;
     m.cache_members.load(&*store).await.context("cannot load the dataset cache's members and buckets")?;
 
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    let tls_apps = tls.clone();
+    // Apps and endpoints speak HTTP/2 too (browsers open WebSockets on HTTP/1.1 beside it).
+    let tls_apps = tls.as_ref().map(|c| {
+        let mut c = (**c).clone();
+        c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Arc::new(c)
+    });
     let server = serve_tcp(listener, api::router(m.clone()), tls, shutdown_rx.clone())?;
     let mut tasks = Vec::new();
     let socket = match &config.socket {

@@ -96,6 +96,7 @@ impl Manager {
         let wake = Arc::new(Notify::new());
         let metrics = Arc::new(crate::metrics::Metrics::new());
         Manager {
+            serving: crate::serving::Serving::new(store.clone()),
             folders: crate::folders::Folders::new(store.clone(), data_dir.join("folders")),
             dataset_holdings: Default::default(),
             code: crate::code_store::CodeStore::new(&data_dir.join("folders"), crate::code_store::DEFAULT_CODE_LIMIT),
@@ -124,7 +125,6 @@ impl Manager {
             kill_invalid_depend: true,
             qos: Default::default(),
             step_key: Default::default(),
-            serving: crate::serving::Serving::new(store.clone()),
         }
     }
 

@@ -141,7 +141,8 @@ impl Metrics {
         seconds(&mut r, "berth_api_request", api, m.request_seconds.clone());
         let archived = "Finished jobs moved from the store's hot tables into its archive (retention)";
         r.register("berth_jobs_archived", archived, m.archived.clone());
-        let served = "Requests to serving endpoints, by endpoint and the status answered (502/503/504: no replica answered)";
+        let served =
+            "Requests to serving endpoints, by endpoint and the status answered (502/503/504: no replica answered)";
         r.register("berth_endpoint_requests", served, m.endpoint_requests.clone());
         let latency = "Serving endpoints' latency to the response head, by endpoint";
         seconds(&mut r, "berth_endpoint_request_duration", latency, m.endpoint_seconds.clone());

@@ -11,6 +11,7 @@ use crate::api::apps;
 use crate::api::backup;
 use crate::api::cache;
 use crate::api::code;
+use crate::api::endpoints;
 use crate::api::envs;
 use crate::api::folder_files;
 use crate::api::folders;
@@ -76,6 +77,14 @@ use crate::web::login;
         code::missing,
         code::put_blob,
         code::snapshot,
+        endpoints::create,
+        endpoints::list,
+        endpoints::show,
+        endpoints::update,
+        endpoints::remove,
+        endpoints::create_token,
+        endpoints::tokens,
+        endpoints::revoke_token,
         folders::create,
         folders::list,
         folders::show,

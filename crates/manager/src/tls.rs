@@ -103,7 +103,8 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
             }
             e => unusable(e),
         })?;
-    // Only HTTP/1.1 is served (the WebSocket upgrade needs it).
+    // The API offers HTTP/1.1 only (the agents' and CLI's WebSocket upgrades need it); the app
+    // listener adds h2 to its copy.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

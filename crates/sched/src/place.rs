@@ -110,7 +110,8 @@ mod tests {
         assert_eq!(place(&mut nodes, &j, Scoring::Binpack).unwrap()[0].node, "b");
         // Only a has room: it is taken after all.
         let mut nodes = two();
-        let big = PendingJob { request: ResourceRequest { cpu_milli: 4000, mem_bytes: 1 << 30, gpu_milli: 0 }, ..job(0, 1) };
+        let big =
+            PendingJob { request: ResourceRequest { cpu_milli: 4000, mem_bytes: 1 << 30, gpu_milli: 0 }, ..job(0, 1) };
         assert_eq!(place(&mut nodes[1..], &big, Scoring::Binpack).unwrap()[0].node, "b");
         assert_eq!(place(&mut nodes, &j, Scoring::Binpack).unwrap()[0].node, "a");
     }

@@ -24,7 +24,7 @@ pub fn pending(id: JobId, request: ResourceRequest) -> PendingJob {
         kernels: 1,
         mounts: Vec::new(),
         data_on: Vec::new(),
-            avoid: Vec::new(),
+        avoid: Vec::new(),
         constraint: None,
         exclusive: false,
     }

@@ -122,6 +122,10 @@ fn add_app_env(env: &mut BTreeMap<String, String>, spec: &JobSpec) {
         let port = app.port.or_else(free_port);
         if let Some(port) = port {
             env.insert(port_var(&app.name), port.to_string());
+            // A serving replica's server reads its port where most servers look for it.
+            if spec.replica_of.is_some() && app.name == berth_model::endpoint::REPLICA_APP {
+                env.insert("PORT".into(), port.to_string());
+            }
         }
     }
     if spec.apps.iter().any(|a| a.kind == AppKind::Jupyter) {

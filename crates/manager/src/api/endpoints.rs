@@ -78,11 +78,8 @@ pub async fn create(
         )));
     }
     let now = jiff::Timestamp::now();
-    let row = m
-        .serving
-        .store()
-        .create_endpoint(&spec.name, user.id, submitter, &spec, spec.initial_replicas(), now)
-        .await?;
+    let row =
+        m.serving.store().create_endpoint(&spec.name, user.id, submitter, &spec, spec.initial_replicas(), now).await?;
     let id = row.id;
     m.serving.lock().insert(id, Endpoint::new(row, Default::default(), Instant::now()));
     m.tenancy.audit(&user.name, "endpoint.create", &spec.name, "").await;
@@ -95,9 +92,7 @@ pub async fn create(
 pub async fn list(State(m): State<Arc<Manager>>, Auth(user): Auth) -> Answer<Vec<EndpointView>> {
     let now = Instant::now();
     let eps = m.serving.lock();
-    Ok(axum::Json(
-        eps.values().filter(|e| user.is_admin() || e.row.owner_id == user.id).map(|e| e.view(now)).collect(),
-    ))
+    Ok(axum::Json(eps.values().filter(|e| user.is_admin() || e.row.owner_id == user.id).map(|e| e.view(now)).collect()))
 }
 
 /// One endpoint with its replicas and traffic.
@@ -178,7 +173,11 @@ pub async fn update(
 /// Remove an endpoint: its replicas stop and its tokens go.
 #[utoipa::path(delete, path = "/v1/endpoints/{name}", tag = "serving", params(("name" = String, Path)),
     responses((status = 204), (status = 404, body = berth_model::api::ErrorBody)))]
-pub async fn remove(State(m): State<Arc<Manager>>, Auth(user): Auth, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn remove(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
     let _w = m.serving.writes.lock().await;
     let row = visible(&m, &user, &name)?;
     m.serving.store().delete_endpoint(row.id).await?;
@@ -252,7 +251,9 @@ pub async fn revoke_token(
 ) -> Result<StatusCode, ApiError> {
     let row = visible(&m, &user, &name)?;
     if !m.serving.store().delete_endpoint_token(row.id, id).await? {
-        return Err(ApiError::not_found(format!("endpoint `{name}` has no token {id}: see berth serve token ls {name}")));
+        return Err(ApiError::not_found(format!(
+            "endpoint `{name}` has no token {id}: see berth serve token ls {name}"
+        )));
     }
     if let Some(e) = m.serving.lock().get_mut(&row.id) {
         e.tokens.retain(|_, t| *t != id);

@@ -4,6 +4,7 @@ pub mod apps;
 pub mod backup;
 pub mod cache;
 pub mod code;
+pub mod endpoints;
 pub mod envs;
 pub mod exec;
 pub mod folder_files;

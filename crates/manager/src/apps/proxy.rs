@@ -158,10 +158,17 @@ impl Proxy {
 
     /// [`Proxy::forward`], with the failure said apart: whether the request can have reached
     /// the app (a serving endpoint retries the ones that cannot on another replica).
-    pub async fn send(&self, key: AppKey, mut req: Request<Body>, forwarded: Forwarded) -> Result<Response<Body>, SendError> {
+    pub async fn send(
+        &self,
+        key: AppKey,
+        mut req: Request<Body>,
+        forwarded: Forwarded,
+    ) -> Result<Response<Body>, SendError> {
         let token = self.connector.token(&key).await.map_err(SendError::Connect)?;
         let path = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
-        let uri = format!("http://{}{path}", key.authority()).parse::<Uri>().map_err(|e| SendError::BadPath(e.to_string()))?;
+        let uri = format!("http://{}{path}", key.authority())
+            .parse::<Uri>()
+            .map_err(|e| SendError::BadPath(e.to_string()))?;
         *req.uri_mut() = uri;
         // The forward is HTTP/1.1 whatever the client spoke (HTTP/2 ends here).
         *req.version_mut() = axum::http::Version::HTTP_11;
@@ -200,10 +207,14 @@ impl Proxy {
                 return self.connector.open(key).await.map(drop);
             };
             let uri: Uri = format!("http://{}{path}", key.authority()).parse().map_err(|e| format!("{e}"))?;
-            let req = Request::get(uri).header(header::USER_AGENT, "berth-probe").body(Body::empty()).map_err(|e| e.to_string())?;
-            let resp = self.client.request(req).await.map_err(|e| {
-                std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string())
-            })?;
+            let req = Request::get(uri)
+                .header(header::USER_AGENT, "berth-probe")
+                .body(Body::empty())
+                .map_err(|e| e.to_string())?;
+            let resp =
+                self.client.request(req).await.map_err(|e| {
+                    std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string())
+                })?;
             let status = resp.status();
             // Read the body so the connection goes back to the pool.
             let _ = http_body_util::BodyExt::collect(resp.into_body()).await;

@@ -170,7 +170,13 @@ pub struct Serving {
 
 impl Serving {
     pub fn new(store: Arc<dyn Store>) -> Serving {
-        Serving { store, endpoints: Mutex::default(), kick: Notify::new(), loaded: AtomicBool::new(false), writes: Default::default() }
+        Serving {
+            store,
+            endpoints: Mutex::default(),
+            kick: Notify::new(),
+            loaded: AtomicBool::new(false),
+            writes: Default::default(),
+        }
     }
 
     /// Reads the endpoints and their tokens from the store (at start and on taking the lease).

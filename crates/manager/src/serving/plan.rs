@@ -8,7 +8,9 @@
 //! 2. During a rolling update, a replica of the new revision that fails like that, or three
 //!    new replicas that end on their own, roll the endpoint back to the previous spec.
 //! 3. A rolling update adds one new replica at a time (at most `desired + 1` take traffic or
-//!    start), and drains one old replica each time a new one is ready.
+//!    start), and drains one old replica each time a new one is ready, or when the new one
+//!    finds no room while at least two replicas serve (Kubernetes' max surge and max
+//!    unavailable of one).
 //! 4. Otherwise replicas are added up to `desired` (one waiting for a place at a time, so
 //!    that each is placed knowing where the others went), and surplus ones are drained, the
 //!    not-ready ones first.
@@ -112,7 +114,10 @@ pub fn plan(i: &Input) -> Vec<Action> {
     if !old.is_empty() {
         let current_ready = current.iter().filter(|r| r.state == ReplicaState::Ready).count();
         let all_ready = current.len() == current_ready;
-        if current_ready > 0 && live.len() > desired {
+        let ready = live.iter().filter(|r| r.state == ReplicaState::Ready).count();
+        // The surge replica finds no room: one old replica makes room, if another serves on.
+        let no_room = current.iter().any(|r| !r.placed) && ready >= 2;
+        if (current_ready > 0 || no_room) && live.len() > desired {
             out.push(Action::Drain(pick_old(&old).job));
         } else if desired == 0 {
             out.extend(old.iter().map(|r| Action::Drain(r.job)));
@@ -184,7 +189,8 @@ mod tests {
         let mut waiting = facts(1, 2, ReplicaState::Starting);
         waiting.placed = false;
         assert_eq!(plan(&input(now, &h, &[waiting], 3)), []);
-        let r = [facts(1, 2, ReplicaState::Ready), facts(2, 2, ReplicaState::NotReady), facts(3, 2, ReplicaState::Ready)];
+        let r =
+            [facts(1, 2, ReplicaState::Ready), facts(2, 2, ReplicaState::NotReady), facts(3, 2, ReplicaState::Ready)];
         assert_eq!(plan(&input(now, &h, &r, 1)), [Action::Drain(2), Action::Drain(3)]);
         let mut backoff = input(now, &h, &[], 1);
         backoff.start_after = Some(now + Duration::from_secs(4));
@@ -206,7 +212,14 @@ mod tests {
         drained[0].inflight = 2;
         assert_eq!(plan(&input(now, &h, &drained, 2)), [Action::Start]);
         drained[0].inflight = 0;
-        assert_eq!(plan(&input(now, &h, &drained, 2))[0], Action::Stop { job: 1, reason: "drained".into(), failed: false });
+        let mut full = [old[0].clone(), old[1].clone(), facts(3, 2, ReplicaState::Starting)];
+        full[2].placed = false;
+        assert_eq!(plan(&input(now, &h, &full, 2)), [Action::Drain(1)], "makes room");
+        assert_eq!(plan(&input(now, &h, &full[1..], 1)), [], "never below one ready");
+        assert_eq!(
+            plan(&input(now, &h, &drained, 2))[0],
+            Action::Stop { job: 1, reason: "drained".into(), failed: false }
+        );
     }
 
     #[test]
@@ -249,6 +262,9 @@ mod tests {
         r.inflight = 1;
         let replicas = [r, facts(2, 2, ReplicaState::Ready)];
         assert_eq!(plan(&input(t0 + Duration::from_secs(4), &h, &replicas, 1)), []);
-        assert!(matches!(&plan(&input(t0 + Duration::from_secs(5), &h, &replicas, 1))[..], [Action::Stop { job: 1, .. }]));
+        assert!(matches!(
+            &plan(&input(t0 + Duration::from_secs(5), &h, &replicas, 1))[..],
+            [Action::Stop { job: 1, .. }]
+        ));
     }
 }

@@ -93,7 +93,8 @@ enum Pick {
 fn pick(m: &Manager, id: i64, tried: &[JobId], started: Instant) -> Pick {
     let mut eps = m.serving.lock();
     let Some(ep) = eps.get_mut(&id) else { return Pick::Unavailable("the endpoint was removed".into()) };
-    let ready: Vec<_> = ep.replicas.values().filter(|r| r.state == ReplicaState::Ready && !tried.contains(&r.job)).collect();
+    let ready: Vec<_> =
+        ep.replicas.values().filter(|r| r.state == ReplicaState::Ready && !tried.contains(&r.job)).collect();
     if !ready.is_empty() {
         let least = ready.iter().map(|r| r.inflight.load(Ordering::Relaxed)).min().unwrap_or(0);
         let ties: Vec<_> = ready.iter().filter(|r| r.inflight.load(Ordering::Relaxed) == least).collect();
@@ -269,7 +270,9 @@ async fn access(m: &Manager, name: &str, headers: &axum::http::HeaderMap) -> Res
     let Some(token) = token else {
         let mut r = plain(
             StatusCode::UNAUTHORIZED,
-            format!("endpoint `{name}` needs a token: send `Authorization: Bearer TOKEN` (berth serve token create {name})"),
+            format!(
+                "endpoint `{name}` needs a token: send `Authorization: Bearer TOKEN` (berth serve token create {name})"
+            ),
         );
         r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return Err(r);
@@ -279,8 +282,10 @@ async fn access(m: &Manager, name: &str, headers: &axum::http::HeaderMap) -> Res
         Ok(u) if u.id == owner || u.is_admin() => Ok(id),
         Ok(_) => Err(not_found(name)),
         Err(_) => {
-            let mut r = plain(StatusCode::UNAUTHORIZED, format!("invalid token for endpoint `{name}` (revoked or never made)"));
-            r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));
+            let mut r =
+                plain(StatusCode::UNAUTHORIZED, format!("invalid token for endpoint `{name}` (revoked or never made)"));
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));
             Err(r)
         }
     }
