@@ -101,6 +101,7 @@ pub enum OnOff {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_args(hide_job_only))]
 pub struct CreateArgs {
     /// The endpoint's name (lowercase letters, digits and -), or a service file (*.toml)
     #[arg(value_name = "NAME|FILE.toml")]
@@ -117,6 +118,7 @@ pub struct CreateArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_args(hide_job_only))]
 pub struct UpdateArgs {
     /// The endpoint's name (`--name` is the replica jobs', as for `berth submit`)
     #[arg(id = "endpoint", value_name = "NAME")]
@@ -130,6 +132,16 @@ pub struct UpdateArgs {
     pub command: Vec<OsString>,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// The job flags a replica cannot take (`EndpointSpec::validate` refuses them, saying why):
+/// parsed as for `berth submit`, since they share one definition, but left out of the help.
+const JOB_ONLY: [&str; 10] =
+    ["array", "dependency", "begin", "time_limit", "signal", "nodes", "kernels", "apps", "jupyter", "tensorboard"];
+
+fn hide_job_only(a: clap::Arg) -> clap::Arg {
+    // Only ever hides: a flag hidden for `submit` stays hidden.
+    if JOB_ONLY.contains(&a.get_id().as_str()) { a.hide(true) } else { a }
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -328,6 +340,9 @@ mod tests {
         let e = build_spec(&create_args(&[f.to_str().unwrap()]), cwd).unwrap_err();
         assert!(e.downcast_ref::<UsageError>().is_some() && e.to_string().contains("unknown field `replcas`"), "{e}");
         assert!(T::try_parse_from(["serve", "scale", "x", "-1"]).is_err());
+        // Hidden from the help, still parsed, and refused with the reason.
+        let e = build_spec(&create_args(&["hello", "--array", "0-3", "--", "x"]), cwd).unwrap_err();
+        assert!(e.to_string().contains("cannot be an array"), "{e}");
         assert!(T::try_parse_from(["serve", "public", "x", "maybe"]).is_err());
     }
 
