@@ -148,6 +148,19 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
 /// Parses a job file's text; `path` names it in errors and `dir` anchors a relative workdir.
 pub fn parse(text: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
     let f: JobFile = toml::from_str(text).with_context(|| format!("invalid job file {}", path.display()))?;
+    finish(f, path, dir)
+}
+
+/// Parses the job keys of a file that has others too (a service file, `servefile.rs`): the
+/// caller takes its own keys out of `table` and leaves the rest to be read as a job file is;
+/// `kind` names the file in errors ("service").
+pub fn parse_table(table: toml::Table, kind: &str, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
+    let f: JobFile =
+        toml::Value::Table(table).try_into().with_context(|| format!("invalid {kind} file {}", path.display()))?;
+    finish(f, path, dir)
+}
+
+fn finish(f: JobFile, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
     let bad = |m: &str| anyhow::anyhow!("invalid job file {}: {m}", path.display());
     let command = match (f.command, f.script) {
         (Some(_), Some(_)) => return Err(bad("give either `command` or `script`, not both")),
@@ -285,7 +298,7 @@ fn de_gpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     de_quantity(d, berth_model::parse_gpus)
 }
 
-fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(crate) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     de_quantity(d, berth_model::parse_duration)
 }
 

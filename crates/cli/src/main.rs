@@ -9,6 +9,7 @@
 mod args;
 mod client;
 mod client_folders;
+mod client_serve;
 mod client_tenancy;
 mod client_ws;
 mod commands;
@@ -25,6 +26,8 @@ mod output;
 mod placement;
 mod sbatch;
 mod script;
+mod servefile;
+mod serveflags;
 mod service;
 mod slurm;
 mod specflags;
@@ -99,6 +102,8 @@ enum Command {
     Usage(commands::usage::UsageArgs),
     /// List the container images each node has (for jobs with --image)
     Images(commands::images::ImagesArgs),
+    /// Serve a model or any HTTP server: replicas behind /serve/NAME/, probes, autoscaling, tokens
+    Serve(commands::serve::ServeArgs),
     /// Data folders: create, list, share, quota, usage (mount them with --folder)
     Folder(commands::folder::FolderArgs),
     /// Upload a file or directory into a data folder (resumable, checked by sha256)
@@ -253,6 +258,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Quotas(a) => quota::list(a).await,
         Command::Usage(a) => usage::run(a).await,
         Command::Images(a) => commands::images::run(a).await,
+        Command::Serve(a) => commands::serve::run(a).await,
         Command::Folder(a) => commands::folder::run(a).await,
         Command::Upload(a) => commands::transfer::upload(a).await,
         Command::Download(a) => commands::transfer::download(a).await,

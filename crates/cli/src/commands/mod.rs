@@ -31,6 +31,8 @@ pub mod queues;
 pub mod quota;
 pub mod requeue;
 pub mod run;
+pub mod serve;
+pub mod serve_show;
 pub mod show;
 pub mod signal;
 pub mod sim;

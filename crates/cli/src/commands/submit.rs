@@ -191,7 +191,7 @@ pub fn build_spec(args: &JobArgs) -> anyhow::Result<JobSpec> {
 
 /// Checks that every argument is UTF-8 (the API carries text). `first` is the 1-based number
 /// of the first one, counted over everything after the flags, so the message points at it.
-fn utf8_args(args: &[OsString], first: usize) -> anyhow::Result<Vec<String>> {
+pub(crate) fn utf8_args(args: &[OsString], first: usize) -> anyhow::Result<Vec<String>> {
     args.iter()
         .enumerate()
         .map(|(i, a)| {
