@@ -1,7 +1,9 @@
 //! The access log: one line per API or app-proxy request (target `berth::access`, at info):
 //! method, path, status and time taken. The query is left out: one-time login codes travel
 //! in it. Filter it like any log (`RUST_LOG=info,berth::access=off`); with
-//! `--log-format json` its fields are the line's keys.
+//! `--log-format json` its fields are the line's keys. Serving endpoints' requests are at
+//! debug (`RUST_LOG=info,berth::access=debug` shows them): they come by the thousand a
+//! second, and their counts and latencies are in the metrics.
 
 use std::time::Instant;
 
@@ -16,6 +18,11 @@ pub async fn log(req: Request, next: Next) -> Response {
     let start = Instant::now();
     let resp = next.run(req).await;
     let ms = start.elapsed().as_secs_f64() * 1000.0;
-    tracing::info!(target: "berth::access", %method, path, status = resp.status().as_u16(), ms, "request");
+    let status = resp.status().as_u16();
+    if path.starts_with("/serve/") {
+        tracing::debug!(target: "berth::access", %method, path, status, ms, "request");
+    } else {
+        tracing::info!(target: "berth::access", %method, path, status, ms, "request");
+    }
     resp
 }

@@ -294,6 +294,9 @@ pub struct EndpointView {
     pub message: Option<String>,
     /// The path to call it at, on the app listener.
     pub path: String,
+    /// The whole URL, as the caller reaches the manager (`None`: the app listener is off).
+    #[serde(default)]
+    pub url: Option<String>,
     pub replicas: Vec<ReplicaView>,
     /// Requests per second over the last minute.
     pub request_rate: f64,

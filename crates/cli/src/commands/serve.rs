@@ -211,7 +211,7 @@ async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         output::print_json(&view)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let url = serve_show::endpoint_url(&client, &view).await;
+    let url = serve_show::endpoint_url(&view);
     println!("created endpoint {name}: {url}");
     serve_show::explain_url(&url);
     if !view.spec.public {

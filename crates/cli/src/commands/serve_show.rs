@@ -28,25 +28,10 @@ pub struct LogsArgs {
     pub stderr: bool,
 }
 
-/// Where to call the endpoint: a full URL when the manager's answers tell the app listener's
-/// address, else its path on the app listener.
-pub async fn endpoint_url(client: &Client, view: &EndpointView) -> String {
-    if view.path.starts_with("http://") || view.path.starts_with("https://") {
-        return view.path.clone();
-    }
-    // The manager knows the app listener's URL as users reach it (`--apps-url`, or the host
-    // the API was called at) and puts it in each app's URL, as `berth open` shows: a
-    // replica's app (`serve`) gives it away. Without a replica yet, the path must do.
-    for r in &view.replicas {
-        let Ok(apps) = client.apps(r.job).await else { continue };
-        for a in apps {
-            let own = berth_model::app::base_path(r.job, &a.name);
-            if let Some(base) = a.url.strip_suffix(&own) {
-                return format!("{base}{}", view.path);
-            }
-        }
-    }
-    view.path.clone()
+/// Where to call the endpoint: its full URL when the manager knows the app listener's
+/// address as the caller reaches it, else its path on the app listener.
+pub fn endpoint_url(view: &EndpointView) -> String {
+    view.url.clone().unwrap_or_else(|| view.path.clone())
 }
 
 /// When only the path is known, says where it lives.
@@ -107,7 +92,7 @@ pub async fn show(name: &str, out: OutputArgs) -> anyhow::Result<ExitCode> {
         output::print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let url = endpoint_url(&client, &v).await;
+    let url = endpoint_url(&v);
     for (k, val) in header(&v, &url) {
         println!("{k:<10} {val}");
     }
@@ -218,7 +203,7 @@ pub async fn token(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let url = match client.endpoint(&name).await {
-                Ok(v) => endpoint_url(&client, &v).await,
+                Ok(v) => endpoint_url(&v),
                 Err(_) => berth_model::endpoint::base_path(&name),
             };
             println!("{}", t.secret);
@@ -271,6 +256,7 @@ mod tests {
             rollout: Rollout::Rolling,
             message: None,
             path: "/serve/llm/".into(),
+            url: None,
             replicas: vec![ReplicaView {
                 job: 42,
                 revision: 3,

@@ -60,7 +60,7 @@ pub async fn link(
 
 /// The app proxy's URL as the caller reaches the manager: the host they used, the proxy's
 /// port (or the configured public URL).
-fn apps_base(m: &Manager, headers: &HeaderMap) -> Result<String, ApiError> {
+pub(crate) fn apps_base(m: &Manager, headers: &HeaderMap) -> Result<String, ApiError> {
     let Some(apps) = m.apps.get() else {
         return Err(ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,

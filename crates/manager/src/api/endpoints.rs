@@ -2,15 +2,15 @@
 //! tokens. The controller (`serving/controller.rs`) does the rest from the stored row.
 //!
 //! Only the owner and admins see an endpoint; everyone else gets the 404 of one that does
-//! not exist. A spec change that alters what replicas run (their job or port) is a new
-//! revision, rolled out one replica at a time; counts, probes, autoscaling and public access
+//! not exist. A spec change that alters what replicas run (their job, port or probes) is a
+//! new revision, rolled out one replica at a time; counts, autoscaling and public access
 //! change in place.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use berth_model::endpoint::{
     CreateEndpoint, CreateEndpointToken, CreatedEndpointToken, EndpointSpec, EndpointTokenView, EndpointView,
     MAX_REPLICAS, REPLICA_APP, ReplicaOf, Rollout, UpdateEndpoint,
@@ -39,9 +39,15 @@ fn visible(m: &Manager, user: &User, name: &str) -> Result<EndpointRow, ApiError
         .ok_or_else(|| not_found(name))
 }
 
-fn view_of(m: &Manager, id: i64) -> Result<EndpointView, ApiError> {
-    let eps = m.serving.lock();
-    eps.get(&id).map(|e| e.view(Instant::now())).ok_or_else(|| ApiError::not_found("the endpoint was removed"))
+fn view_of(m: &Manager, headers: &HeaderMap, id: i64) -> Result<EndpointView, ApiError> {
+    let v = m.serving.lock().get(&id).map(|e| e.view(Instant::now()));
+    v.map(|v| with_url(m, headers, v)).ok_or_else(|| ApiError::not_found("the endpoint was removed"))
+}
+
+/// Fills in the endpoint's URL on the app listener, as the caller reaches the manager.
+fn with_url(m: &Manager, headers: &HeaderMap, mut v: EndpointView) -> EndpointView {
+    v.url = super::apps::apps_base(m, headers).ok().map(|base| format!("{base}{}", v.path));
+    v
 }
 
 /// Checks a spec as a replica would be submitted: the spec's own rules, then every submit
@@ -66,6 +72,7 @@ pub async fn create(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
     Submitter(submitter): Submitter,
+    headers: HeaderMap,
     Json(req): Json<CreateEndpoint>,
 ) -> Result<(StatusCode, axum::Json<EndpointView>), ApiError> {
     let spec = req.spec;
@@ -84,7 +91,7 @@ pub async fn create(
     m.serving.lock().insert(id, Endpoint::new(row, Default::default(), Instant::now()));
     m.tenancy.audit(&user.name, "endpoint.create", &spec.name, "").await;
     m.serving.kick.notify_one();
-    Ok((StatusCode::CREATED, axum::Json(view_of(&m, id)?)))
+    Ok((StatusCode::CREATED, axum::Json(view_of(&m, &headers, id)?)))
 }
 
 /// Your endpoints (admins: all).
@@ -98,9 +105,14 @@ pub async fn list(State(m): State<Arc<Manager>>, Auth(user): Auth) -> Answer<Vec
 /// One endpoint with its replicas and traffic.
 #[utoipa::path(get, path = "/v1/endpoints/{name}", tag = "serving", params(("name" = String, Path)),
     responses((status = 200, body = EndpointView), (status = 404, body = berth_model::api::ErrorBody)))]
-pub async fn show(State(m): State<Arc<Manager>>, Auth(user): Auth, Path(name): Path<String>) -> Answer<EndpointView> {
+pub async fn show(
+    State(m): State<Arc<Manager>>,
+    Auth(user): Auth,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Answer<EndpointView> {
     let row = visible(&m, &user, &name)?;
-    Ok(axum::Json(view_of(&m, row.id)?))
+    Ok(axum::Json(view_of(&m, &headers, row.id)?))
 }
 
 /// Change an endpoint: a new spec (rolled out replica by replica when what replicas run
@@ -112,6 +124,7 @@ pub async fn show(State(m): State<Arc<Manager>>, Auth(user): Auth, Path(name): P
 pub async fn update(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
+    headers: HeaderMap,
     Path(name): Path<String>,
     Json(req): Json<UpdateEndpoint>,
 ) -> Answer<EndpointView> {
@@ -134,7 +147,8 @@ pub async fn update(
     let mut row = visible(&m, &user, &name)?;
     let replicas_live = m.serving.lock().get(&row.id).is_some_and(|e| !e.replicas.is_empty());
     if let Some(spec) = req.spec {
-        let rolls = spec.job != row.spec.job || spec.port != row.spec.port;
+        // What a replica is started with rolls out; counts, scaling and access apply at once.
+        let rolls = spec.job != row.spec.job || spec.port != row.spec.port || spec.health != row.spec.health;
         if spec.replicas != row.spec.replicas || spec.autoscale != row.spec.autoscale {
             row.desired = spec.initial_replicas();
         }
@@ -167,7 +181,7 @@ pub async fn update(
     }
     m.tenancy.audit(&user.name, "endpoint.update", &name, "").await;
     m.serving.kick.notify_one();
-    Ok(axum::Json(view_of(&m, id)?))
+    Ok(axum::Json(view_of(&m, &headers, id)?))
 }
 
 /// Remove an endpoint: its replicas stop and its tokens go.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use berth_model::endpoint::{REPLICA_APP, ReplicaOf, ReplicaState, Rollout};
+use berth_model::endpoint::{HealthSpec, REPLICA_APP, ReplicaOf, ReplicaState, Rollout};
 use berth_model::{JobId, JobState};
 use berth_store::endpoints::EndpointRow;
 
@@ -101,7 +101,12 @@ async fn round(m: &Arc<Manager>, proxy: &Arc<Proxy>) {
                     ep.dirty = true;
                 }
             }
-            let facts: Vec<Facts> = ep.replicas.values().filter(|r| !r.stopping).map(facts).collect();
+            let facts: Vec<Facts> = ep
+                .replicas
+                .values()
+                .filter(|r| !r.stopping)
+                .map(|r| facts(r, health_of(&ep.row, r.revision)))
+                .collect();
             let input = plan::Input {
                 now,
                 health: &ep.row.spec.health,
@@ -211,7 +216,16 @@ fn state_counts(ep: &Endpoint) -> [u64; 4] {
     c
 }
 
-fn facts(r: &Replica) -> Facts {
+/// The probes replicas of `revision` run with: an old replica keeps its own while an update
+/// rolls (a new readiness path must not fail the replicas that serve meanwhile).
+fn health_of(row: &EndpointRow, revision: u64) -> &HealthSpec {
+    match &row.previous {
+        Some(p) if revision != row.revision => &p.health,
+        _ => &row.spec.health,
+    }
+}
+
+fn facts(r: &Replica, h: &HealthSpec) -> Facts {
     Facts {
         job: r.job,
         revision: r.revision,
@@ -222,6 +236,8 @@ fn facts(r: &Replica) -> Facts {
         probe_fails: r.probe_fails,
         inflight: r.inflight.load(Ordering::Relaxed),
         draining_since: r.draining_since,
+        start_timeout_secs: h.start_timeout_secs,
+        failures: h.failures,
     }
 }
 
@@ -376,13 +392,13 @@ async fn note_end(m: &Manager, endpoint: i64, job: JobId) {
 
 /// The probes to send now: for each running replica whose turn it is.
 fn due_probes(ep: &mut Endpoint, now: Instant) -> Vec<(AppKey, Option<String>, Duration)> {
-    let h = ep.row.spec.health.clone();
-    let period = Duration::from_secs(u64::from(h.period_secs));
     let mut out = Vec::new();
     for r in ep.replicas.values_mut() {
         if r.stopping || r.probing || r.running_since.is_none() || now < r.next_probe {
             continue;
         }
+        let h = health_of(&ep.row, r.revision);
+        let period = Duration::from_secs(u64::from(h.period_secs));
         r.probing = true;
         r.next_probe = now + if r.ever_ready { period } else { FIRST_PROBES.min(period) };
         let path = if r.ever_ready { h.live_path.clone().or(h.ready_path.clone()) } else { h.ready_path.clone() };
@@ -396,7 +412,8 @@ fn due_probes(ep: &mut Endpoint, now: Instant) -> Vec<(AppKey, Option<String>, D
 fn probed(m: &Manager, job: JobId, result: Result<(), String>) {
     let mut eps = m.serving.lock();
     let Some(ep) = eps.values_mut().find(|e| e.replicas.contains_key(&job)) else { return };
-    let failures = ep.row.spec.health.failures;
+    let Some(revision) = ep.replicas.get(&job).map(|r| r.revision) else { return };
+    let failures = health_of(&ep.row, revision).failures;
     let Some(r) = ep.replicas.get_mut(&job) else { return };
     r.probing = false;
     match result {

@@ -131,6 +131,7 @@ impl Endpoint {
             rollout: r.rollout,
             message: r.message.clone(),
             path: berth_model::endpoint::base_path(&r.name),
+            url: None,
             replicas: self
                 .replicas
                 .values()
@@ -200,7 +201,8 @@ impl Serving {
 
     /// The endpoints, under a lock never held across an `await`.
     pub fn lock(&self) -> MutexGuard<'_, BTreeMap<i64, Endpoint>> {
-        self.endpoints.lock().expect("endpoints lock")
+        // A panic elsewhere while holding it leaves plain data behind: go on with it.
+        self.endpoints.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The id of endpoint `name`.

@@ -35,6 +35,10 @@ pub struct Facts {
     pub probe_fails: u32,
     pub inflight: u64,
     pub draining_since: Option<Instant>,
+    /// Its revision's start timeout and failure threshold (an old replica keeps the probes
+    /// it was started with while an update rolls).
+    pub start_timeout_secs: u32,
+    pub failures: u32,
 }
 
 /// An endpoint as the planner sees it.
@@ -71,7 +75,6 @@ const ROLLBACK_AFTER: u32 = 3;
 pub fn plan(i: &Input) -> Vec<Action> {
     let mut out = Vec::new();
     let h = i.health;
-    let start_timeout = Duration::from_secs(u64::from(h.start_timeout_secs));
     let drain = Duration::from_secs(u64::from(h.drain_secs));
     let mut stopped: Vec<JobId> = Vec::new();
     for r in i.replicas {
@@ -82,12 +85,13 @@ pub fn plan(i: &Input) -> Vec<Action> {
             }
             continue;
         }
+        let start_timeout = Duration::from_secs(u64::from(r.start_timeout_secs));
         let why = match (r.ever_ready, r.running_since) {
             (false, Some(since)) if i.now.saturating_duration_since(since) >= start_timeout => Some(format!(
                 "not ready {}s after it started: check its readiness probe and logs",
-                h.start_timeout_secs
+                r.start_timeout_secs
             )),
-            (true, Some(_)) if r.probe_fails >= h.failures => {
+            (true, Some(_)) if r.probe_fails >= r.failures => {
                 Some(format!("stopped answering: {} failed probes in a row", r.probe_fails))
             }
             _ => None,
@@ -165,6 +169,8 @@ mod tests {
             probe_fails: 0,
             inflight: 0,
             draining_since: None,
+            start_timeout_secs: HealthSpec::default().start_timeout_secs,
+            failures: HealthSpec::default().failures,
         }
     }
 
@@ -225,9 +231,10 @@ mod tests {
     #[test]
     fn a_new_replica_that_never_gets_ready_rolls_the_update_back() {
         let t0 = Instant::now();
-        let h = HealthSpec { start_timeout_secs: 10, ..HealthSpec::default() };
+        let h = HealthSpec::default();
         let mut new = facts(3, 2, ReplicaState::NotReady);
         new.running_since = Some(t0);
+        new.start_timeout_secs = 10;
         let r = [facts(1, 1, ReplicaState::Ready), new];
         assert_eq!(plan(&input(t0 + Duration::from_secs(5), &h, &r, 1)), []);
         let got = plan(&input(t0 + Duration::from_secs(10), &h, &r, 1));
@@ -248,7 +255,7 @@ mod tests {
         let mut r = facts(1, 2, ReplicaState::NotReady);
         r.ever_ready = true;
         r.running_since = Some(now);
-        r.probe_fails = h.failures;
+        r.probe_fails = r.failures;
         let got = plan(&input(now, &h, std::slice::from_ref(&r), 1));
         assert!(matches!(&got[..], [Action::Stop { job: 1, failed: true, .. }, Action::Start]), "{got:?}");
     }

@@ -93,11 +93,15 @@ enum Pick {
 fn pick(m: &Manager, id: i64, tried: &[JobId], started: Instant) -> Pick {
     let mut eps = m.serving.lock();
     let Some(ep) = eps.get_mut(&id) else { return Pick::Unavailable("the endpoint was removed".into()) };
-    let ready: Vec<_> =
-        ep.replicas.values().filter(|r| r.state == ReplicaState::Ready && !tried.contains(&r.job)).collect();
-    if !ready.is_empty() {
-        let least = ready.iter().map(|r| r.inflight.load(Ordering::Relaxed)).min().unwrap_or(0);
-        let ties: Vec<_> = ready.iter().filter(|r| r.inflight.load(Ordering::Relaxed) == least).collect();
+    // One reading of each count: they change under us (responses end without this lock).
+    let ready: Vec<_> = ep
+        .replicas
+        .values()
+        .filter(|r| r.state == ReplicaState::Ready && !tried.contains(&r.job))
+        .map(|r| (r, r.inflight.load(Ordering::Relaxed)))
+        .collect();
+    if let Some(least) = ready.iter().map(|(_, n)| *n).min() {
+        let ties: Vec<_> = ready.iter().filter(|(_, n)| *n == least).map(|(r, _)| *r).collect();
         let r = ties[TURN.fetch_add(1, Ordering::Relaxed) % ties.len()];
         r.inflight.fetch_add(1, Ordering::Relaxed);
         let key = AppKey { job: r.job, attempt: r.attempt, app: REPLICA_APP.into() };

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Serving endpoints' figures (issue 21), side by side in one run on this machine, against a
+# fresh `berth up` (temp HOME and data dir). A replica's job takes a whole CPU (fractions round
+# up) and berth pins it with a cpuset, so a 2-CPU machine holds 2 replicas per agent; a
+# synthetic topology (`--topology` with more CPUs) does not help: the kernel refuses a cpuset
+# of CPUs that do not exist. Figure 3 therefore adds a second `berth agent` (node `extra`, same
+# machine, same 2 cores) to the same manager so that 4 replicas fit:
+#  1. proxy overhead: wrk GETs (3-byte body, keep-alive) at 1, 16 and 64 connections, SECS
+#     seconds each, (a) straight to one replica's port, (b) through nginx (our own process on a
+#     temp prefix: `upstream` with both replicas' ports, least_conn, keepalive to upstreams)
+#     and (c) through berth's endpoint /serve/NAME/ on the app listener (bearer token);
+#  2. a replica's death: SIGKILL of one replica's server under steady GET load (wrk,
+#     KILL_CONNS connections through the endpoint), seconds until a replacement replica is ready
+#     (polling the API every 50 ms) and failed requests seen meanwhile; KILLS times;
+#  3. autoscaling under a load step: an endpoint with --min 1 --max 4 --target-inflight 2
+#     --scale-up-cooldown 1s gets 16 connections of /slow (200 ms each); seconds until
+#     `desired` rises, reaches 4, and until 2, 3, 4 replicas are ready.
+# The replicas are berth's own replica jobs running bench/serve_backend.py (asyncio, ~50k
+# small GETs/s on one core); (a) and (b) use the same two replicas as (c).
+#
+#   BERTH=/tmp/berth-bench/berth bench/serve.sh [SECS=10] [KILLS=3]
+#
+# KILL_CONNS (8) is figure 2's load in connections. The figures run in the order 2, 3, 1.
+#
+# BERTH defaults to target/release/berth (not built here: build it first). Needs nginx and
+# wrk (installed with apt when missing). docs/perf.md keeps the figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-10}
+KILLS=${2:-3}
+KILL_CONNS=${KILL_CONNS:-8}
+BIN=$(realpath -m "${BERTH:-target/release/berth}")
+[ -x "$BIN" ] || { echo "no berth binary at $BIN: cargo build --release --bin berth, or set BERTH" >&2; exit 1; }
+if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light wrk >/dev/null ||
+    { echo "needs nginx and wrk: apt-get install nginx-light wrk" >&2; exit 1; }
+fi
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+BACKEND=$PWD/bench/serve_backend.py
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Everything this run starts lives under $tmp (berth's HOME and data dirs, nginx's prefix) and
+# $ports (the replicas write "PID PORT" files there: a job's /tmp is private, so it is under
+# /var/tmp). The EXIT trap stops what we started, by PID only.
+tmp=$(mktemp -d)
+ports=$(mktemp -d /var/tmp/berth-serve-bench.XXXXXX)
+chmod 755 "$ports"
+berth_pid='' nginx_pid='' agent_pid=''
+cleanup() {
+  set +e
+  # a panic in berth explains most failures: show it
+  grep -q panicked "$tmp/up.log" 2>/dev/null && { echo "berth panicked:" >&2; grep -A1 -m1 panicked "$tmp/up.log" >&2; }
+  [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null
+  if [ -n "$agent_pid" ]; then
+    kill -INT "$agent_pid" 2>/dev/null
+    for _ in $(seq 1 300); do kill -0 "$agent_pid" 2>/dev/null || break; sleep 0.05; done
+    kill -KILL "$agent_pid" 2>/dev/null
+  fi
+  if [ -n "$berth_pid" ]; then
+    # --stop-jobs: Ctrl-C stops the replicas' jobs too
+    kill -INT "$berth_pid" 2>/dev/null
+    for _ in $(seq 1 300); do kill -0 "$berth_pid" 2>/dev/null || break; sleep 0.05; done
+    kill -KILL "$berth_pid" 2>/dev/null
+  fi
+  # any replica server still alive (only those that wrote a file here: ours)
+  for f in "$ports"/*/*; do
+    [ -f "$f" ] || continue
+    read -r p _ <"$f"
+    grep -q serve_backend "/proc/$p/cmdline" 2>/dev/null && kill -KILL "$p"
+  done
+  rm -rf "$tmp" "$ports"
+}
+trap cleanup EXIT
+trap "exit 130" INT TERM
+
+export HOME=$tmp BERTH_DATA_DIR=$tmp/data XDG_CONFIG_HOME=
+berth() { "$BIN" "$@"; }
+
+api=$(free_port)
+apps=$(free_port)
+RUST_LOG=${RUST_LOG:-warn} "$BIN" up --no-cache --stop-jobs --listen "127.0.0.1:$api" --apps-listen "127.0.0.1:$apps" >"$tmp/up.log" 2>&1 &
+berth_pid=$!
+BERTH_URL=$(berth_url "$tmp/up.log")
+for _ in $(seq 1 200); do
+  berth nodes -o json 2>/dev/null | grep -q '"ready"' && break
+  sleep 0.05
+done
+BERTH_TOKEN=$(sed -n 's/^token *= *"\(.*\)"/\1/p' "$tmp/.config/berth/credentials")
+# serve_load.py polls the API over HTTP with the admin's token. The CLI is not given
+# BERTH_URL: over the local socket the kernel vouches for our Unix user, so the replicas run
+# as us (over TCP they would run as a mapped uid that cannot write to $ports).
+LOAD="env BERTH_URL=$BERTH_URL BERTH_TOKEN=$BERTH_TOKEN python3 $PWD/bench/serve_load.py"
+
+# `create NAME FLAGS...`: an endpoint of serve_backend.py replicas writing to $ports/NAME;
+# waits until `desired` replicas are ready and sets secret (a token of the endpoint).
+create() {
+  local name=$1
+  shift
+  mkdir -m 777 "$ports/$name"
+  berth serve create "$name" --cpus 0.1 --mem 128MiB --health /healthz --env "BENCH_PORT_DIR=$ports/$name" "$@" \
+    -- python3 "$BACKEND" >/dev/null
+  local ok=
+  for _ in $(seq 1 300); do
+    berth serve show "$name" -o json | python3 -c 'import json,sys; e=json.load(sys.stdin); sys.exit(0 if e["desired"] > 0 and sum(r["state"] == "ready" for r in e["replicas"]) >= e["desired"] else 1)' &&
+      { ok=1; break; }
+    sleep 0.1
+  done
+  [ -n "$ok" ] || { echo "endpoint $name never got ready:" >&2; berth serve show "$name" >&2; berth ps -a >&2; berth serve logs "$name" --stderr >&2; exit 1; }
+  secret=$(berth serve token create "$name" 2>/dev/null)
+}
+# The listening ports of the replica servers of endpoint NAME that are alive.
+replica_ports() {
+  local f p port
+  for f in "$ports/$1"/*; do
+    read -r p port <"$f"
+    [ -d "/proc/$p" ] && echo "$port"
+  done
+}
+# "RPS P50 P99 ERRORS" as a table row's cells.
+row() { awk -v what="$1" -v c="$2" '{ printf "| %s | %s | %.0f | %.2f | %.2f | %d |\n", what, c, $1, $2, $3, $4 }'; }
+
+echo "== machine: $(nproc) CPUs, $(uname -r), Debian $(cat /etc/debian_version), $(nginx -v 2>&1 | sed 's/.*: //'), wrk $(dpkg-query -W -f '${Version}' wrk), $(date -u '+%F %H:%M')Z"
+
+echo "== 2. a replica's death (SIGKILL of its server; 2 replicas, probes every 2 s), under $KILL_CONNS connection(s) of GETs"
+create web --replicas 2 --no-autoscale --drain-grace 1s
+echo "| kill | to a new replica ready, s | killed one out of rotation, s | failed requests | requests |"
+echo "|---:|---:|---:|---:|---:|"
+all=()
+for i in $(seq 1 "$KILLS"); do
+  r=$($LOAD kill web "$ports/web" "http://127.0.0.1:$apps/serve/web/" "$secret" "$KILL_CONNS")
+  read -r t out failed total <<<"$r"
+  all+=("$t")
+  echo "| $i | $t | $out | $failed | $total |"
+  sleep 1
+done
+echo "median: $(printf '%s\n' "${all[@]}" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }') s"
+berth serve rm web >/dev/null
+# a second agent on the same machine: two more CPUs' worth of replica slots
+mkdir "$tmp/agent2"
+env -u BERTH_DATA_DIR RUST_LOG="${RUST_LOG:-warn}" "$BIN" agent --manager "$BERTH_URL" --join-token-file "$tmp/data/join-token" \
+  --name extra --data-dir "$tmp/agent2" --stop-jobs --no-docker >"$tmp/agent2.log" 2>&1 &
+agent_pid=$!
+for _ in $(seq 1 200); do
+  berth nodes -o json 2>/dev/null | grep -q '"extra"' && break
+  sleep 0.05
+done
+# the removed endpoint's replicas gone (their CPUs free)
+for _ in $(seq 1 200); do
+  berth ps -o json | grep -q '"RUNNING"' || break
+  sleep 0.1
+done
+
+echo "== 3. autoscaling: --min 1 --max 4 --target-inflight 2 --scale-up-cooldown 1s, a step to 16 connections of /slow (200 ms)"
+create auto --min 1 --max 4 --target-inflight 2 --scale-up-cooldown 1s
+$LOAD step auto "http://127.0.0.1:$apps/serve/auto/" "$secret" 16 4
+berth serve show auto | sed -n '/^#/,$p'
+berth serve rm auto >/dev/null
+for _ in $(seq 1 200); do
+  berth ps -o json | grep -q '"RUNNING"' || break
+  sleep 0.1
+done
+echo "== 1. proxy overhead: GETs of a 3-byte body, keep-alive, ${SECS} s per cell"
+# a fresh endpoint of 2 replicas (placed on either node: both agents run on this machine)
+create proxied --replicas 2 --no-autoscale --drain-grace 1s
+mapfile -t web_ports < <(replica_ports proxied)
+# nginx as a reverse proxy over the same two replicas, run as our own process on a temp prefix
+mkdir -p "$tmp/nginx/logs"
+nginx_port=$(free_port)
+{
+  echo "worker_processes auto; error_log $tmp/nginx/logs/error.log; pid $tmp/nginx/nginx.pid;"
+  echo "events { worker_connections 4096; }"
+  echo "http {"
+  echo "  access_log off;"
+  echo "  upstream replicas { least_conn; keepalive 64;"
+  for p in "${web_ports[@]}"; do echo "    server 127.0.0.1:$p;"; done
+  echo "  }"
+  echo "  server { listen 127.0.0.1:$nginx_port;"
+  echo "    location / { proxy_pass http://replicas; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
+  echo "  }"
+  echo "}"
+} >"$tmp/nginx/nginx.conf"
+nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' &
+nginx_pid=$!
+for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$nginx_port/" >/dev/null && break; sleep 0.05; done
+echo "| path | connections | requests/s | p50 ms | p99 ms | failed |"
+echo "|---|---:|---:|---:|---:|---:|"
+for c in 1 16 64; do
+  $LOAD wrk "http://127.0.0.1:${web_ports[0]}/" "$c" "$SECS" | row "direct to one replica" "$c"
+  $LOAD wrk "http://127.0.0.1:$nginx_port/" "$c" "$SECS" | row "nginx, 2 replicas" "$c"
+  $LOAD wrk "http://127.0.0.1:$apps/serve/proxied/" "$c" "$SECS" "Authorization: Bearer $secret" | row "berth endpoint, 2 replicas" "$c"
+  # a panic in the manager's router shows as failed requests above; say so
+  if grep -q panicked "$tmp/up.log"; then
+    echo "berth's manager panicked during the last row:" >&2
+    grep -A1 -m1 panicked "$tmp/up.log" >&2
+    break
+  fi
+done
+kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true
+nginx_pid=
+
+berth serve rm proxied >/dev/null
