@@ -25,6 +25,8 @@ command -v mkfs.btrfs >/dev/null || need_pkgs+=(btrfs-progs)
 # `berth man`'s pages are rendered with groff and man (crates/cli/tests/cli_docs.rs).
 command -v groff >/dev/null || need_pkgs+=(groff-base)
 command -v man >/dev/null || need_pkgs+=(man-db)
+# Serving endpoints are called over HTTP/2 with curl (e2e_serve).
+command -v curl >/dev/null || need_pkgs+=(curl)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq

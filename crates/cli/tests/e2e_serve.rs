@@ -20,7 +20,8 @@ use serde_json::Value;
 use support::{Berth, PATIENCE, text};
 
 /// A replica: answers `VERSION pid path`, `/slow` after half a second, `/sse` as three
-/// server-sent events half a second apart, and `/never` (a health path) with 404.
+/// server-sent events half a second apart, `/ws` with an upgrade and then an echo, and
+/// `/never` (a health path) with 404.
 const SERVER: &str = r#"
 import http.server, os, time
 VERSION = os.environ.get("VERSION", "v1")
@@ -37,6 +38,18 @@ class H(http.server.BaseHTTPRequestHandler):
                 time.sleep(0.5)
             self.close_connection = True
             return
+        if self.path.startswith("/ws"):
+            # An upgrade, then an echo of raw bytes (what a WebSocket carries).
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.end_headers()
+            self.wfile.flush()
+            while True:
+                b = self.connection.recv(4096)
+                if not b:
+                    return
+                self.connection.sendall(b)
         if self.path.startswith("/never"):
             self.send_error(404)
             return
@@ -210,6 +223,37 @@ fn a_killed_replica_and_a_rolling_update_cost_no_request_and_a_bad_update_rolls_
     }
     assert_eq!(times.len(), 3, "three events");
     assert!(times[2] - times[0] >= Duration::from_millis(800), "events came together, buffered: {times:?}");
+
+    // An upgrade passes through, then bytes both ways.
+    let mut s = TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        s,
+        "GET /{path}ws HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: Upgrade\r\n\
+         Upgrade: websocket\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut c = [0u8; 1];
+        s.read_exact(&mut c).unwrap();
+        head.push(c[0]);
+    }
+    assert!(text(&head).starts_with("HTTP/1.1 101"), "{}", text(&head));
+    s.write_all(b"ping over the tunnel").unwrap();
+    let mut echo = [0u8; 20];
+    s.read_exact(&mut echo).unwrap();
+    assert_eq!(&echo, b"ping over the tunnel");
+    drop(s);
+
+    // HTTP/2 (cleartext, prior knowledge) as well as HTTP/1.1.
+    let o = std::process::Command::new("curl")
+        .args(["-s", "--http2-prior-knowledge", "-H", &format!("Authorization: Bearer {token}")])
+        .args(["-w", "\n%{http_version} %{http_code}", &format!("{url}h2")])
+        .output()
+        .expect("curl (scripts/test.sh installs it)");
+    let out = text(&o.stdout);
+    assert!(out.ends_with("\n2 200") && out.starts_with("v1 "), "{out}");
 
     // SIGKILL one replica's server under load: no client sees a failure.
     let load = Load::start(&format!("{url}x"), &token, 4);
@@ -456,4 +500,50 @@ fn endpoint_access_needs_its_token_and_bad_input_says_why() {
     let q = b.cli(&["serve", "create", "q", "--queue", "nope", "--", "python3", &script]);
     assert_eq!(q.status.code(), Some(1));
     assert!(text(&q.stderr).contains("unknown queue"), "{}", text(&q.stderr));
+}
+
+#[test]
+fn container_replicas_serve_through_their_endpoint() {
+    if !support::docker_ready("container_replicas_serve_through_their_endpoint") {
+        return;
+    }
+    let node = format!("srv{}", std::process::id());
+    let b = Berth::cluster("", &[(&node, &[])]);
+    // busybox's httpd on the port berth picked ($PORT), in the job's container.
+    let serve = "mkdir -p /tmp/www && echo \"container $BERTH_JOB_ID\" > /tmp/www/index.html && exec httpd -f -p $PORT -h /tmp/www";
+    let o = b.cli(&[
+        "serve",
+        "create",
+        "boxed",
+        "--replicas",
+        "2",
+        "--image",
+        "berth-test/busybox:1",
+        "--cpus",
+        "1",
+        "--mem",
+        "128MiB",
+        "--probe-period",
+        "1s",
+        "--public",
+        "--",
+        "sh",
+        "-c",
+        serve,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v = wait_endpoint(&b, "boxed", "two ready container replicas", |v| ready(v) == 2);
+    let jobs: Vec<i64> = v["replicas"].as_array().unwrap().iter().map(|r| r["job"].as_i64().unwrap()).collect();
+    let url = url_of(&b, "boxed");
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..8 {
+        let a = get(&url, None).unwrap();
+        assert_eq!(a.status, 200, "{}", a.body);
+        seen.insert(a.body.trim().to_string());
+    }
+    let want: std::collections::BTreeSet<String> = jobs.iter().map(|j| format!("container {j}")).collect();
+    assert_eq!(seen, want, "both containers answer, taken in turn");
+    assert!(b.cli(&["serve", "rm", "boxed"]).status.success());
+    drop(b);
+    support::remove_containers(&node);
 }
