@@ -57,6 +57,7 @@ fn jobs(n: usize) -> Vec<PendingJob> {
                 kernels: 1,
                 mounts: Vec::new(),
                 data_on: Vec::new(),
+                avoid: Vec::new(),
                 constraint: None,
                 exclusive: false,
             }

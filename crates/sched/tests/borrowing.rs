@@ -24,6 +24,7 @@ fn gpu_job(id: i64, project: &str, priority: i32) -> PendingJob {
         kernels: 1,
         mounts: Vec::new(),
         data_on: Vec::new(),
+        avoid: Vec::new(),
         constraint: None,
         exclusive: false,
     }

@@ -40,3 +40,23 @@ fn a_gang_takes_the_holders_first_then_the_score() {
             kernel 1 n2 cpus=0-1 mems=0 mem=1GiB
         "#);
 }
+
+/// A serving endpoint's replicas spread: the nodes a job avoids (its siblings') are taken only
+/// when no other node can take it, in score order among themselves.
+#[test]
+fn avoided_nodes_come_last_but_are_not_refused() {
+    insta::assert_snapshot!(support::run("
+        queue default scoring=binpack
+        node n1 cpus=4
+        node n2 cpus=4
+        job 1 cpus=2 avoid=n1
+        job 2 cpus=2 avoid=n1
+        job 3 cpus=2 avoid=n1
+        pass
+    "), @r#"
+        pass 1
+          start 1 n2 cpus=0-1 mems=0 mem=1GiB
+          start 2 n2 cpus=2-3 mems=0 mem=1GiB
+          start 3 n1 cpus=0-1 mems=0 mem=1GiB
+        "#);
+}

@@ -52,6 +52,7 @@ fn pending(id: JobId, &(priority, q, cpus, gib, gpu_milli, nodes, u, p, limit): 
         kernels: 1,
         mounts: Vec::new(),
         data_on: Vec::new(),
+        avoid: Vec::new(),
         constraint: None,
         exclusive: false,
     }

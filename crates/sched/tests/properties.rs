@@ -77,6 +77,7 @@ fn build_jobs(specs: &[(i32, usize, ResourceRequest, u32, usize, u32)], first_id
             mounts: Vec::new(),
             // Every third job prefers nodes holding its data: the invariants hold all the same.
             data_on: if i % 3 == 0 { vec![(format!("n{}", i % 4), (i as u64 + 1) << 20)] } else { Vec::new() },
+            avoid: Vec::new(),
             // Some jobs ask for node features, some for whole nodes.
             constraint: [None, Some("f0"), Some("f0|f1"), None][i % 4].map(|c| c.parse().unwrap()),
             exclusive: i % 5 == 2,

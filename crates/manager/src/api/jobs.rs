@@ -72,11 +72,11 @@ pub(crate) async fn admit(
 ) -> Result<(berth_model::JobSpec, String, Vec<(String, u64)>), ApiError> {
     spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
     if let Some(p) = &spec.project {
-        check_project(&m, &user, p).await?;
+        check_project(m, user, p).await?;
     }
-    m.folders.resolve_mounts(&user, &mut spec).await?;
-    crate::datasets::check(&m, &spec)?;
-    crate::holds::check_at_submit(&m, &user, &spec).await?;
+    m.folders.resolve_mounts(user, &mut spec).await?;
+    crate::datasets::check(m, &spec)?;
+    crate::holds::check_at_submit(m, user, &spec).await?;
     if let Some(c) = &spec.code
         && !m.code.exists(&c.id)
     {
@@ -90,7 +90,7 @@ pub(crate) async fn admit(
         return Err(ApiError::bad_request(format!("unknown queue `{queue}`: known queues are {}", m.queues.names())));
     };
     m.qos.apply(&mut spec, q.default_time_limit_ms)?;
-    check_queue_access(&q, &user, &mut spec)?;
+    check_queue_access(&q, user, &mut spec)?;
     if let (Some(sig), None) = (&spec.signal, spec.time_limit_secs) {
         // Slurm counts back from the partition's limit; a berth queue without a maximum
         // enforces none, so there is nothing to count back from.

@@ -166,20 +166,17 @@ fn sync(ep: &mut Endpoint, jobs: &[JobFacts], now: Instant) -> Vec<JobId> {
         r.node = j.node.clone();
         r.placed = j.state != JobState::Pending;
         match j.state {
-            JobState::Running => {
-                if r.running_since.is_none() {
-                    r.running_since = Some(now);
-                    if r.state == ReplicaState::Starting {
-                        r.state = ReplicaState::NotReady;
-                        r.reason = Some("waiting for its first successful probe".into());
-                    }
+            JobState::Running if r.running_since.is_none() => {
+                r.running_since = Some(now);
+                if r.state == ReplicaState::Starting {
+                    r.state = ReplicaState::NotReady;
+                    r.reason = Some("waiting for its first successful probe".into());
                 }
             }
-            s if s.holds_resources() || s == JobState::Pending => {
-                if r.state != ReplicaState::Draining {
-                    r.state = if s == JobState::Terminating { ReplicaState::Draining } else { ReplicaState::Starting };
-                    r.reason = j.reason.clone();
-                }
+            JobState::Running => {}
+            s if (s.holds_resources() || s == JobState::Pending) && r.state != ReplicaState::Draining => {
+                r.state = if s == JobState::Terminating { ReplicaState::Draining } else { ReplicaState::Starting };
+                r.reason = j.reason.clone();
             }
             _ => {}
         }
@@ -322,14 +319,14 @@ async fn act(m: &Arc<Manager>, row: &EndpointRow, actions: Vec<Action>, avoid: V
             }
         }
     }
-    if actions.contains(&Action::Start) {
-        if let Err(e) = start(m, row, avoid).await {
-            let mut eps = m.serving.lock();
-            if let Some(ep) = eps.get_mut(&row.id) {
-                ep.failures += 1;
-                ep.start_after = Some(Instant::now() + backoff(ep.failures));
-                ep.row.message = Some(format!("cannot start a replica: {}", e.message));
-            }
+    if actions.contains(&Action::Start)
+        && let Err(e) = start(m, row, avoid).await
+    {
+        let mut eps = m.serving.lock();
+        if let Some(ep) = eps.get_mut(&row.id) {
+            ep.failures += 1;
+            ep.start_after = Some(Instant::now() + backoff(ep.failures));
+            ep.row.message = Some(format!("cannot start a replica: {}", e.message));
         }
     }
 }

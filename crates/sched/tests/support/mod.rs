@@ -144,6 +144,7 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
         image: o.get("image").map(|i| berth_model::job::image_key(i)),
         kernels: get("kernels", "1").parse().unwrap(),
         mounts: o.get("mounts").map_or(Vec::new(), |m| m.split(',').map(String::from).collect()),
+        avoid: o.get("avoid").map_or(Vec::new(), |a| a.split(',').map(String::from).collect()),
         data_on: o.get("data").map_or(Vec::new(), |d| {
             d.split(',')
                 .map(|e| {
