@@ -13,8 +13,7 @@ use utoipa::ToSchema;
 use crate::SpecError;
 use crate::job::JobSpec;
 
-/// The app name a replica's port has (`BERTH_APP_SERVE_PORT`, also `PORT`).
-pub const REPLICA_APP: &str = "serve";
+pub use crate::replica::{REPLICA_APP, ReplicaOf};
 
 /// The most replicas an endpoint may ask for.
 pub const MAX_REPLICAS: u32 = 256;
@@ -196,15 +195,6 @@ impl EndpointSpec {
             None => self.replicas,
         }
     }
-}
-
-/// Which endpoint a replica job belongs to (set by the manager, refused from users).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ReplicaOf {
-    pub endpoint_id: i64,
-    pub endpoint: String,
-    /// The endpoint revision whose spec the replica runs.
-    pub revision: u64,
 }
 
 /// Where a rolling update stands.

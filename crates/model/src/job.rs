@@ -189,7 +189,7 @@ pub struct JobSpec {
     pub qos: Option<String>,
     /// The serving endpoint this job is a replica of (set by the manager; refused at submit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica_of: Option<crate::endpoint::ReplicaOf>,
+    pub replica_of: Option<crate::replica::ReplicaOf>,
 }
 
 /// Which kernels of a job run its command.

@@ -27,6 +27,7 @@ pub mod protocol;
 pub mod quantity;
 pub mod quota;
 pub mod reason;
+pub mod replica;
 pub mod signal;
 pub mod stream;
 mod tenancy_api;

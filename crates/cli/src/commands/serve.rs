@@ -11,13 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use berth_model::JobId;
 use berth_model::endpoint::{CreateEndpoint, EndpointSpec, UpdateEndpoint};
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::UsageError;
 use crate::client::Client;
-use crate::commands::serve_show;
+use crate::commands::serve_show::{self, TokenCommand};
 use crate::commands::submit::{attach_code, utf8_args};
 use crate::output::{self, OutputArgs};
 use crate::serveflags::{self, ServeFlags};
@@ -70,28 +69,6 @@ make no sense for a replica (--array, --time-limit, --nodes, --app, ...) are ref
     /// The tokens that may call an endpoint: create, ls, revoke
     #[command(subcommand)]
     Token(TokenCommand),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum TokenCommand {
-    /// Make a token for an endpoint; its secret is printed once
-    Create {
-        name: String,
-        /// What it is for, shown by `ls`
-        #[arg(long, default_value = "")]
-        label: String,
-        #[command(flatten)]
-        output: OutputArgs,
-    },
-    /// List an endpoint's tokens (not their secrets)
-    #[command(alias = "list")]
-    Ls {
-        name: String,
-        #[command(flatten)]
-        output: OutputArgs,
-    },
-    /// Revoke a token: calls with it are refused from now on
-    Revoke { name: String, id: i64 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -265,21 +242,6 @@ fn update_request(old: &EndpointSpec, new: EndpointSpec) -> UpdateEndpoint {
         UpdateEndpoint { spec: None, replicas, public }
     } else {
         UpdateEndpoint { spec: Some(new), ..Default::default() }
-    }
-}
-
-/// A replica's job: `--job ID`, or the replica at `index` in `berth serve show`'s table.
-pub fn pick_replica(view: &berth_model::endpoint::EndpointView, index: Option<usize>) -> anyhow::Result<JobId> {
-    let i = index.unwrap_or(0);
-    match view.replicas.get(i) {
-        Some(r) => Ok(r.job),
-        None if view.replicas.is_empty() => anyhow::bail!("endpoint {} has no replicas right now", view.name),
-        None => Err(UsageError::error(format!(
-            "endpoint {} has {} replicas: --replica takes 0 to {}",
-            view.name,
-            view.replicas.len(),
-            view.replicas.len() - 1
-        ))),
     }
 }
 

@@ -5,11 +5,48 @@ use std::process::ExitCode;
 
 use berth_model::JobId;
 use berth_model::endpoint::{CreateEndpointToken, EndpointView, ReplicaState};
-use clap::Args;
+use clap::{Args, Subcommand};
 
+use crate::UsageError;
 use crate::client::Client;
-use crate::commands::serve::{TokenCommand, pick_replica};
 use crate::output::{self, OutputArgs};
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token for an endpoint; its secret is printed once
+    Create {
+        name: String,
+        /// What it is for, shown by `ls`
+        #[arg(long, default_value = "")]
+        label: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// List an endpoint's tokens (not their secrets)
+    #[command(alias = "list")]
+    Ls {
+        name: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Revoke a token: calls with it are refused from now on
+    Revoke { name: String, id: i64 },
+}
+
+/// A replica's job: `--job ID`, or the replica at `index` in `berth serve show`'s table.
+pub fn pick_replica(view: &berth_model::endpoint::EndpointView, index: Option<usize>) -> anyhow::Result<JobId> {
+    let i = index.unwrap_or(0);
+    match view.replicas.get(i) {
+        Some(r) => Ok(r.job),
+        None if view.replicas.is_empty() => anyhow::bail!("endpoint {} has no replicas right now", view.name),
+        None => Err(UsageError::error(format!(
+            "endpoint {} has {} replicas: --replica takes 0 to {}",
+            view.name,
+            view.replicas.len(),
+            view.replicas.len() - 1
+        ))),
+    }
+}
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
