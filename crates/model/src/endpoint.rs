@@ -173,7 +173,7 @@ impl EndpointSpec {
         if j.command.is_empty() && j.image.is_none() {
             return Err(SpecError("a replica needs a command (after --) or an image".into()));
         }
-        if j.array.is_some() || j.dependency.is_some() || j.begin_at.is_some() {
+        if j.array.is_some() || j.array_task.is_some() || j.dependency.is_some() || j.begin_at.is_some() {
             return Err(SpecError("a replica cannot be an array, wait for a dependency or a begin time".into()));
         }
         if j.nodes != 1 || j.kernels != 1 {
