@@ -1,7 +1,7 @@
 //! The web dashboard in a real headless Chromium (WebDriver): logging in through `berth ui`'s
 //! one-time link, a job seen going PENDING → RUNNING → SUCCEEDED without a reload, its log,
 //! names and output with markup shown as text, cancel, what a second user sees, CSRF,
-//! revoked sessions, dead links and unknown pages. Screenshots are kept as artefacts
+//! revoked sessions, dead links, unknown pages and serving endpoints. Screenshots are kept as artefacts
 //! (`$CARGO_TARGET_TMPDIR/dashboard/`).
 
 mod support;
@@ -143,6 +143,17 @@ fn a_job_is_seen_live_from_pending_to_succeeded_and_markup_stays_text() {
         assert!(titles.as_str().unwrap().contains(&format!("job {id} {name}")), "segments: {titles}");
         br.screenshot("nodes").await;
         b.ok(&["cancel", &busy.to_string()]);
+
+        // Serving endpoints: ready over wanted, the URL, each replica linked to its job.
+        let serve = "exec python3 -m http.server --bind 127.0.0.1 $PORT";
+        let o = b.cli(&["serve", "create", "dash", "--cpus", "1", "--mem", "256MiB", "--", "sh", "-c", serve]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        br.js("location.hash = '#/endpoints'; return null;").await;
+        let row = br.wait_text("#endpoint-dash", "1/1").await;
+        assert!(row.contains("/serve/dash/") && row.contains("done"), "{row}");
+        let replica = br.wait_text("#endpoints .replica", "ready").await;
+        assert!(replica.contains("job "), "{replica}");
+        br.screenshot("endpoints").await;
         br.close().await;
     });
 }

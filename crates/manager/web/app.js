@@ -205,7 +205,7 @@ function route() {
   for (const a of document.querySelectorAll('#nav a')) {
     a.classList.toggle('active', a.getAttribute('href') === '#/' + page);
   }
-  const views = { jobs: jobsView, nodes: nodesView, queues: queuesView, usage: usageView, submit: submitView, admin: adminView };
+  const views = { jobs: jobsView, nodes: nodesView, endpoints: endpointsView, queues: queuesView, usage: usageView, submit: submitView, admin: adminView };
   if (page === 'jobs' && arg) return jobView(arg);
   const v = views[page];
   if (!v) return show(el('h1', { text: 'Page not found' }), el('p', {}, el('a', { href: '#/jobs', text: 'Go to the jobs' })));
@@ -403,6 +403,36 @@ function tailLog(id, stream, pre) {
   stream.addEventListener('change', () => { offset = 0; done = false; pre.textContent = ''; tick(); });
   tick();
   S.timers.push(setInterval(tick, 1000));
+}
+
+// ---- serving endpoints -----------------------------------------------------------------------
+
+/** Your endpoints (admins: all) with their replicas and the last minute's traffic; refreshed
+ *  every 5 s while shown. */
+async function endpointsView() {
+  const eps = await api('GET', '/v1/endpoints');
+  const ms = (v) => (v === null || v === undefined) ? '-' : v.toFixed(1) + ' ms';
+  const heads = ['Endpoint', 'Owner', 'Ready', 'Revision', 'Rollout', 'Requests/s', 'Errors/s', 'p50', 'p99', 'Restarts', 'URL'];
+  const rows = eps.flatMap((e) => [
+    el('tr', { id: 'endpoint-' + e.name },
+      el('td', { text: e.name }), el('td', { text: e.owner }),
+      el('td', { class: 'num', text: e.ready + '/' + e.desired }), el('td', { class: 'num', text: String(e.revision) }),
+      el('td', { text: e.rollout }), el('td', { class: 'num', text: e.request_rate.toFixed(1) }),
+      el('td', { class: 'num', text: e.error_rate.toFixed(1) }), el('td', { class: 'num', text: ms(e.p50_ms) }),
+      el('td', { class: 'num', text: ms(e.p99_ms) }), el('td', { class: 'num', text: String(e.restarts) }),
+      el('td', {}, el('code', { text: e.url || e.path }))),
+    el('tr', { class: 'replicas' }, el('td', { colspan: heads.length },
+      e.message ? el('p', { class: 'muted', text: e.message }) : null,
+      e.replicas.length ? e.replicas.map((r) => el('span', { class: 'replica' },
+        el('a', { href: '#/jobs/' + r.job, text: 'job ' + r.job }),
+        ' ' + r.state + (r.node ? ' on ' + r.node : '') + ', ' + r.inflight + ' in flight' + (r.reason ? ': ' + r.reason : '') + ' ')) :
+        el('span', { class: 'muted', text: 'No replicas.' }))),
+  ]);
+  show(el('h1', { text: 'Serving endpoints' }),
+    el('p', { class: 'muted', text: 'Created with berth serve create; called at their URL with a token (berth serve token create).' }),
+    el('table', { id: 'endpoints' }, el('thead', {}, el('tr', {}, heads.map((h) => el('th', { text: h })))),
+      el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: heads.length, class: 'muted', text: 'No endpoints yet.' })))));
+  S.timers.push(setTimeout(() => { if (location.hash.startsWith('#/endpoints')) endpointsView().catch(() => {}); }, 5000));
 }
 
 // ---- nodes, queues, usage ------------------------------------------------------------------

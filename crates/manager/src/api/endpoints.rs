@@ -96,10 +96,16 @@ pub async fn create(
 
 /// Your endpoints (admins: all).
 #[utoipa::path(get, path = "/v1/endpoints", tag = "serving", responses((status = 200, body = Vec<EndpointView>)))]
-pub async fn list(State(m): State<Arc<Manager>>, Auth(user): Auth) -> Answer<Vec<EndpointView>> {
+pub async fn list(State(m): State<Arc<Manager>>, Auth(user): Auth, headers: HeaderMap) -> Answer<Vec<EndpointView>> {
     let now = Instant::now();
-    let eps = m.serving.lock();
-    Ok(axum::Json(eps.values().filter(|e| user.is_admin() || e.row.owner_id == user.id).map(|e| e.view(now)).collect()))
+    let views: Vec<EndpointView> = m
+        .serving
+        .lock()
+        .values()
+        .filter(|e| user.is_admin() || e.row.owner_id == user.id)
+        .map(|e| e.view(now))
+        .collect();
+    Ok(axum::Json(views.into_iter().map(|v| with_url(&m, &headers, v)).collect()))
 }
 
 /// One endpoint with its replicas and traffic.
