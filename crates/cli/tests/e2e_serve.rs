@@ -6,7 +6,7 @@
 //! none and every later answer comes from the new version, and an update whose replicas never
 //! get ready rolls back. Autoscaling goes up under load and back down after it, to zero and
 //! up again with a cold start. Streams pass event by event. Access and bad input answer with
-//! clear statuses and reasons.
+//! clear statuses and reasons, and a restarted manager takes its replicas back.
 
 mod support;
 
@@ -546,4 +546,26 @@ fn container_replicas_serve_through_their_endpoint() {
     assert!(b.cli(&["serve", "rm", "boxed"]).status.success());
     drop(b);
     support::remove_containers(&node);
+}
+
+#[test]
+fn a_restarted_manager_takes_its_replicas_back() {
+    let mut b = Berth::up(&["--no-cache"]);
+    let script = b.home.path().join("submit/server.py");
+    std::fs::write(&script, SERVER).unwrap();
+    let script = script.to_str().unwrap().to_string();
+    let o = b.cli(&["serve", "create", "keep", "--cpus", "1", "--mem", "256MiB", "--public", "--", "python3", &script]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let before = wait_endpoint(&b, "keep", "a ready replica", |v| ready(v) == 1);
+    let job = before["replicas"][0]["job"].clone();
+    b.restart();
+    // The same replica job serves again; nothing was restarted or started twice.
+    let after = wait_endpoint(&b, "keep", "its replica back", |v| ready(v) == 1);
+    assert_eq!(after["replicas"][0]["job"], job, "{after:#}");
+    assert_eq!(after["replicas"].as_array().unwrap().len(), 1, "{after:#}");
+    assert_eq!(after["restarts"], 0, "{after:#}");
+    let a = get(&format!("{}x", url_of(&b, "keep")), None).unwrap();
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(server_pids(&script).len(), 1);
+    eprintln!("replica job {job} kept across the restart: {}", a.body.trim());
 }

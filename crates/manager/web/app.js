@@ -464,7 +464,7 @@ async function nodesView() {
   show(el('h1', { text: 'Nodes' }), el('table', { id: 'nodes' }, el('thead', {}, el('tr', {}, heads.map((h) => el('th', { text: h })))),
     el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: heads.length, class: 'muted', text: 'No nodes yet.' })))),
     el('h2', { text: 'Jobs on each node, last 24 hours' }), nodeTimeline(nodes.map((n) => n.name), segments));
-  S.timers.push(setInterval(() => { if (location.hash.startsWith('#/nodes')) nodesView().catch(() => {}); }, 10000));
+  S.timers.push(setTimeout(() => { if (location.hash.startsWith('#/nodes')) nodesView().catch(() => {}); }, 10000));
 }
 
 /** One row per node, one bar per job that ran there (colour by user; hover for the job). */

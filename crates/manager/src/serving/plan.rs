@@ -242,7 +242,7 @@ mod tests {
         // Without an older revision, it is only restarted.
         let mut i = input(t0 + Duration::from_secs(10), &h, &r[1..], 1);
         i.can_roll_back = false;
-        assert!(matches!(&plan(&i)[..], [Action::Stop { job: 3, failed: true, .. }]));
+        assert!(matches!(&plan(&i)[..], [Action::Stop { job: 3, failed: true, .. }, Action::Start]));
         let mut crashes = input(t0, &h, &r, 1);
         crashes.rollout_failures = 3;
         assert!(matches!(&plan(&crashes)[..], [Action::RollBack { .. }]));
