@@ -379,14 +379,9 @@ fn autoscaling_follows_the_load_and_an_idle_endpoint_goes_to_zero_and_wakes() {
     eprintln!("cold start served in {:?}", t.elapsed());
 
     // The manager's metrics count the endpoint's requests.
-    let metrics = reqwest_get(&format!("{}/metrics", b.url));
+    let metrics = get(&format!("{}/metrics", b.url), None).unwrap().body;
     assert!(metrics.contains("berth_endpoint_requests_total{endpoint=\"auto\",code=\"200\"}"), "{metrics}");
     assert!(metrics.contains("berth_endpoint_request_duration_seconds_count{endpoint=\"auto\"}"), "{metrics}");
-}
-
-fn reqwest_get(url: &str) -> String {
-    let a = get(url, None).unwrap();
-    a.body
 }
 
 #[test]

@@ -188,6 +188,18 @@ impl EndpointSpec {
         j.validate()
     }
 
+    /// The job a replica of revision `revision` of endpoint `endpoint_id` runs: the spec's job
+    /// with the server's port as the app `serve` and the endpoint it belongs to. The manager
+    /// checks it (at create and update) and submits it (each replica) in this one form.
+    pub fn replica_job(&self, endpoint_id: i64, revision: u64) -> JobSpec {
+        let mut job = self.job.clone();
+        job.name.get_or_insert_with(|| format!("serve-{}", self.name));
+        job.apps =
+            vec![crate::app::AppSpec { name: REPLICA_APP.into(), port: self.port, kind: crate::app::AppKind::Custom }];
+        job.replica_of = Some(ReplicaOf { endpoint_id, endpoint: self.name.clone(), revision });
+        job
+    }
+
     /// The replicas to run at the start (`replicas`, within the autoscaling range).
     pub fn initial_replicas(&self) -> u32 {
         match &self.autoscale {

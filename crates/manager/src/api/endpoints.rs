@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use berth_model::endpoint::{
     CreateEndpoint, CreateEndpointToken, CreatedEndpointToken, EndpointSpec, EndpointTokenView, EndpointView,
-    MAX_REPLICAS, REPLICA_APP, ReplicaOf, Rollout, UpdateEndpoint,
+    MAX_REPLICAS, Rollout, UpdateEndpoint,
 };
 use berth_store::endpoints::EndpointRow;
 
@@ -54,14 +54,12 @@ fn with_url(m: &Manager, headers: &HeaderMap, mut v: EndpointView) -> EndpointVi
 /// check (queue, quota, project, folders, feasibility) for `user`.
 async fn check(m: &Arc<Manager>, user: &User, spec: &EndpointSpec) -> Result<(), ApiError> {
     spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
-    let mut job = spec.job.clone();
-    job.apps = vec![berth_model::app::AppSpec {
-        name: REPLICA_APP.into(),
-        port: spec.port,
-        kind: berth_model::app::AppKind::Custom,
-    }];
-    job.replica_of = Some(ReplicaOf { endpoint_id: 0, endpoint: spec.name.clone(), revision: 0 });
-    super::jobs::admit(m, user, job).await.map(drop)
+    super::jobs::admit(m, user, spec.replica_job(0, 0)).await.map(drop)
+}
+
+/// A token as the API shows it (never its hash).
+fn token_view(t: berth_store::endpoints::EndpointTokenRow) -> EndpointTokenView {
+    EndpointTokenView { id: t.id, label: t.label, created_at: t.created_at }
 }
 
 /// Make an endpoint: its replicas start at once.
@@ -241,7 +239,7 @@ pub async fn create_token(
         e.tokens.insert(hash, t.id);
     }
     m.tenancy.audit(&user.name, "endpoint.token.create", &name, &t.id.to_string()).await;
-    let token = EndpointTokenView { id: t.id, label: t.label, created_at: t.created_at };
+    let token = token_view(t);
     Ok((StatusCode::CREATED, axum::Json(CreatedEndpointToken { token, secret })))
 }
 
@@ -255,9 +253,7 @@ pub async fn tokens(
 ) -> Answer<Vec<EndpointTokenView>> {
     let row = visible(&m, &user, &name)?;
     let rows = m.serving.store().endpoint_tokens(row.id).await?;
-    Ok(axum::Json(
-        rows.into_iter().map(|t| EndpointTokenView { id: t.id, label: t.label, created_at: t.created_at }).collect(),
-    ))
+    Ok(axum::Json(rows.into_iter().map(token_view).collect()))
 }
 
 /// Revoke a token: it stops working at once.

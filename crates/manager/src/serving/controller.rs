@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use berth_model::endpoint::{HealthSpec, REPLICA_APP, ReplicaOf, ReplicaState, Rollout};
+use berth_model::endpoint::{HealthSpec, REPLICA_APP, ReplicaState, Rollout};
 use berth_model::{JobId, JobState};
 use berth_store::endpoints::EndpointRow;
 
@@ -334,14 +334,7 @@ async fn act(m: &Arc<Manager>, row: &EndpointRow, actions: Vec<Action>, avoid: V
 /// Starts one replica job of `row`'s current revision, as its owner, through a submit's checks.
 async fn start(m: &Arc<Manager>, row: &EndpointRow, avoid: Vec<String>) -> Result<JobId, crate::error::ApiError> {
     let user = owner(m, row.owner_id).await?;
-    let mut spec = row.spec.job.clone();
-    spec.name.get_or_insert_with(|| format!("serve-{}", row.name));
-    spec.apps = vec![berth_model::app::AppSpec {
-        name: REPLICA_APP.into(),
-        port: row.spec.port,
-        kind: berth_model::app::AppKind::Custom,
-    }];
-    spec.replica_of = Some(ReplicaOf { endpoint_id: row.id, endpoint: row.name.clone(), revision: row.revision });
+    let spec = row.spec.replica_job(row.id, row.revision);
     let (spec, queue, data_on) = crate::api::jobs::admit(m, &user, spec).await?;
     let owner = crate::state::Owner { user_id: user.id, name: user.name.clone(), submitter: row.submitter };
     let hints = crate::jobs::Placement { data_on, avoid };
