@@ -369,6 +369,7 @@ pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, String> {
         backfill_window: check_backfill_window(p.backfill_window)?,
         idle_timeout_ms: p.idle_timeout_secs.map(|s| s as i64 * 1000),
         max_session_ms: p.max_session_secs.map(|s| s as i64 * 1000),
+        ..QueueConfig::new(name)
     })
 }
 

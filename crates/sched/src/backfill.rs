@@ -1,6 +1,15 @@
-//! EASY backfill: one reservation per queue and pass (classic EASY, as in Slurm's and Maui's
-//! original): the first job in order that cannot start now, and that could start once running
-//! jobs end, gets a reservation. A later job may start now only if it cannot delay it.
+//! Backfill: the first `reservations` jobs in order that cannot start now, and that could
+//! start once running jobs end, each get a reservation (1: classic EASY, as in Slurm's and
+//! Maui's original; more: towards conservative backfill). A later job may start now only if
+//! it can delay none of them. A later reservation does not take an earlier one's nodes.
+//!
+//! Ends are planned with each job's estimate (`PendingJob::estimate_ms`, a prediction never
+//! above the limit), else its limit. A job past its estimate counts as ending now.
+//!
+//! A **firm** reservation (a job past the queue's wait bound) takes the nodes that can take
+//! the job earliest (the free ones first), and admits a later job on them only if both fit
+//! there at the reserved start: a job expected to end before it is no exception, as the
+//! expectation may be wrong. The reserved nodes then only drain, so the job's wait is bounded.
 //!
 //! The reservation's time comes from the running jobs' ends (`started_at + time_limit`, the
 //! queue's default limit when a job has none; a job past its limit counts as ending now) and
@@ -33,11 +42,26 @@ pub(crate) struct Reservation {
     /// The reserved nodes' ledgers at `start`, without the reserved job.
     at_start: BTreeMap<usize, crate::NodeLedger>,
     job_req: PendingJob,
+    /// Past the wait bound (module doc).
+    pub firm: bool,
+    /// The reserved job's queue position (reasons name jobs by position).
+    pub pos: u32,
 }
 
-/// The reservation for `job` (which cannot start now), or `None` when it never fits.
+/// What a reservation is asked for: the job (which cannot start now), its queue position,
+/// whether it is firm, and the nodes earlier reservations hold.
+pub(crate) struct Ask<'j> {
+    pub job: &'j PendingJob,
+    pub pos: u32,
+    pub firm: bool,
+    pub taken: &'j BTreeSet<usize>,
+}
+
+/// The reservation asked for, or `None` when the job never fits.
 /// `ends`: the running jobs' and this pass's starts' bindings, released end by end.
-pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now: Millis) -> Option<Reservation> {
+pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis) -> Option<Reservation> {
+    let Ask { job, pos, firm, taken } = ask;
+    let eligible = |i: usize| !taken.contains(&i) && pool.eligible(i, job);
     let want = job.nodes.max(1) as usize;
     let r = &job.request;
     // Released nodes are followed as counts; the binder runs only on the best-scored nodes
@@ -49,10 +73,15 @@ pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now
     // whose counts fit but that the binder has not seen in their current state.
     let mut fits: BTreeSet<usize> = BTreeSet::new();
     let mut maybe: BTreeSet<usize> = BTreeSet::new();
+    // Firm: when each node could first take the job (ends-so-far order), to prefer the
+    // earliest; nodes that can already are first of all.
+    let mut since: BTreeMap<usize, Millis> = BTreeMap::new();
     if want > 1 {
         // Nodes that take a kernel already (a gang that lacks only some nodes).
-        maybe
-            .extend((0..pool.nodes.len()).filter(|&i| pool.eligible(i, job) && NodeCounts::of(&pool.nodes[i]).fits(r)));
+        maybe.extend((0..pool.nodes.len()).filter(|&i| eligible(i) && NodeCounts::of(&pool.nodes[i]).fits(r)));
+        if firm {
+            since.extend(maybe.iter().map(|&i| (i, Millis::MIN)));
+        }
     }
     // The ends come in order, group by group (a heap, or the caller's kept timeline): the
     // walk usually stops after a few of a deep cluster's tens of thousands of bindings, and
@@ -72,8 +101,11 @@ pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now
         // A node released twice is checked twice: the same answer. The counts first: they
         // are at hand, the node's ledger may not be.
         for &i in &changed {
-            if !fits.contains(&i) && counts.get(i).is_some_and(|c| c.fits(r)) && pool.eligible(i, job) {
+            if !fits.contains(&i) && counts.get(i).is_some_and(|c| c.fits(r)) && eligible(i) {
                 maybe.insert(i);
+                if firm {
+                    since.entry(i).or_insert(end);
+                }
             }
         }
         if fits.len() + maybe.len() < want {
@@ -85,7 +117,8 @@ pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now
         };
         // Each node's score once (it is looked up in `counts`), then one sort: the keys
         // are unique, so the order is the one a stable sort by key gives.
-        let mut candidates: Vec<_> = fits.iter().chain(&maybe).map(|&i| (score(i), i)).collect();
+        let first = |i: usize| if firm { since.get(&i).copied().unwrap_or(end) } else { 0 };
+        let mut candidates: Vec<_> = fits.iter().chain(&maybe).map(|&i| ((first(i), score(i)), i)).collect();
         candidates.sort_unstable();
         let mut best = Vec::with_capacity(want);
         for (_, i) in candidates {
@@ -106,7 +139,8 @@ pub(crate) fn reserve<'b>(pool: &Pool, job: &PendingJob, mut ends: Ends<'b>, now
         }
         if best.len() == want {
             let at_start = best.iter().map(|&i| (i, timeline.ledger(i).clone())).collect();
-            return Some(Reservation { start: end.max(now), nodes: best, at_start, job_req: job.clone() });
+            let job_req = job.clone();
+            return Some(Reservation { start: end.max(now), nodes: best, at_start, job_req, firm, pos });
         }
     }
     None
@@ -179,11 +213,12 @@ impl<'h> Timeline<'_, '_, 'h> {
 
 impl Reservation {
     /// Whether a job placed now with `chosen` bindings (already committed to `pool`), ending
-    /// at `end`, leaves the reserved start intact; if so, records its kernels on the reserved
-    /// nodes, each with the memory split it got in `pool`.
-    pub fn admits(&mut self, pool: &Pool, chosen: &[(usize, Binding)], end: Millis) -> bool {
-        if end <= self.start {
-            return true;
+    /// at `end`, leaves the reserved start intact: `None` if not, else the reserved nodes'
+    /// ledgers at the start with its kernels on them (each with the memory split it got in
+    /// `pool`), to [`Reservation::keep`] once every reservation admits the job.
+    pub fn admits(&self, pool: &Pool, chosen: &[(usize, Binding)], end: Millis) -> Option<Trial> {
+        if end <= self.start && !self.firm {
+            return Some(Trial::default());
         }
         // Keyed by node: a job with several kernels per node has several bindings on one.
         let mut trial: BTreeMap<usize, crate::NodeLedger> = BTreeMap::new();
@@ -191,20 +226,29 @@ impl Reservation {
             let Some(l) = trial.get(i).or_else(|| self.at_start.get(i)) else { continue };
             let mut l = l.clone();
             if l.allocate_like(b, &pool.nodes[*i]).is_err() || l.bind_job(&self.job_req).is_err() {
-                return false;
+                return None;
             }
             trial.insert(*i, l);
         }
-        self.at_start.extend(trial);
-        true
+        Some(Trial(trial))
+    }
+
+    /// Records an admitted job's kernels on the reserved nodes ([`Reservation::admits`]).
+    pub fn keep(&mut self, trial: Trial) {
+        self.at_start.extend(trial.0);
     }
 
     /// `t+1h30m on n3, n4`.
     pub fn describe(&self, pool: &Pool, now: Millis) -> String {
         let names: Vec<&str> = self.nodes.iter().map(|&i| pool.nodes[i].name()).collect();
-        format!("reserved to start at t+{} on {} (backfill)", duration_text(self.start - now), names.join(", "))
+        let why = if self.firm { "backfill, firm: waited past the queue's bound" } else { "backfill" };
+        format!("reserved to start at t+{} on {} ({why})", duration_text(self.start - now), names.join(", "))
     }
 }
+
+/// A job's kernels on a reservation's nodes at its start, until every reservation admits it.
+#[derive(Default)]
+pub(crate) struct Trial(BTreeMap<usize, crate::NodeLedger>);
 
 /// `1h30m`, `45s`, `0s`; milliseconds round up to the next second.
 pub(crate) fn duration_text(ms: Millis) -> String {

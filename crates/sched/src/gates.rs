@@ -14,7 +14,7 @@ use std::ops::ControlFlow::{self, Break, Continue};
 
 use berth_model::{Binding, JobId, PendingKind, PendingReason};
 
-use crate::backfill::{Reservation, reserve};
+use crate::backfill::{Ask, Reservation, reserve};
 use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
 use crate::pool::{self, Pool};
@@ -22,10 +22,15 @@ use crate::quota::Book;
 use crate::running_set::{Ends, RunningSet};
 use crate::{HeadOfLine, Millis, PassInput, PendingJob, Preempt, QueueConfig, RunningJob, preempt};
 
-/// Blocked jobs that may try for a reservation in one queue and pass: each try walks the
-/// running jobs' ends, and a job that gets none (its nodes are down) should not make every
-/// later blocked job pay for the walk again.
-const MAX_RESERVATION_TRIES: u32 = 4;
+/// Blocked jobs beyond the queue's `reservations` that may try for one in a pass: each try
+/// walks the running jobs' ends, and a job that gets none (its nodes are down) should not
+/// make every later blocked job pay for the walk again.
+const SPARE_RESERVATION_TRIES: u32 = 3;
+
+/// Blocked jobs that may look for victims in one queue and pass: each look weighs the
+/// queue's running jobs node by node, and a deep queue of blocked jobs should not pay it for
+/// every job (the first ones in order are the ones preemption is for).
+const MAX_PREEMPTION_PLANS: u32 = 16;
 
 /// How borrowed work is reclaimed in a queue without preemption: requeued, at once.
 const BORROW_RECLAIM: crate::Preemption =
@@ -80,20 +85,26 @@ pub(crate) struct Walk<'i, 'a> {
     /// how many were tried since (bounded by the window).
     first_blocked: Option<u32>,
     tried_past: u32,
-    reservation: Option<Reservation>,
-    /// The queue position of the reservation's job (reasons name jobs by position).
-    reserved_pos: u32,
-    /// The reason of the jobs that would delay it, once written (`delays`).
-    delay_reason: Option<PendingReason>,
+    /// The backfill reservations made in this pass, in queue order.
+    reservations: Vec<Reservation>,
+    /// Their nodes.
+    reserved_nodes: BTreeSet<usize>,
+    /// The reason of the jobs that would delay the one at a position, once written (`delays`).
+    delay_reason: Option<(u32, PendingReason)>,
     tries: u32,
+    /// Jobs submitted at this time or before are past the wait bound (`reserve_after`).
+    aged_cutoff: Option<Millis>,
     /// Jobs started in this pass (end, id, bindings), for backfill's timeline.
     started: Vec<(Millis, JobId, Vec<Binding>)>,
     /// Without preemption, only borrowed work can be reclaimed: none running, no plan to make
     /// (the walk of the running jobs cost every blocked job of a deep queue).
     any_borrowed: bool,
     victims: BTreeSet<JobId>,
-    /// Shapes (with their end) that the reservation refused since the pool last changed.
-    delaying: Vec<(pool::ShapeKey, Millis)>,
+    /// Preemption plans looked for in this pass.
+    plans: u32,
+    /// Shapes (with their end) that a reservation (at that position) refused since the pool
+    /// last changed.
+    delaying: Vec<(pool::ShapeKey, Millis, u32)>,
 }
 
 impl<'i, 'a> Walk<'i, 'a> {
@@ -111,7 +122,12 @@ impl<'i, 'a> Walk<'i, 'a> {
             nodes.iter().map(|l| l.topology().gpus.len() as u64 * 1000).sum(),
         ];
         let pool = Pool::new(nodes, q.scoring, source.floors());
-        let order = Order::new(q.ordering, source, running, input.fair_share, totals);
+        let aged_cutoff = q.reserve_after_ms.map(|b| input.now.saturating_sub(b));
+        let aged_source = aged_cutoff.map(|_| source.clone());
+        let mut order = Order::with(q.ordering, &q.las_thresholds, source, running, input.fair_share, totals);
+        if let (Some(cutoff), Some(source)) = (aged_cutoff, aged_source) {
+            order = order.aged(cutoff, &source);
+        }
         Walk {
             input,
             q,
@@ -122,13 +138,15 @@ impl<'i, 'a> Walk<'i, 'a> {
             blocker: None,
             first_blocked: None,
             tried_past: 0,
-            reservation: None,
-            reserved_pos: 0,
+            reservations: Vec::new(),
+            reserved_nodes: BTreeSet::new(),
             delay_reason: None,
             tries: 0,
+            aged_cutoff,
             started: Vec::new(),
             any_borrowed: running.iter().any(|r| r.borrowed),
             victims: BTreeSet::new(),
+            plans: 0,
             delaying: Vec::new(),
         }
     }
@@ -136,7 +154,7 @@ impl<'i, 'a> Walk<'i, 'a> {
     /// Whether a blocked head or a backfill reservation holds the queue back (borrowers may
     /// not pass either).
     pub fn held_back(&self) -> bool {
-        self.blocker.is_some() || self.reservation.is_some()
+        self.blocker.is_some() || !self.reservations.is_empty()
     }
 
     /// Takes `job`, at queue position `pos`, through the gates.
@@ -159,8 +177,11 @@ impl<'i, 'a> Walk<'i, 'a> {
         Continue(self.head_of_line(job, pos, why))
     }
 
+    /// How long the job is expected to run: its estimate, else its limit, else the queue's
+    /// default limit (an estimate above the limit counts as the limit).
     fn limit(&self, job: &PendingJob) -> Millis {
-        job.time_limit_ms.unwrap_or(self.q.default_time_limit_ms)
+        let limit = job.time_limit_ms.unwrap_or(self.q.default_time_limit_ms);
+        job.estimate_ms.map_or(limit, |e| e.min(limit))
     }
 
     /// Behind a job that holds the line, the walk stops.
@@ -224,15 +245,15 @@ impl<'i, 'a> Walk<'i, 'a> {
         Break(Verdict::Stop(PendingReason::new(PendingKind::Priority, text)))
     }
 
-    /// The reason of a job that would delay the reservation: the same for every such job of
-    /// the pass, so written once and copied.
-    fn delays(&mut self) -> Verdict {
-        let pos = self.reserved_pos;
-        let reason = self.delay_reason.get_or_insert_with(|| {
+    /// The reason of a job that would delay the reservation of the job at `pos`: the same for
+    /// every such job of the pass, so written once and copied.
+    fn delays(&mut self, pos: u32) -> Verdict {
+        if self.delay_reason.as_ref().is_none_or(|(p, _)| *p != pos) {
             let text = format!("backfill: would delay the reserved start of the job at position {pos}");
-            PendingReason::new(PendingKind::Backfill, text)
-        });
-        Verdict::Wait { reason: reason.clone(), blocked: false, expected_start: None }
+            self.delay_reason = Some((pos, PendingReason::new(PendingKind::Backfill, text)));
+        }
+        let reason = self.delay_reason.as_ref().expect("written above").1.clone();
+        Verdict::Wait { reason, blocked: false, expected_start: None }
     }
 
     /// Places the job on the working ledgers where it cannot delay the backfill reservation,
@@ -240,29 +261,44 @@ impl<'i, 'a> Walk<'i, 'a> {
     fn placement(&mut self, job: &PendingJob, end: Millis, book: &mut Book) -> Gate<String> {
         // Nothing changed since a job of this shape ending no later was refused: this one is
         // refused the same way, without placing it twice.
-        if self.reservation.is_some()
+        if !self.reservations.is_empty()
             && !pool::narrow(job)
-            && self.delaying.iter().any(|&(shape, until)| shape == pool::shape(job) && end >= until)
+            && let Some(&(_, _, pos)) =
+                self.delaying.iter().find(|&&(shape, until, _)| shape == pool::shape(job) && end >= until)
         {
-            return Break(self.delays());
+            return Break(self.delays(pos));
         }
         let mut chosen = match self.pool.place(job) {
             Ok(chosen) => chosen,
             Err(why) => return Continue(why),
         };
-        if let Some(r) = self.reservation.as_mut()
-            && !r.admits(&self.pool, &chosen, end)
-        {
-            // Placed where it would delay the reservation: try away from its nodes.
+        let mut trials = Vec::with_capacity(self.reservations.len());
+        let mut refused = None;
+        for r in &self.reservations {
+            match r.admits(&self.pool, &chosen, end) {
+                Some(t) => trials.push(t),
+                None => {
+                    refused = Some(r.pos);
+                    break;
+                }
+            }
+        }
+        if let Some(pos) = refused {
+            // Placed where it would delay a reservation: try away from every reserved node.
             self.pool.uncommit(&chosen);
-            chosen = self.pool.find(job, &r.nodes);
+            let avoid: Vec<usize> = self.reserved_nodes.iter().copied().collect();
+            chosen = self.pool.find(job, &avoid);
             if chosen.len() < job.kernel_count() as usize {
                 if !pool::narrow(job) {
-                    self.delaying.push((pool::shape(job), end));
+                    self.delaying.push((pool::shape(job), end, pos));
                 }
-                return Break(self.delays());
+                return Break(self.delays(pos));
             }
             self.pool.commit(&chosen);
+        } else {
+            for (r, t) in self.reservations.iter_mut().zip(trials) {
+                r.keep(t);
+            }
         }
         self.delaying.clear();
         self.order.started(job);
@@ -281,7 +317,12 @@ impl<'i, 'a> Walk<'i, 'a> {
         let Some(policy) = self.q.preemption.or(Some(BORROW_RECLAIM).filter(|_| self.any_borrowed)) else {
             return Continue(());
         };
-        let rules = preempt::Rules { policy, by_priority: self.q.preemption.is_some(), now: self.input.now };
+        if self.plans >= MAX_PREEMPTION_PLANS {
+            return Continue(());
+        }
+        self.plans += 1;
+        let las = (self.q.ordering == crate::Ordering::Las).then_some(&self.q.las_thresholds[..]);
+        let rules = preempt::Rules { policy, by_priority: self.q.preemption.is_some(), las, now: self.input.now };
         let Some(plan) = preempt::plan(&self.pool, job, self.running, &self.victims, rules) else {
             return Continue(());
         };
@@ -326,15 +367,20 @@ impl<'i, 'a> Walk<'i, 'a> {
             }
             HeadOfLine::Backfill => {
                 self.first_blocked.get_or_insert(pos);
-                if self.reservation.is_some() || self.tries >= MAX_RESERVATION_TRIES {
+                let wanted = self.q.reservations.max(1);
+                if self.reservations.len() as u32 >= wanted || self.tries >= wanted + SPARE_RESERVATION_TRIES {
                     return resources(resources_text(&why), false);
                 }
                 self.tries += 1;
                 let now = self.input.now;
-                self.reservation = reserve(&self.pool, job, self.ends(), now);
-                self.reserved_pos = pos;
-                self.delay_reason = None;
-                match &self.reservation {
+                let firm = self.aged_cutoff.is_some_and(|c| job.submitted_at <= c);
+                let ask = Ask { job, pos, firm, taken: &self.reserved_nodes };
+                let made = reserve(&self.pool, ask, self.ends(), now);
+                if let Some(r) = &made {
+                    self.reserved_nodes.extend(r.nodes.iter().copied());
+                }
+                self.reservations.extend(made);
+                match self.reservations.last().filter(|r| r.pos == pos) {
                     Some(r) => Verdict::Wait {
                         reason: PendingReason::new(
                             PendingKind::Resources,

@@ -49,10 +49,12 @@ mod pass;
 mod pending_set;
 mod place;
 mod pool;
+pub mod predict;
 mod preempt;
 mod quota;
 mod running_set;
 mod set_order;
+mod service;
 mod shortfall;
 mod slots;
 mod usage;
@@ -69,6 +71,7 @@ pub use mounts::{check_mounts, mount_allowed};
 pub use node_match::nodes_offering;
 pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::{schedule, schedule_set};
+pub use predict::{JobKey, PredictionError, Predictor};
 pub use pending_set::PendingSet;
 pub use quota::{HeldJob, NO_QUOTAS, QuotaUse, Quotas, borrowed_by_start_order, never_fits};
 pub use running_set::RunningSet;
@@ -96,6 +99,15 @@ pub enum Ordering {
     /// Slurm-style fair share: users of projects that used less than their weight's share of
     /// decayed past usage go first ([`FairShare`]).
     FairShare,
+    /// Least attained service with discretised levels (Tiresias' 2D-LAS): jobs that have
+    /// received less service (devices × time run so far, [`PendingJob::attained`]) go first,
+    /// level by level ([`QueueConfig::las_thresholds`]), oldest first within a level. With
+    /// preemption on, a job preempts running jobs of a higher level (`preempt.rs`).
+    Las,
+    /// Quasi-shortest service first (like Helios' QSSF): the job with the least expected
+    /// service (devices × expected run time: [`PendingJob::estimate_ms`], else its limit)
+    /// goes first.
+    Qssf,
 }
 
 /// How a queue treats a job at its head that cannot start.
@@ -163,10 +175,25 @@ pub struct QueueConfig {
     pub idle_timeout_ms: Option<Millis>,
     /// The longest an interactive session may run. Checked at submit.
     pub max_session_ms: Option<Millis>,
+    /// How many blocked jobs get a backfill reservation in one pass (1: EASY; more: the
+    /// first N blocked jobs each hold nodes, as in conservative backfill). At least 1.
+    pub reservations: u32,
+    /// The wait bound: a job pending this long goes ahead of every job that has not waited
+    /// as long (oldest first, whatever the ordering and priority), and its reservation is
+    /// firm: a job may start on its nodes only if it leaves room for it there, whatever it is
+    /// expected to run. `None`: no bound.
+    pub reserve_after_ms: Option<Millis>,
+    /// `las` ordering: the attained service (device-seconds) at which a job moves down a
+    /// level; ascending.
+    pub las_thresholds: Vec<u64>,
 }
 
 /// [`QueueConfig::backfill_window`] unless configured (Slurm's `bf_max_job_test` default).
 pub const DEFAULT_BACKFILL_WINDOW: u32 = berth_model::api::DEFAULT_BACKFILL_WINDOW;
+
+/// [`QueueConfig::las_thresholds`] unless configured: three levels, split at 1 and 10
+/// device-hours of service.
+pub const DEFAULT_LAS_THRESHOLDS: [u64; 2] = [3_600, 36_000];
 
 impl QueueConfig {
     /// A queue with the defaults: fifo, strict, binpack, 1 h default limit, no preemption.
@@ -185,9 +212,32 @@ impl QueueConfig {
             backfill_window: DEFAULT_BACKFILL_WINDOW,
             idle_timeout_ms: None,
             max_session_ms: None,
+            reservations: 1,
+            reserve_after_ms: None,
+            las_thresholds: DEFAULT_LAS_THRESHOLDS.to_vec(),
+        }
+    }
+
+    /// The policy berth recommends, and gives the default queue (docs/scheduling.md, which
+    /// measures it against the others on real traces): backfill with the reservations and
+    /// wait bound below, ordered by `ORDERING`.
+    pub fn recommended(name: impl Into<String>) -> Self {
+        Self {
+            ordering: RECOMMENDED_ORDERING,
+            head_of_line: HeadOfLine::Backfill,
+            reservations: RECOMMENDED_RESERVATIONS,
+            reserve_after_ms: Some(RECOMMENDED_RESERVE_AFTER_MS),
+            ..Self::new(name)
         }
     }
 }
+
+/// [`QueueConfig::recommended`]'s ordering.
+pub const RECOMMENDED_ORDERING: Ordering = Ordering::Qssf;
+/// [`QueueConfig::recommended`]'s reservations per pass.
+pub const RECOMMENDED_RESERVATIONS: u32 = 4;
+/// [`QueueConfig::recommended`]'s wait bound.
+pub const RECOMMENDED_RESERVE_AFTER_MS: Millis = 12 * 3_600_000;
 
 /// A job waiting to be placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,6 +257,13 @@ pub struct PendingJob {
     pub project: String,
     pub submitted_at: Millis,
     pub time_limit_ms: Option<Millis>,
+    /// The expected run time (`predict.rs`, never above the limit): what backfill plans
+    /// with and `qssf` orders by. `None`: the limit (or the queue's default) is all there is.
+    /// A job is never stopped at it, only at its limit.
+    pub estimate_ms: Option<Millis>,
+    /// Service received in earlier runs (preempted, requeued), in device-seconds ([`service`]):
+    /// the `las` ordering's key. 0 for a job that never ran.
+    pub attained: u64,
     /// The container image the job runs (`berth_model::job::image_key` form): only nodes
     /// that have it ([`NodeLedger::has_image`]) are considered.
     pub image: Option<String>,
@@ -242,6 +299,12 @@ pub struct RunningJob {
     pub bindings: Vec<Binding>,
     pub started_at: Millis,
     pub time_limit_ms: Option<Millis>,
+    /// The expected run time ([`PendingJob::estimate_ms`]): backfill plans with
+    /// `started_at + estimate`, the limit still being what stops the job.
+    pub estimate_ms: Option<Millis>,
+    /// Service received before this run, in device-seconds ([`service`]); the run adds
+    /// `size × elapsed` (`las` preemption).
+    pub attained: u64,
     /// Whether the job may be stopped for a higher-priority one.
     pub preemptible: bool,
     /// Started beyond its user's or project's quota (borrowing idle capacity): a job within
@@ -346,6 +409,18 @@ impl PassOutput {
             .iter()
             .flat_map(|h| h.jobs.iter().enumerate().map(move |(k, &id)| (id, h.first_position + k as u32, &h.reason)))
     }
+}
+
+/// A job's size in thousandths of a device: GPUs when it has any, else CPUs, times its nodes
+/// and kernels (the unit of [`PendingJob::attained`] and of `qssf`'s expected service).
+pub fn size_milli(request: &ResourceRequest, nodes: u32, kernels: u32) -> u64 {
+    let per = if request.gpu_milli > 0 { request.gpu_milli } else { request.cpu_milli };
+    per * nodes.max(1) as u64 * kernels.max(1) as u64
+}
+
+/// Service in device-seconds of a job of `size_milli` ([`size_milli`]) that ran `ms`.
+pub fn service(size_milli: u64, ms: Millis) -> u64 {
+    (size_milli as u128 * ms.max(0) as u128 / 1_000_000).min(u64::MAX as u128) as u64
 }
 
 /// Decays a usage figure by `elapsed_ms` with the given half-life (Slurm's

@@ -19,6 +19,13 @@
 //!   (`usage_by_user`), so `F_u = 2^(−n·U_u)`. Jobs are ordered by `F_p` descending, then
 //!   `F_u` descending, then job id: lower decayed usage relative to the share goes first.
 //!   Factors are fixed for the pass (past usage, not this pass's starts).
+//! - `las` (Tiresias' 2D-LAS): by level of attained service (`service::level` of
+//!   [`PendingJob::attained`] against the queue's thresholds), then job id.
+//! - `qssf`: by expected service (`service::expected`), then job id.
+//!
+//! Under a wait bound (`reserve_after`), the jobs pending since the cutoff or before come
+//! first, oldest first (by submit time, then id), whatever their band; then the rest in the
+//! ordering's order ([`Order::aged`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -41,6 +48,7 @@ type Keyed<'a> = (std::cmp::Reverse<i32>, JobId, &'a PendingJob);
 
 /// Where a queue's pending jobs come from: a list made for this pass (`schedule`), or the
 /// caller's persistent set (`schedule_set`), walked without reading the jobs it does not reach.
+#[derive(Clone)]
 pub(crate) enum Source<'a> {
     Jobs(Vec<&'a PendingJob>),
     Set(&'a PendingSet, &'a Arc<str>, &'a QueueSet),
@@ -72,6 +80,23 @@ pub(crate) enum Order<'a> {
         q: &'a QueueSet,
         cursor: Cursor,
     },
+    /// Under a wait bound: the aged jobs first, then the inner order without them.
+    Aged(Box<Aged<'a>>),
+}
+
+/// The wait bound's front of the queue (jobs submitted at `cutoff` or before), then `inner`.
+pub(crate) struct Aged<'a> {
+    cutoff: crate::Millis,
+    front: Front<'a>,
+    inner: Order<'a>,
+    /// Whether the job last returned came from the front (the inner order is not charged).
+    from_front: bool,
+}
+
+enum Front<'a> {
+    /// Sorted by (submitted_at, id); with their ids, to leave them out of the inner rest.
+    List(std::vec::IntoIter<&'a PendingJob>, HashSet<JobId>),
+    Set(&'a PendingSet, &'a QueueSet, crate::set_order::AgedRest),
 }
 
 impl<'a> Order<'a> {
@@ -83,10 +108,23 @@ impl<'a> Order<'a> {
         fs: &FairShare,
         totals: [u64; 3],
     ) -> Self {
+        Self::with(ordering, &crate::DEFAULT_LAS_THRESHOLDS, source, running, fs, totals)
+    }
+
+    /// [`Order::new`] with the queue's `las` thresholds.
+    pub fn with(
+        ordering: Ordering,
+        las_thresholds: &[u64],
+        source: Source<'a>,
+        running: &[&RunningJob],
+        fs: &FairShare,
+        totals: [u64; 3],
+    ) -> Self {
         let jobs = match source {
             Source::Jobs(jobs) => jobs,
             Source::Set(set, name, q) => {
-                return Order::Set { set, name, q, cursor: Cursor::new(ordering, q, running, fs, totals) };
+                let cursor = Cursor::new(ordering, las_thresholds, q, running, fs, totals);
+                return Order::Set { set, name, q, cursor };
             }
         };
         let band = |j: &PendingJob| std::cmp::Reverse(j.priority);
@@ -133,7 +171,32 @@ impl<'a> Order<'a> {
                 Order::Fixed(keyed.into_iter().map(|(b, _, id, j)| (b, id, j)).collect::<Vec<_>>().into_iter())
             }
             Ordering::Drf => Order::Drf(Box::new(Drf::new(jobs, running, totals))),
+            Ordering::Las | Ordering::Qssf => {
+                let key = |j: &PendingJob| match ordering {
+                    Ordering::Las => crate::service::level(j.attained, las_thresholds) as u64,
+                    _ => crate::service::expected(j),
+                };
+                let mut k: Vec<(std::cmp::Reverse<i32>, u64, JobId, &PendingJob)> =
+                    jobs.into_iter().map(|j| (band(j), key(j), j.id, j)).collect();
+                k.sort_unstable_by_key(|&(b, key, id, _)| (b, key, id));
+                Order::Fixed(k.into_iter().map(|(b, _, id, j)| (b, id, j)).collect::<Vec<_>>().into_iter())
+            }
         }
+    }
+
+    /// This order under a wait bound: the jobs submitted at `cutoff` or before first, oldest
+    /// first, then the others in this order. `source`'s jobs are the same as this order's.
+    pub fn aged(self, cutoff: crate::Millis, source: &Source<'a>) -> Self {
+        let front = match source {
+            Source::Jobs(jobs) => {
+                let mut old: Vec<&PendingJob> = jobs.iter().copied().filter(|j| j.submitted_at <= cutoff).collect();
+                old.sort_unstable_by_key(|j| (j.submitted_at, j.id));
+                let ids = old.iter().map(|j| j.id).collect();
+                Front::List(old.into_iter(), ids)
+            }
+            Source::Set(set, _, q) => Front::Set(set, q, crate::set_order::AgedRest { cutoff, last: None }),
+        };
+        Order::Aged(Box::new(Aged { cutoff, front, inner: self, from_front: false }))
     }
 
     pub fn next(&mut self) -> Option<&'a PendingJob> {
@@ -141,6 +204,22 @@ impl<'a> Order<'a> {
             Order::Fixed(it) => it.next().map(|(_, _, j)| j),
             Order::Drf(d) => d.next(),
             Order::Set { set, q, cursor, .. } => cursor.next(q).map(|id| set.job(id)),
+            Order::Aged(a) => {
+                let front = match &mut a.front {
+                    Front::List(it, _) => it.next(),
+                    Front::Set(set, q, rest) => rest.front(q).next().map(|id| {
+                        let j = set.job(id);
+                        rest.last = Some((j.submitted_at, id));
+                        j
+                    }),
+                };
+                a.from_front = front.is_some();
+                if front.is_some() {
+                    return front;
+                }
+                let cutoff = a.cutoff;
+                std::iter::from_fn(|| a.inner.next()).find(|j| j.submitted_at > cutoff)
+            }
         }
     }
 
@@ -155,8 +234,21 @@ impl<'a> Order<'a> {
                 }
             }
             Order::Set { name, cursor, .. } => {
-                return Some(UntriedRest { queue: Arc::clone(name), cursor: cursor.clone() });
+                return Some(UntriedRest { queue: Arc::clone(name), cursor: cursor.clone(), aged: None });
             }
+            Order::Aged(a) => match &mut a.front {
+                Front::List(it, old) => {
+                    into.extend(it.map(|j| j.id));
+                    let mut rest = Vec::new();
+                    a.inner.rest_ids(&mut rest);
+                    into.extend(rest.into_iter().filter(|id| !old.contains(id)));
+                }
+                Front::Set(_, _, aged) => {
+                    let mut rest = a.inner.rest_ids(into)?;
+                    rest.aged = Some(*aged);
+                    return Some(rest);
+                }
+            },
         }
         None
     }
@@ -166,7 +258,8 @@ impl<'a> Order<'a> {
         match self {
             Order::Drf(d) => d.charge(&job.user, &job.request, job.kernel_count() as u64),
             Order::Set { cursor, .. } => cursor.started(&job.request, job.kernel_count() as u64),
-            Order::Fixed(_) => {}
+            Order::Aged(a) if !a.from_front => a.inner.started(job),
+            Order::Fixed(_) | Order::Aged(_) => {}
         }
     }
 }

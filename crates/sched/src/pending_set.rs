@@ -9,6 +9,9 @@
 //! - per (band, user) and per (band, project, user), the job ids: DRF merges users' queues,
 //!   fair share ranks (project, user) pairs; users and pairs are numbered once, when first
 //!   seen, so the per-pass work compares numbers;
+//! - by (band, expected service, id) for `qssf`, by (band, attained service) for `las`
+//!   (`service.rs`: both are fixed while a job is pending), and by (submit time, id) for the
+//!   wait bound (`reserve_after`: the oldest jobs first);
 //! - the smallest CPU and memory request (as counts per value), which the pool needs.
 //!
 //! Every change costs O(log n); nothing in a pass is proportional to the depth of the queue.
@@ -71,6 +74,12 @@ pub(crate) struct QueueSet {
     pub by_user: BTreeMap<(Reverse<i32>, u32), BTreeSet<JobId>>,
     /// Per (band, pair number): the pair's job ids in the band.
     pub by_pair: BTreeMap<(Reverse<i32>, u32), BTreeSet<JobId>>,
+    /// (band, expected service, id): `qssf`.
+    pub by_service: BTreeSet<(Reverse<i32>, u64, JobId)>,
+    /// Per (band, attained service): the job ids (`las`; most jobs never ran: one entry).
+    pub by_attained: BTreeMap<(Reverse<i32>, u64), BTreeSet<JobId>>,
+    /// (submitted_at, id): the oldest first, for the wait bound.
+    pub by_submit: BTreeSet<(crate::Millis, JobId)>,
     cpus: BTreeMap<u32, usize>,
     mem: BTreeMap<u64, usize>,
 }
@@ -89,7 +98,7 @@ fn count_down<K: Ord>(m: &mut BTreeMap<K, usize>, k: K) {
 }
 
 /// Takes `id` out of the set at `key`, dropping the set once empty.
-fn take_out(m: &mut BTreeMap<(Reverse<i32>, u32), BTreeSet<JobId>>, key: (Reverse<i32>, u32), id: JobId) {
+fn take_out<K: Ord>(m: &mut BTreeMap<K, BTreeSet<JobId>>, key: K, id: JobId) {
     if let Some(s) = m.get_mut(&key) {
         s.remove(&id);
         if s.is_empty() {
@@ -106,6 +115,9 @@ impl QueueSet {
         let p = self.pairs.add((j.project.clone(), j.user.clone()));
         self.by_user.entry((band, u)).or_default().insert(j.id);
         self.by_pair.entry((band, p)).or_default().insert(j.id);
+        self.by_service.insert((band, crate::service::expected(j), j.id));
+        self.by_attained.entry((band, j.attained)).or_default().insert(j.id);
+        self.by_submit.insert((j.submitted_at, j.id));
         count_up(&mut self.cpus, j.request.whole_cpus());
         count_up(&mut self.mem, j.request.mem_bytes);
     }
@@ -121,6 +133,9 @@ impl QueueSet {
             self.pairs.drop_one(p);
             take_out(&mut self.by_pair, (band, p), j.id);
         }
+        self.by_service.remove(&(band, crate::service::expected(j), j.id));
+        take_out(&mut self.by_attained, (band, j.attained), j.id);
+        self.by_submit.remove(&(j.submitted_at, j.id));
         count_down(&mut self.cpus, j.request.whole_cpus());
         count_down(&mut self.mem, j.request.mem_bytes);
     }

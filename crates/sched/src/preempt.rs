@@ -3,7 +3,10 @@
 //!
 //! Candidates are running jobs of the same queue that are `preemptible`, have strictly lower
 //! priority than the waiting job (so two jobs can never preempt each other: no loops), have
-//! run at least the queue's `min_runtime_ms`, and are not already victims in this pass.
+//! run at least the queue's `min_runtime_ms`, and are not already victims in this pass. In a
+//! `las` queue, a job of the same priority whose attained service is at a strictly higher
+//! level is a candidate too (Tiresias: the job that got less service goes first; levels
+//! only grow while a job runs, so again no two jobs preempt each other).
 //!
 //! Choice, deterministic: the fewest victims first. For k = 1, 2, 3, every node is tried with
 //! every k-subset of its candidates (at most 12 per node, taken in preference order: lowest
@@ -22,6 +25,7 @@ use std::collections::BTreeSet;
 use berth_model::JobId;
 
 use crate::pool::Pool;
+use crate::service::{attained_now, level};
 use crate::shortfall::Shortfall;
 use crate::{Millis, NodeLedger, PendingJob, Preemption, RunningJob};
 
@@ -127,11 +131,13 @@ impl Ctx<'_, '_, '_> {
 
 /// Who may be stopped for a job.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Rules {
+pub(crate) struct Rules<'t> {
     /// The queue's policy (or the borrowed-work reclaim in a queue without preemption).
     pub policy: Preemption,
     /// Whether the queue preempts lower-priority preemptible jobs.
     pub by_priority: bool,
+    /// A `las` queue's thresholds: jobs at a higher level are candidates too.
+    pub las: Option<&'t [u64]>,
     pub now: Millis,
 }
 
@@ -143,7 +149,14 @@ pub(crate) fn plan(
     taken: &BTreeSet<JobId>,
     rules: Rules,
 ) -> Option<Plan> {
-    let Rules { policy, by_priority, now } = rules;
+    let Rules { policy, by_priority, las, now } = rules;
+    let outranked = |r: &RunningJob| {
+        r.priority < job.priority
+            || las.is_some_and(|t| {
+                r.priority == job.priority
+                    && level(attained_now(r, now), t) > level(job.attained, t)
+            })
+    };
     // Lower-priority preemptible jobs (when the queue preempts), and borrowed work of other
     // projects (whatever the priorities: borrowed capacity is lent, not owned). Only jobs
     // within their quota get here (borrowers are placed in a later round and never preempt),
@@ -153,7 +166,7 @@ pub(crate) fn plan(
         .iter()
         .copied()
         .filter(|r| !taken.contains(&r.id))
-        .filter(|r| (by_priority && r.preemptible && r.priority < job.priority) || reclaims(r))
+        .filter(|r| (by_priority && r.preemptible && outranked(r)) || reclaims(r))
         .filter(|r| reclaims(r) || now.saturating_sub(r.started_at) >= policy.min_runtime_ms)
         .collect();
     if cands.is_empty() {

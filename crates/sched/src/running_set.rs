@@ -8,9 +8,10 @@
 //!
 //! - the jobs by id: a pass groups running jobs by queue in id order (DRF, fair share,
 //!   preemption) without sorting them;
-//! - their ends, the timeline backfill's reservation walks: jobs with a time limit by
-//!   `started_at + limit`, jobs without by `started_at` (their end depends on the queue's
-//!   default limit, which only the pass knows, and grows with `started_at` all the same).
+//! - their ends, the timeline backfill's reservation walks: jobs with an estimate or a time
+//!   limit by `started_at + estimate` (the smaller), jobs without either by `started_at` (their
+//!   end depends on the queue's default limit, which only the pass knows, and grows with
+//!   `started_at` all the same).
 //!
 //! Every change costs O(log n). A pass merges the per-queue ends ([`Ends`]) and stops where
 //! the reservation fits, so it reads only the ends it releases, never all of them.
@@ -44,10 +45,18 @@ pub(crate) struct RunQueue {
     borrowed: usize,
 }
 
-/// Whether `r` has a limit, and its key in that end index.
+/// How long `r` is planned to run: its estimate, capped by its limit; `None`: neither.
+pub(crate) fn planned(r: &RunningJob) -> Option<Millis> {
+    match (r.estimate_ms, r.time_limit_ms) {
+        (Some(e), Some(l)) => Some(e.min(l)),
+        (e, l) => e.or(l),
+    }
+}
+
+/// Whether `r` has a planned run time, and its key in that end index.
 fn end_key(r: &RunningJob) -> (bool, (Millis, JobId)) {
-    match r.time_limit_ms {
-        Some(limit) => (true, (r.started_at.saturating_add(limit), r.id)),
+    match planned(r) {
+        Some(ms) => (true, (r.started_at.saturating_add(ms), r.id)),
         None => (false, (r.started_at, r.id)),
     }
 }
@@ -220,7 +229,7 @@ impl<'a> Ends<'a> {
         let mut bindings = Vec::with_capacity(running.len());
         let mut keys = Vec::with_capacity(running.len());
         for r in running {
-            let end = r.started_at.saturating_add(r.time_limit_ms.unwrap_or_else(|| default_of(&r.queue)));
+            let end = r.started_at.saturating_add(planned(r).unwrap_or_else(|| default_of(&r.queue)));
             for b in &r.bindings {
                 keys.push(Reverse((end.max(now), bindings.len())));
                 bindings.push(b);

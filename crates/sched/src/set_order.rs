@@ -8,7 +8,9 @@
 //! them): fifo and lifo by (band, id); DRF picks, within a band, the user with the smallest
 //! dominant share (ties by head job id) and is charged as jobs start; fair share ranks the
 //! (project, user) pairs by their factors once per pass and, within a band, walks the pairs
-//! rank by rank, merging by id the pairs whose factors are equal.
+//! rank by rank, merging by id the pairs whose factors are equal; `qssf` walks the set's
+//! (band, expected service, id) index; `las` walks each band level by level, merging by id
+//! the attained-service entries of the level.
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -32,6 +34,9 @@ pub(crate) enum Cursor {
     Lifo(Option<Key>),
     Drf(Box<DrfCursor>),
     Fair(Box<FairCursor>),
+    /// Qssf: the last key returned.
+    Qssf(Option<(Reverse<i32>, u64, JobId)>),
+    Las(Box<LasCursor>),
 }
 
 /// The first key of the band after `band` (or of the first band).
@@ -56,8 +61,22 @@ fn in_band<V>(
 impl Cursor {
     /// A cursor at the start of `q` under `ordering`. `running`: the queue's running jobs
     /// (DRF holdings, fair-share pairs); `totals`: the queue's capacity (DRF).
-    pub fn new(ordering: Ordering, q: &QueueSet, running: &[&RunningJob], fs: &FairShare, totals: [u64; 3]) -> Self {
+    pub fn new(
+        ordering: Ordering,
+        las_thresholds: &[u64],
+        q: &QueueSet,
+        running: &[&RunningJob],
+        fs: &FairShare,
+        totals: [u64; 3],
+    ) -> Self {
         match ordering {
+            Ordering::Qssf => Cursor::Qssf(None),
+            Ordering::Las => Cursor::Las(Box::new(LasCursor {
+                thresholds: las_thresholds.to_vec(),
+                band: None,
+                level: 0,
+                heads: BTreeSet::new(),
+            })),
             Ordering::Fifo => Cursor::Fifo(None),
             Ordering::Lifo => Cursor::Lifo(None),
             Ordering::Drf => Cursor::Drf(Box::new(DrfCursor::new(q, running, totals))),
@@ -95,6 +114,15 @@ impl Cursor {
             }
             Cursor::Drf(d) => d.next(q),
             Cursor::Fair(f) => f.next(q),
+            Cursor::Qssf(last) => {
+                let k = match *last {
+                    None => q.by_service.first().copied(),
+                    Some(k) => q.by_service.range((Excluded(k), Unbounded)).next().copied(),
+                }?;
+                *last = Some(k);
+                Some(k.2)
+            }
+            Cursor::Las(l) => l.next(q),
         }
     }
 
@@ -234,6 +262,58 @@ impl FairCursor {
     }
 }
 
+/// LAS over the set: the current band and level, and the heads of the level's entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LasCursor {
+    thresholds: Vec<u64>,
+    band: Option<Reverse<i32>>,
+    /// The level being merged (0: least service).
+    level: usize,
+    /// (next id, attained) of each entry of the current band and level.
+    heads: BTreeSet<(JobId, u64)>,
+}
+
+impl LasCursor {
+    /// Attained service from `lo` (inclusive) to `hi` (exclusive) for `level`.
+    fn bounds(&self, level: usize) -> (u64, Option<u64>) {
+        let lo = if level == 0 { 0 } else { self.thresholds[level - 1] };
+        (lo, self.thresholds.get(level).copied())
+    }
+
+    fn enter(&mut self, q: &QueueSet) {
+        let (Some(band), (lo, hi)) = (self.band, self.bounds(self.level)) else { return };
+        let upper = match hi {
+            Some(h) => Excluded((band, h)),
+            None => Included((band, u64::MAX)),
+        };
+        for (&(_, a), ids) in q.by_attained.range((Included((band, lo)), upper)) {
+            self.heads.insert((*ids.first().expect("empty sets are dropped"), a));
+        }
+    }
+
+    fn next(&mut self, q: &QueueSet) -> Option<JobId> {
+        while self.heads.is_empty() {
+            if self.band.is_some() && self.level < self.thresholds.len() {
+                self.level += 1;
+            } else {
+                let after = match self.band {
+                    None => q.by_attained.keys().next(),
+                    Some(b) => q.by_attained.range((Excluded((b, u64::MAX)), Unbounded)).next().map(|(k, _)| k),
+                };
+                self.band = Some(after?.0);
+                self.level = 0;
+            }
+            self.enter(q);
+        }
+        let (id, a) = self.heads.pop_first()?;
+        let band = self.band?;
+        if let Some(&next) = q.by_attained[&(band, a)].range((Excluded(id), Unbounded)).next() {
+            self.heads.insert((next, a));
+        }
+        Some(id)
+    }
+}
+
 /// The untried jobs of a queue that a pass over a [`PendingSet`] did not list: those after
 /// [`crate::Untried::jobs`], in the order the pass would have walked them. Expand it with
 /// [`PendingSet::rest_ids`] on the set the pass read (before the set changes).
@@ -241,6 +321,27 @@ impl FairCursor {
 pub struct UntriedRest {
     pub(crate) queue: Arc<str>,
     pub(crate) cursor: Cursor,
+    /// Under a wait bound, the jobs pending since `cutoff` or before come first, oldest
+    /// first: those after `last` (the last one the pass tried), then the cursor's others.
+    pub(crate) aged: Option<AgedRest>,
+}
+
+/// Where the wait bound's front of the queue stood (`UntriedRest::aged`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AgedRest {
+    pub cutoff: crate::Millis,
+    pub last: Option<(crate::Millis, JobId)>,
+}
+
+impl AgedRest {
+    /// The aged jobs of `q` after `last`, oldest first.
+    pub fn front<'q>(&self, q: &'q QueueSet) -> impl Iterator<Item = JobId> + 'q {
+        let from = match self.last {
+            None => Unbounded,
+            Some(k) => Excluded(k),
+        };
+        q.by_submit.range((from, Included((self.cutoff, JobId::MAX)))).map(|k| k.1)
+    }
 }
 
 /// Expanding untried rests: here, beside the cursors, so that the set knows no ordering.
@@ -249,7 +350,12 @@ impl PendingSet {
     pub fn rest_ids(&self, rest: &UntriedRest) -> Vec<JobId> {
         let Some(q) = self.queues.get(&*rest.queue) else { return Vec::new() };
         let mut cursor = rest.cursor.clone();
-        std::iter::from_fn(|| cursor.next(q)).collect()
+        let mut ids: Vec<JobId> = rest.aged.iter().flat_map(|a| a.front(q)).collect();
+        let cutoff = rest.aged.map(|a| a.cutoff);
+        ids.extend(
+            std::iter::from_fn(|| cursor.next(q)).filter(|&id| cutoff.is_none_or(|c| self.job(id).submitted_at > c)),
+        );
+        ids
     }
 
     /// Every job of `out`'s untried runs (those of [`crate::schedule_set`] included), with

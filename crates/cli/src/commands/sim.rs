@@ -80,8 +80,26 @@ pub struct SimArgs {
     pub half_life: String,
 
     /// Preempted jobs resume where they stopped instead of starting over
-    #[arg(long)]
+    #[arg(long, conflicts_with = "checkpoint_interval")]
     pub checkpoint: bool,
+
+    /// Preempted jobs resume from their last checkpoint, taken every DURATION of run time
+    /// (the work since is lost); without it (or --checkpoint) they start over
+    #[arg(long, value_name = "DURATION")]
+    pub checkpoint_interval: Option<String>,
+
+    /// Plan with the time limits only, without run times predicted from history
+    #[arg(long)]
+    pub no_predict: bool,
+
+    /// Backfill reservations per pass: the first N blocked jobs each hold nodes
+    #[arg(long, value_name = "N", default_value_t = berth_sched::sim::DEFAULT_RESERVATIONS,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub reservations: u32,
+
+    /// Wait bound: a job pending this long goes first and gets a firm reservation (`off`: none)
+    #[arg(long, value_name = "DURATION", default_value = berth_sched::sim::DEFAULT_RESERVE_AFTER)]
+    pub reserve_after: String,
 
     /// Philly: keep the jobs submitted before 2017-09-24 (dropped by default)
     #[arg(long)]
@@ -195,6 +213,13 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         time_limit_from_duration: args.time_limit_from_duration,
         half_life_ms: millis("--half-life", &args.half_life)?,
         checkpoint: args.checkpoint,
+        checkpoint_interval_ms: args.checkpoint_interval.as_deref().map(|s| millis("--checkpoint-interval", s)).transpose()?,
+        predict: !args.no_predict,
+        reservations: args.reservations,
+        reserve_after_ms: match args.reserve_after.as_str() {
+            "off" | "none" => None,
+            s => Some(millis("--reserve-after", s)?),
+        },
         ..SimOptions::default()
     };
     let window = Window {

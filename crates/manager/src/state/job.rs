@@ -245,6 +245,8 @@ impl Job {
             project: self.account().into_owned(),
             submitted_at: self.submitted_at.as_millisecond(),
             time_limit_ms: self.spec.time_limit_secs.map(|s| s as i64 * 1000),
+            estimate_ms: None,
+            attained: 0,
             image: self.spec.image.as_deref().map(berth_model::job::image_key),
             kernels: self.spec.kernels,
             mounts: self.spec.mounts.iter().map(|m| m.source.clone()).collect(),
@@ -269,6 +271,8 @@ impl Job {
             bindings: self.attempt.bindings.clone(),
             started_at: self.attempt.started_at.or(self.attempt.placed_at).map_or(now_ms, |t| t.as_millisecond()),
             time_limit_ms: self.spec.time_limit_secs.map(|s| s as i64 * 1000),
+            estimate_ms: None,
+            attained: 0,
             preemptible: self.spec.preemptible && !stopping,
             borrowed: self.attempt.borrowed && !stopping,
         }

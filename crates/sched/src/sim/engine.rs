@@ -180,6 +180,14 @@ fn figures(trace: &Trace, cluster: &Cluster, policy: Policy, gpu_trace: bool, si
             _ => unfinished += 1,
         }
     }
+    let pairs: Vec<(Millis, Millis)> = sim
+        .jobs
+        .iter()
+        .zip(&trace.jobs)
+        .filter(|(j, _)| j.first_start.is_some())
+        .filter_map(|(j, tj)| j.first_estimate.map(|e| (e, tj.duration_ms)))
+        .collect();
+    let started = sim.jobs.iter().filter(|j| j.first_start.is_some()).count();
     let per_node = if gpu_trace { cluster.gpus_per_node } else { cluster.cpus_per_node };
     compute(
         &done,
@@ -196,6 +204,7 @@ fn figures(trace: &Trace, cluster: &Cluster, policy: Policy, gpu_trace: bool, si
             users: sim.user_names.len(),
             preemptions: sim.preemptions,
             passes,
+            prediction: crate::PredictionError::of(&pairs, started),
         },
     )
 }

@@ -46,6 +46,8 @@ pub struct Metrics {
     pub preemptions: usize,
     /// Scheduling passes run.
     pub passes: u64,
+    /// How far run-time predictions fell from the true run times (jobs that started).
+    pub prediction: crate::PredictionError,
 }
 
 /// Nearest-rank percentile (`p` in 0..=100) of sorted values; 0 for none.
@@ -97,6 +99,7 @@ pub(crate) struct Totals {
     pub users: usize,
     pub preemptions: usize,
     pub passes: u64,
+    pub prediction: crate::PredictionError,
 }
 
 pub(crate) fn compute(done: &[Done], t: Totals) -> Metrics {
@@ -148,5 +151,6 @@ pub(crate) fn compute(done: &[Done], t: Totals) -> Metrics {
         big_wait_max_s: big.iter().copied().fold(0.0, f64::max),
         preemptions: t.preemptions,
         passes: t.passes,
+        prediction: t.prediction,
     }
 }

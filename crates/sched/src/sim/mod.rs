@@ -24,7 +24,7 @@ mod trace;
 pub use cluster::Cluster;
 pub use engine::{JobOutcome, SimProgress, simulate, simulate_detailed, simulate_observed, too_big};
 pub use metrics::{Metrics, jain, percentile};
-pub use policy::{Policy, SimError, SimOptions};
+pub use policy::{DEFAULT_RESERVATIONS, DEFAULT_RESERVE_AFTER, Policy, SimError, SimOptions};
 pub use trace::{
     PhillyOptions, SwfOptions, Trace, TraceError, TraceFormat, TraceJob, Window, parse, parse_philly, parse_swf,
     parse_timestamp, swf_priority,

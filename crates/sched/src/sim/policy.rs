@@ -23,10 +23,14 @@ pub enum Policy {
     Spread,
     /// priority bands + backfill + preemption (requeue); needs a trace with priorities
     Preempt,
+    /// qssf + backfill: shortest expected service first (on predictions)
+    Qssf,
+    /// las + backfill + preemption by level (Tiresias' 2D-LAS)
+    Las,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 8] = [
+    pub const ALL: [Policy; 10] = [
         Policy::Fifo,
         Policy::Lifo,
         Policy::Skip,
@@ -35,6 +39,8 @@ impl Policy {
         Policy::FairShare,
         Policy::Spread,
         Policy::Preempt,
+        Policy::Qssf,
+        Policy::Las,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +53,8 @@ impl Policy {
             Policy::FairShare => "fair-share",
             Policy::Spread => "spread",
             Policy::Preempt => "preempt",
+            Policy::Qssf => "qssf",
+            Policy::Las => "las",
         }
     }
 
@@ -55,6 +63,8 @@ impl Policy {
         let mut q = QueueConfig::new(QUEUE);
         q.default_time_limit_ms = opts.default_time_limit_ms;
         q.head_of_line = HeadOfLine::Backfill;
+        q.reservations = opts.reservations;
+        q.reserve_after_ms = opts.reserve_after_ms;
         match self {
             Policy::Fifo => q.head_of_line = HeadOfLine::Strict,
             Policy::Lifo => {
@@ -68,6 +78,11 @@ impl Policy {
             Policy::Spread => q.scoring = Scoring::Spread,
             Policy::Preempt => {
                 q.preemption = Some(Preemption { action: PreemptAction::Requeue, min_runtime_ms: opts.min_runtime_ms })
+            }
+            Policy::Qssf => q.ordering = Ordering::Qssf,
+            Policy::Las => {
+                q.ordering = Ordering::Las;
+                q.preemption = Some(Preemption { action: PreemptAction::Requeue, min_runtime_ms: opts.min_runtime_ms });
             }
         }
         q
@@ -84,6 +99,11 @@ impl std::str::FromStr for Policy {
     }
 }
 
+/// `berth sim --reservations` unless given: the recommended queue setting.
+pub const DEFAULT_RESERVATIONS: u32 = 1;
+/// `berth sim --reserve-after` unless given (`off`: no wait bound).
+pub const DEFAULT_RESERVE_AFTER: &str = "off";
+
 /// Replay options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimOptions {
@@ -97,6 +117,15 @@ pub struct SimOptions {
     /// A requeued (preempted) job resumes with its remaining time (checkpointed) instead of
     /// starting over.
     pub checkpoint: bool,
+    /// A requeued job resumes from its last checkpoint, taken every this much of its run
+    /// time (the work since is lost); `None` (and not `checkpoint`): it starts over.
+    pub checkpoint_interval_ms: Option<Millis>,
+    /// Predict run times from history (`predict.rs`) for backfill and `qssf`.
+    pub predict: bool,
+    /// Backfill reservations per pass ([`QueueConfig::reservations`]).
+    pub reservations: u32,
+    /// The wait bound ([`QueueConfig::reserve_after_ms`]).
+    pub reserve_after_ms: Option<Millis>,
     /// `preempt` policy: a job that has run less than this is never a victim.
     pub min_runtime_ms: Millis,
     /// `preempt` policy: jobs of priority ≤ this are preemptible.
@@ -110,6 +139,10 @@ impl Default for SimOptions {
             time_limit_from_duration: false,
             half_life_ms: 7 * 86_400_000,
             checkpoint: false,
+            checkpoint_interval_ms: None,
+            predict: true,
+            reservations: 1,
+            reserve_after_ms: None,
             min_runtime_ms: 600_000,
             preemptible_max_priority: 0,
         }

@@ -2,6 +2,11 @@
 //! pass reads, the completion heap and the fair-share books. Passes are applied to it through
 //! [`PassTarget`] (`apply.rs`, as in the manager); what only a replay does is here: a run
 //! stops at once (completion or preemption), and a requeued job goes back to `pending`.
+//!
+//! Run-time predictions (`predict.rs`) are made when a job is submitted or requeued, from the
+//! run times of the jobs that completed before; each job's first prediction is kept beside its
+//! true run time for the error figures. A preempted job keeps its progress up to its last
+//! checkpoint (`SimOptions::checkpoint_interval_ms`) and its attained service (`las`).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -14,9 +19,10 @@ use super::cluster::QUEUE;
 use super::policy::{Policy, SimOptions};
 use super::trace::Trace;
 use crate::apply::{self, PassTarget};
+use crate::predict::{JobKey, Predictor};
 use crate::{
     Millis, NodeLedger, PendingJob, PendingSet, Preempt, PreemptAction, RunningJob, RunningSet, Start, Untried,
-    UsageBook, Waiting,
+    UsageBook, Waiting, service, size_milli,
 };
 
 /// Per trace job, what the replay tracks.
@@ -36,6 +42,12 @@ pub(super) struct JobState {
     pub run_slot: usize,
     pub user: usize,
     pub blocked_passes: u32,
+    /// Service received by earlier runs, device-seconds (`las`).
+    pub attained: u64,
+    /// Progress kept by its last checkpoint (run time it does not have to run again).
+    pub saved_ms: Millis,
+    /// The prediction it was first submitted with.
+    pub first_estimate: Option<Millis>,
 }
 
 impl JobState {
@@ -52,6 +64,9 @@ impl JobState {
             run_slot: usize::MAX,
             user,
             blocked_passes: 0,
+            attained: 0,
+            saved_ms: 0,
+            first_estimate: None,
         }
     }
 }
@@ -80,6 +95,8 @@ pub(super) struct Replay<'t> {
     pub completions: BinaryHeap<Completion>,
     seq: u64,
     pub usage: UsageBook,
+    /// Run-time history of the jobs that completed.
+    pub predictor: Predictor,
     /// Per user, its numbers in `usage` (user, project), once it was charged.
     usage_ids: Vec<Option<(u32, u32)>>,
     /// Resource-time held by runs that have stopped (the measured resource × ms).
@@ -116,6 +133,7 @@ impl<'t> Replay<'t> {
             completions: BinaryHeap::new(),
             seq: 0,
             usage: UsageBook::default(),
+            predictor: Predictor::new(),
             usage_ids,
             allocated: 0.0,
             preemptions: 0,
@@ -132,8 +150,20 @@ impl<'t> Replay<'t> {
         }
     }
 
+    /// What job `i`'s history is looked up by.
+    fn key(&self, i: usize) -> JobKey {
+        let j = &self.jobs[i];
+        JobKey { user: self.user_names[j.user].clone(), name: String::new(), size: size_milli(&j.request, j.nodes, 1) }
+    }
+
     /// Job `i` joins the pending set.
     pub fn submit(&mut self, i: usize) {
+        let limit = self.time_limit(i);
+        let estimate = if self.opts.predict { self.predictor.predict(&self.key(i), limit) } else { None };
+        let j = &mut self.jobs[i];
+        if j.first_start.is_none() {
+            j.first_estimate = estimate;
+        }
         let j = &self.jobs[i];
         let user = &self.user_names[j.user];
         let job = PendingJob {
@@ -147,7 +177,9 @@ impl<'t> Replay<'t> {
             user: user.clone(),
             project: user.clone(),
             submitted_at: self.trace.jobs[i].submit_ms,
-            time_limit_ms: self.time_limit(i),
+            time_limit_ms: limit,
+            estimate_ms: estimate,
+            attained: j.attained,
             image: None,
             kernels: 1,
             mounts: Vec::new(),
@@ -193,6 +225,7 @@ impl<'t> Replay<'t> {
         j.run_slot = usize::MAX;
         j.generation += 1;
         self.allocated += j.amount * (now - j.started_at) as f64;
+        j.attained = j.attained.saturating_add(service(size_milli(&j.request, j.nodes, 1), now - j.started_at));
     }
 
     /// Carries out a preemption at once: the victim stops, then is requeued (with what is
@@ -204,9 +237,17 @@ impl<'t> Replay<'t> {
         self.preemptions += 1;
         match p.action {
             PreemptAction::Requeue => {
+                let duration = self.trace.jobs[i].duration_ms;
                 let j = &mut self.jobs[i];
-                j.remaining_ms =
-                    if self.opts.checkpoint { (j.remaining_ms - ran).max(0) } else { self.trace.jobs[i].duration_ms };
+                // Progress: what earlier runs kept, plus this run; kept up to the last
+                // checkpoint (all of it when checkpointed exactly, none without checkpoints).
+                let progress = (duration - j.remaining_ms + ran).min(duration);
+                j.saved_ms = match (self.opts.checkpoint, self.opts.checkpoint_interval_ms) {
+                    (true, _) => progress,
+                    (false, Some(every)) if every > 0 => j.saved_ms.max(progress / every * every),
+                    _ => 0,
+                };
+                j.remaining_ms = (duration - j.saved_ms).max(0);
                 j.blocked_passes = 0;
                 self.submit(i);
             }
@@ -235,6 +276,8 @@ impl<'t> Replay<'t> {
             self.jobs[i].remaining_ms = 0;
             self.settled += 1;
             ended = true;
+            let key = self.key(i);
+            self.predictor.observe(&key, self.trace.jobs[i].duration_ms);
         }
         ended
     }
@@ -270,7 +313,7 @@ impl PassTarget for Replay<'_> {
 
     fn started(&mut self, s: Start, _borrowed: bool, now: Millis) {
         let i = (s.job - 1) as usize;
-        self.pending.remove(s.job);
+        let estimate_ms = self.pending.remove(s.job).and_then(|p| p.estimate_ms);
         let time_limit_ms = self.time_limit(i);
         let j = &mut self.jobs[i];
         j.first_start.get_or_insert(now);
@@ -288,7 +331,13 @@ impl PassTarget for Replay<'_> {
             bindings: s.bindings,
             started_at: now,
             time_limit_ms,
-            preemptible: self.policy == Policy::Preempt && tj.priority <= self.opts.preemptible_max_priority,
+            estimate_ms,
+            attained: j.attained,
+            preemptible: match self.policy {
+                Policy::Preempt => tj.priority <= self.opts.preemptible_max_priority,
+                Policy::Las => true,
+                _ => false,
+            },
         });
         self.running_idx.push(i);
         self.seq += 1;
