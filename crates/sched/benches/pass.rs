@@ -53,6 +53,8 @@ fn jobs(n: usize) -> Vec<PendingJob> {
                 project: format!("p{}", i % 3),
                 submitted_at: 0,
                 time_limit_ms: Some(60_000 * (1 + (i % 120) as i64)),
+                estimate_ms: None,
+                attained: 0,
                 image: None,
                 kernels: 1,
                 mounts: Vec::new(),
@@ -131,6 +133,9 @@ fn after_first_pass(
             bindings: s.bindings.clone(),
             started_at: 0,
             time_limit_ms: j.time_limit_ms,
+            estimate_ms: None,
+            attained: 0,
+            submitted_at: 0,
             preemptible: false,
         });
     }

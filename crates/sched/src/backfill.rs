@@ -1,7 +1,9 @@
 //! Backfill: the first `reservations` jobs in order that cannot start now, and that could
 //! start once running jobs end, each get a reservation (1: classic EASY, as in Slurm's and
 //! Maui's original; more: towards conservative backfill). A later job may start now only if
-//! it can delay none of them. A later reservation does not take an earlier one's nodes.
+//! it can delay none of them. A later reservation does not take an earlier one's nodes, unless
+//! only those can take it: then it starts once the jobs reserved there are expected to end
+//! (`gates.rs`).
 //!
 //! Ends are planned with each job's estimate (`PendingJob::estimate_ms`, a prediction never
 //! above the limit), else its limit. A job past its estimate counts as ending now.
@@ -231,6 +233,11 @@ impl Reservation {
             trial.insert(*i, l);
         }
         Some(Trial(trial))
+    }
+
+    /// The reserved job.
+    pub fn job(&self) -> &PendingJob {
+        &self.job_req
     }
 
     /// Records an admitted job's kernels on the reserved nodes ([`Reservation::admits`]).

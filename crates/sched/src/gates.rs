@@ -30,7 +30,7 @@ const SPARE_RESERVATION_TRIES: u32 = 3;
 /// Blocked jobs that may look for victims in one queue and pass: each look weighs the
 /// queue's running jobs node by node, and a deep queue of blocked jobs should not pay it for
 /// every job (the first ones in order are the ones preemption is for).
-const MAX_PREEMPTION_PLANS: u32 = 16;
+const MAX_PREEMPTION_PLANS: u32 = 4;
 
 /// How borrowed work is reclaimed in a queue without preemption: requeued, at once.
 const BORROW_RECLAIM: crate::Preemption =
@@ -317,12 +317,23 @@ impl<'i, 'a> Walk<'i, 'a> {
         let Some(policy) = self.q.preemption.or(Some(BORROW_RECLAIM).filter(|_| self.any_borrowed)) else {
             return Continue(());
         };
-        if self.plans >= MAX_PREEMPTION_PLANS {
+        // Stopping jobs for less service (las, qssf) is looked for once per pass: every
+        // blocked job could, and each look weighs victim sets node by node.
+        let by_service = matches!(self.q.ordering, crate::Ordering::Las | crate::Ordering::Qssf);
+        if self.plans >= if by_service { 1 } else { MAX_PREEMPTION_PLANS } {
             return Continue(());
         }
         self.plans += 1;
         let las = (self.q.ordering == crate::Ordering::Las).then_some(&self.q.las_thresholds[..]);
-        let rules = preempt::Rules { policy, by_priority: self.q.preemption.is_some(), las, now: self.input.now };
+        let qssf = self.q.ordering == crate::Ordering::Qssf;
+        let rules = preempt::Rules {
+            policy,
+            by_priority: self.q.preemption.is_some(),
+            las,
+            qssf,
+            aged_cutoff: self.aged_cutoff,
+            now: self.input.now,
+        };
         let Some(plan) = preempt::plan(&self.pool, job, self.running, &self.victims, rules) else {
             return Continue(());
         };
@@ -375,7 +386,18 @@ impl<'i, 'a> Walk<'i, 'a> {
                 let now = self.input.now;
                 let firm = self.aged_cutoff.is_some_and(|c| job.submitted_at <= c);
                 let ask = Ask { job, pos, firm, taken: &self.reserved_nodes };
-                let made = reserve(&self.pool, ask, self.ends(), now);
+                let mut made = reserve(&self.pool, ask, self.ends(), now);
+                if made.is_none() && !self.reserved_nodes.is_empty() {
+                    // Only reserved nodes can take it (one node, or a small cluster): it
+                    // queues behind the jobs reserved there, from their expected end on.
+                    let none = BTreeSet::new();
+                    made = reserve(&self.pool, Ask { job, pos, firm, taken: &none }, self.ends(), now).map(|mut r| {
+                        for earlier in self.reservations.iter().filter(|e| e.nodes.iter().any(|i| r.nodes.contains(i))) {
+                            r.start = r.start.max(earlier.start.saturating_add(self.limit(earlier.job())));
+                        }
+                        r
+                    });
+                }
                 if let Some(r) = &made {
                     self.reserved_nodes.extend(r.nodes.iter().copied());
                 }

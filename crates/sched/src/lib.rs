@@ -297,6 +297,9 @@ pub struct RunningJob {
     pub user: String,
     pub project: String,
     pub bindings: Vec<Binding>,
+    /// When it was submitted: past the queue's wait bound (`reserve_after`), a job is no
+    /// longer stopped for a job that only needs less service (`las`, `qssf`).
+    pub submitted_at: Millis,
     pub started_at: Millis,
     pub time_limit_ms: Option<Millis>,
     /// The expected run time ([`PendingJob::estimate_ms`]): backfill plans with

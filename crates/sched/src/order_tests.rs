@@ -153,6 +153,9 @@ mod set_vs_list {
             bindings: vec![Binding { node: "n".into(), cpu_milli, mem_bytes: 1 << 30, gpus, ..Binding::default() }],
             started_at: 0,
             time_limit_ms: None,
+            estimate_ms: None,
+            attained: 0,
+            submitted_at: 0,
             preemptible: false,
             borrowed: false,
         }

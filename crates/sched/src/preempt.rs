@@ -6,7 +6,12 @@
 //! run at least the queue's `min_runtime_ms`, and are not already victims in this pass. In a
 //! `las` queue, a job of the same priority whose attained service is at a strictly higher
 //! level is a candidate too (Tiresias: the job that got less service goes first; levels
-//! only grow while a job runs, so again no two jobs preempt each other).
+//! only grow while a job runs, so again no two jobs preempt each other). In a `qssf` queue,
+//! a job of the same priority expected to need more than [`QSSF_MARGIN`] times the waiting
+//! job's service is one (shortest expected remaining service first; the margin keeps two
+//! jobs of about the same size from trading places). Neither rule stops a job submitted
+//! before the queue's wait bound: its wait has been long enough; and in either queue a job
+//! past the bound may stop any job of its priority that is not (Tiresias' starvation guard).
 //!
 //! Choice, deterministic: the fewest victims first. For k = 1, 2, 3, every node is tried with
 //! every k-subset of its candidates (at most 12 per node, taken in preference order: lowest
@@ -25,7 +30,11 @@ use std::collections::BTreeSet;
 use berth_model::JobId;
 
 use crate::pool::Pool;
-use crate::service::{attained_now, level};
+use crate::service::{attained_now, level, remaining_now};
+
+/// How many times more service a running job must be expected to need than the waiting one
+/// to be stopped for it in a `qssf` queue.
+pub(crate) const QSSF_MARGIN: u64 = 2;
 use crate::shortfall::Shortfall;
 use crate::{Millis, NodeLedger, PendingJob, Preemption, RunningJob};
 
@@ -138,6 +147,10 @@ pub(crate) struct Rules<'t> {
     pub by_priority: bool,
     /// A `las` queue's thresholds: jobs at a higher level are candidates too.
     pub las: Option<&'t [u64]>,
+    /// A `qssf` queue: jobs expected to need much more service are candidates too.
+    pub qssf: bool,
+    /// The wait bound's cutoff: jobs submitted then or before are no such candidates.
+    pub aged_cutoff: Option<Millis>,
     pub now: Millis,
 }
 
@@ -149,13 +162,18 @@ pub(crate) fn plan(
     taken: &BTreeSet<JobId>,
     rules: Rules,
 ) -> Option<Plan> {
-    let Rules { policy, by_priority, las, now } = rules;
+    let Rules { policy, by_priority, las, qssf, aged_cutoff, now } = rules;
+    let wants = crate::service::expected(job);
+    let aged = |submitted_at: Millis| aged_cutoff.is_some_and(|c| submitted_at <= c);
+    let by_service = las.is_some() || qssf;
     let outranked = |r: &RunningJob| {
         r.priority < job.priority
-            || las.is_some_and(|t| {
-                r.priority == job.priority
-                    && level(attained_now(r, now), t) > level(job.attained, t)
-            })
+            || (r.priority == job.priority
+                && by_service
+                && !aged(r.submitted_at)
+                && (aged(job.submitted_at)
+                    || las.is_some_and(|t| level(attained_now(r, now), t) > level(job.attained, t))
+                    || (qssf && remaining_now(r, now) / QSSF_MARGIN > wants)))
     };
     // Lower-priority preemptible jobs (when the queue preempts), and borrowed work of other
     // projects (whatever the priorities: borrowed capacity is lent, not owned). Only jobs

@@ -53,6 +53,21 @@ pub(crate) fn planned(r: &RunningJob) -> Option<Millis> {
     }
 }
 
+/// When a running job is expected to end, from its planned end (`started_at` + its estimate,
+/// limit or the queue's default): that, while it lies ahead; once passed, the job is expected
+/// to run as long again as it has run (a run that outlived its estimate tends to run long),
+/// but never past its limit, after which it counts as ending now.
+pub(crate) fn expected_end(r: &RunningJob, planned_end: Millis, now: Millis) -> Millis {
+    if planned_end >= now {
+        return planned_end;
+    }
+    let again = now.saturating_add(now.saturating_sub(r.started_at).max(0));
+    match r.time_limit_ms {
+        Some(l) => again.min(r.started_at.saturating_add(l)).max(now),
+        None => again,
+    }
+}
+
 /// Whether `r` has a planned run time, and its key in that end index.
 fn end_key(r: &RunningJob) -> (bool, (Millis, JobId)) {
     match planned(r) {
@@ -229,9 +244,10 @@ impl<'a> Ends<'a> {
         let mut bindings = Vec::with_capacity(running.len());
         let mut keys = Vec::with_capacity(running.len());
         for r in running {
-            let end = r.started_at.saturating_add(planned(r).unwrap_or_else(|| default_of(&r.queue)));
+            let planned_end = r.started_at.saturating_add(planned(r).unwrap_or_else(|| default_of(&r.queue)));
+            let end = expected_end(r, planned_end, now);
             for b in &r.bindings {
-                keys.push(Reverse((end.max(now), bindings.len())));
+                keys.push(Reverse((end, bindings.len())));
                 bindings.push(b);
             }
         }
@@ -257,10 +273,23 @@ impl<'a> Ends<'a> {
         let mut streams = Vec::with_capacity(set.queues.len() * 2);
         for (name, q) in &set.queues {
             let default = queues.iter().find(|c| c.name == *name).map_or(fallback_limit, |c| c.default_time_limit_ms);
-            let keys = |m: &'a BTreeMap<(Millis, JobId), u32>| m.iter().map(|(&(t, _), &slot)| (t, slot));
+            // Jobs past their planned end have ends of their own (`expected_end`), sorted here:
+            // they are the few that outlived their estimate, the rest are read as kept.
+            let unlimited_from = now.saturating_sub(default);
+            let mut overdue: Vec<(Millis, u32)> = Vec::new();
+            for (m, from, add) in [(&q.limited, now, 0), (&q.unlimited, unlimited_from, default)] {
+                for (&(t, _), &slot) in m.range(..(from, JobId::MIN)) {
+                    overdue.push((expected_end(&q.slab[slot as usize], t.saturating_add(add), now), slot));
+                }
+            }
+            overdue.sort_unstable();
+            let keys = |m: &'a BTreeMap<(Millis, JobId), u32>, from: Millis| {
+                m.range((from, JobId::MIN)..).map(|(&(t, _), &slot)| (t, slot))
+            };
             let jobs = Some(q);
-            streams.push(Stream { keys: Box::new(keys(&q.limited)), add: 0, jobs, head: None });
-            streams.push(Stream { keys: Box::new(keys(&q.unlimited)), add: default, jobs, head: None });
+            streams.push(Stream { keys: Box::new(overdue.into_iter()), add: 0, jobs, head: None });
+            streams.push(Stream { keys: Box::new(keys(&q.limited, now)), add: 0, jobs, head: None });
+            streams.push(Stream { keys: Box::new(keys(&q.unlimited, unlimited_from)), add: default, jobs, head: None });
         }
         let mut order: Vec<(Millis, JobId, usize)> =
             started.iter().enumerate().map(|(k, (end, id, _))| (*end, *id, k)).collect();

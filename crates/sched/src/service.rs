@@ -21,11 +21,28 @@ pub(crate) fn level(attained: u64, thresholds: &[u64]) -> usize {
     thresholds.iter().take_while(|&&t| attained >= t).count()
 }
 
+/// A running job's expected remaining service (`qssf` preemption): size × (estimate −
+/// elapsed); a job past its estimate is expected to run as long again as it has (the
+/// estimate was wrong, and a job that ran long tends to run longer); without an estimate or
+/// limit, more than any job that has one.
+pub(crate) fn remaining_now(r: &RunningJob, now: Millis) -> u64 {
+    let elapsed = now.saturating_sub(r.started_at).max(0);
+    let left = match crate::running_set::planned(r) {
+        Some(p) if p > elapsed => p - elapsed,
+        Some(_) => elapsed.max(1),
+        None => UNKNOWN_MS,
+    };
+    service(size_of(r), left)
+}
+
+fn size_of(r: &RunningJob) -> u64 {
+    r.bindings.iter().map(|b| if b.gpus.is_empty() { b.cpu_milli } else { gpu_milli(b) }).sum()
+}
+
 /// A running job's service so far: before this run, plus its size × the time since it
 /// started. Its size comes from its bindings (one per kernel).
 pub(crate) fn attained_now(r: &RunningJob, now: Millis) -> u64 {
-    let size: u64 = r.bindings.iter().map(|b| if b.gpus.is_empty() { b.cpu_milli } else { gpu_milli(b) }).sum();
-    r.attained.saturating_add(service(size, now.saturating_sub(r.started_at)))
+    r.attained.saturating_add(service(size_of(r), now.saturating_sub(r.started_at)))
 }
 
 fn gpu_milli(b: &berth_model::Binding) -> u64 {

@@ -20,6 +20,8 @@ pub fn pending(id: JobId, request: ResourceRequest) -> PendingJob {
         project: "u".into(),
         submitted_at: 0,
         time_limit_ms: None,
+        estimate_ms: None,
+        attained: 0,
         image: None,
         kernels: 1,
         mounts: Vec::new(),

@@ -20,6 +20,8 @@ fn gpu_job(id: i64, project: &str, priority: i32) -> PendingJob {
         project: project.into(),
         submitted_at: 0,
         time_limit_ms: None,
+        estimate_ms: None,
+        attained: 0,
         image: None,
         kernels: 1,
         mounts: Vec::new(),
@@ -78,6 +80,9 @@ fn idle_capacity_is_borrowed_and_reclaimed_by_a_job_within_its_quota() {
                 bindings: s.bindings.clone(),
                 started_at: 0,
                 time_limit_ms: None,
+                estimate_ms: None,
+                attained: 0,
+                submitted_at: 0,
                 preemptible: false,
             }
         })

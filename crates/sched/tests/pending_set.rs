@@ -48,6 +48,8 @@ fn pending(id: JobId, &(priority, q, cpus, gib, gpu_milli, nodes, u, p, limit): 
         project: PROJECTS[p].into(),
         submitted_at: 0,
         time_limit_ms: limit.map(|m| m * 60_000),
+        estimate_ms: None,
+        attained: 0,
         image: None,
         kernels: 1,
         mounts: Vec::new(),

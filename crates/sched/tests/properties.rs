@@ -72,6 +72,8 @@ fn build_jobs(specs: &[(i32, usize, ResourceRequest, u32, usize, u32)], first_id
             project: "u".into(),
             submitted_at: 0,
             time_limit_ms: None,
+            estimate_ms: None,
+            attained: 0,
             image: None,
             kernels: 1,
             mounts: Vec::new(),
@@ -319,6 +321,9 @@ fn start_some(qs: &[QueueConfig], nodes: &mut [NodeLedger], jobs: &[PendingJob],
                 bindings: s.bindings.clone(),
                 started_at: -((r % 120) as i64) * 60_000,
                 time_limit_ms: if r & 1 == 0 { None } else { Some(((r >> 8) % 180 + 1) as i64 * 60_000) },
+                estimate_ms: None,
+                attained: 0,
+                submitted_at: 0,
                 preemptible: r & 2 == 0,
             }
         })

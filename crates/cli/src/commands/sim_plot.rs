@@ -1,6 +1,7 @@
 //! `berth sim --plot out.svg`: the compared policies over the trace's time, one line each, in
 //! three panels: jobs waiting in the queue, the share of the cluster allocated (GPUs for GPU
-//! traces, CPUs for CPU traces), and the mean wait of the jobs that started in each period.
+//! traces, CPUs for CPU traces), and the mean wait of the jobs that started in each period;
+//! and a fourth, the distribution of job completion times (a CDF over log hours).
 //!
 //! The series come from each replay's per-job outcomes (submit, first start, last end), so
 //! the simulator stays as it is; a job preempted and restarted counts as running from its
@@ -27,7 +28,16 @@ pub struct Series {
     /// (days, mean wait in hours of the jobs that started in the period); periods in which no
     /// job started have no point.
     pub wait: Vec<(f64, f64)>,
+    /// (log10 of the JCT in hours, share of finished jobs with that JCT or less): the CDF at
+    /// [`CDF_POINTS`] quantiles.
+    pub jct: Vec<(f64, f64)>,
 }
+
+/// Quantiles drawn of each policy's JCT distribution.
+const CDF_POINTS: usize = 200;
+
+/// JCTs shorter than this are drawn at it (the log axis has no zero).
+const MIN_JCT_H: f64 = 1.0 / 60.0;
 
 const DAY_MS: f64 = 86_400_000.0;
 
@@ -44,6 +54,20 @@ pub fn series(policy: &str, trace: &Trace, cluster: &Cluster, outcomes: &[JobOut
     let mut queue_delta = vec![0i64; PERIODS];
     let mut busy = vec![0.0f64; PERIODS];
     let mut waits = vec![(0.0f64, 0u32); PERIODS];
+    let mut jcts: Vec<f64> = outcomes
+        .iter()
+        .filter(|o| o.finished)
+        .filter_map(|o| o.end_ms.map(|e| ((e - o.submit_ms) as f64 / 3_600_000.0).max(MIN_JCT_H)))
+        .collect();
+    jcts.sort_by(f64::total_cmp);
+    let jct = (1..=CDF_POINTS)
+        .filter(|_| !jcts.is_empty())
+        .map(|k| {
+            let q = k as f64 / CDF_POINTS as f64;
+            let i = ((q * jcts.len() as f64).ceil() as usize).clamp(1, jcts.len()) - 1;
+            (jcts[i].log10(), q)
+        })
+        .collect();
     for (job, o) in trace.jobs.iter().zip(outcomes) {
         let leaves = o.start_ms.or(o.end_ms);
         queue_delta[period(o.submit_ms)] += 1;
@@ -74,7 +98,7 @@ pub fn series(policy: &str, trace: &Trace, cluster: &Cluster, outcomes: &[JobOut
         .collect();
     let allocated = busy.iter().enumerate().map(|(p, b)| (day(p), (b / (capacity * width)).min(1.0))).collect();
     let wait = waits.iter().enumerate().filter(|(_, w)| w.1 > 0).map(|(p, w)| (day(p), w.0 / f64::from(w.1))).collect();
-    Series { policy: policy.to_string(), queue, allocated, wait }
+    Series { policy: policy.to_string(), queue, allocated, wait, jct }
 }
 
 /// The last moment any replay reached (the shared end of the time axis).
@@ -82,7 +106,18 @@ pub fn end_ms(outcomes: &[Vec<JobOutcome>]) -> i64 {
     outcomes.iter().flatten().filter_map(|o| o.end_ms.or(o.start_ms).or(Some(o.submit_ms))).max().unwrap_or(1)
 }
 
-/// Draws the three panels into an SVG file at `path`.
+/// `0.05`, `3.2`, `120`: an hour count with two or three digits.
+fn hours(h: f64) -> String {
+    if h >= 10.0 {
+        format!("{h:.0}")
+    } else if h >= 1.0 {
+        format!("{h:.1}")
+    } else {
+        format!("{h:.2}")
+    }
+}
+
+/// Draws the four panels into an SVG file at `path`.
 pub fn draw(path: &Path, title: &str, series: &[Series]) -> anyhow::Result<()> {
     draw_svg(path, title, series).map_err(|e| anyhow::anyhow!("cannot draw the plot into {}: {e}", path.display()))
 }
@@ -90,7 +125,7 @@ pub fn draw(path: &Path, title: &str, series: &[Series]) -> anyhow::Result<()> {
 type Pick = fn(&Series) -> &[(f64, f64)];
 
 fn draw_svg(path: &Path, title: &str, series: &[Series]) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let root = SVGBackend::new(path, (1200, 1100)).into_drawing_area();
+    let root = SVGBackend::new(path, (1200, 1450)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 22))?;
     let panels: [(&str, &str, Pick); 3] = [
@@ -99,7 +134,8 @@ fn draw_svg(path: &Path, title: &str, series: &[Series]) -> Result<(), Box<dyn s
         ("Mean wait of the jobs starting", "hours", |s| &s.wait),
     ];
     let x_max = series.iter().flat_map(|s| s.queue.last()).map(|p| p.0).fold(0.0, f64::max).max(1e-3);
-    for (area, (caption, unit, pick)) in root.split_evenly((3, 1)).iter().zip(panels) {
+    let areas = root.split_evenly((4, 1));
+    for (area, (caption, unit, pick)) in areas.iter().zip(panels) {
         let y_max = series.iter().flat_map(|s| pick(s).iter().map(|p| p.1)).fold(0.0, f64::max);
         let y_max = if unit == "share of capacity" { 1.0 } else { (y_max * 1.05).max(1.0) };
         let mut chart = ChartBuilder::on(area)
@@ -118,6 +154,34 @@ fn draw_svg(path: &Path, title: &str, series: &[Series]) -> Result<(), Box<dyn s
         }
         chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
     }
+    let points = || series.iter().flat_map(|s| s.jct.iter().map(|p| p.0));
+    let (lo, hi) = (points().fold(f64::MAX, f64::min).min(0.0), points().fold(f64::MIN, f64::max).max(1.0));
+    let mut chart = ChartBuilder::on(&areas[3])
+        .caption("Job completion time (share of jobs done within)", ("sans-serif", 17))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(lo..hi, 0f64..1f64)?;
+    chart
+        .configure_mesh()
+        .x_desc("JCT, hours (log scale)")
+        .x_label_formatter(&|x| hours(10f64.powf(*x)))
+        .y_desc("share of jobs")
+        .light_line_style(WHITE)
+        .draw()?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(s.jct.iter().copied(), color.stroke_width(2)))?
+            .label(s.policy.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
     root.present()?;
     Ok(())
 }
@@ -168,12 +232,17 @@ mod tests {
         assert_eq!((s.queue[0].1, s.queue[199].1, s.queue[200].1, s.queue[399].1), (1.0, 1.0, 0.0, 0.0));
         assert!(s.allocated.iter().all(|p| (p.1 - 1.0).abs() < 1e-9), "always full: {:?}", &s.allocated[..3]);
         assert_eq!(s.wait, vec![(1000.0 / DAY_MS, 0.0), (201_000.0 / DAY_MS, half as f64 / 3_600_000.0)]);
+        // JCTs 200 s and 400 s: half the jobs within the first, all within the second.
+        let h = |ms: f64| (ms / 3_600_000.0).log10();
+        assert_eq!(s.jct.len(), CDF_POINTS);
+        assert_eq!((s.jct[99], s.jct[100], s.jct[199]), ((h(200_000.0), 0.5), (h(400_000.0), 0.505), (h(400_000.0), 1.0)));
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("plot.svg");
         draw(&path, "test", &[s.clone(), Series { policy: "backfill".into(), ..s }]).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("Jobs waiting") && svg.contains("backfill"), "{svg:.300}");
+        assert!(svg.contains("Job completion time"), "the JCT panel is drawn");
         assert!(!svg.contains("http://") || !svg.contains("<script"), "self-contained, no scripts");
     }
 }

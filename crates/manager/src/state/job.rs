@@ -269,6 +269,7 @@ impl Job {
             user: self.owner.name.clone(),
             project: self.account().into_owned(),
             bindings: self.attempt.bindings.clone(),
+            submitted_at: self.submitted_at.as_millisecond(),
             started_at: self.attempt.started_at.or(self.attempt.placed_at).map_or(now_ms, |t| t.as_millisecond()),
             time_limit_ms: self.spec.time_limit_secs.map(|s| s as i64 * 1000),
             estimate_ms: None,

@@ -168,9 +168,8 @@ fn figures(trace: &Trace, cluster: &Cluster, policy: Policy, gpu_trace: bool, si
             continue;
         }
         match (j.first_start, j.end) {
-            (Some(first_start), Some(end)) if j.remaining_ms == 0 => done.push(Done {
+            (Some(_), Some(end)) if j.remaining_ms == 0 => done.push(Done {
                 submit: tj.submit_ms,
-                first_start,
                 end,
                 duration: tj.duration_ms,
                 user: j.user,

@@ -4,7 +4,9 @@ use crate::Millis;
 
 /// The figures of one policy on one trace. Times are in seconds of virtual time.
 ///
-/// - JCT (job completion time) = end − submit; queueing delay (`wait`) = first start − submit.
+/// - JCT (job completion time) = end − submit; `wait` = JCT − run time: the queueing delay
+///   (first start − submit) of a job that ran once, plus the time stopped and the work lost
+///   of a preempted one, so that preemptive policies are not judged by first starts only.
 /// - Bounded slowdown = JCT / max(duration, 10 s) (Feitelson's bound, so that a 1-second job
 ///   that waited a minute does not dominate the mean).
 /// - `allocation` = allocated resource-time (GPU-seconds for GPU traces, CPU-seconds for CPU
@@ -69,7 +71,6 @@ pub fn jain(xs: &[f64]) -> f64 {
 /// One finished job, as [`compute`] needs it.
 pub(crate) struct Done {
     pub submit: Millis,
-    pub first_start: Millis,
     pub end: Millis,
     pub duration: Millis,
     pub user: usize,
@@ -104,7 +105,9 @@ pub(crate) struct Totals {
 
 pub(crate) fn compute(done: &[Done], t: Totals) -> Metrics {
     let mut jct: Vec<f64> = done.iter().map(|d| secs((d.end - d.submit) as f64)).collect();
-    let mut wait: Vec<f64> = done.iter().map(|d| secs((d.first_start - d.submit) as f64)).collect();
+    // Time not spent on the run that completed: queueing, and under preemption the time
+    // stopped and the work lost (first start − submit for a job that ran once).
+    let mut wait: Vec<f64> = done.iter().map(|d| secs((d.end - d.submit - d.duration).max(0) as f64)).collect();
     let slow: Vec<f64> = done.iter().map(|d| (d.end - d.submit) as f64 / (d.duration.max(10_000) as f64)).collect();
     let (mut per_user_slow, mut per_user_wait, mut per_user_n) =
         (vec![0.0; t.users], vec![0.0; t.users], vec![0usize; t.users]);

@@ -23,7 +23,7 @@ pub enum Policy {
     Spread,
     /// priority bands + backfill + preemption (requeue); needs a trace with priorities
     Preempt,
-    /// qssf + backfill: shortest expected service first (on predictions)
+    /// qssf + backfill: shortest expected service first, on predictions
     Qssf,
     /// las + backfill + preemption by level (Tiresias' 2D-LAS)
     Las,
@@ -100,9 +100,9 @@ impl std::str::FromStr for Policy {
 }
 
 /// `berth sim --reservations` unless given: the recommended queue setting.
-pub const DEFAULT_RESERVATIONS: u32 = 1;
+pub const DEFAULT_RESERVATIONS: u32 = crate::RECOMMENDED_RESERVATIONS;
 /// `berth sim --reserve-after` unless given (`off`: no wait bound).
-pub const DEFAULT_RESERVE_AFTER: &str = "off";
+pub const DEFAULT_RESERVE_AFTER: &str = "12h";
 
 /// Replay options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,8 +141,8 @@ impl Default for SimOptions {
             checkpoint: false,
             checkpoint_interval_ms: None,
             predict: true,
-            reservations: 1,
-            reserve_after_ms: None,
+            reservations: crate::RECOMMENDED_RESERVATIONS,
+            reserve_after_ms: Some(crate::RECOMMENDED_RESERVE_AFTER_MS),
             min_runtime_ms: 600_000,
             preemptible_max_priority: 0,
         }

@@ -159,8 +159,10 @@ impl<'t> Replay<'t> {
     /// Job `i` joins the pending set.
     pub fn submit(&mut self, i: usize) {
         let limit = self.time_limit(i);
-        let estimate = if self.opts.predict { self.predictor.predict(&self.key(i), limit) } else { None };
+        let predicted = if self.opts.predict { self.predictor.predict(&self.key(i), limit) } else { None };
         let j = &mut self.jobs[i];
+        // A requeued job has what its last checkpoint kept still to run.
+        let estimate = predicted.map(|e| (e - j.saved_ms).max(1));
         if j.first_start.is_none() {
             j.first_estimate = estimate;
         }
@@ -329,13 +331,14 @@ impl PassTarget for Replay<'_> {
             user: user.clone(),
             project: user.clone(),
             bindings: s.bindings,
+            submitted_at: tj.submit_ms,
             started_at: now,
             time_limit_ms,
             estimate_ms,
             attained: j.attained,
             preemptible: match self.policy {
                 Policy::Preempt => tj.priority <= self.opts.preemptible_max_priority,
-                Policy::Las => true,
+                Policy::Las | Policy::Qssf => true,
                 _ => false,
             },
         });

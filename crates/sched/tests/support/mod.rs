@@ -9,6 +9,8 @@
 //! job 4 data=n2:5GiB,n3:1GiB    # bytes of its datasets each node's cache holds
 //! job 5 constraint=a100&ib exclusive   # node features (`labels=a100=yes,ib=hdr` on a node); whole nodes
 //! job 2 user=alice project=ml limit=30m
+//! job 6 est=20m attained=2h at=-3h   # estimate, service so far (device-time), submitted at
+//! queue q backfill reservations=2 after=12h ordering=las las=1h,10h   # see `queue_config`
 //! run 7 gpus=1 start=-2h limit=3h prio=0 preemptible user=bob   # a running job, placed now
 //! usage user alice 100 / usage project ml 50 / weight ml 3         # fair-share input
 //! now 1h                        # the pass's clock (durations: 500ms, 30s, 10m, 2h, -1h)
@@ -104,6 +106,10 @@ fn queue_config(words: &[&str]) -> QueueConfig {
             "scoring" => q.scoring = serde_json::from_value(serde_json::Value::String(v.into())).expect("scoring"),
             "default" => q.default_time_limit_ms = duration(v),
             "window" => q.backfill_window = v.parse().unwrap(),
+            "reservations" => q.reservations = v.parse().unwrap(),
+            "after" => q.reserve_after_ms = Some(duration(v)),
+            // Thresholds in device-time: `las=1h,10h` is 1 and 10 device-hours.
+            "las" => q.las_thresholds = v.split(',').map(|d| (duration(d) / 1000) as u64).collect(),
             "preempt" => {
                 let mut p = Preemption { action: PreemptAction::Requeue, min_runtime_ms: 0 };
                 for part in v.split(',') {
@@ -139,8 +145,10 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
         blocked_passes: 0,
         project: get("project", &user),
         user,
-        submitted_at: 0,
+        submitted_at: o.get("at").map_or(0, |d| duration(d)),
         time_limit_ms: o.get("limit").map(|d| duration(d)),
+        estimate_ms: o.get("est").map(|d| duration(d)),
+        attained: o.get("attained").map_or(0, |a| (duration(a) / 1000) as u64),
         image: o.get("image").map(|i| berth_model::job::image_key(i)),
         kernels: get("kernels", "1").parse().unwrap(),
         mounts: o.get("mounts").map_or(Vec::new(), |m| m.split(',').map(String::from).collect()),
@@ -167,8 +175,11 @@ pub fn running_job(spec: &PendingJob, bindings: Vec<Binding>, started_at: Millis
         user: spec.user.clone(),
         project: spec.project.clone(),
         bindings,
+        submitted_at: spec.submitted_at,
         started_at,
         time_limit_ms: spec.time_limit_ms,
+        estimate_ms: spec.estimate_ms,
+        attained: spec.attained,
         preemptible,
     }
 }
