@@ -32,8 +32,10 @@ async fn queue_api_lists_validates_and_is_admin_only() {
     let (s, v) = e.admin.get("/v1/queues").await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v[0]["name"], "default");
-    assert_eq!(v[0]["policy"]["ordering"], "fifo");
-    assert_eq!(v[0]["policy"]["head_of_line"], "strict", "strict stays the default");
+    // The default queue has the recommended policy.
+    let recommended = berth_manager::config::to_policy(&berth_sched::QueueConfig::recommended("default"));
+    assert_eq!(v[0]["policy"], serde_json::to_value(&recommended).unwrap());
+    assert_eq!(v[0]["policy"]["head_of_line"], "backfill", "{v}");
     assert_eq!(v[0]["policy"]["preemption"], "off");
 
     let (s, u) = e.admin.post("/v1/admin/users", json!({"name": "bob"})).await;
@@ -58,7 +60,7 @@ async fn queue_api_lists_validates_and_is_admin_only() {
     let (s, v) = e.admin.put("/v1/queues/default", json!({"head_of_line": "backfill", "scoring": "spread"})).await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["policy"]["head_of_line"], "backfill");
-    assert_eq!(v["policy"]["ordering"], "fifo", "keys left out keep their value");
+    assert_eq!(v["policy"]["ordering"], recommended.ordering, "keys left out keep their value");
     let (s, v) = e.admin.put("/v1/queues/gpu", json!({"preemption": "cancel", "default_time_limit": "2h"})).await;
     assert_eq!(s, 201, "{v}");
     assert_eq!(v["policy"]["default_time_limit_secs"], 7200);
