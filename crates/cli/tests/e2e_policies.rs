@@ -347,10 +347,11 @@ fn bad_reservation_and_ordering_keys_fail_the_start() {
 }
 
 /// Two runs of a job teach the manager how long it runs: a third of the same name shows an
-/// expected run time, and runs past it to its end (only a time limit stops a job).
+/// expected run time, and runs past it to its end (only a time limit stops a job). A restarted
+/// manager predicts from the finished jobs in its store.
 #[test]
 fn a_predicted_run_time_is_shown_and_never_stops_the_job() {
-    let b = Berth::up_with_config(&queue("ordering = \"fifo\""), &[]);
+    let mut b = Berth::up_with_config(&queue("ordering = \"fifo\""), &[]);
     for _ in 0..2 {
         let id = b.submit(&["--name", "pred", "--mem", "64MiB", "--", "sleep", "1"]);
         b.wait_state(id, "SUCCEEDED");
@@ -365,4 +366,10 @@ fn a_predicted_run_time_is_shown_and_never_stops_the_job() {
     assert_eq!(done["job"]["end_cause"], "exited", "{done:#}");
     let at = |k: &str| done["job"][k].as_str().unwrap().parse::<jiff::Timestamp>().unwrap().as_second();
     assert!(at("ended_at") - at("started_at") >= 8, "it ran its 8 s: {done:#}");
+
+    b.restart();
+    let id = b.submit(&["--name", "pred", "--mem", "64MiB", "--", "sleep", "300"]);
+    let d = b.wait_state(id, "RUNNING");
+    assert!(d["job"]["expected_run_secs"].as_u64().is_some(), "predicted after a restart: {d:#}");
+    cancel(&b, &[id]);
 }
