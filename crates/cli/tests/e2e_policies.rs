@@ -68,7 +68,10 @@ fn drf_lets_the_user_with_the_smaller_share_go_first() {
 /// short job that ends before it starts now, a long one that would delay it waits.
 #[test]
 fn backfill_starts_short_jobs_that_cannot_delay_the_reservation() {
-    let b = Berth::up_with_config(&queue("head_of_line = \"backfill\""), &["--fake-gpus", "1"]);
+    // EASY backfill in fifo order (the recommended policy orders by expected service and
+    // reserves for several jobs).
+    let easy = "ordering = \"fifo\"\nhead_of_line = \"backfill\"\nreservations = 1";
+    let b = Berth::up_with_config(&queue(easy), &["--fake-gpus", "1"]);
     let mem_total = b.json(&["nodes"])[0]["mem_total"].as_u64().unwrap();
     let big_mem = format!("{}B", mem_total - (128 << 20));
     let long = b.submit(&["--gpus", "1", "--mem", "256MiB", "--time-limit", "1h", "--", "sleep", "300"]);
@@ -99,7 +102,8 @@ fn backfill_starts_short_jobs_that_cannot_delay_the_reservation() {
 /// window is shown by `berth queues` and changed by an admin (0 is refused, naming the key).
 #[test]
 fn backfill_tries_only_the_window_of_jobs_behind_a_blocked_one() {
-    let b = Berth::up_with_config(&queue("head_of_line = \"backfill\"\nbackfill_window = 1"), &["--fake-gpus", "1"]);
+    let easy = "ordering = \"fifo\"\nhead_of_line = \"backfill\"\nreservations = 1\nbackfill_window = 1";
+    let b = Berth::up_with_config(&queue(easy), &["--fake-gpus", "1"]);
     let table = b.ok(&["queues"]);
     assert!(table.contains("WINDOW"), "{table}");
     assert_eq!(b.json(&["queues"])[0]["policy"]["backfill_window"], 1);
@@ -220,7 +224,8 @@ fn preemption_cancel_and_non_preemptible_jobs() {
 /// admin's change survives a restart until the queue's config entry changes.
 #[test]
 fn queue_admin_api_and_config_precedence() {
-    let mut b = Berth::up_with_config(&queue("ordering = \"fifo\""), &["--fake-gpus", "1"]);
+    // Strict order named in the file: keys left out would take the recommended policy.
+    let mut b = Berth::up_with_config(&queue("ordering = \"fifo\"\nhead_of_line = \"strict\""), &["--fake-gpus", "1"]);
     let bob = b.create_user("bob");
     let o = b.cli_as(&bob, &["queues", "-o", "json"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -236,7 +241,7 @@ fn queue_admin_api_and_config_precedence() {
     let o = b.cli(&["admin", "queue", "set", "default", "--ordering", "random"]);
     assert!(!o.status.success());
     let e = text(&o.stderr);
-    assert!(e.contains("ordering `random`") && e.contains("fair-share"), "{e}");
+    assert!(e.contains("ordering `random`") && e.contains("fair-share") && e.contains("qssf"), "{e}");
     let o = b.cli(&["admin", "queue", "set", "default", "--default-time-limit", "soon"]);
     assert!(text(&o.stderr).contains("default_time_limit"), "{}", text(&o.stderr));
 
@@ -251,7 +256,7 @@ fn queue_admin_api_and_config_precedence() {
     assert_eq!(qs[1]["policy"]["head_of_line"], "backfill", "an admin's change survives a restart");
     assert_eq!(qs[1]["policy"]["ordering"], "fifo");
 
-    b.write_config(&queue("ordering = \"lifo\""));
+    b.write_config(&queue("ordering = \"lifo\"\nhead_of_line = \"strict\""));
     b.restart();
     let qs = b.json(&["queues"]);
     assert_eq!(qs[1]["policy"]["ordering"], "lifo", "a changed config entry wins");
@@ -274,4 +279,97 @@ fn a_bad_config_file_names_the_key() {
     assert!(!o.status.success());
     let e = text(&o.stderr);
     assert!(e.contains("head_of_line `sometimes`") && e.contains("berth.toml"), "{e}");
+}
+
+/// `reservations = 2`: of three jobs blocked on two one-GPU nodes, the first two each hold a
+/// reservation (a later reservation never takes an earlier one's node), shown as their
+/// expected start by `berth ps`; the third has none.
+#[test]
+fn each_reserved_job_shows_its_expected_start() {
+    let b = Berth::cluster(
+        &queue("ordering = \"fifo\"\nreservations = 2"),
+        &[("n1", &["--fake-gpus", "1"]), ("n2", &["--fake-gpus", "1"])],
+    );
+    assert_eq!(b.json(&["queues"])[0]["policy"]["reservations"], 2);
+    assert!(b.ok(&["queues"]).contains("RESERVATIONS"));
+    let holders: Vec<i64> = (0..2)
+        .map(|_| b.submit(&["--gpus", "1", "--mem", "64MiB", "--time-limit", "1h", "--", "sleep", "300"]))
+        .collect();
+    for &h in &holders {
+        b.wait_state(h, "RUNNING");
+    }
+    let blocked: Vec<i64> = (0..3)
+        .map(|_| b.submit(&["--gpus", "1", "--mem", "64MiB", "--time-limit", "1h", "--", "sleep", "300"]))
+        .collect();
+    b.wait_job(blocked[1], "an expected start", |j| !j["job"]["expected_start"].is_null());
+    b.wait_job(blocked[2], "a pass", pending_reason);
+    let rows: Vec<Value> = blocked.iter().map(|&id| ps_row(&b, id)).collect();
+    assert!(!rows[0]["expected_start"].is_null() && !rows[1]["expected_start"].is_null(), "{rows:#?}");
+    assert!(rows[2]["expected_start"].is_null(), "only two reservations: {rows:#?}");
+    let table = b.ok(&["ps"]);
+    // The column by its characters (a reason may hold non-ASCII text).
+    let header = table.lines().next().unwrap();
+    let col = header[..header.find("EXPECTED START").unwrap_or_else(|| panic!("{table}"))].chars().count();
+    let shown = |id: i64| {
+        let line = table.lines().find(|l| l.split_whitespace().next() == Some(&id.to_string())).unwrap();
+        line.chars().skip(col).collect::<String>().split_whitespace().next().unwrap_or("").to_string()
+    };
+    assert!(shown(blocked[0]).starts_with("in") && shown(blocked[1]).starts_with("in"), "{table}");
+    assert_eq!(shown(blocked[2]), "-", "{table}");
+    let mut all = blocked.clone();
+    all.extend(holders);
+    cancel(&b, &all);
+}
+
+/// Bad `reservations`, `ordering` and `las_thresholds` values fail the start, naming the key.
+#[test]
+fn bad_reservation_and_ordering_keys_fail_the_start() {
+    for (body, want) in [
+        ("reservations = 0", "reservations = 0"),
+        ("ordering = \"sjf\"", "ordering `sjf`"),
+        ("las_thresholds = [\"10h\", \"1h\"]", "las_thresholds [10h, 1h] are not ascending"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("berth.toml");
+        std::fs::write(&cfg, queue(body)).unwrap();
+        let o = std::process::Command::new(support::BIN)
+            .env("HOME", dir.path())
+            .args(["manager", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{body}");
+        let e = text(&o.stderr);
+        assert!(e.contains(want) && e.contains("queue `default`"), "{body}: {e}");
+    }
+}
+
+/// Two runs of a job teach the manager how long it runs: a third of the same name shows an
+/// expected run time, and runs past it to its end (only a time limit stops a job). A restarted
+/// manager predicts from the finished jobs in its store.
+#[test]
+fn a_predicted_run_time_is_shown_and_never_stops_the_job() {
+    let mut b = Berth::up_with_config(&queue("ordering = \"fifo\""), &[]);
+    for _ in 0..2 {
+        let id = b.submit(&["--name", "pred", "--mem", "64MiB", "--", "sleep", "1"]);
+        b.wait_state(id, "SUCCEEDED");
+    }
+    let id = b.submit(&["--name", "pred", "--mem", "64MiB", "--time-limit", "1h", "--", "sleep", "8"]);
+    let d = b.wait_state(id, "RUNNING");
+    let predicted = d["job"]["expected_run_secs"].as_u64().unwrap_or_else(|| panic!("no prediction: {d:#}"));
+    assert!(predicted < 3600, "capped by the limit: {predicted}");
+    let shown = b.ok(&["show", &id.to_string()]);
+    assert!(shown.contains("expected run time: ") && shown.contains("(predicted from earlier runs)"), "{shown}");
+    let done = b.wait_state(id, "SUCCEEDED");
+    assert_eq!(done["job"]["end_cause"], "exited", "{done:#}");
+    let at = |k: &str| done["job"][k].as_str().unwrap().parse::<jiff::Timestamp>().unwrap().as_second();
+    assert!(at("ended_at") - at("started_at") >= 8, "it ran its 8 s: {done:#}");
+
+    b.restart();
+    let id = b.submit(&["--name", "pred", "--mem", "64MiB", "--", "sleep", "300"]);
+    let d = b.wait_state(id, "RUNNING");
+    assert!(d["job"]["expected_run_secs"].as_u64().is_some(), "predicted after a restart: {d:#}");
+    cancel(&b, &[id]);
 }

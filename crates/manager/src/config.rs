@@ -3,9 +3,12 @@
 //! ```toml
 //! [[queue]]
 //! name = "gpu"
-//! ordering = "fifo"            # fifo | lifo | drf | fair-share
+//! ordering = "qssf"            # fifo | lifo | drf | fair-share | las | qssf
 //! head_of_line = "backfill"    # strict | skip-after-N | backfill
 //! backfill_window = 500        # jobs tried past the first that cannot start (Slurm bf_max_job_test)
+//! reservations = 4             # blocked jobs holding a backfill reservation per pass (≥ 1)
+//! reserve_after = "12h"        # wait bound: first in line with a firm reservation ("off": none)
+//! las_thresholds = ["1h", "10h"]  # las: device-hours of service at which a job moves down a level
 //! scoring = "binpack"          # binpack | spread
 //! default_time_limit = "1h"    # assumed for jobs without --time-limit (backfill)
 //! preemption = "off"           # off | requeue | cancel
@@ -29,6 +32,10 @@
 //!
 //! (`store`, `store_file`, `retain` and `kill_invalid_depend` are top-level keys: in a real file they come before the
 //! first table.) `berth manager --store`/`--store-file`/`--retain` win over them.
+//!
+//! Keys a `[[queue]]` leaves out take the values of [`base_queue`] (berth's recommended policy,
+//! `QueueConfig::recommended`), as does a queue created through the API and the `default`
+//! queue made when nothing defines one.
 //!
 //! Queues are stored; the file seeds them. A queue whose file entry is unchanged since the
 //! last start keeps what an admin set through the API (`berth admin queue set`); a queue whose
@@ -163,14 +170,27 @@ struct QueueEntry {
     idle_timeout: Option<Duration>,
     #[serde(default)]
     max_session: Option<Duration>,
+    /// Signed, so that a negative number is refused with this key's own message.
+    #[serde(default)]
+    reservations: Option<i64>,
+    #[serde(default)]
+    reserve_after: Option<Duration>,
+    #[serde(default)]
+    las_thresholds: Option<Vec<Duration>>,
 }
 
 /// Minimum runtime before a job may be preempted when the config names none.
 pub const DEFAULT_PREEMPT_MIN_RUNTIME_MS: i64 = 600_000;
 
-/// The queues when there is no config file: one `default` queue, strict order.
+/// What a queue is before its keys are applied (a `[[queue]]` entry, a queue created through
+/// the API, the `default` queue): the policy berth recommends (`QueueConfig::recommended`).
+pub fn base_queue(name: &str) -> QueueConfig {
+    QueueConfig::recommended(name)
+}
+
+/// The queues when there is no config file: one `default` queue, with the recommended policy.
 pub fn default_queues() -> Vec<QueueConfig> {
-    vec![QueueConfig { head_of_line: HeadOfLine::Strict, ..QueueConfig::new(berth_model::DEFAULT_QUEUE.to_string()) }]
+    vec![base_queue(berth_model::DEFAULT_QUEUE)]
 }
 
 /// Reads the config from `path`; without a file, no queues (the caller seeds `default`).
@@ -214,9 +234,16 @@ pub fn parse(text: &str) -> Result<Config, String> {
             node_labels: q.node_labels,
             idle_timeout: q.idle_timeout.as_ref().map(Duration::text),
             max_session: q.max_session.as_ref().map(Duration::text),
+            reservations: q
+                .reservations
+                .map(reservations_key)
+                .transpose()
+                .map_err(|e| format!("queue `{}`: {e}", q.name))?,
+            reserve_after: q.reserve_after.as_ref().map(Duration::text),
+            las_thresholds: q.las_thresholds.as_ref().map(|v| v.iter().map(Duration::text).collect()),
         };
-        let policy = apply_update(&to_policy(&QueueConfig::new(q.name.clone())), &update)
-            .map_err(|e| format!("queue `{}`: {e}", q.name))?;
+        let policy =
+            apply_update(&to_policy(&base_queue(&q.name)), &update).map_err(|e| format!("queue `{}`: {e}", q.name))?;
         out.push(from_policy(&q.name, &policy).map_err(|e| format!("queue `{}`: {e}", q.name))?);
     }
     let mut fair_share = FairShareConfig::default();
@@ -294,8 +321,48 @@ pub fn parse_ordering(s: &str) -> Result<Ordering, String> {
         "lifo" => Ok(Ordering::Lifo),
         "drf" => Ok(Ordering::Drf),
         "fair-share" => Ok(Ordering::FairShare),
-        _ => Err(format!("ordering `{s}` is not valid: use \"fifo\", \"lifo\", \"drf\" or \"fair-share\"")),
+        "las" => Ok(Ordering::Las),
+        "qssf" => Ok(Ordering::Qssf),
+        _ => Err(format!(
+            "ordering `{s}` is not valid: use \"fifo\", \"lifo\", \"drf\", \"fair-share\", \"las\" or \"qssf\""
+        )),
     }
+}
+
+/// The file's `reservations` number: a whole number of at least 1.
+fn reservations_key(n: i64) -> Result<u32, String> {
+    u32::try_from(n).map_err(|_| reservations_error(n)).and_then(check_reservations)
+}
+
+fn reservations_error(n: impl std::fmt::Display) -> String {
+    format!(
+        "reservations = {n} is not valid: use a whole number of at least 1 (blocked jobs that hold a backfill \
+         reservation in each pass; 1 is EASY backfill)"
+    )
+}
+
+/// Backfill reservations per pass: at least 1.
+fn check_reservations(n: u32) -> Result<u32, String> {
+    if n == 0 { Err(reservations_error(n)) } else { Ok(n) }
+}
+
+/// `las_thresholds`: device-seconds, ascending and not empty.
+fn check_las_thresholds(t: &[u64]) -> Result<(), String> {
+    if t.is_empty() {
+        return Err("las_thresholds is empty: give at least one duration of device time, e.g. [\"1h\", \"10h\"]".into());
+    }
+    if t.contains(&0) {
+        return Err("las_thresholds: each threshold must be more than 0s, e.g. [\"1h\", \"10h\"]".into());
+    }
+    if t.windows(2).any(|w| w[0] >= w[1]) {
+        let shown: Vec<String> = t.iter().map(|&s| berth_model::format_duration(s)).collect();
+        return Err(format!(
+            "las_thresholds [{}] are not ascending: list each level's service after the one before, e.g. \
+             [\"1h\", \"10h\"]",
+            shown.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 pub fn parse_scoring(s: &str) -> Result<Scoring, String> {
@@ -346,6 +413,9 @@ pub fn to_policy(q: &QueueConfig) -> QueuePolicy {
         node_labels: q.node_labels.clone(),
         idle_timeout_secs: q.idle_timeout_ms.map(|m| (m / 1000).max(0) as u64),
         max_session_secs: q.max_session_ms.map(|m| (m / 1000).max(0) as u64),
+        reservations: q.reservations,
+        reserve_after_secs: q.reserve_after_ms.map(|m| (m / 1000).max(0) as u64),
+        las_thresholds_secs: q.las_thresholds.clone(),
     }
 }
 
@@ -369,7 +439,14 @@ pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, String> {
         backfill_window: check_backfill_window(p.backfill_window)?,
         idle_timeout_ms: p.idle_timeout_secs.map(|s| s as i64 * 1000),
         max_session_ms: p.max_session_secs.map(|s| s as i64 * 1000),
-        ..QueueConfig::new(name)
+        reservations: check_reservations(p.reservations)?,
+        reserve_after_ms: p.reserve_after_secs.map(|s| s as i64 * 1000),
+        las_thresholds: if p.las_thresholds_secs.is_empty() {
+            berth_sched::DEFAULT_LAS_THRESHOLDS.to_vec()
+        } else {
+            check_las_thresholds(&p.las_thresholds_secs)?;
+            p.las_thresholds_secs.clone()
+        },
     })
 }
 
@@ -428,6 +505,29 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
     }
     if let Some(v) = &u.max_session {
         p.max_session_secs = duration_or_none("max_session", v)?;
+    }
+    if let Some(n) = u.reservations {
+        p.reservations = check_reservations(n)?;
+    }
+    if let Some(v) = &u.reserve_after {
+        p.reserve_after_secs = match v.trim() {
+            "off" | "none" => None,
+            t => match berth_model::parse_duration(t).map_err(|e| format!("reserve_after: {e} (or \"off\")"))? {
+                0 => return Err("reserve_after must be more than 0s (or \"off\" for no wait bound)".into()),
+                s => Some(s),
+            },
+        };
+    }
+    if let Some(list) = &u.las_thresholds {
+        let secs = list
+            .iter()
+            .map(|t| {
+                berth_model::parse_duration(t.trim())
+                    .map_err(|e| format!("las_thresholds: `{t}`: {e} (durations of device time, e.g. \"1h\")"))
+            })
+            .collect::<Result<Vec<u64>, String>>()?;
+        check_las_thresholds(&secs)?;
+        p.las_thresholds_secs = secs;
     }
     if let Some(list) = &u.nodes {
         let list: Vec<String> = list.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
@@ -549,10 +649,62 @@ mod tests {
             .unwrap();
         let q = c.queues;
         assert_eq!(q.len(), 2);
-        assert_eq!(q[0].head_of_line, HeadOfLine::Strict);
+        // Keys left out take the recommended policy, like the default queue.
+        assert_eq!(q[0], QueueConfig::recommended("default"));
         assert_eq!(q[1].head_of_line, HeadOfLine::SkipAfter(3));
+        assert_eq!(q[1].reservations, berth_sched::RECOMMENDED_RESERVATIONS);
         assert!(parse("").unwrap().queues.is_empty());
-        assert_eq!(QueueConfig::new("default"), default_queues()[0]);
+        assert_eq!(QueueConfig::recommended("default"), default_queues()[0]);
+    }
+
+    #[test]
+    fn parses_the_reservation_and_las_keys() {
+        let c = parse(
+            "[[queue]]\nname = \"a\"\nordering = \"las\"\nreservations = 2\nreserve_after = \"6h\"\n\
+             las_thresholds = [\"30m\", \"5h\", 72000]\n\n[[queue]]\nname = \"b\"\nordering = \"qssf\"\n\
+             reserve_after = \"off\"\nhead_of_line = \"strict\"\n",
+        )
+        .unwrap();
+        let (a, b) = (&c.queues[0], &c.queues[1]);
+        assert_eq!((a.ordering, a.reservations, a.reserve_after_ms), (Ordering::Las, 2, Some(6 * 3_600_000)));
+        assert_eq!(a.las_thresholds, vec![1800, 18_000, 72_000]);
+        assert_eq!((b.ordering, b.head_of_line, b.reserve_after_ms), (Ordering::Qssf, HeadOfLine::Strict, None));
+        assert_eq!(b.las_thresholds, berth_sched::DEFAULT_LAS_THRESHOLDS.to_vec());
+        for q in [a, b] {
+            assert_eq!(&from_policy(&q.name, &to_policy(q)).unwrap(), q, "round trip through the API's policy");
+        }
+        // A policy stored before these keys existed reads with EASY backfill's one reservation.
+        let mut old = serde_json::to_value(to_policy(a)).unwrap();
+        for k in ["reservations", "reserve_after_secs", "las_thresholds_secs"] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        let old = from_policy("a", &serde_json::from_value(old).unwrap()).unwrap();
+        assert_eq!((old.reservations, old.reserve_after_ms), (1, None));
+        assert_eq!(old.las_thresholds, berth_sched::DEFAULT_LAS_THRESHOLDS.to_vec());
+    }
+
+    #[test]
+    fn bad_reservation_and_las_keys_say_what_to_use() {
+        let bad = |body: &str| parse(&format!("[[queue]]\nname = \"a\"\n{body}\n")).unwrap_err();
+        for n in ["0", "-2"] {
+            let e = bad(&format!("reservations = {n}"));
+            assert!(e.starts_with(&format!("queue `a`: reservations = {n}")) && e.contains("at least 1"), "{e}");
+        }
+        let e = bad("ordering = \"sjf\"");
+        assert!(e.contains("ordering `sjf`") && e.contains("\"las\" or \"qssf\""), "{e}");
+        let e = bad("las_thresholds = [\"10h\", \"1h\"]");
+        assert!(e.contains("las_thresholds [10h, 1h] are not ascending"), "{e}");
+        assert!(bad("las_thresholds = [\"1h\", \"1h\"]").contains("not ascending"));
+        assert!(bad("las_thresholds = []").contains("las_thresholds is empty"));
+        assert!(bad("las_thresholds = [\"soon\"]").contains("las_thresholds: `soon`"));
+        let e = bad("reserve_after = \"0s\"");
+        assert!(e.starts_with("queue `a`: reserve_after") && e.contains("\"off\""), "{e}");
+        assert!(bad("reserve_after = \"later\"").starts_with("queue `a`: reserve_after: "));
+        let p = to_policy(&QueueConfig::new("a"));
+        let e = apply_update(&p, &QueueUpdate { reservations: Some(0), ..Default::default() }).unwrap_err();
+        assert!(e.starts_with("reservations = 0"), "{e}");
+        let stored = QueuePolicy { reservations: 0, ..p };
+        assert!(from_policy("a", &stored).unwrap_err().contains("reservations"));
     }
 
     #[test]

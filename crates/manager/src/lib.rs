@@ -47,6 +47,7 @@ mod node_name;
 mod nodes;
 mod openapi;
 mod pass_target;
+mod predictions;
 pub mod qos;
 mod queues;
 mod quota_table;

@@ -241,10 +241,18 @@ impl Jobs {
             }
         }
         let job = st.jobs.get_mut(&job_id).expect("checked above");
+        // A run that ended by itself or at its limit teaches the predictor how long such jobs
+        // run (`predictions.rs`); a cancelled or preempted one does not.
+        let ran = job.attempt.started_at.filter(|_| to.is_terminal() && crate::predictions::observed(end));
+        if let Some(started) = ran {
+            let key = crate::predictions::key(&job.owner.name, &job.spec);
+            st.predictor.observe(&key, now.as_millisecond() - started.as_millisecond());
+        }
+        let job = st.jobs.get_mut(&job_id).expect("checked above");
         if to.is_terminal() || to == JobState::Pending {
             let bindings = std::mem::take(&mut job.attempt.bindings);
             if to == JobState::Pending {
-                job.requeue();
+                job.requeue(now.as_millisecond());
             }
             if from.holds_resources() {
                 st.release(&bindings);

@@ -195,9 +195,15 @@ impl Manager {
                 _ => None,
             };
         }
+        st.predictor = crate::predictions::rebuild(self.store.as_ref()).await?;
         let now_ms = jiff::Timestamp::now().as_millisecond();
         for row in self.store.unfinished_jobs().await? {
             let mut job = self.jobs.restore(row);
+            // A requeued job's earlier runs count for `las` (few jobs: one query each).
+            if job.attempt.number > 0 {
+                let size = crate::predictions::size(&job.spec);
+                job.attained = crate::predictions::attained(&self.store.transitions(job.id).await?, size);
+            }
             // Usage was counted up to the last flush; kernels ran on while the manager was down.
             let base = job.attempt.started_at.map(|t| t.as_millisecond()).unwrap_or(now_ms);
             job.attempt.accounted_ms = flushed_ms.map_or(base, |f| f.max(base));
@@ -209,6 +215,9 @@ impl Manager {
                 }
                 let bindings = job.attempt.bindings.clone();
                 st.allocate(job.id, &bindings);
+                // The estimate it started with is not stored: predicted again from the history.
+                let key = crate::predictions::key(&job.owner.name, &job.spec);
+                job.estimate_ms = st.predictor.predict(&key, job.time_limit_ms());
             }
             st.insert_job(job);
         }

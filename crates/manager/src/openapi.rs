@@ -208,12 +208,14 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
             json!({"pattern": "^/", "maxLength": 4096, "description": "an absolute directory path without `.`, `..`, `//` or a trailing `/`"}),
         ),
         // `null` leaves a queue's key as it is.
-        ("QueueUpdate", "ordering", json!({"enum": ["fifo", "lifo", "drf", "fair-share", null]})),
+        ("QueueUpdate", "ordering", json!({"enum": ["fifo", "lifo", "drf", "fair-share", "las", "qssf", null]})),
         ("QueueUpdate", "scoring", json!({"enum": ["binpack", "spread", null]})),
         ("QueueUpdate", "preemption", json!({"enum": ["off", "requeue", "cancel", null]})),
         ("QueueUpdate", "head_of_line", json!({"pattern": "^(strict|backfill|skip-after-0*[1-9][0-9]{0,8})$"})),
         ("QueueUpdate", "backfill_window", json!({"minimum": 1})),
         ("QueuePolicy", "backfill_window", json!({"minimum": 1})),
+        ("QueueUpdate", "reservations", json!({"minimum": 1})),
+        ("QueuePolicy", "reservations", json!({"minimum": 1})),
     ]
 }
 

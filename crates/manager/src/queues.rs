@@ -35,12 +35,12 @@ impl QueueService {
     }
 
     /// Creates queue `name` or changes its policy by `update` (keys left out keep their
-    /// value; a new queue starts from the defaults), stored first. Returns the queue and
-    /// whether it existed.
+    /// value; a new queue starts from `config::base_queue`, the recommended policy), stored
+    /// first. Returns the queue and whether it existed.
     pub async fn update(&self, name: &str, update: &QueueUpdate) -> Result<(QueueConfig, bool), ApiError> {
         config::check_queue_name(name).map_err(ApiError::bad_request)?;
         let existing = self.get(name);
-        let base = config::to_policy(existing.as_ref().unwrap_or(&QueueConfig::new(name)));
+        let base = config::to_policy(existing.as_ref().unwrap_or(&config::base_queue(name)));
         let policy = config::apply_update(&base, update).map_err(ApiError::bad_request)?;
         let q = config::from_policy(name, &policy).map_err(ApiError::bad_request)?;
         // Keep the config file seed: an unchanged file entry must not undo this change on restart.
@@ -68,7 +68,8 @@ impl QueueService {
     /// Loads the stored queues, seeding them from the config file: a queue whose file entry
     /// is new or changed since the last start takes the file's policy; one whose entry is
     /// unchanged keeps its stored policy (an admin's API change survives restarts until the
-    /// file's entry changes). Without any queue, `default` is created (strict FIFO).
+    /// file's entry changes). Without any queue, `default` is created with the recommended
+    /// policy (`config::default_queues`); one stored by an earlier version keeps its policy.
     pub async fn load(&self, cfg: &Config) -> anyhow::Result<()> {
         let mut rows = self.store.queues().await?;
         let mut seeds = cfg.queues.clone();

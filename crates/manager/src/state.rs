@@ -142,6 +142,9 @@ pub struct State {
     pub ended_targets: HashMap<berth_model::JobRef, Option<berth_sched::depend::Target>>,
     /// How far each job array has got (`arrays.rs`), once a pass looked at it.
     pub arrays: HashMap<JobId, crate::array_progress::ArrayProgress>,
+    /// Run times of the jobs that ended after running, by user, name and size
+    /// (`predictions.rs`): each job's estimate as it enters the pending set.
+    pub predictor: berth_sched::Predictor,
 }
 
 impl State {
@@ -166,6 +169,12 @@ impl State {
             }
             Some(j) if j.state == berth_model::JobState::Pending => {
                 if self.pending.get(id).is_none() {
+                    // Entering the set (a submit, a requeue, a restart, a hold's end): its
+                    // expected run time from the history so far.
+                    let key = crate::predictions::key(&j.owner.name, &j.spec);
+                    let estimate = self.predictor.predict(&key, j.time_limit_ms());
+                    let j = self.jobs.get_mut(&id).expect("matched above");
+                    j.estimate_ms = estimate;
                     self.pending.insert(j.pending_job());
                 }
                 self.running.remove(id);

@@ -27,6 +27,7 @@ async fn places(c: &Client) -> Vec<(i64, i64, String)> {
 #[tokio::test]
 async fn jobs_the_pass_never_reads_still_show_their_place_and_follow_the_queue() {
     let e = start().await;
+    strict_fifo(&e.admin).await;
     let mut a = Agent::connect(&e.m, "n1", Topology::synthetic(1, 8, 32 << 30, 0), vec![]).await;
     let running = e.admin.submit_ok(&spec(8.0, 0.0)).await;
     let first = a.expect_start().await;

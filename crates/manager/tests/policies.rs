@@ -32,8 +32,10 @@ async fn queue_api_lists_validates_and_is_admin_only() {
     let (s, v) = e.admin.get("/v1/queues").await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v[0]["name"], "default");
-    assert_eq!(v[0]["policy"]["ordering"], "fifo");
-    assert_eq!(v[0]["policy"]["head_of_line"], "strict", "strict stays the default");
+    // The default queue has the recommended policy.
+    let recommended = berth_manager::config::to_policy(&berth_sched::QueueConfig::recommended("default"));
+    assert_eq!(v[0]["policy"], serde_json::to_value(&recommended).unwrap());
+    assert_eq!(v[0]["policy"]["head_of_line"], "backfill", "{v}");
     assert_eq!(v[0]["policy"]["preemption"], "off");
 
     let (s, u) = e.admin.post("/v1/admin/users", json!({"name": "bob"})).await;
@@ -50,6 +52,18 @@ async fn queue_api_lists_validates_and_is_admin_only() {
     let (s, v) = e.admin.put("/v1/queues/default", json!({"preempt_min_runtime": "later"})).await;
     assert_eq!(s, 400);
     assert!(v["error"].as_str().unwrap().contains("preempt_min_runtime"), "{v}");
+    let (s, v) = e.admin.put("/v1/queues/default", json!({"reservations": 0})).await;
+    assert_eq!(s, 400);
+    assert!(v["error"].as_str().unwrap().starts_with("reservations = 0"), "{v}");
+    let (s, v) = e.admin.put("/v1/queues/default", json!({"las_thresholds": ["10h", "1h"]})).await;
+    assert_eq!(s, 400);
+    assert!(v["error"].as_str().unwrap().contains("not ascending"), "{v}");
+    let body = json!({"ordering": "las", "reservations": 2, "reserve_after": "off", "las_thresholds": ["2h", "20h"]});
+    let (s, v) = e.admin.put("/v1/queues/las", body).await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!((v["policy"]["ordering"].as_str(), v["policy"]["reservations"].as_u64()), (Some("las"), Some(2)));
+    assert!(v["policy"]["reserve_after_secs"].is_null(), "{v}");
+    assert_eq!(v["policy"]["las_thresholds_secs"], json!([7200, 72_000]));
     let (s, v) = e.admin.put("/v1/queues/default", json!({"orderin": "lifo"})).await;
     assert_eq!(s, 400, "unknown keys are refused: {v}");
     let (s, v) = e.admin.put("/v1/queues/a%20b", json!({})).await;
@@ -58,7 +72,7 @@ async fn queue_api_lists_validates_and_is_admin_only() {
     let (s, v) = e.admin.put("/v1/queues/default", json!({"head_of_line": "backfill", "scoring": "spread"})).await;
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["policy"]["head_of_line"], "backfill");
-    assert_eq!(v["policy"]["ordering"], "fifo", "keys left out keep their value");
+    assert_eq!(v["policy"]["ordering"], recommended.ordering, "keys left out keep their value");
     let (s, v) = e.admin.put("/v1/queues/gpu", json!({"preemption": "cancel", "default_time_limit": "2h"})).await;
     assert_eq!(s, 201, "{v}");
     assert_eq!(v["policy"]["default_time_limit_secs"], 7200);
@@ -68,6 +82,7 @@ async fn queue_api_lists_validates_and_is_admin_only() {
     let (_, v) = e.admin.get("/v1/queues").await;
     assert_eq!(v[1]["name"], "gpu");
     assert_eq!(v[1]["pending"], 1);
+    assert_eq!(v[2]["name"], "las");
 
     let (_, api) = e.admin.get("/openapi.json").await;
     assert!(api["paths"]["/v1/queues"]["get"].is_object(), "openapi lists GET /v1/queues");

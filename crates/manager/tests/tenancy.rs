@@ -212,6 +212,7 @@ async fn queues_limited_to_projects_and_a_maximum_time_limit() {
 async fn pending_reasons_never_name_a_job_the_user_cannot_see() {
     use berth_model::Topology;
     let e = start().await;
+    strict_fifo(&e.admin).await;
     let (carol, bob) = (user(&e, "carol").await, user(&e, "bob").await);
     let mut a = Agent::connect(&e.m, "n1", Topology::synthetic(1, 8, 32 << 30, 0), vec![]).await;
     e.admin.submit_ok(&spec(8.0, 0.0)).await;

@@ -83,6 +83,11 @@ pub struct JobView {
     /// (`0-99%10`) once ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<String>,
+    /// How long an unfinished job is expected to run, in seconds, predicted from its user's
+    /// earlier runs (same name and size first); none without such history. Backfill plans
+    /// with it; the job is stopped only at its time limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_run_secs: Option<u64>,
 }
 
 fn one_node() -> u32 {
@@ -562,7 +567,7 @@ pub struct UserCreated {
 /// config file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct QueuePolicy {
-    /// `fifo`, `lifo`, `drf` or `fair-share` (within a priority band).
+    /// `fifo`, `lifo`, `drf`, `fair-share`, `las` or `qssf` (within a priority band).
     pub ordering: String,
     /// `strict`, `skip-after-N` or `backfill`.
     pub head_of_line: String,
@@ -600,6 +605,20 @@ pub struct QueuePolicy {
     /// none, and the most it may ask for. `None`: as other jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_session_secs: Option<u64>,
+    /// How many blocked jobs hold a backfill reservation in one pass (1: EASY backfill; more:
+    /// each of the first N blocked jobs holds its nodes). At least 1; 1 for queues stored
+    /// before it existed.
+    #[serde(default = "one_reservation")]
+    pub reservations: u32,
+    /// The wait bound, in seconds: a job pending this long goes ahead of the jobs that have
+    /// not waited as long, and its reservation is firm. `None`: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve_after_secs: Option<u64>,
+    /// The `las` ordering's levels: the service (device-seconds: one GPU, or one CPU for a
+    /// job without GPUs, for one second) at which a job moves down a level, ascending. Empty:
+    /// berth's default levels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub las_thresholds_secs: Vec<u64>,
 }
 
 /// [`QueuePolicy::backfill_window`] when not set (also for queues stored before it existed).
@@ -607,6 +626,10 @@ pub const DEFAULT_BACKFILL_WINDOW: u32 = 500;
 
 fn default_backfill_window() -> u32 {
     DEFAULT_BACKFILL_WINDOW
+}
+
+fn one_reservation() -> u32 {
+    1
 }
 
 /// A queue as `GET /v1/queues` and `berth queues` show it.
@@ -622,8 +645,9 @@ pub struct QueueView {
 }
 
 /// `PUT /v1/queues/{name}` (admin only): creates the queue or changes the keys given; keys
-/// left out keep their value (a new queue starts from the defaults: fifo, strict, binpack,
-/// 1h, preemption off, 10m).
+/// left out keep their value (a new queue starts from berth's recommended policy, like the
+/// default queue: qssf, backfill with several reservations and a wait bound, binpack, 1h,
+/// preemption off, 10m; `GET /v1/queues` shows the exact values).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueUpdate {
@@ -662,6 +686,16 @@ pub struct QueueUpdate {
     /// A duration, or `none`: the longest an interactive session may run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_session: Option<String>,
+    /// Backfill reservations per pass, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservations: Option<u32>,
+    /// A duration, or `off`: the wait bound after which a job goes first with a firm
+    /// reservation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve_after: Option<String>,
+    /// Durations of device time (`1h`: one GPU for an hour), ascending: the `las` levels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub las_thresholds: Option<Vec<String>>,
 }
 
 #[cfg(test)]

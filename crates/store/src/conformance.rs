@@ -94,6 +94,9 @@ pub fn policy(ordering: &str) -> berth_model::api::QueuePolicy {
         node_labels: [("gpu".to_string(), "a100".to_string())].into(),
         idle_timeout_secs: Some(900),
         max_session_secs: Some(8 * 3600),
+        reservations: 3,
+        reserve_after_secs: Some(12 * 3600),
+        las_thresholds_secs: vec![3600, 36_000],
     }
 }
 

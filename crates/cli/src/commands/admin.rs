@@ -99,18 +99,20 @@ pub enum AdminCommand {
 pub enum QueueCommand {
     /// Create a queue or change its policy; options left out keep their value. The change is
     /// stored and survives restarts until the queue's entry in the config file changes
-    Set(QueueSetArgs),
-    /// Create a queue (fails if it exists); options left out take the defaults
-    Create(QueueSetArgs),
+    Set(Box<QueueSetArgs>),
+    /// Create a queue (fails if it exists); options left out take the recommended policy (as
+    /// the default queue's)
+    Create(Box<QueueSetArgs>),
     /// Change an existing queue (fails if it does not exist); options left out keep their value
-    Update(QueueSetArgs),
+    Update(Box<QueueSetArgs>),
 }
 
 #[derive(Debug, Args)]
 pub struct QueueSetArgs {
     /// The queue's name
     pub name: String,
-    /// Order within a priority band: fifo, lifo, drf or fair-share
+    /// Order within a priority band: fifo, lifo, drf, fair-share, las (least attained
+    /// service) or qssf (shortest expected service first)
     #[arg(long, value_name = "ORDERING")]
     pub ordering: Option<String>,
     /// What a blocked head job does to the jobs behind it: strict, skip-after-N or backfill
@@ -154,6 +156,17 @@ pub struct QueueSetArgs {
     /// without a time limit get it as theirs
     #[arg(long, value_name = "DURATION")]
     pub max_session: Option<String>,
+    /// Blocked jobs that hold a backfill reservation in each pass (1: EASY backfill); at least 1
+    #[arg(long, value_name = "N")]
+    pub reservations: Option<u32>,
+    /// The wait bound: a job pending this long goes first with a firm reservation, e.g. 12h
+    /// (`off`: no bound)
+    #[arg(long, value_name = "DURATION")]
+    pub reserve_after: Option<String>,
+    /// The las ordering's levels: device time (1h: one GPU for an hour) at which a job moves
+    /// down a level, ascending and comma-separated, e.g. 1h,10h
+    #[arg(long, value_name = "D1,D2")]
+    pub las_thresholds: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -291,6 +304,12 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
                 preempt_min_runtime: a.preempt_min_runtime,
                 idle_timeout: a.idle_timeout,
                 max_session: a.max_session,
+                reservations: a.reservations,
+                reserve_after: a.reserve_after,
+                las_thresholds: a
+                    .las_thresholds
+                    .as_deref()
+                    .map(|s| s.split(',').map(|x| x.trim().to_string()).collect()),
             };
             let q = client.put_queue(&a.name, &update).await?;
             if a.output.json() {

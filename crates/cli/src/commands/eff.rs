@@ -179,6 +179,7 @@ mod tests {
             workdir: None,
             array_task: None,
             array: None,
+            expected_run_secs: None,
         };
         let binding = Binding { node: "n1".into(), cpu_milli: 2000, mem_bytes: 512 << 20, ..Default::default() };
         JobDetail {

@@ -220,6 +220,7 @@ mod tests {
             workdir: None,
             array_task: None,
             array: None,
+            expected_run_secs: None,
         };
         let lines: Vec<String> = table(std::slice::from_ref(&j), false).lines().collect();
         assert!(lines[0].contains("ID") && lines[0].contains("REASON"), "{lines:?}");

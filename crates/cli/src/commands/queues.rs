@@ -30,6 +30,7 @@ pub fn table(queues: &[QueueView]) -> comfy_table::Table {
         "ORDERING",
         "HEAD-OF-LINE",
         "WINDOW",
+        "RESERVATIONS",
         "SCORING",
         "DEFAULT LIMIT",
         "MAX LIMIT",
@@ -49,10 +50,11 @@ pub fn table(queues: &[QueueView]) -> comfy_table::Table {
         };
         t.add_row([
             q.name.clone(),
-            p.ordering.clone(),
+            ordering(p),
             p.head_of_line.clone(),
             // Only a queue that lets jobs pass a blocked one tries a window of them.
             if p.head_of_line == "strict" { "-".to_string() } else { p.backfill_window.to_string() },
+            reservations(p),
             p.scoring.clone(),
             output::duration(p.default_time_limit_secs),
             p.max_time_limit_secs.map(output::duration).unwrap_or_else(|| "-".into()),
@@ -65,6 +67,27 @@ pub fn table(queues: &[QueueView]) -> comfy_table::Table {
         ]);
     }
     t
+}
+
+/// The ordering, with its levels for `las`: `las (1h, 10h)`.
+fn ordering(p: &berth_model::api::QueuePolicy) -> String {
+    if p.ordering != "las" || p.las_thresholds_secs.is_empty() {
+        return p.ordering.clone();
+    }
+    let levels: Vec<String> = p.las_thresholds_secs.iter().map(|&s| output::duration(s)).collect();
+    format!("las ({})", levels.join(", "))
+}
+
+/// Backfill's reservations per pass and the wait bound: `4, firm after 12h`; `-` for a queue
+/// that does not backfill.
+fn reservations(p: &berth_model::api::QueuePolicy) -> String {
+    if p.head_of_line != "backfill" {
+        return "-".into();
+    }
+    match p.reserve_after_secs {
+        Some(s) => format!("{}, firm after {}", p.reservations, output::duration(s)),
+        None => p.reservations.to_string(),
+    }
 }
 
 /// What a queue does to interactive sessions: `idle 15m, max 8h`, or `-`.
@@ -99,6 +122,9 @@ mod tests {
                 node_labels: Default::default(),
                 idle_timeout_secs: Some(900),
                 max_session_secs: None,
+                reservations: 3,
+                reserve_after_secs: Some(12 * 3600),
+                las_thresholds_secs: vec![],
             },
             nodes: 2,
             pending: 3,
@@ -107,7 +133,10 @@ mod tests {
         let lines: Vec<String> = table(&[q]).lines().collect();
         assert!(lines[0].contains("ORDERING") && lines[0].contains("PREEMPTION"), "{lines:?}");
         assert!(lines[0].contains("WINDOW"), "{lines:?}");
-        for word in ["gpu", "drf", "backfill", "200", "spread", "1h", "requeue (after 10m)", "idle 15m"] {
+        assert!(lines[0].contains("RESERVATIONS"), "{lines:?}");
+        for word in
+            ["gpu", "drf", "backfill", "200", "3, firm after 12h", "spread", "1h", "requeue (after 10m)", "idle 15m"]
+        {
             assert!(lines[1].contains(word), "{word}: {lines:?}");
         }
     }

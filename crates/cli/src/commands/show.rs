@@ -38,7 +38,8 @@ fn render(d: &JobDetail) -> String {
     // A label of "" continues the line above: indented, without a lone `:`.
     let mut line = |k: &str, v: String| {
         let label = if k.is_empty() { String::new() } else { format!("{k}:") };
-        let _ = writeln!(o, "{label:<12}{v}");
+        // A label too long for the column still keeps a space before its value.
+        let _ = if label.len() > 12 { writeln!(o, "{label} {v}") } else { writeln!(o, "{label:<12}{v}") };
     };
     line("job", format!("{}{}", j.id, j.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()));
     line("user", j.user.clone());
@@ -102,6 +103,10 @@ fn render(d: &JobDetail) -> String {
         line("tasks", format!("{} per node; {launch}", s.tasks_per_node));
     }
     line("time limit", s.time_limit_secs.map(output::duration).unwrap_or_else(|| "none".into()));
+    if let Some(secs) = j.expected_run_secs {
+        // A prediction, not a limit: the job is stopped only at its time limit.
+        line("expected run time", format!("{} (predicted from earlier runs)", output::duration(secs)));
+    }
     line("queue", format!("{} (priority {})", j.queue, s.priority));
     if let Some(q) = &s.qos {
         line("qos", format!("{q} (its priority comes from it)"));
@@ -324,6 +329,7 @@ mod tests {
                 workdir: None,
                 array_task: None,
                 array: None,
+                expected_run_secs: None,
             },
             spec,
             kernels: vec![KernelView {
@@ -358,6 +364,11 @@ mod tests {
         let s = render(&d);
         assert!(!s.contains("output:"), "{s}");
         assert!(s.contains("time limit: 1h"), "{s}");
+        assert!(!s.contains("expected run time"), "no prediction, no line: {s}");
+        let mut predicted = d.clone();
+        predicted.job.expected_run_secs = Some(7_800);
+        let s2 = render(&predicted);
+        assert!(s2.contains("\nexpected run time: 2h10m (predicted from earlier runs)\n"), "{s2}");
         assert!(s.contains("0 main on n1: cpuset 0-1 (1 cpu)"), "{s}");
         assert!(s.contains("GPU-abc (0.5/1)"), "{s}");
         assert!(s.contains("numa prefer-local"), "{s}");
@@ -400,6 +411,7 @@ mod tests {
                 workdir: None,
                 array_task: None,
                 array: None,
+                expected_run_secs: None,
             },
             spec,
             kernels: vec![],

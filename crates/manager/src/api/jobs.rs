@@ -402,6 +402,8 @@ pub async fn show(
     nodes.dedup();
     let mut job = row_view(&row, nodes);
     let st = m.jobs.lock().await;
+    // An unfinished job's expected run time (memory only: predicted, never stored).
+    job.expected_run_secs = st.jobs.get(&id).and_then(|j| j.expected_run_secs());
     if let Some(j) = st.jobs.get(&id)
         && j.state == JobState::Pending
     {

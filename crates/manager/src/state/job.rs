@@ -121,6 +121,13 @@ pub struct Job {
     pub reason: Option<String>,
     pub attempt: Attempt,
     pub waiting: Waiting,
+    /// Its expected run time (`predictions.rs`), set when it enters the pending set and kept
+    /// while it runs (what backfill plans with); `None`: no history to predict from. Never
+    /// what stops it: only its time limit does.
+    pub estimate_ms: Option<Millis>,
+    /// Service its earlier runs received before a requeue, in device-seconds (the `las`
+    /// ordering's key); 0 for a job that never ran to a requeue.
+    pub attained: u64,
 }
 
 impl Job {
@@ -146,6 +153,8 @@ impl Job {
             reason: Some("submitted".into()),
             attempt: Attempt::default(),
             waiting: Waiting::default(),
+            estimate_ms: None,
+            attained: 0,
         }
     }
 
@@ -164,6 +173,8 @@ impl Job {
             reason: r.reason,
             attempt: Attempt { number: r.attempt, stop: r.stop, started_at: r.started_at, ..Attempt::default() },
             waiting: Waiting { reason: r.pending_reason, ..Waiting::default() },
+            estimate_ms: None,
+            attained: 0,
         }
     }
 
@@ -187,10 +198,22 @@ impl Job {
         };
     }
 
-    /// Begins the next attempt (a requeue): pending again, nothing placed or said.
-    pub fn requeue(&mut self) {
+    /// Begins the next attempt (a requeue) at `now_ms`: pending again, nothing placed or said,
+    /// and the run that ends here added to the service the job received. Its estimate is made
+    /// again when it re-enters the pending set.
+    pub fn requeue(&mut self, now_ms: Millis) {
+        if let Some(started) = self.attempt.started_at {
+            let size = crate::predictions::size(&self.spec);
+            self.attained = self.attained.saturating_add(berth_sched::service(size, now_ms - started.as_millisecond()));
+        }
         self.attempt = self.attempt.next();
         self.waiting = Waiting::default();
+        self.estimate_ms = None;
+    }
+
+    /// Its time limit in ms, as asked for.
+    pub fn time_limit_ms(&self) -> Option<Millis> {
+        self.spec.time_limit_secs.map(|s| s as i64 * 1000)
     }
 
     /// Fair-share usage per second while the job holds resources, in billing units: one CPU
@@ -244,9 +267,9 @@ impl Job {
             user: self.owner.name.clone(),
             project: self.account().into_owned(),
             submitted_at: self.submitted_at.as_millisecond(),
-            time_limit_ms: self.spec.time_limit_secs.map(|s| s as i64 * 1000),
-            estimate_ms: None,
-            attained: 0,
+            time_limit_ms: self.time_limit_ms(),
+            estimate_ms: self.estimate_ms,
+            attained: self.attained,
             image: self.spec.image.as_deref().map(berth_model::job::image_key),
             kernels: self.spec.kernels,
             mounts: self.spec.mounts.iter().map(|m| m.source.clone()).collect(),
@@ -271,9 +294,9 @@ impl Job {
             bindings: self.attempt.bindings.clone(),
             submitted_at: self.submitted_at.as_millisecond(),
             started_at: self.attempt.started_at.or(self.attempt.placed_at).map_or(now_ms, |t| t.as_millisecond()),
-            time_limit_ms: self.spec.time_limit_secs.map(|s| s as i64 * 1000),
-            estimate_ms: None,
-            attained: 0,
+            time_limit_ms: self.time_limit_ms(),
+            estimate_ms: self.estimate_ms,
+            attained: self.attained,
             preemptible: self.spec.preemptible && !stopping,
             borrowed: self.attempt.borrowed && !stopping,
         }
@@ -321,7 +344,13 @@ impl Job {
             workdir: self.spec.workdir.clone(),
             array_task: self.spec.array_task,
             array: self.spec.array.as_ref().map(|a| a.to_string()),
+            expected_run_secs: self.expected_run_secs(),
         }
+    }
+
+    /// Its expected run time in whole seconds (rounded up), as views show it.
+    pub fn expected_run_secs(&self) -> Option<u64> {
+        self.estimate_ms.map(|ms| (ms.max(0) as u64).div_ceil(1000))
     }
 
     /// When a running job reaches its time limit.
@@ -372,6 +401,7 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
         workdir: r.spec.workdir.clone(),
         array_task: r.spec.array_task,
         array: r.spec.array.as_ref().map(|a| a.to_string()),
+        expected_run_secs: None,
     }
 }
 
@@ -455,7 +485,8 @@ mod tests {
         j.attempt.stop = Some(StopCause::Cancelled { by: "root".into() });
         j.attempt.ends[0] = Some(KernelEnd { outcome: None, exit_code: Some(1) });
         j.waiting.blocked_passes = 4;
-        j.requeue();
+        j.requeue(3_605_000);
+        assert_eq!(j.attained, 3_605, "one CPU for 3,605 s");
         assert_eq!(j.attempt.number, 1);
         assert!(j.attempt.bindings.is_empty() && j.attempt.ends.is_empty() && j.attempt.unstarted.is_empty());
         assert!(j.attempt.stop.is_none() && j.attempt.started_at.is_none() && j.attempt.placed_at.is_none());

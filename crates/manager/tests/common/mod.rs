@@ -59,6 +59,14 @@ pub async fn start_with(heartbeat: Duration) -> Env {
     Env { dir, m, admin }
 }
 
+/// Makes the `default` queue strict FIFO (nothing passes a blocked head), for tests of what a
+/// strict queue shows: the default queue has the recommended policy (backfill, qssf).
+pub async fn strict_fifo(admin: &Client) {
+    let body = serde_json::json!({"ordering": "fifo", "head_of_line": "strict"});
+    let (s, v) = admin.put("/v1/queues/default", body).await;
+    assert_eq!(s, 200, "{v}");
+}
+
 /// A REST client holding one token.
 #[derive(Clone)]
 pub struct Client {
