@@ -448,11 +448,29 @@ fn backfill_starts_a_short_job_before_the_reservation_and_refuses_a_long_one() {
 }
 
 #[test]
-fn backfill_without_limits_uses_the_queue_default_and_overdue_jobs_end_now() {
+fn backfill_without_limits_uses_the_queue_default_and_overdue_jobs_run_as_long_again() {
+    // Job 1 has no limit and has run 3 h, past the 2 h default: it is expected to run 3 h
+    // more (not to end now), so the 1 h job 3 fits before the reserved start.
     insta::assert_snapshot!(support::run("
         queue default backfill default=2h
         node n1 cpus=4
         run 1 cpus=3 start=-3h
+        job 2 cpus=4
+        job 3 cpus=1 limit=1h
+        pass
+    "), @r#"
+        pass 1
+          start 3 n1 cpus=3 mems=0 mem=1GiB
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start at t+3h on n1 (backfill)" blocked=1 expect=+10800s
+        "#);
+}
+
+#[test]
+fn a_job_past_its_limit_counts_as_ending_now() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill
+        node n1 cpus=4
+        run 1 cpus=3 start=-3h limit=2h
         job 2 cpus=4
         job 3 cpus=1 limit=1h
         pass

@@ -227,9 +227,12 @@ impl Scenario {
         }
         self.pending.retain(|j| !out.starts.iter().any(|s| s.job == j.id));
         for p in &out.preemptions {
-            if let Some((_, spec)) = self.running.get(&p.victim).cloned() {
+            if let Some((run, mut spec)) = self.running.get(&p.victim).cloned() {
                 self.finish(p.victim);
                 if p.action == PreemptAction::Requeue {
+                    // It keeps the service it got (`las`).
+                    let size = berth_sched::size_milli(&spec.request, spec.nodes, spec.kernels);
+                    spec.attained = run.attained + berth_sched::service(size, self.now - run.started_at);
                     self.pending.push(spec);
                 }
             }

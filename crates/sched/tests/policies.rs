@@ -1,0 +1,142 @@
+//! Scenario snapshots of the queue policies that bound waits and rank by service: several
+//! backfill reservations, the wait bound (aging and firm reservations), `qssf` and `las`
+//! (see `support/mod.rs` for the script language).
+
+mod support;
+
+#[test]
+fn two_reservations_each_hold_their_own_node() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill reservations=2
+        node n1 cpus=8
+        node n2 cpus=8
+        run 1 cpus=4 limit=2h on=n1
+        run 2 cpus=4 limit=1h on=n2
+        job 3 cpus=8 limit=1h
+        job 4 cpus=8 limit=1h
+        job 5 cpus=2 limit=3h
+        pass
+    "), @r#"
+        pass 1
+          wait 3 #1 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start at t+1h on n2 (backfill)" blocked=1 expect=+3600s
+          wait 4 #2 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start at t+2h on n1 (backfill)" blocked=1 expect=+7200s
+          wait 5 #3 Backfill "backfill: would delay the reserved start of the job at position 2"
+        "#);
+}
+
+#[test]
+fn with_one_reservation_the_second_blocked_job_is_passed() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill reservations=1
+        node n1 cpus=8
+        node n2 cpus=8
+        run 1 cpus=4 limit=2h on=n1
+        run 2 cpus=4 limit=1h on=n2
+        job 3 cpus=8 limit=1h
+        job 4 cpus=8 limit=1h
+        job 5 cpus=2 limit=3h
+        pass
+    "), @r#"
+        pass 1
+          start 5 n1 cpus=4-5 mems=0 mem=1GiB
+          wait 3 #1 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start at t+1h on n2 (backfill)" blocked=1 expect=+3600s
+          wait 4 #2 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue)"
+        "#);
+}
+
+#[test]
+fn on_one_node_reservations_queue_one_after_another() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill reservations=3
+        node n1 cpus=4
+        run 1 cpus=4 limit=1h
+        job 2 cpus=4 limit=2h
+        job 3 cpus=4 limit=30m
+        job 4 cpus=1 limit=4h
+        pass
+    "), @r#"
+        pass 1
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 0 free; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
+          wait 3 #2 Resources "resources: needs 4 CPUs, node n1 has 0 free; reserved to start at t+3h on n1 (backfill)" blocked=1 expect=+10800s
+          wait 4 #3 Resources "resources: needs 1 CPU, node n1 has 0 free; reserved to start at t+3h30m on n1 (backfill)" blocked=1 expect=+12600s
+        "#);
+}
+
+#[test]
+fn past_the_wait_bound_a_job_goes_first_and_its_reservation_is_firm() {
+    // Job 2 waited 20 h (bound 12 h): it goes before job 3, which qssf would put first, and
+    // job 3 may not use its node although it is expected to end before the reserved start.
+    insta::assert_snapshot!(support::run("
+        queue default backfill ordering=qssf after=12h
+        node n1 cpus=4
+        run 1 cpus=2 limit=30h start=-20h at=-20h
+        job 2 cpus=4 limit=5h at=-20h
+        job 3 cpus=1 limit=10m at=-1h
+        pass
+    "), @r#"
+        pass 1
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start at t+10h on n1 (backfill, firm: waited past the queue's bound)" blocked=1 expect=+36000s
+          wait 3 #2 Backfill "backfill: would delay the reserved start of the job at position 1"
+        "#);
+}
+
+#[test]
+fn below_the_wait_bound_the_same_reservation_lets_a_short_job_pass() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill ordering=qssf after=48h
+        node n1 cpus=4
+        run 1 cpus=2 limit=30h start=-20h at=-20h
+        job 2 cpus=4 limit=5h at=-20h
+        job 3 cpus=1 limit=10m at=-1h
+        pass
+    "), @r#"
+        pass 1
+          start 3 n1 cpus=2 mems=0 mem=1GiB
+          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start at t+10h on n1 (backfill)" blocked=1 expect=+36000s
+        "#);
+}
+
+#[test]
+fn qssf_puts_the_least_expected_service_first() {
+    // Expected service: job 2 4 CPUs × 10 min (its estimate), job 3 1 × 1 h, job 1 4 × 10 h;
+    // job 4 has neither estimate nor limit: last.
+    insta::assert_snapshot!(support::run("
+        queue default backfill ordering=qssf
+        node n1 cpus=6
+        job 1 cpus=4 limit=10h
+        job 2 cpus=4 est=10m limit=10h
+        job 3 cpus=1 limit=1h
+        job 4 cpus=1
+        pass
+    "), @r#"
+        pass 1
+          start 2 n1 cpus=0-3 mems=0 mem=1GiB
+          start 3 n1 cpus=4 mems=0 mem=1GiB
+          start 4 n1 cpus=5 mems=0 mem=1GiB
+          wait 1 #3 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start at t+10m on n1 (backfill)" blocked=1 expect=+600s
+        "#);
+}
+
+#[test]
+fn las_serves_the_least_attained_level_first_and_preempts_higher_levels() {
+    // Job 1 has run 3 h on 2 CPUs (6 device-hours: level 1 of 1h,10h); job 2 never ran
+    // (level 0) and stops it; job 3 got 2 device-hours before (level 1) and waits.
+    insta::assert_snapshot!(support::run("
+        queue default backfill ordering=las las=1h,10h preempt=requeue
+        node n1 cpus=2
+        run 1 cpus=2 start=-3h preemptible
+        job 3 cpus=2 attained=2h
+        job 2 cpus=2
+        pass
+        pass
+    "), @r#"
+        pass 1
+          wait 2 #1 Preempting "preempting: stopping job 1 (priority 0) to free 2 CPUs"
+          wait 3 #2 Resources "resources: needs 2 CPUs, node n1 has 0 free; no reservation: it does not fit even when every running job has ended"
+          preempt 1 for 2 Requeue
+        pass 2
+          start 2 n1 cpus=0-1 mems=0 mem=1GiB
+          wait 1 #2 Resources "resources: needs 2 CPUs, node n1 has 0 free; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
+          wait 3 #3 Resources "resources: needs 2 CPUs, node n1 has 0 free"
+        "#);
+}
