@@ -392,7 +392,8 @@ impl<'i, 'a> Walk<'i, 'a> {
                     // queues behind the jobs reserved there, from their expected end on.
                     let none = BTreeSet::new();
                     made = reserve(&self.pool, Ask { job, pos, firm, taken: &none }, self.ends(), now).map(|mut r| {
-                        for earlier in self.reservations.iter().filter(|e| e.nodes.iter().any(|i| r.nodes.contains(i))) {
+                        for earlier in self.reservations.iter().filter(|e| e.nodes.iter().any(|i| r.nodes.contains(i)))
+                        {
                             r.start = r.start.max(earlier.start.saturating_add(self.limit(earlier.job())));
                         }
                         r

@@ -140,7 +140,8 @@ mod set_vs_list {
     use super::*;
     use berth_model::{Binding, GpuShare};
 
-    const ORDERINGS: [Ordering; 4] = [Ordering::Fifo, Ordering::Lifo, Ordering::Drf, Ordering::FairShare];
+    const ORDERINGS: [Ordering; 6] =
+        [Ordering::Fifo, Ordering::Lifo, Ordering::Drf, Ordering::FairShare, Ordering::Las, Ordering::Qssf];
 
     fn running(id: JobId, user: &str, project: &str, cpu_milli: u64, gpus: u32) -> RunningJob {
         let gpus = (0..gpus).map(|index| GpuShare { uuid: String::new(), index, milli: 1000 }).collect();
@@ -161,6 +162,14 @@ mod set_vs_list {
         }
     }
 
+    /// The order under a wait bound at hour `cutoff`, if any.
+    fn aged<'a>(o: Order<'a>, source: Source<'a>, cutoff: Option<i64>) -> Order<'a> {
+        match cutoff {
+            Some(h) => o.aged(h * 3_600_000, &source),
+            None => o,
+        }
+    }
+
     proptest! {
         #[test]
         fn same_order(
@@ -169,14 +178,24 @@ mod set_vs_list {
             starts in prop::collection::vec(any::<bool>(), 80),
             usage in prop::collection::vec(0u8..4, 7),
             held in prop::collection::vec((0usize..5, 0usize..3, 0u64..4, 0u32..3), 0..5),
-            ordering in 0usize..4,
+            ordering in 0usize..6,
+            // Per job: estimate (minutes, 0: none), submit hour, attained device-hours.
+            extra in prop::collection::vec((0i64..4, 0i64..6, 0u64..12), 40),
+            cutoff in prop::option::of(0i64..6),
         ) {
             let users = ["ann", "bob", "cy", "dee", "eve"];
             let projects = ["p", "q", "r"];
             let mut set = PendingSet::new();
             let mut jobs = Vec::new();
             for (k, &(prio, u, p, gpus)) in specs.iter().enumerate() {
-                let j = job(k as JobId + 1, users[u], projects[p], prio, gpus * 500);
+                let (est, hour, attained) = extra[k];
+                let j = PendingJob {
+                    estimate_ms: (est > 0).then_some(est * 600_000),
+                    time_limit_ms: (est % 2 == 1).then_some(3_600_000),
+                    submitted_at: hour * 3_600_000,
+                    attained: attained * 3_600,
+                    ..job(k as JobId + 1, users[u], projects[p], prio, gpus * 500)
+                };
                 set.insert(j.clone());
                 // Some leave again (started or cancelled): the set's indexes must forget them.
                 if removed[k] {
@@ -203,11 +222,25 @@ mod set_vs_list {
             let totals = [16_000, 64 << 30, 4000];
             let start = |id: JobId| starts[id as usize % starts.len()];
             let refs: Vec<&PendingJob> = jobs.iter().collect();
-            let full = walk(Order::new(ordering, Source::Jobs(refs), &run, &fs, totals), start);
+            let src = Source::Jobs(refs);
+            let full = walk(aged(Order::new(ordering, src.clone(), &run, &fs, totals), src, cutoff), start);
             let from_set = set.queues.iter().next().map_or(Vec::new(), |(name, q)| {
-                walk(Order::new(ordering, Source::Set(&set, name, q), &run, &fs, totals), start)
+                let src = Source::Set(&set, name, q);
+                walk(aged(Order::new(ordering, src.clone(), &run, &fs, totals), src, cutoff), start)
             });
-            prop_assert_eq!(full, from_set);
+            prop_assert_eq!(&full, &from_set);
+            // Every job comes once; under a wait bound the jobs past it come first, oldest
+            // first, so the oldest waiting job is always at the head.
+            let mut once = full.clone();
+            once.sort_unstable();
+            once.dedup();
+            prop_assert_eq!(once.len(), jobs.len());
+            if let Some(h) = cutoff {
+                let mut aged: Vec<&PendingJob> = jobs.iter().filter(|j| j.submitted_at <= h * 3_600_000).collect();
+                aged.sort_by_key(|j| (j.submitted_at, j.id));
+                let ids: Vec<JobId> = aged.iter().map(|j| j.id).collect();
+                prop_assert_eq!(&full[..ids.len()], &ids[..]);
+            }
         }
     }
 }

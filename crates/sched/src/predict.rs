@@ -154,6 +154,26 @@ mod tests {
         assert_eq!(p.predict(&key("z", "", 1), None), Some(1));
     }
 
+    proptest::proptest! {
+        /// Whatever the history, a prediction never exceeds the job's limit, and is never 0.
+        #[test]
+        fn predictions_never_exceed_the_limit(
+            runs in proptest::collection::vec((0usize..3, 0usize..2, 0u64..3, 0i64..100_000_000), 0..30),
+            ask in (0usize..3, 0usize..2, 0u64..3),
+            limit in proptest::option::of(0i64..50_000_000),
+        ) {
+            let (users, names) = (["a", "b", "c"], ["", "x"]);
+            let mut p = Predictor::new();
+            for &(u, n, size, ran) in &runs {
+                p.observe(&key(users[u], names[n], size), ran);
+            }
+            if let Some(e) = p.predict(&key(users[ask.0], names[ask.1], ask.2), limit) {
+                proptest::prop_assert!(e >= 1);
+                proptest::prop_assert!(limit.is_none_or(|l| e <= l.max(1)), "{e} over the limit {limit:?}");
+            }
+        }
+    }
+
     #[test]
     fn error_figures() {
         let e = PredictionError::of(&[(100, 100), (50, 100), (400, 100), (1000, 1000)], 5);

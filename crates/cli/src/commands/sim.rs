@@ -213,7 +213,11 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         time_limit_from_duration: args.time_limit_from_duration,
         half_life_ms: millis("--half-life", &args.half_life)?,
         checkpoint: args.checkpoint,
-        checkpoint_interval_ms: args.checkpoint_interval.as_deref().map(|s| millis("--checkpoint-interval", s)).transpose()?,
+        checkpoint_interval_ms: args
+            .checkpoint_interval
+            .as_deref()
+            .map(|s| millis("--checkpoint-interval", s))
+            .transpose()?,
         predict: !args.no_predict,
         reservations: args.reservations,
         reserve_after_ms: match args.reserve_after.as_str() {

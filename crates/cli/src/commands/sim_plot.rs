@@ -235,7 +235,10 @@ mod tests {
         // JCTs 200 s and 400 s: half the jobs within the first, all within the second.
         let h = |ms: f64| (ms / 3_600_000.0).log10();
         assert_eq!(s.jct.len(), CDF_POINTS);
-        assert_eq!((s.jct[99], s.jct[100], s.jct[199]), ((h(200_000.0), 0.5), (h(400_000.0), 0.505), (h(400_000.0), 1.0)));
+        assert_eq!(
+            (s.jct[99], s.jct[100], s.jct[199]),
+            ((h(200_000.0), 0.5), (h(400_000.0), 0.505), (h(400_000.0), 1.0))
+        );
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("plot.svg");

@@ -128,6 +128,18 @@ fn queue_config(words: &[&str]) -> QueueConfig {
     q
 }
 
+/// A pending job from the words of a `job` line after its id (`cpus=2 limit=1h`).
+pub fn parse_job(id: JobId, words: &str) -> PendingJob {
+    let o = words
+        .split_whitespace()
+        .map(|w| {
+            let (k, v) = w.split_once('=').unwrap_or((w, ""));
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    job_spec(id, &o)
+}
+
 fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
     let get = |k: &str, d: &str| o.get(k).cloned().unwrap_or_else(|| d.to_string());
     let user = get("user", "u");
