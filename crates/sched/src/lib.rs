@@ -118,8 +118,9 @@ pub enum HeadOfLine {
     Strict,
     /// A blocked job keeps its place for N passes, then steps aside so later jobs may start.
     SkipAfter(u32),
-    /// EASY backfill: the first blocked job gets a reservation (its earliest start, from the
-    /// running jobs' time limits); a later job may start only if it cannot delay it.
+    /// Backfill: the first [`QueueConfig::reservations`] blocked jobs get a reservation (their
+    /// earliest start, from the running jobs' estimates and limits; 1 is EASY); a later job may
+    /// start only if it can delay none of them.
     Backfill,
 }
 

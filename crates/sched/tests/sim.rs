@@ -361,3 +361,41 @@ fn progress_reports_rise_to_every_job_settled_and_change_nothing() {
     assert!(seen.iter().all(|p| p.total == 4 && p.settled <= p.total), "{seen:?}");
     assert_eq!(seen.last().map(|p| p.settled), Some(4), "the last report has every job settled");
 }
+
+/// One 8-GPU node: a 10 h 1-GPU job, an 8-GPU job right after, then a 30 min 1-GPU job every
+/// 10 min for two days. `qssf` always prefers the small jobs (0.5 GPU-hours against 8).
+fn big_behind_a_stream() -> Trace {
+    let mut s = String::from("timestamp,duration,num_gpus,gpu_time,cluster\n");
+    s.push_str("2017-10-01 00:00:00,36000,1,36000,a\n2017-10-01 00:00:01,3600,8,28800,b\n");
+    for k in 1..=288u64 {
+        let t = k * 600;
+        let (h, m) = (t / 3600, (t / 60) % 60);
+        s.push_str(&format!("2017-10-{:02} {:02}:{m:02}:00,1800,1,1800,c\n", 1 + h / 24, h % 24));
+    }
+    parse_philly(s.as_bytes(), PhillyOptions::default()).unwrap()
+}
+
+#[test]
+fn the_wait_bound_stops_qssf_starving_a_big_job() {
+    let trace = big_behind_a_stream();
+    let unbounded = SimOptions { reserve_after_ms: None, ..SimOptions::default() };
+    let (m, _) = run(&trace, gpu_cluster(1, 8), Policy::Qssf, unbounded);
+    assert!(m.big_wait_max_s > 40.0 * 3600.0, "starved until the stream ends: {}", m.big_wait_max_s);
+    // Bound 12 h: it goes first then, its node drains (the 10 h job ended; the small jobs end
+    // within 30 min) and nothing new starts there.
+    let (m, _) = run(&trace, gpu_cluster(1, 8), Policy::Qssf, SimOptions::default());
+    assert!(m.big_wait_max_s <= 12.5 * 3600.0, "bounded: {}", m.big_wait_max_s);
+    assert!(m.big_wait_max_s >= 12.0 * 3600.0, "not before the bound: {}", m.big_wait_max_s);
+}
+
+#[test]
+fn predictions_come_from_completed_runs_and_never_stop_a_job() {
+    let trace = big_behind_a_stream();
+    let (m, out) = run(&trace, gpu_cluster(1, 8), Policy::Backfill, SimOptions::default());
+    // Jobs of user c after the first completion are predicted exactly (30 min each).
+    assert!(m.prediction.predicted > 250 && m.prediction.within_2x > 0.95, "{:?}", m.prediction);
+    assert!(out.iter().all(|o| o.finished && o.end_ms.unwrap() - o.start_ms.unwrap() >= o.duration_ms));
+    let (m, _) =
+        run(&trace, gpu_cluster(1, 8), Policy::Backfill, SimOptions { predict: false, ..SimOptions::default() });
+    assert_eq!(m.prediction.predicted, 0);
+}

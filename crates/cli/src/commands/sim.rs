@@ -371,6 +371,7 @@ fn header(trace: &Trace) -> Vec<String> {
         "JAIN",
         "BIG-WAIT-MAX",
         "PREEMPT",
+        "PRED-2X",
         "WALL",
     ]
     .map(String::from)
@@ -392,6 +393,7 @@ fn row(r: &PolicyResult) -> Vec<String> {
         format!("{:.3}", m.jain_slowdown),
         if m.big_jobs > 0 { span(m.big_wait_max_s) } else { "-".into() },
         m.preemptions.to_string(),
+        if m.prediction.predicted > 0 { format!("{:.0}%", m.prediction.within_2x * 100.0) } else { "-".into() },
         format!("{:.1}s", r.wall_s),
     ]
 }
@@ -400,7 +402,7 @@ fn row(r: &PolicyResult) -> Vec<String> {
 /// end could size them from its rows; a streamed one cannot), two spaces apart like
 /// [`output::print_table`].
 struct RowPrinter {
-    widths: [usize; 13],
+    widths: [usize; 14],
 }
 
 impl RowPrinter {
@@ -408,7 +410,7 @@ impl RowPrinter {
     /// are at most 7 characters (`1234.5d`), ratios 5, the JOBS column `finished/jobs`.
     fn new(jobs: usize) -> Self {
         let count = jobs.to_string().len();
-        Self { widths: [10, (2 * count + 1).max(4), 8, 7, 7, 9, 8, 8, 9, 5, 12, 7, 0] }
+        Self { widths: [10, (2 * count + 1).max(4), 8, 7, 7, 9, 8, 8, 9, 5, 12, 7, 7, 0] }
     }
 
     fn line(&self, cells: &[String]) -> String {
