@@ -265,9 +265,15 @@ fn queue_admin_api_and_config_precedence() {
 
 #[test]
 fn a_bad_config_file_names_the_key() {
+    let e = start_error(&queue("head_of_line = \"sometimes\""));
+    assert!(e.contains("head_of_line `sometimes`") && e.contains("berth.toml"), "{e}");
+}
+
+/// What `berth manager` says when it refuses to start with this config file.
+fn start_error(config: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("berth.toml");
-    std::fs::write(&cfg, queue("head_of_line = \"sometimes\"")).unwrap();
+    std::fs::write(&cfg, config).unwrap();
     let o = std::process::Command::new(support::BIN)
         .env("HOME", dir.path())
         .args(["manager", "--listen", "127.0.0.1:0", "--config"])
@@ -276,9 +282,8 @@ fn a_bad_config_file_names_the_key() {
         .arg(dir.path().join("data"))
         .output()
         .unwrap();
-    assert!(!o.status.success());
-    let e = text(&o.stderr);
-    assert!(e.contains("head_of_line `sometimes`") && e.contains("berth.toml"), "{e}");
+    assert!(!o.status.success(), "{config}: it started");
+    text(&o.stderr)
 }
 
 /// `reservations = 2`: of three jobs blocked on two one-GPU nodes, the first two each hold a
@@ -329,19 +334,7 @@ fn bad_reservation_and_ordering_keys_fail_the_start() {
         ("ordering = \"sjf\"", "ordering `sjf`"),
         ("las_thresholds = [\"10h\", \"1h\"]", "las_thresholds [10h, 1h] are not ascending"),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = dir.path().join("berth.toml");
-        std::fs::write(&cfg, queue(body)).unwrap();
-        let o = std::process::Command::new(support::BIN)
-            .env("HOME", dir.path())
-            .args(["manager", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&cfg)
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .output()
-            .unwrap();
-        assert!(!o.status.success(), "{body}");
-        let e = text(&o.stderr);
+        let e = start_error(&queue(body));
         assert!(e.contains(want) && e.contains("queue `default`"), "{body}: {e}");
     }
 }

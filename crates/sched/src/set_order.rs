@@ -39,6 +39,16 @@ pub(crate) enum Cursor {
     Las(Box<LasCursor>),
 }
 
+/// The key after `last` in `keys` (the first when none), which becomes `last`.
+fn step<K: Ord + Copy>(keys: &BTreeSet<K>, last: &mut Option<K>) -> Option<K> {
+    let k = match *last {
+        None => keys.first().copied(),
+        Some(k) => keys.range((Excluded(k), Unbounded)).next().copied(),
+    }?;
+    *last = Some(k);
+    Some(k)
+}
+
 /// The first key of the band after `band` (or of the first band).
 fn next_band<V>(
     m: &std::collections::BTreeMap<(Reverse<i32>, u32), V>,
@@ -87,14 +97,7 @@ impl Cursor {
     /// The next job's id, in queue order.
     pub fn next(&mut self, q: &QueueSet) -> Option<JobId> {
         match self {
-            Cursor::Fifo(last) => {
-                let k = match *last {
-                    None => q.order.first().copied(),
-                    Some(k) => q.order.range((Excluded(k), Unbounded)).next().copied(),
-                }?;
-                *last = Some(k);
-                Some(k.1)
-            }
+            Cursor::Fifo(last) => step(&q.order, last).map(|k| k.1),
             Cursor::Lifo(last) => {
                 let lower_in_band = last.and_then(|(b, id)| q.order.range((b, JobId::MIN)..(b, id)).next_back());
                 let k = match lower_in_band {
@@ -114,14 +117,7 @@ impl Cursor {
             }
             Cursor::Drf(d) => d.next(q),
             Cursor::Fair(f) => f.next(q),
-            Cursor::Qssf(last) => {
-                let k = match *last {
-                    None => q.by_service.first().copied(),
-                    Some(k) => q.by_service.range((Excluded(k), Unbounded)).next().copied(),
-                }?;
-                *last = Some(k);
-                Some(k.2)
-            }
+            Cursor::Qssf(last) => step(&q.by_service, last).map(|k| k.2),
             Cursor::Las(l) => l.next(q),
         }
     }
