@@ -4,6 +4,7 @@
 //! ([`crate::service`]). Leaf module: the pending set indexes by these keys and the orders
 //! walk them.
 
+use crate::fairness::binding_use;
 use crate::{Millis, PendingJob, RunningJob, service, size_milli};
 
 /// What `qssf` assumes of a job with neither an estimate nor a limit: longer than any job
@@ -35,18 +36,15 @@ pub(crate) fn remaining_now(r: &RunningJob, now: Millis) -> u64 {
     service(size_of(r), left)
 }
 
+/// Its size from its bindings, one per kernel ([`size_milli`] of what each holds).
 fn size_of(r: &RunningJob) -> u64 {
-    r.bindings.iter().map(|b| if b.gpus.is_empty() { b.cpu_milli } else { gpu_milli(b) }).sum()
+    r.bindings.iter().map(|b| size_milli(&binding_use(b), 1, 1)).sum()
 }
 
 /// A running job's service so far: before this run, plus its size × the time since it
 /// started. Its size comes from its bindings (one per kernel).
 pub(crate) fn attained_now(r: &RunningJob, now: Millis) -> u64 {
     r.attained.saturating_add(service(size_of(r), now.saturating_sub(r.started_at)))
-}
-
-fn gpu_milli(b: &berth_model::Binding) -> u64 {
-    b.gpus.iter().map(|g| g.milli).sum()
 }
 
 #[cfg(test)]
