@@ -8,10 +8,12 @@
 //! Ends are planned with each job's estimate (`PendingJob::estimate_ms`, a prediction never
 //! above the limit), else its limit. A job past its estimate counts as ending now.
 //!
-//! A **firm** reservation (a job past the queue's wait bound) takes the nodes that can take
-//! the job earliest (the free ones first), and admits a later job on them only if both fit
-//! there at the reserved start: a job expected to end before it is no exception, as the
-//! expectation may be wrong. The reserved nodes then only drain, so the job's wait is bounded.
+//! A **firm** reservation (a job past the queue's wait bound) takes the nodes that can
+//! take the job earliest (the free ones first), and admits a later job on them only if
+//! its own time limit (enforced, unlike an estimate or the queue's default) ends before the
+//! reserved start, or if both fit there at the reserved start: a job merely expected to end
+//! before it is no exception, as the expectation may be wrong. The reserved nodes then only
+//! drain, so the job's wait is bounded.
 //!
 //! The reservation's time comes from the running jobs' ends (`started_at + time_limit`, the
 //! queue's default limit when a job has none; a job past its limit counts as ending now) and
@@ -37,6 +39,22 @@ use crate::pool::Pool;
 use crate::running_set::Ends;
 use crate::{Millis, PendingJob};
 
+/// When a job started now ends: as expected (its estimate, else its limit, else the queue's
+/// default) and at the latest (its own time limit, which is enforced; `Millis::MAX` without
+/// one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct JobEnds {
+    pub expected: Millis,
+    pub by_limit: Millis,
+}
+
+impl JobEnds {
+    /// Whether a job ending so is admitted nowhere a job ending as `other` was refused.
+    pub fn no_sooner(self, other: JobEnds) -> bool {
+        self.expected >= other.expected && self.by_limit >= other.by_limit
+    }
+}
+
 pub(crate) struct Reservation {
     pub start: Millis,
     /// Reserved node indices in the pool, in placement order.
@@ -57,12 +75,18 @@ pub(crate) struct Ask<'j> {
     pub pos: u32,
     pub firm: bool,
     pub taken: &'j BTreeSet<usize>,
+    /// Nodes an earlier reservation holds until a time (its expected end), which this one may
+    /// share from then on: the start is then the latest of those on its nodes, and the nodes
+    /// are chosen for the earliest start.
+    pub queued: &'j BTreeMap<usize, Millis>,
 }
 
 /// The reservation asked for, or `None` when the job never fits.
 /// `ends`: the running jobs' and this pass's starts' bindings, released end by end.
 pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis) -> Option<Reservation> {
-    let Ask { job, pos, firm, taken } = ask;
+    let Ask { job, pos, firm, taken, queued } = ask;
+    let free_from = |i: usize| queued.get(&i).copied().unwrap_or(Millis::MIN);
+    let mut made: Option<Reservation> = None;
     let eligible = |i: usize| !taken.contains(&i) && pool.eligible(i, job);
     let want = job.nodes.max(1) as usize;
     let r = &job.request;
@@ -78,7 +102,9 @@ pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis
     // Firm: when each node could first take the job (ends-so-far order), to prefer the
     // earliest; nodes that can already are first of all.
     let mut since: BTreeMap<usize, Millis> = BTreeMap::new();
-    if want > 1 {
+    // Queued behind earlier reservations, a job may fit already where they hold the nodes.
+    let mut look_now = !queued.is_empty();
+    if want > 1 || look_now {
         // Nodes that take a kernel already (a gang that lacks only some nodes).
         maybe.extend((0..pool.nodes.len()).filter(|&i| eligible(i) && NodeCounts::of(&pool.nodes[i]).fits(r)));
         if firm {
@@ -93,23 +119,33 @@ pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis
         Timeline { pool, released: Vec::new(), first: vec![NONE; n], last: vec![NONE; n], rebuilt: BTreeMap::new() };
     let mut changed = Vec::new();
     let mut group = Vec::new();
-    while let Some(end) = ends.next_group(pool, &mut group) {
-        changed.clear();
-        for (i, b) in group.drain(..) {
-            counts.get_or_add(i, pool).release(b);
-            timeline.push(i, b);
-            changed.push(i);
-        }
-        // A node released twice is checked twice: the same answer. The counts first: they
-        // are at hand, the node's ledger may not be.
-        for &i in &changed {
-            if !fits.contains(&i) && counts.get(i).is_some_and(|c| c.fits(r)) && eligible(i) {
-                maybe.insert(i);
-                if firm {
-                    since.entry(i).or_insert(end);
+    loop {
+        // First, when queued, the nodes as they are now; then end after end.
+        let end = if std::mem::take(&mut look_now) {
+            now
+        } else {
+            let Some(end) = ends.next_group(pool, &mut group) else { break };
+            if made.as_ref().is_some_and(|m| end >= m.start) {
+                break;
+            }
+            changed.clear();
+            for (i, b) in group.drain(..) {
+                counts.get_or_add(i, pool).release(b);
+                timeline.push(i, b);
+                changed.push(i);
+            }
+            // A node released twice is checked twice: the same answer. The counts first:
+            // they are at hand, the node's ledger may not be.
+            for &i in &changed {
+                if !fits.contains(&i) && counts.get(i).is_some_and(|c| c.fits(r)) && eligible(i) {
+                    maybe.insert(i);
+                    if firm {
+                        since.entry(i).or_insert(end);
+                    }
                 }
             }
-        }
+            end
+        };
         if fits.len() + maybe.len() < want {
             continue;
         }
@@ -120,7 +156,8 @@ pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis
         // Each node's score once (it is looked up in `counts`), then one sort: the keys
         // are unique, so the order is the one a stable sort by key gives.
         let first = |i: usize| if firm { since.get(&i).copied().unwrap_or(end) } else { 0 };
-        let mut candidates: Vec<_> = fits.iter().chain(&maybe).map(|&i| ((first(i), score(i)), i)).collect();
+        let mut candidates: Vec<_> =
+            fits.iter().chain(&maybe).map(|&i| ((free_from(i).max(end), first(i), score(i)), i)).collect();
         candidates.sort_unstable();
         let mut best = Vec::with_capacity(want);
         for (_, i) in candidates {
@@ -140,12 +177,17 @@ pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis
             }
         }
         if best.len() == want {
-            let at_start = best.iter().map(|&i| (i, timeline.ledger(i).clone())).collect();
-            let job_req = job.clone();
-            return Some(Reservation { start: end.max(now), nodes: best, at_start, job_req, firm, pos });
+            let start = best.iter().map(|&i| free_from(i)).max().unwrap_or(Millis::MIN).max(end).max(now);
+            if made.as_ref().is_none_or(|m| start < m.start) {
+                let at_start = best.iter().map(|&i| (i, timeline.ledger(i).clone())).collect();
+                made = Some(Reservation { start, nodes: best, at_start, job_req: job.clone(), firm, pos });
+            }
+            if queued.is_empty() {
+                break;
+            }
         }
     }
-    None
+    made
 }
 
 /// The ledgers of nodes at the time `reserve` has reached, rebuilt on demand from the pass's
@@ -218,8 +260,8 @@ impl Reservation {
     /// at `end`, leaves the reserved start intact: `None` if not, else the reserved nodes'
     /// ledgers at the start with its kernels on them (each with the memory split it got in
     /// `pool`), to [`Reservation::keep`] once every reservation admits the job.
-    pub fn admits(&self, pool: &Pool, chosen: &[(usize, Binding)], end: Millis) -> Option<Trial> {
-        if end <= self.start && !self.firm {
+    pub fn admits(&self, pool: &Pool, chosen: &[(usize, Binding)], end: JobEnds) -> Option<Trial> {
+        if end.by_limit <= self.start || (end.expected <= self.start && !self.firm) {
             return Some(Trial::default());
         }
         // Keyed by node: a job with several kernels per node has several bindings on one.

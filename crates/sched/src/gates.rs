@@ -9,12 +9,12 @@
 //! A gate that lets a job on returns `Continue` with what it found (placement: why the job
 //! does not fit), so a later gate never works it out again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow::{self, Break, Continue};
 
 use berth_model::{Binding, JobId, PendingKind, PendingReason};
 
-use crate::backfill::{Ask, Reservation, reserve};
+use crate::backfill::{Ask, JobEnds, Reservation, reserve};
 use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
 use crate::pool::{self, Pool};
@@ -63,6 +63,16 @@ impl Verdict {
     }
 }
 
+/// What [`Walk::reserve_for`] found.
+enum Reserved {
+    /// The queue's reservations for this pass are all given (or tried).
+    NoneLeft,
+    /// The job fits nowhere even once every running job has ended.
+    Unfit,
+    /// Reserved: its start, and the reservation described for the job's reason.
+    At(Millis, String),
+}
+
 /// A gate's answer: `Continue` lets the job on to the next gate (with what this one found),
 /// `Break` decides it.
 type Gate<T = ()> = ControlFlow<Verdict, T>;
@@ -102,9 +112,9 @@ pub(crate) struct Walk<'i, 'a> {
     victims: BTreeSet<JobId>,
     /// Preemption plans looked for in this pass.
     plans: u32,
-    /// Shapes (with their end) that a reservation (at that position) refused since the pool
-    /// last changed.
-    delaying: Vec<(pool::ShapeKey, Millis, u32)>,
+    /// Shapes (with their [`Ends`]) that a reservation (at that position) refused since the
+    /// pool last changed.
+    delaying: Vec<(pool::ShapeKey, JobEnds, u32)>,
 }
 
 impl<'i, 'a> Walk<'i, 'a> {
@@ -171,8 +181,12 @@ impl<'i, 'a> Walk<'i, 'a> {
         self.image(job)?;
         self.mounts(job)?;
         self.window()?;
-        let end = self.input.now.saturating_add(self.limit(job));
-        let why = self.placement(job, end, book)?;
+        let now = self.input.now;
+        let end = JobEnds {
+            expected: now.saturating_add(self.limit(job)),
+            by_limit: job.time_limit_ms.map_or(Millis::MAX, |l| now.saturating_add(l)),
+        };
+        let why = self.placement(job, pos, end, book)?;
         self.preemption(job)?;
         Continue(self.head_of_line(job, pos, why))
     }
@@ -245,12 +259,19 @@ impl<'i, 'a> Walk<'i, 'a> {
         Break(Verdict::Stop(PendingReason::new(PendingKind::Priority, text)))
     }
 
-    /// The reason of a job that would delay the reservation of the job at `pos`: the same for
-    /// every such job of the pass, so written once and copied.
-    fn delays(&mut self, pos: u32) -> Verdict {
+    /// The verdict of the job at `at` that would delay the reservation of the job at `pos`.
+    /// While the queue has reservations to give, it gets one too (it is as blocked as a job
+    /// that does not fit: without one, a later job's reservation could take its turn and be
+    /// pushed back once it is reserved); else its reason is the same for every such job of
+    /// the pass, so written once and copied.
+    fn delays(&mut self, job: &PendingJob, at: u32, pos: u32) -> Verdict {
+        let delay = format!("backfill: would delay the reserved start of the job at position {pos}");
+        if let Reserved::At(start, describe) = self.reserve_for(job, at) {
+            let reason = PendingReason::new(PendingKind::Backfill, format!("{delay}; {describe}"));
+            return Verdict::Wait { reason, blocked: true, expected_start: Some(start) };
+        }
         if self.delay_reason.as_ref().is_none_or(|(p, _)| *p != pos) {
-            let text = format!("backfill: would delay the reserved start of the job at position {pos}");
-            self.delay_reason = Some((pos, PendingReason::new(PendingKind::Backfill, text)));
+            self.delay_reason = Some((pos, PendingReason::new(PendingKind::Backfill, delay)));
         }
         let reason = self.delay_reason.as_ref().expect("written above").1.clone();
         Verdict::Wait { reason, blocked: false, expected_start: None }
@@ -258,15 +279,15 @@ impl<'i, 'a> Walk<'i, 'a> {
 
     /// Places the job on the working ledgers where it cannot delay the backfill reservation,
     /// and starts it; else lets it on with why it does not fit.
-    fn placement(&mut self, job: &PendingJob, end: Millis, book: &mut Book) -> Gate<String> {
+    fn placement(&mut self, job: &PendingJob, at: u32, end: JobEnds, book: &mut Book) -> Gate<String> {
         // Nothing changed since a job of this shape ending no later was refused: this one is
         // refused the same way, without placing it twice.
         if !self.reservations.is_empty()
             && !pool::narrow(job)
             && let Some(&(_, _, pos)) =
-                self.delaying.iter().find(|&&(shape, until, _)| shape == pool::shape(job) && end >= until)
+                self.delaying.iter().find(|&&(shape, until, _)| shape == pool::shape(job) && end.no_sooner(until))
         {
-            return Break(self.delays(pos));
+            return Break(self.delays(job, at, pos));
         }
         let mut chosen = match self.pool.place(job) {
             Ok(chosen) => chosen,
@@ -292,7 +313,7 @@ impl<'i, 'a> Walk<'i, 'a> {
                 if !pool::narrow(job) {
                     self.delaying.push((pool::shape(job), end, pos));
                 }
-                return Break(self.delays(pos));
+                return Break(self.delays(job, at, pos));
             }
             self.pool.commit(&chosen);
         } else {
@@ -305,7 +326,7 @@ impl<'i, 'a> Walk<'i, 'a> {
         book.started(job);
         let bindings: Vec<Binding> = chosen.into_iter().map(|(_, b)| b).collect();
         if self.q.head_of_line == HeadOfLine::Backfill {
-            self.started.push((end, job.id, bindings.clone()));
+            self.started.push((end.expected, job.id, bindings.clone()));
         }
         Break(Verdict::Start(bindings))
     }
@@ -332,6 +353,7 @@ impl<'i, 'a> Walk<'i, 'a> {
             las,
             qssf,
             aged_cutoff: self.aged_cutoff,
+            bound_ms: self.q.reserve_after_ms,
             now: self.input.now,
         };
         let Some(plan) = preempt::plan(&self.pool, job, self.running, &self.victims, rules) else {
@@ -378,49 +400,58 @@ impl<'i, 'a> Walk<'i, 'a> {
             }
             HeadOfLine::Backfill => {
                 self.first_blocked.get_or_insert(pos);
-                let wanted = self.q.reservations.max(1);
-                if self.reservations.len() as u32 >= wanted || self.tries >= wanted + SPARE_RESERVATION_TRIES {
-                    return resources(resources_text(&why), false);
-                }
-                self.tries += 1;
-                let now = self.input.now;
-                let firm = self.aged_cutoff.is_some_and(|c| job.submitted_at <= c);
-                let ask = Ask { job, pos, firm, taken: &self.reserved_nodes };
-                let mut made = reserve(&self.pool, ask, self.ends(), now);
-                if made.is_none() && !self.reserved_nodes.is_empty() {
-                    // Only reserved nodes can take it (one node, or a small cluster): it
-                    // queues behind the jobs reserved there, from their expected end on.
-                    let none = BTreeSet::new();
-                    made = reserve(&self.pool, Ask { job, pos, firm, taken: &none }, self.ends(), now).map(|mut r| {
-                        for earlier in self.reservations.iter().filter(|e| e.nodes.iter().any(|i| r.nodes.contains(i)))
-                        {
-                            r.start = r.start.max(earlier.start.saturating_add(self.limit(earlier.job())));
-                        }
-                        r
-                    });
-                }
-                if let Some(r) = &made {
-                    self.reserved_nodes.extend(r.nodes.iter().copied());
-                }
-                self.reservations.extend(made);
-                match self.reservations.last().filter(|r| r.pos == pos) {
-                    Some(r) => Verdict::Wait {
-                        reason: PendingReason::new(
-                            PendingKind::Resources,
-                            format!("resources: {why}; {}", r.describe(&self.pool, now)),
-                        ),
+                match self.reserve_for(job, pos) {
+                    Reserved::At(start, describe) => Verdict::Wait {
+                        reason: PendingReason::new(PendingKind::Resources, format!("resources: {why}; {describe}")),
                         blocked: true,
-                        expected_start: Some(r.start),
+                        expected_start: Some(start),
                     },
-                    None => resources(
+                    Reserved::Unfit => resources(
                         format!(
                             "resources: {why}; no reservation: it does not fit even when every running job has ended"
                         ),
                         false,
                     ),
+                    Reserved::NoneLeft => resources(resources_text(&why), false),
                 }
             }
         }
+    }
+
+    /// A backfill reservation for a job that cannot start now, while the queue has some to
+    /// give.
+    fn reserve_for(&mut self, job: &PendingJob, pos: u32) -> Reserved {
+        let wanted = self.q.reservations.max(1);
+        if self.q.head_of_line != HeadOfLine::Backfill
+            || self.reservations.len() as u32 >= wanted
+            || self.tries >= wanted + SPARE_RESERVATION_TRIES
+        {
+            return Reserved::NoneLeft;
+        }
+        self.tries += 1;
+        let now = self.input.now;
+        let firm = self.aged_cutoff.is_some_and(|c| job.submitted_at <= c);
+        let ask = Ask { job, pos, firm, taken: &self.reserved_nodes, queued: &BTreeMap::new() };
+        let mut made = reserve(&self.pool, ask, self.ends(), now);
+        if made.is_none() && !self.reserved_nodes.is_empty() {
+            // Only reserved nodes can take it (one node, or a small cluster): it queues
+            // behind the jobs reserved there, from their expected end on.
+            let mut queued: BTreeMap<usize, Millis> = BTreeMap::new();
+            for e in &self.reservations {
+                let until = e.start.saturating_add(self.limit(e.job()));
+                for &i in &e.nodes {
+                    let t = queued.entry(i).or_insert(until);
+                    *t = (*t).max(until);
+                }
+            }
+            let none = BTreeSet::new();
+            made = reserve(&self.pool, Ask { job, pos, firm, taken: &none, queued: &queued }, self.ends(), now);
+        }
+        let Some(r) = made else { return Reserved::Unfit };
+        self.reserved_nodes.extend(r.nodes.iter().copied());
+        let reserved = Reserved::At(r.start, r.describe(&self.pool, now));
+        self.reservations.push(r);
+        reserved
     }
 
     /// When each binding on the queue's nodes is released: running jobs at the end of their

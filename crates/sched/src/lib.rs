@@ -181,8 +181,10 @@ pub struct QueueConfig {
     pub reservations: u32,
     /// The wait bound: a job pending this long goes ahead of every job that has not waited
     /// as long (oldest first, whatever the ordering and priority), and its reservation is
-    /// firm: a job may start on its nodes only if it leaves room for it there, whatever it is
-    /// expected to run. `None`: no bound.
+    /// firm: a job may start on its nodes only if its own time limit ends before the reserved
+    /// start or it leaves room for the reserved job there (an estimate is not trusted). A job
+    /// that waited this long to start is never stopped for less service (`las`, `qssf`).
+    /// `None`: no bound.
     pub reserve_after_ms: Option<Millis>,
     /// `las` ordering: the attained service (device-seconds) at which a job moves down a
     /// level; ascending.

@@ -9,9 +9,10 @@
 //! only grow while a job runs, so again no two jobs preempt each other). In a `qssf` queue,
 //! a job of the same priority expected to need more than [`QSSF_MARGIN`] times the waiting
 //! job's service is one (shortest expected remaining service first; the margin keeps two
-//! jobs of about the same size from trading places). Neither rule stops a job submitted
-//! before the queue's wait bound: its wait has been long enough; and in either queue a job
-//! past the bound may stop any job of its priority that is not (Tiresias' starvation guard).
+//! jobs of about the same size from trading places). Neither rule stops a job that waited
+//! past the queue's wait bound to start: its wait has been long enough; and in either queue
+//! a job pending past the bound may stop any job of its priority that did not (Tiresias'
+//! starvation guard).
 //!
 //! Choice, deterministic: the fewest victims first. For k = 1, 2, 3, every node is tried with
 //! every k-subset of its candidates (at most 12 per node, taken in preference order: lowest
@@ -149,8 +150,12 @@ pub(crate) struct Rules<'t> {
     pub las: Option<&'t [u64]>,
     /// A `qssf` queue: jobs expected to need much more service are candidates too.
     pub qssf: bool,
-    /// The wait bound's cutoff: jobs submitted then or before are no such candidates.
+    /// The wait bound's cutoff: a job submitted then or before may stop any job of its
+    /// priority that did not wait past the bound.
     pub aged_cutoff: Option<Millis>,
+    /// The wait bound: a running job that waited this long to start is never stopped for
+    /// less service.
+    pub bound_ms: Option<Millis>,
     pub now: Millis,
 }
 
@@ -162,16 +167,17 @@ pub(crate) fn plan(
     taken: &BTreeSet<JobId>,
     rules: Rules,
 ) -> Option<Plan> {
-    let Rules { policy, by_priority, las, qssf, aged_cutoff, now } = rules;
+    let Rules { policy, by_priority, las, qssf, aged_cutoff, bound_ms, now } = rules;
     let wants = crate::service::expected(job);
-    let aged = |submitted_at: Millis| aged_cutoff.is_some_and(|c| submitted_at <= c);
+    let job_aged = aged_cutoff.is_some_and(|c| job.submitted_at <= c);
+    let waited_long = |r: &RunningJob| bound_ms.is_some_and(|b| r.started_at.saturating_sub(r.submitted_at) >= b);
     let by_service = las.is_some() || qssf;
     let outranked = |r: &RunningJob| {
         r.priority < job.priority
             || (r.priority == job.priority
                 && by_service
-                && !aged(r.submitted_at)
-                && (aged(job.submitted_at)
+                && !waited_long(r)
+                && (job_aged
                     || las.is_some_and(|t| level(attained_now(r, now), t) > level(job.attained, t))
                     || (qssf && remaining_now(r, now) / QSSF_MARGIN > wants)))
     };

@@ -46,7 +46,7 @@ pub struct SimArgs {
     pub mem_per_node: String,
 
     /// Policies to compare, comma-separated, or `all`: fifo, lifo, skip, backfill, drf,
-    /// fair-share, spread, preempt
+    /// fair-share, spread, preempt, qssf, las
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "fifo,backfill")]
     pub policy: Vec<String>,
 
