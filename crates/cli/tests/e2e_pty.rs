@@ -306,7 +306,12 @@ fn run_i_streams_stdin_and_stdout_apart_and_attach_follows_other_jobs() {
     assert_eq!(b.state(cat), "RUNNING");
     b.ok(&["cancel", &cat.to_string()]);
     let o = run_with_input(&b, &["--", "echo", "early"], "");
-    assert_eq!((o.status.code(), text(&o.stdout)), (Some(0), "early\n".into()), "output before the attach");
+    assert_eq!(
+        (o.status.code(), text(&o.stdout)),
+        (Some(0), "early\n".into()),
+        "output before the attach: {}",
+        text(&o.stderr)
+    );
     let o = run_with_input(&b, &["--", "wc", "-c"], "data");
     assert_eq!((o.status.code(), text(&o.stdout).trim()), (Some(0), "4"), "{}", text(&o.stderr));
     let o = run_with_input(&b, &["--", "sh", "-c", "cat; echo err >&2; exit 3"], "hi\n");

@@ -96,6 +96,9 @@ pub struct Session {
     pub first: bool,
 }
 
+/// How long a first attach that finds no session waits for the job's end to be reported.
+const END_REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Session {
     /// Attaches until the job's output ends (then its exit code), the user detaches (0) or we
     /// get SIGINT, SIGTERM or SIGHUP (128 + it; the job runs on).
@@ -130,7 +133,18 @@ impl Session {
                 // An error from a job that is still running is the stream's own (no session on
                 // the node, for one); a job that ended meanwhile ends here as it ended.
                 if let Some(StreamEnd { error: Some(e), .. }) = end {
-                    if !d.job.state.is_terminal() {
+                    // A job that ends as we first attach has no session left on its node before
+                    // the node's report of its end reaches the manager: wait for that report
+                    // a moment rather than call the stream broken.
+                    let ended = if self.first && !d.job.state.is_terminal() {
+                        matches!(
+                            tokio::time::timeout(END_REPORT_WAIT, wait::poll_until_terminal(client, id)).await,
+                            Ok(Ok(_))
+                        )
+                    } else {
+                        d.job.state.is_terminal()
+                    };
+                    if !ended {
                         return Err(anyhow!(e));
                     }
                     if self.first {
