@@ -112,7 +112,7 @@ pub(crate) struct Walk<'i, 'a> {
     victims: BTreeSet<JobId>,
     /// Preemption plans looked for in this pass.
     plans: u32,
-    /// Shapes (with their [`Ends`]) that a reservation (at that position) refused since the
+    /// Shapes (with their [`JobEnds`]) that a reservation (at that position) refused since the
     /// pool last changed.
     delaying: Vec<(pool::ShapeKey, JobEnds, u32)>,
 }
