@@ -65,6 +65,8 @@ fn token_view(t: berth_store::endpoints::EndpointTokenRow) -> EndpointTokenView 
 /// Make an endpoint: its replicas start at once.
 #[utoipa::path(post, path = "/v1/endpoints", tag = "serving", request_body = CreateEndpoint,
     responses((status = 201, body = EndpointView), (status = 400, body = berth_model::api::ErrorBody),
+        (status = 403, description = "not a member of the project", body = berth_model::api::ErrorBody),
+        (status = 404, description = "no such project or queue", body = berth_model::api::ErrorBody),
         (status = 409, body = berth_model::api::ErrorBody), (status = 422, body = berth_model::api::ErrorBody)))]
 pub async fn create(
     State(m): State<Arc<Manager>>,
