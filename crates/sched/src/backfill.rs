@@ -6,7 +6,8 @@
 //! (`gates.rs`).
 //!
 //! Ends are planned with each job's estimate (`PendingJob::estimate_ms`, a prediction never
-//! above the limit), else its limit. A job past its estimate counts as ending now.
+//! above the limit), else its limit. A job past its estimate is expected to run as long again
+//! (never past its limit), a job past its limit to end now (`running_set::expected_end`).
 //!
 //! A **firm** reservation (a job past the queue's wait bound) takes the nodes that can
 //! take the job earliest (the free ones first), and admits a later job on them only if

@@ -325,7 +325,7 @@ impl<'i, 'a> Walk<'i, 'a> {
         self.order.started(job);
         book.started(job);
         let bindings: Vec<Binding> = chosen.into_iter().map(|(_, b)| b).collect();
-        if self.q.head_of_line == HeadOfLine::Backfill {
+        if self.reserves() {
             self.started.push((end.expected, job.id, bindings.clone()));
         }
         Break(Verdict::Start(bindings))
@@ -383,15 +383,27 @@ impl<'i, 'a> Walk<'i, 'a> {
             blocked,
             expected_start: None,
         };
+        let reserved = |start: Millis, describe: String| Verdict::Wait {
+            reason: PendingReason::new(PendingKind::Resources, format!("resources: {why}; {describe}")),
+            blocked: true,
+            expected_start: Some(start),
+        };
         match self.q.head_of_line {
             HeadOfLine::Strict => {
                 self.blocker = Some(pos);
                 resources(resources_text(&why), true)
             }
             // `SkipAfter(n)`: the job holds the line for n passes, then steps aside and only
-            // waits for itself, so one huge job cannot stall a queue forever.
+            // waits for itself, so one huge job cannot stall a queue forever. A job past the
+            // wait bound is reserved instead (firm): stepping aside for good is what starves
+            // a wide job on a busy queue, and holding the line would idle every node for it.
             HeadOfLine::SkipAfter(n) => {
                 self.first_blocked.get_or_insert(pos);
+                if self.is_aged(job)
+                    && let Reserved::At(start, describe) = self.reserve_for(job, pos)
+                {
+                    return reserved(start, describe);
+                }
                 let blocks = job.blocked_passes < n;
                 if blocks {
                     self.blocker = Some(pos);
@@ -401,11 +413,7 @@ impl<'i, 'a> Walk<'i, 'a> {
             HeadOfLine::Backfill => {
                 self.first_blocked.get_or_insert(pos);
                 match self.reserve_for(job, pos) {
-                    Reserved::At(start, describe) => Verdict::Wait {
-                        reason: PendingReason::new(PendingKind::Resources, format!("resources: {why}; {describe}")),
-                        blocked: true,
-                        expected_start: Some(start),
-                    },
+                    Reserved::At(start, describe) => reserved(start, describe),
                     Reserved::Unfit => resources(
                         format!(
                             "resources: {why}; no reservation: it does not fit even when every running job has ended"
@@ -422,7 +430,7 @@ impl<'i, 'a> Walk<'i, 'a> {
     /// give.
     fn reserve_for(&mut self, job: &PendingJob, pos: u32) -> Reserved {
         let wanted = self.q.reservations.max(1);
-        if self.q.head_of_line != HeadOfLine::Backfill
+        if !self.reserves()
             || self.reservations.len() as u32 >= wanted
             || self.tries >= wanted + SPARE_RESERVATION_TRIES
         {
@@ -430,7 +438,7 @@ impl<'i, 'a> Walk<'i, 'a> {
         }
         self.tries += 1;
         let now = self.input.now;
-        let firm = self.aged_cutoff.is_some_and(|c| job.submitted_at <= c);
+        let firm = self.is_aged(job);
         let ask = Ask { job, pos, firm, taken: &self.reserved_nodes, queued: &BTreeMap::new() };
         let mut made = reserve(&self.pool, ask, self.ends(), now);
         if made.is_none() && !self.reserved_nodes.is_empty() {
@@ -452,6 +460,21 @@ impl<'i, 'a> Walk<'i, 'a> {
         let reserved = Reserved::At(r.start, r.describe(&self.pool, now));
         self.reservations.push(r);
         reserved
+    }
+
+    /// Whether the queue gives reservations: backfill does, and skip-after does to jobs past
+    /// the wait bound (then it needs this pass's starts on the timeline too).
+    fn reserves(&self) -> bool {
+        match self.q.head_of_line {
+            HeadOfLine::Backfill => true,
+            HeadOfLine::SkipAfter(_) => self.aged_cutoff.is_some(),
+            HeadOfLine::Strict => false,
+        }
+    }
+
+    /// Whether the job waited past the queue's bound (`reserve_after`).
+    fn is_aged(&self, job: &PendingJob) -> bool {
+        self.aged_cutoff.is_some_and(|c| job.submitted_at <= c)
     }
 
     /// When each binding on the queue's nodes is released: running jobs at the end of their

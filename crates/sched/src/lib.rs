@@ -117,6 +117,8 @@ pub enum HeadOfLine {
     /// Nothing passes a blocked job: strict priority/FIFO order.
     Strict,
     /// A blocked job keeps its place for N passes, then steps aside so later jobs may start.
+    /// A job past the wait bound ([`QueueConfig::reserve_after_ms`]) is reserved instead, as
+    /// under backfill: stepping aside for good is what starves a wide job on a busy queue.
     SkipAfter(u32),
     /// Backfill: the first [`QueueConfig::reservations`] blocked jobs get a reservation (their
     /// earliest start, from the running jobs' estimates and limits; 1 is EASY); a later job may

@@ -146,6 +146,31 @@ fn a_firm_reservation_admits_a_job_whose_own_limit_ends_before_it() {
         "#);
 }
 
+/// Regression: under skip-after, a job past the wait bound stepped aside like any other and
+/// nothing protected it: on Philly at 80 x 8 an 8-GPU job waited 5.7 days (FIFO's worst:
+/// 48 h). It now gets a firm reservation, so later jobs start only where they cannot delay it.
+#[test]
+fn under_skip_after_a_job_past_the_wait_bound_is_reserved() {
+    insta::assert_snapshot!(support::run("
+        queue default skip=0 after=12h
+        node n1 cpus=4
+        node n2 cpus=4
+        run 1 cpus=2 limit=30h on=n1 start=-20h at=-20h
+        run 3 cpus=3 limit=2h on=n2 start=-1h at=-1h
+        job 2 cpus=4 limit=5h at=-20h
+        job 4 cpus=2 est=10m at=-1h
+        job 5 cpus=1 est=10m at=-1h
+        job 6 cpus=1 limit=30m at=-1h
+        pass
+    "), @r#"
+        pass 1
+          start 4 n1 cpus=2-3 mems=0 mem=1GiB
+          start 6 n2 cpus=3 mems=0 mem=1GiB
+          wait 2 #1 Resources "resources: needs 4 CPUs; best node n1 has 2 free (2 nodes in queue); reserved to start at t+1h on n2 (backfill, firm: waited past the queue's bound)" blocked=1 expect=+3600s
+          wait 5 #3 Backfill "backfill: would delay the reserved start of the job at position 1"
+        "#);
+}
+
 #[test]
 fn below_the_wait_bound_the_same_reservation_lets_a_short_job_pass() {
     insta::assert_snapshot!(support::run("
