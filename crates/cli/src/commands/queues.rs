@@ -78,15 +78,15 @@ fn ordering(p: &berth_model::api::QueuePolicy) -> String {
     format!("las ({})", levels.join(", "))
 }
 
-/// Backfill's reservations per pass and the wait bound: `4, firm after 12h`; `-` for a queue
-/// that does not backfill.
+/// Backfill's reservations per pass and the wait bound: `4, firm after 12h`; under
+/// skip-after only jobs past the bound are reserved: `4, only past 12h (firm)`; `-` for a
+/// queue that reserves nothing.
 fn reservations(p: &berth_model::api::QueuePolicy) -> String {
-    if p.head_of_line != "backfill" {
-        return "-".into();
-    }
-    match p.reserve_after_secs {
-        Some(s) => format!("{}, firm after {}", p.reservations, output::duration(s)),
-        None => p.reservations.to_string(),
+    match (p.head_of_line.as_str(), p.reserve_after_secs) {
+        ("backfill", Some(s)) => format!("{}, firm after {}", p.reservations, output::duration(s)),
+        ("backfill", None) => p.reservations.to_string(),
+        ("strict", _) | (_, None) => "-".into(),
+        (_, Some(s)) => format!("{}, only past {} (firm)", p.reservations, output::duration(s)),
     }
 }
 
@@ -130,7 +130,7 @@ mod tests {
             pending: 3,
             running: 1,
         };
-        let lines: Vec<String> = table(&[q]).lines().collect();
+        let lines: Vec<String> = table(std::slice::from_ref(&q)).lines().collect();
         assert!(lines[0].contains("ORDERING") && lines[0].contains("PREEMPTION"), "{lines:?}");
         assert!(lines[0].contains("WINDOW"), "{lines:?}");
         assert!(lines[0].contains("RESERVATIONS"), "{lines:?}");
@@ -138,6 +138,18 @@ mod tests {
             ["gpu", "drf", "backfill", "200", "3, firm after 12h", "spread", "1h", "requeue (after 10m)", "idle 15m"]
         {
             assert!(lines[1].contains(word), "{word}: {lines:?}");
+        }
+        // Skip-after reserves only jobs past the wait bound; strict reserves nothing.
+        for (head, bound, shown) in [
+            ("skip-after-3", Some(3600), "3, only past 1h (firm)"),
+            ("skip-after-3", None, "-"),
+            ("strict", Some(3600), "-"),
+            ("backfill", None, "3"),
+        ] {
+            let mut q = q.clone();
+            q.policy.head_of_line = head.into();
+            q.policy.reserve_after_secs = bound;
+            assert_eq!(reservations(&q.policy), shown, "{head} {bound:?}");
         }
     }
 }
