@@ -4,7 +4,8 @@
 //! of the walk against the jobs behind it; a job ahead still goes first when it can). The
 //! queue's first reservation never moves later either; a later one may, when a reservation
 //! ahead of it takes other nodes in a later pass (reservations are made again each pass,
-//! and one queued behind another on shared nodes follows it).
+//! and one queued behind another on shared nodes follows it). The same holds for skip-after,
+//! which reserves the jobs past the wait bound (here: every job, the bound being 0).
 
 mod support;
 
@@ -29,13 +30,18 @@ proptest! {
         nodes in prop::collection::vec(1u32..=8, 1..4),
         jobs in prop::collection::vec((1u32..=8, 1u32..=2, 1i64..=5), 1..12),
         reservations in 1u32..=4,
+        head in 0usize..3,
     ) {
         let mut ledgers: Vec<NodeLedger> = nodes
             .iter()
             .enumerate()
             .map(|(i, &c)| NodeLedger::new(format!("n{i}"), "default", support::topology(c, 64 * GIB, 0, 1, false)))
             .collect();
-        let queues = [QueueConfig { head_of_line: HeadOfLine::Backfill, reservations, ..QueueConfig::new("default") }];
+        // Skip-after reserves only jobs past the bound: a bound of 0 puts every job there.
+        let (head_of_line, reserve_after_ms) =
+            [(HeadOfLine::Backfill, None), (HeadOfLine::SkipAfter(0), Some(0)), (HeadOfLine::SkipAfter(1), Some(0))][head];
+        let queues =
+            [QueueConfig { head_of_line, reservations, reserve_after_ms, ..QueueConfig::new("default") }];
         let mut waiting: Vec<PendingJob> = jobs
             .iter()
             .enumerate()
