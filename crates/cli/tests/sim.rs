@@ -91,6 +91,33 @@ fn sim_plots_each_policy_into_an_svg() {
     assert!(!png.exists());
 }
 
+/// `--preempt-min-runtime` defaults to the checkpoint interval; a shorter one is allowed but
+/// noted (a victim stopped before its first checkpoint loses its whole run).
+#[test]
+fn the_preemption_minimum_runtime_follows_the_checkpoint_interval() {
+    let t = trace("preempt2.swf");
+    let base = ["sim", "--trace", &t, "--nodes", "1", "--cpus-per-node", "8", "--policy", "preempt", "-o", "json"];
+    let stops_of = |extra: &[&str]| {
+        let out = berth(&[&base[..], extra].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = &v["results"][0];
+        (r["preemptions"].as_u64().unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // The express job arrives after 700 s of the low one's run: past 10 min, short of 30.
+    let (stops, err) = stops_of(&["--checkpoint-interval", "30m"]);
+    assert_eq!(stops, 0, "{err}");
+    assert!(!err.contains("shorter than"), "{err}");
+    let (stops, err) = stops_of(&["--checkpoint-interval", "30m", "--preempt-min-runtime", "10m"]);
+    assert_eq!(stops, 1);
+    assert!(err.contains("--preempt-min-runtime 10m is shorter than --checkpoint-interval 30m"), "{err}");
+    let (stops, _) = stops_of(&[]);
+    assert_eq!(stops, 1, "without checkpoints the minimum runtime stays 10m");
+    let out = berth(&[&base[..], &["--preempt-min-runtime", "soon"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--preempt-min-runtime"));
+}
+
 #[test]
 fn sim_reports_bad_input() {
     let t = trace("fifo3.csv");

@@ -12,7 +12,7 @@
 //! scoring = "binpack"          # binpack | spread
 //! default_time_limit = "1h"    # assumed for jobs without --time-limit (backfill)
 //! preemption = "off"           # off | requeue | cancel
-//! preempt_min_runtime = "10m"  # a job that ran less is never preempted
+//! preempt_min_runtime = "10m"  # a job that ran less is never preempted (≥ jobs' checkpoint interval)
 //!
 //! [fair_share]
 //! half_life = "7d"             # past usage counts half after this long

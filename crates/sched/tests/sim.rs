@@ -141,6 +141,34 @@ fn preemption_requeues_a_low_priority_job_for_an_express_one() {
     assert_eq!(times(&out), vec![(0, 1000), (1000, 1100)]);
 }
 
+/// Regression: with a minimum runtime shorter than the checkpoint interval, a victim stopped
+/// before its first checkpoint lost its whole run, and a stream of express jobs stopped the
+/// same job again and again (on SDSC Blue, `preempt` and `las` made the mean JCT days where
+/// FIFO's was hours). `berth sim` now defaults the minimum runtime to the checkpoint interval.
+#[test]
+fn a_minimum_runtime_below_the_checkpoint_interval_stops_a_job_again_and_again() {
+    // Job 1 (low queue, 1 h) holds the one node; an express job of 1 min arrives every 15 min.
+    let mut swf = String::from("1 0 0 3600 8 -1 -1 8 3600 -1 1 1 -1 -1 4 -1 -1 -1\n");
+    for k in 0..12 {
+        swf += &format!("{} {} 0 60 8 -1 -1 8 60 -1 1 2 -1 -1 1 -1 -1 -1\n", k + 2, 700 + 900 * k);
+    }
+    let trace = parse_swf(swf.as_bytes(), SwfOptions::default()).unwrap();
+    let opts =
+        |min_runtime_ms| SimOptions { checkpoint_interval_ms: Some(1_800_000), min_runtime_ms, ..Default::default() };
+    // 10 min: stopped after every 840 s of its run, before the checkpoint at 30 min, 12 times;
+    // it finishes only once the stream has passed (the last express job ends at 10,660 s).
+    let (m, out) = run(&trace, cpu_cluster(1), Policy::Preempt, opts(600_000));
+    assert_eq!(m.preemptions, 12);
+    assert_eq!(out[0].end_ms, Some((10_660 + 3_600) * 1000));
+    // 30 min: stopped once (at the first arrival past its minimum runtime, 2,500 s), it
+    // resumes from its checkpoint at 1,800 s of work once the three express jobs are done
+    // (2,680 s) and finishes its other half; the next express jobs wait for it.
+    let (m, out) = run(&trace, cpu_cluster(1), Policy::Preempt, opts(1_800_000));
+    assert_eq!(m.preemptions, 1);
+    assert_eq!(times(&out)[..5], [(0, 4_480), (2_500, 2_560), (2_560, 2_620), (2_620, 2_680), (4_480, 4_540)]);
+    assert_eq!((m.finished, m.unfinished), (13, 0));
+}
+
 #[test]
 fn preempt_needs_priorities() {
     let trace = load("fifo3.csv");

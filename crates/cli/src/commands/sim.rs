@@ -88,6 +88,12 @@ pub struct SimArgs {
     #[arg(long, value_name = "DURATION")]
     pub checkpoint_interval: Option<String>,
 
+    /// A running job that has run less than this is never a victim (preempt, las) [default: the
+    /// checkpoint interval when given, so a victim always resumes from a checkpoint of its
+    /// run; else 10m]
+    #[arg(long, value_name = "DURATION")]
+    pub preempt_min_runtime: Option<String>,
+
     /// Plan with the time limits only, without run times predicted from history
     #[arg(long)]
     pub no_predict: bool,
@@ -226,6 +232,23 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         },
         ..SimOptions::default()
     };
+    let opts = SimOptions {
+        min_runtime_ms: match (&args.preempt_min_runtime, opts.checkpoint_interval_ms) {
+            (Some(s), _) => millis("--preempt-min-runtime", s)?,
+            (None, Some(interval)) => interval,
+            (None, None) => opts.min_runtime_ms,
+        },
+        ..opts
+    };
+    let preempting = policies.iter().any(|p| matches!(p, Policy::Preempt | Policy::Las));
+    if let Some(interval) = opts.checkpoint_interval_ms.filter(|&i| preempting && opts.min_runtime_ms < i) {
+        eprintln!(
+            "note: --preempt-min-runtime {} is shorter than --checkpoint-interval {}: a job stopped before its first \
+             checkpoint loses its whole run, and on a busy queue the same jobs may be stopped again and again",
+            berth_model::format_duration((opts.min_runtime_ms / 1000) as u64),
+            berth_model::format_duration((interval / 1000) as u64)
+        );
+    }
     let window = Window {
         start_ms: args.start.as_deref().map(|s| millis("--start", s)).transpose()?,
         end_ms: args.end.as_deref().map(|s| millis("--end", s)).transpose()?,
