@@ -399,9 +399,7 @@ impl<'i, 'a> Walk<'i, 'a> {
             // a wide job on a busy queue, and holding the line would idle every node for it.
             HeadOfLine::SkipAfter(n) => {
                 self.first_blocked.get_or_insert(pos);
-                if self.is_aged(job)
-                    && let Reserved::At(start, describe) = self.reserve_for(job, pos)
-                {
+                if let Reserved::At(start, describe) = self.reserve_for(job, pos) {
                     return reserved(start, describe);
                 }
                 let blocks = job.blocked_passes < n;
@@ -427,13 +425,15 @@ impl<'i, 'a> Walk<'i, 'a> {
     }
 
     /// A backfill reservation for a job that cannot start now, while the queue has some to
-    /// give.
+    /// give (under skip-after, to a job past the wait bound only).
     fn reserve_for(&mut self, job: &PendingJob, pos: u32) -> Reserved {
         let wanted = self.q.reservations.max(1);
-        if !self.reserves()
-            || self.reservations.len() as u32 >= wanted
-            || self.tries >= wanted + SPARE_RESERVATION_TRIES
-        {
+        let may = match self.q.head_of_line {
+            HeadOfLine::Backfill => true,
+            HeadOfLine::SkipAfter(_) => self.is_aged(job),
+            HeadOfLine::Strict => false,
+        };
+        if !may || self.reservations.len() as u32 >= wanted || self.tries >= wanted + SPARE_RESERVATION_TRIES {
             return Reserved::NoneLeft;
         }
         self.tries += 1;
@@ -462,8 +462,8 @@ impl<'i, 'a> Walk<'i, 'a> {
         reserved
     }
 
-    /// Whether the queue gives reservations: backfill does, and skip-after does to jobs past
-    /// the wait bound (then it needs this pass's starts on the timeline too).
+    /// Whether the queue may give reservations (then it needs this pass's starts on the
+    /// timeline): backfill does, and skip-after to jobs past the wait bound.
     fn reserves(&self) -> bool {
         match self.q.head_of_line {
             HeadOfLine::Backfill => true,

@@ -149,10 +149,11 @@ fn a_firm_reservation_admits_a_job_whose_own_limit_ends_before_it() {
 /// Regression: under skip-after, a job past the wait bound stepped aside like any other and
 /// nothing protected it: on Philly at 80 x 8 an 8-GPU job waited 5.7 days (FIFO's worst:
 /// 48 h). It now gets a firm reservation, so later jobs start only where they cannot delay it.
+/// Only such a job is reserved: job 5, which would delay it, gets none of the queue's two.
 #[test]
 fn under_skip_after_a_job_past_the_wait_bound_is_reserved() {
     insta::assert_snapshot!(support::run("
-        queue default skip=0 after=12h
+        queue default skip=0 after=12h reservations=2
         node n1 cpus=4
         node n2 cpus=4
         run 1 cpus=2 limit=30h on=n1 start=-20h at=-20h
