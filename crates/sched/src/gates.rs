@@ -428,11 +428,7 @@ impl<'i, 'a> Walk<'i, 'a> {
     /// give (under skip-after, to a job past the wait bound only).
     fn reserve_for(&mut self, job: &PendingJob, pos: u32) -> Reserved {
         let wanted = self.q.reservations.max(1);
-        let may = match self.q.head_of_line {
-            HeadOfLine::Backfill => true,
-            HeadOfLine::SkipAfter(_) => self.is_aged(job),
-            HeadOfLine::Strict => false,
-        };
+        let may = self.reserves() && (self.q.head_of_line == HeadOfLine::Backfill || self.is_aged(job));
         if !may || self.reservations.len() as u32 >= wanted || self.tries >= wanted + SPARE_RESERVATION_TRIES {
             return Reserved::NoneLeft;
         }

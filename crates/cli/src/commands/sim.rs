@@ -214,16 +214,19 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         cpus_per_node: args.cpus_per_node,
         mem_per_node: parse_mem(&args.mem_per_node).map_err(|e| usage("--mem-per-node", e))?,
     };
+    let checkpoint_interval_ms =
+        args.checkpoint_interval.as_deref().map(|s| millis("--checkpoint-interval", s)).transpose()?;
+    let min_runtime_ms = match args.preempt_min_runtime.as_deref() {
+        Some(s) => millis("--preempt-min-runtime", s)?,
+        None => checkpoint_interval_ms.unwrap_or(SimOptions::default().min_runtime_ms),
+    };
     let opts = SimOptions {
         default_time_limit_ms: millis("--default-time-limit", &args.default_time_limit)?,
         time_limit_from_duration: args.time_limit_from_duration,
         half_life_ms: millis("--half-life", &args.half_life)?,
         checkpoint: args.checkpoint,
-        checkpoint_interval_ms: args
-            .checkpoint_interval
-            .as_deref()
-            .map(|s| millis("--checkpoint-interval", s))
-            .transpose()?,
+        checkpoint_interval_ms,
+        min_runtime_ms,
         predict: !args.no_predict,
         reservations: args.reservations,
         reserve_after_ms: match args.reserve_after.as_str() {
@@ -232,21 +235,15 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         },
         ..SimOptions::default()
     };
-    let opts = SimOptions {
-        min_runtime_ms: match (&args.preempt_min_runtime, opts.checkpoint_interval_ms) {
-            (Some(s), _) => millis("--preempt-min-runtime", s)?,
-            (None, Some(interval)) => interval,
-            (None, None) => opts.min_runtime_ms,
-        },
-        ..opts
-    };
+    // Only a minimum the user gave can be shorter than the interval (the default is it).
     let preempting = policies.iter().any(|p| matches!(p, Policy::Preempt | Policy::Las));
-    if let Some(interval) = opts.checkpoint_interval_ms.filter(|&i| preempting && opts.min_runtime_ms < i) {
+    if let (Some(min), Some(interval)) = (&args.preempt_min_runtime, &args.checkpoint_interval)
+        && preempting
+        && checkpoint_interval_ms.is_some_and(|i| min_runtime_ms < i)
+    {
         eprintln!(
-            "note: --preempt-min-runtime {} is shorter than --checkpoint-interval {}: a job stopped before its first \
-             checkpoint loses its whole run, and on a busy queue the same jobs may be stopped again and again",
-            berth_model::format_duration((opts.min_runtime_ms / 1000) as u64),
-            berth_model::format_duration((interval / 1000) as u64)
+            "note: --preempt-min-runtime {min} is shorter than --checkpoint-interval {interval}: a job stopped before \
+             its first checkpoint loses its whole run, and on a busy queue the same jobs may be stopped again and again"
         );
     }
     let window = Window {
