@@ -101,6 +101,18 @@ fn parse_advertise_url(s: &str) -> Result<String, String> {
     Ok(s.trim_end_matches('/').to_string())
 }
 
+/// `--apps-url`: an http(s) URL whose host may start with `*.` (each app's own name).
+fn parse_apps_url(s: &str) -> Result<String, String> {
+    let rest = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://"));
+    let Some(rest) = rest else { return Err(format!("`{s}` is not an http(s) URL: e.g. https://*.apps.example.org")) };
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    let wild = host.strip_prefix("*.").unwrap_or(host);
+    if wild.is_empty() || wild.contains('*') || rest[host.len()..].contains('*') {
+        return Err(format!("`{s}`: `*` may only stand first in the host name, as in https://*.apps.example.org"));
+    }
+    Ok(s.trim_end_matches('/').to_string())
+}
+
 /// `--lease-timeout`: a duration between 1 second and 1 minute.
 fn parse_lease_timeout(s: &str) -> Result<Duration, String> {
     let secs = berth_model::parse_duration(s).map_err(|e| e.to_string())?;
@@ -120,9 +132,11 @@ pub struct AppsArgs {
     /// Turn the app proxy off
     #[arg(long, conflicts_with = "apps_listen")]
     pub no_apps: bool,
-    /// The app proxy's URL as users reach it, when it is not http(s)://<the API's host>:<its
-    /// port> (e.g. behind a reverse proxy)
-    #[arg(long, value_name = "URL")]
+    /// The app proxy's URL as users reach it, with `*` for each app's own host name, e.g.
+    /// 'https://*.apps.example.org' (a wildcard DNS name for the proxy; endpoints are at
+    /// apps.example.org) [default: http://<job>-<app>.localhost:<port> for browsers on this
+    /// machine or an SSH tunnel to it]
+    #[arg(long, value_name = "URL", value_parser = parse_apps_url)]
     pub apps_url: Option<String>,
 }
 

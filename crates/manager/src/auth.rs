@@ -1,7 +1,8 @@
 //! Who a request is, as axum extractors: [`Auth`] (any user) and [`Admin`], from the bearer
 //! token, on the manager's unix socket the caller's Unix user, or the dashboard's session
-//! cookie (`session_cookie.rs`), which must come with its CSRF token on every change (the
-//! `tenancy` service answers all three).
+//! cookie (`session_cookie.rs`), which is good only on the dashboard's own pages and must
+//! come with its CSRF token on every change and WebSocket (`origin.rs`; the `tenancy` service
+//! answers all three).
 
 use std::sync::Arc;
 
@@ -30,23 +31,6 @@ pub fn session(parts: &Parts) -> Option<String> {
     jar.get(crate::session_cookie::COOKIE).map(|c| c.value().to_string()).filter(|t| !t.is_empty())
 }
 
-/// A change made with the session cookie must carry the session's CSRF token: a page of
-/// another site can make the browser send the cookie (were it not `SameSite=Strict`), but
-/// cannot know the token.
-fn check_csrf(parts: &Parts, session_token: &str) -> Result<(), ApiError> {
-    use axum::http::Method;
-    if matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS) {
-        return Ok(());
-    }
-    let sent = parts.headers.get(crate::session_cookie::CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let want = crate::session_cookie::csrf_token(session_token);
-    if crate::token::ct_eq(sent.as_bytes(), want.as_bytes()) {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden("missing or wrong CSRF token: reload the page and try again"))
-    }
-}
-
 /// Extractor: the user behind the request's `Authorization: Bearer` token, or without one,
 /// over the manager's unix socket, the caller's local Unix user (401 otherwise).
 pub struct Auth(pub Arc<User>);
@@ -68,7 +52,7 @@ impl FromRequestParts<Arc<Manager>> for Auth {
                 }
                 _ => e,
             })?;
-            check_csrf(parts, &token)?;
+            crate::origin::check_cookie_request(parts, &token)?;
             return Ok(Auth(user));
         }
         Err(ApiError::unauthorized("missing API token: send `Authorization: Bearer <token>` (set BERTH_TOKEN)"))

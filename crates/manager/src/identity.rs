@@ -43,6 +43,8 @@ impl User {
 pub struct CachedToken {
     pub user: Arc<User>,
     pub expires_at: Option<jiff::Timestamp>,
+    /// The one app the token opens (`berth open`'s sessions); `None`: an API token.
+    pub scope: Option<String>,
     /// When `last_used_at` was last written (unix seconds): at most once a minute.
     touched: AtomicI64,
 }
@@ -53,14 +55,19 @@ const TOUCH_EVERY_SECS: i64 = 60;
 impl CachedToken {
     /// The entry of an API token whose `last_used_at` was last written at `last_used` (unix
     /// seconds; 0: never).
-    pub fn new(user: Arc<User>, expires_at: Option<jiff::Timestamp>, last_used: i64) -> CachedToken {
-        CachedToken { user, expires_at, touched: last_used.into() }
+    pub fn new(
+        user: Arc<User>,
+        expires_at: Option<jiff::Timestamp>,
+        scope: Option<String>,
+        last_used: i64,
+    ) -> CachedToken {
+        CachedToken { user, expires_at, scope, touched: last_used.into() }
     }
 
     /// The entry of a local Unix user on the manager's socket (`local.rs`): no expiry, and
     /// nothing to write back as last used.
     pub fn local(user: Arc<User>) -> CachedToken {
-        CachedToken { user, expires_at: None, touched: i64::MAX.into() }
+        CachedToken { user, expires_at: None, scope: None, touched: i64::MAX.into() }
     }
 
     /// Whether a use at `now` (unix seconds) is to be written as the token's `last_used_at`:

@@ -46,6 +46,7 @@ mod metrics;
 mod node_name;
 mod nodes;
 mod openapi;
+mod origin;
 mod pass_target;
 mod predictions;
 pub mod qos;
@@ -436,6 +437,12 @@ fn serve_apps(
     public_url: Option<String>,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
     let bound = listener.local_addr()?;
+    if let Some(url) = public_url.as_deref().filter(|u| !u.contains('*')) {
+        tracing::warn!(
+            "--apps-url {url} has no `*`: every app shares one origin there, so one app's pages can read \
+             another's; use a wildcard name (https://*.apps.example.org)"
+        );
+    }
     let _ = m.apps.set(manager::AppsEndpoint { port: bound.port(), public_url });
     let task = serve_tcp(listener, apps::router(m.clone()), tls, stop)?;
     tracing::info!(%bound, "app proxy listening");

@@ -15,6 +15,10 @@ pub const COOKIE: &str = "berth_session";
 /// The header that carries the CSRF token on changes.
 pub const CSRF_HEADER: &str = "x-berth-csrf";
 
+/// The query parameter that carries it on a WebSocket handshake (whose headers a page's
+/// script cannot set).
+pub const CSRF_PARAM: &str = "csrf";
+
 /// The CSRF token of a session token.
 pub fn csrf_token(session_token: &str) -> String {
     let mut h = Sha256::new();

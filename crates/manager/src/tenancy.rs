@@ -42,7 +42,19 @@ impl Tenancy {
 impl Tenancy {
     /// The user owning an API token (cached after the first lookup). Unknown and revoked
     /// tokens get the same answer; an expired one says so, since only its holder can send it.
+    /// A token made for one app (`berth open`'s session cookie) is no API token: refused.
     pub async fn authenticate(&self, token: &str) -> Result<Arc<User>, ApiError> {
+        self.authenticate_for(token, None).await
+    }
+
+    /// The user owning a session of the app at `scope` (its path): only a token made for that
+    /// app (`create_app_session`), never an API token, so the app proxy's cookie and the API
+    /// cannot stand in for each other.
+    pub async fn authenticate_app(&self, token: &str, scope: &str) -> Result<Arc<User>, ApiError> {
+        self.authenticate_for(token, Some(scope)).await
+    }
+
+    async fn authenticate_for(&self, token: &str, scope: Option<&str>) -> Result<Arc<User>, ApiError> {
         let invalid = || ApiError::unauthorized("invalid API token: check BERTH_TOKEN or your credentials file");
         let hash = hash_token(token);
         let now = jiff::Timestamp::now();
@@ -64,11 +76,14 @@ impl Tenancy {
                 let projects = self.store.memberships(u.id).await?;
                 let user = User { id: u.id, name: u.name, role: u.role, projects, token_hash: hash.clone() };
                 let last = t.last_used_at.map_or(0, |l| l.as_second());
-                let e = Arc::new(CachedToken::new(Arc::new(user), t.expires_at, last));
+                let e = Arc::new(CachedToken::new(Arc::new(user), t.expires_at, t.scope, last));
                 self.tokens.write().expect("token cache lock").insert(hash.clone(), e.clone());
                 e
             }
         };
+        if entry.scope.as_deref() != scope {
+            return Err(invalid());
+        }
         if entry.expires_at.is_some_and(|x| now >= x) {
             self.tokens.write().expect("token cache lock").remove(&hash);
             self.audit_bad_token((&entry.user.name, "auth.expired-token", &hash[..12]), "an expired token was used")
@@ -153,14 +168,15 @@ impl Tenancy {
         label: &str,
         expires_at: Option<jiff::Timestamp>,
     ) -> Result<(String, String), ApiError> {
-        self.mint(user.id, &user.name, label, expires_at, "token.create").await
+        self.mint(user.id, &user.name, label, expires_at, None, "token.create").await
     }
 
     /// A dashboard session for the owner of a login link: a token that lives in the browser's
     /// cookie (`session_cookie.rs`) and expires after [`SESSION_TTL`]. Audited.
     pub async fn create_session(&self, owner: &LinkOwner) -> Result<String, ApiError> {
         let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(SESSION_TTL.as_secs() as i64);
-        let (_, token) = self.mint(owner.user_id, &owner.name, "web session", Some(expires), "session.create").await?;
+        let (_, token) =
+            self.mint(owner.user_id, &owner.name, "web session", Some(expires), None, "session.create").await?;
         Ok(token)
     }
 
@@ -170,7 +186,8 @@ impl Tenancy {
     pub async fn create_app_session(&self, owner: &LinkOwner, scope: &str) -> Result<String, ApiError> {
         let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(SESSION_TTL.as_secs() as i64);
         let label = format!("app session {scope}");
-        let (_, token) = self.mint(owner.user_id, &owner.name, &label, Some(expires), "app-session.create").await?;
+        let (_, token) =
+            self.mint(owner.user_id, &owner.name, &label, Some(expires), Some(scope), "app-session.create").await?;
         Ok(token)
     }
 
@@ -180,11 +197,12 @@ impl Tenancy {
         name: &str,
         label: &str,
         expires_at: Option<jiff::Timestamp>,
+        scope: Option<&str>,
         action: &str,
     ) -> Result<(String, String), ApiError> {
         let token = new_token();
         let hash = hash_token(&token);
-        self.store.add_token(user_id, &hash, label, jiff::Timestamp::now(), expires_at).await?;
+        self.store.add_token(user_id, &hash, label, jiff::Timestamp::now(), expires_at, scope).await?;
         let id = hash[..12].to_string();
         self.audit(name, action, &id, label).await;
         Ok((id, token))

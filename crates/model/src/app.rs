@@ -58,6 +58,12 @@ pub fn base_path(job: i64, name: &str) -> String {
     format!("/apps/{job}/{name}/")
 }
 
+/// The host name label of app `name` of job `job` (`7-jupyter`): each app is served on a
+/// host of its own, so apps share no origin with each other or with the dashboard.
+pub fn host_label(job: i64, name: &str) -> String {
+    format!("{job}-{name}")
+}
+
 /// Checks an app's name (URL-safe, short).
 pub fn valid_app_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()

@@ -598,7 +598,7 @@ pub async fn tenancy(s: &dyn Store) {
     let bob = s.create_user("bob", "user", at(0)).await.unwrap();
     let carol = s.create_user("carol", "user", at(0)).await.unwrap();
     let hash = "ab".repeat(32);
-    s.add_token(bob.id, &hash, "laptop", at(1), Some(at(100))).await.unwrap();
+    s.add_token(bob.id, &hash, "laptop", at(1), Some(at(100)), None).await.unwrap();
     let (t, u) = s.token(&hash).await.unwrap().unwrap();
     assert_eq!((t.id(), t.label.as_str(), u.name.as_str()), (&hash[..12], "laptop", "bob"));
     assert!(t.usable(at(99)) && !t.usable(at(100)), "expiry is exclusive");

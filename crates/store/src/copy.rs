@@ -64,6 +64,7 @@ pub(crate) const TABLES: &[Table] = &[
             ("expires_at", Int),
             ("revoked_at", Int),
             ("last_used_at", Int),
+            ("scope", Text),
         ],
         order: "hash",
     },

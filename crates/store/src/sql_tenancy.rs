@@ -13,7 +13,7 @@ use crate::tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
 use crate::{Result, StoreError, UserRow};
 
 const TOKEN_COLUMNS: &str = "t.hash, t.user_id, u.name AS user_name, t.label, t.created_at, t.expires_at, \
-     t.revoked_at, t.last_used_at";
+     t.revoked_at, t.last_used_at, t.scope";
 
 fn token_row(r: &DbRow) -> Result<TokenRow> {
     Ok(TokenRow {
@@ -25,6 +25,7 @@ fn token_row(r: &DbRow) -> Result<TokenRow> {
         expires_at: opt_ts(r.try_get("expires_at")?)?,
         revoked_at: opt_ts(r.try_get("revoked_at")?)?,
         last_used_at: opt_ts(r.try_get("last_used_at")?)?,
+        scope: r.try_get("scope")?,
     })
 }
 
@@ -69,15 +70,17 @@ impl Tenancy for Adapter {
         label: &str,
         at: Timestamp,
         expires_at: Option<Timestamp>,
+        scope: Option<&str>,
     ) -> Result<()> {
         sqlx::query(&sql(
-            "INSERT INTO api_tokens (hash, user_id, label, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO api_tokens (hash, user_id, label, created_at, expires_at, scope) VALUES (?, ?, ?, ?, ?, ?)",
         ))
         .bind(hash)
         .bind(user_id)
         .bind(label)
         .bind(ts(at))
         .bind(expires_at.map(ts))
+        .bind(scope)
         .execute(&self.writer)
         .await
         .map_err(duplicate(|| "api token".into()))?;

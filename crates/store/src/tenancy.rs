@@ -19,6 +19,8 @@ pub struct TokenRow {
     pub expires_at: Option<Timestamp>,
     pub revoked_at: Option<Timestamp>,
     pub last_used_at: Option<Timestamp>,
+    /// The one app the token opens (its path, `/apps/<job>/<app>/`); `None`: an API token.
+    pub scope: Option<String>,
 }
 
 impl TokenRow {
@@ -63,7 +65,8 @@ pub trait Tenancy: Send + Sync {
     async fn set_user_disabled(&self, name: &str, disabled: bool) -> Result<UserRow>;
 
     // --- tokens --------------------------------------------------------------------------
-    /// Stores a token hash for `user_id`; `expires_at` `None` never expires.
+    /// Stores a token hash for `user_id`; `expires_at` `None` never expires; a `scope` (an
+    /// app's path) makes it good for that one app and not for the API.
     async fn add_token(
         &self,
         user_id: i64,
@@ -71,6 +74,7 @@ pub trait Tenancy: Send + Sync {
         label: &str,
         at: Timestamp,
         expires_at: Option<Timestamp>,
+        scope: Option<&str>,
     ) -> Result<()>;
     /// The token with this hash and its user.
     async fn token(&self, hash: &str) -> Result<Option<(TokenRow, UserRow)>>;

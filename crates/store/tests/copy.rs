@@ -32,8 +32,8 @@ async fn fill(s: &dyn Store) {
     let bob = s.create_user("bob", "user", at(1)).await.unwrap();
     s.create_user("carl", "user", at(2)).await.unwrap();
     s.set_user_disabled("carl", true).await.unwrap();
-    s.add_token(bob.id, "bb22", "laptop", at(3), Some(at(1000))).await.unwrap();
-    s.add_token(bob.id, "bb33cafe", "old", at(3), None).await.unwrap();
+    s.add_token(bob.id, "bb22", "laptop", at(3), Some(at(1000)), Some("/apps/7/web/")).await.unwrap();
+    s.add_token(bob.id, "bb33cafe", "old", at(3), None, None).await.unwrap();
     s.revoke_token(Some(bob.id), "bb33cafe", at(4)).await.unwrap();
     s.touch_token("aa11", at(5)).await.unwrap();
     s.add_join_token("join1", at(0)).await.unwrap();

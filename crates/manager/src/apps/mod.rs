@@ -1,13 +1,20 @@
 //! The app proxy: `/apps/<job>/<app>/...` on a listener of its own (`--apps-listen`), HTTP
 //! and WebSocket upgrades, to the app's port in the job's main kernel (`proxy.rs`).
 //!
-//! A listener of its own is an origin of its own: an app's pages (code the job's owner
-//! wrote) never share an origin with the dashboard, so they cannot read its pages or its CSRF
-//! token. Who gets in: a session cookie for that one app (`berth-app-<job>-<app>`, path-scoped,
-//! `HttpOnly`, started from a one-time link, `berth open`), or an API token in the
-//! `Authorization` header (scripts); then the job must be visible to that user (its owner,
-//! admins, and its project's members for a shared job). Everyone else, whatever the reason,
-//! gets the same 404, so nobody learns which jobs or apps exist.
+//! Each app is served on a host name of its own (`<job>-<app>.localhost`, or from
+//! `--apps-url`'s wildcard: `api/apps.rs`), so an app's pages (code the job's owner wrote) are
+//! a site apart from the dashboard and an origin apart from every other app: they cannot read
+//! the dashboard's pages, nor make the browser send its session cookie (which the API would
+//! refuse from another origin anyway: `origin.rs`). Who gets in: a session cookie for that one
+//! app (`berth-app-<job>-<app>`, host-only, path-scoped, `HttpOnly`, started from a one-time
+//! link, `berth open`) holding a token good for that app only, never for the API, or an API
+//! token in the `Authorization` header (scripts); then the job must be visible to that user
+//! (its owner, admins, and its project's members for a shared job). Everyone else, whatever
+//! the reason, gets the same 404, so nobody learns which jobs or apps exist.
+//!
+//! Serving endpoints (`/serve/<name>/`) are on this listener too, at the host the API is
+//! reached by; every answer of theirs carries `Content-Security-Policy: sandbox`, so a page an
+//! endpoint serves runs in an opaque origin that no site's cookies ride.
 
 pub mod proxy;
 
@@ -64,7 +71,9 @@ fn not_found() -> Response<Body> {
 
 async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<Body> {
     if req.uri().path().starts_with("/serve/") {
-        return crate::serving::router::handle(&apps.m, &apps.proxy, req).await;
+        let mut r = crate::serving::router::handle(&apps.m, &apps.proxy, req).await;
+        sandbox(r.headers_mut());
+        return r;
     }
     let Some((job, app, slash)) = parse_path(req.uri().path()) else { return not_found() };
     let scope = berth_model::app::base_path(job, &app);
@@ -76,9 +85,19 @@ async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<B
         return redirect(StatusCode::PERMANENT_REDIRECT, &format!("{scope}{q}"), None);
     }
     if let Some(code) = code.first().and_then(|c| c.split_once('=')).map(|(_, c)| c) {
+        if !on_own_host(&apps.m, req.headers(), job, &app) {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "an app opens on a host of its own, {}.localhost: open the link exactly as `berth open {job} \
+                     {app}` printed it",
+                    berth_model::app::host_label(job, &app)
+                ),
+            );
+        }
         return login(&apps.m, job, &app, &scope, code, &rest, req.uri().path()).await;
     }
-    let Some(user) = who(&apps.m, req.headers(), job, &app).await else { return not_found() };
+    let Some(user) = who(&apps.m, req.headers(), job, &app, &scope).await else { return not_found() };
     let attempt = match may_use(&apps.m, &user, job, &app).await {
         Ok(a) => a,
         Err(r) => return r,
@@ -92,14 +111,39 @@ async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<B
     apps.proxy.forward(AppKey { job, attempt, app }, req, forwarded).await
 }
 
-/// The user behind the app's session cookie or an API token.
-async fn who(m: &Manager, headers: &axum::http::HeaderMap, job: JobId, app: &str) -> Option<Arc<User>> {
+/// The user behind the app's session cookie (a token good for this app only) or an API token
+/// (scripts).
+async fn who(m: &Manager, headers: &axum::http::HeaderMap, job: JobId, app: &str, scope: &str) -> Option<Arc<User>> {
     let jar = CookieJar::from_headers(headers);
-    let token = match jar.get(&cookie_name(job, app)) {
-        Some(c) => c.value().to_string(),
-        None => crate::auth::bearer_of(headers)?.to_string(),
-    };
-    m.tenancy.authenticate(&token).await.ok()
+    match jar.get(&cookie_name(job, app)) {
+        Some(c) => m.tenancy.authenticate_app(c.value(), scope).await.ok(),
+        None => m.tenancy.authenticate(crate::auth::bearer_of(headers)?).await.ok(),
+    }
+}
+
+/// Whether a login link is being opened on the app's own host. Without `--apps-url` that is
+/// `<job>-<app>.localhost`: a session cookie set on any other host (the API's, say) would
+/// make the app's pages a site with the dashboard again. Behind `--apps-url` the admin's proxy
+/// decides which host names reach the proxy.
+fn on_own_host(m: &Manager, headers: &axum::http::HeaderMap, job: JobId, app: &str) -> bool {
+    if m.apps.get().is_some_and(|a| a.public_url.is_some()) {
+        return true;
+    }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    let name = host.rsplit_once(':').map_or(host, |(h, _)| h).trim_end_matches('.');
+    name.eq_ignore_ascii_case(&format!("{}.localhost", berth_model::app::host_label(job, app)))
+}
+
+/// What every answer of a serving endpoint carries: its pages run in an opaque origin (scripts
+/// allowed, no same-origin access), so a page one user serves cannot act with a visitor's
+/// cookies for the dashboard or the apps on the same host.
+fn sandbox(h: &mut axum::http::HeaderMap) {
+    // Appended: an endpoint's own policy still holds beside it.
+    h.append(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals"),
+    );
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
 }
 
 /// Whether `user` may use app `app` of job `job`: the attempt to send it to, or the answer.
