@@ -268,6 +268,8 @@ pub enum EntryKind {
     Dir,
     /// A symbolic link (made by a job): listed, never followed, never downloaded.
     Symlink,
+    /// A FIFO, socket or device (made by a job): listed, never opened, never downloaded.
+    Other,
 }
 
 /// One entry of a folder listing.

@@ -27,6 +27,7 @@ pub async fn run(c: &Client, r: &FolderRef, path: &str, local: Option<&Path>) ->
     let name = path.rsplit('/').next().unwrap_or("").to_string();
     let single = list.len() == 1 && list[0].kind == EntryKind::File && list[0].path == path;
     let links = list.iter().filter(|e| e.kind == EntryKind::Symlink).count();
+    let others = list.iter().filter(|e| e.kind == EntryKind::Other).count();
     let (base, strip) = if single {
         let to = match local {
             Some(l) if l.is_dir() => l.join(&name),
@@ -67,6 +68,9 @@ pub async fn run(c: &Client, r: &FolderRef, path: &str, local: Option<&Path>) ->
     bar.finish_and_clear();
     if links > 0 {
         eprintln!("skipped {links} symbolic link(s) in the folder: berth never follows links out of a folder");
+    }
+    if others > 0 {
+        eprintln!("skipped {others} FIFO(s), socket(s) or device(s) in the folder: berth moves only regular files");
     }
     super::tally(results, "downloaded", started)
 }

@@ -58,7 +58,7 @@ fn quota_text(q: Option<u64>) -> String {
 
 /// The folders you may use (`?all=true`, admins: every folder), `?usage=true` with what each holds.
 #[utoipa::path(get, path = "/v1/folders", tag = "folders", params(FolderListQuery),
-    responses((status = 200, body = Vec<FolderView>)))]
+    responses((status = 200, body = Vec<FolderView>), (status = 409, body = berth_model::api::ErrorBody)))]
 pub async fn list(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
@@ -75,7 +75,8 @@ pub async fn list(
 /// One folder, with what it holds.
 #[utoipa::path(get, path = "/v1/folders/{name}", tag = "folders",
     params(("name" = String, Path, description = "folder name"), FolderQuery),
-    responses((status = 200, body = FolderView), (status = 404, body = berth_model::api::ErrorBody)))]
+    responses((status = 200, body = FolderView), (status = 404, body = berth_model::api::ErrorBody),
+        (status = 409, body = berth_model::api::ErrorBody)))]
 pub async fn show(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,

@@ -7,18 +7,31 @@
 //! last one carries the whole file's sha256: the partial is checked against it and only then
 //! renamed into place. A client that was interrupted asks how much the server has and sends
 //! the rest.
+//!
+//! Only regular files and directories are ever opened: a FIFO, socket or device a job made is
+//! listed as `other` and refused by name (opening a FIFO blocks until a writer comes, which
+//! held a thread for good per request), and every open is `O_NONBLOCK | O_NOFOLLOW`, checked
+//! again on the open file. Trees are walked by [`super::walk`]: at most [`MAX_DEPTH`] levels
+//! for a listing, whose paths must stay usable.
 
+use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use berth_model::folder::{EntryKind, FileEntry};
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::{Dir, FileType, FileTypeExt, OpenOptions, OpenOptionsExt};
 use sha2::{Digest, Sha256};
 
-/// Where partial uploads wait, under the root.
-const UPLOADS: &str = ".uploads";
+use super::partials::UPLOADS;
+use super::walk::{Walk, WalkError, remove_tree};
+
+/// Directory levels a listing goes down (a download or an upload lists first); a deeper tree
+/// is refused, saying where: its paths would be too long to name anyway.
+pub const MAX_DEPTH: usize = 256;
+/// The longest path in a folder a request may name, and so a listing may show.
+pub const MAX_PATH: usize = 4096;
 
 /// Directories in a folder: every member's jobs (each its own uid) may add to them.
 const DIR_MODE: u32 = 0o777;
@@ -37,6 +50,12 @@ pub enum FileError {
     Offset { offset: u64, have: u64 },
     #[error("the file's checksum does not match: the server got sha256 {got}, the client said {want}; send it again")]
     Checksum { got: String, want: String },
+    /// A tree deeper than [`MAX_DEPTH`] or a path longer than [`MAX_PATH`] (422).
+    #[error("{0}")]
+    TooDeep(String),
+    /// Directories moved while the manager walked them (409: try again).
+    #[error("{0}")]
+    Moved(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -49,7 +68,7 @@ pub fn clean(path: &str) -> Result<PathBuf, FileError> {
             "invalid path `{path}` in a folder: use a relative path like dir/file.txt, without `..` or `.` components"
         ))
     };
-    if path.len() > 4096
+    if path.len() > MAX_PATH
         || path.contains('\0')
         || path.starts_with('/')
         || path.split('/').any(|c| c == "." || c == "..")
@@ -90,9 +109,13 @@ pub fn remove_folder_dir(root: &Path, id: i64) {
             std::fs::rename(&p, &aside).ok().map(|_| aside)
         })
         .collect();
+    let root = root.to_path_buf();
     tokio::task::spawn_blocking(move || {
         for p in gone {
-            if let Err(e) = std::fs::remove_dir_all(&p) {
+            // However deep a job made it (std's remove_dir_all recurses).
+            let name = p.file_name().and_then(OsStr::to_str).unwrap_or_default();
+            let removed = Dir::open_ambient_dir(&root, ambient_authority()).and_then(|r| remove_tree(&r, name));
+            if let Err(e) = removed {
                 tracing::warn!("cannot delete the removed folder's files at {}: {e}", p.display());
             }
         }
@@ -116,50 +139,145 @@ fn not_found(rel: &Path, e: std::io::Error) -> FileError {
 }
 
 /// The entries at and under `rel` in the folder at `dir` (a file: itself), sorted by path;
-/// with `sha256`, each file's checksum. Links are listed, never followed.
+/// with `sha256`, each regular file's checksum. Links and other kinds (FIFOs, sockets,
+/// devices) are listed, never opened.
 pub fn list(dir: &Path, rel: &Path, sha256: bool) -> Result<Vec<FileEntry>, FileError> {
     let folder = open_dir(dir)?;
     let mut out = Vec::new();
-    if rel.as_os_str().is_empty() {
-        walk(&folder, Path::new(""), sha256, &mut out)?;
-    } else {
-        let md = folder.symlink_metadata(rel).map_err(|e| not_found(rel, e))?;
-        if md.is_dir() {
-            let sub = folder.open_dir(rel).map_err(|e| not_found(rel, e))?;
-            walk(&sub, rel, sha256, &mut out)?;
-        } else {
-            out.push(entry(&folder, rel, rel, &md, sha256)?);
+    if let Some(p) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        check_no_links(&folder, p)?;
+    }
+    let md = match rel.as_os_str().is_empty() {
+        true => None,
+        false => Some(folder.symlink_metadata(rel).map_err(|e| not_found(rel, e))?),
+    };
+    if let Some(md) = md.as_ref().filter(|m| !m.is_dir()) {
+        let (parent, name) = split(&folder, rel)?;
+        out.push(entry(&parent, name, rel, md, sha256)?);
+        return Ok(out);
+    }
+    let top = match md {
+        None => folder,
+        Some(_) => super::walk::open_dir_nofollow(&folder, rel.as_os_str()).map_err(|e| not_found(rel, e))?,
+    };
+    let w = Walk { max_depth: MAX_DEPTH.saturating_sub(rel.components().count()), paths: true };
+    let walked = w.run(top, |e| {
+        let path = rel.join(e.path);
+        if path.as_os_str().len() > MAX_PATH {
+            return Err(FileError::TooDeep(format!(
+                "`{}` in the folder has a path longer than {MAX_PATH} bytes: berth lists and transfers \
+                 paths up to {MAX_PATH} bytes; rename or remove it in a job",
+                shorten(&path)
+            )));
+        }
+        out.push(entry(e.dir, e.name, &path, e.md, sha256)?);
+        Ok(())
+    });
+    match walked {
+        Ok(()) => {}
+        Err(WalkError::Visit(e)) => return Err(e),
+        Err(WalkError::Io(e)) => return Err(e.into()),
+        Err(WalkError::TooDeep(p)) => {
+            return Err(FileError::TooDeep(format!(
+                "`{}` in the folder goes deeper than {MAX_DEPTH} levels of directories: berth lists and \
+                 transfers at most {MAX_DEPTH} levels; move or remove that tree in a job (rm -rf)",
+                shorten(&rel.join(p))
+            )));
+        }
+        Err(WalkError::Moved(p)) => {
+            return Err(FileError::Moved(format!(
+                "`{}` in the folder moved while the manager listed it: try again",
+                shorten(&rel.join(p))
+            )));
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }
 
-fn walk(d: &Dir, at: &Path, sha256: bool, out: &mut Vec<FileEntry>) -> Result<(), FileError> {
-    for e in d.entries()? {
-        let e = e?;
-        let name = PathBuf::from(e.file_name());
-        let path = at.join(&name);
-        let md = e.metadata()?;
-        out.push(entry(d, &name, &path, &md, sha256)?);
-        if md.is_dir() {
-            walk(&d.open_dir(&name)?, &path, sha256, out)?;
+/// `path` for a message: its first few levels.
+fn shorten(path: &Path) -> String {
+    const SHOWN: usize = 8;
+    let parts: Vec<String> = path.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    match parts.len() > SHOWN {
+        true => format!("{}/... ({} levels)", parts[..SHOWN].join("/"), parts.len()),
+        false => parts.join("/"),
+    }
+}
+
+/// The directory holding `rel` (opened without following links) and `rel`'s last name.
+fn split<'a>(folder: &Dir, rel: &'a Path) -> Result<(Dir, &'a OsStr), FileError> {
+    let name = rel.file_name().ok_or_else(|| FileError::Bad(format!("invalid path `{}`", rel.display())))?;
+    let parent = match rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        None => folder.try_clone()?,
+        Some(p) => super::walk::open_dir_nofollow(folder, p.as_os_str()).map_err(|e| not_found(rel, e))?,
+    };
+    Ok((parent, name))
+}
+
+/// Refuses `rel` if it or a directory on the way to it is a symbolic link.
+fn check_no_links(folder: &Dir, rel: &Path) -> Result<(), FileError> {
+    let mut at = PathBuf::new();
+    for c in rel.components() {
+        at.push(c);
+        let md = folder.symlink_metadata(&at).map_err(|e| not_found(&at, e))?;
+        if md.is_symlink() {
+            return Err(FileError::Bad(format!(
+                "`{}` is a symbolic link: berth never follows links in folders; download what it points at",
+                at.display()
+            )));
         }
     }
     Ok(())
 }
 
-fn entry(d: &Dir, name: &Path, path: &Path, md: &cap_std::fs::Metadata, sha256: bool) -> Result<FileEntry, FileError> {
+/// What `ft` is, for a message about an entry that is neither a file nor a directory.
+fn kind_name(ft: FileType) -> &'static str {
+    if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() || ft.is_block_device() {
+        "a device"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens regular file `name` of `d` for reading, never blocking (a FIFO swapped in since it was
+/// looked at opens at once and is refused) and never through a link.
+fn open_regular(d: &Dir, name: &Path) -> Result<std::fs::File, FileError> {
+    let mut o = OpenOptions::new();
+    o.read(true).custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW);
+    let f = d.open_with(name, &o).map_err(|e| not_found(name, e))?;
+    let ft = f.metadata()?.file_type();
+    if !ft.is_file() {
+        return Err(FileError::Bad(format!(
+            "`{}` is {}, not a regular file: berth reads only regular files in folders",
+            name.display(),
+            kind_name(ft)
+        )));
+    }
+    Ok(f.into_std())
+}
+
+fn entry(d: &Dir, name: &OsStr, path: &Path, md: &cap_std::fs::Metadata, sha256: bool) -> Result<FileEntry, FileError> {
     use cap_std::fs::MetadataExt;
     let kind = if md.is_symlink() {
         EntryKind::Symlink
     } else if md.is_dir() {
         EntryKind::Dir
-    } else {
+    } else if md.is_file() {
         EntryKind::File
+    } else {
+        EntryKind::Other
     };
     let sha = match (sha256, kind) {
-        (true, EntryKind::File) => Some(hash(&mut d.open(name)?.into_std())?),
+        (true, EntryKind::File) => Some(hash(&mut open_regular(d, Path::new(name))?)?),
         _ => None,
     };
     Ok(FileEntry {
@@ -185,23 +303,37 @@ pub fn hash(r: &mut impl Read) -> std::io::Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// Opens a regular file of the folder for reading.
+/// Opens a regular file of the folder for reading: never through a link (a 400 naming it),
+/// never anything but a regular file (a FIFO would block the open for good).
 pub fn open_file(dir: &Path, rel: &Path) -> Result<std::fs::File, FileError> {
     if rel.as_os_str().is_empty() {
         return Err(FileError::Bad("name a file in the folder, not the folder itself".into()));
     }
-    let f = open_dir(dir)?.open(rel).map_err(|e| not_found(rel, e))?.into_std();
-    if !f.metadata()?.is_file() {
+    let folder = open_dir(dir)?;
+    check_no_links(&folder, rel)?;
+    let md = folder.symlink_metadata(rel).map_err(|e| not_found(rel, e))?;
+    if md.is_dir() {
         return Err(FileError::Bad(format!(
             "`{}` is not a file: download a directory with berth download",
             rel.display()
         )));
     }
-    Ok(f)
+    if !md.is_file() {
+        return Err(FileError::Bad(format!(
+            "`{}` is {}, not a regular file: berth reads only regular files in folders",
+            rel.display(),
+            kind_name(md.file_type())
+        )));
+    }
+    let (parent, name) = split(&folder, rel)?;
+    open_regular(&parent, Path::new(name)).map_err(|e| match e {
+        FileError::Bad(_) => FileError::Bad(format!("`{}` changed while it was opened: try again", rel.display())),
+        e => e,
+    })
 }
 
 /// The partial file of an upload of `rel` to folder `id`.
-fn partial_name(rel: &Path) -> String {
+pub(crate) fn partial_name(rel: &Path) -> String {
     hex::encode(Sha256::digest(rel.as_os_str().as_encoded_bytes()))
 }
 
@@ -225,8 +357,12 @@ pub fn partial_len(root: &Path, id: i64, rel: &Path) -> Result<u64, FileError> {
 pub fn open_partial(root: &Path, id: i64, rel: &Path, offset: u64) -> Result<std::fs::File, FileError> {
     let ups = uploads_dir(root, id)?;
     let mut o = OpenOptions::new();
-    o.write(true).create(true);
-    let mut f = ups.open_with(partial_name(rel), &o)?.into_std();
+    o.write(true).create(offset == 0);
+    let mut f = match ups.open_with(partial_name(rel), &o) {
+        Ok(f) => f.into_std(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(FileError::Offset { offset, have: 0 }),
+        Err(e) => return Err(e.into()),
+    };
     let have = f.metadata()?.len();
     if offset == 0 {
         f.set_len(0)?;
@@ -237,9 +373,15 @@ pub fn open_partial(root: &Path, id: i64, rel: &Path, offset: u64) -> Result<std
     Ok(f)
 }
 
+/// Drops the partial file of `rel` (an upload refused past the quota, or at its target).
+pub fn drop_partial(root: &Path, id: i64, rel: &Path) {
+    let _ = std::fs::remove_file(root.join(UPLOADS).join(id.to_string()).join(partial_name(rel)));
+}
+
 /// Checks the partial file of `rel` against `want` (sha256, hex) and puts it in place in the
 /// folder at `dir` (making its parent directories), with `mtime` if given; returns its size.
-/// A mismatch deletes the partial.
+/// A mismatch deletes the partial. What stands at `rel` must be a regular file or a link
+/// (replaced, never followed): a directory, FIFO, socket or device is refused.
 pub fn commit(root: &Path, id: i64, dir: &Path, rel: &Path, want: &str, mtime: Option<i64>) -> Result<u64, FileError> {
     if rel.as_os_str().is_empty() {
         return Err(FileError::Bad("an upload needs a file name in the folder".into()));
@@ -262,10 +404,14 @@ pub fn commit(root: &Path, id: i64, dir: &Path, rel: &Path, want: &str, mtime: O
     if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
         make_dirs(&folder, parent)?;
     }
-    if folder.symlink_metadata(rel).is_ok_and(|m| m.is_dir()) {
+    if let Ok(m) = folder.symlink_metadata(rel)
+        && !m.is_file()
+        && !m.is_symlink()
+    {
         return Err(FileError::Bad(format!(
-            "`{}` is a directory in the folder: upload to another path",
-            rel.display()
+            "`{}` is {} in the folder: upload to another path",
+            rel.display(),
+            kind_name(m.file_type())
         )));
     }
     ups.rename(&name, &folder, rel)?;
@@ -359,5 +505,73 @@ mod tests {
         let l = list(&dir, Path::new(""), true).unwrap();
         let links: Vec<&FileEntry> = l.iter().filter(|e| e.kind != EntryKind::Dir).collect();
         assert!(links.len() == 2 && links.iter().all(|e| e.kind == EntryKind::Symlink && e.sha256.is_none()), "{l:?}");
+    }
+
+    #[test]
+    fn fifos_are_listed_as_other_and_never_opened() {
+        let (_t, root, dir) = folder();
+        std::fs::write(dir.join("ok"), "ok").unwrap();
+        nix::unistd::mkfifo(&dir.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        // Each of these blocked for good on the FIFO's open before.
+        let l = list(&dir, Path::new(""), true).unwrap();
+        assert_eq!(l[0].path, "fifo");
+        assert!(l[0].kind == EntryKind::Other && l[0].sha256.is_none() && l[0].size == 0, "{l:?}");
+        assert!(l[1].kind == EntryKind::File && l[1].sha256.is_some(), "{l:?}");
+        let one = list(&dir, Path::new("fifo"), true).unwrap();
+        assert!(one.len() == 1 && one[0].kind == EntryKind::Other, "{one:?}");
+        match open_file(&dir, Path::new("fifo")) {
+            Err(FileError::Bad(m)) => assert!(m.contains("`fifo` is a FIFO (named pipe), not a regular file"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        match upload(&root, &dir, "fifo", b"x") {
+            Err(FileError::Bad(m)) => assert!(m.contains("`fifo` is a FIFO"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_download_through_a_link_is_refused_naming_it() {
+        let (_t, _root, dir) = folder();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/f"), "f").unwrap();
+        std::os::unix::fs::symlink("sub", dir.join("subl")).unwrap();
+        std::os::unix::fs::symlink("sub/f", dir.join("fl")).unwrap();
+        for (path, link) in [("fl", "fl"), ("subl/f", "subl")] {
+            match open_file(&dir, Path::new(path)) {
+                Err(FileError::Bad(m)) => assert!(m.contains(&format!("`{link}` is a symbolic link")), "{m}"),
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        assert!(matches!(list(&dir, Path::new("subl/f"), false), Err(FileError::Bad(_))));
+        assert_eq!(list(&dir, Path::new("fl"), true).unwrap()[0].kind, EntryKind::Symlink);
+        assert!(open_file(&dir, Path::new("sub/f")).is_ok());
+    }
+
+    #[test]
+    fn a_listing_past_the_depth_bound_says_where_and_the_limit() {
+        let (_t, _root, dir) = folder();
+        let mut d = open_dir(&dir).unwrap();
+        for _ in 0..MAX_DEPTH + 10 {
+            d.create_dir("d").unwrap();
+            d = d.open_dir("d").unwrap();
+        }
+        for rel in ["", "d/d"] {
+            match list(&dir, Path::new(rel), false) {
+                Err(FileError::TooDeep(m)) => {
+                    assert!(
+                        m.contains("`d/d/d/d/d/d/d/d/... (256 levels)`") && m.contains("deeper than 256 levels"),
+                        "{m}"
+                    )
+                }
+                other => panic!("{rel}: {other:?}"),
+            }
+        }
+        // A tree exactly as deep as the bound lists whole.
+        let mut e = open_dir(&dir).unwrap();
+        for _ in 0..MAX_DEPTH {
+            e.create_dir("e").unwrap();
+            e = e.open_dir("e").unwrap();
+        }
+        assert_eq!(list(&dir, Path::new("e"), false).unwrap().len(), MAX_DEPTH - 1);
     }
 }

@@ -7,11 +7,15 @@
 //! users reach a folder only through a job that mounts it, in the job's own mount namespace.
 //! Inside, directories are 0777 and uploaded files 0666, so the jobs of every member of a
 //! shared folder (each under its own uid) may read and write them. File access lives in
-//! [`files`].
+//! [`files`] (trees walked by [`walk`]); [`gate`] bounds the blocking work each user's folder
+//! requests do, and [`partials`] holds unfinished uploads to quotas, a count and an age.
 
 pub mod files;
+pub mod gate;
 mod limits;
+pub mod partials;
 mod usage;
+mod walk;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,16 +36,36 @@ pub struct Folders {
     usage: usage::UsageCache,
     /// How the root's filesystem holds jobs to quotas (looked at once, at start).
     limits: std::sync::OnceLock<limits::Limits>,
+    /// Slots for folder requests' blocking work, per user.
+    gate: gate::Gate,
+    /// Unfinished uploads and what they reserve.
+    partials: Arc<partials::Partials>,
 }
 
 impl Folders {
     pub fn new(store: Arc<dyn Store>, root: PathBuf) -> Folders {
-        Folders { store, root, usage: Default::default(), limits: Default::default() }
+        Folders {
+            store,
+            root,
+            usage: Default::default(),
+            limits: Default::default(),
+            gate: Default::default(),
+            partials: Default::default(),
+        }
     }
 
     /// Looks at what the root's filesystem can enforce (after [`Folders::prepare`]) and says
-    /// it in the log.
+    /// it in the log; starts sweeping abandoned partial uploads every few minutes.
     pub async fn detect_limits(&self) {
+        let (known, root) = (self.partials.clone(), self.root.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(partials::SWEEP_EVERY);
+            loop {
+                every.tick().await;
+                let (p, r) = (known.clone(), root.clone());
+                let _ = tokio::task::spawn_blocking(move || p.sweep(&r, partials::MAX_AGE)).await;
+            }
+        });
         let l = limits::Limits::detect(&self.root).await;
         match &l {
             limits::Limits::BtrfsQgroups => tracing::info!(
@@ -77,9 +101,32 @@ impl Folders {
         &self.root
     }
 
-    /// Makes the root (0700) and its upload area; run at start.
+    /// Makes the root (0700) and its upload area, and reads back the partial uploads there;
+    /// run at start.
     pub fn prepare(&self) -> std::io::Result<()> {
-        files::make_root(&self.root)
+        files::make_root(&self.root)?;
+        self.partials.load(&self.root);
+        Ok(())
+    }
+
+    /// A slot for a folder request of `user` that touches the disk (see [`gate`]).
+    pub fn enter(&self, user: &User) -> Result<gate::Slot, ApiError> {
+        self.gate.enter(user.id)
+    }
+
+    /// The unfinished uploads.
+    pub fn partials(&self) -> &partials::Partials {
+        &self.partials
+    }
+
+    /// Deletes the partial uploads untouched for [`partials::MAX_AGE`] (at each new upload).
+    pub async fn sweep_partials(&self, slot: gate::Slot) {
+        let (p, r) = (self.partials.clone(), self.root.clone());
+        let _ = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            p.sweep(&r, partials::MAX_AGE)
+        })
+        .await;
     }
 
     /// The directory of folder `id`.
@@ -205,6 +252,7 @@ impl Folders {
         }
         self.store.delete_folder(f.id).await?;
         self.usage.forget(f.id);
+        self.partials.forget_folder(f.id);
         files::remove_folder_dir(&self.root, f.id);
         Ok(())
     }
@@ -224,10 +272,14 @@ impl Folders {
             .collect())
     }
 
-    /// What folder `id` holds now (cached for a few seconds; jobs write too).
+    /// What folder `id` holds now (cached for a few seconds; jobs write too), however deep.
     pub async fn usage(&self, id: i64) -> Result<Usage, ApiError> {
-        self.usage.get(id, &self.dir(id)).await.map_err(|e| {
-            ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, format!("cannot measure folder {id}: {e}"))
+        self.usage.get(id, &self.dir(id)).await.map_err(|e| match e {
+            usage::UsageError::Moved => ApiError::conflict(format!("cannot measure folder {id}: {e}")),
+            usage::UsageError::Io(e) => ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot measure folder {id}: {}", e.to_string().to_lowercase()),
+            ),
         })
     }
 
@@ -292,16 +344,20 @@ pub fn view(folders: &Folders, f: &FolderRow, access: FolderAccess, usage: Optio
     }
 }
 
-/// The refusal of `incoming` more bytes for `f`, which holds `used` of its quota, if they do
-/// not fit.
-pub fn over_quota(f: &FolderRow, used: u64, incoming: u64) -> Option<ApiError> {
+/// The refusal of `incoming` more bytes for `f`, which holds `used` of its quota and has
+/// `pending` bytes reserved by other unfinished uploads, if they do not fit.
+pub fn over_quota_with(f: &FolderRow, used: u64, pending: u64, incoming: u64) -> Option<ApiError> {
     let quota = f.quota_bytes?;
-    (used.saturating_add(incoming) > quota).then(|| {
+    (used.saturating_add(pending).saturating_add(incoming) > quota).then(|| {
+        let (reserved, finish) = match pending {
+            0 => (String::new(), ""),
+            p => (format!(", {} more are reserved by unfinished uploads", format_bytes(p)), " finish those uploads,"),
+        };
         ApiError::new(
             axum::http::StatusCode::PAYLOAD_TOO_LARGE,
             format!(
-                "folder {} is over its quota: it holds {} of its {} quota and this upload needs {} more; \
-                 free some space or ask its owner to raise the quota (`berth folder quota {} SIZE`)",
+                "folder {} is over its quota: it holds {} of its {} quota{reserved}, and this upload needs {} more; \
+                 free some space,{finish} or ask its owner to raise the quota (`berth folder quota {} SIZE`)",
                 qualified(f),
                 format_bytes(used),
                 format_bytes(quota),

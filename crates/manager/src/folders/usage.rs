@@ -1,11 +1,14 @@
 //! What each folder holds: walked on demand (in a blocking task) and kept for a few seconds,
 //! so that a burst of uploads does not walk a big folder once per file; uploads add what they
-//! wrote in the meantime. Jobs write to folders too, which is why the figure ages out.
+//! wrote in the meantime. Jobs write to folders too, which is why the figure ages out. One walk
+//! per folder runs at a time, and at most a few over all folders.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use super::walk::{Walk, WalkError};
 
 /// How long a walked figure is trusted.
 const FRESH: Duration = Duration::from_secs(10);
@@ -17,18 +20,52 @@ pub struct Usage {
     pub files: u64,
 }
 
-#[derive(Default)]
+/// Walks at once, over all folders (each takes a blocking thread; a user with many folders
+/// asking for all their uses at once must not take the pool).
+const WALKS: usize = 16;
+
 pub(super) struct UsageCache {
     known: Mutex<HashMap<i64, (Instant, Usage)>>,
+    /// One walk per folder at a time: a burst of requests waits for it and takes its figure.
+    walking: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,
+    walks: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for UsageCache {
+    fn default() -> UsageCache {
+        UsageCache {
+            known: Default::default(),
+            walking: Default::default(),
+            walks: Arc::new(tokio::sync::Semaphore::new(WALKS)),
+        }
+    }
+}
+
+/// Why a folder could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageError {
+    #[error("directories in it were moved while berth measured it: try again")]
+    Moved,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
 }
 
 impl UsageCache {
-    pub(super) async fn get(&self, id: i64, dir: &Path) -> std::io::Result<Usage> {
-        if let Some((at, u)) = self.known.lock().expect("usage lock").get(&id)
-            && at.elapsed() < FRESH
-        {
-            return Ok(*u);
+    fn fresh(&self, id: i64) -> Option<Usage> {
+        let known = self.known.lock().expect("usage lock");
+        known.get(&id).filter(|(at, _)| at.elapsed() < FRESH).map(|(_, u)| *u)
+    }
+
+    pub(super) async fn get(&self, id: i64, dir: &Path) -> Result<Usage, UsageError> {
+        if let Some(u) = self.fresh(id) {
+            return Ok(u);
         }
+        let one = self.walking.lock().expect("usage lock").entry(id).or_default().clone();
+        let _walking = one.lock().await;
+        if let Some(u) = self.fresh(id) {
+            return Ok(u);
+        }
+        let _slot = self.walks.clone().acquire_owned().await.expect("never closed");
         let dir = dir.to_path_buf();
         let u = tokio::task::spawn_blocking(move || walk(&dir))
             .await
@@ -46,36 +83,33 @@ impl UsageCache {
 
     pub(super) fn forget(&self, id: i64) {
         self.known.lock().expect("usage lock").remove(&id);
+        self.walking.lock().expect("usage lock").remove(&id);
     }
 }
 
-/// Bytes (apparent sizes) and regular files under `dir`, symlinks not followed.
-pub(crate) fn walk(dir: &Path) -> std::io::Result<Usage> {
-    use std::os::unix::fs::MetadataExt;
+/// Bytes (apparent sizes) and regular files under `dir`, symlinks not followed, however deep
+/// (see [`super::walk`]: no recursion, no long paths).
+pub(crate) fn walk(dir: &Path) -> Result<Usage, UsageError> {
+    let top = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority())?;
     let mut u = Usage::default();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let entries = match std::fs::read_dir(&d) {
-            Ok(e) => e,
-            // A directory a job removed meanwhile.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && d != dir => continue,
-            Err(e) => return Err(e),
-        };
-        for e in entries {
-            let e = e?;
-            let Ok(md) = e.metadata() else { continue };
-            if md.is_dir() {
-                stack.push(e.path());
-            } else {
-                if md.is_file() {
-                    u.files += 1;
-                }
-                // Apparent sizes, as uploads count them (a sparse file counts whole).
-                u.bytes = u.bytes.saturating_add(md.size());
-            }
+    let w = Walk { max_depth: usize::MAX, paths: false };
+    let done = w.run(top, |e| {
+        if e.md.is_file() {
+            u.files += 1;
         }
+        if !e.md.is_dir() {
+            // Apparent sizes, as uploads count them (a sparse file counts whole).
+            u.bytes = u.bytes.saturating_add(e.md.len());
+        }
+        Ok::<(), std::convert::Infallible>(())
+    });
+    match done {
+        Ok(()) => Ok(u),
+        Err(WalkError::Io(e)) => Err(e.into()),
+        Err(WalkError::Moved(_)) => Err(UsageError::Moved),
+        Err(WalkError::TooDeep(_)) => Err(std::io::Error::other("deeper than a walk can count").into()),
+        Err(WalkError::Visit(never)) => match never {},
     }
-    Ok(u)
 }
 
 #[cfg(test)]
