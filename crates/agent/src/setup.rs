@@ -5,7 +5,6 @@
 //! stopped meanwhile). A stop drops the cancel sender, which ends the task at its next await.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use berth_model::SetupStep;
 use berth_model::protocol::{KernelEvent, KernelKey};
@@ -15,12 +14,13 @@ use crate::datasets::Prefetch;
 use crate::envs::{self, EnvCache};
 use crate::runtime::KernelUpdate;
 
-/// The end of a kernel's setup: the environment's directory (if it has one), or why the
-/// kernel cannot run (uv's error, a dataset's missing origin), for the job's reason.
+/// The end of a kernel's setup: a lease on its environment (if it has one), or why the
+/// kernel cannot run (uv's error, a dataset's missing origin), for the job's reason. A lease
+/// nobody keeps (the kernel was stopped meanwhile) lets go of the environment when dropped.
 #[derive(Debug)]
 pub(crate) struct SetupDone {
     pub key: KernelKey,
-    pub result: Result<Option<PathBuf>, String>,
+    pub result: Result<Option<envs::Lease>, String>,
 }
 
 /// Where a kernel's setup reports to.

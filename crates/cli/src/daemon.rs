@@ -240,11 +240,34 @@ pub struct EnvArgs {
     /// recently used ones no kernel uses are deleted
     #[arg(long, value_name = "SIZE", default_value = "20GiB", value_parser = parse_cache_size)]
     pub env_cache_size: u64,
+    /// The package index environment builds use instead of uv's default (PyPI); users' uv
+    /// configuration never applies to shared environments
+    #[arg(long, env = "BERTH_UV_INDEX_URL", value_name = "URL")]
+    pub uv_index_url: Option<String>,
+    /// Further package indexes for environment builds (repeat, or space-separated in the variable)
+    #[arg(long, env = "BERTH_UV_EXTRA_INDEX_URL", value_name = "URL", value_delimiter = ' ')]
+    pub uv_extra_index_url: Vec<String>,
+    /// Directories or pages of wheels environment builds may take packages from (repeat, or
+    /// space-separated in the variable)
+    #[arg(long, env = "BERTH_UV_FIND_LINKS", value_name = "PATH|URL", value_delimiter = ' ')]
+    pub uv_find_links: Vec<String>,
+    /// Environment builds use no index, only --uv-find-links
+    #[arg(long, env = "BERTH_UV_NO_INDEX")]
+    pub uv_no_index: bool,
 }
 
 impl EnvArgs {
     fn options(&self) -> berth_agent::envs::EnvOptions {
-        berth_agent::envs::EnvOptions { uv: self.uv.clone(), cache_bytes: self.env_cache_size }
+        berth_agent::envs::EnvOptions {
+            uv: self.uv.clone(),
+            cache_bytes: self.env_cache_size,
+            index: berth_model::environment::IndexSettings {
+                index_url: self.uv_index_url.clone(),
+                extra_index_urls: self.uv_extra_index_url.clone(),
+                find_links: self.uv_find_links.clone(),
+                no_index: self.uv_no_index,
+            },
+        }
     }
 }
 

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
+mod inputs;
+
+pub use inputs::{BuildInputs, IndexSettings, Interpreter, redact_url, sha256_hex};
+
 /// An environment spec that cannot be built, with the fix (`JobSpec::validate` passes it on).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -91,6 +95,41 @@ impl EnvSpec {
         }
         Ok(())
     }
+}
+
+impl EnvSpec {
+    /// The first line of the contents that names something on the node's disk outside the
+    /// contents (`-r`/`-c` files, local `--find-links`, `file:` URLs, `pkg @ /path`, editable or
+    /// path sources), if any: what such a line reads is not in the key and may change, or be
+    /// readable only by the builder, so the environment is private to its user.
+    pub fn local_reference(&self) -> Option<&str> {
+        self.contents.lines().map(str::trim).find(|l| refers_to_local(l))
+    }
+}
+
+/// Options of a requirements file whose value is a file or a directory (long forms first).
+const FILE_OPTIONS: [&str; 9] =
+    ["--requirement", "--constraint", "--override", "--editable", "--find-links", "-r", "-c", "-e", "-f"];
+
+/// Whether one line of a requirements or pyproject file names a local file or directory.
+fn refers_to_local(line: &str) -> bool {
+    let line = line.split(" #").next().unwrap_or_default().trim();
+    if line.is_empty() || line.starts_with('#') {
+        return false;
+    }
+    let is_url = |w: &str| w.starts_with("http://") || w.starts_with("https://");
+    if line.contains("file:") || line.starts_with(['/', '.', '~']) {
+        return true;
+    }
+    for o in FILE_OPTIONS {
+        if let Some(rest) = line.strip_prefix(o) {
+            let separated = rest.starts_with([' ', '\t', '=']);
+            if separated || (o.len() == 2 && !rest.is_empty()) {
+                return !is_url(rest.trim_start_matches([' ', '\t', '=']));
+            }
+        }
+    }
+    line.split_once(" @ ").is_some_and(|(_, at)| !is_url(at.trim())) || line.replace(' ', "").contains("path=")
 }
 
 /// `3`, `3.11` or `3.11.4`: digits separated by dots, at most three parts.
@@ -205,6 +244,38 @@ mod tests {
         assert_ne!(spec("3.1", "1x").key(), spec("3.11", "x").key());
         // fixed: nodes of different versions must agree on it
         assert_eq!(spec("3.11", "six==1.16.0\n").key(), PINNED);
+    }
+
+    #[test]
+    fn contents_that_name_local_files_are_found() {
+        for local in [
+            "-c /home/b/constraints.txt",
+            "--constraint=/home/b/c.txt",
+            "-r other.txt",
+            "-rother.txt",
+            "--find-links /home/b/wheels",
+            "-f ./wheels",
+            "-e .",
+            "pkg @ file:///home/b/pkg",
+            "pkg @ /home/b/pkg.whl",
+            "./pkg",
+            "/abs/pkg.whl",
+            "mypkg = { path = \"../mypkg\" }",
+        ] {
+            assert!(spec("3.11", &format!("six==1.16.0\n{local}\n")).local_reference().is_some(), "{local}");
+        }
+        for remote in [
+            "six==1.16.0",
+            "# -r other.txt",
+            "--index-url https://mirror/simple",
+            "--find-links https://host/wheels",
+            "-f https://host/wheels",
+            "pkg @ https://host/pkg-1.0.tar.gz",
+            "requests[socks]>=2 ; python_version >= '3.8'",
+            "--config-settings x=y",
+        ] {
+            assert_eq!(spec("3.11", remote).local_reference(), None, "{remote}");
+        }
     }
 
     #[test]

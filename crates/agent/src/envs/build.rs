@@ -10,18 +10,25 @@
 //! outside the sealed environment (its `bin/python` links to the interpreter), and nodes often
 //! have no route to where uv downloads from; the node's own Pythons (`python3.11` on PATH) are
 //! used instead, and a missing version fails the build with uv's message.
+//!
+//! What uv reads is the agent's choice ([`super::inputs`]): the interpreter as an absolute
+//! path, the admin's index settings as arguments, and for a shared build no configuration
+//! files (`UV_NO_CONFIG`, HOME a directory of the build) and no `UV_*`/`PIP_*` variable but
+//! the agent's own fixed ones. Only a job's own settings reach uv, for a private environment.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Instant;
 
-use berth_model::environment::EnvSpec;
+use berth_model::environment::{EnvSpec, IndexSettings};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
 
-use super::{EnvCache, META_DIR, META_FILE, Meta, Status, USED_FILE, short};
+use super::inputs::Plan;
+use super::seal::seal;
+use super::{EnvCache, Meta, Status, short};
 use crate::runtime::RunUser;
 
 /// Phases a build reports: venv, resolved, downloaded, installed.
@@ -80,14 +87,25 @@ pub(crate) fn failure_text(output: &[String]) -> String {
 /// Builds `spec` as environment `key`, reporting on `tx`, and ends with `Done` sent while the
 /// cache's book no longer lists the build (so a kernel either subscribes before or finds the
 /// environment after).
-pub(crate) async fn run(cache: EnvCache, key: String, spec: EnvSpec, user: RunUser, tx: Arc<watch::Sender<Status>>) {
+pub(crate) async fn run(cache: EnvCache, plan: Plan, spec: EnvSpec, user: RunUser, tx: Arc<watch::Sender<Status>>) {
     let started = Instant::now();
+    let key = plan.key.clone();
     let tmp = cache.root.join(format!(".build-{}-{}", short(&key), rand::random::<u32>()));
     let mut output = Vec::new();
-    let result = build(&cache, &tmp, &spec, &user, &tx, &mut output).await;
+    let result = build(&cache, &tmp, &plan, &spec, &user, &tx, &mut output).await;
     let result = match result {
         Ok(()) => {
-            let (env, meta) = (tmp.join("env"), Meta { python: spec.python.clone(), kind: spec.kind, size_bytes: 0 });
+            let mut inputs = plan.inputs.clone();
+            inputs.index = inputs.index.redacted();
+            let meta = Meta {
+                python: spec.python.clone(),
+                kind: spec.kind,
+                size_bytes: 0,
+                inputs: Some(inputs),
+                private: plan.private_why.clone(),
+                installed: Vec::new(),
+            };
+            let env = tmp.join("env");
             match tokio::task::spawn_blocking(move || seal(&env, meta)).await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(e)) => Err(failed(format!("cannot seal the environment: {e}"), &output)),
@@ -134,6 +152,7 @@ fn failed(message: String, output: &[String]) -> BuildError {
 async fn build(
     cache: &EnvCache,
     tmp: &Path,
+    plan: &Plan,
     spec: &EnvSpec,
     user: &RunUser,
     tx: &watch::Sender<Status>,
@@ -148,7 +167,10 @@ async fn build(
     let uv_cache = cache.root.join(".uv-cache").join(user.uid.to_string());
     std::fs::create_dir_all(&uv_cache).map_err(|e| io("create", &uv_cache, e))?;
     let _ = std::fs::set_permissions(cache.root.join(".uv-cache"), std::fs::Permissions::from_mode(0o711));
-    for (p, mode) in [(tmp, 0o700), (input.as_path(), 0o600), (uv_cache.as_path(), 0o700)] {
+    // HOME of a build that reads no user's configuration: empty, the build's own.
+    let home = tmp.join("home");
+    std::fs::create_dir(&home).map_err(|e| io("create", &home, e))?;
+    for (p, mode) in [(tmp, 0o700), (input.as_path(), 0o600), (uv_cache.as_path(), 0o700), (home.as_path(), 0o700)] {
         let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode));
         if user.switch {
             std::os::unix::fs::chown(p, Some(user.uid), Some(user.gid)).map_err(|e| io("chown", p, e))?;
@@ -156,40 +178,76 @@ async fn build(
     }
     let env = tmp.join("env");
     let env_s = env.to_string_lossy().into_owned();
-    let venv = ["venv", "--relocatable", "--python", spec.python.as_str(), env_s.as_str()];
-    uv(cache, tmp, &uv_cache, user, &venv, tx, output).await?;
+    let python = plan.python.to_string_lossy().into_owned();
+    let venv = ["venv", "--relocatable", "--python", python.as_str(), env_s.as_str()];
+    uv(cache, tmp, &uv_cache, plan, user, &venv, tx, output).await?;
     tx.send_replace(Status::Running { done: 1, detail: Some("created the venv".into()) });
     let python = env.join("bin/python").to_string_lossy().into_owned();
     let input = input.to_string_lossy().into_owned();
-    let install = ["pip", "install", "--python", python.as_str(), "-r", input.as_str()];
-    uv(cache, tmp, &uv_cache, user, &install, tx, output).await
+    let mut install: Vec<&str> = vec!["pip", "install", "--python", python.as_str(), "-r", input.as_str()];
+    let index = index_args(&cache.opts.index, &plan.inputs.user_settings);
+    install.extend(index.iter().map(String::as_str));
+    uv(cache, tmp, &uv_cache, plan, user, &install, tx, output).await
+}
+
+/// The admin's index settings as uv's arguments, but for those the job's own settings set
+/// (a job's `UV_INDEX_URL` is its private environment's index).
+fn index_args(index: &IndexSettings, job: &[(String, String)]) -> Vec<String> {
+    let set = |names: &[&str]| job.iter().any(|(k, _)| names.contains(&k.as_str()));
+    let mut kept = index.clone();
+    if set(&["UV_INDEX_URL", "UV_DEFAULT_INDEX", "PIP_INDEX_URL"]) {
+        kept.index_url = None;
+    }
+    if set(&["UV_EXTRA_INDEX_URL", "UV_INDEX", "PIP_EXTRA_INDEX_URL"]) {
+        kept.extra_index_urls.clear();
+    }
+    if set(&["UV_FIND_LINKS", "PIP_FIND_LINKS"]) {
+        kept.find_links.clear();
+    }
+    if set(&["UV_NO_INDEX", "PIP_NO_INDEX"]) {
+        kept.no_index = false;
+    }
+    kept.uv_args()
 }
 
 /// Runs uv with `args` as `user` in `dir`, adding its output to `output` and its phases to
 /// `tx`; killed (with anything it started) when nobody waits for the build any more.
+#[allow(clippy::too_many_arguments)]
 async fn uv(
     cache: &EnvCache,
     dir: &Path,
     uv_cache: &Path,
+    plan: &Plan,
     user: &RunUser,
     args: &[&str],
     tx: &watch::Sender<Status>,
     output: &mut Vec<String>,
 ) -> Result<(), BuildError> {
-    let program = cache.opts.uv.clone().unwrap_or_else(|| PathBuf::from("uv"));
+    let program = cache.uv_program();
     let mut cmd = tokio::process::Command::new(&program);
     cmd.args(args).current_dir(dir).env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    // Proxies, index settings and CA bundles the site set for the agent reach uv.
+    // Proxies and CA bundles the site set for the agent reach uv: how to reach an index, not
+    // which one. The agent's own UV_* and PIP_* variables do not (the key could not cover them).
     for (k, v) in std::env::vars() {
         let pass = k == "PATH"
-            || k.starts_with("UV_")
             || k.to_ascii_lowercase().ends_with("_proxy")
-            || matches!(k.as_str(), "SSL_CERT_FILE" | "SSL_CERT_DIR" | "PIP_INDEX_URL" | "PIP_EXTRA_INDEX_URL");
+            || matches!(k.as_str(), "SSL_CERT_FILE" | "SSL_CERT_DIR");
         if pass {
             cmd.env(k, v);
         }
     }
-    let home = if user.home.is_empty() { dir.to_string_lossy().into_owned() } else { user.home.clone() };
+    // A job's own settings: its variables and its user's uv configuration, for its private
+    // environment. Otherwise no configuration file is read, the user's or the system's.
+    let own_home = dir.join("home").to_string_lossy().into_owned();
+    let home = if plan.user_configured() {
+        for (k, v) in &plan.inputs.user_settings {
+            cmd.env(k, v);
+        }
+        if user.home.is_empty() { own_home } else { user.home.clone() }
+    } else {
+        cmd.env("UV_NO_CONFIG", "1");
+        own_home
+    };
     cmd.env("HOME", home)
         .env("USER", &user.name)
         .env("LANG", "C.UTF-8")
@@ -296,59 +354,6 @@ fn kill_group(pgid: Option<i32>) {
     }
 }
 
-/// Makes the built environment the cache's: its description and last use, then every file
-/// root-owned (when the agent is root) and read-only: 0755 directories and executables, 0644
-/// other files; sockets and fifos a build left are removed.
-fn seal(env: &Path, mut meta: Meta) -> std::io::Result<()> {
-    let dir = env.join(META_DIR);
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join(USED_FILE), b"")?;
-    std::fs::write(dir.join(META_FILE), b"{}")?;
-    let root = nix::unistd::Uid::effective().is_root();
-    meta.size_bytes = seal_tree(env, root)?;
-    std::fs::write(dir.join(META_FILE), serde_json::to_vec(&meta).map_err(std::io::Error::other)?)?;
-    Ok(())
-}
-
-fn seal_tree(dir: &Path, root: bool) -> std::io::Result<u64> {
-    let mut size = 0;
-    for e in std::fs::read_dir(dir)? {
-        let path = e?.path();
-        let m = std::fs::symlink_metadata(&path)?;
-        let ft = m.file_type();
-        if ft.is_symlink() {
-            if root {
-                std::os::unix::fs::lchown(&path, Some(0), Some(0))?;
-            }
-            continue;
-        }
-        if ft.is_dir() {
-            size += seal_tree(&path, root)?;
-        } else if ft.is_file() {
-            if m.nlink() > 1 {
-                // A fresh inode: the other link may be the builder's.
-                let copy = path.with_extension("berth-copy");
-                std::fs::copy(&path, &copy)?;
-                std::fs::rename(&copy, &path)?;
-            }
-            size += m.len();
-        } else {
-            std::fs::remove_file(&path)?;
-            continue;
-        }
-        let mode = if ft.is_dir() || m.mode() & 0o111 != 0 { 0o755 } else { 0o644 };
-        if root {
-            std::os::unix::fs::chown(&path, Some(0), Some(0))?;
-        }
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
-    }
-    if root {
-        std::os::unix::fs::chown(dir, Some(0), Some(0))?;
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
-    Ok(size)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,25 +390,5 @@ mod tests {
         assert_eq!(failure_text(&[]), "uv failed without a message");
         let long = vec![format!("error: {}", "x".repeat(5000))];
         assert_eq!(failure_text(&long).len(), 2003);
-    }
-
-    #[test]
-    fn sealing_makes_everything_read_only_and_counts_the_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let env = dir.path().join("env");
-        std::fs::create_dir_all(env.join("bin")).unwrap();
-        std::fs::write(env.join("bin/tool"), b"#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(env.join("bin/tool"), std::fs::Permissions::from_mode(0o777)).unwrap();
-        std::fs::write(env.join(".lock"), b"").unwrap();
-        std::fs::set_permissions(env.join(".lock"), std::fs::Permissions::from_mode(0o666)).unwrap();
-        std::fs::write(env.join("data"), b"12345").unwrap();
-        std::fs::hard_link(env.join("data"), dir.path().join("elsewhere")).unwrap();
-        std::os::unix::fs::symlink("/usr/bin/python3", env.join("bin/python")).unwrap();
-        seal(&env, Meta { python: "3.11".into(), kind: berth_model::EnvKind::Requirements, size_bytes: 0 }).unwrap();
-        let mode = |p: &str| std::fs::symlink_metadata(env.join(p)).unwrap().mode() & 0o7777;
-        assert_eq!((mode("bin"), mode("bin/tool"), mode(".lock"), mode("data")), (0o755, 0o755, 0o644, 0o644));
-        assert_eq!(std::fs::metadata(env.join("data")).unwrap().nlink(), 1, "hard link broken");
-        let (meta, _) = super::super::read_meta(&env).unwrap();
-        assert!(meta.size_bytes >= 15, "{}", meta.size_bytes);
     }
 }

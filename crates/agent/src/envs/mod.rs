@@ -9,21 +9,33 @@
 //! built) sits behind one mutex, taken for microseconds; lookups, renames for eviction and
 //! removals all take it, so an environment in use is never deleted under a kernel.
 //!
+//! Which environment a kernel may use is decided by [`inputs`]: the key covers the spec, the
+//! node's uv and interpreter ([`python`]) and the admin's index settings, and the kernel's
+//! user when its environment is private. What each environment was built from and what it
+//! holds is in its `.berth/meta.json` ([`record`]).
+//!
 //! Past the size limit (`--env-cache-size`) the least recently used environments that no live
 //! kernel uses are deleted ([`victims`]).
 
 pub(crate) mod build;
+mod inputs;
+mod lease;
 mod prepare;
+mod python;
+mod record;
+mod seal;
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use berth_model::environment::{EnvEntry, EnvKind};
+use berth_model::environment::{BuildInputs, EnvEntry, EnvKind, IndexSettings};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+pub(crate) use inputs::user_settings;
+pub(crate) use lease::Lease;
 pub(crate) use prepare::{Kernel, prepare};
 
 /// The default of `--env-cache-size`: a few CUDA-sized environments.
@@ -43,11 +55,14 @@ pub struct EnvOptions {
     pub uv: Option<PathBuf>,
     /// The most bytes of environments kept (`--env-cache-size`).
     pub cache_bytes: u64,
+    /// Where builds take packages from (`--uv-index-url` and the like): the admin's, the only
+    /// index settings a shared build sees.
+    pub index: IndexSettings,
 }
 
 impl Default for EnvOptions {
     fn default() -> Self {
-        EnvOptions { uv: None, cache_bytes: DEFAULT_CACHE_BYTES }
+        EnvOptions { uv: None, cache_bytes: DEFAULT_CACHE_BYTES, index: IndexSettings::default() }
     }
 }
 
@@ -57,6 +72,15 @@ struct Meta {
     python: String,
     kind: EnvKind,
     size_bytes: u64,
+    /// What it was built from (index URLs without their credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inputs: Option<BuildInputs>,
+    /// Why only its user's jobs use it, when so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    private: Option<String>,
+    /// What it holds, with the hashes that verify it.
+    #[serde(default)]
+    installed: Vec<record::Installed>,
 }
 
 /// A build's state, as the kernels waiting for it see it.
@@ -82,6 +106,7 @@ pub(crate) struct EnvCache {
     root: PathBuf,
     opts: EnvOptions,
     book: Arc<Mutex<Book>>,
+    pythons: Arc<python::Pythons>,
 }
 
 impl EnvCache {
@@ -100,7 +125,25 @@ impl EnvCache {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
-        EnvCache { root, opts, book: Arc::default() }
+        // The agent's own uv and pip variables no longer reach builds: the key could not
+        // cover them. Say so rather than build from another index than the admin meant.
+        let ignored: Vec<String> = std::env::vars()
+            .map(|(k, _)| k)
+            .filter(|k| (k.starts_with("UV_") || k.starts_with("PIP_")) && k != "UV_CACHE_DIR")
+            .collect();
+        if !ignored.is_empty() {
+            tracing::warn!(
+                "environment builds ignore the agent's {}: give the index with --uv-index-url, \
+                 --uv-extra-index-url, --uv-find-links or --uv-no-index",
+                ignored.join(", ")
+            );
+        }
+        EnvCache { root, opts, book: Arc::default(), pythons: Arc::default() }
+    }
+
+    /// The uv builds run.
+    fn uv_program(&self) -> PathBuf {
+        self.opts.uv.clone().unwrap_or_else(|| PathBuf::from("uv"))
     }
 
     /// Where environment `key` lives once built.
@@ -295,16 +338,43 @@ mod tests {
     fn fake_env(cache: &EnvCache, key: &str, size: u64) -> PathBuf {
         let env = cache.dir(key);
         std::fs::create_dir_all(env.join(META_DIR)).unwrap();
-        let meta = Meta { python: "3.11".into(), kind: EnvKind::Requirements, size_bytes: size };
+        let meta = Meta {
+            python: "3.11".into(),
+            kind: EnvKind::Requirements,
+            size_bytes: size,
+            inputs: None,
+            private: None,
+            installed: vec![],
+        };
         std::fs::write(env.join(META_DIR).join(META_FILE), serde_json::to_vec(&meta).unwrap()).unwrap();
         std::fs::write(env.join(META_DIR).join(USED_FILE), b"").unwrap();
         env
     }
 
     #[test]
+    fn a_lease_holds_its_environment_until_dropped_or_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = EnvCache::new(dir.path(), EnvOptions::default());
+        let key = "cd".repeat(32);
+        fake_env(&cache, &key, 10);
+        let lease = Lease::take(&cache, &key);
+        assert_eq!(lease.dir(), cache.dir(&key));
+        assert_eq!(cache.list()[0].in_use, 1);
+        assert!(cache.remove("cdcd").unwrap_err().contains("in use"));
+        // dropped on the way (the kernel stopped during its setup): let go
+        drop(lease);
+        assert_eq!(cache.list()[0].in_use, 0);
+        // kept: the keeper releases it, not the lease
+        let kept = Lease::take(&cache, &key).keep();
+        assert_eq!(cache.list()[0].in_use, 1);
+        cache.release(&kept);
+        assert_eq!(cache.list()[0].in_use, 0);
+    }
+
+    #[test]
     fn eviction_deletes_idle_environments_past_the_limit() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = EnvCache::new(dir.path(), EnvOptions { uv: None, cache_bytes: 150 });
+        let cache = EnvCache::new(dir.path(), EnvOptions { cache_bytes: 150, ..EnvOptions::default() });
         let (a, b) = ("aa".repeat(32), "bb".repeat(32));
         fake_env(&cache, &a, 100);
         fake_env(&cache, &b, 100);

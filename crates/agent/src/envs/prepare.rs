@@ -2,9 +2,13 @@
 //! the build another kernel started; report progress as `Preparing` events and say in the
 //! kernel's setup log what happened. A step of the kernel's setup task (`crate::setup`), which
 //! hands the outcome to the kernel table.
+//!
+//! First the environment's inputs are resolved ([`super::inputs::plan`]): its key depends on
+//! the node's interpreter and index settings and, for a private one, on the user, so it is
+//! known only here, not when the kernel table starts the setup. The kernel holds a
+//! [`Lease`] on that key from then on: nothing evicts its environment under it.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,7 +18,7 @@ use berth_model::protocol::{KernelEvent, KernelKey};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::build::{self, BuildError, PHASES};
-use super::{EnvCache, Status, read_meta, short, touch};
+use super::{EnvCache, Lease, Status, inputs, read_meta, short, touch};
 use crate::runtime::{KernelUpdate, RunUser};
 
 /// The kernel whose environment is prepared.
@@ -25,9 +29,11 @@ pub(crate) struct Kernel {
     pub user: RunUser,
     /// When its setup began (PREPARING's progress carries it).
     pub since: jiff::Timestamp,
+    /// The job's own build settings ([`super::user_settings`]): they make it private.
+    pub settings: Vec<(String, String)>,
 }
 
-/// Prepares `spec` for `kernel`, writing to `log`: the environment's directory, or why there
+/// Prepares `spec` for `kernel`, writing to `log`: a lease on the environment, or why there
 /// is none (uv's error, for the job's reason); `None` when `cancel` fires (or its sender is
 /// dropped: the kernel was stopped). A build nobody waits for any more is killed.
 pub(crate) async fn prepare(
@@ -36,17 +42,40 @@ pub(crate) async fn prepare(
     log: &mut std::fs::File,
     events: &mpsc::UnboundedSender<KernelUpdate>,
     cancel: &mut oneshot::Receiver<()>,
-) -> Option<Result<PathBuf, String>> {
-    let Kernel { key: kernel, spec, user, since } = job;
-    let key = spec.key();
+) -> Option<Result<Lease, String>> {
+    let Kernel { key: kernel, spec, user, since, settings } = job;
     let started = Instant::now();
+    let plan = tokio::select! {
+        _ = &mut *cancel => return None,
+        p = inputs::plan(&cache, &spec, &user, &settings) => p,
+    };
+    let plan = match plan {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(log, "environment for python {}: {e}", spec.python);
+            let _ = log.flush();
+            return Some(Err(format!("environment build failed: {e}")));
+        }
+    };
+    let key = plan.key.clone();
     let _ = writeln!(
         log,
-        "environment {key}: python {}, {} ({} bytes)",
+        "environment {key}: python {}, {} ({} bytes), interpreter {} ({})",
         spec.python,
         spec.kind.file_name(),
-        spec.contents.len()
+        spec.contents.len(),
+        plan.inputs.interpreter.path,
+        plan.inputs.interpreter.version,
     );
+    match &plan.private_why {
+        Some(why) => {
+            let _ = writeln!(log, "private to user {} (uid {}): {why}", user.name, user.uid);
+        }
+        None => {
+            let _ = writeln!(log, "shared: built with the node's settings only, no user's uv configuration");
+        }
+    }
+    let lease = Lease::take(&cache, &key);
     let progress = |done: u32, detail: Option<String>| {
         let ev = KernelEvent::Preparing {
             step: SetupStep::Environment,
@@ -66,7 +95,7 @@ pub(crate) async fn prepare(
                 drop(book);
                 let secs = started.elapsed().as_secs_f64();
                 let _ = writeln!(log, "reused environment {key} (cached on this node; ready in {secs:.2}s)");
-                break Ok(dir);
+                break Ok(lease);
             }
             match book.builds.get(&key) {
                 Some(tx) => (tx.subscribe(), false),
@@ -74,7 +103,7 @@ pub(crate) async fn prepare(
                     let (tx, rx) = watch::channel(Status::Running { done: 0, detail: None });
                     let tx = Arc::new(tx);
                     book.builds.insert(key.clone(), tx.clone());
-                    tokio::spawn(build::run(cache.clone(), key.clone(), spec.clone(), user.clone(), tx));
+                    tokio::spawn(build::run(cache.clone(), plan.clone(), spec.clone(), user.clone(), tx));
                     (rx, true)
                 }
             }
@@ -107,7 +136,7 @@ pub(crate) async fn prepare(
                 let _ = writeln!(log, "{}", built.output);
                 let how = if builder { "built" } else { "waited for" };
                 let _ = writeln!(log, "{how} environment {key} in {secs:.2}s (uv ran {:.2}s)", built.secs);
-                break Ok(cache.dir(&key));
+                break Ok(lease);
             }
             // Its builder's kernels were all stopped just as this one subscribed: build anew.
             Err(BuildError::Cancelled) => continue,

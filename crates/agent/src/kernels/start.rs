@@ -132,12 +132,11 @@ impl Kernels {
                 return vec![AgentMessage::Kernel { key, event: ev }];
             }
         };
-        let env_key = env_spec.as_ref().map(|e| e.key());
-        if let Some(k) = &env_key {
-            self.envs.acquire(k);
-            self.envs_dirty = true;
-            let _ = std::fs::write(logs::kernel_dir(&self.data_dir, &key).join(ENV_KEY_FILE), k);
-        }
+        // The environment's key is known once its setup resolved the node's interpreter and
+        // settings: `setup_done` takes the setup's lease on it.
+        let mut job_env = spec.submit_env.clone();
+        job_env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let settings = envs::user_settings(&job_env);
         let datasets = (!extras.datasets.is_empty()).then(|| crate::datasets::Prefetch {
             http: self.http.clone(),
             datasets: extras.datasets.clone(),
@@ -161,13 +160,12 @@ impl Kernels {
         let steps = Steps {
             key,
             since: now,
-            env: env_spec.map(|spec| (self.envs.clone(), envs::Kernel { key, spec, user, since: now })),
+            env: env_spec.map(|spec| (self.envs.clone(), envs::Kernel { key, spec, user, since: now, settings })),
             datasets,
         };
         tokio::spawn(crate::setup::run(steps, log, reports, cancelled));
         let mut entry = Entry::new(binding, last.clone(), None);
         entry.setup = Some(Pending { spec, env, extras, _cancel: cancel });
-        entry.env_key = env_key;
         self.map.insert(key, entry);
         vec![AgentMessage::Kernel { key, event: last }]
     }
@@ -202,8 +200,15 @@ impl Kernels {
             Ok(venv) => {
                 let mut env = pending.env;
                 // `runtime::env` puts `$VIRTUAL_ENV/bin` first on the kernel's PATH.
-                if let Some(dir) = venv {
-                    env.insert("VIRTUAL_ENV".into(), dir.to_string_lossy().into_owned());
+                if let Some(lease) = venv {
+                    env.insert("VIRTUAL_ENV".into(), lease.dir().to_string_lossy().into_owned());
+                    // The kernel holds the environment until it ends (`record` releases it); a
+                    // restarted agent finds the key in the kernel's dir.
+                    let k = lease.keep();
+                    let _ = std::fs::write(logs::kernel_dir(&self.data_dir, &key).join(ENV_KEY_FILE), &k);
+                    if let Some(e) = self.map.get_mut(&key) {
+                        e.env_key = Some(k);
+                    }
                 }
                 self.launch(key, &pending.spec, binding, &env, &pending.extras)
             }

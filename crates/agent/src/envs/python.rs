@@ -1,0 +1,279 @@
+//! Which interpreter an environment is built on, chosen by the agent, never by the build's
+//! user (issue 40 item 2, issue 41 item 2).
+//!
+//! uv run as the kernel's user would pick whatever `python3.11` that user's HOME offers (a
+//! uv-managed one in `~/.local/share/uv/python` is found first), and the environment's
+//! `bin/python` links to it: a user could plant an interpreter every later user of a shared
+//! environment runs. So the agent asks uv for the node's installed interpreters (its own PATH
+//! and managed installs, as the agent), runs each to learn its real path and `sys.version`,
+//! and passes the build an absolute path. Of the interpreters that fit the version asked for,
+//! the first that every user can run is taken: its environment can be shared. Only when there
+//! is none (a pyenv under `/root`), one the kernel's user can run makes an environment private
+//! to that user; when the user can run none, the job fails saying so (not `Permission denied`,
+//! exit 127, after "ready").
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use berth_model::environment::Interpreter;
+use serde::Deserialize;
+
+use crate::runtime::RunUser;
+
+/// How long what uv listed is trusted: a Python installed meanwhile is seen after this.
+const MEMO_FOR: Duration = Duration::from_secs(60);
+
+/// The probe run with each interpreter (`-I`: no user site, no `PYTHON*` variables).
+const PROBE: &str = "import os, sys; print(os.path.realpath(sys.executable)); print(sys.base_prefix); \
+                     print(sys.version.replace(chr(10), ' '))";
+
+/// One installed interpreter that fits a version request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// Its real path and `sys.version`: what the key covers.
+    pub interpreter: Interpreter,
+    /// `sys.base_prefix`: its standard library lives there.
+    pub prefix: PathBuf,
+}
+
+impl Found {
+    /// Whether `user` may run it: execute the binary, reach and read its prefix.
+    pub fn runnable_by(&self, who: &Who) -> bool {
+        allowed(Path::new(&self.interpreter.path), who, 0o1) && allowed(&self.prefix, who, 0o5)
+    }
+}
+
+/// The ids a permission check is made for.
+#[derive(Debug, Clone)]
+pub(crate) struct Who {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+impl Who {
+    /// A user with no relation to any file: what every user may do.
+    pub fn anyone() -> Who {
+        Who { uid: u32::MAX - 1, gid: u32::MAX - 1, groups: Vec::new() }
+    }
+
+    pub fn of(user: &RunUser) -> Who {
+        Who { uid: user.uid, gid: user.gid, groups: user.groups.clone() }
+    }
+}
+
+/// Whether `who` may traverse every directory above `path` and has `bits` (of r=4, w=2, x=1)
+/// on `path` itself. Root may do anything; a path that cannot be read is refused.
+fn allowed(path: &Path, who: &Who, bits: u32) -> bool {
+    if who.uid == 0 {
+        return true;
+    }
+    let ok = |p: &Path, bits: u32| {
+        let Ok(m) = std::fs::metadata(p) else { return false };
+        let shift = if m.uid() == who.uid {
+            6
+        } else if m.gid() == who.gid || who.groups.contains(&m.gid()) {
+            3
+        } else {
+            0
+        };
+        (m.mode() >> shift) & bits == bits
+    };
+    path.ancestors().skip(1).all(|dir| ok(dir, 0o1)) && ok(path, bits)
+}
+
+#[derive(Deserialize)]
+struct Listed {
+    path: String,
+}
+
+/// The node's interpreters per version request, as last listed.
+#[derive(Default)]
+pub(crate) struct Pythons {
+    memo: Mutex<HashMap<String, (Instant, Vec<Found>)>>,
+    uv_version: Mutex<Option<(Instant, String)>>,
+}
+
+impl Pythons {
+    /// The installed interpreters that fit `request` (`3.11`), in uv's order of preference,
+    /// one per real path.
+    pub async fn find(&self, uv: &Path, request: &str) -> Result<Vec<Found>, String> {
+        if let Some((at, found)) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(request)
+            && at.elapsed() < MEMO_FOR
+            && found.iter().all(|f| Path::new(&f.interpreter.path).exists())
+        {
+            return Ok(found.clone());
+        }
+        let out = agent_command(uv)
+            .args(["python", "list", request, "--only-installed", "--output-format", "json"])
+            .output()
+            .await
+            .map_err(|e| format!("cannot run uv (`{}`) to find python {request}: {e}", uv.display()))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(format!("uv cannot list the node's pythons: {}", err.trim()));
+        }
+        let listed: Vec<Listed> =
+            serde_json::from_slice(&out.stdout).map_err(|e| format!("uv listed the node's pythons unreadably: {e}"))?;
+        let mut found: Vec<Found> = Vec::new();
+        for l in listed {
+            if let Some(f) = probe(&l.path).await
+                && !found.iter().any(|g| g.interpreter.path == f.interpreter.path)
+            {
+                found.push(f);
+            }
+        }
+        self.memo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(request.to_string(), (Instant::now(), found.clone()));
+        Ok(found)
+    }
+
+    /// `uv --version`: another uv may resolve or install differently.
+    pub async fn uv_version(&self, uv: &Path) -> Result<String, String> {
+        if let Some((at, v)) = &*self.uv_version.lock().unwrap_or_else(|e| e.into_inner())
+            && at.elapsed() < MEMO_FOR
+        {
+            return Ok(v.clone());
+        }
+        let out = agent_command(uv).arg("--version").output().await.map_err(|e| uv_failed(uv, e))?;
+        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !out.status.success() || v.is_empty() {
+            return Err(format!("uv (`{}`) does not tell its version", uv.display()));
+        }
+        *self.uv_version.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), v.clone()));
+        Ok(v)
+    }
+}
+
+/// What a missing or unrunnable uv says (the build's own message, as before).
+fn uv_failed(uv: &Path, e: std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        format!(
+            "uv not found (`{}`): install it on the node (`pip install uv`, or https://docs.astral.sh/uv/) \
+             and give its path with `berth agent --uv PATH` or BERTH_UV",
+            uv.display()
+        )
+    } else {
+        format!("cannot run uv (`{}`): {e}", uv.display())
+    }
+}
+
+/// uv as the agent, with the agent's environment (its PATH and HOME are the admin's) but no
+/// configuration files and no downloads.
+fn agent_command(uv: &Path) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(uv);
+    c.env("UV_NO_CONFIG", "1").env("UV_PYTHON_DOWNLOADS", "never").env("NO_COLOR", "1");
+    c.stdin(Stdio::null()).kill_on_drop(true);
+    c
+}
+
+/// Runs `path` to learn what it really is; `None` if it does not run (a pyenv shim of a
+/// version not installed, a broken link).
+async fn probe(path: &str) -> Option<Found> {
+    let run =
+        tokio::process::Command::new(path).args(["-I", "-c", PROBE]).stdin(Stdio::null()).kill_on_drop(true).output();
+    let out = tokio::time::timeout(Duration::from_secs(10), run).await.ok()?.ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let (real, prefix, version) = (lines.next()?, lines.next()?, lines.next()?);
+    Some(Found {
+        interpreter: Interpreter { path: real.to_string(), version: version.to_string() },
+        prefix: PathBuf::from(prefix),
+    })
+}
+
+/// The interpreter to build on for `user`, and whether everyone can run it (else the
+/// environment is private to `user`), or why there is none.
+pub(crate) fn choose<'a>(found: &'a [Found], user: &RunUser, request: &str) -> Result<(&'a Found, bool), String> {
+    if let Some(f) = found.iter().find(|f| f.runnable_by(&Who::anyone())) {
+        return Ok((f, true));
+    }
+    if let Some(f) = found.iter().find(|f| f.runnable_by(&Who::of(user))) {
+        return Ok((f, false));
+    }
+    if found.is_empty() {
+        return Err(format!(
+            "no python {request} on this node: install it where the agent finds it (e.g. `python{request}` on \
+             the agent's PATH, readable by every user); environments use no downloaded pythons"
+        ));
+    }
+    let paths: Vec<&str> = found.iter().map(|f| f.interpreter.path.as_str()).collect();
+    Err(format!(
+        "no python {request} on this node that user {} can run ({} cannot be reached by them): install one \
+         every user can run (e.g. the OS's python{request} in /usr/bin) on the agent's PATH",
+        user.name,
+        paths.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn user(uid: u32) -> RunUser {
+        RunUser { name: format!("u{uid}"), uid, gid: uid, home: String::new(), switch: true, groups: vec![] }
+    }
+
+    /// An interpreter at `<dir>/<name>/bin/python3` with its prefix, the dir's mode `mode`.
+    fn fake(dir: &Path, name: &str, mode: u32) -> Found {
+        let top = dir.join(name);
+        std::fs::create_dir_all(top.join("bin")).unwrap();
+        std::fs::write(top.join("bin/python3"), b"").unwrap();
+        std::fs::set_permissions(top.join("bin/python3"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&top, std::fs::Permissions::from_mode(mode)).unwrap();
+        Found {
+            interpreter: Interpreter { path: top.join("bin/python3").display().to_string(), version: "3.11.2".into() },
+            prefix: top,
+        }
+    }
+
+    #[test]
+    fn an_interpreter_everyone_can_run_is_preferred_and_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let closed = fake(dir.path(), "rootpyenv", 0o700);
+        let open = fake(dir.path(), "usr", 0o755);
+        let u = user(4242);
+        // uv preferred the closed one; everyone can run the open one: that, shared
+        let both = [closed.clone(), open.clone()];
+        assert_eq!(choose(&both, &u, "3.11").unwrap(), (&open, true));
+        // only the closed one, which its owner (root here) alone may run: the user cannot
+        let e = choose(std::slice::from_ref(&closed), &u, "3.11").unwrap_err();
+        assert!(e.contains("that user u4242 can run") && e.contains("rootpyenv"), "{e}");
+        // ... but its owner can: private to them
+        let owner = user(std::fs::metadata(&closed.prefix).unwrap().uid());
+        if owner.uid != 0 {
+            assert_eq!(choose(std::slice::from_ref(&closed), &owner, "3.11").unwrap(), (&closed, false));
+        }
+        // root runs anything, yet what only root can run is not shared
+        assert_eq!(choose(std::slice::from_ref(&closed), &user(0), "3.11").unwrap(), (&closed, false));
+        let e = choose(&[], &u, "3.12").unwrap_err();
+        assert!(e.starts_with("no python 3.12 on this node"), "{e}");
+    }
+
+    #[test]
+    fn permissions_are_checked_on_every_directory_above() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let f = fake(dir.path(), "grp", 0o750);
+        let m = std::fs::metadata(&f.prefix).unwrap();
+        let member = Who { uid: 4243, gid: 1, groups: vec![m.gid()] };
+        let other = Who { uid: 4243, gid: 1, groups: vec![] };
+        if m.gid() != 1 {
+            assert!(f.runnable_by(&member));
+            assert!(!f.runnable_by(&other));
+        }
+        assert!(!f.runnable_by(&Who::anyone()));
+    }
+}
