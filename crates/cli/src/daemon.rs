@@ -77,6 +77,14 @@ pub struct ManagerFlags {
     /// The most a code snapshot (`berth submit --code DIR`) may hold, e.g. 2GiB [default: 1GiB]
     #[arg(long, value_name = "SIZE", value_parser = crate::commands::folder::parse_size, env = "BERTH_CODE_LIMIT")]
     pub code_limit: Option<u64>,
+    /// `/metrics` shows every series to anyone, the ones that name users' serving endpoints
+    /// included [default: those need an admin's token or the scrape token]
+    #[arg(long, env = "BERTH_PUBLIC_METRICS")]
+    pub public_metrics: bool,
+    /// A file (mode 600) holding a token that scrapes every series of `/metrics` (Prometheus:
+    /// `authorization: { credentials_file: ... }`), without an admin's API token
+    #[arg(long, value_name = "FILE", env = "BERTH_METRICS_TOKEN_FILE")]
+    pub metrics_token_file: Option<PathBuf>,
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]
@@ -661,7 +669,12 @@ async fn start_manager(
         // SAFETY: geteuid cannot fail and touches no memory.
         everyone: unsafe { libc::geteuid() } == 0,
     };
+    let mut metrics = berth_manager::MetricsAccess { public: flags.public_metrics, token_hash: None };
+    if let Some(file) = &flags.metrics_token_file {
+        metrics = metrics.with_token(&crate::service::read_secret_file(file, "metrics token")?);
+    }
     let config = ManagerConfig {
+        metrics,
         socket: Some(socket),
         data_dir: data_dir.to_path_buf(),
         store,

@@ -6,7 +6,9 @@
 //! none and every later answer comes from the new version, and an update whose replicas never
 //! get ready rolls back. Autoscaling goes up under load and back down after it, to zero and
 //! up again with a cold start. Streams pass event by event. Access and bad input answer with
-//! clear statuses and reasons, and a restarted manager takes its replicas back.
+//! clear statuses and reasons, and a restarted manager takes its replicas back. A private
+//! endpoint cannot be told from a missing one without its token, neither by its answer nor
+//! through `/metrics`.
 
 mod support;
 
@@ -379,7 +381,7 @@ fn autoscaling_follows_the_load_and_an_idle_endpoint_goes_to_zero_and_wakes() {
     eprintln!("cold start served in {:?}", t.elapsed());
 
     // The manager's metrics count the endpoint's requests.
-    let metrics = get(&format!("{}/metrics", b.url), None).unwrap().body;
+    let metrics = get(&format!("{}/metrics", b.url), Some(&b.admin_token())).unwrap().body;
     assert!(metrics.contains("berth_endpoint_requests_total{endpoint=\"auto\",code=\"200\"}"), "{metrics}");
     assert!(metrics.contains("berth_endpoint_request_duration_seconds_count{endpoint=\"auto\"}"), "{metrics}");
 }
@@ -414,11 +416,12 @@ fn endpoint_access_needs_its_token_and_bad_input_says_why() {
     let other = b.create_user("mallory");
     assert_eq!(get(&format!("{url}x"), Some(&other)).unwrap().status, 404);
     assert_eq!(b.cli_as(&other, &["serve", "show", "priv"]).status.code(), Some(1));
-    assert_eq!(get(&format!("{url}x"), Some("not-a-token")).unwrap().status, 401);
+    // A token that may not call it, whatever it is, gets the 404 of a missing endpoint.
+    assert_eq!(get(&format!("{url}x"), Some("not-a-token")).unwrap().status, 404);
     let tokens = b.json(&["serve", "token", "ls", "priv"]);
     let id = tokens[0]["id"].as_i64().unwrap().to_string();
     assert!(b.cli(&["serve", "token", "revoke", "priv", &id]).status.success());
-    assert_eq!(get(&format!("{url}x"), Some(&token)).unwrap().status, 401, "a revoked token");
+    assert_eq!(get(&format!("{url}x"), Some(&token)).unwrap().status, 404, "a revoked token");
     assert!(b.cli(&["serve", "public", "priv", "on"]).status.success());
     assert_eq!(get(&format!("{url}x"), None).unwrap().status, 200, "public");
 
@@ -495,6 +498,80 @@ fn endpoint_access_needs_its_token_and_bad_input_says_why() {
     let q = b.cli(&["serve", "create", "q", "--queue", "nope", "--", "python3", &script]);
     assert_eq!(q.status.code(), Some(1));
     assert!(text(&q.stderr).contains("unknown queue"), "{}", text(&q.stderr));
+}
+
+/// A private endpoint whose replica never gets ready: access is decided before any replica.
+fn private_endpoint(b: &Berth, name: &str) {
+    let o = b.cli(&["serve", "create", name, "--cpus", "1", "--mem", "64MiB", "--", "sleep", "600"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_private_endpoint_answers_like_a_missing_one() {
+    let b = Berth::up(&["--no-cache"]);
+    private_endpoint(&b, "aserv");
+    let url = url_of(&b, "aserv");
+    let missing = url.replace("/serve/aserv/", "/serve/nonexist/");
+    let other = b.create_user("mallory");
+    // Garbage, another user's token, a token of another endpoint: every refusal with a token
+    // is the same status and the same body as for an endpoint that does not exist.
+    private_endpoint(&b, "bserv");
+    let bserv = b.ok(&["serve", "token", "create", "bserv"]).trim().to_string();
+    for token in ["garbage", other.as_str(), bserv.as_str()] {
+        let private = get(&format!("{url}x"), Some(token)).unwrap();
+        let none = get(&format!("{missing}x"), Some(token)).unwrap();
+        assert_eq!(private.status, 404, "{}", private.body);
+        assert_eq!(none.status, 404, "{}", none.body);
+        assert_eq!(private.body.replace("aserv", "NAME"), none.body.replace("nonexist", "NAME"));
+        assert!(!private.body.contains("invalid token"), "{}", private.body);
+    }
+    // Without a token both ask for one, alike.
+    let private = get(&format!("{url}x"), None).unwrap();
+    let none = get(&format!("{missing}x"), None).unwrap();
+    assert_eq!((private.status, none.status), (401, 401));
+    assert_eq!(private.body.replace("aserv", "NAME"), none.body.replace("nonexist", "NAME"));
+    // The owner still gets in (503: no replica is ready), as does the endpoint's own token.
+    assert_eq!(get(&format!("{url}x"), Some(&b.admin_token())).unwrap().status, 503);
+    let own = b.ok(&["serve", "token", "create", "aserv"]).trim().to_string();
+    assert_eq!(get(&format!("{url}x"), Some(&own)).unwrap().status, 503);
+}
+
+#[test]
+fn metrics_need_a_token_to_name_endpoints() {
+    use std::os::unix::fs::PermissionsExt;
+    let secrets = tempfile::tempdir().unwrap();
+    let file = secrets.path().join("scrape-token");
+    std::fs::write(&file, "s3cret-scrape\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let b = Berth::up(&["--no-cache", "--metrics-token-file", file.to_str().unwrap()]);
+    private_endpoint(&b, "aserv");
+    let metrics = format!("{}/metrics", b.url);
+    // The admin sees the endpoint's series (once the controller counted its replicas).
+    let start = Instant::now();
+    loop {
+        let all = get(&metrics, Some(&b.admin_token())).unwrap();
+        assert_eq!(all.status, 200, "{}", all.body);
+        if all.body.contains("berth_endpoint_replicas{endpoint=\"aserv\"") {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "no endpoint series for the admin: {}", all.body);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Anonymous scrapes still work (Prometheus's default), without a tenant's name.
+    let anon = get(&metrics, None).unwrap();
+    assert_eq!(anon.status, 200, "{}", anon.body);
+    assert!(anon.body.contains("berth_jobs{"), "{}", anon.body);
+    assert!(!anon.body.contains("aserv") && !anon.body.contains("endpoint="), "{}", anon.body);
+    // The scrape token sees everything; a user's token and garbage are refused, not served
+    // less than they asked for.
+    let scrape = get(&metrics, Some("s3cret-scrape")).unwrap();
+    assert_eq!(scrape.status, 200, "{}", scrape.body);
+    assert!(scrape.body.contains("endpoint=\"aserv\""), "{}", scrape.body);
+    let user = b.create_user("mallory");
+    let refused = get(&metrics, Some(&user)).unwrap();
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(!refused.body.contains("aserv"), "{}", refused.body);
+    assert_eq!(get(&metrics, Some("garbage")).unwrap().status, 401);
 }
 
 #[test]

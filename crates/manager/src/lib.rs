@@ -81,6 +81,7 @@ use berth_store::{Store, StoreUrl};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use metrics::MetricsAccess;
 pub use openapi::ApiDoc;
 
 /// How to start a manager.
@@ -128,6 +129,9 @@ pub struct ManagerConfig {
     pub folder_root: Option<PathBuf>,
     /// The most bytes a code snapshot (`--code`) may hold (`--code-limit`); `None`: 1 GiB.
     pub code_limit: Option<u64>,
+    /// Who sees the `/metrics` series that name tenants' objects (`--public-metrics`,
+    /// `--metrics-token-file`); the default: admins only.
+    pub metrics: MetricsAccess,
 }
 
 /// A callback for [`ManagerConfig::on_standby`].
@@ -301,6 +305,7 @@ async fn lead(
     )
     .with_lease(lease);
     made.kill_invalid_depend = cfg.kill_invalid_depend;
+    made.metrics_access = config.metrics.clone();
     made.qos = cfg.qos.clone();
     if let Some(root) = &config.folder_root {
         made = made.with_folder_root(root.clone());

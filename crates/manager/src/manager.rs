@@ -61,6 +61,8 @@ pub struct Manager {
     pub tls: bool,
     /// Prometheus counters and histograms (`/metrics`; levels are counted at scrape time).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Who sees the series of `/metrics` that name tenants' objects.
+    pub metrics_access: crate::metrics::MetricsAccess,
     /// The retention period (`--retain`), once the retention task runs (`retention.rs`).
     pub retain: std::sync::OnceLock<std::time::Duration>,
     pub shutdown: watch::Receiver<bool>,
@@ -120,6 +122,7 @@ impl Manager {
             shutdown,
             store,
             metrics,
+            metrics_access: Default::default(),
             lease: Default::default(),
             leader_url: Default::default(),
             kill_invalid_depend: true,

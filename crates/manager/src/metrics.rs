@@ -10,7 +10,10 @@
 //!
 //! Labels are bounded: queues, states, reason kinds, node names, API route templates. No job
 //! ids, user names or tokens (an admin reads those from the API, not from a time series).
+//! Series that name tenants' objects (serving endpoints) sit in a registry of their own, shown
+//! only to the callers `access` lets see them.
 
+mod access;
 mod gauges;
 
 use std::time::Duration;
@@ -23,6 +26,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
+pub use access::{MetricsAccess, View, view};
 pub use gauges::Snapshot;
 
 /// One label set of one or two labels (bounded values only, see the module doc).
@@ -72,6 +76,8 @@ pub enum JobEvent {
 /// The event metrics; see the module doc.
 pub struct Metrics {
     registry: Registry,
+    /// The series that name tenants' objects (endpoints): [`View::All`] only.
+    tenants: Registry,
     submitted: Family<L1, Counter>,
     starts: Family<L1, Counter>,
     finished: Family<L2, Counter>,
@@ -107,6 +113,7 @@ impl Metrics {
     pub fn new() -> Metrics {
         let m = Metrics {
             registry: Registry::default(),
+            tenants: Registry::default(),
             submitted: Family::default(),
             starts: Family::default(),
             finished: Family::default(),
@@ -143,12 +150,14 @@ impl Metrics {
         r.register("berth_jobs_archived", archived, m.archived.clone());
         let served =
             "Requests to serving endpoints, by endpoint and the status answered (502/503/504: no replica answered)";
-        r.register("berth_endpoint_requests", served, m.endpoint_requests.clone());
+        // Endpoint names are tenants': a private endpoint's must not be read by strangers.
+        let mut t = Registry::default();
+        t.register("berth_endpoint_requests", served, m.endpoint_requests.clone());
         let latency = "Serving endpoints' latency to the response head, by endpoint";
-        seconds(&mut r, "berth_endpoint_request_duration", latency, m.endpoint_seconds.clone());
+        seconds(&mut t, "berth_endpoint_request_duration", latency, m.endpoint_seconds.clone());
         let replicas = "Serving endpoints' replicas, by endpoint and state (starting, not-ready, ready, draining)";
-        r.register("berth_endpoint_replicas", replicas, m.endpoint_replicas.clone());
-        Metrics { registry: r, ..m }
+        t.register("berth_endpoint_replicas", replicas, m.endpoint_replicas.clone());
+        Metrics { registry: r, tenants: t, ..m }
     }
 
     pub fn submitted(&self, queue: &str) {
@@ -212,13 +221,17 @@ impl Metrics {
         }
     }
 
-    /// The whole exposition: these event metrics, then the levels of `snapshot`.
-    pub fn render(&self, snapshot: &Snapshot) -> String {
+    /// The exposition `view` may see: these event metrics (tenants' with [`View::All`]), then
+    /// the levels of `snapshot`.
+    pub fn render(&self, snapshot: &Snapshot, view: View) -> String {
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::with_capacity(64 * 1024);
         let levels = snapshot.registry();
         // Writing to a String cannot fail.
         let _ = encode_registry(&mut out, &self.registry);
+        if view == View::All {
+            let _ = encode_registry(&mut out, &self.tenants);
+        }
         let _ = encode_registry(&mut out, &levels);
         let _ = encode_eof(&mut out);
         out
@@ -246,7 +259,7 @@ mod tests {
         m.request("GET", "/v1/jobs/{id}", 404, Duration::from_millis(3));
         m.commit(Commit::Pass, Duration::from_millis(1));
         m.archived(3);
-        let text = m.render(&Snapshot::default());
+        let text = m.render(&Snapshot::default(), View::Cluster);
         for line in [
             "berth_build_info{version=\"",
             "berth_jobs_submitted_total{queue=\"gpu\"} 1",
@@ -262,5 +275,19 @@ mod tests {
         }
         assert!(text.ends_with("# EOF\n"), "one EOF, at the end");
         assert_eq!(text.matches("# EOF").count(), 1);
+    }
+
+    #[test]
+    fn endpoint_names_are_only_in_the_full_view() {
+        let m = Metrics::new();
+        m.endpoint_request("aserv", 200, Duration::from_millis(3));
+        m.endpoint_replicas(&[("aserv".into(), [0, 0, 1, 0])]);
+        let cluster = m.render(&Snapshot::default(), View::Cluster);
+        assert!(!cluster.contains("aserv"), "{cluster}");
+        assert!(cluster.contains("berth_build_info"), "{cluster}");
+        let all = m.render(&Snapshot::default(), View::All);
+        assert!(all.contains("berth_endpoint_requests_total{endpoint=\"aserv\",code=\"200\"} 1"), "{all}");
+        assert!(all.contains("berth_endpoint_replicas{endpoint=\"aserv\",state=\"ready\"} 1"), "{all}");
+        assert_eq!(all.matches("# EOF").count(), 1);
     }
 }

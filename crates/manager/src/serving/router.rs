@@ -3,8 +3,9 @@
 //!
 //! Access: anyone for a public endpoint; otherwise a bearer token, either one of the
 //! endpoint's own (`berth serve token create`) or the API token of its owner or an admin.
-//! A request without a token gets 401 whether the endpoint exists or not, one with another
-//! user's API token the same 404 as an endpoint that does not exist.
+//! A request without a token gets 401 whether the endpoint exists or not; one with any token
+//! that may not call it (another user's, a revoked one, garbage) the same 404 as an endpoint
+//! that does not exist, so a private endpoint cannot be told from a missing one.
 //!
 //! Balancing: the ready replica with the fewest requests in flight (a response counts until
 //! its body is sent, so long streams weigh as they should), ties taken in turn. A request
@@ -258,6 +259,10 @@ fn timeout(name: &str, waited: Duration) -> Response<Body> {
 }
 
 /// Who may call endpoint `name` (see the module doc): its id, or the answer.
+///
+/// Every refusal with a token is the one 404 an unknown endpoint gets, whatever the token
+/// was (garbage, revoked, another user's): a private endpoint must not be found by trying
+/// names. The token is checked even when no endpoint has the name, so both take the same path.
 async fn access(m: &Manager, name: &str, headers: &axum::http::HeaderMap) -> Result<i64, Response<Body>> {
     let token = crate::auth::bearer_of(headers);
     let hash = token.map(crate::token::hash_token);
@@ -281,22 +286,17 @@ async fn access(m: &Manager, name: &str, headers: &axum::http::HeaderMap) -> Res
         r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return Err(r);
     };
-    let Some((id, _, owner)) = found else { return Err(not_found(name)) };
-    match m.tenancy.authenticate(token).await {
-        Ok(u) if u.id == owner || u.is_admin() => Ok(id),
-        Ok(_) => Err(not_found(name)),
-        Err(_) => {
-            let mut r =
-                plain(StatusCode::UNAUTHORIZED, format!("invalid token for endpoint `{name}` (revoked or never made)"));
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer error=\"invalid_token\""));
-            Err(r)
-        }
+    let user = m.tenancy.authenticate(token).await.ok();
+    match (found, user) {
+        (Some((id, _, owner)), Some(u)) if u.id == owner || u.is_admin() => Ok(id),
+        _ => Err(not_found(name)),
     }
 }
 
+/// The answer to an endpoint that does not exist, or that the caller may not call: the name
+/// is the caller's own, so echoing it confirms nothing.
 fn not_found(name: &str) -> Response<Body> {
-    plain(StatusCode::NOT_FOUND, format!("no endpoint `{name}`: see berth serve ls"))
+    plain(StatusCode::NOT_FOUND, format!("no endpoint `{name}` that this token may call: see berth serve ls"))
 }
 
 #[cfg(test)]

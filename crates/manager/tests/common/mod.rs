@@ -38,6 +38,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         retain: None,
         folder_root: None,
         code_limit: None,
+        metrics: Default::default(),
     }
 }
 
