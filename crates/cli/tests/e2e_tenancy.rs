@@ -1,5 +1,6 @@
 //! Tenancy through the real binary (issue 6): projects and shared jobs, `berth login`,
-//! `berth token create|list|revoke` taking effect at once, disabled users, the audit log.
+//! `berth token create|list|revoke` taking effect at once, disabled users, the audit log;
+//! a shared job's `--env` values stay its owner's.
 
 mod support;
 
@@ -55,6 +56,36 @@ fn projects_share_jobs_with_members_only() {
     let o = b.cli_as(&bob, &["show", "-o", "json", &id.to_string()]);
     let detail: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(detail["spec"]["project"], "vision");
+}
+
+#[test]
+fn env_values_of_a_shared_job_are_hidden_from_project_members() {
+    let b = Berth::up(&[]);
+    let bob = b.create_user("bob");
+    let carol = b.create_user("carol");
+    b.ok(&["admin", "project", "create", "vision"]);
+    for u in ["bob", "carol"] {
+        b.ok(&["admin", "project", "add-member", "vision", u]);
+    }
+    let secret = "sk-s3cret-of-bob";
+    let key = format!("API_KEY={secret}");
+    let id = b.submit_as(&bob, &["--project", "vision", "--share", "--env", &key, "--", "sleep", "30"]);
+    let id = id.to_string();
+    // carol sees the job and the variable's name, never its value, in any read.
+    let o = b.cli_as(&carol, &["show", "-o", "json", &id]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let detail: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(detail["spec"]["env"]["API_KEY"], "<hidden>", "{detail:#}");
+    for args in [vec!["show", "-o", "json", &id], vec!["show", &id], vec!["ps", "-o", "json"], vec!["ps", "-a"]] {
+        let o = b.cli_as(&carol, &args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+        assert!(!text(&o.stdout).contains(secret), "{args:?} shows bob's secret to carol: {}", text(&o.stdout));
+    }
+    // The owner and the admin see it.
+    let own: Value = serde_json::from_slice(&b.cli_as(&bob, &["show", "-o", "json", &id]).stdout).unwrap();
+    assert_eq!(own["spec"]["env"]["API_KEY"], secret);
+    assert_eq!(b.job(id.parse().unwrap())["spec"]["env"]["API_KEY"], secret);
+    b.ok(&["cancel", &id]);
 }
 
 #[test]

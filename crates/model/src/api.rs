@@ -132,11 +132,16 @@ pub struct KernelView {
     pub usage: Option<crate::KernelUsage>,
 }
 
+/// What the value of each `--env` variable of another user's job reads as (`JobDetail::spec`):
+/// the owner's secrets stay theirs, the names show what the job was given.
+pub const HIDDEN_ENV_VALUE: &str = "<hidden>";
+
 /// `GET /v1/jobs/{id}`: everything `berth show` prints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct JobDetail {
     pub job: JobView,
-    /// The spec as submitted; `submit_env` only for the job's owner and admins.
+    /// The spec as submitted. For others than the job's owner and admins (project members of
+    /// a shared job), `submit_env` is empty and every `env` value is [`HIDDEN_ENV_VALUE`].
     pub spec: JobSpec,
     pub kernels: Vec<KernelView>,
     pub transitions: Vec<Transition>,

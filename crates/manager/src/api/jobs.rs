@@ -424,11 +424,20 @@ pub async fn show(
     drop(st);
     let mut spec = row.spec;
     if row.user_id != user.id && !user.is_admin() {
-        // The exported environment may hold the owner's secrets (keys in variables): a
-        // project member who may see the job does not see them.
-        spec.submit_env.clear();
+        hide_secrets(&mut spec);
     }
     Ok(axum::Json(JobDetail { job, spec, kernels, transitions, submitter: row.submitter }))
+}
+
+/// A spec as a project member who is not its owner sees it. Its environment may hold the
+/// owner's secrets (`--env API_KEY=...`, keys in exported variables): the exported environment
+/// goes, and every `--env` value reads as `HIDDEN_ENV_VALUE` (the names stay, so the member
+/// still sees what the job was given).
+fn hide_secrets(spec: &mut berth_model::JobSpec) {
+    spec.submit_env.clear();
+    for v in spec.env.values_mut() {
+        *v = berth_model::api::HIDDEN_ENV_VALUE.to_string();
+    }
 }
 
 /// Cancel a job: at once while pending, by stopping its kernels otherwise.
