@@ -439,7 +439,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         );
         std::process::exit(1);
     }));
-    let handle = start_manager(&data_dir, None, &args.manager, cache_env, Some(refuse)).await?;
+    let handle = start_manager(&data_dir, None, &args.manager, cache_env, Some(refuse), None).await?;
     let url = handle.url.clone();
     let handle_apps = handle.apps_addr;
     let token = remember_admin_token(&data_dir, handle.bootstrap.as_ref())?;
@@ -563,7 +563,25 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
         println!("berth manager stands by: the leader is {leader}");
         crate::service::ready(&format!("standing by for the leader at {leader}"));
     }));
-    let handle = start_manager(&data_dir, store, &args.manager, cache_env, Some(on_standby)).await?;
+    // The stop handlers go in before the start: it stands by for as long as another manager
+    // leads, and SIGINT must end that as SIGTERM does (a handler installed only once it led
+    // left a standby with whatever the shell gave it: a background job ignores SIGINT).
+    let (stop_tx, mut stop) = tokio::sync::watch::channel(false);
+    let signalled = shutdown_signal();
+    tokio::spawn(async move {
+        signalled.await;
+        let _ = stop_tx.send(true);
+    });
+    let started = start_manager(&data_dir, store, &args.manager, cache_env, Some(on_standby), Some(stop.clone())).await;
+    let handle = match started {
+        Ok(h) => h,
+        Err(e) if e.downcast_ref::<berth_manager::StoppedStandingBy>().is_some() => {
+            crate::service::stopping();
+            tracing::info!("stopping the berth manager (it stood by)");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     let url = handle.url.clone();
     let trusted_cert = args.manager.tls.trusted_cert();
     if let Some(token) = remember_admin_token(&data_dir, handle.bootstrap.as_ref())? {
@@ -587,10 +605,9 @@ pub async fn manager(args: ManagerArgs) -> anyhow::Result<()> {
         url.clone()
     };
     println!("  berth agent --manager {agent_url} --join-token {}{ca}", handle.join_token);
-    let stop = shutdown_signal();
     crate::service::ready(&format!("serving {url}"));
     tokio::select! {
-        _ = stop => {}
+        _ = stop.wait_for(|s| *s) => {}
         why = handle.deposed() => {
             crate::service::stopping();
             // A manager cut off from its store may wait long on it: it has stopped acting
@@ -659,6 +676,7 @@ async fn start_manager(
     flags: &ManagerFlags,
     cache: Option<berth_manager::cache_env::CacheEnv>,
     on_standby: Option<berth_manager::OnStandby>,
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> anyhow::Result<berth_manager::ManagerHandle> {
     let (listen, apps) = (flags.listen, &flags.apps);
     // Local users reach the manager over its unix socket, where the kernel vouches for who
@@ -675,6 +693,7 @@ async fn start_manager(
     }
     let config = ManagerConfig {
         metrics,
+        stop,
         socket: Some(socket),
         data_dir: data_dir.to_path_buf(),
         store,

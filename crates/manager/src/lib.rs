@@ -132,7 +132,17 @@ pub struct ManagerConfig {
     /// Who sees the `/metrics` series that name tenants' objects (`--public-metrics`,
     /// `--metrics-token-file`); the default: admins only.
     pub metrics: MetricsAccess,
+    /// Turns `true` when the daemon is told to stop (SIGINT, SIGTERM): a manager that stands
+    /// by then stops standing by and [`start`] fails with [`StoppedStandingBy`]. (Once it
+    /// leads, [`ManagerHandle::shutdown`] stops it.) `None`: it stands by until it leads.
+    pub stop: Option<watch::Receiver<bool>>,
 }
+
+/// What [`start`] fails with when [`ManagerConfig::stop`] stopped it while it stood by: a
+/// clean stop, not a failure of the start.
+#[derive(Debug, thiserror::Error)]
+#[error("the manager was stopped while it stood by")]
+pub struct StoppedStandingBy;
 
 /// A callback for [`ManagerConfig::on_standby`].
 #[derive(Clone)]
@@ -242,7 +252,14 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
         config.advertise_url.clone().unwrap_or_else(|| local_url(scheme, local_addr)),
         config.lease_timeout,
     );
-    let (epoch, until) = stand_by(&*store, &me, &listener, tls.clone(), config.on_standby.clone()).await?;
+    let stood = stand_by(&*store, &me, &listener, tls.clone(), config.on_standby.clone(), config.stop.clone()).await;
+    let (epoch, until) = match stood {
+        Ok(won) => won,
+        Err(e) => {
+            store.close().await;
+            return Err(e);
+        }
+    };
     store.fence(epoch);
     let lease = Arc::new(lease::Lease::default());
     lease.lead(epoch, until);
@@ -390,13 +407,15 @@ async fn lead(
 }
 
 /// Serves as a standby on `listener` (redirects to the leader, `standby.rs`) until this
-/// manager takes the lease: its epoch and until when it may act.
+/// manager takes the lease: its epoch and until when it may act. Fails with
+/// [`StoppedStandingBy`] once `halt` ([`ManagerConfig::stop`]) turns `true` first.
 async fn stand_by(
     store: &dyn Store,
     me: &leader::Candidate,
     listener: &std::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     on_standby: Option<OnStandby>,
+    halt: Option<watch::Receiver<bool>>,
 ) -> anyhow::Result<(u64, std::time::Instant)> {
     let (seen_tx, seen) = watch::channel(None);
     let (stop_tx, stop) = watch::channel(false);
@@ -408,14 +427,29 @@ async fn stand_by(
             (f.0)(url)
         }
     };
-    let (epoch, until) = leader::campaign(store, me, &seen_tx, told).await;
+    // A stop must end a standby as it ends a leader: without this, a standby outlived the
+    // SIGINT it was sent (and whatever signal the daemon's handlers took from the default).
+    let stopped = async {
+        let told = match halt {
+            Some(mut h) => h.wait_for(|h| *h).await.is_ok(),
+            None => false,
+        };
+        if !told {
+            // No stop, or its sender gone: only leading ends the standby.
+            std::future::pending::<()>().await;
+        }
+    };
+    let won = tokio::select! {
+        won = leader::campaign(store, me, &seen_tx, told) => Some(won),
+        () = stopped => None,
+    };
     let _ = stop_tx.send(true);
     // Keep-alive clients of the standby get their answers; then they are cut and reconnect.
     let mut server = server;
     if tokio::time::timeout(Duration::from_secs(1), &mut server).await.is_err() {
         server.abort();
     }
-    Ok((epoch, until))
+    won.ok_or_else(|| StoppedStandingBy.into())
 }
 
 /// The app proxy's listener: on `addr`, or when that is a default whose port is taken, on a

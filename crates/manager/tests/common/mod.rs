@@ -39,6 +39,7 @@ pub fn config(dir: &Path, heartbeat: Duration) -> ManagerConfig {
         folder_root: None,
         code_limit: None,
         metrics: Default::default(),
+        stop: None,
     }
 }
 
