@@ -172,6 +172,41 @@ fn container_jobs_run_like_processes() {
     left.wait_gone();
 }
 
+/// `docker <args>`, which must succeed; its stdout, trimmed.
+fn docker(args: &[&str]) -> String {
+    let o = std::process::Command::new("docker").args(args).output().unwrap();
+    assert!(o.status.success(), "docker {args:?}: {}", text(&o.stderr));
+    text(&o.stdout).trim().to_string()
+}
+
+/// Only the agent says which GPUs a container sees: neither a job's
+/// `--env NVIDIA_VISIBLE_DEVICES=all` nor an image's `ENV NVIDIA_VISIBLE_DEVICES=all` (as CUDA
+/// base images have) reaches the container; a job without GPUs gets `void`.
+#[test]
+fn a_users_nvidia_visible_devices_never_reaches_a_container() {
+    if !docker_ready("a_users_nvidia_visible_devices_never_reaches_a_container") {
+        return;
+    }
+    // The test image with every GPU in its ENV, made locally (no registry).
+    let all_gpus = format!("berth-test/all-gpus-{}:1", std::process::id());
+    let made = docker(&["create", IMAGE, "true"]);
+    docker(&["commit", "--change", "ENV NVIDIA_VISIBLE_DEVICES=all", &made, &all_gpus]);
+    docker(&["rm", &made]);
+    let node = node_name("nv");
+    let left = Containers::of_agent(&node);
+    let b = Berth::cluster("", &[(&node, &[])]);
+    let show = "echo devices=$NVIDIA_VISIBLE_DEVICES";
+    let by_env = b.submit(&["--image", IMAGE, "--env", "NVIDIA_VISIBLE_DEVICES=all", "--", "sh", "-c", show]);
+    let by_image = b.submit(&["--image", &all_gpus, "--", "sh", "-c", show]);
+    for id in [by_env, by_image] {
+        b.wait_state(id, "SUCCEEDED");
+        assert_eq!(b.ok(&["logs", &id.to_string()]), "devices=void\n", "job {id}");
+    }
+    left.wait_gone();
+    drop(b);
+    let _ = std::process::Command::new("docker").args(["rmi", "-f", &all_gpus]).output();
+}
+
 /// A container's `/dev/shm` and `/tmp` are tmpfs of its memory limit, private to it and gone
 /// with it: another container does not see the files, and 200 MiB written into `/dev/shm`
 /// under `--mem 64MiB` does not succeed.

@@ -19,6 +19,22 @@ use crate::runtime::RunUser;
 /// PATH or HOME mean nothing inside the container.
 const HOST_ONLY: [&str; 4] = ["PATH", "HOME", "USER", "LOGNAME"];
 
+/// The variable through which the NVIDIA container runtime picks the GPUs a container sees.
+/// Only the agent sets it, from the binding: a job's `--env NVIDIA_VISIBLE_DEVICES=all` or an
+/// image's `ENV` would otherwise hand the container every GPU of the node (with `nvidia` as
+/// Docker's default runtime, the device request is not the only way in).
+pub const NVIDIA_VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
+
+/// The [`NVIDIA_VISIBLE_DEVICES`] of a kernel: its bound GPUs' uuids, or `void` (no GPU, no
+/// driver files: the NVIDIA runtime then acts as plain runc) for a kernel without GPUs and
+/// for fake GPUs, which no runtime could find.
+fn nvidia_visible_devices(binding: &Binding, fake_gpus: bool) -> String {
+    if binding.gpus.is_empty() || fake_gpus {
+        return "void".to_string();
+    }
+    binding.gpus.iter().map(|g| g.uuid.as_str()).collect::<Vec<_>>().join(",")
+}
+
 /// The container name of a kernel: stable, so a repeated create finds the old one.
 pub fn container_name(scope: &str, key: &KernelKey) -> String {
     format!("berth-{scope}-{}.{}.{}", key.job_id, key.attempt, key.index)
@@ -92,11 +108,16 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
             EndpointSettings { aliases: Some(vec![r]), ..Default::default() },
         )])),
     });
+    // The device variable comes last and once, so it wins over the job's and (a container's
+    // variables override the image's) over the image's.
+    let devices = nvidia_visible_devices(i.binding, i.fake_gpus);
     let env: Vec<String> = i
         .env
         .iter()
         .filter(|(k, _)| !HOST_ONLY.contains(&k.as_str()) || i.spec.env.contains_key(*k))
+        .filter(|(k, _)| k.as_str() != NVIDIA_VISIBLE_DEVICES)
         .map(|(k, v)| format!("{k}={v}"))
+        .chain(std::iter::once(format!("{NVIDIA_VISIBLE_DEVICES}={devices}")))
         .collect();
     let user = match i.image_user.filter(|u| !u.is_empty()) {
         Some(_) => None,
@@ -258,6 +279,37 @@ mod tests {
     }
 
     #[test]
+    fn a_users_nvidia_visible_devices_never_reaches_a_container() {
+        let mut spec = JobSpec::command(["nvidia-smi"]);
+        spec.image = Some("cuda:12".into());
+        spec.env.insert(NVIDIA_VISIBLE_DEVICES.into(), "all".into());
+        let user =
+            RunUser { name: "nobody".into(), uid: 65534, gid: 65534, home: "/".into(), switch: true, groups: vec![] };
+        let none = Binding::default();
+        let mut i = inputs(&spec, &none, &user);
+        i.env.insert(NVIDIA_VISIBLE_DEVICES.into(), "all".into());
+        let devices = |body: &ContainerCreateBody| -> Vec<String> {
+            let env = body.env.as_ref().unwrap();
+            assert!(env.last().unwrap().starts_with("NVIDIA_VISIBLE_DEVICES="), "set last: {env:?}");
+            env.iter().filter(|e| e.starts_with("NVIDIA_VISIBLE_DEVICES=")).cloned().collect()
+        };
+        // No GPU: none, and no driver files either (also over an image's `ENV ...=all`).
+        assert_eq!(devices(&create_body(&i)), ["NVIDIA_VISIBLE_DEVICES=void"]);
+        let binding = Binding {
+            gpus: vec![
+                GpuShare { uuid: "GPU-a".into(), index: 0, milli: 1000 },
+                GpuShare { uuid: "GPU-b".into(), index: 1, milli: 1000 },
+            ],
+            ..Binding::default()
+        };
+        let mut i = inputs(&spec, &binding, &user);
+        i.env.insert(NVIDIA_VISIBLE_DEVICES.into(), "all".into());
+        assert_eq!(devices(&create_body(&i)), ["NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b"], "the binding's, only");
+        i.fake_gpus = true;
+        assert_eq!(devices(&create_body(&i)), ["NVIDIA_VISIBLE_DEVICES=void"], "fake GPUs are no devices");
+    }
+
+    #[test]
     fn the_body_carries_limits_user_env_mounts_and_gpus() {
         let mut spec = JobSpec::command(["python", "train.py"]);
         spec.image = Some("pytorch:2.4".into());
@@ -287,7 +339,11 @@ mod tests {
         let dr = &hc.device_requests.as_ref().unwrap()[0];
         assert_eq!(dr.device_ids.as_ref().unwrap(), &["GPU-abc"]);
         assert_eq!(body.user.as_deref(), Some("65534:65534"));
-        assert_eq!(body.env.as_ref().unwrap(), &["BERTH_JOB_ID=7"], "host PATH/HOME stay out");
+        assert_eq!(
+            body.env.as_ref().unwrap(),
+            &["BERTH_JOB_ID=7", "NVIDIA_VISIBLE_DEVICES=GPU-abc"],
+            "host PATH/HOME stay out"
+        );
         let labels = body.labels.as_ref().unwrap();
         assert_eq!(labels[LABEL_KERNEL], "7.1.0");
         assert_eq!(parse_key(&labels[LABEL_KERNEL]), Some(KernelKey { job_id: 7, attempt: 1, index: 0 }));
