@@ -230,3 +230,43 @@ fn a_jobs_own_uv_settings_make_a_private_environment_and_the_admins_index_a_shar
     let (kind_b2, key_b2, setup_b2) = run(&atkb, &[]);
     assert_eq!((kind_b2.as_str(), key_b2.as_str()), ("genuine", key_a.as_str()), "{setup_b2}");
 }
+
+/// Issue 41 item 2: the first Python on the agent's PATH is one only root can run (a copy in a
+/// 0700 directory, as a pyenv under `/root` is). Root's job builds the environment of
+/// `--python X.Y`; a Unix user's job with the same inputs reuses it and runs, because the
+/// agent built it on an interpreter every user can run (not `Permission denied`, exit 127).
+#[test]
+fn an_environment_root_built_runs_for_every_user_who_reuses_it() {
+    let shared = support::shared_tempdir();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let Some(uv) = shared_uv(shared.path()) else { return };
+    let py = python_version();
+    let closed = tempfile::Builder::new().prefix("berth-closed-").tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(closed.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::create_dir(closed.path().join("bin")).unwrap();
+    let real = std::fs::canonicalize("/usr/bin/python3").unwrap();
+    let copy = closed.path().join(format!("bin/python{py}"));
+    std::fs::copy(&real, &copy).unwrap();
+    let path = format!("{}:{}", closed.path().join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    // SAFETY: nextest runs each test in a process of its own; no other thread reads PATH yet.
+    unsafe { std::env::set_var("PATH", &path) };
+    let b = Berth::up(&["--uv", uv.to_str().unwrap()]);
+    let check = "import os, sys; print(os.getuid(), sys.prefix)";
+    let root_job = b.submit(&["--python", &py, "--", "python", "-c", check]);
+    b.wait_state(root_job, "SUCCEEDED");
+    let setup_root = b.ok(&["logs", "--setup", &root_job.to_string()]);
+    let key = key_in(&setup_root);
+    assert!(!setup_root.contains(closed.path().to_str().unwrap()), "built on root's own python:\n{setup_root}");
+    assert!(setup_root.contains("shared:"), "{setup_root}");
+
+    let user = UnixUser::create("ga");
+    let dir = shared.path().join(&user.name);
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(user.uid), Some(user.gid)).unwrap();
+    let id = submit(&user, &b.data.join("berth.sock"), &dir, &["--python", &py, "--", "python", "-c", check]);
+    let d = b.wait_state(id, "SUCCEEDED");
+    let setup = b.ok(&["logs", "--setup", &id.to_string()]);
+    assert!(setup.contains(&format!("reused environment {key}")), "{setup}\n{d:#}");
+    let out = b.ok(&["logs", &id.to_string()]);
+    assert!(out.starts_with(&format!("{} ", user.uid)) && out.contains(&key), "{out}");
+}

@@ -195,16 +195,16 @@ async fn build(
 fn index_args(index: &IndexSettings, job: &[(String, String)]) -> Vec<String> {
     let set = |names: &[&str]| job.iter().any(|(k, _)| names.contains(&k.as_str()));
     let mut kept = index.clone();
-    if set(&["UV_INDEX_URL", "UV_DEFAULT_INDEX", "PIP_INDEX_URL"]) {
+    if set(&["UV_INDEX_URL", "UV_DEFAULT_INDEX"]) {
         kept.index_url = None;
     }
-    if set(&["UV_EXTRA_INDEX_URL", "UV_INDEX", "PIP_EXTRA_INDEX_URL"]) {
+    if set(&["UV_EXTRA_INDEX_URL", "UV_INDEX"]) {
         kept.extra_index_urls.clear();
     }
-    if set(&["UV_FIND_LINKS", "PIP_FIND_LINKS"]) {
+    if set(&["UV_FIND_LINKS"]) {
         kept.find_links.clear();
     }
-    if set(&["UV_NO_INDEX", "PIP_NO_INDEX"]) {
+    if set(&["UV_NO_INDEX"]) {
         kept.no_index = false;
     }
     kept.uv_args()

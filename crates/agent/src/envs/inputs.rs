@@ -5,7 +5,7 @@
 //! A shared build runs with a configuration the agent controls: no user's or system's uv
 //! configuration files (`UV_NO_CONFIG`), none of the agent's own `UV_*`/`PIP_*` variables, HOME
 //! a fresh directory of the build; only the admin's index settings ([`IndexSettings`]). A job
-//! that brings build settings of its own (`UV_*`/`PIP_*` in its environment) gets them, and
+//! that brings build settings of its own (`UV_*` in its environment) gets them, and
 //! its user's uv configuration, but in an environment private to its user: nobody else's
 //! job reuses what those settings built.
 
@@ -37,10 +37,15 @@ impl Plan {
     }
 }
 
-/// The job's own build settings: its `UV_*` and `PIP_*` variables.
+/// Variables uv reads that a build sets itself (they would change nothing).
+const SET_BY_THE_BUILD: [&str; 5] =
+    ["UV_CACHE_DIR", "UV_PYTHON_DOWNLOADS", "UV_NO_PROGRESS", "UV_NO_CONFIG", "UV_PYTHON"];
+
+/// The job's own build settings: its `UV_*` variables (uv reads no `PIP_*` ones, which many
+/// sites export from login profiles: they would make every environment private for nothing).
 pub(crate) fn user_settings(env: &BTreeMap<String, String>) -> Vec<(String, String)> {
     env.iter()
-        .filter(|(k, _)| k.starts_with("UV_") || k.starts_with("PIP_"))
+        .filter(|(k, _)| k.starts_with("UV_") && !SET_BY_THE_BUILD.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
@@ -119,14 +124,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_jobs_uv_and_pip_variables_are_its_build_settings() {
-        let env: BTreeMap<String, String> =
-            [("UV_INDEX_URL", "x"), ("PIP_FIND_LINKS", "y"), ("PATH", "/bin"), ("MY_UV", "z")]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
+    fn the_jobs_uv_variables_are_its_build_settings() {
+        let env: BTreeMap<String, String> = [
+            ("UV_INDEX_URL", "x"),
+            ("UV_FIND_LINKS", "y"),
+            ("PIP_FIND_LINKS", "y"),
+            ("UV_CACHE_DIR", "c"),
+            ("MY_UV", "z"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
         let names: Vec<String> = user_settings(&env).into_iter().map(|(k, _)| k).collect();
-        assert_eq!(names, ["PIP_FIND_LINKS", "UV_INDEX_URL"]);
+        assert_eq!(names, ["UV_FIND_LINKS", "UV_INDEX_URL"]);
     }
 
     #[test]

@@ -87,7 +87,7 @@ pub struct BuildInputs {
     /// settings, local paths in its contents, an interpreter not everyone can run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub private_to: Option<u32>,
-    /// The job's own `UV_*`/`PIP_*` variables, name and value (values only in the key: they
+    /// The job's own `UV_*` variables, name and value (values only in the key: they
     /// may hold an index's credentials).
     #[serde(default, skip_serializing)]
     pub user_settings: Vec<(String, String)>,
