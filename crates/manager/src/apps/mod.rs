@@ -82,7 +82,7 @@ async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<B
         query.split('&').filter(|p| !p.is_empty()).partition(|p| p.starts_with(&format!("{LOGIN_PARAM}=")));
     if !slash {
         let q = if query.is_empty() { String::new() } else { format!("?{query}") };
-        return redirect(StatusCode::PERMANENT_REDIRECT, &format!("{scope}{q}"), None);
+        return redirect(StatusCode::PERMANENT_REDIRECT, &format!("{scope}{q}"));
     }
     if let Some(code) = code.first().and_then(|c| c.split_once('=')).map(|(_, c)| c) {
         if !on_own_host(&apps.m, req.headers(), job, &app) {
@@ -194,17 +194,53 @@ async fn login(
         .max_age(cookie::time::Duration::seconds(crate::tenancy::SESSION_TTL.as_secs() as i64))
         .build();
     let target = if rest.is_empty() { path.to_string() } else { format!("{path}?{}", rest.join("&")) };
-    redirect(StatusCode::SEE_OTHER, &target, Some(cookie.to_string()))
+    landing(&target, &cookie.to_string())
 }
 
-fn redirect(status: StatusCode, to: &str, cookie: Option<String>) -> Response<Body> {
+/// The answer to a login link: the cookie, and a page that goes on to the app. Not a
+/// redirect: the link is opened from another site (the dashboard, a terminal), and a browser
+/// keeps a `SameSite=Strict` cookie off every request of a navigation another site started,
+/// redirects included; a navigation the app's own host starts carries it.
+fn landing(to: &str, cookie: &str) -> Response<Body> {
+    let to = escape_html(to);
+    let html = format!(
+        "<!doctype html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={to}\">\
+         <title>berth: opening the app</title><p>Opening <a href=\"{to}\">the app</a>…</p>\n"
+    );
+    let mut r = Response::new(Body::from(html));
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"));
+    if let Ok(v) = HeaderValue::from_str(cookie) {
+        h.insert(header::SET_COOKIE, v);
+    }
+    // The code must not leak to the app through `Referer`.
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// `text` safe inside an HTML attribute or text.
+fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn redirect(status: StatusCode, to: &str) -> Response<Body> {
     let mut r = Response::new(Body::empty());
     *r.status_mut() = status;
     if let Ok(v) = HeaderValue::from_str(to) {
         r.headers_mut().insert(header::LOCATION, v);
-    }
-    if let Some(v) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
     }
     // The code must not leak to the app through `Referer`.
     r.headers_mut().insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
@@ -220,6 +256,11 @@ pub fn link_owner(user: &User) -> LinkOwner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_landing_page_escapes_its_target() {
+        assert_eq!(escape_html("/apps/7/web/?a=1&b=\"<x>'"), "/apps/7/web/?a=1&amp;b=&quot;&lt;x&gt;&#39;");
+    }
 
     #[test]
     fn app_paths() {
