@@ -24,8 +24,22 @@ use serde::Deserialize;
 
 use crate::runtime::RunUser;
 
-/// How long what uv listed is trusted: a Python installed meanwhile is seen after this.
-const MEMO_FOR: Duration = Duration::from_secs(60);
+/// How long what uv listed is trusted at most. Sooner, a change of the agent's PATH
+/// directories (a Python installed there) or of an interpreter's file (an upgrade) makes it
+/// list again; a Python installed elsewhere (a uv-managed one) is seen after this.
+const MEMO_FOR: Duration = Duration::from_secs(600);
+
+/// What a memo's validity is checked against: identity and change time of each directory on
+/// the agent's PATH and of each file named.
+type Stamp = Vec<(u64, i64, i64)>;
+
+fn stamp<'a>(files: impl IntoIterator<Item = &'a Path>) -> Stamp {
+    let one = |p: &Path| std::fs::metadata(p).map(|m| (m.ino(), m.ctime(), m.ctime_nsec())).unwrap_or_default();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut out: Stamp = std::env::split_paths(&path).map(|d| one(&d)).collect();
+    out.extend(files.into_iter().map(one));
+    out
+}
 
 /// The probe run with each interpreter (`-I`: no user site, no `PYTHON*` variables).
 const PROBE: &str = "import os, sys; print(os.path.realpath(sys.executable)); print(sys.base_prefix); \
@@ -94,17 +108,18 @@ struct Listed {
 /// The node's interpreters per version request, as last listed.
 #[derive(Default)]
 pub(crate) struct Pythons {
-    memo: Mutex<HashMap<String, (Instant, Vec<Found>)>>,
-    uv_version: Mutex<Option<(Instant, String)>>,
+    memo: Mutex<HashMap<String, (Instant, Stamp, Vec<Found>)>>,
+    uv_version: Mutex<Option<(Instant, Stamp, String)>>,
 }
 
 impl Pythons {
     /// The installed interpreters that fit `request` (`3.11`), in uv's order of preference,
     /// one per real path.
     pub async fn find(&self, uv: &Path, request: &str) -> Result<Vec<Found>, String> {
-        if let Some((at, found)) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(request)
+        let files = |found: &[Found]| -> Stamp { stamp(found.iter().map(|f| Path::new(&f.interpreter.path))) };
+        if let Some((at, was, found)) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(request)
             && at.elapsed() < MEMO_FOR
-            && found.iter().all(|f| Path::new(&f.interpreter.path).exists())
+            && *was == files(found)
         {
             return Ok(found.clone());
         }
@@ -130,14 +145,15 @@ impl Pythons {
         self.memo
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(request.to_string(), (Instant::now(), found.clone()));
+            .insert(request.to_string(), (Instant::now(), files(&found), found.clone()));
         Ok(found)
     }
 
     /// `uv --version`: another uv may resolve or install differently.
     pub async fn uv_version(&self, uv: &Path) -> Result<String, String> {
-        if let Some((at, v)) = &*self.uv_version.lock().unwrap_or_else(|e| e.into_inner())
+        if let Some((at, was, v)) = &*self.uv_version.lock().unwrap_or_else(|e| e.into_inner())
             && at.elapsed() < MEMO_FOR
+            && *was == stamp([uv])
         {
             return Ok(v.clone());
         }
@@ -146,7 +162,7 @@ impl Pythons {
         if !out.status.success() || v.is_empty() {
             return Err(format!("uv (`{}`) does not tell its version", uv.display()));
         }
-        *self.uv_version.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), v.clone()));
+        *self.uv_version.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), stamp([uv]), v.clone()));
         Ok(v)
     }
 }
@@ -260,6 +276,18 @@ mod tests {
         assert_eq!(choose(std::slice::from_ref(&closed), &user(0), "3.11").unwrap(), (&closed, false));
         let e = choose(&[], &u, "3.12").unwrap_err();
         assert!(e.starts_with("no python 3.12 on this node"), "{e}");
+    }
+
+    #[test]
+    fn a_changed_interpreter_file_makes_the_node_list_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("python3");
+        std::fs::write(&f, b"a").unwrap();
+        let before = stamp([f.as_path()]);
+        assert_eq!(before, stamp([f.as_path()]));
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&f, b"b").unwrap();
+        assert_ne!(before, stamp([f.as_path()]));
     }
 
     #[test]
