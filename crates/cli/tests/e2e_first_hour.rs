@@ -165,3 +165,27 @@ fn a_local_user_s_job_runs_as_them_where_they_submitted_with_their_environment()
     let reason = job["job"]["reason"].as_str().unwrap();
     assert!(reason.contains("launch failed") && reason.contains(&bob.name), "{reason}");
 }
+
+/// Issue 41: over the unix socket (a local user with no credentials file) `berth ui` printed
+/// `http://localhost/ui/login?code=...`, with no port: a dead link.
+#[test]
+fn berth_ui_over_the_socket_links_to_the_managers_http_listener() {
+    assert_root();
+    let home = shared_tempdir();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let b = Berth::up_in(home, &[]);
+    let socket = b.data.join("berth.sock");
+    let carol = UnixUser::create("u");
+    let o = carol.berth(&socket, Path::new("/"), &["ui"], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let link = text(&o.stdout).trim().to_string();
+    assert!(link.starts_with(&format!("{}/ui/login?code=", b.url)), "{link} is not on {}", b.url);
+    // The link works: it logs a browser in as carol.
+    let addr = b.url.trim_start_matches("http://").to_string();
+    let path = link.trim_start_matches(&b.url);
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(&mut s, format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 303") && answer.contains("berth_session="), "{answer}");
+}

@@ -519,6 +519,11 @@ pub struct LeaderView {
 pub struct LoginLink {
     /// Path and query to open on the manager's URL (`/ui/login?code=...`); works once.
     pub path: String,
+    /// The whole link on the manager's own URL (`--advertise-url`, else the address its HTTP
+    /// listener has): for clients that reach it over its unix socket, which has no URL a
+    /// browser could open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// The link stops working after this many seconds.
     pub expires_in_secs: u64,
 }

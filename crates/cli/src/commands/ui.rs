@@ -21,7 +21,12 @@ pub struct UiArgs {
 pub async fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
     let link = client.login_link().await?;
-    let url = format!("{}{}", client.base_url(), link.path);
+    // Over the unix socket the client's URL (`http://localhost`) is no address a browser can
+    // open: the manager says where its HTTP listener is.
+    let url = match (&client.socket, link.url) {
+        (Some(_), Some(url)) => url,
+        _ => format!("{}{}", client.base_url(), link.path),
+    };
     if args.output.json() {
         output::print_json(&serde_json::json!({ "url": url, "expires_in_secs": link.expires_in_secs }))?;
     } else {

@@ -25,7 +25,9 @@ use crate::session_cookie::{COOKIE, csrf_token};
     responses((status = 200, body = LoginLink), (status = 401, body = berth_model::api::ErrorBody)))]
 pub async fn create_link(State(m): State<Arc<Manager>>, Auth(user): Auth) -> axum::Json<LoginLink> {
     let code = m.login_links.create(LinkOwner { user_id: user.id, name: user.name.clone() }, DASHBOARD);
-    axum::Json(LoginLink { path: format!("/ui/login?code={code}"), expires_in_secs: LINK_TTL.as_secs() })
+    let path = format!("/ui/login?code={code}");
+    let url = m.leader_url.get().map(|base| format!("{base}{path}"));
+    axum::Json(LoginLink { path, url, expires_in_secs: LINK_TTL.as_secs() })
 }
 
 #[derive(Deserialize)]
