@@ -105,10 +105,13 @@ struct Listed {
     path: String,
 }
 
+/// When a request was listed, the stamp then, and what was found.
+type Memo = (Instant, Stamp, Vec<Found>);
+
 /// The node's interpreters per version request, as last listed.
 #[derive(Default)]
 pub(crate) struct Pythons {
-    memo: Mutex<HashMap<String, (Instant, Stamp, Vec<Found>)>>,
+    memo: Mutex<HashMap<String, Memo>>,
     uv_version: Mutex<Option<(Instant, Stamp, String)>>,
 }
 
