@@ -115,6 +115,18 @@ fn login_tokens_revoke_and_disable_take_effect_at_once() {
     assert!(text(&o.stdout).contains("as bob (user)"), "{}", text(&o.stdout));
     assert!(berth_as_bob(&["whoami"], None).status.success());
 
+    // Issue 41: `berth admin user create carol | berth login URL` works: the token alone on
+    // stdout, the rest for people on stderr.
+    let o = b.cli(&["admin", "user", "create", "carol"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("created user carol (user)"), "{}", text(&o.stderr));
+    let piped = text(&o.stdout);
+    assert_eq!(piped.lines().count(), 1, "only the token on stdout: {piped}");
+    let o = berth_as_bob(&["login", &b.url, "--token-stdin"], Some(&piped));
+    assert!(text(&o.stdout).contains("as carol (user)"), "{} {}", text(&o.stdout), text(&o.stderr));
+    let o = berth_as_bob(&["login", &b.url, "--token-stdin"], Some(&format!("{bob}\n")));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
     // A second token with an expiry; list shows both, never a secret.
     let o = berth_as_bob(&["token", "create", "--label", "ci", "--expires", "30d", "-o", "json"], None);
     assert!(o.status.success(), "{}", text(&o.stderr));

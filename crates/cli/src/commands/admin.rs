@@ -223,8 +223,10 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
             if output.json() {
                 output::print_json(&u)?;
             } else {
-                println!("created user {} ({})", u.user, u.role);
-                println!("token: {}", u.token);
+                // The token alone on stdout, so `berth admin user create bob | berth login URL`
+                // works; what people read goes to stderr.
+                eprintln!("created user {} ({})", u.user, u.role);
+                println!("{}", u.token);
                 eprintln!(
                     "note: this token is shown only once; give it to {} privately: they set BERTH_URL={} and \
                      BERTH_TOKEN=<token>, or put both in ~/.config/berth/credentials",
