@@ -117,6 +117,48 @@ const PUBLIC: &[&str] = &["/v1/health", "/v1/leader"];
 /// User and project names (`berth_model::valid_name`).
 const NAME: &str = "^[A-Za-z0-9._-]{1,64}$";
 
+/// Folder names (`berth_model::folder::valid_folder_name`): a name, not starting with `.`.
+const FOLDER: &str = "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$";
+
+/// App and endpoint names (`berth_model::app::valid_app_name`).
+const APP: &str = "^[a-z][a-z0-9-]{0,31}$";
+
+/// A duration as `berth_model::parse_duration` reads it (seconds, `1h30m`, `[D-]HH:MM[:SS]`),
+/// with few enough digits to stay below its 36500-day maximum. The server reads exactly these
+/// forms, so the spec neither takes what it refuses nor refuses what it takes.
+const DURATION: &str =
+    "^([1-9][0-9]{0,8}|([1-9][0-9]{0,3}[smhd]){1,4}|([0-9]{1,4}-)?[0-9]{1,4}:[0-9]{1,4}(:[0-9]{1,4})?)$";
+
+/// [`DURATION`] or nothing, for the query parameters where empty means their default.
+const DURATION_OR_EMPTY: &str =
+    "^([1-9][0-9]{0,8}|([1-9][0-9]{0,3}[smhd]){1,4}|([0-9]{1,4}-)?[0-9]{1,4}:[0-9]{1,4}(:[0-9]{1,4})?)?$";
+
+/// An RFC 3339 instant in UTC (`2026-11-20T10:00:00Z`); days to 28 so every one exists.
+const INSTANT: &str = "^[12][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z$";
+
+/// A time of the jobs list's window: [`INSTANT`] or Unix seconds.
+const INSTANT_OR_SECONDS: &str =
+    "^([0-9]{1,11}|[12][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z)$";
+
+/// A sha256, lowercase hex.
+const SHA256: &str = "^[0-9a-f]{64}$";
+
+/// Indices of an array's tasks, what to cancel or signal: Slurm's array syntax
+/// (`berth_model::ArraySpec`) without a throttle (`1-100`, `0-99:2`, `1,5,9`).
+const TASKS: &str = "^[0-9]{1,6}(-[0-9]{1,6}(:[1-9][0-9]{0,5})?)?(,[0-9]{1,6}(-[0-9]{1,6}(:[1-9][0-9]{0,5})?)?){0,31}$";
+
+/// A string without control characters (`char::is_control`).
+const PRINTABLE: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+
+/// A signal by name (with or without `SIG`, upper or lower case) or number
+/// (`berth_model::signal::parse_signal`).
+fn signal_rule() -> Value {
+    let upper = "HUP|INT|QUIT|ILL|TRAP|ABRT|BUS|FPE|KILL|USR1|SEGV|USR2|PIPE|ALRM|TERM|STKFLT|CHLD|CONT|STOP|TSTP|\
+                 TTIN|TTOU|URG|XCPU|XFSZ|VTALRM|PROF|WINCH|IO|PWR|SYS";
+    let lower = upper.to_ascii_lowercase();
+    json!({"pattern": format!("^((SIG)?({upper})|(sig)?({lower})|0?[1-9]|[1-5][0-9]|6[0-4])$")})
+}
+
 /// Completes every operation with what the whole API shares: the bearer scheme on routes that
 /// need a token (and 401), 400 for a malformed path, query or body, 413/415 for bodies, 507 on
 /// writes (a full data dir), and the enums and patterns of path and query parameters that the
@@ -216,6 +258,61 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("QueuePolicy", "backfill_window", json!({"minimum": 1})),
         ("QueueUpdate", "reservations", json!({"minimum": 1})),
         ("QueuePolicy", "reservations", json!({"minimum": 1})),
+        ("QueueUpdate", "default_time_limit", json!({"pattern": DURATION})),
+        ("QueueUpdate", "preempt_min_runtime", json!({"pattern": DURATION})),
+        ("QueueUpdate", "reserve_after", json!({"pattern": "^([1-9][0-9]{0,3}[smhd]|off)$"})),
+        ("QueueUpdate", "las_thresholds", json!({"minItems": 1, "items": {"type": "string", "pattern": DURATION}})),
+        // What the server refuses from a request, in the spec too (issue 40: the spec took
+        // empty names, times, durations, signals and array ranges the server then refused).
+        ("PurgeRequest", "older_than", json!({"pattern": DURATION})),
+        ("CreateUserRequest", "name", json!({"pattern": NAME})),
+        ("CreateProjectRequest", "name", json!({"pattern": NAME})),
+        ("MemberRequest", "user", json!({"pattern": NAME})),
+        ("ShareFolder", "project", json!({"pattern": NAME})),
+        ("CreateFolder", "name", json!({"pattern": FOLDER})),
+        ("CreateFolder", "project", json!({"pattern": NAME})),
+        ("EndpointSpec", "name", json!({"pattern": APP})),
+        ("EndpointSpec", "port", json!({"minimum": 1, "maximum": u16::MAX})),
+        ("AppSpec", "name", json!({"pattern": APP})),
+        ("AppSpec", "port", json!({"minimum": 1, "maximum": u16::MAX})),
+        ("SignalSpec", "before_secs", json!({"maximum": u16::MAX})),
+        ("JobSpec", "tasks_per_node", json!({"minimum": 1, "maximum": berth_model::job::MAX_TASKS_PER_NODE})),
+        // The program first (never empty), then any arguments, none with a NUL.
+        (
+            "JobSpec",
+            "command",
+            json!({"prefixItems": [{"type": "string", "minLength": 1, "pattern": "^[^\\u0000]*$"}],
+                "items": {"type": "string", "pattern": "^[^\\u0000]*$"}}),
+        ),
+        (
+            "JobSpec",
+            "datasets",
+            json!({"items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,62}(/[A-Za-z0-9_/-]*)?$"}}),
+        ),
+        (
+            "JobSpec",
+            "begin_at",
+            json!({"oneOf": [{"type": "null"}, {"type": "string", "pattern": INSTANT,
+                "description": "not scheduled before this time (RFC 3339, Slurm's `--begin`)"}]}),
+        ),
+        ("SignalRequest", "signal", signal_rule()),
+        ("SignalRequest", "tasks", json!({"pattern": TASKS})),
+        ("CancelTasks", "tasks", json!({"pattern": TASKS})),
+        ("CreateEndpointToken", "label", json!({"maxLength": 128, "pattern": PRINTABLE})),
+        ("CreateUserRequest", "role", json!({"enum": ["user", "admin", null]})),
+        ("CreateFolder", "quota_bytes", json!({"minimum": 1})),
+        ("FolderQuota", "quota_bytes", json!({"minimum": 1})),
+        ("EndpointSpec", "replicas", json!({"maximum": berth_model::endpoint::MAX_REPLICAS})),
+        ("HealthSpec", "ready_path", json!({"pattern": "^/[^\\s\\u0000-\\u001f\\u007f-\\u009f]{0,1023}$"})),
+        ("HealthSpec", "live_path", json!({"pattern": "^/[^\\s\\u0000-\\u001f\\u007f-\\u009f]{0,1023}$"})),
+        ("CreateTokenRequest", "label", json!({"maxLength": 200, "pattern": PRINTABLE})),
+        ("BlobList", "blobs", json!({"items": {"type": "string", "pattern": SHA256}})),
+        ("CodeFile", "sha256", json!({"pattern": "^([0-9a-f]{64})?$"})),
+        (
+            "CodeFile",
+            "path",
+            json!({"pattern": "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}(/[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}){0,31}$"}),
+        ),
     ]
 }
 
@@ -324,6 +421,22 @@ fn constrain(path: &str, p: &mut Value) {
         ("name", "path") if path.starts_with("/v1/admin/cache/buckets/") => {
             json!({"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,62}$"})
         }
+        // `?project=` picks a project's folder: a project name, never empty.
+        ("project", "query") => json!({"type": "string", "pattern": NAME}),
+        // An upload's `sha256` (the list's is a flag) and a code blob's.
+        ("sha256", "query") if path.contains("/files/") => json!({"type": "string", "pattern": SHA256}),
+        ("sha256", "path") => json!({"type": "string", "pattern": SHA256}),
+        ("name", "path") if path.starts_with("/v1/queues/") => {
+            json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
+        }
+        ("since" | "until", "query") if path == "/v1/jobs" => {
+            json!({"type": "string", "pattern": INSTANT_OR_SECONDS, "description": "RFC 3339 (UTC) or Unix seconds"})
+        }
+        ("since" | "step", "query") => {
+            json!({"type": "string", "pattern": DURATION_OR_EMPTY, "description": "a duration (7d, 12h); empty: the default"})
+        }
+        ("ids", "query") => json!({"type": "string", "pattern": "^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17}){0,999}$"}),
+        ("Idempotency-Key", "header") => json!({"type": "string", "pattern": "^[!-~]{1,128}$"}),
         _ => return,
     };
     p["schema"] = schema;
@@ -363,6 +476,28 @@ mod tests {
             let name = r.trim_start_matches("#/components/schemas/");
             assert!(s["components"]["schemas"][name].is_object(), "dangling {r}");
         }
+    }
+
+    #[test]
+    fn the_spec_states_the_shapes_the_handlers_parse() {
+        // The completed spec survives the round trip through utoipa's types (else the spec is
+        // served as generated, without any of these).
+        let s = spec();
+        let prop = |schema: &str, p: &str| s["components"]["schemas"][schema]["properties"][p].clone();
+        assert_eq!(prop("JobSpec", "command")["prefixItems"][0]["minLength"], 1);
+        assert_eq!(prop("JobSpec", "begin_at")["oneOf"][1]["pattern"], INSTANT);
+        assert_eq!(prop("PurgeRequest", "older_than")["pattern"], DURATION);
+        assert_eq!(prop("CancelTasks", "tasks")["pattern"], TASKS);
+        assert_eq!(prop("CreateUserRequest", "name")["pattern"], NAME);
+        assert_eq!(prop("QueueUpdate", "las_thresholds")["minItems"], 1);
+        let query = |path: &str, name: &str| {
+            let ps = s["paths"][path]["get"]["parameters"].as_array().unwrap().clone();
+            ps.into_iter().find(|p| p["name"] == name).unwrap()["schema"].clone()
+        };
+        assert_eq!(query("/v1/folders/{name}", "project")["pattern"], NAME);
+        assert_eq!(query("/v1/jobs", "since")["pattern"], INSTANT_OR_SECONDS);
+        assert_eq!(query("/v1/usage", "since")["pattern"], DURATION_OR_EMPTY);
+        assert_eq!(query("/v1/folders/{name}/list", "sha256")["type"], "boolean", "the list's flag stays one");
     }
 
     #[test]
