@@ -56,10 +56,10 @@ fn check_same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
              dashboard's own pages; scripts send an API token (`Authorization: Bearer`)"
         ))
     };
-    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
-        if !matches!(site, "same-origin" | "none") {
-            return Err(refuse(&format!("Sec-Fetch-Site: {site}")));
-        }
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+        && !matches!(site, "same-origin" | "none")
+    {
+        return Err(refuse(&format!("Sec-Fetch-Site: {site}")));
     }
     let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
     let origin = origin.to_str().unwrap_or("null");
