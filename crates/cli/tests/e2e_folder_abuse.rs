@@ -42,6 +42,15 @@ fn folder_dir(b: &Berth, name: &str) -> PathBuf {
     b.data.join("folders").join(f["id"].as_i64().unwrap().to_string())
 }
 
+/// Folder `data` with one uploaded file, `ok.txt`: its directory on the manager's disk.
+fn folder_with_a_file(b: &Berth) -> PathBuf {
+    b.ok(&["folder", "create", "data"]);
+    let f = b.home.path().join("submit/ok.txt");
+    std::fs::write(&f, "fine\n").unwrap();
+    b.ok(&["upload", "data", f.to_str().unwrap()]);
+    folder_dir(b, "data")
+}
+
 fn fails_with(o: &std::process::Output, what: &str) {
     assert!(!o.status.success(), "expected a failure with {what:?}; stdout {}", text(&o.stdout));
     let err = text(&o.stderr);
@@ -108,11 +117,7 @@ fn a_deeply_nested_folder_answers_4xx_and_the_manager_lives() {
 fn a_fifo_in_a_folder_never_blocks_a_download() {
     let b = Berth::up(&[]);
     let token = b.admin_token();
-    b.ok(&["folder", "create", "data"]);
-    let f = b.home.path().join("submit/ok.txt");
-    std::fs::write(&f, "fine\n").unwrap();
-    b.ok(&["upload", "data", f.to_str().unwrap()]);
-    let dir = folder_dir(&b, "data");
+    let dir = folder_with_a_file(&b);
     nix::unistd::mkfifo(&dir.join("fifo"), Mode::from_bits_truncate(0o666)).unwrap();
 
     // Refused at once, saying what it is (it blocked in open() until a writer came).
@@ -132,8 +137,13 @@ fn a_fifo_in_a_folder_never_blocks_a_download() {
     }
     // An upload does not replace it either.
     let sha = sha256_hex(b"fine\n");
-    let (code, body) =
-        http(&b, &token, "PUT", &format!("/v1/folders/data/files/fifo?offset=0&size=5&sha256={sha}"), Some(&f));
+    let (code, body) = http(
+        &b,
+        &token,
+        "PUT",
+        &format!("/v1/folders/data/files/fifo?offset=0&size=5&sha256={sha}"),
+        Some(&b.home.path().join("submit/ok.txt")),
+    );
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("`fifo` is a FIFO (named pipe) in the folder"), "{body}");
     // Everything else still moves: a whole-folder download skips it.
@@ -292,11 +302,7 @@ fn abandoned_partial_uploads_expire() {
 fn a_job_made_symlink_download_is_a_4xx() {
     let b = Berth::up(&[]);
     let token = b.admin_token();
-    b.ok(&["folder", "create", "data"]);
-    let f = b.home.path().join("submit/ok.txt");
-    std::fs::write(&f, "fine\n").unwrap();
-    b.ok(&["upload", "data", f.to_str().unwrap()]);
-    let dir = folder_dir(&b, "data");
+    let dir = folder_with_a_file(&b);
     std::fs::create_dir(dir.join("sub")).unwrap();
     std::fs::write(dir.join("sub/in.txt"), "in\n").unwrap();
     std::os::unix::fs::symlink("/etc/passwd", dir.join("out")).unwrap();

@@ -276,18 +276,7 @@ async fn uv(
             });
         }
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        let message = if e.kind() == std::io::ErrorKind::NotFound {
-            format!(
-                "uv not found (`{}`): install it on the node (`pip install uv`, or https://docs.astral.sh/uv/) \
-                 and give its path with `berth agent --uv PATH` or BERTH_UV",
-                program.display()
-            )
-        } else {
-            format!("cannot run uv (`{}`): {e}", program.display())
-        };
-        failed(message, output)
-    })?;
+    let mut child = cmd.spawn().map_err(|e| failed(super::python::uv_failed(&program, e), output))?;
     let pgid = child.id().map(|p| p as i32);
     // Whatever ends this build (a cancel, an error, the agent shutting down and dropping the
     // task) ends the whole group: build scripts must not outlive it.

@@ -170,8 +170,8 @@ impl Pythons {
     }
 }
 
-/// What a missing or unrunnable uv says (the build's own message, as before).
-fn uv_failed(uv: &Path, e: std::io::Error) -> String {
+/// What a missing or unrunnable uv says, for listing pythons and for builds alike.
+pub(super) fn uv_failed(uv: &Path, e: std::io::Error) -> String {
     if e.kind() == std::io::ErrorKind::NotFound {
         format!(
             "uv not found (`{}`): install it on the node (`pip install uv`, or https://docs.astral.sh/uv/) \
