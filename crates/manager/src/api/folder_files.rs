@@ -220,6 +220,11 @@ pub async fn upload(
     Query(q): Query<UploadQuery>,
     body: Body,
 ) -> Result<(StatusCode, axum::Json<UploadState>), ApiError> {
+    // As the spec states them (a size past i64 could never be stored, nor counted).
+    crate::error::in_range("offset", q.offset, 0, i64::MAX as u64)?;
+    if let Some(size) = q.size {
+        crate::error::in_range("size", size, 0, i64::MAX as u64)?;
+    }
     let (f, _) = writable(&m, &user, &name, q.project.clone()).await?;
     let rel = files::clean(&path)?;
     if let Some(h) = &q.sha256
