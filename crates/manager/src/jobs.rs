@@ -129,8 +129,16 @@ impl Jobs {
             Some(key) => match self.store.insert_job_once(owner.user_id, &spec, owner.submitter, now, key).await? {
                 (id, true) => id,
                 // Sent again (the answer was lost): the job the first one made, as it is now.
+                // It may have been archived since (`admin store purge`): the archive's row answers.
                 (id, false) => {
-                    let row = self.store.job(id).await?.ok_or_else(|| StoreError::NotFound(format!("job {id}")))?;
+                    let row = match self.store.job(id).await? {
+                        Some(row) => row,
+                        None => self
+                            .store
+                            .archived_job(id)
+                            .await?
+                            .ok_or_else(|| StoreError::NotFound(format!("job {id}")))?,
+                    };
                     return Ok(self.restore(row).view());
                 }
             },
