@@ -88,6 +88,8 @@ enum Command {
     Logs(commands::logs::LogsArgs),
     /// Cancel jobs
     Cancel(commands::cancel::CancelArgs),
+    /// Wait for jobs to end; the exit code is the job's (of several, the worst), like `wait`
+    Wait(commands::wait::WaitArgs),
     /// Stop running jobs and queue them again, keeping their ids (Slurm's scontrol requeue)
     Requeue(commands::requeue::RequeueArgs),
     /// List nodes and their GPUs with what is used and free
@@ -251,6 +253,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Open(a) => apps::open(a).await,
         Command::Logs(a) => logs::run(a).await,
         Command::Cancel(a) => cancel::run(a).await,
+        Command::Wait(a) => commands::wait::run(a).await,
         Command::Requeue(a) => commands::requeue::run(a).await,
         Command::Nodes(a) => nodes::run(a).await,
         Command::Managers(a) => commands::control_plane::run(a).await,

@@ -144,3 +144,27 @@ fn a_pending_wait_says_once_why_it_waits_and_then_shows_the_output() {
     child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     assert_eq!(out, "ran\n", "nothing on stdout while pending");
 }
+
+/// Issue 41: `sbatch --mail-type` told users to `berth wait JOB`, which did not exist.
+#[test]
+fn berth_wait_exits_with_the_jobs_code_and_the_worst_of_several() {
+    let b = Berth::up(&[]);
+    let ok = b.submit(&["--", "sh", "-c", "sleep 1"]);
+    let bad = b.submit(&["--", "sh", "-c", "sleep 1; exit 5"]);
+    let o = b.cli(&["wait", &ok.to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(b.state(ok), "SUCCEEDED", "wait returned before the job ended");
+    let o = b.cli(&["wait", &ok.to_string(), &bad.to_string()]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains(&format!("job {bad} FAILED: exit code 5")), "{}", text(&o.stderr));
+    // --follow shows the output of one job.
+    let shown = b.submit(&["--", "sh", "-c", "echo hello from the job"]);
+    let o = b.cli(&["wait", "--follow", &shown.to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "hello from the job\n");
+    // A job that does not exist fails at once, and the usage mistake is a 2.
+    let o = b.cli(&["wait", &ok.to_string(), "999999"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("999999"), "{}", text(&o.stderr));
+    assert_eq!(b.cli(&["wait"]).status.code(), Some(2));
+}

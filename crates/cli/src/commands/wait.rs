@@ -1,6 +1,7 @@
 //! `berth submit --wait`: follow a job to its end like `srun`, streaming its main kernel's
 //! stdout and stderr to ours while it runs (unless `--quiet`), and turn its end into our exit
 //! code. Ctrl-C stops the waiting, not the job: it keeps running and we say how to reach it.
+//! `berth wait ID...` does the same for jobs already submitted, like the shell's `wait`.
 
 use std::io::Write;
 use std::time::Duration;
@@ -12,6 +13,41 @@ use berth_model::{JobId, JobState};
 use crate::client::Client;
 use crate::commands::follow::{self, LogRef, Until};
 use crate::output;
+
+/// `berth wait`.
+#[derive(Debug, clap::Args)]
+pub struct WaitArgs {
+    /// The jobs to wait for
+    #[arg(value_name = "ID", required = true)]
+    pub ids: Vec<JobId>,
+    /// Show the job's output while it runs (one job only), as `submit --wait` does
+    #[arg(long)]
+    pub follow: bool,
+}
+
+/// `berth wait ID...`: waits until every job has ended. The exit code is the job's (0 when it
+/// succeeded, its exit code when it failed, 128+N for a signal, 1 otherwise); of several, the
+/// worst (the highest). A line on stderr names each job that did not succeed.
+pub async fn run(args: WaitArgs) -> anyhow::Result<std::process::ExitCode> {
+    let client = Client::from_env()?;
+    if args.follow && args.ids.len() != 1 {
+        anyhow::bail!("--follow shows one job's output: give one job id, or drop --follow");
+    }
+    // Every id is checked first: a typo fails at once, not after the other jobs ended.
+    for id in &args.ids {
+        client.job(*id).await?;
+    }
+    let show = if args.follow { Show::Output } else { Show::Quiet };
+    let mut worst = 0u8;
+    for id in args.ids {
+        let code = wait_for(&client, id, show).await?;
+        if code == 130 {
+            return Ok(130.into());
+        }
+        worst = worst.max(code);
+    }
+    Ok(worst.into())
+}
 
 /// Whether the job's output is shown while waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
