@@ -85,7 +85,13 @@ pub fn check_feasible_kernels(
     let g = req.gpu_milli;
     let max_gpus = empty.iter().map(|l| l.topology().gpus.len() as u64).max().unwrap_or(0);
     if g > 0 && max_gpus == 0 {
-        return never(format!("needs {}, no node in queue {queue} has a GPU", gpus_text(g)));
+        // The first GPU job on a machine without one is often someone trying berth out: say how
+        // GPUs come to a node, and how to pretend.
+        return never(format!(
+            "needs {}, no node in queue {queue} has a GPU (`berth nodes` lists what each node has; to try GPU \
+             jobs on a machine without one, start `berth up --fake-gpus 2`)",
+            gpus_text(g)
+        ));
     }
     if g > max_gpus * 1000 {
         return never(format!(
@@ -208,7 +214,8 @@ mod tests {
         let cpu_only = vec![NodeLedger::new("n2", "default", smt(1, 16, 64 * GIB, 0))];
         assert_eq!(
             check_feasible(&req(1, 1, 500), 1, &cpu_only, "default").unwrap_err(),
-            "no node can ever run this: needs 0.5 GPU, no node in queue default has a GPU"
+            "no node can ever run this: needs 0.5 GPU, no node in queue default has a GPU (`berth nodes` lists \
+             what each node has; to try GPU jobs on a machine without one, start `berth up --fake-gpus 2`)"
         );
     }
 
