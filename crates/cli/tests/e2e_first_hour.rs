@@ -189,3 +189,27 @@ fn berth_ui_over_the_socket_links_to_the_managers_http_listener() {
     std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.0 303") && answer.contains("berth_session="), "{answer}");
 }
+
+/// Issue 41: `berth logs` of a crashed script printed only `starting`; the traceback went to
+/// the stderr log, which only `--stderr` showed.
+#[test]
+fn a_crashed_scripts_traceback_shows_in_berth_logs() {
+    let b = Berth::up(&[]);
+    let id = b.submit(&["--", "python3", "-c", "print('starting', flush=True); import nonexistent_mod"]);
+    b.wait_state(id, "FAILED");
+    let o = b.cli(&["logs", &id.to_string()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // Stdout on stdout (a pipe keeps it alone), the traceback on stderr.
+    assert_eq!(text(&o.stdout), "starting\n");
+    assert!(text(&o.stderr).contains("ModuleNotFoundError: No module named 'nonexistent_mod'"), "{}", text(&o.stderr));
+    // One log alone, on stdout.
+    let o = b.cli(&["logs", "--stdout", &id.to_string()]);
+    assert_eq!((text(&o.stdout).as_str(), text(&o.stderr).as_str()), ("starting\n", ""));
+    let err = b.ok(&["logs", "--stderr", &id.to_string()]);
+    assert!(err.contains("Traceback") && !err.contains("starting"), "{err}");
+    // Following both ends with the job.
+    let o = b.cli(&["logs", "-f", &id.to_string()]);
+    assert_eq!(text(&o.stdout), "starting\n");
+    assert!(text(&o.stderr).contains("nonexistent_mod"), "{}", text(&o.stderr));
+    assert_eq!(b.cli(&["logs", "--stdout", "--stderr", &id.to_string()]).status.code(), Some(2));
+}

@@ -1,5 +1,7 @@
-//! `berth logs ID`: a kernel's stdout (or stderr, or setup) log as raw bytes; `-f` follows it until the
-//! job has ended and every byte has been printed.
+//! `berth logs ID`: a kernel's output as raw bytes: its stdout on ours and its stderr on ours
+//! (so a crashed script's traceback shows beside what it printed, and `> file` still keeps the
+//! stdout alone), or one log alone (`--stdout`, `--stderr`, `--setup`) on our stdout; `-f`
+//! follows until the job has ended and every byte has been printed.
 
 use std::process::ExitCode;
 
@@ -20,12 +22,16 @@ pub struct LogsArgs {
     #[arg(short, long)]
     pub follow: bool,
 
-    /// Print the stderr log instead of stdout
+    /// Print only the stdout log
+    #[arg(long, conflicts_with_all = ["stderr", "setup"])]
+    pub stdout: bool,
+
+    /// Print only the stderr log (on stdout, for pipes)
     #[arg(long)]
     pub stderr: bool,
 
-    /// Print the setup log instead of stdout: how the job's Python environment was built or
-    /// reused (uv's output)
+    /// Print the setup log alone: how the job's Python environment was built or reused (uv's
+    /// output)
     #[arg(long, conflicts_with = "stderr")]
     pub setup: bool,
 
@@ -36,20 +42,37 @@ pub struct LogsArgs {
 
 pub async fn run(args: LogsArgs) -> anyhow::Result<ExitCode> {
     let client = Client::from_env()?;
-    let stream = match (args.stderr, args.setup) {
-        (true, _) => LogStream::Stderr,
-        (_, true) => LogStream::Setup,
-        _ => LogStream::Stdout,
+    let one = match (args.stdout, args.stderr, args.setup) {
+        (true, _, _) => Some(LogStream::Stdout),
+        (_, true, _) => Some(LogStream::Stderr),
+        (_, _, true) => Some(LogStream::Setup),
+        _ => None,
     };
-    if stream != LogStream::Setup
+    if one != Some(LogStream::Setup)
         && let Ok(d) = client.job(args.id).await
         && d.spec.output.has_files()
     {
-        note_output_files(&d, stream, args.kernel);
+        for stream in one.map_or(vec![LogStream::Stdout, LogStream::Stderr], |s| vec![s]) {
+            note_output_files(&d, stream, args.kernel);
+        }
     }
-    let log = LogRef { id: args.id, stream, kernel: args.kernel };
     let until = if args.follow { Until::JobDone } else { Until::Now };
-    follow::copy(&client, log, until, 0, &mut std::io::stdout()).await?;
+    let log = |stream| LogRef { id: args.id, stream, kernel: args.kernel };
+    if let Some(stream) = one {
+        follow::copy(&client, log(stream), until, 0, &mut std::io::stdout()).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Both at once (a follow of one must not wait for the other's end). The stdout log
+    // answers for the job (not found, not yours); a stderr log that cannot be read beside it
+    // (a job that failed before it ran has none) is left out without a word.
+    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+    let out = follow::copy(&client, log(LogStream::Stdout), until, 0, &mut stdout);
+    let err = follow::copy(&client, log(LogStream::Stderr), until, 0, &mut stderr);
+    let (out, err) = tokio::join!(out, err);
+    out?;
+    if let Err(e) = err {
+        tracing::debug!("job {}'s stderr log: {e:#}", args.id);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

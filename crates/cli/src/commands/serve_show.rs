@@ -226,7 +226,15 @@ pub async fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
             id
         }
     };
-    let a = crate::commands::logs::LogsArgs { id, follow: args.follow, stderr: args.stderr, setup: false, kernel: 0 };
+    // One log, as `serve logs` always printed: stdout, or stderr with --stderr.
+    let a = crate::commands::logs::LogsArgs {
+        id,
+        follow: args.follow,
+        stdout: !args.stderr,
+        stderr: args.stderr,
+        setup: false,
+        kernel: 0,
+    };
     crate::commands::logs::run(a).await
 }
 
