@@ -15,6 +15,12 @@ fn links(b: &Berth) -> PathBuf {
     let dir = b.home.path().join("slurm-bin");
     let out = b.cli(&["install-slurm-commands", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    // Issue 41: into a directory that is not on PATH it succeeded without a word.
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("is not on your PATH") && err.contains(&format!("export PATH=\"{}:$PATH\"", dir.display())),
+        "{err}"
+    );
     dir
 }
 

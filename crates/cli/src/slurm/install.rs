@@ -62,7 +62,32 @@ pub fn run(args: InstallArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(warning) = path_advice(&args.dir, &std::env::split_paths(&path).collect::<Vec<_>>()) {
+        eprintln!("warning: {warning}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What stops the links from being what a shell runs, with the line that fixes it: `dir` is
+/// not on `path`, or another `sbatch` (...) comes before it (Debian's slurm-client, say, which
+/// then fails with Slurm's own configuration error).
+fn path_advice(dir: &Path, path: &[PathBuf]) -> Option<String> {
+    let same = |a: &Path| a.canonicalize().ok().is_some_and(|a| Some(a) == dir.canonicalize().ok());
+    let fix = format!("export PATH=\"{}:$PATH\" (in ~/.profile or your shell's rc file)", dir.display());
+    let Some(at) = path.iter().position(|p| same(p)) else {
+        return Some(format!("{} is not on your PATH, so the commands are not found there: {fix}", dir.display()));
+    };
+    for earlier in &path[..at] {
+        if let Some(name) = LINKED.iter().find(|n| earlier.join(n).is_file()) {
+            return Some(format!(
+                "`{name}` runs {}, which comes before {} on your PATH: {fix}",
+                earlier.join(name).display(),
+                dir.display()
+            ));
+        }
+    }
+    None
 }
 
 /// Whether `path` is missing (create it), a link to `exe` (keep it) or something else.
@@ -90,6 +115,22 @@ fn plan(path: &Path, exe: &Path) -> anyhow::Result<Plan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_path_advice_names_a_missing_dir_and_a_shadowing_sbatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("ours");
+        let theirs = dir.path().join("theirs");
+        std::fs::create_dir_all(&ours).unwrap();
+        std::fs::create_dir_all(&theirs).unwrap();
+        let missing = path_advice(&ours, std::slice::from_ref(&theirs)).unwrap();
+        assert!(missing.contains("is not on your PATH") && missing.contains("export PATH="), "{missing}");
+        assert_eq!(path_advice(&ours, &[theirs.clone(), ours.clone()]), None, "nothing of Slurm's in theirs");
+        std::fs::write(theirs.join("sbatch"), "#!/bin/sh\n").unwrap();
+        let shadowed = path_advice(&ours, &[theirs.clone(), ours.clone()]).unwrap();
+        assert!(shadowed.contains("`sbatch` runs") && shadowed.contains("comes before"), "{shadowed}");
+        assert_eq!(path_advice(&ours, &[ours.clone(), theirs]), None, "ours first");
+    }
 
     #[test]
     fn plans() {
