@@ -362,8 +362,11 @@ async fn error_answer(resp: Response) -> anyhow::Error {
 pub(crate) fn message_for(status: StatusCode, text: String) -> anyhow::Error {
     if status.is_server_error() {
         anyhow!("the berth manager failed ({}): {text}", status.as_u16())
-    } else if status == StatusCode::UNAUTHORIZED {
+    } else if status == StatusCode::UNAUTHORIZED && !text.contains("BERTH_TOKEN") {
         anyhow!("{text} (check BERTH_TOKEN or the credentials file)")
+    } else if status == StatusCode::UNAUTHORIZED {
+        // The manager's own message already says where the token comes from.
+        anyhow!("{text}")
     } else {
         anyhow::Error::new(ApiFailure { status, message: text })
     }

@@ -181,6 +181,16 @@ pub const SOCKET_URL: &str = "http://localhost";
 
 const NOT_CONFIGURED: &str = "no berth manager configured: run `berth up`, or set BERTH_URL and BERTH_TOKEN";
 
+/// [`NOT_CONFIGURED`] with where berth looked, and how to point it at a manager elsewhere.
+fn not_configured(file: &Path, system_socket: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{NOT_CONFIGURED}\n  looked in: the credentials file {} (none; BERTH_CREDENTIALS names another), the \
+         socket {} (none)\n  a `berth up` with another data dir: export BERTH_SOCKET=<its data dir>/berth.sock",
+        file.display(),
+        system_socket.display()
+    )
+}
+
 /// The context named by `--context` or `BERTH_CONTEXT` for this command, if any.
 static CHOSEN: OnceLock<Option<String>> = OnceLock::new();
 
@@ -295,6 +305,7 @@ fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Cred
     } else {
         read_all(file)?.select(vars.context.as_deref())?.1
     };
+    let explicit_token = vars.token.clone();
     let token = vars.token.or(from_file.token);
     // The URL stays what others reach the manager at (shown in messages), when known.
     let file_url = from_file.url.clone();
@@ -307,7 +318,15 @@ fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Cred
     };
     if vars.url.is_none() {
         if let Some(s) = vars.socket {
-            return Ok(via_socket(s, token));
+            // The socket the user named wins over the file, whose token is for its own manager
+            // (sent here it reads as an invalid token): only an explicit BERTH_TOKEN goes along.
+            return Ok(Credentials {
+                url: SOCKET_URL.into(),
+                token: explicit_token,
+                ca_file: None,
+                socket: Some(s),
+                data_dir: None,
+            });
         }
         if let Some(s) = from_file.socket.filter(|s| s.exists()) {
             return Ok(via_socket(s, token));
@@ -325,7 +344,7 @@ fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Cred
             socket: None,
             data_dir: None,
         }),
-        (None, None) => bail!(NOT_CONFIGURED),
+        (None, None) => Err(not_configured(file, system_socket)),
         (Some(_), None) => bail!("BERTH_URL is set but no token is: set BERTH_TOKEN too ({NOT_CONFIGURED})"),
         (None, Some(_)) => bail!("BERTH_TOKEN is set but no manager URL is: set BERTH_URL too ({NOT_CONFIGURED})"),
     }
@@ -446,6 +465,11 @@ mod tests {
         let vars = Vars { socket: Some("/run/b.sock".into()), ..Vars::default() };
         let c = resolve(vars, &dir.path().join("none"), Path::new("/nonexistent")).unwrap();
         assert_eq!((c.socket, c.token), (Some(PathBuf::from("/run/b.sock")), None), "BERTH_SOCKET needs no token");
+        // Issue 41: the socket the user names wins over a credentials file of another manager,
+        // whose token it must not carry there.
+        let vars = Vars { socket: Some("/run/b.sock".into()), ..Vars::default() };
+        let c = resolve(vars, &p, Path::new("/nonexistent")).unwrap();
+        assert_eq!((c.socket, c.token, c.url), (Some(PathBuf::from("/run/b.sock")), None, SOCKET_URL.to_string()));
         // Nothing configured: a system berth's socket, as the caller's own Unix user.
         let c = resolve(Vars::default(), &dir.path().join("none"), &sock).unwrap();
         assert_eq!((c.socket, c.token), (Some(sock.clone()), None));
@@ -454,8 +478,10 @@ mod tests {
     #[test]
     fn missing_everything_says_how_to_fix_it() {
         let dir = tempfile::tempdir().unwrap();
-        let e = res(None, None, &dir.path().join("none")).unwrap_err();
-        assert_eq!(e.to_string(), NOT_CONFIGURED);
+        let e = res(None, None, &dir.path().join("none")).unwrap_err().to_string();
+        assert!(e.starts_with(NOT_CONFIGURED), "{e}");
+        assert!(e.contains(&format!("{}", dir.path().join("none").display())), "names the file it read: {e}");
+        assert!(e.contains("/nonexistent/berth.sock") && e.contains("BERTH_SOCKET="), "{e}");
         let e = res(Some("http://x"), None, &dir.path().join("none")).unwrap_err();
         assert!(e.to_string().contains("BERTH_TOKEN"), "{e}");
     }

@@ -496,6 +496,11 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         // SAFETY: geteuid cannot fail and touches no memory.
         let who = if unsafe { libc::geteuid() } == 0 { "every local user" } else { "you" };
         println!("local socket: {} ({who}; jobs run as the Unix user who submits them)", s.display());
+        // Local users find a root berth's socket at the system path by themselves; anywhere
+        // else they need the line that points them at it.
+        if s.as_path() != std::path::Path::new(crate::credentials::SYSTEM_SOCKET) {
+            println!("  other local users: export BERTH_SOCKET={}", s.display());
+        }
     }
     if let Some(c) = &cache {
         println!(
