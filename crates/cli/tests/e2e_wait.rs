@@ -168,3 +168,15 @@ fn berth_wait_exits_with_the_jobs_code_and_the_worst_of_several() {
     assert!(text(&o.stderr).contains("999999"), "{}", text(&o.stderr));
     assert_eq!(b.cli(&["wait"]).status.code(), Some(2));
 }
+
+/// Issue 41: `--wait` on a job that failed during setup printed `cannot show the rest of job
+/// N's stderr: node vm has no stderr log` beside the failure: a job that never ran has no logs.
+#[test]
+fn wait_on_a_job_that_fails_in_setup_says_only_why() {
+    let b = Berth::up(&[]);
+    let o = b.cli(&["submit", "--wait", "--python", "3.99", "--", "true"]);
+    let err = text(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("FAILED"), "the failure line: {err}");
+    assert!(!err.contains("cannot show the rest"), "{err}");
+}

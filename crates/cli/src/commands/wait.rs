@@ -88,18 +88,21 @@ pub async fn wait_for(client: &Client, id: JobId, show: Show) -> anyhow::Result<
 
 /// Copies both logs of kernel 0 at once until the job has ended and each has been read to its
 /// end, and says once on stderr why the job waits if it is still pending after a second. A log
-/// that cannot be read is reported and the wait goes on without it.
+/// that cannot be read is reported once the job has ended, and the wait goes on without it;
+/// not for a job that never ran (it failed in setup, say), which has no logs to show and whose
+/// failure line says why.
 async fn stream(client: &Client, id: JobId) {
     let out = LogRef { id, stream: LogStream::Stdout, kernel: 0 };
     let err = LogRef { id, stream: LogStream::Stderr, kernel: 0 };
+    let failed = std::sync::Mutex::new(Vec::new());
     let copy_out = async {
         if let Err(e) = follow::copy(client, out, Until::JobDone, RETRIES, &mut std::io::stdout()).await {
-            eprintln!("berth: cannot show the rest of job {id}'s stdout: {e:#}");
+            failed.lock().expect("log failures lock").push(format!("stdout: {e:#}"));
         }
     };
     let copy_err = async {
         if let Err(e) = follow::copy(client, err, Until::JobDone, RETRIES, &mut std::io::stderr()).await {
-            eprintln!("berth: cannot show the rest of job {id}'s stderr: {e:#}");
+            failed.lock().expect("log failures lock").push(format!("stderr: {e:#}"));
         }
     };
     // The notice must not hold the copies up: it ends on its own, and the copies end the join.
@@ -108,10 +111,24 @@ async fn stream(client: &Client, id: JobId) {
     let copies = async { tokio::join!(copy_out, copy_err) };
     tokio::pin!(copies);
     tokio::select! {
-        _ = &mut copies => return,
-        () = &mut notice => {}
+        _ = &mut copies => {}
+        () = &mut notice => {
+            copies.await;
+        }
     }
-    copies.await;
+    let failed = std::mem::take(&mut *failed.lock().expect("log failures lock"));
+    if failed.is_empty() {
+        return;
+    }
+    let ran = match poll_until_terminal(client, id).await {
+        Ok(d) => d.transitions.iter().any(|t| t.to == JobState::Running),
+        Err(_) => true,
+    };
+    if ran {
+        for f in failed {
+            eprintln!("berth: cannot show the rest of job {id}'s {f}");
+        }
+    }
 }
 
 /// After [`PENDING_NOTICE_AFTER`], one stderr line if the job is still pending (as `srun`'s
