@@ -16,6 +16,7 @@ mod commands;
 mod cred_guard;
 mod credentials;
 mod daemon;
+mod daemon_args;
 mod datadir;
 mod export;
 mod job_ref;
