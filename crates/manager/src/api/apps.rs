@@ -111,7 +111,7 @@ fn proxy_on(m: &Manager) -> Result<&crate::manager::AppsEndpoint, ApiError> {
 }
 
 /// The host name the caller reached the API by, without its port (`[v6]` kept bracketed).
-fn caller_host(headers: &HeaderMap) -> &str {
+pub(crate) fn caller_host(headers: &HeaderMap) -> &str {
     let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
     match host.rsplit_once(':') {
         Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && (!h.starts_with('[') || h.ends_with(']')) => h,

@@ -129,8 +129,7 @@ fn on_own_host(m: &Manager, headers: &axum::http::HeaderMap, job: JobId, app: &s
     if m.apps.get().is_some_and(|a| a.public_url.is_some()) {
         return true;
     }
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    let name = host.rsplit_once(':').map_or(host, |(h, _)| h).trim_end_matches('.');
+    let name = crate::api::apps::caller_host(headers).trim_end_matches('.');
     name.eq_ignore_ascii_case(&format!("{}.localhost", berth_model::app::host_label(job, app)))
 }
 
