@@ -90,7 +90,7 @@ pub async fn list(
         (status = 206, body = Vec<u8>, content_type = "application/octet-stream"),
         (status = 400, body = berth_model::api::ErrorBody), (status = 404, body = berth_model::api::ErrorBody),
         (status = 416, body = berth_model::api::ErrorBody), (status = 429, body = berth_model::api::ErrorBody),
-        (status = 503, body = berth_model::api::ErrorBody)))]
+        (status = 503, body = berth_model::api::ErrorBody), (status = 409, description = "the folder name is ambiguous (several folders you may use have it): name it as OWNER/NAME", body = berth_model::api::ErrorBody)))]
 pub async fn download(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
@@ -168,7 +168,7 @@ fn chunks(
     params(("name" = String, Path, description = "folder name"), ("path" = String, Path, description = "file in the folder"), FolderQuery),
     responses((status = 200, body = UploadState), (status = 400, body = berth_model::api::ErrorBody),
         (status = 403, body = berth_model::api::ErrorBody), (status = 404, body = berth_model::api::ErrorBody),
-        (status = 429, body = berth_model::api::ErrorBody), (status = 503, body = berth_model::api::ErrorBody)))]
+        (status = 429, body = berth_model::api::ErrorBody), (status = 503, body = berth_model::api::ErrorBody), (status = 409, description = "the folder name is ambiguous (several folders you may use have it): name it as OWNER/NAME", body = berth_model::api::ErrorBody)))]
 pub async fn upload_state(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,

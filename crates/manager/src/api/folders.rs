@@ -120,7 +120,7 @@ pub async fn remove(
 #[utoipa::path(put, path = "/v1/folders/{name}/quota", tag = "folders", request_body = FolderQuota,
     params(("name" = String, Path, description = "folder name"), FolderQuery),
     responses((status = 200, body = FolderView), (status = 403, body = berth_model::api::ErrorBody),
-        (status = 404, body = berth_model::api::ErrorBody)))]
+        (status = 404, body = berth_model::api::ErrorBody), (status = 409, description = "the folder name is ambiguous (several folders you may use have it): name it as OWNER/NAME", body = berth_model::api::ErrorBody)))]
 pub async fn set_quota(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
@@ -149,7 +149,7 @@ async fn changed(m: &Manager, user: &User, id: i64) -> Result<axum::Json<FolderV
 #[utoipa::path(post, path = "/v1/folders/{name}/shares", tag = "folders", request_body = ShareFolder,
     params(("name" = String, Path, description = "folder name"), FolderQuery),
     responses((status = 200, body = FolderView), (status = 403, body = berth_model::api::ErrorBody),
-        (status = 404, body = berth_model::api::ErrorBody)))]
+        (status = 404, body = berth_model::api::ErrorBody), (status = 409, description = "the folder name is ambiguous (several folders you may use have it): name it as OWNER/NAME", body = berth_model::api::ErrorBody)))]
 pub async fn share(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
@@ -173,7 +173,7 @@ pub async fn share(
 /// End a folder's share with a project.
 #[utoipa::path(delete, path = "/v1/folders/{name}/shares/{project}", tag = "folders",
     params(("name" = String, Path, description = "folder name"), ("project" = String, Path, description = "project"), FolderQuery),
-    responses((status = 200, body = FolderView), (status = 404, body = berth_model::api::ErrorBody)))]
+    responses((status = 200, body = FolderView), (status = 404, body = berth_model::api::ErrorBody), (status = 409, description = "the folder name is ambiguous (several folders you may use have it): name it as OWNER/NAME", body = berth_model::api::ErrorBody)))]
 pub async fn unshare(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
