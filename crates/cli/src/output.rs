@@ -77,13 +77,25 @@ where
 
 /// Prints a table built by [`table`] with two spaces between columns and no leading space,
 /// so that the first column starts at the left margin like `ps` and `squeue`.
-pub fn print_table(mut t: Table) {
+pub fn print_table(t: Table) {
+    print!("{}", render_table(t));
+}
+
+/// [`print_table`]'s text: one line per row, each ending in a newline.
+pub fn render_table(mut t: Table) -> String {
     let last = t.column_count().saturating_sub(1);
     for (i, col) in t.column_iter_mut().enumerate() {
         col.set_padding((0, if i == last { 0 } else { 2 }));
     }
-    for line in t.lines() {
-        println!("{}", line.trim_end());
+    t.lines().map(|line| format!("{}\n", line.trim_end())).collect()
+}
+
+/// Cuts `s` to at most `max` characters for a table cell, ending in `…` when cut, so that one
+/// long value cannot widen every row (the whole text is in `-o wide`, `-o json` or `show`).
+pub fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max.saturating_sub(1)) {
+        Some((cut, _)) if s.chars().count() > max => format!("{}…", s[..cut].trim_end()),
+        _ => s.to_string(),
     }
 }
 
@@ -190,6 +202,21 @@ mod tests {
         }
         let y = yaml_serde::to_string(&[Job { id: 3, name: None, nodes: vec!["n1".into()] }]).unwrap();
         assert_eq!(y, "- id: 3\n  name: null\n  nodes:\n  - n1\n");
+    }
+
+    #[test]
+    fn tables_start_at_the_left_margin() {
+        let mut t = table(["FOLDER", "USED"]);
+        t.add_row(["data", "1 KiB"]);
+        assert_eq!(render_table(t), "FOLDER  USED\ndata    1 KiB\n");
+    }
+
+    #[test]
+    fn long_cells_are_clipped_with_an_ellipsis() {
+        assert_eq!(clip("short", 10), "short");
+        assert_eq!(clip("0123456789", 10), "0123456789");
+        assert_eq!(clip("0123456789abc", 10), "012345678…");
+        assert_eq!(clip("ééééééééééé", 4), "ééé…");
     }
 
     #[test]

@@ -55,7 +55,8 @@ print("other", call("GET", "theirs/k")[0])
 
 #[test]
 fn a_job_gets_the_cache_url_and_a_token_of_its_project() {
-    let b = Berth::up(&[]);
+    // Not on the default port, as when 7171 is taken: `cache stats` must still find it.
+    let b = Berth::up(&["--cache-listen", "127.0.0.1:0"]);
     let url = cache_url(&b);
     let key = b.data.join("cache").join("cache.key");
     let o = Command::new(BIN).args(["cache", "token", "--admin", "--key-file"]).arg(&key).output().unwrap();
@@ -87,4 +88,16 @@ fn a_job_gets_the_cache_url_and_a_token_of_its_project() {
         stats.lines().any(|l| l.contains(" mine ") && l.split_whitespace().nth(5) == Some("1")),
         "one hit:\n{stats}"
     );
+    // Regression (issue 41): with no --url, `berth cache stats` asked 127.0.0.1:7171 even when
+    // this berth's cache listened elsewhere; it asks the manager where its cache node is.
+    assert!(!url.ends_with(":7171"), "the test's cache is on an ephemeral port: {url}");
+    let o = support::base_cmd(b.home.path())
+        .args(["cache", "stats"])
+        .env_remove("BERTH_CACHE_URL")
+        .env("BERTH_CACHE_TOKEN", &admin)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "cache stats without --url: {}", text(&o.stderr));
+    let stats = text(&o.stdout);
+    assert!(stats.contains(&url) && stats.contains(" mine "), "the stats of {url}:\n{stats}");
 }

@@ -227,7 +227,7 @@ fn token(a: TokenArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
-    let c = CacheClient::new(&a.endpoint)?;
+    let c = CacheClient::new(&a.endpoint).await?;
     let (m, _) = c.members().await?;
     // a removed member is out of the cache for good, whatever its process still holds
     let listed = m.members().iter().filter(|mm| mm.state != berth_cache::maglev::MemberState::Removed);

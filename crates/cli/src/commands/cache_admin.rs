@@ -182,7 +182,7 @@ async fn on_up_members(
     path: &str,
     body: Option<&CacheBucket>,
 ) -> anyhow::Result<Vec<(String, Result<Answer, anyhow::Error>)>> {
-    let c = CacheClient::new(e)?;
+    let c = CacheClient::new(e).await?;
     let (m, _) = c.members().await?;
     let up: Vec<&Member> = m.members().iter().filter(|m| m.is_up()).collect();
     let mut out = vec![];
@@ -211,7 +211,7 @@ enum Answer {
 
 async fn bucket_list(a: BucketListArgs) -> anyhow::Result<ExitCode> {
     let v = if a.endpoint.has_token() {
-        let c = CacheClient::new(&a.endpoint)?;
+        let c = CacheClient::new(&a.endpoint).await?;
         c.get_json(&c.base, "/v1/buckets").await?
     } else {
         let c = manager(
@@ -308,7 +308,7 @@ pub async fn members(a: MembersArgs) -> anyhow::Result<ExitCode> {
 
 /// `members` with a cache token: the routing list of the node at `--url`.
 async fn node_members(a: MembersArgs) -> anyhow::Result<ExitCode> {
-    let c = CacheClient::new(&a.endpoint)?;
+    let c = CacheClient::new(&a.endpoint).await?;
     let (m, v) = c.members().await?;
     if a.output.json() {
         print_json(&v["members"])?;

@@ -16,9 +16,10 @@ use serde_json::Value;
 /// Where a cache node is and the token to use.
 #[derive(Debug, Args)]
 pub struct Endpoint {
-    /// A cache node's URL.
-    #[arg(long, env = "BERTH_CACHE_URL", default_value = "http://127.0.0.1:7171")]
-    pub url: String,
+    /// A cache node's URL [default: a cache node of the manager you are logged in to (the
+    /// one `berth up` runs), else http://127.0.0.1:7171].
+    #[arg(long, env = "BERTH_CACHE_URL")]
+    pub url: Option<String>,
     /// Cache token.
     #[arg(long, env = "BERTH_CACHE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -31,11 +32,37 @@ pub struct Endpoint {
     pub ca_file: Option<PathBuf>,
 }
 
+/// Where cache commands go when neither `--url` nor `BERTH_CACHE_URL` says, and no manager
+/// knows a cache node.
+const DEFAULT_CACHE_URL: &str = "http://127.0.0.1:7171";
+
 impl Endpoint {
     /// Whether a cache token was given (else bucket commands go through the manager).
     pub fn has_token(&self) -> bool {
         self.token.is_some() || self.token_file.is_some()
     }
+
+    /// The cache node to talk to: `--url`/`BERTH_CACHE_URL`; else an up cache member of the
+    /// manager the user is logged in to (this machine's first: `berth up` may have moved its
+    /// cache off 7171 when the port was taken); else the default port on this machine.
+    async fn base_url(&self) -> String {
+        if let Some(u) = &self.url {
+            return u.trim_end_matches('/').to_string();
+        }
+        manager_cache_url().await.unwrap_or_else(|| DEFAULT_CACHE_URL.to_string())
+    }
+}
+
+/// The URL of an up cache member as the configured manager lists it, preferring one on this
+/// host; `None` without a manager, an answer, or an up member.
+async fn manager_cache_url() -> Option<String> {
+    let c = crate::client::Client::from_env().ok()?;
+    let v: Vec<berth_model::api::CacheMemberView> =
+        c.json(c.request(reqwest::Method::GET, "/v1/cache/members")).await.ok()?;
+    let here = crate::daemon::host_name();
+    let up: Vec<_> = v.into_iter().filter(|m| m.state == "up").collect();
+    let pick = up.iter().find(|m| m.node == here || m.node.split('.').next() == Some(here.as_str())).or(up.first())?;
+    Some(pick.url.trim_end_matches('/').to_string())
 }
 
 /// A reqwest client trusting what berth trusts: the public roots plus `ca_file`.
@@ -70,7 +97,7 @@ pub(crate) struct CacheClient {
 }
 
 impl CacheClient {
-    pub fn new(e: &Endpoint) -> anyhow::Result<CacheClient> {
+    pub async fn new(e: &Endpoint) -> anyhow::Result<CacheClient> {
         let token = match (&e.token, &e.token_file) {
             (Some(t), _) => Some(t.trim().to_string()),
             (None, Some(p)) => Some(
@@ -79,7 +106,7 @@ impl CacheClient {
             (None, None) => None,
         };
         let http = http_client(e.ca_file.as_deref())?;
-        Ok(CacheClient { http, base: e.url.trim_end_matches('/').to_string(), token })
+        Ok(CacheClient { http, base: e.base_url().await, token })
     }
 
     pub fn req(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {

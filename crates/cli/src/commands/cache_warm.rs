@@ -87,7 +87,7 @@ pub async fn warm(a: WarmArgs) -> anyhow::Result<ExitCode> {
     if !a.dir.is_dir() {
         return Err(UsageError::error(format!("{} is not a directory: give the dataset's directory", a.dir.display())));
     }
-    let c = CacheClient::new(&a.endpoint)?;
+    let c = CacheClient::new(&a.endpoint).await?;
     let bucket = c.bucket(&a.bucket).await.with_context(|| format!("cannot read bucket `{}`'s settings", a.bucket))?;
     let Some(bucket) = bucket else {
         return Err(UsageError::error(format!(

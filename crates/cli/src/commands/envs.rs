@@ -77,7 +77,7 @@ fn render(nodes: &[NodeEnvs]) -> String {
             ]);
         }
     }
-    format!("{t}\n")
+    output::render_table(t)
 }
 
 #[cfg(test)]

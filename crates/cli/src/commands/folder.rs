@@ -209,7 +209,7 @@ fn render(list: &[FolderView], usage: bool) -> String {
             t.add_row([qualified(f), f.owner.clone(), access(f.access).into(), quota, shares(f)]);
         }
     }
-    format!("{t}\n")
+    output::render_table(t)
 }
 
 fn render_one(f: &FolderView) -> String {

@@ -34,7 +34,7 @@ fn render(v: &ImagesView) -> String {
         for i in &v.images {
             t.add_row([i.image.clone(), i.nodes.join(",")]);
         }
-        out.push_str(&format!("{t}\n"));
+        out.push_str(&output::render_table(t));
     }
     if !v.pulling_nodes.is_empty() {
         out.push_str(&format!("nodes that pull missing images: {}\n", v.pulling_nodes.join(", ")));

@@ -84,6 +84,9 @@ pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The most characters of a reason the narrow table shows.
+const REASON_WIDTH: usize = 60;
+
 /// The table; the `EXPECTED START` column appears only when some job has one (a queue with
 /// backfill gives the jobs it reserves for one), `CPU%` and `MEM` only when some job was
 /// measured (running: CPUs busy now and memory now; ended: peak memory), `TIME LEFT` only when
@@ -124,7 +127,8 @@ fn table(jobs: &[JobView], wide: bool) -> comfy_table::Table {
         row.extend([
             j.state.to_string(),
             or_dash(j.position.map(|p| p.to_string()).unwrap_or_default()),
-            or_dash(reason(j)),
+            // One long reason must not widen every row: `-o wide` and `berth show` have it whole.
+            or_dash(if wide { reason(j) } else { output::clip(&reason(j), REASON_WIDTH) }),
         ]);
         if expected {
             row.push(or_dash(j.expected_start.map(output::until).unwrap_or_default()));
@@ -259,5 +263,18 @@ mod tests {
         assert!(lines[1].contains("default") && lines[1].contains("1GiB"), "{lines:?}");
         assert!(parse_state("running").is_ok());
         assert!(parse_state("bogus").unwrap_err().contains("PENDING"));
+        // Regression (issue 41): one long reason made every row ~200 characters wide.
+        let long = "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start at t+1h on n2 (backfill)";
+        let waiting = JobView {
+            state: JobState::Pending,
+            usage: None,
+            pending_reason: Some(PendingReason::new(PendingKind::Resources, long)),
+            ..busy
+        };
+        let narrow = output::render_table(table(std::slice::from_ref(&waiting), false));
+        assert!(narrow.lines().all(|l| l.chars().count() < 120), "{narrow}");
+        assert!(narrow.contains("resources: needs 8 CPUs") && narrow.contains('…'), "{narrow}");
+        let wide = output::render_table(table(&[waiting], true));
+        assert!(wide.contains(long), "-o wide keeps the whole reason: {wide}");
     }
 }
