@@ -22,6 +22,10 @@
 //! in end order (`running_set::Ends`), as counts per node (`node_counts.rs`), until enough nodes can
 //! take the job (the binder checks the best-scored candidates on ledgers rebuilt for them);
 //! its start is that end time and its nodes are the best-scored among those that fit then.
+//! The reservation keeps what that start rests on (`running_set::Basis`): the weakest of the
+//! ends released on its nodes until then (time limits, predictions, or the queue's default
+//! limit for a job with neither), which the waiting job's reason states, so that a start that
+//! is only the default limit never reads as a forecast.
 //! A job that fits nowhere even when every running job has ended (its nodes are down or
 //! held) gets no reservation, and the next blocked job may get it instead.
 //!
@@ -37,7 +41,7 @@ use berth_model::Binding;
 
 use crate::node_counts::NodeCounts;
 use crate::pool::Pool;
-use crate::running_set::Ends;
+use crate::running_set::{Basis, Ends};
 use crate::{Millis, PendingJob};
 
 /// When a job started now ends: as expected (its estimate, else its limit, else the queue's
@@ -67,6 +71,9 @@ pub(crate) struct Reservation {
     pub firm: bool,
     /// The reserved job's queue position (reasons name jobs by position).
     pub pos: u32,
+    /// What the start rests on: the weakest of the ends released on the reserved nodes up to
+    /// it, and of the reservations it queues behind.
+    pub basis: Basis,
 }
 
 /// What a reservation is asked for: the job (which cannot start now), its queue position,
@@ -76,17 +83,17 @@ pub(crate) struct Ask<'j> {
     pub pos: u32,
     pub firm: bool,
     pub taken: &'j BTreeSet<usize>,
-    /// Nodes an earlier reservation holds until a time (its expected end), which this one may
-    /// share from then on: the start is then the latest of those on its nodes, and the nodes
-    /// are chosen for the earliest start.
-    pub queued: &'j BTreeMap<usize, Millis>,
+    /// Nodes an earlier reservation holds until a time (its expected end, with what that
+    /// rests on), which this one may share from then on: the start is then the latest of
+    /// those on its nodes, and the nodes are chosen for the earliest start.
+    pub queued: &'j BTreeMap<usize, (Millis, Basis)>,
 }
 
 /// The reservation asked for, or `None` when the job never fits.
 /// `ends`: the running jobs' and this pass's starts' bindings, released end by end.
 pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis) -> Option<Reservation> {
     let Ask { job, pos, firm, taken, queued } = ask;
-    let free_from = |i: usize| queued.get(&i).copied().unwrap_or(Millis::MIN);
+    let free_from = |i: usize| queued.get(&i).map_or(Millis::MIN, |q| q.0);
     let mut made: Option<Reservation> = None;
     let eligible = |i: usize| !taken.contains(&i) && pool.eligible(i, job);
     let want = job.nodes.max(1) as usize;
@@ -130,9 +137,9 @@ pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis
                 break;
             }
             changed.clear();
-            for (i, b) in group.drain(..) {
+            for (i, b, basis) in group.drain(..) {
                 counts.get_or_add(i, pool).release(b);
-                timeline.push(i, b);
+                timeline.push(i, b, basis);
                 changed.push(i);
             }
             // A node released twice is checked twice: the same answer. The counts first:
@@ -181,7 +188,11 @@ pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis
             let start = best.iter().map(|&i| free_from(i)).max().unwrap_or(Millis::MIN).max(end).max(now);
             if made.as_ref().is_none_or(|m| start < m.start) {
                 let at_start = best.iter().map(|&i| (i, timeline.ledger(i).clone())).collect();
-                made = Some(Reservation { start, nodes: best, at_start, job_req: job.clone(), firm, pos });
+                let basis = best
+                    .iter()
+                    .map(|&i| timeline.basis(i).weakest(queued.get(&i).map_or(Basis::Limits, |q| q.1)))
+                    .fold(Basis::Limits, Basis::weakest);
+                made = Some(Reservation { start, nodes: best, at_start, job_req: job.clone(), firm, pos, basis });
             }
             if queued.is_empty() {
                 break;
@@ -198,7 +209,7 @@ struct Timeline<'p, 'a, 'h> {
     /// Every binding released so far, with the entry of the next one released on the same
     /// node: a list per node threaded through one vector, as the walk may touch thousands of
     /// nodes and allocates nothing per node.
-    released: Vec<(&'h Binding, u32)>,
+    released: Vec<(&'h Binding, u32, Basis)>,
     /// Per node (by index), the first and last entries of its list ([`NONE`]: empty).
     first: Vec<u32>,
     last: Vec<u32>,
@@ -231,14 +242,26 @@ impl Counts {
 }
 
 impl<'h> Timeline<'_, '_, 'h> {
-    fn push(&mut self, i: usize, b: &'h Binding) {
+    fn push(&mut self, i: usize, b: &'h Binding, basis: Basis) {
         let k = self.released.len() as u32;
-        self.released.push((b, NONE));
+        self.released.push((b, NONE, basis));
         match self.last[i] {
             NONE => self.first[i] = k,
             prev => self.released[prev as usize].1 = k,
         }
         self.last[i] = k;
+    }
+
+    /// The weakest basis of the ends released on node `i` so far (`Limits` for none).
+    fn basis(&self, i: usize) -> Basis {
+        let mut k = self.first[i];
+        let mut basis = Basis::Limits;
+        while k != NONE {
+            let (_, next, b) = self.released[k as usize];
+            basis = basis.weakest(b);
+            k = next;
+        }
+        basis
     }
 
     fn ledger(&mut self, i: usize) -> &crate::NodeLedger {
@@ -288,11 +311,27 @@ impl Reservation {
         self.at_start.extend(trial.0);
     }
 
-    /// `t+1h30m on n3, n4`.
-    pub fn describe(&self, pool: &Pool, now: Millis) -> String {
+    /// `reserved to start in ~1h30m on n3, n4 (backfill; predicted from earlier runs)`: when,
+    /// where, and what the start rests on, so that a start that is only a guess reads as one
+    /// (`~` marks a prediction; a start by the queue's default limit says so).
+    /// `default_limit`: the queue's default time limit.
+    pub fn describe(&self, pool: &Pool, now: Millis, default_limit: Millis) -> String {
         let names: Vec<&str> = self.nodes.iter().map(|&i| pool.nodes[i].name()).collect();
-        let why = if self.firm { "backfill, firm: waited past the queue's bound" } else { "backfill" };
-        format!("reserved to start at t+{} on {} ({why})", duration_text(self.start - now), names.join(", "))
+        let when = match self.basis {
+            _ if self.start <= now => "now".to_string(),
+            Basis::Predicted => format!("in ~{}", duration_text(self.start - now)),
+            Basis::Limits | Basis::Assumed => format!("in {}", duration_text(self.start - now)),
+        };
+        let firm = if self.firm { ", firm: waited past the queue's bound" } else { "" };
+        let basis = match self.basis {
+            Basis::Limits => "by time limits".to_string(),
+            Basis::Predicted => "predicted from earlier runs".to_string(),
+            Basis::Assumed => format!(
+                "assumes the queue's default limit, {}, for jobs with no time limit and no earlier runs",
+                duration_text(default_limit)
+            ),
+        };
+        format!("reserved to start {when} on {} (backfill{firm}; {basis})", names.join(", "))
     }
 }
 

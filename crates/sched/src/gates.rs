@@ -19,7 +19,7 @@ use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
 use crate::pool::{self, Pool};
 use crate::quota::Book;
-use crate::running_set::{Ends, RunningSet};
+use crate::running_set::{Basis, Ends, RunningSet, StartedEnd};
 use crate::{HeadOfLine, Millis, PassInput, PendingJob, Preempt, QueueConfig, RunningJob, preempt};
 
 /// Blocked jobs beyond the queue's `reservations` that may try for one in a pass: each try
@@ -104,8 +104,9 @@ pub(crate) struct Walk<'i, 'a> {
     tries: u32,
     /// Jobs submitted at this time or before are past the wait bound (`reserve_after`).
     aged_cutoff: Option<Millis>,
-    /// Jobs started in this pass (end, id, bindings), for backfill's timeline.
-    started: Vec<(Millis, JobId, Vec<Binding>)>,
+    /// Jobs started in this pass (end, id, bindings, what the end rests on), for backfill's
+    /// timeline.
+    started: Vec<StartedEnd>,
     /// Without preemption, only borrowed work can be reclaimed: none running, no plan to make
     /// (the walk of the running jobs cost every blocked job of a deep queue).
     any_borrowed: bool,
@@ -326,7 +327,8 @@ impl<'i, 'a> Walk<'i, 'a> {
         book.started(job);
         let bindings: Vec<Binding> = chosen.into_iter().map(|(_, b)| b).collect();
         if self.reserves() {
-            self.started.push((end.expected, job.id, bindings.clone()));
+            let basis = Basis::of(self.input.now, job.time_limit_ms, job.estimate_ms, end.expected);
+            self.started.push((end.expected, job.id, bindings.clone(), basis));
         }
         Break(Verdict::Start(bindings))
     }
@@ -440,12 +442,14 @@ impl<'i, 'a> Walk<'i, 'a> {
         if made.is_none() && !self.reserved_nodes.is_empty() {
             // Only reserved nodes can take it (one node, or a small cluster): it queues
             // behind the jobs reserved there, from their expected end on.
-            let mut queued: BTreeMap<usize, Millis> = BTreeMap::new();
+            let mut queued: BTreeMap<usize, (Millis, Basis)> = BTreeMap::new();
             for e in &self.reservations {
-                let until = e.start.saturating_add(self.limit(e.job()));
+                let j = e.job();
+                let until = e.start.saturating_add(self.limit(j));
+                let basis = e.basis.weakest(Basis::of(e.start, j.time_limit_ms, j.estimate_ms, until));
                 for &i in &e.nodes {
-                    let t = queued.entry(i).or_insert(until);
-                    *t = (*t).max(until);
+                    let t = queued.entry(i).or_insert((until, basis));
+                    *t = (t.0.max(until), t.1.weakest(basis));
                 }
             }
             let none = BTreeSet::new();
@@ -453,7 +457,7 @@ impl<'i, 'a> Walk<'i, 'a> {
         }
         let Some(r) = made else { return Reserved::Unfit };
         self.reserved_nodes.extend(r.nodes.iter().copied());
-        let reserved = Reserved::At(r.start, r.describe(&self.pool, now));
+        let reserved = Reserved::At(r.start, r.describe(&self.pool, now, self.q.default_time_limit_ms));
         self.reservations.push(r);
         reserved
     }

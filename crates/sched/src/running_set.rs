@@ -68,6 +68,49 @@ pub(crate) fn expected_end(r: &RunningJob, planned_end: Millis, now: Millis) -> 
     }
 }
 
+/// What an expected end rests on (a reservation's start rests on the weakest of the ends it
+/// waits for: [`Basis::weakest`]), so that the waiting job's reason can say how far to trust
+/// its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) enum Basis {
+    /// Time limits only (enforced: the job is stopped there), or nothing to wait for.
+    #[default]
+    Limits,
+    /// A run time predicted from earlier runs (`predict.rs`), which may be wrong either way.
+    Predicted,
+    /// The queue's default limit, for a job with neither a limit nor earlier runs: not
+    /// enforced, and usually far longer than the job (the default is a guess).
+    Assumed,
+}
+
+impl Basis {
+    /// How a job that started at `started_at` is expected to end at `end`: at (or past) its
+    /// limit, by the limit; before it, by its estimate when it has one, else by the default.
+    pub fn of(started_at: Millis, time_limit_ms: Option<Millis>, estimate_ms: Option<Millis>, end: Millis) -> Basis {
+        if time_limit_ms.is_some_and(|l| end >= started_at.saturating_add(l)) {
+            Basis::Limits
+        } else if estimate_ms.is_some() {
+            Basis::Predicted
+        } else {
+            Basis::Assumed
+        }
+    }
+
+    /// The ends of a running job.
+    pub fn of_running(r: &RunningJob, end: Millis) -> Basis {
+        Basis::of(r.started_at, r.time_limit_ms, r.estimate_ms, end)
+    }
+
+    /// The weaker of two.
+    pub fn weakest(self, other: Basis) -> Basis {
+        self.max(other)
+    }
+}
+
+/// A job started in this pass, for backfill's timeline: its expected end, id, bindings, and
+/// what that end rests on.
+pub(crate) type StartedEnd = (Millis, JobId, Vec<Binding>, Basis);
+
 /// Whether `r` has a planned run time, and its key in that end index.
 fn end_key(r: &RunningJob) -> (bool, (Millis, JobId)) {
     match planned(r) {
@@ -226,10 +269,10 @@ pub(crate) struct Stream<'a> {
 /// releases a whole group before it looks at any node.
 pub(crate) enum Ends<'a> {
     /// Built from a list of running jobs each pass (`schedule`).
-    Heap { heap: BinaryHeap<Reverse<(Millis, usize)>>, bindings: Vec<&'a Binding> },
+    Heap { heap: BinaryHeap<Reverse<(Millis, usize)>>, bindings: Vec<(&'a Binding, Basis)> },
     /// Merged from the kept set's indexes (`schedule_set`). `pool_index`: per node number of
     /// the set, its index in the pool ([`ELSEWHERE`] for none).
-    Merge { streams: Vec<Stream<'a>>, started: &'a [(Millis, JobId, Vec<Binding>)], now: Millis, pool_index: Vec<u32> },
+    Merge { streams: Vec<Stream<'a>>, started: &'a [StartedEnd], now: Millis, pool_index: Vec<u32> },
 }
 
 impl<'a> Ends<'a> {
@@ -237,7 +280,7 @@ impl<'a> Ends<'a> {
     /// without one.
     pub fn heap(
         running: &'a [RunningJob],
-        started: &'a [(Millis, JobId, Vec<Binding>)],
+        started: &'a [StartedEnd],
         default_of: impl Fn(&str) -> Millis,
         now: Millis,
     ) -> Self {
@@ -246,15 +289,16 @@ impl<'a> Ends<'a> {
         for r in running {
             let planned_end = r.started_at.saturating_add(planned(r).unwrap_or_else(|| default_of(&r.queue)));
             let end = expected_end(r, planned_end, now);
+            let basis = Basis::of_running(r, end);
             for b in &r.bindings {
                 keys.push(Reverse((end, bindings.len())));
-                bindings.push(b);
+                bindings.push((b, basis));
             }
         }
-        for (end, _, bs) in started {
+        for (end, _, bs, basis) in started {
             for b in bs {
                 keys.push(Reverse(((*end).max(now), bindings.len())));
-                bindings.push(b);
+                bindings.push((b, *basis));
             }
         }
         Ends::Heap { heap: BinaryHeap::from(keys), bindings }
@@ -265,7 +309,7 @@ impl<'a> Ends<'a> {
     pub fn merge(
         pool: &Pool,
         set: &'a RunningSet,
-        started: &'a [(Millis, JobId, Vec<Binding>)],
+        started: &'a [StartedEnd],
         queues: &[QueueConfig],
         fallback_limit: Millis,
         now: Millis,
@@ -292,7 +336,7 @@ impl<'a> Ends<'a> {
             streams.push(Stream { keys: Box::new(keys(&q.unlimited, unlimited_from)), add: default, jobs, head: None });
         }
         let mut order: Vec<(Millis, JobId, usize)> =
-            started.iter().enumerate().map(|(k, (end, id, _))| (*end, *id, k)).collect();
+            started.iter().enumerate().map(|(k, (end, id, _, _))| (*end, *id, k)).collect();
         order.sort_unstable();
         streams.push(Stream {
             keys: Box::new(order.into_iter().map(|(end, _, k)| (end, k as u32))),
@@ -315,10 +359,10 @@ impl<'a> Ends<'a> {
     }
 
     /// Puts the bindings of the next end that lie on `pool`'s nodes into `out`, with their
-    /// node's index there, and returns that end; `None` once all are released. Every call
-    /// on one `Ends` must pass the same pool.
-    pub fn next_group(&mut self, pool: &Pool, out: &mut Vec<(usize, &'a Binding)>) -> Option<Millis> {
-        let by_name = |b: &'a Binding| pool.index_of(&b.node).map(|i| (i, b));
+    /// node's index there and what their end rests on, and returns that end; `None` once all
+    /// are released. Every call on one `Ends` must pass the same pool.
+    pub fn next_group(&mut self, pool: &Pool, out: &mut Vec<(usize, &'a Binding, Basis)>) -> Option<Millis> {
+        let by_name = |b: &'a Binding, basis: Basis| pool.index_of(&b.node).map(|i| (i, b, basis));
         match self {
             Ends::Heap { heap, bindings } => {
                 let Reverse((end, _)) = *heap.peek()?;
@@ -327,7 +371,8 @@ impl<'a> Ends<'a> {
                         break;
                     }
                     heap.pop();
-                    out.extend(by_name(bindings[k]));
+                    let (b, basis) = bindings[k];
+                    out.extend(by_name(b, basis));
                 }
                 Some(end)
             }
@@ -337,11 +382,13 @@ impl<'a> Ends<'a> {
                 for s in streams.iter_mut() {
                     while let Some(h) = s.head.filter(|&h| end_of(s, h) == end) {
                         let Some(q) = s.jobs else {
-                            out.extend(started[h.1 as usize].2.iter().filter_map(by_name));
+                            let (_, _, bs, basis) = &started[h.1 as usize];
+                            out.extend(bs.iter().filter_map(|b| by_name(b, *basis)));
                             s.head = s.keys.next();
                             continue;
                         };
                         let slot = h.1 as usize;
+                        let basis = Basis::of_running(&q.slab[slot], end);
                         let bindings = &q.slab[slot].bindings;
                         let nodes = match bindings.len() {
                             1 => std::slice::from_ref(&q.first_node[slot]),
@@ -350,7 +397,7 @@ impl<'a> Ends<'a> {
                         for (b, &n) in bindings.iter().zip(nodes) {
                             let i = pool_index[n as usize];
                             if i != ELSEWHERE {
-                                out.push((i as usize, b));
+                                out.push((i as usize, b, basis));
                             }
                         }
                         s.head = s.keys.next();

@@ -82,13 +82,13 @@ fn a_waiting_exclusive_job_is_reserved_a_whole_node() {
     "), @r#"
         pass 1
           start 4 n1 cpus=1 mems=0 mem=1GiB
-          wait 2 #1 Resources "resources: needs 1 whole node (--exclusive) with at least 1 CPU and 1GiB memory, 0 of 1 ready nodes can take it; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
+          wait 2 #1 Resources "resources: needs 1 whole node (--exclusive) with at least 1 CPU and 1GiB memory, 0 of 1 ready nodes can take it; reserved to start in 1h on n1 (backfill; by time limits)" blocked=1 expect=+3600s
           wait 3 #2 Backfill "backfill: would delay the reserved start of the job at position 1"
         finish 1
         finish 4
         pass 2
           start 2 n1 cpus=0-3 mems=0 mem=32GiB
-          wait 3 #2 Resources "resources: needs 1 CPU, node n1 has 0 free; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
+          wait 3 #2 Resources "resources: needs 1 CPU, node n1 has 0 free; reserved to start in 1h on n1 (backfill; by time limits)" blocked=1 expect=+3600s
         "#);
 }
 

@@ -18,8 +18,8 @@ fn two_reservations_each_hold_their_own_node() {
         pass
     "), @r#"
         pass 1
-          wait 3 #1 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start at t+1h on n2 (backfill)" blocked=1 expect=+3600s
-          wait 4 #2 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start at t+2h on n1 (backfill)" blocked=1 expect=+7200s
+          wait 3 #1 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start in 1h on n2 (backfill; by time limits)" blocked=1 expect=+3600s
+          wait 4 #2 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start in 2h on n1 (backfill; by time limits)" blocked=1 expect=+7200s
           wait 5 #3 Backfill "backfill: would delay the reserved start of the job at position 2"
         "#);
 }
@@ -39,7 +39,7 @@ fn with_one_reservation_the_second_blocked_job_is_passed() {
     "), @r#"
         pass 1
           start 5 n1 cpus=4-5 mems=0 mem=1GiB
-          wait 3 #1 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start at t+1h on n2 (backfill)" blocked=1 expect=+3600s
+          wait 3 #1 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue); reserved to start in 1h on n2 (backfill; by time limits)" blocked=1 expect=+3600s
           wait 4 #2 Resources "resources: needs 8 CPUs; best node n1 has 4 free (2 nodes in queue)"
         "#);
 }
@@ -56,9 +56,9 @@ fn on_one_node_reservations_queue_one_after_another() {
         pass
     "), @r#"
         pass 1
-          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 0 free; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
-          wait 3 #2 Resources "resources: needs 4 CPUs, node n1 has 0 free; reserved to start at t+3h on n1 (backfill)" blocked=1 expect=+10800s
-          wait 4 #3 Resources "resources: needs 1 CPU, node n1 has 0 free; reserved to start at t+3h30m on n1 (backfill)" blocked=1 expect=+12600s
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 0 free; reserved to start in 1h on n1 (backfill; by time limits)" blocked=1 expect=+3600s
+          wait 3 #2 Resources "resources: needs 4 CPUs, node n1 has 0 free; reserved to start in 3h on n1 (backfill; by time limits)" blocked=1 expect=+10800s
+          wait 4 #3 Resources "resources: needs 1 CPU, node n1 has 0 free; reserved to start in 3h30m on n1 (backfill; by time limits)" blocked=1 expect=+12600s
         "#);
 }
 
@@ -78,8 +78,8 @@ fn a_job_that_would_delay_a_reservation_gets_the_next_one() {
     "), @r#"
         pass 1
           start 4 n1 cpus=2 mems=0 mem=1GiB
-          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start at t+2h on n1 (backfill)" blocked=1 expect=+7200s
-          wait 3 #2 Backfill "backfill: would delay the reserved start of the job at position 1; reserved to start at t+3h on n1 (backfill)" blocked=1 expect=+10800s
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start in 2h on n1 (backfill; by time limits)" blocked=1 expect=+7200s
+          wait 3 #2 Backfill "backfill: would delay the reserved start of the job at position 1; reserved to start in 3h on n1 (backfill; by time limits)" blocked=1 expect=+10800s
         "#);
 }
 
@@ -99,9 +99,9 @@ fn a_queued_reservation_takes_the_nodes_free_soonest() {
         pass
     "), @r#"
         pass 1
-          wait 3 #1 Resources "resources: needs 4 CPUs; best node n1 has 0 free (2 nodes in queue); reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
-          wait 4 #2 Resources "resources: needs 4 CPUs; best node n1 has 0 free (2 nodes in queue); reserved to start at t+1h on n2 (backfill)" blocked=1 expect=+3600s
-          wait 5 #3 Resources "resources: needs 4 CPUs; best node n1 has 0 free (2 nodes in queue); reserved to start at t+2h on n2 (backfill)" blocked=1 expect=+7200s
+          wait 3 #1 Resources "resources: needs 4 CPUs; best node n1 has 0 free (2 nodes in queue); reserved to start in 1h on n1 (backfill; by time limits)" blocked=1 expect=+3600s
+          wait 4 #2 Resources "resources: needs 4 CPUs; best node n1 has 0 free (2 nodes in queue); reserved to start in 1h on n2 (backfill; by time limits)" blocked=1 expect=+3600s
+          wait 5 #3 Resources "resources: needs 4 CPUs; best node n1 has 0 free (2 nodes in queue); reserved to start in 2h on n2 (backfill; by time limits)" blocked=1 expect=+7200s
         "#);
 }
 
@@ -119,7 +119,7 @@ fn past_the_wait_bound_a_job_goes_first_and_its_reservation_is_firm() {
         pass
     "), @r#"
         pass 1
-          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start at t+10h on n1 (backfill, firm: waited past the queue's bound)" blocked=1 expect=+36000s
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start in 10h on n1 (backfill, firm: waited past the queue's bound; by time limits)" blocked=1 expect=+36000s
           wait 3 #2 Backfill "backfill: would delay the reserved start of the job at position 1"
         "#);
 }
@@ -141,7 +141,7 @@ fn a_firm_reservation_admits_a_job_whose_own_limit_ends_before_it() {
     "), @r#"
         pass 1
           start 3 n1 cpus=2 mems=0 mem=1GiB
-          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start at t+10h on n1 (backfill, firm: waited past the queue's bound)" blocked=1 expect=+36000s
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start in 10h on n1 (backfill, firm: waited past the queue's bound; by time limits)" blocked=1 expect=+36000s
           wait 4 #3 Backfill "backfill: would delay the reserved start of the job at position 1"
         "#);
 }
@@ -167,7 +167,7 @@ fn under_skip_after_a_job_past_the_wait_bound_is_reserved() {
         pass 1
           start 4 n1 cpus=2-3 mems=0 mem=1GiB
           start 6 n2 cpus=3 mems=0 mem=1GiB
-          wait 2 #1 Resources "resources: needs 4 CPUs; best node n1 has 2 free (2 nodes in queue); reserved to start at t+1h on n2 (backfill, firm: waited past the queue's bound)" blocked=1 expect=+3600s
+          wait 2 #1 Resources "resources: needs 4 CPUs; best node n1 has 2 free (2 nodes in queue); reserved to start in 1h on n2 (backfill, firm: waited past the queue's bound; by time limits)" blocked=1 expect=+3600s
           wait 5 #3 Backfill "backfill: would delay the reserved start of the job at position 1"
         "#);
 }
@@ -184,7 +184,7 @@ fn below_the_wait_bound_the_same_reservation_lets_a_short_job_pass() {
     "), @r#"
         pass 1
           start 3 n1 cpus=2 mems=0 mem=1GiB
-          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start at t+10h on n1 (backfill)" blocked=1 expect=+36000s
+          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start in ~10h on n1 (backfill; predicted from earlier runs)" blocked=1 expect=+36000s
         "#);
 }
 
@@ -205,7 +205,7 @@ fn qssf_puts_the_least_expected_service_first() {
           start 2 n1 cpus=0-3 mems=0 mem=1GiB
           start 3 n1 cpus=4 mems=0 mem=1GiB
           start 4 n1 cpus=5 mems=0 mem=1GiB
-          wait 1 #3 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start at t+10m on n1 (backfill)" blocked=1 expect=+600s
+          wait 1 #3 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start in ~10m on n1 (backfill; predicted from earlier runs)" blocked=1 expect=+600s
         "#);
 }
 
@@ -228,7 +228,35 @@ fn las_serves_the_least_attained_level_first_and_preempts_higher_levels() {
           preempt 1 for 2 Requeue
         pass 2
           start 2 n1 cpus=0-1 mems=0 mem=1GiB
-          wait 1 #2 Resources "resources: needs 2 CPUs, node n1 has 0 free; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
+          wait 1 #2 Resources "resources: needs 2 CPUs, node n1 has 0 free; reserved to start in 1h on n1 (backfill; assumes the queue's default limit, 1h, for jobs with no time limit and no earlier runs)" blocked=1 expect=+3600s
           wait 3 #3 Resources "resources: needs 2 CPUs, node n1 has 0 free"
+        "#);
+}
+
+/// Regression (issue 41): a 5-second job running without a time limit made the job behind it
+/// "reserved to start at t+59m", the queue's 1 h default read as its run time. With earlier
+/// runs to predict from, the start is the predicted one and marked as a prediction; without,
+/// the reason says the start only assumes the default limit.
+#[test]
+fn a_reserved_start_behind_a_short_job_is_its_prediction_and_says_what_it_rests_on() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill
+        node n1 cpus=1
+        run 1 cpus=1 est=5s start=-1s
+        job 2 cpus=1
+        pass
+    "), @r#"
+        pass 1
+          wait 2 #1 Resources "resources: needs 1 CPU, node n1 has 0 free; reserved to start in ~4s on n1 (backfill; predicted from earlier runs)" blocked=1 expect=+4s
+        "#);
+    insta::assert_snapshot!(support::run("
+        queue default backfill
+        node n1 cpus=1
+        run 1 cpus=1 start=-1s
+        job 2 cpus=1
+        pass
+    "), @r#"
+        pass 1
+          wait 2 #1 Resources "resources: needs 1 CPU, node n1 has 0 free; reserved to start in 59m59s on n1 (backfill; assumes the queue's default limit, 1h, for jobs with no time limit and no earlier runs)" blocked=1 expect=+3599s
         "#);
 }

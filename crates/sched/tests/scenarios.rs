@@ -442,7 +442,7 @@ fn backfill_starts_a_short_job_before_the_reservation_and_refuses_a_long_one() {
         pass 1
           start 5 n1 cpus=1 mems=0 mem=1GiB gpus=3:1
           start 6 n2 cpus=2 mems=0 mem=1GiB
-          wait 3 #1 Resources "resources: needs 4 GPUs; best node n1 has 1 free (2 nodes in queue); reserved to start at t+30m on n1 (backfill)" blocked=1 expect=+1800s
+          wait 3 #1 Resources "resources: needs 4 GPUs; best node n1 has 1 free (2 nodes in queue); reserved to start in 30m on n1 (backfill; by time limits)" blocked=1 expect=+1800s
           wait 4 #2 Backfill "backfill: would delay the reserved start of the job at position 1"
         "#);
 }
@@ -461,7 +461,7 @@ fn backfill_without_limits_uses_the_queue_default_and_overdue_jobs_run_as_long_a
     "), @r#"
         pass 1
           start 3 n1 cpus=3 mems=0 mem=1GiB
-          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start at t+3h on n1 (backfill)" blocked=1 expect=+10800s
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start in 3h on n1 (backfill; assumes the queue's default limit, 2h, for jobs with no time limit and no earlier runs)" blocked=1 expect=+10800s
         "#);
 }
 
@@ -476,7 +476,7 @@ fn a_job_past_its_limit_counts_as_ending_now() {
         pass
     "), @r#"
         pass 1
-          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start at t+0s on n1 (backfill)" blocked=1 expect=+0s
+          wait 2 #1 Resources "resources: needs 4 CPUs, node n1 has 1 free; reserved to start now on n1 (backfill; by time limits)" blocked=1 expect=+0s
           wait 3 #2 Backfill "backfill: would delay the reserved start of the job at position 1"
         "#);
 }
@@ -499,7 +499,7 @@ fn gang_under_backfill_reserves_every_node() {
         pass 1
           start 4 n3 cpus=0 mems=0 mem=1GiB gpus=0:1
           start 6 n1 cpus=1 mems=0 mem=1GiB
-          wait 3 #1 Resources "resources: needs 3 nodes with 1 GPU, 1 CPU and 1GiB memory free, 1 has; reserved to start at t+2h on n1, n2, n3 (backfill)" blocked=1 expect=+7200s
+          wait 3 #1 Resources "resources: needs 3 nodes with 1 GPU, 1 CPU and 1GiB memory free, 1 has; reserved to start in 2h on n1, n2, n3 (backfill; by time limits)" blocked=1 expect=+7200s
           wait 5 #3 Resources "resources: needs 1 GPU; best node n1 has 0 free (3 nodes in queue)"
         "#);
 }
@@ -662,7 +662,7 @@ fn backfill_tries_only_its_window_of_jobs_after_the_first_that_cannot_start() {
         pass 1
           start 1 n1 cpus=0-1 mems=0 mem=1GiB
           start 3 n1 cpus=2 mems=0 mem=1GiB
-          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
+          wait 2 #2 Resources "resources: needs 4 CPUs, node n1 has 2 free; reserved to start in 1h on n1 (backfill; by time limits)" blocked=1 expect=+3600s
           wait 4 #4 Resources "resources: needs 2 CPUs, node n1 has 1 free"
           wait 5 #5 Priority "priority: beyond the backfill window: the queue tries 2 jobs past the first that cannot start (position 2)"
           wait 6 #6 Priority "priority: beyond the backfill window: the queue tries 2 jobs past the first that cannot start (position 2)"
@@ -670,7 +670,7 @@ fn backfill_tries_only_its_window_of_jobs_after_the_first_that_cannot_start() {
         finish 3
         pass 2
           start 2 n1 cpus=0-3 mems=0 mem=1GiB
-          wait 4 #2 Resources "resources: needs 2 CPUs, node n1 has 0 free; reserved to start at t+1h on n1 (backfill)" blocked=1 expect=+3600s
+          wait 4 #2 Resources "resources: needs 2 CPUs, node n1 has 0 free; reserved to start in 1h on n1 (backfill; by time limits)" blocked=1 expect=+3600s
           wait 5 #3 Resources "resources: needs 2 CPUs, node n1 has 0 free"
           wait 6 #4 Resources "resources: needs 1 CPU, node n1 has 0 free"
         "#);
