@@ -62,6 +62,52 @@ pub fn read_if_script(path: &Path) -> anyhow::Result<Option<String>> {
     Ok(None)
 }
 
+/// Why `first`, a file on this machine that [`read_if_script`] did not take, cannot be run as
+/// the job's command, with the fix; `None` when it can (an executable given by path, or a name
+/// on `path`). A bare `train.py` is looked up on the node's PATH, never in the work dir, and a
+/// file without `#!` or execute permission fails there only after the job was queued.
+pub fn not_runnable(first: &str, path: Option<&std::ffi::OsStr>) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(first).ok().filter(|m| m.is_file())?;
+    let by_path = first.contains('/');
+    if !by_path && path.is_some_and(|p| std::env::split_paths(p).any(|d| d.join(first).is_file())) {
+        return None;
+    }
+    let executable = meta.permissions().mode() & 0o111 != 0;
+    if by_path && executable {
+        return None;
+    }
+    let interp = interpreter(first);
+    let run_it = format!("run it with its interpreter: `berth submit -- {} {first}`", interp.unwrap_or("INTERPRETER"));
+    let script = format!(
+        "or make it a script: a first line `#!/usr/bin/env {}`, then `chmod +x {first}` and `berth submit {}`",
+        interp.unwrap_or("INTERPRETER"),
+        if by_path { first.to_string() } else { format!("./{first}") }
+    );
+    Some(if by_path {
+        format!("`{first}` is not executable and has no `#!` line: {run_it}, {script}")
+    } else {
+        format!(
+            "`{first}` is a file here, not a command on PATH (a job looks commands up on PATH, not in its directory): {run_it}, {script}"
+        )
+    })
+}
+
+/// The usual interpreter of a script file, by its extension.
+fn interpreter(file: &str) -> Option<&'static str> {
+    let ext = Path::new(file).extension()?.to_str()?;
+    Some(match ext {
+        "py" => "python3",
+        "sh" => "sh",
+        "bash" => "bash",
+        "R" | "r" => "Rscript",
+        "jl" => "julia",
+        "pl" => "perl",
+        "rb" => "ruby",
+        _ => return None,
+    })
+}
+
 /// The lines of the top comment block, with 1-based line numbers.
 fn header(text: &str) -> impl Iterator<Item = (usize, &str)> {
     text.lines()

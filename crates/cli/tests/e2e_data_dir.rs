@@ -21,8 +21,13 @@ struct Up {
 
 impl Up {
     /// Runs `cmd` (a `berth up`), reading its stdout until it names its data dir.
-    fn start(mut cmd: Command) -> Up {
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    fn start(cmd: Command) -> Up {
+        Self::start_logging(cmd, Stdio::null())
+    }
+
+    /// Like [`Up::start`], its log (stderr) going to `stderr`.
+    fn start_logging(mut cmd: Command, stderr: Stdio) -> Up {
+        let mut child = cmd.stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -163,4 +168,45 @@ fn a_restart_on_the_same_data_dir_rewrites_the_credentials_without_a_word() {
     let said = std::fs::read_to_string(b.home.path().join("up.stdout")).unwrap();
     assert!(said.contains("token written to") && !said.contains("kept") && !said.contains("does not answer"), "{said}");
     assert!(b.ok(&["whoami"]).contains("admin"));
+}
+
+#[test]
+fn a_second_berth_up_on_the_same_data_dir_says_only_why_it_stops() {
+    let first = Berth::up(&["--no-cache"]);
+    let o = up_cmd(first.home.path(), &first.data).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(e.contains("another berth already serves this data dir") && e.contains("--data-dir"), "{e}");
+    // Regression (issue 41): it logged "standing by: another manager leads" first, as if it
+    // would wait to take over.
+    assert!(!e.contains("standing by"), "{e}");
+    assert!(first.ok(&["whoami"]).contains("admin"), "the first berth still serves");
+}
+
+/// A `berth up` of a user who is not root cannot bind data folders into jobs (that needs a
+/// mount namespace): it says so when it starts, not only when a `--folder` job fails (issue 41).
+#[test]
+fn a_users_berth_up_warns_at_start_that_it_cannot_mount_folders() {
+    let user = UnixUser::create("f");
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(home.path(), Some(user.uid), Some(user.gid)).unwrap();
+    let log = home.path().join("up.stderr");
+    let mut c = user.command(home.path(), &["up", "--listen", "127.0.0.1:0", "--no-cache"]);
+    c.env("HOME", home.path()).env("RUST_LOG", "info");
+    let _up = Up::start_logging(c, Stdio::from(std::fs::File::create(&log).unwrap()));
+    let t0 = std::time::Instant::now();
+    let warned = loop {
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        if said.contains("cannot mount data folders into process kernels") || t0.elapsed() > PATIENCE {
+            break said;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        warned.contains("cannot mount data folders into process kernels")
+            && warned.contains("--image")
+            && warned.contains("as root"),
+        "{warned}"
+    );
 }

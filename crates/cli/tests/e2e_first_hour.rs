@@ -213,3 +213,62 @@ fn a_crashed_scripts_traceback_shows_in_berth_logs() {
     assert!(text(&o.stderr).contains("nonexistent_mod"), "{}", text(&o.stderr));
     assert_eq!(b.cli(&["logs", "--stdout", "--stderr", &id.to_string()]).status.code(), Some(2));
 }
+
+/// Issue 41: `berth logs --tail N` was missing (kubectl and `tail` have it).
+#[test]
+fn logs_tail_prints_the_last_lines_of_each_log_then_follows() {
+    let b = Berth::up(&[]);
+    let script = "import sys\nfor i in range(1, 1001): print('line', i)\nprint('oops 1', file=sys.stderr)\nprint('oops 2', file=sys.stderr)";
+    let id = b.submit(&["--", "python3", "-c", script]);
+    b.wait_state(id, "SUCCEEDED");
+    let o = b.cli(&["logs", "--tail", "3", &id.to_string()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "line 998\nline 999\nline 1000\n");
+    assert_eq!(text(&o.stderr), "oops 1\noops 2\n");
+    assert_eq!(b.ok(&["logs", "--stdout", "--tail", "1", &id.to_string()]), "line 1000\n");
+    // With -f: the tail, then what the job prints next, each line once.
+    let go = b.home.path().join("submit").join("go");
+    let id = b.submit(&["--", "sh", "-c", "echo a; echo b; while [ ! -e go ]; do sleep 0.1; done; echo c"]);
+    let t0 = std::time::Instant::now();
+    while !b.ok(&["logs", "--stdout", &id.to_string()]).contains("b\n") {
+        assert!(t0.elapsed() < support::PATIENCE, "the job never printed b");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut follow = support::base_cmd(b.home.path())
+        .args(["logs", "-f", "--tail", "1", "--stdout", &id.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(follow.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    assert_eq!(first, "b\n", "the last line so far");
+    std::fs::write(&go, "").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(follow.wait().unwrap().success());
+    assert_eq!(rest, "c\n", "then what came next, once");
+}
+
+/// Issue 41: `berth submit train.py` said ``cannot run `train.py`: no such file or directory``
+/// (from the node, after queueing) although the file was right there: it is not executable
+/// and not a command on PATH. The submit says so, and how to run it.
+#[test]
+fn submitting_a_plain_python_file_says_how_to_run_it() {
+    let b = Berth::up(&[]);
+    let dir = b.home.path().join("submit");
+    std::fs::write(dir.join("train.py"), "print('hi')\n").unwrap();
+    let o = b.cli(&["submit", "train.py"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(e.contains("not a command on PATH") && e.contains("berth submit -- python3 train.py"), "{e}");
+    assert!(e.contains("#!/usr/bin/env python3") && e.contains("chmod +x train.py"), "{e}");
+    let o = b.cli(&["submit", "./train.py"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("`./train.py` is not executable"), "{}", text(&o.stderr));
+    assert_eq!(b.json(&["ps", "--all"]), serde_json::json!([]), "nothing was queued");
+    // What the message says works.
+    let id = b.submit(&["--", "python3", "train.py"]);
+    b.wait_state(id, "SUCCEEDED");
+    assert_eq!(b.ok(&["logs", &id.to_string()]), "hi\n");
+}

@@ -114,8 +114,10 @@ pub async fn campaign(
                     }
                     let now = (row.url.clone(), row.epoch);
                     if row.held() && told.as_ref() != Some(&now) {
-                        tracing::info!(leader = row.url, epoch = row.epoch, "standing by: another manager leads");
+                        // The caller first: `berth up` exits with its own clear error there, and
+                        // must not log that it stands by before it does.
                         on_leader(&row.url);
+                        tracing::info!(leader = row.url, epoch = row.epoch, "standing by: another manager leads");
                         told = Some(now);
                     }
                     seen.send_replace(Some(row));

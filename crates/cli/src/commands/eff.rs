@@ -85,7 +85,9 @@ fn render(d: &JobDetail, r: &Report) -> String {
         let why = match j.state {
             JobState::Pending | JobState::Scheduled | JobState::Preparing => "it has not run yet",
             JobState::Running | JobState::Terminating => "no sample from its node yet: try again in a moment",
-            _ => "its node measured nothing (an agent without cgroups, or one older than berth 0.6)",
+            _ => {
+                "its node measured nothing: its agent runs kernels without cgroups (not as root, or no writable cgroup v2 hierarchy)"
+            }
         };
         line("usage", format!("not known: {why}"));
         return o;

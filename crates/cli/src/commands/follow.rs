@@ -37,7 +37,19 @@ pub struct LogRef {
 /// times in a row before the copy ends with its error, so that `submit --wait` rides out a
 /// hiccup without printing a byte twice (the offset only moves past bytes that were written).
 pub async fn copy(client: &Client, log: LogRef, until: Until, retries: u32, out: &mut dyn Write) -> anyhow::Result<()> {
-    let mut cursor = Cursor::default();
+    copy_from(client, log, until, retries, 0, out).await.map(|_| ())
+}
+
+/// [`copy`] from byte `from` of the log; returns the offset it stopped at.
+pub async fn copy_from(
+    client: &Client,
+    log: LogRef,
+    until: Until,
+    retries: u32,
+    from: u64,
+    out: &mut dyn Write,
+) -> anyhow::Result<u64> {
+    let mut cursor = Cursor { offset: from, attempt: None };
     let mut failures = 0;
     loop {
         let chunk = match client.logs(log.id, log.stream, log.kernel, cursor.offset).await {
@@ -53,7 +65,7 @@ pub async fn copy(client: &Client, log: LogRef, until: Until, retries: u32, out:
         match step(&mut cursor, chunk, until, out)? {
             Next::Again => {}
             Next::Later => tokio::time::sleep(FOLLOW_INTERVAL).await,
-            Next::Stop => return Ok(()),
+            Next::Stop => return Ok(cursor.offset),
             Next::StartOver(attempt) => {
                 let stream = log.stream.as_str();
                 eprintln!("berth: job {} was requeued: its {stream} starts over (attempt {attempt})", log.id);

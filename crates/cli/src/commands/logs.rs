@@ -1,9 +1,14 @@
 //! `berth logs ID`: a kernel's output as raw bytes: its stdout on ours and its stderr on ours
 //! (so a crashed script's traceback shows beside what it printed, and `> file` still keeps the
 //! stdout alone), or one log alone (`--stdout`, `--stderr`, `--setup`) on our stdout; `-f`
-//! follows until the job has ended and every byte has been printed.
+//! follows until the job has ended and every byte has been printed; `--tail N` starts each log
+//! at its last N lines (the log is read to its end once, keeping only those lines).
 
+use std::collections::VecDeque;
+use std::io::Write;
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 use berth_model::JobId;
 use berth_model::protocol::LogStream;
@@ -38,6 +43,10 @@ pub struct LogsArgs {
     /// Which kernel of a job with several (--nodes, --kernels): 0 is main, 1 is sub1, ...
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub kernel: u32,
+
+    /// Print only the last N lines of each log (then, with -f, what comes next)
+    #[arg(long, value_name = "N")]
+    pub tail: Option<usize>,
 }
 
 pub async fn run(args: LogsArgs) -> anyhow::Result<ExitCode> {
@@ -59,21 +68,80 @@ pub async fn run(args: LogsArgs) -> anyhow::Result<ExitCode> {
     let until = if args.follow { Until::JobDone } else { Until::Now };
     let log = |stream| LogRef { id: args.id, stream, kernel: args.kernel };
     if let Some(stream) = one {
-        follow::copy(&client, log(stream), until, 0, &mut std::io::stdout()).await?;
+        print_log(&client, log(stream), until, args.tail, &mut std::io::stdout()).await?;
         return Ok(ExitCode::SUCCESS);
     }
     // Both at once (a follow of one must not wait for the other's end). The stdout log
     // answers for the job (not found, not yours); a stderr log that cannot be read beside it
     // (a job that failed before it ran has none) is left out without a word.
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
-    let out = follow::copy(&client, log(LogStream::Stdout), until, 0, &mut stdout);
-    let err = follow::copy(&client, log(LogStream::Stderr), until, 0, &mut stderr);
+    let out = print_log(&client, log(LogStream::Stdout), until, args.tail, &mut stdout);
+    let err = print_log(&client, log(LogStream::Stderr), until, args.tail, &mut stderr);
     let (out, err) = tokio::join!(out, err);
     out?;
     if let Err(e) = err {
         tracing::debug!("job {}'s stderr log: {e:#}", args.id);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Copies one log to `out`: all of it, or (`tail`) its last lines as it stands, then with
+/// `Until::JobDone` what comes after them.
+async fn print_log(
+    client: &Client,
+    log: LogRef,
+    until: Until,
+    tail: Option<usize>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let Some(n) = tail else {
+        return follow::copy(client, log, until, 0, out).await;
+    };
+    let mut last = LastLines::new(n);
+    let end = follow::copy_from(client, log, Until::Now, 0, 0, &mut last).await?;
+    out.write_all(&last.into_bytes()).and_then(|()| out.flush()).context("cannot write the job's output")?;
+    if until == Until::JobDone {
+        follow::copy_from(client, log, until, 0, end, out).await?;
+    }
+    Ok(())
+}
+
+/// A writer that keeps only the last `n` lines written to it (a last line without its newline
+/// counts as one).
+struct LastLines {
+    n: usize,
+    lines: VecDeque<Vec<u8>>,
+}
+
+impl LastLines {
+    fn new(n: usize) -> Self {
+        LastLines { n, lines: VecDeque::new() }
+    }
+
+    fn into_bytes(self) -> Vec<u8> {
+        self.lines.into_iter().flatten().collect()
+    }
+}
+
+impl Write for LastLines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for piece in buf.split_inclusive(|&b| b == b'\n') {
+            match self.lines.back_mut() {
+                // the rest of a line the last write left open
+                Some(open) if open.last() != Some(&b'\n') => open.extend_from_slice(piece),
+                _ => self.lines.push_back(piece.to_vec()),
+            }
+            // The open line may still be the one to drop: only whole lines beyond `n` go.
+            while self.lines.len() > self.n {
+                self.lines.pop_front();
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Says on stderr where a stream went when the job writes it to a file of its own (`--output`,
@@ -98,5 +166,27 @@ fn note_output_files(d: &berth_model::api::JobDetail, stream: LogStream, kernel:
             "berth: job {}{whose} {name} will go to {path} on its node once it starts, not to berth's logs",
             d.job.id
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last(n: usize, writes: &[&[u8]]) -> Vec<u8> {
+        let mut l = LastLines::new(n);
+        for w in writes {
+            l.write_all(w).unwrap();
+        }
+        l.into_bytes()
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines_across_writes() {
+        assert_eq!(last(2, &[b"a\nb\nc\n"]), b"b\nc\n");
+        assert_eq!(last(2, &[b"a\nb", b"b\nc"]), b"bb\nc", "a line split over writes is one line");
+        assert_eq!(last(5, &[b"a\n"]), b"a\n", "fewer lines than asked: all of them");
+        assert_eq!(last(0, &[b"a\nb\n"]), b"");
+        assert_eq!(last(1, &[b"\xff\x00\n", b"tail"]), b"tail", "raw bytes");
     }
 }

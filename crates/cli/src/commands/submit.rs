@@ -164,6 +164,9 @@ pub fn build_spec(args: &JobArgs) -> anyhow::Result<JobSpec> {
                 (flags, s.command)
             }
             None => {
+                if let Some(why) = script::not_runnable(first, std::env::var_os("PATH").as_deref()) {
+                    return Err(UsageError::error(why));
+                }
                 let mut cmd = target.clone();
                 cmd.extend(after_dashes);
                 (SpecFlags::default(), cmd)
