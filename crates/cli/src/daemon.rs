@@ -133,12 +133,17 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
             };
         }
     }
+    // Bounded: a store that does not answer must not hold up the stop.
+    let kept = match stop_jobs {
+        true => 0,
+        false => tokio::time::timeout(Duration::from_secs(5), handle.jobs_running_on(&host_name())).await.unwrap_or(0),
+    };
     if stop_jobs {
         tracing::info!("stopping berth: stopping running kernels, then the manager");
+    } else if kept > 0 {
+        println!("{}", kept_jobs_note(kept));
     } else {
-        tracing::info!(
-            "stopping berth: running jobs keep running and the next `berth up` takes them over (--stop-jobs stops them)"
-        );
+        tracing::info!("stopping berth");
     }
     let _ = stop_agent.send(());
     match tokio::time::timeout(AGENT_STOP_TIMEOUT, agent_task).await {
@@ -402,6 +407,17 @@ pub(crate) fn host_name() -> String {
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// What a stopping `berth up` says of the `n` jobs it leaves running (by design: the next
+/// start takes them over), with the commands that end them.
+fn kept_jobs_note(n: usize) -> String {
+    let (jobs, keep) = if n == 1 { ("1 job".to_string(), "keeps") } else { (format!("{n} jobs"), "keep") };
+    format!(
+        "berth: {jobs} {keep} running: the next `berth up` on this data dir takes over running jobs. To stop \
+         jobs, start it again and run `berth cancel --state RUNNING`, or start it with --stop-jobs, which stops \
+         its jobs when it stops"
+    )
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

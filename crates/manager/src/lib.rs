@@ -204,6 +204,18 @@ impl ManagerHandle {
         }
     }
 
+    /// How many jobs run (or are being stopped) on node `node`: what a stopping `berth up`
+    /// leaves running for its next start. 0 when the store cannot say.
+    pub async fn jobs_running_on(&self, node: &str) -> usize {
+        use berth_model::JobState;
+        let jobs = self.store.unfinished_jobs().await.unwrap_or_default();
+        jobs.iter()
+            .filter(|j| {
+                matches!(j.state, JobState::Running | JobState::Terminating) && j.nodes.iter().any(|n| n == node)
+            })
+            .count()
+    }
+
     /// Waits until the server stops (it only stops through [`ManagerHandle::shutdown`] or an
     /// accept error).
     pub async fn wait(mut self) {

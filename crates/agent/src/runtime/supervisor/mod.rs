@@ -24,6 +24,11 @@
 //! timeout) without its kernels running on. An agent whose manager runs in the same process
 //! (`berth up`) sends no lease: nobody requeues while both are down.
 //!
+//! Orphaned: while no agent is connected, the supervisor also looks every few seconds whether
+//! its socket is still there ([`home`]); once the data dir is removed or replaced no agent can
+//! ever reach it, so it stops the kernels itself (as when fencing) rather than leave them
+//! running with nobody to end them.
+//!
 //! It exits once no agent is connected and no kernel runs.
 //!
 //! Wire format: each message is a little-endian `u32` length and that many bytes of JSON, both
@@ -31,6 +36,7 @@
 //! each `Hello` and `Spawn`) and `events` (only [`Reply::Exited`]).
 
 pub mod client;
+mod home;
 pub mod server;
 
 use std::io::{Read, Write};

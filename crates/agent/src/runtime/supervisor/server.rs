@@ -19,7 +19,15 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, sockopt};
 use nix::unistd::Pid;
 
+use super::home::Home;
 use super::{Reply, Request, Role, SpawnRequest, VERSION, decode, encode, exit_text};
+
+/// How often the supervisor looks whether its socket is still there while no agent is
+/// connected ([`super::home`]).
+const LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// The grace before SIGKILL when no agent passed one.
+const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
 /// A connected agent.
 struct Conn {
@@ -43,6 +51,12 @@ struct Supervisor {
     kernels: HashMap<i32, Kernel>,
     /// When to fence if no agent is connected then, and the grace before SIGKILL.
     lease: Option<(Instant, Duration)>,
+    /// The grace before SIGKILL the agent last passed on (with or without a lease).
+    grace: Duration,
+    /// The socket agents reach this supervisor by; `None`: not watched.
+    home: Option<Home>,
+    /// When to look at `home` next while no agent is connected.
+    look_at: Instant,
     /// Fenced kernels get SIGKILL at this time.
     kill_at: Option<Instant>,
     /// Terminal masters the agents asked to keep (`Request::Keep`), by kernel name, until the
@@ -67,11 +81,21 @@ pub fn main(_args: &[OsString]) -> ! {
     }
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .unwrap_or_else(|e| fatal(&format!("cannot create a signalfd: {e}")));
+    let path = listener.local_addr().ok().and_then(|a| a.as_pathname().map(std::path::Path::to_path_buf));
+    let home = path.as_deref().and_then(Home::of);
+    if home.is_none() {
+        log(format_args!(
+            "cannot tell where agents reach this supervisor: it keeps its kernels even if the data dir goes"
+        ));
+    }
     let mut s = Supervisor {
         listener,
         conns: Vec::new(),
         kernels: HashMap::new(),
         lease: None,
+        grace: DEFAULT_GRACE,
+        home,
+        look_at: Instant::now(),
         kill_at: None,
         kept: HashMap::new(),
     };
@@ -84,7 +108,10 @@ pub fn main(_args: &[OsString]) -> ! {
         }
         let now = Instant::now();
         s.fence(now);
-        let wake = [s.kill_at, s.lease.filter(|_| s.conns.is_empty()).map(|l| l.0)].into_iter().flatten().min();
+        s.look_home(now);
+        let alone = s.conns.is_empty();
+        let look = (alone && s.home.is_some() && !s.kernels.is_empty()).then_some(s.look_at);
+        let wake = [s.kill_at, s.lease.filter(|_| alone).map(|l| l.0), look].into_iter().flatten().min();
         let timeout = wake.map_or(-1, |t| t.saturating_duration_since(now).as_millis().min(60_000) as i32 + 1);
         let mut fds: Vec<libc::pollfd> = [s.listener.as_raw_fd(), sigfd.as_fd().as_raw_fd()]
             .into_iter()
@@ -197,6 +224,7 @@ impl Supervisor {
                 }
             }
             Request::Lease { fence_in_ms, grace_ms } => {
+                self.grace = Duration::from_millis(grace_ms);
                 self.lease =
                     fence_in_ms.map(|ms| (Instant::now() + Duration::from_millis(ms), Duration::from_millis(grace_ms)));
             }
@@ -334,6 +362,33 @@ impl Supervisor {
         }
     }
 
+    /// Stops the kernels when no agent can reach this supervisor any more (its data dir is
+    /// gone, see [`super::home`]) and none is connected: nobody else could ever stop them.
+    fn look_home(&mut self, now: Instant) {
+        if !self.conns.is_empty() || self.kernels.is_empty() || self.kill_at.is_some() || now < self.look_at {
+            return;
+        }
+        self.look_at = now + LOOK_EVERY;
+        let Some(why) = self.home.as_ref().and_then(Home::lost) else { return };
+        log(format_args!(
+            "{why}, so no agent can reach this supervisor any more: stopping {} kernels",
+            self.kernels.len()
+        ));
+        // Once: the kernels end, then so does the supervisor.
+        self.home = None;
+        self.lease = None;
+        self.stop_all(now, self.grace);
+    }
+
+    /// SIGTERM to each kernel's group now, marked fenced; SIGKILL after `grace`.
+    fn stop_all(&mut self, now: Instant, grace: Duration) {
+        for (pid, k) in &mut self.kernels {
+            k.fenced = true;
+            let _ = killpg(Pid::from_raw(*pid), Signal::SIGTERM);
+        }
+        self.kill_at = Some(now + grace);
+    }
+
     /// Stops the kernels once the lease ran out with no agent connected: SIGTERM to each
     /// kernel's group now, SIGKILL after the grace.
     fn fence(&mut self, now: Instant) {
@@ -343,11 +398,7 @@ impl Supervisor {
         {
             self.lease = None;
             log(format_args!("no agent within its lease: stopping {} kernels", self.kernels.len()));
-            for (pid, k) in &mut self.kernels {
-                k.fenced = true;
-                let _ = killpg(Pid::from_raw(*pid), Signal::SIGTERM);
-            }
-            self.kill_at = Some(now + grace);
+            self.stop_all(now, grace);
         }
         if let Some(t) = self.kill_at
             && now >= t
