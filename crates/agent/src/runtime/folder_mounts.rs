@@ -30,6 +30,17 @@ pub(crate) fn check_sources(folders: &[FolderBind], node: &str) -> Result<(), St
     Ok(())
 }
 
+/// Says at the agent's start that process kernels here get no data folders (an agent that is
+/// not root, or may not make mount namespaces: see [`super::private_tmp`]), so that whoever
+/// starts it (`berth up` as a user) reads it before a job with `--folder` fails here.
+pub(crate) fn warn_cannot_mount(node: &str) {
+    tracing::warn!(
+        "node {node} cannot mount data folders into process kernels (that needs a private mount namespace, \
+         which needs the agent to run as root): jobs with --folder fail here unless they run in a container \
+         (--image); to use folders, run berth as root (sudo berth up, or the agent's service)"
+    );
+}
+
 /// Makes the mount points that do not exist yet (root's, 0755, as `mkdir -p` would).
 pub(crate) fn make_targets(folders: &[FolderBind], node: &str) -> Result<(), String> {
     use std::os::unix::fs::DirBuilderExt;

@@ -253,6 +253,9 @@ impl Runtime {
         let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir));
         let left = std::sync::Arc::new(std::sync::Mutex::new(left));
         let private_tmp = private_tmp::PrivateTmp::detect();
+        if private_tmp.is_none() {
+            folder_mounts::warn_cannot_mount(&opts.node);
+        }
         let dynmods = match &cgroups {
             Some(c) if !c.is_v2() && opts.favor_dynmods => dynmods::FavorDynmods::enable().map(Into::into),
             _ => None,
