@@ -138,6 +138,10 @@ pub trait Style {
     /// Why it waits, or why it ended.
     fn reason(&self, j: &JobView) -> String;
     fn empty(&self) -> String;
+    /// The project column: berth's project, if any.
+    fn project(&self, j: &JobView) -> Option<String> {
+        j.project.clone()
+    }
 }
 
 /// How long the job has run: until it ended, or until `now`; `None` if it never started.
@@ -175,7 +179,7 @@ pub fn value(f: Field, j: &JobView, now: Timestamp, style: &dyn Style) -> String
         Field::IdRaw => j.id.to_string(),
         Field::Name => or_empty(j.name.clone()),
         Field::User => j.user.clone(),
-        Field::Project => or_empty(j.project.clone()),
+        Field::Project => or_empty(style.project(j)),
         Field::Queue => j.queue.clone(),
         Field::State => style.state(j),
         Field::Exit => style.exit(j),

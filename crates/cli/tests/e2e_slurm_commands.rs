@@ -61,7 +61,7 @@ fn slurm_commands_submit_list_account_and_cancel() {
     // sbatch: #SBATCH lines, the command line over them, --parsable prints the id alone
     std::fs::write(
         cwd.join("job.sh"),
-        "#!/bin/sh\n#SBATCH --job-name=fromscript\n#SBATCH --mem=64M\n#SBATCH --output=out.log\necho hello \"$1\"\n",
+        "#!/bin/sh\n#SBATCH --job-name=fromscript\n#SBATCH --mem=64M\n#SBATCH --output=out.log\necho hello \"$1\"\necho \"on $SLURMD_NODENAME\"\n",
     )
     .unwrap();
     let out = slurm(&b, &bin, "sbatch", &["--parsable", "-J", "override", "job.sh", "world"]);
@@ -70,7 +70,9 @@ fn slurm_commands_submit_list_account_and_cancel() {
     assert!(!text(&out.stderr).contains("ignoring"), "{}", text(&out.stderr));
     let job = b.wait_state(done, "SUCCEEDED");
     let log = std::fs::read_to_string(cwd.join("out.log")).unwrap();
-    assert_eq!(log, "hello world\n", "#SBATCH --output, relative to the submit dir");
+    // Regression (issue 41): SLURMD_NODENAME was not set in jobs.
+    let node = b.json(&["nodes"])[0]["name"].as_str().unwrap().to_string();
+    assert_eq!(log, format!("hello world\non {node}\n"), "#SBATCH --output, relative to the submit dir");
     assert_eq!(job["job"]["name"], "override", "the command line wins over #SBATCH");
     assert_eq!(job["spec"]["resources"]["mem_bytes"], 64 << 20, "#SBATCH lines apply");
     assert_eq!(
@@ -130,7 +132,6 @@ fn slurm_commands_submit_list_account_and_cancel() {
     assert!(text(&out.stderr).starts_with("squeue: error: task 12_7 has not started"), "{}", text(&out.stderr));
 
     // sinfo: the node, node-oriented, and the default layout's header
-    let node = b.json(&["nodes"])[0]["name"].as_str().unwrap().to_string();
     let out = ok(&b, &bin, "sinfo", &["-N", "-h", "-o", "%N %t"]);
     let state = out.trim().strip_prefix(&format!("{node} ")).expect(&out).to_string();
     assert!(["mix", "alloc"].contains(&state.as_str()), "a node running a job: {out}");
@@ -167,7 +168,9 @@ fn slurm_commands_submit_list_account_and_cancel() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode ");
     assert_eq!(lines[1], "------------ ---------- ---------- ---------- ---------- ---------- -------- ");
-    assert!(lines[2].starts_with(&format!("{done:<12}   override    default")), "{out}");
+    // Regression (issue 41): Account was empty; a job without a project is its user's, as in
+    // the job's SLURM_JOB_ACCOUNT.
+    assert!(lines[2].starts_with(&format!("{done:<12}   override    default      admin")), "{out}");
     let out = ok(&b, &bin, "sacct", &["-S", "now-1hours", "-s", "F", "-n", "-p", "-o", "JobID,JobName"]);
     assert_eq!(out, format!("{failed}|wrap|\n"));
     let out = slurm(&b, &bin, "sacct", &["-o", "JobID,Bogus"]);

@@ -3,7 +3,7 @@
 //! partition, account), its shape (`SLURM_NNODES`, `SLURM_NTASKS`, `SLURM_TASKS_PER_NODE` in
 //! Slurm's `4(x2)` form, `SLURM_JOB_NODELIST` as a Slurm host list, `n[1-3,5]`,
 //! `berth_model::hostlist`), and the
-//! kernel's own node (`SLURM_NODEID`, `SLURM_CPUS_ON_NODE`, `SLURM_GPUS_ON_NODE`,
+//! kernel's own node (`SLURM_NODEID`, `SLURMD_NODENAME`, `SLURM_CPUS_ON_NODE`, `SLURM_GPUS_ON_NODE`,
 //! `SLURM_MEM_PER_NODE` in MiB).
 //!
 //! A kernel is one Slurm node: a job with several kernels on one machine (`--kernels`) lists
@@ -48,6 +48,11 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
     set("SLURM_NTASKS_PER_NODE", tasks.to_string());
     set("SLURM_TASKS_PER_NODE", tasks_per_node_form(tasks, nodes));
     set("SLURM_NODEID", index.to_string());
+    // The kernel's own entry of the node list (its node, or its role among a one-machine
+    // job's kernels), which scripts log and compare against `SLURM_JOB_NODELIST`.
+    if let Some(me) = hosts.get(index as usize) {
+        set("SLURMD_NODENAME", me.clone());
+    }
     let procid = match spec.launch {
         Launch::First => 0,
         Launch::Every => index,
@@ -154,6 +159,7 @@ mod tests {
             ("SLURM_NTASKS_PER_NODE", "4"),
             ("SLURM_TASKS_PER_NODE", "4(x2)"),
             ("SLURM_NODEID", "0"),
+            ("SLURMD_NODENAME", "gpu01"),
             ("SLURM_PROCID", "0"),
             ("SLURM_LOCALID", "0"),
             ("SLURM_CPUS_ON_NODE", "4"),
@@ -168,7 +174,7 @@ mod tests {
             assert_eq!(get(k), v, "{k}");
         }
         let e1 = env_of(&job, 1);
-        assert_eq!(e1["SLURM_NODEID"], "1");
+        assert_eq!((e1["SLURM_NODEID"].as_str(), e1["SLURMD_NODENAME"].as_str()), ("1", "gpu02"));
         assert_eq!(e1["SLURM_PROCID"], "0", "a first job's kernels are the batch step's");
         assert_eq!(e1["SLURM_GPUS_ON_NODE"], "0", "a GPU fraction is no whole GPU");
         // An `every` job's kernels are its tasks.

@@ -253,6 +253,12 @@ impl Style for Sacct {
     fn empty(&self) -> String {
         String::new()
     }
+
+    /// Slurm's account: the job's project, else its user's own, as the job itself sees it in
+    /// `SLURM_JOB_ACCOUNT` (and `scontrol show job` in `Account=`).
+    fn project(&self, j: &JobView) -> Option<String> {
+        Some(j.project.clone().unwrap_or_else(|| j.user.clone()))
+    }
 }
 
 #[cfg(test)]
