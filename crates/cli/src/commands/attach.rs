@@ -8,7 +8,10 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use berth_model::stream::{AttachRequest, StreamEnd};
-use berth_model::{JobId, JobState};
+use std::time::{Duration, Instant};
+
+use berth_model::api::JobView;
+use berth_model::{JobId, JobState, PendingKind};
 use clap::Args;
 
 use crate::UsageError;
@@ -48,37 +51,107 @@ pub async fn run(args: AttachArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// How long a job may wait before we say why.
-const NOTICE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+const NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// Off a terminal, how often a line whose text alone changed is printed again (a reserved
+/// start counts down at each pass, every second).
+const PLAIN_EVERY: Duration = Duration::from_secs(30);
 
 /// Waits until job `id` has started (or ended), saying on stderr why it waits while it does,
-/// on one line kept up to date on a terminal.
+/// on one line kept up to date on a terminal ([`WaitLine`]).
 pub async fn wait_started(client: &Client, id: JobId) -> anyhow::Result<berth_model::api::JobDetail> {
-    let on_tty = nix::unistd::isatty(2).unwrap_or(false);
-    let since = std::time::Instant::now();
-    let mut shown: Option<String> = None;
-    let mut delay = std::time::Duration::from_millis(20);
+    let mut line = WaitLine::new(nix::unistd::isatty(2).unwrap_or(false));
+    let mut delay = Duration::from_millis(20);
     loop {
         let d = client.job(id).await?;
-        let waiting = matches!(d.job.state, JobState::Pending | JobState::Scheduled | JobState::Preparing);
-        if !waiting {
-            if on_tty && shown.is_some() {
-                eprint!("\r\x1b[K");
-            }
+        if !not_started(d.job.state) {
+            line.clear();
             return Ok(d);
         }
-        let reason = d.job.reason.clone().filter(|r| !r.is_empty()).unwrap_or_else(|| d.job.state.to_string());
-        let line = format!("berth: job {id} is waiting: {reason}");
-        // A job that starts at once needs no word; the reason may not be known yet either.
-        if since.elapsed() >= NOTICE_AFTER && shown.as_deref() != Some(line.as_str()) {
-            if on_tty {
-                eprint!("\r\x1b[K{line}");
-            } else {
-                eprintln!("{line}");
-            }
-            shown = Some(line);
-        }
+        line.update(id, &d.job);
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(std::time::Duration::from_millis(500));
+        delay = (delay * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// Whether a job in `state` has yet to start: pending, placed, or being set up.
+pub fn not_started(state: JobState) -> bool {
+    matches!(state, JobState::Pending | JobState::Scheduled | JobState::Preparing)
+}
+
+/// The stderr line that says why a job has not started ([`waiting_text`]), from
+/// [`NOTICE_AFTER`] on (a job that starts at once needs no word). On a terminal it is one
+/// row, rewritten in place whenever it changes; elsewhere (a log) a new line comes when the
+/// job's state or the kind of its reason changes, and when only the text did, at most every
+/// [`PLAIN_EVERY`].
+pub struct WaitLine {
+    in_place: bool,
+    since: Instant,
+    shown: Option<(String, (JobState, Option<PendingKind>), Instant)>,
+}
+
+impl WaitLine {
+    pub fn new(in_place: bool) -> Self {
+        WaitLine { in_place, since: Instant::now(), shown: None }
+    }
+
+    /// Shows job `id` as `j` says, if due.
+    pub fn update(&mut self, id: JobId, j: &JobView) {
+        if self.since.elapsed() < NOTICE_AFTER {
+            return;
+        }
+        let line = format!("berth: job {id} {}", waiting_text(j));
+        let key = (j.state, j.pending_reason.as_ref().map(|r| r.kind));
+        let due = match &self.shown {
+            None => true,
+            Some((text, _, _)) if *text == line => false,
+            Some(_) if self.in_place => true,
+            Some((_, k, at)) => *k != key || at.elapsed() >= PLAIN_EVERY,
+        };
+        if !due {
+            return;
+        }
+        if self.in_place {
+            // A wrapped line would leave its first rows behind at each rewrite.
+            let cols = crate::terminal::window_size().map_or(80, |w| w.cols as usize);
+            eprint!("\r\x1b[K{}", clip_to(&line, cols.saturating_sub(1).max(20)));
+        } else {
+            eprintln!("{line}");
+        }
+        self.shown = Some((line, key, Instant::now()));
+    }
+
+    /// Erases the line on a terminal, for what follows it.
+    pub fn clear(&mut self) {
+        if self.in_place && self.shown.take().is_some() {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+/// What job `j`, not started yet, is doing, after `berth: job N `: `is waiting: REASON` with
+/// the scheduler's reason while it is pending (`queued: waiting for the next scheduling pass`
+/// before the first pass has looked at it), `is starting on n1` once placed, with its setup
+/// step while one runs. Never the bare state: `PENDING` says nothing `berth run` did not.
+pub fn waiting_text(j: &JobView) -> String {
+    if j.state == JobState::Pending {
+        return match j.pending_reason.as_ref().filter(|r| !r.message.is_empty()) {
+            Some(r) => format!("is waiting: {}", r.message),
+            None => "is waiting for the scheduler".into(),
+        };
+    }
+    let on = if j.nodes.is_empty() { String::new() } else { format!(" on {}", j.nodes.join(", ")) };
+    match &j.setup {
+        Some(s) => format!("is being set up{on}: {}", s.short()),
+        None => format!("is starting{on}"),
+    }
+}
+
+/// `s` cut to `max` characters, ending in `…` when cut.
+fn clip_to(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max.saturating_sub(1)) {
+        Some((cut, _)) if s.chars().count() > max => format!("{}…", &s[..cut]),
+        _ => s.to_string(),
     }
 }
 
@@ -156,5 +229,41 @@ impl Session {
                 Ok(ExitCode::from(wait::finish(&d)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use berth_model::{PendingReason, SetupProgress, SetupStep};
+
+    use super::*;
+
+    /// Regression (issue 41): `berth run` showed `berth: job 42 is waiting: PENDING`, the
+    /// state, for as long as the job waited, and never the scheduler's reason.
+    #[test]
+    fn a_waiting_job_shows_the_schedulers_reason_not_its_state() {
+        let why = "resources: needs 1 CPU, node n1 has 0 free; reserved to start in ~4s on n1 (backfill; predicted \
+                   from earlier runs)";
+        let mut j = JobView {
+            state: JobState::Pending,
+            pending_reason: Some(PendingReason::new(PendingKind::Resources, why)),
+            ..JobView::default()
+        };
+        assert_eq!(waiting_text(&j), format!("is waiting: {why}"));
+        j.pending_reason = None;
+        assert_eq!(waiting_text(&j), "is waiting for the scheduler");
+        j.state = JobState::Scheduled;
+        j.nodes = vec!["n1".into()];
+        assert_eq!(waiting_text(&j), "is starting on n1");
+        j.state = JobState::Preparing;
+        let since = jiff::Timestamp::UNIX_EPOCH;
+        j.setup = Some(SetupProgress { step: SetupStep::Environment, done: 2, total: 4, detail: None, since });
+        assert_eq!(waiting_text(&j), "is being set up on n1: env build 2/4");
+    }
+
+    #[test]
+    fn a_line_for_one_terminal_row_is_clipped() {
+        assert_eq!(clip_to("abcdef", 4), "abc…");
+        assert_eq!(clip_to("abcd", 4), "abcd");
     }
 }
