@@ -34,11 +34,17 @@ pub(crate) fn check_sources(folders: &[FolderBind], node: &str) -> Result<(), St
 /// not root, or may not make mount namespaces: see [`super::private_tmp`]), so that whoever
 /// starts it (`berth up` as a user) reads it before a job with `--folder` fails here.
 pub(crate) fn warn_cannot_mount(node: &str) {
-    tracing::warn!(
-        "node {node} cannot mount data folders into process kernels (that needs a private mount namespace, \
-         which needs the agent to run as root): jobs with --folder fail here unless they run in a container \
-         (--image); to use folders, run berth as root (sudo berth up, or the agent's service)"
-    );
+    let head = format!("node {node} cannot mount data folders into process kernels");
+    let tail = "jobs with --folder fail here unless they run in a container (--image)";
+    if nix::unistd::Uid::effective().is_root() {
+        // The namespace probe failed (a container without CAP_SYS_ADMIN): its warning says why.
+        tracing::warn!("{head} (no private mount namespace here, see above): {tail}");
+    } else {
+        tracing::warn!(
+            "{head} (that needs a private mount namespace, which needs the agent to run as root): {tail}; to use \
+             folders, run berth as root (sudo berth up, or the agent's service)"
+        );
+    }
 }
 
 /// Makes the mount points that do not exist yet (root's, 0755, as `mkdir -p` would).
