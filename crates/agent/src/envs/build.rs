@@ -159,6 +159,10 @@ async fn build(
     output: &mut Vec<String>,
 ) -> Result<(), BuildError> {
     let io = |what: &str, p: &Path, e: std::io::Error| failed(format!("cannot {what} `{}`: {e}", p.display()), &[]);
+    // uv runs as the kernel's user: one in root's home would fail `Permission denied`.
+    if let Err(e) = super::python::uv_runnable_by(&cache.uv_program(), user) {
+        return Err(failed(e, &[]));
+    }
     std::fs::create_dir(tmp).map_err(|e| io("create", tmp, e))?;
     let input = tmp.join(spec.kind.file_name());
     std::fs::write(&input, &spec.contents).map_err(|e| io("write", &input, e))?;
@@ -258,24 +262,7 @@ async fn uv(
         // its own group, so that a cancel kills the build scripts it started too
         .process_group(0)
         .kill_on_drop(true);
-    if user.switch {
-        let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
-        // All three here, in this order: the std spawn's own uid switch comes before pre_exec
-        // closures, after which setgroups is no longer allowed.
-        // SAFETY: setgroups, setgid and setuid are async-signal-safe; `groups` was allocated
-        // before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setgroups(groups.len() as _, groups.as_ptr()) != 0
-                    || libc::setgid(gid) != 0
-                    || libc::setuid(uid) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
+    run_as(&mut cmd, user);
     let mut child = cmd.spawn().map_err(|e| failed(super::python::uv_failed(&program, e), output))?;
     let pgid = child.id().map(|p| p as i32);
     // Whatever ends this build (a cancel, an error, the agent shutting down and dropping the
@@ -324,6 +311,28 @@ async fn uv(
         Ok(s) if s.success() => Ok(()),
         Ok(_) => Err(failed(failure_text(output), output)),
         Err(e) => Err(failed(format!("cannot wait for uv: {e}"), output)),
+    }
+}
+
+/// Makes `cmd` run as `user` (when the agent switches users: it is root).
+pub(super) fn run_as(cmd: &mut tokio::process::Command, user: &RunUser) {
+    if user.switch {
+        let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
+        // All three here, in this order: the std spawn's own uid switch comes before pre_exec
+        // closures, after which setgroups is no longer allowed.
+        // SAFETY: setgroups, setgid and setuid are async-signal-safe; `groups` was allocated
+        // before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setgroups(groups.len() as _, groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
 }
 

@@ -18,6 +18,7 @@
 //! kernel uses are deleted ([`victims`]).
 
 pub(crate) mod build;
+mod check;
 mod inputs;
 mod lease;
 mod prepare;
@@ -138,12 +139,18 @@ impl EnvCache {
                 ignored.join(", ")
             );
         }
-        EnvCache { root, opts, book: Arc::default(), pythons: Arc::default() }
+        let cache = EnvCache { root, opts, book: Arc::default(), pythons: Arc::default() };
+        if nix::unistd::Uid::effective().is_root()
+            && let Some(w) = python::uv_warning(&cache.uv_program())
+        {
+            tracing::warn!("{w}");
+        }
+        cache
     }
 
-    /// The uv builds run.
+    /// The uv builds run: `--uv`, else the `uv` on the agent's PATH, as an absolute path.
     fn uv_program(&self) -> PathBuf {
-        self.opts.uv.clone().unwrap_or_else(|| PathBuf::from("uv"))
+        python::resolve_uv(self.opts.uv.as_deref().unwrap_or(Path::new("uv")))
     }
 
     /// Where environment `key` lives once built.

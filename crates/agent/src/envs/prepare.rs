@@ -18,7 +18,7 @@ use berth_model::protocol::{KernelEvent, KernelKey};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::build::{self, BuildError, PHASES};
-use super::{EnvCache, Lease, Status, inputs, read_meta, short, touch};
+use super::{EnvCache, Lease, Status, check, inputs, read_meta, short, touch};
 use crate::runtime::{KernelUpdate, RunUser};
 
 /// The kernel whose environment is prepared.
@@ -31,6 +31,9 @@ pub(crate) struct Kernel {
     pub since: jiff::Timestamp,
     /// The job's own build settings ([`super::user_settings`]): they make it private.
     pub settings: Vec<(String, String)>,
+    /// What the environment overrides of what the submitter carried along (their venv,
+    /// `PYTHONPATH`): `runtime::env::python_env_notes`, for the setup log.
+    pub notes: Vec<String>,
 }
 
 /// Prepares `spec` for `kernel`, writing to `log`: a lease on the environment, or why there
@@ -43,7 +46,7 @@ pub(crate) async fn prepare(
     events: &mpsc::UnboundedSender<KernelUpdate>,
     cancel: &mut oneshot::Receiver<()>,
 ) -> Option<Result<Lease, String>> {
-    let Kernel { key: kernel, spec, user, since, settings } = job;
+    let Kernel { key: kernel, spec, user, since, settings, notes } = job;
     let started = Instant::now();
     let plan = tokio::select! {
         _ = &mut *cancel => return None,
@@ -92,10 +95,7 @@ pub(crate) async fn prepare(
             let dir = cache.dir(&key);
             if read_meta(&dir).is_some() {
                 touch(&dir);
-                drop(book);
-                let secs = started.elapsed().as_secs_f64();
-                let _ = writeln!(log, "reused environment {key} (cached on this node; ready in {secs:.2}s)");
-                break Ok(lease);
+                break Ok(false);
             }
             match book.builds.get(&key) {
                 Some(tx) => (tx.subscribe(), false),
@@ -136,7 +136,7 @@ pub(crate) async fn prepare(
                 let _ = writeln!(log, "{}", built.output);
                 let how = if builder { "built" } else { "waited for" };
                 let _ = writeln!(log, "{how} environment {key} in {secs:.2}s (uv ran {:.2}s)", built.secs);
-                break Ok(lease);
+                break Ok(true);
             }
             // Its builder's kernels were all stopped just as this one subscribed: build anew.
             Err(BuildError::Cancelled) => continue,
@@ -146,6 +146,35 @@ pub(crate) async fn prepare(
             }
         }
     };
+    // Ready only once the kernel's user has run its python (not `Permission denied`, exit
+    // 127, after "ready": issue 41 item 2).
+    let result = match result {
+        Ok(built) => {
+            let dir = lease.dir();
+            let checked = tokio::select! {
+                _ = &mut *cancel => return None,
+                c = check::usable_by(&dir, &key, &user) => c,
+            };
+            match checked {
+                Ok(()) if built => Ok(lease),
+                Ok(()) => {
+                    let secs = started.elapsed().as_secs_f64();
+                    let _ = writeln!(log, "reused environment {key} (cached on this node; ready in {secs:.2}s)");
+                    Ok(lease)
+                }
+                Err(e) => {
+                    let _ = writeln!(log, "{e}");
+                    Err(e)
+                }
+            }
+        }
+        Err(e) => Err(e),
+    };
+    if result.is_ok() {
+        for n in &notes {
+            let _ = writeln!(log, "{n}");
+        }
+    }
     let _ = log.flush();
     Some(result)
 }

@@ -83,8 +83,14 @@ impl Who {
 /// Whether `who` may traverse every directory above `path` and has `bits` (of r=4, w=2, x=1)
 /// on `path` itself. Root may do anything; a path that cannot be read is refused.
 fn allowed(path: &Path, who: &Who, bits: u32) -> bool {
+    first_closed(path, who, bits).is_none()
+}
+
+/// The first of the directories above `path` (from `/` down) that `who` may not traverse, or
+/// `path` itself when they lack `bits` on it; `None` when they may.
+pub(super) fn first_closed(path: &Path, who: &Who, bits: u32) -> Option<PathBuf> {
     if who.uid == 0 {
-        return true;
+        return None;
     }
     let ok = |p: &Path, bits: u32| {
         let Ok(m) = std::fs::metadata(p) else { return false };
@@ -97,7 +103,11 @@ fn allowed(path: &Path, who: &Who, bits: u32) -> bool {
         };
         (m.mode() >> shift) & bits == bits
     };
-    path.ancestors().skip(1).all(|dir| ok(dir, 0o1)) && ok(path, bits)
+    let dirs: Vec<&Path> = path.ancestors().skip(1).collect();
+    match dirs.into_iter().rev().find(|dir| !ok(dir, 0o1)) {
+        Some(dir) => Some(dir.to_path_buf()),
+        None => (!ok(path, bits)).then(|| path.to_path_buf()),
+    }
 }
 
 #[derive(Deserialize)]
@@ -172,15 +182,68 @@ impl Pythons {
 
 /// What a missing or unrunnable uv says, for listing pythons and for builds alike.
 pub(super) fn uv_failed(uv: &Path, e: std::io::Error) -> String {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        format!(
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!(
             "uv not found (`{}`): install it on the node (`pip install uv`, or https://docs.astral.sh/uv/) \
              and give its path with `berth agent --uv PATH` or BERTH_UV",
             uv.display()
-        )
-    } else {
-        format!("cannot run uv (`{}`): {e}", uv.display())
+        ),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("cannot run uv (`{}`): {e}: builds run uv as the job's user, {UV_FIX}", uv.display())
+        }
+        _ => format!("cannot run uv (`{}`): {e}", uv.display()),
     }
+}
+
+/// How to give builds a uv their users can run.
+const UV_FIX: &str = "so install uv where every user can run it (e.g. `/usr/local/bin/uv`) and give its path \
+                      with `berth agent --uv PATH` (or `berth up --uv PATH`, BERTH_UV)";
+
+/// Whether `user` may run `uv`, as a build of theirs does (issue 41 item 2: a uv in root's
+/// home failed every other user's build `Permission denied`), or why not and the fix.
+pub(super) fn uv_runnable_by(uv: &Path, user: &RunUser) -> Result<(), String> {
+    match uv_closed_to(uv, &Who::of(user)).filter(|_| user.switch) {
+        None => Ok(()),
+        Some(what) => Err(format!(
+            "user {} cannot run uv ({what}: the file or a directory above it is closed to them): builds run \
+             uv as the job's user, {UV_FIX}",
+            user.name
+        )),
+    }
+}
+
+/// What the agent says at its start when its uv is one only some users can run.
+pub(super) fn uv_warning(uv: &Path) -> Option<String> {
+    let what = uv_closed_to(uv, &Who::anyone())?;
+    Some(format!("not every user can run uv ({what}): their jobs' environment builds will fail; {UV_FIX}"))
+}
+
+/// `` `uv` `` (and the file it links to) when `who` may not run it; `None` when they may, or
+/// when `uv` was not found (the spawn says so). Both the path and its target are checked.
+fn uv_closed_to(uv: &Path, who: &Who) -> Option<String> {
+    if !uv.is_absolute() {
+        return None;
+    }
+    let real = std::fs::canonicalize(uv).unwrap_or_else(|_| uv.to_path_buf());
+    if allowed(uv, who, 0o1) && allowed(&real, who, 0o1) {
+        return None;
+    }
+    let link = if real != uv { format!(" (a link to `{}`)", real.display()) } else { String::new() };
+    Some(format!("`{}`{link}", uv.display()))
+}
+
+/// `uv`, or the `uv` the agent's PATH finds (an absolute path, so that what builds run, and
+/// what an error names, is the uv the agent means); as given when there is none.
+pub(super) fn resolve_uv(uv: &Path) -> std::path::PathBuf {
+    if uv.components().count() != 1 {
+        return uv.to_path_buf();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(uv))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0))
+        .unwrap_or_else(|| uv.to_path_buf())
 }
 
 /// uv as the agent, with the agent's environment (its PATH and HOME are the admin's) but no
@@ -279,6 +342,35 @@ mod tests {
         assert_eq!(choose(std::slice::from_ref(&closed), &user(0), "3.11").unwrap(), (&closed, false));
         let e = choose(&[], &u, "3.12").unwrap_err();
         assert!(e.starts_with("no python 3.12 on this node"), "{e}");
+    }
+
+    /// Issue 41 item 2: a uv in root's home failed other users' builds `cannot run uv ('uv'):
+    /// Permission denied`, naming neither which uv nor the fix.
+    #[test]
+    fn a_uv_the_builds_user_cannot_run_says_which_and_how_to_fix_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let closed = fake(dir.path(), "root-home", 0o700);
+        let open = fake(dir.path(), "usr", 0o755);
+        let (uv_closed, uv_open) = (Path::new(&closed.interpreter.path), Path::new(&open.interpreter.path));
+        let link = dir.path().join("usr/bin/uv");
+        std::os::unix::fs::symlink(uv_closed, &link).unwrap();
+        let u = user(4242);
+        let e = uv_runnable_by(uv_closed, &u).unwrap_err();
+        assert!(e.starts_with(&format!("user u4242 cannot run uv (`{}`: ", uv_closed.display())), "{e}");
+        assert!(e.contains("/usr/local/bin/uv") && e.contains("--uv PATH"), "{e}");
+        // a link every user reaches, to a file they do not: the file is named too
+        let e = uv_runnable_by(&link, &u).unwrap_err();
+        assert!(e.contains(&format!("(a link to `{}`)", uv_closed.display())), "{e}");
+        uv_runnable_by(uv_open, &u).unwrap();
+        assert!(uv_warning(uv_closed).unwrap().starts_with("not every user can run uv"));
+        assert_eq!(uv_warning(uv_open), None);
+        // an agent that runs kernels as itself: its own uv is fine
+        uv_runnable_by(uv_closed, &RunUser { switch: false, ..u }).unwrap();
+        // found on PATH, or left to the spawn to report
+        assert!(resolve_uv(Path::new("sh")).is_absolute());
+        assert_eq!(resolve_uv(Path::new("berth-no-such-uv")), Path::new("berth-no-such-uv"));
+        assert_eq!(resolve_uv(Path::new("./uv")), Path::new("./uv"));
     }
 
     #[test]

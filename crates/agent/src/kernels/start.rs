@@ -160,7 +160,10 @@ impl Kernels {
         let steps = Steps {
             key,
             since: now,
-            env: env_spec.map(|spec| (self.envs.clone(), envs::Kernel { key, spec, user, since: now, settings })),
+            env: env_spec.map(|env_spec| {
+                let notes = crate::runtime::env::python_env_notes(&spec);
+                (self.envs.clone(), envs::Kernel { key, spec: env_spec, user, since: now, settings, notes })
+            }),
             datasets,
         };
         tokio::spawn(crate::setup::run(steps, log, reports, cancelled));

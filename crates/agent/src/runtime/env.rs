@@ -81,12 +81,10 @@ pub fn build_env(
     env.insert("LOGNAME".into(), user.name.clone());
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(manager_env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    // A job's Python environment (set by the agent after its setup, `kernels/start.rs`):
-    // its `bin` first on whatever PATH the job has, as `activate` would do.
+    // A job's Python environment (set by the agent after its setup, `kernels/start.rs`)
+    // takes the place of whatever Python environment the submitter had active.
     if let Some(venv) = manager_env.get("VIRTUAL_ENV") {
-        let path = env.get("PATH").map_or(String::new(), |p| format!(":{p}"));
-        env.insert("PATH".into(), format!("{venv}/bin{path}"));
-        env.remove("PYTHONHOME");
+        python_env_first(&mut env, venv, submitters_venv(spec));
     }
 
     let visible: Vec<&str> = binding.gpus.iter().map(|g| g.uuid.as_str()).collect();
@@ -110,6 +108,72 @@ pub fn build_env(
     }
     add_app_env(&mut env, spec);
     env
+}
+
+/// The virtual environment the submitter had active (`VIRTUAL_ENV` exported or given with
+/// `--env`), which a job's own Python environment replaces.
+fn submitters_venv(spec: &JobSpec) -> Option<&str> {
+    spec.env.get("VIRTUAL_ENV").or_else(|| spec.submit_env.get("VIRTUAL_ENV")).map(String::as_str)
+}
+
+/// Makes `venv` (the job's Python environment) the Python of `env`, as `activate` would, but
+/// over whatever the submitter carried along (issue 41 item 2: with their own venv active, a
+/// job ran their python and their package versions). `theirs` (the submitter's venv) leaves
+/// `PATH`, `venv/bin` comes first, `PYTHONHOME` goes, and `PYTHONPATH` entries that hold
+/// another environment's packages (under `theirs`, or a `site-packages`/`dist-packages`
+/// directory) go, so nothing found before the environment's own. Returns what it changed,
+/// for the setup log.
+fn python_env_first(env: &mut BTreeMap<String, String>, venv: &str, theirs: Option<&str>) -> Vec<String> {
+    let mut notes = Vec::new();
+    let theirs = theirs.map(|t| t.trim_end_matches('/')).filter(|t| !t.is_empty() && *t != venv.trim_end_matches('/'));
+    let ours = format!("{venv}/bin");
+    let theirs_bin = theirs.map(|t| format!("{t}/bin"));
+    let mut kept = vec![ours.as_str()];
+    let path = env.get("PATH").cloned().unwrap_or_default();
+    let mut took_theirs = false;
+    for dir in path.split(':').filter(|d| !d.is_empty()) {
+        let dir_trimmed = dir.trim_end_matches('/');
+        if Some(dir_trimmed) == theirs_bin.as_deref() {
+            took_theirs = true;
+        } else if dir_trimmed != ours {
+            kept.push(dir);
+        }
+    }
+    env.insert("PATH".into(), kept.join(":"));
+    if let Some(t) = theirs {
+        let off = if took_theirs { format!(", `{t}/bin` taken off PATH") } else { String::new() };
+        notes.push(format!("the submitter's VIRTUAL_ENV `{t}` gives way to the job's environment{off}"));
+    }
+    if let Some(home) = env.remove("PYTHONHOME") {
+        notes.push(format!("PYTHONHOME `{home}` unset: the environment's python finds its own"));
+    }
+    if let Some(pp) = env.remove("PYTHONPATH") {
+        let foreign = |e: &str| {
+            let e = e.trim_end_matches('/');
+            theirs.is_some_and(|t| e == t || e.starts_with(&format!("{t}/")))
+                || e.ends_with("/site-packages")
+                || e.ends_with("/dist-packages")
+        };
+        let (dropped, kept): (Vec<&str>, Vec<&str>) = pp.split(':').partition(|e| foreign(e));
+        if !dropped.is_empty() {
+            notes.push(format!(
+                "PYTHONPATH entries `{}` dropped: another environment's packages would come before this one's",
+                dropped.join(":")
+            ));
+        }
+        if !kept.is_empty() {
+            env.insert("PYTHONPATH".into(), kept.join(":"));
+        }
+    }
+    notes
+}
+
+/// What [`build_env`] will change for a job's Python environment in what its submitter
+/// carried along (their venv, `PYTHONHOME`, `PYTHONPATH`), for the setup log.
+pub fn python_env_notes(spec: &JobSpec) -> Vec<String> {
+    let mut env: BTreeMap<String, String> = spec.submit_env.clone();
+    env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    python_env_first(&mut env, "/berth-environment", submitters_venv(spec))
 }
 
 /// The ports of the job's apps (`BERTH_APP_<NAME>_PORT`, a free one picked here when the
@@ -216,6 +280,43 @@ mod tests {
         assert_eq!(env["BAR"], "job", "--env beats the exported value");
         assert_eq!((env["USER"].as_str(), env["HOME"].as_str()), ("nobody", "/nonexistent"), "the run user's identity");
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "", "the binding beats the exported value");
+    }
+
+    /// Issue 41 item 2: a user with their own venv active submitted a job with a pinned
+    /// environment and ran their python, with their package versions.
+    #[test]
+    fn the_jobs_environment_comes_before_the_submitters_venv() {
+        let mut spec = JobSpec::command(["python"]);
+        for (k, v) in [
+            ("PATH", "/home/a/venv/bin:/usr/bin:/bin"),
+            ("VIRTUAL_ENV", "/home/a/venv"),
+            ("PYTHONHOME", "/home/a/py"),
+            ("PYTHONPATH", "/home/a/src:/home/a/venv/lib/python3.11/site-packages:/opt/x/dist-packages"),
+        ] {
+            spec.submit_env.insert(k.into(), v.into());
+        }
+        let menv: BTreeMap<String, String> = [("VIRTUAL_ENV".to_string(), "/d/envs/k".to_string())].into();
+        let env = build_env(&user(), &spec, &binding(vec![]), &menv, &HashMap::new());
+        assert_eq!(env["PATH"], "/d/envs/k/bin:/usr/bin:/bin", "the submitter's venv left PATH");
+        assert_eq!(env["VIRTUAL_ENV"], "/d/envs/k");
+        assert!(!env.contains_key("PYTHONHOME"));
+        assert_eq!(env["PYTHONPATH"], "/home/a/src", "their sources stay, other environments' packages go");
+        let notes = python_env_notes(&spec).join("\n");
+        assert!(notes.contains("VIRTUAL_ENV `/home/a/venv` gives way") && notes.contains("taken off PATH"), "{notes}");
+        assert!(notes.contains("PYTHONHOME `/home/a/py` unset"), "{notes}");
+        assert!(notes.contains("`/home/a/venv/lib/python3.11/site-packages:/opt/x/dist-packages` dropped"), "{notes}");
+
+        // Nothing of the kind: PATH gets the environment first, and nothing to say.
+        let plain = JobSpec::command(["python"]);
+        let env = build_env(&user(), &plain, &binding(vec![]), &menv, &HashMap::new());
+        assert_eq!(env["PATH"], format!("/d/envs/k/bin:{SAFE_PATH}"));
+        assert!(python_env_notes(&plain).is_empty());
+        // Without an environment of berth's, the submitter's venv is what the job runs.
+        let env = build_env(&user(), &spec, &binding(vec![]), &BTreeMap::new(), &HashMap::new());
+        assert_eq!(
+            (env["PATH"].as_str(), env["VIRTUAL_ENV"].as_str()),
+            ("/home/a/venv/bin:/usr/bin:/bin", "/home/a/venv")
+        );
     }
 
     #[test]
