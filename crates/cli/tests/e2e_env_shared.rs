@@ -11,32 +11,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use support::pyenv::{key_in, python_version, shared_uv, submit};
 use support::users::UnixUser;
 use support::{Berth, text};
-
-/// uv where every user can run it, or `None` after printing why the test is skipped.
-fn shared_uv(dir: &Path) -> Option<PathBuf> {
-    let uv = std::env::var("BERTH_TEST_UV").ok().filter(|u| !u.is_empty());
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let Some(uv) = uv.filter(|_| root) else {
-        println!("SKIPPED: needs root and BERTH_TEST_UV (scripts/test.sh installs uv from PyPI)");
-        return None;
-    };
-    let to = dir.join("uv");
-    std::fs::copy(uv, &to).unwrap();
-    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
-    Some(to)
-}
-
-/// `3.11`: the version of the OS's python3, which every user can run.
-fn python_version() -> String {
-    let out = Command::new("/usr/bin/python3")
-        .args(["-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"])
-        .output()
-        .expect("/usr/bin/python3 runs");
-    text(&out.stdout).trim().to_string()
-}
 
 /// Writes a pure-python wheel `<dir>/<name>-<version>-py3-none-any.whl` whose module is
 /// `source` (Python's zipfile: a wheel is a zip with a dist-info).
@@ -97,22 +74,6 @@ impl Drop for Home {
     }
 }
 
-/// `berth submit -o json <args>` as `user` from `dir`; the job's id.
-fn submit(user: &UnixUser, socket: &Path, dir: &Path, args: &[&str]) -> i64 {
-    let all: Vec<&str> = ["submit", "-o", "json"].iter().copied().chain(args.iter().copied()).collect();
-    let o = user.berth(socket, dir, &all, &[]);
-    assert!(o.status.success(), "submit as {}: {}", user.name, text(&o.stderr));
-    serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["id"].as_i64().unwrap()
-}
-
-/// The environment key a setup log names (`environment <key>: python ...`).
-fn key_in(setup_log: &str) -> String {
-    let first = setup_log.lines().find(|l| l.starts_with("environment ")).unwrap_or_default();
-    let key = first.strip_prefix("environment ").and_then(|r| r.split(':').next()).unwrap_or_default();
-    assert_eq!(key.len(), 64, "no key in the setup log: {setup_log}");
-    key.to_string()
-}
-
 /// User B's `~/.config/uv/uv.toml` says: no index, take wheels from B's directory, where a
 /// trojan `six` 1.16.0 waits. B's job builds the shared environment of `six==1.16.0`; A's job
 /// with the same inputs reuses it. Neither may import B's trojan: a shared build reads no
@@ -146,8 +107,13 @@ fn a_users_uv_config_never_reaches_a_shared_environment() {
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(dir.join("req.txt"), "six==1.16.0\n").unwrap();
         std::os::unix::fs::chown(&dir, Some(user.uid), Some(user.gid)).unwrap();
-        let id =
-            submit(user, &socket, &dir, &["--python", &py, "--requirements", "req.txt", "--", "python", "-c", check]);
+        let id = submit(
+            user,
+            &socket,
+            &dir,
+            &["--python", &py, "--requirements", "req.txt", "--", "python", "-c", check],
+            &[],
+        );
         let d = b.wait_state(id, "SUCCEEDED");
         let out = b.ok(&["logs", &id.to_string()]);
         let setup = b.ok(&["logs", "--setup", &id.to_string()]);
@@ -229,44 +195,4 @@ fn a_jobs_own_uv_settings_make_a_private_environment_and_the_admins_index_a_shar
     // B without settings shares A's environment: the admin's.
     let (kind_b2, key_b2, setup_b2) = run(&atkb, &[]);
     assert_eq!((kind_b2.as_str(), key_b2.as_str()), ("genuine", key_a.as_str()), "{setup_b2}");
-}
-
-/// Issue 41 item 2: the first Python on the agent's PATH is one only root can run (a copy in a
-/// 0700 directory, as a pyenv under `/root` is). Root's job builds the environment of
-/// `--python X.Y`; a Unix user's job with the same inputs reuses it and runs, because the
-/// agent built it on an interpreter every user can run (not `Permission denied`, exit 127).
-#[test]
-fn an_environment_root_built_runs_for_every_user_who_reuses_it() {
-    let shared = support::shared_tempdir();
-    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let Some(uv) = shared_uv(shared.path()) else { return };
-    let py = python_version();
-    let closed = tempfile::Builder::new().prefix("berth-closed-").tempdir_in("/var/tmp").unwrap();
-    std::fs::set_permissions(closed.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::create_dir(closed.path().join("bin")).unwrap();
-    let real = std::fs::canonicalize("/usr/bin/python3").unwrap();
-    let copy = closed.path().join(format!("bin/python{py}"));
-    std::fs::copy(&real, &copy).unwrap();
-    let path = format!("{}:{}", closed.path().join("bin").display(), std::env::var("PATH").unwrap_or_default());
-    // SAFETY: nextest runs each test in a process of its own; no other thread reads PATH yet.
-    unsafe { std::env::set_var("PATH", &path) };
-    let b = Berth::up(&["--uv", uv.to_str().unwrap()]);
-    let check = "import os, sys; print(os.getuid(), sys.prefix)";
-    let root_job = b.submit(&["--python", &py, "--", "python", "-c", check]);
-    b.wait_state(root_job, "SUCCEEDED");
-    let setup_root = b.ok(&["logs", "--setup", &root_job.to_string()]);
-    let key = key_in(&setup_root);
-    assert!(!setup_root.contains(closed.path().to_str().unwrap()), "built on root's own python:\n{setup_root}");
-    assert!(setup_root.contains("shared:"), "{setup_root}");
-
-    let user = UnixUser::create("ga");
-    let dir = shared.path().join(&user.name);
-    std::fs::create_dir(&dir).unwrap();
-    std::os::unix::fs::chown(&dir, Some(user.uid), Some(user.gid)).unwrap();
-    let id = submit(&user, &b.data.join("berth.sock"), &dir, &["--python", &py, "--", "python", "-c", check]);
-    let d = b.wait_state(id, "SUCCEEDED");
-    let setup = b.ok(&["logs", "--setup", &id.to_string()]);
-    assert!(setup.contains(&format!("reused environment {key}")), "{setup}\n{d:#}");
-    let out = b.ok(&["logs", &id.to_string()]);
-    assert!(out.starts_with(&format!("{} ", user.uid)) && out.contains(&key), "{out}");
 }

@@ -6,6 +6,7 @@
 pub mod browser;
 pub mod netns;
 pub mod pki;
+pub mod pyenv;
 pub mod users;
 
 use std::io::{BufRead, BufReader, Write};
