@@ -128,7 +128,7 @@ fn uploads_and_downloads_are_byte_exact_resumable_and_held_to_quota_and_access()
     write_pseudo_random(&two, 2 << 20, 3);
     fails_with(&b.cli(&["upload", "small", two.to_str().unwrap()]), "folder small is over its quota");
     let usage = b.ok(&["folder", "usage"]);
-    let small = usage.lines().find(|l| l.contains(" small ")).unwrap_or_else(|| panic!("{usage}"));
+    let small = usage.lines().find(|l| l.starts_with("small ")).unwrap_or_else(|| panic!("{usage}"));
     assert!(small.contains("1MiB") && small.contains("0%"), "{usage}");
 
     // Bad input: names with `/` or `..`, links out of the upload, paths out of the folder.
@@ -171,6 +171,8 @@ fn jobs_read_and_write_folders_and_a_read_only_share_is_refused_by_the_kernel() 
     let f = home.join("submit/in.txt");
     std::fs::write(&f, "input\n").unwrap();
     b.ok(&["upload", "data", f.to_str().unwrap()]);
+    let used = |b: &Berth| b.json(&["folder", "show", "data"])["used_bytes"].as_u64().unwrap();
+    assert_eq!(used(&b), 6, "in.txt");
 
     // The owner's job reads and writes at /data/data.
     let id = b.submit(&[
@@ -185,6 +187,11 @@ fn jobs_read_and_write_folders_and_a_read_only_share_is_refused_by_the_kernel() 
     let out = home.join("got");
     b.ok(&["download", "data", "out.txt", out.to_str().unwrap()]);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "input\nmore\n");
+    // Regression (issue 41): right after the job, `folder usage` showed the figure from before
+    // it for up to 10 s, without saying so.
+    assert_eq!(used(&b), 6 + 11, "in.txt and out.txt, at once");
+    let usage = b.ok(&["folder", "usage"]);
+    assert!(usage.lines().any(|l| l.starts_with("data ") && l.contains("17B")), "{usage}");
 
     // A read-only mount: reading works, a write fails with EROFS from the kernel.
     let id =

@@ -58,15 +58,18 @@ fn quota_text(q: Option<u64>) -> String {
 
 /// The folders you may use (`?all=true`, admins: every folder), `?usage=true` with what each holds.
 #[utoipa::path(get, path = "/v1/folders", tag = "folders", params(FolderListQuery),
-    responses((status = 200, body = Vec<FolderView>), (status = 409, body = berth_model::api::ErrorBody)))]
+    responses((status = 200, body = Vec<FolderView>), (status = 409, body = berth_model::api::ErrorBody),
+        (status = 429, body = berth_model::api::ErrorBody), (status = 503, body = berth_model::api::ErrorBody)))]
 pub async fn list(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
     Query(q): Query<FolderListQuery>,
 ) -> Result<axum::Json<Vec<FolderView>>, ApiError> {
     let mut out = Vec::new();
+    // Walks now, on the user's share of the folder slots (see `folders::gate`).
+    let _slot = if q.usage { Some(m.folders.enter(&user)?) } else { None };
     for (f, access) in m.folders.list(&user, q.all && user.is_admin()).await? {
-        let usage = if q.usage { Some(m.folders.usage(f.id).await?) } else { None };
+        let usage = if q.usage { Some(m.folders.usage_now(f.id).await?) } else { None };
         out.push(view(&m.folders, &f, access, usage));
     }
     Ok(axum::Json(out))
@@ -76,7 +79,8 @@ pub async fn list(
 #[utoipa::path(get, path = "/v1/folders/{name}", tag = "folders",
     params(("name" = String, Path, description = "folder name"), FolderQuery),
     responses((status = 200, body = FolderView), (status = 404, body = berth_model::api::ErrorBody),
-        (status = 409, body = berth_model::api::ErrorBody)))]
+        (status = 409, body = berth_model::api::ErrorBody), (status = 429, body = berth_model::api::ErrorBody),
+        (status = 503, body = berth_model::api::ErrorBody)))]
 pub async fn show(
     State(m): State<Arc<Manager>>,
     Auth(user): Auth,
@@ -84,7 +88,8 @@ pub async fn show(
     Query(q): Query<FolderQuery>,
 ) -> Result<axum::Json<FolderView>, ApiError> {
     let (f, access) = m.folders.resolve(&user, &reference(&name, &q)?).await?;
-    let usage = m.folders.usage(f.id).await?;
+    let _slot = m.folders.enter(&user)?;
+    let usage = m.folders.usage_now(f.id).await?;
     Ok(axum::Json(view(&m.folders, &f, access, Some(usage))))
 }
 

@@ -274,7 +274,17 @@ impl Folders {
 
     /// What folder `id` holds now (cached for a few seconds; jobs write too), however deep.
     pub async fn usage(&self, id: i64) -> Result<Usage, ApiError> {
-        self.usage.get(id, &self.dir(id)).await.map_err(|e| match e {
+        self.measure(id, None).await
+    }
+
+    /// What folder `id` holds now: measured after this call began (a user asking to see it
+    /// must not get a figure from before the job that just wrote to it ended).
+    pub async fn usage_now(&self, id: i64) -> Result<Usage, ApiError> {
+        self.measure(id, Some(std::time::Instant::now())).await
+    }
+
+    async fn measure(&self, id: i64, since: Option<std::time::Instant>) -> Result<Usage, ApiError> {
+        self.usage.get(id, &self.dir(id), since).await.map_err(|e| match e {
             usage::UsageError::Moved => ApiError::conflict(format!("cannot measure folder {id}: {e}")),
             usage::UsageError::Io(e) => ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,

@@ -1,7 +1,9 @@
 //! What each folder holds: walked on demand (in a blocking task) and kept for a few seconds,
 //! so that a burst of uploads does not walk a big folder once per file; uploads add what they
-//! wrote in the meantime. Jobs write to folders too, which is why the figure ages out. One walk
-//! per folder runs at a time, and at most a few over all folders.
+//! wrote in the meantime. Jobs write to folders too, which is why the figure ages out, and why
+//! a user who asks (`berth folder usage`, `show`) gets a walk begun after they asked, never a
+//! figure from before a job that just ended. One walk per folder runs at a time, and at most a
+//! few over all folders.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -51,26 +53,37 @@ pub enum UsageError {
 }
 
 impl UsageCache {
-    fn fresh(&self, id: i64) -> Option<Usage> {
+    /// The known figure if its walk began at `since` or later, or (no `since`) within
+    /// [`FRESH`].
+    fn fresh(&self, id: i64, since: Option<Instant>) -> Option<Usage> {
         let known = self.known.lock().expect("usage lock");
-        known.get(&id).filter(|(at, _)| at.elapsed() < FRESH).map(|(_, u)| *u)
+        let (at, u) = known.get(&id)?;
+        let ok = match since {
+            Some(t) => *at >= t,
+            None => at.elapsed() < FRESH,
+        };
+        ok.then_some(*u)
     }
 
-    pub(super) async fn get(&self, id: i64, dir: &Path) -> Result<Usage, UsageError> {
-        if let Some(u) = self.fresh(id) {
+    /// What folder `id` (at `dir`) holds: a figure from the last few seconds, or with `since`
+    /// one whose walk began at that instant or later.
+    pub(super) async fn get(&self, id: i64, dir: &Path, since: Option<Instant>) -> Result<Usage, UsageError> {
+        if let Some(u) = self.fresh(id, since) {
             return Ok(u);
         }
         let one = self.walking.lock().expect("usage lock").entry(id).or_default().clone();
         let _walking = one.lock().await;
-        if let Some(u) = self.fresh(id) {
+        if let Some(u) = self.fresh(id, since) {
             return Ok(u);
         }
         let _slot = self.walks.clone().acquire_owned().await.expect("never closed");
         let dir = dir.to_path_buf();
+        // Stamped with its start: what was written before it began is counted.
+        let began = Instant::now();
         let u = tokio::task::spawn_blocking(move || walk(&dir))
             .await
             .map_err(|e| std::io::Error::other(format!("the walk failed: {e}")))??;
-        self.known.lock().expect("usage lock").insert(id, (Instant::now(), u));
+        self.known.lock().expect("usage lock").insert(id, (began, u));
         Ok(u)
     }
 
