@@ -75,7 +75,7 @@ pub async fn wait_started(client: &Client, id: JobId) -> anyhow::Result<berth_mo
 }
 
 /// Whether a job in `state` has yet to start: pending, placed, or being set up.
-pub fn not_started(state: JobState) -> bool {
+fn not_started(state: JobState) -> bool {
     matches!(state, JobState::Pending | JobState::Scheduled | JobState::Preparing)
 }
 
@@ -84,7 +84,7 @@ pub fn not_started(state: JobState) -> bool {
 /// row, rewritten in place whenever it changes; elsewhere (a log) a new line comes when the
 /// job's state or the kind of its reason changes, and when only the text did, at most every
 /// [`PLAIN_EVERY`].
-pub struct WaitLine {
+struct WaitLine {
     in_place: bool,
     since: Instant,
     shown: Option<(String, (JobState, Option<PendingKind>), Instant)>,

@@ -11,7 +11,6 @@ use berth_model::protocol::LogStream;
 use berth_model::{JobId, JobState};
 
 use crate::client::Client;
-use crate::commands::attach;
 use crate::commands::follow::{self, LogRef, Until};
 use crate::output;
 
@@ -62,8 +61,8 @@ pub enum Show {
 /// How many failed log fetches in a row the wait rides out before it stops showing a log.
 const RETRIES: u32 = 10;
 
-/// How often a job that has not started is asked why it waits.
-const PENDING_NOTICE_EVERY: Duration = Duration::from_secs(1);
+/// How long a job may stay pending before we say why it waits.
+const PENDING_NOTICE_AFTER: Duration = Duration::from_secs(1);
 
 /// Waits for job `id` to end and returns the process exit code (see [`finish`]); on Ctrl-C it
 /// returns 130 and leaves the job running.
@@ -88,7 +87,7 @@ pub async fn wait_for(client: &Client, id: JobId, show: Show) -> anyhow::Result<
 }
 
 /// Copies both logs of kernel 0 at once until the job has ended and each has been read to its
-/// end, and says on stderr why the job waits while it has not started (from a second on). A log
+/// end, and says once on stderr why the job waits if it is still pending after a second. A log
 /// that cannot be read is reported once the job has ended, and the wait goes on without it;
 /// not for a job that never ran (it failed in setup, say), which has no logs to show and whose
 /// failure line says why.
@@ -132,18 +131,17 @@ async fn stream(client: &Client, id: JobId) {
     }
 }
 
-/// Until the job starts, stderr lines that say why it waits (as `srun`'s "queued and waiting
-/// for resources"), from a second on and as the reason changes (`attach::WaitLine`, never
-/// rewritten in place: the job's own stderr follows).
+/// After [`PENDING_NOTICE_AFTER`], one stderr line if the job is still pending (as `srun`'s
+/// "queued and waiting for resources").
 async fn pending_notice(client: &Client, id: JobId) {
-    let mut line = attach::WaitLine::new(false);
-    loop {
-        tokio::time::sleep(PENDING_NOTICE_EVERY).await;
-        let Ok(d) = client.job(id).await else { return };
-        if !attach::not_started(d.job.state) {
-            return;
+    tokio::time::sleep(PENDING_NOTICE_AFTER).await;
+    let Ok(d) = client.job(id).await else { return };
+    // The scheduler's reason; the last transition's (`submitted`) says nothing (issue 41).
+    if d.job.state == JobState::Pending {
+        match d.job.pending_reason.filter(|r| !r.message.is_empty()) {
+            Some(r) => eprintln!("berth: job {id} queued and waiting: {}", r.message),
+            None => eprintln!("berth: job {id} queued and waiting for the scheduler"),
         }
-        line.update(id, &d.job);
     }
 }
 
