@@ -44,7 +44,7 @@
 //! requirements = "requirements.txt"  # or: pyproject = "pyproject.toml" (relative to this file)
 //!
 //! [apps]                             # web apps the job serves: name = port
-//! web = 8000
+//! web = 8000                         # or "8000,strip": the app gets `/...`, without /apps/ID/web
 //! ```
 //!
 //! Unknown keys are errors (a typo such as `gpu = 1` must not silently run a CPU job), and
@@ -104,7 +104,7 @@ struct JobFile {
     jupyter: Option<bool>,
     tensorboard: Option<String>,
     #[serde(default)]
-    apps: BTreeMap<String, u16>,
+    apps: BTreeMap<String, AppPort>,
     environment: Option<EnvSection>,
     tasks_per_node: Option<u32>,
     launch: Option<berth_model::Launch>,
@@ -229,7 +229,10 @@ fn finish(f: JobFile, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         apps: f
             .apps
             .iter()
-            .map(|(name, port)| berth_model::app::parse_app(&format!("{name}={port}")))
+            .map(|(name, port)| match port {
+                AppPort::Port(p) => berth_model::app::parse_app(&format!("{name}={p}")),
+                AppPort::WithOptions(p) => berth_model::app::parse_app(&format!("{name}={p}")),
+            })
             .collect::<Result<_, _>>()
             .map_err(|e| bad(&e))?,
         jupyter: f.jupyter.unwrap_or(false),
@@ -302,6 +305,14 @@ pub(crate) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>
     de_quantity(d, berth_model::parse_duration)
 }
 
+/// An `[apps]` entry: a port, or a port with options as `--app` takes them (`"8000,strip"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum AppPort {
+    Port(u16),
+    WithOptions(String),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +355,16 @@ WANDB_MODE = "offline"
         assert!(f.requeue);
         assert!(f.preemptible);
         assert_eq!(f.env, vec![("WANDB_MODE".to_string(), "offline".to_string())]);
+    }
+
+    #[test]
+    fn apps_take_a_port_or_a_port_with_options() {
+        let l = p("command = [\"x\"]\n[apps]\nweb = 8000\nfiles = \"8001,strip\"\n").unwrap();
+        let apps = &l.flags.apps;
+        assert_eq!((apps[0].name.as_str(), apps[0].path), ("files", berth_model::app::AppPath::Strip));
+        assert_eq!((apps[1].name.as_str(), apps[1].path), ("web", berth_model::app::AppPath::Keep));
+        let e = format!("{:#}", p("command = [\"x\"]\n[apps]\nweb = \"8000,nope\"\n").unwrap_err());
+        assert!(e.contains("`strip`"), "{e}");
     }
 
     #[test]

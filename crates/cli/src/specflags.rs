@@ -162,8 +162,9 @@ pub struct SpecFlags {
     pub code: Option<String>,
 
     /// Serve a web app listening on PORT in the job's main kernel through the app proxy
-    /// (repeatable); `berth open ID NAME` opens it
-    #[arg(long = "app", value_name = "NAME=PORT", value_parser = berth_model::app::parse_app, help_heading = "Apps")]
+    /// (repeatable); `berth open ID NAME` opens it. It gets `/apps/ID/NAME/...` paths (its base
+    /// URL is in $BERTH_APP_<NAME>_BASE_URL); `,strip`: `/...`, for a server that knows no base URL
+    #[arg(long = "app", value_name = "NAME=PORT[,strip]", value_parser = berth_model::app::parse_app, help_heading = "Apps")]
     pub apps: Vec<AppSpec>,
 
     /// Start JupyterLab in the job (as its command when none is given); `berth open ID jupyter`
@@ -495,7 +496,7 @@ impl SpecFlags {
         let mut apps = self.apps.clone();
         let mut presets = Vec::new();
         let mut preset = |name: &str, kind: AppKind, dir: Option<&str>| {
-            let app = AppSpec { name: name.into(), port: None, kind };
+            let app = AppSpec { kind, ..AppSpec::custom(name, None) };
             presets.extend(berth_model::app::preset_line(&app, dir));
             apps.push(app);
         };

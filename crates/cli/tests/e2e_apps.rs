@@ -191,6 +191,7 @@ fn bad_app_flags_are_usage_errors() {
         ("web=0", "expected 1 to 65535"),
         ("Web=80", "invalid app name"),
         ("web=99999", "expected 1 to 65535"),
+        ("web=8000,nope", "invalid option `nope` for app `web`: use `strip`"),
     ] {
         let o = b.cli(&["submit", "--app", flag, "--", "true"]);
         assert_eq!(o.status.code(), Some(2), "{flag}: {}", text(&o.stderr));
@@ -198,6 +199,74 @@ fn bad_app_flags_are_usage_errors() {
     }
     let o = b.cli(&["submit", "--app", "a=1", "--app", "a=2", "--", "true"]);
     assert!(text(&o.stderr).contains("declared twice"), "{}", text(&o.stderr));
+}
+
+/// Waits until the app at `url` answers something else than 502 (its server is not up yet).
+fn first_answer(url: &str, headers: &[(&str, &str)]) -> Answer {
+    let start = Instant::now();
+    loop {
+        let a = get(url, headers);
+        if a.status != 502 {
+            return a;
+        }
+        assert!(start.elapsed() < support::PATIENCE, "the app never listened: {}", a.body);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn strip_apps_serve_a_server_that_knows_no_base_url() {
+    let b = Berth::up(&[]);
+    // Under `submit/`, which jobs see (the rest of the test home is not theirs).
+    let site = b.home.path().join("submit/site");
+    std::fs::create_dir_all(site.join("sub")).unwrap();
+    std::fs::write(site.join("hello.txt"), "hello from the app\n").unwrap();
+    std::fs::write(site.join("sub/inner.txt"), "inner\n").unwrap();
+    let dir = site.to_str().unwrap();
+    let (p1, p2) = (free_port(), free_port());
+    let serve = |port: u16, flag: &str| {
+        let app = format!("web={port}{flag}");
+        b.submit(&["--app", &app, "--", "python3", "-m", "http.server", "--directory", dir, &port.to_string()])
+    };
+    let stripped = serve(p1, ",strip");
+    let kept = serve(p2, "");
+    b.wait_state(stripped, "RUNNING");
+    b.wait_state(kept, "RUNNING");
+    let bearer = format!("Bearer {}", b.admin_token());
+    let auth = [("Authorization", bearer.as_str())];
+
+    // `berth apps` says which path each app gets.
+    let listed = b.ok(&["apps", &stripped.to_string()]);
+    assert!(listed.contains("PATH") && listed.contains("prefix stripped"), "{listed}");
+    assert!(b.ok(&["apps", &kept.to_string()]).contains("prefix kept"));
+    let apps: serde_json::Value = serde_json::from_str(&b.ok(&["apps", &stripped.to_string(), "-o", "json"])).unwrap();
+    assert_eq!(apps[0]["path"], "strip");
+    let url = apps[0]["url"].as_str().unwrap().to_string();
+    assert!(url.starts_with(&format!("http://{stripped}-web.localhost:")), "{url}");
+
+    // Stripped: `/apps/<job>/web/hello.txt` reaches the server as `/hello.txt`.
+    let a = first_answer(&format!("{url}hello.txt"), &auth);
+    assert_eq!((a.status, a.body.as_str()), (200, "hello from the app\n"), "{:?}", a.head);
+    let listing = get(&url, &auth);
+    assert_eq!(listing.status, 200);
+    assert!(listing.body.contains("href=\"hello.txt\""), "{}", listing.body);
+    // Its redirect to a folder of its own stays in the app.
+    let a = get(&format!("{url}sub"), &auth);
+    assert_eq!(a.status, 301, "{:?}", a.head);
+    assert_eq!(a.header("location"), [format!("/apps/{stripped}/web/sub/")]);
+    assert_eq!(get(&format!("{url}sub/inner.txt"), &auth).body, "inner\n");
+    // A session from a one-time link gets the same.
+    let login = get(&open_link(b.cli(&["open", &stripped.to_string(), "web"])), &[]);
+    let cookie = login.header("set-cookie").join("\n").split(';').next().unwrap().to_string();
+    let a = get(&format!("{url}hello.txt"), &[("Cookie", &cookie)]);
+    assert_eq!((a.status, a.body.as_str()), (200, "hello from the app\n"));
+
+    // Kept (the default): the server gets the whole path, which it has no file for.
+    let kept_apps: serde_json::Value = serde_json::from_str(&b.ok(&["apps", &kept.to_string(), "-o", "json"])).unwrap();
+    assert_eq!(kept_apps[0]["path"], "keep");
+    let kept_url = kept_apps[0]["url"].as_str().unwrap();
+    let a = first_answer(&format!("{kept_url}hello.txt"), &auth);
+    assert_eq!(a.status, 404, "a server that knows no base URL, its prefix kept: {}", a.body);
 }
 
 /// What `berth show` says about a job, as JSON.

@@ -539,6 +539,10 @@ pub struct AppView {
     /// Where it is served: the app proxy's URL and the app's path. Open it with a login link
     /// (`POST /v1/jobs/{id}/apps/{app}/link`, `berth open`).
     pub url: String,
+    /// Whether the app gets that path whole (`keep`) or without its `/apps/<job>/<name>`
+    /// prefix (`strip`).
+    #[serde(default)]
+    pub path: crate::app::AppPath,
 }
 
 /// `POST /v1/jobs/{id}/apps/{app}/link`: a one-time link that opens the app in a browser.

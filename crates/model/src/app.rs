@@ -7,6 +7,10 @@
 //! secret of its own (`JUPYTER_TOKEN`, from the agent) that the proxy adds to every request:
 //! the notebook is closed to anyone who reaches its port on the node directly, while users
 //! never see a token (berth authenticates them).
+//!
+//! An app gets its requests with the `/apps/<job>/<name>/` prefix kept (it is told its base
+//! URL in `BERTH_APP_<NAME>_BASE_URL`, as Jupyter and TensorBoard are), or, for a server that
+//! knows no base URL (`python -m http.server`), with it stripped (`--app NAME=PORT,strip`).
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -27,6 +31,34 @@ pub enum AppKind {
     Tensorboard,
 }
 
+/// Which path an app's requests reach it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AppPath {
+    /// As the browser asked for it, `/apps/<job>/<name>/...`: for apps that serve under the
+    /// base URL they are told (`BERTH_APP_<NAME>_BASE_URL`).
+    #[default]
+    Keep,
+    /// Without the `/apps/<job>/<name>` prefix, `/...` (`--app NAME=PORT,strip`): for servers
+    /// that know no base URL. Their pages' links must be relative (a link to `/x` leaves the
+    /// app); a redirect to `/x` is sent back with the prefix put in.
+    Strip,
+}
+
+impl AppPath {
+    /// The option that asks for it (`--app NAME=PORT,<option>`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppPath::Keep => "keep",
+            AppPath::Strip => "strip",
+        }
+    }
+
+    fn is_keep(&self) -> bool {
+        *self == AppPath::Keep
+    }
+}
+
 /// An app a job serves.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct AppSpec {
@@ -38,6 +70,16 @@ pub struct AppSpec {
     pub port: Option<u16>,
     #[serde(default)]
     pub kind: AppKind,
+    /// Whether the proxy keeps or strips the `/apps/<job>/<name>` prefix.
+    #[serde(default, skip_serializing_if = "AppPath::is_keep")]
+    pub path: AppPath,
+}
+
+impl AppSpec {
+    /// An app the job starts itself on `port` (or on the port the agent picks), its prefix kept.
+    pub fn custom(name: impl Into<String>, port: Option<u16>) -> AppSpec {
+        AppSpec { name: name.into(), port, kind: AppKind::Custom, path: AppPath::Keep }
+    }
 }
 
 /// The variable that holds app `name`'s port in the kernel (`BERTH_APP_<NAME>_PORT`).
@@ -79,18 +121,45 @@ pub fn valid_app_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Parses `--app NAME=PORT`.
+/// Parses `--app NAME=PORT[,OPTION]`; the options: `strip` (the proxy takes the
+/// `/apps/<job>/<name>` prefix off) and `keep` (the default: the app gets the full path).
 pub fn parse_app(text: &str) -> Result<AppSpec, String> {
-    let Some((name, port)) = text.split_once('=') else {
-        return Err(format!("invalid app `{text}`: expected NAME=PORT, e.g. --app web=8000"));
+    let Some((name, rest)) = text.split_once('=') else {
+        return Err(format!("invalid app `{text}`: expected NAME=PORT[,strip], e.g. --app web=8000"));
     };
     valid_app_name(name)?;
+    let mut parts = rest.split(',');
+    let port = parts.next().unwrap_or_default();
     let port: u16 = port
         .parse()
         .ok()
         .filter(|p| *p > 0)
         .ok_or_else(|| format!("invalid port `{port}` for app `{name}`: expected 1 to 65535"))?;
-    Ok(AppSpec { name: name.to_string(), port: Some(port), kind: AppKind::Custom })
+    let mut app = AppSpec::custom(name, Some(port));
+    for option in parts {
+        app.path = match option {
+            "strip" => AppPath::Strip,
+            "keep" => AppPath::Keep,
+            other => {
+                return Err(format!(
+                    "invalid option `{other}` for app `{name}`: use `strip` (the app gets `/...` without the \
+                     /apps/JOB/{name} prefix) or `keep` (the full path, the default), e.g. --app {name}={port},strip"
+                ));
+            }
+        };
+    }
+    Ok(app)
+}
+
+/// `path_and_query` of a request to app `name` of job `job` as an app that strips the prefix
+/// gets it: `/apps/7/web/x?q=1` is `/x?q=1`; a path outside the app is left alone.
+pub fn strip_base(job: i64, name: &str, path_and_query: &str) -> String {
+    let base = base_path(job, name);
+    match path_and_query.strip_prefix(base.trim_end_matches('/')) {
+        Some(rest) if rest.starts_with('/') => rest.to_string(),
+        Some(rest) if rest.is_empty() || rest.starts_with('?') => format!("/{rest}"),
+        _ => path_and_query.to_string(),
+    }
 }
 
 /// Checks a job's apps: valid, distinct names, not too many.
@@ -162,10 +231,12 @@ mod tests {
 
     #[test]
     fn app_flags_parse_and_are_checked() {
-        assert_eq!(
-            parse_app("web=8000").unwrap(),
-            AppSpec { name: "web".into(), port: Some(8000), kind: AppKind::Custom }
-        );
+        assert_eq!(parse_app("web=8000").unwrap(), AppSpec::custom("web", Some(8000)));
+        assert_eq!(parse_app("web=8000,strip").unwrap().path, AppPath::Strip);
+        assert_eq!(parse_app("web=8000,keep").unwrap().path, AppPath::Keep);
+        let bad = parse_app("web=8000,nope").unwrap_err();
+        assert!(bad.contains("invalid option `nope`") && bad.contains("`strip`") && bad.contains("`keep`"), "{bad}");
+        assert!(parse_app("web=x,strip").unwrap_err().contains("1 to 65535"));
         assert!(parse_app("web").unwrap_err().contains("NAME=PORT"));
         assert!(parse_app("web=0").unwrap_err().contains("1 to 65535"));
         assert!(parse_app("Web=80").unwrap_err().contains("invalid app name"));
@@ -177,8 +248,25 @@ mod tests {
     }
 
     #[test]
+    fn stripped_apps_get_paths_from_their_root() {
+        assert_eq!(strip_base(7, "web", "/apps/7/web/x/y.txt?q=1"), "/x/y.txt?q=1");
+        assert_eq!(strip_base(7, "web", "/apps/7/web/"), "/");
+        assert_eq!(strip_base(7, "web", "/apps/7/web?q"), "/?q");
+        assert_eq!(strip_base(7, "web", "/apps/7/webx/"), "/apps/7/webx/");
+    }
+
+    #[test]
+    fn apps_keeping_their_prefix_store_as_before() {
+        let kept = serde_json::to_string(&AppSpec::custom("web", Some(80))).unwrap();
+        assert_eq!(kept, r#"{"name":"web","port":80,"kind":"custom"}"#);
+        let strip = AppSpec { path: AppPath::Strip, ..AppSpec::custom("web", Some(80)) };
+        let back: AppSpec = serde_json::from_str(&serde_json::to_string(&strip).unwrap()).unwrap();
+        assert_eq!(back.path, AppPath::Strip);
+    }
+
+    #[test]
     fn presets_run_beside_or_as_the_command() {
-        let j = AppSpec { name: "jupyter".into(), port: None, kind: AppKind::Jupyter };
+        let j = AppSpec { kind: AppKind::Jupyter, ..AppSpec::custom("jupyter", None) };
         let line = preset_line(&j, None).unwrap();
         assert!(line.contains("$BERTH_APP_JUPYTER_PORT") && !line.contains("token="), "{line}");
         let alone = wrap_command(std::slice::from_ref(&line), &[]);
@@ -188,7 +276,7 @@ mod tests {
         assert!(beside[2].ends_with("&\nexec \"$@\""), "{}", beside[2]);
         assert_eq!(beside[3..], ["sh", "python", "train.py"]);
         assert_eq!(wrap_command(&[], &["x".into()]), ["x"]);
-        let tb = AppSpec { name: "tensorboard".into(), port: None, kind: AppKind::Tensorboard };
+        let tb = AppSpec { kind: AppKind::Tensorboard, ..AppSpec::custom("tensorboard", None) };
         assert!(preset_line(&tb, Some("it's")).unwrap().contains(r"'it'\''s'"));
     }
 }

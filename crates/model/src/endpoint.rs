@@ -154,8 +154,9 @@ impl EndpointSpec {
         if let Some(a) = &self.autoscale {
             if a.max == 0 || a.max > MAX_REPLICAS || a.min > a.max {
                 return Err(SpecError(format!(
-                    "autoscaling from {} to {} replicas: use 0 <= --min <= --max <= {MAX_REPLICAS}, --max at least 1",
-                    a.min, a.max
+                    "autoscaling from {} to {}: use 0 <= --min <= --max <= {MAX_REPLICAS}, --max at least 1",
+                    a.min,
+                    crate::replica::replicas(a.max)
                 )));
             }
             let positive = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v > 0.0);
@@ -194,8 +195,7 @@ impl EndpointSpec {
     pub fn replica_job(&self, endpoint_id: i64, revision: u64) -> JobSpec {
         let mut job = self.job.clone();
         job.name.get_or_insert_with(|| format!("serve-{}", self.name));
-        job.apps =
-            vec![crate::app::AppSpec { name: REPLICA_APP.into(), port: self.port, kind: crate::app::AppKind::Custom }];
+        job.apps = vec![crate::app::AppSpec::custom(REPLICA_APP, self.port)];
         job.replica_of = Some(ReplicaOf { endpoint_id, endpoint: self.name.clone(), revision });
         job
     }

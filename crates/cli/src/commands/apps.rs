@@ -1,4 +1,5 @@
-//! `berth apps ID` lists the web apps a job serves through the app proxy, and
+//! `berth apps ID` lists the web apps a job serves through the app proxy (and whether each
+//! gets its URL's path whole or with the `/apps/<job>/<name>` prefix stripped), and
 //! `berth open ID APP` prints a one-time link that opens one in a browser: it works once and
 //! for two minutes, and the session it starts is a cookie for that app alone.
 //!
@@ -8,7 +9,7 @@
 use std::process::ExitCode;
 
 use berth_model::JobId;
-use berth_model::app::AppKind;
+use berth_model::app::{AppKind, AppPath};
 use clap::Args;
 
 use crate::client::Client;
@@ -45,7 +46,8 @@ pub async fn list(args: AppsArgs) -> anyhow::Result<ExitCode> {
         eprintln!("job {} serves no apps: submit with --app NAME=PORT, --jupyter or --tensorboard DIR", args.id);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = output::table(["NAME", "KIND", "PORT", "URL"]);
+    // PATH: whether the app gets the URL's path whole or from its own root (`,strip`).
+    let mut t = output::table(["NAME", "KIND", "PORT", "PATH", "URL"]);
     for a in apps {
         let kind = match a.kind {
             AppKind::Custom => "app",
@@ -53,7 +55,11 @@ pub async fn list(args: AppsArgs) -> anyhow::Result<ExitCode> {
             AppKind::Tensorboard => "tensorboard",
         };
         let port = a.port.map(|p| p.to_string()).unwrap_or_else(|| "auto".into());
-        t.add_row([a.name, kind.to_string(), port, a.url]);
+        let path = match a.path {
+            AppPath::Keep => "prefix kept",
+            AppPath::Strip => "prefix stripped",
+        };
+        t.add_row([a.name, kind.to_string(), port, path.to_string(), a.url]);
     }
     output::print_table(t);
     eprintln!("open one with: berth open {} APP", args.id);

@@ -128,7 +128,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ServeCommand::Scale { name, replicas } => {
             let req = UpdateEndpoint { replicas: Some(replicas), ..Default::default() };
             let v = Client::from_env()?.update_endpoint(&name, &req).await?;
-            println!("endpoint {name}: {} replicas wanted, {} ready", v.desired, v.ready);
+            println!("endpoint {name}: {} wanted, {} ready", berth_model::replica::replicas(v.desired), v.ready);
             if let Some(a) = &v.spec.autoscale {
                 eprintln!("note: it autoscales between {} and {}: the count will follow the load", a.min, a.max);
             }

@@ -40,9 +40,9 @@ pub fn pick_replica(view: &berth_model::endpoint::EndpointView, index: Option<us
         Some(r) => Ok(r.job),
         None if view.replicas.is_empty() => anyhow::bail!("endpoint {} has no replicas right now", view.name),
         None => Err(UsageError::error(format!(
-            "endpoint {} has {} replicas: --replica takes 0 to {}",
+            "endpoint {} has {}: --replica takes 0 to {}",
             view.name,
-            view.replicas.len(),
+            berth_model::replica::replicas(view.replicas.len() as u64),
             view.replicas.len() - 1
         ))),
     }
@@ -193,11 +193,12 @@ fn header(v: &EndpointView, url: &str) -> Vec<(&'static str, String)> {
         (
             "probes",
             format!(
-                "ready {}, live {}, every {}, {} failures; start within {}, drain {}",
+                "ready {}, live {}, every {}, {} failure{}; start within {}, drain {}",
                 probe(&h.ready_path, "tcp"),
                 probe(&h.live_path, "as ready"),
                 output::duration(h.period_secs.into()),
                 h.failures,
+                if h.failures == 1 { "" } else { "s" },
                 output::duration(h.start_timeout_secs.into()),
                 output::duration(h.drain_secs.into())
             ),
@@ -234,6 +235,7 @@ pub async fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
         stderr: args.stderr,
         setup: false,
         kernel: 0,
+        tail: None,
     };
     crate::commands::logs::run(a).await
 }

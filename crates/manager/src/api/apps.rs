@@ -31,6 +31,7 @@ pub async fn list(
             kind: a.kind,
             port: a.port,
             url: format!("{}{}", app_origin(&m, &headers, id, &a.name)?, berth_model::app::base_path(id, &a.name)),
+            path: a.path,
         })
     });
     Ok(axum::Json(apps.collect::<Result<_, ApiError>>()?))

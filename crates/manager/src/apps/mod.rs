@@ -25,6 +25,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
+use berth_model::app::AppPath;
 use berth_model::{JobId, JobState};
 
 use crate::identity::User;
@@ -98,17 +99,47 @@ async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<B
         return login(&apps.m, job, &app, &scope, code, &rest, req.uri().path()).await;
     }
     let Some(user) = who(&apps.m, req.headers(), job, &app, &scope).await else { return not_found() };
-    let attempt = match may_use(&apps.m, &user, job, &app).await {
+    let (attempt, path) = match may_use(&apps.m, &user, job, &app).await {
         Ok(a) => a,
         Err(r) => return r,
     };
     apps.m.sessions.touch(job);
+    let mut req = req;
+    if path == AppPath::Strip {
+        let Some(stripped) = strip_prefix(req.uri(), job, &app) else {
+            return plain(StatusCode::BAD_REQUEST, "invalid request path".into());
+        };
+        *req.uri_mut() = stripped;
+    }
     let forwarded = Forwarded {
         proto: if apps.m.tls { "https" } else { "http" },
         host: req.headers().get(header::HOST).cloned(),
-        prefix: scope,
+        prefix: scope.clone(),
     };
-    apps.proxy.forward(AppKey { job, attempt, app }, req, forwarded).await
+    let mut resp = apps.proxy.forward(AppKey { job, attempt, app }, req, forwarded).await;
+    if path == AppPath::Strip {
+        prefix_location(resp.headers_mut(), &scope);
+    }
+    resp
+}
+
+/// The request's URI as an app that strips its prefix gets it (`/apps/7/web/x` is `/x`).
+fn strip_prefix(uri: &axum::http::Uri, job: JobId, app: &str) -> Option<axum::http::Uri> {
+    let whole = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    berth_model::app::strip_base(job, app, whole).parse().ok()
+}
+
+/// A redirect from an app that strips its prefix to a path of its own (`Location: /dir/`, as
+/// `python -m http.server` sends for a folder) goes back with the prefix put in, or the
+/// browser would leave the app (what nginx's `proxy_redirect` does).
+fn prefix_location(h: &mut axum::http::HeaderMap, scope: &str) {
+    let Some(to) = h.get(header::LOCATION).and_then(|v| v.to_str().ok()) else { return };
+    if to.starts_with('/') && !to.starts_with("//") {
+        let with = format!("{}{to}", scope.trim_end_matches('/'));
+        if let Ok(v) = HeaderValue::from_str(&with) {
+            h.insert(header::LOCATION, v);
+        }
+    }
 }
 
 /// The user behind the app's session cookie (a token good for this app only) or an API token
@@ -145,16 +176,20 @@ fn sandbox(h: &mut axum::http::HeaderMap) {
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
 }
 
-/// Whether `user` may use app `app` of job `job`: the attempt to send it to, or the answer.
-async fn may_use(m: &Manager, user: &User, job: JobId, app: &str) -> Result<u32, Response<Body>> {
+/// Whether `user` may use app `app` of job `job`: the attempt to send it to and the path the
+/// app takes, or the answer.
+async fn may_use(m: &Manager, user: &User, job: JobId, app: &str) -> Result<(u32, AppPath), Response<Body>> {
     let row = m.store.job(job).await.map_err(|_| plain(StatusCode::SERVICE_UNAVAILABLE, "the store is busy".into()))?;
-    match row {
-        Some(r) if user.can_see(r.user_id, &r.spec) && r.spec.apps.iter().any(|a| a.name == app) => {}
+    let path = match row {
+        Some(r) if user.can_see(r.user_id, &r.spec) => match r.spec.apps.iter().find(|a| a.name == app) {
+            Some(a) => a.path,
+            None => return Err(not_found()),
+        },
         _ => return Err(not_found()),
-    }
+    };
     let st = m.jobs.lock().await;
     match st.jobs.get(&job) {
-        Some(j) if j.state == JobState::Running => Ok(j.attempt.number),
+        Some(j) if j.state == JobState::Running => Ok((j.attempt.number, path)),
         Some(j) => Err(plain(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("job {job} is {}: its apps are served while it runs", j.state),
@@ -259,6 +294,21 @@ mod tests {
     #[test]
     fn the_landing_page_escapes_its_target() {
         assert_eq!(escape_html("/apps/7/web/?a=1&b=\"<x>'"), "/apps/7/web/?a=1&amp;b=&quot;&lt;x&gt;&#39;");
+    }
+
+    #[test]
+    fn redirects_of_stripped_apps_stay_in_the_app() {
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(header::LOCATION, HeaderValue::from_static("/dir/"));
+        prefix_location(&mut h, "/apps/7/web/");
+        assert_eq!(h.get(header::LOCATION).unwrap(), "/apps/7/web/dir/");
+        for elsewhere in ["//evil.example/", "https://example.org/x", "dir/"] {
+            h.insert(header::LOCATION, HeaderValue::from_static(elsewhere));
+            prefix_location(&mut h, "/apps/7/web/");
+            assert_eq!(h.get(header::LOCATION).unwrap(), elsewhere);
+        }
+        let uri: axum::http::Uri = "/apps/7/web/a%20b?q=1".parse().unwrap();
+        assert_eq!(strip_prefix(&uri, 7, "web").unwrap(), "/a%20b?q=1");
     }
 
     #[test]

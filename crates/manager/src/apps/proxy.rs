@@ -4,10 +4,11 @@
 //! upgrades (Jupyter's kernels) are carried through as raw bytes.
 //!
 //! What reaches the app: the request as the browser sent it (its path keeps the
-//! `/apps/<job>/<app>/` prefix, which the app was told as its base URL, and its `Host`, which
-//! Jupyter compares with `Origin`), without berth's cookies or token, with the app's own token
-//! when it has one (`Authorization: token ...`), and `X-Forwarded-*`. What comes back: the
-//! answer, without any cookie named like berth's (an app must not plant a dashboard session).
+//! `/apps/<job>/<app>/` prefix, which the app was told as its base URL, unless the app strips
+//! it, `--app NAME=PORT,strip`, done in `apps/`; and its `Host`, which Jupyter compares with
+//! `Origin`), without berth's cookies or token, with the app's own token when it has one
+//! (`Authorization: token ...`), and `X-Forwarded-*`. What comes back: the answer, without
+//! any cookie named like berth's (an app must not plant a dashboard session).
 
 use std::collections::HashMap;
 use std::future::Future;
