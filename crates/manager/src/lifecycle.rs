@@ -112,6 +112,11 @@ impl Move {
                 Move::end(JobState::Cancelled, EndCause::Cancelled, format!("cancelled by {by} ({message})"))
             }
             Some(StopCause::Requeued { by }) => Move::to(JobState::Pending, format!("requeued by {by}")),
+            Some(StopCause::ScaledDown { endpoint, wants }) => Move::end(
+                JobState::Cancelled,
+                EndCause::ScaledDown,
+                format!("scaled down (endpoint {endpoint} wants {})", berth_model::replica::replicas(*wants)),
+            ),
             Some(StopCause::Idle { idle_secs }) => Move::end(
                 JobState::Timeout,
                 EndCause::Idle,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::job::JobId;
+use crate::job::JobState;
 
 /// What happens to a preempted job once its kernels stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
@@ -50,6 +51,11 @@ pub enum StopCause {
     /// run again (`berth requeue`, Slurm's `scontrol requeue`): back to PENDING once its
     /// kernels stopped, as a new attempt.
     Requeued { by: String },
+    /// The serving controller stopped a replica its endpoint no longer wants: the endpoint
+    /// was scaled down (`berth serve scale`, the autoscaler) or a rolling update replaced it.
+    /// `endpoint` is the endpoint's name, `wants` how many replicas it wanted then. Not a
+    /// failure: the replica ends [`EndCause::ScaledDown`].
+    ScaledDown { endpoint: String, wants: u32 },
 }
 
 /// How a job's run ended (set with its final state).
@@ -78,10 +84,14 @@ pub enum EndCause {
     Idle,
     /// Cancelled by the scheduler: its dependency can never be satisfied.
     Dependency,
+    /// A serving replica its endpoint no longer wanted ([`StopCause::ScaledDown`]): its state
+    /// is CANCELLED (stopped before its own end), which people see as `SCALED-DOWN`
+    /// ([`state_label`]), since it is no failure.
+    ScaledDown,
 }
 
 impl EndCause {
-    pub const ALL: [EndCause; 11] = [
+    pub const ALL: [EndCause; 12] = [
         EndCause::Exited,
         EndCause::LaunchFailed,
         EndCause::OutOfMemory,
@@ -93,6 +103,7 @@ impl EndCause {
         EndCause::KernelLost,
         EndCause::Idle,
         EndCause::Dependency,
+        EndCause::ScaledDown,
     ];
 
     /// The stored and serialised name.
@@ -109,11 +120,23 @@ impl EndCause {
             EndCause::KernelLost => "kernel_lost",
             EndCause::Idle => "idle",
             EndCause::Dependency => "dependency",
+            EndCause::ScaledDown => "scaled_down",
         }
     }
 
     pub fn parse(s: &str) -> Option<EndCause> {
         EndCause::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// A job's state as people read it (`berth ps`, `berth show`): its state, except that a
+/// serving replica stopped by a scale-down reads `SCALED-DOWN`, not `CANCELLED`, which looks
+/// like a failure (Kubernetes likewise shows a container's end, `Completed`, not the pod's
+/// phase). The API's `state` stays CANCELLED, and `--state CANCELLED` finds it.
+pub fn state_label(state: JobState, end: Option<EndCause>) -> &'static str {
+    match (state, end) {
+        (JobState::Cancelled, Some(EndCause::ScaledDown)) => "SCALED-DOWN",
+        (s, _) => s.as_str(),
     }
 }
 
@@ -133,5 +156,14 @@ mod tests {
         }
         let s = StopCause::Preempted { by_job: 6, action: PreemptAction::Requeue };
         assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"kind":"preempted","by_job":6,"action":"requeue"}"#);
+    }
+
+    #[test]
+    fn scaled_down_replicas_do_not_read_as_failures() {
+        assert_eq!(state_label(JobState::Cancelled, Some(EndCause::ScaledDown)), "SCALED-DOWN");
+        assert_eq!(state_label(JobState::Cancelled, Some(EndCause::Cancelled)), "CANCELLED");
+        assert_eq!(state_label(JobState::Running, None), "RUNNING");
+        let s = StopCause::ScaledDown { endpoint: "llm".into(), wants: 1 };
+        assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"kind":"scaled_down","endpoint":"llm","wants":1}"#);
     }
 }

@@ -448,6 +448,33 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
     let j = s.job(id).await.unwrap().unwrap();
     assert_eq!((j.state, j.stop, j.end_cause), (JobState::Timeout, Some(idle), Some(EndCause::Idle)));
 
+    // A serving replica its endpoint no longer wants: typed while it stops (a restarted
+    // manager ends it the same way), and its end is no cancel by anyone.
+    let id = s.insert_job(u.id, &JobSpec::command(["serve"]), None, at(7)).await.unwrap();
+    let scaled = StopCause::ScaledDown { endpoint: "llm".into(), wants: 1 };
+    s.apply(&[
+        tr(id, JobState::Pending, JobState::Scheduled, 8, "scheduled on n1"),
+        tr(id, JobState::Scheduled, JobState::Running, 8, "started"),
+        tr(id, JobState::Running, JobState::Terminating, 9, "scaling down: endpoint llm wants 1 replica"),
+        Change::Stop { job_id: id, cause: scaled.clone() },
+    ])
+    .await
+    .unwrap();
+    assert_eq!(s.job(id).await.unwrap().unwrap().stop, Some(scaled.clone()));
+    s.apply(&[Change::Transition {
+        job_id: id,
+        from: JobState::Terminating,
+        to: JobState::Cancelled,
+        at: at(10),
+        reason: "scaled down (endpoint llm wants 1 replica)".into(),
+        exit_code: None,
+        end: Some(EndCause::ScaledDown),
+    }])
+    .await
+    .unwrap();
+    let j = s.job(id).await.unwrap().unwrap();
+    assert_eq!((j.state, j.stop, j.end_cause), (JobState::Cancelled, Some(scaled), Some(EndCause::ScaledDown)));
+
     // Every end cause the model has can be stored (the column's CHECK follows the enum: a
     // dependency that can never be met once failed to cancel its job here).
     for (k, cause) in EndCause::ALL.into_iter().enumerate() {

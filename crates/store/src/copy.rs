@@ -94,6 +94,7 @@ pub(crate) const TABLES: &[Table] = &[
             ("preempted_by", Int),
             ("preempt_action", Text),
             ("idle_stop_secs", Int),
+            ("scaled_down_to", Int),
             ("end_cause", Text),
             ("used_cpu_seconds", Real),
             ("used_memory_peak_bytes", Int),

@@ -61,8 +61,8 @@ pub(crate) fn duplicate(what: impl FnOnce() -> String) -> impl FnOnce(sqlx::Erro
 
 pub(crate) const JOB_COLUMNS: &str = "j.id, j.user_id, u.name AS user_name, j.spec, j.queue, j.priority, j.state, j.attempt, \
      j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason, j.nodes, \
-     j.submitter_uid, j.submitter_gid, j.cancelled_by, j.preempted_by, j.preempt_action, j.idle_stop_secs, j.end_cause, \
-     j.used_cpu_seconds, j.used_memory_peak_bytes, j.used_gpu_seconds";
+     j.submitter_uid, j.submitter_gid, j.cancelled_by, j.preempted_by, j.preempt_action, j.idle_stop_secs, \
+     j.scaled_down_to, j.end_cause, j.used_cpu_seconds, j.used_memory_peak_bytes, j.used_gpu_seconds";
 
 /// The `end_cause` column.
 pub(crate) fn end_cause(c: Option<&str>) -> Result<Option<EndCause>> {
@@ -74,13 +74,26 @@ pub(crate) fn node_list(s: &str) -> Vec<String> {
     s.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect()
 }
 
-/// The stop columns: a canceller, or a preemptor with its action (both or neither).
+/// The stop columns: a canceller, or a preemptor with its action (both or neither), or an
+/// idle time alone, or an endpoint (in the canceller's column) with the replicas it wanted.
 pub(crate) fn stop_cause(
     by: Option<String>,
     for_job: Option<i64>,
     action: Option<&str>,
     idle: Option<i64>,
+    scaled_to: Option<i64>,
 ) -> Result<Option<StopCause>> {
+    if let Some(wants) = scaled_to {
+        return match (by, for_job, action, idle) {
+            (Some(endpoint), None, None, None) => {
+                Ok(Some(StopCause::ScaledDown { endpoint, wants: wants.clamp(0, u32::MAX.into()) as u32 }))
+            }
+            (by, job, action, idle) => Err(StoreError::Corrupt(format!(
+                "job stop cause: scaled_down_to {wants} with cancelled_by {by:?}, preempted_by {job:?}, \
+                 preempt_action {action:?}, idle_stop_secs {idle:?}"
+            ))),
+        };
+    }
     if let Some(secs) = idle {
         return match (by, for_job, action) {
             (None, None, None) => Ok(Some(StopCause::Idle { idle_secs: secs.max(0) as u64 })),
@@ -203,11 +216,16 @@ mod tests {
 
     #[test]
     fn stop_columns_need_both_halves_of_a_preemption() {
-        assert!(stop_cause(None, Some(3), None, None).is_err());
+        assert!(stop_cause(None, Some(3), None, None, None).is_err());
         assert_eq!(
-            stop_cause(Some("ann".into()), None, None, None).unwrap(),
+            stop_cause(Some("ann".into()), None, None, None, None).unwrap(),
             Some(StopCause::Cancelled { by: "ann".into() })
         );
+        assert_eq!(
+            stop_cause(Some("llm".into()), None, None, None, Some(1)).unwrap(),
+            Some(StopCause::ScaledDown { endpoint: "llm".into(), wants: 1 })
+        );
+        assert!(stop_cause(None, None, None, None, Some(1)).is_err());
         assert!(submitter("job", Some(1), None).is_err());
     }
 }

@@ -14,21 +14,27 @@ use crate::{JobFilter, Result, StoreError};
 
 /// Records who asked a job to stop (see `rows::stop_cause` for the columns).
 pub(crate) async fn set_stop(tx: &mut DbConn, job_id: JobId, cause: &StopCause) -> Result<()> {
-    let (by, for_job, action, idle) = match cause {
-        StopCause::Cancelled { by } => (Some(by.as_str()), None, None, None),
-        StopCause::Preempted { by_job, action } => (None, Some(*by_job), Some(action.as_str()), None),
-        StopCause::Idle { idle_secs } => (None, None, None, Some(*idle_secs as i64)),
+    let (by, for_job, action, idle, scaled_to) = match cause {
+        StopCause::Cancelled { by } => (Some(by.as_str()), None, None, None, None),
+        StopCause::Preempted { by_job, action } => (None, Some(*by_job), Some(action.as_str()), None, None),
+        StopCause::Idle { idle_secs } => (None, None, None, Some(*idle_secs as i64), None),
         // A requeue asked for by a user: the canceller's column with the requeue action and
         // no preemptor (the columns' CHECK allows it, so no migration).
-        StopCause::Requeued { by } => (Some(by.as_str()), None, Some("requeue"), None),
+        StopCause::Requeued { by } => (Some(by.as_str()), None, Some("requeue"), None, None),
+        // The endpoint that stopped it in the canceller's column.
+        StopCause::ScaledDown { endpoint, wants } => {
+            (Some(endpoint.as_str()), None, None, None, Some(i64::from(*wants)))
+        }
     };
     let done = sqlx::query(&sql(
-        "UPDATE jobs SET cancelled_by = ?, preempted_by = ?, preempt_action = ?, idle_stop_secs = ? WHERE id = ?",
+        "UPDATE jobs SET cancelled_by = ?, preempted_by = ?, preempt_action = ?, idle_stop_secs = ?, \
+         scaled_down_to = ? WHERE id = ?",
     ))
     .bind(by)
     .bind(for_job)
     .bind(action)
     .bind(idle)
+    .bind(scaled_to)
     .bind(job_id)
     .execute(&mut *tx)
     .await?;
@@ -70,7 +76,8 @@ pub(crate) async fn transition(tx: &mut DbConn, mv: Move<'_>) -> Result<()> {
     let pending = if from == JobState::Pending && to != JobState::Pending { "NULL" } else { "pending_reason" };
     let end_cause = if to.is_terminal() && end.is_some() { "?" } else { "end_cause" };
     let stop = if requeue {
-        ", cancelled_by = NULL, preempted_by = NULL, preempt_action = NULL, idle_stop_secs = NULL"
+        ", cancelled_by = NULL, preempted_by = NULL, preempt_action = NULL, idle_stop_secs = NULL, \
+         scaled_down_to = NULL"
     } else {
         ""
     };

@@ -36,6 +36,7 @@ pub(crate) fn job_row(r: &DbRow) -> Result<JobRow> {
             r.try_get("preempted_by")?,
             r.try_get("preempt_action")?,
             r.try_get("idle_stop_secs")?,
+            r.try_get("scaled_down_to")?,
         )?,
         end_cause: end_cause(r.try_get("end_cause")?)?,
         used: measured(r, "used_cpu_seconds", "used_memory_peak_bytes", "used_gpu_seconds")?,

@@ -125,7 +125,7 @@ fn table(jobs: &[JobView], wide: bool) -> comfy_table::Table {
             row.extend([j.queue.clone(), j.priority.to_string()]);
         }
         row.extend([
-            j.state.to_string(),
+            berth_model::cause::state_label(j.state, j.end_cause).to_string(),
             or_dash(j.position.map(|p| p.to_string()).unwrap_or_default()),
             // One long reason must not widen every row: `-o wide` and `berth show` have it whole.
             or_dash(if wide { reason(j) } else { output::clip(&reason(j), REASON_WIDTH) }),

@@ -46,7 +46,7 @@ fn render(d: &JobDetail) -> String {
     if let Some(u) = d.submitter {
         line("unix user", format!("uid {} gid {} (vouched for by the manager's host)", u.uid, u.gid));
     }
-    line("state", j.state.to_string());
+    line("state", berth_model::cause::state_label(j.state, j.end_cause).to_string());
     if let Some(r) = &j.pending_reason {
         line("waiting", format!("{}{}", r.message, j.position.map(|p| format!(" (position {p})")).unwrap_or_default()));
     }
@@ -70,6 +70,9 @@ fn render(d: &JobDetail) -> String {
             line("stop", format!("preempted by job {by_job}, then {}", action.as_str()))
         }
         Some(StopCause::Requeued { by }) => line("stop", format!("requeued by {by}")),
+        Some(StopCause::ScaledDown { endpoint, wants }) => {
+            line("stop", format!("scaled down: endpoint {endpoint} wanted {}", berth_model::replica::replicas(*wants)))
+        }
         Some(StopCause::Idle { idle_secs }) => {
             line("stop", format!("idle for {} (the queue's idle timeout)", format_duration(*idle_secs)))
         }

@@ -10,14 +10,19 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use berth_model::endpoint::{HealthSpec, REPLICA_APP, ReplicaState, Rollout};
-use berth_model::{JobId, JobState};
+use berth_model::replica::replicas;
+use berth_model::{JobId, JobState, StopCause};
+use berth_store::StoreError;
 use berth_store::endpoints::EndpointRow;
 
 use super::autoscale::{LOAD_WINDOW, Load};
 use super::plan::{self, Action, Facts};
 use super::{Endpoint, Replica};
 use crate::apps::proxy::{AppKey, Proxy};
+use crate::jobs::Jobs;
+use crate::lifecycle::Move;
 use crate::manager::Manager;
+use crate::state::State;
 
 const TICK: Duration = Duration::from_millis(250);
 /// Probes of a replica that has never been ready: often, so that it takes traffic soon.
@@ -244,10 +249,15 @@ fn apply_in_memory(ep: &mut Endpoint, actions: &[Action], now: Instant) {
     for a in actions {
         match a {
             Action::Drain(job) => {
+                let (revision, wants) = (ep.row.revision, replicas(ep.row.desired));
                 if let Some(r) = ep.replicas.get_mut(job) {
                     r.state = ReplicaState::Draining;
                     r.draining_since = Some(now);
-                    r.reason = Some("draining".into());
+                    r.reason = Some(if r.revision == revision {
+                        format!("draining: the endpoint wants {wants}")
+                    } else {
+                        format!("draining: replaced by revision {revision}")
+                    });
                 }
             }
             Action::Stop { job, reason, failed } => {
@@ -298,23 +308,30 @@ async fn act(m: &Arc<Manager>, row: &EndpointRow, actions: Vec<Action>, avoid: V
         }
     }
     let rolled_back = actions.iter().any(|a| matches!(a, Action::RollBack { .. }));
-    let mut stops: Vec<JobId> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Stop { job, .. } => Some(*job),
-            _ => None,
-        })
-        .collect();
+    // Drained replicas the endpoint no longer wants (fewer wanted, or an update replaced
+    // them) end as scaled down; failing ones, and a failed update's, are cancelled.
+    let (mut stops, mut scaled_down): (Vec<JobId>, Vec<JobId>) = (Vec::new(), Vec::new());
+    for a in &actions {
+        if let Action::Stop { job, failed, .. } = a {
+            if *failed { stops.push(*job) } else { scaled_down.push(*job) }
+        }
+    }
     if rolled_back {
         let eps = m.serving.lock();
         if let Some(ep) = eps.get(&row.id) {
             stops.extend(ep.replicas.values().filter(|r| r.stopping).map(|r| r.job));
         }
+        scaled_down.retain(|j| !stops.contains(j));
     }
-    if !stops.is_empty() {
+    if !stops.is_empty() || !scaled_down.is_empty() {
         let mut st = m.jobs.lock().await;
         for job in stops {
             if let Err(e) = m.jobs.cancel(&mut st, job, &format!("serve (endpoint {})", row.name)).await {
+                tracing::debug!(job, "cannot stop a replica: {e}");
+            }
+        }
+        for job in scaled_down {
+            if let Err(e) = scale_down(&m.jobs, &mut st, job, &row.name, row.desired).await {
                 tracing::debug!(job, "cannot stop a replica: {e}");
             }
         }
@@ -327,6 +344,25 @@ async fn act(m: &Arc<Manager>, row: &EndpointRow, actions: Vec<Action>, avoid: V
             ep.failures += 1;
             ep.start_after = Some(Instant::now() + backoff(ep.failures));
             ep.row.message = Some(format!("cannot start a replica: {}", e.message));
+        }
+    }
+}
+
+/// Stops replica job `id`, which endpoint `endpoint` (wanting `wants` replicas) no longer
+/// wants: typed ([`StopCause::ScaledDown`]), so that its end reads as what it is, neither a
+/// failure nor someone's cancel. A pending one ends at once, a running one once it stopped.
+async fn scale_down(jobs: &Jobs, st: &mut State, id: JobId, endpoint: &str, wants: u32) -> Result<(), StoreError> {
+    let Some(state) = st.jobs.get(&id).map(|j| j.state) else { return Ok(()) };
+    let cause = StopCause::ScaledDown { endpoint: endpoint.to_string(), wants };
+    match state {
+        JobState::Pending => {
+            let mv = Move { stop: Some(cause.clone()), ..Move::stopped(Some(&cause), "") };
+            jobs.transition(st, id, mv, vec![]).await
+        }
+        JobState::Terminating => Ok(()),
+        _ => {
+            let why = format!("scaling down: endpoint {endpoint} wants {}", replicas(wants));
+            jobs.stop_running(st, id, cause, why).await
         }
     }
 }
