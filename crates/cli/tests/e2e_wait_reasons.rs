@@ -49,11 +49,12 @@ fn a_reserved_start_behind_a_short_job_is_its_prediction_not_the_default_limit()
     cancel(&b, &[holder, waiter]);
     b.wait_state(waiter, "CANCELLED");
 
-    // One run that ended by itself: the next job of its kind has a predicted run time, and
+    // One run that ended by itself: the job of its kind after it has a predicted run time
+    // (even one submitted before that run ended: it is predicted again as it starts), and
     // the start of the job behind it is that prediction.
-    let first = b.submit(&["--gpus", "1", "--name", "short", "--", "true"]);
-    b.wait_state(first, "SUCCEEDED");
+    let first = b.submit(&["--gpus", "1", "--name", "short", "--", "sleep", "1"]);
     let holder = b.submit(&["--gpus", "1", "--name", "short", "--", "sleep", "300"]);
+    b.wait_state(first, "SUCCEEDED");
     let running = b.wait_state(holder, "RUNNING");
     assert!(!running["job"]["expected_run_secs"].is_null(), "predicted from the earlier run: {running:#}");
     let waiter = b.submit(&["--gpus", "1", "--", "true"]);

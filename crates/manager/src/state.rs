@@ -182,6 +182,16 @@ impl State {
             Some(j) if j.state.holds_resources() => {
                 self.held.remove(&id);
                 self.pending.remove(id);
+                // Submitted before any run of its kind had ended, a job may start with history
+                // to predict from by now: backfill then plans its end with that, not with the
+                // queue's default limit (issue 41: a 5 s job held the next one for "59m").
+                if j.estimate_ms.is_none() {
+                    let key = crate::predictions::key(&j.owner.name, &j.spec);
+                    if let Some(e) = self.predictor.predict(&key, j.time_limit_ms()) {
+                        self.jobs.get_mut(&id).expect("matched above").estimate_ms = Some(e);
+                    }
+                }
+                let j = &self.jobs[&id];
                 // A job without a start or placement time (restored SCHEDULED) counts from
                 // now, once: its end stays put from pass to pass.
                 let now = Timestamp::now().as_millisecond();
