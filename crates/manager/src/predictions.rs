@@ -1,8 +1,9 @@
 //! Run-time predictions in the live manager (`berth_sched::Predictor`): what backfill plans
 //! with and the `qssf` ordering sorts by, instead of a time limit that is missing or far too
 //! long. Leaf module: the state (`State::predictor`) keeps the predictor, feeds it each job that
-//! ends after running (`lifecycle.rs`) and asks it when a job enters the pending set; the
-//! manager rebuilds it at start from the store's newest finished jobs ([`rebuild`]).
+//! ends after running (`lifecycle.rs`) and asks it when a job enters the pending set, and
+//! again as it starts if it had no history then; the manager rebuilds it at start from the
+//! store's newest finished jobs ([`rebuild`]).
 //!
 //! A job is never stopped at its prediction, only at its time limit.
 
