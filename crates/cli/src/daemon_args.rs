@@ -41,6 +41,8 @@ pub struct UpArgs {
     pub shim: ShimArgs,
     #[command(flatten)]
     pub users: UserMapArgs,
+    #[command(flatten)]
+    pub log: crate::service::LogArgs,
 }
 
 /// The manager's flags, the same for `berth up` and `berth manager`.
@@ -310,6 +312,8 @@ pub struct ManagerArgs {
     pub store_file: Option<PathBuf>,
     #[command(flatten)]
     pub cache: crate::commands::cache_daemon::ManagerCacheArgs,
+    #[command(flatten)]
+    pub log: crate::service::LogArgs,
 }
 
 /// `berth agent`: one node's agent.
@@ -378,6 +382,8 @@ pub struct AgentArgs {
     /// the others; an admin's `berth cache member set --weight` wins over it.
     #[arg(long, value_name = "W", default_value_t = 1, value_parser = parse_cache_weight)]
     pub cache_weight: u32,
+    #[command(flatten)]
+    pub log: crate::service::LogArgs,
 }
 
 /// `--cache-url`: an http:// or https:// base URL, kept without a trailing `/`.

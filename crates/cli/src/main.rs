@@ -19,6 +19,7 @@ mod daemon;
 mod daemon_args;
 mod datadir;
 mod export;
+mod help;
 mod job_ref;
 mod jobfields;
 mod jobfile;
@@ -44,12 +45,9 @@ use clap::{Parser, Subcommand};
 /// berth: a GPU/HPC cluster scheduler (batch queues, exact CPU/GPU placement, multi-tenancy)
 #[derive(Debug, Parser)]
 #[command(name = "berth", version, propagate_version = true, max_term_width = 100)]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// How daemons write their log: text, or json (one object per line, for log shippers)
-    #[arg(long, global = true, value_enum, default_value_t, env = "BERTH_LOG_FORMAT", value_name = "FORMAT")]
-    log_format: service::LogFormat,
     /// Which cluster of the credentials file to talk to for this command (`berth context ls`)
     #[arg(long, global = true, env = "BERTH_CONTEXT", value_name = "NAME")]
     context: Option<String>,
@@ -178,13 +176,22 @@ fn main() -> ExitCode {
     if let Some(tool) = args.first().and_then(|a| slurm::invoked_as(a)) {
         return slurm::main(tool, args);
     }
-    let cli = Cli::parse();
-    let daemon = match &cli.command {
-        Command::Up(_) | Command::Manager(_) | Command::Agent(_) => true,
-        Command::Cache(c) => c.is_daemon(),
-        _ => false,
+    let matches = help::grouped(<Cli as clap::CommandFactory>::command()).get_matches();
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // BERTH_PARSE_ONLY: check the command line against these definitions and stop (the
+    // README's and docs' commands are checked this way, tests/e2e_readme.rs).
+    if std::env::var_os("BERTH_PARSE_ONLY").is_some() {
+        return ExitCode::SUCCESS;
+    }
+    let log_format = match &cli.command {
+        Command::Up(a) => Some(a.log.log_format),
+        Command::Manager(a) => Some(a.log.log_format),
+        Command::Agent(a) => Some(a.log.log_format),
+        Command::Cache(c) => c.log_format(),
+        _ => None,
     };
-    service::init_logging(if daemon { "info" } else { "warn" }, cli.log_format);
+    let daemon = log_format.is_some();
+    service::init_logging(if daemon { "info" } else { "warn" }, log_format.unwrap_or_default());
     credentials::choose(cli.context.clone());
     let runtime = match runtime(daemon) {
         Ok(r) => r,
@@ -275,8 +282,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Admin(a) => admin::run(a).await,
         Command::Cache(a) => cache::run(a).await,
         Command::Sim(a) => sim::run(a),
-        Command::Completions(a) => generate::completions(a, <Cli as clap::CommandFactory>::command()),
-        Command::Man(a) => generate::man(a, <Cli as clap::CommandFactory>::command()),
+        Command::Completions(a) => generate::completions(a, help::grouped(<Cli as clap::CommandFactory>::command())),
+        Command::Man(a) => generate::man(a, help::grouped(<Cli as clap::CommandFactory>::command())),
         Command::History(a) => commands::history::run(a).await,
         Command::InstallSlurmCommands(a) => slurm::install::run(a),
     }

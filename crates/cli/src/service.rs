@@ -19,6 +19,14 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--log-format`, a flag of the daemons only (`up`, `manager`, `agent`, `cache serve`).
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct LogArgs {
+    /// How the daemon writes its log: text, or json (one object per line, for log shippers)
+    #[arg(long, value_enum, default_value_t, env = "BERTH_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
 /// Installs the global log subscriber: `RUST_LOG` if set, else `default`.
 pub fn init_logging(default: &str, format: LogFormat) {
     use tracing_subscriber::EnvFilter;

@@ -47,6 +47,28 @@ fn help_and_version() {
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("berth "));
 }
 
+/// Issue 41: 44 subcommands in one flat list, and daemon-only flags (`--log-format`) in every
+/// user command's help.
+#[test]
+fn help_groups_the_commands_and_keeps_daemon_flags_to_daemons() {
+    let home = tempfile::tempdir().unwrap();
+    let out = String::from_utf8_lossy(&run(home.path(), ["--help"]).stdout).into_owned();
+    let at = |s: &str| out.find(s).unwrap_or_else(|| panic!("{s} missing from --help:\n{out}"));
+    assert!(at("Jobs:\n") < at("  submit ") && at("  submit ") < at("Interactive work:"), "{out}");
+    assert!(at("Daemons:\n") < at("  up "), "{out}");
+    for user in ["ps", "submit", "logs", "folder"] {
+        let help = String::from_utf8_lossy(&run(home.path(), [user, "--help"]).stdout).into_owned();
+        assert!(!help.contains("--log-format"), "`berth {user} --help` shows a daemon flag:\n{help}");
+    }
+    for daemon in [&["up"][..], &["manager"], &["agent"], &["cache", "serve"]] {
+        let args: Vec<&str> = daemon.iter().copied().chain(["--help"]).collect();
+        let help = String::from_utf8_lossy(&run(home.path(), &args).stdout).into_owned();
+        assert!(help.contains("--log-format"), "`berth {daemon:?} --help`:\n{help}");
+    }
+    // A daemon flag on a user command is a usage mistake.
+    assert_eq!(run(home.path(), ["ps", "--log-format", "json"]).status.code(), Some(2));
+}
+
 #[test]
 fn unknown_flag_exits_2() {
     let home = tempfile::tempdir().unwrap();

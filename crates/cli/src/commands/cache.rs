@@ -39,9 +39,13 @@ pub struct CacheArgs {
 }
 
 impl CacheArgs {
-    /// `serve` is a daemon (info logs, default SIGPIPE handling); the rest are user commands.
-    pub fn is_daemon(&self) -> bool {
-        matches!(self.command, CacheCommand::Serve(_))
+    /// `cache serve`'s `--log-format`: `serve` is a daemon (info logs, default SIGPIPE
+    /// handling); the other cache commands are user commands (`None`).
+    pub fn log_format(&self) -> Option<crate::service::LogFormat> {
+        match &self.command {
+            CacheCommand::Serve(a) => Some(a.log.log_format),
+            _ => None,
+        }
     }
 }
 
@@ -100,6 +104,8 @@ pub struct ServeArgs {
     /// signed their certificates).
     #[arg(long, env = "BERTH_CA_FILE", value_name = "CA.pem")]
     ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    log: crate::service::LogArgs,
 }
 
 #[derive(Debug, Args)]
