@@ -24,6 +24,7 @@ use crate::api::queues;
 use crate::api::quota;
 use crate::api::requeue;
 use crate::api::signal;
+use crate::api::submit_preview;
 use crate::api::tenancy;
 use crate::api::usage;
 use crate::web::login;
@@ -63,6 +64,7 @@ use crate::web::login;
         usage::usage,
         usage::timeline,
         jobs::submit,
+        submit_preview::preview,
         jobs::list,
         jobs::show,
         jobs::cancel,

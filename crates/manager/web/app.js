@@ -4,7 +4,7 @@
 // never innerHTML), so job names, commands and reasons can never become markup.
 'use strict';
 
-const S = { user: null, role: null, csrf: null, events: null, onJob: null, timers: [] };
+const S = { user: null, role: null, csrf: null, runAs: null, events: null, onJob: null, timers: [] };
 const STATES = ['PENDING', 'SCHEDULED', 'PREPARING', 'RUNNING', 'TERMINATING', 'SUCCEEDED', 'FAILED',
   'CANCELLED', 'TIMEOUT', 'LOST'];
 const FINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'LOST']);
@@ -44,7 +44,43 @@ function age(ts) {
   return Math.floor(secs / 86400) + 'd';
 }
 
-function when(ts) { return ts ? new Date(ts).toLocaleString() : ''; }
+/** A time as ISO 8601 in the browser's time zone: `2026-11-29 14:05:09`. */
+function when(ts) {
+  if (!ts) return '';
+  const d = new Date(ts);
+  if (Number.isNaN(d.getTime())) return '';
+  const p = (n) => String(n).padStart(2, '0');
+  return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' + p(d.getHours()) + ':'
+    + p(d.getMinutes()) + ':' + p(d.getSeconds());
+}
+
+/** Seconds as berth writes durations (`berth_model::format_duration`): `30m`, `1h30m`, `2d`. */
+function duration(secs) {
+  secs = Math.round(secs);
+  const parts = [[Math.floor(secs / 86400), 'd'], [Math.floor(secs % 86400 / 3600), 'h'],
+    [Math.floor(secs % 3600 / 60), 'm'], [secs % 60, 's']];
+  const out = parts.filter(([v]) => v > 0).map(([v, u]) => v + u).join('');
+  return out || '0s';
+}
+
+/** A command's words as a shell would need them typed: quoted where a word holds anything
+ *  but safe characters, its newlines kept (inside the quotes). */
+function shellWords(argv) {
+  return (argv || []).map((w) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : "'" + w.replace(/'/g, "'\\''") + "'")).join(' ');
+}
+
+/** CPU (or NUMA node) ids as ranges: `[0,1,2,3,8]` → `0-3,8`. */
+function idRanges(ids) {
+  const sorted = [...ids].sort((a, b) => a - b);
+  const out = [];
+  for (let i = 0; i < sorted.length; i++) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
+    out.push(j > i ? sorted[i] + '-' + sorted[j] : String(sorted[i]));
+    i = j;
+  }
+  return out.join(',');
+}
 
 function bytes(n) {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -161,7 +197,7 @@ async function boot() {
     if (!(e instanceof ApiError && e.status === 401)) show(errorBox(String(e.message || e)));
     return;
   }
-  S.user = me.user; S.role = me.role; S.csrf = me.csrf;
+  S.user = me.user; S.role = me.role; S.csrf = me.csrf; S.runAs = me.run_as;
   document.getElementById('nav').hidden = false;
   document.getElementById('who').textContent = me.user + (me.role === 'admin' ? ' (admin)' : '');
   document.getElementById('nav-admin').hidden = me.role !== 'admin';
@@ -307,8 +343,13 @@ async function jobView(id) {
   const fill = (j) => {
     const rows = [['State', stateBadge(j.state)], ['Name', j.name || ''], ['User', j.user], ['Queue', j.queue],
       ['Project', d.spec.project || ''], ['Resources', resources(j) + (d.spec.nodes > 1 ? ' × ' + d.spec.nodes + ' nodes' : '')],
-      ['Command', (d.spec.command || []).join(' ')], ['Image', d.spec.image || ''],
-      ['Time limit', d.spec.time_limit_secs ? d.spec.time_limit_secs + ' s' : 'none'],
+      ['Command', el('pre', { class: 'command', id: 'job-command', text: shellWords(d.spec.command) })],
+      ['Working directory', d.spec.image || d.spec.code ? '' : (d.spec.workdir || "a new directory of the job's own")],
+      ['Python environment', d.spec.environment ? 'Python ' + d.spec.environment.python : ''],
+      ['Variables', Object.entries(d.spec.env || {}).map(([k, v]) => k + '=' + v).join('\n')],
+      ['Folders', (d.spec.folders || []).map((f) => f.folder + ' at ' + (f.path || '/data/' + f.folder.split('/').pop()) + (f.read_only ? ' (read-only)' : '')).join(', ')],
+      ['Image', d.spec.image || ''],
+      ['Time limit', d.spec.time_limit_secs ? duration(d.spec.time_limit_secs) : 'none'],
       ['Submitted', when(j.submitted_at)], ['Started', when(j.started_at)], ['Ended', when(j.ended_at)],
       ['Exit code', j.exit_code === null || j.exit_code === undefined ? '' : String(j.exit_code)],
       ['Reason', j.reason || ''], ['Waiting for', j.pending_reason ? j.pending_reason.message : ''],
@@ -323,10 +364,11 @@ async function jobView(id) {
     try { const r = await api('POST', '/v1/jobs/' + j.id + '/cancel'); msg.replaceChildren(el('p', { class: 'muted', text: 'Job is ' + r.state + '.' })); }
     catch (e) { msg.replaceChildren(errorBox(e.message)); }
   } });
-  const kernels = el('table', {}, el('thead', {}, el('tr', {}, ['Kernel', 'Node', 'CPUs', 'Memory nodes', 'Memory', 'GPUs', 'Exit']
+  const kernels = el('table', { id: 'placement' }, el('thead', {}, el('tr', {}, ['Kernel', 'Node', 'CPUs', 'NUMA nodes', 'Memory', 'GPUs', 'Exit']
     .map((h) => el('th', { text: h })))), el('tbody', {}, d.kernels.map((k) => el('tr', {},
     el('td', { text: k.index + ' (' + k.role + ')' }), el('td', { text: k.binding.node }),
-    el('td', { text: k.binding.cpus.join(',') }), el('td', { text: k.binding.mems.join(',') }),
+    el('td', { text: cpuText(k.binding) }),
+    el('td', { text: k.binding.mems.length ? (k.binding.mems.length === 1 ? 'id ' : 'ids ') + idRanges(k.binding.mems) : '' }),
     el('td', { text: bytes(k.binding.mem_bytes) }),
     el('td', { text: k.binding.gpus.map((g) => 'GPU ' + g.index + ' × ' + (g.milli / 1000)).join(', ') }),
     el('td', { text: k.exit_code === null ? '' : String(k.exit_code) })))));
@@ -375,6 +417,13 @@ async function jobView(id) {
   tailLog(j.id, stream, log);
 }
 
+/** A kernel's CPUs: how many, then which (the cpuset's ids): `4 CPUs, ids 0-3`. */
+function cpuText(b) {
+  if (!b.cpus.length) return (b.cpu_milli / 1000) + ' CPU' + (b.cpu_milli === 1000 ? '' : 's') + ' (no cpuset)';
+  const n = b.cpus.length;
+  return n + (n === 1 ? ' CPU, id ' : ' CPUs, ids ') + idRanges(b.cpus);
+}
+
 /** A job's transitions as timeline entries. */
 function historyItems(transitions) {
   return transitions.map((t) => el('li', {}, el('span', { class: 'muted', text: when(t.at) + ' ' }), stateBadge(t.to), ' ' + t.reason));
@@ -394,13 +443,22 @@ function tailLog(id, stream, pre) {
       if (res.ok) {
         const buf = new Uint8Array(await res.arrayBuffer());
         offset = Number(res.headers.get('berth-next-offset') || offset);
-        if (buf.length) pre.append(decoder.decode(buf, { stream: true }));
+        if (buf.length) {
+          pre.append(decoder.decode(buf, { stream: true }));
+          if (pre.dataset.follow === 'true') pre.scrollTop = pre.scrollHeight;
+        }
         done = res.headers.get('berth-job-done') === 'true' && buf.length === 0;
       }
     } catch (_) { /* try again */ }
     busy = false;
   };
-  stream.addEventListener('change', () => { offset = 0; done = false; pre.textContent = ''; tick(); });
+  // The pane follows the newest line until the reader scrolls up, and again once they scroll
+  // back to the bottom. Scrolls the script makes land at the bottom, so they keep following.
+  pre.dataset.follow = 'true';
+  pre.addEventListener('scroll', () => {
+    pre.dataset.follow = String(pre.scrollHeight - pre.scrollTop - pre.clientHeight < 8);
+  });
+  stream.addEventListener('change', () => { offset = 0; done = false; pre.textContent = ''; pre.dataset.follow = 'true'; tick(); });
   tick();
   S.timers.push(setInterval(tick, 1000));
 }
@@ -460,36 +518,60 @@ async function nodesView() {
   });
   const heads = ['Node', 'State', 'Queue', 'CPUs', 'Memory', 'GPUs', 'Jobs', 'Drain reason', 'Heartbeat', 'Labels'];
   if (admin) heads.push('');
-  const segments = await api('GET', '/v1/nodes/timeline?since=1d');
+  const q = new URLSearchParams(location.hash.split('?')[1] || '');
+  const span = TIMELINE_SPANS[q.get('span')] ? q.get('span') : '24h';
+  const segments = await api('GET', '/v1/nodes/timeline?since=' + span);
   show(el('h1', { text: 'Nodes' }), el('table', { id: 'nodes' }, el('thead', {}, el('tr', {}, heads.map((h) => el('th', { text: h })))),
     el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: heads.length, class: 'muted', text: 'No nodes yet.' })))),
-    el('h2', { text: 'Jobs on each node, last 24 hours' }), nodeTimeline(nodes.map((n) => n.name), segments));
+    el('h2', {}, 'Jobs on each node, last ', el('span', { class: 'spans' }, Object.keys(TIMELINE_SPANS).map((k) => (k === span
+      ? el('strong', { text: k }) : el('a', { href: '#/nodes?span=' + k, text: k }))))),
+    nodeTimeline(nodes.map((n) => n.name), segments, span));
   S.timers.push(setTimeout(() => { if (location.hash.startsWith('#/nodes')) nodesView().catch(() => {}); }, 10000));
 }
 
-/** One row per node, one bar per job that ran there (colour by user; hover for the job). */
-function nodeTimeline(names, segments) {
-  const w = 960, row = 22, left = 120, top = 18;
-  const end = Date.now(), begin = end - 86400 * 1000;
-  const x = (t) => left + (w - left - 8) * (Math.max(begin, Math.min(end, t)) - begin) / (end - begin);
-  const svg = svgEl('svg', { class: 'chart', id: 'node-timeline', width: w, height: top + row * Math.max(1, names.length) + 18,
-    role: 'img', 'aria-label': 'jobs per node over time' });
+/** The nodes timeline's spans: its length, the grid's step and every how many steps a label. */
+const TIMELINE_SPANS = { '1h': [3600, 300, 2], '6h': [6 * 3600, 1800, 2], '24h': [86400, 3600, 3] };
+
+/** One row per node, one bar per job that ran there (colour by user; hover for the job), as
+ *  wide as the page with a time grid: a job of minutes is still a bar one can point at. */
+function nodeTimeline(names, segments, span) {
+  const [secs, step, every] = TIMELINE_SPANS[span];
+  const m = main(), pad = getComputedStyle(m);
+  const inner = m.clientWidth - parseFloat(pad.paddingLeft) - parseFloat(pad.paddingRight);
+  const w = Math.max(640, Math.floor(inner)), row = 32, left = 140, top = 24, right = 12;
+  const end = Date.now(), begin = end - secs * 1000;
+  const x = (t) => left + (w - left - right) * (Math.max(begin, Math.min(end, t)) - begin) / (end - begin);
+  const h = top + row * Math.max(1, names.length);
+  const svg = svgEl('svg', { class: 'chart timeline', id: 'node-timeline', width: w, height: h + 22,
+    role: 'img', 'aria-label': 'jobs per node over the last ' + span });
+  // A line every step, labelled (local time) every few, so a bar's time can be read off.
+  const p2 = (n) => String(n).padStart(2, '0');
+  for (let t = Math.ceil(begin / (step * 1000)) * step * 1000; t <= end; t += step * 1000) {
+    const at = new Date(t);
+    svg.append(svgEl('line', { x1: x(t).toFixed(1), x2: x(t).toFixed(1), y1: top - 4, y2: h, stroke: '#e3e6eb' }));
+    if (Math.round(t / 1000 / step) % every === 0) {
+      svg.append(svgEl('text', { x: x(t).toFixed(1), y: top - 8, 'font-size': 11, 'text-anchor': 'middle', fill: '#667085' },
+        p2(at.getHours()) + ':' + p2(at.getMinutes())));
+    }
+  }
   const users = [...new Set(segments.map((g) => g.user || ''))];
   names.forEach((name, i) => {
     const y = top + i * row;
-    svg.append(svgEl('text', { x: 4, y: y + 15, 'font-size': 12 }, name));
+    svg.append(svgEl('text', { x: 4, y: y + row / 2 + 4, 'font-size': 12 }, name));
+    svg.append(svgEl('line', { x1: left, x2: w - right, y1: y + row, y2: y + row, stroke: '#e3e6eb' }));
     for (const g of segments.filter((s) => s.node === name)) {
       const x0 = x(Date.parse(g.start)), x1 = x(g.end ? Date.parse(g.end) : end);
-      const bar = svgEl('rect', { x: x0.toFixed(1), y: y + 3, width: Math.max(1.5, x1 - x0).toFixed(1), height: row - 6,
+      const bar = svgEl('rect', { x: x0.toFixed(1), y: y + 4, width: Math.max(3, x1 - x0).toFixed(1), height: row - 8, rx: 2,
         fill: g.user ? PALETTE[users.indexOf(g.user) % PALETTE.length] : '#c9ced6', class: 'segment' });
-      const label = g.job ? 'job ' + g.job + (g.name ? ' ' + g.name : '') + ' (' + g.user + ', ' + g.state + ')' : "another user's job";
+      const span = when(g.start) + ' – ' + (g.end ? when(g.end) : 'now');
+      const label = g.job ? 'job ' + g.job + (g.name ? ' ' + g.name : '') + ' (' + g.user + ', ' + g.state + '), ' + span
+        : "another user's job, " + span;
       bar.append(svgEl('title', {}, label));
       svg.append(bar);
     }
   });
-  const h = top + row * Math.max(1, names.length);
-  svg.append(svgEl('text', { x: left, y: h + 14, 'font-size': 11 }, '24 h ago'));
-  svg.append(svgEl('text', { x: w - 8, y: h + 14, 'font-size': 11, 'text-anchor': 'end' }, 'now'));
+  svg.append(svgEl('text', { x: left, y: h + 16, 'font-size': 11 }, span + ' ago'));
+  svg.append(svgEl('text', { x: w - right, y: h + 16, 'font-size': 11, 'text-anchor': 'end' }, 'now'));
   return svg;
 }
 
@@ -511,7 +593,7 @@ async function queuesView() {
       .map((h) => el('th', { text: h })))),
     el('tbody', {}, queues.map((q) => el('tr', {}, el('td', { text: q.name }), el('td', { text: q.policy.ordering }),
       el('td', { text: q.policy.head_of_line }), el('td', { class: 'num', text: String(q.policy.backfill_window) }),
-      el('td', { text: q.policy.scoring }), el('td', { text: q.policy.default_time_limit_secs + ' s' }),
+      el('td', { text: q.policy.scoring }), el('td', { text: duration(q.policy.default_time_limit_secs) }),
       el('td', { class: 'num', text: String(q.nodes) }), el('td', { class: 'num', text: String(q.pending) }),
       el('td', { class: 'num', text: String(q.running) }))))));
 }
@@ -609,47 +691,7 @@ function chart(lines) {
   return svg;
 }
 
-// ---- submit ---------------------------------------------------------------------------------
-
-async function submitView() {
-  const queues = await api('GET', '/v1/queues');
-  const f = (label, input) => el('label', {}, label, input);
-  const form = el('form', { id: 'submit-form' },
-    el('label', {}, 'Command (run with /bin/sh -c)', el('textarea', { name: 'command', required: true, placeholder: 'python train.py --epochs 10' })),
-    el('div', { class: 'form-grid' },
-      f('Name', el('input', { name: 'name' })),
-      f('Queue', el('select', { name: 'queue' }, queues.map((q) => el('option', { value: q.name, text: q.name })))),
-      f('Project', el('input', { name: 'project', placeholder: 'your own account' })),
-      f('CPUs', el('input', { name: 'cpus', type: 'number', min: '0', step: 'any', value: '1' })),
-      f('Memory (GiB)', el('input', { name: 'mem', type: 'number', min: '0', step: 'any', value: '1' })),
-      f('GPUs', el('input', { name: 'gpus', type: 'number', min: '0', step: 'any', value: '0' })),
-      f('Time limit (minutes)', el('input', { name: 'limit', type: 'number', min: '1', step: '1', placeholder: 'queue default' }))),
-    el('p', {}, el('button', { type: 'submit', text: 'Submit' })));
-  const out = el('div', { id: 'submit-result' });
-  form.addEventListener('submit', async (ev) => {
-    ev.preventDefault();
-    // `form.name` would be the form's own name: read the controls through `elements`.
-    const v = (n) => form.elements.namedItem(n).value;
-    const num = (n) => Number(v(n) || 0);
-    const spec = {
-      name: v('name').trim() || null,
-      command: ['/bin/sh', '-c', v('command')],
-      queue: v('queue') || null,
-      project: v('project').trim() || null,
-      resources: {
-        cpu_milli: Math.round(num('cpus') * 1000),
-        mem_bytes: Math.round(num('mem') * 1024 * 1024 * 1024),
-        gpu_milli: Math.round(num('gpus') * 1000),
-      },
-      time_limit_secs: v('limit') ? Math.round(num('limit') * 60) : null,
-    };
-    try {
-      const j = await api('POST', '/v1/jobs', { spec });
-      location.hash = '#/jobs/' + j.id;
-    } catch (e) { out.replaceChildren(errorBox(e.message)); }
-  });
-  show(el('h1', { text: 'Submit a job' }), out, form);
-}
+// The Submit page (`submitView`) is in submit.js.
 
 // ---- admin ----------------------------------------------------------------------------------
 

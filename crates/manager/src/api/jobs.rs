@@ -37,16 +37,7 @@ pub async fn submit(
 ) -> Result<(StatusCode, axum::Json<JobView>), ApiError> {
     let key = idempotency_key(&headers)?;
     let spec = req.spec;
-    if spec.array_task.is_some() {
-        return Err(ApiError::bad_request(
-            "`array_task` is set by the manager for the tasks of an array: submit the array (`array`)",
-        ));
-    }
-    if spec.replica_of.is_some() {
-        return Err(ApiError::bad_request(
-            "`replica_of` is set by the manager for a serving endpoint's replicas: create an endpoint (`berth serve create`)",
-        ));
-    }
+    refuse_manager_fields(&spec)?;
     let (spec, queue, data_on) = admit(&m, &user, spec).await?;
     // A pending-jobs limit is checked and the job inserted under the state lock, so that
     // concurrent submits cannot overshoot it.
@@ -59,6 +50,21 @@ pub async fn submit(
     let owner = Owner { user_id: user.id, name: user.name.clone(), submitter };
     let view = m.jobs.submit(locked.as_deref_mut(), owner, spec, queue, key.as_deref(), data_on).await?;
     Ok((StatusCode::CREATED, axum::Json(view)))
+}
+
+/// Fields only the manager sets, refused in what a client submits (or previews).
+pub(crate) fn refuse_manager_fields(spec: &berth_model::JobSpec) -> Result<(), ApiError> {
+    if spec.array_task.is_some() {
+        return Err(ApiError::bad_request(
+            "`array_task` is set by the manager for the tasks of an array: submit the array (`array`)",
+        ));
+    }
+    if spec.replica_of.is_some() {
+        return Err(ApiError::bad_request(
+            "`replica_of` is set by the manager for a serving endpoint's replicas: create an endpoint (`berth serve create`)",
+        ));
+    }
+    Ok(())
 }
 
 /// Every check a new job passes before it is stored (a submit's, and a serving endpoint's

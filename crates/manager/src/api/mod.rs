@@ -21,6 +21,7 @@ pub mod queues;
 pub mod quota;
 pub mod requeue;
 pub mod signal;
+pub mod submit_preview;
 pub mod tenancy;
 pub mod usage;
 
@@ -44,6 +45,7 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/openapi.json", get(crate::openapi::spec))
         .route("/v1/whoami", get(misc::whoami))
         .route("/v1/jobs", post(jobs::submit).get(jobs::list))
+        .route("/v1/jobs/preview", post(submit_preview::preview))
         .route("/v1/jobs/{id}", get(jobs::show))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/tasks/cancel", post(jobs::cancel_tasks))

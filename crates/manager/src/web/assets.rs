@@ -1,4 +1,4 @@
-//! The dashboard's files, built into the binary: the HTML shell, the script, the stylesheet
+//! The dashboard's files, built into the binary: the HTML shell, the scripts, the stylesheet
 //! and the small pages shown without the script (404, a dead login link).
 
 use axum::extract::Path;
@@ -12,6 +12,7 @@ pub const BAD_LINK_HTML: &str = include_str!("../../web/bad-link.html");
 /// The assets by name, with their content type.
 const ASSETS: &[(&str, &str, &str)] = &[
     ("app.js", "text/javascript; charset=utf-8", include_str!("../../web/app.js")),
+    ("submit.js", "text/javascript; charset=utf-8", include_str!("../../web/submit.js")),
     ("app.css", "text/css; charset=utf-8", include_str!("../../web/app.css")),
 ];
 

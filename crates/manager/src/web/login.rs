@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::auth::Auth;
 use crate::error::ApiError;
+use crate::local::Submitter;
 use crate::login_links::{DASHBOARD, LINK_TTL, LinkOwner};
 use crate::manager::Manager;
 use crate::session_cookie::{COOKIE, csrf_token};
@@ -70,10 +71,12 @@ pub async fn logout(
     Ok((jar.remove(Cookie::build(COOKIE).path("/")), StatusCode::NO_CONTENT))
 }
 
-/// `GET /ui/session`: who the page acts as, and the CSRF token of its cookie.
-pub async fn session(Auth(user): Auth, jar: CookieJar) -> Response {
+/// `GET /ui/session`: who the page acts as, the CSRF token of its cookie, and the Unix user
+/// its jobs run as (the Submit form's default working directory is that user's home).
+pub async fn session(Auth(user): Auth, Submitter(submitter): Submitter, jar: CookieJar) -> Response {
     let csrf = jar.get(COOKIE).map(|c| csrf_token(c.value()));
-    let body = serde_json::json!({ "user": user.name, "role": user.role, "csrf": csrf });
+    let run_as = crate::api::submit_preview::run_as(&user, submitter);
+    let body = serde_json::json!({ "user": user.name, "role": user.role, "csrf": csrf, "run_as": run_as });
     let mut r = axum::Json(body).into_response();
     r.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
     r
