@@ -90,6 +90,12 @@ fn scaled_down_replicas_end_as_scaled_down_not_cancelled() {
     let show = b.ok(&["show", &gone.to_string()]);
     assert!(show.contains("SCALED-DOWN"), "{show}");
     assert!(show.contains("scaled down: endpoint sd wanted 1 replica"), "{show}");
+    let history = b.ok(&["history", "-o", "id,state"]);
+    let row = history
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{gone} ")))
+        .unwrap_or_else(|| panic!("{history}"));
+    assert!(row.contains("SCALED-DOWN"), "{row}");
     // `--state CANCELLED` still finds it (the API's state is unchanged).
     let cancelled = b.ok(&["ps", "--state", "CANCELLED"]);
     assert!(cancelled.lines().any(|l| l.starts_with(&format!("{gone} "))), "{cancelled}");

@@ -125,7 +125,7 @@ impl Style for Berth {
     }
 
     fn state(&self, j: &JobView) -> String {
-        j.state.to_string()
+        berth_model::cause::state_label(j.state, j.end_cause).to_string()
     }
 
     fn exit(&self, j: &JobView) -> String {

@@ -30,7 +30,8 @@ fn wanted(q: &JobListQuery, j: &JobView) -> bool {
 fn line(j: &JobView) -> String {
     let now = jiff::Zoned::now().strftime("%H:%M:%S").to_string();
     let why = j.pending_reason.as_ref().map(|r| r.message.clone()).or_else(|| j.reason.clone()).unwrap_or_default();
-    format!("{now}  {}  {}  {}  {why}", j.id, j.name.as_deref().unwrap_or("-"), j.state)
+    let state = berth_model::cause::state_label(j.state, j.end_cause);
+    format!("{now}  {}  {}  {state}  {why}", j.id, j.name.as_deref().unwrap_or("-"))
 }
 
 /// Follows the list `q` selects until interrupted; `table` renders it (`berth ps`'s).
