@@ -70,7 +70,7 @@ impl Key {
         }
         let bytes = hex::decode(text.trim()).map_err(|_| {
             StoreError::BadRequest(format!(
-                "{} is not a cache key file (hex): create one with `berth cache key`",
+                "{} is not a cache key file (32 random bytes in hex): use the one `berth cache serve --key-file FILE` created (it makes one where none exists), or `openssl rand -hex 32 > FILE`",
                 path.display()
             ))
         })?;

@@ -165,7 +165,7 @@ pub async fn share(
     let f = m.folders.resolve_owned(&user, &reference(&name, &q)?, "share").await?;
     if !m.store.projects().await?.iter().any(|p| p.name == req.project) {
         return Err(ApiError::not_found(format!(
-            "no project `{}`: see `berth projects` for the projects there are",
+            "no project `{}`: `berth whoami` lists your projects (admins: `berth admin project list`)",
             req.project
         )));
     }
