@@ -26,6 +26,7 @@ mod jobfile;
 mod managers;
 mod output;
 mod placement;
+mod run_as;
 mod sbatch;
 mod script;
 mod servefile;

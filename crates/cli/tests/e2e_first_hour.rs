@@ -272,3 +272,37 @@ fn submitting_a_plain_python_file_says_how_to_run_it() {
     b.wait_state(id, "SUCCEEDED");
     assert_eq!(b.ok(&["logs", &id.to_string()]), "hi\n");
 }
+
+/// Issue 41 (item 10): logged in as berth user bob from Unix user nc2, jobs ran as uid 200003
+/// and could not write the submit directory; nothing said so until they failed. `submit` says
+/// up front whom the job runs as, with the uid, and that it cannot write the directory.
+#[test]
+fn submitting_with_another_users_token_says_whom_the_job_runs_as() {
+    assert_root();
+    let home = shared_tempdir();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let b = Berth::up_in(home, &[]);
+    let token = b.create_user("bob");
+    let me = UnixUser::create("t");
+    let work = b.home.path().join(format!("work-{}", me.name));
+    std::fs::create_dir(&work).unwrap();
+    std::os::unix::fs::chown(&work, Some(me.uid), Some(me.gid)).unwrap();
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = me
+        .command(&work, &["submit", "--", "true"])
+        .env("BERTH_URL", &b.url)
+        .env("BERTH_TOKEN", &token)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    let who = b.cli_as(&token, &["whoami", "-o", "json"]);
+    let bob_id = serde_json::from_slice::<serde_json::Value>(&who.stdout).unwrap()["id"].as_i64().unwrap();
+    assert!(e.contains(&format!("runs as uid {}", 200_000 + bob_id)), "{e}");
+    assert!(e.contains(&format!("not as you (`{}`, uid {})", me.name, me.uid)), "{e}");
+    assert!(e.contains(&format!("it cannot write its directory {}", work.display())), "{e}");
+    // Over the socket the job is theirs: nothing to say.
+    let o = me.berth(&b.data.join("berth.sock"), &work, &["submit", "--", "true"], &[]);
+    assert!(o.status.success() && !text(&o.stderr).contains("note:"), "{}", text(&o.stderr));
+}

@@ -406,6 +406,10 @@ pub struct WhoAmI {
     /// Projects the user belongs to.
     #[serde(default)]
     pub projects: Vec<String>,
+    /// The berth user's id (a node without an account of the user's name runs their jobs as
+    /// uid 200000 + id by default); absent from older managers.
+    #[serde(default)]
+    pub id: Option<i64>,
 }
 
 /// `POST /v1/jobs/{id}/cancel` answer, and `berth cancel` output per job.

@@ -50,6 +50,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     spec.stdin = args.stdin;
     let client = Client::from_env()?;
     submit::attach_code(&client, &mut spec, code.as_deref()).await?;
+    crate::run_as::note_before_submit(&client, &spec).await;
     let job = client.submit(&SubmitRequest { spec }).await?;
     let id = job.id;
     // Stdout is the job's own from here on.

@@ -67,6 +67,7 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let (mut spec, code) = build_job(&args.job)?;
     let client = Client::from_env()?;
     attach_code(&client, &mut spec, code.as_deref()).await?;
+    crate::run_as::note_before_submit(&client, &spec).await;
     let job = client.submit(&SubmitRequest { spec }).await?;
     if args.output.json() {
         output::print_json(&job)?;

@@ -188,6 +188,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let (mut spec, code) = built?;
     let client = Client::from_env()?;
     submit::attach_code(&client, &mut spec, code.as_deref()).await?;
+    crate::run_as::note_before_submit(&client, &spec).await;
     let job = client.submit(&SubmitRequest { spec }).await?;
     if line.parsable {
         println!("{}", job.id);

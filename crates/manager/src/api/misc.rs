@@ -43,7 +43,12 @@ pub async fn leader(State(m): State<Arc<Manager>>) -> axum::Json<LeaderView> {
 #[utoipa::path(get, path = "/v1/whoami", tag = "meta",
     responses((status = 200, body = WhoAmI), (status = 401, body = berth_model::api::ErrorBody)))]
 pub async fn whoami(Auth(user): Auth) -> axum::Json<WhoAmI> {
-    axum::Json(WhoAmI { user: user.name.clone(), role: user.role.clone(), projects: user.projects.clone() })
+    axum::Json(WhoAmI {
+        user: user.name.clone(),
+        role: user.role.clone(),
+        projects: user.projects.clone(),
+        id: Some(user.id),
+    })
 }
 
 /// Create a user and its first API token (admin only).
