@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod doc_commands;
 pub mod netns;
 pub mod pki;
 pub mod pyenv;
