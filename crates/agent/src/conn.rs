@@ -261,6 +261,7 @@ impl Agent {
             labels: berth_model::gpu_type::with_derived_label(&self.config.labels, &self.topology.gpus),
             cache_url: self.config.cache_url.clone(),
             cache_weight: self.config.cache_url.as_ref().map(|_| self.config.cache_weight),
+            folder_mounts: self.kernels.runtime().mounts_folders(),
         };
         if let Err(e) = send(&mut ws, &register).await {
             return End::Lost(e);

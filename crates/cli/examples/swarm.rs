@@ -187,6 +187,7 @@ impl FakeNode {
                 labels: Default::default(),
                 cache_url: None,
                 cache_weight: None,
+                folder_mounts: true,
             };
             ws.send(Message::text(serde_json::to_string(&register)?)).await?;
             ws

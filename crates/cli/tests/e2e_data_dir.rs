@@ -210,3 +210,49 @@ fn a_users_berth_up_warns_at_start_that_it_cannot_mount_folders() {
         "{warned}"
     );
 }
+
+/// Regression (issue 41): a user's `berth up` took a process job with `--folder`, which then
+/// failed at launch (binding folders needs a root agent). Its submit is refused instead,
+/// saying why and how to fix it, and nothing is queued; a container job is still taken.
+#[test]
+fn a_users_berth_up_refuses_a_folder_job_at_submit_instead_of_failing_it_at_launch() {
+    let user = UnixUser::create("g");
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(home.path(), Some(user.uid), Some(user.gid)).unwrap();
+    let mut c = user.command(home.path(), &["up", "--listen", "127.0.0.1:0", "--no-cache"]);
+    c.env("HOME", home.path());
+    let _up = Up::start(c);
+    let run = |args: &[&str]| user.command(home.path(), args).stdin(Stdio::null()).output().unwrap();
+    // The check counts nodes whose agent has registered: wait for the node.
+    let t0 = std::time::Instant::now();
+    loop {
+        let o = run(&["nodes", "-o", "json"]);
+        let nodes: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        if nodes.as_array().is_some_and(|n| !n.is_empty()) {
+            break;
+        }
+        assert!(t0.elapsed() < PATIENCE, "no node registered: {}", text(&o.stderr));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let o = run(&["folder", "create", "d"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+
+    let o = run(&["submit", "--folder", "d", "--", "true"]);
+    assert!(!o.status.success(), "{}", text(&o.stdout));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("folder d: no node of queue default can mount folders into a process job")
+            && e.contains("--image")
+            && e.contains("as root"),
+        "{e}"
+    );
+    let o = run(&["ps", "--all", "-o", "json"]);
+    let jobs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(jobs, serde_json::json!([]), "nothing is queued");
+    // Without folders, or in a container (Docker binds them), the job is taken.
+    let o = run(&["submit", "--", "true"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = run(&["submit", "--image", "busybox:1", "--folder", "d", "--", "true"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}

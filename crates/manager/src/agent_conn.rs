@@ -74,6 +74,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         labels,
         cache_url,
         cache_weight,
+        folder_mounts,
     } = register
     else {
         let _ = send(&mut sink, &refuse("the first message must be register".into())).await;
@@ -129,8 +130,17 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         }
         let _ = sink.close().await;
     });
-    let agent =
-        Registration { version: agent_version, queue, topology, address, containers, labels, cache_url, cache_weight };
+    let agent = Registration {
+        version: agent_version,
+        queue,
+        topology,
+        address,
+        containers,
+        labels,
+        cache_url,
+        cache_weight,
+        folder_mounts,
+    };
     if let Err(e) = self::register(&m, Conn { id: conn_id, tx }, &node, agent, kernels).await {
         tracing::error!(node, "cannot register node: {e}");
         writer.abort();
@@ -212,6 +222,8 @@ pub struct Registration {
     pub cache_url: Option<String>,
     /// Its weight (`berth agent --cache-weight`; none: 1).
     pub cache_weight: Option<u32>,
+    /// Whether process kernels there can get data folders (a root agent).
+    pub folder_mounts: bool,
 }
 
 /// Registers (or re-registers) a node and reconciles its kernels with what the store says.
@@ -222,8 +234,17 @@ pub async fn register(
     agent: Registration,
     kernels: Vec<KernelReport>,
 ) -> Result<(), berth_store::StoreError> {
-    let Registration { version, queue: asked_queue, topology, address, containers, labels, cache_url, cache_weight } =
-        agent;
+    let Registration {
+        version,
+        queue: asked_queue,
+        topology,
+        address,
+        containers,
+        labels,
+        cache_url,
+        cache_weight,
+        folder_mounts,
+    } = agent;
     m.cache_members.reported(&*m.store, node, cache_url.as_deref(), cache_weight).await?;
     // A queue that selects this node by name or label takes it; else the agent's choice.
     let queue = crate::nodes::queue_for(&m.queues.all(), node, &labels, &asked_queue);
@@ -250,6 +271,10 @@ pub async fn register(
     ledger.set_images(crate::images::ledger_images(&containers));
     ledger.set_allowed_mounts(Some(containers.allow_mounts.clone()));
     ledger.set_labels(labels.clone());
+    ledger.set_folder_mounts(Some(folder_mounts));
+    if !folder_mounts {
+        tracing::info!(node, "node cannot mount data folders into process kernels (its agent is not root)");
+    }
     m.nodes.publish_shape(&ledger);
     let idx = match st.nodes.get(node).map(|n| n.ledger) {
         Some(i) => {

@@ -45,12 +45,14 @@ impl Nodes {
         Nodes { store, shapes: RwLock::new(Vec::new()), wake, heartbeat_timeout, heartbeat_interval }
     }
 
-    /// Publishes the shape of a node's ledger (its queue, topology, labels and allowed mounts, with
-    /// nothing allocated) for submit-time feasibility checks, replacing an older one. One
-    /// source: called whenever the scheduler's ledger of the node is built or changes shape.
+    /// Publishes the shape of a node's ledger (its queue, topology, labels, allowed mounts and
+    /// whether it mounts folders, with nothing allocated) for submit-time feasibility checks,
+    /// replacing an older one. One source: called whenever the scheduler's ledger of the node
+    /// is built or changes shape.
     pub fn publish_shape(&self, ledger: &NodeLedger) {
         let mut shape = NodeLedger::new(ledger.name(), ledger.queue(), ledger.topology().clone());
         shape.set_allowed_mounts(ledger.allowed_mounts().map(<[String]>::to_vec));
+        shape.set_folder_mounts(ledger.folder_mounts());
         shape.set_labels(ledger.labels().clone());
         let mut shapes = self.shapes.write().expect("shapes lock");
         shapes.retain(|l| l.name() != ledger.name());

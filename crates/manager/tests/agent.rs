@@ -254,6 +254,7 @@ async fn agent_auth_and_version() {
         labels: Default::default(),
         cache_url: None,
         cache_weight: None,
+        folder_mounts: true,
     })
     .await;
     match a.recv().await {

@@ -202,6 +202,12 @@ pub enum AgentMessage {
         /// wins over it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cache_weight: Option<u32>,
+        /// Whether process kernels here get data folders (`--folder`): that needs a private
+        /// mount namespace, so an agent that is not root (a user's `berth up`) cannot. The
+        /// manager refuses such jobs at submit when no node of their queue can, and places
+        /// them only where one can. Absent (an older agent): true, as before.
+        #[serde(default = "folder_mounts_default")]
+        folder_mounts: bool,
     },
     /// The node's container runtime changed (an image pulled or removed, Docker down or up).
     Containers {
@@ -239,6 +245,12 @@ pub enum AgentMessage {
         next_offset: u64,
         found: bool,
     },
+}
+
+/// An agent that does not say whether it can mount folders (older than the field) is taken
+/// at its word of old: it tried, and failed the job at launch if it could not.
+fn folder_mounts_default() -> bool {
+    true
 }
 
 /// Manager → agent. `StartKernel` is much larger than the others; messages are short-lived,

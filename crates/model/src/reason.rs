@@ -26,7 +26,8 @@ pub enum PendingKind {
     Quota,
     /// No ready node of the queue has the job's container image (or a running Docker daemon).
     Image,
-    /// No ready node of the queue allows the job's host mounts (`berth agent --allow-mount`).
+    /// No ready node of the queue allows the job's host mounts (`berth agent --allow-mount`),
+    /// or, for a process job with data folders, can mount them (a root agent).
     Mount,
     /// It waits for other jobs (`--dependency`).
     Dependency,

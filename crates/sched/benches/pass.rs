@@ -62,6 +62,7 @@ fn jobs(n: usize) -> Vec<PendingJob> {
                 avoid: Vec::new(),
                 constraint: None,
                 exclusive: false,
+                folders: false,
             }
         })
         .collect()

@@ -235,6 +235,14 @@ impl<'i, 'a> Walk<'i, 'a> {
     /// Likewise a job whose host mounts no such node allows: an admin's allow-list, not the
     /// jobs behind it, is what lets it start.
     fn mounts(&self, job: &PendingJob) -> Gate {
+        if job.folders && !self.pool.any_mounts_folders() {
+            let text = format!(
+                "folders: no ready node in queue {} can mount data folders into a process job (their agents \
+                 are not root): run berth as root there, or the job in a container (--image)",
+                self.q.name
+            );
+            return Break(Verdict::wait(PendingKind::Mount, text));
+        }
         if job.mounts.is_empty() {
             return Continue(());
         }

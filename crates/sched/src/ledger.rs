@@ -67,6 +67,9 @@ pub struct NodeLedger {
     /// Host paths the node lets containers mount (`berth agent --allow-mount`), as the agent
     /// reported them; `None` until it has (see `mounts.rs`).
     pub(crate) allowed_mounts: Option<Arc<[String]>>,
+    /// Whether process kernels here can get data folders (a root agent; see `mounts.rs`);
+    /// `None` until the agent has said.
+    pub(crate) folder_mounts: Option<bool>,
     /// The agent's labels, which are also the node's features (`--constraint`,
     /// `node_match.rs`). Shared like `images`.
     pub(crate) labels: Arc<BTreeMap<String, String>>,
@@ -161,6 +164,7 @@ impl NodeLedger {
             splits: BTreeMap::new(),
             images: Arc::default(),
             allowed_mounts: None,
+            folder_mounts: None,
             labels: Arc::default(),
         };
         l.refresh();

@@ -67,7 +67,7 @@ mod test_support;
 
 pub use feasible::{check_feasible, check_feasible_kernels, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
-pub use mounts::{check_mounts, mount_allowed};
+pub use mounts::{check_folders, check_mounts, mount_allowed};
 pub use node_match::nodes_offering;
 pub use order::{fair_share_factor, fair_share_factors};
 pub use pass::{schedule, schedule_set};
@@ -278,6 +278,9 @@ pub struct PendingJob {
     /// Host paths the job's containers mount: only nodes that allow all of them
     /// ([`NodeLedger::allows_mounts`]) are considered.
     pub mounts: Vec<String>,
+    /// A process job (no image) with data folders (`--folder`): only nodes that can bind them
+    /// ([`NodeLedger::mounts_folders`], a root agent) are considered.
+    pub folders: bool,
     /// Nodes holding some of the job's data (bytes of its datasets in their caches): among the
     /// nodes that can take the job, those holding more are taken first, whatever the queue's
     /// scoring; the rest follow in score order. Empty for most jobs.

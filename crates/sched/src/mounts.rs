@@ -6,6 +6,12 @@
 //! Paths are compared as written, component by component (`/data` covers `/data/imagenet`,
 //! not `/database`); the agent still resolves symlinks when the container is created, so a
 //! path that only looks allowed (a symlink out of `/data`) still fails there.
+//!
+//! Data folders (`--folder`) of process jobs need a node whose agent can bind them (a root
+//! agent: they go into the kernel's private mount namespace); a container binds them through
+//! Docker anywhere. Such a job is placed only on nodes that can, and refused at submit when
+//! no node of its queue can ([`check_folders`]) rather than failing at launch (a user's
+//! `berth up`, issue 41).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -33,6 +39,44 @@ impl NodeLedger {
     pub fn allows_mounts(&self, mounts: &[String]) -> bool {
         mounts.is_empty() || self.allowed_mounts.as_deref().is_some_and(|a| mounts.iter().all(|m| mount_allowed(m, a)))
     }
+}
+
+impl NodeLedger {
+    /// Sets whether process kernels here can get data folders (the agent's `Register`);
+    /// `None`: not said yet (submit checks skip the node).
+    pub fn set_folder_mounts(&mut self, can: Option<bool>) {
+        self.folder_mounts = can;
+    }
+
+    /// What the agent said about folders, if it has.
+    pub fn folder_mounts(&self) -> Option<bool> {
+        self.folder_mounts
+    }
+
+    /// Whether the node may take a process job with data folders: false only where the agent
+    /// said it cannot mount them.
+    pub fn mounts_folders(&self) -> bool {
+        self.folder_mounts != Some(false)
+    }
+}
+
+/// Submit-time check for a process job (`in_container` false) with data `folders`: refused
+/// when every node of `queue` whose agent said so cannot mount folders. A queue without such
+/// nodes passes (nodes may join later). The error says why and both ways out.
+pub fn check_folders(folders: &[String], in_container: bool, nodes: &[NodeLedger], queue: &str) -> Result<(), String> {
+    if folders.is_empty() || in_container {
+        return Ok(());
+    }
+    let mut known = nodes.iter().filter(|l| l.queue() == queue).filter_map(NodeLedger::folder_mounts).peekable();
+    if known.peek().is_none() || known.any(|can| can) {
+        return Ok(());
+    }
+    Err(format!(
+        "folder {}: no node of queue {queue} can mount folders into a process job (that needs the agent to run as \
+         root; a user's `berth up` does not): run the job in a container (--image), which binds folders through \
+         Docker, or run berth as root (sudo berth up, or the agent's service)",
+        folders.join(", ")
+    ))
 }
 
 /// The reason a job with `mounts` cannot run on any of `nodes`, naming the first path no node
@@ -110,6 +154,30 @@ mod tests {
             mounts_refused(&v(&["/data", "/scratch"]), nodes.iter()).unwrap(),
             "mount: no one node allows all of /data, /scratch"
         );
+    }
+
+    fn folder_node(name: &str, queue: &str, can: Option<bool>) -> NodeLedger {
+        let mut l = NodeLedger::new(name, queue, Topology::synthetic(1, 2, 1 << 30, 0));
+        l.set_folder_mounts(can);
+        l
+    }
+
+    #[test]
+    fn a_process_job_with_folders_is_refused_where_no_node_can_mount_them() {
+        let users = [folder_node("a", "q", Some(false)), folder_node("b", "q", Some(false))];
+        let e = check_folders(&v(&["d"]), false, &users, "q").unwrap_err();
+        assert!(e.starts_with("folder d: no node of queue q can mount folders into a process job"), "{e}");
+        assert!(e.contains("--image") && e.contains("as root"), "{e}");
+        assert!(check_folders(&v(&["d"]), true, &users, "q").is_ok(), "a container binds them through docker");
+        assert!(check_folders(&[], false, &users, "q").is_ok(), "no folders");
+        assert!(check_folders(&v(&["d"]), false, &users, "other").is_ok(), "a queue without nodes passes");
+        // One root node is enough; nodes that have not said (a manager restart) do not count.
+        let mixed = [folder_node("a", "q", Some(false)), folder_node("r", "q", Some(true))];
+        assert!(check_folders(&v(&["d"]), false, &mixed, "q").is_ok());
+        let unsaid = [folder_node("a", "q", Some(false)), folder_node("c", "q", None)];
+        assert!(check_folders(&v(&["d"]), false, &unsaid, "q").is_err());
+        assert!(check_folders(&v(&["d"]), false, &unsaid[1..], "q").is_ok());
+        assert!(!users[0].mounts_folders() && mixed[1].mounts_folders() && unsaid[1].mounts_folders());
     }
 
     #[test]

@@ -165,12 +165,19 @@ impl<'a> Pool<'a> {
     }
 
     /// Whether node `i` may take this job in this pass: usable, offering its features and,
-    /// for a container job, holding its image and allowing its mounts.
+    /// for a container job, holding its image and allowing its mounts; for a process job with
+    /// data folders, able to bind them.
     pub fn eligible(&self, i: usize, job: &PendingJob) -> bool {
         self.usable(i)
             && self.nodes[i].offers(job)
             && job.image.as_deref().is_none_or(|img| self.nodes[i].has_image(img))
             && self.nodes[i].allows_mounts(&job.mounts)
+            && (!job.folders || self.nodes[i].mounts_folders())
+    }
+
+    /// Whether some usable node can bind data folders into process kernels.
+    pub fn any_mounts_folders(&self) -> bool {
+        (0..self.nodes.len()).any(|i| self.usable(i) && self.nodes[i].mounts_folders())
     }
 
     /// Whether some usable node offers the job's features.
@@ -184,6 +191,12 @@ impl<'a> Pool<'a> {
             .filter(|&i| self.usable(i) && job.image.as_deref().is_none_or(|img| self.nodes[i].has_image(img)))
             .map(|i| &*self.nodes[i]);
         crate::mounts::mounts_refused(&job.mounts, with_image)
+    }
+
+    /// How many usable nodes a process job with data folders may not take (agents not root).
+    fn cannot_mount_folders(&self, job: &PendingJob) -> usize {
+        let cannot = |i: usize| self.usable(i) && !self.nodes[i].mounts_folders();
+        if job.folders { (0..self.nodes.len()).filter(|&i| cannot(i)).count() } else { 0 }
     }
 
     /// Whether some usable node has the image.
@@ -400,7 +413,13 @@ impl<'a> Pool<'a> {
             }
         };
         if narrow(job) {
-            return why;
+            return match self.cannot_mount_folders(job) {
+                0 => why,
+                k => format!(
+                    "{why}; {k} of {} ready nodes cannot mount data folders (their agents are not root)",
+                    self.ready
+                ),
+            };
         }
         if quick < want {
             let d = Dominated {
@@ -419,12 +438,13 @@ impl<'a> Pool<'a> {
     }
 }
 
-/// Whether the job sees only some nodes (its image, its mounts, its features), takes whole
-/// nodes, or several kernels per node: the memos, which hold for one kernel on every node, do
-/// not apply to it: its placement depends on more than its [`shape`].
+/// Whether the job sees only some nodes (its image, its mounts or folders, its features),
+/// takes whole nodes, or several kernels per node: the memos, which hold for one kernel on
+/// every node, do not apply to it: its placement depends on more than its [`shape`].
 pub(crate) fn narrow(job: &PendingJob) -> bool {
     job.image.is_some()
         || !job.mounts.is_empty()
+        || job.folders
         || job.kernels_per_node() > 1
         || job.constraint.is_some()
         || job.exclusive

@@ -29,6 +29,7 @@ pub fn pending(id: JobId, request: ResourceRequest) -> PendingJob {
         avoid: Vec::new(),
         constraint: None,
         exclusive: false,
+        folders: false,
     }
 }
 

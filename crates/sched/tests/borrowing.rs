@@ -29,6 +29,7 @@ fn gpu_job(id: i64, project: &str, priority: i32) -> PendingJob {
         avoid: Vec::new(),
         constraint: None,
         exclusive: false,
+        folders: false,
     }
 }
 

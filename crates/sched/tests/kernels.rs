@@ -69,3 +69,28 @@ fn a_multi_kernel_job_preempts_what_it_needs_on_one_node() {
           wait 7 #2 Resources "resources: needs 1 GPU, node n1 has 0 free" blocked=1
         "#);
 }
+
+#[test]
+fn a_process_job_with_folders_goes_only_where_the_agent_can_mount_them() {
+    insta::assert_snapshot!(support::run("
+        queue default backfill
+        node n1 cpus=4 nofolders
+        node n2 cpus=2
+        job 1 cpus=4 folders
+        job 2 cpus=2 folders
+        job 3 cpus=4
+        pass
+        down n2
+        job 4 cpus=1 folders
+        pass
+    "), @r#"
+        pass 1
+          start 2 n2 cpus=0-1 mems=0 mem=1GiB
+          start 3 n1 cpus=0-3 mems=0 mem=1GiB
+          wait 1 #1 Resources "resources: needs 4 CPUs; best node n2 has 2 free (2 nodes in queue); 1 of 2 ready nodes cannot mount data folders (their agents are not root); no reservation: it does not fit even when every running job has ended"
+        down n2
+        pass 2
+          wait 1 #1 Mount "folders: no ready node in queue default can mount data folders into a process job (their agents are not root): run berth as root there, or the job in a container (--image)"
+          wait 4 #2 Mount "folders: no ready node in queue default can mount data folders into a process job (their agents are not root): run berth as root there, or the job in a container (--image)"
+        "#);
+}

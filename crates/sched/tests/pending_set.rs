@@ -57,6 +57,7 @@ fn pending(id: JobId, &(priority, q, cpus, gib, gpu_milli, nodes, u, p, limit): 
         avoid: Vec::new(),
         constraint: None,
         exclusive: false,
+        folders: false,
     }
 }
 

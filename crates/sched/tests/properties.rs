@@ -83,6 +83,7 @@ fn build_jobs(specs: &[(i32, usize, ResourceRequest, u32, usize, u32)], first_id
             // Some jobs ask for node features, some for whole nodes.
             constraint: [None, Some("f0"), Some("f0|f1"), None][i % 4].map(|c| c.parse().unwrap()),
             exclusive: i % 5 == 2,
+            folders: false,
         })
         .collect()
 }

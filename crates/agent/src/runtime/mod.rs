@@ -319,6 +319,13 @@ impl Runtime {
         self.cgroups.is_some()
     }
 
+    /// Whether process kernels here can get data folders (`--folder`): they are bound in the
+    /// kernel's private mount namespace, which only a root agent makes. Sent in `Register`,
+    /// so that the manager refuses such jobs at submit instead of their failing at launch.
+    pub fn mounts_folders(&self) -> bool {
+        self.private_tmp.is_some()
+    }
+
     /// Whether those cgroups are on the unified (v2) hierarchy.
     pub fn cgroups_v2(&self) -> bool {
         self.cgroups.as_ref().is_some_and(Cgroups::is_v2)

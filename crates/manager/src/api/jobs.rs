@@ -115,6 +115,8 @@ pub(crate) async fn admit(
             .map_err(ApiError::unprocessable)?;
         let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
         berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(ApiError::unprocessable)?;
+        let folders: Vec<String> = spec.folders.iter().map(|f| f.folder.clone()).collect();
+        berth_sched::check_folders(&folders, spec.image.is_some(), &shapes, &queue).map_err(ApiError::unprocessable)?;
     }
     m.quotas.check_quota_at_submit(user, &spec)?;
     // Measured before the job is queued, so its first pass already knows where its data is.

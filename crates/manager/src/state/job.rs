@@ -277,6 +277,7 @@ impl Job {
             avoid: self.waiting.avoid.clone(),
             constraint: self.spec.constraint.clone(),
             exclusive: self.spec.exclusive,
+            folders: self.spec.image.is_none() && !self.spec.folders.is_empty(),
         }
     }
 

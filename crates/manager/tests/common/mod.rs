@@ -249,6 +249,7 @@ impl Agent {
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             cache_url: cache_url.map(str::to_string),
             cache_weight,
+            folder_mounts: true,
         })
         .await;
         match a.recv().await {

@@ -189,6 +189,7 @@ impl<'t> Replay<'t> {
             avoid: Vec::new(),
             constraint: None,
             exclusive: false,
+            folders: false,
         };
         self.pending.insert(job);
     }

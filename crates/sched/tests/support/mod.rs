@@ -8,6 +8,7 @@
 //! job 3 kernels=3 mounts=/data/a,/scratch   # 3 kernels on one node; host paths it mounts
 //! job 4 data=n2:5GiB,n3:1GiB    # bytes of its datasets each node's cache holds
 //! job 5 constraint=a100&ib exclusive   # node features (`labels=a100=yes,ib=hdr` on a node); whole nodes
+//! job 8 folders                 # a process job with data folders (`nofolders` on a node: cannot)
 //! job 2 user=alice project=ml limit=30m
 //! job 6 est=20m attained=2h at=-3h   # estimate, service so far (device-time), submitted at
 //! queue q backfill reservations=2 after=12h ordering=las las=1h,10h   # see `queue_config`
@@ -175,6 +176,7 @@ fn job_spec(id: JobId, o: &BTreeMap<String, String>) -> PendingJob {
         }),
         constraint: o.get("constraint").map(|c| c.parse().expect("constraint")),
         exclusive: o.contains_key("exclusive"),
+        folders: o.contains_key("folders"),
     }
 }
 
@@ -335,6 +337,8 @@ pub fn run(script: &str) -> String {
                 if let Some(m) = o.get("mounts") {
                     l.set_allowed_mounts(Some(m.split(',').filter(|p| !p.is_empty()).map(String::from).collect()));
                 }
+                // `nofolders`: its agent said it cannot mount data folders (not root).
+                l.set_folder_mounts(o.contains_key("nofolders").then_some(false));
                 // `labels=a100=yes,zone=b`: the node's labels, which are its features.
                 if let Some(labels) = o.get("labels") {
                     let pair = |l: &str| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()));
