@@ -110,8 +110,9 @@ fn every_berth_command_in_the_readme_and_docs_parses() {
     assert!(wrong.is_empty(), "{} documented commands do not parse:\n{}", wrong.len(), wrong.join("\n"));
 }
 
-/// Every `` `berth ...` `` in berth's sources (messages, help text and the comments beside
-/// them), with `{...}` format arguments as `1`.
+/// Every `` `berth ...` `` in berth's messages (the sources' lines outside comments) and in the
+/// CLI's `///` help text, with `{...}` format arguments as `1`. Issue 41: messages named
+/// `berth cache key` and `berth projects`, which do not exist.
 #[test]
 fn every_berth_command_a_message_names_parses() {
     assert_parse_only_works();
