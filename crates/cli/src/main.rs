@@ -13,6 +13,7 @@ mod client_serve;
 mod client_tenancy;
 mod client_ws;
 mod commands;
+mod completion;
 mod cred_guard;
 mod credentials;
 mod daemon;
@@ -177,6 +178,8 @@ fn main() -> ExitCode {
     if let Some(tool) = args.first().and_then(|a| slurm::invoked_as(a)) {
         return slurm::main(tool, args);
     }
+    // A shell's TAB (`COMPLETE=bash berth -- ...`, see `berth completions`): answered, then exit.
+    completion::complete_if_asked(|| help::grouped(<Cli as clap::CommandFactory>::command()));
     let matches = help::grouped(<Cli as clap::CommandFactory>::command()).get_matches();
     let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // BERTH_PARSE_ONLY: check the command line against these definitions and stop (the
@@ -283,7 +286,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Admin(a) => admin::run(a).await,
         Command::Cache(a) => cache::run(a).await,
         Command::Sim(a) => sim::run(a),
-        Command::Completions(a) => generate::completions(a, help::grouped(<Cli as clap::CommandFactory>::command())),
+        Command::Completions(a) => generate::completions(a),
         Command::Man(a) => generate::man(a, help::grouped(<Cli as clap::CommandFactory>::command())),
         Command::History(a) => commands::history::run(a).await,
         Command::InstallSlurmCommands(a) => slurm::install::run(a),

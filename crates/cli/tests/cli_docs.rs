@@ -1,18 +1,23 @@
 //! `berth completions` and `berth man`, run as the real binary: the scripts parse in their
-//! shell and name the subcommands, the manual pages exist for every subcommand and render.
+//! shell and berth answers their calls with the subcommands and flags, the manual pages exist
+//! for every subcommand and render.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn berth(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_berth"))
-        .env_clear()
+    berth_cmd(home, args).output().expect("run berth")
+}
+
+/// `berth <args>` with a clean environment and HOME `home` (no manager configured).
+fn berth_cmd(home: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_berth"));
+    c.env_clear()
         .env("HOME", home)
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .current_dir(home)
-        .args(args)
-        .output()
-        .expect("run berth")
+        .args(args);
+    c
 }
 
 fn text(b: &[u8]) -> String {
@@ -40,9 +45,6 @@ fn completions_parse_and_name_the_subcommands() {
     let o = berth(home.path(), &["completions", "bash"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let script = text(&o.stdout);
-    for cmd in ["submit", "cancel", "ps", "context"] {
-        assert!(script.contains(cmd), "bash completion lacks {cmd}");
-    }
     let file = home.path().join("berth.bash");
     std::fs::write(&file, &script).unwrap();
     let check = Command::new("bash").arg("-n").arg(&file).output().expect("run bash -n");
@@ -54,11 +56,26 @@ fn completions_parse_and_name_the_subcommands() {
         .output()
         .expect("run bash");
     assert!(sourced.status.success() && text(&sourced.stdout).contains("berth"), "{}", text(&sourced.stderr));
+    // The script calls berth back with the words so far; berth answers from its definition.
+    let words = |index: &str, words: &[&str]| -> String {
+        let o = berth_cmd(home.path(), &[&["--", "berth"], words].concat())
+            .env("COMPLETE", "bash")
+            .env("_CLAP_COMPLETE_INDEX", index)
+            .env("_CLAP_IFS", "\n")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    assert_eq!(words("1", &["sub"]).trim_end(), "submit");
+    let flags = words("2", &["logs", "--t"]);
+    assert_eq!(flags.trim_end(), "--tail", "{flags}");
+    assert!(words("1", &[""]).lines().any(|l| l == "port-forward"), "every subcommand is offered");
 
     for shell in ["zsh", "fish", "elvish", "powershell"] {
         let o = berth(home.path(), &["completions", shell]);
         assert!(o.status.success(), "{shell}: {}", text(&o.stderr));
-        assert!(text(&o.stdout).contains("submit"), "{shell} completion lacks submit");
+        assert!(text(&o.stdout).contains("COMPLETE"), "{shell}: the script calls berth back");
     }
 
     let o = berth(home.path(), &["completions", "tcsh"]);

@@ -306,3 +306,22 @@ fn submitting_with_another_users_token_says_whom_the_job_runs_as() {
     let o = me.berth(&b.data.join("berth.sock"), &work, &["submit", "--", "true"], &[]);
     assert!(o.status.success() && !text(&o.stderr).contains("note:"), "{}", text(&o.stderr));
 }
+
+/// Issue 41: shell completion completed flags but not job ids (kubectl completes pods).
+#[test]
+fn completion_offers_the_users_job_ids_with_name_and_state() {
+    let b = Berth::up(&[]);
+    let id = b.submit(&["--name", "train", "--", "true"]);
+    b.wait_state(id, "SUCCEEDED");
+    let o = support::base_cmd(b.home.path())
+        .args(["--", "berth", "logs", ""])
+        .env("COMPLETE", "zsh")
+        .env("_CLAP_COMPLETE_INDEX", "2")
+        .env("_CLAP_IFS", "\n")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let offered = text(&o.stdout);
+    assert!(offered.lines().any(|l| l == format!("{id}:train SUCCEEDED")), "{offered}");
+    assert!(offered.contains("--tail"), "flags still come too: {offered}");
+}

@@ -18,7 +18,7 @@ use crate::output::{self, OutputArgs};
 #[derive(Debug, Args)]
 pub struct AppsArgs {
     /// The job's id
-    #[arg(value_parser = clap::value_parser!(JobId).range(1..))]
+    #[arg(value_parser = clap::value_parser!(JobId).range(1..), add = crate::completion::job_ids_arg())]
     pub id: JobId,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -27,7 +27,7 @@ pub struct AppsArgs {
 #[derive(Debug, Args)]
 pub struct OpenArgs {
     /// The job's id
-    #[arg(value_parser = clap::value_parser!(JobId).range(1..))]
+    #[arg(value_parser = clap::value_parser!(JobId).range(1..), add = crate::completion::job_ids_arg())]
     pub id: JobId,
     /// The app's name (`berth apps ID` lists them); default: the job's only app
     pub app: Option<String>,

@@ -23,7 +23,7 @@ use crate::terminal;
 #[derive(Debug, Args)]
 pub struct AttachArgs {
     /// The job's id
-    #[arg(value_parser = clap::value_parser!(JobId).range(1..))]
+    #[arg(value_parser = clap::value_parser!(JobId).range(1..), add = crate::completion::job_ids_arg())]
     pub id: JobId,
 
     /// The keys that detach from a terminal (leaving the job running): characters or ctrl-X,

@@ -15,7 +15,11 @@ use crate::output::{self, OutputArgs};
 pub struct CancelArgs {
     /// Ids of the jobs to cancel (an array: all its tasks; 12_7: task 7 of array 12); with
     /// filters, only those of them that match
-    #[arg(value_name = "ID", required_unless_present_any = ["user", "state", "name", "queue"])]
+    #[arg(
+        value_name = "ID",
+        required_unless_present_any = ["user", "state", "name", "queue"],
+        add = crate::completion::job_ids_arg()
+    )]
     pub ids: Vec<crate::job_ref::JobRef>,
 
     /// Cancel this user's unfinished jobs

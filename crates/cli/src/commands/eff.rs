@@ -17,7 +17,7 @@ use crate::output::{self, OutputArgs};
 #[derive(Debug, Args)]
 pub struct EffArgs {
     /// The job's id
-    #[arg(value_parser = clap::value_parser!(JobId).range(1..))]
+    #[arg(value_parser = clap::value_parser!(JobId).range(1..), add = crate::completion::job_ids_arg())]
     pub id: JobId,
 
     #[command(flatten)]

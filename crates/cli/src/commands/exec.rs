@@ -16,7 +16,7 @@ use crate::commands::stream::{self, Io, Outcome};
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// The job's id
-    #[arg(value_parser = clap::value_parser!(JobId).range(1..))]
+    #[arg(value_parser = clap::value_parser!(JobId).range(1..), add = crate::completion::job_ids_arg())]
     pub id: JobId,
 
     /// Which kernel of a job with several (0: `main`, 1: `sub1`, ...)

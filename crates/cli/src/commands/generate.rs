@@ -1,6 +1,6 @@
-//! `berth completions SHELL` and `berth man`: shell completion scripts (`clap_complete`) and
-//! manual pages (`clap_mangen`), both generated from the clap definition of the command line,
-//! so they never fall behind it.
+//! `berth completions SHELL` and `berth man`: shell completion scripts (`clap_complete`'s
+//! dynamic engine: see `crate::completion`) and manual pages (`clap_mangen`), both from the clap
+//! definition of the command line, so they never fall behind it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,10 +24,11 @@ pub struct ManArgs {
     pub out: Option<PathBuf>,
 }
 
-/// Prints the completion script for `args.shell` of `cmd` (the whole `berth` command).
-pub fn completions(args: CompletionsArgs, mut cmd: clap::Command) -> anyhow::Result<ExitCode> {
-    let name = cmd.get_name().to_string();
-    clap_complete::generate(args.shell, &mut cmd, name, &mut std::io::stdout());
+/// Prints the completion script for `args.shell`: it calls `berth` back on each TAB, which
+/// answers from the command line's definition and, for job ids, from the manager
+/// (`crate::completion`).
+pub fn completions(args: CompletionsArgs) -> anyhow::Result<ExitCode> {
+    crate::completion::registration(args.shell, &mut std::io::stdout()).context("cannot write the script")?;
     Ok(ExitCode::SUCCESS)
 }
 

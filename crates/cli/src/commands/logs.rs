@@ -20,7 +20,7 @@ use crate::commands::follow::{self, LogRef, Until};
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// The job's id
-    #[arg(value_parser = clap::value_parser!(JobId).range(1..))]
+    #[arg(value_parser = clap::value_parser!(JobId).range(1..), add = crate::completion::job_ids_arg())]
     pub id: JobId,
 
     /// Keep printing new output until the job ends

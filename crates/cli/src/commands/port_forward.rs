@@ -22,7 +22,7 @@ use crate::client::Client;
 #[derive(Debug, Args)]
 pub struct PortForwardArgs {
     /// The job's id
-    #[arg(value_parser = clap::value_parser!(JobId).range(1..))]
+    #[arg(value_parser = clap::value_parser!(JobId).range(1..), add = crate::completion::job_ids_arg())]
     pub id: JobId,
 
     /// Ports: `REMOTE` (the same port here), `LOCAL:REMOTE`, or `:REMOTE` (any free port here)

@@ -15,7 +15,7 @@ use crate::credentials::Credentials;
 #[derive(Debug, Args)]
 pub struct RequeueArgs {
     /// Running jobs to stop and queue again (each keeps its id; its next run is a new attempt)
-    #[arg(required = true, value_name = "JOB")]
+    #[arg(required = true, value_name = "JOB", add = crate::completion::job_ids_arg())]
     pub jobs: Vec<JobId>,
 }
 

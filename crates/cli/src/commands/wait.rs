@@ -18,7 +18,7 @@ use crate::output;
 #[derive(Debug, clap::Args)]
 pub struct WaitArgs {
     /// The jobs to wait for
-    #[arg(value_name = "ID", required = true)]
+    #[arg(value_name = "ID", required = true, add = crate::completion::job_ids_arg())]
     pub ids: Vec<JobId>,
     /// Show the job's output while it runs (one job only), as `submit --wait` does
     #[arg(long)]
