@@ -198,7 +198,7 @@ fn tokenize(line: &str) -> Vec<Token> {
 
 /// A synopsis as a command line: optional flags (`[--name X]`) given, other optional parts
 /// (`[ID]`, `[LOCAL:]`) left out, alternatives (`A|B`, `--a/--b`, `[-x | -y]`) the first,
-/// `<key>` as `x`, and a trailing `...` of a word dropped.
+/// `<key>` as `x` (a key press, `<TAB>`, left out), and a trailing `...` of a word dropped.
 pub fn concrete(synopsis: &str) -> String {
     let mut out = String::new();
     let mut rest = synopsis;
@@ -215,7 +215,12 @@ pub fn concrete(synopsis: &str) -> String {
     let words: Vec<String> = out
         .split(' ')
         .map(|w| {
-            let w = if w.starts_with('<') && w.ends_with('>') { "x" } else { w };
+            // `<TAB>` is a key press (completion), any other `<key>` a value.
+            let w = match w {
+                "<TAB>" => "",
+                w if w.starts_with('<') && w.ends_with('>') => "x",
+                w => w,
+            };
             let w = if w.starts_with('|') { w } else { w.split('|').next().unwrap() };
             let w = if w.starts_with('-') { w.split("/-").next().unwrap() } else { w };
             let w = if w.len() > 3 { w.trim_end_matches("...").trim_end_matches('…') } else { w };
