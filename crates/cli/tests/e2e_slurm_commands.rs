@@ -81,9 +81,13 @@ fn slurm_commands_submit_list_account_and_cancel() {
     );
 
     // --wrap, the Slurm way of printing the id, and a script that is not one
-    let out = ok(&b, &bin, "sbatch", &["--wrap", "exit 3"]);
+    let out = ok(&b, &bin, "sbatch", &["--wrap", "echo to stdout; echo to stderr >&2; exit 3"]);
     let failed: i64 = out.trim().strip_prefix("Submitted batch job ").expect(&out).parse().unwrap();
     b.wait_state(failed, "FAILED");
+    // Regression (issue 41): without --output, output went only to berth's logs; Slurm (and
+    // the tools that read its files) expect slurm-<id>.out in the submit dir, both streams.
+    let file = std::fs::read_to_string(cwd.join(format!("slurm-{failed}.out"))).unwrap();
+    assert_eq!(file, "to stdout\nto stderr\n");
     std::fs::write(cwd.join("plain.txt"), "echo no interpreter\n").unwrap();
     let out = slurm(&b, &bin, "sbatch", &["plain.txt"]);
     assert_eq!(out.status.code(), Some(1));

@@ -186,6 +186,12 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         let _ = std::fs::remove_dir_all(dir);
     }
     let (mut spec, code) = built?;
+    if spec.output.stdout.is_none() {
+        // Slurm's default, which its scripts and tools look for: `slurm-<id>.out` (an array
+        // task's `slurm-<array>_<index>.out`) in the directory the job runs in.
+        let default = if spec.array.is_some() { "slurm-%A_%a.out" } else { "slurm-%j.out" };
+        spec.output.stdout = Some(default.to_string());
+    }
     let client = Client::from_env()?;
     submit::attach_code(&client, &mut spec, code.as_deref()).await?;
     crate::run_as::note_before_submit(&client, &spec).await;
