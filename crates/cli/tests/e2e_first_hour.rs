@@ -212,6 +212,11 @@ fn a_crashed_scripts_traceback_shows_in_berth_logs() {
     assert_eq!(text(&o.stdout), "starting\n");
     assert!(text(&o.stderr).contains("nonexistent_mod"), "{}", text(&o.stderr));
     assert_eq!(b.cli(&["logs", "--stdout", "--stderr", &id.to_string()]).status.code(), Some(2));
+    // `show` points at the traceback: the last lines of stderr.
+    let shown = b.ok(&["show", &id.to_string()]);
+    let tail = shown.split("last lines of stderr").nth(1).unwrap_or_else(|| panic!("{shown}"));
+    assert!(tail.contains(&format!("berth logs --stderr {id}")), "{shown}");
+    assert!(tail.contains("  ModuleNotFoundError: No module named 'nonexistent_mod'"), "{shown}");
 }
 
 /// Issue 41: `berth logs --tail N` was missing (kubectl and `tail` have it).

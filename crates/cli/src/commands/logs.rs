@@ -106,6 +106,13 @@ async fn print_log(
     Ok(())
 }
 
+/// The last `n` lines of one log as it stands (`berth show` of a failed job).
+pub(crate) async fn last_lines(client: &Client, log: LogRef, n: usize) -> anyhow::Result<Vec<u8>> {
+    let mut last = LastLines::new(n);
+    follow::copy_from(client, log, Until::Now, 0, 0, &mut last).await?;
+    Ok(last.into_bytes())
+}
+
 /// A writer that keeps only the last `n` lines written to it (a last line without its newline
 /// counts as one).
 struct LastLines {

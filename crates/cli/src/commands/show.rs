@@ -22,13 +22,37 @@ pub struct ShowArgs {
 }
 
 pub async fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let d = Client::from_env()?.job(args.id).await?;
+    let client = Client::from_env()?;
+    let d = client.job(args.id).await?;
     if args.output.json() {
         output::print_json(&d)?;
     } else {
         print!("{}", render(&d));
+        print!("{}", stderr_tail(&client, &d).await);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many lines of a failed job's stderr `show` prints.
+const STDERR_TAIL: usize = 10;
+
+/// For a job that failed, the last lines of its main kernel's stderr log, where a crashed
+/// script's traceback is; empty otherwise, or when the log cannot be read (a job that failed
+/// before it ran has none) or its stderr went to a file of its own.
+async fn stderr_tail(client: &Client, d: &JobDetail) -> String {
+    if d.job.state != berth_model::JobState::Failed || output_files(d, 0).stderr.is_some() {
+        return String::new();
+    }
+    let log = super::follow::LogRef { id: d.job.id, stream: berth_model::protocol::LogStream::Stderr, kernel: 0 };
+    let Ok(bytes) = super::logs::last_lines(client, log, STDERR_TAIL).await else { return String::new() };
+    if bytes.is_empty() {
+        return String::new();
+    }
+    let mut o = format!("last lines of stderr (all of it: berth logs --stderr {}):\n", d.job.id);
+    for l in String::from_utf8_lossy(&bytes).lines() {
+        o.push_str(&format!("  {l}\n"));
+    }
+    o
 }
 
 /// The text `berth show` prints: `label: value` lines, then the kernels and the history.
