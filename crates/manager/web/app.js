@@ -33,7 +33,12 @@ function main() { return document.getElementById('main'); }
 function show(...nodes) { main().replaceChildren(...nodes); }
 function errorBox(msg) { return el('p', { class: 'error', role: 'alert', text: msg }); }
 
-function stateBadge(s) { return el('span', { class: 'state state-' + s, text: s }); }
+// A replica ended by its endpoint scaling down is CANCELLED in the API, but no failure: it
+// reads SCALED-DOWN, as in `berth ps`.
+function stateBadge(s, cause) {
+  const label = cause === 'scaled_down' ? 'SCALED-DOWN' : s;
+  return el('span', { class: 'state state-' + label, text: label });
+}
 
 function age(ts) {
   if (!ts) return '';
@@ -330,7 +335,7 @@ function jobRow(j, flash) {
     : (FINAL.has(j.state) ? (j.reason || '') : setupText(j.setup));
   return el('tr', { id: 'job-' + j.id, class: flash ? 'flash' : null, 'data-state': j.state },
     el('td', { class: 'num' }, el('a', { href: '#/jobs/' + j.id, text: String(j.id) })),
-    el('td', { text: j.name || '' }), el('td', { text: j.user }), el('td', {}, stateBadge(j.state)),
+    el('td', { text: j.name || '' }), el('td', { text: j.user }), el('td', {}, stateBadge(j.state, j.end_cause)),
     el('td', { text: j.queue }), el('td', { text: resources(j) }),
     el('td', { 'data-age': j.submitted_at, text: age(j.submitted_at) }), el('td', { text: waiting }),
     el('td', { text: j.expected_start ? when(j.expected_start) : '' }));
@@ -341,7 +346,7 @@ async function jobView(id) {
   const j = d.job;
   const facts = el('dl', { class: 'facts', id: 'job-facts' });
   const fill = (j) => {
-    const rows = [['State', stateBadge(j.state)], ['Name', j.name || ''], ['User', j.user], ['Queue', j.queue],
+    const rows = [['State', stateBadge(j.state, j.end_cause)], ['Name', j.name || ''], ['User', j.user], ['Queue', j.queue],
       ['Project', d.spec.project || ''], ['Resources', resources(j) + (d.spec.nodes > 1 ? ' × ' + d.spec.nodes + ' nodes' : '')],
       ['Command', el('pre', { class: 'command', id: 'job-command', text: shellWords(d.spec.command) })],
       ['Working directory', d.spec.image || d.spec.code ? '' : (d.spec.workdir || "a new directory of the job's own")],
