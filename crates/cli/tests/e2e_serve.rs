@@ -153,19 +153,6 @@ impl Load {
     }
 }
 
-/// Waits until `f(endpoint view)` holds; returns the view.
-fn wait_endpoint(b: &Berth, name: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let v = b.json(&["serve", "show", name]);
-        if f(&v) {
-            return v;
-        }
-        assert!(start.elapsed() < PATIENCE * 2, "endpoint {name} never got {what}: {v:#}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 fn ready(v: &Value) -> u64 {
     v["ready"].as_u64().unwrap_or(0)
 }
@@ -203,7 +190,7 @@ fn a_killed_replica_and_a_rolling_update_cost_no_request_and_a_bad_update_rolls_
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let token = b.ok(&["serve", "token", "create", "hello"]).trim().to_string();
-    wait_endpoint(&b, "hello", "2 ready replicas", |v| ready(v) == 2);
+    b.wait_endpoint("hello", "2 ready replicas", |v| ready(v) == 2);
     let url = url_of(&b, "hello");
     let v = b.json(&["serve", "show", "hello"]);
     let mut nodes: Vec<&str> = v["replicas"].as_array().unwrap().iter().filter_map(|r| r["node"].as_str()).collect();
@@ -263,7 +250,7 @@ fn a_killed_replica_and_a_rolling_update_cost_no_request_and_a_bad_update_rolls_
     let pids = server_pids(&script);
     assert_eq!(pids.len(), 2, "two servers: {pids:?}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pids[0]), nix::sys::signal::Signal::SIGKILL).unwrap();
-    let v = wait_endpoint(&b, "hello", "a replacement", |v| v["restarts"] == 1 && ready(v) == 2);
+    let v = b.wait_endpoint("hello", "a replacement", |v| v["restarts"] == 1 && ready(v) == 2);
     std::thread::sleep(Duration::from_secs(1));
     let (ok, failed, _) = load.finish();
     assert!(
@@ -280,7 +267,7 @@ fn a_killed_replica_and_a_rolling_update_cost_no_request_and_a_bad_update_rolls_
     let load = Load::start(&format!("{url}x"), &token, 4);
     let o = b.cli(&["serve", "update", "hello", "--env", "VERSION=v2"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let v = wait_endpoint(&b, "hello", "the update rolled out", |v| {
+    let v = b.wait_endpoint("hello", "the update rolled out", |v| {
         v["rollout"] == "done" && v["revision"] == 2 && ready(v) == 2
     });
     let done = Instant::now();
@@ -302,10 +289,10 @@ fn a_killed_replica_and_a_rolling_update_cost_no_request_and_a_bad_update_rolls_
     let load = Load::start(&format!("{url}x"), &token, 2);
     let o = b.cli(&["serve", "update", "hello", "--env", "VERSION=v3", "--health", "/never"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let v = wait_endpoint(&b, "hello", "a rollback", |v| v["rollout"] == "rolled-back");
+    let v = b.wait_endpoint("hello", "a rollback", |v| v["rollout"] == "rolled-back");
     assert!(v["message"].as_str().unwrap().contains("not ready"), "{v:#}");
     assert_eq!(v["spec"]["job"]["env"]["VERSION"], "v2", "{v:#}");
-    wait_endpoint(&b, "hello", "its old replicas only", |v| {
+    b.wait_endpoint("hello", "its old replicas only", |v| {
         ready(v) == 2 && v["replicas"].as_array().unwrap().iter().all(|r| r["revision"] == 2)
     });
     let (_, failed, seen) = load.finish();
@@ -360,12 +347,12 @@ fn autoscaling_follows_the_load_and_an_idle_endpoint_goes_to_zero_and_wakes() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let url = url_of(&b, "auto");
     // Public: no token needed.
-    wait_endpoint(&b, "auto", "a ready replica", |v| ready(v) == 1);
+    b.wait_endpoint("auto", "a ready replica", |v| ready(v) == 1);
     assert_eq!(get(&format!("{url}x"), None).unwrap().status, 200);
 
     // Six clients of half-second requests: about six in flight, so three replicas.
     let load = Load::start(&format!("{url}slow"), "", 6);
-    let v = wait_endpoint(&b, "auto", "three ready replicas", |v| v["desired"] == 3 && ready(v) == 3);
+    let v = b.wait_endpoint("auto", "three ready replicas", |v| v["desired"] == 3 && ready(v) == 3);
     let (ok, failed, _) = load.finish();
     assert!(failed.is_empty(), "{:?}", &failed[..failed.len().min(5)]);
     assert!(ok > 0);
@@ -373,7 +360,7 @@ fn autoscaling_follows_the_load_and_an_idle_endpoint_goes_to_zero_and_wakes() {
     assert!(m.contains("3/3"), "{m}\n{v:#}");
 
     // Idle: down to zero replicas (min 0), then a request starts one and waits for it.
-    wait_endpoint(&b, "auto", "zero replicas", |v| v["desired"] == 0 && v["replicas"].as_array().unwrap().is_empty());
+    b.wait_endpoint("auto", "zero replicas", |v| v["desired"] == 0 && v["replicas"].as_array().unwrap().is_empty());
     let t = Instant::now();
     let a = get(&format!("{url}cold"), None).unwrap();
     assert_eq!(a.status, 200, "{}", a.body);
@@ -404,7 +391,7 @@ fn endpoint_access_needs_its_token_and_bad_input_says_why() {
         &script,
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    wait_endpoint(&b, "priv", "a ready replica", |v| ready(v) == 1);
+    b.wait_endpoint("priv", "a ready replica", |v| ready(v) == 1);
     let url = url_of(&b, "priv");
     let token = b.ok(&["serve", "token", "create", "priv", "--label", "ci"]).trim().to_string();
     assert_eq!(get(&format!("{url}x"), Some(&token)).unwrap().status, 200);
@@ -434,7 +421,7 @@ fn endpoint_access_needs_its_token_and_bad_input_says_why() {
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     // PORT is what the replica reads; with --port it is that port, taken here.
-    let v = wait_endpoint(&b, "clash", "a failing replica", |v| v["restarts"].as_u64().unwrap_or(0) >= 2);
+    let v = b.wait_endpoint("clash", "a failing replica", |v| v["restarts"].as_u64().unwrap_or(0) >= 2);
     assert!(v["message"].as_str().unwrap().contains("exit code 1"), "{v:#}");
     assert_eq!(ready(&v), 0);
     let a = get(&format!("{}x", url_of(&b, "clash")), Some(&b.admin_token())).unwrap();
@@ -462,7 +449,7 @@ fn endpoint_access_needs_its_token_and_bad_input_says_why() {
         &script,
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let v = wait_endpoint(&b, "deaf", "a restart", |v| v["restarts"].as_u64().unwrap_or(0) >= 1);
+    let v = b.wait_endpoint("deaf", "a restart", |v| v["restarts"].as_u64().unwrap_or(0) >= 1);
     assert!(v["message"].as_str().unwrap().contains("not ready 3s after it started"), "{v:#}");
     assert!(b.cli(&["serve", "rm", "deaf"]).status.success());
 
@@ -482,7 +469,7 @@ fn endpoint_access_needs_its_token_and_bad_input_says_why() {
         &script,
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let v = wait_endpoint(&b, "big", "a waiting replica", |v| {
+    let v = b.wait_endpoint("big", "a waiting replica", |v| {
         v["replicas"].as_array().unwrap().iter().any(|r| r["reason"].as_str().is_some_and(|s| s.contains("CPU")))
     });
     assert!(v["ready"].as_u64().unwrap() <= 4);
@@ -604,7 +591,7 @@ fn container_replicas_serve_through_their_endpoint() {
         serve,
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let v = wait_endpoint(&b, "boxed", "two ready container replicas", |v| ready(v) == 2);
+    let v = b.wait_endpoint("boxed", "two ready container replicas", |v| ready(v) == 2);
     let jobs: Vec<i64> = v["replicas"].as_array().unwrap().iter().map(|r| r["job"].as_i64().unwrap()).collect();
     let url = url_of(&b, "boxed");
     let mut seen = std::collections::BTreeSet::new();
@@ -628,11 +615,11 @@ fn a_restarted_manager_takes_its_replicas_back() {
     let script = script.to_str().unwrap().to_string();
     let o = b.cli(&["serve", "create", "keep", "--cpus", "1", "--mem", "256MiB", "--public", "--", "python3", &script]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let before = wait_endpoint(&b, "keep", "a ready replica", |v| ready(v) == 1);
+    let before = b.wait_endpoint("keep", "a ready replica", |v| ready(v) == 1);
     let job = before["replicas"][0]["job"].clone();
     b.restart();
     // The same replica job serves again; nothing was restarted or started twice.
-    let after = wait_endpoint(&b, "keep", "its replica back", |v| ready(v) == 1);
+    let after = b.wait_endpoint("keep", "its replica back", |v| ready(v) == 1);
     assert_eq!(after["replicas"][0]["job"], job, "{after:#}");
     assert_eq!(after["replicas"].as_array().unwrap().len(), 1, "{after:#}");
     assert_eq!(after["restarts"], 0, "{after:#}");

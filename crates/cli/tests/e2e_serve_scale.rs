@@ -16,19 +16,6 @@ import http.server, os
 http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), http.server.SimpleHTTPRequestHandler).serve_forever()
 "#;
 
-/// Waits until `f(endpoint view)` holds; returns the view.
-fn wait_endpoint(b: &Berth, name: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let v = b.json(&["serve", "show", name]);
-        if f(&v) {
-            return v;
-        }
-        assert!(start.elapsed() < PATIENCE * 2, "endpoint {name} never got {what}: {v:#}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 fn replica_jobs(v: &Value) -> Vec<i64> {
     v["replicas"].as_array().unwrap().iter().map(|r| r["job"].as_i64().unwrap()).collect()
 }
@@ -56,13 +43,13 @@ fn scaled_down_replicas_end_as_scaled_down_not_cancelled() {
         script.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let before = wait_endpoint(&b, "sd", "two ready replicas", |v| v["ready"] == 2);
+    let before = b.wait_endpoint("sd", "two ready replicas", |v| v["ready"] == 2);
     let jobs = replica_jobs(&before);
 
     // One wanted: said in the singular.
     let out = b.ok(&["serve", "scale", "sd", "1"]);
     assert!(out.contains("endpoint sd: 1 replica wanted"), "{out}");
-    let after = wait_endpoint(&b, "sd", "one replica", |v| v["replicas"].as_array().unwrap().len() == 1);
+    let after = b.wait_endpoint("sd", "one replica", |v| v["replicas"].as_array().unwrap().len() == 1);
     let kept = replica_jobs(&after)[0];
     let gone = *jobs.iter().find(|j| **j != kept).expect("the replica scaled down");
 

@@ -369,6 +369,19 @@ impl Berth {
         v["token"].as_str().expect("token of the new user").to_string()
     }
 
+    /// Waits until `f(endpoint view)` (`berth serve show NAME`) holds; returns the view.
+    pub fn wait_endpoint(&self, name: &str, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let v = self.json(&["serve", "show", name]);
+            if f(&v) {
+                return v;
+            }
+            assert!(start.elapsed() < PATIENCE * 2, "endpoint {name} never got {what}: {v:#}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Waits until `f(job detail)` holds for job `id`; returns the detail.
     pub fn wait_job(&self, id: i64, what: &str, f: impl Fn(&Value) -> bool) -> Value {
         let start = Instant::now();
