@@ -1,7 +1,7 @@
 //! Shell completion that knows the cluster: `berth logs <TAB>` offers your jobs' ids, each with
 //! its name and state, as `kubectl logs <TAB>` offers pods. The shells' scripts
 //! (`berth completions SHELL`) call berth back on each TAB (`clap_complete`'s dynamic engine,
-//! `COMPLETE=SHELL berth -- WORDS`), so flags and subcommands come from the same definition and
+//! `BERTH_COMPLETE=SHELL berth -- WORDS`), so flags and subcommands come from the same definition and
 //! job ids from the manager; with no manager reachable there are simply no ids to offer.
 
 use std::time::Duration;
@@ -36,16 +36,20 @@ fn job_ids() -> Vec<CompletionCandidate> {
     })
 }
 
-/// Handles a completion request from a shell's script (`COMPLETE` set) and exits; returns
+/// Handles a completion request from a shell's script (`BERTH_COMPLETE` set) and exits; returns
 /// otherwise. Call before anything writes to stdout.
 pub fn complete_if_asked(cmd: impl Fn() -> clap::Command) {
-    clap_complete::CompleteEnv::with_factory(cmd).complete();
+    clap_complete::CompleteEnv::with_factory(cmd).var(VAR).complete();
 }
+
+/// The variable the scripts set to ask for completions: berth's own, so that a `COMPLETE` set
+/// for something else in a user's environment cannot turn every command into a completion.
+const VAR: &str = "BERTH_COMPLETE";
 
 /// Writes the script that registers berth's completion in `shell`.
 pub fn registration(shell: clap_complete::Shell, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     use clap_complete::env::EnvCompleter;
-    let (var, name) = ("COMPLETE", "berth");
+    let (var, name) = (VAR, "berth");
     match shell {
         clap_complete::Shell::Bash => clap_complete::env::Bash.write_registration(var, name, name, name, out),
         clap_complete::Shell::Zsh => clap_complete::env::Zsh.write_registration(var, name, name, name, out),

@@ -178,7 +178,7 @@ fn main() -> ExitCode {
     if let Some(tool) = args.first().and_then(|a| slurm::invoked_as(a)) {
         return slurm::main(tool, args);
     }
-    // A shell's TAB (`COMPLETE=bash berth -- ...`, see `berth completions`): answered, then exit.
+    // A shell's TAB (`BERTH_COMPLETE=bash berth -- ...`, see `berth completions`): answered, then exit.
     completion::complete_if_asked(|| help::grouped(<Cli as clap::CommandFactory>::command()));
     let matches = help::grouped(<Cli as clap::CommandFactory>::command()).get_matches();
     let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());

@@ -59,7 +59,7 @@ fn completions_parse_and_name_the_subcommands() {
     // The script calls berth back with the words so far; berth answers from its definition.
     let words = |index: &str, words: &[&str]| -> String {
         let o = berth_cmd(home.path(), &[&["--", "berth"], words].concat())
-            .env("COMPLETE", "bash")
+            .env("BERTH_COMPLETE", "bash")
             .env("_CLAP_COMPLETE_INDEX", index)
             .env("_CLAP_IFS", "\n")
             .output()
@@ -75,7 +75,7 @@ fn completions_parse_and_name_the_subcommands() {
     for shell in ["zsh", "fish", "elvish", "powershell"] {
         let o = berth(home.path(), &["completions", shell]);
         assert!(o.status.success(), "{shell}: {}", text(&o.stderr));
-        assert!(text(&o.stdout).contains("COMPLETE"), "{shell}: the script calls berth back");
+        assert!(text(&o.stdout).contains("BERTH_COMPLETE"), "{shell}: the script calls berth back");
     }
 
     let o = berth(home.path(), &["completions", "tcsh"]);

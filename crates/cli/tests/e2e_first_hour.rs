@@ -320,7 +320,7 @@ fn completion_offers_the_users_job_ids_with_name_and_state() {
     b.wait_state(id, "SUCCEEDED");
     let o = support::base_cmd(b.home.path())
         .args(["--", "berth", "logs", ""])
-        .env("COMPLETE", "zsh")
+        .env("BERTH_COMPLETE", "zsh")
         .env("_CLAP_COMPLETE_INDEX", "2")
         .env("_CLAP_IFS", "\n")
         .output()

@@ -285,7 +285,7 @@ mod tests {
         let cells: Vec<String> = cols.iter().map(|c| jobfields::value(c.info.field, &j, now, &Sacct)).collect();
         assert_eq!(
             render_line(&cols, &cells, None, "|"),
-            "1                     x    default                     1 CANCELLED+     0:15 "
+            "1                     x    default          u          1 CANCELLED+     0:15 "
         );
         assert_eq!(render_line(&cols[..2], &cells[..2], Some(true), "|"), "1|x|");
         assert_eq!(render_line(&cols[..2], &cells[..2], Some(false), "|"), "1|x");
