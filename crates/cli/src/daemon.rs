@@ -401,7 +401,7 @@ fn kernel_supervisor() -> PathBuf {
     PathBuf::from("/proc/self/exe")
 }
 
-pub(crate) fn host_name() -> String {
+fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_string())

@@ -31,7 +31,7 @@ pub(crate) fn check_sources(folders: &[FolderBind], node: &str) -> Result<(), St
 }
 
 /// Says at the agent's start that process kernels here get no data folders (an agent that is
-/// not root, or may not make mount namespaces: see [`super::private_tmp`]), so that whoever
+/// not root, or may not make mount namespaces: see `private_tmp`), so that whoever
 /// starts it (`berth up` as a user) reads it before a job with `--folder` fails here.
 pub(crate) fn warn_cannot_mount(node: &str) {
     let head = format!("node {node} cannot mount data folders into process kernels");

@@ -59,7 +59,7 @@ async fn manager_cache_url() -> Option<String> {
     let c = crate::client::Client::from_env().ok()?;
     let v: Vec<berth_model::api::CacheMemberView> =
         c.json(c.request(reqwest::Method::GET, "/v1/cache/members")).await.ok()?;
-    let here = crate::daemon::host_name();
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let up: Vec<_> = v.into_iter().filter(|m| m.state == "up").collect();
     let pick = up.iter().find(|m| m.node == here || m.node.split('.').next() == Some(here.as_str())).or(up.first())?;
     Some(pick.url.trim_end_matches('/').to_string())

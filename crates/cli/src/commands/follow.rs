@@ -3,6 +3,7 @@
 //! copy ends only once the job has ended and the log has been read to its final size, so
 //! nothing is lost or printed twice.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::time::Duration;
 
@@ -122,6 +123,51 @@ fn step(cursor: &mut Cursor, chunk: LogChunk, until: Until, out: &mut dyn Write)
     Ok(Next::Later)
 }
 
+/// The last `n` lines of one log as it stands (`berth show` of a failed job).
+pub(crate) async fn last_lines(client: &Client, log: LogRef, n: usize) -> anyhow::Result<Vec<u8>> {
+    let mut last = LastLines::new(n);
+    copy_from(client, log, Until::Now, 0, 0, &mut last).await?;
+    Ok(last.into_bytes())
+}
+
+/// A writer that keeps only the last `n` lines written to it (a last line without its newline
+/// counts as one).
+pub(crate) struct LastLines {
+    n: usize,
+    lines: VecDeque<Vec<u8>>,
+}
+
+impl LastLines {
+    pub(crate) fn new(n: usize) -> Self {
+        LastLines { n, lines: VecDeque::new() }
+    }
+
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.lines.into_iter().flatten().collect()
+    }
+}
+
+impl Write for LastLines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for piece in buf.split_inclusive(|&b| b == b'\n') {
+            match self.lines.back_mut() {
+                // the rest of a line the last write left open
+                Some(open) if open.last() != Some(&b'\n') => open.extend_from_slice(piece),
+                _ => self.lines.push_back(piece.to_vec()),
+            }
+            // The open line may still be the one to drop: only whole lines beyond `n` go.
+            while self.lines.len() > self.n {
+                self.lines.pop_front();
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +212,22 @@ mod tests {
         let again = LogChunk { bytes: b"second".to_vec(), next_offset: 6, done: true, attempt: Some(1) };
         assert_eq!(step(off, again, Until::JobDone, &mut out).unwrap(), Next::Again);
         assert_eq!(out, b"first second");
+    }
+
+    fn last(n: usize, writes: &[&[u8]]) -> Vec<u8> {
+        let mut l = LastLines::new(n);
+        for w in writes {
+            l.write_all(w).unwrap();
+        }
+        l.into_bytes()
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines_across_writes() {
+        assert_eq!(last(2, &[b"a\nb\nc\n"]), b"b\nc\n");
+        assert_eq!(last(2, &[b"a\nb", b"b\nc"]), b"bb\nc", "a line split over writes is one line");
+        assert_eq!(last(5, &[b"a\n"]), b"a\n", "fewer lines than asked: all of them");
+        assert_eq!(last(0, &[b"a\nb\n"]), b"");
+        assert_eq!(last(1, &[b"\xff\x00\n", b"tail"]), b"tail", "raw bytes");
     }
 }

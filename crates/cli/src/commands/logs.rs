@@ -4,7 +4,6 @@
 //! follows until the job has ended and every byte has been printed; `--tail N` starts each log
 //! at its last N lines (the log is read to its end once, keeping only those lines).
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -97,58 +96,13 @@ async fn print_log(
     let Some(n) = tail else {
         return follow::copy(client, log, until, 0, out).await;
     };
-    let mut last = LastLines::new(n);
+    let mut last = follow::LastLines::new(n);
     let end = follow::copy_from(client, log, Until::Now, 0, 0, &mut last).await?;
     out.write_all(&last.into_bytes()).and_then(|()| out.flush()).context("cannot write the job's output")?;
     if until == Until::JobDone {
         follow::copy_from(client, log, until, 0, end, out).await?;
     }
     Ok(())
-}
-
-/// The last `n` lines of one log as it stands (`berth show` of a failed job).
-pub(crate) async fn last_lines(client: &Client, log: LogRef, n: usize) -> anyhow::Result<Vec<u8>> {
-    let mut last = LastLines::new(n);
-    follow::copy_from(client, log, Until::Now, 0, 0, &mut last).await?;
-    Ok(last.into_bytes())
-}
-
-/// A writer that keeps only the last `n` lines written to it (a last line without its newline
-/// counts as one).
-struct LastLines {
-    n: usize,
-    lines: VecDeque<Vec<u8>>,
-}
-
-impl LastLines {
-    fn new(n: usize) -> Self {
-        LastLines { n, lines: VecDeque::new() }
-    }
-
-    fn into_bytes(self) -> Vec<u8> {
-        self.lines.into_iter().flatten().collect()
-    }
-}
-
-impl Write for LastLines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        for piece in buf.split_inclusive(|&b| b == b'\n') {
-            match self.lines.back_mut() {
-                // the rest of a line the last write left open
-                Some(open) if open.last() != Some(&b'\n') => open.extend_from_slice(piece),
-                _ => self.lines.push_back(piece.to_vec()),
-            }
-            // The open line may still be the one to drop: only whole lines beyond `n` go.
-            while self.lines.len() > self.n {
-                self.lines.pop_front();
-            }
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Says on stderr where a stream went when the job writes it to a file of its own (`--output`,
@@ -173,27 +127,5 @@ fn note_output_files(d: &berth_model::api::JobDetail, stream: LogStream, kernel:
             "berth: job {}{whose} {name} will go to {path} on its node once it starts, not to berth's logs",
             d.job.id
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn last(n: usize, writes: &[&[u8]]) -> Vec<u8> {
-        let mut l = LastLines::new(n);
-        for w in writes {
-            l.write_all(w).unwrap();
-        }
-        l.into_bytes()
-    }
-
-    #[test]
-    fn tail_keeps_the_last_lines_across_writes() {
-        assert_eq!(last(2, &[b"a\nb\nc\n"]), b"b\nc\n");
-        assert_eq!(last(2, &[b"a\nb", b"b\nc"]), b"bb\nc", "a line split over writes is one line");
-        assert_eq!(last(5, &[b"a\n"]), b"a\n", "fewer lines than asked: all of them");
-        assert_eq!(last(0, &[b"a\nb\n"]), b"");
-        assert_eq!(last(1, &[b"\xff\x00\n", b"tail"]), b"tail", "raw bytes");
     }
 }

@@ -44,7 +44,7 @@ async fn stderr_tail(client: &Client, d: &JobDetail) -> String {
         return String::new();
     }
     let log = super::follow::LogRef { id: d.job.id, stream: berth_model::protocol::LogStream::Stderr, kernel: 0 };
-    let Ok(bytes) = super::logs::last_lines(client, log, STDERR_TAIL).await else { return String::new() };
+    let Ok(bytes) = super::follow::last_lines(client, log, STDERR_TAIL).await else { return String::new() };
     if bytes.is_empty() {
         return String::new();
     }

@@ -71,7 +71,7 @@ pub(crate) fn apps_base(m: &Manager, headers: &HeaderMap) -> Result<String, ApiE
         return Ok(url.replace("*.", "").trim_end_matches('/').to_string());
     }
     let scheme = if m.tls { "https" } else { "http" };
-    Ok(format!("{scheme}://{}:{}", caller_host(headers), apps.port))
+    Ok(format!("{scheme}://{}:{}", crate::apps::caller_host(headers), apps.port))
 }
 
 /// The origin app `app` of job `id` is served at: a host of its own, so that its pages (code
@@ -86,7 +86,7 @@ pub(crate) fn app_origin(m: &Manager, headers: &HeaderMap, id: JobId, app: &str)
     if let Some(url) = &apps.public_url {
         return Ok(url.replacen('*', &label, 1).trim_end_matches('/').to_string());
     }
-    let host = caller_host(headers);
+    let host = crate::apps::caller_host(headers);
     if !is_loopback(host) {
         return Err(ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -111,15 +111,6 @@ fn proxy_on(m: &Manager) -> Result<&crate::manager::AppsEndpoint, ApiError> {
     })
 }
 
-/// The host name the caller reached the API by, without its port (`[v6]` kept bracketed).
-pub(crate) fn caller_host(headers: &HeaderMap) -> &str {
-    let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-    match host.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && (!h.starts_with('[') || h.ends_with(']')) => h,
-        _ => host,
-    }
-}
-
 /// Whether a host name is this machine's loopback, where `*.localhost` reaches the proxy too.
 fn is_loopback(host: &str) -> bool {
     let name = host.trim_start_matches('[').trim_end_matches(']');
@@ -141,16 +132,5 @@ mod tests {
         for h in ["10.0.0.5", "berth.example.org", "localhost.example.org", "[::2]"] {
             assert!(!is_loopback(h), "{h}");
         }
-    }
-
-    #[test]
-    fn caller_hosts_lose_their_port() {
-        let mut h = HeaderMap::new();
-        h.insert(axum::http::header::HOST, "127.0.0.1:7070".parse().unwrap());
-        assert_eq!(caller_host(&h), "127.0.0.1");
-        h.insert(axum::http::header::HOST, "[::1]:7070".parse().unwrap());
-        assert_eq!(caller_host(&h), "[::1]");
-        h.insert(axum::http::header::HOST, "berth.example.org".parse().unwrap());
-        assert_eq!(caller_host(&h), "berth.example.org");
     }
 }

@@ -160,7 +160,7 @@ fn on_own_host(m: &Manager, headers: &axum::http::HeaderMap, job: JobId, app: &s
     if m.apps.get().is_some_and(|a| a.public_url.is_some()) {
         return true;
     }
-    let name = crate::api::apps::caller_host(headers).trim_end_matches('.');
+    let name = caller_host(headers).trim_end_matches('.');
     name.eq_ignore_ascii_case(&format!("{}.localhost", berth_model::app::host_label(job, app)))
 }
 
@@ -287,9 +287,29 @@ pub fn link_owner(user: &User) -> LinkOwner {
     LinkOwner { user_id: user.id, name: user.name.clone() }
 }
 
+/// The host name the caller reached the API or the proxy by, without its port (`[v6]` kept bracketed).
+pub(crate) fn caller_host(headers: &axum::http::HeaderMap) -> &str {
+    let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    match host.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && (!h.starts_with('[') || h.ends_with(']')) => h,
+        _ => host,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caller_hosts_lose_their_port() {
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(axum::http::header::HOST, "127.0.0.1:7070".parse().unwrap());
+        assert_eq!(caller_host(&h), "127.0.0.1");
+        h.insert(axum::http::header::HOST, "[::1]:7070".parse().unwrap());
+        assert_eq!(caller_host(&h), "[::1]");
+        h.insert(axum::http::header::HOST, "berth.example.org".parse().unwrap());
+        assert_eq!(caller_host(&h), "berth.example.org");
+    }
 
     #[test]
     fn the_landing_page_escapes_its_target() {
