@@ -14,7 +14,7 @@ use nix::unistd::{Uid, User};
 use crate::client::Client;
 
 /// The uid a node gives a berth user without an account there, by default: this plus their id.
-const DEFAULT_RANGE_FIRST: i64 = 200_000;
+const DEFAULT_RANGE_FIRST: i64 = berth_model::DEFAULT_UID_RANGE.0 as i64;
 
 /// Whom a token's job runs as on a node with the default user map.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -327,6 +327,11 @@ fn is_one(n: &u32) -> bool {
 /// may carry: far more than a login shell's, far less than the kernel's `ARG_MAX`.
 pub const MAX_ENV_BYTES: usize = 256 * 1024;
 
+/// The uids a node gives berth users without an Unix account there, by default (agents'
+/// `--user-map submitter` and `range`): the first, and how many. Agents use it, and the
+/// manager and the CLI say from it which uid a job will run as.
+pub const DEFAULT_UID_RANGE: (u32, u32) = (200_000, 100_000);
+
 /// The Unix identity that submitted a job, vouched for by the manager's host kernel
 /// (`SO_PEERCRED` on the manager's unix socket), never taken from what a client says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]

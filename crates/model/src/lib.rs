@@ -39,7 +39,10 @@ pub use cause::{EndCause, PreemptAction, StopCause};
 pub use constraint::Constraint;
 pub use dependency::{Condition, Dependency, JobRef};
 pub use environment::{EnvKind, EnvSpec, SetupProgress, SetupStep};
-pub use job::{JobId, JobSpec, JobState, Launch, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId, valid_name};
+pub use job::{
+    DEFAULT_UID_RANGE, JobId, JobSpec, JobState, Launch, Mount, NumaPolicy, ResourceRequest, SpecError, UnixId,
+    valid_name,
+};
 pub use measured::{Efficiency, JobUsage, KernelUsage};
 pub use quantity::{
     MAX_DURATION_SECS, MAX_MEM_BYTES, MAX_MILLI, QuantityError, format_bytes, format_duration, format_gpu_milli,

@@ -98,7 +98,7 @@ pub enum UserMap {
 }
 
 /// The uids `range` and `submitter` give berth users without an account: 200000-299999.
-const DEFAULT_RANGE: (u32, u32) = (200_000, 100_000);
+const DEFAULT_RANGE: (u32, u32) = berth_model::DEFAULT_UID_RANGE;
 
 impl std::str::FromStr for UserMap {
     type Err = String;

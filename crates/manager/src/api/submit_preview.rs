@@ -77,7 +77,7 @@ pub struct PreviewVar {
 
 /// The first uid of the range the nodes' agents give berth users without an account by
 /// default (`berth agent --user-map`, agent `runtime/user.rs`).
-const RANGE_FIRST: u64 = 200_000;
+const RANGE_FIRST: u64 = berth_model::DEFAULT_UID_RANGE.0 as u64;
 
 /// Check a job without submitting it: the answer says what it would be and see.
 #[utoipa::path(post, path = "/v1/jobs/preview", request_body = SubmitRequest, tag = "jobs",
