@@ -12,6 +12,11 @@ use jiff::Timestamp;
 
 use crate::{Change, JobFilter, NodeRow, Store, StoreError};
 
+#[path = "conformance_batch.rs"]
+mod batch;
+pub use batch::{
+    a_batch_of_many_jobs_and_mixed_changes_applies_in_order, one_wrong_from_in_a_large_batch_rolls_back_all_of_it,
+};
 #[path = "conformance_cache.rs"]
 mod cache;
 pub use cache::{cache_members, cache_state};
@@ -38,7 +43,8 @@ macro_rules! conformance_tests {
             measured_usage_adds_up, cas_conflict_leaves_store_untouched, requeue_bumps_attempt, nodes_and_meta,
             queues_and_usage, tenancy, cache_state, cache_members, leader_lease,
             idempotent_submits, array_tasks, folders, endpoints, archive_moves_only_old_finished_jobs,
-            archived_ids_are_never_reused);
+            archived_ids_are_never_reused, a_batch_of_many_jobs_and_mixed_changes_applies_in_order,
+            one_wrong_from_in_a_large_batch_rolls_back_all_of_it);
     };
     (@each $fresh:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test]

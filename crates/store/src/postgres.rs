@@ -49,6 +49,10 @@ mod shared_store;
 #[allow(clippy::duplicate_mod)]
 mod shared_tenancy;
 
+#[path = "pg_batch.rs"]
+mod pg_batch;
+use pg_batch::apply_changes;
+
 pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, write_all as copy_write};
 
 /// The database's clock, in milliseconds since the Unix epoch (the leader lease's times).

@@ -14,18 +14,7 @@ use crate::{JobFilter, Result, StoreError};
 
 /// Records who asked a job to stop (see `rows::stop_cause` for the columns).
 pub(crate) async fn set_stop(tx: &mut DbConn, job_id: JobId, cause: &StopCause) -> Result<()> {
-    let (by, for_job, action, idle, scaled_to) = match cause {
-        StopCause::Cancelled { by } => (Some(by.as_str()), None, None, None, None),
-        StopCause::Preempted { by_job, action } => (None, Some(*by_job), Some(action.as_str()), None, None),
-        StopCause::Idle { idle_secs } => (None, None, None, Some(*idle_secs as i64), None),
-        // A requeue asked for by a user: the canceller's column with the requeue action and
-        // no preemptor (the columns' CHECK allows it, so no migration).
-        StopCause::Requeued { by } => (Some(by.as_str()), None, Some("requeue"), None, None),
-        // The endpoint that stopped it in the canceller's column.
-        StopCause::ScaledDown { endpoint, wants } => {
-            (Some(endpoint.as_str()), None, None, None, Some(i64::from(*wants)))
-        }
-    };
+    let (by, for_job, action, idle, scaled_to) = stop_columns(cause);
     let done = sqlx::query(&sql(
         "UPDATE jobs SET cancelled_by = ?, preempted_by = ?, preempt_action = ?, idle_stop_secs = ?, \
          scaled_down_to = ? WHERE id = ?",
@@ -42,6 +31,24 @@ pub(crate) async fn set_stop(tx: &mut DbConn, job_id: JobId, cause: &StopCause) 
         return Err(StoreError::NotFound(format!("job {job_id}")));
     }
     Ok(())
+}
+
+/// The stop columns of `cause`: `cancelled_by`, `preempted_by`, `preempt_action`,
+/// `idle_stop_secs`, `scaled_down_to`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn stop_columns(cause: &StopCause) -> (Option<&str>, Option<i64>, Option<&str>, Option<i64>, Option<i64>) {
+    match cause {
+        StopCause::Cancelled { by } => (Some(by.as_str()), None, None, None, None),
+        StopCause::Preempted { by_job, action } => (None, Some(*by_job), Some(action.as_str()), None, None),
+        StopCause::Idle { idle_secs } => (None, None, None, Some(*idle_secs as i64), None),
+        // A requeue asked for by a user: the canceller's column with the requeue action and
+        // no preemptor (the columns' CHECK allows it, so no migration).
+        StopCause::Requeued { by } => (Some(by.as_str()), None, Some("requeue"), None, None),
+        // The endpoint that stopped it in the canceller's column.
+        StopCause::ScaledDown { endpoint, wants } => {
+            (Some(endpoint.as_str()), None, None, None, Some(i64::from(*wants)))
+        }
+    }
 }
 
 /// The fields of a [`crate::Change::Transition`].

@@ -246,49 +246,7 @@ impl Store for Adapter {
         // Dropping `tx` on an early return rolls everything back.
         let mut tx = self.writer.begin().await?;
         check_fence(self, &mut tx).await?;
-        for c in changes {
-            match c {
-                Change::Transition { job_id, from, to, at, reason, exit_code, end } => {
-                    let mv = Move {
-                        job_id: *job_id,
-                        from: *from,
-                        to: *to,
-                        at: *at,
-                        reason,
-                        exit_code: *exit_code,
-                        end: *end,
-                    };
-                    transition(&mut tx, mv).await?;
-                }
-                Change::Stop { job_id, cause } => set_stop(&mut tx, *job_id, cause).await?,
-                Change::SetKernels { job_id, attempt, bindings } => {
-                    set_kernels(&mut tx, *job_id, *attempt, bindings).await?;
-                }
-                Change::KernelExit { job_id, attempt, index, exit_code, usage } => {
-                    kernel_exit(&mut tx, *job_id, *attempt, *index, *exit_code, usage.as_ref()).await?;
-                }
-                Change::Usage(u) => {
-                    sqlx::query(&sql("INSERT INTO usage (kind, name, value, at) VALUES (?, ?, ?, ?) \
-                         ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, at = excluded.at"))
-                    .bind(&u.kind)
-                    .bind(&u.name)
-                    .bind(u.value)
-                    .bind(ts(u.at))
-                    .execute(&mut *tx)
-                    .await?;
-                }
-                Change::PendingReason { job_id, reason } => {
-                    let done = sqlx::query(&sql("UPDATE jobs SET pending_reason = ? WHERE id = ?"))
-                        .bind(reason.as_ref().map(to_json))
-                        .bind(job_id)
-                        .execute(&mut *tx)
-                        .await?;
-                    if done.rows_affected() != 1 {
-                        return Err(StoreError::NotFound(format!("job {job_id}")));
-                    }
-                }
-            }
-        }
+        super::apply_changes(&mut tx, changes).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -466,4 +424,47 @@ async fn insert_job_in(
         .execute(&mut *c)
         .await?;
     Ok(id)
+}
+
+/// Applies `changes` one at a time, in order, inside the caller's transaction: one statement
+/// (or one query) per change. SQLite's whole `apply` (in-process, a statement costs no round
+/// trip), and PostgreSQL's for a single change (`pg_batch.rs` writes larger batches).
+pub(super) async fn apply_each(tx: &mut DbConn, changes: &[Change]) -> Result<()> {
+    for c in changes {
+        match c {
+            Change::Transition { job_id, from, to, at, reason, exit_code, end } => {
+                let mv =
+                    Move { job_id: *job_id, from: *from, to: *to, at: *at, reason, exit_code: *exit_code, end: *end };
+                transition(tx, mv).await?;
+            }
+            Change::Stop { job_id, cause } => set_stop(&mut *tx, *job_id, cause).await?,
+            Change::SetKernels { job_id, attempt, bindings } => {
+                set_kernels(&mut *tx, *job_id, *attempt, bindings).await?;
+            }
+            Change::KernelExit { job_id, attempt, index, exit_code, usage } => {
+                kernel_exit(&mut *tx, *job_id, *attempt, *index, *exit_code, usage.as_ref()).await?;
+            }
+            Change::Usage(u) => {
+                sqlx::query(&sql("INSERT INTO usage (kind, name, value, at) VALUES (?, ?, ?, ?) \
+                     ON CONFLICT (kind, name) DO UPDATE SET value = excluded.value, at = excluded.at"))
+                .bind(&u.kind)
+                .bind(&u.name)
+                .bind(u.value)
+                .bind(ts(u.at))
+                .execute(&mut *tx)
+                .await?;
+            }
+            Change::PendingReason { job_id, reason } => {
+                let done = sqlx::query(&sql("UPDATE jobs SET pending_reason = ? WHERE id = ?"))
+                    .bind(reason.as_ref().map(to_json))
+                    .bind(job_id)
+                    .execute(&mut *tx)
+                    .await?;
+                if done.rows_affected() != 1 {
+                    return Err(StoreError::NotFound(format!("job {job_id}")));
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -49,6 +49,9 @@ mod shared_store;
 #[allow(clippy::duplicate_mod)]
 mod shared_tenancy;
 
+/// `Store::apply`'s changes: one at a time (in-process, a statement costs no round trip).
+use shared_store::apply_each as apply_changes;
+
 pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, write_all as copy_write};
 
 /// The database's clock, in milliseconds since the Unix epoch (the leader lease's times).

@@ -1,0 +1,157 @@
+//! The conformance checks of large [`crate::Store::apply`] batches (a scheduling pass, a report
+//! batch: PostgreSQL writes them kind by kind in multi-row statements, `pg_batch.rs`), part of
+//! [`crate::conformance`] and run on every adapter through
+//! [`conformance_tests!`](crate::conformance_tests).
+
+use berth_model::{EndCause, JobSpec, JobState, KernelUsage, PendingKind, PendingReason, StopCause};
+use jiff::Timestamp;
+
+use crate::{Change, Store, StoreError, UsageRow};
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000 + secs).unwrap()
+}
+
+fn tr(job_id: i64, from: JobState, to: JobState, secs: i64, reason: &str) -> Change {
+    Change::Transition { job_id, from, to, at: at(secs), reason: reason.into(), exit_code: None, end: None }
+}
+
+fn usage(name: &str, value: f64, secs: i64) -> Change {
+    Change::Usage(UsageRow { kind: "user".into(), name: name.into(), value, at: at(secs) })
+}
+
+/// One batch of hundreds of jobs and every kind of change, several for the same job in a row
+/// (scheduled, its kernels, started, ended, measured): each job ends as if its changes had been
+/// applied one at a time in the batch's order, with its history in that order.
+pub async fn a_batch_of_many_jobs_and_mixed_changes_applies_in_order(s: &dyn Store) {
+    let u = s.create_user("gus", "user", at(0)).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..300 {
+        ids.push(s.insert_job(u.id, &JobSpec::command(["x"]), None, at(0)).await.unwrap());
+    }
+    let waiting = PendingReason::new(PendingKind::Resources, "resources: needs 1 GPU");
+    let used = KernelUsage { cpu_seconds: Some(1.5), memory_peak_bytes: Some(100), ..Default::default() };
+    let mut batch = Vec::new();
+    for (n, &id) in ids.iter().enumerate() {
+        match n % 3 {
+            // started and finished within the batch, measured
+            0 => batch.extend([
+                tr(id, JobState::Pending, JobState::Scheduled, 1, "scheduled on n1"),
+                Change::SetKernels { job_id: id, attempt: 0, bindings: vec![super::binding("n1")] },
+                tr(id, JobState::Scheduled, JobState::Running, 2, "started"),
+                Change::KernelExit { job_id: id, attempt: 0, index: 0, exit_code: Some(0), usage: Some(used) },
+                Change::Transition {
+                    job_id: id,
+                    from: JobState::Running,
+                    to: JobState::Succeeded,
+                    at: at(3),
+                    reason: "exit code 0".into(),
+                    exit_code: Some(0),
+                    end: Some(EndCause::Exited),
+                },
+            ]),
+            // still waiting, with a reason
+            1 => batch.push(Change::PendingReason { job_id: id, reason: Some(waiting.clone()) }),
+            // cancelled before it ran
+            _ => batch.extend([
+                Change::Transition {
+                    job_id: id,
+                    from: JobState::Pending,
+                    to: JobState::Cancelled,
+                    at: at(2),
+                    reason: "cancelled by gus".into(),
+                    exit_code: None,
+                    end: Some(EndCause::Cancelled),
+                },
+                Change::Stop { job_id: id, cause: StopCause::Cancelled { by: "gus".into() } },
+            ]),
+        }
+    }
+    // a figure written twice in one batch keeps the later value
+    batch.extend([usage("gus", 1.0, 1), usage("gus", 2.0, 2)]);
+    s.apply(&batch).await.unwrap();
+
+    for (n, &id) in ids.iter().enumerate() {
+        let j = s.job(id).await.unwrap().unwrap();
+        let history: Vec<JobState> = s.transitions(id).await.unwrap().iter().map(|t| t.to).collect();
+        match n % 3 {
+            0 => {
+                assert_eq!(
+                    (j.state, j.started_at, j.ended_at, j.exit_code),
+                    (JobState::Succeeded, Some(at(2)), Some(at(3)), Some(0))
+                );
+                assert_eq!((j.nodes.as_slice(), j.end_cause), (&["n1".to_string()][..], Some(EndCause::Exited)));
+                assert_eq!(j.used.and_then(|u| u.cpu_seconds), Some(1.5), "job {id}");
+                let want = vec![JobState::Pending, JobState::Scheduled, JobState::Running, JobState::Succeeded];
+                assert_eq!(history, want, "job {id}: history in the batch's order");
+                assert_eq!(s.kernels(id).await.unwrap()[0].exit_code, Some(0));
+            }
+            1 => {
+                assert_eq!((j.state, j.pending_reason.as_ref()), (JobState::Pending, Some(&waiting)));
+                assert_eq!(history, vec![JobState::Pending]);
+            }
+            _ => {
+                assert_eq!((j.state, j.end_cause), (JobState::Cancelled, Some(EndCause::Cancelled)));
+                assert_eq!(j.stop, Some(StopCause::Cancelled { by: "gus".into() }));
+                assert_eq!(history, vec![JobState::Pending, JobState::Cancelled]);
+            }
+        }
+    }
+    let figures = s.usage().await.unwrap();
+    assert_eq!(figures.iter().map(|u| (u.name.as_str(), u.value)).collect::<Vec<_>>(), vec![("gus", 2.0)]);
+}
+
+/// A batch where one job among hundreds is not in its transition's `from` state (or is not
+/// there at all): the whole batch fails with that job's error and nothing of it is stored.
+pub async fn one_wrong_from_in_a_large_batch_rolls_back_all_of_it(s: &dyn Store) {
+    let u = s.create_user("hal", "user", at(0)).await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        ids.push(s.insert_job(u.id, &JobSpec::command(["x"]), None, at(0)).await.unwrap());
+    }
+    let start = |id| {
+        [
+            tr(id, JobState::Pending, JobState::Scheduled, 1, "scheduled on n1"),
+            Change::SetKernels { job_id: id, attempt: 0, bindings: vec![super::binding("n1")] },
+        ]
+    };
+    let before: Vec<_> = {
+        let mut v = Vec::new();
+        for &id in &ids {
+            v.push(s.job(id).await.unwrap());
+        }
+        v
+    };
+    let wrong = ids[150];
+    let mut batch: Vec<Change> = ids.iter().flat_map(|&id| start(id)).collect();
+    // job `wrong` is PENDING, not RUNNING: its second move must fail the whole batch
+    batch.push(tr(wrong, JobState::Running, JobState::Succeeded, 2, "done"));
+    batch.push(usage("hal", 5.0, 2));
+    let err = s.apply(&batch).await.unwrap_err();
+    match err {
+        StoreError::Conflict { job_id, expected, actual } => {
+            assert_eq!((job_id, expected, actual.as_str()), (wrong, JobState::Running, "SCHEDULED"));
+        }
+        e => panic!("expected a conflict, got {e:?}"),
+    }
+    for (n, &id) in ids.iter().enumerate() {
+        assert_eq!(s.job(id).await.unwrap(), before[n], "job {id} rolled back");
+        assert!(s.kernels(id).await.unwrap().is_empty(), "job {id}: no kernels");
+        assert_eq!(s.transitions(id).await.unwrap().len(), 1, "job {id}: only its submit");
+    }
+    assert!(s.usage().await.unwrap().is_empty(), "the usage figure rolled back");
+
+    // A job that does not exist, among many that do: NotFound, nothing stored.
+    let mut batch: Vec<Change> = ids.iter().flat_map(|&id| start(id)).collect();
+    batch.insert(100, tr(99_999, JobState::Pending, JobState::Scheduled, 1, "scheduled on n1"));
+    let err = s.apply(&batch).await.unwrap_err();
+    assert!(matches!(&err, StoreError::NotFound(what) if what == "job 99999"), "{err:?}");
+    assert!(s.kernels(ids[0]).await.unwrap().is_empty());
+    // The first failure in the batch's order is the one reported.
+    let mut batch: Vec<Change> = ids.iter().flat_map(|&id| start(id)).collect();
+    batch.insert(10, Change::PendingReason { job_id: 88_888, reason: None });
+    batch.push(tr(ids[3], JobState::Running, JobState::Succeeded, 2, "done"));
+    let err = s.apply(&batch).await.unwrap_err();
+    assert!(matches!(&err, StoreError::NotFound(what) if what == "job 88888"), "{err:?}");
+    assert_eq!(s.job(ids[0]).await.unwrap().unwrap().state, JobState::Pending);
+}
