@@ -145,6 +145,8 @@ pub(crate) fn is_disk_full(e: &sqlx::Error) -> bool {
 pub struct PgStore {
     pub(crate) writer: PgPool,
     pub(crate) reader: PgPool,
+    /// The leader lease's renewals and takeovers: a pool of one connection of its own.
+    pub(crate) lease_pool: PgPool,
     /// The epoch writes are fenced with (0: none), see [`crate::LeaderLease::fence`].
     pub(crate) fence: std::sync::atomic::AtomicU64,
 }
@@ -185,11 +187,16 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(CONNECTIONS)
             .acquire_timeout(Duration::from_secs(30))
-            .connect_lazy_with(opts);
+            .connect_lazy_with(opts.clone());
         drop(conn);
         let migrator = sqlx::migrate!("./migrations/postgres");
         migrator.run(&pool).await.map_err(crate::migrate_error(&migrator))?;
-        Ok(PgStore { writer: pool.clone(), reader: pool, fence: Default::default() })
+        // The lease's own connection: a renewal never waits for a slot of the pool, which the
+        // report loop, the scheduling pass, submits and reads can all hold for a while under
+        // load (issue 42: renewals took 12-19 s and the leadership was lost).
+        let lease_pool =
+            PgPoolOptions::new().max_connections(1).acquire_timeout(Duration::from_secs(30)).connect_lazy_with(opts);
+        Ok(PgStore { writer: pool.clone(), reader: pool, lease_pool, fence: Default::default() })
     }
 }
 

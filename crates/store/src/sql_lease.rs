@@ -39,7 +39,7 @@ impl LeaderLease for Adapter {
         }
         // The takeover's lock waits for every write in flight that checked the old epoch
         // (`check_fence`), so none of them can commit after the new epoch.
-        let mut tx = self.writer.begin().await?;
+        let mut tx = self.lease_pool.begin().await?;
         sqlx::query(&sql(&format!("SELECT epoch FROM leader_lease WHERE id = 1{TAKEOVER_LOCK}")))
             .fetch_one(&mut *tx)
             .await?;
@@ -62,7 +62,7 @@ impl LeaderLease for Adapter {
     async fn lease_renew(&self, holder: &str, epoch: u64, ttl: Duration) -> Result<bool> {
         let q = format!("UPDATE leader_lease SET expires_ms = {NOW_MS} + ? WHERE id = 1 AND holder = ? AND epoch = ?");
         let done =
-            sqlx::query(&sql(&q)).bind(millis(ttl)).bind(holder).bind(epoch as i64).execute(&self.writer).await?;
+            sqlx::query(&sql(&q)).bind(millis(ttl)).bind(holder).bind(epoch as i64).execute(&self.lease_pool).await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -70,7 +70,7 @@ impl LeaderLease for Adapter {
         sqlx::query(&sql("UPDATE leader_lease SET expires_ms = 0 WHERE id = 1 AND holder = ? AND epoch = ?"))
             .bind(holder)
             .bind(epoch as i64)
-            .execute(&self.writer)
+            .execute(&self.lease_pool)
             .await?;
         Ok(())
     }

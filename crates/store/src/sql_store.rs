@@ -370,6 +370,7 @@ impl Store for Adapter {
     async fn close(&self) {
         self.writer.close().await;
         self.reader.close().await;
+        self.lease_pool.close().await;
     }
 }
 

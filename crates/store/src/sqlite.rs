@@ -125,6 +125,8 @@ async fn snapshot(pool: &SqlitePool) -> Result<sqlx::Transaction<'_, Db>> {
 pub struct SqliteStore {
     pub(crate) writer: SqlitePool,
     pub(crate) reader: SqlitePool,
+    /// The leader lease's writes: the writer itself (SQLite takes one writer at a time).
+    pub(crate) lease_pool: SqlitePool,
     /// The epoch writes are fenced with (0: none), see [`crate::LeaderLease::fence`].
     pub(crate) fence: std::sync::atomic::AtomicU64,
 }
@@ -155,7 +157,7 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(base.read_only(true))
             .await?;
-        Ok(SqliteStore { writer, reader, fence: Default::default() })
+        Ok(SqliteStore { lease_pool: writer.clone(), writer, reader, fence: Default::default() })
     }
 }
 
