@@ -141,7 +141,9 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         cache_weight,
         folder_mounts,
     };
-    if let Err(e) = self::register(&m, Conn { id: conn_id, tx }, &node, agent, kernels).await {
+    let heard = crate::heartbeat::Heard::new(Instant::now());
+    let conn = Conn { id: conn_id, tx, heard: heard.clone() };
+    if let Err(e) = self::register(&m, conn, &node, agent, kernels).await {
         tracing::error!(node, "cannot register node: {e}");
         writer.abort();
         return;
@@ -168,10 +170,13 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
                             None => break,
                         }
                     }
+                    // Heard now, whenever the report loop gets to it (`heartbeat::Heard`).
+                    heard.handed(Instant::now());
                     let applied = match m.hub.report(&node, batch) {
                         Some(applied) => applied.await.is_ok(),
                         None => false,
                     };
+                    heard.applied(Instant::now());
                     if !applied || closed {
                         break;
                     }
@@ -299,7 +304,7 @@ pub async fn register(
             address,
             drain,
             last_heartbeat: Some(now),
-            last_seen: Instant::now(),
+            heard: conn.heard.clone(),
             conn: Some(conn.clone()),
             orphan_deadline: None,
             containers,
@@ -411,7 +416,6 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
         AgentMessage::Heartbeat { at, usage, gpus } => {
             let now = Instant::now();
             if let Some(n) = st.nodes.get_mut(node) {
-                n.last_seen = now;
                 n.last_heartbeat = Some(*at);
                 n.gpus_in_use.clone_from(gpus);
             }

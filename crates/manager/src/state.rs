@@ -32,6 +32,8 @@ pub const CLOCK: &str = "clock";
 pub struct Conn {
     pub id: u64,
     pub tx: UnboundedSender<ManagerMessage>,
+    /// When its agent was last heard; the node's [`Node::heard`] while it is connected.
+    pub heard: std::sync::Arc<crate::heartbeat::Heard>,
 }
 
 /// A node the manager knows (registered now or in an earlier run).
@@ -53,7 +55,8 @@ pub struct Node {
     /// Why an admin drained it; `None` when not drained.
     pub drain: Option<String>,
     pub last_heartbeat: Option<Timestamp>,
-    pub last_seen: Instant,
+    /// When its agent was last heard (its connection writes it, outside this state's lock).
+    pub heard: std::sync::Arc<crate::heartbeat::Heard>,
     pub conn: Option<Conn>,
     /// After a manager restart: when the node's jobs count as lost if its agent has not
     /// reconnected by then.

@@ -18,7 +18,7 @@ pub fn node(ledger: usize) -> Node {
         address: None,
         drain: None,
         last_heartbeat: None,
-        last_seen: std::time::Instant::now(),
+        heard: crate::heartbeat::Heard::new(std::time::Instant::now()),
         conn: None,
         orphan_deadline: None,
         containers: Default::default(),
