@@ -1,8 +1,9 @@
 //! The scheduling loop: woken by events (submit, cancel, kernel end, node register) and by a
 //! one-second safety timer, it runs `berth_sched::schedule` on the in-memory snapshot and
-//! commits every start and every changed pending reason of the pass in ONE store batch;
-//! then it applies the pass to memory with `berth_sched::apply` (`pass_target.rs`: ledgers,
-//! places and reasons) and sends `StartKernel`, and stores and sends the preemptions.
+//! commits its starts (up to [`PASS_PART`] in one store batch) and every changed pending
+//! reason of the pass; after each batch it applies that part to memory with
+//! `berth_sched::apply` (`pass_target.rs`: ledgers, places and reasons) and sends its
+//! `StartKernel`s, and stores and sends the preemptions.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,7 +146,37 @@ pub async fn pass(m: &Manager) -> usize {
             crate::cluster_env::assign_port(&mut ports, s.job, &mut s.bindings);
         }
     }
-    let changes = batch(&st, &out, now);
+    // Committed and sent a part at a time: the first jobs' `StartKernel`s go out while the
+    // next part is written, instead of every start of a large pass waiting for all of them.
+    // A part is acted on only once it is committed; the pass's reasons and preemptions go with
+    // the last part.
+    let mut started = 0;
+    let mut starts = std::mem::take(&mut out.starts).into_iter().peekable();
+    loop {
+        let part: Vec<berth_sched::Start> = starts.by_ref().take(PASS_PART).collect();
+        let last = starts.peek().is_none();
+        let part = if last {
+            PassOutput { starts: part, ..std::mem::take(&mut out) }
+        } else {
+            PassOutput { starts: part, borrowed: out.borrowed.clone(), ..PassOutput::default() }
+        };
+        let Some(n) = commit_part(m, &mut st, part, now).await else { break };
+        started += n;
+        if last {
+            break;
+        }
+    }
+    m.metrics.pass(began.elapsed());
+    started
+}
+
+/// Most starts committed (and then sent) together by a pass.
+const PASS_PART: usize = 1024;
+
+/// Commits one part of a pass, then applies it to memory and sends its commands: how many jobs
+/// it started, `None` when the store refused it (nothing of it was written, nor acted on).
+async fn commit_part(m: &Manager, st: &mut State, out: PassOutput, now: Timestamp) -> Option<usize> {
+    let changes = batch(st, &out, now);
     let committing = std::time::Instant::now();
     let stored = m.store.apply(&changes).await;
     if !changes.is_empty() {
@@ -155,27 +186,26 @@ pub async fn pass(m: &Manager) -> usize {
     if let Err(e) = stored {
         // Nothing was written, so nothing is acted on; the next pass tries again.
         tracing::warn!("scheduling pass not committed: {e}");
-        return 0;
+        return None;
     }
 
     // Stored: memory follows (the same code as `berth sim`'s), then the commands go out.
-    let applied = apply::apply(&mut *st, out, now_ms);
+    let applied = apply::apply(st, out, now.as_millisecond());
     for c in &applied.clashes {
         tracing::warn!(job = c.job, node = %c.node, "cannot allocate: {}", c.error);
     }
     let watched = m.jobs.watched();
     for id in &applied.started {
         if let Some(job) = st.jobs.get(id) {
-            send_start(m, &st, job);
+            send_start(m, st, job);
             if watched {
                 m.jobs.announce(Arc::new(job.event()));
             }
             m.metrics.started(&job.queue, now.duration_since(job.submitted_at).unsigned_abs());
         }
     }
-    preempt(m, &mut st, &applied.preemptions).await;
-    m.metrics.pass(began.elapsed());
-    applied.started.len()
+    preempt(m, st, &applied.preemptions).await;
+    Some(applied.started.len())
 }
 
 /// The pass's store batch: each start's move to SCHEDULED with its kernels (of jobs still
