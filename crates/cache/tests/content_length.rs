@@ -10,7 +10,6 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 
 use berth_cache::BucketConfig;
-use berth_cache::server::NodeTls;
 use support::Srv;
 
 /// Capacity of the node: 1 MiB.
@@ -145,24 +144,8 @@ fn a_member_push_longer_than_a_small_nodes_capacity_is_taken() {
 /// A node serving HTTPS with a self-signed certificate for `localhost`, and a client config
 /// trusting it.
 fn tls_node() -> (Srv, Arc<rustls::ClientConfig>) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let der = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
-    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.der().clone()], der.into())
-        .unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.der().clone()).unwrap();
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let s = Srv::start_tls(CAPACITY, NodeTls { server: Some(Arc::new(server)), client: None });
+    let (tls, client) = support::self_signed_tls();
+    let s = Srv::start_tls(CAPACITY, tls);
     s.node
         .store
         .put_bucket(BucketConfig {
@@ -173,7 +156,7 @@ fn tls_node() -> (Srv, Arc<rustls::ClientConfig>) {
             ..Default::default()
         })
         .unwrap();
-    (s, Arc::new(client))
+    (s, client)
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod forward;
 mod guard;
 mod head;
 mod objects;
+mod pagecache;
 mod range;
 mod sendfile;
 

@@ -1,5 +1,5 @@
 //! Sending an object's bytes from its file with `sendfile(2)` (the fast path, `fast.rs`),
-//! and the open object files each worker thread keeps for it.
+//! and the open object files each worker thread keeps for it (objects held in memory).
 //!
 //! `sendfile` hands page-cache pages to the socket: no copy of the body in this process (the
 //! `writev` of a 64 KiB body from memory spent a quarter of the server's CPU copying it,
@@ -22,8 +22,8 @@ use std::sync::OnceLock;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-use super::Node;
 use super::objects::Object;
+use super::{Node, pagecache};
 
 /// Files each worker keeps open at most (fewer under a low descriptor limit).
 const FILES_PER_WORKER: usize = 64;
@@ -80,8 +80,9 @@ fn file_of(node: &Node, bucket: &str, key: &[u8], obj: &Object) -> Option<(Arc<F
     Some((file, o.data_offset))
 }
 
-/// Sends `head` and then the body of `obj` (held in memory) from its file; `Ok(false)` when
-/// its file could not be used and nothing was sent.
+/// Sends `head` and then `len` bytes from `start` of `obj` (held in memory) from its file;
+/// `Ok(false)` when its file could not be used and nothing was sent.
+#[allow(clippy::too_many_arguments)]
 pub async fn send_object(
     node: &Node,
     stream: &TcpStream,
@@ -89,18 +90,36 @@ pub async fn send_object(
     bucket: &str,
     key: &[u8],
     obj: &Object,
+    start: u64,
+    len: u64,
 ) -> std::io::Result<bool> {
     let Some((file, offset)) = file_of(node, bucket, key, obj) else { return Ok(false) };
-    send_file(stream, head, &file, offset, obj.size).await?;
+    send_file(stream, head, &file, offset + start, len).await?;
     Ok(true)
 }
 
+/// Bodies up to this size are sent without asking whether they are in the page cache: objects
+/// this small are read inline on the worker anyway (`objects.rs`), and the question would cost
+/// a good part of what sending them does.
+const CHECK_MIN: u64 = 256 * 1024;
+
 /// `head` (held back by `MSG_MORE` so that it leaves in the body's first segment), then `len`
-/// bytes of `file` from `offset` with `sendfile`. A file shorter than its header says ends the
-/// connection: the client sees a cut body, never a short one passed off as whole.
-pub async fn send_file(stream: &TcpStream, head: &[u8], file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+/// bytes of `file` from `offset` with `sendfile`, each [`pagecache::WINDOW`] of a bigger body
+/// read into the page cache on the blocking pool first when it is not there (so the worker
+/// never waits for the disk). A file shorter than its header says (truncated under the cache)
+/// ends the connection: the client sees a cut body, never a short one passed off as whole.
+pub async fn send_file(
+    stream: &TcpStream,
+    head: &[u8],
+    file: &Arc<File>,
+    offset: u64,
+    len: u64,
+) -> std::io::Result<()> {
     use nix::sys::socket::{MsgFlags, send};
     let more = MsgFlags::from_bits_retain(nix::libc::MSG_MORE | nix::libc::MSG_NOSIGNAL);
+    let end = offset + len;
+    // bytes before this offset were found in the page cache (or are too few to ask about)
+    let mut checked = if len < CHECK_MIN { end } else { offset };
     let mut done = 0;
     while done < head.len() {
         match stream.try_io(Interest::WRITABLE, || Ok(send(stream.as_raw_fd(), &head[done..], more)?)) {
@@ -109,15 +128,22 @@ pub async fn send_file(stream: &TcpStream, head: &[u8], file: &File, offset: u64
             Err(e) => return Err(e),
         }
     }
-    let mut off = offset as nix::libc::off_t;
-    let end = (offset + len) as nix::libc::off_t;
+    let mut off = offset;
     while off < end {
-        let left = (end - off) as usize;
-        match stream.try_io(Interest::WRITABLE, || {
-            Ok(nix::sys::sendfile::sendfile(stream, file.as_fd(), Some(&mut off), left)?)
-        }) {
+        if off >= checked {
+            let n = pagecache::WINDOW.min(end - off);
+            if !pagecache::resident(file, off, n) {
+                pagecache::warm(file.clone(), off, n).await?;
+            }
+            checked = off + n;
+        }
+        let mut at = off as nix::libc::off_t;
+        let left = (checked - off) as usize;
+        match stream
+            .try_io(Interest::WRITABLE, || Ok(nix::sys::sendfile::sendfile(stream, file.as_fd(), Some(&mut at), left)?))
+        {
             Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            Ok(_) => {}
+            Ok(n) => off += n as u64,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => stream.writable().await?,
             Err(e) => return Err(e),
         }

@@ -131,3 +131,26 @@ pub fn walk(root: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A node TLS config serving a self-signed certificate for `localhost`, and a client config
+/// trusting it.
+pub fn self_signed_tls() -> (NodeTls, Arc<rustls::ClientConfig>) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let der = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], der.into())
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    (NodeTls { server: Some(Arc::new(server)), client: None }, Arc::new(client))
+}
