@@ -138,8 +138,10 @@ pub(crate) async fn dial_url(
         req.headers_mut().insert(*name, value.parse().map_err(|_| DialError::Url(url.to_string()))?);
     }
     // Nagle off: commands and events are small frames, and Nagle + delayed ACK held each one
-    // back ~40 ms on loopback (it capped a 2-CPU node at 20 jobs/s).
-    let connect = tokio_tungstenite::connect_async_tls_with_config(req, None, true, connector);
+    // back ~40 ms on loopback (it capped a 2-CPU node at 20 jobs/s). The read buffer is sized
+    // to those frames: tungstenite zero-fills it before every read.
+    let config = tungstenite::protocol::WebSocketConfig::default().read_buffer_size(berth_model::stream::READ_BUFFER);
+    let connect = tokio_tungstenite::connect_async_tls_with_config(req, Some(config), true, connector);
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
         Err(_) => Err(DialError::Other(format!("no answer from {url}"))),
         Ok(Ok((ws, _))) => Ok(ws),

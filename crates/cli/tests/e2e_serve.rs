@@ -196,6 +196,9 @@ fn a_killed_replica_and_a_rolling_update_cost_no_request_and_a_bad_update_rolls_
     let mut nodes: Vec<&str> = v["replicas"].as_array().unwrap().iter().filter_map(|r| r["node"].as_str()).collect();
     nodes.sort();
     assert_eq!(nodes, ["n1", "n2"], "replicas spread over the nodes: {v:#}");
+    // Their nodes' agents reached the manager over the loopback, where the replicas listen:
+    // everything below (streams, upgrades, HTTP/2, a kill, an update) runs on the direct path.
+    assert!(v["replicas"].as_array().unwrap().iter().all(|r| r["route"] == "direct"), "{v:#}");
 
     // A stream arrives event by event, not when it ends.
     let rest = url.strip_prefix("http://").unwrap();

@@ -278,6 +278,20 @@ pub struct ReplicaView {
     pub inflight: u64,
     /// Why it is not ready (its job's pending reason, a failing probe, ...).
     pub reason: Option<String>,
+    /// How the router reaches it; `None` until its first probe passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<ReplicaRoute>,
+}
+
+/// How the router reaches a replica ([docs/serving.md]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplicaRoute {
+    /// Straight to its port on its node, over pooled connections.
+    Direct,
+    /// Through its node's agent (the node or the replica's port is not reachable from the
+    /// manager: a private network, NAT, a port on the node's loopback).
+    Tunnel,
 }
 
 /// An endpoint as the API shows it.

@@ -39,6 +39,12 @@ pub const OPENED: u8 = 6;
 /// up to this).
 pub const MAX_CHUNK: usize = 64 * 1024;
 
+/// The read buffer of a stream's WebSocket, on both ends. tungstenite zero-fills up to this
+/// much of its buffer before every read (128 KiB by default: with ~100-byte frames, a
+/// forwarded HTTP request's, that memset was 15% of the serving path); a larger frame still
+/// arrives whole, in several reads.
+pub const READ_BUFFER: usize = 16 * 1024;
+
 /// What `berth exec` asks for (the first message of the client's stream).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ExecRequest {
@@ -144,6 +150,12 @@ pub struct ForwardOpened {
     /// to users.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// Where the port listens on the node's own network, when the kernel shares it (a
+    /// process, a container on the host network): the unspecified address for every address.
+    /// The manager's router then reaches a serving replica without this tunnel. `None`: the
+    /// kernel's network is its own (a container's private network), or nothing listens there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<std::net::IpAddr>,
 }
 
 /// A binary message on `channel` with `data`.

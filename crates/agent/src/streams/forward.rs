@@ -4,7 +4,8 @@
 //!
 //! An app's port (and a token-authenticated app's secret) is read from the kernel's
 //! environment, where the agent put it at start (`runtime::env`), so a forward works the same
-//! after the agent restarted.
+//! after the agent restarted. A kernel on the node's own network also says where its port
+//! listens there (`listening`), for the manager's direct path to serving replicas.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
@@ -38,11 +39,13 @@ pub(super) async fn serve(ws: &mut Ws, target: Target, to: ForwardTarget) -> Str
             None => return failed(format!("the kernel has no port for app `{name}` (it started without it)")),
         },
     };
-    let tcp = match connect(pid, port).await {
+    let (tcp, own_network) = match connect(pid, port).await {
         Ok(t) => t,
         Err(e) => return failed(e),
     };
-    let opened = serde_json::to_vec(&ForwardOpened { port, token }).unwrap_or_default();
+    // A kernel on a network of its own is reached only from inside it: through this tunnel.
+    let listen = if own_network { None } else { super::listening::listening(port) };
+    let opened = serde_json::to_vec(&ForwardOpened { port, token, listen }).unwrap_or_default();
     if ws.send(Message::binary(stream::frame(OPENED, &opened))).await.is_err() {
         return failed(GONE);
     }
@@ -78,13 +81,15 @@ async fn kernel_of(target: Target) -> Result<(u32, Vec<(String, String)>), Strin
     }
 }
 
-/// Connects to `port` on the loopback of process `pid`'s network namespace (IPv4, then IPv6).
-async fn connect(pid: u32, port: u16) -> Result<TcpStream, String> {
+/// Connects to `port` on the loopback of process `pid`'s network namespace (IPv4, then IPv6);
+/// says whether that namespace is one of its own (not the agent's, the node's).
+async fn connect(pid: u32, port: u16) -> Result<(TcpStream, bool), String> {
     let ns = format!("/proc/{pid}/ns/net");
     let theirs = std::fs::metadata(&ns).map_err(|e| format!("the kernel's process {pid} is gone ({e})"))?;
     let ours = std::fs::metadata("/proc/self/ns/net").map_err(|e| format!("cannot read our network namespace: {e}"))?;
     let addrs = [SocketAddr::from((Ipv4Addr::LOCALHOST, port)), SocketAddr::from((Ipv6Addr::LOCALHOST, port))];
-    let std_stream = if (theirs.dev(), theirs.ino()) == (ours.dev(), ours.ino()) {
+    let own = (theirs.dev(), theirs.ino()) != (ours.dev(), ours.ino());
+    let std_stream = if !own {
         tokio::task::spawn_blocking(move || connect_any(&addrs)).await.map_err(|e| e.to_string())?
     } else {
         // `setns` changes the calling thread: a thread of its own, which ends right after.
@@ -100,7 +105,7 @@ async fn connect(pid: u32, port: u16) -> Result<TcpStream, String> {
     }?;
     std_stream.set_nonblocking(true).map_err(|e| e.to_string())?;
     let _ = std_stream.set_nodelay(true);
-    TcpStream::from_std(std_stream).map_err(|e| e.to_string())
+    Ok((TcpStream::from_std(std_stream).map_err(|e| e.to_string())?, own))
 }
 
 fn connect_any(addrs: &[SocketAddr]) -> Result<std::net::TcpStream, String> {
@@ -129,7 +134,7 @@ mod tests {
     async fn connects_in_a_processes_namespace_and_says_when_nothing_listens() {
         let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = l.local_addr().unwrap().port();
-        assert!(connect(std::process::id(), port).await.is_ok());
+        assert!(!connect(std::process::id(), port).await.unwrap().1, "our own namespace");
         drop(l);
         let e = connect(std::process::id(), port).await.unwrap_err();
         assert!(e.contains("nothing listens on port"), "{e}");

@@ -8,6 +8,7 @@
 mod attach;
 mod exec;
 mod forward;
+mod listening;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use berth_model::JobId;
-use berth_model::endpoint::{CreateEndpointToken, EndpointView, ReplicaState};
+use berth_model::endpoint::{CreateEndpointToken, EndpointView, ReplicaRoute, ReplicaState};
 use clap::{Args, Subcommand};
 
 use crate::UsageError;
@@ -138,7 +138,7 @@ pub async fn show(name: &str, out: OutputArgs) -> anyhow::Result<ExitCode> {
         println!("no replicas");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = output::table(["#", "JOB", "REVISION", "STATE", "NODE", "INFLIGHT", "REASON"]);
+    let mut t = output::table(["#", "JOB", "REVISION", "STATE", "NODE", "ROUTE", "INFLIGHT", "REASON"]);
     for (i, r) in v.replicas.iter().enumerate() {
         t.add_row([
             i.to_string(),
@@ -146,6 +146,12 @@ pub async fn show(name: &str, out: OutputArgs) -> anyhow::Result<ExitCode> {
             r.revision.to_string(),
             state(r.state).to_string(),
             output::or_dash(r.node.clone().unwrap_or_default()),
+            match r.route {
+                Some(ReplicaRoute::Direct) => "direct",
+                Some(ReplicaRoute::Tunnel) => "tunnel",
+                None => "-",
+            }
+            .to_string(),
             r.inflight.to_string(),
             output::or_dash(r.reason.clone().unwrap_or_default()),
         ]);
@@ -311,6 +317,7 @@ mod tests {
                 node: Some("n1".into()),
                 inflight: 0,
                 reason: None,
+                route: Some(ReplicaRoute::Direct),
             }],
             request_rate: 1.5,
             error_rate: 0.0,

@@ -40,7 +40,7 @@ fn visible(m: &Manager, user: &User, name: &str) -> Result<EndpointRow, ApiError
 }
 
 fn view_of(m: &Manager, headers: &HeaderMap, id: i64) -> Result<EndpointView, ApiError> {
-    let v = m.serving.lock().get(&id).map(|e| e.view(Instant::now()));
+    let v = m.serving.lock().get(&id).map(|e| e.view(Instant::now(), &m.serving.routes));
     v.map(|v| with_url(m, headers, v)).ok_or_else(|| ApiError::not_found("the endpoint was removed"))
 }
 
@@ -103,7 +103,7 @@ pub async fn list(State(m): State<Arc<Manager>>, Auth(user): Auth, headers: Head
         .lock()
         .values()
         .filter(|e| user.is_admin() || e.row.owner_id == user.id)
-        .map(|e| e.view(now))
+        .map(|e| e.view(now, &m.serving.routes))
         .collect();
     Ok(axum::Json(views.into_iter().map(|v| with_url(&m, &headers, v)).collect()))
 }

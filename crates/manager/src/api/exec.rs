@@ -111,7 +111,9 @@ fn upgrade_checked<R: serde::de::DeserializeOwned + Send + 'static>(
     to_open: fn(R) -> Result<(u32, StreamOpen), String>,
 ) -> Response {
     match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, socket, to_open)),
+        Ok(ws) => ws
+            .read_buffer_size(berth_model::stream::READ_BUFFER)
+            .on_upgrade(move |socket| serve(m, id, socket, to_open)),
         Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
     }
 }
@@ -132,7 +134,7 @@ pub async fn agent_stream(
         return ApiError::not_found(format!("no stream {stream} is waiting")).into_response();
     };
     match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| async move {
+        Ok(ws) => ws.read_buffer_size(berth_model::stream::READ_BUFFER).on_upgrade(move |socket| async move {
             let _ = waiting.send(socket);
         }),
         Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),

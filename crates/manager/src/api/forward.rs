@@ -49,7 +49,9 @@ pub async fn forward(
         }
     };
     match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| serve(m, id, q, socket)),
+        Ok(ws) => {
+            ws.read_buffer_size(berth_model::stream::READ_BUFFER).on_upgrade(move |socket| serve(m, id, q, socket))
+        }
         Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
     }
 }

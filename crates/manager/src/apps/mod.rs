@@ -16,6 +16,8 @@
 //! reached by; every answer of theirs carries `Content-Security-Policy: sandbox`, so a page an
 //! endpoint serves runs in an opaque origin that no site's cookies ride.
 
+pub mod direct;
+mod key;
 pub mod proxy;
 
 use std::sync::Arc;
@@ -43,7 +45,7 @@ struct Apps {
 
 /// The app proxy's routes (everything under `/apps/`).
 pub fn router(m: Arc<Manager>) -> Router {
-    let apps = Arc::new(Apps { proxy: Proxy::new(m.clone()), m });
+    let apps = Arc::new(Apps { proxy: Proxy::new(m.clone(), m.serving.routes.clone()), m });
     Router::new().fallback(handle).with_state(apps).layer(axum::middleware::from_fn(crate::access_log::log))
 }
 

@@ -1,7 +1,8 @@
 //! HTTP to a job's app over forwarded connections: a hyper client whose connector opens a
-//! forward into the job's main kernel (`StreamOpen::Forward`, through the node's agent), so
-//! connections are pooled per app and kept alive like any HTTP client's, and WebSocket
-//! upgrades (Jupyter's kernels) are carried through as raw bytes.
+//! forward into the job's main kernel (`StreamOpen::Forward`, through the node's agent), or
+//! for a serving replica that is reachable, a TCP connection straight to its port
+//! (`direct.rs`), so connections are pooled per app and kept alive like any HTTP client's,
+//! and WebSocket upgrades (Jupyter's kernels) are carried through as raw bytes.
 //!
 //! What reaches the app: the request as the browser sent it (its path keeps the
 //! `/apps/<job>/<app>/` prefix, which the app was told as its base URL, unless the app strips
@@ -18,85 +19,32 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, header};
-use berth_model::JobId;
 use berth_model::protocol::{ForwardTarget, StreamOpen};
+use berth_model::stream::ForwardOpened;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::DuplexStream;
 
+use super::direct::{AppIo, Routes};
+pub use super::key::AppKey;
 use crate::api::kernel_stream::{open_stream, tunnel};
 use crate::manager::Manager;
 
-/// Which app of which attempt a pooled connection goes to (an attempt's kernel is a new
-/// process, with a new port and token).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct AppKey {
-    pub job: JobId,
-    pub attempt: u32,
-    pub app: String,
-}
+/// What the apps' forwards said when they opened (their tokens; `None`: the app takes none).
+type Opened = Arc<Mutex<HashMap<AppKey, ForwardOpened>>>;
 
-impl AppKey {
-    /// The pool's host name for the app: `<job>.<attempt>.<app>.berth`.
-    fn authority(&self) -> String {
-        format!("{}.{}.{}.berth", self.job, self.attempt, self.app)
-    }
-
-    fn from_authority(host: &str) -> Option<AppKey> {
-        let mut parts = host.splitn(4, '.');
-        let job = parts.next()?.parse().ok()?;
-        let attempt = parts.next()?.parse().ok()?;
-        let app = parts.next()?.to_string();
-        (parts.next() == Some("berth")).then_some(AppKey { job, attempt, app })
-    }
-}
-
-/// The apps' tokens, as their agents told them (`None`: the app takes none).
-type Tokens = Arc<Mutex<HashMap<AppKey, Option<String>>>>;
-
-/// Opens forwards to apps for the pool.
+/// Opens connections to apps for the pool: direct where the replica's route says so, else
+/// (and when a direct connection fails) a forward.
 #[derive(Clone)]
 pub struct Connector {
     m: Arc<Manager>,
-    tokens: Tokens,
-}
-
-/// A forwarded connection, as hyper's client sees it.
-pub struct TunnelIo(TokioIo<DuplexStream>);
-
-impl Connection for TunnelIo {
-    fn connected(&self) -> Connected {
-        Connected::new()
-    }
-}
-
-impl hyper::rt::Read for TunnelIo {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_read(cx, buf)
-    }
-}
-
-impl hyper::rt::Write for TunnelIo {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
-    }
+    opened: Opened,
+    routes: Routes,
 }
 
 impl tower_service::Service<Uri> for Connector {
-    type Response = TunnelIo;
+    type Response = AppIo;
     type Error = std::io::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<TunnelIo, std::io::Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<AppIo, std::io::Error>> + Send>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -106,29 +54,44 @@ impl tower_service::Service<Uri> for Connector {
         let this = self.clone();
         Box::pin(async move {
             let key = uri.host().and_then(AppKey::from_authority).ok_or_else(|| std::io::Error::other("not an app"))?;
+            if let Some(addr) = this.routes.direct(&key) {
+                match super::direct::connect(addr).await {
+                    Ok(io) => return Ok(io),
+                    // Nothing is sent yet: the request goes through the tunnel instead, and the
+                    // replica's next passing probe decides its route again.
+                    Err(e) => {
+                        tracing::info!(job = key.job, "direct connection failed, through the agent instead: {e}");
+                        this.routes.forget(&key);
+                    }
+                }
+            }
             this.open(&key).await.map_err(std::io::Error::other)
         })
     }
 }
 
 impl Connector {
-    /// A new connection to the app, its token noted.
-    async fn open(&self, key: &AppKey) -> Result<TunnelIo, String> {
+    /// A new forwarded connection to the app, what it said noted.
+    async fn open(&self, key: &AppKey) -> Result<AppIo, String> {
         let open = StreamOpen::Forward { target: ForwardTarget::App(key.app.clone()) };
         let ws = open_stream(&self.m, key.job, 0, open).await?;
         let (opened, io) = tunnel(ws).await?;
-        self.tokens.lock().expect("app tokens lock").insert(key.clone(), opened.token);
-        Ok(TunnelIo(TokioIo::new(io)))
+        self.opened.lock().expect("app forwards lock").insert(key.clone(), opened);
+        Ok(AppIo::Tunnel(TokioIo::new(io)))
     }
 
-    /// The app's token: known from a connection made before, else learnt from a new one
-    /// (which the pool does not get: the first request pays one extra forward).
+    /// The app's token: known from a connection made before (or the replica's route), else
+    /// learnt from a new one (which the pool does not get: the first request pays one extra
+    /// forward).
     async fn token(&self, key: &AppKey) -> Result<Option<String>, String> {
-        if let Some(t) = self.tokens.lock().expect("app tokens lock").get(key) {
-            return Ok(t.clone());
+        if let Some(o) = self.opened.lock().expect("app forwards lock").get(key) {
+            return Ok(o.token.clone());
+        }
+        if let Some(t) = self.routes.token(key) {
+            return Ok(t);
         }
         self.open(key).await?;
-        Ok(self.tokens.lock().expect("app tokens lock").get(key).cloned().flatten())
+        Ok(self.opened.lock().expect("app forwards lock").get(key).and_then(|o| o.token.clone()))
     }
 }
 
@@ -142,10 +105,22 @@ pub struct Proxy {
 pub const BERTH_COOKIE_PREFIX: &str = "berth";
 
 impl Proxy {
-    pub fn new(m: Arc<Manager>) -> Proxy {
-        let connector = Connector { m, tokens: Tokens::default() };
+    /// A proxy whose serving replicas are reached by `routes` (shared by the router and the
+    /// controller, which decides them).
+    pub fn new(m: Arc<Manager>, routes: Routes) -> Proxy {
+        let connector = Connector { m, opened: Opened::default(), routes };
         let client = Client::builder(TokioExecutor::new()).build(connector.clone());
         Proxy { client, connector }
+    }
+
+    /// What the last forward to app `key` said when it opened.
+    pub fn opened(&self, key: &AppKey) -> Option<ForwardOpened> {
+        self.connector.opened.lock().expect("app forwards lock").get(key).cloned()
+    }
+
+    /// How serving replicas are reached.
+    pub fn routes(&self) -> &Routes {
+        &self.connector.routes
     }
 
     /// Forwards `req` to app `key`; `forwarded` is what `X-Forwarded-*` tell the app.
@@ -317,13 +292,6 @@ fn unavailable(key: &AppKey, why: &str) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pool_hosts_name_the_app() {
-        let k = AppKey { job: 7, attempt: 2, app: "my-app".into() };
-        assert_eq!(AppKey::from_authority(&k.authority()), Some(k));
-        assert_eq!(AppKey::from_authority("7.2.web.example"), None);
-    }
 
     #[test]
     fn berths_cookies_and_token_never_reach_the_app() {

@@ -3,13 +3,14 @@
 //! job state, updates what it knows of each replica, asks `plan` (and, for an autoscaled
 //! endpoint, `autoscale`) what to do, and does it: starts replica jobs through the same checks
 //! as a submit, drains and stops them, rolls updates back, and sends health probes through
-//! the app proxy's tunnels. Only the leader runs it.
+//! the app proxy (a replica's first passing probe decides how the router reaches it:
+//! `direct`). Only the leader runs it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use berth_model::endpoint::{HealthSpec, REPLICA_APP, ReplicaState, Rollout};
+use berth_model::endpoint::{HealthSpec, ReplicaState, Rollout};
 use berth_model::replica::replicas;
 use berth_model::{JobId, JobState, StopCause};
 use berth_store::StoreError;
@@ -42,7 +43,7 @@ struct JobFacts {
 }
 
 pub async fn run(m: Arc<Manager>) {
-    let proxy = Arc::new(Proxy::new(m.clone()));
+    let proxy = Arc::new(Proxy::new(m.clone(), m.serving.routes.clone()));
     let mut shutdown = m.shutdown.clone();
     loop {
         tokio::select! {
@@ -141,6 +142,10 @@ async fn round(m: &Arc<Manager>, proxy: &Arc<Proxy>) {
         }
         let counts: Vec<(String, [u64; 4])> = eps.values().map(|e| (e.row.name.clone(), state_counts(e))).collect();
         m.metrics.endpoint_replicas(&counts);
+        // The routes of replicas that are gone (or of their earlier attempts) go with them.
+        m.serving
+            .routes
+            .retain(|k| eps.values().any(|e| e.replicas.get(&k.job).is_some_and(|r| r.attempt == k.attempt)));
     }
     for (row, actions, avoid) in work {
         act(m, &row, actions, avoid).await;
@@ -154,10 +159,15 @@ async fn round(m: &Arc<Manager>, proxy: &Arc<Proxy>) {
     for (endpoint, job) in ended {
         note_end(m, endpoint, job).await;
     }
-    for (key, path, timeout) in probes {
+    for (key, node, path, timeout) in probes {
         let (m, proxy) = (m.clone(), proxy.clone());
         tokio::spawn(async move {
             let result = proxy.probe(&key, path.as_deref(), timeout).await;
+            // Decided before the replica is ready, so that the router's connections to it
+            // are all of one kind.
+            if result.is_ok() && !m.serving.routes.decided(&key) {
+                super::direct::decide(&m, &proxy, &key, node.as_deref()).await;
+            }
             probed(&m, key.job, result);
         });
     }
@@ -416,8 +426,9 @@ async fn note_end(m: &Manager, endpoint: i64, job: JobId) {
     }
 }
 
-/// The probes to send now: for each running replica whose turn it is.
-fn due_probes(ep: &mut Endpoint, now: Instant) -> Vec<(AppKey, Option<String>, Duration)> {
+/// The probes to send now: for each running replica whose turn it is (its key, node, path
+/// and timeout).
+fn due_probes(ep: &mut Endpoint, now: Instant) -> Vec<(AppKey, Option<String>, Option<String>, Duration)> {
     let mut out = Vec::new();
     for r in ep.replicas.values_mut() {
         if r.stopping || r.probing || r.running_since.is_none() || now < r.next_probe {
@@ -428,8 +439,7 @@ fn due_probes(ep: &mut Endpoint, now: Instant) -> Vec<(AppKey, Option<String>, D
         r.probing = true;
         r.next_probe = now + if r.ever_ready { period } else { FIRST_PROBES.min(period) };
         let path = if r.ever_ready { h.live_path.clone().or(h.ready_path.clone()) } else { h.ready_path.clone() };
-        let key = AppKey { job: r.job, attempt: r.attempt, app: REPLICA_APP.into() };
-        out.push((key, path, period.clamp(Duration::from_secs(1), Duration::from_secs(10))));
+        out.push((r.key(), r.node.clone(), path, period.clamp(Duration::from_secs(1), Duration::from_secs(10))));
     }
     out
 }

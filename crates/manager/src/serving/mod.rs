@@ -7,11 +7,13 @@
 //! towards its spec (starting, probing, draining and stopping replica jobs, rolling updates,
 //! autoscaling) with the decisions made by the pure `plan` and `autoscale`; `router` answers
 //! `/serve/<name>/...` on the app listener, over the ready replicas by least outstanding
-//! requests. Replicas are ordinary jobs (placed, bound and run like any other) whose spec
+//! requests, straight to a replica's port where `direct` found it reachable, else through its
+//! agent. Replicas are ordinary jobs (placed, bound and run like any other) whose spec
 //! names their endpoint (`JobSpec::replica_of`), so a restarted manager finds them again.
 
 pub mod autoscale;
 pub mod controller;
+pub mod direct;
 pub mod plan;
 pub mod router;
 pub mod stats;
@@ -27,6 +29,7 @@ use berth_store::endpoints::EndpointRow;
 use berth_store::{Store, StoreError};
 use tokio::sync::Notify;
 
+use crate::apps::direct::Routes;
 use autoscale::Scaler;
 use stats::Stats;
 
@@ -54,6 +57,15 @@ pub struct Replica {
 }
 
 impl Replica {
+    /// The app proxy's key for it (its job's attempt).
+    pub fn key(&self) -> crate::apps::proxy::AppKey {
+        crate::apps::proxy::AppKey {
+            job: self.job,
+            attempt: self.attempt,
+            app: berth_model::endpoint::REPLICA_APP.into(),
+        }
+    }
+
     pub fn new(job: JobId, revision: u64, now: Instant) -> Replica {
         Replica {
             job,
@@ -116,8 +128,9 @@ impl Endpoint {
         self.replicas.values().filter(|r| r.state == ReplicaState::Ready).count() as u32
     }
 
-    /// The API's view of it, with the last minute's traffic.
-    pub fn view(&self, now: Instant) -> EndpointView {
+    /// The API's view of it, with the last minute's traffic and how `routes` reach its
+    /// replicas.
+    pub fn view(&self, now: Instant, routes: &Routes) -> EndpointView {
         let s = self.stats.summary(now, 60);
         let r = &self.row;
         EndpointView {
@@ -143,6 +156,7 @@ impl Endpoint {
                     node: x.node.clone(),
                     inflight: x.inflight.load(Ordering::Relaxed),
                     reason: x.reason.clone(),
+                    route: routes.shown(&x.key()),
                 })
                 .collect(),
             request_rate: s.rate,
@@ -167,6 +181,8 @@ pub struct Serving {
     /// Taken by whoever stores a row (the API, the controller), so that neither writes a
     /// stale copy over the other's.
     pub writes: tokio::sync::Mutex<()>,
+    /// How the router reaches each replica (decided by the controller: `direct`).
+    pub routes: Routes,
 }
 
 impl Serving {
@@ -177,6 +193,7 @@ impl Serving {
             kick: Notify::new(),
             loaded: AtomicBool::new(false),
             writes: Default::default(),
+            routes: Routes::default(),
         }
     }
 

@@ -15,7 +15,8 @@
 //! zero replicas gets one started, and the request waits up to the cold-start timeout.
 //!
 //! The replica sees the path without `/serve/<name>` (`X-Forwarded-Prefix` says it), never
-//! berth's token or cookies.
+//! berth's token or cookies. The app proxy reaches it straight at its port where `direct`
+//! found that reachable, else through its agent; who may call is decided here, before either.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 use axum::body::{Body, HttpBody};
 use axum::http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use berth_model::JobId;
-use berth_model::endpoint::{REPLICA_APP, ReplicaState};
+use berth_model::endpoint::ReplicaState;
 use tokio::sync::Notify;
 
 use crate::apps::proxy::{AppKey, Forwarded, Proxy, SendError, plain};
@@ -105,8 +106,7 @@ fn pick(m: &Manager, id: i64, tried: &[JobId], started: Instant) -> Pick {
         let ties: Vec<_> = ready.iter().filter(|(_, n)| *n == least).map(|(r, _)| *r).collect();
         let r = ties[TURN.fetch_add(1, Ordering::Relaxed) % ties.len()];
         r.inflight.fetch_add(1, Ordering::Relaxed);
-        let key = AppKey { job: r.job, attempt: r.attempt, app: REPLICA_APP.into() };
-        return Pick::Replica(key, InFlight(r.inflight.clone()));
+        return Pick::Replica(r.key(), InFlight(r.inflight.clone()));
     }
     if !tried.is_empty() {
         return Pick::Unavailable("no other replica is ready".into());
