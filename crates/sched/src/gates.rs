@@ -9,6 +9,7 @@
 //! A gate that lets a job on returns `Continue` with what it found (placement: why the job
 //! does not fit), so a later gate never works it out again.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow::{self, Break, Continue};
 
@@ -19,7 +20,7 @@ use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
 use crate::pool::{self, Pool};
 use crate::quota::Book;
-use crate::running_set::{Basis, Ends, RunningSet, StartedEnd};
+use crate::running_set::{Basis, Ends, KeptEnds, RunningSet, StartedEnd};
 use crate::{HeadOfLine, Millis, PassInput, PendingJob, Preempt, QueueConfig, RunningJob, preempt};
 
 /// Blocked jobs beyond the queue's `reservations` that may try for one in a pass: each try
@@ -116,6 +117,8 @@ pub(crate) struct Walk<'i, 'a> {
     /// Shapes (with their [`JobEnds`]) that a reservation (at that position) refused since the
     /// pool last changed.
     delaying: Vec<(pool::ShapeKey, JobEnds, u32)>,
+    /// What every reservation of the pass reads of the kept running set, once made.
+    kept_ends: OnceCell<KeptEnds>,
 }
 
 impl<'i, 'a> Walk<'i, 'a> {
@@ -135,7 +138,7 @@ impl<'i, 'a> Walk<'i, 'a> {
         let pool = Pool::new(nodes, q.scoring, source.floors());
         let aged_cutoff = q.reserve_after_ms.map(|b| input.now.saturating_sub(b));
         let aged_source = aged_cutoff.map(|_| source.clone());
-        let mut order = Order::with(q.ordering, &q.las_thresholds, source, running, input.fair_share, totals);
+        let mut order = Order::with(q.ordering, &q.las_thresholds, source, running, kept, input.fair_share, totals);
         if let (Some(cutoff), Some(source)) = (aged_cutoff, aged_source) {
             order = order.aged(cutoff, &source);
         }
@@ -159,6 +162,7 @@ impl<'i, 'a> Walk<'i, 'a> {
             victims: BTreeSet::new(),
             plans: 0,
             delaying: Vec::new(),
+            kept_ends: OnceCell::new(),
         }
     }
 
@@ -490,7 +494,12 @@ impl<'i, 'a> Walk<'i, 'a> {
     fn ends(&self) -> Ends<'_> {
         let fallback = self.q.default_time_limit_ms;
         match self.kept {
-            Some(set) => Ends::merge(&self.pool, set, &self.started, self.input.queues, fallback, self.input.now),
+            Some(set) => {
+                let kept = self
+                    .kept_ends
+                    .get_or_init(|| KeptEnds::new(&self.pool, set, self.input.queues, fallback, self.input.now));
+                Ends::merge(kept, set, &self.started, self.input.now)
+            }
             None => {
                 // Most running jobs are this queue's: no search for its default.
                 let default_of = |name: &str| {

@@ -14,33 +14,68 @@ use berth_model::{Binding, Topology, format_bytes, format_gpu_milli};
 
 pub use crate::slots::LedgerError;
 
-/// Identifies an allocated binding so that `release` undoes exactly what `allocate` did.
+/// Identifies an allocated binding so that `release` undoes exactly what `allocate` did: its
+/// CPUs, CPU thousandths, memory nodes, bytes and (GPU, thousandths), each list sorted,
+/// packed with its length into one array (one allocation to build, none to share: a pass
+/// copies ledgers by the thousand, and each copy shares its keys).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct AllocKey {
-    cpus: Vec<u32>,
-    cpu_milli: u64,
-    mems: Vec<u32>,
-    mem_bytes: u64,
-    gpus: Vec<(u32, u64)>,
-}
+struct AllocKey(Arc<[u64]>);
 
 impl AllocKey {
     fn of(b: &Binding) -> Self {
-        let mut cpus = b.cpus.clone();
-        cpus.sort_unstable();
-        let mut mems = b.mems.clone();
-        mems.sort_unstable();
+        AllocKey(Arc::from(Self::packed(b)))
+    }
+
+    /// The key's array, to look a binding up without sharing it.
+    fn packed(b: &Binding) -> Vec<u64> {
+        let mut k = Vec::with_capacity(5 + b.cpus.len() + b.mems.len() + 2 * b.gpus.len());
+        let sorted = |k: &mut Vec<u64>, from: usize| k[from..].sort_unstable();
+        k.push(b.cpus.len() as u64);
+        let from = k.len();
+        k.extend(b.cpus.iter().map(|&c| c as u64));
+        sorted(&mut k, from);
+        k.push(b.cpu_milli);
+        k.push(b.mems.len() as u64);
+        let from = k.len();
+        k.extend(b.mems.iter().map(|&m| m as u64));
+        sorted(&mut k, from);
+        k.push(b.mem_bytes);
+        k.push(b.gpus.len() as u64);
         let mut gpus: Vec<(u32, u64)> = b.gpus.iter().map(|g| (g.index, g.milli)).collect();
         gpus.sort_unstable();
-        AllocKey { cpus, cpu_milli: b.cpu_milli, mems, mem_bytes: b.mem_bytes, gpus }
+        k.extend(gpus.into_iter().flat_map(|(i, m)| [i as u64, m]));
+        k
+    }
+
+    /// The CPUs of a packed key.
+    fn cpus(k: &[u64]) -> &[u64] {
+        &k[1..1 + k[0] as usize]
+    }
+
+    /// The (GPU index, thousandths) of a packed key.
+    fn gpus(k: &[u64]) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let at = 1 + k[0] as usize + 1;
+        let at = at + 1 + k[at] as usize + 1;
+        k[at + 1..].chunks_exact(2).map(|g| (g[0] as u32, g[1]))
+    }
+}
+
+/// The memory each NUMA node gave to each allocation of one binding (a multiset: identical
+/// bindings without CPUs may coexist), the last one first to be released.
+type Splits = Vec<Vec<(usize, u64)>>;
+
+impl std::borrow::Borrow<[u64]> for AllocKey {
+    fn borrow(&self) -> &[u64] {
+        &self.0
     }
 }
 
 /// The free map of one node. Cheap to clone: the topology is shared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeLedger {
-    name: String,
-    queue: String,
+    /// Shared, like the topology: a pass copies ledgers by the thousand.
+    name: Arc<str>,
+    queue: Arc<str>,
     topology: Arc<Topology>,
     schedulable: bool,
     /// Sorted by CPU id.
@@ -60,7 +95,8 @@ pub struct NodeLedger {
     /// without CPUs may coexist). A binding names its memory nodes but not how much it took
     /// from each, and the split `allocate` chose depends on what was free then, so it is
     /// remembered rather than recomputed.
-    splits: BTreeMap<AllocKey, Vec<Vec<(usize, u64)>>>,
+    /// Shared with the copies a pass makes until one of them changes the binding's entry.
+    splits: BTreeMap<AllocKey, Arc<Splits>>,
     /// Container images the node has (`berth_model::job::image_key` form); `*` means it
     /// pulls any. Shared: a pass clones ledgers and this changes only when the agent reports.
     images: Arc<BTreeSet<String>>,
@@ -114,7 +150,14 @@ impl NodeLedger {
         let numa_index: BTreeMap<u32, usize> = numa_mem.keys().enumerate().map(|(i, &id)| (id, i)).collect();
         let mut numas: Vec<NumaSlot> = numa_mem
             .iter()
-            .map(|(&id, &mem)| NumaSlot { id, mem_cap: mem, mem_used: 0, cpu_total: 0, cpu_free: 0, cores: vec![] })
+            .map(|(&id, &mem)| NumaSlot {
+                id,
+                mem_cap: mem,
+                mem_used: 0,
+                cpu_total: 0,
+                cpu_free: 0,
+                cores: Arc::from([]),
+            })
             .collect();
         let cpus: Vec<CpuSlot> = topo_cpus
             .iter()
@@ -132,11 +175,15 @@ impl NodeLedger {
             });
             cores[ci].push(i);
         }
+        let mut numa_cores: Vec<Vec<usize>> = vec![Vec::new(); numas.len()];
         for (ci, core) in cores.iter().enumerate() {
-            let numa = &mut numas[cpus[core[0]].numa];
-            numa.cores.push(ci);
-            numa.cpu_total += core.len() as u32;
-            numa.cpu_free += core.len() as u32;
+            let n = cpus[core[0]].numa;
+            numa_cores[n].push(ci);
+            numas[n].cpu_total += core.len() as u32;
+            numas[n].cpu_free += core.len() as u32;
+        }
+        for (numa, cores) in numas.iter_mut().zip(numa_cores) {
+            numa.cores = cores.into();
         }
         let mut gpus: Vec<GpuSlot> = topology
             .gpus
@@ -151,8 +198,8 @@ impl NodeLedger {
         gpus.sort_by_key(|g| g.index);
         gpus.dedup_by_key(|g| g.index);
         let mut l = NodeLedger {
-            name: name.into(),
-            queue: queue.into(),
+            name: Arc::from(name.into()),
+            queue: Arc::from(queue.into()),
             topology: Arc::new(topology),
             schedulable: true,
             cpus,
@@ -194,7 +241,7 @@ impl NodeLedger {
 
     /// Moves the node to another queue (a queue's node selector changed); allocations stay.
     pub fn set_queue(&mut self, queue: impl Into<String>) {
-        self.queue = queue.into();
+        self.queue = Arc::from(queue.into());
     }
 
     pub fn topology(&self) -> &Topology {
@@ -288,13 +335,13 @@ impl NodeLedger {
     /// this: a job started now keeps the split it got now, whatever is freed before then, so
     /// the copy must not split it afresh against memory that is not free yet.
     pub(crate) fn allocate_like(&mut self, b: &Binding, other: &NodeLedger) -> Result<(), LedgerError> {
-        let split = other.splits.get(&AllocKey::of(b)).and_then(|l| l.last()).cloned();
+        let split = other.splits.get(&AllocKey::packed(b)[..]).and_then(|l| l.last()).cloned();
         self.allocate_split(b, split)
     }
 
     fn allocate_split(&mut self, b: &Binding, given: Option<Vec<(usize, u64)>>) -> Result<(), LedgerError> {
-        let node = || self.name.clone();
-        if b.node != self.name {
+        let node = || self.name.to_string();
+        if b.node != *self.name {
             return Err(LedgerError::WrongNode { binding: b.node.clone(), node: node() });
         }
         // Validate everything first so that a refusal changes nothing.
@@ -372,7 +419,7 @@ impl NodeLedger {
         for &(i, s) in &split {
             self.numas[i].mem_used += s;
         }
-        self.splits.entry(AllocKey::of(b)).or_default().push(split);
+        Arc::make_mut(self.splits.entry(AllocKey::of(b)).or_default()).push(split);
         self.refresh();
         Ok(())
     }
@@ -381,17 +428,22 @@ impl NodeLedger {
     /// ledger does not hold (twice, or never allocated) does nothing, so it can never free
     /// devices that another binding owns.
     pub fn release(&mut self, b: &Binding) {
-        if b.node != self.name {
+        if b.node != *self.name {
             return;
         }
-        let key = AllocKey::of(b);
-        let Some(list) = self.splits.get_mut(&key) else { return };
-        let split = list.pop().unwrap_or_default();
-        if list.is_empty() {
-            self.splits.remove(&key);
+        let key = AllocKey::packed(b);
+        let Some(list) = self.splits.get(&key[..]) else { return };
+        for &(i, s) in list.last().into_iter().flatten() {
+            self.numas[i].mem_used = self.numas[i].mem_used.saturating_sub(s);
         }
-        for &cpu in &key.cpus {
-            match self.cpu_slot(cpu) {
+        // The last entry of a binding leaves the book without copying the list it may share.
+        if list.len() == 1 {
+            self.splits.remove(&key[..]);
+        } else if let Some(list) = self.splits.get_mut(&key[..]) {
+            Arc::make_mut(list).pop();
+        }
+        for &cpu in AllocKey::cpus(&key) {
+            match self.cpu_slot(cpu as u32) {
                 Some(i) if self.cpus[i].taken => {
                     self.cpus[i].taken = false;
                     self.numas[self.cpus[i].numa].cpu_free += 1;
@@ -400,13 +452,10 @@ impl NodeLedger {
                 _ => {}
             }
         }
-        for &(index, milli) in &key.gpus {
+        for (index, milli) in AllocKey::gpus(&key) {
             if let Some(i) = self.gpu_slot(index) {
                 self.gpus[i].used = self.gpus[i].used.saturating_sub(milli);
             }
-        }
-        for (i, s) in split {
-            self.numas[i].mem_used = self.numas[i].mem_used.saturating_sub(s);
         }
         self.refresh();
     }
@@ -418,7 +467,7 @@ impl NodeLedger {
 
     /// Bindings currently recorded (for diagnostics and tests).
     pub fn allocations(&self) -> usize {
-        self.splits.values().map(Vec::len).sum()
+        self.splits.values().map(|l| l.len()).sum()
     }
 }
 

@@ -35,7 +35,8 @@ use berth_model::{JobId, ResourceRequest};
 use crate::fairness::{binding_use, charge, dominant_share};
 pub use crate::fairness::{fair_share_factor, fair_share_factors};
 use crate::pending_set::{PendingSet, QueueSet};
-use crate::set_order::{Cursor, UntriedRest};
+use crate::running_set::RunningSet;
+use crate::set_order::{Cursor, Running, UntriedRest};
 use crate::{FairShare, Ordering, PendingJob, RunningJob};
 
 /// A job's (project, user), and their fair-share factors `(F_project, F_user)`.
@@ -108,21 +109,27 @@ impl<'a> Order<'a> {
         fs: &FairShare,
         totals: [u64; 3],
     ) -> Self {
-        Self::with(ordering, &crate::DEFAULT_LAS_THRESHOLDS, source, running, fs, totals)
+        Self::with(ordering, &crate::DEFAULT_LAS_THRESHOLDS, source, running, None, fs, totals)
     }
 
-    /// [`Order::new`] with the queue's `las` thresholds.
+    /// [`Order::new`] with the queue's `las` thresholds; over a set, with the caller's running
+    /// set (`kept`), whose sums the fair orderings read instead of `running`.
     pub fn with(
         ordering: Ordering,
         las_thresholds: &[u64],
         source: Source<'a>,
         running: &[&RunningJob],
+        kept: Option<&'a RunningSet>,
         fs: &FairShare,
         totals: [u64; 3],
     ) -> Self {
         let jobs = match source {
             Source::Jobs(jobs) => jobs,
             Source::Set(set, name, q) => {
+                let running = match kept {
+                    Some(set) => Running::Kept(set.queue(name)),
+                    None => Running::List(running),
+                };
                 let cursor = Cursor::new(ordering, las_thresholds, q, running, fs, totals);
                 return Order::Set { set, name, q, cursor };
             }

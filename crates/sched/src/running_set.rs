@@ -6,15 +6,19 @@
 //! jobs start, end, are cancelled or preempted, or change in a way the scheduler sees
 //! (`insert` replaces, `remove`). Per queue it keeps:
 //!
-//! - the jobs by id: a pass groups running jobs by queue in id order (DRF, fair share,
-//!   preemption) without sorting them;
+//! - the jobs by id: a pass groups running jobs by queue in id order (preemption) without
+//!   sorting them;
+//! - what the fair orderings read of them: the (project, user) pairs that run jobs (fair
+//!   share) and what each user's jobs hold (DRF), summed as jobs start and stop, so that a
+//!   pass reads a few users instead of every running job;
 //! - their ends, the timeline backfill's reservation walks: jobs with an estimate or a time
 //!   limit by `started_at + estimate` (the smaller), jobs without either by `started_at` (their
 //!   end depends on the queue's default limit, which only the pass knows, and grows with
 //!   `started_at` all the same).
 //!
 //! Every change costs O(log n). A pass merges the per-queue ends ([`Ends`]) and stops where
-//! the reservation fits, so it reads only the ends it releases, never all of them.
+//! the reservation fits, so it reads only the ends it releases, never all of them; the jobs
+//! past their planned end are sorted once per pass ([`KeptEnds`]), not per reservation.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -22,6 +26,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use berth_model::{Binding, JobId};
 use rustc_hash::FxHashMap;
 
+use crate::fairness::{binding_use, charge};
 use crate::pool::Pool;
 use crate::{Millis, QueueConfig, RunningJob};
 
@@ -43,6 +48,11 @@ pub(crate) struct RunQueue {
     unlimited: BTreeMap<(Millis, JobId), u32>,
     /// How many jobs are `borrowed`.
     borrowed: usize,
+    /// How many jobs each (project, user) pair runs, and what each user's jobs hold (CPU
+    /// thousandths, memory bytes, GPU thousandths): what the fair orderings read of the
+    /// running jobs, kept here so that a pass does not read every running job for them.
+    pairs: BTreeMap<(String, String), u32>,
+    held: BTreeMap<String, [u64; 3]>,
 }
 
 /// How long `r` is planned to run: its estimate, capped by its limit; `None`: neither.
@@ -132,6 +142,14 @@ impl RunQueue {
         let (limited, key) = end_key(&job);
         self.ends(limited).insert(key, slot);
         self.borrowed += job.borrowed as usize;
+        *self.pairs.entry((job.project.clone(), job.user.clone())).or_default() += 1;
+        let held = match self.held.get_mut(job.user.as_str()) {
+            Some(h) => h,
+            None => self.held.entry(job.user.clone()).or_default(),
+        };
+        for b in &job.bindings {
+            charge(held, &binding_use(b), 1);
+        }
         self.slab.push(job);
     }
 
@@ -143,6 +161,21 @@ impl RunQueue {
         let (limited, key) = end_key(&job);
         self.ends(limited).remove(&key);
         self.borrowed -= job.borrowed as usize;
+        let pair = (job.project.clone(), job.user.clone());
+        if let Some(n) = self.pairs.get_mut(&pair) {
+            *n -= 1;
+            if *n == 0 {
+                self.pairs.remove(&pair);
+            }
+        }
+        if let Some(held) = self.held.get_mut(job.user.as_str()) {
+            for b in &job.bindings {
+                let used = binding_use(b);
+                held[0] -= used.cpu_milli;
+                held[1] -= used.mem_bytes;
+                held[2] -= used.gpu_milli;
+            }
+        }
         // The last job took the slot: its indexes follow.
         if let Some(moved) = self.slab.get(slot as usize) {
             let (id, (limited, key)) = (moved.id, end_key(moved));
@@ -159,6 +192,16 @@ impl RunQueue {
 
     fn get(&self, id: JobId) -> Option<&RunningJob> {
         self.by_id.get(&id).map(|&s| &self.slab[s as usize])
+    }
+
+    /// The distinct (project, user) pairs of the running jobs.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs.keys().map(|(p, u)| (p.as_str(), u.as_str()))
+    }
+
+    /// What each user's running jobs hold, summed over their bindings (DRF).
+    pub fn held(&self) -> impl Iterator<Item = (&str, &[u64; 3])> {
+        self.held.iter().map(|(u, h)| (u.as_str(), h))
     }
 
     fn is_empty(&self) -> bool {
@@ -224,13 +267,18 @@ impl RunningSet {
         self.queue_of.is_empty()
     }
 
-    /// Queue `q`'s running jobs by id, where its walk reads them: the fair orderings,
-    /// preemption, and the reclaim of borrowed work (`gates.rs`); `None` where it does not,
-    /// so that a fifo queue's pass does not list its running jobs.
+    /// Queue `q`'s running jobs by id, where its walk reads them: preemption and the reclaim
+    /// of borrowed work (`gates.rs`); `None` where it does not, so that a fifo queue's pass
+    /// does not list its running jobs. The fair orderings read the queue's sums instead
+    /// ([`RunningSet::queue`]).
     pub(crate) fn list(&self, q: &QueueConfig) -> Option<Vec<&RunningJob>> {
         let rq = self.queues.get(&q.name)?;
-        let fair = matches!(q.ordering, crate::Ordering::Drf | crate::Ordering::FairShare);
-        (fair || q.preemption.is_some() || rq.borrowed > 0).then(|| rq.jobs().collect())
+        (q.preemption.is_some() || rq.borrowed > 0).then(|| rq.jobs().collect())
+    }
+
+    /// The running jobs of the queue named `name`.
+    pub(crate) fn queue(&self, name: &str) -> Option<&RunQueue> {
+        self.queues.get(name)
     }
 
     /// The jobs by queue name, then id.
@@ -272,7 +320,48 @@ pub(crate) enum Ends<'a> {
     Heap { heap: BinaryHeap<Reverse<(Millis, usize)>>, bindings: Vec<(&'a Binding, Basis)> },
     /// Merged from the kept set's indexes (`schedule_set`). `pool_index`: per node number of
     /// the set, its index in the pool ([`ELSEWHERE`] for none).
-    Merge { streams: Vec<Stream<'a>>, started: &'a [StartedEnd], now: Millis, pool_index: Vec<u32> },
+    Merge { streams: Vec<Stream<'a>>, started: &'a [StartedEnd], now: Millis, pool_index: &'a [u32] },
+}
+
+/// What [`Ends::merge`] reads of a kept set that does not change during a pass, worked out
+/// once per pass rather than for every reservation: per queue of the set (in its order), the
+/// default limit and the start before which a job without a limit is past it, and the
+/// overdue jobs' own ends, sorted; and each node number's index in the pool.
+pub(crate) struct KeptEnds {
+    queues: Vec<(Millis, Millis)>,
+    overdue: Vec<Vec<(Millis, u32)>>,
+    pool_index: Vec<u32>,
+}
+
+impl KeptEnds {
+    /// `pool`: the nodes the walk follows.
+    pub fn new(pool: &Pool, set: &RunningSet, queues: &[QueueConfig], fallback_limit: Millis, now: Millis) -> Self {
+        let mut kept = KeptEnds { queues: Vec::new(), overdue: Vec::new(), pool_index: Vec::new() };
+        for (name, q) in &set.queues {
+            let default = queues.iter().find(|c| c.name == *name).map_or(fallback_limit, |c| c.default_time_limit_ms);
+            // Jobs past their planned end have ends of their own (`expected_end`), sorted here:
+            // they are the few that outlived their estimate, the rest are read as kept.
+            let unlimited_from = now.saturating_sub(default);
+            let mut overdue: Vec<(Millis, u32)> = Vec::new();
+            for (m, from, add) in [(&q.limited, now, 0), (&q.unlimited, unlimited_from, default)] {
+                for (&(t, _), &slot) in m.range(..(from, JobId::MIN)) {
+                    overdue.push((expected_end(&q.slab[slot as usize], t.saturating_add(add), now), slot));
+                }
+            }
+            overdue.sort_unstable();
+            kept.queues.push((default, unlimited_from));
+            kept.overdue.push(overdue);
+        }
+        // Each pool node's number in the set, looked up once: the set's names are hashed
+        // already, and the walk then follows a binding to its node by number.
+        kept.pool_index = vec![ELSEWHERE; set.node_ids.len()];
+        for (i, name) in pool.names().iter().enumerate() {
+            if let Some(&n) = set.node_ids.get(*name) {
+                kept.pool_index[n as usize] = i as u32;
+            }
+        }
+        kept
+    }
 }
 
 impl<'a> Ends<'a> {
@@ -304,34 +393,16 @@ impl<'a> Ends<'a> {
         Ends::Heap { heap: BinaryHeap::from(keys), bindings }
     }
 
-    /// The ends of `set`'s jobs and of `started`, merged as the walk goes; `pool`: the nodes
-    /// the walk follows.
-    pub fn merge(
-        pool: &Pool,
-        set: &'a RunningSet,
-        started: &'a [StartedEnd],
-        queues: &[QueueConfig],
-        fallback_limit: Millis,
-        now: Millis,
-    ) -> Self {
-        let mut streams = Vec::with_capacity(set.queues.len() * 2);
-        for (name, q) in &set.queues {
-            let default = queues.iter().find(|c| c.name == *name).map_or(fallback_limit, |c| c.default_time_limit_ms);
-            // Jobs past their planned end have ends of their own (`expected_end`), sorted here:
-            // they are the few that outlived their estimate, the rest are read as kept.
-            let unlimited_from = now.saturating_sub(default);
-            let mut overdue: Vec<(Millis, u32)> = Vec::new();
-            for (m, from, add) in [(&q.limited, now, 0), (&q.unlimited, unlimited_from, default)] {
-                for (&(t, _), &slot) in m.range(..(from, JobId::MIN)) {
-                    overdue.push((expected_end(&q.slab[slot as usize], t.saturating_add(add), now), slot));
-                }
-            }
-            overdue.sort_unstable();
+    /// The ends of `set`'s jobs and of `started`, merged as the walk goes; `kept`: what of
+    /// them does not change during the pass ([`KeptEnds::new`] on the same set).
+    pub fn merge(kept: &'a KeptEnds, set: &'a RunningSet, started: &'a [StartedEnd], now: Millis) -> Self {
+        let mut streams = Vec::with_capacity(set.queues.len() * 3 + 1);
+        for ((q, &(default, unlimited_from)), overdue) in set.queues.values().zip(&kept.queues).zip(&kept.overdue) {
             let keys = |m: &'a BTreeMap<(Millis, JobId), u32>, from: Millis| {
                 m.range((from, JobId::MIN)..).map(|(&(t, _), &slot)| (t, slot))
             };
             let jobs = Some(q);
-            streams.push(Stream { keys: Box::new(overdue.into_iter()), add: 0, jobs, head: None });
+            streams.push(Stream { keys: Box::new(overdue.iter().copied()), add: 0, jobs, head: None });
             streams.push(Stream { keys: Box::new(keys(&q.limited, now)), add: 0, jobs, head: None });
             streams.push(Stream { keys: Box::new(keys(&q.unlimited, unlimited_from)), add: default, jobs, head: None });
         }
@@ -347,15 +418,7 @@ impl<'a> Ends<'a> {
         for s in &mut streams {
             s.head = s.keys.next();
         }
-        // Each pool node's number in the set, looked up once: the set's names are hashed
-        // already, and the walk then follows a binding to its node by number.
-        let mut pool_index = vec![ELSEWHERE; set.node_ids.len()];
-        for (i, name) in pool.names().iter().enumerate() {
-            if let Some(&n) = set.node_ids.get(*name) {
-                pool_index[n as usize] = i as u32;
-            }
-        }
-        Ends::Merge { streams, started, now, pool_index }
+        Ends::Merge { streams, started, now, pool_index: &kept.pool_index }
     }
 
     /// Puts the bindings of the next end that lie on `pool`'s nodes into `out`, with their

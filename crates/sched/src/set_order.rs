@@ -19,11 +19,12 @@ use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::sync::Arc;
 
 use berth_model::{JobId, PendingReason, ResourceRequest};
-use rustc_hash::FxHashSet;
 
 use crate::fairness::{binding_use, charge, dominant_share, fair_share_factors};
 use crate::pending_set::{Key, PendingSet, QueueSet};
+use crate::running_set::RunQueue;
 use crate::{FairShare, Ordering, PassOutput, RunningJob};
+use rustc_hash::FxHashSet;
 
 /// Where a walk over a queue set stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,12 +71,13 @@ fn in_band<V>(
 
 impl Cursor {
     /// A cursor at the start of `q` under `ordering`. `running`: the queue's running jobs
-    /// (DRF holdings, fair-share pairs); `totals`: the queue's capacity (DRF).
+    /// (DRF holdings, fair-share pairs), or `kept`: the caller's running set's sums of them
+    /// (then `running` is not read); `totals`: the queue's capacity (DRF).
     pub fn new(
         ordering: Ordering,
         las_thresholds: &[u64],
         q: &QueueSet,
-        running: &[&RunningJob],
+        running: Running,
         fs: &FairShare,
         totals: [u64; 3],
     ) -> Self {
@@ -132,6 +134,14 @@ impl Cursor {
     }
 }
 
+/// What the fair orderings read of a queue's running jobs: the jobs, or the sums the
+/// caller's running set keeps of them (the same figures, without reading every job).
+#[derive(Clone, Copy)]
+pub(crate) enum Running<'r, 'a> {
+    List(&'r [&'a RunningJob]),
+    Kept(Option<&'a RunQueue>),
+}
+
 /// DRF over the set: the current band, each user's holdings, and the users ready to pick.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DrfCursor {
@@ -146,7 +156,7 @@ pub(crate) struct DrfCursor {
 }
 
 impl DrfCursor {
-    fn new(q: &QueueSet, running: &[&RunningJob], totals: [u64; 3]) -> Self {
+    fn new(q: &QueueSet, running: Running, totals: [u64; 3]) -> Self {
         let mut d = DrfCursor {
             band: None,
             used: vec![[0; 3]; q.users.names.len()],
@@ -154,11 +164,25 @@ impl DrfCursor {
             ready: BTreeSet::new(),
             last: None,
         };
-        for r in running {
-            // Holdings of users with nothing pending change no share that is compared.
-            let Some(u) = q.users.id(r.user.as_str()).filter(|&u| q.users.count[u as usize] > 0) else { continue };
-            for b in &r.bindings {
-                d.charge(u, &binding_use(b), 1);
+        // Holdings of users with nothing pending change no share that is compared.
+        let pending = |user: &str| q.users.id(user).filter(|&u| q.users.count[u as usize] > 0);
+        match running {
+            Running::List(running) => {
+                for r in running {
+                    let Some(u) = pending(r.user.as_str()) else { continue };
+                    for b in &r.bindings {
+                        d.charge(u, &binding_use(b), 1);
+                    }
+                }
+            }
+            Running::Kept(kept) => {
+                for (user, held) in kept.into_iter().flat_map(RunQueue::held) {
+                    let Some(u) = pending(user) else { continue };
+                    let used = &mut d.used[u as usize];
+                    for k in 0..3 {
+                        used[k] += held[k];
+                    }
+                }
             }
         }
         d
@@ -205,18 +229,23 @@ pub(crate) struct FairCursor {
 }
 
 impl FairCursor {
-    fn new(q: &QueueSet, running: &[&RunningJob], fs: &FairShare) -> Self {
+    fn new(q: &QueueSet, running: Running, fs: &FairShare) -> Self {
         let active: Vec<u32> = (0..q.pairs.names.len() as u32).filter(|&p| q.pairs.count[p as usize] > 0).collect();
         let name = |p: u32| {
             let (project, user) = &q.pairs.names[p as usize];
             (project.as_str(), user.as_str())
         };
-        // Hashed with Fx: every running job of the queue is read each pass.
-        let mut distinct: FxHashSet<(&str, &str)> = FxHashSet::default();
-        distinct.extend(
-            active.iter().map(|&p| name(p)).chain(running.iter().map(|r| (r.project.as_str(), r.user.as_str()))),
-        );
-        let f = fair_share_factors(&distinct.into_iter().collect(), fs);
+        let mut distinct: BTreeSet<(&str, &str)> = active.iter().map(|&p| name(p)).collect();
+        match running {
+            Running::List(running) => {
+                // Hashed with Fx first: every running job of the queue is read.
+                let hashed: FxHashSet<(&str, &str)> =
+                    running.iter().map(|r| (r.project.as_str(), r.user.as_str())).collect();
+                distinct.extend(hashed);
+            }
+            Running::Kept(kept) => distinct.extend(kept.into_iter().flat_map(RunQueue::pairs)),
+        }
+        let f = fair_share_factors(&distinct, fs);
         let factors = |p: u32| f.get(&name(p)).copied().unwrap_or((0.0, 0.0));
         let mut by_factor = active;
         let desc = |a: (f64, f64), b: (f64, f64)| b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1));

@@ -41,8 +41,9 @@ pub(crate) struct NumaSlot {
     pub mem_used: u64,
     pub cpu_total: u32,
     pub cpu_free: u32,
-    /// Indices into `NodeLedger::cores`, ordered by their lowest CPU id.
-    pub cores: Vec<usize>,
+    /// Indices into `NodeLedger::cores`, ordered by their lowest CPU id. Shared: it never
+    /// changes, and a pass copies ledgers by the thousand.
+    pub cores: std::sync::Arc<[usize]>,
 }
 
 impl NumaSlot {
