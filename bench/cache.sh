@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Dataset cache figures (issue 7), all on this machine in one run:
 #  1. GET throughput of `berth cache serve` vs nginx (from apt) serving the same files:
-#     requests/s for 4 KiB and 64 KiB objects with keep-alive, GB/s for 64 MiB objects.
-#     Load from wrk (apt) with the same threads/connections/duration for both servers.
+#     requests/s, MB/s and each server's CPU time per request for 4 KiB to 64 MiB objects
+#     with keep-alive (4 KiB-64 KiB: the memory tier; 256 KiB: the largest object kept in
+#     memory; 1 MiB, 4 MiB, 64 MiB: sent from the object's file, issue 42), and one ranged GET
+#     (1 MiB from the middle of the 4 MiB object, `4m-range`). Load from wrk (apt) with the
+#     same threads/connections/duration for both servers.
 #  2. Maglev balance, disruption and build time; eviction hit ratios (examples/cache_figures).
 #
 #   bench/cache.sh [SECONDS=5] [CONNECTIONS=32] [ROUNDS=5]
-#   env: OBJECTS="4k 64k 64m", NO_FIGURES=1, WORKERS=<nginx worker processes = berth threads,
+#   env: OBJECTS="4k 64k 256k 1m 4m 4m-range 64m" (sizes with k or m; 64m and up use 4
+#        connections), NO_FIGURES=1, WORKERS=<nginx worker processes = berth threads,
 #        default: the number of CPUs>, BERTH_BIN=<a berth binary to measure instead of building
 #        this checkout's (e.g. a copy of an older build, for before/after figures)>,
 #        PERF_DIR=<directory: `perf record -g` each server during every object size's first round>,
@@ -15,7 +19,8 @@
 # in even ones), and gives one ratio; the table shows the medians and every round's ratio, so
 # that load from other work on the machine hits both alike and its spread is visible. Also
 # printed: the server's CPU time per request (all its threads or worker processes, from
-# /proc), which does not depend on how much of the machine other work left to the server.
+# /proc), which does not depend on how much of the machine other work left to the server,
+# and its ratio berth / nginx (the issue-42 target: at most 1 at every size).
 # wrk shares the machine's cores with the server under test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,11 +34,18 @@ need=()
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v wrk >/dev/null || need+=(wrk)
 if [ ${#need[@]} -gt 0 ]; then
-  echo "installing ${need[*]} with apt" >&2
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  echo "bench/cache.sh needs ${need[*]}: installing with apt (the nginx-light package is enough)" >&2
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq ||
+    { echo "apt-get update failed: install ${need[*]} yourself (as root: apt-get install ${need[*]})" >&2; exit 1; }
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null ||
+    { echo "apt-get install ${need[*]} failed: install them yourself" >&2; exit 1; }
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+OBJECTS=${OBJECTS:-4k 64k 256k 1m 4m 4m-range 64m}
+bytes_of() { # 4k, 64m, 4m-range -> bytes of the file
+  local n=${1%%-*}
+  case $n in *k) echo $((${n%k} << 10)) ;; *m) echo $((${n%m} << 20)) ;; *) echo "$n" ;; esac
+}
 
 if [ -n "${BERTH_BIN:-}" ]; then
   BIN=$BERTH_BIN
@@ -51,9 +63,8 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 mkdir -p "$tmp/files"
-head -c 4096 /dev/urandom >"$tmp/files/4k.bin"
-head -c 65536 /dev/urandom >"$tmp/files/64k.bin"
-head -c $((64 << 20)) /dev/urandom >"$tmp/files/64m.bin"
+files=$(for f in $OBJECTS; do echo "${f%%-*}"; done | sort -u)
+for f in $files; do head -c "$(bytes_of "$f")" /dev/urandom >"$tmp/files/$f.bin"; done
 chmod -R a+rX "$tmp/files"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -99,10 +110,10 @@ done
 ADMIN=$("$BIN" cache token --key-file "$tmp/cache/cache.key" --admin)
 JOB=$("$BIN" cache token --key-file "$tmp/cache/cache.key" --projects bench --sub job-1)
 BERTH_CACHE_URL=$CURL BERTH_CACHE_TOKEN=$ADMIN "$BIN" cache bucket create bench --projects bench >/dev/null
-for f in 4k 64k 64m; do
+for f in $files; do
   curl -sf -X PUT -H "Authorization: Bearer $ADMIN" --data-binary @"$tmp/files/$f.bin" "$CURL/v1/objects/bench/$f.bin" >/dev/null
 done
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$NPORT/4k.bin" >/dev/null && break; sleep 0.05; done
+for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$NPORT/" && break; sleep 0.05; done
 
 NGINX_MASTER=${pids[0]}
 BERTH_PID=${pids[1]}
@@ -114,16 +125,16 @@ cpu_ticks() { # pids... -> user+system ticks of all their threads
 }
 
 # wrk prints "N requests in", "Requests/sec: N" and "Transfer/sec: X[KMG]B"
-wrk_run() { # url conns perf-name pids... -> "req/s bytes/s cpu_us_per_request"
-  local url=$1 conns=$2 name=$3 out c0 c1 perf=""
-  shift 3
+wrk_run() { # url conns perf-name extra-header pids... -> "req/s bytes/s cpu_us_per_request"
+  local url=$1 conns=$2 name=$3 extra=$4 out c0 c1 perf=""
+  shift 4
   if [ -n "${PERF_DIR:-}" ] && [ -n "$name" ]; then
     mkdir -p "$PERF_DIR"
     perf record -q -g -F 1999 -p "$(echo "$@" | tr ' ' ',')" -o "$PERF_DIR/$name.data" -- sleep "$SECS" 2>/dev/null &
     perf=$!
   fi
   c0=$(cpu_ticks "$@")
-  out=$(wrk -t2 -c"$conns" -d"${SECS}s" -H "Authorization: Bearer $JOB" "$url")
+  out=$(wrk -t2 -c"$conns" -d"${SECS}s" -H "Authorization: Bearer $JOB" ${extra:+-H "$extra"} "$url")
   c1=$(cpu_ticks "$@")
   [ -z "$perf" ] || wait "$perf" || true
   echo "$out" | awk -v d=$((c1 - c0)) -v tck="$TCK" '/requests in/ {n=$1} /Requests\/sec/ {r=$2} /Transfer\/sec/ {v=$2; m=1; if (v ~ /KB$/) m=1024; if (v ~ /MB$/) m=1048576; if (v ~ /GB$/) m=1073741824; sub(/[KMG]?B$/, "", v); b=v*m} END {printf "%.0f %.0f %.1f\n", r, b, (n > 0 ? d / tck * 1e6 / n : 0)}'
@@ -131,13 +142,20 @@ wrk_run() { # url conns perf-name pids... -> "req/s bytes/s cpu_us_per_request"
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-echo "## GET: berth cache vs nginx, $(nproc) cores, $WORKERS nginx workers = $WORKERS berth threads, wrk -t2, $ROUNDS rounds of ${SECS}s"
+echo "## GET: berth cache vs nginx ($("$NGINX" -v 2>&1 | sed 's/.*version: //')), $(nproc) cores, $WORKERS nginx workers = $WORKERS berth threads, wrk -t2, $ROUNDS rounds of ${SECS}s, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 echo
-echo "| object | connections | nginx | berth cache | berth / nginx (median) | each round | CPU per request nginx / berth |"
-echo "|---|---:|---:|---:|---:|---|---:|"
-for f in ${OBJECTS:-4k 64k 64m}; do
+echo "| object | connections | nginx req/s | berth req/s | nginx MB/s | berth MB/s | berth / nginx (median) | each round | CPU per request nginx / berth | CPU berth / nginx |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+for f in $OBJECTS; do
+  file=${f%%-*}
   c=$CONNS
-  [ "$f" = 64m ] && c=4
+  [ "$(bytes_of "$f")" -lt $((64 << 20)) ] || c=4
+  extra=""
+  # a ranged GET: the second quarter of the object
+  if [ "$f" != "$file" ]; then
+    q=$(($(bytes_of "$f") / 4))
+    extra="Range: bytes=$q-$((2 * q - 1))"
+  fi
   : >"$tmp/n.txt"
   : >"$tmp/b.txt"
   for r in $(seq 1 "$ROUNDS"); do
@@ -146,30 +164,26 @@ for f in ${OBJECTS:-4k 64k 64m}; do
     [ "$r" -gt 1 ] || { pn="nginx-$f"; pb="berth-$f"; }
     # shellcheck disable=SC2086
     if [ $((r % 2)) -eq 1 ]; then
-      wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" "$pn" $nworkers >>"$tmp/n.txt"
-      wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" "$pb" "$BERTH_PID" >>"$tmp/b.txt"
+      wrk_run "http://127.0.0.1:$NPORT/$file.bin" "$c" "$pn" "$extra" $nworkers >>"$tmp/n.txt"
+      wrk_run "$CURL/v1/objects/bench/$file.bin" "$c" "$pb" "$extra" "$BERTH_PID" >>"$tmp/b.txt"
     else
-      wrk_run "$CURL/v1/objects/bench/$f.bin" "$c" "$pb" "$BERTH_PID" >>"$tmp/b.txt"
-      wrk_run "http://127.0.0.1:$NPORT/$f.bin" "$c" "$pn" $nworkers >>"$tmp/n.txt"
+      wrk_run "$CURL/v1/objects/bench/$file.bin" "$c" "$pb" "$extra" "$BERTH_PID" >>"$tmp/b.txt"
+      wrk_run "http://127.0.0.1:$NPORT/$file.bin" "$c" "$pn" "$extra" $nworkers >>"$tmp/n.txt"
     fi
   done
-  col=1
-  [ "$f" = 64m ] && col=2
-  ratios=$(paste -d' ' "$tmp/n.txt" "$tmp/b.txt" | awk -v c=$col '{printf "%.2f ", ($(c) > 0 ? $(c+3) / $(c) : 0)}')
+  ratios=$(paste -d' ' "$tmp/n.txt" "$tmp/b.txt" | awk '{printf "%.2f ", ($1 > 0 ? $4 / $1 : 0)}')
   rmed=$(echo "$ratios" | tr ' ' '\n' | grep . | median)
-  n=$(cut -d' ' -f$col "$tmp/n.txt" | median)
-  b=$(cut -d' ' -f$col "$tmp/b.txt" | median)
+  n=$(cut -d' ' -f1 "$tmp/n.txt" | median)
+  b=$(cut -d' ' -f1 "$tmp/b.txt" | median)
+  nb=$(cut -d' ' -f2 "$tmp/n.txt" | median)
+  bb=$(cut -d' ' -f2 "$tmp/b.txt" | median)
   ncpu=$(cut -d' ' -f3 "$tmp/n.txt" | median)
   bcpu=$(cut -d' ' -f3 "$tmp/b.txt" | median)
-  if [ "$f" = 64m ]; then
-    awk -v f="$f" -v c="$c" -v n="$n" -v b="$b" -v r="$rmed" -v rs="$ratios" -v nc="$ncpu" -v bc="$bcpu" \
-      'BEGIN {printf "| %s | %s | %.2f GB/s | %.2f GB/s | **%.2f** | %s| %.0f / %.0f µs |\n", f, c, n/1e9, b/1e9, r, rs, nc, bc}'
-  else
-    awk -v f="$f" -v c="$c" -v n="$n" -v b="$b" -v r="$rmed" -v rs="$ratios" -v nc="$ncpu" -v bc="$bcpu" \
-      'BEGIN {printf "| %s | %s | %.0f req/s | %.0f req/s | **%.2f** | %s| %.1f / %.1f µs |\n", f, c, n, b, r, rs, nc, bc}'
-  fi
+  awk -v f="$f" -v c="$c" -v n="$n" -v b="$b" -v nb="$nb" -v bb="$bb" -v r="$rmed" -v rs="$ratios" -v nc="$ncpu" -v bc="$bcpu" \
+    'BEGIN {printf "| %s | %s | %.0f | %.0f | %.0f | %.0f | **%.2f** | %s| %.1f / %.1f µs | **%.2f** |\n", f, c, n, b, nb/1e6, bb/1e6, r, rs, nc, bc, (nc > 0 ? bc / nc : 0)}'
 done
 echo
+echo "(load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
 hits=$(curl -s "$CURL/metrics" | awk '/^berth_cache_hits_total\{bucket="bench"\}/ {print $2}')
 echo "(berth served $hits hits; every request carried a job token checked with HMAC-SHA256)"
 echo
