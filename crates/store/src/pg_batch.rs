@@ -93,7 +93,10 @@ fn groups(changes: &[Change]) -> Vec<Vec<usize>> {
     for (i, c) in changes.iter().enumerate() {
         let kind = Kind::of(c);
         let k = key(c);
-        if out.is_empty() || latest.get(&k).is_some_and(|&was| was >= kind) {
+        // A usage figure is replaced whole, never read: a later one in the group just wins
+        // ([`usage`] keeps the last). A report batch charges its user once per ended job.
+        let replaces = kind == Kind::Usage && latest.get(&k) == Some(&Kind::Usage);
+        if out.is_empty() || (!replaces && latest.get(&k).is_some_and(|&was| was >= kind)) {
             out.push(Vec::new());
             latest.clear();
         }
@@ -432,13 +435,21 @@ async fn pending_reasons(
     missing_jobs(&rows, &idx, &id, failed)
 }
 
-/// Usage figures, inserted or replaced (a group holds one per figure).
+/// Usage figures, inserted or replaced: of several for one figure in a group, the last.
 async fn usage(c: &mut PgConnection, changes: &[Change], idx: Vec<usize>) -> Result<()> {
     if idx.is_empty() {
         return Ok(());
     }
-    let (mut kind, mut name, mut value, mut at) = (vec![], vec![], vec![], vec![]);
+    let mut last: HashMap<(&str, &str), usize> = HashMap::new();
     for &i in &idx {
+        if let Change::Usage(u) = &changes[i] {
+            last.insert((u.kind.as_str(), u.name.as_str()), i);
+        }
+    }
+    let mut kept: Vec<usize> = last.into_values().collect();
+    kept.sort_unstable();
+    let (mut kind, mut name, mut value, mut at) = (vec![], vec![], vec![], vec![]);
+    for &i in &kept {
         let Change::Usage(u) = &changes[i] else { continue };
         kind.push(u.kind.as_str());
         name.push(u.name.as_str());
@@ -493,7 +504,7 @@ mod tests {
         let batch =
             vec![exit(1), tr(1, Running, Succeeded), tr(2, Scheduled, Running), exit(2), tr(2, Running, Failed)];
         assert_eq!(groups(&batch), vec![vec![0, 1, 2], vec![3, 4]]);
-        // a usage figure set twice keeps its order
+        // a usage figure set again is replaced (the writer keeps the last): no new group
         let u = |v: f64| {
             Change::Usage(crate::UsageRow {
                 kind: "user".into(),
@@ -502,6 +513,7 @@ mod tests {
                 at: Timestamp::UNIX_EPOCH,
             })
         };
-        assert_eq!(groups(&[u(1.0), tr(1, Pending, Scheduled), u(2.0)]), vec![vec![0, 1], vec![2]]);
+        let ends: Vec<Change> = (1..=100).flat_map(|id| [exit(id), tr(id, Running, Succeeded), u(id as f64)]).collect();
+        assert_eq!(groups(&ends).len(), 1, "a report batch charging one user per ended job is one group");
     }
 }
