@@ -106,3 +106,24 @@ pg_cpu_s() {
     for k in $kids; do awk '{ print $14 + $15 }' "/proc/$k/stat" 2>/dev/null || true; done
   } | awk -v hz="$(getconf CLK_TCK)" '{ t += $1 } END { printf "%.1f", t / hz }'
 }
+
+# `pg_sample DB FILE &`: every 0.5 s until killed, one line per connection to DB other than
+# the sampler's own: `state|wait_event_type:wait_event|seconds its transaction has been open`
+# (`-` for none), then a `--` line. `pg_sample_summary FILE` prints how often each state and
+# wait was seen, and the longest open transaction (issue 42: where a batch's time went).
+pg_sample() {
+  while :; do
+    pg_sql "$1" "SELECT state || '|' || COALESCE(wait_event_type || ':' || wait_event, '-') || '|' ||
+      COALESCE(round(EXTRACT(EPOCH FROM clock_timestamp() - xact_start)::numeric, 1)::text, '-')
+      FROM pg_stat_activity WHERE datname = '$1' AND pid <> pg_backend_pid()" 2>/dev/null || true
+    echo --
+    sleep 0.5
+  done >"$2"
+}
+pg_sample_summary() {
+  local n
+  n=$(grep -c '^--$' "$1" || true)
+  echo "pg_stat_activity, $n samples every 0.5 s (state | wait: times seen):"
+  grep -v '^--$' "$1" | cut -d'|' -f1,2 | sort | uniq -c | sort -rn | head -n 8
+  awk -F'|' '$3 != "-" && $1 != "idle" && $3 + 0 > m { m = $3 + 0 } END { printf "longest open transaction seen: %.1f s\n", m }' "$1"
+}

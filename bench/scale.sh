@@ -13,9 +13,10 @@
 #
 # STORES="sqlite postgres" (the default) picks the stores and their order; STORES=sqlite needs
 # neither root nor PostgreSQL (which needs root: its cluster runs as the `postgres` user). The
-# environment reaches `berth manager`: with its default 5 s leader lease the PostgreSQL run
-# currently loses the lease under 500 agents and stops (docs/perf.md); BERTH_LEASE_TIMEOUT=60s
-# lets it finish. BIN_DIR=DIR runs the `berth` and `swarm` binaries in DIR instead
+# environment reaches `berth manager` (e.g. BERTH_LEASE_TIMEOUT); both stores run with its
+# default 5 s leader lease (issue 42: the lease renews over a connection of its own). On
+# PostgreSQL, `pg_stat_activity` is sampled every 0.5 s and summarised (`pg_sample` in
+# bench/lib.sh). BIN_DIR=DIR runs the `berth` and `swarm` binaries in DIR instead
 # of building this tree's (to compare builds side by side: copy each build's
 # target/release/berth and target/release/examples/swarm into a directory of its own).
 set -euo pipefail
@@ -31,7 +32,9 @@ swarm_bins
 
 tmp=
 pid=
+sampler=
 cleanup() {
+  [ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true
   if [ -n "$pid" ]; then kill -INT "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   [ -z "$tmp" ] || rm -rf "$tmp"
   pg_stop
@@ -50,7 +53,7 @@ for s in $STORES; do
   tmp=$(mktemp -d)
   case $s in
     sqlite) store= ;;
-    postgres) store=$(pg_fresh_db berth); pg_cpu0=$(pg_cpu_s) ;;
+    postgres) store=$(pg_fresh_db berth); pg_cpu0=$(pg_cpu_s); pg_sample berth "$tmp/pg_activity" & sampler=$! ;;
     *) echo "unknown store $s (sqlite, postgres)" >&2; exit 2 ;;
   esac
   start_manager "$tmp" "$store"
@@ -67,7 +70,9 @@ for s in $STORES; do
   else
     size=$(pg_sql berth "SELECT pg_database_size('berth')" | awk '{printf "%.1f MiB", $1 / 1048576}')
     server=$(awk -v a="$pg_cpu0" -v b="$(pg_cpu_s)" 'BEGIN { printf "%.1f s", b - a }')
+    kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; sampler=
     echo "store: $size (pg_database_size); PostgreSQL server CPU during the run: $server"
+    pg_sample_summary "$tmp/pg_activity"
   fi
   echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
   lines=$(wc -l <"$tmp/manager.log")
