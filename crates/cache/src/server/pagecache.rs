@@ -79,13 +79,7 @@ fn cachestat(file: &File, off: u64, len: u64) -> nix::Result<u64> {
     let mut cs = Cachestat::default();
     // SAFETY: both structs are laid out as the kernel's; it reads `range` and writes `cs`
     let r = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const CachestatRange,
-            &mut cs as *mut Cachestat,
-            0,
-        )
+        libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range as *const CachestatRange, &mut cs as *mut Cachestat, 0)
     };
     nix::errno::Errno::result(r).map(|_| cs.nr_cache)
 }
