@@ -8,7 +8,14 @@
 #  1. proxy overhead: wrk GETs (3-byte body, keep-alive) at 1, 16 and 64 connections, SECS
 #     seconds each, (a) straight to one replica's port, (b) through nginx (our own process on a
 #     temp prefix: `upstream` with both replicas' ports, least_conn, keepalive to upstreams)
-#     and (c) through berth's endpoint /serve/NAME/ on the app listener (bearer token);
+#     and (c) through berth's endpoint /serve/NAME/ on the app listener (bearer token), then
+#     berth's requests/s and p99 as a ratio of nginx's, and each replica's route (issue 42:
+#     `direct` where the manager reaches the replica's port, else `tunnel` through its agent);
+#     (d) an endpoint whose replicas the manager cannot reach (a third agent, `far`, says its
+#     node is at ::1 where the replicas, on IPv4, do not listen), so through the tunnel;
+#     (e) with CEILING=path of `cargo build --release -p berth-manager --example proxy_ceiling`:
+#     a minimal proxy on the router's crates (axum, hyper-util's pooled client, tokio) over the
+#     same two replicas, nothing of berth's in it: the ceiling of that stack on this machine;
 #  2. a replica's death: SIGKILL of one replica's server under steady GET load (wrk,
 #     KILL_CONNS connections through the endpoint), seconds until a replacement replica is ready
 #     (polling the API every 50 ms) and failed requests seen meanwhile; KILLS times;
@@ -20,7 +27,9 @@
 #
 #   BERTH=/tmp/berth-bench/berth bench/serve.sh [SECS=10] [KILLS=3]
 #
-# KILL_CONNS (8) is figure 2's load in connections. The figures run in the order 2, 3, 1.
+# KILL_CONNS (8) is figure 2's load in connections. The figures run in the order 2, 3, 1;
+# FIGURES="1" runs only those named. Run it under the shared bench lock on a shared machine
+# (`flock /tmp/pc/bench.lock bench/serve.sh`); the load average is printed with each figure.
 #
 # BERTH defaults to target/release/berth (not built here: build it first). Needs nginx and
 # wrk (installed with apt when missing). docs/perf.md keeps the figures.
@@ -29,11 +38,14 @@ cd "$(dirname "$0")/.."
 SECS=${1:-10}
 KILLS=${2:-3}
 KILL_CONNS=${KILL_CONNS:-8}
+FIGURES=${FIGURES:-2 3 1}
+want() { [[ " $FIGURES " == *" $1 "* ]]; }
 BIN=$(realpath -m "${BERTH:-target/release/berth}")
 [ -x "$BIN" ] || { echo "no berth binary at $BIN: cargo build --release --bin berth, or set BERTH" >&2; exit 1; }
 if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
+  echo "installing nginx-light and wrk (apt)" >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light wrk >/dev/null ||
-    { echo "needs nginx and wrk: apt-get install nginx-light wrk" >&2; exit 1; }
+    { echo "needs nginx and wrk: apt-get install nginx-light wrk (as root), then run this again" >&2; exit 1; }
 fi
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
@@ -47,17 +59,18 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 tmp=$(mktemp -d)
 ports=$(mktemp -d /var/tmp/berth-serve-bench.XXXXXX)
 chmod 755 "$ports"
-berth_pid='' nginx_pid='' agent_pid=''
+berth_pid='' nginx_pid='' agent_pid='' far_pid=''
 cleanup() {
   set +e
   # a panic in berth explains most failures: show it
   grep -q panicked "$tmp/up.log" 2>/dev/null && { echo "berth panicked:" >&2; grep -A1 -m1 panicked "$tmp/up.log" >&2; }
   [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null
-  if [ -n "$agent_pid" ]; then
-    kill -INT "$agent_pid" 2>/dev/null
-    for _ in $(seq 1 300); do kill -0 "$agent_pid" 2>/dev/null || break; sleep 0.05; done
-    kill -KILL "$agent_pid" 2>/dev/null
-  fi
+  for a in "$agent_pid" "$far_pid"; do
+    [ -n "$a" ] || continue
+    kill -INT "$a" 2>/dev/null
+    for _ in $(seq 1 300); do kill -0 "$a" 2>/dev/null || break; sleep 0.05; done
+    kill -KILL "$a" 2>/dev/null
+  done
   if [ -n "$berth_pid" ]; then
     # --stop-jobs: Ctrl-C stops the replicas' jobs too
     kill -INT "$berth_pid" 2>/dev/null
@@ -118,12 +131,33 @@ replica_ports() {
     [ -d "/proc/$p" ] && echo "$port"
   done
 }
-# "RPS P50 P99 ERRORS" as a table row's cells.
-row() { awk -v what="$1" -v c="$2" '{ printf "| %s | %s | %.0f | %.2f | %.2f | %d |\n", what, c, $1, $2, $3, $4 }'; }
+# "RPS P50 P99 ERRORS" as a table row's cells, with CPU µs per request ($3, or -).
+row() { awk -v what="$1" -v c="$2" -v cpu="${3:--}" '{ printf "| %s | %s | %.0f | %.2f | %.2f | %d | %s |\n", what, c, $1, $2, $3, $4, cpu }'; }
+# CPU time (clock ticks, user + system, all threads) of the given processes.
+ticks() {
+  local p
+  for p in "$@"; do
+    [ -n "$p" ] && sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{ print $12 + $13 }'
+  done | awk '{ s += $1 } END { print s + 0 }'
+}
+# `measure OUT PIDS... -- wrk args`: runs a wrk cell, sets OUT to its "RPS P50 P99 ERRORS" and
+# cpu_us to the CPU µs per request that PIDS spent meanwhile.
+measure() {
+  local out=$1 pids=() t0 t1 r
+  shift
+  while [ "$1" != -- ]; do pids+=("$1"); shift; done
+  shift
+  t0=$(ticks "${pids[@]}")
+  r=$($LOAD wrk "$@")
+  t1=$(ticks "${pids[@]}")
+  printf -v "$out" '%s' "$r"
+  cpu_us=$(awk -v r="$r" -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v s="$SECS" 'BEGIN { split(r, a, " "); printf "%.1f", (a[1] > 0 ? d * 1e6 / hz / (a[1] * s) : 0) }')
+}
 
 echo "== machine: $(nproc) CPUs, $(uname -r), Debian $(cat /etc/debian_version), $(nginx -v 2>&1 | sed 's/.*: //'), wrk $(dpkg-query -W -f '${Version}' wrk), $(date -u '+%F %H:%M')Z"
 
-echo "== 2. a replica's death (SIGKILL of its server; 2 replicas, probes every 2 s), under $KILL_CONNS connection(s) of GETs"
+if want 2; then
+echo "== 2. a replica's death (SIGKILL of its server; 2 replicas, probes every 2 s), under $KILL_CONNS connection(s) of GETs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 create web --replicas 2 --no-autoscale --drain-grace 1s
 echo "| kill | to a new replica ready, s | killed one out of rotation, s | failed requests | requests |"
 echo "|---:|---:|---:|---:|---:|"
@@ -137,6 +171,7 @@ for i in $(seq 1 "$KILLS"); do
 done
 echo "median: $(printf '%s\n' "${all[@]}" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }') s"
 berth serve rm web >/dev/null
+fi
 # a second agent on the same machine: two more CPUs' worth of replica slots
 mkdir "$tmp/agent2"
 env -u BERTH_DATA_DIR RUST_LOG="${RUST_LOG:-warn}" "$BIN" agent --manager "$BERTH_URL" --join-token-file "$tmp/data/join-token" \
@@ -152,7 +187,8 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 
-echo "== 3. autoscaling: --min 1 --max 4 --target-inflight 2 --scale-up-cooldown 1s, a step to 16 connections of /slow (200 ms)"
+if want 3; then
+echo "== 3. autoscaling: --min 1 --max 4 --target-inflight 2 --scale-up-cooldown 1s, a step to 16 connections of /slow (200 ms); load $(cut -d' ' -f1-3 /proc/loadavg)"
 create auto --min 1 --max 4 --target-inflight 2 --scale-up-cooldown 1s
 $LOAD step auto "http://127.0.0.1:$apps/serve/auto/" "$secret" 16 4
 berth serve show auto | sed -n '/^#/,$p'
@@ -161,10 +197,31 @@ for _ in $(seq 1 200); do
   berth ps -o json | grep -q '"RUNNING"' || break
   sleep 0.1
 done
+fi
+want 1 || exit 0
 echo "== 1. proxy overhead: GETs of a 3-byte body, keep-alive, ${SECS} s per cell"
 # a fresh endpoint of 2 replicas (placed on either node: both agents run on this machine)
 create proxied --replicas 2 --no-autoscale --drain-grace 1s
 mapfile -t web_ports < <(replica_ports proxied)
+echo "replicas of the endpoint (ROUTE: how berth's router reaches each):"
+berth serve show proxied | sed -n '/^#/,$p'
+# (d): a third agent whose node address the replicas do not listen on, and an endpoint placed
+# there only (its label), its replicas on every IPv4 address
+mkdir "$tmp/agent3"
+env -u BERTH_DATA_DIR RUST_LOG="${RUST_LOG:-warn}" "$BIN" agent --manager "$BERTH_URL" --join-token-file "$tmp/data/join-token" \
+  --name far --address ::1 --label route=tunnel --data-dir "$tmp/agent3" --stop-jobs --no-docker >"$tmp/agent3.log" 2>&1 &
+far_pid=$!
+for _ in $(seq 1 200); do
+  berth nodes -o json 2>/dev/null | grep -q '"far"' && break
+  sleep 0.05
+done
+proxied_secret=$secret
+create tunneled --replicas 2 --no-autoscale --drain-grace 1s --constraint route=tunnel --env BENCH_BIND=0.0.0.0
+tunnel_secret=$secret
+secret=$proxied_secret
+echo "replicas of the tunneled endpoint:"
+berth serve show tunneled | sed -n '/^#/,$p'
+
 # nginx as a reverse proxy over the same two replicas, run as our own process on a temp prefix
 mkdir -p "$tmp/nginx/logs"
 nginx_port=$(free_port)
@@ -184,12 +241,41 @@ nginx_port=$(free_port)
 nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' &
 nginx_pid=$!
 for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$nginx_port/" >/dev/null && break; sleep 0.05; done
-echo "| path | connections | requests/s | p50 ms | p99 ms | failed |"
-echo "|---|---:|---:|---:|---:|---:|"
+ceiling_pid=''
+if [ -n "${CEILING:-}" ]; then
+  ceiling_port=$(free_port)
+  "$CEILING" "$ceiling_port" "${web_ports[@]}" &
+  ceiling_pid=$!
+  for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$ceiling_port/" >/dev/null && break; sleep 0.05; done
+fi
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+# CPU per request: nginx's master and workers; berth's `up` (manager and its agent) and the
+# second agent (on the tunnel path, replicas there are reached through it).
+echo "| path | connections | requests/s | p50 ms | p99 ms | failed | proxy CPU µs/request |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+ratios=()
 for c in 1 16 64; do
   $LOAD wrk "http://127.0.0.1:${web_ports[0]}/" "$c" "$SECS" | row "direct to one replica" "$c"
-  $LOAD wrk "http://127.0.0.1:$nginx_port/" "$c" "$SECS" | row "nginx, 2 replicas" "$c"
-  $LOAD wrk "http://127.0.0.1:$apps/serve/proxied/" "$c" "$SECS" "Authorization: Bearer $secret" | row "berth endpoint, 2 replicas" "$c"
+  # shellcheck disable=SC2046 # nginx's master and its workers
+  measure n "$nginx_pid" $(pgrep -P "$nginx_pid") -- "http://127.0.0.1:$nginx_port/" "$c" "$SECS"
+  ncpu=$cpu_us
+  row "nginx, 2 replicas" "$c" "$ncpu" <<<"$n"
+  # PERF=FILE: a perf profile of berth's process during the 64-connection cell (FILE.txt)
+  if [ -n "${PERF:-}" ] && [ "$c" = 64 ]; then
+    perf record -F 499 -g -p "$berth_pid" -o "$PERF.data" -- sleep "$SECS" >/dev/null 2>&1 &
+    perf_pid=$!
+  fi
+  measure e "$berth_pid" "$agent_pid" -- "http://127.0.0.1:$apps/serve/proxied/" "$c" "$SECS" "Authorization: Bearer $secret"
+  ecpu=$cpu_us
+  row "berth endpoint, 2 replicas" "$c" "$ecpu" <<<"$e"
+  measure t "$berth_pid" "$far_pid" -- "http://127.0.0.1:$apps/serve/tunneled/" "$c" "$SECS" "Authorization: Bearer $tunnel_secret"
+  row "berth endpoint through the agent (tunnel), 2 replicas" "$c" "$cpu_us" <<<"$t"
+  if [ -n "$ceiling_pid" ]; then
+    measure x "$ceiling_pid" -- "http://127.0.0.1:$ceiling_port/" "$c" "$SECS"
+    row "minimal hyper proxy (the stack's ceiling), 2 replicas" "$c" "$cpu_us" <<<"$x"
+  fi
+  ratios+=("$(awk -v c="$c" -v n="$n" -v e="$e" -v nc="$ncpu" -v ec="$ecpu" 'BEGIN { split(n, a, " "); split(e, b, " ");
+    printf "| %s | %.2f | %.2f | %.2f |", c, (a[1] > 0 ? b[1] / a[1] : 0), (a[3] > 0 ? b[3] / a[3] : 0), (nc > 0 ? ec / nc : 0) }')")
   # a panic in the manager's router shows as failed requests above; say so
   if grep -q panicked "$tmp/up.log"; then
     echo "berth's manager panicked during the last row:" >&2
@@ -197,7 +283,20 @@ for c in 1 16 64; do
     break
   fi
 done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "berth's endpoint against nginx (target: requests/s >= 0.9, p99 <= 1.2):"
+echo "| connections | requests/s, berth / nginx | p99, berth / nginx | CPU per request, berth / nginx |"
+echo "|---:|---:|---:|---:|"
+printf '%s\n' "${ratios[@]}"
+if [ -n "${PERF:-}" ] && [ -n "${perf_pid:-}" ]; then
+  wait "$perf_pid" || true
+  perf report -i "$PERF.data" --no-children -g none --sort dso,symbol --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^$' | grep '%' | head -40 >"$PERF.txt" || true
+  echo "perf profile of berth at 64 connections: $PERF.txt"
+fi
 kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true
 nginx_pid=
+[ -n "$ceiling_pid" ] && { kill "$ceiling_pid"; wait "$ceiling_pid" 2>/dev/null || true; }
 
 berth serve rm proxied >/dev/null
+berth serve rm tunneled >/dev/null

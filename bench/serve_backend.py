@@ -47,7 +47,9 @@ class Http(asyncio.Protocol):
 async def main():
     port = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ["PORT"])
     loop = asyncio.get_running_loop()
-    srv = await loop.create_server(Http, "127.0.0.1", port, backlog=1024, reuse_address=True)
+    # BENCH_BIND: the address to listen on (0.0.0.0: every address, for the tunnel's figure)
+    bind = os.environ.get("BENCH_BIND", "127.0.0.1")
+    srv = await loop.create_server(Http, bind, port, backlog=1024, reuse_address=True)
     d = os.environ.get("BENCH_PORT_DIR")
     if d:
         tmp = os.path.join(d, f".{os.getpid()}")
