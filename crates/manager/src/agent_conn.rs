@@ -141,7 +141,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         cache_weight,
         folder_mounts,
     };
-    let heard = crate::heartbeat::Heard::new(Instant::now());
+    let heard = crate::heard::Heard::new(Instant::now());
     let conn = Conn { id: conn_id, tx, heard: heard.clone() };
     if let Err(e) = self::register(&m, conn, &node, agent, kernels).await {
         tracing::error!(node, "cannot register node: {e}");
@@ -170,7 +170,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
                             None => break,
                         }
                     }
-                    // Heard now, whenever the report loop gets to it (`heartbeat::Heard`).
+                    // Heard now, whenever the report loop gets to it (`heard::Heard`).
                     heard.handed(Instant::now());
                     let applied = match m.hub.report(&node, batch) {
                         Some(applied) => applied.await.is_ok(),

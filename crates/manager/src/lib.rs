@@ -29,6 +29,7 @@ mod deferred;
 mod env_intern;
 mod error;
 mod folders;
+mod heard;
 mod heartbeat;
 mod holds;
 mod hub;

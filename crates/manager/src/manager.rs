@@ -176,7 +176,7 @@ impl Manager {
                     address: n.address,
                     drain: n.drain_reason,
                     last_heartbeat: n.last_heartbeat,
-                    heard: crate::heartbeat::Heard::new(Instant::now()),
+                    heard: crate::heard::Heard::new(Instant::now()),
                     conn: None,
                     orphan_deadline: Some(deadline),
                     containers: Default::default(),

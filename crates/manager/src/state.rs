@@ -33,7 +33,7 @@ pub struct Conn {
     pub id: u64,
     pub tx: UnboundedSender<ManagerMessage>,
     /// When its agent was last heard; the node's [`Node::heard`] while it is connected.
-    pub heard: std::sync::Arc<crate::heartbeat::Heard>,
+    pub heard: std::sync::Arc<crate::heard::Heard>,
 }
 
 /// A node the manager knows (registered now or in an earlier run).
@@ -56,7 +56,7 @@ pub struct Node {
     pub drain: Option<String>,
     pub last_heartbeat: Option<Timestamp>,
     /// When its agent was last heard (its connection writes it, outside this state's lock).
-    pub heard: std::sync::Arc<crate::heartbeat::Heard>,
+    pub heard: std::sync::Arc<crate::heard::Heard>,
     pub conn: Option<Conn>,
     /// After a manager restart: when the node's jobs count as lost if its agent has not
     /// reconnected by then.

@@ -17,7 +17,7 @@
 //! endpoint serves runs in an opaque origin that no site's cookies ride.
 
 pub mod direct;
-mod key;
+pub mod key;
 pub mod proxy;
 
 use std::sync::Arc;

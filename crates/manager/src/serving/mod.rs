@@ -58,8 +58,8 @@ pub struct Replica {
 
 impl Replica {
     /// The app proxy's key for it (its job's attempt).
-    pub fn key(&self) -> crate::apps::proxy::AppKey {
-        crate::apps::proxy::AppKey {
+    pub fn key(&self) -> crate::apps::key::AppKey {
+        crate::apps::key::AppKey {
             job: self.job,
             attempt: self.attempt,
             app: berth_model::endpoint::REPLICA_APP.into(),

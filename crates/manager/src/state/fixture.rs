@@ -18,7 +18,7 @@ pub fn node(ledger: usize) -> Node {
         address: None,
         drain: None,
         last_heartbeat: None,
-        heard: crate::heartbeat::Heard::new(std::time::Instant::now()),
+        heard: crate::heard::Heard::new(std::time::Instant::now()),
         conn: None,
         orphan_deadline: None,
         containers: Default::default(),
