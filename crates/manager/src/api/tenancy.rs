@@ -139,8 +139,11 @@ pub async fn create_token(
     Auth(u): Auth,
     Json(req): Json<CreateTokenRequest>,
 ) -> Result<(StatusCode, axum::Json<TokenCreated>), ApiError> {
-    let label = req.label.as_deref().map(str::trim).filter(|l| !l.is_empty()).unwrap_or("created with berth token");
-    if label.len() > 200 || label.chars().any(char::is_control) {
+    // Checked before trimming: a label of control characters that are also white space (a
+    // vertical tab) must be refused, not trimmed away into the default label.
+    let raw = req.label.as_deref().unwrap_or_default();
+    let label = Some(raw.trim()).filter(|l| !l.is_empty()).unwrap_or("created with berth token");
+    if label.len() > 200 || raw.chars().any(char::is_control) {
         return Err(ApiError::bad_request("token label must be at most 200 characters with no control characters"));
     }
     let now = jiff::Timestamp::now();
