@@ -185,6 +185,20 @@ remove_dynmods() {
   true
 }
 trap remove_dynmods EXIT
+# The habits the team keeps are checked before any test runs: formatting and every lint.
+for component in rustfmt clippy; do
+  if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+    log "rustup component add $component"
+    rustup component add "$component"
+  fi
+done
+log "cargo fmt --all --check"
+if ! cargo fmt --all --check; then
+  echo "the code is not formatted: run \`cargo fmt --all\` and commit the result" >&2
+  exit 1
+fi
+log "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
 if cargo nextest --version >/dev/null 2>&1; then
   # nextest does not run doctests; run them first so the suite's summary line comes last
   log "cargo test --workspace --doc"
