@@ -38,7 +38,8 @@ fn sim_prints_json_per_policy() {
     assert_eq!(r[1]["jct_mean_s"], 152.5);
     assert_eq!(r[1]["finished"], 4);
     assert_eq!(r[1]["resource"], "cpu");
-    assert!(r[1]["wall_s"].as_f64().unwrap() >= 0.0);
+    // The replay's own time is reported as a number (its value is the machine's, not asserted).
+    assert!(r[1]["wall_s"].is_number(), "no wall_s in {}", r[1]);
     // No priorities in this trace: preempt is skipped with a reason.
     assert_eq!(v["skipped"][0]["policy"], "preempt");
 }
