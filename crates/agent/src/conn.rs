@@ -1,4 +1,4 @@
-//! The agent's side of the manager connection (DESIGN.md §7): dial, register, heartbeat, carry
+//! The agent's side of the manager connection (docs/cluster.md): dial, register, heartbeat, carry
 //! out commands, reconnect with backoff, and shut down cleanly.
 //!
 //! Kernels never depend on the connection: while it is down their events are recorded in the

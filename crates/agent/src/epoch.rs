@@ -1,5 +1,5 @@
-//! Whose commands the agent obeys when several managers stand by for each other (DESIGN.md
-//! §11): every frame of a manager carries the epoch of its leader lease, which grows at every
+//! Whose commands the agent obeys when several managers stand by for each other
+//! (docs/ha.md): every frame of a manager carries the epoch of its leader lease, which grows at every
 //! takeover. The agent follows the highest epoch it has seen and refuses a connection or a
 //! command of an older one, so a deposed leader that wakes up (a frozen process, a healed
 //! partition) cannot act on this node even if it tried.

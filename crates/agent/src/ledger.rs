@@ -1,4 +1,4 @@
-//! The agent's own check of a binding before it starts a kernel (DESIGN.md §4).
+//! The agent's own check of a binding before it starts a kernel (ARCHITECTURE.md).
 //!
 //! The manager binds devices, but the agent is the last line of defence against a stale or
 //! buggy manager view: a binding must name this node, devices that exist here, and nothing that

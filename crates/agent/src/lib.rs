@@ -1,5 +1,5 @@
 //! The berth agent: discovers the node's hardware, dials the manager over the agent protocol,
-//! and runs kernels with the binding the manager chose (DESIGN.md §7, §8).
+//! and runs kernels with the binding the manager chose (docs/cluster.md, docs/node.md).
 //!
 //! CONTRACT (the `berth` binary builds against these names; keep them stable):
 //! - `AgentConfig` (fields below) and `pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()>`.

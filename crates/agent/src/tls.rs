@@ -1,4 +1,4 @@
-//! Whom a berth client trusts when it dials an `https://` manager (DESIGN.md §7): the agent's
+//! Whom a berth client trusts when it dials an `https://` manager (docs/cluster.md): the agent's
 //! `wss://` connection, and the CLI's REST calls, which build on the same config.
 //!
 //! Trusted are the webpki roots (public CAs), the system's trust store (what `update-ca-

@@ -1,4 +1,4 @@
-//! What a kernel learns about the dataset cache (DESIGN.md §10): `BERTH_CACHE_URL`, a cache
+//! What a kernel learns about the dataset cache (docs/cache.md): `BERTH_CACHE_URL`, a cache
 //! node to talk to (the one on the kernel's node when it has one, see `cache_members`), and
 //! `BERTH_CACHE_TOKEN`, a token scoped to the job (its project, expiring with its time limit).
 //! Tokens are minted, and member lists pushed to cache nodes, by functions the daemon hands

@@ -1,4 +1,4 @@
-//! The dataset cache's member list, kept by the manager (DESIGN.md §10). An agent started
+//! The dataset cache's member list, kept by the manager (docs/cache.md). An agent started
 //! with `--cache-url` (or `berth up`'s agent, with its in-process cache) reports the cache
 //! node on its machine when it registers; the manager keeps those URLs (in the store, so a
 //! restart keeps the set) and the buckets' settings, and pushes both to every cache node

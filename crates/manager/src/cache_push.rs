@@ -1,6 +1,6 @@
 //! The task that pushes the dataset cache's member list and buckets
 //! ([`crate::cache_members::CacheMembers::desired`]) to every cache node, with an admin token
-//! minted for the push, whenever they change and every [`RECONCILE`] (DESIGN.md §10; what is
+//! minted for the push, whenever they change and every [`RECONCILE`] (docs/cache.md; what is
 //! pushed and why is in `cache_members.rs`).
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! What a kernel learns about its job from the environment (DESIGN.md §8): berth's own
+//! What a kernel learns about its job from the environment (docs/node.md): berth's own
 //! `BERTH_*` variables and the ones PyTorch's `torchrun`/`init_process_group(env://)` read
 //! (`MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE`, `RANK`, `NODE_RANK`, `LOCAL_RANK`).
 //!

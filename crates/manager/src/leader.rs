@@ -1,4 +1,4 @@
-//! Taking and keeping the leader lease (DESIGN.md §11): several managers share one store, one
+//! Taking and keeping the leader lease (docs/ha.md): several managers share one store, one
 //! leads. [`campaign`] waits, as a standby, until the lease is free and takes it; [`keep`]
 //! renews it while the manager leads and gives it up at shutdown. A leader that cannot renew
 //! in time, or finds another holder, loses it: it stops acting at once ([`Lease::lose`]) and

@@ -1,4 +1,4 @@
-//! The berth manager: REST API, auth, job queue, scheduling loop and agent hub (DESIGN.md §2).
+//! The berth manager: REST API, auth, job queue, scheduling loop and agent hub (ARCHITECTURE.md).
 //!
 //! CONTRACT (the `berth` binary builds against these names; keep them stable):
 //! - `ManagerConfig` (fields below).

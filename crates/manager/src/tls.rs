@@ -1,4 +1,4 @@
-//! HTTPS/WSS for the manager (`--tls-cert`/`--tls-key`, DESIGN.md §7): loading the PEM files
+//! HTTPS/WSS for the manager (`--tls-cert`/`--tls-key`, docs/cluster.md): loading the PEM files
 //! into a rustls `ServerConfig`, and a TLS listener that `axum::serve` drives like a plain
 //! `TcpListener`, so the REST API and the agents' WebSocket endpoint share one code path.
 //!

@@ -1,4 +1,4 @@
-//! A binding: the exact devices the manager chose for one kernel (DESIGN.md §4).
+//! A binding: the exact devices the manager chose for one kernel (ARCHITECTURE.md).
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

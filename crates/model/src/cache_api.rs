@@ -1,4 +1,4 @@
-//! REST bodies of the dataset cache (DESIGN.md §10) on the manager: the cache members it
+//! REST bodies of the dataset cache (docs/cache.md) on the manager: the cache members it
 //! knows (one per node whose agent reported a cache URL) and the buckets it keeps and pushes
 //! to every cache node. Re-exported by the `api` module, their public path.
 

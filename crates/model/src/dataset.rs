@@ -1,4 +1,4 @@
-//! Datasets a job reads through the dataset cache (DESIGN.md §14): `datasets =
+//! Datasets a job reads through the dataset cache (docs/datasets.md): `datasets =
 //! ["BUCKET/PREFIX"]` in a job file or `--dataset BUCKET/PREFIX`. Before the job runs, its node
 //! copies the files under `PREFIX` of the bucket's origin (a directory every node mounts) into
 //! the cache, under the keys PFIO uses for local files, so the job's PFIO reads are hits.

@@ -1,4 +1,4 @@
-//! Python environments of process jobs (DESIGN.md §14): what a job asks for (`[environment]`
+//! Python environments of process jobs (docs/environments.md): what a job asks for (`[environment]`
 //! in a job file, `--python` and `--requirements` flags), the key its nodes cache the built
 //! environment under, and the setup steps a kernel goes through before it runs (PREPARING).
 //!

@@ -1,4 +1,4 @@
-//! Data folders (DESIGN.md §14): named directories on the manager's storage backend that users
+//! Data folders (docs/folders.md): named directories on the manager's storage backend that users
 //! upload to, share with projects and mount into jobs (`--folder NAME[:/data/NAME][:ro]`).
 //!
 //! Here: names and references, the spec's [`FolderMount`] with its parser and checks, what the

@@ -107,7 +107,7 @@ pub struct JobSpec {
     #[serde(default)]
     pub shared: bool,
     /// Container image: the kernels run as containers in the agent's `docker` runtime
-    /// (DESIGN.md §8); `None` runs them as plain processes.
+    /// (docs/node.md); `None` runs them as plain processes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// Host paths mounted into the containers (only with `image`); each node allows only the

@@ -1,9 +1,9 @@
-//! The states a job moves through (DESIGN.md §6) and which moves are allowed.
+//! The states a job moves through (ARCHITECTURE.md) and which moves are allowed.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-/// The states of DESIGN.md §6.
+/// The states of ARCHITECTURE.md.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobState {

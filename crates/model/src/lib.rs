@@ -2,7 +2,7 @@
 //! states, device bindings, pending reasons, REST bodies and agent-protocol messages.
 //!
 //! Nothing here does I/O. Quantities are fixed-point integers (millicores, bytes, thousandths
-//! of a GPU) so that sums and comparisons are exact everywhere (DESIGN.md §4).
+//! of a GPU) so that sums and comparisons are exact everywhere (ARCHITECTURE.md).
 
 pub mod api;
 pub mod app;

@@ -1,4 +1,4 @@
-//! The manager ↔ agent protocol (DESIGN.md §7): JSON messages over one WebSocket that the
+//! The manager ↔ agent protocol (docs/cluster.md): JSON messages over one WebSocket that the
 //! agent dials at `/v1/agents/connect` with `Authorization: Bearer <join token>`.
 //!
 //! Every command carries an id and is idempotent: a StartKernel for a kernel the agent already
@@ -355,7 +355,7 @@ impl ManagerMessage {
 /// Every manager → agent frame: a message and the epoch of the manager that sent it (the
 /// leader lease's, which grows at every takeover; 0 from a manager without one). An agent
 /// follows the highest epoch it has seen and refuses commands of an older one, so a deposed
-/// leader that wakes up can never act on a node (DESIGN.md §11).
+/// leader that wakes up can never act on a node (docs/ha.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     #[serde(default)]

@@ -1,4 +1,4 @@
-//! Quotas (DESIGN.md §9): what one user or one project may hold at once and have waiting.
+//! Quotas (docs/tenancy.md): what one user or one project may hold at once and have waiting.
 //! Every limit is optional; a missing one does not limit.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! REST bodies of tenancy (DESIGN.md §9): users, projects, API tokens, the audit log.
+//! REST bodies of tenancy (docs/tenancy.md): users, projects, API tokens, the audit log.
 //! Re-exported by the `api` module, their public path.
 
 use serde::{Deserialize, Serialize};

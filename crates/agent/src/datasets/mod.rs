@@ -9,7 +9,7 @@
 //! - A dataset whose origin is missing on the node, or whose prefix matches no file, fails
 //!   the kernel's setup with that message: a typo should not cost an epoch of misses. The
 //!   cache failing (down, full, refusing) only costs hits: the job starts, the setup log says
-//!   what was not cached, as a dead cache node never fails a job (DESIGN.md §10).
+//!   what was not cached, as a dead cache node never fails a job (docs/cache.md).
 
 mod list;
 

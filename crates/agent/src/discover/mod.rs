@@ -1,4 +1,4 @@
-//! Hardware discovery: what the agent reports in `Register` (DESIGN.md §4).
+//! Hardware discovery: what the agent reports in `Register` (ARCHITECTURE.md).
 //!
 //! Sources, in order: a `--topology` TOML file replaces everything; otherwise CPUs, NUMA nodes
 //! and memory come from sysfs and GPUs from NVML. `--fake-gpus N` replaces the GPU list in

@@ -1,4 +1,4 @@
-//! The node's cache of Python environments (DESIGN.md §14): `<data dir>/envs/<key>/`, one
+//! The node's cache of Python environments (docs/environments.md): `<data dir>/envs/<key>/`, one
 //! virtual environment per [`EnvSpec::key`], built once with uv ([`build`]) and shared by every
 //! kernel on the node that asks for the same inputs.
 //!

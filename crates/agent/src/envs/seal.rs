@@ -1,6 +1,6 @@
 //! Sealing a built environment before it enters the cache: its description, then every file
 //! root-owned (when the agent is root) and read-only, so its builder cannot change what later
-//! users' kernels run (DESIGN.md §14, docs/environments.md).
+//! users' kernels run (docs/environments.md).
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

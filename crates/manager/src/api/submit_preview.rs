@@ -5,7 +5,7 @@
 //! dashboard's Submit form shows it before anything is submitted, and the same 4xx a submit
 //! would answer.
 //!
-//! Who a job runs as is each node's agent's decision (`--user-map`, DESIGN.md §8): the answer
+//! Who a job runs as is each node's agent's decision (`--user-map`, docs/node.md): the answer
 //! says what a root agent with the default map does, from the manager host's accounts, which
 //! nodes share on a cluster (as they must for Slurm).
 

@@ -1,4 +1,4 @@
-//! The folders service (DESIGN.md §14): who may use which data folder, where each lives on the
+//! The folders service (docs/folders.md): who may use which data folder, where each lives on the
 //! storage backend, and what jobs mount.
 //!
 //! A folder is a row in the store (name, owner, project, quota, shares) and a directory
