@@ -138,8 +138,7 @@ pub fn duration(secs: u64) -> String {
 
 /// Quotes one argument for display so that a copied command line means the same in a shell.
 pub fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-    if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', r"'\''")) }
+    shell_words::quote(arg).into_owned()
 }
 
 /// A command for display. Inline scripts (arguments with newlines) are summarised: the whole

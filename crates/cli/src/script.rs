@@ -236,35 +236,8 @@ fn command_for(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Vec<
 
 /// Splits a directive's arguments like a shell would, for quotes only (no expansion). An
 /// unquoted `#` starts a comment, as Slurm allows (`#SBATCH --mem=4G  # for the tokenizer`).
-pub(crate) fn split_words(s: &str) -> Result<Vec<String>, &'static str> {
-    let mut words = Vec::new();
-    let mut cur: Option<String> = None;
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => {
-                if let Some(w) = cur.take() {
-                    words.push(w);
-                }
-            }
-            '#' if cur.is_none() => break,
-            '\'' | '"' => {
-                let w = cur.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some(q) if q == c => break,
-                        Some('\\') if c == '"' => w.extend(chars.next()),
-                        Some(other) => w.push(other),
-                        None => return Err("unclosed quote"),
-                    }
-                }
-            }
-            '\\' => cur.get_or_insert_with(String::new).extend(chars.next()),
-            c => cur.get_or_insert_with(String::new).push(c),
-        }
-    }
-    words.extend(cur);
-    Ok(words)
+pub(crate) fn split_words(s: &str) -> Result<Vec<String>, shell_words::ParseError> {
+    shell_words::split(s)
 }
 
 #[cfg(test)]
@@ -337,7 +310,7 @@ python train.py
         let e = parse("#!/bin/sh\n#BERTH --error-file e%q\n", "a.sh", vec![]).unwrap_err().to_string();
         assert!(e.starts_with("a.sh:2: ") && e.contains("--error-file") && e.contains("`%q`"), "{e}");
         let e = parse("#BERTH --name 'x\n", "a.sh", vec![]).unwrap_err().to_string();
-        assert!(e.contains("unclosed quote"), "{e}");
+        assert!(e.contains("a.sh:1: missing closing quote"), "{e}");
     }
 
     #[test]

@@ -179,11 +179,6 @@ pub fn check_apps(apps: &[AppSpec]) -> Result<(), String> {
     Ok(())
 }
 
-/// Quotes `s` for a POSIX shell.
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 /// The shell line that starts a preset app, reading its port and path from the environment.
 pub fn preset_line(app: &AppSpec, tensorboard_dir: Option<&str>) -> Option<String> {
     let (port, base) = (port_var(&app.name), base_url_var(&app.name));
@@ -199,7 +194,7 @@ pub fn preset_line(app: &AppSpec, tensorboard_dir: Option<&str>) -> Option<Strin
         )),
         AppKind::Tensorboard => Some(format!(
             "tensorboard --logdir {} --host 127.0.0.1 --port \"${port}\" --path_prefix \"${{{base}%/}}\"",
-            sh_quote(tensorboard_dir.unwrap_or("."))
+            shell_words::quote(tensorboard_dir.unwrap_or("."))
         )),
     }
 }
