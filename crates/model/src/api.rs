@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_partial::SerializePartial;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::{Binding, JobId, JobSpec, JobState, PendingReason, Topology};
@@ -19,7 +18,7 @@ pub struct SubmitRequest {
 
 /// A job as `berth ps` shows it. A listing may carry only some of its fields
 /// (`GET /v1/jobs?fields=id,state`): the others then read as their defaults.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema, SerializePartial)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(default)]
 pub struct JobView {
     pub id: JobId,
@@ -189,26 +188,59 @@ pub struct JobListQuery {
     pub fields: Option<String>,
 }
 
+/// The names of [`JobView`]'s fields as they appear in JSON, from its OpenAPI schema (which
+/// follows serde's renames), in alphabetical order.
+fn job_view_field_names() -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| match <JobView as utoipa::PartialSchema>::schema() {
+        utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(o)) => o.properties.keys().cloned().collect(),
+        _ => unreachable!("JobView derives an object schema"),
+    })
+}
+
 /// The fields of a job listing's `fields=`: each one of [`JobView`]'s, checked, with `id`
 /// first and none twice.
 pub fn job_view_fields(list: &str) -> Result<Vec<&'static str>, String> {
-    let known: Vec<&'static str> =
-        <JobView as SerializePartial>::Fields::FIELDS.into_iter().map(|f| f.name()).collect();
+    let known = job_view_field_names();
     let mut chosen = vec!["id"];
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let Some(&f) = known.iter().find(|k| **k == name) else {
-            return Err(format!("unknown job field `{name}` in `fields`: use some of {}", known.join(", ")));
+        let Some(f) = known.iter().find(|k| *k == name) else {
+            let all: Vec<&str> = known.iter().map(String::as_str).collect();
+            return Err(format!("unknown job field `{name}` in `fields`: use some of {}", all.join(", ")));
         };
-        if !chosen.contains(&f) {
-            chosen.push(f);
+        if !chosen.contains(&f.as_str()) {
+            chosen.push(f.as_str());
         }
     }
     Ok(chosen)
 }
 
-/// `view` with only `fields` (names [`job_view_fields`] checked), for serializing.
-pub fn job_view_partial<'a>(view: &'a JobView, fields: &'a [&'static str]) -> serde_partial::Partial<'a, JobView> {
-    view.with_fields(|_| fields.iter().map(|f| serde_partial::Field::new(f)))
+/// `view` with only `fields` (names [`job_view_fields`] checked), for serializing: a JSON
+/// object with those of the fields the whole view would carry, in the order asked.
+pub fn job_view_partial<'a>(view: &'a JobView, fields: &'a [&'static str]) -> JobViewPartial<'a> {
+    JobViewPartial { view, fields }
+}
+
+/// What [`job_view_partial`] gives.
+pub struct JobViewPartial<'a> {
+    view: &'a JobView,
+    fields: &'a [&'static str],
+}
+
+impl Serialize for JobViewPartial<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let serde_json::Value::Object(mut whole) = serde_json::to_value(self.view).map_err(S::Error::custom)? else {
+            return Err(S::Error::custom("a job view serializes to a JSON object"));
+        };
+        let mut map = serializer.serialize_map(None)?;
+        for f in self.fields {
+            if let Some(v) = whole.remove(*f) {
+                map.serialize_entry(f, &v)?;
+            }
+        }
+        map.end()
+    }
 }
 
 /// The most ids `GET /v1/jobs?ids=` takes at once.
@@ -725,7 +757,8 @@ mod tests {
         let fields = job_view_fields("state, name,state,,").unwrap();
         assert_eq!(fields, ["id", "state", "name"], "id first, each once, blanks ignored");
         let err = job_view_fields("state,bogus").unwrap_err();
-        assert!(err.starts_with("unknown job field `bogus` in `fields`: use some of id, name"), "{err}");
+        assert!(err.starts_with("unknown job field `bogus` in `fields`: use some of "), "{err}");
+        assert!(err.contains(", id, ") && err.contains(", state, "), "{err}");
 
         let full = JobView {
             id: 7,
@@ -742,6 +775,11 @@ mod tests {
         let back: JobView = serde_json::from_value(json).unwrap();
         assert_eq!((back.id, back.state, back.name.as_deref()), (7, JobState::Running, Some("train")));
         assert_eq!((back.user.as_str(), back.nodes.len(), back.nodes_requested), ("", 0, 1), "the rest: defaults");
+        // Every field a view serializes is one `fields=` knows (the names come from the schema).
+        let serde_json::Value::Object(keys) = serde_json::to_value(&full).unwrap() else { unreachable!() };
+        for k in keys.keys() {
+            assert!(job_view_fields(k).is_ok(), "`{k}` is serialized but not known to fields=");
+        }
         // A whole view still reads back as itself.
         let whole: JobView = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
         assert_eq!(whole, full);
