@@ -107,10 +107,9 @@ pub(crate) async fn run(
     let (tx, rx) = mpsc::unbounded_channel();
     // Containers and shim kernels of a previous agent process are taken over before the
     // first Register.
-    let docker = runtime.docker().clone();
+    let engine = runtime.containers();
     let inherited_lease = runtime.inherited_lease();
-    let mut adopted = docker.adopt(&tx).await;
-    adopted.extend(runtime.adopt_processes(&tx));
+    let adopted = runtime.adopt(&tx).await;
     let envs = crate::envs::EnvCache::new(&config.data_dir, config.envs.clone());
     let (setups_tx, setups) = mpsc::unbounded_channel();
     let mut kernels = Kernels::new(
@@ -125,22 +124,27 @@ pub(crate) async fn run(
         crate::datasets::client(config.ca_file.as_deref())?,
     );
     kernels.adopt(adopted);
-    let first = docker.info().await;
+    let first = engine.info().await.unwrap_or_default();
     if let Some(e) = &first.error {
-        tracing::warn!("docker runtime unavailable: {e}; jobs with an image will not be placed on this node");
+        let name = engine.name();
+        tracing::warn!("{name} runtime unavailable: {e}; jobs with an image will not be placed on this node");
     }
     let (info_tx, containers) = tokio::sync::watch::channel(first);
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(CONTAINER_POLL).await;
-            let info = docker.info().await;
+            let info = engine.info().await.unwrap_or_default();
             if info_tx.is_closed() {
                 break;
             }
             info_tx.send_if_modified(|cur| {
                 let changed = *cur != info;
                 if changed {
-                    tracing::info!(docker_ok = info.docker_ok, images = info.images.len(), "docker state changed");
+                    tracing::info!(
+                        docker_ok = info.docker_ok,
+                        images = info.images.len(),
+                        "container runtime state changed"
+                    );
                     *cur = info;
                 }
                 changed

@@ -137,9 +137,8 @@ impl Kernels {
         &self.runtime
     }
 
-    /// Takes over the kernels a previous agent process left (containers, see
-    /// [`crate::runtime::Docker::adopt`], and process kernels under shims, see
-    /// [`crate::runtime::Runtime::adopt_processes`]), so `Register` reports them.
+    /// Takes over the kernels a previous agent process left (found by
+    /// [`crate::runtime::Runtime::adopt`]), so `Register` reports them.
     pub fn adopt(&mut self, adopted: Vec<crate::runtime::Adopted>) {
         for a in adopted {
             let mut entry = Entry::new(a.binding, a.event, a.handle);
@@ -186,52 +185,44 @@ impl Kernels {
         out
     }
 
-    /// Where a stream into kernel `key` goes: its main process, or its container.
+    /// Where a stream into kernel `key` goes, as the backend running it says: its main
+    /// process, its session, or its container.
     pub fn stream_target(&self, key: KernelKey, attach: bool) -> Result<crate::streams::Target, String> {
         let running = self.map.get(&key).and_then(|e| Some((e, e.handle.as_ref()?)));
         let Some((e, h)) = running.filter(|(e, _)| !e.stopping) else {
             return Err(format!("kernel {}.{} is not running on node {}", key.job_id, key.index, self.node));
         };
-        if attach && !h.deferred() {
-            return match self.runtime.sessions().get(&key) {
-                Some(s) => Ok(crate::streams::Target::Session(s)),
-                None => Err(format!(
-                    "kernel {}.{} has no terminal or input to attach to (its job was not submitted with \
-                     `berth run -i/-t`, or the agent holding them restarted)",
-                    key.job_id, key.index
-                )),
-            };
-        }
-        if h.deferred() {
-            return Ok(crate::streams::Target::Container {
-                name: crate::runtime::docker::container_name(self.runtime.docker().scope(), &key),
-                docker: self.runtime.docker().clone(),
-            });
-        }
-        match e.last {
-            KernelEvent::Started { pid, .. } if pid > 0 => Ok(crate::streams::Target::Process { pid }),
-            _ if h.pid > 0 => Ok(crate::streams::Target::Process { pid: h.pid }),
-            _ => Err(format!("kernel {}.{} has no process yet", key.job_id, key.index)),
-        }
+        let pid = match e.last {
+            KernelEvent::Started { pid, .. } if pid > 0 => pid,
+            _ => h.pid,
+        };
+        self.runtime.backend_of(h).target(key, pid, attach)
     }
 
     /// Sends `signal` now to kernel `key`'s `target` (`scancel --signal`) and logs what it
     /// reached; a kernel not running here gets nothing (the manager only asks for running
     /// ones, so this is a race with its end).
     fn signal(&self, key: KernelKey, signal: u8, target: berth_model::signal::SignalTarget) {
-        use crate::runtime::signal_now::{self, Reached};
-        let log = move |r: Reached| {
+        let log = move |r: crate::runtime::signal_now::Reached| {
             let (name, to) = (berth_model::signal::signal_name(signal), target.describe());
             tracing::info!(?key, batch = r.batch, steps = r.steps, "sent SIG{name} to the {to} (scancel --signal)");
         };
-        match self.stream_target(key, false) {
-            Ok(crate::streams::Target::Process { pid }) => log(signal_now::process(pid, signal, target)),
-            Ok(crate::streams::Target::Container { name, docker }) => {
-                tokio::spawn(async move { log(signal_now::container(&docker, &name, signal, target).await) });
-            }
-            Ok(crate::streams::Target::Session(_)) => {}
-            Err(e) => tracing::info!(?key, "not sending signal {signal}: {e}"),
-        }
+        let running = self.map.get(&key).and_then(|e| Some((e, e.handle.as_ref()?)));
+        let Some((e, h)) = running.filter(|(e, _)| !e.stopping) else {
+            return tracing::info!(
+                ?key,
+                "not sending signal {signal}: kernel {}.{} is not running",
+                key.job_id,
+                key.index
+            );
+        };
+        let pid = match e.last {
+            KernelEvent::Started { pid, .. } if pid > 0 => pid,
+            _ => h.pid,
+        };
+        // A process is signalled when the task first runs; a container through its engine.
+        let sent = self.runtime.backend_of(h).signal(key, pid, signal, target);
+        tokio::spawn(async move { log(sent.await) });
     }
 
     /// How many kernels still run (or are being set up to).

@@ -106,7 +106,7 @@ impl Rt {
 
     async fn run(&mut self, job: i64, spec: &JobSpec, b: &Binding) -> End {
         match self.rt.start(key(job), spec, b, &BTreeMap::new(), None, Default::default(), &self.tx) {
-            Err(message) => End { outcome: KernelOutcome::LaunchFailed, exit_code: None, message },
+            Err(e) => End { outcome: KernelOutcome::LaunchFailed, exit_code: None, message: e.to_string() },
             Ok(_) => self.finished(job).await,
         }
     }
@@ -162,7 +162,7 @@ fn containers_left(rt: &Rt) -> usize {
         return 0;
     }
     let out = std::process::Command::new("docker")
-        .args(["ps", "-aq", "--filter", &format!("label=berth.scope={}", rt.rt.docker().scope())])
+        .args(["ps", "-aq", "--filter", &format!("label=berth.scope={}", rt.rt.container_scope())])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).lines().count()
@@ -433,8 +433,7 @@ fn agent_restart(kind: Kind, shim: bool) {
     new.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let rt = Runtime::new(options(tmp.path(), test)).unwrap();
-        let mut adopted = rt.docker().adopt(&tx).await;
-        adopted.extend(rt.adopt_processes(&tx));
+        let adopted = rt.adopt(&tx).await;
         let log = |job: i64| std::fs::read_to_string(tmp.path().join(format!("kernels/{job}.0.0/stdout.log"))).unwrap();
         if !shim {
             assert!(adopted.is_empty());
@@ -471,7 +470,7 @@ fn agent_restart(kind: Kind, shim: bool) {
             Kind::Process => {}
             Kind::Docker => {
                 let left = std::process::Command::new("docker")
-                    .args(["ps", "-aq", "--filter", &format!("label=berth.scope={}", rt.docker().scope())])
+                    .args(["ps", "-aq", "--filter", &format!("label=berth.scope={}", rt.container_scope())])
                     .output()
                     .unwrap();
                 assert!(left.stdout.is_empty(), "no container is left behind");

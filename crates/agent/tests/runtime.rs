@@ -55,7 +55,7 @@ struct End {
 impl Rt {
     async fn run(&mut self, job: i64, spec: &JobSpec, b: &Binding) -> End {
         match self.rt.start(key(job), spec, b, &BTreeMap::new(), None, Default::default(), &self.tx) {
-            Err(message) => End { outcome: KernelOutcome::LaunchFailed, exit_code: None, message },
+            Err(e) => End { outcome: KernelOutcome::LaunchFailed, exit_code: None, message: e.to_string() },
             Ok(_) => self.finished(job).await,
         }
     }

@@ -87,9 +87,9 @@ impl Kernels {
             // A container: its `Started` (or launch failure) comes as an event.
             Ok(h) if h.deferred() => (KernelEvent::Started { pid: 0, at: now }, Some(h), false),
             Ok(h) => (KernelEvent::Started { pid: h.pid, at: now }, Some(h), true),
-            Err(message) => {
-                tracing::info!(?key, "launch failed: {message}");
-                let ev = ended(KernelOutcome::LaunchFailed, message);
+            Err(e) => {
+                tracing::info!(?key, "launch failed: {e}");
+                let ev = ended(KernelOutcome::LaunchFailed, e.to_string());
                 (ev, None, true)
             }
         };

@@ -1,10 +1,11 @@
-//! The `process` runtime (DESIGN.md §8): runs a kernel's command directly (no shell) in its own
-//! session, cgroup and user, with stdout/stderr to its log files (or the job's output files,
-//! [`output_files`]), and reports its end.
+//! The runtime: starts a node's kernels through its backends ([`backend::KernelBackend`]):
+//! [`process`] (a kernel's command run directly, no shell, in its own session, cgroup and
+//! user, with stdout/stderr to its log files or the job's output files, [`output_files`]) for
+//! jobs without an image, and the node's container backend ([`docker`]) for jobs with one.
 //!
-//! Everything is event-driven: `start` forks synchronously (the `Started` event is ready when
-//! it returns) and a task per kernel waits for the exit, the time limit or a stop request, and
-//! sends the `Finished` event on the agent's channel.
+//! Everything is event-driven: a start returns a [`KernelHandle`] and a task per kernel waits
+//! for the exit, the time limit or a stop request, and sends the `Finished` event on the
+//! agent's channel.
 //!
 //! With a supervisor executable (`berth kernel-supervisor`, see [`supervisor`]) kernels are
 //! forked by the node's long-lived kernel supervisor, which records their exit statuses, so
@@ -12,6 +13,7 @@
 //! them.
 
 mod adopt;
+pub mod backend;
 mod cgroup;
 pub(crate) mod cgroup_fs;
 mod code_copy;
@@ -22,6 +24,7 @@ pub(crate) mod exec;
 mod folder_mounts;
 pub(crate) mod output_files;
 mod private_tmp;
+mod process;
 pub(crate) mod pty;
 pub mod session;
 pub(crate) mod signal_now;
@@ -35,6 +38,7 @@ mod watch;
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use berth_model::code::CodeCopy;
@@ -43,6 +47,7 @@ use berth_model::protocol::{KernelEvent, KernelKey, KernelOutcome};
 use berth_model::{Binding, JobSpec, Topology, UnixId};
 use tokio::sync::mpsc;
 
+pub use backend::{BackendKind, StartError};
 pub use cgroup::{CgroupError, Cgroups};
 pub use docker::{Adopted, Docker, DockerOptions};
 pub use env::build_env;
@@ -51,8 +56,7 @@ pub use supervisor::server::main as supervisor_main;
 pub use user::{RunUser, UserError, UserMap};
 
 use crate::disk::{FileOp, errno_text, io_text};
-use crate::logs;
-use supervised::SupervisedKernel;
+use backend::{Kernel, KernelBackend};
 
 /// What a kernel that only holds its node runs (kernels past 0 of a `launch = first` job):
 /// nothing but a wait, so that `srun` finds the kernel (its process, cgroup and mounts, or
@@ -117,27 +121,13 @@ impl RuntimeOptions {
     }
 }
 
-/// Starts kernels. Cheap to clone.
+/// Starts kernels through the node's backends: processes, and containers for jobs with an
+/// image. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Runtime {
-    opts: std::sync::Arc<RuntimeOptions>,
-    user: RunUser,
-    cgroups: Option<Cgroups>,
-    /// Where default work dirs go: `<data_dir>/kernels`, or a world-traversable base under
-    /// the temp dir when the run user cannot reach the data dir (e.g. `berth up` as root in
-    /// `/root/project`, whose `/root` is 0700).
-    work_base: PathBuf,
-    docker: Docker,
-    /// Each kernel's own `/dev/shm` and `/tmp` (root agents; see [`private_tmp`]).
-    private_tmp: Option<private_tmp::PrivateTmp>,
-    /// Kernels an earlier agent process left running, until [`Runtime::adopt_processes`].
-    left: std::sync::Arc<std::sync::Mutex<Vec<adopt::LeftKernel>>>,
-    /// The node's kernel supervisor, which forks process kernels (see [`supervisor`]).
-    supervisor: Option<std::sync::Arc<supervisor::client::Supervisor>>,
-    /// The `favordynmods` cgroup mount (cgroup v1, see [`dynmods`]).
-    dynmods: Option<std::sync::Arc<dynmods::FavorDynmods>>,
-    /// The input and output of interactive kernels (`berth run -i/-t`), for `berth attach`.
-    sessions: session::Sessions,
+    process: Arc<process::Process>,
+    /// The node's container backend (Docker, or Podman with `--container-runtime podman`).
+    containers: Arc<dyn KernelBackend>,
     /// The manager as this agent reaches it, and the CA file it trusts: handed to kernels
     /// that hold a step token (`BERTH_URL`, `BERTH_CA_FILE`), so `srun` calls back.
     manager: Option<(String, Option<PathBuf>)>,
@@ -153,7 +143,7 @@ pub struct StopRequest {
     pub outcome: KernelOutcome,
 }
 
-/// A running kernel: its pid and the way to stop it.
+/// A running kernel: its pid, the way to stop it and the backend it runs on.
 #[derive(Debug, Clone)]
 pub struct KernelHandle {
     pub pid: u32,
@@ -161,12 +151,18 @@ pub struct KernelHandle {
     /// The runtime reports `Started` itself once the kernel runs (containers start in the
     /// background); otherwise it runs when `start` returns.
     deferred: bool,
+    backend: BackendKind,
 }
 
 impl KernelHandle {
     /// Whether `Started` comes later as an event (see the field).
     pub fn deferred(&self) -> bool {
         self.deferred
+    }
+
+    /// Which backend runs the kernel.
+    pub fn backend(&self) -> BackendKind {
+        self.backend
     }
 
     /// Asks the kernel to stop: SIGTERM to its process group, SIGKILL after `grace`. The
@@ -183,96 +179,15 @@ impl KernelHandle {
 }
 
 impl Runtime {
-    /// Resolves the run user, prepares the data dir and finds the cgroup hierarchy. A machine
-    /// without usable cgroups runs kernels without limits (warned once, here).
+    /// Builds the node's backends: processes (run user, data dir, cgroups, kernel supervisor;
+    /// a machine without usable cgroups runs kernels without limits, warned once, here) and
+    /// the container backend the options name.
     pub fn new(opts: RuntimeOptions) -> anyhow::Result<Runtime> {
-        let user = RunUser::resolve(opts.run_as.as_deref())?;
-        let kernels = opts.data_dir.join("kernels");
-        std::fs::create_dir_all(&kernels).map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", kernels.display()))?;
-        // Nobody else lists or changes the data dir or the kernels' dirs; when kernels run as
-        // other users they must reach their own dir below it: traversal only.
-        let mode = if user.switch { 0o711 } else { 0o700 };
-        for d in [&opts.data_dir, &kernels] {
-            let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode));
-        }
-        let cgroups = if opts.use_cgroups {
-            match Cgroups::detect(&cgroup_scope(&opts.node, &opts.data_dir)) {
-                Ok(c) => {
-                    tracing::info!(v2 = c.is_v2(), "kernels run in cgroups");
-                    Some(c)
-                }
-                Err(e) => {
-                    tracing::warn!("cgroups unavailable ({e}): kernels run WITHOUT cpu, memory and pids limits");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let work_base = if user.switch && !others_can_traverse(&kernels) {
-            let base = std::env::temp_dir().join(format!("berth-work-{}", cgroup_scope(&opts.node, &opts.data_dir)));
-            std::fs::create_dir_all(&base).map_err(|e| anyhow::anyhow!("cannot create `{}`: {e}", base.display()))?;
-            let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o711));
-            tracing::info!(
-                "user {} cannot reach `{}`; default work dirs go to `{}`",
-                user.name,
-                kernels.display(),
-                base.display()
-            );
-            base
-        } else {
-            kernels.clone()
-        };
-        // The supervisor first: a kernel that ends from now on is reported to this agent, one
-        // that ended before has its exit file written.
-        let supervisor = match &opts.shim {
-            Some(exe) if tokio::runtime::Handle::try_current().is_ok() => {
-                match supervisor::client::Supervisor::connect_or_start(&opts.data_dir, exe) {
-                    Ok(s) => Some(std::sync::Arc::new(s)),
-                    Err(e) => {
-                        tracing::warn!(
-                            "cannot start the kernel supervisor ({e}): kernels run as the agent's children and end with it"
-                        );
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
-        // Kernels of an earlier agent process with this data dir: those with a record are
-        // taken over (`adopt_processes`); nobody can supervise the others, so they are killed.
-        let left = adopt::find(&kernels);
-        let keep_cgroups: Vec<String> = left.iter().map(adopt::LeftKernel::name).collect();
-        let keep_dirs: Vec<PathBuf> = left.iter().map(|k| k.dir.clone()).collect();
-        let stale =
-            cgroups.as_ref().map_or(0, |c| c.reap_stale(&keep_cgroups)) + stale::reap_pid_files(&kernels, &keep_dirs);
-        if stale > 0 {
-            tracing::warn!("killed {stale} kernels left running by a previous agent process");
-        }
-        tracing::info!("kernels run as {}", user.describe(opts.user_map));
-        let docker = Docker::new(&opts, cgroup_scope(&opts.node, &opts.data_dir));
-        let left = std::sync::Arc::new(std::sync::Mutex::new(left));
-        let private_tmp = private_tmp::PrivateTmp::detect();
-        if private_tmp.is_none() {
-            folder_mounts::warn_cannot_mount(&opts.node);
-        }
-        let dynmods = match &cgroups {
-            Some(c) if !c.is_v2() && opts.favor_dynmods => dynmods::FavorDynmods::enable().map(Into::into),
-            _ => None,
-        };
-        Ok(Runtime {
-            opts: std::sync::Arc::new(opts),
-            user,
-            cgroups,
-            work_base,
-            docker,
-            private_tmp,
-            left,
-            supervisor,
-            dynmods,
-            sessions: session::Sessions::default(),
-            manager: None,
-        })
+        let opts = Arc::new(opts);
+        let process = Arc::new(process::Process::new(opts.clone())?);
+        let scope = cgroup_scope(&opts.node, &opts.data_dir);
+        let containers: Arc<dyn KernelBackend> = Arc::new(Docker::new(&opts, scope));
+        Ok(Runtime { process, containers, manager: None })
     }
 
     /// The manager's URL (several, comma-separated, as the agent was given them) and CA file
@@ -304,51 +219,66 @@ impl Runtime {
     /// Removes the node's empty cgroup parents (`berth/<node>`, then `berth` if empty) when
     /// the agent stops; kernels still running keep theirs.
     pub fn cleanup(&self) {
-        if let Some(c) = &self.cgroups {
+        if let Some(c) = &self.process.cgroups {
             c.remove_parents();
         }
     }
 
     /// The `favordynmods` cgroup mount, when the agent made one.
     pub fn dynmods_mount(&self) -> Option<&Path> {
-        self.dynmods.as_deref().map(dynmods::FavorDynmods::path)
+        self.process.dynmods_mount()
     }
 
     /// Whether kernels get cgroups on this machine.
     pub fn has_cgroups(&self) -> bool {
-        self.cgroups.is_some()
+        self.process.cgroups.is_some()
     }
 
     /// Whether process kernels here can get data folders (`--folder`): they are bound in the
     /// kernel's private mount namespace, which only a root agent makes. Sent in `Register`,
     /// so that the manager refuses such jobs at submit instead of their failing at launch.
     pub fn mounts_folders(&self) -> bool {
-        self.private_tmp.is_some()
+        self.process.private_tmp.is_some()
     }
 
     /// Whether those cgroups are on the unified (v2) hierarchy.
     pub fn cgroups_v2(&self) -> bool {
-        self.cgroups.as_ref().is_some_and(Cgroups::is_v2)
+        self.process.cgroups.as_ref().is_some_and(Cgroups::is_v2)
     }
 
-    /// The `docker` runtime (jobs with an image).
-    pub fn docker(&self) -> &Docker {
-        &self.docker
+    /// The scope label of this agent's containers (`berth.scope`), as tests find them.
+    pub fn container_scope(&self) -> String {
+        cgroup_scope(&self.process.opts.node, &self.process.opts.data_dir)
+    }
+
+    /// The node's container backend (for its images and state, reported to the manager).
+    pub(crate) fn containers(&self) -> Arc<dyn KernelBackend> {
+        self.containers.clone()
+    }
+
+    /// The backend that runs the kernel of `handle`.
+    pub(crate) fn backend_of(&self, handle: &KernelHandle) -> &dyn KernelBackend {
+        match handle.backend {
+            BackendKind::Process => &*self.process,
+            BackendKind::Container => &*self.containers,
+        }
     }
 
     /// The sessions of interactive kernels (`berth run -i/-t`).
     pub fn sessions(&self) -> &session::Sessions {
-        &self.sessions
+        &self.process.sessions
     }
 
     /// The user kernels run as.
     pub fn run_user(&self) -> &RunUser {
-        &self.user
+        &self.process.user
     }
 
-    /// Starts a kernel. On success the process runs and its `Finished` event will arrive on
-    /// `events`; on failure the returned message (what failed, e.g. `cannot run ...`) is the `Finished`
-    /// message of a `LaunchFailed` kernel.
+    /// Starts a kernel on the backend its spec calls for: a container for a job with an
+    /// image, a process otherwise. On success the kernel runs (or, for a deferred handle,
+    /// starts in the background) and its `Finished` event will arrive on `events`; on failure
+    /// the error's text (what failed, e.g. `cannot run ...`) is the `Finished` message of a
+    /// `LaunchFailed` kernel.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         &self,
@@ -359,209 +289,39 @@ impl Runtime {
         submitter: Option<UnixId>,
         data: JobData<'_>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
-    ) -> Result<KernelHandle, String> {
+    ) -> Result<KernelHandle, StartError> {
         let manager_env = &*self.with_manager_vars(manager_env);
-        let folders = data.folders;
-        folder_mounts::check_sources(folders, &self.opts.node)?;
-        if spec.image.is_some() {
-            // The container runs as the owner's uid too (unless the image names a USER).
-            let user = self.kernel_user(manager_env, submitter).map_err(|e| e.to_string())?;
-            return Ok(self.docker.start(key, spec, binding, manager_env, events, user, folders));
-        }
-        if !folders.is_empty() && self.private_tmp.is_none() {
-            return Err(format!(
-                "node {} cannot mount folders into process kernels: that needs a private mount namespace, which \
-                 needs the agent to run as root; run the agent as root, or the job in a container (--image)",
-                self.opts.node
-            ));
-        }
-        folder_mounts::make_targets(folders, &self.opts.node)?;
-        let name = logs::key_name(&key);
-        let dir = logs::kernel_dir(&self.opts.data_dir, &key);
-        let fail = |what: String| what;
-        let user = self.kernel_user(manager_env, submitter).map_err(fail)?;
-        let user = &user;
-        let Some(program) = spec.command.first() else { return Err(fail("empty command".into())) };
-        let node = &self.opts.node;
-        let mkdir =
-            |d: &std::path::Path| std::fs::create_dir_all(d).map_err(|e| fail(io_text(node, FileOp::Create, d, &e)));
-        // The kernel's own work dir: where it runs without a workdir, and HOME for a user
-        // without one (a mapped uid), whatever directory it runs in.
-        let own = if spec.workdir.is_none() || user.home.is_empty() {
-            // Metadata operations are the slow part of a start on small VMs: one mkdir -p
-            // makes both the kernel dir and its own work dir.
-            let w = if self.work_base == dir.parent().unwrap_or(&dir) {
-                dir.join("work")
-            } else {
-                mkdir(&dir)?;
-                self.work_base.join(&name)
-            };
-            mkdir(&w)?;
-            if user.switch {
-                // Only its owner may enter: kernels of other users run as other uids.
-                let _ = std::os::unix::fs::chown(&w, Some(user.uid), Some(user.gid));
-                let _ = std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o700));
-            }
-            Some(w)
-        } else {
-            mkdir(&dir)?;
-            None
-        };
-        let workdir = match (&spec.workdir, &own) {
-            (Some(w), _) => {
-                if !std::path::Path::new(w).is_dir() {
-                    // By default a job runs where it was submitted: a directory only the
-                    // submitting machine has is the common cause.
-                    return Err(fail(format!(
-                        "working directory `{w}` is not a directory on node {node}: submit from a directory \
-                         the nodes share (this machine or a shared file system), pass --workdir, or \
-                         --job-dir for a directory of the job's own"
-                    )));
-                }
-                PathBuf::from(w)
-            }
-            (None, Some(own)) => own.clone(),
-            (None, None) => return Err(fail("no working directory".into())),
-        };
-        if let (Some(code), Some(own)) = (data.code, &own) {
-            let owner = user.switch.then_some((user.uid, user.gid));
-            code_copy::materialize(code, own, owner, node).map_err(fail)?;
-        }
-        if user.switch {
-            // Other users' kernels may pass through to their own dirs, never list or read here.
-            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
-        }
-        let open_log = |stream| {
-            let p = logs::log_path(&self.opts.data_dir, &key, stream);
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&p)
-                .map_err(|e| fail(io_text(node, FileOp::Create, &p, &e)))
-        };
-        let stdout = open_log(berth_model::protocol::LogStream::Stdout)?;
-        let stderr = open_log(berth_model::protocol::LogStream::Stderr)?;
-        // The job's own output files (`--output`, `--error`), opened as its user; its logs stay empty.
-        let (stdout, stderr) = match output_files::paths(&key, spec, manager_env, node).map_err(fail)? {
-            Some(paths) => {
-                let files = output_files::open(&paths, spec.output.open_mode, &workdir, user, node).map_err(fail)?;
-                (files.stdout.unwrap_or(stdout), files.stderr.unwrap_or(stderr))
-            }
-            None => (stdout, stderr),
-        };
-        // The main kernel of a `berth run -i/-t` job talks through a session the agent holds.
-        let (stdio, session) = if spec.interactive() && key.index == 0 {
-            let (stdio, s) = session::KernelStdio::session(spec.tty, stdout, stderr)
-                .map_err(|e| fail(format!("cannot open the job's terminal or pipes: {e}")))?;
-            (stdio, Some(s))
-        } else {
-            (session::KernelStdio::logs(stdout, stderr), None)
-        };
+        folder_mounts::check_sources(data.folders, &self.process.opts.node).map_err(StartError::Refused)?;
+        let backend: &dyn KernelBackend = if spec.image.is_some() { &*self.containers } else { &*self.process };
+        // A container runs as the owner's uid too (unless the image names a USER).
+        let user = self.kernel_user(manager_env, submitter).map_err(StartError::Refused)?;
+        backend.start(Kernel { key, spec, binding, manager_env, user, data, events })
+    }
 
-        let mut cg = match &self.cgroups {
-            Some(c) => match c.create(&name, binding, self.opts.pids_max) {
-                Ok(cg) => Some(cg),
-                Err(e) => return Err(fail(format!("cgroup: {e}"))),
-            },
-            None => None,
-        };
+    /// Takes over the kernels a previous agent process left (containers and processes), so
+    /// that `Register` reports them. Only the first call finds any.
+    pub async fn adopt(&self, events: &mpsc::UnboundedSender<KernelUpdate>) -> Vec<Adopted> {
+        let mut adopted = self.containers.adopt(events).await;
+        adopted.extend(self.process.adopt(events).await);
+        adopted
+    }
 
-        // With private mounts the child switches to the kernel's user itself, after mounting.
-        // The job's Python environment (`VIRTUAL_ENV`, set by the agent) may lie under /tmp too.
-        let venv = manager_env.get("VIRTUAL_ENV").map(std::path::Path::new);
-        let keep: Vec<&std::path::Path> =
-            [Some(dir.as_path()), Some(workdir.as_path()), own.as_deref(), venv].into_iter().flatten().collect();
-        let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &keep, folders));
-        let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir, own.as_deref());
-        write_cache_token(node, &dir, user, &mut env).map_err(fail)?;
-        let launch = LaunchText {
-            program: program.clone(),
-            as_user: user.switch.then(|| user.name.clone()),
-            workdir: workdir.clone(),
-        };
-        if let Some(sup) = &self.supervisor {
-            let kernel =
-                SupervisedKernel { key, spec, binding, dir: &dir, workdir: &workdir, user, env, launch, private };
-            let started = self.start_supervised(sup, kernel, &stdio, cg, events);
-            if let (Ok(_), Some(s)) = (&started, session) {
-                // The terminal outlives this agent, for the next one to take back.
-                if let Some(Err(e)) = s.terminal().map(|m| sup.keep_terminal(&name, m)) {
-                    tracing::warn!(kernel = %name, "the kernel supervisor cannot keep the terminal: {e}");
-                }
-                self.sessions.insert(key, s);
-            }
-            return started;
-        }
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(&spec.command[1..])
-            .env_clear()
-            .envs(env)
-            .current_dir(&workdir)
-            .stdin(stdio.stdin.map(std::process::Stdio::from).unwrap_or_else(std::process::Stdio::null))
-            .stdout(stdio.stdout)
-            .stderr(stdio.stderr)
-            // The watch task owns the child; if the agent dies the kernel must live on.
-            .kill_on_drop(false);
-        let fds = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
-        // The child switches user itself (groups, gid, uid), then enters the work dir as that
-        // user, after any private mounts.
-        let private = private_tmp::child_plan(private.as_ref(), user.switch_to().as_ref(), &workdir).map_err(fail)?;
-        let ctty = stdio.ctty;
-        // SAFETY: between fork and exec only async-signal-safe calls (setsid, ioctl, write,
-        // and the mounts and user switch of `Plan::enter`).
-        unsafe {
-            cmd.pre_exec(move || {
-                child_setup(&fds)?;
-                if ctty {
-                    pty::take_ctty()?;
-                }
-                // In the cgroup first, so that the private mounts' pages are charged to it.
-                if let Some(p) = &private {
-                    p.enter()?;
-                }
-                Ok(())
-            })
-        };
-        let child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(cg) = cg {
-                    cg.discard();
-                }
-                return Err(launch.cannot_run(&e));
-            }
-        };
-        if let Some(c) = cg.as_mut() {
-            c.close_procs();
-        }
-        // The child has its ends now: ours would keep its terminal or pipes open.
-        drop(cmd);
-        if let Some(s) = session {
-            self.sessions.insert(key, s);
-        }
-        let pid = child.id().unwrap_or(0);
-        let _ = stale::write_pid_file(&dir, pid);
-        let (stop_tx, stop_rx) = mpsc::unbounded_channel();
-        tokio::spawn(watch::watch(watch::Watch {
-            key,
-            child: watch::Proc::Child(child),
-            pid,
-            cgroup: cg,
-            time_limit: spec.time_limit_secs.map(Duration::from_secs),
-            grace: self.opts.stop_grace,
-            mem_limit: binding.mem_bytes,
-            stop: stop_rx,
-            events: events.clone(),
-            pid_file: dir.join(stale::PID_FILE),
-            warning: warning::Warning::new(
-                warning::Warning::of_kernel(spec, key.index),
-                spec.time_limit_secs.map(Duration::from_secs),
-                &dir,
-            ),
-        }));
-        Ok(KernelHandle { pid, stop: stop_tx, deferred: false })
+    /// Passes the agent's fencing lease on to the kernel supervisor: when no agent is
+    /// connected `fence_in` from now, it stops the kernels itself. `None`: never (the manager
+    /// runs in this process, so nobody requeues while it is down).
+    pub fn pass_lease(&self, fence_in: Option<Duration>, grace: Duration) {
+        self.process.pass_lease(fence_in, grace);
+    }
+
+    /// Whether kernels are forked by the node's kernel supervisor (and outlive this agent).
+    pub fn has_supervisor(&self) -> bool {
+        self.process.supervisor.is_some()
+    }
+
+    /// What was left of the fencing lease of the agent before this one, if the supervisor
+    /// holds one: this agent fences when it runs out before the manager welcomes it.
+    pub fn inherited_lease(&self) -> Option<Duration> {
+        self.process.supervisor.as_ref().and_then(|s| s.fence_in())
     }
 }
 
@@ -632,7 +392,7 @@ impl Runtime {
         let name = manager_env.get("BERTH_USER");
         let id = manager_env.get("BERTH_USER_ID").and_then(|i| i.parse::<i64>().ok());
         let owner = name.zip(id).map(|(n, i)| (n.as_str(), i));
-        self.user.for_owner(self.opts.user_map, owner, submitter)
+        self.process.user.for_owner(self.process.opts.user_map, owner, submitter)
     }
 }
 

@@ -3,13 +3,10 @@
 //! shell (the kernel's main process) alone with `batch`, or the shell's whole process group
 //! and the steps with `all` (Slurm's `-f`).
 //!
-//! A container's main process is Docker's init, which passes a signal on to the job's
-//! command alone: `batch` and `all` go through `docker kill --signal`, so `all` reaches the
-//! command but not its children there. Its steps are the commands `docker exec` started.
+//! This is the process backend's way; a container backend's is its own (`docker/signal.rs`).
 
-use berth_model::signal::{SignalTarget, signal_name};
+use berth_model::signal::SignalTarget;
 
-use super::Docker;
 use super::warning::{StepOwner, signal_steps_of};
 
 /// What a signal reached in one kernel.
@@ -34,32 +31,6 @@ pub(crate) fn process(pid: u32, sig: u8, target: SignalTarget) -> Reached {
     let steps = match target {
         SignalTarget::Batch => 0,
         SignalTarget::Steps | SignalTarget::All => signal_steps_of(&StepOwner::Process(pid), n),
-    };
-    Reached { batch, steps }
-}
-
-/// Sends `sig` to the container kernel `name`.
-pub(crate) async fn container(docker: &Docker, name: &str, sig: u8, target: SignalTarget) -> Reached {
-    let mut batch = false;
-    if target != SignalTarget::Steps {
-        let opts = bollard::query_parameters::KillContainerOptions { signal: format!("SIG{}", signal_name(sig)) };
-        batch = match docker.api().await {
-            Ok(api) => match api.kill_container(name, Some(opts)).await {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::warn!("cannot signal container {name}: {e}");
-                    false
-                }
-            },
-            Err(e) => {
-                tracing::warn!("cannot signal container {name}: {e}");
-                false
-            }
-        };
-    }
-    let steps = match target {
-        SignalTarget::Batch => 0,
-        _ => signal_steps_of(&StepOwner::Container(name.to_string()), i32::from(sig)),
     };
     Reached { batch, steps }
 }

@@ -13,12 +13,14 @@ use berth_model::protocol::{KernelEvent, KernelKey};
 use berth_model::{Binding, JobSpec};
 use tokio::sync::mpsc;
 
+use super::backend::{BackendKind, StartError};
 use super::cgroup::KernelCgroup;
+use super::process::Process;
 use super::supervisor::SpawnRequest;
 use super::supervisor::client::{SpawnError, Supervisor};
-use super::{Adopted, KernelHandle, KernelUpdate, LaunchText, RunUser, Runtime, adopt, stale, warning, watch};
+use super::{Adopted, KernelHandle, KernelUpdate, LaunchText, RunUser, adopt, stale, warning, watch};
 
-/// What [`Runtime::start`] prepared for a kernel the supervisor forks.
+/// What [`Process::start`](super::backend::KernelBackend::start) prepared for a kernel the supervisor forks.
 pub(super) struct SupervisedKernel<'a> {
     pub key: KernelKey,
     pub spec: &'a JobSpec,
@@ -31,7 +33,7 @@ pub(super) struct SupervisedKernel<'a> {
     pub private: Option<super::private_tmp::PrivateTmpRequest>,
 }
 
-impl Runtime {
+impl Process {
     /// Writes the kernel's record (for a later agent), has the supervisor fork it with its log
     /// and cgroup descriptors, and starts its watch.
     pub(super) fn start_supervised(
@@ -41,8 +43,8 @@ impl Runtime {
         stdio: &super::session::KernelStdio,
         mut cg: Option<KernelCgroup>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
-    ) -> Result<KernelHandle, String> {
-        let fail = |what: String| what;
+    ) -> Result<KernelHandle, StartError> {
+        let fail = StartError::Prepare;
         let now_ms = jiff::Timestamp::now().as_millisecond();
         let deadline_ms = k.spec.time_limit_secs.map(|t| now_ms.saturating_add((t as i64).saturating_mul(1000)));
         let signal = warning::Warning::of_kernel(k.spec, k.key.index);
@@ -80,11 +82,11 @@ impl Runtime {
             Ok(pid) => pid,
             Err(SpawnError::Kernel(e)) => {
                 discard(cg);
-                return Err(k.launch.cannot_run(&e));
+                return Err(StartError::Exec(k.launch.cannot_run(&e)));
             }
             Err(e) => {
                 discard(cg);
-                return Err(fail(e.to_string()));
+                return Err(StartError::Exec(e.to_string()));
             }
         };
         if let Some(c) = cg.as_mut() {
@@ -105,7 +107,7 @@ impl Runtime {
             pid_file: k.dir.join(stale::PID_FILE),
             warning: warning::Warning::new(signal, k.spec.time_limit_secs.map(Duration::from_secs), k.dir),
         }));
-        Ok(KernelHandle { pid, stop: stop_tx, deferred: false })
+        Ok(KernelHandle { pid, stop: stop_tx, deferred: false, backend: BackendKind::Process })
     }
 
     /// Takes back the terminal of kernel `name` (a `berth run -t` one) from the supervisor,
@@ -168,7 +170,12 @@ impl Runtime {
                     key: k.record.key,
                     binding: k.record.binding,
                     event: KernelEvent::Started { pid: k.pid, at: now },
-                    handle: Some(KernelHandle { pid: k.pid, stop: stop_tx, deferred: false }),
+                    handle: Some(KernelHandle {
+                        pid: k.pid,
+                        stop: stop_tx,
+                        deferred: false,
+                        backend: BackendKind::Process,
+                    }),
                 }
             })
             .collect()
@@ -181,16 +188,5 @@ impl Runtime {
         if let Some(s) = &self.supervisor {
             s.lease(fence_in, grace);
         }
-    }
-
-    /// Whether kernels are forked by the node's kernel supervisor (and outlive this agent).
-    pub fn has_supervisor(&self) -> bool {
-        self.supervisor.is_some()
-    }
-
-    /// What was left of the fencing lease of the agent before this one, if the supervisor
-    /// holds one: this agent fences when it runs out before the manager welcomes it.
-    pub fn inherited_lease(&self) -> Option<Duration> {
-        self.supervisor.as_ref().and_then(|s| s.fence_in())
     }
 }

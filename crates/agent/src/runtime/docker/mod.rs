@@ -5,12 +5,13 @@
 //! A start returns at once; a task creates and starts the container (the image may have to be
 //! pulled) and sends `Started` once it runs, or `Finished` (`LaunchFailed` with what failed). Containers
 //! carry labels (the agent's scope, the kernel key, the binding, the deadline), so an agent
-//! that restarts re-adopts the running ones instead of killing them ([`Docker::adopt`]).
+//! that restarts re-adopts the running ones instead of killing them (`adopt`).
 
 mod body;
 mod cache_forward;
 mod labels;
 mod network;
+mod signal;
 mod supervise;
 
 use std::collections::BTreeMap;
@@ -19,12 +20,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_model::protocol::{ContainerInfo, KernelEvent, KernelKey, KernelOutcome};
+use berth_model::signal::SignalTarget;
 use berth_model::{Binding, JobSpec};
 use bollard::query_parameters::{
     CreateContainerOptions, CreateImageOptions, InspectContainerOptions, ListContainersOptions, ListImagesOptions,
     StartContainerOptions,
 };
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 pub use body::{check_mounts, container_name, create_body, normalize_image};
@@ -33,6 +36,8 @@ pub use network::network_name;
 
 use labels::{LABEL_BINDING, LABEL_CACHE_FORWARD, LABEL_DEADLINE, LABEL_KERNEL};
 
+use super::backend::{BackendKind, Kernel, KernelBackend, StartError};
+use super::signal_now::Reached;
 use super::{KernelHandle, KernelUpdate, RunUser, StopRequest, build_env};
 use crate::disk::{FileOp, io_text};
 use crate::logs;
@@ -62,7 +67,7 @@ struct Launch {
     folders: Vec<berth_model::folder::FolderBind>,
 }
 
-/// Where a started kernel's container is, after [`Docker::adopt`].
+/// A kernel a previous agent process left, as a backend's `adopt` found it.
 pub struct Adopted {
     pub key: KernelKey,
     pub binding: Binding,
@@ -156,7 +161,7 @@ impl Docker {
     }
 
     /// What the node's Docker offers now: whether the daemon answers, and its images.
-    pub async fn info(&self) -> ContainerInfo {
+    pub async fn engine_info(&self) -> ContainerInfo {
         let allow_mounts = self.allow_mounts();
         let down = |error: String| ContainerInfo {
             docker_ok: false,
@@ -209,7 +214,7 @@ impl Docker {
     /// Starts a kernel's container in the background; `Started` (or `Finished` when it cannot
     /// start) follows on `events`.
     #[allow(clippy::too_many_arguments)]
-    pub fn start(
+    fn start_container(
         &self,
         key: KernelKey,
         spec: &JobSpec,
@@ -226,7 +231,7 @@ impl Docker {
         tokio::spawn(async move {
             me.launch(Launch { key, spec, binding, env, user, folders }, stop_rx, events).await;
         });
-        KernelHandle { pid: 0, stop: stop_tx, deferred: true }
+        KernelHandle { pid: 0, stop: stop_tx, deferred: true, backend: BackendKind::Container }
     }
 
     async fn launch(
@@ -402,7 +407,7 @@ impl Docker {
     /// ones it does not want); ended ones are read (exit code, OOM, logs), removed and
     /// reported as `Finished`; created-but-never-started ones are removed unreported (the
     /// manager sends their start again).
-    pub async fn adopt(&self, events: &mpsc::UnboundedSender<KernelUpdate>) -> Vec<Adopted> {
+    async fn adopt_containers(&self, events: &mpsc::UnboundedSender<KernelUpdate>) -> Vec<Adopted> {
         let Ok(client) = self.client().await.cloned() else { return Vec::new() };
         let filters = [("label".to_string(), vec![format!("{}={}", LABEL_SCOPE, self.inner.scope)])].into();
         let opts = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
@@ -453,7 +458,7 @@ impl Docker {
                 });
                 let pid = state.pid.unwrap_or(0) as u32;
                 tracing::info!(?key, "re-adopted a running container");
-                let handle = KernelHandle { pid, stop: stop_tx, deferred: false };
+                let handle = KernelHandle { pid, stop: stop_tx, deferred: false, backend: BackendKind::Container };
                 out.push(Adopted { key, binding, event: KernelEvent::Started { pid, at: now }, handle: Some(handle) });
             } else if state.started_at.as_deref().is_some_and(|s| !s.starts_with("0001-")) {
                 // It ran and ended while no agent watched it.
@@ -479,5 +484,32 @@ impl Docker {
             tracing::info!("found {} containers of a previous agent process", out.len());
         }
         out
+    }
+}
+
+impl KernelBackend for Docker {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    fn start(&self, k: Kernel<'_>) -> Result<KernelHandle, StartError> {
+        Ok(self.start_container(k.key, k.spec, k.binding, k.manager_env, k.events, k.user, k.data.folders))
+    }
+
+    fn adopt<'a>(&'a self, events: &'a mpsc::UnboundedSender<KernelUpdate>) -> BoxFuture<'a, Vec<Adopted>> {
+        Box::pin(self.adopt_containers(events))
+    }
+
+    fn target(&self, key: KernelKey, _pid: u32, _attach: bool) -> Result<crate::streams::Target, String> {
+        Ok(crate::streams::Target::Container { name: container_name(&self.inner.scope, &key), docker: self.clone() })
+    }
+
+    fn signal(&self, key: KernelKey, _pid: u32, sig: u8, to: SignalTarget) -> BoxFuture<'static, Reached> {
+        let (me, name) = (self.clone(), container_name(&self.inner.scope, &key));
+        Box::pin(async move { signal::container(&me, &name, sig, to).await })
+    }
+
+    fn info(&self) -> BoxFuture<'_, Option<ContainerInfo>> {
+        Box::pin(async { Some(self.engine_info().await) })
     }
 }
