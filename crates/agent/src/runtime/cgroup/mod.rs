@@ -6,14 +6,23 @@
 //! containing them. On v1 this is done per controller (cpuset, memory, pids each have their
 //! own hierarchy and the agent may sit at a different path in each).
 //!
-//! `cgroup_fs` finds the hierarchies in `/proc`; the limits are a few plain file writes. The
-//! child joins before exec: we pre-open each `cgroup.procs` and the child writes `0` to them
-//! between fork and exec, so no fork of the kernel can escape.
+//! What differs between the versions is a [`CgroupDriver`] ([`v1::V1`], [`v2::V2`], after
+//! youki's `libcgroups` managers): where the subtree is, which files carry a limit or a
+//! counter. What they share is here: making, opening, joining, emptying and removing a
+//! kernel's cgroup, one directory per hierarchy. `cgroup_fs` finds the hierarchies in
+//! `/proc`; the limits are a few plain file writes. The child joins before exec: we pre-open
+//! each `cgroup.procs` and the child writes `0` to them between fork and exec, so no fork of
+//! the kernel can escape.
 
+mod v1;
+mod v2;
+
+use std::fmt;
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use berth_model::Binding;
 use thiserror::Error;
@@ -34,22 +43,54 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
     move |source| CgroupError::Io { what, path: path.to_path_buf(), source }
 }
 
+/// What one cgroup version does its own way: the hierarchies of this agent's subtree, the
+/// limit files, the OOM and usage counters.
+pub trait CgroupDriver: Send + Sync + fmt::Debug {
+    /// Whether this is the unified (v2) hierarchy.
+    fn is_v2(&self) -> bool;
+
+    /// This agent's subtree (`<agent cgroup>/berth/<scope>`) in each hierarchy a kernel joins,
+    /// in the order it joins them.
+    fn bases(&self) -> Vec<&Path>;
+
+    /// The base whose `cgroup.procs` lists every task of a kernel.
+    fn tasks_base(&self) -> &Path;
+
+    /// Whether a kernel may lack its cgroup in hierarchy `base` (v1 `cpuacct`, which older
+    /// berths did not make): it is then watched without.
+    fn optional(&self, base: &Path) -> bool;
+
+    /// Makes one directory of the subtree in hierarchy `base` again, as detection made it.
+    fn make_level(&self, base: &Path, dir: &Path) -> Result<(), CgroupError>;
+
+    /// Writes the binding's limits (CPUs, memory nodes, memory without swap) and `pids_max`
+    /// into kernel cgroup `name`, made already in every base.
+    fn apply(&self, name: &str, binding: &Binding, pids_max: i64) -> Result<(), CgroupError>;
+
+    /// How many times the OOM killer fired in kernel cgroup `name`; `None` when the kernel
+    /// keeps no such counter.
+    fn oom_kills(&self, name: &str) -> Option<u64>;
+
+    /// Whether kernel cgroup `name` ever hit its memory limit (for kernels without an OOM
+    /// counter).
+    fn limit_hit(&self, name: &str) -> bool;
+
+    /// A reader of what kernel cgroup `name` used.
+    fn usage(&self, name: &str) -> crate::metrics::CgroupReader;
+}
+
 /// Where kernel cgroups go on this machine.
 #[derive(Debug, Clone)]
 pub struct Cgroups {
-    v2: bool,
-    /// v2: one base; v1: the cpuset, memory and pids bases, in that order, then cpuacct where
-    /// it is mounted (only counted, never limited: a kernel without it still runs).
-    bases: Vec<PathBuf>,
-    /// The parent's cpus/mems, for kernels whose binding leaves them empty (v1 needs values).
-    parent_cpus: String,
-    parent_mems: String,
+    driver: Arc<dyn CgroupDriver>,
 }
 
 /// One kernel's cgroup (a directory per v1 controller, or one on v2).
 #[derive(Debug)]
 pub struct KernelCgroup {
-    v2: bool,
+    driver: Arc<dyn CgroupDriver>,
+    name: String,
+    /// The directories not yet removed.
     dirs: Vec<PathBuf>,
     procs: Vec<File>,
     pub mem_limit: u64,
@@ -65,56 +106,23 @@ impl Cgroups {
             .map(|t| cgroup_fs::own_paths(&t))
             .map_err(|e| CgroupError::Unavailable(format!("cannot read /proc/self/cgroup: {e}")))?;
         let sub = Path::new("berth").join(scope);
-        if cgroup_fs::is_unified() {
-            let root = PathBuf::from(cgroup_fs::CGROUP_ROOT);
-            let own_rel = own.get("").map(|s| s.trim_start_matches('/').to_string()).unwrap_or_default();
-            let parent = v2_leave_own_cgroup(&root, &own_rel)?;
-            let base = parent.join(&sub);
-            // Every level between the agent's cgroup and the kernels must delegate the controllers.
-            let mut dir = parent.clone();
-            v2_enable(&dir)?;
-            for part in sub.iter() {
-                dir.push(part);
-                mkdir(&dir)?;
-                v2_enable(&dir)?;
-            }
-            let parent_cpus = read_trim(&base.join("cpuset.cpus.effective"));
-            let parent_mems = read_trim(&base.join("cpuset.mems.effective"));
-            return Ok(Cgroups { v2: true, bases: vec![base], parent_cpus, parent_mems });
-        }
-        let mountinfo = cgroup_fs::read_proc(Path::new("/proc/self/mountinfo"));
-        let mut bases = Vec::new();
-        for name in ["cpuset", "memory", "pids"] {
-            let mount = cgroup_fs::v1_mount(&mountinfo, name)
-                .ok_or_else(|| CgroupError::Unavailable(format!("no cgroup v1 `{name}` controller is mounted")))?;
-            let own_rel = own.get(name).map(|s| s.trim_start_matches('/').to_string()).unwrap_or_default();
-            let mut dir = mount.join(own_rel);
-            for part in sub.iter() {
-                dir.push(part);
-                v1_mkdir(&dir, name == "cpuset")?;
-            }
-            bases.push(dir);
-        }
-        if let Some(mount) = cgroup_fs::v1_mount(&mountinfo, "cpuacct") {
-            let own_rel = own.get("cpuacct").map(|s| s.trim_start_matches('/').to_string()).unwrap_or_default();
-            let mut dir = mount.join(own_rel);
-            let made = sub.iter().try_for_each(|part| {
-                dir.push(part);
-                v1_mkdir(&dir, false)
-            });
-            match made {
-                Ok(()) => bases.push(dir),
-                Err(e) => tracing::warn!("kernels' CPU time is not counted by cgroup: {e}"),
-            }
-        }
-        let parent_cpus = read_trim(&bases[0].join("cpuset.cpus"));
-        let parent_mems = read_trim(&bases[0].join("cpuset.mems"));
-        Ok(Cgroups { v2: false, bases, parent_cpus, parent_mems })
+        let driver: Arc<dyn CgroupDriver> = if cgroup_fs::is_unified() {
+            Arc::new(v2::V2::detect(&own, &sub)?)
+        } else {
+            Arc::new(v1::V1::detect(&own, &sub)?)
+        };
+        Ok(Cgroups { driver })
+    }
+
+    /// Kernel cgroups made by `driver` (tests give one on a plain directory).
+    #[cfg(test)]
+    fn with_driver(driver: Arc<dyn CgroupDriver>) -> Cgroups {
+        Cgroups { driver }
     }
 
     /// Removes `berth/<node>` and `berth` where they are empty (errors mean still in use).
     pub fn remove_parents(&self) {
-        for b in &self.bases {
+        for b in self.driver.bases() {
             if std::fs::remove_dir(b).is_ok() {
                 let _ = b.parent().map(std::fs::remove_dir);
             }
@@ -125,7 +133,7 @@ impl Cgroups {
     /// in `keep` (kernels taken over, see `adopt`), and removes them: they belong to kernels of
     /// an earlier agent process (see `stale`). Returns how many kernel cgroups had processes.
     pub fn reap_stale(&self, keep: &[String]) -> usize {
-        let procs_base = &self.bases[PIDS.min(self.bases.len() - 1)];
+        let procs_base = self.driver.tasks_base();
         let Ok(entries) = std::fs::read_dir(procs_base) else { return 0 };
         let names: Vec<std::ffi::OsString> = entries
             .flatten()
@@ -151,7 +159,7 @@ impl Cgroups {
                 busy += 1;
                 tracing::warn!(cgroup = ?name, "killed a kernel left by a previous agent process");
             }
-            for b in &self.bases {
+            for b in self.driver.bases() {
                 let d = b.join(&name);
                 // A killed task leaves its cgroup a moment after it is reaped: retry briefly.
                 for _ in 0..100 {
@@ -169,32 +177,41 @@ impl Cgroups {
 
     /// Whether this is cgroup v2.
     pub fn is_v2(&self) -> bool {
-        self.v2
+        self.driver.is_v2()
     }
 
     /// The existing cgroup of a kernel an earlier agent process started (to watch it again),
     /// or `None` when it is gone.
     pub fn open(&self, name: &str, mem_limit: u64) -> Option<KernelCgroup> {
-        let mut dirs: Vec<PathBuf> = self.bases.iter().map(|b| b.join(name)).collect();
-        // A kernel of an older berth has no cpuacct cgroup: it is watched without.
-        if dirs.len() > CPUACCT && !dirs[CPUACCT].is_dir() {
-            dirs.truncate(CPUACCT);
+        let mut dirs = Vec::new();
+        for b in self.driver.bases() {
+            let d = b.join(name);
+            match d.is_dir() {
+                true => dirs.push(d),
+                false if self.driver.optional(b) => {}
+                false => return None,
+            }
         }
-        dirs.iter().all(|d| d.is_dir()).then_some(KernelCgroup { v2: self.v2, dirs, procs: Vec::new(), mem_limit })
+        Some(KernelCgroup { driver: self.driver.clone(), name: name.to_string(), dirs, procs: Vec::new(), mem_limit })
     }
 
     /// Creates the kernel's cgroup with the binding's limits and opens its `cgroup.procs`.
     pub fn create(&self, name: &str, binding: &Binding, pids_max: i64) -> Result<KernelCgroup, CgroupError> {
-        let v2 = self.v2;
-        let dirs: Vec<PathBuf> = self.bases.iter().map(|b| b.join(name)).collect();
-        let mut cg = KernelCgroup { v2, dirs: Vec::new(), procs: Vec::new(), mem_limit: binding.mem_bytes };
-        for d in &dirs {
-            let made = match std::fs::create_dir(d) {
+        let mut cg = KernelCgroup {
+            driver: self.driver.clone(),
+            name: name.to_string(),
+            dirs: Vec::new(),
+            procs: Vec::new(),
+            mem_limit: binding.mem_bytes,
+        };
+        for b in self.driver.bases() {
+            let d = b.join(name);
+            let made = match std::fs::create_dir(&d) {
                 // Our subtree was removed while empty (an admin's or a tool's clean-up of empty
                 // cgroups): make it again, once.
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     self.restore_bases()?;
-                    std::fs::create_dir(d)
+                    std::fs::create_dir(&d)
                 }
                 r => r,
             };
@@ -202,40 +219,29 @@ impl Cgroups {
                 Ok(()) => {}
                 // Left over from a crashed agent: reuse it (it has no live tasks of ours).
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io("create cgroup", d)(e)),
+                Err(e) => return Err(io("create cgroup", &d)(e)),
             }
-            cg.dirs.push(d.clone());
+            cg.dirs.push(d);
         }
-        let (cpuset_dir, mem_dir, pids_dir) =
-            if v2 { (&dirs[0], &dirs[0], &dirs[0]) } else { (&dirs[0], &dirs[1], &dirs[2]) };
-        let cpus = if binding.cpus.is_empty() { self.parent_cpus.clone() } else { binding.cpuset() };
-        let mems = if binding.mems.is_empty() { self.parent_mems.clone() } else { binding.memset() };
-        if !cpus.is_empty() {
-            limit(cpuset_dir, "cpuset.cpus", &cpus)?;
-        }
-        if !mems.is_empty() {
-            limit(cpuset_dir, "cpuset.mems", &mems)?;
-        }
-        if binding.mem_bytes > 0 {
-            let bytes = binding.mem_bytes.min(i64::MAX as u64).to_string();
-            if v2 {
-                limit(mem_dir, "memory.max", &bytes)?;
-                // No swap. The file is missing when swap accounting is off: no swap to limit.
-                let _ = limit(mem_dir, "memory.swap.max", "0");
-            } else {
-                limit(mem_dir, "memory.limit_in_bytes", &bytes)?;
-                // No swap: memory+swap capped at the same limit (after the memory limit, which
-                // it may not be below), when swap accounting is on.
-                let _ = limit(mem_dir, "memory.memsw.limit_in_bytes", &bytes);
-                let _ = limit(mem_dir, "memory.swappiness", "0");
-            }
-        }
-        limit(pids_dir, "pids.max", &pids_max.to_string())?;
-        for d in &dirs {
+        self.driver.apply(name, binding, pids_max)?;
+        for d in &cg.dirs {
             let p = d.join("cgroup.procs");
             cg.procs.push(std::fs::OpenOptions::new().write(true).open(&p).map_err(io("open", &p))?);
         }
         Ok(cg)
+    }
+
+    /// Makes this agent's subtree (`berth/<scope>` in each hierarchy) again where it is gone,
+    /// as [`Cgroups::detect`] made it.
+    fn restore_bases(&self) -> Result<(), CgroupError> {
+        for base in self.driver.bases() {
+            let levels = [base.parent(), Some(base)];
+            for dir in levels.into_iter().flatten().filter(|d| !d.exists()) {
+                self.driver.make_level(base, dir)?;
+                tracing::warn!("cgroup {} was removed under the agent: made it again", dir.display());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -253,19 +259,17 @@ impl KernelCgroup {
     /// How many times the OOM killer fired inside this cgroup (v1 `memory.oom_control`,
     /// v2 `memory.events`); `None` when the kernel keeps no such counter.
     pub fn oom_kills(&self) -> Option<u64> {
-        let (dir, file) =
-            if self.v2 { (&self.dirs[0], "memory.events") } else { (&self.dirs[1], "memory.oom_control") };
-        counter(&read_trim(&dir.join(file)), "oom_kill")
+        self.driver.oom_kills(&self.name)
     }
 
     /// v1 without an `oom_kill` counter (kernels before 4.13): whether the limit was ever hit.
     pub fn limit_hit(&self) -> bool {
-        !self.v2 && read_trim(&self.dirs[1].join("memory.failcnt")).parse::<u64>().unwrap_or(0) > 0
+        self.driver.limit_hit(&self.name)
     }
 
     /// SIGKILLs whatever is left in the cgroup (daemons the kernel forked) until it is empty.
     pub async fn kill_remaining(&self) {
-        let procs = self.dirs[PIDS.min(self.dirs.len() - 1)].join("cgroup.procs");
+        let procs = self.driver.tasks_base().join(&self.name).join("cgroup.procs");
         for round in 0..100 {
             let pids: Vec<i32> = read_trim(&procs).lines().filter_map(|l| l.trim().parse().ok()).collect();
             if pids.is_empty() {
@@ -312,58 +316,13 @@ impl KernelCgroup {
     /// What the kernel used, read from its cgroup (after its processes are gone, before the
     /// cgroup is removed: the counters cover everything that ran in it).
     pub fn usage(&self) -> crate::metrics::KernelUsage {
-        let reader = if self.v2 {
-            crate::metrics::CgroupReader::for_dirs(self.dirs.first().cloned(), None, None)
-        } else {
-            crate::metrics::CgroupReader::for_dirs(None, self.dirs.get(1).cloned(), self.dirs.get(CPUACCT).cloned())
-        };
-        reader.read()
+        self.driver.usage(&self.name).read()
     }
 
     /// The directories not yet removed.
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
     }
-}
-
-impl Cgroups {
-    /// Makes this agent's subtree (`berth/<scope>` in each hierarchy) again where it is gone,
-    /// as [`Cgroups::detect`] made it.
-    fn restore_bases(&self) -> Result<(), CgroupError> {
-        for (i, base) in self.bases.iter().enumerate() {
-            let levels = [base.parent(), Some(base.as_path())];
-            for dir in levels.into_iter().flatten().filter(|d| !d.exists()) {
-                if self.v2 {
-                    mkdir(dir)?;
-                    v2_enable(dir)?;
-                } else {
-                    v1_mkdir(dir, i == 0)?;
-                }
-                tracing::warn!("cgroup {} was removed under the agent: made it again", dir.display());
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Index of the pids hierarchy on v1 (the one whose `cgroup.procs` lists a kernel's tasks).
-const PIDS: usize = 2;
-/// Index of the (optional) cpuacct hierarchy on v1.
-const CPUACCT: usize = 3;
-
-/// Makes a v1 cgroup dir; a new cpuset starts empty and refuses tasks, so it inherits its
-/// parent's CPUs and memory nodes.
-fn v1_mkdir(dir: &Path, cpuset: bool) -> Result<(), CgroupError> {
-    mkdir(dir)?;
-    if cpuset {
-        for f in ["cpuset.cpus", "cpuset.mems"] {
-            let parent = read_trim(&dir.parent().unwrap_or(dir).join(f));
-            if read_trim(&dir.join(f)).is_empty() {
-                std::fs::write(dir.join(f), &parent).map_err(io("write", &dir.join(f)))?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Writes `value` to the limit file `file` of the cgroup `dir`.
@@ -389,24 +348,11 @@ fn counter(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|l| l.split_once(' ').filter(|(k, _)| *k == name).and_then(|(_, v)| v.trim().parse().ok()))
 }
 
-/// On v2 a cgroup with processes cannot delegate controllers ("no internal processes"), so an
-/// agent that is not in the root cgroup first moves itself into a leaf `<own>/agent` and then
-/// creates kernels beside it. Returns the directory under which `berth/` goes.
-fn v2_leave_own_cgroup(root: &Path, own_rel: &str) -> Result<PathBuf, CgroupError> {
-    let own = root.join(own_rel);
-    if own_rel.is_empty() {
-        return Ok(own);
-    }
-    let leaf = own.join("agent");
-    mkdir(&leaf)?;
-    let procs = leaf.join("cgroup.procs");
-    std::fs::write(&procs, std::process::id().to_string()).map_err(io("move the agent into", &procs))?;
-    Ok(own)
-}
-
-fn v2_enable(dir: &Path) -> Result<(), CgroupError> {
-    let f = dir.join("cgroup.subtree_control");
-    std::fs::write(&f, "+cpuset +memory +pids").map_err(io("enable controllers in", &f))
+/// The binding's CPUs and memory nodes, or the parent's where it names none (v1 needs values).
+fn cpus_mems(binding: &Binding, parent_cpus: &str, parent_mems: &str) -> (String, String) {
+    let cpus = if binding.cpus.is_empty() { parent_cpus.to_string() } else { binding.cpuset() };
+    let mems = if binding.mems.is_empty() { parent_mems.to_string() } else { binding.memset() };
+    (cpus, mems)
 }
 
 #[cfg(test)]
@@ -418,5 +364,20 @@ mod tests {
         assert_eq!(counter("oom_kill_disable 0\nunder_oom 0\noom_kill 3", "oom_kill"), Some(3));
         assert_eq!(counter("low 0\nhigh 0\nmax 2\noom 1\noom_kill 1\noom_group_kill 0", "oom_kill"), Some(1));
         assert_eq!(counter("oom_kill_disable 0\nunder_oom 0", "oom_kill"), None);
+    }
+
+    #[test]
+    fn a_kernel_of_an_older_berth_is_opened_without_its_cpuacct_cgroup() {
+        let tmp = tempfile::tempdir().unwrap();
+        let v1 = v1::V1::in_dir(tmp.path(), true);
+        let bases: Vec<PathBuf> = v1.bases().iter().map(|b| b.to_path_buf()).collect();
+        let cgroups = Cgroups::with_driver(Arc::new(v1));
+        for b in &bases[..3] {
+            std::fs::create_dir_all(b.join("7.0.0")).unwrap();
+        }
+        let cg = cgroups.open("7.0.0", 1 << 20).expect("cpuacct is optional");
+        assert_eq!(cg.dirs().len(), 3);
+        std::fs::remove_dir(bases[1].join("7.0.0")).unwrap();
+        assert!(cgroups.open("7.0.0", 1 << 20).is_none(), "memory is not optional");
     }
 }
