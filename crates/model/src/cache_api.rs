@@ -79,8 +79,21 @@ pub struct CacheBucket {
 }
 
 /// Where a bucket's objects live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum BucketPlacement {
     /// Each key on one node, chosen by Maglev hashing; any node forwards to it. The cluster's
     /// caches add up to one big cache.
@@ -94,10 +107,7 @@ pub enum BucketPlacement {
 
 impl BucketPlacement {
     pub fn as_str(self) -> &'static str {
-        match self {
-            BucketPlacement::Spread => "spread",
-            BucketPlacement::Node => "node",
-        }
+        self.into()
     }
 }
 
@@ -105,13 +115,11 @@ impl std::str::FromStr for BucketPlacement {
     type Err = String;
 
     fn from_str(s: &str) -> Result<BucketPlacement, String> {
-        match s {
-            "spread" => Ok(BucketPlacement::Spread),
-            "node" => Ok(BucketPlacement::Node),
-            _ => Err(format!(
+        crate::names::parse(s).ok_or_else(|| {
+            format!(
                 "unknown bucket placement `{s}`: use `spread` (one copy, Maglev-routed) or `node` (a copy per node)"
-            )),
-        }
+            )
+        })
     }
 }
 

@@ -210,8 +210,21 @@ impl EndpointSpec {
 }
 
 /// Where a rolling update stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Rollout {
     /// Every replica runs the current revision.
     #[default]
@@ -224,15 +237,11 @@ pub enum Rollout {
 
 impl Rollout {
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Rollout::Done => "done",
-            Rollout::Rolling => "rolling",
-            Rollout::RolledBack => "rolled-back",
-        }
+        (*self).into()
     }
 
     pub fn parse(s: &str) -> Option<Rollout> {
-        [Rollout::Done, Rollout::Rolling, Rollout::RolledBack].into_iter().find(|r| r.as_str() == s)
+        crate::names::parse(s)
     }
 }
 

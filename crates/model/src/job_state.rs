@@ -4,8 +4,24 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// The states of ARCHITECTURE.md.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobState {
     /// Where every job starts (and what a partial job listing without `state` reads as).
     #[default]
@@ -22,18 +38,11 @@ pub enum JobState {
 }
 
 impl JobState {
-    pub const ALL: [JobState; 10] = [
-        JobState::Pending,
-        JobState::Scheduled,
-        JobState::Preparing,
-        JobState::Running,
-        JobState::Terminating,
-        JobState::Succeeded,
-        JobState::Failed,
-        JobState::Cancelled,
-        JobState::Timeout,
-        JobState::Lost,
-    ];
+    /// Every state, in declaration order.
+    pub const ALL: [JobState; 10] = match <JobState as strum::VariantArray>::VARIANTS.first_chunk() {
+        Some(all) => *all,
+        None => panic!("JobState has 10 variants"),
+    };
 
     /// A final state: the job will never change again.
     pub fn is_terminal(self) -> bool {
@@ -49,18 +58,7 @@ impl JobState {
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Pending => "PENDING",
-            JobState::Scheduled => "SCHEDULED",
-            JobState::Preparing => "PREPARING",
-            JobState::Running => "RUNNING",
-            JobState::Terminating => "TERMINATING",
-            JobState::Succeeded => "SUCCEEDED",
-            JobState::Failed => "FAILED",
-            JobState::Cancelled => "CANCELLED",
-            JobState::Timeout => "TIMEOUT",
-            JobState::Lost => "LOST",
-        }
+        self.into()
     }
 
     /// Whether the lifecycle allows `self → to`.
@@ -93,9 +91,6 @@ impl std::fmt::Display for JobState {
 impl std::str::FromStr for JobState {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        JobState::ALL
-            .into_iter()
-            .find(|st| st.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown job state `{s}`"))
+        crate::names::parse_any_case(s).ok_or_else(|| format!("unknown job state `{s}`"))
     }
 }

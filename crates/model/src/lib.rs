@@ -22,6 +22,7 @@ pub mod hostlist;
 pub mod job;
 mod job_state;
 pub mod measured;
+pub mod names;
 pub mod output;
 pub mod protocol;
 pub mod quantity;

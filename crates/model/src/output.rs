@@ -45,8 +45,21 @@ pub const KNOWN: &str = "%j (job id), %A (array's job id), %a (array index), %b 
      %t (task rank), %% (a literal %), with an optional zero-padding width such as %5a";
 
 /// How an output file is opened: emptied first (Slurm's default) or added to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum OpenMode {
     #[default]
     Truncate,
@@ -59,10 +72,7 @@ impl OpenMode {
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            OpenMode::Truncate => "truncate",
-            OpenMode::Append => "append",
-        }
+        self.into()
     }
 }
 
@@ -71,11 +81,8 @@ impl std::str::FromStr for OpenMode {
 
     /// `append` or `truncate`, in any case.
     fn from_str(s: &str) -> Result<OpenMode, SpecError> {
-        match s.to_ascii_lowercase().as_str() {
-            "append" => Ok(OpenMode::Append),
-            "truncate" => Ok(OpenMode::Truncate),
-            _ => Err(SpecError(format!("invalid open mode `{s}`: use append or truncate"))),
-        }
+        crate::names::parse_any_case(s)
+            .ok_or_else(|| SpecError(format!("invalid open mode `{s}`: use append or truncate")))
     }
 }
 

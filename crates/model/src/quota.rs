@@ -46,8 +46,23 @@ impl QuotaLimits {
 }
 
 /// Whose quota.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    ToSchema,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum QuotaKind {
     User,
     Project,
@@ -55,21 +70,14 @@ pub enum QuotaKind {
 
 impl QuotaKind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            QuotaKind::User => "user",
-            QuotaKind::Project => "project",
-        }
+        self.into()
     }
 }
 
 impl std::str::FromStr for QuotaKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "user" => Ok(QuotaKind::User),
-            "project" => Ok(QuotaKind::Project),
-            _ => Err(format!("unknown quota kind `{s}`: use `user` or `project`")),
-        }
+        crate::names::parse(s).ok_or_else(|| format!("unknown quota kind `{s}`: use `user` or `project`"))
     }
 }
 
