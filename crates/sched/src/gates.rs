@@ -18,6 +18,7 @@ use berth_model::{Binding, JobId, PendingKind, PendingReason};
 use crate::backfill::{Ask, JobEnds, Reservation, reserve};
 use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
+use crate::pass::Words;
 use crate::pool::{self, Pool};
 use crate::quota::Book;
 use crate::running_set::{Basis, Ends, KeptEnds, RunningSet, StartedEnd};
@@ -59,8 +60,8 @@ pub(crate) enum Verdict {
 }
 
 impl Verdict {
-    fn wait(kind: PendingKind, text: String) -> Verdict {
-        Verdict::Wait { reason: PendingReason::new(kind, text), blocked: false, expected_start: None }
+    fn wait(reason: PendingReason) -> Verdict {
+        Verdict::Wait { reason, blocked: false, expected_start: None }
     }
 }
 
@@ -70,7 +71,8 @@ enum Reserved {
     NoneLeft,
     /// The job fits nowhere even once every running job has ended.
     Unfit,
-    /// Reserved: its start, and the reservation described for the job's reason.
+    /// Reserved: its start, and the reservation described for the job's reason (empty when
+    /// the caller reads no message).
     At(Millis, String),
 }
 
@@ -119,6 +121,8 @@ pub(crate) struct Walk<'i, 'a> {
     delaying: Vec<(pool::ShapeKey, JobEnds, u32)>,
     /// What every reservation of the pass reads of the kept running set, once made.
     kept_ends: OnceCell<KeptEnds>,
+    /// Whether reasons get their messages ([`Words`]).
+    words: Words,
 }
 
 impl<'i, 'a> Walk<'i, 'a> {
@@ -129,13 +133,14 @@ impl<'i, 'a> Walk<'i, 'a> {
         Running { list: running, kept }: Running<'i, 'a>,
         nodes: Vec<&'a NodeLedger>,
         source: Source<'a>,
+        words: Words,
     ) -> Self {
         let totals = [
             nodes.iter().map(|l| l.cpus_total() as u64 * 1000).sum(),
             nodes.iter().map(|l| l.mem_total()).sum(),
             nodes.iter().map(|l| l.topology().gpus.len() as u64 * 1000).sum(),
         ];
-        let pool = Pool::new(nodes, q.scoring, source.floors());
+        let pool = Pool::new(nodes, q.scoring, source.floors(), words);
         let aged_cutoff = q.reserve_after_ms.map(|b| input.now.saturating_sub(b));
         let aged_source = aged_cutoff.map(|_| source.clone());
         let mut order = Order::with(q.ordering, &q.las_thresholds, source, running, kept, input.fair_share, totals);
@@ -163,7 +168,13 @@ impl<'i, 'a> Walk<'i, 'a> {
             plans: 0,
             delaying: Vec::new(),
             kept_ends: OnceCell::new(),
+            words,
         }
+    }
+
+    /// A reason of `kind`, with its message when the caller reads messages.
+    fn reason(&self, kind: PendingKind, text: impl FnOnce() -> String) -> PendingReason {
+        self.words.reason(kind, text)
     }
 
     /// Whether a blocked head or a backfill reservation holds the queue back (borrowers may
@@ -181,7 +192,7 @@ impl<'i, 'a> Walk<'i, 'a> {
 
     fn gates(&mut self, job: &'a PendingJob, pos: u32, book: &mut Book) -> Gate<Verdict> {
         self.held_line()?;
-        quota(job, book)?;
+        quota(job, book, self.words)?;
         self.features(job)?;
         self.image(job)?;
         self.mounts(job)?;
@@ -208,8 +219,9 @@ impl<'i, 'a> Walk<'i, 'a> {
         let Some(at) = self.blocker else { return Continue(()) };
         // By position, never by id: the job ahead may be another user's private job (the
         // reason is shown to this job's owner).
-        let text = format!("priority: waiting behind the job at position {at}");
-        Break(Verdict::Stop(PendingReason::new(PendingKind::Priority, text)))
+        let reason =
+            self.reason(PendingKind::Priority, || format!("priority: waiting behind the job at position {at}"));
+        Break(Verdict::Stop(reason))
     }
 
     /// A job whose features (`--constraint`) no ready node offers waits without holding the
@@ -218,8 +230,8 @@ impl<'i, 'a> Walk<'i, 'a> {
     fn features(&self, job: &PendingJob) -> Gate {
         match &job.constraint {
             Some(c) if !self.pool.any_offers(job) => {
-                let text = format!("constraint: no ready node in queue {} offers {c}", self.q.name);
-                Break(Verdict::wait(PendingKind::NoNodes, text))
+                let text = || format!("constraint: no ready node in queue {} offers {c}", self.q.name);
+                Break(Verdict::wait(self.reason(PendingKind::NoNodes, text)))
             }
             _ => Continue(()),
         }
@@ -230,7 +242,7 @@ impl<'i, 'a> Walk<'i, 'a> {
     fn image(&self, job: &PendingJob) -> Gate {
         match &job.image {
             Some(image) if !self.pool.any_has_image(image) => {
-                Break(Verdict::wait(PendingKind::Image, format!("image: {image} not on any node")))
+                Break(Verdict::wait(self.reason(PendingKind::Image, || format!("image: {image} not on any node"))))
             }
             _ => Continue(()),
         }
@@ -240,18 +252,20 @@ impl<'i, 'a> Walk<'i, 'a> {
     /// jobs behind it, is what lets it start.
     fn mounts(&self, job: &PendingJob) -> Gate {
         if job.folders && !self.pool.any_mounts_folders() {
-            let text = format!(
-                "folders: no ready node in queue {} can mount data folders into a process job (their agents \
-                 are not root): run berth as root there, or the job in a container (--image)",
-                self.q.name
-            );
-            return Break(Verdict::wait(PendingKind::Mount, text));
+            let text = || {
+                format!(
+                    "folders: no ready node in queue {} can mount data folders into a process job (their agents \
+                     are not root): run berth as root there, or the job in a container (--image)",
+                    self.q.name
+                )
+            };
+            return Break(Verdict::wait(self.reason(PendingKind::Mount, text)));
         }
         if job.mounts.is_empty() {
             return Continue(());
         }
         match self.pool.mounts_refused(job) {
-            Some(text) => Break(Verdict::wait(PendingKind::Mount, text)),
+            Some(text) => Break(Verdict::wait(self.reason(PendingKind::Mount, || text))),
             None => Continue(()),
         }
     }
@@ -265,11 +279,13 @@ impl<'i, 'a> Walk<'i, 'a> {
             return Continue(());
         }
         let s = if n == 1 { "" } else { "s" };
-        let text = format!(
-            "priority: beyond the backfill window: the queue tries {n} job{s} past the first that cannot start \
-             (position {at})"
-        );
-        Break(Verdict::Stop(PendingReason::new(PendingKind::Priority, text)))
+        let text = || {
+            format!(
+                "priority: beyond the backfill window: the queue tries {n} job{s} past the first that cannot \
+                 start (position {at})"
+            )
+        };
+        Break(Verdict::Stop(self.reason(PendingKind::Priority, text)))
     }
 
     /// The verdict of the job at `at` that would delay the reservation of the job at `pos`.
@@ -278,13 +294,13 @@ impl<'i, 'a> Walk<'i, 'a> {
     /// pushed back once it is reserved); else its reason is the same for every such job of
     /// the pass, so written once and copied.
     fn delays(&mut self, job: &PendingJob, at: u32, pos: u32) -> Verdict {
-        let delay = format!("backfill: would delay the reserved start of the job at position {pos}");
+        let delay = || format!("backfill: would delay the reserved start of the job at position {pos}");
         if let Reserved::At(start, describe) = self.reserve_for(job, at) {
-            let reason = PendingReason::new(PendingKind::Backfill, format!("{delay}; {describe}"));
+            let reason = self.reason(PendingKind::Backfill, || format!("{}; {describe}", delay()));
             return Verdict::Wait { reason, blocked: true, expected_start: Some(start) };
         }
         if self.delay_reason.as_ref().is_none_or(|(p, _)| *p != pos) {
-            self.delay_reason = Some((pos, PendingReason::new(PendingKind::Backfill, delay)));
+            self.delay_reason = Some((pos, self.reason(PendingKind::Backfill, delay)));
         }
         let reason = self.delay_reason.as_ref().expect("written above").1.clone();
         Verdict::Wait { reason, blocked: false, expected_start: None }
@@ -386,26 +402,27 @@ impl<'i, 'a> Walk<'i, 'a> {
         }
         self.delaying.clear();
         let s = if names.len() == 1 { "" } else { "s" };
-        let text = format!("preempting: stopping job{s} {} to free {}", names.join(", "), plan.frees);
-        Break(Verdict::Preempt { victims, reason: PendingReason::new(PendingKind::Preempting, text) })
+        let text = || format!("preempting: stopping job{s} {} to free {}", names.join(", "), plan.frees);
+        Break(Verdict::Preempt { victims, reason: self.reason(PendingKind::Preempting, text) })
     }
 
     /// The job cannot start: the queue's policy says whether it holds the jobs behind it.
     fn head_of_line(&mut self, job: &PendingJob, pos: u32, why: String) -> Verdict {
-        let resources = |text: String, blocked: bool| Verdict::Wait {
-            reason: PendingReason::new(PendingKind::Resources, text),
+        let words = self.words;
+        let resources = |text: &dyn Fn() -> String, blocked: bool| Verdict::Wait {
+            reason: words.reason(PendingKind::Resources, text),
             blocked,
             expected_start: None,
         };
         let reserved = |start: Millis, describe: String| Verdict::Wait {
-            reason: PendingReason::new(PendingKind::Resources, format!("resources: {why}; {describe}")),
+            reason: words.reason(PendingKind::Resources, || format!("resources: {why}; {describe}")),
             blocked: true,
             expected_start: Some(start),
         };
         match self.q.head_of_line {
             HeadOfLine::Strict => {
                 self.blocker = Some(pos);
-                resources(resources_text(&why), true)
+                resources(&|| resources_text(&why), true)
             }
             // `SkipAfter(n)`: the job holds the line for n passes, then steps aside and only
             // waits for itself, so one huge job cannot stall a queue forever. A job past the
@@ -420,19 +437,22 @@ impl<'i, 'a> Walk<'i, 'a> {
                 if blocks {
                     self.blocker = Some(pos);
                 }
-                resources(resources_text(&why), blocks)
+                resources(&|| resources_text(&why), blocks)
             }
             HeadOfLine::Backfill => {
                 self.first_blocked.get_or_insert(pos);
                 match self.reserve_for(job, pos) {
                     Reserved::At(start, describe) => reserved(start, describe),
                     Reserved::Unfit => resources(
-                        format!(
-                            "resources: {why}; no reservation: it does not fit even when every running job has ended"
-                        ),
+                        &|| {
+                            format!(
+                                "resources: {why}; no reservation: it does not fit even when every running job has \
+                                 ended"
+                            )
+                        },
                         false,
                     ),
-                    Reserved::NoneLeft => resources(resources_text(&why), false),
+                    Reserved::NoneLeft => resources(&|| resources_text(&why), false),
                 }
             }
         }
@@ -469,7 +489,11 @@ impl<'i, 'a> Walk<'i, 'a> {
         }
         let Some(r) = made else { return Reserved::Unfit };
         self.reserved_nodes.extend(r.nodes.iter().copied());
-        let reserved = Reserved::At(r.start, r.describe(&self.pool, now, self.q.default_time_limit_ms));
+        let describe = match self.words {
+            Words::All => r.describe(&self.pool, now, self.q.default_time_limit_ms),
+            Words::KindsOnly => String::new(),
+        };
+        let reserved = Reserved::At(r.start, describe);
         self.reservations.push(r);
         reserved
     }
@@ -517,11 +541,11 @@ impl<'i, 'a> Walk<'i, 'a> {
 /// Over quota, a job waits for its own user's or project's jobs and never holds others back.
 /// Borrowing takes only what is left once every job within its quota had its turn in this
 /// pass (else a requeued borrower would take back the room it was preempted for).
-fn quota(job: &PendingJob, book: &Book) -> Gate {
+fn quota(job: &PendingJob, book: &Book, words: Words) -> Gate {
     match book.admits(job) {
         Ok(false) => Continue(()),
         Ok(true) => Break(Verdict::Borrow),
-        Err(text) => Break(Verdict::wait(PendingKind::Quota, text)),
+        Err(text) => Break(Verdict::wait(words.reason(PendingKind::Quota, || text))),
     }
 }
 

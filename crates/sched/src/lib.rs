@@ -18,7 +18,8 @@
 //! the read-only `NodeLedger::{cpus_total, mem_total, gpus_used_milli, allocations}`, and
 //! [`schedule_set`], the same pass over a [`PendingSet`] and a [`RunningSet`] the caller
 //! keeps across passes (it reads only the jobs it tries, and backfill walks the kept running
-//! jobs' ends; the manager and `berth sim` use it).
+//! jobs' ends; the manager and `berth sim` use it), and [`schedule_set_kinds`], that pass
+//! without the reasons' messages, for a caller that reads none (`berth sim`).
 //!
 //! How the manager uses it:
 //! - at start, build one ledger per known node and `allocate` the binding of every kernel that
@@ -70,7 +71,7 @@ pub use ledger::{LedgerError, NodeLedger};
 pub use mounts::{check_folders, check_mounts, mount_allowed};
 pub use node_match::nodes_offering;
 pub use order::{fair_share_factor, fair_share_factors};
-pub use pass::{schedule, schedule_set};
+pub use pass::{schedule, schedule_set, schedule_set_kinds};
 pub use pending_set::PendingSet;
 pub use predict::{JobKey, PredictionError, Predictor};
 pub use quota::{HeldJob, NO_QUOTAS, QuotaUse, Quotas, borrowed_by_start_order, never_fits};

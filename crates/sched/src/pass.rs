@@ -46,7 +46,7 @@ pub fn schedule(input: &PassInput) -> PassOutput {
         }
         groups[last].1.push(job);
     }
-    run_pass(input, groups.into_iter().map(|(name, l)| (&**name, Source::Jobs(l))).collect(), None)
+    run_pass(input, groups.into_iter().map(|(name, l)| (&**name, Source::Jobs(l))).collect(), None, Words::All)
 }
 
 /// [`schedule`] over the caller's persistent [`PendingSet`] and [`RunningSet`] instead of
@@ -56,10 +56,39 @@ pub fn schedule(input: &PassInput) -> PassOutput {
 /// listed, and backfill walks the running jobs' ends as kept rather than sorting them. The
 /// pass after one job ends then costs the same with a thousand pending jobs or a million.
 pub fn schedule_set(input: &PassInput, pending: &PendingSet, running: &RunningSet) -> PassOutput {
+    set_pass(input, pending, running, Words::All)
+}
+
+/// [`schedule_set`] for a caller that reads no reason's message (`berth sim`): the same
+/// starts, preemptions, positions, blocked counts, expected starts and reason kinds, but
+/// every message is left empty, so the pass writes no text for the hundreds of jobs a deep
+/// queue's walk tries.
+pub fn schedule_set_kinds(input: &PassInput, pending: &PendingSet, running: &RunningSet) -> PassOutput {
+    set_pass(input, pending, running, Words::KindsOnly)
+}
+
+fn set_pass(input: &PassInput, pending: &PendingSet, running: &RunningSet, words: Words) -> PassOutput {
     debug_assert!(input.pending.is_empty(), "the pending jobs come from the set");
     debug_assert!(input.running.is_empty(), "the running jobs come from the set");
     let by_queue = pending.queues.iter().map(|(name, q)| (&**name, Source::Set(pending, name, q))).collect();
-    run_pass(input, by_queue, Some(running))
+    run_pass(input, by_queue, Some(running), words)
+}
+
+/// Whether a pass writes its reasons' messages or only their kinds ([`schedule_set_kinds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Words {
+    All,
+    KindsOnly,
+}
+
+impl Words {
+    /// A reason of `kind`, its message written only when the caller reads messages.
+    pub fn reason(self, kind: PendingKind, text: impl FnOnce() -> String) -> PendingReason {
+        match self {
+            Words::All => PendingReason::new(kind, text()),
+            Words::KindsOnly => PendingReason::new(kind, String::new()),
+        }
+    }
 }
 
 /// The pass over the pending jobs grouped by queue name; `kept`: the caller's running set,
@@ -68,6 +97,7 @@ fn run_pass<'a>(
     input: &PassInput<'a>,
     mut by_queue: BTreeMap<&'a str, Source<'a>>,
     kept: Option<&'a RunningSet>,
+    words: Words,
 ) -> PassOutput {
     let mut running: BTreeMap<&str, Vec<&RunningJob>> = BTreeMap::new();
     if kept.is_none() {
@@ -92,10 +122,11 @@ fn run_pass<'a>(
             running.insert(q.name.as_str(), list);
         }
         let running = running.get(q.name.as_str()).map_or(&[][..], Vec::as_slice);
-        run_queue(input, q, Running { list: running, kept }, nodes, jobs, &mut book, &mut out);
+        let walk = Walk::new(input, q, Running { list: running, kept }, nodes, jobs, words);
+        run_queue(q, walk, words, &mut book, &mut out);
     }
     for (name, jobs) in by_queue {
-        let reason = PendingReason::new(PendingKind::Queue, format!("queue `{name}` does not exist"));
+        let reason = words.reason(PendingKind::Queue, || format!("queue `{name}` does not exist"));
         // By band, then id: fifo.
         let mut order = Order::new(Ordering::Fifo, jobs, &[], input.fair_share, [0; 3]);
         untried(&mut order, 1, reason, None, &mut out);
@@ -123,18 +154,9 @@ fn wait(job: &PendingJob, position: u32, reason: PendingReason, blocked_passes: 
 
 /// Walks one queue: every job the walk reaches gets the verdict of its gates (`gates.rs`),
 /// recorded here; then the jobs that may borrow get their round.
-fn run_queue<'a>(
-    input: &PassInput<'a>,
-    q: &QueueConfig,
-    running: Running<'_, 'a>,
-    nodes: Vec<&'a NodeLedger>,
-    jobs: Source<'a>,
-    book: &mut Book,
-    out: &mut PassOutput,
-) {
-    let mut walk = Walk::new(input, q, running, nodes, jobs);
+fn run_queue(q: &QueueConfig, mut walk: Walk, words: Words, book: &mut Book, out: &mut PassOutput) {
     if walk.pool.ready() == 0 {
-        let reason = PendingReason::new(PendingKind::NoNodes, format!("no ready node in queue {}", q.name));
+        let reason = words.reason(PendingKind::NoNodes, || format!("no ready node in queue {}", q.name));
         untried(&mut walk.order, 1, reason, None, out);
         return;
     }
@@ -160,13 +182,20 @@ fn run_queue<'a>(
         }
     }
     let held_back = walk.held_back();
-    borrow(borrowers, held_back, &mut walk.pool, book, out);
+    borrow(borrowers, held_back, &mut walk.pool, book, words, out);
 }
 
 /// The second round: jobs that can start only by borrowing beyond their quota take what idle
 /// capacity is left. They never preempt, never pass a blocked head or a backfill reservation,
 /// and their starts are marked borrowed (preempted first later).
-fn borrow(borrowers: Vec<(&PendingJob, u32)>, held_back: bool, pool: &mut Pool, book: &mut Book, out: &mut PassOutput) {
+fn borrow(
+    borrowers: Vec<(&PendingJob, u32)>,
+    held_back: bool,
+    pool: &mut Pool,
+    book: &mut Book,
+    words: Words,
+    out: &mut PassOutput,
+) {
     let borrow_wait = |why: String| PendingReason::new(PendingKind::Quota, why);
     for (job, pos) in borrowers {
         let admitted = book.admits(job);
@@ -187,6 +216,10 @@ fn borrow(borrowers: Vec<(&PendingJob, u32)>, held_back: bool, pool: &mut Pool, 
                 Err(why) => format!("quota: over its quota, borrowing waits for idle capacity ({why})"),
             },
         };
-        out.waiting.push(wait(job, pos, borrow_wait(why), job.blocked_passes));
+        let reason = match words {
+            Words::All => borrow_wait(why),
+            Words::KindsOnly => borrow_wait(String::new()),
+        };
+        out.waiting.push(wait(job, pos, reason, job.blocked_passes));
     }
 }

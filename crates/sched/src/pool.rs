@@ -23,6 +23,7 @@ use berth_model::{Binding, NumaPolicy, ResourceRequest};
 use rustc_hash::FxHashMap;
 
 use crate::ledger::NodeLedger;
+use crate::pass::Words;
 use crate::place::score_key;
 use crate::shortfall::{Shortfall, request_text};
 use crate::{PendingJob, Scoring};
@@ -105,12 +106,14 @@ pub(crate) struct Pool<'a> {
     by_name: OnceCell<FxHashMap<&'a str, usize>>,
     /// The nodes' names, borrowed from the caller's ledgers (`index_of`'s keys).
     names: Vec<&'a str>,
+    /// Whether refusals are written out ([`Words`]; else they are empty, memoised the same).
+    words: Words,
 }
 
 impl<'a> Pool<'a> {
     /// Indexes `nodes` (one queue's, sorted by name) for placing jobs whose smallest
     /// whole-CPU and memory requests are `floors` (`order::Source::floors`).
-    pub fn new(nodes: Vec<&'a NodeLedger>, scoring: Scoring, floors: (u32, u64)) -> Self {
+    pub fn new(nodes: Vec<&'a NodeLedger>, scoring: Scoring, floors: (u32, u64), words: Words) -> Self {
         let n = nodes.len();
         let (floor_cpus, floor_mem) = floors;
         let names = nodes.iter().map(|l| l.name()).collect();
@@ -127,6 +130,7 @@ impl<'a> Pool<'a> {
             exact: BTreeMap::new(),
             by_name: OnceCell::new(),
             names,
+            words,
         };
         for i in 0..n {
             p.reindex(i);
@@ -344,6 +348,9 @@ impl<'a> Pool<'a> {
         }
         let (g, c) = (gpu_level(r), r.whole_cpus());
         let d = self.dominated.iter().find(|d| d.want == 1 && g >= d.gpu && c >= d.cpus && r.mem_bytes >= d.mem)?;
+        if self.words == Words::KindsOnly {
+            return Some(String::new());
+        }
         Some(match d.closest {
             Some(i) => {
                 let s = self.nodes[i].quick_check(r).err().unwrap_or(Shortfall::Numa { policy: job.numa });
@@ -383,7 +390,9 @@ impl<'a> Pool<'a> {
                 closest = Some((i, s));
             }
         }
-        let why = if job.exclusive {
+        let why = if self.words == Words::KindsOnly {
+            String::new()
+        } else if job.exclusive {
             let eligible = (0..self.nodes.len()).filter(|&i| self.eligible(i, job)).count();
             let s = if want == 1 { "" } else { "s" };
             format!(
@@ -413,6 +422,9 @@ impl<'a> Pool<'a> {
             }
         };
         if narrow(job) {
+            if self.words == Words::KindsOnly {
+                return why;
+            }
             return match self.cannot_mount_folders(job) {
                 0 => why,
                 k => format!(

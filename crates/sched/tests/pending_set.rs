@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use berth_model::{JobId, NumaPolicy, PendingReason, ResourceRequest};
 use berth_sched::{
     FairShare, HeadOfLine, NodeLedger, Ordering, PassInput, PassOutput, PendingJob, PendingSet, PreemptAction,
-    Preemption, QueueConfig, RunningJob, RunningSet, Scoring, schedule, schedule_set,
+    Preemption, QueueConfig, RunningJob, RunningSet, Scoring, schedule, schedule_set, schedule_set_kinds,
 };
 use proptest::prelude::*;
 
@@ -76,6 +76,15 @@ fn queue(name: &str, (o, h, spread, pre): (usize, usize, bool, bool)) -> QueueCo
 /// Every untried job with its position and reason, from the lists alone.
 fn untried(out: &PassOutput) -> Vec<(JobId, u32, &PendingReason)> {
     out.untried_jobs().collect()
+}
+
+/// `out` with every reason's message left out (what `schedule_set_kinds` gives).
+fn without_messages(mut out: PassOutput) -> PassOutput {
+    let reasons = out.waiting.iter_mut().map(|w| &mut w.reason).chain(out.untried.iter_mut().map(|u| &mut u.reason));
+    for r in reasons {
+        r.message.clear();
+    }
+    out
 }
 
 proptest! {
@@ -152,6 +161,9 @@ proptest! {
             prop_assert_eq!(&full.preemptions, &inc.preemptions);
             prop_assert_eq!(&full.borrowed, &inc.borrowed);
             prop_assert_eq!(untried(&full), set.untried_jobs(&inc));
+            // The pass without messages decides the same, kinds and all.
+            let kinds = schedule_set_kinds(&PassInput { pending: &[], running: &[], ..input }, &set, &run_set);
+            prop_assert_eq!(&kinds, &without_messages(inc.clone()));
 
             // Apply the pass to both: starts run, waiting jobs keep their new counts, victims
             // go back to pending (requeued) with their ids.

@@ -10,7 +10,7 @@ use super::metrics::{Done, Metrics, Totals, compute};
 use super::policy::{Policy, SimError, SimOptions};
 use super::replay::{JobState, Replay};
 use super::trace::{Trace, TraceFormat};
-use crate::{FairShare, Millis, Ordering, PassInput, QueueConfig, apply, schedule_set};
+use crate::{FairShare, Millis, Ordering, PassInput, QueueConfig, apply, schedule_set_kinds};
 
 /// What happened to one trace job in a replay (times in trace milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -144,7 +144,8 @@ fn run_passes(sim: &mut Replay, queues: &[QueueConfig], fair: &FairShare, now: M
             quotas: &crate::NO_QUOTAS,
             now,
         };
-        let out = schedule_set(&input, &sim.pending, &sim.running);
+        // A replay reads no reason's message: the pass writes none.
+        let out = schedule_set_kinds(&input, &sim.pending, &sim.running);
         passes += 1;
         let preempted = !out.preemptions.is_empty();
         // Starts leave the pending set as they are applied (`PassTarget::started`).

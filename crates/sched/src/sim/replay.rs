@@ -304,8 +304,12 @@ impl PassTarget for Replay<'_> {
         BTreeSet::new()
     }
 
+    /// The job's count is kept in both places alike, so an unchanged count (most of a deep
+    /// queue's, pass after pass) costs no look-up in the set.
     fn waits(&mut self, w: Waiting) {
-        if let Some(j) = self.jobs.get_mut((w.job - 1) as usize) {
+        if let Some(j) = self.jobs.get_mut((w.job - 1) as usize)
+            && j.blocked_passes != w.blocked_passes
+        {
             j.blocked_passes = w.blocked_passes;
             self.pending.set_blocked_passes(w.job, w.blocked_passes);
         }
