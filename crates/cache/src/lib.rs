@@ -3,6 +3,7 @@
 //! - [`maglev`]: which node owns a key (consistent hashing with a fixed, versioned hash).
 //! - [`store`]: one node's objects on disk (crash-safe PUTs, index rebuilt at start).
 //! - [`hot`]: the small objects most read, kept in memory in front of the disk.
+//! - [`files`]: the files of big objects kept open, for their GETs.
 //! - [`evict`] and [`sieve`]: SIEVE eviction per bucket, quotas and fair shares.
 //! - [`token`]: HMAC-signed tokens nodes verify locally.
 //! - [`private`]: the cache's files readable by the daemon only (0600/0700).
@@ -11,6 +12,7 @@
 
 pub mod bucket;
 pub mod evict;
+pub mod files;
 pub mod header;
 pub mod hot;
 pub mod maglev;

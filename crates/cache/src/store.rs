@@ -25,13 +25,14 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use berth_model::api::{BucketPlacement, CachePrefixUsage};
 use xxhash_rust::xxh3::{Xxh3, xxh3_128_with_seed};
 
 use crate::bucket::{self, BucketConfig, validate_bucket_name, validate_key};
 use crate::evict::Buckets;
+use crate::files::{Files, OpenFile};
 use crate::header::Header;
 use crate::hot::{Hot, HotObject};
 use crate::private;
@@ -89,8 +90,27 @@ pub struct Store {
 struct Inner {
     b: Buckets,
     hot: Hot,
+    files: Files,
     /// What `deleting.json` holds.
     deleting: Vec<String>,
+}
+
+impl Inner {
+    /// What a lookup of object `id` of `size` bytes hands the reader.
+    fn found(&mut self, id: u128, size: u64) -> Found {
+        let hot = self.hot.get(id);
+        let file = if hot.is_none() && size > crate::hot::MAX_OBJECT { self.files.get(id) } else { None };
+        Found { id, size, hot, file, epoch: self.hot.epoch(), files_epoch: self.files.epoch() }
+    }
+
+    /// Drops object `id` from memory and from the open files, in the same step as it leaves
+    /// or changes in the index; returns its open file, for the caller to close after it let
+    /// go of the lock.
+    #[must_use]
+    fn forget(&mut self, id: u128) -> Option<Arc<OpenFile>> {
+        self.hot.invalidate(id);
+        self.files.invalidate(id)
+    }
 }
 
 /// What [`Store::delete_bucket`] removed.
@@ -107,8 +127,12 @@ pub struct Found {
     pub id: u128,
     pub size: u64,
     pub hot: Option<HotObject>,
+    /// The object's file, open, when the open-file tier keeps it ([`crate::files`]).
+    pub file: Option<Arc<OpenFile>>,
     /// The memory tier's epoch at the lookup, for [`Store::keep_in_memory`].
     epoch: u64,
+    /// The open-file tier's epoch at the lookup, for [`Store::keep_open`].
+    files_epoch: u64,
 }
 
 /// Why [`Store::lookup_checked`] did not look.
@@ -172,7 +196,7 @@ impl Store {
         // over capacity (it was lowered): evict now
         let evicted = b.evict_to_fit(None);
         let hot = Hot::new(DEFAULT_MEMORY.min(capacity));
-        let inner = Inner { b, hot, deleting: vec![] };
+        let inner = Inner { b, hot, files: Files::new(crate::files::default_limit()), deleting: vec![] };
         let store =
             Store { root: root.to_path_buf(), capacity, inner: Mutex::new(inner), bucket_changes: Mutex::new(()) };
         store.unlink(&evicted);
@@ -223,12 +247,14 @@ impl Store {
     pub fn put_bucket(&self, cfg: BucketConfig) -> Result<(), StoreError> {
         validate_bucket_name(&cfg.name)?;
         let _changes = self.bucket_changes.lock().unwrap_or_else(|p| p.into_inner());
+        // declared before the guard, so dropped (the files closed) after the lock is let go
+        let mut closing = vec![];
         let mut inner = self.lock();
         inner.b.set_config(cfg);
         bucket::save(&self.root.join("buckets.json"), &inner.b.configs())?;
         let evicted = inner.b.evict_to_fit(None);
         for &id in &evicted {
-            inner.hot.invalidate(id);
+            closing.extend(inner.forget(id));
             let _ = std::fs::remove_file(object_path(&self.root, id));
         }
         Ok(())
@@ -244,6 +270,7 @@ impl Store {
     /// blocking thread.
     pub fn delete_bucket(&self, name: &str) -> Result<BucketDeleted, StoreError> {
         let _changes = self.bucket_changes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut closing = vec![];
         let (ids, bytes) = {
             let mut inner = self.lock();
             if inner.b.config(name).is_none() {
@@ -255,7 +282,7 @@ impl Store {
             inner.deleting = deleting;
             let (ids, bytes) = inner.b.delete(name).expect("the bucket was just found");
             for &id in &ids {
-                inner.hot.invalidate(id);
+                closing.extend(inner.forget(id));
             }
             if let Err(e) = bucket::save(&self.root.join("buckets.json"), &inner.b.configs()) {
                 // still named in deleting.json: a start drops it from buckets.json
@@ -263,6 +290,7 @@ impl Store {
             }
             (ids, bytes)
         };
+        drop(closing);
         for &id in &ids {
             let _ = std::fs::remove_file(object_path(&self.root, id));
         }
@@ -314,7 +342,7 @@ impl Store {
         let id = object_id(bucket, key);
         let mut inner = self.lock();
         let size = inner.b.lookup(id, bucket, key, count)?;
-        Some(Found { id, size, hot: inner.hot.get(id), epoch: inner.hot.epoch() })
+        Some(inner.found(id, size))
     }
 
     /// Like [`Store::lookup`], after `check` passed on the bucket's settings, all under one
@@ -331,7 +359,7 @@ impl Store {
         let cfg = inner.b.config(bucket).ok_or(Checked::NoBucket)?;
         check(cfg).map_err(Checked::Refused)?;
         let Some(size) = inner.b.lookup(id, bucket, key, count) else { return Ok(None) };
-        Ok(Some(Found { id, size, hot: inner.hot.get(id), epoch: inner.hot.epoch() }))
+        Ok(Some(inner.found(id, size)))
     }
 
     /// Keeps a small object just read whole from its file in memory, unless the index changed
@@ -343,6 +371,22 @@ impl Store {
         }
         let obj = HotObject { data: data.clone(), etag: opened.header.etag };
         self.lock().hot.fill(found.id, found.epoch, obj);
+    }
+
+    /// Keeps the file of a big object just opened for a GET open for the next ones, unless
+    /// the index changed since `found` was looked up (the file may then be an older version).
+    pub fn keep_open(&self, found: &Found, file: &Arc<OpenFile>) {
+        if found.size <= crate::hot::MAX_OBJECT || found.file.is_some() || file.size != found.size {
+            return;
+        }
+        let (_, dropped) = self.lock().files.fill(found.id, found.files_epoch, file.clone());
+        // closed here, after the lock is let go
+        drop(dropped);
+    }
+
+    /// Files the open-file tier keeps (tests, stats).
+    pub fn open_files(&self) -> usize {
+        self.lock().files.len()
     }
 
     /// Opens a found object; `None` if it went away meanwhile (evicted, deleted) or the file
@@ -424,6 +468,8 @@ impl Store {
         drop(file);
         let id = object_id(&put.header.bucket, &put.header.key);
         let path = object_path(&self.root, id);
+        // declared before the guard, so dropped (the files closed) after the lock is let go
+        let mut closing = vec![];
         let mut inner = self.lock();
         // the bucket was deleted since the PUT began (maybe created again: another index):
         // its objects must not come back
@@ -439,12 +485,12 @@ impl Store {
             std::fs::rename(&put.tmp, &path).map_err(|e| StoreError::io(&path, e))?;
         }
         put.tmp = PathBuf::new(); // renamed: nothing for Drop to remove
-        inner.hot.invalidate(id);
+        closing.extend(inner.forget(id));
         inner.b.insert(id, bi, put.header.key.clone().into_boxed_slice(), put.header.size);
         inner.b.count_put(bi, put.header.size);
         let evicted = inner.b.evict_to_fit(Some(id));
         for &v in &evicted {
-            inner.hot.invalidate(v);
+            closing.extend(inner.forget(v));
             let _ = std::fs::remove_file(object_path(&self.root, v));
         }
         Ok(put.header.clone())
@@ -455,8 +501,11 @@ impl Store {
         let id = object_id(bucket, key);
         let mut inner = self.lock();
         if inner.b.remove(id, bucket, key) {
-            inner.hot.invalidate(id);
+            let closing = inner.forget(id);
             let _ = std::fs::remove_file(object_path(&self.root, id));
+            // the file closed after the lock is let go
+            drop(inner);
+            drop(closing);
             true
         } else {
             false

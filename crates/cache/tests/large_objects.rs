@@ -320,3 +320,52 @@ fn big_objects_over_https_stream_whole_ranged_and_cut_when_truncated() {
     let got = cut_body(&mut c, "https");
     assert!(got.len() < obj.len() && got == obj[..got.len()], "the body is cut, its bytes the object's");
 }
+
+/// Descriptors of this process (the node runs in it) open on a deleted file of `s`'s objects:
+/// a replaced, deleted or evicted object's file kept open would hold its disk space.
+fn deleted_files_held(s: &Srv) -> usize {
+    let objects = s.node.store.root().join("objects");
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|p| p.starts_with(&objects) && p.to_string_lossy().ends_with(" (deleted)"))
+        .count()
+}
+
+#[test]
+fn a_kept_open_file_never_serves_a_replaced_deleted_or_evicted_object() {
+    let (s, admin, reader) = node();
+    let (old, new) = (data(2 * MIB + 1, 6), data(MIB + 5, 7));
+    put(&s, &admin, "k", &old);
+    for _ in 0..2 {
+        assert!(ask(&s, &req("GET", "k", &reader, "")).body == old);
+    }
+    assert_eq!(s.node.store.open_files(), 1, "the big object's file is kept open for the next GET");
+    // replaced: every later answer, fast path or hyper's, whole or ranged, is the new object
+    put(&s, &admin, "k", &new);
+    assert_eq!(deleted_files_held(&s), 0, "the replaced file was closed, its space freed");
+    for _ in 0..2 {
+        for (extra, want) in [("", &new[..]), ("Range: bytes=1000-\r\n", &new[1000..])] {
+            let r = req("GET", "k", &reader, extra);
+            assert!(ask(&s, &r).body == want, "{extra}: the fast path sent the replaced object");
+            assert!(by_hyper(&s, &r).body == want, "{extra}: hyper's path sent the replaced object");
+        }
+    }
+    // deleted: a miss, its file closed
+    let (status, _) = s.request("DELETE", "/v1/objects/ds/k", Some(&admin), b"");
+    assert_eq!(status, 204);
+    for r in [req("GET", "k", &reader, ""), req("HEAD", "k", &reader, "")] {
+        assert_eq!(ask(&s, &r).status, 404, "{r}");
+        assert_eq!(by_hyper(&s, &r).status, 404, "{r}");
+    }
+    assert_eq!((s.node.store.open_files(), deleted_files_held(&s)), (0, 0));
+    // evicted by a quota set below what the bucket holds: a miss, its file closed
+    put(&s, &admin, "e", &old);
+    assert!(ask(&s, &req("GET", "e", &reader, "")).body == old);
+    assert_eq!(s.node.store.open_files(), 1);
+    let cfg = s.node.store.bucket("ds").unwrap();
+    s.node.store.put_bucket(BucketConfig { quota: Some(MIB as u64), ..cfg }).unwrap();
+    assert_eq!(ask(&s, &req("GET", "e", &reader, "")).status, 404);
+    assert_eq!((s.node.store.open_files(), deleted_files_held(&s)), (0, 0));
+}

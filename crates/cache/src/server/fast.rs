@@ -230,12 +230,8 @@ async fn send(
             }
             write_two(stream, &h, data).await
         }
-        // opened for this request only: a big file kept open would hold its disk space after
-        // an eviction or a replacement (`sendfile.rs` keeps small ones)
-        Source::File(_) => {
-            let Source::File(o) = obj.source else { unreachable!("matched above") };
-            sendfile::send_file(stream, &h, &Arc::new(o.file), o.data_offset + start, len).await
-        }
+        // kept open by the store, which closes it when the object changes (`crate::files`)
+        Source::File(f) => sendfile::send_file(stream, &h, f, start, len).await,
     }
 }
 

@@ -24,8 +24,9 @@ use super::forward::ForwardError;
 use super::range::{self, Want};
 use super::{Body, FORWARDED, Node, auth, error};
 use crate::StoreError;
+use crate::files::OpenFile;
 use crate::metrics::NodeCounters;
-use crate::store::{Checked, Found, Opened};
+use crate::store::{Checked, Found};
 
 /// Objects up to this size are read inline; larger ones are streamed.
 const INLINE_READ: u64 = 256 * 1024;
@@ -154,7 +155,8 @@ pub async fn handle(node: &Arc<Node>, req: Request<Incoming>, bucket: String, ke
 /// Where a GET's bytes come from.
 pub(super) enum Source {
     Memory(Bytes),
-    File(Opened),
+    /// The object's file, kept open by the store ([`crate::files`]) or opened for this GET.
+    File(Arc<OpenFile>),
 }
 
 /// An object a GET or HEAD found and may read.
@@ -188,13 +190,20 @@ pub(super) fn read(
     if let Some(h) = found.hot.take() {
         return Ok(Object { size: h.data.len() as u64, etag: h.etag, source: Source::Memory(h.data), found });
     }
+    if let Some(f) = found.file.take() {
+        return Ok(Object { size: f.size, etag: f.etag, source: Source::File(f), found });
+    }
     match node.store.open_object(bucket, key, &found, if head { 0 } else { INLINE_READ }) {
         Ok(Some(o)) => {
             node.store.keep_in_memory(&found, &o);
             let (size, etag) = (o.header.size, o.header.etag);
             let source = match o.data {
                 Some(d) => Source::Memory(d),
-                None => Source::File(o),
+                None => {
+                    let f = Arc::new(OpenFile::new(o.file, o.data_offset, etag, size));
+                    node.store.keep_open(&found, &f);
+                    Source::File(f)
+                }
             };
             Ok(Object { source, size, etag, found })
         }
@@ -279,7 +288,7 @@ fn response(status: StatusCode, headers: HeaderMap, body: Body) -> Response<Body
 /// `n` bytes of the object's data from `start`, read into a new buffer that is not zeroed
 /// first (zeroing 1 MiB chunks was 13 % of a big GET's time, issue 42); a file that ends
 /// before them is an `UnexpectedEof` error.
-fn read_new(o: &Opened, n: usize, start: u64) -> std::io::Result<Bytes> {
+fn read_new(o: &OpenFile, n: usize, start: u64) -> std::io::Result<Bytes> {
     let mut buf = BytesMut::with_capacity(n);
     let spare = buf.spare_capacity_mut();
     let mut done = 0;
@@ -312,7 +321,7 @@ fn read_new(o: &Opened, n: usize, start: u64) -> std::io::Result<Bytes> {
 
 /// Streams `len` bytes from `start` by a blocking reader; a read error ends the body with an
 /// error, so the client sees a cut connection, never a short object passed off as whole.
-fn stream(o: Opened, start: u64, len: u64) -> Body {
+fn stream(o: Arc<OpenFile>, start: u64, len: u64) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::task::spawn_blocking(move || {
         let mut off = start;

@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::libc;
 
+use crate::files::OpenFile;
+
 /// Bytes checked (and read in when not cached) at a time.
 pub const WINDOW: u64 = 4 << 20;
 /// Bytes read at a time when warming a window (into a buffer each blocking thread reuses).
@@ -125,7 +127,7 @@ thread_local!(static WARM_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new(
 /// Reads `off..off + len` of `file` once on the blocking pool, so that its pages are cached
 /// when `sendfile` sends them; stops early at the end of the file (a truncated file is then
 /// found short by `sendfile` itself).
-pub async fn warm(file: Arc<File>, off: u64, len: u64) -> std::io::Result<()> {
+pub async fn warm(file: Arc<OpenFile>, off: u64, len: u64) -> std::io::Result<()> {
     let task = tokio::task::spawn_blocking(move || {
         WARM_BUF.with(|b| {
             let mut b = b.borrow_mut();
@@ -134,7 +136,7 @@ pub async fn warm(file: Arc<File>, off: u64, len: u64) -> std::io::Result<()> {
             let mut at = off;
             while at < off + len {
                 let n = WARM_READ.min((off + len - at) as usize);
-                match file.read_at(&mut b[..n], at) {
+                match file.file.read_at(&mut b[..n], at) {
                     Ok(0) => break,
                     Ok(got) => at += got as u64,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -1,5 +1,6 @@
 //! Sending an object's bytes from its file with `sendfile(2)` (the fast path, `fast.rs`),
-//! and the open object files each worker thread keeps for it (objects held in memory).
+//! and the open object files each worker thread keeps for it (objects held in memory; the
+//! files of bigger objects are kept by the store, [`crate::files`]).
 //!
 //! `sendfile` hands page-cache pages to the socket: no copy of the body in this process (the
 //! `writev` of a 64 KiB body from memory spent a quarter of the server's CPU copying it,
@@ -14,7 +15,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -24,19 +24,12 @@ use tokio::net::TcpStream;
 
 use super::objects::Object;
 use super::{Node, pagecache};
+use crate::files::OpenFile;
 
 /// Files each worker keeps open at most (fewer under a low descriptor limit).
 const FILES_PER_WORKER: usize = 64;
 
-/// An object file opened and checked: its data starts at `offset`.
-struct Kept {
-    file: Arc<File>,
-    offset: u64,
-    etag: u64,
-    size: u64,
-}
-
-thread_local!(static KEPT: RefCell<HashMap<u128, Kept>> = RefCell::new(HashMap::new()));
+thread_local!(static KEPT: RefCell<HashMap<u128, Arc<OpenFile>>> = RefCell::new(HashMap::new()));
 
 /// How many files a worker may keep: an eighth of the descriptor limit shared by the worker
 /// threads the machine can run, at most [`FILES_PER_WORKER`], so that connections never run
@@ -52,11 +45,9 @@ fn files_per_worker() -> usize {
 
 /// The open file holding `obj`'s current version, from this worker's cache or opened now;
 /// `None` when the file is gone or holds another version (the caller sends from memory).
-fn file_of(node: &Node, bucket: &str, key: &[u8], obj: &Object) -> Option<(Arc<File>, u64)> {
+fn file_of(node: &Node, bucket: &str, key: &[u8], obj: &Object) -> Option<Arc<OpenFile>> {
     let id = obj.found.id;
-    let cached = KEPT.with(|k| {
-        k.borrow().get(&id).filter(|f| f.etag == obj.etag && f.size == obj.size).map(|f| (f.file.clone(), f.offset))
-    });
+    let cached = KEPT.with(|k| k.borrow().get(&id).filter(|f| f.etag == obj.etag && f.size == obj.size).cloned());
     if cached.is_some() {
         return cached;
     }
@@ -64,7 +55,7 @@ fn file_of(node: &Node, bucket: &str, key: &[u8], obj: &Object) -> Option<(Arc<F
     if o.header.etag != obj.etag || o.header.size != obj.size {
         return None;
     }
-    let file = Arc::new(o.file);
+    let file = Arc::new(OpenFile::new(o.file, o.data_offset, o.header.etag, o.header.size));
     let max = files_per_worker();
     if max > 0 {
         KEPT.with(|k| {
@@ -74,10 +65,10 @@ fn file_of(node: &Node, bucket: &str, key: &[u8], obj: &Object) -> Option<(Arc<F
                 let old = *k.keys().next().expect("a full map has a key");
                 k.remove(&old);
             }
-            k.insert(id, Kept { file: file.clone(), offset: o.data_offset, etag: o.header.etag, size: o.header.size });
+            k.insert(id, file.clone());
         });
     }
-    Some((file, o.data_offset))
+    Some(file)
 }
 
 /// Sends `head` and then `len` bytes from `start` of `obj` (held in memory) from its file;
@@ -93,8 +84,8 @@ pub async fn send_object(
     start: u64,
     len: u64,
 ) -> std::io::Result<bool> {
-    let Some((file, offset)) = file_of(node, bucket, key, obj) else { return Ok(false) };
-    send_file(stream, head, &file, offset + start, len).await?;
+    let Some(file) = file_of(node, bucket, key, obj) else { return Ok(false) };
+    send_file(stream, head, &file, start, len).await?;
     Ok(true)
 }
 
@@ -104,22 +95,35 @@ pub async fn send_object(
 const CHECK_MIN: u64 = 256 * 1024;
 
 /// `head` (held back by `MSG_MORE` so that it leaves in the body's first segment), then `len`
-/// bytes of `file` from `offset` with `sendfile`, each [`pagecache::WINDOW`] of a bigger body
-/// read into the page cache on the blocking pool first when it is not there (so the worker
-/// never waits for the disk). A file shorter than its header says (truncated under the cache)
-/// ends the connection: the client sees a cut body, never a short one passed off as whole.
+/// bytes of the object's data from `start` with `sendfile`, each [`pagecache::WINDOW`] of a
+/// bigger body read into the page cache on the blocking pool first when it is not there (so
+/// the worker never waits for the disk). An object found wholly cached moments ago is not
+/// asked about again ([`OpenFile::recently_resident`]). A file shorter than its header says
+/// (truncated under the cache) ends the connection: the client sees a cut body, never a short
+/// one passed off as whole.
 pub async fn send_file(
     stream: &TcpStream,
     head: &[u8],
-    file: &Arc<File>,
-    offset: u64,
+    file: &Arc<OpenFile>,
+    start: u64,
     len: u64,
 ) -> std::io::Result<()> {
     use nix::sys::socket::{MsgFlags, send};
     let more = MsgFlags::from_bits_retain(nix::libc::MSG_MORE | nix::libc::MSG_NOSIGNAL);
+    let offset = file.data_offset + start;
     let end = offset + len;
     // bytes before this offset were found in the page cache (or are too few to ask about)
-    let mut checked = if len < CHECK_MIN { end } else { offset };
+    let mut checked = if len < CHECK_MIN || file.recently_resident() { end } else { offset };
+    // an object of one window: asked about whole, so that the answer serves its ranges too
+    if checked < end
+        && file.size <= pagecache::WINDOW
+        && pagecache::resident(&file.file, file.data_offset, file.size.max(1))
+    {
+        file.found_resident();
+        checked = end;
+    }
+    // whether every window asked about below was cached
+    let mut all_cached = true;
     let mut done = 0;
     while done < head.len() {
         match stream.try_io(Interest::WRITABLE, || Ok(send(stream.as_raw_fd(), &head[done..], more)?)) {
@@ -132,21 +136,25 @@ pub async fn send_file(
     while off < end {
         if off >= checked {
             let n = pagecache::WINDOW.min(end - off);
-            if !pagecache::resident(file, off, n) {
+            if !pagecache::resident(&file.file, off, n) {
+                all_cached = false;
                 pagecache::warm(file.clone(), off, n).await?;
             }
             checked = off + n;
         }
         let mut at = off as nix::libc::off_t;
         let left = (checked - off) as usize;
-        match stream
-            .try_io(Interest::WRITABLE, || Ok(nix::sys::sendfile::sendfile(stream, file.as_fd(), Some(&mut at), left)?))
-        {
+        match stream.try_io(Interest::WRITABLE, || {
+            Ok(nix::sys::sendfile::sendfile(stream, file.file.as_fd(), Some(&mut at), left)?)
+        }) {
             Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => off += n as u64,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => stream.writable().await?,
             Err(e) => return Err(e),
         }
+    }
+    if all_cached && start == 0 && len == file.size && len >= CHECK_MIN {
+        file.found_resident();
     }
     Ok(())
 }
