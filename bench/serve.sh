@@ -14,8 +14,10 @@
 #     (d) an endpoint whose replicas the manager cannot reach (a third agent, `far`, says its
 #     node is at ::1 where the replicas, on IPv4, do not listen), so through the tunnel;
 #     (e) with CEILING=path of `cargo build --release -p berth-manager --example proxy_ceiling`:
-#     a minimal proxy on the router's crates (axum, hyper-util's pooled client, tokio) over the
-#     same two replicas, nothing of berth's in it: the ceiling of that stack on this machine;
+#     a minimal proxy on the router's crates (axum, hyper, tokio) over the same two replicas,
+#     nothing of berth's in it: the ceiling of that stack on this machine, one row per mode in
+#     CEILING_MODES (default "mt pool": the stack before issue 42's second pass, and the one
+#     berth's router uses now: a current-thread runtime per core and its own HTTP/1.1 pool);
 #  2. a replica's death: SIGKILL of one replica's server under steady GET load (wrk,
 #     KILL_CONNS connections through the endpoint), seconds until a replacement replica is ready
 #     (polling the API every 50 ms) and failed requests seen meanwhile; KILLS times;
@@ -241,12 +243,15 @@ nginx_port=$(free_port)
 nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" -g 'daemon off;' &
 nginx_pid=$!
 for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$nginx_port/" >/dev/null && break; sleep 0.05; done
-ceiling_pid=''
+declare -A ceiling_pid ceiling_port
+CEILING_MODES=${CEILING_MODES:-mt pool}
 if [ -n "${CEILING:-}" ]; then
-  ceiling_port=$(free_port)
-  "$CEILING" "$ceiling_port" "${web_ports[@]}" &
-  ceiling_pid=$!
-  for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$ceiling_port/" >/dev/null && break; sleep 0.05; done
+  for mode in $CEILING_MODES; do
+    ceiling_port[$mode]=$(free_port)
+    "$CEILING" --mode "$mode" "${ceiling_port[$mode]}" "${web_ports[@]}" &
+    ceiling_pid[$mode]=$!
+    for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:${ceiling_port[$mode]}/" >/dev/null && break; sleep 0.05; done
+  done
 fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # CPU per request: nginx's master and workers; berth's `up` (manager and its agent) and the
@@ -270,9 +275,11 @@ for c in 1 16 64; do
   row "berth endpoint, 2 replicas" "$c" "$ecpu" <<<"$e"
   measure t "$berth_pid" "$far_pid" -- "http://127.0.0.1:$apps/serve/tunneled/" "$c" "$SECS" "Authorization: Bearer $tunnel_secret"
   row "berth endpoint through the agent (tunnel), 2 replicas" "$c" "$cpu_us" <<<"$t"
-  if [ -n "$ceiling_pid" ]; then
-    measure x "$ceiling_pid" -- "http://127.0.0.1:$ceiling_port/" "$c" "$SECS"
-    row "minimal hyper proxy (the stack's ceiling), 2 replicas" "$c" "$cpu_us" <<<"$x"
+  if [ -n "${CEILING:-}" ]; then
+    for mode in $CEILING_MODES; do
+      measure x "${ceiling_pid[$mode]}" -- "http://127.0.0.1:${ceiling_port[$mode]}/" "$c" "$SECS"
+      row "minimal hyper proxy ($mode: the stack's ceiling), 2 replicas" "$c" "$cpu_us" <<<"$x"
+    done
   fi
   ratios+=("$(awk -v c="$c" -v n="$n" -v e="$e" -v nc="$ncpu" -v ec="$ecpu" 'BEGIN { split(n, a, " "); split(e, b, " ");
     printf "| %s | %.2f | %.2f | %.2f |", c, (a[1] > 0 ? b[1] / a[1] : 0), (a[3] > 0 ? b[3] / a[3] : 0), (nc > 0 ? ec / nc : 0) }')")
@@ -296,7 +303,7 @@ if [ -n "${PERF:-}" ] && [ -n "${perf_pid:-}" ]; then
 fi
 kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true
 nginx_pid=
-[ -n "$ceiling_pid" ] && { kill "$ceiling_pid"; wait "$ceiling_pid" 2>/dev/null || true; }
+for p in "${ceiling_pid[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 
 berth serve rm proxied >/dev/null
 berth serve rm tunneled >/dev/null

@@ -70,14 +70,62 @@ fn get(url: &str, token: Option<&str>) -> Answer {
     Answer { status, replica, body: body.to_string() }
 }
 
+/// A replica that moves: on every address of `$PORT` until `GET /move`, which closes that
+/// listener and listens on the loopback only (as a server restarted with another bind
+/// would); every answer closes its connection, so each request opens a new one. Answers
+/// `ADDRESS COUNT` like [`SERVER`].
+const MOVING_SERVER: &str = r#"
+import http.server, os, threading, time
+port = int(os.environ["PORT"])
+lock = threading.Lock()
+seen = [0]
+servers = []
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        if self.path.startswith("/healthz"):
+            body = b"ok\n"
+        elif self.path.startswith("/move"):
+            old = servers[-1]
+            old.shutdown()
+            old.server_close()
+            start("127.0.0.1")
+            body = b"moved\n"
+        else:
+            with lock:
+                n = seen[0]
+                seen[0] += 1
+            body = f"{self.connection.getsockname()[0]} {n}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+    def log_message(self, *a):
+        pass
+def start(addr):
+    s = http.server.ThreadingHTTPServer((addr, port), H)
+    servers.append(s)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+start("0.0.0.0")
+while True:
+    time.sleep(3600)
+"#;
+
 /// A cluster of `agents` (name, `--address`) with the server script; endpoint `name` of one
 /// replica per agent, ready; its URL and a token.
 fn endpoint(agents: &[(&str, &str)], name: &str) -> (Berth, String, String) {
+    endpoint_of(agents, name, SERVER)
+}
+
+/// [`endpoint`], its replicas running `server`.
+fn endpoint_of(agents: &[(&str, &str)], name: &str, server: &str) -> (Berth, String, String) {
     let flags: Vec<[&str; 2]> = agents.iter().map(|(_, a)| ["--address", *a]).collect();
     let spec: Vec<(&str, &[&str])> = agents.iter().zip(&flags).map(|((n, _), f)| (*n, &f[..])).collect();
     let b = Berth::cluster("", &spec);
     let script = b.home.path().join("submit/server.py");
-    std::fs::write(&script, SERVER).unwrap();
+    std::fs::write(&script, server).unwrap();
     let replicas = agents.len().to_string();
     let o = b.cli(&[
         "serve",
@@ -174,4 +222,46 @@ fn the_direct_path_refuses_what_the_tunnel_refuses() {
     assert!(b.cli(&["serve", "public", "guarded", "on"]).status.success());
     let open = get(&format!("{url}x"), None);
     assert_eq!((open.status, open.body.as_str()), (200, "127.0.0.2 2\n"));
+}
+
+#[test]
+fn a_direct_connection_refused_after_the_decision_falls_back_to_the_tunnel_without_a_failed_request() {
+    let (b, url, token) = endpoint_of(&[("n1", "127.0.0.2")], "moving", MOVING_SERVER);
+    let v = b.json(&["serve", "show", "moving"]);
+    assert_eq!(routes(&v)["n1"].1, "direct", "{v:#}");
+    let first = get(&format!("{url}x"), Some(&token));
+    assert_eq!((first.status, first.body.as_str()), (200, "127.0.0.2 0\n"), "called directly");
+
+    // The replica leaves the node's address: the route still says direct, the next direct
+    // connection is refused, and the same request goes through the agent instead.
+    let moved = get(&format!("{url}move"), Some(&token));
+    assert_eq!((moved.status, moved.body.as_str()), (200, "moved\n"));
+    for n in 1..6 {
+        let a = get(&format!("{url}x"), Some(&token));
+        assert_eq!((a.status, a.body.as_str()), (200, format!("127.0.0.1 {n}\n").as_str()), "through the agent");
+    }
+    // The failure left the replica undecided, never out of rotation; its next passing probe
+    // decides again (directly to the node's loopback, where it listens now: the node is this
+    // machine).
+    b.wait_endpoint("moving", "its route decided again", |v| {
+        v["replicas"][0]["route"].is_string() && v["ready"].as_u64() == Some(1)
+    });
+    let after = get(&format!("{url}x"), Some(&token));
+    assert_eq!((after.status, after.body.as_str()), (200, "127.0.0.1 6\n"));
+}
+
+#[test]
+fn a_pooled_connection_the_replica_closed_while_idle_is_not_the_replicas_failure() {
+    // The replica closes a connection after 0.4 s without a request (as servers with a
+    // keep-alive timeout do); the router's pooled connection to it is closed by then.
+    let server = SERVER
+        .replace("    protocol_version = \"HTTP/1.1\"\n", "    protocol_version = \"HTTP/1.1\"\n    timeout = 0.4\n");
+    let (b, url, token) = endpoint_of(&[("n1", "127.0.0.2")], "idle", &server);
+    for n in 0..3 {
+        let a = get(&format!("{url}x"), Some(&token));
+        assert_eq!((a.status, a.body.as_str()), (200, format!("127.0.0.2 {n}\n").as_str()));
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    let v = b.json(&["serve", "show", "idle"]);
+    assert_eq!((v["ready"].as_u64(), routes(&v)["n1"].1.as_str()), (Some(1), "direct"), "still in rotation: {v:#}");
 }

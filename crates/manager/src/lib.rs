@@ -496,7 +496,11 @@ fn serve_apps(
         );
     }
     let _ = m.apps.set(manager::AppsEndpoint { port: bound.port(), public_url });
-    let task = serve_tcp(listener, apps::router(m.clone()), tls, stop)?;
+    let task = match tls {
+        // A current-thread worker per core (`apps/workers.rs`); TLS on the shared runtime.
+        None => apps::workers::serve(m.clone(), listener, stop)?,
+        tls => serve_tcp(listener, apps::router(m.clone()), tls, stop)?,
+    };
     tracing::info!(%bound, "app proxy listening");
     Ok((bound, task))
 }

@@ -19,7 +19,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use berth_model::endpoint::ReplicaRoute;
-use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::TokioIo;
 use tokio::io::DuplexStream;
 use tokio::net::TcpStream;
@@ -101,12 +100,6 @@ pub async fn connect(addr: SocketAddr) -> Result<AppIo, String> {
     };
     let _ = tcp.set_nodelay(true);
     Ok(AppIo::Direct(TokioIo::new(tcp)))
-}
-
-impl Connection for AppIo {
-    fn connected(&self) -> Connected {
-        Connected::new()
-    }
 }
 
 impl hyper::rt::Read for AppIo {

@@ -14,12 +14,13 @@ pub struct AppKey {
 }
 
 impl AppKey {
-    /// The pool's host name for the app: `<job>.<attempt>.<app>.berth`.
+    /// The app's host name where a request has none (HTTP/2's): `<job>.<attempt>.<app>.berth`.
     pub(super) fn authority(&self) -> String {
         format!("{}.{}.{}.berth", self.job, self.attempt, self.app)
     }
 
-    pub(super) fn from_authority(host: &str) -> Option<AppKey> {
+    #[cfg(test)]
+    fn from_authority(host: &str) -> Option<AppKey> {
         let mut parts = host.splitn(4, '.');
         let job = parts.next()?.parse().ok()?;
         let attempt = parts.next()?.parse().ok()?;

@@ -18,7 +18,9 @@
 
 pub mod direct;
 pub mod key;
+mod pool;
 pub mod proxy;
+pub mod workers;
 
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
-//! HTTP to a job's app over forwarded connections: a hyper client whose connector opens a
-//! forward into the job's main kernel (`StreamOpen::Forward`, through the node's agent), or
-//! for a serving replica that is reachable, a TCP connection straight to its port
-//! (`direct.rs`), so connections are pooled per app and kept alive like any HTTP client's,
-//! and WebSocket upgrades (Jupyter's kernels) are carried through as raw bytes.
+//! HTTP to a job's app over forwarded connections: HTTP/1.1 connections that open a forward
+//! into the job's main kernel (`StreamOpen::Forward`, through the node's agent), or for a
+//! serving replica that is reachable, a TCP connection straight to its port (`direct.rs`),
+//! pooled per app and kept alive like any HTTP client's (`pool.rs`), and WebSocket upgrades
+//! (Jupyter's kernels) are carried through as raw bytes.
 //!
 //! What reaches the app: the request as the browser sent it (its path keeps the
 //! `/apps/<job>/<app>/` prefix, which the app was told as its base URL, unless the app strips
@@ -12,28 +12,27 @@
 //! any cookie named like berth's (an app must not plant a dashboard session).
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use axum::body::Body;
+use axum::http::uri::PathAndQuery;
 use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, header};
 use berth_model::protocol::{ForwardTarget, StreamOpen};
 use berth_model::stream::ForwardOpened;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
 
 use super::direct::{AppIo, Routes};
 pub use super::key::AppKey;
+use super::pool::Pool;
 use crate::api::kernel_stream::{open_stream, tunnel};
 use crate::manager::Manager;
 
 /// What the apps' forwards said when they opened (their tokens; `None`: the app takes none).
 type Opened = Arc<Mutex<HashMap<AppKey, ForwardOpened>>>;
 
-/// Opens connections to apps for the pool: direct where the replica's route says so, else
-/// (and when a direct connection fails) a forward.
+/// Opens connections to apps: direct where the replica's route says so, else (and when a
+/// direct connection fails) a forward.
 #[derive(Clone)]
 pub struct Connector {
     m: Arc<Manager>,
@@ -41,36 +40,24 @@ pub struct Connector {
     routes: Routes,
 }
 
-impl tower_service::Service<Uri> for Connector {
-    type Response = AppIo;
-    type Error = std::io::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<AppIo, std::io::Error>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let this = self.clone();
-        Box::pin(async move {
-            let key = uri.host().and_then(AppKey::from_authority).ok_or_else(|| std::io::Error::other("not an app"))?;
-            if let Some(addr) = this.routes.direct(&key) {
-                match super::direct::connect(addr).await {
-                    Ok(io) => return Ok(io),
-                    // Nothing is sent yet: the request goes through the tunnel instead, and the
-                    // replica's next passing probe decides its route again.
-                    Err(e) => {
-                        tracing::info!(job = key.job, "direct connection failed, through the agent instead: {e}");
-                        this.routes.forget(&key);
-                    }
+impl Connector {
+    /// A new connection to app `key`: straight to its port where its route says so, else
+    /// through its agent.
+    async fn connect(&self, key: &AppKey) -> Result<AppIo, String> {
+        if let Some(addr) = self.routes.direct(key) {
+            match super::direct::connect(addr).await {
+                Ok(io) => return Ok(io),
+                // Nothing is sent yet: the request goes through the tunnel instead, and the
+                // replica's next passing probe decides its route again.
+                Err(e) => {
+                    tracing::info!(job = key.job, "direct connection failed, through the agent instead: {e}");
+                    self.routes.forget(key);
                 }
             }
-            this.open(&key).await.map_err(std::io::Error::other)
-        })
+        }
+        self.open(key).await
     }
-}
 
-impl Connector {
     /// A new forwarded connection to the app, what it said noted.
     async fn open(&self, key: &AppKey) -> Result<AppIo, String> {
         let open = StreamOpen::Forward { target: ForwardTarget::App(key.app.clone()) };
@@ -95,9 +82,9 @@ impl Connector {
     }
 }
 
-/// The app proxy's HTTP client.
+/// The app proxy's HTTP client: a pool of HTTP/1.1 connections per app (`pool.rs`).
 pub struct Proxy {
-    client: Client<Connector, Body>,
+    pool: Pool,
     connector: Connector,
 }
 
@@ -108,9 +95,7 @@ impl Proxy {
     /// A proxy whose serving replicas are reached by `routes` (shared by the router and the
     /// controller, which decides them).
     pub fn new(m: Arc<Manager>, routes: Routes) -> Proxy {
-        let connector = Connector { m, opened: Opened::default(), routes };
-        let client = Client::builder(TokioExecutor::new()).build(connector.clone());
-        Proxy { client, connector }
+        Proxy { pool: Pool::default(), connector: Connector { m, opened: Opened::default(), routes } }
     }
 
     /// What the last forward to app `key` said when it opened.
@@ -127,7 +112,6 @@ impl Proxy {
     pub async fn forward(&self, key: AppKey, req: Request<Body>, forwarded: Forwarded) -> Response<Body> {
         match self.send(key.clone(), req, forwarded).await {
             Ok(r) => r,
-            Err(SendError::BadPath(e)) => plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
             Err(e) => unavailable(&key, &e.to_string()),
         }
     }
@@ -141,23 +125,11 @@ impl Proxy {
         forwarded: Forwarded,
     ) -> Result<Response<Body>, SendError> {
         let token = self.connector.token(&key).await.map_err(SendError::Connect)?;
-        let path = req.uri().path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
-        let uri = format!("http://{}{path}", key.authority())
-            .parse::<Uri>()
-            .map_err(|e| SendError::BadPath(e.to_string()))?;
-        *req.uri_mut() = uri;
         // The forward is HTTP/1.1 whatever the client spoke (HTTP/2 ends here).
         *req.version_mut() = axum::http::Version::HTTP_11;
         clean_request_headers(req.headers_mut(), token.as_deref(), &forwarded);
         let client_upgrade = is_upgrade(req.headers()).then(|| hyper::upgrade::on(&mut req));
-        let mut resp = match self.client.request(req).await {
-            Ok(r) => r,
-            Err(e) => {
-                // A dead pooled connection or a restarted app: the next request gets a new one.
-                let why = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string());
-                return Err(if e.is_connect() { SendError::Connect(why) } else { SendError::Failed(why) });
-            }
-        };
+        let mut resp = self.round_trip(&key, req).await?;
         clean_response_headers(resp.headers_mut());
         if resp.status() == StatusCode::SWITCHING_PROTOCOLS
             && let Some(client_upgrade) = client_upgrade
@@ -176,21 +148,65 @@ impl Proxy {
         Ok(resp.map(Body::new))
     }
 
+    /// Sends `req` to app `key` on a pooled connection, or a new one: its path in origin
+    /// form, a `Host` header where the client sent none (HTTP/2 has `:authority` instead).
+    /// A pooled connection that closed before the request could go on it (the app closed it
+    /// while idle) is not the app's failure: the request goes on another, or a new one.
+    async fn round_trip(&self, key: &AppKey, mut req: Request<Body>) -> Result<Response<Incoming>, SendError> {
+        let pq = req.uri().path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
+        *req.uri_mut() = Uri::from(pq);
+        if !req.headers().contains_key(header::HOST)
+            && let Ok(h) = HeaderValue::from_str(&key.authority())
+        {
+            req.headers_mut().insert(header::HOST, h);
+        }
+        loop {
+            let (mut send, pooled) = match self.pool.take(key) {
+                Some(s) => (s, true),
+                None => (self.handshake(key).await.map_err(SendError::Connect)?, false),
+            };
+            match send.try_send_request(req).await {
+                Ok(resp) => {
+                    // An upgraded connection is the upgrade's now.
+                    if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+                        self.pool.put(key, send);
+                    }
+                    return Ok(resp);
+                }
+                Err(mut e) => match e.take_message() {
+                    Some(r) if pooled => req = r,
+                    Some(_) => return Err(SendError::Connect(why(&e.into_error()))),
+                    // A dead connection or a restarted app: the next request gets a new one.
+                    None => return Err(SendError::Failed(why(&e.into_error()))),
+                },
+            }
+        }
+    }
+
+    /// A new connection to app `key`, its HTTP/1.1 driven by a task of its own.
+    async fn handshake(&self, key: &AppKey) -> Result<hyper::client::conn::http1::SendRequest<Body>, String> {
+        let io = self.connector.connect(key).await?;
+        let (send, conn) = hyper::client::conn::http1::handshake(io).await.map_err(|e| why(&e))?;
+        let job = key.job;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(job, "connection to an app ended: {}", why(&e));
+            }
+        });
+        Ok(send)
+    }
+
     /// A health probe: `GET path` answered 2xx or 3xx, or (no path) a connection opens.
     pub async fn probe(&self, key: &AppKey, path: Option<&str>, timeout: std::time::Duration) -> Result<(), String> {
         let work = async {
             let Some(path) = path else {
                 return self.connector.open(key).await.map(drop);
             };
-            let uri: Uri = format!("http://{}{path}", key.authority()).parse().map_err(|e| format!("{e}"))?;
-            let req = Request::get(uri)
+            let req = Request::get(path)
                 .header(header::USER_AGENT, "berth-probe")
                 .body(Body::empty())
                 .map_err(|e| e.to_string())?;
-            let resp =
-                self.client.request(req).await.map_err(|e| {
-                    std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string())
-                })?;
+            let resp = self.round_trip(key, req).await.map_err(|e| e.to_string())?;
             let status = resp.status();
             // Read the body so the connection goes back to the pool.
             let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
@@ -207,6 +223,11 @@ impl Proxy {
     }
 }
 
+/// What went wrong, as the innermost cause says it (hyper's own words are generic).
+fn why(e: &hyper::Error) -> String {
+    std::error::Error::source(e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string())
+}
+
 /// Why a request did not get an answer from the app.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
@@ -216,8 +237,6 @@ pub enum SendError {
     /// The connection failed after the request was (perhaps) sent.
     #[error("{0}")]
     Failed(String),
-    #[error("invalid request path: {0}")]
-    BadPath(String),
 }
 
 /// What the app is told about the original request.

@@ -30,7 +30,7 @@ use berth_model::JobId;
 use berth_model::endpoint::ReplicaState;
 use tokio::sync::Notify;
 
-use crate::apps::proxy::{AppKey, Forwarded, Proxy, SendError, plain};
+use crate::apps::proxy::{AppKey, Forwarded, Proxy, plain};
 use crate::manager::Manager;
 
 /// Tries per request (the first and two retries on other replicas).
@@ -231,7 +231,6 @@ async fn route(
                 p.headers.insert("x-berth-replica", HeaderValue::from(job));
                 return Response::from_parts(p, Body::new(Counted { inner: b, _inflight: inflight }));
             }
-            Err(SendError::BadPath(e)) => return plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
             Err(e) => {
                 super::controller::unreachable(m, job, &e.to_string());
                 last = format!("replica job {job}: {e}");
