@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::AgentConfig;
-use crate::tls::TlsFailure;
+use berth_tls::client::TlsFailure;
 
 pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -126,7 +126,7 @@ pub(crate) async fn dial_url(
     let connector = match url.starts_with("wss://") {
         true => {
             let tls =
-                crate::tls::client_config(config.ca_file.as_deref()).map_err(|e| DialError::Other(e.to_string()))?;
+                berth_tls::client::client_config(config.ca_file.as_deref()).map_err(|e| DialError::Other(e.to_string()))?;
             Some(Connector::Rustls(Arc::new(tls)))
         }
         false => None,
@@ -161,7 +161,7 @@ pub(crate) async fn dial_url(
         Ok(Err(tungstenite::Error::Io(e))) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             Err(DialError::Down(format!("cannot connect to {url}: {e} (is the manager running?)")))
         }
-        Ok(Err(e)) => Err(DialError::Other(match crate::tls::classify(&e) {
+        Ok(Err(e)) => Err(DialError::Other(match berth_tls::client::classify(&e) {
             Some(TlsFailure::Untrusted(why)) => format!(
                 "cannot connect to {url}: manager certificate not trusted ({why}): pass --ca-file with the CA that signed it"
             ),

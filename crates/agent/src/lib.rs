@@ -27,7 +27,6 @@ pub mod metrics;
 pub mod runtime;
 mod setup;
 mod streams;
-pub mod tls;
 
 /// How to start an agent.
 #[derive(Debug, Clone)]
@@ -110,7 +109,7 @@ pub fn discover(config: &AgentConfig) -> anyhow::Result<berth_model::Topology> {
 /// is stopped and reported before the socket is closed).
 pub async fn run(config: AgentConfig, shutdown: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
     // A CA file that cannot be used fails the start: retrying would never help.
-    tls::client_config(config.ca_file.as_deref())?;
+    berth_tls::client::client_config(config.ca_file.as_deref())?;
     let topology = discover(&config)?;
     tracing::info!(
         node = %config.name,

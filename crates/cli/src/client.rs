@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use berth_agent::tls::TlsFailure;
+use berth_tls::client::TlsFailure;
 use berth_model::JobId;
 use berth_model::api::{
     CancelResult, CancelTasks, CreateUserRequest, DrainRequest, ErrorBody, Health, JobDetail, JobListQuery, JobView,
@@ -76,7 +76,7 @@ impl Client {
         if managers.any_https() || creds.ca_file.is_some() {
             // The agent's trust rules (public roots, the system's store, the CA file's
             // certificates), so the CLI and the agents accept the same managers.
-            http = http.use_preconfigured_tls(berth_agent::tls::client_config(creds.ca_file.as_deref())?);
+            http = http.use_preconfigured_tls(berth_tls::client::client_config(creds.ca_file.as_deref())?);
         }
         let (base, shown) = match &creds.socket {
             Some(s) => {
@@ -139,7 +139,7 @@ impl Client {
     fn transport_error(&self, e: reqwest::Error) -> anyhow::Error {
         tracing::debug!(error = ?e, "request failed");
         // TLS failures happen while connecting: tell them apart from a manager that is down.
-        match berth_agent::tls::classify(&e) {
+        match berth_tls::client::classify(&e) {
             Some(TlsFailure::Untrusted(why)) => {
                 return anyhow!(
                     "the berth manager's certificate at {} is not trusted ({why}): set BERTH_CA_FILE to the CA certificate (PEM) that signed it",

@@ -38,7 +38,7 @@ impl Client {
                     .await
                     .with_context(|| format!("cannot reach the berth manager at {}: is it running?", self.shown()))?;
                 let _ = tcp.set_nodelay(true);
-                let tls = (scheme == "https").then(|| berth_agent::tls::client_config(self.ca_file.as_deref()));
+                let tls = (scheme == "https").then(|| berth_tls::client::client_config(self.ca_file.as_deref()));
                 let connector = tls.transpose()?.map(|c| Connector::Rustls(Arc::new(c)));
                 let ws_scheme = if scheme == "https" { "wss" } else { "ws" };
                 (format!("{ws_scheme}://{rest}{path}"), Box::new(tcp), connector)

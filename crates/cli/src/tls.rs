@@ -20,9 +20,9 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
-    pub(crate) fn files(&self) -> Option<berth_manager::tls::TlsFiles> {
+    pub(crate) fn files(&self) -> Option<berth_tls::server::TlsFiles> {
         match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Some(berth_manager::tls::TlsFiles { cert: cert.clone(), key: key.clone() }),
+            (Some(cert), Some(key)) => Some(berth_tls::server::TlsFiles { cert: cert.clone(), key: key.clone() }),
             _ => None,
         }
     }
@@ -37,8 +37,8 @@ impl TlsArgs {
 
 /// The TLS of a cache node: serve with `tls` (cert and key files) when given, reach https://
 /// members trusting berth's roots plus `ca_file`. The manager's and agents' loaders.
-pub(crate) fn node_tls(tls: Option<&berth_manager::tls::TlsFiles>, ca_file: Option<&Path>) -> anyhow::Result<NodeTls> {
-    let server = tls.map(berth_manager::tls::server_config).transpose()?;
-    let client = Arc::new(berth_agent::tls::client_config(ca_file)?);
+pub(crate) fn node_tls(tls: Option<&berth_tls::server::TlsFiles>, ca_file: Option<&Path>) -> anyhow::Result<NodeTls> {
+    let server = tls.map(berth_tls::server::server_config).transpose()?;
+    let client = Arc::new(berth_tls::client::client_config(ca_file)?);
     Ok(NodeTls { server, client: Some(client) })
 }

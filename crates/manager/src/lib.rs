@@ -67,7 +67,6 @@ mod step_token;
 mod store_health;
 mod streams;
 mod tenancy;
-pub mod tls;
 mod token;
 mod web;
 
@@ -101,7 +100,7 @@ pub struct ManagerConfig {
     /// Seconds without heartbeat before a node is `lost`.
     pub heartbeat_timeout: std::time::Duration,
     /// Serve HTTPS/WSS only, with this certificate and key (`--tls-cert`/`--tls-key`).
-    pub tls: Option<tls::TlsFiles>,
+    pub tls: Option<berth_tls::server::TlsFiles>,
     /// The dataset cache to hand jobs (`BERTH_CACHE_URL` and a job-scoped token).
     pub cache: Option<cache_env::CacheEnv>,
     /// Also serve the API on this unix socket, for local users whose identity the kernel
@@ -246,7 +245,7 @@ impl ManagerHandle {
 pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     let cfg = config::load(config.config_file.as_deref())?;
     // Bad certificate files fail the start before anything is opened.
-    let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
+    let tls = config.tls.as_ref().map(berth_tls::server::server_config).transpose()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let url = config
@@ -517,7 +516,7 @@ fn serve_tcp(
     };
     Ok(match tls {
         Some(tls) => {
-            let listener = tls::TlsListener::new(listener, tls)?;
+            let listener = berth_tls::server::TlsListener::new(listener, tls)?;
             tokio::spawn(async move { report(axum::serve(listener, app).with_graceful_shutdown(graceful).await) })
         }
         None => tokio::spawn(async move {

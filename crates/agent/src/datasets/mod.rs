@@ -31,7 +31,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
 /// The HTTP client of prefetches, trusting what the agent trusts (`--ca-file`).
 pub(crate) fn client(ca_file: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
-    let tls = crate::tls::client_config(ca_file)?;
+    let tls = berth_tls::client::client_config(ca_file)?;
     Ok(reqwest::Client::builder().use_preconfigured_tls(tls).pool_max_idle_per_host(PARALLEL).build()?)
 }
 

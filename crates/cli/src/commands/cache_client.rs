@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
-use berth_agent::tls::TlsFailure;
+use berth_tls::client::TlsFailure;
 use berth_cache::maglev::{HASH_VERSION, Maglev, Member};
 use berth_model::api::CacheBucket;
 use clap::Args;
@@ -69,14 +69,14 @@ async fn manager_cache_url() -> Option<String> {
 pub(crate) fn http_client(ca_file: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
     let mut b = reqwest::Client::builder().connect_timeout(Duration::from_secs(5));
     if let Some(ca) = ca_file {
-        b = b.use_preconfigured_tls(berth_agent::tls::client_config(Some(ca))?);
+        b = b.use_preconfigured_tls(berth_tls::client::client_config(Some(ca))?);
     }
     b.build().context("cannot set up the HTTP client")
 }
 
 /// A failed request to the cache node at `base` as a message a user can act on.
 pub(crate) fn transport_error(base: &str, e: reqwest::Error) -> anyhow::Error {
-    match berth_agent::tls::classify(&e) {
+    match berth_tls::client::classify(&e) {
         Some(TlsFailure::Untrusted(why)) => anyhow!(
             "the cache node's certificate at {base} is not trusted ({why}): set BERTH_CA_FILE (or --ca-file) to the CA certificate (PEM) that signed it"
         ),

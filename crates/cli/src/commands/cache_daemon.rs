@@ -126,7 +126,7 @@ impl UpCacheArgs {
     pub async fn start(
         &self,
         data_dir: &Path,
-        tls: Option<&berth_manager::tls::TlsFiles>,
+        tls: Option<&berth_tls::server::TlsFiles>,
         trusted: Option<&Path>,
     ) -> anyhow::Result<Option<Embedded>> {
         if self.no_cache {
