@@ -10,12 +10,13 @@ use berth_model::{
 };
 use jiff::Timestamp;
 
-use crate::{Change, JobFilter, NodeRow, Store, StoreError};
+use crate::{Change, JobFilter, NewJob, NodeRow, Store, StoreError};
 
 #[path = "conformance_batch.rs"]
 mod batch;
 pub use batch::{
-    a_batch_of_many_jobs_and_mixed_changes_applies_in_order, one_wrong_from_in_a_large_batch_rolls_back_all_of_it,
+    a_batch_of_many_jobs_and_mixed_changes_applies_in_order, a_batch_of_submits_is_inserted_in_order_or_not_at_all,
+    one_wrong_from_in_a_large_batch_rolls_back_all_of_it,
 };
 #[path = "conformance_cache.rs"]
 mod cache;
@@ -44,7 +45,7 @@ macro_rules! conformance_tests {
             queues_and_usage, tenancy, cache_state, cache_members, leader_lease,
             idempotent_submits, array_tasks, folders, endpoints, archive_moves_only_old_finished_jobs,
             archived_ids_are_never_reused, a_batch_of_many_jobs_and_mixed_changes_applies_in_order,
-            one_wrong_from_in_a_large_batch_rolls_back_all_of_it);
+            one_wrong_from_in_a_large_batch_rolls_back_all_of_it, a_batch_of_submits_is_inserted_in_order_or_not_at_all);
     };
     (@each $fresh:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test]
@@ -639,6 +640,9 @@ pub async fn leader_lease(s: &dyn Store) {
     for refused in [
         s.apply(std::slice::from_ref(&cancel)).await,
         s.insert_job(u.id, &JobSpec::command(["true"]), None, at(2)).await.map(|_| ()),
+        s.insert_jobs(&[NewJob { user_id: u.id, spec: &JobSpec::command(["true"]), submitter: None, at: at(2) }; 3])
+            .await
+            .map(|_| ()),
         s.upsert_node(&node("n9")).await,
         s.set_node_state("n9", NodeState::Lost, None).await,
     ] {
@@ -653,6 +657,9 @@ pub async fn leader_lease(s: &dyn Store) {
     // the new leader writes; a release lets the next one in at once
     s.fence(e2);
     s.apply(&[cancel]).await.expect("the new leader writes");
+    let spec = JobSpec::command(["true"]);
+    let two = [NewJob { user_id: u.id, spec: &spec, submitter: None, at: at(3) }; 2];
+    assert_eq!(s.insert_jobs(&two).await.expect("the new leader writes").len(), 2);
     s.lease_release("a", e1).await.unwrap();
     assert!(s.lease().await.unwrap().held(), "only the holder releases");
     s.lease_release("b", e2).await.unwrap();

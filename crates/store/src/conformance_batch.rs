@@ -6,7 +6,7 @@
 use berth_model::{EndCause, JobSpec, JobState, KernelUsage, PendingKind, PendingReason, StopCause};
 use jiff::Timestamp;
 
-use crate::{Change, Store, StoreError, UsageRow};
+use crate::{Change, NewJob, Store, StoreError, UsageRow};
 
 fn at(secs: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + secs).unwrap()
@@ -154,4 +154,54 @@ pub async fn one_wrong_from_in_a_large_batch_rolls_back_all_of_it(s: &dyn Store)
     let err = s.apply(&batch).await.unwrap_err();
     assert!(matches!(&err, StoreError::NotFound(what) if what == "job 88888"), "{err:?}");
     assert_eq!(s.job(ids[0]).await.unwrap().unwrap().state, JobState::Pending);
+}
+
+/// Many submits in one [`Store::insert_jobs`] (a group commit): each job gets its own row with
+/// its spec, time and submitter, PENDING with its `submitted` history; the ids are unique,
+/// after every id before, and ascending in the batch's order. One job that cannot be inserted
+/// (an array task already stored) among them fails the whole call and stores nothing of it;
+/// the batch without it then goes in, and ids stay unique.
+pub async fn a_batch_of_submits_is_inserted_in_order_or_not_at_all(s: &dyn Store) {
+    let u = s.create_user("ida", "user", at(0)).await.unwrap();
+    let first = s.insert_job(u.id, &JobSpec::command(["before"]), None, at(0)).await.unwrap();
+    let specs: Vec<JobSpec> = (0..700).map(|i| JobSpec::command([format!("job-{i}")])).collect();
+    let who = berth_model::UnixId { uid: 1000, gid: 100 };
+    let batch: Vec<NewJob<'_>> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| NewJob { user_id: u.id, spec, submitter: (i == 3).then_some(who), at: at(i as i64) })
+        .collect();
+    // 700 jobs: more than one multi-row statement's worth
+    let ids = s.insert_jobs(&batch).await.unwrap();
+    assert_eq!(ids.len(), specs.len());
+    assert!(ids[0] > first && ids.windows(2).all(|w| w[0] < w[1]), "ids ascending in the batch's order: {ids:?}");
+    for (i, &id) in ids.iter().enumerate() {
+        let j = s.job(id).await.unwrap().unwrap();
+        assert_eq!((&j.spec, j.submitted_at, j.state), (&specs[i], at(i as i64), JobState::Pending), "job {id}");
+        assert_eq!(j.submitter, (i == 3).then_some(who), "job {id}");
+        let history = s.transitions(id).await.unwrap();
+        assert_eq!(history.len(), 1);
+        assert_eq!(
+            (history[0].to, history[0].at, history[0].reason.as_str()),
+            (JobState::Pending, at(i as i64), "submitted")
+        );
+    }
+    assert_eq!(s.insert_jobs(&[]).await.unwrap(), Vec::<i64>::new());
+
+    // An array task that is already stored, among fresh jobs: nothing of the batch is stored.
+    let mut task = JobSpec::command(["task"]);
+    task.array_task = Some(berth_model::ArrayTask { array_id: first, index: 0, min: 0, max: 1, count: 2 });
+    s.insert_job(u.id, &task, None, at(1)).await.unwrap();
+    let count = s.job_count().await.unwrap();
+    let fresh: Vec<JobSpec> = (0..5).map(|i| JobSpec::command([format!("more-{i}")])).collect();
+    let mut batch: Vec<NewJob<'_>> =
+        fresh.iter().map(|spec| NewJob { user_id: u.id, spec, submitter: None, at: at(9) }).collect();
+    batch.insert(2, NewJob { user_id: u.id, spec: &task, submitter: None, at: at(9) });
+    let err = s.insert_jobs(&batch).await.unwrap_err();
+    assert!(matches!(err, StoreError::Duplicate(_)), "{err:?}");
+    assert_eq!(s.job_count().await.unwrap(), count, "nothing of the failed batch stored");
+    batch.remove(2);
+    let more = s.insert_jobs(&batch).await.unwrap();
+    assert!(more[0] > ids[ids.len() - 1] && more.windows(2).all(|w| w[0] < w[1]), "{more:?}");
+    assert_eq!(s.job_count().await.unwrap(), count + 5);
 }

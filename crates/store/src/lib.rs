@@ -42,7 +42,7 @@ pub use postgres::PgStore;
 pub use retention::Retention;
 pub use sqlite::SqliteStore;
 pub use tenancy::{AuditRow, ProjectRow, Tenancy, TokenRow};
-pub use types::{Change, JobFilter, JobHistory, JobRow, KernelRow, NodeRow, QueueRow, UsageRow, UserRow};
+pub use types::{Change, JobFilter, JobHistory, JobRow, KernelRow, NewJob, NodeRow, QueueRow, UsageRow, UserRow};
 pub use url::{StoreUrl, open};
 
 /// What can go wrong in a store call.
@@ -152,6 +152,11 @@ pub trait Store: Tenancy + CacheState + Folders + Endpoints + LeaderLease + Rete
     /// `submitter` is the Unix user the manager's host vouched for, if any.
     async fn insert_job(&self, user_id: i64, spec: &JobSpec, submitter: Option<UnixId>, at: Timestamp)
     -> Result<JobId>;
+    /// Inserts every job of `jobs` as [`Store::insert_job`] does, all in one transaction: all
+    /// of them or none (one that cannot be inserted, e.g. an array task already stored, fails
+    /// the whole call). Their ids, in `jobs`' order, which is also the ids' order (a group
+    /// commit of concurrent submits, so many cost one transaction).
+    async fn insert_jobs(&self, jobs: &[NewJob<'_>]) -> Result<Vec<JobId>>;
     /// [`Store::insert_job`] once per idempotency `key` of the user: a key seen in the last
     /// day gives back the job it made (`false`: not inserted now).
     async fn insert_job_once(

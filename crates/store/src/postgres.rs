@@ -52,6 +52,9 @@ mod shared_tenancy;
 #[path = "pg_batch.rs"]
 mod pg_batch;
 use pg_batch::apply_changes;
+#[path = "pg_insert.rs"]
+mod pg_insert;
+use pg_insert::insert_jobs;
 
 pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, write_all as copy_write};
 

@@ -14,7 +14,8 @@ use super::shared_rows::{job_row, node_row, read_job, read_kernels, read_transit
 use super::{Adapter, DbConn, snapshot, sql};
 use crate::rows::{JOB_COLUMNS, bind_args, duplicate, from_ts, json, returned, to_json, ts};
 use crate::{
-    Change, JobFilter, JobHistory, JobRow, KernelRow, NodeRow, QueueRow, Result, Store, StoreError, UsageRow, UserRow,
+    Change, JobFilter, JobHistory, JobRow, KernelRow, NewJob, NodeRow, QueueRow, Result, Store, StoreError, UsageRow,
+    UserRow,
 };
 
 #[async_trait]
@@ -120,9 +121,17 @@ impl Store for Adapter {
     ) -> Result<JobId> {
         let mut tx = self.writer.begin().await?;
         check_fence(self, &mut tx).await?;
-        let id = insert_job_in(&mut tx, user_id, spec, submitter, at).await?;
+        let id = insert_jobs_in(&mut tx, &[NewJob { user_id, spec, submitter, at }]).await?[0];
         tx.commit().await?;
         Ok(id)
+    }
+
+    async fn insert_jobs(&self, jobs: &[NewJob<'_>]) -> Result<Vec<JobId>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        // SQLite: one transaction of `insert_jobs_in`; PostgreSQL: one statement (`pg_insert.rs`).
+        super::insert_jobs(self, jobs).await
     }
 
     async fn insert_job_once(
@@ -149,7 +158,7 @@ impl Store for Adapter {
         if let Some(id) = known {
             return Ok((id, false));
         }
-        let id = insert_job_in(&mut tx, user_id, spec, submitter, at).await?;
+        let id = insert_jobs_in(&mut tx, &[NewJob { user_id, spec, submitter, at }]).await?[0];
         let kept = sqlx::query(&sql(
             "INSERT INTO submit_keys (user_id, key, job_id, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
         ))
@@ -385,46 +394,62 @@ fn one_node(rows_affected: u64, name: &str) -> Result<()> {
 /// How long a submit's idempotency key is kept (a day, in the store's microseconds).
 const SUBMIT_KEY_LIFE_MICROS: i64 = 86_400 * 1_000_000;
 
-/// Inserts a PENDING job and its first transition on `c`: its id.
-async fn insert_job_in(
-    c: &mut DbConn,
-    user_id: i64,
-    spec: &JobSpec,
-    submitter: Option<UnixId>,
-    at: Timestamp,
-) -> Result<JobId> {
-    let id = sqlx::query(&sql(
-        "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared, \
-             submitter_uid, submitter_gid, array_id, array_index) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?) \
-             RETURNING id",
-    ))
-    .bind(user_id)
-    .bind(to_json(spec))
-    .bind(spec.queue_name())
-    .bind(spec.priority as i64)
-    .bind(JobState::Pending.as_str())
-    .bind(ts(at))
-    .bind(spec.project.as_deref().unwrap_or(""))
-    .bind(spec.shared)
-    .bind(submitter.map(|s| s.uid as i64))
-    .bind(submitter.map(|s| s.gid as i64))
-    .bind(spec.array_task.map(|t| t.array_id))
-    .bind(spec.array_task.map(|t| i64::from(t.index)))
-    .fetch_all(&mut *c)
-    .await
-    .map_err(crate::rows::duplicate(|| {
-        let t = spec.array_task.map(|t| format!("{}_{}", t.array_id, t.index)).unwrap_or_default();
-        format!("array task {t}")
-    }))?;
-    let id: i64 = returned(&id)?.try_get("id")?;
-    sqlx::query(&sql("INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, NULL, ?, ?)"))
-        .bind(id)
-        .bind(ts(at))
-        .bind(JobState::Pending.as_str())
-        .bind("submitted")
-        .execute(&mut *c)
-        .await?;
-    Ok(id)
+/// Rows of one multi-row INSERT of [`insert_jobs_in`]: 12 arguments each, under SQLite's
+/// 32,766 and PostgreSQL's 65,535 bound arguments.
+const JOBS_PER_INSERT: usize = 500;
+
+/// Inserts PENDING jobs and their first transitions on `c`, two statements per
+/// [`JOBS_PER_INSERT`] jobs: their ids, in `jobs`' order.
+pub(super) async fn insert_jobs_in(c: &mut DbConn, jobs: &[NewJob<'_>]) -> Result<Vec<JobId>> {
+    let mut ids = Vec::with_capacity(jobs.len());
+    for part in jobs.chunks(JOBS_PER_INSERT) {
+        let rows = vec!["(?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)"; part.len()].join(", ");
+        let text = format!(
+            "INSERT INTO jobs (user_id, spec, queue, priority, state, attempt, submitted_at, project, shared, \
+             submitter_uid, submitter_gid, array_id, array_index) VALUES {rows} RETURNING id"
+        );
+        let text = sql(&text);
+        let mut q = sqlx::query(&text);
+        for j in part {
+            let (spec, submitter) = (j.spec, j.submitter);
+            q = q
+                .bind(j.user_id)
+                .bind(to_json(spec))
+                .bind(spec.queue_name())
+                .bind(spec.priority as i64)
+                .bind(JobState::Pending.as_str())
+                .bind(ts(j.at))
+                .bind(spec.project.as_deref().unwrap_or(""))
+                .bind(spec.shared)
+                .bind(submitter.map(|s| s.uid as i64))
+                .bind(submitter.map(|s| s.gid as i64))
+                .bind(spec.array_task.map(|t| t.array_id))
+                .bind(spec.array_task.map(|t| i64::from(t.index)));
+        }
+        let returned = q.fetch_all(&mut *c).await.map_err(crate::rows::duplicate(|| {
+            let tasks: Vec<String> =
+                part.iter().filter_map(|j| j.spec.array_task).map(|t| format!("{}_{}", t.array_id, t.index)).collect();
+            format!("array task {}", tasks.join(", "))
+        }))?;
+        let mut new: Vec<JobId> = returned.iter().map(|r| r.try_get("id")).collect::<Result<_, _>>()?;
+        if new.len() != part.len() {
+            return Err(StoreError::Corrupt(format!("{} jobs inserted, {} ids returned", part.len(), new.len())));
+        }
+        // One statement numbers its rows one after the other in the order of VALUES (SQLite's
+        // single writer, PostgreSQL's nextval per row as it is inserted); RETURNING's order is
+        // not promised, so the ids are put in order and matched to the rows by rank.
+        new.sort_unstable();
+        let rows = vec!["(?, ?, NULL, ?, ?)"; part.len()].join(", ");
+        let text = format!("INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES {rows}");
+        let text = sql(&text);
+        let mut q = sqlx::query(&text);
+        for (j, id) in part.iter().zip(&new) {
+            q = q.bind(*id).bind(ts(j.at)).bind(JobState::Pending.as_str()).bind("submitted");
+        }
+        q.execute(&mut *c).await?;
+        ids.extend(new);
+    }
+    Ok(ids)
 }
 
 /// Applies `changes` one at a time, in order, inside the caller's transaction: one statement

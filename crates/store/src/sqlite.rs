@@ -52,6 +52,15 @@ mod shared_tenancy;
 /// `Store::apply`'s changes: one at a time (in-process, a statement costs no round trip).
 use shared_store::apply_each as apply_changes;
 
+/// `Store::insert_jobs`: one transaction (the fence check, then two statements per 500 jobs).
+async fn insert_jobs(a: &Adapter, jobs: &[crate::NewJob<'_>]) -> Result<Vec<berth_model::JobId>> {
+    let mut tx = a.writer.begin().await?;
+    shared_lease::check_fence(a, &mut tx).await?;
+    let ids = shared_store::insert_jobs_in(&mut tx, jobs).await?;
+    tx.commit().await?;
+    Ok(ids)
+}
+
 pub(crate) use shared_copy::{read_all as copy_read, rows_in as copy_rows_in, write_all as copy_write};
 
 /// The database's clock, in milliseconds since the Unix epoch (the leader lease's times).

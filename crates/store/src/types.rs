@@ -120,6 +120,16 @@ pub struct JobFilter {
     pub array_index: Option<u32>,
 }
 
+/// A job to insert with [`crate::Store::insert_jobs`]: what [`crate::Store::insert_job`] takes.
+#[derive(Debug, Clone, Copy)]
+pub struct NewJob<'a> {
+    pub user_id: i64,
+    pub spec: &'a JobSpec,
+    /// The Unix user the manager's host vouched for, if any.
+    pub submitter: Option<UnixId>,
+    pub at: Timestamp,
+}
+
 /// One change of an [`crate::Store::apply`] batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
