@@ -22,6 +22,7 @@ use tokio::sync::{Mutex, MutexGuard, Notify, broadcast};
 use crate::env_intern::EnvInterner;
 use crate::metrics::Metrics;
 use crate::state::{Job, JobEvent, Owner, State};
+use crate::submit_queue::SubmitQueue;
 
 /// Job changes a slow listener may fall behind by before it is told to reload.
 const EVENT_BACKLOG: usize = 4096;
@@ -33,6 +34,8 @@ pub struct Jobs {
     /// Jobs submitted since the last [`Jobs::lock`]: submit appends here instead of waiting
     /// for the state lock a scheduling pass may hold.
     inbox: StdMutex<Vec<Job>>,
+    /// Stores submits (those without an idempotency key) by group commit.
+    submits: SubmitQueue,
     /// One copy of each exported environment of the jobs in memory.
     envs: EnvInterner,
     /// Wakes the scheduling loop (submit, cancel, kernel end, node register); shared with
@@ -60,6 +63,7 @@ pub struct Placement {
 impl Jobs {
     pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, half_life_ms: Millis, metrics: Arc<Metrics>) -> Jobs {
         Jobs {
+            submits: SubmitQueue::new(store.clone(), wake.clone()),
             store,
             state: Mutex::new(State::default()),
             inbox: StdMutex::new(Vec::new()),
@@ -79,7 +83,30 @@ impl Jobs {
         for j in new {
             st.insert_job(j);
         }
+        for id in self.submits.take_orphans() {
+            self.adopt(&mut st, id).await;
+        }
         st
+    }
+
+    /// Puts a job that was stored for a submit that went away before its answer (its request
+    /// dropped) into memory, as a restart would: stored is submitted.
+    async fn adopt(&self, st: &mut State, id: berth_model::JobId) {
+        if st.jobs.contains_key(&id) {
+            return;
+        }
+        match self.store.job(id).await {
+            Ok(Some(row)) => {
+                let job = self.restore(row);
+                self.metrics.submitted(&job.queue);
+                st.insert_job(job);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!("job {id} was stored for a submit that went away, but cannot be read back now: {e}");
+                self.submits.orphaned(id);
+            }
+        }
     }
 
     /// Asks the scheduling loop for a pass.
@@ -124,10 +151,11 @@ impl Jobs {
         hints: Placement,
     ) -> Result<JobView, StoreError> {
         let now = Timestamp::now();
-        let id = match key {
-            None => self.store.insert_job(owner.user_id, &spec, owner.submitter, now).await?,
+        let (id, spec) = match key {
+            // Concurrent submits share a transaction (`submit_queue.rs`).
+            None => self.submits.insert(owner.user_id, spec, owner.submitter, now).await?,
             Some(key) => match self.store.insert_job_once(owner.user_id, &spec, owner.submitter, now, key).await? {
-                (id, true) => id,
+                (id, true) => (id, spec),
                 // Sent again (the answer was lost): the job the first one made, as it is now.
                 // It may have been archived since (`admin store purge`): the archive's row answers.
                 (id, false) => {

@@ -66,6 +66,7 @@ mod state;
 mod step_token;
 mod store_health;
 mod streams;
+mod submit_queue;
 mod tenancy;
 mod token;
 mod web;
