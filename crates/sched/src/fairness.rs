@@ -31,7 +31,9 @@ pub fn fair_share_factors<'s>(
         let s_p = if w_sum > 0.0 { w / w_sum } else { 0.0 };
         let u_p = if u_sum > 0.0 { clean(fs.usage_by_project.get(p)) / u_sum } else { 0.0 };
         let f_p = fair_share_factor(u_p, s_p);
-        let users: Vec<&str> = pairs.iter().filter(|&&(q, _)| q == p).map(|&(_, u)| u).collect();
+        // The pairs are sorted by project: its users follow each other, from `(p, "")` on (a
+        // scan of every pair for every project made a pass quadratic in the users).
+        let users: Vec<&str> = pairs.range((p, "")..).take_while(|&&(q, _)| q == p).map(|&(_, u)| u).collect();
         let uu_sum: f64 = users.iter().map(|u| clean(fs.usage_by_user.get(*u))).sum();
         let s_u = 1.0 / users.len() as f64;
         for u in users {
