@@ -1,10 +1,20 @@
-//! `/metrics` in the Prometheus text format: per-bucket counters from the store plus the
-//! node's request counters. Written by hand: a dozen families do not need a metrics crate.
+//! `/metrics` in the OpenMetrics text format (`prometheus-client`, as the manager and the
+//! agents): per-bucket counters from the store plus the node's request counters.
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
 use crate::BucketStats;
+
+/// The `Content-Type` of [`render`]'s text (the manager's and the agents' too).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Node-wide counters the HTTP layer bumps (relaxed atomics: they are statistics).
 #[derive(Debug, Default)]
@@ -31,62 +41,110 @@ pub struct MemoryStats {
     pub hits: u64,
 }
 
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+/// A bucket's name as a label value, escaped as the text format wants (`"`, `\\`, newline):
+/// names are checked at creation (`a-z 0-9 . _ -`), but `buckets.json` is a file an operator
+/// may edit, and the encoder writes values as they are.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct BucketName(String);
+
+impl EncodeLabelValue for BucketName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
 }
 
-/// Renders the exposition text.
+type ByBucket = [(&'static str, BucketName); 1];
+
+fn by_bucket(b: &BucketStats) -> ByBucket {
+    [("bucket", BucketName(b.bucket.clone()))]
+}
+
+/// A level as a gauge's value (which is signed).
+fn level(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Renders the exposition text (OpenMetrics, as the manager's and the agents' `/metrics`):
+/// the store's and the node's counters, copied into a registry made for this scrape.
 pub fn render(buckets: &[BucketStats], used: u64, capacity: u64, memory: MemoryStats, node: &NodeCounters) -> String {
-    let mut s = String::new();
+    let mut r = Registry::default();
     type Field = fn(&BucketStats) -> u64;
-    let families: [(&str, &str, &str, Field); 8] = [
-        ("berth_cache_hits_total", "counter", "GETs answered from this node's disk", |b| b.hits),
-        ("berth_cache_misses_total", "counter", "GETs of objects this node does not hold", |b| b.misses),
-        ("berth_cache_evictions_total", "counter", "objects evicted", |b| b.evictions),
-        ("berth_cache_evicted_bytes_total", "counter", "bytes evicted", |b| b.evicted_bytes),
-        ("berth_cache_puts_total", "counter", "objects stored", |b| b.puts),
-        ("berth_cache_put_bytes_total", "counter", "bytes stored", |b| b.put_bytes),
-        ("berth_cache_objects", "gauge", "objects held", |b| b.objects),
-        ("berth_cache_bytes", "gauge", "bytes of object data held", |b| b.bytes),
+    // counters are named without `_total`, which the encoder adds
+    let counters: [(&str, &str, Field); 6] = [
+        ("berth_cache_hits", "GETs answered from this node's disk", |b| b.hits),
+        ("berth_cache_misses", "GETs of objects this node does not hold", |b| b.misses),
+        ("berth_cache_evictions", "objects evicted", |b| b.evictions),
+        ("berth_cache_evicted_bytes", "bytes evicted", |b| b.evicted_bytes),
+        ("berth_cache_puts", "objects stored", |b| b.puts),
+        ("berth_cache_put_bytes", "bytes stored", |b| b.put_bytes),
     ];
-    for (name, kind, help, f) in families {
-        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (name, help, f) in counters {
+        let family = Family::<ByBucket, Counter>::default();
         for b in buckets {
-            let _ = writeln!(s, "{name}{{bucket=\"{}\"}} {}", escape(&b.bucket), f(b));
+            family.get_or_create(&by_bucket(b)).inc_by(f(b));
+        }
+        r.register(name, help, family);
+    }
+    let gauges: [(&str, &str, Field); 2] = [
+        ("berth_cache_objects", "objects held", |b| b.objects),
+        ("berth_cache_bytes", "bytes of object data held", |b| b.bytes),
+    ];
+    for (name, help, f) in gauges {
+        let family = Family::<ByBucket, Gauge>::default();
+        for b in buckets {
+            family.get_or_create(&by_bucket(b)).set(level(f(b)));
+        }
+        r.register(name, help, family);
+    }
+    let quota = Family::<ByBucket, Gauge>::default();
+    for b in buckets {
+        if let Some(q) = b.quota {
+            quota.get_or_create(&by_bucket(b)).set(level(q));
         }
     }
-    let _ = writeln!(s, "# HELP berth_cache_quota_bytes bucket quota\n# TYPE berth_cache_quota_bytes gauge");
-    for b in buckets.iter().filter(|b| b.quota.is_some()) {
-        let _ = writeln!(s, "berth_cache_quota_bytes{{bucket=\"{}\"}} {}", escape(&b.bucket), b.quota.unwrap_or(0));
-    }
+    r.register("berth_cache_quota_bytes", "bucket quota", quota);
     let node_gauges = [
-        ("berth_cache_used_bytes", "gauge", "bytes of object data on this node", used),
-        ("berth_cache_capacity_bytes", "gauge", "capacity of this node", capacity),
-        ("berth_cache_memory_bytes", "gauge", "bytes of small objects also kept in memory", memory.used),
-        ("berth_cache_memory_limit_bytes", "gauge", "bound of the memory tier (--memory)", memory.limit),
-        ("berth_cache_memory_hits_total", "counter", "GETs answered from memory (also counted as hits)", memory.hits),
+        ("berth_cache_used_bytes", "bytes of object data on this node", used),
+        ("berth_cache_capacity_bytes", "capacity of this node", capacity),
+        ("berth_cache_memory_bytes", "bytes of small objects also kept in memory", memory.used),
+        ("berth_cache_memory_limit_bytes", "bound of the memory tier (--memory)", memory.limit),
+    ];
+    for (name, help, v) in node_gauges {
+        let g = Gauge::<i64, AtomicI64>::default();
+        g.set(level(v));
+        r.register(name, help, g);
+    }
+    let node_counters = [
+        ("berth_cache_memory_hits", "GETs answered from memory (also counted as hits)", memory.hits),
+        ("berth_cache_forwarded", "requests forwarded to the key's owner", node.forwarded.load(Ordering::Relaxed)),
         (
-            "berth_cache_forwarded_total",
-            "counter",
-            "requests forwarded to the key's owner",
-            node.forwarded.load(Ordering::Relaxed),
-        ),
-        (
-            "berth_cache_forward_errors_total",
-            "counter",
+            "berth_cache_forward_errors",
             "forwards whose owner did not answer (served as misses)",
             node.forward_errors.load(Ordering::Relaxed),
         ),
         (
-            "berth_cache_auth_failures_total",
-            "counter",
+            "berth_cache_auth_failures",
             "requests refused for a missing or bad token",
             node.auth_failures.load(Ordering::Relaxed),
         ),
     ];
-    for (name, kind, help, v) in node_gauges {
-        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+    for (name, help, v) in node_counters {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        r.register(name, help, c);
     }
+    let mut s = String::with_capacity(4096);
+    // writing to a String cannot fail
+    let _ = encode_registry(&mut s, &r);
+    let _ = encode_eof(&mut s);
     s
 }
 
@@ -118,8 +176,14 @@ mod tests {
             "berth_cache_evicted_bytes_total{bucket=\"ds\\\"1\"} 6",
             "berth_cache_quota_bytes{bucket=\"ds\\\"1\"} 100",
             "berth_cache_capacity_bytes 1000",
+            "berth_cache_forwarded_total 0",
+            "# TYPE berth_cache_hits counter",
+            "# TYPE berth_cache_bytes gauge",
         ] {
             assert!(t.lines().any(|l| l == line), "missing {line} in\n{t}");
         }
+        assert!(t.ends_with("# EOF\n"), "an OpenMetrics exposition ends with # EOF:\n{t}");
+        let none = render(&[], 0, 0, MemoryStats::default(), &NodeCounters::default());
+        assert!(!none.contains("bucket="), "no bucket, no per-bucket series:\n{none}");
     }
 }

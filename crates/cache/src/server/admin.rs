@@ -27,7 +27,7 @@ pub fn metrics(node: &Node) -> Response<Body> {
         &node.counters,
     );
     Response::builder()
-        .header(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")
+        .header(http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)
         .body(Body::full(text.into()))
         .expect("response")
 }
