@@ -125,8 +125,8 @@ pub(crate) async fn dial_url(
     // The CA file is read on every dial: a file the admin fixed counts from the next retry.
     let connector = match url.starts_with("wss://") {
         true => {
-            let tls =
-                berth_tls::client::client_config(config.ca_file.as_deref()).map_err(|e| DialError::Other(e.to_string()))?;
+            let tls = berth_tls::client::client_config(config.ca_file.as_deref())
+                .map_err(|e| DialError::Other(e.to_string()))?;
             Some(Connector::Rustls(Arc::new(tls)))
         }
         false => None,

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use berth_tls::client::TlsFailure;
 use berth_model::JobId;
 use berth_model::api::{
     CancelResult, CancelTasks, CreateUserRequest, DrainRequest, ErrorBody, Health, JobDetail, JobListQuery, JobView,
@@ -12,6 +11,7 @@ use berth_model::api::{
     UserCreated, WhoAmI,
 };
 use berth_model::protocol::LogStream;
+use berth_tls::client::TlsFailure;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
-use berth_tls::client::TlsFailure;
 use berth_cache::maglev::{HASH_VERSION, Maglev, Member};
 use berth_model::api::CacheBucket;
+use berth_tls::client::TlsFailure;
 use clap::Args;
 use serde_json::Value;
 
