@@ -27,6 +27,10 @@ command -v groff >/dev/null || need_pkgs+=(groff-base)
 command -v man >/dev/null || need_pkgs+=(man-db)
 # Serving endpoints are called over HTTP/2 with curl (e2e_serve).
 command -v curl >/dev/null || need_pkgs+=(curl)
+# Container jobs on Podman (e2e_podman, the agent's conformance suite), with the init its
+# containers run (catatonit); CI fails without them.
+command -v podman >/dev/null || need_pkgs+=(podman)
+[ -x /usr/libexec/podman/catatonit ] || need_pkgs+=(catatonit)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]} with apt"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq

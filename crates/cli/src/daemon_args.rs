@@ -191,6 +191,10 @@ pub struct DockerArgs {
     /// Do not run container jobs on this node (Docker is never contacted)
     #[arg(long, help_heading = "Containers")]
     pub no_docker: bool,
+    /// The engine that runs container jobs: `docker` (the Docker daemon) or `podman` (Podman's
+    /// API service, which the agent starts when nobody runs it)
+    #[arg(long, value_name = "ENGINE", default_value = "docker", value_parser = parse_engine, help_heading = "Containers")]
+    pub container_runtime: berth_agent::runtime::Engine,
     /// Host paths container jobs may mount, e.g. /data,/scratch (repeatable or comma-separated)
     #[arg(long, value_delimiter = ',', value_name = "PATH", help_heading = "Containers")]
     pub allow_mount: Vec<PathBuf>,
@@ -209,11 +213,16 @@ impl DockerArgs {
     pub(crate) fn options(&self) -> berth_agent::runtime::DockerOptions {
         berth_agent::runtime::DockerOptions {
             enabled: !self.no_docker,
+            engine: self.container_runtime,
             allow_mounts: self.allow_mount.clone(),
             pull: self.pull,
             internal_networks: self.internal_job_networks,
         }
     }
+}
+
+fn parse_engine(s: &str) -> Result<berth_agent::runtime::Engine, String> {
+    s.parse()
 }
 
 /// How often the agent measures what kernels use.

@@ -1,7 +1,8 @@
 //! The runtime: starts a node's kernels through its backends ([`backend::KernelBackend`]):
 //! [`process`] (a kernel's command run directly, no shell, in its own session, cgroup and
 //! user, with stdout/stderr to its log files or the job's output files, [`output_files`]) for
-//! jobs without an image, and the node's container backend ([`docker`]) for jobs with one.
+//! jobs without an image, and the node's container backend ([`docker`], or [`podman`] through
+//! the same Engine API) for jobs with one.
 //!
 //! Everything is event-driven: a start returns a [`KernelHandle`] and a task per kernel waits
 //! for the exit, the time limit or a stop request, and sends the `Finished` event on the
@@ -23,6 +24,7 @@ pub(crate) mod env;
 pub(crate) mod exec;
 mod folder_mounts;
 pub(crate) mod output_files;
+mod podman;
 mod private_tmp;
 mod process;
 pub(crate) mod pty;
@@ -51,6 +53,7 @@ pub use backend::{BackendKind, StartError};
 pub use cgroup::{CgroupError, Cgroups};
 pub use docker::{Adopted, Docker, DockerOptions};
 pub use env::build_env;
+pub use podman::Engine;
 pub use supervisor::SUBCOMMAND as SUPERVISOR_SUBCOMMAND;
 pub use supervisor::server::main as supervisor_main;
 pub use user::{RunUser, UserError, UserMap};
@@ -126,7 +129,8 @@ impl RuntimeOptions {
 #[derive(Debug, Clone)]
 pub struct Runtime {
     process: Arc<process::Process>,
-    /// The node's container backend (Docker, or Podman with `--container-runtime podman`).
+    /// The node's container backend (Docker, or Podman with `--container-runtime podman`):
+    /// the one place that knows which.
     containers: Arc<dyn KernelBackend>,
     /// The manager as this agent reaches it, and the CA file it trusts: handed to kernels
     /// that hold a step token (`BERTH_URL`, `BERTH_CA_FILE`), so `srun` calls back.
@@ -186,7 +190,10 @@ impl Runtime {
         let opts = Arc::new(opts);
         let process = Arc::new(process::Process::new(opts.clone())?);
         let scope = cgroup_scope(&opts.node, &opts.data_dir);
-        let containers: Arc<dyn KernelBackend> = Arc::new(Docker::new(&opts, scope));
+        let containers: Arc<dyn KernelBackend> = match opts.docker.engine {
+            Engine::Docker => Arc::new(Docker::new(&opts, scope)),
+            Engine::Podman => Arc::new(podman::Podman::new(&opts, scope)),
+        };
         Ok(Runtime { process, containers, manager: None })
     }
 

@@ -78,6 +78,9 @@ pub struct Inputs<'a> {
     /// Data folders bound into the container (read-only ones with `ro`, all `nosuid,nodev`
     /// as Docker's binds are).
     pub folders: &'a [berth_model::folder::FolderBind],
+    /// Resource limits to ask for (Podman's, see `runtime::podman::ulimits`); `None`: the
+    /// engine's own (Docker's containers inherit dockerd's).
+    pub ulimits: Option<Vec<bollard::models::ResourcesUlimits>>,
 }
 
 /// The create body of a kernel's container.
@@ -139,6 +142,7 @@ pub fn create_body(i: &Inputs) -> ContainerCreateBody {
         .map(|_| i.user.groups.iter().filter(|g| **g != i.user.gid).map(u32::to_string).collect::<Vec<_>>())
         .filter(|g| !g.is_empty());
     let host_config = HostConfig {
+        ulimits: i.ulimits.clone(),
         group_add,
         cpuset_cpus: (!i.binding.cpus.is_empty()).then(|| i.binding.cpuset()),
         cpuset_mems: (!i.binding.mems.is_empty()).then(|| i.binding.memset()),
@@ -275,6 +279,7 @@ mod tests {
             network: None,
             cache_forward: None,
             folders: &[],
+            ulimits: None,
         }
     }
 

@@ -1,6 +1,7 @@
-//! The `docker` runtime (DESIGN.md §8): kernels of jobs that name an image run as containers
-//! through the Docker Engine API, with the same limits, environment, logs and ends as the
-//! `process` runtime.
+//! The `docker` backend: kernels of jobs that name an image run as containers through the
+//! Docker Engine API, with the same limits, environment, logs and ends as the `process`
+//! backend. Podman's service speaks the same API: the `podman` backend ([`super::podman`]) is
+//! this one on Podman's socket, with the few differences `Inner::engine` names.
 //!
 //! A start returns at once; a task creates and starts the container (the image may have to be
 //! pulled) and sends `Started` once it runs, or `Finished` (`LaunchFailed` with what failed). Containers
@@ -37,15 +38,19 @@ pub use network::network_name;
 use labels::{LABEL_BINDING, LABEL_CACHE_FORWARD, LABEL_DEADLINE, LABEL_KERNEL};
 
 use super::backend::{BackendKind, Kernel, KernelBackend, StartError};
+use super::podman::{self, Engine};
 use super::signal_now::Reached;
 use super::{KernelHandle, KernelUpdate, RunUser, StopRequest, build_env};
 use crate::disk::{FileOp, io_text};
 use crate::logs;
 
-/// How the agent uses Docker (`berth agent --no-docker`, `--allow-mount`, `--pull`).
+/// How the agent runs container jobs (`berth agent --container-runtime`, `--no-docker`,
+/// `--allow-mount`, `--pull`).
 #[derive(Debug, Clone, Default)]
 pub struct DockerOptions {
     pub enabled: bool,
+    /// The engine that runs them: Docker, or Podman through its Docker-compatible service.
+    pub engine: Engine,
     /// Host paths jobs may mount (read-only unless they ask for `rw`).
     pub allow_mounts: Vec<PathBuf>,
     /// Pull an image a job needs when the node lacks it (from the registries the Docker
@@ -151,13 +156,24 @@ impl Docker {
         self.inner
             .client
             .get_or_try_init(|| async {
-                let down = |e: bollard::errors::Error| {
-                    format!("cannot reach the Docker daemon ({e}): start dockerd (or set DOCKER_HOST) on this node")
-                };
+                if self.inner.opts.engine == Engine::Podman {
+                    return podman::connect(&podman::socket()).await;
+                }
+                let down = |e: bollard::errors::Error| self.unreachable(&e.to_string());
                 let c = bollard::Docker::connect_with_local_defaults().map_err(down)?;
                 c.negotiate_version().await.map_err(down)
             })
             .await
+    }
+
+    /// Why the engine cannot be used, and how to fix it.
+    fn unreachable(&self, why: &str) -> String {
+        match self.inner.opts.engine {
+            Engine::Docker => {
+                format!("cannot reach the Docker daemon ({why}): start dockerd (or set DOCKER_HOST) on this node")
+            }
+            Engine::Podman => podman::unreachable_text(&podman::socket(), why),
+        }
     }
 
     /// What the node's Docker offers now: whether the daemon answers, and its images.
@@ -175,18 +191,13 @@ impl Docker {
         };
         let images = match client.list_images(Some(ListImagesOptions::default())).await {
             Ok(list) => list,
-            Err(e) => {
-                return down(format!(
-                    "cannot reach the Docker daemon ({}): start dockerd (or set DOCKER_HOST) on this node",
-                    text(&e)
-                ));
-            }
+            Err(e) => return down(self.unreachable(&text(&e))),
         };
         let mut names: Vec<String> = images
             .into_iter()
             .flat_map(|i| i.repo_tags)
             .filter(|t| t != "<none>:<none>")
-            .map(|t| normalize_image(&t))
+            .map(|t| normalize_image(podman::listed_image(&t)))
             .collect();
         if self.inner.opts.pull {
             names.push(berth_model::protocol::ANY_IMAGE.to_string());
@@ -333,7 +344,8 @@ impl Docker {
         };
         let inspect = inspect.map_err(|e| {
             if is_not_found(&e) {
-                format!("image `{image}` is not on node {}: load it there (docker load / docker pull) or run the agent with --pull", self.inner.node)
+                let tool = self.inner.opts.engine.name();
+                format!("image `{image}` is not on node {}: load it there ({tool} load / {tool} pull) or run the agent with --pull", self.inner.node)
             } else {
                 format!("cannot inspect image `{image}`: {}", text(&e))
             }
@@ -360,6 +372,7 @@ impl Docker {
             network,
             cache_forward: None,
             folders,
+            ulimits: (self.inner.opts.engine == Engine::Podman).then(podman::ulimits),
         };
         let (held, forward) = match network {
             Some(n) => {
