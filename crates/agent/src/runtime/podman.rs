@@ -151,7 +151,10 @@ async fn start_service(sock: &Path) -> Result<(), String> {
         .arg(format!("unix://{}", sock.display()))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(std::process::Stdio::null())
+        // Not the agent's directory: Podman 4.3's container monitors write files (`oom`) into
+        // their working directory on cgroup v1.
+        .current_dir(dir);
     // Its own session: a signal to the agent's process group (Ctrl-C of `berth up`) does not
     // end it, nor the containers' monitors it starts.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
