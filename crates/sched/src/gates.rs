@@ -18,10 +18,10 @@ use berth_model::{Binding, JobId, PendingKind, PendingReason};
 use crate::backfill::{Ask, JobEnds, Reservation, reserve};
 use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
-use crate::pass::Words;
 use crate::pool::{self, Pool};
 use crate::quota::Book;
 use crate::running_set::{Basis, Ends, KeptEnds, RunningSet, StartedEnd};
+use crate::words::Words;
 use crate::{HeadOfLine, Millis, PassInput, PendingJob, Preempt, QueueConfig, RunningJob, preempt};
 
 /// Blocked jobs beyond the queue's `reservations` that may try for one in a pass: each try

@@ -60,6 +60,7 @@ mod shortfall;
 mod slots;
 mod usage;
 mod water;
+mod words;
 
 pub mod sim;
 

@@ -20,6 +20,7 @@ use crate::pending_set::PendingSet;
 use crate::pool::Pool;
 use crate::quota::Book;
 use crate::running_set::RunningSet;
+use crate::words::Words;
 use crate::{Ordering, PassInput, PassOutput, PendingJob, QueueConfig, RunningJob, Start, Untried, Waiting};
 
 /// Runs one pass. Pure: the caller's ledgers are not touched; commit the returned starts with
@@ -72,23 +73,6 @@ fn set_pass(input: &PassInput, pending: &PendingSet, running: &RunningSet, words
     debug_assert!(input.running.is_empty(), "the running jobs come from the set");
     let by_queue = pending.queues.iter().map(|(name, q)| (&**name, Source::Set(pending, name, q))).collect();
     run_pass(input, by_queue, Some(running), words)
-}
-
-/// Whether a pass writes its reasons' messages or only their kinds ([`schedule_set_kinds`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Words {
-    All,
-    KindsOnly,
-}
-
-impl Words {
-    /// A reason of `kind`, its message written only when the caller reads messages.
-    pub fn reason(self, kind: PendingKind, text: impl FnOnce() -> String) -> PendingReason {
-        match self {
-            Words::All => PendingReason::new(kind, text()),
-            Words::KindsOnly => PendingReason::new(kind, String::new()),
-        }
-    }
 }
 
 /// The pass over the pending jobs grouped by queue name; `kept`: the caller's running set,

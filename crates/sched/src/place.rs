@@ -50,7 +50,7 @@ mod tests {
 
     fn place(nodes: &mut [NodeLedger], j: &PendingJob, scoring: Scoring) -> Result<Vec<berth_model::Binding>, String> {
         let floors = (j.request.whole_cpus(), j.request.mem_bytes);
-        let mut pool = Pool::new(nodes.iter().collect(), scoring, floors, crate::pass::Words::All);
+        let mut pool = Pool::new(nodes.iter().collect(), scoring, floors, crate::words::Words::All);
         let r = pool.place(j).map(|c| c.into_iter().map(|(_, b)| b).collect());
         let after: Vec<NodeLedger> = pool.nodes.iter().map(|c| c.clone().into_owned()).collect();
         nodes.clone_from_slice(&after);

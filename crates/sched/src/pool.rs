@@ -23,9 +23,9 @@ use berth_model::{Binding, NumaPolicy, ResourceRequest};
 use rustc_hash::FxHashMap;
 
 use crate::ledger::NodeLedger;
-use crate::pass::Words;
 use crate::place::score_key;
 use crate::shortfall::{Shortfall, request_text};
+use crate::words::Words;
 use crate::{PendingJob, Scoring};
 
 /// GPU classes of a node without a wholly free GPU, by the largest fraction free on one GPU:
