@@ -31,7 +31,6 @@ pub(crate) mod pty;
 pub mod session;
 pub(crate) mod signal_now;
 mod stale;
-mod supervised;
 pub mod supervisor;
 mod user;
 pub(crate) mod warning;

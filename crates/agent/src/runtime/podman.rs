@@ -1,7 +1,7 @@
 //! The `podman` backend (`berth agent --container-runtime podman`): container kernels run by
 //! Podman, through the Docker-compatible API of its service (`podman system service`), so
 //! jobs with an image run, are limited, logged, exec'd into and taken over after an agent
-//! restart exactly as on Docker ([`super::docker`] speaks to both). What differs is here:
+//! restart exactly as on Docker (the `docker` backend speaks to both). What differs is here:
 //! where the service listens and how it is started when nobody runs it, the resource limits
 //! Podman would otherwise raise, and the `localhost/` prefix of the images it lists.
 //!

@@ -1,11 +1,13 @@
 //! The `process` backend: runs a kernel's command directly (no shell) in its own session,
 //! cgroup and user, with stdout/stderr to its log files (or the job's output files,
 //! [`super::output_files`]), forked by the node's kernel supervisor when there is one
-//! ([`super::supervised`]) or by the agent itself.
+//! ([`supervised`]) or by the agent itself.
 //!
 //! `start` forks synchronously (the `Started` event is ready when it returns) and a task per
 //! kernel ([`super::watch`]) waits for the exit, the time limit or a stop request, and sends
 //! the `Finished` event on the agent's channel.
+
+mod supervised;
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -17,9 +19,9 @@ use berth_model::signal::SignalTarget;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
+use self::supervised::SupervisedKernel;
 use super::backend::{BackendKind, Kernel, KernelBackend, StartError};
 use super::signal_now::{self, Reached};
-use super::supervised::SupervisedKernel;
 use super::{
     Adopted, Cgroups, KernelHandle, KernelUpdate, LaunchText, RunUser, RuntimeOptions, adopt, cgroup_scope,
     child_setup, code_copy, dynmods, folder_mounts, kernel_env, others_can_traverse, output_files, private_tmp, pty,

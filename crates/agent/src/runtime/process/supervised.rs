@@ -1,4 +1,4 @@
-//! Process kernels forked by the node's kernel supervisor ([`super::supervisor`]): the start
+//! Process kernels forked by the node's kernel supervisor ([`crate::runtime::supervisor`]): the start
 //! (once the agent has prepared dirs, logs, cgroup, user and environment as for a kernel it
 //! forks itself), the pass-on of the fencing lease, and the take-over of the kernels an
 //! earlier agent process left running.
@@ -13,14 +13,14 @@ use berth_model::protocol::{KernelEvent, KernelKey};
 use berth_model::{Binding, JobSpec};
 use tokio::sync::mpsc;
 
-use super::backend::{BackendKind, StartError};
-use super::cgroup::KernelCgroup;
-use super::process::Process;
-use super::supervisor::SpawnRequest;
-use super::supervisor::client::{SpawnError, Supervisor};
-use super::{Adopted, KernelHandle, KernelUpdate, LaunchText, RunUser, adopt, stale, warning, watch};
+use super::Process;
+use crate::runtime::backend::{BackendKind, StartError};
+use crate::runtime::cgroup::KernelCgroup;
+use crate::runtime::supervisor::SpawnRequest;
+use crate::runtime::supervisor::client::{SpawnError, Supervisor};
+use crate::runtime::{Adopted, KernelHandle, KernelUpdate, LaunchText, RunUser, adopt, stale, warning, watch};
 
-/// What [`Process::start`](super::backend::KernelBackend::start) prepared for a kernel the supervisor forks.
+/// What [`Process::start`](crate::runtime::backend::KernelBackend::start) prepared for a kernel the supervisor forks.
 pub(super) struct SupervisedKernel<'a> {
     pub key: KernelKey,
     pub spec: &'a JobSpec,
@@ -30,7 +30,7 @@ pub(super) struct SupervisedKernel<'a> {
     pub user: &'a RunUser,
     pub env: BTreeMap<String, String>,
     pub launch: LaunchText,
-    pub private: Option<super::private_tmp::PrivateTmpRequest>,
+    pub private: Option<crate::runtime::private_tmp::PrivateTmpRequest>,
 }
 
 impl Process {
@@ -40,7 +40,7 @@ impl Process {
         &self,
         sup: &Arc<Supervisor>,
         k: SupervisedKernel<'_>,
-        stdio: &super::session::KernelStdio,
+        stdio: &crate::runtime::session::KernelStdio,
         mut cg: Option<KernelCgroup>,
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, StartError> {
@@ -121,7 +121,7 @@ impl Process {
         };
         let path = crate::logs::log_path(&self.opts.data_dir, &key, berth_model::protocol::LogStream::Stdout);
         let log = std::fs::OpenOptions::new().append(true).open(&path);
-        match log.and_then(|log| super::session::Session::resume(master, log)) {
+        match log.and_then(|log| crate::runtime::session::Session::resume(master, log)) {
             Ok(s) => self.sessions.insert(key, s),
             Err(e) => tracing::warn!(kernel = %name, "cannot resume the kernel's session: {e}"),
         }
