@@ -4,7 +4,7 @@
 //!
 //! Docker scenarios need a running dockerd and a static busybox to build their image
 //! (`scripts/test-image.sh`, which `scripts/test.sh` prepares), Podman ones the `podman`
-//! package (`scripts/podman-test-image.sh`); without them they print `SKIPPED: ...`, except
+//! package (`scripts/test-image.sh podman`); without them they print `SKIPPED: ...`, except
 //! that with `CI=true` a missing podman fails them. Process scenarios that need cgroups skip
 //! the same way as in `runtime.rs`.
 
@@ -59,8 +59,9 @@ fn podman_ready() -> Result<(), String> {
     static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     READY
         .get_or_init(|| {
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/podman-test-image.sh");
-            let out = std::process::Command::new("bash").arg(script).output().map_err(|e| e.to_string())?;
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-image.sh");
+            let out =
+                std::process::Command::new("bash").arg(script).arg("podman").output().map_err(|e| e.to_string())?;
             if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_string()) }
         })
         .clone()

@@ -3,7 +3,7 @@
 //! memory, CPU and pids limits, `berth exec` into a running kernel, the node's images listed,
 //! and a container taken over by the next agent after the agent is killed.
 //!
-//! Needs the `podman` package and a static busybox, from which `scripts/podman-test-image.sh`
+//! Needs the `podman` package and a static busybox, from which `scripts/test-image.sh podman`
 //! builds the test image (`podman import`, no registry). Without them every test prints
 //! `SKIPPED: ...`; with `CI=true` a missing podman fails them instead.
 
@@ -19,11 +19,11 @@ const IMAGE: &str = "berth-test/busybox:1";
 /// Builds the test image in Podman's store; `false` (after a SKIPPED line naming `test`) when
 /// podman cannot run it here. On CI a missing podman is a failure, not a skip.
 fn podman_ready(test: &str) -> bool {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/podman-test-image.sh");
-    let why = match Command::new("bash").arg(script).output() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-image.sh");
+    let why = match Command::new("bash").arg(script).arg("podman").output() {
         Ok(o) if o.status.success() => return true,
         Ok(o) => text(&o.stderr).trim().to_string(),
-        Err(e) => format!("cannot run scripts/podman-test-image.sh: {e}"),
+        Err(e) => format!("cannot run scripts/test-image.sh podman: {e}"),
     };
     assert!(std::env::var("CI").as_deref() != Ok("true"), "{test} cannot run on CI: {why}");
     eprintln!("SKIPPED: {test}: {why}");
