@@ -1,4 +1,4 @@
-//! berth's dataset cache (DESIGN.md §10): an HTTP object cache on every node's local disk.
+//! berth's dataset cache (docs/cache.md): an HTTP object cache on every node's local disk.
 //!
 //! - [`maglev`]: which node owns a key (consistent hashing with a fixed, versioned hash).
 //! - [`store`]: one node's objects on disk (crash-safe PUTs, index rebuilt at start).

@@ -1,4 +1,4 @@
-//! berth's scheduler core: pure, synchronous and deterministic (DESIGN.md §5).
+//! berth's scheduler core: pure, synchronous and deterministic (docs/scheduling.md).
 //!
 //! The manager keeps one [`NodeLedger`] per node (which CPUs, how much memory per NUMA node and
 //! which GPU fractions are free) and calls [`schedule`] with a snapshot of the pending jobs.

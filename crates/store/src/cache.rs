@@ -1,4 +1,4 @@
-//! What the manager keeps about the dataset cache (DESIGN.md §10): the cache node each agent
+//! What the manager keeps about the dataset cache (docs/cache.md): the cache node each agent
 //! reported (`berth agent --cache-url`, `--cache-weight`), what an admin decided about it
 //! (its weight, its removal) and the buckets' settings. The manager pushes both to
 //! every cache node, so the member list survives a manager restart (a node not yet

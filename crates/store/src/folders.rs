@@ -1,4 +1,4 @@
-//! What the manager keeps about data folders (DESIGN.md §14): each folder's name, owner,
+//! What the manager keeps about data folders (docs/folders.md): each folder's name, owner,
 //! project and quota, and the projects it is shared with. The files themselves live on the
 //! storage backend (a directory named by the folder's id), not here. A supertrait of
 //! [`crate::Store`], like [`crate::Tenancy`].

@@ -1,4 +1,4 @@
-//! The leader lease: several managers share one store and one of them leads (DESIGN.md §11).
+//! The leader lease: several managers share one store and one of them leads (docs/ha.md).
 //! The lease is one row: who holds it, the URL it serves at, an epoch that grows at every
 //! takeover, and when it runs out, on the database's clock so that the managers' clocks need
 //! not agree. A supertrait of [`crate::Store`], like [`crate::Tenancy`].

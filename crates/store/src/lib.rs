@@ -1,5 +1,5 @@
 //! berth's persistence: the [`Store`] trait the manager talks to, and its adapters
-//! (DESIGN.md §11). SQLite ([`SqliteStore`]) is the default; PostgreSQL ([`PgStore`])
+//! (docs/store.md). SQLite ([`SqliteStore`]) is the default; PostgreSQL ([`PgStore`])
 //! implements the same trait with the same queries where the two agree, and both run the same
 //! [`conformance`] suite. [`StoreUrl`] says which one a manager uses; [`copy()`] moves an
 //! installation from one to the other.

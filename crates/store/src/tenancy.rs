@@ -1,4 +1,4 @@
-//! What tenancy persists (DESIGN.md §9): users' API tokens with their lifetimes, projects and
+//! What tenancy persists (docs/tenancy.md): users' API tokens with their lifetimes, projects and
 //! their members, and the audit log. A supertrait of [`crate::Store`], kept apart so each
 //! stays readable; every adapter implements both.
 

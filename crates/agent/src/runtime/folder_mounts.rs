@@ -1,4 +1,4 @@
-//! Data folders in process kernels (DESIGN.md §14): each folder's directory on the storage
+//! Data folders in process kernels (docs/folders.md): each folder's directory on the storage
 //! backend is bind-mounted at its path inside the kernel's private mount namespace (the one
 //! `private_tmp` makes), read-only when the job or its share says so. Read-only is
 //! the kernel's doing (a remount with `MS_RDONLY`: writes fail with EROFS), not a convention,

@@ -1,4 +1,4 @@
-//! The labels the agent puts on its containers and job networks (DESIGN.md §8), so that a
+//! The labels the agent puts on its containers and job networks (docs/containers.md), so that a
 //! restarted agent finds and re-adopts its own ones and never touches those of other agents.
 
 /// Label holding the agent's scope (node + data dir hash): containers of other agents on
