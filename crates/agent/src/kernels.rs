@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use crate::envs::EnvCache;
 use crate::meter::Meter;
 use crate::metrics::{Board, KernelRow};
+use crate::runtime::backend::TargetError;
 use crate::runtime::{KernelHandle, KernelUpdate, Runtime};
 use crate::setup::SetupDone;
 use crate::{ledger, logs};
@@ -187,10 +188,10 @@ impl Kernels {
 
     /// Where a stream into kernel `key` goes, as the backend running it says: its main
     /// process, its session, or its container.
-    pub fn stream_target(&self, key: KernelKey, attach: bool) -> Result<crate::streams::Target, String> {
+    pub fn stream_target(&self, key: KernelKey, attach: bool) -> Result<crate::streams::Target, TargetError> {
         let running = self.map.get(&key).and_then(|e| Some((e, e.handle.as_ref()?)));
         let Some((e, h)) = running.filter(|(e, _)| !e.stopping) else {
-            return Err(format!("kernel {}.{} is not running on node {}", key.job_id, key.index, self.node));
+            return Err(TargetError::NotRunning { key, node: self.node.clone() });
         };
         let pid = match e.last {
             KernelEvent::Started { pid, .. } if pid > 0 => pid,

@@ -17,7 +17,7 @@ use berth_model::signal::SignalTarget;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use super::backend::{Kernel, KernelBackend, StartError};
+use super::backend::{Kernel, KernelBackend, StartError, TargetError};
 use super::signal_now::Reached;
 use super::{Adopted, Docker, KernelHandle, KernelUpdate};
 
@@ -79,7 +79,7 @@ impl KernelBackend for Podman {
         self.engine.adopt(events)
     }
 
-    fn target(&self, key: KernelKey, pid: u32, attach: bool) -> Result<crate::streams::Target, String> {
+    fn target(&self, key: KernelKey, pid: u32, attach: bool) -> Result<crate::streams::Target, TargetError> {
         self.engine.target(key, pid, attach)
     }
 

@@ -41,7 +41,7 @@ pub(crate) async fn serve(
     config: AgentConfig,
     id: u64,
     secret: String,
-    target: Result<Target, String>,
+    target: Result<Target, crate::runtime::backend::TargetError>,
     open: StreamOpen,
 ) {
     let url = match crate::dial::ws_url(&config.manager_url, &format!("/v1/agents/streams/{id}")) {
@@ -53,7 +53,7 @@ pub(crate) async fn serve(
         Err(e) => return tracing::warn!("cannot open stream {id}: {e}"),
     };
     let end = match (target, open) {
-        (Err(e), _) => failed(e),
+        (Err(e), _) => failed(e.to_string()),
         (Ok(Target::Process { pid }), StreamOpen::Exec { command, stdin, tty, env, gpus }) => {
             exec::process(&mut ws, pid, exec::Exec { command, stdin, tty, env, gpus }).await
         }

@@ -20,7 +20,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use self::supervised::SupervisedKernel;
-use super::backend::{BackendKind, Kernel, KernelBackend, StartError};
+use super::backend::{BackendKind, Kernel, KernelBackend, StartError, TargetError};
 use super::signal_now::{self, Reached};
 use super::{
     Adopted, Cgroups, KernelHandle, KernelUpdate, LaunchText, RunUser, RuntimeOptions, adopt, cgroup_scope,
@@ -360,19 +360,12 @@ impl KernelBackend for Process {
         Box::pin(std::future::ready(self.adopt_processes(events)))
     }
 
-    fn target(&self, key: KernelKey, pid: u32, attach: bool) -> Result<crate::streams::Target, String> {
+    fn target(&self, key: KernelKey, pid: u32, attach: bool) -> Result<crate::streams::Target, TargetError> {
         if attach {
-            return match self.sessions.get(&key) {
-                Some(s) => Ok(crate::streams::Target::Session(s)),
-                None => Err(format!(
-                    "kernel {}.{} has no terminal or input to attach to (its job was not submitted with \
-                     `berth run -i/-t`, or the agent holding them restarted)",
-                    key.job_id, key.index
-                )),
-            };
+            return self.sessions.get(&key).map(crate::streams::Target::Session).ok_or(TargetError::NoSession { key });
         }
         if pid == 0 {
-            return Err(format!("kernel {}.{} has no process yet", key.job_id, key.index));
+            return Err(TargetError::NoProcess { key });
         }
         Ok(crate::streams::Target::Process { pid })
     }
