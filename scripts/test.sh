@@ -172,6 +172,9 @@ fi
 
 # --- the tests -----------------------------------------------------------------------------
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-always}"
+# A CI run builds everything once from a fresh clone: incremental caches only cost time and disk
+# there (the lints and the tests are two clean builds of the whole workspace).
+if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
 export RUST_BACKTRACE=1
 # A test that cannot run here prints `SKIPPED: why` and passes; they are listed at the end (and
 # fail the run on CI unless they need an NVIDIA GPU): scripts/report-skips.py.
