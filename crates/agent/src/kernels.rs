@@ -18,9 +18,9 @@ use tokio::sync::mpsc;
 use crate::envs::EnvCache;
 use crate::meter::Meter;
 use crate::metrics::{Board, KernelRow};
-use crate::runtime::backend::TargetError;
 use crate::runtime::{KernelHandle, KernelUpdate, Runtime};
 use crate::setup::SetupDone;
+use crate::streams::TargetError;
 use crate::{ledger, logs};
 
 mod start;

@@ -45,22 +45,6 @@ pub enum StartError {
     Exec(String),
 }
 
-/// Why no stream can go into a kernel (`berth exec`, `attach`, a port forward).
-#[derive(Debug, thiserror::Error)]
-pub enum TargetError {
-    #[error("kernel {}.{} is not running on node {node}", key.job_id, key.index)]
-    NotRunning { key: KernelKey, node: String },
-    #[error("kernel {}.{} has no process yet", key.job_id, key.index)]
-    NoProcess { key: KernelKey },
-    #[error(
-        "kernel {}.{} has no terminal or input to attach to (its job was not submitted with `berth run -i/-t`, \
-         or the agent holding them restarted)",
-        key.job_id,
-        key.index
-    )]
-    NoSession { key: KernelKey },
-}
-
 /// A kernel to start, as the runtime hands it to a backend: the run user resolved and the
 /// manager's variables completed for this node.
 pub(crate) struct Kernel<'a> {
@@ -89,7 +73,12 @@ pub(crate) trait KernelBackend: Send + Sync + fmt::Debug {
 
     /// Where a stream into running kernel `key` (main process `pid`) goes; `attach`: its own
     /// input and output rather than a new command or a port.
-    fn target(&self, key: KernelKey, pid: u32, attach: bool) -> Result<crate::streams::Target, TargetError>;
+    fn target(
+        &self,
+        key: KernelKey,
+        pid: u32,
+        attach: bool,
+    ) -> Result<crate::streams::Target, crate::streams::TargetError>;
 
     /// Sends `sig` now to kernel `key` (main process `pid`): to its main process, its steps or
     /// both, as `to` says (`scancel --signal`).

@@ -17,7 +17,7 @@ use berth_model::signal::SignalTarget;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use super::backend::{Kernel, KernelBackend, StartError, TargetError};
+use super::backend::{Kernel, KernelBackend, StartError};
 use super::signal_now::Reached;
 use super::{Adopted, Docker, KernelHandle, KernelUpdate};
 
@@ -79,7 +79,12 @@ impl KernelBackend for Podman {
         self.engine.adopt(events)
     }
 
-    fn target(&self, key: KernelKey, pid: u32, attach: bool) -> Result<crate::streams::Target, TargetError> {
+    fn target(
+        &self,
+        key: KernelKey,
+        pid: u32,
+        attach: bool,
+    ) -> Result<crate::streams::Target, crate::streams::TargetError> {
         self.engine.target(key, pid, attach)
     }
 

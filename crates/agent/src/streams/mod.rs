@@ -12,7 +12,7 @@ mod listening;
 
 use std::sync::Arc;
 
-use berth_model::protocol::{STREAM_SECRET_HEADER, StreamOpen};
+use berth_model::protocol::{KernelKey, STREAM_SECRET_HEADER, StreamOpen};
 use berth_model::stream::{self, MAX_CHUNK, RESIZE, STDIN, STDIN_EOF, StreamEnd, WindowSize};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -36,12 +36,28 @@ pub(crate) enum Target {
     Session(Arc<Session>),
 }
 
+/// Why no stream can go into a kernel (`berth exec`, `attach`, a port forward).
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("kernel {}.{} is not running on node {node}", key.job_id, key.index)]
+    NotRunning { key: KernelKey, node: String },
+    #[error("kernel {}.{} has no process yet", key.job_id, key.index)]
+    NoProcess { key: KernelKey },
+    #[error(
+        "kernel {}.{} has no terminal or input to attach to (its job was not submitted with `berth run -i/-t`, \
+         or the agent holding them restarted)",
+        key.job_id,
+        key.index
+    )]
+    NoSession { key: KernelKey },
+}
+
 /// Dials stream `id` back and serves it (spawned by the connection; never fails it).
 pub(crate) async fn serve(
     config: AgentConfig,
     id: u64,
     secret: String,
-    target: Result<Target, crate::runtime::backend::TargetError>,
+    target: Result<Target, TargetError>,
     open: StreamOpen,
 ) {
     let url = match crate::dial::ws_url(&config.manager_url, &format!("/v1/agents/streams/{id}")) {

@@ -37,7 +37,7 @@ pub use network::network_name;
 
 use labels::{LABEL_BINDING, LABEL_CACHE_FORWARD, LABEL_DEADLINE, LABEL_KERNEL};
 
-use super::backend::{BackendKind, Kernel, KernelBackend, StartError, TargetError};
+use super::backend::{BackendKind, Kernel, KernelBackend, StartError};
 use super::podman::{self, Engine};
 use super::signal_now::Reached;
 use super::{KernelHandle, KernelUpdate, RunUser, StopRequest, build_env};
@@ -513,7 +513,12 @@ impl KernelBackend for Docker {
         Box::pin(self.adopt_containers(events))
     }
 
-    fn target(&self, key: KernelKey, _pid: u32, _attach: bool) -> Result<crate::streams::Target, TargetError> {
+    fn target(
+        &self,
+        key: KernelKey,
+        _pid: u32,
+        _attach: bool,
+    ) -> Result<crate::streams::Target, crate::streams::TargetError> {
         Ok(crate::streams::Target::Container { name: container_name(&self.inner.scope, &key), docker: self.clone() })
     }
 

@@ -20,7 +20,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use self::supervised::SupervisedKernel;
-use super::backend::{BackendKind, Kernel, KernelBackend, StartError, TargetError};
+use super::backend::{BackendKind, Kernel, KernelBackend, StartError};
 use super::signal_now::{self, Reached};
 use super::{
     Adopted, Cgroups, KernelHandle, KernelUpdate, LaunchText, RunUser, RuntimeOptions, adopt, cgroup_scope,
@@ -360,12 +360,21 @@ impl KernelBackend for Process {
         Box::pin(std::future::ready(self.adopt_processes(events)))
     }
 
-    fn target(&self, key: KernelKey, pid: u32, attach: bool) -> Result<crate::streams::Target, TargetError> {
+    fn target(
+        &self,
+        key: KernelKey,
+        pid: u32,
+        attach: bool,
+    ) -> Result<crate::streams::Target, crate::streams::TargetError> {
         if attach {
-            return self.sessions.get(&key).map(crate::streams::Target::Session).ok_or(TargetError::NoSession { key });
+            return self
+                .sessions
+                .get(&key)
+                .map(crate::streams::Target::Session)
+                .ok_or(crate::streams::TargetError::NoSession { key });
         }
         if pid == 0 {
-            return Err(TargetError::NoProcess { key });
+            return Err(crate::streams::TargetError::NoProcess { key });
         }
         Ok(crate::streams::Target::Process { pid })
     }
