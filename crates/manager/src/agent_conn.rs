@@ -4,7 +4,7 @@
 //! (`reports.rs`), which applies them with [`handle`].
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -141,7 +141,7 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
         cache_weight,
         folder_mounts,
     };
-    let heard = crate::heard::Heard::new(Instant::now());
+    let heard = crate::heard::Heard::new(m.clock.instant());
     let conn = Conn { id: conn_id, tx, heard: heard.clone() };
     if let Err(e) = self::register(&m, conn, &node, agent, kernels).await {
         tracing::error!(node, "cannot register node: {e}");
@@ -171,12 +171,12 @@ async fn serve(m: Arc<Manager>, socket: WebSocket) {
                         }
                     }
                     // Heard now, whenever the report loop gets to it (`heard::Heard`).
-                    heard.handed(Instant::now());
+                    heard.handed(m.clock.instant());
                     let applied = match m.hub.report(&node, batch) {
                         Some(applied) => applied.await.is_ok(),
                         None => false,
                     };
-                    heard.applied(Instant::now());
+                    heard.applied(m.clock.instant());
                     if !applied || closed {
                         break;
                     }
@@ -254,7 +254,7 @@ pub async fn register(
     // A queue that selects this node by name or label takes it; else the agent's choice.
     let queue = crate::nodes::queue_for(&m.queues.all(), node, &labels, &asked_queue);
     let mut st = m.jobs.lock().await;
-    let now = jiff::Timestamp::now();
+    let now = m.clock.now();
     m.store
         .upsert_node(&NodeRow {
             name: node.to_string(),
@@ -356,7 +356,7 @@ pub async fn register(
                 st.send(node, ManagerMessage::StopKernel { cmd_id, key: r.key, reason, grace_ms: 10_000 });
             }
             KernelEvent::Finished { outcome, exit_code, message, usage, .. } => {
-                st.meters.finished(r.key, usage, Instant::now());
+                st.meters.finished(r.key, usage, m.clock.instant());
                 m.jobs.kernel_finished(&mut st, node, r.key, outcome, exit_code, &message).await;
             }
         }
@@ -414,7 +414,7 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
         AgentMessage::Register { .. } => tracing::warn!(node, "ignoring a second register on one connection"),
         AgentMessage::Containers { info } => m.nodes.containers_changed(st, node, info.clone()),
         AgentMessage::Heartbeat { at, usage, gpus } => {
-            let now = Instant::now();
+            let now = m.clock.instant();
             if let Some(n) = st.nodes.get_mut(node) {
                 n.last_heartbeat = Some(*at);
                 n.gpus_in_use.clone_from(gpus);
@@ -456,7 +456,7 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
                 }
             }
             KernelEvent::Finished { outcome, exit_code, message, usage, .. } => {
-                st.meters.finished(*key, *usage, Instant::now());
+                st.meters.finished(*key, *usage, m.clock.instant());
                 m.jobs.kernel_finished(st, node, *key, *outcome, *exit_code, message).await;
             }
         },

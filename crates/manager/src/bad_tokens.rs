@@ -14,6 +14,8 @@ use std::time::Duration;
 use berth_store::Store;
 use tokio::sync::watch;
 
+use crate::clock::Clock;
+
 /// How long one audit row stands for a token's uses.
 pub const WINDOW: Duration = Duration::from_secs(60);
 
@@ -35,6 +37,8 @@ struct Open {
 #[derive(Debug, Default)]
 pub struct BadTokenAudit {
     open: Mutex<HashMap<Key, Open>>,
+    /// The manager's clock (the rows' times; the minutes are tokio's, see `audit_use`).
+    clock: Clock,
 }
 
 /// The row that stands for `n` uses after the one before, the last at `last`.
@@ -44,6 +48,11 @@ fn summary(what: &str, n: u64, last: jiff::Timestamp) -> String {
 }
 
 impl BadTokenAudit {
+    /// No minutes open, timed by `clock`.
+    pub fn new(clock: Clock) -> BadTokenAudit {
+        BadTokenAudit { open: Mutex::default(), clock }
+    }
+
     /// Counts one use. `true`: it opens a minute, so the caller writes a row now and
     /// [`BadTokenAudit::close`]s the minute when it is over.
     fn record(&self, actor: &str, action: &'static str, target: &str, what: &'static str) -> bool {
@@ -51,11 +60,11 @@ impl BadTokenAudit {
         match open.get_mut(&(action, target.to_string())) {
             Some(o) => {
                 o.uses += 1;
-                o.last = jiff::Timestamp::now();
+                o.last = self.clock.now();
                 false
             }
             None => {
-                let o = Open { actor: actor.to_string(), what, uses: 0, last: jiff::Timestamp::now() };
+                let o = Open { actor: actor.to_string(), what, uses: 0, last: self.clock.now() };
                 open.insert((action, target.to_string()), o);
                 true
             }
@@ -94,13 +103,13 @@ impl BadTokenAudit {
         if !self.record(actor, action, target, what) {
             return;
         }
-        write(store, actor, action, target, what).await;
+        write(store, self.clock.now(), actor, action, target, what).await;
         let (audit, store, target) = (self.clone(), store.clone(), target.to_string());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(WINDOW).await;
                 let Some((actor, detail)) = audit.close(action, &target) else { break };
-                write(&store, &actor, action, &target, &detail).await;
+                write(&store, audit.clock.now(), &actor, action, &target, &detail).await;
             }
         });
     }
@@ -110,13 +119,13 @@ impl BadTokenAudit {
     pub async fn flush_at_shutdown(self: Arc<Self>, store: Arc<dyn Store>, mut shutdown: watch::Receiver<bool>) {
         let _ = shutdown.wait_for(|s| *s).await;
         for ((action, target), actor, detail) in self.drain() {
-            write(&store, &actor, action, &target, &detail).await;
+            write(&store, self.clock.now(), &actor, action, &target, &detail).await;
         }
     }
 }
 
-async fn write(store: &Arc<dyn Store>, actor: &str, action: &str, target: &str, detail: &str) {
-    if let Err(e) = store.audit(jiff::Timestamp::now(), actor, action, target, detail).await {
+async fn write(store: &Arc<dyn Store>, at: jiff::Timestamp, actor: &str, action: &str, target: &str, detail: &str) {
+    if let Err(e) = store.audit(at, actor, action, target, detail).await {
         tracing::error!(actor, action, target, "cannot write the audit log: {e}");
     }
 }

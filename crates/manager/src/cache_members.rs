@@ -29,6 +29,7 @@ use berth_model::api::{CacheBucket, CacheMemberView, MAX_CACHE_WEIGHT, cache_wei
 use berth_store::{CacheBucketRow, CacheNodeRow, Store, StoreError};
 use serde_json::json;
 
+use crate::clock::Clock;
 use crate::state::State;
 
 /// How often every cache node is sent the list again, changed or not.
@@ -48,6 +49,8 @@ pub struct CacheMembers {
     /// Wakes the pusher: a member registered, was lost or was changed by an admin, a bucket
     /// changed.
     pub changed: tokio::sync::Notify,
+    /// The manager's clock (when a member's or bucket's row changed).
+    clock: Clock,
 }
 
 /// Whether a node's cache counts as up: its agent is registered, or it was before a manager
@@ -75,6 +78,11 @@ fn view(st: &State, r: &CacheNodeRow) -> CacheMemberView {
 }
 
 impl CacheMembers {
+    /// No members or buckets yet (`load` reads them), rows timed by `clock`.
+    pub fn new(clock: Clock) -> CacheMembers {
+        CacheMembers { clock, ..CacheMembers::default() }
+    }
+
     /// Loads the nodes' caches and the buckets from the store (at start).
     pub async fn load(&self, store: &dyn Store) -> Result<(), StoreError> {
         let nodes = store.cache_nodes().await?;
@@ -131,7 +139,7 @@ impl CacheMembers {
         let row = match known {
             Some(k) if k.url == url && k.reported_weight == weight => k,
             _ => {
-                let row = store.put_cache_node(node, url, weight, jiff::Timestamp::now()).await?;
+                let row = store.put_cache_node(node, url, weight, self.clock.now()).await?;
                 self.nodes.lock().expect("cache nodes").insert(node.to_string(), row.clone());
                 row
             }
@@ -177,7 +185,7 @@ impl CacheMembers {
     /// Sets the admin's weight of `node`'s cache (`None`: back to its agent's), stored first;
     /// `false` when no such node reported a cache.
     pub async fn set_weight(&self, store: &dyn Store, node: &str, weight: Option<u32>) -> Result<bool, StoreError> {
-        let Some(row) = store.set_cache_node_weight(node, weight, jiff::Timestamp::now()).await? else {
+        let Some(row) = store.set_cache_node_weight(node, weight, self.clock.now()).await? else {
             return Ok(false);
         };
         self.nodes.lock().expect("cache nodes").insert(node.to_string(), row);
@@ -188,7 +196,7 @@ impl CacheMembers {
     /// Removes `node`'s cache from the members for good, or adds it back; `false` when no
     /// such node reported a cache.
     pub async fn set_removed(&self, store: &dyn Store, node: &str, removed: bool) -> Result<bool, StoreError> {
-        let Some(row) = store.set_cache_node_removed(node, removed, jiff::Timestamp::now()).await? else {
+        let Some(row) = store.set_cache_node_removed(node, removed, self.clock.now()).await? else {
             return Ok(false);
         };
         self.nodes.lock().expect("cache nodes").insert(node.to_string(), row);
@@ -212,7 +220,7 @@ impl CacheMembers {
             projects: b.projects.clone(),
             origin: b.origin.clone(),
             placement: b.placement,
-            updated_at: jiff::Timestamp::now(),
+            updated_at: self.clock.now(),
         };
         store.put_cache_bucket(&row).await?;
         self.deleted.lock().expect("deleted buckets").remove(&b.name);
@@ -225,7 +233,7 @@ impl CacheMembers {
     /// pusher: the cache nodes delete the buckets named as deleted, with their objects.
     /// `false` when there was no such bucket.
     pub async fn delete_bucket(&self, store: &dyn Store, name: &str) -> Result<bool, StoreError> {
-        let existed = store.delete_cache_bucket(name, jiff::Timestamp::now()).await?;
+        let existed = store.delete_cache_bucket(name, self.clock.now()).await?;
         if existed {
             self.deleted.lock().expect("deleted buckets").insert(name.to_string());
         }

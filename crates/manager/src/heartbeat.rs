@@ -9,7 +9,7 @@
 //! nodes lost in a 50,000-job run on PostgreSQL: issue 42.)
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::deferred::LostCause;
 
@@ -32,7 +32,7 @@ pub async fn run(m: Arc<Manager>) {
 /// One round of checks.
 pub async fn check(m: &Manager) {
     let mut st = m.jobs.lock().await;
-    let now = Instant::now();
+    let now = m.clock.instant();
     let timeout = m.nodes.heartbeat_timeout;
     let mut lost = Vec::new();
     let mut orphaned = Vec::new();

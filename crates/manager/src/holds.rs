@@ -260,7 +260,7 @@ pub async fn check_at_submit(m: &Manager, user: &User, spec: &JobSpec) -> Result
         };
         known.insert(r, tgt);
     }
-    let now = Timestamp::now().as_millisecond();
+    let now = m.clock.now_ms();
     if let Judgement::Never(why) = depend::judge(dep, |t| known.get(&t).copied(), None, now) {
         return Err(ApiError::bad_request(format!(
             "dependency `{dep}` can never be satisfied: {why}; submit without it, or depend on another job"

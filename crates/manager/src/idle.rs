@@ -43,7 +43,7 @@ fn idle_deadline(m: &Manager, queues: &[berth_sched::QueueConfig], job: &Job) ->
 pub async fn check(m: &Manager) {
     let queues = m.queues.all();
     let mut st = m.jobs.lock().await;
-    let now = Timestamp::now();
+    let now = m.clock.now();
     let idle: Vec<(JobId, u64)> = st
         .jobs
         .values()

@@ -15,10 +15,10 @@ use berth_model::JobSpec;
 use berth_model::api::JobView;
 use berth_sched::Millis;
 use berth_store::{Store, StoreError};
-use jiff::Timestamp;
 use tokio::sync::futures::Notified;
 use tokio::sync::{Mutex, MutexGuard, Notify, broadcast};
 
+use crate::clock::Clock;
 use crate::env_intern::EnvInterner;
 use crate::metrics::Metrics;
 use crate::state::{Job, JobEvent, Owner, State};
@@ -29,6 +29,8 @@ const EVENT_BACKLOG: usize = 4096;
 
 pub struct Jobs {
     pub(crate) store: Arc<dyn Store>,
+    /// The manager's clock (`Manager::clock`).
+    pub(crate) clock: Clock,
     /// Only through [`Jobs::lock`], which first takes in the inbox.
     state: Mutex<State>,
     /// Jobs submitted since the last [`Jobs::lock`]: submit appends here instead of waiting
@@ -61,11 +63,18 @@ pub struct Placement {
 }
 
 impl Jobs {
-    pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, half_life_ms: Millis, metrics: Arc<Metrics>) -> Jobs {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Clock,
+        wake: Arc<Notify>,
+        half_life_ms: Millis,
+        metrics: Arc<Metrics>,
+    ) -> Jobs {
         Jobs {
             submits: SubmitQueue::new(store.clone(), wake.clone()),
             store,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State::new(clock.clone())),
+            clock,
             inbox: StdMutex::new(Vec::new()),
             envs: EnvInterner::default(),
             wake,
@@ -150,7 +159,7 @@ impl Jobs {
         key: Option<&str>,
         hints: Placement,
     ) -> Result<JobView, StoreError> {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let (id, spec) = match key {
             // Concurrent submits share a transaction (`submit_queue.rs`).
             None => self.submits.insert(owner.user_id, spec, owner.submitter, now).await?,

@@ -20,6 +20,7 @@ mod bad_tokens;
 pub mod cache_env;
 mod cache_members;
 mod cache_push;
+pub mod clock;
 mod cluster_env;
 mod code_store;
 pub mod config;
@@ -244,6 +245,12 @@ impl ManagerHandle {
 /// Opens the store in `config.data_dir`, bootstraps, binds `config.listen` and spawns the
 /// HTTP server, the scheduling loop and the heartbeat checker.
 pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
+    start_with_clock(config, clock::Clock::system()).await
+}
+
+/// [`start`] reading the time from `clock`: a test passes a [`clock::Clock::manual`] and
+/// advances it instead of sleeping (the leader lease and tokio's timers stay on real time).
+pub async fn start_with_clock(config: ManagerConfig, clock: clock::Clock) -> anyhow::Result<ManagerHandle> {
     let cfg = config::load(config.config_file.as_deref())?;
     // Bad certificate files fail the start before anything is opened.
     let tls = config.tls.as_ref().map(berth_tls::server::server_config).transpose()?;
@@ -280,7 +287,7 @@ pub async fn start(config: ManagerConfig) -> anyhow::Result<ManagerHandle> {
     let (deposed_tx, deposed) = watch::channel(None);
     // Renewed from now on: loading a big store must not cost the lease it was loaded under.
     let keeper = tokio::spawn(leader::keep(store.clone(), me.clone(), lease.clone(), deposed_tx, shutdown_rx.clone()));
-    let led = lead(config, cfg, store.clone(), tls, listener, me, lease, shutdown_rx).await;
+    let led = lead(config, cfg, store.clone(), tls, listener, me, lease, shutdown_rx, clock).await;
     let (bootstrap, join_token, server, mut tasks, socket, apps_addr) = match led {
         Ok(started) => started,
         Err(e) => {
@@ -323,10 +330,11 @@ async fn lead(
     me: leader::Candidate,
     lease: Arc<lease::Lease>,
     shutdown_rx: watch::Receiver<bool>,
+    clock: clock::Clock,
 ) -> anyhow::Result<Started> {
     let mut made = manager::Manager::new(
         store.clone(),
-        Vec::new(),
+        clock,
         cfg.fair_share.clone(),
         config.heartbeat_timeout,
         shutdown_rx.clone(),

@@ -193,7 +193,7 @@ impl Jobs {
             return Err(StoreError::NotFound(format!("job {job_id}")));
         };
         let from = job.state;
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let recorded: Vec<Change> = mv.record(job_id, from, now).collect();
         let Move { to, reason, stop, end, exit_code } = mv;
         // A job that gives its resources back is charged for them (fair share), in the same

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::clock::Clock;
 use crate::token::{hash_token, new_token};
 
 /// How long a link works.
@@ -27,13 +28,20 @@ pub struct LinkOwner {
 #[derive(Default)]
 pub struct LoginLinks {
     pending: Mutex<HashMap<String, (LinkOwner, String, Instant)>>,
+    /// The manager's clock (links' expiry).
+    clock: Clock,
 }
 
 impl LoginLinks {
+    /// No links yet, expiring by `clock`.
+    pub fn new(clock: Clock) -> LoginLinks {
+        LoginLinks { pending: Mutex::default(), clock }
+    }
+
     /// A new code for `owner` in `scope`, valid for [`LINK_TTL`].
     pub fn create(&self, owner: LinkOwner, scope: &str) -> String {
         let code = new_token();
-        let now = Instant::now();
+        let now = self.clock.instant();
         let mut pending = self.pending.lock().expect("login links lock");
         // Links nobody opened are dropped here: the map stays as small as the links in use.
         pending.retain(|_, (_, _, at)| now.duration_since(*at) < LINK_TTL);
@@ -45,7 +53,7 @@ impl LoginLinks {
     /// scope, too: a link is shown to one place only).
     pub fn redeem(&self, code: &str, scope: &str) -> Option<LinkOwner> {
         let (owner, its_scope, at) = self.pending.lock().expect("login links lock").remove(&hash_token(code))?;
-        (at.elapsed() < LINK_TTL && its_scope == scope).then_some(owner)
+        (self.clock.instant().saturating_duration_since(at) < LINK_TTL && its_scope == scope).then_some(owner)
     }
 }
 

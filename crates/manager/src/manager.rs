@@ -4,14 +4,14 @@
 //! is only what spans services: building them, and rebuilding memory after a restart.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use berth_model::JobState;
 use berth_model::api::NodeState;
-use berth_sched::{NodeLedger, QueueConfig};
+use berth_sched::NodeLedger;
 use berth_store::{Store, StoreError};
 use tokio::sync::{Notify, watch};
 
+use crate::clock::Clock;
 use crate::config::FairShareConfig;
 use crate::state::{KernelEnd, Node};
 
@@ -28,6 +28,9 @@ pub struct Manager {
     /// For reads of what memory does not keep (finished jobs, history, users); writes of job
     /// and node state go through their services.
     pub store: Arc<dyn Store>,
+    /// Where every decision reads the time (a manual one in tests, `clock.rs`); the services
+    /// that read it hold a clone.
+    pub clock: Clock,
     /// The job table, the lifecycle and the scheduling loop's wake-up.
     pub jobs: crate::jobs::Jobs,
     /// Node states, drain, heartbeat settings, node shapes.
@@ -88,7 +91,7 @@ pub struct Manager {
 impl Manager {
     pub fn new(
         store: Arc<dyn Store>,
-        queues: Vec<QueueConfig>,
+        clock: Clock,
         fair_share: FairShareConfig,
         heartbeat_timeout: std::time::Duration,
         shutdown: watch::Receiver<bool>,
@@ -102,25 +105,32 @@ impl Manager {
             folders: crate::folders::Folders::new(store.clone(), data_dir.join("folders")),
             dataset_holdings: Default::default(),
             code: crate::code_store::CodeStore::new(&data_dir.join("folders"), crate::code_store::DEFAULT_CODE_LIMIT),
-            jobs: crate::jobs::Jobs::new(store.clone(), wake.clone(), fair_share.half_life_ms, metrics.clone()),
+            jobs: crate::jobs::Jobs::new(
+                store.clone(),
+                clock.clone(),
+                wake.clone(),
+                fair_share.half_life_ms,
+                metrics.clone(),
+            ),
             nodes: crate::nodes::Nodes::new(store.clone(), wake, heartbeat_timeout),
-            queues: crate::queues::QueueService::new(store.clone(), queues),
-            tenancy: crate::tenancy::Tenancy::new(store.clone()),
-            quotas: crate::quotas::QuotaService::new(store.clone()),
+            queues: crate::queues::QueueService::new(store.clone(), clock.clone(), Vec::new()),
+            tenancy: crate::tenancy::Tenancy::new(store.clone(), clock.clone()),
+            quotas: crate::quotas::QuotaService::new(store.clone(), clock.clone()),
             hub: Default::default(),
             fair_share,
             cache: std::sync::OnceLock::new(),
-            cache_members: Default::default(),
-            store_health: crate::store_health::StoreHealth::new(data_dir),
-            login_links: Default::default(),
+            cache_members: crate::cache_members::CacheMembers::new(clock.clone()),
+            store_health: crate::store_health::StoreHealth::new(data_dir, clock.clone()),
+            login_links: crate::login_links::LoginLinks::new(clock.clone()),
             streams: Default::default(),
             apps: Default::default(),
-            sessions: Default::default(),
+            sessions: crate::sessions::Sessions::new(clock.clone()),
             data_dir: data_dir.to_path_buf(),
             tls,
             retain: std::sync::OnceLock::new(),
             shutdown,
             store,
+            clock,
             metrics,
             metrics_access: Default::default(),
             lease: Default::default(),
@@ -154,7 +164,7 @@ impl Manager {
     /// their agent reconnects, unfinished jobs come back with their bindings and allocations.
     pub async fn rebuild(&self) -> Result<(), StoreError> {
         let mut st = self.jobs.lock().await;
-        let deadline = Instant::now() + self.nodes.heartbeat_timeout;
+        let deadline = self.clock.instant() + self.nodes.heartbeat_timeout;
         for n in self.store.nodes().await? {
             if n.state != NodeState::Lost {
                 self.store.set_node_state(&n.name, NodeState::Lost, None).await?;
@@ -176,7 +186,7 @@ impl Manager {
                     address: n.address,
                     drain: n.drain_reason,
                     last_heartbeat: n.last_heartbeat,
-                    heard: crate::heard::Heard::new(Instant::now()),
+                    heard: crate::heard::Heard::new(self.clock.instant()),
                     conn: None,
                     orphan_deadline: Some(deadline),
                     containers: Default::default(),
@@ -199,7 +209,7 @@ impl Manager {
             };
         }
         st.predictor = crate::predictions::rebuild(self.store.as_ref()).await?;
-        let now_ms = jiff::Timestamp::now().as_millisecond();
+        let now_ms = self.clock.now_ms();
         for row in self.store.unfinished_jobs().await? {
             let mut job = self.jobs.restore(row);
             // A requeued job's earlier runs count for `las` (few jobs: one query each).

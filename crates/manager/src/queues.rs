@@ -8,17 +8,20 @@ use berth_store::{QueueRow, Store};
 
 use berth_model::api::QueueUpdate;
 
+use crate::clock::Clock;
 use crate::config::{self, Config};
 use crate::error::ApiError;
 
 pub struct QueueService {
     store: Arc<dyn Store>,
     queues: RwLock<Arc<Vec<QueueConfig>>>,
+    /// The manager's clock (when a queue's row changed).
+    clock: Clock,
 }
 
 impl QueueService {
-    pub fn new(store: Arc<dyn Store>, queues: Vec<QueueConfig>) -> QueueService {
-        QueueService { store, queues: RwLock::new(Arc::new(queues)) }
+    pub fn new(store: Arc<dyn Store>, clock: Clock, queues: Vec<QueueConfig>) -> QueueService {
+        QueueService { store, queues: RwLock::new(Arc::new(queues)), clock }
     }
 
     /// The queues now (cheap: a shared snapshot).
@@ -45,7 +48,7 @@ impl QueueService {
         let q = config::from_policy(name, &policy).map_err(ApiError::bad_request)?;
         // Keep the config file seed: an unchanged file entry must not undo this change on restart.
         let seed = self.store.queues().await?.into_iter().find(|r| r.name == name).and_then(|r| r.seed);
-        let row = QueueRow { name: name.to_string(), policy, seed, updated_at: jiff::Timestamp::now() };
+        let row = QueueRow { name: name.to_string(), policy, seed, updated_at: self.clock.now() };
         self.store.put_queue(&row).await?;
         self.set(q.clone());
         Ok((q, existing.is_some()))
@@ -76,7 +79,7 @@ impl QueueService {
         if seeds.is_empty() && rows.is_empty() {
             seeds = crate::config::default_queues();
         }
-        let now = jiff::Timestamp::now();
+        let now = self.clock.now();
         for q in &seeds {
             let policy = crate::config::to_policy(q);
             let seed = serde_json::to_string(&policy)?;

@@ -14,6 +14,7 @@ use berth_store::Store;
 use berth_model::{JobSpec, JobState, QuotaKind, QuotaLimits, QuotaView};
 use berth_sched::{QuotaUse, Quotas};
 
+use crate::clock::Clock;
 use crate::error::ApiError;
 use crate::identity::User;
 use crate::quota_table::{QuotaTable, project_of};
@@ -24,11 +25,13 @@ use crate::state::{Job, State};
 pub struct QuotaService {
     store: Arc<dyn Store>,
     table: RwLock<Arc<QuotaTable>>,
+    /// The manager's clock (when a quota's row changed).
+    clock: Clock,
 }
 
 impl QuotaService {
-    pub fn new(store: Arc<dyn Store>) -> QuotaService {
-        QuotaService { store, table: RwLock::default() }
+    pub fn new(store: Arc<dyn Store>, clock: Clock) -> QuotaService {
+        QuotaService { store, table: RwLock::default(), clock }
     }
 
     /// The quotas now (cheap: a shared snapshot).
@@ -53,7 +56,7 @@ impl QuotaService {
     /// wakes the scheduler).
     pub async fn set_quota(&self, kind: QuotaKind, name: &str, limits: Option<QuotaLimits>) -> Result<(), ApiError> {
         let limits = limits.filter(|l| !l.is_empty());
-        self.store.set_quota(kind, name, limits.as_ref(), jiff::Timestamp::now()).await.map_err(|e| match e {
+        self.store.set_quota(kind, name, limits.as_ref(), self.clock.now()).await.map_err(|e| match e {
             berth_store::StoreError::NotFound(_) => {
                 ApiError::not_found(format!("no quota for {} `{name}`", kind.as_str()))
             }

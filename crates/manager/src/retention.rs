@@ -29,7 +29,7 @@ pub async fn run(m: Arc<Manager>, period: Option<Duration>) {
     let _ = m.retain.set(period);
     let mut shutdown = m.shutdown.clone();
     loop {
-        let before = Timestamp::now() - SignedDuration::try_from(period).unwrap_or(SignedDuration::MAX);
+        let before = m.clock.now() - SignedDuration::try_from(period).unwrap_or(SignedDuration::MAX);
         match archive_before(&m, before).await {
             Ok(0) => tracing::debug!("retention: no finished job to archive"),
             Ok(n) => tracing::info!(

@@ -9,6 +9,8 @@ use std::sync::Mutex;
 use berth_model::JobId;
 use jiff::Timestamp;
 
+use crate::clock::Clock;
+
 #[derive(Debug, Clone, Copy)]
 struct Activity {
     attached: u32,
@@ -20,11 +22,12 @@ pub struct Sessions {
     jobs: Mutex<HashMap<JobId, Activity>>,
     /// When this manager started: no session has been idle for longer than since then.
     started: Timestamp,
+    clock: Clock,
 }
 
 impl Default for Sessions {
     fn default() -> Self {
-        Sessions { jobs: Mutex::default(), started: Timestamp::now() }
+        Sessions::new(Clock::system())
     }
 }
 
@@ -39,15 +42,20 @@ impl Drop for Attached<'_> {
         let mut jobs = self.sessions.jobs.lock().expect("sessions lock");
         if let Some(a) = jobs.get_mut(&self.job) {
             a.attached = a.attached.saturating_sub(1);
-            a.last = Timestamp::now();
+            a.last = self.sessions.clock.now();
         }
     }
 }
 
 impl Sessions {
+    /// No sessions yet, timed by `clock`.
+    pub fn new(clock: Clock) -> Sessions {
+        Sessions { jobs: Mutex::default(), started: clock.now(), clock }
+    }
+
     /// A client attaches to `job` until the guard is dropped.
     pub fn attach(&self, job: JobId) -> Attached<'_> {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let mut jobs = self.jobs.lock().expect("sessions lock");
         let a = jobs.entry(job).or_insert(Activity { attached: 0, last: now });
         a.attached += 1;
@@ -57,7 +65,7 @@ impl Sessions {
 
     /// Traffic for `job` now (a request to one of its apps).
     pub fn touch(&self, job: JobId) {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let mut jobs = self.jobs.lock().expect("sessions lock");
         jobs.entry(job).and_modify(|a| a.last = now).or_insert(Activity { attached: 0, last: now });
     }

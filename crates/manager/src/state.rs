@@ -15,6 +15,8 @@ use berth_store::UsageRow;
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::clock::Clock;
+
 mod batch;
 #[cfg(test)]
 pub mod fixture;
@@ -92,7 +94,8 @@ impl Usage {
     /// The rows after adding `amount` (billing-seconds) for each (user, project, amount) at
     /// `now`; amounts of the same name add up. Memory is unchanged until [`Usage::set`].
     pub fn charge(&self, items: &[(&str, &str, f64)], now: Millis, half_life_ms: Millis) -> Vec<UsageRow> {
-        let at = Timestamp::from_millisecond(now).unwrap_or_else(|_| Timestamp::now());
+        // Out of range never: `now` is a reading of the manager's clock.
+        let at = Timestamp::from_millisecond(now).unwrap_or_default();
         let row = |c: Charged| UsageRow { kind: c.kind.as_str().into(), name: c.name.into(), value: c.figure.0, at };
         self.0.charge(items, now, half_life_ms).into_iter().map(row).collect()
     }
@@ -148,9 +151,16 @@ pub struct State {
     /// Run times of the jobs that ended after running, by user, name and size
     /// (`predictions.rs`): each job's estimate as it enters the pending set.
     pub predictor: berth_sched::Predictor,
+    /// The manager's clock (`Manager::clock`).
+    clock: Clock,
 }
 
 impl State {
+    /// An empty state reading the time from `clock`.
+    pub fn new(clock: Clock) -> State {
+        State { clock, ..State::default() }
+    }
+
     /// Adds a job to memory (a submit, a restart), and to the pending or running set.
     pub fn insert_job(&mut self, job: Job) {
         let id = job.id;
@@ -197,7 +207,7 @@ impl State {
                 let j = &self.jobs[&id];
                 // A job without a start or placement time (restored SCHEDULED) counts from
                 // now, once: its end stays put from pass to pass.
-                let now = Timestamp::now().as_millisecond();
+                let now = self.clock.now_ms();
                 let r = self.running.get(id).map(|r| r.started_at).unwrap_or(now);
                 let job = j.running_job(r);
                 if self.running.get(id) != Some(&job) {

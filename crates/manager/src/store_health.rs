@@ -10,11 +10,15 @@ use std::sync::Mutex;
 use berth_store::{Store, StoreError};
 use jiff::Timestamp;
 
+use crate::clock::Clock;
+
 /// The store's write health, shared by the API and the background loops.
 #[derive(Debug)]
 pub struct StoreHealth {
     data_dir: PathBuf,
     full: Mutex<Option<Full>>,
+    /// The manager's clock (since when the disk is full).
+    clock: Clock,
 }
 
 #[derive(Debug, Clone)]
@@ -24,8 +28,8 @@ struct Full {
 }
 
 impl StoreHealth {
-    pub fn new(data_dir: &Path) -> StoreHealth {
-        StoreHealth { data_dir: data_dir.to_path_buf(), full: Mutex::new(None) }
+    pub fn new(data_dir: &Path, clock: Clock) -> StoreHealth {
+        StoreHealth { data_dir: data_dir.to_path_buf(), full: Mutex::new(None), clock }
     }
 
     /// Records the outcome of a write (not of a read: reads succeed on a full disk).
@@ -42,7 +46,7 @@ impl StoreHealth {
         let mut full = self.full.lock().expect("store health lock");
         if full.is_none() {
             tracing::error!(data_dir = %self.data_dir.display(), "the store's disk is full: writes are refused until space is freed ({error})");
-            *full = Some(Full { since: Timestamp::now(), error: error.to_string() });
+            *full = Some(Full { since: self.clock.now(), error: error.to_string() });
         }
     }
 
@@ -72,7 +76,7 @@ impl StoreHealth {
     /// space is back.
     pub async fn probe(&self, store: &dyn Store) {
         if self.is_full() {
-            let r = store.meta_set("write_probe", &Timestamp::now().to_string()).await;
+            let r = store.meta_set("write_probe", &self.clock.now().to_string()).await;
             self.observe_write(&r);
         }
     }
@@ -92,7 +96,7 @@ mod tests {
 
     #[test]
     fn a_refused_write_marks_the_store_full_until_a_write_commits() {
-        let h = StoreHealth::new(Path::new("/var/lib/berth"));
+        let h = StoreHealth::new(Path::new("/var/lib/berth"), Clock::system());
         assert!(h.problem().is_none());
         h.observe_write::<()>(&Err(StoreError::DiskFull("database or disk is full".into())));
         assert!(h.is_full());

@@ -10,6 +10,7 @@ use axum::http::request::Parts;
 use berth_store::{ProjectRow, Store, StoreError, TokenRow};
 
 use crate::bad_tokens::BadTokenAudit;
+use crate::clock::Clock;
 use crate::error::ApiError;
 use crate::identity::{CachedToken, User};
 use crate::login_links::LinkOwner;
@@ -26,11 +27,14 @@ pub struct Tenancy {
     join_hashes: RwLock<Vec<String>>,
     /// Uses of revoked and expired tokens: audited at most once per token per minute.
     bad_tokens: Arc<BadTokenAudit>,
+    /// The manager's clock: tokens' and sessions' expiry, the rows' times.
+    clock: Clock,
 }
 
 impl Tenancy {
-    pub fn new(store: Arc<dyn Store>) -> Tenancy {
-        Tenancy { store, tokens: RwLock::default(), join_hashes: RwLock::default(), bad_tokens: Arc::default() }
+    pub fn new(store: Arc<dyn Store>, clock: Clock) -> Tenancy {
+        let bad_tokens = Arc::new(BadTokenAudit::new(clock.clone()));
+        Tenancy { store, tokens: RwLock::default(), join_hashes: RwLock::default(), bad_tokens, clock }
     }
 
     /// The audit of dead-token uses, for its flush at shutdown.
@@ -57,7 +61,7 @@ impl Tenancy {
     async fn authenticate_for(&self, token: &str, scope: Option<&str>) -> Result<Arc<User>, ApiError> {
         let invalid = || ApiError::unauthorized("invalid API token: check BERTH_TOKEN or your credentials file");
         let hash = hash_token(token);
-        let now = jiff::Timestamp::now();
+        let now = self.clock.now();
         let cached = self.tokens.read().expect("token cache lock").get(&hash).cloned();
         let entry = match cached {
             Some(e) => e,
@@ -126,7 +130,7 @@ impl Tenancy {
 
     /// Creates project `name` (already validated) on behalf of `admin`. Audited.
     pub async fn create_project(&self, admin: &str, name: &str) -> Result<ProjectRow, ApiError> {
-        let p = match self.store.create_project(name, jiff::Timestamp::now()).await {
+        let p = match self.store.create_project(name, self.clock.now()).await {
             Ok(p) => p,
             Err(StoreError::Duplicate(_)) => return Err(ApiError::conflict(format!("project {name} already exists"))),
             Err(e) => return Err(e.into()),
@@ -146,7 +150,7 @@ impl Tenancy {
             )));
         }
         let stored = if member {
-            self.store.add_member(project, user, jiff::Timestamp::now()).await
+            self.store.add_member(project, user, self.clock.now()).await
         } else {
             self.store.remove_member(project, user).await
         };
@@ -174,7 +178,7 @@ impl Tenancy {
     /// A dashboard session for the owner of a login link: a token that lives in the browser's
     /// cookie (`session_cookie.rs`) and expires after [`SESSION_TTL`]. Audited.
     pub async fn create_session(&self, owner: &LinkOwner) -> Result<String, ApiError> {
-        let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(SESSION_TTL.as_secs() as i64);
+        let expires = self.clock.now() + jiff::SignedDuration::from_secs(SESSION_TTL.as_secs() as i64);
         let (_, token) =
             self.mint(owner.user_id, &owner.name, "web session", Some(expires), None, "session.create").await?;
         Ok(token)
@@ -184,7 +188,7 @@ impl Tenancy {
     /// link (`berth open`): a token in a cookie only that path gets, which the proxy never
     /// passes on. Audited.
     pub async fn create_app_session(&self, owner: &LinkOwner, scope: &str) -> Result<String, ApiError> {
-        let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(SESSION_TTL.as_secs() as i64);
+        let expires = self.clock.now() + jiff::SignedDuration::from_secs(SESSION_TTL.as_secs() as i64);
         let label = format!("app session {scope}");
         let (_, token) =
             self.mint(owner.user_id, &owner.name, &label, Some(expires), Some(scope), "app-session.create").await?;
@@ -202,7 +206,7 @@ impl Tenancy {
     ) -> Result<(String, String), ApiError> {
         let token = new_token();
         let hash = hash_token(&token);
-        self.store.add_token(user_id, &hash, label, jiff::Timestamp::now(), expires_at, scope).await?;
+        self.store.add_token(user_id, &hash, label, self.clock.now(), expires_at, scope).await?;
         let id = hash[..12].to_string();
         self.audit(name, action, &id, label).await;
         Ok((id, token))
@@ -211,7 +215,7 @@ impl Tenancy {
     /// Revokes token `id` of `user` (an admin: anyone's); it stops working at once. Audited.
     pub async fn revoke_token(&self, user: &User, id: &str) -> Result<TokenRow, ApiError> {
         let owner = if user.is_admin() { None } else { Some(user.id) };
-        let t = self.store.revoke_token(owner, id, jiff::Timestamp::now()).await.map_err(|e| {
+        let t = self.store.revoke_token(owner, id, self.clock.now()).await.map_err(|e| {
             not_found_as(e, format!("no token `{id}`: use an id from `berth token list` (at least 8 hex digits)"))
         })?;
         self.forget_tokens(|c| c.user.token_hash == t.hash);
@@ -222,7 +226,7 @@ impl Tenancy {
     /// Appends to the audit log; a failure is logged, never fails the request (the action
     /// itself is already stored).
     pub async fn audit(&self, actor: &str, action: &str, target: &str, detail: &str) {
-        if let Err(e) = self.store.audit(jiff::Timestamp::now(), actor, action, target, detail).await {
+        if let Err(e) = self.store.audit(self.clock.now(), actor, action, target, detail).await {
             tracing::error!(actor, action, target, "cannot write the audit log: {e}");
         }
     }
@@ -244,7 +248,7 @@ impl Tenancy {
     pub async fn create_join_token(&self) -> Result<String, ApiError> {
         let token = new_token();
         let hash = hash_token(&token);
-        self.store.add_join_token(&hash, jiff::Timestamp::now()).await?;
+        self.store.add_join_token(&hash, self.clock.now()).await?;
         self.join_hashes.write().expect("join token lock").push(hash);
         Ok(token)
     }
@@ -269,7 +273,7 @@ impl Tenancy {
         let row = match self.store.user_by_name(&name).await? {
             Some(u) => u,
             None => {
-                let u = self.store.create_user(&name, "user", jiff::Timestamp::now()).await?;
+                let u = self.store.create_user(&name, "user", self.clock.now()).await?;
                 self.audit(&name, "user.create", &name, &format!("first request from local uid {}", peer.uid)).await;
                 tracing::info!(user = %name, uid = peer.uid, "created berth user for a local Unix account");
                 u
@@ -293,7 +297,7 @@ impl Tenancy {
         if self.store.meta_get("bootstrapped").await?.is_some() {
             return Ok(None);
         }
-        let now = jiff::Timestamp::now();
+        let now = self.clock.now();
         // A start that died half-way may have created the user already: give it a fresh token.
         let user = match self.store.user_by_name(admin).await? {
             Some(u) => u,
@@ -319,7 +323,7 @@ impl Tenancy {
             }
             Err(e) => return Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
         };
-        self.store.add_join_token(&hash_token(&token), jiff::Timestamp::now()).await?;
+        self.store.add_join_token(&hash_token(&token), self.clock.now()).await?;
         *self.join_hashes.write().expect("join token lock") = self.store.join_token_hashes().await?;
         Ok(token)
     }

@@ -5,6 +5,7 @@ mod common;
 
 use std::time::Duration;
 
+use berth_manager::ManagerConfig;
 use berth_model::Topology;
 use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, KernelReport, ManagerMessage};
 use berth_store::{SqliteStore, Store};
@@ -15,11 +16,14 @@ async fn start_config(toml: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("berth.toml");
     std::fs::write(&path, toml).unwrap();
-    let mut c = config(dir.path(), Duration::from_secs(60));
-    c.config_file = Some(path);
-    let m = berth_manager::start(c).await.unwrap();
-    let admin = Client::new(&m.url, &m.bootstrap.clone().unwrap().token);
-    Env { dir, m, admin }
+    start_in(dir, |c| ManagerConfig { config_file: Some(path), ..c }, Clock::system()).await
+}
+
+/// Scheduling passes that had pending jobs so far (`/metrics`).
+async fn passes(url: &str) -> u64 {
+    let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
+    let line = text.lines().find_map(|l| l.strip_prefix("berth_scheduler_pass_seconds_count "));
+    line.map_or(0, |n| n.trim().parse().unwrap())
 }
 
 fn started() -> KernelEvent {
@@ -128,8 +132,14 @@ async fn preemption_stops_the_victim_then_requeues_it() {
     let d = e.admin.job(low_id).await;
     assert_eq!(d["job"]["state"], "PENDING");
     assert_eq!(d["job"]["reason"], format!("requeued: preempted by job {high_id}"));
-    // a second pass must not pick another victim or stop the job again
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A later pass must not pick another victim or stop the job again: two passes, each
+    // asked for by a queue update (the first may be the one that started the preemptor).
+    for _ in 0..2 {
+        let before = passes(&e.m.url).await;
+        assert_eq!(e.admin.put("/v1/queues/default", json!({"preemption": "requeue"})).await.0, 200);
+        eventually("a scheduling pass", || async { (passes(&e.m.url).await > before).then_some(()) }).await;
+    }
+    let d = e.admin.job(low_id).await;
     let stops = d["transitions"].as_array().unwrap().iter().filter(|t| t["to"] == "TERMINATING").count();
     assert_eq!(stops, 1);
     e.m.shutdown().await;
@@ -138,13 +148,13 @@ async fn preemption_stops_the_victim_then_requeues_it() {
 /// A finished job's resource-time is added to its user's usage, in the store.
 #[tokio::test]
 async fn usage_is_recorded_when_a_job_ends() {
-    let e = start().await;
+    let e = start_manual().await;
     let mut a = Agent::connect(&e.m, "n1", Topology::synthetic(1, 4, 16 << 30, 1), vec![]).await;
     let id = e.admin.submit_ok(&spec(2.0, 1.0)).await;
     let s = a.expect_start().await;
     a.send(AgentMessage::Kernel { key: start_key(&s), event: started() }).await;
     e.admin.wait_state(id, "RUNNING").await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    e.clock.advance(Duration::from_secs(10));
     let end = KernelEvent::Finished {
         outcome: KernelOutcome::Succeeded,
         exit_code: Some(0),
@@ -159,7 +169,8 @@ async fn usage_is_recorded_when_a_job_ends() {
     let store = SqliteStore::open(dir.path().join("berth.db")).await.unwrap();
     let rows = store.usage().await.unwrap();
     let user = rows.iter().find(|r| r.kind == "user" && r.name == "alice").expect("usage of alice");
-    assert!(user.value > 0.0, "2 CPUs + 1 GPU for some ms: {user:?}");
+    // (2 CPUs + 10 per GPU) for the 10 s the clock moved while it ran.
+    assert!((user.value - 120.0).abs() < 1e-9, "{user:?}");
     assert!(
         rows.iter().any(|r| r.kind == "project" && r.name == "user:alice"),
         "a job without a project is charged to its user's own account: {rows:?}"

@@ -68,7 +68,7 @@ pub async fn purge(
 ) -> Result<axum::Json<PurgeResult>, ApiError> {
     let secs =
         berth_model::parse_duration(&req.older_than).map_err(|e| ApiError::bad_request(format!("older_than: {e}")))?;
-    let before = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(secs as i64);
+    let before = m.clock.now() - jiff::SignedDuration::from_secs(secs as i64);
     let archived = crate::retention::archive_before(&m, before).await?;
     let archive_total = m.store.archived_count().await?;
     let detail = format!("{archived} jobs that ended before {before}");

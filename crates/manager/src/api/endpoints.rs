@@ -84,7 +84,7 @@ pub async fn create(
             spec.name
         )));
     }
-    let now = jiff::Timestamp::now();
+    let now = m.clock.now();
     let row =
         m.serving.store().create_endpoint(&spec.name, user.id, submitter, &spec, spec.initial_replicas(), now).await?;
     let id = row.id;
@@ -174,7 +174,7 @@ pub async fn update(
     if let Some(p) = req.public {
         row.spec.public = p;
     }
-    row.updated_at = jiff::Timestamp::now();
+    row.updated_at = m.clock.now();
     m.serving.store().update_endpoint(&row).await?;
     let id = row.id;
     if let Some(e) = m.serving.lock().get_mut(&id) {
@@ -236,7 +236,7 @@ pub async fn create_token(
     let row = visible(&m, &user, &name)?;
     let secret = crate::token::new_token();
     let hash = crate::token::hash_token(&secret);
-    let t = m.serving.store().create_endpoint_token(row.id, &req.label, &hash, jiff::Timestamp::now()).await?;
+    let t = m.serving.store().create_endpoint_token(row.id, &req.label, &hash, m.clock.now()).await?;
     if let Some(e) = m.serving.lock().get_mut(&row.id) {
         e.tokens.insert(hash, t.id);
     }

@@ -169,7 +169,7 @@ pub async fn share(
             req.project
         )));
     }
-    m.store.share_folder(f.id, &req.project, req.read_only, jiff::Timestamp::now()).await?;
+    m.store.share_folder(f.id, &req.project, req.read_only, m.clock.now()).await?;
     let mode = if req.read_only { "read-only" } else { "read-write" };
     m.tenancy.audit(&user.name, "folder.share", &qualified(&f), &format!("{mode} with {}", req.project)).await;
     changed(&m, &user, f.id).await

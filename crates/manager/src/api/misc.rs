@@ -74,7 +74,7 @@ pub async fn create_user(
     if role != "user" && role != "admin" {
         return Err(ApiError::bad_request(format!("invalid role `{role}`: use `user` or `admin`")));
     }
-    let now = jiff::Timestamp::now();
+    let now = m.clock.now();
     let token = new_token();
     let user = match m.store.create_user_with_token(name, role, &hash_token(&token), "created by admin", now).await {
         Ok(u) => u,

@@ -26,7 +26,7 @@ pub async fn timeline(
     Auth(user): Auth,
     Query(q): Query<NodeTimelineQuery>,
 ) -> Result<axum::Json<Vec<NodeSegment>>, ApiError> {
-    let now = jiff::Timestamp::now();
+    let now = m.clock.now();
     let since = now - jiff::SignedDuration::from_secs(crate::error::period("since", q.since.as_deref(), "1d", now)?);
     let rows = m.store.jobs_active_since(since).await?;
     let mut out = Vec::new();

@@ -146,7 +146,7 @@ pub async fn create_token(
     if label.len() > 200 || raw.chars().any(char::is_control) {
         return Err(ApiError::bad_request("token label must be at most 200 characters with no control characters"));
     }
-    let now = jiff::Timestamp::now();
+    let now = m.clock.now();
     let expires_at = match req.expires_in.as_deref() {
         None | Some("") | Some("never") => None,
         Some(d) => {
@@ -218,7 +218,7 @@ pub async fn audit_log(
             let secs = berth_model::parse_duration(d)
                 .map_err(|e| ApiError::bad_request(format!("invalid `since` `{d}`: {e} (e.g. 7d, 12h)")))?;
             let secs = i64::try_from(secs).unwrap_or(i64::MAX).min(100 * 365 * 86_400);
-            Some(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(secs))
+            Some(m.clock.now() - jiff::SignedDuration::from_secs(secs))
         }
     };
     let limit = q.limit.unwrap_or(100);

@@ -27,7 +27,7 @@ pub async fn usage(
     Query(q): Query<UsageQuery>,
 ) -> Result<axum::Json<Vec<UsageLine>>, ApiError> {
     let by_project = grouping(q.by.as_deref())?;
-    let now = Timestamp::now();
+    let now = m.clock.now();
     let since = now - jiff::SignedDuration::from_secs(crate::error::period("since", q.since.as_deref(), "30d", now)?);
     let mut rows = m.store.jobs_active_since(since).await?;
     {
@@ -55,7 +55,7 @@ pub async fn timeline(
     Query(q): Query<TimelineQuery>,
 ) -> Result<axum::Json<UsageTimeline>, ApiError> {
     let by_project = grouping(q.by.as_deref())?;
-    let now = Timestamp::now();
+    let now = m.clock.now();
     let span = crate::error::period("since", q.since.as_deref(), "7d", now)?;
     let step = match q.step.as_deref().filter(|s| !s.is_empty()) {
         Some(_) => crate::error::period("step", q.step.as_deref(), "1h", now)?,

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
+pub use berth_manager::clock::Clock;
 use berth_manager::{ManagerConfig, ManagerHandle};
 use berth_model::api::JobView;
 use berth_model::protocol::{AgentMessage, KernelReport, ManagerMessage, PROTOCOL_VERSION};
@@ -47,6 +48,9 @@ pub struct Env {
     pub dir: tempfile::TempDir,
     pub m: ManagerHandle,
     pub admin: Client,
+    /// The manager's clock: a manual one ([`start_manual`]) moves only when the test
+    /// advances it.
+    pub clock: Clock,
 }
 
 pub async fn start() -> Env {
@@ -54,11 +58,24 @@ pub async fn start() -> Env {
 }
 
 pub async fn start_with(heartbeat: Duration) -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let m = berth_manager::start(config(dir.path(), heartbeat)).await.unwrap();
+    start_in(tempfile::tempdir().unwrap(), |c| ManagerConfig { heartbeat_timeout: heartbeat, ..c }, Clock::system())
+        .await
+}
+
+/// A manager whose clock stands still until the test advances it (`e.clock.advance(..)`),
+/// for tests that would otherwise sleep for time to pass (a token's expiry, usage).
+pub async fn start_manual() -> Env {
+    start_in(tempfile::tempdir().unwrap(), |c| c, Clock::manual()).await
+}
+
+/// A manager in `dir` with the config `tune` makes of the default one, reading `clock`.
+pub async fn start_in(dir: tempfile::TempDir, tune: impl FnOnce(ManagerConfig) -> ManagerConfig, clock: Clock) -> Env {
+    let m = berth_manager::start_with_clock(tune(config(dir.path(), Duration::from_secs(60))), clock.clone())
+        .await
+        .unwrap();
     let token = m.bootstrap.clone().expect("first start bootstraps").token;
     let admin = Client::new(&m.url, &token);
-    Env { dir, m, admin }
+    Env { dir, m, admin, clock }
 }
 
 /// Makes the `default` queue strict FIFO (nothing passes a blocked head), for tests of what a
