@@ -248,7 +248,13 @@ mod tests {
     async fn a_job_stored_after_its_submit_went_away_is_still_scheduled() {
         let (_dir, store, user) = store().await;
         let wake = Arc::new(Notify::new());
-        let jobs = crate::jobs::Jobs::new(store.clone(), wake.clone(), 1000, Arc::new(crate::metrics::Metrics::new()));
+        let jobs = crate::jobs::Jobs::new(
+            store.clone(),
+            crate::clock::Clock::system(),
+            wake.clone(),
+            1000,
+            Arc::new(crate::metrics::Metrics::new()),
+        );
         let owner = crate::state::Owner { user_id: user, name: "ann".into(), submitter: None };
         {
             let spec = JobSpec::command(["gone"]);
