@@ -30,13 +30,36 @@ const CONTAINER_POLL: Duration = Duration::from_secs(2);
 /// How one connection ended.
 enum End {
     Shutdown(Option<Box<Ws>>),
-    Lost(String),
+    Lost(LinkError),
     Refused(String),
 }
 
-async fn send(ws: &mut Ws, msg: &AgentMessage) -> Result<(), String> {
-    let text = serde_json::to_string(msg).map_err(|e| e.to_string())?;
-    ws.send(Message::text(text)).await.map_err(|e| e.to_string())
+/// Why a connection to the manager was lost (the agent logs it and dials again).
+#[derive(Debug, thiserror::Error)]
+enum LinkError {
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("{0}")]
+    Ws(#[from] tungstenite::Error),
+    #[error("connection closed")]
+    Closed,
+    #[error("closed by the manager")]
+    ClosedByManager,
+    #[error(transparent)]
+    Deposed(#[from] crate::epoch::Deposed),
+    #[error("no welcome from the manager")]
+    NoWelcome,
+    #[error("expected welcome, got {0:?}")]
+    NotWelcome(Box<ManagerMessage>),
+    #[error("no word from the manager for {secs:.1}s")]
+    Silent { secs: f64 },
+    #[error("no word from the manager for {secs:.1}s: looking for the leader")]
+    SilentLeader { secs: f64 },
+}
+
+async fn send(ws: &mut Ws, msg: &AgentMessage) -> Result<(), LinkError> {
+    let text = serde_json::to_string(msg)?;
+    Ok(ws.send(Message::text(text)).await?)
 }
 
 /// A refusal the agent cannot fix by retrying.
@@ -205,7 +228,7 @@ pub(crate) async fn run(
                     return agent.fail(format!("the manager refused this agent: {reason}")).await;
                 }
                 End::Refused(reason) => format!("the manager refused this agent: {reason}"),
-                End::Lost(e) => e,
+                End::Lost(e) => e.to_string(),
             },
         };
         // Jittered, so that the agents of a restarted manager do not all redial in step.
@@ -285,10 +308,10 @@ impl Agent {
         if let Ok(Ok(ManagerMessage::Welcome { .. })) = &welcome
             && let Err(why) = self.epochs.welcome(epoch, &self.config.manager_url)
         {
-            return End::Lost(why);
+            return End::Lost(why.into());
         }
         let interval = match welcome {
-            Err(_) => return End::Lost("no welcome from the manager".into()),
+            Err(_) => return End::Lost(LinkError::NoWelcome),
             Ok(Err(e)) => return End::Lost(e),
             Ok(Ok(ManagerMessage::Welcome { heartbeat_interval_ms, heartbeat_timeout_ms })) => {
                 self.fence.heard();
@@ -297,7 +320,7 @@ impl Agent {
                 heartbeat_interval_ms.max(20)
             }
             Ok(Ok(ManagerMessage::Refused { reason })) => return End::Refused(reason),
-            Ok(Ok(other)) => return End::Lost(format!("expected welcome, got {other:?}")),
+            Ok(Ok(other)) => return End::Lost(LinkError::NotWelcome(Box::new(other))),
         };
         tracing::info!(manager = %self.config.manager_url, epoch, "registered with the manager (leader epoch {epoch})");
         // With standby managers, a connection that stays silent (a frozen leader keeps its
@@ -344,11 +367,11 @@ impl Agent {
                     if self.fence.expired() {
                         self.check_fence();
                         let secs = self.fence.last_contact.elapsed().as_secs_f64();
-                        return End::Lost(format!("no word from the manager for {secs:.1}s"));
+                        return End::Lost(LinkError::Silent { secs });
                     }
                     if self.managers.len() > 1 && self.fence.last_contact.elapsed() > silent_after {
                         let secs = self.fence.last_contact.elapsed().as_secs_f64();
-                        return End::Lost(format!("no word from the manager for {secs:.1}s: looking for the leader"));
+                        return End::Lost(LinkError::SilentLeader { secs });
                     }
                     Vec::new()
                 }
@@ -479,11 +502,11 @@ impl Agent {
 
 /// The next frame from the manager: `Some` command, or `None` for a frame that is only a
 /// sign of life (pings, and messages of a newer manager this agent does not know).
-async fn next_message(ws: &mut Ws) -> Result<Option<Envelope>, String> {
+async fn next_message(ws: &mut Ws) -> Result<Option<Envelope>, LinkError> {
     match ws.next().await {
-        None => Err("connection closed".into()),
-        Some(Err(e)) => Err(e.to_string()),
-        Some(Ok(Message::Close(_))) => Err("closed by the manager".into()),
+        None => Err(LinkError::Closed),
+        Some(Err(e)) => Err(e.into()),
+        Some(Ok(Message::Close(_))) => Err(LinkError::ClosedByManager),
         Some(Ok(Message::Text(t))) => match serde_json::from_str(t.as_str()) {
             Ok(m) => Ok(Some(m)),
             Err(e) => {
@@ -496,7 +519,7 @@ async fn next_message(ws: &mut Ws) -> Result<Option<Envelope>, String> {
 }
 
 /// The next command, skipping frames that carry none.
-async fn next_command(ws: &mut Ws) -> Result<Envelope, String> {
+async fn next_command(ws: &mut Ws) -> Result<Envelope, LinkError> {
     loop {
         if let Some(m) = next_message(ws).await? {
             return Ok(m);

@@ -41,12 +41,12 @@ pub(crate) enum DialError {
 }
 
 /// `<manager_url>/v1/agents/connect` with the scheme turned into ws/wss.
-pub(crate) fn connect_url(manager_url: &str) -> Result<String, String> {
+pub(crate) fn connect_url(manager_url: &str) -> Result<String, DialError> {
     ws_url(manager_url, "/v1/agents/connect")
 }
 
 /// `<manager_url><path>` with the scheme turned into ws/wss.
-pub(crate) fn ws_url(manager_url: &str, path: &str) -> Result<String, String> {
+pub(crate) fn ws_url(manager_url: &str, path: &str) -> Result<String, DialError> {
     let base = manager_url.trim_end_matches('/');
     let rest = if let Some(r) = base.strip_prefix("http://") {
         format!("ws://{r}")
@@ -55,7 +55,7 @@ pub(crate) fn ws_url(manager_url: &str, path: &str) -> Result<String, String> {
     } else if base.starts_with("ws://") || base.starts_with("wss://") {
         base.to_string()
     } else {
-        return Err(manager_url.to_string());
+        return Err(DialError::Url(manager_url.to_string()));
     };
     Ok(format!("{rest}{path}"))
 }
@@ -109,7 +109,7 @@ fn combine(mut errors: Vec<DialError>) -> DialError {
 }
 
 async fn dial_one(config: &AgentConfig, manager: String, limit: Duration) -> Result<(Ws, String), DialError> {
-    let url = connect_url(&manager).map_err(DialError::Url)?;
+    let url = connect_url(&manager)?;
     match tokio::time::timeout(limit, dial_url(config, &url, &[])).await {
         Ok(ws) => Ok((ws?, manager)),
         Err(_) => Err(DialError::Other(format!("no answer from {url} in {limit:?}"))),

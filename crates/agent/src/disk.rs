@@ -49,6 +49,22 @@ pub enum FileOp {
     Write,
 }
 
+/// A file the agent could not create or write for a kernel; its text is [`io_text`]'s.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", io_text(node, *op, path, source))]
+pub struct FileError {
+    pub node: String,
+    pub op: FileOp,
+    pub path: std::path::PathBuf,
+    pub source: std::io::Error,
+}
+
+impl FileError {
+    pub fn new(node: &str, op: FileOp, path: &Path, source: std::io::Error) -> FileError {
+        FileError { node: node.to_string(), op, path: path.to_path_buf(), source }
+    }
+}
+
 /// `cannot create `path`: reason`, or, when the disk is full, a message that starts with
 /// `no space left on device` and says where to free space.
 pub fn io_text(node: &str, op: FileOp, path: &Path, e: &std::io::Error) -> String {

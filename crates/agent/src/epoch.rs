@@ -4,6 +4,18 @@
 //! command of an older one, so a deposed leader that wakes up (a frozen process, a healed
 //! partition) cannot act on this node even if it tried.
 
+/// A welcome from a deposed leader: its epoch is older than one this agent followed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the manager at {url} leads with epoch {epoch}, older than epoch {highest} this agent already followed: \
+     it is a deposed leader, ignoring it"
+)]
+pub(crate) struct Deposed {
+    pub url: String,
+    pub epoch: u64,
+    pub highest: u64,
+}
+
 /// The highest epoch seen, for as long as the agent runs.
 #[derive(Debug, Default)]
 pub(crate) struct Epochs {
@@ -12,13 +24,9 @@ pub(crate) struct Epochs {
 
 impl Epochs {
     /// A manager welcomed this agent with `epoch`: refused (with why) when an older leader's.
-    pub fn welcome(&mut self, epoch: u64, url: &str) -> Result<(), String> {
+    pub fn welcome(&mut self, epoch: u64, url: &str) -> Result<(), Deposed> {
         if epoch < self.highest {
-            return Err(format!(
-                "the manager at {url} leads with epoch {epoch}, older than epoch {} this agent already followed: \
-                 it is a deposed leader, ignoring it",
-                self.highest
-            ));
+            return Err(Deposed { url: url.to_string(), epoch, highest: self.highest });
         }
         self.highest = epoch;
         Ok(())
@@ -58,7 +66,7 @@ mod tests {
         assert!(e.admit(2, "start") && e.admit(3, "start"), "the same or a newer leader");
         assert_eq!(e.highest(), 3);
         assert!(!e.admit(2, "start"), "a deposed leader's command");
-        let why = e.welcome(2, "http://a").unwrap_err();
+        let why = e.welcome(2, "http://a").unwrap_err().to_string();
         assert!(why.contains("epoch 2") && why.contains("epoch 3"), "{why}");
         assert_eq!(e.highest(), 3, "refusals change nothing");
     }

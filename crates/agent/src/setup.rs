@@ -20,7 +20,16 @@ use crate::runtime::KernelUpdate;
 #[derive(Debug)]
 pub(crate) struct SetupDone {
     pub key: KernelKey,
-    pub result: Result<Option<envs::Lease>, String>,
+    pub result: Result<Option<envs::Lease>, SetupError>,
+}
+
+/// Why a kernel's setup failed; the text is its `SetupFailed` reason.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SetupError {
+    #[error(transparent)]
+    Env(#[from] envs::EnvError),
+    #[error(transparent)]
+    Datasets(#[from] crate::datasets::DatasetError),
 }
 
 /// Where a kernel's setup reports to.
@@ -46,7 +55,7 @@ pub(crate) async fn run(steps: Steps, mut log: std::fs::File, reports: Reports, 
             None => return,
             Some(Ok(dir)) => venv = Some(dir),
             Some(Err(e)) => {
-                let _ = reports.done.send(SetupDone { key, result: Err(e) });
+                let _ = reports.done.send(SetupDone { key, result: Err(e.into()) });
                 return;
             }
         }
@@ -62,7 +71,7 @@ pub(crate) async fn run(steps: Steps, mut log: std::fs::File, reports: Reports, 
         };
         if let Err(e) = ran {
             let _ = writeln!(log, "{e}");
-            let _ = reports.done.send(SetupDone { key, result: Err(e) });
+            let _ = reports.done.send(SetupDone { key, result: Err(e.into()) });
             return;
         }
     }

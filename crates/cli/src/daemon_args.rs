@@ -221,7 +221,7 @@ impl DockerArgs {
     }
 }
 
-fn parse_engine(s: &str) -> Result<berth_agent::runtime::Engine, String> {
+fn parse_engine(s: &str) -> Result<berth_agent::runtime::Engine, berth_agent::runtime::UnknownEngine> {
     s.parse()
 }
 

@@ -9,6 +9,21 @@ use std::path::Path;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
+/// Why a dataset's origin could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    #[error(
+        "the origin {origin} does not exist on this node: mount the shared filesystem here, or fix the bucket's origin"
+    )]
+    NoOrigin { origin: String },
+    #[error("cannot open the origin {origin}: {source}")]
+    Origin { origin: String, source: std::io::Error },
+    #[error("cannot open {origin}/{base}: {source}")]
+    Open { origin: String, base: String, source: std::io::Error },
+    #[error("cannot list {origin}/{base}: {source}")]
+    List { origin: String, base: String, source: std::io::Error },
+}
+
 /// One file to fetch: its path under the origin and its size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OriginFile {
@@ -17,12 +32,11 @@ pub(crate) struct OriginFile {
 }
 
 /// A dataset's files, sorted by path; `origin` must be a directory on this node.
-pub(crate) fn list(origin: &str, prefix: &str) -> Result<(Dir, Vec<OriginFile>), String> {
+pub(crate) fn list(origin: &str, prefix: &str) -> Result<(Dir, Vec<OriginFile>), ListError> {
+    let cannot_open = |source: std::io::Error| ListError::Origin { origin: origin.to_string(), source };
     let root = Dir::open_ambient_dir(origin, ambient_authority()).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!(
-            "the origin {origin} does not exist on this node: mount the shared filesystem here, or fix the bucket's origin"
-        ),
-        _ => format!("cannot open the origin {origin}: {e}"),
+        std::io::ErrorKind::NotFound => ListError::NoOrigin { origin: origin.to_string() },
+        _ => cannot_open(e),
     })?;
     // Only the directory holding the prefix's last component can hold a match.
     let base = match prefix.rsplit_once('/') {
@@ -31,16 +45,20 @@ pub(crate) fn list(origin: &str, prefix: &str) -> Result<(Dir, Vec<OriginFile>),
     };
     let mut out = Vec::new();
     let start = if base.is_empty() {
-        Some(root.try_clone().map_err(|e| format!("cannot open the origin {origin}: {e}"))?)
+        Some(root.try_clone().map_err(cannot_open)?)
     } else {
         match root.open_dir(base) {
             Ok(d) => Some(d),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(format!("cannot open {origin}/{base}: {e}")),
+            Err(source) => return Err(ListError::Open { origin: origin.to_string(), base: base.to_string(), source }),
         }
     };
     if let Some(d) = start {
-        walk(&d, base, prefix, &mut out).map_err(|e| format!("cannot list {origin}/{base}: {e}"))?;
+        walk(&d, base, prefix, &mut out).map_err(|source| ListError::List {
+            origin: origin.to_string(),
+            base: base.to_string(),
+            source,
+        })?;
     }
     out.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok((root, out))
@@ -104,6 +122,9 @@ mod tests {
         let (_, none) = list(origin, "nothing/").unwrap();
         assert!(none.is_empty());
         let e = list(d.path().join("missing").to_str().unwrap(), "").unwrap_err();
-        assert!(e.contains("does not exist on this node"), "{e}");
+        assert!(
+            matches!(e, ListError::NoOrigin { .. }) && e.to_string().contains("does not exist on this node"),
+            "{e}"
+        );
     }
 }

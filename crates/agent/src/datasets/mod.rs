@@ -30,6 +30,20 @@ const READ_CHUNK: usize = 1 << 20;
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
 /// The HTTP client of prefetches, trusting what the agent trusts (`--ca-file`).
+/// Why a dataset cannot be prefetched: what the job's owner must fix (its origin, its prefix).
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("dataset `{dataset}`: listing failed: {source}")]
+    Listing { dataset: String, source: tokio::task::JoinError },
+    #[error("dataset `{dataset}`: {source}")]
+    List { dataset: String, source: list::ListError },
+    #[error(
+        "dataset `{dataset}`: no file under {origin} matches the prefix `{prefix}`: check the name (S3-style: \
+         `train/` is the directory train, `train` also matches train-extra/)"
+    )]
+    NoMatch { dataset: String, origin: String, prefix: String },
+}
+
 pub(crate) fn client(ca_file: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
     let tls = berth_tls::client::client_config(ca_file)?;
     Ok(reqwest::Client::builder().use_preconfigured_tls(tls).pool_max_idle_per_host(PARALLEL).build()?)
@@ -88,7 +102,7 @@ impl Prefetch {
         &self,
         log: &mut std::fs::File,
         progress: impl Fn(u64, u64, Option<String>),
-    ) -> Result<(), String> {
+    ) -> Result<(), DatasetError> {
         let started = Instant::now();
         let Some(cache) = &self.cache_url else {
             let _ =
@@ -100,14 +114,15 @@ impl Prefetch {
             let (origin, prefix) = (f.origin.clone(), f.dataset.prefix.clone());
             let listed = tokio::task::spawn_blocking(move || list::list(&origin, &prefix))
                 .await
-                .map_err(|e| format!("dataset `{}`: listing failed: {e}", f.dataset))?;
-            let (dir, files) = listed.map_err(|e| format!("dataset `{}`: {e}", f.dataset))?;
+                .map_err(|source| DatasetError::Listing { dataset: f.dataset.to_string(), source })?;
+            let (dir, files) =
+                listed.map_err(|source| DatasetError::List { dataset: f.dataset.to_string(), source })?;
             if files.is_empty() {
-                return Err(format!(
-                    "dataset `{}`: no file under {} matches the prefix `{}`: check the name (S3-style: \
-                     `train/` is the directory train, `train` also matches train-extra/)",
-                    f.dataset, f.origin, f.dataset.prefix
-                ));
+                return Err(DatasetError::NoMatch {
+                    dataset: f.dataset.to_string(),
+                    origin: f.origin.clone(),
+                    prefix: f.dataset.prefix.clone(),
+                });
             }
             let bytes: u64 = files.iter().map(|x| x.size).sum();
             let _ = writeln!(

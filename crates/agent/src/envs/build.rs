@@ -161,7 +161,7 @@ async fn build(
     let io = |what: &str, p: &Path, e: std::io::Error| failed(format!("cannot {what} `{}`: {e}", p.display()), &[]);
     // uv runs as the kernel's user: one in root's home would fail `Permission denied`.
     if let Err(e) = super::python::uv_runnable_by(&cache.uv_program(), user) {
-        return Err(failed(e, &[]));
+        return Err(failed(e.to_string(), &[]));
     }
     std::fs::create_dir(tmp).map_err(|e| io("create", tmp, e))?;
     let input = tmp.join(spec.kind.file_name());
@@ -263,7 +263,7 @@ async fn uv(
         .process_group(0)
         .kill_on_drop(true);
     run_as(&mut cmd, user);
-    let mut child = cmd.spawn().map_err(|e| failed(super::python::uv_failed(&program, e), output))?;
+    let mut child = cmd.spawn().map_err(|e| failed(super::EnvError::uv_failed(&program, e).to_string(), output))?;
     let pgid = child.id().map(|p| p as i32);
     // Whatever ends this build (a cancel, an error, the agent shutting down and dropping the
     // task) ends the whole group: build scripts must not outlive it.

@@ -17,14 +17,14 @@ use tokio::io::AsyncReadExt;
 
 use super::build::run_as;
 use super::python::{Who, first_closed};
-use super::short;
+use super::{EnvError, short};
 use crate::runtime::RunUser;
 
 /// How long the interpreter may take to start (a cold network file system).
 const START_WITHIN: Duration = Duration::from_secs(60);
 
 /// Runs `<env>/bin/python` as `user`; why it does not run, with the fix, if so.
-pub(super) async fn usable_by(env: &Path, key: &str, user: &RunUser) -> Result<(), String> {
+pub(super) async fn usable_by(env: &Path, key: &str, user: &RunUser) -> Result<(), EnvError> {
     let python = env.join("bin/python");
     let mut cmd = tokio::process::Command::new(&python);
     cmd.args(["-I", "-c", ""])
@@ -59,7 +59,7 @@ pub(super) async fn usable_by(env: &Path, key: &str, user: &RunUser) -> Result<(
             }
         }
     };
-    Err(unusable(env, &python, key, user, &why))
+    Err(EnvError::Unusable(unusable(env, &python, key, user, &why)))
 }
 
 /// The reason and the fix, for the job's reason and the setup log. The fix depends on what
@@ -107,14 +107,14 @@ mod tests {
         let env = dir.path().join("env");
         std::fs::create_dir_all(env.join("bin")).unwrap();
         // No python at all: the reason names it and says how to fix it.
-        let e = usable_by(&env, &"ab".repeat(32), &me()).await.unwrap_err();
+        let e = usable_by(&env, &"ab".repeat(32), &me()).await.unwrap_err().to_string();
         assert!(e.starts_with("environment abababababab cannot be used by user me (uid 0): "), "{e}");
         assert!(e.contains("bin/python` does not run as them: No such file") && e.contains("berth env rm"), "{e}");
         // One that fails: its own words.
         std::fs::write(env.join("bin/python"), "#!/bin/sh\necho 'Fatal Python error: no encodings' >&2\nexit 1\n")
             .unwrap();
         std::fs::set_permissions(env.join("bin/python"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let e = usable_by(&env, &"ab".repeat(32), &me()).await.unwrap_err();
+        let e = usable_by(&env, &"ab".repeat(32), &me()).await.unwrap_err().to_string();
         assert!(e.contains("exit status: 1: Fatal Python error: no encodings"), "{e}");
         // A link to one that runs: ready.
         std::fs::remove_file(env.join("bin/python")).unwrap();

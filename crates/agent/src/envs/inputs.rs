@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use berth_model::environment::{BuildInputs, EnvSpec, sha256_hex};
 
-use super::EnvCache;
 use super::python::{self, Found};
+use super::{EnvCache, EnvError};
 use crate::runtime::RunUser;
 
 /// How one kernel's environment is built, and under which key it is cached.
@@ -56,7 +56,7 @@ pub(crate) async fn plan(
     spec: &EnvSpec,
     user: &RunUser,
     settings: &[(String, String)],
-) -> Result<Plan, String> {
+) -> Result<Plan, EnvError> {
     let uv = cache.uv_program();
     let uv_version = cache.pythons.uv_version(&uv).await?;
     let found: Vec<Found> = cache.pythons.find(&uv, &spec.python).await?;

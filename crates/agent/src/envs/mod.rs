@@ -19,6 +19,7 @@
 
 pub(crate) mod build;
 mod check;
+mod error;
 mod inputs;
 mod lease;
 mod prepare;
@@ -35,6 +36,7 @@ use berth_model::environment::{BuildInputs, EnvEntry, EnvKind, IndexSettings};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+pub use error::EnvError;
 pub(crate) use inputs::user_settings;
 pub(crate) use lease::Lease;
 pub(crate) use prepare::{Kernel, prepare};
@@ -215,22 +217,22 @@ impl EnvCache {
     /// Takes the environment whose key starts with `prefix` out of the cache, unless a live
     /// kernel uses it or it is being built; returns its full key and where it now is, for the
     /// caller to delete (which may take a while).
-    pub fn remove(&self, prefix: &str) -> Result<(String, PathBuf), String> {
+    pub fn remove(&self, prefix: &str) -> Result<(String, PathBuf), EnvError> {
         let (trash, key) = {
             let book = self.book();
             let matching: Vec<EnvEntry> =
                 self.scan(&book.in_use).into_iter().filter(|e| e.key.starts_with(prefix)).collect();
             let entry = match matching.as_slice() {
-                [] => return Err(format!("no environment {prefix} on this node")),
+                [] => return Err(EnvError::NoSuchEnv(prefix.to_string())),
                 [one] => one,
-                _ => return Err(format!("{prefix} names several environments: give more of the key")),
+                _ => return Err(EnvError::Ambiguous(prefix.to_string())),
             };
             if book.in_use.contains_key(&entry.key) || book.builds.contains_key(&entry.key) {
-                return Err(format!("environment {} is in use by a kernel on this node", short(&entry.key)));
+                return Err(EnvError::InUse(short(&entry.key).to_string()));
             }
             let trash = self
                 .to_trash(&entry.key)
-                .map_err(|e| format!("cannot remove environment {}: {e}", short(&entry.key)))?;
+                .map_err(|source| EnvError::Remove { short: short(&entry.key).to_string(), source })?;
             (trash, entry.key.clone())
         };
         Ok((key, trash))
@@ -367,7 +369,7 @@ mod tests {
         let lease = Lease::take(&cache, &key);
         assert_eq!(lease.dir(), cache.dir(&key));
         assert_eq!(cache.list()[0].in_use, 1);
-        assert!(cache.remove("cdcd").unwrap_err().contains("in use"));
+        assert!(matches!(cache.remove("cdcd").unwrap_err(), EnvError::InUse(_)));
         // dropped on the way (the kernel stopped during its setup): let go
         drop(lease);
         assert_eq!(cache.list()[0].in_use, 0);
@@ -408,9 +410,9 @@ mod tests {
         touch(&env);
         cache.acquire(&key);
         assert_eq!(cache.list()[0].in_use, 1);
-        let e = cache.remove("abab").unwrap_err();
+        let e = cache.remove("abab").unwrap_err().to_string();
         assert!(e.contains("in use"), "{e}");
-        assert!(cache.remove("cdcd").unwrap_err().contains("no environment cdcd"));
+        assert!(cache.remove("cdcd").unwrap_err().to_string().contains("no environment cdcd"));
         cache.release(&key);
         let (removed, trash) = cache.remove("abab").unwrap();
         assert_eq!(removed, key);

@@ -18,7 +18,7 @@ use berth_model::protocol::{KernelEvent, KernelKey};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::build::{self, BuildError, PHASES};
-use super::{EnvCache, Lease, Status, check, inputs, read_meta, short, touch};
+use super::{EnvCache, EnvError, Lease, Status, check, inputs, read_meta, short, touch};
 use crate::runtime::{KernelUpdate, RunUser};
 
 /// The kernel whose environment is prepared.
@@ -45,7 +45,7 @@ pub(crate) async fn prepare(
     log: &mut std::fs::File,
     events: &mpsc::UnboundedSender<KernelUpdate>,
     cancel: &mut oneshot::Receiver<()>,
-) -> Option<Result<Lease, String>> {
+) -> Option<Result<Lease, EnvError>> {
     let Kernel { key: kernel, spec, user, since, settings, notes } = job;
     let started = Instant::now();
     let plan = tokio::select! {
@@ -57,7 +57,7 @@ pub(crate) async fn prepare(
         Err(e) => {
             let _ = writeln!(log, "environment for python {}: {e}", spec.python);
             let _ = log.flush();
-            return Some(Err(format!("environment build failed: {e}")));
+            return Some(Err(EnvError::Plan(Box::new(e))));
         }
     };
     let key = plan.key.clone();
@@ -142,7 +142,7 @@ pub(crate) async fn prepare(
             Err(BuildError::Cancelled) => continue,
             Err(BuildError::Failed { message, output }) => {
                 let _ = writeln!(log, "{output}\nenvironment build failed after {secs:.2}s: {message}");
-                break Err(format!("environment build failed: {message}"));
+                break Err(EnvError::Build { message });
             }
         }
     };

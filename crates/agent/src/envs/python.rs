@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use berth_model::environment::Interpreter;
 use serde::Deserialize;
 
+use super::EnvError;
+use super::error::UV_FIX;
 use crate::runtime::RunUser;
 
 /// How long what uv listed is trusted at most. Sooner, a change of the agent's PATH
@@ -128,7 +130,7 @@ pub(crate) struct Pythons {
 impl Pythons {
     /// The installed interpreters that fit `request` (`3.11`), in uv's order of preference,
     /// one per real path.
-    pub async fn find(&self, uv: &Path, request: &str) -> Result<Vec<Found>, String> {
+    pub async fn find(&self, uv: &Path, request: &str) -> Result<Vec<Found>, EnvError> {
         let files = |found: &[Found]| -> Stamp { stamp(found.iter().map(|f| Path::new(&f.interpreter.path))) };
         if let Some((at, was, found)) = self.memo.lock().unwrap_or_else(|e| e.into_inner()).get(request)
             && at.elapsed() < MEMO_FOR
@@ -140,13 +142,12 @@ impl Pythons {
             .args(["python", "list", request, "--only-installed", "--output-format", "json"])
             .output()
             .await
-            .map_err(|e| format!("cannot run uv (`{}`) to find python {request}: {e}", uv.display()))?;
+            .map_err(|source| EnvError::FindPython { uv: uv.to_path_buf(), request: request.to_string(), source })?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
-            return Err(format!("uv cannot list the node's pythons: {}", err.trim()));
+            return Err(EnvError::ListPythons(err.trim().to_string()));
         }
-        let listed: Vec<Listed> =
-            serde_json::from_slice(&out.stdout).map_err(|e| format!("uv listed the node's pythons unreadably: {e}"))?;
+        let listed: Vec<Listed> = serde_json::from_slice(&out.stdout).map_err(EnvError::ListUnreadable)?;
         let mut found: Vec<Found> = Vec::new();
         for l in listed {
             if let Some(f) = probe(&l.path).await
@@ -163,52 +164,29 @@ impl Pythons {
     }
 
     /// `uv --version`: another uv may resolve or install differently.
-    pub async fn uv_version(&self, uv: &Path) -> Result<String, String> {
+    pub async fn uv_version(&self, uv: &Path) -> Result<String, EnvError> {
         if let Some((at, was, v)) = &*self.uv_version.lock().unwrap_or_else(|e| e.into_inner())
             && at.elapsed() < MEMO_FOR
             && *was == stamp([uv])
         {
             return Ok(v.clone());
         }
-        let out = agent_command(uv).arg("--version").output().await.map_err(|e| uv_failed(uv, e))?;
+        let out = agent_command(uv).arg("--version").output().await.map_err(|e| EnvError::uv_failed(uv, e))?;
         let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if !out.status.success() || v.is_empty() {
-            return Err(format!("uv (`{}`) does not tell its version", uv.display()));
+            return Err(EnvError::NoUvVersion { uv: uv.to_path_buf() });
         }
         *self.uv_version.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), stamp([uv]), v.clone()));
         Ok(v)
     }
 }
 
-/// What a missing or unrunnable uv says, for listing pythons and for builds alike.
-pub(super) fn uv_failed(uv: &Path, e: std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => format!(
-            "uv not found (`{}`): install it on the node (`pip install uv`, or https://docs.astral.sh/uv/) \
-             and give its path with `berth agent --uv PATH` or BERTH_UV",
-            uv.display()
-        ),
-        std::io::ErrorKind::PermissionDenied => {
-            format!("cannot run uv (`{}`): {e}: builds run uv as the job's user, {UV_FIX}", uv.display())
-        }
-        _ => format!("cannot run uv (`{}`): {e}", uv.display()),
-    }
-}
-
-/// How to give builds a uv their users can run.
-const UV_FIX: &str = "so install uv where every user can run it (e.g. `/usr/local/bin/uv`) and give its path \
-                      with `berth agent --uv PATH` (or `berth up --uv PATH`, BERTH_UV)";
-
 /// Whether `user` may run `uv`, as a build of theirs does (issue 41 item 2: a uv in root's
 /// home failed every other user's build `Permission denied`), or why not and the fix.
-pub(super) fn uv_runnable_by(uv: &Path, user: &RunUser) -> Result<(), String> {
+pub(super) fn uv_runnable_by(uv: &Path, user: &RunUser) -> Result<(), EnvError> {
     match uv_closed_to(uv, &Who::of(user)).filter(|_| user.switch) {
         None => Ok(()),
-        Some(what) => Err(format!(
-            "user {} cannot run uv ({what}: the file or a directory above it is closed to them): builds run \
-             uv as the job's user, {UV_FIX}",
-            user.name
-        )),
+        Some(what) => Err(EnvError::UvClosed { user: user.name.clone(), what }),
     }
 }
 
@@ -275,7 +253,7 @@ async fn probe(path: &str) -> Option<Found> {
 
 /// The interpreter to build on for `user`, and whether everyone can run it (else the
 /// environment is private to `user`), or why there is none.
-pub(crate) fn choose<'a>(found: &'a [Found], user: &RunUser, request: &str) -> Result<(&'a Found, bool), String> {
+pub(crate) fn choose<'a>(found: &'a [Found], user: &RunUser, request: &str) -> Result<(&'a Found, bool), EnvError> {
     if let Some(f) = found.iter().find(|f| f.runnable_by(&Who::anyone())) {
         return Ok((f, true));
     }
@@ -283,18 +261,10 @@ pub(crate) fn choose<'a>(found: &'a [Found], user: &RunUser, request: &str) -> R
         return Ok((f, false));
     }
     if found.is_empty() {
-        return Err(format!(
-            "no python {request} on this node: install it where the agent finds it (e.g. `python{request}` on \
-             the agent's PATH, readable by every user); environments use no downloaded pythons"
-        ));
+        return Err(EnvError::NoPython { request: request.to_string() });
     }
     let paths: Vec<&str> = found.iter().map(|f| f.interpreter.path.as_str()).collect();
-    Err(format!(
-        "no python {request} on this node that user {} can run ({} cannot be reached by them): install one \
-         every user can run (e.g. the OS's python{request} in /usr/bin) on the agent's PATH",
-        user.name,
-        paths.join(", ")
-    ))
+    Err(EnvError::NoPythonFor { request: request.to_string(), user: user.name.clone(), paths: paths.join(", ") })
 }
 
 #[cfg(test)]
@@ -331,7 +301,7 @@ mod tests {
         let both = [closed.clone(), open.clone()];
         assert_eq!(choose(&both, &u, "3.11").unwrap(), (&open, true));
         // only the closed one, which its owner (root here) alone may run: the user cannot
-        let e = choose(std::slice::from_ref(&closed), &u, "3.11").unwrap_err();
+        let e = choose(std::slice::from_ref(&closed), &u, "3.11").unwrap_err().to_string();
         assert!(e.contains("that user u4242 can run") && e.contains("rootpyenv"), "{e}");
         // ... but its owner can: private to them
         let owner = user(std::fs::metadata(&closed.prefix).unwrap().uid());
@@ -340,7 +310,7 @@ mod tests {
         }
         // root runs anything, yet what only root can run is not shared
         assert_eq!(choose(std::slice::from_ref(&closed), &user(0), "3.11").unwrap(), (&closed, false));
-        let e = choose(&[], &u, "3.12").unwrap_err();
+        let e = choose(&[], &u, "3.12").unwrap_err().to_string();
         assert!(e.starts_with("no python 3.12 on this node"), "{e}");
     }
 
@@ -356,11 +326,11 @@ mod tests {
         let link = dir.path().join("usr/bin/uv");
         std::os::unix::fs::symlink(uv_closed, &link).unwrap();
         let u = user(4242);
-        let e = uv_runnable_by(uv_closed, &u).unwrap_err();
+        let e = uv_runnable_by(uv_closed, &u).unwrap_err().to_string();
         assert!(e.starts_with(&format!("user u4242 cannot run uv (`{}`: ", uv_closed.display())), "{e}");
         assert!(e.contains("/usr/local/bin/uv") && e.contains("--uv PATH"), "{e}");
         // a link every user reaches, to a file they do not: the file is named too
-        let e = uv_runnable_by(&link, &u).unwrap_err();
+        let e = uv_runnable_by(&link, &u).unwrap_err().to_string();
         assert!(e.contains(&format!("(a link to `{}`)", uv_closed.display())), "{e}");
         uv_runnable_by(uv_open, &u).unwrap();
         assert!(uv_warning(uv_closed).unwrap().starts_with("not every user can run uv"));

@@ -18,7 +18,7 @@ use berth_model::{Binding, JobSpec, SetupStep, UnixId};
 use tokio::sync::oneshot;
 
 use super::{Entry, Kernels};
-use crate::disk::{FileOp, io_text};
+use crate::disk::{FileError, FileOp};
 use crate::envs;
 use crate::logs;
 use crate::runtime::HOLD_COMMAND;
@@ -120,10 +120,11 @@ impl Kernels {
         }
         let mut env = env;
         let now = jiff::Timestamp::now();
-        let prepared = self
-            .runtime
-            .kernel_user(&env, extras.submitter)
-            .and_then(|user| Ok((self.open_setup_log(&key, &user)?, user)));
+        // Either error's text is the kernel's `LaunchFailed` message.
+        let prepared = match self.runtime.kernel_user(&env, extras.submitter) {
+            Ok(user) => self.open_setup_log(&key, &user).map(|log| (log, user)).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
         let (log, user) = match prepared {
             Ok(p) => p,
             Err(message) => {
@@ -174,9 +175,9 @@ impl Kernels {
     }
 
     /// `<kernel dir>/setup.log`, 0600 and the kernel user's (who may read it from the kernel).
-    fn open_setup_log(&self, key: &KernelKey, user: &crate::runtime::RunUser) -> Result<std::fs::File, String> {
+    fn open_setup_log(&self, key: &KernelKey, user: &crate::runtime::RunUser) -> Result<std::fs::File, FileError> {
         let dir = logs::kernel_dir(&self.data_dir, key);
-        std::fs::create_dir_all(&dir).map_err(|e| io_text(&self.node, FileOp::Create, &dir, &e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| FileError::new(&self.node, FileOp::Create, &dir, e))?;
         let path = logs::log_path(&self.data_dir, key, berth_model::protocol::LogStream::Setup);
         let f = std::fs::OpenOptions::new()
             .write(true)
@@ -184,7 +185,7 @@ impl Kernels {
             .truncate(true)
             .mode(0o600)
             .open(&path)
-            .map_err(|e| io_text(&self.node, FileOp::Create, &path, &e))?;
+            .map_err(|e| FileError::new(&self.node, FileOp::Create, &path, e))?;
         if user.switch {
             let _ = std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid));
         }
@@ -215,9 +216,9 @@ impl Kernels {
                 }
                 self.launch(key, &pending.spec, binding, &env, &pending.extras)
             }
-            Err(message) => {
-                tracing::info!(?key, "setup failed: {message}");
-                let ev = ended(KernelOutcome::SetupFailed, message);
+            Err(e) => {
+                tracing::info!(?key, "setup failed: {e}");
+                let ev = ended(KernelOutcome::SetupFailed, e.to_string());
                 self.record((key, ev)).into_iter().collect()
             }
         };

@@ -45,6 +45,18 @@ pub enum StartError {
     Exec(String),
 }
 
+impl StartError {
+    /// The node refuses the job, for the reason `why` gives.
+    pub fn refused(why: impl fmt::Display) -> StartError {
+        StartError::Refused(why.to_string())
+    }
+
+    /// The node could not prepare the kernel, for the reason `why` gives.
+    pub fn prepare(why: impl fmt::Display) -> StartError {
+        StartError::Prepare(why.to_string())
+    }
+}
+
 /// A kernel to start, as the runtime hands it to a backend: the run user resolved and the
 /// manager's variables completed for this node.
 pub(crate) struct Kernel<'a> {

@@ -37,23 +37,28 @@ pub fn exec_vars(extra: &BTreeMap<String, String>) -> impl Iterator<Item = (&Str
 /// The kernel's `CUDA_VISIBLE_DEVICES` (`visible`, its binding) narrowed to the GPUs at
 /// `positions`, in that order: a command started in the kernel may take fewer of its GPUs,
 /// never one it does not have.
-pub fn narrow_gpus(visible: &str, positions: &[u32]) -> Result<String, String> {
+pub fn narrow_gpus(visible: &str, positions: &[u32]) -> Result<String, NotTheKernelsGpu> {
     let gpus: Vec<&str> = visible.split(',').filter(|g| !g.is_empty()).collect();
     let mut out = Vec::with_capacity(positions.len());
     for p in positions {
         match gpus.get(*p as usize) {
             Some(g) => out.push(*g),
-            None if gpus.is_empty() => return Err(format!("GPU {p} is not the kernel's: it has no GPU")),
-            None => {
-                return Err(format!(
-                    "GPU {p} is not the kernel's: it has {} GPU(s), positions 0 to {}; ask for fewer GPUs per task",
-                    gpus.len(),
-                    gpus.len() - 1
-                ));
-            }
+            None => return Err(NotTheKernelsGpu { position: *p, has: gpus.len() }),
         }
     }
     Ok(out.join(","))
+}
+
+/// A GPU position (`srun --gpus-per-task`) past the kernel's GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("GPU {position} is not the kernel's: {}", match has {
+    0 => "it has no GPU".to_string(),
+    n => format!("it has {n} GPU(s), positions 0 to {}; ask for fewer GPUs per task", n - 1),
+})]
+pub struct NotTheKernelsGpu {
+    pub position: u32,
+    /// How many GPUs the kernel has.
+    pub has: usize,
 }
 
 /// Builds the full environment of a kernel. `gpu_memory` maps GPU uuids to their memory, for
@@ -214,9 +219,9 @@ mod tests {
     fn a_task_narrows_the_kernels_gpus_and_never_widens_them() {
         assert_eq!(narrow_gpus("GPU-a,GPU-b,GPU-c", &[1]).unwrap(), "GPU-b");
         assert_eq!(narrow_gpus("GPU-a,GPU-b,GPU-c", &[2, 0]).unwrap(), "GPU-c,GPU-a");
-        let e = narrow_gpus("GPU-a,GPU-b", &[2]).unwrap_err();
+        let e = narrow_gpus("GPU-a,GPU-b", &[2]).unwrap_err().to_string();
         assert!(e.contains("GPU 2 is not the kernel's: it has 2 GPU(s), positions 0 to 1"), "{e}");
-        assert!(narrow_gpus("", &[0]).unwrap_err().contains("it has no GPU"));
+        assert!(narrow_gpus("", &[0]).unwrap_err().to_string().contains("it has no GPU"));
     }
 
     fn user() -> RunUser {

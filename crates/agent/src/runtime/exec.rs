@@ -14,6 +14,17 @@ use std::path::{Path, PathBuf};
 
 use super::cgroup_fs;
 
+/// Why a kernel's context cannot be read (the kernel ended, or its cgroups cannot be joined).
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    #[error("the kernel's process {pid} is gone ({source})")]
+    Gone { pid: u32, source: std::io::Error },
+    #[error("cannot read the user of the kernel's process {pid}")]
+    NoUser { pid: u32 },
+    #[error("cannot open {}: {source}", path.display())]
+    Cgroup { path: PathBuf, source: std::io::Error },
+}
+
 /// What a command started in a kernel needs from it.
 #[derive(Debug)]
 pub struct KernelContext {
@@ -33,9 +44,9 @@ impl KernelContext {
     }
 
     /// Reads the context of the kernel whose main process is `pid`.
-    pub fn of_pid(pid: u32) -> Result<KernelContext, String> {
+    pub fn of_pid(pid: u32) -> Result<KernelContext, ContextError> {
         let proc_dir = PathBuf::from(format!("/proc/{pid}"));
-        let gone = |e: std::io::Error| format!("the kernel's process {pid} is gone ({e})");
+        let gone = |source| ContextError::Gone { pid, source };
         let status = std::fs::read_to_string(proc_dir.join("status")).map_err(gone)?;
         let ids = |field: &str| -> Vec<u32> {
             status
@@ -46,7 +57,7 @@ impl KernelContext {
         };
         let (uid, gid) = (ids("Uid:"), ids("Gid:"));
         let (Some(&uid), Some(&gid)) = (uid.first(), gid.first()) else {
-            return Err(format!("cannot read the user of the kernel's process {pid}"));
+            return Err(ContextError::NoUser { pid });
         };
         let env = environ(pid).map_err(gone)?;
         let cgroups = std::fs::read_to_string(proc_dir.join("cgroup")).map_err(gone)?;
@@ -153,11 +164,11 @@ pub fn environ(pid: u32) -> std::io::Result<Vec<(OsString, OsString)>> {
 }
 
 /// Opens the `cgroup.procs` of every cgroup the process is in (`/proc/<pid>/cgroup` text).
-fn cgroup_procs(proc_cgroup: &str) -> Result<Vec<File>, String> {
+fn cgroup_procs(proc_cgroup: &str) -> Result<Vec<File>, ContextError> {
     let paths = cgroup_fs::own_paths(proc_cgroup);
     let open = |dir: PathBuf| {
-        let p = dir.join("cgroup.procs");
-        std::fs::OpenOptions::new().write(true).open(&p).map_err(|e| format!("cannot open {}: {e}", p.display()))
+        let path = dir.join("cgroup.procs");
+        std::fs::OpenOptions::new().write(true).open(&path).map_err(|source| ContextError::Cgroup { path, source })
     };
     let root = Path::new(cgroup_fs::CGROUP_ROOT);
     if cgroup_fs::is_unified() {
@@ -188,6 +199,7 @@ mod tests {
         assert_eq!(c.uid, unsafe { libc::getuid() });
         assert_eq!(c.cwd, std::env::current_dir().unwrap());
         assert!(c.env.iter().any(|(k, _)| k == "PATH"));
-        assert!(KernelContext::of_pid(u32::MAX - 1).unwrap_err().contains("is gone"));
+        let e = KernelContext::of_pid(u32::MAX - 1).unwrap_err();
+        assert!(matches!(e, ContextError::Gone { .. }) && e.to_string().contains("is gone"), "{e}");
     }
 }

@@ -14,17 +14,19 @@ use std::path::Path;
 
 use berth_model::folder::FolderBind;
 
+use super::private_tmp::MountError;
+
 /// The sources must be directories on this node: the folder storage is mounted at the same
 /// path on every node (or the node is the manager's own machine).
-pub(crate) fn check_sources(folders: &[FolderBind], node: &str) -> Result<(), String> {
+pub(crate) fn check_sources(folders: &[FolderBind], node: &str) -> Result<(), MountError> {
     for f in folders {
         let p = Path::new(&f.source);
         if !p.is_dir() {
-            return Err(format!(
-                "folder {} is not on node {node}: its directory `{}` is missing there; mount the manager's folder \
-                 storage (--folder-root) at the same path on every node",
-                f.name, f.source
-            ));
+            return Err(MountError::FolderMissing {
+                name: f.name.clone(),
+                source_path: f.source.clone(),
+                node: node.to_string(),
+            });
         }
     }
     Ok(())
@@ -48,15 +50,18 @@ pub(crate) fn warn_cannot_mount(node: &str) {
 }
 
 /// Makes the mount points that do not exist yet (root's, 0755, as `mkdir -p` would).
-pub(crate) fn make_targets(folders: &[FolderBind], node: &str) -> Result<(), String> {
+pub(crate) fn make_targets(folders: &[FolderBind], node: &str) -> Result<(), MountError> {
     use std::os::unix::fs::DirBuilderExt;
     for f in folders {
         let t = Path::new(&f.target);
         if t.is_dir() {
             continue;
         }
-        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(t).map_err(|e| {
-            format!("cannot make the mount point `{}` of folder {} on node {node}: {e}", f.target, f.name)
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(t).map_err(|e| MountError::FolderTarget {
+            target: f.target.clone(),
+            name: f.name.clone(),
+            node: node.to_string(),
+            why: e.to_string(),
         })?;
     }
     Ok(())
@@ -71,9 +76,8 @@ pub(crate) struct FolderPlan {
 }
 
 /// The child's plan of `folders`.
-pub(crate) fn plan(folders: &[FolderBind]) -> Result<Vec<FolderPlan>, String> {
-    let c =
-        |p: &str| CString::new(Path::new(p).as_os_str().as_bytes()).map_err(|_| format!("path `{p}` holds a NUL byte"));
+pub(crate) fn plan(folders: &[FolderBind]) -> Result<Vec<FolderPlan>, MountError> {
+    let c = |p: &str| CString::new(Path::new(p).as_os_str().as_bytes()).map_err(|_| MountError::NulByte(p.to_string()));
     folders
         .iter()
         .map(|f| Ok(FolderPlan { source: c(&f.source)?, target: c(&f.target)?, read_only: f.read_only }))
@@ -121,7 +125,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         assert!(check_sources(&[bind_of(d.path().to_str().unwrap(), "/data/x")], "n1").is_ok());
         let missing = d.path().join("7");
-        let e = check_sources(&[bind_of(missing.to_str().unwrap(), "/data/x")], "n1").unwrap_err();
+        let e = check_sources(&[bind_of(missing.to_str().unwrap(), "/data/x")], "n1").unwrap_err().to_string();
         assert!(e.contains("folder data is not on node n1") && e.contains("--folder-root"), "{e}");
     }
 

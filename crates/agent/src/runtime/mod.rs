@@ -52,12 +52,12 @@ pub use backend::{BackendKind, StartError};
 pub use cgroup::{CgroupError, Cgroups};
 pub use docker::{Adopted, Docker, DockerOptions};
 pub use env::build_env;
-pub use podman::Engine;
+pub use podman::{Engine, UnknownEngine};
 pub use supervisor::SUBCOMMAND as SUPERVISOR_SUBCOMMAND;
 pub use supervisor::server::main as supervisor_main;
-pub use user::{RunUser, UserError, UserMap};
+pub use user::{BadUserMap, RunUser, UserError, UserMap};
 
-use crate::disk::{FileOp, errno_text, io_text};
+use crate::disk::{FileError, FileOp, errno_text};
 use backend::{Kernel, KernelBackend};
 
 /// What a kernel that only holds its node runs (kernels past 0 of a `launch = first` job):
@@ -297,10 +297,10 @@ impl Runtime {
         events: &mpsc::UnboundedSender<KernelUpdate>,
     ) -> Result<KernelHandle, StartError> {
         let manager_env = &*self.with_manager_vars(manager_env);
-        folder_mounts::check_sources(data.folders, &self.process.opts.node).map_err(StartError::Refused)?;
+        folder_mounts::check_sources(data.folders, &self.process.opts.node).map_err(StartError::refused)?;
         let backend: &dyn KernelBackend = if spec.image.is_some() { &*self.containers } else { &*self.process };
         // A container runs as the owner's uid too (unless the image names a USER).
-        let user = self.kernel_user(manager_env, submitter).map_err(StartError::Refused)?;
+        let user = self.kernel_user(manager_env, submitter).map_err(StartError::refused)?;
         backend.start(Kernel { key, spec, binding, manager_env, user, data, events })
     }
 
@@ -394,7 +394,7 @@ impl Runtime {
         &self,
         manager_env: &BTreeMap<String, String>,
         submitter: Option<UnixId>,
-    ) -> Result<RunUser, String> {
+    ) -> Result<RunUser, UserError> {
         let name = manager_env.get("BERTH_USER");
         let id = manager_env.get("BERTH_USER_ID").and_then(|i| i.parse::<i64>().ok());
         let owner = name.zip(id).map(|(n, i)| (n.as_str(), i));
@@ -443,7 +443,7 @@ fn write_cache_token(
     dir: &std::path::Path,
     user: &RunUser,
     env: &mut BTreeMap<String, String>,
-) -> Result<(), String> {
+) -> Result<(), FileError> {
     let Some(token) = env.get("BERTH_CACHE_TOKEN") else { return Ok(()) };
     let path = dir.join(CACHE_TOKEN_FILE);
     let written = std::fs::OpenOptions::new()
@@ -453,7 +453,7 @@ fn write_cache_token(
         .mode(0o600)
         .open(&path)
         .and_then(|mut f| std::io::Write::write_all(&mut f, token.as_bytes()));
-    written.map_err(|e| io_text(node, FileOp::Write, &path, &e))?;
+    written.map_err(|e| FileError::new(node, FileOp::Write, &path, e))?;
     if user.switch {
         let _ = std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid));
     }

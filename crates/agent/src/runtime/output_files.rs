@@ -30,6 +30,20 @@ use berth_model::protocol::KernelKey;
 use super::RunUser;
 use crate::disk::errno_text;
 
+/// Why a kernel's output files could not be named or opened; the text is its launch failure.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OutputError {
+    /// A path template that does not parse (a spec that skipped validation).
+    #[error(transparent)]
+    Template(#[from] berth_model::SpecError),
+    #[error("cannot take user {user}'s identity to open the job's output files on node {node}: {}", errno_text(source))]
+    Identity { user: String, node: String, source: std::io::Error },
+    #[error("{}", cannot_open(path, source, as_user.as_deref(), node))]
+    Open { path: PathBuf, node: String, as_user: Option<String>, source: std::io::Error },
+    #[error("cannot share the job's output file: {0}")]
+    Share(std::io::Error),
+}
+
 /// The paths kernel `key` of `spec` writes on `node` (not yet joined to its working
 /// directory); `None` when it writes to its logs. `env` holds the manager's variables
 /// (`BERTH_USER`, the job's owner).
@@ -38,7 +52,7 @@ pub(crate) fn paths(
     spec: &JobSpec,
     env: &BTreeMap<String, String>,
     node: &str,
-) -> Result<Option<Paths>, String> {
+) -> Result<Option<Paths>, OutputError> {
     if !spec.output.has_files() || spec.holds_only(key.index) {
         return Ok(None);
     }
@@ -47,7 +61,7 @@ pub(crate) fn paths(
     let task = if spec.launch == berth_model::Launch::First { 0 } else { key.index };
     let array = spec.array_task.map(|t| (t.array_id, t.index));
     let c = Context { job_id: key.job_id, array, name: &name, user, node, node_index: key.index, task, step: None };
-    spec.output.expand(&c).map(Some).map_err(|e| e.0)
+    Ok(Some(spec.output.expand(&c)?))
 }
 
 /// The opened files: `None` for a stream that goes to its log. Both are the same open file
@@ -65,7 +79,7 @@ pub(crate) fn open(
     workdir: &Path,
     user: &RunUser,
     node: &str,
-) -> Result<Opened, String> {
+) -> Result<Opened, OutputError> {
     let out = paths.stdout.as_deref().map(|p| resolve(p, workdir));
     let err = paths.stderr.as_deref().map(|p| resolve(p, workdir));
     let shared = out.is_some() && out == err;
@@ -74,29 +88,32 @@ pub(crate) fn open(
         wanted.extend(err.iter().cloned());
     }
     let switch = user.switch.then(|| (user.uid, user.gid, user.groups.clone()));
-    let opened = open_as(switch, wanted.clone(), mode).map_err(|e| {
-        format!(
-            "cannot take user {}'s identity to open the job's output files on node {node}: {}",
-            user.name,
-            errno_text(&e)
-        )
+    let opened = open_as(switch, wanted.clone(), mode).map_err(|source| OutputError::Identity {
+        user: user.name.clone(),
+        node: node.to_string(),
+        source,
     })?;
     let mut files = Vec::new();
-    for (path, r) in wanted.iter().zip(opened) {
-        files.push(r.map_err(|e| cannot_open(path, &e, user, node))?);
+    for (path, r) in wanted.into_iter().zip(opened) {
+        files.push(r.map_err(|source| OutputError::Open {
+            path,
+            node: node.to_string(),
+            as_user: user.switch.then(|| user.name.clone()),
+            source,
+        })?);
     }
     let mut files = files.into_iter();
     let stdout = out.as_ref().and_then(|_| files.next());
     let stderr = match (&stdout, shared) {
-        (Some(f), true) => Some(f.try_clone().map_err(|e| format!("cannot share the job's output file: {e}"))?),
+        (Some(f), true) => Some(f.try_clone().map_err(OutputError::Share)?),
         _ => err.as_ref().and_then(|_| files.next()),
     };
     Ok(Opened { stdout, stderr })
 }
 
 /// Why `path` could not be opened, with what to do about it.
-fn cannot_open(path: &Path, e: &std::io::Error, user: &RunUser, node: &str) -> String {
-    let as_user = if user.switch { format!(" as user {}", user.name) } else { String::new() };
+fn cannot_open(path: &Path, e: &std::io::Error, as_user: Option<&str>, node: &str) -> String {
+    let as_user = as_user.map(|u| format!(" as user {u}")).unwrap_or_default();
     let hint = match e.kind() {
         std::io::ErrorKind::NotFound => format!(
             ": create the directory `{}` first (berth creates none, as Slurm does not)",
@@ -262,14 +279,14 @@ mod tests {
         let f = open(&err_only, OpenMode::Truncate, Path::new("/nonexistent"), &me(), "n1").unwrap();
         assert!(f.stdout.is_none() && f.stderr.is_some());
         let missing = Paths { stdout: Some("no/such/dir/o".into()), stderr: None };
-        let e = open(&missing, OpenMode::Truncate, dir.path(), &me(), "n1").err().unwrap();
+        let e = open(&missing, OpenMode::Truncate, dir.path(), &me(), "n1").err().unwrap().to_string();
         assert!(e.starts_with("cannot open the job's output file `") && e.contains("no/such/dir/o` on node n1"), "{e}");
         assert!(e.contains("no such file or directory") && e.contains("create the directory"), "{e}");
         // A FIFO nobody reads fails at once instead of blocking the agent; the file it gets
         // otherwise blocks as usual.
         nix::unistd::mkfifo(&dir.path().join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let fifo = Paths { stdout: Some("fifo".into()), stderr: Some("fifo".into()) };
-        let e = open(&fifo, OpenMode::Truncate, dir.path(), &me(), "n1").err().unwrap();
+        let e = open(&fifo, OpenMode::Truncate, dir.path(), &me(), "n1").err().unwrap().to_string();
         assert!(e.contains("no such device or address"), "{e}");
         let f = open(&both, OpenMode::Append, dir.path(), &me(), "n1").unwrap().stdout.unwrap();
         let flags = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&f), libc::F_GETFL) };
@@ -298,7 +315,7 @@ mod tests {
         std::fs::create_dir(&closed).unwrap();
         std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o755)).unwrap();
         let p = Paths { stdout: Some("closed/o".into()), stderr: Some("closed/o".into()) };
-        let e = open(&p, OpenMode::Truncate, dir.path(), &user, "n1").err().unwrap();
+        let e = open(&p, OpenMode::Truncate, dir.path(), &user, "n1").err().unwrap().to_string();
         assert!(e.contains("as user u: permission denied"), "{e}");
         // The agent's own threads are still root.
         assert!(std::fs::File::create(closed.join("root")).is_ok());

@@ -18,6 +18,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use super::backend::{Kernel, KernelBackend, StartError};
+use super::docker::EngineError;
 use super::signal_now::Reached;
 use super::{Adopted, Docker, KernelHandle, KernelUpdate};
 
@@ -29,14 +30,19 @@ pub enum Engine {
     Podman,
 }
 
-impl std::str::FromStr for Engine {
-    type Err = String;
+/// A `--container-runtime` that names no engine berth knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown container runtime `{0}`: use docker or podman")]
+pub struct UnknownEngine(pub String);
 
-    fn from_str(s: &str) -> Result<Engine, String> {
+impl std::str::FromStr for Engine {
+    type Err = UnknownEngine;
+
+    fn from_str(s: &str) -> Result<Engine, UnknownEngine> {
         match s {
             "docker" => Ok(Engine::Docker),
             "podman" => Ok(Engine::Podman),
-            other => Err(format!("unknown container runtime `{other}`: use docker or podman")),
+            other => Err(UnknownEngine(other.to_string())),
         }
     }
 }
@@ -111,41 +117,36 @@ pub(crate) fn socket() -> PathBuf {
 
 /// Connects to Podman's service at `sock`, starting it first (detached, in a session of its
 /// own, so it outlives this agent) when nobody listens there.
-pub(crate) async fn connect(sock: &Path) -> Result<bollard::Docker, String> {
+pub(crate) async fn connect(sock: &Path) -> Result<bollard::Docker, EngineError> {
     if tokio::net::UnixStream::connect(sock).await.is_err() {
         start_service(sock).await?;
     }
     let c = bollard::Docker::connect_with_unix(&sock.to_string_lossy(), 120, bollard::API_DEFAULT_VERSION)
-        .map_err(|e| unreachable_text(sock, &e.to_string()))?;
-    c.negotiate_version().await.map_err(|e| unreachable_text(sock, &e.to_string()))
+        .map_err(|e| unreachable(sock, &e.to_string()))?;
+    c.negotiate_version().await.map_err(|e| unreachable(sock, &e.to_string()))
 }
 
-/// Why the service cannot be used, and how to fix it.
-pub(crate) fn unreachable_text(sock: &Path, why: &str) -> String {
-    format!(
-        "cannot reach podman's API service at `{}` ({why}): install podman on this node (apt-get install podman), \
-         or start `podman system service --time=0` there",
-        sock.display()
-    )
+/// Why the service cannot be used (the error says how to fix it).
+pub(crate) fn unreachable(sock: &Path, why: &str) -> EngineError {
+    EngineError::PodmanUnreachable { sock: sock.to_path_buf(), why: why.to_string() }
 }
 
 /// Starts `podman system service` on `sock` and waits until it answers. Agents starting it
 /// at once take turns (a lock beside the socket); the second finds it running.
-async fn start_service(sock: &Path) -> Result<(), String> {
+async fn start_service(sock: &Path) -> Result<(), EngineError> {
     let dir = sock.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir)
-        .map_err(|e| unreachable_text(sock, &format!("cannot create `{}`: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| unreachable(sock, &format!("cannot create `{}`: {e}", dir.display())))?;
     let lock_path = sock.with_extension("berth-lock");
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(|e| unreachable_text(sock, &format!("cannot open `{}`: {e}", lock_path.display())))?;
+        .map_err(|e| unreachable(sock, &format!("cannot open `{}`: {e}", lock_path.display())))?;
     let lock = tokio::task::spawn_blocking(move || nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive))
         .await
-        .map_err(|e| unreachable_text(sock, &e.to_string()))?
-        .map_err(|(_, e)| unreachable_text(sock, &format!("cannot lock `{}`: {e}", lock_path.display())))?;
+        .map_err(|e| unreachable(sock, &e.to_string()))?
+        .map_err(|(_, e)| unreachable(sock, &format!("cannot lock `{}`: {e}", lock_path.display())))?;
     if tokio::net::UnixStream::connect(sock).await.is_ok() {
         return Ok(());
     }
@@ -163,7 +164,7 @@ async fn start_service(sock: &Path) -> Result<(), String> {
     // Its own session: a signal to the agent's process group (Ctrl-C of `berth up`) does not
     // end it, nor the containers' monitors it starts.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().map_err(|e| unreachable_text(sock, &format!("cannot run podman: {e}")))?;
+    let mut child = cmd.spawn().map_err(|e| unreachable(sock, &format!("cannot run podman: {e}")))?;
     tracing::info!(socket = %sock.display(), pid = child.id(), "started podman's API service");
     let deadline = tokio::time::Instant::now() + SERVICE_START;
     loop {
@@ -174,10 +175,10 @@ async fn start_service(sock: &Path) -> Result<(), String> {
             return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(unreachable_text(sock, &format!("podman system service exited: {status}")));
+            return Err(unreachable(sock, &format!("podman system service exited: {status}")));
         }
         if tokio::time::Instant::now() > deadline {
-            return Err(unreachable_text(sock, "podman system service did not open its socket"));
+            return Err(unreachable(sock, "podman system service did not open its socket"));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -225,7 +226,7 @@ mod tests {
         assert_eq!("podman".parse::<Engine>(), Ok(Engine::Podman));
         assert_eq!("docker".parse::<Engine>(), Ok(Engine::Docker));
         let e = "rkt".parse::<Engine>().unwrap_err();
-        assert_eq!(e, "unknown container runtime `rkt`: use docker or podman");
+        assert_eq!(e.to_string(), "unknown container runtime `rkt`: use docker or podman");
         assert_eq!(Engine::default(), Engine::Docker);
     }
 

@@ -22,6 +22,32 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+/// Why a kernel's private mounts (its `/dev/shm` and `/tmp`, its data folders) cannot be
+/// planned or made on this node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MountError {
+    #[error("path `{0}` holds a NUL byte")]
+    NulByte(String),
+    #[error("bad tmpfs options")]
+    TmpfsOptions,
+    #[error("bad mount point")]
+    MountPoint,
+    /// The probe's child could not unshare or mount (errno text, lowercase).
+    #[error("cannot make a mount namespace: {0}")]
+    Namespace(String),
+    #[error("the mount namespace probe ended oddly: {0}")]
+    ProbeEnded(String),
+    #[error("cannot fork the mount namespace probe: {0}")]
+    Fork(String),
+    #[error(
+        "folder {name} is not on node {node}: its directory `{source_path}` is missing there; mount the manager's \
+         folder storage (--folder-root) at the same path on every node"
+    )]
+    FolderMissing { name: String, source_path: String, node: String },
+    #[error("cannot make the mount point `{target}` of folder {name} on node {node}: {why}")]
+    FolderTarget { target: String, name: String, node: String, why: String },
+}
+
 /// The mount points a kernel gets privately.
 const POINTS: [&str; 2] = ["/dev/shm", "/tmp"];
 
@@ -49,7 +75,7 @@ impl PrivateTmp {
         let why = if !nix::unistd::Uid::effective().is_root() {
             Some("the agent is not root".to_string())
         } else {
-            probe(&points[0]).err()
+            probe(&points[0]).err().map(|e| e.to_string())
         };
         match why {
             None => Some(PrivateTmp { points }),
@@ -96,16 +122,15 @@ impl PrivateTmpRequest {
     /// What the kernel's child does before exec: the private mounts, then the switch to
     /// `user` (uid, gid) and `chdir(workdir)` as that user. Made in the parent: the child may
     /// not allocate.
-    pub(crate) fn plan(&self, user: Option<&UserSwitch>, workdir: &Path) -> Result<Plan, String> {
+    pub(crate) fn plan(&self, user: Option<&UserSwitch>, workdir: &Path) -> Result<Plan, MountError> {
         let (size, keep) = (self.size, &self.keep);
-        let c = |p: &Path| {
-            CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("path `{}` holds a NUL byte", p.display()))
-        };
+        let c =
+            |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(|_| MountError::NulByte(p.display().to_string()));
         let data = match size {
             0 => CString::new("mode=1777"),
             n => CString::new(format!("size={n},mode=1777")),
         }
-        .map_err(|_| "bad tmpfs options".to_string())?;
+        .map_err(|_| MountError::TmpfsOptions)?;
         let keep: Vec<PathBuf> = keep.iter().filter_map(|p| p.canonicalize().ok()).collect();
         let mut mounts = Vec::new();
         for point in &self.points {
@@ -151,12 +176,12 @@ pub(crate) fn child_plan(
     private: Option<&PrivateTmpRequest>,
     user: Option<&UserSwitch>,
     workdir: &Path,
-) -> Result<Option<Plan>, String> {
+) -> Result<Option<Plan>, MountError> {
     match (private, user) {
         (Some(p), _) => p.plan(user, workdir).map(Some),
         (None, Some(u)) => {
             let workdir = CString::new(workdir.as_os_str().as_bytes())
-                .map_err(|_| format!("path `{}` holds a NUL byte", workdir.display()))?;
+                .map_err(|_| MountError::NulByte(workdir.display().to_string()))?;
             Ok(Some(Plan {
                 mounts: Vec::new(),
                 folders: Vec::new(),
@@ -293,8 +318,8 @@ fn fd_path(fd: libc::c_int, buf: &mut [u8; 32]) -> *const u8 {
 
 /// Whether a child of this process may enter a mount namespace and mount a tmpfs on `point`
 /// there (a container without CAP_SYS_ADMIN may not); the error says why not.
-fn probe(point: &Path) -> Result<(), String> {
-    let target = CString::new(point.as_os_str().as_bytes()).map_err(|_| "bad mount point".to_string())?;
+fn probe(point: &Path) -> Result<(), MountError> {
+    let target = CString::new(point.as_os_str().as_bytes()).map_err(|_| MountError::MountPoint)?;
     // SAFETY: the child makes only async-signal-safe calls and leaves with `_exit`.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => unsafe {
@@ -318,13 +343,12 @@ fn probe(point: &Path) -> Result<(), String> {
         },
         Ok(nix::unistd::ForkResult::Parent { child }) => match nix::sys::wait::waitpid(child, None) {
             Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
-            Ok(nix::sys::wait::WaitStatus::Exited(_, errno)) => Err(format!(
-                "cannot make a mount namespace: {}",
-                nix::errno::Errno::from_raw(errno).desc().to_lowercase()
-            )),
-            other => Err(format!("the mount namespace probe ended oddly: {other:?}")),
+            Ok(nix::sys::wait::WaitStatus::Exited(_, errno)) => {
+                Err(MountError::Namespace(nix::errno::Errno::from_raw(errno).desc().to_lowercase()))
+            }
+            other => Err(MountError::ProbeEnded(format!("{other:?}"))),
         },
-        Err(e) => Err(format!("cannot fork the mount namespace probe: {}", e.desc().to_lowercase())),
+        Err(e) => Err(MountError::Fork(e.desc().to_lowercase())),
     }
 }
 

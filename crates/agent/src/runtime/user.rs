@@ -11,6 +11,31 @@ pub enum UserError {
     Unknown(String),
     #[error("cannot look up user `{0}`: {1}")]
     Lookup(String, nix::Error),
+    /// A job of another Unix user on an agent that cannot switch users.
+    #[error(
+        "the job was submitted by uid {submitter} but the agent runs as uid {agent} and cannot switch users: \
+         run the agent as root, or submit as uid {agent}"
+    )]
+    CannotSwitch { submitter: u32, agent: u32 },
+    #[error("refusing to run a kernel of {0} as root")]
+    Root(String),
+    #[error("user {0} has no Unix account on this node (--user-map passwd)")]
+    NoAccount(String),
+    #[error("cannot look up user {0}: {1}")]
+    LookupOwner(String, nix::Error),
+    #[error("berth user {name} (id {id}) is outside the agent's uid range of {count} ids: widen --user-map")]
+    OutOfRange { name: String, id: i64, count: u32 },
+}
+
+/// A `--user-map` berth does not know.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BadUserMap {
+    #[error("invalid user map `{0}`: use submitter, range:FIRST-LAST (e.g. range:200000-299999), passwd or fixed")]
+    Unknown(String),
+    #[error(
+        "invalid user map `{0}`: the range must start at 1000 or above (system accounts live below) and end after it starts"
+    )]
+    Range(String),
 }
 
 /// Who kernels run as.
@@ -101,15 +126,11 @@ pub enum UserMap {
 const DEFAULT_RANGE: (u32, u32) = berth_model::DEFAULT_UID_RANGE;
 
 impl std::str::FromStr for UserMap {
-    type Err = String;
+    type Err = BadUserMap;
 
     /// `submitter`, `range:FIRST-LAST`, `passwd` or `fixed`.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || {
-            format!(
-                "invalid user map `{s}`: use submitter, range:FIRST-LAST (e.g. range:200000-299999), passwd or fixed"
-            )
-        };
+    fn from_str(s: &str) -> Result<Self, BadUserMap> {
+        let bad = || BadUserMap::Unknown(s.to_string());
         match s {
             "submitter" => Ok(UserMap::Submitter),
             "passwd" => Ok(UserMap::Passwd),
@@ -118,9 +139,7 @@ impl std::str::FromStr for UserMap {
                 let (a, b) = s.strip_prefix("range:").and_then(|r| r.split_once('-')).ok_or_else(bad)?;
                 let (first, last): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
                 if first < 1000 || last < first || last >= u32::MAX - 1 {
-                    return Err(format!(
-                        "invalid user map `{s}`: the range must start at 1000 or above (system accounts live below) and end after it starts"
-                    ));
+                    return Err(BadUserMap::Range(s.to_string()));
                 }
                 Ok(UserMap::Range { first, count: last - first + 1 })
             }
@@ -137,16 +156,14 @@ impl RunUser {
         map: UserMap,
         owner: Option<(&str, i64)>,
         submitter: Option<UnixId>,
-    ) -> Result<RunUser, String> {
+    ) -> Result<RunUser, UserError> {
         if !self.switch {
             // A non-root agent runs everything as itself; a job of another Unix user must not
             // quietly run as the agent's.
             return match submitter {
-                Some(s) if map == UserMap::Submitter && s.uid != self.uid => Err(format!(
-                    "the job was submitted by uid {} but the agent runs as uid {} and cannot switch users: \
-                     run the agent as root, or submit as uid {}",
-                    s.uid, self.uid, self.uid
-                )),
+                Some(s) if map == UserMap::Submitter && s.uid != self.uid => {
+                    Err(UserError::CannotSwitch { submitter: s.uid, agent: self.uid })
+                }
                 _ => Ok(self.clone()),
             };
         }
@@ -168,10 +185,10 @@ impl RunUser {
                 },
             },
             UserMap::Passwd => match User::from_name(name) {
-                Ok(Some(u)) if u.uid.is_root() => Err(format!("refusing to run a kernel of {name} as root")),
+                Ok(Some(u)) if u.uid.is_root() => Err(UserError::Root(name.to_string())),
                 Ok(Some(u)) => Ok(RunUser::from_user(u, true)),
-                Ok(None) => Err(format!("user {name} has no Unix account on this node (--user-map passwd)")),
-                Err(e) => Err(format!("cannot look up user {name}: {e}")),
+                Ok(None) => Err(UserError::NoAccount(name.to_string())),
+                Err(e) => Err(UserError::LookupOwner(name.to_string(), e)),
             },
         }
     }
@@ -194,10 +211,12 @@ impl RunUser {
     }
 
     /// Berth user `name` (id `id`) as uid `first + id` of a range of `count`.
-    fn in_range(name: &str, id: i64, first: u32, count: u32) -> Result<RunUser, String> {
-        let uid = u32::try_from(id).ok().filter(|i| *i < count).map(|i| first + i).ok_or_else(|| {
-            format!("berth user {name} (id {id}) is outside the agent's uid range of {count} ids: widen --user-map")
-        })?;
+    fn in_range(name: &str, id: i64, first: u32, count: u32) -> Result<RunUser, UserError> {
+        let uid = u32::try_from(id)
+            .ok()
+            .filter(|i| *i < count)
+            .map(|i| first + i)
+            .ok_or_else(|| UserError::OutOfRange { name: name.to_string(), id, count })?;
         // No passwd entry: HOME is the kernel's work dir (set by the runtime).
         Ok(RunUser {
             name: format!("berth-{name}"),
@@ -271,12 +290,12 @@ mod tests {
         assert_eq!("passwd".parse(), Ok(UserMap::Passwd));
         assert!("range:0-10".parse::<UserMap>().is_err(), "system uids are refused");
         assert!("range:5000".parse::<UserMap>().is_err());
-        assert!("ldap".parse::<UserMap>().unwrap_err().contains("range:FIRST-LAST"));
+        assert!("ldap".parse::<UserMap>().unwrap_err().to_string().contains("range:FIRST-LAST"));
 
         let map = UserMap::Range { first: 200_000, count: 10 };
         let bob = root_default().for_owner(map, Some(("bob", 3)), None).unwrap();
         assert_eq!((bob.uid, bob.gid, bob.name.as_str()), (200_003, 200_003, "berth-bob"));
-        assert!(root_default().for_owner(map, Some(("eve", 10)), None).unwrap_err().contains("outside"));
+        assert!(root_default().for_owner(map, Some(("eve", 10)), None).unwrap_err().to_string().contains("outside"));
         assert_eq!(root_default().for_owner(UserMap::Fixed, Some(("bob", 3)), None).unwrap().uid, 65534);
         assert_eq!(root_default().for_owner(map, None, None).unwrap().uid, 65534, "no owner: the default user");
         let not_root = RunUser { switch: false, ..root_default() };
@@ -309,6 +328,8 @@ mod tests {
         // running it as itself.
         let agent = RunUser { switch: false, uid: 1000, ..root_default() };
         let e = agent.for_owner(m, Some(("bob", 3)), Some(UnixId { uid: 1001, gid: 1001 })).unwrap_err();
+        assert!(matches!(e, UserError::CannotSwitch { submitter: 1001, agent: 1000 }), "{e}");
+        let e = e.to_string();
         assert!(e.contains("submitted by uid 1001") && e.contains("cannot switch users"), "{e}");
         assert_eq!(agent.for_owner(m, Some(("bob", 3)), Some(UnixId { uid: 1000, gid: 1000 })).unwrap(), agent);
     }

@@ -22,6 +22,39 @@ use tokio_tungstenite::tungstenite::Message;
 use super::{GONE, Target, failed, pump, relay};
 use crate::dial::Ws;
 
+/// Why a forwarded connection could not be opened; its text is the stream's error.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ForwardError {
+    #[error("the kernel's process {pid} is gone ({source})")]
+    ProcessGone { pid: u32, source: std::io::Error },
+    #[error(transparent)]
+    Engine(#[from] crate::runtime::docker::EngineError),
+    #[error("cannot inspect container {name}: {why}")]
+    InspectContainer { name: String, why: String },
+    #[error("container {name} is not running")]
+    ContainerNotRunning { name: String },
+    #[error("a session is attached to, not forwarded to")]
+    Session,
+    #[error("cannot read our network namespace: {0}")]
+    OwnNamespace(std::io::Error),
+    #[error("cannot open {path}: {source}")]
+    OpenNamespace { path: String, source: std::io::Error },
+    #[error("cannot enter the kernel's network namespace: {0}")]
+    EnterNamespace(nix::Error),
+    #[error("the connecting thread died")]
+    ThreadDied,
+    #[error("{0}")]
+    Join(#[from] tokio::task::JoinError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("nothing listens on port {port} in the kernel (connection refused)")]
+    Refused { port: u16 },
+    #[error("cannot connect to port {port} in the kernel: {source}")]
+    Connect { port: u16, source: std::io::Error },
+    #[error("cannot connect to port {port} in the kernel")]
+    NoAddress { port: u16 },
+}
+
 /// How long a connection to the port may take (it is on the node's loopback).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -56,11 +89,10 @@ pub(super) async fn serve(ws: &mut Ws, target: Target, to: ForwardTarget) -> Str
 }
 
 /// The kernel's main process and its environment.
-async fn kernel_of(target: Target) -> Result<(u32, Vec<(String, String)>), String> {
+async fn kernel_of(target: Target) -> Result<(u32, Vec<(String, String)>), ForwardError> {
     match target {
         Target::Process { pid } => {
-            let env =
-                crate::runtime::exec::environ(pid).map_err(|e| format!("the kernel's process {pid} is gone ({e})"))?;
+            let env = crate::runtime::exec::environ(pid).map_err(|source| ForwardError::ProcessGone { pid, source })?;
             let env =
                 env.into_iter().map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()));
             Ok((pid, env.collect()))
@@ -70,45 +102,49 @@ async fn kernel_of(target: Target) -> Result<(u32, Vec<(String, String)>), Strin
             let c = api
                 .inspect_container(&name, None::<bollard::query_parameters::InspectContainerOptions>)
                 .await
-                .map_err(|e| format!("cannot inspect container {name}: {e}"))?;
-            let pid =
-                c.state.and_then(|s| s.pid).filter(|p| *p > 0).ok_or(format!("container {name} is not running"))?;
+                .map_err(|e| ForwardError::InspectContainer { name: name.clone(), why: e.to_string() })?;
+            let pid = c
+                .state
+                .and_then(|s| s.pid)
+                .filter(|p| *p > 0)
+                .ok_or_else(|| ForwardError::ContainerNotRunning { name: name.clone() })?;
             let env = c.config.and_then(|c| c.env).unwrap_or_default();
             let env = env.into_iter().filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())));
             Ok((pid as u32, env.collect()))
         }
-        Target::Session(_) => Err("a session is attached to, not forwarded to".into()),
+        Target::Session(_) => Err(ForwardError::Session),
     }
 }
 
 /// Connects to `port` on the loopback of process `pid`'s network namespace (IPv4, then IPv6);
 /// says whether that namespace is one of its own (not the agent's, the node's).
-async fn connect(pid: u32, port: u16) -> Result<(TcpStream, bool), String> {
+async fn connect(pid: u32, port: u16) -> Result<(TcpStream, bool), ForwardError> {
     let ns = format!("/proc/{pid}/ns/net");
-    let theirs = std::fs::metadata(&ns).map_err(|e| format!("the kernel's process {pid} is gone ({e})"))?;
-    let ours = std::fs::metadata("/proc/self/ns/net").map_err(|e| format!("cannot read our network namespace: {e}"))?;
+    let theirs = std::fs::metadata(&ns).map_err(|source| ForwardError::ProcessGone { pid, source })?;
+    let ours = std::fs::metadata("/proc/self/ns/net").map_err(ForwardError::OwnNamespace)?;
     let addrs = [SocketAddr::from((Ipv4Addr::LOCALHOST, port)), SocketAddr::from((Ipv6Addr::LOCALHOST, port))];
     let own = (theirs.dev(), theirs.ino()) != (ours.dev(), ours.ino());
     let std_stream = if !own {
-        tokio::task::spawn_blocking(move || connect_any(&addrs)).await.map_err(|e| e.to_string())?
+        tokio::task::spawn_blocking(move || connect_any(&addrs)).await?
     } else {
         // `setns` changes the calling thread: a thread of its own, which ends right after.
         let (tx, rx) = oneshot::channel();
         std::thread::spawn(move || {
-            let joined = std::fs::File::open(&ns).map_err(|e| format!("cannot open {ns}: {e}")).and_then(|f| {
-                nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
-                    .map_err(|e| format!("cannot enter the kernel's network namespace: {e}"))
-            });
+            let joined = std::fs::File::open(&ns)
+                .map_err(|source| ForwardError::OpenNamespace { path: ns.clone(), source })
+                .and_then(|f| {
+                    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(ForwardError::EnterNamespace)
+                });
             let _ = tx.send(joined.and_then(|()| connect_any(&addrs)));
         });
-        rx.await.map_err(|_| "the connecting thread died".to_string())?
+        rx.await.map_err(|_| ForwardError::ThreadDied)?
     }?;
-    std_stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+    std_stream.set_nonblocking(true)?;
     let _ = std_stream.set_nodelay(true);
-    Ok((TcpStream::from_std(std_stream).map_err(|e| e.to_string())?, own))
+    Ok((TcpStream::from_std(std_stream)?, own))
 }
 
-fn connect_any(addrs: &[SocketAddr]) -> Result<std::net::TcpStream, String> {
+fn connect_any(addrs: &[SocketAddr]) -> Result<std::net::TcpStream, ForwardError> {
     let mut last = None;
     for a in addrs {
         match std::net::TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
@@ -118,11 +154,9 @@ fn connect_any(addrs: &[SocketAddr]) -> Result<std::net::TcpStream, String> {
     }
     let port = addrs.first().map(|a| a.port()).unwrap_or(0);
     Err(match last {
-        Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            format!("nothing listens on port {port} in the kernel (connection refused)")
-        }
-        Some(e) => format!("cannot connect to port {port} in the kernel: {e}"),
-        None => format!("cannot connect to port {port} in the kernel"),
+        Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => ForwardError::Refused { port },
+        Some(source) => ForwardError::Connect { port, source },
+        None => ForwardError::NoAddress { port },
     })
 }
 
@@ -137,7 +171,8 @@ mod tests {
         assert!(!connect(std::process::id(), port).await.unwrap().1, "our own namespace");
         drop(l);
         let e = connect(std::process::id(), port).await.unwrap_err();
-        assert!(e.contains("nothing listens on port"), "{e}");
-        assert!(connect(u32::MAX - 1, port).await.unwrap_err().contains("is gone"));
+        assert!(matches!(e, ForwardError::Refused { .. }) && e.to_string().contains("nothing listens on port"), "{e}");
+        let e = connect(u32::MAX - 1, port).await.unwrap_err();
+        assert!(matches!(e, ForwardError::ProcessGone { .. }) && e.to_string().contains("is gone"), "{e}");
     }
 }

@@ -62,7 +62,7 @@ pub(crate) async fn serve(
 ) {
     let url = match crate::dial::ws_url(&config.manager_url, &format!("/v1/agents/streams/{id}")) {
         Ok(u) => u,
-        Err(e) => return tracing::warn!("cannot open stream {id}: bad manager url {e}"),
+        Err(e) => return tracing::warn!("cannot open stream {id}: {e}"),
     };
     let mut ws = match crate::dial::dial_url(&config, &url, &[(STREAM_SECRET_HEADER, secret.as_str())]).await {
         Ok(ws) => ws,
@@ -87,8 +87,8 @@ pub(crate) async fn serve(
     let _ = ws.close(None).await;
 }
 
-fn failed(error: impl Into<String>) -> StreamEnd {
-    StreamEnd { exit_code: None, error: Some(error.into()) }
+fn failed(error: impl std::fmt::Display) -> StreamEnd {
+    StreamEnd { exit_code: None, error: Some(error.to_string()) }
 }
 
 /// The client went away before the command ended (the command is stopped).

@@ -9,6 +9,7 @@ use berth_model::protocol::KernelKey;
 use berth_model::{Binding, JobSpec, Mount};
 use bollard::models::{ContainerCreateBody, DeviceRequest, EndpointSettings, HostConfig, NetworkingConfig};
 
+use super::EngineError;
 use super::labels::{
     LABEL_BINDING, LABEL_CACHE_FORWARD, LABEL_DEADLINE, LABEL_JOB, LABEL_KERNEL, LABEL_LIMIT, LABEL_NETWORK,
     LABEL_SCOPE,
@@ -230,20 +231,25 @@ fn bind_text(m: &Mount) -> String {
 
 /// Checks every mount of the job against the admin's allow-list: the host path, with
 /// symlinks resolved, must lie under an allowed path.
-pub fn check_mounts(mounts: &[Mount], allowed: &[PathBuf], node: &str) -> Result<(), String> {
+pub fn check_mounts(mounts: &[Mount], allowed: &[PathBuf], node: &str) -> Result<(), EngineError> {
     for m in mounts {
         let src = Path::new(&m.source);
-        let real = src.canonicalize().map_err(|e| format!("mount source `{}` on node {node}: {e}", m.source))?;
+        let real = src.canonicalize().map_err(|e| EngineError::MountSource {
+            source_path: m.source.clone(),
+            node: node.to_string(),
+            why: e.to_string(),
+        })?;
         if !allowed.iter().any(|a| real.starts_with(a.canonicalize().unwrap_or_else(|_| a.clone()))) {
             let list = if allowed.is_empty() {
                 "none".to_string()
             } else {
                 allowed.iter().map(|a| a.display().to_string()).collect::<Vec<_>>().join(", ")
             };
-            return Err(format!(
-                "mount `{}` is not allowed on node {node} (allowed: {list}): ask the admin to add it with `berth agent --allow-mount`",
-                m.source
-            ));
+            return Err(EngineError::MountNotAllowed {
+                source_path: m.source.clone(),
+                node: node.to_string(),
+                allowed: list,
+            });
         }
     }
     Ok(())
@@ -432,11 +438,11 @@ mod tests {
         std::fs::create_dir_all(&other).unwrap();
         let m = |s: &Path| Mount { source: s.display().to_string(), target: "/x".into(), rw: false };
         assert!(check_mounts(&[m(&ok.join("imagenet"))], std::slice::from_ref(&ok), "n1").is_ok());
-        let e = check_mounts(&[m(&other)], std::slice::from_ref(&ok), "n1").unwrap_err();
+        let e = check_mounts(&[m(&other)], std::slice::from_ref(&ok), "n1").unwrap_err().to_string();
         assert!(e.contains("is not allowed on node n1") && e.contains("--allow-mount"), "{e}");
         // A symlink inside the allowed tree that points out of it is refused too.
         std::os::unix::fs::symlink(&other, ok.join("escape")).unwrap();
         assert!(check_mounts(&[m(&ok.join("escape"))], std::slice::from_ref(&ok), "n1").is_err());
-        assert!(check_mounts(&[m(&ok)], &[], "n1").unwrap_err().contains("allowed: none"));
+        assert!(check_mounts(&[m(&ok)], &[], "n1").unwrap_err().to_string().contains("allowed: none"));
     }
 }

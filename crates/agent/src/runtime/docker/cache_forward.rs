@@ -32,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::text;
+use super::{EngineError, text};
 
 /// The variable the manager puts the cache's URL in.
 pub(super) const CACHE_URL: &str = "BERTH_CACHE_URL";
@@ -108,11 +108,11 @@ fn rewritten(at: SocketAddr, path: &str) -> String {
 }
 
 /// The gateway IPv4 address of a Docker network (its IPAM config), if it has one.
-async fn gateway(client: &bollard::Docker, network: &str) -> Result<Option<Ipv4Addr>, String> {
+async fn gateway(client: &bollard::Docker, network: &str) -> Result<Option<Ipv4Addr>, EngineError> {
     let n = client
         .inspect_network(network, None::<InspectNetworkOptions>)
         .await
-        .map_err(|e| format!("cannot inspect network {network}: {}", text(&e)))?;
+        .map_err(|e| EngineError::InspectNetwork { name: network.to_string(), why: text(&e) })?;
     let configs = n.ipam.and_then(|i| i.config).unwrap_or_default();
     Ok(configs.into_iter().filter_map(|c| c.gateway?.parse::<Ipv4Addr>().ok()).next())
 }

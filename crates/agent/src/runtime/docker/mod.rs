@@ -10,6 +10,7 @@
 
 mod body;
 mod cache_forward;
+mod error;
 mod labels;
 mod network;
 mod signal;
@@ -32,6 +33,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 pub use body::{check_mounts, container_name, create_body, normalize_image};
+pub use error::EngineError;
 pub use labels::{LABEL_JOB, LABEL_NETWORK, LABEL_SCOPE};
 pub use network::network_name;
 
@@ -145,13 +147,13 @@ impl Docker {
     }
 
     /// The Engine API client, for a stream into a container (`streams.rs`).
-    pub async fn api(&self) -> Result<bollard::Docker, String> {
+    pub async fn api(&self) -> Result<bollard::Docker, EngineError> {
         self.client().await.cloned()
     }
 
-    async fn client(&self) -> Result<&bollard::Docker, String> {
+    async fn client(&self) -> Result<&bollard::Docker, EngineError> {
         if !self.inner.opts.enabled {
-            return Err("the docker runtime is off on this node (berth agent --no-docker)".into());
+            return Err(EngineError::Off);
         }
         self.inner
             .client
@@ -167,12 +169,10 @@ impl Docker {
     }
 
     /// Why the engine cannot be used, and how to fix it.
-    fn unreachable(&self, why: &str) -> String {
+    fn unreachable(&self, why: &str) -> EngineError {
         match self.inner.opts.engine {
-            Engine::Docker => {
-                format!("cannot reach the Docker daemon ({why}): start dockerd (or set DOCKER_HOST) on this node")
-            }
-            Engine::Podman => podman::unreachable_text(&podman::socket(), why),
+            Engine::Docker => EngineError::DockerUnreachable { why: why.to_string() },
+            Engine::Podman => podman::unreachable(&podman::socket(), why),
         }
     }
 
@@ -187,11 +187,11 @@ impl Docker {
         };
         let client = match self.client().await {
             Ok(c) => c,
-            Err(e) => return down(e),
+            Err(e) => return down(e.to_string()),
         };
         let images = match client.list_images(Some(ListImagesOptions::default())).await {
             Ok(list) => list,
-            Err(e) => return down(self.unreachable(&text(&e))),
+            Err(e) => return down(self.unreachable(&text(&e)).to_string()),
         };
         let mut names: Vec<String> = images
             .into_iter()
@@ -324,13 +324,14 @@ impl Docker {
         user: &RunUser,
         network: Option<&str>,
         folders: &[berth_model::folder::FolderBind],
-    ) -> Result<(bollard::Docker, Option<network::Held>, Option<cache_forward::Forward>), String> {
+    ) -> Result<(bollard::Docker, Option<network::Held>, Option<cache_forward::Forward>), EngineError> {
         let dir = logs::kernel_dir(&self.inner.data_dir, &key);
         let node = &self.inner.node;
-        std::fs::create_dir_all(&dir).map_err(|e| io_text(node, FileOp::Create, &dir, &e))?;
+        let cannot_create = |p: &std::path::Path, e| EngineError::Prepare(io_text(node, FileOp::Create, p, &e));
+        std::fs::create_dir_all(&dir).map_err(|e| cannot_create(&dir, e))?;
         for s in [berth_model::protocol::LogStream::Stdout, berth_model::protocol::LogStream::Stderr] {
             let p = logs::log_path(&self.inner.data_dir, &key, s);
-            supervise::create_log(&p).map_err(|e| io_text(node, FileOp::Create, &p, &e))?;
+            supervise::create_log(&p).map_err(|e| cannot_create(&p, e))?;
         }
         check_mounts(&spec.mounts, &self.inner.opts.allow_mounts, &self.inner.node)?;
         let client = self.client().await?.clone();
@@ -344,16 +345,17 @@ impl Docker {
         };
         let inspect = inspect.map_err(|e| {
             if is_not_found(&e) {
-                let tool = self.inner.opts.engine.name();
-                format!("image `{image}` is not on node {}: load it there ({tool} load / {tool} pull) or run the agent with --pull", self.inner.node)
+                let (node, tool) = (self.inner.node.clone(), self.inner.opts.engine.name());
+                EngineError::ImageMissing { image: image.clone(), node, tool }
             } else {
-                format!("cannot inspect image `{image}`: {}", text(&e))
+                EngineError::InspectImage { image: image.clone(), why: text(&e) }
             }
         })?;
         let config = inspect.config.unwrap_or_default();
         let (image_user, image_entrypoint) = (config.user, config.entrypoint.unwrap_or_default());
         // Output files are the container's paths, opened in it by its user (`output_files`).
-        let output = super::output_files::paths(&key, spec, &env, node)?
+        let output = super::output_files::paths(&key, spec, &env, node)
+            .map_err(|e| EngineError::Prepare(e.to_string()))?
             .map(|p| (super::output_files::wrapper_entrypoint(&p, spec.output.open_mode), image_entrypoint));
         let deadline_ms =
             spec.time_limit_secs.map(|s| jiff::Timestamp::now().as_millisecond().saturating_add(s as i64 * 1000));
@@ -400,17 +402,17 @@ impl Docker {
                 if let (Some(n), Some(h)) = (network, &held) {
                     self.inner.networks.release_held(&client, n, h).await;
                 }
-                Err(format!("cannot create the container: {}", text(&e)))
+                Err(EngineError::CreateContainer { why: text(&e) })
             }
         }
     }
 
-    async fn pull(&self, client: &bollard::Docker, image: &str) -> Result<(), String> {
+    async fn pull(&self, client: &bollard::Docker, image: &str) -> Result<(), EngineError> {
         tracing::info!(image, "pulling image");
         let opts = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
         let mut s = client.create_image(Some(opts), None, None);
         while let Some(r) = s.next().await {
-            r.map_err(|e| format!("cannot pull image `{image}`: {}", text(&e)))?;
+            r.map_err(|e| EngineError::Pull { image: image.to_string(), why: text(&e) })?;
         }
         Ok(())
     }

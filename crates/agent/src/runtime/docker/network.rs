@@ -25,7 +25,7 @@ use bollard::query_parameters::{InspectNetworkOptions, ListContainersOptions, Li
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::labels::{LABEL_JOB, LABEL_NETWORK, LABEL_SCOPE};
-use super::{is_not_found, text};
+use super::{EngineError, is_not_found, text};
 
 /// The network of a job attempt's kernels on this agent.
 pub fn network_name(scope: &str, key: &KernelKey) -> String {
@@ -60,20 +60,14 @@ impl Networks {
         name: &str,
         key: &KernelKey,
         _held: &Held,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         match client.inspect_network(name, None::<InspectNetworkOptions>).await {
             Ok(n) => {
                 let ours = n.labels.as_ref().and_then(|l| l.get(LABEL_SCOPE)).is_some_and(|s| *s == self.scope);
-                return if ours {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "a Docker network named {name} exists that this agent did not create: remove it (docker network rm {name})"
-                    ))
-                };
+                return if ours { Ok(()) } else { Err(EngineError::ForeignNetwork { name: name.to_string() }) };
             }
             Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(format!("cannot inspect network {name}: {}", text(&e))),
+            Err(e) => return Err(EngineError::InspectNetwork { name: name.to_string(), why: text(&e) }),
         }
         let labels = HashMap::from([
             (LABEL_SCOPE.to_string(), self.scope.clone()),
@@ -91,7 +85,7 @@ impl Networks {
                 tracing::info!(network = name, internal = self.internal, "created a job network");
                 Ok(())
             }
-            Err(e) => Err(format!("cannot create network {name}: {}", text(&e))),
+            Err(e) => Err(EngineError::CreateNetwork { name: name.to_string(), why: text(&e) }),
         }
     }
 

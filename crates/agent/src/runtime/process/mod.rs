@@ -158,15 +158,15 @@ impl Process {
                 self.opts.node
             )));
         }
-        folder_mounts::make_targets(folders, &self.opts.node).map_err(StartError::Prepare)?;
+        folder_mounts::make_targets(folders, &self.opts.node).map_err(StartError::prepare)?;
         let name = logs::key_name(&key);
         let dir = logs::kernel_dir(&self.opts.data_dir, &key);
-        let fail = StartError::Prepare;
         let user = &kernel.user;
         let Some(program) = spec.command.first() else { return Err(StartError::Refused("empty command".into())) };
         let node = &self.opts.node;
-        let mkdir =
-            |d: &std::path::Path| std::fs::create_dir_all(d).map_err(|e| fail(io_text(node, FileOp::Create, d, &e)));
+        let mkdir = |d: &std::path::Path| {
+            std::fs::create_dir_all(d).map_err(|e| StartError::prepare(io_text(node, FileOp::Create, d, &e)))
+        };
         // The kernel's own work dir: where it runs without a workdir, and HOME for a user
         // without one (a mapped uid), whatever directory it runs in.
         let own = if spec.workdir.is_none() || user.home.is_empty() {
@@ -203,11 +203,11 @@ impl Process {
                 PathBuf::from(w)
             }
             (None, Some(own)) => own.clone(),
-            (None, None) => return Err(fail("no working directory".into())),
+            (None, None) => return Err(StartError::prepare("no working directory")),
         };
         if let (Some(code), Some(own)) = (data.code, &own) {
             let owner = user.switch.then_some((user.uid, user.gid));
-            code_copy::materialize(code, own, owner, node).map_err(fail)?;
+            code_copy::materialize(code, own, owner, node).map_err(StartError::prepare)?;
         }
         if user.switch {
             // Other users' kernels may pass through to their own dirs, never list or read here.
@@ -221,14 +221,15 @@ impl Process {
                 .truncate(true)
                 .mode(0o600)
                 .open(&p)
-                .map_err(|e| fail(io_text(node, FileOp::Create, &p, &e)))
+                .map_err(|e| StartError::prepare(io_text(node, FileOp::Create, &p, &e)))
         };
         let stdout = open_log(berth_model::protocol::LogStream::Stdout)?;
         let stderr = open_log(berth_model::protocol::LogStream::Stderr)?;
         // The job's own output files (`--output`, `--error`), opened as its user; its logs stay empty.
-        let (stdout, stderr) = match output_files::paths(&key, spec, manager_env, node).map_err(fail)? {
+        let (stdout, stderr) = match output_files::paths(&key, spec, manager_env, node).map_err(StartError::prepare)? {
             Some(paths) => {
-                let files = output_files::open(&paths, spec.output.open_mode, &workdir, user, node).map_err(fail)?;
+                let files = output_files::open(&paths, spec.output.open_mode, &workdir, user, node)
+                    .map_err(StartError::prepare)?;
                 (files.stdout.unwrap_or(stdout), files.stderr.unwrap_or(stderr))
             }
             None => (stdout, stderr),
@@ -236,7 +237,7 @@ impl Process {
         // The main kernel of a `berth run -i/-t` job talks through a session the agent holds.
         let (stdio, session) = if spec.interactive() && key.index == 0 {
             let (stdio, s) = session::KernelStdio::session(spec.tty, stdout, stderr)
-                .map_err(|e| fail(format!("cannot open the job's terminal or pipes: {e}")))?;
+                .map_err(|e| StartError::prepare(format!("cannot open the job's terminal or pipes: {e}")))?;
             (stdio, Some(s))
         } else {
             (session::KernelStdio::logs(stdout, stderr), None)
@@ -245,7 +246,7 @@ impl Process {
         let mut cg = match &self.cgroups {
             Some(c) => match c.create(&name, binding, self.opts.pids_max) {
                 Ok(cg) => Some(cg),
-                Err(e) => return Err(fail(format!("cgroup: {e}"))),
+                Err(e) => return Err(StartError::prepare(format!("cgroup: {e}"))),
             },
             None => None,
         };
@@ -257,7 +258,7 @@ impl Process {
             [Some(dir.as_path()), Some(workdir.as_path()), own.as_deref(), venv].into_iter().flatten().collect();
         let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &keep, folders));
         let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir, own.as_deref());
-        write_cache_token(node, &dir, user, &mut env).map_err(fail)?;
+        write_cache_token(node, &dir, user, &mut env).map_err(StartError::prepare)?;
         let launch = LaunchText {
             program: program.clone(),
             as_user: user.switch.then(|| user.name.clone()),
@@ -289,7 +290,8 @@ impl Process {
         let fds = cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
         // The child switches user itself (groups, gid, uid), then enters the work dir as that
         // user, after any private mounts.
-        let private = private_tmp::child_plan(private.as_ref(), user.switch_to().as_ref(), &workdir).map_err(fail)?;
+        let private = private_tmp::child_plan(private.as_ref(), user.switch_to().as_ref(), &workdir)
+            .map_err(StartError::prepare)?;
         let ctty = stdio.ctty;
         // SAFETY: between fork and exec only async-signal-safe calls (setsid, ioctl, write,
         // and the mounts and user switch of `Plan::enter`).

@@ -303,7 +303,7 @@ impl Supervisor {
         let private = match super::super::private_tmp::child_plan(req.private_tmp.as_ref(), req.user.as_ref(), &req.cwd)
         {
             Ok(p) => p,
-            Err(what) => return Reply::Failed { errno: libc::EINVAL, what },
+            Err(e) => return Reply::Failed { errno: libc::EINVAL, what: e.to_string() },
         };
         // SAFETY: between fork and exec only async-signal-safe calls (setsid, write, and the
         // mounts and user switch of `Plan::enter`).
