@@ -281,21 +281,11 @@ pub async fn register(
         tracing::info!(node, "node cannot mount data folders into process kernels (its agent is not root)");
     }
     m.nodes.publish_shape(&ledger);
-    let idx = match st.nodes.get(node).map(|n| n.ledger) {
-        Some(i) => {
-            st.ledgers[i] = ledger;
-            i
-        }
-        None => {
-            st.ledgers.push(ledger);
-            st.ledgers.len() - 1
-        }
-    };
     // Replacing the entry drops the old connection's sender, which closes it.
-    st.nodes.insert(
+    st.register_node(
         node.to_string(),
         Node {
-            ledger: idx,
+            ledger: 0,
             queue,
             asked_queue,
             labels,
@@ -311,6 +301,7 @@ pub async fn register(
             gpus_in_use: Vec::new(),
             envs: Vec::new(),
         },
+        ledger,
     );
     st.refresh_schedulable(node);
     for id in st.jobs_on(node) {

@@ -174,7 +174,7 @@ pub async fn run(m: Arc<Manager>) {
         }
         let waiting: Vec<(i64, Arc<JobSpec>)> = {
             let st = m.jobs.lock().await;
-            st.pending
+            st.pending()
                 .iter()
                 .filter_map(|p| st.jobs.get(&p.id))
                 .filter(|j| !j.spec.datasets.is_empty())
@@ -184,11 +184,7 @@ pub async fn run(m: Arc<Manager>) {
         for (id, spec) in waiting {
             let data_on = holdings(&m, &spec).await;
             let mut st = m.jobs.lock().await;
-            if st.pending.set_data_on(id, data_on.clone())
-                && let Some(j) = st.jobs.get_mut(&id)
-            {
-                j.waiting.data_on = data_on;
-            }
+            st.set_data_on(id, data_on);
         }
     }
 }

@@ -45,12 +45,12 @@ fn singleton_name(st: &State, id: JobId) -> Option<Name> {
 /// Judges every held job at `now`: frees those that may now be scheduled, records the
 /// others' reasons (one store batch), and cancels those whose dependency can never be met.
 pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
-    if st.held.is_empty() {
-        st.ended_targets.clear();
+    let ids = st.held();
+    if ids.is_empty() {
+        st.forget_ended_targets();
         return;
     }
     let now_ms = now.as_millisecond();
-    let ids: Vec<JobId> = st.held.iter().copied().collect();
     let tasks = live_tasks(st, &ids);
     learn_ended(m, st, &ids, &tasks).await;
     let mut busy = running_names(st, &ids);
@@ -78,8 +78,7 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
                 if let Some(n) = singleton_name(st, id) {
                     busy.insert(n, (id, JobState::Pending));
                 }
-                st.held.remove(&id);
-                st.sync_sets(id);
+                st.lift_hold(id);
             }
             Judgement::Waits(reason) => reasons.push((id, reason)),
             Judgement::Never(why) if m.kill_invalid_depend => never.push((id, why)),
@@ -129,7 +128,7 @@ fn live_tasks(st: &State, ids: &[JobId]) -> HashMap<JobRef, JobId> {
 /// (ended) and are not known yet (`live`: the tasks' jobs in memory).
 async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId], live: &HashMap<JobRef, JobId>) {
     for r in targets_of(st, ids) {
-        if st.ended_targets.contains_key(&r) || live.contains_key(&r) {
+        if st.ended_target(&r).is_some() || live.contains_key(&r) {
             continue;
         }
         let Some(index) = r.task else {
@@ -139,13 +138,13 @@ async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId], live: &HashMap<
             match m.store.job(r.job).await {
                 Ok(Some(row)) if row.state.is_terminal() => {
                     let started_at = row.started_at.map(|s| s.as_millisecond());
-                    st.ended_targets.insert(r, Some(Target { state: row.state, started_at }));
+                    st.learn_ended(r, Some(Target { state: row.state, started_at }));
                 }
                 // Not ended per the store either: it is being moved (judged again next pass).
                 Ok(Some(_)) => {}
                 // Gone from the records (retention): remembered as such.
                 Ok(None) => {
-                    st.ended_targets.insert(r, None);
+                    st.learn_ended(r, None);
                 }
                 Err(e) => tracing::warn!(job = r.job, "cannot read a job others depend on: {e}"),
             }
@@ -163,7 +162,7 @@ async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId], live: &HashMap<
         }
         match ended_task(m, r.job, index).await {
             Ok(Some(t)) => {
-                st.ended_targets.insert(r, t);
+                st.learn_ended(r, t);
             }
             Ok(None) => {}
             Err(e) => tracing::warn!(job = r.job, index, "cannot read an array task others depend on: {e}"),
@@ -201,8 +200,8 @@ fn target(st: &State, tasks: &HashMap<JobRef, JobId>, r: JobRef) -> Option<Targe
         let started_at = j.attempt.started_at.map(|s| s.as_millisecond());
         return Some(Target { state: j.state, started_at });
     }
-    match st.ended_targets.get(&r) {
-        Some(t) => *t,
+    match st.ended_target(&r) {
+        Some(t) => t,
         None => r.task.map(|_| Target { state: JobState::Pending, started_at: None }),
     }
 }
@@ -216,8 +215,7 @@ fn running_names(st: &State, held: &[JobId]) -> HashMap<Name, (JobId, JobState)>
         return wanted;
     }
     for j in st.jobs.values() {
-        let free_singleton =
-            j.state == JobState::Pending && !st.held.contains(&j.id) && singleton_name(st, j.id).is_some();
+        let free_singleton = j.state == JobState::Pending && !st.is_held(j.id) && singleton_name(st, j.id).is_some();
         if j.state != JobState::Pending || free_singleton {
             let n = (j.owner.user_id, j.spec.name.clone().unwrap_or_default());
             if names.contains(&n) {

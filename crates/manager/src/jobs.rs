@@ -245,7 +245,7 @@ impl Jobs {
 
     /// Sends a change once it is stored: now, or with the open batch.
     pub fn publish(&self, st: &mut State, event: Arc<JobEvent>) {
-        match st.batch.as_mut() {
+        match st.batch_mut() {
             Some(b) => b.hold_event(event),
             None => self.announce(event),
         }

@@ -49,7 +49,6 @@ mod node_name;
 mod nodes;
 mod openapi;
 mod origin;
-mod pass_target;
 mod predictions;
 pub mod qos;
 mod queues;

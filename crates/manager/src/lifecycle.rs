@@ -201,7 +201,7 @@ impl Jobs {
         let usage = if from.holds_resources() && (to.is_terminal() || to == JobState::Pending) {
             let now_ms = now.as_millisecond();
             let amount = job.usage_rate() * (now_ms - job.attempt.accounted_ms).max(0) as f64 / 1000.0;
-            st.usage.charge(&[(&job.owner.name, &job.account(), amount)], now_ms, self.half_life_ms)
+            st.usage().charge(&[(&job.owner.name, &job.account(), amount)], now_ms, self.half_life_ms)
         } else {
             Vec::new()
         };
@@ -210,7 +210,7 @@ impl Jobs {
         st.touch(job_id);
         st.touch_usage(&usage);
         self.write(st, extra).await?;
-        st.usage.set(&usage);
+        st.set_usage(&usage);
         if to.is_terminal() || to == JobState::Pending {
             st.meters.forget_job(job_id);
         }
@@ -240,7 +240,7 @@ impl Jobs {
         });
         if let Some(ev) = metric {
             // Inside a batch the event waits for its commit (`Batch::note`).
-            match st.batch.as_mut() {
+            match st.batch_mut() {
                 Some(b) => b.note(ev),
                 None => self.metrics.job_event(ev),
             }
@@ -251,7 +251,7 @@ impl Jobs {
         let ran = job.attempt.started_at.filter(|_| to.is_terminal() && crate::predictions::observed(end));
         if let Some(started) = ran {
             let key = crate::predictions::key(&job.owner.name, &job.spec);
-            st.predictor.observe(&key, now.as_millisecond() - started.as_millisecond());
+            st.observe_run(&key, now.as_millisecond() - started.as_millisecond());
         }
         let job = st.jobs.get_mut(&job_id).expect("checked above");
         if to.is_terminal() || to == JobState::Pending {
@@ -261,7 +261,7 @@ impl Jobs {
             }
             if from.holds_resources() {
                 st.release(&bindings);
-                if let Some(b) = st.batch.as_mut() {
+                if let Some(b) = st.batch_mut() {
                     b.released(job_id, &bindings);
                 }
             }
@@ -283,7 +283,7 @@ impl Jobs {
 
     /// Stores `changes`, or stages them in the open batch (committed with it, `batch.rs`).
     pub async fn write(&self, st: &mut State, changes: Vec<Change>) -> Result<(), StoreError> {
-        match st.batch.as_mut() {
+        match st.batch_mut() {
             Some(b) => {
                 b.stage(changes);
                 Ok(())
@@ -341,7 +341,7 @@ impl Jobs {
             Err(e) => {
                 tracing::warn!(job_id, "cannot record lost job: {e}");
                 if worth_retrying(&e) {
-                    st.deferred.push(Deferred::Lost { job_id, node: node.to_string(), cause, reason });
+                    st.defer(Deferred::Lost { job_id, node: node.to_string(), cause, reason });
                 }
             }
         }
@@ -378,7 +378,7 @@ impl Jobs {
             if let Err(e) = self.transition(st, key.job_id, mv, vec![]).await {
                 tracing::warn!(job = key.job_id, "cannot record start: {e}");
                 if worth_retrying(&e) {
-                    st.deferred.push(Deferred::Started { node: node.to_string(), key });
+                    st.defer(Deferred::Started { node: node.to_string(), key });
                 }
             }
         }
@@ -502,7 +502,7 @@ impl Jobs {
                 }
                 if worth_retrying(&e) {
                     let message = message.to_string();
-                    st.deferred.push(Deferred::Finished { node: node.to_string(), key, outcome, exit_code, message });
+                    st.defer(Deferred::Finished { node: node.to_string(), key, outcome, exit_code, message });
                 }
             }
         }
@@ -511,10 +511,10 @@ impl Jobs {
     /// Applies the deferred reports again; those that fail once more stay deferred.
     pub async fn retry_deferred(&self) {
         let mut st = self.lock().await;
-        if st.deferred.is_empty() {
+        let todo = st.take_deferred();
+        if todo.is_empty() {
             return;
         }
-        let todo = std::mem::take(&mut st.deferred);
         tracing::info!(reports = todo.len(), "applying agent reports the store refused before");
         for d in todo {
             match d {

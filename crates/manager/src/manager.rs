@@ -172,12 +172,10 @@ impl Manager {
             let mut ledger = NodeLedger::new(n.name.clone(), n.queue.clone(), n.topology.clone());
             ledger.set_schedulable(false);
             self.nodes.publish_shape(&ledger);
-            st.ledgers.push(ledger);
-            let idx = st.ledgers.len() - 1;
-            st.nodes.insert(
+            st.register_node(
                 n.name.clone(),
                 Node {
-                    ledger: idx,
+                    ledger: 0,
                     asked_queue: n.queue.clone(),
                     queue: n.queue,
                     labels: Default::default(),
@@ -193,22 +191,17 @@ impl Manager {
                     gpus_in_use: Vec::new(),
                     envs: Vec::new(),
                 },
+                ledger,
             );
         }
         let mut flushed_ms = None;
         for u in self.store.usage().await? {
-            let at = u.at.as_millisecond();
-            match u.kind.as_str() {
-                "user" => st.usage.users.insert(u.name, (u.value, at)),
-                "project" => st.usage.projects.insert(u.name, (u.value, at)),
-                _ if u.kind == crate::state::CLOCK => {
-                    flushed_ms = Some(at);
-                    None
-                }
-                _ => None,
-            };
+            if u.kind == crate::state::CLOCK {
+                flushed_ms = Some(u.at.as_millisecond());
+            }
+            st.restore_usage(&u);
         }
-        st.predictor = crate::predictions::rebuild(self.store.as_ref()).await?;
+        st.set_predictor(crate::predictions::rebuild(self.store.as_ref()).await?);
         let now_ms = self.clock.now_ms();
         for row in self.store.unfinished_jobs().await? {
             let mut job = self.jobs.restore(row);
@@ -230,7 +223,7 @@ impl Manager {
                 st.allocate(job.id, &bindings);
                 // The estimate it started with is not stored: predicted again from the history.
                 let key = crate::predictions::key(&job.owner.name, &job.spec);
-                job.estimate_ms = st.predictor.predict(&key, job.time_limit_ms());
+                job.estimate_ms = st.predict(&key, job.time_limit_ms());
             }
             st.insert_job(job);
         }

@@ -116,10 +116,8 @@ impl Nodes {
             .collect();
         for (name, queue) in moves {
             tracing::info!(node = %name, queue, "node moves to the queue that selects it");
-            let n = st.nodes.get_mut(&name).expect("listed above");
-            n.queue = queue.clone();
-            let idx = n.ledger;
-            if let Some(l) = st.ledgers.get_mut(idx) {
+            st.nodes.get_mut(&name).expect("listed above").queue = queue.clone();
+            if let Some(l) = st.ledger_mut(&name) {
                 l.set_queue(queue.clone());
                 self.publish_shape(l);
             }
@@ -131,13 +129,12 @@ impl Nodes {
     /// with the state locked, among the agent's other messages).
     pub fn containers_changed(&self, st: &mut State, node: &str, info: ContainerInfo) {
         let Some(n) = st.nodes.get_mut(node) else { return };
-        let idx = n.ledger;
         tracing::info!(node, docker_ok = info.docker_ok, images = info.images.len(), "node's docker changed");
         let images = crate::images::ledger_images(&info);
         let mounts = info.allow_mounts.clone();
         let mounts_changed = n.containers.allow_mounts != mounts;
         n.containers = info;
-        if let Some(l) = st.ledgers.get_mut(idx) {
+        if let Some(l) = st.ledger_mut(node) {
             l.set_images(images);
             l.set_allowed_mounts(Some(mounts.clone()));
             if mounts_changed {

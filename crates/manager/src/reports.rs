@@ -48,7 +48,7 @@ pub async fn apply_reports(m: &Manager, reports: Vec<Report>) {
             crate::agent_conn::handle(m, &mut st, &r.node, msg).await;
         }
     }
-    let mut batch = st.batch.take().expect("opened above");
+    let mut batch = st.close_batch().expect("opened above");
     let stored = if batch.changes().is_empty() {
         Ok(())
     } else {
@@ -72,7 +72,7 @@ pub async fn apply_reports(m: &Manager, reports: Vec<Report>) {
                 changes = batch.changes().len(),
                 "a batch of agent reports was not stored ({e}): applying them one by one"
             );
-            st.batch = Some(batch);
+            st.reopen_batch(batch);
             st.undo_batch();
             for r in &reports {
                 for msg in &r.msgs {

@@ -71,7 +71,7 @@ pub async fn account_running(m: &Manager) {
         })
         .collect();
     let items: Vec<(&str, &str, f64)> = accounts.iter().map(|(u, a, x)| (*u, a.as_ref(), *x)).collect();
-    let rows = st.usage.charge(&items, now_ms, m.fair_share.half_life_ms);
+    let rows = st.usage().charge(&items, now_ms, m.fair_share.half_life_ms);
     let mut changes: Vec<Change> = rows.iter().cloned().map(Change::Usage).collect();
     changes.push(Change::Usage(berth_store::UsageRow {
         kind: crate::state::CLOCK.into(),
@@ -87,7 +87,7 @@ pub async fn account_running(m: &Manager) {
         tracing::warn!("usage not recorded: {e}");
         return;
     }
-    st.usage.set(&rows);
+    st.set_usage(&rows);
     for j in st.jobs.values_mut().filter(|j| j.state.holds_resources()) {
         j.attempt.accounted_ms = now_ms;
     }
@@ -100,7 +100,7 @@ pub async fn pass(m: &Manager) -> usize {
     let began = std::time::Instant::now();
     // Held jobs whose begin time came or whose dependency is met join the set first.
     crate::holds::release(m, &mut st, m.clock.now()).await;
-    if st.pending.is_empty() {
+    if st.pending().is_empty() {
         return 0;
     }
     // The pending jobs are the set kept across passes: the pass reads only those it tries.
@@ -122,24 +122,24 @@ pub async fn pass(m: &Manager) -> usize {
             .iter()
             .any(|q| q.head_of_line == HeadOfLine::Backfill || q.preemption.is_some() || q.ordering != Ordering::Fifo);
     let no_running = RunningSet::new();
-    let running = if needs_running { &st.running } else { &no_running };
+    let running = if needs_running { st.running() } else { &no_running };
     #[cfg(debug_assertions)]
-    check_running(&st, now_ms);
+    st.check_running(now_ms);
     let fair_share = if queues.iter().any(|q| q.ordering == Ordering::FairShare) {
-        st.usage.fair_share(&m.fair_share.weights, now_ms, m.fair_share.half_life_ms)
+        st.usage().fair_share(&m.fair_share.weights, now_ms, m.fair_share.half_life_ms)
     } else {
         FairShare::default()
     };
     let input = PassInput {
         queues: &queues,
-        nodes: &st.ledgers,
+        nodes: st.ledgers(),
         pending: &[],
         running: &[],
         fair_share: &fair_share,
         quotas: &quotas,
         now: now_ms,
     };
-    let mut out = berth_sched::schedule_set(&input, &st.pending, running);
+    let mut out = berth_sched::schedule_set(&input, st.pending(), running);
     crate::images::explain_waits(&st, &mut out);
     if !out.starts.is_empty() {
         let mut ports = crate::cluster_env::ports_in_use(&st);
@@ -232,22 +232,6 @@ fn batch(st: &State, out: &PassOutput, now: Timestamp) -> Vec<Change> {
         }
     }
     changes
-}
-
-/// Debug builds (the tests): the kept running set is what the jobs say now, apart from the
-/// start that a job with none was given when it joined.
-#[cfg(debug_assertions)]
-fn check_running(st: &State, now_ms: i64) {
-    let holding: Vec<berth_sched::RunningJob> = st
-        .jobs
-        .values()
-        .filter(|j| j.state.holds_resources())
-        .map(|j| j.running_job(st.running.get(j.id).map_or(now_ms, |r| r.started_at)))
-        .collect();
-    assert_eq!(holding.len(), st.running.len(), "running set out of step");
-    for r in &holding {
-        assert_eq!(Some(r), st.running.get(r.id), "running set out of step for job {}", r.id);
-    }
 }
 
 /// Carries out a pass's preemptions (those that stand, `berth_sched::apply::preemptions`):

@@ -7,11 +7,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use berth_model::api::{GpuView, JobView, NodeState, NodeView};
+use berth_model::JobId;
+use berth_model::api::JobView;
 use berth_model::protocol::ManagerMessage;
-use berth_model::{Binding, JobId, Topology};
-use berth_sched::{Charged, Millis, NodeLedger, PendingSet, RunningSet, Untried, UsageBook, UsageKind};
-use berth_store::UsageRow;
+use berth_sched::{Millis, NodeLedger, PendingSet, RunningSet, Untried};
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -22,9 +21,13 @@ mod batch;
 pub mod fixture;
 mod job;
 mod meters;
+mod node_table;
+mod pass_target;
+mod usage;
 pub use batch::Batch;
 pub use job::{Job, JobEvent, KernelEnd, Owner, personal_account, row_view, scheduled_reason};
 pub use meters::Meters;
+pub use usage::Usage;
 
 /// Kind of the usage row that records when running jobs' usage was last added.
 pub const CLOCK: &str = "clock";
@@ -41,7 +44,8 @@ pub struct Conn {
 /// A node the manager knows (registered now or in an earlier run).
 #[derive(Debug)]
 pub struct Node {
-    /// Index of its ledger in [`State::ledgers`].
+    /// Index of its ledger in [`State::ledgers`]: [`State::register_node`] sets it, whatever
+    /// the caller put.
     pub ledger: usize,
     /// The queue it serves: one that selects it by name or label, else `asked_queue`.
     pub queue: String,
@@ -71,69 +75,30 @@ pub struct Node {
     pub envs: Vec<berth_model::environment::EnvEntry>,
 }
 
-/// Fair-share usage per user and project: the scheduler's book (`berth_sched::UsageBook`, the
-/// same as `berth sim`'s), in billing-seconds, each figure decayed to its own ms, with the
-/// store's rows. Every change is O(1): decay the one figure to now, add, write that row.
-#[derive(Debug, Default)]
-pub struct Usage(UsageBook);
-
-impl std::ops::Deref for Usage {
-    type Target = UsageBook;
-    fn deref(&self) -> &UsageBook {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Usage {
-    fn deref_mut(&mut self) -> &mut UsageBook {
-        &mut self.0
-    }
-}
-
-impl Usage {
-    /// The rows after adding `amount` (billing-seconds) for each (user, project, amount) at
-    /// `now`; amounts of the same name add up. Memory is unchanged until [`Usage::set`].
-    pub fn charge(&self, items: &[(&str, &str, f64)], now: Millis, half_life_ms: Millis) -> Vec<UsageRow> {
-        // Out of range never: `now` is a reading of the manager's clock.
-        let at = Timestamp::from_millisecond(now).unwrap_or_default();
-        let row = |c: Charged| UsageRow { kind: c.kind.as_str().into(), name: c.name.into(), value: c.figure.0, at };
-        self.0.charge(items, now, half_life_ms).into_iter().map(row).collect()
-    }
-
-    /// Takes rows made by [`Usage::charge`] once they are stored.
-    pub fn set(&mut self, rows: &[UsageRow]) {
-        for r in rows {
-            if let Some(kind) = UsageKind::parse(&r.kind) {
-                self.0.set(kind, &r.name, (r.value, r.at.as_millisecond()));
-            }
-        }
-    }
-}
-
 /// Everything the manager keeps in memory.
 #[derive(Default)]
 pub struct State {
     pub jobs: BTreeMap<JobId, Job>,
-    pub usage: Usage,
+    usage: Usage,
     /// One ledger per node; a slice because `schedule` takes `&[NodeLedger]`.
-    pub ledgers: Vec<NodeLedger>,
+    ledgers: Vec<NodeLedger>,
     pub nodes: HashMap<String, Node>,
     /// Agent reports to apply again: the store refused their change (`deferred.rs`).
-    pub deferred: Vec<crate::deferred::Deferred>,
+    deferred: Vec<crate::deferred::Deferred>,
     /// Open while the report loop applies a batch of agent reports (`batch.rs`).
-    pub batch: Option<Batch>,
+    batch: Option<Batch>,
     /// The PENDING jobs as the scheduler sees them, kept across passes so that a pass reads
     /// only the jobs it tries (`berth_sched::schedule_set`); in step with `jobs` through
     /// [`State::sync_sets`].
-    pub pending: PendingSet,
+    pending: PendingSet,
     /// The jobs holding resources as the scheduler sees them (their ends are backfill's
     /// timeline), kept across passes the same way.
-    pub running: RunningSet,
+    running: RunningSet,
     /// Passes so far; each pending job records the last one that placed it in the queue.
-    pub pass_seq: u64,
+    pass_seq: u64,
     /// The last pass's untried runs that end in a rest of the set (the jobs behind where a
     /// walk stopped): where those jobs stand, worked out only when someone looks.
-    pub untried: Vec<Untried>,
+    untried: Vec<Untried>,
     /// [`State::untried_places`] of the last pass, once someone looked (reset by each pass:
     /// jobs submitted since have no place yet and show as queued, cancelled ones are not
     /// looked up).
@@ -142,15 +107,15 @@ pub struct State {
     pub meters: Meters,
     /// PENDING jobs kept out of `pending` until their begin time and dependency allow them
     /// (`holds.rs`): the scheduler never sees them.
-    pub held: std::collections::BTreeSet<JobId>,
+    held: std::collections::BTreeSet<JobId>,
     /// How the ended jobs (and array tasks) that held jobs depend on ended (read from the
     /// store once: an ended job no longer changes; `None`: no longer on record).
-    pub ended_targets: HashMap<berth_model::JobRef, Option<berth_sched::depend::Target>>,
+    ended_targets: HashMap<berth_model::JobRef, Option<berth_sched::depend::Target>>,
     /// How far each job array has got (`arrays.rs`), once a pass looked at it.
     pub arrays: HashMap<JobId, crate::array_progress::ArrayProgress>,
     /// Run times of the jobs that ended after running, by user, name and size
     /// (`predictions.rs`): each job's estimate as it enters the pending set.
-    pub predictor: berth_sched::Predictor,
+    predictor: berth_sched::Predictor,
     /// The manager's clock (`Manager::clock`).
     clock: Clock,
 }
@@ -290,134 +255,99 @@ impl State {
         }
     }
 
-    pub fn ledger_mut(&mut self, node: &str) -> Option<&mut NodeLedger> {
-        let i = self.nodes.get(node)?.ledger;
-        self.ledgers.get_mut(i)
+    /// The PENDING jobs the scheduler sees (held ones are not among them).
+    pub fn pending(&self) -> &PendingSet {
+        &self.pending
     }
 
-    /// Frees the devices of `bindings` on their nodes' ledgers.
-    pub fn release(&mut self, bindings: &[Binding]) {
-        berth_sched::apply::release(self, bindings);
+    /// The jobs holding resources as the scheduler sees them.
+    pub fn running(&self) -> &RunningSet {
+        &self.running
     }
 
-    /// Takes the devices of `bindings` on their nodes' ledgers (logs clashes: the store wins).
-    pub fn allocate(&mut self, job: JobId, bindings: &[Binding]) {
-        for c in berth_sched::apply::allocate(self, job, bindings) {
-            tracing::warn!(job, node = %c.node, "cannot restore allocation: {}", c.error);
+    /// Which caches hold pending job `id`'s datasets (cache-aware placement); false when
+    /// it is not pending or nothing changed.
+    pub fn set_data_on(&mut self, id: JobId, data_on: Vec<(String, u64)>) -> bool {
+        if !self.pending.set_data_on(id, data_on.clone()) {
+            return false;
+        }
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.waiting.data_on = data_on;
+        }
+        true
+    }
+
+    /// The jobs held back by a begin time or a dependency (`holds.rs`).
+    pub fn held(&self) -> Vec<JobId> {
+        self.held.iter().copied().collect()
+    }
+
+    pub fn is_held(&self, id: JobId) -> bool {
+        self.held.contains(&id)
+    }
+
+    /// Job `id`'s begin time came or its dependency is met: it joins the pending set.
+    pub fn lift_hold(&mut self, id: JobId) {
+        if self.held.remove(&id) {
+            self.sync_sets(id);
         }
     }
 
-    /// Jobs holding resources with a kernel on `node`.
-    pub fn jobs_on(&self, node: &str) -> Vec<JobId> {
-        self.jobs
+    /// How the ended job or task `r` that held jobs depend on ended: `None` if not known
+    /// yet, `Some(None)` if it is no longer on record.
+    pub fn ended_target(&self, r: &berth_model::JobRef) -> Option<Option<berth_sched::depend::Target>> {
+        self.ended_targets.get(r).copied()
+    }
+
+    /// Remembers how `r` ended (read from the store once: an ended job no longer changes).
+    pub fn learn_ended(&mut self, r: berth_model::JobRef, target: Option<berth_sched::depend::Target>) {
+        self.ended_targets.insert(r, target);
+    }
+
+    /// No job is held: what the ended targets were is no longer needed.
+    pub fn forget_ended_targets(&mut self) {
+        self.ended_targets.clear();
+    }
+
+    /// Keeps an agent report the store refused, to apply again (`deferred.rs`).
+    pub fn defer(&mut self, report: crate::deferred::Deferred) {
+        self.deferred.push(report);
+    }
+
+    /// The deferred reports, to apply again now (those that fail again are deferred anew).
+    pub fn take_deferred(&mut self) -> Vec<crate::deferred::Deferred> {
+        std::mem::take(&mut self.deferred)
+    }
+
+    /// The open batch of agent reports, if any (`batch.rs`).
+    pub fn batch_mut(&mut self) -> Option<&mut Batch> {
+        self.batch.as_mut()
+    }
+
+    /// Closes the open batch for its commit; [`State::reopen_batch`] gives it back to undo.
+    pub fn close_batch(&mut self) -> Option<Batch> {
+        self.batch.take()
+    }
+
+    /// Gives back a batch the store refused, for [`State::undo_batch`].
+    pub fn reopen_batch(&mut self, batch: Batch) {
+        debug_assert!(self.batch.is_none(), "batches do not nest");
+        self.batch = Some(batch);
+    }
+
+    /// Debug builds (the tests): the kept running set is what the jobs say now, apart from
+    /// the start that a job with none was given when it joined.
+    #[cfg(debug_assertions)]
+    pub fn check_running(&self, now_ms: Millis) {
+        let holding: Vec<berth_sched::RunningJob> = self
+            .jobs
             .values()
-            .filter(|j| j.state.holds_resources() && j.attempt.bindings.iter().any(|b| b.node == node))
-            .map(|j| j.id)
-            .collect()
-    }
-
-    /// What `berth nodes` shows for `name`.
-    pub fn node_state(&self, name: &str) -> Option<NodeState> {
-        let n = self.nodes.get(name)?;
-        Some(node_state(n, || !self.jobs_on(name).is_empty()))
-    }
-
-    /// Every node with its state, in at most one walk of the jobs (`node_state` walks them
-    /// per node, which a scrape of 500 nodes and 50,000 jobs cannot afford), and none when no
-    /// node is drained (only a drained node's state depends on its jobs).
-    pub fn node_states(&self) -> impl Iterator<Item = (&str, &Node, NodeState)> {
-        let busy: std::collections::HashSet<&str> = if self.nodes.values().any(|n| n.drain.is_some()) {
-            self.jobs
-                .values()
-                .filter(|j| j.state.holds_resources())
-                .flat_map(|j| j.attempt.bindings.iter().map(|b| b.node.as_str()))
-                .collect()
-        } else {
-            Default::default()
-        };
-        self.nodes.iter().map(move |(name, n)| (name.as_str(), n, node_state(n, || busy.contains(name.as_str()))))
-    }
-
-    /// Sets the scheduler's flag for `name` from its state, connection and drain.
-    pub fn refresh_schedulable(&mut self, name: &str) {
-        let Some(n) = self.nodes.get(name) else { return };
-        let on = n.ready && n.conn.is_some() && n.drain.is_none();
-        let idx = n.ledger;
-        if let Some(l) = self.ledgers.get_mut(idx) {
-            l.set_schedulable(on);
+            .filter(|j| j.state.holds_resources())
+            .map(|j| j.running_job(self.running.get(j.id).map_or(now_ms, |r| r.started_at)))
+            .collect();
+        assert_eq!(holding.len(), self.running.len(), "running set out of step");
+        for r in &holding {
+            assert_eq!(Some(r), self.running.get(r.id), "running set out of step for job {}", r.id);
         }
-    }
-
-    /// What the kernels running on `name` use now, together.
-    fn node_usage(&self, name: &str) -> berth_model::JobUsage {
-        let mut kernels = Vec::new();
-        for id in self.jobs_on(name) {
-            let Some(j) = self.jobs.get(&id) else { continue };
-            for (i, b) in j.attempt.bindings.iter().enumerate() {
-                if b.node == name
-                    && let Some(r) = self.meters.kernel(j.key(i as u32))
-                {
-                    kernels.push(r);
-                }
-            }
-        }
-        let rates: Vec<f64> = kernels.iter().filter_map(|k| k.cpu_percent).collect();
-        berth_model::JobUsage {
-            total: berth_model::KernelUsage::sum(kernels.iter().map(|k| &k.total)),
-            cpu_percent: (!rates.is_empty()).then(|| rates.iter().sum()),
-        }
-    }
-
-    pub fn node_view(&self, name: &str) -> Option<NodeView> {
-        let n = self.nodes.get(name)?;
-        let l = self.ledgers.get(n.ledger)?;
-        let topo: &Topology = l.topology();
-        let busy = self.node_usage(name);
-        Some(NodeView {
-            name: name.to_string(),
-            state: self.node_state(name)?,
-            drain_reason: n.drain.clone(),
-            address: n.address.clone(),
-            connected: n.conn.is_some(),
-            queue: n.queue.clone(),
-            labels: n.labels.clone(),
-            version: n.version.clone(),
-            last_heartbeat: n.last_heartbeat,
-            cpus_total: topo.cpus.len() as u32,
-            cpus_used: l.cpus_used(),
-            mem_total: topo.mem_bytes,
-            mem_used: l.mem_used(),
-            cpus_busy: busy.cpu_percent.map(|p| p / 100.0),
-            mem_in_use: busy.total.memory_bytes,
-            gpus: topo
-                .gpus
-                .iter()
-                .map(|g| {
-                    let in_use = n.gpus_in_use.iter().find(|u| u.uuid == g.uuid);
-                    GpuView {
-                        index: g.index,
-                        uuid: g.uuid.clone(),
-                        model: g.model.clone(),
-                        total_milli: 1000,
-                        used_milli: l.gpu_used_milli(g.index),
-                        utilization: in_use.map(|u| u.utilization),
-                        memory_used_bytes: in_use.map(|u| u.memory_used_bytes),
-                    }
-                })
-                .collect(),
-            running_jobs: self.jobs_on(name).len() as u32,
-            topology: topo.clone(),
-            containers: n.containers.clone(),
-        })
-    }
-}
-
-/// A node's state given whether jobs hold resources on it (asked only for a drained node).
-fn node_state(n: &Node, busy: impl FnOnce() -> bool) -> NodeState {
-    match (&n.drain, n.ready) {
-        (_, false) => NodeState::Lost,
-        (Some(_), true) if !busy() => NodeState::Drained,
-        (Some(_), true) => NodeState::Draining,
-        (None, true) => NodeState::Ready,
     }
 }

@@ -88,7 +88,7 @@ impl Snapshot {
         }
         for (name, n, state) in st.node_states() {
             s.agents += i64::from(n.conn.is_some());
-            let Some(l) = st.ledgers.get(n.ledger) else { continue };
+            let Some(l) = st.ledger(name) else { continue };
             s.nodes.push(NodeRow {
                 name: name.to_string(),
                 queue: n.queue.clone(),
@@ -229,8 +229,7 @@ mod tests {
     #[test]
     fn levels_come_from_the_state() {
         let (mut st, _) = one_running_job();
-        st.ledgers.push(NodeLedger::new("n2", "default", Topology::synthetic(1, 4, 8 << 30, 1)));
-        st.nodes.insert("n2".into(), node(1));
+        st.register_node("n2".into(), node(1), NodeLedger::new("n2", "default", Topology::synthetic(1, 4, 8 << 30, 1)));
         for n in st.nodes.values_mut() {
             n.drain = Some("maintenance".into());
         }

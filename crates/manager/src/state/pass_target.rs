@@ -11,7 +11,7 @@ use berth_sched::apply::PassTarget;
 use berth_sched::{Millis, NodeLedger, Start, Untried, Waiting};
 use jiff::Timestamp;
 
-use crate::state::State;
+use super::State;
 
 impl PassTarget for State {
     fn ledger_mut(&mut self, node: &str) -> Option<&mut NodeLedger> {
