@@ -4,23 +4,21 @@
 //! much CPU as nginx's, and those calls were what berth did that nginx's `sendfile` did not
 //! need to).
 //!
-//! Like the memory tier it is a copy of what the index says, never the truth: it lives under
-//! the store's lock and [`crate::Store`] drops an object's file in the same step as the index
-//! changes (a PUT over it, a DELETE, an eviction, its bucket's deletion), and a GET that opened
-//! a file may only add it if nothing was dropped since its lookup (the *epoch*), since the file
-//! it opened may already be an older version than the index's. So a kept file always holds the
-//! object the index holds now, and a replaced or deleted object's file is closed as soon as the
-//! last GET sending from it ends, which frees its disk space (an unlinked file's blocks stay
-//! while a descriptor holds them). Bounded by a number of files, SIEVE-evicted.
+//! Like the memory tier it is a [`Tier`] (`tier.rs`), a copy of what the index says, never the
+//! truth: [`crate::Store`] drops an object's file under its lock in the same step as the index
+//! changes, and a GET that opened a file may only add it if nothing was dropped since its
+//! lookup. So a kept file always holds the object the index holds now, and a replaced or
+//! deleted object's file is closed as soon as the last GET sending from it ends, which frees
+//! its disk space (an unlinked file's blocks stay while a descriptor holds them). Bounded by a
+//! number of files, SIEVE-evicted.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::sieve::{Sieve, Slot};
+use crate::tier::{Tier, Weight};
 
 /// Files kept at most (fewer under a low descriptor limit: [`default_limit`]).
 pub const MAX_FILES: usize = 256;
@@ -73,20 +71,17 @@ impl OpenFile {
     }
 }
 
-#[derive(Debug)]
-struct Entry {
-    file: Arc<OpenFile>,
-    slot: Slot,
+impl Weight for Arc<OpenFile> {
+    /// The tier is bounded by a number of files (descriptors), not their size.
+    fn weight(&self) -> u64 {
+        1
+    }
 }
 
-/// The open-file tier of one store (kept under the store's lock).
+/// The open-file tier of one store (kept under the store's lock): a [`Tier`] bounded by a
+/// number of files.
 #[derive(Debug)]
-pub struct Files {
-    limit: usize,
-    map: HashMap<u128, Entry>,
-    queue: Sieve<u128>,
-    epoch: u64,
-}
+pub struct Files(Tier<Arc<OpenFile>>);
 
 /// Files a store keeps: an eighth of the process's soft descriptor limit, at most
 /// [`MAX_FILES`], so that connections never run short of descriptors because of this tier.
@@ -98,55 +93,41 @@ pub fn default_limit() -> usize {
 impl Files {
     /// A tier of at most `limit` files (0: keeps none).
     pub fn new(limit: usize) -> Files {
-        Files { limit, map: HashMap::new(), queue: Sieve::default(), epoch: 0 }
+        Files(Tier::new(limit as u64))
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.0.is_empty()
     }
 
     /// The counter a lookup takes before opening a file, to hand back to [`Files::fill`].
     pub fn epoch(&self) -> u64 {
-        self.epoch
+        self.0.epoch()
     }
 
     /// The open file of object `id` if kept (marked as used for eviction).
     pub fn get(&mut self, id: u128) -> Option<Arc<OpenFile>> {
-        let e = self.map.get(&id)?;
-        self.queue.touch(e.slot);
-        Some(e.file.clone())
+        self.0.get(id)
     }
 
     /// Forgets `id` (its object was replaced, deleted or evicted); every call moves the epoch,
     /// whether or not `id` was kept, so that a fill racing with the change is refused. Returns
     /// the file, for the caller to close after it let go of the store's lock.
     pub fn invalidate(&mut self, id: u128) -> Option<Arc<OpenFile>> {
-        self.epoch += 1;
-        let e = self.map.remove(&id)?;
-        self.queue.remove(e.slot);
-        Some(e.file)
+        self.0.invalidate(id)
     }
 
     /// Keeps `file` as object `id`'s, opened after a lookup that saw `epoch`; refused (false)
     /// when something was invalidated since, or the tier keeps no files. Returns the file it
     /// dropped to make room, if any, for the caller to close outside the lock.
     pub fn fill(&mut self, id: u128, epoch: u64, file: Arc<OpenFile>) -> (bool, Option<Arc<OpenFile>>) {
-        if self.limit == 0 || epoch != self.epoch || self.map.contains_key(&id) {
-            return (false, None);
-        }
-        let mut dropped = None;
-        if self.map.len() >= self.limit
-            && let Some(old) = self.queue.evict(None)
-        {
-            dropped = self.map.remove(&old).map(|e| e.file);
-        }
-        let slot = self.queue.insert(id);
-        self.map.insert(id, Entry { file, slot });
-        (true, dropped)
+        let (kept, mut dropped) = self.0.fill(id, epoch, file);
+        // One file in, at most one out (each weighs one).
+        (kept, dropped.pop())
     }
 }
 

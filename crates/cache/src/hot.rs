@@ -2,17 +2,13 @@
 //! (for a 4 KiB object those three system calls were a fifth of the server's time, and for
 //! 64 KiB the read's copy was another; docs/perf.md).
 //!
-//! Bounded in bytes, SIEVE-evicted like the disk tier. It is a copy of what the index says is
-//! on disk, never the truth: [`crate::Store`] drops an object's entry under the store lock in
-//! the same step as the index changes (PUT over it, DELETE, eviction), and a GET that read a
-//! file may only add it if nothing was invalidated since its lookup (the *epoch*): otherwise
-//! the file it read may already be an older version than the index's.
-
-use std::collections::HashMap;
+//! A [`Tier`] bounded in bytes: a copy of what the index says is on disk, never the truth,
+//! dropped under the store lock in the same step as the index changes and filled only if
+//! nothing changed since the lookup (see `tier.rs`).
 
 use bytes::Bytes;
 
-use crate::sieve::{Sieve, Slot};
+use crate::tier::{Tier, Weight};
 
 /// Objects larger than this are never kept (they are read from the file, or streamed).
 pub const MAX_OBJECT: u64 = 256 * 1024;
@@ -24,20 +20,16 @@ pub struct HotObject {
     pub etag: u64,
 }
 
-#[derive(Debug)]
-struct Entry {
-    obj: HotObject,
-    slot: Slot,
+impl Weight for HotObject {
+    fn weight(&self) -> u64 {
+        self.data.len() as u64
+    }
 }
 
 /// The memory tier of one store (kept under the store's lock).
 #[derive(Debug)]
 pub struct Hot {
-    limit: u64,
-    used: u64,
-    map: HashMap<u128, Entry>,
-    queue: Sieve<u128>,
-    epoch: u64,
+    tier: Tier<HotObject>,
     /// GETs answered from memory, for `/metrics`.
     hits: u64,
 }
@@ -45,21 +37,20 @@ pub struct Hot {
 impl Hot {
     /// A tier of at most `limit` bytes of object data (0: keeps nothing).
     pub fn new(limit: u64) -> Hot {
-        Hot { limit, used: 0, map: HashMap::new(), queue: Sieve::default(), epoch: 0, hits: 0 }
+        Hot { tier: Tier::new(limit), hits: 0 }
     }
 
     /// Changes the bound, dropping objects until it holds.
     pub fn set_limit(&mut self, limit: u64) {
-        self.limit = limit;
-        self.shrink();
+        self.tier.set_limit(limit);
     }
 
     pub fn used(&self) -> u64 {
-        self.used
+        self.tier.used()
     }
 
     pub fn limit(&self) -> u64 {
-        self.limit
+        self.tier.limit()
     }
 
     /// How many lookups found their object here.
@@ -68,62 +59,37 @@ impl Hot {
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.tier.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.tier.is_empty()
     }
 
     /// The counter a lookup takes before reading a file, to hand back to [`Hot::fill`].
     pub fn epoch(&self) -> u64 {
-        self.epoch
+        self.tier.epoch()
     }
 
     /// The object if held (marked as used for eviction).
     pub fn get(&mut self, id: u128) -> Option<HotObject> {
-        let e = self.map.get(&id)?;
-        self.queue.touch(e.slot);
+        let found = self.tier.get(id)?;
         self.hits += 1;
-        Some(e.obj.clone())
+        Some(found)
     }
 
     /// Forgets `id` (its object was replaced, deleted or evicted); every call moves the epoch,
     /// whether or not `id` was held, so that a fill racing with the change is refused.
     pub fn invalidate(&mut self, id: u128) {
-        self.epoch += 1;
-        if let Some(e) = self.map.remove(&id) {
-            self.queue.remove(e.slot);
-            self.used -= e.obj.data.len() as u64;
-        }
+        self.tier.invalidate(id);
     }
 
     /// Keeps `obj` as object `id`, read from a file after a lookup that saw `epoch`; refused
-    /// (false) when something was invalidated since, or when it is too big to keep.
+    /// (false) when something was invalidated since, or when it is too big to keep (over
+    /// [`MAX_OBJECT`], or a quarter of the bound: one object must not empty the tier).
     pub fn fill(&mut self, id: u128, epoch: u64, obj: HotObject) -> bool {
-        let size = obj.data.len() as u64;
-        if self.limit == 0
-            || epoch != self.epoch
-            || size > MAX_OBJECT
-            || size > self.limit / 4
-            || self.map.contains_key(&id)
-        {
-            return false;
-        }
-        let slot = self.queue.insert(id);
-        self.used += size;
-        self.map.insert(id, Entry { obj, slot });
-        self.shrink();
-        true
-    }
-
-    fn shrink(&mut self) {
-        while self.used > self.limit {
-            let Some(id) = self.queue.evict(None) else { break };
-            if let Some(e) = self.map.remove(&id) {
-                self.used -= e.obj.data.len() as u64;
-            }
-        }
+        let size = obj.weight();
+        size <= MAX_OBJECT && size <= self.tier.limit() / 4 && self.tier.fill(id, epoch, obj).0
     }
 }
 

@@ -4,6 +4,7 @@
 //! - [`store`]: one node's objects on disk (crash-safe PUTs, index rebuilt at start).
 //! - [`hot`]: the small objects most read, kept in memory in front of the disk.
 //! - [`files`]: the files of big objects kept open, for their GETs.
+//! - [`tier`]: what [`hot`] and [`files`] share: an epoch-checked SIEVE tier bounded by weight.
 //! - [`evict`] and [`sieve`]: SIEVE eviction per bucket, quotas and fair shares.
 //! - [`token`]: HMAC-signed tokens nodes verify locally.
 //! - [`private`]: the cache's files readable by the daemon only (0600/0700).
@@ -22,6 +23,7 @@ pub mod server;
 pub mod sieve;
 pub mod sim;
 pub mod store;
+pub mod tier;
 pub mod token;
 
 use std::path::Path;
