@@ -14,15 +14,27 @@ use std::path::Path;
 
 use berth_model::folder::FolderBind;
 
-use super::private_tmp::MountError;
+/// Why a job's data folders cannot be mounted into its kernel on this node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FolderError {
+    #[error(
+        "folder {name} is not on node {node}: its directory `{source_path}` is missing there; mount the manager's \
+         folder storage (--folder-root) at the same path on every node"
+    )]
+    Missing { name: String, source_path: String, node: String },
+    #[error("cannot make the mount point `{target}` of folder {name} on node {node}: {why}")]
+    Target { target: String, name: String, node: String, why: String },
+    #[error("path `{0}` holds a NUL byte")]
+    NulByte(String),
+}
 
 /// The sources must be directories on this node: the folder storage is mounted at the same
 /// path on every node (or the node is the manager's own machine).
-pub(crate) fn check_sources(folders: &[FolderBind], node: &str) -> Result<(), MountError> {
+pub(crate) fn check_sources(folders: &[FolderBind], node: &str) -> Result<(), FolderError> {
     for f in folders {
         let p = Path::new(&f.source);
         if !p.is_dir() {
-            return Err(MountError::FolderMissing {
+            return Err(FolderError::Missing {
                 name: f.name.clone(),
                 source_path: f.source.clone(),
                 node: node.to_string(),
@@ -50,14 +62,14 @@ pub(crate) fn warn_cannot_mount(node: &str) {
 }
 
 /// Makes the mount points that do not exist yet (root's, 0755, as `mkdir -p` would).
-pub(crate) fn make_targets(folders: &[FolderBind], node: &str) -> Result<(), MountError> {
+pub(crate) fn make_targets(folders: &[FolderBind], node: &str) -> Result<(), FolderError> {
     use std::os::unix::fs::DirBuilderExt;
     for f in folders {
         let t = Path::new(&f.target);
         if t.is_dir() {
             continue;
         }
-        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(t).map_err(|e| MountError::FolderTarget {
+        std::fs::DirBuilder::new().recursive(true).mode(0o755).create(t).map_err(|e| FolderError::Target {
             target: f.target.clone(),
             name: f.name.clone(),
             node: node.to_string(),
@@ -76,8 +88,9 @@ pub(crate) struct FolderPlan {
 }
 
 /// The child's plan of `folders`.
-pub(crate) fn plan(folders: &[FolderBind]) -> Result<Vec<FolderPlan>, MountError> {
-    let c = |p: &str| CString::new(Path::new(p).as_os_str().as_bytes()).map_err(|_| MountError::NulByte(p.to_string()));
+pub(crate) fn plan(folders: &[FolderBind]) -> Result<Vec<FolderPlan>, FolderError> {
+    let c =
+        |p: &str| CString::new(Path::new(p).as_os_str().as_bytes()).map_err(|_| FolderError::NulByte(p.to_string()));
     folders
         .iter()
         .map(|f| Ok(FolderPlan { source: c(&f.source)?, target: c(&f.target)?, read_only: f.read_only }))

@@ -20,6 +20,7 @@ pub(crate) mod cgroup_fs;
 mod code_copy;
 pub mod docker;
 pub mod dynmods;
+mod engine_error;
 pub(crate) mod env;
 pub(crate) mod exec;
 mod folder_mounts;

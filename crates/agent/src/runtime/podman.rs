@@ -18,7 +18,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use super::backend::{Kernel, KernelBackend, StartError};
-use super::docker::EngineError;
+use super::engine_error::EngineError;
 use super::signal_now::Reached;
 use super::{Adopted, Docker, KernelHandle, KernelUpdate};
 

@@ -39,13 +39,8 @@ pub enum MountError {
     ProbeEnded(String),
     #[error("cannot fork the mount namespace probe: {0}")]
     Fork(String),
-    #[error(
-        "folder {name} is not on node {node}: its directory `{source_path}` is missing there; mount the manager's \
-         folder storage (--folder-root) at the same path on every node"
-    )]
-    FolderMissing { name: String, source_path: String, node: String },
-    #[error("cannot make the mount point `{target}` of folder {name} on node {node}: {why}")]
-    FolderTarget { target: String, name: String, node: String, why: String },
+    #[error(transparent)]
+    Folder(#[from] super::folder_mounts::FolderError),
 }
 
 /// The mount points a kernel gets privately.

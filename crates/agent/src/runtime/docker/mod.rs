@@ -10,7 +10,6 @@
 
 mod body;
 mod cache_forward;
-mod error;
 mod labels;
 mod network;
 mod signal;
@@ -32,8 +31,8 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
+pub use super::engine_error::EngineError;
 pub use body::{check_mounts, container_name, create_body, normalize_image};
-pub use error::EngineError;
 pub use labels::{LABEL_JOB, LABEL_NETWORK, LABEL_SCOPE};
 pub use network::network_name;
 

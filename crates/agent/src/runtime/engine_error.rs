@@ -1,7 +1,7 @@
-//! Why the container engine could not do what a kernel needed: unreachable, switched off, an
-//! image it lacks, a mount the node does not allow, a network or container it could not
-//! make. The text is what the job's `LaunchFailed` message (or a refused stream) says: what
-//! was wrong and how to fix it.
+//! Why the container engine (Docker, or Podman through the same API) could not do what a
+//! kernel needed: unreachable, switched off, an image it lacks, a mount the node does not
+//! allow, a network or container it could not make. The text is what the job's
+//! `LaunchFailed` message (or a refused stream) says: what was wrong and how to fix it.
 
 use std::path::PathBuf;
 
