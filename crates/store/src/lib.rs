@@ -15,9 +15,57 @@ pub mod endpoints;
 pub mod folders;
 mod lease;
 
+/// The queries both SQL adapters run alike, one module per `sql_*.rs` file, expanded in
+/// `sqlite.rs` and in `postgres.rs` (see `sql_rows.rs`).
+macro_rules! shared_sql {
+    () => {
+        mod shared_cache {
+            crate::sql_cache::items!();
+        }
+        mod shared_copy {
+            crate::sql_copy::items!();
+        }
+        mod shared_endpoints {
+            crate::sql_endpoints::items!();
+        }
+        mod shared_folders {
+            crate::sql_folders::items!();
+        }
+        mod shared_jobs {
+            crate::sql_jobs::items!();
+        }
+        mod shared_lease {
+            crate::sql_lease::items!();
+        }
+        mod shared_retention {
+            crate::sql_retention::items!();
+        }
+        mod shared_rows {
+            crate::sql_rows::items!();
+        }
+        mod shared_store {
+            crate::sql_store::items!();
+        }
+        mod shared_tenancy {
+            crate::sql_tenancy::items!();
+        }
+    };
+}
+pub(crate) use shared_sql;
+
 mod postgres;
 pub mod retention;
 mod rows;
+mod sql_cache;
+mod sql_copy;
+mod sql_endpoints;
+mod sql_folders;
+mod sql_jobs;
+mod sql_lease;
+mod sql_retention;
+mod sql_rows;
+mod sql_store;
+mod sql_tenancy;
 mod sqlite;
 pub mod sqlite_backup;
 pub mod tenancy;

@@ -1,7 +1,7 @@
 //! The PostgreSQL adapter: connecting (with errors that say what to fix), its pool, its
 //! migrations (`migrations/postgres`), and what differs from SQLite. The queries both
-//! databases run alike are the SQLite adapter's (`sql_store.rs` and its siblings), included
-//! here as modules of this one and given PostgreSQL's `$N` placeholders.
+//! databases run alike are the SQLite adapter's (`sql_store.rs` and its siblings), expanded
+//! here as modules of this one (`crate::shared_sql!`) and given PostgreSQL's `$N` placeholders.
 //!
 //! The schema keeps SQLite's representation (BIGINT microsecond timestamps, JSON as TEXT) so
 //! one set of row decoders serves both, with PostgreSQL's own types where they are stricter
@@ -18,36 +18,8 @@ use sqlx::{ConnectOptions, PgPool};
 use crate::rows::{Stmt, bind_args, dollar_placeholders};
 use crate::{Result, StoreError};
 
-#[path = "sql_cache.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_cache;
-#[path = "sql_copy.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_copy;
-#[path = "sql_endpoints.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_endpoints;
-#[path = "sql_folders.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_folders;
-#[path = "sql_jobs.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_jobs;
-#[path = "sql_lease.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_lease;
-#[path = "sql_retention.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_retention;
-#[path = "sql_rows.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_rows;
-#[path = "sql_store.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_store;
-#[path = "sql_tenancy.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_tenancy;
+// The queries shared with SQLite, expanded against PostgreSQL's types (see `sql_rows.rs`).
+crate::shared_sql!();
 
 #[path = "pg_batch.rs"]
 mod pg_batch;

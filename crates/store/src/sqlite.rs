@@ -1,7 +1,8 @@
 //! The SQLite adapter: opening the file, its pools, and what differs from PostgreSQL. The
 //! queries both databases run alike are in `sql_store.rs`, `sql_jobs.rs`, `sql_rows.rs`,
-//! `sql_tenancy.rs`, `sql_cache.rs`, `sql_folders.rs`, `sql_endpoints.rs` and
-//! `sql_retention.rs`, included here as modules of this one.
+//! `sql_tenancy.rs`, `sql_cache.rs`, `sql_folders.rs`, `sql_endpoints.rs`, `sql_lease.rs`,
+//! `sql_copy.rs` and `sql_retention.rs`, expanded here as modules of this one
+//! (`crate::shared_sql!`).
 //!
 //! One writer pool of exactly one connection serialises all writes inside the process, so two
 //! writers never race for the database lock (no `SQLITE_BUSY` under load); a separate reader
@@ -17,37 +18,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use crate::rows::{Stmt, bind_args};
 use crate::{Result, StoreError};
 
-// The queries shared with PostgreSQL, compiled against SQLite's types (see `sql_rows.rs`).
-#[path = "sql_cache.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_cache;
-#[path = "sql_copy.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_copy;
-#[path = "sql_endpoints.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_endpoints;
-#[path = "sql_folders.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_folders;
-#[path = "sql_jobs.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_jobs;
-#[path = "sql_lease.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_lease;
-#[path = "sql_retention.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_retention;
-#[path = "sql_rows.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_rows;
-#[path = "sql_store.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_store;
-#[path = "sql_tenancy.rs"]
-#[allow(clippy::duplicate_mod)]
-mod shared_tenancy;
+// The queries shared with PostgreSQL, expanded against SQLite's types (see `sql_rows.rs`).
+crate::shared_sql!();
 
 /// `Store::apply`'s changes: one at a time (in-process, a statement costs no round trip).
 use shared_store::apply_each as apply_changes;
