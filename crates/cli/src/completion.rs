@@ -23,7 +23,7 @@ pub fn job_ids_arg() -> ArgValueCandidates {
 fn job_ids() -> Vec<CompletionCandidate> {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return vec![] };
     rt.block_on(async {
-        let Ok(client) = crate::client::Client::from_env() else { return vec![] };
+        let Ok(client) = crate::client::from_env() else { return vec![] };
         let q = JobListQuery { all: true, limit: Some(MOST), ..Default::default() };
         let Ok(Ok(jobs)) = tokio::time::timeout(PATIENCE, client.jobs(&q)).await else { return vec![] };
         jobs.iter()

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::credentials::{self, Credentials};
+use crate::client::credentials::{self, Credentials};
 
 /// How long the berth named in the old file has to answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);

@@ -97,7 +97,7 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
         println!("local socket: {} ({who}; jobs run as the Unix user who submits them)", s.display());
         // Local users find a root berth's socket at the system path by themselves; anywhere
         // else they need the line that points them at it.
-        if s.as_path() != std::path::Path::new(crate::credentials::SYSTEM_SOCKET) {
+        if s.as_path() != std::path::Path::new(crate::client::credentials::SYSTEM_SOCKET) {
             println!("  other local users: export BERTH_SOCKET={}", s.display());
         }
     }
@@ -331,8 +331,8 @@ fn credentials_of(
     token: &str,
     ca_file: Option<&Path>,
     handle: &berth_manager::ManagerHandle,
-) -> crate::credentials::Credentials {
-    crate::credentials::Credentials {
+) -> crate::client::credentials::Credentials {
+    crate::client::credentials::Credentials {
         url: url.to_string(),
         token: Some(token.to_string()),
         ca_file: ca_file.map(Path::to_path_buf),

@@ -1,5 +1,6 @@
 //! `berth`: one binary for every role. The daemons (`up`, `manager`, `agent`) live in
-//! `daemon.rs`; the user commands talk to a manager over its REST API (`client.rs`). Called
+//! `daemon.rs`; the user commands talk to a manager over its REST API (the `berth-client`
+//! crate, `client.rs`). Called
 //! by another name (`sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`, `scontrol`: links to berth), it is
 //! that Slurm command (`slurm/`).
 //!
@@ -8,14 +9,9 @@
 
 mod args;
 mod client;
-mod client_folders;
-mod client_serve;
-mod client_tenancy;
-mod client_ws;
 mod commands;
 mod completion;
 mod cred_guard;
-mod credentials;
 mod daemon;
 mod daemon_args;
 mod datadir;
@@ -24,7 +20,6 @@ mod help;
 mod job_ref;
 mod jobfields;
 mod jobfile;
-mod managers;
 mod output;
 mod placement;
 mod run_as;
@@ -196,7 +191,7 @@ fn main() -> ExitCode {
     };
     let daemon = log_format.is_some();
     service::init_logging(if daemon { "info" } else { "warn" }, log_format.unwrap_or_default());
-    credentials::choose(cli.context.clone());
+    client::choose(cli.context.clone());
     let runtime = match runtime(daemon) {
         Ok(r) => r,
         Err(e) => {
@@ -208,9 +203,15 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            if e.downcast_ref::<UsageError>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
+            if is_usage_error(&e) { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
+}
+
+/// Whether `e` is a mistake in how berth was called: a [`UsageError`], or a context that
+/// does not exist or cannot be named so (the client library's words for them).
+pub(crate) fn is_usage_error(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<berth_client::Error>().is_some_and(|e| e.is_usage())
 }
 
 /// The async runtime of a daemon, or of a client command (which also ends quietly on a

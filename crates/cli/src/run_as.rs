@@ -29,7 +29,7 @@ enum Target {
 /// Prints on stderr, before `spec` is submitted through `client`, whom the job will run as when
 /// that is not the caller; says nothing over the unix socket or when the names agree.
 pub async fn note_before_submit(client: &Client, spec: &JobSpec) {
-    if client.socket.is_some() {
+    if client.socket().is_some() {
         return;
     }
     let Ok(who) = client.whoami().await else { return };

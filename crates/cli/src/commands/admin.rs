@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use berth_model::api::{CreateUserRequest, QueueUpdate};
 use clap::{Args, Subcommand};
 
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -17,7 +16,7 @@ pub struct WhoamiArgs {
 }
 
 pub async fn whoami(args: WhoamiArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let me = client.whoami().await?;
     if args.output.json() {
         output::print_json(&me)?;
@@ -211,7 +210,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<ExitCode> {
         AdminCommand::Restore { file, data_dir } => return crate::commands::backup::restore(&file, data_dir).await,
         other => other,
     };
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     match command {
         AdminCommand::Backup { file } => return crate::commands::backup::backup(&client, &file).await,
         // Taken above, before a client is needed.

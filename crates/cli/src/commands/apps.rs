@@ -12,7 +12,6 @@ use berth_model::JobId;
 use berth_model::app::{AppKind, AppPath};
 use clap::Args;
 
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -36,7 +35,7 @@ pub struct OpenArgs {
 }
 
 pub async fn list(args: AppsArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let apps = client.apps(args.id).await?;
     if args.output.json() {
         output::print_json(&apps)?;
@@ -67,7 +66,7 @@ pub async fn list(args: AppsArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn open(args: OpenArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let app = match args.app {
         Some(a) => a,
         None => {

@@ -34,7 +34,7 @@ pub struct AttachArgs {
 
 pub async fn run(args: AttachArgs) -> anyhow::Result<ExitCode> {
     let keys = terminal::parse_detach_keys(&args.detach_keys).map_err(UsageError::error)?;
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let id = args.id;
     let d = wait_started(&client, id).await?;
     if d.job.state.is_terminal() {

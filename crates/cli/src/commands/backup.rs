@@ -11,13 +11,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use futures_util::StreamExt;
-use reqwest::Method;
 
 use crate::client::Client;
 
 pub async fn backup(client: &Client, file: &Path) -> anyhow::Result<ExitCode> {
     let tmp = file.with_extension("partial");
-    let resp = client.send(client.request(Method::POST, "/v1/admin/backup")).await?;
+    let resp = client.backup().await?;
     let mut out = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

@@ -122,7 +122,7 @@ pub async fn bucket(c: BucketCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn manager(why: &str) -> anyhow::Result<Client> {
-    Client::from_env().with_context(|| why.to_string())
+    crate::client::from_env().with_context(|| why.to_string())
 }
 
 const BUCKETS_ON_MANAGER: &str = "buckets are kept by the berth manager: log in as an admin (BERTH_URL, BERTH_TOKEN), or give a cache admin token (--token) to change them on the cache nodes directly";
@@ -158,8 +158,7 @@ async fn bucket_create(a: BucketCreateArgs) -> anyhow::Result<ExitCode> {
         format!("on {} cache nodes", answers.len())
     } else {
         let c = manager(BUCKETS_ON_MANAGER)?;
-        let _: CacheBucket =
-            c.json(c.request(Method::PUT, &format!("/v1/admin/cache/buckets/{}", a.name)).json(&body)).await?;
+        let _: CacheBucket = c.put_cache_bucket(&body).await?;
         "on the manager (pushed to every cache node)".to_string()
     };
     let quota = a.quota.map(format_bytes).unwrap_or_else(|| "none".into());
@@ -217,7 +216,7 @@ async fn bucket_list(a: BucketListArgs) -> anyhow::Result<ExitCode> {
         let c = manager(
             "buckets are kept by the berth manager: log in as an admin (BERTH_URL, BERTH_TOKEN), or give a cache token (--token) to ask a cache node",
         )?;
-        c.json(c.request(Method::GET, "/v1/admin/cache/buckets")).await?
+        serde_json::to_value(c.cache_buckets().await?)?
     };
     if a.output.json() {
         print_json(&v)?;
@@ -243,7 +242,7 @@ async fn bucket_delete(a: BucketDeleteArgs) -> anyhow::Result<ExitCode> {
     berth_cache::bucket::validate_bucket_name(&a.name).map_err(|e| UsageError::error(e.to_string()))?;
     if !a.endpoint.has_token() {
         let c = manager(BUCKETS_ON_MANAGER)?;
-        c.send(c.request(Method::DELETE, &format!("/v1/admin/cache/buckets/{}", a.name))).await?;
+        c.delete_cache_bucket(&a.name).await?;
         println!("bucket `{}` deleted on the manager: every cache node deletes it and its objects", a.name);
         return Ok(ExitCode::SUCCESS);
     }
@@ -292,7 +291,7 @@ pub async fn members(a: MembersArgs) -> anyhow::Result<ExitCode> {
     let c = manager(
         "cache members are kept by the berth manager: log in (BERTH_URL, BERTH_TOKEN), or give a cache token (--token) to ask a cache node for its list",
     )?;
-    let v: Vec<CacheMemberView> = c.json(c.request(Method::GET, "/v1/cache/members")).await?;
+    let v: Vec<CacheMemberView> = c.cache_members().await?;
     if a.output.json() {
         print_json(&v)?;
         return Ok(ExitCode::SUCCESS);
@@ -327,14 +326,13 @@ const MEMBERS_ON_MANAGER: &str =
 
 pub async fn member(c: MemberCommand) -> anyhow::Result<ExitCode> {
     let m = manager(MEMBERS_ON_MANAGER)?;
-    let path = |node: &str| format!("/v1/admin/cache/members/{node}");
     let v: CacheMemberView = match &c {
         MemberCommand::Set(a) => {
             let body = CacheMemberUpdate { weight: Some(a.weight) };
-            m.json(m.request(Method::PUT, &path(&a.node)).json(&body)).await?
+            m.update_cache_member(&a.node, &body).await?
         }
-        MemberCommand::Remove(a) => m.json(m.request(Method::DELETE, &path(&a.node))).await?,
-        MemberCommand::Add(a) => m.json(m.request(Method::POST, &format!("{}/add", path(&a.node)))).await?,
+        MemberCommand::Remove(a) => m.remove_cache_member(&a.node).await?,
+        MemberCommand::Add(a) => m.add_cache_member(&a.node).await?,
     };
     match c {
         MemberCommand::Set(_) => println!("cache member `{}` ({}): weight {}", v.node, v.url, v.weight),

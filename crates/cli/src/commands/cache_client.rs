@@ -56,9 +56,8 @@ impl Endpoint {
 /// The URL of an up cache member as the configured manager lists it, preferring one on this
 /// host; `None` without a manager, an answer, or an up member.
 async fn manager_cache_url() -> Option<String> {
-    let c = crate::client::Client::from_env().ok()?;
-    let v: Vec<berth_model::api::CacheMemberView> =
-        c.json(c.request(reqwest::Method::GET, "/v1/cache/members")).await.ok()?;
+    let c = crate::client::from_env().ok()?;
+    let v = c.cache_members().await.ok()?;
     let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let up: Vec<_> = v.into_iter().filter(|m| m.state == "up").collect();
     let pick = up.iter().find(|m| m.node == here || m.node.split('.').next() == Some(here.as_str())).or(up.first())?;
@@ -169,4 +168,4 @@ pub(crate) async fn answer(r: reqwest::Response) -> anyhow::Result<Value> {
     bail!("{msg} ({status})")
 }
 
-pub(crate) use berth_model::dataset::{KEY_ESCAPE, object_url};
+pub(crate) use berth_model::dataset::object_url;

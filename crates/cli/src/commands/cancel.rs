@@ -113,7 +113,7 @@ pub async fn selected(client: &Client, sel: &Selection) -> anyhow::Result<Vec<Jo
 }
 
 pub async fn run(args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let mut done: Vec<CancelResult> = Vec::new();
     let mut failed = false;
     let filtered = args.selection(Vec::new()).filtered();

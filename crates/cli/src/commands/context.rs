@@ -13,7 +13,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use crate::client::Client;
-use crate::credentials::{self, DEFAULT_CONTEXT, Entry};
+use crate::client::credentials::{self, DEFAULT_CONTEXT, Entry};
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Subcommand)]
@@ -116,7 +116,7 @@ pub async fn run(cmd: ContextCommand) -> anyhow::Result<ExitCode> {
             println!("switched to context {name} ({})", shown(&e));
         }
         ContextCommand::Ls { output } => {
-            let current = credentials::chosen().unwrap_or(file.current()).to_string();
+            let current = crate::client::chosen().unwrap_or(file.current()).to_string();
             let views: Vec<ContextView> = file
                 .names()
                 .into_iter()
@@ -151,7 +151,7 @@ pub async fn run(cmd: ContextCommand) -> anyhow::Result<ExitCode> {
             }
         }
         ContextCommand::Current => {
-            let (name, _) = file.select(credentials::chosen())?;
+            let (name, _) = file.select(crate::client::chosen())?;
             if file.get(&name).is_none() {
                 anyhow::bail!(
                     "no context: add one with `berth context add NAME --url URL` (or `berth up`, `berth login`)"

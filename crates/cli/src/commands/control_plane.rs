@@ -33,7 +33,7 @@ struct ManagerState {
 }
 
 pub async fn run(args: ManagersArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let asks = client.manager_urls().iter().map(|url| ask(&client, url.clone()));
     let states = futures_util::future::join_all(asks).await;
     if args.output.json() {

@@ -11,7 +11,6 @@ use berth_model::{Efficiency, JobId, JobState, JobUsage, format_bytes};
 use clap::Args;
 use serde::Serialize;
 
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -39,7 +38,7 @@ struct Report {
 }
 
 pub async fn run(args: EffArgs) -> anyhow::Result<ExitCode> {
-    let d = Client::from_env()?.job(args.id).await?;
+    let d = crate::client::from_env()?.job(args.id).await?;
     let r = report(&d, jiff::Timestamp::now());
     if args.output.json() {
         output::print_json(&r)?;

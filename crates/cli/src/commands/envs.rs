@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use berth_model::environment::NodeEnvs;
 use clap::{Args, Subcommand};
 
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -37,7 +36,7 @@ struct RmArgs {
 }
 
 pub async fn run(args: EnvArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     match args.command {
         EnvCommand::Ls(a) => {
             let envs = client.envs().await?;

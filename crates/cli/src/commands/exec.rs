@@ -10,7 +10,6 @@ use berth_model::JobId;
 use berth_model::stream::{ExecRequest, StreamEnd};
 use clap::Args;
 
-use crate::client::Client;
 use crate::commands::stream::{self, Io, Outcome};
 
 #[derive(Debug, Args)]
@@ -38,7 +37,7 @@ pub struct ExecArgs {
 }
 
 pub async fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let ws = client.websocket(&format!("/v1/jobs/{}/exec", args.id)).await?;
     let req = ExecRequest {
         kernel: args.kernel,

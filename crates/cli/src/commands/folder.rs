@@ -9,7 +9,6 @@ use berth_model::format_bytes;
 use clap::{Args, Subcommand};
 
 use crate::UsageError;
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -91,7 +90,7 @@ pub fn reference(s: &str) -> anyhow::Result<FolderRef> {
 }
 
 pub async fn run(args: FolderArgs) -> anyhow::Result<ExitCode> {
-    let c = Client::from_env()?;
+    let c = crate::client::from_env()?;
     match args.command {
         FolderCommand::Create { name, project, quota } => {
             let f = c.create_folder(&CreateFolder { name, project, quota_bytes: quota }).await?;

@@ -55,7 +55,7 @@ pub async fn copy_from(
     loop {
         let chunk = match client.logs(log.id, log.stream, log.kernel, cursor.offset).await {
             Ok(c) => c,
-            Err(e) if failures >= retries => return Err(e),
+            Err(e) if failures >= retries => return Err(e.into()),
             Err(_) => {
                 failures += 1;
                 tokio::time::sleep(FOLLOW_INTERVAL * failures).await;

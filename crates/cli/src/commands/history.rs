@@ -9,7 +9,6 @@ use berth_model::api::{JobListQuery, JobView};
 use clap::Args;
 
 use crate::UsageError;
-use crate::client::Client;
 use crate::jobfields::{self, FieldInfo, Style};
 use crate::output;
 use crate::when::parse_time;
@@ -67,7 +66,7 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     let time = |flag: &str, t: &str| parse_time(t, &now).map_err(|e| UsageError::error(format!("{flag}: {e}")));
     let since = time("--since", &args.since)?;
     let until = args.until.as_deref().map(|t| time("--until", t)).transpose()?;
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let q = JobListQuery {
         all: true,
         state: (!args.state.is_empty()).then(|| args.state.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")),

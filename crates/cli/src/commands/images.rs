@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use berth_model::api::ImagesView;
 use clap::Args;
 
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -16,7 +15,7 @@ pub struct ImagesArgs {
 }
 
 pub async fn run(args: ImagesArgs) -> anyhow::Result<ExitCode> {
-    let view = Client::from_env()?.images().await?;
+    let view = crate::client::from_env()?.images().await?;
     if args.output.json() {
         output::print_json(&view)?;
         return Ok(ExitCode::SUCCESS);

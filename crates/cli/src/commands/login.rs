@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::client::Client;
-use crate::credentials::Credentials;
+use crate::client::credentials::Credentials;
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {
@@ -31,13 +31,13 @@ pub async fn run(args: LoginArgs) -> anyhow::Result<ExitCode> {
     let creds = checked_credentials(&args.url, token, args.ca_file.as_deref())?;
     let url = creds.url.clone();
     let me = Client::new(creds.clone())?.whoami().await.with_context(|| format!("cannot log in to {url}"))?;
-    let path = crate::credentials::path()?;
-    let name = match crate::credentials::chosen() {
+    let path = crate::client::credentials::path()?;
+    let name = match crate::client::chosen() {
         Some(n) => n.to_string(),
-        None => crate::credentials::read_all(&path)?.current().to_string(),
+        None => crate::client::credentials::read_all(&path)?.current().to_string(),
     };
-    crate::credentials::check_context_name(&name)?;
-    let path = crate::credentials::write_context(&name, &creds)?;
+    crate::client::credentials::check_context_name(&name)?;
+    let path = crate::client::credentials::write_context(&name, &creds)?;
     println!("logged in to {url} as {} ({}); credentials in {} (context {name})", me.user, me.role, path.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -69,6 +69,6 @@ pub fn checked_credentials(url: &str, token: String, ca_file: Option<&Path>) -> 
         None => None,
     };
     let url = url.trim_end_matches('/').to_string();
-    crate::managers::Managers::parse(&url)?;
+    berth_client::check_urls(&url)?;
     Ok(Credentials { url, token: Some(token), ca_file, socket: None, data_dir: None })
 }

@@ -49,7 +49,7 @@ pub struct LogsArgs {
 }
 
 pub async fn run(args: LogsArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let one = match (args.stdout, args.stderr, args.setup) {
         (true, _, _) => Some(LogStream::Stdout),
         (_, true, _) => Some(LogStream::Stderr),

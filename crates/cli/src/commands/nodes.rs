@@ -40,7 +40,7 @@ pub enum NodesCommand {
 }
 
 pub async fn run(args: NodesArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let (node, output, drain) = match args.command {
         None => return list(&client, &args.output).await,
         Some(NodesCommand::Drain { node, reason, output }) => (node, output, Some(DrainRequest { reason })),

@@ -70,7 +70,7 @@ impl FromStr for PortPair {
 const JOB_POLL: Duration = Duration::from_secs(2);
 
 pub async fn run(args: PortForwardArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let job = client.job(args.id).await?;
     if job.job.state != JobState::Running {
         bail!("job {} is {}: port-forward needs a running job", args.id, job.job.state);
@@ -112,7 +112,7 @@ async fn accept(listener: TcpListener, client: Client, path: String) {
 }
 
 /// Opens a forward: the stream, once the agent has connected inside the kernel.
-async fn open(client: &Client, path: &str) -> anyhow::Result<crate::client_ws::Ws> {
+async fn open(client: &Client, path: &str) -> anyhow::Result<crate::client::Ws> {
     let mut ws = client.websocket(path).await?;
     match ws.next().await {
         Some(Ok(Message::Binary(b))) => match stream::split(&b) {
@@ -129,7 +129,7 @@ async fn open(client: &Client, path: &str) -> anyhow::Result<crate::client_ws::W
 }
 
 /// Carries one local connection to the kernel and back.
-async fn carry(ws: crate::client_ws::Ws, tcp: TcpStream) {
+async fn carry(ws: crate::client::Ws, tcp: TcpStream) {
     let _ = tcp.set_nodelay(true);
     let (mut tx, mut rx) = ws.split();
     let (mut read, mut write) = tcp.into_split();

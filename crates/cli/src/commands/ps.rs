@@ -6,7 +6,6 @@ use berth_model::JobState;
 use berth_model::api::{JobListQuery, JobView};
 use clap::Args;
 
-use crate::client::Client;
 use crate::output::{self, ListFormat, ListOutputArgs, or_dash};
 
 #[derive(Debug, Args)]
@@ -53,7 +52,7 @@ pub(crate) fn parse_state(s: &str) -> Result<JobState, String> {
 }
 
 pub async fn run(args: PsArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     // Asking for a finished state implies --all: `--state FAILED` alone would otherwise
     // always answer nothing.
     let all = args.all || args.state.is_some_and(JobState::is_terminal);

@@ -13,7 +13,6 @@ use anyhow::Context;
 use berth_model::api::{JobListQuery, JobView};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
-use reqwest::Method;
 
 use crate::client::Client;
 use crate::output;
@@ -52,7 +51,7 @@ pub async fn watch(
         output::print_table(table(&list));
     };
     draw(&jobs);
-    let resp = client.send(client.request(Method::GET, "/ui/events")).await?;
+    let resp = client.job_events().await?;
     let mut events = resp.bytes_stream().eventsource();
     while let Some(ev) = events.next().await {
         let ev = ev.context("the manager's event stream broke off")?;

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use berth_model::api::QueueView;
 use clap::Args;
 
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -15,7 +14,7 @@ pub struct QueuesArgs {
 }
 
 pub async fn run(args: QueuesArgs) -> anyhow::Result<ExitCode> {
-    let queues = Client::from_env()?.queues().await?;
+    let queues = crate::client::from_env()?.queues().await?;
     if args.output.json() {
         output::print_json(&queues)?;
     } else {

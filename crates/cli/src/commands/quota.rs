@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use berth_model::{QuotaKind, QuotaLimits, QuotaView, format_bytes, format_gpu_milli};
 use clap::{Args, Subcommand};
 
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -16,7 +15,7 @@ pub struct QuotasArgs {
 }
 
 pub async fn list(args: QuotasArgs) -> anyhow::Result<ExitCode> {
-    let qs = Client::from_env()?.quotas().await?;
+    let qs = crate::client::from_env()?.quotas().await?;
     if args.output.json() {
         output::print_json(&qs)?;
     } else if qs.is_empty() {
@@ -134,7 +133,7 @@ fn parse_gpu_total(s: &str) -> Result<u64, String> {
 }
 
 pub async fn admin(cmd: QuotaCommand) -> anyhow::Result<()> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     match cmd {
         QuotaCommand::Set(a) => {
             let limits = QuotaLimits {

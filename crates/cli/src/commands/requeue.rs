@@ -10,7 +10,7 @@ use berth_model::JobId;
 use clap::Args;
 
 use crate::client::Client;
-use crate::credentials::Credentials;
+use crate::client::credentials::Credentials;
 
 #[derive(Debug, Args)]
 pub struct RequeueArgs {
@@ -35,7 +35,8 @@ pub async fn run(args: RequeueArgs) -> anyhow::Result<ExitCode> {
 
 /// Asks the manager to requeue job `id`, as the job itself when called from inside it.
 pub async fn requeue(id: JobId) -> anyhow::Result<()> {
-    client_for(id)?.requeue(id).await.map(|_| ())
+    client_for(id)?.requeue(id).await?;
+    Ok(())
 }
 
 /// The job's own credential (`BERTH_STEP_TOKEN` with `BERTH_URL`) when this runs inside job
@@ -52,6 +53,6 @@ fn client_for(id: JobId) -> anyhow::Result<Client> {
             data_dir: None,
         })
         .context("cannot reach the manager with the job's step token"),
-        _ => Client::from_env(),
+        _ => crate::client::from_env(),
     }
 }

@@ -12,7 +12,6 @@ use berth_model::api::SubmitRequest;
 use clap::Args;
 
 use crate::UsageError;
-use crate::client::Client;
 use crate::commands::attach::{Session, wait_started};
 use crate::commands::submit::{self, JobArgs};
 use crate::commands::wait;
@@ -48,7 +47,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (mut spec, code) = submit::build_job(&args.job)?;
     spec.tty = args.tty;
     spec.stdin = args.stdin;
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     submit::attach_code(&client, &mut spec, code.as_deref()).await?;
     crate::run_as::note_before_submit(&client, &spec).await;
     let job = client.submit(&SubmitRequest { spec }).await?;

@@ -15,7 +15,6 @@ use berth_model::endpoint::{CreateEndpoint, EndpointSpec, UpdateEndpoint};
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::UsageError;
-use crate::client::Client;
 use crate::commands::serve_show::{self, TokenCommand};
 use crate::commands::submit::{attach_code, utf8_args};
 use crate::output::{self, OutputArgs};
@@ -127,7 +126,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ServeCommand::Update(a) => update(a).await,
         ServeCommand::Scale { name, replicas } => {
             let req = UpdateEndpoint { replicas: Some(replicas), ..Default::default() };
-            let v = Client::from_env()?.update_endpoint(&name, &req).await?;
+            let v = crate::client::from_env()?.update_endpoint(&name, &req).await?;
             println!("endpoint {name}: {} wanted, {} ready", berth_model::replica::replicas(v.desired), v.ready);
             if let Some(a) = &v.spec.autoscale {
                 eprintln!("note: it autoscales between {} and {}: the count will follow the load", a.min, a.max);
@@ -136,7 +135,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         ServeCommand::Public { name, state } => {
             let req = UpdateEndpoint { public: Some(state == OnOff::On), ..Default::default() };
-            let v = Client::from_env()?.update_endpoint(&name, &req).await?;
+            let v = crate::client::from_env()?.update_endpoint(&name, &req).await?;
             match v.spec.public {
                 true => println!("endpoint {name} is public: anyone may call it without a token"),
                 false => println!("endpoint {name} is private: calls need a token (berth serve token create {name})"),
@@ -147,7 +146,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ServeCommand::Show { name, output } => serve_show::show(&name, output).await,
         ServeCommand::Logs(a) => serve_show::logs(a).await,
         ServeCommand::Rm { name } => {
-            Client::from_env()?.remove_endpoint(&name).await?;
+            crate::client::from_env()?.remove_endpoint(&name).await?;
             println!("removed endpoint {name}");
             Ok(ExitCode::SUCCESS)
         }
@@ -180,7 +179,7 @@ pub fn build_spec(args: &CreateArgs, cwd: &Path) -> anyhow::Result<(EndpointSpec
 async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let (mut spec, code) = build_spec(&args, &cwd)?;
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     attach_code(&client, &mut spec.job, code.as_deref()).await?;
     let name = spec.name.clone();
     let view = client.create_endpoint(&CreateEndpoint { spec }).await?;
@@ -201,7 +200,7 @@ async fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
 async fn update(args: UpdateArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let command = utf8_args(&args.command, 2)?;
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let view = client.endpoint(&args.name).await?;
     let mut spec = view.spec.clone();
     args.serve.apply(&mut spec).map_err(UsageError::error)?;

@@ -8,7 +8,6 @@ use berth_model::endpoint::{CreateEndpointToken, EndpointView, ReplicaRoute, Rep
 use clap::{Args, Subcommand};
 
 use crate::UsageError;
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Subcommand)]
@@ -82,7 +81,7 @@ pub fn explain_url(url: &str) {
 }
 
 pub async fn list(out: OutputArgs) -> anyhow::Result<ExitCode> {
-    let eps = Client::from_env()?.endpoints().await?;
+    let eps = crate::client::from_env()?.endpoints().await?;
     if out.json() {
         output::print_json(&eps)?;
         return Ok(ExitCode::SUCCESS);
@@ -123,7 +122,7 @@ fn state(s: ReplicaState) -> &'static str {
 }
 
 pub async fn show(name: &str, out: OutputArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let v = client.endpoint(name).await?;
     if out.json() {
         output::print_json(&v)?;
@@ -221,7 +220,7 @@ pub async fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
     let id = match args.job {
         Some(id) => id,
         None => {
-            let view = Client::from_env()?.endpoint(&args.name).await?;
+            let view = crate::client::from_env()?.endpoint(&args.name).await?;
             let id = pick_replica(&view, args.replica)?;
             if args.replica.is_none() && view.replicas.len() > 1 {
                 eprintln!(
@@ -247,7 +246,7 @@ pub async fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn token(cmd: TokenCommand) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     match cmd {
         TokenCommand::Create { name, label, output: out } => {
             let t = client.create_endpoint_token(&name, &CreateEndpointToken { label }).await?;

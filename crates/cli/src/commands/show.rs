@@ -22,7 +22,7 @@ pub struct ShowArgs {
 }
 
 pub async fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let d = client.job(args.id).await?;
     if args.output.json() {
         output::print_json(&d)?;

@@ -36,11 +36,11 @@ pub async fn send_all(
     let req = |tasks: Option<String>| SignalRequest { signal: what.signal.clone(), target: what.target, tasks };
     let mut out = Vec::new();
     for id in ids {
-        out.push((id.to_string(), client.signal(*id, &req(None)).await));
+        out.push((id.to_string(), client.signal(*id, &req(None)).await.map_err(Into::into)));
     }
     for (array, spec) in tasks {
         let label = crate::job_ref::tasks_label(*array, spec);
-        out.push((label, client.signal(*array, &req(Some(spec.to_string()))).await));
+        out.push((label, client.signal(*array, &req(Some(spec.to_string()))).await.map_err(Into::into)));
     }
     out
 }

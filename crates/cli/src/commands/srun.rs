@@ -109,7 +109,7 @@ pub fn slurm_srun_main(args: Vec<OsString>) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("srun: error: {e:#}");
-            if e.downcast_ref::<UsageError>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
+            if crate::is_usage_error(&e) { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
 }
@@ -154,7 +154,7 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
             .and_then(|a| a.parse().ok())
             .zip(var("SLURM_ARRAY_TASK_ID").and_then(|i| i.parse().ok())),
     };
-    let creds = crate::credentials::Credentials {
+    let creds = crate::client::credentials::Credentials {
         url,
         token: Some(token),
         ca_file: var("BERTH_CA_FILE").map(Into::into),

@@ -53,10 +53,9 @@ pub async fn run(command: StoreCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         StoreCommand::Purge { older_than, output } => {
-            let client = crate::client::Client::from_env()?;
+            let client = crate::client::from_env()?;
             let req = PurgeRequest { older_than: format!("{older_than}s") };
-            let path = "/v1/admin/store/purge";
-            let done: PurgeResult = client.json(client.request(reqwest::Method::POST, path).json(&req)).await?;
+            let done: PurgeResult = client.purge_store(&req).await?;
             if output.json() {
                 crate::output::print_json(&done)?;
             } else {

@@ -13,7 +13,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::client_ws::Ws;
+use crate::client::Ws;
 use crate::terminal::{self, DetachWatch, RawMode};
 
 /// What the stream carries besides output.

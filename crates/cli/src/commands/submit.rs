@@ -65,7 +65,7 @@ pub struct JobArgs {
 
 pub async fn run(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let (mut spec, code) = build_job(&args.job)?;
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     attach_code(&client, &mut spec, code.as_deref()).await?;
     crate::run_as::note_before_submit(&client, &spec).await;
     let job = client.submit(&SubmitRequest { spec }).await?;

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use berth_model::api::{CreateTokenRequest, TokenView};
 use clap::{Args, Subcommand};
 
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -44,7 +43,7 @@ pub enum TokenCommand {
 }
 
 pub async fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     match args.command {
         TokenCommand::Create { label, expires, output } => {
             let t = client.create_token(&CreateTokenRequest { label, expires_in: expires }).await?;

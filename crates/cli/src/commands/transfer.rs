@@ -5,8 +5,6 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::client::Client;
-
 #[derive(Debug, Args)]
 pub struct UploadArgs {
     /// The folder: NAME or PROJECT/NAME
@@ -31,12 +29,12 @@ pub struct DownloadArgs {
 pub async fn upload(a: UploadArgs) -> anyhow::Result<ExitCode> {
     let r = super::folder::reference(&a.folder)?;
     let dest = crate::transfer::upload::clean_dest(&a.dest)?;
-    crate::transfer::upload::run(&Client::from_env()?, &r, &a.local, &dest).await?;
+    crate::transfer::upload::run(&crate::client::from_env()?, &r, &a.local, &dest).await?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub async fn download(a: DownloadArgs) -> anyhow::Result<ExitCode> {
     let r = super::folder::reference(&a.folder)?;
-    crate::transfer::download::run(&Client::from_env()?, &r, &a.path, a.local.as_deref()).await?;
+    crate::transfer::download::run(&crate::client::from_env()?, &r, &a.path, a.local.as_deref()).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,6 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::client::Client;
 use crate::output::{self, OutputArgs};
 
 #[derive(Debug, Args)]
@@ -19,11 +18,11 @@ pub struct UiArgs {
 }
 
 pub async fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let link = client.login_link().await?;
     // Over the unix socket the client's URL (`http://localhost`) is no address a browser can
     // open: the manager says where its HTTP listener is.
-    let url = match (&client.socket, link.url) {
+    let url = match (client.socket(), link.url) {
         (Some(_), Some(url)) => url,
         _ => format!("{}{}", client.base_url(), link.path),
     };

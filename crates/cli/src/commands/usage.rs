@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use berth_model::api::{UsageLine, UsageQuery};
 use clap::{Args, ValueEnum};
 
-use crate::client::Client;
 use crate::output;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -31,7 +30,7 @@ pub struct UsageArgs {
 
 pub async fn run(args: UsageArgs) -> anyhow::Result<ExitCode> {
     let q = UsageQuery { by: Some(args.by.clone()), since: Some(args.since.clone()) };
-    let lines = Client::from_env()?.usage(&q).await?;
+    let lines = crate::client::from_env()?.usage(&q).await?;
     match args.format {
         UsageFormat::Json => output::print_json(&lines)?,
         UsageFormat::Csv => print!("{}", csv(&args.by, &lines)?),

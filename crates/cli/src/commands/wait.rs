@@ -29,7 +29,7 @@ pub struct WaitArgs {
 /// succeeded, its exit code when it failed, 128+N for a signal, 1 otherwise); of several, the
 /// worst (the highest). A line on stderr names each job that did not succeed.
 pub async fn run(args: WaitArgs) -> anyhow::Result<std::process::ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     if args.follow && args.ids.len() != 1 {
         anyhow::bail!("--follow shows one job's output: give one job id, or drop --follow");
     }

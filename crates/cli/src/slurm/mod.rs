@@ -71,7 +71,7 @@ pub fn invoked_as(argv0: &OsStr) -> Option<Tool> {
 /// Runs `tool` with `args` (its own name first) and returns its exit status.
 pub fn main(tool: Tool, args: Vec<OsString>) -> ExitCode {
     crate::service::init_logging("warn", crate::service::LogFormat::default());
-    crate::credentials::choose(std::env::var("BERTH_CONTEXT").ok());
+    crate::client::choose(std::env::var("BERTH_CONTEXT").ok());
     let runtime = match crate::runtime(false) {
         Ok(r) => r,
         Err(e) => {

@@ -91,7 +91,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     }
     let spec = args.format.as_deref().unwrap_or(if args.brief { BRIEF } else { DEFAULT });
     let columns = columns(spec).map_err(anyhow::Error::msg)?;
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let fields = jobfields::api_fields(columns.iter().map(|c| &c.info.field));
     let jobs = list(&client, &args, fields).await?;
     let now = jiff::Timestamp::now();

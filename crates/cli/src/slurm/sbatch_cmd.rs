@@ -17,7 +17,6 @@ use anyhow::{Context, anyhow, bail};
 use berth_model::api::SubmitRequest;
 use clap::Parser;
 
-use crate::client::Client;
 use crate::commands::submit::{self, JobArgs};
 use crate::commands::wait;
 
@@ -192,7 +191,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         let default = if spec.array.is_some() { "slurm-%A_%a.out" } else { "slurm-%j.out" };
         spec.output.stdout = Some(default.to_string());
     }
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     submit::attach_code(&client, &mut spec, code.as_deref()).await?;
     crate::run_as::note_before_submit(&client, &spec).await;
     let job = client.submit(&SubmitRequest { spec }).await?;

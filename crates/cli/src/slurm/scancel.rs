@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use reqwest::StatusCode;
 
-use crate::client::{Client, refused_with};
+use crate::client::refused_with;
 use crate::commands::cancel::{Selection, selected};
 use crate::commands::signal::Send;
 
@@ -63,7 +63,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         Some(s) => super::states::parse_states(s).map_err(anyhow::Error::msg)?.unwrap_or_default(),
         None => Vec::new(),
     };
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let mut sel = Selection { ids: Vec::new(), user: args.user, states, name: args.name, queue: args.partition };
     // As `berth cancel`: tasks go to their array unless filters pick among made jobs.
     let tasks = if sel.filtered() {
@@ -93,14 +93,14 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let mut failed = false;
     for id in selected(&client, &sel).await? {
         if let Err(e) = client.cancel(id).await {
-            let Some(why) = kill_error(&e, args.quiet) else { continue };
+            let Some(why) = kill_error(&e.into(), args.quiet) else { continue };
             eprintln!("scancel: error: Kill job error on job id {id}: {why}");
             failed = true;
         }
     }
     for (array, spec) in tasks {
         if let Err(e) = client.cancel_tasks(array, &spec.to_string()).await {
-            let Some(why) = kill_error(&e, args.quiet) else { continue };
+            let Some(why) = kill_error(&e.into(), args.quiet) else { continue };
             eprintln!("scancel: error: Kill job error on job id {}: {why}", crate::job_ref::tasks_label(array, &spec));
             failed = true;
         }
@@ -131,7 +131,7 @@ mod tests {
     use super::*;
 
     fn refused(status: StatusCode, msg: &str) -> anyhow::Error {
-        crate::client::message_for(status, msg.into())
+        anyhow::Error::new(berth_client::Error::from_answer(status, msg.into()))
     }
 
     #[test]

@@ -13,7 +13,7 @@ use berth_model::hostlist;
 use reqwest::StatusCode;
 
 use super::sacct::Sacct;
-use crate::client::{Client, refused_with};
+use crate::client::refused_with;
 use crate::jobfields::{Field, value};
 
 const HELP: &str = "\
@@ -140,7 +140,7 @@ async fn show(args: &[String], oneliner: bool) -> anyhow::Result<ExitCode> {
 }
 
 async fn show_jobs(id: Option<&str>, oneliner: bool) -> anyhow::Result<ExitCode> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let ids = match id {
         Some(id) => {
             let refs = crate::job_ref::parse_list(id).map_err(|_| anyhow!("invalid job id specified: {id}"))?;
@@ -153,7 +153,7 @@ async fn show_jobs(id: Option<&str>, oneliner: bool) -> anyhow::Result<ExitCode>
     }
     let now = jiff::Timestamp::now();
     for (i, job) in ids.into_iter().enumerate() {
-        let detail = client.job(job).await.map_err(invalid_id)?;
+        let detail = client.job(job).await.map_err(|e| invalid_id(e.into()))?;
         if i > 0 && !oneliner {
             println!();
         }

@@ -4,12 +4,10 @@
 use anyhow::bail;
 use berth_model::api::NodeView;
 
-use crate::client::Client;
-
 /// Prints the nodes (all, or the one named), a blank line between records.
 pub async fn show_nodes(name: Option<&str>, oneliner: bool) -> anyhow::Result<()> {
     let nodes: Vec<NodeView> =
-        Client::from_env()?.nodes().await?.into_iter().filter(|n| name.is_none_or(|w| n.name == w)).collect();
+        crate::client::from_env()?.nodes().await?.into_iter().filter(|n| name.is_none_or(|w| n.name == w)).collect();
     if let (Some(w), true) = (name, nodes.is_empty()) {
         bail!("Node {w} not found");
     }
@@ -20,7 +18,7 @@ pub async fn show_nodes(name: Option<&str>, oneliner: bool) -> anyhow::Result<()
 
 /// Prints the queues (all, or the one named) as partitions.
 pub async fn show_partitions(name: Option<&str>, oneliner: bool) -> anyhow::Result<()> {
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let queues: Vec<_> = client.queues().await?.into_iter().filter(|q| name.is_none_or(|w| q.name == w)).collect();
     if let (Some(w), true) = (name, queues.is_empty()) {
         bail!("Partition {w} not found");

@@ -10,7 +10,6 @@ use clap::Parser;
 
 use super::format::{self, Item};
 use super::states::node_state;
-use crate::client::Client;
 use crate::when::squeue_duration;
 
 /// Slurm's defaults; `#` is the widest partition name or node list, at least 9 (as Slurm
@@ -62,7 +61,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     for c in format::unknown_codes(&items, |c| header(c).is_some()) {
         eprintln!("sinfo: error: Invalid node format specification: {c}");
     }
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let (queues, nodes) = (client.queues().await?, client.nodes().await?);
     let rows = rows(&args, &queues, &nodes, spec.contains("%t") || spec.contains("%T") || args.node);
     widen(spec, &mut items, &rows);

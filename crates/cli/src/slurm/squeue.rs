@@ -74,7 +74,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     for c in format::unknown_codes(&items, |c| header(c).is_some()) {
         eprintln!("squeue: error: Invalid job format specification: {c}");
     }
-    let client = Client::from_env()?;
+    let client = crate::client::from_env()?;
     let jobs = list(&client, &args, api_fields(&items)).await?;
     let now = jiff::Timestamp::now();
     if !args.noheader {

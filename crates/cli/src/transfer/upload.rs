@@ -16,7 +16,7 @@ use tokio::io::AsyncReadExt;
 
 use super::{PARALLEL, PIECE, Summary, join, progress};
 use crate::client::Client;
-use crate::client_folders::Piece;
+use crate::client::Piece;
 
 /// One local file to send.
 #[derive(Debug, Clone)]

@@ -14,33 +14,32 @@
 //! Contexts (several clusters, like kubectl's): the file's top-level fields are the context
 //! named `default` (all a file had before contexts), `[contexts.NAME]` tables hold the others
 //! with the same fields, and `current_context` names the one in use. [`load`] is the one place
-//! that picks it: `--context` (or `BERTH_CONTEXT`, [`choose`]), else `current_context`, else
-//! `default`; `commands/context.rs` edits the file.
+//! that picks it: the context asked for (`berth --context`, `BERTH_CONTEXT`), else
+//! `current_context`, else `default`; [`FileContents`] reads and edits the file (`berth context`).
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-use anyhow::{Context, bail};
-use serde::{Deserialize, Serialize};
+use crate::Error;
 
 /// The manager's address, the caller's API token, and the extra certificates to trust it by.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Credentials {
     pub url: String,
     /// `None` only over the socket, where the caller's Unix account identifies it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
-    /// PEM certificates trusted besides the public roots (see `berth_agent::tls`).
+    /// PEM certificates trusted besides the public roots (see `berth_tls::client`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
     /// The manager's unix socket, used instead of `url` when it exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<PathBuf>,
     /// The data dir of the berth that wrote the file (`berth up`, `berth manager`), so that
-    /// another one does not take the file over silently (`cred_guard.rs`).
+    /// another one does not take the file over silently (the CLI's `cred_guard.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
 }
@@ -155,7 +154,7 @@ impl FileContents {
     /// The context `chosen` (`--context`, `BERTH_CONTEXT`), else the current one, with its
     /// name; an unknown name is an error that lists the known ones. The `default` context
     /// may be empty unless chosen by name.
-    pub fn select(&self, chosen: Option<&str>) -> anyhow::Result<(String, Entry)> {
+    pub fn select(&self, chosen: Option<&str>) -> Result<(String, Entry), Error> {
         let name = chosen.unwrap_or(self.current());
         if let Some(e) = self.get(name) {
             return Ok((name.to_string(), e));
@@ -163,12 +162,7 @@ impl FileContents {
         if name == DEFAULT_CONTEXT && chosen.is_none() {
             return Ok((name.to_string(), Entry::default()));
         }
-        let known = match self.names() {
-            n if n.is_empty() => "there are none: add one with `berth context add` or `berth login`".to_string(),
-            n => format!("known contexts: {}", n.join(", ")),
-        };
-        let whose = if chosen.is_some() { "" } else { " (the current context in the credentials file)" };
-        Err(crate::UsageError::error(format!("unknown context `{name}`{whose}: {known}")))
+        Err(Error::UnknownContext { name: name.to_string(), chosen: chosen.is_some(), known: self.names() })
     }
 }
 
@@ -179,52 +173,39 @@ pub const SYSTEM_SOCKET: &str = "/var/lib/berth/berth.sock";
 /// The URL requests over a unix socket carry (the host is not used).
 pub const SOCKET_URL: &str = "http://localhost";
 
-const NOT_CONFIGURED: &str = "no berth manager configured: run `berth up`, or set BERTH_URL and BERTH_TOKEN";
-
-/// [`NOT_CONFIGURED`] with where berth looked, and how to point it at a manager elsewhere.
-fn not_configured(file: &Path, system_socket: &Path) -> anyhow::Error {
-    anyhow::anyhow!(
-        "{NOT_CONFIGURED}\n  looked in: the credentials file {} (none; BERTH_CREDENTIALS names another), the \
-         socket {} (none)\n  a `berth up` with another data dir: export BERTH_SOCKET=<its data dir>/berth.sock",
-        file.display(),
-        system_socket.display()
-    )
-}
-
-/// The context named by `--context` or `BERTH_CONTEXT` for this command, if any.
-static CHOSEN: OnceLock<Option<String>> = OnceLock::new();
-
-/// Names the context this command uses (`--context`, `BERTH_CONTEXT`); main calls it once.
-pub fn choose(name: Option<String>) {
-    let _ = CHOSEN.set(name.filter(|n| !n.is_empty()));
-}
-
-/// The context named for this command, if any.
-pub fn chosen() -> Option<&'static str> {
-    CHOSEN.get().and_then(|c| c.as_deref())
+/// "No manager" with where berth looked, and how to point it at a manager elsewhere.
+fn not_configured(file: &Path, system_socket: &Path) -> Error {
+    Error::NotConfigured {
+        looked: format!(
+            "\n  looked in: the credentials file {} (none; BERTH_CREDENTIALS names another), the \
+             socket {} (none)\n  a `berth up` with another data dir: export BERTH_SOCKET=<its data dir>/berth.sock",
+            file.display(),
+            system_socket.display()
+        ),
+    }
 }
 
 /// The credentials file path (it may not exist yet): `BERTH_CREDENTIALS`, else the user's.
-pub fn path() -> anyhow::Result<PathBuf> {
+pub fn path() -> Result<PathBuf, Error> {
     if let Some(p) = std::env::var_os("BERTH_CREDENTIALS").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
     path_from(std::env::var_os("XDG_CONFIG_HOME"), std::env::var_os("HOME"))
 }
 
-fn path_from(xdg: Option<std::ffi::OsString>, home: Option<std::ffi::OsString>) -> anyhow::Result<PathBuf> {
+fn path_from(xdg: Option<std::ffi::OsString>, home: Option<std::ffi::OsString>) -> Result<PathBuf, Error> {
     // The XDG spec says a relative XDG_CONFIG_HOME is invalid and must be ignored.
     let base = match (xdg.map(PathBuf::from).filter(|p| p.is_absolute()), home) {
         (Some(x), _) => x,
         (None, Some(h)) if !h.is_empty() => PathBuf::from(h).join(".config"),
-        _ => bail!("cannot find the credentials file: neither XDG_CONFIG_HOME nor HOME is set"),
+        _ => return Err(Error::NoConfigDir),
     };
     Ok(base.join("berth").join("credentials"))
 }
 
 /// Writes `creds` as the context `name` of the credentials file (the other contexts stay as
 /// they are) and returns its path.
-pub fn write_context(name: &str, creds: &Credentials) -> anyhow::Result<PathBuf> {
+pub fn write_context(name: &str, creds: &Credentials) -> Result<PathBuf, Error> {
     let p = path()?;
     let mut file = read_all(&p)?;
     file.set(name, creds.clone().into());
@@ -234,7 +215,7 @@ pub fn write_context(name: &str, creds: &Credentials) -> anyhow::Result<PathBuf>
 
 /// Writes `creds` to `p` as its `default` context, keeping the others (a file that cannot be
 /// read works for nobody: it is replaced).
-pub fn write_to(p: &Path, creds: &Credentials) -> anyhow::Result<()> {
+pub fn write_to(p: &Path, creds: &Credentials) -> Result<(), Error> {
     let mut file = read_all(p).unwrap_or_default();
     file.set(DEFAULT_CONTEXT, creds.clone().into());
     write_all(p, &file)
@@ -243,16 +224,16 @@ pub fn write_to(p: &Path, creds: &Credentials) -> anyhow::Result<()> {
 /// Writes the whole file `p`. The directory is created `0700` and the file `0600` (tokens are
 /// passwords); the write goes to a temporary file renamed into place, so a reader never sees
 /// half a file.
-pub fn write_all(p: &Path, file: &FileContents) -> anyhow::Result<()> {
-    let dir = p.parent().context("credentials path has no directory")?;
+pub fn write_all(p: &Path, file: &FileContents) -> Result<(), Error> {
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.exists() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     }
-    let body = toml::to_string(file).context("cannot encode credentials")?;
+    let body = toml::to_string(file).map_err(|e| Error::internal("cannot encode credentials", e))?;
     let body = format!("# written by berth (`up`, `login`, `context`); keep it private (it holds API tokens)\n{body}");
     let tmp = dir.join(format!(".credentials.{}.tmp", std::process::id()));
     let result = (|| -> std::io::Result<()> {
@@ -266,17 +247,24 @@ pub fn write_all(p: &Path, file: &FileContents) -> anyhow::Result<()> {
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result.with_context(|| format!("cannot write {}", p.display()))
+    result.map_err(|e| Error::io(format!("cannot write {}", p.display()), e))
 }
 
-/// Finds the manager for a user command.
-pub fn load() -> anyhow::Result<Credentials> {
+/// Finds the manager from the environment and the credentials file, in the context
+/// `BERTH_CONTEXT` names (else the file's current one).
+pub fn load() -> Result<Credentials, Error> {
+    load_context(std::env::var("BERTH_CONTEXT").ok().filter(|v| !v.is_empty()).as_deref())
+}
+
+/// Finds the manager from the environment and the credentials file, in the context `context`
+/// (`None`: the file's current one).
+pub fn load_context(context: Option<&str>) -> Result<Credentials, Error> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let vars = Vars {
         url: env("BERTH_URL"),
         token: env("BERTH_TOKEN"),
         socket: env("BERTH_SOCKET").map(PathBuf::from),
-        context: chosen().map(str::to_string),
+        context: context.map(str::to_string),
     };
     let mut creds = resolve(vars, &path()?, Path::new(SYSTEM_SOCKET))?;
     if let Some(ca) = env("BERTH_CA_FILE") {
@@ -298,7 +286,7 @@ struct Vars {
 /// Picks the way to the manager: `BERTH_URL` (TCP), else `BERTH_SOCKET`, else the file's
 /// socket when it exists, else the file's URL, else the system socket when it exists; the
 /// file's fields are those of the context chosen, else its current one.
-fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Credentials> {
+fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> Result<Credentials, Error> {
     let from_file = if vars.url.is_some() && vars.token.is_some() {
         // Both set: the file is not needed, and a broken one must not get in the way.
         Entry::default()
@@ -345,13 +333,13 @@ fn resolve(vars: Vars, file: &Path, system_socket: &Path) -> anyhow::Result<Cred
             data_dir: None,
         }),
         (None, None) => Err(not_configured(file, system_socket)),
-        (Some(_), None) => bail!("BERTH_URL is set but no token is: set BERTH_TOKEN too ({NOT_CONFIGURED})"),
-        (None, Some(_)) => bail!("BERTH_TOKEN is set but no manager URL is: set BERTH_URL too ({NOT_CONFIGURED})"),
+        (Some(_), None) => Err(Error::NoToken),
+        (None, Some(_)) => Err(Error::NoUrl),
     }
 }
 
 /// The credentials in `file` as written, when it holds a URL and a token.
-pub fn read(file: &Path) -> anyhow::Result<Option<Credentials>> {
+pub fn read(file: &Path) -> Result<Option<Credentials>, Error> {
     let f = read_all(file)?.default_entry();
     Ok(f.url.zip(f.token).map(|(url, token)| Credentials {
         url,
@@ -363,25 +351,21 @@ pub fn read(file: &Path) -> anyhow::Result<Option<Credentials>> {
 }
 
 /// A context name: 1 to 63 letters, digits, `.`, `_`, `-`, starting with a letter or digit.
-pub fn check_context_name(name: &str) -> anyhow::Result<()> {
+pub fn check_context_name(name: &str) -> Result<(), Error> {
     let ok = name.len() < 64
         && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(crate::UsageError::error(format!(
-            "invalid context name `{name}`: use 1 to 63 letters, digits, `.`, `_` or `-`, starting with a letter or digit"
-        )))
-    }
+    if ok { Ok(()) } else { Err(Error::InvalidContextName(name.to_string())) }
 }
 
 /// The whole file `file`; empty when there is none.
-pub fn read_all(file: &Path) -> anyhow::Result<FileContents> {
+pub fn read_all(file: &Path) -> Result<FileContents, Error> {
     match std::fs::read_to_string(file) {
-        Ok(s) => toml::from_str(&s).with_context(|| format!("invalid credentials file {}", file.display())),
+        Ok(s) => {
+            toml::from_str(&s).map_err(|e| Error::BadCredentials { path: file.to_path_buf(), source: Box::new(e) })
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(FileContents::default()),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", file.display())),
+        Err(e) => Err(Error::io(format!("cannot read {}", file.display()), e)),
     }
 }
 
@@ -399,7 +383,7 @@ mod tests {
     }
 
     /// `resolve` with these variables and no system socket.
-    fn res(url: Option<&str>, token: Option<&str>, file: &Path) -> anyhow::Result<Credentials> {
+    fn res(url: Option<&str>, token: Option<&str>, file: &Path) -> Result<Credentials, Error> {
         let vars = Vars { url: url.map(Into::into), token: token.map(Into::into), ..Vars::default() };
         resolve(vars, file, Path::new("/nonexistent/berth.sock"))
     }
@@ -408,7 +392,7 @@ mod tests {
         Credentials { url: url.into(), token: Some(token.into()), ca_file, socket: None, data_dir: None }
     }
 
-    fn write_to(p: &Path, url: &str, token: &str, ca_file: Option<&Path>, socket: Option<&Path>) -> anyhow::Result<()> {
+    fn write_to(p: &Path, url: &str, token: &str, ca_file: Option<&Path>, socket: Option<&Path>) -> Result<(), Error> {
         let c = Credentials {
             url: url.into(),
             token: Some(token.into()),
@@ -479,7 +463,7 @@ mod tests {
     fn missing_everything_says_how_to_fix_it() {
         let dir = tempfile::tempdir().unwrap();
         let e = res(None, None, &dir.path().join("none")).unwrap_err().to_string();
-        assert!(e.starts_with(NOT_CONFIGURED), "{e}");
+        assert!(e.starts_with(crate::error::NOT_CONFIGURED), "{e}");
         assert!(e.contains(&format!("{}", dir.path().join("none").display())), "names the file it read: {e}");
         assert!(e.contains("/nonexistent/berth.sock") && e.contains("BERTH_SOCKET="), "{e}");
         let e = res(Some("http://x"), None, &dir.path().join("none")).unwrap_err();

@@ -1,5 +1,5 @@
-//! The REST client's calls for serving endpoints (`/v1/endpoints`, `berth serve`): the
-//! endpoints themselves and the tokens that may call them.
+//! Serving endpoints (`/v1/endpoints`, `berth serve`): the endpoints themselves and the
+//! tokens that may call them.
 
 use berth_model::endpoint::{
     CreateEndpoint, CreateEndpointToken, CreatedEndpointToken, EndpointTokenView, EndpointView, UpdateEndpoint,
@@ -7,7 +7,7 @@ use berth_model::endpoint::{
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
 
-use crate::client::Client;
+use crate::{Client, Error};
 
 /// What a name must escape in a path: everything but what valid names are made of.
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
@@ -19,23 +19,23 @@ fn endpoint_path(name: &str) -> String {
 }
 
 impl Client {
-    pub async fn create_endpoint(&self, req: &CreateEndpoint) -> anyhow::Result<EndpointView> {
+    pub async fn create_endpoint(&self, req: &CreateEndpoint) -> Result<EndpointView, Error> {
         self.json(self.request(Method::POST, "/v1/endpoints").json(req)).await
     }
 
-    pub async fn endpoints(&self) -> anyhow::Result<Vec<EndpointView>> {
+    pub async fn endpoints(&self) -> Result<Vec<EndpointView>, Error> {
         self.json(self.request(Method::GET, "/v1/endpoints")).await
     }
 
-    pub async fn endpoint(&self, name: &str) -> anyhow::Result<EndpointView> {
+    pub async fn endpoint(&self, name: &str) -> Result<EndpointView, Error> {
         self.json(self.request(Method::GET, &endpoint_path(name))).await
     }
 
-    pub async fn update_endpoint(&self, name: &str, req: &UpdateEndpoint) -> anyhow::Result<EndpointView> {
+    pub async fn update_endpoint(&self, name: &str, req: &UpdateEndpoint) -> Result<EndpointView, Error> {
         self.json(self.request(Method::PATCH, &endpoint_path(name)).json(req)).await
     }
 
-    pub async fn remove_endpoint(&self, name: &str) -> anyhow::Result<()> {
+    pub async fn remove_endpoint(&self, name: &str) -> Result<(), Error> {
         self.send(self.request(Method::DELETE, &endpoint_path(name))).await.map(|_| ())
     }
 
@@ -43,15 +43,15 @@ impl Client {
         &self,
         name: &str,
         req: &CreateEndpointToken,
-    ) -> anyhow::Result<CreatedEndpointToken> {
+    ) -> Result<CreatedEndpointToken, Error> {
         self.json(self.request(Method::POST, &format!("{}/tokens", endpoint_path(name))).json(req)).await
     }
 
-    pub async fn endpoint_tokens(&self, name: &str) -> anyhow::Result<Vec<EndpointTokenView>> {
+    pub async fn endpoint_tokens(&self, name: &str) -> Result<Vec<EndpointTokenView>, Error> {
         self.json(self.request(Method::GET, &format!("{}/tokens", endpoint_path(name)))).await
     }
 
-    pub async fn revoke_endpoint_token(&self, name: &str, id: i64) -> anyhow::Result<()> {
+    pub async fn revoke_endpoint_token(&self, name: &str, id: i64) -> Result<(), Error> {
         self.send(self.request(Method::DELETE, &format!("{}/tokens/{id}", endpoint_path(name)))).await.map(|_| ())
     }
 }

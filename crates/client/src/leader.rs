@@ -10,42 +10,44 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::anyhow;
 use berth_model::api::LEADER_HEADER;
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
+
+use crate::Error;
 
 /// How long a request keeps looking for a leader: a takeover takes about the lease timeout.
 const FOLLOW_FOR: Duration = Duration::from_secs(30);
 /// With several managers, a manager that sends nothing for this long is given up on.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause between rounds while nobody leads.
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 /// The configured managers, and which one leads as far as this client knows.
 #[derive(Clone, Debug)]
-pub struct Managers {
+pub(crate) struct Managers {
     urls: Arc<Vec<String>>,
     current: Arc<Mutex<String>>,
 }
 
 /// Why a request got no answer.
-pub enum SendError {
+pub(crate) enum SendError {
     Transport(reqwest::Error),
-    Other(anyhow::Error),
+    Other(Error),
 }
 
 impl Managers {
     /// `list`: one manager URL, or several comma-separated.
-    pub fn parse(list: &str) -> anyhow::Result<Managers> {
+    pub fn parse(list: &str) -> Result<Managers, Error> {
+        let invalid = |u: &str, why: String| Error::InvalidUrl { url: u.to_string(), why };
         let mut urls = Vec::new();
         for u in list.split(',').map(str::trim).filter(|u| !u.is_empty()) {
-            let parsed = reqwest::Url::parse(u).map_err(|e| anyhow!("invalid manager url `{u}`: {e}"))?;
+            let parsed = reqwest::Url::parse(u).map_err(|e| invalid(u, e.to_string()))?;
             if !matches!(parsed.scheme(), "http" | "https") {
-                anyhow::bail!("invalid manager url `{u}`: use http:// or https://");
+                return Err(invalid(u, "use http:// or https://".into()));
             }
             urls.push(u.trim_end_matches('/').to_string());
         }
-        let first = urls.first().cloned().ok_or_else(|| anyhow!("invalid manager url `{list}`: it is empty"))?;
+        let first = urls.first().cloned().ok_or_else(|| invalid(list, "it is empty".into()))?;
         Ok(Managers { urls: Arc::new(urls), current: Arc::new(Mutex::new(first)) })
     }
 
@@ -93,12 +95,12 @@ impl Managers {
             let base = self.current();
             // A body that cannot be copied (a stream) is sent once, without retries.
             let Some(mut attempt) = req.as_ref().and_then(|r| r.try_clone()).or_else(|| req.take()) else {
-                return Err(SendError::Other(anyhow!("the request could not be sent again")));
+                return Err(SendError::Other(Error::Protocol("the request could not be sent again".into())));
             };
             *attempt.url_mut() = rebase(attempt.url(), &base).map_err(SendError::Other)?;
-            // On a runtime thread, where SIGPIPE is blocked (main.rs): see `Client::send`.
+            // On a runtime thread: see `Client::send`.
             let sent = tokio::spawn(http.execute(attempt)).await;
-            let sent = sent.map_err(|e| SendError::Other(anyhow!("the request task failed: {e}")))?;
+            let sent = sent.map_err(|e| SendError::Other(Error::internal("the request task failed", e)))?;
             let more = req.is_some() && Instant::now() < deadline;
             let status = sent.as_ref().map(|r| r.status()).ok();
             match sent {
@@ -147,12 +149,13 @@ impl Managers {
 }
 
 /// `url`'s path and query on the manager at `base`.
-fn rebase(url: &reqwest::Url, base: &str) -> anyhow::Result<reqwest::Url> {
+fn rebase(url: &reqwest::Url, base: &str) -> Result<reqwest::Url, Error> {
     let path = match url.query() {
         Some(q) => format!("{}?{q}", url.path()),
         None => url.path().to_string(),
     };
-    reqwest::Url::parse(&format!("{base}{path}")).map_err(|e| anyhow!("invalid manager url `{base}`: {e}"))
+    reqwest::Url::parse(&format!("{base}{path}"))
+        .map_err(|e| Error::InvalidUrl { url: base.to_string(), why: e.to_string() })
 }
 
 #[cfg(test)]
