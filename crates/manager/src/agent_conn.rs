@@ -268,7 +268,7 @@ pub async fn register(
         })
         .await?;
     // A drain outlives the agent's connections: keep it (it was loaded from the store).
-    let drain = st.nodes.get(node).and_then(|n| n.drain.clone());
+    let drain = st.node(node).and_then(|n| n.drain.clone());
     if m.queues.get(&queue).is_none() {
         tracing::warn!(node, queue, "node joined a queue that is not configured: no job will run on it");
     }
@@ -347,7 +347,7 @@ pub async fn register(
                 st.send(node, ManagerMessage::StopKernel { cmd_id, key: r.key, reason, grace_ms: 10_000 });
             }
             KernelEvent::Finished { outcome, exit_code, message, usage, .. } => {
-                st.meters.finished(r.key, usage, m.clock.instant());
+                st.meters_mut().finished(r.key, usage, m.clock.instant());
                 m.jobs.kernel_finished(&mut st, node, r.key, outcome, exit_code, &message).await;
             }
         }
@@ -406,7 +406,7 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
         AgentMessage::Containers { info } => m.nodes.containers_changed(st, node, info.clone()),
         AgentMessage::Heartbeat { at, usage, gpus } => {
             let now = m.clock.instant();
-            if let Some(n) = st.nodes.get_mut(node) {
+            if let Some(n) = st.node_mut(node) {
                 n.last_heartbeat = Some(*at);
                 n.gpus_in_use.clone_from(gpus);
             }
@@ -417,12 +417,12 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
                     j.attempt.number == s.key.attempt && j.state.holds_resources() && j.on_node(s.key.index, node)
                 });
                 if current {
-                    st.meters.record(s.key, s.usage, now);
+                    st.meters_mut().record(s.key, s.usage, now);
                 }
             }
         }
         AgentMessage::Envs { envs } => {
-            if let Some(n) = st.nodes.get_mut(node) {
+            if let Some(n) = st.node_mut(node) {
                 n.envs.clone_from(envs);
             }
         }
@@ -447,7 +447,7 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
                 }
             }
             KernelEvent::Finished { outcome, exit_code, message, usage, .. } => {
-                st.meters.finished(*key, *usage, m.clock.instant());
+                st.meters_mut().finished(*key, *usage, m.clock.instant());
                 m.jobs.kernel_finished(st, node, *key, *outcome, *exit_code, message).await;
             }
         },

@@ -50,17 +50,17 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
         let open = unfinished.get(&id).copied().unwrap_or(0);
         let limit = array.throttle.map_or(MAX_AHEAD, u64::from).min(MAX_AHEAD);
         let room = (limit.saturating_sub(open) as usize).min(budget);
-        let progress = st.arrays.get_mut(&id).expect("inserted above");
+        let progress = st.array_mut(id).expect("inserted above");
         let indices = progress.take(&array, room);
         budget -= indices.len();
         let made = make_tasks(m, st, id, &array, indices).await;
         let open = open + made;
-        let progress = &st.arrays[&id];
+        let progress = st.array(id).expect("inserted above");
         let total = array.count();
         if progress.all_made(&array) && open == 0 {
             let (state, why) = progress.outcome(total);
             let end = if state == JobState::Cancelled { EndCause::Cancelled } else { EndCause::Exited };
-            st.arrays.remove(&id);
+            st.forget_array(id);
             if let Err(e) = m.jobs.transition(st, id, Move::end(state, end, why), vec![]).await {
                 tracing::warn!(job = id, "cannot end array: {e}");
             }
@@ -81,10 +81,10 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
 
 /// Reads array `id`'s progress from its tasks' rows unless it is in memory already.
 pub(crate) async fn load_progress(m: &Manager, st: &mut State, id: JobId, array: &ArraySpec) -> Result<(), StoreError> {
-    if let std::collections::hash_map::Entry::Vacant(slot) = st.arrays.entry(id) {
+    if st.array(id).is_none() {
         let rows = m.store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await?;
         let tasks = rows.iter().filter_map(|r| Some((r.spec.array_task?.index, r.state)));
-        slot.insert(ArrayProgress::from_tasks(array, tasks));
+        st.track_array(id, ArrayProgress::from_tasks(array, tasks));
     }
     Ok(())
 }
@@ -114,7 +114,7 @@ pub async fn cancel_tasks(
             Some(&(task, state)) if state.is_terminal() || !st.jobs.contains_key(&task) => (task, state),
             Some(&(task, _)) => (task, m.jobs.cancel(st, task, by).await?.state()),
             None => {
-                if let Some(p) = st.arrays.get_mut(&id) {
+                if let Some(p) = st.array_mut(id) {
                     p.made.insert(index);
                 }
                 let Some(job) = st.jobs.get(&id) else { break };
@@ -151,7 +151,7 @@ async fn make_tasks(m: &Manager, st: &mut State, id: JobId, array: &ArraySpec, i
             Err(StoreError::Duplicate(_)) => {}
             Err(e) => {
                 tracing::warn!(job = id, index, "cannot make array task: {e}");
-                if let Some(p) = st.arrays.get_mut(&id) {
+                if let Some(p) = st.array_mut(id) {
                     for i in &indices[k..] {
                         p.made.remove(i);
                     }

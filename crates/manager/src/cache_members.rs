@@ -56,7 +56,7 @@ pub struct CacheMembers {
 /// Whether a node's cache counts as up: its agent is registered, or it was before a manager
 /// restart and the heartbeat timeout has not yet passed since.
 fn is_up(st: &State, node: &str) -> bool {
-    st.nodes.get(node).is_some_and(|n| n.ready || n.orphan_deadline.is_some())
+    st.node(node).is_some_and(|n| n.ready || n.orphan_deadline.is_some())
 }
 
 fn view(st: &State, r: &CacheNodeRow) -> CacheMemberView {

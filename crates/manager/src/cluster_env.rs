@@ -77,7 +77,7 @@ pub fn role(index: u32) -> String {
 
 /// Where other nodes reach `node`: the address its agent registered, else its name.
 fn address_of(st: &State, node: &str) -> String {
-    st.nodes.get(node).and_then(|n| n.address.clone()).unwrap_or_else(|| node.to_string())
+    st.node(node).and_then(|n| n.address.clone()).unwrap_or_else(|| node.to_string())
 }
 
 /// Ports reserved on each node by the main kernels of jobs holding resources.

@@ -36,7 +36,7 @@ pub async fn check(m: &Manager) {
     let timeout = m.nodes.heartbeat_timeout;
     let mut lost = Vec::new();
     let mut orphaned = Vec::new();
-    for (name, n) in &st.nodes {
+    for (name, n) in st.nodes() {
         if n.ready && n.heard.silent_for(now) > timeout {
             lost.push(name.clone());
         } else if !n.ready && n.orphan_deadline.is_some_and(|d| now > d) {
@@ -52,7 +52,7 @@ pub async fn check(m: &Manager) {
             tracing::error!(node = name, "cannot record lost node: {e}");
             continue;
         }
-        let n = st.nodes.get_mut(&name).expect("listed above");
+        let n = st.node_mut(&name).expect("listed above");
         n.ready = false;
         n.conn = None;
         st.refresh_schedulable(&name);
@@ -63,7 +63,7 @@ pub async fn check(m: &Manager) {
         }
     }
     for name in orphaned {
-        if let Some(n) = st.nodes.get_mut(&name) {
+        if let Some(n) = st.node_mut(&name) {
             n.orphan_deadline = None;
         }
         let reason = format!("node {name} lost: its agent did not reconnect after the manager restarted");

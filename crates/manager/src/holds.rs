@@ -156,7 +156,7 @@ async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId], live: &HashMap<
                 tracing::warn!(job = r.job, "cannot read the tasks of an array others depend on: {e}");
                 continue;
             }
-            if !st.arrays.get(&r.job).is_some_and(|p| p.made.contains(&index)) {
+            if !st.array(r.job).is_some_and(|p| p.made.contains(&index)) {
                 continue;
             }
         }

@@ -19,7 +19,7 @@ pub fn explain_waits(st: &State, out: &mut PassOutput) {
     for w in out.waiting.iter_mut().filter(|w| w.reason.kind == PendingKind::Image) {
         let Some(job) = st.jobs.get(&w.job) else { continue };
         let mut down: Vec<String> = st
-            .nodes
+            .nodes()
             .iter()
             .filter(|(_, n)| n.queue == job.queue && n.ready && !n.containers.docker_ok)
             .map(|(name, n)| match &n.containers.error {

@@ -149,7 +149,7 @@ impl Jobs {
             for t in tasks {
                 Box::pin(self.cancel(st, t, by)).await?;
             }
-            st.arrays.remove(&id);
+            st.forget_array(id);
         }
         match state {
             JobState::Pending => {
@@ -212,7 +212,7 @@ impl Jobs {
         self.write(st, extra).await?;
         st.set_usage(&usage);
         if to.is_terminal() || to == JobState::Pending {
-            st.meters.forget_job(job_id);
+            st.meters_mut().forget_job(job_id);
         }
         let job = st.jobs.get_mut(&job_id).expect("checked above");
         job.state = to;
@@ -267,7 +267,7 @@ impl Jobs {
             }
             if to.is_terminal()
                 && let Some(t) = st.jobs.remove(&job_id).and_then(|j| j.spec.array_task)
-                && let Some(p) = st.arrays.get_mut(&t.array_id)
+                && let Some(p) = st.array_mut(t.array_id)
             {
                 p.ended(to);
             }
@@ -401,7 +401,7 @@ impl Jobs {
                 && j.attempt.ends.get(key.index as usize).is_some_and(|e| e.is_none())
         });
         if !wanted {
-            st.meters.forget_kernel(key);
+            st.meters_mut().forget_kernel(key);
             st.send(node, ManagerMessage::Forget { key });
             return;
         }
@@ -414,11 +414,11 @@ impl Jobs {
             st.send(node, ManagerMessage::Forget { key });
             return;
         }
+        // What it used, as its agent reported with its end (`agent_conn` puts it in the meters).
+        let usage = st.meters().totals(key);
         let job = st.jobs.get_mut(&key.job_id).expect("checked above");
         job.attempt.ends[key.index as usize] = Some(KernelEnd { outcome: Some(outcome), exit_code });
         let all_done = job.attempt.ends.iter().all(|e| e.is_some());
-        // What it used, as its agent reported with its end (`agent_conn` puts it in the meters).
-        let usage = st.meters.totals(key);
         let kernel_exit =
             Change::KernelExit { job_id: key.job_id, attempt: key.attempt, index: key.index, exit_code, usage };
         // A kernel that only holds its node (`launch = first`) never ends by itself: when it

@@ -238,7 +238,7 @@ impl Manager {
             stored_jobs = stored,
             archived_jobs = archived,
             pending,
-            nodes = st.nodes.len(),
+            nodes = st.nodes().len(),
             "rebuilt state from the store"
         );
         Ok(())

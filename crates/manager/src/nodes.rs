@@ -74,7 +74,7 @@ impl Nodes {
         by: &str,
     ) -> Result<NodeState, ApiError> {
         let mut st = jobs.lock().await;
-        if !st.nodes.contains_key(name) {
+        if !st.nodes().contains_key(name) {
             return Err(unknown_node(&st, name));
         }
         let reason = reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
@@ -83,7 +83,7 @@ impl Nodes {
             return Err(ApiError::bad_request("drain reason too long: keep it under 512 bytes"));
         }
         self.store.set_node_drain(name, Some(&reason)).await?;
-        let n = st.nodes.get_mut(name).expect("checked above");
+        let n = st.node_mut(name).expect("checked above");
         n.drain = Some(reason.clone());
         st.refresh_schedulable(name);
         tracing::info!(node = name, by, reason, "node drained");
@@ -93,11 +93,11 @@ impl Nodes {
     /// Undrains `name`: it takes jobs again (once its agent is connected).
     pub async fn undrain(&self, jobs: &Jobs, name: &str, by: &str) -> Result<NodeState, ApiError> {
         let mut st = jobs.lock().await;
-        if !st.nodes.contains_key(name) {
+        if !st.nodes().contains_key(name) {
             return Err(unknown_node(&st, name));
         }
         self.store.set_node_drain(name, None).await?;
-        st.nodes.get_mut(name).expect("checked above").drain = None;
+        st.node_mut(name).expect("checked above").drain = None;
         st.refresh_schedulable(name);
         tracing::info!(node = name, by, "node undrained");
         self.wake.notify_one();
@@ -109,14 +109,14 @@ impl Nodes {
     pub async fn reassign(&self, jobs: &Jobs, queues: &[QueueConfig]) {
         let mut st = jobs.lock().await;
         let moves: Vec<(String, String)> = st
-            .nodes
+            .nodes()
             .iter()
             .map(|(name, n)| (name.clone(), queue_for(queues, name, &n.labels, &n.asked_queue)))
-            .filter(|(name, q)| st.nodes.get(name).is_some_and(|n| &n.queue != q))
+            .filter(|(name, q)| st.node(name).is_some_and(|n| &n.queue != q))
             .collect();
         for (name, queue) in moves {
             tracing::info!(node = %name, queue, "node moves to the queue that selects it");
-            st.nodes.get_mut(&name).expect("listed above").queue = queue.clone();
+            st.node_mut(&name).expect("listed above").queue = queue.clone();
             if let Some(l) = st.ledger_mut(&name) {
                 l.set_queue(queue.clone());
                 self.publish_shape(l);
@@ -128,7 +128,7 @@ impl Nodes {
     /// An agent reported a change of its Docker: new image sets for the scheduler (called
     /// with the state locked, among the agent's other messages).
     pub fn containers_changed(&self, st: &mut State, node: &str, info: ContainerInfo) {
-        let Some(n) = st.nodes.get_mut(node) else { return };
+        let Some(n) = st.node_mut(node) else { return };
         tracing::info!(node, docker_ok = info.docker_ok, images = info.images.len(), "node's docker changed");
         let images = crate::images::ledger_images(&info);
         let mounts = info.allow_mounts.clone();
@@ -148,7 +148,7 @@ impl Nodes {
     /// `ready` (but takes no new jobs) until the heartbeat timeout declares it lost.
     pub async fn disconnected(&self, jobs: &Jobs, node: &str, conn_id: u64) {
         let mut st = jobs.lock().await;
-        let Some(n) = st.nodes.get_mut(node) else { return };
+        let Some(n) = st.node_mut(node) else { return };
         if n.conn.as_ref().is_some_and(|c| c.id == conn_id) {
             n.conn = None;
             st.refresh_schedulable(node);
@@ -170,7 +170,7 @@ pub fn queue_for(queues: &[QueueConfig], node: &str, labels: &BTreeMap<String, S
 }
 
 fn unknown_node(st: &State, name: &str) -> ApiError {
-    let mut names: Vec<&str> = st.nodes.keys().map(String::as_str).collect();
+    let mut names: Vec<&str> = st.nodes().keys().map(String::as_str).collect();
     names.sort_unstable();
     let known = if names.is_empty() { "none yet".to_string() } else { names.join(", ") };
     ApiError::not_found(format!("no node `{name}`: known nodes are {known} (see `berth nodes`)"))

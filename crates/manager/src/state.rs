@@ -82,7 +82,7 @@ pub struct State {
     usage: Usage,
     /// One ledger per node; a slice because `schedule` takes `&[NodeLedger]`.
     ledgers: Vec<NodeLedger>,
-    pub nodes: HashMap<String, Node>,
+    nodes: HashMap<String, Node>,
     /// Agent reports to apply again: the store refused their change (`deferred.rs`).
     deferred: Vec<crate::deferred::Deferred>,
     /// Open while the report loop applies a batch of agent reports (`batch.rs`).
@@ -104,7 +104,7 @@ pub struct State {
     /// looked up).
     untried_places: std::cell::OnceCell<HashMap<JobId, (u32, usize)>>,
     /// What running jobs use now, from the agents' heartbeats.
-    pub meters: Meters,
+    meters: Meters,
     /// PENDING jobs kept out of `pending` until their begin time and dependency allow them
     /// (`holds.rs`): the scheduler never sees them.
     held: std::collections::BTreeSet<JobId>,
@@ -112,7 +112,7 @@ pub struct State {
     /// store once: an ended job no longer changes; `None`: no longer on record).
     ended_targets: HashMap<berth_model::JobRef, Option<berth_sched::depend::Target>>,
     /// How far each job array has got (`arrays.rs`), once a pass looked at it.
-    pub arrays: HashMap<JobId, crate::array_progress::ArrayProgress>,
+    arrays: HashMap<JobId, crate::array_progress::ArrayProgress>,
     /// Run times of the jobs that ended after running, by user, name and size
     /// (`predictions.rs`): each job's estimate as it enters the pending set.
     predictor: berth_sched::Predictor,
@@ -349,5 +349,34 @@ impl State {
         for r in &holding {
             assert_eq!(Some(r), self.running.get(r.id), "running set out of step for job {}", r.id);
         }
+    }
+
+    /// What running jobs use now, from the agents' heartbeats.
+    pub fn meters(&self) -> &Meters {
+        &self.meters
+    }
+
+    /// The meters, for an agent's samples and kernels' ends.
+    pub fn meters_mut(&mut self) -> &mut Meters {
+        &mut self.meters
+    }
+
+    /// How far job array `id` has got, once a pass looked at it (`arrays.rs`).
+    pub fn array(&self, id: JobId) -> Option<&crate::array_progress::ArrayProgress> {
+        self.arrays.get(&id)
+    }
+
+    pub fn array_mut(&mut self, id: JobId) -> Option<&mut crate::array_progress::ArrayProgress> {
+        self.arrays.get_mut(&id)
+    }
+
+    /// Keeps array `id`'s progress, read from its tasks' rows (a pass looked at it).
+    pub fn track_array(&mut self, id: JobId, progress: crate::array_progress::ArrayProgress) {
+        self.arrays.insert(id, progress);
+    }
+
+    /// Array `id` ended: its progress is no longer needed.
+    pub fn forget_array(&mut self, id: JobId) {
+        self.arrays.remove(&id);
     }
 }

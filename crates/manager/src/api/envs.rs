@@ -20,7 +20,7 @@ use crate::manager::Manager;
 pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<NodeEnvs>> {
     let st = m.jobs.lock().await;
     let view = st
-        .nodes
+        .nodes()
         .iter()
         .filter(|(_, n)| n.ready && !n.envs.is_empty())
         .map(|(name, n)| NodeEnvs { node: name.clone(), envs: n.envs.clone() })
@@ -47,7 +47,7 @@ pub async fn remove(
     let removed = {
         let mut st = m.jobs.lock().await;
         let mut full: Vec<&str> = st
-            .nodes
+            .nodes()
             .values()
             .filter(|n| n.ready)
             .flat_map(|n| n.envs.iter().map(|e| e.key.as_str()).filter(|k| k.starts_with(&key)))
@@ -60,7 +60,7 @@ pub async fn remove(
             _ => return Err(ApiError::bad_request(format!("{key} names several environments: give more of the key"))),
         };
         let busy: Vec<String> = st
-            .nodes
+            .nodes()
             .iter()
             .filter_map(|(name, n)| {
                 let e = n.envs.iter().find(|e| e.key == full && e.in_use > 0)?;
@@ -75,7 +75,7 @@ pub async fn remove(
             )));
         }
         let mut nodes = Vec::new();
-        for (name, n) in st.nodes.iter_mut().filter(|(_, n)| n.ready) {
+        for (name, n) in st.nodes_mut().filter(|(_, n)| n.ready) {
             let before = n.envs.len();
             // Gone from listings at once; the agent's next report confirms it.
             n.envs.retain(|e| e.key != full);

@@ -17,7 +17,7 @@ pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Jso
     let st = m.jobs.lock().await;
     let mut by_image: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut view = ImagesView::default();
-    for (name, n) in &st.nodes {
+    for (name, n) in st.nodes() {
         if !n.ready {
             continue;
         }

@@ -424,7 +424,7 @@ pub async fn show(
         && j.state.holds_resources()
     {
         // A running job: what it used so far, from its nodes' last samples.
-        job.usage = st.meters.job(id, j.attempt.number).or(job.usage);
+        job.usage = st.meters().job(id, j.attempt.number).or(job.usage);
         job.deadline = crate::idle::deadline(&m, j);
         // A preparing job: how far its setup is (memory only, as its agent reported).
         job.setup = j.attempt.setup.clone().filter(|_| j.state == JobState::Preparing);

@@ -13,7 +13,7 @@ use crate::manager::Manager;
 #[utoipa::path(get, path = "/v1/nodes", tag = "nodes", responses((status = 200, body = Vec<NodeView>)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<NodeView>> {
     let st = m.jobs.lock().await;
-    let mut names: Vec<&String> = st.nodes.keys().collect();
+    let mut names: Vec<&String> = st.nodes().keys().collect();
     names.sort();
     axum::Json(names.into_iter().filter_map(|n| st.node_view(n)).collect())
 }

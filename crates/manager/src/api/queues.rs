@@ -25,7 +25,7 @@ fn view(st: &crate::state::State, q: &QueueConfig) -> QueueView {
     QueueView {
         name: q.name.clone(),
         policy: config::to_policy(q),
-        nodes: st.nodes.values().filter(|n| n.queue == q.name).count() as u32,
+        nodes: st.nodes().values().filter(|n| n.queue == q.name).count() as u32,
         pending,
         running,
     }

@@ -35,7 +35,7 @@ pub async fn usage(
         // their ended kernels used).
         let st = m.jobs.lock().await;
         for r in rows.iter_mut().filter(|r| r.state.holds_resources()) {
-            if let Some(live) = st.meters.job(r.id, r.attempt) {
+            if let Some(live) = st.meters().job(r.id, r.attempt) {
                 r.used = Some(live.total);
             }
         }

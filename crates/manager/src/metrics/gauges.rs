@@ -230,7 +230,7 @@ mod tests {
     fn levels_come_from_the_state() {
         let (mut st, _) = one_running_job();
         st.register_node("n2".into(), node(1), NodeLedger::new("n2", "default", Topology::synthetic(1, 4, 8 << 30, 1)));
-        for n in st.nodes.values_mut() {
+        for n in st.nodes_mut().map(|(_, n)| n) {
             n.drain = Some("maintenance".into());
         }
         let mut waiting = job(2, JobState::Pending);

@@ -21,7 +21,7 @@ use crate::manager::Manager;
 pub async fn decide(m: &Manager, proxy: &Proxy, key: &AppKey, node: Option<&str>) {
     let opened = proxy.opened(key);
     let address = match node {
-        Some(n) => m.jobs.lock().await.nodes.get(n).and_then(|n| n.address.clone()),
+        Some(n) => m.jobs.lock().await.nodes().get(n).and_then(|n| n.address.clone()),
         None => None,
     };
     let target = opened

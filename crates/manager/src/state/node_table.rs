@@ -2,6 +2,8 @@
 //! and change the ledgers only through these methods, so the index a node keeps into
 //! [`State::ledgers`] always points at its own.
 
+use std::collections::HashMap;
+
 use berth_model::api::{GpuView, NodeState, NodeView};
 use berth_model::{Binding, JobId, Topology};
 use berth_sched::NodeLedger;
@@ -23,6 +25,26 @@ impl State {
             }
         };
         self.nodes.insert(name, node);
+    }
+
+    /// The node table (nodes join it only through [`State::register_node`]).
+    pub fn nodes(&self) -> &HashMap<String, Node> {
+        &self.nodes
+    }
+
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    /// Node `name`, to change what its agent reported, its drain or its queue (its ledger
+    /// through [`State::ledger_mut`]).
+    pub fn node_mut(&mut self, name: &str) -> Option<&mut Node> {
+        self.nodes.get_mut(name)
+    }
+
+    /// Every node, to change them all (an admin's drain of every node, a broadcast).
+    pub fn nodes_mut(&mut self) -> impl Iterator<Item = (&String, &mut Node)> {
+        self.nodes.iter_mut()
     }
 
     /// Every node's ledger (what a pass places jobs on).
