@@ -146,10 +146,11 @@ async fn a_failing_sub_kernel_fails_the_job_and_stops_main() {
     // A sub kernel that succeeds early does not end the job: main decides.
     let (id, ks) = start_two(&e, &mut a1, &mut a2).await;
     let (sub_node, sub_key, _) = ks[1].clone();
-    agent_of(&sub_node, &mut a1, &mut a2)
-        .send(AgentMessage::Kernel { key: sub_key, event: finished(KernelOutcome::Succeeded, Some(0)) })
-        .await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let sub = agent_of(&sub_node, &mut a1, &mut a2);
+    sub.send(AgentMessage::Kernel { key: sub_key, event: finished(KernelOutcome::Succeeded, Some(0)) }).await;
+    // The manager tells the agent to forget the kernel once its end is stored: by then it
+    // has decided what the end means for the job.
+    sub.expect("forget", |m| matches!(m, ManagerMessage::Forget { key } if *key == sub_key)).await;
     assert_eq!(e.admin.state(id).await, "RUNNING");
     let (main_node, main_key, _) = ks[0].clone();
     agent_of(&main_node, &mut a1, &mut a2)
