@@ -315,18 +315,9 @@ pub fn parse_head_of_line(s: &str) -> Result<HeadOfLine, String> {
     ))
 }
 
+/// An ordering's name (`berth_sched::Ordering`'s table: the same names as the API and `berth sim`).
 pub fn parse_ordering(s: &str) -> Result<Ordering, String> {
-    match s {
-        "fifo" => Ok(Ordering::Fifo),
-        "lifo" => Ok(Ordering::Lifo),
-        "drf" => Ok(Ordering::Drf),
-        "fair-share" => Ok(Ordering::FairShare),
-        "las" => Ok(Ordering::Las),
-        "qssf" => Ok(Ordering::Qssf),
-        _ => Err(format!(
-            "ordering `{s}` is not valid: use \"fifo\", \"lifo\", \"drf\", \"fair-share\", \"las\" or \"qssf\""
-        )),
-    }
+    s.parse().map_err(|_| format!("ordering `{s}` is not valid: use {}", Ordering::names_quoted()))
 }
 
 /// The file's `reservations` number: a whole number of at least 1.
@@ -398,7 +389,7 @@ fn kebab<T: serde::Serialize>(v: T) -> String {
 /// The policy of a queue as the API shows it.
 pub fn to_policy(q: &QueueConfig) -> QueuePolicy {
     QueuePolicy {
-        ordering: kebab(q.ordering),
+        ordering: q.ordering.to_string(),
         head_of_line: head_of_line_name(q.head_of_line),
         backfill_window: q.backfill_window,
         scoring: kebab(q.scoring),

@@ -142,11 +142,11 @@ impl<'i, 'a> Walk<'i, 'a> {
         ];
         let pool = Pool::new(nodes, q.scoring, source.floors(), words);
         let aged_cutoff = q.reserve_after_ms.map(|b| input.now.saturating_sub(b));
-        let aged_source = aged_cutoff.map(|_| source.clone());
-        let mut order = Order::with(q.ordering, &q.las_thresholds, source, running, kept, input.fair_share, totals);
-        if let (Some(cutoff), Some(source)) = (aged_cutoff, aged_source) {
-            order = order.aged(cutoff, &source);
-        }
+        let of_queue = match kept {
+            Some(set) => crate::orderings::Running::Kept(set.queue(source.name)),
+            None => crate::orderings::Running::List(running),
+        };
+        let order = Order::new(q.ordering, &q.las_thresholds, source, of_queue, input.fair_share, totals, aged_cutoff);
         Walk {
             input,
             q,

@@ -46,12 +46,16 @@ mod mounts;
 mod node_counts;
 mod node_match;
 mod order;
+#[cfg(test)]
+mod order_oracle;
+mod orderings;
 mod pass;
 mod pending_set;
 mod place;
 mod pool;
 pub mod predict;
 mod preempt;
+mod queue_set;
 mod quota;
 mod running_set;
 mod service;
@@ -72,6 +76,7 @@ pub use ledger::{LedgerError, NodeLedger};
 pub use mounts::{check_folders, check_mounts, mount_allowed};
 pub use node_match::nodes_offering;
 pub use order::{fair_share_factor, fair_share_factors};
+pub use orderings::Ordering;
 pub use pass::{schedule, schedule_set, schedule_set_kinds};
 pub use pending_set::PendingSet;
 pub use predict::{JobKey, PredictionError, Predictor};
@@ -85,32 +90,6 @@ use berth_model::{Binding, JobId, NumaPolicy, PendingReason, ResourceRequest};
 /// Time in the scheduler: milliseconds since an epoch the caller chooses (the Unix epoch in
 /// the manager, the trace's start in `berth sim`). The scheduler never reads a clock.
 pub type Millis = i64;
-
-/// How a queue orders jobs of the same priority band.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Ordering {
-    /// Oldest first (by job id).
-    #[default]
-    Fifo,
-    /// Newest first.
-    Lifo,
-    /// Dominant resource fairness over users: the user with the smallest dominant share of the
-    /// queue's capacity (counting running jobs and this pass's starts) goes next.
-    Drf,
-    /// Slurm-style fair share: users of projects that used less than their weight's share of
-    /// decayed past usage go first ([`FairShare`]).
-    FairShare,
-    /// Least attained service with discretised levels (Tiresias' 2D-LAS): jobs that have
-    /// received less service (devices × time run so far, [`PendingJob::attained`]) go first,
-    /// level by level ([`QueueConfig::las_thresholds`]), oldest first within a level. With
-    /// preemption on, a job preempts running jobs of a higher level (`preempt.rs`).
-    Las,
-    /// Quasi-shortest service first (like Helios' QSSF): the job with the least expected
-    /// service (devices × expected run time: [`PendingJob::estimate_ms`], else its limit)
-    /// goes first.
-    Qssf,
-}
 
 /// How a queue treats a job at its head that cannot start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

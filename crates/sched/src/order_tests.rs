@@ -3,7 +3,10 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::{FairShare, RunningJob, decay_usage};
+use crate::order::{Order, Source};
+use crate::orderings::Running;
+use crate::pending_set::PendingSet;
+use crate::{FairShare, RunningJob, decay_usage, fair_share_factor};
 use berth_model::ResourceRequest;
 
 fn job(id: JobId, user: &str, project: &str, prio: i32, gpu_milli: u64) -> PendingJob {
@@ -16,9 +19,34 @@ fn job(id: JobId, user: &str, project: &str, prio: i32, gpu_milli: u64) -> Pendi
     }
 }
 
-/// The order's ids; `start`: which of them start (DRF charges them). Checks that the same
-/// jobs walked over a [`PendingSet`] come in the same order.
-fn walk(mut o: Order, start: impl Fn(JobId) -> bool) -> Vec<JobId> {
+/// The ids of `jobs` walked over a [`PendingSet`] by the ordering's cursor (`orderings/`);
+/// `start`: which of them start (DRF charges them).
+fn from_set(
+    ordering: Ordering,
+    jobs: &[PendingJob],
+    running: &[&RunningJob],
+    fs: &FairShare,
+    totals: [u64; 3],
+    cutoff: Option<Millis>,
+    start: impl Fn(JobId) -> bool,
+) -> Vec<JobId> {
+    let set: PendingSet = jobs.iter().cloned().collect();
+    from(&set, ordering, running, fs, totals, cutoff, start)
+}
+
+fn from(
+    set: &PendingSet,
+    ordering: Ordering,
+    running: &[&RunningJob],
+    fs: &FairShare,
+    totals: [u64; 3],
+    cutoff: Option<Millis>,
+    start: impl Fn(JobId) -> bool,
+) -> Vec<JobId> {
+    let Some((name, q)) = set.queues.iter().next() else { return Vec::new() };
+    let source = Source { set, name, q };
+    let las = &crate::DEFAULT_LAS_THRESHOLDS;
+    let mut o = Order::new(ordering, las, source, Running::List(running), fs, totals, cutoff);
     let mut out = Vec::new();
     while let Some(j) = o.next() {
         out.push(j.id);
@@ -29,6 +57,7 @@ fn walk(mut o: Order, start: impl Fn(JobId) -> bool) -> Vec<JobId> {
     out
 }
 
+/// The naive order (the oracle) of `jobs`, checked against the set's.
 fn both(
     ordering: Ordering,
     jobs: &[PendingJob],
@@ -38,17 +67,13 @@ fn both(
     start: impl Fn(JobId) -> bool + Copy,
 ) -> Vec<JobId> {
     let refs: Vec<&PendingJob> = jobs.iter().collect();
-    let full = walk(Order::new(ordering, Source::Jobs(refs), running, fs, totals), start);
-    let set: PendingSet = jobs.iter().cloned().collect();
-    let from_set = set.queues.iter().next().map_or(Vec::new(), |(name, q)| {
-        walk(Order::new(ordering, Source::Set(&set, name, q), running, fs, totals), start)
-    });
-    assert_eq!(full, from_set, "{ordering:?}: the set's order differs");
-    full
-}
-
-fn ids(o: Order, start_all: bool) -> Vec<JobId> {
-    walk(o, |_| start_all)
+    let naive = walk(ordering, &crate::DEFAULT_LAS_THRESHOLDS, &refs, running, fs, totals, None, start);
+    assert_eq!(
+        naive,
+        from_set(ordering, jobs, running, fs, totals, None, start),
+        "{ordering:?}: the set's order differs"
+    );
+    naive
 }
 
 #[test]
@@ -93,10 +118,7 @@ fn factors_weigh_projects_then_users() {
 #[test]
 fn fifo_lifo_and_bands() {
     let jobs = [job(1, "a", "a", 0, 0), job(2, "a", "a", 5, 0), job(3, "a", "a", 0, 0), job(4, "a", "a", 5, 0)];
-    let refs: Vec<&PendingJob> = jobs.iter().collect();
     let fs = FairShare::default();
-    assert_eq!(ids(Order::new(Ordering::Fifo, Source::Jobs(refs.clone()), &[], &fs, [1, 1, 1]), false), [2, 4, 1, 3]);
-    assert_eq!(ids(Order::new(Ordering::Lifo, Source::Jobs(refs), &[], &fs, [1, 1, 1]), false), [4, 2, 3, 1]);
     assert_eq!(both(Ordering::Fifo, &jobs, &[], &fs, [1, 1, 1], |_| false), [2, 4, 1, 3]);
     assert_eq!(both(Ordering::Lifo, &jobs, &[], &fs, [1, 1, 1], |_| false), [4, 2, 3, 1]);
 }
@@ -112,36 +134,29 @@ fn drf_alternates_by_dominant_share() {
         job(5, "b", "b", 0, 0),
         job(6, "b", "b", 0, 0),
     ];
-    let refs: Vec<&PendingJob> = jobs.iter().collect();
     let fs = FairShare::default();
     let totals = [16_000, 64 << 30, 4000];
     // Both start at 0: job 1 (lowest id); a is at 1/4, so b runs until it passes 1/4
     // (b: 1/16, 2/16, 3/16 after 4, 5, 6), then a again.
-    assert_eq!(ids(Order::new(Ordering::Drf, Source::Jobs(refs.clone()), &[], &fs, totals), true), [1, 4, 5, 6, 2, 3]);
-    // Nothing starts: shares stay 0 and ties go by job id, which is FIFO.
-    assert_eq!(ids(Order::new(Ordering::Drf, Source::Jobs(refs), &[], &fs, totals), false), [1, 2, 3, 4, 5, 6]);
     assert_eq!(both(Ordering::Drf, &jobs, &[], &fs, totals, |_| true), [1, 4, 5, 6, 2, 3]);
+    // Nothing starts: shares stay 0 and ties go by job id, which is FIFO.
+    assert_eq!(both(Ordering::Drf, &jobs, &[], &fs, totals, |_| false), [1, 2, 3, 4, 5, 6]);
 }
 
 #[test]
 fn fair_share_puts_the_lighter_project_first() {
     let jobs = [job(1, "a", "heavy", 0, 0), job(2, "b", "light", 0, 0), job(3, "a", "heavy", 1, 0)];
-    let refs: Vec<&PendingJob> = jobs.iter().collect();
     let mut fs = FairShare::default();
     fs.usage_by_project.insert("heavy".into(), 100.0);
-    assert_eq!(ids(Order::new(Ordering::FairShare, Source::Jobs(refs), &[], &fs, [1, 1, 1]), false), [3, 2, 1]);
     assert_eq!(both(Ordering::FairShare, &jobs, &[], &fs, [1, 1, 1], |_| false), [3, 2, 1]);
 }
 
 mod set_vs_list {
-    //! The set's cursors (`set_order.rs`) against the sorted lists, on random queues.
+    //! The set's cursors (`orderings/`) against the naive sorts (the oracle), on random queues.
     use proptest::prelude::*;
 
     use super::*;
     use berth_model::{Binding, GpuShare};
-
-    const ORDERINGS: [Ordering; 6] =
-        [Ordering::Fifo, Ordering::Lifo, Ordering::Drf, Ordering::FairShare, Ordering::Las, Ordering::Qssf];
 
     fn running(id: JobId, user: &str, project: &str, cpu_milli: u64, gpus: u32) -> RunningJob {
         let gpus = (0..gpus).map(|index| GpuShare { uuid: String::new(), index, milli: 1000 }).collect();
@@ -162,14 +177,6 @@ mod set_vs_list {
         }
     }
 
-    /// The order under a wait bound at hour `cutoff`, if any.
-    fn aged<'a>(o: Order<'a>, source: Source<'a>, cutoff: Option<i64>) -> Order<'a> {
-        match cutoff {
-            Some(h) => o.aged(h * 3_600_000, &source),
-            None => o,
-        }
-    }
-
     proptest! {
         #[test]
         fn same_order(
@@ -178,7 +185,7 @@ mod set_vs_list {
             starts in prop::collection::vec(any::<bool>(), 80),
             usage in prop::collection::vec(0u8..4, 7),
             held in prop::collection::vec((0usize..5, 0usize..3, 0u64..4, 0u32..3), 0..5),
-            ordering in 0usize..6,
+            ordering in 0..Ordering::ALL.len(),
             // Per job: estimate (minutes, 0: none), submit hour, attained device-hours.
             extra in prop::collection::vec((0i64..4, 0i64..6, 0u64..12), 40),
             cutoff in prop::option::of(0i64..6),
@@ -218,16 +225,14 @@ mod set_vs_list {
                 .map(|(k, &(u, p, c, g))| running(1000 + k as JobId, users[u], projects[p], c * 1000, g))
                 .collect();
             let run: Vec<&RunningJob> = run.iter().collect();
-            let ordering = ORDERINGS[ordering];
+            let ordering = Ordering::ALL[ordering];
             let totals = [16_000, 64 << 30, 4000];
             let start = |id: JobId| starts[id as usize % starts.len()];
             let refs: Vec<&PendingJob> = jobs.iter().collect();
-            let src = Source::Jobs(refs);
-            let full = walk(aged(Order::new(ordering, src.clone(), &run, &fs, totals), src, cutoff), start);
-            let from_set = set.queues.iter().next().map_or(Vec::new(), |(name, q)| {
-                let src = Source::Set(&set, name, q);
-                walk(aged(Order::new(ordering, src.clone(), &run, &fs, totals), src, cutoff), start)
-            });
+            let cutoff_ms = cutoff.map(|h| h * 3_600_000);
+            let las = &crate::DEFAULT_LAS_THRESHOLDS;
+            let full = walk(ordering, las, &refs, &run, &fs, totals, cutoff_ms, start);
+            let from_set = from(&set, ordering, &run, &fs, totals, cutoff_ms, start);
             prop_assert_eq!(&full, &from_set);
             // Every job comes once; under a wait bound the jobs past it come first, oldest
             // first, so the oldest waiting job is always at the head.

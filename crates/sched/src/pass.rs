@@ -9,13 +9,13 @@
 //! pass over a deep, blocked queue costs about as much as over a short one.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use berth_model::{JobId, PendingKind, PendingReason};
 
-use crate::gates::{Running, Verdict, Walk};
+use crate::gates::{Running as Runs, Verdict, Walk};
 use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
+use crate::orderings::Running;
 use crate::pending_set::PendingSet;
 use crate::pool::Pool;
 use crate::quota::Book;
@@ -33,21 +33,16 @@ use crate::{Ordering, PassInput, PassOutput, PendingJob, QueueConfig, RunningJob
 /// Victims stay in `PassInput::running` until their resources are released; until then the
 /// next pass names them again (the same decision), which the caller treats as in progress.
 pub fn schedule(input: &PassInput) -> PassOutput {
-    // Jobs of one queue mostly follow each other: the last queue's list is checked first, by
-    // pointer when the caller shares the name.
-    let mut groups: Vec<(&Arc<str>, Vec<&PendingJob>)> = Vec::new();
-    let mut last = 0;
-    for job in input.pending {
-        let same = |name: &Arc<str>| Arc::ptr_eq(name, &job.queue) || **name == *job.queue;
-        if !groups.get(last).is_some_and(|(name, _)| same(name)) {
-            last = groups.iter().position(|(name, _)| same(name)).unwrap_or_else(|| {
-                groups.push((&job.queue, Vec::new()));
-                groups.len() - 1
-            });
+    // The pass over a set made of the input's jobs, the running jobs read from the input; the
+    // untried jobs behind where a walk stopped are then listed.
+    let set: PendingSet = input.pending.iter().cloned().collect();
+    let mut out = run_pass(input, &set, None, Words::All);
+    for run in &mut out.untried {
+        if let Some(rest) = run.rest.take() {
+            run.jobs.extend(set.rest_ids(&rest));
         }
-        groups[last].1.push(job);
     }
-    run_pass(input, groups.into_iter().map(|(name, l)| (&**name, Source::Jobs(l))).collect(), None, Words::All)
+    out
 }
 
 /// [`schedule`] over the caller's persistent [`PendingSet`] and [`RunningSet`] instead of
@@ -71,18 +66,18 @@ pub fn schedule_set_kinds(input: &PassInput, pending: &PendingSet, running: &Run
 fn set_pass(input: &PassInput, pending: &PendingSet, running: &RunningSet, words: Words) -> PassOutput {
     debug_assert!(input.pending.is_empty(), "the pending jobs come from the set");
     debug_assert!(input.running.is_empty(), "the running jobs come from the set");
-    let by_queue = pending.queues.iter().map(|(name, q)| (&**name, Source::Set(pending, name, q))).collect();
-    run_pass(input, by_queue, Some(running), words)
+    run_pass(input, pending, Some(running), words)
 }
 
-/// The pass over the pending jobs grouped by queue name; `kept`: the caller's running set,
-/// else `input.running`.
+/// The pass over the set's queues; `kept`: the caller's running set, else `input.running`.
 fn run_pass<'a>(
     input: &PassInput<'a>,
-    mut by_queue: BTreeMap<&'a str, Source<'a>>,
+    pending: &'a PendingSet,
     kept: Option<&'a RunningSet>,
     words: Words,
 ) -> PassOutput {
+    let mut by_queue: BTreeMap<&str, Source> =
+        pending.queues.iter().map(|(name, q)| (&**name, Source { set: pending, name, q })).collect();
     let mut running: BTreeMap<&str, Vec<&RunningJob>> = BTreeMap::new();
     if kept.is_none() {
         for r in input.running {
@@ -99,6 +94,12 @@ fn run_pass<'a>(
     let mut book = Book::new(input.quotas);
     for q in input.queues {
         let Some(jobs) = by_queue.remove(q.name.as_str()) else { continue };
+        assert!(
+            pending.indexes(q.ordering),
+            "the pending set does not index ordering {} of queue {}: make it with PendingSet::new",
+            q.ordering,
+            q.name
+        );
         let mut nodes: Vec<&NodeLedger> = input.nodes.iter().filter(|l| l.queue() == q.name).collect();
         nodes.sort_by(|a, b| a.name().cmp(b.name()));
         // A kept queue is listed (in id order already) only where the walk reads the list.
@@ -106,30 +107,23 @@ fn run_pass<'a>(
             running.insert(q.name.as_str(), list);
         }
         let running = running.get(q.name.as_str()).map_or(&[][..], Vec::as_slice);
-        let walk = Walk::new(input, q, Running { list: running, kept }, nodes, jobs, words);
+        let walk = Walk::new(input, q, Runs { list: running, kept }, nodes, jobs, words);
         run_queue(q, walk, words, &mut book, &mut out);
     }
     for (name, jobs) in by_queue {
         let reason = words.reason(PendingKind::Queue, || format!("queue `{name}` does not exist"));
         // By band, then id: fifo.
-        let mut order = Order::new(Ordering::Fifo, jobs, &[], input.fair_share, [0; 3]);
-        untried(&mut order, 1, reason, None, &mut out);
+        let order = Order::new(Ordering::Fifo, &[], jobs, Running::List(&[]), input.fair_share, [0; 3], None);
+        untried(&order, 1, reason, None, &mut out);
     }
     out
 }
 
 /// Records the job in hand (if any) and every job the order has left as untried, from
 /// `first_position` on.
-fn untried(
-    order: &mut Order,
-    first_position: u32,
-    reason: PendingReason,
-    current: Option<JobId>,
-    out: &mut PassOutput,
-) {
-    let mut jobs: Vec<JobId> = current.into_iter().collect();
-    let rest = order.rest_ids(&mut jobs);
-    out.untried.push(Untried { first_position, reason, jobs, rest });
+fn untried(order: &Order, first_position: u32, reason: PendingReason, current: Option<JobId>, out: &mut PassOutput) {
+    let jobs: Vec<JobId> = current.into_iter().collect();
+    out.untried.push(Untried { first_position, reason, jobs, rest: Some(order.rest()) });
 }
 
 fn wait(job: &PendingJob, position: u32, reason: PendingReason, blocked_passes: u32) -> Waiting {
@@ -141,7 +135,7 @@ fn wait(job: &PendingJob, position: u32, reason: PendingReason, blocked_passes: 
 fn run_queue(q: &QueueConfig, mut walk: Walk, words: Words, book: &mut Book, out: &mut PassOutput) {
     if walk.pool.ready() == 0 {
         let reason = words.reason(PendingKind::NoNodes, || format!("no ready node in queue {}", q.name));
-        untried(&mut walk.order, 1, reason, None, out);
+        untried(&walk.order, 1, reason, None, out);
         return;
     }
     let mut borrowers: Vec<(&PendingJob, u32)> = Vec::new();
@@ -160,7 +154,7 @@ fn run_queue(q: &QueueConfig, mut walk: Walk, words: Words, book: &mut Book, out
             }
             Verdict::Borrow => borrowers.push((job, pos)),
             Verdict::Stop(reason) => {
-                untried(&mut walk.order, pos, reason, Some(job.id), out);
+                untried(&walk.order, pos, reason, Some(job.id), out);
                 break;
             }
         }

@@ -6,170 +6,106 @@
 //! blocked counts (`set_blocked_passes`). Per queue it keeps:
 //!
 //! - every job by (priority band, id): fifo walks it forwards, lifo each band backwards;
-//! - per (band, user) and per (band, project, user), the job ids: DRF merges users' queues,
-//!   fair share ranks (project, user) pairs; users and pairs are numbered once, when first
-//!   seen, so the per-pass work compares numbers;
-//! - by (band, expected service, id) for `qssf`, by (band, attained service) for `las`
-//!   (`service.rs`: both are fixed while a job is pending), and by (submit time, id) for the
-//!   wait bound (`reserve_after`: the oldest jobs first);
+//! - the users and (project, user) pairs, numbered once, when first seen, so the per-pass work
+//!   compares numbers;
+//! - per ordering that keeps one (`orderings/`: DRF by user, fair share by pair, `qssf` by
+//!   expected service, `las` by attained service, both fixed while a job is pending), per
+//!   (band, group) the job ids, for the orderings the set indexes ([`PendingSet::indexing`]:
+//!   every one unless told);
+//! - by (submit time, id) for the wait bound (`reserve_after`: the oldest jobs first);
 //! - the smallest CPU and memory request (as counts per value), which the pool needs.
 //!
 //! Every change costs O(log n); nothing in a pass is proportional to the depth of the queue.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
-use std::hash::Hash;
+use std::collections::BTreeMap;
 use std::sync::Arc;
-
-use rustc_hash::FxHashMap;
 
 use berth_model::JobId;
 
-use crate::PendingJob;
+use crate::orderings::Numbers;
+use crate::queue_set::QueueSet;
+use crate::queue_set::{count_down, count_up, take_out};
+use crate::{Ordering, PendingJob};
 
-/// A (band, id) key: higher priority first, then lower id.
-pub(crate) type Key = (Reverse<i32>, JobId);
-
-/// Names numbered when first seen, with how many pending jobs each has now.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Names<K: Hash + Eq> {
-    /// Hashed: each pass looks up every running job's user here (DRF).
-    ids: FxHashMap<K, u32>,
-    pub names: Vec<K>,
-    pub count: Vec<usize>,
-}
-
-impl<K: Hash + Eq + Clone> Names<K> {
-    fn add(&mut self, name: K) -> u32 {
-        let next = self.names.len() as u32;
-        let id = *self.ids.entry(name.clone()).or_insert_with(|| {
-            self.names.push(name);
-            self.count.push(0);
-            next
-        });
-        self.count[id as usize] += 1;
-        id
-    }
-
-    fn drop_one(&mut self, id: u32) {
-        self.count[id as usize] -= 1;
-    }
-
-    pub fn id<Q: Hash + Eq + ?Sized>(&self, name: &Q) -> Option<u32>
-    where
-        K: std::borrow::Borrow<Q>,
-    {
-        self.ids.get(name).copied()
-    }
-}
-
-/// One queue's pending jobs, indexed for its orderings.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct QueueSet {
-    pub order: BTreeSet<Key>,
-    pub users: Names<String>,
-    /// (project, user)
-    pub pairs: Names<(String, String)>,
-    /// Per (band, user number): the user's job ids in the band.
-    pub by_user: BTreeMap<(Reverse<i32>, u32), BTreeSet<JobId>>,
-    /// Per (band, pair number): the pair's job ids in the band.
-    pub by_pair: BTreeMap<(Reverse<i32>, u32), BTreeSet<JobId>>,
-    /// (band, expected service, id): `qssf`.
-    pub by_service: BTreeSet<(Reverse<i32>, u64, JobId)>,
-    /// Per (band, attained service): the job ids (`las`; most jobs never ran: one entry).
-    pub by_attained: BTreeMap<(Reverse<i32>, u64), BTreeSet<JobId>>,
-    /// (submitted_at, id): the oldest first, for the wait bound.
-    pub by_submit: BTreeSet<(crate::Millis, JobId)>,
-    cpus: BTreeMap<u32, usize>,
-    mem: BTreeMap<u64, usize>,
-}
-
-fn count_up<K: Ord>(m: &mut BTreeMap<K, usize>, k: K) {
-    *m.entry(k).or_default() += 1;
-}
-
-fn count_down<K: Ord>(m: &mut BTreeMap<K, usize>, k: K) {
-    if let Some(n) = m.get_mut(&k) {
-        *n -= 1;
-        if *n == 0 {
-            m.remove(&k);
-        }
-    }
-}
-
-/// Takes `id` out of the set at `key`, dropping the set once empty.
-fn take_out<K: Ord>(m: &mut BTreeMap<K, BTreeSet<JobId>>, key: K, id: JobId) {
-    if let Some(s) = m.get_mut(&key) {
-        s.remove(&id);
-        if s.is_empty() {
-            m.remove(&key);
-        }
-    }
-}
-
+/// Changing a queue's set: here, where the orderings' index groups are known, so that the
+/// set's own type ([`QueueSet`]) knows no ordering.
 impl QueueSet {
-    fn insert(&mut self, j: &PendingJob) {
+    pub(crate) fn insert(&mut self, j: &PendingJob, indexed: &[Ordering]) {
         let band = Reverse(j.priority);
         self.order.insert((band, j.id));
-        let u = self.users.add(j.user.clone());
-        let p = self.pairs.add((j.project.clone(), j.user.clone()));
-        self.by_user.entry((band, u)).or_default().insert(j.id);
-        self.by_pair.entry((band, p)).or_default().insert(j.id);
-        self.by_service.insert((band, crate::service::expected(j), j.id));
-        self.by_attained.entry((band, j.attained)).or_default().insert(j.id);
+        let user = self.users.add(j.user.clone());
+        let pair = self.pairs.add((j.project.clone(), j.user.clone()));
+        for &o in indexed {
+            if let Some(g) = o.group(j, Numbers { user, pair }) {
+                self.indexes[o as usize].entry((band, g)).or_default().insert(j.id);
+            }
+        }
         self.by_submit.insert((j.submitted_at, j.id));
         count_up(&mut self.cpus, j.request.whole_cpus());
         count_up(&mut self.mem, j.request.mem_bytes);
     }
 
-    fn remove(&mut self, j: &PendingJob) {
+    pub(crate) fn remove(&mut self, j: &PendingJob, indexed: &[Ordering]) {
         let band = Reverse(j.priority);
         self.order.remove(&(band, j.id));
-        if let Some(u) = self.users.id(j.user.as_str()) {
-            self.users.drop_one(u);
-            take_out(&mut self.by_user, (band, u), j.id);
+        // Both were numbered when the job came in.
+        let numbers = (self.users.id(j.user.as_str()), self.pairs.id(&(j.project.clone(), j.user.clone())));
+        if let (Some(user), Some(pair)) = numbers {
+            self.users.drop_one(user);
+            self.pairs.drop_one(pair);
+            for &o in indexed {
+                if let Some(g) = o.group(j, Numbers { user, pair }) {
+                    take_out(&mut self.indexes[o as usize], (band, g), j.id);
+                }
+            }
         }
-        if let Some(p) = self.pairs.id(&(j.project.clone(), j.user.clone())) {
-            self.pairs.drop_one(p);
-            take_out(&mut self.by_pair, (band, p), j.id);
-        }
-        self.by_service.remove(&(band, crate::service::expected(j), j.id));
-        take_out(&mut self.by_attained, (band, j.attained), j.id);
         self.by_submit.remove(&(j.submitted_at, j.id));
         count_down(&mut self.cpus, j.request.whole_cpus());
         count_down(&mut self.mem, j.request.mem_bytes);
     }
-
-    /// The smallest whole-CPU and memory request of the queue ((0, 0) when empty), as the
-    /// pool's floors.
-    pub fn floors(&self) -> (u32, u64) {
-        match (self.cpus.keys().next(), self.mem.keys().next()) {
-            (Some(&c), Some(&m)) => (c, m),
-            _ => (0, 0),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
 }
 
 /// The pending jobs of a cluster, kept across passes (module doc).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PendingSet {
     jobs: BTreeMap<JobId, PendingJob>,
     pub(crate) queues: BTreeMap<Arc<str>, QueueSet>,
+    /// The orderings whose indexes are kept.
+    indexed: Vec<Ordering>,
+}
+
+impl Default for PendingSet {
+    fn default() -> Self {
+        Self::indexing(Ordering::ALL)
+    }
 }
 
 impl PendingSet {
+    /// A set that indexes every ordering, so that any queue configuration can walk it.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A set that keeps only the indexes of `orderings` (fifo and lifo need none): cheaper to
+    /// change, for a caller whose queues use no other ordering (`berth sim`). A pass over a
+    /// queue whose ordering is not indexed panics.
+    pub fn indexing(orderings: &[Ordering]) -> Self {
+        let mut indexed = orderings.to_vec();
+        indexed.sort_unstable_by_key(|&o| o as usize);
+        indexed.dedup();
+        Self { jobs: BTreeMap::new(), queues: BTreeMap::new(), indexed }
+    }
+
+    /// Whether the set keeps `ordering`'s index.
+    pub fn indexes(&self, ordering: Ordering) -> bool {
+        self.indexed.contains(&ordering)
     }
 
     /// Adds a job (replacing one with the same id).
     pub fn insert(&mut self, job: PendingJob) {
         self.remove(job.id);
-        self.queues.entry(job.queue.clone()).or_default().insert(&job);
+        self.queues.entry(job.queue.clone()).or_default().insert(&job, &self.indexed);
         self.jobs.insert(job.id, job);
     }
 
@@ -177,7 +113,7 @@ impl PendingSet {
     pub fn remove(&mut self, id: JobId) -> Option<PendingJob> {
         let job = self.jobs.remove(&id)?;
         if let Some(q) = self.queues.get_mut(&*job.queue) {
-            q.remove(&job);
+            q.remove(&job, &self.indexed);
             if q.is_empty() {
                 self.queues.remove(&*job.queue);
             }

@@ -95,6 +95,20 @@ fn backfill_lets_a_short_job_jump_ahead_without_delaying_the_head() {
 }
 
 #[test]
+fn a_config_queue_replays_like_the_policy_it_spells() {
+    // `berth sim --config`: a manager's queue (its own name) with backfill's settings gives
+    // backfill's schedule, reported under the queue's name.
+    let trace = load("backfill4.csv");
+    let opts = oracle();
+    let mut queue = Policy::Backfill.queue_config(&opts);
+    queue.name = "gpu".into();
+    let setup = sim::Setup::of_queue(queue, Default::default(), &opts);
+    let (m, out) = sim::simulate_setup(&trace, &gpu_cluster(1, 2), &setup, &opts, &mut |_| {}).unwrap();
+    assert_eq!(times(&out), vec![(0, 100), (100, 150), (20, 70), (150, 350)]);
+    assert_eq!(m.policy, "gpu");
+}
+
+#[test]
 fn backfill_with_the_default_limit_cannot_see_that_c_is_short() {
     // Philly has no limits: with the 1 h default, C would end after B's reservation.
     let trace = load("backfill4.csv");
@@ -359,7 +373,7 @@ fn synthetic_philly(n: usize) -> String {
 fn replays_are_deterministic_and_sane() {
     let text = synthetic_philly(400);
     let trace = parse_philly(text.as_bytes(), PhillyOptions::default()).unwrap();
-    for policy in Policy::ALL.into_iter().filter(|p| *p != Policy::Preempt) {
+    for policy in Policy::ALL.iter().copied().filter(|p| *p != Policy::Preempt) {
         let a = run(&trace, gpu_cluster(4, 8), policy, SimOptions::default());
         let b = run(&trace, gpu_cluster(4, 8), policy, SimOptions::default());
         assert_eq!(a, b, "{policy:?}");

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::Context;
 use berth_model::{parse_duration, parse_mem};
 use berth_sched::sim::{
-    self, Cluster, Metrics, PhillyOptions, Policy, SimError, SimOptions, SwfOptions, Trace, TraceFormat, Window,
+    self, Cluster, Metrics, PhillyOptions, Policy, Setup, SimError, SimOptions, SwfOptions, Trace, TraceFormat, Window,
 };
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -49,6 +49,13 @@ pub struct SimArgs {
     /// fair-share, spread, preempt, qssf, las
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "fifo,backfill")]
     pub policy: Vec<String>,
+
+    /// Replay the queues of a manager's config file instead of --policy: each `[[queue]]`
+    /// (ordering, head_of_line, reservations, reserve_after, scoring, preemption, …) on the
+    /// whole cluster, one row per queue, with `[fair_share]`'s half-life and project weights
+    /// (a trace job's project is its user); a file without queues replays the default queue
+    #[arg(long, value_name = "FILE", conflicts_with = "policy")]
+    pub config: Option<PathBuf>,
 
     /// Multiply submit times by X (0.5 = arrivals twice as dense: about twice the load)
     #[arg(long, value_name = "X")]
@@ -182,7 +189,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         })?,
     };
     let mut policies: Vec<Policy> = Vec::new();
-    for name in &args.policy {
+    for name in args.policy.iter().filter(|_| args.config.is_none()) {
         let name = name.trim();
         if name == "all" {
             policies.extend(Policy::ALL);
@@ -190,7 +197,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             policies.push(name.parse().map_err(|e| usage("--policy", e))?);
         }
     }
-    if policies.is_empty() {
+    if policies.is_empty() && args.config.is_none() {
         return Err(UsageError::error("--policy: give at least one policy"));
     }
     if let Some(p) = &args.plot {
@@ -220,7 +227,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         Some(s) => millis("--preempt-min-runtime", s)?,
         None => checkpoint_interval_ms.unwrap_or(SimOptions::default().min_runtime_ms),
     };
-    let opts = SimOptions {
+    let mut opts = SimOptions {
         default_time_limit_ms: millis("--default-time-limit", &args.default_time_limit)?,
         time_limit_from_duration: args.time_limit_from_duration,
         half_life_ms: millis("--half-life", &args.half_life)?,
@@ -244,6 +251,18 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "note: --preempt-min-runtime {min} is shorter than --checkpoint-interval {interval}: a job stopped before \
              its first checkpoint loses its whole run, and on a busy queue the same jobs may be stopped again and again"
+        );
+    }
+    let mut runs: Vec<Run> = policies.into_iter().map(Run::Policy).collect();
+    if let Some(path) = &args.config {
+        let config = berth_manager::config::load(Some(path.as_path())).map_err(|e| usage("--config", e))?;
+        opts.half_life_ms = config.fair_share.half_life_ms;
+        let queues =
+            if config.queues.is_empty() { berth_manager::config::default_queues() } else { config.queues.clone() };
+        runs.extend(
+            queues
+                .into_iter()
+                .map(|q| Run::Queue(Box::new(Setup::of_queue(q, config.fair_share.weights.clone(), &opts)))),
         );
     }
     let window = Window {
@@ -286,17 +305,19 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     if !json {
         rows.print(&header(&trace));
     }
-    for p in policies {
+    for r in &runs {
         let t0 = Instant::now();
-        let bar = progress_bar(p, trace.jobs.len(), json);
-        let outcome = sim::simulate_observed(&trace, &cluster, p, &opts, &mut |progress| {
-            bar.set_position(progress.settled as u64)
-        });
+        let bar = progress_bar(r.name(), trace.jobs.len(), json);
+        let mut progress = |progress: sim::SimProgress| bar.set_position(progress.settled as u64);
+        let outcome = match r {
+            Run::Policy(p) => sim::simulate_observed(&trace, &cluster, *p, &opts, &mut progress),
+            Run::Queue(setup) => sim::simulate_setup(&trace, &cluster, setup, &opts, &mut progress),
+        };
         bar.finish_and_clear();
         match outcome {
             Ok((metrics, outcomes)) => {
                 if args.plot.is_some() {
-                    plotted.push((p.name().to_string(), outcomes));
+                    plotted.push((r.name().to_string(), outcomes));
                 }
                 let result = PolicyResult { metrics, wall_s: t0.elapsed().as_secs_f64() };
                 if !json {
@@ -348,9 +369,24 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One replay: a named policy (`--policy`) or a queue of a config file (`--config`).
+enum Run {
+    Policy(Policy),
+    Queue(Box<Setup>),
+}
+
+impl Run {
+    fn name(&self) -> &str {
+        match self {
+            Run::Policy(p) => p.name(),
+            Run::Queue(s) => &s.name,
+        }
+    }
+}
+
 /// A bar on stderr for one policy's replay, drawn only on a terminal (and never with `-o json`,
 /// whose reader wants a clean stream).
-fn progress_bar(policy: Policy, jobs: usize, json: bool) -> ProgressBar {
+fn progress_bar(policy: &str, jobs: usize, json: bool) -> ProgressBar {
     if json || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -358,7 +394,7 @@ fn progress_bar(policy: Policy, jobs: usize, json: bool) -> ProgressBar {
     if let Ok(style) = ProgressStyle::with_template("{prefix:>10} [{elapsed_precise}] {wide_bar} {pos}/{len} jobs") {
         bar.set_style(style);
     }
-    bar.set_prefix(policy.name());
+    bar.set_prefix(policy.to_string());
     bar
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::cluster::Cluster;
 use super::metrics::{Done, Metrics, Totals, compute};
-use super::policy::{Policy, SimError, SimOptions};
+use super::policy::{Policy, Setup, SimError, SimOptions};
 use super::replay::{JobState, Replay};
 use super::trace::{Trace, TraceFormat};
 use crate::{FairShare, Millis, Ordering, PassInput, QueueConfig, apply, schedule_set_kinds};
@@ -71,15 +71,30 @@ pub fn simulate_observed(
             why: "the trace has no priorities, so nothing may preempt anything".into(),
         });
     }
-    let queues = [policy.queue_config(opts)];
+    simulate_setup(trace, cluster, &policy.setup(opts), opts, on_progress)
+}
+
+/// [`simulate_observed`] under any [`Setup`] (`berth sim --config`: a queue of a manager's
+/// config file).
+pub fn simulate_setup(
+    trace: &Trace,
+    cluster: &Cluster,
+    setup: &Setup,
+    opts: &SimOptions,
+    on_progress: &mut dyn FnMut(SimProgress),
+) -> Result<(Metrics, Vec<JobOutcome>), SimError> {
+    if cluster.nodes == 0 || cluster.cpus_per_node == 0 {
+        return Err(SimError::EmptyCluster);
+    }
+    let queues = [setup.queue.clone()];
     let gpu_trace = trace.format == TraceFormat::Philly || trace.jobs.iter().any(|j| j.gpus > 0);
     let (jobs, user_names) = trace_jobs(trace, cluster, gpu_trace);
-    let mut sim = Replay::new(trace, opts, policy, cluster.ledgers(), jobs, user_names);
+    let mut sim = Replay::new(trace, opts, setup.victims, cluster.ledgers(), jobs, user_names);
     // Jobs too big for the cluster are done with from the start.
     sim.settled = sim.jobs.iter().filter(|j| j.nodes == 0).count();
 
     let mut next_arrival = 0usize;
-    let mut fair = FairShare::default();
+    let mut fair = FairShare { project_weights: setup.project_weights.clone(), ..FairShare::default() };
     let use_fair = queues[0].ordering == Ordering::FairShare;
     let mut last_accounting: Millis = 0;
     let mut passes = 0u64;
@@ -126,7 +141,7 @@ pub fn simulate_observed(
     }
 
     on_progress(SimProgress { settled: sim.settled, total });
-    Ok((figures(trace, cluster, policy, gpu_trace, &sim, passes), outcomes(trace, &sim.jobs)))
+    Ok((figures(trace, cluster, &setup.name, gpu_trace, &sim, passes), outcomes(trace, &sim.jobs)))
 }
 
 /// One pass at `now`, applied; a pass that preempted gets a follow-up at the same instant so
@@ -161,7 +176,7 @@ fn run_passes(sim: &mut Replay, queues: &[QueueConfig], fair: &FairShare, now: M
 }
 
 /// The replay's figures, once the events ran out.
-fn figures(trace: &Trace, cluster: &Cluster, policy: Policy, gpu_trace: bool, sim: &Replay, passes: u64) -> Metrics {
+fn figures(trace: &Trace, cluster: &Cluster, name: &str, gpu_trace: bool, sim: &Replay, passes: u64) -> Metrics {
     let mut done = Vec::with_capacity(sim.jobs.len());
     let mut unfinished = 0usize;
     for (j, tj) in sim.jobs.iter().zip(&trace.jobs) {
@@ -192,7 +207,7 @@ fn figures(trace: &Trace, cluster: &Cluster, policy: Policy, gpu_trace: bool, si
     compute(
         &done,
         Totals {
-            policy: policy.name().to_string(),
+            policy: name.to_string(),
             jobs: trace.jobs.len(),
             skipped_too_big: sim.jobs.iter().filter(|j| j.nodes == 0).count(),
             unfinished,

@@ -22,9 +22,9 @@ mod replay;
 mod trace;
 
 pub use cluster::Cluster;
-pub use engine::{JobOutcome, SimProgress, simulate, simulate_detailed, simulate_observed, too_big};
+pub use engine::{JobOutcome, SimProgress, simulate, simulate_detailed, simulate_observed, simulate_setup, too_big};
 pub use metrics::{Metrics, jain, percentile};
-pub use policy::{DEFAULT_RESERVATIONS, DEFAULT_RESERVE_AFTER, Policy, SimError, SimOptions};
+pub use policy::{DEFAULT_RESERVATIONS, DEFAULT_RESERVE_AFTER, Policy, Setup, SimError, SimOptions, Victims};
 pub use trace::{
     PhillyOptions, SwfOptions, Trace, TraceError, TraceFormat, TraceJob, Window, parse, parse_philly, parse_swf,
     parse_timestamp, swf_priority,

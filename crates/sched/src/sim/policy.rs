@@ -1,11 +1,15 @@
-//! What `berth sim` replays a trace under: a named queue policy (`--policy`) and the replay's
-//! options.
+//! What `berth sim` replays a trace under: a named queue policy (`--policy`) or a queue of a
+//! manager's config file (`--config`), as a [`Setup`], and the replay's options.
+
+use std::collections::BTreeMap;
 
 use super::cluster::QUEUE;
 use crate::{HeadOfLine, Millis, Ordering, PreemptAction, Preemption, QueueConfig, Scoring};
 
-/// A named queue policy of `berth sim` (`--policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A named queue policy of `berth sim` (`--policy`): an ordering with a head-of-line policy,
+/// scoring and preemption (names: [`Policy::name`], kebab-case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Policy {
     /// fifo + strict
     Fifo,
@@ -30,32 +34,11 @@ pub enum Policy {
 }
 
 impl Policy {
-    pub const ALL: [Policy; 10] = [
-        Policy::Fifo,
-        Policy::Lifo,
-        Policy::Skip,
-        Policy::Backfill,
-        Policy::Drf,
-        Policy::FairShare,
-        Policy::Spread,
-        Policy::Preempt,
-        Policy::Qssf,
-        Policy::Las,
-    ];
+    /// Every policy, in the order of `--policy all`.
+    pub const ALL: &'static [Policy] = <Policy as strum::VariantArray>::VARIANTS;
 
     pub fn name(self) -> &'static str {
-        match self {
-            Policy::Fifo => "fifo",
-            Policy::Lifo => "lifo",
-            Policy::Skip => "skip",
-            Policy::Backfill => "backfill",
-            Policy::Drf => "drf",
-            Policy::FairShare => "fair-share",
-            Policy::Spread => "spread",
-            Policy::Preempt => "preempt",
-            Policy::Qssf => "qssf",
-            Policy::Las => "las",
-        }
+        self.into()
     }
 
     /// The queue configuration this policy stands for.
@@ -87,12 +70,59 @@ impl Policy {
         }
         q
     }
+
+    /// The replay's setup for this policy.
+    pub fn setup(self, opts: &SimOptions) -> Setup {
+        let victims = match self {
+            Policy::Preempt => Victims::UpToPriority(opts.preemptible_max_priority),
+            Policy::Las | Policy::Qssf => Victims::All,
+            _ => Victims::None,
+        };
+        Setup { name: self.name().into(), queue: self.queue_config(opts), project_weights: BTreeMap::new(), victims }
+    }
+}
+
+/// Which running jobs of a replay may be preempted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Victims {
+    None,
+    /// Jobs of this priority or lower.
+    UpToPriority(i32),
+    All,
+}
+
+/// What one replay runs under: its name in the results, the queue every trace job goes to
+/// (it holds every node), the projects' fair-share weights (a trace job's project is its
+/// user), and which jobs may be preempted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setup {
+    pub name: String,
+    pub queue: QueueConfig,
+    pub project_weights: BTreeMap<String, f64>,
+    pub victims: Victims,
+}
+
+impl Setup {
+    /// A queue of a manager's config file, as `berth sim --config` replays it: its ordering,
+    /// head-of-line policy, reservations, wait bound, scoring, default time limit, `las`
+    /// thresholds and preemption as configured. Under `las` and `qssf` every job may be
+    /// stopped for less service, as with `--policy las`; under priority preemption, jobs of
+    /// priority ≤ `SimOptions::preemptible_max_priority`.
+    pub fn of_queue(queue: QueueConfig, project_weights: BTreeMap<String, f64>, opts: &SimOptions) -> Setup {
+        let victims = match (queue.ordering, queue.preemption) {
+            (Ordering::Las | Ordering::Qssf, _) => Victims::All,
+            (_, Some(_)) => Victims::UpToPriority(opts.preemptible_max_priority),
+            (_, None) => Victims::None,
+        };
+        let name = queue.name.clone();
+        Setup { name, queue: QueueConfig { name: QUEUE.into(), ..queue }, project_weights, victims }
+    }
 }
 
 impl std::str::FromStr for Policy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Policy::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+        Policy::ALL.iter().copied().find(|p| p.name() == s).ok_or_else(|| {
             let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
             format!("unknown policy `{s}`: use one of {}", names.join(", "))
         })

@@ -16,7 +16,7 @@ use berth_model::{JobId, NumaPolicy, ResourceRequest};
 use rustc_hash::FxHashMap;
 
 use super::cluster::QUEUE;
-use super::policy::{Policy, SimOptions};
+use super::policy::{SimOptions, Victims};
 use super::trace::Trace;
 use crate::apply::{self, PassTarget};
 use crate::predict::{JobKey, Predictor};
@@ -77,7 +77,7 @@ type Completion = Reverse<(Millis, u64, usize, u32)>;
 pub(super) struct Replay<'t> {
     trace: &'t Trace,
     opts: &'t SimOptions,
-    policy: Policy,
+    victims: Victims,
     queue: Arc<str>,
     pub user_names: Vec<String>,
     pub jobs: Vec<JobState>,
@@ -111,7 +111,7 @@ impl<'t> Replay<'t> {
     pub fn new(
         trace: &'t Trace,
         opts: &'t SimOptions,
-        policy: Policy,
+        victims: Victims,
         ledgers: Vec<NodeLedger>,
         jobs: Vec<JobState>,
         user_names: Vec<String>,
@@ -121,7 +121,7 @@ impl<'t> Replay<'t> {
         Replay {
             trace,
             opts,
-            policy,
+            victims,
             queue: QUEUE.into(),
             user_names,
             jobs,
@@ -341,10 +341,10 @@ impl PassTarget for Replay<'_> {
             time_limit_ms,
             estimate_ms,
             attained: j.attained,
-            preemptible: match self.policy {
-                Policy::Preempt => tj.priority <= self.opts.preemptible_max_priority,
-                Policy::Las | Policy::Qssf => true,
-                _ => false,
+            preemptible: match self.victims {
+                Victims::UpToPriority(max) => tj.priority <= max,
+                Victims::All => true,
+                Victims::None => false,
             },
         });
         self.running_idx.push(i);
