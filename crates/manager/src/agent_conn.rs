@@ -45,7 +45,10 @@ pub async fn connect(
             .into_response();
     }
     match ws {
-        Ok(ws) => ws.on_upgrade(move |socket| serve(m, socket)),
+        // A small read buffer: tungstenite zero-fills its unused part before every read, and
+        // agents send small frames (with the 128 KiB default, that memset was 5% of a loaded
+        // manager's CPU, and 500 agents' buffers 64 MiB of its memory: docs/perf.md, issue 42).
+        Ok(ws) => ws.read_buffer_size(berth_model::stream::READ_BUFFER).on_upgrade(move |socket| serve(m, socket)),
         Err(e) => ApiError::bad_request(format!("expected a websocket upgrade: {}", e.body_text())).into_response(),
     }
 }

@@ -3,11 +3,12 @@
 //! transaction of its own with its own WAL flush, and submits were what limited starts per
 //! second under load (issue 42, docs/perf.md).
 //!
-//! A submit queues its job and waits for its answer. When fewer than [`WRITERS`] writes are in
-//! flight it starts one, as a task of its own, so that a caller that goes away never stops a
-//! write others wait on. A writer takes every job queued so far ([`MAX_BATCH`] at most),
-//! inserts them, answers each, and goes on while jobs are queued: submits that arrive while
-//! writes are in flight are written together in the next one. Two writers, so that one batch
+//! A submit queues its job and waits for its answer. When no write is in flight it starts one
+//! (and a second, up to [`WRITERS`], once [`SECOND_WRITER_AT`] jobs wait), as a task of its
+//! own, so that a caller that goes away never stops a write others wait on. A writer takes
+//! every job queued so far ([`MAX_BATCH`] at most), inserts them, answers each, and goes on
+//! while jobs are queued: submits that arrive while writes are in flight are written together
+//! in the next one. Two writers, so that one batch
 //! is written while the other waits for its commit's flush (PostgreSQL: two connections; on
 //! SQLite's single writer connection the second waits its turn, batching as one would). A job
 //! is answered only once its transaction has committed. When a batch fails (one job of it
@@ -27,6 +28,8 @@ use tokio::sync::{Notify, oneshot};
 const MAX_BATCH: usize = 256;
 /// The most writes in flight at once.
 const WRITERS: usize = 2;
+/// How many jobs must be queued, with a write in flight, for another writer to start.
+const SECOND_WRITER_AT: usize = 4;
 
 /// What a queued submit gets back: its id and its spec, once committed.
 type Answer = Result<(JobId, JobSpec), StoreError>;
@@ -79,7 +82,10 @@ impl SubmitQueue {
         let start = {
             let mut q = self.shared.queue.lock().expect("submit queue lock");
             q.jobs.push(Queued { user_id, spec, submitter, at, answer });
-            let start = q.writers < WRITERS;
+            // A second writer only for a queue worth a batch of its own: a lone submit waits
+            // for the writer in flight, which takes it next, so small batches do not double
+            // the transactions (a commit costs PostgreSQL far more than a row: docs/perf.md).
+            let start = q.writers == 0 || (q.writers < WRITERS && q.jobs.len() >= SECOND_WRITER_AT);
             q.writers += usize::from(start);
             start
         };
@@ -238,6 +244,30 @@ mod tests {
             assert_eq!((row.spec, row.state), (specs[i].clone(), JobState::Pending));
         }
         assert_eq!(store.job_count().await.unwrap(), 20, "the stored task and 19 new jobs");
+    }
+
+    /// A lone submit behind a write in flight waits for that writer instead of starting a
+    /// second transaction of its own; a second writer starts once a batch's worth waits.
+    #[tokio::test]
+    async fn a_second_writer_starts_only_for_a_queue_worth_a_batch() {
+        let (_dir, store, user) = store().await;
+        let q = SubmitQueue::new(store.clone(), Arc::new(Notify::new()));
+        let waker = futures_util::task::noop_waker();
+        let writers = || q.shared.queue.lock().unwrap().writers;
+        let mut submits: Vec<_> = (0..SECOND_WRITER_AT)
+            .map(|i| Box::pin(q.insert(user, JobSpec::command([format!("job-{i}")]), None, Timestamp::now())))
+            .collect();
+        // The test's runtime has one thread: the writers spawned here run only once it awaits.
+        for (i, s) in submits.iter_mut().enumerate() {
+            assert!(s.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+            let expected = if i + 1 < SECOND_WRITER_AT { 1 } else { 2 };
+            assert_eq!(writers(), expected, "writers after {} queued submits", i + 1);
+        }
+        for s in submits {
+            s.await.unwrap();
+        }
+        assert_eq!(writers(), 0, "both writers ended with the queue empty");
+        assert_eq!(store.job_count().await.unwrap(), SECOND_WRITER_AT as u64);
     }
 
     /// A submit whose request went away while its job was being written (hyper drops the
