@@ -207,11 +207,11 @@ async fn send(
 /// The next protocol message; `None` when the connection is over.
 async fn next_message(
     stream: &mut futures_util::stream::SplitStream<WebSocket>,
-) -> Option<Result<AgentMessage, String>> {
+) -> Option<Result<AgentMessage, serde_json::Error>> {
     loop {
         match stream.next().await? {
-            Ok(Message::Text(t)) => return Some(serde_json::from_str(t.as_str()).map_err(|e| e.to_string())),
-            Ok(Message::Binary(b)) => return Some(serde_json::from_slice(&b).map_err(|e| e.to_string())),
+            Ok(Message::Text(t)) => return Some(serde_json::from_str(t.as_str())),
+            Ok(Message::Binary(b)) => return Some(serde_json::from_slice(&b)),
             Ok(Message::Close(_)) | Err(_) => return None,
             Ok(_) => continue,
         }

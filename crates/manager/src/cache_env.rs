@@ -20,16 +20,29 @@ pub type MintToken = Arc<dyn Fn(&str, &[String], i64) -> String + Send + Sync>;
 /// Mints an admin token expiring at the given Unix second (to push members and buckets).
 pub type MintAdmin = Arc<dyn Fn(i64) -> String + Send + Sync>;
 
+/// Why a cache node gave no answer to a push or a question, in the words of the daemon's
+/// HTTP client (unreachable, an error status, an unreadable answer), which the manager does
+/// not link: it only logs them, and compares them to say a failure once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CacheCallError(pub String);
+
 /// Sends `PUT /v1/members` to a cache node: `(base URL, admin token, JSON body) → Ok or why
 /// not`. The daemon's client verifies `https://` nodes with berth's trust rules.
-pub type PushMembers =
-    Arc<dyn Fn(String, String, Vec<u8>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+pub type PushMembers = Arc<
+    dyn Fn(String, String, Vec<u8>) -> Pin<Box<dyn Future<Output = Result<(), CacheCallError>> + Send>> + Send + Sync,
+>;
 
 /// Asks a cache node what it holds of a bucket's keys under a prefix (`GET
 /// /v1/buckets/{bucket}/usage`): `(base URL, admin token, bucket, key prefix) → usage or why
 /// not`.
 pub type PrefixUsage = Arc<
-    dyn Fn(String, String, String, Vec<u8>) -> Pin<Box<dyn Future<Output = Result<CachePrefixUsage, String>> + Send>>
+    dyn Fn(
+            String,
+            String,
+            String,
+            Vec<u8>,
+        ) -> Pin<Box<dyn Future<Output = Result<CachePrefixUsage, CacheCallError>> + Send>>
         + Send
         + Sync,
 >;

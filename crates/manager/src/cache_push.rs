@@ -16,7 +16,7 @@ pub async fn run(m: Arc<Manager>) {
     let Some(env) = m.cache.get().cloned() else { return };
     let mut shutdown = m.shutdown.clone();
     let mut last: Option<Vec<u8>> = None;
-    let mut failing: BTreeMap<String, String> = BTreeMap::new();
+    let mut failing: BTreeMap<String, crate::cache_env::CacheCallError> = BTreeMap::new();
     loop {
         let changed = tokio::select! {
             _ = tokio::time::sleep(RECONCILE) => false,

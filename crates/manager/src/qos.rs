@@ -20,6 +20,24 @@ use berth_model::{JobSpec, format_duration};
 
 use crate::error::ApiError;
 
+/// A `[qos.NAME]` entry of the config file berth cannot use; the text names the entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QosError {
+    #[error("qos name `{0}`: use 1-64 letters, digits, `-`, `_` or `.`")]
+    Name(String),
+    #[error("qos.{0}.max_time_limit must be more than 0s")]
+    ZeroLimit(String),
+    #[error("qos.{name}.max_time_limit: {source}")]
+    Limit { name: String, source: berth_model::QuantityError },
+}
+
+/// The config file's parser reports its errors as text (`config::parse`).
+impl From<QosError> for String {
+    fn from(e: QosError) -> String {
+        e.to_string()
+    }
+}
+
 /// One qos.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Qos {
@@ -36,18 +54,18 @@ pub struct QosTable(BTreeMap<String, Qos>);
 impl QosTable {
     /// The table of `(name, priority, max_time_limit)` entries as the config file gives them;
     /// errors name the entry.
-    pub fn parse(entries: impl IntoIterator<Item = (String, i32, Option<String>)>) -> Result<QosTable, String> {
+    pub fn parse(entries: impl IntoIterator<Item = (String, i32, Option<String>)>) -> Result<QosTable, QosError> {
         let mut out = BTreeMap::new();
         for (name, priority, max) in entries {
             if !berth_model::valid_name(&name) {
-                return Err(format!("qos name `{name}`: use 1-64 letters, digits, `-`, `_` or `.`"));
+                return Err(QosError::Name(name));
             }
             let max_time_limit_secs = match max {
                 None => None,
                 Some(t) => match berth_model::parse_duration(&t) {
-                    Ok(0) => return Err(format!("qos.{name}.max_time_limit must be more than 0s")),
+                    Ok(0) => return Err(QosError::ZeroLimit(name)),
                     Ok(s) => Some(s),
-                    Err(e) => return Err(format!("qos.{name}.max_time_limit: {e}")),
+                    Err(source) => return Err(QosError::Limit { name, source }),
                 },
             };
             out.insert(name, Qos { priority, max_time_limit_secs });
@@ -147,7 +165,9 @@ mod tests {
 
     #[test]
     fn the_config_entries_are_checked() {
-        let e = |name: &str, max: &str| QosTable::parse([(name.to_string(), 1, Some(max.to_string()))]).unwrap_err();
+        let e = |name: &str, max: &str| {
+            QosTable::parse([(name.to_string(), 1, Some(max.to_string()))]).unwrap_err().to_string()
+        };
         assert!(e("a b", "1h").contains("qos name `a b`"));
         assert!(e("high", "0s").starts_with("qos.high.max_time_limit"));
         assert!(e("high", "soon").starts_with("qos.high.max_time_limit: "));

@@ -12,7 +12,7 @@ use anyhow::Context;
 use berth_cache::Store;
 use berth_cache::server::{self, Node};
 use berth_cache::token::{Claims, Key};
-use berth_manager::cache_env::CacheEnv;
+use berth_manager::cache_env::{CacheCallError, CacheEnv};
 use berth_model::api::CachePrefixUsage;
 use clap::Args;
 
@@ -77,9 +77,9 @@ fn cache_env(url: Option<String>, key: Key, http: reqwest::Client) -> CacheEnv {
             .timeout(PUSH_TIMEOUT)
             .body(body);
         Box::pin(async move {
-            let r = req.send().await.map_err(|e| format!("{:#}", transport_error(&base, e)))?;
-            super::cache_client::answer(r).await.map(|_| ()).map_err(|e| format!("{e:#}"))
-        }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+            let r = req.send().await.map_err(|e| CacheCallError(format!("{:#}", transport_error(&base, e))))?;
+            super::cache_client::answer(r).await.map(|_| ()).map_err(|e| CacheCallError(format!("{e:#}")))
+        }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CacheCallError>> + Send>>
     };
     let usage = move |base: String, token: String, bucket: String, prefix: Vec<u8>| {
         let req = http2
@@ -87,10 +87,12 @@ fn cache_env(url: Option<String>, key: Key, http: reqwest::Client) -> CacheEnv {
             .bearer_auth(token)
             .timeout(USAGE_TIMEOUT);
         Box::pin(async move {
-            let r = req.send().await.map_err(|e| format!("{:#}", transport_error(&base, e)))?;
-            let v = super::cache_client::answer(r).await.map_err(|e| format!("{e:#}"))?;
-            serde_json::from_value::<CachePrefixUsage>(v).map_err(|e| format!("{base}: unreadable usage answer: {e}"))
-        }) as std::pin::Pin<Box<dyn std::future::Future<Output = Result<CachePrefixUsage, String>> + Send>>
+            let r = req.send().await.map_err(|e| CacheCallError(format!("{:#}", transport_error(&base, e))))?;
+            let v = super::cache_client::answer(r).await.map_err(|e| CacheCallError(format!("{e:#}")))?;
+            serde_json::from_value::<CachePrefixUsage>(v)
+                .map_err(|e| CacheCallError(format!("{base}: unreadable usage answer: {e}")))
+        })
+            as std::pin::Pin<Box<dyn std::future::Future<Output = Result<CachePrefixUsage, CacheCallError>> + Send>>
     };
     CacheEnv {
         url,

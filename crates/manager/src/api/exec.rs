@@ -4,7 +4,7 @@
 //! `GET /v1/jobs/{id}/exec` upgrades to a WebSocket (the framing is `berth_model::stream`):
 //! the client sends an `ExecRequest`, the manager asks the kernel's agent for a stream
 //! (`OpenStream`), waits for the agent to dial `GET /v1/agents/streams/{stream}`, and splices
-//! the two sockets until either side closes (`kernel_stream`). Only the job's owner and admins
+//! the two sockets until either side closes (`crate::streams`, `kernel_stream`). Only the job's owner and admins
 //! may exec (the command runs as the kernel's user); everyone else gets the 404 of a missing
 //! job.
 //!
@@ -24,12 +24,32 @@ use berth_model::stream::{AttachRequest, ExecRequest};
 use berth_model::{JobId, JobState};
 use futures_util::StreamExt;
 
-use super::kernel_stream::{OPEN_TIMEOUT, may_enter, open_stream, refuse, splice};
+use super::kernel_stream::{may_enter, refuse, splice};
 use crate::auth::{Auth, Caller};
 use crate::error::{ApiError, Path};
 use crate::manager::Manager;
+use crate::streams::{OPEN_TIMEOUT, START_WAIT, StreamError, open_stream};
 
 type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
+
+/// Why a client's stream is not served; the text is the stream's end.
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    #[error("bad request: {0}")]
+    Json(serde_json::Error),
+    #[error("bad request: expected the request (JSON) as the first message")]
+    NotJson,
+    #[error("bad request: no request within {}s", OPEN_TIMEOUT.as_secs())]
+    Timeout,
+    /// The request's own check (`ExecRequest::validate`).
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+}
+
+/// What a client's request asks for: a kernel and the stream to open into it.
+type ToOpen<R> = fn(R) -> Result<(u32, StreamOpen), RequestError>;
 
 /// `GET /v1/jobs/{id}/exec` (WebSocket): a user's, or `srun`'s inside the job with the job's
 /// step token, which opens streams into that job's running attempt only.
@@ -55,7 +75,7 @@ async fn step_may_enter(m: &Manager, job: JobId, attempt: u32, id: JobId) -> Res
     if job != id {
         return Err(super::jobs::no_such_job(id));
     }
-    let deadline = tokio::time::Instant::now() + super::kernel_stream::START_WAIT;
+    let deadline = tokio::time::Instant::now() + START_WAIT;
     loop {
         let state = {
             let st = m.jobs.lock().await;
@@ -76,8 +96,8 @@ async fn step_may_enter(m: &Manager, job: JobId, attempt: u32, id: JobId) -> Res
 }
 
 /// The stream an exec request opens, or why it cannot.
-fn exec_open(req: ExecRequest) -> Result<(u32, StreamOpen), String> {
-    req.validate()?;
+fn exec_open(req: ExecRequest) -> Result<(u32, StreamOpen), RequestError> {
+    req.validate().map_err(RequestError::Invalid)?;
     Ok((
         req.kernel,
         StreamOpen::Exec { command: req.command, stdin: req.stdin, tty: req.tty, env: req.env, gpus: req.gpus },
@@ -95,7 +115,7 @@ async fn upgrade<R: serde::de::DeserializeOwned + Send + 'static>(
     user: &crate::identity::User,
     id: JobId,
     ws: Upgrade,
-    to_open: fn(R) -> Result<(u32, StreamOpen), String>,
+    to_open: ToOpen<R>,
 ) -> Response {
     if let Err(e) = may_enter(&m, user, id).await {
         return e.into_response();
@@ -108,7 +128,7 @@ fn upgrade_checked<R: serde::de::DeserializeOwned + Send + 'static>(
     m: Arc<Manager>,
     id: JobId,
     ws: Upgrade,
-    to_open: fn(R) -> Result<(u32, StreamOpen), String>,
+    to_open: ToOpen<R>,
 ) -> Response {
     match ws {
         Ok(ws) => ws
@@ -144,19 +164,14 @@ pub async fn agent_stream(
 /// Reads the client's request (the first message, JSON), asks the kernel's agent for the
 /// stream it names and splices the two; a request that cannot be served gets a
 /// `StreamEnd` with the error.
-async fn serve<R: serde::de::DeserializeOwned>(
-    m: Arc<Manager>,
-    id: JobId,
-    mut client: WebSocket,
-    to_open: fn(R) -> Result<(u32, StreamOpen), String>,
-) {
+async fn serve<R: serde::de::DeserializeOwned>(m: Arc<Manager>, id: JobId, mut client: WebSocket, to_open: ToOpen<R>) {
     let req = match tokio::time::timeout(OPEN_TIMEOUT, client.next()).await {
-        Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<R>(t.as_str()).map_err(|e| e.to_string()),
-        Ok(_) => Err("expected the request (JSON) as the first message".to_string()),
-        Err(_) => Err(format!("no request within {}s", OPEN_TIMEOUT.as_secs())),
+        Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<R>(t.as_str()).map_err(RequestError::Json),
+        Ok(_) => Err(RequestError::NotJson),
+        Err(_) => Err(RequestError::Timeout),
     };
-    let agent = match req.map_err(|e| format!("bad request: {e}")).and_then(to_open) {
-        Ok((kernel, open)) => open_stream(&m, id, kernel, open).await,
+    let agent = match req.and_then(to_open) {
+        Ok((kernel, open)) => open_stream(&m, id, kernel, open).await.map_err(RequestError::from),
         Err(e) => Err(e),
     };
     match agent {

@@ -15,10 +15,11 @@ use berth_model::JobId;
 use berth_model::protocol::{ForwardTarget, StreamOpen};
 use serde::Deserialize;
 
-use super::kernel_stream::{may_enter, open_stream, refuse, splice};
+use super::kernel_stream::{may_enter, refuse, splice};
 use crate::auth::Auth;
 use crate::error::{ApiError, Path};
 use crate::manager::Manager;
+use crate::streams::open_stream;
 
 /// Which port of which kernel.
 #[derive(Debug, Deserialize)]

@@ -25,8 +25,8 @@ use hyper_util::rt::TokioIo;
 use super::direct::{AppIo, Routes};
 pub use super::key::AppKey;
 use super::pool::Pool;
-use crate::api::kernel_stream::{open_stream, tunnel};
 use crate::manager::Manager;
+use crate::streams::{open_stream, tunnel};
 
 /// What the apps' forwards said when they opened (their tokens; `None`: the app takes none).
 type Opened = Arc<Mutex<HashMap<AppKey, ForwardOpened>>>;
@@ -61,8 +61,8 @@ impl Connector {
     /// A new forwarded connection to the app, what it said noted.
     async fn open(&self, key: &AppKey) -> Result<AppIo, String> {
         let open = StreamOpen::Forward { target: ForwardTarget::App(key.app.clone()) };
-        let ws = open_stream(&self.m, key.job, 0, open).await?;
-        let (opened, io) = tunnel(ws).await?;
+        let ws = open_stream(&self.m, key.job, 0, open).await.map_err(|e| e.to_string())?;
+        let (opened, io) = tunnel(ws).await.map_err(|e| e.to_string())?;
         self.opened.lock().expect("app forwards lock").insert(key.clone(), opened);
         Ok(AppIo::Tunnel(TokioIo::new(io)))
     }

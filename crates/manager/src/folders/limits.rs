@@ -16,6 +16,18 @@ use std::path::Path;
 
 use tokio::process::Command;
 
+/// Why a folder's directory or filesystem quota could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitError {
+    #[error("cannot run btrfs (install btrfs-progs): {0}")]
+    NoBtrfs(std::io::Error),
+    /// `btrfs ARGS` failed: its error output.
+    #[error("btrfs {args}: {stderr}")]
+    Btrfs { args: String, stderr: String },
+    #[error("{0}")]
+    Create(std::io::Error),
+}
+
 /// How the folder root's filesystem limits what jobs write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Limits {
@@ -52,16 +64,16 @@ impl Limits {
     }
 
     /// Makes a new folder's directory: a subvolume where quotas are enforced.
-    pub async fn make_dir(&self, dir: &Path) -> Result<(), String> {
+    pub async fn make_dir(&self, dir: &Path) -> Result<(), LimitError> {
         match self {
             Limits::BtrfsQgroups => run(&["subvolume", "create"], dir).await.map(|_| ()),
-            Limits::UploadsOnly(_) => std::fs::create_dir(dir).map_err(|e| e.to_string()),
+            Limits::UploadsOnly(_) => std::fs::create_dir(dir).map_err(LimitError::Create),
         }
     }
 
     /// Sets (or, with `None`, lifts) the limit of the folder at `dir`. Returns whether the
     /// filesystem holds jobs to it: `false` for a folder that is not a subvolume.
-    pub async fn set(&self, dir: &Path, quota: Option<u64>) -> Result<bool, String> {
+    pub async fn set(&self, dir: &Path, quota: Option<u64>) -> Result<bool, LimitError> {
         if !self.enforced() || !is_subvolume(dir) {
             return Ok(false);
         }
@@ -82,17 +94,13 @@ fn is_subvolume(dir: &Path) -> bool {
 }
 
 /// Runs `btrfs ARGS... PATH`; its error output when it fails.
-async fn run(args: &[&str], path: &Path) -> Result<String, String> {
-    let out = Command::new("btrfs")
-        .args(args)
-        .arg(path)
-        .output()
-        .await
-        .map_err(|e| format!("cannot run btrfs (install btrfs-progs): {e}"))?;
+async fn run(args: &[&str], path: &Path) -> Result<String, LimitError> {
+    let out = Command::new("btrfs").args(args).arg(path).output().await.map_err(LimitError::NoBtrfs)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!("btrfs {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        Err(LimitError::Btrfs { args: args.join(" "), stderr })
     }
 }
 

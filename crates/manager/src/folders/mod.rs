@@ -224,9 +224,9 @@ impl Folders {
         )?;
         let dir = self.dir(row.id);
         let made = async {
-            self.limits().make_dir(&dir).await?;
+            self.limits().make_dir(&dir).await.map_err(|e| e.to_string())?;
             files::open_folder_dir(&dir).map_err(|e| e.to_string())?;
-            self.limits().set(&dir, quota).await
+            self.limits().set(&dir, quota).await.map_err(|e| e.to_string())
         };
         if let Err(e) = made.await {
             let _ = self.store.delete_folder(row.id).await;

@@ -1,7 +1,13 @@
-//! Streams into kernels waiting for their agent (`berth exec`, `berth attach`): the manager
-//! asks the node's agent to dial a stream back (`OpenStream` with a fresh id and secret) and
-//! waits here until that WebSocket arrives at `/v1/agents/streams/{id}`, or gives up. A secret
-//! is good for one dial: a stream can be joined once, by the agent that was asked.
+//! The streams service: streams into running kernels (`berth exec`, `attach`, `port-forward`,
+//! the app proxy). The manager asks the kernel's node's agent to dial a stream back
+//! (`OpenStream` with a fresh id and secret, [`open_stream`]) and waits here until that
+//! WebSocket arrives at `/v1/agents/streams/{id}` ([`Streams`]), or gives up. A secret is good
+//! for one dial: a stream can be joined once, by the agent that was asked. A forward's stream
+//! becomes a byte stream the manager can speak HTTP over ([`tunnel`]). The HTTP side (who
+//! may enter, splicing a client's socket) is `api::kernel_stream`'s.
+
+mod open;
+mod tunnel;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -9,6 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::ws::WebSocket;
 use tokio::sync::oneshot;
+
+pub use open::{OPEN_TIMEOUT, START_WAIT, StreamError, open_stream};
+pub use tunnel::tunnel;
 
 #[derive(Default)]
 pub struct Streams {
