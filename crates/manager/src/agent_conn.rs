@@ -23,8 +23,8 @@ use tokio::sync::mpsc;
 
 use crate::error::ApiError;
 use crate::hub::LogReply;
+use crate::kernel_start::send_start_one;
 use crate::manager::Manager;
-use crate::scheduler::send_start_one;
 use crate::state::{Conn, Node};
 
 /// Most agent messages handled under one state lock.

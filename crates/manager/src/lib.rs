@@ -10,6 +10,7 @@
 //!   data dir: the admin user and its API token, shown once.
 
 mod access_log;
+mod admission;
 mod agent_conn;
 mod api;
 mod apps;
@@ -38,6 +39,7 @@ mod identity;
 mod idle;
 mod images;
 mod jobs;
+mod kernel_start;
 mod leader;
 mod lease;
 mod lifecycle;

@@ -3,12 +3,11 @@
 //! commits its starts (up to [`PASS_PART`] in one store batch) and every changed pending
 //! reason of the pass; after each batch it applies that part to memory with
 //! `berth_sched::apply` (`pass_target.rs`: ledgers, places and reasons) and sends its
-//! `StartKernel`s, and stores and sends the preemptions.
+//! `StartKernel`s (`kernel_start`), and stores and sends the preemptions.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_model::protocol::ManagerMessage;
 use berth_model::{JobState, PendingKind, PendingReason, StopCause};
 use berth_sched::apply::{self, PassTarget};
 use berth_sched::{FairShare, HeadOfLine, Ordering, PassInput, PassOutput, Preempt, RunningSet};
@@ -18,7 +17,7 @@ use jiff::Timestamp;
 use crate::lifecycle::Move;
 use crate::manager::Manager;
 use crate::metrics::Commit;
-use crate::state::{Job, State};
+use crate::state::State;
 
 /// How often the usage of running jobs is added to their users' and projects' fair-share
 /// usage (ended jobs are charged when they end).
@@ -198,7 +197,7 @@ async fn commit_part(m: &Manager, st: &mut State, out: PassOutput, now: Timestam
     let watched = m.jobs.watched();
     for id in &applied.started {
         if let Some(job) = st.jobs.get(id) {
-            send_start(m, st, job);
+            crate::kernel_start::send_start(m, st, job);
             if watched {
                 m.jobs.announce(Arc::new(job.event()));
             }
@@ -266,44 +265,6 @@ fn needs_persisting(old: Option<&PendingReason>, new: &PendingReason) -> bool {
         Some(o) if o.kind == PendingKind::Priority && new.kind == PendingKind::Priority => false,
         Some(o) => o.kind != new.kind || o.message != new.message,
     }
-}
-
-/// Sends `StartKernel` for every kernel of `job` that has not ended (a no-op for nodes whose
-/// agent is away: reconcile re-sends on reconnect).
-pub fn send_start(m: &Manager, st: &State, job: &Job) {
-    for i in 0..job.attempt.bindings.len() {
-        if job.attempt.ends.get(i).is_some_and(|e| e.is_some()) {
-            continue;
-        }
-        send_start_one(m, st, job, i as u32);
-    }
-}
-
-/// Sends `StartKernel` for kernel `index` of `job`.
-pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
-    let Some(b) = job.attempt.bindings.get(index as usize) else { return };
-    let mut env = crate::cluster_env::kernel_env(st, job, index);
-    if let Some(c) = m.cache.get()
-        && let Some(url) = m.cache_members.url_for(st, &b.node, job.id).or_else(|| c.url.clone())
-    {
-        c.add_to(&mut env, job, &url);
-    }
-    if let Some(k) = m.step_key.get() {
-        // Added here, never to the spec: `berth show` and the store never see it.
-        env.insert(crate::step_token::VAR.into(), k.mint(job.id, job.attempt.number));
-    }
-    let msg = ManagerMessage::StartKernel {
-        cmd_id: m.jobs.next_cmd_id(),
-        key: job.key(index),
-        spec: job.full_spec(),
-        binding: b.clone(),
-        env,
-        submitter: job.owner.submitter,
-        folders: m.folders.binds(&job.spec),
-        code: job.spec.code.as_ref().map(|c| m.code.copy_for(&c.id)),
-        datasets: crate::datasets::fetches(m, job.id, &job.spec),
-    };
-    st.send(&b.node, msg);
 }
 
 #[cfg(test)]

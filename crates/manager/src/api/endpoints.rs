@@ -54,7 +54,7 @@ fn with_url(m: &Manager, headers: &HeaderMap, mut v: EndpointView) -> EndpointVi
 /// check (queue, quota, project, folders, feasibility) for `user`.
 async fn check(m: &Arc<Manager>, user: &User, spec: &EndpointSpec) -> Result<(), ApiError> {
     spec.validate().map_err(|e| ApiError::bad_request(e.0))?;
-    super::jobs::admit(m, user, spec.replica_job(0, 0)).await.map(drop)
+    crate::admission::admit(m, user, spec.replica_job(0, 0)).await.map(drop)
 }
 
 /// A token as the API shows it (never its hash).

@@ -45,7 +45,7 @@ pub async fn create(
         return Err(ApiError::bad_request(berth_model::folder::folder_name_error(&req.name).0));
     }
     if let Some(p) = &req.project {
-        super::jobs::check_project(&m, &user, p).await?;
+        crate::admission::check_project(&m, &user, p).await?;
     }
     let f = m.folders.create(&user, &req.name, req.project.as_deref(), req.quota_bytes).await?;
     m.tenancy.audit(&user.name, "folder.create", &qualified(&f), &quota_text(f.quota_bytes)).await;

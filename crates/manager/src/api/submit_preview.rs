@@ -94,7 +94,7 @@ pub async fn preview(
     Json(req): Json<SubmitRequest>,
 ) -> Result<axum::Json<SubmitPreview>, ApiError> {
     super::jobs::refuse_manager_fields(&req.spec)?;
-    let (spec, queue, _) = super::jobs::admit(&m, &user, req.spec).await?;
+    let (spec, queue, _) = crate::admission::admit(&m, &user, req.spec).await?;
     if m.quotas.pending_limited(&user.name, &spec) {
         let st = m.jobs.lock().await;
         m.quotas.check_pending_quota(&st, &user.name, &spec)?;

@@ -381,7 +381,7 @@ async fn scale_down(jobs: &Jobs, st: &mut State, id: JobId, endpoint: &str, want
 async fn start(m: &Arc<Manager>, row: &EndpointRow, avoid: Vec<String>) -> Result<JobId, crate::error::ApiError> {
     let user = owner(m, row.owner_id).await?;
     let spec = row.spec.replica_job(row.id, row.revision);
-    let (spec, queue, data_on) = crate::api::jobs::admit(m, &user, spec).await?;
+    let (spec, queue, data_on) = crate::admission::admit(m, &user, spec).await?;
     let owner = crate::state::Owner { user_id: user.id, name: user.name.clone(), submitter: row.submitter };
     let hints = crate::jobs::Placement { data_on, avoid };
     let view = m.jobs.submit_placed(None, owner, spec, queue, None, hints).await?;
