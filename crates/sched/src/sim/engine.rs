@@ -89,7 +89,7 @@ pub fn simulate_setup(
     let queues = [setup.queue.clone()];
     let gpu_trace = trace.format == TraceFormat::Philly || trace.jobs.iter().any(|j| j.gpus > 0);
     let (jobs, user_names) = trace_jobs(trace, cluster, gpu_trace);
-    let mut sim = Replay::new(trace, opts, setup.victims, cluster.ledgers(), jobs, user_names);
+    let mut sim = Replay::new(trace, opts, setup.victims, setup.queue.ordering, cluster.ledgers(), jobs, user_names);
     // Jobs too big for the cluster are done with from the start.
     sim.settled = sim.jobs.iter().filter(|j| j.nodes == 0).count();
 

@@ -112,6 +112,7 @@ impl<'t> Replay<'t> {
         trace: &'t Trace,
         opts: &'t SimOptions,
         victims: Victims,
+        ordering: crate::Ordering,
         ledgers: Vec<NodeLedger>,
         jobs: Vec<JobState>,
         user_names: Vec<String>,
@@ -127,7 +128,9 @@ impl<'t> Replay<'t> {
             jobs,
             ledgers,
             node_index,
-            pending: PendingSet::new(),
+            // Only the replayed queue's ordering is walked: the other indexes would cost every
+            // arrival, start and requeue their updates for nothing.
+            pending: PendingSet::indexing(&[ordering]),
             running: RunningSet::new(),
             running_idx: Vec::new(),
             completions: BinaryHeap::new(),
