@@ -31,13 +31,13 @@ impl Cluster {
     /// ⌊C/G⌋ CPUs (at least one) and mem/G per GPU. CPU job of p processors on C-CPU nodes:
     /// ⌈p/C⌉ nodes with ⌈p/nodes⌉ CPUs each and mem/C per CPU. Errors when the job is larger
     /// than the cluster.
-    pub fn shape(&self, job: &TraceJob) -> Result<(ResourceRequest, u32), String> {
+    pub fn shape(&self, job: &TraceJob) -> Result<(ResourceRequest, u32), TooBig> {
         let c = self.cpus_per_node.max(1) as u64;
         let per_share = |n: u64, of: u64| (self.mem_per_node as u128 * n as u128 / of as u128) as u64;
         let (req, nodes) = if job.gpus > 0 {
             let g = self.gpus_per_node as u64;
             if g == 0 {
-                return Err(format!("needs {} GPUs and the nodes have none", job.gpus));
+                return Err(TooBig::NoGpus { gpus: job.gpus });
             }
             let want = job.gpus as u64;
             let nodes = want.div_ceil(g);
@@ -52,10 +52,19 @@ impl Cluster {
         };
         if nodes > self.nodes as u64 {
             let what = if job.gpus > 0 { format!("{} GPUs", job.gpus) } else { format!("{} CPUs", job.cpus) };
-            return Err(format!("needs {what} = {nodes} nodes, the cluster has {}", self.nodes));
+            return Err(TooBig::Nodes { what, nodes, cluster: self.nodes });
         }
         Ok((req, nodes as u32))
     }
+}
+
+/// Why a trace job cannot run on the simulated cluster ([`Cluster::shape`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TooBig {
+    #[error("needs {gpus} GPUs and the nodes have none")]
+    NoGpus { gpus: u32 },
+    #[error("needs {what} = {nodes} nodes, the cluster has {cluster}")]
+    Nodes { what: String, nodes: u64, cluster: u32 },
 }
 
 fn node_name(i: u32) -> String {

@@ -259,5 +259,5 @@ fn outcomes(trace: &Trace, jobs: &[JobState]) -> Vec<JobOutcome> {
 
 /// The jobs of a trace that no node shape of `cluster` can hold, with why (file line first).
 pub fn too_big(trace: &Trace, cluster: &Cluster) -> Vec<(usize, String)> {
-    trace.jobs.iter().filter_map(|j| cluster.shape(j).err().map(|e| (j.line, e))).collect()
+    trace.jobs.iter().filter_map(|j| cluster.shape(j).err().map(|e| (j.line, e.to_string()))).collect()
 }

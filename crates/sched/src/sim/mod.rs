@@ -21,11 +21,13 @@ mod policy;
 mod replay;
 mod trace;
 
-pub use cluster::Cluster;
+pub use cluster::{Cluster, TooBig};
 pub use engine::{JobOutcome, SimProgress, simulate, simulate_detailed, simulate_observed, simulate_setup, too_big};
 pub use metrics::{Metrics, jain, percentile};
-pub use policy::{DEFAULT_RESERVATIONS, DEFAULT_RESERVE_AFTER, Policy, Setup, SimError, SimOptions, Victims};
+pub use policy::{
+    DEFAULT_RESERVATIONS, DEFAULT_RESERVE_AFTER, Policy, Setup, SimError, SimOptions, UnknownPolicy, Victims,
+};
 pub use trace::{
-    PhillyOptions, SwfOptions, Trace, TraceError, TraceFormat, TraceJob, Window, parse, parse_philly, parse_swf,
-    parse_timestamp, swf_priority,
+    PhillyOptions, SwfOptions, Trace, TraceError, TraceFormat, TraceJob, UnknownFormat, Window, parse, parse_philly,
+    parse_swf, parse_timestamp, swf_priority,
 };

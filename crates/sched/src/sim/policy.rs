@@ -119,13 +119,15 @@ impl Setup {
     }
 }
 
+/// A `--policy` name that names no policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy `{0}`: use one of {names}", names = Policy::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "))]
+pub struct UnknownPolicy(pub String);
+
 impl std::str::FromStr for Policy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Policy::ALL.iter().copied().find(|p| p.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
-            format!("unknown policy `{s}`: use one of {}", names.join(", "))
-        })
+    type Err = UnknownPolicy;
+    fn from_str(s: &str) -> Result<Self, UnknownPolicy> {
+        Policy::ALL.iter().copied().find(|p| p.name() == s).ok_or_else(|| UnknownPolicy(s.to_string()))
     }
 }
 

@@ -37,13 +37,18 @@ impl TraceFormat {
     }
 }
 
+/// A `--format` that names no trace format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown trace format `{0}`: use philly or swf")]
+pub struct UnknownFormat(pub String);
+
 impl std::str::FromStr for TraceFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownFormat;
+    fn from_str(s: &str) -> Result<Self, UnknownFormat> {
         match s {
             "philly" => Ok(TraceFormat::Philly),
             "swf" => Ok(TraceFormat::Swf),
-            other => Err(format!("unknown trace format `{other}`: use philly or swf")),
+            other => Err(UnknownFormat(other.to_string())),
         }
     }
 }
