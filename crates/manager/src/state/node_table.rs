@@ -188,3 +188,25 @@ fn node_state(n: &Node, busy: impl FnOnce() -> bool) -> NodeState {
         (None, true) => NodeState::Ready,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use berth_model::Topology;
+    use berth_sched::NodeLedger;
+
+    use crate::state::fixture::{node, one_running_job};
+
+    /// An agent that registers again (a reconnect, a new topology) gets its old ledger slot
+    /// back with the new ledger: other nodes' indices into the ledgers never move.
+    #[test]
+    fn a_node_registered_again_keeps_its_ledger_slot_and_others_keep_theirs() {
+        let (mut st, _) = one_running_job();
+        st.register_node("n2".into(), node(7), NodeLedger::new("n2", "default", Topology::synthetic(1, 2, 4 << 30, 0)));
+        assert_eq!((st.nodes()["n1"].ledger, st.nodes()["n2"].ledger), (0, 1), "the slot is the table's choice");
+        st.register_node("n1".into(), node(5), NodeLedger::new("n1", "default", Topology::synthetic(1, 8, 8 << 30, 0)));
+        assert_eq!(st.ledgers().len(), 2);
+        assert_eq!(st.node("n1").map(|n| n.ledger), Some(0));
+        assert_eq!(st.ledger("n1").map(|l| l.topology().cpus.len()), Some(8));
+        assert_eq!(st.ledger("n2").map(|l| l.topology().cpus.len()), Some(2));
+    }
+}
