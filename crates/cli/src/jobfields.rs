@@ -228,12 +228,12 @@ pub fn slurm_mem(bytes: u64) -> String {
 /// would print a default.
 #[cfg(test)]
 pub(crate) fn assert_fields_declare_what_they_read(style: &dyn Style) {
-    let jobs = crate::slurm::states::tests::varied();
+    let jobs = berth_slurm::fixtures::varied();
     let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
     for info in FIELDS {
         let asked = api_fields([&info.field]).join(",");
         for j in &jobs {
-            let lean = crate::slurm::states::tests::lean(j, &asked);
+            let lean = berth_slurm::fixtures::lean(j, &asked);
             assert_eq!(
                 value(info.field, &lean, now, style),
                 value(info.field, j, now, style),

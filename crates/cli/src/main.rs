@@ -23,7 +23,6 @@ mod jobfile;
 mod output;
 mod placement;
 mod run_as;
-mod sbatch;
 mod script;
 mod servefile;
 mod serveflags;

@@ -13,8 +13,8 @@ use std::path::Path;
 use anyhow::{anyhow, bail};
 use clap::Parser;
 
-use crate::sbatch;
 use crate::specflags::SpecFlags;
+use berth_slurm::sbatch;
 
 /// Linux refuses a single argument longer than this (MAX_ARG_STRLEN), and the script travels
 /// as one argument.
@@ -346,5 +346,18 @@ python train.py
         assert!(read_if_script(&w("d", b"\x7fELF\xff\xfe")).unwrap().is_none());
         assert!(read_if_script(&dir.path().join("missing")).unwrap().is_none());
         assert!(read_if_script(&w("e", b"#!/bin/sh\n\xff")).is_err());
+    }
+
+    #[test]
+    fn sbatch_signal_is_typed_and_bad_ones_name_the_line() {
+        let parse = |s: &str| parse(s, "a.sh", vec![]);
+        let s = parse("#!/bin/sh\n#SBATCH --time=1 --signal=B:USR1@55\n").unwrap();
+        assert_eq!(s.flags.signal, Some("B:USR1@55".parse().unwrap()));
+        let s = parse("#!/bin/sh\n#SBATCH --signal USR2\n").unwrap();
+        assert_eq!(s.flags.signal.map(|g| (g.signal, g.before_secs, g.batch_only)), Some((12, 60, false)));
+        for (line, says) in [("--signal=FOO@9", "unknown signal `FOO`"), ("--signal=USR1@70000", "0 to 65535")] {
+            let e = parse(&format!("#!/bin/sh\n#SBATCH {line}\n")).unwrap_err().to_string();
+            assert!(e.starts_with("a.sh:2: ") && e.contains("--signal") && e.contains(says), "{e}");
+        }
     }
 }

@@ -5,9 +5,9 @@
 //! with Slurm's flags and Slurm's output, talking to the manager like any berth command.
 //!
 //! Errors print as Slurm's do (`squeue: error: ...`) and exit 1; usage mistakes are clap's
-//! (exit 2). What is supported: docs/slurm.md.
+//! (exit 2). What is supported: docs/slurm.md. The Slurm layer without a command line (state
+//! names, output formats, `#SBATCH` translation, the job query) is the `berth-slurm` crate.
 
-pub mod format;
 pub mod install;
 mod sacct;
 mod sbatch_cmd;
@@ -16,57 +16,12 @@ mod scontrol;
 mod scontrol_nodes;
 mod sinfo;
 mod squeue;
-pub mod states;
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::process::ExitCode;
 
-use berth_model::api::{JobListQuery, JobView};
-use berth_model::{JobId, JobState};
-
-use crate::client::Client;
-
-/// The Slurm commands berth answers to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tool {
-    Sbatch,
-    Squeue,
-    Scancel,
-    Sacct,
-    Sinfo,
-    Scontrol,
-}
-
-/// The names `install-slurm-commands` links; `srun` is among them for when it exists.
-pub const LINKED: [&str; 7] = ["sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun"];
-
-impl Tool {
-    pub fn name(self) -> &'static str {
-        match self {
-            Tool::Sbatch => "sbatch",
-            Tool::Squeue => "squeue",
-            Tool::Scancel => "scancel",
-            Tool::Sacct => "sacct",
-            Tool::Sinfo => "sinfo",
-            Tool::Scontrol => "scontrol",
-        }
-    }
-}
-
-/// The Slurm command `argv0` names (by its file name), if any.
-pub fn invoked_as(argv0: &OsStr) -> Option<Tool> {
-    let name = std::path::Path::new(argv0).file_name()?.to_str()?;
-    match name {
-        "sbatch" => Some(Tool::Sbatch),
-        "squeue" => Some(Tool::Squeue),
-        "scancel" => Some(Tool::Scancel),
-        "sacct" => Some(Tool::Sacct),
-        "sinfo" => Some(Tool::Sinfo),
-        "scontrol" => Some(Tool::Scontrol),
-        // "srun" has its own entry (`commands::srun`, dispatched in main.rs first).
-        _ => None,
-    }
-}
+use berth_model::JobId;
+pub use berth_slurm::{LINKED, Tool, Wanted, format, invoked_as, names, states};
 
 /// Runs `tool` with `args` (its own name first) and returns its exit status.
 pub fn main(tool: Tool, args: Vec<OsString>) -> ExitCode {
@@ -105,132 +60,24 @@ pub async fn job_list(client: &crate::client::Client, list: &str) -> anyhow::Res
     crate::job_ref::resolve(client, &refs).await
 }
 
-/// A comma-separated list of names (`-u alice,bob`, `-p gpu,cpu`).
-pub fn names(list: &Option<String>) -> Vec<String> {
-    list.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
-}
-
-/// The one name of a list, if it has exactly one: the manager can filter on it.
-pub fn single(names: &[String]) -> Option<String> {
-    if names.len() == 1 { names.first().cloned() } else { None }
-}
-
-/// The jobs a command asks for: the manager filters by ids, states, a time window and one
-/// user or queue; several users or queues, exact names and accounts are filtered here.
-#[derive(Debug, Default)]
-pub struct Wanted {
-    pub ids: Option<Vec<JobId>>,
-    /// `None`: any state.
-    pub states: Option<Vec<JobState>>,
-    /// Finished jobs too.
-    pub all: bool,
-    pub since: Option<jiff::Timestamp>,
-    pub until: Option<jiff::Timestamp>,
-    pub users: Vec<String>,
-    pub partitions: Vec<String>,
-    pub names: Vec<String>,
-    pub accounts: Vec<String>,
-    /// Only these fields of each job (`None`: all), as the manager's `fields=` takes them;
-    /// what the filters and the arrays' folding read is added.
-    pub fields: Option<Vec<&'static str>>,
-}
-
-impl Wanted {
-    pub async fn fetch(&self, client: &Client) -> anyhow::Result<Vec<JobView>> {
-        if self.states.as_ref().is_some_and(Vec::is_empty) || self.ids.as_ref().is_some_and(Vec::is_empty) {
-            return Ok(Vec::new());
-        }
-        let joined = |v: Vec<String>| v.join(",");
-        let q = JobListQuery {
-            all: self.all,
-            state: self.states.as_ref().map(|s| joined(s.iter().map(|s| s.as_str().to_string()).collect())),
-            user: single(&self.users),
-            queue: single(&self.partitions),
-            ids: self.ids.as_ref().map(|i| joined(i.iter().map(|i| i.to_string()).collect())),
-            since: self.since.map(|t| t.to_string()),
-            until: self.until.map(|t| t.to_string()),
-            fields: self.fields.as_ref().map(|f| self.with_own_fields(f).join(",")),
-            ..Default::default()
-        };
-        let among = |list: &[String], v: Option<&String>| list.is_empty() || v.is_some_and(|v| list.contains(v));
-        let mut jobs = client.jobs(&q).await?;
-        if self.ids.is_some() {
-            // An array named by id stands for its tasks, as in Slurm (`sacct -j 12` lists 12_0...).
-            let arrays: Vec<JobId> = jobs.iter().filter(|j| j.array.is_some()).map(|j| j.id).collect();
-            for array in arrays {
-                let tq = JobListQuery { array: Some(array), ids: None, since: None, until: None, ..q.clone() };
-                let tasks = client.jobs(&tq).await?;
-                jobs.extend(tasks.into_iter().filter(|t| !self.ids.as_ref().is_some_and(|i| i.contains(&t.id))));
-            }
-        }
-        Ok(fold_arrays(jobs)
-            .into_iter()
-            .filter(|j| among(&self.users, Some(&j.user)) && among(&self.partitions, Some(&j.queue)))
-            .filter(|j| among(&self.names, j.name.as_ref()) && among(&self.accounts, j.project.as_ref()))
-            .collect())
-    }
-}
-
-impl Wanted {
-    /// `fields` and what `fetch` reads itself: the client-side filters and `fold_arrays`.
-    fn with_own_fields(&self, fields: &[&'static str]) -> Vec<&'static str> {
-        let mut all = fields.to_vec();
-        let filters =
-            [(&self.users, "user"), (&self.partitions, "queue"), (&self.names, "name"), (&self.accounts, "project")];
-        let own = ["id", "state", "array", "array_task"]
-            .into_iter()
-            .chain(filters.into_iter().filter(|(list, _)| !list.is_empty()).map(|(_, f)| f));
-        for f in own {
-            if !all.contains(&f) {
-                all.push(f);
-            }
-        }
-        all
-    }
-}
-
-/// An array's own row as Slurm shows it beside its tasks: while tasks are still to be made,
-/// the row for them (`12_[5-19%4]`, from the manager); once all are made, none (its tasks stand
-/// for it); once it ended, the row of the tasks never made (`12_[5-19]`, cancelled with it),
-/// if any, reckoned from the tasks listed.
-pub fn fold_arrays(jobs: Vec<JobView>) -> Vec<JobView> {
-    let mut made: std::collections::HashMap<JobId, Vec<u32>> = std::collections::HashMap::new();
-    for t in jobs.iter().filter_map(|j| j.array_task) {
-        made.entry(t.array_id).or_default().push(t.index);
-    }
-    jobs.into_iter()
-        .filter_map(|mut j| {
-            let Some(a) = j.array.as_deref().filter(|a| !a.starts_with('[')) else { return Some(j) };
-            if !j.state.is_terminal() {
-                return None;
-            }
-            let spec: berth_model::ArraySpec = a.parse().ok()?;
-            let tasks = made.get(&j.id).map(Vec::as_slice).unwrap_or_default();
-            let rest = spec.remaining(|i| tasks.contains(&i));
-            // `[]` or `[%4]`: every task was made.
-            (!rest.trim_start_matches('[').starts_with(['%', ']'])).then(|| {
-                j.array = Some(rest);
-                j
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
+    use berth_model::JobState;
+    use berth_model::api::JobView;
+
     use super::*;
 
     #[test]
     fn arrays_fold_into_their_tasks() {
         let job = |id: JobId, state: JobState, array: Option<&str>, task: Option<u32>| {
-            let mut j = states::tests::job(state);
+            let mut j = berth_slurm::fixtures::job(state);
             j.id = id;
             j.array = array.map(str::to_string);
             j.array_task = task.map(|index| berth_model::ArrayTask { array_id: 10, index, min: 0, max: 3, count: 4 });
             j
         };
         let shown = |jobs: Vec<JobView>| {
-            fold_arrays(jobs).iter().map(crate::jobfields::display_id).collect::<Vec<_>>().join(" ")
+            berth_slurm::fold_arrays(jobs).iter().map(crate::jobfields::display_id).collect::<Vec<_>>().join(" ")
         };
         let t0 = job(11, JobState::Succeeded, None, Some(0));
         let t1 = job(12, JobState::Running, None, Some(1));
@@ -244,13 +91,5 @@ mod tests {
         // Ended with tasks never made: those, in the array's state.
         assert_eq!(shown(vec![job(10, JobState::Cancelled, Some("0-3%2"), None), t0.clone()]), "10_[1-3%2] 10_0");
         assert_eq!(shown(vec![job(10, JobState::Succeeded, Some("0-1"), None), t0, t1]), "10_0 10_1");
-    }
-
-    #[test]
-    fn called_by_name() {
-        assert_eq!(invoked_as(OsStr::new("/usr/local/bin/squeue")), Some(Tool::Squeue));
-        assert_eq!(invoked_as(OsStr::new("sbatch")), Some(Tool::Sbatch));
-        assert_eq!(invoked_as(OsStr::new("berth")), None);
-        assert_eq!(invoked_as(OsStr::new("srun")), None, "srun is commands::srun's");
     }
 }

@@ -278,7 +278,7 @@ mod tests {
             render_line(&cols, &rule, None, "|"),
             "------------ ---------- ---------- ---------- ---------- ---------- -------- "
         );
-        let mut j = super::states::tests::job(JobState::Cancelled);
+        let mut j = berth_slurm::fixtures::job(JobState::Cancelled);
         j.stop = Some(berth_model::StopCause::Cancelled { by: "alice".into() });
         j.exit_code = Some(143);
         let now = j.submitted_at;
@@ -299,7 +299,7 @@ mod tests {
             [("JobName", 30), ("NodeList", -5), ("State", 10)]
         );
         assert_eq!(columns("JobID,Bogus").err().unwrap(), "Invalid field requested: \"Bogus\"");
-        let mut j = super::states::tests::job(JobState::Failed);
+        let mut j = berth_slurm::fixtures::job(JobState::Failed);
         j.exit_code = Some(3);
         assert_eq!(Sacct.exit(&j), "3:0");
         j.reason = Some("killed by signal 9 (SIGKILL)".into());

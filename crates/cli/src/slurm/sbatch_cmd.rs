@@ -1,5 +1,5 @@
 //! `sbatch [OPTIONS] [SCRIPT [ARGS...]]`: Slurm's options (the ones `#SBATCH` lines take,
-//! translated by [`crate::sbatch::translate`]) over the script's own directives, then the
+//! translated by [`berth_slurm::sbatch::translate`]) over the script's own directives, then the
 //! very path of `berth submit SCRIPT` ([`crate::commands::submit::build_job`]). The script
 //! comes from a file, `--wrap "CMD"` or stdin. Prints `Submitted batch job N`, or `N` with
 //! `--parsable`.
@@ -136,11 +136,11 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         println!("{HELP}");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut tasks = crate::sbatch::Tasks::default();
-    let (mut flags, ignored) = crate::sbatch::translate(&line.options, &mut tasks).map_err(anyhow::Error::msg)?;
+    let mut tasks = berth_slurm::sbatch::Tasks::default();
+    let (mut flags, ignored) = berth_slurm::sbatch::translate(&line.options, &mut tasks).map_err(anyhow::Error::msg)?;
     if !line.quiet {
         for o in ignored {
-            match crate::sbatch::note(&o) {
+            match berth_slurm::sbatch::note(&o) {
                 Some(note) => eprintln!("sbatch: note: {o}: {note}"),
                 None => eprintln!("sbatch: warning: ignoring {o}: berth has no equivalent"),
             }
@@ -164,7 +164,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
             scratch_script(&mut scratch, "sbatch", &String::from_utf8_lossy(&text))?
         }
     };
-    if tasks != crate::sbatch::Tasks::default() {
+    if tasks != berth_slurm::sbatch::Tasks::default() {
         // Merged option by option with the script's directives, then translated once: the
         // command line's `-c 4` and the script's `--ntasks-per-node=2` make 8 CPUs.
         let text = std::fs::read_to_string(&script).unwrap_or_default();

@@ -304,14 +304,14 @@ mod tests {
     fn default_format_byte_for_byte() {
         let head = format::render(&format::parse(DEFAULT), |c| header(c).map(str::to_string));
         assert_eq!(head, "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)");
-        let mut j = super::states::tests::job(JobState::Running);
+        let mut j = berth_slurm::fixtures::job(JobState::Running);
         j.id = 4242;
         j.name = Some("a-very-long-name".into());
         j.user = "alice".into();
         j.started_at = Some(j.submitted_at);
         j.nodes = vec!["n1".into()];
         assert_eq!(line(DEFAULT, &j), "              4242   default a-very-l    alice  R    1:02:03      1 n1");
-        let mut p = super::states::tests::job(JobState::Pending);
+        let mut p = berth_slurm::fixtures::job(JobState::Pending);
         p.pending_reason = Some(berth_model::PendingReason::new(berth_model::PendingKind::Priority, "behind 2 jobs"));
         p.nodes_requested = 2;
         assert_eq!(line(DEFAULT, &p), "                 1   default        x        u PD       0:00      2 (Priority)");
@@ -328,13 +328,13 @@ mod tests {
     /// whole job, and the sort reads nothing else.
     #[test]
     fn each_code_prints_the_same_from_the_fields_it_asks_for() {
-        let jobs = super::states::tests::varied();
+        let jobs = berth_slurm::fixtures::varied();
         let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
         for (_, code) in LONG_NAMES {
             let items = format::parse(&format!("%{code}"));
             let fields = api_fields(&items).join(",");
             for j in &jobs {
-                let lean = super::states::tests::lean(j, &fields);
+                let lean = berth_slurm::fixtures::lean(j, &fields);
                 assert_eq!(value(*code, &lean, now), value(*code, j, now), "%{code} of a {} job", j.state);
                 let key = |j: &JobView| (j.queue.clone(), states::job_state(j).0, j.priority, j.id);
                 assert_eq!(key(&lean), key(j));

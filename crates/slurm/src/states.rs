@@ -131,8 +131,9 @@ pub fn node_state(n: &NodeView) -> (String, String) {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::fixtures::job;
 
     #[test]
     fn state_lists() {
@@ -175,60 +176,5 @@ pub(crate) mod tests {
         assert_eq!(nodes_or_reason(&j), "(None)");
         j.nodes = vec!["n1".into(), "n2".into()];
         assert_eq!(nodes_or_reason(&j), "n[1-2]");
-    }
-
-    pub(crate) fn job(state: JobState) -> JobView {
-        serde_json::from_value(serde_json::json!({
-            "id": 1, "name": "x", "user": "u", "state": state, "queue": "default", "priority": 0,
-            "position": null, "pending_reason": null, "nodes": [], "cpu_milli": 1000,
-            "mem_bytes": 1073741824u64, "gpu_milli": 0, "submitted_at": "2026-11-20T10:00:00Z",
-            "started_at": null, "ended_at": null, "exit_code": null, "reason": null
-        }))
-        .unwrap()
-    }
-
-    /// Jobs in every state with every field set, array tasks and arrays: for checking that
-    /// each printed field declares what it reads.
-    pub(crate) fn varied() -> Vec<JobView> {
-        let mut jobs = Vec::new();
-        for state in JobState::ALL {
-            let mut j = job(state);
-            j.id = 12;
-            j.name = Some("train".into());
-            j.user = "alice".into();
-            j.project = Some("vision".into());
-            j.nodes = vec!["n1".into(), "n2".into()];
-            j.nodes_requested = 2;
-            (j.cpu_milli, j.mem_bytes, j.gpu_milli) = (2500, 3 << 30, 500);
-            j.started_at = Some(j.submitted_at + jiff::SignedDuration::from_secs(60));
-            j.ended_at = state.is_terminal().then(|| j.submitted_at + jiff::SignedDuration::from_secs(3600));
-            j.time_limit_secs = Some(7200);
-            j.priority = 5;
-            j.exit_code = Some(137);
-            j.reason = Some("killed by signal 9".into());
-            j.stop = Some(berth_model::StopCause::Cancelled { by: "bob".into() });
-            j.end_cause = Some(berth_model::EndCause::OutOfMemory);
-            j.pending_reason =
-                Some(berth_model::PendingReason::new(berth_model::PendingKind::Resources, "waits for resources"));
-            j.array_task = Some(berth_model::array::ArrayTask { array_id: 9, index: 3, min: 1, max: 9, count: 9 });
-            jobs.push(j.clone());
-            j.array_task = None;
-            j.array = Some("[4-9%2]".into());
-            jobs.push(j.clone());
-            // Not placed (yet, or ever): where squeue and sacct print the reason instead.
-            (j.array, j.nodes, j.started_at) = (None, Vec::new(), None);
-            j.workdir = Some("/home/alice/run".into());
-            j.expected_start = Some(j.submitted_at + jiff::SignedDuration::from_secs(900));
-            jobs.push(j);
-        }
-        jobs
-    }
-
-    /// `j` as a listing with `fields=` (a comma list) brings it back: those fields, the rest
-    /// defaults.
-    pub(crate) fn lean(j: &JobView, fields: &str) -> JobView {
-        use berth_model::api::{job_view_fields, job_view_partial};
-        let fields = job_view_fields(fields).unwrap();
-        serde_json::from_value(serde_json::to_value(job_view_partial(j, &fields)).unwrap()).unwrap()
     }
 }

@@ -403,7 +403,7 @@ mod tests {
     /// The flags of one directive line, task directives combined.
     fn all(s: &str) -> Result<Vec<String>, String> {
         let mut tasks = Tasks::default();
-        let (mut out, _) = translate(&crate::script::split_words(s).unwrap(), &mut tasks)?;
+        let (mut out, _) = translate(&shell_words::split(s).unwrap(), &mut tasks)?;
         out.extend(tasks.flags()?);
         Ok(out)
     }
@@ -451,7 +451,7 @@ mod tests {
 
     #[test]
     fn sbatch_translation_details() {
-        let w = |s: &str| crate::script::split_words(s).unwrap();
+        let w = |s: &str| shell_words::split(s).unwrap();
         let translate = |w: &[String]| translate(w, &mut Tasks::default()).unwrap();
         assert_eq!(translate(&w("--gres=gpu:1")).0, ["--gpus", "1"]);
         assert_eq!(all("--gpus=v100:2").unwrap(), ["--gpus", "2", "--constraint", "gpu-type=v100"]);
@@ -521,19 +521,6 @@ mod tests {
         assert!(e.contains("%j (job id)"), "the known patterns are listed: {e}");
         assert!(all("-e").unwrap_err().contains("#SBATCH -e needs a file name"));
         assert!(all("--open-mode=sometimes").unwrap_err().contains("invalid #SBATCH --open-mode value `sometimes`"));
-    }
-
-    #[test]
-    fn sbatch_signal_is_typed_and_bad_ones_name_the_line() {
-        let parse = |s: &str| crate::script::parse(s, "a.sh", vec![]);
-        let s = parse("#!/bin/sh\n#SBATCH --time=1 --signal=B:USR1@55\n").unwrap();
-        assert_eq!(s.flags.signal, Some("B:USR1@55".parse().unwrap()));
-        let s = parse("#!/bin/sh\n#SBATCH --signal USR2\n").unwrap();
-        assert_eq!(s.flags.signal.map(|g| (g.signal, g.before_secs, g.batch_only)), Some((12, 60, false)));
-        for (line, says) in [("--signal=FOO@9", "unknown signal `FOO`"), ("--signal=USR1@70000", "0 to 65535")] {
-            let e = parse(&format!("#!/bin/sh\n#SBATCH {line}\n")).unwrap_err().to_string();
-            assert!(e.starts_with("a.sh:2: ") && e.contains("--signal") && e.contains(says), "{e}");
-        }
     }
 
     #[test]

@@ -1,0 +1,111 @@
+//! The jobs squeue, sacct and scontrol ask for: what the manager filters (ids, states, a time
+//! window, one user or queue) goes into the query, the rest (several users or queues, exact
+//! names, accounts) is filtered here; an array stands for its tasks, as in Slurm.
+
+use berth_client::{Client, Error};
+use berth_model::api::{JobListQuery, JobView};
+use berth_model::{JobId, JobState};
+
+use crate::single;
+
+/// The jobs a command asks for: the manager filters by ids, states, a time window and one
+/// user or queue; several users or queues, exact names and accounts are filtered here.
+#[derive(Debug, Default)]
+pub struct Wanted {
+    pub ids: Option<Vec<JobId>>,
+    /// `None`: any state.
+    pub states: Option<Vec<JobState>>,
+    /// Finished jobs too.
+    pub all: bool,
+    pub since: Option<jiff::Timestamp>,
+    pub until: Option<jiff::Timestamp>,
+    pub users: Vec<String>,
+    pub partitions: Vec<String>,
+    pub names: Vec<String>,
+    pub accounts: Vec<String>,
+    /// Only these fields of each job (`None`: all), as the manager's `fields=` takes them;
+    /// what the filters and the arrays' folding read is added.
+    pub fields: Option<Vec<&'static str>>,
+}
+
+impl Wanted {
+    /// The jobs asked for, fetched from the manager and filtered; arrays folded as Slurm shows them.
+    pub async fn fetch(&self, client: &Client) -> Result<Vec<JobView>, Error> {
+        if self.states.as_ref().is_some_and(Vec::is_empty) || self.ids.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        let joined = |v: Vec<String>| v.join(",");
+        let q = JobListQuery {
+            all: self.all,
+            state: self.states.as_ref().map(|s| joined(s.iter().map(|s| s.as_str().to_string()).collect())),
+            user: single(&self.users),
+            queue: single(&self.partitions),
+            ids: self.ids.as_ref().map(|i| joined(i.iter().map(|i| i.to_string()).collect())),
+            since: self.since.map(|t| t.to_string()),
+            until: self.until.map(|t| t.to_string()),
+            fields: self.fields.as_ref().map(|f| self.with_own_fields(f).join(",")),
+            ..Default::default()
+        };
+        let among = |list: &[String], v: Option<&String>| list.is_empty() || v.is_some_and(|v| list.contains(v));
+        let mut jobs = client.jobs(&q).await?;
+        if self.ids.is_some() {
+            // An array named by id stands for its tasks, as in Slurm (`sacct -j 12` lists 12_0...).
+            let arrays: Vec<JobId> = jobs.iter().filter(|j| j.array.is_some()).map(|j| j.id).collect();
+            for array in arrays {
+                let tq = JobListQuery { array: Some(array), ids: None, since: None, until: None, ..q.clone() };
+                let tasks = client.jobs(&tq).await?;
+                jobs.extend(tasks.into_iter().filter(|t| !self.ids.as_ref().is_some_and(|i| i.contains(&t.id))));
+            }
+        }
+        Ok(fold_arrays(jobs)
+            .into_iter()
+            .filter(|j| among(&self.users, Some(&j.user)) && among(&self.partitions, Some(&j.queue)))
+            .filter(|j| among(&self.names, j.name.as_ref()) && among(&self.accounts, j.project.as_ref()))
+            .collect())
+    }
+}
+
+impl Wanted {
+    /// `fields` and what `fetch` reads itself: the client-side filters and `fold_arrays`.
+    fn with_own_fields(&self, fields: &[&'static str]) -> Vec<&'static str> {
+        let mut all = fields.to_vec();
+        let filters =
+            [(&self.users, "user"), (&self.partitions, "queue"), (&self.names, "name"), (&self.accounts, "project")];
+        let own = ["id", "state", "array", "array_task"]
+            .into_iter()
+            .chain(filters.into_iter().filter(|(list, _)| !list.is_empty()).map(|(_, f)| f));
+        for f in own {
+            if !all.contains(&f) {
+                all.push(f);
+            }
+        }
+        all
+    }
+}
+
+/// An array's own row as Slurm shows it beside its tasks: while tasks are still to be made,
+/// the row for them (`12_[5-19%4]`, from the manager); once all are made, none (its tasks stand
+/// for it); once it ended, the row of the tasks never made (`12_[5-19]`, cancelled with it),
+/// if any, reckoned from the tasks listed.
+pub fn fold_arrays(jobs: Vec<JobView>) -> Vec<JobView> {
+    let mut made: std::collections::HashMap<JobId, Vec<u32>> = std::collections::HashMap::new();
+    for t in jobs.iter().filter_map(|j| j.array_task) {
+        made.entry(t.array_id).or_default().push(t.index);
+    }
+    jobs.into_iter()
+        .filter_map(|mut j| {
+            let Some(a) = j.array.as_deref().filter(|a| !a.starts_with('[')) else { return Some(j) };
+            if !j.state.is_terminal() {
+                return None;
+            }
+            let spec: berth_model::ArraySpec = a.parse().ok()?;
+            let tasks = made.get(&j.id).map(Vec::as_slice).unwrap_or_default();
+            let rest = spec.remaining(|i| tasks.contains(&i));
+            // `[]` or `[%4]`: every task was made.
+            (!rest.trim_start_matches('[').starts_with(['%', ']'])).then(|| {
+                j.array = Some(rest);
+                j
+            })
+        })
+        .collect()
+}
