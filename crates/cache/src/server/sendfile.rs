@@ -94,37 +94,23 @@ pub async fn send_object(
 /// a good part of what sending them does.
 const CHECK_MIN: u64 = 256 * 1024;
 
-/// Bodies this big or bigger are sent with the socket corked (`TCP_CORK`, nginx's
-/// `tcp_nopush`): the head and the body leave in full segments, and the last partial one when
-/// the body is through, not at the end of every `sendfile` call (issue 42, third pass).
-/// Smaller ones go out in one or two calls: `MSG_MORE` on the head does the same for them
-/// without the two `setsockopt` calls.
-const CORK_MIN: u64 = CHECK_MIN;
-
 /// The most one `sendfile` call sends (nginx's `sendfile_max_chunk`): after a call that sent
 /// that much, the worker serves its other connections before the next, so one big body on a
 /// fast client does not hold the thread while others wait.
 const CHUNK: usize = 2 << 20;
 
-/// Corks (`on`) or uncorks `stream`; uncorking sends what the cork held.
-fn cork(stream: &TcpStream, on: bool) -> std::io::Result<()> {
-    use nix::libc;
-    let v = libc::c_int::from(on);
-    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: an int option on a socket `stream` holds open; the kernel reads `size` bytes of `v`
-    let r =
-        unsafe { libc::setsockopt(stream.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CORK, (&raw const v).cast(), size) };
-    nix::errno::Errno::result(r).map(drop).map_err(Into::into)
-}
-
-/// `head`, then `len` bytes of the object's data from `start` with `sendfile`, the head in the
-/// body's first segment (a corked socket for a big body, `MSG_MORE` for a small one), each
-/// [`pagecache::WINDOW`] of a bigger body read into the page cache on the blocking pool first
-/// when it is not there (so the worker never waits for the disk), at most [`CHUNK`] bytes a
-/// call. An object found wholly cached moments ago is not asked about again
-/// ([`OpenFile::recently_resident`]). A file shorter than its header says (truncated under
-/// the cache) ends the connection: the client sees a cut body, never a short one passed off as
-/// whole.
+/// `head` (held back by `MSG_MORE` so that it leaves in the body's first segment), then `len`
+/// bytes of the object's data from `start` with `sendfile`, at most [`CHUNK`] bytes a call,
+/// each [`pagecache::WINDOW`] of a bigger body read into the page cache on the blocking pool
+/// first when it is not there (so the worker never waits for the disk). An object found wholly
+/// cached moments ago is not asked about again ([`OpenFile::recently_resident`]). A file
+/// shorter than its header says (truncated under the cache) ends the connection: the client
+/// sees a cut body, never a short one passed off as whole.
+///
+/// Not corked (`TCP_CORK`, nginx's `tcp_nopush`): measured beside this (issue 42, third pass),
+/// a corked 1 MiB body cost berth 1.1-1.3× nginx's CPU per request against 0.6× without (not
+/// profiled; likely the cork holds the body until the send buffer fills, so the worker waits
+/// for room more often).
 pub async fn send_file(
     stream: &TcpStream,
     head: &[u8],
@@ -133,8 +119,6 @@ pub async fn send_file(
     len: u64,
 ) -> std::io::Result<()> {
     use nix::sys::socket::{MsgFlags, send};
-    // A socket that cannot be corked still works: the head then waits by `MSG_MORE` alone.
-    let corked = len >= CORK_MIN && cork(stream, true).is_ok();
     let more = MsgFlags::from_bits_retain(nix::libc::MSG_MORE | nix::libc::MSG_NOSIGNAL);
     let offset = file.data_offset + start;
     let end = offset + len;
@@ -185,9 +169,6 @@ pub async fn send_file(
             Err(e) => return Err(e),
         }
     }
-    if corked {
-        cork(stream, false)?;
-    }
     if all_cached && start == 0 && len == file.size && len >= CHECK_MIN {
         file.found_resident();
     }
@@ -202,20 +183,8 @@ mod tests {
 
     use super::*;
 
-    fn corked(stream: &TcpStream) -> bool {
-        use nix::libc;
-        let mut v: libc::c_int = -1;
-        let mut size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: reads an int option of an open socket into `v`
-        let r = unsafe {
-            libc::getsockopt(stream.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_CORK, (&raw mut v).cast(), &raw mut size)
-        };
-        assert_eq!(r, 0);
-        v != 0
-    }
-
     #[tokio::test]
-    async fn a_big_body_leaves_whole_in_chunks_and_the_socket_uncorked() {
+    async fn a_body_over_two_chunks_leaves_whole() {
         // Over two chunks, so that the sends are capped and the worker yields between them.
         let data: Vec<u8> = (0..(2 * CHUNK + 12345)).map(|i| (i % 251) as u8).collect();
         let mut f = tempfile::tempfile().unwrap();
@@ -240,8 +209,6 @@ mod tests {
             got
         });
         send_file(&server, head, &file, 0, data.len() as u64).await.unwrap();
-        // A corked socket would hold the next answer's last segment back up to 200 ms.
-        assert!(!corked(&server), "the cork is off once the body is through");
         let got = reader.await.unwrap();
         assert_eq!(&got[..head.len()], head);
         assert!(got[head.len()..] == data[..], "the body arrives as the file holds it");
