@@ -2,8 +2,7 @@
 
 use berth_model::JobId;
 
-use super::{Groups, Numbers, Policy, Start, step};
-use crate::PendingJob;
+use super::{Groups, Policy, Start, step};
 use crate::queue_set::{Key, QueueSet};
 
 pub(crate) struct Fifo;
@@ -11,10 +10,6 @@ pub(crate) struct Fifo;
 impl Policy for Fifo {
     /// The last key returned.
     type Cursor = Option<Key>;
-
-    fn group(_: &PendingJob, _: Numbers) -> Option<u64> {
-        None
-    }
 
     fn cursor(_: &Start) -> Option<Key> {
         None

@@ -5,8 +5,7 @@ use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use berth_model::JobId;
 
-use super::{Groups, Numbers, Policy, Start};
-use crate::PendingJob;
+use super::{Groups, Policy, Start};
 use crate::queue_set::{Key, QueueSet};
 
 pub(crate) struct Lifo;
@@ -14,10 +13,6 @@ pub(crate) struct Lifo;
 impl Policy for Lifo {
     /// The last key returned.
     type Cursor = Option<Key>;
-
-    fn group(_: &PendingJob, _: Numbers) -> Option<u64> {
-        None
-    }
 
     fn cursor(_: &Start) -> Option<Key> {
         None

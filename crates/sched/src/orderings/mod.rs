@@ -64,8 +64,11 @@ pub(crate) trait Policy {
     type Cursor: Clone + std::fmt::Debug + PartialEq + Eq;
 
     /// The group `job` is indexed under within its band (the jobs of one group are walked by
-    /// id); `None`: the ordering walks the set's (band, id) order and keeps no index.
-    fn group(job: &PendingJob, numbers: Numbers) -> Option<u64>;
+    /// id); `None` (the default): the ordering walks the set's (band, id) order and keeps no
+    /// index.
+    fn group(_job: &PendingJob, _numbers: Numbers) -> Option<u64> {
+        None
+    }
 
     /// A cursor at the start of the queue.
     fn cursor(start: &Start) -> Self::Cursor;
