@@ -144,15 +144,28 @@ ticks() {
 }
 # `measure OUT PIDS... -- wrk args`: runs a wrk cell, sets OUT to its "RPS P50 P99 ERRORS" and
 # cpu_us to the CPU µs per request that PIDS spent meanwhile.
+# PERF_STAT=1: also counts PIDS' system calls and context switches (perf stat) during the
+# cell, per request, into stat_rows (printed after figure 1).
 measure() {
-  local out=$1 pids=() t0 t1 r
+  local out=$1 pids=() t0 t1 r stat='' sp=''
   shift
   while [ "$1" != -- ]; do pids+=("$1"); shift; done
   shift
   t0=$(ticks "${pids[@]}")
+  if [ -n "${PERF_STAT:-}" ]; then
+    stat=$(mktemp -p "$tmp")
+    perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "$(IFS=,; echo "${pids[*]}")" -o "$stat" -- sleep "$SECS" 2>/dev/null &
+    sp=$!
+  fi
   r=$($LOAD wrk "$@")
   t1=$(ticks "${pids[@]}")
   printf -v "$out" '%s' "$r"
+  if [ -n "$sp" ]; then
+    wait "$sp" || true
+    stat_rows+=("$(awk -F, -v r="$r" -v s="$SECS" -v who="$(ps -o comm= -p "${pids[0]}")" -v c="$2" 'BEGIN { split(r, a, " "); n = a[1] * s }
+      /raw_syscalls/ { sc = $1 } /context-switches/ { cs = $1 }
+      END { printf "| %s | %s | %.1f | %.2f |", who, c, (n > 0 ? sc / n : 0), (n > 0 ? cs / n : 0) }' "$stat")")
+  fi
   cpu_us=$(awk -v r="$r" -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v s="$SECS" 'BEGIN { split(r, a, " "); printf "%.1f", (a[1] > 0 ? d * 1e6 / hz / (a[1] * s) : 0) }')
 }
 
@@ -258,17 +271,18 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # second agent (on the tunnel path, replicas there are reached through it).
 echo "| path | connections | requests/s | p50 ms | p99 ms | failed | proxy CPU µs/request |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
-ratios=()
+ratios=() perf_pids=() stat_rows=()
 for c in 1 16 64; do
   $LOAD wrk "http://127.0.0.1:${web_ports[0]}/" "$c" "$SECS" | row "direct to one replica" "$c"
   # shellcheck disable=SC2046 # nginx's master and its workers
   measure n "$nginx_pid" $(pgrep -P "$nginx_pid") -- "http://127.0.0.1:$nginx_port/" "$c" "$SECS"
   ncpu=$cpu_us
   row "nginx, 2 replicas" "$c" "$ncpu" <<<"$n"
-  # PERF=FILE: a perf profile of berth's process during the 64-connection cell (FILE.txt)
-  if [ -n "${PERF:-}" ] && [ "$c" = 64 ]; then
-    perf record -F 499 -g -p "$berth_pid" -o "$PERF.data" -- sleep "$SECS" >/dev/null 2>&1 &
-    perf_pid=$!
+  # PERF=FILE: a perf profile of berth's process during the cells of PERF_CONNS (default 64)
+  # connections (FILE-C.txt)
+  if [ -n "${PERF:-}" ] && [[ " ${PERF_CONNS:-64} " == *" $c "* ]]; then
+    perf record -F 499 -g -p "$berth_pid" -o "$PERF-$c.data" -- sleep "$SECS" >/dev/null 2>&1 &
+    perf_pids+=("$!")
   fi
   measure e "$berth_pid" "$agent_pid" -- "http://127.0.0.1:$apps/serve/proxied/" "$c" "$SECS" "Authorization: Bearer $secret"
   ecpu=$cpu_us
@@ -296,10 +310,19 @@ echo "berth's endpoint against nginx (target: requests/s >= 0.9, p99 <= 1.2):"
 echo "| connections | requests/s, berth / nginx | p99, berth / nginx | CPU per request, berth / nginx |"
 echo "|---:|---:|---:|---:|"
 printf '%s\n' "${ratios[@]}"
-if [ -n "${PERF:-}" ] && [ -n "${perf_pid:-}" ]; then
-  wait "$perf_pid" || true
-  perf report -i "$PERF.data" --no-children -g none --sort dso,symbol --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^$' | grep '%' | head -40 >"$PERF.txt" || true
-  echo "perf profile of berth at 64 connections: $PERF.txt"
+if [ ${#stat_rows[@]} -gt 0 ]; then
+  echo
+  echo "system calls and context switches per request (perf stat, PERF_STAT=1):"
+  echo "| process | connections | system calls | context switches |"
+  echo "|---|---:|---:|---:|"
+  printf '%s\n' "${stat_rows[@]}"
+fi
+if [ -n "${PERF:-}" ] && [ ${#perf_pids[@]} -gt 0 ]; then
+  for p in "${perf_pids[@]}"; do wait "$p" || true; done
+  for c in ${PERF_CONNS:-64}; do
+    perf report -i "$PERF-$c.data" --no-children -g none --sort dso,symbol --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^$' | grep '%' | head -40 >"$PERF-$c.txt" || true
+    echo "perf profile of berth at $c connections: $PERF-$c.txt"
+  done
 fi
 kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true
 nginx_pid=

@@ -3,11 +3,13 @@
 //! in it. Filter it like any log (`RUST_LOG=info,berth::access=off`); with
 //! `--log-format json` its fields are the line's keys. Serving endpoints' requests are at
 //! debug (`RUST_LOG=info,berth::access=debug` shows them): they come by the thousand a
-//! second, and their counts and latencies are in the metrics.
+//! second, and their counts and latencies are in the metrics; the app listener does not even
+//! copy their method and path unless that level is on ([`serving_lines`]).
 
 use std::time::Instant;
 
 use axum::extract::Request;
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -17,12 +19,23 @@ pub async fn log(req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let start = Instant::now();
     let resp = next.run(req).await;
+    line(&method, &path, resp.status().as_u16(), start);
+    resp
+}
+
+/// The line of a request to `path` answered `status`, started at `start`.
+pub fn line(method: &Method, path: &str, status: u16, start: Instant) {
     let ms = start.elapsed().as_secs_f64() * 1000.0;
-    let status = resp.status().as_u16();
     if path.starts_with("/serve/") {
         tracing::debug!(target: "berth::access", %method, path, status, ms, "request");
     } else {
         tracing::info!(target: "berth::access", %method, path, status, ms, "request");
     }
-    resp
+}
+
+/// Whether serving endpoints' lines are wanted (`berth::access` at debug): when not, the app
+/// listener copies nothing of a `/serve/` request for them (issue 42: tens of thousands a
+/// second on one endpoint).
+pub fn serving_lines() -> bool {
+    tracing::enabled!(target: "berth::access", tracing::Level::DEBUG)
 }

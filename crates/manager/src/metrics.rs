@@ -16,6 +16,7 @@
 mod access;
 mod gauges;
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use berth_model::JobState;
@@ -34,6 +35,33 @@ pub type L1 = [(&'static str, String); 1];
 pub type L2 = [(&'static str, String); 2];
 pub type L3 = [(&'static str, String); 3];
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// One serving endpoint's request series (issue 42): the router keeps one per endpoint and
+/// records into its handles, where looking a series up per request built three label strings
+/// and hashed them under the family's lock. Handles are made at the first request that needs
+/// them, so an endpoint nobody called has no series, as before.
+pub struct EndpointSeries {
+    name: String,
+    requests: Family<L2, Counter>,
+    seconds: Histograms<L1>,
+    /// `code="200"`, most answers' (other codes are looked up in the family).
+    ok: OnceLock<Counter>,
+    latency: OnceLock<Histogram>,
+}
+
+impl EndpointSeries {
+    /// A request was answered `status` after `took`.
+    pub fn request(&self, status: u16, took: Duration) {
+        let label = || ("endpoint", self.name.clone());
+        if status == 200 {
+            self.ok.get_or_init(|| self.requests.get_or_create(&[label(), ("code", "200".into())]).clone()).inc();
+        } else {
+            self.requests.get_or_create(&[label(), ("code", status.to_string())]).inc();
+        }
+        let latency = self.latency.get_or_init(|| self.seconds.get_or_create(&[label()]).clone());
+        latency.observe(took.as_secs_f64());
+    }
+}
 
 /// The content type of the exposition `prometheus-client` writes (OpenMetrics text).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -185,11 +213,15 @@ impl Metrics {
         self.request_seconds.get_or_create(&[method, route]).observe(took.as_secs_f64());
     }
 
-    /// A request to endpoint `endpoint` was answered `status` after `took`.
-    pub fn endpoint_request(&self, endpoint: &str, status: u16, took: Duration) {
-        let e = ("endpoint", endpoint.to_string());
-        self.endpoint_requests.get_or_create(&[e.clone(), ("code", status.to_string())]).inc();
-        self.endpoint_seconds.get_or_create(&[e]).observe(took.as_secs_f64());
+    /// Endpoint `endpoint`'s request series, to keep and record into per request.
+    pub fn endpoint(&self, endpoint: &str) -> EndpointSeries {
+        EndpointSeries {
+            name: endpoint.to_string(),
+            requests: self.endpoint_requests.clone(),
+            seconds: self.endpoint_seconds.clone(),
+            ok: OnceLock::new(),
+            latency: OnceLock::new(),
+        }
     }
 
     /// Every endpoint's replicas by state (starting, not ready, ready, draining), replacing
@@ -280,13 +312,17 @@ mod tests {
     #[test]
     fn endpoint_names_are_only_in_the_full_view() {
         let m = Metrics::new();
-        m.endpoint_request("aserv", 200, Duration::from_millis(3));
+        let series = m.endpoint("aserv");
+        series.request(200, Duration::from_millis(3));
+        series.request(503, Duration::from_millis(1));
         m.endpoint_replicas(&[("aserv".into(), [0, 0, 1, 0])]);
         let cluster = m.render(&Snapshot::default(), View::Cluster);
         assert!(!cluster.contains("aserv"), "{cluster}");
         assert!(cluster.contains("berth_build_info"), "{cluster}");
         let all = m.render(&Snapshot::default(), View::All);
         assert!(all.contains("berth_endpoint_requests_total{endpoint=\"aserv\",code=\"200\"} 1"), "{all}");
+        assert!(all.contains("berth_endpoint_requests_total{endpoint=\"aserv\",code=\"503\"} 1"), "{all}");
+        assert!(all.contains("berth_endpoint_request_duration_seconds_count{endpoint=\"aserv\"} 2"), "{all}");
         assert!(all.contains("berth_endpoint_replicas{endpoint=\"aserv\",state=\"ready\"} 1"), "{all}");
         assert_eq!(all.matches("# EOF").count(), 1);
     }

@@ -23,6 +23,7 @@ pub mod proxy;
 pub mod workers;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
@@ -48,7 +49,9 @@ struct Apps {
 /// The app proxy's routes (everything under `/apps/`).
 pub fn router(m: Arc<Manager>) -> Router {
     let apps = Arc::new(Apps { proxy: Proxy::new(m.clone(), m.serving.routes.clone()), m });
-    Router::new().fallback(handle).with_state(apps).layer(axum::middleware::from_fn(crate::access_log::log))
+    // No access-log middleware: `handle` writes the lines, and skips `/serve/`'s unless they
+    // are wanted (a middleware copied every request's method and path, and boxed its future).
+    Router::new().fallback(handle).with_state(apps)
 }
 
 /// The cookie that holds a session for app `app` of job `job`.
@@ -75,11 +78,25 @@ fn not_found() -> Response<Body> {
 }
 
 async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<Body> {
-    if req.uri().path().starts_with("/serve/") {
-        let mut r = crate::serving::router::handle(&apps.m, &apps.proxy, req).await;
-        sandbox(r.headers_mut());
-        return r;
+    let serve = req.uri().path().starts_with("/serve/");
+    if serve && !crate::access_log::serving_lines() {
+        return serve_endpoint(&apps, req).await;
     }
+    let (method, path, start) = (req.method().clone(), req.uri().path().to_string(), Instant::now());
+    let r = if serve { serve_endpoint(&apps, req).await } else { job_app(&apps, req).await };
+    crate::access_log::line(&method, &path, r.status().as_u16(), start);
+    r
+}
+
+/// `/serve/<name>/...`: a serving endpoint's answer, sandboxed.
+async fn serve_endpoint(apps: &Apps, req: Request<Body>) -> Response<Body> {
+    let mut r = crate::serving::router::handle(&apps.m, &apps.proxy, req).await;
+    sandbox(r.headers_mut());
+    r
+}
+
+/// `/apps/<job>/<app>/...`: a job's app.
+async fn job_app(apps: &Apps, req: Request<Body>) -> Response<Body> {
     let Some((job, app, slash)) = parse_path(req.uri().path()) else { return not_found() };
     let scope = berth_model::app::base_path(job, &app);
     let query = req.uri().query().unwrap_or("");

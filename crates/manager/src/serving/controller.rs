@@ -97,8 +97,8 @@ async fn round(m: &Arc<Manager>, proxy: &Arc<Proxy>) {
             if let Some(a) = ep.row.spec.autoscale.clone() {
                 let load = Load {
                     inflight: ep.replicas.values().map(|r| r.inflight.load(Ordering::Relaxed)).sum(),
-                    rps: ep.stats.summary(now, LOAD_WINDOW.as_secs()).rate,
-                    last_request: ep.stats.last_request(),
+                    rps: ep.traffic.summary(now, LOAD_WINDOW.as_secs()).rate,
+                    last_request: ep.traffic.last_request(),
                 };
                 let desired = ep.scaler.decide(&a, now, load, ep.row.desired);
                 if desired != ep.row.desired {

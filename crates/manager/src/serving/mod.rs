@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 
 use crate::apps::direct::Routes;
 use autoscale::Scaler;
-use stats::Stats;
+use stats::Traffic;
 
 /// One replica as the controller and the router know it.
 #[derive(Debug)]
@@ -93,7 +93,8 @@ pub struct Endpoint {
     /// Token hashes that may call it, with their ids.
     pub tokens: HashMap<String, i64>,
     pub replicas: BTreeMap<JobId, Replica>,
-    pub stats: Stats,
+    /// Its recent requests and metric series (shared with the router's requests in flight).
+    pub traffic: Arc<Traffic>,
     pub scaler: Scaler,
     /// Replica failures in a row (backoff), reset when a replica gets ready.
     pub failures: u32,
@@ -113,7 +114,7 @@ impl Endpoint {
             row,
             tokens,
             replicas: BTreeMap::new(),
-            stats: Stats::new(now),
+            traffic: Arc::new(Traffic::new(now)),
             scaler: Scaler::default(),
             failures: 0,
             start_after: None,
@@ -131,7 +132,7 @@ impl Endpoint {
     /// The API's view of it, with the last minute's traffic and how `routes` reach its
     /// replicas.
     pub fn view(&self, now: Instant, routes: &Routes) -> EndpointView {
-        let s = self.stats.summary(now, 60);
+        let s = self.traffic.summary(now, 60);
         let r = &self.row;
         EndpointView {
             id: r.id,

@@ -28,8 +28,11 @@ use axum::body::{Body, HttpBody};
 use axum::http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use berth_model::JobId;
 use berth_model::endpoint::ReplicaState;
+use sha2::Digest;
 use tokio::sync::Notify;
 
+use super::Endpoint;
+use super::stats::Traffic;
 use crate::apps::proxy::{AppKey, Forwarded, Proxy, plain};
 use crate::manager::Manager;
 
@@ -91,22 +94,35 @@ enum Pick {
     Unavailable(String),
 }
 
-/// The ready replica with the fewest requests in flight, not one of `tried`.
+/// The ready replica of endpoint `id` with the fewest requests in flight, not one of `tried`.
 fn pick(m: &Manager, id: i64, tried: &[JobId], started: Instant) -> Pick {
-    let mut eps = m.serving.lock();
-    let Some(ep) = eps.get_mut(&id) else { return Pick::Unavailable("the endpoint was removed".into()) };
+    match m.serving.lock().get_mut(&id) {
+        Some(ep) => pick_in(m, ep, tried, started),
+        None => Pick::Unavailable("the endpoint was removed".into()),
+    }
+}
+
+/// [`pick`] in endpoint `ep`, under the serving lock.
+fn pick_in(m: &Manager, ep: &mut Endpoint, tried: &[JobId], started: Instant) -> Pick {
     // One reading of each count: they change under us (responses end without this lock).
-    let ready: Vec<_> = ep
-        .replicas
-        .values()
-        .filter(|r| r.state == ReplicaState::Ready && !tried.contains(&r.job))
-        .map(|r| (r, r.inflight.load(Ordering::Relaxed)))
-        .collect();
-    if let Some(least) = ready.iter().map(|(_, n)| *n).min() {
-        let ties: Vec<_> = ready.iter().filter(|(_, n)| *n == least).map(|(r, _)| *r).collect();
-        let r = ties[TURN.fetch_add(1, Ordering::Relaxed) % ties.len()];
-        r.inflight.fetch_add(1, Ordering::Relaxed);
-        return Pick::Replica(r.key(), InFlight(r.inflight.clone()));
+    let mut least: Option<(u64, usize)> = None;
+    let ready = || ep.replicas.values().filter(|r| r.state == ReplicaState::Ready && !tried.contains(&r.job));
+    for r in ready() {
+        let n = r.inflight.load(Ordering::Relaxed);
+        least = match least {
+            Some((l, ties)) if l < n => Some((l, ties)),
+            Some((l, ties)) if l == n => Some((l, ties + 1)),
+            _ => Some((n, 1)),
+        };
+    }
+    if let Some((n, ties)) = least {
+        // Ties taken in turn; a count that moved since the reading above is only skipped.
+        let turn = TURN.fetch_add(1, Ordering::Relaxed) % ties;
+        let r = ready().filter(|r| r.inflight.load(Ordering::Relaxed) == n).nth(turn).or_else(|| ready().next());
+        if let Some(r) = r {
+            r.inflight.fetch_add(1, Ordering::Relaxed);
+            return Pick::Replica(r.key(), InFlight(r.inflight.clone()));
+        }
     }
     if !tried.is_empty() {
         return Pick::Unavailable("no other replica is ready".into());
@@ -133,70 +149,76 @@ fn replayable(req: &Request<Body>) -> bool {
     idempotent && no_body && !h.contains_key(header::UPGRADE)
 }
 
+/// An admitted request: its endpoint, where its traffic is recorded, and the first pick.
+struct Admitted {
+    id: i64,
+    traffic: Arc<Traffic>,
+    pick: Pick,
+}
+
 pub async fn handle(m: &Arc<Manager>, proxy: &Proxy, req: Request<Body>) -> Response<Body> {
     let started = Instant::now();
     let Some((name, rest)) = parse_path(req.uri().path()) else {
         return plain(StatusCode::NOT_FOUND, "not found: endpoints are at /serve/NAME/ (berth serve ls)".into());
     };
-    let name = name.to_string();
-    let Some(rest) = rest.map(str::to_string) else {
+    // `/serve/NAME`, what `X-Forwarded-Prefix` says, and the path the replica sees.
+    let prefix = format!("/serve/{name}");
+    let Some(rest) = rest else {
         let q = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
         let mut r = plain(StatusCode::PERMANENT_REDIRECT, String::new());
-        if let Ok(v) = HeaderValue::from_str(&format!("/serve/{name}/{q}")) {
+        if let Ok(v) = HeaderValue::from_str(&format!("{prefix}/{q}")) {
             r.headers_mut().insert(header::LOCATION, v);
         }
         return r;
     };
-    let id = match access(m, &name, req.headers()).await {
-        Ok(id) => id,
+    let path = match req.uri().query() {
+        Some(q) => format!("/{rest}?{q}"),
+        None => format!("/{rest}"),
+    };
+    let name = &prefix["/serve/".len()..];
+    let Admitted { id, traffic, pick } = match admit(m, name, req.headers(), started).await {
+        Ok(a) => a,
         Err(r) => return r,
     };
-    if let Some(ep) = m.serving.lock().get_mut(&id) {
-        ep.stats.arrived(started);
-    }
-    let resp = route(m, proxy, id, &name, &rest, req, started).await;
+    let resp = route(m, proxy, id, pick, &prefix, path, req, started).await;
     let took = started.elapsed();
-    let status = resp.status();
-    m.metrics.endpoint_request(&name, status.as_u16(), took);
-    if let Some(ep) = m.serving.lock().get_mut(&id) {
-        ep.stats.record(Instant::now(), took, status.is_server_error());
-    }
+    traffic.record(&m.metrics, name, Instant::now(), took, resp.status().as_u16());
     resp
 }
 
+/// Sends the request to endpoint `id`'s replicas, `first` the admission's pick: again on
+/// another replica when it cannot have reached its own (see the module doc).
+#[allow(clippy::too_many_arguments)]
 async fn route(
     m: &Arc<Manager>,
     proxy: &Proxy,
     id: i64,
-    name: &str,
-    rest: &str,
+    first_pick: Pick,
+    prefix: &str,
+    path: String,
     req: Request<Body>,
     started: Instant,
 ) -> Response<Body> {
+    let name = &prefix["/serve/".len()..];
     let replay = replayable(&req);
     let (mut parts, body) = req.into_parts();
-    let path = match parts.uri.query() {
-        Some(q) => format!("/{rest}?{q}"),
-        None => format!("/{rest}"),
-    };
     parts.uri = match path.parse() {
         Ok(u) => u,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
     };
     let host = parts.headers.get(header::HOST).cloned();
-    let forwarded = || Forwarded {
-        proto: if m.tls { "https" } else { "http" },
-        host: host.clone(),
-        prefix: format!("/serve/{name}"),
-    };
+    let forwarded =
+        || Forwarded { proto: if m.tls { "https" } else { "http" }, host: host.clone(), prefix: prefix.to_string() };
     // A retry is a copy of the head with no body; the first try takes the request as it came
     // (its upgrade handle included).
     let again = replay.then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
     let mut first = Some(Request::from_parts(parts, body));
     let mut tried: Vec<JobId> = Vec::new();
     let mut last = String::new();
+    // The admission's pick goes first (made under the same lock as the access check).
+    let mut picked = Some(first_pick);
     while tried.len() < TRIES {
-        let (key, inflight) = match pick(m, id, &tried, started) {
+        let (key, inflight) = match picked.take().unwrap_or_else(|| pick(m, id, &tried, started)) {
             Pick::Replica(k, g) => (k, g),
             Pick::Unavailable(why) if tried.is_empty() => return unavailable(name, &why),
             Pick::Unavailable(_) => break,
@@ -257,24 +279,39 @@ fn timeout(name: &str, waited: Duration) -> Response<Body> {
     )
 }
 
-/// Who may call endpoint `name` (see the module doc): its id, or the answer.
+/// Who may call endpoint `name` (see the module doc), and with one take of the serving lock
+/// for a caller the endpoint itself admits (public, or one of its tokens): the arrival noted
+/// and the first replica picked. A caller with an API token is checked outside the lock (its
+/// owner or an admin), then picks.
 ///
 /// Every refusal with a token is the one 404 an unknown endpoint gets, whatever the token
 /// was (garbage, revoked, another user's): a private endpoint must not be found by trying
 /// names. The token is checked even when no endpoint has the name, so both take the same path.
-async fn access(m: &Manager, name: &str, headers: &axum::http::HeaderMap) -> Result<i64, Response<Body>> {
+async fn admit(
+    m: &Manager,
+    name: &str,
+    headers: &axum::http::HeaderMap,
+    started: Instant,
+) -> Result<Admitted, Response<Body>> {
     let token = crate::auth::bearer_of(headers);
-    let hash = token.map(crate::token::hash_token);
+    // `token::hash_token`'s hex, without its String (one per request).
+    let mut hex = [0u8; 64];
+    let hash = token.and_then(|t| {
+        hex::encode_to_slice(sha2::Sha256::digest(t.as_bytes()), &mut hex).ok()?;
+        std::str::from_utf8(&hex).ok()
+    });
     let found = {
-        let eps = m.serving.lock();
-        eps.values().find(|e| e.row.name == name).map(|e| {
-            let by_token = hash.as_ref().is_some_and(|h| e.tokens.contains_key(h));
-            (e.row.id, e.row.spec.public || by_token, e.row.owner_id)
-        })
+        let mut eps = m.serving.lock();
+        match eps.values_mut().find(|e| e.row.name == name) {
+            Some(ep) if ep.row.spec.public || hash.is_some_and(|h| ep.tokens.contains_key(h)) => {
+                ep.traffic.arrived(started);
+                let pick = pick_in(m, ep, &[], started);
+                return Ok(Admitted { id: ep.row.id, traffic: ep.traffic.clone(), pick });
+            }
+            Some(ep) => Some((ep.row.id, ep.row.owner_id, ep.traffic.clone())),
+            None => None,
+        }
     };
-    if let Some((id, true, _)) = found {
-        return Ok(id);
-    }
     let Some(token) = token else {
         let mut r = plain(
             StatusCode::UNAUTHORIZED,
@@ -287,7 +324,10 @@ async fn access(m: &Manager, name: &str, headers: &axum::http::HeaderMap) -> Res
     };
     let user = m.tenancy.authenticate(token).await.ok();
     match (found, user) {
-        (Some((id, _, owner)), Some(u)) if u.id == owner || u.is_admin() => Ok(id),
+        (Some((id, owner, traffic)), Some(u)) if u.id == owner || u.is_admin() => {
+            traffic.arrived(started);
+            Ok(Admitted { id, traffic, pick: pick(m, id, &[], started) })
+        }
         _ => Err(not_found(name)),
     }
 }
@@ -309,6 +349,13 @@ mod tests {
         assert_eq!(parse_path("/serve/llm"), Some(("llm", None)));
         assert_eq!(parse_path("/serve/LLM/"), None);
         assert_eq!(parse_path("/apps/1/x/"), None);
+    }
+
+    #[test]
+    fn endpoint_tokens_are_looked_up_by_the_hash_the_store_keeps() {
+        let mut hex = [0u8; 64];
+        hex::encode_to_slice(sha2::Sha256::digest(b"s3cret"), &mut hex).unwrap();
+        assert_eq!(std::str::from_utf8(&hex).unwrap(), crate::token::hash_token("s3cret"));
     }
 
     #[test]

@@ -3,7 +3,11 @@
 //! Latencies go into log-spaced buckets (each 10% wider than the one before), so a
 //! percentile is exact to within 10% at any load, in fixed memory.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+
+use crate::metrics::{EndpointSeries, Metrics};
 
 /// Seconds kept.
 const WINDOW: usize = 60;
@@ -24,6 +28,57 @@ struct Second {
 impl Second {
     fn empty(at: u64) -> Second {
         Second { at, requests: 0, errors: 0, latency: vec![0; BUCKETS] }
+    }
+}
+
+/// What the router records of one endpoint's requests, apart from the serving lock (issue 42:
+/// that lock was taken four times a request): the last minute's [`Stats`] under a lock of
+/// their own, the last arrival without any, and the endpoint's metric series.
+pub struct Traffic {
+    start: Instant,
+    stats: Mutex<Stats>,
+    /// Nanoseconds from `start` to the last arrival, plus one (0: none yet).
+    arrived: AtomicU64,
+    series: OnceLock<EndpointSeries>,
+}
+
+impl Traffic {
+    pub fn new(now: Instant) -> Traffic {
+        Traffic { start: now, stats: Mutex::new(Stats::new(now)), arrived: AtomicU64::new(0), series: OnceLock::new() }
+    }
+
+    /// What the last `secs` seconds looked like ([`Stats::summary`]).
+    pub fn summary(&self, now: Instant, secs: u64) -> Summary {
+        self.stats().summary(now, secs)
+    }
+
+    /// The last minute's requests; private, so that no caller holds the guard while calling
+    /// another method of this (a temporary guard lives to the end of its statement).
+    fn stats(&self) -> MutexGuard<'_, Stats> {
+        // Plain counters: a panic elsewhere leaves nothing half-done.
+        self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A request arrived (counts for idleness even before it is answered).
+    pub fn arrived(&self, now: Instant) {
+        let at = now.saturating_duration_since(self.start).as_nanos() as u64 + 1;
+        self.arrived.fetch_max(at, Ordering::Relaxed);
+    }
+
+    /// A request to endpoint `name` was answered `status` after `latency`: the statistics
+    /// and the metrics (`metrics` makes the series at the first answer).
+    pub fn record(&self, metrics: &Metrics, name: &str, now: Instant, latency: Duration, status: u16) {
+        self.series.get_or_init(|| metrics.endpoint(name)).request(status, latency);
+        self.stats().record(now, latency, status >= 500);
+    }
+
+    /// When the last request ended.
+    pub fn last_request(&self) -> Option<Instant> {
+        let arrived = match self.arrived.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(self.start + Duration::from_nanos(n - 1)),
+        };
+        self.stats().last_request().max(arrived)
     }
 }
 
@@ -76,11 +131,6 @@ impl Stats {
         s.requests += 1;
         s.errors += u64::from(error);
         s.latency[bucket(latency)] += 1;
-        self.last_request = Some(now);
-    }
-
-    /// A request arrived (counts for idleness even before it is answered).
-    pub fn arrived(&mut self, now: Instant) {
         self.last_request = Some(now);
     }
 
@@ -148,6 +198,32 @@ mod tests {
         assert!((500.0..=550.0).contains(&p99), "{p99}");
         // A minute later, nothing is left.
         assert_eq!(s.summary(now + Duration::from_secs(61), 60).p50_ms, None);
+    }
+
+    #[test]
+    fn an_arrival_counts_for_idleness_before_its_answer() {
+        let t0 = Instant::now();
+        let t = Traffic::new(t0);
+        assert_eq!(t.last_request(), None);
+        t.arrived(t0 + Duration::from_secs(5));
+        assert_eq!(t.last_request(), Some(t0 + Duration::from_secs(5)));
+        // An answer that ends later counts; an older arrival does not move it back.
+        t.record(&Metrics::new(), "e", t0 + Duration::from_secs(7), Duration::from_secs(2), 200);
+        t.arrived(t0 + Duration::from_secs(6));
+        assert_eq!(t.last_request(), Some(t0 + Duration::from_secs(7)));
+        let p50 = t.summary(t0 + Duration::from_secs(7), 60).p50_ms.unwrap();
+        assert!((2000.0..2200.0).contains(&p50), "{p50}");
+    }
+
+    #[test]
+    fn the_controllers_load_reading_of_rate_and_idleness_in_one_statement_does_not_deadlock() {
+        // The controller reads both in one struct literal, under the serving lock: a stats
+        // guard living to the end of that statement once locked the same mutex twice.
+        let t0 = Instant::now();
+        let t = Traffic::new(t0);
+        t.record(&Metrics::new(), "e", t0, Duration::from_millis(1), 200);
+        let (rate, last) = (t.summary(t0, 10).rate, t.last_request());
+        assert!(rate > 0.0 && last == Some(t0));
     }
 
     #[test]
