@@ -1,9 +1,9 @@
 //! A copy tier of the store: values kept per object id (an object's bytes in memory,
-//! [`crate::hot`]; a big object's open file, [`crate::files`]), bounded by their total weight
+//! `hot.rs`; a big object's open file, `files.rs`), bounded by their total weight
 //! and SIEVE-evicted (issue 43: both tiers held the same map, queue and epoch, written twice).
 //!
 //! A tier is a copy of what the index says, never the truth: it lives under the store's lock,
-//! and [`crate::Store`] drops an object's value in the same step as the index changes (a PUT
+//! and the store drops an object's value in the same step as the index changes (a PUT
 //! over it, a DELETE, an eviction, its bucket's deletion). A GET that read or opened the
 //! object's file outside the lock may only add it if nothing was dropped since its lookup (the
 //! *epoch*): otherwise what it read may already be an older version than the index's.
