@@ -39,6 +39,9 @@ pub(crate) struct Order<'a> {
     aged: Option<AgedRest>,
     /// Whether the job last returned came from the front (the ordering is not charged).
     from_front: bool,
+    /// The front ran out: the set does not change during a pass, so it stays out (one range
+    /// look-up per job saved).
+    front_done: bool,
 }
 
 impl<'a> Order<'a> {
@@ -56,7 +59,7 @@ impl<'a> Order<'a> {
     ) -> Self {
         let cursor = ordering.cursor(&Start { q: source.q, running, fs, totals, las_thresholds });
         let aged = aged_cutoff.map(|cutoff| AgedRest { cutoff, last: None });
-        Order { source, cursor, aged, from_front: false }
+        Order { source, cursor, aged, from_front: false, front_done: false }
     }
 
     pub fn next(&mut self) -> Option<&'a PendingJob> {
@@ -64,7 +67,7 @@ impl<'a> Order<'a> {
         let Some(aged) = &mut self.aged else {
             return self.cursor.next(q).map(|id| set.job(id));
         };
-        let front = aged.front(q).next().map(|id| {
+        let front = (!self.front_done).then(|| aged.front(q).next()).flatten().map(|id| {
             let j = set.job(id);
             aged.last = Some((j.submitted_at, id));
             j
@@ -73,6 +76,7 @@ impl<'a> Order<'a> {
         if front.is_some() {
             return front;
         }
+        self.front_done = true;
         let cutoff = aged.cutoff;
         std::iter::from_fn(|| self.cursor.next(q)).map(|id| set.job(id)).find(|j| j.submitted_at > cutoff)
     }
