@@ -252,7 +252,7 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
             json!({"pattern": "^/", "maxLength": 4096, "description": "an absolute directory path without `.`, `..`, `//` or a trailing `/`"}),
         ),
         // `null` leaves a queue's key as it is.
-        ("QueueUpdate", "ordering", json!({"enum": ["fifo", "lifo", "drf", "fair-share", "las", "qssf", null]})),
+        ("QueueUpdate", "ordering", json!({"enum": ordering_names()})),
         ("QueueUpdate", "scoring", json!({"enum": ["binpack", "spread", null]})),
         ("QueueUpdate", "preemption", json!({"enum": ["off", "requeue", "cancel", null]})),
         ("QueueUpdate", "head_of_line", json!({"pattern": "^(strict|backfill|skip-after-0*[1-9][0-9]{0,8})$"})),
@@ -320,6 +320,12 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
 
 /// The constraint forms `berth_model::constraint` reads: features (a label KEY or KEY=VALUE)
 /// joined by `&` (all) or by `|` (any), never both.
+/// A queue's orderings by name, from the scheduler's one name table (`null` keeps the queue's).
+fn ordering_names() -> Vec<Value> {
+    let names = berth_sched::Ordering::ALL.iter().map(|o| Value::String(o.to_string()));
+    names.chain([Value::Null]).collect()
+}
+
 fn constraint_rule() -> Value {
     let f = r"[A-Za-z0-9._/-]{1,63}(=[A-Za-z0-9._/-]{1,63})?";
     json!({
