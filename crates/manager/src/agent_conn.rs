@@ -308,7 +308,15 @@ pub async fn register(
     );
     st.refresh_schedulable(node);
     for id in st.jobs_on(node) {
-        let mine: Vec<_> = st.jobs[&id].attempt.bindings.iter().filter(|b| b.node == node).cloned().collect();
+        let mine: Vec<_> = st
+            .job(id)
+            .expect("jobs_on lists jobs in memory")
+            .attempt
+            .bindings
+            .iter()
+            .filter(|b| b.node == node)
+            .cloned()
+            .collect();
         st.allocate(id, &mine);
     }
     let _ = conn.tx.send(ManagerMessage::Welcome {
@@ -320,7 +328,7 @@ pub async fn register(
     // Reconcile what the agent reports with what the manager wants.
     let mut reported = std::collections::HashSet::new();
     for r in kernels {
-        let wanted = st.jobs.get(&r.key.job_id).is_some_and(|j| {
+        let wanted = st.job(r.key.job_id).is_some_and(|j| {
             j.attempt.number == r.key.attempt && j.state.holds_resources() && j.on_node(r.key.index, node)
         });
         if wanted {
@@ -330,14 +338,14 @@ pub async fn register(
             KernelEvent::Preparing { step, done, total, detail, since } if wanted => {
                 let progress = berth_model::SetupProgress { step, done, total, detail, since };
                 m.jobs.kernel_preparing(&mut st, node, r.key, progress).await;
-                if st.jobs[&r.key.job_id].state == JobState::Terminating {
+                if st.job(r.key.job_id).expect("wanted: in memory").state == JobState::Terminating {
                     let stops = m.jobs.stop_commands(&st, r.key.job_id, "cancelled");
                     st.send_all(stops.into_iter().filter(|(n, _)| n == node).collect());
                 }
             }
             KernelEvent::Started { .. } if wanted => {
                 m.jobs.kernel_started(&mut st, node, r.key).await;
-                let job = &st.jobs[&r.key.job_id];
+                let job = st.job(r.key.job_id).expect("wanted: in memory");
                 if job.state == JobState::Terminating {
                     // The stop may have been lost with the old connection.
                     let stops = m.jobs.stop_commands(&st, r.key.job_id, "cancelled");
@@ -356,7 +364,7 @@ pub async fn register(
         }
     }
     for id in st.jobs_on(node) {
-        let Some(job) = st.jobs.get(&id) else { continue };
+        let Some(job) = st.job(id) else { continue };
         let missing: Vec<u32> = (0..job.attempt.bindings.len() as u32)
             .filter(|&i| job.on_node(i, node) && !reported.contains(&job.key(i)))
             .filter(|&i| job.attempt.ends.get(i as usize).is_some_and(|e| e.is_none()))
@@ -416,7 +424,7 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
             for s in usage {
                 // Only kernels of current attempts that run here: a late sample of an ended
                 // or requeued run would be kept for nothing.
-                let current = st.jobs.get(&s.key.job_id).is_some_and(|j| {
+                let current = st.job(s.key.job_id).is_some_and(|j| {
                     j.attempt.number == s.key.attempt && j.state.holds_resources() && j.on_node(s.key.index, node)
                 });
                 if current {
@@ -441,7 +449,7 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
                 m.jobs.kernel_preparing(st, node, *key, progress).await;
             }
             KernelEvent::Started { .. } => {
-                if st.jobs.get(&key.job_id).is_some_and(|j| !j.spec.datasets.is_empty()) {
+                if st.job(key.job_id).is_some_and(|j| !j.spec.datasets.is_empty()) {
                     // its prefetch just filled a cache: measure again for the next job
                     m.dataset_holdings.forget();
                 }
@@ -455,7 +463,7 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
             }
         },
         AgentMessage::CommandFailed { key, error, .. } => {
-            let live = st.jobs.get(&key.job_id).is_some_and(|j| {
+            let live = st.job(key.job_id).is_some_and(|j| {
                 j.attempt.number == key.attempt
                     && j.on_node(key.index, node)
                     && matches!(j.state, JobState::Scheduled | JobState::Preparing | JobState::Running)

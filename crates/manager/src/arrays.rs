@@ -33,7 +33,7 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
         return;
     }
     let mut unfinished: HashMap<JobId, u64> = HashMap::new();
-    for j in st.jobs.values() {
+    for j in st.live_jobs() {
         if let Some(t) = j.spec.array_task {
             *unfinished.entry(t.array_id).or_default() += 1;
         }
@@ -41,7 +41,7 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
     let mut budget = MAX_PER_PASS;
     let mut reasons = Vec::new();
     for id in ready {
-        let Some(job) = st.jobs.get(&id) else { continue };
+        let Some(job) = st.job(id) else { continue };
         let Some(array) = job.spec.array.clone() else { continue };
         if let Err(e) = load_progress(m, st, id, &array).await {
             tracing::warn!(job = id, "cannot read the tasks of array: {e}");
@@ -101,7 +101,7 @@ pub async fn cancel_tasks(
     indices: &[u32],
     by: &str,
 ) -> Result<Vec<TaskCancelled>, StoreError> {
-    let Some(array) = st.jobs.get(&id).and_then(|j| j.spec.array.clone()) else {
+    let Some(array) = st.job(id).and_then(|j| j.spec.array.clone()) else {
         return Err(StoreError::NotFound(format!("job array {id}")));
     };
     load_progress(m, st, id, &array).await?;
@@ -111,13 +111,13 @@ pub async fn cancel_tasks(
     let mut out = Vec::with_capacity(indices.len());
     for &index in indices {
         let (task, state) = match made.get(&index) {
-            Some(&(task, state)) if state.is_terminal() || !st.jobs.contains_key(&task) => (task, state),
+            Some(&(task, state)) if state.is_terminal() || !st.has_job(task) => (task, state),
             Some(&(task, _)) => (task, m.jobs.cancel(st, task, by).await?.state()),
             None => {
                 if let Some(p) = st.array_mut(id) {
                     p.made.insert(index);
                 }
-                let Some(job) = st.jobs.get(&id) else { break };
+                let Some(job) = st.job(id) else { break };
                 let (owner, queue) = (job.owner.clone(), job.queue.clone());
                 let mut spec = task_base(job.full_spec(), &array, id);
                 if let Some(t) = spec.array_task.as_mut() {
@@ -137,7 +137,7 @@ pub async fn cancel_tasks(
 /// Makes the jobs of tasks `indices` of array `id` (stored one by one, each in the scheduler's
 /// set at once): how many were made. A failure other than "already made" puts the rest back.
 async fn make_tasks(m: &Manager, st: &mut State, id: JobId, array: &ArraySpec, indices: Vec<u32>) -> u64 {
-    let Some(job) = st.jobs.get(&id) else { return 0 };
+    let Some(job) = st.job(id) else { return 0 };
     let (owner, queue) = (job.owner.clone(), job.queue.clone());
     let base = task_base(job.full_spec(), array, id);
     let mut made = 0;

@@ -83,7 +83,7 @@ fn address_of(st: &State, node: &str) -> String {
 /// Ports reserved on each node by the main kernels of jobs holding resources.
 pub fn ports_in_use(st: &State) -> HashMap<String, HashSet<u16>> {
     let mut used: HashMap<String, HashSet<u16>> = HashMap::new();
-    for j in st.jobs.values().filter(|j| j.state.holds_resources()) {
+    for j in st.holding_jobs() {
         if let Some(b) = j.attempt.bindings.first()
             && let Some(p) = b.port
         {

@@ -176,7 +176,7 @@ pub async fn run(m: Arc<Manager>) {
             let st = m.jobs.lock().await;
             st.pending()
                 .iter()
-                .filter_map(|p| st.jobs.get(&p.id))
+                .filter_map(|p| st.job(p.id))
                 .filter(|j| !j.spec.datasets.is_empty())
                 .map(|j| (j.id, j.spec.clone()))
                 .collect()

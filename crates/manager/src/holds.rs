@@ -37,7 +37,7 @@ use crate::state::State;
 type Name = (i64, String);
 
 fn singleton_name(st: &State, id: JobId) -> Option<Name> {
-    let j = st.jobs.get(&id)?;
+    let j = st.job(id)?;
     j.spec.dependency.as_ref().filter(|d| d.has_singleton())?;
     Some((j.owner.user_id, j.spec.name.clone().unwrap_or_default()))
 }
@@ -58,7 +58,7 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
     let mut never = Vec::new();
     let mut arrays = Vec::new();
     for id in ids {
-        let Some(job) = st.jobs.get(&id) else { continue };
+        let Some(job) = st.job(id) else { continue };
         let verdict = match (job.spec.begin_at, &job.spec.dependency) {
             (Some(at), _) if at > now => Judgement::Waits(PendingReason::new(
                 PendingKind::BeginTime,
@@ -101,7 +101,7 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
 /// The targets the dependencies of jobs `ids` name, each once.
 fn targets_of(st: &State, ids: &[JobId]) -> Vec<JobRef> {
     let mut refs: Vec<JobRef> =
-        ids.iter().filter_map(|id| st.jobs.get(id)?.spec.dependency.as_ref()).flat_map(|d| d.targets()).collect();
+        ids.iter().filter_map(|id| st.job(*id)?.spec.dependency.as_ref()).flat_map(|d| d.targets()).collect();
     refs.sort_unstable();
     refs.dedup();
     refs
@@ -114,8 +114,7 @@ fn live_tasks(st: &State, ids: &[JobId]) -> HashMap<JobRef, JobId> {
     if wanted.is_empty() {
         return HashMap::new();
     }
-    st.jobs
-        .values()
+    st.live_jobs()
         .filter_map(|j| {
             let t = j.spec.array_task?;
             let r = JobRef::task(t.array_id, t.index);
@@ -132,7 +131,7 @@ async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId], live: &HashMap<
             continue;
         }
         let Some(index) = r.task else {
-            if st.jobs.contains_key(&r.job) {
+            if st.has_job(r.job) {
                 continue;
             }
             match m.store.job(r.job).await {
@@ -151,7 +150,7 @@ async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId], live: &HashMap<
             continue;
         };
         // The array is unfinished: a task it has not made yet is PENDING (no read needed).
-        if let Some(array) = st.jobs.get(&r.job).and_then(|j| j.spec.array.clone()) {
+        if let Some(array) = st.job(r.job).and_then(|j| j.spec.array.clone()) {
             if let Err(e) = crate::arrays::load_progress(m, st, r.job, &array).await {
                 tracing::warn!(job = r.job, "cannot read the tasks of an array others depend on: {e}");
                 continue;
@@ -193,8 +192,8 @@ async fn ended_task(m: &Manager, array: JobId, index: u32) -> Result<Option<Opti
 /// made yet (or for a moment not known) is PENDING, as Slurm shows it.
 fn target(st: &State, tasks: &HashMap<JobRef, JobId>, r: JobRef) -> Option<Target> {
     let live = match r.task {
-        None => st.jobs.get(&r.job),
-        Some(_) => tasks.get(&r).and_then(|id| st.jobs.get(id)),
+        None => st.job(r.job),
+        Some(_) => tasks.get(&r).and_then(|id| st.job(*id)),
     };
     if let Some(j) = live {
         let started_at = j.attempt.started_at.map(|s| s.as_millisecond());
@@ -214,7 +213,7 @@ fn running_names(st: &State, held: &[JobId]) -> HashMap<Name, (JobId, JobState)>
     if names.is_empty() {
         return wanted;
     }
-    for j in st.jobs.values() {
+    for j in st.live_jobs() {
         let free_singleton = j.state == JobState::Pending && !st.is_held(j.id) && singleton_name(st, j.id).is_some();
         if j.state != JobState::Pending || free_singleton {
             let n = (j.owner.user_id, j.spec.name.clone().unwrap_or_default());
@@ -237,7 +236,7 @@ pub async fn check_at_submit(m: &Manager, user: &User, spec: &JobSpec) -> Result
         let t = r.job;
         let live = {
             let st = m.jobs.lock().await;
-            st.jobs.get(&t).map(|j| (j.owner.user_id, j.spec.clone(), target(&st, &HashMap::new(), JobRef::job(t))))
+            st.job(t).map(|j| (j.owner.user_id, j.spec.clone(), target(&st, &HashMap::new(), JobRef::job(t))))
         };
         let (owner, tspec, tgt) = match live {
             Some((o, s, Some(tgt))) => (o, s, tgt),
@@ -291,7 +290,7 @@ async fn task_at_submit(
     }
     {
         let st = m.jobs.lock().await;
-        let live = st.jobs.values().find(|j| j.spec.array_task.is_some_and(|t| t.array_id == job && t.index == index));
+        let live = st.tasks_of(job).find(|j| j.spec.array_task.is_some_and(|t| t.index == index));
         if let Some(j) = live {
             return Ok(Target { state: j.state, started_at: j.attempt.started_at.map(|s| s.as_millisecond()) });
         }

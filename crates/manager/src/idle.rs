@@ -45,8 +45,7 @@ pub async fn check(m: &Manager) {
     let mut st = m.jobs.lock().await;
     let now = m.clock.now();
     let idle: Vec<(JobId, u64)> = st
-        .jobs
-        .values()
+        .live_jobs()
         .filter_map(|j| idle_deadline(m, &queues, j).filter(|(at, _)| *at <= now).map(|(_, secs)| (j.id, secs)))
         .collect();
     for (id, idle_secs) in idle {
@@ -56,7 +55,7 @@ pub async fn check(m: &Manager) {
             tracing::error!(job = id, "cannot stop an idle session: {e}");
         }
     }
-    m.sessions.retain(|id| st.jobs.get(&id).is_some_and(|j| j.state.holds_resources()));
+    m.sessions.retain(|id| st.job(id).is_some_and(|j| j.state.holds_resources()));
 }
 
 /// The nearer of a running job's time limit and, for an idle session, its idle timeout.

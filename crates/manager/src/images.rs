@@ -17,7 +17,7 @@ pub fn ledger_images(info: &ContainerInfo) -> Vec<String> {
 /// that, not a missing image, may be what to fix.
 pub fn explain_waits(st: &State, out: &mut PassOutput) {
     for w in out.waiting.iter_mut().filter(|w| w.reason.kind == PendingKind::Image) {
-        let Some(job) = st.jobs.get(&w.job) else { continue };
+        let Some(job) = st.job(w.job) else { continue };
         let mut down: Vec<String> = st
             .nodes()
             .iter()

@@ -101,7 +101,7 @@ impl Jobs {
     /// Puts a job that was stored for a submit that went away before its answer (its request
     /// dropped) into memory, as a restart would: stored is submitted.
     async fn adopt(&self, st: &mut State, id: berth_model::JobId) {
-        if st.jobs.contains_key(&id) {
+        if st.has_job(id) {
             return;
         }
         match self.store.job(id).await {
@@ -202,7 +202,7 @@ impl Jobs {
     pub async fn set_reasons(&self, st: &mut State, reasons: Vec<(berth_model::JobId, berth_model::PendingReason)>) {
         let changed: Vec<(berth_model::JobId, berth_model::PendingReason)> = reasons
             .into_iter()
-            .filter(|(id, r)| st.jobs.get(id).is_some_and(|j| j.waiting.reason.as_ref() != Some(r)))
+            .filter(|(id, r)| st.job(*id).is_some_and(|j| j.waiting.reason.as_ref() != Some(r)))
             .collect();
         if changed.is_empty() {
             return;
@@ -216,7 +216,7 @@ impl Jobs {
             return;
         }
         for (id, r) in changed {
-            if let Some(j) = st.jobs.get_mut(&id) {
+            if let Some(j) = st.job_mut(id) {
                 j.waiting.reason = Some(r);
                 j.waiting.position = None;
             }

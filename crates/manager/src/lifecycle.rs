@@ -136,16 +136,11 @@ impl Jobs {
     /// Cancels job `id` (which must be in `st`) on behalf of `by`: a pending job ends at once;
     /// a running one is asked to stop, and ends when its kernels have stopped.
     pub async fn cancel(&self, st: &mut State, id: JobId, by: &str) -> Result<Cancelled, StoreError> {
-        let state = st.jobs.get(&id).map(|j| j.state).ok_or_else(|| StoreError::NotFound(format!("job {id}")))?;
+        let state = st.job(id).map(|j| j.state).ok_or_else(|| StoreError::NotFound(format!("job {id}")))?;
         // A job array: its unfinished tasks first, then the array (and with it the tasks
         // still to make).
-        if st.jobs[&id].spec.array.is_some() {
-            let tasks: Vec<JobId> = st
-                .jobs
-                .values()
-                .filter(|j| j.spec.array_task.is_some_and(|t| t.array_id == id))
-                .map(|j| j.id)
-                .collect();
+        if st.job(id).is_some_and(|j| j.spec.array.is_some()) {
+            let tasks: Vec<JobId> = st.tasks_of(id).map(|j| j.id).collect();
             for t in tasks {
                 Box::pin(self.cancel(st, t, by)).await?;
             }
@@ -189,7 +184,7 @@ impl Jobs {
         mv: Move,
         mut extra: Vec<Change>,
     ) -> Result<(), StoreError> {
-        let Some(job) = st.jobs.get(&job_id) else {
+        let Some(job) = st.job(job_id) else {
             return Err(StoreError::NotFound(format!("job {job_id}")));
         };
         let from = job.state;
@@ -214,7 +209,7 @@ impl Jobs {
         if to.is_terminal() || to == JobState::Pending {
             st.meters_mut().forget_job(job_id);
         }
-        let job = st.jobs.get_mut(&job_id).expect("checked above");
+        let job = st.job_mut(job_id).expect("checked above");
         job.state = to;
         job.reason = Some(reason);
         if stop.is_some() {
@@ -245,7 +240,7 @@ impl Jobs {
                 None => self.metrics.job_event(ev),
             }
         }
-        let job = st.jobs.get_mut(&job_id).expect("checked above");
+        let job = st.job_mut(job_id).expect("checked above");
         // A run that ended by itself or at its limit teaches the predictor how long such jobs
         // run (`predictions.rs`); a cancelled or preempted one does not.
         let ran = job.attempt.started_at.filter(|_| to.is_terminal() && crate::predictions::observed(end));
@@ -253,7 +248,7 @@ impl Jobs {
             let key = crate::predictions::key(&job.owner.name, &job.spec);
             st.observe_run(&key, now.as_millisecond() - started.as_millisecond());
         }
-        let job = st.jobs.get_mut(&job_id).expect("checked above");
+        let job = st.job_mut(job_id).expect("checked above");
         if to.is_terminal() || to == JobState::Pending {
             let bindings = std::mem::take(&mut job.attempt.bindings);
             if to == JobState::Pending {
@@ -266,7 +261,7 @@ impl Jobs {
                 }
             }
             if to.is_terminal()
-                && let Some(t) = st.jobs.remove(&job_id).and_then(|j| j.spec.array_task)
+                && let Some(t) = st.remove_job(job_id).and_then(|j| j.spec.array_task)
                 && let Some(p) = st.array_mut(t.array_id)
             {
                 p.ended(to);
@@ -300,7 +295,7 @@ impl Jobs {
     /// `StopKernel` commands for every kernel of the job whose end is not recorded yet, to
     /// send once the state change that calls for them is stored.
     pub fn stop_commands(&self, st: &State, job_id: JobId, reason: &str) -> Vec<(String, ManagerMessage)> {
-        let Some(job) = st.jobs.get(&job_id) else { return Vec::new() };
+        let Some(job) = st.job(job_id) else { return Vec::new() };
         let mut out = Vec::new();
         for (i, b) in job.attempt.bindings.iter().enumerate() {
             if job.attempt.ends.get(i).is_some_and(|e| e.is_none()) {
@@ -321,7 +316,7 @@ impl Jobs {
     /// job being stopped ends as its stop cause says.
     /// `node` is where the kernel was lost; kernels there are not stopped.
     pub async fn lose_job(&self, st: &mut State, job_id: JobId, node: &str, cause: LostCause, reason: String) {
-        let Some(job) = st.jobs.get(&job_id) else { return };
+        let Some(job) = st.job(job_id) else { return };
         // Kernels on other, still connected nodes of a multi-node job must stop too.
         let mut stops = self.stop_commands(st, job_id, &reason);
         stops.retain(|(n, _)| n != node);
@@ -350,7 +345,7 @@ impl Jobs {
     /// A kernel reported how its setup goes on `node`: the job becomes PREPARING (committed, like
     /// every move) at the first report; later ones only update its progress, kept in memory.
     pub async fn kernel_preparing(&self, st: &mut State, node: &str, key: KernelKey, progress: SetupProgress) {
-        let Some(job) = st.jobs.get_mut(&key.job_id) else { return };
+        let Some(job) = st.job_mut(key.job_id) else { return };
         if job.attempt.number != key.attempt || !job.on_node(key.index, node) {
             return;
         }
@@ -368,7 +363,7 @@ impl Jobs {
 
     /// A kernel reported `Started` on `node`.
     pub async fn kernel_started(&self, st: &mut State, node: &str, key: KernelKey) -> bool {
-        let Some(job) = st.jobs.get_mut(&key.job_id) else { return false };
+        let Some(job) = st.job_mut(key.job_id) else { return false };
         if job.attempt.number != key.attempt || !job.on_node(key.index, node) {
             return false;
         }
@@ -395,7 +390,7 @@ impl Jobs {
         exit_code: Option<i32>,
         message: &str,
     ) {
-        let wanted = st.jobs.get(&key.job_id).is_some_and(|j| {
+        let wanted = st.job(key.job_id).is_some_and(|j| {
             j.attempt.number == key.attempt
                 && j.on_node(key.index, node)
                 && j.attempt.ends.get(key.index as usize).is_some_and(|e| e.is_none())
@@ -416,7 +411,7 @@ impl Jobs {
         }
         // What it used, as its agent reported with its end (`agent_conn` puts it in the meters).
         let usage = st.meters().totals(key);
-        let job = st.jobs.get_mut(&key.job_id).expect("checked above");
+        let job = st.job_mut(key.job_id).expect("checked above");
         job.attempt.ends[key.index as usize] = Some(KernelEnd { outcome: Some(outcome), exit_code });
         let all_done = job.attempt.ends.iter().all(|e| e.is_some());
         let kernel_exit =
@@ -497,7 +492,7 @@ impl Jobs {
             Err(e) => {
                 tracing::warn!(job = key.job_id, "cannot record kernel end: {e}");
                 // Not recorded: try again later (and let a repeated report do so too).
-                if let Some(j) = st.jobs.get_mut(&key.job_id) {
+                if let Some(j) = st.job_mut(key.job_id) {
                     j.attempt.ends[key.index as usize] = None;
                 }
                 if worth_retrying(&e) {

@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use berth_model::JobState;
 use berth_model::api::NodeState;
 use berth_sched::NodeLedger;
 use berth_store::{Store, StoreError};
@@ -228,13 +227,13 @@ impl Manager {
             st.insert_job(job);
         }
         self.quotas.table().restore_borrowed(&mut st);
-        let pending = st.jobs.values().filter(|j| j.state == JobState::Pending).count();
+        let pending = st.pending_jobs().count();
         // Only unfinished jobs live in memory; say so, next to how many the store holds, so
         // that `0` after a restart does not read as lost jobs.
         let stored = self.store.job_count().await?;
         let archived = self.store.archived_count().await?;
         tracing::info!(
-            unfinished_jobs = st.jobs.len(),
+            unfinished_jobs = st.job_count(),
             stored_jobs = stored,
             archived_jobs = archived,
             pending,

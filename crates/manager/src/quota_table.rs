@@ -52,9 +52,7 @@ impl QuotaTable {
         }
         let limits = self.limits();
         let held: Vec<berth_sched::HeldJob> = st
-            .jobs
-            .values()
-            .filter(|j| j.state.holds_resources())
+            .holding_jobs()
             .map(|j| berth_sched::HeldJob {
                 id: j.id,
                 user: j.owner.name.clone(),
@@ -64,7 +62,7 @@ impl QuotaTable {
             })
             .collect();
         for id in berth_sched::borrowed_by_start_order(&limits, &held) {
-            if let Some(j) = st.jobs.get_mut(&id) {
+            if let Some(j) = st.job_mut(id) {
                 j.attempt.borrowed = true;
                 st.sync_sets(id);
             }

@@ -115,9 +115,7 @@ impl QuotaService {
         for (kind, name, l) in table.applying(user, project) {
             let Some(max) = l.pending_jobs else { continue };
             let waiting = st
-                .jobs
-                .values()
-                .filter(|j| j.state == JobState::Pending)
+                .pending_jobs()
                 .filter(|j| match kind {
                     QuotaKind::User => j.owner.name == name,
                     QuotaKind::Project => j.project() == Some(name),
@@ -143,7 +141,7 @@ impl QuotaService {
             return Quotas::default();
         }
         let mut q = table.limits();
-        for j in st.jobs.values().filter(|j| j.state.holds_resources()) {
+        for j in st.holding_jobs() {
             let add = QuotaUse::of(&j.spec.resources, j.spec.kernel_count());
             if table.users.contains_key(&j.owner.name) {
                 q.used_by_user.entry(j.owner.name.clone()).or_default().add(&add);
@@ -174,7 +172,7 @@ impl QuotaService {
                 };
                 let mut used = QuotaUse::default();
                 let mut pending = 0;
-                for j in st.jobs.values().filter(of) {
+                for j in st.live_jobs().filter(of) {
                     if j.state.holds_resources() {
                         used.add(&QuotaUse::of(&j.spec.resources, j.spec.kernel_count()));
                     } else if j.state == JobState::Pending {

@@ -58,9 +58,7 @@ pub async fn account_running(m: &Manager) {
     let now = m.clock.now();
     let now_ms = now.as_millisecond();
     let accounts: Vec<(&str, std::borrow::Cow<'_, str>, f64)> = st
-        .jobs
-        .values()
-        .filter(|j| j.state.holds_resources())
+        .holding_jobs()
         .map(|j| {
             (
                 j.owner.name.as_str(),
@@ -87,9 +85,7 @@ pub async fn account_running(m: &Manager) {
         return;
     }
     st.set_usage(&rows);
-    for j in st.jobs.values_mut().filter(|j| j.state.holds_resources()) {
-        j.attempt.accounted_ms = now_ms;
-    }
+    st.accounted_until(now_ms);
 }
 
 /// One scheduling pass. Returns how many jobs it started.
@@ -196,7 +192,7 @@ async fn commit_part(m: &Manager, st: &mut State, out: PassOutput, now: Timestam
     }
     let watched = m.jobs.watched();
     for id in &applied.started {
-        if let Some(job) = st.jobs.get(id) {
+        if let Some(job) = st.job(*id) {
             crate::kernel_start::send_start(m, st, job);
             if watched {
                 m.jobs.announce(Arc::new(job.event()));
@@ -213,19 +209,19 @@ async fn commit_part(m: &Manager, st: &mut State, out: PassOutput, now: Timestam
 fn batch(st: &State, out: &PassOutput, now: Timestamp) -> Vec<Change> {
     let mut changes = Vec::with_capacity(out.starts.len() * 2);
     for s in out.starts.iter().filter(|s| st.is_pending(s.job)) {
-        let data_on = &st.jobs[&s.job].waiting.data_on;
+        let data_on = &st.job(s.job).expect("a pass starts jobs in memory").waiting.data_on;
         changes.extend(Move::scheduled(&s.bindings, data_on).record(s.job, JobState::Pending, now));
-        let attempt = st.jobs[&s.job].attempt.number;
+        let attempt = st.job(s.job).expect("a pass starts jobs in memory").attempt.number;
         changes.push(Change::SetKernels { job_id: s.job, attempt, bindings: s.bindings.clone() });
     }
     for w in &out.waiting {
-        let Some(job) = st.jobs.get(&w.job) else { continue };
+        let Some(job) = st.job(w.job) else { continue };
         if needs_persisting(job.waiting.reason.as_ref(), &w.reason) {
             changes.push(Change::PendingReason { job_id: w.job, reason: Some(w.reason.clone()) });
         }
     }
     for (id, _, reason) in out.untried_jobs() {
-        let Some(job) = st.jobs.get(&id) else { continue };
+        let Some(job) = st.job(id) else { continue };
         if needs_persisting(job.waiting.reason.as_ref(), reason) {
             changes.push(Change::PendingReason { job_id: id, reason: Some(reason.clone()) });
         }
@@ -239,7 +235,7 @@ fn batch(st: &State, out: &PassOutput, now: Timestamp) -> Vec<Change> {
 /// (`lifecycle`), and the preemptor starts in a later pass.
 async fn preempt(m: &Manager, st: &mut State, list: &[Preempt]) {
     for p in list {
-        let priority = st.jobs.get(&p.for_job).map(|j| j.spec.priority).unwrap_or_default();
+        let priority = st.job(p.for_job).map(|j| j.spec.priority).unwrap_or_default();
         let reason = format!("preempted by job {} (priority {priority})", p.for_job);
         let stops = m.jobs.stop_commands(st, p.victim, &reason);
         let cause = StopCause::Preempted { by_job: p.for_job, action: p.action };

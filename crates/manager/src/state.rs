@@ -20,6 +20,7 @@ mod batch;
 #[cfg(test)]
 pub mod fixture;
 mod job;
+mod job_table;
 mod meters;
 mod node_table;
 mod pass_target;
@@ -78,7 +79,8 @@ pub struct Node {
 /// Everything the manager keeps in memory.
 #[derive(Default)]
 pub struct State {
-    pub jobs: BTreeMap<JobId, Job>,
+    /// The jobs in memory (`job_table`): in by [`State::insert_job`], out by a move.
+    jobs: BTreeMap<JobId, Job>,
     usage: Usage,
     /// One ledger per node; a slice because `schedule` takes `&[NodeLedger]`.
     ledgers: Vec<NodeLedger>,

@@ -297,7 +297,7 @@ mod tests {
         let st = jobs.lock().await;
         let stored = store.jobs(&berth_store::JobFilter::default()).await.unwrap();
         assert_eq!(stored.len(), 1);
-        let job = st.jobs.get(&stored[0].id).expect("the stored job is in memory");
+        let job = st.job(stored[0].id).expect("the stored job is in memory");
         assert_eq!((job.state, &job.spec.command), (JobState::Pending, &stored[0].spec.command));
         assert!(st.pending().get(stored[0].id).is_some(), "and waits to be scheduled");
     }

@@ -203,12 +203,7 @@ pub async fn remove(
     m.serving.store().delete_endpoint(row.id).await?;
     m.serving.lock().remove(&row.id);
     let mut st = m.jobs.lock().await;
-    let replicas: Vec<_> = st
-        .jobs
-        .values()
-        .filter(|j| j.spec.replica_of.as_ref().is_some_and(|r| r.endpoint_id == row.id))
-        .map(|j| j.id)
-        .collect();
+    let replicas: Vec<_> = st.replicas_of(row.id).map(|j| j.id).collect();
     for id in replicas {
         if let Err(e) = m.jobs.cancel(&mut st, id, &format!("serve (endpoint {name} removed)")).await {
             tracing::debug!(job = id, "cannot stop a removed endpoint's replica: {e}");

@@ -79,7 +79,7 @@ async fn step_may_enter(m: &Manager, job: JobId, attempt: u32, id: JobId) -> Res
     loop {
         let state = {
             let st = m.jobs.lock().await;
-            st.jobs.get(&id).filter(|j| j.attempt.number == attempt).map(|j| j.state)
+            st.job(id).filter(|j| j.attempt.number == attempt).map(|j| j.state)
         };
         match state {
             Some(JobState::Scheduled | JobState::Preparing) if tokio::time::Instant::now() < deadline => {

@@ -110,8 +110,7 @@ pub async fn remove(
     // its kernels then fail to start with "folder ... is not on node".
     let st = m.jobs.lock().await;
     let in_use: Vec<i64> = st
-        .jobs
-        .values()
+        .live_jobs()
         .filter(|j| !j.state.is_terminal() && j.spec.folders.iter().any(|x| x.id == Some(f.id)))
         .map(|j| j.id)
         .collect();

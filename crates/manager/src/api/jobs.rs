@@ -164,10 +164,7 @@ fn listing(views: &[JobView], fields: Option<&[&'static str]>) -> axum::response
 /// The jobs in memory (every unfinished one, and ended ones not yet let go) that `filter`
 /// and `user` let through, newest first, at most `limit`.
 fn live_views(m: &Manager, st: &crate::state::State, user: &User, filter: &JobFilter, limit: usize) -> Vec<JobView> {
-    st.jobs
-        .range(..filter.before.unwrap_or(JobId::MAX))
-        .rev()
-        .map(|(_, j)| j)
+    st.live_jobs_newest_first(filter.before)
         .filter(|j| user.can_see(j.owner.user_id, &j.spec))
         .filter(|j| filter.states.as_ref().is_none_or(|s| s.contains(&j.state)))
         .filter(|j| filter.ids.as_ref().is_none_or(|ids| ids.contains(&j.id)))
@@ -273,8 +270,8 @@ pub async fn show(
     let mut job = row_view(&row, nodes);
     let st = m.jobs.lock().await;
     // An unfinished job's expected run time (memory only: predicted, never stored).
-    job.expected_run_secs = st.jobs.get(&id).and_then(|j| j.expected_run_secs());
-    if let Some(j) = st.jobs.get(&id)
+    job.expected_run_secs = st.job(id).and_then(|j| j.expected_run_secs());
+    if let Some(j) = st.job(id)
         && j.state == JobState::Pending
     {
         // A job deep in the queue has its place in the last pass's untried rest.
@@ -282,7 +279,7 @@ pub async fn show(
         job.position = live.position;
         job.pending_reason = live.pending_reason;
         job.expected_start = live.expected_start;
-    } else if let Some(j) = st.jobs.get(&id)
+    } else if let Some(j) = st.job(id)
         && j.state.holds_resources()
     {
         // A running job: what it used so far, from its nodes' last samples.
@@ -320,7 +317,7 @@ pub async fn cancel(
     Path(id): Path<JobId>,
 ) -> Result<axum::Json<CancelResult>, ApiError> {
     let mut st = m.jobs.lock().await;
-    let Some(job) = st.jobs.get(&id) else {
+    let Some(job) = st.job(id) else {
         drop(st);
         let row = cancellable_row(&m, &user, id).await?;
         if row.state.is_terminal() {
@@ -352,7 +349,7 @@ pub async fn cancel_tasks(
         Some(ApiError::unprocessable(format!("task {id}_{i} is not in job array {id} ({array})")))
     };
     let mut st = m.jobs.lock().await;
-    let Some(job) = st.jobs.get(&id) else {
+    let Some(job) = st.job(id) else {
         drop(st);
         let row = cancellable_row(&m, &user, id).await?;
         let Some(array) = &row.spec.array else {

@@ -15,7 +15,7 @@ use crate::manager::Manager;
 
 fn view(st: &crate::state::State, q: &QueueConfig) -> QueueView {
     let (mut pending, mut running) = (0, 0);
-    for j in st.jobs.values().filter(|j| j.queue == q.name) {
+    for j in st.live_jobs().filter(|j| j.queue == q.name) {
         if j.state == JobState::Pending {
             pending += 1;
         } else if j.state.holds_resources() {

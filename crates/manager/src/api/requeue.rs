@@ -24,7 +24,7 @@ pub async fn requeue(
     Path(id): Path<JobId>,
 ) -> Result<axum::Json<RequeueResult>, ApiError> {
     let mut st = m.jobs.lock().await;
-    let Some(job) = st.jobs.get(&id) else {
+    let Some(job) = st.job(id) else {
         drop(st);
         return Err(match &caller {
             Caller::User(user) => {

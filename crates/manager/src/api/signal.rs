@@ -34,7 +34,7 @@ pub async fn signal(
     let signal = parse_signal(&body.signal).map_err(|e| ApiError::unprocessable(format!("signal: {}", e.0)))?;
     let tasks = body.tasks.as_deref().map(task_list).transpose()?;
     let st = m.jobs.lock().await;
-    let Some(job) = st.jobs.get(&id) else {
+    let Some(job) = st.job(id) else {
         drop(st);
         let row = cancellable_row(&m, &user, id).await?;
         return Err(not_running(id, row.state));
@@ -42,9 +42,7 @@ pub async fn signal(
     may_cancel(&user, job)?;
     let jobs: Vec<&Job> = match (&job.spec.array, &job.spec.array_task) {
         (Some(_), None) => st
-            .jobs
-            .values()
-            .filter(|j| j.spec.array_task.as_ref().is_some_and(|t| t.array_id == id))
+            .tasks_of(id)
             .filter(|j| tasks.as_ref().is_none_or(|w| w.contains(j.spec.array_task.as_ref().map_or(0, |t| t.index))))
             .collect(),
         _ if tasks.is_some() => return Err(ApiError::unprocessable(format!("job {id} is not a job array"))),

@@ -209,7 +209,7 @@ async fn may_use(m: &Manager, user: &User, job: JobId, app: &str) -> Result<(u32
         _ => return Err(not_found()),
     };
     let st = m.jobs.lock().await;
-    match st.jobs.get(&job) {
+    match st.job(job) {
         Some(j) if j.state == JobState::Running => Ok((j.attempt.number, path)),
         Some(j) => Err(plain(
             StatusCode::SERVICE_UNAVAILABLE,

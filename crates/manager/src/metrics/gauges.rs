@@ -61,7 +61,7 @@ impl Snapshot {
         // Per queue (a handful), counts by state and by reason kind, indexed by their
         // position: one walk of the jobs without hashing, one String per queue.
         let mut by_queue: Vec<(&str, PerQueue)> = queues.into_iter().map(|q| (q, PerQueue::default())).collect();
-        for j in st.jobs.values() {
+        for j in st.live_jobs() {
             let q = match by_queue.iter().position(|(q, _)| *q == j.queue) {
                 Some(i) => &mut by_queue[i].1,
                 None => {
@@ -235,8 +235,8 @@ mod tests {
         }
         let mut waiting = job(2, JobState::Pending);
         waiting.waiting.reason = Some(PendingReason::new(PendingKind::Resources, "needs 8 CPUs"));
-        st.jobs.insert(2, waiting);
-        st.jobs.insert(3, job(3, JobState::Pending));
+        st.insert_job(waiting);
+        st.insert_job(job(3, JobState::Pending));
 
         let snap = Snapshot::take(&st, ["default", "gpu"]);
         let mut text = String::new();

@@ -65,8 +65,7 @@ fn backoff(failures: u32) -> Duration {
 async fn round(m: &Arc<Manager>, proxy: &Arc<Proxy>) {
     let jobs: Vec<JobFacts> = {
         let st = m.jobs.lock().await;
-        st.jobs
-            .values()
+        st.live_jobs()
             .filter_map(|j| {
                 let r = j.spec.replica_of.as_ref()?;
                 Some(JobFacts {
@@ -362,7 +361,7 @@ async fn act(m: &Arc<Manager>, row: &EndpointRow, actions: Vec<Action>, avoid: V
 /// wants: typed ([`StopCause::ScaledDown`]), so that its end reads as what it is, neither a
 /// failure nor someone's cancel. A pending one ends at once, a running one once it stopped.
 async fn scale_down(jobs: &Jobs, st: &mut State, id: JobId, endpoint: &str, wants: u32) -> Result<(), StoreError> {
-    let Some(state) = st.jobs.get(&id).map(|j| j.state) else { return Ok(()) };
+    let Some(state) = st.job(id).map(|j| j.state) else { return Ok(()) };
     let cause = StopCause::ScaledDown { endpoint: endpoint.to_string(), wants };
     match state {
         JobState::Pending => {

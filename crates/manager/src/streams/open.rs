@@ -49,7 +49,7 @@ pub async fn open_stream(m: &Manager, id: JobId, kernel: u32, open: StreamOpen) 
     let mut awaited = m.streams.expect();
     let node = {
         let st = m.jobs.lock().await;
-        let Some(job) = st.jobs.get(&id) else {
+        let Some(job) = st.job(id) else {
             return Err(StreamError::NotRunning(id));
         };
         if job.state != JobState::Running {
@@ -86,7 +86,7 @@ async fn wait_started(m: &Manager, id: JobId, kernel: u32) -> Result<(), StreamE
     loop {
         let waiting = {
             let st = m.jobs.lock().await;
-            st.jobs.get(&id).is_some_and(|j| j.state == JobState::Running && j.attempt.unstarted.contains(&kernel))
+            st.job(id).is_some_and(|j| j.state == JobState::Running && j.attempt.unstarted.contains(&kernel))
         };
         if !waiting {
             return Ok(());
