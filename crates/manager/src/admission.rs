@@ -53,14 +53,15 @@ pub async fn admit(
     }
     {
         let shapes = m.nodes.shapes();
-        let offering =
-            berth_sched::nodes_offering(spec.constraint.as_ref(), &shapes, &queue).map_err(ApiError::unprocessable)?;
+        let offering = berth_sched::nodes_offering(spec.constraint.as_ref(), &shapes, &queue)
+            .map_err(|e| ApiError::unprocessable(e.to_string()))?;
         berth_sched::check_feasible_kernels(&spec.resources, spec.nodes, spec.kernels, spec.numa, &offering, &queue)
             .map_err(ApiError::unprocessable)?;
         let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
-        berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(ApiError::unprocessable)?;
+        berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(|e| ApiError::unprocessable(e.to_string()))?;
         let folders: Vec<String> = spec.folders.iter().map(|f| f.folder.clone()).collect();
-        berth_sched::check_folders(&folders, spec.image.is_some(), &shapes, &queue).map_err(ApiError::unprocessable)?;
+        berth_sched::check_folders(&folders, spec.image.is_some(), &shapes, &queue)
+            .map_err(|e| ApiError::unprocessable(e.to_string()))?;
     }
     m.quotas.check_quota_at_submit(user, &spec)?;
     // Measured before the job is queued, so its first pass already knows where its data is.

@@ -14,12 +14,23 @@ use crate::ledger::NodeLedger;
 use crate::shortfall::Shortfall;
 use crate::water::water_fill;
 
+/// Why [`NodeLedger::try_bind`] found no binding: the node, the request and the first thing
+/// the node lacks, kept as numbers; the text (`needs 1 GPU, node n1 has 0.5 free`) is made
+/// only when shown.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", shortfall.on_node(node, req))]
+pub struct BindError {
+    node: String,
+    req: ResourceRequest,
+    shortfall: Shortfall,
+}
+
 impl NodeLedger {
     /// The node-level allocator: the exact binding for `req` under `numa`, or a reason such as
     /// `needs 1 GPU, node n1 has 0.5 free`. The ledger is not changed; commit the binding with
     /// [`allocate`](Self::allocate).
-    pub fn try_bind(&self, req: &ResourceRequest, numa: NumaPolicy) -> Result<Binding, String> {
-        self.bind(req, numa).map_err(|s| s.on_node(self.name(), req))
+    pub fn try_bind(&self, req: &ResourceRequest, numa: NumaPolicy) -> Result<Binding, BindError> {
+        self.bind(req, numa).map_err(|shortfall| BindError { node: self.name().to_string(), req: *req, shortfall })
     }
 
     /// Checks the node's totals only (free CPUs, memory, whole GPUs, largest GPU fraction).

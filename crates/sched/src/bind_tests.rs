@@ -62,12 +62,15 @@ fn half_and_half_share_a_gpu_but_half_and_seven_tenths_do_not() {
     let mut l = NodeLedger::new("n1", "default", smt(1, 4, 16 * GIB, 1));
     take(&mut l, req(1, 1, 500), NumaPolicy::PreferLocal);
     assert_eq!(
-        l.try_bind(&req(1, 1, 700), NumaPolicy::PreferLocal).unwrap_err(),
+        l.try_bind(&req(1, 1, 700), NumaPolicy::PreferLocal).unwrap_err().to_string(),
         "needs 0.7 GPU, node n1 has 0.5 free"
     );
     take(&mut l, req(1, 1, 500), NumaPolicy::PreferLocal);
     assert_eq!(l.gpu_used_milli(0), 1000);
-    assert_eq!(l.try_bind(&req(1, 1, 500), NumaPolicy::PreferLocal).unwrap_err(), "needs 0.5 GPU, node n1 has 0 free");
+    assert_eq!(
+        l.try_bind(&req(1, 1, 500), NumaPolicy::PreferLocal).unwrap_err().to_string(),
+        "needs 0.5 GPU, node n1 has 0 free"
+    );
 }
 
 #[test]
@@ -80,12 +83,15 @@ fn whole_gpus_need_untouched_devices() {
     let mut l = node();
     take(&mut l, req(1, 1, 500), NumaPolicy::PreferLocal);
     assert_eq!(
-        l.try_bind(&req(1, 1, 2000), NumaPolicy::PreferLocal).unwrap_err(),
+        l.try_bind(&req(1, 1, 2000), NumaPolicy::PreferLocal).unwrap_err().to_string(),
         "needs 2 GPUs, node n1 has 1.5 free"
     );
     let mut l = NodeLedger::new("n1", "default", smt(1, 4, 16 * GIB, 1));
     take(&mut l, req(1, 1, 500), NumaPolicy::PreferLocal);
-    assert_eq!(l.try_bind(&req(1, 1, 1000), NumaPolicy::PreferLocal).unwrap_err(), "needs 1 GPU, node n1 has 0.5 free");
+    assert_eq!(
+        l.try_bind(&req(1, 1, 1000), NumaPolicy::PreferLocal).unwrap_err().to_string(),
+        "needs 1 GPU, node n1 has 0.5 free"
+    );
 }
 
 #[test]
@@ -153,7 +159,7 @@ fn prefer_local_without_gpus_keeps_cpus_next_to_idle_gpus_free() {
 fn require_local_fails_when_no_numa_node_holds_it() {
     let mut l = node();
     assert_eq!(
-        l.try_bind(&req(10, 1, 0), NumaPolicy::RequireLocal).unwrap_err(),
+        l.try_bind(&req(10, 1, 0), NumaPolicy::RequireLocal).unwrap_err().to_string(),
         "needs 10 CPUs and 1GiB memory on one NUMA node (require-local), node n1 has no such NUMA node free"
     );
     take(&mut l, req(6, 1, 0), NumaPolicy::RequireLocal);
@@ -175,7 +181,7 @@ fn single_node_keeps_gpu_cpus_and_memory_together() {
     assert_ne!(b.mems, [gpu_numa(&l, &b)]);
     assert!(l.try_bind(&free_gpu_far, NumaPolicy::RequireLocal).is_ok());
     assert_eq!(
-        l.try_bind(&free_gpu_far, NumaPolicy::SingleNode).unwrap_err(),
+        l.try_bind(&free_gpu_far, NumaPolicy::SingleNode).unwrap_err().to_string(),
         "needs 1 GPU, 2 CPUs and 1GiB memory on one NUMA node (single-node), node n1 has no such NUMA node free"
     );
     // A fresh node: the GPU's own node is chosen.
@@ -206,15 +212,21 @@ fn none_takes_the_lowest_cpus_and_all_memory_nodes() {
 #[test]
 fn totals_are_reported_in_order_gpu_cpu_memory() {
     let l = node();
-    assert_eq!(l.try_bind(&req(1, 1, 3000), NumaPolicy::PreferLocal).unwrap_err(), "needs 3 GPUs, node n1 has 2 free");
-    assert_eq!(l.try_bind(&req(17, 1, 0), NumaPolicy::PreferLocal).unwrap_err(), "needs 17 CPUs, node n1 has 16 free");
     assert_eq!(
-        l.try_bind(&req(1, 40, 0), NumaPolicy::PreferLocal).unwrap_err(),
+        l.try_bind(&req(1, 1, 3000), NumaPolicy::PreferLocal).unwrap_err().to_string(),
+        "needs 3 GPUs, node n1 has 2 free"
+    );
+    assert_eq!(
+        l.try_bind(&req(17, 1, 0), NumaPolicy::PreferLocal).unwrap_err().to_string(),
+        "needs 17 CPUs, node n1 has 16 free"
+    );
+    assert_eq!(
+        l.try_bind(&req(1, 40, 0), NumaPolicy::PreferLocal).unwrap_err().to_string(),
         "needs 40GiB memory, node n1 has 32GiB free"
     );
     let mut down = node();
     down.set_schedulable(false);
-    assert_eq!(down.try_bind(&req(1, 1, 0), NumaPolicy::PreferLocal).unwrap_err(), "node n1 is not ready");
+    assert_eq!(down.try_bind(&req(1, 1, 0), NumaPolicy::PreferLocal).unwrap_err().to_string(), "node n1 is not ready");
 }
 
 #[test]

@@ -265,7 +265,7 @@ impl<'i, 'a> Walk<'i, 'a> {
             return Continue(());
         }
         match self.pool.mounts_refused(job) {
-            Some(text) => Break(Verdict::wait(self.reason(PendingKind::Mount, || text))),
+            Some(refused) => Break(Verdict::wait(self.reason(PendingKind::Mount, || refused.to_string()))),
             None => Continue(()),
         }
     }
@@ -545,7 +545,7 @@ fn quota(job: &PendingJob, book: &Book, words: Words) -> Gate {
     match book.admits(job) {
         Ok(false) => Continue(()),
         Ok(true) => Break(Verdict::Borrow),
-        Err(text) => Break(Verdict::wait(words.reason(PendingKind::Quota, || text))),
+        Err(over) => Break(Verdict::wait(words.reason(PendingKind::Quota, || over.to_string()))),
     }
 }
 

@@ -10,7 +10,7 @@
 //! - `NodeLedger::new(name, queue, topology)`, `.allocate(&Binding) -> Result<(), LedgerError>`,
 //!   `.release(&Binding)`, `.set_schedulable(bool)`, `.name()`, `.queue()`, `.topology()`,
 //!   `.cpus_used() -> u32`, `.mem_used() -> u64`, `.gpu_used_milli(gpu_index) -> u64`,
-//!   `.try_bind(&ResourceRequest, NumaPolicy) -> Result<Binding, String>`.
+//!   `.try_bind(&ResourceRequest, NumaPolicy) -> Result<Binding, BindError>`.
 //! - `schedule(&PassInput) -> PassOutput`.
 //! - `check_feasible(&ResourceRequest, nodes_needed, &[NodeLedger], queue) -> Result<(), String>`.
 //!
@@ -71,10 +71,11 @@ pub mod sim;
 #[cfg(test)]
 mod test_support;
 
+pub use bind::BindError;
 pub use feasible::{check_feasible, check_feasible_kernels, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
-pub use mounts::{check_folders, check_mounts, mount_allowed};
-pub use node_match::nodes_offering;
+pub use mounts::{MountError, MountRefusal, check_folders, check_mounts, mount_allowed};
+pub use node_match::{NoNodeOffers, nodes_offering};
 pub use order::{fair_share_factor, fair_share_factors};
 pub use orderings::Ordering;
 pub use pass::{schedule, schedule_set, schedule_set_kinds};

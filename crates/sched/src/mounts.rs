@@ -60,10 +60,45 @@ impl NodeLedger {
     }
 }
 
+/// A job's host mounts or data folders that no node of its queue can ever take, refused at
+/// submit; the text is the API's error body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MountError {
+    #[error(
+        "folder {}: no node of queue {queue} can mount folders into a process job (that needs the agent to run as \
+         root; a user's `berth up` does not): run the job in a container (--image), which binds folders through \
+         Docker, or run berth as root (sudo berth up, or the agent's service)",
+        folders.join(", ")
+    )]
+    FoldersUnmountable { folders: Vec<String>, queue: String },
+    #[error(
+        "{refused} of queue {queue} (allowed: {}): mount a path under an allowed one, or ask the admin to allow it with `berth agent --allow-mount PATH`",
+        if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }
+    )]
+    NotAllowed { refused: MountRefusal, queue: String, allowed: Vec<String> },
+}
+
+/// Why no one node allows a job's host mounts (the job's pending reason, and the start of
+/// [`MountError::NotAllowed`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MountRefusal {
+    /// No node allows this path.
+    #[error("mount: {0} not allowed on any node")]
+    Path(String),
+    /// Each path is allowed somewhere, but no one node allows them all.
+    #[error("mount: no one node allows all of {}", .0.join(", "))]
+    NoOneNode(Vec<String>),
+}
+
 /// Submit-time check for a process job (`in_container` false) with data `folders`: refused
 /// when every node of `queue` whose agent said so cannot mount folders. A queue without such
 /// nodes passes (nodes may join later). The error says why and both ways out.
-pub fn check_folders(folders: &[String], in_container: bool, nodes: &[NodeLedger], queue: &str) -> Result<(), String> {
+pub fn check_folders(
+    folders: &[String],
+    in_container: bool,
+    nodes: &[NodeLedger],
+    queue: &str,
+) -> Result<(), MountError> {
     if folders.is_empty() || in_container {
         return Ok(());
     }
@@ -71,47 +106,42 @@ pub fn check_folders(folders: &[String], in_container: bool, nodes: &[NodeLedger
     if known.peek().is_none() || known.any(|can| can) {
         return Ok(());
     }
-    Err(format!(
-        "folder {}: no node of queue {queue} can mount folders into a process job (that needs the agent to run as \
-         root; a user's `berth up` does not): run the job in a container (--image), which binds folders through \
-         Docker, or run berth as root (sudo berth up, or the agent's service)",
-        folders.join(", ")
-    ))
+    Err(MountError::FoldersUnmountable { folders: folders.to_vec(), queue: queue.to_string() })
 }
 
 /// The reason a job with `mounts` cannot run on any of `nodes`, naming the first path no node
 /// allows (or saying that no one node allows them all), e.g.
 /// `mount: /data not allowed on any node`. `None` when some node allows them all.
-pub fn mounts_refused<'a>(mounts: &[String], nodes: impl Iterator<Item = &'a NodeLedger> + Clone) -> Option<String> {
+pub fn mounts_refused<'a>(
+    mounts: &[String],
+    nodes: impl Iterator<Item = &'a NodeLedger> + Clone,
+) -> Option<MountRefusal> {
     if mounts.is_empty() || nodes.clone().any(|l| l.allows_mounts(mounts)) {
         return None;
     }
     let lists: Vec<&[String]> = nodes.filter_map(|l| l.allowed_mounts()).collect();
     Some(match mounts.iter().find(|m| !lists.iter().any(|a| mount_allowed(m, a))) {
-        Some(m) => format!("mount: {m} not allowed on any node"),
-        None => format!("mount: no one node allows all of {}", mounts.join(", ")),
+        Some(m) => MountRefusal::Path(m.clone()),
+        None => MountRefusal::NoOneNode(mounts.to_vec()),
     })
 }
 
 /// Submit-time check: can some node of `queue` ever run a job with these host mounts? Only
 /// nodes whose agents reported an allow-list since the manager started count (a queue without
 /// any passes: nodes may join later). The error says which path and how to fix it.
-pub fn check_mounts(mounts: &[String], nodes: &[NodeLedger], queue: &str) -> Result<(), String> {
+pub fn check_mounts(mounts: &[String], nodes: &[NodeLedger], queue: &str) -> Result<(), MountError> {
     let known = nodes.iter().filter(|l| l.queue() == queue && l.allowed_mounts().is_some());
     if mounts.is_empty() || known.clone().next().is_none() {
         return Ok(());
     }
     match mounts_refused(mounts, known.clone()) {
         None => Ok(()),
-        Some(why) => {
-            let mut allowed: Vec<&str> =
-                known.flat_map(|l| l.allowed_mounts().unwrap_or_default()).map(|s| s.as_str()).collect();
+        Some(refused) => {
+            let mut allowed: Vec<String> =
+                known.flat_map(|l| l.allowed_mounts().unwrap_or_default()).cloned().collect();
             allowed.sort_unstable();
             allowed.dedup();
-            let list = if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") };
-            Err(format!(
-                "{why} of queue {queue} (allowed: {list}): mount a path under an allowed one, or ask the admin to allow it with `berth agent --allow-mount PATH`"
-            ))
+            Err(MountError::NotAllowed { refused, queue: queue.to_string(), allowed })
         }
     }
 }
@@ -149,9 +179,12 @@ mod tests {
         assert!(nodes[2].allows_mounts(&[]), "no mounts: any node");
         assert!(!nodes[2].allows_mounts(&v(&["/data"])), "unreported: no mounts");
         assert_eq!(mounts_refused(&v(&["/data/x"]), nodes.iter()), None);
-        assert_eq!(mounts_refused(&v(&["/home"]), nodes.iter()).unwrap(), "mount: /home not allowed on any node");
         assert_eq!(
-            mounts_refused(&v(&["/data", "/scratch"]), nodes.iter()).unwrap(),
+            mounts_refused(&v(&["/home"]), nodes.iter()).unwrap().to_string(),
+            "mount: /home not allowed on any node"
+        );
+        assert_eq!(
+            mounts_refused(&v(&["/data", "/scratch"]), nodes.iter()).unwrap().to_string(),
             "mount: no one node allows all of /data, /scratch"
         );
     }
@@ -165,7 +198,7 @@ mod tests {
     #[test]
     fn a_process_job_with_folders_is_refused_where_no_node_can_mount_them() {
         let users = [folder_node("a", "q", Some(false)), folder_node("b", "q", Some(false))];
-        let e = check_folders(&v(&["d"]), false, &users, "q").unwrap_err();
+        let e = check_folders(&v(&["d"]), false, &users, "q").unwrap_err().to_string();
         assert!(e.starts_with("folder d: no node of queue q can mount folders into a process job"), "{e}");
         assert!(e.contains("--image") && e.contains("as root"), "{e}");
         assert!(check_folders(&v(&["d"]), true, &users, "q").is_ok(), "a container binds them through docker");
@@ -183,7 +216,7 @@ mod tests {
     #[test]
     fn submit_check_counts_only_reporting_nodes() {
         let known = [node("a", Some(&["/data"])), node("b", Some(&[]))];
-        let e = check_mounts(&v(&["/home/u"]), &known, "q").unwrap_err();
+        let e = check_mounts(&v(&["/home/u"]), &known, "q").unwrap_err().to_string();
         assert!(e.starts_with("mount: /home/u not allowed on any node of queue q (allowed: /data)"), "{e}");
         assert!(e.contains("berth agent --allow-mount"), "{e}");
         assert!(check_mounts(&v(&["/data/imagenet"]), &known, "q").is_ok());

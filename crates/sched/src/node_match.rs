@@ -66,6 +66,30 @@ impl NodeLedger {
 /// The most labels a refusal lists.
 const MAX_LISTED: usize = 20;
 
+/// No node of the job's queue offers its features (`--constraint`), refused at submit; the
+/// text is the API's error body and names the labels the queue's nodes do have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no node in queue {queue} offers the features {constraint} (--constraint): {}", have_text(labels))]
+pub struct NoNodeOffers {
+    pub queue: String,
+    /// The constraint as the user wrote it.
+    pub constraint: String,
+    /// Every `KEY=VALUE` label the queue's nodes have, sorted.
+    pub labels: BTreeSet<String>,
+}
+
+/// `its nodes' labels are a=1, b=2 (…)`, listing at most [`MAX_LISTED`].
+fn have_text(labels: &BTreeSet<String>) -> String {
+    let listed: Vec<&str> = labels.iter().take(MAX_LISTED).map(String::as_str).collect();
+    let more =
+        if labels.len() > MAX_LISTED { format!(" and {} more", labels.len() - MAX_LISTED) } else { String::new() };
+    if listed.is_empty() {
+        "its nodes have no labels (berth agent --label KEY=VALUE)".to_string()
+    } else {
+        format!("its nodes' labels are {}{more} (a feature is a label's KEY, or KEY=VALUE)", listed.join(", "))
+    }
+}
+
 /// Submit-time check of a job's features: the nodes of `queue` that offer them, for the
 /// feasibility check to judge the job's resources on. Like Slurm ("Requested node
 /// configuration is not available"), a constraint that no node of the queue offers is
@@ -74,7 +98,7 @@ pub fn nodes_offering<'a>(
     constraint: Option<&Constraint>,
     nodes: &'a [NodeLedger],
     queue: &str,
-) -> Result<Cow<'a, [NodeLedger]>, String> {
+) -> Result<Cow<'a, [NodeLedger]>, NoNodeOffers> {
     let Some(c) = constraint else { return Ok(Cow::Borrowed(nodes)) };
     let in_queue = || nodes.iter().filter(|l| l.queue() == queue);
     let offering: Vec<NodeLedger> = in_queue().filter(|l| c.matches(l.labels())).cloned().collect();
@@ -83,15 +107,7 @@ pub fn nodes_offering<'a>(
     }
     let labels: BTreeSet<String> =
         in_queue().flat_map(|l| l.labels().iter().map(|(k, v)| format!("{k}={v}"))).collect();
-    let listed: Vec<&str> = labels.iter().take(MAX_LISTED).map(String::as_str).collect();
-    let more =
-        if labels.len() > MAX_LISTED { format!(" and {} more", labels.len() - MAX_LISTED) } else { String::new() };
-    let have = if listed.is_empty() {
-        "its nodes have no labels (berth agent --label KEY=VALUE)".to_string()
-    } else {
-        format!("its nodes' labels are {}{more} (a feature is a label's KEY, or KEY=VALUE)", listed.join(", "))
-    };
-    Err(format!("no node in queue {queue} offers the features {c} (--constraint): {have}"))
+    Err(NoNodeOffers { queue: queue.to_string(), constraint: c.to_string(), labels })
 }
 
 #[cfg(test)]
@@ -140,11 +156,11 @@ mod tests {
         let found = nodes_offering(Some(&c("a100|h100")), &nodes, "q").unwrap();
         assert_eq!(found.iter().map(|l| l.name()).collect::<Vec<_>>(), ["b"]);
         assert_eq!(
-            nodes_offering(Some(&c("h100")), &nodes, "q").unwrap_err(),
+            nodes_offering(Some(&c("h100")), &nodes, "q").unwrap_err().to_string(),
             "no node in queue q offers the features h100 (--constraint): its nodes' labels are a100=yes, gpu=v100 \
              (a feature is a label's KEY, or KEY=VALUE)"
         );
-        let e = nodes_offering(Some(&c("h100")), &nodes, "other").unwrap_err();
+        let e = nodes_offering(Some(&c("h100")), &nodes, "other").unwrap_err().to_string();
         assert!(e.ends_with("its nodes have no labels (berth agent --label KEY=VALUE)"), "{e}");
         assert!(nodes_offering(Some(&c("h100")), &nodes, "empty").unwrap().is_empty(), "nodes may join later");
     }

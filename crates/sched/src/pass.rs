@@ -178,7 +178,7 @@ fn borrow(
     for (job, pos) in borrowers {
         let admitted = book.admits(job);
         let why = match admitted {
-            Err(text) => text,
+            Err(over) => over.to_string(),
             Ok(_) if held_back => {
                 "quota: over its quota, may only borrow idle capacity, and the queue is held back".into()
             }

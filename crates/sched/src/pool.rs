@@ -190,7 +190,7 @@ impl<'a> Pool<'a> {
     }
 
     /// Why no usable node holding the job's image allows its mounts, if none does.
-    pub fn mounts_refused(&self, job: &PendingJob) -> Option<String> {
+    pub fn mounts_refused(&self, job: &PendingJob) -> Option<crate::mounts::MountRefusal> {
         let with_image = (0..self.nodes.len())
             .filter(|&i| self.usable(i) && job.image.as_deref().is_none_or(|img| self.nodes[i].has_image(img)))
             .map(|i| &*self.nodes[i]);

@@ -66,6 +66,25 @@ impl Quotas {
     }
 }
 
+/// Whose quota a job would pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
+#[strum(serialize_all = "lowercase")]
+pub enum QuotaHolder {
+    User,
+    Project,
+}
+
+/// A job would take its user or project past a limit even with borrowing, e.g.
+/// `quota: project vision gpu 2/2 in use` (the text is the job's pending reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("quota: {holder} {name} {why}")]
+pub struct OverQuota {
+    pub holder: QuotaHolder,
+    pub name: String,
+    /// Which limit and how far, e.g. `gpu 2/2 in use`.
+    pub why: String,
+}
+
 /// The pass's running tally, starting from the input's use.
 pub(crate) struct Book<'a> {
     quotas: &'a Quotas,
@@ -79,18 +98,18 @@ impl<'a> Book<'a> {
     }
 
     /// `Ok(false)` when `job` fits its quotas, `Ok(true)` when it fits only by borrowing,
-    /// `Err(reason)` when it would take its user or project past a limit.
-    pub fn admits(&self, job: &PendingJob) -> Result<bool, String> {
+    /// `Err(why)` when it would take its user or project past a limit.
+    pub fn admits(&self, job: &PendingJob) -> Result<bool, OverQuota> {
         self.admits_use(&job.user, &job.project, &QuotaUse::of(&job.request, job.kernel_count()))
     }
 
-    fn admits_use(&self, user: &str, project: &str, add: &QuotaUse) -> Result<bool, String> {
+    fn admits_use(&self, user: &str, project: &str, add: &QuotaUse) -> Result<bool, OverQuota> {
         if self.quotas.is_empty() {
             return Ok(false);
         }
         let checks = [
-            ("user", user, &self.quotas.users, &self.users),
-            ("project", project, &self.quotas.projects, &self.projects),
+            (QuotaHolder::User, user, &self.quotas.users, &self.users),
+            (QuotaHolder::Project, project, &self.quotas.projects, &self.projects),
         ];
         let mut borrowing = false;
         for (kind, name, limits, used) in checks {
@@ -98,7 +117,7 @@ impl<'a> Book<'a> {
             let u = used.get(name).copied().unwrap_or_default();
             if let Some(why) = exceeds(l, &u, add) {
                 if exceeds(&with_borrowing(l), &u, add).is_some() {
-                    return Err(format!("quota: {kind} {name} {why}"));
+                    return Err(OverQuota { holder: kind, name: name.to_string(), why });
                 }
                 borrowing = true;
             }
@@ -219,7 +238,7 @@ mod tests {
         book.started(&half);
         let mut more = half.clone();
         more.id = 2;
-        assert_eq!(book.admits(&more), Err("quota: project vision gpu 2/2 in use".into()));
+        assert_eq!(book.admits(&more).unwrap_err().to_string(), "quota: project vision gpu 2/2 in use");
         let mut cpu = job(3, 1000, 1 << 30, 0);
         cpu.project = "vision".into();
         assert_eq!(book.admits(&cpu), Ok(false), "a GPU limit does not hold back CPU-only jobs");
@@ -233,12 +252,12 @@ mod tests {
         let mut wide = job(1, 3000, 1 << 30, 0);
         wide.user = "u1".into();
         wide.nodes = 2;
-        assert_eq!(book.admits(&wide), Err("quota: user u1 cpu 0/4 in use".into()), "3 CPUs × 2 kernels");
+        assert_eq!(book.admits(&wide).unwrap_err().to_string(), "quota: user u1 cpu 0/4 in use", "3 CPUs × 2 kernels");
         let mut one = job(2, 1000, 1 << 30, 0);
         one.user = "u1".into();
         book.started(&one);
         book.started(&one);
-        assert_eq!(book.admits(&one), Err("quota: user u1 running jobs 2/2".into()));
+        assert_eq!(book.admits(&one).unwrap_err().to_string(), "quota: user u1 running jobs 2/2");
     }
 
     #[test]
@@ -253,7 +272,7 @@ mod tests {
         book.started(&one);
         assert_eq!(book.admits(&one), Ok(true), "beyond the quota, within borrowing");
         book.started(&one);
-        assert_eq!(book.admits(&one), Err("quota: project vision gpu 2/1 in use".into()));
+        assert_eq!(book.admits(&one).unwrap_err().to_string(), "quota: project vision gpu 2/1 in use");
         let two = ResourceRequest { cpu_milli: 1000, mem_bytes: 1 << 30, gpu_milli: 2000 };
         assert_eq!(never_fits(&l, &two, 1), None, "borrowing counts for what could ever fit");
     }
