@@ -100,7 +100,7 @@ impl Manager {
         let wake = Arc::new(Notify::new());
         let metrics = Arc::new(crate::metrics::Metrics::new());
         Manager {
-            serving: crate::serving::Serving::new(store.clone()),
+            serving: crate::serving::Serving::new(store.clone(), clock.clone()),
             folders: crate::folders::Folders::new(store.clone(), data_dir.join("folders")),
             dataset_holdings: Default::default(),
             code: crate::code_store::CodeStore::new(&data_dir.join("folders"), crate::code_store::DEFAULT_CODE_LIMIT),

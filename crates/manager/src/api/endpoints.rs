@@ -7,7 +7,6 @@
 //! change in place.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -40,7 +39,7 @@ fn visible(m: &Manager, user: &User, name: &str) -> Result<EndpointRow, ApiError
 }
 
 fn view_of(m: &Manager, headers: &HeaderMap, id: i64) -> Result<EndpointView, ApiError> {
-    let v = m.serving.lock().get(&id).map(|e| e.view(Instant::now(), &m.serving.routes));
+    let v = m.serving.lock().get(&id).map(|e| e.view(m.serving.now(), &m.serving.routes));
     v.map(|v| with_url(m, headers, v)).ok_or_else(|| ApiError::not_found("the endpoint was removed"))
 }
 
@@ -88,7 +87,7 @@ pub async fn create(
     let row =
         m.serving.store().create_endpoint(&spec.name, user.id, submitter, &spec, spec.initial_replicas(), now).await?;
     let id = row.id;
-    m.serving.lock().insert(id, Endpoint::new(row, Default::default(), Instant::now()));
+    m.serving.lock().insert(id, Endpoint::new(row, Default::default(), m.serving.now()));
     m.tenancy.audit(&user.name, "endpoint.create", &spec.name, "").await;
     m.serving.kick.notify_one();
     Ok((StatusCode::CREATED, axum::Json(view_of(&m, &headers, id)?)))
@@ -97,7 +96,7 @@ pub async fn create(
 /// Your endpoints (admins: all).
 #[utoipa::path(get, path = "/v1/endpoints", tag = "serving", responses((status = 200, body = Vec<EndpointView>)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(user): Auth, headers: HeaderMap) -> Answer<Vec<EndpointView>> {
-    let now = Instant::now();
+    let now = m.serving.now();
     let views: Vec<EndpointView> = m
         .serving
         .lock()

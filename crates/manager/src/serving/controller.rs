@@ -80,7 +80,7 @@ async fn round(m: &Arc<Manager>, proxy: &Arc<Proxy>) {
             })
             .collect()
     };
-    let now = Instant::now();
+    let now = m.serving.now();
     let mut orphans: Vec<JobId> = Vec::new();
     let mut work: Vec<(EndpointRow, Vec<Action>, Vec<String>)> = Vec::new();
     let mut ended: Vec<(i64, JobId)> = Vec::new();
@@ -351,7 +351,7 @@ async fn act(m: &Arc<Manager>, row: &EndpointRow, actions: Vec<Action>, avoid: V
         let mut eps = m.serving.lock();
         if let Some(ep) = eps.get_mut(&row.id) {
             ep.failures += 1;
-            ep.start_after = Some(Instant::now() + backoff(ep.failures));
+            ep.start_after = Some(m.serving.now() + backoff(ep.failures));
             ep.row.message = Some(format!("cannot start a replica: {}", e.message));
         }
     }
@@ -387,7 +387,7 @@ async fn start(m: &Arc<Manager>, row: &EndpointRow, avoid: Vec<String>) -> Resul
     tracing::info!(endpoint = row.name, job = view.id, revision = row.revision, "replica started");
     let mut eps = m.serving.lock();
     if let Some(ep) = eps.get_mut(&row.id) {
-        ep.replicas.entry(view.id).or_insert_with(|| Replica::new(view.id, row.revision, Instant::now()));
+        ep.replicas.entry(view.id).or_insert_with(|| Replica::new(view.id, row.revision, m.serving.now()));
     }
     Ok(view.id)
 }
@@ -489,6 +489,6 @@ pub fn unreachable(m: &Manager, job: JobId, why: &str) {
         r.state = ReplicaState::NotReady;
         r.probe_fails = r.probe_fails.max(1);
         r.reason = Some(format!("connection failed: {why}"));
-        r.next_probe = Instant::now();
+        r.next_probe = m.serving.now();
     }
 }

@@ -184,12 +184,16 @@ pub struct Serving {
     pub writes: tokio::sync::Mutex<()>,
     /// How the router reaches each replica (decided by the controller: `direct`).
     pub routes: Routes,
+    /// The manager's clock: what decides (idle time, rates for the autoscaler, backoffs,
+    /// probes) reads it; latencies and tokio deadlines stay on real time.
+    clock: crate::clock::Clock,
 }
 
 impl Serving {
-    pub fn new(store: Arc<dyn Store>) -> Serving {
+    pub fn new(store: Arc<dyn Store>, clock: crate::clock::Clock) -> Serving {
         Serving {
             store,
+            clock,
             endpoints: Mutex::default(),
             kick: Notify::new(),
             loaded: AtomicBool::new(false),
@@ -198,11 +202,17 @@ impl Serving {
         }
     }
 
+    /// The monotonic time on the manager's clock: every instant kept in an endpoint (its
+    /// traffic, replicas, scaler) comes from here.
+    pub fn now(&self) -> Instant {
+        self.clock.instant()
+    }
+
     /// Reads the endpoints and their tokens from the store (at start and on taking the lease).
     pub async fn load(&self) -> Result<(), StoreError> {
         let rows = self.store.endpoints().await?;
         let tokens = self.store.all_endpoint_tokens().await?;
-        let now = Instant::now();
+        let now = self.now();
         let mut map = BTreeMap::new();
         for row in rows {
             let t = tokens.iter().filter(|t| t.endpoint_id == row.id).map(|t| (t.hash.clone(), t.id)).collect();

@@ -135,7 +135,7 @@ fn pick_in(m: &Manager, ep: &mut Endpoint, tried: &[JobId], started: Instant) ->
         tracing::info!(endpoint = ep.row.name, "a request to an endpoint at zero: starting a replica");
         ep.row.desired = 1;
         ep.dirty = true;
-        ep.scaler.wake(Instant::now());
+        ep.scaler.wake(m.serving.now());
         m.serving.kick.notify_one();
     }
     Pick::Wait(ep.ready.clone(), started + Duration::from_secs(u64::from(a.cold_start_secs)))
@@ -182,7 +182,7 @@ pub async fn handle(m: &Arc<Manager>, proxy: &Proxy, req: Request<Body>) -> Resp
     };
     let resp = route(m, proxy, id, pick, &prefix, path, req, started).await;
     let took = started.elapsed();
-    traffic.record(&m.metrics, name, Instant::now(), took, resp.status().as_u16());
+    traffic.record(&m.metrics, name, m.serving.now(), took, resp.status().as_u16());
     resp
 }
 
@@ -304,7 +304,7 @@ async fn admit(
         let mut eps = m.serving.lock();
         match eps.values_mut().find(|e| e.row.name == name) {
             Some(ep) if ep.row.spec.public || hash.is_some_and(|h| ep.tokens.contains_key(h)) => {
-                ep.traffic.arrived(started);
+                ep.traffic.arrived(m.serving.now());
                 let pick = pick_in(m, ep, &[], started);
                 return Ok(Admitted { id: ep.row.id, traffic: ep.traffic.clone(), pick });
             }
@@ -325,7 +325,7 @@ async fn admit(
     let user = m.tenancy.authenticate(token).await.ok();
     match (found, user) {
         (Some((id, owner, traffic)), Some(u)) if u.id == owner || u.is_admin() => {
-            traffic.arrived(started);
+            traffic.arrived(m.serving.now());
             Ok(Admitted { id, traffic, pick: pick(m, id, &[], started) })
         }
         _ => Err(not_found(name)),
