@@ -91,12 +91,21 @@ pub enum AppIo {
     Direct(TokioIo<TcpStream>),
 }
 
+/// A direct connection to an app's port failed (the caller goes through the agent instead).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot connect to {addr}: {source}")]
+    Io { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot connect to {addr}: no answer within {} ms", CONNECT_TIMEOUT.as_millis())]
+    TimedOut { addr: SocketAddr },
+}
+
 /// A direct connection to `addr`, Nagle off (small answers must not wait for delayed ACKs).
-pub async fn connect(addr: SocketAddr) -> Result<AppIo, String> {
+pub async fn connect(addr: SocketAddr) -> Result<AppIo, ConnectError> {
     let tcp = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
         Ok(Ok(t)) => t,
-        Ok(Err(e)) => return Err(format!("cannot connect to {addr}: {e}")),
-        Err(_) => return Err(format!("cannot connect to {addr}: no answer within {} ms", CONNECT_TIMEOUT.as_millis())),
+        Ok(Err(source)) => return Err(ConnectError::Io { addr, source }),
+        Err(_) => return Err(ConnectError::TimedOut { addr }),
     };
     let _ = tcp.set_nodelay(true);
     Ok(AppIo::Direct(TokioIo::new(tcp)))
