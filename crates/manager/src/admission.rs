@@ -55,8 +55,20 @@ pub async fn admit(
         let shapes = m.nodes.shapes();
         let offering = berth_sched::nodes_offering(spec.constraint.as_ref(), &shapes, &queue)
             .map_err(|e| ApiError::unprocessable(e.to_string()))?;
-        berth_sched::check_feasible_kernels(&spec.resources, spec.nodes, spec.kernels, spec.numa, &offering, &queue)
-            .map_err(ApiError::unprocessable)?;
+        // Every node of the queue is a candidate without a constraint: then check once per node
+        // shape (per node, this was 11 % of a manager's CPU under 500 agents).
+        let feasible = match spec.constraint {
+            None => m.nodes.by_shape().check_kernels(&spec.resources, spec.nodes, spec.kernels, spec.numa, &queue),
+            Some(_) => berth_sched::check_feasible_kernels(
+                &spec.resources,
+                spec.nodes,
+                spec.kernels,
+                spec.numa,
+                &offering,
+                &queue,
+            ),
+        };
+        feasible.map_err(ApiError::unprocessable)?;
         let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
         berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(|e| ApiError::unprocessable(e.to_string()))?;
         let folders: Vec<String> = spec.folders.iter().map(|f| f.folder.clone()).collect();

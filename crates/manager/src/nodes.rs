@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use berth_model::api::NodeState;
 use berth_model::protocol::ContainerInfo;
-use berth_sched::{NodeLedger, QueueConfig};
+use berth_sched::{NodeLedger, NodeShapes, QueueConfig};
 use berth_store::Store;
 use tokio::sync::Notify;
 
@@ -30,6 +30,9 @@ pub struct Nodes {
     store: Arc<dyn Store>,
     /// An empty ledger per known node (see [`Nodes::publish_shape`]).
     shapes: RwLock<Vec<NodeLedger>>,
+    /// The same nodes grouped by queue and shape, for the submit's feasibility check (once
+    /// per shape, not per node). Rebuilt with `shapes`, and locked after it.
+    by_shape: RwLock<NodeShapes>,
     /// The scheduling loop's wake-up (shared with the jobs service).
     wake: Arc<Notify>,
     /// Without a heartbeat for this long a node is `lost`.
@@ -42,7 +45,14 @@ impl Nodes {
     pub fn new(store: Arc<dyn Store>, wake: Arc<Notify>, heartbeat_timeout: Duration) -> Nodes {
         // Heartbeats a few times per timeout, at most once a second.
         let heartbeat_interval = (heartbeat_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
-        Nodes { store, shapes: RwLock::new(Vec::new()), wake, heartbeat_timeout, heartbeat_interval }
+        Nodes {
+            store,
+            shapes: RwLock::new(Vec::new()),
+            by_shape: RwLock::new(NodeShapes::default()),
+            wake,
+            heartbeat_timeout,
+            heartbeat_interval,
+        }
     }
 
     /// Publishes the shape of a node's ledger (its queue, topology, labels, allowed mounts and
@@ -57,11 +67,18 @@ impl Nodes {
         let mut shapes = self.shapes.write().expect("shapes lock");
         shapes.retain(|l| l.name() != ledger.name());
         shapes.push(shape);
+        // Nodes join or change shape rarely; submits check on every call.
+        *self.by_shape.write().expect("shapes lock") = NodeShapes::new(&shapes);
     }
 
     /// Every known node's shape, nothing allocated.
     pub fn shapes(&self) -> RwLockReadGuard<'_, Vec<NodeLedger>> {
         self.shapes.read().expect("shapes lock")
+    }
+
+    /// The known nodes grouped by queue and shape (see [`berth_sched::NodeShapes`]).
+    pub fn by_shape(&self) -> RwLockReadGuard<'_, NodeShapes> {
+        self.by_shape.read().expect("shapes lock")
     }
 
     /// Drains `name`: running jobs go on, no new job starts there. Draining a drained node

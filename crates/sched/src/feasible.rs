@@ -2,8 +2,10 @@
 //! Refusing at submit beats a job that waits forever with a reason nobody reads.
 
 use std::borrow::Cow;
+use std::hash::{Hash, Hasher};
 
-use berth_model::{NumaPolicy, ResourceRequest, format_bytes, format_gpu_milli};
+use berth_model::{NumaPolicy, ResourceRequest, Topology, format_bytes, format_gpu_milli};
+use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::ledger::NodeLedger;
 use crate::shortfall::{cpus_text, gpus_text, request_text};
@@ -34,6 +36,7 @@ pub fn check_feasible_with(
 
 /// [`check_feasible_with`] for a job with `kernels` kernels of `req` on each node
 /// (`berth submit --kernels N`): can that many fit on one empty node, side by side?
+/// Looks at every node; [`NodeShapes::check_kernels`] gives the same answers once per shape.
 pub fn check_feasible_kernels(
     req: &ResourceRequest,
     nodes_needed: u32,
@@ -42,39 +45,155 @@ pub fn check_feasible_kernels(
     nodes: &[NodeLedger],
     queue: &str,
 ) -> Result<(), String> {
-    let k = kernels.max(1);
-    // Callers usually pass empty ledgers already (the manager keeps one per node for this):
-    // those are used as they are, only a ledger with allocations or not schedulable is
-    // rebuilt empty. Rebuilding all of them cost ~1 ms per submit with 500 nodes.
-    let empty: Vec<Cow<'_, NodeLedger>> = nodes
+    // Callers usually pass empty ledgers already: those are used as they are, only a ledger
+    // with allocations or not schedulable is rebuilt empty.
+    let empty: Vec<(Cow<'_, NodeLedger>, usize)> = nodes
         .iter()
         .filter(|l| l.queue() == queue)
         .map(|l| {
             if l.schedulable() && l.is_empty() {
-                Cow::Borrowed(l)
+                (Cow::Borrowed(l), 1)
             } else {
-                Cow::Owned(NodeLedger::new(l.name(), queue, l.topology().clone()))
+                (Cow::Owned(NodeLedger::new(l.name(), queue, l.topology().clone())), 1)
             }
         })
         .collect();
+    check_shapes(req, nodes_needed, kernels, numa, &empty, queue)
+}
+
+/// The nodes grouped by what feasibility depends on: their queue and their topology, less
+/// the GPUs' UUIDs (two machines of one model differ only there). Built when a node joins or
+/// changes shape, so a submit checks once per distinct shape instead of once per node: with
+/// 500 nodes the per-node check was 11 % of a loaded manager's CPU.
+#[derive(Debug, Clone, Default)]
+pub struct NodeShapes {
+    groups: Vec<ShapeGroup>,
+}
+
+#[derive(Debug, Clone)]
+struct ShapeGroup {
+    /// An empty, schedulable ledger of the shape (named after its first node).
+    ledger: NodeLedger,
+    nodes: usize,
+}
+
+impl NodeShapes {
+    /// Groups `nodes` (allocations and the schedulable flag do not matter: feasibility asks
+    /// about empty nodes). O(nodes).
+    pub fn new(nodes: &[NodeLedger]) -> NodeShapes {
+        let mut groups: Vec<ShapeGroup> = Vec::new();
+        let mut by_print: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+        for l in nodes {
+            let t = l.topology();
+            let candidates = by_print.entry(fingerprint(l.queue(), t)).or_default();
+            let same = |g: &ShapeGroup| g.ledger.queue() == l.queue() && same_shape(g.ledger.topology(), t);
+            match candidates.iter().find(|&&i| same(&groups[i])) {
+                Some(&i) => groups[i].nodes += 1,
+                None => {
+                    candidates.push(groups.len());
+                    let ledger = NodeLedger::new(l.name(), l.queue(), l.topology().clone());
+                    groups.push(ShapeGroup { ledger, nodes: 1 });
+                }
+            }
+        }
+        NodeShapes { groups }
+    }
+
+    /// How many distinct (queue, shape) pairs there are.
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// [`check_feasible_kernels`] over the grouped nodes: the same answers and texts, in
+    /// O(distinct shapes).
+    pub fn check_kernels(
+        &self,
+        req: &ResourceRequest,
+        nodes_needed: u32,
+        kernels: u32,
+        numa: NumaPolicy,
+        queue: &str,
+    ) -> Result<(), String> {
+        let shapes: Vec<(Cow<'_, NodeLedger>, usize)> = self
+            .groups
+            .iter()
+            .filter(|g| g.ledger.queue() == queue)
+            .map(|g| (Cow::Borrowed(&g.ledger), g.nodes))
+            .collect();
+        check_shapes(req, nodes_needed, kernels, numa, &shapes, queue)
+    }
+}
+
+/// Equal topologies but for the GPUs' UUIDs, which name a device and do not size it.
+fn same_shape(a: &Topology, b: &Topology) -> bool {
+    let gpu = |x: &berth_model::Gpu, y: &berth_model::Gpu| {
+        (x.index, x.mem_bytes, x.numa) == (y.index, y.mem_bytes, y.numa) && x.model == y.model
+    };
+    a.mem_bytes == b.mem_bytes
+        && a.cpus == b.cpus
+        && a.numa_nodes == b.numa_nodes
+        && a.gpus.len() == b.gpus.len()
+        && a.gpus.iter().zip(&b.gpus).all(|(x, y)| gpu(x, y))
+}
+
+/// A hash of a topology (less GPU UUIDs) and its queue, so grouping compares topologies
+/// only on a match. Cheaper than cloning a topology per node: a rebuild reads every node.
+fn fingerprint(queue: &str, t: &Topology) -> u64 {
+    let mut h = FxHasher::default();
+    queue.hash(&mut h);
+    t.mem_bytes.hash(&mut h);
+    for c in &t.cpus {
+        (c.id, c.core, c.package, c.numa).hash(&mut h);
+    }
+    for n in &t.numa_nodes {
+        (n.id, &n.cpus, n.mem_bytes, &n.distances).hash(&mut h);
+    }
+    for g in &t.gpus {
+        (g.index, &g.model, g.mem_bytes, g.numa).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The check itself, over empty schedulable ledgers of `queue`, each standing for `.1` nodes
+/// of its shape (1 each when called per node).
+fn check_shapes(
+    req: &ResourceRequest,
+    nodes_needed: u32,
+    kernels: u32,
+    numa: NumaPolicy,
+    empty: &[(Cow<'_, NodeLedger>, usize)],
+    queue: &str,
+) -> Result<(), String> {
+    let k = kernels.max(1);
     if empty.is_empty() {
         return Ok(());
     }
+    let total: usize = empty.iter().map(|(_, n)| n).sum();
     let want = nodes_needed.max(1) as usize;
-    // The common case stops at the first `want` nodes that fit.
-    if empty.iter().filter(|l| l.bind_kernels(req, numa, k).is_ok()).take(want).count() >= want {
-        return Ok(());
+    let fits = |l: &NodeLedger| l.bind_kernels(req, numa, k).is_ok();
+    // The common case stops at the first shapes that hold `want` nodes that fit.
+    let mut capable = 0;
+    for (l, n) in empty {
+        if fits(l) {
+            capable += n;
+            if capable >= want {
+                return Ok(());
+            }
+        }
     }
-    let capable = empty.iter().filter(|l| l.bind_kernels(req, numa, k).is_ok()).count();
     let never = |why: String| Err(format!("no node can ever run this: {why}"));
     if capable > 0 {
-        let with = if capable == empty.len() { String::new() } else { format!(" with {}", request_text(req)) };
+        let with = if capable == total { String::new() } else { format!(" with {}", request_text(req)) };
         return never(format!("needs {want} nodes{with}, queue {queue} has {capable}"));
     }
     if k > 1 {
         // How many kernels the roomiest node holds side by side.
         let most =
-            empty.iter().map(|l| (1..k).rev().find(|&j| l.bind_kernels(req, numa, j).is_ok()).unwrap_or(0)).max();
+            empty.iter().map(|(l, _)| (1..k).rev().find(|&j| l.bind_kernels(req, numa, j).is_ok()).unwrap_or(0)).max();
         if let Some(m) = most.filter(|&m| m > 0) {
             return never(format!(
                 "needs {k} kernels with {} each on one node, the largest node in queue {queue} holds {m}",
@@ -83,7 +202,7 @@ pub fn check_feasible_kernels(
         }
     }
     let g = req.gpu_milli;
-    let max_gpus = empty.iter().map(|l| l.topology().gpus.len() as u64).max().unwrap_or(0);
+    let max_gpus = empty.iter().map(|(l, _)| l.topology().gpus.len() as u64).max().unwrap_or(0);
     if g > 0 && max_gpus == 0 {
         // The first GPU job on a machine without one is often someone trying berth out: say how
         // GPUs come to a node, and how to pretend.
@@ -100,14 +219,14 @@ pub fn check_feasible_kernels(
             format_gpu_milli(max_gpus * 1000)
         ));
     }
-    let max_cpus = empty.iter().map(|l| l.cpus_total()).max().unwrap_or(0);
+    let max_cpus = empty.iter().map(|(l, _)| l.cpus_total()).max().unwrap_or(0);
     if req.whole_cpus() > max_cpus {
         return never(format!(
             "needs {}, the largest node in queue {queue} has {max_cpus}",
             cpus_text(req.whole_cpus())
         ));
     }
-    let max_mem = empty.iter().map(|l| l.mem_total()).max().unwrap_or(0);
+    let max_mem = empty.iter().map(|(l, _)| l.mem_total()).max().unwrap_or(0);
     if req.mem_bytes > max_mem {
         return never(format!(
             "needs {} memory, the largest node in queue {queue} has {}",
@@ -115,7 +234,7 @@ pub fn check_feasible_kernels(
             format_bytes(max_mem)
         ));
     }
-    if numa != NumaPolicy::PreferLocal && empty.iter().any(|l| l.bind(req, NumaPolicy::PreferLocal).is_ok()) {
+    if numa != NumaPolicy::PreferLocal && empty.iter().any(|(l, _)| l.bind(req, NumaPolicy::PreferLocal).is_ok()) {
         let policy = if numa == NumaPolicy::SingleNode { "single-node" } else { "require-local" };
         let mut r = *req;
         if numa != NumaPolicy::SingleNode {
@@ -131,6 +250,8 @@ pub fn check_feasible_kernels(
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::test_support::smt;
 
@@ -230,5 +351,54 @@ mod tests {
             check(req(1, 1, 2000), 1, NumaPolicy::SingleNode).unwrap_err(),
             "no node can ever run this: needs 2 GPUs, 1 CPU and 1GiB memory on one NUMA node (single-node), no NUMA node in queue default is that large"
         );
+    }
+
+    /// A random cluster of a few shapes in two queues; some nodes drained or partly full, and
+    /// each node's GPUs named apart (as real machines' are).
+    fn random_cluster() -> impl Strategy<Value = Vec<NodeLedger>> {
+        let node = (0usize..4, 0usize..2, any::<bool>(), any::<bool>());
+        proptest::collection::vec(node, 0..40).prop_map(|spec| {
+            let shapes =
+                [smt(1, 2, 8 * GIB, 0), smt(2, 2, 16 * GIB, 1), smt(2, 4, 32 * GIB, 2), smt(1, 8, 64 * GIB, 4)];
+            spec.into_iter()
+                .enumerate()
+                .map(|(i, (shape, queue, drained, busy))| {
+                    let mut t = shapes[shape].clone();
+                    for g in &mut t.gpus {
+                        g.uuid = format!("GPU-{i}-{}", g.index);
+                    }
+                    let mut l = NodeLedger::new(format!("n{i}"), ["a", "b"][queue], t);
+                    if busy && let Ok(b) = l.try_bind(&req(1, 1, 0), NumaPolicy::PreferLocal) {
+                        l.allocate(&b).unwrap();
+                    }
+                    l.set_schedulable(!drained);
+                    l
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn checking_once_per_node_shape_answers_as_checking_every_node(
+            nodes in random_cluster(),
+            cpus in 0u64..40,
+            mem_gib in 0u64..130,
+            gpu_milli in prop_oneof![Just(0u64), Just(500), Just(1000), Just(2000), Just(4000), Just(8000)],
+            nodes_needed in 1u32..12,
+            kernels in 1u32..5,
+            numa in prop_oneof![
+                Just(NumaPolicy::PreferLocal), Just(NumaPolicy::RequireLocal), Just(NumaPolicy::SingleNode)
+            ],
+            queue in prop_oneof![Just("a"), Just("b"), Just("c")],
+        ) {
+            let r = ResourceRequest { cpu_milli: cpus * 1000, mem_bytes: mem_gib * GIB, gpu_milli };
+            let shapes = NodeShapes::new(&nodes);
+            prop_assert!(shapes.len() <= 8, "4 shapes × 2 queues, whatever the GPUs are called");
+            prop_assert_eq!(
+                shapes.check_kernels(&r, nodes_needed, kernels, numa, queue),
+                check_feasible_kernels(&r, nodes_needed, kernels, numa, &nodes, queue)
+            );
+        }
     }
 }

@@ -72,7 +72,7 @@ pub mod sim;
 mod test_support;
 
 pub use bind::BindError;
-pub use feasible::{check_feasible, check_feasible_kernels, check_feasible_with};
+pub use feasible::{NodeShapes, check_feasible, check_feasible_kernels, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
 pub use mounts::{MountError, MountRefusal, check_folders, check_mounts, mount_allowed};
 pub use node_match::{NoNodeOffers, nodes_offering};
