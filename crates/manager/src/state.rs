@@ -10,7 +10,7 @@ use std::time::Instant;
 use berth_model::JobId;
 use berth_model::api::JobView;
 use berth_model::protocol::ManagerMessage;
-use berth_sched::{Millis, NodeLedger, PendingSet, RunningSet, Untried};
+use berth_sched::{NodeLedger, PendingSet, RunningSet, Untried};
 use jiff::Timestamp;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -340,7 +340,7 @@ impl State {
     /// Debug builds (the tests): the kept running set is what the jobs say now, apart from
     /// the start that a job with none was given when it joined.
     #[cfg(debug_assertions)]
-    pub fn check_running(&self, now_ms: Millis) {
+    pub fn check_running(&self, now_ms: berth_sched::Millis) {
         let holding: Vec<berth_sched::RunningJob> = self
             .jobs
             .values()
