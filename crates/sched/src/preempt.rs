@@ -30,6 +30,7 @@ use std::collections::BTreeSet;
 
 use berth_model::JobId;
 
+use crate::node_counts::NodeCounts;
 use crate::pool::Pool;
 use crate::service::{attained_now, level, remaining_now};
 
@@ -73,7 +74,29 @@ impl Ctx<'_, '_, '_> {
     }
 
     fn fits(&self, i: usize, victims: &[usize]) -> bool {
-        self.without(i, victims).bind_job(self.job).is_ok()
+        // The counts first: a node whose totals lack room once the victims are gone cannot
+        // take the job, and most victim sets tried are such (up to 299 per node, each a
+        // ledger copy and a binder run otherwise).
+        let counts = self.counts_fit(i, victims);
+        debug_assert!(
+            counts || self.without(i, victims).bind_job(self.job).is_err(),
+            "counts refused a fit on node {i}"
+        );
+        counts && self.without(i, victims).bind_job(self.job).is_ok()
+    }
+
+    /// Whether the job fits node `i`'s totals once `victims` are stopped: necessary for
+    /// [`Ctx::fits`] (the counts free at least what the ledger does), and monotone in the
+    /// victims, so a node that fails it with all its candidates fails it with any subset.
+    fn counts_fit(&self, i: usize, victims: &[usize]) -> bool {
+        let l = &self.pool.nodes[i];
+        let mut c = NodeCounts::of(l);
+        for &v in victims {
+            for b in self.cands[v].bindings.iter().filter(|b| b.node == l.name()) {
+                c.release(b);
+            }
+        }
+        c.fits(&self.job.request)
     }
 
     /// Usable nodes where the job fits once `victims` are stopped.
@@ -216,7 +239,7 @@ pub(crate) fn plan(
     // Each node's best set: the fewest victims, then the key.
     let mut per_node: Vec<(Key, usize, Vec<usize>)> = Vec::new();
     for (i, on_i) in on.iter().enumerate() {
-        if on_i.is_empty() || now_fit.contains(&i) {
+        if on_i.is_empty() || now_fit.contains(&i) || !ctx.counts_fit(i, on_i) {
             continue;
         }
         let found = (1..=MAX_EXACT).find_map(|k| ctx.best_on(i, on_i, k)).or_else(|| ctx.greedy_on(i, on_i));
