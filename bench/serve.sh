@@ -267,6 +267,11 @@ if [ -n "${CEILING:-}" ]; then
   done
 fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+# What berth's processes spend with no request at all (probes, heartbeats, usage samples,
+# passes): the per-request CPU below includes it, spread over the cell's requests.
+t0=$(ticks "$berth_pid" "$agent_pid")
+sleep 5
+echo "berth's CPU with no requests (manager, its agent and the second agent): $(awk -v d=$(($(ticks "$berth_pid" "$agent_pid") - t0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f ms/s", d * 1000 / hz / 5 }')"
 # CPU per request: nginx's master and workers; berth's `up` (manager and its agent) and the
 # second agent (on the tunnel path, replicas there are reached through it).
 echo "| path | connections | requests/s | p50 ms | p99 ms | failed | proxy CPU µs/request |"
@@ -279,7 +284,8 @@ for c in 1 16 64; do
   ncpu=$cpu_us
   row "nginx, 2 replicas" "$c" "$ncpu" <<<"$n"
   # PERF=FILE: a perf profile of berth's process during the cells of PERF_CONNS (default 64)
-  # connections (FILE-C.txt)
+  # connections (FILE-C.data, summed up in FILE-C.txt), and of each CEILING mode's process
+  # (FILE-ceiling-MODE-C.data)
   if [ -n "${PERF:-}" ] && [[ " ${PERF_CONNS:-64} " == *" $c "* ]]; then
     perf record -F 499 -g -p "$berth_pid" -o "$PERF-$c.data" -- sleep "$SECS" >/dev/null 2>&1 &
     perf_pids+=("$!")
@@ -291,6 +297,10 @@ for c in 1 16 64; do
   row "berth endpoint through the agent (tunnel), 2 replicas" "$c" "$cpu_us" <<<"$t"
   if [ -n "${CEILING:-}" ]; then
     for mode in $CEILING_MODES; do
+      if [ -n "${PERF:-}" ] && [[ " ${PERF_CONNS:-64} " == *" $c "* ]]; then
+        perf record -F 499 -g -p "${ceiling_pid[$mode]}" -o "$PERF-ceiling-$mode-$c.data" -- sleep "$SECS" >/dev/null 2>&1 &
+        perf_pids+=("$!")
+      fi
       measure x "${ceiling_pid[$mode]}" -- "http://127.0.0.1:${ceiling_port[$mode]}/" "$c" "$SECS"
       row "minimal hyper proxy ($mode: the stack's ceiling), 2 replicas" "$c" "$cpu_us" <<<"$x"
     done

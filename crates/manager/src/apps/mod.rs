@@ -41,17 +41,27 @@ use proxy::{AppKey, Forwarded, Proxy, plain};
 /// The query parameter of a one-time login link.
 pub const LOGIN_PARAM: &str = "berth-login";
 
-struct Apps {
+/// The app proxy of one listener (or of one worker of it): the manager and its own pool of
+/// connections to the apps.
+pub struct Apps {
     m: Arc<Manager>,
     proxy: Proxy,
 }
 
-/// The app proxy's routes (everything under `/apps/`).
+impl Apps {
+    pub fn new(m: Arc<Manager>) -> Arc<Apps> {
+        Arc::new(Apps { proxy: Proxy::new(m.clone(), m.serving.routes.clone()), m })
+    }
+}
+
+/// The app proxy's routes (everything under `/apps/`), for the TLS listener; the plain one's
+/// workers call [`answer`] straight from hyper (`workers.rs`).
 pub fn router(m: Arc<Manager>) -> Router {
-    let apps = Arc::new(Apps { proxy: Proxy::new(m.clone(), m.serving.routes.clone()), m });
-    // No access-log middleware: `handle` writes the lines, and skips `/serve/`'s unless they
-    // are wanted (a middleware copied every request's method and path, and boxed its future).
-    Router::new().fallback(handle).with_state(apps)
+    Router::new().fallback(handle).with_state(Apps::new(m))
+}
+
+async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<Body> {
+    answer(&apps, req).await
 }
 
 /// The cookie that holds a session for app `app` of job `job`.
@@ -77,13 +87,16 @@ fn not_found() -> Response<Body> {
     plain(StatusCode::NOT_FOUND, "not found: open a job's app with `berth open JOB APP`".into())
 }
 
-async fn handle(State(apps): State<Arc<Apps>>, req: Request<Body>) -> Response<Body> {
+/// The answer to any request on the app listener. No access-log middleware: the lines are
+/// written here, and `/serve/`'s only when they are wanted (a middleware copied every
+/// request's method and path, and boxed its future).
+pub async fn answer(apps: &Apps, req: Request<Body>) -> Response<Body> {
     let serve = req.uri().path().starts_with("/serve/");
     if serve && !crate::access_log::serving_lines() {
-        return serve_endpoint(&apps, req).await;
+        return serve_endpoint(apps, req).await;
     }
     let (method, path, start) = (req.method().clone(), req.uri().path().to_string(), Instant::now());
-    let r = if serve { serve_endpoint(&apps, req).await } else { job_app(&apps, req).await };
+    let r = if serve { serve_endpoint(apps, req).await } else { job_app(apps, req).await };
     crate::access_log::line(&method, &path, r.status().as_u16(), start);
     r
 }
@@ -135,7 +148,7 @@ async fn job_app(apps: &Apps, req: Request<Body>) -> Response<Body> {
     let forwarded = Forwarded {
         proto: if apps.m.tls { "https" } else { "http" },
         host: req.headers().get(header::HOST).cloned(),
-        prefix: scope.clone(),
+        prefix: HeaderValue::from_str(&scope).ok(),
     };
     let mut resp = apps.proxy.forward(AppKey { job, attempt, app }, req, forwarded).await;
     if path == AppPath::Strip {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::uri::PathAndQuery;
-use axum::http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Uri, header};
 use berth_model::protocol::{ForwardTarget, StreamOpen};
 use berth_model::stream::ForwardOpened;
 use hyper::body::Incoming;
@@ -111,7 +111,7 @@ impl Proxy {
     /// Forwards `req` to app `key`; `forwarded` is what `X-Forwarded-*` tell the app.
     pub async fn forward(&self, key: AppKey, req: Request<Body>, forwarded: Forwarded) -> Response<Body> {
         match self.send(key.clone(), req, forwarded).await {
-            Ok(r) => r,
+            Ok(r) => r.map(Body::new),
             Err(e) => unavailable(&key, &e.to_string()),
         }
     }
@@ -123,7 +123,7 @@ impl Proxy {
         key: AppKey,
         mut req: Request<Body>,
         forwarded: Forwarded,
-    ) -> Result<Response<Body>, SendError> {
+    ) -> Result<Response<Incoming>, SendError> {
         let token = self.connector.token(&key).await.map_err(SendError::Connect)?;
         // The forward is HTTP/1.1 whatever the client spoke (HTTP/2 ends here).
         *req.version_mut() = axum::http::Version::HTTP_11;
@@ -145,7 +145,7 @@ impl Proxy {
                 }
             });
         }
-        Ok(resp.map(Body::new))
+        Ok(resp)
     }
 
     /// Sends `req` to app `key` on a pooled connection, or a new one: its path in origin
@@ -243,8 +243,13 @@ pub enum SendError {
 pub struct Forwarded {
     pub proto: &'static str,
     pub host: Option<HeaderValue>,
-    pub prefix: String,
+    /// The path the app is mounted at (`None`: not one a header can hold, so not said).
+    pub prefix: Option<HeaderValue>,
 }
+
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_PREFIX: HeaderName = HeaderName::from_static("x-forwarded-prefix");
 
 fn is_upgrade(h: &HeaderMap) -> bool {
     h.contains_key(header::UPGRADE)
@@ -273,12 +278,12 @@ fn clean_request_headers(h: &mut HeaderMap, token: Option<&str>, f: &Forwarded) 
     {
         h.insert(header::AUTHORIZATION, v);
     }
-    h.insert("x-forwarded-proto", HeaderValue::from_static(f.proto));
+    h.insert(X_FORWARDED_PROTO, HeaderValue::from_static(f.proto));
     if let Some(host) = &f.host {
-        h.insert("x-forwarded-host", host.clone());
+        h.insert(X_FORWARDED_HOST, host.clone());
     }
-    if let Ok(v) = HeaderValue::from_str(&f.prefix) {
-        h.insert("x-forwarded-prefix", v);
+    if let Some(prefix) = &f.prefix {
+        h.insert(X_FORWARDED_PREFIX, prefix.clone());
     }
 }
 
@@ -318,7 +323,7 @@ mod tests {
         h.append(header::COOKIE, "berth_session=s; _xsrf=x; berth-app-7-web=t".parse().unwrap());
         h.append(header::COOKIE, "theme=dark".parse().unwrap());
         h.insert(header::AUTHORIZATION, "Bearer api-token".parse().unwrap());
-        let f = Forwarded { proto: "http", host: None, prefix: "/apps/7/web/".into() };
+        let f = Forwarded { proto: "http", host: None, prefix: Some(HeaderValue::from_static("/apps/7/web/")) };
         clean_request_headers(&mut h, Some("app-secret"), &f);
         assert_eq!(h.get(header::COOKIE).unwrap(), "_xsrf=x; theme=dark");
         assert_eq!(h.get(header::AUTHORIZATION).unwrap(), "token app-secret");

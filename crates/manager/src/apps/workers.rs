@@ -1,6 +1,7 @@
 //! The app listener's workers (issue 42, second pass): one thread per core, each with a
-//! current-thread tokio runtime, its own app router and its own connection pool, and every
-//! connection a worker is given served on that worker alone, as nginx's workers do.
+//! current-thread tokio runtime, hyper's server and its own app proxy (and so its own pool of
+//! connections to the apps), and every connection a worker is given served on that worker
+//! alone, as nginx's workers do.
 //!
 //! Why: on the manager's multi-threaded runtime a proxied request crossed threads at every
 //! hand-off (the client connection's task, the answer back), each a futex wake-up and a
@@ -11,9 +12,16 @@
 //! A worker's runtime is never dropped: what its tasks opened for the rest of the manager
 //! (a store connection a request opened, a forward to an agent) stays driven.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use axum::body::Body;
+use axum::http::Request;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -22,33 +30,65 @@ use crate::manager::Manager;
 /// Connections waiting for their worker, per worker.
 const QUEUE: usize = 1024;
 
-/// A worker's listener: the connections handed to it.
-struct Handed {
-    rx: mpsc::Receiver<std::net::TcpStream>,
-    addr: std::net::SocketAddr,
-}
-
-impl axum::serve::Listener for Handed {
-    type Io = tokio::net::TcpStream;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Some(tcp) = self.rx.recv().await else {
-                // The acceptor stopped: the shutdown signal ends the server.
-                return std::future::pending().await;
-            };
-            let Ok(tcp) = tokio::net::TcpStream::from_std(tcp) else { continue };
-            // Small WebSocket frames and answers must not wait for delayed ACKs (Nagle).
-            let _ = tcp.set_nodelay(true);
-            let Ok(peer) = tcp.peer_addr() else { continue };
-            return (tcp, peer);
-        }
+/// Serves the connections handed to one worker until `stop` turns true, then lets the open
+/// ones finish (an idle keep-alive connection is closed, a request in flight is answered).
+///
+/// hyper's own server, not axum's: the listener has one handler, and axum's router added per
+/// request a boxed future, a cloned boxed service and a path lookup (issue 42, fourth pass).
+/// What axum's server did that matters is done here the same way: HTTP/1.1 and HTTP/2 on
+/// one port, upgrades (WebSockets), HTTP/2's extended CONNECT (WebSockets over HTTP/2).
+async fn serve_worker(
+    mut rx: mpsc::Receiver<std::net::TcpStream>,
+    apps: Arc<super::Apps>,
+    stop: watch::Receiver<bool>,
+) {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http2().enable_connect_protocol();
+    // Each connection holds a receiver: dropped when it ends, so `closed` says all have.
+    let (open_tx, open_rx) = watch::channel(());
+    let stopped = stopped(stop.clone());
+    tokio::pin!(stopped);
+    loop {
+        let tcp = tokio::select! {
+            () = &mut stopped => break,
+            r = rx.recv() => match r {
+                Some(tcp) => tcp,
+                // The acceptor stopped: so did the manager's shutdown signal, or will.
+                None => { (&mut stopped).await; break }
+            },
+        };
+        let Ok(tcp) = tokio::net::TcpStream::from_std(tcp) else { continue };
+        // Small WebSocket frames and answers must not wait for delayed ACKs (Nagle).
+        let _ = tcp.set_nodelay(true);
+        let apps = apps.clone();
+        let service = service_fn(move |req: Request<Incoming>| {
+            let apps = apps.clone();
+            async move { Ok::<_, Infallible>(super::answer(&apps, req.map(Body::new)).await) }
+        });
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service).into_owned();
+        let (mut stop, open) = (stop.clone(), open_rx.clone());
+        tokio::spawn(async move {
+            let _open = open;
+            tokio::pin!(conn);
+            let mut draining = false;
+            loop {
+                tokio::select! {
+                    r = conn.as_mut() => {
+                        if let Err(e) = r {
+                            tracing::trace!("app proxy connection ended: {e}");
+                        }
+                        break;
+                    }
+                    _ = stop.wait_for(|s| *s), if !draining => {
+                        draining = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+        });
     }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.addr)
-    }
+    drop(open_rx);
+    open_tx.closed().await;
 }
 
 /// Serves the app proxy on `listener` with one worker per core until `stop` turns true; the
@@ -59,7 +99,6 @@ pub fn serve(
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let addr = listener.local_addr()?;
     let mut workers = Vec::with_capacity(n);
     let mut done = Vec::with_capacity(n);
     for i in 0..n {
@@ -69,11 +108,7 @@ pub fn serve(
         let (m, stop) = (m.clone(), stop.clone());
         std::thread::Builder::new().name(format!("berth-apps-{i}")).spawn(move || {
             rt.block_on(async move {
-                let served =
-                    axum::serve(Handed { rx, addr }, super::router(m)).with_graceful_shutdown(stopped(stop)).await;
-                if let Err(e) = served {
-                    tracing::error!("app proxy worker failed: {e}");
-                }
+                serve_worker(rx, super::Apps::new(m), stop).await;
                 let _ = finished.send(());
                 std::future::pending::<()>().await
             })

@@ -25,9 +25,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, HttpBody};
-use axum::http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, header};
 use berth_model::JobId;
 use berth_model::endpoint::ReplicaState;
+use hyper::body::Incoming;
 use sha2::Digest;
 use tokio::sync::Notify;
 
@@ -39,11 +40,17 @@ use crate::manager::Manager;
 /// Tries per request (the first and two retries on other replicas).
 const TRIES: usize = 3;
 
+/// Where the endpoints' paths start.
+const SERVE: &str = "/serve/";
+
+/// Which replica answered (a job ID), on every answer.
+const X_BERTH_REPLICA: HeaderName = HeaderName::from_static("x-berth-replica");
+
 static TURN: AtomicUsize = AtomicUsize::new(0);
 
 /// `/serve/<name>` and the rest of the path (`None`: no `/` after the name).
 fn parse_path(path: &str) -> Option<(&str, Option<&str>)> {
-    let rest = path.strip_prefix("/serve/")?;
+    let rest = path.strip_prefix(SERVE)?;
     let (name, rest) = match rest.split_once('/') {
         Some((n, r)) => (n, Some(r)),
         None => (rest, None),
@@ -63,13 +70,13 @@ impl Drop for InFlight {
 
 /// A response body that keeps its request counted while it streams.
 struct Counted {
-    inner: Body,
+    inner: Incoming,
     _inflight: InFlight,
 }
 
 impl HttpBody for Counted {
     type Data = axum::body::Bytes;
-    type Error = axum::Error;
+    type Error = hyper::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
@@ -158,29 +165,29 @@ struct Admitted {
 
 pub async fn handle(m: &Arc<Manager>, proxy: &Proxy, req: Request<Body>) -> Response<Body> {
     let started = Instant::now();
-    let Some((name, rest)) = parse_path(req.uri().path()) else {
+    // The URI's parts are shared bytes: this copy costs a count, and lets the request move on
+    // while its path is read.
+    let uri = req.uri().clone();
+    let Some((name, rest)) = parse_path(uri.path()) else {
         return plain(StatusCode::NOT_FOUND, "not found: endpoints are at /serve/NAME/ (berth serve ls)".into());
     };
-    // `/serve/NAME`, what `X-Forwarded-Prefix` says, and the path the replica sees.
-    let prefix = format!("/serve/{name}");
-    let Some(rest) = rest else {
-        let q = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+    // `/serve/NAME`: what `X-Forwarded-Prefix` says.
+    let prefix = &uri.path()[..SERVE.len() + name.len()];
+    if rest.is_none() {
+        let q = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
         let mut r = plain(StatusCode::PERMANENT_REDIRECT, String::new());
         if let Ok(v) = HeaderValue::from_str(&format!("{prefix}/{q}")) {
             r.headers_mut().insert(header::LOCATION, v);
         }
         return r;
-    };
-    let path = match req.uri().query() {
-        Some(q) => format!("/{rest}?{q}"),
-        None => format!("/{rest}"),
-    };
-    let name = &prefix["/serve/".len()..];
+    }
+    // The path the replica sees: the rest after the prefix, its query kept.
+    let path = &uri.path_and_query().map_or("/", |p| p.as_str())[prefix.len()..];
     let Admitted { id, traffic, pick } = match admit(m, name, req.headers(), started).await {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let resp = route(m, proxy, id, pick, &prefix, path, req, started).await;
+    let resp = route(m, proxy, id, pick, prefix, path, req, started).await;
     let took = started.elapsed();
     traffic.record(&m.metrics, name, m.serving.now(), took, resp.status().as_u16());
     resp
@@ -195,20 +202,21 @@ async fn route(
     id: i64,
     first_pick: Pick,
     prefix: &str,
-    path: String,
+    path: &str,
     req: Request<Body>,
     started: Instant,
 ) -> Response<Body> {
-    let name = &prefix["/serve/".len()..];
+    let name = &prefix[SERVE.len()..];
     let replay = replayable(&req);
     let (mut parts, body) = req.into_parts();
-    parts.uri = match path.parse() {
+    parts.uri = match Uri::try_from(path) {
         Ok(u) => u,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
     };
     let host = parts.headers.get(header::HOST).cloned();
+    let prefix = HeaderValue::from_str(prefix).ok();
     let forwarded =
-        || Forwarded { proto: if m.tls { "https" } else { "http" }, host: host.clone(), prefix: prefix.to_string() };
+        || Forwarded { proto: if m.tls { "https" } else { "http" }, host: host.clone(), prefix: prefix.clone() };
     // A retry is a copy of the head with no body; the first try takes the request as it came
     // (its upgrade handle included).
     let again = replay.then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
@@ -250,7 +258,7 @@ async fn route(
         match proxy.send(key, req, forwarded()).await {
             Ok(resp) => {
                 let (mut p, b) = resp.into_parts();
-                p.headers.insert("x-berth-replica", HeaderValue::from(job));
+                p.headers.insert(X_BERTH_REPLICA, HeaderValue::from(job));
                 return Response::from_parts(p, Body::new(Counted { inner: b, _inflight: inflight }));
             }
             Err(e) => {
