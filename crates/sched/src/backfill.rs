@@ -173,7 +173,7 @@ pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis
                 maybe.remove(&i);
                 let l = timeline.ledger(i);
                 debug_assert!(counts.get(i).is_none_or(|c| c.agrees_with(l)), "counts of node {i} drifted");
-                if l.bind_job(job).is_err() {
+                if !l.fits_job(job) {
                     // Seen again only once a later end changes it.
                     continue;
                 }
@@ -293,7 +293,7 @@ impl Reservation {
         for (i, b) in chosen {
             let Some(l) = trial.get(i).or_else(|| self.at_start.get(i)) else { continue };
             let mut l = l.clone();
-            if l.allocate_like(b, &pool.nodes[*i]).is_err() || l.bind_job(&self.job_req).is_err() {
+            if l.allocate_like(b, &pool.nodes[*i]).is_err() || !l.fits_job(&self.job_req) {
                 return None;
             }
             trial.insert(*i, l);

@@ -102,6 +102,35 @@ impl NodeLedger {
         })
     }
 
+    /// Whether [`bind`](Self::bind) would find a binding, without making it: the same checks,
+    /// but `none` counts free CPUs instead of choosing them, and no binding's lists and GPU
+    /// names are built. Backfill asks this of every node it considers at every end it
+    /// reaches, and needs only the answer.
+    pub(crate) fn fits(&self, req: &ResourceRequest, policy: NumaPolicy) -> bool {
+        if self.quick_check(req).is_err() {
+            return false;
+        }
+        let n = req.whole_cpus();
+        let fits = match policy {
+            NumaPolicy::SingleNode => self.place_single_node(req, n).is_some(),
+            // `pick_gpus` cannot fail once the quick check passed.
+            NumaPolicy::PreferLocal => self.place_prefer_local(&self.pick_gpus(req, n), req, n, true).is_some(),
+            NumaPolicy::RequireLocal => self.place_prefer_local(&self.pick_gpus(req, n), req, n, false).is_some(),
+            NumaPolicy::Interleave => self.place_interleave(n).is_some(),
+            _ => self.can_pick_from(0..self.cores.len(), n),
+        };
+        debug_assert_eq!(fits, self.bind(req, policy).is_ok(), "fits and bind disagree on {}", self.name());
+        fits
+    }
+
+    /// Whether [`pick_from_cores`](Self::pick_from_cores) finds `n` CPUs in these cores: it
+    /// takes whole cores while one fits in what is left, then part of one, so it fails only
+    /// once every free CPU of them is taken, that is when they have fewer than `n`.
+    fn can_pick_from(&self, cores: impl Iterator<Item = usize>, n: u32) -> bool {
+        let free = cores.map(|c| self.cores[c].iter().filter(|&&i| !self.cpus[i].taken).count()).sum::<usize>();
+        n == 0 || free >= n as usize
+    }
+
     /// True when NUMA node `x` alone has the CPUs and memory.
     fn numa_fits(&self, x: usize, n: u32, mem: u64) -> bool {
         self.numas[x].cpu_free >= n && self.numas[x].mem_free() >= mem
@@ -273,8 +302,8 @@ impl NodeLedger {
         }
         // Free CPU slots of every core with any, flattened (one allocation, not one per core:
         // this runs for every node a pass or a reservation tries).
-        let mut flat: Vec<usize> = Vec::new();
-        let mut spans: Vec<(usize, usize)> = Vec::new(); // (start in flat, free count)
+        let mut flat: Vec<usize> = Vec::with_capacity(self.cpus.len());
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(cores.len()); // (start in flat, free count)
         for &c in cores {
             let start = flat.len();
             flat.extend(self.cores[c].iter().copied().filter(|&i| !self.cpus[i].taken));

@@ -53,6 +53,18 @@ impl NodeLedger {
         }
         self.bind_kernels(&job.request, job.numa, job.kernels_per_node())
     }
+
+    /// Whether [`bind_job`](Self::bind_job) would succeed, without making the bindings (see
+    /// [`fits`](Self::fits)); several kernels are still bound one after another.
+    pub(crate) fn fits_job(&self, job: &PendingJob) -> bool {
+        if job.exclusive {
+            return self.schedulable() && self.is_empty() && self.fits(&job.request, job.numa);
+        }
+        match job.kernels_per_node() {
+            1 => self.fits(&job.request, job.numa),
+            k => self.bind_kernels(&job.request, job.numa, k).is_ok(),
+        }
+    }
 }
 
 #[cfg(test)]

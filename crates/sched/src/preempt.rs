@@ -82,7 +82,7 @@ impl Ctx<'_, '_, '_> {
             counts || self.without(i, victims).bind_job(self.job).is_err(),
             "counts refused a fit on node {i}"
         );
-        counts && self.without(i, victims).bind_job(self.job).is_ok()
+        counts && self.without(i, victims).fits_job(self.job)
     }
 
     /// Whether the job fits node `i`'s totals once `victims` are stopped: necessary for
