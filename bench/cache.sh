@@ -14,6 +14,8 @@
 #        default: the number of CPUs>, BERTH_BIN=<a berth binary to measure instead of building
 #        this checkout's (e.g. a copy of an older build, for before/after figures)>,
 #        PERF_DIR=<directory: `perf record -g` each server during every object size's first round>,
+#        PERF_STAT=<perf events, e.g. 'syscalls:sys_enter_sendfile64,context-switches': counted
+#        on each server during every object size's first round, printed per request on stderr>,
 #        NGINX_EXTRA=<directives added to nginx's http block, e.g. 'open_file_cache max=1000;'>
 # Each round runs both servers back to back, in turns (nginx first in odd rounds, berth first
 # in even ones), and gives one ratio; the table shows the medians and every round's ratio, so
@@ -126,17 +128,29 @@ cpu_ticks() { # pids... -> user+system ticks of all their threads
 
 # wrk prints "N requests in", "Requests/sec: N" and "Transfer/sec: X[KMG]B"
 wrk_run() { # url conns perf-name extra-header pids... -> "req/s bytes/s cpu_us_per_request"
-  local url=$1 conns=$2 name=$3 extra=$4 out c0 c1 perf=""
+  local url=$1 conns=$2 name=$3 extra=$4 out c0 c1 perf="" stat=""
   shift 4
   if [ -n "${PERF_DIR:-}" ] && [ -n "$name" ]; then
     mkdir -p "$PERF_DIR"
     perf record -q -g -F 1999 -p "$(echo "$@" | tr ' ' ',')" -o "$PERF_DIR/$name.data" -- sleep "$SECS" 2>/dev/null &
     perf=$!
   fi
+  if [ -n "${PERF_STAT:-}" ] && [ -n "$name" ]; then
+    perf stat -x, -e "$PERF_STAT" -p "$(echo "$@" | tr ' ' ',')" -o "$tmp/$name.stat" -- sleep "$SECS" 2>/dev/null &
+    stat=$!
+  fi
   c0=$(cpu_ticks "$@")
   out=$(wrk -t2 -c"$conns" -d"${SECS}s" -H "Authorization: Bearer $JOB" ${extra:+-H "$extra"} "$url")
   c1=$(cpu_ticks "$@")
   [ -z "$perf" ] || wait "$perf" || true
+  if [ -n "$stat" ]; then
+    wait "$stat" || true
+    # perf stat -x, lines: count,unit,event,...
+    echo "$out" | awk -v name="$name" -v f="$tmp/$name.stat" '/requests in/ {n=$1} END {
+      line = "perf stat " name " per request:"
+      while ((getline l < f) > 0) { split(l, a, ","); if (a[3] != "" && n > 0) line = line sprintf(" %s %.2f", a[3], a[1] / n) }
+      print line > "/dev/stderr" }'
+  fi
   echo "$out" | awk -v d=$((c1 - c0)) -v tck="$TCK" '/requests in/ {n=$1} /Requests\/sec/ {r=$2} /Transfer\/sec/ {v=$2; m=1; if (v ~ /KB$/) m=1024; if (v ~ /MB$/) m=1048576; if (v ~ /GB$/) m=1073741824; sub(/[KMG]?B$/, "", v); b=v*m} END {printf "%.0f %.0f %.1f\n", r, b, (n > 0 ? d / tck * 1e6 / n : 0)}'
 }
 
