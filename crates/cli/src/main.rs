@@ -17,8 +17,6 @@ mod daemon_args;
 mod datadir;
 mod export;
 mod help;
-mod job_ref;
-mod jobfields;
 mod jobfile;
 mod output;
 mod placement;
@@ -32,10 +30,12 @@ mod specflags;
 mod terminal;
 mod tls;
 mod transfer;
-mod when;
 
 use std::process::ExitCode;
 
+// Job ids as users write them, a job list's columns, and times as typed and printed: the
+// same for berth's commands as for Slurm's.
+use berth_slurm::{job_ref, jobfields, when};
 use clap::{Parser, Subcommand};
 
 /// berth: a GPU/HPC cluster scheduler (batch queues, exact CPU/GPU placement, multi-tenancy)
@@ -207,10 +207,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// Whether `e` is a mistake in how berth was called: a [`UsageError`], or a context that
-/// does not exist or cannot be named so (the client library's words for them).
+/// Whether `e` is a mistake in how berth was called: a [`UsageError`] (or `berth-slurm`'s), or
+/// a context that does not exist or cannot be named so (the client library's words for them).
 pub(crate) fn is_usage_error(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<berth_client::Error>().is_some_and(|e| e.is_usage())
+    e.downcast_ref::<UsageError>().is_some()
+        || e.downcast_ref::<berth_client::Error>().is_some_and(|e| e.is_usage())
+        || e.downcast_ref::<berth_slurm::Error>().is_some_and(|e| e.is_usage())
 }
 
 /// The async runtime of a daemon, or of a client command (which also ends quietly on a

@@ -1,29 +1,52 @@
 //! `berth-slurm`: Slurm's client commands as berth speaks them, for the `berth` binary
-//! called as `sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`, `scontrol` (and `srun`). This
-//! crate is the part with no terminal and no command line of its own:
+//! called as `sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`, `scontrol` and `srun`. Each
+//! command is its flags (clap) and a `run` that takes a [`Connect`] (the client, asked for
+//! only when needed) and writes to a `std::io::Write`; the binary parses, picks the context
+//! and passes its standard output.
 //!
+//! - [`squeue`], [`sacct`], [`sinfo`], [`scontrol`] (`show`, `requeue`): the commands whole;
+//! - [`srun`]: its flags and a job step inside a job (tasks over the job's kernels, their
+//!   output and variables); outside a job srun is `berth run`'s, so the binary's;
 //! - [`sbatch`]: `#SBATCH` directives (and sbatch's options) translated into `berth submit`
-//!   flags, with the task directives combined per node;
+//!   flags, with the task directives combined per node (the submit itself is the binary's, as
+//!   is scancel's selection, shared with `berth cancel`);
 //! - [`states`]: berth's job and node states in Slurm's words (`PD`, `RUNNING`, `drain`),
 //!   and Slurm's state lists (`-t PD,R`) back;
 //! - [`format`]: squeue's and sinfo's `-o`/`-O` output formats and hostlists (`n[1-4]`);
 //! - [`Wanted`]: the job query behind squeue, sacct and scontrol, through `berth-client`,
 //!   with arrays folded as Slurm shows them ([`fold_arrays`]);
-//! - [`Tool`], [`invoked_as`]: which command a link to berth is.
+//! - what berth's own commands share with them: [`job_ref`] (`12_7`, array tasks),
+//!   [`jobfields`] (`sacct -o` and `berth history -o` columns), [`when`] (times as typed and
+//!   printed);
+//! - [`Tool`], [`invoked_as`]: which command a link to berth is; [`Error`]: why one failed.
 //!
-//! The commands themselves (their clap flags, what they print, exit codes) are the CLI's
-//! (`crates/cli/src/slurm/`), as is `srun` (`commands/srun*.rs`), whose job steps run
-//! through the CLI's terminal and stream code. What is supported: docs/slurm.md.
+//! What is supported: docs/slurm.md.
 
+pub mod error;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixtures;
 pub mod format;
+pub mod job_ref;
+pub mod jobfields;
 mod query;
+pub mod sacct;
 pub mod sbatch;
+pub mod scontrol;
+mod scontrol_nodes;
+pub mod sinfo;
+pub mod squeue;
+pub mod srun;
+mod srun_io;
+mod srun_plan;
 pub mod states;
+pub mod when;
 
 use std::ffi::OsStr;
 
+use berth_client::Client;
+use berth_client::credentials::Credentials;
+use berth_model::JobId;
+pub use error::{Error, Result};
 pub use query::{Wanted, fold_arrays};
 
 /// The Slurm commands berth answers to.
@@ -66,6 +89,26 @@ pub fn invoked_as(argv0: &OsStr) -> Option<Tool> {
         // "srun" has its own entry (`commands::srun`, dispatched in main.rs first).
         _ => None,
     }
+}
+
+/// How a command gets its client: called once it needs the manager, so that what needs none
+/// (`scontrol show hostnames` in a job, `sacct -e`, a usage mistake) runs without one.
+pub trait Connect: Fn() -> Result<Client, berth_client::Error> {}
+
+impl<F: Fn() -> Result<Client, berth_client::Error>> Connect for F {}
+
+/// The credential of the job this runs in: its step token (`BERTH_STEP_TOKEN`, which acts on
+/// that job only) for its manager at `url` (`BERTH_URL`), trusting `BERTH_CA_FILE`.
+pub fn step_credentials(url: String, token: String) -> Credentials {
+    let ca_file = std::env::var("BERTH_CA_FILE").ok().filter(|v| !v.is_empty()).map(Into::into);
+    Credentials { url, token: Some(token), ca_file, socket: None, data_dir: None }
+}
+
+/// A comma-separated list of job ids and array tasks (`-j 3,7,12_1`), as job ids (a task as
+/// the job made for it).
+pub async fn job_list(client: &Client, list: &str) -> Result<Vec<JobId>> {
+    let refs = job_ref::parse_list(list).map_err(Error::Failed)?;
+    job_ref::resolve(client, &refs).await
 }
 
 /// A comma-separated list of names (`-u alice,bob`, `-p gpu,cpu`).

@@ -109,3 +109,37 @@ pub fn fold_arrays(jobs: Vec<JobView>) -> Vec<JobView> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use berth_model::JobState;
+    use berth_model::api::JobView;
+
+    use super::*;
+
+    #[test]
+    fn arrays_fold_into_their_tasks() {
+        let job = |id: JobId, state: JobState, array: Option<&str>, task: Option<u32>| {
+            let mut j = crate::fixtures::job(state);
+            j.id = id;
+            j.array = array.map(str::to_string);
+            j.array_task = task.map(|index| berth_model::ArrayTask { array_id: 10, index, min: 0, max: 3, count: 4 });
+            j
+        };
+        let shown = |jobs: Vec<JobView>| {
+            fold_arrays(jobs).iter().map(crate::jobfields::display_id).collect::<Vec<_>>().join(" ")
+        };
+        let t0 = job(11, JobState::Succeeded, None, Some(0));
+        let t1 = job(12, JobState::Running, None, Some(1));
+        // Still making tasks: the manager's remainder row stays.
+        assert_eq!(
+            shown(vec![job(10, JobState::Pending, Some("[2-3%2]"), None), t0.clone(), t1.clone()]),
+            "10_[2-3%2] 10_0 10_1"
+        );
+        // All made: only the tasks.
+        assert_eq!(shown(vec![job(10, JobState::Pending, Some("0-1"), None), t0.clone(), t1.clone()]), "10_0 10_1");
+        // Ended with tasks never made: those, in the array's state.
+        assert_eq!(shown(vec![job(10, JobState::Cancelled, Some("0-3%2"), None), t0.clone()]), "10_[1-3%2] 10_0");
+        assert_eq!(shown(vec![job(10, JobState::Succeeded, Some("0-1"), None), t0, t1]), "10_0 10_1");
+    }
+}

@@ -39,8 +39,6 @@ pub mod sim;
 pub mod sim_plot;
 pub mod srun;
 pub mod srun_alloc;
-pub mod srun_io;
-pub mod srun_plan;
 pub mod store;
 pub mod stream;
 pub mod submit;

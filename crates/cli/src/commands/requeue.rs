@@ -5,12 +5,8 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use berth_model::JobId;
 use clap::Args;
-
-use crate::client::Client;
-use crate::client::credentials::Credentials;
 
 #[derive(Debug, Args)]
 pub struct RequeueArgs {
@@ -33,26 +29,9 @@ pub async fn run(args: RequeueArgs) -> anyhow::Result<ExitCode> {
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// Asks the manager to requeue job `id`, as the job itself when called from inside it.
+/// Asks the manager to requeue job `id`, as the job itself when called from inside it (its
+/// step token is the credential there; `berth_slurm::scontrol::requeue_job`, which
+/// `scontrol requeue` calls too).
 pub async fn requeue(id: JobId) -> anyhow::Result<()> {
-    client_for(id)?.requeue(id).await?;
-    Ok(())
-}
-
-/// The job's own credential (`BERTH_STEP_TOKEN` with `BERTH_URL`) when this runs inside job
-/// `id`; the user's otherwise.
-fn client_for(id: JobId) -> anyhow::Result<Client> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let inside = var("SLURM_JOB_ID").or_else(|| var("BERTH_JOB_ID")).and_then(|j| j.parse::<JobId>().ok());
-    match (inside == Some(id), var("BERTH_STEP_TOKEN"), var("BERTH_URL")) {
-        (true, Some(token), Some(url)) => Client::new(Credentials {
-            url,
-            token: Some(token),
-            ca_file: var("BERTH_CA_FILE").map(Into::into),
-            socket: None,
-            data_dir: None,
-        })
-        .context("cannot reach the manager with the job's step token"),
-        _ => crate::client::from_env(),
-    }
+    Ok(berth_slurm::scontrol::requeue_job(&crate::slurm::connect, id).await?)
 }

@@ -4,24 +4,23 @@
 //! shipped by a package): `main` looks at the name it was called by and runs the command
 //! with Slurm's flags and Slurm's output, talking to the manager like any berth command.
 //!
+//! The commands themselves (their flags, what they print) are the `berth-slurm` crate's; this
+//! is the glue: the async runtime, the client of the chosen context, standard output, and the
+//! commands that go through berth's own submit and cancel paths (`sbatch_cmd`, `scancel`).
 //! Errors print as Slurm's do (`squeue: error: ...`) and exit 1; usage mistakes are clap's
-//! (exit 2). What is supported: docs/slurm.md. The Slurm layer without a command line (state
-//! names, output formats, `#SBATCH` translation, the job query) is the `berth-slurm` crate.
+//! (exit 2). What is supported: docs/slurm.md.
 
 pub mod install;
-mod sacct;
 mod sbatch_cmd;
 mod scancel;
-mod scontrol;
-mod scontrol_nodes;
-mod sinfo;
-mod squeue;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use berth_model::JobId;
-pub use berth_slurm::{LINKED, Tool, Wanted, format, invoked_as, names, states};
+pub use berth_slurm::{LINKED, Tool, invoked_as};
+use clap::Parser;
+
+use crate::client::{Client, credentials};
 
 /// Runs `tool` with `args` (its own name first) and returns its exit status.
 pub fn main(tool: Tool, args: Vec<OsString>) -> ExitCode {
@@ -34,14 +33,16 @@ pub fn main(tool: Tool, args: Vec<OsString>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let out = &mut std::io::stdout();
     let run = async {
+        let done = |r: berth_slurm::Result<()>| r.map(|()| ExitCode::SUCCESS).map_err(anyhow::Error::from);
         match tool {
             Tool::Sbatch => sbatch_cmd::run(args).await,
-            Tool::Squeue => squeue::run(args).await,
+            Tool::Squeue => done(berth_slurm::squeue::run(Parser::parse_from(args), &connect, out).await),
             Tool::Scancel => scancel::run(args).await,
-            Tool::Sacct => sacct::run(args).await,
-            Tool::Sinfo => sinfo::run(args).await,
-            Tool::Scontrol => scontrol::run(args).await,
+            Tool::Sacct => done(berth_slurm::sacct::run(Parser::parse_from(args), &connect, out).await),
+            Tool::Sinfo => done(berth_slurm::sinfo::run(Parser::parse_from(args), &connect, out).await),
+            Tool::Scontrol => Ok(berth_slurm::scontrol::run(args, &connect, out).await?),
         }
     };
     match runtime.block_on(run) {
@@ -53,43 +54,7 @@ pub fn main(tool: Tool, args: Vec<OsString>) -> ExitCode {
     }
 }
 
-/// A comma-separated list of job ids and array tasks (`-j 3,7,12_1`), as job ids (a task as
-/// the job made for it).
-pub async fn job_list(client: &crate::client::Client, list: &str) -> anyhow::Result<Vec<JobId>> {
-    let refs = crate::job_ref::parse_list(list).map_err(anyhow::Error::msg)?;
-    crate::job_ref::resolve(client, &refs).await
-}
-
-#[cfg(test)]
-mod tests {
-    use berth_model::JobState;
-    use berth_model::api::JobView;
-
-    use super::*;
-
-    #[test]
-    fn arrays_fold_into_their_tasks() {
-        let job = |id: JobId, state: JobState, array: Option<&str>, task: Option<u32>| {
-            let mut j = berth_slurm::fixtures::job(state);
-            j.id = id;
-            j.array = array.map(str::to_string);
-            j.array_task = task.map(|index| berth_model::ArrayTask { array_id: 10, index, min: 0, max: 3, count: 4 });
-            j
-        };
-        let shown = |jobs: Vec<JobView>| {
-            berth_slurm::fold_arrays(jobs).iter().map(crate::jobfields::display_id).collect::<Vec<_>>().join(" ")
-        };
-        let t0 = job(11, JobState::Succeeded, None, Some(0));
-        let t1 = job(12, JobState::Running, None, Some(1));
-        // Still making tasks: the manager's remainder row stays.
-        assert_eq!(
-            shown(vec![job(10, JobState::Pending, Some("[2-3%2]"), None), t0.clone(), t1.clone()]),
-            "10_[2-3%2] 10_0 10_1"
-        );
-        // All made: only the tasks.
-        assert_eq!(shown(vec![job(10, JobState::Pending, Some("0-1"), None), t0.clone(), t1.clone()]), "10_0 10_1");
-        // Ended with tasks never made: those, in the array's state.
-        assert_eq!(shown(vec![job(10, JobState::Cancelled, Some("0-3%2"), None), t0.clone()]), "10_[1-3%2] 10_0");
-        assert_eq!(shown(vec![job(10, JobState::Succeeded, Some("0-1"), None), t0, t1]), "10_0 10_1");
-    }
+/// The client of the context this command runs in (`BERTH_CONTEXT`).
+pub fn connect() -> Result<Client, berth_client::Error> {
+    Client::new(credentials::load_context(crate::client::chosen())?)
 }

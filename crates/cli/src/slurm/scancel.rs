@@ -60,7 +60,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     }
     let refs = crate::job_ref::parse_list(&args.ids.join(",")).map_err(anyhow::Error::msg)?;
     let states = match &args.state {
-        Some(s) => super::states::parse_states(s).map_err(anyhow::Error::msg)?.unwrap_or_default(),
+        Some(s) => berth_slurm::states::parse_states(s).map_err(anyhow::Error::msg)?.unwrap_or_default(),
         None => Vec::new(),
     };
     let client = crate::client::from_env()?;

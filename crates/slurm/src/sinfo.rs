@@ -1,16 +1,16 @@
 //! `sinfo`: berth's queues as Slurm partitions and its nodes, partition-oriented by default
 //! (a line per partition and node state) or node-oriented with `-N` (a line per node), in
-//! Slurm's `%` formats ([`super::format`]) and default layouts.
+//! Slurm's `%` formats ([`crate::format`]) and default layouts.
 
-use std::ffi::OsString;
-use std::process::ExitCode;
+use std::io::Write;
 
 use berth_model::api::{NodeState, NodeView, QueueView};
 use clap::Parser;
 
-use super::format::{self, Item};
-use super::states::node_state;
+use crate::format::{self, Item};
+use crate::states::node_state;
 use crate::when::squeue_duration;
+use crate::{Connect, Result};
 
 /// Slurm's defaults; `#` is the widest partition name or node list, at least 9 (as Slurm
 /// prints them: `-N` right-justifies the partition).
@@ -20,7 +20,7 @@ const NODES: &str = "%#N %.6D %.#P %6t";
 /// view information about berth nodes and partitions (Slurm's sinfo)
 #[derive(Debug, Parser)]
 #[command(name = "sinfo", disable_help_flag = true, version)]
-struct Args {
+pub struct Args {
     /// A line per node
     #[arg(short = 'N', long = "Node")]
     node: bool,
@@ -54,30 +54,30 @@ struct Row<'a> {
     nodes: Vec<&'a NodeView>,
 }
 
-pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
-    let args = Args::parse_from(argv);
+/// Prints the lines `args` ask for to `out`.
+pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Result<()> {
     let spec = args.format.as_deref().unwrap_or(if args.node { NODES } else { DEFAULT });
     let mut items = format::parse(&unhash(spec));
     for c in format::unknown_codes(&items, |c| header(c).is_some()) {
         eprintln!("sinfo: error: Invalid node format specification: {c}");
     }
-    let client = crate::client::from_env()?;
+    let client = connect()?;
     let (queues, nodes) = (client.queues().await?, client.nodes().await?);
     let rows = rows(&args, &queues, &nodes, spec.contains("%t") || spec.contains("%T") || args.node);
     widen(spec, &mut items, &rows);
     if !args.noheader {
-        println!("{}", format::render(&items, |c| header(c).map(str::to_string)));
+        writeln!(out, "{}", format::render(&items, |c| header(c).map(str::to_string)))?;
     }
     for r in &rows {
-        println!("{}", format::render(&items, |c| value(c, r)));
+        writeln!(out, "{}", format::render(&items, |c| value(c, r)))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The lines: per partition, its nodes grouped by state (a node per line with `-N`).
 fn rows<'a>(args: &Args, queues: &'a [QueueView], nodes: &'a [NodeView], by_state: bool) -> Vec<Row<'a>> {
-    let (want_parts, want_nodes) = (super::names(&args.partitions), super::names(&args.nodes));
-    let want_states = super::names(&args.states);
+    let (want_parts, want_nodes) = (crate::names(&args.partitions), crate::names(&args.nodes));
+    let want_states = crate::names(&args.states);
     let shown = |n: &NodeView| {
         (want_nodes.is_empty() || want_nodes.contains(&n.name))
             && (!args.responding || n.connected)

@@ -2,17 +2,17 @@
 //! table or `--parsable`/`--parsable2` (`|`-separated) lines. The fields are
 //! [`crate::jobfields`]' (shared with `berth history`), in Slurm's words.
 
-use std::ffi::OsString;
-use std::process::ExitCode;
+use std::io::Write;
 
+use berth_client::Client;
 use berth_model::JobState;
 use berth_model::api::JobView;
 use clap::Parser;
 
-use super::states;
-use crate::client::Client;
 use crate::jobfields::{self, FieldInfo, Style};
+use crate::states;
 use crate::when::{parse_time, sacct_duration, slurm_time};
+use crate::{Connect, Error, Result};
 
 /// Slurm's default fields.
 const DEFAULT: &str = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode";
@@ -22,7 +22,7 @@ const BRIEF: &str = "JobID,State,ExitCode";
 /// displays accounting data for berth jobs (Slurm's sacct)
 #[derive(Debug, Parser)]
 #[command(name = "sacct", version)]
-struct Args {
+pub struct Args {
     /// Only these jobs (comma-separated ids; may be given more than once)
     #[arg(short = 'j', long = "jobs", value_name = "IDS")]
     jobs: Vec<String>,
@@ -80,18 +80,18 @@ struct Column {
     width: i16,
 }
 
-pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
-    let args = Args::parse_from(argv);
+/// Prints the jobs (or, with `-e`, the fields) `args` ask for to `out`.
+pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Result<()> {
     if args.helpformat {
         let names: Vec<&str> = jobfields::FIELDS.iter().flat_map(|i| i.slurm.iter().copied()).collect();
         for row in names.chunks(4) {
-            println!("{}", row.iter().map(|n| format!("{n:<20}")).collect::<String>().trim_end());
+            writeln!(out, "{}", row.iter().map(|n| format!("{n:<20}")).collect::<String>().trim_end())?;
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let spec = args.format.as_deref().unwrap_or(if args.brief { BRIEF } else { DEFAULT });
-    let columns = columns(spec).map_err(anyhow::Error::msg)?;
-    let client = crate::client::from_env()?;
+    let columns = columns(spec).map_err(Error::Failed)?;
+    let client = connect()?;
     let fields = jobfields::api_fields(columns.iter().map(|c| &c.info.field));
     let jobs = list(&client, &args, fields).await?;
     let now = jiff::Timestamp::now();
@@ -101,10 +101,10 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         (false, true) => Some(false),
         _ => None,
     };
-    let mut out = String::new();
+    let mut text = String::new();
     let mut line = |cells: Vec<String>| {
-        out.push_str(&render_line(&columns, &cells, parsable, &sep));
-        out.push('\n');
+        text.push_str(&render_line(&columns, &cells, parsable, &sep));
+        text.push('\n');
     };
     if !args.noheader {
         line(columns.iter().map(|c| c.header.to_string()).collect());
@@ -115,8 +115,8 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     for j in &jobs {
         line(columns.iter().map(|c| jobfields::value(c.info.field, j, now, &Sacct)).collect());
     }
-    print!("{out}");
-    Ok(ExitCode::SUCCESS)
+    out.write_all(text.as_bytes())?;
+    Ok(())
 }
 
 /// `JobID,JobName%30,...`: the fields (any case) with their widths.
@@ -157,7 +157,7 @@ fn render_line(columns: &[Column], cells: &[String], parsable: Option<bool>, sep
             .zip(cells)
             .map(|(c, v)| {
                 let w = c.width.unsigned_abs() as usize;
-                super::format::pad(&cut(v, w), w, c.width > 0) + " "
+                crate::format::pad(&cut(v, w), w, c.width > 0) + " "
             })
             .collect(),
     }
@@ -172,11 +172,11 @@ fn cut(v: &str, width: usize) -> String {
 }
 
 /// The jobs the options select, oldest first.
-async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> anyhow::Result<Vec<JobView>> {
+async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> Result<Vec<JobView>> {
     let now = jiff::Zoned::now();
     // `-j` may come several times (submitit gives one per job), each a list.
-    let ids = if args.jobs.is_empty() { None } else { Some(super::job_list(client, &args.jobs.join(",")).await?) };
-    let time = |t: &str| parse_time(t, &now).map_err(anyhow::Error::msg);
+    let ids = if args.jobs.is_empty() { None } else { Some(crate::job_list(client, &args.jobs.join(",")).await?) };
+    let time = |t: &str| parse_time(t, &now).map_err(Error::Failed);
     // Without -j or -S, sacct shows the jobs since midnight.
     let since = match (&args.start, &ids) {
         (Some(t), _) => Some(time(t)?),
@@ -185,26 +185,26 @@ async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> anyhow
     };
     let until = args.end.as_deref().map(time).transpose()?;
     let mut states = match &args.states {
-        Some(s) => states::parse_states(s).map_err(anyhow::Error::msg)?,
+        Some(s) => states::parse_states(s).map_err(Error::Failed)?,
         None => None,
     };
     // sacct prints jobs being set up as RUNNING (`states::sacct_state`): `-s R` finds them.
     if let Some(s) = states.as_mut().filter(|s| s.contains(&JobState::Running)) {
         s.extend([JobState::Scheduled, JobState::Preparing]);
     }
-    let mut users = super::names(&args.users);
+    let mut users = crate::names(&args.users);
     if users.is_empty() && !args.allusers && ids.is_none() {
         users = vec![client.whoami().await?.user];
     }
-    let wanted = super::Wanted {
+    let wanted = crate::Wanted {
         ids,
         states,
         all: true,
         since,
         until,
         users,
-        partitions: super::names(&args.partitions),
-        names: super::names(&args.names),
+        partitions: crate::names(&args.partitions),
+        names: crate::names(&args.names),
         fields: Some(fields),
         ..Default::default()
     };
@@ -214,7 +214,7 @@ async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> anyhow
 }
 
 /// sacct's words for times, durations, states and exit codes.
-pub(super) struct Sacct;
+pub struct Sacct;
 
 impl Style for Sacct {
     fn time(&self, t: Option<jiff::Timestamp>) -> String {
@@ -241,7 +241,7 @@ impl Style for Sacct {
     }
 
     fn nodes(&self, j: &JobView) -> String {
-        if j.nodes.is_empty() { "None assigned".into() } else { super::format::hostlist(&j.nodes) }
+        if j.nodes.is_empty() { "None assigned".into() } else { crate::format::hostlist(&j.nodes) }
     }
 
     /// Slurm's reason word for a pending job, `None` otherwise (berth's sentences are in
@@ -278,7 +278,7 @@ mod tests {
             render_line(&cols, &rule, None, "|"),
             "------------ ---------- ---------- ---------- ---------- ---------- -------- "
         );
-        let mut j = berth_slurm::fixtures::job(JobState::Cancelled);
+        let mut j = crate::fixtures::job(JobState::Cancelled);
         j.stop = Some(berth_model::StopCause::Cancelled { by: "alice".into() });
         j.exit_code = Some(143);
         let now = j.submitted_at;
@@ -299,7 +299,7 @@ mod tests {
             [("JobName", 30), ("NodeList", -5), ("State", 10)]
         );
         assert_eq!(columns("JobID,Bogus").err().unwrap(), "Invalid field requested: \"Bogus\"");
-        let mut j = berth_slurm::fixtures::job(JobState::Failed);
+        let mut j = crate::fixtures::job(JobState::Failed);
         j.exit_code = Some(3);
         assert_eq!(Sacct.exit(&j), "3:0");
         j.reason = Some("killed by signal 9 (SIGKILL)".into());

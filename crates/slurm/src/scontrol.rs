@@ -1,20 +1,23 @@
 //! `scontrol`: the subcommands lab scripts and tools call. `show hostnames [LIST]` expands a
 //! host list (`SLURM_JOB_NODELIST` without one), `show hostlist NAMES` compresses one (both
 //! `berth_model::hostlist`), `show job [ID]` prints a job in Slurm's `Key=Value` layout
-//! (`-o` on one line), `show node`/`show partition` (`scontrol_nodes`). `requeue` (`commands::requeue`). What berth cannot do (`hold`, `release`, `update`, ...) is
-//! refused with the berth command that does it instead, exit 1.
+//! (`-o` on one line), `show node`/`show partition` (`scontrol_nodes`). `requeue` stops a job and
+//! queues it again ([`requeue_job`], `berth requeue`'s too). What berth cannot do (`hold`,
+//! `release`, `update`, ...) is refused with the berth command that does it instead, exit 1.
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail};
+use berth_client::Client;
+use berth_model::JobId;
 use berth_model::api::{JobDetail, JobListQuery};
 use berth_model::hostlist;
 use reqwest::StatusCode;
 
-use super::sacct::Sacct;
-use crate::client::refused_with;
 use crate::jobfields::{Field, value};
+use crate::sacct::Sacct;
+use crate::{Connect, Error, Result};
 
 const HELP: &str = "\
 Usage: scontrol [-o|--oneliner] COMMAND [ARGS...]
@@ -29,12 +32,13 @@ berth answers these scontrol commands:
 hold, release, update and the rest are refused with the berth command to use.
 See docs/slurm.md.";
 
-pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
+/// Runs the scontrol command of `argv` (its own name first), printing to `out`.
+pub async fn run(argv: Vec<OsString>, connect: &dyn Connect, out: &mut dyn Write) -> Result<ExitCode> {
     let words: Vec<String> = argv
         .into_iter()
         .skip(1)
-        .map(|a| a.into_string().map_err(|a| anyhow!("argument {a:?} is not valid UTF-8")))
-        .collect::<anyhow::Result<_>>()?;
+        .map(|a| a.into_string().map_err(|a| Error::failed(format!("argument {a:?} is not valid UTF-8"))))
+        .collect::<Result<_>>()?;
     let mut oneliner = false;
     let mut rest = Vec::new();
     for w in words {
@@ -43,47 +47,45 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
             // Accepted, change nothing here.
             "-d" | "--details" | "-Q" | "--quiet" | "-v" | "--verbose" | "-a" | "--all" => {}
             "-h" | "--help" | "--usage" => {
-                println!("{HELP}");
+                writeln!(out, "{HELP}")?;
                 return Ok(ExitCode::SUCCESS);
             }
             _ => rest.push(w),
         }
     }
     let Some(command) = rest.first().map(|c| c.to_ascii_lowercase()) else {
-        println!("{HELP}");
+        writeln!(out, "{HELP}")?;
         return Ok(ExitCode::from(2));
     };
     let args = &rest[1..];
     match command.as_str() {
-        "show" => show(args, oneliner).await,
-        "hold" | "uhold" | "release" => bail!(
+        "show" => show(args, oneliner, connect, out).await,
+        "hold" | "uhold" | "release" => Err(Error::failed(format!(
             "{command} is not supported: berth holds a job only for its dependency or --begin time; submit with \
              --dependency or --begin, or cancel the job (scancel) and submit it again"
-        ),
-        "update" => bail!(
+        ))),
+        "update" => Err(Error::failed(
             "update is not supported: a berth job's spec is fixed at submit; cancel it (scancel) and submit it again \
-             with the new options"
-        ),
-        "requeue" => requeue(args).await,
-        "requeuehold" => bail!(
+             with the new options",
+        )),
+        "requeue" => requeue(args, connect).await,
+        "requeuehold" => Err(Error::failed(
             "requeuehold is not supported: berth holds a job only for its dependency or --begin time; use \
-             scontrol requeue, or cancel the job (scancel) and submit it again"
-        ),
-        "suspend" | "resume" => bail!("{command} is not supported: berth does not suspend jobs"),
-        other => {
-            bail!(
-                "invalid keyword: {other} (berth's scontrol knows show and requeue, and refuses hold, release, update)"
-            )
-        }
+             scontrol requeue, or cancel the job (scancel) and submit it again",
+        )),
+        "suspend" | "resume" => Err(Error::failed(format!("{command} is not supported: berth does not suspend jobs"))),
+        other => Err(Error::failed(format!(
+            "invalid keyword: {other} (berth's scontrol knows show and requeue, and refuses hold, release, update)"
+        ))),
     }
 }
 
 /// `scontrol requeue JOBID[,JOBID...]`: each job stopped and queued again (its next run a
 /// new attempt), in Slurm's words when one cannot be.
-async fn requeue(args: &[String]) -> anyhow::Result<ExitCode> {
+async fn requeue(args: &[String], connect: &dyn Connect) -> Result<ExitCode> {
     let ids: Vec<&str> = args.iter().flat_map(|a| a.split(',')).filter(|s| !s.is_empty()).collect();
     if ids.is_empty() {
-        bail!("requeue what? scontrol requeue JOBID[,JOBID...]");
+        return Err(Error::failed("requeue what? scontrol requeue JOBID[,JOBID...]"));
     }
     let mut failed = false;
     for raw in ids {
@@ -92,11 +94,11 @@ async fn requeue(args: &[String]) -> anyhow::Result<ExitCode> {
             failed = true;
             continue;
         };
-        if let Err(e) = crate::commands::requeue::requeue(id).await {
-            let why = match crate::client::refused_with(&e) {
-                Some(reqwest::StatusCode::NOT_FOUND) => "Invalid job id specified".to_string(),
-                Some(reqwest::StatusCode::FORBIDDEN) => "Access/permission denied".to_string(),
-                _ => format!("{e:#}"),
+        if let Err(e) = requeue_job(connect, id).await {
+            let why = match e.refused_status() {
+                Some(StatusCode::NOT_FOUND) => "Invalid job id specified".to_string(),
+                Some(StatusCode::FORBIDDEN) => "Access/permission denied".to_string(),
+                _ => crate::error::chain(&e),
             };
             eprintln!("scontrol: error: Requeue of JobId={id} failed: {why}");
             failed = true;
@@ -105,9 +107,25 @@ async fn requeue(args: &[String]) -> anyhow::Result<ExitCode> {
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-async fn show(args: &[String], oneliner: bool) -> anyhow::Result<ExitCode> {
+/// Stops job `id` and queues it again (`scontrol requeue`, `berth requeue`), as the job itself
+/// when called from inside it (`scontrol requeue $SLURM_JOB_ID` in a checkpoint trap, on a
+/// node that holds no user credentials): its step token is the credential there.
+pub async fn requeue_job(connect: &dyn Connect, id: JobId) -> Result<()> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let inside = var("SLURM_JOB_ID").or_else(|| var("BERTH_JOB_ID")).and_then(|j| j.parse::<JobId>().ok());
+    let client = match (inside == Some(id), var("BERTH_STEP_TOKEN"), var("BERTH_URL")) {
+        (true, Some(token), Some(url)) => {
+            Client::new(crate::step_credentials(url, token)).map_err(|source| Error::StepToken { source })?
+        }
+        _ => connect()?,
+    };
+    client.requeue(id).await?;
+    Ok(())
+}
+
+async fn show(args: &[String], oneliner: bool, connect: &dyn Connect, out: &mut dyn Write) -> Result<ExitCode> {
     let Some(what) = args.first().map(|w| w.to_ascii_lowercase()) else {
-        bail!("show what? scontrol show hostnames|hostlist|job");
+        return Err(Error::failed("show what? scontrol show hostnames|hostlist|job"));
     };
     let arg = args.get(1).map(String::as_str);
     match what.as_str() {
@@ -115,60 +133,69 @@ async fn show(args: &[String], oneliner: bool) -> anyhow::Result<ExitCode> {
             let list = match arg {
                 Some(l) => l.to_string(),
                 None => std::env::var("SLURM_JOB_NODELIST")
-                    .map_err(|_| anyhow!("no host list given and SLURM_JOB_NODELIST is not set"))?,
+                    .map_err(|_| Error::failed("no host list given and SLURM_JOB_NODELIST is not set"))?,
             };
-            for name in hostlist::expand(&list)? {
-                println!("{name}");
+            for name in hostlist::expand(&list).map_err(hostlist_error)? {
+                writeln!(out, "{name}")?;
             }
             Ok(ExitCode::SUCCESS)
         }
         "hostlist" | "hostlistsorted" => {
-            let names = hostlist::expand(arg.ok_or_else(|| anyhow!("show {what} needs a list of host names"))?)?;
+            let names =
+                hostlist::expand(arg.ok_or_else(|| Error::failed(format!("show {what} needs a list of host names")))?)
+                    .map_err(hostlist_error)?;
             let list = if what == "hostlist" { hostlist::compress(&names) } else { hostlist::compress_sorted(&names) };
-            println!("{list}");
+            writeln!(out, "{list}")?;
             Ok(ExitCode::SUCCESS)
         }
-        "job" | "jobs" | "jobid" => show_jobs(arg, oneliner).await,
-        "node" | "nodes" => super::scontrol_nodes::show_nodes(arg, oneliner).await.map(|()| ExitCode::SUCCESS),
+        "job" | "jobs" | "jobid" => show_jobs(&connect()?, arg, oneliner, out).await,
+        "node" | "nodes" => {
+            crate::scontrol_nodes::show_nodes(&connect()?, arg, oneliner, out).await.map(|()| ExitCode::SUCCESS)
+        }
         "partition" | "partitions" => {
-            super::scontrol_nodes::show_partitions(arg, oneliner).await.map(|()| ExitCode::SUCCESS)
+            crate::scontrol_nodes::show_partitions(&connect()?, arg, oneliner, out).await.map(|()| ExitCode::SUCCESS)
         }
-        other => {
-            bail!("invalid entity: {other} for keyword: show (berth knows hostnames, hostlist, job, node, partition)")
-        }
+        other => Err(Error::failed(format!(
+            "invalid entity: {other} for keyword: show (berth knows hostnames, hostlist, job, node, partition)"
+        ))),
     }
 }
 
-async fn show_jobs(id: Option<&str>, oneliner: bool) -> anyhow::Result<ExitCode> {
-    let client = crate::client::from_env()?;
+async fn show_jobs(client: &Client, id: Option<&str>, oneliner: bool, out: &mut dyn Write) -> Result<ExitCode> {
     let ids = match id {
         Some(id) => {
-            let refs = crate::job_ref::parse_list(id).map_err(|_| anyhow!("invalid job id specified: {id}"))?;
-            crate::job_ref::resolve(&client, &refs).await.map_err(invalid_id)?
+            let refs =
+                crate::job_ref::parse_list(id).map_err(|_| Error::failed(format!("invalid job id specified: {id}")))?;
+            crate::job_ref::resolve(client, &refs).await.map_err(invalid_id)?
         }
         None => client.jobs(&JobListQuery::default()).await?.into_iter().map(|j| j.id).collect(),
     };
     if ids.is_empty() && id.is_none() {
-        println!("No jobs in the system");
+        writeln!(out, "No jobs in the system")?;
     }
     let now = jiff::Timestamp::now();
     for (i, job) in ids.into_iter().enumerate() {
         let detail = client.job(job).await.map_err(|e| invalid_id(e.into()))?;
         if i > 0 && !oneliner {
-            println!();
+            writeln!(out)?;
         }
-        println!("{}", render(&detail, now, oneliner));
+        writeln!(out, "{}", render(&detail, now, oneliner))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// A job that does not exist, or that the caller may not see, as Slurm says it.
-fn invalid_id(e: anyhow::Error) -> anyhow::Error {
-    if refused_with(&e) == Some(StatusCode::NOT_FOUND) {
-        anyhow!("slurm_load_jobs error: Invalid job id specified")
+fn invalid_id(e: Error) -> Error {
+    if e.refused_status() == Some(StatusCode::NOT_FOUND) {
+        Error::failed("slurm_load_jobs error: Invalid job id specified")
     } else {
         e
     }
+}
+
+/// A host list that does not parse, in its own words.
+fn hostlist_error(e: berth_model::hostlist::HostlistError) -> Error {
+    Error::failed(e.to_string())
 }
 
 /// A job in Slurm's layout: lines of `Key=Value` pairs, indented, or all on one line.
@@ -185,7 +212,7 @@ pub fn render(d: &JobDetail, now: jiff::Timestamp, oneliner: bool) -> String {
         Some(u) => format!("{}({})", j.user, u.uid),
         None => j.user.clone(),
     };
-    let (_, state) = super::states::job_state(j);
+    let (_, state) = crate::states::job_state(j);
     let workdir = d.spec.workdir.clone().unwrap_or_default();
     let (stdout, stderr) = output_paths(d);
     let lines: Vec<Vec<String>> = vec![
@@ -199,7 +226,7 @@ pub fn render(d: &JobDetail, now: jiff::Timestamp, oneliner: bool) -> String {
         vec![format!("StartTime={}", v(Field::Started)), format!("EndTime={}", v(Field::Ended))],
         vec![format!(
             "NodeList={}",
-            if j.nodes.is_empty() { "(null)".into() } else { super::format::hostlist(&j.nodes) }
+            if j.nodes.is_empty() { "(null)".into() } else { crate::format::hostlist(&j.nodes) }
         )],
         vec![
             format!("NumNodes={}", v(Field::NodeCount)),
@@ -215,7 +242,7 @@ pub fn render(d: &JobDetail, now: jiff::Timestamp, oneliner: bool) -> String {
         vec![format!("StdErr={stderr}")],
         vec![format!("StdOut={stdout}")],
     ];
-    super::scontrol_nodes::layout(&lines, oneliner)
+    crate::scontrol_nodes::layout(&lines, oneliner)
 }
 
 /// A command as one value: a script's text (a word with lines) stands as `(script)`.

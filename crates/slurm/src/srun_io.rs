@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use anyhow::Context;
+use crate::{Error, Result};
 
 /// What one task is, for patterns and labels.
 #[derive(Debug, Clone)]
@@ -34,8 +34,8 @@ pub struct JobInfo {
 }
 
 /// Expands a Slurm file name pattern for one task; an unknown pattern is an error naming it.
-pub fn expand(pattern: &str, job: &JobInfo, task: &TaskInfo) -> anyhow::Result<String> {
-    let template = berth_model::output::Template::parse(pattern).map_err(|e| anyhow::anyhow!(e.0))?;
+pub fn expand(pattern: &str, job: &JobInfo, task: &TaskInfo) -> Result<String> {
+    let template = berth_model::output::Template::parse(pattern).map_err(|e| Error::Failed(e.0))?;
     let c = berth_model::output::Context {
         job_id: job.id.parse().unwrap_or_default(),
         array: job.array,
@@ -91,7 +91,7 @@ impl Outputs {
 
     /// A task's two writers: its standard error goes where `--error` says, else with its
     /// output (a file of `--output`), else to ours.
-    pub fn for_task(&self, job: &JobInfo, task: &TaskInfo) -> anyhow::Result<(TaskWriter, TaskWriter)> {
+    pub fn for_task(&self, job: &JobInfo, task: &TaskInfo) -> Result<(TaskWriter, TaskWriter)> {
         let out = match &self.output {
             Some(p) => self.file(&expand(p, job, task)?)?,
             None => Target::Stdout,
@@ -110,13 +110,14 @@ impl Outputs {
         Ok((w(out), w(err)))
     }
 
-    fn file(&self, path: &str) -> anyhow::Result<Target> {
+    fn file(&self, path: &str) -> Result<Target> {
         let path = PathBuf::from(path);
         let mut files = self.files.lock().expect("output files lock");
         if let Some(f) = files.get(&path) {
             return Ok(Target::File(f.clone()));
         }
-        let f = std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        let f = std::fs::File::create(&path)
+            .map_err(|source| Error::Io { what: format!("cannot create {}", path.display()), source })?;
         let f = Arc::new(Mutex::new(f));
         files.insert(path, f.clone());
         Ok(Target::File(f))

@@ -5,11 +5,11 @@
 //! A task is a job of its own, with its own id (Slurm's `JobIDRaw`), made when its turn comes:
 //! one not made yet has no job to act on, and says so.
 
-use anyhow::bail;
+use berth_client::Client;
 use berth_model::api::JobListQuery;
 use berth_model::{ArraySpec, JobId};
 
-use crate::client::Client;
+use crate::Error;
 
 /// One job, or tasks of an array.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl std::fmt::Display for JobRef {
 
 /// The job ids of `refs`, in order: plain ids as they are, tasks as the jobs made for them.
 /// A task not made yet (or an array the user cannot see) is an error naming it.
-pub async fn resolve(client: &Client, refs: &[JobRef]) -> anyhow::Result<Vec<JobId>> {
+pub async fn resolve(client: &Client, refs: &[JobRef]) -> Result<Vec<JobId>, Error> {
     let mut out = Vec::new();
     for r in refs {
         let (array, wanted): (JobId, Vec<u32>) = match r {
@@ -67,10 +67,12 @@ pub async fn resolve(client: &Client, refs: &[JobRef]) -> anyhow::Result<Vec<Job
         for index in wanted {
             match tasks.iter().find(|j| j.array_task.is_some_and(|t| t.index == index)) {
                 Some(j) => out.push(j.id),
-                None => bail!(
-                    "task {array}_{index} has not started (no job was made for it yet): cancel the whole array \
-                     (berth cancel {array}), or act on it once it starts"
-                ),
+                None => {
+                    return Err(Error::failed(format!(
+                        "task {array}_{index} has not started (no job was made for it yet): cancel the whole array \
+                         (berth cancel {array}), or act on it once it starts"
+                    )));
+                }
             }
         }
     }

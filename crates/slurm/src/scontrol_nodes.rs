@@ -1,27 +1,29 @@
 //! `scontrol show node [NAME]` and `show partition [NAME]`: berth's nodes and queues in
 //! Slurm's `Key=Value` layout, briefly (what `sinfo` reads, one record per node or queue).
 
-use anyhow::bail;
+use std::io::Write;
+
+use berth_client::Client;
 use berth_model::api::NodeView;
 
+use crate::{Error, Result};
+
 /// Prints the nodes (all, or the one named), a blank line between records.
-pub async fn show_nodes(name: Option<&str>, oneliner: bool) -> anyhow::Result<()> {
-    let nodes: Vec<NodeView> =
-        crate::client::from_env()?.nodes().await?.into_iter().filter(|n| name.is_none_or(|w| n.name == w)).collect();
+pub async fn show_nodes(client: &Client, name: Option<&str>, oneliner: bool, out: &mut dyn Write) -> Result<()> {
+    let nodes: Vec<NodeView> = client.nodes().await?.into_iter().filter(|n| name.is_none_or(|w| n.name == w)).collect();
     if let (Some(w), true) = (name, nodes.is_empty()) {
-        bail!("Node {w} not found");
+        return Err(Error::failed(format!("Node {w} not found")));
     }
     let records: Vec<String> = nodes.iter().map(|n| layout(&node_lines(n), oneliner)).collect();
-    println!("{}", records.join(if oneliner { "\n" } else { "\n\n" }));
+    writeln!(out, "{}", records.join(if oneliner { "\n" } else { "\n\n" }))?;
     Ok(())
 }
 
 /// Prints the queues (all, or the one named) as partitions.
-pub async fn show_partitions(name: Option<&str>, oneliner: bool) -> anyhow::Result<()> {
-    let client = crate::client::from_env()?;
+pub async fn show_partitions(client: &Client, name: Option<&str>, oneliner: bool, out: &mut dyn Write) -> Result<()> {
     let queues: Vec<_> = client.queues().await?.into_iter().filter(|q| name.is_none_or(|w| q.name == w)).collect();
     if let (Some(w), true) = (name, queues.is_empty()) {
-        bail!("Partition {w} not found");
+        return Err(Error::failed(format!("Partition {w} not found")));
     }
     let nodes = client.nodes().await?;
     let records: Vec<String> = queues
@@ -29,7 +31,7 @@ pub async fn show_partitions(name: Option<&str>, oneliner: bool) -> anyhow::Resu
         .map(|q| {
             let names: Vec<String> = nodes.iter().filter(|n| n.queue == q.name).map(|n| n.name.clone()).collect();
             let cpus: u32 = nodes.iter().filter(|n| n.queue == q.name).map(|n| n.cpus_total).sum();
-            let nodelist = if names.is_empty() { "(null)".into() } else { super::format::hostlist(&names) };
+            let nodelist = if names.is_empty() { "(null)".into() } else { crate::format::hostlist(&names) };
             let lines = vec![
                 vec![format!("PartitionName={}", q.name)],
                 vec![format!("Nodes={nodelist}")],
@@ -39,14 +41,14 @@ pub async fn show_partitions(name: Option<&str>, oneliner: bool) -> anyhow::Resu
             layout(&lines, oneliner)
         })
         .collect();
-    println!("{}", records.join(if oneliner { "\n" } else { "\n\n" }));
+    writeln!(out, "{}", records.join(if oneliner { "\n" } else { "\n\n" }))?;
     Ok(())
 }
 
 fn node_lines(n: &NodeView) -> Vec<Vec<String>> {
     let gpus = n.gpus.len();
     let gres = if gpus > 0 { format!("gpu:{gpus}") } else { "(null)".into() };
-    let (_, state) = super::states::node_state(n);
+    let (_, state) = crate::states::node_state(n);
     let mut lines = vec![
         vec![format!("NodeName={}", n.name)],
         vec![format!("NodeAddr={}", n.address.as_deref().unwrap_or(&n.name))],

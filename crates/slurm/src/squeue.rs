@@ -1,18 +1,18 @@
 //! `squeue`: the unfinished jobs in Slurm's columns, `-o` (`%.18i %.9P ...`) and `-O`
 //! (`JobID,Name:30`) formats, filtered by `-j`, `-u`, `--me`, `-t`, `-p`, `-n`, `-A`.
 
-use std::ffi::OsString;
-use std::process::ExitCode;
+use std::io::Write;
 
+use berth_client::Client;
 use berth_model::JobState;
 use berth_model::api::JobView;
 use clap::Parser;
 
-use super::format;
-use super::states;
-use crate::client::Client;
+use crate::format;
 use crate::jobfields;
+use crate::states;
 use crate::when::{slurm_time, squeue_duration};
+use crate::{Connect, Error, Result};
 
 /// Slurm's default format, byte for byte.
 const DEFAULT: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
@@ -22,7 +22,7 @@ const LONG: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
 /// view information about jobs located in the berth scheduling queue (Slurm's squeue)
 #[derive(Debug, Parser)]
 #[command(name = "squeue", disable_help_flag = true, version)]
-struct Args {
+pub struct Args {
     /// Do not print a header
     #[arg(short = 'h', long = "noheader")]
     noheader: bool,
@@ -64,55 +64,55 @@ struct Args {
     help: Option<bool>,
 }
 
-pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
-    let args = Args::parse_from(argv);
+/// Prints the jobs `args` ask for to `out`.
+pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Result<()> {
     let items = match (&args.long_format, &args.format) {
-        (Some(f), _) => format::parse_long(f, long_name).map_err(anyhow::Error::msg)?,
+        (Some(f), _) => format::parse_long(f, long_name).map_err(Error::Failed)?,
         (None, Some(f)) => format::parse(f),
         (None, None) => format::parse(if args.long { LONG } else { DEFAULT }),
     };
     for c in format::unknown_codes(&items, |c| header(c).is_some()) {
         eprintln!("squeue: error: Invalid job format specification: {c}");
     }
-    let client = crate::client::from_env()?;
+    let client = connect()?;
     let jobs = list(&client, &args, api_fields(&items)).await?;
     let now = jiff::Timestamp::now();
     if !args.noheader {
         if args.long {
             // Slurm's long listing starts with the time it was taken.
-            println!("{}", jiff::Zoned::now().strftime("%a %b %e %H:%M:%S %Y"));
+            writeln!(out, "{}", jiff::Zoned::now().strftime("%a %b %e %H:%M:%S %Y"))?;
         }
-        println!("{}", format::render(&items, |c| header(c).map(str::to_string)));
+        writeln!(out, "{}", format::render(&items, |c| header(c).map(str::to_string)))?;
     }
     for j in &jobs {
-        println!("{}", format::render(&items, |c| value(c, j, now)));
+        writeln!(out, "{}", format::render(&items, |c| value(c, j, now)))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The jobs the filters select, in squeue's order: by partition, then state (pending
 /// first), then priority, highest first.
-async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> anyhow::Result<Vec<JobView>> {
+async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> Result<Vec<JobView>> {
     let states = match &args.states {
-        Some(s) => states::parse_states(s).map_err(anyhow::Error::msg)?,
+        Some(s) => states::parse_states(s).map_err(Error::Failed)?,
         None => None,
     };
     // `-j` may come several times (submitit gives one per job), each a list.
-    let ids = if args.jobs.is_empty() { None } else { Some(super::job_list(client, &args.jobs.join(",")).await?) };
-    let mut users = super::names(&args.users);
+    let ids = if args.jobs.is_empty() { None } else { Some(crate::job_list(client, &args.jobs.join(",")).await?) };
+    let mut users = crate::names(&args.users);
     if args.me {
         users = vec![client.whoami().await?.user];
     }
-    let wanted = super::Wanted {
+    let wanted = crate::Wanted {
         // `-t all` and named jobs show finished ones too, as long as the manager keeps them.
         all: args.states.is_some() && states.as_ref().is_none_or(|s| s.iter().any(|s| s.is_terminal()))
             || ids.is_some(),
         ids,
         states,
         users,
-        partitions: super::names(&args.partitions),
-        names: super::names(&args.names),
-        accounts: super::names(&args.accounts),
+        partitions: crate::names(&args.partitions),
+        names: crate::names(&args.names),
+        accounts: crate::names(&args.accounts),
         fields: Some(fields),
         ..Default::default()
     };
@@ -304,14 +304,14 @@ mod tests {
     fn default_format_byte_for_byte() {
         let head = format::render(&format::parse(DEFAULT), |c| header(c).map(str::to_string));
         assert_eq!(head, "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)");
-        let mut j = berth_slurm::fixtures::job(JobState::Running);
+        let mut j = crate::fixtures::job(JobState::Running);
         j.id = 4242;
         j.name = Some("a-very-long-name".into());
         j.user = "alice".into();
         j.started_at = Some(j.submitted_at);
         j.nodes = vec!["n1".into()];
         assert_eq!(line(DEFAULT, &j), "              4242   default a-very-l    alice  R    1:02:03      1 n1");
-        let mut p = berth_slurm::fixtures::job(JobState::Pending);
+        let mut p = crate::fixtures::job(JobState::Pending);
         p.pending_reason = Some(berth_model::PendingReason::new(berth_model::PendingKind::Priority, "behind 2 jobs"));
         p.nodes_requested = 2;
         assert_eq!(line(DEFAULT, &p), "                 1   default        x        u PD       0:00      2 (Priority)");
@@ -328,13 +328,13 @@ mod tests {
     /// whole job, and the sort reads nothing else.
     #[test]
     fn each_code_prints_the_same_from_the_fields_it_asks_for() {
-        let jobs = berth_slurm::fixtures::varied();
+        let jobs = crate::fixtures::varied();
         let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
         for (_, code) in LONG_NAMES {
             let items = format::parse(&format!("%{code}"));
             let fields = api_fields(&items).join(",");
             for j in &jobs {
-                let lean = berth_slurm::fixtures::lean(j, &fields);
+                let lean = crate::fixtures::lean(j, &fields);
                 assert_eq!(value(*code, &lean, now), value(*code, j, now), "%{code} of a {} job", j.state);
                 let key = |j: &JobView| (j.queue.clone(), states::job_state(j).0, j.priority, j.id);
                 assert_eq!(key(&lean), key(j));

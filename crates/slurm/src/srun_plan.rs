@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::srun_io::TaskInfo;
+use crate::srun_io::TaskInfo;
 
 /// Variables srun does not pass on to its tasks: berth's own and those that describe the
 /// kernel srun runs in rather than the job (each task's kernel has its own).

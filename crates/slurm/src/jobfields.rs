@@ -226,14 +226,14 @@ pub fn slurm_mem(bytes: u64) -> String {
 /// Checks that every field prints the same in `style` from a lean listing (only what
 /// [`reads`] names) as from the whole job: a field reading something it does not declare
 /// would print a default.
-#[cfg(test)]
-pub(crate) fn assert_fields_declare_what_they_read(style: &dyn Style) {
-    let jobs = berth_slurm::fixtures::varied();
+#[cfg(any(test, feature = "test-support"))]
+pub fn assert_fields_declare_what_they_read(style: &dyn Style) {
+    let jobs = crate::fixtures::varied();
     let now = jobs[0].submitted_at + jiff::SignedDuration::from_secs(600);
     for info in FIELDS {
         let asked = api_fields([&info.field]).join(",");
         for j in &jobs {
-            let lean = berth_slurm::fixtures::lean(j, &asked);
+            let lean = crate::fixtures::lean(j, &asked);
             assert_eq!(
                 value(info.field, &lean, now, style),
                 value(info.field, j, now, style),
