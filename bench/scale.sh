@@ -73,6 +73,9 @@ for s in $STORES; do
     kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; sampler=
     echo "store: $size (pg_database_size); PostgreSQL server CPU during the run: $server"
     pg_sample_summary "$tmp/pg_activity"
+    # issue 42: how many of the rows' updates were HOT (no new index entries; 0011_hot_job_moves.sql)
+    echo "updates (of them HOT): $(pg_sql berth "SELECT string_agg(relname || ' ' || n_tup_upd || ' (' ||
+      n_tup_hot_upd || ')', ', ' ORDER BY relname) FROM pg_stat_user_tables WHERE relname IN ('jobs', 'kernels')")"
   fi
   echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
   lines=$(wc -l <"$tmp/manager.log")
