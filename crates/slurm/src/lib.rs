@@ -31,6 +31,7 @@ pub mod jobfields;
 mod query;
 pub mod sacct;
 pub mod sbatch;
+pub mod sbatch_line;
 pub mod scontrol;
 mod scontrol_nodes;
 pub mod sinfo;
