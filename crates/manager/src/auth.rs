@@ -71,7 +71,7 @@ impl FromRequestParts<Arc<Manager>> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, m: &Arc<Manager>) -> Result<Self, ApiError> {
         if let Some(token) = bearer(parts).filter(|t| crate::step_token::is_step_token(t)) {
-            return match m.step_key.get().and_then(|k| k.verify(token)) {
+            return match m.step_key.verify(token) {
                 Some((job, attempt)) => Ok(Caller::Step { job, attempt }),
                 None => Err(ApiError::unauthorized("invalid step token: it opens streams only into its own job")),
             };

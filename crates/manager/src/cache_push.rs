@@ -13,7 +13,7 @@ use crate::manager::Manager;
 /// Pushes the member list and buckets to every cache node when they change and every
 /// [`RECONCILE`]. Runs only when the daemon handed in a [`crate::cache_env::CacheEnv`].
 pub async fn run(m: Arc<Manager>) {
-    let Some(env) = m.cache.get().cloned() else { return };
+    let Some(env) = m.cache.clone() else { return };
     let mut shutdown = m.shutdown.clone();
     let mut last: Option<Vec<u8>> = None;
     let mut failing: BTreeMap<String, crate::cache_env::CacheCallError> = BTreeMap::new();

@@ -33,7 +33,7 @@ pub fn check(m: &Manager, spec: &JobSpec) -> Result<(), ApiError> {
     if spec.datasets.is_empty() {
         return Ok(());
     }
-    if m.cache.get().is_none() {
+    if m.cache.as_ref().is_none() {
         return Err(ApiError::bad_request(
             "this cluster has no dataset cache, so datasets cannot be prefetched: drop --dataset, or start the \
              manager with a cache (berth up without --no-cache, berth manager --cache-key-file)",
@@ -73,7 +73,7 @@ const PREFETCH_TOKEN_SECS: u64 = 24 * 3600;
 /// admins write to those). A bucket deleted or stripped of its origin since the submit is
 /// left out: the job reads from wherever it would anyway.
 pub fn fetches(m: &Manager, job_id: i64, spec: &JobSpec) -> Vec<DatasetFetch> {
-    let Some(env) = m.cache.get() else { return Vec::new() };
+    let Some(env) = m.cache.as_ref() else { return Vec::new() };
     let exp = (unix_now() + PREFETCH_TOKEN_SECS) as i64;
     spec.datasets
         .iter()
@@ -133,7 +133,7 @@ async fn measure(env: &CacheEnv, nodes: &[(String, String)], bucket: &str, prefi
 /// holds none or does not answer); empty for a job without datasets in `node` buckets.
 pub async fn holdings(m: &Manager, spec: &JobSpec) -> Vec<(String, u64)> {
     let prefixes = local_prefixes(m, spec);
-    let Some(env) = m.cache.get() else { return Vec::new() };
+    let Some(env) = m.cache.as_ref() else { return Vec::new() };
     if prefixes.is_empty() {
         return Vec::new();
     }
@@ -163,7 +163,7 @@ pub async fn holdings(m: &Manager, spec: &JobSpec) -> Vec<(String, u64)> {
 /// Measures again, every [`REFRESH`], what the caches hold of each waiting job's datasets
 /// (a prefetch for another job, an eviction), for the next passes.
 pub async fn run(m: Arc<Manager>) {
-    if m.cache.get().is_none() {
+    if m.cache.as_ref().is_none() {
         return;
     }
     let mut shutdown = m.shutdown.clone();

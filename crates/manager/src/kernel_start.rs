@@ -24,15 +24,13 @@ pub fn send_start(m: &Manager, st: &State, job: &Job) {
 pub fn send_start_one(m: &Manager, st: &State, job: &Job, index: u32) {
     let Some(b) = job.attempt.bindings.get(index as usize) else { return };
     let mut env = crate::cluster_env::kernel_env(st, job, index);
-    if let Some(c) = m.cache.get()
+    if let Some(c) = m.cache.as_ref()
         && let Some(url) = m.cache_members.url_for(st, &b.node, job.id).or_else(|| c.url.clone())
     {
         c.add_to(&mut env, job, &url);
     }
-    if let Some(k) = m.step_key.get() {
-        // Added here, never to the spec: `berth show` and the store never see it.
-        env.insert(crate::step_token::VAR.into(), k.mint(job.id, job.attempt.number));
-    }
+    // Added here, never to the spec: `berth show` and the store never see it.
+    env.insert(crate::step_token::VAR.into(), m.step_key.mint(job.id, job.attempt.number));
     let msg = ManagerMessage::StartKernel {
         cmd_id: m.jobs.next_cmd_id(),
         key: job.key(index),

@@ -333,6 +333,24 @@ async fn lead(
     shutdown_rx: watch::Receiver<bool>,
     clock: clock::Clock,
 ) -> anyhow::Result<Started> {
+    // Everything the manager is told is known before it is made (and shared).
+    let step_key = step_token::StepKey::load(&*store).await.context("cannot load the step token key")?;
+    let apps_listener = match config.apps_listen {
+        Some(addr) => Some(bind_apps(addr, config.apps_listen_defaulted).await?),
+        None => None,
+    };
+    let apps = match &apps_listener {
+        Some(l) => Some(manager::AppsEndpoint { port: l.local_addr()?.port(), public_url: config.apps_url.clone() }),
+        None => None,
+    };
+    let wiring = manager::Wiring {
+        leader_url: me.url.clone(),
+        apps,
+        cache: config.cache.clone(),
+        retain: config.retain.or(cfg.retain),
+        step_key,
+        tls: tls.is_some(),
+    };
     let mut made = manager::Manager::new(
         store.clone(),
         clock,
@@ -340,7 +358,7 @@ async fn lead(
         config.heartbeat_timeout,
         shutdown_rx.clone(),
         &config.data_dir,
-        tls.is_some(),
+        wiring,
     )
     .with_lease(lease);
     made.kill_invalid_depend = cfg.kill_invalid_depend;
@@ -355,16 +373,10 @@ async fn lead(
     let m = Arc::new(made);
     m.folders.prepare().with_context(|| format!("cannot make the folder storage {}", m.folders.root().display()))?;
     m.folders.detect_limits().await;
-    m.leader_url.set(me.url.clone()).expect("set once");
-    if let Some(c) = config.cache.clone() {
-        let _ = m.cache.set(c);
-    }
     m.queues.load(&cfg).await.context("cannot load the queues")?;
     m.quotas.load_quotas().await.context("cannot load the quotas")?;
     let bootstrap = m.tenancy.bootstrap(&config.admin_user).await.context("cannot create the admin user")?;
     let join_token = m.tenancy.local_join_token(&config.data_dir).await.context("cannot set up the join token")?;
-    let step_key = step_token::StepKey::load(&*store).await.context("cannot load the step token key")?;
-    let _ = m.step_key.set(step_key);
     m.rebuild().await.context("cannot load jobs and nodes from the store")?;
     m.serving.load().await.context("cannot load the serving endpoints from the store")?;
     m.cache_members.load(&*store).await.context("cannot load the dataset cache's members and buckets")?;
@@ -403,11 +415,9 @@ async fn lead(
         },
         None => None,
     };
-    let apps_addr = match config.apps_listen {
-        Some(addr) => {
-            let listener = bind_apps(addr, config.apps_listen_defaulted).await?;
-            let (bound, task) =
-                serve_apps(&m, listener, tls_apps.clone(), shutdown_rx.clone(), config.apps_url.clone())?;
+    let apps_addr = match apps_listener {
+        Some(listener) => {
+            let (bound, task) = serve_apps(&m, listener, tls_apps.clone(), shutdown_rx.clone())?;
             tasks.push(task);
             Some(bound)
         }
@@ -420,7 +430,7 @@ async fn lead(
         tokio::spawn(heartbeat::run(m.clone())),
         tokio::spawn(idle::run(m.clone())),
         tokio::spawn(serving::controller::run(m.clone())),
-        tokio::spawn(retention::run(m.clone(), config.retain.or(cfg.retain))),
+        tokio::spawn(retention::run(m.clone())),
         tokio::spawn(cache_push::run(m.clone())),
         tokio::spawn(datasets::run(m.clone())),
         tokio::spawn(m.tenancy.bad_tokens().flush_at_shutdown(m.store.clone(), m.shutdown.clone())),
@@ -495,16 +505,14 @@ fn serve_apps(
     listener: tokio::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     stop: watch::Receiver<bool>,
-    public_url: Option<String>,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
     let bound = listener.local_addr()?;
-    if let Some(url) = public_url.as_deref().filter(|u| !u.contains('*')) {
+    if let Some(url) = m.apps.as_ref().and_then(|a| a.public_url.as_deref()).filter(|u| !u.contains('*')) {
         tracing::warn!(
             "--apps-url {url} has no `*`: every app shares one origin there, so one app's pages can read \
              another's; use a wildcard name (https://*.apps.example.org)"
         );
     }
-    let _ = m.apps.set(manager::AppsEndpoint { port: bound.port(), public_url });
     let task = match tls {
         // A current-thread worker per core (`apps/workers.rs`); TLS on the shared runtime.
         None => apps::workers::serve(m.clone(), listener, stop)?,

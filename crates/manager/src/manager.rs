@@ -14,6 +14,23 @@ use crate::clock::Clock;
 use crate::config::FairShareConfig;
 use crate::state::{KernelEnd, Node};
 
+/// What a manager is told at its start besides its services: how it is reached and what it
+/// tells jobs. All known before it is made, so that it is shared whole (nothing set late).
+pub struct Wiring {
+    /// This manager's own URL (`--advertise-url`), for `/v1/leader` and login links.
+    pub leader_url: String,
+    /// Where the app proxy listens (`None`: no app listener).
+    pub apps: Option<AppsEndpoint>,
+    /// The dataset cache jobs are told about, if any.
+    pub cache: Option<crate::cache_env::CacheEnv>,
+    /// The retention period (`--retain`), if finished jobs are archived.
+    pub retain: Option<std::time::Duration>,
+    /// The key of jobs' step tokens (`srun`), loaded from the store under the lease.
+    pub step_key: crate::step_token::StepKey,
+    /// The API is served over TLS.
+    pub tls: bool,
+}
+
 /// Where users reach the app proxy.
 #[derive(Debug, Clone)]
 pub struct AppsEndpoint {
@@ -44,7 +61,7 @@ pub struct Manager {
     /// The agent connections' report queue and log requests.
     pub hub: crate::hub::Hub,
     /// The dataset cache jobs are told about (`BERTH_CACHE_URL`/`_TOKEN`), if any.
-    pub cache: std::sync::OnceLock<crate::cache_env::CacheEnv>,
+    pub cache: Option<crate::cache_env::CacheEnv>,
     /// The cache nodes the agents reported and the buckets, pushed to every cache node.
     pub cache_members: crate::cache_members::CacheMembers,
     /// Whether the store takes writes (a full disk under the data dir).
@@ -57,21 +74,21 @@ pub struct Manager {
     pub data_dir: std::path::PathBuf,
     /// Clients attached to jobs and their last traffic (the queues' idle timeouts).
     pub sessions: crate::sessions::Sessions,
-    /// Where the app proxy listens, once it does (`apps/`).
-    pub apps: std::sync::OnceLock<AppsEndpoint>,
+    /// Where the app proxy listens (`apps/`), if it does.
+    pub apps: Option<AppsEndpoint>,
     /// The API is served over TLS: session cookies are `Secure`.
     pub tls: bool,
     /// Prometheus counters and histograms (`/metrics`; levels are counted at scrape time).
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Who sees the series of `/metrics` that name tenants' objects.
     pub metrics_access: crate::metrics::MetricsAccess,
-    /// The retention period (`--retain`), once the retention task runs (`retention.rs`).
-    pub retain: std::sync::OnceLock<std::time::Duration>,
+    /// The retention period (`--retain`, `retention.rs`), if finished jobs are archived.
+    pub retain: Option<std::time::Duration>,
     pub shutdown: watch::Receiver<bool>,
     /// This manager's hold on the leader lease: whether it may act, and its epoch.
     pub lease: Arc<crate::lease::Lease>,
     /// This manager's own URL (`--advertise-url`), for `/v1/leader`.
-    pub leader_url: std::sync::OnceLock<String>,
+    pub leader_url: String,
     /// Data folders: access, the storage backend, what jobs mount.
     pub folders: crate::folders::Folders,
     /// What the dataset caches held of jobs' datasets, lately (cache-aware placement).
@@ -83,7 +100,7 @@ pub struct Manager {
     /// The qualities of service of the config file (`--qos`, `qos.rs`).
     pub qos: crate::qos::QosTable,
     /// The key of jobs' step tokens (`srun`), loaded from the store once this manager leads.
-    pub step_key: std::sync::OnceLock<crate::step_token::StepKey>,
+    pub step_key: crate::step_token::StepKey,
     pub serving: crate::serving::Serving,
 }
 
@@ -95,8 +112,9 @@ impl Manager {
         heartbeat_timeout: std::time::Duration,
         shutdown: watch::Receiver<bool>,
         data_dir: &std::path::Path,
-        tls: bool,
+        wiring: Wiring,
     ) -> Manager {
+        let Wiring { leader_url, apps, cache, retain, step_key, tls } = wiring;
         let wake = Arc::new(Notify::new());
         let metrics = Arc::new(crate::metrics::Metrics::new());
         Manager {
@@ -117,26 +135,26 @@ impl Manager {
             quotas: crate::quotas::QuotaService::new(store.clone(), clock.clone()),
             hub: Default::default(),
             fair_share,
-            cache: std::sync::OnceLock::new(),
+            cache,
             cache_members: crate::cache_members::CacheMembers::new(clock.clone()),
             store_health: crate::store_health::StoreHealth::new(data_dir, clock.clone()),
             login_links: crate::login_links::LoginLinks::new(clock.clone()),
             streams: Default::default(),
-            apps: Default::default(),
+            apps,
             sessions: crate::sessions::Sessions::new(clock.clone()),
             data_dir: data_dir.to_path_buf(),
             tls,
-            retain: std::sync::OnceLock::new(),
+            retain,
             shutdown,
             store,
             clock,
             metrics,
             metrics_access: Default::default(),
             lease: Default::default(),
-            leader_url: Default::default(),
+            leader_url,
             kill_invalid_depend: true,
             qos: Default::default(),
-            step_key: Default::default(),
+            step_key,
         }
     }
 

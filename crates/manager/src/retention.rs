@@ -23,10 +23,9 @@ pub const BATCH: u32 = 1000;
 const EVERY: Duration = Duration::from_secs(3600);
 
 /// Archives, at start and then every [`EVERY`], the finished jobs that ended more than
-/// `period` ago; nothing without a period.
-pub async fn run(m: Arc<Manager>, period: Option<Duration>) {
-    let Some(period) = period else { return };
-    let _ = m.retain.set(period);
+/// `period` ago (the manager's `--retain`); nothing without a period.
+pub async fn run(m: Arc<Manager>) {
+    let Some(period) = m.retain else { return };
     let mut shutdown = m.shutdown.clone();
     loop {
         let before = m.clock.now() - SignedDuration::try_from(period).unwrap_or(SignedDuration::MAX);
@@ -72,7 +71,7 @@ pub fn archived_message(m: &Manager, job: &berth_store::JobRow) -> String {
     if let Some(end) = job.ended_at {
         what.push_str(&format!(", ended {}", end.strftime("%Y-%m-%dT%H:%M:%SZ")));
     }
-    let period = match m.retain.get() {
+    let period = match m.retain {
         Some(p) => format!(": finished jobs are kept {}", berth_model::format_duration(p.as_secs())),
         None => String::new(),
     };

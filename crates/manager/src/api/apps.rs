@@ -103,7 +103,7 @@ pub(crate) fn app_origin(m: &Manager, headers: &HeaderMap, id: JobId, app: &str)
 }
 
 fn proxy_on(m: &Manager) -> Result<&crate::manager::AppsEndpoint, ApiError> {
-    m.apps.get().ok_or_else(|| {
+    m.apps.as_ref().ok_or_else(|| {
         ApiError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "the app proxy is off: start the manager with --apps-listen ADDR",

@@ -29,7 +29,7 @@ pub async fn health(State(m): State<Arc<Manager>>) -> axum::Json<Health> {
 /// the leader's URL); needs no token, so clients and agents can find the leader.
 #[utoipa::path(get, path = "/v1/leader", tag = "meta", responses((status = 200, body = LeaderView)))]
 pub async fn leader(State(m): State<Arc<Manager>>) -> axum::Json<LeaderView> {
-    let url = m.leader_url.get().cloned().unwrap_or_default();
+    let url = m.leader_url.clone();
     let leads = m.lease.may_act();
     axum::Json(LeaderView {
         role: if leads { "leader" } else { "standby" }.into(),

@@ -191,7 +191,7 @@ async fn who(m: &Manager, headers: &axum::http::HeaderMap, job: JobId, app: &str
 /// make the app's pages a site with the dashboard again. Behind `--apps-url` the admin's proxy
 /// decides which host names reach the proxy.
 fn on_own_host(m: &Manager, headers: &axum::http::HeaderMap, job: JobId, app: &str) -> bool {
-    if m.apps.get().is_some_and(|a| a.public_url.is_some()) {
+    if m.apps.as_ref().is_some_and(|a| a.public_url.is_some()) {
         return true;
     }
     let name = caller_host(headers).trim_end_matches('.');

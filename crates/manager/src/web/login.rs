@@ -27,7 +27,7 @@ use crate::session_cookie::{COOKIE, csrf_token};
 pub async fn create_link(State(m): State<Arc<Manager>>, Auth(user): Auth) -> axum::Json<LoginLink> {
     let code = m.login_links.create(LinkOwner { user_id: user.id, name: user.name.clone() }, DASHBOARD);
     let path = format!("/ui/login?code={code}");
-    let url = m.leader_url.get().map(|base| format!("{base}{path}"));
+    let url = Some(format!("{}{path}", m.leader_url));
     axum::Json(LoginLink { path, url, expires_in_secs: LINK_TTL.as_secs() })
 }
 
