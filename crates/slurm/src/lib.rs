@@ -32,6 +32,7 @@ mod query;
 pub mod sacct;
 pub mod sbatch;
 pub mod sbatch_line;
+pub mod scancel;
 pub mod scontrol;
 mod scontrol_nodes;
 pub mod sinfo;

@@ -7,51 +7,12 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use berth_slurm::scancel::Args;
 use clap::Parser;
-use reqwest::StatusCode;
 
 use crate::client::refused_with;
 use crate::commands::cancel::{Selection, selected};
 use crate::commands::signal::Send;
-
-/// cancel berth jobs (Slurm's scancel)
-#[derive(Debug, Parser)]
-#[command(name = "scancel", version)]
-struct Args {
-    /// Jobs to cancel; with filters, only those of them that match
-    #[arg(value_name = "JOB_ID")]
-    ids: Vec<String>,
-    /// Only this user's jobs
-    #[arg(short = 'u', long = "user", value_name = "USER")]
-    user: Option<String>,
-    /// Only jobs in these states (PENDING, RUNNING, ...)
-    #[arg(short = 't', long = "state", value_name = "STATES")]
-    state: Option<String>,
-    /// Only jobs with exactly this name
-    #[arg(short = 'n', long = "name", alias = "jobname", value_name = "NAME")]
-    name: Option<String>,
-    /// Only jobs of this partition (berth queue)
-    #[arg(short = 'p', long = "partition", value_name = "PARTITION")]
-    partition: Option<String>,
-    /// Send this signal (USR1, SIGUSR1 or a number) to the jobs' steps instead of cancelling
-    #[arg(short = 's', long = "signal", value_name = "SIGNAL")]
-    signal: Option<String>,
-    /// With --signal: to the batch shell alone, not the steps
-    #[arg(short = 'b', long = "batch")]
-    batch: bool,
-    /// With --signal: to the batch shell, its children and the steps
-    #[arg(short = 'f', long = "full")]
-    full: bool,
-    /// Do not report jobs that already ended (-q too: berth has no QOS)
-    #[arg(short = 'Q', long = "quiet", short_alias = 'q')]
-    quiet: bool,
-    /// Ask before each job (not supported: berth's scancel does not read stdin)
-    #[arg(short = 'i', long = "interactive")]
-    interactive: bool,
-    /// Say more (accepted, changes nothing)
-    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
-    verbose: u8,
-}
 
 pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let args = Args::parse_from(argv);
@@ -108,45 +69,7 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// Slurm's words for a refused cancel; `None` for one `--quiet` does not report (the job
-/// had ended already).
+/// scancel's words for `e` ([`berth_slurm::scancel::kill_error`]).
 fn kill_error(e: &anyhow::Error, quiet: bool) -> Option<String> {
-    Some(match refused_with(e) {
-        Some(StatusCode::NOT_FOUND) => "Invalid job id specified".into(),
-        Some(StatusCode::FORBIDDEN) => "Access/permission denied".into(),
-        Some(StatusCode::CONFLICT) if e.to_string().contains("is pending") => "Job is pending execution".into(),
-        Some(StatusCode::UNPROCESSABLE_ENTITY) if e.to_string().contains("signal") => "Invalid signal specified".into(),
-        Some(StatusCode::CONFLICT) if e.to_string().contains("already finished") => {
-            if quiet {
-                return None;
-            }
-            "Job/step already completing or completed".into()
-        }
-        _ => format!("{e:#}"),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn refused(status: StatusCode, msg: &str) -> anyhow::Error {
-        anyhow::Error::new(berth_client::Error::from_answer(status, msg.into()))
-    }
-
-    #[test]
-    fn errors_in_slurms_words() {
-        assert_eq!(
-            kill_error(&refused(StatusCode::NOT_FOUND, "job 9 not found"), false).unwrap(),
-            "Invalid job id specified"
-        );
-        let done = refused(StatusCode::CONFLICT, "job 9 already finished (SUCCEEDED)");
-        assert_eq!(kill_error(&done, false).unwrap(), "Job/step already completing or completed");
-        assert_eq!(kill_error(&done, true), None, "--quiet");
-        assert_eq!(kill_error(&refused(StatusCode::FORBIDDEN, "no"), true).unwrap(), "Access/permission denied");
-        let pending = refused(StatusCode::CONFLICT, "job 9 is pending: only a running job can be signalled");
-        assert_eq!(kill_error(&pending, true).unwrap(), "Job is pending execution");
-        let bad = refused(StatusCode::UNPROCESSABLE_ENTITY, "signal: unknown signal `FOO`");
-        assert_eq!(kill_error(&bad, false).unwrap(), "Invalid signal specified");
-    }
+    berth_slurm::scancel::kill_error(e.as_ref(), refused_with(e), quiet)
 }
