@@ -241,11 +241,6 @@ macro_rules! items {
                 q.push_str(&vec!["?"; states.len()].join(", "));
                 q.push(')');
                 args.extend(states.iter().map(|s| Arg::from(s.as_str())));
-                // Only unfinished jobs: the same rows, found through the `jobs_ended` index where
-                // there is no index on `state` (see `unfinished_jobs`).
-                if states.iter().all(|s| !s.is_terminal()) {
-                    q.push_str(" AND j.ended_at IS NULL");
-                }
             }
             for (cond, text) in [
                 (" AND u.name = ?", &filter.owner),

@@ -277,13 +277,9 @@ macro_rules! items {
                     .filter(|s| !s.is_terminal())
                     .map(|s| s.as_str())
                     .collect();
-                // A job is unfinished exactly when its `ended_at` is NULL (a terminal state sets it and
-                // is final): `ended_at IS NULL` finds them through the `jobs_ended` index, the one
-                // PostgreSQL keeps (0011_hot_job_moves.sql: no index on `state`, so the moves can be
-                // HOT updates), instead of reading every job a store without retention ever had.
                 let text = format!(
-                    "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id WHERE j.ended_at IS NULL \
-                     AND j.state IN ({}) ORDER BY j.id",
+                    "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id WHERE j.state IN ({}) ORDER \
+                     BY j.id",
                     vec!["?"; live.len()].join(", ")
                 );
                 let text = sql(&text);
