@@ -58,6 +58,7 @@ mod quota_table;
 mod quotas;
 mod reports;
 mod retention;
+mod run_as;
 mod scheduler;
 mod serving;
 mod session_cookie;

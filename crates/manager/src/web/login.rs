@@ -75,7 +75,7 @@ pub async fn logout(
 /// its jobs run as (the Submit form's default working directory is that user's home).
 pub async fn session(Auth(user): Auth, Submitter(submitter): Submitter, jar: CookieJar) -> Response {
     let csrf = jar.get(COOKIE).map(|c| csrf_token(c.value()));
-    let run_as = crate::api::submit_preview::run_as(&user, submitter);
+    let run_as = crate::run_as::run_as(&user, submitter);
     let body = serde_json::json!({ "user": user.name, "role": user.role, "csrf": csrf, "run_as": run_as });
     let mut r = axum::Json(body).into_response();
     r.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
