@@ -142,6 +142,9 @@ const INSTANT: &str = "^[12][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01
 const INSTANT_OR_SECONDS: &str =
     "^([0-9]{1,11}|[12][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z)$";
 
+/// One component of a code snapshot's path: not empty, `.` or `..`; no `/` or NUL.
+const CODE_PATH_PART: &str = "(\\.?[^/\\u0000.][^/\\u0000]*|\\.\\.[^/\\u0000]+)";
+
 /// A sha256, lowercase hex.
 const SHA256: &str = "^[0-9a-f]{64}$";
 
@@ -310,11 +313,11 @@ fn body_rules() -> Vec<(&'static str, &'static str, Value)> {
         ("CreateTokenRequest", "label", json!({"maxLength": 200, "pattern": PRINTABLE})),
         ("BlobList", "blobs", json!({"items": {"type": "string", "pattern": SHA256}})),
         ("CodeFile", "sha256", json!({"pattern": "^([0-9a-f]{64})?$"})),
-        (
-            "CodeFile",
-            "path",
-            json!({"pattern": "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}(/[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}){0,31}$"}),
-        ),
+        // What `CodeManifest::validate` takes, no narrower (a narrower pattern made the fuzzer's
+        // schema-violating paths, say with a space, look wrongly accepted): `/`-separated
+        // components, none empty, `.` or `..`, no NUL; a link's target non-empty, no NUL.
+        ("CodeFile", "path", json!({"maxLength": 4096, "pattern": format!("^{CODE_PATH_PART}(/{CODE_PATH_PART})*$")})),
+        ("CodeFile", "link", json!({"minLength": 1, "pattern": "^[^\\u0000]*$"})),
     ]
 }
 
@@ -498,6 +501,11 @@ mod tests {
         assert_eq!(prop("CancelTasks", "tasks")["pattern"], TASKS);
         assert_eq!(prop("CreateUserRequest", "name")["pattern"], NAME);
         assert_eq!(prop("QueueUpdate", "las_thresholds")["minItems"], 1);
+        assert_eq!(prop("CodeFile", "link")["minLength"], 1);
+        // A rule naming a field the schema lacks would be dropped without a word.
+        for (schema, field, _) in body_rules() {
+            assert!(prop(schema, field).is_object(), "no property {schema}.{field} for its rule");
+        }
         let query = |path: &str, name: &str| {
             let ps = s["paths"][path]["get"]["parameters"].as_array().unwrap().clone();
             ps.into_iter().find(|p| p["name"] == name).unwrap()["schema"].clone()

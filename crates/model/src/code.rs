@@ -119,6 +119,14 @@ impl CodeManifest {
                 Some(t) if t.is_empty() || t.contains('\0') => {
                     return Err(SpecError(format!("the link `{}` in the code snapshot has a bad target", f.path)));
                 }
+                // A link has no contents; a hash sent with one must still be a hash, as the
+                // schema says, so a malformed manifest is refused whatever its kind.
+                Some(_) if !f.sha256.is_empty() && !valid_sha256(&f.sha256) => {
+                    return Err(SpecError(format!(
+                        "the link `{}` in the code snapshot has a bad sha256: leave it empty for a link",
+                        f.path
+                    )));
+                }
                 Some(_) => {}
                 None if !valid_sha256(&f.sha256) => {
                     return Err(SpecError(format!("file `{}` in the code snapshot needs its sha256", f.path)));
@@ -160,5 +168,23 @@ mod tests {
         let mut nohash = file("x");
         nohash.sha256 = "XYZ".into();
         assert!(CodeManifest { files: vec![nohash] }.validate().is_err());
+    }
+
+    /// Regression: the API fuzzer's ST201 (stop 54) — a link whose sha256 was 64 hex digits and
+    /// a `*` was recorded, though the schema says a sha256 is empty or 64 hex digits.
+    #[test]
+    fn a_link_with_a_malformed_sha256_is_refused() {
+        let link = |sha: &str| CodeFile {
+            path: "l".into(),
+            sha256: sha.into(),
+            size: 0,
+            executable: false,
+            link: Some("target".into()),
+        };
+        assert!(CodeManifest { files: vec![link("")] }.validate().is_ok());
+        assert!(CodeManifest { files: vec![link(&"e".repeat(64))] }.validate().is_ok());
+        let bad = format!("{}*", "e".repeat(64));
+        let err = CodeManifest { files: vec![link(&bad)] }.validate().unwrap_err();
+        assert!(err.0.contains("bad sha256"), "{}", err.0);
     }
 }
