@@ -26,7 +26,7 @@ use super::direct::{AppIo, Routes};
 pub use super::key::AppKey;
 use super::pool::Pool;
 use crate::manager::Manager;
-use crate::streams::{open_stream, tunnel};
+use crate::streams::{StreamError, TunnelError, open_stream, tunnel};
 
 /// What the apps' forwards said when they opened (their tokens; `None`: the app takes none).
 type Opened = Arc<Mutex<HashMap<AppKey, ForwardOpened>>>;
@@ -43,7 +43,7 @@ pub struct Connector {
 impl Connector {
     /// A new connection to app `key`: straight to its port where its route says so, else
     /// through its agent.
-    async fn connect(&self, key: &AppKey) -> Result<AppIo, String> {
+    async fn connect(&self, key: &AppKey) -> Result<AppIo, OpenError> {
         if let Some(addr) = self.routes.direct(key) {
             match super::direct::connect(addr).await {
                 Ok(io) => return Ok(io),
@@ -59,10 +59,10 @@ impl Connector {
     }
 
     /// A new forwarded connection to the app, what it said noted.
-    async fn open(&self, key: &AppKey) -> Result<AppIo, String> {
+    async fn open(&self, key: &AppKey) -> Result<AppIo, OpenError> {
         let open = StreamOpen::Forward { target: ForwardTarget::App(key.app.clone()) };
-        let ws = open_stream(&self.m, key.job, 0, open).await.map_err(|e| e.to_string())?;
-        let (opened, io) = tunnel(ws).await.map_err(|e| e.to_string())?;
+        let ws = open_stream(&self.m, key.job, 0, open).await?;
+        let (opened, io) = tunnel(ws).await?;
         self.opened.lock().expect("app forwards lock").insert(key.clone(), opened);
         Ok(AppIo::Tunnel(TokioIo::new(io)))
     }
@@ -70,7 +70,7 @@ impl Connector {
     /// The app's token: known from a connection made before (or the replica's route), else
     /// learnt from a new one (which the pool does not get: the first request pays one extra
     /// forward).
-    async fn token(&self, key: &AppKey) -> Result<Option<String>, String> {
+    async fn token(&self, key: &AppKey) -> Result<Option<String>, OpenError> {
         if let Some(o) = self.opened.lock().expect("app forwards lock").get(key) {
             return Ok(o.token.clone());
         }
@@ -124,7 +124,7 @@ impl Proxy {
         mut req: Request<Body>,
         forwarded: Forwarded,
     ) -> Result<Response<Incoming>, SendError> {
-        let token = self.connector.token(&key).await.map_err(SendError::Connect)?;
+        let token = self.connector.token(&key).await.map_err(|e| SendError::Connect(e.to_string()))?;
         // The forward is HTTP/1.1 whatever the client spoke (HTTP/2 ends here).
         *req.version_mut() = axum::http::Version::HTTP_11;
         clean_request_headers(req.headers_mut(), token.as_deref(), &forwarded);
@@ -163,7 +163,7 @@ impl Proxy {
         loop {
             let (mut send, pooled) = match self.pool.take(key) {
                 Some(s) => (s, true),
-                None => (self.handshake(key).await.map_err(SendError::Connect)?, false),
+                None => (self.handshake(key).await.map_err(|e| SendError::Connect(e.to_string()))?, false),
             };
             match send.try_send_request(req).await {
                 Ok(resp) => {
@@ -184,9 +184,9 @@ impl Proxy {
     }
 
     /// A new connection to app `key`, its HTTP/1.1 driven by a task of its own.
-    async fn handshake(&self, key: &AppKey) -> Result<hyper::client::conn::http1::SendRequest<Body>, String> {
+    async fn handshake(&self, key: &AppKey) -> Result<hyper::client::conn::http1::SendRequest<Body>, OpenError> {
         let io = self.connector.connect(key).await?;
-        let (send, conn) = hyper::client::conn::http1::handshake(io).await.map_err(|e| why(&e))?;
+        let (send, conn) = hyper::client::conn::http1::handshake(io).await.map_err(OpenError::Handshake)?;
         let job = key.job;
         tokio::spawn(async move {
             if let Err(e) = conn.with_upgrades().await {
@@ -197,28 +197,30 @@ impl Proxy {
     }
 
     /// A health probe: `GET path` answered 2xx or 3xx, or (no path) a connection opens.
-    pub async fn probe(&self, key: &AppKey, path: Option<&str>, timeout: std::time::Duration) -> Result<(), String> {
+    pub async fn probe(
+        &self,
+        key: &AppKey,
+        path: Option<&str>,
+        timeout: std::time::Duration,
+    ) -> Result<(), ProbeError> {
         let work = async {
             let Some(path) = path else {
-                return self.connector.open(key).await.map(drop);
+                return self.connector.open(key).await.map(drop).map_err(ProbeError::from);
             };
-            let req = Request::get(path)
-                .header(header::USER_AGENT, "berth-probe")
-                .body(Body::empty())
-                .map_err(|e| e.to_string())?;
-            let resp = self.round_trip(key, req).await.map_err(|e| e.to_string())?;
+            let req = Request::get(path).header(header::USER_AGENT, "berth-probe").body(Body::empty())?;
+            let resp = self.round_trip(key, req).await?;
             let status = resp.status();
             // Read the body so the connection goes back to the pool.
             let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
             if status.is_success() || status.is_redirection() {
                 Ok(())
             } else {
-                Err(format!("GET {path} answered {status}"))
+                Err(ProbeError::Status { path: path.to_string(), status })
             }
         };
         match tokio::time::timeout(timeout, work).await {
             Ok(r) => r,
-            Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+            Err(_) => Err(ProbeError::TimedOut(timeout)),
         }
     }
 }
@@ -226,6 +228,36 @@ impl Proxy {
 /// What went wrong, as the innermost cause says it (hyper's own words are generic).
 fn why(e: &hyper::Error) -> String {
     std::error::Error::source(e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string())
+}
+
+/// Why no connection to an app was made.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// No forward into the job's kernel (the job is not running, its node is gone...).
+    #[error("{0}")]
+    Stream(#[from] StreamError),
+    /// The agent could not connect to the app.
+    #[error("{0}")]
+    Tunnel(#[from] TunnelError),
+    /// The connection opened, but HTTP/1.1 could not start on it.
+    #[error("{}", why(.0))]
+    Handshake(hyper::Error),
+}
+
+/// Why a health probe failed; the text is the replica's reason (`berth serve show`).
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("{0}")]
+    Open(#[from] OpenError),
+    /// The probe's path is not one a request can carry.
+    #[error("{0}")]
+    Request(#[from] axum::http::Error),
+    #[error("{0}")]
+    Send(#[from] SendError),
+    #[error("GET {path} answered {status}")]
+    Status { path: String, status: StatusCode },
+    #[error("no answer within {} ms", .0.as_millis())]
+    TimedOut(std::time::Duration),
 }
 
 /// Why a request did not get an answer from the app.

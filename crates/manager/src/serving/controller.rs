@@ -19,7 +19,7 @@ use berth_store::endpoints::EndpointRow;
 use super::autoscale::{LOAD_WINDOW, Load};
 use super::plan::{self, Action, Facts};
 use super::{Endpoint, Replica};
-use crate::apps::proxy::{AppKey, Proxy};
+use crate::apps::proxy::{AppKey, ProbeError, Proxy};
 use crate::jobs::Jobs;
 use crate::lifecycle::Move;
 use crate::manager::Manager;
@@ -444,7 +444,7 @@ fn due_probes(ep: &mut Endpoint, now: Instant) -> Vec<(AppKey, Option<String>, O
 }
 
 /// Records a probe's result.
-fn probed(m: &Manager, job: JobId, result: Result<(), String>) {
+fn probed(m: &Manager, job: JobId, result: Result<(), ProbeError>) {
     let mut eps = m.serving.lock();
     let Some(ep) = eps.values_mut().find(|e| e.replicas.contains_key(&job)) else { return };
     let Some(revision) = ep.replicas.get(&job).map(|r| r.revision) else { return };

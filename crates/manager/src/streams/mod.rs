@@ -17,7 +17,7 @@ use axum::extract::ws::WebSocket;
 use tokio::sync::oneshot;
 
 pub use open::{OPEN_TIMEOUT, START_WAIT, StreamError, open_stream};
-pub use tunnel::tunnel;
+pub use tunnel::{TunnelError, tunnel};
 
 #[derive(Default)]
 pub struct Streams {
