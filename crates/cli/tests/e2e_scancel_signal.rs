@@ -117,4 +117,16 @@ while :; do sleep 0.1; done
     // Then cancelled as usual.
     assert!(slurm(&b, &bin, "scancel", &[&id, &later.to_string()]).status.success());
     b.wait_state(job, "CANCELLED");
+
+    // An ended job: Slurm's words (by the manager's reason `job_ended`), silent with -Q.
+    let o = slurm(&b, &bin, "scancel", &[&later.to_string()]);
+    assert_eq!(
+        (o.status.code(), text(&o.stderr)),
+        (
+            Some(1),
+            format!("scancel: error: Kill job error on job id {later}: Job/step already completing or completed\n")
+        )
+    );
+    let o = slurm(&b, &bin, "scancel", &["-Q", &later.to_string()]);
+    assert_eq!((o.status.code(), text(&o.stderr)), (Some(0), String::new()));
 }

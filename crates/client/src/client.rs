@@ -205,27 +205,27 @@ pub(crate) fn encode_path_segment(s: &str) -> String {
         .collect()
 }
 
-/// The error of an answer: the manager's own `ErrorBody` text (else the body, else the
-/// status's name) with its status.
+/// The error of an answer: the manager's own `ErrorBody` (else the body, else the status's
+/// name) with its status.
 async fn error_answer(resp: Response) -> Error {
     let status = resp.status();
     let body = resp.bytes().await.unwrap_or_default();
-    Error::from_answer(status, error_text(status, &body))
+    Error::from_body(status, error_body(status, &body))
 }
 
-/// The API's error text in `body` (an `ErrorBody`), else the body itself (cut), else the
-/// status's name.
-pub(crate) fn error_text(status: reqwest::StatusCode, body: &[u8]) -> String {
+/// The API's `ErrorBody` in `body`, else the body itself (cut) as its text, else the status's
+/// name.
+pub(crate) fn error_body(status: reqwest::StatusCode, body: &[u8]) -> ErrorBody {
     match serde_json::from_slice::<ErrorBody>(body) {
-        Ok(b) => b.error,
+        Ok(b) => b,
         Err(_) => {
             let raw = String::from_utf8_lossy(body);
             let raw = raw.trim();
-            if raw.is_empty() {
+            ErrorBody::new(if raw.is_empty() {
                 status.canonical_reason().unwrap_or("no message").to_lowercase()
             } else {
                 raw.chars().take(500).collect()
-            }
+            })
         }
     }
 }

@@ -1,21 +1,23 @@
 //! What can go wrong talking to a manager, as one enum a caller can match on: the manager's
-//! refusal (its HTTP status and the API's error body), a manager that cannot be reached (with
+//! refusal (its HTTP status and the API's error body, with its typed reason), a manager that cannot be reached (with
 //! its address), a certificate that is not trusted, credentials that are missing or broken.
 //! Each message says what was wrong and how to fix it; the CLI prints them as they are.
 
 use std::path::PathBuf;
 
+use berth_model::api::{ErrorBody, ErrorReason};
 use reqwest::StatusCode;
 
 /// Why a call to the manager (or reading the credentials) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The manager refused the request (4xx other than 401): its status and the API's words.
+    /// The manager refused the request (4xx other than 401): its status and the API's words,
+    /// and why as a word where the manager says ([`Error::refused_reason`]).
     #[error("{message}")]
-    Refused { status: StatusCode, message: String },
+    Refused { status: StatusCode, message: String, reason: Option<ErrorReason> },
     /// The token is missing, unknown, expired or revoked (401).
-    #[error("{message}{}", unauthorized_hint(.message))]
-    Unauthorized { message: String },
+    #[error("{message}{}", unauthorized_hint(*.reason))]
+    Unauthorized { message: String, reason: Option<ErrorReason> },
     /// The manager failed (5xx): the fault is not the caller's.
     #[error("the berth manager failed ({}): {message}", .status.as_u16())]
     Server { status: StatusCode, message: String },
@@ -128,20 +130,35 @@ impl Error {
         }
     }
 
+    /// Why the manager refused the request (4xx but 401), where it says: the typed reason
+    /// callers decide by (a job that is pending, or has ended), never the message's words.
+    pub fn refused_reason(&self) -> Option<ErrorReason> {
+        match self {
+            Error::Refused { reason, .. } => *reason,
+            _ => None,
+        }
+    }
+
     /// Whether the mistake is in how the caller named things (an unknown or invalid context),
     /// not in the cluster: the CLI exits 2 for these, like a usage error.
     pub fn is_usage(&self) -> bool {
         matches!(self, Error::UnknownContext { .. } | Error::InvalidContextName(_))
     }
 
-    /// The error of an answer with `status` and the API's error text `message`.
+    /// The error of an answer with `status` and the API's error text `message` (no reason).
     pub fn from_answer(status: StatusCode, message: String) -> Error {
+        Error::from_body(status, ErrorBody::new(message))
+    }
+
+    /// The error of an answer with `status` and the API's error body.
+    pub fn from_body(status: StatusCode, body: ErrorBody) -> Error {
+        let ErrorBody { error: message, reason } = body;
         if status.is_server_error() {
             Error::Server { status, message }
         } else if status == StatusCode::UNAUTHORIZED {
-            Error::Unauthorized { message }
+            Error::Unauthorized { message, reason }
         } else {
-            Error::Refused { status, message }
+            Error::Refused { status, message, reason }
         }
     }
 
@@ -154,9 +171,13 @@ impl Error {
     }
 }
 
-/// Where a 401's token comes from, unless the manager's message already says.
-fn unauthorized_hint(message: &str) -> &'static str {
-    if message.contains("BERTH_TOKEN") { "" } else { " (check BERTH_TOKEN or the credentials file)" }
+/// Where a 401's token comes from, unless the manager's message already says: its answers for
+/// a missing or invalid token name `BERTH_TOKEN` themselves.
+fn unauthorized_hint(reason: Option<ErrorReason>) -> &'static str {
+    match reason {
+        Some(ErrorReason::TokenMissing | ErrorReason::TokenInvalid) => "",
+        _ => " (check BERTH_TOKEN or the credentials file)",
+    }
 }
 
 fn known_contexts(known: &[String]) -> String {
@@ -180,7 +201,18 @@ mod tests {
         assert_eq!(e.to_string(), "the berth manager failed (500): store unavailable");
         let e = Error::from_answer(StatusCode::UNAUTHORIZED, "invalid token".into());
         assert_eq!(e.to_string(), "invalid token (check BERTH_TOKEN or the credentials file)");
-        let e = Error::from_answer(StatusCode::UNAUTHORIZED, "no token: set BERTH_TOKEN".into());
+        let missing = ErrorBody { error: "no token: set BERTH_TOKEN".into(), reason: Some(ErrorReason::TokenMissing) };
+        let e = Error::from_body(StatusCode::UNAUTHORIZED, missing);
         assert_eq!(e.to_string(), "no token: set BERTH_TOKEN");
+    }
+
+    #[test]
+    fn a_refusal_carries_the_managers_reason() {
+        let body = ErrorBody { error: "job 7 is pending".into(), reason: Some(ErrorReason::JobPending) };
+        let e = Error::from_body(StatusCode::CONFLICT, body.clone());
+        assert_eq!((e.to_string(), e.refused_reason()), ("job 7 is pending".into(), Some(ErrorReason::JobPending)));
+        assert_eq!(Error::from_answer(StatusCode::CONFLICT, "job 7 is pending".into()).refused_reason(), None);
+        let failed = Error::from_body(StatusCode::INTERNAL_SERVER_ERROR, body);
+        assert_eq!(failed.refused_reason(), None, "only a refusal has a reason");
     }
 }

@@ -18,8 +18,9 @@
 //!   audit), `admin.rs` (join tokens, backups, the cache's buckets and members), `ws.rs`
 //!   (WebSocket streams). A new route is a method in its resource's module, named after what
 //!   it does, taking and returning `berth_model::api` types.
-//! - **Errors** are one [`Error`] enum: the manager's refusal with its status and words
-//!   ([`Error::Refused`], [`Error::refused_status`]), a manager that cannot be reached (with
+//! - **Errors** are one [`Error`] enum: the manager's refusal with its status, words and typed
+//!   reason ([`Error::Refused`], [`Error::refused_status`], [`Error::refused_reason`]: decide
+//!   by the reason, never by the words), a manager that cannot be reached (with
 //!   its address), a certificate that is not trusted (and which variable fixes it), missing
 //!   credentials (and how to log in).
 //!

@@ -62,10 +62,10 @@ impl Client {
             Err(tungstenite::Error::Http(resp)) => {
                 let status = reqwest::StatusCode::from_u16(resp.status().as_u16()).unwrap_or_default();
                 let body = resp.body().as_deref().unwrap_or_default();
-                let text = serde_json::from_slice::<berth_model::api::ErrorBody>(body)
-                    .map(|b| b.error)
-                    .unwrap_or_else(|_| String::from_utf8_lossy(body).trim().to_string());
-                Err(Error::from_answer(status, text))
+                let body = serde_json::from_slice::<berth_model::api::ErrorBody>(body).unwrap_or_else(|_| {
+                    berth_model::api::ErrorBody::new(String::from_utf8_lossy(body).trim().to_string())
+                });
+                Err(Error::from_body(status, body))
             }
             Err(e) => Err(Error::Stream { at: self.shown().to_string(), error: Box::new(e) }),
         }

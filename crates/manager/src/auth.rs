@@ -55,7 +55,8 @@ impl FromRequestParts<Arc<Manager>> for Auth {
             crate::origin::check_cookie_request(parts, &token)?;
             return Ok(Auth(user));
         }
-        Err(ApiError::unauthorized("missing API token: send `Authorization: Bearer <token>` (set BERTH_TOKEN)"))
+        Err(ApiError::unauthorized("missing API token: send `Authorization: Bearer <token>` (set BERTH_TOKEN)")
+            .because(berth_model::api::ErrorReason::TokenMissing))
     }
 }
 

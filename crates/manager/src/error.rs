@@ -1,4 +1,5 @@
-//! API errors: a status and a message that says what to fix, always as JSON `ErrorBody`.
+//! API errors: a status and a message that says what to fix, always as JSON `ErrorBody`, with
+//! a typed `reason` where callers act on the refusal ([`ApiError::because`]).
 //!
 //! axum's own rejections (bad JSON, bad query, bad path) are turned into the same shape by
 //! the [`Json`], [`Query`] and [`Path`] extractors below, so clients never see plain text.
@@ -8,7 +9,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use berth_model::api::ErrorBody;
+use berth_model::api::{ErrorBody, ErrorReason};
 use berth_store::StoreError;
 use serde::de::DeserializeOwned;
 
@@ -21,11 +22,17 @@ pub struct ApiError {
     /// Nothing was done and the request may go to the leader: answered with `Retry-After`,
     /// which clients with several managers take as "try again, elsewhere if need be".
     pub retry: bool,
+    /// Why, for programs (`ErrorBody::reason`): set where a caller acts on the refusal.
+    pub reason: Option<ErrorReason>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError { status, message: message.into(), retry: false }
+        ApiError { status, message: message.into(), retry: false, reason: None }
+    }
+    /// The same answer, saying why as a word for programs.
+    pub fn because(self, reason: ErrorReason) -> ApiError {
+        ApiError { reason: Some(reason), ..self }
     }
     pub fn bad_request(m: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, m)
@@ -70,7 +77,8 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut resp = (self.status, axum::Json(ErrorBody { error: self.message })).into_response();
+        let mut resp =
+            (self.status, axum::Json(ErrorBody { error: self.message, reason: self.reason })).into_response();
         if self.retry {
             resp.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
         }

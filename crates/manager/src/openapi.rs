@@ -467,6 +467,20 @@ mod tests {
     }
 
     #[test]
+    fn the_error_body_states_its_reasons_and_requires_only_the_message() {
+        let v = spec();
+        let body = &v["components"]["schemas"]["ErrorBody"];
+        assert_eq!(body["required"], json!(["error"]), "{body}");
+        let reason = &body["properties"]["reason"];
+        let reason = match reason.pointer("/oneOf/1/$ref").or(reason.pointer("/$ref")) {
+            Some(r) => &v["components"]["schemas"][r.as_str().unwrap().rsplit('/').next().unwrap()],
+            None => reason,
+        };
+        let words: Vec<String> = serde_json::from_value(reason["enum"].clone()).unwrap_or_default();
+        assert_eq!(words, ["job_pending", "job_ended", "bad_signal", "token_missing", "token_invalid"], "{body}");
+    }
+
+    #[test]
     fn every_reference_resolves() {
         fn refs(v: &Value, out: &mut Vec<String>) {
             match v {

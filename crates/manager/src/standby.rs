@@ -54,16 +54,15 @@ async fn metrics() -> Response {
 
 async fn redirect(State(s): State<Standby>, uri: Uri) -> Response {
     let Some(row) = s.leader() else {
-        let body =
-            ErrorBody { error: "no manager leads right now (a takeover is under way): retry in a few seconds".into() };
+        let body = ErrorBody::new("no manager leads right now (a takeover is under way): retry in a few seconds");
         return (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "1")], axum::Json(body)).into_response();
     };
     let to = format!("{}{}", row.url.trim_end_matches('/'), uri.path_and_query().map_or("/", |p| p.as_str()));
     let (Ok(location), Ok(leader)) = (HeaderValue::from_str(&to), HeaderValue::from_str(&row.url)) else {
-        let body = ErrorBody { error: format!("the leader's URL `{}` is not a valid header value", row.url) };
+        let body = ErrorBody::new(format!("the leader's URL `{}` is not a valid header value", row.url));
         return (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response();
     };
-    let body = ErrorBody { error: format!("this manager is a standby: the leader is at {}", row.url) };
+    let body = ErrorBody::new(format!("this manager is a standby: the leader is at {}", row.url));
     let mut resp = (StatusCode::TEMPORARY_REDIRECT, axum::Json(body)).into_response();
     resp.headers_mut().insert(header::LOCATION, location);
     resp.headers_mut().insert(LEADER_HEADER, leader);

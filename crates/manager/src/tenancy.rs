@@ -59,7 +59,10 @@ impl Tenancy {
     }
 
     async fn authenticate_for(&self, token: &str, scope: Option<&str>) -> Result<Arc<User>, ApiError> {
-        let invalid = || ApiError::unauthorized("invalid API token: check BERTH_TOKEN or your credentials file");
+        let invalid = || {
+            ApiError::unauthorized("invalid API token: check BERTH_TOKEN or your credentials file")
+                .because(berth_model::api::ErrorReason::TokenInvalid)
+        };
         let hash = hash_token(token);
         let now = self.clock.now();
         let cached = self.tokens.read().expect("token cache lock").get(&hash).cloned();

@@ -29,9 +29,13 @@ async fn auth_401_and_whoami() {
     let (s, v) = Client::new(&e.m.url, "").get("/v1/whoami").await;
     assert_eq!(s, 401);
     assert!(v["error"].as_str().unwrap().contains("missing API token"), "{v}");
+    assert_eq!(v["reason"], "token_missing", "{v}");
     let (s, v) = Client::new(&e.m.url, "nope").get("/v1/jobs").await;
     assert_eq!(s, 401);
     assert!(v["error"].as_str().unwrap().contains("invalid API token"), "{v}");
+    assert_eq!(v["reason"], "token_invalid", "{v}");
+    let (_, v) = e.admin.get("/v1/no/such/route").await;
+    assert_eq!(v.get("reason"), None, "no reason where no caller needs one: {v}");
     let (s, v) = e.admin.get("/v1/whoami").await;
     assert_eq!((s, v["user"].as_str(), v["role"].as_str()), (200, Some("alice"), Some("admin")));
     let (s, _) = e.admin.get("/v1/no/such/route").await;

@@ -2,6 +2,7 @@
 //! The selection and the cancels are `berth cancel`'s (and the signals `berth cancel
 //! --signal`'s), so the `berth` binary runs them.
 
+use berth_model::api::ErrorReason;
 use clap::Parser;
 use reqwest::StatusCode;
 
@@ -45,14 +46,20 @@ pub struct Args {
 }
 
 /// Slurm's words for a refused cancel; `None` for one `--quiet` does not report (the job
-/// had ended already). `status` is the refusal's, if the manager refused.
-pub fn kill_error(e: &(dyn std::error::Error + 'static), status: Option<StatusCode>, quiet: bool) -> Option<String> {
-    Some(match status {
-        Some(StatusCode::NOT_FOUND) => "Invalid job id specified".into(),
-        Some(StatusCode::FORBIDDEN) => "Access/permission denied".into(),
-        Some(StatusCode::CONFLICT) if e.to_string().contains("is pending") => "Job is pending execution".into(),
-        Some(StatusCode::UNPROCESSABLE_ENTITY) if e.to_string().contains("signal") => "Invalid signal specified".into(),
-        Some(StatusCode::CONFLICT) if e.to_string().contains("already finished") => {
+/// had ended already). `status` and `reason` are the refusal's, if the manager refused: the
+/// manager's typed reason decides, never its message's words.
+pub fn kill_error(
+    e: &(dyn std::error::Error + 'static),
+    status: Option<StatusCode>,
+    reason: Option<ErrorReason>,
+    quiet: bool,
+) -> Option<String> {
+    Some(match (status, reason) {
+        (Some(StatusCode::NOT_FOUND), _) => "Invalid job id specified".into(),
+        (Some(StatusCode::FORBIDDEN), _) => "Access/permission denied".into(),
+        (_, Some(ErrorReason::JobPending)) => "Job is pending execution".into(),
+        (_, Some(ErrorReason::BadSignal)) => "Invalid signal specified".into(),
+        (_, Some(ErrorReason::JobEnded)) => {
             if quiet {
                 return None;
             }
@@ -64,29 +71,47 @@ pub fn kill_error(e: &(dyn std::error::Error + 'static), status: Option<StatusCo
 
 #[cfg(test)]
 mod tests {
+    use berth_model::api::ErrorBody;
+
     use super::*;
 
     fn kill_error(e: &berth_client::Error, quiet: bool) -> Option<String> {
-        super::kill_error(e, e.refused_status(), quiet)
+        super::kill_error(e, e.refused_status(), e.refused_reason(), quiet)
     }
 
-    fn refused(status: StatusCode, msg: &str) -> berth_client::Error {
-        berth_client::Error::from_answer(status, msg.into())
+    fn refused(status: StatusCode, msg: &str, reason: Option<ErrorReason>) -> berth_client::Error {
+        berth_client::Error::from_body(status, ErrorBody { error: msg.into(), reason })
     }
 
     #[test]
     fn errors_in_slurms_words() {
-        assert_eq!(
-            kill_error(&refused(StatusCode::NOT_FOUND, "job 9 not found"), false).unwrap(),
-            "Invalid job id specified"
-        );
-        let done = refused(StatusCode::CONFLICT, "job 9 already finished (SUCCEEDED)");
+        let gone = refused(StatusCode::NOT_FOUND, "job 9 not found", None);
+        assert_eq!(kill_error(&gone, false).unwrap(), "Invalid job id specified");
+        let done = refused(StatusCode::CONFLICT, "job 9 already finished (SUCCEEDED)", Some(ErrorReason::JobEnded));
         assert_eq!(kill_error(&done, false).unwrap(), "Job/step already completing or completed");
         assert_eq!(kill_error(&done, true), None, "--quiet");
-        assert_eq!(kill_error(&refused(StatusCode::FORBIDDEN, "no"), true).unwrap(), "Access/permission denied");
-        let pending = refused(StatusCode::CONFLICT, "job 9 is pending: only a running job can be signalled");
+        assert_eq!(kill_error(&refused(StatusCode::FORBIDDEN, "no", None), true).unwrap(), "Access/permission denied");
+        let pending = refused(
+            StatusCode::CONFLICT,
+            "job 9 is pending: only a running job can be signalled",
+            Some(ErrorReason::JobPending),
+        );
         assert_eq!(kill_error(&pending, true).unwrap(), "Job is pending execution");
-        let bad = refused(StatusCode::UNPROCESSABLE_ENTITY, "signal: unknown signal `FOO`");
+        let bad =
+            refused(StatusCode::UNPROCESSABLE_ENTITY, "signal: unknown signal `FOO`", Some(ErrorReason::BadSignal));
         assert_eq!(kill_error(&bad, false).unwrap(), "Invalid signal specified");
+    }
+
+    #[test]
+    fn the_reason_decides_scancels_words_not_the_message() {
+        // Words that once matched the message's text, with no reason: the manager's own
+        // message is printed, as for any other refusal.
+        let said = refused(StatusCode::CONFLICT, "job array 9 is pending and already finished its signal", None);
+        assert_eq!(kill_error(&said, true).unwrap(), "job array 9 is pending and already finished its signal");
+        // A reason with other words still says Slurm's.
+        let ended = refused(StatusCode::CONFLICT, "gone", Some(ErrorReason::JobEnded));
+        assert_eq!(kill_error(&ended, false).unwrap(), "Job/step already completing or completed");
+        let local = berth_client::Error::NoLeader;
+        assert_eq!(kill_error(&local, false).unwrap(), local.to_string());
     }
 }

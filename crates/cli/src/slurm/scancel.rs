@@ -69,7 +69,9 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// scancel's words for `e` ([`berth_slurm::scancel::kill_error`]).
+/// scancel's words for `e` ([`berth_slurm::scancel::kill_error`]), by the refusal's status
+/// and typed reason.
 fn kill_error(e: &anyhow::Error, quiet: bool) -> Option<String> {
-    berth_slurm::scancel::kill_error(e.as_ref(), refused_with(e), quiet)
+    let reason = e.downcast_ref::<berth_client::Error>().and_then(berth_client::Error::refused_reason);
+    berth_slurm::scancel::kill_error(e.as_ref(), refused_with(e), reason, quiet)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use berth_model::api::{
-    CancelResult, CancelTasks, JobDetail, JobListQuery, JobView, KernelView, SubmitRequest, TaskCancelled,
+    CancelResult, CancelTasks, ErrorReason, JobDetail, JobListQuery, JobView, KernelView, SubmitRequest, TaskCancelled,
 };
 use berth_model::{JobId, JobState};
 use berth_store::{JobFilter, JobRow};
@@ -321,7 +321,9 @@ pub async fn cancel(
         drop(st);
         let row = cancellable_row(&m, &user, id).await?;
         if row.state.is_terminal() {
-            return Err(ApiError::conflict(format!("job {id} already finished ({})", row.state)));
+            return Err(
+                ApiError::conflict(format!("job {id} already finished ({})", row.state)).because(ErrorReason::JobEnded)
+            );
         }
         return Err(ApiError::conflict(format!("job {id} is being submitted; try again")));
     };
@@ -355,8 +357,10 @@ pub async fn cancel_tasks(
         let Some(array) = &row.spec.array else {
             return Err(ApiError::unprocessable(format!("job {id} is not a job array")));
         };
-        return Err(outside(id, array)
-            .unwrap_or_else(|| ApiError::conflict(format!("job array {id} already finished ({})", row.state))));
+        return Err(outside(id, array).unwrap_or_else(|| {
+            ApiError::conflict(format!("job array {id} already finished ({})", row.state))
+                .because(ErrorReason::JobEnded)
+        }));
     };
     may_cancel(&user, job)?;
     let Some(array) = &job.spec.array else {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use berth_model::api::RequeueResult;
+use berth_model::api::{ErrorReason, RequeueResult};
 use berth_model::{JobId, JobState, StopCause};
 
 use super::jobs::{cancellable_row, may_cancel, no_such_job};
@@ -30,6 +30,7 @@ pub async fn requeue(
             Caller::User(user) => {
                 let row = cancellable_row(&m, user, id).await?;
                 ApiError::conflict(format!("job {id} already finished ({}): submit it again", row.state))
+                    .because(ErrorReason::JobEnded)
             }
             Caller::Step { .. } => no_such_job(id),
         });
@@ -51,12 +52,16 @@ pub async fn requeue(
     match job.state {
         JobState::Scheduled | JobState::Preparing | JobState::Running => {}
         JobState::Pending => {
-            return Err(ApiError::conflict(format!("job {id} is pending: it is in its queue already")));
+            return Err(ApiError::conflict(format!("job {id} is pending: it is in its queue already"))
+                .because(ErrorReason::JobPending));
         }
         JobState::Terminating => {
             return Err(ApiError::conflict(format!("job {id} is stopping already: wait for it to end or requeue")));
         }
-        s => return Err(ApiError::conflict(format!("job {id} already finished ({s}): submit it again"))),
+        s => {
+            return Err(ApiError::conflict(format!("job {id} already finished ({s}): submit it again"))
+                .because(ErrorReason::JobEnded));
+        }
     }
     let cause = StopCause::Requeued { by: by.clone() };
     m.jobs.stop_running(&mut st, id, cause, format!("requeue requested by {by}")).await?;

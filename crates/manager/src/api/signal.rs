@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use berth_model::api::{SignalRequest, SignalResult, SignalledKernel};
+use berth_model::api::{ErrorReason, SignalRequest, SignalResult, SignalledKernel};
 use berth_model::protocol::{KernelKey, ManagerMessage};
 use berth_model::signal::{parse_signal, signal_name};
 use berth_model::{JobId, JobState};
@@ -31,7 +31,8 @@ pub async fn signal(
     Path(id): Path<JobId>,
     Json(body): Json<SignalRequest>,
 ) -> Result<axum::Json<SignalResult>, ApiError> {
-    let signal = parse_signal(&body.signal).map_err(|e| ApiError::unprocessable(format!("signal: {}", e.0)))?;
+    let signal = parse_signal(&body.signal)
+        .map_err(|e| ApiError::unprocessable(format!("signal: {}", e.0)).because(ErrorReason::BadSignal))?;
     let tasks = body.tasks.as_deref().map(task_list).transpose()?;
     let st = m.jobs.lock().await;
     let Some(job) = st.job(id) else {
@@ -85,13 +86,19 @@ pub async fn signal(
     Ok(axum::Json(SignalResult { id, signal: signal_name(signal), target: body.target, kernels }))
 }
 
-/// 409 for a job that runs no process to signal, saying why (`scancel` turns `pending` into
-/// Slurm's `Job is pending execution`).
+/// 409 for a job that runs no process to signal, saying why (`scancel` turns the reason
+/// `job_pending` into Slurm's `Job is pending execution`).
 fn not_running(id: JobId, state: JobState) -> ApiError {
-    let why = match state {
-        s if s.is_terminal() => format!("job {id} already finished ({s})"),
-        JobState::Pending => format!("job {id} is pending: only a running job can be signalled; cancel it instead"),
-        s => format!("job {id} is not running ({s}): only a running job can be signalled; try again once it runs"),
-    };
-    ApiError::conflict(why)
+    match state {
+        s if s.is_terminal() => {
+            ApiError::conflict(format!("job {id} already finished ({s})")).because(ErrorReason::JobEnded)
+        }
+        JobState::Pending => {
+            ApiError::conflict(format!("job {id} is pending: only a running job can be signalled; cancel it instead"))
+                .because(ErrorReason::JobPending)
+        }
+        s => ApiError::conflict(format!(
+            "job {id} is not running ({s}): only a running job can be signalled; try again once it runs"
+        )),
+    }
 }
