@@ -30,7 +30,8 @@
 #   BERTH=/tmp/berth-bench/berth bench/serve.sh [SECS=10] [KILLS=3]
 #
 # KILL_CONNS (8) is figure 2's load in connections. The figures run in the order 2, 3, 1;
-# FIGURES="1" runs only those named. Run it under the shared bench lock on a shared machine
+# FIGURES="1" runs only those named; TUNNEL=0 leaves row (d) out of figure 1 (old/new pairs of
+# the direct path in less time). Run it under the shared bench lock on a shared machine
 # (`flock /tmp/pc/bench.lock bench/serve.sh`); the load average is printed with each figure.
 #
 # BERTH defaults to target/release/berth (not built here: build it first). Needs nginx and
@@ -222,20 +223,22 @@ echo "replicas of the endpoint (ROUTE: how berth's router reaches each):"
 berth serve show proxied | sed -n '/^#/,$p'
 # (d): a third agent whose node address the replicas do not listen on, and an endpoint placed
 # there only (its label), its replicas on every IPv4 address
-mkdir "$tmp/agent3"
-env -u BERTH_DATA_DIR RUST_LOG="${RUST_LOG:-warn}" "$BIN" agent --manager "$BERTH_URL" --join-token-file "$tmp/data/join-token" \
-  --name far --address ::1 --label route=tunnel --data-dir "$tmp/agent3" --stop-jobs --no-docker >"$tmp/agent3.log" 2>&1 &
-far_pid=$!
-for _ in $(seq 1 200); do
-  berth nodes -o json 2>/dev/null | grep -q '"far"' && break
-  sleep 0.05
-done
-proxied_secret=$secret
-create tunneled --replicas 2 --no-autoscale --drain-grace 1s --constraint route=tunnel --env BENCH_BIND=0.0.0.0
-tunnel_secret=$secret
-secret=$proxied_secret
-echo "replicas of the tunneled endpoint:"
-berth serve show tunneled | sed -n '/^#/,$p'
+if [ "${TUNNEL:-1}" != 0 ]; then
+  mkdir "$tmp/agent3"
+  env -u BERTH_DATA_DIR RUST_LOG="${RUST_LOG:-warn}" "$BIN" agent --manager "$BERTH_URL" --join-token-file "$tmp/data/join-token" \
+    --name far --address ::1 --label route=tunnel --data-dir "$tmp/agent3" --stop-jobs --no-docker >"$tmp/agent3.log" 2>&1 &
+  far_pid=$!
+  for _ in $(seq 1 200); do
+    berth nodes -o json 2>/dev/null | grep -q '"far"' && break
+    sleep 0.05
+  done
+  proxied_secret=$secret
+  create tunneled --replicas 2 --no-autoscale --drain-grace 1s --constraint route=tunnel --env BENCH_BIND=0.0.0.0
+  tunnel_secret=$secret
+  secret=$proxied_secret
+  echo "replicas of the tunneled endpoint:"
+  berth serve show tunneled | sed -n '/^#/,$p'
+fi
 
 # nginx as a reverse proxy over the same two replicas, run as our own process on a temp prefix
 mkdir -p "$tmp/nginx/logs"
@@ -293,8 +296,10 @@ for c in 1 16 64; do
   measure e "$berth_pid" "$agent_pid" -- "http://127.0.0.1:$apps/serve/proxied/" "$c" "$SECS" "Authorization: Bearer $secret"
   ecpu=$cpu_us
   row "berth endpoint, 2 replicas" "$c" "$ecpu" <<<"$e"
-  measure t "$berth_pid" "$far_pid" -- "http://127.0.0.1:$apps/serve/tunneled/" "$c" "$SECS" "Authorization: Bearer $tunnel_secret"
-  row "berth endpoint through the agent (tunnel), 2 replicas" "$c" "$cpu_us" <<<"$t"
+  if [ "${TUNNEL:-1}" != 0 ]; then
+    measure t "$berth_pid" "$far_pid" -- "http://127.0.0.1:$apps/serve/tunneled/" "$c" "$SECS" "Authorization: Bearer $tunnel_secret"
+    row "berth endpoint through the agent (tunnel), 2 replicas" "$c" "$cpu_us" <<<"$t"
+  fi
   if [ -n "${CEILING:-}" ]; then
     for mode in $CEILING_MODES; do
       if [ -n "${PERF:-}" ] && [[ " ${PERF_CONNS:-64} " == *" $c "* ]]; then
@@ -339,4 +344,4 @@ nginx_pid=
 for p in "${ceiling_pid[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
 
 berth serve rm proxied >/dev/null
-berth serve rm tunneled >/dev/null
+[ "${TUNNEL:-1}" = 0 ] || berth serve rm tunneled >/dev/null

@@ -2,6 +2,8 @@
 //! app, never shared between two attempts, even when a port number is used again) and the
 //! serving router's name for a replica.
 
+use std::borrow::Cow;
+
 use berth_model::JobId;
 
 /// Which app of which attempt a pooled connection goes to (an attempt's kernel is a new
@@ -10,7 +12,9 @@ use berth_model::JobId;
 pub struct AppKey {
     pub job: JobId,
     pub attempt: u32,
-    pub app: String,
+    /// Borrowed for a serving replica (its app is always `REPLICA_APP`): the router makes
+    /// one key per request, and a `String` here was an allocation each (issue 42).
+    pub app: Cow<'static, str>,
 }
 
 impl AppKey {
@@ -24,7 +28,7 @@ impl AppKey {
         let mut parts = host.splitn(4, '.');
         let job = parts.next()?.parse().ok()?;
         let attempt = parts.next()?.parse().ok()?;
-        let app = parts.next()?.to_string();
+        let app = Cow::Owned(parts.next()?.to_string());
         (parts.next() == Some("berth")).then_some(AppKey { job, attempt, app })
     }
 }
@@ -38,5 +42,14 @@ mod tests {
         let k = AppKey { job: 7, attempt: 2, app: "my-app".into() };
         assert_eq!(AppKey::from_authority(&k.authority()), Some(k));
         assert_eq!(AppKey::from_authority("7.2.web.example"), None);
+    }
+
+    #[test]
+    fn a_borrowed_app_name_is_the_same_pool_key_as_an_owned_one() {
+        use std::collections::HashMap;
+        let borrowed = AppKey { job: 7, attempt: 1, app: Cow::Borrowed("serve") };
+        let owned = AppKey { job: 7, attempt: 1, app: Cow::Owned("serve".to_string()) };
+        let map = HashMap::from([(owned, "pooled")]);
+        assert_eq!(map.get(&borrowed), Some(&"pooled"));
     }
 }

@@ -150,7 +150,7 @@ async fn job_app(apps: &Apps, req: Request<Body>) -> Response<Body> {
         host: req.headers().get(header::HOST).cloned(),
         prefix: HeaderValue::from_str(&scope).ok(),
     };
-    let mut resp = apps.proxy.forward(AppKey { job, attempt, app }, req, forwarded).await;
+    let mut resp = apps.proxy.forward(AppKey { job, attempt, app: app.into() }, req, forwarded).await;
     if path == AppPath::Strip {
         prefix_location(resp.headers_mut(), &scope);
     }

@@ -36,12 +36,11 @@ impl Pool {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A connection to `key` that can take a request now, if one is idle; closed and expired
-    /// ones are dropped on the way.
-    pub fn take(&self, key: &AppKey) -> Option<SendRequest<Body>> {
+    /// A connection to `key` that can take a request `now`, if one is idle; closed and
+    /// expired ones are dropped on the way. (`now` is the caller's: when its request came.)
+    pub fn take(&self, key: &AppKey, now: Instant) -> Option<SendRequest<Body>> {
         let mut map = self.lock();
         let list = map.get_mut(key)?;
-        let now = Instant::now();
         list.retain(|i| !i.send.is_closed() && now.duration_since(i.since) < IDLE_TIMEOUT);
         // The most recently used first: its buffers are warm, and the others may expire.
         let at = list.iter().rposition(|i| i.send.is_ready())?;
@@ -49,12 +48,12 @@ impl Pool {
     }
 
     /// `send` goes back to `key`'s connections (it takes a request again once its answer is
-    /// through).
-    pub fn put(&self, key: &AppKey, send: SendRequest<Body>) {
+    /// through); its idle time counts from `since`.
+    pub fn put(&self, key: &AppKey, send: SendRequest<Body>, since: Instant) {
         if send.is_closed() {
             return;
         }
-        let idle = Idle { send, since: Instant::now() };
+        let idle = Idle { send, since };
         let mut map = self.lock();
         match map.get_mut(key) {
             Some(list) => list.push(idle),

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::http::uri::PathAndQuery;
@@ -60,7 +61,7 @@ impl Connector {
 
     /// A new forwarded connection to the app, what it said noted.
     async fn open(&self, key: &AppKey) -> Result<AppIo, OpenError> {
-        let open = StreamOpen::Forward { target: ForwardTarget::App(key.app.clone()) };
+        let open = StreamOpen::Forward { target: ForwardTarget::App(key.app.to_string()) };
         let ws = open_stream(&self.m, key.job, 0, open).await?;
         let (opened, io) = tunnel(ws).await?;
         self.opened.lock().expect("app forwards lock").insert(key.clone(), opened);
@@ -71,11 +72,13 @@ impl Connector {
     /// learnt from a new one (which the pool does not get: the first request pays one extra
     /// forward).
     async fn token(&self, key: &AppKey) -> Result<Option<String>, OpenError> {
-        if let Some(o) = self.opened.lock().expect("app forwards lock").get(key) {
-            return Ok(o.token.clone());
-        }
+        // A serving replica's route holds the same token as its forwards (one per attempt):
+        // looked up first, it spares a replica's request the other lock.
         if let Some(t) = self.routes.token(key) {
             return Ok(t);
+        }
+        if let Some(o) = self.opened.lock().expect("app forwards lock").get(key) {
+            return Ok(o.token.clone());
         }
         self.open(key).await?;
         Ok(self.opened.lock().expect("app forwards lock").get(key).and_then(|o| o.token.clone()))
@@ -110,26 +113,28 @@ impl Proxy {
 
     /// Forwards `req` to app `key`; `forwarded` is what `X-Forwarded-*` tell the app.
     pub async fn forward(&self, key: AppKey, req: Request<Body>, forwarded: Forwarded) -> Response<Body> {
-        match self.send(key.clone(), req, forwarded).await {
+        match self.send(key.clone(), req, forwarded, Instant::now()).await {
             Ok(r) => r.map(Body::new),
             Err(e) => unavailable(&key, &e.to_string()),
         }
     }
 
     /// [`Proxy::forward`], with the failure said apart: whether the request can have reached
-    /// the app (a serving endpoint retries the ones that cannot on another replica).
+    /// the app (a serving endpoint retries the ones that cannot on another replica). `now`:
+    /// when the request arrived, the pool's clock (one reading fewer per request).
     pub async fn send(
         &self,
         key: AppKey,
         mut req: Request<Body>,
         forwarded: Forwarded,
+        now: Instant,
     ) -> Result<Response<Incoming>, SendError> {
         let token = self.connector.token(&key).await.map_err(|e| SendError::Connect(e.to_string()))?;
         // The forward is HTTP/1.1 whatever the client spoke (HTTP/2 ends here).
         *req.version_mut() = axum::http::Version::HTTP_11;
         clean_request_headers(req.headers_mut(), token.as_deref(), &forwarded);
         let client_upgrade = is_upgrade(req.headers()).then(|| hyper::upgrade::on(&mut req));
-        let mut resp = self.round_trip(&key, req).await?;
+        let mut resp = self.round_trip(&key, req, now).await?;
         clean_response_headers(resp.headers_mut());
         if resp.status() == StatusCode::SWITCHING_PROTOCOLS
             && let Some(client_upgrade) = client_upgrade
@@ -152,7 +157,12 @@ impl Proxy {
     /// form, a `Host` header where the client sent none (HTTP/2 has `:authority` instead).
     /// A pooled connection that closed before the request could go on it (the app closed it
     /// while idle) is not the app's failure: the request goes on another, or a new one.
-    async fn round_trip(&self, key: &AppKey, mut req: Request<Body>) -> Result<Response<Incoming>, SendError> {
+    async fn round_trip(
+        &self,
+        key: &AppKey,
+        mut req: Request<Body>,
+        now: Instant,
+    ) -> Result<Response<Incoming>, SendError> {
         let pq = req.uri().path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
         *req.uri_mut() = Uri::from(pq);
         if !req.headers().contains_key(header::HOST)
@@ -161,7 +171,7 @@ impl Proxy {
             req.headers_mut().insert(header::HOST, h);
         }
         loop {
-            let (mut send, pooled) = match self.pool.take(key) {
+            let (mut send, pooled) = match self.pool.take(key, now) {
                 Some(s) => (s, true),
                 None => (self.handshake(key).await.map_err(|e| SendError::Connect(e.to_string()))?, false),
             };
@@ -169,7 +179,7 @@ impl Proxy {
                 Ok(resp) => {
                     // An upgraded connection is the upgrade's now.
                     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-                        self.pool.put(key, send);
+                        self.pool.put(key, send, now);
                     }
                     return Ok(resp);
                 }
@@ -208,7 +218,7 @@ impl Proxy {
                 return self.connector.open(key).await.map(drop).map_err(ProbeError::from);
             };
             let req = Request::get(path).header(header::USER_AGENT, "berth-probe").body(Body::empty())?;
-            let resp = self.round_trip(key, req).await?;
+            let resp = self.round_trip(key, req, Instant::now()).await?;
             let status = resp.status();
             // Read the body so the connection goes back to the pool.
             let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
@@ -289,20 +299,8 @@ fn is_upgrade(h: &HeaderMap) -> bool {
 
 /// Takes berth's cookies and token out, puts the app's token and `X-Forwarded-*` in.
 fn clean_request_headers(h: &mut HeaderMap, token: Option<&str>, f: &Forwarded) {
-    let kept: Vec<String> = h
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && !c.starts_with(BERTH_COOKIE_PREFIX))
-        .map(str::to_string)
-        .collect();
-    h.remove(header::COOKIE);
-    if !kept.is_empty()
-        && let Ok(v) = HeaderValue::from_str(&kept.join("; "))
-    {
-        h.insert(header::COOKIE, v);
+    if h.contains_key(header::COOKIE) {
+        clean_cookies(h);
     }
     h.remove(header::AUTHORIZATION);
     if let Some(t) = token
@@ -319,14 +317,32 @@ fn clean_request_headers(h: &mut HeaderMap, token: Option<&str>, f: &Forwarded) 
     }
 }
 
+/// Takes berth's cookies out of the `Cookie` headers.
+fn clean_cookies(h: &mut HeaderMap) {
+    let kept: Vec<String> = h
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.starts_with(BERTH_COOKIE_PREFIX))
+        .map(str::to_string)
+        .collect();
+    h.remove(header::COOKIE);
+    if !kept.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&kept.join("; "))
+    {
+        h.insert(header::COOKIE, v);
+    }
+}
+
 /// Drops the cookies an app sets under berth's names.
 fn clean_response_headers(h: &mut HeaderMap) {
-    let kept: Vec<HeaderValue> = h
-        .get_all(header::SET_COOKIE)
-        .iter()
-        .filter(|v| !v.to_str().is_ok_and(|s| s.trim_start().starts_with(BERTH_COOKIE_PREFIX)))
-        .cloned()
-        .collect();
+    let berths = |v: &HeaderValue| v.to_str().is_ok_and(|s| s.trim_start().starts_with(BERTH_COOKIE_PREFIX));
+    if !h.get_all(header::SET_COOKIE).iter().any(berths) {
+        return;
+    }
+    let kept: Vec<HeaderValue> = h.get_all(header::SET_COOKIE).iter().filter(|v| !berths(v)).cloned().collect();
     h.remove(header::SET_COOKIE);
     for v in kept {
         h.append(header::SET_COOKIE, v);
@@ -370,5 +386,15 @@ mod tests {
         r.append(header::SET_COOKIE, "_xsrf=1; Path=/apps/7/web/".parse().unwrap());
         clean_response_headers(&mut r);
         assert_eq!(r.get_all(header::SET_COOKIE).iter().collect::<Vec<_>>(), ["_xsrf=1; Path=/apps/7/web/"]);
+        // An app's own cookies alone go through untouched, in order.
+        let mut r = HeaderMap::new();
+        r.append(header::SET_COOKIE, "a=1".parse().unwrap());
+        r.append(header::SET_COOKIE, "b=2".parse().unwrap());
+        clean_response_headers(&mut r);
+        assert_eq!(r.get_all(header::SET_COOKIE).iter().collect::<Vec<_>>(), ["a=1", "b=2"]);
+        // A request without cookies gets none.
+        let mut h = HeaderMap::new();
+        clean_request_headers(&mut h, None, &f);
+        assert!(h.get(header::COOKIE).is_none());
     }
 }

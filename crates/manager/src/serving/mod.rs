@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use axum::http::HeaderValue;
 use berth_model::JobId;
 use berth_model::endpoint::{EndpointView, ReplicaState, ReplicaView};
 use berth_store::endpoints::EndpointRow;
@@ -54,6 +55,8 @@ pub struct Replica {
     pub next_probe: Instant,
     /// The controller stopped it: its end is no failure.
     pub stopping: bool,
+    /// Its job ID as the `X-Berth-Replica` header of its answers, made once (issue 42).
+    pub header: HeaderValue,
 }
 
 impl Replica {
@@ -62,7 +65,7 @@ impl Replica {
         crate::apps::key::AppKey {
             job: self.job,
             attempt: self.attempt,
-            app: berth_model::endpoint::REPLICA_APP.into(),
+            app: std::borrow::Cow::Borrowed(berth_model::endpoint::REPLICA_APP),
         }
     }
 
@@ -83,6 +86,7 @@ impl Replica {
             probing: false,
             next_probe: now,
             stopping: false,
+            header: HeaderValue::from(job),
         }
     }
 }
@@ -106,11 +110,14 @@ pub struct Endpoint {
     pub ready: Arc<Notify>,
     /// The row changed in memory (autoscaler, a wake-up) and is not stored yet.
     pub dirty: bool,
+    /// `/serve/NAME`, what `X-Forwarded-Prefix` tells its replicas, made once (issue 42).
+    pub prefix: Option<HeaderValue>,
 }
 
 impl Endpoint {
     pub fn new(row: EndpointRow, tokens: HashMap<String, i64>, now: Instant) -> Endpoint {
         Endpoint {
+            prefix: HeaderValue::try_from(format!("/serve/{}", row.name)).ok(),
             row,
             tokens,
             replicas: BTreeMap::new(),

@@ -18,9 +18,10 @@
 //! berth's token or cookies. The app proxy reaches it straight at its port where `direct`
 //! found that reachable, else through its agent; who may call is decided here, before either.
 
+use std::cell::Cell;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -46,7 +47,11 @@ const SERVE: &str = "/serve/";
 /// Which replica answered (a job ID), on every answer.
 const X_BERTH_REPLICA: HeaderName = HeaderName::from_static("x-berth-replica");
 
-static TURN: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Whose turn a tie is, per thread: each app worker takes ties in turn on its own (one
+    /// counter for all of them was a cache line both cores wrote every request: issue 42).
+    static TURN: Cell<usize> = const { Cell::new(0) };
+}
 
 /// `/serve/<name>` and the rest of the path (`None`: no `/` after the name).
 fn parse_path(path: &str) -> Option<(&str, Option<&str>)> {
@@ -95,7 +100,8 @@ impl HttpBody for Counted {
 }
 
 enum Pick {
-    Replica(AppKey, InFlight),
+    /// The replica, its `X-Berth-Replica` header, and its count of requests in flight taken.
+    Replica(AppKey, HeaderValue, InFlight),
     /// None ready: wait for one until the deadline.
     Wait(Arc<Notify>, Instant),
     Unavailable(String),
@@ -124,11 +130,15 @@ fn pick_in(m: &Manager, ep: &mut Endpoint, tried: &[JobId], started: Instant) ->
     }
     if let Some((n, ties)) = least {
         // Ties taken in turn; a count that moved since the reading above is only skipped.
-        let turn = TURN.fetch_add(1, Ordering::Relaxed) % ties;
+        let turn = TURN.with(|t| {
+            let n = t.get();
+            t.set(n.wrapping_add(1));
+            n
+        }) % ties;
         let r = ready().filter(|r| r.inflight.load(Ordering::Relaxed) == n).nth(turn).or_else(|| ready().next());
         if let Some(r) = r {
             r.inflight.fetch_add(1, Ordering::Relaxed);
-            return Pick::Replica(r.key(), InFlight(r.inflight.clone()));
+            return Pick::Replica(r.key(), r.header.clone(), InFlight(r.inflight.clone()));
         }
     }
     if !tried.is_empty() {
@@ -156,10 +166,12 @@ fn replayable(req: &Request<Body>) -> bool {
     idempotent && no_body && !h.contains_key(header::UPGRADE)
 }
 
-/// An admitted request: its endpoint, where its traffic is recorded, and the first pick.
+/// An admitted request: its endpoint, where its traffic is recorded, its
+/// `X-Forwarded-Prefix`, and the first pick.
 struct Admitted {
     id: i64,
     traffic: Arc<Traffic>,
+    prefix: Option<HeaderValue>,
     pick: Pick,
 }
 
@@ -183,25 +195,26 @@ pub async fn handle(m: &Arc<Manager>, proxy: &Proxy, req: Request<Body>) -> Resp
     }
     // The path the replica sees: the rest after the prefix, its query kept.
     let path = &uri.path_and_query().map_or("/", |p| p.as_str())[prefix.len()..];
-    let Admitted { id, traffic, pick } = match admit(m, name, req.headers(), started).await {
+    let Admitted { id, traffic, prefix: prefix_header, pick } = match admit(m, name, req.headers(), started).await {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let resp = route(m, proxy, id, pick, prefix, path, req, started).await;
+    let resp = route(m, proxy, id, pick, (prefix, prefix_header), path, req, started).await;
     let took = started.elapsed();
     traffic.record(&m.metrics, name, m.serving.now(), took, resp.status().as_u16());
     resp
 }
 
 /// Sends the request to endpoint `id`'s replicas, `first` the admission's pick: again on
-/// another replica when it cannot have reached its own (see the module doc).
+/// another replica when it cannot have reached its own (see the module doc). `prefix` is
+/// `/serve/NAME` and its header.
 #[allow(clippy::too_many_arguments)]
 async fn route(
     m: &Arc<Manager>,
     proxy: &Proxy,
     id: i64,
     first_pick: Pick,
-    prefix: &str,
+    (prefix, prefix_header): (&str, Option<HeaderValue>),
     path: &str,
     req: Request<Body>,
     started: Instant,
@@ -214,9 +227,8 @@ async fn route(
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("invalid request path: {e}")),
     };
     let host = parts.headers.get(header::HOST).cloned();
-    let prefix = HeaderValue::from_str(prefix).ok();
     let forwarded =
-        || Forwarded { proto: if m.tls { "https" } else { "http" }, host: host.clone(), prefix: prefix.clone() };
+        || Forwarded { proto: if m.tls { "https" } else { "http" }, host: host.clone(), prefix: prefix_header.clone() };
     // A retry is a copy of the head with no body; the first try takes the request as it came
     // (its upgrade handle included).
     let again = replay.then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
@@ -226,16 +238,16 @@ async fn route(
     // The admission's pick goes first (made under the same lock as the access check).
     let mut picked = Some(first_pick);
     while tried.len() < TRIES {
-        let (key, inflight) = match picked.take().unwrap_or_else(|| pick(m, id, &tried, started)) {
-            Pick::Replica(k, g) => (k, g),
+        let (key, replica, inflight) = match picked.take().unwrap_or_else(|| pick(m, id, &tried, started)) {
+            Pick::Replica(k, h, g) => (k, h, g),
             Pick::Unavailable(why) if tried.is_empty() => return unavailable(name, &why),
             Pick::Unavailable(_) => break,
             Pick::Wait(ready, deadline) => {
                 let notified = ready.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if let Pick::Replica(k, g) = pick(m, id, &tried, started) {
-                    (k, g)
+                if let Pick::Replica(k, h, g) = pick(m, id, &tried, started) {
+                    (k, h, g)
                 } else if tokio::time::timeout_at(deadline.into(), notified).await.is_ok() {
                     continue;
                 } else {
@@ -255,10 +267,10 @@ async fn route(
             (None, None) => break,
         };
         let job = key.job;
-        match proxy.send(key, req, forwarded()).await {
+        match proxy.send(key, req, forwarded(), started).await {
             Ok(resp) => {
                 let (mut p, b) = resp.into_parts();
-                p.headers.insert(X_BERTH_REPLICA, HeaderValue::from(job));
+                p.headers.insert(X_BERTH_REPLICA, replica);
                 return Response::from_parts(p, Body::new(Counted { inner: b, _inflight: inflight }));
             }
             Err(e) => {
@@ -314,9 +326,9 @@ async fn admit(
             Some(ep) if ep.row.spec.public || hash.is_some_and(|h| ep.tokens.contains_key(h)) => {
                 ep.traffic.arrived(m.serving.now());
                 let pick = pick_in(m, ep, &[], started);
-                return Ok(Admitted { id: ep.row.id, traffic: ep.traffic.clone(), pick });
+                return Ok(Admitted { id: ep.row.id, traffic: ep.traffic.clone(), prefix: ep.prefix.clone(), pick });
             }
-            Some(ep) => Some((ep.row.id, ep.row.owner_id, ep.traffic.clone())),
+            Some(ep) => Some((ep.row.id, ep.row.owner_id, ep.traffic.clone(), ep.prefix.clone())),
             None => None,
         }
     };
@@ -332,9 +344,9 @@ async fn admit(
     };
     let user = m.tenancy.authenticate(token).await.ok();
     match (found, user) {
-        (Some((id, owner, traffic)), Some(u)) if u.id == owner || u.is_admin() => {
+        (Some((id, owner, traffic, prefix)), Some(u)) if u.id == owner || u.is_admin() => {
             traffic.arrived(m.serving.now());
-            Ok(Admitted { id, traffic, pick: pick(m, id, &[], started) })
+            Ok(Admitted { id, traffic, prefix, pick: pick(m, id, &[], started) })
         }
         _ => Err(not_found(name)),
     }
