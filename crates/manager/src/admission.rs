@@ -68,7 +68,7 @@ pub async fn admit(
                 &queue,
             ),
         };
-        feasible.map_err(ApiError::unprocessable)?;
+        feasible.map_err(|e| ApiError::unprocessable(e.to_string()))?;
         let mounts: Vec<String> = spec.mounts.iter().map(|m| m.source.clone()).collect();
         berth_sched::check_mounts(&mounts, &shapes, &queue).map_err(|e| ApiError::unprocessable(e.to_string()))?;
         let folders: Vec<String> = spec.folders.iter().map(|f| f.folder.clone()).collect();

@@ -48,12 +48,15 @@ use berth_model::api::{QueuePolicy, QueueUpdate};
 use berth_sched::{HeadOfLine, Ordering, PreemptAction, Preemption, QueueConfig, Scoring};
 use serde::Deserialize;
 
+mod error;
+pub use error::SettingError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {err}")]
     Read { path: String, err: std::io::Error },
-    #[error("invalid config file {path}: {msg}")]
-    Invalid { path: String, msg: String },
+    #[error("invalid config file {path}: {error}")]
+    Invalid { path: String, error: SettingError },
 }
 
 /// What the config file says.
@@ -207,18 +210,18 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
     };
     let p = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read { path: p.clone(), err })?;
-    parse(&text).map_err(|msg| ConfigError::Invalid { path: p, msg })
+    parse(&text).map_err(|error| ConfigError::Invalid { path: p, error })
 }
 
 /// Parses the config text (errors name the key and say what to fix).
-pub fn parse(text: &str) -> Result<Config, String> {
-    let file: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+pub fn parse(text: &str) -> Result<Config, SettingError> {
+    let file: File = toml::from_str(text).map_err(|e| SettingError::Toml(Box::new(e)))?;
     let store = store_of(file.store.as_deref(), file.store_file.as_deref())?;
     let mut out: Vec<QueueConfig> = Vec::new();
     for q in file.queue {
         check_queue_name(&q.name)?;
         if out.iter().any(|o| o.name == q.name) {
-            return Err(format!("queue `{}` is defined twice", q.name));
+            return Err(SettingError::QueueTwice(q.name));
         }
         let update = QueueUpdate {
             ordering: q.ordering,
@@ -234,34 +237,31 @@ pub fn parse(text: &str) -> Result<Config, String> {
             node_labels: q.node_labels,
             idle_timeout: q.idle_timeout.as_ref().map(Duration::text),
             max_session: q.max_session.as_ref().map(Duration::text),
-            reservations: q
-                .reservations
-                .map(reservations_key)
-                .transpose()
-                .map_err(|e| format!("queue `{}`: {e}", q.name))?,
+            reservations: q.reservations.map(reservations_key).transpose().map_err(SettingError::in_queue(&q.name))?,
             reserve_after: q.reserve_after.as_ref().map(Duration::text),
             las_thresholds: q.las_thresholds.as_ref().map(|v| v.iter().map(Duration::text).collect()),
         };
         let policy =
-            apply_update(&to_policy(&base_queue(&q.name)), &update).map_err(|e| format!("queue `{}`: {e}", q.name))?;
-        out.push(from_policy(&q.name, &policy).map_err(|e| format!("queue `{}`: {e}", q.name))?);
+            apply_update(&to_policy(&base_queue(&q.name)), &update).map_err(SettingError::in_queue(&q.name))?;
+        out.push(from_policy(&q.name, &policy).map_err(SettingError::in_queue(&q.name))?);
     }
     let mut fair_share = FairShareConfig::default();
     if let Some(fs) = file.fair_share {
         if let Some(h) = fs.half_life {
             let secs = berth_model::parse_duration(&h.text())
-                .map_err(|e| format!("fair_share.half_life: {e}"))
-                .and_then(|s| if s == 0 { Err("fair_share.half_life must be more than 0s".into()) } else { Ok(s) })?;
+                .map_err(SettingError::HalfLife)
+                .and_then(|s| if s == 0 { Err(SettingError::HalfLifeZero) } else { Ok(s) })?;
             fair_share.half_life_ms = secs as i64 * 1000;
         }
         for (project, w) in fs.weights {
             if !(w.is_finite() && w > 0.0) {
-                return Err(format!("fair_share.weights.{project} = {w}: a weight must be a number above 0"));
+                return Err(SettingError::Weight { project, weight: w });
             }
             fair_share.weights.insert(project, w);
         }
     }
-    let retain = file.retain.map(|r| retain_period(&r.text())).transpose().map_err(|e| format!("retain: {e}"))?;
+    let retain =
+        file.retain.map(|r| retain_period(&r.text())).transpose().map_err(|e| SettingError::Retain(Box::new(e)))?;
     let kill_invalid_depend = file.kill_invalid_depend.unwrap_or(true);
     let qos = file.qos.into_iter().map(|(name, q)| (name, q.priority, q.max_time_limit.as_ref().map(Duration::text)));
     let qos = crate::qos::QosTable::parse(qos)?;
@@ -271,34 +271,31 @@ pub fn parse(text: &str) -> Result<Config, String> {
 /// The `store` or `store_file` key: a URL here must hold no password (config files are often
 /// readable by all); one with a password goes in a 0600 store file, or the password in
 /// `~/.pgpass`.
-fn store_of(url: Option<&str>, file: Option<&Path>) -> Result<Option<berth_store::StoreUrl>, String> {
+fn store_of(url: Option<&str>, file: Option<&Path>) -> Result<Option<berth_store::StoreUrl>, SettingError> {
     match (url, file) {
-        (Some(_), Some(_)) => Err("store and store_file: give one of them".into()),
+        (Some(_), Some(_)) => Err(SettingError::StoreTwice),
         (Some(u), None) => {
-            let url = berth_store::StoreUrl::parse(u).map_err(|e| format!("store: {e}"))?;
+            let url = berth_store::StoreUrl::parse(u).map_err(SettingError::Store)?;
             if url.has_password() {
-                return Err(format!(
-                    "store: `{url}` holds a password: put it in ~/.pgpass (or PGPASSFILE), or the URL in a 0600 \
-                     file named by store_file"
-                ));
+                return Err(SettingError::StorePassword(url.to_string()));
             }
             Ok(Some(url))
         }
-        (None, Some(f)) => berth_store::StoreUrl::from_file(f).map(Some).map_err(|e| format!("store_file: {e}")),
+        (None, Some(f)) => berth_store::StoreUrl::from_file(f).map(Some).map_err(SettingError::StoreFile),
         (None, None) => Ok(None),
     }
 }
 
 /// Queue names: letters, digits, `-` and `_`.
-pub fn check_queue_name(name: &str) -> Result<(), String> {
+pub fn check_queue_name(name: &str) -> Result<(), SettingError> {
     if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        return Err(format!("queue name `{name}`: use 1-64 letters, digits, `-` and `_`"));
+        return Err(SettingError::QueueName(name.to_string()));
     }
     Ok(())
 }
 
 /// `strict`, `skip-after-N` or `backfill`.
-pub fn parse_head_of_line(s: &str) -> Result<HeadOfLine, String> {
+pub fn parse_head_of_line(s: &str) -> Result<HeadOfLine, SettingError> {
     match s {
         "strict" => return Ok(HeadOfLine::Strict),
         "backfill" => return Ok(HeadOfLine::Backfill),
@@ -309,68 +306,53 @@ pub fn parse_head_of_line(s: &str) -> Result<HeadOfLine, String> {
     {
         return Ok(HeadOfLine::SkipAfter(n));
     }
-    Err(format!(
-        "head_of_line `{s}` is not valid: use \"strict\", \"backfill\" or \"skip-after-N\" with N ≥ 1, e.g. \
-         \"skip-after-3\""
-    ))
+    Err(SettingError::HeadOfLine(s.to_string()))
 }
 
 /// An ordering's name (`berth_sched::Ordering`'s table: the same names as the API and `berth sim`).
-pub fn parse_ordering(s: &str) -> Result<Ordering, String> {
-    s.parse().map_err(|_| format!("ordering `{s}` is not valid: use {}", Ordering::names_quoted()))
+pub fn parse_ordering(s: &str) -> Result<Ordering, SettingError> {
+    s.parse().map_err(|_| SettingError::Ordering(s.to_string()))
 }
 
 /// The file's `reservations` number: a whole number of at least 1.
-fn reservations_key(n: i64) -> Result<u32, String> {
-    u32::try_from(n).map_err(|_| reservations_error(n)).and_then(check_reservations)
-}
-
-fn reservations_error(n: impl std::fmt::Display) -> String {
-    format!(
-        "reservations = {n} is not valid: use a whole number of at least 1 (blocked jobs that hold a backfill \
-         reservation in each pass; 1 is EASY backfill)"
-    )
+fn reservations_key(n: i64) -> Result<u32, SettingError> {
+    u32::try_from(n).map_err(|_| SettingError::Reservations(n)).and_then(check_reservations)
 }
 
 /// Backfill reservations per pass: at least 1.
-fn check_reservations(n: u32) -> Result<u32, String> {
-    if n == 0 { Err(reservations_error(n)) } else { Ok(n) }
+fn check_reservations(n: u32) -> Result<u32, SettingError> {
+    if n == 0 { Err(SettingError::Reservations(n.into())) } else { Ok(n) }
 }
 
 /// `las_thresholds`: device-seconds, ascending and not empty.
-fn check_las_thresholds(t: &[u64]) -> Result<(), String> {
+fn check_las_thresholds(t: &[u64]) -> Result<(), SettingError> {
     if t.is_empty() {
-        return Err("las_thresholds is empty: give at least one duration of device time, e.g. [\"1h\", \"10h\"]".into());
+        return Err(SettingError::LasEmpty);
     }
     if t.contains(&0) {
-        return Err("las_thresholds: each threshold must be more than 0s, e.g. [\"1h\", \"10h\"]".into());
+        return Err(SettingError::LasZero);
     }
     if t.windows(2).any(|w| w[0] >= w[1]) {
-        let shown: Vec<String> = t.iter().map(|&s| berth_model::format_duration(s)).collect();
-        return Err(format!(
-            "las_thresholds [{}] are not ascending: list each level's service after the one before, e.g. \
-             [\"1h\", \"10h\"]",
-            shown.join(", ")
-        ));
+        return Err(SettingError::LasOrder(t.to_vec()));
     }
     Ok(())
 }
 
-pub fn parse_scoring(s: &str) -> Result<Scoring, String> {
+pub fn parse_scoring(s: &str) -> Result<Scoring, SettingError> {
     match s {
         "binpack" => Ok(Scoring::Binpack),
         "spread" => Ok(Scoring::Spread),
-        _ => Err(format!("scoring `{s}` is not valid: use \"binpack\" or \"spread\"")),
+        _ => Err(SettingError::Scoring(s.to_string())),
     }
 }
 
 /// `off` (None), `requeue` or `cancel`.
-pub fn parse_preemption(s: &str) -> Result<Option<PreemptAction>, String> {
+pub fn parse_preemption(s: &str) -> Result<Option<PreemptAction>, SettingError> {
     match s {
         "off" => Ok(None),
         "requeue" => Ok(Some(PreemptAction::Requeue)),
         "cancel" => Ok(Some(PreemptAction::Cancel)),
-        _ => Err(format!("preemption `{s}` is not valid: use \"off\", \"requeue\" or \"cancel\"")),
+        _ => Err(SettingError::Preemption(s.to_string())),
     }
 }
 
@@ -411,9 +393,9 @@ pub fn to_policy(q: &QueueConfig) -> QueuePolicy {
 }
 
 /// The scheduler's queue config from a stored or requested policy.
-pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, String> {
+pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, SettingError> {
     if p.default_time_limit_secs == 0 {
-        return Err("default_time_limit must be more than 0s".into());
+        return Err(SettingError::DefaultTimeLimitZero);
     }
     Ok(QueueConfig {
         name: name.to_string(),
@@ -442,15 +424,15 @@ pub fn from_policy(name: &str, p: &QueuePolicy) -> Result<QueueConfig, String> {
 }
 
 /// The window must let at least one job past a blocked one be tried.
-fn check_backfill_window(n: u32) -> Result<u32, String> {
+fn check_backfill_window(n: u32) -> Result<u32, SettingError> {
     if n == 0 {
-        return Err("backfill_window must be at least 1 (jobs tried past the first that cannot start)".into());
+        return Err(SettingError::BackfillWindowZero);
     }
     Ok(n)
 }
 
 /// `base` with the keys of `u` applied and checked; errors name the key.
-pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, String> {
+pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, SettingError> {
     let mut p = base.clone();
     if let Some(v) = &u.ordering {
         parse_ordering(v)?;
@@ -472,19 +454,21 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
         p.preemption = v.clone();
     }
     if let Some(v) = &u.default_time_limit {
-        let s = berth_model::parse_duration(v).map_err(|e| format!("default_time_limit: {e}"))?;
+        let s = berth_model::parse_duration(v)
+            .map_err(|error| SettingError::Duration { key: "default_time_limit", error })?;
         if s == 0 {
-            return Err("default_time_limit must be more than 0s".into());
+            return Err(SettingError::DefaultTimeLimitZero);
         }
         p.default_time_limit_secs = s;
     }
     if let Some(v) = &u.preempt_min_runtime {
-        p.preempt_min_runtime_secs = parse_duration_or_zero(v).map_err(|e| format!("preempt_min_runtime: {e}"))?;
+        p.preempt_min_runtime_secs =
+            parse_duration_or_zero(v).map_err(|error| SettingError::Duration { key: "preempt_min_runtime", error })?;
     }
     if let Some(list) = &u.projects {
         let list: Vec<String> = list.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
         if let Some(bad) = list.iter().find(|s| !berth_model::valid_name(s)) {
-            return Err(format!("projects: `{bad}` is not a project name (1-64 letters, digits, `-`, `_`, `.`)"));
+            return Err(SettingError::Project(bad.clone()));
         }
         p.projects = list;
     }
@@ -503,8 +487,8 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
     if let Some(v) = &u.reserve_after {
         p.reserve_after_secs = match v.trim() {
             "off" | "none" => None,
-            t => match berth_model::parse_duration(t).map_err(|e| format!("reserve_after: {e} (or \"off\")"))? {
-                0 => return Err("reserve_after must be more than 0s (or \"off\" for no wait bound)".into()),
+            t => match berth_model::parse_duration(t).map_err(SettingError::ReserveAfter)? {
+                0 => return Err(SettingError::ReserveAfterZero),
                 s => Some(s),
             },
         };
@@ -514,43 +498,39 @@ pub fn apply_update(base: &QueuePolicy, u: &QueueUpdate) -> Result<QueuePolicy, 
             .iter()
             .map(|t| {
                 berth_model::parse_duration(t.trim())
-                    .map_err(|e| format!("las_thresholds: `{t}`: {e} (durations of device time, e.g. \"1h\")"))
+                    .map_err(|error| SettingError::LasThreshold { text: t.clone(), error })
             })
-            .collect::<Result<Vec<u64>, String>>()?;
+            .collect::<Result<Vec<u64>, SettingError>>()?;
         check_las_thresholds(&secs)?;
         p.las_thresholds_secs = secs;
     }
     if let Some(list) = &u.nodes {
         let list: Vec<String> = list.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
         if let Some(bad) = list.iter().find(|s| !crate::node_name::valid_node_name(s)) {
-            return Err(format!("nodes: `{bad}` is not a node name (letters, digits, `-`, `_`, `.`)"));
+            return Err(SettingError::Node(bad.clone()));
         }
         p.nodes = list;
     }
     if let Some(labels) = &u.node_labels {
         if let Some((k, v)) = labels.iter().find(|(k, v)| !valid_label(k) || !valid_label(v)) {
-            return Err(format!("node_labels: `{k}={v}` is not a label (1-63 letters, digits, `-`, `_`, `.`, `/`)"));
+            return Err(SettingError::Label { key: k.clone(), value: v.clone() });
         }
         p.node_labels = labels.clone();
     }
     if let Some(max) = p.max_time_limit_secs
         && p.default_time_limit_secs > max
     {
-        return Err(format!(
-            "default_time_limit ({}) is above max_time_limit ({}): lower the default or raise the maximum",
-            berth_model::format_duration(p.default_time_limit_secs),
-            berth_model::format_duration(max)
-        ));
+        return Err(SettingError::DefaultAboveMax { default: p.default_time_limit_secs, max });
     }
     Ok(p)
 }
 
 /// A duration above 0, or `none` (no limit); errors name `key`.
-fn duration_or_none(key: &str, v: &str) -> Result<Option<u64>, String> {
+fn duration_or_none(key: &'static str, v: &str) -> Result<Option<u64>, SettingError> {
     match v.trim() {
         "none" | "" => Ok(None),
-        v => match berth_model::parse_duration(v).map_err(|e| format!("{key}: {e}"))? {
-            0 => Err(format!("{key} must be more than 0s (or `none`)")),
+        v => match berth_model::parse_duration(v).map_err(|error| SettingError::Duration { key, error })? {
+            0 => Err(SettingError::ZeroNotNone(key)),
             s => Ok(Some(s)),
         },
     }
@@ -562,10 +542,10 @@ pub use berth_model::constraint::valid_label;
 /// A retention period (`retain`, `berth manager --retain`): a duration of at least an hour,
 /// so that a bare number (seconds: `--retain 180`) cannot archive every job minutes after it
 /// ends.
-pub fn retain_period(s: &str) -> Result<std::time::Duration, String> {
-    let secs = berth_model::parse_duration(s).map_err(|e| e.to_string())?;
+pub fn retain_period(s: &str) -> Result<std::time::Duration, SettingError> {
+    let secs = berth_model::parse_duration(s).map_err(SettingError::RetainDuration)?;
     if secs < 3600 {
-        return Err(format!("`{s}` is too short: finished jobs are kept at least 1h (e.g. 180d)"));
+        return Err(SettingError::RetainTooShort(s.to_string()));
     }
     Ok(std::time::Duration::from_secs(secs))
 }
@@ -592,11 +572,13 @@ mod tests {
         assert_eq!(c.qos.get("low").unwrap().max_time_limit_secs, None);
         assert!(parse("").unwrap().qos.get("high").is_none());
         assert!(
-            parse("[qos.high]\nmax_time_limit = \"1h\"\n").unwrap_err().contains("priority"),
+            parse("[qos.high]\nmax_time_limit = \"1h\"\n").unwrap_err().to_string().contains("priority"),
             "priority is required"
         );
-        assert!(parse("[qos.high]\npriority = 1\nprio = 2\n").unwrap_err().contains("prio"));
-        assert!(parse("[qos.high]\npriority = 1\nmax_time_limit = \"x\"\n").unwrap_err().contains("qos.high"));
+        assert!(parse("[qos.high]\npriority = 1\nprio = 2\n").unwrap_err().to_string().contains("prio"));
+        assert!(
+            parse("[qos.high]\npriority = 1\nmax_time_limit = \"x\"\n").unwrap_err().to_string().contains("qos.high")
+        );
     }
 
     #[test]
@@ -611,11 +593,11 @@ mod tests {
         let c = parse("retain = \"180d\"\n").unwrap();
         assert_eq!(c.retain, Some(std::time::Duration::from_secs(180 * 86_400)));
         assert_eq!(parse("").unwrap().retain, None);
-        let e = parse("retain = \"0s\"\n").unwrap_err();
+        let e = parse("retain = \"0s\"\n").unwrap_err().to_string();
         assert!(e.starts_with("retain: "), "{e}");
-        assert!(parse("retain = \"soon\"\n").unwrap_err().starts_with("retain: "));
+        assert!(parse("retain = \"soon\"\n").unwrap_err().to_string().starts_with("retain: "));
         assert_eq!(parse("retain = 3600\n").unwrap().retain, Some(std::time::Duration::from_secs(3600)));
-        let e = parse("retain = 180\n").unwrap_err();
+        let e = parse("retain = 180\n").unwrap_err().to_string();
         assert!(e.contains("too short") && e.contains("180d"), "{e}");
     }
 
@@ -624,13 +606,13 @@ mod tests {
         let c = parse("store = \"postgres://berth@db/berth\"\n").unwrap();
         assert_eq!(c.store, Some(berth_store::StoreUrl::Postgres("postgres://berth@db/berth".into())));
         assert_eq!(parse("").unwrap().store, None);
-        let e = parse("store = \"postgres://berth:pw@db/berth\"\n").unwrap_err();
+        let e = parse("store = \"postgres://berth:pw@db/berth\"\n").unwrap_err().to_string();
         assert!(e.contains("holds a password") && e.contains("store_file") && !e.contains("pw@"), "{e}");
-        let e = parse("store = \"mysql://db\"\n").unwrap_err();
+        let e = parse("store = \"mysql://db\"\n").unwrap_err().to_string();
         assert!(e.starts_with("store: unknown store URL"), "{e}");
-        let e = parse("store = \"sqlite:a.db\"\nstore_file = \"/x\"\n").unwrap_err();
+        let e = parse("store = \"sqlite:a.db\"\nstore_file = \"/x\"\n").unwrap_err().to_string();
         assert!(e.contains("give one of them"), "{e}");
-        let e = parse("store_file = \"/nonexistent/store-url\"\n").unwrap_err();
+        let e = parse("store_file = \"/nonexistent/store-url\"\n").unwrap_err().to_string();
         assert!(e.starts_with("store_file: store file /nonexistent/store-url"), "{e}");
     }
 
@@ -676,7 +658,7 @@ mod tests {
 
     #[test]
     fn bad_reservation_and_las_keys_say_what_to_use() {
-        let bad = |body: &str| parse(&format!("[[queue]]\nname = \"a\"\n{body}\n")).unwrap_err();
+        let bad = |body: &str| parse(&format!("[[queue]]\nname = \"a\"\n{body}\n")).unwrap_err().to_string();
         for n in ["0", "-2"] {
             let e = bad(&format!("reservations = {n}"));
             assert!(e.starts_with(&format!("queue `a`: reservations = {n}")) && e.contains("at least 1"), "{e}");
@@ -692,10 +674,10 @@ mod tests {
         assert!(e.starts_with("queue `a`: reserve_after") && e.contains("\"off\""), "{e}");
         assert!(bad("reserve_after = \"later\"").starts_with("queue `a`: reserve_after: "));
         let p = to_policy(&QueueConfig::new("a"));
-        let e = apply_update(&p, &QueueUpdate { reservations: Some(0), ..Default::default() }).unwrap_err();
+        let e = apply_update(&p, &QueueUpdate { reservations: Some(0), ..Default::default() }).unwrap_err().to_string();
         assert!(e.starts_with("reservations = 0"), "{e}");
         let stored = QueuePolicy { reservations: 0, ..p };
-        assert!(from_policy("a", &stored).unwrap_err().contains("reservations"));
+        assert!(from_policy("a", &stored).unwrap_err().to_string().contains("reservations"));
     }
 
     #[test]
@@ -738,30 +720,47 @@ mod tests {
         assert!(
             parse("[[queue]]\nname = \"gpu\"\nmax_time_limit = \"30m\"\n")
                 .unwrap_err()
+                .to_string()
                 .contains("above max_time_limit")
         );
         assert!(
-            parse("[[queue]]\nname = \"gpu\"\nprojects = [\"../x\"]\n").unwrap_err().contains("not a project name")
+            parse("[[queue]]\nname = \"gpu\"\nprojects = [\"../x\"]\n")
+                .unwrap_err()
+                .to_string()
+                .contains("not a project name")
         );
     }
 
     #[test]
     fn bad_config_says_what_to_fix() {
-        let e = parse("[[queue]]\nname = \"a\"\nhead_of_line = \"lifo\"").unwrap_err();
+        let e = parse("[[queue]]\nname = \"a\"\nhead_of_line = \"lifo\"").unwrap_err().to_string();
         assert!(e.contains("queue `a`") && e.contains("head_of_line") && e.contains("skip-after-N"), "{e}");
-        assert!(parse("[[queue]]\nname = \"a\"\n[[queue]]\nname = \"a\"").unwrap_err().contains("twice"));
+        assert!(parse("[[queue]]\nname = \"a\"\n[[queue]]\nname = \"a\"").unwrap_err().to_string().contains("twice"));
         assert!(parse("[[queue]]\nnam = \"a\"").is_err());
-        assert!(parse("[[queue]]\nname = \"a b\"").unwrap_err().contains("letters"));
-        assert!(parse("[[queue]]\nname = \"a\"\nordering = \"random\"").unwrap_err().contains("ordering `random`"));
-        assert!(parse("[[queue]]\nname = \"a\"\nscoring = \"x\"").unwrap_err().contains("scoring"));
-        assert!(parse("[[queue]]\nname = \"a\"\npreemption = \"yes\"").unwrap_err().contains("preemption"));
+        assert!(parse("[[queue]]\nname = \"a b\"").unwrap_err().to_string().contains("letters"));
         assert!(
-            parse("[[queue]]\nname = \"a\"\ndefault_time_limit = \"soon\"").unwrap_err().contains("default_time_limit")
+            parse("[[queue]]\nname = \"a\"\nordering = \"random\"")
+                .unwrap_err()
+                .to_string()
+                .contains("ordering `random`")
         );
-        assert!(parse("[[queue]]\nname = \"a\"\ndefault_time_limit = 0").unwrap_err().contains("default_time_limit"));
-        assert!(parse("[fair_share]\nhalf_life = \"x\"").unwrap_err().contains("fair_share.half_life"));
+        assert!(parse("[[queue]]\nname = \"a\"\nscoring = \"x\"").unwrap_err().to_string().contains("scoring"));
+        assert!(parse("[[queue]]\nname = \"a\"\npreemption = \"yes\"").unwrap_err().to_string().contains("preemption"));
+        assert!(
+            parse("[[queue]]\nname = \"a\"\ndefault_time_limit = \"soon\"")
+                .unwrap_err()
+                .to_string()
+                .contains("default_time_limit")
+        );
+        assert!(
+            parse("[[queue]]\nname = \"a\"\ndefault_time_limit = 0")
+                .unwrap_err()
+                .to_string()
+                .contains("default_time_limit")
+        );
+        assert!(parse("[fair_share]\nhalf_life = \"x\"").unwrap_err().to_string().contains("fair_share.half_life"));
         let zero = parse("[[queue]]\nname = \"a\"\npreemption = \"cancel\"\npreempt_min_runtime = \"0s\"").unwrap();
         assert_eq!(zero.queues[0].preemption.unwrap().min_runtime_ms, 0);
-        assert!(parse("[fair_share.weights]\np = -1.0").unwrap_err().contains("fair_share.weights.p"));
+        assert!(parse("[fair_share.weights]\np = -1.0").unwrap_err().to_string().contains("fair_share.weights.p"));
     }
 }

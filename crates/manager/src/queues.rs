@@ -41,11 +41,11 @@ impl QueueService {
     /// value; a new queue starts from `config::base_queue`, the recommended policy), stored
     /// first. Returns the queue and whether it existed.
     pub async fn update(&self, name: &str, update: &QueueUpdate) -> Result<(QueueConfig, bool), ApiError> {
-        config::check_queue_name(name).map_err(ApiError::bad_request)?;
+        config::check_queue_name(name).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let existing = self.get(name);
         let base = config::to_policy(existing.as_ref().unwrap_or(&config::base_queue(name)));
-        let policy = config::apply_update(&base, update).map_err(ApiError::bad_request)?;
-        let q = config::from_policy(name, &policy).map_err(ApiError::bad_request)?;
+        let policy = config::apply_update(&base, update).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let q = config::from_policy(name, &policy).map_err(|e| ApiError::bad_request(e.to_string()))?;
         // Keep the config file seed: an unchanged file entry must not undo this change on restart.
         let seed = self.store.queues().await?.into_iter().find(|r| r.name == name).and_then(|r| r.seed);
         let row = QueueRow { name: name.to_string(), policy, seed, updated_at: self.clock.now() };

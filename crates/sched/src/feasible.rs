@@ -10,13 +10,116 @@ use rustc_hash::{FxHashMap, FxHasher};
 use crate::ledger::NodeLedger;
 use crate::shortfall::{cpus_text, gpus_text, request_text};
 
+/// Why no node of a queue can ever run a request, even with every node empty: the first
+/// resource that can never be had, with the largest node's figure. Its text starts `no node
+/// can ever run this:` (the manager answers it with 422).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no node can ever run this: {}", self.why())]
+pub enum Infeasible {
+    /// Fewer nodes can hold a kernel than the job spans (`request`: set when only some of
+    /// the queue's nodes can, so the text says with what).
+    Nodes {
+        want: usize,
+        capable: usize,
+        request: Option<ResourceRequest>,
+        queue: String,
+    },
+    /// Each kernel fits a node alone, but not `kernels` of them side by side; the roomiest
+    /// node holds `most`.
+    Kernels {
+        kernels: u32,
+        request: ResourceRequest,
+        most: u32,
+        queue: String,
+    },
+    /// A GPU job in a queue without a GPU anywhere.
+    NoGpu {
+        gpu_milli: u64,
+        queue: String,
+    },
+    /// More GPUs than the largest node has (`largest`: devices).
+    Gpus {
+        gpu_milli: u64,
+        largest: u64,
+        queue: String,
+    },
+    Cpus {
+        cpus: u32,
+        largest: u32,
+        queue: String,
+    },
+    Memory {
+        bytes: u64,
+        largest: u64,
+        queue: String,
+    },
+    /// A local NUMA policy (`require-local`, `single-node`) that no NUMA node is large
+    /// enough for; `request` is what must fit one NUMA node.
+    Numa {
+        request: ResourceRequest,
+        policy: NumaPolicy,
+        queue: String,
+    },
+    /// Each resource is there, but no node has all of them at once.
+    Together {
+        request: ResourceRequest,
+        queue: String,
+    },
+}
+
+impl Infeasible {
+    /// The words after `no node can ever run this: `.
+    fn why(&self) -> String {
+        match self {
+            Infeasible::Nodes { want, capable, request, queue } => {
+                let with = request.as_ref().map(|r| format!(" with {}", request_text(r))).unwrap_or_default();
+                format!("needs {want} nodes{with}, queue {queue} has {capable}")
+            }
+            Infeasible::Kernels { kernels, request, most, queue } => format!(
+                "needs {kernels} kernels with {} each on one node, the largest node in queue {queue} holds {most}",
+                request_text(request)
+            ),
+            // The first GPU job on a machine without one is often someone trying berth out:
+            // say how GPUs come to a node, and how to pretend.
+            Infeasible::NoGpu { gpu_milli, queue } => format!(
+                "needs {}, no node in queue {queue} has a GPU (`berth nodes` lists what each node has; to try GPU \
+                 jobs on a machine without one, start `berth up --fake-gpus 2`)",
+                gpus_text(*gpu_milli)
+            ),
+            Infeasible::Gpus { gpu_milli, largest, queue } => format!(
+                "needs {}, the largest node in queue {queue} has {}",
+                gpus_text(*gpu_milli),
+                format_gpu_milli(largest * 1000)
+            ),
+            Infeasible::Cpus { cpus, largest, queue } => {
+                format!("needs {}, the largest node in queue {queue} has {largest}", cpus_text(*cpus))
+            }
+            Infeasible::Memory { bytes, largest, queue } => format!(
+                "needs {} memory, the largest node in queue {queue} has {}",
+                format_bytes(*bytes),
+                format_bytes(*largest)
+            ),
+            Infeasible::Numa { request, policy, queue } => {
+                let policy = if *policy == NumaPolicy::SingleNode { "single-node" } else { "require-local" };
+                format!(
+                    "needs {} on one NUMA node ({policy}), no NUMA node in queue {queue} is that large",
+                    request_text(request)
+                )
+            }
+            Infeasible::Together { request, queue } => {
+                format!("needs {} on one node, no node in queue {queue} has all of them", request_text(request))
+            }
+        }
+    }
+}
+
 /// [`check_feasible_with`] under the default NUMA policy (`prefer-local`).
 pub fn check_feasible(
     req: &ResourceRequest,
     nodes_needed: u32,
     nodes: &[NodeLedger],
     queue: &str,
-) -> Result<(), String> {
+) -> Result<(), Infeasible> {
     check_feasible_with(req, nodes_needed, NumaPolicy::PreferLocal, nodes, queue)
 }
 
@@ -30,7 +133,7 @@ pub fn check_feasible_with(
     numa: NumaPolicy,
     nodes: &[NodeLedger],
     queue: &str,
-) -> Result<(), String> {
+) -> Result<(), Infeasible> {
     check_feasible_kernels(req, nodes_needed, 1, numa, nodes, queue)
 }
 
@@ -44,7 +147,7 @@ pub fn check_feasible_kernels(
     numa: NumaPolicy,
     nodes: &[NodeLedger],
     queue: &str,
-) -> Result<(), String> {
+) -> Result<(), Infeasible> {
     // Callers usually pass empty ledgers already: those are used as they are, only a ledger
     // with allocations or not schedulable is rebuilt empty.
     let empty: Vec<(Cow<'_, NodeLedger>, usize)> = nodes
@@ -117,7 +220,7 @@ impl NodeShapes {
         kernels: u32,
         numa: NumaPolicy,
         queue: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), Infeasible> {
         let shapes: Vec<(Cow<'_, NodeLedger>, usize)> = self
             .groups
             .iter()
@@ -167,7 +270,7 @@ fn check_shapes(
     numa: NumaPolicy,
     empty: &[(Cow<'_, NodeLedger>, usize)],
     queue: &str,
-) -> Result<(), String> {
+) -> Result<(), Infeasible> {
     let k = kernels.max(1);
     if empty.is_empty() {
         return Ok(());
@@ -185,67 +288,43 @@ fn check_shapes(
             }
         }
     }
-    let never = |why: String| Err(format!("no node can ever run this: {why}"));
+    let queue = queue.to_string();
     if capable > 0 {
-        let with = if capable == total { String::new() } else { format!(" with {}", request_text(req)) };
-        return never(format!("needs {want} nodes{with}, queue {queue} has {capable}"));
+        let request = (capable != total).then_some(*req);
+        return Err(Infeasible::Nodes { want, capable, request, queue });
     }
     if k > 1 {
         // How many kernels the roomiest node holds side by side.
         let most =
             empty.iter().map(|(l, _)| (1..k).rev().find(|&j| l.bind_kernels(req, numa, j).is_ok()).unwrap_or(0)).max();
-        if let Some(m) = most.filter(|&m| m > 0) {
-            return never(format!(
-                "needs {k} kernels with {} each on one node, the largest node in queue {queue} holds {m}",
-                request_text(req)
-            ));
+        if let Some(most) = most.filter(|&m| m > 0) {
+            return Err(Infeasible::Kernels { kernels: k, request: *req, most, queue });
         }
     }
     let g = req.gpu_milli;
     let max_gpus = empty.iter().map(|(l, _)| l.topology().gpus.len() as u64).max().unwrap_or(0);
     if g > 0 && max_gpus == 0 {
-        // The first GPU job on a machine without one is often someone trying berth out: say how
-        // GPUs come to a node, and how to pretend.
-        return never(format!(
-            "needs {}, no node in queue {queue} has a GPU (`berth nodes` lists what each node has; to try GPU \
-             jobs on a machine without one, start `berth up --fake-gpus 2`)",
-            gpus_text(g)
-        ));
+        return Err(Infeasible::NoGpu { gpu_milli: g, queue });
     }
     if g > max_gpus * 1000 {
-        return never(format!(
-            "needs {}, the largest node in queue {queue} has {}",
-            gpus_text(g),
-            format_gpu_milli(max_gpus * 1000)
-        ));
+        return Err(Infeasible::Gpus { gpu_milli: g, largest: max_gpus, queue });
     }
     let max_cpus = empty.iter().map(|(l, _)| l.cpus_total()).max().unwrap_or(0);
     if req.whole_cpus() > max_cpus {
-        return never(format!(
-            "needs {}, the largest node in queue {queue} has {max_cpus}",
-            cpus_text(req.whole_cpus())
-        ));
+        return Err(Infeasible::Cpus { cpus: req.whole_cpus(), largest: max_cpus, queue });
     }
     let max_mem = empty.iter().map(|(l, _)| l.mem_total()).max().unwrap_or(0);
     if req.mem_bytes > max_mem {
-        return never(format!(
-            "needs {} memory, the largest node in queue {queue} has {}",
-            format_bytes(req.mem_bytes),
-            format_bytes(max_mem)
-        ));
+        return Err(Infeasible::Memory { bytes: req.mem_bytes, largest: max_mem, queue });
     }
     if numa != NumaPolicy::PreferLocal && empty.iter().any(|(l, _)| l.bind(req, NumaPolicy::PreferLocal).is_ok()) {
-        let policy = if numa == NumaPolicy::SingleNode { "single-node" } else { "require-local" };
-        let mut r = *req;
+        let mut request = *req;
         if numa != NumaPolicy::SingleNode {
-            r.gpu_milli = 0;
+            request.gpu_milli = 0;
         }
-        return never(format!(
-            "needs {} on one NUMA node ({policy}), no NUMA node in queue {queue} is that large",
-            request_text(&r)
-        ));
+        return Err(Infeasible::Numa { request, policy: numa, queue });
     }
-    never(format!("needs {} on one node, no node in queue {queue} has all of them", request_text(req)))
+    Err(Infeasible::Together { request: *req, queue })
 }
 
 #[cfg(test)]
@@ -275,7 +354,7 @@ mod tests {
         ]
     }
 
-    fn check(r: ResourceRequest, nodes: u32, numa: NumaPolicy) -> Result<(), String> {
+    fn check(r: ResourceRequest, nodes: u32, numa: NumaPolicy) -> Result<(), Infeasible> {
         check_feasible_with(&r, nodes, numa, &cluster(), "default")
     }
 
@@ -285,7 +364,7 @@ mod tests {
         // n1 (empty) has 16 CPUs and 2 GPUs: two kernels of 1 GPU and 4 CPUs fit, three do not.
         let r = req(4, 4, 1000);
         assert!(check_feasible_kernels(&r, 1, 2, NumaPolicy::PreferLocal, &nodes, "default").is_ok());
-        let e = check_feasible_kernels(&r, 1, 3, NumaPolicy::PreferLocal, &nodes, "default").unwrap_err();
+        let e = check_feasible_kernels(&r, 1, 3, NumaPolicy::PreferLocal, &nodes, "default").unwrap_err().to_string();
         assert_eq!(
             e,
             "no node can ever run this: needs 3 kernels with 1 GPU, 4 CPUs and 4GiB memory each on one node, \
@@ -303,7 +382,7 @@ mod tests {
 
     #[test]
     fn each_resource_names_the_largest_node() {
-        let never = |r, n, p| check(r, n, p).unwrap_err();
+        let never = |r, n, p| check(r, n, p).unwrap_err().to_string();
         assert_eq!(
             never(req(1, 1, 4000), 1, NumaPolicy::PreferLocal),
             "no node can ever run this: needs 4 GPUs, the largest node in queue default has 2"
@@ -334,7 +413,7 @@ mod tests {
     fn fractions_need_a_node_with_a_gpu() {
         let cpu_only = vec![NodeLedger::new("n2", "default", smt(1, 16, 64 * GIB, 0))];
         assert_eq!(
-            check_feasible(&req(1, 1, 500), 1, &cpu_only, "default").unwrap_err(),
+            check_feasible(&req(1, 1, 500), 1, &cpu_only, "default").unwrap_err().to_string(),
             "no node can ever run this: needs 0.5 GPU, no node in queue default has a GPU (`berth nodes` lists \
              what each node has; to try GPU jobs on a machine without one, start `berth up --fake-gpus 2`)"
         );
@@ -344,11 +423,11 @@ mod tests {
     fn local_policies_need_a_numa_node_that_large() {
         assert_eq!(check(req(10, 1, 1000), 1, NumaPolicy::PreferLocal), Ok(()));
         assert_eq!(
-            check(req(10, 1, 1000), 1, NumaPolicy::RequireLocal).unwrap_err(),
+            check(req(10, 1, 1000), 1, NumaPolicy::RequireLocal).unwrap_err().to_string(),
             "no node can ever run this: needs 10 CPUs and 1GiB memory on one NUMA node (require-local), no NUMA node in queue default is that large"
         );
         assert_eq!(
-            check(req(1, 1, 2000), 1, NumaPolicy::SingleNode).unwrap_err(),
+            check(req(1, 1, 2000), 1, NumaPolicy::SingleNode).unwrap_err().to_string(),
             "no node can ever run this: needs 2 GPUs, 1 CPU and 1GiB memory on one NUMA node (single-node), no NUMA node in queue default is that large"
         );
     }

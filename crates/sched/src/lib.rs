@@ -12,7 +12,7 @@
 //!   `.cpus_used() -> u32`, `.mem_used() -> u64`, `.gpu_used_milli(gpu_index) -> u64`,
 //!   `.try_bind(&ResourceRequest, NumaPolicy) -> Result<Binding, BindError>`.
 //! - `schedule(&PassInput) -> PassOutput`.
-//! - `check_feasible(&ResourceRequest, nodes_needed, &[NodeLedger], queue) -> Result<(), String>`.
+//! - `check_feasible(&ResourceRequest, nodes_needed, &[NodeLedger], queue) -> Result<(), Infeasible>`.
 //!
 //! Also public: [`check_feasible_with`] (the same with the job's NUMA policy), [`LedgerError`],
 //! the read-only `NodeLedger::{cpus_total, mem_total, gpus_used_milli, allocations}`, and
@@ -72,7 +72,7 @@ pub mod sim;
 mod test_support;
 
 pub use bind::BindError;
-pub use feasible::{NodeShapes, check_feasible, check_feasible_kernels, check_feasible_with};
+pub use feasible::{Infeasible, NodeShapes, check_feasible, check_feasible_kernels, check_feasible_with};
 pub use ledger::{LedgerError, NodeLedger};
 pub use mounts::{MountError, MountRefusal, check_folders, check_mounts, mount_allowed};
 pub use node_match::{NoNodeOffers, nodes_offering};
