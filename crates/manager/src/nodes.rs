@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use berth_model::api::NodeState;
+use berth_model::api::{ImagesView, NodeState, NodeView};
 use berth_model::protocol::ContainerInfo;
 use berth_sched::{NodeLedger, NodeShapes, QueueConfig};
 use berth_store::Store;
@@ -119,6 +119,24 @@ impl Nodes {
         tracing::info!(node = name, by, "node undrained");
         self.wake.notify_one();
         Ok(st.node_state(name).expect("checked above"))
+    }
+
+    /// Every node as the API shows it (`GET /v1/nodes`), by name.
+    pub async fn views(&self, jobs: &Jobs) -> Vec<NodeView> {
+        let st = jobs.lock().await;
+        let mut names: Vec<&String> = st.nodes().keys().collect();
+        names.sort();
+        names.into_iter().filter_map(|n| st.node_view(n)).collect()
+    }
+
+    /// Node `name` as the API shows it, if it is known.
+    pub async fn view(&self, jobs: &Jobs, name: &str) -> Option<NodeView> {
+        jobs.lock().await.node_view(name)
+    }
+
+    /// Which node has which container image, and where Docker is down (`GET /v1/images`).
+    pub async fn images(&self, jobs: &Jobs) -> ImagesView {
+        crate::images::view(&*jobs.lock().await)
     }
 
     /// Re-applies the queues' node selectors after a queue changed: nodes move to the queue

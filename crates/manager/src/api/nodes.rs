@@ -12,10 +12,7 @@ use crate::manager::Manager;
 /// Every node with its state, capacity and use.
 #[utoipa::path(get, path = "/v1/nodes", tag = "nodes", responses((status = 200, body = Vec<NodeView>)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<NodeView>> {
-    let st = m.jobs.lock().await;
-    let mut names: Vec<&String> = st.nodes().keys().collect();
-    names.sort();
-    axum::Json(names.into_iter().filter_map(|n| st.node_view(n)).collect())
+    axum::Json(m.nodes.views(&m.jobs).await)
 }
 
 /// What ran on each node since a time, one segment per job and node, oldest first.
@@ -94,6 +91,5 @@ pub async fn undrain(
 }
 
 async fn view(m: &Manager, name: &str) -> Result<axum::Json<NodeView>, ApiError> {
-    let st = m.jobs.lock().await;
-    st.node_view(name).map(axum::Json).ok_or_else(|| ApiError::not_found(format!("no node `{name}`")))
+    m.nodes.view(&m.jobs, name).await.map(axum::Json).ok_or_else(|| ApiError::not_found(format!("no node `{name}`")))
 }
