@@ -35,6 +35,7 @@
 
 pub mod apply;
 mod backfill;
+mod backfill_memo;
 mod bind;
 pub mod depend;
 mod fairness;
