@@ -30,6 +30,7 @@ use berth_store::{CacheBucketRow, CacheNodeRow, Store, StoreError};
 use serde_json::json;
 
 use crate::clock::Clock;
+use crate::jobs::Jobs;
 use crate::state::State;
 
 /// How often every cache node is sent the list again, changed or not.
@@ -155,13 +156,15 @@ impl CacheMembers {
     }
 
     /// Every node's cache with its state (`up`, `down`, `removed`) and weight, by node name.
-    pub fn views(&self, st: &State) -> Vec<CacheMemberView> {
-        self.nodes.lock().expect("cache nodes").values().map(|r| view(st, r)).collect()
+    pub async fn views(&self, jobs: &Jobs) -> Vec<CacheMemberView> {
+        let st = jobs.lock().await;
+        self.nodes.lock().expect("cache nodes").values().map(|r| view(&st, r)).collect()
     }
 
     /// One node's cache, if its agent ever reported one.
-    pub fn view(&self, st: &State, node: &str) -> Option<CacheMemberView> {
-        self.nodes.lock().expect("cache nodes").get(node).map(|r| view(st, r))
+    pub async fn view(&self, jobs: &Jobs, node: &str) -> Option<CacheMemberView> {
+        let st = jobs.lock().await;
+        self.nodes.lock().expect("cache nodes").get(node).map(|r| view(&st, r))
     }
 
     /// The cache node a kernel of job `job_id` on `node` should use: its node's own when up,

@@ -6,11 +6,14 @@ use std::sync::{Arc, RwLock};
 use berth_sched::QueueConfig;
 use berth_store::{QueueRow, Store};
 
-use berth_model::api::QueueUpdate;
+use berth_model::JobState;
+use berth_model::api::{QueueUpdate, QueueView};
 
 use crate::clock::Clock;
 use crate::config::{self, Config};
 use crate::error::ApiError;
+use crate::jobs::Jobs;
+use crate::state::State;
 
 pub struct QueueService {
     store: Arc<dyn Store>,
@@ -22,6 +25,19 @@ pub struct QueueService {
 impl QueueService {
     pub fn new(store: Arc<dyn Store>, clock: Clock, queues: Vec<QueueConfig>) -> QueueService {
         QueueService { store, queues: RwLock::new(Arc::new(queues)), clock }
+    }
+
+    /// Every queue as the API shows it (`GET /v1/queues`): its policy, how many nodes serve
+    /// it, and its pending and running jobs.
+    pub async fn views(&self, jobs: &Jobs) -> Vec<QueueView> {
+        let queues = self.all();
+        let st = jobs.lock().await;
+        queues.iter().map(|q| view(&st, q)).collect()
+    }
+
+    /// Queue `q` as the API shows it.
+    pub async fn view(&self, jobs: &Jobs, q: &QueueConfig) -> QueueView {
+        view(&*jobs.lock().await, q)
     }
 
     /// The queues now (cheap: a shared snapshot).
@@ -107,5 +123,24 @@ impl QueueService {
         queues.sort_by(|a, b| a.name.cmp(&b.name));
         *self.queues.write().expect("queues lock") = Arc::new(queues);
         Ok(())
+    }
+}
+
+/// A queue with its nodes and live jobs counted.
+fn view(st: &State, q: &QueueConfig) -> QueueView {
+    let (mut pending, mut running) = (0, 0);
+    for j in st.live_jobs().filter(|j| j.queue == q.name) {
+        if j.state == JobState::Pending {
+            pending += 1;
+        } else if j.state.holds_resources() {
+            running += 1;
+        }
+    }
+    QueueView {
+        name: q.name.clone(),
+        policy: config::to_policy(q),
+        nodes: st.nodes().values().filter(|n| n.queue == q.name).count() as u32,
+        pending,
+        running,
     }
 }

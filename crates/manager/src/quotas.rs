@@ -17,6 +17,7 @@ use berth_sched::{QuotaUse, Quotas};
 use crate::clock::Clock;
 use crate::error::ApiError;
 use crate::identity::User;
+use crate::jobs::Jobs;
 use crate::quota_table::{QuotaTable, project_of};
 use crate::state::{Job, State};
 
@@ -153,8 +154,10 @@ impl QuotaService {
         q
     }
 
-    /// Quotas with their current use; users see their own and their projects'.
-    pub fn quota_views(&self, st: &State, user: &User) -> Vec<QuotaView> {
+    /// Quotas with their current use (`GET /v1/quotas`); users see their own and their
+    /// projects'.
+    pub async fn quota_views(&self, jobs: &Jobs, user: &User) -> Vec<QuotaView> {
+        let st = jobs.lock().await;
         let table = self.table();
         let mut out = Vec::new();
         for kind in [QuotaKind::User, QuotaKind::Project] {

@@ -15,8 +15,7 @@ use crate::manager::Manager;
 /// The cache nodes the agents reported, each `up`, `down` or `removed`, with its weight.
 #[utoipa::path(get, path = "/v1/cache/members", tag = "cache", responses((status = 200, body = Vec<CacheMemberView>)))]
 pub async fn members(State(m): State<Arc<Manager>>, _: Auth) -> axum::Json<Vec<CacheMemberView>> {
-    let st = m.jobs.lock().await;
-    axum::Json(m.cache_members.views(&st))
+    axum::Json(m.cache_members.views(&m.jobs).await)
 }
 
 /// Every bucket's settings (admin only).
@@ -79,8 +78,7 @@ fn no_member(node: &str) -> ApiError {
 }
 
 async fn member_view(m: &Manager, node: &str) -> Result<axum::Json<CacheMemberView>, ApiError> {
-    let st = m.jobs.lock().await;
-    m.cache_members.view(&st, node).map(axum::Json).ok_or_else(|| no_member(node))
+    m.cache_members.view(&m.jobs, node).await.map(axum::Json).ok_or_else(|| no_member(node))
 }
 
 /// Set a cache member's weight (admin only): it wins over the weight its agent reports;

@@ -4,40 +4,17 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use berth_model::JobState;
 use berth_model::api::{QueueUpdate, QueueView};
-use berth_sched::QueueConfig;
 
 use crate::auth::{Admin, Auth};
-use crate::config;
 use crate::error::{ApiError, Json, Path};
 use crate::manager::Manager;
-
-fn view(st: &crate::state::State, q: &QueueConfig) -> QueueView {
-    let (mut pending, mut running) = (0, 0);
-    for j in st.live_jobs().filter(|j| j.queue == q.name) {
-        if j.state == JobState::Pending {
-            pending += 1;
-        } else if j.state.holds_resources() {
-            running += 1;
-        }
-    }
-    QueueView {
-        name: q.name.clone(),
-        policy: config::to_policy(q),
-        nodes: st.nodes().values().filter(|n| n.queue == q.name).count() as u32,
-        pending,
-        running,
-    }
-}
 
 /// Every queue: its policy, how many nodes serve it, and its pending and running jobs.
 #[utoipa::path(get, path = "/v1/queues", tag = "queues",
     responses((status = 200, body = Vec<QueueView>), (status = 401, body = berth_model::api::ErrorBody)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<QueueView>> {
-    let queues = m.queues.all();
-    let st = m.jobs.lock().await;
-    axum::Json(queues.iter().map(|q| view(&st, q)).collect())
+    axum::Json(m.queues.views(&m.jobs).await)
 }
 
 /// Create a queue or change its policy (admin only). Keys left out keep their value; a new
@@ -59,7 +36,6 @@ pub async fn put(
     let detail = serde_json::to_string(&update).unwrap_or_default();
     m.tenancy.audit(&admin.name, if existed { "queue.update" } else { "queue.create" }, &name, &detail).await;
     m.jobs.wake();
-    let st = m.jobs.lock().await;
     let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
-    Ok((status, axum::Json(view(&st, &q))))
+    Ok((status, axum::Json(m.queues.view(&m.jobs, &q).await)))
 }

@@ -14,8 +14,7 @@ use crate::manager::Manager;
 /// Quotas and their use now.
 #[utoipa::path(get, path = "/v1/quotas", tag = "quotas", responses((status = 200, body = Vec<QuotaView>)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(u): Auth) -> axum::Json<Vec<QuotaView>> {
-    let st = m.jobs.lock().await;
-    axum::Json(m.quotas.quota_views(&st, &u))
+    axum::Json(m.quotas.quota_views(&m.jobs, &u).await)
 }
 
 fn kind(s: &str) -> Result<QuotaKind, ApiError> {
