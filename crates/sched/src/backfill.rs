@@ -65,8 +65,8 @@ pub(crate) struct Reservation {
     /// Reserved node indices in the pool, in placement order.
     pub nodes: Vec<usize>,
     /// The reserved nodes' ledgers at `start`, without the reserved job.
-    pub at_start: BTreeMap<usize, crate::NodeLedger>,
-    pub job_req: PendingJob,
+    at_start: BTreeMap<usize, crate::NodeLedger>,
+    job_req: PendingJob,
     /// Past the wait bound (module doc).
     pub firm: bool,
     /// The reserved job's queue position (reasons name jobs by position).
@@ -74,10 +74,6 @@ pub(crate) struct Reservation {
     /// What the start rests on: the weakest of the ends released on the reserved nodes up to
     /// it, and of the reservations it queues behind.
     pub basis: Basis,
-    /// The counts of the nodes the walk released something on, at `start` (`None` when the
-    /// job queued behind other reservations): which nodes could take the job by then, which
-    /// tells `backfill_memo.rs` whether an end that moved could have changed the outcome.
-    pub counts: Option<Counts>,
 }
 
 /// What a reservation is asked for: the job (which cannot start now), its queue position,
@@ -196,19 +192,12 @@ pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis
                     .iter()
                     .map(|&i| timeline.basis(i).weakest(queued.get(&i).map_or(Basis::Limits, |q| q.1)))
                     .fold(Basis::Limits, Basis::weakest);
-                let counts = None;
-                let job_req = job.clone();
-                made = Some(Reservation { start, nodes: best, at_start, job_req, firm, pos, basis, counts });
+                made = Some(Reservation { start, nodes: best, at_start, job_req: job.clone(), firm, pos, basis });
             }
             if queued.is_empty() {
                 break;
             }
         }
-    }
-    if queued.is_empty()
-        && let Some(m) = &mut made
-    {
-        m.counts = Some(counts);
     }
     made
 }
@@ -233,25 +222,14 @@ const NONE: u32 = u32::MAX;
 
 /// The counts of the nodes the walk released something on: a slot per node of the pool,
 /// the counts themselves packed in the order first touched.
-pub(crate) struct Counts {
+struct Counts {
     slot: Vec<u32>,
     dense: Vec<NodeCounts>,
 }
 
 impl Counts {
-    pub fn get(&self, i: usize) -> Option<&NodeCounts> {
+    fn get(&self, i: usize) -> Option<&NodeCounts> {
         self.dense.get(self.slot[i] as usize)
-    }
-
-    /// Sets node `i`'s counts.
-    pub fn set(&mut self, i: usize, c: NodeCounts) {
-        match self.dense.get_mut(self.slot[i] as usize) {
-            Some(d) => *d = c,
-            None => {
-                self.slot[i] = self.dense.len() as u32;
-                self.dense.push(c);
-            }
-        }
     }
 
     fn get_or_add(&mut self, i: usize, pool: &Pool) -> &mut NodeCounts {

@@ -16,7 +16,6 @@ use std::ops::ControlFlow::{self, Break, Continue};
 use berth_model::{Binding, JobId, PendingKind, PendingReason};
 
 use crate::backfill::{Ask, JobEnds, Reservation, reserve};
-use crate::backfill_memo::{Asked, QueueMemo};
 use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
 use crate::pool::{self, Pool};
@@ -124,11 +123,6 @@ pub(crate) struct Walk<'i, 'a> {
     kept_ends: OnceCell<KeptEnds>,
     /// Whether reasons get their messages ([`Words`]).
     words: Words,
-    /// The reservations of the queue's last pass, kept by the caller (`backfill_memo.rs`).
-    memo: Option<&'i mut QueueMemo>,
-    /// How many of `reservations` (the first ones) were made before anything started or was
-    /// held in this pass: made on the caller's ledgers, they can be kept for the next pass.
-    clean: usize,
 }
 
 impl<'i, 'a> Walk<'i, 'a> {
@@ -140,13 +134,7 @@ impl<'i, 'a> Walk<'i, 'a> {
         nodes: Vec<&'a NodeLedger>,
         source: Source<'a>,
         words: Words,
-        mut memo: Option<&'i mut QueueMemo>,
     ) -> Self {
-        // Only a kept running set has a generation to stamp the pass with.
-        match (kept, memo.as_deref_mut()) {
-            (Some(_), Some(m)) => m.begin(&nodes),
-            _ => memo = None,
-        }
         let totals = [
             nodes.iter().map(|l| l.cpus_total() as u64 * 1000).sum(),
             nodes.iter().map(|l| l.mem_total()).sum(),
@@ -181,8 +169,6 @@ impl<'i, 'a> Walk<'i, 'a> {
             delaying: Vec::new(),
             kept_ends: OnceCell::new(),
             words,
-            memo,
-            clean: 0,
         }
     }
 
@@ -483,20 +469,8 @@ impl<'i, 'a> Walk<'i, 'a> {
         self.tries += 1;
         let now = self.input.now;
         let firm = self.is_aged(job);
-        // Kept from the last pass only while this one has changed nothing yet (no start, no
-        // node held for preemption): the ledgers are then the caller's.
-        let clean = self.started.is_empty() && self.victims.is_empty();
-        let asked = (clean && self.memo.as_deref().is_some_and(QueueMemo::any)).then(|| Asked {
-            job,
-            firm,
-            taken: self.reserved_nodes.iter().copied().collect(),
-            now,
-        });
-        let mut made = asked.as_ref().and_then(|a| self.kept_reservation(a, pos));
-        if made.is_none() {
-            let ask = Ask { job, pos, firm, taken: &self.reserved_nodes, queued: &BTreeMap::new() };
-            made = reserve(&self.pool, ask, self.ends(), now);
-        }
+        let ask = Ask { job, pos, firm, taken: &self.reserved_nodes, queued: &BTreeMap::new() };
+        let mut made = reserve(&self.pool, ask, self.ends(), now);
         if made.is_none() && !self.reserved_nodes.is_empty() {
             // Only reserved nodes can take it (one node, or a small cluster): it queues
             // behind the jobs reserved there, from their expected end on.
@@ -521,47 +495,7 @@ impl<'i, 'a> Walk<'i, 'a> {
         };
         let reserved = Reserved::At(r.start, describe);
         self.reservations.push(r);
-        if clean {
-            self.clean = self.reservations.len();
-        }
         reserved
-    }
-
-    /// The last pass's reservation for `asked`, when it holds in this pass
-    /// (`backfill_memo.rs`); in debug builds, checked against one made from scratch.
-    fn kept_reservation(&mut self, asked: &Asked, pos: u32) -> Option<Reservation> {
-        let set = self.kept?;
-        self.kept_ends()?;
-        let r = self.memo.as_deref_mut()?.find(asked, pos, &self.pool, self.kept_ends.get()?, set)?;
-        #[cfg(debug_assertions)]
-        {
-            let ask =
-                Ask { job: asked.job, pos, firm: asked.firm, taken: &self.reserved_nodes, queued: &BTreeMap::new() };
-            let fresh =
-                reserve(&self.pool, ask, self.ends(), self.input.now).expect("a kept reservation is made again");
-            assert_eq!(
-                (fresh.start, &fresh.nodes, fresh.basis, &fresh.at_start),
-                (r.start, &r.nodes, r.basis, &r.at_start),
-                "a reservation kept from the last pass differs from one made now"
-            );
-        }
-        Some(r)
-    }
-
-    /// At the end of the walk: the reservations made before anything started or was held
-    /// are kept for the next pass (`backfill_memo.rs`).
-    pub fn remember(&mut self) {
-        if let Some(m) = self.memo.as_deref_mut() {
-            let generation = self.kept.map_or(0, RunningSet::generation);
-            m.record(&mut self.reservations[..self.clean], self.input.now, generation);
-        }
-    }
-
-    /// What every reservation of the pass reads of the kept running set (`None`: no set).
-    fn kept_ends(&self) -> Option<&KeptEnds> {
-        let set = self.kept?;
-        let fallback = self.q.default_time_limit_ms;
-        Some(self.kept_ends.get_or_init(|| KeptEnds::new(&self.pool, set, self.input.queues, fallback, self.input.now)))
     }
 
     /// Whether the queue may give reservations (then it needs this pass's starts on the
@@ -585,7 +519,9 @@ impl<'i, 'a> Walk<'i, 'a> {
         let fallback = self.q.default_time_limit_ms;
         match self.kept {
             Some(set) => {
-                let kept = self.kept_ends().expect("a kept set");
+                let kept = self
+                    .kept_ends
+                    .get_or_init(|| KeptEnds::new(&self.pool, set, self.input.queues, fallback, self.input.now));
                 Ends::merge(kept, set, &self.started, self.input.now)
             }
             None => {

@@ -231,11 +231,6 @@ impl NodeLedger {
         };
     }
 
-    /// The shared name (a pass compares nodes by it without copying).
-    pub(crate) fn name_arc(&self) -> &Arc<str> {
-        &self.name
-    }
-
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -35,7 +35,6 @@
 
 pub mod apply;
 mod backfill;
-mod backfill_memo;
 mod bind;
 pub mod depend;
 mod fairness;

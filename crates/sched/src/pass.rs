@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use berth_model::{JobId, PendingKind, PendingReason};
 
-use crate::backfill_memo::ReservationMemo;
 use crate::gates::{Running as Runs, Verdict, Walk};
 use crate::ledger::NodeLedger;
 use crate::order::{Order, Source};
@@ -37,7 +36,7 @@ pub fn schedule(input: &PassInput) -> PassOutput {
     // The pass over a set made of the input's jobs, the running jobs read from the input; the
     // untried jobs behind where a walk stopped are then listed.
     let set: PendingSet = input.pending.iter().cloned().collect();
-    let mut out = run_pass(input, &set, None, Words::All, None);
+    let mut out = run_pass(input, &set, None, Words::All);
     for run in &mut out.untried {
         if let Some(rest) = run.rest.take() {
             run.jobs.extend(set.rest_ids(&rest));
@@ -53,7 +52,7 @@ pub fn schedule(input: &PassInput) -> PassOutput {
 /// listed, and backfill walks the running jobs' ends as kept rather than sorting them. The
 /// pass after one job ends then costs the same with a thousand pending jobs or a million.
 pub fn schedule_set(input: &PassInput, pending: &PendingSet, running: &RunningSet) -> PassOutput {
-    set_pass(input, pending, running, Words::All, None)
+    set_pass(input, pending, running, Words::All)
 }
 
 /// [`schedule_set`] for a caller that reads no reason's message (`berth sim`): the same
@@ -61,32 +60,13 @@ pub fn schedule_set(input: &PassInput, pending: &PendingSet, running: &RunningSe
 /// every message is left empty, so the pass writes no text for the hundreds of jobs a deep
 /// queue's walk tries.
 pub fn schedule_set_kinds(input: &PassInput, pending: &PendingSet, running: &RunningSet) -> PassOutput {
-    set_pass(input, pending, running, Words::KindsOnly, None)
+    set_pass(input, pending, running, Words::KindsOnly)
 }
 
-/// [`schedule_set_kinds`] for a caller that runs pass after pass over the same sets and
-/// keeps `memo` between them (`berth sim`): a backfill reservation of the last pass is used
-/// again when nothing it rests on changed (`backfill_memo.rs`). The same output. The caller
-/// must change the nodes' ledgers only as it changes the running set.
-pub(crate) fn schedule_set_memo(
-    input: &PassInput,
-    pending: &PendingSet,
-    running: &RunningSet,
-    memo: &mut ReservationMemo,
-) -> PassOutput {
-    set_pass(input, pending, running, Words::KindsOnly, Some(memo))
-}
-
-fn set_pass(
-    input: &PassInput,
-    pending: &PendingSet,
-    running: &RunningSet,
-    words: Words,
-    memo: Option<&mut ReservationMemo>,
-) -> PassOutput {
+fn set_pass(input: &PassInput, pending: &PendingSet, running: &RunningSet, words: Words) -> PassOutput {
     debug_assert!(input.pending.is_empty(), "the pending jobs come from the set");
     debug_assert!(input.running.is_empty(), "the running jobs come from the set");
-    run_pass(input, pending, Some(running), words, memo)
+    run_pass(input, pending, Some(running), words)
 }
 
 /// The pass over the set's queues; `kept`: the caller's running set, else `input.running`.
@@ -95,7 +75,6 @@ fn run_pass<'a>(
     pending: &'a PendingSet,
     kept: Option<&'a RunningSet>,
     words: Words,
-    mut memo: Option<&mut ReservationMemo>,
 ) -> PassOutput {
     let mut by_queue: BTreeMap<&str, Source> =
         pending.queues.iter().map(|(name, q)| (&**name, Source { set: pending, name, q })).collect();
@@ -128,8 +107,7 @@ fn run_pass<'a>(
             running.insert(q.name.as_str(), list);
         }
         let running = running.get(q.name.as_str()).map_or(&[][..], Vec::as_slice);
-        let memo = memo.as_deref_mut().map(|m| m.queue(&q.name));
-        let walk = Walk::new(input, q, Runs { list: running, kept }, nodes, jobs, words, memo);
+        let walk = Walk::new(input, q, Runs { list: running, kept }, nodes, jobs, words);
         run_queue(q, walk, words, &mut book, &mut out);
     }
     for (name, jobs) in by_queue {
@@ -181,7 +159,6 @@ fn run_queue(q: &QueueConfig, mut walk: Walk, words: Words, book: &mut Book, out
             }
         }
     }
-    walk.remember();
     let held_back = walk.held_back();
     borrow(borrowers, held_back, &mut walk.pool, book, words, out);
 }

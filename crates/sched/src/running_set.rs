@@ -21,7 +21,7 @@
 //! past their planned end are sorted once per pass ([`KeptEnds`]), not per reservation.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap};
 
 use berth_model::{Binding, JobId};
 use rustc_hash::FxHashMap;
@@ -219,25 +219,6 @@ pub struct RunningSet {
     /// nodes to these numbers once, then follows each binding it releases by number, not by
     /// name.
     node_ids: FxHashMap<String, u32>,
-    /// Bumped by every `insert` and `remove`: a reservation kept from an earlier pass
-    /// (`backfill_memo.rs`) reads what changed since its pass in `log`.
-    generation: u64,
-    /// When kept ([`RunningSet::log_changes`]): the bindings of the last [`LOG_LEN`] jobs
-    /// inserted or removed, with the generation each change made.
-    log: Option<VecDeque<Change>>,
-}
-
-/// How many changes the log keeps: far more than a replay makes between two passes.
-const LOG_LEN: usize = 1024;
-
-/// A job inserted into or removed from a [`RunningSet`] (the log): its bindings' nodes (by
-/// the set's number) and the bindings.
-#[derive(Debug, Clone)]
-pub(crate) struct Change {
-    pub generation: u64,
-    pub inserted: bool,
-    pub nodes: Vec<u32>,
-    pub bindings: Vec<Binding>,
 }
 
 impl RunningSet {
@@ -249,10 +230,8 @@ impl RunningSet {
     /// or flags changed is inserted again).
     pub fn insert(&mut self, job: RunningJob) {
         self.remove(job.id);
-        self.generation += 1;
         self.queue_of.insert(job.id, job.queue.clone());
-        let nodes: Vec<u32> = job.bindings.iter().map(|b| self.node_id(&b.node)).collect();
-        self.note(true, &nodes, &job.bindings);
+        let nodes = job.bindings.iter().map(|b| self.node_id(&b.node)).collect();
         self.queues.entry(job.queue.clone()).or_default().insert(job, nodes);
     }
 
@@ -268,15 +247,8 @@ impl RunningSet {
     /// Takes a job out (it ended, was cancelled or preempted and gave its resources back).
     pub fn remove(&mut self, id: JobId) -> Option<RunningJob> {
         let name = self.queue_of.remove(&id)?;
-        self.generation += 1;
         let q = self.queues.get_mut(&name)?;
         let job = q.remove(id)?;
-        let nodes: Vec<u32> = match &self.log {
-            Some(_) => job.bindings.iter().map(|b| self.node_ids.get(&b.node).copied().unwrap_or(ELSEWHERE)).collect(),
-            None => Vec::new(),
-        };
-        self.note(false, &nodes, &job.bindings);
-        let Some(q) = self.queues.get_mut(&name) else { return Some(job) };
         if q.is_empty() {
             self.queues.remove(&name);
         }
@@ -289,36 +261,6 @@ impl RunningSet {
 
     pub fn len(&self) -> usize {
         self.queue_of.len()
-    }
-
-    /// Changes with every `insert` and `remove` (a job replaced by `insert` counts).
-    pub(crate) fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// Keeps a log of the last changes from now on (`berth sim`: `backfill_memo.rs` reads
-    /// which nodes changed since a pass).
-    pub(crate) fn log_changes(&mut self) {
-        self.log.get_or_insert_with(VecDeque::new);
-    }
-
-    fn note(&mut self, inserted: bool, nodes: &[u32], bindings: &[Binding]) {
-        let generation = self.generation;
-        let Some(log) = &mut self.log else { return };
-        if log.len() == LOG_LEN {
-            log.pop_front();
-        }
-        log.push_back(Change { generation, inserted, nodes: nodes.to_vec(), bindings: bindings.to_vec() });
-    }
-
-    /// The changes made after generation `since`, when the log still holds them all.
-    pub(crate) fn changes_since(&self, since: u64) -> Option<impl Iterator<Item = &Change>> {
-        let log = self.log.as_ref()?;
-        if since < self.generation && log.front().is_none_or(|c| c.generation > since + 1) {
-            return None;
-        }
-        // In generation order: the changes since are the tail.
-        Some(log.range(log.partition_point(|c| c.generation <= since)..))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -419,45 +361,6 @@ impl KeptEnds {
             }
         }
         kept
-    }
-
-    /// The pool index of the set's node number `n`, if the node is in the pool.
-    pub fn pool_index(&self, n: u32) -> Option<usize> {
-        self.pool_index.get(n as usize).copied().filter(|&i| i != ELSEWHERE).map(|i| i as usize)
-    }
-
-    /// Whether a job whose expected end moved between two passes' `now` (`then`, then
-    /// `self`'s, later) had ended by `until` in the earlier one on a node (pool index) for
-    /// which `touched` says true. Ends only move later as `now` grows (`expected_end`), and
-    /// the jobs whose ends move are those past their planned end now.
-    pub fn moved_on(
-        &self,
-        set: &RunningSet,
-        then: Millis,
-        until: Millis,
-        mut touched: impl FnMut(usize) -> bool,
-    ) -> bool {
-        for ((q, &(default, _)), overdue) in set.queues.values().zip(&self.queues).zip(&self.overdue) {
-            for &(end, slot) in overdue {
-                let r = &q.slab[slot as usize];
-                let planned_end = r.started_at.saturating_add(planned(r).unwrap_or(default));
-                let end_then = expected_end(r, planned_end, then);
-                if end_then > until || end_then == end {
-                    continue;
-                }
-                let nodes = match r.bindings.len() {
-                    1 => std::slice::from_ref(&q.first_node[slot as usize]),
-                    _ => &q.nodes[slot as usize][..],
-                };
-                for &n in nodes {
-                    let i = self.pool_index[n as usize];
-                    if i != ELSEWHERE && touched(i as usize) {
-                        return true;
-                    }
-                }
-            }
-        }
-        false
     }
 }
 

@@ -10,9 +10,7 @@ use super::metrics::{Done, Metrics, Totals, compute};
 use super::policy::{Policy, Setup, SimError, SimOptions};
 use super::replay::{JobState, Replay};
 use super::trace::{Trace, TraceFormat};
-use crate::backfill_memo::ReservationMemo;
-use crate::pass::schedule_set_memo;
-use crate::{FairShare, Millis, Ordering, PassInput, QueueConfig, apply};
+use crate::{FairShare, Millis, Ordering, PassInput, QueueConfig, apply, schedule_set_kinds};
 
 /// What happened to one trace job in a replay (times in trace milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -85,20 +83,6 @@ pub fn simulate_setup(
     opts: &SimOptions,
     on_progress: &mut dyn FnMut(SimProgress),
 ) -> Result<(Metrics, Vec<JobOutcome>), SimError> {
-    // Most passes follow an arrival that changes no reservation: they are kept between passes.
-    simulate_memo(trace, cluster, setup, opts, on_progress, Some(&mut ReservationMemo::default()))
-}
-
-/// [`simulate_setup`], keeping reservations between passes in `memo` (`None`: every pass
-/// makes its own, the oracle the memo is tested against).
-pub(crate) fn simulate_memo(
-    trace: &Trace,
-    cluster: &Cluster,
-    setup: &Setup,
-    opts: &SimOptions,
-    on_progress: &mut dyn FnMut(SimProgress),
-    mut memo: Option<&mut ReservationMemo>,
-) -> Result<(Metrics, Vec<JobOutcome>), SimError> {
     if cluster.nodes == 0 || cluster.cpus_per_node == 0 {
         return Err(SimError::EmptyCluster);
     }
@@ -117,9 +101,6 @@ pub(crate) fn simulate_memo(
     let total = trace.jobs.len();
     let step = (total / PROGRESS_STEPS).max(1);
     let mut next_report = 0usize;
-    if memo.is_some() {
-        sim.running.log_changes();
-    }
 
     loop {
         let t_arrival = trace.jobs.get(next_arrival).map(|j| j.submit_ms);
@@ -156,7 +137,7 @@ pub(crate) fn simulate_memo(
         if use_fair {
             sim.usage.fill(&mut fair, now, opts.half_life_ms);
         }
-        passes += run_passes(&mut sim, &queues, &fair, now, memo.as_deref_mut());
+        passes += run_passes(&mut sim, &queues, &fair, now);
     }
 
     on_progress(SimProgress { settled: sim.settled, total });
@@ -166,13 +147,7 @@ pub(crate) fn simulate_memo(
 /// One pass at `now`, applied; a pass that preempted gets a follow-up at the same instant so
 /// that the job the victims made room for starts now (bounded: no loops). Returns how many
 /// passes ran.
-fn run_passes(
-    sim: &mut Replay,
-    queues: &[QueueConfig],
-    fair: &FairShare,
-    now: Millis,
-    mut memo: Option<&mut ReservationMemo>,
-) -> u64 {
+fn run_passes(sim: &mut Replay, queues: &[QueueConfig], fair: &FairShare, now: Millis) -> u64 {
     let mut passes = 0;
     for _round in 0..3 {
         let input = PassInput {
@@ -185,10 +160,7 @@ fn run_passes(
             now,
         };
         // A replay reads no reason's message: the pass writes none.
-        let out = match memo.as_deref_mut() {
-            Some(m) => schedule_set_memo(&input, &sim.pending, &sim.running, m),
-            None => crate::schedule_set_kinds(&input, &sim.pending, &sim.running),
-        };
+        let out = schedule_set_kinds(&input, &sim.pending, &sim.running);
         passes += 1;
         let preempted = !out.preemptions.is_empty();
         // Starts leave the pending set as they are applied (`PassTarget::started`).

@@ -22,8 +22,6 @@ mod replay;
 mod trace;
 
 pub use cluster::{Cluster, TooBig};
-#[cfg(test)]
-pub(crate) use engine::simulate_memo;
 pub use engine::{JobOutcome, SimProgress, simulate, simulate_detailed, simulate_observed, simulate_setup, too_big};
 pub use metrics::{Metrics, jain, percentile};
 pub use policy::{
