@@ -62,6 +62,8 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
     let mut buf = BytesMut::with_capacity(4096);
     // kept from one request to the next: its allocation is reused
     let mut headers = HeaderMap::with_capacity(4);
+    // whether the send buffer was grown for a big body ([`sendfile::grow_send_buffer`])
+    let mut grown = false;
     loop {
         let (head, len, target, forwarded) = loop {
             match parse(&buf, &mut headers) {
@@ -105,6 +107,10 @@ pub async fn serve(node: Arc<Node>, mut stream: TcpStream) {
             return handover(node, stream, buf, Some(answer)).await;
         };
         NodeCounters::bump(&node.counters.fast_path);
+        if !head && !grown && part.len >= sendfile::BIG_BODY {
+            sendfile::grow_send_buffer(&stream);
+            grown = true;
+        }
         if send(&node, &mut stream, head, &bucket, &key, obj, part).await.is_err() {
             return;
         }
