@@ -85,6 +85,23 @@ impl Jobs {
         }
     }
 
+    /// Puts into each of `rows` that holds resources what it used so far, measured live (a
+    /// running job's row only has what its ended kernels used).
+    pub async fn fill_live_usage(&self, rows: &mut [berth_store::JobRow]) {
+        let st = self.lock().await;
+        for r in rows.iter_mut().filter(|r| r.state.holds_resources()) {
+            if let Some(live) = st.meters().job(r.id, r.attempt) {
+                r.used = Some(live.total);
+            }
+        }
+    }
+
+    /// The gauges `/metrics` shows now: jobs by state and queue, nodes, ledgers.
+    pub async fn metrics_snapshot(&self, queues: &[berth_sched::QueueConfig]) -> crate::metrics::Snapshot {
+        let st = self.lock().await;
+        crate::metrics::Snapshot::take(&st, queues.iter().map(|q| q.name.as_str()))
+    }
+
     /// Locks the in-memory state, first moving freshly submitted jobs into it.
     pub async fn lock(&self) -> MutexGuard<'_, State> {
         let mut st = self.state.lock().await;

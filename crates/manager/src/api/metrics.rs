@@ -17,7 +17,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::manager::Manager;
-use crate::metrics::{CONTENT_TYPE, Snapshot};
+use crate::metrics::CONTENT_TYPE;
 
 /// The exposition the caller may see: levels counted under the state lock, encoded after it
 /// is released.
@@ -27,11 +27,7 @@ pub async fn scrape(State(m): State<Arc<Manager>>, headers: HeaderMap) -> Respon
         Err(e) => return e.into_response(),
     };
     let queues = m.queues.all();
-    let snapshot = {
-        let st = m.jobs.lock().await;
-        Snapshot::take(&st, queues.iter().map(|q| q.name.as_str()))
-    }
-    .with_leader(m.lease.may_act(), m.lease.epoch());
+    let snapshot = m.jobs.metrics_snapshot(&queues).await.with_leader(m.lease.may_act(), m.lease.epoch());
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], m.metrics.render(&snapshot, view)).into_response()
 }
 

@@ -30,16 +30,7 @@ pub async fn usage(
     let now = m.clock.now();
     let since = now - jiff::SignedDuration::from_secs(crate::error::period("since", q.since.as_deref(), "30d", now)?);
     let mut rows = m.store.jobs_active_since(since).await?;
-    {
-        // Running jobs: what they used so far, measured live (their rows only have what
-        // their ended kernels used).
-        let st = m.jobs.lock().await;
-        for r in rows.iter_mut().filter(|r| r.state.holds_resources()) {
-            if let Some(live) = st.meters().job(r.id, r.attempt) {
-                r.used = Some(live.total);
-            }
-        }
-    }
+    m.jobs.fill_live_usage(&mut rows).await;
     let mut lines = aggregate(&rows, by_project, since, now);
     lines.retain(|l| may_see(&u, by_project, &l.name));
     Ok(axum::Json(lines))
