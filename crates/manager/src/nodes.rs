@@ -17,7 +17,8 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use berth_model::api::{ImagesView, NodeState, NodeView};
-use berth_model::protocol::ContainerInfo;
+use berth_model::environment::NodeEnvs;
+use berth_model::protocol::{ContainerInfo, ManagerMessage};
 use berth_sched::{NodeLedger, NodeShapes, QueueConfig};
 use berth_store::Store;
 use tokio::sync::Notify;
@@ -137,6 +138,21 @@ impl Nodes {
     /// Which node has which container image, and where Docker is down (`GET /v1/images`).
     pub async fn images(&self, jobs: &Jobs) -> ImagesView {
         crate::images::view(&*jobs.lock().await)
+    }
+
+    /// Each ready node's cached Python environments (`GET /v1/envs`), by node name.
+    pub async fn envs(&self, jobs: &Jobs) -> Vec<NodeEnvs> {
+        let st = jobs.lock().await;
+        st.nodes()
+            .iter()
+            .filter(|(_, n)| n.ready && !n.envs.is_empty())
+            .map(|(name, n)| NodeEnvs { node: name.clone(), envs: n.envs.clone() })
+            .collect()
+    }
+
+    /// Sends `msg` to node `node`'s agent; false when it is not connected.
+    pub async fn send(&self, jobs: &Jobs, node: &str, msg: ManagerMessage) -> bool {
+        jobs.lock().await.send(node, msg)
     }
 
     /// Re-applies the queues' node selectors after a queue changed: nodes move to the queue

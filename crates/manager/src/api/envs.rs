@@ -18,14 +18,7 @@ use crate::manager::Manager;
 /// Each connected node's cached Python environments, most recently used first.
 #[utoipa::path(get, path = "/v1/envs", tag = "nodes", responses((status = 200, body = Vec<NodeEnvs>)))]
 pub async fn list(State(m): State<Arc<Manager>>, Auth(_user): Auth) -> axum::Json<Vec<NodeEnvs>> {
-    let st = m.jobs.lock().await;
-    let view = st
-        .nodes()
-        .iter()
-        .filter(|(_, n)| n.ready && !n.envs.is_empty())
-        .map(|(name, n)| NodeEnvs { node: name.clone(), envs: n.envs.clone() })
-        .collect();
-    axum::Json(view)
+    axum::Json(m.nodes.envs(&m.jobs).await)
 }
 
 /// Delete a cached environment on every node that has it (admin only); refused while a kernel

@@ -48,11 +48,8 @@ pub async fn logs(
     let key = KernelKey { job_id: id, attempt: row.attempt, index: q.kernel };
     let req_id = m.hub.next_id();
     let rx = m.hub.expect_logs(req_id);
-    let sent = {
-        let st = m.jobs.lock().await;
-        let msg = ManagerMessage::FetchLogs { req_id, key, stream: q.stream, offset: q.offset, max_bytes: MAX_BYTES };
-        st.send(&kernel.node, msg)
-    };
+    let msg = ManagerMessage::FetchLogs { req_id, key, stream: q.stream, offset: q.offset, max_bytes: MAX_BYTES };
+    let sent = m.nodes.send(&m.jobs, &kernel.node, msg).await;
     let forget = || m.hub.forget_logs(req_id);
     if !sent {
         forget();
