@@ -11,6 +11,7 @@ use std::sync::{Arc, RwLock};
 
 use berth_store::Store;
 
+use berth_model::api::JobView;
 use berth_model::{JobSpec, JobState, QuotaKind, QuotaLimits, QuotaView};
 use berth_sched::{QuotaUse, Quotas};
 
@@ -19,7 +20,7 @@ use crate::error::ApiError;
 use crate::identity::User;
 use crate::jobs::Jobs;
 use crate::quota_table::{QuotaTable, project_of};
-use crate::state::{Job, State};
+use crate::state::{Job, Owner, State};
 
 /// The quota service: the table of limits per user and project (a snapshot, replaced on
 /// change) and every check against it.
@@ -109,8 +110,38 @@ impl QuotaService {
         self.table().applying(user, project_of(user, spec)).any(|(_, _, l)| l.pending_jobs.is_some())
     }
 
+    /// Submits `spec` for `owner`. Under a pending-jobs limit the count is checked and the job
+    /// inserted under one state lock, so that concurrent submits cannot overshoot it; others
+    /// take the lock-free path.
+    pub async fn submit(
+        &self,
+        jobs: &Jobs,
+        owner: Owner,
+        spec: JobSpec,
+        queue: String,
+        key: Option<&str>,
+        data_on: Vec<(String, u64)>,
+    ) -> Result<JobView, ApiError> {
+        let mut locked = None;
+        if self.pending_limited(&owner.name, &spec) {
+            let st = jobs.lock().await;
+            self.check_pending_quota(&st, &owner.name, &spec)?;
+            locked = Some(st);
+        }
+        Ok(jobs.submit(locked.as_deref_mut(), owner, spec, queue, key, data_on).await?)
+    }
+
+    /// Refuses `spec` if a submit of it by `user` would pass a pending-jobs limit now (a
+    /// preview: nothing is held after the answer).
+    pub async fn check_pending_now(&self, jobs: &Jobs, user: &str, spec: &JobSpec) -> Result<(), ApiError> {
+        if self.pending_limited(user, spec) {
+            self.check_pending_quota(&*jobs.lock().await, user, spec)?;
+        }
+        Ok(())
+    }
+
     /// With the state lock held: refuses a submit that would pass a pending-jobs limit.
-    pub fn check_pending_quota(&self, st: &State, user: &str, spec: &JobSpec) -> Result<(), ApiError> {
+    fn check_pending_quota(&self, st: &State, user: &str, spec: &JobSpec) -> Result<(), ApiError> {
         let table = self.table();
         let project = project_of(user, spec);
         for (kind, name, l) in table.applying(user, project) {

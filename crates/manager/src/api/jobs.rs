@@ -39,16 +39,8 @@ pub async fn submit(
     let spec = req.spec;
     refuse_manager_fields(&spec)?;
     let (spec, queue, data_on) = crate::admission::admit(&m, &user, spec).await?;
-    // A pending-jobs limit is checked and the job inserted under the state lock, so that
-    // concurrent submits cannot overshoot it.
-    let mut locked = None;
-    if m.quotas.pending_limited(&user.name, &spec) {
-        let st = m.jobs.lock().await;
-        m.quotas.check_pending_quota(&st, &user.name, &spec)?;
-        locked = Some(st);
-    }
     let owner = Owner { user_id: user.id, name: user.name.clone(), submitter };
-    let view = m.jobs.submit(locked.as_deref_mut(), owner, spec, queue, key.as_deref(), data_on).await?;
+    let view = m.quotas.submit(&m.jobs, owner, spec, queue, key.as_deref(), data_on).await?;
     Ok((StatusCode::CREATED, axum::Json(view)))
 }
 

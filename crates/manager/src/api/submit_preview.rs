@@ -73,10 +73,7 @@ pub async fn preview(
 ) -> Result<axum::Json<SubmitPreview>, ApiError> {
     super::jobs::refuse_manager_fields(&req.spec)?;
     let (spec, queue, _) = crate::admission::admit(&m, &user, req.spec).await?;
-    if m.quotas.pending_limited(&user.name, &spec) {
-        let st = m.jobs.lock().await;
-        m.quotas.check_pending_quota(&st, &user.name, &spec)?;
-    }
+    m.quotas.check_pending_now(&m.jobs, &user.name, &spec).await?;
     let run_as = run_as(&user, submitter);
     let env = environment(&user, &spec, &run_as);
     let mounts = spec
