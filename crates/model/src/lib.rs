@@ -16,6 +16,7 @@ pub mod dataset;
 pub mod dependency;
 pub mod endpoint;
 pub mod environment;
+mod error_api;
 pub mod folder;
 pub mod gpu_type;
 pub mod hostlist;
