@@ -12,9 +12,10 @@ use std::collections::HashMap;
 
 use berth_model::api::TaskCancelled;
 use berth_model::{ArraySpec, ArrayTask, EndCause, JobId, JobSpec, JobState, PendingKind, PendingReason};
-use berth_store::{JobFilter, StoreError};
+use berth_store::{JobFilter, Store, StoreError};
 
 use crate::array_progress::ArrayProgress;
+use crate::jobs::Jobs;
 use crate::lifecycle::Move;
 use crate::manager::Manager;
 use crate::state::State;
@@ -43,7 +44,7 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
     for id in ready {
         let Some(job) = st.job(id) else { continue };
         let Some(array) = job.spec.array.clone() else { continue };
-        if let Err(e) = load_progress(m, st, id, &array).await {
+        if let Err(e) = load_progress(&*m.store, st, id, &array).await {
             tracing::warn!(job = id, "cannot read the tasks of array: {e}");
             continue;
         }
@@ -80,9 +81,14 @@ pub async fn advance(m: &Manager, st: &mut State, ready: Vec<JobId>) {
 }
 
 /// Reads array `id`'s progress from its tasks' rows unless it is in memory already.
-pub(crate) async fn load_progress(m: &Manager, st: &mut State, id: JobId, array: &ArraySpec) -> Result<(), StoreError> {
+pub(crate) async fn load_progress(
+    store: &dyn Store,
+    st: &mut State,
+    id: JobId,
+    array: &ArraySpec,
+) -> Result<(), StoreError> {
     if st.array(id).is_none() {
-        let rows = m.store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await?;
+        let rows = store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await?;
         let tasks = rows.iter().filter_map(|r| Some((r.spec.array_task?.index, r.state)));
         st.track_array(id, ArrayProgress::from_tasks(array, tasks));
     }
@@ -95,7 +101,7 @@ pub(crate) async fn load_progress(m: &Manager, st: &mut State, id: JobId, array:
 /// Tasks that already ended are left as they are. Each task's job and state, in `indices`'
 /// order.
 pub async fn cancel_tasks(
-    m: &Manager,
+    jobs: &Jobs,
     st: &mut State,
     id: JobId,
     indices: &[u32],
@@ -104,15 +110,15 @@ pub async fn cancel_tasks(
     let Some(array) = st.job(id).and_then(|j| j.spec.array.clone()) else {
         return Err(StoreError::NotFound(format!("job array {id}")));
     };
-    load_progress(m, st, id, &array).await?;
-    let rows = m.store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await?;
+    load_progress(&*jobs.store, st, id, &array).await?;
+    let rows = jobs.store.jobs(&JobFilter { array_id: Some(id), ..Default::default() }).await?;
     let made: HashMap<u32, (JobId, JobState)> =
         rows.iter().filter_map(|r| Some((r.spec.array_task?.index, (r.id, r.state)))).collect();
     let mut out = Vec::with_capacity(indices.len());
     for &index in indices {
         let (task, state) = match made.get(&index) {
             Some(&(task, state)) if state.is_terminal() || !st.has_job(task) => (task, state),
-            Some(&(task, _)) => (task, m.jobs.cancel(st, task, by).await?.state()),
+            Some(&(task, _)) => (task, jobs.cancel(st, task, by).await?.state()),
             None => {
                 if let Some(p) = st.array_mut(id) {
                     p.made.insert(index);
@@ -123,14 +129,14 @@ pub async fn cancel_tasks(
                 if let Some(t) = spec.array_task.as_mut() {
                     t.index = index;
                 }
-                let view = m.jobs.submit(Some(st), owner, spec, queue, None, Vec::new()).await?;
-                m.jobs.transition(st, view.id, Move::cancel_pending(by), vec![]).await?;
+                let view = jobs.submit(Some(st), owner, spec, queue, None, Vec::new()).await?;
+                jobs.transition(st, view.id, Move::cancel_pending(by), vec![]).await?;
                 (view.id, JobState::Cancelled)
             }
         };
         out.push(TaskCancelled { index, id: task, state });
     }
-    m.jobs.wake();
+    jobs.wake();
     Ok(out)
 }
 

@@ -151,7 +151,7 @@ async fn learn_ended(m: &Manager, st: &mut State, ids: &[JobId], live: &HashMap<
         };
         // The array is unfinished: a task it has not made yet is PENDING (no read needed).
         if let Some(array) = st.job(r.job).and_then(|j| j.spec.array.clone()) {
-            if let Err(e) = crate::arrays::load_progress(m, st, r.job, &array).await {
+            if let Err(e) = crate::arrays::load_progress(&*m.store, st, r.job, &array).await {
                 tracing::warn!(job = r.job, "cannot read the tasks of an array others depend on: {e}");
                 continue;
             }

@@ -38,6 +38,7 @@ mod hub;
 mod identity;
 mod idle;
 mod images;
+mod job_requests;
 mod jobs;
 mod kernel_start;
 mod leader;

@@ -17,7 +17,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use berth_model::api::{ImagesView, NodeState, NodeView};
-use berth_model::environment::NodeEnvs;
+use berth_model::environment::{EnvRemoved, NodeEnvs};
 use berth_model::protocol::{ContainerInfo, ManagerMessage};
 use berth_sched::{NodeLedger, NodeShapes, QueueConfig};
 use berth_store::Store;
@@ -148,6 +148,54 @@ impl Nodes {
             .filter(|(_, n)| n.ready && !n.envs.is_empty())
             .map(|(name, n)| NodeEnvs { node: name.clone(), envs: n.envs.clone() })
             .collect()
+    }
+
+    /// Removes the cached environment whose key starts with `key` from every ready node
+    /// (`DELETE /v1/envs/{key}`): refused while a kernel uses it, or when `key` names none or
+    /// several. The nodes it went from.
+    pub async fn remove_env(&self, jobs: &Jobs, key: &str) -> Result<EnvRemoved, ApiError> {
+        let mut st = jobs.lock().await;
+        let mut full: Vec<&str> = st
+            .nodes()
+            .values()
+            .filter(|n| n.ready)
+            .flat_map(|n| n.envs.iter().map(|e| e.key.as_str()).filter(|k| k.starts_with(key)))
+            .collect();
+        full.sort();
+        full.dedup();
+        let full = match full.as_slice() {
+            [] => return Err(ApiError::not_found(format!("no node has environment {key}: see `berth env ls`"))),
+            [one] => one.to_string(),
+            _ => return Err(ApiError::bad_request(format!("{key} names several environments: give more of the key"))),
+        };
+        let busy: Vec<String> = st
+            .nodes()
+            .iter()
+            .filter_map(|(name, n)| {
+                let e = n.envs.iter().find(|e| e.key == full && e.in_use > 0)?;
+                Some(format!("{} kernels on {name}", e.in_use))
+            })
+            .collect();
+        if !busy.is_empty() {
+            return Err(ApiError::conflict(format!(
+                "environment {} is in use by {}: remove it once those jobs ended",
+                full.get(..12).unwrap_or(&full),
+                busy.join(", ")
+            )));
+        }
+        let mut nodes = Vec::new();
+        for (name, n) in st.nodes_mut().filter(|(_, n)| n.ready) {
+            let before = n.envs.len();
+            // Gone from listings at once; the agent's next report confirms it.
+            n.envs.retain(|e| e.key != full);
+            if n.envs.len() != before {
+                nodes.push(name.clone());
+            }
+        }
+        for name in &nodes {
+            st.send(name, ManagerMessage::RemoveEnv { key: full.clone() });
+        }
+        Ok(EnvRemoved { key: full, nodes })
     }
 
     /// Sends `msg` to node `node`'s agent; false when it is not connected.

@@ -201,14 +201,7 @@ pub async fn remove(
     let row = visible(&m, &user, &name)?;
     m.serving.store().delete_endpoint(row.id).await?;
     m.serving.lock().remove(&row.id);
-    let mut st = m.jobs.lock().await;
-    let replicas: Vec<_> = st.replicas_of(row.id).map(|j| j.id).collect();
-    for id in replicas {
-        if let Err(e) = m.jobs.cancel(&mut st, id, &format!("serve (endpoint {name} removed)")).await {
-            tracing::debug!(job = id, "cannot stop a removed endpoint's replica: {e}");
-        }
-    }
-    drop(st);
+    m.jobs.cancel_replicas(row.id, &format!("serve (endpoint {name} removed)")).await;
     m.tenancy.audit(&user.name, "endpoint.remove", &name, "").await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use berth_model::environment::{EnvRemoved, NodeEnvs, valid_key_prefix};
-use berth_model::protocol::ManagerMessage;
 
 use crate::auth::{Admin, Auth};
 use crate::error::ApiError;
@@ -37,50 +36,7 @@ pub async fn remove(
             "invalid environment key `{key}`: give 4 to 64 lowercase hex digits, as `berth env ls` shows"
         )));
     }
-    let removed = {
-        let mut st = m.jobs.lock().await;
-        let mut full: Vec<&str> = st
-            .nodes()
-            .values()
-            .filter(|n| n.ready)
-            .flat_map(|n| n.envs.iter().map(|e| e.key.as_str()).filter(|k| k.starts_with(&key)))
-            .collect();
-        full.sort();
-        full.dedup();
-        let full = match full.as_slice() {
-            [] => return Err(ApiError::not_found(format!("no node has environment {key}: see `berth env ls`"))),
-            [one] => one.to_string(),
-            _ => return Err(ApiError::bad_request(format!("{key} names several environments: give more of the key"))),
-        };
-        let busy: Vec<String> = st
-            .nodes()
-            .iter()
-            .filter_map(|(name, n)| {
-                let e = n.envs.iter().find(|e| e.key == full && e.in_use > 0)?;
-                Some(format!("{} kernels on {name}", e.in_use))
-            })
-            .collect();
-        if !busy.is_empty() {
-            return Err(ApiError::conflict(format!(
-                "environment {} is in use by {}: remove it once those jobs ended",
-                full.get(..12).unwrap_or(&full),
-                busy.join(", ")
-            )));
-        }
-        let mut nodes = Vec::new();
-        for (name, n) in st.nodes_mut().filter(|(_, n)| n.ready) {
-            let before = n.envs.len();
-            // Gone from listings at once; the agent's next report confirms it.
-            n.envs.retain(|e| e.key != full);
-            if n.envs.len() != before {
-                nodes.push(name.clone());
-            }
-        }
-        for name in &nodes {
-            st.send(name, ManagerMessage::RemoveEnv { key: full.clone() });
-        }
-        EnvRemoved { key: full, nodes }
-    };
+    let removed = m.nodes.remove_env(&m.jobs, &key).await?;
     m.tenancy.audit(&admin.name, "env.remove", &removed.key, &removed.nodes.join(",")).await;
     Ok(axum::Json(removed))
 }

@@ -77,11 +77,7 @@ async fn step_may_enter(m: &Manager, job: JobId, attempt: u32, id: JobId) -> Res
     }
     let deadline = tokio::time::Instant::now() + START_WAIT;
     loop {
-        let state = {
-            let st = m.jobs.lock().await;
-            st.job(id).filter(|j| j.attempt.number == attempt).map(|j| j.state)
-        };
-        match state {
+        match m.jobs.attempt_state(id, attempt).await {
             Some(JobState::Scheduled | JobState::Preparing) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }

@@ -105,17 +105,7 @@ pub async fn remove(
     Query(q): Query<FolderQuery>,
 ) -> Result<StatusCode, ApiError> {
     let f = m.folders.resolve_owned(&user, &reference(&name, &q)?, "remove").await?;
-    // Under the state lock, so that no job mounting it is accepted meanwhile... jobs
-    // resolve folders before they take the lock, so one racing submit may still name it;
-    // its kernels then fail to start with "folder ... is not on node".
-    let st = m.jobs.lock().await;
-    let in_use: Vec<i64> = st
-        .live_jobs()
-        .filter(|j| !j.state.is_terminal() && j.spec.folders.iter().any(|x| x.id == Some(f.id)))
-        .map(|j| j.id)
-        .collect();
-    m.folders.remove(&f, &in_use).await?;
-    drop(st);
+    m.jobs.while_mounted_by(f.id, async |in_use: &[i64]| m.folders.remove(&f, in_use).await).await?;
     m.tenancy.audit(&user.name, "folder.remove", &qualified(&f), "").await;
     Ok(StatusCode::NO_CONTENT)
 }

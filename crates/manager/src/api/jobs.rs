@@ -14,6 +14,7 @@ use crate::auth::Auth;
 use crate::cluster_env::role;
 use crate::error::{ApiError, Json, Path, Query};
 use crate::identity::User;
+use crate::job_requests::{not_yours, task_outside};
 use crate::local::Submitter;
 use crate::manager::Manager;
 use crate::state::{Owner, row_view};
@@ -126,9 +127,7 @@ pub async fn list(
     // Unfinished jobs live in memory: only ended ones are read from the store, and only when
     // the list asks for them. Memory is read first: a job that ends meanwhile is then in both
     // (the store's ended row wins), and one that ended before was stored before it left memory.
-    let st = m.jobs.lock().await;
-    let live = live_views(&m, &st, &user, &filter, limit);
-    drop(st);
+    let live = m.jobs.live_views(&user, &filter, limit, |j| crate::idle::deadline(&m, j)).await;
     let wants_ended = q.all || filter.states.as_ref().is_some_and(|s| s.iter().any(|s| s.is_terminal()));
     if !wants_ended {
         return Ok(listing(&live, fields.as_deref()));
@@ -151,25 +150,6 @@ fn listing(views: &[JobView], fields: Option<&[&'static str]>) -> axum::response
     let Some(fields) = fields else { return axum::Json(views).into_response() };
     let partial: Vec<_> = views.iter().map(|v| berth_model::api::job_view_partial(v, fields)).collect();
     axum::Json(partial).into_response()
-}
-
-/// The jobs in memory (every unfinished one, and ended ones not yet let go) that `filter`
-/// and `user` let through, newest first, at most `limit`.
-fn live_views(m: &Manager, st: &crate::state::State, user: &User, filter: &JobFilter, limit: usize) -> Vec<JobView> {
-    st.live_jobs_newest_first(filter.before)
-        .filter(|j| user.can_see(j.owner.user_id, &j.spec))
-        .filter(|j| filter.states.as_ref().is_none_or(|s| s.contains(&j.state)))
-        .filter(|j| filter.ids.as_ref().is_none_or(|ids| ids.contains(&j.id)))
-        .filter(|j| filter.array_id.is_none_or(|a| j.spec.array_task.is_some_and(|t| t.array_id == a)))
-        .filter(|j| filter.until.is_none_or(|t| j.submitted_at < t))
-        .filter(|j| filter.owner.as_ref().is_none_or(|u| *u == j.owner.name))
-        .filter(|j| filter.queue.as_ref().is_none_or(|q| *q == j.queue))
-        .filter(|j| {
-            filter.name_contains.as_deref().is_none_or(|n| j.spec.name.as_deref().is_some_and(|x| x.contains(n)))
-        })
-        .take(limit)
-        .map(|j| live_view(m, st, j))
-        .collect()
 }
 
 /// A time of the jobs list's window: RFC 3339 or Unix seconds.
@@ -200,20 +180,7 @@ fn list_ids(s: &str) -> Result<Vec<JobId>, ApiError> {
     Ok(ids)
 }
 
-/// A job in memory as the API shows it, with when it will be stopped.
-fn live_view(m: &Manager, st: &crate::state::State, j: &crate::state::Job) -> JobView {
-    let mut v = st.job_view(j);
-    if v.deadline.is_some() || j.spec.is_session() {
-        v.deadline = crate::idle::deadline(m, j);
-    }
-    v
-}
-
-/// The answer for a job that does not exist or that `user` may not see: the same, so ids
-/// of other users' jobs reveal nothing.
-pub fn no_such_job(id: JobId) -> ApiError {
-    ApiError::not_found(format!("job {id} not found"))
-}
+pub use crate::job_requests::no_such_job;
 
 /// Loads a job the user may see; 404 otherwise.
 /// An archived job (retention) the user may see answers 404 too, saying so and what the
@@ -260,27 +227,7 @@ pub async fn show(
     let mut nodes: Vec<String> = kernels.iter().map(|k| k.binding.node.clone()).collect();
     nodes.dedup();
     let mut job = row_view(&row, nodes);
-    let st = m.jobs.lock().await;
-    // An unfinished job's expected run time (memory only: predicted, never stored).
-    job.expected_run_secs = st.job(id).and_then(|j| j.expected_run_secs());
-    if let Some(j) = st.job(id)
-        && j.state == JobState::Pending
-    {
-        // A job deep in the queue has its place in the last pass's untried rest.
-        let live = st.job_view(j);
-        job.position = live.position;
-        job.pending_reason = live.pending_reason;
-        job.expected_start = live.expected_start;
-    } else if let Some(j) = st.job(id)
-        && j.state.holds_resources()
-    {
-        // A running job: what it used so far, from its nodes' last samples.
-        job.usage = st.meters().job(id, j.attempt.number).or(job.usage);
-        job.deadline = crate::idle::deadline(&m, j);
-        // A preparing job: how far its setup is (memory only, as its agent reported).
-        job.setup = j.attempt.setup.clone().filter(|_| j.state == JobState::Preparing);
-    }
-    drop(st);
+    m.jobs.add_live(&mut job, |j| crate::idle::deadline(&m, j)).await;
     let mut spec = row.spec;
     if row.user_id != user.id && !user.is_admin() {
         hide_secrets(&mut spec);
@@ -308,20 +255,16 @@ pub async fn cancel(
     Auth(user): Auth,
     Path(id): Path<JobId>,
 ) -> Result<axum::Json<CancelResult>, ApiError> {
-    let mut st = m.jobs.lock().await;
-    let Some(job) = st.job(id) else {
-        drop(st);
-        let row = cancellable_row(&m, &user, id).await?;
-        if row.state.is_terminal() {
-            return Err(
-                ApiError::conflict(format!("job {id} already finished ({})", row.state)).because(ErrorReason::JobEnded)
-            );
-        }
-        return Err(ApiError::conflict(format!("job {id} is being submitted; try again")));
-    };
-    may_cancel(&user, job)?;
-    let state = m.jobs.cancel(&mut st, id, &user.name).await?.state();
-    Ok(axum::Json(CancelResult { id, state }))
+    if let Some(state) = m.jobs.cancel_for(&user, id).await? {
+        return Ok(axum::Json(CancelResult { id, state }));
+    }
+    let row = cancellable_row(&m, &user, id).await?;
+    if row.state.is_terminal() {
+        return Err(
+            ApiError::conflict(format!("job {id} already finished ({})", row.state)).because(ErrorReason::JobEnded)
+        );
+    }
+    Err(ApiError::conflict(format!("job {id} is being submitted; try again")))
 }
 
 /// Cancel tasks of a job array, made or not yet (Slurm's `scancel 12_7`): a task not made yet
@@ -338,43 +281,16 @@ pub async fn cancel_tasks(
     Json(body): Json<CancelTasks>,
 ) -> Result<axum::Json<Vec<TaskCancelled>>, ApiError> {
     let wanted = task_list(&body.tasks)?;
-    let outside = |id: JobId, array: &berth_model::ArraySpec| {
-        let i = wanted.indices().find(|i| !array.contains(*i))?;
-        Some(ApiError::unprocessable(format!("task {id}_{i} is not in job array {id} ({array})")))
-    };
-    let mut st = m.jobs.lock().await;
-    let Some(job) = st.job(id) else {
-        drop(st);
-        let row = cancellable_row(&m, &user, id).await?;
-        let Some(array) = &row.spec.array else {
-            return Err(ApiError::unprocessable(format!("job {id} is not a job array")));
-        };
-        return Err(outside(id, array).unwrap_or_else(|| {
-            ApiError::conflict(format!("job array {id} already finished ({})", row.state))
-                .because(ErrorReason::JobEnded)
-        }));
-    };
-    may_cancel(&user, job)?;
-    let Some(array) = &job.spec.array else {
+    if let Some(done) = m.jobs.cancel_tasks_for(&user, id, &wanted).await? {
+        return Ok(axum::Json(done));
+    }
+    let row = cancellable_row(&m, &user, id).await?;
+    let Some(array) = &row.spec.array else {
         return Err(ApiError::unprocessable(format!("job {id} is not a job array")));
     };
-    if let Some(e) = outside(id, array) {
-        return Err(e);
-    }
-    let indices: Vec<u32> = wanted.indices().collect();
-    Ok(axum::Json(crate::arrays::cancel_tasks(&m, &mut st, id, &indices, &user.name).await?))
-}
-
-/// Whether `user` may cancel `job`, which is in memory: one they cannot see is missing (404),
-/// one they see but do not own is refused (403) unless they are an admin.
-pub(super) fn may_cancel(user: &User, job: &crate::state::Job) -> Result<(), ApiError> {
-    if !user.can_see(job.owner.user_id, &job.spec) {
-        return Err(no_such_job(job.id));
-    }
-    if !user.is_admin() && job.owner.user_id != user.id {
-        return Err(not_yours(job.id, &job.owner.name));
-    }
-    Ok(())
+    Err(task_outside(id, &wanted, array).unwrap_or_else(|| {
+        ApiError::conflict(format!("job array {id} already finished ({})", row.state)).because(ErrorReason::JobEnded)
+    }))
 }
 
 /// A request's `tasks` of a job array (`1-5,9`, `--array`'s syntax without a throttle).
@@ -388,7 +304,7 @@ pub(super) fn task_list(tasks: &str) -> Result<berth_model::ArraySpec, ApiError>
 }
 
 /// The stored row of a job no longer in memory, once `user` may cancel it: the same answers as
-/// `may_cancel`, given before anything about the job's state, so a job one may not cancel
+/// `job_requests::may_cancel`, given before anything about the job's state, so a job one may not cancel
 /// reveals neither whether it ended nor what it was.
 pub(super) async fn cancellable_row(m: &Manager, user: &User, id: JobId) -> Result<JobRow, ApiError> {
     let row = visible_job(m, user, id).await?;
@@ -396,9 +312,4 @@ pub(super) async fn cancellable_row(m: &Manager, user: &User, id: JobId) -> Resu
         return Err(not_yours(id, &row.user));
     }
     Ok(row)
-}
-
-/// A shared job of one's project: visible, but only its owner or an admin may cancel it.
-fn not_yours(id: JobId, owner: &str) -> ApiError {
-    ApiError::forbidden(format!("job {id} belongs to {owner}; only its owner or an admin can cancel it"))
 }
