@@ -2,7 +2,8 @@
 //! once (launch = first) on a two-node job whose second kernel only holds its node, sees the
 //! `SLURM_*` variables, and its `srun` (the binary called as `srun`) starts the step's tasks in
 //! both kernels with their ranks; labels (`-l`), output files (`--output=...%t`), a failing
-//! task (srun and the job fail), and the job's step token, which opens streams into its own
+//! task (srun and the job fail), Slurm's own options (Snakemake's step line, `-c`, `--chdir`,
+//! the tuning ones srun ignores), and the job's step token, which opens streams into its own
 //! job only and only while it runs. Outside a job, srun asks for one and runs its step there.
 //!
 //! Two agents on this host (`Berth::cluster`); files the test shares with the jobs live in a
@@ -80,6 +81,13 @@ srun sh -c 'echo task $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $BERTH_KERNEL_I
 echo "srun=$?"
 srun -l -n 3 sh -c 'echo hi from $SLURM_PROCID'
 srun --output={d}/out-%j-%t.txt sh -c 'echo file $SLURM_PROCID $SLURM_STEP_ID; echo err $SLURM_PROCID >&2'
+# Slurm's own options, as Snakemake's job step and lab scripts write them.
+srun -n1 --cpu-bind=q --cpus-per-task=1 --nodes=1 python3 -c 'print("snakemake", 1)'
+mkdir -p {d}/sub
+srun -n1 -N1 -c 1 -J x -t 1 --mem=100M --mpi=none --exact --overlap --gres=none --cpu_bind=none \
+  --distribution=block --hint=nomultithread --quiet --chdir={d}/sub sh -c 'echo "opts=$SLURM_CPUS_PER_TASK $(pwd)"'
+srun -n2 -c 64 true
+echo "toomany=$?"
 # Wait for the test to try the token while the job runs.
 while [ ! -e {d}/tried ]; do sleep 0.1; done
 "#
@@ -144,6 +152,9 @@ while [ ! -e {d}/tried ]; do sleep 0.1; done
     let mut labelled: Vec<&str> = log.lines().filter(|l| l.contains("hi from")).collect();
     labelled.sort();
     assert_eq!(labelled, ["0: hi from 0", "1: hi from 1", "2: hi from 2"], "{log}");
+    assert!(log.lines().any(|l| l == "snakemake 1"), "Snakemake's srun line ran:\n{log}");
+    assert_eq!(value(&log, "opts"), format!("1 {d}/sub"), "-c and --chdir took effect:\n{log}");
+    assert_eq!(value(&log, "toomany"), "2", "a step bigger than the job is refused:\n{log}");
     for t in 0..8 {
         let f = dir.path().join(format!("out-{id}-{t}.txt"));
         let got = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}\n{log}", f.display()));

@@ -38,6 +38,7 @@ mod scontrol_nodes;
 pub mod sinfo;
 pub mod squeue;
 pub mod srun;
+mod srun_args;
 mod srun_io;
 mod srun_plan;
 pub mod states;

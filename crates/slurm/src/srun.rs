@@ -1,6 +1,5 @@
 //! `berth srun` (and the binary called as `srun`): Slurm's task launcher inside a job, and its
-//! flags ([`SrunArgs`]). Inside a
-//! running job (`BERTH_JOB_ID` set) it starts the step's tasks over the job's kernels, block
+//! options ([`SrunArgs`], read as Slurm reads them: `srun_args.rs`). Inside a running job (`BERTH_JOB_ID` set) it starts the step's tasks over the job's kernels, block
 //! by block (tasks 0..k-1 in kernel 0, ...), each a `berth exec` stream opened with the job's
 //! step token (`BERTH_STEP_TOKEN`, which opens streams into this job only), in the kernel's
 //! cgroup or container and as its user, with the task's variables (`SLURM_PROCID`,
@@ -17,73 +16,15 @@ use std::process::ExitCode;
 
 use berth_client::Client;
 use berth_model::stream::{self, CONTROL, ExecRequest, STDERR, STDOUT, StreamEnd};
-use clap::Args;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::error::chain;
+pub use crate::srun_args::SrunArgs;
 use crate::srun_io::{JobInfo, Outputs, TaskInfo, TaskWriter};
 use crate::srun_plan::{exported, layout, task_env};
 use crate::{Error, Result};
-
-#[derive(Debug, Clone, Args)]
-pub struct SrunArgs {
-    /// Tasks to run [default: nodes × tasks per node]
-    #[arg(short = 'n', long = "ntasks", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub ntasks: Option<u32>,
-
-    /// Nodes (kernels) of the job to run them on [default: all, or as many as -n needs]
-    #[arg(short = 'N', long = "nodes", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub nodes: Option<u32>,
-
-    /// Tasks per node [default: the job's, SLURM_NTASKS_PER_NODE]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub ntasks_per_node: Option<u32>,
-
-    /// Put the task's rank before each line of its output (`3: ...`)
-    #[arg(short = 'l', long)]
-    pub label: bool,
-
-    /// Write output as it comes instead of line by line
-    #[arg(short = 'u', long)]
-    pub unbuffered: bool,
-
-    /// Write the tasks' output to files: %j job, %t task, %n node of the step, %N node
-    /// name, %s step, %u user, %x job name, %% a percent sign
-    #[arg(short = 'o', long, value_name = "PATTERN")]
-    pub output: Option<String>,
-
-    /// Write the tasks' standard error to files (same patterns) [default: with their output]
-    #[arg(short = 'e', long, value_name = "PATTERN")]
-    pub error: Option<String>,
-
-    /// Accepted for Slurm scripts and ignored: a kernel's tasks share its CPUs
-    #[arg(long, value_name = "TYPE")]
-    pub cpu_bind: Option<String>,
-
-    /// Which of srun's variables the tasks get: ALL (but node-specific ones), NONE (only the
-    /// kernel's and the task's), or NAME[=value],... (ALL,NAME=value adds to all) [default: ALL]
-    #[arg(long, value_name = "ALL|NONE|NAME[=VALUE],...")]
-    pub export: Option<String>,
-
-    /// GPUs of its own for each task: task L of a node gets the kernel's GPUs L×G to L×G+G-1
-    /// (CUDA_VISIBLE_DEVICES), so a node's tasks get disjoint sets
-    #[arg(long, value_name = "G", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub gpus_per_task: Option<u32>,
-
-    /// Stop the other tasks when one exits non-zero (Slurm's default is to let them run)
-    #[arg(short = 'K', long, value_name = "0|1", num_args = 0..=1, default_missing_value = "1")]
-    pub kill_on_bad_exit: Option<u8>,
-
-    /// Outside a job: run one task on a terminal (`berth run -it`)
-    #[arg(long)]
-    pub pty: bool,
-
-    /// The program to run in every task, and its arguments
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
-}
 
 /// An environment variable, unset when empty.
 fn var(k: &str) -> Option<String> {
@@ -113,10 +54,16 @@ pub async fn run(job: String, args: SrunArgs) -> Result<ExitCode> {
     let default_per_node: u32 = var("SLURM_NTASKS_PER_NODE").and_then(|v| v.parse().ok()).unwrap_or(1);
     let counts =
         layout(kernels, default_per_node, args.ntasks, args.nodes, args.ntasks_per_node).map_err(Error::Usage)?;
-    if args.cpu_bind.is_some() {
+    if args.cpu_bind.is_some() && !args.quiet {
         eprintln!("srun: note: --cpu-bind is ignored: the tasks of a kernel share its CPUs");
     }
-    let base = exported(args.export.as_deref(), std::env::vars()).map_err(Error::Usage)?;
+    let mut base = exported(args.export.as_deref(), std::env::vars()).map_err(Error::Usage)?;
+    if let Some(c) = args.cpus_per_task {
+        let on_node = var("SLURM_CPUS_ON_NODE").and_then(|v| v.parse().ok());
+        fits_cpus(c, &counts, on_node).map_err(Error::Usage)?;
+        base.insert("SLURM_CPUS_PER_TASK".into(), c.to_string());
+    }
+    let command = args.task_command();
     let node_names: Vec<String> =
         var("BERTH_CLUSTER_NODES").map(|n| n.split(',').map(str::to_string).collect()).unwrap_or_default();
     let info = JobInfo {
@@ -146,7 +93,7 @@ pub async fn run(job: String, args: SrunArgs) -> Result<ExitCode> {
             let (out, err) = outputs.for_task(&info, &task)?;
             let gpus = per_task_gpus.map(|g| task_gpus(local, g));
             let req =
-                ExecRequest { kernel: node as u32, command: args.command.clone(), stdin: false, tty: false, env, gpus };
+                ExecRequest { kernel: node as u32, command: command.clone(), stdin: false, tty: false, env, gpus };
             let (client, path, stop, done) =
                 (client.clone(), format!("/v1/jobs/{job}/exec"), stop_rx.clone(), done_tx.clone());
             tokio::spawn(async move {
@@ -159,6 +106,20 @@ pub async fn run(job: String, args: SrunArgs) -> Result<ExitCode> {
     drop(done_tx);
     let kill_on_bad_exit = args.kill_on_bad_exit.is_some_and(|k| k != 0);
     wait_tasks(done_rx, rank, stop_tx, kill_on_bad_exit).await
+}
+
+/// Whether `per_task` CPUs for each task of the step laid out as `counts` fit in the job's
+/// `on_node` CPUs per node (when known), as Slurm refuses a step bigger than its allocation.
+fn fits_cpus(per_task: u32, counts: &[u32], on_node: Option<u32>) -> Result<(), String> {
+    let most = counts.iter().copied().max().unwrap_or(1);
+    match on_node {
+        Some(cpus) if u64::from(per_task) * u64::from(most) > u64::from(cpus) => Err(format!(
+            "-c {per_task} for {most} task(s) on a node is {} CPUs, but the job has {cpus} per node: \
+             srun runs within the job's allocation; ask for fewer tasks or CPUs per task",
+            u64::from(per_task) * u64::from(most)
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The positions among its kernel's GPUs of local task `local` with `per_task` GPUs each.
@@ -210,28 +171,6 @@ async fn wait_tasks(
         return Ok(ExitCode::from(128 + sig as u8));
     }
     Ok(ExitCode::from(worst.clamp(0, 255) as u8))
-}
-
-impl SrunArgs {
-    /// The output options as words, for the srun of a job srun asked for.
-    pub fn output_options(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for (flag, v) in [("--output", &self.output), ("--error", &self.error), ("--export", &self.export)] {
-            if let Some(v) = v {
-                out.push(format!("{flag}={v}"));
-            }
-        }
-        for (flag, on) in [
-            ("--label", self.label),
-            ("--unbuffered", self.unbuffered),
-            ("--kill-on-bad-exit", self.kill_on_bad_exit.is_some_and(|k| k != 0)),
-        ] {
-            if on {
-                out.push(flag.to_string());
-            }
-        }
-        out
-    }
 }
 
 /// The step's number in the job: 0, 1, ... in the order the job's sruns start, counted with
@@ -324,5 +263,13 @@ mod tests {
         assert_eq!(super::task_gpus(0, 1), [0]);
         assert_eq!(super::task_gpus(1, 1), [1]);
         assert_eq!(super::task_gpus(1, 2), [2, 3]);
+    }
+
+    #[test]
+    fn cpus_per_task_must_fit_the_jobs_cpus_per_node() {
+        assert!(super::fits_cpus(2, &[2, 2], Some(4)).is_ok());
+        assert!(super::fits_cpus(1, &[1], None).is_ok(), "unknown: the kernel's cgroup decides");
+        let e = super::fits_cpus(3, &[2, 1], Some(4)).unwrap_err();
+        assert!(e.contains("-c 3 for 2 task(s) on a node is 6 CPUs, but the job has 4"), "{e}");
     }
 }

@@ -45,6 +45,7 @@ pub async fn run(args: SrunArgs) -> anyhow::Result<ExitCode> {
             ntasks: args.ntasks,
             nodes: args.nodes,
             per_node: args.ntasks_per_node,
+            cpus_per_task: args.cpus_per_task,
             pty: args.pty,
             options: args.output_options(),
             command: args.command,

@@ -21,6 +21,8 @@ pub struct Step {
     pub ntasks: Option<u32>,
     pub nodes: Option<u32>,
     pub per_node: Option<u32>,
+    /// CPUs of each task (`-c`): the job's kernels get that many per task.
+    pub cpus_per_task: Option<u32>,
     /// One task on a terminal.
     pub pty: bool,
     /// srun's output options, passed on to the srun in the job (`--label`, `--output=P`, ...).
@@ -41,7 +43,7 @@ pub async fn run(step: Step) -> anyhow::Result<ExitCode> {
     } else {
         flags.tasks_per_node = Some(per_node);
         // A CPU per task, as Slurm gives without -c.
-        flags.cpus = Some(per_node as u64 * 1000);
+        flags.cpus = Some(per_node as u64 * step.cpus_per_task.unwrap_or(1) as u64 * 1000);
         flags.launch = Some(LaunchArg::First);
         inner_srun(&step)?
     };
