@@ -31,7 +31,9 @@
 #
 # KILL_CONNS (8) is figure 2's load in connections. The figures run in the order 2, 3, 1;
 # FIGURES="1" runs only those named; TUNNEL=0 leaves row (d) out of figure 1 (old/new pairs of
-# the direct path in less time). Run it under the shared bench lock on a shared machine
+# the direct path in less time). ROUNDS=N measures figure 1's nginx and berth cells N times
+# (nginx first in odd rounds, berth first in even ones) and prints the ratios' medians; CONNS
+# ("1 16 64") the connection counts. Run it under the shared bench lock on a shared machine
 # (`flock /tmp/pc/bench.lock bench/serve.sh`); the load average is printed with each figure.
 #
 # BERTH defaults to target/release/berth (not built here: build it first). Needs nginx and
@@ -280,12 +282,16 @@ echo "berth's CPU with no requests (manager, its agent and the second agent): $(
 echo "| path | connections | requests/s | p50 ms | p99 ms | failed | proxy CPU µs/request |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 ratios=() perf_pids=() stat_rows=()
-for c in 1 16 64; do
-  $LOAD wrk "http://127.0.0.1:${web_ports[0]}/" "$c" "$SECS" | row "direct to one replica" "$c"
+# nginx's cell and berth's at C connections, each setting n / e (wrk's figures) and its CPU.
+nginx_cell() {
+  local c=$1
   # shellcheck disable=SC2046 # nginx's master and its workers
   measure n "$nginx_pid" $(pgrep -P "$nginx_pid") -- "http://127.0.0.1:$nginx_port/" "$c" "$SECS"
   ncpu=$cpu_us
   row "nginx, 2 replicas" "$c" "$ncpu" <<<"$n"
+}
+berth_cell() {
+  local c=$1
   # PERF=FILE: a perf profile of berth's process during the cells of PERF_CONNS (default 64)
   # connections (FILE-C.data, summed up in FILE-C.txt), and of each CEILING mode's process
   # (FILE-ceiling-MODE-C.data)
@@ -296,11 +302,19 @@ for c in 1 16 64; do
   measure e "$berth_pid" "$agent_pid" -- "http://127.0.0.1:$apps/serve/proxied/" "$c" "$SECS" "Authorization: Bearer $secret"
   ecpu=$cpu_us
   row "berth endpoint, 2 replicas" "$c" "$ecpu" <<<"$e"
-  if [ "${TUNNEL:-1}" != 0 ]; then
+}
+# ROUNDS (1) rounds of every connection count; odd rounds measure nginx first, even rounds
+# berth first, so a machine that gets busier or quieter during a run favours neither; the
+# ratios are printed per round and as medians.
+for round in $(seq 1 "${ROUNDS:-1}"); do
+for c in ${CONNS:-1 16 64}; do
+  [ "$round" = 1 ] && $LOAD wrk "http://127.0.0.1:${web_ports[0]}/" "$c" "$SECS" | row "direct to one replica" "$c"
+  if [ $((round % 2)) = 1 ]; then nginx_cell "$c"; berth_cell "$c"; else berth_cell "$c"; nginx_cell "$c"; fi
+  if [ "$round" = 1 ] && [ "${TUNNEL:-1}" != 0 ]; then
     measure t "$berth_pid" "$far_pid" -- "http://127.0.0.1:$apps/serve/tunneled/" "$c" "$SECS" "Authorization: Bearer $tunnel_secret"
     row "berth endpoint through the agent (tunnel), 2 replicas" "$c" "$cpu_us" <<<"$t"
   fi
-  if [ -n "${CEILING:-}" ]; then
+  if [ "$round" = 1 ] && [ -n "${CEILING:-}" ]; then
     for mode in $CEILING_MODES; do
       if [ -n "${PERF:-}" ] && [[ " ${PERF_CONNS:-64} " == *" $c "* ]]; then
         perf record -F 499 -g -p "${ceiling_pid[$mode]}" -o "$PERF-ceiling-$mode-$c.data" -- sleep "$SECS" >/dev/null 2>&1 &
@@ -310,21 +324,36 @@ for c in 1 16 64; do
       row "minimal hyper proxy ($mode: the stack's ceiling), 2 replicas" "$c" "$cpu_us" <<<"$x"
     done
   fi
-  ratios+=("$(awk -v c="$c" -v n="$n" -v e="$e" -v nc="$ncpu" -v ec="$ecpu" 'BEGIN { split(n, a, " "); split(e, b, " ");
-    printf "| %s | %.2f | %.2f | %.2f |", c, (a[1] > 0 ? b[1] / a[1] : 0), (a[3] > 0 ? b[3] / a[3] : 0), (nc > 0 ? ec / nc : 0) }')")
+  ratios+=("$(awk -v r="$round" -v c="$c" -v n="$n" -v e="$e" -v nc="$ncpu" -v ec="$ecpu" 'BEGIN { split(n, a, " "); split(e, b, " ");
+    printf "| %s | %s | %.2f | %.2f | %.2f |", r, c, (a[1] > 0 ? b[1] / a[1] : 0), (a[3] > 0 ? b[3] / a[3] : 0), (nc > 0 ? ec / nc : 0) }')")
   # a panic in the manager's router shows as failed requests above; say so
   if grep -q panicked "$tmp/up.log"; then
     echo "berth's manager panicked during the last row:" >&2
     grep -A1 -m1 panicked "$tmp/up.log" >&2
-    break
+    break 2
   fi
+done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "berth's endpoint against nginx (target: requests/s >= 0.9, p99 <= 1.2):"
-echo "| connections | requests/s, berth / nginx | p99, berth / nginx | CPU per request, berth / nginx |"
-echo "|---:|---:|---:|---:|"
+echo "| round | connections | requests/s, berth / nginx | p99, berth / nginx | CPU per request, berth / nginx |"
+echo "|---:|---:|---:|---:|---:|"
 printf '%s\n' "${ratios[@]}"
+if [ "${ROUNDS:-1}" -gt 1 ]; then
+  echo
+  echo "medians over ${ROUNDS} rounds:"
+  echo "| connections | requests/s, berth / nginx | p99, berth / nginx | CPU per request, berth / nginx |"
+  echo "|---:|---:|---:|---:|"
+  printf '%s\n' "${ratios[@]}" | python3 -c '
+import statistics, sys
+rows = {}
+for line in sys.stdin:
+    f = [x.strip() for x in line.strip().strip("|").split("|")]
+    rows.setdefault(f[1], []).append([float(x) for x in f[2:5]])
+for c, rs in rows.items():
+    print("| %s | %s |" % (c, " | ".join("%.2f" % statistics.median(col) for col in zip(*rs))))'
+fi
 if [ ${#stat_rows[@]} -gt 0 ]; then
   echo
   echo "system calls and context switches per request (perf stat, PERF_STAT=1):"
