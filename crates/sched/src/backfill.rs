@@ -91,7 +91,7 @@ pub(crate) struct Ask<'j> {
 
 /// The reservation asked for, or `None` when the job never fits.
 /// `ends`: the running jobs' and this pass's starts' bindings, released end by end.
-pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b>, now: Millis) -> Option<Reservation> {
+pub(crate) fn reserve<'b>(pool: &Pool, ask: Ask, mut ends: Ends<'b, '_>, now: Millis) -> Option<Reservation> {
     let Ask { job, pos, firm, taken, queued } = ask;
     let free_from = |i: usize| queued.get(&i).map_or(Millis::MIN, |q| q.0);
     let mut made: Option<Reservation> = None;

@@ -119,8 +119,9 @@ pub(crate) struct Walk<'i, 'a> {
     /// Shapes (with their [`JobEnds`]) that a reservation (at that position) refused since the
     /// pool last changed.
     delaying: Vec<(pool::ShapeKey, JobEnds, u32)>,
-    /// What every reservation of the pass reads of the kept running set, once made.
-    kept_ends: OnceCell<KeptEnds>,
+    /// What every reservation of the pass reads of the kept running set: one walk of its ends,
+    /// made on the first reservation and extended as far as any of them goes.
+    kept_ends: OnceCell<KeptEnds<'a>>,
     /// Whether reasons get their messages ([`Words`]).
     words: Words,
 }
@@ -515,14 +516,14 @@ impl<'i, 'a> Walk<'i, 'a> {
 
     /// When each binding on the queue's nodes is released: running jobs at the end of their
     /// limit (or now, when past it), jobs started in this pass at `now + limit`.
-    fn ends(&self) -> Ends<'_> {
+    fn ends(&self) -> Ends<'_, 'a> {
         let fallback = self.q.default_time_limit_ms;
         match self.kept {
             Some(set) => {
                 let kept = self
                     .kept_ends
                     .get_or_init(|| KeptEnds::new(&self.pool, set, self.input.queues, fallback, self.input.now));
-                Ends::merge(kept, set, &self.started, self.input.now)
+                Ends::merge(kept, &self.started, self.input.now)
             }
             None => {
                 // Most running jobs are this queue's: no search for its default.

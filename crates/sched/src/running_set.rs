@@ -16,12 +16,14 @@
 //!   end depends on the queue's default limit, which only the pass knows, and grows with
 //!   `started_at` all the same).
 //!
-//! Every change costs O(log n). A pass merges the per-queue ends ([`Ends`]) and stops where
-//! the reservation fits, so it reads only the ends it releases, never all of them; the jobs
-//! past their planned end are sorted once per pass ([`KeptEnds`]), not per reservation.
+//! Every change costs O(log n). A pass merges the per-queue ends ([`KeptEnds`]) only as far
+//! as its reservations walk them, so it reads only the ends they release, never all of them;
+//! the merge, and the sort of the jobs past their planned end, happen once per pass and every
+//! reservation of the pass reads them ([`Ends::merge`]), not once per reservation.
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, btree_map};
 
 use berth_model::{Binding, JobId};
 use rustc_hash::FxHashMap;
@@ -297,47 +299,72 @@ impl FromIterator<RunningJob> for RunningSet {
     }
 }
 
-/// In `Ends::Merge::pool_index`: a node that is not in the pool.
+/// In [`KeptEnds`]' node numbering: a node that is not in the pool.
 const ELSEWHERE: u32 = u32::MAX;
 
-/// One sorted run of ends the walk merges: a queue's limited or unlimited jobs (`add` is
-/// the queue's default limit for the latter), or the jobs started in this pass.
-pub(crate) struct Stream<'a> {
-    /// (start or end, slot), in end order.
-    keys: Box<dyn Iterator<Item = (Millis, u32)> + 'a>,
+/// Where one sorted run of a queue's ends comes from: its overdue jobs (sorted per pass,
+/// [`KeptEnds::overdue`]), or its limited or unlimited index as kept.
+enum Keys<'a> {
+    Overdue { queue: usize, next: usize },
+    Kept(btree_map::Range<'a, (Millis, JobId), u32>),
+}
+
+impl Keys<'_> {
+    /// The next (start or end, slot).
+    fn next(&mut self, overdue: &[Vec<(Millis, u32)>]) -> Option<(Millis, u32)> {
+        match self {
+            Keys::Overdue { queue, next } => {
+                let head = overdue[*queue].get(*next).copied();
+                *next += 1;
+                head
+            }
+            Keys::Kept(range) => range.next().map(|(&(t, _), &slot)| (t, slot)),
+        }
+    }
+}
+
+/// One sorted run of ends the walk merges: a queue's overdue, limited or unlimited jobs
+/// (`add` is the queue's default limit for the latter).
+struct Stream<'a> {
+    keys: Keys<'a>,
     add: Millis,
-    /// The queue, or none for the pass's starts (then the slot is their index).
-    jobs: Option<&'a RunQueue>,
+    jobs: &'a RunQueue,
+    /// The next (start or end, slot) in end order.
     head: Option<(Millis, u32)>,
 }
 
-/// The bindings of the running jobs and of the pass's starts, released group by group in
-/// end order: an end is `started_at + limit` (the job's queue's default limit when it has
-/// none), or now for a job past it. Within one end, the order is not defined: the walk
-/// releases a whole group before it looks at any node.
-pub(crate) enum Ends<'a> {
-    /// Built from a list of running jobs each pass (`schedule`).
-    Heap { heap: BinaryHeap<Reverse<(Millis, usize)>>, bindings: Vec<(&'a Binding, Basis)> },
-    /// Merged from the kept set's indexes (`schedule_set`). `pool_index`: per node number of
-    /// the set, its index in the pool ([`ELSEWHERE`] for none).
-    Merge { streams: Vec<Stream<'a>>, started: &'a [StartedEnd], now: Millis, pool_index: &'a [u32] },
+/// The running jobs' ends as far as the pass's reservations have walked them.
+struct Walked<'a> {
+    streams: Vec<Stream<'a>>,
+    /// Each group's end, and where its bindings begin in `bindings`.
+    groups: Vec<(Millis, u32)>,
+    /// The released bindings that lie on the pool's nodes: the node's index there, the
+    /// binding, and what its end rests on.
+    bindings: Vec<(u32, &'a Binding, Basis)>,
 }
 
-/// What [`Ends::merge`] reads of a kept set that does not change during a pass, worked out
-/// once per pass rather than for every reservation: per queue of the set (in its order), the
-/// default limit and the start before which a job without a limit is past it, and the
-/// overdue jobs' own ends, sorted; and each node number's index in the pool.
-pub(crate) struct KeptEnds {
-    queues: Vec<(Millis, Millis)>,
+/// The walk of a kept set's ends for one pass, shared by every reservation of the pass: the
+/// set, `now` and the pool's nodes do not change during a pass, so neither does the order in
+/// which the running jobs' bindings are released. The first reservation to reach a group
+/// merges the per-queue streams up to it; the later ones read the groups already merged and
+/// only merge the pass's own starts ([`Ends::merge`]) into them. Worked out once per pass too:
+/// each queue's overdue jobs, sorted, and each node number's index in the pool.
+pub(crate) struct KeptEnds<'a> {
+    /// Per queue of the set (in its order), the jobs past their planned end, with their own
+    /// ends (`expected_end`), sorted.
     overdue: Vec<Vec<(Millis, u32)>>,
+    /// Per node number of the set, its index in the pool ([`ELSEWHERE`] for none).
     pool_index: Vec<u32>,
+    now: Millis,
+    walked: RefCell<Walked<'a>>,
 }
 
-impl KeptEnds {
+impl<'a> KeptEnds<'a> {
     /// `pool`: the nodes the walk follows.
-    pub fn new(pool: &Pool, set: &RunningSet, queues: &[QueueConfig], fallback_limit: Millis, now: Millis) -> Self {
-        let mut kept = KeptEnds { queues: Vec::new(), overdue: Vec::new(), pool_index: Vec::new() };
-        for (name, q) in &set.queues {
+    pub fn new(pool: &Pool, set: &'a RunningSet, queues: &[QueueConfig], fallback_limit: Millis, now: Millis) -> Self {
+        let mut overdue_of = Vec::with_capacity(set.queues.len());
+        let mut streams = Vec::with_capacity(set.queues.len() * 3);
+        for (k, (name, q)) in set.queues.iter().enumerate() {
             let default = queues.iter().find(|c| c.name == *name).map_or(fallback_limit, |c| c.default_time_limit_ms);
             // Jobs past their planned end have ends of their own (`expected_end`), sorted here:
             // they are the few that outlived their estimate, the rest are read as kept.
@@ -349,27 +376,106 @@ impl KeptEnds {
                 }
             }
             overdue.sort_unstable();
-            kept.queues.push((default, unlimited_from));
-            kept.overdue.push(overdue);
+            overdue_of.push(overdue);
+            let kept = |m: &'a BTreeMap<(Millis, JobId), u32>, from: Millis| Keys::Kept(m.range((from, JobId::MIN)..));
+            streams.push(Stream { keys: Keys::Overdue { queue: k, next: 0 }, add: 0, jobs: q, head: None });
+            streams.push(Stream { keys: kept(&q.limited, now), add: 0, jobs: q, head: None });
+            streams.push(Stream { keys: kept(&q.unlimited, unlimited_from), add: default, jobs: q, head: None });
+        }
+        for s in &mut streams {
+            s.head = s.keys.next(&overdue_of);
         }
         // Each pool node's number in the set, looked up once: the set's names are hashed
         // already, and the walk then follows a binding to its node by number.
-        kept.pool_index = vec![ELSEWHERE; set.node_ids.len()];
+        let mut pool_index = vec![ELSEWHERE; set.node_ids.len()];
         for (i, name) in pool.names().iter().enumerate() {
             if let Some(&n) = set.node_ids.get(*name) {
-                kept.pool_index[n as usize] = i as u32;
+                pool_index[n as usize] = i as u32;
             }
         }
-        kept
+        let walked = Walked { streams, groups: Vec::new(), bindings: Vec::new() };
+        KeptEnds { overdue: overdue_of, pool_index, now, walked: RefCell::new(walked) }
+    }
+
+    /// The end of group `g` of the running jobs' ends, merged now if no reservation of the
+    /// pass reached it yet; `None` past the last.
+    fn group(&self, g: usize) -> Option<Millis> {
+        let mut w = self.walked.borrow_mut();
+        while w.groups.len() <= g {
+            if !self.merge_group(&mut w) {
+                return None;
+            }
+        }
+        Some(w.groups[g].0)
+    }
+
+    /// Puts group `g`'s bindings (merged already: [`KeptEnds::group`]) into `out`.
+    fn release<'b>(&self, g: usize, out: &mut Vec<(usize, &'b Binding, Basis)>)
+    where
+        'a: 'b,
+    {
+        let w = self.walked.borrow();
+        let from = w.groups[g].1 as usize;
+        let to = w.groups.get(g + 1).map_or(w.bindings.len(), |next| next.1 as usize);
+        out.extend(w.bindings[from..to].iter().map(|&(i, b, basis)| (i as usize, b, basis)));
+    }
+
+    /// Merges the next group of ends from the streams; `false` once all are merged. Within
+    /// a group the bindings come stream by stream, as the walk has always released them.
+    fn merge_group(&self, w: &mut Walked<'a>) -> bool {
+        let Walked { streams, groups, bindings } = w;
+        let now = self.now;
+        let end_of = |s: &Stream, (t, _): (Millis, u32)| t.saturating_add(s.add).max(now);
+        let Some(end) = streams.iter().filter_map(|s| s.head.map(|h| end_of(s, h))).min() else { return false };
+        groups.push((end, bindings.len() as u32));
+        for s in streams.iter_mut() {
+            while let Some(h) = s.head.filter(|&h| end_of(s, h) == end) {
+                let (q, slot) = (s.jobs, h.1 as usize);
+                let basis = Basis::of_running(&q.slab[slot], end);
+                let of_job = &q.slab[slot].bindings;
+                let nodes = match of_job.len() {
+                    1 => std::slice::from_ref(&q.first_node[slot]),
+                    _ => &q.nodes[slot][..],
+                };
+                for (b, &n) in of_job.iter().zip(nodes) {
+                    let i = self.pool_index[n as usize];
+                    if i != ELSEWHERE {
+                        bindings.push((i, b, basis));
+                    }
+                }
+                s.head = s.keys.next(&self.overdue);
+            }
+        }
+        true
     }
 }
 
-impl<'a> Ends<'a> {
+/// The bindings of the running jobs and of the pass's starts, released group by group in
+/// end order: an end is `started_at + limit` (the job's queue's default limit when it has
+/// none), or now for a job past it. Within one end, the order is not defined: the walk
+/// releases a whole group before it looks at any node.
+pub(crate) enum Ends<'b, 'a> {
+    /// Built from a list of running jobs each pass (`schedule`).
+    Heap { heap: BinaryHeap<Reverse<(Millis, usize)>>, bindings: Vec<(&'b Binding, Basis)> },
+    /// The pass's walk of the kept set's ends (`schedule_set`), read from group `group` on,
+    /// with the pass's starts (`order`: their ends and indexes in `started`, sorted; `next`:
+    /// the first not yet released) merged in.
+    Merge {
+        kept: &'b KeptEnds<'a>,
+        group: usize,
+        started: &'b [StartedEnd],
+        order: Vec<(Millis, u32)>,
+        next: usize,
+        now: Millis,
+    },
+}
+
+impl<'b, 'a> Ends<'b, 'a> {
     /// Every binding of `running` and `started`. `default_of(queue)`: the limit of a job
     /// without one.
     pub fn heap(
-        running: &'a [RunningJob],
-        started: &'a [StartedEnd],
+        running: &'b [RunningJob],
+        started: &'b [StartedEnd],
         default_of: impl Fn(&str) -> Millis,
         now: Millis,
     ) -> Self {
@@ -393,39 +499,20 @@ impl<'a> Ends<'a> {
         Ends::Heap { heap: BinaryHeap::from(keys), bindings }
     }
 
-    /// The ends of `set`'s jobs and of `started`, merged as the walk goes; `kept`: what of
-    /// them does not change during the pass ([`KeptEnds::new`] on the same set).
-    pub fn merge(kept: &'a KeptEnds, set: &'a RunningSet, started: &'a [StartedEnd], now: Millis) -> Self {
-        let mut streams = Vec::with_capacity(set.queues.len() * 3 + 1);
-        for ((q, &(default, unlimited_from)), overdue) in set.queues.values().zip(&kept.queues).zip(&kept.overdue) {
-            let keys = |m: &'a BTreeMap<(Millis, JobId), u32>, from: Millis| {
-                m.range((from, JobId::MIN)..).map(|(&(t, _), &slot)| (t, slot))
-            };
-            let jobs = Some(q);
-            streams.push(Stream { keys: Box::new(overdue.iter().copied()), add: 0, jobs, head: None });
-            streams.push(Stream { keys: Box::new(keys(&q.limited, now)), add: 0, jobs, head: None });
-            streams.push(Stream { keys: Box::new(keys(&q.unlimited, unlimited_from)), add: default, jobs, head: None });
-        }
-        let mut order: Vec<(Millis, JobId, usize)> =
-            started.iter().enumerate().map(|(k, (end, id, _, _))| (*end, *id, k)).collect();
+    /// The ends of the kept set's jobs (the pass's walk, [`KeptEnds`]) and of `started`.
+    pub fn merge(kept: &'b KeptEnds<'a>, started: &'b [StartedEnd], now: Millis) -> Self {
+        let mut order: Vec<(Millis, JobId, u32)> =
+            started.iter().enumerate().map(|(k, (end, id, _, _))| (*end, *id, k as u32)).collect();
         order.sort_unstable();
-        streams.push(Stream {
-            keys: Box::new(order.into_iter().map(|(end, _, k)| (end, k as u32))),
-            add: 0,
-            jobs: None,
-            head: None,
-        });
-        for s in &mut streams {
-            s.head = s.keys.next();
-        }
-        Ends::Merge { streams, started, now, pool_index: &kept.pool_index }
+        let order = order.into_iter().map(|(end, _, k)| (end, k)).collect();
+        Ends::Merge { kept, group: 0, started, order, next: 0, now }
     }
 
     /// Puts the bindings of the next end that lie on `pool`'s nodes into `out`, with their
     /// node's index there and what their end rests on, and returns that end; `None` once all
     /// are released. Every call on one `Ends` must pass the same pool.
-    pub fn next_group(&mut self, pool: &Pool, out: &mut Vec<(usize, &'a Binding, Basis)>) -> Option<Millis> {
-        let by_name = |b: &'a Binding, basis: Basis| pool.index_of(&b.node).map(|i| (i, b, basis));
+    pub fn next_group(&mut self, pool: &Pool, out: &mut Vec<(usize, &'b Binding, Basis)>) -> Option<Millis> {
+        let by_name = |b: &'b Binding, basis: Basis| pool.index_of(&b.node).map(|i| (i, b, basis));
         match self {
             Ends::Heap { heap, bindings } => {
                 let Reverse((end, _)) = *heap.peek()?;
@@ -439,32 +526,26 @@ impl<'a> Ends<'a> {
                 }
                 Some(end)
             }
-            Ends::Merge { streams, started, now, pool_index } => {
-                let end_of = |s: &Stream, (t, _): (Millis, u32)| t.saturating_add(s.add).max(*now);
-                let end = streams.iter().filter_map(|s| s.head.map(|h| end_of(s, h))).min()?;
-                for s in streams.iter_mut() {
-                    while let Some(h) = s.head.filter(|&h| end_of(s, h) == end) {
-                        let Some(q) = s.jobs else {
-                            let (_, _, bs, basis) = &started[h.1 as usize];
-                            out.extend(bs.iter().filter_map(|b| by_name(b, *basis)));
-                            s.head = s.keys.next();
-                            continue;
-                        };
-                        let slot = h.1 as usize;
-                        let basis = Basis::of_running(&q.slab[slot], end);
-                        let bindings = &q.slab[slot].bindings;
-                        let nodes = match bindings.len() {
-                            1 => std::slice::from_ref(&q.first_node[slot]),
-                            _ => &q.nodes[slot][..],
-                        };
-                        for (b, &n) in bindings.iter().zip(nodes) {
-                            let i = pool_index[n as usize];
-                            if i != ELSEWHERE {
-                                out.push((i as usize, b, basis));
-                            }
-                        }
-                        s.head = s.keys.next();
+            Ends::Merge { kept, group, started, order, next, now } => {
+                let running = kept.group(*group);
+                let of_started = order.get(*next).map(|&(e, _)| e.max(*now));
+                let end = match (running, of_started) {
+                    (Some(r), Some(s)) => r.min(s),
+                    (r, s) => r.or(s)?,
+                };
+                // The running jobs' group first, then the starts: the order the walk has
+                // always released one end's bindings in.
+                if running == Some(end) {
+                    kept.release(*group, out);
+                    *group += 1;
+                }
+                while let Some(&(e, k)) = order.get(*next) {
+                    if e.max(*now) != end {
+                        break;
                     }
+                    let (_, _, bs, basis) = &started[k as usize];
+                    out.extend(bs.iter().filter_map(|b| by_name(b, *basis)));
+                    *next += 1;
                 }
                 Some(end)
             }
