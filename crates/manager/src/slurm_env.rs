@@ -4,7 +4,13 @@
 //! Slurm's `4(x2)` form, `SLURM_JOB_NODELIST` as a Slurm host list, `n[1-3,5]`,
 //! `berth_model::hostlist`), and the
 //! kernel's own node (`SLURM_NODEID`, `SLURMD_NODENAME`, `SLURM_CPUS_ON_NODE`, `SLURM_GPUS_ON_NODE`,
-//! `SLURM_MEM_PER_NODE` in MiB).
+//! `SLURM_JOB_GPUS`), as Slurm 22.05 defines them (man sbatch, "OUTPUT ENVIRONMENT
+//! VARIABLES"): `SLURM_MEM_PER_NODE` is the memory asked for (`--mem`, MiB), not the node's;
+//! `SLURM_JOB_CPUS_PER_NODE` the job's CPUs on each node (`4(x2)`); `SLURM_CPUS_PER_TASK` is
+//! sbatch's (`-c`, passed in the job's own variables), never made up here. The Unix user
+//! (`SLURM_JOB_USER`, `SLURM_JOB_UID`, `SLURM_JOB_GID`) is the agent's to say, since it picks
+//! the account the kernel runs as; here `SLURM_JOB_USER` is the berth user until it does.
+//! `SLURM_TASK_PID` is not set: no process of berth's knows the task's pid before it runs.
 //!
 //! A kernel is one Slurm node: a job with several kernels on one machine (`--kernels`) lists
 //! their roles (`main`, `sub1`, ...) as its nodes, as `BERTH_CLUSTER_HOSTS` does, so that
@@ -37,6 +43,11 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
     set("SLURM_JOB_USER", job.owner.name.clone());
     set("SLURM_JOB_PARTITION", job.queue.clone());
     set("SLURM_JOB_ACCOUNT", spec.project.clone().unwrap_or_else(|| job.owner.name.clone()));
+    // Slurm's default QOS is `normal`; berth's are the manager's `[qos.NAME]`.
+    set("SLURM_JOB_QOS", spec.qos.clone().unwrap_or_else(|| "normal".into()));
+    if let Some(d) = &spec.dependency {
+        set("SLURM_JOB_DEPENDENCY", d.to_string());
+    }
     set("SLURM_NNODES", nodes.to_string());
     set("SLURM_JOB_NUM_NODES", nodes.to_string());
     let list = berth_model::hostlist::compress(hosts);
@@ -50,7 +61,7 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
     set("SLURM_NODEID", index.to_string());
     // The kernel's own entry of the node list (its node, or its role among a one-machine
     // job's kernels), which scripts log and compare against `SLURM_JOB_NODELIST`.
-    if let Some(me) = hosts.get(index as usize) {
+    if let Some(me) = hosts.get(index as usize).or_else(|| job.attempt.bindings.get(index as usize).map(|b| &b.node)) {
         set("SLURMD_NODENAME", me.clone());
     }
     let procid = match spec.launch {
@@ -58,6 +69,8 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
         Launch::Every => index,
     };
     set("SLURM_PROCID", procid.to_string());
+    // The global ids of the tasks on this node: the batch step's one task.
+    set("SLURM_GTIDS", procid.to_string());
     set("SLURM_LOCALID", "0".into());
     // Older specs have no submit_dir: their working directory was where they were submitted.
     if let Some(d) = spec.submit_dir.as_ref().or(spec.workdir.as_ref()) {
@@ -69,13 +82,26 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
         // Minutes, as Slurm gives time limits.
         set("SLURM_TIMELIMIT", secs.div_ceil(60).to_string());
     }
+    let cpus_of = |b: &berth_model::Binding| {
+        if b.cpus.is_empty() { b.cpu_milli.div_ceil(1000).max(1) } else { b.cpus.len() as u64 }
+    };
+    if !job.attempt.bindings.is_empty() {
+        let per_node: Vec<u64> = job.attempt.bindings.iter().map(cpus_of).collect();
+        set("SLURM_JOB_CPUS_PER_NODE", counts_form(&per_node));
+    }
     if let Some(b) = job.attempt.bindings.get(index as usize) {
-        let cpus = if b.cpus.is_empty() { b.cpu_milli.div_ceil(1000).max(1) } else { b.cpus.len() as u64 };
-        set("SLURM_CPUS_ON_NODE", cpus.to_string());
-        set("SLURM_CPUS_PER_TASK", (cpus / tasks as u64).max(1).to_string());
-        set("SLURM_MEM_PER_NODE", (b.mem_bytes >> 20).to_string());
+        set("SLURM_CPUS_ON_NODE", cpus_of(b).to_string());
+        // What was asked (`--mem`), in MiB as Slurm gives MB; a request of 0 (all of the
+        // node's memory, as in Slurm) is what the node gave.
+        let mem = if spec.resources.mem_bytes > 0 { spec.resources.mem_bytes } else { b.mem_bytes };
+        set("SLURM_MEM_PER_NODE", (mem >> 20).to_string());
         let whole = b.gpus.iter().filter(|g| g.milli >= 1000).count();
         set("SLURM_GPUS_ON_NODE", whole.to_string());
+        if !b.gpus.is_empty() {
+            // The node's GPU indices, not the positions CUDA_VISIBLE_DEVICES gives them.
+            let ids: Vec<String> = b.gpus.iter().map(|g| g.index.to_string()).collect();
+            set("SLURM_JOB_GPUS", ids.join(","));
+        }
     }
     if let Some(g) = spec.gpus_per_task {
         // srun's default for --gpus-per-task, as in Slurm.
@@ -94,11 +120,35 @@ fn add_array(env: &mut BTreeMap<String, String>, job: &Job) {
         ("SLURM_ARRAY_TASK_MIN", t.min.to_string()),
         ("SLURM_ARRAY_TASK_MAX", t.max.to_string()),
         ("SLURM_ARRAY_TASK_COUNT", t.count.to_string()),
+        ("SLURM_ARRAY_TASK_STEP", array_step(t.min, t.max, t.count).to_string()),
         ("BERTH_ARRAY_JOB_ID", t.array_id.to_string()),
         ("BERTH_ARRAY_TASK_ID", t.index.to_string()),
     ] {
         env.insert(k.to_string(), v);
     }
+}
+
+/// The step between an array's indices (`0-10:2` → 2) from its bounds and count: the one of
+/// a range, and 1 for one index or a list that is no range.
+fn array_step(min: u32, max: u32, count: u64) -> u64 {
+    let span = u64::from(max.saturating_sub(min));
+    match count {
+        0 | 1 => 1,
+        n if span % (n - 1) == 0 => (span / (n - 1)).max(1),
+        _ => 1,
+    }
+}
+
+/// Slurm's compressed per-node counts, node by node: `4(x2),2`.
+fn counts_form(counts: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < counts.len() {
+        let run = counts[i..].iter().take_while(|c| **c == counts[i]).count();
+        parts.push(if run > 1 { format!("{}(x{run})", counts[i]) } else { counts[i].to_string() });
+        i += run;
+    }
+    parts.join(",")
 }
 
 /// Slurm's `SLURM_TASKS_PER_NODE`: `4` on one node, `4(x2)` for the same count on two.
@@ -122,6 +172,8 @@ mod tests {
         spec.project = Some("vision".into());
         spec.workdir = Some("/home/alice/run".into());
         spec.time_limit_secs = Some(90);
+        spec.resources.mem_bytes = 500 << 20;
+        spec.dependency = Some("afterok:7:8".parse().unwrap());
         let mut job = crate::state::fixture::job(42, JobState::Running);
         job.queue = "gpu".into();
         job.spec = std::sync::Arc::new(spec);
@@ -163,9 +215,13 @@ mod tests {
             ("SLURM_PROCID", "0"),
             ("SLURM_LOCALID", "0"),
             ("SLURM_CPUS_ON_NODE", "4"),
-            ("SLURM_CPUS_PER_TASK", "1"),
-            ("SLURM_MEM_PER_NODE", "8192"),
+            ("SLURM_MEM_PER_NODE", "500"),
+            ("SLURM_JOB_CPUS_PER_NODE", "4(x2)"),
             ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_JOB_GPUS", "0,1"),
+            ("SLURM_JOB_QOS", "normal"),
+            ("SLURM_JOB_DEPENDENCY", "afterok:7,afterok:8"),
+            ("SLURM_GTIDS", "0"),
             ("SLURM_SUBMIT_DIR", "/home/alice/run"),
             ("SLURM_RESTART_COUNT", "0"),
             ("SLURM_TIMELIMIT", "2"),
@@ -173,7 +229,10 @@ mod tests {
         ] {
             assert_eq!(get(k), v, "{k}");
         }
+        assert!(!e0.contains_key("SLURM_CPUS_PER_TASK"), "only sbatch -c sets it, as in Slurm");
+        assert!(!e0.contains_key("SLURM_ARRAY_TASK_STEP"), "no array");
         let e1 = env_of(&job, 1);
+        assert_eq!(e1["SLURM_JOB_GPUS"], "0", "the node's GPU index");
         assert_eq!((e1["SLURM_NODEID"].as_str(), e1["SLURMD_NODENAME"].as_str()), ("1", "gpu02"));
         assert_eq!(e1["SLURM_PROCID"], "0", "a first job's kernels are the batch step's");
         assert_eq!(e1["SLURM_GPUS_ON_NODE"], "0", "a GPU fraction is no whole GPU");
@@ -189,6 +248,49 @@ mod tests {
         job.attempt.number = 2;
         assert_eq!(env_of(&job, 0)["SLURM_SUBMIT_DIR"], "/home/alice");
         assert_eq!(env_of(&job, 0)["SLURM_RESTART_COUNT"], "2");
+    }
+
+    #[test]
+    fn slurm_mem_per_node_is_what_was_asked_not_the_nodes_memory() {
+        let mut job = crate::state::fixture::job(3, berth_model::JobState::Running);
+        job.attempt.bindings = vec![berth_model::Binding {
+            node: "n1".into(),
+            cpu_milli: 2000,
+            mem_bytes: 12506 << 20,
+            ..Default::default()
+        }];
+        let mut spec = (*job.spec).clone();
+        spec.resources.mem_bytes = 500 << 20;
+        job.spec = std::sync::Arc::new(spec);
+        let mut env = BTreeMap::new();
+        add(&mut env, &job, 0, &[]);
+        assert_eq!(env["SLURM_MEM_PER_NODE"], "500");
+        assert_eq!((env["SLURM_JOB_CPUS_PER_NODE"].as_str(), env["SLURMD_NODENAME"].as_str()), ("2", "n1"));
+        assert!(!env.contains_key("SLURM_JOB_GPUS"), "no GPU, no list");
+        assert!(!env.contains_key("SLURM_JOB_DEPENDENCY"));
+    }
+
+    #[test]
+    fn array_tasks_get_their_step() {
+        assert_eq!(array_step(0, 10, 6), 2, "0-10:2");
+        assert_eq!(array_step(1, 5, 5), 1);
+        assert_eq!(array_step(3, 3, 1), 1);
+        assert_eq!(array_step(1, 7, 3), 3, "1,4,7 reads as 1-7:3");
+        assert_eq!(array_step(1, 9, 3), 4);
+        assert_eq!(array_step(1, 8, 3), 1, "a list that is no range");
+        let mut job = crate::state::fixture::job(3, berth_model::JobState::Running);
+        let mut spec = (*job.spec).clone();
+        spec.array_task = Some(berth_model::ArrayTask { array_id: 2, index: 4, min: 0, max: 10, count: 6 });
+        job.spec = std::sync::Arc::new(spec);
+        let mut env = BTreeMap::new();
+        add(&mut env, &job, 0, &[]);
+        assert_eq!((env["SLURM_ARRAY_TASK_ID"].as_str(), env["SLURM_ARRAY_TASK_STEP"].as_str()), ("4", "2"));
+    }
+
+    #[test]
+    fn per_node_counts_compress_runs() {
+        assert_eq!(counts_form(&[72, 72, 36]), "72(x2),36");
+        assert_eq!(counts_form(&[4]), "4");
     }
 
     #[test]

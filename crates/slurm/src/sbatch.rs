@@ -15,7 +15,8 @@
 //! asks per kernel (one per node) what Slurm asks per task: `--ntasks-per-node` (or
 //! `--ntasks`/`-n` split evenly over the nodes) is the spec's `tasks_per_node`; the kernel's
 //! CPUs are tasks × `--cpus-per-task`/`-c`, its memory `--mem-per-cpu` × its CPUs, its GPUs
-//! tasks × `--gpus-per-task`, or `--gpus`/`-G` (the job's in all, as in Slurm) over the nodes.
+//! tasks × `--gpus-per-task`, or `--gpus`/`-G` (the job's in all, as in Slurm) over the nodes;
+//! `-c` is also the job's `SLURM_CPUS_PER_TASK` (`--env`), which Slurm sets only then.
 
 /// The task directives of a script, as given (the last one of each wins), turned into flags
 /// once every line is read.
@@ -98,6 +99,10 @@ impl Tasks {
         }
         if let Some(c) = self.constraint_with_gpu_type()? {
             out.extend(["--constraint".to_string(), c]);
+        }
+        if let Some(c) = self.cpus_per_task {
+            // Slurm sets it only when -c was given, and srun reads it as its own default.
+            out.extend(["--env".to_string(), format!("SLURM_CPUS_PER_TASK={c}")]);
         }
         Ok(out)
     }
@@ -389,14 +394,18 @@ mod tests {
             t
         };
         let merged = |script: &str, line: &str| tasks(script).overlay(tasks(line)).flags().unwrap().join(" ");
-        assert_eq!(merged("--ntasks-per-node=2", "-c 4"), "--tasks-per-node 2 --cpus 8");
-        assert_eq!(merged("--ntasks-per-node=2 -c 3", "-c 4"), "--tasks-per-node 2 --cpus 8", "the command line wins");
-        assert_eq!(merged("-N 2 --ntasks=4", "-c 2"), "--tasks-per-node 2 --cpus 4");
+        assert_eq!(merged("--ntasks-per-node=2", "-c 4"), "--tasks-per-node 2 --cpus 8 --env SLURM_CPUS_PER_TASK=4");
+        assert_eq!(
+            merged("--ntasks-per-node=2 -c 3", "-c 4"),
+            "--tasks-per-node 2 --cpus 8 --env SLURM_CPUS_PER_TASK=4",
+            "the command line wins"
+        );
+        assert_eq!(merged("-N 2 --ntasks=4", "-c 2"), "--tasks-per-node 2 --cpus 4 --env SLURM_CPUS_PER_TASK=2");
         assert_eq!(merged("-N 2 --ntasks=4", "-N 4"), "--tasks-per-node 1 --cpus 1");
         assert_eq!(merged("--gpus-per-task=1 --mem-per-cpu=1G", "--ntasks-per-node=4"), {
             format!("--tasks-per-node 4 --cpus 4 --mem {}B --gpus 4 --gpus-per-task 1", 4u64 << 30)
         });
-        assert_eq!(merged("", "-c 2"), "--cpus 2");
+        assert_eq!(merged("", "-c 2"), "--cpus 2 --env SLURM_CPUS_PER_TASK=2");
         assert!(tasks("-N 2 --ntasks=3").overlay(Tasks::default()).flags().is_err());
     }
 
@@ -410,16 +419,28 @@ mod tests {
 
     #[test]
     fn task_directives_make_kernels() {
-        assert_eq!(all("-c4").unwrap(), ["--cpus", "4"]);
+        assert_eq!(all("-c4").unwrap(), ["--cpus", "4", "--env", "SLURM_CPUS_PER_TASK=4"]);
         assert_eq!(
             all("--nodes=2 --ntasks-per-node=4").unwrap(),
             ["--nodes", "2", "--tasks-per-node", "4", "--cpus", "4"]
         );
-        assert_eq!(all("-N 2 -n 8 -c 2").unwrap(), ["--nodes", "2", "--tasks-per-node", "4", "--cpus", "8"]);
+        assert_eq!(
+            all("-N 2 -n 8 -c 2").unwrap(),
+            ["--nodes", "2", "--tasks-per-node", "4", "--cpus", "8", "--env", "SLURM_CPUS_PER_TASK=2"]
+        );
         assert_eq!(all("-n 3").unwrap(), ["--tasks-per-node", "3", "--cpus", "3"]);
         assert_eq!(
             all("--ntasks-per-node 2 --cpus-per-task=3 --mem-per-cpu=1G").unwrap(),
-            ["--tasks-per-node", "2", "--cpus", "6", "--mem", &format!("{}B", 6u64 << 30)]
+            [
+                "--tasks-per-node",
+                "2",
+                "--cpus",
+                "6",
+                "--mem",
+                &format!("{}B", 6u64 << 30),
+                "--env",
+                "SLURM_CPUS_PER_TASK=3"
+            ]
         );
         assert_eq!(all("--mem-per-cpu=100").unwrap(), ["--mem", &format!("{}B", 100u64 << 20)]);
         assert_eq!(

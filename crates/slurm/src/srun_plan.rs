@@ -1,6 +1,6 @@
 //! How `srun` lays out a step (`srun.rs`): how many tasks go to which of the job's kernels
 //! (Slurm's block distribution), which of srun's variables the tasks get (`--export`), and
-//! each task's own variables (`SLURM_PROCID`, `RANK`, ...).
+//! each task's own variables (`SLURM_PROCID`, `SLURM_GTIDS`, `RANK`, ...).
 
 use std::collections::BTreeMap;
 
@@ -125,6 +125,10 @@ pub fn task_env(
     set("SLURM_PROCID", task.rank.to_string());
     set("SLURM_LOCALID", local.to_string());
     set("SLURM_NODEID", task.node.to_string());
+    // The global ids of the step's tasks on this task's node, as Slurm's PMI reads them.
+    let first: u32 = counts.iter().take(task.node as usize).sum();
+    let on_this: Vec<String> = (first..first + on_node).map(|r| r.to_string()).collect();
+    set("SLURM_GTIDS", on_this.join(","));
     set("SLURM_STEP_ID", step.to_string());
     set("SLURM_STEPID", step.to_string());
     set("SLURM_STEP_NUM_TASKS", total.to_string());
@@ -169,6 +173,7 @@ mod tests {
         assert_eq!((get("SLURM_STEP_ID"), get("SLURM_STEP_NUM_TASKS")), (Some("2"), Some("8")));
         assert_eq!((get("RANK"), get("LOCAL_RANK"), get("WORLD_SIZE")), (Some("5"), Some("1"), Some("8")));
         assert_eq!(get("SLURM_STEP_TASKS_PER_NODE"), Some("4(x2)"));
+        assert_eq!(get("SLURM_GTIDS"), Some("4,5,6,7"), "the ranks on task 5's node");
     }
 
     #[test]

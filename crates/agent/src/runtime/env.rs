@@ -86,6 +86,13 @@ pub fn build_env(
     env.insert("LOGNAME".into(), user.name.clone());
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(manager_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    if manager_env.contains_key("SLURM_JOB_ID") {
+        // Slurm names the Unix user the job runs as (root's jobs: `root`, 0), which only the
+        // node knows: the manager's `SLURM_JOB_USER` is the berth user.
+        env.insert("SLURM_JOB_USER".into(), user.name.clone());
+        env.insert("SLURM_JOB_UID".into(), user.uid.to_string());
+        env.insert("SLURM_JOB_GID".into(), user.gid.to_string());
+    }
     // A job's Python environment (set by the agent after its setup, `kernels/start.rs`)
     // takes the place of whatever Python environment the submitter had active.
     if let Some(venv) = manager_env.get("VIRTUAL_ENV") {
@@ -268,6 +275,23 @@ mod tests {
         assert!(!env.contains_key("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
         // Nothing of the agent's own environment leaks beyond the base.
         assert!(env.keys().all(|k| k != "CARGO_MANIFEST_DIR"));
+    }
+
+    #[test]
+    fn slurm_job_user_is_the_unix_user_the_kernel_runs_as() {
+        let spec = JobSpec::command(["true"]);
+        let mut menv = BTreeMap::new();
+        menv.insert("SLURM_JOB_ID".into(), "17".into());
+        menv.insert("SLURM_JOB_USER".into(), "admin".into());
+        let root = RunUser { name: "root".into(), uid: 0, gid: 0, home: "/root".into(), switch: false, groups: vec![] };
+        let env = build_env(&root, &spec, &binding(vec![]), &menv, &HashMap::new());
+        let got = |k: &str| env[k].as_str();
+        assert_eq!((got("SLURM_JOB_USER"), got("SLURM_JOB_UID"), got("SLURM_JOB_GID")), ("root", "0", "0"));
+        let env = build_env(&user(), &spec, &binding(vec![]), &menv, &HashMap::new());
+        assert_eq!((env["SLURM_JOB_USER"].as_str(), env["SLURM_JOB_UID"].as_str()), ("nobody", "65534"));
+        // A job without Slurm's variables gets none.
+        let env = build_env(&user(), &spec, &binding(vec![]), &BTreeMap::new(), &HashMap::new());
+        assert!(!env.contains_key("SLURM_JOB_UID"));
     }
 
     #[test]
