@@ -1,7 +1,7 @@
 //! Slurm's client commands, as tools written for Slurm call them: the berth binary under the
 //! names `sbatch`, `squeue`, `scancel`, `sacct` and `sinfo` (links made by `berth
 //! install-slurm-commands`), their flags and their output, byte for byte where scripts parse
-//! it; and `berth history`, which shares sacct's fields.
+//! it; a job's view of the host's `/tmp`; and `berth history`, which shares sacct's fields.
 
 mod support;
 
@@ -195,6 +195,17 @@ fn slurm_commands_submit_list_account_and_cancel() {
     let out = b.ok(&["history", "--since", "2026-01-01T00:00", "--json"]);
     let listed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
     assert_eq!(listed.len(), 5, "every job of the test: {out}");
+
+    // Issue 48: a job's private /tmp hid the submit dir when it lay under /tmp (as this test's
+    // HOME does) and the job ran elsewhere (-D): both are bound into the job at their paths.
+    let elsewhere = tempfile::tempdir_in("/tmp").unwrap();
+    let y = elsewhere.path().display().to_string();
+    let wrap = format!("ls {}/job.sh && test \"$SLURM_SUBMIT_DIR\" = \"{}\" && pwd", cwd.display(), cwd.display());
+    let id: i64 =
+        ok(&b, &bin, "sbatch", &["--parsable", "-D", &y, "-o", "seen.out", "--wrap", &wrap]).trim().parse().unwrap();
+    let seen = b.wait_state(id, "SUCCEEDED");
+    let out = std::fs::read_to_string(elsewhere.path().join("seen.out")).unwrap_or_default();
+    assert_eq!(out, format!("{}/job.sh\n{y}\n", cwd.display()), "{seen:#}");
 }
 
 #[test]

@@ -14,8 +14,12 @@
 //! to the kernel's uid itself, after the mounts. The kernel's own dir and work dir may lie
 //! under `/tmp` (test data dirs, the work-dir fallback of a root agent whose data dir the run
 //! user cannot reach): they are bound back at the same path inside the private `/tmp`, so
-//! `HOME`, the work dir and the cache token file keep working; nothing else of the host's
-//! `/tmp` is visible. An agent that is not root (or may not make namespaces) runs kernels
+//! `HOME`, the work dir and the cache token file keep working. So are the directories a
+//! Slurm job sees on the host's `/tmp` and counts on (issue 48): the submit directory
+//! (`SLURM_SUBMIT_DIR`), the submitter's virtual environment and the first of its `PATH`
+//! entries there (a venv, an `srun` link), each only when the kernel's user could reach it on
+//! the host ([`reachable`]), since the dirs recreated on the way are traversable by anyone;
+//! nothing else of the host's `/tmp` is visible. An agent that is not root (or may not make namespaces) runs kernels
 //! on the node's `/dev/shm` and `/tmp` and says so once.
 
 use std::ffi::CString;
@@ -47,8 +51,9 @@ pub enum MountError {
 const POINTS: [&str; 2] = ["/dev/shm", "/tmp"];
 
 /// At most this many of a kernel's paths are bound back into one private mount (its kernel
-/// dir and work dir), so the child needs no allocation.
-const MAX_BINDS: usize = 4;
+/// dir, work dir, environment, submit dir, venv, `PATH` entries), so the child needs no
+/// allocation.
+const MAX_BINDS: usize = 8;
 
 /// Dirs recreated inside a private mount on the way to a bound path: traversable only.
 const DIR_MODE: libc::mode_t = 0o711;
@@ -151,6 +156,59 @@ impl PrivateTmpRequest {
         let folders = super::folder_mounts::plan(&self.folders)?;
         Ok(Plan { mounts, folders, data, user: user.cloned(), workdir: c(workdir)? })
     }
+}
+
+/// How many of the submitter's `PATH` entries under a private mount are bound back.
+const MAX_PATH_BINDS: usize = 2;
+
+/// The host directories of a job that Slurm's jobs see and that lie under `/tmp` or
+/// `/dev/shm`: its submit directory, the submitter's virtual environment and the first
+/// [`MAX_PATH_BINDS`] of the `PATH` entries of its environment `env` there, as far as `user`
+/// could reach them on the host.
+pub(crate) fn seen_on_host(
+    spec: &berth_model::JobSpec,
+    env: &std::collections::BTreeMap<String, String>,
+    user: &super::user::RunUser,
+) -> Vec<PathBuf> {
+    let under_points = |p: &&str| POINTS.iter().any(|m| Path::new(p).starts_with(m));
+    let venv = spec.env.get("VIRTUAL_ENV").or_else(|| spec.submit_env.get("VIRTUAL_ENV"));
+    let path_dirs = env.get("PATH").into_iter().flat_map(|p| p.split(':')).filter(under_points).take(MAX_PATH_BINDS);
+    spec.submit_dir
+        .iter()
+        .chain(venv)
+        .map(String::as_str)
+        .filter(under_points)
+        .chain(path_dirs)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && reachable(p, user.uid, user.gid, &user.groups))
+        .collect()
+}
+
+/// Whether the user `uid` (primary group `gid`, supplementary `groups`) could reach the
+/// directory `path` on the host: every directory from `/` down to it searchable by them
+/// (mode bits: owner, else group, else other), and it a directory. Said from the canonical
+/// path, so a link cannot lead the bind elsewhere; root reaches everything.
+pub(crate) fn reachable(path: &Path, uid: u32, gid: u32, groups: &[u32]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(real) = path.canonicalize() else { return false };
+    if !real.is_dir() {
+        return false;
+    }
+    if uid == 0 {
+        return true;
+    }
+    real.ancestors().all(|dir| {
+        let Ok(m) = std::fs::metadata(dir) else { return false };
+        let mode = m.mode();
+        let bit = if m.uid() == uid {
+            mode & 0o100
+        } else if m.gid() == gid || groups.contains(&m.gid()) {
+            mode & 0o010
+        } else {
+            mode & 0o001
+        };
+        bit != 0
+    })
 }
 
 /// The Unix user a kernel's child switches to: uid, primary gid and supplementary groups
@@ -350,6 +408,29 @@ fn probe(point: &Path) -> Result<(), MountError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_directories_the_user_could_reach_are_bound() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir_in("/tmp").unwrap();
+        let open = base.path().join("open/sub");
+        let shut = base.path().join("shut");
+        let inside = shut.join("data");
+        std::fs::create_dir_all(&open).unwrap();
+        std::fs::create_dir_all(&inside).unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(shut.as_path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let me = nix::unistd::Uid::effective().as_raw();
+        let other = if me == 0 { 4242 } else { 0 };
+        assert!(reachable(&open, other, other, &[]) || me != 0, "an open dir is anyone's");
+        assert!(reachable(&inside, 0, 0, &[]), "root reaches everything");
+        if me == 0 {
+            assert!(!reachable(&inside, other, other, &[]), "a dir under another's 0700 dir stays hidden");
+            assert!(!reachable(&open.join("missing"), other, other, &[]));
+            std::fs::write(open.join("f"), "").unwrap();
+            assert!(!reachable(&open.join("f"), other, other, &[]), "only directories");
+        }
+    }
 
     #[test]
     fn fd_paths_are_written_without_allocating() {

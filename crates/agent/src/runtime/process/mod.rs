@@ -253,11 +253,15 @@ impl Process {
 
         // With private mounts the child switches to the kernel's user itself, after mounting.
         // The job's Python environment (`VIRTUAL_ENV`, set by the agent) may lie under /tmp too.
-        let venv = manager_env.get("VIRTUAL_ENV").map(std::path::Path::new);
-        let keep: Vec<&std::path::Path> =
-            [Some(dir.as_path()), Some(workdir.as_path()), own.as_deref(), venv].into_iter().flatten().collect();
-        let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &keep, folders));
         let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir, own.as_deref());
+        let venv = manager_env.get("VIRTUAL_ENV").map(std::path::Path::new);
+        let seen = private_tmp::seen_on_host(spec, &env, user);
+        let keep: Vec<&std::path::Path> = [Some(dir.as_path()), Some(workdir.as_path()), own.as_deref(), venv]
+            .into_iter()
+            .flatten()
+            .chain(seen.iter().map(PathBuf::as_path))
+            .collect();
+        let private = self.private_tmp.as_ref().map(|p| p.request(binding.mem_bytes, &keep, folders));
         write_cache_token(node, &dir, user, &mut env).map_err(StartError::prepare)?;
         let launch = LaunchText {
             program: program.clone(),
