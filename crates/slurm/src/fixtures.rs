@@ -36,6 +36,14 @@ pub fn varied() -> Vec<JobView> {
         j.reason = Some("killed by signal 9".into());
         j.stop = Some(berth_model::StopCause::Cancelled { by: "bob".into() });
         j.end_cause = Some(berth_model::EndCause::OutOfMemory);
+        j.usage = Some(berth_model::JobUsage {
+            total: berth_model::KernelUsage {
+                cpu_seconds: Some(75.25),
+                memory_peak_bytes: Some(300 << 20),
+                ..Default::default()
+            },
+            cpu_percent: None,
+        });
         j.pending_reason =
             Some(berth_model::PendingReason::new(berth_model::PendingKind::Resources, "waits for resources"));
         j.array_task = Some(berth_model::array::ArrayTask { array_id: 9, index: 3, min: 1, max: 9, count: 9 });
@@ -44,7 +52,7 @@ pub fn varied() -> Vec<JobView> {
         j.array = Some("[4-9%2]".into());
         jobs.push(j.clone());
         // Not placed (yet, or ever): where squeue and sacct print the reason instead.
-        (j.array, j.nodes, j.started_at) = (None, Vec::new(), None);
+        (j.array, j.nodes, j.started_at, j.project) = (None, Vec::new(), None, None);
         j.workdir = Some("/home/alice/run".into());
         j.expected_start = Some(j.submitted_at + jiff::SignedDuration::from_secs(900));
         jobs.push(j);

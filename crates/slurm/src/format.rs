@@ -72,14 +72,25 @@ pub fn parse_long(spec: &str, code: impl Fn(&str) -> Option<char>) -> Result<Vec
 
 /// One line: each field's value from `value` (`None`: a code the command does not know,
 /// which prints nothing, as Slurm drops it), padded and cut as its format says.
-pub fn render(items: &[Item], mut value: impl FnMut(char) -> Option<String>) -> String {
+pub fn render(items: &[Item], value: impl FnMut(char) -> Option<String>) -> String {
+    render_keeping(items, value, |_| false)
+}
+
+/// [`render`], except that a right-justified value of a code `whole` names is never cut: Slurm
+/// prints times (`%M`, `%l`) whole past their width (`1-00:00:00` in `%.9l`).
+pub fn render_keeping(
+    items: &[Item],
+    mut value: impl FnMut(char) -> Option<String>,
+    whole: impl Fn(char) -> bool,
+) -> String {
     let mut out = String::new();
     for item in items {
         match item {
             Item::Text(t) => out.push_str(t),
             Item::Field { code, width, right } => {
                 if let Some(v) = value(*code) {
-                    out.push_str(&pad(&v, *width, *right));
+                    let keep = *right && whole(*code) && v.chars().count() > *width;
+                    out.push_str(&if keep { v } else { pad(&v, *width, *right) });
                 }
             }
         }

@@ -32,6 +32,17 @@ pub enum Field {
     TimeLimitMinutes,
     Reason,
     Priority,
+    /// The exit code as the job's steps together left it (berth: the job's own).
+    DerivedExit,
+    /// Peak memory, as the job's nodes measured it.
+    MaxRss,
+    /// CPU time used, as measured.
+    TotalCpu,
+    /// CPU time allocated: elapsed time × CPUs held (Slurm's CPUTime).
+    CpuTime,
+    /// Slurm's `--comment`, which berth does not keep: empty.
+    Comment,
+    WorkDir,
 }
 
 /// A field's names: berth's (`history -o`) and Slurm's (`sacct -o`, any case), with sacct's
@@ -73,6 +84,12 @@ pub const FIELDS: &[FieldInfo] = &[
     f(Field::TimeLimitMinutes, "time-limit-minutes", &["TimelimitRaw"], 10),
     f(Field::Reason, "reason", &["Reason"], -20),
     f(Field::Priority, "priority", &["Priority"], 10),
+    f(Field::DerivedExit, "derived-exit", &["DerivedExitCode"], 15),
+    f(Field::MaxRss, "max-rss", &["MaxRSS"], 10),
+    f(Field::TotalCpu, "total-cpu", &["TotalCPU"], 10),
+    f(Field::CpuTime, "cpu-time", &["CPUTime"], 10),
+    f(Field::Comment, "comment", &["Comment"], 15),
+    f(Field::WorkDir, "workdir", &["WorkDir"], -15),
 ];
 
 /// The field named `name` in berth's names.
@@ -95,7 +112,8 @@ pub fn reads(f: Field) -> &'static [&'static str] {
         Field::IdRaw => &["id"],
         Field::Name => &["name"],
         Field::User => &["user"],
-        Field::Project => &["project"],
+        // No project: the user's own (`Style::project`).
+        Field::Project => &["project", "user"],
         Field::Queue => &["queue"],
         Field::State => &["state", "end_cause", "stop"],
         Field::Exit => &["state", "exit_code", "reason"],
@@ -111,6 +129,11 @@ pub fn reads(f: Field) -> &'static [&'static str] {
         Field::TimeLimit | Field::TimeLimitMinutes => &["time_limit_secs"],
         Field::Reason => &["pending_reason", "reason"],
         Field::Priority => &["priority"],
+        Field::DerivedExit => &["state", "exit_code", "reason"],
+        Field::MaxRss | Field::TotalCpu => &["usage"],
+        Field::CpuTime => &["started_at", "ended_at", "cpu_milli", "nodes", "nodes_requested"],
+        Field::Comment => &[],
+        Field::WorkDir => &["workdir"],
     }
 }
 
@@ -142,6 +165,18 @@ pub trait Style {
     fn project(&self, j: &JobView) -> Option<String> {
         j.project.clone()
     }
+    /// Memory asked for.
+    fn mem(&self, bytes: u64) -> String {
+        berth_model::format_bytes(bytes)
+    }
+    /// Peak memory used.
+    fn rss(&self, bytes: u64) -> String {
+        berth_model::format_bytes(bytes)
+    }
+    /// CPU time used, in seconds.
+    fn cpu_used(&self, secs: f64) -> String {
+        self.duration(Some(secs.round() as u64))
+    }
 }
 
 /// How long the job has run: until it ended, or until `now`; `None` if it never started.
@@ -156,9 +191,34 @@ pub fn elapsed_secs(j: &JobView, now: Timestamp) -> Option<u64> {
 pub fn display_id(j: &JobView) -> String {
     match (&j.array_task, &j.array) {
         (Some(t), _) => format!("{}_{}", t.array_id, t.index),
-        (None, Some(rest)) if rest.starts_with('[') => format!("{}_{rest}", j.id),
+        (None, Some(rest)) if rest.starts_with('[') => format!("{}_[{}]", j.id, pending_tasks(rest)),
         _ => j.id.to_string(),
     }
+}
+
+/// The indices of an array's part still to be made (`[3,4,7%2]`, as the manager lists them) as
+/// Slurm writes them: runs as ranges, each index once, the throttle after (`3-4,7%2`).
+pub fn pending_tasks(rest: &str) -> String {
+    let inner = rest.trim_start_matches('[').trim_end_matches(']');
+    let (list, throttle) = match inner.split_once('%') {
+        Some((l, t)) => (l, format!("%{t}")),
+        None => (inner, String::new()),
+    };
+    let Ok(spec) = list.parse::<berth_model::ArraySpec>() else { return inner.to_string() };
+    let mut indices: Vec<u32> = spec.indices().collect();
+    indices.sort_unstable();
+    indices.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < indices.len() {
+        let mut j = i;
+        while j + 1 < indices.len() && indices[j + 1] == indices[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i { format!("{}-{}", indices[i], indices[j]) } else { indices[i].to_string() });
+        i = j + 1;
+    }
+    format!("{}{throttle}", parts.join(","))
 }
 
 /// The CPUs the job holds (or asks for): per kernel times its nodes, whole CPUs.
@@ -191,7 +251,7 @@ pub fn value(f: Field, j: &JobView, now: Timestamp, style: &dyn Style) -> String
         Field::Nodes => style.nodes(j),
         Field::NodeCount => node_count(j).to_string(),
         Field::Cpus => cpus(j).to_string(),
-        Field::Mem => berth_model::format_bytes(j.mem_bytes),
+        Field::Mem => style.mem(j.mem_bytes),
         Field::Gpus if j.gpu_milli == 0 => style.empty(),
         Field::Gpus => format!("gpu:{}", berth_model::format_gpu_milli(j.gpu_milli)),
         Field::Tres => tres(j),
@@ -199,6 +259,16 @@ pub fn value(f: Field, j: &JobView, now: Timestamp, style: &dyn Style) -> String
         Field::TimeLimitMinutes => j.time_limit_secs.map(|s| (s / 60).to_string()).unwrap_or_else(|| style.empty()),
         Field::Reason => style.reason(j),
         Field::Priority => j.priority.to_string(),
+        Field::DerivedExit => style.exit(j),
+        Field::MaxRss => {
+            j.usage.and_then(|u| u.total.memory_peak_bytes).map_or_else(|| style.empty(), |b| style.rss(b))
+        }
+        Field::TotalCpu => {
+            j.usage.and_then(|u| u.total.cpu_seconds).map_or_else(|| style.empty(), |s| style.cpu_used(s))
+        }
+        Field::CpuTime => style.duration(Some(elapsed_secs(j, now).unwrap_or(0) * cpus(j))),
+        Field::Comment => style.empty(),
+        Field::WorkDir => or_empty(j.workdir.clone()),
     }
 }
 
@@ -261,6 +331,16 @@ mod tests {
                 assert_eq!(by_slurm_name(s).unwrap().0.field, i.field, "{s}");
             }
         }
+    }
+
+    #[test]
+    fn pending_array_parts_as_ranges() {
+        assert_eq!(pending_tasks("[3,4%2]"), "3-4%2");
+        assert_eq!(pending_tasks("[1-9:2,10]"), "1,3,5,7,9-10");
+        assert_eq!(pending_tasks("[5-100]"), "5-100");
+        let mut j = crate::fixtures::job(berth_model::JobState::Pending);
+        (j.id, j.array) = (23, Some("[3,4%2]".into()));
+        assert_eq!(display_id(&j), "23_[3-4%2]");
     }
 
     #[test]

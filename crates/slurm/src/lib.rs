@@ -18,6 +18,7 @@
 //! - what berth's own commands share with them: [`job_ref`] (`12_7`, array tasks),
 //!   [`jobfields`] (`sacct -o` and `berth history -o` columns), [`when`] (times as typed and
 //!   printed);
+//! - [`getopt`]: long options' prefixes as `getopt_long` reads them (`--part`);
 //! - [`Tool`], [`invoked_as`]: which command a link to berth is; [`Error`]: why one failed.
 //!
 //! What is supported: docs/slurm.md.
@@ -26,6 +27,7 @@ pub mod error;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixtures;
 pub mod format;
+pub mod getopt;
 pub mod job_ref;
 pub mod jobfields;
 mod query;
@@ -34,6 +36,7 @@ pub mod sbatch;
 pub mod sbatch_line;
 pub mod scancel;
 pub mod scontrol;
+pub mod scontrol_config;
 mod scontrol_nodes;
 pub mod sinfo;
 pub mod squeue;
@@ -51,6 +54,16 @@ use berth_client::credentials::Credentials;
 use berth_model::JobId;
 pub use error::{Error, Result};
 pub use query::{Wanted, fold_arrays};
+
+/// The Slurm release whose commands berth answers as: `--version` prints `slurm 22.05.8`
+/// (as Slurm built from its own sources does; Debian's package says `slurm-wlm`), and
+/// `scontrol show config` says `SLURM_VERSION = 22.05.8`.
+pub const SLURM_VERSION: &str = "22.05.8";
+
+/// What every command's `-V`/`--version` prints.
+pub fn version_line() -> String {
+    format!("slurm {SLURM_VERSION}")
+}
 
 /// The Slurm commands berth answers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +132,21 @@ pub fn names(list: &Option<String>) -> Vec<String> {
     list.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
 }
 
+/// `-M`/`--clusters` of squeue and sacct: `all` or berth's own cluster name (comma lists of
+/// them too) select this cluster; another name is refused, as Slurm refuses a cluster its
+/// database does not know.
+pub fn check_clusters(list: Option<&str>) -> Result<()> {
+    for name in list.iter().flat_map(|l| l.split(',')).map(str::trim).filter(|n| !n.is_empty()) {
+        if !name.eq_ignore_ascii_case("all") && name != scontrol_config::CLUSTER_NAME {
+            return Err(Error::failed(format!(
+                "no cluster '{name}' known by database: berth is one cluster, named {0}; use -M {0} or -M all",
+                scontrol_config::CLUSTER_NAME
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The one name of a list, if it has exactly one: the manager can filter on it.
 pub fn single(names: &[String]) -> Option<String> {
     if names.len() == 1 { names.first().cloned() } else { None }
@@ -134,5 +162,13 @@ mod tests {
         assert_eq!(invoked_as(OsStr::new("sbatch")), Some(Tool::Sbatch));
         assert_eq!(invoked_as(OsStr::new("berth")), None);
         assert_eq!(invoked_as(OsStr::new("srun")), None, "srun is commands::srun's");
+    }
+    #[test]
+    fn clusters_all_or_berths_own() {
+        for ok in [None, Some("all"), Some("berth"), Some("ALL"), Some("berth,all")] {
+            assert!(check_clusters(ok).is_ok(), "{ok:?}");
+        }
+        let e = check_clusters(Some("berth,other")).unwrap_err().to_string();
+        assert!(e.contains("no cluster 'other' known by database") && e.contains("-M all"), "{e}");
     }
 }

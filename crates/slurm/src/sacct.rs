@@ -21,7 +21,7 @@ const BRIEF: &str = "JobID,State,ExitCode";
 
 /// displays accounting data for berth jobs (Slurm's sacct)
 #[derive(Debug, Parser)]
-#[command(name = "sacct", version)]
+#[command(name = "sacct", version = crate::SLURM_VERSION, display_name = "slurm", infer_long_args = true)]
 pub struct Args {
     /// Only these jobs (comma-separated ids; may be given more than once)
     #[arg(short = 'j', long = "jobs", value_name = "IDS")]
@@ -71,6 +71,12 @@ pub struct Args {
     /// List the fields -o takes
     #[arg(short = 'e', long = "helpformat")]
     helpformat: bool,
+    /// Only these clusters' jobs: `all`, or this cluster's name (berth)
+    #[arg(short = 'M', long = "clusters", visible_alias = "cluster", value_name = "CLUSTERS")]
+    clusters: Option<String>,
+    /// Every cluster's jobs (berth is one cluster)
+    #[arg(short = 'L', long = "allclusters")]
+    allclusters: bool,
 }
 
 /// A chosen field: what it is, its header and its width (negative: left-justified).
@@ -89,6 +95,7 @@ pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Resu
         }
         return Ok(());
     }
+    crate::check_clusters(args.clusters.as_deref())?;
     let spec = args.format.as_deref().unwrap_or(if args.brief { BRIEF } else { DEFAULT });
     let columns = columns(spec).map_err(Error::Failed)?;
     let client = connect()?;
@@ -259,6 +266,27 @@ impl Style for Sacct {
     fn project(&self, j: &JobView) -> Option<String> {
         Some(j.project.clone().unwrap_or_else(|| j.user.clone()))
     }
+
+    /// `100M`, `16G`: Slurm's unit letters (22.05 no longer appends `n`/`c`).
+    fn mem(&self, bytes: u64) -> String {
+        jobfields::slurm_mem(bytes)
+    }
+
+    /// In KiB, as sacct prints MaxRSS: `4348K`.
+    fn rss(&self, bytes: u64) -> String {
+        format!("{}K", bytes.div_ceil(1024))
+    }
+
+    /// sacct's TotalCPU: `MM:SS.mmm` under an hour, `HH:MM:SS` and `D-HH:MM:SS` beyond.
+    fn cpu_used(&self, secs: f64) -> String {
+        let millis = (secs.max(0.0) * 1000.0).round() as u64;
+        let whole = millis / 1000;
+        if whole >= 3600 {
+            sacct_duration(whole)
+        } else {
+            format!("{:02}:{:02}.{:03}", whole / 60, whole % 60, millis % 1000)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -306,6 +334,26 @@ mod tests {
         j.exit_code = Some(137);
         assert_eq!(Sacct.exit(&j), "0:9");
         assert_eq!(jobfields::value(jobfields::Field::Nodes, &j, j.submitted_at, &Sacct), "None assigned");
+    }
+
+    /// The fields Snakemake's efficiency report and seff-like scripts ask for, in Slurm's units.
+    #[test]
+    fn measured_and_derived_fields_in_slurms_units() {
+        let cols = columns("JobIdRaw,ReqMem,Account,DerivedExitCode,MaxRSS,TotalCPU,CPUTime,Comment,WorkDir").unwrap();
+        let mut j = crate::fixtures::varied().remove(0);
+        (j.state, j.exit_code, j.reason, j.project) = (JobState::Failed, Some(3), None, None);
+        j.workdir = Some("/home/alice/run".into());
+        j.mem_bytes = 100 << 20;
+        j.ended_at = Some(j.submitted_at + jiff::SignedDuration::from_secs(3600));
+        let now = j.submitted_at;
+        let cells: Vec<String> = cols.iter().map(|c| jobfields::value(c.info.field, &j, now, &Sacct)).collect();
+        // 2 nodes × 3 CPUs for 59 minutes; 75.25 CPU seconds and 300 MiB measured.
+        assert_eq!(
+            render_line(&cols, &cells, Some(false), "|"),
+            "12|100M|alice|3:0|307200K|01:15.250|05:54:00||/home/alice/run"
+        );
+        assert_eq!(Sacct.cpu_used(3.0 * 3600.0 + 61.5), "03:01:01");
+        assert_eq!(Sacct.cpu_used(0.0), "00:00.000");
     }
 
     /// Every field prints the same from a lean listing (only `jobfields::reads` asked for) as

@@ -38,6 +38,114 @@ const NO_VALUE: &[&str] = &[
     "--verbose",
 ];
 
+/// sbatch's long options in Slurm 22.05, synonyms joined by `|`: a prefix of one of them
+/// stands for it, as `getopt_long` reads them (`--part=gpu`, `--cpus=4`).
+pub const SLURM_LONGS: &[&str] = &[
+    "account",
+    "acctg-freq",
+    "array",
+    "batch",
+    "bb",
+    "bbf",
+    "begin",
+    "chdir",
+    "cluster-constraint",
+    "cluster|clusters",
+    "comment",
+    "constraint",
+    "container",
+    "contiguous",
+    "core-spec",
+    "cores-per-socket",
+    "cpu-freq",
+    "cpus-per-gpu",
+    "cpus-per-task",
+    "deadline",
+    "delay-boot",
+    "dependency",
+    "distribution",
+    "error",
+    "exclude",
+    "exclusive",
+    "export",
+    "export-file",
+    "extra-node-info",
+    "get-user-env",
+    "gid",
+    "gpu-bind",
+    "gpu-freq",
+    "gpus",
+    "gpus-per-node",
+    "gpus-per-socket",
+    "gpus-per-task",
+    "gres",
+    "gres-flags",
+    "help",
+    "hint",
+    "hold",
+    "ignore-pbs",
+    "immediate",
+    "input",
+    "job-name",
+    "kill-on-invalid-dep",
+    "licenses",
+    "mail-type",
+    "mail-user",
+    "mcs-label",
+    "mem",
+    "mem-bind",
+    "mem-per-cpu",
+    "mem-per-gpu",
+    "mincpus",
+    "network",
+    "nice",
+    "no-kill",
+    "no-requeue",
+    "nodefile",
+    "nodelist",
+    "nodes",
+    "ntasks",
+    "ntasks-per-core",
+    "ntasks-per-gpu",
+    "ntasks-per-node",
+    "ntasks-per-socket",
+    "open-mode",
+    "output",
+    "overcommit",
+    "oversubscribe",
+    "parsable",
+    "partition",
+    "power",
+    "prefer",
+    "priority",
+    "profile",
+    "propagate",
+    "qos",
+    "quiet",
+    "reboot",
+    "requeue",
+    "reservation",
+    "signal",
+    "sockets-per-node",
+    "spread-job",
+    "switches",
+    "test-only",
+    "thread-spec",
+    "threads-per-core",
+    "time",
+    "time-min",
+    "tmp",
+    "uid",
+    "usage",
+    "use-min-nodes",
+    "verbose",
+    "version",
+    "wait",
+    "wait-all-nodes",
+    "wckey",
+    "wrap",
+];
+
 pub const HELP: &str = "\
 Usage: sbatch [OPTIONS...] [SCRIPT [ARGS...]]
 
@@ -68,6 +176,8 @@ pub struct Line {
     pub quiet: bool,
     pub wrap: Option<String>,
     pub help: bool,
+    /// `-V`/`--version`: print Slurm's version and submit nothing.
+    pub version: bool,
     pub script: Option<String>,
     /// The script's own arguments.
     pub args: Vec<String>,
@@ -76,10 +186,11 @@ pub struct Line {
 /// The command line's words (without sbatch's name) split into options, script and its
 /// arguments.
 pub fn split(words: &[String]) -> Result<Line, String> {
+    let known = crate::getopt::slurm_entries(crate::Tool::Sbatch);
     let mut l = Line::default();
     let mut i = 0;
     while i < words.len() {
-        let w = &words[i];
+        let w = &spelled_out(&words[i], &known)?;
         i += 1;
         if !w.starts_with('-') || w == "-" {
             l.script = Some(w.clone());
@@ -88,6 +199,7 @@ pub fn split(words: &[String]) -> Result<Line, String> {
         }
         match w.as_str() {
             "-h" | "--help" | "--usage" => l.help = true,
+            "-V" | "--version" => l.version = true,
             "--parsable" => l.parsable = true,
             "-W" | "--wait" => l.wait = true,
             "-Q" | "--quiet" => l.quiet = true,
@@ -108,6 +220,23 @@ pub fn split(words: &[String]) -> Result<Line, String> {
         }
     }
     Ok(l)
+}
+
+/// A long option `w` with its prefix spelled out (`--part=gpu` → `--partition=gpu`); any
+/// other word as it is.
+fn spelled_out(w: &str, known: &[crate::getopt::Long]) -> Result<String, String> {
+    let Some(body) = w.strip_prefix("--").filter(|b| !b.is_empty()) else {
+        return Ok(w.to_string());
+    };
+    let (name, value) = match body.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (body, None),
+    };
+    Ok(match crate::getopt::resolve(name, known)? {
+        Some((_, full)) if value.is_some() => format!("--{full}={}", value.unwrap_or_default()),
+        Some((_, full)) => format!("--{full}"),
+        None => w.to_string(),
+    })
 }
 
 /// The `--flag value` pairs of `merged` whose flag `given` (the command line's own flags)
@@ -156,6 +285,19 @@ mod tests {
             (l.options, l.script.as_deref()),
             (words("-o %x-%j.out -e err.txt --open-mode=append"), Some("run.sh"))
         );
+    }
+
+    #[test]
+    fn long_option_prefixes_as_getopt_reads_them() {
+        let l = split(&words("--part gpu --cpus-per-t=4 --pars --test run.sh --part")).unwrap();
+        assert_eq!(l.options, words("--partition gpu --cpus-per-task=4 --test-only"));
+        assert!(l.parsable);
+        assert_eq!(l.args, words("--part"), "the script's own arguments stay");
+        assert_eq!(
+            split(&words("--mem-per 1G x.sh")).unwrap_err(),
+            "option '--mem-per' is ambiguous; possibilities: '--mem-per-cpu' '--mem-per-gpu'"
+        );
+        assert!(split(&words("--vers")).unwrap().version);
     }
 
     #[test]

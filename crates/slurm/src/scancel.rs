@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 
 /// cancel berth jobs (Slurm's scancel)
 #[derive(Debug, Parser)]
-#[command(name = "scancel", version)]
+#[command(name = "scancel", version = crate::SLURM_VERSION, display_name = "slurm", infer_long_args = true)]
 pub struct Args {
     /// Jobs to cancel; with filters, only those of them that match
     #[arg(value_name = "JOB_ID")]

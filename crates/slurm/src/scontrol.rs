@@ -1,7 +1,8 @@
 //! `scontrol`: the subcommands lab scripts and tools call. `show hostnames [LIST]` expands a
 //! host list (`SLURM_JOB_NODELIST` without one), `show hostlist NAMES` compresses one (both
-//! `berth_model::hostlist`), `show job [ID]` prints a job in Slurm's `Key=Value` layout
-//! (`-o` on one line), `show node`/`show partition` (`scontrol_nodes`). `requeue` stops a job and
+//! `berth_model::hostlist`), `show config` prints the keys tools read (`scontrol_config`),
+//! `show job [ID]` prints a job in Slurm's `Key=Value` layout (`-o` on one line), `show
+//! node`/`show partition` (`scontrol_nodes`). `requeue` stops a job and
 //! queues it again ([`requeue_job`], `berth requeue`'s too). What berth cannot do (`hold`,
 //! `release`, `update`, ...) is refused with the berth command that does it instead, exit 1.
 
@@ -25,6 +26,7 @@ Usage: scontrol [-o|--oneliner] COMMAND [ARGS...]
 berth answers these scontrol commands:
   show hostnames [HOSTLIST]   one host name per line (default: $SLURM_JOB_NODELIST)
   show hostlist NAMES         NAMES (a,b,c or a host list) as one host list
+  show config                 the configuration keys tools read (ClusterName, MaxArraySize...)
   show job [JOB_ID]           a job (all of yours without JOB_ID), Key=Value
   show node [NAME]            nodes; show partition [NAME]: queues
   requeue JOB_ID[,JOB_ID...]  stop running jobs and queue them again (a new attempt each)
@@ -41,8 +43,20 @@ pub async fn run(argv: Vec<OsString>, connect: &dyn Connect, out: &mut dyn Write
         .collect::<Result<_>>()?;
     let mut oneliner = false;
     let mut rest = Vec::new();
+    let known = crate::getopt::slurm_entries(crate::Tool::Scontrol);
     for w in words {
+        // `--one` is `--oneliner`, as getopt_long reads scontrol's options.
+        let w = match w.strip_prefix("--").filter(|n| !n.is_empty() && !n.contains('=')) {
+            Some(name) => crate::getopt::resolve(name, &known)
+                .map_err(Error::Failed)?
+                .map_or(w.clone(), |(_, full)| format!("--{full}")),
+            None => w,
+        };
         match w.as_str() {
+            "-V" | "--version" => {
+                writeln!(out, "{}", crate::version_line())?;
+                return Ok(ExitCode::SUCCESS);
+            }
             "-o" | "--oneliner" => oneliner = true,
             // Accepted, change nothing here.
             "-d" | "--details" | "-Q" | "--quiet" | "-v" | "--verbose" | "-a" | "--all" => {}
@@ -148,6 +162,10 @@ async fn show(args: &[String], oneliner: bool, connect: &dyn Connect, out: &mut 
             writeln!(out, "{list}")?;
             Ok(ExitCode::SUCCESS)
         }
+        "config" | "configuration" => {
+            out.write_all(crate::scontrol_config::render(jiff::Timestamp::now()).as_bytes())?;
+            Ok(ExitCode::SUCCESS)
+        }
         "job" | "jobs" | "jobid" => show_jobs(&connect()?, arg, oneliner, out).await,
         "node" | "nodes" => {
             crate::scontrol_nodes::show_nodes(&connect()?, arg, oneliner, out).await.map(|()| ExitCode::SUCCESS)
@@ -156,7 +174,7 @@ async fn show(args: &[String], oneliner: bool, connect: &dyn Connect, out: &mut 
             crate::scontrol_nodes::show_partitions(&connect()?, arg, oneliner, out).await.map(|()| ExitCode::SUCCESS)
         }
         other => Err(Error::failed(format!(
-            "invalid entity: {other} for keyword: show (berth knows hostnames, hostlist, job, node, partition)"
+            "invalid entity: {other} for keyword: show (berth knows config, hostnames, hostlist, job, node, partition)"
         ))),
     }
 }

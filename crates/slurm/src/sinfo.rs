@@ -1,6 +1,7 @@
 //! `sinfo`: berth's queues as Slurm partitions and its nodes, partition-oriented by default
-//! (a line per partition and node state) or node-oriented with `-N` (a line per node), in
-//! Slurm's `%` formats ([`crate::format`]) and default layouts.
+//! (a line per partition and node state), summarized with `-s` (a line per partition) or
+//! node-oriented with `-N` (a line per node), long with `-l`, in Slurm's `%` formats
+//! ([`crate::format`]) and default layouts.
 
 use std::io::Write;
 
@@ -16,10 +17,15 @@ use crate::{Connect, Result};
 /// prints them: `-N` right-justifies the partition).
 const DEFAULT: &str = "%#P %.5a %.10l %.6D %.6t %N";
 const NODES: &str = "%#N %.6D %.#P %6t";
+/// `-s`: a line per partition, its nodes counted by state.
+const SUMMARIZE: &str = "%#P %.5a %.10l %.16F  %N";
+/// `-l` and `-N -l`.
+const LONG: &str = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N";
+const NODES_LONG: &str = "%#N %.6D %#P %.11T %.4c %.8z %.6m %.8d %.6w %.8f %20E";
 
 /// view information about berth nodes and partitions (Slurm's sinfo)
 #[derive(Debug, Parser)]
-#[command(name = "sinfo", disable_help_flag = true, version)]
+#[command(name = "sinfo", disable_help_flag = true, version = crate::SLURM_VERSION, display_name = "slurm", infer_long_args = true)]
 pub struct Args {
     /// A line per node
     #[arg(short = 'N', long = "Node")]
@@ -42,6 +48,12 @@ pub struct Args {
     /// Only nodes that respond
     #[arg(short = 'r', long = "responding")]
     responding: bool,
+    /// A line per partition, its nodes counted by state (allocated/idle/other/total)
+    #[arg(short = 's', long = "summarize")]
+    summarize: bool,
+    /// More columns: job sizes, oversubscription, groups; with -N, sockets, memory, features
+    #[arg(short = 'l', long = "long")]
+    long: bool,
     /// Print help
     #[arg(long = "help", action = clap::ArgAction::Help)]
     help: Option<bool>,
@@ -56,15 +68,27 @@ struct Row<'a> {
 
 /// Prints the lines `args` ask for to `out`.
 pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Result<()> {
-    let spec = args.format.as_deref().unwrap_or(if args.node { NODES } else { DEFAULT });
+    let spec = args.format.as_deref().unwrap_or(match (args.summarize, args.node, args.long) {
+        (true, _, _) => SUMMARIZE,
+        (false, true, true) => NODES_LONG,
+        (false, true, false) => NODES,
+        (false, false, true) => LONG,
+        (false, false, false) => DEFAULT,
+    });
     let mut items = format::parse(&unhash(spec));
     for c in format::unknown_codes(&items, |c| header(c).is_some()) {
         eprintln!("sinfo: error: Invalid node format specification: {c}");
     }
     let client = connect()?;
     let (queues, nodes) = (client.queues().await?, client.nodes().await?);
-    let rows = rows(&args, &queues, &nodes, spec.contains("%t") || spec.contains("%T") || args.node);
+    let shows_state = items.iter().any(|i| matches!(i, Item::Field { code: 't' | 'T', .. }));
+    let by_state = !args.summarize && (shows_state || args.node);
+    let rows = rows(&args, &queues, &nodes, by_state);
     widen(spec, &mut items, &rows);
+    if args.long && !args.noheader {
+        // Slurm's long listing starts with the time it was taken.
+        writeln!(out, "{}", jiff::Zoned::now().strftime("%a %b %e %H:%M:%S %Y"))?;
+    }
     if !args.noheader {
         writeln!(out, "{}", format::render(&items, |c| header(c).map(str::to_string)))?;
     }
@@ -175,6 +199,14 @@ fn header(code: char) -> Option<&'static str> {
         'e' => "FREE_MEM",
         'E' => "REASON",
         'v' => "VERSION",
+        's' => "JOB_SIZE",
+        'r' => "ROOT",
+        'h' => "OVERSUBS",
+        'g' => "GROUPS",
+        'z' => "S:C:T",
+        'd' => "TMP_DISK",
+        'w' => "WEIGHT",
+        'f' => "AVAIL_FEATURES",
         _ => return None,
     })
 }
@@ -235,6 +267,19 @@ fn value(code: char, r: &Row) -> Option<String> {
             .unwrap_or("N/A".into()),
         'E' => first.and_then(|n| n.drain_reason.clone()).unwrap_or_else(|| "none".into()),
         'v' => first.map_or("N/A".into(), |n| n.version.clone()),
+        // What berth does not limit or configure, in Slurm's words for "no limit".
+        's' => "1-infinite".into(),
+        'r' => "no".into(),
+        'h' => "NO".into(),
+        'g' => "all".into(),
+        'd' => "0".into(),
+        'w' => "1".into(),
+        'z' => first.map_or("N/A".into(), |n| format!("1:{}:1", n.cpus_total)),
+        // A node's labels are what `-C/--constraint` matches.
+        'f' => match first.map(|n| n.labels.keys().cloned().collect::<Vec<_>>().join(",")) {
+            Some(l) if !l.is_empty() => l,
+            _ => "(null)".into(),
+        },
         _ => return None,
     })
 }
@@ -275,5 +320,23 @@ mod tests {
         widen(DEFAULT, &mut items, &rows);
         let row = Row { queue: None, partition: "normal*".into(), nodes: vec![&n1, &n2] };
         assert_eq!(format::render(&items, |c| value(c, &row)), "normal*      up   infinite      2   idle b[3-4]");
+        // -s and -l, headers as Slurm 22.05 prints them.
+        for (spec, head, line) in [
+            (
+                SUMMARIZE,
+                "PARTITION AVAIL  TIMELIMIT   NODES(A/I/O/T)  NODELIST",
+                "normal*      up   infinite          1/1/0/2  b[3-4]",
+            ),
+            (
+                LONG,
+                "PARTITION AVAIL  TIMELIMIT   JOB_SIZE ROOT OVERSUBS     GROUPS  NODES       STATE NODELIST",
+                "normal*      up   infinite 1-infinite   no       NO        all      2        idle b[3-4]",
+            ),
+        ] {
+            let mut items = format::parse(&unhash(spec));
+            widen(spec, &mut items, &[]);
+            assert_eq!(format::render(&items, |c| header(c).map(str::to_string)), head);
+            assert_eq!(format::render(&items, |c| value(c, &row)), line);
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! `squeue`: the unfinished jobs in Slurm's columns, `-o` (`%.18i %.9P ...`) and `-O`
-//! (`JobID,Name:30`) formats, filtered by `-j`, `-u`, `--me`, `-t`, `-p`, `-n`, `-A`.
+//! (`JobID,Name:30`) formats, filtered by `-j`, `-u`, `--me`, `-t`, `-p`, `-n`, `-A`, `-M`,
+//! sorted by `-S` (Slurm's keys), an array's pending part on one line or, with `-r`, a line
+//! per task.
 
 use std::io::Write;
 
@@ -21,7 +23,7 @@ const LONG: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
 
 /// view information about jobs located in the berth scheduling queue (Slurm's squeue)
 #[derive(Debug, Parser)]
-#[command(name = "squeue", disable_help_flag = true, version)]
+#[command(name = "squeue", disable_help_flag = true, version = crate::SLURM_VERSION, display_name = "slurm", infer_long_args = true)]
 pub struct Args {
     /// Do not print a header
     #[arg(short = 'h', long = "noheader")]
@@ -59,6 +61,16 @@ pub struct Args {
     /// The long format: state names and time limits
     #[arg(short = 'l', long = "long")]
     long: bool,
+    /// A line per array task, pending ones too
+    #[arg(short = 'r', long = "array")]
+    array: bool,
+    /// Sort by these keys (`P,t,-p` by default: partition, state, priority highest first;
+    /// `-` before a key: descending)
+    #[arg(short = 'S', long = "sort", value_name = "KEYS", allow_hyphen_values = true)]
+    sort: Option<String>,
+    /// Only these clusters' jobs: `all`, or this cluster's name (berth)
+    #[arg(short = 'M', long = "clusters", visible_alias = "cluster", value_name = "CLUSTERS")]
+    clusters: Option<String>,
     /// Print help
     #[arg(long = "help", action = clap::ArgAction::Help)]
     help: Option<bool>,
@@ -74,9 +86,24 @@ pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Resu
     for c in format::unknown_codes(&items, |c| header(c).is_some()) {
         eprintln!("squeue: error: Invalid job format specification: {c}");
     }
+    crate::check_clusters(args.clusters.as_deref())?;
+    let sort = sort_keys(args.sort.as_deref().unwrap_or(DEFAULT_SORT)).map_err(Error::Failed)?;
     let client = connect()?;
-    let jobs = list(&client, &args, api_fields(&items)).await?;
+    let mut fields = api_fields(&items);
+    for f in sort.iter().flat_map(|(code, _)| reads(*code)) {
+        if !fields.contains(f) {
+            fields.push(f);
+        }
+    }
+    let mut jobs = list(&client, &args, fields).await?;
+    if args.array {
+        jobs = jobs.into_iter().flat_map(each_task).collect();
+    }
     let now = jiff::Timestamp::now();
+    jobs.sort_by(|a, b| compare(&sort, a, b, now));
+    if args.clusters.is_some() && !args.noheader {
+        writeln!(out, "CLUSTER: {}", crate::scontrol_config::CLUSTER_NAME)?;
+    }
     if !args.noheader {
         if args.long {
             // Slurm's long listing starts with the time it was taken.
@@ -85,13 +112,120 @@ pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Resu
         writeln!(out, "{}", format::render(&items, |c| header(c).map(str::to_string)))?;
     }
     for j in &jobs {
-        writeln!(out, "{}", format::render(&items, |c| value(c, j, now)))?;
+        writeln!(out, "{}", format::render_keeping(&items, |c| value(c, j, now), |c| "MlL".contains(c)))?;
     }
     Ok(())
 }
 
-/// The jobs the filters select, in squeue's order: by partition, then state (pending
-/// first), then priority, highest first.
+/// Slurm's default order: by partition, then state (pending first), then priority, highest
+/// first (then by id, as berth breaks ties).
+const DEFAULT_SORT: &str = "P,t,-p";
+
+/// `-S` keys: `i,-t,+P`: the format code to sort by and whether descending.
+fn sort_keys(spec: &str) -> Result<Vec<(char, bool)>, String> {
+    let mut keys = Vec::new();
+    for key in spec.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        let (desc, code) = match key.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, key.trim_start_matches('+')),
+        };
+        let mut chars = code.chars();
+        let (Some(c), None) = (chars.next(), chars.next()) else {
+            return Err(format!(
+                "invalid sort key `{key}`: use a format letter (i, P, t, u, N, p...), `-` before it to reverse"
+            ));
+        };
+        // `p` (priority as a fraction) sorts as `Q` does.
+        let c = if c == 'p' { 'Q' } else { c };
+        if !SORT_CODES.contains(c) {
+            return Err(format!(
+                "invalid sort key `{key}`: berth sorts by i, A, j, u, P, t, T, M, l, D, C, N, Q, p, V, S, e, a, r"
+            ));
+        }
+        keys.push((c, desc));
+    }
+    Ok(keys)
+}
+
+/// The codes [`sort_value`] knows.
+const SORT_CODES: &str = "iAtTMlDCQVSejuPNar";
+
+/// What key `code` sorts job `j` by: numbers as numbers, the rest as text.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum SortValue {
+    Num(i128),
+    Text(String),
+}
+
+fn sort_value(code: char, j: &JobView, now: jiff::Timestamp) -> Option<SortValue> {
+    use SortValue::{Num, Text};
+    let secs = |t: Option<jiff::Timestamp>| Num(t.map_or(0, |t| i128::from(t.as_second())));
+    Some(match code {
+        'i' | 'A' => Num(i128::from(j.array_task.map_or(j.id, |t| t.array_id)) << 32
+            | i128::from(j.array_task.map_or(0, |t| t.index))),
+        // Pending sorts before running, as in Slurm's state order.
+        't' | 'T' => Num(state_rank(j)),
+        'M' => Num(i128::from(jobfields::elapsed_secs(j, now).unwrap_or(0))),
+        'l' => Num(j.time_limit_secs.map_or(i128::MAX, i128::from)),
+        'D' => Num(i128::from(jobfields::node_count(j))),
+        'C' => Num(i128::from(jobfields::cpus(j))),
+        'Q' => Num(i128::from(j.priority)),
+        'V' => secs(Some(j.submitted_at)),
+        'S' => secs(j.started_at.or(j.expected_start)),
+        'e' => secs(end(j)),
+        'j' | 'u' | 'P' | 'N' | 'a' | 'r' => Text(value(code, j, now)?),
+        _ => return None,
+    })
+}
+
+/// Slurm's job state order: pending, running, suspended, then the ended ones.
+fn state_rank(j: &JobView) -> i128 {
+    match states::job_state(j).0 {
+        "PD" => 0,
+        "R" => 1,
+        "CF" => 1,
+        "CG" => 2,
+        _ => 3,
+    }
+}
+
+/// Orders by `keys` in turn, then by id.
+fn compare(keys: &[(char, bool)], a: &JobView, b: &JobView, now: jiff::Timestamp) -> std::cmp::Ordering {
+    for (code, desc) in keys {
+        let o = sort_value(*code, a, now).cmp(&sort_value(*code, b, now));
+        let o = if *desc { o.reverse() } else { o };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    let id = |j: &JobView| (j.array_task.map_or(j.id, |t| t.array_id), j.array_task.map(|t| t.index));
+    id(a).cmp(&id(b))
+}
+
+/// `-r`: an array's row of tasks still to be made as a row per task (`23_3`, `23_4`), as
+/// Slurm lists them; any other row as it is.
+fn each_task(j: JobView) -> Vec<JobView> {
+    let Some(rest) = j.array.as_deref().filter(|a| a.starts_with('[') && j.array_task.is_none()) else {
+        return vec![j];
+    };
+    let list = jobfields::pending_tasks(rest);
+    let list = list.split('%').next().unwrap_or_default();
+    let Ok(spec) = list.parse::<berth_model::ArraySpec>() else { return vec![j] };
+    let indices: Vec<u32> = spec.indices().collect();
+    let (min, max) = (indices.iter().min().copied().unwrap_or(0), indices.iter().max().copied().unwrap_or(0));
+    indices
+        .iter()
+        .map(|&index| {
+            let mut t = j.clone();
+            t.array = None;
+            t.array_task =
+                Some(berth_model::ArrayTask { array_id: j.id, index, min, max, count: indices.len() as u64 });
+            t
+        })
+        .collect()
+}
+
+/// The jobs the filters select (sorted by the caller).
 async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> Result<Vec<JobView>> {
     let states = match &args.states {
         Some(s) => states::parse_states(s).map_err(Error::Failed)?,
@@ -116,21 +250,14 @@ async fn list(client: &Client, args: &Args, fields: Vec<&'static str>) -> Result
         fields: Some(fields),
         ..Default::default()
     };
-    let mut jobs = wanted.fetch(client).await?;
-    jobs.sort_by(|a, b| {
-        (&a.queue, states::job_state(a).0, -a.priority, a.id).cmp(&(
-            &b.queue,
-            states::job_state(b).0,
-            -b.priority,
-            b.id,
-        ))
-    });
-    Ok(jobs)
+    Ok(wanted.fetch(client).await?)
 }
 
 /// `-O` names (any case) and their `%` codes.
 const LONG_NAMES: &[(&str, char)] = &[
-    ("jobid", 'i'),
+    // 22.05: `JobID` is the raw id, `JobArrayID` the `12_7` form.
+    ("jobid", 'A'),
+    ("jobarrayid", 'i'),
     ("arrayjobid", 'F'),
     ("arraytaskid", 'K'),
     ("name", 'j'),
@@ -205,7 +332,7 @@ fn value(code: char, j: &JobView, now: jiff::Timestamp) -> Option<String> {
         'F' => j.array_task.map_or(j.id, |t| t.array_id).to_string(),
         'K' => match (&j.array_task, &j.array) {
             (Some(t), _) => t.index.to_string(),
-            (None, Some(rest)) => rest.trim_start_matches('[').trim_end_matches(']').to_string(),
+            (None, Some(rest)) => jobfields::pending_tasks(rest),
             _ => "N/A".into(),
         },
         'j' => j.name.clone().unwrap_or_default(),
@@ -219,10 +346,11 @@ fn value(code: char, j: &JobView, now: jiff::Timestamp) -> Option<String> {
         'R' => states::nodes_or_reason(j),
         'N' => format::hostlist(&j.nodes),
         'P' => j.queue.clone(),
-        'a' => j.project.clone().unwrap_or_else(|| "(null)".into()),
+        // No project: the user's own account, as the job sees in SLURM_JOB_ACCOUNT.
+        'a' => j.project.clone().unwrap_or_else(|| j.user.clone()),
         'C' => jobfields::cpus(j).to_string(),
         'b' if j.gpu_milli == 0 => "N/A".into(),
-        'b' => format!("gres/gpu:{}", berth_model::format_gpu_milli(j.gpu_milli)),
+        'b' => format!("gres:gpu:{}", berth_model::format_gpu_milli(j.gpu_milli)),
         'm' => jobfields::slurm_mem(j.mem_bytes),
         'V' => slurm_time(Some(j.submitted_at)),
         'S' => j.started_at.or(j.expected_start).map_or("N/A".into(), |t| slurm_time(Some(t))),
@@ -252,7 +380,7 @@ fn reads(code: char) -> &'static [&'static str] {
         'R' => &["nodes", "pending_reason"],
         'N' => &["nodes"],
         'P' => &["queue"],
-        'a' => &["project"],
+        'a' => &["project", "user"],
         'C' => &["cpu_milli", "nodes", "nodes_requested"],
         'b' => &["gpu_milli"],
         'm' => &["mem_bytes"],
@@ -321,7 +449,64 @@ mod tests {
             "             JOBID PARTITION     NAME     USER    STATE       TIME TIME_LIMI  NODES NODELIST(REASON)"
         );
         j.time_limit_secs = Some(2 * 86400);
-        assert_eq!(line("%l|%L|%T|%C|%m|%b|%a", &j), "2-00:00:00|1-22:57:57|RUNNING|1|1G|N/A|(null)");
+        assert_eq!(line("%l|%L|%T|%C|%m|%b|%a", &j), "2-00:00:00|1-22:57:57|RUNNING|1|1G|N/A|alice");
+    }
+
+    /// What tools parse, as 22.05 prints it: `-O JobID` the raw id, `%b` `gres:gpu:N`, a
+    /// pending array's part as ranges, times never cut in `-l`.
+    #[test]
+    fn formats_tools_parse_as_slurm_22_05_prints_them() {
+        let mut t = crate::fixtures::job(JobState::Running);
+        (t.id, t.gpu_milli) = (41, 1000);
+        t.array_task = Some(berth_model::ArrayTask { array_id: 40, index: 1, min: 0, max: 4, count: 5 });
+        let items = format::parse_long("JobID,JobArrayID,ArrayJobID,ArrayTaskID,tres-per-node", long_name).unwrap();
+        let now = t.submitted_at;
+        let line = format::render(&items, |c| value(c, &t, now));
+        assert_eq!(line.split_whitespace().collect::<Vec<_>>(), ["41", "40_1", "40", "1", "gres:gpu:1"]);
+        let mut a = crate::fixtures::job(JobState::Pending);
+        (a.id, a.array) = (40, Some("[3,4%2]".into()));
+        assert_eq!(line_at("%i|%K", &a, now), "40_[3-4%2]|3-4%2");
+        let mut long = crate::fixtures::job(JobState::Running);
+        (long.started_at, long.time_limit_secs) = (Some(now), Some(86400));
+        let items = format::parse(LONG);
+        let row = format::render_keeping(&items, |c| value(c, &long, now), |c| "MlL".contains(c));
+        assert!(row.contains(" 1-00:00:00 "), "{row}");
+    }
+
+    fn line_at(spec: &str, j: &JobView, now: jiff::Timestamp) -> String {
+        format::render(&format::parse(spec), |c| value(c, j, now))
+    }
+
+    /// `-S` with Slurm's keys and `-`, and `-r`'s line per pending task.
+    #[test]
+    fn sorted_by_slurms_keys_and_arrays_task_by_task() {
+        let job = |id: i64, user: &str, prio: i32, state: JobState| {
+            let mut j = crate::fixtures::job(state);
+            (j.id, j.user, j.priority) = (id, user.to_string(), prio);
+            j
+        };
+        let jobs = vec![
+            job(3, "bob", 5, JobState::Running),
+            job(1, "carl", 9, JobState::Pending),
+            job(2, "al", 1, JobState::Pending),
+        ];
+        let now = jobs[0].submitted_at;
+        let order = |spec: &str| {
+            let keys = sort_keys(spec).unwrap();
+            let mut js = jobs.clone();
+            js.sort_by(|a, b| compare(&keys, a, b, now));
+            js.iter().map(|j| j.id).collect::<Vec<_>>()
+        };
+        assert_eq!(order("i"), [1, 2, 3]);
+        assert_eq!(order("-i"), [3, 2, 1]);
+        assert_eq!(order("u"), [2, 3, 1]);
+        assert_eq!(order(DEFAULT_SORT), [1, 2, 3], "pending first, then the higher priority");
+        assert_eq!(order("t,-p"), [1, 2, 3]);
+        assert!(sort_keys("zz").unwrap_err().contains("invalid sort key `zz`"));
+        let mut a = crate::fixtures::job(JobState::Pending);
+        (a.id, a.array) = (23, Some("[3-4%2]".into()));
+        let shown: Vec<String> = each_task(a).iter().map(jobfields::display_id).collect();
+        assert_eq!(shown, ["23_3", "23_4"]);
     }
 
     /// Every code prints the same from a lean listing (only what `reads` names) as from the

@@ -17,8 +17,8 @@ mod scancel;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use berth_slurm::getopt;
 pub use berth_slurm::{LINKED, Tool, invoked_as};
-use clap::Parser;
 
 use crate::client::{Client, credentials};
 
@@ -38,10 +38,10 @@ pub fn main(tool: Tool, args: Vec<OsString>) -> ExitCode {
         let done = |r: berth_slurm::Result<()>| r.map(|()| ExitCode::SUCCESS).map_err(anyhow::Error::from);
         match tool {
             Tool::Sbatch => sbatch_cmd::run(args).await,
-            Tool::Squeue => done(berth_slurm::squeue::run(Parser::parse_from(args), &connect, out).await),
+            Tool::Squeue => done(berth_slurm::squeue::run(getopt::parse(tool, args), &connect, out).await),
             Tool::Scancel => scancel::run(args).await,
-            Tool::Sacct => done(berth_slurm::sacct::run(Parser::parse_from(args), &connect, out).await),
-            Tool::Sinfo => done(berth_slurm::sinfo::run(Parser::parse_from(args), &connect, out).await),
+            Tool::Sacct => done(berth_slurm::sacct::run(getopt::parse(tool, args), &connect, out).await),
+            Tool::Sinfo => done(berth_slurm::sinfo::run(getopt::parse(tool, args), &connect, out).await),
             Tool::Scontrol => Ok(berth_slurm::scontrol::run(args, &connect, out).await?),
         }
     };

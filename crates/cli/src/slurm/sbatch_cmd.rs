@@ -37,6 +37,10 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         println!("{HELP}");
         return Ok(ExitCode::SUCCESS);
     }
+    if line.version {
+        println!("{}", berth_slurm::version_line());
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut tasks = berth_slurm::sbatch::Tasks::default();
     let (mut flags, ignored) = berth_slurm::sbatch::translate(&line.options, &mut tasks).map_err(anyhow::Error::msg)?;
     if !line.quiet {

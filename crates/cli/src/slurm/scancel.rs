@@ -8,14 +8,13 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use berth_slurm::scancel::Args;
-use clap::Parser;
 
 use crate::client::refused_with;
 use crate::commands::cancel::{Selection, selected};
 use crate::commands::signal::Send;
 
 pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
-    let args = Args::parse_from(argv);
+    let args: Args = berth_slurm::getopt::parse(berth_slurm::Tool::Scancel, argv);
     if args.interactive {
         anyhow::bail!("--interactive is not supported: berth's scancel does not ask, list the jobs to cancel instead");
     }
