@@ -18,7 +18,7 @@
 //!
 //! Every change costs O(log n). A pass merges the per-queue ends ([`KeptEnds`]) only as far
 //! as its reservations walk them, so it reads only the ends they release, never all of them;
-//! the merge, and the sort of the jobs past their planned end, happen once per pass and every
+//! the merge, and the order of the jobs past their planned end, are made once per pass and every
 //! reservation of the pass reads them ([`Ends::merge`]), not once per reservation.
 
 use std::cell::RefCell;
@@ -302,22 +302,18 @@ impl FromIterator<RunningJob> for RunningSet {
 /// In [`KeptEnds`]' node numbering: a node that is not in the pool.
 const ELSEWHERE: u32 = u32::MAX;
 
-/// Where one sorted run of a queue's ends comes from: its overdue jobs (sorted per pass,
-/// [`KeptEnds::overdue`]), or its limited or unlimited index as kept.
+/// Where one sorted run of a queue's ends comes from: its overdue jobs ([`Walked::overdue`]),
+/// or its limited or unlimited index as kept.
 enum Keys<'a> {
-    Overdue { queue: usize, next: usize },
+    Overdue(usize),
     Kept(btree_map::Range<'a, (Millis, JobId), u32>),
 }
 
 impl Keys<'_> {
     /// The next (start or end, slot).
-    fn next(&mut self, overdue: &[Vec<(Millis, u32)>]) -> Option<(Millis, u32)> {
+    fn next(&mut self, overdue: &mut [BinaryHeap<Reverse<(Millis, u32)>>]) -> Option<(Millis, u32)> {
         match self {
-            Keys::Overdue { queue, next } => {
-                let head = overdue[*queue].get(*next).copied();
-                *next += 1;
-                head
-            }
+            Keys::Overdue(queue) => overdue[*queue].pop().map(|Reverse(head)| head),
             Keys::Kept(range) => range.next().map(|(&(t, _), &slot)| (t, slot)),
         }
     }
@@ -336,6 +332,11 @@ struct Stream<'a> {
 /// The running jobs' ends as far as the pass's reservations have walked them.
 struct Walked<'a> {
     streams: Vec<Stream<'a>>,
+    /// Per queue of the set (in its order), the jobs past their planned end with their own
+    /// ends (`expected_end`) not merged yet, in a heap: made in linear time, and the walk
+    /// takes them in order only as far as it goes (ends and slots are unique, so the order is
+    /// the sorted one).
+    overdue: Vec<BinaryHeap<Reverse<(Millis, u32)>>>,
     /// Each group's end, and where its bindings begin in `bindings`.
     groups: Vec<(Millis, u32)>,
     /// The released bindings that lie on the pool's nodes: the node's index there, the
@@ -348,11 +349,8 @@ struct Walked<'a> {
 /// which the running jobs' bindings are released. The first reservation to reach a group
 /// merges the per-queue streams up to it; the later ones read the groups already merged and
 /// only merge the pass's own starts ([`Ends::merge`]) into them. Worked out once per pass too:
-/// each queue's overdue jobs, sorted, and each node number's index in the pool.
+/// each queue's overdue jobs' ends, and each node number's index in the pool.
 pub(crate) struct KeptEnds<'a> {
-    /// Per queue of the set (in its order), the jobs past their planned end, with their own
-    /// ends (`expected_end`), sorted.
-    overdue: Vec<Vec<(Millis, u32)>>,
     /// Per node number of the set, its index in the pool ([`ELSEWHERE`] for none).
     pool_index: Vec<u32>,
     now: Millis,
@@ -366,24 +364,23 @@ impl<'a> KeptEnds<'a> {
         let mut streams = Vec::with_capacity(set.queues.len() * 3);
         for (k, (name, q)) in set.queues.iter().enumerate() {
             let default = queues.iter().find(|c| c.name == *name).map_or(fallback_limit, |c| c.default_time_limit_ms);
-            // Jobs past their planned end have ends of their own (`expected_end`), sorted here:
-            // they are the few that outlived their estimate, the rest are read as kept.
+            // Jobs past their planned end have ends of their own (`expected_end`), ordered
+            // here: they are the few that outlived their estimate, the rest are read as kept.
             let unlimited_from = now.saturating_sub(default);
-            let mut overdue: Vec<(Millis, u32)> = Vec::new();
+            let mut overdue: Vec<Reverse<(Millis, u32)>> = Vec::new();
             for (m, from, add) in [(&q.limited, now, 0), (&q.unlimited, unlimited_from, default)] {
                 for (&(t, _), &slot) in m.range(..(from, JobId::MIN)) {
-                    overdue.push((expected_end(&q.slab[slot as usize], t.saturating_add(add), now), slot));
+                    overdue.push(Reverse((expected_end(&q.slab[slot as usize], t.saturating_add(add), now), slot)));
                 }
             }
-            overdue.sort_unstable();
-            overdue_of.push(overdue);
+            overdue_of.push(BinaryHeap::from(overdue));
             let kept = |m: &'a BTreeMap<(Millis, JobId), u32>, from: Millis| Keys::Kept(m.range((from, JobId::MIN)..));
-            streams.push(Stream { keys: Keys::Overdue { queue: k, next: 0 }, add: 0, jobs: q, head: None });
+            streams.push(Stream { keys: Keys::Overdue(k), add: 0, jobs: q, head: None });
             streams.push(Stream { keys: kept(&q.limited, now), add: 0, jobs: q, head: None });
             streams.push(Stream { keys: kept(&q.unlimited, unlimited_from), add: default, jobs: q, head: None });
         }
         for s in &mut streams {
-            s.head = s.keys.next(&overdue_of);
+            s.head = s.keys.next(&mut overdue_of);
         }
         // Each pool node's number in the set, looked up once: the set's names are hashed
         // already, and the walk then follows a binding to its node by number.
@@ -393,8 +390,8 @@ impl<'a> KeptEnds<'a> {
                 pool_index[n as usize] = i as u32;
             }
         }
-        let walked = Walked { streams, groups: Vec::new(), bindings: Vec::new() };
-        KeptEnds { overdue: overdue_of, pool_index, now, walked: RefCell::new(walked) }
+        let walked = Walked { streams, overdue: overdue_of, groups: Vec::new(), bindings: Vec::new() };
+        KeptEnds { pool_index, now, walked: RefCell::new(walked) }
     }
 
     /// The end of group `g` of the running jobs' ends, merged now if no reservation of the
@@ -423,7 +420,7 @@ impl<'a> KeptEnds<'a> {
     /// Merges the next group of ends from the streams; `false` once all are merged. Within
     /// a group the bindings come stream by stream, as the walk has always released them.
     fn merge_group(&self, w: &mut Walked<'a>) -> bool {
-        let Walked { streams, groups, bindings } = w;
+        let Walked { streams, overdue, groups, bindings } = w;
         let now = self.now;
         let end_of = |s: &Stream, (t, _): (Millis, u32)| t.saturating_add(s.add).max(now);
         let Some(end) = streams.iter().filter_map(|s| s.head.map(|h| end_of(s, h))).min() else { return false };
@@ -443,7 +440,7 @@ impl<'a> KeptEnds<'a> {
                         bindings.push((i, b, basis));
                     }
                 }
-                s.head = s.keys.next(&self.overdue);
+                s.head = s.keys.next(overdue);
             }
         }
         true
