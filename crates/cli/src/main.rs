@@ -132,7 +132,7 @@ enum Command {
     Man(commands::generate::ManArgs),
     /// Jobs that ran or waited in a time window, finished or not (like sacct)
     History(commands::history::HistoryArgs),
-    /// Link sbatch, squeue, scancel, sacct, sinfo, scontrol and srun in DIR to this berth (Slurm's commands)
+    /// Link sbatch, squeue, scancel, sacct, sinfo, scontrol, srun, sacctmgr and sshare in DIR to this berth (Slurm's commands)
     InstallSlurmCommands(slurm::install::InstallArgs),
 }
 
@@ -167,6 +167,10 @@ fn main() -> ExitCode {
         == Some("srun".as_ref())
     {
         return commands::srun::slurm_srun_main(args);
+    }
+    // Called as `sacctmgr` or `sshare`: the read-only account queries tools make.
+    if let Some(name) = args.first().and_then(|a| berth_slurm::accounting_as(a)) {
+        return slurm::accounting_main(name, args);
     }
     // Called as `sbatch`, `squeue`, ... (a link to berth): that command, with Slurm's flags.
     if let Some(tool) = args.first().and_then(|a| slurm::invoked_as(a)) {

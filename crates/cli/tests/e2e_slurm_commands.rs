@@ -1,7 +1,7 @@
 //! Slurm's client commands, as tools written for Slurm call them: the berth binary under the
-//! names `sbatch`, `squeue`, `scancel`, `sacct` and `sinfo` (links made by `berth
-//! install-slurm-commands`), their flags and their output, byte for byte where scripts parse
-//! it; a job's view of the host's `/tmp`; and `berth history`, which shares sacct's fields.
+//! names `sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`, `sacctmgr` and `sshare` (links made by
+//! `berth install-slurm-commands`), their flags and their output, byte for byte where scripts
+//! parse it; a job's view of the host's `/tmp`; and `berth history`, which shares sacct's fields.
 
 mod support;
 
@@ -206,6 +206,14 @@ fn slurm_commands_submit_list_account_and_cancel() {
     let seen = b.wait_state(id, "SUCCEEDED");
     let out = std::fs::read_to_string(elsewhere.path().join("seen.out")).unwrap_or_default();
     assert_eq!(out, format!("{}/job.sh\n{y}\n", cwd.display()), "{seen:#}");
+
+    // sacctmgr and sshare: the account checks Snakemake makes, for the caller's Unix name.
+    let me = text(&Command::new("id").arg("-un").output().unwrap().stdout).trim().to_string();
+    let accounts = ok(&b, &bin, "sacctmgr", &["-n", "-s", "list", "user", &me, "format=account%256"]);
+    assert_eq!(accounts.trim(), "admin", "the admin's personal account: {accounts:?}");
+    assert_eq!(ok(&b, &bin, "sshare", &["-U", "--format", "Account%256", "--noheader"]).trim(), "admin");
+    let out = ok(&b, &bin, "sacctmgr", &["show", "user", "-P"]);
+    assert_eq!(out, "User|Def Acct|Admin\nadmin|admin|Administrator\n");
 }
 
 #[test]
@@ -224,13 +232,13 @@ fn install_slurm_commands_links_and_refuses_foreign_files() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
     assert!(said.contains("replaced") && said.contains("/squeue ->") && said.contains("created"), "{said}");
-    for name in ["sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun"] {
+    for name in ["sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun", "sacctmgr", "sshare"] {
         let target = std::fs::read_link(dir.join(name)).unwrap();
         assert_eq!(target.file_name().unwrap(), "berth", "{name}");
     }
     let out = run(&[]);
     assert!(out.status.success());
-    assert_eq!(text(&out.stdout).matches("already links to berth").count(), 7);
+    assert_eq!(text(&out.stdout).matches("already links to berth").count(), 9);
     // the links answer as Slurm's commands
     let out = Command::new(dir.join("squeue")).arg("--help").output().unwrap();
     assert!(text(&out.stdout).contains("--noheader"), "{}", text(&out.stdout));

@@ -5,6 +5,8 @@
 //! and passes its standard output.
 //!
 //! - [`squeue`], [`sacct`], [`sinfo`], [`scontrol`] (`show`, `requeue`): the commands whole;
+//! - [`sacctmgr`], [`sshare`]: the read-only account queries tools make, from berth's users,
+//!   projects and usage (`assoc.rs`);
 //! - [`srun`]: its flags and a job step inside a job (tasks over the job's kernels, their
 //!   output and variables); outside a job srun is `berth run`'s, so the binary's;
 //! - [`sbatch`]: `#SBATCH` directives (and sbatch's options) translated into `berth submit`
@@ -23,6 +25,7 @@
 //!
 //! What is supported: docs/slurm.md.
 
+mod assoc;
 pub mod error;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixtures;
@@ -32,6 +35,7 @@ pub mod job_ref;
 pub mod jobfields;
 mod query;
 pub mod sacct;
+pub mod sacctmgr;
 pub mod sbatch;
 pub mod sbatch_line;
 pub mod scancel;
@@ -44,6 +48,7 @@ pub mod srun;
 mod srun_args;
 mod srun_io;
 mod srun_plan;
+pub mod sshare;
 pub mod states;
 pub mod when;
 
@@ -76,8 +81,13 @@ pub enum Tool {
     Scontrol,
 }
 
-/// The names `install-slurm-commands` links; `srun` is among them for when it exists.
-pub const LINKED: [&str; 7] = ["sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun"];
+/// The names `install-slurm-commands` links: [`Tool`]'s, `srun` (`commands::srun`) and the
+/// accounting queries ([`ACCOUNTING`]).
+pub const LINKED: [&str; 9] =
+    ["sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun", "sacctmgr", "sshare"];
+
+/// `sacctmgr` and `sshare`, read-only (the binary dispatches them by name beside [`Tool`]'s).
+pub const ACCOUNTING: [&str; 2] = ["sacctmgr", "sshare"];
 
 impl Tool {
     pub fn name(self) -> &'static str {
@@ -105,6 +115,12 @@ pub fn invoked_as(argv0: &OsStr) -> Option<Tool> {
         // "srun" has its own entry (`commands::srun`, dispatched in main.rs first).
         _ => None,
     }
+}
+
+/// The accounting command (`sacctmgr`, `sshare`) `argv0` names, if any.
+pub fn accounting_as(argv0: &OsStr) -> Option<&'static str> {
+    let name = std::path::Path::new(argv0).file_name()?.to_str()?;
+    ACCOUNTING.into_iter().find(|a| *a == name)
 }
 
 /// How a command gets its client: called once it needs the manager, so that what needs none
@@ -162,7 +178,10 @@ mod tests {
         assert_eq!(invoked_as(OsStr::new("sbatch")), Some(Tool::Sbatch));
         assert_eq!(invoked_as(OsStr::new("berth")), None);
         assert_eq!(invoked_as(OsStr::new("srun")), None, "srun is commands::srun's");
+        assert_eq!(accounting_as(OsStr::new("/opt/bin/sshare")), Some("sshare"));
+        assert_eq!(accounting_as(OsStr::new("squeue")), None);
     }
+
     #[test]
     fn clusters_all_or_berths_own() {
         for ok in [None, Some("all"), Some("berth"), Some("ALL"), Some("berth,all")] {

@@ -54,6 +54,33 @@ pub fn main(tool: Tool, args: Vec<OsString>) -> ExitCode {
     }
 }
 
+/// Runs `sacctmgr` or `sshare` (`name`, read-only queries) with `args` (its own name first).
+pub fn accounting_main(name: &'static str, args: Vec<OsString>) -> ExitCode {
+    use clap::Parser;
+    crate::client::choose(std::env::var("BERTH_CONTEXT").ok());
+    let runtime = match crate::runtime(false) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{name}: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let out = &mut std::io::stdout();
+    let run = async {
+        match name {
+            "sshare" => berth_slurm::sshare::run(berth_slurm::sshare::Args::parse_from(args), &connect, out).await,
+            _ => berth_slurm::sacctmgr::run(berth_slurm::sacctmgr::Args::parse_from(args), &connect, out).await,
+        }
+    };
+    match runtime.block_on(run) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: error: {e}");
+            if e.is_usage() { ExitCode::from(2) } else { ExitCode::FAILURE }
+        }
+    }
+}
+
 /// The client of the context this command runs in (`BERTH_CONTEXT`).
 pub fn connect() -> Result<Client, berth_client::Error> {
     Client::new(credentials::load_context(crate::client::chosen())?)
