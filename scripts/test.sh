@@ -100,6 +100,14 @@ venv="${BERTH_SUBMITIT_VENV:-$cache/submitit-venv}"
 if pypi_venv submitit "$venv" '"$venv/bin/python" -c "import submitit"' "the submitit test is" submitit; then
   export BERTH_TEST_SUBMITIT="$venv/bin/python"
 fi
+# Slurm's tool ecosystem (Snakemake's slurm executor, Parsl, dask-jobqueue) drives berth's Slurm
+# commands in e2e_slurm_tools; their workers and job steps run the venv's Python too.
+venv="${BERTH_SLURM_TOOLS_VENV:-$cache/slurm-tools-venv}"
+if pypi_venv "snakemake, parsl and dask-jobqueue" "$venv" \
+  '"$venv/bin/python" -c "import snakemake, snakemake_executor_plugin_slurm, parsl, dask_jobqueue"' \
+  "the Slurm tool tests are" snakemake snakemake-executor-plugin-slurm parsl dask-jobqueue; then
+  export BERTH_TEST_SLURM_TOOLS="$venv/bin/python"
+fi
 # The API fuzz run (bench/fuzz.sh) needs Schemathesis.
 fuzz_venv="${BERTH_FUZZ_VENV:-$cache/fuzz-venv}"
 run_fuzz=false

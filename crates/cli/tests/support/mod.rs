@@ -8,6 +8,7 @@ pub mod doc_commands;
 pub mod netns;
 pub mod pki;
 pub mod pyenv;
+pub mod slurm_calls;
 pub mod users;
 
 use std::io::{BufRead, BufReader, Write};
