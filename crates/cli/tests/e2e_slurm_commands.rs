@@ -181,6 +181,31 @@ fn slurm_commands_submit_list_account_and_cancel() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(text(&out.stderr), "sacct: error: Invalid field requested: \"Bogus\"\n");
 
+    // Issue 48: what Snakemake's and Parsl's status checks run, long options by their
+    // prefixes as getopt takes them, Slurm's configuration and version, and a dry run.
+    let args = ["-X", "--parsable2", "--clusters", "all", "--noheader", "--format=JobIdRaw,State"];
+    let window = ["--starttime", "2026-01-01T00:00", "--endtime", "now", "--name", "override"];
+    assert_eq!(ok(&b, &bin, "sacct", &[&args[..], &window[..]].concat()), format!("{done}|COMPLETED\n"));
+    let out = ok(&b, &bin, "sacct", &["-X", "--noheader", "--format=jobid,state%20", "--job", &done.to_string()]);
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), [done.to_string().as_str(), "COMPLETED"]);
+    let out = slurm(&b, &bin, "sacct", &["--n", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("option '--n' is ambiguous; possibilities: '--name'"), "{}", text(&out.stderr));
+    let config = ok(&b, &bin, "scontrol", &["show", "config"]);
+    assert!(config.contains("\nClusterName             = berth\n"), "{config}");
+    assert!(config.contains("\nMaxArraySize            = 100000\n"), "{config}");
+    assert_eq!(ok(&b, &bin, "squeue", &["--version"]), "slurm 22.05.8\n");
+    let out = slurm(&b, &bin, "sbatch", &["--test-only", "--wrap", "true"]);
+    let said = text(&out.stderr);
+    assert!(out.status.success() && out.stdout.is_empty(), "{said}");
+    assert!(said.starts_with("sbatch: Job 0 to start at ") && said.contains("using 1 processors on nodes"), "{said}");
+    assert!(said.trim_end().ends_with(&format!("{node} in partition default")), "{said}");
+    let out = slurm(&b, &bin, "sbatch", &["--test-only", "--mem=100000G", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    // The manager's own check says why, where Slurm says "Requested node configuration is not available".
+    let said = text(&out.stderr);
+    assert!(said.starts_with("sbatch: error: Batch job submission failed: no node can ever run this"), "{said}");
+
     // berth history: the same window in berth's words
     let out = b.ok(&["history", "--since", "1h", "-o", "id,name,state,exit", "--state", "SUCCEEDED,FAILED"]);
     let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();

@@ -245,9 +245,12 @@ pub fn not_given(merged: Vec<String>, given: &[String]) -> Vec<String> {
     merged.chunks(2).filter(|pair| !given.contains(&pair[0])).flatten().cloned().collect()
 }
 
+/// The line `--wrap`'s script starts with after its `#!`, by which `scontrol show job` knows it.
+pub const WRAP_MARK: &str = "# This script was created by sbatch --wrap.";
+
 /// `--wrap`'s script, as Slurm writes it.
 pub fn wrapped(cmd: &str) -> String {
-    format!("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{cmd}\n")
+    format!("#!/bin/sh\n{WRAP_MARK}\n\n{cmd}\n")
 }
 
 /// Slurm runs only scripts that name their interpreter.

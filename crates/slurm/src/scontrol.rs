@@ -237,7 +237,11 @@ pub fn render(d: &JobDetail, now: jiff::Timestamp, oneliner: bool) -> String {
         head,
         vec![format!("UserId={user}"), format!("Account={}", j.project.as_deref().unwrap_or(&j.user))],
         vec![format!("Priority={}", j.priority), format!("Partition={}", j.queue)],
-        vec![format!("JobState={state}"), format!("Reason={}", v(Field::Reason))],
+        vec![
+            format!("JobState={state}"),
+            format!("Reason={}", v(Field::Reason)),
+            format!("Dependency={}", dependency(d.spec.dependency.as_ref(), j.pending_reason.as_ref().map(|r| r.kind))),
+        ],
         vec![format!("Requeue={}", u8::from(d.spec.requeue)), format!("ExitCode={}", v(Field::Exit))],
         vec![format!("RunTime={}", v(Field::Elapsed)), format!("TimeLimit={}", v(Field::TimeLimit))],
         vec![format!("SubmitTime={}", v(Field::Submitted))],
@@ -255,12 +259,38 @@ pub fn render(d: &JobDetail, now: jiff::Timestamp, oneliner: bool) -> String {
             ),
         ],
         vec![format!("TRES={}", v(Field::Tres))],
-        vec![format!("Command={}", command(&d.spec.command))],
+        vec![format!("Command={}", batch_command(&d.spec.command).unwrap_or_else(|| command(&d.spec.command)))],
         vec![format!("WorkDir={workdir}")],
         vec![format!("StdErr={stderr}")],
         vec![format!("StdOut={stdout}")],
     ];
     crate::scontrol_nodes::layout(&lines, oneliner)
+}
+
+/// Slurm's `Dependency=`: each condition with whether it still holds the job back
+/// (`afterok:12(unfulfilled)`), `(failed)` once it never can be met, `(null)` without any
+/// left to wait for (as Slurm clears them once met).
+fn dependency(dep: Option<&berth_model::Dependency>, waits_for: Option<berth_model::PendingKind>) -> String {
+    use berth_model::PendingKind;
+    let Some(dep) = dep else { return "(null)".into() };
+    let status = match waits_for {
+        Some(PendingKind::Dependency) => "unfulfilled",
+        Some(PendingKind::DependencyNeverSatisfied) => "failed",
+        _ => return "(null)".into(),
+    };
+    let sep = if dep.any { "?" } else { "," };
+    dep.conditions.iter().map(|c| format!("{c}({status})")).collect::<Vec<_>>().join(sep)
+}
+
+/// A batch script's `Command=`: the name it was submitted under (berth keeps its text, not its
+/// path), `(null)` for `sbatch --wrap`'s, as Slurm shows; `None` for a command that is no
+/// script (berth sends a script as `INTERPRETER -c TEXT NAME ARGS...`).
+fn batch_command(words: &[String]) -> Option<String> {
+    let at = words.windows(2).position(|w| w[0] == "-c" && w[1].contains('\n'))?;
+    if words[at + 1].contains(crate::sbatch_line::WRAP_MARK) {
+        return Some("(null)".into());
+    }
+    Some(words.get(at + 2).cloned().unwrap_or_else(|| "(script)".into()))
 }
 
 /// A command as one value: a script's text (a word with lines) stands as `(script)`.
@@ -290,4 +320,26 @@ fn output_paths(d: &JobDetail) -> (String, String) {
         None => "(null)".into(),
     };
     (show(paths.stdout), show(paths.stderr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_is_the_scripts_name_and_dependency_slurms_text() {
+        let words = |v: &[&str]| v.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let script = words(&["/bin/bash", "-c", "#!/bin/bash\necho hi\n", "train.sh", "--lr", "1"]);
+        assert_eq!(batch_command(&script).as_deref(), Some("train.sh"));
+        let wrap = crate::sbatch_line::wrapped("hostname");
+        assert_eq!(batch_command(&words(&["/bin/sh", "-c", &wrap, "wrap"])).as_deref(), Some("(null)"));
+        assert_eq!(batch_command(&words(&["python", "train.py"])), None);
+        let dep: berth_model::Dependency = "afterok:12,afterany:13".parse().unwrap();
+        let kind = berth_model::PendingKind::Dependency;
+        assert_eq!(dependency(Some(&dep), Some(kind)), "afterok:12(unfulfilled),afterany:13(unfulfilled)");
+        let never = berth_model::PendingKind::DependencyNeverSatisfied;
+        assert_eq!(dependency(Some(&dep), Some(never)), "afterok:12(failed),afterany:13(failed)");
+        assert_eq!(dependency(Some(&dep), None), "(null)", "met: Slurm clears it");
+        assert_eq!(dependency(None, Some(kind)), "(null)");
+    }
 }

@@ -32,7 +32,10 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         .skip(1)
         .map(|a| a.into_string().map_err(|a| anyhow!("argument {} is not valid UTF-8", a.to_string_lossy())))
         .collect::<anyhow::Result<_>>()?;
-    let line = split(&words).map_err(anyhow::Error::msg)?;
+    let mut line = split(&words).map_err(anyhow::Error::msg)?;
+    // Submits nothing: the submit's checks and where the job would start (`test_only`).
+    let test = line.options.iter().any(|o| o == "--test-only");
+    line.options.retain(|o| o != "--test-only");
     if line.help {
         println!("{HELP}");
         return Ok(ExitCode::SUCCESS);
@@ -97,6 +100,9 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
         spec.output.stdout = Some(default.to_string());
     }
     let client = crate::client::from_env()?;
+    if test {
+        return test_only(&client, spec).await;
+    }
     submit::attach_code(&client, &mut spec, code.as_deref()).await?;
     crate::run_as::note_before_submit(&client, &spec).await;
     let job = client.submit(&SubmitRequest { spec }).await?;
@@ -108,6 +114,53 @@ pub async fn run(argv: Vec<OsString>) -> anyhow::Result<ExitCode> {
     if line.wait {
         return Ok(ExitCode::from(wait::wait_for(&client, job.id, wait::Show::Quiet).await?));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--test-only`: the checks a submit makes (the manager's preview), nothing submitted, then
+/// Slurm's line (on standard error, as Slurm's): the job starts now on nodes of its queue with
+/// room for it now, at a time berth cannot tell (`Unknown`) on those it fits otherwise. No
+/// node of its queue that could ever hold it is Slurm's error, exit 1. berth gives a job its
+/// id when it is submitted, so the line says job 0.
+async fn test_only(client: &crate::client::Client, spec: berth_model::JobSpec) -> anyhow::Result<ExitCode> {
+    use berth_model::api::NodeState;
+    let r = spec.resources;
+    let preview = client
+        .preview(&SubmitRequest { spec: spec.clone() })
+        .await
+        .map_err(|e| anyhow!("Batch job submission failed: {e}"))?;
+    let nodes = client.nodes().await?;
+    let fits =
+        |cpus: u64, mem: u64, gpus: u64| cpus * 1000 >= r.cpu_milli && mem >= r.mem_bytes && gpus * 1000 >= r.gpu_milli;
+    let ever: Vec<_> = nodes
+        .iter()
+        .filter(|n| n.queue == preview.queue && fits(n.cpus_total.into(), n.mem_total, n.gpus.len() as u64))
+        .collect();
+    let wanted = spec.nodes.max(1) as usize;
+    if ever.len() < wanted {
+        bail!("Batch job submission failed: Requested node configuration is not available");
+    }
+    let now: Vec<_> = ever
+        .iter()
+        .copied()
+        .filter(|n| n.connected && n.state == NodeState::Ready && (!spec.exclusive || n.running_jobs == 0))
+        .filter(|n| {
+            let free_cpus = u64::from(n.cpus_total.saturating_sub(n.cpus_used));
+            fits(free_cpus, n.mem_total.saturating_sub(n.mem_used), n.gpus.len() as u64)
+        })
+        .collect();
+    let (start, chosen) = if now.len() >= wanted {
+        (berth_slurm::when::slurm_time(Some(jiff::Timestamp::now())), &now[..wanted])
+    } else {
+        ("Unknown".to_string(), &ever[..wanted])
+    };
+    let names: Vec<String> = chosen.iter().map(|n| n.name.clone()).collect();
+    eprintln!(
+        "sbatch: Job 0 to start at {start} using {} processors on nodes {} in partition {}",
+        r.cpu_milli.div_ceil(1000) * wanted as u64,
+        berth_slurm::format::hostlist(&names),
+        preview.queue
+    );
     Ok(ExitCode::SUCCESS)
 }
 
