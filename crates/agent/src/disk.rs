@@ -95,13 +95,14 @@ pub fn check_end(node: &str, data_dir: &Path, log_dir: &Path, event: KernelEvent
             message,
             at,
             usage,
+            signal,
         } if no_space_left(log_dir) => {
             let how = match (outcome, message.is_empty()) {
                 (KernelOutcome::Succeeded, _) | (_, true) => format!("exit code {}", exit_code.unwrap_or(0)),
                 _ => message,
             };
             let message = format!("{} (the kernel ended: {how})", logs_lost(node, data_dir));
-            KernelEvent::Finished { outcome: KernelOutcome::Failed, exit_code, message, at, usage }
+            KernelEvent::Finished { outcome: KernelOutcome::Failed, exit_code, message, at, usage, signal }
         }
         e => e,
     }
@@ -130,6 +131,7 @@ mod tests {
             message: String::new(),
             at: jiff::Timestamp::now(),
             usage: None,
+            signal: None,
         };
         assert_eq!(check_end("n1", dir.path(), dir.path(), end.clone()), end);
     }

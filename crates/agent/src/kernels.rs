@@ -358,6 +358,7 @@ impl Kernels {
                         message: if reason.is_empty() { "stopped before it started".into() } else { reason },
                         at: jiff::Timestamp::now(),
                         usage: None,
+                        signal: None,
                     },
                 }]
             }
@@ -375,6 +376,7 @@ impl Kernels {
                         message: "not running on this node".into(),
                         at: jiff::Timestamp::now(),
                         usage: None,
+                        signal: None,
                     },
                 }],
                 Some(e) => match &e.handle {

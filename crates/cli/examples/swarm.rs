@@ -117,6 +117,7 @@ fn event(k: Kernel) -> KernelEvent {
             message: String::new(),
             at: jiff::Timestamp::now(),
             usage: None,
+            signal: None,
         },
     }
 }

@@ -8,7 +8,10 @@ use clap::Command;
 /// Each group's heading and its subcommands, in the order shown. Every subcommand is in
 /// exactly one group (a unit test holds new ones to that).
 const GROUPS: &[(&str, &[&str])] = &[
-    ("Jobs", &["submit", "ps", "show", "logs", "wait", "cancel", "requeue", "eff", "history", "srun"]),
+    (
+        "Jobs",
+        &["submit", "ps", "show", "logs", "wait", "cancel", "requeue", "hold", "release", "eff", "history", "srun"],
+    ),
     ("Interactive work", &["run", "attach", "exec", "port-forward", "apps", "open", "ui"]),
     ("Data and environments", &["folder", "upload", "download", "env", "cache", "images"]),
     ("Serving", &["serve"]),

@@ -200,6 +200,8 @@ fn finish(f: JobFile, path: &Path, dir: &Path) -> anyhow::Result<Loaded> {
         dependency: f.dependency.map(|d| d.parse()).transpose().map_err(|e: berth_model::SpecError| bad(&e.0))?,
         array: f.array.map(|a| a.parse()).transpose().map_err(|e: berth_model::SpecError| bad(&e.0))?,
         begin: f.begin.map(|b| crate::when::parse_begin(&b)).transpose().map_err(|e| bad(&e))?,
+        // Held or not is the submit's choice (`--hold`), not the file's.
+        hold: false,
         signal: f.signal.map(|s| crate::specflags::parse_signal(&s)).transpose().map_err(|e| bad(&e))?,
         share: f.shared.unwrap_or(false),
         env: f.env.into_iter().collect(),

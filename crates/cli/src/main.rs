@@ -87,6 +87,10 @@ enum Command {
     Wait(commands::wait::WaitArgs),
     /// Stop running jobs and queue them again, keeping their ids (Slurm's scontrol requeue)
     Requeue(commands::requeue::RequeueArgs),
+    /// Keep pending jobs from starting until released (Slurm's scontrol hold)
+    Hold(commands::hold::HoldArgs),
+    /// Let held jobs run (Slurm's scontrol release)
+    Release(commands::hold::ReleaseArgs),
     /// List nodes and their GPUs with what is used and free
     Nodes(commands::nodes::NodesArgs),
     /// List the configured managers: which one leads, which stand by, which are down
@@ -273,6 +277,8 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Cancel(a) => cancel::run(a).await,
         Command::Wait(a) => commands::wait::run(a).await,
         Command::Requeue(a) => commands::requeue::run(a).await,
+        Command::Hold(a) => commands::hold::hold(a).await,
+        Command::Release(a) => commands::hold::release(a).await,
         Command::Nodes(a) => nodes::run(a).await,
         Command::Managers(a) => commands::control_plane::run(a).await,
         Command::Queues(a) => queues::run(a).await,

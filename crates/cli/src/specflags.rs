@@ -81,6 +81,11 @@ pub struct SpecFlags {
     #[arg(long, value_name = "TIME", value_parser = crate::when::parse_begin, help_heading = "Scheduling")]
     pub begin: Option<jiff::Timestamp>,
 
+    /// Submit the job held: it waits, not scheduled, until `berth release JOB` (Slurm's
+    /// sbatch --hold)
+    #[arg(long, help_heading = "Scheduling")]
+    pub hold: bool,
+
     /// Send signal SIG TIME seconds (default 60) before the time limit, as Slurm does: to the
     /// job's steps (what srun runs), or with B: to the batch shell only; e.g. USR2@90, B:USR1
     #[arg(long, value_name = "[B:]SIG[@TIME]", value_parser = parse_signal, help_heading = "Scheduling")]
@@ -358,6 +363,7 @@ impl SpecFlags {
             dependency: over.dependency.or(self.dependency),
             array: over.array.or(self.array),
             begin: over.begin.or(self.begin),
+            hold: over.hold || self.hold,
             signal: over.signal.or(self.signal),
             share: over.share || self.share,
             env,
@@ -440,6 +446,7 @@ impl SpecFlags {
         spec.dependency = self.dependency.clone();
         spec.array = self.array.clone();
         spec.begin_at = self.begin;
+        spec.hold = self.hold;
         spec.signal = self.signal;
         spec.tasks_per_node = self.tasks_per_node.unwrap_or(1);
         spec.gpus_per_task = self.gpus_per_task;

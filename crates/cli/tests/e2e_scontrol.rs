@@ -1,7 +1,8 @@
 //! `scontrol` as lab scripts call it, through the link `berth install-slurm-commands` makes:
 //! `show hostnames` (from an argument and from `SLURM_JOB_NODELIST` inside a job), `show
 //! hostlist`, `show node`, `show partition`, `show job` for a running job, an ended one and an array task, another user's
-//! job (invalid, like one that does not exist), and the commands berth refuses. Also
+//! job (invalid, like one that does not exist), `sbatch --hold` and `scontrol release`, and
+//! the commands berth refuses. Also
 //! `SLURM_SUBMIT_DIR` under `#SBATCH --chdir`: the directory sbatch ran in, not the job's;
 //! and sbatch's task options merged with the script's.
 
@@ -124,8 +125,23 @@ fn scontrol_shows_hosts_and_jobs_and_refuses_what_berth_cannot_do() {
     let shown = ok(&b, &bin, &root, "scontrol", &["-o", "show", "partition"]);
     assert!(shown.contains(&format!("Nodes={node} State=UP")), "{shown}");
 
+    // sbatch --hold: PENDING as JobHeldUser and skipped by the passes that start the jobs
+    // after it; holding a running job is refused as Slurm does; scontrol release: it runs.
+    let held = sbatch(&b, &bin, &root, &["--hold", "--wrap", "true"]);
+    let squeue = |id: i64| ok(&b, &bin, &root, "squeue", &["-h", "-j", &id.to_string(), "-o", "%t %r"]);
+    assert_eq!(squeue(held).trim(), "PD JobHeldUser");
+    let after = sbatch(&b, &bin, &root, &["--wrap", "true"]);
+    b.wait_state(after, "SUCCEEDED");
+    assert_eq!(squeue(held).trim(), "PD JobHeldUser", "still held after a pass started a later job");
+    let o = run(&b, &bin, &root, "scontrol", &["hold", &running.to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    let want = format!("scontrol: error: Job is no longer pending execution for job {running}");
+    assert!(text(&o.stderr).contains(&want), "{}", text(&o.stderr));
+    ok(&b, &bin, &root, "scontrol", &["release", &held.to_string()]);
+    b.wait_state(held, "SUCCEEDED");
+
     // What berth cannot do says what to use instead.
-    for cmd in [&["hold", "1"][..], &["release", "1"], &["update", "JobId=1", "TimeLimit=5"], &["requeuehold", "1"]] {
+    for cmd in [&["update", "JobId=1", "TimeLimit=5"][..], &["requeuehold", "1"]] {
         let o = run(&b, &bin, &root, "scontrol", cmd);
         assert_eq!(o.status.code(), Some(1), "{cmd:?}");
         assert!(text(&o.stderr).contains("not supported"), "{cmd:?}: {}", text(&o.stderr));

@@ -1,12 +1,12 @@
-//! Jobs (`/v1/jobs`): submit, list, show, cancel, signal, requeue, their logs and the web
-//! apps they serve.
+//! Jobs (`/v1/jobs`): submit, list, show, cancel, signal, requeue, hold and release, their
+//! logs and the web apps they serve.
 
-use berth_model::JobId;
 use berth_model::api::{
-    AppLink, AppView, CancelResult, CancelTasks, JobDetail, JobListQuery, JobView, RequeueResult, SignalRequest,
-    SignalResult, SubmitRequest, TaskCancelled,
+    AppLink, AppView, CancelResult, CancelTasks, HoldRequest, HoldResult, JobDetail, JobListQuery, JobView,
+    RequeueResult, SignalRequest, SignalResult, SubmitRequest, TaskCancelled,
 };
 use berth_model::protocol::LogStream;
+use berth_model::{Hold, JobId};
 use reqwest::Method;
 
 use crate::{Client, Error};
@@ -61,6 +61,18 @@ impl Client {
     /// Stops running job `id` and queues it again (`POST /v1/jobs/{id}/requeue`).
     pub async fn requeue(&self, id: JobId) -> Result<RequeueResult, Error> {
         self.json(self.request(Method::POST, &format!("/v1/jobs/{id}/requeue"))).await
+    }
+
+    /// Holds pending job `id` (a job array: with its pending tasks) until it is released
+    /// (`POST /v1/jobs/{id}/hold`); `hold`: which (none: the user's, an admin's for admins).
+    pub async fn hold(&self, id: JobId, hold: Option<Hold>) -> Result<HoldResult, Error> {
+        let body = HoldRequest { hold };
+        self.json(self.request(Method::POST, &format!("/v1/jobs/{id}/hold")).json(&body)).await
+    }
+
+    /// Releases held job `id` (`POST /v1/jobs/{id}/release`).
+    pub async fn release(&self, id: JobId) -> Result<HoldResult, Error> {
+        self.json(self.request(Method::POST, &format!("/v1/jobs/{id}/release"))).await
     }
 
     pub async fn cancel(&self, id: JobId) -> Result<CancelResult, Error> {

@@ -25,7 +25,7 @@ use crate::error::ApiError;
 use crate::hub::LogReply;
 use crate::kernel_start::send_start_one;
 use crate::manager::Manager;
-use crate::state::{Conn, Node};
+use crate::state::{Conn, Exit, Node};
 
 /// Most agent messages handled under one state lock.
 const MAX_BATCH: usize = 256;
@@ -357,9 +357,10 @@ pub async fn register(
                 let cmd_id = m.jobs.next_cmd_id();
                 st.send(node, ManagerMessage::StopKernel { cmd_id, key: r.key, reason, grace_ms: 10_000 });
             }
-            KernelEvent::Finished { outcome, exit_code, message, usage, .. } => {
+            KernelEvent::Finished { outcome, exit_code, message, usage, signal, .. } => {
                 st.meters_mut().finished(r.key, usage, m.clock.instant());
-                m.jobs.kernel_finished(&mut st, node, r.key, outcome, exit_code, &message).await;
+                let exit = Exit { code: exit_code, signal };
+                m.jobs.kernel_finished(&mut st, node, r.key, outcome, exit, &message).await;
             }
         }
     }
@@ -395,7 +396,7 @@ pub async fn register(
             JobState::Terminating => {
                 // Nothing left to stop: the cancel is complete.
                 let key = job.key(missing[0]);
-                m.jobs.kernel_finished(&mut st, node, key, KernelOutcome::Stopped, None, "").await;
+                m.jobs.kernel_finished(&mut st, node, key, KernelOutcome::Stopped, Exit::default(), "").await;
             }
             _ => {}
         }
@@ -457,9 +458,10 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
                     tracing::debug!(node, ?key, "ignoring start of a kernel the manager does not want");
                 }
             }
-            KernelEvent::Finished { outcome, exit_code, message, usage, .. } => {
+            KernelEvent::Finished { outcome, exit_code, message, usage, signal, .. } => {
                 st.meters_mut().finished(*key, *usage, m.clock.instant());
-                m.jobs.kernel_finished(st, node, *key, *outcome, *exit_code, message).await;
+                let exit = Exit { code: *exit_code, signal: *signal };
+                m.jobs.kernel_finished(st, node, *key, *outcome, exit, message).await;
             }
         },
         AgentMessage::CommandFailed { key, error, .. } => {
@@ -469,7 +471,7 @@ pub async fn handle(m: &Manager, st: &mut crate::state::State, node: &str, msg: 
                     && matches!(j.state, JobState::Scheduled | JobState::Preparing | JobState::Running)
             });
             if live {
-                m.jobs.kernel_finished(st, node, *key, KernelOutcome::Failed, None, error).await;
+                m.jobs.kernel_finished(st, node, *key, KernelOutcome::Failed, Exit::default(), error).await;
             } else {
                 tracing::warn!(node, ?key, "agent command failed: {error}");
             }

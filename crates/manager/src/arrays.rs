@@ -173,6 +173,8 @@ async fn make_tasks(m: &Manager, st: &mut State, id: JobId, array: &ArraySpec, i
 /// A task's spec: the array's, as one task (index set per task), without what the array
 /// itself waited for.
 fn task_base(mut spec: JobSpec, array: &ArraySpec, array_id: JobId) -> JobSpec {
+    // An array submitted held is released before it makes tasks: they start free.
+    spec.hold = false;
     spec.array_task = Some(ArrayTask {
         array_id,
         index: 0,

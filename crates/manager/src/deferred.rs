@@ -23,7 +23,7 @@ pub enum LostCause {
 #[derive(Debug, Clone)]
 pub enum Deferred {
     Started { node: String, key: KernelKey },
-    Finished { node: String, key: KernelKey, outcome: KernelOutcome, exit_code: Option<i32>, message: String },
+    Finished { node: String, key: KernelKey, outcome: KernelOutcome, exit: crate::state::Exit, message: String },
     Lost { job_id: JobId, node: String, cause: LostCause, reason: String },
 }
 

@@ -11,6 +11,10 @@
 //! A job array is held for good: once free, it makes its tasks (`arrays.rs`) rather than
 //! joining a queue itself.
 //!
+//! A job its owner or an admin held (Slurm's user and admin holds, `Waiting::hold`,
+//! `job_requests.rs`) is among them too: it waits with reason `JobHeldUser`/`JobHeldAdmin`
+//! whatever else it waits for, until released; a held array makes no tasks.
+//!
 //! The jobs named live in memory while unfinished; an ended one is read from the store once
 //! and remembered (`State::ended_targets`), since an ended job no longer changes.
 //!
@@ -59,6 +63,11 @@ pub async fn release(m: &Manager, st: &mut State, now: Timestamp) {
     let mut arrays = Vec::new();
     for id in ids {
         let Some(job) = st.job(id) else { continue };
+        // Held (`berth hold`, `scontrol hold`): nothing else counts until it is released.
+        if let Some(hold) = job.waiting.hold {
+            reasons.push((id, hold.reason()));
+            continue;
+        }
         let verdict = match (job.spec.begin_at, &job.spec.dependency) {
             (Some(at), _) if at > now => Judgement::Waits(PendingReason::new(
                 PendingKind::BeginTime,

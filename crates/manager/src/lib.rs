@@ -73,6 +73,7 @@ mod streams;
 mod submit_queue;
 mod tenancy;
 mod token;
+mod user_holds;
 mod web;
 
 use std::net::SocketAddr;

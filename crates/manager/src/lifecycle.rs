@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use crate::deferred::{Deferred, LostCause, worth_retrying};
 use crate::jobs::Jobs;
 use crate::metrics::{Commit, JobEvent as MetricEvent};
-use crate::state::{KernelEnd, State, scheduled_reason};
+use crate::state::{Exit, KernelEnd, State, scheduled_reason};
 
 /// How long an agent lets a kernel stop before it kills it.
 pub const STOP_GRACE_MS: u64 = 10_000;
@@ -48,6 +48,8 @@ pub struct Move {
     /// For people (`berth ps`, the history); nothing reads it back.
     pub reason: String,
     pub exit_code: Option<i32>,
+    /// The signal that ended its main kernel, when one did (with a final state).
+    pub end_signal: Option<i32>,
     /// How the job ended: set with every final state.
     pub end: Option<EndCause>,
     /// Who asked the job to stop: set with TERMINATING (and CANCELLED from PENDING).
@@ -57,7 +59,7 @@ pub struct Move {
 impl Move {
     /// A move that is neither an end nor a stop request (SCHEDULED, RUNNING, a requeue).
     pub fn to(to: JobState, reason: impl Into<String>) -> Move {
-        Move { to, reason: reason.into(), exit_code: None, end: None, stop: None }
+        Move { to, reason: reason.into(), exit_code: None, end_signal: None, end: None, stop: None }
     }
 
     /// An end in a final state.
@@ -65,8 +67,9 @@ impl Move {
         Move { end: Some(end), ..Move::to(to, reason) }
     }
 
-    pub fn with_exit_code(self, exit_code: Option<i32>) -> Move {
-        Move { exit_code, ..self }
+    /// With its main kernel's exit code and the signal that ended it.
+    pub fn with_exit(self, exit: Exit) -> Move {
+        Move { exit_code: exit.code, end_signal: exit.signal, ..self }
     }
 
     /// A pass placed the job on `bindings` (stored with the pass's batch, `scheduler.rs`);
@@ -78,8 +81,8 @@ impl Move {
     /// The store changes that record this move of `job_id` from `from` at `at`: the
     /// compare-and-set transition with its typed end, and the stop cause if there is one.
     pub fn record(&self, job_id: JobId, from: JobState, at: Timestamp) -> impl Iterator<Item = Change> {
-        let Move { to, reason, exit_code, end, stop } = self.clone();
-        let transition = Change::Transition { job_id, from, to, at, reason, exit_code, end };
+        let Move { to, reason, exit_code, end_signal, end, stop } = self.clone();
+        let transition = Change::Transition { job_id, from, to, at, reason, exit_code, end_signal, end };
         std::iter::once(transition).chain(stop.map(|cause| Change::Stop { job_id, cause }))
     }
 
@@ -190,7 +193,7 @@ impl Jobs {
         let from = job.state;
         let now = self.clock.now();
         let recorded: Vec<Change> = mv.record(job_id, from, now).collect();
-        let Move { to, reason, stop, end, exit_code } = mv;
+        let Move { to, reason, stop, end, exit_code, end_signal } = mv;
         // A job that gives its resources back is charged for them (fair share), in the same
         // batch as its state change: O(1), one row per user and project.
         let usage = if from.holds_resources() && (to.is_terminal() || to == JobState::Pending) {
@@ -229,6 +232,7 @@ impl Jobs {
             if to.is_terminal() {
                 e.view.ended_at = Some(now);
                 e.view.exit_code = exit_code;
+                e.view.end_signal = end_signal;
                 e.view.end_cause = end;
             }
             Arc::new(e)
@@ -387,7 +391,7 @@ impl Jobs {
         node: &str,
         key: KernelKey,
         outcome: KernelOutcome,
-        exit_code: Option<i32>,
+        exit: Exit,
         message: &str,
     ) {
         let wanted = st.job(key.job_id).is_some_and(|j| {
@@ -412,7 +416,8 @@ impl Jobs {
         // What it used, as its agent reported with its end (`agent_conn` puts it in the meters).
         let usage = st.meters().totals(key);
         let job = st.job_mut(key.job_id).expect("checked above");
-        job.attempt.ends[key.index as usize] = Some(KernelEnd { outcome: Some(outcome), exit_code });
+        job.attempt.ends[key.index as usize] = Some(KernelEnd { outcome: Some(outcome), exit });
+        let exit_code = exit.code;
         let all_done = job.attempt.ends.iter().all(|e| e.is_some());
         let kernel_exit =
             Change::KernelExit { job_id: key.job_id, attempt: key.attempt, index: key.index, exit_code, usage };
@@ -428,7 +433,11 @@ impl Jobs {
             st.send(node, ManagerMessage::Forget { key });
             return;
         }
-        let main_exit = job.attempt.ends[0].and_then(|e| e.exit_code).or(exit_code);
+        // The main kernel's end once it has one (its signal with its code), else this one's.
+        let main_exit = match job.attempt.ends[0] {
+            Some(KernelEnd { exit: e @ Exit { code: Some(_), .. }, .. }) => e,
+            _ => exit,
+        };
         let stopping = job.attempt.stop.as_ref().filter(|_| job.state == JobState::Terminating);
         let preempted = stopping.filter(|s| matches!(s, StopCause::Preempted { .. }));
         let mv = match outcome {
@@ -469,7 +478,7 @@ impl Jobs {
                 Move::end(JobState::Lost, EndCause::NodeLost, non_empty(message, "fenced by its agent"))
             }
         }
-        .with_exit_code(main_exit);
+        .with_exit(main_exit);
         let reason = mv.reason.clone();
         let finished: Vec<(String, KernelKey)> = job
             .attempt
@@ -497,7 +506,7 @@ impl Jobs {
                 }
                 if worth_retrying(&e) {
                     let message = message.to_string();
-                    st.defer(Deferred::Finished { node: node.to_string(), key, outcome, exit_code, message });
+                    st.defer(Deferred::Finished { node: node.to_string(), key, outcome, exit, message });
                 }
             }
         }
@@ -516,8 +525,8 @@ impl Jobs {
                 Deferred::Started { node, key } => {
                     self.kernel_started(&mut st, &node, key).await;
                 }
-                Deferred::Finished { node, key, outcome, exit_code, message } => {
-                    self.kernel_finished(&mut st, &node, key, outcome, exit_code, &message).await;
+                Deferred::Finished { node, key, outcome, exit, message } => {
+                    self.kernel_finished(&mut st, &node, key, outcome, exit, &message).await;
                 }
                 Deferred::Lost { job_id, node, cause, reason } => {
                     self.lose_job(&mut st, job_id, &node, cause, reason).await;

@@ -12,7 +12,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::clock::Clock;
 use crate::config::FairShareConfig;
-use crate::state::{KernelEnd, Node};
+use crate::state::{Exit, KernelEnd, Node};
 
 /// What a manager is told at its start besides its services: how it is reached and what it
 /// tells jobs. All known before it is made, so that it is shared whole (nothing set late).
@@ -233,7 +233,7 @@ impl Manager {
             if job.state.holds_resources() {
                 let kernels = self.store.kernels(job.id).await?;
                 for k in kernels.into_iter().filter(|k| k.attempt == job.attempt.number) {
-                    job.attempt.ends.push(k.exit_code.map(|c| KernelEnd { outcome: None, exit_code: Some(c) }));
+                    job.attempt.ends.push(k.exit_code.map(|c| KernelEnd { outcome: None, exit: Exit::code(Some(c)) }));
                     job.attempt.bindings.push(k.binding);
                 }
                 let bindings = job.attempt.bindings.clone();

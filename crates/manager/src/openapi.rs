@@ -15,6 +15,7 @@ use crate::api::endpoints;
 use crate::api::envs;
 use crate::api::folder_files;
 use crate::api::folders;
+use crate::api::hold;
 use crate::api::images;
 use crate::api::jobs;
 use crate::api::logs;
@@ -71,6 +72,8 @@ use crate::web::login;
         jobs::cancel_tasks,
         signal::signal,
         requeue::requeue,
+        hold::hold,
+        hold::release,
         apps::list,
         apps::link,
         logs::logs,
@@ -477,7 +480,8 @@ mod tests {
             None => reason,
         };
         let words: Vec<String> = serde_json::from_value(reason["enum"].clone()).unwrap_or_default();
-        assert_eq!(words, ["job_pending", "job_ended", "bad_signal", "token_missing", "token_invalid"], "{body}");
+        let want = ["job_pending", "job_ended", "job_not_pending", "bad_signal", "token_missing", "token_invalid"];
+        assert_eq!(words, want, "{body}");
     }
 
     #[test]

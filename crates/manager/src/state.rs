@@ -26,7 +26,7 @@ mod node_table;
 mod pass_target;
 mod usage;
 pub use batch::Batch;
-pub use job::{Job, JobEvent, KernelEnd, Owner, personal_account, row_view, scheduled_reason};
+pub use job::{Exit, Job, JobEvent, KernelEnd, Owner, personal_account, row_view, scheduled_reason};
 pub use meters::Meters;
 pub use usage::Usage;
 
@@ -131,7 +131,9 @@ impl State {
     /// Adds a job to memory (a submit, a restart), and to the pending or running set.
     pub fn insert_job(&mut self, job: Job) {
         let id = job.id;
-        if job.state == berth_model::JobState::Pending && job.spec.has_start_conditions() {
+        if job.state == berth_model::JobState::Pending
+            && (job.spec.has_start_conditions() || job.waiting.hold.is_some())
+        {
             self.held.insert(id);
         }
         self.jobs.insert(id, job);
@@ -279,13 +281,22 @@ impl State {
         true
     }
 
-    /// The jobs held back by a begin time or a dependency (`holds.rs`).
+    /// The jobs held back by a begin time, a dependency or a hold (`holds.rs`).
     pub fn held(&self) -> Vec<JobId> {
         self.held.iter().copied().collect()
     }
 
     pub fn is_held(&self, id: JobId) -> bool {
         self.held.contains(&id)
+    }
+
+    /// Pending job `id` was held (`Waiting::hold`): it leaves the pending set until a pass
+    /// finds it free again (`holds.rs`).
+    pub fn hold_back(&mut self, id: JobId) {
+        if self.jobs.get(&id).is_some_and(|j| j.state == berth_model::JobState::Pending) {
+            self.held.insert(id);
+            self.sync_sets(id);
+        }
     }
 
     /// Job `id`'s begin time came or its dependency is met: it joins the pending set.

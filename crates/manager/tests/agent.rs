@@ -18,7 +18,14 @@ fn started() -> KernelEvent {
 }
 
 fn finished(outcome: KernelOutcome, code: Option<i32>, message: &str) -> KernelEvent {
-    KernelEvent::Finished { outcome, exit_code: code, message: message.into(), at: jiff::Timestamp::now(), usage: None }
+    KernelEvent::Finished {
+        outcome,
+        exit_code: code,
+        message: message.into(),
+        at: jiff::Timestamp::now(),
+        usage: None,
+        signal: None,
+    }
 }
 
 /// Backend.AI's demo: one GPU, three half-GPU jobs; two run, the third waits for resources;

@@ -20,7 +20,14 @@ fn started() -> KernelEvent {
 }
 
 fn finished(outcome: KernelOutcome, code: Option<i32>) -> KernelEvent {
-    KernelEvent::Finished { outcome, exit_code: code, message: String::new(), at: jiff::Timestamp::now(), usage: None }
+    KernelEvent::Finished {
+        outcome,
+        exit_code: code,
+        message: String::new(),
+        at: jiff::Timestamp::now(),
+        usage: None,
+        signal: None,
+    }
 }
 
 fn two_nodes() -> JobSpec {

@@ -47,7 +47,14 @@ fn start_parts(m: &ManagerMessage) -> (KernelKey, Binding, BTreeMap<String, Stri
 }
 
 fn finished(outcome: KernelOutcome, code: Option<i32>) -> KernelEvent {
-    KernelEvent::Finished { outcome, exit_code: code, message: String::new(), at: jiff::Timestamp::now(), usage: None }
+    KernelEvent::Finished {
+        outcome,
+        exit_code: code,
+        message: String::new(),
+        at: jiff::Timestamp::now(),
+        usage: None,
+        signal: None,
+    }
 }
 
 #[tokio::test]

@@ -56,6 +56,7 @@ async fn samples_show_live_and_totals_are_kept_after_the_end() {
         message: String::new(),
         at: jiff::Timestamp::now(),
         usage: Some(KernelUsage { cpu_seconds: Some(2.25), memory_peak_bytes: Some(130 << 20), ..Default::default() }),
+        signal: None,
     };
     a.send(AgentMessage::Kernel { key, event: end }).await;
     let d = e.admin.wait_state(id, "SUCCEEDED").await;

@@ -125,6 +125,7 @@ async fn preemption_stops_the_victim_then_requeues_it() {
         message: "stopped".into(),
         at: jiff::Timestamp::now(),
         usage: None,
+        signal: None,
     };
     a.send(AgentMessage::Kernel { key, event: end }).await;
     let s2 = a.expect_start().await;
@@ -161,6 +162,7 @@ async fn usage_is_recorded_when_a_job_ends() {
         message: String::new(),
         at: jiff::Timestamp::now(),
         usage: None,
+        signal: None,
     };
     a.send(AgentMessage::Kernel { key: start_key(&s), event: end }).await;
     e.admin.wait_state(id, "SUCCEEDED").await;
@@ -227,6 +229,7 @@ async fn a_preemption_and_a_cancel_in_progress_survive_a_restart_typed() {
         message: String::new(),
         at: jiff::Timestamp::now(),
         usage: None,
+        signal: None,
     };
     for s in [&s1, &s2] {
         a.send(AgentMessage::Kernel { key: start_key(s), event: stopped.clone() }).await;

@@ -78,6 +78,7 @@ async fn a_running_quota_holds_its_project_back_but_not_others() {
         message: String::new(),
         at: now,
         usage: None,
+        signal: None,
     };
     a.send(AgentMessage::Kernel { key: k, event: end }).await;
     assert_eq!(start_key(&a.expect_start().await).job_id, second);
@@ -203,6 +204,7 @@ async fn borrowed_capacity_is_reclaimed(restart: bool) {
         message: String::new(),
         at: now,
         usage: None,
+        signal: None,
     };
     a.send(AgentMessage::Kernel { key, event: end }).await;
     assert_eq!(start_key(&a.expect_start().await).job_id, theirs);

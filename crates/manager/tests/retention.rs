@@ -26,6 +26,7 @@ async fn finished(s: &SqliteStore, user: i64, start: Timestamp, end: Timestamp) 
         reason: "test".into(),
         exit_code: end.map(|_| 0),
         end,
+        end_signal: None,
     };
     s.apply(&[
         tr(JobState::Pending, JobState::Scheduled, start, None),

@@ -33,6 +33,7 @@ async fn thousand_trivial_jobs_through_one_two_cpu_node() {
                 message: String::new(),
                 at,
                 usage: None,
+                signal: None,
             };
             a.send(AgentMessage::Kernel { key, event }).await;
             done += 1;

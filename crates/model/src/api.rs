@@ -9,6 +9,7 @@ use crate::{Binding, JobId, JobSpec, JobState, PendingReason, Topology};
 
 pub use crate::cache_api::*;
 pub use crate::error_api::*;
+pub use crate::hold_api::*;
 pub use crate::tenancy_api::*;
 
 /// `POST /v1/jobs`.
@@ -42,6 +43,9 @@ pub struct JobView {
     pub ended_at: Option<jiff::Timestamp>,
     /// Exit code of the main kernel once it ended.
     pub exit_code: Option<i32>,
+    /// The signal that ended its main kernel, when one did (then `exit_code` is 128 plus it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_signal: Option<i32>,
     /// Reason of the last transition (`out of memory`, `cancelled by alice`, ...).
     pub reason: Option<String>,
     /// When a pending job is expected to start (its backfill reservation), if known.

@@ -34,6 +34,9 @@ pub enum ErrorReason {
     JobPending,
     /// The job (or job array) has ended already (409).
     JobEnded,
+    /// The job has left its queue (it runs or is stopping): only a pending job can be held
+    /// (409).
+    JobNotPending,
     /// The signal named is not one berth knows (422).
     BadSignal,
     /// No API token was sent; the message says to set `BERTH_TOKEN` (401).

@@ -147,6 +147,10 @@ pub struct JobSpec {
     /// Not scheduled before this time (Slurm's `--begin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub begin_at: Option<jiff::Timestamp>,
+    /// Submitted held by its user (Slurm's `sbatch --hold`): not scheduled until released
+    /// (`berth release`, `scontrol release`). The job's hold since is its own (`Hold`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold: bool,
     /// A job array (`--array`): this job stands for its tasks, each made as a job of its own
     /// when its turn comes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -378,6 +382,7 @@ impl JobSpec {
             environment: None,
             dependency: None,
             begin_at: None,
+            hold: false,
             array: None,
             array_task: None,
             tasks_per_node: 1,

@@ -19,6 +19,7 @@ pub mod environment;
 mod error_api;
 pub mod folder;
 pub mod gpu_type;
+mod hold_api;
 pub mod hostlist;
 pub mod job;
 mod job_state;
@@ -51,7 +52,7 @@ pub use quantity::{
     parse_cpus, parse_duration, parse_gpus, parse_mem,
 };
 pub use quota::{QuotaKind, QuotaLimits, QuotaView};
-pub use reason::{PendingKind, PendingReason};
+pub use reason::{Hold, PendingKind, PendingReason};
 pub use signal::SignalSpec;
 pub use topology::{Cpu, Gpu, NumaNode, Topology};
 

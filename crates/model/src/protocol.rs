@@ -119,6 +119,9 @@ pub enum KernelEvent {
         at: jiff::Timestamp,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<KernelUsage>,
+        /// The signal that ended it, when one did (an older agent sends none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
     },
 }
 

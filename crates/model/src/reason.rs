@@ -39,6 +39,34 @@ pub enum PendingKind {
     /// A job array: its tasks are made as jobs of their own, up to its throttle; the message
     /// says how many.
     ArrayTasks,
+    /// Held by its owner (`berth hold`, `scontrol uhold`, `sbatch --hold`) until released.
+    HeldUser,
+    /// Held by an admin (`scontrol hold` as an admin) until an admin releases it.
+    HeldAdmin,
+}
+
+/// Who holds a pending job back from the scheduler (Slurm's user and admin holds): it stays
+/// PENDING, takes no place in its queue, and runs only once released.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, strum::EnumString, strum::Display,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Hold {
+    /// Its owner's (or an admin's user hold): its owner or an admin may release it.
+    User,
+    /// An admin's: only an admin may release it.
+    Admin,
+}
+
+impl Hold {
+    /// The pending reason a job held so shows.
+    pub fn reason(self) -> PendingReason {
+        match self {
+            Hold::User => PendingReason::new(PendingKind::HeldUser, "held by its user: release it to let it run"),
+            Hold::Admin => PendingReason::new(PendingKind::HeldAdmin, "held by an admin: only an admin can release it"),
+        }
+    }
 }
 
 /// Why a job is still pending, e.g. `resources: needs 1 GPU, node n1 has 0.5 free`.

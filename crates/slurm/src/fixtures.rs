@@ -34,6 +34,7 @@ pub fn varied() -> Vec<JobView> {
         j.priority = 5;
         j.exit_code = Some(137);
         j.reason = Some("killed by signal 9".into());
+        j.end_signal = Some(9);
         j.stop = Some(berth_model::StopCause::Cancelled { by: "bob".into() });
         j.end_cause = Some(berth_model::EndCause::OutOfMemory);
         j.usage = Some(berth_model::JobUsage {

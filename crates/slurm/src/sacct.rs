@@ -236,14 +236,22 @@ impl Style for Sacct {
         states::sacct_state(j)
     }
 
-    /// `code:signal`: a job killed by a signal (berth records 128+N) shows `0:N`.
+    /// `code:signal`: a job a signal killed shows `0:N`, the signal its agent saw end it
+    /// (`end_signal`; a timed-out or lost job without one: its code's, berth records 128+N).
+    /// A cancelled job shows `0:0`, as Slurm 22.05's `sacct -X` does (the signal shows only
+    /// on its batch step, which berth does not list).
     fn exit(&self, j: &JobView) -> String {
-        let signalled = matches!(j.state, JobState::Cancelled | JobState::Timeout | JobState::Lost)
-            || j.reason.as_deref().is_some_and(|r| r.contains("signal"));
-        match j.exit_code {
-            Some(c) if signalled && (129..=192).contains(&c) => format!("0:{}", c - 128),
-            Some(c) => format!("{c}:0"),
-            None => "0:0".into(),
+        if j.state == JobState::Cancelled {
+            return "0:0".into();
+        }
+        let by_state = || {
+            let c = j.exit_code.filter(|c| (129..=192).contains(c))?;
+            matches!(j.state, JobState::Timeout | JobState::Lost).then_some(c - 128)
+        };
+        match (j.end_signal.or_else(by_state), j.exit_code) {
+            (Some(s), _) => format!("0:{s}"),
+            (None, Some(c)) => format!("{c}:0"),
+            (None, None) => "0:0".into(),
         }
     }
 
@@ -313,7 +321,7 @@ mod tests {
         let cells: Vec<String> = cols.iter().map(|c| jobfields::value(c.info.field, &j, now, &Sacct)).collect();
         assert_eq!(
             render_line(&cols, &cells, None, "|"),
-            "1                     x    default          u          1 CANCELLED+     0:15 "
+            "1                     x    default          u          1 CANCELLED+      0:0 "
         );
         assert_eq!(render_line(&cols[..2], &cells[..2], Some(true), "|"), "1|x|");
         assert_eq!(render_line(&cols[..2], &cells[..2], Some(false), "|"), "1|x");
@@ -332,7 +340,13 @@ mod tests {
         assert_eq!(Sacct.exit(&j), "3:0");
         j.reason = Some("killed by signal 9 (SIGKILL)".into());
         j.exit_code = Some(137);
+        assert_eq!(Sacct.exit(&j), "137:0", "the reason's text is for people: no signal recorded, none shown");
+        j.end_signal = Some(9);
         assert_eq!(Sacct.exit(&j), "0:9");
+        j.state = JobState::Cancelled;
+        assert_eq!(Sacct.exit(&j), "0:0", "cancelled while running: 0:0 in sacct -X, as Slurm 22.05");
+        (j.state, j.end_signal, j.exit_code) = (JobState::Timeout, None, Some(143));
+        assert_eq!(Sacct.exit(&j), "0:15", "killed at its time limit");
         assert_eq!(jobfields::value(jobfields::Field::Nodes, &j, j.submitted_at, &Sacct), "None assigned");
     }
 
@@ -341,7 +355,7 @@ mod tests {
     fn measured_and_derived_fields_in_slurms_units() {
         let cols = columns("JobIdRaw,ReqMem,Account,DerivedExitCode,MaxRSS,TotalCPU,CPUTime,Comment,WorkDir").unwrap();
         let mut j = crate::fixtures::varied().remove(0);
-        (j.state, j.exit_code, j.reason, j.project) = (JobState::Failed, Some(3), None, None);
+        (j.state, j.exit_code, j.end_signal, j.project) = (JobState::Failed, Some(3), None, None);
         j.workdir = Some("/home/alice/run".into());
         j.mem_bytes = 100 << 20;
         j.ended_at = Some(j.submitted_at + jiff::SignedDuration::from_secs(3600));

@@ -3,8 +3,9 @@
 //! `berth_model::hostlist`), `show config` prints the keys tools read (`scontrol_config`),
 //! `show job [ID]` prints a job in Slurm's `Key=Value` layout (`-o` on one line), `show
 //! node`/`show partition` (`scontrol_nodes`). `requeue` stops a job and
-//! queues it again ([`requeue_job`], `berth requeue`'s too). What berth cannot do (`hold`,
-//! `release`, `update`, ...) is refused with the berth command that does it instead, exit 1.
+//! queues it again ([`requeue_job`], `berth requeue`'s too); `hold`, `uhold` and `release`
+//! hold a pending job or let it run (`berth hold`/`release`). What berth cannot do (`update`,
+//! ...) is refused with the berth command that does it instead, exit 1.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 
 use berth_client::Client;
 use berth_model::JobId;
-use berth_model::api::{JobDetail, JobListQuery};
+use berth_model::api::{ErrorReason, JobDetail, JobListQuery};
 use berth_model::hostlist;
 use reqwest::StatusCode;
 
@@ -30,8 +31,10 @@ berth answers these scontrol commands:
   show job [JOB_ID]           a job (all of yours without JOB_ID), Key=Value
   show node [NAME]            nodes; show partition [NAME]: queues
   requeue JOB_ID[,JOB_ID...]  stop running jobs and queue them again (a new attempt each)
+  hold|uhold JOB_ID[,...]     keep pending jobs from starting (uhold: a user's hold)
+  release JOB_ID[,JOB_ID...]  let held jobs run
   -o, --oneliner              one line per job
-hold, release, update and the rest are refused with the berth command to use.
+update and the rest are refused with the berth command to use.
 See docs/slurm.md.";
 
 /// Runs the scontrol command of `argv` (its own name first), printing to `out`.
@@ -74,10 +77,7 @@ pub async fn run(argv: Vec<OsString>, connect: &dyn Connect, out: &mut dyn Write
     let args = &rest[1..];
     match command.as_str() {
         "show" => show(args, oneliner, connect, out).await,
-        "hold" | "uhold" | "release" => Err(Error::failed(format!(
-            "{command} is not supported: berth holds a job only for its dependency or --begin time; submit with \
-             --dependency or --begin, or cancel the job (scancel) and submit it again"
-        ))),
+        "hold" | "uhold" | "release" => hold(&command, args, connect).await,
         "update" => Err(Error::failed(
             "update is not supported: a berth job's spec is fixed at submit; cancel it (scancel) and submit it again \
              with the new options",
@@ -89,7 +89,7 @@ pub async fn run(argv: Vec<OsString>, connect: &dyn Connect, out: &mut dyn Write
         )),
         "suspend" | "resume" => Err(Error::failed(format!("{command} is not supported: berth does not suspend jobs"))),
         other => Err(Error::failed(format!(
-            "invalid keyword: {other} (berth's scontrol knows show and requeue, and refuses hold, release, update)"
+            "invalid keyword: {other} (berth's scontrol knows show, requeue, hold, uhold and release, and refuses update)"
         ))),
     }
 }
@@ -115,6 +115,43 @@ async fn requeue(args: &[String], connect: &dyn Connect) -> Result<ExitCode> {
                 _ => crate::error::chain(&e),
             };
             eprintln!("scontrol: error: Requeue of JobId={id} failed: {why}");
+            failed = true;
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// `scontrol hold|uhold|release JOBID[,JOBID...]`: each pending job held (an admin's hold for
+/// `hold` by an admin, a user's otherwise) or released, in Slurm's words when one cannot be.
+async fn hold(command: &str, args: &[String], connect: &dyn Connect) -> Result<ExitCode> {
+    let ids: Vec<&str> = args.iter().flat_map(|a| a.split(',')).filter(|s| !s.is_empty()).collect();
+    if ids.is_empty() {
+        return Err(Error::failed(format!("{command} what? scontrol {command} JOBID[,JOBID...]")));
+    }
+    let client = connect()?;
+    let mut failed = false;
+    for raw in ids {
+        let Ok(id) = raw.parse::<JobId>() else {
+            eprintln!("scontrol: error: Invalid job id specified for job {raw}");
+            failed = true;
+            continue;
+        };
+        let done = match command {
+            "release" => client.release(id).await.map(drop),
+            // `hold` is the manager's default: an admin's for admins, a user's for users.
+            "uhold" => client.hold(id, Some(berth_model::Hold::User)).await.map(drop),
+            _ => client.hold(id, None).await.map(drop),
+        };
+        if let Err(e) = done {
+            let why = match (e.refused_status(), e.refused_reason()) {
+                (Some(StatusCode::NOT_FOUND), _) => "Invalid job id specified".to_string(),
+                (Some(StatusCode::FORBIDDEN), _) => "Access/permission denied".to_string(),
+                (_, Some(ErrorReason::JobNotPending | ErrorReason::JobEnded)) => {
+                    "Job is no longer pending execution".to_string()
+                }
+                _ => crate::error::chain(&e),
+            };
+            eprintln!("scontrol: error: {why} for job {id}");
             failed = true;
         }
     }

@@ -100,6 +100,8 @@ pub fn reason_word(kind: PendingKind) -> &'static str {
         PendingKind::DependencyNeverSatisfied => "DependencyNeverSatisfied",
         PendingKind::BeginTime => "BeginTime",
         PendingKind::ArrayTasks => "JobArrayTaskLimit",
+        PendingKind::HeldUser => "JobHeldUser",
+        PendingKind::HeldAdmin => "JobHeldAdmin",
     }
 }
 

@@ -123,6 +123,7 @@ fn life(id: i64, at: Timestamp) -> Vec<Change> {
         reason: reason.into(),
         exit_code: (to == JobState::Succeeded).then_some(0),
         end: (to == JobState::Succeeded).then_some(EndCause::Exited),
+        end_signal: None,
     };
     let binding = Binding {
         node: format!("gpu{:03}", id % 64),

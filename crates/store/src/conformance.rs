@@ -16,7 +16,7 @@ use crate::{Change, JobFilter, NewJob, NodeRow, Store, StoreError};
 mod batch;
 pub use batch::{
     a_batch_of_many_jobs_and_mixed_changes_applies_in_order, a_batch_of_submits_is_inserted_in_order_or_not_at_all,
-    one_wrong_from_in_a_large_batch_rolls_back_all_of_it,
+    holds_and_end_signals, one_wrong_from_in_a_large_batch_rolls_back_all_of_it,
 };
 #[path = "conformance_cache.rs"]
 mod cache;
@@ -45,7 +45,8 @@ macro_rules! conformance_tests {
             queues_and_usage, tenancy, cache_state, cache_members, leader_lease,
             idempotent_submits, array_tasks, folders, endpoints, archive_moves_only_old_finished_jobs,
             archived_ids_are_never_reused, a_batch_of_many_jobs_and_mixed_changes_applies_in_order,
-            one_wrong_from_in_a_large_batch_rolls_back_all_of_it, a_batch_of_submits_is_inserted_in_order_or_not_at_all);
+            one_wrong_from_in_a_large_batch_rolls_back_all_of_it, a_batch_of_submits_is_inserted_in_order_or_not_at_all,
+            holds_and_end_signals);
     };
     (@each $fresh:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test]
@@ -111,7 +112,16 @@ pub fn policy(ordering: &str) -> berth_model::api::QueuePolicy {
 }
 
 fn tr(job_id: i64, from: JobState, to: JobState, secs: i64, reason: &str) -> Change {
-    Change::Transition { job_id, from, to, at: at(secs), reason: reason.into(), exit_code: None, end: None }
+    Change::Transition {
+        job_id,
+        from,
+        to,
+        at: at(secs),
+        reason: reason.into(),
+        exit_code: None,
+        end: None,
+        end_signal: None,
+    }
 }
 
 /// Job ids start at 1; insert writes the first transition; lists are newest first.
@@ -181,6 +191,7 @@ pub async fn jobs_insert_and_list(s: &dyn Store) {
         reason: "cancelled".into(),
         exit_code: None,
         end: Some(berth_model::EndCause::Cancelled),
+        end_signal: None,
     }])
     .await
     .unwrap();
@@ -234,6 +245,7 @@ pub async fn lifecycle_and_history(s: &dyn Store) {
             reason: "exit code 3".into(),
             exit_code: Some(3),
             end: Some(EndCause::Exited),
+            end_signal: None,
         },
     ])
     .await
@@ -385,6 +397,7 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
         reason: "cancelled by frank".into(),
         exit_code: None,
         end: Some(EndCause::Cancelled),
+        end_signal: None,
     }])
     .await
     .unwrap();
@@ -424,6 +437,7 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
         reason: "idle: no client attached and no app traffic for 10m".into(),
         exit_code: None,
         end: Some(EndCause::Idle),
+        end_signal: None,
     }])
     .await
     .unwrap();
@@ -451,6 +465,7 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
         reason: "scaled down (endpoint llm wants 1 replica)".into(),
         exit_code: None,
         end: Some(EndCause::ScaledDown),
+        end_signal: None,
     }])
     .await
     .unwrap();
@@ -469,6 +484,7 @@ pub async fn requeue_bumps_attempt(s: &dyn Store) {
             reason: format!("ended: {}", cause.as_str()),
             exit_code: None,
             end: Some(cause),
+            end_signal: None,
         };
         s.apply(&[end]).await.unwrap_or_else(|e| panic!("end cause {cause:?}: {e}"));
         assert_eq!(s.job(id).await.unwrap().unwrap().end_cause, Some(cause));
@@ -636,6 +652,7 @@ pub async fn leader_lease(s: &dyn Store) {
         reason: "late".into(),
         exit_code: None,
         end: None,
+        end_signal: None,
     };
     for refused in [
         s.apply(std::slice::from_ref(&cancel)).await,
@@ -717,6 +734,7 @@ pub async fn concurrent_writers(s: std::sync::Arc<dyn Store>) {
                 reason: "race".into(),
                 exit_code: None,
                 end: None,
+                end_signal: None,
             };
             s.apply(&[c]).await
         }));

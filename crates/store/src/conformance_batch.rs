@@ -13,7 +13,16 @@ fn at(secs: i64) -> Timestamp {
 }
 
 fn tr(job_id: i64, from: JobState, to: JobState, secs: i64, reason: &str) -> Change {
-    Change::Transition { job_id, from, to, at: at(secs), reason: reason.into(), exit_code: None, end: None }
+    Change::Transition {
+        job_id,
+        from,
+        to,
+        at: at(secs),
+        reason: reason.into(),
+        exit_code: None,
+        end: None,
+        end_signal: None,
+    }
 }
 
 fn usage(name: &str, value: f64, secs: i64) -> Change {
@@ -48,6 +57,7 @@ pub async fn a_batch_of_many_jobs_and_mixed_changes_applies_in_order(s: &dyn Sto
                     reason: "exit code 0".into(),
                     exit_code: Some(0),
                     end: Some(EndCause::Exited),
+                    end_signal: None,
                 },
             ]),
             // still waiting, with a reason
@@ -62,6 +72,7 @@ pub async fn a_batch_of_many_jobs_and_mixed_changes_applies_in_order(s: &dyn Sto
                     reason: "cancelled by gus".into(),
                     exit_code: None,
                     end: Some(EndCause::Cancelled),
+                    end_signal: None,
                 },
                 Change::Stop { job_id: id, cause: StopCause::Cancelled { by: "gus".into() } },
             ]),
@@ -204,4 +215,44 @@ pub async fn a_batch_of_submits_is_inserted_in_order_or_not_at_all(s: &dyn Store
     let more = s.insert_jobs(&batch).await.unwrap();
     assert!(more[0] > ids[ids.len() - 1] && more.windows(2).all(|w| w[0] < w[1]), "{more:?}");
     assert_eq!(s.job_count().await.unwrap(), count + 5);
+}
+
+/// A pending job's hold (issue 48) and a killed job's signal (issue 43): a hold is stored only
+/// while PENDING (a batch with a hold and a start holds and starts in order: the start after a
+/// release), a job submitted held is held by its user until released, and a released one stays
+/// released; the signal is kept with the final state, also from a multi-row batch.
+pub async fn holds_and_end_signals(s: &dyn Store) {
+    use berth_model::Hold;
+    let u = s.create_user("hal", "user", at(0)).await.unwrap();
+    let mut held = JobSpec::command(["x"]);
+    held.hold = true;
+    let a = s.insert_job(u.id, &held, None, at(0)).await.unwrap();
+    let b = s.insert_job(u.id, &JobSpec::command(["x"]), None, at(0)).await.unwrap();
+    let hold = |id| async move { s.job(id).await.unwrap().unwrap().hold };
+    assert_eq!(hold(a).await, Some(Hold::User), "submitted held: its user's hold");
+    assert_eq!(hold(b).await, None);
+    s.apply(&[Change::Hold { job_id: b, hold: Some(Hold::Admin) }]).await.unwrap();
+    assert_eq!(hold(b).await, Some(Hold::Admin));
+    s.apply(&[Change::Hold { job_id: a, hold: None }, tr(a, JobState::Pending, JobState::Scheduled, 1, "placed")])
+        .await
+        .unwrap();
+    assert_eq!(hold(a).await, None, "released, not back to as submitted");
+    let late = s.apply(&[Change::Hold { job_id: a, hold: Some(Hold::User) }]).await;
+    assert!(matches!(late, Err(StoreError::Conflict { .. })), "only a pending job is held: {late:?}");
+    let end = |id, from| Change::Transition {
+        job_id: id,
+        from,
+        to: JobState::Cancelled,
+        at: at(3),
+        reason: "cancelled by hal".into(),
+        exit_code: Some(143),
+        end_signal: Some(15),
+        end: Some(EndCause::Cancelled),
+    };
+    s.apply(&[tr(a, JobState::Scheduled, JobState::Running, 2, "started"), end(a, JobState::Running)]).await.unwrap();
+    s.apply(&[end(b, JobState::Pending)]).await.unwrap();
+    for id in [a, b] {
+        let j = s.job(id).await.unwrap().unwrap();
+        assert_eq!((j.exit_code, j.end_signal), (Some(143), Some(15)), "job {id}");
+    }
 }

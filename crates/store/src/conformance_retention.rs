@@ -12,7 +12,16 @@ fn at(secs: i64) -> Timestamp {
 }
 
 fn tr(job_id: JobId, from: JobState, to: JobState, secs: i64) -> Change {
-    Change::Transition { job_id, from, to, at: at(secs), reason: format!("{to}"), exit_code: None, end: None }
+    Change::Transition {
+        job_id,
+        from,
+        to,
+        at: at(secs),
+        reason: format!("{to}"),
+        exit_code: None,
+        end: None,
+        end_signal: None,
+    }
 }
 
 /// A job of `user` submitted at `secs`, run on `node` from `secs + 10` and, with `end`, ended
@@ -57,6 +66,7 @@ async fn job(s: &dyn Store, user: i64, secs: i64, end: Option<(i64, JobState)>) 
             reason: "exited with 3".into(),
             exit_code: Some(3),
             end: Some(EndCause::Exited),
+            end_signal: None,
         },
     ])
     .await
@@ -99,6 +109,7 @@ pub async fn archive_moves_only_old_finished_jobs(s: &dyn Store) {
         reason: "cancelled by erin".into(),
         exit_code: None,
         end: Some(EndCause::Cancelled),
+        end_signal: None,
     }])
     .await
     .unwrap();

@@ -101,6 +101,8 @@ pub(crate) const TABLES: &[Table] = &[
             ("used_gpu_seconds", Real),
             ("array_id", Int),
             ("array_index", Int),
+            ("end_signal", Int),
+            ("hold", Text),
         ],
         order: "id",
     },

@@ -28,6 +28,7 @@ pub(super) async fn apply_changes(c: &mut PgConnection, changes: &[Change]) -> R
         transitions(c, changes, of(Kind::Transition).collect(), &mut failed).await?;
         stops(c, changes, of(Kind::Stop).collect(), &mut failed).await?;
         set_kernels(c, changes, of(Kind::SetKernels).collect()).await?;
+        holds(c, changes, of(Kind::Hold).collect(), &mut failed).await?;
         pending_reasons(c, changes, of(Kind::PendingReason).collect(), &mut failed).await?;
         usage(c, changes, of(Kind::Usage).collect()).await?;
         // The first failure in the batch's order is the one the one-at-a-time loop stops at:
@@ -46,6 +47,7 @@ enum Kind {
     Transition,
     Stop,
     SetKernels,
+    Hold,
     PendingReason,
     Usage,
 }
@@ -57,6 +59,7 @@ impl Kind {
             Change::Transition { .. } => Kind::Transition,
             Change::Stop { .. } => Kind::Stop,
             Change::SetKernels { .. } => Kind::SetKernels,
+            Change::Hold { .. } => Kind::Hold,
             Change::PendingReason { .. } => Kind::PendingReason,
             Change::Usage(_) => Kind::Usage,
         }
@@ -76,6 +79,7 @@ fn key(c: &Change) -> Key<'_> {
         | Change::Transition { job_id, .. }
         | Change::Stop { job_id, .. }
         | Change::SetKernels { job_id, .. }
+        | Change::Hold { job_id, .. }
         | Change::PendingReason { job_id, .. } => Key::Job(*job_id),
         Change::Usage(u) => Key::Usage(&u.kind, &u.name),
     }
@@ -121,7 +125,9 @@ async fn transitions(
 ) -> Result<()> {
     let mut cols = TransitionColumns::default();
     for &i in &idx {
-        let Change::Transition { job_id, from, to, at, reason, exit_code, end } = &changes[i] else { continue };
+        let Change::Transition { job_id, from, to, at, reason, exit_code, end_signal, end } = &changes[i] else {
+            continue;
+        };
         if !from.can_become(*to) {
             failed.push((i, StoreError::InvalidTransition { job_id: *job_id, from: *from, to: *to }));
             continue;
@@ -137,6 +143,7 @@ async fn transitions(
         cols.running.push(*to == JobState::Running && !requeue);
         cols.terminal.push(terminal);
         cols.exit.push(exit_code.filter(|_| terminal).map(i64::from));
+        cols.signal.push(end_signal.filter(|_| terminal).map(i64::from));
         cols.end.push(end.filter(|_| terminal).map(|e| e.as_str()));
         cols.clear_pending.push(*from == JobState::Pending && *to != JobState::Pending);
         cols.ord.push(i as i64);
@@ -145,13 +152,16 @@ async fn transitions(
         return Ok(());
     }
     const MOVE: &str = "WITH t AS (SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::bigint[], \
-         $5::text[], $6::bool[], $7::bool[], $8::bool[], $9::bigint[], $10::text[], $11::bool[], $12::bigint[]) \
-         AS t(id, from_s, to_s, at, reason, requeue, running, terminal, exit_code, end_cause, clear_pending, ord)), \
+         $5::text[], $6::bool[], $7::bool[], $8::bool[], $9::bigint[], $10::text[], $11::bool[], $12::bigint[], \
+         $13::bigint[]) \
+         AS t(id, from_s, to_s, at, reason, requeue, running, terminal, exit_code, end_cause, clear_pending, ord, \
+         end_signal)), \
          moved AS (UPDATE jobs j SET state = t.to_s, reason = t.reason, \
          started_at = CASE WHEN t.requeue THEN NULL WHEN t.running THEN COALESCE(j.started_at, t.at) \
              ELSE j.started_at END, \
          ended_at = CASE WHEN t.terminal THEN t.at ELSE j.ended_at END, \
          exit_code = COALESCE(t.exit_code, j.exit_code), \
+         end_signal = COALESCE(t.end_signal, j.end_signal), \
          attempt = CASE WHEN t.requeue THEN j.attempt + 1 ELSE j.attempt END, \
          pending_reason = CASE WHEN t.clear_pending THEN NULL ELSE j.pending_reason END, \
          end_cause = COALESCE(t.end_cause, j.end_cause), \
@@ -177,6 +187,7 @@ async fn transitions(
         .bind(&cols.end)
         .bind(&cols.clear_pending)
         .bind(&cols.ord)
+        .bind(&cols.signal)
         .fetch_all(&mut *c)
         .await?;
     if rows.len() == cols.id.len() {
@@ -218,9 +229,25 @@ struct TransitionColumns<'a> {
     running: Vec<bool>,
     terminal: Vec<bool>,
     exit: Vec<Option<i64>>,
+    signal: Vec<Option<i64>>,
     end: Vec<Option<&'a str>>,
     clear_pending: Vec<bool>,
     ord: Vec<i64>,
+}
+
+/// Holds and releases, one statement each (rare: a user's request, never a pass's batch).
+async fn holds(
+    c: &mut PgConnection,
+    changes: &[Change],
+    idx: Vec<usize>,
+    failed: &mut Vec<(usize, StoreError)>,
+) -> Result<()> {
+    for i in idx {
+        if let Err(e) = super::shared_store::apply_each(c, &changes[i..=i]).await {
+            failed.push((i, e));
+        }
+    }
+    Ok(())
 }
 
 /// Who asked each job to stop; a job that is not there is `NotFound`.
@@ -485,6 +512,7 @@ mod tests {
             reason: String::new(),
             exit_code: None,
             end: None,
+            end_signal: None,
         }
     }
 

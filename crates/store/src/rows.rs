@@ -62,7 +62,29 @@ pub(crate) fn duplicate(what: impl FnOnce() -> String) -> impl FnOnce(sqlx::Erro
 pub(crate) const JOB_COLUMNS: &str = "j.id, j.user_id, u.name AS user_name, j.spec, j.queue, j.priority, j.state, j.attempt, \
      j.submitted_at, j.started_at, j.ended_at, j.exit_code, j.reason, j.pending_reason, j.nodes, \
      j.submitter_uid, j.submitter_gid, j.cancelled_by, j.preempted_by, j.preempt_action, j.idle_stop_secs, \
-     j.scaled_down_to, j.end_cause, j.used_cpu_seconds, j.used_memory_peak_bytes, j.used_gpu_seconds";
+     j.scaled_down_to, j.end_cause, j.used_cpu_seconds, j.used_memory_peak_bytes, j.used_gpu_seconds, j.end_signal, \
+     j.hold";
+
+/// The `hold` column of a job's hold: `released` for none, so that a job submitted held
+/// (`JobSpec::hold`) stays released; NULL is only ever as submitted.
+pub(crate) fn hold_column(hold: Option<berth_model::Hold>) -> &'static str {
+    match hold {
+        Some(berth_model::Hold::User) => "user",
+        Some(berth_model::Hold::Admin) => "admin",
+        None => "released",
+    }
+}
+
+/// A job's hold from its `hold` column and whether its spec asked to be submitted held.
+pub(crate) fn hold(column: Option<&str>, submitted_held: bool) -> Result<Option<berth_model::Hold>> {
+    match column {
+        None => Ok(submitted_held.then_some(berth_model::Hold::User)),
+        Some("user") => Ok(Some(berth_model::Hold::User)),
+        Some("admin") => Ok(Some(berth_model::Hold::Admin)),
+        Some("released") => Ok(None),
+        Some(h) => Err(StoreError::Corrupt(format!("job hold `{h}`"))),
+    }
+}
 
 /// The `end_cause` column.
 pub(crate) fn end_cause(c: Option<&str>) -> Result<Option<EndCause>> {

@@ -36,6 +36,26 @@ macro_rules! items {
             Ok(())
         }
 
+        /// Holds pending job `job_id` (`Some`) or releases it (`None`, stored as `released`, so that
+        /// a job submitted held stays released: see `rows::hold`). `Conflict` unless PENDING.
+        pub(crate) async fn set_hold(tx: &mut DbConn, job_id: JobId, hold: Option<berth_model::Hold>) -> Result<()> {
+            let done = sqlx::query(&sql("UPDATE jobs SET hold = ? WHERE id = ? AND state = ?"))
+                .bind(crate::rows::hold_column(hold))
+                .bind(job_id)
+                .bind(JobState::Pending.as_str())
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() == 1 {
+                return Ok(());
+            }
+            let actual: String = sqlx::query_scalar(&sql("SELECT state FROM jobs WHERE id = ?"))
+                .bind(job_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("job {job_id}")))?;
+            Err(StoreError::Conflict { job_id, expected: JobState::Pending, actual })
+        }
+
         /// The stop columns of `cause`: `cancelled_by`, `preempted_by`, `preempt_action`,
         /// `idle_stop_secs`, `scaled_down_to`.
         #[allow(clippy::type_complexity)]
@@ -64,13 +84,14 @@ macro_rules! items {
             pub at: Timestamp,
             pub reason: &'a str,
             pub exit_code: Option<i32>,
+            pub end_signal: Option<i32>,
             pub end: Option<EndCause>,
         }
 
         /// Applies one transition inside `tx` (compare-and-set on the state). The old row is read
         /// only to explain a failure.
         pub(crate) async fn transition(tx: &mut DbConn, mv: Move<'_>) -> Result<()> {
-            let Move { job_id, from, to, at, reason, exit_code, end } = mv;
+            let Move { job_id, from, to, at, reason, exit_code, end_signal, end } = mv;
             if !from.can_become(to) {
                 return Err(StoreError::InvalidTransition { job_id, from, to });
             }
@@ -84,6 +105,7 @@ macro_rules! items {
             };
             let ended_at = if to.is_terminal() { "?" } else { "ended_at" };
             let exit = if to.is_terminal() && exit_code.is_some() { "?" } else { "exit_code" };
+            let signal = if to.is_terminal() && end_signal.is_some() { "?" } else { "end_signal" };
             let attempt = if requeue { "attempt + 1" } else { "attempt" };
             let pending = if from == JobState::Pending && to != JobState::Pending { "NULL" } else { "pending_reason" };
             let end_cause = if to.is_terminal() && end.is_some() { "?" } else { "end_cause" };
@@ -100,13 +122,14 @@ macro_rules! items {
             if to.is_terminal() {
                 args.push(ts(at).into());
                 args.extend(exit_code.map(|c| Arg::from(c as i64)));
+                args.extend(end_signal.map(|c| Arg::from(c as i64)));
                 args.extend(end.map(|e| Arg::from(e.as_str())));
             }
             args.extend([job_id.into(), from.as_str().into()]);
             let update = Stmt {
                 sql: format!(
                     "UPDATE jobs SET state = ?, reason = ?, started_at = {started_at}, ended_at = {ended_at}, \
-                     exit_code = {exit}, attempt = {attempt}, pending_reason = {pending}, end_cause = \
+                     exit_code = {exit}, end_signal = {signal}, attempt = {attempt}, pending_reason = {pending}, end_cause = \
                      {end_cause}{stop} \
                      WHERE id = ? AND state = ?"
                 ),

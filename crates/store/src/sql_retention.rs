@@ -62,6 +62,9 @@ macro_rules! items {
                 started_at: opt_ts(r.try_get("started_at")?)?,
                 ended_at: Some(from_ts(r.try_get("ended_at")?)?),
                 exit_code: r.try_get::<Option<i64>, _>("exit_code")?.map(|v| v as i32),
+                // The archive keeps the code only: sacct reads a killed job's signal from its state.
+                end_signal: None,
+                hold: None,
                 reason: r.try_get("reason")?,
                 pending_reason: None,
                 nodes: node_list(r.try_get("nodes")?),

@@ -21,11 +21,14 @@ macro_rules! items {
 
         pub(crate) fn job_row(r: &DbRow) -> Result<JobRow> {
             let pending: Option<String> = r.try_get("pending_reason")?;
+            let spec: berth_model::JobSpec = json("job spec", r.try_get::<&str, _>("spec")?)?;
             Ok(JobRow {
+                hold: crate::rows::hold(r.try_get("hold")?, spec.hold)?,
+                end_signal: r.try_get::<Option<i64>, _>("end_signal")?.map(|v| v as i32),
                 id: r.try_get("id")?,
                 user_id: r.try_get("user_id")?,
                 user: r.try_get("user_name")?,
-                spec: json("job spec", r.try_get::<&str, _>("spec")?)?,
+                spec,
                 queue: r.try_get("queue")?,
                 priority: r.try_get::<i64, _>("priority")? as i32,
                 state: state(r.try_get::<&str, _>("state")?)?,

@@ -11,7 +11,7 @@ macro_rules! items {
         use jiff::Timestamp;
         use sqlx::Row;
 
-        use super::shared_jobs::{Move, jobs_query, kernel_exit, set_kernels, set_stop, transition};
+        use super::shared_jobs::{Move, jobs_query, kernel_exit, set_hold, set_kernels, set_stop, transition};
         use super::shared_lease::check_fence;
         use super::shared_rows::{job_row, node_row, read_job, read_kernels, read_transitions, user_row};
         use super::{Adapter, DbConn, snapshot, sql};
@@ -553,6 +553,7 @@ macro_rules! items {
                         at,
                         reason,
                         exit_code,
+                        end_signal,
                         end,
                     } => {
                         let mv = Move {
@@ -562,6 +563,7 @@ macro_rules! items {
                             at: *at,
                             reason,
                             exit_code: *exit_code,
+                            end_signal: *end_signal,
                             end: *end,
                         };
                         transition(tx, mv).await?;
@@ -595,6 +597,7 @@ macro_rules! items {
                         .execute(&mut *tx)
                         .await?;
                     }
+                    Change::Hold { job_id, hold } => set_hold(&mut *tx, *job_id, *hold).await?,
                     Change::PendingReason { job_id, reason } => {
                         let done = sqlx::query(&sql("UPDATE jobs SET pending_reason = ? WHERE id = ?"))
                             .bind(reason.as_ref().map(to_json))

@@ -34,6 +34,10 @@ pub struct JobRow {
     pub started_at: Option<Timestamp>,
     pub ended_at: Option<Timestamp>,
     pub exit_code: Option<i32>,
+    /// The signal that ended its main kernel, when one did (set with `exit_code`).
+    pub end_signal: Option<i32>,
+    /// Who holds it back from the scheduler while pending (`Hold`), if anyone.
+    pub hold: Option<berth_model::Hold>,
     /// Reason of the last transition.
     pub reason: Option<String>,
     pub pending_reason: Option<PendingReason>,
@@ -146,6 +150,8 @@ pub enum Change {
         at: Timestamp,
         reason: String,
         exit_code: Option<i32>,
+        /// Stored with a final state, like `exit_code`.
+        end_signal: Option<i32>,
         end: Option<EndCause>,
     },
     /// Who asked the job to stop (with its move to TERMINATING or CANCELLED).
@@ -154,6 +160,9 @@ pub enum Change {
     SetKernels { job_id: JobId, attempt: u32, bindings: Vec<Binding> },
     /// A kernel's exit code and what it used (added to its job's totals).
     KernelExit { job_id: JobId, attempt: u32, index: u32, exit_code: Option<i32>, usage: Option<KernelUsage> },
+    /// Holds a pending job (`Some`) or releases it (`None`); fails with `Conflict` when it is
+    /// not PENDING.
+    Hold { job_id: JobId, hold: Option<berth_model::Hold> },
     /// Why a pending job waits (`None` clears it).
     PendingReason { job_id: JobId, reason: Option<PendingReason> },
     /// Sets a usage figure (insert or replace), see [`UsageRow`].

@@ -18,11 +18,29 @@ fn at(secs: i64) -> Timestamp {
 }
 
 fn tr(job_id: i64, from: JobState, to: JobState, secs: i64) -> Change {
-    Change::Transition { job_id, from, to, at: at(secs), reason: format!("{from} to {to}"), exit_code: None, end: None }
+    Change::Transition {
+        job_id,
+        from,
+        to,
+        at: at(secs),
+        reason: format!("{from} to {to}"),
+        exit_code: None,
+        end: None,
+        end_signal: None,
+    }
 }
 
 fn end(job_id: i64, from: JobState, to: JobState, exit_code: Option<i32>, cause: EndCause) -> Change {
-    Change::Transition { job_id, from, to, at: at(50), reason: "ended".into(), exit_code, end: Some(cause) }
+    Change::Transition {
+        job_id,
+        from,
+        to,
+        at: at(50),
+        reason: "ended".into(),
+        exit_code,
+        end: Some(cause),
+        end_signal: None,
+    }
 }
 
 /// Every table gets rows, through the store's own API.
@@ -170,6 +188,7 @@ async fn fill(s: &dyn Store) {
             reason: "done".into(),
             exit_code: code,
             end: Some(EndCause::Exited),
+            end_signal: None,
         };
         s.apply(&[exit(id, 0, Some(used)), ended]).await.unwrap();
     }

@@ -315,7 +315,7 @@ fn with_origins(
 
 /// The end of a kernel that never ran (or was stopped before it did), now.
 fn ended(outcome: KernelOutcome, message: String) -> KernelEvent {
-    KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now(), usage: None }
+    KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now(), usage: None, signal: None }
 }
 
 /// Runs `f`, telling a multi-threaded tokio runtime that this thread blocks meanwhile (on a

@@ -163,7 +163,7 @@ pub(super) async fn watch(mut w: Watch) {
         None => true,
     };
     let _ = std::fs::remove_file(&w.pid_file);
-    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now(), usage };
+    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now(), usage, signal };
     let _ = w.events.send((w.key, event));
     let Some(mut cg) = cgroup.filter(|_| !clean) else { return };
     if !cg.remove(Duration::from_secs(120)).await {

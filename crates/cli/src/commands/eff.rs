@@ -167,6 +167,7 @@ mod tests {
             started_at: Some(at),
             ended_at: Some(at + jiff::SignedDuration::from_secs(3)),
             exit_code: Some(0),
+            end_signal: None,
             reason: None,
             expected_start: None,
             stop: None,

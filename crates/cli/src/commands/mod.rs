@@ -20,6 +20,7 @@ pub mod folder;
 pub mod follow;
 pub mod generate;
 pub mod history;
+pub mod hold;
 pub mod images;
 pub mod login;
 pub mod logs;

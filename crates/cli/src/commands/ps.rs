@@ -210,6 +210,7 @@ mod tests {
             started_at: None,
             ended_at: None,
             exit_code: None,
+            end_signal: None,
             reason: None,
             expected_start: None,
             stop: None,

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod folder_files;
 pub mod folders;
 pub mod forward;
+pub mod hold;
 pub mod images;
 pub mod jobs;
 pub mod kernel_stream;
@@ -51,6 +52,8 @@ pub fn router(m: Arc<Manager>) -> Router {
         .route("/v1/jobs/{id}/tasks/cancel", post(jobs::cancel_tasks))
         .route("/v1/jobs/{id}/signal", post(signal::signal))
         .route("/v1/jobs/{id}/requeue", post(requeue::requeue))
+        .route("/v1/jobs/{id}/hold", post(hold::hold))
+        .route("/v1/jobs/{id}/release", post(hold::release))
         .route("/v1/jobs/{id}/logs", get(logs::logs))
         .route("/v1/jobs/{id}/exec", get(exec::exec))
         .route("/v1/jobs/{id}/port-forward", get(forward::forward))

@@ -241,6 +241,8 @@ mod tests {
             started_at: times.1.map(t),
             ended_at: times.2.map(t),
             exit_code: None,
+            end_signal: None,
+            hold: None,
             reason: None,
             pending_reason: None,
             nodes: vec![],

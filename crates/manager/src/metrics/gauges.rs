@@ -177,7 +177,7 @@ struct PerQueue {
 }
 
 /// Every reason kind, in declaration order (`KINDS[k as usize] == k`, checked by a test).
-const KINDS: [PendingKind; 14] = {
+const KINDS: [PendingKind; 16] = {
     use PendingKind::*;
     [
         Queued,
@@ -194,6 +194,8 @@ const KINDS: [PendingKind; 14] = {
         DependencyNeverSatisfied,
         BeginTime,
         ArrayTasks,
+        HeldUser,
+        HeldAdmin,
     ]
 };
 
@@ -214,6 +216,8 @@ fn kind_label(kind: PendingKind) -> &'static str {
         PendingKind::DependencyNeverSatisfied => "dependency-never-satisfied",
         PendingKind::BeginTime => "begin-time",
         PendingKind::ArrayTasks => "array-tasks",
+        PendingKind::HeldUser => "held-user",
+        PendingKind::HeldAdmin => "held-admin",
     }
 }
 

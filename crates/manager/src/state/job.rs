@@ -33,7 +33,22 @@ pub struct Owner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelEnd {
     pub outcome: Option<KernelOutcome>,
-    pub exit_code: Option<i32>,
+    pub exit: Exit,
+}
+
+/// How a kernel's process ended: its exit code (128 plus the signal when one killed it) and
+/// that signal, as its agent reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl Exit {
+    /// An exit with `code` and no signal (what the store keeps of a kernel).
+    pub fn code(code: Option<i32>) -> Exit {
+        Exit { code, signal: None }
+    }
 }
 
 /// One run of a job: placed, started, stopped. A requeue begins the next one.
@@ -79,6 +94,9 @@ impl Attempt {
 pub struct Waiting {
     /// Why it waits (`None`: no pass has looked at it yet).
     pub reason: Option<PendingReason>,
+    /// Who holds it out of the scheduler until released (`berth hold`, `scontrol hold`):
+    /// it is then among the state's held jobs, whatever else it waits for.
+    pub hold: Option<berth_model::Hold>,
     /// Its place in its queue.
     pub position: Option<u32>,
     /// Passes in a row in which it could not start (the skip-after policy's count).
@@ -142,6 +160,7 @@ impl Job {
         envs: &EnvInterner,
     ) -> Job {
         let exported = envs.intern(std::mem::take(&mut spec.submit_env));
+        let hold = spec.hold.then_some(berth_model::Hold::User);
         Job {
             id,
             owner,
@@ -152,7 +171,7 @@ impl Job {
             submitted_at: now,
             reason: Some("submitted".into()),
             attempt: Attempt::default(),
-            waiting: Waiting::default(),
+            waiting: Waiting { hold, ..Waiting::default() },
             estimate_ms: None,
             attained: 0,
         }
@@ -172,7 +191,7 @@ impl Job {
             submitted_at: r.submitted_at,
             reason: r.reason,
             attempt: Attempt { number: r.attempt, stop: r.stop, started_at: r.started_at, ..Attempt::default() },
-            waiting: Waiting { reason: r.pending_reason, ..Waiting::default() },
+            waiting: Waiting { reason: r.pending_reason, hold: r.hold, ..Waiting::default() },
             estimate_ms: None,
             attained: 0,
         }
@@ -320,7 +339,8 @@ impl Job {
             priority: self.spec.priority,
             position: if self.state == JobState::Pending { self.waiting.position } else { None },
             pending_reason: if self.state == JobState::Pending {
-                Some(self.waiting.reason.clone().unwrap_or_else(queued))
+                // A hold shows at once, before the next pass records it as the reason.
+                Some(self.waiting.hold.map(|h| h.reason()).or(self.waiting.reason.clone()).unwrap_or_else(queued))
             } else {
                 None
             },
@@ -332,6 +352,7 @@ impl Job {
             started_at: self.attempt.started_at,
             ended_at: None,
             exit_code: None,
+            end_signal: None,
             reason: self.reason.clone(),
             expected_start: if self.state == JobState::Pending { self.waiting.expected_start } else { None },
             stop: self.attempt.stop.clone(),
@@ -389,6 +410,7 @@ pub fn row_view(r: &JobRow, nodes: Vec<String>) -> JobView {
         started_at: r.started_at,
         ended_at: r.ended_at,
         exit_code: r.exit_code,
+        end_signal: r.end_signal,
         reason: r.reason.clone(),
         expected_start: None,
         stop: r.stop.clone(),
@@ -484,7 +506,7 @@ mod tests {
         j.place(vec![binding("n1")], true, 5_000);
         j.attempt.started_at = Some(Timestamp::UNIX_EPOCH);
         j.attempt.stop = Some(StopCause::Cancelled { by: "root".into() });
-        j.attempt.ends[0] = Some(KernelEnd { outcome: None, exit_code: Some(1) });
+        j.attempt.ends[0] = Some(KernelEnd { outcome: None, exit: Exit::code(Some(1)) });
         j.waiting.blocked_passes = 4;
         j.requeue(3_605_000);
         assert_eq!(j.attained, 3_605, "one CPU for 3,605 s");

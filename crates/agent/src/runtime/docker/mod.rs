@@ -252,8 +252,14 @@ impl Docker {
     ) {
         let name = container_name(&self.inner.scope, &key);
         let finish = |outcome, message: String| {
-            let ev =
-                KernelEvent::Finished { outcome, exit_code: None, message, at: jiff::Timestamp::now(), usage: None };
+            let ev = KernelEvent::Finished {
+                outcome,
+                exit_code: None,
+                message,
+                at: jiff::Timestamp::now(),
+                usage: None,
+                signal: None,
+            };
             let _ = events.send((key, ev));
         };
         let network = (spec.kernels > 1).then(|| network_name(&self.inner.scope, &key));
@@ -485,7 +491,8 @@ impl Docker {
                 let (outcome, message) =
                     supervise::classify(code, state.oom_killed.unwrap_or(false), binding.mem_bytes);
                 supervise::remove(&client, &name).await;
-                let event = KernelEvent::Finished { outcome, exit_code: code, message, at: now, usage: None };
+                let event =
+                    KernelEvent::Finished { outcome, exit_code: code, message, at: now, usage: None, signal: None };
                 out.push(Adopted { key, binding, event, handle: None });
             } else {
                 supervise::remove(&client, &name).await;

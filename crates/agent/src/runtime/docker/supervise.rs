@@ -140,7 +140,7 @@ pub(super) async fn supervise(mut s: Supervise) {
     if let Some((name, nets)) = &s.network {
         nets.release(&s.client, name).await;
     }
-    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now(), usage };
+    let event = KernelEvent::Finished { outcome, exit_code, message, at: jiff::Timestamp::now(), usage, signal: None };
     let _ = s.events.send((s.key, event));
 }
 
