@@ -118,7 +118,9 @@ fn slurm_commands_submit_list_account_and_cancel() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)");
     let row = lines.iter().find(|l| l.contains("sleeper")).expect(&out);
-    assert!(row.starts_with(&format!("{sleeper:>18}   default  sleeper    admin  R ")), "{out}");
+    // Regression (issue 48): `admin`, berth's name for root, where the job runs as root.
+    let me = text(&Command::new("id").arg("-un").output().unwrap().stdout).trim().to_string();
+    assert!(row.starts_with(&format!("{sleeper:>18}   default  sleeper {me:>8}  R ")), "{out}");
     assert_eq!(ok(&b, &bin, "squeue", &["-h", "-o", "%i %t %j"]), format!("{sleeper} R sleeper\n"));
     let out = ok(&b, &bin, "squeue", &["-O", "JobID:10,Name:12,State"]);
     assert_eq!(
@@ -233,12 +235,34 @@ fn slurm_commands_submit_list_account_and_cancel() {
     assert_eq!(out, format!("{}/job.sh\n{y}\n", cwd.display()), "{seen:#}");
 
     // sacctmgr and sshare: the account checks Snakemake makes, for the caller's Unix name.
-    let me = text(&Command::new("id").arg("-un").output().unwrap().stdout).trim().to_string();
     let accounts = ok(&b, &bin, "sacctmgr", &["-n", "-s", "list", "user", &me, "format=account%256"]);
     assert_eq!(accounts.trim(), "admin", "the admin's personal account: {accounts:?}");
     assert_eq!(ok(&b, &bin, "sshare", &["-U", "--format", "Account%256", "--noheader"]).trim(), "admin");
     let out = ok(&b, &bin, "sacctmgr", &["show", "user", "-P"]);
     assert_eq!(out, "User|Def Acct|Admin\nadmin|admin|Administrator\n");
+
+    // Issue 48: root appeared as `admin`, berth's user for it. Over the manager's socket root's
+    // jobs run as root, and the Slurm commands name it so.
+    let uid = text(&Command::new("id").arg("-u").output().unwrap().stdout).trim().to_string();
+    let nobody = tempfile::tempdir().unwrap();
+    let over_socket = |tool: &str, args: &[&str]| {
+        let mut c = command(&b, &bin, tool, args);
+        c.env("HOME", nobody.path()).env("BERTH_SOCKET", b.data.join("berth.sock")).current_dir(&y);
+        let out = c.stdin(Stdio::null()).output().unwrap();
+        assert!(out.status.success(), "{tool} {args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let wrap = "echo \"$SLURM_JOB_USER $SLURM_JOB_UID\"; sleep 600";
+    let mine: i64 = over_socket("sbatch", &["--parsable", "-o", "user.out", "--wrap", wrap]).trim().parse().unwrap();
+    b.wait_state(mine, "RUNNING");
+    let listed = over_socket("squeue", &["-u", &me, "-h", "-o", "%i %u"]);
+    assert!(listed.lines().any(|l| l == format!("{mine} {me}")), "squeue -u {me}: {listed}");
+    assert_eq!(over_socket("scancel", &[&mine.to_string()]), "");
+    b.wait_state(mine, "CANCELLED");
+    let out = std::fs::read_to_string(elsewhere.path().join("user.out")).unwrap();
+    assert_eq!(out, format!("{me} {uid}\n"), "SLURM_JOB_USER and SLURM_JOB_UID are the Unix user's");
+    let acct = over_socket("sacct", &["-u", &me, "-X", "-n", "-P", "-o", "JobID,User", "-j", &mine.to_string()]);
+    assert_eq!(acct, format!("{mine}|{me}\n"));
 }
 
 #[test]

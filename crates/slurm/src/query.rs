@@ -1,6 +1,12 @@
 //! The jobs squeue, sacct and scontrol ask for: what the manager filters (ids, states, a time
 //! window, one user or queue) goes into the query, the rest (several users or queues, exact
 //! names, accounts) is filtered here; an array stands for its tasks, as in Slurm.
+//!
+//! Users by their Unix names, as Slurm names them (issue 48): over the manager's socket the
+//! caller's berth user stands for the Unix account the caller is (root is berth's admin there,
+//! and the jobs it submits run as root), so `-u root` selects the admin's jobs and they show
+//! as `root` (`%u`, sacct's `User`). Other berth users show by their names, which a socket
+//! login makes their Unix account's.
 
 use berth_client::{Client, Error};
 use berth_model::api::{JobListQuery, JobView};
@@ -34,11 +40,13 @@ impl Wanted {
         if self.states.as_ref().is_some_and(Vec::is_empty) || self.ids.as_ref().is_some_and(Vec::is_empty) {
             return Ok(Vec::new());
         }
+        let alias = caller_alias(client).await;
+        let users = with_alias(&self.users, alias.as_ref());
         let joined = |v: Vec<String>| v.join(",");
         let q = JobListQuery {
             all: self.all,
             state: self.states.as_ref().map(|s| joined(s.iter().map(|s| s.as_str().to_string()).collect())),
-            user: single(&self.users),
+            user: single(&users),
             queue: single(&self.partitions),
             ids: self.ids.as_ref().map(|i| joined(i.iter().map(|i| i.to_string()).collect())),
             since: self.since.map(|t| t.to_string()),
@@ -59,10 +67,43 @@ impl Wanted {
         }
         Ok(fold_arrays(jobs)
             .into_iter()
-            .filter(|j| among(&self.users, Some(&j.user)) && among(&self.partitions, Some(&j.queue)))
+            .filter(|j| among(&users, Some(&j.user)) && among(&self.partitions, Some(&j.queue)))
             .filter(|j| among(&self.names, j.name.as_ref()) && among(&self.accounts, j.project.as_ref()))
+            .map(|mut j| {
+                if let Some(a) = alias.as_ref().filter(|a| a.berth == j.user) {
+                    // The account stays the berth user's own (`SLURM_JOB_ACCOUNT`, sacctmgr's).
+                    j.project.get_or_insert_with(|| a.berth.clone());
+                    j.user = a.unix.clone();
+                }
+                j
+            })
             .collect())
     }
+}
+
+/// The caller's berth user and the Unix account it stands for, when they differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Alias {
+    berth: String,
+    unix: String,
+}
+
+/// The caller's [`Alias`]: only over the manager's socket, where the manager knows the
+/// caller's Unix account (and runs what it submits as it).
+async fn caller_alias(client: &Client) -> Option<Alias> {
+    client.socket()?;
+    let berth = client.whoami().await.ok()?.user;
+    let unix = crate::assoc::unix_me()?;
+    (berth != unix).then_some(Alias { berth, unix })
+}
+
+/// `users` with the caller's berth name beside its Unix name, when asked for by that.
+fn with_alias(users: &[String], alias: Option<&Alias>) -> Vec<String> {
+    let mut out = users.to_vec();
+    if let Some(a) = alias.filter(|a| users.contains(&a.unix) && !users.contains(&a.berth)) {
+        out.push(a.berth.clone());
+    }
+    out
 }
 
 impl Wanted {
@@ -116,6 +157,16 @@ mod tests {
     use berth_model::api::JobView;
 
     use super::*;
+
+    #[test]
+    fn root_asks_for_its_jobs_by_its_unix_name() {
+        let alias = Alias { berth: "admin".into(), unix: "root".into() };
+        let users = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(with_alias(&users(&["root"]), Some(&alias)), users(&["root", "admin"]));
+        assert_eq!(with_alias(&users(&["alice"]), Some(&alias)), users(&["alice"]));
+        assert_eq!(with_alias(&users(&["root"]), None), users(&["root"]));
+        assert!(with_alias(&[], Some(&alias)).is_empty(), "no filter stays none");
+    }
 
     #[test]
     fn arrays_fold_into_their_tasks() {
