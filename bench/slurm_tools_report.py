@@ -24,7 +24,8 @@ def shape(argv, part):
     out = [argv[0]]
     for a in argv[1:]:
         if a.startswith("-") and len(a) > 1:
-            out.append(a.split("=")[0])
+            if out[-1] != a.split("=")[0]:
+                out.append(a.split("=")[0])
         elif argv[0] == "srun":
             break
         elif "=" in a:

@@ -3,7 +3,8 @@
 //! those names, first on the PATH) and reads what they print. A function submitted as one job
 //! and as an array of 20 returns its results; a failing function raises its exception in the
 //! caller; a cancelled job reports CANCELLED; a task of an array cancelled before it was made
-//! shows in `sacct` as that task, cancelled, and never runs.
+//! shows in `sacct` as that task, cancelled, and never runs. Every Slurm command submitit runs
+//! is recorded and must be one the test knows (`support::slurm_calls`).
 //!
 //! Needs a Python with submitit: `BERTH_TEST_SUBMITIT` (scripts/test.sh makes the venv),
 //! required on CI. The jobs run that same Python, so the venv must be readable by jobs.
@@ -136,8 +137,9 @@ fn submitit_runs_jobs_arrays_failures_and_cancels_through_berths_slurm_commands(
         return;
     };
     let b = Berth::up(&[]);
-    let (dir, bin) = support::slurm_bin_dir();
-    let o = run_driver(&b, &py, &bin, dir.path());
+    let rec = support::slurm_calls::Recorder::install();
+    let dir = &rec.dir;
+    let o = run_driver(&b, &py, &rec.path_dir(), dir.path());
     let out = text(&o.stdout);
     let sacct = base_cmd(b.home.path()).args(["ps", "-a"]).output().unwrap();
     assert!(
@@ -158,4 +160,8 @@ fn submitit_runs_jobs_arrays_failures_and_cancels_through_berths_slurm_commands(
         .filter(|n| n.starts_with(&format!("{array}_2_")) && n.contains("log"))
         .collect();
     assert!(logs.is_empty(), "the task cancelled before it was made wrote {logs:?}");
+    // Every Slurm command submitit ran, in the driver and in its jobs, is one this test knows.
+    let known: &[(&str, &[i32])] =
+        &[("sbatch", &[0]), ("sacct -o --parsable2 -j", &[0]), ("srun --unbuffered --output", &[0]), ("scancel", &[0])];
+    rec.check(known).unwrap_or_else(|e| panic!("{e}"));
 }

@@ -24,14 +24,18 @@ pub struct Call {
 impl Call {
     /// The call's shape, without the values that change from run to run: the command, then its
     /// options (`--mem` of `--mem=1G`, `-n1` as written) and bare lowercase words (`show`,
-    /// `config`, `format=`; the partition as `PART`), leaving out ids, paths, names and times. `srun` stops at the first
+    /// `config`, `format=`; the partition as `PART`; an option repeated in a row once), leaving out ids, paths, names and times. `srun` stops at the first
     /// word that is not an option: what follows is the command it runs.
     pub fn shape(&self) -> String {
         let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
         let mut out = vec![self.argv[0].clone()];
         for a in &self.argv[1..] {
             if a.starts_with('-') && a.len() > 1 {
-                out.push(a.split('=').next().unwrap().to_string());
+                // An option repeated in a row (`-j 1 -j 2`, one per job a tool watches) once.
+                let opt = a.split('=').next().unwrap();
+                if out.last().is_none_or(|l| l != opt) {
+                    out.push(opt.to_string());
+                }
             } else if self.argv[0] == "srun" {
                 break;
             } else if let Some((key, _)) = a.split_once('=') {
