@@ -163,12 +163,12 @@ const MAX_PATH_BINDS: usize = 2;
 
 /// The host directories of a job that Slurm's jobs see and that lie under `/tmp` or
 /// `/dev/shm`: its submit directory, the submitter's virtual environment and the first
-/// [`MAX_PATH_BINDS`] of the `PATH` entries of its environment `env` there, as far as `user`
-/// could reach them on the host.
+/// [`MAX_PATH_BINDS`] of the `PATH` entries of its environment `env` there, as far as the
+/// kernel's user (`who`: uid, gid and groups) could reach them on the host.
 pub(crate) fn seen_on_host(
     spec: &berth_model::JobSpec,
     env: &std::collections::BTreeMap<String, String>,
-    user: &super::user::RunUser,
+    who: (u32, u32, &[u32]),
 ) -> Vec<PathBuf> {
     let under_points = |p: &&str| POINTS.iter().any(|m| Path::new(p).starts_with(m));
     let venv = spec.env.get("VIRTUAL_ENV").or_else(|| spec.submit_env.get("VIRTUAL_ENV"));
@@ -180,7 +180,7 @@ pub(crate) fn seen_on_host(
         .filter(under_points)
         .chain(path_dirs)
         .map(PathBuf::from)
-        .filter(|p| p.is_absolute() && reachable(p, user.uid, user.gid, &user.groups))
+        .filter(|p| p.is_absolute() && reachable(p, who.0, who.1, who.2))
         .collect()
 }
 

@@ -255,7 +255,7 @@ impl Process {
         // The job's Python environment (`VIRTUAL_ENV`, set by the agent) may lie under /tmp too.
         let mut env = kernel_env(user, spec, binding, manager_env, &self.opts.gpu_memory, &workdir, own.as_deref());
         let venv = manager_env.get("VIRTUAL_ENV").map(std::path::Path::new);
-        let seen = private_tmp::seen_on_host(spec, &env, user);
+        let seen = private_tmp::seen_on_host(spec, &env, (user.uid, user.gid, &user.groups));
         let keep: Vec<&std::path::Path> = [Some(dir.as_path()), Some(workdir.as_path()), own.as_deref(), venv]
             .into_iter()
             .flatten()
