@@ -19,17 +19,6 @@ fn started() -> KernelEvent {
     KernelEvent::Started { pid: 42, at: jiff::Timestamp::now() }
 }
 
-fn finished(outcome: KernelOutcome, code: Option<i32>) -> KernelEvent {
-    KernelEvent::Finished {
-        outcome,
-        exit_code: code,
-        message: String::new(),
-        at: jiff::Timestamp::now(),
-        usage: None,
-        signal: None,
-    }
-}
-
 fn two_nodes() -> JobSpec {
     let mut s = spec(1.0, 0.0);
     s.nodes = 2;

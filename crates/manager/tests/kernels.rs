@@ -46,17 +46,6 @@ fn start_parts(m: &ManagerMessage) -> (KernelKey, Binding, BTreeMap<String, Stri
     }
 }
 
-fn finished(outcome: KernelOutcome, code: Option<i32>) -> KernelEvent {
-    KernelEvent::Finished {
-        outcome,
-        exit_code: code,
-        message: String::new(),
-        at: jiff::Timestamp::now(),
-        usage: None,
-        signal: None,
-    }
-}
-
 #[tokio::test]
 async fn kernels_of_one_job_run_on_one_node_with_their_own_devices_and_env() {
     let e = start().await;

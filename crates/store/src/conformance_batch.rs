@@ -3,27 +3,9 @@
 //! [`crate::conformance`] and run on every adapter through
 //! [`conformance_tests!`](crate::conformance_tests).
 
-use berth_model::{EndCause, JobSpec, JobState, KernelUsage, PendingKind, PendingReason, StopCause};
-use jiff::Timestamp;
-
+use super::{at, tr};
 use crate::{Change, NewJob, Store, StoreError, UsageRow};
-
-fn at(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_700_000_000 + secs).unwrap()
-}
-
-fn tr(job_id: i64, from: JobState, to: JobState, secs: i64, reason: &str) -> Change {
-    Change::Transition {
-        job_id,
-        from,
-        to,
-        at: at(secs),
-        reason: reason.into(),
-        exit_code: None,
-        end: None,
-        end_signal: None,
-    }
-}
+use berth_model::{EndCause, JobSpec, JobState, KernelUsage, PendingKind, PendingReason, StopCause};
 
 fn usage(name: &str, value: f64, secs: i64) -> Change {
     Change::Usage(UsageRow { kind: "user".into(), name: name.into(), value, at: at(secs) })

@@ -9,7 +9,7 @@ use std::time::Duration;
 pub use berth_manager::clock::Clock;
 use berth_manager::{ManagerConfig, ManagerHandle};
 use berth_model::api::JobView;
-use berth_model::protocol::{AgentMessage, KernelReport, ManagerMessage, PROTOCOL_VERSION};
+use berth_model::protocol::{AgentMessage, KernelEvent, KernelOutcome, KernelReport, ManagerMessage, PROTOCOL_VERSION};
 use berth_model::{JobSpec, Topology};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -318,5 +318,17 @@ pub fn start_key(m: &ManagerMessage) -> berth_model::protocol::KernelKey {
     match m {
         ManagerMessage::StartKernel { key, .. } => *key,
         m => panic!("not a start: {m:?}"),
+    }
+}
+
+/// A kernel's end as an agent reports it: `outcome` with exit code `code`, nothing measured.
+pub fn finished(outcome: KernelOutcome, code: Option<i32>) -> KernelEvent {
+    KernelEvent::Finished {
+        outcome,
+        exit_code: code,
+        message: String::new(),
+        at: jiff::Timestamp::now(),
+        usage: None,
+        signal: None,
     }
 }
