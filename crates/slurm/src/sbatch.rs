@@ -213,7 +213,14 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
                 tasks.gpu_type = t.or(tasks.gpu_type.take());
                 None
             }
-            "--mem" => Some(("--mem", value().map(|v| slurm_mem(&v)))),
+            "--mem" => match value().map(|v| slurm_mem(&v)) {
+                // Slurm's `--mem=0`: all of the node's memory. berth's counterpart is the whole
+                // node (`--exclusive`): its memory, and its CPUs and GPUs with it.
+                Some(v) if whole_node_mem(&v) => {
+                    (!out.iter().any(|w| w == "--exclusive")).then_some(("--exclusive", None))
+                }
+                v => Some(("--mem", v)),
+            },
             // Slurm's --gpus is the job's in all, berth's per node: split once -N is known.
             "--gpus" | "-G" => {
                 let v = value().unwrap_or_default();
@@ -268,6 +275,7 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
             }
             "--qos" | "-q" => Some(("--qos", value())),
             "--exclusive" => match &inline {
+                None if out.iter().any(|w| w == "--exclusive") => None,
                 None => Some(("--exclusive", None)),
                 Some(v) => {
                     return Err(format!(
@@ -295,7 +303,38 @@ pub fn translate(words: &[String], tasks: &mut Tasks) -> Result<(Vec<String>, Ve
 fn output_file(opt: &str, v: Option<String>) -> Result<String, String> {
     let v = v.ok_or_else(|| format!("#SBATCH {opt} needs a file name, e.g. {opt}=%x-%j.out"))?;
     berth_model::output::Template::parse(&v).map_err(|e| format!("#SBATCH {opt}={v}: {e}"))?;
-    Ok(v)
+    Ok(batch_job_step(&v))
+}
+
+/// `%J` (`jobid.stepid`) in a batch script's output name is the job id alone, as sbatch writes
+/// it (`-o x-%J.out` is `x-14.out`): the batch script is no step. `%%J` stays as it is.
+fn batch_job_step(template: &str) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut chars = template.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c != '%' {
+            continue;
+        }
+        if chars.peek() == Some(&'%') {
+            out.extend(chars.next());
+            continue;
+        }
+        // `%5J`: the width stays.
+        while let Some(d) = chars.next_if(char::is_ascii_digit) {
+            out.push(d);
+        }
+        if let Some(code) = chars.next() {
+            out.push(if code == 'J' { 'j' } else { code });
+        }
+    }
+    out
+}
+
+/// Whether `--mem` (with its unit) asks for no amount: Slurm's "all of the node's memory".
+fn whole_node_mem(v: &str) -> bool {
+    let digits = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    !digits.is_empty() && digits.bytes().all(|b| b == b'0')
 }
 
 /// `--open-mode`: Slurm reads the first letter (`a`ppend, `t`runcate).
@@ -388,6 +427,18 @@ fn slurm_time(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mem_zero_is_the_whole_node_and_percent_capital_j_the_job_id() {
+        let mut t = Tasks::default();
+        let w = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(translate(&w("--mem=0"), &mut t).unwrap().0, ["--exclusive"]);
+        assert_eq!(translate(&w("--exclusive --mem 0G"), &mut t).unwrap().0, ["--exclusive"], "once");
+        assert_eq!(translate(&w("--mem=0 --exclusive"), &mut t).unwrap().0, ["--exclusive"], "once");
+        assert_eq!(translate(&w("--mem=100"), &mut t).unwrap().0, ["--mem", "100M"]);
+        assert_eq!(translate(&w("-o x-%J.out"), &mut t).unwrap().0, ["--output-file", "x-%j.out"]);
+        assert_eq!(batch_job_step("%x-%5J-%%J.%j"), "%x-%5j-%%J.%j");
+    }
 
     #[test]
     fn command_line_task_options_merge_with_the_scripts() {
