@@ -22,9 +22,24 @@ pub enum LostCause {
 /// A report to apply again.
 #[derive(Debug, Clone)]
 pub enum Deferred {
-    Started { node: String, key: KernelKey },
-    Finished { node: String, key: KernelKey, outcome: KernelOutcome, exit: crate::state::Exit, message: String },
-    Lost { job_id: JobId, node: String, cause: LostCause, reason: String },
+    Started {
+        node: String,
+        key: KernelKey,
+    },
+    Finished {
+        node: String,
+        key: KernelKey,
+        outcome: KernelOutcome,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        message: String,
+    },
+    Lost {
+        job_id: JobId,
+        node: String,
+        cause: LostCause,
+        reason: String,
+    },
 }
 
 /// Whether a failed write may work later. A compare-and-set conflict or an impossible

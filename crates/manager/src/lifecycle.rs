@@ -506,7 +506,8 @@ impl Jobs {
                 }
                 if worth_retrying(&e) {
                     let message = message.to_string();
-                    st.defer(Deferred::Finished { node: node.to_string(), key, outcome, exit, message });
+                    let (exit_code, signal) = (exit.code, exit.signal);
+                    st.defer(Deferred::Finished { node: node.to_string(), key, outcome, exit_code, signal, message });
                 }
             }
         }
@@ -525,7 +526,8 @@ impl Jobs {
                 Deferred::Started { node, key } => {
                     self.kernel_started(&mut st, &node, key).await;
                 }
-                Deferred::Finished { node, key, outcome, exit, message } => {
+                Deferred::Finished { node, key, outcome, exit_code, signal, message } => {
+                    let exit = Exit { code: exit_code, signal };
                     self.kernel_finished(&mut st, &node, key, outcome, exit, &message).await;
                 }
                 Deferred::Lost { job_id, node, cause, reason } => {
