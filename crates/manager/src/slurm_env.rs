@@ -87,7 +87,7 @@ pub fn add(env: &mut BTreeMap<String, String>, job: &Job, index: u32, hosts: &[S
     };
     if !job.attempt.bindings.is_empty() {
         let per_node: Vec<u64> = job.attempt.bindings.iter().map(cpus_of).collect();
-        set("SLURM_JOB_CPUS_PER_NODE", counts_form(&per_node));
+        set("SLURM_JOB_CPUS_PER_NODE", berth_model::hostlist::counts(&per_node));
     }
     if let Some(b) = job.attempt.bindings.get(index as usize) {
         set("SLURM_CPUS_ON_NODE", cpus_of(b).to_string());
@@ -137,18 +137,6 @@ fn array_step(min: u32, max: u32, count: u64) -> u64 {
         n if span % (n - 1) == 0 => (span / (n - 1)).max(1),
         _ => 1,
     }
-}
-
-/// Slurm's compressed per-node counts, node by node: `4(x2),2`.
-fn counts_form(counts: &[u64]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < counts.len() {
-        let run = counts[i..].iter().take_while(|c| **c == counts[i]).count();
-        parts.push(if run > 1 { format!("{}(x{run})", counts[i]) } else { counts[i].to_string() });
-        i += run;
-    }
-    parts.join(",")
 }
 
 /// Slurm's `SLURM_TASKS_PER_NODE`: `4` on one node, `4(x2)` for the same count on two.
@@ -285,12 +273,6 @@ mod tests {
         let mut env = BTreeMap::new();
         add(&mut env, &job, 0, &[]);
         assert_eq!((env["SLURM_ARRAY_TASK_ID"].as_str(), env["SLURM_ARRAY_TASK_STEP"].as_str()), ("4", "2"));
-    }
-
-    #[test]
-    fn per_node_counts_compress_runs() {
-        assert_eq!(counts_form(&[72, 72, 36]), "72(x2),36");
-        assert_eq!(counts_form(&[4]), "4");
     }
 
     #[test]

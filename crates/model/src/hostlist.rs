@@ -1,7 +1,7 @@
 //! Slurm host lists (`n[1-3,05],gpu01`): [`compress`] writes one from host names (for
 //! `SLURM_JOB_NODELIST`, `scontrol show hostlist`), [`expand`] reads one back (`scontrol show
 //! hostnames`). They are inverses: `expand(&compress(hosts))` gives the hosts back, in order,
-//! repeats dropped.
+//! repeats dropped. Also Slurm's per-node counts in the same spirit ([`counts`], `4(x2),3`).
 
 use std::collections::HashSet;
 
@@ -186,8 +186,29 @@ fn ranges(inside: &str) -> Result<Vec<String>, HostlistError> {
     Ok(out)
 }
 
+/// Slurm's compressed per-node counts, node by node (`SLURM_TASKS_PER_NODE`,
+/// `SLURM_JOB_CPUS_PER_NODE`): runs of one count folded, `4(x2),3`.
+pub fn counts<T: PartialEq + std::fmt::Display>(counts: &[T]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < counts.len() {
+        let run = counts[i..].iter().take_while(|c| **c == counts[i]).count();
+        parts.push(if run > 1 { format!("{}(x{run})", counts[i]) } else { counts[i].to_string() });
+        i += run;
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn per_node_counts_fold_runs() {
+        assert_eq!(super::counts(&[4, 4]), "4(x2)");
+        assert_eq!(super::counts(&[3, 2]), "3,2");
+        assert_eq!(super::counts(&[72u64, 72, 36]), "72(x2),36");
+        assert_eq!(super::counts::<u32>(&[]), "");
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -10,6 +10,7 @@
 //! (`%N` right-justified, `%-N` left) or `|`-separated with `-p`/`-P`.
 
 use berth_client::Client;
+use clap::Args;
 
 use crate::{Error, Result};
 
@@ -43,6 +44,17 @@ pub async fn users(client: &Client) -> Result<Vec<UserAccounts>> {
         return Ok(all.iter().map(|u| of(&u.name, &u.role, &u.projects)).collect());
     }
     Ok(vec![of(&me.user, &me.role, &me.projects)])
+}
+
+/// The users a command asks for, with their accounts: those `wanted` names (every one the
+/// caller may see when empty), or with `None` the caller alone.
+pub async fn asked(client: &Client, wanted: Option<&[String]>) -> Result<Vec<UserAccounts>> {
+    let me = client.whoami().await?.user;
+    let all = users(client).await?;
+    Ok(match wanted {
+        Some(w) => select(&all, w, &me, unix_me().as_deref()),
+        None => select(&all, std::slice::from_ref(&me), &me, None),
+    })
 }
 
 /// The caller's own Unix account name, if this process's uid has one.
@@ -110,8 +122,39 @@ pub enum Layout {
     Parsable { trailing: bool },
 }
 
-/// The table: a header (unless `noheader`; in columns also the dashes under it) and the rows.
-pub fn render<F>(columns: &[Column<F>], rows: &[Vec<String>], layout: Layout, noheader: bool) -> String {
+/// The table options sacctmgr and sshare share.
+#[derive(Debug, Clone, Args)]
+pub struct TableFlags {
+    /// No header
+    #[arg(short = 'n', long)]
+    pub noheader: bool,
+    /// `|`-separated, with a `|` at the end of each line
+    #[arg(short = 'p', long)]
+    pub parsable: bool,
+    /// `|`-separated
+    #[arg(short = 'P', long)]
+    pub parsable2: bool,
+}
+
+impl TableFlags {
+    pub fn layout(&self) -> Layout {
+        match (self.parsable2, self.parsable) {
+            (true, _) => Layout::Parsable { trailing: false },
+            (false, true) => Layout::Parsable { trailing: true },
+            _ => Layout::Columns,
+        }
+    }
+}
+
+/// The table of `rows` (each cell `value` of its column's field): a header (unless
+/// `noheader`; in columns also the dashes under it), then the rows.
+pub fn render<F: Copy, R>(
+    columns: &[Column<F>],
+    rows: &[R],
+    value: impl Fn(F, &R) -> String,
+    layout: Layout,
+    noheader: bool,
+) -> String {
     let line = |cells: Vec<String>| -> String {
         match layout {
             Layout::Parsable { trailing } => {
@@ -141,10 +184,21 @@ pub fn render<F>(columns: &[Column<F>], rows: &[Vec<String>], layout: Layout, no
         }
     }
     for r in rows {
-        out += &line(r.clone());
+        out += &line(columns.iter().map(|c| value(c.field, r)).collect());
         out.push('\n');
     }
     out
+}
+
+/// A user of the tests' (the admin when named `admin`) in their personal account and `projects`.
+#[cfg(test)]
+pub(crate) fn test_user(name: &str, projects: &[&str]) -> UserAccounts {
+    UserAccounts {
+        shown: name.into(),
+        user: name.into(),
+        admin: name == "admin",
+        accounts: std::iter::once(name).chain(projects.iter().copied()).map(str::to_string).collect(),
+    }
 }
 
 #[cfg(test)]
@@ -152,12 +206,7 @@ mod tests {
     use super::*;
 
     fn user(name: &str, projects: &[&str]) -> UserAccounts {
-        UserAccounts {
-            shown: name.into(),
-            user: name.into(),
-            admin: name == "admin",
-            accounts: std::iter::once(name).chain(projects.iter().copied()).map(str::to_string).collect(),
-        }
+        test_user(name, projects)
     }
 
     #[test]
@@ -184,13 +233,12 @@ mod tests {
     #[test]
     fn tables_as_slurm_prints_them() {
         let cols =
-            vec![Column { field: (), header: "User", width: 6 }, Column { field: (), header: "Account", width: -8 }];
-        let rows = vec![vec!["ada".to_string(), "vision".to_string()]];
-        assert_eq!(
-            render(&cols, &rows, Layout::Columns, false),
-            "  User Account  \n------ -------- \n   ada vision   \n"
-        );
-        assert_eq!(render(&cols, &rows, Layout::Parsable { trailing: false }, true), "ada|vision\n");
-        assert_eq!(render(&cols, &rows, Layout::Parsable { trailing: true }, false), "User|Account|\nada|vision|\n");
+            vec![Column { field: 0, header: "User", width: 6 }, Column { field: 1, header: "Account", width: -8 }];
+        let rows = [["ada", "vision"]];
+        let table =
+            |layout, noheader| render(&cols, &rows, |f: usize, r: &[&str; 2]| r[f].to_string(), layout, noheader);
+        assert_eq!(table(Layout::Columns, false), "  User Account  \n------ -------- \n   ada vision   \n");
+        assert_eq!(table(Layout::Parsable { trailing: false }, true), "ada|vision\n");
+        assert_eq!(table(Layout::Parsable { trailing: true }, false), "User|Account|\nada|vision|\n");
     }
 }

@@ -10,21 +10,14 @@ use std::io::Write;
 
 use clap::Parser;
 
-use crate::assoc::{self, CLUSTER, Layout, UserAccounts};
+use crate::assoc::{self, CLUSTER, UserAccounts};
 use crate::{Connect, Error, Result};
 
 #[derive(Debug, Parser)]
 #[command(name = "sacctmgr", about = "Show berth's users and projects as Slurm's accounts", infer_long_args = true)]
 pub struct Args {
-    /// No header
-    #[arg(short = 'n', long)]
-    pub noheader: bool,
-    /// `|`-separated, with a `|` at the end of each line
-    #[arg(short = 'p', long)]
-    pub parsable: bool,
-    /// `|`-separated
-    #[arg(short = 'P', long)]
-    pub parsable2: bool,
+    #[command(flatten)]
+    pub table: assoc::TableFlags,
     /// With each entity's associations
     #[arg(short = 's', long)]
     pub associations: bool,
@@ -114,22 +107,13 @@ pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Resu
     let q = parse(&args.words)?;
     let entity =
         q.entity.ok_or_else(|| Error::Usage("show what? give user, account, association or cluster".into()))?;
-    let client = connect()?;
-    let me = client.whoami().await?;
-    let unix = assoc::unix_me();
-    let all = assoc::users(&client).await?;
-    let users = assoc::select(&all, &q.users, &me.user, unix.as_deref());
+    let users = assoc::asked(&connect()?, Some(&q.users)).await?;
     let withassoc = q.withassoc || args.associations;
     let rows = rows(entity, &users, &q.accounts, withassoc);
     let default = default_format(entity, withassoc);
     let columns = assoc::columns(q.format.as_deref().unwrap_or(default), &FIELDS)?;
-    let cells: Vec<Vec<String>> = rows.iter().map(|r| columns.iter().map(|c| value(c.field, r)).collect()).collect();
-    let layout = match (args.parsable2, args.parsable) {
-        (true, _) => Layout::Parsable { trailing: false },
-        (false, true) => Layout::Parsable { trailing: true },
-        _ => Layout::Columns,
-    };
-    out.write_all(assoc::render(&columns, &cells, layout, args.noheader).as_bytes())?;
+    let table = assoc::render(&columns, &rows, value, args.table.layout(), args.table.noheader);
+    out.write_all(table.as_bytes())?;
     Ok(())
 }
 
@@ -283,6 +267,7 @@ fn value(field: Field, r: &Row) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::assoc::Layout;
 
     fn words(s: &str) -> Vec<String> {
         shell_words::split(s).unwrap()
@@ -306,10 +291,8 @@ mod tests {
         let rows = rows(entity, &users(), &q.accounts, q.withassoc);
         let columns =
             assoc::columns(q.format.as_deref().unwrap_or(default_format(entity, q.withassoc)), &FIELDS).unwrap();
-        let cells: Vec<Vec<String>> =
-            rows.iter().map(|r| columns.iter().map(|c| value(c.field, r)).collect()).collect();
         let layout = if parsable2 { Layout::Parsable { trailing: false } } else { Layout::Columns };
-        assoc::render(&columns, &cells, layout, parsable2)
+        assoc::render(&columns, &rows, value, layout, parsable2)
     }
 
     #[test]

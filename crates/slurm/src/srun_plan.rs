@@ -59,18 +59,6 @@ pub fn layout(
     Ok((0..nodes).map(|i| base + u32::from(i < extra)).collect())
 }
 
-/// Slurm's compressed per-node counts: `4(x2),3`.
-pub fn counts_form(counts: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < counts.len() {
-        let run = counts[i..].iter().take_while(|c| **c == counts[i]).count();
-        parts.push(if run > 1 { format!("{}(x{run})", counts[i]) } else { counts[i].to_string() });
-        i += run;
-    }
-    parts.join(",")
-}
-
 /// The variables srun passes on (`--export`), before the task's own.
 pub fn exported(
     export: Option<&str>,
@@ -133,7 +121,7 @@ pub fn task_env(
     set("SLURM_STEPID", step.to_string());
     set("SLURM_STEP_NUM_TASKS", total.to_string());
     set("SLURM_STEP_NUM_NODES", counts.len().to_string());
-    set("SLURM_STEP_TASKS_PER_NODE", counts_form(counts));
+    set("SLURM_STEP_TASKS_PER_NODE", berth_model::hostlist::counts(counts));
     set("SLURM_NTASKS", total.to_string());
     set("SLURM_NPROCS", total.to_string());
     set("RANK", task.rank.to_string());
@@ -157,9 +145,6 @@ mod tests {
         assert_eq!(layout(1, 1, Some(4), None, None).unwrap(), [4]);
         assert!(layout(2, 1, None, Some(3), None).unwrap_err().contains("has 2 node(s)"));
         assert!(layout(2, 1, Some(1), Some(2), None).unwrap_err().contains("fewer tasks"));
-        assert_eq!(counts_form(&[4, 4]), "4(x2)");
-        assert_eq!(counts_form(&[3, 2]), "3,2");
-        assert_eq!(counts_form(&[2, 2, 1]), "2(x2),1");
     }
 
     #[test]

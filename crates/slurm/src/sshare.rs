@@ -16,7 +16,7 @@ use std::io::Write;
 use berth_model::api::UsageQuery;
 use clap::Parser;
 
-use crate::assoc::{self, Layout, UserAccounts};
+use crate::assoc::{self, UserAccounts};
 use crate::{Connect, Result, names};
 
 #[derive(Debug, Parser)]
@@ -37,15 +37,8 @@ pub struct Args {
     /// Fields: Account, User, RawShares, NormShares, RawUsage, EffectvUsage, FairShare
     #[arg(short = 'o', long = "format", value_name = "FIELDS")]
     pub format: Option<String>,
-    /// No header
-    #[arg(short = 'n', long)]
-    pub noheader: bool,
-    /// `|`-separated, with a `|` at the end of each line
-    #[arg(short = 'p', long)]
-    pub parsable: bool,
-    /// `|`-separated
-    #[arg(short = 'P', long)]
-    pub parsable2: bool,
+    #[command(flatten)]
+    pub table: assoc::TableFlags,
     /// Accepted: berth has one cluster
     #[arg(short = 'M', long = "clusters", value_name = "CLUSTERS")]
     pub clusters: Option<String>,
@@ -101,15 +94,9 @@ pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Resu
     }
     let columns = assoc::columns(args.format.as_deref().unwrap_or(DEFAULT_FORMAT), &FIELDS)?;
     let client = connect()?;
-    let me = client.whoami().await?;
-    let unix = assoc::unix_me();
-    let all = assoc::users(&client).await?;
     let wanted = names(&args.users);
-    let users = if wanted.is_empty() && !args.all && args.accounts.is_none() {
-        assoc::select(&all, std::slice::from_ref(&me.user), &me.user, None)
-    } else {
-        assoc::select(&all, &wanted, &me.user, unix.as_deref())
-    };
+    let only_me = wanted.is_empty() && !args.all && args.accounts.is_none();
+    let users = assoc::asked(&client, (!only_me).then_some(wanted.as_slice())).await?;
     let usage = |by: &str| {
         let q = UsageQuery { by: Some(by.into()), since: None };
         let client = client.clone();
@@ -121,13 +108,8 @@ pub async fn run(args: Args, connect: &dyn Connect, out: &mut dyn Write) -> Resu
     let by_user = seconds(usage("user").await?);
     let by_project = seconds(usage("project").await?);
     let rows = rows(&users, &names(&args.accounts), &by_user, &by_project, args.users_only);
-    let cells: Vec<Vec<String>> = rows.iter().map(|r| columns.iter().map(|c| value(c.field, r)).collect()).collect();
-    let layout = match (args.parsable2, args.parsable) {
-        (true, _) => Layout::Parsable { trailing: false },
-        (false, true) => Layout::Parsable { trailing: true },
-        _ => Layout::Columns,
-    };
-    out.write_all(assoc::render(&columns, &cells, layout, args.noheader).as_bytes())?;
+    let table = assoc::render(&columns, &rows, value, args.table.layout(), args.table.noheader);
+    out.write_all(table.as_bytes())?;
     Ok(())
 }
 
@@ -185,14 +167,10 @@ fn value(field: Field, r: &Row) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::assoc::Layout;
 
     fn user(name: &str, projects: &[&str]) -> UserAccounts {
-        UserAccounts {
-            shown: name.into(),
-            user: name.into(),
-            admin: false,
-            accounts: std::iter::once(name).chain(projects.iter().copied()).map(str::to_string).collect(),
-        }
+        assoc::test_user(name, projects)
     }
 
     #[test]
@@ -201,9 +179,7 @@ mod tests {
         let none = HashMap::new();
         let rows = rows(&users, &[], &none, &none, true);
         let columns = assoc::columns("Account%256", &FIELDS).unwrap();
-        let cells: Vec<Vec<String>> =
-            rows.iter().map(|r| columns.iter().map(|c| value(c.field, r)).collect()).collect();
-        let out = assoc::render(&columns, &cells, Layout::Columns, true);
+        let out = assoc::render(&columns, &rows, value, Layout::Columns, true);
         let accounts: Vec<&str> = out.lines().map(str::trim).collect();
         assert_eq!(accounts, ["alice", "vision"]);
     }
@@ -215,9 +191,7 @@ mod tests {
         let by_project = HashMap::from([("vision".to_string(), 400)]);
         let rows = rows(&users, &["vision".to_string()], &by_user, &by_project, false);
         let columns = assoc::columns(DEFAULT_FORMAT, &FIELDS).unwrap();
-        let cells: Vec<Vec<String>> =
-            rows.iter().map(|r| columns.iter().map(|c| value(c.field, r)).collect()).collect();
-        let out = assoc::render(&columns, &cells, Layout::Parsable { trailing: false }, false);
+        let out = assoc::render(&columns, &rows, value, Layout::Parsable { trailing: false }, false);
         assert_eq!(
             out,
             "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare\n\
