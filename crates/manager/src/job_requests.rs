@@ -53,8 +53,8 @@ impl Jobs {
     }
 
     /// Adds to `job` (a stored row's view) what only memory knows of it while unfinished:
-    /// its expected run time; pending, its place and reason; holding resources, its use so
-    /// far, its deadline and its setup.
+    /// its expected run time; pending, its place, reason and an array's tasks still to make;
+    /// holding resources, its use so far, its deadline and its setup.
     pub async fn add_live(&self, job: &mut JobView, deadline: impl Fn(&Job) -> Option<Deadline>) {
         let st = self.lock().await;
         let Some(j) = st.job(job.id) else { return };
@@ -66,6 +66,8 @@ impl Jobs {
             job.position = live.position;
             job.pending_reason = live.pending_reason;
             job.expected_start = live.expected_start;
+            // An array's tasks still to make (`[4-5%1]`), as its row in a listing shows them.
+            job.array = live.array;
         } else if j.state.holds_resources() {
             job.usage = st.meters().job(j.id, j.attempt.number).or(job.usage);
             job.deadline = deadline(j);

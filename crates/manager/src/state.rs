@@ -220,10 +220,22 @@ impl State {
     pub fn job_view(&self, job: &Job) -> JobView {
         let mut v = job.view();
         // The indices still to make (`[3-100%10]`); once all are made, its tasks stand for it.
-        if let (Some(a), Some(p)) = (&job.spec.array, self.arrays.get(&job.id))
-            && !p.all_made(a)
+        // An array no pass has looked at yet (just submitted, held, or after a restart) is
+        // reckoned from its tasks in memory: `squeue` showed a held array as nothing at all.
+        if let Some(a) = &job.spec.array
+            && !job.state.is_terminal()
         {
-            v.array = Some(a.remaining(|i| p.made.contains(&i)));
+            match self.arrays.get(&job.id) {
+                Some(p) if !p.all_made(a) => v.array = Some(a.remaining(|i| p.made.contains(&i))),
+                Some(_) => {}
+                None => {
+                    let made: Vec<u32> =
+                        self.tasks_of(job.id).filter_map(|t| t.spec.array_task.map(|t| t.index)).collect();
+                    if (made.len() as u64) < a.count() {
+                        v.array = Some(a.remaining(|i| made.contains(&i)));
+                    }
+                }
+            }
         }
         if job.state.holds_resources() {
             v.usage = self.meters.job(job.id, job.attempt.number);

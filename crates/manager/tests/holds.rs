@@ -104,3 +104,17 @@ async fn a_kernel_killed_by_a_signal_ends_a_job_that_carries_the_signal() {
     assert_eq!((&j["job"]["exit_code"], &j["job"]["end_signal"]), (&json!(137), &json!(9)));
     e.m.shutdown().await;
 }
+
+/// Regression: an array held from its submit was shown with its spec (`3-4%1`) instead of the
+/// tasks it still has to make, so `squeue` listed it as nothing at all.
+#[tokio::test]
+async fn a_held_array_is_shown_with_the_tasks_it_has_still_to_make() {
+    let e = start().await;
+    let array = JobSpec { array: Some("3-4%1".parse().unwrap()), ..held(JobSpec::command(["x"])) };
+    let id = e.admin.submit_ok(&array).await;
+    let job = e.admin.job(id).await;
+    // Two indices read `3,4` here; `squeue` prints them as Slurm does (`1_[3-4%1]`).
+    assert_eq!(job["job"]["array"], "[3,4%1]", "{job}");
+    assert_eq!(job["job"]["pending_reason"]["kind"], "held-user");
+    e.m.shutdown().await;
+}
