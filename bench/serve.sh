@@ -281,7 +281,7 @@ echo "berth's CPU with no requests (manager, its agent and the second agent): $(
 # second agent (on the tunnel path, replicas there are reached through it).
 echo "| path | connections | requests/s | p50 ms | p99 ms | failed | proxy CPU µs/request |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
-ratios=() perf_pids=() stat_rows=()
+ratios=() ceilings=() perf_pids=() stat_rows=()
 # nginx's cell and berth's at C connections, each setting n / e (wrk's figures) and its CPU.
 nginx_cell() {
   local c=$1
@@ -314,7 +314,7 @@ for c in ${CONNS:-1 16 64}; do
     measure t "$berth_pid" "$far_pid" -- "http://127.0.0.1:$apps/serve/tunneled/" "$c" "$SECS" "Authorization: Bearer $tunnel_secret"
     row "berth endpoint through the agent (tunnel), 2 replicas" "$c" "$cpu_us" <<<"$t"
   fi
-  if [ "$round" = 1 ] && [ -n "${CEILING:-}" ]; then
+  if [ -n "${CEILING:-}" ]; then
     for mode in $CEILING_MODES; do
       if [ -n "${PERF:-}" ] && [[ " ${PERF_CONNS:-64} " == *" $c "* ]]; then
         perf record -F 499 -g -p "${ceiling_pid[$mode]}" -o "$PERF-ceiling-$mode-$c.data" -- sleep "$SECS" >/dev/null 2>&1 &
@@ -322,6 +322,8 @@ for c in ${CONNS:-1 16 64}; do
       fi
       measure x "${ceiling_pid[$mode]}" -- "http://127.0.0.1:${ceiling_port[$mode]}/" "$c" "$SECS"
       row "minimal hyper proxy ($mode: the stack's ceiling), 2 replicas" "$c" "$cpu_us" <<<"$x"
+      ceilings+=("$(awk -v r="$round" -v c="$c" -v m="$mode" -v n="$n" -v x="$x" -v nc="$ncpu" -v xc="$cpu_us" 'BEGIN { split(n, a, " "); split(x, b, " ");
+        printf "| %s | %s | %s | %.2f | %.2f | %.2f |", r, c, m, (a[1] > 0 ? b[1] / a[1] : 0), (a[3] > 0 ? b[3] / a[3] : 0), (nc > 0 ? xc / nc : 0) }')")
     done
   fi
   ratios+=("$(awk -v r="$round" -v c="$c" -v n="$n" -v e="$e" -v nc="$ncpu" -v ec="$ecpu" 'BEGIN { split(n, a, " "); split(e, b, " ");
@@ -353,6 +355,13 @@ for line in sys.stdin:
     rows.setdefault(f[1], []).append([float(x) for x in f[2:5]])
 for c, rs in rows.items():
     print("| %s | %s |" % (c, " | ".join("%.2f" % statistics.median(col) for col in zip(*rs))))'
+fi
+if [ ${#ceilings[@]} -gt 0 ]; then
+  echo
+  echo "the minimal hyper proxy (the stack's ceiling) against nginx, per round and mode:"
+  echo "| round | connections | mode | requests/s, ceiling / nginx | p99, ceiling / nginx | CPU per request, ceiling / nginx |"
+  echo "|---:|---:|---|---:|---:|---:|"
+  printf '%s\n' "${ceilings[@]}"
 fi
 if [ ${#stat_rows[@]} -gt 0 ]; then
   echo

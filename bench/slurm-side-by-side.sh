@@ -29,23 +29,14 @@ ARRAY=${3:-10000}
 HELPER=$(realpath bench/slurm-side-by-side.py)
 
 SIDES=${SIDES:-slurm berth}
-if [[ $SIDES == *berth* ]]; then
-  if [ -n "${BENCH_BIN_DIR:-}" ]; then
-    BIN=$BENCH_BIN_DIR/berth
-  else
-    cargo build --release --quiet --bin berth
-    BIN=${CARGO_TARGET_DIR:-target}/release/berth
-  fi
-  BIN=$(realpath "$BIN")
-fi
+source bench/slurm_lib.sh
+[[ $SIDES != *berth* ]] || bench_berth_bin
 source bench/lib.sh
 for b in slurmctld slurmd slurmdbd munged mungekey mariadbd mariadb-install-db sbatch; do
   command -v "$b" >/dev/null || [ -x "/usr/sbin/$b" ] || {
     echo "no $b: apt-get install -y slurm-wlm slurmdbd mariadb-server munge" >&2; exit 1; }
 done
 export PATH=$PATH:/usr/sbin
-
-source bench/slurm_lib.sh
 
 RESULTS=$(mktemp /var/tmp/slurm-side-by-side.XXXXXX)
 trap 'slurm_stop; rm -f "$RESULTS" "$RESULTS.submit" "$RESULTS.array"' EXIT

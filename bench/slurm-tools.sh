@@ -23,16 +23,9 @@ VENV=${SLURM_TOOLS_VENV:-$HOME/.cache/berth/slurm-tools-venv}
 SIDES=${SIDES:-slurm berth}
 "$VENV/bin/python" -c 'import snakemake, snakemake_executor_plugin_slurm, parsl, dask_jobqueue' || {
   echo "no tools venv at $VENV: run scripts/test.sh (or set SLURM_TOOLS_VENV)" >&2; exit 1; }
-if [[ $SIDES == *berth* ]]; then
-  if [ -n "${BENCH_BIN_DIR:-}" ]; then
-    BIN=$BENCH_BIN_DIR/berth
-  else
-    cargo build --release --quiet --bin berth
-    BIN=${CARGO_TARGET_DIR:-target}/release/berth
-  fi
-fi
-source bench/lib.sh
 source bench/slurm_lib.sh
+[[ $SIDES != *berth* ]] || bench_berth_bin
+source bench/lib.sh
 export PATH=$PATH:/usr/sbin
 
 OUT=$(mktemp -d /var/tmp/slurm-tools.XXXXXX)
@@ -41,9 +34,9 @@ berth_pid=
 conf_link=
 stop_all() {
   slurm_stop
-  [ -n "$conf_link" ] && rm -f /etc/slurm/slurm.conf
+  if [ -n "$conf_link" ]; then rm -f /etc/slurm/slurm.conf; fi
   [ -n "$berth_pid" ] && { kill -INT "$berth_pid" 2>/dev/null; wait "$berth_pid" || true; }
-  [ -z "${KEEP_OUT:-}" ] && rm -rf "$OUT"
+  if [ -z "${KEEP_OUT:-}" ]; then rm -rf "$OUT"; fi
 }
 trap stop_all EXIT
 
@@ -138,7 +131,7 @@ if [[ $SIDES == *slurm* ]]; then
   fi
   run_side slurm "$(dirname "$(command -v sbatch)")" debug
   slurm_stop
-  [ -n "$conf_link" ] && rm -f /etc/slurm/slurm.conf
+  if [ -n "$conf_link" ]; then rm -f /etc/slurm/slurm.conf; fi
   conf_link=
 fi
 if [[ $SIDES == *berth* ]]; then
