@@ -176,7 +176,13 @@ pub fn parse(text: &str, name: &str, args: Vec<String>) -> anyhow::Result<Script
         // Slurm runs a batch script once, on the first node, and its `srun`s start the tasks.
         sbatch.launch = Some(crate::specflags::LaunchArg::First);
     }
+    // `#BERTH --cpus` sets the job's CPUs outright: Slurm's per-task count from `#SBATCH -c`
+    // no longer describes the job, and srun would ask each task for more than it has.
+    let berth_cpus = berth.cpus.is_some() && !berth.env.iter().any(|(k, _)| k == "SLURM_CPUS_PER_TASK");
     let mut flags = sbatch.overlay(berth);
+    if berth_cpus {
+        flags.env.retain(|(k, _)| k != "SLURM_CPUS_PER_TASK");
+    }
     if flags.name.is_none() {
         flags.name = Some(name.to_string());
     }
@@ -271,7 +277,7 @@ python train.py
         assert_eq!(f.time_limit, Some(86400 + 7200));
         assert_eq!(f.queue.as_deref(), Some("gpu"));
         assert_eq!(f.name.as_deref(), Some("my job"));
-        assert_eq!(f.env, vec![("A".into(), "1".into())]);
+        assert_eq!(f.env, vec![("A".into(), "1".into())], "#BERTH --cpus drops #SBATCH -c's SLURM_CPUS_PER_TASK");
         assert!(s.warnings.is_empty(), "translated and noted directives warn of nothing: {:?}", s.warnings);
         assert_eq!(f.output_file.as_deref(), Some("out.log"), "#SBATCH --output is translated");
         // Mail is no warning: a note on what to use instead.
