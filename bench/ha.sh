@@ -22,7 +22,6 @@ cargo build --release --quiet --bin berth
 BIN=$(realpath target/release/berth)
 source bench/lib.sh
 tmp=$(mktemp -d)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 declare -A mpid
 apid=
 cleanup() {

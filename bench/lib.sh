@@ -4,6 +4,20 @@
 # with Ctrl-C and removes the temp dir. Extra variables for TOOL can be set on the call;
 # BERTH_UP_FLAGS adds flags to `berth up` (e.g. --stop-jobs).
 
+# Sets BIN to `berth` in $BENCH_BIN_DIR, or to this tree's release build (built here).
+bench_berth_bin() {
+  if [ -n "${BENCH_BIN_DIR:-}" ]; then
+    BIN=$BENCH_BIN_DIR/berth
+  else
+    cargo build --release --quiet --bin berth
+    BIN=${CARGO_TARGET_DIR:-target}/release/berth
+  fi
+  BIN=$(realpath "$BIN")
+}
+
+# A free TCP port on 127.0.0.1.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 # Prints the URL a starting `berth up` or `berth manager` writes to its log LOG, waiting up to
 # 30 s; prints the log and fails when none comes.
 berth_url() {

@@ -56,7 +56,6 @@ fi
 source bench/lib.sh
 BACKEND=$PWD/bench/serve_backend.py
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # Everything this run starts lives under $tmp (berth's HOME and data dirs, nginx's prefix) and
 # $ports (the replicas write "PID PORT" files there: a job's /tmp is private, so it is under

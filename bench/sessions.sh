@@ -18,20 +18,13 @@ REQUESTS=${3:-2000}
 IMAGE=berth-test/busybox:1
 
 bash scripts/test-image.sh
-if [ -n "${BENCH_BIN_DIR:-}" ]; then
-  BIN=$BENCH_BIN_DIR/berth
-else
-  cargo build --release --quiet --bin berth
-  BIN=${CARGO_TARGET_DIR:-target}/release/berth
-fi
-BIN=$(realpath "$BIN")
+source bench/lib.sh
+bench_berth_bin
 if ! command -v sshd >/dev/null && [ ! -x /usr/sbin/sshd ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null
 fi
-source bench/lib.sh
 PY="python3 $PWD/bench/sessions.py"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 job_id() { sed -n 's/^submitted job \([0-9]*\).*/\1/p'; }
 wait_state() {
   for _ in $(seq 1 600); do

@@ -29,9 +29,9 @@ ARRAY=${3:-10000}
 HELPER=$(realpath bench/slurm-side-by-side.py)
 
 SIDES=${SIDES:-slurm berth}
+source bench/lib.sh
 source bench/slurm_lib.sh
 [[ $SIDES != *berth* ]] || bench_berth_bin
-source bench/lib.sh
 for b in slurmctld slurmd slurmdbd munged mungekey mariadbd mariadb-install-db sbatch; do
   command -v "$b" >/dev/null || [ -x "/usr/sbin/$b" ] || {
     echo "no $b: apt-get install -y slurm-wlm slurmdbd mariadb-server munge" >&2; exit 1; }

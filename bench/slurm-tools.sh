@@ -23,9 +23,9 @@ VENV=${SLURM_TOOLS_VENV:-$HOME/.cache/berth/slurm-tools-venv}
 SIDES=${SIDES:-slurm berth}
 "$VENV/bin/python" -c 'import snakemake, snakemake_executor_plugin_slurm, parsl, dask_jobqueue' || {
   echo "no tools venv at $VENV: run scripts/test.sh (or set SLURM_TOOLS_VENV)" >&2; exit 1; }
+source bench/lib.sh
 source bench/slurm_lib.sh
 [[ $SIDES != *berth* ]] || bench_berth_bin
-source bench/lib.sh
 export PATH=$PATH:/usr/sbin
 
 OUT=$(mktemp -d /var/tmp/slurm-tools.XXXXXX)

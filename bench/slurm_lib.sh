@@ -2,20 +2,8 @@
 # pipefail`, needs root): `slurm_start` starts a single-node Slurm 22.05 (Debian's slurm-wlm:
 # munged, slurmdbd on a throwaway MariaDB, slurmctld, slurmd) in a temp dir under /var/tmp, all
 # on 127.0.0.1, and exports SLURM_CONF; `slurm_stop` stops it and removes the dir (call it from
-# an EXIT trap). N and ARRAY, when set, size MaxJobCount and MaxArraySize.
+# an EXIT trap); bench/lib.sh's free_port first. N and ARRAY, when set, size MaxJobCount and MaxArraySize.
 #   apt-get install -y slurm-wlm slurmdbd mariadb-server munge
-# Sets BIN to `berth` in $BENCH_BIN_DIR, or to this tree's release build (built here).
-bench_berth_bin() {
-  if [ -n "${BENCH_BIN_DIR:-}" ]; then
-    BIN=$BENCH_BIN_DIR/berth
-  else
-    cargo build --release --quiet --bin berth
-    BIN=${CARGO_TARGET_DIR:-target}/release/berth
-  fi
-  BIN=$(realpath "$BIN")
-}
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # ---- Slurm: munged, mariadbd, slurmdbd, slurmctld, slurmd in SL (a temp dir) ----------------
 SL=
